@@ -1,0 +1,80 @@
+package analysis
+
+// Rule ids are stable: tools match on them. Each names the DESIGN.md safety
+// rule it implements (1-9) or "note" for facts that never lower a verdict.
+const (
+	// Where the site is.
+	RuleNotCode        = "not-code"           // refuse: address outside every executable section
+	RuleNoFunction     = "no-function"        // refuse: code that belongs to no known function (PLT, stray bytes)
+	RuleEndbrSkip      = "endbr64-skip"       // note: probe moved after the entry endbr64 (rule 1)
+	RuleRetprobeEntry  = "retprobe-not-entry" // refuse: a return probe must sit at a function entry
+	RuleNotBoundary    = "not-boundary"       // refuse (rule 1): not an instruction boundary of the decoded function
+	RuleDecodeError    = "decode-error"       // rule 1: an instruction does not decode
+	RuleDecodeDisagree = "decode-disagree"    // rule 1: x86asm and our length decoder disagree (or Op == 0)
+	RuleExistingInt3   = "existing-int3"      // refuse (rule 6): the site already holds an int3
+	RuleUprobesRefuses = "uprobes-refuses"    // refuse (rule 7): the probed instruction cannot run out of line
+
+	// The detoured code region (DCR).
+	RuleDCRCrossesFunc = "dcr-crosses-function" // rule 2: fewer than 5 bytes left in the function
+	RuleDCRPastJmp     = "dcr-past-jmp"         // rule 2: a jmp/ret ends the code before 5 bytes
+	RulePaddingTail    = "padding-tail"         // note (rule 2 extension): DCR completed with dead padding after a final ret/jmp
+	RuleJumpIntoDCR    = "jump-into-dcr"        // rule 3: a direct jmp/jcc/loop/call targets the DCR interior
+	RuleAddrTakenInDCR = "address-taken-in-dcr" // rule 3 (extended): a code address taken by lea/immediate/data/relocation/symbol lies in the DCR interior
+	RuleTableIntoDCR   = "jump-table-into-dcr"  // rule 4: a resolved jump-table entry targets the DCR interior
+	RuleIndirectJump   = "indirect-jump"        // rule 4: the function (or a fragment of it) has an unresolved indirect jmp
+	RulePointerJump    = "indirect-jump-pointer"
+	RuleJumpTable      = "jump-table" // note: resolved jump tables of the function
+	RuleLandingPad     = "landing-pad-in-dcr"  // rule 5: an exception landing pad lies in the DCR interior
+	RuleLSDAUnreadable = "lsda-unreadable"     // rule 5: the function's call-site table could not be read
+	RuleOtherProbe     = "other-probe-in-dcr"  // rule 6: another requested probe lies in the DCR interior
+	RuleInt3InDCR      = "int3-in-dcr"         // rule 6: an existing int3 inside the DCR
+	RuleCallInDCR      = "call-in-dcr"         // rule 7: a call would push the detour's address
+	RuleDCRInsnRefused = "dcr-insn-refused"    // rule 7: a DCR instruction cannot run out of line
+	RuleRIPRelReach    = "riprel-out-of-reach" // rule 7: relocated RIP-relative displacement would not fit in int32
+	RuleBranchReach    = "branch-out-of-reach" // rule 7: relocated branch target would not fit in rel32
+	RuleDetourReach    = "detour-out-of-reach" // rule 7: the site cannot reach the detour window with a rel32 jmp
+	RulePostHandler    = "post-handler"        // rule 8: a post_handler needs int3 + single-step
+	RuleNotBoostable   = "not-boostable"       // the probed instruction must run under the trap flag
+	RuleEmulated       = "emulated"            // note: the probed branch is emulated when boosted
+)
+
+// RuleInfo documents one rule id.
+type RuleInfo struct {
+	ID     string `json:"id"`
+	Design string `json:"design"` // DESIGN.md rule number, or "note"/"site"
+	Text   string `json:"text"`
+}
+
+// Rules lists every rule id with its meaning, for reports and documentation.
+var Rules = []RuleInfo{
+	{RuleNotCode, "site", "the address is not inside an executable section"},
+	{RuleNoFunction, "site", "the address is code but inside no known function (symbols, .eh_frame FDEs)"},
+	{RuleEndbrSkip, "1", "the function starts with endbr64: the probe goes after it"},
+	{RuleRetprobeEntry, "site", "a return probe must be placed at a function entry"},
+	{RuleNotBoundary, "1", "the address is not an instruction boundary of the decoded function"},
+	{RuleDecodeError, "1", "an instruction of the function does not decode"},
+	{RuleDecodeDisagree, "1", "x86asm and kprewrite's length decoder disagree on an instruction"},
+	{RuleExistingInt3, "6", "the probed instruction is already an int3"},
+	{RuleUprobesRefuses, "7", "the probed instruction cannot run out of line (uprobes refuses it)"},
+	{RuleDCRCrossesFunc, "2", "the 5-byte region would cross the end of the function or another function's start"},
+	{RuleDCRPastJmp, "2", "a jmp or ret ends the code before 5 bytes (and no dead padding follows)"},
+	{RulePaddingTail, "2", "the region after a final ret/jmp was completed with dead inter-function padding"},
+	{RuleJumpIntoDCR, "3", "a direct jmp/jcc/loop/call somewhere in the binary targets the region's interior"},
+	{RuleAddrTakenInDCR, "3", "a code address taken by lea/mov/push, a data word, a relocation or a symbol lies in the region's interior"},
+	{RuleTableIntoDCR, "4", "a resolved jump-table entry targets the region's interior"},
+	{RuleIndirectJump, "4", "the function or one of its fragments has an indirect jmp whose targets are not known"},
+	{RulePointerJump, "note", "the function has indirect jmps through loaded pointers (tail calls); their targets are covered by the address-taken index"},
+	{RuleJumpTable, "note", "the function's jump tables were resolved and their entries indexed"},
+	{RuleLandingPad, "5", "an exception landing pad lies in the region's interior"},
+	{RuleLSDAUnreadable, "5", "the function's exception call-site table could not be read"},
+	{RuleOtherProbe, "6", "another requested probe lies in the region's interior"},
+	{RuleInt3InDCR, "6", "an existing int3 lies in the region"},
+	{RuleCallInDCR, "7", "a call in the region would push the detour's address"},
+	{RuleDCRInsnRefused, "7", "an instruction in the region cannot run out of line"},
+	{RuleRIPRelReach, "7", "a relocated RIP-relative operand would not reach its target from the detour window"},
+	{RuleBranchReach, "7", "a relocated branch would not reach its target from the detour window"},
+	{RuleDetourReach, "7", "the site cannot reach the detour window with a rel32 jmp"},
+	{RulePostHandler, "8", "a probe with a post_handler is single-stepped"},
+	{RuleNotBoostable, "boost", "the probed instruction cannot be boosted or emulated; it runs under the trap flag"},
+	{RuleEmulated, "note", "the probed instruction is a relative branch or ret, emulated by the runtime"},
+}

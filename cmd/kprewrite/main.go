@@ -1,0 +1,11 @@
+package main
+
+import (
+	"os"
+
+	"kprewrite/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+}

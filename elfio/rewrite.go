@@ -1,0 +1,477 @@
+package elfio
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// NewSymbol is a symbol for the new code or data, written to .symtab so that objdump,
+// gdb and perf name it. Its value is the section's address plus Offset.
+type NewSymbol struct {
+	Name    string
+	Section string // SecText, SecRodata, SecData or SecBSS
+	Offset  uint64 // from the start of Section
+	Size    uint64
+	Func    bool // STT_FUNC, else STT_OBJECT
+	Global  bool // STB_GLOBAL, else STB_LOCAL
+}
+
+// Patch replaces len(Bytes) bytes of the existing program at virtual address Addr. The
+// bytes must be file-backed bytes of one existing PT_LOAD segment.
+type Patch struct {
+	Addr  uint64
+	Bytes []byte
+}
+
+// Addition is everything Rewrite adds to or changes in a file.
+type Addition struct {
+	Layout Layout // from PlanLayout on the same file
+
+	Text, Rodata, Data []byte // contents of the new areas, each at most its Layout size
+	BSS                uint64 // zeroed bytes used in .kprewrite.bss, at most Layout.BSSSize
+
+	Symbols []NewSymbol
+	Patches []Patch // must not overlap each other
+
+	Entry *uint64 // new e_entry (link-time address), or nil to keep it
+}
+
+// Rewrite returns a new image of the file with the Addition applied: the new areas in
+// new PT_LOAD segments, the program header table moved into the new read-only segment
+// (PT_PHDR updated), section headers for the new areas, the new symbols in .symtab
+// (created for stripped input), the patches applied and e_entry redirected. Every
+// existing section and program header stays. f is not modified, and the same input
+// always gives the same bytes.
+func (f *File) Rewrite(a *Addition) ([]byte, error) {
+	out, err := f.rewrite(a)
+	if err != nil {
+		return nil, fmt.Errorf("%s: rewrite: %w", f.Path, err)
+	}
+	return out, nil
+}
+
+// filePatch is a Patch resolved to a file offset.
+type filePatch struct {
+	off  uint64
+	addr uint64
+	b    []byte
+}
+
+// strtab is a string table that keeps its old bytes and gains new strings at its end,
+// so every existing offset into it stays valid.
+type strtab struct {
+	old []byte
+	add []byte
+}
+
+func newStrtab(old []byte) *strtab {
+	t := &strtab{old: old}
+	if len(old) == 0 || old[len(old)-1] != 0 {
+		t.add = append(t.add, 0)
+	}
+	return t
+}
+
+func (t *strtab) size() uint64 { return uint64(len(t.old) + len(t.add)) }
+
+func (t *strtab) intern(s string) uint32 {
+	off := t.size()
+	t.add = append(t.add, s...)
+	t.add = append(t.add, 0)
+	return uint32(off)
+}
+
+func (t *strtab) put(dst []byte) {
+	copy(dst[copy(dst, t.old):], t.add)
+}
+
+// shdr is a section header as written.
+type shdr struct {
+	name               uint32
+	typ                elf.SectionType
+	flags              elf.SectionFlag
+	addr, off, size    uint64
+	link, info         uint32
+	addralign, entsize uint64
+	nameStr            string // resolved into name when the name table is built
+	keepName           bool   // existing section: name is already an offset
+}
+
+func (h *shdr) put(dst []byte) {
+	le := binary.LittleEndian
+	le.PutUint32(dst[0:], h.name)
+	le.PutUint32(dst[4:], uint32(h.typ))
+	le.PutUint64(dst[8:], uint64(h.flags))
+	le.PutUint64(dst[16:], h.addr)
+	le.PutUint64(dst[24:], h.off)
+	le.PutUint64(dst[32:], h.size)
+	le.PutUint32(dst[40:], h.link)
+	le.PutUint32(dst[44:], h.info)
+	le.PutUint64(dst[48:], h.addralign)
+	le.PutUint64(dst[56:], h.entsize)
+}
+
+func (f *File) rewrite(a *Addition) ([]byte, error) {
+	if a == nil {
+		return nil, fmt.Errorf("no addition")
+	}
+	l := a.Layout
+	want, err := f.planLayout(l.TextSize, l.RodataSize, l.DataSize, l.BSSSize)
+	if err != nil {
+		return nil, err
+	}
+	if want != l {
+		return nil, fmt.Errorf("layout was not planned for this file (PlanLayout gives text at %#x, layout says %#x)", want.TextAddr, l.TextAddr)
+	}
+	for _, c := range []struct {
+		name string
+		n, c uint64
+	}{{SecText, uint64(len(a.Text)), l.TextSize}, {SecRodata, uint64(len(a.Rodata)), l.RodataSize},
+		{SecData, uint64(len(a.Data)), l.DataSize}, {SecBSS, a.BSS, l.BSSSize}} {
+		if c.n > c.c {
+			return nil, fmt.Errorf("%s: %d bytes do not fit in the %d planned", c.name, c.n, c.c)
+		}
+	}
+	if a.Entry != nil {
+		e := *a.Entry
+		inText := l.TextSize > 0 && e >= l.TextAddr && e-l.TextAddr < uint64(len(a.Text))
+		if !inText && !f.ExecAddr(e) {
+			return nil, fmt.Errorf("new entry point %#x is not in executable code", e)
+		}
+	}
+	patches, err := f.resolvePatches(a.Patches)
+	if err != nil {
+		return nil, err
+	}
+	tabs, err := f.planTables()
+	if err != nil {
+		return nil, err
+	}
+
+	// Section headers: every existing one, then the new areas.
+	secs := make([]shdr, 0, len(f.Sections)+8)
+	for _, s := range f.Sections {
+		secs = append(secs, shdr{name: s.NameOff, typ: s.Type, flags: s.Flags, addr: s.Addr, off: s.Off, size: s.Size,
+			link: s.Link, info: s.Info, addralign: s.Addralign, entsize: s.Entsize, keepName: true})
+	}
+	if len(secs) == 0 {
+		secs = append(secs, shdr{keepName: true})
+	}
+	if tabs.shstrtab < 0 {
+		for i := range secs {
+			secs[i].name = 0 // there was no name table to point into
+		}
+	}
+	secIndex := map[string]int{}
+	addSec := func(h shdr) int {
+		secs = append(secs, h)
+		secIndex[h.nameStr] = len(secs) - 1
+		return len(secs) - 1
+	}
+	d := l.delta()
+	if l.RodataSize > 0 {
+		addSec(shdr{nameStr: SecRodata, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, addr: l.RodataAddr, off: l.RodataAddr - d, size: l.RodataSize, addralign: 64})
+	}
+	if l.TextSize > 0 {
+		addSec(shdr{nameStr: SecText, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, addr: l.TextAddr, off: l.TextAddr - d, size: l.TextSize, addralign: 16})
+	}
+	if l.DataSize > 0 {
+		addSec(shdr{nameStr: SecData, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_WRITE, addr: l.DataAddr, off: l.DataAddr - d, size: l.DataSize, addralign: 64})
+	}
+	if l.BSSSize > 0 {
+		addSec(shdr{nameStr: SecBSS, typ: elf.SHT_NOBITS, flags: elf.SHF_ALLOC | elf.SHF_WRITE, addr: l.BSSAddr, off: l.BSSAddr - d, size: l.BSSSize, addralign: 64})
+	}
+
+	// Symbol table: old locals, new locals, old globals, new globals.
+	symtab, strtabIdx := tabs.symtab, tabs.strtab
+	var oldSyms []byte
+	oldInfo := uint64(1)
+	if symtab >= 0 {
+		s := f.Sections[symtab]
+		oldSyms = f.Data[s.Off:][:s.Size/24*24]
+		oldInfo = max(uint64(s.Info), 1) // the null symbol is always local
+	}
+	if len(oldSyms) == 0 {
+		oldSyms = make([]byte, 24) // the null symbol
+		oldInfo = 1
+	}
+	var shstr, symstr *strtab
+	if tabs.shstrtab >= 0 {
+		s := f.Sections[tabs.shstrtab]
+		shstr = newStrtab(f.Data[s.Off:][:s.Size])
+	} else {
+		shstr = newStrtab(nil)
+	}
+	if strtabIdx >= 0 && strtabIdx == tabs.shstrtab {
+		symstr = shstr
+	} else if strtabIdx >= 0 {
+		s := f.Sections[strtabIdx]
+		symstr = newStrtab(f.Data[s.Off:][:s.Size])
+	} else {
+		symstr = newStrtab(nil)
+	}
+	if symtab < 0 {
+		strtabIdx = addSec(shdr{nameStr: ".strtab", typ: elf.SHT_STRTAB, addralign: 1})
+		symtab = addSec(shdr{nameStr: ".symtab", typ: elf.SHT_SYMTAB, link: uint32(strtabIdx), addralign: 8, entsize: 24})
+	}
+	if tabs.shstrtab < 0 {
+		tabs.shstrtab = addSec(shdr{nameStr: ".shstrtab", typ: elf.SHT_STRTAB, addralign: 1})
+	}
+	if len(secs) >= int(elf.SHN_LORESERVE) {
+		// New section indices must fit in st_shndx.
+		return nil, fmt.Errorf("%d sections: too many for new symbols' section indices", len(secs))
+	}
+	var locals, globals []byte
+	for i, ns := range a.Symbols {
+		e, err := f.newSymbolEntry(i, ns, &l, secIndex, symstr)
+		if err != nil {
+			return nil, err
+		}
+		if ns.Global {
+			globals = append(globals, e...)
+		} else {
+			locals = append(locals, e...)
+		}
+	}
+	nLocal := uint64(len(locals) / 24)
+	for i := range secs {
+		if secs[i].keepName {
+			continue
+		}
+		secs[i].name = shstr.intern(secs[i].nameStr)
+	}
+
+	// File layout of the tail: tables, then the section header table.
+	pos := l.fileEnd()
+	place := func(size, align uint64) uint64 {
+		pos = alignUp(pos, align)
+		off := pos
+		pos += size
+		return off
+	}
+	symSize := uint64(len(oldSyms) + len(locals) + len(globals))
+	symOff := place(symSize, 8)
+	secs[symtab].off, secs[symtab].size = symOff, symSize
+	secs[symtab].info = uint32(oldInfo + nLocal)
+	secs[symtab].entsize = 24
+	var symstrOff uint64
+	if symstr != shstr {
+		symstrOff = place(symstr.size(), 1)
+		secs[strtabIdx].off, secs[strtabIdx].size = symstrOff, symstr.size()
+	}
+	relOffs := make([]uint64, len(tabs.rels))
+	for j, i := range tabs.rels {
+		relOffs[j] = place(f.Sections[i].Size, 8)
+		secs[i].off = relOffs[j]
+	}
+	for _, i := range tabs.groups {
+		if uint64(secs[i].info) >= oldInfo {
+			secs[i].info += uint32(nLocal)
+		}
+	}
+	shstrOff := place(shstr.size(), 1)
+	secs[tabs.shstrtab].off, secs[tabs.shstrtab].size = shstrOff, shstr.size()
+	if symstr == shstr {
+		secs[strtabIdx].off, secs[strtabIdx].size = shstrOff, shstr.size()
+	}
+	shOff := place(uint64(len(secs))*64, 8)
+	total := pos
+	if total > 1<<40 {
+		return nil, fmt.Errorf("output would be %d bytes", total)
+	}
+
+	out := make([]byte, total)
+	copy(out, f.Data[:l.keep])
+	for _, p := range patches {
+		copy(out[p.off:], p.b)
+	}
+
+	// Program header table: the old entries, the new PT_LOADs right after the last
+	// existing PT_LOAD (keeping PT_LOADs in ascending address order), PT_PHDR moved.
+	lastLoad := 0
+	for i, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			lastLoad = i
+		}
+	}
+	le := binary.LittleEndian
+	ph := out[l.PhdrOff:][:uint64(l.PhdrNum)*56]
+	n := 0
+	putSeg := func(s newSeg) {
+		e := ph[n*56:]
+		le.PutUint32(e[0:], uint32(elf.PT_LOAD))
+		le.PutUint32(e[4:], uint32(s.flags))
+		le.PutUint64(e[8:], s.off)
+		le.PutUint64(e[16:], s.vaddr)
+		le.PutUint64(e[24:], s.vaddr)
+		le.PutUint64(e[32:], s.filesz)
+		le.PutUint64(e[40:], s.memsz)
+		le.PutUint64(e[48:], l.Align)
+		n++
+	}
+	for i, p := range f.Progs {
+		e := ph[n*56:]
+		copy(e[:56], f.Data[f.Phoff+uint64(i)*56:])
+		if p.Type == elf.PT_PHDR {
+			size := uint64(l.PhdrNum) * 56
+			le.PutUint64(e[8:], l.PhdrOff)
+			le.PutUint64(e[16:], l.PhdrAddr)
+			le.PutUint64(e[24:], l.PhdrAddr)
+			le.PutUint64(e[32:], size)
+			le.PutUint64(e[40:], size)
+		}
+		n++
+		if i == lastLoad {
+			for _, s := range l.segments() {
+				putSeg(s)
+			}
+		}
+	}
+
+	// New areas; unused text capacity is int3 so stray execution traps.
+	if l.RodataSize > 0 {
+		copy(out[l.RodataAddr-d:], a.Rodata)
+	}
+	if l.TextSize > 0 {
+		t := out[l.TextAddr-d:][:l.TextSize]
+		copy(t, a.Text)
+		for i := len(a.Text); i < len(t); i++ {
+			t[i] = 0xcc
+		}
+	}
+	if l.DataSize > 0 {
+		copy(out[l.DataAddr-d:], a.Data)
+	}
+
+	// Tables.
+	sy := out[symOff:][:symSize]
+	k := copy(sy, oldSyms[:oldInfo*24])
+	k += copy(sy[k:], locals)
+	k += copy(sy[k:], oldSyms[oldInfo*24:])
+	copy(sy[k:], globals)
+	if symstr != shstr {
+		symstr.put(out[symstrOff:])
+	}
+	shstr.put(out[shstrOff:])
+	for j, i := range tabs.rels {
+		s := f.Sections[i]
+		r := out[relOffs[j]:][:s.Size]
+		copy(r, f.Data[s.Off:][:s.Size])
+		if nLocal > 0 {
+			renumberRelocs(r, s.Type == elf.SHT_RELA, oldInfo, nLocal)
+		}
+	}
+	for i := range secs {
+		secs[i].put(out[shOff+uint64(i)*64:][:64])
+	}
+
+	// ELF header.
+	if a.Entry != nil {
+		le.PutUint64(out[24:], *a.Entry)
+	}
+	le.PutUint64(out[32:], l.PhdrOff)
+	le.PutUint64(out[40:], shOff)
+	le.PutUint16(out[56:], uint16(l.PhdrNum))
+	le.PutUint16(out[58:], 64) // e_shentsize, zero in input without sections
+	sh0 := out[shOff:][:64]
+	if len(secs) >= int(elf.SHN_LORESERVE) {
+		le.PutUint16(out[60:], 0)
+		le.PutUint64(sh0[32:], uint64(len(secs)))
+	} else {
+		le.PutUint16(out[60:], uint16(len(secs)))
+	}
+	if tabs.shstrtab >= int(elf.SHN_LORESERVE) {
+		le.PutUint16(out[62:], uint16(elf.SHN_XINDEX))
+		le.PutUint32(sh0[40:], uint32(tabs.shstrtab))
+	} else {
+		le.PutUint16(out[62:], uint16(tabs.shstrtab))
+	}
+	return out, nil
+}
+
+// newSymbolEntry validates ns and encodes its Elf64_Sym.
+func (f *File) newSymbolEntry(i int, ns NewSymbol, l *Layout, secIndex map[string]int, names *strtab) ([]byte, error) {
+	if ns.Name == "" || strings.IndexByte(ns.Name, 0) >= 0 {
+		return nil, fmt.Errorf("new symbol %d: name %q is empty or has a NUL byte", i, ns.Name)
+	}
+	var addr, size uint64
+	switch ns.Section {
+	case SecText:
+		addr, size = l.TextAddr, l.TextSize
+	case SecRodata:
+		addr, size = l.RodataAddr, l.RodataSize
+	case SecData:
+		addr, size = l.DataAddr, l.DataSize
+	case SecBSS:
+		addr, size = l.BSSAddr, l.BSSSize
+	default:
+		return nil, fmt.Errorf("new symbol %s: unknown section %q", ns.Name, ns.Section)
+	}
+	idx, ok := secIndex[ns.Section]
+	if !ok || size == 0 {
+		return nil, fmt.Errorf("new symbol %s: section %s has no space planned", ns.Name, ns.Section)
+	}
+	if ns.Offset > size || ns.Size > size-ns.Offset {
+		return nil, fmt.Errorf("new symbol %s: %#x+%#x runs past the end of %s (%#x bytes)", ns.Name, ns.Offset, ns.Size, ns.Section, size)
+	}
+	typ, bind := elf.STT_OBJECT, elf.STB_LOCAL
+	if ns.Func {
+		typ = elf.STT_FUNC
+	}
+	if ns.Global {
+		bind = elf.STB_GLOBAL
+	}
+	e := make([]byte, 24)
+	le := binary.LittleEndian
+	le.PutUint32(e[0:], names.intern(ns.Name))
+	e[4] = elf.ST_INFO(bind, typ)
+	e[5] = byte(elf.STV_DEFAULT)
+	le.PutUint16(e[6:], uint16(idx))
+	le.PutUint64(e[8:], addr+ns.Offset)
+	le.PutUint64(e[16:], ns.Size)
+	return e, nil
+}
+
+// resolvePatches maps patches to file offsets and checks they are file-backed bytes of
+// existing PT_LOADs, clear of the ELF header, and do not overlap.
+func (f *File) resolvePatches(ps []Patch) ([]filePatch, error) {
+	out := make([]filePatch, 0, len(ps))
+	for _, p := range ps {
+		if len(p.Bytes) == 0 {
+			return nil, fmt.Errorf("patch at %#x is empty", p.Addr)
+		}
+		off, err := f.FileOffset(p.Addr, uint64(len(p.Bytes)))
+		if err != nil {
+			return nil, fmt.Errorf("patch at %#x (%d bytes): %w", p.Addr, len(p.Bytes), err)
+		}
+		if off < 64 {
+			return nil, fmt.Errorf("patch at %#x (%d bytes) overlaps the ELF header", p.Addr, len(p.Bytes))
+		}
+		out = append(out, filePatch{off: off, addr: p.Addr, b: p.Bytes})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].off < out[j].off })
+	for i := 1; i < len(out); i++ {
+		if prev := out[i-1]; prev.off+uint64(len(prev.b)) > out[i].off {
+			return nil, fmt.Errorf("patches at %#x (%d bytes) and %#x overlap", prev.addr, len(prev.b), out[i].addr)
+		}
+	}
+	return out, nil
+}
+
+// renumberRelocs shifts symbol indices at or past first by n in a REL/RELA table.
+func renumberRelocs(r []byte, rela bool, first, n uint64) {
+	ent := 16
+	if rela {
+		ent = 24
+	}
+	le := binary.LittleEndian
+	for i := 0; i+ent <= len(r); i += ent {
+		info := le.Uint64(r[i+8:])
+		if sym := info >> 32; sym >= first {
+			le.PutUint64(r[i+8:], (sym+n)<<32|info&0xffffffff)
+		}
+	}
+}

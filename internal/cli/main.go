@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Exit codes shared by every subcommand.
+const (
+	ExitOK    = 0
+	ExitError = 1 // bad input or a failed operation; the message names file, place, reason
+	ExitUsage = 2 // the command line itself is wrong
+)
+
+// errUsage marks errors that are about the command line.
+var errUsage = errors.New("usage")
+
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"check", "report, per probe site, whether it can be jump-optimized, boosted, single-stepped or must be refused", runCheck},
+		{"rewrite", "write a new binary with probes installed", runRewrite},
+		{"rules", "list the safety rules and their ids", runRules},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// Version is the tool version reported by `kprewrite version`.
+const Version = "0.1.0-dev"
+
+// Main runs kprewrite with args (without the program name) and returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return ExitUsage
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" {
+		if len(args) > 1 {
+			return Main([]string{args[1], "-h"}, stdout, stderr)
+		}
+		usage(stdout)
+		return ExitOK
+	}
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		err := c.run(args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return ExitOK
+		case errors.Is(err, flag.ErrHelp):
+			return ExitOK
+		case errors.Is(err, errUsage):
+			fmt.Fprintf(stderr, "kprewrite %s: %v\n", name, strings.TrimPrefix(err.Error(), "usage: "))
+			return ExitUsage
+		default:
+			fmt.Fprintf(stderr, "kprewrite %s: %v\n", name, err)
+			return ExitError
+		}
+	}
+	fmt.Fprintf(stderr, "kprewrite: unknown command %q\n\n", name)
+	usage(stderr)
+	return ExitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: kprewrite COMMAND [options] BINARY")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'kprewrite COMMAND -h' for the options of one command.")
+}
+
+func usageErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+}
+
+// multiFlag collects a repeatable string flag such as -e.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ", ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// parseFlags parses flags that may appear before or after positional arguments, as
+// people type them ("kprewrite check BIN --json").
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageErr("%v", err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// helpFlagSet makes a FlagSet whose -h prints the command's usage to w.
+func helpFlagSet(name, synopsis string, w io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(w, "usage: kprewrite %s\n\noptions:\n", synopsis)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+func runVersion(args []string, stdout, _ io.Writer) error {
+	fmt.Fprintf(stdout, "kprewrite %s\n", Version)
+	return nil
+}

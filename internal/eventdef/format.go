@@ -1,0 +1,148 @@
+package eventdef
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// FormatOptions tune FormatArgsWith.
+type FormatOptions struct {
+	// Symbolize names the symbol holding a run-time address, for the
+	// symbol and symstr types, as the kernel's %pS does. Without it, or
+	// when it reports !ok, the address prints as 0x%lx, as %pS prints an
+	// address it cannot name.
+	Symbolize func(addr uint64) (name string, off, size uint64, ok bool)
+}
+
+// FormatArgs renders a record as the kernel's tracer prints the arguments
+// of an event: " name=value" for each argument, in order. A record is what
+// the probe's program (see Compile) stored at one hit.
+func FormatArgs(p *Probe, record []byte) (string, error) {
+	return FormatArgsWith(p, record, FormatOptions{})
+}
+
+// FormatArgsWith is FormatArgs with options.
+func FormatArgsWith(p *Probe, record []byte, opt FormatOptions) (string, error) {
+	var sb strings.Builder
+	off := 0
+	for i := range p.Args {
+		a := &p.Args[i]
+		size := a.SlotSize()
+		if a.Size <= 0 || off+size > len(record) {
+			return "", fmt.Errorf("format %s/%s: record of %d bytes too short for argument %s", p.Group, p.Event, len(record), a.Name)
+		}
+		sb.WriteByte(' ')
+		sb.WriteString(a.Name)
+		sb.WriteByte('=')
+		if a.Count > 0 {
+			sb.WriteByte('{')
+		}
+		n := a.Count
+		if n == 0 {
+			n = 1
+		}
+		for j := 0; j < n; j++ {
+			if err := formatValue(&sb, a, record, off+j*a.Size, opt); err != nil {
+				return "", fmt.Errorf("format %s/%s argument %s: %w", p.Group, p.Event, a.Name, err)
+			}
+			if a.Count > 0 {
+				if j == n-1 {
+					sb.WriteByte('}')
+				} else {
+					sb.WriteByte(',')
+				}
+			}
+		}
+		off += size
+	}
+	return sb.String(), nil
+}
+
+func formatValue(sb *strings.Builder, a *Arg, rec []byte, off int, opt FormatOptions) error {
+	le := binary.LittleEndian
+	b := rec[off : off+a.Size]
+	var u uint64
+	switch a.Size {
+	case 1:
+		u = uint64(b[0])
+	case 2:
+		u = uint64(le.Uint16(b))
+	case 4:
+		u = uint64(le.Uint32(b))
+	case 8:
+		u = le.Uint64(b)
+	}
+	switch a.Kind {
+	case KindUnsigned:
+		sb.WriteString(strconv.FormatUint(u, 10))
+	case KindSigned:
+		shift := 64 - 8*uint(a.Size)
+		sb.WriteString(strconv.FormatInt(int64(u<<shift)>>shift, 10))
+	case KindHex:
+		sb.WriteString(hex(u))
+	case KindChar:
+		// '%c' writes the byte as it is, NUL and high bytes included.
+		sb.WriteByte('\'')
+		sb.WriteByte(b[0])
+		sb.WriteByte('\'')
+	case KindString, KindUString:
+		l := int(u >> 16)
+		o := int(u & 0xffff)
+		if l == 0 {
+			sb.WriteString("(fault)")
+			return nil
+		}
+		if o+l > len(rec) {
+			return fmt.Errorf("string at %d+%d outside the %d-byte record", o, l, len(rec))
+		}
+		s := rec[o : o+l]
+		if i := indexByte(s, 0); i >= 0 {
+			s = s[:i]
+		}
+		sb.WriteByte('"')
+		sb.Write(s)
+		sb.WriteByte('"')
+	case KindSymbol:
+		sb.WriteString(symbolize(u, opt))
+	case KindSymstr:
+		sb.WriteByte('"')
+		sb.WriteString(symbolize(u, opt))
+		sb.WriteByte('"')
+	default:
+		return fmt.Errorf("unknown type kind %d", a.Kind)
+	}
+	return nil
+}
+
+// symbolize prints an address as %pS: sym+0xoff/0xsize.
+func symbolize(addr uint64, opt FormatOptions) string {
+	if opt.Symbolize != nil {
+		if name, off, size, ok := opt.Symbolize(addr); ok {
+			return name + "+" + hex(off) + "/" + hex(size)
+		}
+	}
+	return hex(addr)
+}
+
+// FormatHead renders the part of a trace line after the event name, as
+// the kernel's uprobe tracer does: "(0x401126)" for a probe at run-time
+// address probeAddr, and "(0x40116f <- 0x401126)" for a return probe, with
+// retAddr the address returned to and probeAddr the function's.
+func FormatHead(p *Probe, probeAddr, retAddr uint64) string {
+	if p.Return {
+		return "(" + hex(retAddr) + " <- " + hex(probeAddr) + ")"
+	}
+	return "(" + hex(probeAddr) + ")"
+}
+
+// FormatEvent renders "EVENT: HEAD ARGS", the text the kernel prints after
+// a trace line's task, CPU, flags and timestamp columns.
+func FormatEvent(p *Probe, probeAddr, retAddr uint64, record []byte, opt FormatOptions) (string, error) {
+	args, err := FormatArgsWith(p, record, opt)
+	if err != nil {
+		return "", err
+	}
+	return p.Event + ": " + FormatHead(p, probeAddr, retAddr) + args, nil
+}

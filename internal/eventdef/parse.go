@@ -1,0 +1,792 @@
+package eventdef
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Limits, as in the kernel (kernel/trace/trace_probe.h, x86-64).
+const (
+	MaxArgs         = 128  // MAX_TRACE_ARGS
+	MaxArgNameLen   = 32   // MAX_ARG_NAME_LEN
+	MaxArgStrLen    = 63   // MAX_ARGSTR_LEN: longest fetch expression
+	MaxArrayLen     = 64   // MAX_ARRAY_LEN
+	MaxEventNameLen = 64   // MAX_EVENT_NAME_LEN, including the NUL
+	MaxActive       = 4096 // KRETPROBE_MAXACTIVE_MAX
+	MaxParamStack   = 2048 // PARAM_MAX_STACK: highest N in $argN (THREAD_SIZE/8)
+	fetchInsnMax    = 16   // FETCH_INSN_MAX: fetch instructions per argument
+)
+
+// DefaultGroup is the group of a probe whose definition names none; it is
+// the kernel's default for uprobes.
+const DefaultGroup = "uprobes"
+
+// reservedNames are field names every probe event already has.
+var reservedNames = []string{
+	"common_type", "common_flags", "common_preempt_count", "common_pid",
+	"common_tgid", "__probe_ip", "__probe_ret_ip", "__probe_func",
+}
+
+// Probe is one parsed probe event definition.
+type Probe struct {
+	Def       string // the definition as given
+	Delete    bool   // "-:[GRP/]EVENT": remove the event; only Group and Event are set
+	Return    bool   // a return probe ("r", or "%return")
+	MaxActive int    // rN: instances tracked at once; 0 for the default
+	Group     string // DefaultGroup when not given
+	Event     string // generated when not given (see GeneratedEventName)
+	Symbol    string // the probed symbol; "" when the site is an address
+	Offset    uint64 // offset from Symbol
+	Addr      uint64 // the probed address when Symbol is ""
+	Args      []Arg
+}
+
+// Arg is one fetch argument, NAME=FETCHARG[:TYPE].
+type Arg struct {
+	Name     string    // as given, or argN (1-based) as the kernel names it
+	Body     string    // the fetch expression as written, with its :TYPE
+	Type     string    // element type as the kernel resolves it: "x64", "u32", "string"...; bitfields give their container ("u32")
+	Kind     TypeKind  // how the element is stored and printed
+	Size     int       // bytes per element in the trace record
+	Count    int       // array length; 0 when not an array
+	Bitfield *Bitfield // set for b<width>@<offset>/<container>
+
+	code []insn // the kernel-style fetch instructions, ended by opEnd
+}
+
+// Bitfield is a b<bit-width>@<bit-offset>/<container-size> type.
+type Bitfield struct {
+	Width, Offset, Container int // in bits
+}
+
+// FuncEntry reports whether the probe sits on a function entry (SYM or
+// SYM+0, not a return probe): only there may $argN read registers. A return
+// probe reads $argN from values saved at the function's entry.
+func (p *Probe) FuncEntry() bool {
+	return !p.Return && p.Symbol != "" && p.Offset == 0
+}
+
+// fetch operations: the kernel's FETCH_OP_* list, kept one to one so that
+// "too much nested" and friends trigger exactly where the kernel's do.
+type fop uint8
+
+const (
+	opNop fop = iota
+	opReg
+	opStack
+	opStackP
+	opRetval
+	opImm
+	opComm
+	opData
+	opArg    // function argument at entry, param = N-1
+	opEArg   // function argument saved at entry, for return probes
+	opSymbol // FETCH_NOP_SYMBOL: names the symbol whose address the next opImm holds
+	opDeref
+	opUDeref
+	opStRaw
+	opStMem
+	opStUMem
+	opStString
+	opStUString
+	opStSymstr
+	opModBF
+	opLpArray
+	opEnd
+)
+
+type insn struct {
+	op     fop
+	param  uint32 // register offset, stack slot, argument index, array count
+	offset int32  // dereference offset (the kernel keeps it in an int)
+	size   int    // store size
+	imm    uint64
+	data   string // symbol expression or immediate string
+	lshift uint8
+	rshift uint8
+}
+
+// Parse parses one definition in the kprobe event syntax, with the probe
+// point written as a symbol of the binary (SYM[+offs], SYM%return) or an
+// address (0xADDR). Errors are *ParseError with the kernel's message text
+// and caret position.
+func Parse(def string) (*Probe, error) {
+	ps := &parser{def: def, argv: splitArgs(def)}
+	ps.cmd = strings.Join(ps.argv, " ")
+	p, perr := ps.parse()
+	if perr != nil {
+		return nil, perr
+	}
+	return p, nil
+}
+
+// splitArgs splits like the kernel's argv_split(): on any run of spaces.
+func splitArgs(s string) []string {
+	var out []string
+	i := 0
+	for i < len(s) {
+		for i < len(s) && isSpace(s[i]) {
+			i++
+		}
+		j := i
+		for j < len(s) && !isSpace(s[j]) {
+			j++
+		}
+		if j > i {
+			out = append(out, s[i:j])
+		}
+		i = j
+	}
+	return out
+}
+
+type parser struct {
+	def  string
+	argv []string
+	cmd  string
+}
+
+// errAt builds the error for word index (0-based) and offset in that word,
+// computed as the kernel's trace_probe_log_err() does.
+func (ps *parser) errAt(index, offset int, code ErrorCode) *ParseError {
+	pos := 0
+	for i := 0; i < index && i < len(ps.argv); i++ {
+		pos += len(ps.argv[i]) + 1
+	}
+	return &ParseError{Def: ps.def, Command: ps.cmd, Pos: pos + offset, Code: code}
+}
+
+func (ps *parser) parse() (*Probe, *ParseError) {
+	if len(ps.argv) == 0 {
+		return nil, ps.errAt(0, 0, ErrBadCommand)
+	}
+	a0 := ps.argv[0]
+	p := &Probe{Def: ps.def}
+	switch a0[0] {
+	case '-':
+		return ps.parseDelete(p)
+	case 'p':
+	case 'r':
+		p.Return = true
+	default:
+		return nil, ps.errAt(0, 0, ErrBadCommand)
+	}
+
+	// p[:...] or r[MAXACTIVE][:...]
+	head, event, hasEvent := strings.Cut(a0[1:], ":")
+	if head != "" {
+		if !isDigit(head[0]) {
+			return nil, ps.errAt(0, 1, ErrBadCommand)
+		}
+		if !p.Return {
+			return nil, ps.errAt(0, 1, ErrBadMaxactType)
+		}
+		if len(head) > MaxEventNameLen-1 {
+			return nil, ps.errAt(0, 1, ErrBadMaxact)
+		}
+		n, ok := kstrtouint(head, 0)
+		if !ok || n == 0 {
+			return nil, ps.errAt(0, 1, ErrBadMaxact)
+		}
+		if n > MaxActive {
+			return nil, ps.errAt(0, 1, ErrMaxactTooBig)
+		}
+		p.MaxActive = int(n)
+	}
+	if len(ps.argv) < 2 {
+		return nil, ps.errAt(1, 0, ErrNoProbePoint)
+	}
+	if len(ps.argv)-2 > MaxArgs {
+		return nil, ps.errAt(2, 0, ErrTooManyArgs)
+	}
+	if perr := ps.parseSite(p); perr != nil {
+		return nil, perr
+	}
+	p.Group = DefaultGroup
+	if hasEvent {
+		g, e, perr := ps.parseEventName(event, 1+len(head)+1)
+		if perr != nil {
+			return nil, perr
+		}
+		if g != "" {
+			p.Group = g
+		}
+		p.Event = e
+	}
+	if p.Event == "" {
+		p.Event = GeneratedEventName(p)
+	}
+
+	args := ps.argv[2:]
+	p.Args = make([]Arg, 0, len(args))
+	for i, a := range args {
+		arg, perr := ps.parseArg(p, i, a)
+		if perr != nil {
+			return nil, perr
+		}
+		p.Args = append(p.Args, *arg)
+	}
+	return p, nil
+}
+
+func (ps *parser) parseDelete(p *Probe) (*Probe, *ParseError) {
+	a0 := ps.argv[0]
+	if len(a0) < 2 || a0[1] != ':' {
+		return nil, ps.errAt(0, 0, ErrBadCommand)
+	}
+	if len(ps.argv) > 1 {
+		return nil, ps.errAt(1, 0, ErrBadCommand)
+	}
+	g, e, perr := ps.parseEventName(a0[2:], 2)
+	if perr != nil {
+		return nil, perr
+	}
+	if e == "" {
+		return nil, ps.errAt(0, 2, ErrNoEventName)
+	}
+	p.Delete = true
+	p.Group = DefaultGroup
+	if g != "" {
+		p.Group = g
+	}
+	p.Event = e
+	return p, nil
+}
+
+// parseSite parses SYM[+offs][%return] or an address, as the kprobe tracer.
+func (ps *parser) parseSite(p *Probe) *ParseError {
+	s := ps.argv[1]
+	if v, ok := kstrtoul(s, 0); ok {
+		p.Addr = v
+		return nil
+	}
+	if strings.IndexByte(s, '/') >= 0 && strings.IndexByte(s, ':') >= 0 {
+		return ps.errAt(1, 0, ErrFileSite)
+	}
+	sym := s
+	if i := strings.IndexByte(sym, '%'); i >= 0 {
+		if sym[i:] != "%return" {
+			return ps.errAt(1, i, ErrBadAddrSuffix)
+		}
+		sym = sym[:i]
+		p.Return = true
+	}
+	var off int64
+	if i := strings.IndexAny(sym, "+-"); i >= 0 {
+		v, ok := kstrtol(sym[i:], 0)
+		if !ok || v < 0 || v > 0xffffffff {
+			return ps.errAt(1, 0, ErrBadProbeAddr)
+		}
+		off = v
+		sym = sym[:i]
+	}
+	// A symbol never starts with a digit, and MOD:SYM does not apply.
+	if sym == "" || isDigit(sym[0]) || strings.IndexByte(sym, ':') >= 0 {
+		return ps.errAt(1, 0, ErrBadProbeAddr)
+	}
+	if p.Return && off != 0 {
+		return ps.errAt(1, 0, ErrBadRetprobe)
+	}
+	p.Symbol = sym
+	p.Offset = uint64(off)
+	return nil
+}
+
+// parseEventName is traceprobe_parse_event_name(): [GROUP/][EVENT], where
+// '.' also separates when there is no '/'. offset is where event starts in
+// argv[0]. An empty event after a group means "generate one".
+func (ps *parser) parseEventName(event string, offset int) (group, name string, perr *ParseError) {
+	slash := strings.IndexByte(event, '/')
+	if slash < 0 {
+		slash = strings.IndexByte(event, '.')
+	}
+	if slash >= 0 {
+		if slash == 0 {
+			return "", "", ps.errAt(0, offset, ErrNoGroupName)
+		}
+		if slash+1 > MaxEventNameLen {
+			return "", "", ps.errAt(0, offset, ErrGroupTooLong)
+		}
+		group = event[:slash]
+		if !isGoodSystemName(group) {
+			return "", "", ps.errAt(0, offset, ErrBadGroupName)
+		}
+		offset += slash + 1
+		event = event[slash+1:]
+	}
+	if event == "" {
+		if slash >= 0 {
+			return group, "", nil
+		}
+		return "", "", ps.errAt(0, offset, ErrNoEventName)
+	}
+	if len(event) >= MaxEventNameLen {
+		return "", "", ps.errAt(0, offset, ErrEventTooLong)
+	}
+	if !isGoodName(event) {
+		return "", "", ps.errAt(0, offset, ErrBadEventName)
+	}
+	return group, event, nil
+}
+
+// GeneratedEventName is the event name used when a definition gives none,
+// derived as kprobes do: "p_" or "r_", the symbol, "_", the decimal offset
+// ("p_main_0", "r_parse_0", "p_foo_12"), or "p_0x" and the hex address for
+// an address ("p_0x401136"). Every byte that is not a letter, digit or '_'
+// becomes '_' (kprobes replace only ':' and '.'), and the name is cut to 63
+// bytes.
+func GeneratedEventName(p *Probe) string {
+	c := byte('p')
+	if p.Return {
+		c = 'r'
+	}
+	var s string
+	if p.Symbol != "" {
+		s = string(c) + "_" + p.Symbol + "_" + strconv.FormatUint(p.Offset, 10)
+	} else {
+		s = string(c) + "_" + hex(p.Addr)
+	}
+	b := []byte(s)
+	for i, ch := range b {
+		if !isAlpha(ch) && !isDigit(ch) && ch != '_' {
+			b[i] = '_'
+		}
+	}
+	if len(b) > MaxEventNameLen-1 {
+		b = b[:MaxEventNameLen-1]
+	}
+	return string(b)
+}
+
+// argParser holds the state of traceprobe_parse_probe_arg() for one argument.
+type argParser struct {
+	ps     *parser
+	index  int // word index of the argument in argv
+	code   [fetchInsnMax]insn
+	pc     int // the kernel's "code" pointer
+	offset int // the kernel's ctx->offset
+	fentry bool
+	ret    bool
+}
+
+func (ap *argParser) err(offset int, code ErrorCode) *ParseError {
+	return ap.ps.errAt(ap.index, offset, code)
+}
+
+// parseArg is traceprobe_parse_probe_arg() and _body(); i is 0-based.
+func (ps *parser) parseArg(p *Probe, i int, a string) (*Arg, *ParseError) {
+	ap := &argParser{ps: ps, index: i + 2, fentry: p.FuncEntry(), ret: p.Return}
+	arg := &Arg{}
+	body := a
+	if eq := strings.IndexByte(a, '='); eq >= 0 {
+		if eq > MaxArgNameLen {
+			return nil, ap.err(0, ErrArgNameTooLong)
+		}
+		if eq == 0 {
+			return nil, ap.err(0, ErrNoArgName)
+		}
+		arg.Name = a[:eq]
+		body = a[eq+1:]
+		ap.offset = eq + 1
+	} else {
+		// Without BTF the kernel names every unnamed argument argN
+		// (checked: "arg2=%di b" collides on arg2).
+		arg.Name = "arg" + strconv.Itoa(i+1)
+	}
+	if !isGoodName(arg.Name) {
+		return nil, ap.err(0, ErrBadArgName)
+	}
+	for _, r := range reservedNames {
+		if arg.Name == r {
+			return nil, ap.err(0, ErrUsedArgName)
+		}
+	}
+	for j := range p.Args {
+		if p.Args[j].Name == arg.Name {
+			return nil, ap.err(0, ErrUsedArgName)
+		}
+	}
+	arg.Body = body
+	if perr := ap.parseBody(arg, body); perr != nil {
+		return nil, perr
+	}
+	return arg, nil
+}
+
+// parseBody is traceprobe_parse_probe_arg_body().
+func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
+	if len(body) > MaxArgStrLen {
+		return ap.err(ap.offset, ErrArgTooLong)
+	}
+	if body == "" {
+		return ap.err(ap.offset, ErrNoArgBody)
+	}
+	base := ap.offset
+
+	// parse_probe_arg_type()
+	expr := body
+	typ, hasType := "", false
+	tOff := 0 // offset of the type name from the body start; 0 without one
+	count := 0
+	if c := strings.IndexByte(expr, ':'); c >= 0 {
+		hasType = true
+		typ = expr[c+1:]
+		expr = expr[:c]
+		tOff = c + 1
+		if b := strings.IndexByte(typ, '['); b >= 0 {
+			num := typ[b+1:]
+			numOff := tOff + b + 1
+			typ = typ[:b]
+			r := strings.IndexByte(num, ']')
+			if r < 0 {
+				return ap.err(base+numOff+len(num), ErrArrayNoClose)
+			}
+			if r+1 != len(num) {
+				return ap.err(base+numOff+r+1, ErrBadArraySuffix)
+			}
+			n, ok := kstrtouint(num[:r], 0)
+			if !ok || n == 0 {
+				return ap.err(base+numOff, ErrBadArrayNum)
+			}
+			if n > MaxArrayLen {
+				return ap.err(base+numOff, ErrArrayTooBig)
+			}
+			count = int(n)
+		}
+	}
+	var ft *fetchType
+	if expr == "$comm" || expr == "$COMM" || strings.HasPrefix(expr, `\"`) {
+		if count > 0 || (hasType && typ != "string") {
+			return ap.err(base+tOff, ErrNeedStringType)
+		}
+		ft = findFetchType("string")
+	} else if hasType {
+		ft = findFetchType(typ)
+	} else {
+		ft = findFetchType(defaultType)
+	}
+	if ft == nil {
+		return ap.err(base+tOff, ErrBadType)
+	}
+
+	for k := range ap.code {
+		ap.code[k] = insn{}
+	}
+	ap.code[fetchInsnMax-1].op = opEnd
+	ap.pc = 0
+	if perr := ap.parseProbeArg(expr); perr != nil {
+		return perr
+	}
+
+	code := &ap.code
+	last := code[ap.pc].op
+	if ft.isString {
+		if ft.name == "symstr" {
+			switch last {
+			case opReg, opStack, opRetval, opArg, opDeref:
+			default:
+				return ap.err(base+tOff, ErrBadSymstring)
+			}
+		} else {
+			switch last {
+			case opDeref, opUDeref, opImm, opComm, opData:
+			default:
+				return ap.err(base+tOff, ErrBadString)
+			}
+		}
+		if ft.name == "symstr" || last == opImm || last == opComm || last == opData || count > 0 {
+			ap.pc++
+			if code[ap.pc].op != opNop {
+				return ap.err(base, ErrTooManyOps)
+			}
+		}
+		st := code[ap.pc]
+		switch {
+		case ft.name == "ustring" || st.op == opUDeref:
+			st.op = opStUString
+		case ft.name == "symstr":
+			st.op = opStSymstr
+		default:
+			st.op = opStString
+		}
+		st.size = ft.size
+		code[ap.pc] = st
+	} else if last == opDeref {
+		code[ap.pc].op = opStMem
+		code[ap.pc].size = ft.size
+	} else if last == opUDeref {
+		code[ap.pc].op = opStUMem
+		code[ap.pc].size = ft.size
+	} else {
+		ap.pc++
+		if code[ap.pc].op != opNop {
+			return ap.err(base, ErrTooManyOps)
+		}
+		code[ap.pc] = insn{op: opStRaw, size: ft.size}
+	}
+	scode := ap.pc
+
+	var bf *Bitfield
+	if hasType && strings.HasPrefix(typ, "b") {
+		var ok bool
+		bf, ok = ap.parseBitfield(typ, ft)
+		if !ok {
+			return ap.err(base+tOff, ErrBadBitfield)
+		}
+	}
+	if count > 0 {
+		switch code[scode].op {
+		case opStMem, opStString, opStUString:
+		default:
+			return ap.err(base+tOff, ErrBadString)
+		}
+		ap.pc++
+		if code[ap.pc].op != opNop {
+			return ap.err(base, ErrTooManyOps)
+		}
+		code[ap.pc] = insn{op: opLpArray, param: uint32(count)}
+	}
+	ap.pc++
+	code[ap.pc] = insn{op: opEnd}
+
+	arg.Type = ft.name
+	arg.Kind = ft.kind
+	arg.Size = ft.size
+	arg.Count = count
+	arg.Bitfield = bf
+	arg.code = append([]insn(nil), code[:ap.pc+1]...)
+	return nil
+}
+
+// parseBitfield is __parse_bitfield_probe_arg(). Unlike the kernel it also
+// refuses widths or offsets beyond the container that would only pass the
+// kernel's check through unsigned wrap-around.
+func (ap *argParser) parseBitfield(t string, ft *fetchType) (*Bitfield, bool) {
+	bw, tail := simpleStrtoul(t[1:], 0)
+	if bw == 0 || tail == "" || tail[0] != '@' {
+		return nil, false
+	}
+	bf := tail[1:]
+	bo, tail := simpleStrtoul(bf, 0)
+	if len(tail) == len(bf) || tail == "" || tail[0] != '/' {
+		return nil, false
+	}
+	ap.pc++
+	if ap.code[ap.pc].op != opNop {
+		return nil, false
+	}
+	bits := uint64(ft.size * 8)
+	if bw > bits || bo > bits || bw+bo > bits {
+		return nil, false
+	}
+	ap.code[ap.pc] = insn{op: opModBF, size: ft.size,
+		lshift: uint8(bits - (bw + bo)), rshift: uint8(bits - bw)}
+	return &Bitfield{Width: int(bw), Offset: int(bo), Container: int(bits)}, true
+}
+
+// parseProbeArg is the kernel's recursive parse_probe_arg().
+func (ap *argParser) parseProbeArg(arg string) *ParseError {
+	code := &ap.code
+	var first byte
+	if arg != "" {
+		first = arg[0]
+	}
+	switch first {
+	case '$':
+		if perr := ap.parseVars(arg); perr != nil {
+			return perr
+		}
+	case '%':
+		off, ok := RegOffset(arg[1:])
+		if !ok {
+			return ap.err(ap.offset, ErrBadRegName)
+		}
+		code[ap.pc] = insn{op: opReg, param: uint32(off)}
+	case '@':
+		switch {
+		case len(arg) > 1 && isDigit(arg[1]):
+			v, ok := kstrtoul(arg[1:], 0)
+			if !ok {
+				return ap.err(ap.offset, ErrBadMemAddr)
+			}
+			code[ap.pc] = insn{op: opImm, imm: v}
+		case len(arg) > 1 && arg[1] == '+':
+			return ap.err(ap.offset, ErrFileOnKprobe)
+		default:
+			if !validSymbolExpr(arg[1:]) {
+				return ap.err(ap.offset, ErrBadMemAddr)
+			}
+			code[ap.pc] = insn{op: opSymbol, data: arg[1:]}
+			ap.pc++
+			if ap.pc == fetchInsnMax-1 {
+				return ap.err(ap.offset, ErrTooManyOps)
+			}
+			code[ap.pc] = insn{op: opImm}
+		}
+		ap.pc++
+		if ap.pc == fetchInsnMax-1 {
+			return ap.err(ap.offset, ErrTooManyOps)
+		}
+		code[ap.pc] = insn{op: opDeref}
+	case '+', '-':
+		op := opDeref
+		s := arg
+		if len(s) > 1 && s[1] == 'u' {
+			op = opUDeref
+			s = s[:1] + s[2:]
+		}
+		if s[0] == '+' {
+			s = s[1:]
+		}
+		lp := strings.IndexByte(s, '(')
+		if lp < 0 {
+			return ap.err(ap.offset, ErrDerefNeedBrace)
+		}
+		off, ok := kstrtol(s[:lp], 0)
+		if !ok {
+			return ap.err(ap.offset, ErrBadDerefOffs)
+		}
+		// The kernel's caret arithmetic, quirks included: after "+u" or
+		// "+-" it points one byte early.
+		adj := 1
+		if s != "" && s[0] == '-' {
+			adj = 0
+		}
+		ap.offset += lp + 1 + adj
+		inner := s[lp+1:]
+		rp := strings.LastIndexByte(inner, ')')
+		if rp < 0 {
+			return ap.err(ap.offset+len(inner), ErrDerefOpenBrace)
+		}
+		cur := ap.offset
+		// Whatever follows the last ')' is ignored, as by the kernel.
+		if perr := ap.parseProbeArg(inner[:rp]); perr != nil {
+			return perr
+		}
+		ap.offset = cur
+		if o := code[ap.pc].op; o == opComm || o == opData {
+			return ap.err(ap.offset, ErrCommCantDeref)
+		}
+		ap.pc++
+		if ap.pc == fetchInsnMax-1 {
+			return ap.err(ap.offset, ErrTooManyOps)
+		}
+		code[ap.pc] = insn{op: op, offset: int32(off)}
+	case '\\':
+		if len(arg) > 1 && arg[1] == '"' {
+			str := arg[2:]
+			if str == "" || str[len(str)-1] != '"' {
+				return ap.err(ap.offset+2+len(str), ErrImmstrNoClose)
+			}
+			code[ap.pc] = insn{op: opData, data: str[:len(str)-1]}
+		} else {
+			v, ok := strToImmediate(arg[1:])
+			if !ok {
+				return ap.err(ap.offset+1, ErrBadImm)
+			}
+			code[ap.pc] = insn{op: opImm, imm: v}
+		}
+	default:
+		if isAlpha(first) || first == '_' {
+			return ap.err(ap.offset, ErrNosupBTFArg)
+		}
+	}
+	if code[ap.pc].op == opNop {
+		return ap.err(ap.offset, ErrBadFetchArg)
+	}
+	return nil
+}
+
+// strToImmediate is the kernel's str_to_immediate().
+func strToImmediate(s string) (uint64, bool) {
+	switch {
+	case s == "":
+		return 0, false
+	case isDigit(s[0]):
+		return kstrtoul(s, 0)
+	case s[0] == '-':
+		v, ok := kstrtol(s, 0)
+		return uint64(v), ok
+	case s[0] == '+':
+		v, ok := kstrtol(s[1:], 0)
+		return uint64(v), ok
+	}
+	return 0, false
+}
+
+// validSymbolExpr checks SYM[+|-offs] after '@'.
+func validSymbolExpr(s string) bool {
+	_, _, ok := splitSymbolOffset(s)
+	return ok
+}
+
+// splitSymbolOffset is traceprobe_split_symbol_offset() plus a check that
+// the symbol is non-empty and does not start with a digit.
+func splitSymbolOffset(s string) (sym string, off int64, ok bool) {
+	sym = s
+	if i := strings.IndexAny(s, "+-"); i >= 0 {
+		off, ok = kstrtol(s[i:], 0)
+		if !ok {
+			return "", 0, false
+		}
+		sym = s[:i]
+	}
+	if sym == "" || isDigit(sym[0]) {
+		return "", 0, false
+	}
+	return sym, off, true
+}
+
+// parseVars is parse_probe_vars(): $retval, $stack, $stackN, $comm, $argN.
+func (ap *argParser) parseVars(arg string) *ParseError {
+	code := &ap.code
+	v := arg[1:]
+	if strings.HasPrefix(v, "retval") { // the kernel takes any "$retval..." prefix
+		if !ap.ret {
+			return ap.err(ap.offset, ErrRetvalOnProbe)
+		}
+		code[ap.pc] = insn{op: opRetval}
+		return nil
+	}
+	if r, ok := strings.CutPrefix(v, "stack"); ok {
+		if r == "" {
+			code[ap.pc] = insn{op: opStackP}
+			return nil
+		}
+		if isDigit(r[0]) {
+			n, ok := kstrtoul(r, 10)
+			if !ok {
+				return ap.err(ap.offset, ErrBadVar)
+			}
+			if n > 0xffffffff { // the kernel silently truncates to 32 bits
+				return ap.err(ap.offset, ErrBadStackNum)
+			}
+			code[ap.pc] = insn{op: opStack, param: uint32(n)}
+			return nil
+		}
+		return ap.err(ap.offset, ErrBadVar)
+	}
+	if v == "comm" || v == "COMM" {
+		code[ap.pc] = insn{op: opComm}
+		return nil
+	}
+	if r, ok := strings.CutPrefix(v, "arg"); ok {
+		n, ok := kstrtoul(r, 10)
+		if !ok {
+			return ap.err(ap.offset, ErrBadVar)
+		}
+		if n == 0 || n > MaxParamStack {
+			return ap.err(ap.offset, ErrBadArgNum)
+		}
+		switch {
+		case ap.fentry:
+			code[ap.pc] = insn{op: opArg, param: uint32(n - 1)}
+		case ap.ret:
+			code[ap.pc] = insn{op: opEArg, param: uint32(n - 1)}
+		default:
+			return ap.err(ap.offset, ErrNofentryArgs)
+		}
+		return nil
+	}
+	return ap.err(ap.offset, ErrBadVar)
+}

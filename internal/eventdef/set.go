@@ -1,0 +1,146 @@
+package eventdef
+
+import (
+	"strconv"
+	"strings"
+)
+
+// String renders the probe as the kernel lists it in its events file:
+// "p:GRP/EVENT SYM+OFFS NAME=BODY...", "r16:..." with a maxactive, or
+// "-:GRP/EVENT" for a deletion.
+func (p *Probe) String() string {
+	var sb strings.Builder
+	switch {
+	case p.Delete:
+		return "-:" + p.Group + "/" + p.Event
+	case p.Return:
+		sb.WriteByte('r')
+		if p.MaxActive > 0 {
+			sb.WriteString(strconv.Itoa(p.MaxActive))
+		}
+	default:
+		sb.WriteByte('p')
+	}
+	sb.WriteString(":" + p.Group + "/" + p.Event + " ")
+	if p.Symbol != "" {
+		sb.WriteString(p.Symbol + "+" + strconv.FormatUint(p.Offset, 10))
+	} else {
+		sb.WriteString(hex(p.Addr))
+	}
+	p.writeArgs(&sb)
+	return sb.String()
+}
+
+func (p *Probe) writeArgs(sb *strings.Builder) {
+	for i := range p.Args {
+		sb.WriteString(" " + p.Args[i].Name + "=" + p.Args[i].Body)
+	}
+}
+
+// UprobeDefinition renders the probe for the kernel's uprobe_events, with
+// the probe point given as a file path and file offset. It lets tests use
+// the kernel's uprobe tracer as an oracle for the same definition.
+func (p *Probe) UprobeDefinition(path string, fileOffset uint64) string {
+	var sb strings.Builder
+	if p.Delete {
+		return p.String()
+	}
+	if p.Return {
+		sb.WriteByte('r')
+	} else {
+		sb.WriteByte('p')
+	}
+	sb.WriteString(":" + p.Group + "/" + p.Event + " " + path + ":" + hex(fileOffset))
+	p.writeArgs(&sb)
+	return sb.String()
+}
+
+// ParseList parses a list of definitions, one a line, as the kernel reads
+// a write to its events file: text after '#' is a comment, blank lines are
+// skipped, "-:" lines delete an event defined above, and a definition
+// reusing an event name adds a probe point to that event (a multi-probe
+// event) when its kind and arguments agree, as the kernel's
+// append_trace_uprobe() requires. The result holds the probes left, in
+// order; on error the ParseError's Line is set.
+func ParseList(text string) ([]*Probe, error) {
+	var out []*Probe
+	for n, line := range strings.Split(text, "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		if len(splitArgs(line)) == 0 {
+			continue
+		}
+		p, err := Parse(line)
+		if err != nil {
+			err.(*ParseError).Line = n + 1
+			return nil, err
+		}
+		ps := &parser{def: line, argv: splitArgs(line)}
+		ps.cmd = strings.Join(ps.argv, " ")
+		fail := func(index int, code ErrorCode) error {
+			e := ps.errAt(index, 0, code)
+			e.Line = n + 1
+			return e
+		}
+		if p.Delete {
+			kept := out[:0]
+			for _, q := range out {
+				if q.Group != p.Group || q.Event != p.Event {
+					kept = append(kept, q)
+				}
+			}
+			if len(kept) == len(out) {
+				return nil, fail(0, ErrNoSuchEvent)
+			}
+			out = kept
+			continue
+		}
+		for _, q := range out {
+			if q.Group != p.Group || q.Event != p.Event {
+				continue
+			}
+			if q.Return != p.Return {
+				return nil, fail(0, ErrDiffProbeType)
+			}
+			if i := compareArgTypes(p, q); i > 0 {
+				return nil, fail(i+1, ErrDiffArgType) // arguments start at word 2
+			}
+			if sameProbe(p, q) {
+				return nil, fail(0, ErrSameProbe)
+			}
+			break
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// compareArgTypes is trace_probe_compare_arg_type(): 0 if a and b have the
+// same argument names, types and counts, else the 1-based index of the
+// first difference.
+func compareArgTypes(a, b *Probe) int {
+	if len(a.Args) != len(b.Args) {
+		return min(len(a.Args), len(b.Args)) + 1
+	}
+	for i := range a.Args {
+		x, y := &a.Args[i], &b.Args[i]
+		if x.Type != y.Type || x.Count != y.Count || x.Name != y.Name {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// sameProbe reports the same probe point with the same fetch expressions.
+func sameProbe(a, b *Probe) bool {
+	if a.Symbol != b.Symbol || a.Offset != b.Offset || a.Addr != b.Addr {
+		return false
+	}
+	for i := range a.Args {
+		if a.Args[i].Body != b.Args[i].Body {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,277 @@
+/*
+ * kprewrite_abi.h - the contract between the Go rewriter and the kprewrite runtime.
+ *
+ * The rewriter emits the tables described here into the new segments of the rewritten
+ * program; the runtime (runtime/src) reads them. runtime/abi.go mirrors every constant,
+ * size and offset, and runtime/abi_test.go compiles this header and compares them.
+ *
+ * Addressing: every address in a table is a LINK-TIME virtual address ("vaddr", the value
+ * the ELF file gives the byte in its program headers). The runtime finds the load bias
+ * from its own RIP: the rewriter writes, into the 8-byte runtime symbol
+ * kprewrite_rt_hdr_rel, the signed distance (header vaddr - vaddr of kprewrite_rt_hdr_rel).
+ * At run time the header is at &kprewrite_rt_hdr_rel + kprewrite_rt_hdr_rel and
+ * bias = header runtime address - header.self. Run-time address = bias + vaddr.
+ * So nothing needs a dynamic relocation, in PIE and non-PIE programs alike.
+ *
+ * All integers are little-endian; structures have no implicit padding.
+ */
+#ifndef KPREWRITE_ABI_H
+#define KPREWRITE_ABI_H
+
+#ifdef __ASSEMBLER__
+#define KPRW_U(x) x
+#else
+#define KPRW_U(x) x##u
+typedef unsigned char kprw_u8;
+typedef unsigned short kprw_u16;
+typedef unsigned int kprw_u32;
+typedef unsigned long long kprw_u64;
+#endif
+
+#define KPRW_MAGIC KPRW_U(0x5752504b) /* "KPRW" */
+#define KPRW_VERSION 1
+
+/* kprw_header.flags */
+#define KPRW_HF_DISABLE_ALL KPRW_U(0x1) /* rewrite-time: start with every probe disarmed */
+#define KPRW_HF_DEBUG KPRW_U(0x2)       /* print what init did to stderr */
+
+/* kprw_point.xmode: how the probed instruction is executed after the pre handlers. */
+#define KPRW_X_SSTEP 1   /* "k": single-step the copy in the slot with TF, post handlers after */
+#define KPRW_X_BOOST 2   /* "b": run the copy in the slot; the slot ends with jmp back */
+#define KPRW_X_EMULATE 3 /* "b": emulate the instruction (emu_op) by editing the registers */
+
+/* kprw_point.emu_op */
+#define KPRW_EMU_NOP 1    /* skip: ip = site + insn_len (nop, endbr64) */
+#define KPRW_EMU_JMP 2    /* ip = target */
+#define KPRW_EMU_JCC 3    /* if cond(emu_cc, flags) ip = target */
+#define KPRW_EMU_CALL 4   /* push site + insn_len; ip = target */
+#define KPRW_EMU_RET 5    /* ip = pop; sp += ret_imm */
+#define KPRW_EMU_JRCXZ 6  /* if rcx == 0 (ecx with KPRW_PF_ADDR32) ip = target */
+#define KPRW_EMU_LOOP 7   /* rcx--; if rcx != 0 ip = target */
+#define KPRW_EMU_LOOPE 8  /* rcx--; if rcx != 0 && ZF ip = target */
+#define KPRW_EMU_LOOPNE 9 /* rcx--; if rcx != 0 && !ZF ip = target */
+
+/* kprw_point.pflags */
+#define KPRW_PF_CALL 0x01    /* copy is a call: after a single-step, fix the pushed return address */
+#define KPRW_PF_BRANCH 0x02  /* copy may transfer control anywhere (ip after step is not slot end) */
+#define KPRW_PF_ADDR32 0x04  /* jrcxz/loop with 0x67 prefix: use ecx */
+#define KPRW_PF_PUSHF 0x08   /* copy is pushf: after a single-step, hide TF in the pushed flags */
+#define KPRW_PF_NOBOOST 0x10 /* the slot copy must not run without single-step (no jmp back) */
+
+/* kprw_probe.type */
+#define KPRW_T_KPROBE 1
+#define KPRW_T_KRETPROBE 2
+
+/* kprw_probe.flags */
+#define KPRW_F_DISABLED 0x01 /* registered disabled (like disable_kprobe()) */
+#define KPRW_F_TRACE 0x02    /* append a trace record per hit, with the event's fetch program */
+
+/* kprw_event.flags */
+#define KPRW_EF_DISABLED 0x01 /* event registered disabled */
+#define KPRW_EF_RETPROBE 0x02 /* the event is a return event (r:) */
+
+#define KPRW_NO_EVENT KPRW_U(0xffffffff)
+
+/* Size limits the runtime enforces; larger tables are refused at start-up. */
+#define KPRW_MAX_POINTS 1000000
+#define KPRW_MAX_PROBES_PER_POINT 64
+#define KPRW_MAX_DATA_SIZE 4096     /* kretprobe per-instance data */
+#define KPRW_MAX_MAXACTIVE 4096
+#define KPRW_DEFAULT_TRACE_SIZE (64ull << 20)
+#define KPRW_MAX_REC_DATA 4096      /* fetch-program output per record */
+
+#ifndef __ASSEMBLER__
+
+/* The table header. One per rewritten image. */
+struct kprw_header {
+	kprw_u32 magic;       /* KPRW_MAGIC */
+	kprw_u16 version;     /* KPRW_VERSION */
+	kprw_u16 header_size; /* sizeof(struct kprw_header) */
+	kprw_u32 flags;       /* KPRW_HF_* */
+	kprw_u32 npoints;     /* entries at points */
+	kprw_u32 nprobes;     /* entries at probes (and at state) */
+	kprw_u32 nevents;     /* entries at events */
+	kprw_u32 nabs;        /* entries at abs_slots */
+	kprw_u32 reserved0;
+	kprw_u64 self;        /* vaddr of this header */
+	kprw_u64 orig_entry;  /* vaddr of the original ELF entry point */
+	kprw_u64 points;      /* vaddr of struct kprw_point[npoints], sorted by site, unique sites */
+	kprw_u64 probes;      /* vaddr of struct kprw_probe[nprobes], grouped by point */
+	kprw_u64 events;      /* vaddr of struct kprw_event[nevents] */
+	kprw_u64 abs_slots;   /* vaddr of u64[nabs]: vaddrs of 8-byte words in writable data
+	                         that hold link-time absolute addresses; the runtime adds the
+	                         load bias to each at start-up (objlink AbsSlots) */
+	kprw_u64 state;       /* vaddr of struct kprw_probe_state[nprobes] in WRITABLE data,
+	                         zero-filled (bss is fine) */
+	kprw_u64 trace_path;  /* vaddr of the default trace file path, NUL-terminated;
+	                         0 or "" = no trace unless KPREWRITE_TRACE says one */
+	kprw_u64 trace_size;  /* record-area bytes when creating a trace file; 0 = 64 MiB */
+	kprw_u64 image_id;    /* identifies this rewritten image in trace files */
+	kprw_u64 image_name;  /* vaddr of a NUL-terminated name for the image (may be 0) */
+	kprw_u64 reserved1;
+};
+
+/* One probepoint: an instruction whose first byte is int3, with every probe on it. */
+struct kprw_point {
+	kprw_u64 site;        /* vaddr of the probed instruction */
+	kprw_u64 slot;        /* vaddr of the out-of-line slot: the (relocated) copy of the
+	                         instruction, slot_len bytes, then jmp rel32 back to
+	                         site + insn_len unless KPRW_PF_NOBOOST; 0 for KPRW_X_EMULATE */
+	kprw_u64 target;      /* vaddr of the branch target for KPRW_EMU_JMP/JCC/CALL/LOOP* */
+	kprw_u32 first_probe; /* index of its first probe */
+	kprw_u16 nprobes;     /* number of probes (aggregated), >= 1 */
+	kprw_u8 xmode;        /* KPRW_X_* */
+	kprw_u8 insn_len;     /* length of the original instruction */
+	kprw_u8 slot_len;     /* length of the copy in the slot (where a single-step ends) */
+	kprw_u8 emu_op;       /* KPRW_EMU_* for KPRW_X_EMULATE */
+	kprw_u8 emu_cc;       /* condition code 0..15 (low nibble of the jcc opcode) */
+	kprw_u8 pflags;       /* KPRW_PF_* */
+	kprw_u16 ret_imm;     /* ret imm16 */
+	kprw_u16 reserved0;
+	kprw_u8 orig[16];     /* original instruction bytes (insn_len used) */
+	kprw_u64 reserved1;
+};
+
+/* One registered probe (struct kprobe or struct kretprobe). */
+struct kprw_probe {
+	kprw_u32 point;         /* index of its point */
+	kprw_u32 event;         /* index of its event (name, trace format) or KPRW_NO_EVENT */
+	kprw_u8 type;           /* KPRW_T_* */
+	kprw_u8 flags;          /* KPRW_F_* */
+	kprw_u16 reserved0;
+	kprw_u32 maxactive;     /* kretprobe: instances; 0 = kernel default max(10, 2*ncpus) */
+	kprw_u32 data_size;     /* kretprobe: bytes of per-instance data */
+	kprw_u32 reserved1;
+	/* User C handlers, vaddrs, 0 = none. Called with the user object below:
+	 *   int  pre_handler(void *kp, struct pt_regs *regs);          non-zero: resume at regs->ip
+	 *   void post_handler(void *kp, struct pt_regs *regs, unsigned long flags);
+	 *   int  fault_handler(void *kp, struct pt_regs *regs, int trapnr);  (reserved, not called)
+	 *   int  entry_handler(struct kretprobe_instance *ri, struct pt_regs *regs); non-zero: skip
+	 *   int  handler(struct kretprobe_instance *ri, struct pt_regs *regs);
+	 */
+	kprw_u64 pre_handler;
+	kprw_u64 post_handler;
+	kprw_u64 fault_handler;
+	kprw_u64 entry_handler;
+	kprw_u64 ret_handler;
+	kprw_u64 user;          /* vaddr of the user's struct kprobe/kretprobe (0: pass the
+	                           runtime's struct kprw_probe) */
+	kprw_u64 reserved2;
+};
+
+/* One trace event (kprobe-event definition): its name and its fetch program. */
+struct kprw_event {
+	kprw_u64 group;     /* vaddr of NUL-terminated group name ("kprobes" by default) */
+	kprw_u64 name;      /* vaddr of NUL-terminated event name */
+	kprw_u64 fetch;     /* vaddr of the fetch program (internal/eventdef encoding) */
+	kprw_u32 fetch_len; /* bytes */
+	kprw_u32 id;        /* event id written in trace records */
+	kprw_u32 flags;     /* KPRW_EF_* */
+	kprw_u32 reserved0;
+};
+
+/* Per-probe writable state, zero at start (the rewriter reserves nprobes of them). */
+struct kprw_probe_state {
+	kprw_u64 hit;     /* used when there is no trace file to hold the counters */
+	kprw_u64 nmissed;
+	kprw_u32 flags;   /* runtime: KPRW_SF_* */
+	kprw_u32 reserved0;
+	kprw_u64 reserved1;
+};
+#define KPRW_SF_DISABLED 0x1 /* disabled at start-up (flags, KPREWRITE_DISABLE) */
+
+/* struct pt_regs, the kernel's x86-64 layout (arch/x86/include/asm/ptrace.h). */
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	unsigned long ax, cx, dx, si, di, orig_ax;
+	unsigned long ip, cs, flags, sp, ss;
+};
+
+/* What a return handler gets (the kernel's kretprobe_instance, flattened). */
+struct kretprobe_instance {
+	void *rp;                /* the user's struct kretprobe (kprw_probe.user) */
+	unsigned long ret_addr;  /* the real return address */
+	unsigned long entry_sp;  /* where the return address is (sp at function entry) */
+	unsigned int tid;        /* thread that entered */
+	unsigned int reserved0;
+	unsigned long long data[]; /* data_size bytes, 16-byte aligned */
+};
+
+/* Counters the runtime keeps for tests and `kprewrite profile` (kprewrite_rt_stats). */
+struct kprw_stats {
+	kprw_u64 traps;       /* SIGTRAPs handled at probepoints (int3) */
+	kprw_u64 steps;       /* single-step traps (TRAP_TRACE) handled */
+	kprw_u64 boosts;      /* hits resumed in a slot without a second trap */
+	kprw_u64 emulated;    /* hits resumed by emulation */
+	kprw_u64 rettramps;   /* return trampolines run */
+	kprw_u64 foreign;     /* SIGTRAPs that were not ours */
+	kprw_u64 records;     /* trace records written */
+	kprw_u64 lost;        /* trace records lost (file full or unavailable) */
+};
+
+/*
+ * The trace file (MAP_SHARED, shared by every thread and process of the run; each process
+ * appends, nothing is truncated). Layout:
+ *   [0, 4096)                          struct kprw_trace_hdr
+ *   [data_off, data_off+data_size)     records, 8-byte aligned, back to back
+ *   [counters_off, +counters_size)     per-image counters: {hit, nmissed} u64 pairs
+ */
+#define KPRW_TRACE_MAGIC "KPRWTRC1"
+#define KPRW_TRACE_VERSION 1
+#define KPRW_TRACE_HDR_SIZE 4096
+#define KPRW_TRACE_MAX_IMAGES 160
+#define KPRW_TRACE_COUNTERS_SIZE (1u << 20)
+
+struct kprw_trace_image {
+	kprw_u64 image_id;     /* kprw_header.image_id */
+	kprw_u32 nprobes;
+	kprw_u32 reserved0;
+	kprw_u64 counters_off; /* file offset of its {hit, nmissed}[nprobes] */
+};
+
+struct kprw_trace_hdr {
+	char magic[8];           /* KPRW_TRACE_MAGIC */
+	kprw_u32 version;        /* KPRW_TRACE_VERSION */
+	kprw_u32 data_off;       /* KPRW_TRACE_HDR_SIZE */
+	kprw_u64 data_size;      /* bytes of the record area */
+	kprw_u64 head;           /* atomic: bytes reserved (may run past data_size) */
+	kprw_u64 lost;           /* atomic: records that did not fit */
+	kprw_u64 counters_off;
+	kprw_u64 counters_size;
+	kprw_u64 counters_used;  /* bytes given to images (under the file lock) */
+	kprw_u32 nimages;        /* entries used in images (under the file lock) */
+	kprw_u32 clock_id;       /* 1 = CLOCK_MONOTONIC (timestamps are its nanoseconds) */
+	kprw_u64 created_real_ns;/* CLOCK_REALTIME when the file was created */
+	kprw_u64 created_mono_ns;/* CLOCK_MONOTONIC at the same moment */
+	kprw_u64 reserved[5];
+	struct kprw_trace_image images[KPRW_TRACE_MAX_IMAGES];
+};
+
+/* A trace record. size is written first, commit last (release): a record whose commit
+ * is not KPRW_REC_COMMIT was cut short (the writer died) and is skipped; size 0 ends the
+ * data. */
+#define KPRW_REC_COMMIT KPRW_U(0x43525043) /* "CPRC" */
+#define KPRW_REC_KPROBE 1
+#define KPRW_REC_KRETPROBE 2
+
+struct kprw_rec {
+	kprw_u32 size;     /* total bytes, multiple of 8 */
+	kprw_u32 commit;   /* KPRW_REC_COMMIT once complete */
+	kprw_u16 type;     /* KPRW_REC_* */
+	kprw_u16 cpu;
+	kprw_u32 event_id; /* kprw_event.id */
+	kprw_u64 image_id;
+	kprw_u32 pid;
+	kprw_u32 tid;
+	kprw_u64 ts_ns;    /* CLOCK_MONOTONIC */
+	kprw_u64 ip;       /* probe site vaddr */
+	kprw_u64 ret_ip;   /* kretprobe: return address (run-time, absolute) */
+	kprw_u64 bias;     /* load bias of the image when recorded */
+	char comm[16];     /* PR_GET_NAME of the thread */
+	kprw_u32 data_len; /* bytes of fetch output that follow */
+	kprw_u32 reserved0;
+	/* kprw_u8 data[data_len], then padding to 8 */
+};
+
+#endif /* !__ASSEMBLER__ */
+#endif /* KPREWRITE_ABI_H */

@@ -1,0 +1,337 @@
+/*
+ * rt_trap.c - int3 probes: the SIGTRAP handler.
+ *
+ * A hit (int3, si_code SI_KERNEL, ip = site + 1):
+ *   1. find the probepoint by binary search on site;
+ *   2. claim this thread's entry; if it is busy (a handler of ours is running, or a
+ *      single-step is in flight) the probes are missed: nmissed++, no handlers;
+ *   3. build struct pt_regs from the ucontext (ip = site + 1, as the kernel's int3
+ *      handler shows it), run each enabled probe's pre handler (and trace record, and
+ *      the kretprobe entry work), copy the registers back;
+ *   4. if a pre handler returned non-zero, resume at regs->ip (no step, no post);
+ *      else execute the instruction: emulate it (then post handlers), or jump to the
+ *      slot ("boost": copy + jmp back, one trap per hit), or single-step the copy with
+ *      TF set and run the post handlers at the TRAP_TRACE trap, fixing ip back.
+ */
+#include "rt.h"
+
+static const struct kprw_point *find_point(u64 vaddr)
+{
+	u32 lo = 0, hi = kprw_rt.npoints;
+	while (lo < hi) {
+		u32 mid = lo + (hi - lo) / 2;
+		u64 s = kprw_rt.points[mid].site;
+		if (s == vaddr)
+			return &kprw_rt.points[mid];
+		if (s < vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+int kprw_probe_enabled(u32 i)
+{
+	return !kprw_rt.disable_all && !(kprw_rt.state[i].flags & KPRW_SF_DISABLED);
+}
+
+void kprw_count_hit(u32 i)
+{
+	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride), 1);
+}
+
+void kprw_count_miss(u32 i)
+{
+	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride + 8), 1);
+}
+
+static void regs_from_mc(struct pt_regs *r, const struct k_sigcontext *mc)
+{
+	r->r15 = mc->r15; r->r14 = mc->r14; r->r13 = mc->r13; r->r12 = mc->r12;
+	r->bp = mc->bp; r->bx = mc->bx; r->r11 = mc->r11; r->r10 = mc->r10;
+	r->r9 = mc->r9; r->r8 = mc->r8; r->ax = mc->ax; r->cx = mc->cx;
+	r->dx = mc->dx; r->si = mc->si; r->di = mc->di; r->orig_ax = ~0ul;
+	r->ip = mc->ip; r->cs = mc->cs; r->flags = mc->flags; r->sp = mc->sp; r->ss = mc->ss;
+}
+
+static void regs_to_mc(struct k_sigcontext *mc, const struct pt_regs *r)
+{
+	mc->r15 = r->r15; mc->r14 = r->r14; mc->r13 = r->r13; mc->r12 = r->r12;
+	mc->bp = r->bp; mc->bx = r->bx; mc->r11 = r->r11; mc->r10 = r->r10;
+	mc->r9 = r->r9; mc->r8 = r->r8; mc->ax = r->ax; mc->cx = r->cx;
+	mc->dx = r->dx; mc->si = r->si; mc->di = r->di;
+	mc->ip = r->ip; mc->sp = r->sp;
+	/* handlers may change the arithmetic flags, not TF/IF/IOPL and friends */
+	mc->flags = (mc->flags & ~0x8d5ul) | (r->flags & 0x8d5ul);
+}
+
+static void *user_obj(const struct kprw_probe *p)
+{
+	return p->user ? (void *)RT_ADDR(p->user) : (void *)p;
+}
+
+static int point_has_post(const struct kprw_point *pt)
+{
+	for (u32 k = 0; k < pt->nprobes; k++) {
+		u32 i = pt->first_probe + k;
+		if (kprw_rt.probes[i].post_handler && kprw_probe_enabled(i))
+			return 1;
+	}
+	return 0;
+}
+
+static void run_post(const struct kprw_point *pt, struct pt_regs *regs)
+{
+	for (u32 k = 0; k < pt->nprobes; k++) {
+		u32 i = pt->first_probe + k;
+		const struct kprw_probe *p = &kprw_rt.probes[i];
+		if (p->type == KPRW_T_KPROBE && p->post_handler && kprw_probe_enabled(i)) {
+			void (*post)(void *, struct pt_regs *, unsigned long) =
+				(void *)RT_ADDR(p->post_handler);
+			post(user_obj(p), regs, 0);
+		}
+	}
+}
+
+static int cond_true(u32 cc, unsigned long f)
+{
+	int cf = f & 1, pf = (f >> 2) & 1, zf = (f >> 6) & 1, sf = (f >> 7) & 1, of = (f >> 11) & 1;
+	int r;
+	switch (cc >> 1) {
+	case 0: r = of; break;
+	case 1: r = cf; break;
+	case 2: r = zf; break;
+	case 3: r = cf | zf; break;
+	case 4: r = sf; break;
+	case 5: r = pf; break;
+	case 6: r = sf != of; break;
+	default: r = zf | (sf != of); break;
+	}
+	return (cc & 1) ? !r : r;
+}
+
+/* emulate executes a relative branch, call or ret by editing the saved registers. */
+static void emulate(const struct kprw_point *pt, struct k_sigcontext *mc)
+{
+	uptr next = RT_ADDR(pt->site) + pt->insn_len;
+	uptr target = RT_ADDR(pt->target);
+	int addr32 = pt->pflags & KPRW_PF_ADDR32;
+	unsigned long cx = addr32 ? (mc->cx & 0xffffffffu) : mc->cx;
+	int take = 0;
+
+	switch (pt->emu_op) {
+	case KPRW_EMU_NOP:
+		break;
+	case KPRW_EMU_JMP:
+		take = 1;
+		break;
+	case KPRW_EMU_JCC:
+		take = cond_true(pt->emu_cc & 15, mc->flags);
+		break;
+	case KPRW_EMU_CALL:
+		mc->sp -= 8;
+		*(unsigned long *)mc->sp = next;
+		take = 1;
+		break;
+	case KPRW_EMU_RET:
+		next = *(unsigned long *)mc->sp;
+		mc->sp += 8 + pt->ret_imm;
+		break;
+	case KPRW_EMU_JRCXZ:
+		take = cx == 0;
+		break;
+	case KPRW_EMU_LOOP:
+	case KPRW_EMU_LOOPE:
+	case KPRW_EMU_LOOPNE:
+		cx--;
+		if (addr32)
+			mc->cx = (mc->cx & ~0xffffffffull) | (cx & 0xffffffffu);
+		else
+			mc->cx = cx;
+		take = cx != 0;
+		if (pt->emu_op == KPRW_EMU_LOOPE)
+			take = take && (mc->flags & 0x40);
+		else if (pt->emu_op == KPRW_EMU_LOOPNE)
+			take = take && !(mc->flags & 0x40);
+		break;
+	}
+	mc->ip = take ? target : next;
+}
+
+/* execute resumes the probed instruction after the pre handlers. t may be NULL (no
+ * thread entry: then there are no post handlers to run and single-steps fall back to
+ * boosting when the slot allows it). */
+static void execute(const struct kprw_point *pt, struct k_sigcontext *mc,
+		    struct kprw_thread *t, int post)
+{
+	if (pt->xmode == KPRW_X_EMULATE) {
+		emulate(pt, mc);
+		atomic_add(&kprewrite_rt_stats.emulated, 1);
+		if (post && t) {
+			struct pt_regs regs;
+			t->busy++;
+			regs_from_mc(&regs, mc);
+			run_post(pt, &regs);
+			regs_to_mc(mc, &regs);
+			t->busy--;
+		}
+		return;
+	}
+	uptr slot = RT_ADDR(pt->slot);
+	int want_step = pt->xmode == KPRW_X_SSTEP || post;
+	int have_state = t && t->nstep < KPRW_MAX_STEP;
+	if (!(want_step && have_state) && !(pt->pflags & KPRW_PF_NOBOOST)) {
+		mc->ip = slot; /* boost: the slot runs the copy and jumps back */
+		atomic_add(&kprewrite_rt_stats.boosts, 1);
+		return;
+	}
+	if (!have_state)
+		kprw_fatal("no per-thread state to single-step the probe at", RT_ADDR(pt->site));
+	struct kprw_step *s = &t->step[t->nstep++];
+	s->point = (u32)(pt - kprw_rt.points);
+	s->saved_tf = (u32)(mc->flags & X86_TF);
+	mc->flags |= X86_TF;
+	mc->ip = slot;
+}
+
+static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32 tid)
+{
+	struct k_sigcontext *mc = &uc->mc;
+	struct kprw_thread *t = kprw_thread_get(pid, tid);
+	int any = 0;
+
+	atomic_add(&kprewrite_rt_stats.traps, 1);
+	mc->ip = RT_ADDR(pt->site);
+	if (!t || t->busy || t->nstep) {
+		/* reentered: count, run nothing, just execute the instruction */
+		for (u32 k = 0; k < pt->nprobes; k++)
+			if (kprw_probe_enabled(pt->first_probe + k))
+				kprw_count_miss(pt->first_probe + k);
+		execute(pt, mc, t, 0);
+		kprw_thread_put(t);
+		return;
+	}
+
+	struct pt_regs regs;
+	regs_from_mc(&regs, mc);
+	regs.ip = RT_ADDR(pt->site) + 1; /* as after the int3, like the kernel */
+	t->busy++;
+	for (u32 k = 0; k < pt->nprobes; k++) {
+		u32 i = pt->first_probe + k;
+		const struct kprw_probe *p = &kprw_rt.probes[i];
+		if (!kprw_probe_enabled(i))
+			continue;
+		any = 1;
+		if (p->type == KPRW_T_KRETPROBE) {
+			kprw_kretprobe_entry(i, &regs);
+			continue;
+		}
+		kprw_count_hit(i);
+		if (p->flags & KPRW_F_TRACE)
+			kprw_trace_hit(i, &regs, KPRW_REC_KPROBE, 0);
+		if (p->pre_handler) {
+			int (*pre)(void *, struct pt_regs *) = (void *)RT_ADDR(p->pre_handler);
+			if (pre(user_obj(p), &regs)) {
+				/* the handler moved execution: no single-step, no post handler */
+				t->busy--;
+				regs_to_mc(mc, &regs);
+				kprw_thread_put(t);
+				return;
+			}
+		}
+	}
+	t->busy--;
+	if (any) {
+		regs.ip = mc->ip; /* unchanged ip means "execute the probed instruction" */
+		regs_to_mc(mc, &regs);
+	}
+	execute(pt, mc, t, any && point_has_post(pt));
+	kprw_thread_put(t);
+}
+
+/* step finishes a single-step: ip from the slot back to the original code. */
+static void step(struct kprw_thread *t, struct k_sigcontext *mc)
+{
+	struct kprw_step s = t->step[--t->nstep];
+	const struct kprw_point *pt = &kprw_rt.points[s.point];
+	uptr slot_end = RT_ADDR(pt->slot) + pt->slot_len;
+	uptr next = RT_ADDR(pt->site) + pt->insn_len;
+
+	atomic_add(&kprewrite_rt_stats.steps, 1);
+	/* A step whose signal handler longjmp'd away leaves a stale record: if this trap is
+	 * not at its slot end (and the copy cannot branch), look deeper. */
+	while (mc->ip != slot_end && !(pt->pflags & KPRW_PF_BRANCH) && t->nstep > 0) {
+		s = t->step[--t->nstep];
+		pt = &kprw_rt.points[s.point];
+		slot_end = RT_ADDR(pt->slot) + pt->slot_len;
+		next = RT_ADDR(pt->site) + pt->insn_len;
+	}
+	if (mc->ip == slot_end)
+		mc->ip = next;
+	if ((pt->pflags & KPRW_PF_CALL) && *(unsigned long *)mc->sp == slot_end)
+		*(unsigned long *)mc->sp = next;
+	if ((pt->pflags & KPRW_PF_PUSHF) && !s.saved_tf)
+		*(unsigned long *)mc->sp &= ~X86_TF;
+	if (!s.saved_tf)
+		mc->flags &= ~X86_TF;
+	if (point_has_post(pt)) {
+		struct pt_regs regs;
+		t->busy++;
+		regs_from_mc(&regs, mc);
+		run_post(pt, &regs);
+		regs_to_mc(mc, &regs);
+		t->busy--;
+	}
+	kprw_thread_put(t);
+}
+
+/* A SIGTRAP that is not ours: do what the program would have got without us. */
+static void foreign(struct k_siginfo *si, struct k_sigcontext *mc)
+{
+	atomic_add(&kprewrite_rt_stats.foreign, 1);
+	if (si->si_code == TRAP_TRACE) {
+		/* A thread or fork child born from a single-stepped syscall (clone/fork) inherits
+		 * TF and has no step record: finish the step for it. */
+		for (u32 i = 0; i < kprw_rt.npoints; i++) {
+			const struct kprw_point *pt = &kprw_rt.points[i];
+			if (pt->xmode != KPRW_X_EMULATE && mc->ip == RT_ADDR(pt->slot) + pt->slot_len) {
+				mc->ip = RT_ADDR(pt->site) + pt->insn_len;
+				mc->flags &= ~X86_TF;
+				return;
+			}
+		}
+	}
+	if (kprw_rt.old_trap_handler == SIG_IGN && si->si_code <= 0)
+		return; /* sent by kill/tgkill and ignored before we came */
+	/* default action: die by SIGTRAP (core), as without the runtime */
+	struct k_sigaction sa = {0};
+	sa.handler = SIG_DFL;
+	sys4(SYS_rt_sigaction, SIGTRAP, (long)&sa, 0, 8);
+	sys3(SYS_tgkill, kprw_pid(), kprw_gettid(), SIGTRAP);
+}
+
+void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc)
+{
+	struct k_sigcontext *mc = &uc->mc;
+	u32 pid = kprw_pid(), tid = kprw_gettid();
+	(void)sig;
+
+	if (si->si_code == TRAP_TRACE) {
+		struct kprw_thread *t = kprw_thread_find(pid, tid);
+		if (t && t->nstep) {
+			step(t, mc);
+			return;
+		}
+		foreign(si, mc);
+		return;
+	}
+	if (si->si_code == SI_KERNEL && kprw_rt.npoints) {
+		const struct kprw_point *pt = find_point(mc->ip - 1 - kprw_rt.bias);
+		if (pt) {
+			hit(pt, uc, pid, tid);
+			return;
+		}
+	}
+	foreign(si, mc);
+}

@@ -23,12 +23,13 @@ const (
 	RuleTableIntoDCR   = "jump-table-into-dcr"  // rule 4: a resolved jump-table entry targets the DCR interior
 	RuleIndirectJump   = "indirect-jump"        // rule 4: the function (or a fragment of it) has an unresolved indirect jmp
 	RulePointerJump    = "indirect-jump-pointer"
-	RuleJumpTable      = "jump-table" // note: resolved jump tables of the function
+	RuleJumpTable      = "jump-table"          // note: resolved jump tables of the function
 	RuleLandingPad     = "landing-pad-in-dcr"  // rule 5: an exception landing pad lies in the DCR interior
 	RuleLSDAUnreadable = "lsda-unreadable"     // rule 5: the function's call-site table could not be read
 	RuleOtherProbe     = "other-probe-in-dcr"  // rule 6: another requested probe lies in the DCR interior
 	RuleInt3InDCR      = "int3-in-dcr"         // rule 6: an existing int3 inside the DCR
-	RuleCallInDCR      = "call-in-dcr"         // rule 7: a call would push the detour's address
+	RuleCallInDCR      = "call-in-dcr"         // rule 7: a call inside the DCR (not at its end) cannot be relocated
+	RuleCallRelocated  = "call-relocated"      // note (rule 7 extension): a call ends the DCR and is relocated as push orig_ret + jmp
 	RuleDCRInsnRefused = "dcr-insn-refused"    // rule 7: a DCR instruction cannot run out of line
 	RuleRIPRelReach    = "riprel-out-of-reach" // rule 7: relocated RIP-relative displacement would not fit in int32
 	RuleBranchReach    = "branch-out-of-reach" // rule 7: relocated branch target would not fit in rel32
@@ -69,7 +70,8 @@ var Rules = []RuleInfo{
 	{RuleLSDAUnreadable, "5", "the function's exception call-site table could not be read"},
 	{RuleOtherProbe, "6", "another requested probe lies in the region's interior"},
 	{RuleInt3InDCR, "6", "an existing int3 lies in the region"},
-	{RuleCallInDCR, "7", "a call in the region would push the detour's address"},
+	{RuleCallInDCR, "7", "a call inside the region (not at its end, far, or through a stack slot) cannot be relocated"},
+	{RuleCallRelocated, "7", "a call ends the region; the detour runs it as push of the original return address + jmp, so the callee returns to the original code"},
 	{RuleDCRInsnRefused, "7", "an instruction in the region cannot run out of line"},
 	{RuleRIPRelReach, "7", "a relocated RIP-relative operand would not reach its target from the detour window"},
 	{RuleBranchReach, "7", "a relocated branch would not reach its target from the detour window"},

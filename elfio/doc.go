@@ -2,8 +2,22 @@
 //
 // Reading validates every offset and size itself (debug/elf is only used for its
 // constants), discovers functions from .symtab, .dynsym and .eh_frame FDEs, and gives the
-// analysis byte-level access to loaded code. Writing adds new named sections in new
-// PT_LOAD segments close to the original code, grows the program header table, adds
-// symbols for the new code and redirects the entry point; output is deterministic and
-// written atomically, and the input file is never modified.
+// analysis byte-level access to loaded code.
+//
+// Writing is two steps. PlanLayout fixes where the new code and data will live before
+// any of it is generated (trampolines encode these addresses); Rewrite then produces the
+// new image. The new areas go in new PT_LOAD segments above every existing one (past
+// .bss), within jmp rel32 reach of the code: R (the grown program header table, then
+// .kprewrite.rodata), R-X (.kprewrite.text), RW- (.kprewrite.data, .kprewrite.bss);
+// never RWX. The program header table is rewritten at the end of the file with the new
+// PT_LOADs right after the last existing one, and PT_PHDR points at it (glibc's ld.so
+// derives the PIE load bias from PT_PHDR; Linux 5.18+ derives AT_PHDR from the PT_LOAD
+// holding e_phoff; older kernels use e_phoff plus the first PT_LOAD's vaddr-offset, which
+// Layout.PhdrAtOldBias reports we matched). Every other program header and section stays
+// as it was; the new sections get names and the new symbols go into .symtab, so objdump,
+// gdb and perf see them. Output is deterministic, written atomically, and the input file
+// is never modified.
+//
+// Limitation: binutils' strip and objcopy assume the program header table follows the
+// ELF header and produce broken binaries from rewritten ones. Strip before rewriting.
 package elfio

@@ -100,11 +100,11 @@ func (f *File) inFile(off, size uint64) bool {
 func (f *File) parse() error {
 	d := f.Data
 	le := binary.LittleEndian
+	if len(d) < 4 || string(d[:4]) != elf.ELFMAG {
+		return formatErr("not an ELF file (no \\x7fELF magic at offset 0)")
+	}
 	if len(d) < 64 {
 		return formatErr("file is %d bytes, shorter than an ELF64 header", len(d))
-	}
-	if string(d[:4]) != elf.ELFMAG {
-		return formatErr("not an ELF file (magic %q)", d[:4])
 	}
 	if elf.Class(d[elf.EI_CLASS]) != elf.ELFCLASS64 {
 		return formatErr("ELF class %v is not supported (ELF64 only)", elf.Class(d[elf.EI_CLASS]))

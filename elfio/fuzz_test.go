@@ -55,6 +55,8 @@ func FuzzParse(f *testing.F) {
 			file.Bytes(fn.Addr, fn.Size)
 		}
 		file.ExecSections()
+		file.X86Features()
+		file.ClearShadowStack()
 		l, err := file.PlanLayout(16, 8, 8, 8)
 		if err != nil {
 			return

@@ -239,7 +239,8 @@ type tables struct {
 	symtab   int   // SHT_SYMTAB, -1 when absent
 	strtab   int   // its string table, -1 when there is no symtab
 	shstrtab int   // section name table, -1 when absent
-	rels     []int // SHT_REL/SHT_RELA sections whose symbols are in symtab
+	rels     []int // non-loaded SHT_REL/SHT_RELA sections whose symbols are in symtab (--emit-relocs)
+	inPlace  []int // loaded ones (static glibc's .rela.plt of IRELATIVE relocs), renumbered where they are
 	groups   []int // SHT_GROUP sections whose signature symbol is in symtab
 }
 
@@ -274,7 +275,11 @@ func (f *File) planTables() (tables, error) {
 			}
 			switch s.Type {
 			case elf.SHT_REL, elf.SHT_RELA:
-				t.rels = append(t.rels, i)
+				if s.Flags&elf.SHF_ALLOC != 0 {
+					t.inPlace = append(t.inPlace, i)
+				} else {
+					t.rels = append(t.rels, i)
+				}
 			case elf.SHT_GROUP:
 				t.groups = append(t.groups, i)
 			case elf.SHT_SYMTAB_SHNDX:
@@ -283,12 +288,12 @@ func (f *File) planTables() (tables, error) {
 		}
 	}
 	moved := append([]int{t.symtab, t.strtab, t.shstrtab}, t.rels...)
-	for _, i := range moved {
+	for _, i := range append(moved, t.inPlace...) {
 		if i < 0 {
 			continue
 		}
 		s := f.Sections[i]
-		if s.Flags&elf.SHF_ALLOC != 0 {
+		if s.Flags&elf.SHF_ALLOC != 0 && s.Type != elf.SHT_REL && s.Type != elf.SHT_RELA {
 			return t, fmt.Errorf("section %d (%s) is loaded (SHF_ALLOC) but must be rewritten", i, s.Name)
 		}
 		if s.Type == elf.SHT_NOBITS || !f.inFile(s.Off, s.Size) {

@@ -221,8 +221,8 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 		tabs.shstrtab = addSec(shdr{nameStr: ".shstrtab", typ: elf.SHT_STRTAB, addralign: 1})
 	}
 	if len(secs) >= int(elf.SHN_LORESERVE) {
-		// New section indices must fit in st_shndx.
-		return nil, fmt.Errorf("%d sections: too many for new symbols' section indices", len(secs))
+		// Extended section numbering (and SHT_SYMTAB_SHNDX for new symbols) is not written.
+		return nil, fmt.Errorf("%d sections: too many (extended section numbering is not supported)", len(secs))
 	}
 	var locals, globals []byte
 	for i, ns := range a.Symbols {
@@ -364,6 +364,11 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 			renumberRelocs(r, s.Type == elf.SHT_RELA, oldInfo, nLocal)
 		}
 	}
+	for _, i := range tabs.inPlace {
+		if s := f.Sections[i]; nLocal > 0 {
+			renumberRelocs(out[s.Off:][:s.Size], s.Type == elf.SHT_RELA, oldInfo, nLocal)
+		}
+	}
 	for i := range secs {
 		secs[i].put(out[shOff+uint64(i)*64:][:64])
 	}
@@ -375,20 +380,9 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 	le.PutUint64(out[32:], l.PhdrOff)
 	le.PutUint64(out[40:], shOff)
 	le.PutUint16(out[56:], uint16(l.PhdrNum))
-	le.PutUint16(out[58:], 64) // e_shentsize, zero in input without sections
-	sh0 := out[shOff:][:64]
-	if len(secs) >= int(elf.SHN_LORESERVE) {
-		le.PutUint16(out[60:], 0)
-		le.PutUint64(sh0[32:], uint64(len(secs)))
-	} else {
-		le.PutUint16(out[60:], uint16(len(secs)))
-	}
-	if tabs.shstrtab >= int(elf.SHN_LORESERVE) {
-		le.PutUint16(out[62:], uint16(elf.SHN_XINDEX))
-		le.PutUint32(sh0[40:], uint32(tabs.shstrtab))
-	} else {
-		le.PutUint16(out[62:], uint16(tabs.shstrtab))
-	}
+	le.PutUint16(out[58:], 64)                // e_shentsize, zero in input without sections
+	le.PutUint16(out[60:], uint16(len(secs))) // < SHN_LORESERVE, checked above
+	le.PutUint16(out[62:], uint16(tabs.shstrtab))
 	return out, nil
 }
 

@@ -22,6 +22,8 @@ var testVariants = map[string]testELF{
 	"pie-full":           {pie: true, phdr: true, data: true, bss: 0x100, sections: true, symtab: true},
 	"pie-stripped":       {pie: true, phdr: true, data: true, sections: true},
 	"exec-bigbss-nophdr": {data: true, bss: 8 << 20, sections: true, symtab: true},
+	"pie-shared-strtab":  {pie: true, phdr: true, sections: true, symtab: true, shared: true, rela: true},
+	"exec-cet":           {phdr: true, data: true, sections: true, x86Feat: X86Feature1IBT | X86Feature1SHSTK},
 }
 
 // nullAddition is an entry stub that jumps to the original entry, plus data and
@@ -135,6 +137,22 @@ func checkRewritten(t *testing.T, f, g *File, a *Addition) {
 	}
 	if j != len(f.Progs) {
 		t.Errorf("%d old program headers in output, want %d", j, len(f.Progs))
+	}
+	// Every loaded section lies inside one PT_LOAD, at the matching file offset.
+	for _, s := range g.Sections {
+		if s.Flags&elf.SHF_ALLOC == 0 || s.Size == 0 {
+			continue
+		}
+		in := false
+		for _, p := range g.Progs {
+			if p.Type == elf.PT_LOAD && s.Addr >= p.Vaddr && s.Addr+s.Size <= p.Vaddr+p.Memsz &&
+				(s.Type == elf.SHT_NOBITS || s.Addr+s.Size <= p.Vaddr+p.Filesz && s.Off-p.Off == s.Addr-p.Vaddr) {
+				in = true
+			}
+		}
+		if !in {
+			t.Errorf("section %s (%#x+%#x at offset %#x) is not inside a PT_LOAD", s.Name, s.Addr, s.Size, s.Off)
+		}
 	}
 	// The new program header table is loaded.
 	if _, err := g.FileOffset(l.PhdrAddr, uint64(l.PhdrNum)*56); err != nil {
@@ -413,7 +431,7 @@ func TestBadInputs(t *testing.T) {
 		data []byte
 		want string
 	}{
-		{"empty", nil, "shorter than an ELF64 header"},
+		{"empty", nil, "not an ELF file"},
 		{"truncated header", good[:40], "shorter than an ELF64 header"},
 		{"bad magic", edit(func(b []byte) []byte { b[1] = 'X'; return b }), "not an ELF file"},
 		{"elf32", edit(func(b []byte) []byte { b[elf.EI_CLASS] = byte(elf.ELFCLASS32); return b }), "ELF64 only"},
@@ -490,5 +508,92 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 	if err := WriteFileAtomic(filepath.Join(dir, "missing", "out"), nil, 0o644); err == nil {
 		t.Error("write into a missing directory succeeded")
+	}
+}
+
+func TestClearShadowStack(t *testing.T) {
+	f := mustParse(t, "cet", testVariants["exec-cet"].build())
+	if bits, err := f.X86Features(); err != nil || bits != X86Feature1IBT|X86Feature1SHSTK {
+		t.Fatalf("features %#x, %v", bits, err)
+	}
+	ps, err := f.ClearShadowStack()
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("patches %v, %v (the note is in PT_NOTE and PT_GNU_PROPERTY: one patch)", ps, err)
+	}
+	a := nullAddition(t, f)
+	a.Patches = ps
+	out, err := f.Rewrite(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mustParse(t, "out", out)
+	if bits, err := g.X86Features(); err != nil || bits != X86Feature1IBT {
+		t.Fatalf("after clearing: features %#x, %v", bits, err)
+	}
+	if ps, _ := g.ClearShadowStack(); len(ps) != 0 {
+		t.Errorf("nothing left to clear, got %v", ps)
+	}
+	plain := mustParse(t, "plain", testVariants["exec-full"].build())
+	if ps, err := plain.ClearShadowStack(); err != nil || len(ps) != 0 {
+		t.Errorf("no property note: %v, %v", ps, err)
+	}
+	// A property running past its note is an error, not a panic.
+	b := testVariants["exec-cet"].build()
+	binary.LittleEndian.PutUint32(b[testNoteOff+20:], 64)
+	if _, err := mustParse(t, "bad", b).X86Features(); err == nil || !strings.Contains(err.Error(), "runs past") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// Every combination of empty and non-empty areas gives a runnable file with exactly the
+// segments and sections that hold something.
+func TestRewriteShapes(t *testing.T) {
+	o := testVariants["pie-full"]
+	f := mustParse(t, "shapes", o.build())
+	for mask := 0; mask < 16; mask++ {
+		sz := func(bit int, n uint64) uint64 {
+			if mask&(1<<bit) != 0 {
+				return n
+			}
+			return 0
+		}
+		text, ro, data, bss := sz(0, 5), sz(1, 100), sz(2, 8), sz(3, 0x2000)
+		l, err := f.PlanLayout(text, ro, data, bss)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &Addition{Layout: l, Rodata: make([]byte, ro), Data: make([]byte, data), BSS: bss}
+		wantLoads, wantSecs := 1, 0
+		if text > 0 {
+			a.Text = jmpStub(l.TextAddr, f.Entry)
+			a.Entry = &l.TextAddr
+			wantLoads++
+			wantSecs++
+		}
+		if data+bss > 0 {
+			wantLoads++
+		}
+		for _, n := range []uint64{ro, data, bss} {
+			if n > 0 {
+				wantSecs++
+			}
+		}
+		out, err := f.Rewrite(a)
+		if err != nil {
+			t.Fatalf("mask %04b: %v", mask, err)
+		}
+		g := mustParse(t, "out", out)
+		if got := len(g.Loads()) - len(f.Loads()); got != wantLoads {
+			t.Errorf("mask %04b: %d new PT_LOADs, want %d", mask, got, wantLoads)
+		}
+		if got := len(g.Sections) - len(f.Sections); got != wantSecs {
+			t.Errorf("mask %04b: %d new sections, want %d", mask, got, wantSecs)
+		}
+		if bss > 0 {
+			if s := g.Section(SecBSS); s == nil || s.Addr+s.Size > l.End || s.Addr < l.DataAddr {
+				t.Errorf("mask %04b: bss %+v outside the RW segment [%#x, %#x)", mask, s, l.DataAddr, l.End)
+			}
+		}
+		runExit42(t, out)
 	}
 }

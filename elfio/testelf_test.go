@@ -16,12 +16,15 @@ type testELF struct {
 	sections bool   // section headers (.text, .shstrtab)
 	symtab   bool   // .symtab/.strtab with a local and a global symbol
 	rela     bool   // a non-loaded .rela.text whose symbols are in .symtab (as with --emit-relocs)
+	shared   bool   // symbol names live in .shstrtab (no .strtab), as some linkers do
+	x86Feat  uint32 // when nonzero, a .note.gnu.property with these X86_FEATURE_1_AND bits
 }
 
 var exit42 = []byte{0xbf, 42, 0, 0, 0, 0xb8, 60, 0, 0, 0, 0x0f, 0x05}
 
 const (
-	testCodeOff = 0x100
+	testNoteOff = 0x180
+	testCodeOff = 0x200
 	testDataOff = 0x1000
 )
 
@@ -42,7 +45,22 @@ func (o testELF) build() []byte {
 	if o.data {
 		nph++
 	}
+	if o.x86Feat != 0 {
+		nph += 2 // PT_NOTE and PT_GNU_PROPERTY
+	}
 	buf := make([]byte, testCodeOff, 0x2000)
+	noteSize := uint64(0)
+	if o.x86Feat != 0 {
+		n := buf[testNoteOff:]
+		le.PutUint32(n[0:], 4)
+		le.PutUint32(n[4:], 16)
+		le.PutUint32(n[8:], 5) // NT_GNU_PROPERTY_TYPE_0
+		copy(n[12:], "GNU\x00")
+		le.PutUint32(n[16:], 0xc0000002)
+		le.PutUint32(n[20:], 4)
+		le.PutUint32(n[24:], o.x86Feat)
+		noteSize = 32
+	}
 	buf = append(buf, exit42...)
 	textEnd := uint64(len(buf))
 	if o.data {
@@ -100,9 +118,14 @@ func (o testELF) build() []byte {
 			sym(13, elf.ST_INFO(elf.STB_GLOBAL, elf.STT_FUNC), 1, base+testCodeOff, uint64(len(exit42)))
 			symIdx := uint32(len(secs))
 			secs = append(secs, sec{name: ".symtab", typ: elf.SHT_SYMTAB, off: symOff, size: 3 * 24, link: symIdx + 1, info: 2, align: 8, entsize: 24})
-			strOff := uint64(len(buf))
-			buf = append(buf, strtab...)
-			secs = append(secs, sec{name: ".strtab", typ: elf.SHT_STRTAB, off: strOff, size: uint64(len(strtab)), align: 1})
+			if o.shared {
+				intern("local_thing") // same offsets as in strtab
+				intern("_start")
+			} else {
+				strOff := uint64(len(buf))
+				buf = append(buf, strtab...)
+				secs = append(secs, sec{name: ".strtab", typ: elf.SHT_STRTAB, off: strOff, size: uint64(len(strtab)), align: 1})
+			}
 			if o.rela {
 				for len(buf)%8 != 0 {
 					buf = append(buf, 0)
@@ -119,6 +142,13 @@ func (o testELF) build() []byte {
 		}
 		shIdx := len(secs)
 		secs = append(secs, sec{name: ".shstrtab", typ: elf.SHT_STRTAB, align: 1})
+		if o.shared {
+			for i := range secs {
+				if secs[i].typ == elf.SHT_SYMTAB {
+					secs[i].link = uint32(shIdx)
+				}
+			}
+		}
 		for _, s := range secs[1:] {
 			shname[s.name] = intern(s.name)
 		}
@@ -190,6 +220,10 @@ func (o testELF) build() []byte {
 	putPh(elf.PT_LOAD, elf.PF_R|elf.PF_X, 0, base, textEnd, textEnd, 0x1000)
 	if o.data {
 		putPh(elf.PT_LOAD, elf.PF_R|elf.PF_W, testDataOff, base+testDataOff, loadedEnd-testDataOff, loadedEnd-testDataOff+o.bss, 0x1000)
+	}
+	if o.x86Feat != 0 {
+		putPh(elf.PT_NOTE, elf.PF_R, testNoteOff, base+testNoteOff, noteSize, noteSize, 8)
+		putPh(elf.PT_GNU_PROPERTY, elf.PF_R, testNoteOff, base+testNoteOff, noteSize, noteSize, 8)
 	}
 	return buf
 }

@@ -21,10 +21,10 @@ import (
 	"kprewrite/tests/internal/testprog"
 )
 
-// nullRewrite rewrites in with an entry stub and writes the result next to a fresh
-// temporary directory's "name". It checks that the input file is unchanged and that a
-// second rewrite gives identical bytes.
-func nullRewrite(t *testing.T, in, name string) (string, elfio.Layout) {
+// segNullRewrite rewrites in with an entry stub, data and symbols, and writes the result
+// as name in a fresh temporary directory. It checks that the input file is unchanged and
+// that a second rewrite gives identical bytes.
+func segNullRewrite(t *testing.T, in, name string) (string, elfio.Layout) {
 	t.Helper()
 	before := testprog.HashFile(t, in)
 	start := time.Now()
@@ -62,7 +62,7 @@ func nullRewrite(t *testing.T, in, name string) (string, elfio.Layout) {
 	if err := elfio.WriteFileAtomic(outPath, out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s: %d -> %d bytes; open %v, rewrite %v, write %v", name, len(f.Data), len(out),
+	t.Logf("%s: %d -> %d bytes (phdrs at old bias: %v); open %v, rewrite %v, write %v", name, len(f.Data), len(out), l.PhdrAtOldBias,
 		opened.Sub(start).Round(time.Millisecond), rewritten.Sub(opened).Round(time.Millisecond), time.Since(rewritten).Round(time.Millisecond))
 	again, err := f.Rewrite(a)
 	if err != nil || !bytes.Equal(out, again) {
@@ -77,66 +77,17 @@ func nullRewrite(t *testing.T, in, name string) (string, elfio.Layout) {
 	return outPath, l
 }
 
-// sameRun runs the original and the rewritten program the same way and requires the
-// same stdout, stderr and exit status or signal.
-func sameRun(t *testing.T, orig, rewritten string, c testprog.Cmd) testprog.Result {
-	t.Helper()
-	c.Path = orig
-	want := testprog.Run(t, c)
-	c.Path = rewritten
-	got := testprog.Run(t, c)
-	if d := want.Diff(got); d != "" {
-		t.Fatalf("rewritten %s %s behaves differently:\n%s\n=== original: %s\n=== rewritten: %s",
-			filepath.Base(orig), strings.Join(c.Args, " "), d, want, got)
-	}
-	return got
-}
+var segBuildID = regexp.MustCompile(`Build ID: ([0-9a-f]+)`)
 
-var warnLine = regexp.MustCompile(`(?i)(warning|error)`)
-
-// warnings returns the lines of out that are warnings or errors, without file paths.
-func warnings(out, path string) map[string]bool {
-	w := map[string]bool{}
-	for _, line := range strings.Split(out, "\n") {
-		if warnLine.MatchString(line) {
-			w[strings.ReplaceAll(line, path, "FILE")] = true
-		}
-	}
-	return w
-}
-
-// newWarnings runs a tool on the original and the rewritten file and returns the
-// warning lines only the rewritten file gets.
-func newWarnings(t *testing.T, orig, rewritten string, timeout time.Duration, tool string, args ...string) []string {
-	t.Helper()
-	run := func(path string) map[string]bool {
-		r := testprog.Run(t, testprog.Cmd{Path: tool, Args: append(append([]string(nil), args...), path), Timeout: timeout, Extra: []string{"LC_ALL=C"}})
-		if r.Exit != 0 || r.TimedOut {
-			t.Fatalf("%s %s %s: %s", tool, strings.Join(args, " "), path, testprog.Clip(r.String(), 3000))
-		}
-		return warnings(r.Stdout+r.Stderr, path)
-	}
-	old := run(orig)
-	var fresh []string
-	for w := range run(rewritten) {
-		if !old[w] {
-			fresh = append(fresh, w)
-		}
-	}
-	return fresh
-}
-
-var buildID = regexp.MustCompile(`Build ID: ([0-9a-f]+)`)
-
-// checkTools checks that binutils and gdb read the rewritten file cleanly.
-func checkTools(t *testing.T, orig, rewritten string, l elfio.Layout, withGDB bool) {
+// segCheckTools checks that binutils and gdb read the rewritten file cleanly.
+func segCheckTools(t *testing.T, orig, rewritten string, l elfio.Layout, withGDB bool) {
 	t.Helper()
 	testprog.Need(t, "readelf", "objdump")
-	if w := newWarnings(t, orig, rewritten, time.Minute, "readelf", "-a", "-W"); len(w) > 0 {
+	if w := testprog.NewWarnings(t, orig, rewritten, time.Minute, "readelf", "-a", "-W"); len(w) > 0 {
 		t.Errorf("readelf -a -W warns about the rewritten file only:\n%s", strings.Join(w, "\n"))
 	}
 	notes := func(p string) string { return testprog.MustRun(t, "readelf", "-n", p) }
-	if want, got := buildID.FindStringSubmatch(notes(orig)), buildID.FindStringSubmatch(notes(rewritten)); want != nil && (got == nil || got[1] != want[1]) {
+	if want, got := segBuildID.FindStringSubmatch(notes(orig)), segBuildID.FindStringSubmatch(notes(rewritten)); want != nil && (got == nil || got[1] != want[1]) {
 		t.Errorf("build id %v, want %s", got, want[1])
 	}
 	f, err := elfio.Open(orig)
@@ -152,18 +103,42 @@ func checkTools(t *testing.T, orig, rewritten string, l elfio.Layout, withGDB bo
 		return
 	}
 	testprog.Need(t, "gdb")
-	if w := newWarnings(t, orig, rewritten, time.Minute, "gdb", "-nx", "-batch", "-ex", "info files"); len(w) > 0 {
+	if w := testprog.NewWarnings(t, orig, rewritten, time.Minute, "gdb", "-nx", "-batch", "-ex", "info files"); len(w) > 0 {
 		t.Errorf("gdb warns about the rewritten file only:\n%s", strings.Join(w, "\n"))
 	}
 	info := testprog.MustRun(t, "gdb", "-nx", "-batch", "-ex", "info files", rewritten)
-	if !strings.Contains(info, fmt.Sprintf("%#016x - ", l.TextAddr)) || !strings.Contains(info, "is "+elfio.SecText) {
+	if !strings.Contains(info, fmt.Sprintf("0x%016x - ", l.TextAddr)) || !strings.Contains(info, "is "+elfio.SecText) {
 		t.Errorf("gdb info files does not list %s at %#x:\n%s", elfio.SecText, l.TextAddr, testprog.Clip(info, 3000))
+	}
+	segCheckGDBRun(t, rewritten, l, f.Entry)
+}
+
+// segCheckGDBRun runs the rewritten program under gdb, stops at the entry stub by its
+// symbol and single-steps into the original entry: gdb must relocate the new segments
+// (PIE load bias from the moved PT_PHDR) and land exactly on the original entry.
+func segCheckGDBRun(t *testing.T, rewritten string, l elfio.Layout, entry uint64) {
+	t.Helper()
+	r := testprog.Run(t, testprog.Cmd{Path: "gdb", Args: []string{"-nx", "-batch", "-ex", "break kprewrite_entry", "-ex", "run",
+		"-ex", "p/x $pc", "-ex", "stepi", "-ex", "p/x $pc", "-ex", "kill", rewritten}, Timeout: time.Minute})
+	if strings.Contains(r.Stdout+r.Stderr, "ptrace: Operation not permitted") {
+		t.Log("gdb cannot trace here; skipped the live check")
+		return
+	}
+	pcs := regexp.MustCompile(`(?m)^\$[12] = 0x([0-9a-f]+)$`).FindAllStringSubmatch(r.Stdout, -1)
+	if !strings.Contains(r.Stdout, "in kprewrite_entry") || len(pcs) != 2 {
+		t.Fatalf("gdb did not stop at kprewrite_entry:\n%s", r)
+	}
+	var stub, next uint64
+	fmt.Sscanf(pcs[0][1], "%x", &stub)
+	fmt.Sscanf(pcs[1][1], "%x", &next)
+	if bias := stub - l.TextAddr; next-bias != entry {
+		t.Errorf("stepping from the stub at %#x reached %#x (file address %#x), want the entry %#x", stub, next, next-bias, entry)
 	}
 }
 
 // The C corpus: programs that exercise start-up paths (libc init, TLS, ctors, atexit,
 // exceptions, threads, fork) and report through stdout, stderr and exit status.
-const cBasic = `#include <stdio.h>
+const segCBasic = `#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 static int calls;
@@ -184,7 +159,7 @@ int main(int argc, char **argv) {
 }
 `
 
-const cThreads = `#include <pthread.h>
+const segCThreads = `#include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <sys/wait.h>
@@ -214,12 +189,12 @@ int main(void) {
 }
 `
 
-const cAbort = `#include <stdio.h>
+const segCAbort = `#include <stdio.h>
 #include <stdlib.h>
 int main(void) { fprintf(stderr, "about to abort\n"); abort(); }
 `
 
-const cxxExceptions = `#include <iostream>
+const segCXXExceptions = `#include <iostream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -242,36 +217,67 @@ int main() {
 }
 `
 
-type corpusProg struct {
+type segCorpusProg struct {
 	name, src, lang string
 	flags           []string
 	args            []string
 	gdb             bool
+	relocs          bool // linked with --emit-relocs: relocations must name the same symbols
 }
 
 func TestNullRewriteCorpus(t *testing.T) {
-	progs := []corpusProg{
-		{"basic-O0-pie", cBasic, "c", []string{"-O0", "-pie", "-fPIE"}, []string{"a", "bb"}, true},
-		{"basic-O2-nopie", cBasic, "c", []string{"-O2", "-no-pie", "-fno-pie"}, []string{"x"}, false},
-		{"basic-static", cBasic, "c", []string{"-O2", "-static"}, nil, true},
-		{"basic-static-pie", cBasic, "c", []string{"-O2", "-static-pie"}, []string{"1", "2", "3"}, false},
-		{"threads-pie", cThreads, "c", []string{"-O2", "-pthread"}, nil, false},
-		{"threads-static", cThreads, "c", []string{"-O0", "-static", "-pthread"}, nil, false},
-		{"abort", cAbort, "c", []string{"-O2"}, nil, false},
-		{"cxx-exceptions", cxxExceptions, "c++", []string{"-O2"}, nil, true},
-		{"cxx-exceptions-static-nopie", cxxExceptions, "c++", []string{"-O0", "-static", "-no-pie"}, nil, false},
+	progs := []segCorpusProg{
+		{"basic-O0-pie", segCBasic, "c", []string{"-O0", "-pie", "-fPIE"}, []string{"a", "bb"}, true, false},
+		{"basic-O2-nopie", segCBasic, "c", []string{"-O2", "-no-pie", "-fno-pie"}, []string{"x"}, false, false},
+		{"basic-static", segCBasic, "c", []string{"-O2", "-static"}, nil, true, false},
+		{"basic-static-pie", segCBasic, "c", []string{"-O2", "-static-pie"}, []string{"1", "2", "3"}, false, false},
+		{"threads-pie", segCThreads, "c", []string{"-O2", "-pthread"}, nil, false, false},
+		{"threads-static", segCThreads, "c", []string{"-O0", "-static", "-pthread"}, nil, false, false},
+		{"abort", segCAbort, "c", []string{"-O2"}, nil, false, false},
+		{"cxx-exceptions", segCXXExceptions, "c++", []string{"-O2"}, nil, true, false},
+		{"cxx-exceptions-static-nopie", segCXXExceptions, "c++", []string{"-O0", "-static", "-no-pie"}, nil, false, false},
+		{"basic-align-2M", segCBasic, "c", []string{"-O2", "-Wl,-z,max-page-size=0x200000"}, nil, false, false},
+		{"basic-noseparate-code-nopie", segCBasic, "c", []string{"-O2", "-no-pie", "-Wl,-z,noseparate-code"}, nil, false, false},
+		{"cxx-emit-relocs", segCXXExceptions, "c++", []string{"-O2", "-Wl,--emit-relocs"}, nil, false, true},
+		{"threads-emit-relocs-static", segCThreads, "c", []string{"-O2", "-static", "-pthread", "-Wl,--emit-relocs"}, nil, false, true},
 	}
 	for _, p := range progs {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			orig := testprog.Build(t, p.src, p.lang, p.flags...)
-			out, l := nullRewrite(t, orig, p.name)
-			r := sameRun(t, orig, out, testprog.Cmd{Args: p.args, Argv0: "prog"})
+			out, l := segNullRewrite(t, orig, p.name)
+			r := testprog.Same(t, orig, out, testprog.Cmd{Args: p.args, Argv0: "prog"}, nil)
 			if r.Stdout == "" && r.Stderr == "" {
 				t.Fatal("program printed nothing; the comparison proves little")
 			}
-			checkTools(t, orig, out, l, p.gdb)
+			segCheckTools(t, orig, out, l, p.gdb)
+			if p.relocs {
+				segSameRelocs(t, orig, out)
+			}
 		})
+	}
+}
+
+var (
+	segRelocHeader = regexp.MustCompile(`(?m)^(Relocation section '[^']*') at offset 0x[0-9a-f]+`)
+	segRelocInfo   = regexp.MustCompile(`(?m)^([0-9a-f]{16})  [0-9a-f]{16} `) // r_info holds the symbol index
+)
+
+// segSameRelocs checks that every relocation names the same symbol after new local symbols
+// shifted the global symbols' indices.
+func segSameRelocs(t *testing.T, orig, rewritten string) {
+	t.Helper()
+	testprog.Need(t, "readelf")
+	read := func(p string) string {
+		r := segRelocHeader.ReplaceAllString(testprog.MustRun(t, "readelf", "-r", "-W", p), "$1")
+		return segRelocInfo.ReplaceAllString(r, "$1 ")
+	}
+	want, got := read(orig), read(rewritten)
+	if strings.Count(want, "Relocation section") < 3 {
+		t.Fatalf("expected --emit-relocs sections:\n%s", testprog.Clip(want, 1000))
+	}
+	if want != got {
+		t.Errorf("relocations changed:\n%s", testprog.Result{Stdout: want}.Diff(testprog.Result{Stdout: got}))
 	}
 }
 
@@ -286,49 +292,45 @@ int main(void) { big[sizeof big - 1] = 9; printf("%d %d\n", big[sizeof big - 1] 
 	for _, flags := range [][]string{{"-O2", "-static"}, {"-O2"}} {
 		t.Run(strings.Join(flags, ""), func(t *testing.T) {
 			orig := testprog.Build(t, src, "c", flags...)
-			out, l := nullRewrite(t, orig, "bigbss")
+			out, l := segNullRewrite(t, orig, "bigbss")
 			if l.PhdrAtOldBias {
 				t.Errorf("64 MiB .bss should not be padded into the file: %+v", l)
 			}
 			if st, _ := os.Stat(out); st.Size() > 4<<20 {
 				t.Errorf("output is %d bytes", st.Size())
 			}
-			sameRun(t, orig, out, testprog.Cmd{})
+			testprog.Same(t, orig, out, testprog.Cmd{}, nil)
 		})
 	}
 }
 
-// realBinary is one program of this machine with workloads to compare.
-type realBinary struct {
+// segRealBinary is one program of this machine with workloads to compare.
+type segRealBinary struct {
 	name, path string
-	tools      bool // run the binutils checks (readelf -a on node takes long)
-	gdb        bool
 	run        func(t *testing.T, orig, out string)
 }
 
 func TestNullRewriteRealBinaries(t *testing.T) {
-	bins := []realBinary{
-		{"python3.11", "/usr/bin/python3.11", true, true, runPython},
-		{"git", "/usr/bin/git", true, false, runGit},
-		{"zstd", "/usr/bin/zstd", true, false, runZstd},
-		{"sqlite3", "/usr/bin/sqlite3", true, true, runSQLite},
-		{"node", "/usr/bin/node", false, false, runNode},
-		{"go", "/usr/local/go/bin/go", true, false, runGo},
+	bins := []segRealBinary{
+		{"python3.11", "/usr/bin/python3.11", segRunPython},
+		{"git", "/usr/bin/git", segRunGit},
+		{"zstd", "/usr/bin/zstd", segRunZstd},
+		{"sqlite3", "/usr/bin/sqlite3", segRunSQLite},
+		{"node", "/usr/bin/node", segRunNode},
+		{"go", "/usr/local/go/bin/go", segRunGo},
 	}
 	for _, b := range bins {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			testprog.Need(t, b.path)
-			out, l := nullRewrite(t, b.path, b.name)
+			out, l := segNullRewrite(t, b.path, b.name)
 			b.run(t, b.path, out)
-			if b.tools {
-				checkTools(t, b.path, out, l, b.gdb)
-			}
+			segCheckTools(t, b.path, out, l, true)
 		})
 	}
 }
 
-func runPython(t *testing.T, orig, out string) {
+func segRunPython(t *testing.T, orig, out string) {
 	script := `
 import json, re, hashlib, sqlite3, threading, subprocess, sys, zlib
 d = {"k": [1, 2.5, None, True, "\u00e9"], "n": {"x": list(range(10))}}
@@ -350,14 +352,16 @@ print(subprocess.run([sys.executable, "-c", "print(6*7)"], capture_output=True, 
 sys.stderr.write("bye\n")
 sys.exit(3)
 `
-	r := sameRun(t, orig, out, testprog.Cmd{Args: []string{"-c", script}})
+	r := testprog.Same(t, orig, out, testprog.Cmd{Args: []string{"-c", script}}, nil)
 	if r.Exit != 3 || !strings.Contains(r.Stdout, "42\n") {
 		t.Fatalf("python workload: %s", r)
 	}
 	// The stdlib test suite, when the Debian testsuite package is installed.
 	if _, err := os.Stat("/usr/lib/python3.11/test/test_json"); err == nil {
-		r := sameRun(t, orig, out, testprog.Cmd{Args: []string{"-m", "test", "-q", "test_json", "test_re"}, Extra: []string{"PYTHONHASHSEED=0"}})
-		if r.Exit != 0 {
+		timing := regexp.MustCompile(`[0-9.]+ (sec|ms)\b|\d+:\d\d:\d\d|load avg: [0-9.]+`)
+		r := testprog.Same(t, orig, out, testprog.Cmd{Args: []string{"-m", "test", "-q", "test_json", "test_re"}, Extra: []string{"PYTHONHASHSEED=0"}},
+			func(s string) string { return timing.ReplaceAllString(s, "TIME") })
+		if r.Exit != 0 || !strings.Contains(r.Stdout, "SUCCESS") {
 			t.Fatalf("python -m test: %s", r)
 		}
 	} else {
@@ -365,68 +369,59 @@ sys.exit(3)
 	}
 }
 
-func runGit(t *testing.T, orig, out string) {
+func segRunGit(t *testing.T, orig, out string) {
 	home := t.TempDir()
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1",
 		"GIT_AUTHOR_NAME=K Probe", "GIT_AUTHOR_EMAIL=k@example.org", "GIT_COMMITTER_NAME=K Probe",
 		"GIT_COMMITTER_EMAIL=k@example.org", "GIT_AUTHOR_DATE=2026-01-02T03:04:05Z", "GIT_COMMITTER_DATE=2026-01-02T03:04:05Z"}
-	for _, bin := range []string{orig, out} {
+	// Each binary builds its own repository; with fixed dates both must get the same
+	// commit hashes and print the same things.
+	var repos [2]string
+	for i, bin := range []string{orig, out} {
 		dir := filepath.Join(t.TempDir(), "repo")
 		os.MkdirAll(dir, 0o755)
-		git := func(args ...string) testprog.Result {
-			return testprog.Run(t, testprog.Cmd{Path: bin, Args: args, Dir: dir, Env: env})
-		}
-		if r := git("init", "-q", "-b", "main"); r.Exit != 0 {
-			t.Fatalf("%s init: %s", bin, r)
-		}
 		os.WriteFile(filepath.Join(dir, "a.txt"), []byte("hello kprobes\n"), 0o644)
 		os.WriteFile(filepath.Join(dir, "b.txt"), bytes.Repeat([]byte("line\n"), 1000), 0o644)
-		for _, args := range [][]string{{"add", "."}, {"commit", "-q", "-m", "first"}} {
-			if r := git(args...); r.Exit != 0 {
+		for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"commit", "-q", "-m", "first"},
+			{"mv", "a.txt", "c.txt"}, {"commit", "-q", "-am", "second"}} {
+			if r := testprog.Run(t, testprog.Cmd{Path: bin, Args: args, Dir: dir, Env: env}); r.Exit != 0 {
 				t.Fatalf("%s %v: %s", bin, args, r)
 			}
 		}
+		repos[i] = dir
 	}
-	// Compare read-only commands on the two repositories: same hashes, same output.
-	for _, args := range [][]string{{"log", "--format=%H %an %s"}, {"cat-file", "-p", "HEAD^{tree}"}, {"status", "--short", "--branch"}, {"fsck", "--strict"}} {
+	for _, args := range [][]string{{"log", "--format=%H %an %s", "--stat"}, {"cat-file", "-p", "HEAD^{tree}"},
+		{"status", "--short", "--branch"}, {"fsck", "--strict"}, {"diff", "HEAD~1", "--stat"}} {
 		var res [2]testprog.Result
 		for i, bin := range []string{orig, out} {
-			dir := t.TempDir()
-			// Clone with the binary under test so both repositories come from it.
-			src := filepath.Join(dir, "src")
-			os.MkdirAll(src, 0o755)
-			os.WriteFile(filepath.Join(src, "a.txt"), []byte("hello kprobes\n"), 0o644)
-			for _, a := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"commit", "-q", "-m", "first"}} {
-				testprog.Run(t, testprog.Cmd{Path: bin, Args: a, Dir: src, Env: env})
-			}
-			res[i] = testprog.Run(t, testprog.Cmd{Path: bin, Args: args, Dir: src, Env: env})
+			res[i] = testprog.Run(t, testprog.Cmd{Path: bin, Args: args, Dir: repos[i], Env: env})
 		}
 		if d := res[0].Diff(res[1]); d != "" || res[0].Exit != 0 {
 			t.Fatalf("git %v differs:\n%s\n%s\n%s", args, d, res[0], res[1])
 		}
-		if args[0] == "log" && !strings.Contains(res[1].Stdout, "K Probe first") {
+		if args[0] == "log" && !strings.Contains(res[1].Stdout, "K Probe second") {
 			t.Fatalf("git log: %s", res[1])
 		}
 	}
 }
 
-func runZstd(t *testing.T, orig, out string) {
+func segRunZstd(t *testing.T, orig, out string) {
 	var data bytes.Buffer
 	for i := 0; i < 20000; i++ {
 		fmt.Fprintf(&data, "record %d value %x\n", i, i*i*2654435761%1000003)
 	}
-	c := sameRun(t, orig, out, testprog.Cmd{Args: []string{"-q", "-10", "-c"}, Stdin: data.String()})
+	c := testprog.Same(t, orig, out, testprog.Cmd{Args: []string{"-q", "-10", "-c"}, Stdin: data.String()}, nil)
 	if c.Exit != 0 || len(c.Stdout) == 0 || len(c.Stdout) >= data.Len() {
 		t.Fatalf("zstd compress: %d -> %d bytes, %s", data.Len(), len(c.Stdout), testprog.Clip(c.Stderr, 500))
 	}
-	d := sameRun(t, orig, out, testprog.Cmd{Args: []string{"-q", "-d", "-c"}, Stdin: c.Stdout})
+	d := testprog.Same(t, orig, out, testprog.Cmd{Args: []string{"-q", "-d", "-c"}, Stdin: c.Stdout}, nil)
 	if d.Stdout != data.String() {
 		t.Fatal("zstd round trip lost data")
 	}
-	sameRun(t, orig, out, testprog.Cmd{Args: []string{"-d", "-c"}, Stdin: "not zstd"})
+	testprog.Same(t, orig, out, testprog.Cmd{Args: []string{"-d", "-c"}, Stdin: "not zstd"}, nil)
 }
 
-func runSQLite(t *testing.T, orig, out string) {
+func segRunSQLite(t *testing.T, orig, out string) {
 	sql := `create table p(id integer primary key, name text, score real);
 with recursive n(i) as (select 1 union all select i + 1 from n where i < 500)
 insert into p select i, 'probe' || i, i * 1.5 from n;
@@ -435,30 +430,30 @@ select count(*), sum(score), max(name) from p;
 select name from p where score between 100 and 106 order by score desc;
 select json_object('a', 1, 'b', json_array(1, 2));
 select nosuchfunction(1);`
-	r := sameRun(t, orig, out, testprog.Cmd{Args: []string{":memory:"}, Stdin: sql})
+	r := testprog.Same(t, orig, out, testprog.Cmd{Args: []string{":memory:"}, Stdin: sql}, nil)
 	if !strings.Contains(r.Stdout, "500|") || !strings.Contains(r.Stderr, "nosuchfunction") {
 		t.Fatalf("sqlite3 workload: %s", r)
 	}
 }
 
-func runNode(t *testing.T, orig, out string) {
+func segRunNode(t *testing.T, orig, out string) {
 	js := `const crypto = require('crypto');
 const a = Array.from({length: 1000}, (_, i) => (i * 7919) % 1009).sort((x, y) => x - y);
 console.log(a.slice(0, 5), a.length, JSON.stringify({k: [1, 'two', null]}));
 console.log(crypto.createHash('sha256').update('kprobes').digest('hex'));
 Promise.resolve(6).then(v => { console.log('async', v * 7); console.error('done'); process.exitCode = 4; });`
-	r := sameRun(t, orig, out, testprog.Cmd{Args: []string{"-e", js}})
+	r := testprog.Same(t, orig, out, testprog.Cmd{Args: []string{"-e", js}}, nil)
 	if r.Exit != 4 || !strings.Contains(r.Stdout, "async 42") {
 		t.Fatalf("node workload: %s", r)
 	}
 }
 
-func runGo(t *testing.T, orig, out string) {
+func segRunGo(t *testing.T, orig, out string) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.21\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello from a kprewritten go\") }\n"), 0o644)
 	extra := []string{"GOROOT=/usr/local/go", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GO111MODULE=on", "CGO_ENABLED=0"}
-	sameRun(t, orig, out, testprog.Cmd{Args: []string{"env", "GOROOT", "GOOS", "GOARCH"}, Dir: dir, Extra: extra})
+	testprog.Same(t, orig, out, testprog.Cmd{Args: []string{"env", "GOROOT", "GOOS", "GOARCH"}, Dir: dir, Extra: extra}, nil)
 	for i, bin := range []string{orig, out} {
 		exe := filepath.Join(dir, fmt.Sprintf("hello%d", i))
 		r := testprog.Run(t, testprog.Cmd{Path: bin, Args: []string{"build", "-o", exe, "."}, Dir: dir, Extra: extra})
@@ -469,7 +464,7 @@ func runGo(t *testing.T, orig, out string) {
 			t.Fatalf("hello built by %s printed %q", bin, got)
 		}
 	}
-	sameRun(t, orig, out, testprog.Cmd{Args: []string{"vet", "."}, Dir: dir, Extra: extra})
+	testprog.Same(t, orig, out, testprog.Cmd{Args: []string{"vet", "."}, Dir: dir, Extra: extra}, nil)
 }
 
 // A failed rewrite leaves no output file.

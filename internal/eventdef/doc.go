@@ -18,7 +18,7 @@
 // s8..s64, x8..x64, char, string, ustring, symbol, symstr,
 // b<width>@<offset>/<container>, optionally as an array TYPE[N].
 //
-// Parsing mirrors the kernel's trace_probe.c line by line, so what it
+// Parsing follows the kernel's trace_probe.c step by step, so what it
 // accepts, what it refuses and the error it gives (message text and caret
 // position, see ParseError) match the kernel's uprobe tracer on the same
 // arguments; parse_test.go lists what was checked against a live kernel
@@ -84,6 +84,13 @@
 // for N <= 6, and STACK N-6 above (the return address is STACK 0). A return
 // probe with $argN has one entry block per distinct N, each "$argN source;
 // STRAW 8" into entry data slot 8*k, and reads it back with EDATA 8*k.
+//
+// The registers are those of the probed thread as the kernel's uprobe
+// tracer shows them (checked on 6.18): at a probe, ip is the probe's
+// address (not the address after an int3), orig_ax is -1, cs 0x33 and
+// ss 0x2b; at a return probe, the argument blocks see the registers after
+// the function returned: ax its value, sp above the popped return address,
+// ip the return address.
 //
 // Stores write the slot at dest:
 //

@@ -81,7 +81,7 @@ func formatValue(sb *strings.Builder, a *Arg, rec []byte, off int, opt FormatOpt
 		shift := 64 - 8*uint(a.Size)
 		sb.WriteString(strconv.FormatInt(int64(u<<shift)>>shift, 10))
 	case KindHex:
-		sb.WriteString(hex(u))
+		sb.WriteString(hexStr(u))
 	case KindChar:
 		// '%c' writes the byte as it is, NUL and high bytes included.
 		sb.WriteByte('\'')
@@ -120,10 +120,10 @@ func formatValue(sb *strings.Builder, a *Arg, rec []byte, off int, opt FormatOpt
 func symbolize(addr uint64, opt FormatOptions) string {
 	if opt.Symbolize != nil {
 		if name, off, size, ok := opt.Symbolize(addr); ok {
-			return name + "+" + hex(off) + "/" + hex(size)
+			return name + "+" + hexStr(off) + "/" + hexStr(size)
 		}
 	}
-	return hex(addr)
+	return hexStr(addr)
 }
 
 // FormatHead renders the part of a trace line after the event name, as
@@ -132,9 +132,9 @@ func symbolize(addr uint64, opt FormatOptions) string {
 // retAddr the address returned to and probeAddr the function's.
 func FormatHead(p *Probe, probeAddr, retAddr uint64) string {
 	if p.Return {
-		return "(" + hex(retAddr) + " <- " + hex(probeAddr) + ")"
+		return "(" + hexStr(retAddr) + " <- " + hexStr(probeAddr) + ")"
 	}
-	return "(" + hex(probeAddr) + ")"
+	return "(" + hexStr(probeAddr) + ")"
 }
 
 // FormatEvent renders "EVENT: HEAD ARGS", the text the kernel prints after

@@ -151,4 +151,4 @@ func isGoodSystemName(s string) bool {
 	return true
 }
 
-func hex(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }
+func hexStr(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }

@@ -344,7 +344,7 @@ func GeneratedEventName(p *Probe) string {
 	if p.Symbol != "" {
 		s = string(c) + "_" + p.Symbol + "_" + strconv.FormatUint(p.Offset, 10)
 	} else {
-		s = string(c) + "_" + hex(p.Addr)
+		s = string(c) + "_" + hexStr(p.Addr)
 	}
 	b := []byte(s)
 	for i, ch := range b {
@@ -478,6 +478,9 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 		return perr
 	}
 
+	// The kernel leaves ctx->offset just inside the outermost '(' of a
+	// dereference, and measures the errors below from there.
+	at := ap.offset
 	code := &ap.code
 	last := code[ap.pc].op
 	if ft.isString {
@@ -485,19 +488,19 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 			switch last {
 			case opReg, opStack, opRetval, opArg, opDeref:
 			default:
-				return ap.err(base+tOff, ErrBadSymstring)
+				return ap.err(at+tOff, ErrBadSymstring)
 			}
 		} else {
 			switch last {
 			case opDeref, opUDeref, opImm, opComm, opData:
 			default:
-				return ap.err(base+tOff, ErrBadString)
+				return ap.err(at+tOff, ErrBadString)
 			}
 		}
 		if ft.name == "symstr" || last == opImm || last == opComm || last == opData || count > 0 {
 			ap.pc++
 			if code[ap.pc].op != opNop {
-				return ap.err(base, ErrTooManyOps)
+				return ap.err(at, ErrTooManyOps)
 			}
 		}
 		st := code[ap.pc]
@@ -520,7 +523,7 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 	} else {
 		ap.pc++
 		if code[ap.pc].op != opNop {
-			return ap.err(base, ErrTooManyOps)
+			return ap.err(at, ErrTooManyOps)
 		}
 		code[ap.pc] = insn{op: opStRaw, size: ft.size}
 	}
@@ -531,18 +534,18 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 		var ok bool
 		bf, ok = ap.parseBitfield(typ, ft)
 		if !ok {
-			return ap.err(base+tOff, ErrBadBitfield)
+			return ap.err(at+tOff, ErrBadBitfield)
 		}
 	}
 	if count > 0 {
 		switch code[scode].op {
 		case opStMem, opStString, opStUString:
 		default:
-			return ap.err(base+tOff, ErrBadString)
+			return ap.err(at+tOff, ErrBadString)
 		}
 		ap.pc++
 		if code[ap.pc].op != opNop {
-			return ap.err(base, ErrTooManyOps)
+			return ap.err(at, ErrTooManyOps)
 		}
 		code[ap.pc] = insn{op: opLpArray, param: uint32(count)}
 	}

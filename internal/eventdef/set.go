@@ -25,7 +25,7 @@ func (p *Probe) String() string {
 	if p.Symbol != "" {
 		sb.WriteString(p.Symbol + "+" + strconv.FormatUint(p.Offset, 10))
 	} else {
-		sb.WriteString(hex(p.Addr))
+		sb.WriteString(hexStr(p.Addr))
 	}
 	p.writeArgs(&sb)
 	return sb.String()
@@ -50,7 +50,7 @@ func (p *Probe) UprobeDefinition(path string, fileOffset uint64) string {
 	} else {
 		sb.WriteByte('p')
 	}
-	sb.WriteString(":" + p.Group + "/" + p.Event + " " + path + ":" + hex(fileOffset))
+	sb.WriteString(":" + p.Group + "/" + p.Event + " " + path + ":" + hexStr(fileOffset))
 	p.writeArgs(&sb)
 	return sb.String()
 }

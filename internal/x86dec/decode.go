@@ -31,7 +31,7 @@ type Inst struct {
 	DispOff   int    // offset of the disp32
 	RIPTarget uint64 // pc + Len + int32(disp)
 
-	Agree   bool // x86asm decoded it with Op != 0, no error and the same length
+	Agree   bool // x86asm, given exactly our Len bytes, decoded them with Op != 0, no error and the same length
 	Trusted bool // Agree (and x86asm's control-flow class matches ours), or a known x86asm gap our tables name exactly
 	Endbr   bool // endbr64 / endbr32 (probe after it at a function entry)
 
@@ -53,7 +53,9 @@ func (i *Inst) FallsThrough() bool { return !i.noFall }
 // ErrInvalid the returned Inst still carries Len and NoOutOfLine when the
 // structure was known.
 func Decode(code []byte, pc uint64) (Inst, error) {
-	in, e, err := decodeFast(code, pc)
+	var in Inst
+	var e encoding
+	err := decodeFast(code, pc, &in, &e)
 	if err != nil {
 		if e.invalid != "" {
 			return in, fmt.Errorf("x86dec: decode at %#x: %s: %w", pc, e.invalid, err)
@@ -69,7 +71,9 @@ func Decode(code []byte, pc uint64) (Inst, error) {
 // Errors are the bare sentinels (ErrTruncated, ErrTooLong, ErrInvalid) so
 // that the fast path does not allocate.
 func DecodeFast(code []byte, pc uint64) (Inst, error) {
-	in, _, err := decodeFast(code, pc)
+	var in Inst
+	var e encoding
+	err := decodeFast(code, pc, &in, &e)
 	return in, err
 }
 
@@ -77,33 +81,118 @@ func DecodeFast(code []byte, pc uint64) (Inst, error) {
 // Errors are the bare sentinels; on ErrInvalid n is the structural length
 // when it is known (0 otherwise).
 func Length(code []byte) (n int, err error) {
-	e, err := scan(code)
-	return e.n, err
+	var e encoding
+	err = scan(code, &e)
+	return int(e.n), err
 }
 
-func decodeFast(code []byte, pc uint64) (Inst, encoding, error) {
-	e, err := scan(code)
-	in := Inst{
-		Len:       e.n,
+func decodeFast(code []byte, pc uint64, in *Inst, e *encoding) error {
+	err := scan(code, e)
+	*in = Inst{
+		Len:       int(e.n),
 		Enc:       e.class,
-		OpcodeOff: e.opOff,
-		ModRMOff:  e.modrmOff,
-		ImmOff:    e.immOff,
-		ImmSize:   e.immSize,
+		OpcodeOff: int(e.opOff),
+		ModRMOff:  int(e.modrmOff),
+		ImmOff:    int(e.immOff),
+		ImmSize:   int(e.immSize),
 		RelOff:    -1,
 		DispOff:   -1,
 	}
 	if e.n == 0 {
-		return in, e, err
+		return err
 	}
-	if e.invalid != "" {
-		in.NoOutOfLine = e.invalid
-	}
-	classify(&in, &e, code, pc)
+	in.NoOutOfLine = e.invalid
+	classify(in, e, code, pc)
 	if in.NoOutOfLine == "" {
-		in.NoOutOfLine = outOfLineReason(&in, &e)
+		in.NoOutOfLine = outOfLineReason(in, e)
 	}
-	return in, e, err
+	return err
+}
+
+// Control-flow tables for the legacy 1-byte and 0F maps: the kind, and
+// whether execution does not fall through. ff and c7 depend on ModRM.
+var (
+	kind1, kind0F     [256]Kind
+	noFall1, noFall0F [256]bool
+)
+
+func init() {
+	for op := 0x70; op <= 0x7f; op++ {
+		kind1[op] = KindJcc
+	}
+	for op := 0xe0; op <= 0xe3; op++ {
+		kind1[op] = KindLoop
+	}
+	kind1[0xe8] = KindCall
+	kind1[0xe9], kind1[0xeb] = KindJmp, KindJmp
+	kind1[0xc2], kind1[0xc3] = KindRet, KindRet
+	kind1[0xca], kind1[0xcb] = KindRetFar, KindRetFar
+	kind1[0xcf] = KindIret
+	kind1[0xcc] = KindInt3
+	kind1[0xcd], kind1[0xf1], kind1[0xf4] = KindTrap, KindTrap, KindTrap
+	for _, op := range []int{0xe9, 0xeb, 0xc2, 0xc3, 0xca, 0xcb, 0xcf, 0xf4} {
+		noFall1[op] = true
+	}
+	for op := 0x80; op <= 0x8f; op++ {
+		kind0F[op] = KindJcc
+	}
+	kind0F[0x05], kind0F[0x34] = KindSyscall, KindSyscall
+	for _, op := range []int{0x07, 0x35, 0x0b, 0xb9, 0xff} { // sysret, sysexit, ud2, ud1, ud0
+		kind0F[op] = KindTrap
+		noFall0F[op] = true
+	}
+}
+
+// flowOf returns the control-flow kind of a decoded encoding and whether it
+// does not fall through.
+func flowOf(e *encoding) (k Kind, noFall bool) {
+	if e.class != EncLegacy {
+		return KindOther, false
+	}
+	switch e.m {
+	case map1Byte:
+		switch e.op {
+		case 0xff:
+			switch e.reg() {
+			case 2:
+				return KindCallIndirect, false
+			case 3:
+				return KindCallFar, false
+			case 4:
+				return KindJmpIndirect, true
+			case 5:
+				return KindJmpFar, true
+			}
+			return KindOther, false
+		case 0xc7:
+			if e.modrm == 0xf8 {
+				return KindXbegin, false
+			}
+		}
+		return kind1[e.op], noFall1[e.op]
+	case map0F:
+		return kind0F[e.op], noFall0F[e.op]
+	}
+	return KindOther, false
+}
+
+// Flow is the cheapest decoder: the length, control-flow kind and, for
+// direct branches (Kind.IsDirectBranch), the target of the instruction at
+// code (address pc), from this package's tables only. It is what a
+// branch-target index over a whole binary needs. Errors are the bare
+// sentinels; on ErrInvalid n is the structural length when known.
+func Flow(code []byte, pc uint64) (n int, kind Kind, target uint64, err error) {
+	var e encoding
+	err = scan(code, &e)
+	n = int(e.n)
+	if err != nil {
+		return n, KindOther, 0, err
+	}
+	kind, _ = flowOf(&e)
+	if kind.IsDirectBranch() {
+		target = pc + uint64(n) + uint64(readRel(code, int(e.immOff), int(e.immSize)))
+	}
+	return n, kind, target, nil
 }
 
 // classify sets Kind, the direct-branch fields and the RIP-relative fields.
@@ -111,70 +200,20 @@ func classify(in *Inst, e *encoding, code []byte, pc uint64) {
 	next := pc + uint64(e.n)
 	if e.ripRel() {
 		in.RIPRel = true
-		in.DispOff = e.dispOff
+		in.DispOff = int(e.dispOff)
 		t := next + uint64(int64(int32(binary.LittleEndian.Uint32(code[e.dispOff:]))))
 		if e.pfx&pfx67 != 0 {
 			t = uint64(uint32(t)) // EIP-relative
 		}
 		in.RIPTarget = t
 	}
-	if e.class != EncLegacy {
-		return
+	in.Kind, in.noFall = flowOf(e)
+	if in.Kind.IsDirectBranch() {
+		in.RelOff, in.RelSize = int(e.immOff), int(e.immSize)
+		in.Target = next + uint64(readRel(code, in.RelOff, in.RelSize))
 	}
-	rel := false
-	switch e.m {
-	case map1Byte:
-		switch op := e.op; {
-		case op >= 0x70 && op <= 0x7f:
-			in.Kind, rel = KindJcc, true
-		case op >= 0xe0 && op <= 0xe3:
-			in.Kind, rel = KindLoop, true
-		case op == 0xe8:
-			in.Kind, rel = KindCall, true
-		case op == 0xe9 || op == 0xeb:
-			in.Kind, rel = KindJmp, true
-			in.noFall = true
-		case op == 0xc2 || op == 0xc3:
-			in.Kind, in.noFall = KindRet, true
-		case op == 0xca || op == 0xcb:
-			in.Kind, in.noFall = KindRetFar, true
-		case op == 0xcf:
-			in.Kind, in.noFall = KindIret, true
-		case op == 0xcc:
-			in.Kind = KindInt3
-		case op == 0xcd || op == 0xf1:
-			in.Kind = KindTrap
-		case op == 0xf4:
-			in.Kind, in.noFall = KindTrap, true
-		case op == 0xff:
-			switch e.reg() {
-			case 2:
-				in.Kind = KindCallIndirect
-			case 3:
-				in.Kind = KindCallFar
-			case 4:
-				in.Kind, in.noFall = KindJmpIndirect, true
-			case 5:
-				in.Kind, in.noFall = KindJmpFar, true
-			}
-		case op == 0xc7 && e.modrm == 0xf8:
-			in.Kind, rel = KindXbegin, true
-		}
-	case map0F:
-		switch op := e.op; {
-		case op >= 0x80 && op <= 0x8f:
-			in.Kind, rel = KindJcc, true
-		case op == 0x05 || op == 0x34:
-			in.Kind = KindSyscall
-		case op == 0x07 || op == 0x35 || op == 0x0b || op == 0xb9 || op == 0xff:
-			in.Kind, in.noFall = KindTrap, true
-		case op == 0x1e && e.modrm >= 0xfa && e.modrm <= 0xfb && e.lastRep == 0xf3:
-			in.Endbr = true
-		}
-	}
-	if rel && e.immOff > 0 {
-		in.RelOff, in.RelSize = e.immOff, e.immSize
-		in.Target = next + uint64(readRel(code, e.immOff, e.immSize))
+	if e.class == EncLegacy && e.m == map0F && e.op == 0x1e && e.lastRep == 0xf3 && (e.modrm == 0xfa || e.modrm == 0xfb) {
+		in.Endbr = true
 	}
 }
 
@@ -285,11 +324,13 @@ func privileged0F01(e *encoding) bool {
 
 // crossCheck runs x86asm on the same bytes and records whether it agrees.
 func crossCheck(in *Inst, e *encoding, code []byte) {
-	src := code
-	if len(src) > MaxLen {
-		src = src[:MaxLen]
+	if e.class == EncEVEX && (e.m == 5 || e.m == 6) {
+		in.Trusted = knownGap(in, e, code) != ""
+		return
 	}
-	xi, err := x86asm.Decode(src, 64)
+	// Only our bytes: x86asm must not see (or depend on) what follows, so
+	// its verdict is a function of the instruction alone.
+	xi, err := x86asm.Decode(code[:in.Len], 64)
 	if err == nil && xi.Op != 0 && xi.Len == in.Len {
 		in.Agree = true
 		in.Op = xi.Op
@@ -433,6 +474,12 @@ func knownGap(in *Inst, e *encoding, code []byte) string {
 		}
 		return redecodeWithoutPrefixes(in, e, code)
 	case EncEVEX:
+		if e.m == 5 || e.m == 6 {
+			// x86asm v0.32.0 reads EVEX maps 5 and 6 (AVX512-FP16) as maps
+			// 1 and 2, so its Op would name another instruction. These maps
+			// have no immediates: our length stands on its own.
+			return "(avx512-fp16)"
+		}
 		return redecodeWithoutPrefixes(in, e, code)
 	case EncXOP:
 		if xopDefined(e) {
@@ -456,7 +503,7 @@ var gap0F01 = [256]string{
 // redecodeWithoutPrefixes handles VEX/EVEX behind segment prefixes, which
 // x86asm turns into a 1-byte Op == 0 "instruction".
 func redecodeWithoutPrefixes(in *Inst, e *encoding, code []byte) string {
-	lead := e.vexOff
+	lead := int(e.vexOff)
 	if lead <= 0 || e.pfx&pfx67 != 0 {
 		// No prefix to strip (a genuine disagreement), or 67 which changes
 		// the operand x86asm would decode.

@@ -21,7 +21,7 @@ func Format(code []byte, pc uint64, sym x86asm.SymLookup) string {
 		}
 		return "(bad) " + rawBytes(code[:n])
 	}
-	if in.Agree {
+	if in.Agree && in.Op != 0 {
 		xi, xerr := x86asm.Decode(code[:in.Len], 64)
 		if xerr == nil {
 			if in.RIPRel {
@@ -30,7 +30,8 @@ func Format(code []byte, pc uint64, sym x86asm.SymLookup) string {
 			return x86asm.GNUSyntax(xi, pc, sym)
 		}
 	}
-	e, _ := scan(code)
+	var e encoding
+	scan(code, &e)
 	if name := knownGap(&in, &e, code); name != "" {
 		return name + " " + rawBytes(code[:in.Len])
 	}

@@ -59,3 +59,17 @@ func (k Kind) IsDirectBranch() bool {
 	}
 	return false
 }
+
+func (e Encoding) String() string {
+	switch e {
+	case EncLegacy:
+		return "legacy"
+	case EncVEX:
+		return "vex"
+	case EncEVEX:
+		return "evex"
+	case EncXOP:
+		return "xop"
+	}
+	return "encoding(?)"
+}

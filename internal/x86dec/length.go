@@ -51,33 +51,35 @@ const (
 	pfxSegLegacy  // es/cs/ss/ds: ignored in 64-bit mode except as hints/notrack
 	pfxFSGS       // fs/gs
 	pfxRexIgnored // a REX byte followed by a legacy prefix (ignored by the CPU), or two REX bytes
+	pfxREX        // marks REX bytes in prefixTab only
 )
 
 // encoding is what the structural decoder learns about one instruction.
-// Offsets are from the first byte of the instruction; -1 means absent.
+// Offsets are from the first byte of the instruction; -1 means absent. The
+// fields are small so that the sweep over a whole binary stays cheap.
 type encoding struct {
-	n        int // total length
+	invalid  string // why the encoding is invalid (with ErrInvalid)
 	pfx      uint16
+	n        int8 // total length
+	opOff    int8
+	vexOff   int8 // offset of the c4/c5/62/8f byte
+	modrmOff int8
+	sibOff   int8
+	dispOff  int8
+	dispSize int8
+	immOff   int8
+	immSize  int8
 	lastRep  byte // 0xf2 or 0xf3, whichever came last
 	seg      byte // last segment override byte, 0 if none
 	rex      byte // effective REX byte, 0 if none
 	class    Encoding
 	m        uint8 // opcode map
 	op       byte  // opcode byte within its map
-	opOff    int
-	vexOff   int // offset of the c4/c5/62/8f byte
-	modrmOff int
 	modrm    byte
-	sibOff   int
-	dispOff  int
-	dispSize int
-	immOff   int
-	immSize  int
 	vexW     bool
 	vexL     uint8 // VEX.L, or EVEX L'L
 	vexPP    uint8 // implied mandatory prefix: 0 none, 1 66, 2 f3, 3 f2
 	vexV     uint8 // inverted vvvv (register number bits 0-3)
-	invalid  string
 }
 
 func (e *encoding) hasModRM() bool { return e.modrmOff >= 0 }
@@ -195,13 +197,14 @@ func init() {
 	set(&table0F, 0xc8, 0xcf, 0)
 }
 
-// isLegacyPrefix reports the eleven legacy prefix bytes.
-func isLegacyPrefix(b byte) bool {
-	switch b {
-	case 0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65, 0x66, 0x67, 0xf0, 0xf2, 0xf3:
-		return true
-	}
-	return false
+// prefixTab maps each legacy prefix byte to its pfx bit, REX bytes to
+// pfxREX, and other bytes to 0.
+var prefixTab = [256]uint16{
+	0x26: pfxSegLegacy, 0x2e: pfxSegLegacy, 0x36: pfxSegLegacy, 0x3e: pfxSegLegacy,
+	0x64: pfxFSGS, 0x65: pfxFSGS,
+	0x66: pfx66, 0x67: pfx67, 0xf0: pfxLock, 0xf2: pfxF2, 0xf3: pfxF3,
+	0x40: pfxREX, 0x41: pfxREX, 0x42: pfxREX, 0x43: pfxREX, 0x44: pfxREX, 0x45: pfxREX, 0x46: pfxREX, 0x47: pfxREX,
+	0x48: pfxREX, 0x49: pfxREX, 0x4a: pfxREX, 0x4b: pfxREX, 0x4c: pfxREX, 0x4d: pfxREX, 0x4e: pfxREX, 0x4f: pfxREX,
 }
 
 // vexImm8 reports whether a VEX/EVEX instruction in map 0F carries an imm8:
@@ -217,11 +220,19 @@ func vexImm8(m uint8, op byte) bool {
 	return false
 }
 
+// truncOrLong is the error for running out of bytes at limit.
+func truncOrLong(limit int) error {
+	if limit >= MaxLen {
+		return ErrTooLong
+	}
+	return ErrTruncated
+}
+
 // scan is the structural length decoder. It never reads past code and never
 // panics. On ErrInvalid the encoding's length fields are still filled in when
-// the structure could be followed.
-func scan(code []byte) (e encoding, err error) {
-	e.modrmOff, e.sibOff, e.dispOff, e.immOff = -1, -1, -1, -1
+// the structure could be followed; on other errors e.n is 0.
+func scan(code []byte, e *encoding) error {
+	*e = encoding{modrmOff: -1, sibOff: -1, dispOff: -1, immOff: -1, vexOff: -1}
 	limit := len(code)
 	if limit > MaxLen {
 		limit = MaxLen
@@ -231,41 +242,14 @@ func scan(code []byte) (e encoding, err error) {
 	// byte before the opcode.
 	for {
 		if i >= limit {
-			if i >= MaxLen {
-				return e, ErrTooLong
-			}
-			return e, ErrTruncated
+			return truncOrLong(i)
 		}
 		b := code[i]
-		if isLegacyPrefix(b) {
-			switch b {
-			case 0x66:
-				e.pfx |= pfx66
-			case 0x67:
-				e.pfx |= pfx67
-			case 0xf0:
-				e.pfx |= pfxLock
-			case 0xf2:
-				e.pfx |= pfxF2
-				e.lastRep = b
-			case 0xf3:
-				e.pfx |= pfxF3
-				e.lastRep = b
-			case 0x64, 0x65:
-				e.pfx |= pfxFSGS
-				e.seg = b
-			default:
-				e.pfx |= pfxSegLegacy
-				e.seg = b
-			}
-			if e.rex != 0 {
-				e.rex = 0
-				e.pfx |= pfxRexIgnored
-			}
-			i++
-			continue
+		p := prefixTab[b]
+		if p == 0 {
+			break
 		}
-		if b&0xf0 == 0x40 {
+		if p == pfxREX {
 			if e.rex != 0 {
 				e.pfx |= pfxRexIgnored
 			}
@@ -273,20 +257,32 @@ func scan(code []byte) (e encoding, err error) {
 			i++
 			continue
 		}
-		break
+		e.pfx |= p
+		switch b {
+		case 0xf2, 0xf3:
+			e.lastRep = b
+		case 0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65:
+			e.seg = b
+		}
+		if e.rex != 0 {
+			e.rex = 0
+			e.pfx |= pfxRexIgnored
+		}
+		i++
 	}
 
 	var flags uint8
+	var err error
 	b := code[i]
 	switch {
 	case b == 0x0f:
 		if i+1 >= limit {
-			return e, truncOrLong(limit)
+			return truncOrLong(limit)
 		}
 		switch code[i+1] {
 		case 0x38, 0x3a:
 			if i+2 >= limit {
-				return e, truncOrLong(limit)
+				return truncOrLong(limit)
 			}
 			e.m = map0F38
 			flags = fModRM
@@ -295,61 +291,53 @@ func scan(code []byte) (e encoding, err error) {
 				flags = fModRM | imm8<<immShift
 			}
 			e.op = code[i+2]
-			e.opOff = i + 2
+			e.opOff = int8(i + 2)
 		default:
 			e.m = map0F
 			e.op = code[i+1]
-			e.opOff = i + 1
+			e.opOff = int8(i + 1)
 			flags = table0F[e.op]
 			if e.op == 0x78 && e.pfx&(pfx66|pfxF2) != 0 {
 				flags = fModRM | imm8x2<<immShift // extrq/insertq xmm, ib, ib
 			}
 		}
 	case b == 0xc4 || b == 0xc5 || b == 0x62 || b == 0x8f && i+1 < limit && code[i+1]&0x1f >= 8:
-		return rexCheck(scanVEX(code, i, limit, e))
+		err = scanVEX(code, i, limit, e)
+		goto done
 	default:
 		e.m = map1Byte
 		e.op = b
-		e.opOff = i
+		e.opOff = int8(i)
 		flags = table1[b]
 	}
 	if flags&fInvalid != 0 {
 		e.invalid = "opcode undefined in 64-bit mode"
 		e.n = e.opOff + 1
-		return e, ErrInvalid
+		return ErrInvalid
 	}
-	return rexCheck(finishModRMImm(code, e.opOff+1, limit, e, flags))
-}
-
-// rexCheck refuses a REX byte that is not adjacent to the opcode: the CPU
-// ignores it, objdump prints it as a separate instruction, and no compiler
-// emits it, so its boundaries are not worth trusting.
-func rexCheck(e encoding, err error) (encoding, error) {
+	err = finishModRMImm(code, int(e.opOff)+1, limit, e, flags)
+done:
+	// A REX byte not adjacent to the opcode: the CPU ignores it, objdump
+	// prints it as an instruction of its own, and no compiler emits it, so
+	// such boundaries are not worth trusting.
 	if err == nil && e.pfx&pfxRexIgnored != 0 {
 		e.invalid = "REX prefix not adjacent to the opcode"
 		err = ErrInvalid
 	}
-	return e, err
-}
-
-func truncOrLong(limit int) error {
-	if limit >= MaxLen {
-		return ErrTooLong
-	}
-	return ErrTruncated
+	return err
 }
 
 // scanVEX follows a VEX2 (c5), VEX3 (c4), EVEX (62) or XOP (8f) prefix at
 // code[i]. All of them are followed by an opcode and a ModRM byte, except
 // VEX 0F 77 (vzeroupper/vzeroall).
-func scanVEX(code []byte, i, limit int, e encoding) (encoding, error) {
+func scanVEX(code []byte, i, limit int, e *encoding) error {
 	lead := code[i]
 	var bad string
 	if e.rex != 0 || e.pfx&(pfx66|pfxF2|pfxF3|pfxLock) != 0 {
 		bad = "VEX/EVEX/XOP prefix after a 66/f2/f3/lock/REX prefix (#UD)"
 	}
 	e.rex = 0 // VEX carries its own R/X/B/W
-	e.vexOff = i
+	e.vexOff = int8(i)
 	var size int
 	switch lead {
 	case 0xc5:
@@ -366,7 +354,7 @@ func scanVEX(code []byte, i, limit int, e encoding) (encoding, error) {
 		e.class = EncEVEX
 	}
 	if i+size >= limit { // prefix bytes plus the opcode
-		return e, truncOrLong(limit)
+		return truncOrLong(limit)
 	}
 	p := code[i+1 : i+size]
 	switch lead {
@@ -403,8 +391,8 @@ func scanVEX(code []byte, i, limit int, e encoding) (encoding, error) {
 			bad = "EVEX opcode map not supported"
 		}
 	}
-	e.opOff = i + size
-	e.op = code[e.opOff]
+	e.opOff = int8(i + size)
+	e.op = code[i+size]
 	flags := fModRM
 	switch {
 	case e.class == EncVEX && e.m == map0F && e.op == 0x77:
@@ -416,121 +404,156 @@ func scanVEX(code []byte, i, limit int, e encoding) (encoding, error) {
 	case e.class != EncXOP && vexImm8(e.m, e.op):
 		flags |= imm8 << immShift
 	}
-	e, err := finishModRMImm(code, e.opOff+1, limit, e, flags)
+	err := finishModRMImm(code, i+size+1, limit, e, flags)
 	if err == nil && bad != "" {
 		e.invalid = bad
 		err = ErrInvalid
 	}
-	return e, err
+	return err
 }
 
-// finishModRMImm reads ModRM, SIB, displacement and immediate from code[i:].
-func finishModRMImm(code []byte, i, limit int, e encoding, flags uint8) (encoding, error) {
+// finishModRMImm reads ModRM, SIB, displacement and immediate from code[i:]
+// and sets e.n.
+func finishModRMImm(code []byte, i, limit int, e *encoding, flags uint8) error {
 	if flags&fModRM != 0 {
 		if i >= limit {
-			return e, truncOrLong(limit)
+			return truncOrLong(limit)
 		}
-		e.modrmOff = i
+		e.modrmOff = int8(i)
 		e.modrm = code[i]
 		i++
-		mod, rm := e.modrm>>6, e.modrm&7
+		info := modrmInfo[e.modrm]
 		// mov to/from control and debug registers ignore mod: always registers.
-		regOnly := e.class == EncLegacy && e.m == map0F && e.op >= 0x20 && e.op <= 0x23
-		if mod != 3 && !regOnly {
-			disp := 0
-			switch mod {
-			case 0:
-				if rm == 5 {
-					disp = 4 // disp32(%rip)
-				}
-			case 1:
-				disp = 1
-			case 2:
-				disp = 4
-			}
-			if rm == 4 {
+		if info != 0 && !(e.m == map0F && e.op&0xfc == 0x20 && e.class == EncLegacy) {
+			disp := int(info & 7)
+			if info&modrmSIB != 0 {
 				if i >= limit {
-					return e, truncOrLong(limit)
+					return truncOrLong(limit)
 				}
-				e.sibOff = i
-				if mod == 0 && code[i]&7 == 5 {
+				e.sibOff = int8(i)
+				if e.modrm < 0x40 && code[i]&7 == 5 {
 					disp = 4 // no base: disp32
 				}
 				i++
 			}
 			if disp > 0 {
-				e.dispOff = i
-				e.dispSize = disp
+				e.dispOff = int8(i)
+				e.dispSize = int8(disp)
 				i += disp
 			}
 		}
 	}
 	imm := 0
-	switch flags >> immShift {
+	switch k := flags >> immShift; k {
+	case immNone:
 	case imm8:
 		imm = 1
-	case imm16:
-		imm = 2
-	case immZ, immRelZ:
-		imm = 4
-		if e.pfx&pfx66 != 0 && !e.rexW() {
-			imm = 2
-		}
-	case immV:
-		switch {
-		case e.rexW():
-			imm = 8
-		case e.pfx&pfx66 != 0:
-			imm = 2
-		default:
-			imm = 4
-		}
-	case immMoffs:
-		imm = 8
-		if e.pfx&pfx67 != 0 {
-			imm = 4
-		}
-	case immEnter:
-		imm = 3
-	case immGrp3:
-		if e.reg() < 2 {
-			imm = 1
-			if e.op == 0xf7 {
-				imm = 4
-				if e.pfx&pfx66 != 0 && !e.rexW() {
-					imm = 2
-				}
-			}
-		}
-	case imm32:
-		imm = 4
-	case imm8x2:
-		imm = 2
+	default:
+		imm = immSize(e, k)
 	}
-	// xbegin (c7 f8) takes a rel16/rel32 like iz; xabort (c6 f8) an imm8: the table already says so.
 	if imm > 0 {
-		e.immOff = i
-		e.immSize = imm
+		e.immOff = int8(i)
+		e.immSize = int8(imm)
 		i += imm
 	}
 	if i > limit {
 		if i > MaxLen {
-			return e, ErrTooLong
+			return ErrTooLong
 		}
-		return e, ErrTruncated
+		return ErrTruncated
 	}
-	e.n = i
+	e.n = int8(i)
 	if flags>>immShift == immRelZ && e.pfx&pfx66 != 0 && !e.rexW() {
 		// Intel ignores 66 on near call/jmp/jcc in 64-bit mode (rel32);
 		// AMD and objdump read a rel16. The length is not knowable.
 		e.invalid = "operand-size prefix on a rel32 branch (Intel and AMD disagree on the length)"
-		return e, ErrInvalid
+		return ErrInvalid
 	}
-	if msg := groupInvalid(&e); msg != "" {
-		e.invalid = msg
-		return e, ErrInvalid
+	if e.pfx&pfxLock != 0 || e.class == EncLegacy && e.m == map1Byte && groupChecked[e.op] {
+		if msg := groupInvalid(e); msg != "" {
+			e.invalid = msg
+			return ErrInvalid
+		}
 	}
-	return e, nil
+	return nil
+}
+
+// modrmInfo gives, per ModRM byte, the displacement size (bits 0-2) and
+// whether a SIB byte follows (modrmSIB); 0 for register operands and for
+// plain (%reg).
+var modrmInfo [256]uint8
+
+const modrmSIB = 8
+
+func init() {
+	for m := 0; m < 256; m++ {
+		mod, rm := m>>6, m&7
+		var info uint8
+		switch {
+		case mod == 3:
+			continue
+		case mod == 1:
+			info = 1
+		case mod == 2 || mod == 0 && rm == 5:
+			info = 4
+		}
+		if rm == 4 {
+			info |= modrmSIB
+		}
+		modrmInfo[m] = info
+	}
+}
+
+// groupChecked lists the 1-byte opcodes whose validity depends on ModRM.
+var groupChecked = [256]bool{0x8c: true, 0x8d: true, 0x8e: true, 0x8f: true, 0xc6: true, 0xc7: true, 0xfe: true, 0xff: true}
+
+// immSize is the immediate's size in bytes for immediate kind k.
+func immSize(e *encoding, k uint8) int {
+	op16 := e.pfx&pfx66 != 0 && !e.rexW()
+	switch k {
+	case imm8:
+		return 1
+	case imm16:
+		return 2
+	case immRelZ:
+		return 4 // Intel; refused by the caller when a 66 prefix makes AMD read a rel16
+	case immZ:
+		if op16 {
+			return 2
+		}
+		return 4
+	case immV:
+		switch {
+		case e.rexW():
+			return 8
+		case op16:
+			return 2
+		}
+		return 4
+	case immMoffs:
+		if e.pfx&pfx67 != 0 {
+			return 4
+		}
+		return 8
+	case immEnter:
+		return 3
+	case immGrp3:
+		if e.reg() >= 2 {
+			return 0
+		}
+		if e.op == 0xf6 {
+			return 1
+		}
+		if op16 {
+			return 2
+		}
+		return 4
+	case imm32:
+		return 4
+	case imm8x2:
+		return 2
+	}
+	return 0
 }
 
 // groupInvalid checks the ModRM-dependent #UD cases of the legacy maps that

@@ -4,6 +4,9 @@
 
 #include "kprewrite_abi.h"
 
+/* Everything here is hidden: references are PC-relative, never through a GOT. */
+#pragma GCC visibility push(hidden)
+
 typedef kprw_u8 u8;
 typedef kprw_u16 u16;
 typedef kprw_u32 u32;
@@ -191,6 +194,7 @@ struct kprw_rt {
 	u32 *ri_count;     /* per probe: instances */
 	u32 *ri_stride;    /* per probe: bytes per instance */
 	u64 *ri_off;       /* per probe: byte offset of its first instance in ri_mem */
+	u32 *ri_elen;      /* per probe: fetch-program entry data bytes per instance */
 };
 
 extern struct kprw_rt kprw_rt;
@@ -246,10 +250,13 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs);
 int kprw_kretprobe_init(void);
 void kprw_rethook(struct pt_regs *regs);
 void kprw_trace_open(const char *path, u64 size);
-void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip);
+void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8 *edata, u32 elen);
 
 /* ---- fetch programs (rt_fetch.c) ---- */
-u32 kprw_fetch_size(const struct kprw_event *ev, struct pt_regs *regs, u64 ret_ip);
-u32 kprw_fetch_store(const struct kprw_event *ev, struct pt_regs *regs, u64 ret_ip, u8 *out, u32 cap);
+u32 kprw_fetch_edata_size(const u8 *prog, u32 plen);
+int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen);
+long kprw_fetch_run(const u8 *prog, u32 plen, const struct pt_regs *regs, const u8 *edata, u32 elen,
+		    const char *comm, u8 *out, u32 cap);
 
+#pragma GCC visibility pop
 #endif

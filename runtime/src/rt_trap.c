@@ -229,7 +229,7 @@ static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32
 		}
 		kprw_count_hit(i);
 		if (p->flags & KPRW_F_TRACE)
-			kprw_trace_hit(i, &regs, KPRW_REC_KPROBE, 0);
+			kprw_trace_hit(i, &regs, KPRW_REC_KPROBE, 0, NULL, 0);
 		if (p->pre_handler) {
 			int (*pre)(void *, struct pt_regs *) = (void *)RT_ADDR(p->pre_handler);
 			if (pre(user_obj(p), &regs)) {

@@ -1,0 +1,261 @@
+package runtime
+
+// The Go mirror of include/kprewrite_abi.h. The Raw* structs have exactly the C layout
+// when written with encoding/binary (little-endian, no padding); abi_test.go compiles
+// the header and checks every field offset and struct size against them.
+
+// Symbols of kprewrite_rt.o the rewriter uses.
+const (
+	// SymEntry is the new ELF entry point. It saves every register, runs start-up
+	// (kprewrite_rt_init), restores them and jumps to the header's OrigEntry.
+	SymEntry = "kprewrite_rt_entry"
+	// SymInit is the C start-up, uintptr_t kprewrite_rt_init(uintptr_t *initial_sp),
+	// returning the original entry's run-time address; for custom entry stubs.
+	SymInit = "kprewrite_rt_init"
+	// SymHdrRel is an 8-byte word in .rodata the rewriter sets to
+	// header vaddr - SymHdrRel vaddr (see HdrRel).
+	SymHdrRel = "kprewrite_rt_hdr_rel"
+	// SymRetTramp is the return-probe trampoline.
+	SymRetTramp = "kprewrite_rt_rettramp"
+	// SymStats is struct kprw_stats (RawStats) in .bss.
+	SymStats = "kprewrite_rt_stats"
+)
+
+// Header.
+const (
+	Magic   = 0x5752504b // "KPRW"
+	Version = 1
+
+	HFDisableAll = 0x1 // start with every probe disarmed
+	HFDebug      = 0x2 // start-up reports to stderr
+)
+
+// Execution modes of a probepoint (RawPoint.XMode).
+const (
+	XSStep   = 1 // "k": single-step the slot copy with TF; post handlers run after it
+	XBoost   = 2 // "b": run the slot copy followed by its jmp back, one trap per hit
+	XEmulate = 3 // "b": emulate EmuOp by editing registers, one trap per hit
+)
+
+// Emulated instructions (RawPoint.EmuOp).
+const (
+	EmuNop    = 1
+	EmuJmp    = 2
+	EmuJcc    = 3
+	EmuCall   = 4
+	EmuRet    = 5
+	EmuJrcxz  = 6
+	EmuLoop   = 7
+	EmuLoope  = 8
+	EmuLoopne = 9
+)
+
+// Probepoint flags (RawPoint.PFlags).
+const (
+	PFCall    = 0x01 // single-stepped call: the pushed return address is fixed afterwards
+	PFBranch  = 0x02 // single-stepped copy may jump anywhere
+	PFAddr32  = 0x04 // jrcxz/loop with the 0x67 prefix (ecx)
+	PFPushf   = 0x08 // single-stepped pushf: TF is hidden in the pushed flags
+	PFNoBoost = 0x10 // the slot has no jmp back: never run it without single-step
+)
+
+// Probe types and flags (RawProbe).
+const (
+	TKprobe    = 1
+	TKretprobe = 2
+
+	FDisabled = 0x01
+	FTrace    = 0x02 // append a trace record per hit using the event's fetch program
+
+	EFDisabled = 0x01
+	EFRetprobe = 0x02
+
+	NoEvent = 0xffffffff
+)
+
+// Limits the runtime enforces at start-up.
+const (
+	MaxPoints          = 1000000
+	MaxProbesPerPoint  = 64
+	MaxDataSize        = 4096
+	MaxMaxActive       = 4096
+	DefaultTraceSize   = 64 << 20
+	MaxRecordData      = 4096
+	SlotJmpBackLen     = 5  // jmp rel32 after the copy in a slot
+	DefaultMaxActiveLo = 10 // maxactive 0 means max(10, 2*ncpus), decided at start-up
+)
+
+// Trace file.
+const (
+	TraceMagic         = "KPRWTRC1"
+	TraceVersion       = 1
+	TraceHeaderSize    = 4096
+	TraceMaxImages     = 160
+	TraceCountersSize  = 1 << 20
+	RecCommit          = 0x43525043 // "CPRC"
+	RecKprobe          = 1
+	RecKretprobe       = 2
+	ProbeStateDisabled = 0x1
+)
+
+// RawHeader is struct kprw_header.
+type RawHeader struct {
+	Magic      uint32 `c:"magic"`
+	Version    uint16 `c:"version"`
+	HeaderSize uint16 `c:"header_size"`
+	Flags      uint32 `c:"flags"`
+	NPoints    uint32 `c:"npoints"`
+	NProbes    uint32 `c:"nprobes"`
+	NEvents    uint32 `c:"nevents"`
+	NAbs       uint32 `c:"nabs"`
+	Reserved0  uint32 `c:"reserved0"`
+	Self       uint64 `c:"self"`
+	OrigEntry  uint64 `c:"orig_entry"`
+	Points     uint64 `c:"points"`
+	Probes     uint64 `c:"probes"`
+	Events     uint64 `c:"events"`
+	AbsSlots   uint64 `c:"abs_slots"`
+	State      uint64 `c:"state"`
+	TracePath  uint64 `c:"trace_path"`
+	TraceSize  uint64 `c:"trace_size"`
+	ImageID    uint64 `c:"image_id"`
+	ImageName  uint64 `c:"image_name"`
+	Reserved1  uint64 `c:"reserved1"`
+}
+
+// RawPoint is struct kprw_point.
+type RawPoint struct {
+	Site       uint64   `c:"site"`
+	Slot       uint64   `c:"slot"`
+	Target     uint64   `c:"target"`
+	FirstProbe uint32   `c:"first_probe"`
+	NProbes    uint16   `c:"nprobes"`
+	XMode      uint8    `c:"xmode"`
+	InsnLen    uint8    `c:"insn_len"`
+	SlotLen    uint8    `c:"slot_len"`
+	EmuOp      uint8    `c:"emu_op"`
+	EmuCC      uint8    `c:"emu_cc"`
+	PFlags     uint8    `c:"pflags"`
+	RetImm     uint16   `c:"ret_imm"`
+	Reserved0  uint16   `c:"reserved0"`
+	Orig       [16]byte `c:"orig"`
+	Reserved1  uint64   `c:"reserved1"`
+}
+
+// RawProbe is struct kprw_probe.
+type RawProbe struct {
+	Point        uint32 `c:"point"`
+	Event        uint32 `c:"event"`
+	Type         uint8  `c:"type"`
+	Flags        uint8  `c:"flags"`
+	Reserved0    uint16 `c:"reserved0"`
+	MaxActive    uint32 `c:"maxactive"`
+	DataSize     uint32 `c:"data_size"`
+	Reserved1    uint32 `c:"reserved1"`
+	PreHandler   uint64 `c:"pre_handler"`
+	PostHandler  uint64 `c:"post_handler"`
+	FaultHandler uint64 `c:"fault_handler"`
+	EntryHandler uint64 `c:"entry_handler"`
+	RetHandler   uint64 `c:"ret_handler"`
+	User         uint64 `c:"user"`
+	Reserved2    uint64 `c:"reserved2"`
+}
+
+// RawEvent is struct kprw_event.
+type RawEvent struct {
+	Group     uint64 `c:"group"`
+	Name      uint64 `c:"name"`
+	Fetch     uint64 `c:"fetch"`
+	FetchLen  uint32 `c:"fetch_len"`
+	ID        uint32 `c:"id"`
+	Flags     uint32 `c:"flags"`
+	Reserved0 uint32 `c:"reserved0"`
+}
+
+// RawProbeState is struct kprw_probe_state (writable, zero at start).
+type RawProbeState struct {
+	Hit       uint64 `c:"hit"`
+	NMissed   uint64 `c:"nmissed"`
+	Flags     uint32 `c:"flags"`
+	Reserved0 uint32 `c:"reserved0"`
+	Reserved1 uint64 `c:"reserved1"`
+}
+
+// PtRegs is struct pt_regs, the kernel's x86-64 layout.
+type PtRegs struct {
+	R15, R14, R13, R12, BP, BX, R11, R10, R9, R8 uint64
+	AX, CX, DX, SI, DI, OrigAX                   uint64
+	IP, CS, Flags, SP, SS                        uint64
+}
+
+// RawStats is struct kprw_stats (the runtime's kprewrite_rt_stats).
+type RawStats struct {
+	Traps     uint64 `c:"traps"`
+	Steps     uint64 `c:"steps"`
+	Boosts    uint64 `c:"boosts"`
+	Emulated  uint64 `c:"emulated"`
+	RetTramps uint64 `c:"rettramps"`
+	Foreign   uint64 `c:"foreign"`
+	Records   uint64 `c:"records"`
+	Lost      uint64 `c:"lost"`
+}
+
+// RawTraceImage is struct kprw_trace_image.
+type RawTraceImage struct {
+	ImageID     uint64 `c:"image_id"`
+	NProbes     uint32 `c:"nprobes"`
+	Reserved0   uint32 `c:"reserved0"`
+	CountersOff uint64 `c:"counters_off"`
+}
+
+// RawTraceHeader is struct kprw_trace_hdr, the first 4096 bytes of a trace file.
+type RawTraceHeader struct {
+	Magic         [8]byte                       `c:"magic"`
+	Version       uint32                        `c:"version"`
+	DataOff       uint32                        `c:"data_off"`
+	DataSize      uint64                        `c:"data_size"`
+	Head          uint64                        `c:"head"`
+	Lost          uint64                        `c:"lost"`
+	CountersOff   uint64                        `c:"counters_off"`
+	CountersSize  uint64                        `c:"counters_size"`
+	CountersUsed  uint64                        `c:"counters_used"`
+	NImages       uint32                        `c:"nimages"`
+	ClockID       uint32                        `c:"clock_id"`
+	CreatedRealNs uint64                        `c:"created_real_ns"`
+	CreatedMonoNs uint64                        `c:"created_mono_ns"`
+	Reserved      [5]uint64                     `c:"reserved"`
+	Images        [TraceMaxImages]RawTraceImage `c:"images"`
+}
+
+// RawRecord is struct kprw_rec, the fixed part of a trace record.
+type RawRecord struct {
+	Size      uint32   `c:"size"`
+	Commit    uint32   `c:"commit"`
+	Type      uint16   `c:"type"`
+	CPU       uint16   `c:"cpu"`
+	EventID   uint32   `c:"event_id"`
+	ImageID   uint64   `c:"image_id"`
+	PID       uint32   `c:"pid"`
+	TID       uint32   `c:"tid"`
+	TsNs      uint64   `c:"ts_ns"`
+	IP        uint64   `c:"ip"`
+	RetIP     uint64   `c:"ret_ip"`
+	Bias      uint64   `c:"bias"`
+	Comm      [16]byte `c:"comm"`
+	DataLen   uint32   `c:"data_len"`
+	Reserved0 uint32   `c:"reserved0"`
+}
+
+// Sizes of the ABI structures in bytes.
+const (
+	HeaderSize      = 128
+	PointSize       = 64
+	ProbeSize       = 80
+	EventSize       = 40
+	ProbeStateSize  = 32
+	PtRegsSize      = 168
+	StatsSize       = 64
+	RecordSize      = 88
+	TraceImageSize  = 24
+	KretprobeInstHd = 32 // struct kretprobe_instance before data[]
+)

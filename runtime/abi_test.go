@@ -1,0 +1,133 @@
+package runtime
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+func needGCC(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not installed")
+	}
+}
+
+// abiStructs maps C struct names to their Go mirrors.
+var abiStructs = []struct {
+	c   string
+	val any
+}{
+	{"kprw_header", RawHeader{}},
+	{"kprw_point", RawPoint{}},
+	{"kprw_probe", RawProbe{}},
+	{"kprw_event", RawEvent{}},
+	{"kprw_probe_state", RawProbeState{}},
+	{"pt_regs", PtRegs{}},
+	{"kprw_stats", RawStats{}},
+	{"kprw_trace_image", RawTraceImage{}},
+	{"kprw_trace_hdr", RawTraceHeader{}},
+	{"kprw_rec", RawRecord{}},
+}
+
+func cFieldName(f reflect.StructField) string {
+	if tag := f.Tag.Get("c"); tag != "" {
+		return tag
+	}
+	if f.Name == "OrigAX" {
+		return "orig_ax"
+	}
+	return strings.Map(unicode.ToLower, f.Name)
+}
+
+// TestABILayout compiles kprewrite_abi.h and checks every field offset and size and
+// every struct size against the Go mirror (as encoding/binary lays it out).
+func TestABILayout(t *testing.T) {
+	needGCC(t)
+	var src strings.Builder
+	src.WriteString("#include <stdio.h>\n#include <stddef.h>\n#include \"kprewrite_abi.h\"\nint main(void){\n")
+	want := map[string]int{}
+	for _, s := range abiStructs {
+		typ := reflect.TypeOf(s.val)
+		fmt.Fprintf(&src, "printf(\"%s %%zu\\n\", sizeof(struct %s));\n", s.c, s.c)
+		want[s.c] = binary.Size(s.val)
+		off := 0
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			name := s.c + "." + cFieldName(f)
+			fmt.Fprintf(&src, "printf(\"%s %%zu\\n\", offsetof(struct %s, %s));\n", name, s.c, cFieldName(f))
+			want[name] = off
+			off += binary.Size(reflect.New(f.Type).Elem().Interface())
+		}
+	}
+	// constants shared by both sides
+	consts := map[string]int{
+		"KPRW_MAGIC": Magic, "KPRW_VERSION": Version, "KPRW_X_SSTEP": XSStep, "KPRW_X_BOOST": XBoost,
+		"KPRW_X_EMULATE": XEmulate, "KPRW_EMU_NOP": EmuNop, "KPRW_EMU_LOOPNE": EmuLoopne, "KPRW_EMU_CALL": EmuCall,
+		"KPRW_PF_NOBOOST": PFNoBoost, "KPRW_PF_PUSHF": PFPushf, "KPRW_T_KRETPROBE": TKretprobe, "KPRW_F_TRACE": FTrace,
+		"KPRW_EF_RETPROBE": EFRetprobe, "KPRW_NO_EVENT": NoEvent, "KPRW_MAX_POINTS": MaxPoints,
+		"KPRW_MAX_PROBES_PER_POINT": MaxProbesPerPoint, "KPRW_MAX_DATA_SIZE": MaxDataSize,
+		"KPRW_MAX_MAXACTIVE": MaxMaxActive, "KPRW_DEFAULT_TRACE_SIZE": DefaultTraceSize,
+		"KPRW_MAX_REC_DATA": MaxRecordData, "KPRW_TRACE_VERSION": TraceVersion, "KPRW_TRACE_HDR_SIZE": TraceHeaderSize,
+		"KPRW_TRACE_MAX_IMAGES": TraceMaxImages, "KPRW_TRACE_COUNTERS_SIZE": TraceCountersSize,
+		"KPRW_REC_COMMIT": RecCommit, "KPRW_REC_KPROBE": RecKprobe, "KPRW_REC_KRETPROBE": RecKretprobe,
+		"KPRW_SF_DISABLED": ProbeStateDisabled, "KPRW_HF_DISABLE_ALL": HFDisableAll, "KPRW_HF_DEBUG": HFDebug,
+	}
+	for name, v := range consts {
+		fmt.Fprintf(&src, "printf(\"%s %%llu\\n\", (unsigned long long)(%s));\n", name, name)
+		want[name] = v
+	}
+	src.WriteString("printf(\"kretprobe_instance %zu\\n\", sizeof(struct kretprobe_instance));\n")
+	src.WriteString("printf(\"kretprobe_instance.data %zu\\n\", offsetof(struct kretprobe_instance, data));\n")
+	want["kretprobe_instance"] = KretprobeInstHd
+	want["kretprobe_instance.data"] = KretprobeInstHd
+	src.WriteString("return 0;}\n")
+	for name, v := range map[string]int{"kprw_header": HeaderSize, "kprw_point": PointSize, "kprw_probe": ProbeSize,
+		"kprw_event": EventSize, "kprw_probe_state": ProbeStateSize, "pt_regs": PtRegsSize, "kprw_stats": StatsSize,
+		"kprw_rec": RecordSize, "kprw_trace_image": TraceImageSize} {
+		if want[name] != v {
+			t.Errorf("Go constant size of %s = %d, binary.Size = %d", name, v, want[name])
+		}
+	}
+
+	if want["kprw_trace_hdr"] > TraceHeaderSize {
+		t.Errorf("struct kprw_trace_hdr (%d bytes) does not fit its %d-byte page", want["kprw_trace_hdr"], TraceHeaderSize)
+	}
+	dir := t.TempDir()
+	c := filepath.Join(dir, "layout.c")
+	if err := os.WriteFile(c, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "layout")
+	if out, err := exec.Command("gcc", "-Iinclude", "-o", exe, c).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	out, err := exec.Command(exe).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		name, val, _ := strings.Cut(sc.Text(), " ")
+		n, err := strconv.ParseUint(val, 10, 64)
+		if err != nil {
+			t.Fatalf("%q: %v", sc.Text(), err)
+		}
+		seen++
+		if w, ok := want[name]; !ok || uint64(w) != n {
+			t.Errorf("%s: C says %d, Go says %d", name, n, w)
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("C printed %d values, want %d", seen, len(want))
+	}
+}

@@ -1,0 +1,254 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Tables is what the rewriter tells the runtime: probepoints with their probes, trace
+// events, and start-up settings. All addresses are link-time virtual addresses.
+type Tables struct {
+	Flags     uint32   // HF*
+	OrigEntry uint64   // the original ELF entry point
+	Points    []Point  // any order; Encode sorts them by Site
+	Events    []Event  // indexed by Probe.Event
+	AbsSlots  []uint64 // writable 8-byte words holding link-time addresses (objlink AbsSlots)
+	TracePath string   // default trace file ("" = no trace unless KPREWRITE_TRACE)
+	TraceSize uint64   // record area of a new trace file (0 = DefaultTraceSize)
+	ImageID   uint64   // identifies the image in trace files
+	ImageName string
+}
+
+// Point is one probepoint: the probed instruction and every probe on it.
+type Point struct {
+	Site    uint64 // the probed instruction; int3 goes here
+	Slot    uint64 // out-of-line slot (not for XEmulate)
+	Target  uint64 // branch target for EmuJmp/Jcc/Call/Jrcxz/Loop*
+	XMode   uint8  // XSStep, XBoost, XEmulate
+	InsnLen uint8  // original instruction length
+	SlotLen uint8  // length of the copy in the slot
+	EmuOp   uint8
+	EmuCC   uint8 // jcc condition, low nibble of the opcode
+	PFlags  uint8
+	RetImm  uint16
+	Orig    []byte // original instruction bytes (up to 16)
+	Probes  []Probe
+}
+
+// Probe is one kprobe or kretprobe at a point.
+type Probe struct {
+	Type      uint8 // TKprobe, TKretprobe
+	Flags     uint8 // FDisabled, FTrace
+	Event     int   // index in Tables.Events, or -1
+	MaxActive uint32
+	DataSize  uint32
+	// Handler addresses (0 = none) and the user's struct kprobe/kretprobe.
+	PreHandler, PostHandler, FaultHandler, EntryHandler, RetHandler, User uint64
+}
+
+// Event is a trace event: its name and fetch program (internal/eventdef encoding).
+type Event struct {
+	Group, Name string
+	Fetch       []byte
+	ID          uint32
+	Flags       uint32 // EF*
+}
+
+// Encoded is the result of Encode.
+type Encoded struct {
+	// RO is the read-only blob to place at the roBase given to Encode; the header is
+	// at its start.
+	RO []byte
+	// StateSize is the size of the zero-filled writable area to reserve at stateBase.
+	StateSize uint64
+	// ProbeIndex[i][j] is the runtime index of Points[i].Probes[j] after sorting
+	// (RawProbeState and trace-file counters are indexed by it). Points are indexed
+	// as given to Encode.
+	ProbeIndex [][]int
+}
+
+// ErrTables reports tables the runtime would refuse.
+var ErrTables = errors.New("invalid probe tables")
+
+// Encode lays out t with its header at roBase and the probe state at stateBase.
+func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
+	if len(t.Points) > MaxPoints {
+		return nil, fmt.Errorf("%w: %d probepoints (max %d)", ErrTables, len(t.Points), MaxPoints)
+	}
+	order := make([]int, len(t.Points))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return t.Points[order[a]].Site < t.Points[order[b]].Site })
+	nprobes := 0
+	for k, i := range order {
+		p := &t.Points[i]
+		if k > 0 && t.Points[order[k-1]].Site == p.Site {
+			return nil, fmt.Errorf("%w: two probepoints at %#x (aggregate their probes)", ErrTables, p.Site)
+		}
+		if err := checkPoint(p, len(t.Events)); err != nil {
+			return nil, fmt.Errorf("%w: probepoint %#x: %w", ErrTables, p.Site, err)
+		}
+		nprobes += len(p.Probes)
+	}
+	if nprobes > math.MaxUint32/2 || len(t.Events) > math.MaxUint32/2 || len(t.AbsSlots) > math.MaxUint32/2 {
+		return nil, fmt.Errorf("%w: too many entries", ErrTables)
+	}
+
+	// layout: header, points, probes, events, abs slots, strings and fetch programs
+	off := uint64(HeaderSize)
+	pointsOff := off
+	off += uint64(len(t.Points)) * PointSize
+	probesOff := off
+	off += uint64(nprobes) * ProbeSize
+	eventsOff := off
+	off += uint64(len(t.Events)) * EventSize
+	absOff := off
+	off += uint64(len(t.AbsSlots)) * 8
+	var strs bytes.Buffer
+	strAt := map[string]uint64{}
+	addStr := func(s string, nul bool) uint64 {
+		key := s
+		if nul {
+			key += "\x00"
+		}
+		if a, ok := strAt[key]; ok {
+			return a
+		}
+		for strs.Len()%8 != 0 {
+			strs.WriteByte(0)
+		}
+		a := roBase + off + uint64(strs.Len())
+		strs.WriteString(key)
+		strAt[key] = a
+		return a
+	}
+
+	var out bytes.Buffer
+	h := RawHeader{
+		Magic: Magic, Version: Version, HeaderSize: HeaderSize, Flags: t.Flags,
+		NPoints: uint32(len(t.Points)), NProbes: uint32(nprobes), NEvents: uint32(len(t.Events)),
+		NAbs: uint32(len(t.AbsSlots)), Self: roBase, OrigEntry: t.OrigEntry,
+		Points: roBase + pointsOff, Probes: roBase + probesOff, Events: roBase + eventsOff,
+		AbsSlots: roBase + absOff, State: stateBase, TraceSize: t.TraceSize, ImageID: t.ImageID,
+	}
+	if t.TracePath != "" {
+		h.TracePath = addStr(t.TracePath, true)
+	}
+	if t.ImageName != "" {
+		h.ImageName = addStr(t.ImageName, true)
+	}
+	put := func(v any) { _ = binary.Write(&out, binary.LittleEndian, v) } // bytes.Buffer never fails
+
+	put(&h)
+	enc := &Encoded{ProbeIndex: make([][]int, len(t.Points)), StateSize: uint64(nprobes) * ProbeStateSize}
+	var probes []RawProbe
+	for k, i := range order {
+		p := &t.Points[i]
+		rp := RawPoint{
+			Site: p.Site, Slot: p.Slot, Target: p.Target, FirstProbe: uint32(len(probes)),
+			NProbes: uint16(len(p.Probes)), XMode: p.XMode, InsnLen: p.InsnLen, SlotLen: p.SlotLen,
+			EmuOp: p.EmuOp, EmuCC: p.EmuCC, PFlags: p.PFlags, RetImm: p.RetImm,
+		}
+		copy(rp.Orig[:], p.Orig)
+		put(&rp)
+		enc.ProbeIndex[i] = make([]int, len(p.Probes))
+		for j, q := range p.Probes {
+			enc.ProbeIndex[i][j] = len(probes)
+			ev := uint32(NoEvent)
+			if q.Event >= 0 {
+				ev = uint32(q.Event)
+			}
+			probes = append(probes, RawProbe{
+				Point: uint32(k), Event: ev, Type: q.Type, Flags: q.Flags, MaxActive: q.MaxActive,
+				DataSize: q.DataSize, PreHandler: q.PreHandler, PostHandler: q.PostHandler,
+				FaultHandler: q.FaultHandler, EntryHandler: q.EntryHandler, RetHandler: q.RetHandler,
+				User: q.User,
+			})
+		}
+	}
+	for i := range probes {
+		put(&probes[i])
+	}
+	for _, e := range t.Events {
+		if len(e.Fetch) > math.MaxUint32 {
+			return nil, fmt.Errorf("%w: event %s/%s: fetch program too long", ErrTables, e.Group, e.Name)
+		}
+		re := RawEvent{Group: addStr(e.Group, true), Name: addStr(e.Name, true), FetchLen: uint32(len(e.Fetch)), ID: e.ID, Flags: e.Flags}
+		if len(e.Fetch) > 0 {
+			re.Fetch = addStr(string(e.Fetch), false)
+		}
+		put(&re)
+	}
+	for _, a := range t.AbsSlots {
+		put(a)
+	}
+	out.Write(strs.Bytes())
+	for out.Len()%8 != 0 {
+		out.WriteByte(0)
+	}
+	enc.RO = out.Bytes()
+	return enc, nil
+}
+
+func checkPoint(p *Point, nevents int) error {
+	switch {
+	case len(p.Probes) == 0:
+		return errors.New("no probes")
+	case len(p.Probes) > MaxProbesPerPoint:
+		return fmt.Errorf("%d probes (max %d)", len(p.Probes), MaxProbesPerPoint)
+	case p.InsnLen == 0 || p.InsnLen > 15:
+		return fmt.Errorf("instruction length %d", p.InsnLen)
+	case len(p.Orig) > 16:
+		return fmt.Errorf("%d original bytes (max 16)", len(p.Orig))
+	}
+	switch p.XMode {
+	case XSStep, XBoost:
+		if p.Slot == 0 || p.SlotLen == 0 {
+			return errors.New("single-step and boost need a slot")
+		}
+	case XEmulate:
+		if p.EmuOp < EmuNop || p.EmuOp > EmuLoopne {
+			return fmt.Errorf("emulation op %d", p.EmuOp)
+		}
+	default:
+		return fmt.Errorf("execution mode %d", p.XMode)
+	}
+	for _, q := range p.Probes {
+		if q.Type != TKprobe && q.Type != TKretprobe {
+			return fmt.Errorf("probe type %d", q.Type)
+		}
+		if q.Event < -1 || q.Event >= nevents {
+			return fmt.Errorf("event index %d of %d", q.Event, nevents)
+		}
+		if q.Flags&FTrace != 0 && q.Event < 0 {
+			return errors.New("a tracing probe needs an event")
+		}
+		if q.DataSize > MaxDataSize || q.MaxActive > MaxMaxActive {
+			return fmt.Errorf("data_size %d / maxactive %d too large", q.DataSize, q.MaxActive)
+		}
+	}
+	return nil
+}
+
+// HdrRel is the value to store (little-endian int64) in the runtime word SymHdrRel,
+// given that word's link-time address and the header's.
+func HdrRel(hdrRelAddr, headerAddr uint64) int64 {
+	return int64(headerAddr - hdrRelAddr)
+}
+
+// SlotJmpBack returns the 5-byte jmp rel32 that ends a slot whose copy ends at from
+// and jumps back to to (site + insn_len).
+func SlotJmpBack(from, to uint64) ([]byte, error) {
+	d := int64(to - (from + SlotJmpBackLen))
+	if d < math.MinInt32 || d > math.MaxInt32 {
+		return nil, fmt.Errorf("slot at %#x is out of jmp rel32 range of %#x", from, to)
+	}
+	b := []byte{0xe9, 0, 0, 0, 0}
+	binary.LittleEndian.PutUint32(b[1:], uint32(int32(d)))
+	return b, nil
+}

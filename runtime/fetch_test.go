@@ -1,0 +1,128 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"kprewrite/internal/eventdef"
+)
+
+// TestFetchMatchesEventdef runs the C interpreter (src/rt_fetch.c) and eventdef.Run on
+// the same programs, registers and memory, and requires byte-identical records.
+func TestFetchMatchesEventdef(t *testing.T) {
+	needGCC(t)
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "fetchrun")
+	cmd := exec.Command("gcc", "-O1", "-fno-builtin", "-fno-stack-protector", "-Iinclude", "-Isrc", "-o", exe,
+		"testdata/fetchrun.c", "src/rt_fetch.c", "src/rt_util.c")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+
+	const base, size = 0x6d0000000000, 2 * 4096
+	mem := make([]byte, size)
+	put64 := func(off int, v uint64) { binary.LittleEndian.PutUint64(mem[off:], v) }
+	copy(mem[0x100:], "hello\x00")
+	copy(mem[0x200:], "world, a longer string\x00")
+	put64(0x300, base+0x100) // string array: good, good, bad
+	put64(0x308, base+0x200)
+	put64(0x310, 8)
+	put64(0x400, base+0x300) // pointer chain
+	for i := 0; i < 64; i++ {
+		mem[0x500+i] = byte(i * 7)
+	}
+	copy(mem[size-4:], "end\x00")   // ends exactly at the last mapped byte
+	copy(mem[size-3:size], "abc")   // (overwritten) no NUL before the unmapped page
+	copy(mem[size-12:], "edge\x00") // a string near the end
+	memRead := func(addr uint64, buf []byte) bool {
+		if addr < base || addr+uint64(len(buf)) > base+size || addr+uint64(len(buf)) < addr {
+			return false
+		}
+		copy(buf, mem[addr-base:])
+		return true
+	}
+
+	defs := []string{
+		`p:g/a f a=%di s=+0(%di):string b=+4(%cx):b4@3/32[2] c=@sym+8:u16 d=$comm e=\"hi" f=$stack3 g=$stack h=\-1:s8 i=+u0(%di):string[2] j=$arg2:u32 k=$arg8 l=+0(+16(%dx)):x16`,
+		`p:g/b f x=+0(%ax):u32 s=+0(%ax):string arr=+0(%bx):string[3] m=+0(%r8):x8[16] bf=+0(%r8):b3@2/8[4]`,
+		`p:g/c f s1=+0(%r9):string s2=+0(%r10):string s3=+0(%r11):string deep=+0(+0(+0(%r12))):string`,
+		`r:g/d f $retval a=$arg1 b=+0($arg2):string c=$arg7`,
+		`p:g/e f c=$comm c2=$comm x=%flags:x32 n=%sp:s64 u=+0(%r8):u64[3] sb=+1(%r8):s16`,
+	}
+	regSets := []map[string]uint64{
+		{"di": base + 0x100, "si": base + 0x200, "cx": base + 0x500, "dx": base + 0x400 - 16, "sp": base + 0x600,
+			"ax": 0, "bx": base + 0x300, "r8": base + 0x500, "r9": base + size - 4, "r10": base + size - 3,
+			"r11": base + size - 12, "r12": base + 0x400, "flags": 0x246},
+		{"di": 0, "si": 8, "cx": 0, "dx": 0, "sp": 0x10, "ax": base + 0x500, "bx": base + 0x308, "r8": base + size - 10,
+			"r9": base + size - 1, "r10": base, "r11": 1, "r12": base + 0x300},
+	}
+	for _, def := range defs {
+		p, err := eventdef.Parse(def)
+		if err != nil {
+			t.Fatalf("%s: %v", def, err)
+		}
+		prog, err := eventdef.Compile(p, func(string) (uint64, bool) { return 0x100, true })
+		if err != nil {
+			t.Fatalf("%s: %v", def, err)
+		}
+		for ri, rs := range regSets {
+			var m eventdef.Machine
+			for name, v := range rs {
+				off, ok := eventdef.RegOffset(name)
+				if !ok {
+					t.Fatalf("register %s", name)
+				}
+				m.Regs[off/8] = v
+			}
+			m.Mem = memRead
+			m.Comm = "fetchrun-comm-long"
+			m.LoadBias = base
+			wantED, err := eventdef.RunEntry(prog, &m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.EntryData = wantED
+			want, err := eventdef.Run(prog, &m)
+			if err != nil {
+				t.Fatalf("%s: eventdef.Run: %v", def, err)
+			}
+
+			var in bytes.Buffer
+			le := binary.LittleEndian
+			binary.Write(&in, le, uint64(base))
+			binary.Write(&in, le, uint64(size))
+			in.Write(mem)
+			binary.Write(&in, le, m.Regs)
+			var comm [16]byte
+			copy(comm[:15], m.Comm)
+			in.Write(comm[:])
+			binary.Write(&in, le, m.LoadBias)
+			binary.Write(&in, le, uint32(len(prog)))
+			in.Write(prog)
+			vec := filepath.Join(dir, "vec")
+			if err := os.WriteFile(vec, in.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(exe, vec).Output()
+			if err != nil {
+				t.Fatalf("%s regs %d: fetchrun: %v", def, ri, err)
+			}
+			elen := le.Uint32(out)
+			out = out[4:]
+			if int(elen) != len(wantED) || !bytes.Equal(out[:elen], wantED) {
+				t.Errorf("%s regs %d: entry data\n got %x\nwant %x", def, ri, out[:min(int(elen), len(out))], wantED)
+				continue
+			}
+			out = out[elen:]
+			n := int64(le.Uint64(out))
+			got := out[8:]
+			if n != int64(len(want)) || !bytes.Equal(got, want) {
+				t.Errorf("%s regs %d: record (%d bytes)\n got %x\nwant %x", def, ri, n, got, want)
+			}
+		}
+	}
+}

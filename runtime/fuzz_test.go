@@ -1,0 +1,113 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+)
+
+// synthTrace builds a small valid trace file: one image with counters, two records
+// (one committed with data, one torn).
+func synthTrace() []byte {
+	const dataSize = 512
+	var h RawTraceHeader
+	copy(h.Magic[:], TraceMagic)
+	h.Version, h.DataOff, h.DataSize = TraceVersion, TraceHeaderSize, dataSize
+	h.CountersOff, h.CountersSize = TraceHeaderSize+dataSize, 64
+	h.NImages, h.CountersUsed = 1, 32
+	h.Images[0] = RawTraceImage{ImageID: 7, NProbes: 2, CountersOff: h.CountersOff}
+	var recs bytes.Buffer
+	r := RawRecord{Size: RecordSize + 8, Commit: RecCommit, Type: RecKprobe, EventID: 1, PID: 10, TID: 11, DataLen: 5}
+	copy(r.Comm[:], "prog")
+	binary.Write(&recs, binary.LittleEndian, &r)
+	recs.Write([]byte{1, 2, 3, 4, 5, 0, 0, 0})
+	r.Commit, r.DataLen, r.Size = 0, 0, RecordSize
+	binary.Write(&recs, binary.LittleEndian, &r)
+	h.Head = uint64(recs.Len())
+	var b bytes.Buffer
+	binary.Write(&b, binary.LittleEndian, &h)
+	b.Write(make([]byte, TraceHeaderSize-b.Len()))
+	b.Write(recs.Bytes())
+	b.Write(make([]byte, dataSize-recs.Len()))
+	ctr := make([]byte, 64)
+	binary.LittleEndian.PutUint64(ctr, 3)
+	binary.LittleEndian.PutUint64(ctr[8:], 1)
+	b.Write(ctr)
+	return b.Bytes()
+}
+
+func TestParseTraceSynthetic(t *testing.T) {
+	tr, err := ParseTrace(synthTrace())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Records) != 1 || tr.Torn != 1 || tr.Records[0].CommString() != "prog" ||
+		!bytes.Equal(tr.Records[0].Data, []byte{1, 2, 3, 4, 5}) {
+		t.Errorf("records %+v torn %d", tr.Records, tr.Torn)
+	}
+	if len(tr.Images) != 1 || tr.Images[0].Counters[0] != (Counter{3, 1}) {
+		t.Errorf("images %+v", tr.Images)
+	}
+	if _, err := ParseTrace(synthTrace()[:100]); err == nil {
+		t.Error("truncated header accepted")
+	}
+}
+
+func FuzzParseTrace(f *testing.F) {
+	good := synthTrace()
+	f.Add(good)
+	f.Add(good[:TraceHeaderSize+50])
+	bad := append([]byte(nil), good...)
+	binary.LittleEndian.PutUint64(bad[24:], 1<<62) // head far past the data
+	f.Add(bad)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tr, err := ParseTrace(b)
+		if err != nil {
+			return
+		}
+		for _, r := range tr.Records {
+			if r.Size < RecordSize || int(r.DataLen) != len(r.Data) || uint64(r.DataLen) > uint64(r.Size)-RecordSize {
+				t.Fatalf("bad record %+v", r)
+			}
+		}
+	})
+}
+
+func FuzzEncode(f *testing.F) {
+	f.Add(uint64(0x401000), uint8(XBoost), uint8(3), uint8(1), 2, "grp", "ev", []byte{1})
+	f.Add(uint64(0), uint8(XEmulate), uint8(0), uint8(9), 70, "", "", []byte(nil))
+	f.Fuzz(func(t *testing.T, site uint64, xmode, insnLen, emu uint8, nprobes int, grp, name string, fetch []byte) {
+		if nprobes < 0 || nprobes > 100 {
+			return
+		}
+		pt := Point{Site: site, Slot: site + 0x1000, XMode: xmode, InsnLen: insnLen, SlotLen: insnLen, EmuOp: emu}
+		for i := 0; i < nprobes; i++ {
+			pt.Probes = append(pt.Probes, Probe{Type: TKprobe, Event: 0, Flags: FTrace})
+		}
+		tabs := &Tables{Points: []Point{pt}, Events: []Event{{Group: grp, Name: name, Fetch: fetch}}, TracePath: name}
+		enc, err := tabs.Encode(0x10000, 0x20000)
+		if err != nil {
+			return
+		}
+		var h RawHeader
+		if err := binary.Read(bytes.NewReader(enc.RO), binary.LittleEndian, &h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Magic != Magic || h.NProbes != uint32(nprobes) || h.Points != 0x10000+HeaderSize ||
+			enc.StateSize != uint64(nprobes)*ProbeStateSize || len(enc.RO)%8 != 0 {
+			t.Fatalf("header %+v", h)
+		}
+		// every string pointer lands inside the blob, NUL-terminated
+		var ev RawEvent
+		binary.Read(bytes.NewReader(enc.RO[h.Events-0x10000:]), binary.LittleEndian, &ev)
+		for _, a := range []uint64{ev.Group, ev.Name, h.TracePath} {
+			if a == 0 {
+				continue
+			}
+			o := a - 0x10000
+			if o >= uint64(len(enc.RO)) || bytes.IndexByte(enc.RO[o:], 0) < 0 {
+				t.Fatalf("string at %#x outside the blob", a)
+			}
+		}
+	})
+}

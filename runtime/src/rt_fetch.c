@@ -1,0 +1,399 @@
+/*
+ * rt_fetch.c - the fetch-program interpreter (kprobe-event FETCHARGS).
+ *
+ * The format is internal/eventdef's (see its package documentation); eventdef.Run is
+ * the reference interpreter and this one must write the same bytes for the same
+ * registers and memory (fetch_test.go checks that). A record is run twice: once to
+ * measure it (strings are read to find their length, nothing is written), then into
+ * the space reserved in the trace file, capped at the measured size, so no record-sized
+ * buffer is needed on the (possibly small, sigaltstack) signal stack.
+ * Memory is read with kprw_read_user (process_vm_readv on ourselves): a bad pointer in
+ * a fetch argument stores zeros / a faulted string instead of crashing the program.
+ */
+#include "rt.h"
+
+#define F_HDR 24
+#define F_BLK 6
+#define F_MAGIC 0x4b
+#define F_VERSION 1
+#define F_ENTRYDATA 2
+#define PT_REGS_SIZE 168
+#define SP_OFF 152
+
+enum {
+	OpReg = 0x01, OpStack = 0x02, OpStackP = 0x03, OpImm = 0x04, OpImage = 0x05, OpEData = 0x06,
+	OpDeref = 0x10, OpUDeref = 0x11, OpStRaw = 0x20, OpStMem = 0x21, OpStStr = 0x22,
+	OpStStrArr = 0x23, OpStComm = 0x24, OpStData = 0x25, OpBitfield = 0x30,
+};
+
+struct fctx {
+	const u64 *regs;
+	const u8 *edata;
+	u32 elen;
+	u8 *rec; /* NULL while measuring */
+	u32 len;
+	u32 recmax; /* the program's limit: decides cuts and faults, as in eventdef */
+	u32 cap;    /* bytes of rec: writes past it are dropped (memory changed between passes) */
+	const char *comm;
+};
+
+/* at returns where n bytes at record offset off go, or NULL (measuring, or past cap) */
+static u8 *at(struct fctx *c, u32 off, u32 n)
+{
+	if (!c->rec || (u64)off + n > c->cap)
+		return NULL;
+	return c->rec + off;
+}
+
+static u32 le16(const u8 *p) { return (u32)p[0] | (u32)p[1] << 8; }
+static u32 le32(const u8 *p) { return le16(p) | le16(p + 2) << 16; }
+static u64 le64(const u8 *p) { return (u64)le32(p) | (u64)le32(p + 4) << 32; }
+static void put32(u8 *p, u32 v) { p[0] = (u8)v; p[1] = (u8)(v >> 8); p[2] = (u8)(v >> 16); p[3] = (u8)(v >> 24); }
+
+static int rd(void *buf, u64 addr, u32 n)
+{
+	return kprw_read_user(buf, (uptr)addr, n) == (long)n;
+}
+
+static int rd64(u64 addr, u64 *v)
+{
+	u8 b[8];
+	if (!rd(b, addr, 8))
+		return 0;
+	*v = le64(b);
+	return 1;
+}
+
+static u32 room(struct fctx *c)
+{
+	return c->recmax > c->len + 1 ? c->recmax - c->len - 1 : 0;
+}
+
+/* append n bytes (already at rec+len when src is NULL) plus NUL, cut at recmax */
+static u32 put_bytes(struct fctx *c, const u8 *src, u32 n)
+{
+	u32 off = c->len;
+	u32 size = n + 1, space = c->recmax > off ? c->recmax - off : 0;
+	if (size > space)
+		size = space;
+	if (size == 0)
+		return off & 0xffff;
+	u8 *d = at(c, off, size);
+	if (d) {
+		if (src)
+			kprw_memcpy(d, src, size - 1);
+		d[size - 1] = 0;
+	}
+	c->len += size;
+	return size << 16 | (off & 0xffff);
+}
+
+/* a NUL-terminated string of at most room() bytes at addr, as strncpy_from_user: a
+ * fault anywhere fails it all. Reads never cross a page in one call, so a string that
+ * ends before an unmapped page is read. */
+static u32 put_user_string(struct fctx *c, u64 addr, int fault)
+{
+	u32 off = c->len, max = room(c), n = 0;
+	u8 tmp[64];
+	if (fault)
+		return off & 0xffff;
+	while (n < max) {
+		u64 a = addr + n;
+		u32 chunk = max - n;
+		u64 page_left = 4096 - (a & 4095);
+		if (chunk > sizeof tmp)
+			chunk = sizeof tmp;
+		if (chunk > page_left)
+			chunk = (u32)page_left;
+		if (!rd(tmp, a, chunk))
+			return off & 0xffff;
+		u32 i = 0;
+		while (i < chunk && tmp[i])
+			i++;
+		u8 *d = at(c, off + n, i);
+		if (d)
+			kprw_memcpy(d, tmp, i);
+		n += i;
+		if (i < chunk)
+			break;
+	}
+	return put_bytes(c, NULL, n);
+}
+
+/* slot checks like eventdef's: inside the current record and below recmax */
+static int slot_ok(struct fctx *c, u32 dest, u32 size)
+{
+	u64 end = (u64)dest + size;
+	return end <= c->len && end <= c->recmax;
+}
+
+static void wr(struct fctx *c, u32 dest, const void *src, u32 n)
+{
+	u8 *d = at(c, dest, n);
+	if (d)
+		kprw_memcpy(d, src, n);
+}
+
+static int valid_size(u32 s)
+{
+	return s == 1 || s == 2 || s == 4 || s == 8;
+}
+
+/* block runs one block at prog[pos]; returns the next position or -1 if malformed */
+static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
+{
+	if ((u64)pos + F_BLK > plen)
+		return -1;
+	u32 dest = le32(prog + pos);
+	u32 n = le16(prog + pos + 4);
+	if ((u64)pos + F_BLK + n > plen || n == 0)
+		return -1;
+	const u8 *code = prog + pos + F_BLK, *end = code + n;
+	long next = (long)pos + F_BLK + n;
+	u8 b[8];
+
+	if (code[0] == OpStComm) {
+		if (n != 1 || !slot_ok(c, dest, 4))
+			return -1;
+		u32 l = 0;
+		while (l < 15 && c->comm[l])
+			l++;
+		if (l > room(c))
+			l = room(c);
+		put32(b, put_bytes(c, (const u8 *)c->comm, l));
+		wr(c, dest, b, 4);
+		return next;
+	}
+	if (code[0] == OpStData) {
+		if (n < 3)
+			return -1;
+		u32 l = le16(code + 1);
+		if (n != 3 + l || !slot_ok(c, dest, 4))
+			return -1;
+		u32 k = 0;
+		while (k < l && code[3 + k])
+			k++;
+		put32(b, put_bytes(c, code + 3, k));
+		wr(c, dest, b, 4);
+		return next;
+	}
+
+	/* source */
+	u64 val = 0;
+	int fault = 0;
+	switch (code[0]) {
+	case OpReg:
+		if (n < 2 || code[1] % 8 || code[1] >= PT_REGS_SIZE)
+			return -1;
+		val = c->regs[code[1] / 8];
+		code += 2;
+		break;
+	case OpStack:
+		if (n < 5)
+			return -1;
+		if (!rd64(c->regs[SP_OFF / 8] + 8 * (u64)le32(code + 1), &val))
+			val = 0;
+		code += 5;
+		break;
+	case OpStackP:
+		val = c->regs[SP_OFF / 8];
+		code += 1;
+		break;
+	case OpImm:
+	case OpImage:
+		if (n < 9)
+			return -1;
+		val = le64(code + 1);
+		if (code[0] == OpImage)
+			val += kprw_rt.bias;
+		code += 9;
+		break;
+	case OpEData: {
+		if (n < 5)
+			return -1;
+		u32 off = le32(code + 1);
+		if ((u64)off + 8 > c->elen)
+			return -1;
+		val = le64(c->edata + off);
+		code += 5;
+		break;
+	}
+	default:
+		return -1;
+	}
+
+	/* dereferences */
+	while (code < end && (code[0] == OpDeref || code[0] == OpUDeref)) {
+		if (end - code < 5)
+			return -1;
+		s64 off = (int)le32(code + 1);
+		if (!fault && !rd64(val + (u64)off, &val)) {
+			val = 0;
+			fault = 1;
+		}
+		code += 5;
+	}
+
+	/* store */
+	if (code >= end)
+		return -1;
+	u32 esize = 0, ebytes = 0;
+	switch (code[0]) {
+	case OpStRaw:
+		if (end - code < 2 || !valid_size(code[1]))
+			return -1;
+		esize = ebytes = code[1];
+		if (!slot_ok(c, dest, esize))
+			return -1;
+		for (u32 i = 0; i < 8; i++)
+			b[i] = fault ? 0 : (u8)(val >> (8 * i));
+		wr(c, dest, b, esize);
+		code += 2;
+		break;
+	case OpStMem: {
+		if (end - code < 8 || !valid_size(code[5]) || code[6] == 0 || code[7] > 1)
+			return -1;
+		s64 off = (int)le32(code + 1);
+		u32 cnt = code[6];
+		esize = code[5];
+		ebytes = esize * cnt;
+		if (!slot_ok(c, dest, ebytes))
+			return -1;
+		for (u32 i = 0; c->rec && i < cnt; i++) {
+			if (fault || !rd(b, val + (u64)off + (u64)i * esize, esize))
+				kprw_memset(b, 0, 8);
+			wr(c, dest + i * esize, b, esize);
+		}
+		code += 8;
+		break;
+	}
+	case OpStStr: {
+		if (end - code < 6 || code[5] > 1)
+			return -1;
+		s64 off = (int)le32(code + 1);
+		if (!slot_ok(c, dest, 4))
+			return -1;
+		put32(b, put_user_string(c, val + (u64)off, fault));
+		wr(c, dest, b, 4);
+		code += 6;
+		break;
+	}
+	case OpStStrArr: {
+		if (end - code < 11 || code[9] == 0 || code[10] > 1)
+			return -1;
+		s64 poff = (int)le32(code + 1), soff = (int)le32(code + 5);
+		u32 cnt = code[9];
+		if (!slot_ok(c, dest, 4 * cnt))
+			return -1;
+		for (u32 i = 0; i < cnt; i++) {
+			u64 p = 0;
+			int f = fault || !rd64(val + (u64)poff + 8ull * i, &p);
+			put32(b, put_user_string(c, p + (u64)soff, f));
+			wr(c, dest + 4 * i, b, 4);
+		}
+		code += 11;
+		break;
+	}
+	default:
+		return -1;
+	}
+
+	/* bitfield */
+	if (code < end && code[0] == OpBitfield) {
+		if (end - code != 3 || esize == 0)
+			return -1;
+		u32 ls = code[1], rs = code[2];
+		if (ls >= 8 * esize || rs >= 8 * esize || rs < ls)
+			return -1;
+		for (u32 i = 0; i + esize <= ebytes; i += esize) {
+			u8 *e = at(c, dest + i, esize);
+			if (!e)
+				continue;
+			u64 v = 0;
+			for (u32 k = 0; k < esize; k++)
+				v |= (u64)e[k] << (8 * k);
+			v <<= ls + (64 - 8 * esize); /* shift within the element's width */
+			v >>= rs + (64 - 8 * esize);
+			for (u32 k = 0; k < esize; k++)
+				e[k] = (u8)(v >> (8 * k));
+		}
+		code += 3;
+	}
+	if (code != end)
+		return -1;
+	return next;
+}
+
+struct fhdr {
+	u32 flags, nargs, nentry, fixed, recmax, edata;
+};
+
+static int header(const u8 *prog, u32 plen, struct fhdr *h)
+{
+	if (plen < F_HDR || prog[0] != F_MAGIC || prog[1] != F_VERSION)
+		return 0;
+	h->flags = prog[2];
+	h->nargs = le16(prog + 4);
+	h->nentry = le16(prog + 6);
+	h->fixed = le32(prog + 8);
+	h->recmax = le32(prog + 12);
+	h->edata = le32(prog + 16);
+	return le32(prog + 20) == plen && h->fixed <= h->recmax && h->recmax <= (1u << 24) &&
+	       h->edata <= (1u << 16);
+}
+
+/* kprw_fetch_edata_size is the entry data a return probe's instance keeps (0: none). */
+u32 kprw_fetch_edata_size(const u8 *prog, u32 plen)
+{
+	struct fhdr h;
+	if (!header(prog, plen, &h) || h.nentry == 0)
+		return 0;
+	return h.edata;
+}
+
+/* kprw_fetch_entry runs the entry blocks into edata (elen = kprw_fetch_edata_size). */
+int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen)
+{
+	struct fhdr h;
+	struct fctx c = {(const u64 *)regs, NULL, 0, edata, elen, elen, elen, ""};
+	if (!header(prog, plen, &h) || h.nentry == 0 || h.edata != elen)
+		return -1;
+	kprw_memset(edata, 0, elen);
+	long pos = F_HDR;
+	for (u32 i = 0; i < h.nentry; i++)
+		if ((pos = block(&c, prog, plen, (u32)pos)) < 0)
+			return -1;
+	return 0;
+}
+
+/* kprw_fetch_run runs the argument blocks. out == NULL measures. The record is limited
+ * to min(program recmax, KPRW_MAX_REC_DATA) and written into out[0, cap). Returns its
+ * length (at most cap when writing), or -1 for a malformed program. */
+long kprw_fetch_run(const u8 *prog, u32 plen, const struct pt_regs *regs, const u8 *edata, u32 elen,
+		    const char *comm, u8 *out, u32 cap)
+{
+	struct fhdr h;
+	if (!header(prog, plen, &h))
+		return -1;
+	u32 lim = h.recmax < KPRW_MAX_REC_DATA ? h.recmax : KPRW_MAX_REC_DATA;
+	struct fctx c = {(const u64 *)regs, edata, elen, out, h.fixed, lim, out ? cap : 0, comm};
+	if (h.fixed > c.recmax || (out && h.fixed > cap))
+		return -1;
+	if (out)
+		kprw_memset(out, 0, h.fixed);
+	u32 pos = F_HDR;
+	for (u32 i = 0; i < h.nentry; i++) {
+		if ((u64)pos + F_BLK > plen)
+			return -1;
+		pos += F_BLK + le16(prog + pos + 4);
+	}
+	for (u32 i = 0; i < h.nargs; i++) {
+		long p = block(&c, prog, plen, pos);
+		if (p < 0)
+			return -1;
+		pos = (u32)p;
+	}
+	if (pos != plen)
+		return -1;
+	return out && c.len > cap ? cap : c.len;
+}

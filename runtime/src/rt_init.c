@@ -1,0 +1,256 @@
+/*
+ * rt_init.c - start-up: find the tables, read auxv and the environment from the initial
+ * stack, rebase absolute words, apply KPREWRITE_* switches, allocate kretprobe pools,
+ * open the trace file, install the SIGTRAP handler. Runs once, single-threaded, before
+ * the program's own entry point (and so before libc: no TLS, no errno, no malloc).
+ *
+ * Environment (ignored when AT_SECURE is set, i.e. setuid/setgid/capabilities):
+ *   KPREWRITE_TRACE=path        trace file instead of the rewrite-time default; "" = off
+ *   KPREWRITE_TRACE_SIZE=n[KMG] record area of a NEW trace file (default: header's)
+ *   KPREWRITE_DISABLE=all | ev,grp/ev,grp/(star)  disarm all probes, or the named events (grp/(star) = whole group)
+ *   KPREWRITE_DEBUG=1           say on stderr what start-up did
+ */
+#include "rt.h"
+
+struct kprw_rt kprw_rt;
+struct kprw_stats kprewrite_rt_stats __attribute__((visibility("hidden")));
+
+#define AT_NULL 0
+#define AT_SECURE 23
+
+static const char *getenv_(char **envp, const char *name)
+{
+	unsigned long n = kprw_strlen(name);
+	for (; envp && *envp; envp++)
+		if (kprw_strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
+			return *envp + n + 1;
+	return NULL;
+}
+
+static u64 parse_size(const char *s)
+{
+	u64 v = 0;
+	for (; *s >= '0' && *s <= '9'; s++)
+		v = v * 10 + (u64)(*s - '0');
+	if (*s == 'K' || *s == 'k')
+		v <<= 10;
+	else if (*s == 'M' || *s == 'm')
+		v <<= 20;
+	else if (*s == 'G' || *s == 'g')
+		v <<= 30;
+	return v;
+}
+
+static const char *str(u64 vaddr)
+{
+	return vaddr ? (const char *)RT_ADDR(vaddr) : "";
+}
+
+/* match a KPREWRITE_DISABLE token [s, s+n) against an event: "ev", "grp/ev", "grp/ *". */
+static int token_matches(const char *s, unsigned long n, const struct kprw_event *ev)
+{
+	const char *g = str(ev->group), *e = str(ev->name);
+	unsigned long slash = n;
+	for (unsigned long i = 0; i < n; i++)
+		if (s[i] == '/')
+			slash = i;
+	if (slash == n)
+		return kprw_strlen(e) == n && kprw_strncmp(s, e, n) == 0;
+	if (kprw_strlen(g) != slash || kprw_strncmp(s, g, slash) != 0)
+		return 0;
+	s += slash + 1;
+	n -= slash + 1;
+	if (n == 1 && s[0] == '*')
+		return 1;
+	return kprw_strlen(e) == n && kprw_strncmp(s, e, n) == 0;
+}
+
+static void apply_disable(const char *list)
+{
+	while (*list) {
+		const char *s = list;
+		unsigned long n = 0;
+		while (s[n] && s[n] != ',')
+			n++;
+		list = s[n] ? s + n + 1 : s + n;
+		if (n == 3 && kprw_strncmp(s, "all", 3) == 0) {
+			kprw_rt.disable_all = 1;
+			continue;
+		}
+		for (u32 i = 0; i < kprw_rt.nprobes; i++) {
+			u32 e = kprw_rt.probes[i].event;
+			if (e < kprw_rt.nevents && token_matches(s, n, &kprw_rt.events[e]))
+				kprw_rt.state[i].flags |= KPRW_SF_DISABLED;
+		}
+	}
+}
+
+static int validate(const struct kprw_header *h)
+{
+	if (h->npoints > KPRW_MAX_POINTS)
+		return 0;
+	for (u32 i = 0; i < h->npoints; i++) {
+		const struct kprw_point *pt = &kprw_rt.points[i];
+		if (i > 0 && pt->site <= kprw_rt.points[i - 1].site)
+			return 0;
+		if (pt->nprobes == 0 || pt->nprobes > KPRW_MAX_PROBES_PER_POINT ||
+		    pt->first_probe > h->nprobes || pt->nprobes > h->nprobes - pt->first_probe)
+			return 0;
+		if (pt->xmode < KPRW_X_SSTEP || pt->xmode > KPRW_X_EMULATE || pt->insn_len == 0 ||
+		    pt->insn_len > 15)
+			return 0;
+		if (pt->xmode != KPRW_X_EMULATE && (pt->slot == 0 || pt->slot_len == 0))
+			return 0;
+		if (pt->xmode == KPRW_X_EMULATE && (pt->emu_op < KPRW_EMU_NOP || pt->emu_op > KPRW_EMU_LOOPNE))
+			return 0;
+	}
+	for (u32 i = 0; i < h->nprobes; i++) {
+		const struct kprw_probe *p = &kprw_rt.probes[i];
+		if (p->point >= h->npoints || (p->event != KPRW_NO_EVENT && p->event >= h->nevents))
+			return 0;
+		if (p->type != KPRW_T_KPROBE && p->type != KPRW_T_KRETPROBE)
+			return 0;
+		if (p->data_size > KPRW_MAX_DATA_SIZE)
+			return 0;
+		const struct kprw_point *pt = &kprw_rt.points[p->point];
+		if (i < pt->first_probe || i >= pt->first_probe + pt->nprobes)
+			return 0;
+	}
+	return 1;
+}
+
+static u32 count_cpus(void)
+{
+	unsigned long mask[16];
+	long n = sys3(SYS_sched_getaffinity, 0, sizeof mask, (long)mask);
+	u32 c = 0;
+	for (long i = 0; i < n / 8; i++)
+		for (unsigned long m = mask[i]; m; m &= m - 1) /* no libgcc __popcountdi2 */
+			c++;
+	return c ? c : 1;
+}
+
+static void install_sigtrap(void)
+{
+	struct k_sigaction sa, old;
+	unsigned long set = 1ul << (SIGTRAP - 1);
+	kprw_memset(&sa, 0, sizeof sa);
+	kprw_memset(&old, 0, sizeof old);
+	sa.handler = (unsigned long)kprw_sigtrap;
+	/* SA_NODEFER: an int3 in a handler (a nested hit) must be delivered, not turned into
+	 * a kill by force_sig; SA_ONSTACK: use the thread's sigaltstack if it has one (Go
+	 * and other small-stack runtimes). Async signals are blocked while handlers run;
+	 * synchronous fault signals are not, so a faulting handler reaches the program's
+	 * own SIGSEGV handler or the default action. */
+	sa.flags = SA_SIGINFO | SA_RESTORER | SA_NODEFER | SA_ONSTACK | SA_RESTART;
+	sa.restorer = (unsigned long)kprw_restorer;
+	sa.mask = ~0ul & ~((1ul << (SIGTRAP - 1)) | (1ul << (4 - 1)) /* ILL */ | (1ul << (7 - 1)) /* BUS */ |
+			   (1ul << (8 - 1)) /* FPE */ | (1ul << (11 - 1)) /* SEGV */ | (1ul << (31 - 1)) /* SYS */);
+	long r = sys4(SYS_rt_sigaction, SIGTRAP, (long)&sa, (long)&old, 8);
+	if (r < 0)
+		kprw_fatal("rt_sigaction(SIGTRAP) failed:", (unsigned long)-r);
+	kprw_rt.old_trap_handler = old.handler;
+	/* a blocked SIGTRAP inherited across exec would turn every hit into a kill */
+	sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&set, 0, 8);
+}
+
+/* kprewrite_rt_init runs the start-up and returns the run-time address of the original
+ * entry point. initial_sp points at argc (the process entry stack). Safe to call twice. */
+__attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
+{
+	const struct kprw_header *h;
+	long rel = kprewrite_rt_hdr_rel;
+
+	if (rel == 0)
+		kprw_fatal("runtime not linked to its tables (kprewrite_rt_hdr_rel is 0) at",
+			   (unsigned long)&kprewrite_rt_hdr_rel);
+	h = (const struct kprw_header *)((uptr)&kprewrite_rt_hdr_rel + rel);
+	if (h->magic != KPRW_MAGIC || h->version != KPRW_VERSION || h->header_size != sizeof *h)
+		kprw_fatal("bad kprewrite table header at", (unsigned long)h);
+	kprw_rt.bias = (u64)(uptr)h - h->self;
+	if (kprw_rt.init_done)
+		return RT_ADDR(h->orig_entry);
+	kprw_rt.hdr = h;
+	kprw_rt.points = (const void *)RT_ADDR(h->points);
+	kprw_rt.probes = (const void *)RT_ADDR(h->probes);
+	kprw_rt.events = (const void *)RT_ADDR(h->events);
+	kprw_rt.state = (void *)RT_ADDR(h->state);
+	kprw_rt.npoints = h->npoints;
+	kprw_rt.nprobes = h->nprobes;
+	kprw_rt.nevents = h->nevents;
+	kprw_rt.ctr_base = (u8 *)kprw_rt.state;
+	kprw_rt.ctr_stride = sizeof(struct kprw_probe_state);
+	if (!validate(h))
+		kprw_fatal("inconsistent kprewrite probe tables at", (unsigned long)h);
+
+	/* absolute words in writable data (function pointers of user handlers) */
+	if (kprw_rt.bias) {
+		const u64 *slots = (const u64 *)RT_ADDR(h->abs_slots);
+		for (u32 i = 0; i < h->nabs; i++)
+			*(u64 *)RT_ADDR(slots[i]) += kprw_rt.bias;
+	}
+
+	/* argc, argv, envp, auxv */
+	char **envp = NULL;
+	if (initial_sp) {
+		uptr argc = initial_sp[0];
+		envp = (char **)(initial_sp + 1 + argc + 1);
+		uptr *av = (uptr *)envp;
+		while (*av)
+			av++;
+		for (av++; av[0] != AT_NULL; av += 2)
+			if (av[0] == AT_SECURE)
+				kprw_rt.secure = av[1] != 0;
+	}
+	if (kprw_rt.secure)
+		envp = NULL;
+
+	kprw_rt.ncpus = count_cpus();
+	kprw_thread_init();
+	kprw_rt.debug = (h->flags & KPRW_HF_DEBUG) || getenv_(envp, "KPREWRITE_DEBUG");
+	kprw_rt.disable_all = (h->flags & KPRW_HF_DISABLE_ALL) != 0;
+	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
+		const struct kprw_probe *p = &kprw_rt.probes[i];
+		if ((p->flags & KPRW_F_DISABLED) ||
+		    (p->event < kprw_rt.nevents && (kprw_rt.events[p->event].flags & KPRW_EF_DISABLED)))
+			kprw_rt.state[i].flags |= KPRW_SF_DISABLED;
+	}
+	const char *dis = getenv_(envp, "KPREWRITE_DISABLE");
+	if (dis)
+		apply_disable(dis);
+
+	if (kprw_kretprobe_init() < 0)
+		kprw_fatal("cannot allocate kretprobe instances, probes:", kprw_rt.nprobes);
+
+	int tracing = 0;
+	for (u32 i = 0; i < kprw_rt.nprobes; i++)
+		if (kprw_rt.probes[i].flags & KPRW_F_TRACE)
+			tracing = 1;
+	const char *path = getenv_(envp, "KPREWRITE_TRACE");
+	if (!path)
+		path = str(h->trace_path);
+	if (tracing && path[0]) {
+		u64 size = h->trace_size ? h->trace_size : KPRW_DEFAULT_TRACE_SIZE;
+		const char *sz = getenv_(envp, "KPREWRITE_TRACE_SIZE");
+		if (sz && parse_size(sz))
+			size = parse_size(sz);
+		kprw_trace_open(path, size);
+	}
+	if (kprw_rt.npoints)
+		install_sigtrap();
+	kprw_rt.init_done = 1;
+	if (kprw_rt.debug) {
+		kprw_puts("kprewrite: runtime up: bias ");
+		kprw_put_hex(kprw_rt.bias);
+		kprw_puts(", ");
+		kprw_put_dec(kprw_rt.npoints);
+		kprw_puts(" probepoints, ");
+		kprw_put_dec(kprw_rt.nprobes);
+		kprw_puts(" probes, ");
+		kprw_put_dec(kprw_rt.ri_total);
+		kprw_puts(" kretprobe instances, trace ");
+		kprw_puts(kprw_rt.trace ? path : "off");
+		kprw_puts(kprw_rt.disable_all ? ", all probes disabled\n" : "\n");
+	}
+	return RT_ADDR(h->orig_entry);
+}

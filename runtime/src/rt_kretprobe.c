@@ -1,0 +1,253 @@
+/*
+ * rt_kretprobe.c - return probes.
+ *
+ * Entry (from the SIGTRAP handler, at the function's first instruction, so the return
+ * address is at K = regs->sp): take a free instance from the probe's pool (maxactive of
+ * them, allocated at start-up; none free -> nmissed), remember *K, run entry_handler,
+ * and replace *K with kprewrite_rt_rettramp.
+ *
+ * Return: the function's ret lands in the trampoline (code, not a trap), which calls
+ * kprw_rethook with the registers. The instance is found by K = regs->sp - 8 alone:
+ * two live frames cannot share a return-address word, so no per-thread list is needed,
+ * and recursion, threads, signal stacks and coroutines all work.
+ *
+ * Keys: keys[g] = (K>>3)<<16 | generation, 1 = being set up, 0 = free.
+ * Stale instances (longjmp or a C++ exception left the frame without returning, or
+ * the thread died) are reclaimed when (a) a new entry finds an instance with its own K
+ * (the call that just happened overwrote that word, so the old frame is gone), or
+ * (b) the pool is empty and an instance's word K no longer holds the trampoline address
+ * (read without faulting), or its thread is dead.
+ * Several kretprobes at one function, and a kretprobed function tail-called from
+ * another, chain through the trampoline: the newest instance for K (highest seq) holds
+ * the trampoline as its return address, so each handler runs, newest first.
+ */
+#include "rt.h"
+
+struct kprw_ri {
+	u32 probe;
+	u32 seq;
+	u32 pid;
+	u32 gen;
+	struct kretprobe_instance ri; /* what handlers see; data follows */
+};
+
+#define KEY_SETUP 1ull
+#define KEY_MATCH(k, K) (((k) >> 16) == ((u64)(K) >> 3) && (k) > KEY_SETUP)
+
+static struct kprw_ri *inst(u32 g, u32 pi)
+{
+	return (struct kprw_ri *)(kprw_rt.ri_mem + kprw_rt.ri_off[pi] +
+				  (u64)(g - kprw_rt.ri_first[pi]) * kprw_rt.ri_stride[pi]);
+}
+
+/* fetch-program entry data of an instance, after the user's data */
+static u8 *edata_of(struct kprw_ri *r, const struct kprw_probe *p)
+{
+	return (u8 *)r->ri.data + ((p->data_size + 15) & ~15ul);
+}
+
+/* owner of global instance g: pools are laid out in probe order */
+static u32 owner(u32 g)
+{
+	u32 lo = 0, hi = kprw_rt.nprobes;
+	/* last probe with ri_first <= g and ri_count > 0 */
+	while (hi - lo > 1) {
+		u32 mid = lo + (hi - lo) / 2;
+		if (kprw_rt.ri_first[mid] <= g)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	while (lo > 0 && (kprw_rt.ri_count[lo] == 0 || kprw_rt.ri_first[lo] > g))
+		lo--;
+	return lo;
+}
+
+int kprw_kretprobe_init(void)
+{
+	u32 n = kprw_rt.nprobes, total = 0;
+	u64 mem = 0;
+	u32 def = kprw_rt.ncpus * 2 > 10 ? kprw_rt.ncpus * 2 : 10;
+	int any = 0;
+
+	for (u32 i = 0; i < n; i++)
+		if (kprw_rt.probes[i].type == KPRW_T_KRETPROBE)
+			any = 1;
+	if (!any)
+		return 0;
+	u64 arrays = (u64)n * (4 + 4 + 4 + 4 + 8);
+	u8 *a = kprw_mmap_anon(arrays);
+	if (!a)
+		return -1;
+	kprw_rt.ri_off = (u64 *)a;
+	kprw_rt.ri_first = (u32 *)(a + (u64)n * 8);
+	kprw_rt.ri_count = kprw_rt.ri_first + n;
+	kprw_rt.ri_stride = kprw_rt.ri_count + n;
+	kprw_rt.ri_elen = kprw_rt.ri_stride + n;
+	for (u32 i = 0; i < n; i++) {
+		const struct kprw_probe *p = &kprw_rt.probes[i];
+		kprw_rt.ri_first[i] = total;
+		kprw_rt.ri_off[i] = mem;
+		if (p->type != KPRW_T_KRETPROBE)
+			continue;
+		u32 c = p->maxactive ? p->maxactive : def;
+		if (c > KPRW_MAX_MAXACTIVE)
+			c = KPRW_MAX_MAXACTIVE;
+		u32 elen = 0;
+		if ((p->flags & KPRW_F_TRACE) && p->event < kprw_rt.nevents) {
+			const struct kprw_event *ev = &kprw_rt.events[p->event];
+			elen = kprw_fetch_edata_size((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len);
+		}
+		kprw_rt.ri_elen[i] = elen;
+		u32 stride = (u32)((sizeof(struct kprw_ri) + ((p->data_size + 15) & ~15ul) + elen + 15) & ~15ul);
+		kprw_rt.ri_count[i] = c;
+		kprw_rt.ri_stride[i] = stride;
+		total += c;
+		mem += (u64)c * stride;
+	}
+	u8 *m = kprw_mmap_anon((u64)total * 8 + mem);
+	if (!m)
+		return -1;
+	kprw_rt.ri_keys = (u64 *)m;
+	kprw_rt.ri_mem = m + (u64)total * 8;
+	kprw_rt.ri_total = total;
+	return 0;
+}
+
+static int stale(u32 g, u32 pi, u64 key, u32 pid)
+{
+	struct kprw_ri *r = inst(g, pi);
+	u64 word = 0;
+	if (key <= KEY_SETUP)
+		return 0;
+	if (r->pid == pid && sys3(SYS_tgkill, pid, r->ri.tid, 0) == -3 /* ESRCH */)
+		return 1;
+	if (kprw_read_user(&word, r->ri.entry_sp, 8) != 8)
+		return 1;
+	return word != (u64)(uptr)kprewrite_rt_rettramp;
+}
+
+void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs)
+{
+	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	uptr K = regs->sp;
+	u64 *keys = kprw_rt.ri_keys;
+	u64 tramp = (u64)(uptr)kprewrite_rt_rettramp;
+	u32 pid = kprw_pid(), seq = 0;
+	u32 first = kprw_rt.ri_first[pi], end = first + kprw_rt.ri_count[pi];
+
+	if (!keys || kprw_rt.ri_count[pi] == 0)
+		return;
+	if (*(u64 *)K == tramp) {
+		/* chained: another kretprobe of this hit, or a tail call from a probed frame */
+		for (u32 g = 0; g < kprw_rt.ri_total; g++) {
+			u64 k = atomic_load(&keys[g]);
+			if (KEY_MATCH(k, K)) {
+				u32 s = inst(g, owner(g))->seq;
+				if (s >= seq)
+					seq = s + 1;
+			}
+		}
+	} else {
+		/* any instance still keyed by K belongs to a frame that is gone */
+		for (u32 g = 0; g < kprw_rt.ri_total; g++) {
+			u64 k = atomic_load(&keys[g]);
+			if (KEY_MATCH(k, K))
+				atomic_cas(&keys[g], &k, 0);
+		}
+	}
+
+	u32 g, got = 0;
+	for (int pass = 0; pass < 2 && !got; pass++) {
+		for (g = first; g < end; g++) {
+			u64 k = atomic_load(&keys[g]);
+			if (k != 0 && !(pass == 1 && stale(g, pi, k, pid)))
+				continue;
+			if (atomic_cas(&keys[g], &k, KEY_SETUP)) {
+				got = 1;
+				break;
+			}
+		}
+	}
+	if (!got) {
+		kprw_count_miss(pi);
+		return;
+	}
+	struct kprw_ri *r = inst(g, pi);
+	r->probe = pi;
+	r->seq = seq;
+	r->pid = pid;
+	r->gen = (r->gen + 1) & 0xffff;
+	if (r->gen == 0)
+		r->gen = 1;
+	r->ri.rp = p->user ? (void *)RT_ADDR(p->user) : (void *)p;
+	r->ri.ret_addr = *(u64 *)K;
+	r->ri.entry_sp = K;
+	r->ri.tid = kprw_gettid();
+	if (p->data_size)
+		kprw_memset(r->ri.data, 0, p->data_size);
+	if (kprw_rt.ri_elen[pi]) {
+		const struct kprw_event *ev = &kprw_rt.events[p->event];
+		kprw_fetch_entry((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len, regs, edata_of(r, p),
+				 kprw_rt.ri_elen[pi]);
+	}
+	if (p->entry_handler) {
+		int (*eh)(struct kretprobe_instance *, struct pt_regs *) =
+			(void *)RT_ADDR(p->entry_handler);
+		if (eh(&r->ri, regs)) {
+			atomic_store(&keys[g], 0);
+			return;
+		}
+	}
+	*(u64 *)K = tramp;
+	atomic_store(&keys[g], ((u64)K >> 3) << 16 | r->gen);
+}
+
+void kprw_rethook(struct pt_regs *regs)
+{
+	uptr K = regs->sp - 8;
+	u64 *keys = kprw_rt.ri_keys;
+	u32 best = ~0u, bestseq = 0, pi = 0;
+
+	atomic_add(&kprewrite_rt_stats.rettramps, 1);
+	for (u32 g = 0; keys && g < kprw_rt.ri_total; g++) {
+		u64 k = atomic_load(&keys[g]);
+		if (KEY_MATCH(k, K)) {
+			u32 o = owner(g);
+			u32 s = inst(g, o)->seq;
+			if (best == ~0u || s > bestseq) {
+				best = g;
+				bestseq = s;
+				pi = o;
+			}
+		}
+	}
+	if (best == ~0u)
+		kprw_fatal("kretprobe BUG!: no instance for the return address at", K);
+
+	struct kprw_ri *r = inst(best, pi);
+	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	regs->ip = r->ri.ret_addr;
+	if (kprw_probe_enabled(pi)) {
+		u32 pid = kprw_pid();
+		struct kprw_thread *t = kprw_thread_get(pid, kprw_gettid());
+		if (t && !t->busy && !t->nstep) {
+			t->busy++;
+			kprw_count_hit(pi);
+			if (p->flags & KPRW_F_TRACE)
+				kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, r->ri.ret_addr, edata_of(r, p),
+					       kprw_rt.ri_elen[pi]);
+			if (p->ret_handler) {
+				int (*h)(struct kretprobe_instance *, struct pt_regs *) =
+					(void *)RT_ADDR(p->ret_handler);
+				h(&r->ri, regs);
+			}
+			t->busy--;
+		} else {
+			kprw_count_miss(pi);
+		}
+		kprw_thread_put(t);
+	}
+	atomic_store(&keys[best], 0);
+	*(u64 *)K = regs->ip;
+}

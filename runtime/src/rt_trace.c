@@ -1,0 +1,182 @@
+/*
+ * rt_trace.c - the trace file: a MAP_SHARED file every thread and process of the run
+ * appends to (fork children share the mapping; exec'd rewritten programs open the same
+ * path again). Records are reserved with one atomic fetch-add on the header's head,
+ * filled, then committed with a release store, so nothing is lost on a crash, abort or
+ * _exit: the kernel owns the pages. The file also holds per-image {hit, nmissed}
+ * counters (kprobe_profile), shared the same way.
+ */
+#include "rt.h"
+
+#define O_RDWR 02
+#define O_CREAT 0100
+#define O_NOFOLLOW 0400000
+#define O_CLOEXEC 02000000
+#define LOCK_EX 2
+#define LOCK_UN 8
+
+static void warn(const char *what, const char *path, long err)
+{
+	kprw_puts("kprewrite: trace file ");
+	kprw_puts(path);
+	kprw_puts(": ");
+	kprw_puts(what);
+	if (err) {
+		kprw_puts(" (errno ");
+		kprw_put_dec((unsigned long)-err);
+		kprw_puts(")");
+	}
+	kprw_puts("; tracing off\n");
+}
+
+static void register_image(struct kprw_trace_hdr *h)
+{
+	const struct kprw_header *hdr = kprw_rt.hdr;
+	u64 need = (u64)hdr->nprobes * 16;
+	struct kprw_trace_image *im = NULL;
+
+	for (u32 i = 0; i < h->nimages && i < KPRW_TRACE_MAX_IMAGES; i++)
+		if (h->images[i].image_id == hdr->image_id && h->images[i].nprobes == hdr->nprobes)
+			im = &h->images[i];
+	if (!im && h->nimages < KPRW_TRACE_MAX_IMAGES && h->counters_used + need <= h->counters_size) {
+		im = &h->images[h->nimages];
+		im->image_id = hdr->image_id;
+		im->nprobes = hdr->nprobes;
+		im->counters_off = h->counters_off + h->counters_used;
+		h->counters_used += need;
+		h->nimages++;
+	}
+	if (im) {
+		kprw_rt.ctr_base = (u8 *)h + im->counters_off;
+		kprw_rt.ctr_stride = 16;
+	}
+}
+
+void kprw_trace_open(const char *path, u64 size)
+{
+	int flags = O_RDWR | O_CREAT | O_CLOEXEC | (kprw_rt.secure ? O_NOFOLLOW : 0);
+	long fd = sys3(SYS_open, (long)path, flags, 0644);
+	struct k_stat st;
+	u8 *map = NULL;
+	u64 total;
+
+	if (fd < 0) {
+		warn("cannot open", path, fd);
+		return;
+	}
+	sys2(SYS_flock, fd, LOCK_EX);
+	kprw_memset(&st, 0, sizeof st);
+	long r = sys2(SYS_fstat, fd, (long)&st);
+	if (r < 0) {
+		warn("cannot stat", path, r);
+		goto out;
+	}
+	if (st.st_size == 0) {
+		if (size < 4096)
+			size = 4096;
+		size = (size + 4095) & ~4095ull;
+		total = KPRW_TRACE_HDR_SIZE + size + KPRW_TRACE_COUNTERS_SIZE;
+		r = sys2(SYS_ftruncate, fd, (long)total);
+		if (r < 0) {
+			warn("cannot size", path, r);
+			goto out;
+		}
+	} else {
+		total = (u64)st.st_size;
+	}
+	if (total < KPRW_TRACE_HDR_SIZE) {
+		warn("is not a kprewrite trace file", path, 0);
+		goto out;
+	}
+	r = sys6(SYS_mmap, 0, (long)total, 3, 1 /* MAP_SHARED */, fd, 0);
+	if (r < 0 && r > -4096) {
+		warn("cannot map", path, r);
+		goto out;
+	}
+	map = (u8 *)r;
+	struct kprw_trace_hdr *h = (struct kprw_trace_hdr *)map;
+	if (st.st_size == 0) {
+		h->version = KPRW_TRACE_VERSION;
+		h->data_off = KPRW_TRACE_HDR_SIZE;
+		h->data_size = size;
+		h->counters_off = KPRW_TRACE_HDR_SIZE + size;
+		h->counters_size = KPRW_TRACE_COUNTERS_SIZE;
+		h->clock_id = 1;
+		struct k_timespec ts = {0, 0};
+		sys2(SYS_clock_gettime, 0, (long)&ts);
+		h->created_real_ns = (u64)ts.sec * 1000000000ull + (u64)ts.nsec;
+		h->created_mono_ns = kprw_now_ns();
+		kprw_memcpy(h->magic, KPRW_TRACE_MAGIC, 8);
+	} else if (kprw_strncmp(h->magic, KPRW_TRACE_MAGIC, 8) != 0 || h->version != KPRW_TRACE_VERSION ||
+		   h->data_off != KPRW_TRACE_HDR_SIZE || h->data_size > total ||
+		   h->counters_off < KPRW_TRACE_HDR_SIZE + h->data_size ||
+		   h->counters_off > total || h->counters_size > total - h->counters_off ||
+		   h->counters_used > h->counters_size) {
+		warn("is not a kprewrite trace file (or another version)", path, 0);
+		sys2(SYS_munmap, (long)map, (long)total);
+		goto out;
+	}
+	register_image(h);
+	kprw_rt.trace = h;
+	kprw_rt.trace_data = map + h->data_off;
+	kprw_rt.trace_data_size = h->data_size;
+out:
+	sys2(SYS_flock, fd, LOCK_UN);
+	sys1(SYS_close, fd);
+}
+
+void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8 *edata, u32 elen)
+{
+	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	struct kprw_trace_hdr *h = kprw_rt.trace;
+	const struct kprw_event *ev = NULL;
+	const u8 *prog = NULL;
+	char comm[16];
+
+	if (p->event < kprw_rt.nevents)
+		ev = &kprw_rt.events[p->event];
+	if (!h) {
+		atomic_add(&kprewrite_rt_stats.lost, 1);
+		return;
+	}
+	kprw_memset(comm, 0, sizeof comm);
+	sys2(SYS_prctl, 16 /* PR_GET_NAME */, (long)comm);
+	u32 dlen = 0;
+	if (ev && ev->fetch_len) {
+		prog = (const u8 *)RT_ADDR(ev->fetch);
+		long m = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, comm, NULL, KPRW_MAX_REC_DATA);
+		if (m > 0)
+			dlen = (u32)m;
+	}
+	u32 size = (u32)((sizeof(struct kprw_rec) + dlen + 7) & ~7ul);
+	u64 off = atomic_add(&h->head, size);
+	if (off + size > kprw_rt.trace_data_size || off + size < off) {
+		atomic_add(&h->lost, 1);
+		atomic_add(&kprewrite_rt_stats.lost, 1);
+		return;
+	}
+	struct kprw_rec *rec = (struct kprw_rec *)(kprw_rt.trace_data + off);
+	rec->size = size;
+	rec->type = type;
+	rec->cpu = (u16)kprw_cpu();
+	rec->event_id = ev ? ev->id : KPRW_NO_EVENT;
+	rec->image_id = kprw_rt.hdr->image_id;
+	rec->pid = kprw_pid();
+	rec->tid = kprw_gettid();
+	rec->ts_ns = kprw_now_ns();
+	rec->ip = kprw_rt.points[p->point].site;
+	rec->ret_ip = ret_ip;
+	rec->bias = kprw_rt.bias;
+	kprw_memcpy(rec->comm, comm, sizeof comm);
+	long got = 0;
+	if (dlen) {
+		got = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, comm, (u8 *)(rec + 1), dlen);
+		if (got < 0)
+			got = 0;
+		if ((u32)got < dlen)
+			kprw_memset((u8 *)(rec + 1) + got, 0, dlen - (u32)got);
+	}
+	rec->data_len = (u32)got;
+	atomic_store(&rec->commit, KPRW_REC_COMMIT);
+	atomic_add(&kprewrite_rt_stats.records, 1);
+}

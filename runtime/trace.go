@@ -1,0 +1,117 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Trace is a parsed trace file.
+type Trace struct {
+	Header  RawTraceHeader
+	Images  []TraceImage
+	Records []Record
+	// Torn counts records that were reserved but never committed (their writer died
+	// while writing them).
+	Torn int
+	// Lost is the number of records that did not fit (the header's lost count).
+	Lost uint64
+}
+
+// TraceImage holds the counters of one rewritten image in a trace file.
+type TraceImage struct {
+	ImageID  uint64
+	Counters []Counter // indexed by runtime probe index (Encoded.ProbeIndex)
+}
+
+// Counter is the {hit, nmissed} pair of a probe (kprobe_profile).
+type Counter struct{ Hit, NMissed uint64 }
+
+// Record is one trace record.
+type Record struct {
+	RawRecord
+	Data []byte // fetch-program output
+}
+
+// CommString returns the record's comm as a string.
+func (r *Record) CommString() string {
+	c := r.Comm[:]
+	if i := bytes.IndexByte(c, 0); i >= 0 {
+		c = c[:i]
+	}
+	return string(c)
+}
+
+// ErrTrace reports a file that is not a valid trace file.
+var ErrTrace = errors.New("not a kprewrite trace file")
+
+// ParseTrace parses a trace file's bytes. It validates every offset and size; a
+// truncated or corrupt record area ends the record list rather than failing.
+func ParseTrace(b []byte) (*Trace, error) {
+	var t Trace
+	if len(b) < TraceHeaderSize {
+		return nil, fmt.Errorf("%w: %d bytes", ErrTrace, len(b))
+	}
+	if err := binary.Read(bytes.NewReader(b[:TraceHeaderSize]), binary.LittleEndian, &t.Header); err != nil {
+		return nil, fmt.Errorf("%w: header: %w", ErrTrace, err)
+	}
+	h := &t.Header
+	if string(h.Magic[:]) != TraceMagic {
+		return nil, fmt.Errorf("%w: bad magic %q", ErrTrace, h.Magic[:])
+	}
+	if h.Version != TraceVersion || h.DataOff != TraceHeaderSize {
+		return nil, fmt.Errorf("%w: version %d, data offset %d", ErrTrace, h.Version, h.DataOff)
+	}
+	size := uint64(len(b))
+	if h.DataSize > size-TraceHeaderSize {
+		return nil, fmt.Errorf("%w: record area of %d bytes in a %d-byte file", ErrTrace, h.DataSize, size)
+	}
+	t.Lost = h.Lost
+	if h.NImages > TraceMaxImages {
+		return nil, fmt.Errorf("%w: %d images", ErrTrace, h.NImages)
+	}
+	for i := uint32(0); i < h.NImages; i++ {
+		im := h.Images[i]
+		n := uint64(im.NProbes)
+		if im.CountersOff > size || n*16 > size-im.CountersOff {
+			return nil, fmt.Errorf("%w: image %#x counters at %#x+%d outside the file", ErrTrace, im.ImageID, im.CountersOff, n*16)
+		}
+		ti := TraceImage{ImageID: im.ImageID, Counters: make([]Counter, n)}
+		for j := range ti.Counters {
+			o := im.CountersOff + uint64(j)*16
+			ti.Counters[j] = Counter{binary.LittleEndian.Uint64(b[o:]), binary.LittleEndian.Uint64(b[o+8:])}
+		}
+		t.Images = append(t.Images, ti)
+	}
+	data := b[TraceHeaderSize : TraceHeaderSize+h.DataSize]
+	end := min(h.Head, h.DataSize)
+	for off := uint64(0); off+RecordSize <= end; {
+		var r Record
+		if err := binary.Read(bytes.NewReader(data[off:off+RecordSize]), binary.LittleEndian, &r.RawRecord); err != nil {
+			break
+		}
+		sz := uint64(r.Size)
+		if sz < RecordSize || sz%8 != 0 || sz > end-off {
+			break // never written (writer died right after reserving) or corrupt
+		}
+		if r.Commit != RecCommit || uint64(r.DataLen) > sz-RecordSize {
+			t.Torn++
+		} else {
+			r.Data = append([]byte(nil), data[off+RecordSize:off+RecordSize+uint64(r.DataLen)]...)
+			t.Records = append(t.Records, r)
+		}
+		off += sz
+	}
+	return &t, nil
+}
+
+// ParseStats decodes kprewrite_rt_stats bytes.
+func ParseStats(b []byte) (RawStats, error) {
+	var s RawStats
+	if len(b) < StatsSize {
+		return s, fmt.Errorf("stats: %d bytes, want %d", len(b), StatsSize)
+	}
+	err := binary.Read(bytes.NewReader(b[:StatsSize]), binary.LittleEndian, &s)
+	return s, err
+}

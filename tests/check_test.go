@@ -1,0 +1,239 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kprewrite/internal/cli"
+	"kprewrite/tests/internal/testprog"
+)
+
+// kp runs the kprewrite command line in-process.
+func kp(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = cli.Main(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+// checkSrc has functions whose entry verdicts are known by construction.
+const checkSrc = `
+#include <stdio.h>
+#include <stdlib.h>
+
+/* A plain function with a normal prologue: optimizable at entry. */
+__attribute__((noinline)) int plain(int a, int b) {
+	volatile int x = a * b;
+	return x + a;
+}
+
+/* Entry bytes: 3 one-byte-ish instructions; a jne elsewhere in the function
+   targets the second one, inside the 5-byte region. */
+__attribute__((naked, noinline)) int loop_at_entry(int n) {
+	__asm__ volatile(
+		"xor %eax, %eax\n"      /* 2 bytes */
+		"1: add %edi, %eax\n"   /* 2 bytes: branch target inside the DCR */
+		"dec %edi\n"            /* 2 bytes */
+		"jne 1b\n"
+		"ret\n");
+}
+
+/* A function too short for a 5-byte jump: xor + ret. */
+__attribute__((naked, noinline)) int tiny(void) {
+	__asm__ volatile("xor %eax, %eax\nret\n");
+}
+
+int main(int argc, char **argv) {
+	printf("%d %d %d\n", plain(argc, 3), loop_at_entry(argc + 2), tiny());
+	return 0;
+}
+`
+
+func TestCheckJSONOnCorpus(t *testing.T) {
+	for _, flags := range [][]string{{"-O2"}, {"-O0", "-no-pie"}, {"-O2", "-fcf-protection=full"}} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) {
+			prog := testprog.Build(t, checkSrc, "c", flags...)
+			code, out, errOut := kp("check", "--json", prog)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var r cli.CheckReport
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("bad JSON: %v\n%s", err, testprog.Clip(out, 2000))
+			}
+			if r.Schema != cli.CheckSchema || r.Binary != prog {
+				t.Errorf("schema %q binary %q", r.Schema, r.Binary)
+			}
+			if r.Summary.Sites != len(r.Sites) || len(r.Sites) < 4 {
+				t.Fatalf("summary counts %d sites, list has %d", r.Summary.Sites, len(r.Sites))
+			}
+			total := 0
+			for _, v := range []string{"optimize", "boost", "single-step", "refuse"} {
+				n, ok := r.Summary.Verdicts[v]
+				if !ok {
+					t.Errorf("summary lacks verdict %s", v)
+				}
+				total += n
+			}
+			if total != r.Summary.Sites {
+				t.Errorf("verdict counts add to %d, want %d", total, r.Summary.Sites)
+			}
+			byFunc := map[string]cli.CheckSite{}
+			for _, s := range r.Sites {
+				byFunc[s.Function] = s
+				if s.Reasons == nil {
+					t.Errorf("%s: reasons must be an array", s.Function)
+				}
+				if s.Verdict == "optimize" && (s.DCR == nil || s.DCR.Length < 5) {
+					t.Errorf("%s: optimize without a DCR of >= 5 bytes: %+v", s.Function, s.DCR)
+				}
+			}
+			if s := byFunc["plain"]; s.Verdict != "optimize" {
+				t.Errorf("plain: verdict %s, want optimize (%+v)", s.Verdict, s.Reasons)
+			}
+			s := byFunc["loop_at_entry"]
+			if s.Verdict == "optimize" || !hasRule(s, "jump-into-dcr") {
+				t.Errorf("loop_at_entry: verdict %s reasons %+v, want jump-into-dcr", s.Verdict, s.Reasons)
+			}
+			if s := byFunc["tiny"]; s.Verdict == "optimize" {
+				t.Errorf("tiny (3 bytes) must not be optimized: %+v", s)
+			}
+			if strings.Contains(strings.Join(flags, " "), "cf-protection") {
+				if s := byFunc["plain"]; s.Requested == "" || s.Offset != 4 {
+					t.Errorf("plain under -fcf-protection: probe should move past endbr64: %+v", s)
+				}
+			}
+		})
+	}
+}
+
+func hasRule(s cli.CheckSite, rule string) bool {
+	for _, r := range s.Reasons {
+		if r.Rule == rule && !r.Note {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCheckDefinitions(t *testing.T) {
+	prog := testprog.Build(t, checkSrc, "c", "-O2")
+	defs := filepath.Join(t.TempDir(), "probes.txt")
+	os.WriteFile(defs, []byte("# entry and return of plain\np:demo/plain_in plain a=%di b=%si\n\nr:demo/plain_out plain $retval\n"), 0o644)
+	code, out, errOut := kp("check", "--json", "-f", defs, "-e", "p:demo/loop loop_at_entry+2", prog)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r cli.CheckReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Sites) != 3 {
+		t.Fatalf("got %d sites, want 3", len(r.Sites))
+	}
+	events := map[string]cli.CheckSite{}
+	for _, s := range r.Sites {
+		events[s.Event] = s
+	}
+	if s := events["demo/loop"]; s.Function != "loop_at_entry" || s.Offset != 2 || s.Definition == "" {
+		t.Errorf("demo/loop site: %+v", s)
+	}
+	if s := events["demo/plain_out"]; !s.Return {
+		t.Errorf("demo/plain_out should be a return probe: %+v", s)
+	}
+	// The text form carries the same verdicts.
+	code, text, _ := kp("check", "-f", defs, prog)
+	if code != 0 || !strings.Contains(text, "[demo/plain_in]") || !strings.Contains(text, "verdicts:") {
+		t.Errorf("text report:\n%s", text)
+	}
+}
+
+// TestBadInput: every bad input gets a clear message naming file, place and reason, a
+// non-zero exit, and no output file.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	notELF := filepath.Join(dir, "notelf")
+	os.WriteFile(notELF, []byte("#!/bin/sh\necho hi\n"), 0o755)
+	truncated := filepath.Join(dir, "truncated")
+	data, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Skip(err)
+	}
+	os.WriteFile(truncated, data[:200], 0o755)
+	prog := testprog.Build(t, checkSrc, "c", "-O2")
+	out := filepath.Join(dir, "out")
+
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"missing file", []string{"check", filepath.Join(dir, "nope")}, 1, []string{"nope", "no such file"}},
+		{"not ELF", []string{"check", notELF}, 1, []string{notELF, "not an ELF file"}},
+		{"truncated", []string{"check", truncated}, 1, []string{truncated, "past end of file"}},
+		{"bad register", []string{"check", "-e", "p:g/e plain a=%xyz", prog}, 1, []string{"-e #1", "Invalid register name", "^"}},
+		{"unknown symbol", []string{"check", "-e", "p:g/e no_such_function", prog}, 1, []string{"-e #1", "no_such_function", "not found"}},
+		{"retprobe offset", []string{"check", "-e", "r:g/e plain+4", prog}, 1, []string{"-e #1"}},
+		{"duplicate event", []string{"check", "-e", "p:g/e plain", "-e", "p:g/e main", prog}, 1, []string{"g/e", "already defined"}},
+		{"no binary", []string{"check"}, 2, []string{"BINARY"}},
+		{"unknown flag", []string{"check", "--frobnicate", prog}, 2, []string{"frobnicate"}},
+		{"bad --only", []string{"check", "--only", "fast", prog}, 2, []string{"fast"}},
+		{"unknown command", []string{"frobnicate"}, 2, []string{"unknown command"}},
+		{"rewrite not ELF", []string{"rewrite", "-o", out, notELF}, 1, []string{notELF, "not an ELF file"}},
+		{"rewrite truncated", []string{"rewrite", "-o", out, truncated}, 1, []string{truncated}},
+		{"rewrite without -o", []string{"rewrite", prog}, 2, []string{"-o"}},
+		{"rewrite onto input", []string{"rewrite", "-o", prog, prog}, 2, []string{"input"}},
+		{"rewrite bad def", []string{"rewrite", "-o", out, "-e", "p:g/e plain $retval", prog}, 1, []string{"$retval"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := testprog.HashFile(t, prog)
+			code, stdout, stderr := kp(c.args...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, c.code, stdout, stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("an output file was left behind")
+				os.Remove(out)
+			}
+			if testprog.HashFile(t, prog) != before {
+				t.Errorf("the input binary changed")
+			}
+		})
+	}
+}
+
+// TestRewriteDeterministic: the same input gives byte-identical output, the input is not
+// touched, and the probe-less rewrite runs like the original.
+func TestRewriteDeterministic(t *testing.T) {
+	prog := testprog.Build(t, checkSrc, "c", "-O2")
+	before := testprog.HashFile(t, prog)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, out := range []string{a, b} {
+		if code, _, errOut := kp("rewrite", "-o", out, prog); code != 0 {
+			t.Fatalf("rewrite: exit %d: %s", code, errOut)
+		}
+	}
+	if testprog.HashFile(t, a) != testprog.HashFile(t, b) {
+		t.Errorf("two rewrites of the same input differ")
+	}
+	if testprog.HashFile(t, prog) != before {
+		t.Errorf("the input binary changed")
+	}
+	testprog.Same(t, prog, a, testprog.Cmd{Args: []string{"x", "y"}}, nil)
+	// A rewritten binary is refused as input: rewrite the original instead.
+	c := filepath.Join(dir, "c")
+	if code, _, errOut := kp("rewrite", "-o", c, a); code != 1 || !strings.Contains(errOut, "already rewritten") {
+		t.Errorf("rewriting a rewritten binary: exit %d: %s", code, errOut)
+	}
+}

@@ -1,0 +1,28 @@
+// Package trampolines makes the small pieces of machine code the rewriter places in
+// the new text segment: out-of-line slots (the relocated copy of a probed
+// instruction, followed by a jmp back to the instruction after the probe, as the
+// kernel's kprobe insn slots are), the jmp rel32 the entry stub of a probe-less
+// rewrite is, and the instruction relocation both need.
+//
+// Relocating one instruction from pc to a new address at keeps what it does:
+//
+//   - a RIP-relative operand (legacy, VEX, EVEX or XOP encoding) gets a new disp32
+//     so that it still addresses the same byte (the immediate that may follow the
+//     displacement is untouched: RIP is the end of the instruction in both places);
+//   - jmp rel8/rel32 becomes jmp rel32, jcc rel8/rel32 becomes jcc rel32 (0f 8x),
+//     call rel32 stays call rel32, all to the original target; branch-hint and bnd
+//     prefixes are dropped (they change nothing in user space);
+//   - loop, loope, loopne and jrcxz/jecxz, which only have rel8, become the
+//     "sandwich" uprobes and E9Patch use: the instruction with rel8 = 2, a jmp
+//     rel8 over the next instruction, and a jmp rel32 to the original target;
+//   - with Options.CallPushJmp, a direct call becomes "push the original return
+//     address; jmp target", so the callee, C++ unwinding and backtraces see the
+//     original return address (detour buffers need this; a single-stepped slot
+//     does not, the runtime fixes the pushed address after the step);
+//   - any other instruction is copied as it is.
+//
+// Every new displacement is checked to fit in 32 bits. Lengths depend only on the
+// instruction and its original address, never on the new address, so a layout can
+// be planned before any address is known. The tests decode every output back with
+// internal/x86dec and compare targets byte for byte.
+package trampolines

@@ -1,0 +1,222 @@
+package trampolines
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"kprewrite/internal/x86dec"
+)
+
+// ErrRelocate is wrapped by every error about an instruction that cannot be relocated.
+var ErrRelocate = errors.New("cannot relocate instruction")
+
+// Form says how an instruction was re-encoded.
+type Form uint8
+
+const (
+	FormCopy        Form = iota // copied as it is
+	FormRIPRel                  // copied with a new RIP-relative disp32
+	FormBranch32                // jmp/jcc/call rel32 to the original target (rel8 widened)
+	FormSandwich                // loop/jrcxz rel8 2; jmp rel8 5; jmp rel32 target
+	FormCallPushJmp             // push original return address; jmp rel32 target
+)
+
+var formNames = [...]string{"copy", "rip-relative", "branch32", "sandwich", "push-jmp"}
+
+func (f Form) String() string {
+	if int(f) < len(formNames) {
+		return formNames[f]
+	}
+	return fmt.Sprintf("form(%d)", f)
+}
+
+// Options tune Relocate.
+type Options struct {
+	// CallPushJmp relocates a direct call as "push the original return address; jmp
+	// target" instead of a call rel32 (which would push an address inside the copy).
+	CallPushJmp bool
+}
+
+// Relocated is one instruction re-encoded for a new address.
+type Relocated struct {
+	Code []byte
+	Form Form
+	Inst x86dec.Inst // the original instruction, decoded at its original address
+	// Single reports that Code is one instruction, so a single-step of it ends at
+	// the end of Code unless it branches (not so for sandwiches and push-jmp).
+	Single bool
+}
+
+const (
+	opJmp32  = 0xe9
+	opJmp8   = 0xeb
+	opCall32 = 0xe8
+)
+
+// Relocate re-encodes the instruction at the start of code, which sits at address pc,
+// to run at address at. code may hold more bytes than the instruction.
+func Relocate(code []byte, pc, at uint64, opt Options) (Relocated, error) {
+	in, err := x86dec.Decode(code, pc)
+	if err != nil {
+		return Relocated{}, fmt.Errorf("%w at %#x: %w", ErrRelocate, pc, err)
+	}
+	return relocate(code[:in.Len], in, pc, at, opt)
+}
+
+// RelocatedLen is the length of the code Relocate makes for the instruction at the
+// start of code (address pc). It does not depend on the new address.
+func RelocatedLen(code []byte, pc uint64, opt Options) (int, error) {
+	in, err := x86dec.Decode(code, pc)
+	if err != nil {
+		return 0, fmt.Errorf("%w at %#x: %w", ErrRelocate, pc, err)
+	}
+	n, _, err := plan(code[:in.Len], in, pc, opt)
+	return n, err
+}
+
+// plan returns the output length and form of an instruction.
+func plan(raw []byte, in x86dec.Inst, pc uint64, opt Options) (int, Form, error) {
+	if in.NoOutOfLine != "" {
+		return 0, 0, fmt.Errorf("%w at %#x: %s", ErrRelocate, pc, in.NoOutOfLine)
+	}
+	if in.Kind.IsDirectBranch() && in.RelSize != 1 && in.RelSize != 4 {
+		return 0, 0, fmt.Errorf("%w at %#x: %d-byte branch displacement", ErrRelocate, pc, in.RelSize)
+	}
+	switch in.Kind {
+	case x86dec.KindJmp, x86dec.KindCall:
+		if in.Kind == x86dec.KindCall && opt.CallPushJmp {
+			return pushLen(pc+uint64(in.Len)) + 5, FormCallPushJmp, nil
+		}
+		return 5, FormBranch32, nil
+	case x86dec.KindJcc:
+		return 6, FormBranch32, nil
+	case x86dec.KindLoop:
+		return in.OpcodeOff + 2 + 2 + 5, FormSandwich, nil
+	case x86dec.KindXbegin:
+		return 0, 0, fmt.Errorf("%w at %#x: xbegin", ErrRelocate, pc)
+	}
+	if in.RIPRel {
+		if in.DispOff < 0 || in.DispOff+4 > len(raw) {
+			return 0, 0, fmt.Errorf("%w at %#x: RIP-relative displacement at offset %d of a %d-byte instruction", ErrRelocate, pc, in.DispOff, len(raw))
+		}
+		return len(raw), FormRIPRel, nil
+	}
+	return len(raw), FormCopy, nil
+}
+
+// pushLen is the length of the code that pushes the 64-bit value ret without changing
+// any register or flag: push imm32 when it sign-extends to ret, else a lea/mov pair
+// through rax (see pushAddr).
+func pushLen(ret uint64) int {
+	if ret < 1<<31 {
+		return 5
+	}
+	return 12
+}
+
+func relocate(raw []byte, in x86dec.Inst, pc, at uint64, opt Options) (Relocated, error) {
+	n, form, err := plan(raw, in, pc, opt)
+	if err != nil {
+		return Relocated{}, err
+	}
+	r := Relocated{Form: form, Inst: in, Single: true, Code: make([]byte, 0, n)}
+	switch form {
+	case FormCopy:
+		r.Code = append(r.Code, raw...)
+	case FormRIPRel:
+		r.Code = append(r.Code, raw...)
+		d, err := rel32(at+uint64(len(raw)), in.RIPTarget)
+		if err != nil {
+			return Relocated{}, fmt.Errorf("%w at %#x: RIP-relative operand %#x: %w", ErrRelocate, pc, in.RIPTarget, err)
+		}
+		binary.LittleEndian.PutUint32(r.Code[in.DispOff:], uint32(d))
+	case FormBranch32:
+		var op []byte
+		switch in.Kind {
+		case x86dec.KindJmp:
+			op = []byte{opJmp32}
+		case x86dec.KindCall:
+			op = []byte{opCall32}
+		case x86dec.KindJcc:
+			op = []byte{0x0f, 0x80 | raw[in.OpcodeOff]&0x0f}
+		}
+		r.Code = append(r.Code, op...)
+		d, err := rel32(at+uint64(n), in.Target)
+		if err != nil {
+			return Relocated{}, fmt.Errorf("%w at %#x: branch target %#x: %w", ErrRelocate, pc, in.Target, err)
+		}
+		r.Code = binary.LittleEndian.AppendUint32(r.Code, uint32(d))
+	case FormSandwich:
+		// [prefixes] op 02 ; eb 05 ; e9 rel32 -- taken: to the jmp rel32; not taken:
+		// over it, to the end of the sandwich.
+		r.Single = false
+		r.Code = append(r.Code, raw[:in.OpcodeOff+1]...)
+		r.Code = append(r.Code, 2, opJmp8, 5, opJmp32)
+		d, err := rel32(at+uint64(n), in.Target)
+		if err != nil {
+			return Relocated{}, fmt.Errorf("%w at %#x: branch target %#x: %w", ErrRelocate, pc, in.Target, err)
+		}
+		r.Code = binary.LittleEndian.AppendUint32(r.Code, uint32(d))
+	case FormCallPushJmp:
+		r.Single = false
+		ret := pc + uint64(in.Len)
+		push, err := pushAddr(at, ret)
+		if err != nil {
+			return Relocated{}, fmt.Errorf("%w at %#x: return address: %w", ErrRelocate, pc, err)
+		}
+		r.Code = append(r.Code, push...)
+		j, err := JmpRel32(at+uint64(len(push)), in.Target)
+		if err != nil {
+			return Relocated{}, fmt.Errorf("%w at %#x: call target: %w", ErrRelocate, pc, err)
+		}
+		r.Code = append(r.Code, j...)
+	}
+	if len(r.Code) != n {
+		return Relocated{}, fmt.Errorf("%w at %#x: internal error: %d bytes made, %d planned", ErrRelocate, pc, len(r.Code), n)
+	}
+	return r, nil
+}
+
+// pushAddr returns code placed at at that pushes the 64-bit value v, leaving every
+// register (but rsp) and the flags as they were:
+//
+//	push $v                      (v < 2^31)
+//
+// or
+//
+//	push %rax                    50
+//	lea v(%rip), %rax            48 8d 05 rel32
+//	xchg %rax, (%rsp)            48 87 04 24
+//	                             (rax restored, v on the stack)
+func pushAddr(at, v uint64) ([]byte, error) {
+	if v < 1<<31 {
+		return binary.LittleEndian.AppendUint32([]byte{0x68}, uint32(v)), nil
+	}
+	code := []byte{0x50, 0x48, 0x8d, 0x05}
+	d, err := rel32(at+8, v)
+	if err != nil {
+		return nil, err
+	}
+	code = binary.LittleEndian.AppendUint32(code, uint32(d))
+	return append(code, 0x48, 0x87, 0x04, 0x24), nil
+}
+
+// rel32 returns target - next as an int32, or an error when it does not fit.
+func rel32(next, target uint64) (int32, error) {
+	d := int64(target - next)
+	if d < math.MinInt32 || d > math.MaxInt32 {
+		return 0, fmt.Errorf("%#x is out of rel32 reach of %#x", target, next)
+	}
+	return int32(d), nil
+}
+
+// JmpRel32 returns the 5-byte jmp rel32 placed at from that jumps to to.
+func JmpRel32(from, to uint64) ([]byte, error) {
+	d, err := rel32(from+5, to)
+	if err != nil {
+		return nil, fmt.Errorf("jmp at %#x: %w", from, err)
+	}
+	return binary.LittleEndian.AppendUint32([]byte{opJmp32}, uint32(d)), nil
+}

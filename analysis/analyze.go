@@ -26,22 +26,22 @@ type Options struct {
 
 // Stats describes what Analyze indexed and how long each phase took.
 type Stats struct {
-	Functions        int `json:"functions"`
-	CleanFunctions   int `json:"clean_functions"`
-	Instructions     int `json:"instructions"`
-	Edges            int `json:"edges"`
-	IndirectJumps    int `json:"indirect_jumps"`
-	JumpTables       int `json:"jump_tables"`
-	PointerJumps     int `json:"pointer_jumps"`
-	UnresolvedJumps  int `json:"unresolved_jumps"`
-	PoisonedFuncs    int `json:"poisoned_functions"`
-	LandingPads      int `json:"landing_pads"`
-	LSDAErrors       int `json:"lsda_errors"`
-	GapBytes         int `json:"gap_bytes"` // executable bytes outside every function, swept linearly
-	DecodeTime       time.Duration
-	IndirectTime     time.Duration
-	TotalTime        time.Duration
-	EHFrameIncomplet bool `json:"eh_frame_incomplete"`
+	Functions         int `json:"functions"`
+	CleanFunctions    int `json:"clean_functions"`
+	Instructions      int `json:"instructions"`
+	Edges             int `json:"edges"`
+	IndirectJumps     int `json:"indirect_jumps"`
+	JumpTables        int `json:"jump_tables"`
+	PointerJumps      int `json:"pointer_jumps"`
+	UnresolvedJumps   int `json:"unresolved_jumps"`
+	PoisonedFuncs     int `json:"poisoned_functions"`
+	LandingPads       int `json:"landing_pads"`
+	LSDAErrors        int `json:"lsda_errors"`
+	GapBytes          int `json:"gap_bytes"` // executable bytes outside every function, swept linearly
+	DecodeTime        time.Duration
+	IndirectTime      time.Duration
+	TotalTime         time.Duration
+	EHFrameIncomplete bool `json:"eh_frame_incomplete"`
 }
 
 // Binary is the immutable result of analysing one executable. All methods are
@@ -134,6 +134,7 @@ func Analyze(f *elfio.File, opt Options) (*Binary, error) {
 		wg.Add(1)
 		go func(out *workerOut) {
 			defer wg.Done()
+			out.dec = x86dec.NewDecoder()
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(tasks) {
@@ -149,6 +150,7 @@ func Analyze(f *elfio.File, opt Options) (*Binary, error) {
 	sortEdges(extra)
 	for k := range outs {
 		b.edges.chunks = append(b.edges.chunks, outs[k].edges)
+		outs[k].dec = nil
 		b.Stats.Instructions += outs[k].insts
 		b.Stats.GapBytes += outs[k].gapBytes
 	}
@@ -281,6 +283,7 @@ type link struct {
 }
 
 type workerOut struct {
+	dec      *x86dec.Decoder // memoises x86asm's verdicts (one per worker)
 	edges    []edge
 	links    []link
 	insts    int
@@ -312,8 +315,13 @@ func (b *Binary) decodeTasks() []task {
 			ts = append(ts, task{kind: taskGap, lo: pos, hi: s.end})
 		}
 	}
-	// Data sections, in 1 MiB slices.
+	// Data sections, in 1 MiB slices. In a position-independent file every
+	// absolute code pointer has a dynamic relocation (symbolAndRelocEdges),
+	// and raw words are link-time values that may alias small integers.
 	for _, s := range b.File.Sections {
+		if b.File.IsPIE() {
+			break
+		}
 		if !dataToScan(&s) {
 			continue
 		}
@@ -381,7 +389,7 @@ func (b *Binary) decodeFunc(i int, out *workerOut) {
 	end := fn.End()
 	for off := 0; off < len(code); {
 		pc := fn.Addr + uint64(off)
-		in, err := x86dec.Decode(code[off:], pc)
+		in, err := out.dec.Decode(code[off:], pc)
 		n := in.Len
 		if err != nil {
 			fi.fail(pc, RuleDecodeError, err.Error())
@@ -465,6 +473,9 @@ func (b *Binary) instEdges(raw []byte, pc uint64, in *x86dec.Inst, out *workerOu
 	} else {
 		v = uint64(binary.LittleEndian.Uint32(raw[in.ImmOff:]))
 	}
+	if b.File.IsPIE() {
+		return // an absolute immediate cannot be a code address of a PIE
+	}
 	b.addTarget(out, v, pc, ekImm)
 }
 
@@ -505,8 +516,9 @@ func (b *Binary) scanData(addr uint64, d []byte, out *workerOut) {
 	}
 }
 
-// symbolAndRelocEdges indexes symbols that sit inside code without being a
-// function start, and dynamic relocations that resolve to code addresses.
+// symbolAndRelocEdges indexes global and dynamic symbols that sit inside code
+// without being a function start, and dynamic relocations that resolve to
+// code addresses.
 func (b *Binary) symbolAndRelocEdges() []edge {
 	var out workerOut
 	f := b.File
@@ -518,9 +530,19 @@ func (b *Binary) symbolAndRelocEdges() []edge {
 		if s.Type == elf.STT_SECTION || s.Type == elf.STT_FILE || s.Shndx == uint16(elf.SHN_UNDEF) || s.Shndx == uint16(elf.SHN_ABS) {
 			continue
 		}
+		// A local label only names an address; code that uses it shows up as a
+		// branch, lea or data edge. An exported symbol may be entered from
+		// another module.
+		if !s.Dynamic && s.Bind == elf.STB_LOCAL {
+			continue
+		}
 		b.addTarget(&out, s.Value, uint64(i), ekSymbol)
 	}
 	for _, s := range f.Sections {
+		if s.Type == shtRELR && s.Flags&elf.SHF_ALLOC != 0 {
+			b.relrEdges(f.SectionData(&s), &out)
+			continue
+		}
 		if s.Type != elf.SHT_RELA || s.Flags&elf.SHF_ALLOC == 0 {
 			continue
 		}
@@ -561,4 +583,33 @@ func sectionAt(f *elfio.File, addr uint64) *elfio.Section {
 		}
 	}
 	return nil
+}
+
+// shtRELR is SHT_RELR (compact relative relocations, -z pack-relative-relocs).
+const shtRELR = elf.SectionType(19)
+
+// relrEdges decodes a .relr.dyn table: an even word is the address of a slot
+// to relocate, an odd word a bitmap of the 63 slots after the last address.
+// RELR slots hold their addend, the link-time pointer value.
+func (b *Binary) relrEdges(d []byte, out *workerOut) {
+	var where uint64
+	slot := func(a uint64) {
+		if p, err := b.File.Bytes(a, 8); err == nil {
+			b.addTarget(out, binary.LittleEndian.Uint64(p), a, ekReloc)
+		}
+	}
+	for off := 0; off+8 <= len(d); off += 8 {
+		w := binary.LittleEndian.Uint64(d[off:])
+		if w&1 == 0 {
+			slot(w)
+			where = w + 8
+			continue
+		}
+		for i := uint64(0); i < 63; i++ {
+			if w>>(i+1)&1 != 0 {
+				slot(where + 8*i)
+			}
+		}
+		where += 63 * 8
+	}
 }

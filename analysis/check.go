@@ -307,6 +307,9 @@ func (b *Binary) dcrInsn(s *Site, pc uint64, in *x86dec.Inst, raw []byte, last b
 		s.add(RuleDCRInsnRefused, pc, fmt.Sprintf("%s at %#x cannot run out of line: %s", name, pc, in.NoOutOfLine))
 		return
 	}
+	if in.Endbr && pc != s.Addr {
+		s.add(RuleEndbrInDCR, pc, fmt.Sprintf("endbr64 at %#x marks an indirect-branch target (-fcf-protection): an indirect jmp or call may land inside the region", pc))
+	}
 	if in.RIPRel && !fitsRel32(b.detourLo, b.detourHi, in.RIPTarget) {
 		s.add(RuleRIPRelReach, pc, fmt.Sprintf("%s at %#x addresses %#x, out of rel32 reach of the detour window %#x..%#x", name, pc, in.RIPTarget, b.detourLo, b.detourHi))
 	}

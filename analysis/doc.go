@@ -13,23 +13,56 @@
 //     internal/x86dec; a function decodes cleanly only if every instruction
 //     decodes without error and x86asm agrees with our length decoder (or the
 //     disagreement is one of x86dec's known, objdump-checked x86asm gaps:
-//     endbr64, vzeroupper, adcx/adox, ...);
+//     endbr64, vzeroupper, adcx/adox, ...) -- x86dec's Trusted;
 //   - a branch-target index covers all executable code, not just functions
-//     (GCC's .cold/.part fragments jump back into their parents), plus resolved
-//     jump-table entries, code addresses taken by lea/immediates, code pointers
-//     in data and in dynamic relocations, and symbols inside code;
-//   - every indirect jmp is classified: a resolved jump table (the GCC/Clang
-//     patterns, PIE and non-PIE, -O0 to -O3), a pointer jump (the target is a
-//     64-bit value loaded from memory, returned by a call or passed in by the
-//     caller: tail calls through pointers, the GOT, vtables, computed goto
-//     tables), or unresolved (a computed target we cannot bound), which keeps
-//     the whole function and its split fragments from being jump-optimized;
+//     (GCC's .cold fragments jump back into their parents; code outside every
+//     function is swept linearly), plus resolved jump-table entries, code
+//     addresses taken by lea/mov/push, 8-byte code pointers in data sections
+//     and dynamic relocations, and exported symbols inside code;
+//   - every indirect jmp is classified (see IndirectJumps): a resolved jump
+//     table (the GCC/Clang patterns, PIE and non-PIE, -O0 to -O3, notrack,
+//     shared dispatch blocks, table bases hoisted out of loops), a pointer
+//     jump, or unresolved;
 //   - exception landing pads come from the FDEs' LSDAs (.gcc_except_table).
 //
-// The rules, their stable ids and the tests that make each fire are listed in
-// rules.go. The analysis reads the original bytes only (rule 9): it never sees
-// or writes probes, and OtherProbes in a SiteRequest are addresses, not bytes.
+// # Pointer jumps
 //
-// Where detours are assumed to live (for the rel32 reach of relocated
-// RIP-relative operands and branches) is stated once, in DetourWindow.
+// The kernel refuses to optimize any function with an indirect jump. That
+// would cost about 5% of all functions (tail calls through function pointers,
+// vtables, the GOT, computed-goto interpreters), so kprewrite proves more: it
+// follows every path back from a `jmp *%reg` to the definitions of the
+// register, across split fragments. When each one is a 64-bit load from
+// non-stack memory, a call's return value, the caller's incoming value, a
+// constant, or glibc's pointer demangling of one of those, the target is a
+// whole code pointer. Code pointers can only be made where the address-taken
+// index sees them (or are return addresses, which follow a call and so are
+// never inside a DCR: a call may only end one), so such a jump cannot land
+// inside a DCR the index does not already forbid. Anything computed (add, lea
+// arithmetic, 32-bit loads, values reloaded from stack slots, which may be
+// spilled table arithmetic) is unresolved: the function and every fragment
+// linked to it by direct branches cannot be jump-optimized.
+//
+// Assumptions this rests on, stated so they can be checked: label addresses
+// (GNU C &&label) are only jumped to from their own function; indirect calls
+// go to function entries or taken addresses; code pointers stored in data by
+// a non-PIE program are 8-byte aligned (in a PIE every one has a relocation);
+// code outside every function (no symbol, no FDE) computes no jumps into
+// functions.
+//
+// # Extensions beyond the kernel's rules, each with its own rule id
+//
+//   - padding-tail: after a final ret/jmp, inter-function or alignment padding
+//     (nop/int3) that nothing targets may complete the 5 bytes;
+//   - call-relocated: a call that ends the DCR is allowed, because detours
+//     relocate it as push $orig_ret; jmp target (DESIGN: unwinding must see
+//     original return addresses), so the callee returns to the original code
+//     right after the DCR. Options.StrictCalls restores the kernel rule;
+//   - address-taken-in-dcr and endbr64-in-dcr forbid regions an indirect jump
+//     could enter even though the function has none.
+//
+// The rules, their stable ids and what makes each fire are in rules.go; every
+// one has a test in rules_test.go. The analysis reads the original bytes only
+// (rule 9). Where detours are assumed to live (for the rel32 reach of relocated
+// operands and branches) is stated once, in DetourWindow; what can be boosted
+// is documented in boost.go.
 package analysis

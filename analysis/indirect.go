@@ -56,24 +56,41 @@ type indirectJump struct {
 type finst struct {
 	addr uint64
 	off  int
-	in   x86dec.Inst
+	in   cinst
 	xi   *x86asm.Inst // operands, decoded on demand
 	xerr bool
 }
 
+// cinst is the part of x86dec.Inst the backward analyses need (x86dec.Inst
+// is large and huge functions have hundreds of thousands of instructions).
+type cinst struct {
+	Len       int
+	Target    uint64
+	RIPTarget uint64
+	Kind      x86dec.Kind
+	RIPRel    bool
+	Endbr     bool
+	fall      bool
+	pad       bool // nop or int3: alignment padding when nothing reaches it
+}
+
+func (c *cinst) FallsThrough() bool { return c.fall }
+
 // fcode is a decoded function.
 type fcode struct {
-	idx   int
-	fn    *elfio.Func
-	code  []byte
-	insts []finst
-	ijs   []int             // indices of the indirect jmps
-	good  map[walkItem]bool // (instruction, register) pairs already shown to hold only code pointers
+	idx    int
+	fn     *elfio.Func
+	code   []byte
+	insts  []finst
+	ijs    []int             // indices of the indirect jmps
+	others map[int]*fcode    // other functions the backward walks entered
+	good   map[walkItem]bool // (instruction, register) pairs already shown to hold only code pointers
 }
 
 func (b *Binary) loadFunc(i int) *fcode {
 	fn := &b.Funcs.List[i]
 	fc := &fcode{idx: i, fn: fn, code: b.code(fn.Addr, fn.Size)}
+	fc.insts = make([]finst, 0, len(fc.code)/4+1)
 	for off := 0; off < len(fc.code); {
 		pc := fn.Addr + uint64(off)
 		in, err := x86dec.DecodeFast(fc.code[off:], pc)
@@ -84,7 +101,10 @@ func (b *Binary) loadFunc(i int) *fcode {
 		if in.Kind == x86dec.KindJmpIndirect {
 			fc.ijs = append(fc.ijs, len(fc.insts))
 		}
-		fc.insts = append(fc.insts, finst{addr: pc, off: off, in: in})
+		fc.insts = append(fc.insts, finst{addr: pc, off: off, in: cinst{
+			Len: in.Len, Target: in.Target, RIPTarget: in.RIPTarget, Kind: in.Kind, RIPRel: in.RIPRel, Endbr: in.Endbr,
+			fall: in.FallsThrough(), pad: in.Kind == x86dec.KindInt3 || isNop(fc.code[off:off+in.Len], &in),
+		}})
 		off += in.Len
 	}
 	return fc
@@ -386,8 +406,8 @@ func (d *dispatch) write(r x86asm.Reg, v sym) {
 	}
 }
 
-// addr evaluates a memory operand's address (nil-free lin, or unknown).
-func (d *dispatch) addr(m x86asm.Mem, next uint64, in *x86dec.Inst) sym {
+// addr evaluates a memory operand's address: a lin value, or unknown.
+func (d *dispatch) addr(m x86asm.Mem, in *cinst) sym {
 	if m.Segment != 0 {
 		return sym{}
 	}
@@ -430,8 +450,6 @@ func (d *dispatch) addr(m x86asm.Mem, next uint64, in *x86dec.Inst) sym {
 	}
 	return v
 }
-
-func sameMem(a, b x86asm.Mem) bool { return a == b }
 
 // matchTable recognises the dispatch sequences GCC and Clang emit for switch
 // statements (-O0 to -O3, PIE and non-PIE, with or without notrack):
@@ -637,6 +655,9 @@ func (b *Binary) runPath(fc *fcode, j int, p tablePath) (tableMatch, bool) {
 	}
 	last := p.pre[len(p.pre)-1]
 	for _, m := range seq {
+		if fc.insts[m].in.Endbr {
+			continue // x86asm cannot name it; it changes nothing
+		}
 		x := fc.x(m)
 		if x == nil {
 			return t, false
@@ -653,7 +674,7 @@ func (b *Binary) runPath(fc *fcode, j int, p tablePath) (tableMatch, bool) {
 		case m == p.jcc || m == last && fc.insts[m].in.Kind == x86dec.KindJmp:
 			continue
 		}
-		if !d.step(x, &fc.insts[m], b, &t) {
+		if !d.step(x, &fc.insts[m], &t) {
 			return t, false
 		}
 	}
@@ -672,7 +693,7 @@ func (b *Binary) runPath(fc *fcode, j int, p tablePath) (tableMatch, bool) {
 		}
 		v = d.read(a)
 	case x86asm.Mem:
-		av := d.addr(a, 0, &fc.insts[j].in)
+		av := d.addr(a, &fc.insts[j].in)
 		if av.k != svLin || x.MemBytes != 8 {
 			return t, false
 		}
@@ -740,8 +761,7 @@ func (d *dispatch) bound(x *x86asm.Inst) bool {
 }
 
 // step executes one instruction of the dispatch sequence.
-func (d *dispatch) step(x *x86asm.Inst, fi *finst, b *Binary, t *tableMatch) bool {
-	next := fi.addr + uint64(fi.in.Len)
+func (d *dispatch) step(x *x86asm.Inst, fi *finst, t *tableMatch) bool {
 	dstReg, dstIsReg := x.Args[0].(x86asm.Reg)
 	_, dstIsMem := x.Args[0].(x86asm.Mem)
 	switch x.Op {
@@ -772,12 +792,12 @@ func (d *dispatch) step(x *x86asm.Inst, fi *finst, b *Binary, t *tableMatch) boo
 				v = d.extend(d.reg[sf], sw, x.Op != x86asm.MOVZX)
 			}
 		case x86asm.Mem:
-			if d.slot != nil && sameMem(*d.slot, src) && x.MemBytes == d.slotW && (dw == 4 || dw == 8) && x.Op == x86asm.MOV {
+			if d.slot != nil && *d.slot == src && x.MemBytes == d.slotW && (dw == 4 || dw == 8) && x.Op == x86asm.MOV {
 				v = sym{k: svLin, s: 1}
 				t.loadAddr = fi.addr
 				break
 			}
-			av := d.addr(src, next, &fi.in)
+			av := d.addr(src, &fi.in)
 			if av.k != svLin {
 				v = d.fresh()
 				break
@@ -797,7 +817,7 @@ func (d *dispatch) step(x *x86asm.Inst, fi *finst, b *Binary, t *tableMatch) boo
 		if !ok || !dstIsReg {
 			return false
 		}
-		v := d.addr(m, next, &fi.in)
+		v := d.addr(m, &fi.in)
 		if v.k != svLin {
 			v = d.fresh()
 		}
@@ -846,8 +866,11 @@ func (d *dispatch) step(x *x86asm.Inst, fi *finst, b *Binary, t *tableMatch) boo
 		}
 	}
 	// Anything else: forget what it writes; give up on what we cannot model.
-	if x.Op == x86asm.CALL || x.Op == x86asm.PUSH || x.Op == x86asm.POP {
+	switch x.Op {
+	case x86asm.CALL, x86asm.LCALL, x86asm.SYSCALL:
 		return false
+	case x86asm.PUSH, x86asm.PUSHF, x86asm.PUSHFQ, x86asm.ENTER:
+		d.slot = nil // writes the stack
 	}
 	w := gprWrites(x)
 	for f := 0; f < nGPR; f++ {
@@ -863,8 +886,8 @@ func (d *dispatch) step(x *x86asm.Inst, fi *finst, b *Binary, t *tableMatch) boo
 			d.reg[f] = sym{k: svZext, id: d.fresh().id} // 32-bit results zero-extend
 		}
 	}
-	if _, ok := x.Args[0].(x86asm.Mem); ok && !noDestWrite[x.Op] {
-		d.slot = nil
+	if _, i, ok := memArg(x); ok && (i == 0 && !noDestWrite[x.Op] || x.Op == x86asm.XCHG || x.Op == x86asm.XADD || x.Op == x86asm.CMPXCHG) {
+		d.slot = nil // the instruction may write memory
 	}
 	return true
 }
@@ -970,6 +993,9 @@ func (b *Binary) pointerJump(fc *fcode, j int) (bool, string) {
 			}
 			return true, fmt.Sprintf("tail call through the pointer at %#x (%s)", slot, where)
 		}
+		if f := gprFam(a.Base); f == rSP || f == rBP {
+			return false, "jmp through a stack slot (a spilled value whose origin is not followed)"
+		}
 		return true, "jmp through a code pointer loaded from memory"
 	case x86asm.Reg:
 		f, w, ok := gpr(a)
@@ -992,30 +1018,30 @@ type walkItem struct {
 }
 
 // walker follows control flow backwards from an indirect jmp, across the
-// function's split fragments when their branches lead back into it.
+// function's split fragments when their branches lead back into it (those
+// are decoded once per home function, in home.others).
 type walker struct {
-	b     *Binary
-	home  *fcode
-	funcs map[int]*fcode
+	b    *Binary
+	home *fcode
 }
 
-const maxWalkFuncs = 8
+const maxWalkFuncs = 16
 
 func (w *walker) fcode(idx int) *fcode {
 	if idx == w.home.idx {
 		return w.home
 	}
-	if fc := w.funcs[idx]; fc != nil {
+	if fc := w.home.others[idx]; fc != nil {
 		return fc
 	}
-	if w.funcs == nil {
-		w.funcs = map[int]*fcode{}
+	if w.home.others == nil {
+		w.home.others = map[int]*fcode{}
 	}
-	if len(w.funcs) >= maxWalkFuncs {
+	if len(w.home.others) >= maxWalkFuncs {
 		return nil
 	}
 	fc := w.b.loadFunc(idx)
-	w.funcs[idx] = fc
+	w.home.others[idx] = fc
 	return fc
 }
 
@@ -1046,6 +1072,11 @@ func (w *walker) preds(fc *fcode, i int) (ps []loc, entry bool, why string) {
 		case ekBranch, ekTable:
 			g := fc
 			if e.src < fc.fn.Addr || e.src >= fc.fn.End() {
+				if entry && !maybeFragment(fc.fn) {
+					// A tail call from another function: the values a
+					// caller passes, like a call's.
+					return true
+				}
 				gi := b.funcAt(e.src)
 				if gi < 0 {
 					why = fmt.Sprintf("%#x is reached from %#x, outside every function", a, e.src)
@@ -1089,7 +1120,7 @@ func (w *walker) preds(fc *fcode, i int) (ps []loc, entry bool, why string) {
 	if len(ps) == 0 && !entry {
 		// Alignment padding after a jmp/ret that nothing targets is dead:
 		// no value flows through it.
-		if fi := &fc.insts[i]; fi.in.Kind == x86dec.KindInt3 || isNop(fc.code[fi.off:fi.off+fi.in.Len], &fi.in) {
+		if fc.insts[i].in.pad {
 			return nil, false, ""
 		}
 		// Reached by no direct branch, table entry or address taken: only an
@@ -1152,9 +1183,16 @@ func (b *Binary) pointerReg(fc *fcode, j, fam int) (bool, string) {
 					return false, fmt.Sprintf("the target register is clobbered by the call at %#x", pa)
 				}
 				calls++
+			case xp.Op == x86asm.MOV && dok && df == it.fam && dw == 4 && isImm(xp.Args[1]):
+				consts++ // mov $imm32,%e: a zero-extended constant (non-PIE code addresses)
 			case xp.Op == x86asm.MOV && full:
 				switch src := xp.Args[1].(type) {
 				case x86asm.Mem:
+					if f := gprFam(src.Base); f == rSP || f == rBP {
+						// A spill slot may hold a value computed from a
+						// table: we do not follow values through memory.
+						return false, fmt.Sprintf("the target is reloaded from the stack slot at %#x (a spilled value whose origin is not followed)", pa)
+					}
 					loads++
 				case x86asm.Reg:
 					sf, sw, ok := gpr(src)
@@ -1171,6 +1209,9 @@ func (b *Binary) pointerReg(fc *fcode, j, fam int) (bool, string) {
 				stack = append(stack, item{pl, it.fam}) // condition false: the old value
 				switch src := xp.Args[1].(type) {
 				case x86asm.Mem:
+					if f := gprFam(src.Base); f == rSP || f == rBP {
+						return false, fmt.Sprintf("the target is reloaded from the stack slot at %#x (a spilled value whose origin is not followed)", pa)
+					}
 					loads++
 				case x86asm.Reg:
 					sf, sw, ok := gpr(src)
@@ -1360,4 +1401,16 @@ func (b *Binary) zextReg(fc *fcode, i, fam int) bool {
 		}
 	}
 	return true
+}
+
+func isImm(a x86asm.Arg) bool {
+	_, ok := a.(x86asm.Imm)
+	return ok
+}
+
+// maybeFragment reports whether a function may be a split part of another
+// (GCC's foo.cold), whose entry is reached by jumps carrying the parent's
+// values rather than by calls: named .cold, or known only from .eh_frame.
+func maybeFragment(fn *elfio.Func) bool {
+	return fn.Source == elfio.FromEHFrame || strings.Contains(fn.Name, ".cold")
 }

@@ -70,7 +70,7 @@ func (b *Binary) readLandingPads() {
 	}
 	b.Stats.LandingPads = len(b.pads)
 	b.Stats.LSDAErrors = len(b.lsdaErrs)
-	b.Stats.EHFrameIncomplet = b.ehBroken != nil
+	b.Stats.EHFrameIncomplete = b.ehBroken != nil
 }
 
 // padsIn returns the landing pads with lo <= addr < hi.

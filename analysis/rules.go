@@ -15,28 +15,29 @@ const (
 	RuleUprobesRefuses = "uprobes-refuses"    // refuse (rule 7): the probed instruction cannot run out of line
 
 	// The detoured code region (DCR).
-	RuleDCRCrossesFunc = "dcr-crosses-function" // rule 2: fewer than 5 bytes left in the function
-	RuleDCRPastJmp     = "dcr-past-jmp"         // rule 2: a jmp/ret ends the code before 5 bytes
-	RulePaddingTail    = "padding-tail"         // note (rule 2 extension): DCR completed with dead padding after a final ret/jmp
-	RuleJumpIntoDCR    = "jump-into-dcr"        // rule 3: a direct jmp/jcc/loop/call targets the DCR interior
-	RuleAddrTakenInDCR = "address-taken-in-dcr" // rule 3 (extended): a code address taken by lea/immediate/data/relocation/symbol lies in the DCR interior
-	RuleTableIntoDCR   = "jump-table-into-dcr"  // rule 4: a resolved jump-table entry targets the DCR interior
-	RuleIndirectJump   = "indirect-jump"        // rule 4: the function (or a fragment of it) has an unresolved indirect jmp
-	RulePointerJump    = "indirect-jump-pointer"
-	RuleJumpTable      = "jump-table"          // note: resolved jump tables of the function
-	RuleLandingPad     = "landing-pad-in-dcr"  // rule 5: an exception landing pad lies in the DCR interior
-	RuleLSDAUnreadable = "lsda-unreadable"     // rule 5: the function's call-site table could not be read
-	RuleOtherProbe     = "other-probe-in-dcr"  // rule 6: another requested probe lies in the DCR interior
-	RuleInt3InDCR      = "int3-in-dcr"         // rule 6: an existing int3 inside the DCR
-	RuleCallInDCR      = "call-in-dcr"         // rule 7: a call inside the DCR (not at its end) cannot be relocated
-	RuleCallRelocated  = "call-relocated"      // note (rule 7 extension): a call ends the DCR and is relocated as push orig_ret + jmp
-	RuleDCRInsnRefused = "dcr-insn-refused"    // rule 7: a DCR instruction cannot run out of line
-	RuleRIPRelReach    = "riprel-out-of-reach" // rule 7: relocated RIP-relative displacement would not fit in int32
-	RuleBranchReach    = "branch-out-of-reach" // rule 7: relocated branch target would not fit in rel32
-	RuleDetourReach    = "detour-out-of-reach" // rule 7: the site cannot reach the detour window with a rel32 jmp
-	RulePostHandler    = "post-handler"        // rule 8: a post_handler needs int3 + single-step
-	RuleNotBoostable   = "not-boostable"       // the probed instruction must run under the trap flag
-	RuleEmulated       = "emulated"            // note: the probed branch is emulated when boosted
+	RuleDCRCrossesFunc = "dcr-crosses-function"  // rule 2: fewer than 5 bytes left in the function
+	RuleDCRPastJmp     = "dcr-past-jmp"          // rule 2: a jmp/ret ends the code before 5 bytes
+	RulePaddingTail    = "padding-tail"          // note (rule 2 extension): DCR completed with dead padding after a final ret/jmp
+	RuleJumpIntoDCR    = "jump-into-dcr"         // rule 3: a direct jmp/jcc/loop/call targets the DCR interior
+	RuleAddrTakenInDCR = "address-taken-in-dcr"  // rule 3 (extended): a code address taken by lea/immediate/data/relocation/symbol lies in the DCR interior
+	RuleEndbrInDCR     = "endbr64-in-dcr"        // rule 3 (extended): an endbr64 inside the DCR marks an indirect-branch target
+	RuleTableIntoDCR   = "jump-table-into-dcr"   // rule 4: a resolved jump-table entry targets the DCR interior
+	RuleIndirectJump   = "indirect-jump"         // rule 4: the function (or a fragment of it) has an unresolved indirect jmp
+	RulePointerJump    = "indirect-jump-pointer" // note: the function's indirect jmps go to whole code pointers (tail calls)
+	RuleJumpTable      = "jump-table"            // note: resolved jump tables of the function
+	RuleLandingPad     = "landing-pad-in-dcr"    // rule 5: an exception landing pad lies in the DCR interior
+	RuleLSDAUnreadable = "lsda-unreadable"       // rule 5: the function's call-site table could not be read
+	RuleOtherProbe     = "other-probe-in-dcr"    // rule 6: another requested probe lies in the DCR interior
+	RuleInt3InDCR      = "int3-in-dcr"           // rule 6: an existing int3 inside the DCR
+	RuleCallInDCR      = "call-in-dcr"           // rule 7: a call inside the DCR (not at its end) cannot be relocated
+	RuleCallRelocated  = "call-relocated"        // note (rule 7 extension): a call ends the DCR and is relocated as push orig_ret + jmp
+	RuleDCRInsnRefused = "dcr-insn-refused"      // rule 7: a DCR instruction cannot run out of line
+	RuleRIPRelReach    = "riprel-out-of-reach"   // rule 7: relocated RIP-relative displacement would not fit in int32
+	RuleBranchReach    = "branch-out-of-reach"   // rule 7: relocated branch target would not fit in rel32
+	RuleDetourReach    = "detour-out-of-reach"   // rule 7: the site cannot reach the detour window with a rel32 jmp
+	RulePostHandler    = "post-handler"          // rule 8: a post_handler needs int3 + single-step
+	RuleNotBoostable   = "not-boostable"         // the probed instruction must run under the trap flag
+	RuleEmulated       = "emulated"              // note: the probed branch is emulated when boosted
 )
 
 // RuleInfo documents one rule id.
@@ -62,6 +63,7 @@ var Rules = []RuleInfo{
 	{RulePaddingTail, "2", "the region after a final ret/jmp was completed with dead inter-function padding"},
 	{RuleJumpIntoDCR, "3", "a direct jmp/jcc/loop/call somewhere in the binary targets the region's interior"},
 	{RuleAddrTakenInDCR, "3", "a code address taken by lea/mov/push, a data word, a relocation or a symbol lies in the region's interior"},
+	{RuleEndbrInDCR, "3", "an endbr64 inside the region marks an indirect-branch target (setjmp return, address-taken label)"},
 	{RuleTableIntoDCR, "4", "a resolved jump-table entry targets the region's interior"},
 	{RuleIndirectJump, "4", "the function or one of its fragments has an indirect jmp whose targets are not known"},
 	{RulePointerJump, "note", "the function has indirect jmps through loaded pointers (tail calls); their targets are covered by the address-taken index"},

@@ -19,6 +19,13 @@ const (
 	SymRetTramp = "kprewrite_rt_rettramp"
 	// SymStats is struct kprw_stats (RawStats) in .bss.
 	SymStats = "kprewrite_rt_stats"
+	// SymOptCall is the C side of detours, long kprewrite_rt_optcall(struct pt_regs *,
+	// u32 point); each detour's call field targets it (see Detour).
+	SymOptCall = "kprewrite_rt_optcall"
+	// SymOptTemplate and SymOptTemplateEnd delimit the detour template (src/optprobe.S).
+	// It is never run in place: Detour copies it out of Object.
+	SymOptTemplate    = "kprewrite_rt_optprobe_template"
+	SymOptTemplateEnd = "kprewrite_rt_optprobe_template_end"
 )
 
 // Header.
@@ -35,6 +42,9 @@ const (
 	XSStep   = 1 // "k": single-step the slot copy with TF; post handlers run after it
 	XBoost   = 2 // "b": run the slot copy followed by its jmp back, one trap per hit
 	XEmulate = 3 // "b": emulate EmuOp by editing registers, one trap per hit
+	// XOptimized is "o": the site's DCR is a jmp rel32 to a detour buffer at Slot (no
+	// int3, no signal); InsnLen is the DCR length, SlotLen the relocated DCR's.
+	XOptimized = 4
 )
 
 // Emulated instructions (RawPoint.EmuOp).
@@ -57,12 +67,16 @@ const (
 	PFAddr32  = 0x04 // jrcxz/loop with the 0x67 prefix (ecx)
 	PFPushf   = 0x08 // single-stepped pushf: TF is hidden in the pushed flags
 	PFNoBoost = 0x10 // the slot has no jmp back: never run it without single-step
+	// PFInner marks an int3 on an inner byte of a would-be DCR (--verify-regions): a hit
+	// is a violation, counted, recorded, and run out of line from Slot (see VerifyInner).
+	PFInner = 0x20
 )
 
 // Probe types and flags (RawProbe).
 const (
 	TKprobe    = 1
 	TKretprobe = 2
+	TVerify    = 3 // the one pseudo-probe of a PFInner point: its hit counter counts violations
 
 	FDisabled = 0x01
 	FTrace    = 0x02 // append a trace record per hit using the event's fetch program
@@ -87,14 +101,20 @@ const (
 
 // Trace file.
 const (
-	TraceMagic         = "KPRWTRC1"
-	TraceVersion       = 1
-	TraceHeaderSize    = 4096
-	TraceMaxImages     = 160
-	TraceCountersSize  = 1 << 20
-	RecCommit          = 0x43525043 // "CPRC"
-	RecKprobe          = 1
-	RecKretprobe       = 2
+	TraceMagic        = "KPRWTRC1"
+	TraceVersion      = 1
+	TraceHeaderSize   = 4096
+	TraceMaxImages    = 160
+	TraceCountersSize = 1 << 20
+	RecCommit         = 0x43525043 // "CPRC"
+	RecKprobe         = 1
+	RecKretprobe      = 2
+	// RecViolation is a --verify-regions violation: IP is the inner byte reached,
+	// EventID NoEvent, Data the u64 vaddr of the would-be-optimized probe.
+	RecViolation = 3
+	// ViolationRecords is how many records each inner byte gets at most (its counter
+	// counts all hits).
+	ViolationRecords   = 16
 	ProbeStateDisabled = 0x1
 )
 
@@ -174,10 +194,12 @@ type RawEvent struct {
 
 // RawProbeState is struct kprw_probe_state (writable, zero at start).
 type RawProbeState struct {
-	Hit       uint64 `c:"hit"`
-	NMissed   uint64 `c:"nmissed"`
-	Flags     uint32 `c:"flags"`
-	Reserved0 uint32 `c:"reserved0"`
+	Hit     uint64 `c:"hit"`
+	NMissed uint64 `c:"nmissed"`
+	Flags   uint32 `c:"flags"`
+	// Gate, in the first probe of an XOptimized point, is 1 while the point is armed
+	// (written at start-up; the detour tests it).
+	Gate      uint32 `c:"gate"`
 	Reserved1 uint64 `c:"reserved1"`
 }
 
@@ -190,14 +212,16 @@ type PtRegs struct {
 
 // RawStats is struct kprw_stats (the runtime's kprewrite_rt_stats).
 type RawStats struct {
-	Traps     uint64 `c:"traps"`
-	Steps     uint64 `c:"steps"`
-	Boosts    uint64 `c:"boosts"`
-	Emulated  uint64 `c:"emulated"`
-	RetTramps uint64 `c:"rettramps"`
-	Foreign   uint64 `c:"foreign"`
-	Records   uint64 `c:"records"`
-	Lost      uint64 `c:"lost"`
+	Traps      uint64 `c:"traps"`
+	Steps      uint64 `c:"steps"`
+	Boosts     uint64 `c:"boosts"`
+	Emulated   uint64 `c:"emulated"`
+	RetTramps  uint64 `c:"rettramps"`
+	Foreign    uint64 `c:"foreign"`
+	Records    uint64 `c:"records"`
+	Lost       uint64 `c:"lost"`
+	OptSlow    uint64 `c:"optslow"`    // detour hits resumed through iretq (redirect, sp change, DF)
+	Violations uint64 `c:"violations"` // --verify-regions: hits on inner DCR bytes
 }
 
 // RawTraceImage is struct kprw_trace_image.
@@ -254,7 +278,7 @@ const (
 	EventSize       = 40
 	ProbeStateSize  = 32
 	PtRegsSize      = 168
-	StatsSize       = 64
+	StatsSize       = 80 // was 64 before OptSlow and Violations were appended
 	RecordSize      = 88
 	TraceImageSize  = 24
 	KretprobeInstHd = 32 // struct kretprobe_instance before data[]

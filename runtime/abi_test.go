@@ -14,7 +14,7 @@ import (
 	"unicode"
 )
 
-func needGCC(t *testing.T) {
+func needGCC(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("gcc not installed")
@@ -80,6 +80,8 @@ func TestABILayout(t *testing.T) {
 		"KPRW_TRACE_MAX_IMAGES": TraceMaxImages, "KPRW_TRACE_COUNTERS_SIZE": TraceCountersSize,
 		"KPRW_REC_COMMIT": RecCommit, "KPRW_REC_KPROBE": RecKprobe, "KPRW_REC_KRETPROBE": RecKretprobe,
 		"KPRW_SF_DISABLED": ProbeStateDisabled, "KPRW_HF_DISABLE_ALL": HFDisableAll, "KPRW_HF_DEBUG": HFDebug,
+		"KPRW_X_OPTIMIZED": XOptimized, "KPRW_PF_INNER": PFInner, "KPRW_T_VERIFY": TVerify,
+		"KPRW_REC_VIOLATION": RecViolation, "KPRW_VIOLATION_RECORDS": ViolationRecords,
 	}
 	for name, v := range consts {
 		fmt.Fprintf(&src, "printf(\"%s %%llu\\n\", (unsigned long long)(%s));\n", name, name)

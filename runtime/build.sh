@@ -10,7 +10,8 @@ CFLAGS="-std=gnu11 -O2 -march=x86-64 -mtune=generic -ffreestanding -fno-builtin 
  -mgeneral-regs-only -mno-red-zone -fno-asynchronous-unwind-tables -fno-unwind-tables
  -fno-jump-tables -fno-tree-loop-distribute-patterns -fno-ident -fno-exceptions
  -ffile-prefix-map=$PWD=. -Wall -Wextra -Werror -Iinclude -Isrc"
-EXPORTS="kprewrite_rt_entry kprewrite_rt_init kprewrite_rt_hdr_rel kprewrite_rt_rettramp kprewrite_rt_stats"
+EXPORTS="kprewrite_rt_entry kprewrite_rt_init kprewrite_rt_hdr_rel kprewrite_rt_rettramp kprewrite_rt_stats
+ kprewrite_rt_optcall kprewrite_rt_optprobe_template kprewrite_rt_optprobe_template_end"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

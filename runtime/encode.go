@@ -69,7 +69,22 @@ type Encoded struct {
 	// (RawProbeState and trace-file counters are indexed by it). Points are indexed
 	// as given to Encode.
 	ProbeIndex [][]int
+	// PointIndex[i] is the runtime index of Points[i] (its position sorted by Site):
+	// the index a detour passes to the runtime (Detour's point argument).
+	PointIndex []int
+	// StateBase is the stateBase given to Encode.
+	StateBase uint64
 }
+
+// GateAddr is the vaddr of the gate word of Points[i] (meaningful for XOptimized
+// points): the u32 Gate of its first probe's RawProbeState, which Detour's gate field
+// addresses.
+func (e *Encoded) GateAddr(i int) uint64 {
+	return e.StateBase + uint64(e.ProbeIndex[i][0])*ProbeStateSize + gateOffset
+}
+
+// gateOffset is the offset of Gate in RawProbeState.
+const gateOffset = 20
 
 // ErrTables reports tables the runtime would refuse.
 var ErrTables = errors.New("invalid probe tables")
@@ -145,7 +160,8 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 	put := func(v any) { _ = binary.Write(&out, binary.LittleEndian, v) } // bytes.Buffer never fails
 
 	put(&h)
-	enc := &Encoded{ProbeIndex: make([][]int, len(t.Points)), StateSize: uint64(nprobes) * ProbeStateSize}
+	enc := &Encoded{ProbeIndex: make([][]int, len(t.Points)), PointIndex: make([]int, len(t.Points)),
+		StateSize: uint64(nprobes) * ProbeStateSize, StateBase: stateBase}
 	var probes []RawProbe
 	for k, i := range order {
 		p := &t.Points[i]
@@ -156,6 +172,7 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 		}
 		copy(rp.Orig[:], p.Orig)
 		put(&rp)
+		enc.PointIndex[i] = k
 		enc.ProbeIndex[i] = make([]int, len(p.Probes))
 		for j, q := range p.Probes {
 			enc.ProbeIndex[i][j] = len(probes)
@@ -201,10 +218,24 @@ func checkPoint(p *Point, nevents int) error {
 		return errors.New("no probes")
 	case len(p.Probes) > MaxProbesPerPoint:
 		return fmt.Errorf("%d probes (max %d)", len(p.Probes), MaxProbesPerPoint)
-	case p.InsnLen == 0 || p.InsnLen > 15:
+	case p.InsnLen == 0 || (p.InsnLen > 15 && p.XMode != XOptimized):
 		return fmt.Errorf("instruction length %d", p.InsnLen)
 	case len(p.Orig) > 16:
 		return fmt.Errorf("%d original bytes (max 16)", len(p.Orig))
+	}
+	if p.PFlags&PFInner != 0 {
+		q := p.Probes[0]
+		switch {
+		case p.XMode != XBoost:
+			return errors.New("an inner-byte point (--verify-regions) must be XBoost")
+		case len(p.Probes) != 1 || q.Type != TVerify:
+			return errors.New("an inner-byte point has exactly one TVerify probe")
+		case q.Event != -1 || q.Flags != 0 || q.PreHandler|q.PostHandler|q.FaultHandler|q.EntryHandler|q.RetHandler|q.User != 0:
+			return errors.New("a TVerify probe has no event, flags or handlers")
+		case (p.Slot == 0) != (p.SlotLen == 0):
+			return errors.New("an inner-byte point has a slot and its length, or neither")
+		}
+		return nil
 	}
 	switch p.XMode {
 	case XSStep, XBoost:
@@ -214,6 +245,15 @@ func checkPoint(p *Point, nevents int) error {
 	case XEmulate:
 		if p.EmuOp < EmuNop || p.EmuOp > EmuLoopne {
 			return fmt.Errorf("emulation op %d", p.EmuOp)
+		}
+	case XOptimized:
+		if p.Slot == 0 || p.InsnLen < 5 {
+			return fmt.Errorf("a jump-optimized point needs a detour and a DCR of 5 bytes or more (has %d)", p.InsnLen)
+		}
+		for _, q := range p.Probes {
+			if q.PostHandler != 0 {
+				return errors.New("a probe with a post handler cannot be jump-optimized")
+			}
 		}
 	default:
 		return fmt.Errorf("execution mode %d", p.XMode)

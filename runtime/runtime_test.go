@@ -27,19 +27,26 @@ type probeSpec struct {
 }
 
 type pointSpec struct {
-	site   string // label; its end label is site+"_e"
+	site   string // label; its end label is site+"_e" (the DCR's end for XOptimized)
 	xmode  uint8
 	emu    uint8
 	cc     uint8
 	target string
 	probes []probeSpec
+	// verify makes the site what --verify-regions makes of a would-be-optimized one:
+	// an XBoost point whose slot runs the whole DCR [site, site_e), and an int3 with a
+	// PFInner point on every other byte. It lists the labels of the DCR's inner
+	// instruction boundaries.
+	verify []string
 }
 
 type probedBin struct {
-	path  string
-	syms  map[string]uint64
-	enc   *Encoded
-	specs []pointSpec
+	path      string
+	syms      map[string]uint64
+	enc       *Encoded
+	specs     []pointSpec
+	specPoint []int   // specs[i] is points[specPoint[i]]
+	points    []Point // as given to Encode
 }
 
 func kprobe(pre, post string) probeSpec {
@@ -74,6 +81,15 @@ func mustFetch(def string) []byte {
 // the rewriter would: tables from Encode, slots, int3 at each site, kprewrite_rt_hdr_rel.
 func buildProbed(t *testing.T, ldflags []string, specs []pointSpec) *probedBin {
 	t.Helper()
+	return buildRewritten(t, "testdata/probed.c", ldflags, specs)
+}
+
+// buildRewritten compiles src (which defines kp_tables, kp_state and kp_slots) with the
+// runtime object and rewrites it: int3 points get slots and an int3, XOptimized points a
+// detour buffer (Detour: the template with its fields patched, the DCR copied as it is,
+// which the test programs make position-independent, and a jmp back) and SiteJmp.
+func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpec) *probedBin {
+	t.Helper()
 	needGCC(t)
 	cc := "gcc"
 	if len(ldflags) > 0 && ldflags[0] == "musl" {
@@ -87,8 +103,8 @@ func buildProbed(t *testing.T, ldflags []string, specs []pointSpec) *probedBin {
 	if err := os.WriteFile(obj, Object, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	exe := filepath.Join(dir, "probed")
-	args := append([]string{"-O1", "-pthread", "-Iinclude", "-o", exe, "testdata/probed.c", obj,
+	exe := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".c"))
+	args := append([]string{"-O1", "-pthread", "-Iinclude", "-o", exe, src, obj,
 		"-Wl,-e,kprewrite_rt_entry"}, ldflags...)
 	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %v: %v\n%s", cc, args, err, out)
@@ -129,16 +145,63 @@ func buildProbed(t *testing.T, ldflags []string, specs []pointSpec) *probedBin {
 		}
 		return v
 	}
+	bytesAt := func(va, n uint64) []byte { return append([]byte(nil), img[fileOff(va):fileOff(va)+n]...) }
 
 	tabs := &Tables{OrigEntry: sym("_start"), Events: testEvents, TracePath: filepath.Join(dir, "default.trace"), ImageID: 0x1234}
 	slot := sym("kp_slots")
 	var int3s []uint64
+	type detour struct {
+		point    int // index in tabs.Points
+		at, site uint64
+		dcr      []byte
+	}
+	var detours []detour
+	var specPoint []int
 	for _, s := range specs {
 		site := sym(s.site)
 		n := sym(s.site+"_e") - site
-		orig := append([]byte(nil), img[fileOff(site):fileOff(site)+n]...)
+		orig := bytesAt(site, n)
 		pt := Point{Site: site, XMode: s.xmode, InsnLen: uint8(n), Orig: orig, EmuOp: s.emu, EmuCC: s.cc, Target: sym(s.target)}
-		if s.xmode != XEmulate {
+		for _, p := range s.probes {
+			pt.Probes = append(pt.Probes, Probe{Type: p.typ, Flags: p.flags, Event: p.event, MaxActive: p.maxactive,
+				DataSize: p.dataSize, PreHandler: sym(p.pre), PostHandler: sym(p.post), EntryHandler: sym(p.entry),
+				RetHandler: sym(p.ret)})
+		}
+		switch {
+		case s.xmode == XOptimized:
+			pt.Slot, pt.SlotLen, pt.Orig = slot, uint8(n), orig[:min(n, 16)]
+			detours = append(detours, detour{point: len(tabs.Points), at: slot, site: site, dcr: orig})
+			dl, err := DetourLen(int(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			slot += uint64(dl+15) &^ 15
+		case s.verify != nil:
+			// the site: the whole DCR in its slot, then jmp site+L
+			bounds := map[uint64]bool{}
+			first := n
+			for _, l := range s.verify {
+				bounds[sym(l)-site] = true
+				first = min(first, sym(l)-site)
+			}
+			jb, err := SlotJmpBack(slot+n, site+n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy(img[fileOff(slot):], append(orig, jb...))
+			pt.Slot, pt.SlotLen, pt.InsnLen, pt.Orig = slot, uint8(n), uint8(first), orig[:first]
+			for off := uint64(1); off < n; off++ {
+				in := Point{Site: site + off, XMode: XBoost, PFlags: PFInner, Target: site, InsnLen: 1,
+					Probes: []Probe{{Type: TVerify, Event: -1}}}
+				if bounds[off] {
+					// an instruction boundary: the rest of the DCR is a suffix of the site's slot
+					in.Slot, in.SlotLen = slot+off, uint8(n-off)
+				}
+				tabs.Points = append(tabs.Points, in)
+				int3s = append(int3s, site+off)
+			}
+			slot += (n + SlotJmpBackLen + 15) &^ 15
+		case s.xmode != XEmulate:
 			pt.Slot, pt.SlotLen = slot, uint8(n)
 			jb, err := SlotJmpBack(slot+n, site+n)
 			if err != nil {
@@ -147,13 +210,14 @@ func buildProbed(t *testing.T, ldflags []string, specs []pointSpec) *probedBin {
 			copy(img[fileOff(slot):], append(orig, jb...))
 			slot += 32
 		}
-		for _, p := range s.probes {
-			pt.Probes = append(pt.Probes, Probe{Type: p.typ, Flags: p.flags, Event: p.event, MaxActive: p.maxactive,
-				DataSize: p.dataSize, PreHandler: sym(p.pre), PostHandler: sym(p.post), EntryHandler: sym(p.entry),
-				RetHandler: sym(p.ret)})
+		if s.xmode != XOptimized {
+			int3s = append(int3s, site)
 		}
+		specPoint = append(specPoint, len(tabs.Points))
 		tabs.Points = append(tabs.Points, pt)
-		int3s = append(int3s, site)
+	}
+	if slot > sym("kp_slots")+8192 {
+		t.Fatalf("kp_slots too small")
 	}
 	enc, err := tabs.Encode(sym("kp_tables"), sym("kp_state"))
 	if err != nil {
@@ -161,6 +225,19 @@ func buildProbed(t *testing.T, ldflags []string, specs []pointSpec) *probedBin {
 	}
 	if len(enc.RO) > 65536 || enc.StateSize > 16384 {
 		t.Fatalf("tables too big for the test program: %d, %d", len(enc.RO), enc.StateSize)
+	}
+	for _, d := range detours {
+		n := uint64(len(d.dcr))
+		b, err := Detour(d.at, enc.PointIndex[d.point], enc.GateAddr(d.point), sym(SymOptCall), d.dcr, d.site+n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(img[fileOff(d.at):], b)
+		j, err := SiteJmp(d.site, int(n), d.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(img[fileOff(d.site):], j)
 	}
 	copy(img[fileOff(sym("kp_tables")):], enc.RO)
 	binary.LittleEndian.PutUint64(img[fileOff(sym(SymHdrRel)):], uint64(HdrRel(sym(SymHdrRel), sym("kp_tables"))))
@@ -170,7 +247,7 @@ func buildProbed(t *testing.T, ldflags []string, specs []pointSpec) *probedBin {
 	if err := os.WriteFile(exe, img, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return &probedBin{path: exe, syms: syms, enc: enc, specs: specs}
+	return &probedBin{path: exe, syms: syms, enc: enc, specs: specs, specPoint: specPoint, points: tabs.Points}
 }
 
 type runResult struct {
@@ -233,7 +310,7 @@ func (b *probedBin) counter(t *testing.T, r *runResult, i, j int) Counter {
 	if r.trace == nil || len(r.trace.Images) != 1 {
 		t.Fatalf("no trace counters")
 	}
-	return r.trace.Images[0].Counters[b.enc.ProbeIndex[i][j]]
+	return r.trace.Images[0].Counters[b.enc.ProbeIndex[b.specPoint[i]][j]]
 }
 
 var basicSpecs = []pointSpec{

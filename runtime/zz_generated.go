@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "4c83fc8e68674ec60f2ee8db2dc285d91e846fb48bcc53f013a00dca479d98d8"
+const ObjectSHA256 = "88da92258df0ba7c63ca3d0f794dcacea45176aa0530b104542d0131e10370e0"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

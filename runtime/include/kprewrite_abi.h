@@ -14,6 +14,34 @@
  * So nothing needs a dynamic relocation, in PIE and non-PIE programs alike.
  *
  * All integers are little-endian; structures have no implicit padding.
+ *
+ * Jump-optimized probes (KPRW_X_OPTIMIZED, "o" and "ro"). The site's DCR (the L >= 5
+ * bytes of whole instructions the jmp replaces) becomes "jmp rel32 detour+ENTRY" followed
+ * by L-5 filler bytes. The detour buffer, at point.slot, is:
+ *     [template copy][relocated DCR][jmp rel32 site+L]
+ * The template is kprewrite_rt_optprobe_template .. kprewrite_rt_optprobe_template_end in
+ * the runtime object (src/optprobe.S), copied byte for byte with three 4-byte fields
+ * patched (offsets from the local symbols kprw_optt_gate, kprw_optt_index, kprw_optt_call):
+ *     gate   rel32 to the u32 gate of the point's first probe's kprw_probe_state;
+ *     index  imm32 point index (position in the sorted points array);
+ *     call   rel32 to kprewrite_rt_optcall;
+ * and the entry at kprw_optt_entry. runtime/detour.go does all of it (Detour). The
+ * detour steps over the red zone, tests the gate (no flags touched), saves the flags
+ * and every register as struct pt_regs, calls kprewrite_rt_optcall(regs, index) on a
+ * 16-byte aligned stack, restores, and falls into the relocated DCR. Fields of the
+ * point: site, slot (detour vaddr), insn_len = L, slot_len = relocated DCR length,
+ * orig = the first min(L, 16) original bytes, probes without post handlers.
+ *
+ * Verification mode (--verify-regions). A would-be-optimized site becomes an ordinary
+ * KPRW_X_BOOST point whose slot holds the relocated WHOLE DCR then jmp site+L (the tail
+ * of the detour it would have had), so sequential flow never touches the other DCR
+ * bytes. Every other byte of the DCR gets an int3 and a point of its own: pflags
+ * KPRW_PF_INNER, xmode KPRW_X_BOOST, target = the site (vaddr), exactly one probe of type
+ * KPRW_T_VERIFY (no handlers, no event), and slot = the relocated original instructions
+ * that start at that byte through the end of the DCR, then jmp site+L (for an
+ * instruction boundary this is a suffix of the site's slot: slot = site slot + offset,
+ * slot_len = the suffix length); slot 0 when the byte is inside an instruction and no
+ * copy can be made (a hit then reports and kills the program with SIGTRAP).
  */
 #ifndef KPREWRITE_ABI_H
 #define KPREWRITE_ABI_H
@@ -39,6 +67,8 @@ typedef unsigned long long kprw_u64;
 #define KPRW_X_SSTEP 1   /* "k": single-step the copy in the slot with TF, post handlers after */
 #define KPRW_X_BOOST 2   /* "b": run the copy in the slot; the slot ends with jmp back */
 #define KPRW_X_EMULATE 3 /* "b": emulate the instruction (emu_op) by editing the registers */
+#define KPRW_X_OPTIMIZED 4 /* "o": no int3; site holds jmp rel32 to a detour buffer at slot (see
+                            * "Jump-optimized probes" below); insn_len is the DCR length */
 
 /* kprw_point.emu_op */
 #define KPRW_EMU_NOP 1    /* skip: ip = site + insn_len (nop, endbr64) */
@@ -57,10 +87,14 @@ typedef unsigned long long kprw_u64;
 #define KPRW_PF_ADDR32 0x04  /* jrcxz/loop with 0x67 prefix: use ecx */
 #define KPRW_PF_PUSHF 0x08   /* copy is pushf: after a single-step, hide TF in the pushed flags */
 #define KPRW_PF_NOBOOST 0x10 /* the slot copy must not run without single-step (no jmp back) */
+#define KPRW_PF_INNER 0x20   /* --verify-regions: this int3 is an inner byte of a would-be DCR;
+                              * a hit is a violation (see "Verification mode" below) */
 
 /* kprw_probe.type */
 #define KPRW_T_KPROBE 1
 #define KPRW_T_KRETPROBE 2
+#define KPRW_T_VERIFY 3 /* the one pseudo-probe of a KPRW_PF_INNER point: its hit counter
+                         * counts violations; no handlers, no event */
 
 /* kprw_probe.flags */
 #define KPRW_F_DISABLED 0x01 /* registered disabled (like disable_kprobe()) */
@@ -175,7 +209,9 @@ struct kprw_probe_state {
 	kprw_u64 hit;     /* used when there is no trace file to hold the counters */
 	kprw_u64 nmissed;
 	kprw_u32 flags;   /* runtime: KPRW_SF_* */
-	kprw_u32 reserved0;
+	kprw_u32 gate;    /* first probe of a KPRW_X_OPTIMIZED point: the runtime writes 1 at
+	                     start-up when the point is armed; the detour reads it (0 = run the
+	                     relocated DCR only, which is also what happens before start-up) */
 	kprw_u64 reserved1;
 };
 #define KPRW_SF_DISABLED 0x1 /* disabled at start-up (flags, KPREWRITE_DISABLE) */
@@ -207,6 +243,10 @@ struct kprw_stats {
 	kprw_u64 foreign;     /* SIGTRAPs that were not ours */
 	kprw_u64 records;     /* trace records written */
 	kprw_u64 lost;        /* trace records lost (file full or unavailable) */
+	/* added for jump-optimized probes and --verify-regions (appended: older readers
+	 * that know the first 64 bytes still work) */
+	kprw_u64 optslow;     /* detour hits that resumed through iretq (redirect, sp change, DF) */
+	kprw_u64 violations;  /* --verify-regions: int3 hits on inner DCR bytes */
 };
 
 /*
@@ -253,6 +293,12 @@ struct kprw_trace_hdr {
 #define KPRW_REC_COMMIT KPRW_U(0x43525043) /* "CPRC" */
 #define KPRW_REC_KPROBE 1
 #define KPRW_REC_KRETPROBE 2
+#define KPRW_REC_VIOLATION 3 /* --verify-regions: control reached an inner DCR byte. ip is that
+                              * byte's vaddr, event_id KPRW_NO_EVENT, data 8 bytes: the vaddr of
+                              * the would-be-optimized probe (its point's target). Written for the
+                              * first KPRW_VIOLATION_RECORDS hits of each byte; the KPRW_T_VERIFY
+                              * probe's hit counter counts all of them. */
+#define KPRW_VIOLATION_RECORDS 16
 
 struct kprw_rec {
 	kprw_u32 size;     /* total bytes, multiple of 8 */

@@ -94,7 +94,7 @@ kprw_restorer:
  * our pushes cannot touch it: another thread may be checking that word, see rt_kretprobe.c).
  * Builds a struct pt_regs, calls kprw_rethook(regs) on a 16-byte aligned stack.
  * kprw_rethook stores the real return address at K (and in regs->ip); we restore every
- * register and the flags from pt_regs and "ret" through K, leaving %rsp = K+8.
+ * register and the flags from pt_regs and jump through K, leaving %rsp = K+8.
  */
 	.globl kprewrite_rt_rettramp
 	.hidden kprewrite_rt_rettramp
@@ -131,6 +131,15 @@ kprewrite_rt_rettramp:
 	cld
 	call kprw_rethook
 	movq %rbx, %rsp
+	/* flags without popfq (~5 ns): DF, then OF and SF ZF AF PF CF as in optprobe.S */
+	testl $0x400, 144(%rsp)
+	jz 1f
+	std
+1:	movzbl 145(%rsp), %eax
+	andl $8, %eax
+	movb 144(%rsp), %ah
+	addb $0x7f, %al
+	sahf
 	popq %r15
 	popq %r14
 	popq %r13
@@ -146,8 +155,9 @@ kprewrite_rt_rettramp:
 	popq %rdx
 	popq %rsi
 	popq %rdi
-	leaq 24(%rsp), %rsp	/* orig_ax, ip, cs */
-	popfq
-	leaq 16(%rsp), %rsp	/* sp, ss: %rsp = K */
-	ret			/* through K: the real return address */
+	leaq 56(%rsp), %rsp	/* orig_ax ip cs flags sp ss: %rsp = K + 8 */
+	/* an indirect jmp, not ret: a ret here would pop a return-stack-buffer entry the
+	 * function's own ret already used, and mispredict every return up the stack. The
+	 * word at K is 8 bytes below %rsp, inside the red zone signal frames skip. */
+	jmp *-8(%rsp)
 	.size kprewrite_rt_rettramp, .-kprewrite_rt_rettramp

@@ -178,6 +178,11 @@ struct kprw_rt {
 	u32 debug;
 	u32 ncpus;
 	int init_done;
+	u64 hwcap2;        /* AT_HWCAP2 */
+	u32 keymode;       /* KPRW_KEY_*: how rt_thread.c finds the thread pointer */
+	u32 has_rdpid;     /* CPUID: rdpid reads the CPU number in ~1 ns */
+	u32 tsc_ok;        /* CPUID: invariant TSC, timestamps extrapolate from it */
+	u32 opt_tmpl_len;  /* bytes of the detour template (the DCR copy follows) */
 	unsigned long old_trap_handler; /* SIGTRAP disposition before ours */
 	/* counters: {hit, nmissed} of probe i at ctr_base + i*ctr_stride */
 	u8 *ctr_base;
@@ -186,6 +191,7 @@ struct kprw_rt {
 	struct kprw_trace_hdr *trace;
 	u8 *trace_data;
 	u64 trace_data_size;
+	u32 populate;      /* MADV_POPULATE_WRITE works (rt_trace.c) */
 	/* kretprobe instances */
 	u64 *ri_keys;      /* ri_total keys: address of the replaced return address, 0 = free */
 	u8 *ri_mem;        /* instance memory */
@@ -206,6 +212,25 @@ extern void kprw_restorer(void);
 #define RT_ADDR(vaddr) ((uptr)(kprw_rt.bias + (u64)(vaddr)))
 
 /* ---- per-thread state (rt_thread.c) ---- */
+#define KPRW_KEY_NONE 0
+#define KPRW_KEY_FSBASE 1  /* rdfsbase */
+#define KPRW_KEY_FS0 2     /* %fs:0, TLS is set up */
+#define KPRW_KEY_PENDING 3 /* no TLS at start-up: ask ARCH_GET_FS until there is */
+
+/* A thread context: one per thread that hit a probe, found by the thread pointer. */
+struct kprw_tctx {
+	u64 key;      /* thread pointer (or 1<<63 | tid); 0 = free, 1 = being claimed */
+	u32 tid;
+	u32 busy;     /* handlers running on this thread: probes hit now are missed */
+	u64 comm_ns;  /* when comm was read (0 = never) */
+	char comm[16];
+	u64 pad[3];   /* one cache line each */
+};
+struct kprw_tctx *kprw_tctx_slow(u64 key);
+int kprw_tctx_busy_slow(struct kprw_tctx *c);
+u32 kprw_tctx_tid(struct kprw_tctx *c);
+const char *kprw_tctx_comm(struct kprw_tctx *c, u64 now);
+
 #define KPRW_MAX_STEP 4
 struct kprw_step {
 	u32 point;
@@ -214,11 +239,12 @@ struct kprw_step {
 struct kprw_thread {
 	u32 tid; /* 0 = free */
 	u32 pid;
-	u32 busy;  /* handlers running: probes hit now are missed */
 	u32 nstep; /* single-steps in flight (nested only through signal handlers) */
+	u32 reserved;
 	struct kprw_step step[KPRW_MAX_STEP];
 };
 int kprw_thread_init(void);
+u32 kprw_thread_keymode_fs0(void);
 u32 kprw_pid(void); /* cached getpid() */
 struct kprw_thread *kprw_thread_find(u32 pid, u32 tid);
 struct kprw_thread *kprw_thread_get(u32 pid, u32 tid);
@@ -236,27 +262,133 @@ void kprw_put_dec(unsigned long v);
 void kprw_fatal(const char *msg, unsigned long v) __attribute__((noreturn));
 u32 kprw_getpid(void);
 u32 kprw_gettid(void);
-u64 kprw_now_ns(void);
+u64 kprw_now_ns(void);   /* CLOCK_MONOTONIC by system call */
 u32 kprw_cpu(void);
+/* ---- clock (rt_clock.c) ---- */
+void kprw_clock_init(void);
+u64 kprw_clock(void);    /* CLOCK_MONOTONIC ns, extrapolated from the TSC when it is invariant */
 long kprw_read_user(void *dst, uptr src, unsigned long n); /* fault-safe; bytes read or <0 */
 void *kprw_mmap_anon(unsigned long size);
 
 /* ---- probes (rt_trap.c, rt_kretprobe.c, rt_trace.c) ---- */
 void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc);
-int kprw_probe_enabled(u32 i);
-void kprw_count_hit(u32 i);
-void kprw_count_miss(u32 i);
-void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs);
+void kprw_miss_point(const struct kprw_point *pt);
+void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c);
 int kprw_kretprobe_init(void);
 void kprw_rethook(struct pt_regs *regs);
-void kprw_trace_open(const char *path, u64 size);
-void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8 *edata, u32 elen);
+void kprw_trace_open(const char *path, u64 size, int prefault);
+void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8 *edata, u32 elen,
+		    struct kprw_tctx *c);
+void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c);
+long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx);
+extern const char kprewrite_rt_optprobe_template[], kprewrite_rt_optprobe_template_end[];
 
 /* ---- fetch programs (rt_fetch.c) ---- */
 u32 kprw_fetch_edata_size(const u8 *prog, u32 plen);
+u32 kprw_fetch_fixed_size(const u8 *prog, u32 plen);
 int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen);
 long kprw_fetch_run(const u8 *prog, u32 plen, const struct pt_regs *regs, const u8 *edata, u32 elen,
 		    const char *comm, u8 *out, u32 cap);
+
+/* ---- the hot path, inlined into every caller ---- */
+extern struct kprw_tctx *kprw_tctx_tab;
+
+#define KPRW_NTCTX 1024 /* power of two */
+#define KPRW_TCTX_WINDOW 8 /* slots from the hash a fast lookup looks at */
+#define KPRW_KEY_TID (1ull << 63)
+
+/* kprw_tkey is the calling thread's key: its FS base (0: none usable; rt_thread.c). */
+static inline u64 kprw_tkey(void)
+{
+	u64 k;
+	if (likely(kprw_rt.keymode == KPRW_KEY_FSBASE)) {
+		__asm__("rdfsbase %0" : "=r"(k));
+		return k;
+	}
+	if (kprw_rt.keymode == KPRW_KEY_FS0) {
+		__asm__("movq %%fs:0, %0" : "=r"(k));
+		return k;
+	}
+	return 0;
+}
+
+/* kprw_tctx_get is the calling thread's context, NULL only if the table is full of live
+ * threads. */
+static inline __attribute__((always_inline)) struct kprw_tctx *kprw_tctx_get(void)
+{
+	u64 k = kprw_tkey();
+	if (likely(k != 0 && !(k & KPRW_KEY_TID))) {
+		u32 h = (u32)((k * 0x9E3779B97F4A7C15ull) >> 54); /* 10 bits: KPRW_NTCTX */
+		for (u32 i = 0; i < KPRW_TCTX_WINDOW; i++) {
+			struct kprw_tctx *c = &kprw_tctx_tab[(h + i) & (KPRW_NTCTX - 1)];
+			if (likely(__atomic_load_n(&c->key, __ATOMIC_RELAXED) == k))
+				return c;
+		}
+	}
+	return kprw_tctx_slow(k);
+}
+
+/* kprw_tctx_busy says whether this thread runs a handler of ours (a hit now is missed). */
+static inline int kprw_tctx_busy(struct kprw_tctx *c)
+{
+	return unlikely(c->busy) && kprw_tctx_busy_slow(c);
+}
+
+static inline int kprw_probe_enabled(u32 i)
+{
+	return !kprw_rt.disable_all && !(kprw_rt.state[i].flags & KPRW_SF_DISABLED);
+}
+
+static inline void kprw_count_hit(u32 i)
+{
+	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride), 1);
+}
+
+static inline void kprw_count_miss(u32 i)
+{
+	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride + 8), 1);
+}
+
+static inline void *kprw_user_obj(const struct kprw_probe *p)
+{
+	return p->user ? (void *)RT_ADDR(p->user) : (void *)p;
+}
+
+/* kprw_run_probes runs every enabled probe of pt, in order, for the int3 and the detour
+ * paths alike: kretprobe entry work, hit count, trace record, pre handler. regs->ip is
+ * site + 1 (as after an int3) for the handlers; the fetch programs of trace records see
+ * ip = site, as the kernel's uprobe tracer shows it. c->busy is held by the caller. Sets
+ * *any when some probe was enabled. Returns 1 when a pre handler returned non-zero
+ * (resume at regs->ip: the rest of the probes, the instruction and the post handlers
+ * are skipped, as in the kernel). */
+static inline __attribute__((always_inline)) int
+kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_tctx *c, int *any)
+{
+	uptr site = RT_ADDR(pt->site);
+	for (u32 k = 0; k < pt->nprobes; k++) {
+		u32 i = pt->first_probe + k;
+		const struct kprw_probe *p = &kprw_rt.probes[i];
+		if (!kprw_probe_enabled(i))
+			continue;
+		*any = 1;
+		if (p->type == KPRW_T_KRETPROBE) {
+			kprw_kretprobe_entry(i, regs, c);
+			continue;
+		}
+		kprw_count_hit(i);
+		if (p->flags & KPRW_F_TRACE) {
+			regs->ip = site;
+			kprw_trace_hit(i, regs, KPRW_REC_KPROBE, 0, NULL, 0, c);
+			regs->ip = site + 1;
+		}
+		if (p->pre_handler) {
+			int (*pre)(void *, struct pt_regs *) = (void *)RT_ADDR(p->pre_handler);
+			if (pre(kprw_user_obj(p), regs))
+				return 1;
+		}
+	}
+	return 0;
+}
 
 #pragma GCC visibility pop
 #endif

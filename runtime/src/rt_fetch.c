@@ -178,6 +178,24 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 		return next;
 	}
 
+	/* the common argument, a register stored raw (%REG, $argN <= 6, $retval), directly */
+	if (n == 4 && code[0] == OpReg && code[2] == OpStRaw && code[1] % 8 == 0 && code[1] < PT_REGS_SIZE &&
+	    valid_size(code[3])) {
+		if (!slot_ok(c, dest, code[3]))
+			return -1;
+		u8 *d = at(c, dest, code[3]);
+		if (d) {
+			u64 v = c->regs[code[1] / 8];
+			switch (code[3]) {
+			case 8: __builtin_memcpy(d, &v, 8); break;
+			case 4: __builtin_memcpy(d, &v, 4); break;
+			case 2: __builtin_memcpy(d, &v, 2); break;
+			default: d[0] = (u8)v; break;
+			}
+		}
+		return next;
+	}
+
 	/* source */
 	u64 val = 0;
 	int fault = 0;
@@ -349,6 +367,16 @@ u32 kprw_fetch_edata_size(const u8 *prog, u32 plen)
 	if (!header(prog, plen, &h) || h.nentry == 0)
 		return 0;
 	return h.edata;
+}
+
+/* kprw_fetch_fixed_size is the record length of a program that writes no variable-length
+ * data (no strings: recmax == fixed), so the measuring pass can be skipped; 0 otherwise. */
+u32 kprw_fetch_fixed_size(const u8 *prog, u32 plen)
+{
+	struct fhdr h;
+	if (!header(prog, plen, &h) || h.recmax != h.fixed || h.fixed > KPRW_MAX_REC_DATA)
+		return 0;
+	return h.fixed;
 }
 
 /* kprw_fetch_entry runs the entry blocks into edata (elen = kprw_fetch_edata_size). */

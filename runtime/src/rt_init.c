@@ -8,7 +8,11 @@
  *   KPREWRITE_TRACE=path        trace file instead of the rewrite-time default; "" = off
  *   KPREWRITE_TRACE_SIZE=n[KMG] record area of a NEW trace file (default: header's)
  *   KPREWRITE_DISABLE=all | ev,grp/ev,grp/(star)  disarm all probes, or the named events (grp/(star) = whole group)
+ *   KPREWRITE_TRACE_PREFAULT=1  populate the whole record area at start-up (~1-3 us per
+ *                               4 KiB; then no record ever takes a page fault)
  *   KPREWRITE_DEBUG=1           say on stderr what start-up did
+ *   KPREWRITE_THREADKEY=fs0|tid diagnostics: find thread contexts by %fs:0 (as without
+ *                               FSGSBASE) or by gettid (as without TLS) instead of rdfsbase
  */
 #include "rt.h"
 
@@ -17,6 +21,7 @@ struct kprw_stats kprewrite_rt_stats __attribute__((visibility("hidden")));
 
 #define AT_NULL 0
 #define AT_SECURE 23
+#define AT_HWCAP2 26
 
 static const char *getenv_(char **envp, const char *name)
 {
@@ -85,38 +90,77 @@ static void apply_disable(const char *list)
 	}
 }
 
+static int validate_point(const struct kprw_header *h, const struct kprw_point *pt)
+{
+	if (pt->nprobes == 0 || pt->nprobes > KPRW_MAX_PROBES_PER_POINT ||
+	    pt->first_probe > h->nprobes || pt->nprobes > h->nprobes - pt->first_probe)
+		return 0;
+	if (pt->xmode < KPRW_X_SSTEP || pt->xmode > KPRW_X_OPTIMIZED || pt->insn_len == 0)
+		return 0;
+	if (pt->pflags & KPRW_PF_INNER) {
+		/* --verify-regions: one KPRW_T_VERIFY probe; slot 0 = cannot run out of line */
+		return pt->xmode == KPRW_X_BOOST && pt->nprobes == 1 &&
+		       kprw_rt.probes[pt->first_probe].type == KPRW_T_VERIFY && (!pt->slot || pt->slot_len);
+	}
+	if (pt->xmode == KPRW_X_OPTIMIZED) {
+		if (pt->slot == 0 || pt->insn_len < 5)
+			return 0;
+		for (u32 k = 0; k < pt->nprobes; k++)
+			if (kprw_rt.probes[pt->first_probe + k].post_handler)
+				return 0; /* post handlers need a single-step: never optimized */
+		return 1;
+	}
+	if (pt->insn_len > 15)
+		return 0;
+	if (pt->xmode != KPRW_X_EMULATE && (pt->slot == 0 || pt->slot_len == 0))
+		return 0;
+	if (pt->xmode == KPRW_X_EMULATE && (pt->emu_op < KPRW_EMU_NOP || pt->emu_op > KPRW_EMU_LOOPNE))
+		return 0;
+	return 1;
+}
+
 static int validate(const struct kprw_header *h)
 {
 	if (h->npoints > KPRW_MAX_POINTS)
 		return 0;
-	for (u32 i = 0; i < h->npoints; i++) {
-		const struct kprw_point *pt = &kprw_rt.points[i];
-		if (i > 0 && pt->site <= kprw_rt.points[i - 1].site)
-			return 0;
-		if (pt->nprobes == 0 || pt->nprobes > KPRW_MAX_PROBES_PER_POINT ||
-		    pt->first_probe > h->nprobes || pt->nprobes > h->nprobes - pt->first_probe)
-			return 0;
-		if (pt->xmode < KPRW_X_SSTEP || pt->xmode > KPRW_X_EMULATE || pt->insn_len == 0 ||
-		    pt->insn_len > 15)
-			return 0;
-		if (pt->xmode != KPRW_X_EMULATE && (pt->slot == 0 || pt->slot_len == 0))
-			return 0;
-		if (pt->xmode == KPRW_X_EMULATE && (pt->emu_op < KPRW_EMU_NOP || pt->emu_op > KPRW_EMU_LOOPNE))
-			return 0;
-	}
 	for (u32 i = 0; i < h->nprobes; i++) {
 		const struct kprw_probe *p = &kprw_rt.probes[i];
 		if (p->point >= h->npoints || (p->event != KPRW_NO_EVENT && p->event >= h->nevents))
 			return 0;
-		if (p->type != KPRW_T_KPROBE && p->type != KPRW_T_KRETPROBE)
+		if (p->type < KPRW_T_KPROBE || p->type > KPRW_T_VERIFY)
 			return 0;
 		if (p->data_size > KPRW_MAX_DATA_SIZE)
 			return 0;
 		const struct kprw_point *pt = &kprw_rt.points[p->point];
 		if (i < pt->first_probe || i >= pt->first_probe + pt->nprobes)
 			return 0;
+		if (p->type == KPRW_T_VERIFY && !(pt->pflags & KPRW_PF_INNER))
+			return 0;
+	}
+	for (u32 i = 0; i < h->npoints; i++) {
+		const struct kprw_point *pt = &kprw_rt.points[i];
+		if (i > 0 && pt->site <= kprw_rt.points[i - 1].site)
+			return 0;
+		if (!validate_point(h, pt))
+			return 0;
 	}
 	return 1;
+}
+
+/* arm_detours opens the gate of every jump-optimized point with an enabled probe; the
+ * others (and all of them before this runs) go straight to their relocated DCR. */
+static void arm_detours(void)
+{
+	for (u32 i = 0; i < kprw_rt.npoints; i++) {
+		const struct kprw_point *pt = &kprw_rt.points[i];
+		if (pt->xmode != KPRW_X_OPTIMIZED)
+			continue;
+		u32 armed = 0;
+		for (u32 k = 0; k < pt->nprobes; k++)
+			if (kprw_probe_enabled(pt->first_probe + k))
+				armed = 1;
+		atomic_store(&kprw_rt.state[pt->first_probe].gate, armed);
+	}
 }
 
 static u32 count_cpus(void)
@@ -201,12 +245,21 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		for (av++; av[0] != AT_NULL; av += 2)
 			if (av[0] == AT_SECURE)
 				kprw_rt.secure = av[1] != 0;
+			else if (av[0] == AT_HWCAP2)
+				kprw_rt.hwcap2 = av[1];
 	}
 	if (kprw_rt.secure)
 		envp = NULL;
 
 	kprw_rt.ncpus = count_cpus();
+	kprw_rt.opt_tmpl_len = (u32)(kprewrite_rt_optprobe_template_end - kprewrite_rt_optprobe_template);
 	kprw_thread_init();
+	kprw_clock_init();
+	const char *tk = getenv_(envp, "KPREWRITE_THREADKEY"); /* diagnostics: fs0 | tid */
+	if (tk && kprw_strcmp(tk, "fs0") == 0 && kprw_rt.keymode == KPRW_KEY_FSBASE)
+		kprw_rt.keymode = kprw_thread_keymode_fs0();
+	else if (tk && kprw_strcmp(tk, "tid") == 0)
+		kprw_rt.keymode = KPRW_KEY_NONE;
 	kprw_rt.debug = (h->flags & KPRW_HF_DEBUG) || getenv_(envp, "KPREWRITE_DEBUG");
 	kprw_rt.disable_all = (h->flags & KPRW_HF_DISABLE_ALL) != 0;
 	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
@@ -222,9 +275,9 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	if (kprw_kretprobe_init() < 0)
 		kprw_fatal("cannot allocate kretprobe instances, probes:", kprw_rt.nprobes);
 
-	int tracing = 0;
+	int tracing = 0; /* trace events, or --verify-regions violations to report */
 	for (u32 i = 0; i < kprw_rt.nprobes; i++)
-		if (kprw_rt.probes[i].flags & KPRW_F_TRACE)
+		if ((kprw_rt.probes[i].flags & KPRW_F_TRACE) || kprw_rt.probes[i].type == KPRW_T_VERIFY)
 			tracing = 1;
 	const char *path = getenv_(envp, "KPREWRITE_TRACE");
 	if (!path)
@@ -234,10 +287,15 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		const char *sz = getenv_(envp, "KPREWRITE_TRACE_SIZE");
 		if (sz && parse_size(sz))
 			size = parse_size(sz);
-		kprw_trace_open(path, size);
+		kprw_trace_open(path, size, getenv_(envp, "KPREWRITE_TRACE_PREFAULT") != NULL);
 	}
-	if (kprw_rt.npoints)
+	int traps = 0;
+	for (u32 i = 0; i < kprw_rt.npoints; i++)
+		if (kprw_rt.points[i].xmode != KPRW_X_OPTIMIZED)
+			traps = 1;
+	if (traps)
 		install_sigtrap();
+	arm_detours();
 	kprw_rt.init_done = 1;
 	if (kprw_rt.debug) {
 		kprw_puts("kprewrite: runtime up: bias ");

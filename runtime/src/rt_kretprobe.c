@@ -9,14 +9,15 @@
  * Return: the function's ret lands in the trampoline (code, not a trap), which calls
  * kprw_rethook with the registers. The instance is found by K = regs->sp - 8 alone:
  * two live frames cannot share a return-address word, so no per-thread list is needed,
- * and recursion, threads, signal stacks and coroutines all work.
+ * and recursion, threads, signal stacks and coroutines all work. Among instances keyed
+ * by the same K the newest (highest global sequence number) is the live one; a hint
+ * table finds it in O(1) on the common path (see ri_hint).
  *
  * Keys: keys[g] = (K>>3)<<16 | generation, 1 = being set up, 0 = free.
  * Stale instances (longjmp or a C++ exception left the frame without returning, or
- * the thread died) are reclaimed when (a) a new entry finds an instance with its own K
- * (the call that just happened overwrote that word, so the old frame is gone), or
- * (b) the pool is empty and an instance's word K no longer holds the trampoline address
- * (read without faulting), or its thread is dead.
+ * the thread died) are never chosen (they are older than any live instance of their
+ * K) and are reclaimed when the pool is empty and an instance's word K no longer holds
+ * the trampoline address (read without faulting), or its thread is dead.
  * Several kretprobes at one function, and a kretprobed function tail-called from
  * another, chain through the trampoline: the newest instance for K (highest seq) holds
  * the trampoline as its return address, so each handler runs, newest first.
@@ -25,11 +26,28 @@
 
 struct kprw_ri {
 	u32 probe;
-	u32 seq;
 	u32 pid;
 	u32 gen;
+	u32 reserved;
+	u64 seq; /* from ri_seq: the newest instance of a word K has the highest */
+	u64 reserved2;
 	struct kretprobe_instance ri; /* what handlers see; data follows */
 };
+
+/* Every entry takes the next sequence number, so among the instances keyed by one word
+ * K (a chain of kretprobes on one frame, a tail call, or stale instances of frames left
+ * by longjmp) the live, newest one has the highest. The hint table remembers, per hash
+ * of K, the instance the last entry made: the return finds it in O(1) and checks its
+ * key; a hint that another entry overwrote (a hash collision) or that is gone falls back
+ * to scanning all instances. */
+static u64 ri_seq;
+#define HINTS 1024
+static u32 ri_hint[HINTS]; /* instance + 1 */
+
+static inline u32 hint_of(uptr K)
+{
+	return (u32)(((u64)K * 0x9E3779B97F4A7C15ull) >> 54); /* 10 bits */
+}
 
 #define KEY_SETUP 1ull
 #define KEY_MATCH(k, K) (((k) >> 16) == ((u64)(K) >> 3) && (k) > KEY_SETUP)
@@ -46,21 +64,11 @@ static u8 *edata_of(struct kprw_ri *r, const struct kprw_probe *p)
 	return (u8 *)r->ri.data + ((p->data_size + 15) & ~15ul);
 }
 
-/* owner of global instance g: pools are laid out in probe order */
-static u32 owner(u32 g)
+/* owner of global instance g (its probe), from a table made at start-up */
+static u32 *ri_owner;
+static inline u32 owner(u32 g)
 {
-	u32 lo = 0, hi = kprw_rt.nprobes;
-	/* last probe with ri_first <= g and ri_count > 0 */
-	while (hi - lo > 1) {
-		u32 mid = lo + (hi - lo) / 2;
-		if (kprw_rt.ri_first[mid] <= g)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	while (lo > 0 && (kprw_rt.ri_count[lo] == 0 || kprw_rt.ri_first[lo] > g))
-		lo--;
-	return lo;
+	return ri_owner[g];
 }
 
 int kprw_kretprobe_init(void)
@@ -105,12 +113,17 @@ int kprw_kretprobe_init(void)
 		total += c;
 		mem += (u64)c * stride;
 	}
-	u8 *m = kprw_mmap_anon((u64)total * 8 + mem);
+	u64 head = ((u64)total * 12 + 15) & ~15ull; /* keys, owners; instances 16-byte aligned */
+	u8 *m = kprw_mmap_anon(head + mem);
 	if (!m)
 		return -1;
 	kprw_rt.ri_keys = (u64 *)m;
-	kprw_rt.ri_mem = m + (u64)total * 8;
+	ri_owner = (u32 *)(m + (u64)total * 8);
+	kprw_rt.ri_mem = m + head;
 	kprw_rt.ri_total = total;
+	for (u32 i = 0; i < n; i++)
+		for (u32 k = 0; k < kprw_rt.ri_count[i]; k++)
+			ri_owner[kprw_rt.ri_first[i] + k] = i;
 	return 0;
 }
 
@@ -127,35 +140,17 @@ static int stale(u32 g, u32 pi, u64 key, u32 pid)
 	return word != (u64)(uptr)kprewrite_rt_rettramp;
 }
 
-void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs)
+void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 {
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
 	uptr K = regs->sp;
 	u64 *keys = kprw_rt.ri_keys;
 	u64 tramp = (u64)(uptr)kprewrite_rt_rettramp;
-	u32 pid = kprw_pid(), seq = 0;
+	u32 pid = kprw_pid();
 	u32 first = kprw_rt.ri_first[pi], end = first + kprw_rt.ri_count[pi];
 
 	if (!keys || kprw_rt.ri_count[pi] == 0)
 		return;
-	if (*(u64 *)K == tramp) {
-		/* chained: another kretprobe of this hit, or a tail call from a probed frame */
-		for (u32 g = 0; g < kprw_rt.ri_total; g++) {
-			u64 k = atomic_load(&keys[g]);
-			if (KEY_MATCH(k, K)) {
-				u32 s = inst(g, owner(g))->seq;
-				if (s >= seq)
-					seq = s + 1;
-			}
-		}
-	} else {
-		/* any instance still keyed by K belongs to a frame that is gone */
-		for (u32 g = 0; g < kprw_rt.ri_total; g++) {
-			u64 k = atomic_load(&keys[g]);
-			if (KEY_MATCH(k, K))
-				atomic_cas(&keys[g], &k, 0);
-		}
-	}
 
 	u32 g, got = 0;
 	for (int pass = 0; pass < 2 && !got; pass++) {
@@ -175,7 +170,7 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs)
 	}
 	struct kprw_ri *r = inst(g, pi);
 	r->probe = pi;
-	r->seq = seq;
+	r->seq = atomic_add(&ri_seq, 1) + 1;
 	r->pid = pid;
 	r->gen = (r->gen + 1) & 0xffff;
 	if (r->gen == 0)
@@ -183,13 +178,17 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs)
 	r->ri.rp = p->user ? (void *)RT_ADDR(p->user) : (void *)p;
 	r->ri.ret_addr = *(u64 *)K;
 	r->ri.entry_sp = K;
-	r->ri.tid = kprw_gettid();
+	r->ri.tid = c ? kprw_tctx_tid(c) : kprw_gettid();
 	if (p->data_size)
 		kprw_memset(r->ri.data, 0, p->data_size);
 	if (kprw_rt.ri_elen[pi]) {
+		/* the fetch program sees ip = site (the entry handler, site + 1) */
 		const struct kprw_event *ev = &kprw_rt.events[p->event];
+		uptr ip = regs->ip;
+		regs->ip = RT_ADDR(kprw_rt.points[p->point].site);
 		kprw_fetch_entry((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len, regs, edata_of(r, p),
 				 kprw_rt.ri_elen[pi]);
+		regs->ip = ip;
 	}
 	if (p->entry_handler) {
 		int (*eh)(struct kretprobe_instance *, struct pt_regs *) =
@@ -201,24 +200,33 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs)
 	}
 	*(u64 *)K = tramp;
 	atomic_store(&keys[g], ((u64)K >> 3) << 16 | r->gen);
+	__atomic_store_n(&ri_hint[hint_of(K)], g + 1, __ATOMIC_RELAXED);
 }
 
 void kprw_rethook(struct pt_regs *regs)
 {
 	uptr K = regs->sp - 8;
 	u64 *keys = kprw_rt.ri_keys;
-	u32 best = ~0u, bestseq = 0, pi = 0;
+	u32 best = ~0u, pi = 0;
+	u64 bestseq = 0;
+	unsigned long flags = regs->flags;
 
 	atomic_add(&kprewrite_rt_stats.rettramps, 1);
-	for (u32 g = 0; keys && g < kprw_rt.ri_total; g++) {
-		u64 k = atomic_load(&keys[g]);
-		if (KEY_MATCH(k, K)) {
-			u32 o = owner(g);
-			u32 s = inst(g, o)->seq;
-			if (best == ~0u || s > bestseq) {
-				best = g;
-				bestseq = s;
-				pi = o;
+	u32 h = __atomic_load_n(&ri_hint[hint_of(K)], __ATOMIC_RELAXED);
+	if (keys && h && h <= kprw_rt.ri_total && KEY_MATCH(atomic_load(&keys[h - 1]), K)) {
+		best = h - 1;
+		pi = owner(best);
+	} else {
+		for (u32 g = 0; keys && g < kprw_rt.ri_total; g++) {
+			u64 k = atomic_load(&keys[g]);
+			if (KEY_MATCH(k, K)) {
+				u32 o = owner(g);
+				u64 s = inst(g, o)->seq;
+				if (best == ~0u || s > bestseq) {
+					best = g;
+					bestseq = s;
+					pi = o;
+				}
 			}
 		}
 	}
@@ -229,25 +237,25 @@ void kprw_rethook(struct pt_regs *regs)
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
 	regs->ip = r->ri.ret_addr;
 	if (kprw_probe_enabled(pi)) {
-		u32 pid = kprw_pid();
-		struct kprw_thread *t = kprw_thread_get(pid, kprw_gettid());
-		if (t && !t->busy && !t->nstep) {
-			t->busy++;
+		struct kprw_tctx *c = kprw_tctx_get();
+		if (c && !kprw_tctx_busy(c)) {
+			c->busy++;
 			kprw_count_hit(pi);
 			if (p->flags & KPRW_F_TRACE)
 				kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, r->ri.ret_addr, edata_of(r, p),
-					       kprw_rt.ri_elen[pi]);
+					       kprw_rt.ri_elen[pi], c);
 			if (p->ret_handler) {
 				int (*h)(struct kretprobe_instance *, struct pt_regs *) =
 					(void *)RT_ADDR(p->ret_handler);
 				h(&r->ri, regs);
 			}
-			t->busy--;
+			c->busy--;
 		} else {
 			kprw_count_miss(pi);
 		}
-		kprw_thread_put(t);
 	}
 	atomic_store(&keys[best], 0);
 	*(u64 *)K = regs->ip;
+	/* handlers may change the arithmetic flags, nothing else (as on the other paths) */
+	regs->flags = (flags & ~0x8d5ul) | (regs->flags & 0x8d5ul);
 }

@@ -1,30 +1,74 @@
 /*
  * rt_thread.c - per-thread state without TLS.
  *
- * A thread needs state only while it is "inside" a probe: its handlers run (the
- * reentrancy guard) or a single-step is in flight. So an entry is claimed at a hit and
- * released when both end; the table holds as many entries as threads are inside probes
- * at once, and lookups scan only up to the high-water mark.
+ * Two tables live in one MADV_WIPEONFORK mapping (a fork child starts with both empty and
+ * with no cached pid; vfork children share them, as they share everything):
  *
- * The key is (pid, tid) from getpid/gettid rather than %fs:0: the thread pointer is 0
- * before libc sets up TLS (static binaries run code before that), and libc reuses a
- * dead thread's TCB for a new thread, so a fs->tid cache would lie. The trace record
- * needs the tid anyway. The pid is cached in a MADV_WIPEONFORK page, so it costs one
- * system call only after a fork; the table lives in the same mapping, so a fork child
- * starts with no stale entries (vfork children share it, as they share everything).
+ * 1. Thread contexts (struct kprw_tctx), one per thread that ever hit a probe, keyed by
+ *    the thread pointer and looked up in a few nanoseconds on every hit of every path
+ *    (detour, int3, return trampoline). A context holds the reentrancy guard (busy), the
+ *    thread's tid and its comm, so a hit needs no system call.
+ *
+ *    The key is the FS base: rdfsbase when the kernel enables FSGSBASE (AT_HWCAP2 bit 1,
+ *    Linux >= 5.9), else the word at %fs:0 once the thread has a TLS block (the x86-64
+ *    TLS ABI makes it the thread pointer itself in glibc and musl; read only after
+ *    ARCH_GET_FS has shown a non-zero base, as static programs run code before libc
+ *    sets up TLS). Without a usable key (no TLS yet, or a runtime whose %fs:0 is 0) the
+ *    key is 1<<63 | tid from gettid, which is slow (a system call per hit) but correct.
+ *
+ *    Why it is correct: two live threads made by clone(CLONE_SETTLS), as every thread
+ *    library does, have different TLS blocks, hence different keys, and a thread's key
+ *    does not change while it runs in a probe. The one way a key moves to another thread
+ *    is reuse: a thread dies and libc gives its TCB (glibc caches stacks with their TCBs)
+ *    or its memory (musl) to a new thread. The new thread then finds the dead thread's
+ *    context, whose tid, comm and busy are wrong. To see that cheaply, the runtime learns
+ *    where libc keeps the tid in the TCB: each time a context is claimed (a system call
+ *    is made then anyway) it reads the first 1 KiB at the thread pointer and keeps the
+ *    offsets that hold the tid (glibc: struct pthread.tid, set by CLONE_PARENT_SETTID
+ *    before the thread runs; musl: pthread.tid; Go: m.procid), intersected over every
+ *    thread seen. A context's tid is trusted only while the word at each surviving
+ *    offset equals it: one load per check. If no offset survives (no libc tid field),
+ *    gettid is asked whenever the tid matters (trace records, kretprobe instances, a
+ *    busy context); the reentrancy guard itself never needs it. Contexts of dead
+ *    threads are reclaimed (tgkill(pid, tid, 0) == ESRCH) when the table is full.
+ *    Known limits: threads made by raw clone without CLONE_SETTLS share their parent's
+ *    key (a hit in one while the other runs a handler counts as missed), and a vfork
+ *    child's records carry its parent's pid and tid.
+ *
+ * 2. Single-step records (struct kprw_thread) of the int3 path, keyed by (pid, tid): the
+ *    SIGTRAP handler knows the tid anyway. An entry is claimed at a single-stepped hit
+ *    and released when the step ends, so the table holds as many entries as threads are
+ *    stepping at once, and lookups scan only up to the high-water mark.
  */
 #include "rt.h"
 
 #define KPRW_NTHREADS 256
+#define TCTX_WINDOW KPRW_TCTX_WINDOW
+#define KEY_CLAIMING 1ull
+#define KEY_TID KPRW_KEY_TID
+#define TIDSCAN 1024 /* bytes after the thread pointer searched for the tid */
+#define TIDCAND 8
+#define COMM_REFRESH_NS 1000000ull /* comm is re-read when older than 1 ms */
+
+#define ARCH_GET_FS 0x1003
+#define SYS_arch_prctl 158
 
 struct kprw_tstate {
-	u32 pid;     /* cached getpid(); 0 in a fresh fork child */
-	u32 hwm;     /* entries [0, hwm) may be in use */
+	struct kprw_tctx c[KPRW_NTCTX];
+	u32 pid; /* cached getpid(); 0 in a fresh fork child */
+	u32 hwm; /* step entries [0, hwm) may be in use */
 	struct kprw_thread t[KPRW_NTHREADS];
 };
 
 static struct kprw_tstate *ts;
 static struct kprw_tstate ts_fallback; /* if mmap/madvise fail (no WIPEONFORK) */
+struct kprw_tctx *kprw_tctx_tab; /* ts->c, for the inlined lookups (set at start-up: no absolute relocation) */
+
+/* where the tid is in a TCB: candidate offsets, bit i of tid_live = tid_off[i] still holds */
+static u32 tid_off[TIDCAND];
+static u32 tid_live;
+static u32 tid_learned; /* a first sample was taken */
+static u32 tid_lock;
 
 int kprw_thread_init(void)
 {
@@ -32,10 +76,23 @@ int kprw_thread_init(void)
 	if (p && sys3(SYS_madvise, (long)p, (sizeof(struct kprw_tstate) + 4095) & ~4095ul,
 		      18 /* MADV_WIPEONFORK */) == 0) {
 		ts = p;
-		return 0;
+	} else {
+		ts = &ts_fallback;
 	}
-	ts = &ts_fallback;
-	return -1;
+	kprw_tctx_tab = ts->c;
+	if (kprw_rt.hwcap2 & 2 /* HWCAP2_FSGSBASE */)
+		kprw_rt.keymode = KPRW_KEY_FSBASE;
+	else
+		kprw_rt.keymode = kprw_thread_keymode_fs0();
+	return ts == &ts_fallback ? -1 : 0;
+}
+
+/* the key mode without rdfsbase: %fs:0 if this thread has TLS, else wait for it */
+u32 kprw_thread_keymode_fs0(void)
+{
+	u64 base = 0;
+	sys2(SYS_arch_prctl, ARCH_GET_FS, (long)&base);
+	return base ? KPRW_KEY_FS0 : KPRW_KEY_PENDING;
 }
 
 u32 kprw_pid(void)
@@ -47,6 +104,177 @@ u32 kprw_pid(void)
 	}
 	return pid;
 }
+
+/* ---- thread contexts ---- */
+
+static u64 key_slow(void)
+{
+	if (kprw_rt.keymode == KPRW_KEY_PENDING) {
+		u64 base = 0;
+		sys2(SYS_arch_prctl, ARCH_GET_FS, (long)&base);
+		if (!base)
+			return 0;
+		kprw_rt.keymode = KPRW_KEY_FS0; /* libc has set up TLS: every later thread has it */
+	}
+	if (kprw_rt.keymode == KPRW_KEY_FS0) {
+		u64 k;
+		__asm__ volatile("movq %%fs:0, %0" : "=r"(k));
+		return k;
+	}
+	return 0;
+}
+
+static inline u32 thash(u64 k)
+{
+	return (u32)((k * 0x9E3779B97F4A7C15ull) >> 54); /* 10 bits: KPRW_NTCTX */
+}
+
+/* tid_sample learns (first call) or narrows (later calls) the TCB offsets holding the
+ * tid, from thread pointer k of the thread whose tid is tid. Slow path only. */
+static void tid_sample(u64 k, u32 tid)
+{
+	u32 z = 0;
+	if (!atomic_cas(&tid_lock, &z, 1))
+		return; /* another thread is sampling; this sample is not needed */
+	if (!tid_learned) {
+		u8 buf[256];
+		u32 n = 0, live = 0;
+		for (u32 off = 0; off < TIDSCAN; off += sizeof buf) {
+			long r = kprw_read_user(buf, (uptr)(k + off), sizeof buf);
+			for (long j = 0; j + 4 <= r; j += 4) {
+				u32 v;
+				kprw_memcpy(&v, buf + j, 4);
+				if (v != tid)
+					continue;
+				if (n == TIDCAND) {
+					live = 0; /* too many: no reliable offset */
+					break;
+				}
+				tid_off[n] = off + (u32)j;
+				live |= 1u << n++;
+			}
+			if (r < (long)sizeof buf || n == TIDCAND)
+				break;
+		}
+		atomic_store(&tid_live, live);
+		tid_learned = 1;
+	} else {
+		u32 live = atomic_load(&tid_live);
+		for (u32 i = 0; i < TIDCAND; i++) {
+			u32 v = 0;
+			if ((live & (1u << i)) &&
+			    (kprw_read_user(&v, (uptr)(k + tid_off[i]), 4) != 4 || v != tid))
+				__atomic_fetch_and(&tid_live, ~(1u << i), __ATOMIC_RELEASE);
+		}
+	}
+	atomic_store(&tid_lock, 0);
+}
+
+/* fresh says whether context c still belongs to the thread that claimed it. Called only
+ * by the thread whose key c has, so reading its TCB cannot fault. */
+static int fresh(const struct kprw_tctx *c)
+{
+	if (c->key & KEY_TID)
+		return 1; /* the key is the tid */
+	u32 live = atomic_load(&tid_live);
+	if (likely(live)) {
+		for (u32 i = 0; live; i++, live >>= 1)
+			if ((live & 1) && *(const volatile u32 *)(uptr)(c->key + tid_off[i]) != c->tid)
+				return 0;
+		return 1;
+	}
+	return kprw_gettid() == c->tid;
+}
+
+static void renew(struct kprw_tctx *c, u32 tid)
+{
+	c->tid = tid;
+	c->busy = 0;
+	c->comm_ns = 0;
+}
+
+static struct kprw_tctx *claim_ctx(u64 k, u32 tid, u32 pid)
+{
+	u32 h = thash(k);
+	/* pass 0: a free slot in the window; 1: a dead thread's slot in the window;
+	 * 2 and 3: the same anywhere (that thread then always takes the slow path) */
+	for (u32 pass = 0; pass < 4; pass++) {
+		u32 span = pass < 2 ? TCTX_WINDOW : KPRW_NTCTX;
+		for (u32 i = 0; i < span; i++) {
+			struct kprw_tctx *c = &ts->c[(h + i) & (KPRW_NTCTX - 1)];
+			u64 cur = atomic_load(&c->key);
+			if (cur != 0) {
+				if (!(pass & 1) || cur == KEY_CLAIMING ||
+				    sys3(SYS_tgkill, pid, c->tid, 0) != -3 /* ESRCH */)
+					continue;
+				if (!atomic_cas(&c->key, &cur, 0))
+					continue;
+				cur = 0;
+			}
+			if (atomic_cas(&c->key, &cur, KEY_CLAIMING)) {
+				renew(c, tid);
+				atomic_store(&c->key, k);
+				return c;
+			}
+		}
+	}
+	return NULL;
+}
+
+/* kprw_tctx_slow finds or claims the context of key k (kprw_tkey) when the inlined
+ * lookup did not find it in its window. */
+struct kprw_tctx *kprw_tctx_slow(u64 k)
+{
+	if (k == 0)
+		k = key_slow();
+	u32 tid = kprw_gettid(), pid = kprw_pid();
+	int ptr = k != 0 && !(k & KEY_TID);
+	if (!ptr)
+		k = KEY_TID | tid;
+	for (u32 i = 0; i < KPRW_NTCTX; i++) {
+		struct kprw_tctx *c = &ts->c[i];
+		if (atomic_load(&c->key) == k) {
+			if (c->tid != tid)
+				renew(c, tid); /* a dead thread's TCB, reused */
+			return c;
+		}
+	}
+	struct kprw_tctx *c = claim_ctx(k, tid, pid);
+	if (c && ptr)
+		tid_sample(k, tid);
+	return c;
+}
+
+int kprw_tctx_busy_slow(struct kprw_tctx *c)
+{
+	if (fresh(c))
+		return 1;
+	renew(c, kprw_gettid()); /* left busy by a dead thread whose TCB this one reuses */
+	return 0;
+}
+
+u32 kprw_tctx_tid(struct kprw_tctx *c)
+{
+	if (likely(fresh(c)))
+		return c->tid;
+	u32 busy = c->busy;
+	renew(c, kprw_gettid());
+	c->busy = busy; /* the caller's own guard, taken before the check */
+	if (!(c->key & KEY_TID))
+		tid_sample(c->key, c->tid);
+	return c->tid;
+}
+
+const char *kprw_tctx_comm(struct kprw_tctx *c, u64 now)
+{
+	if (unlikely(c->comm_ns == 0 || now - c->comm_ns > COMM_REFRESH_NS)) {
+		sys2(SYS_prctl, 16 /* PR_GET_NAME */, (long)c->comm);
+		c->comm_ns = now ? now : 1;
+	}
+	return c->comm;
+}
+
+/* ---- single-step records ---- */
 
 struct kprw_thread *kprw_thread_find(u32 pid, u32 tid)
 {
@@ -74,7 +302,6 @@ static struct kprw_thread *claim(u32 pid, u32 tid, int reclaim)
 		}
 		if (atomic_cas(&t->tid, &cur, tid)) {
 			t->pid = pid;
-			t->busy = 0;
 			t->nstep = 0;
 			u32 h = atomic_load(&ts->hwm);
 			while (h < i + 1 && !atomic_cas(&ts->hwm, &h, i + 1))
@@ -85,7 +312,7 @@ static struct kprw_thread *claim(u32 pid, u32 tid, int reclaim)
 	return NULL;
 }
 
-/* kprw_thread_get finds or claims this thread's entry; NULL if the table is full of
+/* kprw_thread_get finds or claims this thread's step entry; NULL if the table is full of
  * live threads (the caller then treats the hit as missed). */
 struct kprw_thread *kprw_thread_get(u32 pid, u32 tid)
 {
@@ -100,7 +327,7 @@ struct kprw_thread *kprw_thread_get(u32 pid, u32 tid)
 
 void kprw_thread_put(struct kprw_thread *t)
 {
-	if (t && t->busy == 0 && t->nstep == 0) {
+	if (t && t->nstep == 0) {
 		t->pid = 0;
 		atomic_store(&t->tid, 0);
 	}

@@ -3,8 +3,9 @@
  *
  * A hit (int3, si_code SI_KERNEL, ip = site + 1):
  *   1. find the probepoint by binary search on site;
- *   2. claim this thread's entry; if it is busy (a handler of ours is running, or a
- *      single-step is in flight) the probes are missed: nmissed++, no handlers;
+ *   2. find this thread's context (rt_thread.c); if it is busy (a handler of ours is
+ *      running, on any path) or a single-step is in flight, the probes are missed:
+ *      nmissed++, no handlers;
  *   3. build struct pt_regs from the ucontext (ip = site + 1, as the kernel's int3
  *      handler shows it), run each enabled probe's pre handler (and trace record, and
  *      the kretprobe entry work), copy the registers back;
@@ -12,6 +13,10 @@
  *      else execute the instruction: emulate it (then post handlers), or jump to the
  *      slot ("boost": copy + jmp back, one trap per hit), or single-step the copy with
  *      TF set and run the post handlers at the TRAP_TRACE trap, fixing ip back.
+ * An int3 on an inner byte of a would-be DCR (KPRW_PF_INNER, --verify-regions) is a
+ * violation: counted, recorded, and run from its slot (see kprewrite_abi.h).
+ * Jump-optimized points (KPRW_X_OPTIMIZED) have no int3; rt_opt.c runs them with the
+ * same kprw_run_probes.
  */
 #include "rt.h"
 
@@ -29,21 +34,6 @@ static const struct kprw_point *find_point(u64 vaddr)
 			hi = mid;
 	}
 	return NULL;
-}
-
-int kprw_probe_enabled(u32 i)
-{
-	return !kprw_rt.disable_all && !(kprw_rt.state[i].flags & KPRW_SF_DISABLED);
-}
-
-void kprw_count_hit(u32 i)
-{
-	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride), 1);
-}
-
-void kprw_count_miss(u32 i)
-{
-	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride + 8), 1);
 }
 
 static void regs_from_mc(struct pt_regs *r, const struct k_sigcontext *mc)
@@ -66,11 +56,6 @@ static void regs_to_mc(struct k_sigcontext *mc, const struct pt_regs *r)
 	mc->flags = (mc->flags & ~0x8d5ul) | (r->flags & 0x8d5ul);
 }
 
-static void *user_obj(const struct kprw_probe *p)
-{
-	return p->user ? (void *)RT_ADDR(p->user) : (void *)p;
-}
-
 static int point_has_post(const struct kprw_point *pt)
 {
 	for (u32 k = 0; k < pt->nprobes; k++) {
@@ -89,7 +74,7 @@ static void run_post(const struct kprw_point *pt, struct pt_regs *regs)
 		if (p->type == KPRW_T_KPROBE && p->post_handler && kprw_probe_enabled(i)) {
 			void (*post)(void *, struct pt_regs *, unsigned long) =
 				(void *)RT_ADDR(p->post_handler);
-			post(user_obj(p), regs, 0);
+			post(kprw_user_obj(p), regs, 0);
 		}
 	}
 }
@@ -168,13 +153,14 @@ static void execute(const struct kprw_point *pt, struct k_sigcontext *mc,
 	if (pt->xmode == KPRW_X_EMULATE) {
 		emulate(pt, mc);
 		atomic_add(&kprewrite_rt_stats.emulated, 1);
-		if (post && t) {
+		struct kprw_tctx *c;
+		if (post && t && (c = kprw_tctx_get()) != NULL) {
 			struct pt_regs regs;
-			t->busy++;
+			c->busy++;
 			regs_from_mc(&regs, mc);
 			run_post(pt, &regs);
 			regs_to_mc(mc, &regs);
-			t->busy--;
+			c->busy--;
 		}
 		return;
 	}
@@ -195,19 +181,47 @@ static void execute(const struct kprw_point *pt, struct k_sigcontext *mc,
 	mc->ip = slot;
 }
 
+void kprw_miss_point(const struct kprw_point *pt)
+{
+	for (u32 k = 0; k < pt->nprobes; k++)
+		if (kprw_probe_enabled(pt->first_probe + k))
+			kprw_count_miss(pt->first_probe + k);
+}
+
+/* violation handles an int3 on an inner byte of a would-be DCR (--verify-regions):
+ * count it, record it, and run the original instruction(s) from that byte out of line. */
+static void violation(const struct kprw_point *pt, struct k_sigcontext *mc)
+{
+	atomic_add(&kprewrite_rt_stats.violations, 1);
+	kprw_trace_violation(pt, kprw_tctx_get());
+	if (!pt->slot) {
+		kprw_puts("kprewrite: --verify-regions: control reached ");
+		kprw_put_hex(pt->site);
+		kprw_puts(", inside an instruction of the region that the probe at ");
+		kprw_put_hex(pt->target);
+		kprw_puts(" would replace; it cannot be run out of line\n");
+		struct k_sigaction sa = {0};
+		sa.handler = SIG_DFL;
+		sys4(SYS_rt_sigaction, SIGTRAP, (long)&sa, 0, 8);
+		sys3(SYS_tgkill, kprw_pid(), kprw_gettid(), SIGTRAP);
+		return;
+	}
+	mc->ip = RT_ADDR(pt->slot); /* the copy ends with a jmp past the region */
+	atomic_add(&kprewrite_rt_stats.boosts, 1);
+}
+
 static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32 tid)
 {
 	struct k_sigcontext *mc = &uc->mc;
 	struct kprw_thread *t = kprw_thread_get(pid, tid);
+	struct kprw_tctx *c = kprw_tctx_get();
 	int any = 0;
 
 	atomic_add(&kprewrite_rt_stats.traps, 1);
 	mc->ip = RT_ADDR(pt->site);
-	if (!t || t->busy || t->nstep) {
+	if (!t || !c || kprw_tctx_busy(c) || t->nstep) {
 		/* reentered: count, run nothing, just execute the instruction */
-		for (u32 k = 0; k < pt->nprobes; k++)
-			if (kprw_probe_enabled(pt->first_probe + k))
-				kprw_count_miss(pt->first_probe + k);
+		kprw_miss_point(pt);
 		execute(pt, mc, t, 0);
 		kprw_thread_put(t);
 		return;
@@ -216,32 +230,15 @@ static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32
 	struct pt_regs regs;
 	regs_from_mc(&regs, mc);
 	regs.ip = RT_ADDR(pt->site) + 1; /* as after the int3, like the kernel */
-	t->busy++;
-	for (u32 k = 0; k < pt->nprobes; k++) {
-		u32 i = pt->first_probe + k;
-		const struct kprw_probe *p = &kprw_rt.probes[i];
-		if (!kprw_probe_enabled(i))
-			continue;
-		any = 1;
-		if (p->type == KPRW_T_KRETPROBE) {
-			kprw_kretprobe_entry(i, &regs);
-			continue;
-		}
-		kprw_count_hit(i);
-		if (p->flags & KPRW_F_TRACE)
-			kprw_trace_hit(i, &regs, KPRW_REC_KPROBE, 0, NULL, 0);
-		if (p->pre_handler) {
-			int (*pre)(void *, struct pt_regs *) = (void *)RT_ADDR(p->pre_handler);
-			if (pre(user_obj(p), &regs)) {
-				/* the handler moved execution: no single-step, no post handler */
-				t->busy--;
-				regs_to_mc(mc, &regs);
-				kprw_thread_put(t);
-				return;
-			}
-		}
+	c->busy++;
+	int moved = kprw_run_probes(pt, &regs, c, &any);
+	c->busy--;
+	if (moved) {
+		/* the handler moved execution: no single-step, no post handler */
+		regs_to_mc(mc, &regs);
+		kprw_thread_put(t);
+		return;
 	}
-	t->busy--;
 	if (any) {
 		regs.ip = mc->ip; /* unchanged ip means "execute the probed instruction" */
 		regs_to_mc(mc, &regs);
@@ -275,13 +272,14 @@ static void step(struct kprw_thread *t, struct k_sigcontext *mc)
 		*(unsigned long *)mc->sp &= ~X86_TF;
 	if (!s.saved_tf)
 		mc->flags &= ~X86_TF;
-	if (point_has_post(pt)) {
+	struct kprw_tctx *c;
+	if (point_has_post(pt) && (c = kprw_tctx_get()) != NULL) {
 		struct pt_regs regs;
-		t->busy++;
+		c->busy++;
 		regs_from_mc(&regs, mc);
 		run_post(pt, &regs);
 		regs_to_mc(mc, &regs);
-		t->busy--;
+		c->busy--;
 	}
 	kprw_thread_put(t);
 }
@@ -295,7 +293,8 @@ static void foreign(struct k_siginfo *si, struct k_sigcontext *mc)
 		 * TF and has no step record: finish the step for it. */
 		for (u32 i = 0; i < kprw_rt.npoints; i++) {
 			const struct kprw_point *pt = &kprw_rt.points[i];
-			if (pt->xmode != KPRW_X_EMULATE && mc->ip == RT_ADDR(pt->slot) + pt->slot_len) {
+			if ((pt->xmode == KPRW_X_SSTEP || pt->xmode == KPRW_X_BOOST) &&
+			    mc->ip == RT_ADDR(pt->slot) + pt->slot_len) {
 				mc->ip = RT_ADDR(pt->site) + pt->insn_len;
 				mc->flags &= ~X86_TF;
 				return;
@@ -328,7 +327,12 @@ void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 	}
 	if (si->si_code == SI_KERNEL && kprw_rt.npoints) {
 		const struct kprw_point *pt = find_point(mc->ip - 1 - kprw_rt.bias);
-		if (pt) {
+		if (pt && (pt->pflags & KPRW_PF_INNER)) {
+			mc->ip -= 1;
+			violation(pt, mc);
+			return;
+		}
+		if (pt && pt->xmode != KPRW_X_OPTIMIZED) { /* an optimized site has no int3 */
 			hit(pt, uc, pid, tid);
 			return;
 		}

@@ -5,13 +5,22 @@ void kprw_memcpy(void *d, const void *s, unsigned long n)
 {
 	u8 *dp = d;
 	const u8 *sp = s;
+	for (; n >= 8; n -= 8, dp += 8, sp += 8) {
+		u64 v;
+		__builtin_memcpy(&v, sp, 8); /* constant size: a mov, never a call */
+		__builtin_memcpy(dp, &v, 8);
+	}
 	while (n--)
 		*dp++ = *sp++;
 }
 
 void kprw_memset(void *d, int c, unsigned long n)
 {
-	volatile u8 *dp = d; /* volatile: keep gcc from turning this into memset() */
+	u8 *dp = d;
+	u64 v = 0x0101010101010101ull * (u8)c;
+	/* -fno-tree-loop-distribute-patterns keeps gcc from turning these loops into memset() */
+	for (; n >= 8; n -= 8, dp += 8)
+		__builtin_memcpy(dp, &v, 8);
 	while (n--)
 		*dp++ = (u8)c;
 }
@@ -108,12 +117,16 @@ u64 kprw_now_ns(void)
 	return (u64)ts.sec * 1000000000ull + (u64)ts.nsec;
 }
 
-/* The CPU number the way the vDSO's getcpu finds it: the limit of the per-CPU GDT
- * entry (selector 0x7b) holds node<<12 | cpu. lsl leaves 0 if the entry is missing. */
+/* The CPU number the way the vDSO's getcpu finds it: rdpid reads TSC_AUX, which Linux
+ * sets to node<<12 | cpu; without rdpid, the limit of the per-CPU GDT entry (selector
+ * 0x7b) holds the same. lsl leaves 0 if the entry is missing. */
 u32 kprw_cpu(void)
 {
 	unsigned long p = 0;
-	__asm__ volatile("lsl %1, %0" : "+r"(p) : "r"(0x7bul) : "cc");
+	if (likely(kprw_rt.has_rdpid)) /* TSC_AUX, the same node<<12 | cpu, in ~1 ns instead of ~18 */
+		__asm__ volatile("rdpid %0" : "=r"(p));
+	else
+		__asm__ volatile("lsl %1, %0" : "+r"(p) : "r"(0x7bul) : "cc");
 	return (u32)(p & 0xfff);
 }
 

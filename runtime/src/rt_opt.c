@@ -1,0 +1,62 @@
+/*
+ * rt_opt.c - jump-optimized probes: the C side of the detour (src/optprobe.S).
+ *
+ * kprewrite_rt_optcall(regs, idx) is called by a detour with the probed thread's
+ * registers as struct pt_regs (sp = the stack pointer at the probe address) on an
+ * aligned stack below the red zone. It is reached only for armed points (the gate), so
+ * it goes straight to the work: the reentrancy guard of the thread's context (a hit
+ * while this thread runs a handler of ours, on any path, counts in nmissed and runs
+ * nothing), then the probes exactly as the int3 path runs them (kprw_run_probes: the
+ * same handlers, ip = site + 1, trace records with ip = site, kretprobe entries whose
+ * return address hijack is the same code). What handlers change is written back:
+ *   - general registers always; arithmetic flags (CF PF AF ZF SF OF) too, as on the
+ *     int3 path;
+ *   - a pre handler returning non-zero resumes at regs->ip with every register, sp and
+ *     the flags from pt_regs, skipping the DCR (kprobes' "redirection"; the kernel's
+ *     optprobes ignore it, we do it right);
+ *   - a changed regs->sp is honoured the same way, with ip = the DCR copy.
+ * Those, and DF set at the probe (the template clears it), return 1 and the template
+ * leaves through iretq; the common case returns 0 and it restores by popping.
+ */
+#include "rt.h"
+
+#define FLAGS_ARITH 0x8d5ul /* CF PF AF ZF SF OF */
+#define FLAGS_DF 0x400ul
+
+static long slow_exit(struct pt_regs *regs)
+{
+	unsigned long cs, ss;
+	__asm__("mov %%cs, %0" : "=r"(cs));
+	__asm__("mov %%ss, %0" : "=r"(ss));
+	regs->cs = cs & 0xffff;
+	regs->ss = ss & 0xffff;
+	atomic_add(&kprewrite_rt_stats.optslow, 1);
+	return 1;
+}
+
+__attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx)
+{
+	if (unlikely(idx >= kprw_rt.npoints || kprw_rt.points[idx].xmode != KPRW_X_OPTIMIZED))
+		kprw_fatal("detour with a bad probepoint index:", idx);
+	const struct kprw_point *pt = &kprw_rt.points[idx];
+	unsigned long sp = regs->sp, flags = regs->flags;
+	int any = 0, moved = 0;
+
+	regs->ip = RT_ADDR(pt->site) + 1; /* as after an int3, like the kernel's optimized_callback */
+	struct kprw_tctx *c = kprw_tctx_get();
+	if (unlikely(!c || kprw_tctx_busy(c))) {
+		kprw_miss_point(pt);
+	} else {
+		c->busy++;
+		moved = kprw_run_probes(pt, regs, c, &any);
+		c->busy--;
+	}
+	regs->flags = (flags & ~FLAGS_ARITH) | (regs->flags & FLAGS_ARITH);
+	if (unlikely(moved))
+		return slow_exit(regs);
+	if (unlikely(regs->sp != sp || (flags & FLAGS_DF))) {
+		regs->ip = RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len;
+		return slow_exit(regs);
+	}
+	return 0;
+}

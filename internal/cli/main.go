@@ -28,6 +28,9 @@ func commands() []command {
 	return []command{
 		{"check", "report, per probe site, whether it can be jump-optimized, boosted, single-stepped or must be refused", runCheck},
 		{"rewrite", "write a new binary with probes installed", runRewrite},
+		{"list", "list the probes of a rewritten binary, like the kernel's kprobes/list", runList},
+		{"trace", "print a trace file in the kernel tracer's format", runTrace},
+		{"profile", "print hits and misses per event of a trace file, like kprobe_profile", runProfile},
 		{"rules", "list the safety rules and their ids", runRules},
 		{"version", "print the version", runVersion},
 	}

@@ -1,21 +1,33 @@
 package cli
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
+	"kprewrite/analysis"
 	"kprewrite/elfio"
+	"kprewrite/internal/rewriter"
 )
 
+// TraceSuffix is appended to the output path to make the default trace file path.
+const TraceSuffix = ".trace"
+
 func runRewrite(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... BINARY", stdout)
+	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-boost] [--trace PATH] BINARY", stdout)
 	out := fs.String("o", "", "output file (written atomically; required)")
 	var exprs, files multiFlag
-	fs.Var(&exprs, "e", "probe event definition (repeatable)")
+	fs.Var(&exprs, "e", "probe event definition, e.g. 'p:grp/ev func+4 a=%di' or 'r:ev func $retval' (repeatable)")
 	fs.Var(&files, "f", "file of probe event definitions, one per line (repeatable)")
+	noBoost := fs.Bool("no-boost", false, "single-step every probe (kinds k and r only, two traps per hit)")
+	skip := fs.Bool("skip-refused", false, "leave out probes the analysis refuses (reported on stderr) instead of failing")
+	trace := fs.String("trace", "", "default trace file of the rewritten program (default: OUT"+TraceSuffix+", absolute; \"none\" for no default); KPREWRITE_TRACE overrides it at run time")
+	traceSize := fs.String("trace-size", "", "record area of a new trace file, e.g. 64M (default 64M); KPREWRITE_TRACE_SIZE overrides it")
+	disable := fs.String("disable", "", "register events disabled: all, or a comma-separated list of EVENT, GROUP/EVENT, GROUP/*")
+	debug := fs.Bool("debug", false, "the rewritten program reports its probe start-up on stderr")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -29,50 +41,90 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	if sameFile(pos[0], *out) {
 		return usageErr("output %s is the input: kprewrite never modifies its input", *out)
 	}
+	opt := rewriter.Options{NoBoost: *noBoost, SkipRefused: *skip, Debug: *debug, ImageName: filepath.Base(*out)}
+	switch *trace {
+	case "":
+		abs, err := filepath.Abs(*out)
+		if err != nil {
+			return fmt.Errorf("default trace path: %w", err)
+		}
+		opt.TracePath = abs + TraceSuffix
+	case "none":
+	default:
+		opt.TracePath = *trace
+	}
+	if *traceSize != "" {
+		n, err := parseSize(*traceSize)
+		if err != nil {
+			return usageErr("--trace-size: %v", err)
+		}
+		opt.TraceSize = n
+	}
+	if *disable != "" {
+		for _, t := range strings.Split(*disable, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				opt.Disable = append(opt.Disable, t)
+			}
+		}
+	}
 	defs, err := readDefs(exprs, files)
 	if err != nil {
 		return err
-	}
-	if len(defs) > 0 {
-		return fmt.Errorf("%s: installing probes is not implemented yet; only the probe-less rewrite (new segments and an entry stub) works", defs[0].Origin)
 	}
 	f, err := elfio.Open(pos[0])
 	if err != nil {
 		return err
 	}
-	img, err := nullRewrite(f)
+	var probes []rewriter.Probe
+	if len(defs) > 0 {
+		bin, err := analysis.Analyze(f, analysis.Options{})
+		if err != nil {
+			return fmt.Errorf("analyse %s: %w", pos[0], err)
+		}
+		if err := resolveDefs(f, bin.Funcs, defs); err != nil {
+			return err
+		}
+		opt.Analysis = bin
+		for _, d := range defs {
+			probes = append(probes, rewriter.Probe{Origin: d.Origin, Def: d.Probe, Addr: d.Addr})
+		}
+	}
+	res, err := rewriter.Rewrite(f, probes, opt)
 	if err != nil {
 		return err
+	}
+	for _, r := range res.Refused {
+		fmt.Fprintf(stderr, "kprewrite rewrite: skipped: %v\n", r.Err)
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "kprewrite rewrite: warning: %s\n", w)
 	}
 	mode := os.FileMode(0o755)
 	if st, err := os.Stat(pos[0]); err == nil {
 		mode = st.Mode().Perm()
 	}
-	return elfio.WriteFileAtomic(*out, img, mode)
+	return elfio.WriteFileAtomic(*out, res.Image, mode)
 }
 
-// nullRewrite adds the new segments with an entry stub that only jumps to the original
-// entry: the rewritten program must behave exactly like the original.
-func nullRewrite(f *elfio.File) ([]byte, error) {
-	const stubLen = 5
-	layout, err := f.PlanLayout(stubLen, 0, 0, 0)
-	if err != nil {
-		return nil, err
+// parseSize reads a byte count with an optional K, M or G suffix.
+func parseSize(s string) (uint64, error) {
+	mult := uint64(1)
+	switch {
+	case strings.HasSuffix(s, "K"), strings.HasSuffix(s, "k"):
+		mult = 1 << 10
+	case strings.HasSuffix(s, "M"), strings.HasSuffix(s, "m"):
+		mult = 1 << 20
+	case strings.HasSuffix(s, "G"), strings.HasSuffix(s, "g"):
+		mult = 1 << 30
 	}
-	stub := make([]byte, stubLen)
-	stub[0] = 0xe9 // jmp rel32 to the original entry
-	rel := int64(f.Entry) - int64(layout.TextAddr+stubLen)
-	if rel != int64(int32(rel)) {
-		return nil, fmt.Errorf("%s: original entry %#x is out of jmp rel32 reach of the new text at %#x", f.Path, f.Entry, layout.TextAddr)
+	if mult > 1 {
+		s = s[:len(s)-1]
 	}
-	binary.LittleEndian.PutUint32(stub[1:], uint32(int32(rel)))
-	entry := layout.TextAddr
-	return f.Rewrite(&elfio.Addition{
-		Layout:  layout,
-		Text:    stub,
-		Symbols: []elfio.NewSymbol{{Name: "kprewrite_entry_stub", Section: elfio.SecText, Size: stubLen, Func: true, Global: true}},
-		Entry:   &entry,
-	})
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("bad size %q (want a positive number with an optional K, M or G suffix, at most 1T)", s)
+	}
+	return n * mult, nil
 }
 
 func sameFile(a, b string) bool {

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"kprewrite/elfio"
+	"kprewrite/internal/rewriter"
+	"kprewrite/runtime"
+)
+
+func runList(args []string, stdout, _ io.Writer) error {
+	fs := helpFlagSet("list", "list [-v] BINARY", stdout)
+	verbose := fs.Bool("v", false, "add each probe's event and definition")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("want exactly one BINARY, got %d arguments (see kprewrite list -h)", len(pos))
+	}
+	f, err := elfio.Open(pos[0])
+	if err != nil {
+		return err
+	}
+	im, err := rewriter.ReadImage(f)
+	if err != nil {
+		return err
+	}
+	for _, line := range listLines(im, *verbose) {
+		fmt.Fprintln(stdout, line)
+	}
+	return nil
+}
+
+// listLines renders the probes like the kernel's /sys/kernel/debug/kprobes/list:
+//
+//	ADDRESS  k|r  SYMBOL+0xOFFSET  IMAGE [FLAGS]
+//
+// with the probe's link-time address (add the load bias of a PIE), "k" for a kprobe
+// and "r" for a kretprobe, and the flags [BOOSTED] (one trap per hit: the copy runs
+// with a jmp back, or the branch is emulated) and [DISABLED] (registered disabled;
+// KPREWRITE_DISABLE disables more at run time). Probes come in address order.
+func listLines(im *rewriter.Image, verbose bool) []string {
+	d := im.Desc
+	var lines []string
+	for _, pt := range im.Points {
+		for k := uint32(0); k < uint32(pt.NProbes); k++ {
+			i := int(pt.FirstProbe + k)
+			if i >= len(d.Probes) {
+				continue
+			}
+			dp := d.Probes[i]
+			typ := "k"
+			if im.Probes[i].Type == runtime.TKretprobe {
+				typ = "r"
+			}
+			sym := fmt.Sprintf("%#x", pt.Site)
+			if dp.Symbol != "" {
+				sym = fmt.Sprintf("%s+%#x", dp.Symbol, dp.Offset)
+			}
+			flags := ""
+			if dp.Kind == "b" || dp.Kind == "rb" {
+				flags += "[BOOSTED]"
+			}
+			disabled := im.Probes[i].Flags&runtime.FDisabled != 0 || im.Header.Flags&runtime.HFDisableAll != 0
+			if dp.Event >= 0 && d.Events[dp.Event].Disabled {
+				disabled = true
+			}
+			if disabled {
+				flags += "[DISABLED]"
+			}
+			line := fmt.Sprintf("%016x  %s  %s  %s %s", pt.Site, typ, sym, d.Image, flags)
+			if verbose && dp.Event >= 0 {
+				e := d.Events[dp.Event]
+				line += fmt.Sprintf("  %s/%s  %s", e.Group, e.Name, e.Def)
+			}
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}

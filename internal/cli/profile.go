@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"kprewrite/internal/rewriter"
+)
+
+func runProfile(args []string, stdout, stderr io.Writer) error {
+	fs := helpFlagSet("profile", "profile [-b BINARY]... FILE", stdout)
+	var bins multiFlag
+	fs.Var(&bins, "b", "a rewritten binary whose events the trace holds (repeatable; default: FILE without "+TraceSuffix+")")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite profile -h)", len(pos))
+	}
+	tr, descs, err := openTrace(pos[0], bins, stderr)
+	if err != nil {
+		return err
+	}
+	lines, unknown := rewriter.Profile(tr, descs)
+	images := map[string]bool{}
+	for _, l := range lines {
+		images[l.Image] = true
+	}
+	// kprobe_profile: event, hits, misses; the image first when several share the file,
+	// as uprobe_profile names the file.
+	for _, l := range lines {
+		if len(images) > 1 {
+			fmt.Fprintf(stdout, "  %s %-44s %15d %15d\n", l.Image, l.Name, l.Hit, l.NMissed)
+		} else {
+			fmt.Fprintf(stdout, "  %-44s %15d %15d\n", l.Name, l.Hit, l.NMissed)
+		}
+	}
+	if unknown > 0 {
+		fmt.Fprintf(stderr, "kprewrite profile: %d image(s) in %s have no description; name their binaries with -b\n", unknown, pos[0])
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+// Package rewriter puts the pieces of a rewrite together: it asks the analysis about
+// every probe (package patch plans the probepoints and their int3 edits), compiles
+// each event definition's fetch program (internal/eventdef), links the runtime object
+// into the new segments (internal/objlink), builds the out-of-line slots
+// (trampolines), encodes the probe tables the runtime reads (runtime.Tables), writes
+// the image description, and has elfio write the new file with the entry point moved
+// to the runtime's kprewrite_rt_entry.
+//
+// The new sections hold, in order:
+//
+//	.kprewrite.rodata  image description | probe tables (struct kprw_header first) | runtime rodata
+//	.kprewrite.text    runtime text | out-of-line slots (16-byte aligned, int3 between)
+//	.kprewrite.data    runtime data
+//	.kprewrite.bss     runtime bss | struct kprw_probe_state[nprobes]
+//
+// Every piece is named in .symtab (kprewrite_desc, kprewrite_tables,
+// kprewrite_probe_state, kprewrite_slot.FUNC+0xOFF and the runtime's own symbols), so
+// objdump, gdb and perf can name what they see.
+//
+// The image description (Desc) is a framed JSON document at the start of
+// .kprewrite.rodata: the event definitions, the kind of each probe (k, b, r, rb), and
+// the runtime index of each probe. `kprewrite list` reads it with the tables
+// (ReadImage); `kprewrite trace` and `profile` need it to name the events of trace
+// records (WriteTrace, Profile). The runtime may copy the frame into trace files so
+// that they describe themselves; until then the rewritten binary gives it.
+//
+// A rewrite is deterministic: the same input, definitions and options give the same
+// bytes (the image id that names the image in trace files is a hash of them).
+package rewriter

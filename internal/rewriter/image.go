@@ -1,0 +1,115 @@
+package rewriter
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"kprewrite/elfio"
+	"kprewrite/runtime"
+)
+
+// ErrNoProbes reports a file that is not a binary rewritten by kprewrite with probes.
+var ErrNoProbes = errors.New("not a binary rewritten by kprewrite with probes")
+
+// Image is what a rewritten binary holds about its probes: the description and the
+// runtime tables as the runtime will read them.
+type Image struct {
+	Desc   *Desc
+	Header runtime.RawHeader
+	Points []runtime.RawPoint // sorted by site
+	Probes []runtime.RawProbe // by runtime index
+	Events []runtime.RawEvent
+}
+
+// ReadImage reads the probes of a binary rewritten by kprewrite.
+func ReadImage(f *elfio.File) (*Image, error) {
+	s := f.Section(elfio.SecRodata)
+	if s == nil {
+		return nil, fmt.Errorf("%s: %w (no %s section)", f.Path, ErrNoProbes, elfio.SecRodata)
+	}
+	data := f.SectionData(s)
+	frame, ok := FindDesc(data)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w (no image description in %s)", f.Path, ErrNoProbes, elfio.SecRodata)
+	}
+	d, err := ParseDesc(frame)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	im, err := parseTables(data, s.Addr, d.TablesAddr())
+	if err != nil {
+		return nil, fmt.Errorf("%s: probe tables: %w", f.Path, err)
+	}
+	im.Desc = d
+	if len(im.Probes) != len(d.Probes) || im.Header.ImageID != d.ImageID {
+		return nil, fmt.Errorf("%s: %w: the description lists %d probes of image %#x, the tables %d of image %#x",
+			f.Path, ErrDesc, len(d.Probes), d.ImageID, len(im.Probes), im.Header.ImageID)
+	}
+	return im, nil
+}
+
+// parseTables reads the header at hdrAddr and the tables it points at, all inside
+// data (the bytes of a section at address base).
+func parseTables(data []byte, base, hdrAddr uint64) (*Image, error) {
+	at := func(addr, size uint64) ([]byte, error) {
+		if addr < base || addr-base > uint64(len(data)) || size > uint64(len(data))-(addr-base) {
+			return nil, fmt.Errorf("%#x+%d is outside the section at %#x+%d", addr, size, base, len(data))
+		}
+		return data[addr-base : addr-base+size], nil
+	}
+	var im Image
+	hb, err := at(hdrAddr, runtime.HeaderSize)
+	if err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	if err := binary.Read(bytes.NewReader(hb), binary.LittleEndian, &im.Header); err != nil {
+		return nil, err
+	}
+	h := &im.Header
+	if h.Magic != runtime.Magic || h.Version != runtime.Version || h.HeaderSize != runtime.HeaderSize || h.Self != hdrAddr {
+		return nil, fmt.Errorf("bad header (magic %#x version %d size %d self %#x)", h.Magic, h.Version, h.HeaderSize, h.Self)
+	}
+	if h.NPoints > runtime.MaxPoints {
+		return nil, fmt.Errorf("%d points (max %d)", h.NPoints, runtime.MaxPoints)
+	}
+	// check that each array is inside the section before allocating it
+	pb, err := at(h.Points, uint64(h.NPoints)*runtime.PointSize)
+	if err != nil {
+		return nil, fmt.Errorf("points: %w", err)
+	}
+	qb, err := at(h.Probes, uint64(h.NProbes)*runtime.ProbeSize)
+	if err != nil {
+		return nil, fmt.Errorf("probes: %w", err)
+	}
+	eb, err := at(h.Events, uint64(h.NEvents)*runtime.EventSize)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	im.Points = make([]runtime.RawPoint, h.NPoints)
+	im.Probes = make([]runtime.RawProbe, h.NProbes)
+	im.Events = make([]runtime.RawEvent, h.NEvents)
+	for _, r := range []struct {
+		b []byte
+		v any
+	}{{pb, im.Points}, {qb, im.Probes}, {eb, im.Events}} {
+		if err := binary.Read(bytes.NewReader(r.b), binary.LittleEndian, r.v); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range im.Probes {
+		if p.Point >= h.NPoints {
+			return nil, fmt.Errorf("probe %d: point %d of %d", i, p.Point, h.NPoints)
+		}
+		if p.Event != runtime.NoEvent && p.Event >= h.NEvents {
+			return nil, fmt.Errorf("probe %d: event %d of %d", i, p.Event, h.NEvents)
+		}
+	}
+	return &im, nil
+}
+
+// PointOf returns the table entry of the point probe i is on.
+func (im *Image) PointOf(i int) *runtime.RawPoint {
+	return &im.Points[im.Probes[i].Point]
+}

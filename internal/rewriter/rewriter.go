@@ -1,0 +1,477 @@
+package rewriter
+
+import (
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"kprewrite/analysis"
+	"kprewrite/elfio"
+	"kprewrite/internal/eventdef"
+	"kprewrite/internal/objlink"
+	"kprewrite/patch"
+	"kprewrite/runtime"
+	"kprewrite/trampolines"
+)
+
+// Probe is one event definition resolved to an address of the input binary.
+type Probe struct {
+	Origin string          // where the definition came from, for messages
+	Def    *eventdef.Probe // the parsed definition
+	Addr   uint64          // the probed address (the function entry for return probes)
+}
+
+// Options tune Rewrite.
+type Options struct {
+	NoBoost     bool   // single-step every probe (k and r only)
+	SkipRefused bool   // leave out probes the analysis refuses (Result.Refused) instead of failing
+	TracePath   string // default trace file written into the image ("" = none unless KPREWRITE_TRACE)
+	TraceSize   uint64 // record area of a new trace file (0 = the runtime's default)
+	// Disable registers events disabled, with KPREWRITE_DISABLE's syntax: "all", "ev",
+	// "grp/ev", "grp/*".
+	Disable   []string
+	ImageName string // names the image in trace files (default: the input's base name)
+	Debug     bool   // the runtime reports its start-up on stderr
+	// Analysis is the input's analysis when the caller already has it.
+	Analysis *analysis.Binary
+}
+
+// Result is a rewritten image.
+type Result struct {
+	Image   []byte
+	Layout  elfio.Layout
+	Plan    *patch.Plan     // nil for a rewrite without probes
+	Desc    *Desc           // nil for a rewrite without probes
+	Refused []patch.Refusal // with Options.SkipRefused
+	// Warnings are things the user should know about the rewritten program.
+	Warnings []string
+}
+
+// Symbol names the rewriter gives its own pieces in .symtab.
+const (
+	SymEntryStub  = "kprewrite_entry_stub" // the entry of a rewrite without probes
+	SymTables     = "kprewrite_tables"     // struct kprw_header and the tables
+	SymDesc       = "kprewrite_desc"       // the image description
+	SymProbeState = "kprewrite_probe_state"
+	SymSlotPrefix = "kprewrite_slot."
+)
+
+const areaAlign = 64
+
+func alignUp(v, a uint64) uint64 { return (v + a - 1) &^ (a - 1) }
+
+// Rewrite installs the probes into f and returns the new image. The same input,
+// probes and options always give the same bytes.
+func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
+	if len(probes) == 0 {
+		return rewriteNoProbes(f)
+	}
+	b := opt.Analysis
+	if b == nil {
+		var err error
+		if b, err = analysis.Analyze(f, analysis.Options{}); err != nil {
+			return nil, err
+		}
+	}
+	reqs := make([]patch.Request, len(probes))
+	for i, p := range probes {
+		if p.Def == nil || p.Def.Delete {
+			return nil, fmt.Errorf("%s: not a probe definition", p.Origin)
+		}
+		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return}
+	}
+	plan, err := patch.MakePlan(b, reqs, patch.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused})
+	if err != nil {
+		return nil, err
+	}
+	if len(plan.Points) == 0 {
+		return nil, fmt.Errorf("%s: every probe was refused (first: %w)", f.Path, plan.Refused[0].Err)
+	}
+	g := &gen{f: f, b: b, opt: opt, probes: probes, plan: plan}
+	return g.run()
+}
+
+// rewriteNoProbes adds the new segments with an entry stub that only jumps to the
+// original entry: the rewritten program behaves exactly like the original.
+func rewriteNoProbes(f *elfio.File) (*Result, error) {
+	layout, err := f.PlanLayout(trampolines.EntryStubLen, 0, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	stub, err := trampolines.EntryStub(layout.TextAddr, f.Entry)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	entry := layout.TextAddr
+	img, err := f.Rewrite(&elfio.Addition{
+		Layout:  layout,
+		Text:    stub,
+		Symbols: []elfio.NewSymbol{{Name: SymEntryStub, Section: elfio.SecText, Size: uint64(len(stub)), Func: true, Global: true}},
+		Entry:   &entry,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Image: img, Layout: layout}, nil
+}
+
+// gen holds one rewrite with probes.
+type gen struct {
+	f      *elfio.File
+	b      *analysis.Binary
+	opt    Options
+	probes []Probe
+	plan   *patch.Plan
+
+	events  []runtime.Event
+	evOf    []int // per probe (request): index in events, -1 when refused
+	slots   trampolines.SlotArea
+	slotOf  []int // per point: slot index or -1
+	tables  runtime.Tables
+	desc    *Desc
+	anyRet  bool
+	symbols map[string]uint64
+}
+
+func (g *gen) run() (*Result, error) {
+	f := g.f
+	g.symbols = map[string]uint64{}
+	for _, s := range f.Symbols {
+		if s.Name == "" || s.Shndx == uint16(elf.SHN_UNDEF) || s.Type == elf.STT_SECTION || s.Type == elf.STT_FILE {
+			continue
+		}
+		if _, dup := g.symbols[s.Name]; !dup || !s.Dynamic {
+			g.symbols[s.Name] = s.Value
+		}
+	}
+	if err := g.makeEvents(); err != nil {
+		return nil, err
+	}
+	if err := g.makeTables(); err != nil {
+		return nil, err
+	}
+
+	// The runtime, linked after the addresses are known; its sizes first.
+	obj, err := objlink.ParseObject("kprewrite_rt.o", runtime.Object)
+	if err != nil {
+		return nil, fmt.Errorf("runtime object: %w", err)
+	}
+	lk, err := objlink.New(obj)
+	if err != nil {
+		return nil, fmt.Errorf("runtime object: %w", err)
+	}
+	rs := lk.Sizes()
+
+	// Sizes: measure the tables with placeholder addresses (their size does not
+	// depend on them) and the description.
+	enc, err := g.tables.Encode(0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	g.fillDescProbes(enc)
+	descBytes, err := g.desc.Marshal(0)
+	if err != nil {
+		return nil, err
+	}
+	tablesOff := alignUp(uint64(len(descBytes)), areaAlign)
+	rtRodataOff := alignUp(tablesOff+uint64(len(enc.RO)), areaAlign)
+	rodataSize := rtRodataOff + rs.Rodata
+	slotsOff := alignUp(rs.Text, areaAlign)
+	textSize := slotsOff + g.slots.Size()
+	stateOff := alignUp(rs.BSS, areaAlign)
+	bssSize := stateOff + enc.StateSize
+
+	layout, err := f.PlanLayout(textSize, rodataSize, rs.Data, bssSize)
+	if err != nil {
+		return nil, err
+	}
+	tablesAddr := layout.RodataAddr + tablesOff
+	stateAddr := layout.BSSAddr + stateOff
+	out, err := lk.Link(objlink.Bases{Text: layout.TextAddr, Rodata: layout.RodataAddr + rtRodataOff, Data: layout.DataAddr, BSS: layout.BSSAddr}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("link runtime: %w", err)
+	}
+	if err := g.slots.Place(layout.TextAddr + slotsOff); err != nil {
+		return nil, err
+	}
+	for i := range g.tables.Points {
+		if si := g.slotOf[i]; si >= 0 {
+			g.tables.Points[i].Slot = g.slots.Slot(si).Addr
+		}
+	}
+	g.tables.AbsSlots = out.AbsSlots
+	enc2, err := g.tables.Encode(tablesAddr, stateAddr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	if len(enc2.RO) != len(enc.RO) || enc2.StateSize != enc.StateSize {
+		return nil, fmt.Errorf("%s: internal error: probe tables changed size when placed", f.Path)
+	}
+	descBytes, err = g.desc.Marshal(tablesAddr)
+	if err != nil {
+		return nil, err
+	}
+	if uint64(len(descBytes)) > tablesOff {
+		return nil, fmt.Errorf("%s: internal error: image description changed size when placed", f.Path)
+	}
+
+	// .kprewrite.rodata: description, tables, runtime rodata
+	rodata := make([]byte, rodataSize)
+	copy(rodata, descBytes)
+	copy(rodata[tablesOff:], enc2.RO)
+	copy(rodata[rtRodataOff:], out.Rodata)
+	hdrRel, ok := out.Addr(runtime.SymHdrRel)
+	if !ok {
+		return nil, fmt.Errorf("runtime object has no %s", runtime.SymHdrRel)
+	}
+	binary.LittleEndian.PutUint64(rodata[hdrRel-layout.RodataAddr:], uint64(runtime.HdrRel(hdrRel, tablesAddr)))
+	// .kprewrite.text: runtime, slots
+	text := make([]byte, textSize)
+	copy(text, out.Text)
+	for i := len(out.Text); i < int(slotsOff); i++ {
+		text[i] = 0xcc
+	}
+	copy(text[slotsOff:], g.slots.Bytes())
+	entry, ok := out.Addr(runtime.SymEntry)
+	if !ok {
+		return nil, fmt.Errorf("runtime object has no %s", runtime.SymEntry)
+	}
+
+	patches := g.plan.Patcher.Commit()
+	if g.anyRet {
+		ps, err := f.ClearShadowStack()
+		if err != nil {
+			return nil, err
+		}
+		patches = append(patches, ps...)
+		sort.Slice(patches, func(i, j int) bool { return patches[i].Addr < patches[j].Addr })
+	}
+	img, err := f.Rewrite(&elfio.Addition{
+		Layout:  layout,
+		Text:    text,
+		Rodata:  rodata,
+		Data:    out.Data,
+		BSS:     bssSize,
+		Symbols: g.newSymbols(out, symPlaces{slotsOff, rtRodataOff, tablesOff, uint64(len(enc2.RO)), stateOff, enc2.StateSize, uint64(len(descBytes))}),
+		Patches: patches,
+		Entry:   &entry,
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.desc.tablesAddr = tablesAddr
+	res := &Result{Image: img, Layout: layout, Plan: g.plan, Desc: g.desc, Refused: g.plan.Refused}
+	if g.anyRet && f.Section(".gcc_except_table") != nil {
+		// The unwinder finds no frame information for the return trampoline.
+		res.Warnings = append(res.Warnings, "the program uses exceptions: a C++ exception (or forced unwind) that leaves a function through "+
+			"its return probe's trampoline cannot be unwound and terminates the program, as with the kernel's uretprobes")
+	}
+	return res, nil
+}
+
+// makeEvents compiles one event per definition that got a probepoint.
+func (g *gen) makeEvents() error {
+	g.evOf = make([]int, len(g.probes))
+	disableAll := false
+	for _, d := range g.opt.Disable {
+		if d == "all" {
+			disableAll = true
+		}
+	}
+	if disableAll {
+		g.tables.Flags |= runtime.HFDisableAll
+	}
+	g.desc = &Desc{Input: filepath.Base(g.f.Path), PIE: g.f.IsPIE(), TracePath: g.opt.TracePath}
+	needSyms := false
+	for i, p := range g.probes {
+		g.evOf[i] = -1
+		if g.plan.PointOf[i] < 0 {
+			continue
+		}
+		prog, err := eventdef.Compile(p.Def, func(sym string) (uint64, bool) {
+			a, ok := g.symbols[sym]
+			return a, ok
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Origin, err)
+		}
+		id := uint32(len(g.events) + 1)
+		ev := runtime.Event{Group: p.Def.Group, Name: p.Def.Event, Fetch: prog, ID: id}
+		if p.Def.Return {
+			ev.Flags |= runtime.EFRetprobe
+			g.anyRet = true
+		}
+		disabled := disableAll || matchesAny(g.opt.Disable, p.Def.Group, p.Def.Event)
+		if disabled && !disableAll {
+			ev.Flags |= runtime.EFDisabled
+		}
+		for _, a := range p.Def.Args {
+			if a.Kind == eventdef.KindSymbol || a.Kind == eventdef.KindSymstr {
+				needSyms = true
+			}
+		}
+		g.evOf[i] = len(g.events)
+		g.events = append(g.events, ev)
+		g.desc.Events = append(g.desc.Events, DescEvent{ID: id, Group: p.Def.Group, Name: p.Def.Event, Def: p.Def.Def,
+			Origin: p.Origin, Return: p.Def.Return, Disabled: disabled})
+	}
+	if needSyms {
+		fns := g.b.Funcs
+		for _, fn := range fns.List {
+			g.desc.Symbols = append(g.desc.Symbols, DescSymbol{Addr: fn.Addr, Size: fn.Size, Name: fn.Name})
+		}
+	}
+	return nil
+}
+
+// matchesAny applies KPREWRITE_DISABLE's token syntax to one event.
+func matchesAny(tokens []string, group, event string) bool {
+	for _, t := range tokens {
+		g, e, ok := strings.Cut(t, "/")
+		switch {
+		case !ok && t == event:
+			return true
+		case ok && g == group && (e == "*" || e == event):
+			return true
+		}
+	}
+	return false
+}
+
+// makeTables fills the runtime tables and the slot area from the plan.
+func (g *gen) makeTables() error {
+	f, pl := g.f, g.plan
+	g.tables.OrigEntry = f.Entry
+	g.tables.Events = g.events
+	g.tables.TracePath = g.opt.TracePath
+	g.tables.TraceSize = g.opt.TraceSize
+	g.tables.ImageName = g.opt.ImageName
+	if g.tables.ImageName == "" {
+		g.tables.ImageName = filepath.Base(f.Path)
+	}
+	if g.opt.Debug {
+		g.tables.Flags |= runtime.HFDebug
+	}
+	g.slotOf = make([]int, len(pl.Points))
+	for i := range pl.Points {
+		pt := &pl.Points[i]
+		g.slotOf[i] = -1
+		rp := runtime.Point{Site: pt.Site, Target: pt.Target, XMode: pt.XMode, InsnLen: uint8(pt.Inst.Len),
+			EmuOp: pt.EmuOp, EmuCC: pt.EmuCC, PFlags: pt.PFlags, RetImm: pt.RetImm, Orig: pt.Insn}
+		if pt.Slot {
+			si, err := g.slots.Add(pt.Insn, pt.Site, pt.SlotOpt)
+			if err != nil {
+				return fmt.Errorf("%s: probe at %#x: %w", pl.Requests[pt.Requests[0]].Name, pt.Site, err)
+			}
+			g.slotOf[i] = si
+			n, _ := trampolines.RelocatedLen(pt.Insn, pt.Site, trampolines.Options{})
+			rp.SlotLen = uint8(n)
+			rp.Slot = 1 // placeholder until the slots are placed
+		}
+		for _, ri := range runOrder(pt) {
+			def := g.probes[ri].Def
+			q := runtime.Probe{Type: runtime.TKprobe, Flags: runtime.FTrace, Event: g.evOf[ri]}
+			if def.Return {
+				q.Type = runtime.TKretprobe
+				q.MaxActive = uint32(def.MaxActive)
+			}
+			rp.Probes = append(rp.Probes, q)
+		}
+		g.tables.Points = append(g.tables.Points, rp)
+	}
+	g.tables.ImageID = g.imageID()
+	g.desc.ImageID = g.tables.ImageID
+	g.desc.Image = g.tables.ImageName
+	return nil
+}
+
+// runOrder is the order the runtime runs the probes of a point in: the newest
+// definition first, as the kernel runs aggregated kprobes and uprobe consumers (each
+// registration is added at the head of the list).
+func runOrder(pt *patch.Point) []int {
+	out := make([]int, 0, len(pt.Requests))
+	for i := len(pt.Requests) - 1; i >= 0; i-- {
+		out = append(out, pt.Requests[i])
+	}
+	return out
+}
+
+// imageID identifies the rewritten image in trace files: a hash of the input, the
+// definitions and the options, so the same rewrite always gets the same id.
+func (g *gen) imageID() uint64 {
+	h := sha256.New()
+	h.Write(g.f.Data)
+	for _, p := range g.probes {
+		fmt.Fprintf(h, "\x00%s\x00%#x", p.Def.Def, p.Addr)
+	}
+	fmt.Fprintf(h, "\x00%v\x00%v\x00%s\x00%d\x00%q\x00%s", g.opt.NoBoost, g.opt.SkipRefused, g.opt.TracePath, g.opt.TraceSize, g.opt.Disable, g.tables.ImageName)
+	id := binary.LittleEndian.Uint64(h.Sum(nil))
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
+// fillDescProbes lists the probes by runtime index.
+func (g *gen) fillDescProbes(enc *runtime.Encoded) {
+	pl := g.plan
+	n := 0
+	for _, idx := range enc.ProbeIndex {
+		n += len(idx)
+	}
+	g.desc.Probes = make([]DescProbe, n)
+	for pi := range pl.Points {
+		pt := &pl.Points[pi]
+		for j, ri := range runOrder(pt) {
+			k := enc.ProbeIndex[pi][j]
+			dp := DescProbe{Index: k, Event: g.evOf[ri], Kind: pl.Kind(ri), Addr: pl.Requests[ri].Addr, Site: pt.Site}
+			if pt.Func != nil {
+				dp.Symbol, dp.Offset = pt.Func.Name, pt.Site-pt.Func.Addr
+			}
+			g.desc.Probes[k] = dp
+		}
+	}
+}
+
+// newSymbols names the runtime's functions and data, the slots and the tables.
+func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
+	var syms []elfio.NewSymbol
+	sec := map[objlink.Area]string{objlink.AreaText: elfio.SecText, objlink.AreaRodata: elfio.SecRodata, objlink.AreaData: elfio.SecData, objlink.AreaBSS: elfio.SecBSS}
+	for _, s := range out.Symbols {
+		if strings.HasPrefix(s.Name, ".L") {
+			continue
+		}
+		ns := elfio.NewSymbol{Name: s.Name, Section: sec[s.Area], Offset: s.Offset, Size: s.Size, Func: s.Func, Global: s.Global}
+		if s.Area == objlink.AreaRodata {
+			ns.Offset += p.rtRodataOff
+		}
+		syms = append(syms, ns)
+	}
+	syms = append(syms,
+		elfio.NewSymbol{Name: SymDesc, Section: elfio.SecRodata, Offset: 0, Size: p.descSize},
+		elfio.NewSymbol{Name: SymTables, Section: elfio.SecRodata, Offset: p.tablesOff, Size: p.tablesSize},
+		elfio.NewSymbol{Name: SymProbeState, Section: elfio.SecBSS, Offset: p.stateOff, Size: p.stateSize},
+	)
+	for i, pt := range g.plan.Points {
+		si := g.slotOf[i]
+		if si < 0 {
+			continue
+		}
+		name := fmt.Sprintf("%s%#x", SymSlotPrefix, pt.Site)
+		if pt.Func != nil {
+			name = fmt.Sprintf("%s%s+%#x", SymSlotPrefix, pt.Func.Name, pt.Site-pt.Func.Addr)
+		}
+		s := g.slots.Slot(si)
+		syms = append(syms, elfio.NewSymbol{Name: name, Section: elfio.SecText, Offset: p.slotsOff + g.slots.Offset(si), Size: uint64(len(s.Code)), Func: true})
+	}
+	return syms
+}
+
+// symPlaces are the offsets of the rewriter's pieces in the new sections.
+type symPlaces struct {
+	slotsOff, rtRodataOff, tablesOff, tablesSize, stateOff, stateSize, descSize uint64
+}

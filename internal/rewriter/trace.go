@@ -1,0 +1,172 @@
+package rewriter
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"kprewrite/internal/eventdef"
+	"kprewrite/runtime"
+)
+
+// Descs finds the description of each image a trace file names.
+type Descs map[uint64]*Desc
+
+// Add registers d.
+func (ds Descs) Add(d *Desc) { ds[d.ImageID] = d }
+
+// event is one parsed event definition of an image.
+type event struct {
+	desc  *Desc
+	index int
+	def   *eventdef.Probe
+	err   error
+}
+
+// Formatter prints trace records as the kernel's tracer prints its events.
+type Formatter struct {
+	descs  Descs
+	events map[[2]uint64]*event // (image, event id)
+	// Unknown counts records whose image or event has no description.
+	Unknown int
+}
+
+// NewFormatter returns a formatter for records of the described images.
+func NewFormatter(descs Descs) *Formatter {
+	return &Formatter{descs: descs, events: map[[2]uint64]*event{}}
+}
+
+func (fm *Formatter) event(image uint64, id uint32) *event {
+	key := [2]uint64{image, uint64(id)}
+	if e, ok := fm.events[key]; ok {
+		return e
+	}
+	var e *event
+	if d := fm.descs[image]; d != nil {
+		if de, i, ok := d.EventByID(id); ok {
+			e = &event{desc: d, index: i}
+			e.def, e.err = eventdef.Parse(de.Def)
+			if e.err == nil && (e.def.Group != de.Group || e.def.Event != de.Name) {
+				e.err = fmt.Errorf("definition %q does not define %s/%s", de.Def, de.Group, de.Name)
+			}
+		}
+	}
+	fm.events[key] = e
+	return e
+}
+
+// funcAddr is the link-time address a record's head names: the address the probe
+// was asked for (a function entry, before an endbr64 the int3 went after), as the
+// kernel's uprobe tracer prints the probed address.
+func (e *event) funcAddr(site uint64) uint64 {
+	for _, p := range e.desc.Probes {
+		if p.Event == e.index && p.Site == site {
+			return p.Addr
+		}
+	}
+	return site
+}
+
+// Line formats one record as a trace line (without the newline):
+//
+//	<comm>-<pid> [cpu] <sec>.<usec>: <event>: (<addr>) name=value ...
+//
+// with (<ret> <- <func>) for return probes, addresses as the program saw them.
+func (fm *Formatter) Line(r *runtime.Record) (string, error) {
+	e := fm.event(r.ImageID, r.EventID)
+	if e == nil {
+		fm.Unknown++
+		return "", fmt.Errorf("record of event %d of image %#x, which no description names", r.EventID, r.ImageID)
+	}
+	if e.err != nil {
+		return "", e.err
+	}
+	opt := eventdef.FormatOptions{Symbolize: func(a uint64) (string, uint64, uint64, bool) {
+		return e.desc.Symbolize(a - r.Bias)
+	}}
+	addr := r.Bias + e.funcAddr(r.IP)
+	body, err := eventdef.FormatEvent(e.def, addr, r.RetIP, r.Data, opt)
+	if err != nil {
+		return "", err
+	}
+	ts := r.TsNs / 1000
+	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000, body), nil
+}
+
+// WriteTrace prints every record of tr in time order, after a header like the
+// kernel's trace file has. Records it cannot format are reported on errw (once per
+// event) and left out.
+func WriteTrace(w, errw io.Writer, tr *runtime.Trace, descs Descs, header bool) error {
+	recs := make([]*runtime.Record, len(tr.Records))
+	for i := range tr.Records {
+		recs[i] = &tr.Records[i]
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].TsNs < recs[j].TsNs })
+	if header {
+		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# entries-in-buffer/entries-written: %d/%d\n", len(recs), uint64(len(recs))+tr.Lost+uint64(tr.Torn))
+		if tr.Lost > 0 {
+			fmt.Fprintf(w, "# lost: %d records did not fit in the trace file\n", tr.Lost)
+		}
+		if tr.Torn > 0 {
+			fmt.Fprintf(w, "# torn: %d records were cut short by their writer's death\n", tr.Torn)
+		}
+		fmt.Fprintf(w, "#\n#           TASK-PID     CPU#   TIMESTAMP  FUNCTION\n#              | |         |       |         |\n")
+	}
+	fm := NewFormatter(descs)
+	reported := map[string]bool{}
+	var sb strings.Builder
+	for _, r := range recs {
+		line, err := fm.Line(r)
+		if err != nil {
+			if msg := err.Error(); !reported[msg] {
+				reported[msg] = true
+				fmt.Fprintf(errw, "kprewrite trace: %s\n", msg)
+			}
+			continue
+		}
+		sb.WriteString(line)
+		sb.WriteByte('\n')
+		if sb.Len() > 1<<16 {
+			if _, err := io.WriteString(w, sb.String()); err != nil {
+				return err
+			}
+			sb.Reset()
+		}
+	}
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
+
+// ProfileLine is one event's counters.
+type ProfileLine struct {
+	Image   string
+	Event   string // GROUP/EVENT
+	Name    string // EVENT
+	Hit     uint64
+	NMissed uint64
+}
+
+// Profile sums the trace file's {hit, nmissed} counters per event, in image and
+// definition order. Images without a description are skipped and counted.
+func Profile(tr *runtime.Trace, descs Descs) (lines []ProfileLine, unknown int) {
+	for _, im := range tr.Images {
+		d := descs[im.ImageID]
+		if d == nil || len(d.Probes) != len(im.Counters) {
+			unknown++
+			continue
+		}
+		per := make([]ProfileLine, len(d.Events))
+		for i, e := range d.Events {
+			per[i] = ProfileLine{Image: d.Image, Event: e.Group + "/" + e.Name, Name: e.Name}
+		}
+		for i, c := range im.Counters {
+			if ev := d.Probes[i].Event; ev >= 0 {
+				per[ev].Hit += c.Hit
+				per[ev].NMissed += c.NMissed
+			}
+		}
+		lines = append(lines, per...)
+	}
+	return lines, unknown
+}

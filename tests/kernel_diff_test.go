@@ -1,0 +1,189 @@
+package tests
+
+// Differential test against the kernel's uprobe tracer: the same definitions are set
+// as uprobes on the original program and compiled into the rewritten one; both run the
+// same input, and every line of kprewrite's trace must name the same event with the
+// same head and name=value list as the kernel's line. Needs root and tracefs at
+// /sys/kernel/tracing; events go in a group and a tracing instance of our own.
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kprewrite/elfio"
+	"kprewrite/internal/eventdef"
+	"kprewrite/tests/internal/testprog"
+)
+
+const (
+	tracefs    = "/sys/kernel/tracing"
+	diffGroup  = "kpwe2e"
+	diffInstnc = tracefs + "/instances/kpwe2e"
+)
+
+// diffDefs use only what the kernel's uprobe tracer accepts ($argN is refused there).
+var diffDefs = []string{
+	"p:kpwe2e/add add a=%di:s32 b=%si:s32 x=%di:x16 u=%si:u64 d=%di ret=$stack0",
+	"p:kpwe2e/greet greet s=+0(%di):string us=+0(%di):ustring c=+1(%di):u8 arr=+0(%di):u8[3] ch=+0(%di):char bf=+0(%di):b4@2/8 cm=$comm",
+	"p:kpwe2e/fent fact n=%di:s64 sp8=+8($stack):x8 imm=\\1234",
+	"r:kpwe2e/fact fact ret=$retval:s64 rx=$retval ax=%ax:u16",
+	// at a uprobe the kernel's %ip is the probe address (not the address after the
+	// int3): the runtime must give fetch programs that ip
+	"p:kpwe2e/ip greet ip=%ip",
+	"r:kpwe2e/rip greet ip=%ip",
+}
+
+func needUprobeTracer(t *testing.T) {
+	t.Helper()
+	testprog.Need(t, "setarch")
+	if os.Geteuid() != 0 {
+		t.Skip("the kernel's uprobe tracer needs root")
+	}
+	if _, err := os.Stat(tracefs + "/uprobe_events"); err != nil {
+		t.Skip("tracefs with uprobe_events is not mounted at " + tracefs)
+	}
+}
+
+func appendUprobeEvent(line string) error {
+	f, err := os.OpenFile(tracefs+"/uprobe_events", os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write([]byte(line + "\n"))
+	return errors.Join(werr, f.Close())
+}
+
+func removeDiffEvents() {
+	data, _ := os.ReadFile(tracefs + "/uprobe_events")
+	for _, line := range strings.Split(string(data), "\n") {
+		w := strings.Fields(line)
+		if len(w) == 0 {
+			continue
+		}
+		_, ev, _ := strings.Cut(w[0], ":")
+		if strings.HasPrefix(ev, diffGroup+"/") {
+			appendUprobeEvent("-:" + ev)
+		}
+	}
+}
+
+func TestKernelDifferential(t *testing.T) {
+	needUprobeTracer(t)
+	src := probedSource(t)
+	for _, build := range []struct {
+		name  string
+		flags []string
+	}{
+		{"nopie", []string{"-O2", "-no-pie"}},
+		{"pie", []string{"-O2"}},
+	} {
+		t.Run(build.name, func(t *testing.T) {
+			prog := testprog.Build(t, src, "c", build.flags...)
+			dir := t.TempDir()
+			// same base name, so $comm and the task column agree
+			orig := filepath.Join(dir, "o", "probed")
+			kpd := filepath.Join(dir, "r", "probed")
+			os.Mkdir(filepath.Dir(orig), 0o755)
+			os.Mkdir(filepath.Dir(kpd), 0o755)
+			data, err := os.ReadFile(prog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(orig, data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, mode := range []string{"boost", "no-boost"} {
+				t.Run(mode, func(t *testing.T) {
+					var flags []string
+					if mode == "no-boost" {
+						flags = []string{"--no-boost"}
+					}
+					rewriteWith(t, orig, kpd, diffDefs, flags...)
+					kernel := kernelTrace(t, orig, []string{"diff"})
+					tr := filepath.Join(dir, mode+".trace")
+					want := testprog.Run(t, noASLR(orig, "diff"))
+					c := noASLR(kpd, "diff")
+					c.Extra = []string{"KPREWRITE_TRACE=" + tr}
+					if got := testprog.Run(t, c); want.Diff(got) != "" {
+						t.Fatalf("rewritten program behaves differently: %s", want.Diff(got))
+					}
+					ours := readTrace(t, tr, kpd)
+					if len(kernel) != 25 || len(ours) != len(kernel) {
+						t.Fatalf("kernel trace has %d lines, kprewrite's %d (want 25 each)\nkernel:\n%v\nkprewrite:\n%v", len(kernel), len(ours), kernel, ours)
+					}
+					for i := range kernel {
+						k, o := kernel[i], ours[i]
+						if k.Event != o.Event || k.Args != o.Args || k.Comm != o.Comm {
+							t.Errorf("line %d:\n  kernel:    %s %s%s\n  kprewrite: %s %s%s", i+1, k.Event, k.Head, k.Args, o.Event, o.Head, o.Args)
+						}
+						// both ran without ASLR: the addresses agree too
+						if k.Head != o.Head {
+							t.Errorf("line %d: head %s, kernel %s", i+1, o.Head, k.Head)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// noASLR runs path without address-space randomization (setarch -R), so that the
+// addresses a trace prints are the same from run to run, PIE included.
+func noASLR(path string, args ...string) testprog.Cmd {
+	return testprog.Cmd{Path: "setarch", Args: append([]string{"x86_64", "-R", path}, args...)}
+}
+
+// kernelTrace runs path with args under the kernel's uprobe tracer with diffDefs and
+// returns its trace lines.
+func kernelTrace(t *testing.T, path string, args []string) []traceLine {
+	t.Helper()
+	f, err := elfio.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns := f.Functions()
+	removeDiffEvents()
+	t.Cleanup(removeDiffEvents)
+	for _, d := range diffDefs {
+		p, err := eventdef.Parse(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn, ok := fns.ByName(p.Symbol)
+		if !ok {
+			t.Fatalf("no function %s", p.Symbol)
+		}
+		off, err := f.FileOffset(fn.Addr+p.Offset, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := p.UprobeDefinition(path, off)
+		if err := appendUprobeEvent(line); err != nil {
+			t.Fatalf("uprobe_events <- %q: %v", line, err)
+		}
+	}
+	os.Remove(diffInstnc)
+	if err := os.Mkdir(diffInstnc, 0o755); err != nil && !os.IsExist(err) {
+		t.Skipf("cannot make a tracing instance: %v", err)
+	}
+	t.Cleanup(func() {
+		os.WriteFile(diffInstnc+"/events/"+diffGroup+"/enable", []byte("0"), 0)
+		os.Remove(diffInstnc)
+	})
+	if err := os.WriteFile(diffInstnc+"/events/"+diffGroup+"/enable", []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	res := testprog.Run(t, noASLR(path, args...))
+	os.WriteFile(diffInstnc+"/events/"+diffGroup+"/enable", []byte("0"), 0)
+	if res.Exit != 3 {
+		t.Fatalf("original under uprobes: %s", res)
+	}
+	text, err := os.ReadFile(diffInstnc + "/trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseTraceLines(t, string(text))
+}

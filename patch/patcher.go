@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 
 	"kprewrite/elfio"
 )
@@ -23,10 +23,12 @@ type Edit struct {
 }
 
 // Patcher records edits of the original program's bytes with what they replace, so
-// each can be undone until Commit. read returns n original bytes at addr.
+// each can be undone until Commit. read returns n original bytes at addr. Edits are
+// kept sorted by address, so recording n of them in address order costs O(n log n).
 type Patcher struct {
 	read      func(addr, n uint64) ([]byte, error)
 	edits     map[uint64]*Edit
+	order     []uint64 // edit addresses, sorted
 	committed bool
 }
 
@@ -48,7 +50,13 @@ func (p *Patcher) Write(addr uint64, b []byte) error {
 	if end < addr {
 		return fmt.Errorf("%w %#x: edit wraps around", ErrEdit, addr)
 	}
-	for _, e := range p.edits {
+	// the first edit at or after addr, and the one before it
+	i, _ := slices.BinarySearch(p.order, addr)
+	for _, k := range []int{i - 1, i} {
+		if k < 0 || k >= len(p.order) {
+			continue
+		}
+		e := p.edits[p.order[k]]
 		if addr < e.Addr+uint64(len(e.New)) && e.Addr < end {
 			return fmt.Errorf("%w %#x+%d: overlaps the edit at %#x+%d", ErrEdit, addr, len(b), e.Addr, len(e.New))
 		}
@@ -58,6 +66,7 @@ func (p *Patcher) Write(addr uint64, b []byte) error {
 		return fmt.Errorf("%w %#x: %w", ErrEdit, addr, err)
 	}
 	p.edits[addr] = &Edit{Addr: addr, Orig: bytes.Clone(orig), New: bytes.Clone(b)}
+	p.order = slices.Insert(p.order, i, addr)
 	return nil
 }
 
@@ -83,16 +92,34 @@ func (p *Patcher) Undo(addr uint64) error {
 		return fmt.Errorf("%w %#x: no edit to undo", ErrEdit, addr)
 	}
 	delete(p.edits, addr)
+	i, _ := slices.BinarySearch(p.order, addr)
+	p.order = slices.Delete(p.order, i, i+1)
+	return nil
+}
+
+// Replace swaps the edit at addr for one writing b (the same checks as Write); the
+// old edit stays when the new one is refused.
+func (p *Patcher) Replace(addr uint64, b []byte) error {
+	old, ok := p.edits[addr]
+	if !ok {
+		return fmt.Errorf("%w %#x: no edit to replace", ErrEdit, addr)
+	}
+	if err := p.Undo(addr); err != nil {
+		return err
+	}
+	if err := p.Write(addr, b); err != nil {
+		_ = p.Write(addr, old.New) // it fitted before
+		return err
+	}
 	return nil
 }
 
 // Edits returns the recorded edits sorted by address.
 func (p *Patcher) Edits() []Edit {
-	out := make([]Edit, 0, len(p.edits))
-	for _, e := range p.edits {
-		out = append(out, *e)
+	out := make([]Edit, 0, len(p.order))
+	for _, a := range p.order {
+		out = append(out, *p.edits[a])
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
 	return out
 }
 

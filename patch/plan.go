@@ -31,11 +31,15 @@ type Mode uint8
 const (
 	ModeK Mode = iota // single-step the copy (or emulate loop/jrcxz), post handlers after
 	ModeB             // boosted: the copy runs followed by a jmp back, or the branch is emulated
+	ModeO             // jump-optimized: the DCR becomes a jmp rel32 to a detour buffer
 )
 
 func (m Mode) String() string {
-	if m == ModeB {
+	switch m {
+	case ModeB:
 		return "b"
+	case ModeO:
+		return "o"
 	}
 	return "k"
 }
@@ -44,7 +48,26 @@ func (m Mode) String() string {
 type Options struct {
 	NoBoost     bool // every point single-steps (k, r): --no-boost
 	SkipRefused bool // leave refused probes out (Plan.Refused) instead of failing
+	// NoOptimize keeps every point an int3 (--no-optimize); otherwise every point
+	// whose site the analysis says optimize, and that has no post handler, is
+	// jump-optimized.
+	NoOptimize bool
+	// VerifyRegions (--verify-regions): every point that would be jump-optimized is
+	// instead a boosted int3 whose slot runs the whole relocated DCR, and every other
+	// byte of its DCR gets an int3 (Plan.Inner) whose hit the runtime reports as a
+	// violation.
+	VerifyRegions bool
+	// Exclude lists code where no probe may go (--exclude): probes there are refused,
+	// and no DCR may reach into it.
+	Exclude []Range
+	// OptimizedOnly refuses every probe that cannot be jump-optimized (or, with
+	// VerifyRegions, that would not be): for programs that take SIGTRAP over (Go's
+	// runtime installs its own handler), where an int3 probe would kill them.
+	OptimizedOnly bool
 }
+
+// RuleNotOptimized is the reason a probe is refused with Options.OptimizedOnly.
+const RuleNotOptimized = "not-optimized"
 
 // Point is one probepoint: an instruction whose first byte becomes int3, and every
 // probe on it.
@@ -64,11 +87,45 @@ type Point struct {
 	RetImm uint16
 	PFlags uint8 // runtime.PF*
 
-	// The out-of-line slot it needs (not for XEmulate).
+	// The out-of-line slot it needs (not for XEmulate, ModeO or Verify points).
 	Slot    bool
 	SlotOpt trampolines.SlotOptions
 
+	// Jump-optimized points (ModeO) and --verify-regions points (Verify): the DCR.
+	DCR     []analysis.InstRef
+	DCRLen  int    // bytes the jmp and its filler replace (a padding tail included)
+	DCRCode []byte // original bytes of the DCR's whole instructions (no padding tail)
+	// Verify: a would-be-optimized point in --verify-regions mode. It is ModeB with
+	// XBoost, and its slot (made by the rewriter) is the relocated DCR then a jmp
+	// to Site+DCRLen; its inner bytes are in Plan.Inner.
+	Verify bool
+
 	Requests []int // indices of its requests, in request order
+}
+
+// Optimized reports whether the point is jump-optimized.
+func (pt *Point) Optimized() bool { return pt.Mode == ModeO }
+
+// DCROptions is how the instructions of a DCR of f are relocated, for detours and
+// --verify-regions slots alike: a call ending the DCR pushes its original return
+// address (RIP-relatively in a PIE, whose addresses move at load time), so the callee
+// returns to the original code after the DCR.
+func DCROptions(f *elfio.File) trampolines.Options {
+	return trampolines.Options{CallPushJmp: true, PIC: f.IsPIE()}
+}
+
+// Inner is an inner byte of a would-be DCR in --verify-regions mode: an int3 whose
+// hit is a violation (control reached a byte a jmp would have overwritten).
+type Inner struct {
+	Addr  uint64 // the byte
+	Point int    // index in Plan.Points of the would-be-optimized point
+	Off   int    // Addr - the point's Site
+	// Boundary: a DCR instruction starts here, so execution can go on in the
+	// relocated copy from that instruction; otherwise the runtime can only report.
+	Boundary bool
+	// Int3: the byte gets an int3 edit; false when the original byte is already an
+	// int3 (padding), which traps by itself.
+	Int3 bool
 }
 
 // Refusal is a request left out with Options.SkipRefused.
@@ -84,11 +141,27 @@ type Plan struct {
 	Sites    []analysis.Site // per request: the analysis
 	PointOf  []int           // per request: index in Points, -1 when refused
 	Points   []Point         // sorted by Site
+	Inner    []Inner         // --verify-regions: inner DCR bytes, sorted by Addr
 	Refused  []Refusal
-	Patcher  *Patcher // holds one int3 per point until committed
+	// Patcher holds the edits until committed: one int3 per int3 point and inner
+	// byte, and for each jump-optimized point a placeholder over its whole DCR that
+	// the rewriter replaces with the real jmp (SetSiteJmp) once the detour's address
+	// is known.
+	Patcher *Patcher
 }
 
-// Kind returns the kprobes list kind of request i: "k", "b" (boosted), "r" or "rb".
+// SetSiteJmp replaces the placeholder edit of jump-optimized point pi with b (the
+// jmp rel32 to its detour and filler, DCRLen bytes).
+func (pl *Plan) SetSiteJmp(pi int, b []byte) error {
+	pt := &pl.Points[pi]
+	if pt.Mode != ModeO || len(b) != pt.DCRLen {
+		return fmt.Errorf("%w %#x: %d bytes for a point of mode %v with a %d-byte DCR", ErrEdit, pt.Site, len(b), pt.Mode, pt.DCRLen)
+	}
+	return pl.Patcher.Replace(pt.Site, b)
+}
+
+// Kind returns the kprobes list kind of request i: "k", "b" (boosted), "o"
+// (jump-optimized), "r", "rb" or "ro".
 func (pl *Plan) Kind(i int) string {
 	pi := pl.PointOf[i]
 	if pi < 0 {
@@ -99,12 +172,19 @@ func (pl *Plan) Kind(i int) string {
 		if k == "k" {
 			return "r"
 		}
-		return "rb"
+		return "r" + k
 	}
 	return k
 }
 
 // MakePlan checks every request with the analysis and groups them into probepoints.
+//
+// Several probes whose sites fall inside one DCR are planned deliberately, as the
+// kernel does: a point whose DCR interior holds another point's site is never
+// jump-optimized (the analysis' other-probe-in-dcr rule, and a check here over the
+// final sites), so the later probe may be optimized and the earlier one stays an
+// int3 whose slot jumps back before the later one's jmp. No probe is ever left in
+// bytes a jmp overwrote.
 func MakePlan(b *analysis.Binary, reqs []Request, opt Options) (*Plan, error) {
 	pl := &Plan{
 		Requests: append([]Request(nil), reqs...),
@@ -112,23 +192,57 @@ func MakePlan(b *analysis.Binary, reqs []Request, opt Options) (*Plan, error) {
 		PointOf:  make([]int, len(reqs)),
 		Patcher:  NewPatcher(b.File.Bytes),
 	}
+	excl := normalizeRanges(opt.Exclude)
 	addrs := make([]uint64, len(reqs))
 	for i, r := range reqs {
 		addrs[i] = r.Addr
 	}
 	slices.Sort(addrs)
 	addrs = slices.Compact(addrs)
+	check := func(i int, others []uint64) analysis.Site {
+		r := reqs[i]
+		return b.Check(analysis.SiteRequest{Addr: r.Addr, Return: r.Return, NeedPostHandler: r.NeedPost, OtherProbes: neighbours(others, r.Addr)})
+	}
+	refused := make([]bool, len(reqs))
+	anyRefused := false
+	for i, r := range reqs {
+		s := check(i, addrs)
+		if rg, ok := excludedBy(excl, min(s.Addr, r.Addr), max(s.Addr, r.Addr)+1); ok {
+			s.Verdict = analysis.Refuse
+			s.Reasons = append(s.Reasons, analysis.Reason{Rule: RuleExcluded, Addr: s.Addr,
+				Detail: fmt.Sprintf("the site is in code excluded by --exclude %s (%#x..%#x)", rg.Pattern, rg.Lo, rg.Hi)})
+		}
+		pl.Sites[i] = s
+		refused[i] = s.Verdict == analysis.Refuse
+		anyRefused = anyRefused || refused[i]
+	}
+	// A refused probe leaves no point: it must not keep a neighbour from being
+	// optimized. Check again those whose verdict another probe lowered.
+	if anyRefused && opt.SkipRefused {
+		var kept []uint64
+		for i, r := range reqs {
+			if !refused[i] {
+				kept = append(kept, r.Addr)
+			}
+		}
+		slices.Sort(kept)
+		kept = slices.Compact(kept)
+		for i := range reqs {
+			if !refused[i] && pl.Sites[i].Has(analysis.RuleOtherProbe) {
+				pl.Sites[i] = check(i, kept)
+			}
+		}
+	}
 	bySite := map[uint64][]int{}
 	for i, r := range reqs {
-		s := b.Check(analysis.SiteRequest{Addr: r.Addr, Return: r.Return, NeedPostHandler: r.NeedPost, OtherProbes: neighbours(addrs, r.Addr)})
-		pl.Sites[i] = s
+		s := &pl.Sites[i]
 		pl.PointOf[i] = -1
-		if s.Verdict == analysis.Refuse {
-			err := refusal(r, &s)
+		if refused[i] {
+			err := refusal(r, s)
 			if !opt.SkipRefused {
 				return nil, err
 			}
-			pl.Refused = append(pl.Refused, Refusal{Request: i, Site: s, Err: err})
+			pl.Refused = append(pl.Refused, Refusal{Request: i, Site: *s, Err: err})
 			continue
 		}
 		bySite[s.Addr] = append(bySite[s.Addr], i)
@@ -137,12 +251,16 @@ func MakePlan(b *analysis.Binary, reqs []Request, opt Options) (*Plan, error) {
 	for a := range bySite {
 		sites = append(sites, a)
 	}
-	sort.Slice(sites, func(i, j int) bool { return sites[i] < sites[j] })
-	for _, site := range sites {
+	slices.Sort(sites)
+	for k, site := range sites {
 		idx := bySite[site]
-		pt, err := makePoint(b, pl, site, idx, opt)
+		next := uint64(0) // the next point's site, or 0
+		if k+1 < len(sites) {
+			next = sites[k+1]
+		}
+		pt, err := makePoint(b, pl, site, idx, next, excl, opt)
 		if err == nil {
-			err = pl.Patcher.Int3(site)
+			err = pl.edit(&pt, len(pl.Points))
 		}
 		if err != nil {
 			if !opt.SkipRefused {
@@ -158,8 +276,72 @@ func MakePlan(b *analysis.Binary, reqs []Request, opt Options) (*Plan, error) {
 		}
 		pl.Points = append(pl.Points, pt)
 	}
+	if err := pl.checkRegions(); err != nil {
+		return nil, err
+	}
 	sort.Slice(pl.Refused, func(i, j int) bool { return pl.Refused[i].Request < pl.Refused[j].Request })
 	return pl, nil
+}
+
+// edit records the byte edits of point pt, which becomes Points[pi]: an int3, or a
+// placeholder over the DCR of a jump-optimized point (jmp to itself, then int3
+// filler: never run, replaced by SetSiteJmp), or, in --verify-regions mode, int3s on
+// the site and every inner byte. On error nothing of it stays recorded.
+func (pl *Plan) edit(pt *Point, pi int) error {
+	switch {
+	case pt.Mode == ModeO:
+		ph := bytes.Repeat([]byte{Int3}, pt.DCRLen)
+		copy(ph, []byte{0xe9, 0xfb, 0xff, 0xff, 0xff})
+		return pl.Patcher.Write(pt.Site, ph)
+	case pt.Verify:
+		if err := pl.Patcher.Int3(pt.Site); err != nil {
+			return err
+		}
+		orig, err := pl.Patcher.read(pt.Site, uint64(pt.DCRLen))
+		if err != nil {
+			_ = pl.Patcher.Undo(pt.Site)
+			return fmt.Errorf("%w %#x: %w", ErrEdit, pt.Site, err)
+		}
+		boundary := map[int]bool{}
+		for _, in := range pt.DCR {
+			boundary[int(in.Addr-pt.Site)] = true
+		}
+		var inner []Inner
+		for off := 1; off < pt.DCRLen; off++ {
+			in := Inner{Addr: pt.Site + uint64(off), Point: pi, Off: off, Boundary: boundary[off], Int3: orig[off] != Int3}
+			if in.Int3 {
+				if err := pl.Patcher.Int3(in.Addr); err != nil {
+					for _, done := range inner {
+						if done.Int3 {
+							_ = pl.Patcher.Undo(done.Addr)
+						}
+					}
+					_ = pl.Patcher.Undo(pt.Site)
+					return err
+				}
+			}
+			inner = append(inner, in)
+		}
+		pl.Inner = append(pl.Inner, inner...)
+		return nil
+	}
+	return pl.Patcher.Int3(pt.Site)
+}
+
+// checkRegions is the invariant of multi-probe planning: no point's site and no
+// other edit lies inside the DCR of a jump-optimized or verify point.
+func (pl *Plan) checkRegions() error {
+	for i := range pl.Points {
+		pt := &pl.Points[i]
+		if pt.Mode != ModeO && !pt.Verify {
+			continue
+		}
+		end := pt.Site + uint64(pt.DCRLen)
+		if i+1 < len(pl.Points) && pl.Points[i+1].Site < end {
+			return fmt.Errorf("internal error: the probe at %#x is inside the %d-byte DCR of the probe at %#x", pl.Points[i+1].Site, pt.DCRLen, pt.Site)
+		}
+	}
+	return nil
 }
 
 // neighbourSpan bounds where another probe can matter to a site's verdict (rule 6:
@@ -191,8 +373,9 @@ func refusal(r Request, s *analysis.Site) error {
 	return fmt.Errorf("%s: %w at %s", r.Name, ErrRefused, where)
 }
 
-// makePoint decides how the point at site executes its instruction.
-func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, opt Options) (Point, error) {
+// makePoint decides how the point at site executes its instruction. next is the
+// site of the following point (0 when none): a DCR reaching it cannot be replaced.
+func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, next uint64, excl []Range, opt Options) (Point, error) {
 	first := pl.Requests[idx[0]]
 	s := pl.Sites[idx[0]]
 	pt := Point{Site: site, Func: s.Func, Check: s, Requests: idx}
@@ -205,11 +388,81 @@ func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, opt Options
 		return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, err)
 	}
 	pt.Inst, pt.Insn = in, bytes.Clone(code[:in.Len])
-
 	needPost := false
 	for _, i := range idx {
 		needPost = needPost || pl.Requests[i].NeedPost
 	}
+	optimize := !opt.NoOptimize && !needPost && optimizable(b, pl, &pt, idx, next, excl)
+	if !optimize && opt.OptimizedOnly {
+		why := "the analysis' verdict is " + s.Verdict.String()
+		for _, r := range s.Blocking() {
+			why = fmt.Sprintf("%s at %#x: %s", r.Rule, r.Addr, r.Detail)
+			break
+		}
+		if s.Verdict == analysis.Optimize {
+			why = "its DCR reaches another probe or excluded code, or it needs a post handler"
+		}
+		return pt, fmt.Errorf("%s: %w at %#x: %s (--optimized-only): %s", first.Name, ErrRefused, site, RuleNotOptimized, why)
+	}
+	if optimize && !opt.VerifyRegions {
+		pt.Mode, pt.XMode = ModeO, runtime.XOptimized
+		return pt, nil
+	}
+	int3Err := int3Point(&pt, code, &s, needPost, opt)
+	if optimize {
+		// --verify-regions: a boosted int3 whose slot is the whole relocated DCR
+		pt.Mode, pt.XMode, pt.Verify = ModeB, runtime.XBoost, true
+		pt.Slot, pt.SlotOpt, pt.PFlags, pt.EmuOp, pt.EmuCC, pt.Target, pt.RetImm = false, trampolines.SlotOptions{}, 0, 0, 0, 0, 0
+		return pt, nil
+	}
+	pt.DCR, pt.DCRLen, pt.DCRCode = nil, 0, nil
+	if int3Err != nil {
+		return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, int3Err)
+	}
+	return pt, nil
+}
+
+// optimizable decides whether the point can be jump-optimized, and fills its DCR
+// fields when it can: every probe on it got the optimize verdict, the DCR reaches
+// no other point and no excluded code, and its instructions relocate.
+func optimizable(b *analysis.Binary, pl *Plan, pt *Point, idx []int, next uint64, excl []Range) bool {
+	for _, i := range idx {
+		if pl.Sites[i].Verdict != analysis.Optimize {
+			return false
+		}
+	}
+	s := &pl.Sites[idx[0]]
+	if s.DCRLen < 5 || len(s.DCR) == 0 || s.DCR[0].Addr != pt.Site {
+		return false
+	}
+	end := pt.Site + uint64(s.DCRLen)
+	if next != 0 && next < end {
+		return false
+	}
+	if _, ok := excludedBy(excl, pt.Site, end); ok {
+		return false
+	}
+	last := s.DCR[len(s.DCR)-1]
+	n := last.Addr + uint64(last.Len) - pt.Site
+	if n > uint64(s.DCRLen) {
+		return false
+	}
+	code, err := b.File.Bytes(pt.Site, n)
+	if err != nil {
+		return false
+	}
+	if _, err := trampolines.RegionLen(code, pt.Site, DCROptions(b.File)); err != nil {
+		return false
+	}
+	pt.DCR, pt.DCRLen, pt.DCRCode = slices.Clone(s.DCR), s.DCRLen, bytes.Clone(code)
+	return true
+}
+
+// int3Point fills the int3 execution of the point: boosted, emulated or
+// single-stepped.
+func int3Point(pt *Point, code []byte, s *analysis.Site, needPost bool, opt Options) error {
+	in := pt.Inst
+	site := pt.Site
 	canBoost := !opt.NoBoost && !needPost && (s.Boostable || s.Emulate)
 	if canBoost {
 		pt.Mode = ModeB
@@ -217,10 +470,7 @@ func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, opt Options
 	emulate := in.Kind == x86dec.KindLoop || (canBoost && s.Emulate)
 	if emulate {
 		pt.XMode = runtime.XEmulate
-		if err := setEmulation(&pt, code); err != nil {
-			return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, err)
-		}
-		return pt, nil
+		return setEmulation(pt, code)
 	}
 	pt.Slot = true
 	if pt.Mode == ModeB {
@@ -244,10 +494,18 @@ func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, opt Options
 	if !s.Boostable && in.Kind != x86dec.KindJmp && in.Kind != x86dec.KindJcc && in.Kind != x86dec.KindRet {
 		pt.PFlags |= runtime.PFNoBoost
 	}
-	if _, err := trampolines.SlotLen(code, site, pt.SlotOpt); err != nil {
-		return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, err)
+	// A single-stepped copy that could have been boosted (it falls through) ends with
+	// an int3 instead of using the trap flag, as the kernel single-steps kprobes since
+	// 5.15: two int3 traps per hit, ~2.6x cheaper here than a trap-flag step.
+	if pt.XMode == runtime.XSStep && s.Boostable && in.Kind == x86dec.KindOther && pt.PFlags&runtime.PFPushf == 0 {
+		opt := trampolines.SlotOptions{Step: true, Int3End: true}
+		if _, err := trampolines.SlotLen(code, site, opt); err == nil {
+			pt.SlotOpt = opt
+			pt.PFlags |= runtime.PFInt3Step
+		}
 	}
-	return pt, nil
+	_, err := trampolines.SlotLen(code, site, pt.SlotOpt)
+	return err
 }
 
 // setEmulation fills the emulation fields of a relative branch, call or ret.

@@ -107,7 +107,7 @@ func TestPlanModes(t *testing.T) {
 		p.req("f_jcc", 0),   // 12: test: boosted
 		p.req("f_plain", 1), // 13: mov %rsp,%rbp: boosted
 	}
-	pl, err := MakePlan(p.b, reqs, Options{})
+	pl, err := MakePlan(p.b, reqs, Options{NoOptimize: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestPlanModes(t *testing.T) {
 	}
 
 	// --no-boost: every point single-steps; branches use relocated copies, loop is emulated
-	pl, err = MakePlan(p.b, reqs, Options{NoBoost: true})
+	pl, err = MakePlan(p.b, reqs, Options{NoBoost: true, NoOptimize: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestPlanModes(t *testing.T) {
 	}
 
 	// the same requests give the same plan
-	again, err := MakePlan(p.b, reqs, Options{NoBoost: true})
+	again, err := MakePlan(p.b, reqs, Options{NoBoost: true, NoOptimize: true})
 	if err != nil || !reflect.DeepEqual(again.Points, pl.Points) || !reflect.DeepEqual(again.Patcher.Edits(), pl.Patcher.Edits()) {
 		t.Errorf("plans differ (%v)", err)
 	}

@@ -70,6 +70,11 @@ const (
 	// PFInner marks an int3 on an inner byte of a would-be DCR (--verify-regions): a hit
 	// is a violation, counted, recorded, and run out of line from Slot (see VerifyInner).
 	PFInner = 0x20
+	// PFInt3Step makes an XSStep point step without the trap flag, as the kernel does
+	// since 5.15: the slot is the copy (SlotLen bytes) then an int3 (Int3StepEnd), whose
+	// trap ends the step and runs the post handlers. Only for a copy that falls through
+	// (no PFBranch, PFCall, PFPushf); the slot has no jmp back.
+	PFInt3Step = 0x40
 )
 
 // Probe types and flags (RawProbe).
@@ -80,6 +85,10 @@ const (
 
 	FDisabled = 0x01
 	FTrace    = 0x02 // append a trace record per hit using the event's fetch program
+	// FUser marks a probe declared in a C handler file: User is its struct kprobe or
+	// struct kretprobe (kprewrite.h), whose handler fields the runtime reads at each hit
+	// (the table's handler fields are 0); registration is the runtime's (see doc.go).
+	FUser = 0x04
 
 	EFDisabled = 0x01
 	EFRetprobe = 0x02
@@ -116,6 +125,14 @@ const (
 	// counts all hits).
 	ViolationRecords   = 16
 	ProbeStateDisabled = 0x1
+	ProbeStateUnreg    = 0x2 // an FUser probe that is not registered
+	ProbeStateForced   = 0x4 // disabled by the table or KPREWRITE_DISABLE (enable_kprobe cannot undo it)
+	// RecPrintk is a trace_printk() line from a C handler: IP is the site of the probe
+	// whose handler printed (0 in kprewrite_init/exit), RetIP the caller's run-time
+	// address, Data the calling function's name, a NUL, then the text.
+	RecPrintk = 4
+	// PrintkMax is the most text a printk line or a RecPrintk record holds.
+	PrintkMax = 512
 )
 
 // RawHeader is struct kprw_header.
@@ -140,7 +157,70 @@ type RawHeader struct {
 	TraceSize  uint64 `c:"trace_size"`
 	ImageID    uint64 `c:"image_id"`
 	ImageName  uint64 `c:"image_name"`
-	Reserved1  uint64 `c:"reserved1"`
+	Hooks      uint64 `c:"hooks"` // vaddr of RawHooks, 0 = none (was Reserved1)
+	// appended (HeaderSize was 128)
+	Desc      uint64 `c:"desc"`      // vaddr of the KPRWDESC frame, 0 = none
+	DescSize  uint32 `c:"desc_size"` // its bytes
+	Reserved2 uint32 `c:"reserved2"`
+	SigGuard  uint64 `c:"sigguard"` // vaddr of RawSigGuard, 0 = none
+}
+
+// Signal guard functions (RawGotSlot.Func): the libc functions whose GOT words the
+// runtime points at its wrappers, so that the program cannot block SIGTRAP or take it
+// over (see the package documentation).
+const (
+	SGSigaction      = 1
+	SGSignal         = 2 // BSD semantics
+	SGSysvSignal     = 3
+	SGSigset         = 4
+	SGSighold        = 5
+	SGSigignore      = 6
+	SGSigprocmask    = 7
+	SGPthreadSigmask = 8
+	SGSigsuspend     = 9
+	SGPpoll          = 10
+	SGPselect        = 11
+	SGEpollPwait     = 12
+	SGSyscall        = 13
+	SGPpollChk       = 14
+	SGMax            = 14
+)
+
+// SigGuardFuncs maps the dynamic symbol names the rewriter looks for (the relocation's
+// symbol, without its version) to their SG* function.
+var SigGuardFuncs = map[string]uint32{
+	"sigaction": SGSigaction, "signal": SGSignal, "bsd_signal": SGSignal, "sysv_signal": SGSysvSignal,
+	"__sysv_signal": SGSysvSignal, "sigset": SGSigset, "sighold": SGSighold, "sigignore": SGSigignore,
+	"sigprocmask": SGSigprocmask, "pthread_sigmask": SGPthreadSigmask, "sigsuspend": SGSigsuspend,
+	"ppoll": SGPpoll, "__ppoll_chk": SGPpollChk, "pselect": SGPselect, "epoll_pwait": SGEpollPwait,
+	"syscall": SGSyscall,
+}
+
+// RawGotSlot is struct kprw_got_slot.
+type RawGotSlot struct {
+	Slot      uint64 `c:"slot"` // vaddr of the GOT word
+	Lazy      uint64 `c:"lazy"` // JUMP_SLOT: the word's value in the file (its PLT stub); 0 for GLOB_DAT
+	Name      uint64 `c:"name"` // vaddr of the symbol name
+	Func      uint32 `c:"func"` // SG*
+	Reserved0 uint32 `c:"reserved0"`
+}
+
+// RawSigGuard is struct kprw_sigguard.
+type RawSigGuard struct {
+	Slots     uint64 `c:"slots"`
+	NSlots    uint32 `c:"nslots"`
+	Reserved0 uint32 `c:"reserved0"`
+	Relro     uint64 `c:"relro"`
+	RelroSize uint64 `c:"relro_size"`
+	PLTGOT    uint64 `c:"pltgot"`
+	Reserved1 uint64 `c:"reserved1"`
+}
+
+// RawHooks is struct kprw_hooks: the C handlers' start-up and exit functions.
+type RawHooks struct {
+	Init     uint64    `c:"init"` // int kprewrite_init(void), 0 = none
+	Exit     uint64    `c:"exit"` // void kprewrite_exit(void), 0 = none
+	Reserved [2]uint64 `c:"reserved"`
 }
 
 // RawPoint is struct kprw_point.
@@ -222,14 +302,25 @@ type RawStats struct {
 	Lost       uint64 `c:"lost"`
 	OptSlow    uint64 `c:"optslow"`    // detour hits resumed through iretq (redirect, sp change, DF)
 	Violations uint64 `c:"violations"` // --verify-regions: hits on inner DCR bytes
+	// HandlerFaults counts faults in C handlers (reported on stderr and recovered).
+	HandlerFaults uint64 `c:"handler_faults"`
 }
 
 // RawTraceImage is struct kprw_trace_image.
 type RawTraceImage struct {
 	ImageID     uint64 `c:"image_id"`
 	NProbes     uint32 `c:"nprobes"`
-	Reserved0   uint32 `c:"reserved0"`
+	Flags       uint32 `c:"flags"` // TIF*
 	CountersOff uint64 `c:"counters_off"`
+}
+
+// TIFExt in RawTraceImage.Flags: a RawTraceImageExt follows the image's counters.
+const TIFExt = 0x1
+
+// RawTraceImageExt is struct kprw_trace_image_ext.
+type RawTraceImageExt struct {
+	DescOff  uint64 `c:"desc_off"` // file offset of the image's KPRWDESC frame, 0 = none
+	DescSize uint64 `c:"desc_size"`
 }
 
 // RawTraceHeader is struct kprw_trace_hdr, the first 4096 bytes of a trace file.
@@ -272,13 +363,17 @@ type RawRecord struct {
 
 // Sizes of the ABI structures in bytes.
 const (
-	HeaderSize      = 128
+	HeaderSize      = 152 // was 128 before Desc, DescSize and SigGuard were appended
+	GotSlotSize     = 32
+	SigGuardSize    = 48
+	TraceImageExtSz = 16
 	PointSize       = 64
 	ProbeSize       = 80
 	EventSize       = 40
 	ProbeStateSize  = 32
 	PtRegsSize      = 168
-	StatsSize       = 80 // was 64 before OptSlow and Violations were appended
+	StatsSize       = 88 // was 64 before OptSlow and Violations, 80 before HandlerFaults
+	HooksSize       = 32
 	RecordSize      = 88
 	TraceImageSize  = 24
 	KretprobeInstHd = 32 // struct kretprobe_instance before data[]

@@ -36,6 +36,9 @@ var abiStructs = []struct {
 	{"kprw_trace_image", RawTraceImage{}},
 	{"kprw_trace_hdr", RawTraceHeader{}},
 	{"kprw_rec", RawRecord{}},
+	{"kprw_got_slot", RawGotSlot{}},
+	{"kprw_sigguard", RawSigGuard{}},
+	{"kprw_trace_image_ext", RawTraceImageExt{}},
 }
 
 func cFieldName(f reflect.StructField) string {
@@ -82,6 +85,12 @@ func TestABILayout(t *testing.T) {
 		"KPRW_SF_DISABLED": ProbeStateDisabled, "KPRW_HF_DISABLE_ALL": HFDisableAll, "KPRW_HF_DEBUG": HFDebug,
 		"KPRW_X_OPTIMIZED": XOptimized, "KPRW_PF_INNER": PFInner, "KPRW_T_VERIFY": TVerify,
 		"KPRW_REC_VIOLATION": RecViolation, "KPRW_VIOLATION_RECORDS": ViolationRecords,
+		"KPRW_SG_SIGACTION": SGSigaction, "KPRW_SG_SIGNAL": SGSignal, "KPRW_SG_SYSV_SIGNAL": SGSysvSignal,
+		"KPRW_SG_SIGSET": SGSigset, "KPRW_SG_SIGHOLD": SGSighold, "KPRW_SG_SIGIGNORE": SGSigignore,
+		"KPRW_SG_SIGPROCMASK": SGSigprocmask, "KPRW_SG_PTHREAD_SIGMASK": SGPthreadSigmask,
+		"KPRW_SG_SIGSUSPEND": SGSigsuspend, "KPRW_SG_PPOLL": SGPpoll, "KPRW_SG_PSELECT": SGPselect,
+		"KPRW_SG_EPOLL_PWAIT": SGEpollPwait, "KPRW_SG_SYSCALL": SGSyscall, "KPRW_SG_PPOLL_CHK": SGPpollChk, "KPRW_SG_MAX": SGMax,
+		"KPRW_TIF_EXT": TIFExt, "KPRW_PF_INT3STEP": PFInt3Step,
 	}
 	for name, v := range consts {
 		fmt.Fprintf(&src, "printf(\"%s %%llu\\n\", (unsigned long long)(%s));\n", name, name)
@@ -94,7 +103,8 @@ func TestABILayout(t *testing.T) {
 	src.WriteString("return 0;}\n")
 	for name, v := range map[string]int{"kprw_header": HeaderSize, "kprw_point": PointSize, "kprw_probe": ProbeSize,
 		"kprw_event": EventSize, "kprw_probe_state": ProbeStateSize, "pt_regs": PtRegsSize, "kprw_stats": StatsSize,
-		"kprw_rec": RecordSize, "kprw_trace_image": TraceImageSize} {
+		"kprw_rec": RecordSize, "kprw_trace_image": TraceImageSize, "kprw_got_slot": GotSlotSize,
+		"kprw_sigguard": SigGuardSize, "kprw_trace_image_ext": TraceImageExtSz} {
 		if want[name] != v {
 			t.Errorf("Go constant size of %s = %d, binary.Size = %d", name, v, want[name])
 		}

@@ -48,17 +48,50 @@
 // emulate (jmp/jcc/call/ret/jrcxz/loop, then post handlers: 1 signal), boost (jump to
 // the slot: 1 signal), or single-step the slot copy with TF (2 signals; at TRAP_TRACE
 // ip and a pushed return address are moved from the slot back to the original code,
-// pushf's TF hidden, TF restored, post handlers run). A hit while the thread runs a
-// handler or is stepping is not run and counts in nmissed. Not ours: a SIGTRAP the
-// program raises, or an int3 of its own, gets the default action (death by SIGTRAP, core)
-// unless it was ignored before we started; a thread born from a single-stepped clone or
-// fork is finished by slot address.
+// pushf's TF hidden, TF restored, post handlers run). A copy that falls through
+// (PFInt3Step, which the rewriter sets for every boostable single-stepped instruction)
+// is stepped as the kernel has stepped kprobes since 5.15: its slot is [copy][int3],
+// the thread resumes there without TF, and the int3's trap, found by its address alone
+// (src/rt_istep.c: nothing is kept per thread across the step), moves ip back and runs
+// the post handlers (not for a missed hit: the thread is then still in a handler of
+// ours). Two signals either way, but a trap-flag step costs a debug exception: a k hit
+// with pre and post handlers and a trace record is ~6 us with the int3, ~16 us with TF
+// on this VM (TestInt3StepCost). A hit while the thread runs a handler or is stepping
+// is not run and counts in nmissed. Not ours: a SIGTRAP the
+// program raises, or an int3 of its own, goes where the program's SIGTRAP disposition
+// says (see Signal guard); a thread born from a single-stepped clone or fork is finished
+// by slot address.
 //
-// What the program can do to int3 probes: installing its own SIGTRAP handler replaces
-// ours, so the next hit runs its handler (or kills it with SIGTRAP); blocking SIGTRAP in
-// a thread (sigfillset + pthread_sigmask is common) makes the kernel kill the process
-// at the next hit in that thread. Loud, never silent; jump-optimized probes have neither
-// problem. Start-up unblocks SIGTRAP in case a blocked mask was inherited across exec.
+// # Signal guard
+//
+// Programs block SIGTRAP (sigfillset + pthread_sigmask in python's faulthandler thread,
+// around fork in git's run_command), give handlers a full sa_mask, reset SIGTRAP in a
+// fork child, or install their own handler; the kernel then kills the process at the
+// next hit (or runs their handler instead of ours). For dynamically linked programs the
+// rewriter lists the main executable's GOT words (JUMP_SLOT, GLOB_DAT) of sigaction,
+// signal, bsd_signal, sysv_signal, sigset, sighold, sigignore, sigprocmask,
+// pthread_sigmask, sigsuspend, ppoll, __ppoll_chk, pselect, epoll_pwait and syscall
+// (SigGuard, SigGuardFuncs); start-up, which runs after ld.so relocated the program,
+// points them at wrappers (src/rt_sigguard.c). A word still lazily bound (pointing at
+// its PLT stub, which would let ld.so overwrite the wrapper) gets the function ld.so
+// would bind, looked up from GOT[1]'s link_map through each object's GNU hash table
+// (default symbol version); a word under full RELRO is written with its page made
+// writable for the store. The wrappers pass every mask on without SIGTRAP; the program
+// reads back the kernel's mask, which never holds it (a SIGTRAP sent with kill() while
+// the program thinks it blocked is acted on at once, not left pending). SIGTRAP's
+// disposition is the program's only on paper: ours stays installed, sigaction and
+// signal read back what the program set, and a SIGTRAP that is not ours goes to the
+// program's handler with the kernel's siginfo and ucontext (changes to the registers
+// take effect; SA_RESETHAND honoured; run on the mask the kernel would give it, minus
+// SIGTRAP, so probes in it fire), or gets the default action (death by SIGTRAP, as
+// without us; for a CPU trap also when ignored, as the kernel forces it), or is dropped
+// (SIG_IGN, sent). KPREWRITE_SIGGUARD=off leaves the functions alone (diagnostics).
+// Not covered, loud (death by SIGTRAP) rather than silent: static programs, whose libc
+// makes the system calls itself; the program's own raw rt_sigprocmask/rt_sigaction
+// system calls; calls from shared libraries through their own GOTs (a library that
+// blocks signals and then calls back into probed code). Jump-optimized probes need no
+// signal at all. Start-up unblocks SIGTRAP in case a blocked mask was inherited across
+// exec.
 //
 // # Jump-optimized probes ("o", "ro")
 //
@@ -151,7 +184,11 @@
 // records, per-image {hit, nmissed} counters) is MAP_SHARED and only ever appended to:
 // fork children share the mapping, exec'd rewritten programs reopen it, a crash, abort
 // or _exit loses nothing; an existing file is appended to (delete it for a fresh run);
-// a file that is not a trace file is left alone. A record is reserved with one atomic
+// a file that is not a trace file is left alone. The file describes itself: when an
+// image registers, its description frame (RawHeader.Desc, the rewriter's KPRWDESC
+// document) is appended at the end of the file, under the file lock, and a
+// RawTraceImageExt after the image's counters says where (TraceImage.Desc), so
+// `kprewrite trace` and `profile` need no binary. A record is reserved with one atomic
 // fetch-add, filled, and committed with a release store; a full file counts lost
 // records; the writer whose record enters a 128 KiB chunk populates the next one
 // (MADV_POPULATE_WRITE: a first-touch fault on a shared file page costs 1-10 us here,
@@ -166,6 +203,48 @@
 // eventdef.Run (fetch_test.go); records are at most 4096 bytes of fetch output. Memory
 // is read with process_vm_readv on our own pid (one system call, ~0.3 us, per read or
 // per 64-byte string chunk; a bad pointer reads as a fault, never a SIGSEGV).
+//
+// # C handlers (kprewrite rewrite --handlers FILE.c)
+//
+// include/kprewrite.h (HandlerHeader) is what handler files include: the kernel's kprobes
+// vocabulary on top of the runtime functions in HandlerAPI (src/rt_user.c, rt_printf.c).
+// A probe a handler file declares (DEFINE_KPROBE, DEFINE_KRETPROBE) has the table flag
+// FUser and User = its struct kprobe / struct kretprobe; the runtime reads the handlers
+// from that struct at each hit (so a kprewrite_init may set them), bumps its nmissed
+// (kp->nmissed for a hit while a handler runs, rp->nmissed for a kretprobe entry without
+// a free instance), and keeps registration as a state bit: every site was patched at
+// rewrite time, so register_kprobe() arms an already-patched probe (setting kp->addr,
+// and KPROBE_FLAG_OPTIMIZED on a jump-optimized one) and unregister/disable disarm it
+// (a jump-optimized point's gate closes when none of its probes is armed). A struct that
+// was not declared gives -ENOENT, a second registration -EINVAL, a post_handler set at
+// run time on a jump-optimized site -EINVAL (the rewriter single-steps sites whose
+// declaration has a post_handler), enable of a probe disabled by --disable or
+// KPREWRITE_DISABLE -EPERM. Without a kprewrite_init (RawHooks.Init), start-up registers
+// every FUser probe; with one, it runs it last in start-up (before libc, single-threaded)
+// and a non-zero result unregisters them all. RawHooks.Exit (kprewrite_exit) runs at
+// exit(): the process entry passes the program, as the atexit function in %rdx, one of
+// ours that runs it (in the process that started) and then the dynamic linker's fini;
+// glibc registers it, musl ignores %rdx, _exit skips it.
+//
+// Every user call goes through src/user.S's kprw_ucall_asm, which records the
+// callee-saved registers, the stack pointer and the return address in a struct the
+// thread context points to. With FUser probes the runtime takes SIGSEGV, SIGBUS, SIGFPE
+// and SIGILL: a fault while a user function runs calls the probe's fault_handler (non-zero:
+// handled, resume with the registers it left), else it is reported on stderr (the first
+// 20) and counted (RawStats.HandlerFaults), and the signal frame is edited so that
+// sigreturn returns from kprw_ucall_asm as if the handler had returned 0, with the
+// faulting context's signal mask (a fault inside the fault_handler does the same). Any
+// other fault gets what it would have got without the runtime: the previous disposition
+// (default: death by the signal, at the faulting instruction). A program that installs
+// its own handler for one of these signals replaces ours, and a handler fault then reaches
+// the program's handler. A hit inside a handler (a handler calling a probed function) is
+// missed: its int3 single-steps or boosts without post handlers.
+//
+// trace_printk writes RecPrintk records (the caller's function name and the text);
+// printk writes one line to stderr (KERN_* levels dropped, 512 bytes at most).
+// Handlers run on the stack of the path that called them: the SIGTRAP handler's, the
+// detour's or the return trampoline's, plus ~100 bytes for the guarded call and ~620 for
+// printk or trace_printk.
 //
 // # Stack use
 //

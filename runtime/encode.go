@@ -21,6 +21,32 @@ type Tables struct {
 	TraceSize uint64   // record area of a new trace file (0 = DefaultTraceSize)
 	ImageID   uint64   // identifies the image in trace files
 	ImageName string
+	// Init and Exit are the C handlers' kprewrite_init and kprewrite_exit (0 = none;
+	// RawHooks). The hooks are always encoded, so the size does not depend on them.
+	Init, Exit uint64
+	// Desc and DescSize locate the image description frame ("KPRWDESC") in the
+	// rewritten image (0 = none); the runtime copies it into trace files.
+	Desc     uint64
+	DescSize uint32
+	// SigGuard lists the GOT words of the signal functions the runtime wraps (dynamically
+	// linked programs); nil = none.
+	SigGuard *SigGuard
+}
+
+// SigGuard is what the runtime needs to wrap the program's signal functions: the GOT
+// words, the RELRO range ld.so makes read-only, and DT_PLTGOT.
+type SigGuard struct {
+	Slots            []GotSlot
+	Relro, RelroSize uint64 // PT_GNU_RELRO vaddr and size (0, 0: none)
+	PLTGOT           uint64 // DT_PLTGOT vaddr (0: none)
+}
+
+// GotSlot is one GOT word of a wrapped function.
+type GotSlot struct {
+	Slot uint64 // vaddr of the word
+	Lazy uint64 // JUMP_SLOT: the word's value in the file; 0 for GLOB_DAT
+	Name string // the relocation's symbol, without version
+	Func uint32 // SG*
 }
 
 // Point is one probepoint: the probed instruction and every probe on it.
@@ -124,6 +150,20 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 	off += uint64(len(t.Events)) * EventSize
 	absOff := off
 	off += uint64(len(t.AbsSlots)) * 8
+	hooksOff := off
+	off += HooksSize
+	sgOff := off
+	if sg := t.SigGuard; sg != nil {
+		if len(sg.Slots) > math.MaxUint32/2 {
+			return nil, fmt.Errorf("%w: too many GOT slots", ErrTables)
+		}
+		for _, g := range sg.Slots {
+			if g.Func < 1 || g.Func > SGMax || g.Slot == 0 || g.Name == "" {
+				return nil, fmt.Errorf("%w: GOT slot %#x (%q, function %d)", ErrTables, g.Slot, g.Name, g.Func)
+			}
+		}
+		off += SigGuardSize + uint64(len(sg.Slots))*GotSlotSize
+	}
 	var strs bytes.Buffer
 	strAt := map[string]uint64{}
 	addStr := func(s string, nul bool) uint64 {
@@ -150,6 +190,10 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 		NAbs: uint32(len(t.AbsSlots)), Self: roBase, OrigEntry: t.OrigEntry,
 		Points: roBase + pointsOff, Probes: roBase + probesOff, Events: roBase + eventsOff,
 		AbsSlots: roBase + absOff, State: stateBase, TraceSize: t.TraceSize, ImageID: t.ImageID,
+		Desc: t.Desc, DescSize: t.DescSize, Hooks: roBase + hooksOff,
+	}
+	if t.SigGuard != nil {
+		h.SigGuard = roBase + sgOff
 	}
 	if t.TracePath != "" {
 		h.TracePath = addStr(t.TracePath, true)
@@ -204,6 +248,14 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 	for _, a := range t.AbsSlots {
 		put(a)
 	}
+	put(&RawHooks{Init: t.Init, Exit: t.Exit})
+	if sg := t.SigGuard; sg != nil {
+		put(&RawSigGuard{Slots: roBase + sgOff + SigGuardSize, NSlots: uint32(len(sg.Slots)), Relro: sg.Relro,
+			RelroSize: sg.RelroSize, PLTGOT: sg.PLTGOT})
+		for _, g := range sg.Slots {
+			put(&RawGotSlot{Slot: g.Slot, Lazy: g.Lazy, Name: addStr(g.Name, true), Func: g.Func})
+		}
+	}
 	out.Write(strs.Bytes())
 	for out.Len()%8 != 0 {
 		out.WriteByte(0)
@@ -237,6 +289,9 @@ func checkPoint(p *Point, nevents int) error {
 		}
 		return nil
 	}
+	if p.PFlags&PFInt3Step != 0 && (p.XMode != XSStep || p.PFlags&(PFBranch|PFCall|PFPushf) != 0) {
+		return errors.New("an int3-ended single-step is for a single-stepped copy that falls through")
+	}
 	switch p.XMode {
 	case XSStep, XBoost:
 		if p.Slot == 0 || p.SlotLen == 0 {
@@ -267,6 +322,9 @@ func checkPoint(p *Point, nevents int) error {
 		}
 		if q.Flags&FTrace != 0 && q.Event < 0 {
 			return errors.New("a tracing probe needs an event")
+		}
+		if q.Flags&FUser != 0 && (q.User == 0 || q.PreHandler|q.PostHandler|q.FaultHandler|q.EntryHandler|q.RetHandler != 0) {
+			return errors.New("a C handler probe (FUser) has its struct (User) and no handler addresses in the table")
 		}
 		if q.DataSize > MaxDataSize || q.MaxActive > MaxMaxActive {
 			return fmt.Errorf("data_size %d / maxactive %d too large", q.DataSize, q.MaxActive)

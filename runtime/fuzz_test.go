@@ -57,6 +57,7 @@ func FuzzParseTrace(f *testing.F) {
 	good := synthTrace()
 	f.Add(good)
 	f.Add(good[:TraceHeaderSize+50])
+	f.Add(synthTraceDesc())
 	bad := append([]byte(nil), good...)
 	binary.LittleEndian.PutUint64(bad[24:], 1<<62) // head far past the data
 	f.Add(bad)

@@ -39,7 +39,8 @@ func TestObjectRelocations(t *testing.T) {
 			globals[s.Name] = true
 		}
 	}
-	exported := []string{SymEntry, SymInit, SymHdrRel, SymRetTramp, SymStats, SymOptCall, SymOptTemplate, SymOptTemplateEnd}
+	exported := append([]string{SymEntry, SymInit, SymHdrRel, SymRetTramp, SymStats, SymOptCall, SymOptTemplate, SymOptTemplateEnd},
+		HandlerAPI...)
 	for _, name := range exported {
 		if !globals[name] {
 			t.Errorf("symbol %s is not global", name)

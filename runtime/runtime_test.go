@@ -24,6 +24,7 @@ type probeSpec struct {
 	event                 int
 	pre, post, entry, ret string
 	maxactive, dataSize   uint32
+	user                  string // FUser: the struct kprobe / kretprobe (handlers_test.go)
 }
 
 type pointSpec struct {
@@ -38,6 +39,8 @@ type pointSpec struct {
 	// PFInner point on every other byte. It lists the labels of the DCR's inner
 	// instruction boundaries.
 	verify []string
+	// pflags are extra point flags; with PFInt3Step the slot is the copy then an int3
+	pflags uint8
 }
 
 type probedBin struct {
@@ -88,7 +91,8 @@ func buildProbed(t *testing.T, ldflags []string, specs []pointSpec) *probedBin {
 // runtime object and rewrites it: int3 points get slots and an int3, XOptimized points a
 // detour buffer (Detour: the template with its fields patched, the DCR copied as it is,
 // which the test programs make position-independent, and a jmp back) and SiteJmp.
-func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpec) *probedBin {
+// Each of tweaks may change the tables before they are encoded.
+func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpec, tweaks ...func(*Tables, *elf.File)) *probedBin {
 	t.Helper()
 	needGCC(t)
 	cc := "gcc"
@@ -148,6 +152,7 @@ func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpe
 	bytesAt := func(va, n uint64) []byte { return append([]byte(nil), img[fileOff(va):fileOff(va)+n]...) }
 
 	tabs := &Tables{OrigEntry: sym("_start"), Events: testEvents, TracePath: filepath.Join(dir, "default.trace"), ImageID: 0x1234}
+	tabs.Init, tabs.Exit = syms[SymUserInit], syms[SymUserExit] // C handlers' hooks, when the program has them
 	slot := sym("kp_slots")
 	var int3s []uint64
 	type detour struct {
@@ -165,7 +170,7 @@ func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpe
 		for _, p := range s.probes {
 			pt.Probes = append(pt.Probes, Probe{Type: p.typ, Flags: p.flags, Event: p.event, MaxActive: p.maxactive,
 				DataSize: p.dataSize, PreHandler: sym(p.pre), PostHandler: sym(p.post), EntryHandler: sym(p.entry),
-				RetHandler: sym(p.ret)})
+				RetHandler: sym(p.ret), User: sym(p.user)})
 		}
 		switch {
 		case s.xmode == XOptimized:
@@ -207,9 +212,13 @@ func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpe
 			if err != nil {
 				t.Fatal(err)
 			}
+			if s.pflags&PFInt3Step != 0 {
+				jb = []byte{0xcc}
+			}
 			copy(img[fileOff(slot):], append(orig, jb...))
 			slot += 32
 		}
+		pt.PFlags |= s.pflags
 		if s.xmode != XOptimized {
 			int3s = append(int3s, site)
 		}
@@ -218,6 +227,9 @@ func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpe
 	}
 	if slot > sym("kp_slots")+8192 {
 		t.Fatalf("kp_slots too small")
+	}
+	for _, tw := range tweaks {
+		tw(tabs, f)
 	}
 	enc, err := tabs.Encode(sym("kp_tables"), sym("kp_state"))
 	if err != nil {

@@ -23,7 +23,14 @@ type Trace struct {
 type TraceImage struct {
 	ImageID  uint64
 	Counters []Counter // indexed by runtime probe index (Encoded.ProbeIndex)
+	// Desc is the image description frame ("KPRWDESC", internal/rewriter) the runtime
+	// copied into the file when the image registered; nil when it did not (older
+	// runtimes, or a frame outside the file).
+	Desc []byte
 }
+
+// maxTraceDesc bounds an image description in a trace file.
+const maxTraceDesc = 64 << 20
 
 // Counter is the {hit, nmissed} pair of a probe (kprobe_profile).
 type Counter struct{ Hit, NMissed uint64 }
@@ -82,6 +89,9 @@ func ParseTrace(b []byte) (*Trace, error) {
 			o := im.CountersOff + uint64(j)*16
 			ti.Counters[j] = Counter{binary.LittleEndian.Uint64(b[o:]), binary.LittleEndian.Uint64(b[o+8:])}
 		}
+		if im.Flags&TIFExt != 0 {
+			ti.Desc = traceDesc(b, im.CountersOff+n*16)
+		}
 		t.Images = append(t.Images, ti)
 	}
 	data := b[TraceHeaderSize : TraceHeaderSize+h.DataSize]
@@ -104,6 +114,19 @@ func ParseTrace(b []byte) (*Trace, error) {
 		off += sz
 	}
 	return &t, nil
+}
+
+// traceDesc returns the description frame a RawTraceImageExt at off names, or nil.
+func traceDesc(b []byte, off uint64) []byte {
+	size := uint64(len(b))
+	if off > size || TraceImageExtSz > size-off {
+		return nil
+	}
+	do, ds := binary.LittleEndian.Uint64(b[off:]), binary.LittleEndian.Uint64(b[off+8:])
+	if do == 0 || ds == 0 || ds > maxTraceDesc || do > size || ds > size-do {
+		return nil
+	}
+	return append([]byte(nil), b[do:do+ds]...)
 }
 
 // ParseStats decodes kprewrite_rt_stats bytes.

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "88da92258df0ba7c63ca3d0f794dcacea45176aa0530b104542d0131e10370e0"
+const ObjectSHA256 = "15da101d03120e0c0a2170540fff124ac04bdbbfeee81bf0b57d79e0ecf891fa"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

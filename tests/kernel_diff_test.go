@@ -95,11 +95,14 @@ func TestKernelDifferential(t *testing.T) {
 			if err := os.WriteFile(orig, data, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			for _, mode := range []string{"boost", "no-boost"} {
+			for _, mode := range []string{"boost", "no-boost", "optimize"} {
 				t.Run(mode, func(t *testing.T) {
-					var flags []string
-					if mode == "no-boost" {
-						flags = []string{"--no-boost"}
+					flags := []string{"--no-optimize"}
+					switch mode {
+					case "no-boost":
+						flags = append(flags, "--no-boost")
+					case "optimize":
+						flags = nil // jump-optimized where the analysis allows it
 					}
 					rewriteWith(t, orig, kpd, diffDefs, flags...)
 					kernel := kernelTrace(t, orig, []string{"diff"})

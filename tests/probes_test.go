@@ -202,7 +202,7 @@ func TestProbesBasic(t *testing.T) {
 				t.Run(mode, func(t *testing.T) {
 					dir := t.TempDir()
 					out := filepath.Join(dir, "probed")
-					var flags []string
+					flags := []string{"--no-optimize"} // int3 probes; opt_test.go has the optimized ones
 					if mode == "no-boost" {
 						flags = append(flags, "--no-boost")
 					}

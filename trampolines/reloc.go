@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 
+	"golang.org/x/arch/x86/x86asm"
+
 	"kprewrite/internal/x86dec"
 )
 
@@ -34,9 +36,14 @@ func (f Form) String() string {
 
 // Options tune Relocate.
 type Options struct {
-	// CallPushJmp relocates a direct call as "push the original return address; jmp
-	// target" instead of a call rel32 (which would push an address inside the copy).
+	// CallPushJmp relocates a call as "push the original return address; jmp target"
+	// instead of a call rel32 (which would push an address inside the copy); an
+	// indirect call becomes the push and the same operand's jmp *. Operands that read
+	// %rsp are refused (the push would move them).
 	CallPushJmp bool
+	// PIC: the code moves at load time (a PIE), so a pushed return address is
+	// computed RIP-relatively (lea/xchg), never pushed as an immediate.
+	PIC bool
 }
 
 // Relocated is one instruction re-encoded for a new address.
@@ -87,9 +94,19 @@ func plan(raw []byte, in x86dec.Inst, pc uint64, opt Options) (int, Form, error)
 	switch in.Kind {
 	case x86dec.KindJmp, x86dec.KindCall:
 		if in.Kind == x86dec.KindCall && opt.CallPushJmp {
-			return pushLen(pc+uint64(in.Len)) + 5, FormCallPushJmp, nil
+			return pushLen(pc+uint64(in.Len), opt.PIC) + 5, FormCallPushJmp, nil
 		}
 		return 5, FormBranch32, nil
+	case x86dec.KindCallIndirect:
+		if opt.CallPushJmp {
+			if why := indirectCallProblem(raw); why != "" {
+				return 0, 0, fmt.Errorf("%w at %#x: %s", ErrRelocate, pc, why)
+			}
+			if in.ModRMOff < 0 || (in.RIPRel && (in.DispOff < 0 || in.DispOff+4 > len(raw))) {
+				return 0, 0, fmt.Errorf("%w at %#x: indirect call without a readable operand", ErrRelocate, pc)
+			}
+			return pushLen(pc+uint64(in.Len), opt.PIC) + len(raw), FormCallPushJmp, nil
+		}
 	case x86dec.KindJcc:
 		return 6, FormBranch32, nil
 	case x86dec.KindLoop:
@@ -106,11 +123,34 @@ func plan(raw []byte, in x86dec.Inst, pc uint64, opt Options) (int, Form, error)
 	return len(raw), FormCopy, nil
 }
 
-// pushLen is the length of the code that pushes the 64-bit value ret without changing
-// any register or flag: push imm32 when it sign-extends to ret, else a lea/mov pair
-// through rax (see pushAddr).
-func pushLen(ret uint64) int {
-	if ret < 1<<31 {
+// indirectCallProblem says why an indirect call cannot become "push the return
+// address; jmp *operand": an operand that reads %rsp would see it moved by the push.
+func indirectCallProblem(raw []byte) string {
+	xi, err := x86asm.Decode(raw, 64)
+	if err != nil {
+		return "x86asm cannot read the indirect call's operand"
+	}
+	isSP := func(r x86asm.Reg) bool { return r == x86asm.RSP || r == x86asm.ESP || r == x86asm.SP }
+	switch a := xi.Args[0].(type) {
+	case x86asm.Reg:
+		if isSP(a) {
+			return "indirect call through %rsp"
+		}
+	case x86asm.Mem:
+		if isSP(a.Base) || isSP(a.Index) {
+			return "indirect call through a stack slot: the pushed return address would shift its operand"
+		}
+	default:
+		return "indirect call with an unexpected operand"
+	}
+	return ""
+}
+
+// pushLen is the length of the code that pushes the address ret without changing any
+// register or flag: push imm32 when the code does not move and ret sign-extends from
+// 32 bits, else a lea/xchg sequence through rax (see pushAddr).
+func pushLen(ret uint64, pic bool) int {
+	if ret < 1<<31 && !pic {
 		return 5
 	}
 	return 12
@@ -162,11 +202,26 @@ func relocate(raw []byte, in x86dec.Inst, pc, at uint64, opt Options) (Relocated
 	case FormCallPushJmp:
 		r.Single = false
 		ret := pc + uint64(in.Len)
-		push, err := pushAddr(at, ret)
+		push, err := pushAddr(at, ret, opt.PIC)
 		if err != nil {
 			return Relocated{}, fmt.Errorf("%w at %#x: return address: %w", ErrRelocate, pc, err)
 		}
 		r.Code = append(r.Code, push...)
+		if in.Kind == x86dec.KindCallIndirect {
+			// the same instruction with ModRM.reg 2 (call) turned into 4 (jmp): the
+			// operand, prefixes (notrack included) and REX stay as they are
+			j := append([]byte(nil), raw...)
+			j[in.ModRMOff] = j[in.ModRMOff]&^0x38 | 4<<3
+			if in.RIPRel {
+				d, err := rel32(at+uint64(len(push)+len(raw)), in.RIPTarget)
+				if err != nil {
+					return Relocated{}, fmt.Errorf("%w at %#x: RIP-relative operand %#x: %w", ErrRelocate, pc, in.RIPTarget, err)
+				}
+				binary.LittleEndian.PutUint32(j[in.DispOff:], uint32(d))
+			}
+			r.Code = append(r.Code, j...)
+			break
+		}
 		j, err := JmpRel32(at+uint64(len(push)), in.Target)
 		if err != nil {
 			return Relocated{}, fmt.Errorf("%w at %#x: call target: %w", ErrRelocate, pc, err)
@@ -179,10 +234,10 @@ func relocate(raw []byte, in x86dec.Inst, pc, at uint64, opt Options) (Relocated
 	return r, nil
 }
 
-// pushAddr returns code placed at at that pushes the 64-bit value v, leaving every
+// pushAddr returns code placed at at that pushes the address v, leaving every
 // register (but rsp) and the flags as they were:
 //
-//	push $v                      (v < 2^31)
+//	push $v                      (v < 2^31, and the code does not move: !pic)
 //
 // or
 //
@@ -190,8 +245,8 @@ func relocate(raw []byte, in x86dec.Inst, pc, at uint64, opt Options) (Relocated
 //	lea v(%rip), %rax            48 8d 05 rel32
 //	xchg %rax, (%rsp)            48 87 04 24
 //	                             (rax restored, v on the stack)
-func pushAddr(at, v uint64) ([]byte, error) {
-	if v < 1<<31 {
+func pushAddr(at, v uint64, pic bool) ([]byte, error) {
+	if v < 1<<31 && !pic {
 		return binary.LittleEndian.AppendUint32([]byte{0x68}, uint32(v)), nil
 	}
 	code := []byte{0x50, 0x48, 0x8d, 0x05}

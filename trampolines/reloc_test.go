@@ -119,7 +119,7 @@ func checkRelocated(t testing.TB, orig []byte, pc, at uint64, opt Options, r Rel
 		ret := pc + uint64(in.Len)
 		o1 := dec(0)
 		var jmpOff int
-		if ret < 1<<31 {
+		if ret < 1<<31 && !opt.PIC {
 			if r.Code[0] != 0x68 || uint64(binary.LittleEndian.Uint32(r.Code[1:])) != ret {
 				t.Fatalf("push imm32 % x, want %#x", r.Code, ret)
 			}
@@ -133,6 +133,23 @@ func checkRelocated(t testing.TB, orig []byte, pc, at uint64, opt Options, r Rel
 			jmpOff = 1 + o2.Len + o3.Len
 		}
 		j := dec(jmpOff)
+		if in.Kind == x86dec.KindCallIndirect {
+			// the same operand, as jmp *: only ModRM.reg and a RIP-relative disp differ
+			if j.Kind != x86dec.KindJmpIndirect || j.Len != in.Len || at+uint64(jmpOff+j.Len) != end || j.RIPRel != in.RIPRel || j.RIPTarget != in.RIPTarget {
+				t.Fatalf("push-jmp indirect % x: kind %v rip %v %#x, want jmp * with rip %v %#x", r.Code[jmpOff:], j.Kind, j.RIPRel, j.RIPTarget, in.RIPRel, in.RIPTarget)
+			}
+			a, b := append([]byte(nil), r.Code[jmpOff:]...), append([]byte(nil), orig[:in.Len]...)
+			a[j.ModRMOff] &^= 0x38
+			b[in.ModRMOff] &^= 0x38
+			if in.RIPRel {
+				copy(a[j.DispOff:j.DispOff+4], make([]byte, 4))
+				copy(b[in.DispOff:in.DispOff+4], make([]byte, 4))
+			}
+			if !bytes.Equal(a, b) {
+				t.Fatalf("push-jmp indirect % x changed more than ModRM.reg of % x", r.Code[jmpOff:], orig[:in.Len])
+			}
+			break
+		}
 		if j.Kind != x86dec.KindJmp || j.Target != in.Target || at+uint64(jmpOff+j.Len) != end {
 			t.Fatalf("push-jmp jmp: target %#x, want %#x", j.Target, in.Target)
 		}
@@ -184,8 +201,42 @@ func TestRelocateCallPushJmp(t *testing.T) {
 		}
 		checkRelocated(t, call, p.pc, p.at, Options{CallPushJmp: true}, r)
 	}
+	// indirect calls: push, then the same operand as jmp *
+	for _, c := range []string{"ff d0", "41 ff d3", "ff 15 10 20 00 00", "3e ff d0", "ff 50 08", "41 ff 54 c5 10", "ff 14 c5 00 10 40 00"} {
+		code := hx(t, c)
+		for _, p := range []struct{ pc, at uint64 }{{0x401000, 0x500000}, {0x555555559000, 0x55555a000000}} {
+			r, err := Relocate(code, p.pc, p.at, Options{CallPushJmp: true})
+			if err != nil {
+				t.Fatalf("%s: %v", c, err)
+			}
+			if r.Form != FormCallPushJmp || r.Single {
+				t.Fatalf("%s: form %v single %v", c, r.Form, r.Single)
+			}
+			checkRelocated(t, code, p.pc, p.at, Options{CallPushJmp: true}, r)
+		}
+		// without the option an indirect call is copied (or its disp relocated)
+		if r, err := Relocate(code, 0x401000, 0x500000, Options{}); err != nil || r.Form == FormCallPushJmp {
+			t.Fatalf("%s without CallPushJmp: %v %v", c, r.Form, err)
+		}
+	}
+	// an operand that reads %rsp would move with the push
+	for _, c := range []string{"ff d4", "ff 54 24 08", "ff 14 24", "ff 14 64"} {
+		if _, err := Relocate(hx(t, c), 0x401000, 0x500000, Options{CallPushJmp: true}); !errors.Is(err, ErrRelocate) || !strings.Contains(err.Error(), "rsp") && !strings.Contains(err.Error(), "stack") {
+			t.Errorf("%s: err %v, want a refusal naming the stack pointer", c, err)
+		}
+	}
+	// in a PIE every return address moves with the code: always RIP-relative
+	pic := Options{CallPushJmp: true, PIC: true}
+	r, err := Relocate(call, 0x1000, 0x500000, pic)
+	if err != nil || r.Code[0] != 0x50 {
+		t.Fatalf("PIC push: % x %v", r.Code, err)
+	}
+	checkRelocated(t, call, 0x1000, 0x500000, pic, r)
+	if n, _ := RelocatedLen(call, 0x1000, pic); n != 17 {
+		t.Errorf("PIC push-jmp length %d", n)
+	}
 	// other instructions are unaffected by the option
-	r, err := Relocate(hx(t, "48 8b 05 10 20 00 00"), 0x401000, 0x402000, Options{CallPushJmp: true})
+	r, err = Relocate(hx(t, "48 8b 05 10 20 00 00"), 0x401000, 0x402000, Options{CallPushJmp: true})
 	if err != nil || r.Form != FormRIPRel {
 		t.Fatalf("%v %v", r.Form, err)
 	}
@@ -257,7 +308,7 @@ func FuzzRelocate(f *testing.F) {
 		f.Add(b, uint64(0x555555559000), uint64(0x555555559000+0x10000000), true)
 	}
 	f.Fuzz(func(t *testing.T, code []byte, pc, at uint64, push bool) {
-		opt := Options{CallPushJmp: push}
+		opt := Options{CallPushJmp: push, PIC: at&1 != 0}
 		r, err := Relocate(code, pc, at, opt)
 		if err != nil {
 			if !errors.Is(err, ErrRelocate) {

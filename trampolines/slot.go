@@ -15,6 +15,11 @@ type SlotOptions struct {
 	// ends at the end of the copy (or at a branch target): loop/jrcxz cannot be
 	// stepped out of line (their sandwich is three instructions).
 	Step bool
+	// Int3End ends the copy with an int3 instead of a jmp back (JmpBack must be
+	// false): the runtime single-steps the copy without the trap flag, its int3's trap
+	// ending the step (runtime.PFInt3Step), as the kernel does since 5.15. Only for a
+	// copy that falls through to its end.
+	Int3End bool
 }
 
 // Slot is an out-of-line slot, the kernel's kprobe insn slot: the relocated copy of
@@ -29,6 +34,7 @@ type Slot struct {
 	Form    Form // how the copy was made
 	Inst    x86dec.Inst
 	JmpBack bool
+	Int3End bool
 }
 
 // End is the first address past the slot.
@@ -48,8 +54,15 @@ func SlotLen(code []byte, site uint64, opt SlotOptions) (int, error) {
 	if opt.Step && (form == FormSandwich || form == FormCallPushJmp) {
 		return 0, fmt.Errorf("%w at %#x: a %s copy cannot be single-stepped", ErrRelocate, site, form)
 	}
+	if opt.Int3End && (opt.JmpBack || form == FormSandwich || form == FormCallPushJmp ||
+		(in.Kind != x86dec.KindOther && in.Kind != x86dec.KindSyscall)) {
+		return 0, fmt.Errorf("%w at %#x: a %s %s copy does not fall through to an int3", ErrRelocate, site, in.Kind, form)
+	}
 	if opt.JmpBack {
 		n += 5
+	}
+	if opt.Int3End {
+		n++
 	}
 	return n, nil
 }
@@ -64,7 +77,10 @@ func BuildSlot(code []byte, site, at uint64, opt SlotOptions) (*Slot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Slot{Site: site, Addr: at, Code: r.Code, CopyLen: len(r.Code), InsnLen: r.Inst.Len, Form: r.Form, Inst: r.Inst, JmpBack: opt.JmpBack}
+	s := &Slot{Site: site, Addr: at, Code: r.Code, CopyLen: len(r.Code), InsnLen: r.Inst.Len, Form: r.Form, Inst: r.Inst, JmpBack: opt.JmpBack, Int3End: opt.Int3End}
+	if opt.Int3End {
+		s.Code = append(s.Code, 0xcc)
+	}
 	if opt.JmpBack {
 		j, err := JmpRel32(at+uint64(len(r.Code)), site+uint64(r.Inst.Len))
 		if err != nil {

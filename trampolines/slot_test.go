@@ -92,3 +92,35 @@ func TestSlotArea(t *testing.T) {
 		t.Fatal("Add after Place accepted")
 	}
 }
+
+func TestBuildSlotInt3End(t *testing.T) {
+	site := uint64(0x401234)
+	code := hx(t, "48 8b 05 10 20 00 00 90")
+	s, err := BuildSlot(code, site, 0x900000, SlotOptions{Step: true, Int3End: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the relocated copy, then the int3 where the step ends
+	if s.CopyLen != 7 || len(s.Code) != 8 || s.Code[7] != 0xcc || !s.Int3End {
+		t.Fatalf("slot %+v", s)
+	}
+	if n, err := SlotLen(code, site, SlotOptions{Step: true, Int3End: true}); err != nil || n != 8 {
+		t.Fatalf("SlotLen %d %v", n, err)
+	}
+	// only copies that fall through; never with a jmp back
+	for _, c := range []struct {
+		code string
+		opt  SlotOptions
+	}{
+		{"e8 00 01 00 00", SlotOptions{Step: true, Int3End: true}},
+		{"74 05", SlotOptions{Step: true, Int3End: true}},
+		{"c3", SlotOptions{Step: true, Int3End: true}},
+		{"ff d0", SlotOptions{Step: true, Int3End: true}},
+		{"e2 f0", SlotOptions{Int3End: true}},
+		{"55", SlotOptions{JmpBack: true, Int3End: true}},
+	} {
+		if _, err := SlotLen(hx(t, c.code), site, c.opt); err == nil {
+			t.Errorf("%s %+v: an int3-ended slot accepted", c.code, c.opt)
+		}
+	}
+}

@@ -39,8 +39,11 @@ func runList(args []string, stdout, _ io.Writer) error {
 //
 // with the probe's link-time address (add the load bias of a PIE), "k" for a kprobe
 // and "r" for a kretprobe, and the flags [BOOSTED] (one trap per hit: the copy runs
-// with a jmp back, or the branch is emulated) and [DISABLED] (registered disabled;
-// KPREWRITE_DISABLE disables more at run time). Probes come in address order.
+// with a jmp back, or the branch is emulated), [OPTIMIZED] (a jmp to a detour
+// buffer, no trap), [VERIFY] (a would-be-optimized probe of a --verify-regions
+// rewrite: a boosted int3, the other bytes of its DCR int3s that report
+// violations) and [DISABLED] (registered disabled; KPREWRITE_DISABLE disables more at
+// run time). Probes come in address order.
 func listLines(im *rewriter.Image, verbose bool) []string {
 	d := im.Desc
 	var lines []string
@@ -51,6 +54,9 @@ func listLines(im *rewriter.Image, verbose bool) []string {
 				continue
 			}
 			dp := d.Probes[i]
+			if dp.Kind == rewriter.KindVerify {
+				continue // --verify-regions pseudo-probe on an inner byte
+			}
 			typ := "k"
 			if im.Probes[i].Type == runtime.TKretprobe {
 				typ = "r"
@@ -60,8 +66,14 @@ func listLines(im *rewriter.Image, verbose bool) []string {
 				sym = fmt.Sprintf("%s+%#x", dp.Symbol, dp.Offset)
 			}
 			flags := ""
-			if dp.Kind == "b" || dp.Kind == "rb" {
+			switch dp.Kind {
+			case "b", "rb":
 				flags += "[BOOSTED]"
+			case "o", "ro":
+				flags += "[OPTIMIZED]"
+			}
+			if dp.Verify {
+				flags += "[VERIFY]"
 			}
 			disabled := im.Probes[i].Flags&runtime.FDisabled != 0 || im.Header.Flags&runtime.HFDisableAll != 0
 			if dp.Event >= 0 && d.Events[dp.Event].Disabled {

@@ -32,6 +32,7 @@ func commands() []command {
 		{"trace", "print a trace file in the kernel tracer's format", runTrace},
 		{"profile", "print hits and misses per event of a trace file, like kprobe_profile", runProfile},
 		{"rules", "list the safety rules and their ids", runRules},
+		{"include", "print kprewrite.h, the header of C handler files (-o DIR writes it)", runInclude},
 		{"version", "print the version", runVersion},
 	}
 }

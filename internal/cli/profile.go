@@ -36,6 +36,18 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "  %-44s %15d %15d\n", l.Name, l.Hit, l.NMissed)
 		}
 	}
+	// --verify-regions: inner DCR bytes reached (each one a would-be jmp that would
+	// have broken the program); "(violations)" cannot be an event name
+	if verify, total, list := rewriter.Violations(tr, descs); verify {
+		fmt.Fprintf(stdout, "  %-44s %15d %15d\n", "(violations)", total, 0)
+		for _, v := range list {
+			sym := ""
+			if v.Symbol != "" {
+				sym = " (" + v.Symbol + ")"
+			}
+			fmt.Fprintf(stdout, "  violation: %s: %#x%s, inside the DCR of the probe at %#x: %d hits\n", v.Image, v.Byte, sym, v.Site, v.Hits)
+		}
+	}
 	if unknown > 0 {
 		fmt.Fprintf(stderr, "kprewrite profile: %d image(s) in %s have no description; name their binaries with -b\n", unknown, pos[0])
 	}

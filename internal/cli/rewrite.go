@@ -17,12 +17,17 @@ import (
 const TraceSuffix = ".trace"
 
 func runRewrite(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-boost] [--trace PATH] BINARY", stdout)
+	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--trace PATH] BINARY", stdout)
 	out := fs.String("o", "", "output file (written atomically; required)")
 	var exprs, files multiFlag
 	fs.Var(&exprs, "e", "probe event definition, e.g. 'p:grp/ev func+4 a=%di' or 'r:ev func $retval' (repeatable)")
 	fs.Var(&files, "f", "file of probe event definitions, one per line (repeatable)")
-	noBoost := fs.Bool("no-boost", false, "single-step every probe (kinds k and r only, two traps per hit)")
+	noBoost := fs.Bool("no-boost", false, "single-step every int3 probe (kinds k and r, two traps per hit); with --no-optimize, every probe")
+	noOpt := fs.Bool("no-optimize", false, "no jump-optimized probes: every probe is an int3 (kinds k, b, r, rb)")
+	verify := fs.Bool("verify-regions", false, "instead of a jmp, put an int3 on each would-be-optimized probe and on every other byte of its DCR; the program runs correctly and `kprewrite profile` reports every byte reached (violations)")
+	optOnly := fs.Bool("optimized-only", false, "refuse probes that cannot be jump-optimized (with --skip-refused: leave them out); for programs that take SIGTRAP over, such as Go programs")
+	var excludes multiFlag
+	fs.Var(&excludes, "exclude", "no probe in this code: a function-name glob ('Builtins_*') or an address range 0xLO-0xHI or 0xLO+SIZE (repeatable); for code the program copies and runs elsewhere")
 	skip := fs.Bool("skip-refused", false, "leave out probes the analysis refuses (reported on stderr) instead of failing")
 	trace := fs.String("trace", "", "default trace file of the rewritten program (default: OUT"+TraceSuffix+", absolute; \"none\" for no default); KPREWRITE_TRACE overrides it at run time")
 	traceSize := fs.String("trace-size", "", "record area of a new trace file, e.g. 64M (default 64M); KPREWRITE_TRACE_SIZE overrides it")
@@ -41,7 +46,11 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	if sameFile(pos[0], *out) {
 		return usageErr("output %s is the input: kprewrite never modifies its input", *out)
 	}
-	opt := rewriter.Options{NoBoost: *noBoost, SkipRefused: *skip, Debug: *debug, ImageName: filepath.Base(*out)}
+	opt := rewriter.Options{NoBoost: *noBoost, SkipRefused: *skip, Debug: *debug, ImageName: filepath.Base(*out),
+		NoOptimize: *noOpt, VerifyRegions: *verify, Exclude: excludes, OptimizedOnly: *optOnly}
+	if *optOnly && *noOpt {
+		return usageErr("--optimized-only and --no-optimize exclude each other")
+	}
 	switch *trace {
 	case "":
 		abs, err := filepath.Abs(*out)

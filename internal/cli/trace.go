@@ -68,7 +68,20 @@ func openTrace(path string, bins []string, stderr io.Writer) (*runtime.Trace, re
 	return tr, descs, nil
 }
 
-// runtimeDescs returns the image descriptions the trace file itself holds. The
-// runtime does not copy them into trace files yet; until it does, the binaries give
-// them.
-func runtimeDescs(tr *runtime.Trace) []*rewriter.Desc { return nil }
+// runtimeDescs returns the image descriptions the trace file itself holds: the runtime
+// copies each image's description frame into the file when the image registers there.
+// Images without one (older runtimes) need their binaries (-b); a frame that does not
+// parse, or describes another image, is left out the same way.
+func runtimeDescs(tr *runtime.Trace) []*rewriter.Desc {
+	var out []*rewriter.Desc
+	for _, im := range tr.Images {
+		frame, ok := rewriter.FindDesc(im.Desc)
+		if !ok {
+			continue
+		}
+		if d, err := rewriter.ParseDesc(frame); err == nil && d.ImageID == im.ImageID {
+			out = append(out, d)
+		}
+	}
+	return out
+}

@@ -63,12 +63,20 @@ type DescEvent struct {
 type DescProbe struct {
 	Index  int    `json:"index"`
 	Event  int    `json:"event"` // index in Events
-	Kind   string `json:"kind"`  // k, b, r, rb
+	Kind   string `json:"kind"`  // k, b, o, r, rb, ro, or KindVerify
 	Addr   uint64 `json:"addr"`  // the address asked for (the function entry)
 	Site   uint64 `json:"site"`  // the int3 (after an entry endbr64)
 	Symbol string `json:"symbol"`
 	Offset uint64 `json:"offset"` // of Site from Symbol ("" when no function holds it)
+	// Verify: a would-be-optimized probe of a --verify-regions rewrite (an int3
+	// running its whole DCR out of line).
+	Verify bool `json:"verify,omitempty"`
 }
+
+// KindVerify is the kind of the pseudo-probe on an inner byte of a would-be DCR
+// (--verify-regions): its hit counter counts violations; Addr is the would-be-
+// optimized probe's site, Site the inner byte.
+const KindVerify = "verify"
 
 // DescSymbol is one function of the image.
 type DescSymbol struct {
@@ -77,9 +85,43 @@ type DescSymbol struct {
 	Name string `json:"name"`
 }
 
+// DescVerify lists, compactly, the KindVerify pseudo-probes of one would-be-optimized
+// site (--verify-regions): the inner bytes Site+1 .. Site+N have the runtime probe
+// indexes First .. First+N-1 (inner points follow their site in address order). Only
+// the JSON uses it: ParseDesc expands it into Probes, so Probes is always dense.
+type DescVerify struct {
+	Site  uint64 `json:"s"`
+	First int    `json:"i"`
+	N     int    `json:"n"`
+}
+
+// descJSON is the serialized form: Probes without the KindVerify entries, which
+// Verify lists compactly (a verify rewrite of node has ~400,000 of them).
+type descJSON struct {
+	*Desc
+	Verify []DescVerify `json:"verify,omitempty"`
+}
+
 // Marshal returns the framed description with the tables' header at tablesAddr.
 func (d *Desc) Marshal(tablesAddr uint64) ([]byte, error) {
-	js, err := json.Marshal(d)
+	c := *d
+	c.Probes = nil
+	var ver []DescVerify
+	for _, p := range d.Probes {
+		if p.Kind != KindVerify {
+			c.Probes = append(c.Probes, p)
+			continue
+		}
+		if n := len(ver); n > 0 && ver[n-1].Site == p.Addr && ver[n-1].First+ver[n-1].N == p.Index && p.Site == p.Addr+uint64(ver[n-1].N)+1 {
+			ver[n-1].N++
+			continue
+		}
+		if p.Site != p.Addr+1 {
+			return nil, fmt.Errorf("image description: the first inner byte of the DCR at %#x is %#x", p.Addr, p.Site)
+		}
+		ver = append(ver, DescVerify{Site: p.Addr, First: p.Index, N: 1})
+	}
+	js, err := json.Marshal(descJSON{&c, ver})
 	if err != nil {
 		return nil, fmt.Errorf("image description: %w", err)
 	}
@@ -113,13 +155,62 @@ func ParseDesc(b []byte) (*Desc, error) {
 		return nil, fmt.Errorf("%w: %d bytes of JSON in a %d-byte frame", ErrDesc, n, len(b))
 	}
 	d := &Desc{tablesAddr: le.Uint64(b[16:])}
-	if err := json.Unmarshal(b[descHdrSize:descHdrSize+n], d); err != nil {
+	dj := descJSON{Desc: d}
+	if err := json.Unmarshal(b[descHdrSize:descHdrSize+n], &dj); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDesc, err)
+	}
+	if err := d.expandVerify(dj.Verify); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDesc, err)
 	}
 	if err := d.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDesc, err)
 	}
 	return d, nil
+}
+
+// expandVerify puts the KindVerify probes of ver back into Probes at their indexes,
+// named after the probe at their site.
+func (d *Desc) expandVerify(ver []DescVerify) error {
+	if len(ver) == 0 {
+		return nil
+	}
+	total := len(d.Probes)
+	for _, v := range ver {
+		if v.N <= 0 || v.N > 255 || v.First < 0 || v.First > maxDescSize {
+			return fmt.Errorf("verify entry %+v", v)
+		}
+		total += v.N
+	}
+	if total > maxDescSize {
+		return fmt.Errorf("%d probes", total)
+	}
+	dense := make([]DescProbe, total)
+	set := make([]bool, total)
+	bySite := map[uint64]*DescProbe{}
+	for i := range d.Probes {
+		p := &d.Probes[i]
+		if p.Index < 0 || p.Index >= total || set[p.Index] {
+			return fmt.Errorf("probe index %d", p.Index)
+		}
+		dense[p.Index], set[p.Index] = *p, true
+		bySite[p.Site] = p
+	}
+	for _, v := range ver {
+		at := bySite[v.Site]
+		for k := 0; k < v.N; k++ {
+			i := v.First + k
+			if i >= total || set[i] {
+				return fmt.Errorf("verify probe index %d", i)
+			}
+			p := DescProbe{Index: i, Event: -1, Kind: KindVerify, Addr: v.Site, Site: v.Site + uint64(k) + 1}
+			if at != nil && at.Symbol != "" {
+				p.Symbol, p.Offset = at.Symbol, at.Offset+uint64(k)+1
+			}
+			dense[i], set[i] = p, true
+		}
+	}
+	d.Probes = dense
+	return nil
 }
 
 // TablesAddr is the link-time address of the probe tables' header.

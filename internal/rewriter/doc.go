@@ -21,8 +21,15 @@
 // .kprewrite.rodata: the event definitions, the kind of each probe (k, b, r, rb), and
 // the runtime index of each probe. `kprewrite list` reads it with the tables
 // (ReadImage); `kprewrite trace` and `profile` need it to name the events of trace
-// records (WriteTrace, Profile). The runtime may copy the frame into trace files so
-// that they describe themselves; until then the rewritten binary gives it.
+// records (WriteTrace, Profile). The tables' header points at the frame
+// (runtime.RawHeader.Desc), and the runtime copies it into each trace file the image
+// registers in, so trace files describe themselves; the binary is needed only for
+// traces written by older runtimes.
+//
+// For int3 probes in a dynamically linked program the tables also list the GOT words of
+// the program's signal functions (SigGuardSlots), which the runtime wraps so that the
+// program cannot block SIGTRAP or take it over (runtime package documentation, "Signal
+// guard").
 //
 // A rewrite is deterministic: the same input, definitions and options give the same
 // bytes (the image id that names the image in trace files is a hash of them).

@@ -27,7 +27,20 @@ type Probe struct {
 
 // Options tune Rewrite.
 type Options struct {
-	NoBoost     bool   // single-step every probe (k and r only)
+	NoBoost bool // single-step every probe (k and r only)
+	// NoOptimize keeps every probe an int3 (--no-optimize); by default a probe whose
+	// site the analysis says optimize, and that needs no post handler, is
+	// jump-optimized (kinds o and ro).
+	NoOptimize bool
+	// VerifyRegions (--verify-regions): every would-be-optimized probe becomes a
+	// boosted int3 running its whole relocated DCR, and every other byte of the DCR
+	// an int3 whose hit is recorded as a violation (and run correctly).
+	VerifyRegions bool
+	// Exclude lists code where no probe goes (--exclude): function-name globs and
+	// address ranges, see patch.ParseExcludes.
+	Exclude []string
+	// OptimizedOnly refuses probes that cannot be jump-optimized (--optimized-only).
+	OptimizedOnly bool
 	SkipRefused bool   // leave out probes the analysis refuses (Result.Refused) instead of failing
 	TracePath   string // default trace file written into the image ("" = none unless KPREWRITE_TRACE)
 	TraceSize   uint64 // record area of a new trace file (0 = the runtime's default)
@@ -58,6 +71,8 @@ const (
 	SymDesc       = "kprewrite_desc"       // the image description
 	SymProbeState = "kprewrite_probe_state"
 	SymSlotPrefix = "kprewrite_slot."
+	// SymDetourPrefix names the detour buffer of a jump-optimized probe.
+	SymDetourPrefix = "kprewrite_detour."
 )
 
 const areaAlign = 64
@@ -84,7 +99,12 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 		}
 		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return}
 	}
-	plan, err := patch.MakePlan(b, reqs, patch.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused})
+	excl, err := patch.ParseExcludes(opt.Exclude, b.Funcs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	plan, err := patch.MakePlan(b, reqs, patch.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused,
+		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: excl, OptimizedOnly: opt.OptimizedOnly})
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +151,7 @@ type gen struct {
 	evOf    []int // per probe (request): index in events, -1 when refused
 	slots   trampolines.SlotArea
 	slotOf  []int // per point: slot index or -1
+	dcrs    dcrArea
 	tables  runtime.Tables
 	desc    *Desc
 	anyRet  bool
@@ -153,6 +174,9 @@ func (g *gen) run() (*Result, error) {
 	}
 	if err := g.makeTables(); err != nil {
 		return nil, err
+	}
+	if err := g.addSigGuard(); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 
 	// The runtime, linked after the addresses are known; its sizes first.
@@ -181,7 +205,8 @@ func (g *gen) run() (*Result, error) {
 	rtRodataOff := alignUp(tablesOff+uint64(len(enc.RO)), areaAlign)
 	rodataSize := rtRodataOff + rs.Rodata
 	slotsOff := alignUp(rs.Text, areaAlign)
-	textSize := slotsOff + g.slots.Size()
+	dcrsOff := alignUp(slotsOff+g.slots.Size(), areaAlign)
+	textSize := dcrsOff + g.dcrs.size
 	stateOff := alignUp(rs.BSS, areaAlign)
 	bssSize := stateOff + enc.StateSize
 
@@ -198,12 +223,18 @@ func (g *gen) run() (*Result, error) {
 	if err := g.slots.Place(layout.TextAddr + slotsOff); err != nil {
 		return nil, err
 	}
-	for i := range g.tables.Points {
+	for i := range g.plan.Points {
 		if si := g.slotOf[i]; si >= 0 {
 			g.tables.Points[i].Slot = g.slots.Slot(si).Addr
 		}
 	}
+	if err := g.dcrs.place(g, layout.TextAddr+dcrsOff); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
 	g.tables.AbsSlots = out.AbsSlots
+	// the description is at the start of .kprewrite.rodata; its size does not change
+	// when placed (checked below)
+	g.tables.Desc, g.tables.DescSize = layout.RodataAddr, uint32(len(descBytes))
 	enc2, err := g.tables.Encode(tablesAddr, stateAddr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
@@ -215,7 +246,7 @@ func (g *gen) run() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if uint64(len(descBytes)) > tablesOff {
+	if uint64(len(descBytes)) > tablesOff || uint32(len(descBytes)) != g.tables.DescSize {
 		return nil, fmt.Errorf("%s: internal error: image description changed size when placed", f.Path)
 	}
 
@@ -236,13 +267,27 @@ func (g *gen) run() (*Result, error) {
 		text[i] = 0xcc
 	}
 	copy(text[slotsOff:], g.slots.Bytes())
+	for i := int(slotsOff + g.slots.Size()); i < int(dcrsOff); i++ {
+		text[i] = 0xcc
+	}
+	optcall, ok := out.Addr(runtime.SymOptCall)
+	if !ok {
+		return nil, fmt.Errorf("runtime object has no %s", runtime.SymOptCall)
+	}
+	dcrText, err := g.dcrs.build(g, enc2, optcall)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	copy(text[dcrsOff:], dcrText)
 	entry, ok := out.Addr(runtime.SymEntry)
 	if !ok {
 		return nil, fmt.Errorf("runtime object has no %s", runtime.SymEntry)
 	}
 
 	patches := g.plan.Patcher.Commit()
-	if g.anyRet {
+	// Return probes replace return addresses, and a detour may resume through iretq
+	// (a redirecting handler): both are incompatible with a CET shadow stack.
+	if g.anyRet || g.dcrs.anyDetour {
 		ps, err := f.ClearShadowStack()
 		if err != nil {
 			return nil, err
@@ -256,7 +301,7 @@ func (g *gen) run() (*Result, error) {
 		Rodata:  rodata,
 		Data:    out.Data,
 		BSS:     bssSize,
-		Symbols: g.newSymbols(out, symPlaces{slotsOff, rtRodataOff, tablesOff, uint64(len(enc2.RO)), stateOff, enc2.StateSize, uint64(len(descBytes))}),
+		Symbols: g.newSymbols(out, symPlaces{slotsOff, dcrsOff, rtRodataOff, tablesOff, uint64(len(enc2.RO)), stateOff, enc2.StateSize, uint64(len(descBytes))}),
 		Patches: patches,
 		Entry:   &entry,
 	})
@@ -372,6 +417,11 @@ func (g *gen) makeTables() error {
 			rp.SlotLen = uint8(n)
 			rp.Slot = 1 // placeholder until the slots are placed
 		}
+		if pt.Optimized() || pt.Verify {
+			if err := g.dcrs.add(g, i, &rp); err != nil {
+				return fmt.Errorf("%s: probe at %#x: %w", pl.Requests[pt.Requests[0]].Name, pt.Site, err)
+			}
+		}
 		for _, ri := range runOrder(pt) {
 			def := g.probes[ri].Def
 			q := runtime.Probe{Type: runtime.TKprobe, Flags: runtime.FTrace, Event: g.evOf[ri]}
@@ -382,6 +432,12 @@ func (g *gen) makeTables() error {
 			rp.Probes = append(rp.Probes, q)
 		}
 		g.tables.Points = append(g.tables.Points, rp)
+	}
+	// --verify-regions: the inner bytes, after the plan's points
+	for _, in := range pl.Inner {
+		g.tables.Points = append(g.tables.Points, runtime.Point{Site: in.Addr, Target: pl.Points[in.Point].Site,
+			XMode: runtime.XBoost, PFlags: runtime.PFInner, InsnLen: 1, Orig: g.origBytes(in.Addr, 1),
+			Probes: []runtime.Probe{{Type: runtime.TVerify, Event: -1}}})
 	}
 	g.tables.ImageID = g.imageID()
 	g.desc.ImageID = g.tables.ImageID
@@ -409,6 +465,7 @@ func (g *gen) imageID() uint64 {
 		fmt.Fprintf(h, "\x00%s\x00%#x", p.Def.Def, p.Addr)
 	}
 	fmt.Fprintf(h, "\x00%v\x00%v\x00%s\x00%d\x00%q\x00%s", g.opt.NoBoost, g.opt.SkipRefused, g.opt.TracePath, g.opt.TraceSize, g.opt.Disable, g.tables.ImageName)
+	fmt.Fprintf(h, "\x00%v\x00%v\x00%q\x00%v", g.opt.NoOptimize, g.opt.VerifyRegions, g.opt.Exclude, g.opt.OptimizedOnly)
 	id := binary.LittleEndian.Uint64(h.Sum(nil))
 	if id == 0 {
 		id = 1
@@ -428,12 +485,21 @@ func (g *gen) fillDescProbes(enc *runtime.Encoded) {
 		pt := &pl.Points[pi]
 		for j, ri := range runOrder(pt) {
 			k := enc.ProbeIndex[pi][j]
-			dp := DescProbe{Index: k, Event: g.evOf[ri], Kind: pl.Kind(ri), Addr: pl.Requests[ri].Addr, Site: pt.Site}
+			dp := DescProbe{Index: k, Event: g.evOf[ri], Kind: pl.Kind(ri), Addr: pl.Requests[ri].Addr, Site: pt.Site, Verify: pt.Verify}
 			if pt.Func != nil {
 				dp.Symbol, dp.Offset = pt.Func.Name, pt.Site-pt.Func.Addr
 			}
 			g.desc.Probes[k] = dp
 		}
+	}
+	for j, in := range pl.Inner {
+		pt := &pl.Points[in.Point]
+		k := enc.ProbeIndex[len(pl.Points)+j][0]
+		dp := DescProbe{Index: k, Event: -1, Kind: KindVerify, Addr: pt.Site, Site: in.Addr}
+		if pt.Func != nil {
+			dp.Symbol, dp.Offset = pt.Func.Name, in.Addr-pt.Func.Addr
+		}
+		g.desc.Probes[k] = dp
 	}
 }
 
@@ -468,10 +534,22 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 		s := g.slots.Slot(si)
 		syms = append(syms, elfio.NewSymbol{Name: name, Section: elfio.SecText, Offset: p.slotsOff + g.slots.Offset(si), Size: uint64(len(s.Code)), Func: true})
 	}
+	for _, d := range g.dcrs.list {
+		pt := &g.plan.Points[d.point]
+		prefix := SymSlotPrefix
+		if pt.Optimized() {
+			prefix = SymDetourPrefix
+		}
+		name := fmt.Sprintf("%s%#x", prefix, pt.Site)
+		if pt.Func != nil {
+			name = fmt.Sprintf("%s%s+%#x", prefix, pt.Func.Name, pt.Site-pt.Func.Addr)
+		}
+		syms = append(syms, elfio.NewSymbol{Name: name, Section: elfio.SecText, Offset: p.dcrsOff + d.off, Size: d.size, Func: true})
+	}
 	return syms
 }
 
 // symPlaces are the offsets of the rewriter's pieces in the new sections.
 type symPlaces struct {
-	slotsOff, rtRodataOff, tablesOff, tablesSize, stateOff, stateSize, descSize uint64
+	slotsOff, dcrsOff, rtRodataOff, tablesOff, tablesSize, stateOff, stateSize, descSize uint64
 }

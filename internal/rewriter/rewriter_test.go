@@ -65,11 +65,11 @@ func TestRewrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defs := []string{"p:g/add add a=%di:s32", "p:g/add2 add", "r:g/twice twice $retval", "p:g/tw1 twice+4"}
-	res, err := Rewrite(f, probes(t, f, defs...), Options{TracePath: "/tmp/t.trace", ImageName: "small.kp"})
+	res, err := Rewrite(f, probes(t, f, defs...), Options{TracePath: "/tmp/t.trace", ImageName: "small.kp", NoOptimize: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := Rewrite(f, probes(t, f, defs...), Options{TracePath: "/tmp/t.trace", ImageName: "small.kp"})
+	again, err := Rewrite(f, probes(t, f, defs...), Options{TracePath: "/tmp/t.trace", ImageName: "small.kp", NoOptimize: true})
 	if err != nil || !bytes.Equal(res.Image, again.Image) {
 		t.Fatalf("a second rewrite differs (%v)", err)
 	}
@@ -168,7 +168,7 @@ func TestRewrite(t *testing.T) {
 	}
 
 	// --no-boost: k and r; a post handler and a disabled event
-	res, err = Rewrite(f, probes(t, f, defs...), Options{NoBoost: true, Disable: []string{"g/add2"}})
+	res, err = Rewrite(f, probes(t, f, defs...), Options{NoBoost: true, NoOptimize: true, Disable: []string{"g/add2"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package rewriter
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sort"
@@ -22,12 +23,14 @@ type event struct {
 	index int
 	def   *eventdef.Probe
 	err   error
+	addr  map[uint64]uint64 // site -> the address asked for, of this event's probes
 }
 
 // Formatter prints trace records as the kernel's tracer prints its events.
 type Formatter struct {
 	descs  Descs
 	events map[[2]uint64]*event // (image, event id)
+	addrs  map[*Desc][]map[uint64]uint64
 	// Unknown counts records whose image or event has no description.
 	Unknown int
 }
@@ -35,6 +38,31 @@ type Formatter struct {
 // NewFormatter returns a formatter for records of the described images.
 func NewFormatter(descs Descs) *Formatter {
 	return &Formatter{descs: descs, events: map[[2]uint64]*event{}}
+}
+
+// siteAddrs indexes, per event of d, its probes' sites to the addresses asked for
+// (one pass over the probes: a record must not cost a search of them).
+func (fm *Formatter) siteAddrs(d *Desc) []map[uint64]uint64 {
+	if m, ok := fm.addrs[d]; ok {
+		return m
+	}
+	m := make([]map[uint64]uint64, len(d.Events))
+	for _, p := range d.Probes {
+		if p.Event < 0 || p.Event >= len(m) {
+			continue
+		}
+		if m[p.Event] == nil {
+			m[p.Event] = map[uint64]uint64{}
+		}
+		if _, dup := m[p.Event][p.Site]; !dup {
+			m[p.Event][p.Site] = p.Addr
+		}
+	}
+	if fm.addrs == nil {
+		fm.addrs = map[*Desc][]map[uint64]uint64{}
+	}
+	fm.addrs[d] = m
+	return m
 }
 
 func (fm *Formatter) event(image uint64, id uint32) *event {
@@ -45,7 +73,7 @@ func (fm *Formatter) event(image uint64, id uint32) *event {
 	var e *event
 	if d := fm.descs[image]; d != nil {
 		if de, i, ok := d.EventByID(id); ok {
-			e = &event{desc: d, index: i}
+			e = &event{desc: d, index: i, addr: fm.siteAddrs(d)[i]}
 			e.def, e.err = eventdef.Parse(de.Def)
 			if e.err == nil && (e.def.Group != de.Group || e.def.Event != de.Name) {
 				e.err = fmt.Errorf("definition %q does not define %s/%s", de.Def, de.Group, de.Name)
@@ -60,10 +88,8 @@ func (fm *Formatter) event(image uint64, id uint32) *event {
 // was asked for (a function entry, before an endbr64 the int3 went after), as the
 // kernel's uprobe tracer prints the probed address.
 func (e *event) funcAddr(site uint64) uint64 {
-	for _, p := range e.desc.Probes {
-		if p.Event == e.index && p.Site == site {
-			return p.Addr
-		}
+	if a, ok := e.addr[site]; ok {
+		return a
 	}
 	return site
 }
@@ -74,6 +100,9 @@ func (e *event) funcAddr(site uint64) uint64 {
 //
 // with (<ret> <- <func>) for return probes, addresses as the program saw them.
 func (fm *Formatter) Line(r *runtime.Record) (string, error) {
+	if r.Type == runtime.RecViolation {
+		return fm.violationLine(r)
+	}
 	e := fm.event(r.ImageID, r.EventID)
 	if e == nil {
 		fm.Unknown++
@@ -93,6 +122,34 @@ func (fm *Formatter) Line(r *runtime.Record) (string, error) {
 	ts := r.TsNs / 1000
 	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000, body), nil
 }
+
+// violationLine formats a --verify-regions violation record:
+//
+//	<comm>-<pid> [cpu] <sec>.<usec>: kprewrite_violation: (<byte>) site=<probe> sym=<func+off>
+//
+// with run-time addresses: control reached <byte>, inside the DCR the probe at
+// <probe> would have replaced with a jmp.
+func (fm *Formatter) violationLine(r *runtime.Record) (string, error) {
+	if len(r.Data) < 8 {
+		return "", fmt.Errorf("violation record at %#x without its probe address", r.IP)
+	}
+	site := binary.LittleEndian.Uint64(r.Data)
+	sym := ""
+	if d := fm.descs[r.ImageID]; d != nil {
+		for i := range d.Probes {
+			if p := &d.Probes[i]; p.Kind == KindVerify && p.Site == r.IP && p.Symbol != "" {
+				sym = fmt.Sprintf(" sym=%s+%#x", p.Symbol, p.Offset)
+				break
+			}
+		}
+	}
+	ts := r.TsNs / 1000
+	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s: (%#x) site=%#x%s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000,
+		ViolationEvent, r.Bias+r.IP, r.Bias+site, sym), nil
+}
+
+// ViolationEvent names --verify-regions violation records in `kprewrite trace`.
+const ViolationEvent = "kprewrite_violation"
 
 // WriteTrace prints every record of tr in time order, after a header like the
 // kernel's trace file has. Records it cannot format are reported on errw (once per
@@ -145,6 +202,44 @@ type ProfileLine struct {
 	Name    string // EVENT
 	Hit     uint64
 	NMissed uint64
+}
+
+// Violation is the count of --verify-regions violations at one inner byte.
+type Violation struct {
+	Image  string
+	Byte   uint64 // link-time address of the inner byte reached
+	Site   uint64 // the would-be-optimized probe whose DCR holds it
+	Symbol string // function+offset of Byte, when known
+	Hits   uint64
+}
+
+// Violations sums, per image rewritten with --verify-regions, the hits on inner DCR
+// bytes (the KindVerify probes' counters): verify reports whether any image of tr
+// was such a rewrite, total the hits, and list the bytes that were hit.
+func Violations(tr *runtime.Trace, descs Descs) (verify bool, total uint64, list []Violation) {
+	for _, im := range tr.Images {
+		d := descs[im.ImageID]
+		if d == nil || len(d.Probes) != len(im.Counters) {
+			continue
+		}
+		for i, c := range im.Counters {
+			p := &d.Probes[i]
+			if p.Kind != KindVerify {
+				continue
+			}
+			verify = true
+			if c.Hit == 0 {
+				continue
+			}
+			total += c.Hit
+			v := Violation{Image: d.Image, Byte: p.Site, Site: p.Addr, Hits: c.Hit}
+			if p.Symbol != "" {
+				v.Symbol = fmt.Sprintf("%s+%#x", p.Symbol, p.Offset)
+			}
+			list = append(list, v)
+		}
+	}
+	return verify, total, list
 }
 
 // Profile sums the trace file's {hit, nmissed} counters per event, in image and

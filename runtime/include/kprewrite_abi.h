@@ -87,6 +87,11 @@ typedef unsigned long long kprw_u64;
 #define KPRW_PF_ADDR32 0x04  /* jrcxz/loop with 0x67 prefix: use ecx */
 #define KPRW_PF_PUSHF 0x08   /* copy is pushf: after a single-step, hide TF in the pushed flags */
 #define KPRW_PF_NOBOOST 0x10 /* the slot copy must not run without single-step (no jmp back) */
+#define KPRW_PF_INT3STEP 0x40 /* KPRW_X_SSTEP without the trap flag, as the kernel single-steps
+                               * kprobes since 5.15: the slot is the copy (slot_len bytes) then
+                               * an int3, whose trap (ip = slot + slot_len + 1) ends the step;
+                               * no jmp back. Only for copies that fall through (no
+                               * KPRW_PF_BRANCH, KPRW_PF_CALL, KPRW_PF_PUSHF). */
 #define KPRW_PF_INNER 0x20   /* --verify-regions: this int3 is an inner byte of a would-be DCR;
                               * a hit is a violation (see "Verification mode" below) */
 
@@ -99,6 +104,12 @@ typedef unsigned long long kprw_u64;
 /* kprw_probe.flags */
 #define KPRW_F_DISABLED 0x01 /* registered disabled (like disable_kprobe()) */
 #define KPRW_F_TRACE 0x02    /* append a trace record per hit, with the event's fetch program */
+#define KPRW_F_USER 0x04     /* a probe declared in a C handler file: user is the vaddr of its
+                              * struct kprobe / struct kretprobe (kprewrite.h), whose handler
+                              * fields the runtime reads at each hit (the table's handler fields
+                              * must be 0); it starts unregistered, is registered at start-up
+                              * (or by the hooks' init), and its misses also count in the
+                              * struct's nmissed. See "C handlers" in runtime/doc.go. */
 
 /* kprw_event.flags */
 #define KPRW_EF_DISABLED 0x01 /* event registered disabled */
@@ -142,7 +153,68 @@ struct kprw_header {
 	kprw_u64 trace_size;  /* record-area bytes when creating a trace file; 0 = 64 MiB */
 	kprw_u64 image_id;    /* identifies this rewritten image in trace files */
 	kprw_u64 image_name;  /* vaddr of a NUL-terminated name for the image (may be 0) */
+	kprw_u64 hooks;       /* vaddr of struct kprw_hooks, 0 = none (was reserved1) */
+	/* appended (header_size was 128): */
+	kprw_u64 desc;        /* vaddr of the image description frame ("KPRWDESC", see
+	                         internal/rewriter/desc.go), 0 = none; the runtime copies it
+	                         into the trace file when it registers the image there */
+	kprw_u32 desc_size;   /* bytes of that frame */
+	kprw_u32 reserved2;
+	kprw_u64 sigguard;    /* vaddr of struct kprw_sigguard, 0 = none (see "Signal guard") */
+};
+
+/*
+ * Signal guard. A program that blocks SIGTRAP (sigfillset + pthread_sigmask), or that
+ * installs its own SIGTRAP disposition, would otherwise die at its next int3 probe hit
+ * or run its handler instead of ours. For a dynamically linked program the rewriter
+ * lists the main executable's GOT words (JUMP_SLOT and GLOB_DAT relocations) of the
+ * libc functions that change signal masks or dispositions; at start-up (after ld.so
+ * relocated everything) the runtime points each at a wrapper of its own (src/rt_sigguard.c).
+ */
+#define KPRW_SG_SIGACTION 1
+#define KPRW_SG_SIGNAL 2       /* signal, bsd_signal: BSD semantics */
+#define KPRW_SG_SYSV_SIGNAL 3  /* sysv_signal, __sysv_signal (signal() under strict ISO C) */
+#define KPRW_SG_SIGSET 4
+#define KPRW_SG_SIGHOLD 5
+#define KPRW_SG_SIGIGNORE 6
+#define KPRW_SG_SIGPROCMASK 7
+#define KPRW_SG_PTHREAD_SIGMASK 8
+#define KPRW_SG_SIGSUSPEND 9
+#define KPRW_SG_PPOLL 10
+#define KPRW_SG_PSELECT 11
+#define KPRW_SG_EPOLL_PWAIT 12
+#define KPRW_SG_SYSCALL 13     /* syscall(SYS_rt_sigaction / rt_sigprocmask / rt_sigsuspend, ...) */
+#define KPRW_SG_PPOLL_CHK 14   /* __ppoll_chk (ppoll under _FORTIFY_SOURCE) */
+#define KPRW_SG_MAX 14
+
+struct kprw_got_slot {
+	kprw_u64 slot;      /* vaddr of the GOT word */
+	kprw_u64 lazy;      /* JUMP_SLOT: the word's value in the file (its PLT stub), which
+	                       ld.so leaves there (+ bias) until the first call under lazy
+	                       binding; 0 for GLOB_DAT (always bound at load) */
+	kprw_u64 name;      /* vaddr of the NUL-terminated symbol name (lazy look-up) */
+	kprw_u32 func;      /* KPRW_SG_* */
+	kprw_u32 reserved0;
+};
+
+struct kprw_sigguard {
+	kprw_u64 slots;      /* vaddr of struct kprw_got_slot[nslots] */
+	kprw_u32 nslots;
+	kprw_u32 reserved0;
+	kprw_u64 relro;      /* PT_GNU_RELRO vaddr and size (0, 0: none): ld.so makes the */
+	kprw_u64 relro_size; /* whole pages inside it read-only after relocation */
+	kprw_u64 pltgot;     /* DT_PLTGOT vaddr (0: none): under lazy binding word 1 there is
+	                        the image's struct link_map (glibc) */
 	kprw_u64 reserved1;
+};
+
+/* User start-up and exit functions of C handler files (vaddrs, 0 = none). */
+struct kprw_hooks {
+	kprw_u64 init;        /* int kprewrite_init(void): run at the end of start-up; when
+	                         present, KPRW_F_USER probes are not registered automatically */
+	kprw_u64 exit;        /* void kprewrite_exit(void): run by exit() (glibc), in the
+	                         process that started */
+	kprw_u64 reserved[2];
 };
 
 /* One probepoint: an instruction whose first byte is int3, with every probe on it. */
@@ -179,7 +251,8 @@ struct kprw_probe {
 	/* User C handlers, vaddrs, 0 = none. Called with the user object below:
 	 *   int  pre_handler(void *kp, struct pt_regs *regs);          non-zero: resume at regs->ip
 	 *   void post_handler(void *kp, struct pt_regs *regs, unsigned long flags);
-	 *   int  fault_handler(void *kp, struct pt_regs *regs, int trapnr);  (reserved, not called)
+	 *   int  fault_handler(void *kp, struct pt_regs *regs, int trapnr);  (called for KPRW_F_USER
+	 *        probes only, from their struct; see rt_user.c)
 	 *   int  entry_handler(struct kretprobe_instance *ri, struct pt_regs *regs); non-zero: skip
 	 *   int  handler(struct kretprobe_instance *ri, struct pt_regs *regs);
 	 */
@@ -214,16 +287,27 @@ struct kprw_probe_state {
 	                     relocated DCR only, which is also what happens before start-up) */
 	kprw_u64 reserved1;
 };
-#define KPRW_SF_DISABLED 0x1 /* disabled at start-up (flags, KPREWRITE_DISABLE) */
+#define KPRW_SF_DISABLED 0x1 /* disabled (flags, KPREWRITE_DISABLE, disable_kprobe()) */
+#define KPRW_SF_UNREG 0x2    /* a KPRW_F_USER probe that is not registered */
+#define KPRW_SF_FORCED 0x4   /* disabled by the table or KPREWRITE_DISABLE: enable_kprobe()
+                              * cannot enable it */
 
-/* struct pt_regs, the kernel's x86-64 layout (arch/x86/include/asm/ptrace.h). */
+/* struct pt_regs, the kernel's x86-64 layout (arch/x86/include/asm/ptrace.h). kprewrite.h,
+ * the handlers' header, has the same definition under the same guard. */
+#ifndef KPRW_PT_REGS_DEFINED
+#define KPRW_PT_REGS_DEFINED
 struct pt_regs {
 	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
 	unsigned long ax, cx, dx, si, di, orig_ax;
 	unsigned long ip, cs, flags, sp, ss;
 };
+#endif
 
-/* What a return handler gets (the kernel's kretprobe_instance, flattened). */
+/* What a return handler gets (the kernel's kretprobe_instance, flattened). kprewrite.h has
+ * the same layout with the kernel's field types (struct kretprobe *rp, kprobe_opcode_t
+ * *ret_addr, char data[]) under the same guard. */
+#ifndef KPRW_RI_DEFINED
+#define KPRW_RI_DEFINED
 struct kretprobe_instance {
 	void *rp;                /* the user's struct kretprobe (kprw_probe.user) */
 	unsigned long ret_addr;  /* the real return address */
@@ -232,6 +316,7 @@ struct kretprobe_instance {
 	unsigned int reserved0;
 	unsigned long long data[]; /* data_size bytes, 16-byte aligned */
 };
+#endif
 
 /* Counters the runtime keeps for tests and `kprewrite profile` (kprewrite_rt_stats). */
 struct kprw_stats {
@@ -247,6 +332,8 @@ struct kprw_stats {
 	 * that know the first 64 bytes still work) */
 	kprw_u64 optslow;     /* detour hits that resumed through iretq (redirect, sp change, DF) */
 	kprw_u64 violations;  /* --verify-regions: int3 hits on inner DCR bytes */
+	/* added for C handlers (appended) */
+	kprw_u64 handler_faults; /* faults in user handlers (reported on stderr, recovered) */
 };
 
 /*
@@ -265,8 +352,18 @@ struct kprw_stats {
 struct kprw_trace_image {
 	kprw_u64 image_id;     /* kprw_header.image_id */
 	kprw_u32 nprobes;
-	kprw_u32 reserved0;
+	kprw_u32 flags;        /* KPRW_TIF_* (was reserved0, always 0 before) */
 	kprw_u64 counters_off; /* file offset of its {hit, nmissed}[nprobes] */
+};
+/* kprw_trace_image.flags */
+#define KPRW_TIF_EXT 0x1 /* a struct kprw_trace_image_ext follows the image's counters */
+
+/* Per-image data that does not fit the header page: right after the counters. The
+ * description frame itself is appended at the end of the file (which grows, under the
+ * file lock, when the image registers), so the file describes its images. */
+struct kprw_trace_image_ext {
+	kprw_u64 desc_off;  /* file offset of the image's KPRWDESC frame (0 = none) */
+	kprw_u64 desc_size; /* bytes */
 };
 
 struct kprw_trace_hdr {
@@ -299,6 +396,11 @@ struct kprw_trace_hdr {
                               * first KPRW_VIOLATION_RECORDS hits of each byte; the KPRW_T_VERIFY
                               * probe's hit counter counts all of them. */
 #define KPRW_VIOLATION_RECORDS 16
+#define KPRW_REC_PRINTK 4    /* trace_printk() from a C handler: event_id KPRW_NO_EVENT, ip the
+                              * site of the probe whose handler printed (0 in kprewrite_init or
+                              * kprewrite_exit), ret_ip the caller's run-time address, data the
+                              * calling function's name, a NUL, then the text (no NUL) */
+#define KPRW_PRINTK_MAX 512  /* bytes of text per record and per printk line (more is cut) */
 
 struct kprw_rec {
 	kprw_u32 size;     /* total bytes, multiple of 8 */

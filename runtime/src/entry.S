@@ -56,6 +56,12 @@ kprewrite_rt_entry:
 	cld
 	call kprewrite_rt_init
 	movq %rax, kprw_orig_entry(%rip)
+	/* %rdx is the function the program registers with atexit (the dynamic linker's
+	 * fini, or 0): kprw_fini_rdx may hand it a function of ours that runs the C
+	 * handlers' kprewrite_exit() first (src/rt_user.c) */
+	movq 96(%rbx), %rdi
+	call kprw_fini_rdx
+	movq %rax, 96(%rbx)
 	movq %rbx, %rsp
 	popq %r15
 	popq %r14

@@ -224,7 +224,8 @@ struct kprw_tctx {
 	u32 busy;     /* handlers running on this thread: probes hit now are missed */
 	u64 comm_ns;  /* when comm was read (0 = never) */
 	char comm[16];
-	u64 pad[3];   /* one cache line each */
+	void *ucall;  /* struct kprw_ucall of the C handler this thread runs (rt_user.c) */
+	u64 pad[2];   /* one cache line each */
 };
 struct kprw_tctx *kprw_tctx_slow(u64 key);
 int kprw_tctx_busy_slow(struct kprw_tctx *c);
@@ -240,7 +241,7 @@ struct kprw_thread {
 	u32 tid; /* 0 = free */
 	u32 pid;
 	u32 nstep; /* single-steps in flight (nested only through signal handlers) */
-	u32 reserved;
+	u32 refs;  /* hits holding it: a hit inside a handler (missed) nests in another */
 	struct kprw_step step[KPRW_MAX_STEP];
 };
 int kprw_thread_init(void);
@@ -249,6 +250,7 @@ u32 kprw_pid(void); /* cached getpid() */
 struct kprw_thread *kprw_thread_find(u32 pid, u32 tid);
 struct kprw_thread *kprw_thread_get(u32 pid, u32 tid);
 void kprw_thread_put(struct kprw_thread *t);
+void kprw_thread_idle(struct kprw_thread *t);
 
 /* ---- helpers (rt_util.c) ---- */
 void kprw_memcpy(void *d, const void *s, unsigned long n);
@@ -281,6 +283,12 @@ void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8
 		    struct kprw_tctx *c);
 void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c);
 long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx);
+/* ---- signal guard (rt_sigguard.c) ---- */
+void kprw_istep_init(void); /* rt_istep.c: int3-ended single-steps (KPRW_PF_INT3STEP) */
+const struct kprw_point *kprw_istep_find(u64 vaddr);
+void kprw_sigguard_init(const char *mode); /* KPREWRITE_SIGGUARD: "off" wraps nothing */
+void kprw_sg_deliver(struct k_siginfo *si, struct k_ucontext *uc); /* a SIGTRAP not ours */
+extern u32 kprw_sg_wrapped;
 extern const char kprewrite_rt_optprobe_template[], kprewrite_rt_optprobe_template_end[];
 
 /* ---- fetch programs (rt_fetch.c) ---- */
@@ -336,7 +344,7 @@ static inline int kprw_tctx_busy(struct kprw_tctx *c)
 
 static inline int kprw_probe_enabled(u32 i)
 {
-	return !kprw_rt.disable_all && !(kprw_rt.state[i].flags & KPRW_SF_DISABLED);
+	return !kprw_rt.disable_all && !(kprw_rt.state[i].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG));
 }
 
 static inline void kprw_count_hit(u32 i)
@@ -344,9 +352,37 @@ static inline void kprw_count_hit(u32 i)
 	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride), 1);
 }
 
+/* ---- C handlers (rt_user.c): probes with KPRW_F_USER ---- */
+void kprw_user_missed(u32 i, int pool);
+int kprw_user_pre(u32 i, struct pt_regs *regs);
+int kprw_user_has_post(u32 i);
+void kprw_user_post(u32 i, struct pt_regs *regs);
+int kprw_user_entry(u32 i, struct kretprobe_instance *ri, struct pt_regs *regs);
+void kprw_user_ret(u32 i, struct kretprobe_instance *ri, struct pt_regs *regs);
+void kprw_user_prepare(void);  /* start-up: every KPRW_F_USER probe starts unregistered */
+void kprw_user_start(void);    /* end of start-up: register them, or run kprewrite_init */
+int kprw_user_any(void);       /* are there KPRW_F_USER probes */
+u32 kprw_user_current_probe(void); /* probe whose handler this thread runs, or ~0u */
+void kprw_fault_install(void); /* rt_fault.c: SIGSEGV/SIGBUS/SIGFPE/SIGILL for handler faults */
+void kprw_trace_text(u64 site, u64 caller, const char *func, const char *text, u32 len,
+		     struct kprw_tctx *c);
+
+/* kprw_count_miss counts a hit that ran nothing (a handler was running on this thread);
+ * a C handler probe's struct counts it too (kp->nmissed; rp->kp.nmissed). */
 static inline void kprw_count_miss(u32 i)
 {
 	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride + 8), 1);
+	if (unlikely(kprw_rt.probes[i].flags & KPRW_F_USER))
+		kprw_user_missed(i, 0);
+}
+
+/* kprw_count_miss_pool counts a kretprobe entry that found no free instance (a C handler
+ * kretprobe's rp->nmissed, as maxactive too low shows in the kernel). */
+static inline void kprw_count_miss_pool(u32 i)
+{
+	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride + 8), 1);
+	if (unlikely(kprw_rt.probes[i].flags & KPRW_F_USER))
+		kprw_user_missed(i, 1);
 }
 
 static inline void *kprw_user_obj(const struct kprw_probe *p)
@@ -381,7 +417,10 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 			kprw_trace_hit(i, regs, KPRW_REC_KPROBE, 0, NULL, 0, c);
 			regs->ip = site + 1;
 		}
-		if (p->pre_handler) {
+		if (p->flags & KPRW_F_USER) {
+			if (kprw_user_pre(i, regs))
+				return 1;
+		} else if (p->pre_handler) {
 			int (*pre)(void *, struct pt_regs *) = (void *)RT_ADDR(p->pre_handler);
 			if (pre(kprw_user_obj(p), regs))
 				return 1;

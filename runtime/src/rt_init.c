@@ -11,6 +11,8 @@
  *   KPREWRITE_TRACE_PREFAULT=1  populate the whole record area at start-up (~1-3 us per
  *                               4 KiB; then no record ever takes a page fault)
  *   KPREWRITE_DEBUG=1           say on stderr what start-up did
+ *   KPREWRITE_SIGGUARD=off      diagnostics: leave the program's signal functions alone
+ *                               (rt_sigguard.c)
  *   KPREWRITE_THREADKEY=fs0|tid diagnostics: find thread contexts by %fs:0 (as without
  *                               FSGSBASE) or by gettid (as without TLS) instead of rdfsbase
  */
@@ -136,6 +138,10 @@ static int validate(const struct kprw_header *h)
 			return 0;
 		if (p->type == KPRW_T_VERIFY && !(pt->pflags & KPRW_PF_INNER))
 			return 0;
+		if ((p->flags & KPRW_F_USER) &&
+		    (!p->user || p->type == KPRW_T_VERIFY ||
+		     (p->pre_handler | p->post_handler | p->fault_handler | p->entry_handler | p->ret_handler)))
+			return 0; /* a C handler probe: its struct holds the handlers */
 	}
 	for (u32 i = 0; i < h->npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
@@ -271,13 +277,14 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	const char *dis = getenv_(envp, "KPREWRITE_DISABLE");
 	if (dis)
 		apply_disable(dis);
+	kprw_user_prepare(); /* C handler probes start unregistered; the disables so far are forced */
 
 	if (kprw_kretprobe_init() < 0)
 		kprw_fatal("cannot allocate kretprobe instances, probes:", kprw_rt.nprobes);
 
 	int tracing = 0; /* trace events, or --verify-regions violations to report */
 	for (u32 i = 0; i < kprw_rt.nprobes; i++)
-		if ((kprw_rt.probes[i].flags & KPRW_F_TRACE) || kprw_rt.probes[i].type == KPRW_T_VERIFY)
+		if ((kprw_rt.probes[i].flags & (KPRW_F_TRACE | KPRW_F_USER)) || kprw_rt.probes[i].type == KPRW_T_VERIFY)
 			tracing = 1;
 	const char *path = getenv_(envp, "KPREWRITE_TRACE");
 	if (!path)
@@ -293,10 +300,18 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	for (u32 i = 0; i < kprw_rt.npoints; i++)
 		if (kprw_rt.points[i].xmode != KPRW_X_OPTIMIZED)
 			traps = 1;
-	if (traps)
+	if (traps) {
 		install_sigtrap();
+		kprw_istep_init();
+		kprw_sigguard_init(getenv_(envp, "KPREWRITE_SIGGUARD"));
+	}
+	int user = kprw_user_any();
+	if (user)
+		kprw_fault_install(); /* before any C handler runs, kprewrite_init included */
 	arm_detours();
 	kprw_rt.init_done = 1;
+	if (user)
+		kprw_user_start(); /* register the C handlers' probes, or run kprewrite_init() */
 	if (kprw_rt.debug) {
 		kprw_puts("kprewrite: runtime up: bias ");
 		kprw_put_hex(kprw_rt.bias);

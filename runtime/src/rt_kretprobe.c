@@ -165,7 +165,7 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 		}
 	}
 	if (!got) {
-		kprw_count_miss(pi);
+		kprw_count_miss_pool(pi);
 		return;
 	}
 	struct kprw_ri *r = inst(g, pi);
@@ -190,7 +190,12 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 				 kprw_rt.ri_elen[pi]);
 		regs->ip = ip;
 	}
-	if (p->entry_handler) {
+	if (p->flags & KPRW_F_USER) {
+		if (kprw_user_entry(pi, &r->ri, regs)) {
+			atomic_store(&keys[g], 0);
+			return;
+		}
+	} else if (p->entry_handler) {
 		int (*eh)(struct kretprobe_instance *, struct pt_regs *) =
 			(void *)RT_ADDR(p->entry_handler);
 		if (eh(&r->ri, regs)) {
@@ -244,7 +249,9 @@ void kprw_rethook(struct pt_regs *regs)
 			if (p->flags & KPRW_F_TRACE)
 				kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, r->ri.ret_addr, edata_of(r, p),
 					       kprw_rt.ri_elen[pi], c);
-			if (p->ret_handler) {
+			if (p->flags & KPRW_F_USER) {
+				kprw_user_ret(pi, &r->ri, regs);
+			} else if (p->ret_handler) {
 				int (*h)(struct kretprobe_instance *, struct pt_regs *) =
 					(void *)RT_ADDR(p->ret_handler);
 				h(&r->ri, regs);

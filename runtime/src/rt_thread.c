@@ -303,6 +303,7 @@ static struct kprw_thread *claim(u32 pid, u32 tid, int reclaim)
 		if (atomic_cas(&t->tid, &cur, tid)) {
 			t->pid = pid;
 			t->nstep = 0;
+			t->refs = 0;
 			u32 h = atomic_load(&ts->hwm);
 			while (h < i + 1 && !atomic_cas(&ts->hwm, &h, i + 1))
 				;
@@ -317,17 +318,30 @@ static struct kprw_thread *claim(u32 pid, u32 tid, int reclaim)
 struct kprw_thread *kprw_thread_get(u32 pid, u32 tid)
 {
 	struct kprw_thread *t = kprw_thread_find(pid, tid);
-	if (t)
-		return t;
-	t = claim(pid, tid, 0);
+	if (!t)
+		t = claim(pid, tid, 0);
 	if (!t)
 		t = claim(pid, tid, 1);
+	if (t)
+		t->refs++; /* only this thread touches its entry */
 	return t;
 }
 
+/* kprw_thread_put releases a hit's hold (or, from the step trap, nothing): the entry is
+ * freed when no hit holds it and no step is in flight. A hit whose handler called a
+ * probed function holds it across the nested hit. */
 void kprw_thread_put(struct kprw_thread *t)
 {
-	if (t && t->nstep == 0) {
+	if (t && t->refs)
+		t->refs--;
+	kprw_thread_idle(t);
+}
+
+/* kprw_thread_idle frees the entry if no hit holds it and no step is in flight (the step
+ * trap's end, which holds nothing). */
+void kprw_thread_idle(struct kprw_thread *t)
+{
+	if (t && t->nstep == 0 && t->refs == 0) {
 		t->pid = 0;
 		atomic_store(&t->tid, 0);
 	}

@@ -51,10 +51,35 @@ static void populate(u64 off, u64 len)
 		kprw_rt.populate = 0;
 }
 
-static void register_image(struct kprw_trace_hdr *h)
+#define SYS_pwrite64 18
+
+/* add_desc appends the image description frame (kprw_header.desc) at the end of the
+ * file, which grows; the caller holds the file lock. Returns its offset, 0 if none. */
+static u64 add_desc(long fd)
 {
 	const struct kprw_header *hdr = kprw_rt.hdr;
-	u64 need = (u64)hdr->nprobes * 16;
+	struct k_stat st;
+	if (!hdr->desc || !hdr->desc_size)
+		return 0;
+	kprw_memset(&st, 0, sizeof st);
+	if (sys2(SYS_fstat, fd, (long)&st) < 0)
+		return 0;
+	u64 off = ((u64)st.st_size + 7) & ~7ull, done = 0;
+	const u8 *p = (const u8 *)RT_ADDR(hdr->desc);
+	while (done < hdr->desc_size) {
+		long n = sys4(SYS_pwrite64, fd, (long)(p + done), (long)(hdr->desc_size - done), (long)(off + done));
+		if (n <= 0)
+			return 0;
+		done += (u64)n;
+	}
+	return off;
+}
+
+static void register_image(struct kprw_trace_hdr *h, long fd)
+{
+	const struct kprw_header *hdr = kprw_rt.hdr;
+	/* the counters, then struct kprw_trace_image_ext */
+	u64 need = (u64)hdr->nprobes * 16 + sizeof(struct kprw_trace_image_ext);
 	struct kprw_trace_image *im = NULL;
 
 	for (u32 i = 0; i < h->nimages && i < KPRW_TRACE_MAX_IMAGES; i++)
@@ -65,6 +90,11 @@ static void register_image(struct kprw_trace_hdr *h)
 		im->image_id = hdr->image_id;
 		im->nprobes = hdr->nprobes;
 		im->counters_off = h->counters_off + h->counters_used;
+		struct kprw_trace_image_ext *ext =
+			(struct kprw_trace_image_ext *)((u8 *)h + im->counters_off + (u64)hdr->nprobes * 16);
+		ext->desc_off = add_desc(fd);
+		ext->desc_size = ext->desc_off ? hdr->desc_size : 0;
+		im->flags = KPRW_TIF_EXT;
 		h->counters_used += need;
 		h->nimages++;
 	}
@@ -138,7 +168,7 @@ void kprw_trace_open(const char *path, u64 size, int prefault)
 		sys2(SYS_munmap, (long)map, (long)total);
 		goto out;
 	}
-	register_image(h);
+	register_image(h, fd);
 	kprw_rt.trace = h;
 	kprw_rt.trace_data = map + h->data_off;
 	kprw_rt.trace_data_size = h->data_size;
@@ -270,6 +300,40 @@ void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c)
 	rec->ret_ip = 0;
 	kprw_memcpy(rec + 1, &pt->target, 8);
 	rec->data_len = 8;
+	atomic_store(&rec->commit, KPRW_REC_COMMIT);
+	atomic_add(&kprewrite_rt_stats.records, 1);
+}
+
+/* kprw_trace_text writes a KPRW_REC_PRINTK record (trace_printk from a C handler): the
+ * site of the probe whose handler wrote it (0 outside handlers), the caller's address,
+ * and the data "func\0text". */
+void kprw_trace_text(u64 site, u64 caller, const char *func, const char *text, u32 len,
+		     struct kprw_tctx *c)
+{
+	if (!kprw_rt.trace) {
+		atomic_add(&kprewrite_rt_stats.lost, 1);
+		return;
+	}
+	u32 flen = (u32)kprw_strlen(func);
+	if (flen > 63)
+		flen = 63;
+	if (len > KPRW_PRINTK_MAX)
+		len = KPRW_PRINTK_MAX;
+	u32 dlen = flen + 1 + len;
+	u32 size = (u32)((sizeof(struct kprw_rec) + dlen + 7) & ~7ul);
+	struct who w;
+	who(&w, c);
+	struct kprw_rec *rec = reserve(size);
+	if (!rec)
+		return;
+	fill(rec, size, KPRW_REC_PRINTK, KPRW_NO_EVENT, site, &w);
+	rec->ret_ip = caller;
+	u8 *d = (u8 *)(rec + 1);
+	kprw_memcpy(d, func, flen);
+	d[flen] = 0;
+	kprw_memcpy(d + flen + 1, text, len);
+	kprw_memset(d + dlen, 0, size - sizeof(struct kprw_rec) - dlen);
+	rec->data_len = dlen;
 	atomic_store(&rec->commit, KPRW_REC_COMMIT);
 	atomic_add(&kprewrite_rt_stats.records, 1);
 }

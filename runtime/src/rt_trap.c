@@ -56,11 +56,16 @@ static void regs_to_mc(struct k_sigcontext *mc, const struct pt_regs *r)
 	mc->flags = (mc->flags & ~0x8d5ul) | (r->flags & 0x8d5ul);
 }
 
+/* kprw_step.saved_tf: X86_TF as it was, and STEP_POST when the step's end runs the post
+ * handlers (a hit whose pre handlers ran; a missed hit steps without them) */
+#define STEP_POST 0x1u
+
 static int point_has_post(const struct kprw_point *pt)
 {
 	for (u32 k = 0; k < pt->nprobes; k++) {
 		u32 i = pt->first_probe + k;
-		if (kprw_rt.probes[i].post_handler && kprw_probe_enabled(i))
+		const struct kprw_probe *p = &kprw_rt.probes[i];
+		if ((p->post_handler || ((p->flags & KPRW_F_USER) && kprw_user_has_post(i))) && kprw_probe_enabled(i))
 			return 1;
 	}
 	return 0;
@@ -71,6 +76,10 @@ static void run_post(const struct kprw_point *pt, struct pt_regs *regs)
 	for (u32 k = 0; k < pt->nprobes; k++) {
 		u32 i = pt->first_probe + k;
 		const struct kprw_probe *p = &kprw_rt.probes[i];
+		if (p->type == KPRW_T_KPROBE && (p->flags & KPRW_F_USER) && kprw_probe_enabled(i)) {
+			kprw_user_post(i, regs);
+			continue;
+		}
 		if (p->type == KPRW_T_KPROBE && p->post_handler && kprw_probe_enabled(i)) {
 			void (*post)(void *, struct pt_regs *, unsigned long) =
 				(void *)RT_ADDR(p->post_handler);
@@ -164,6 +173,10 @@ static void execute(const struct kprw_point *pt, struct k_sigcontext *mc,
 		}
 		return;
 	}
+	if (pt->pflags & KPRW_PF_INT3STEP) {
+		mc->ip = RT_ADDR(pt->slot); /* the copy, then the int3 that ends the step (istep_end) */
+		return;
+	}
 	uptr slot = RT_ADDR(pt->slot);
 	int want_step = pt->xmode == KPRW_X_SSTEP || post;
 	int have_state = t && t->nstep < KPRW_MAX_STEP;
@@ -176,7 +189,7 @@ static void execute(const struct kprw_point *pt, struct k_sigcontext *mc,
 		kprw_fatal("no per-thread state to single-step the probe at", RT_ADDR(pt->site));
 	struct kprw_step *s = &t->step[t->nstep++];
 	s->point = (u32)(pt - kprw_rt.points);
-	s->saved_tf = (u32)(mc->flags & X86_TF);
+	s->saved_tf = (u32)(mc->flags & X86_TF) | (post ? STEP_POST : 0);
 	mc->flags |= X86_TF;
 	mc->ip = slot;
 }
@@ -268,12 +281,13 @@ static void step(struct kprw_thread *t, struct k_sigcontext *mc)
 		mc->ip = next;
 	if ((pt->pflags & KPRW_PF_CALL) && *(unsigned long *)mc->sp == slot_end)
 		*(unsigned long *)mc->sp = next;
-	if ((pt->pflags & KPRW_PF_PUSHF) && !s.saved_tf)
+	if ((pt->pflags & KPRW_PF_PUSHF) && !(s.saved_tf & X86_TF))
 		*(unsigned long *)mc->sp &= ~X86_TF;
-	if (!s.saved_tf)
+	if (!(s.saved_tf & X86_TF))
 		mc->flags &= ~X86_TF;
 	struct kprw_tctx *c;
-	if (point_has_post(pt) && (c = kprw_tctx_get()) != NULL) {
+	/* post handlers only for a hit whose pre handlers ran (not a missed one) */
+	if ((s.saved_tf & STEP_POST) && point_has_post(pt) && (c = kprw_tctx_get()) != NULL) {
 		struct pt_regs regs;
 		c->busy++;
 		regs_from_mc(&regs, mc);
@@ -281,12 +295,36 @@ static void step(struct kprw_thread *t, struct k_sigcontext *mc)
 		regs_to_mc(mc, &regs);
 		c->busy--;
 	}
-	kprw_thread_put(t);
+	kprw_thread_idle(t); /* the hit that stepped already gave its hold back */
 }
 
-/* A SIGTRAP that is not ours: do what the program would have got without us. */
-static void foreign(struct k_siginfo *si, struct k_sigcontext *mc)
+/* istep_end ends a single-step at the int3 after its slot copy (KPRW_PF_INT3STEP,
+ * rt_istep.c): ip back to the original code, then the post handlers, unless the hit was
+ * missed: a missed hit ran inside a handler of ours (the thread is still busy at its
+ * step's end, since the copy is one instruction) or during a trap-flag step. */
+static void istep_end(const struct kprw_point *pt, struct k_sigcontext *mc, u32 pid, u32 tid)
 {
+	struct kprw_tctx *c;
+	atomic_add(&kprewrite_rt_stats.steps, 1);
+	mc->ip = RT_ADDR(pt->site) + pt->insn_len;
+	if (!point_has_post(pt) || (c = kprw_tctx_get()) == NULL || kprw_tctx_busy(c))
+		return;
+	struct kprw_thread *t = kprw_thread_find(pid, tid);
+	if (t && t->nstep)
+		return;
+	struct pt_regs regs;
+	c->busy++;
+	regs_from_mc(&regs, mc);
+	run_post(pt, &regs);
+	regs_to_mc(mc, &regs);
+	c->busy--;
+}
+
+/* A SIGTRAP that is not ours: do what the program would have got without us (its own
+ * handler, or the default action: rt_sigguard.c). */
+static void foreign(struct k_siginfo *si, struct k_ucontext *uc)
+{
+	struct k_sigcontext *mc = &uc->mc;
 	atomic_add(&kprewrite_rt_stats.foreign, 1);
 	if (si->si_code == TRAP_TRACE) {
 		/* A thread or fork child born from a single-stepped syscall (clone/fork) inherits
@@ -301,13 +339,7 @@ static void foreign(struct k_siginfo *si, struct k_sigcontext *mc)
 			}
 		}
 	}
-	if (kprw_rt.old_trap_handler == SIG_IGN && si->si_code <= 0)
-		return; /* sent by kill/tgkill and ignored before we came */
-	/* default action: die by SIGTRAP (core), as without the runtime */
-	struct k_sigaction sa = {0};
-	sa.handler = SIG_DFL;
-	sys4(SYS_rt_sigaction, SIGTRAP, (long)&sa, 0, 8);
-	sys3(SYS_tgkill, kprw_pid(), kprw_gettid(), SIGTRAP);
+	kprw_sg_deliver(si, uc);
 }
 
 void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc)
@@ -322,7 +354,7 @@ void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 			step(t, mc);
 			return;
 		}
-		foreign(si, mc);
+		foreign(si, uc);
 		return;
 	}
 	if (si->si_code == SI_KERNEL && kprw_rt.npoints) {
@@ -336,6 +368,10 @@ void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 			hit(pt, uc, pid, tid);
 			return;
 		}
+		if (!pt && (pt = kprw_istep_find(mc->ip - 1 - kprw_rt.bias)) != NULL) {
+			istep_end(pt, mc, pid, tid);
+			return;
+		}
 	}
-	foreign(si, mc);
+	foreign(si, uc);
 }

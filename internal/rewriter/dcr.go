@@ -1,0 +1,167 @@
+package rewriter
+
+import (
+	"fmt"
+
+	"kprewrite/patch"
+	"kprewrite/runtime"
+	"kprewrite/trampolines"
+)
+
+// dcrArea holds, back to back in .kprewrite.text after the out-of-line slots, the
+// detour buffers of jump-optimized points and the whole-DCR slots of
+// --verify-regions points. Sizes are known when the tables are made (relocated
+// lengths do not depend on addresses); the code is made in two steps: place (once
+// the text address is known: the relocated DCRs, and the slot addresses the tables
+// need) and build (once the tables are encoded: the detours need each point's
+// runtime index and gate address).
+type dcrArea struct {
+	list      []dcrEntry
+	byPoint   map[int]int // plan point -> index in list
+	size      uint64
+	base      uint64
+	anyDetour bool
+}
+
+type dcrEntry struct {
+	point     int    // index in plan.Points (and tables.Points)
+	off, size uint64 // in the area
+	relocLen  int
+	reg       *trampolines.Region // the relocated DCR, after place
+}
+
+// dcrAlign keeps each detour's hot start in as few cache lines as its size allows.
+const dcrAlign = 16
+
+// add reserves the detour or verify slot of plan point i and fills what its table
+// entry rp knows before placement.
+func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
+	pt := &g.plan.Points[i]
+	n, err := trampolines.RegionLen(pt.DCRCode, pt.Site, patch.DCROptions(g.f))
+	if err != nil {
+		return err
+	}
+	if n > 255 || pt.DCRLen > 255 {
+		return fmt.Errorf("a %d-byte DCR relocated to %d bytes is too long", pt.DCRLen, n)
+	}
+	size := n + runtime.SlotJmpBackLen
+	if pt.Optimized() {
+		if size, err = runtime.DetourLen(n); err != nil {
+			return err
+		}
+		a.anyDetour = true
+		rp.InsnLen = uint8(pt.DCRLen)
+		rp.Orig = g.origBytes(pt.Site, min(pt.DCRLen, 16))
+	}
+	rp.SlotLen = uint8(n)
+	rp.Slot = 1 // placeholder until placed
+	off := alignUp(a.size, dcrAlign)
+	if a.byPoint == nil {
+		a.byPoint = map[int]int{}
+	}
+	a.byPoint[i] = len(a.list)
+	a.list = append(a.list, dcrEntry{point: i, off: off, size: uint64(size), relocLen: n})
+	a.size = off + uint64(size)
+	return nil
+}
+
+// place relocates every DCR for the area at base and sets the slot addresses of
+// the points and of the --verify-regions inner bytes in g.tables.
+func (a *dcrArea) place(g *gen, base uint64) error {
+	if base%dcrAlign != 0 {
+		return fmt.Errorf("internal error: detour area at %#x is not aligned", base)
+	}
+	a.base = base
+	var tmplLen uint64
+	if a.anyDetour {
+		t, err := runtime.OptTemplate()
+		if err != nil {
+			return err
+		}
+		tmplLen = uint64(len(t.Code))
+	}
+	for k := range a.list {
+		e := &a.list[k]
+		pt := &g.plan.Points[e.point]
+		at := base + e.off
+		codeAt := at
+		if pt.Optimized() {
+			codeAt += tmplLen
+		}
+		reg, err := trampolines.RelocateRegion(pt.DCRCode, pt.Site, codeAt, patch.DCROptions(g.f))
+		if err != nil {
+			return fmt.Errorf("probe at %#x: %w", pt.Site, err)
+		}
+		if len(reg.Code) != e.relocLen {
+			return fmt.Errorf("internal error: the DCR at %#x relocated to %d bytes, %d planned", pt.Site, len(reg.Code), e.relocLen)
+		}
+		e.reg = reg
+		g.tables.Points[e.point].Slot = at
+	}
+	np := len(g.plan.Points)
+	for j, in := range g.plan.Inner {
+		rp := &g.tables.Points[np+j]
+		if !in.Boundary {
+			continue // inside an instruction: no copy can start here
+		}
+		e := &a.list[a.byPoint[in.Point]]
+		off, ok := e.reg.OffsetOf(in.Off)
+		if !ok {
+			return fmt.Errorf("internal error: no relocated instruction for the inner byte %#x", in.Addr)
+		}
+		rp.Slot = base + e.off + uint64(off)
+		rp.SlotLen = uint8(e.relocLen - off)
+	}
+	return nil
+}
+
+// build returns the area's bytes and replaces each jump-optimized point's
+// placeholder edit with the jmp to its detour.
+func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64) ([]byte, error) {
+	b := make([]byte, a.size)
+	for i := range b {
+		b[i] = 0xcc
+	}
+	for _, e := range a.list {
+		pt := &g.plan.Points[e.point]
+		at := a.base + e.off
+		back := pt.Site + uint64(pt.DCRLen)
+		var code []byte
+		var err error
+		if pt.Optimized() {
+			code, err = runtime.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, e.reg.Code, back)
+			if err != nil {
+				return nil, err
+			}
+			jmp, err := runtime.SiteJmp(pt.Site, pt.DCRLen, at)
+			if err != nil {
+				return nil, err
+			}
+			if err := g.plan.SetSiteJmp(e.point, jmp); err != nil {
+				return nil, err
+			}
+		} else {
+			j, err := trampolines.JmpRel32(at+uint64(len(e.reg.Code)), back)
+			if err != nil {
+				return nil, fmt.Errorf("probe at %#x: %w", pt.Site, err)
+			}
+			code = append(append([]byte(nil), e.reg.Code...), j...)
+		}
+		if uint64(len(code)) != e.size {
+			return nil, fmt.Errorf("internal error: %d bytes made for the %d reserved at %#x", len(code), e.size, at)
+		}
+		copy(b[e.off:], code)
+	}
+	return b, nil
+}
+
+// origBytes returns up to n original bytes at addr (fewer at the end of the
+// segment's file image).
+func (g *gen) origBytes(addr uint64, n int) []byte {
+	for ; n > 0; n-- {
+		if b, err := g.f.Bytes(addr, uint64(n)); err == nil {
+			return append([]byte(nil), b...)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,130 @@
+package rewriter
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"kprewrite/elfio"
+	"kprewrite/runtime"
+)
+
+const sigSrc = `
+#include <signal.h>
+#include <pthread.h>
+#include <stdio.h>
+static void h(int s) { (void)s; }
+int main(void) {
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, 0);
+	sigprocmask(SIG_UNBLOCK, &all, 0);
+	struct sigaction sa = {0};
+	sa.sa_handler = h;
+	sigaction(SIGUSR1, &sa, 0);
+	signal(SIGUSR2, h);
+	printf("%p\n", (void *)&sigaction); /* address taken */
+	return 0;
+}
+`
+
+func buildSig(t testing.TB, flags ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not on PATH")
+	}
+	dir := t.TempDir()
+	src, exe := filepath.Join(dir, "sig.c"), filepath.Join(dir, "sig")
+	os.WriteFile(src, []byte(sigSrc), 0o644)
+	if out, err := exec.Command("gcc", append([]string{"-O2", "-pthread", "-o", exe, src}, flags...)...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return exe
+}
+
+func TestSigGuardSlots(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		flags []string
+		plt   bool // calls through the PLT: JUMP_SLOT words with a lazy value
+	}{
+		{"pie", []string{"-Wl,-z,lazy"}, true},
+		{"nopie", []string{"-no-pie", "-Wl,-z,lazy"}, true},
+		{"noplt", []string{"-fno-plt", "-Wl,-z,now"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := elfio.Open(buildSig(t, c.flags...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := SigGuardSlots(f)
+			if err != nil || g == nil {
+				t.Fatalf("%v, %+v", err, g)
+			}
+			got := map[string]int{}
+			plt := f.Section(".plt")
+			for i, s := range g.Slots {
+				got[s.Name]++
+				if s.Func != runtime.SigGuardFuncs[s.Name] {
+					t.Errorf("%s: function %d", s.Name, s.Func)
+				}
+				if i > 0 && s.Slot <= g.Slots[i-1].Slot {
+					t.Errorf("slots not sorted")
+				}
+				// a lazy value points into .plt (its stub), or is 0 (GLOB_DAT)
+				if s.Lazy != 0 && (plt == nil || s.Lazy < plt.Addr || s.Lazy >= plt.Addr+plt.Size) {
+					t.Errorf("%s: lazy value %#x outside .plt", s.Name, s.Lazy)
+				}
+				if (s.Lazy != 0) != c.plt && s.Name != "sigaction" {
+					t.Errorf("%s: lazy value %#x", s.Name, s.Lazy)
+				}
+			}
+			for _, name := range []string{"pthread_sigmask", "sigprocmask", "sigaction", "signal"} {
+				if got[name] == 0 {
+					t.Errorf("no GOT word of %s in %+v", name, g.Slots)
+				}
+			}
+			if got["sigfillset"] != 0 || got["printf"] != 0 {
+				t.Errorf("unwanted words: %v", got)
+			}
+			if g.PLTGOT == 0 || g.RelroSize == 0 {
+				t.Errorf("pltgot %#x relro %#x+%#x", g.PLTGOT, g.Relro, g.RelroSize)
+			}
+		})
+	}
+	f, err := elfio.Open(buildSig(t, "-static"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := SigGuardSlots(f); err != nil || g != nil {
+		t.Errorf("static: %v, %+v", err, g)
+	}
+}
+
+func FuzzSigGuardSlots(f *testing.F) {
+	if _, err := exec.LookPath("gcc"); err == nil {
+		for _, flags := range [][]string{{"-Wl,-z,lazy"}, {"-fno-plt", "-no-pie"}} {
+			b, err := os.ReadFile(buildSig(f, flags...))
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ef, err := elfio.Parse("fuzz", data)
+		if err != nil {
+			return
+		}
+		g, err := SigGuardSlots(ef)
+		if err != nil || g == nil {
+			return
+		}
+		for _, s := range g.Slots {
+			if s.Func < 1 || s.Func > runtime.SGMax || s.Name == "" {
+				t.Fatalf("bad slot %+v", s)
+			}
+		}
+	})
+}

@@ -1,0 +1,661 @@
+/*
+ * rt_user.c - C handlers: the probes that handler files declare (KPRW_F_USER).
+ *
+ * A KPRW_F_USER probe's table entry points (user) at the handler file's struct kprobe or
+ * struct kretprobe (include/kprewrite.h). The handlers are read from that struct at each
+ * hit, as the kernel reads kp->pre_handler, so a kprewrite_init() may set them before it
+ * registers the probe. Registration is a state bit (KPRW_SF_UNREG): every site was
+ * patched at rewrite time, so register_kprobe() only arms an already-patched probe and
+ * unregister_kprobe() disarms it (a jump-optimized point's gate follows). A probe hit
+ * while its thread runs any handler is missed; the struct's nmissed counts it, as the
+ * kernel's kprobes_inc_nmissed_count() does.
+ *
+ * Every call of a user function goes through ucall(): kprw_ucall_asm (src/user.S)
+ * records the callee-saved registers, the stack pointer and the return address in the
+ * thread's struct kprw_ucall, whose address the thread context holds while the call
+ * runs. A fault in it (SIGSEGV, SIGBUS, SIGFPE, SIGILL from the CPU) reaches
+ * kprw_fault_signal: the probe's fault_handler runs first (the kernel's kprobes
+ * fault_handler contract: non-zero = handled, resume at the registers it left); else
+ * the fault is reported on stderr and the signal frame is edited so that rt_sigreturn
+ * "returns" from kprw_ucall_asm with the call marked faulted - the handler is abandoned
+ * as if it had returned 0, with the signal mask of the faulting context restored. A
+ * fault that is not a handler's gets what it would have got without the runtime (the
+ * previous disposition: the default action kills the program where it faulted).
+ */
+#define KPRW_RUNTIME_INTERNAL
+#include "kprewrite.h"
+#include "rt.h"
+
+#define SIGILL 4
+#define SIGBUS 7
+#define SIGFPE 8
+#define SIGSEGV 11
+#define X86_DF 0x400ul
+#define FLAGS_ARITH 0x8d5ul
+
+/* what a ucall is running, for reports */
+enum { UH_PRE = 1, UH_POST, UH_ENTRY, UH_RET, UH_INIT, UH_EXIT, UH_FAULT };
+
+struct kprw_ucall {
+	u64 jb[8];               /* rbx rbp r12 r13 r14 r15, sp and ip after the call (user.S) */
+	struct kprw_ucall *prev; /* the call this one interrupted on the same thread, if any */
+	u32 probe;               /* runtime probe index, ~0u in kprewrite_init/exit */
+	u32 what;                /* UH_* */
+	u32 faulted;             /* set by the fault handler: the call was abandoned */
+	u32 in_fault;            /* the fault_handler runs */
+	u64 mask;                /* signal mask of the context that faulted first */
+	struct task_struct task; /* what `current` returns during this call */
+};
+
+__attribute__((visibility("hidden"))) long kprw_ucall_asm(struct kprw_ucall *u, void *fn, long a, long b, long c);
+
+static struct task_struct task_outside; /* `current` outside any handler (init, exit) */
+static u32 reg_lock;
+static u32 start_pid;
+static u64 ld_fini;        /* the %rdx the process entry got (the dynamic linker's fini) */
+static u32 fault_reports;
+#define MAX_FAULT_REPORTS 20
+
+static inline struct kprobe *ukp(u32 i)
+{
+	return (struct kprobe *)RT_ADDR(kprw_rt.probes[i].user);
+}
+
+static inline struct kretprobe *urp(u32 i)
+{
+	return (struct kretprobe *)RT_ADDR(kprw_rt.probes[i].user);
+}
+
+static const struct kprw_hooks *hooks(void)
+{
+	return kprw_rt.hdr->hooks ? (const struct kprw_hooks *)RT_ADDR(kprw_rt.hdr->hooks) : NULL;
+}
+
+/* ucall calls fn(a, b, c) as a guarded user call; *faulted says whether it was abandoned
+ * after a fault (its result is then 0). */
+static long ucall(u32 probe, u32 what, void *fn, long a, long b, long c, int *faulted)
+{
+	struct kprw_tctx *t = kprw_tctx_get();
+	struct kprw_ucall u;
+	u.prev = t ? t->ucall : NULL;
+	u.probe = probe;
+	u.what = what;
+	u.faulted = 0;
+	u.in_fault = 0;
+	u.task.pid = 0;
+	if (t)
+		t->ucall = &u;
+	long r = kprw_ucall_asm(&u, fn, a, b, c);
+	if (t)
+		t->ucall = u.prev;
+	if (faulted)
+		*faulted = (int)u.faulted;
+	return u.faulted ? 0 : r;
+}
+
+/* ---- the probe paths (called from rt.h, rt_trap.c, rt_kretprobe.c) ---- */
+
+int kprw_user_pre(u32 i, struct pt_regs *regs)
+{
+	struct kprobe *kp = ukp(i);
+	kprobe_pre_handler_t fn = READ_ONCE(kp->pre_handler);
+	if (!fn || kprw_rt.probes[i].type != KPRW_T_KPROBE)
+		return 0;
+	return (int)ucall(i, UH_PRE, (void *)fn, (long)kp, (long)regs, 0, NULL) != 0;
+}
+
+int kprw_user_has_post(u32 i)
+{
+	return kprw_rt.probes[i].type == KPRW_T_KPROBE && READ_ONCE(ukp(i)->post_handler) != NULL;
+}
+
+void kprw_user_post(u32 i, struct pt_regs *regs)
+{
+	struct kprobe *kp = ukp(i);
+	kprobe_post_handler_t fn = READ_ONCE(kp->post_handler);
+	if (fn && kprw_rt.probes[i].type == KPRW_T_KPROBE)
+		ucall(i, UH_POST, (void *)fn, (long)kp, (long)regs, 0, NULL);
+}
+
+int kprw_user_entry(u32 i, struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	kretprobe_handler_t fn = READ_ONCE(urp(i)->entry_handler);
+	if (!fn)
+		return 0;
+	return (int)ucall(i, UH_ENTRY, (void *)fn, (long)ri, (long)regs, 0, NULL) != 0;
+}
+
+void kprw_user_ret(u32 i, struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	kretprobe_handler_t fn = READ_ONCE(urp(i)->handler);
+	if (fn)
+		ucall(i, UH_RET, (void *)fn, (long)ri, (long)regs, 0, NULL);
+}
+
+/* kprw_user_missed counts a miss in the struct: pool = a kretprobe entry that found no
+ * free instance (rp->nmissed), else a hit while a handler ran (kp->nmissed). */
+void kprw_user_missed(u32 i, int pool)
+{
+	if (pool && kprw_rt.probes[i].type == KPRW_T_KRETPROBE)
+		__atomic_fetch_add(&urp(i)->nmissed, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_add(&ukp(i)->nmissed, 1, __ATOMIC_RELAXED);
+}
+
+int kprw_user_any(void)
+{
+	for (u32 i = 0; i < kprw_rt.nprobes; i++)
+		if (kprw_rt.probes[i].flags & KPRW_F_USER)
+			return 1;
+	return 0;
+}
+
+/* ---- registration ---- */
+
+static void reg_take(void)
+{
+	u32 z = 0;
+	while (!atomic_cas(&reg_lock, &z, 1)) {
+		z = 0;
+		sys0(SYS_sched_yield);
+	}
+}
+
+static void reg_give(void)
+{
+	atomic_store(&reg_lock, 0);
+}
+
+/* find returns the runtime index of the probe whose struct is obj (type 0: either). */
+static int find(const void *obj, u8 type)
+{
+	if (!obj || !kprw_rt.init_done)
+		return -1;
+	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
+		const struct kprw_probe *p = &kprw_rt.probes[i];
+		if ((p->flags & KPRW_F_USER) && (type == 0 || p->type == type) && RT_ADDR(p->user) == (uptr)obj)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* rearm opens or closes a jump-optimized point's gate after its probes changed state. */
+static void rearm(const struct kprw_point *pt)
+{
+	if (pt->xmode != KPRW_X_OPTIMIZED)
+		return;
+	u32 armed = 0;
+	for (u32 k = 0; k < pt->nprobes; k++)
+		if (kprw_probe_enabled(pt->first_probe + k))
+			armed = 1;
+	atomic_store(&kprw_rt.state[pt->first_probe].gate, armed);
+}
+
+static void say_site(const char *what, const struct kprobe *kp, const char *why)
+{
+	char name[64];
+	long n = kp ? kprw_read_user(name, (uptr)kp->symbol_name, sizeof name - 1) : -1;
+	name[n > 0 ? n : 0] = 0;
+	kprw_puts("kprewrite: ");
+	kprw_puts(what);
+	kprw_puts("(");
+	kprw_puts(name[0] ? name : "?");
+	kprw_puts("): ");
+	kprw_puts(why);
+	kprw_puts("\n");
+}
+
+static int do_register(void *obj, u8 type)
+{
+	struct kprobe *kp = obj; /* a struct kretprobe starts with its struct kprobe */
+	int found = find(obj, type);
+	if (found < 0)
+		return -ENOENT; /* not declared: no site was patched for it */
+	u32 i = (u32)found;
+	const struct kprw_probe *p = &kprw_rt.probes[i];
+	const struct kprw_point *pt = &kprw_rt.points[p->point];
+	uptr site = RT_ADDR(pt->site);
+	u32 st = kprw_rt.state[i].flags;
+	if (!(st & KPRW_SF_UNREG))
+		return -EINVAL; /* already registered */
+	if (kp->addr && (uptr)kp->addr != site)
+		return -EINVAL; /* another address than the declared site */
+	if (type == KPRW_T_KPROBE && kp->post_handler && pt->xmode == KPRW_X_OPTIMIZED) {
+		say_site("register_kprobe", kp,
+			 "a post_handler on a jump-optimized site; give .post_handler in DEFINE_KPROBE so the site is single-stepped");
+		return -EINVAL;
+	}
+	if (type == KPRW_T_KRETPROBE) {
+		struct kretprobe *rp = obj;
+		if (rp->data_size > p->data_size) {
+			say_site("register_kretprobe", kp, "data_size is larger than at rewrite time");
+			return -EINVAL;
+		}
+		if (kprw_rt.ri_count)
+			rp->maxactive = (int)kprw_rt.ri_count[i];
+		rp->nmissed = 0;
+	}
+	kp->addr = (kprobe_opcode_t *)site;
+	kp->nmissed = 0;
+	kp->flags = (kp->flags & ~(u32)KPROBE_FLAG_OPTIMIZED) |
+		    (pt->xmode == KPRW_X_OPTIMIZED ? KPROBE_FLAG_OPTIMIZED : 0);
+	u32 nst = st & ~(u32)(KPRW_SF_UNREG | KPRW_SF_DISABLED);
+	if ((kp->flags & KPROBE_FLAG_DISABLED) || (st & KPRW_SF_FORCED))
+		nst |= KPRW_SF_DISABLED;
+	atomic_store(&kprw_rt.state[i].flags, nst);
+	rearm(pt);
+	return 0;
+}
+
+static void do_unregister(void *obj, u8 type)
+{
+	struct kprobe *kp = obj;
+	int i = find(obj, type);
+	if (i < 0 || (kprw_rt.state[i].flags & KPRW_SF_UNREG)) {
+		if (kp)
+			kp->addr = NULL; /* as the kernel does with an incorrect probe */
+		return;
+	}
+	atomic_store(&kprw_rt.state[i].flags, kprw_rt.state[i].flags | KPRW_SF_UNREG);
+	rearm(&kprw_rt.points[kprw_rt.probes[i].point]);
+}
+
+static int do_enable(struct kprobe *kp, int on)
+{
+	int i = find(kp, 0);
+	if (i < 0 || (kprw_rt.state[i].flags & KPRW_SF_UNREG))
+		return -EINVAL;
+	u32 st = kprw_rt.state[i].flags;
+	if (on) {
+		if (st & KPRW_SF_FORCED)
+			return -EPERM; /* disabled by the rewrite (--disable) or KPREWRITE_DISABLE */
+		kp->flags &= ~(u32)KPROBE_FLAG_DISABLED;
+		st &= ~(u32)KPRW_SF_DISABLED;
+	} else {
+		kp->flags |= KPROBE_FLAG_DISABLED;
+		st |= KPRW_SF_DISABLED;
+	}
+	atomic_store(&kprw_rt.state[i].flags, st);
+	rearm(&kprw_rt.points[kprw_rt.probes[i].point]);
+	return 0;
+}
+
+__attribute__((visibility("hidden"))) int kprewrite_register_kprobe(struct kprobe *p)
+{
+	reg_take();
+	int r = do_register(p, KPRW_T_KPROBE);
+	reg_give();
+	return r;
+}
+
+__attribute__((visibility("hidden"))) void kprewrite_unregister_kprobe(struct kprobe *p)
+{
+	reg_take();
+	do_unregister(p, KPRW_T_KPROBE);
+	reg_give();
+}
+
+__attribute__((visibility("hidden"))) int kprewrite_register_kretprobe(struct kretprobe *rp)
+{
+	reg_take();
+	int r = do_register(rp, KPRW_T_KRETPROBE);
+	reg_give();
+	return r;
+}
+
+__attribute__((visibility("hidden"))) void kprewrite_unregister_kretprobe(struct kretprobe *rp)
+{
+	reg_take();
+	do_unregister(rp, KPRW_T_KRETPROBE);
+	reg_give();
+}
+
+__attribute__((visibility("hidden"))) int kprewrite_enable_kprobe(struct kprobe *p)
+{
+	reg_take();
+	int r = do_enable(p, 1);
+	reg_give();
+	return r;
+}
+
+__attribute__((visibility("hidden"))) int kprewrite_disable_kprobe(struct kprobe *p)
+{
+	reg_take();
+	int r = do_enable(p, 0);
+	reg_give();
+	return r;
+}
+
+/* ---- start-up and exit ---- */
+
+/* kprw_user_prepare runs at start-up after the table's and KPREWRITE_DISABLE's disables
+ * are applied and before anything can fire: those disables become FORCED, and every
+ * C handler probe starts unregistered. */
+void kprw_user_prepare(void)
+{
+	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
+		u32 st = kprw_rt.state[i].flags;
+		if (st & KPRW_SF_DISABLED)
+			st |= KPRW_SF_FORCED;
+		if (kprw_rt.probes[i].flags & KPRW_F_USER)
+			st |= KPRW_SF_UNREG;
+		kprw_rt.state[i].flags = st;
+	}
+}
+
+static void put_int(long v)
+{
+	if (v < 0) {
+		kprw_puts("-");
+		v = -v;
+	}
+	kprw_put_dec((unsigned long)v);
+}
+
+/* kprw_user_start registers every C handler probe, or runs kprewrite_init() to do it;
+ * called at the very end of start-up (single-threaded, before libc). */
+void kprw_user_start(void)
+{
+	const struct kprw_hooks *h = hooks();
+	start_pid = kprw_pid();
+	if (h && h->init) {
+		struct kprw_tctx *c = kprw_tctx_get();
+		int faulted = 0;
+		if (c)
+			c->busy++; /* probes hit by init are missed, as in any handler */
+		int r = (int)ucall(~0u, UH_INIT, (void *)RT_ADDR(h->init), 0, 0, 0, &faulted);
+		if (c)
+			c->busy--;
+		if (r != 0 || faulted) {
+			kprw_puts("kprewrite: kprewrite_init() ");
+			if (faulted) {
+				kprw_puts("faulted");
+			} else {
+				kprw_puts("returned ");
+				put_int(r);
+			}
+			kprw_puts(": every probe of the C handlers is unregistered; the program runs without them\n");
+			reg_take();
+			for (u32 i = 0; i < kprw_rt.nprobes; i++)
+				if (kprw_rt.probes[i].flags & KPRW_F_USER)
+					do_unregister((void *)RT_ADDR(kprw_rt.probes[i].user), kprw_rt.probes[i].type);
+			reg_give();
+		}
+		return;
+	}
+	reg_take();
+	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
+		const struct kprw_probe *p = &kprw_rt.probes[i];
+		if (!(p->flags & KPRW_F_USER))
+			continue;
+		int r = do_register((void *)RT_ADDR(p->user), p->type);
+		if (r < 0) {
+			kprw_puts("kprewrite: a declared probe could not be registered at start-up: error ");
+			put_int(r);
+			kprw_puts("\n");
+		}
+	}
+	reg_give();
+}
+
+static void kprw_fini(void)
+{
+	const struct kprw_hooks *h = hooks();
+	if (h && h->exit && kprw_pid() == start_pid) {
+		struct kprw_tctx *c = kprw_tctx_get();
+		if (c)
+			c->busy++;
+		ucall(~0u, UH_EXIT, (void *)RT_ADDR(h->exit), 0, 0, 0, NULL);
+		if (c)
+			c->busy--;
+	}
+	if (ld_fini)
+		((void (*)(void))ld_fini)();
+}
+
+/* kprw_fini_rdx is called by the process entry (src/entry.S) with the %rdx the kernel or
+ * ld.so gave it: the function the program must register with atexit (the dynamic
+ * linker's fini, or 0). With a kprewrite_exit(), the entry hands the program kprw_fini
+ * instead, which runs it and then the original. glibc's __libc_start_main registers it;
+ * musl ignores it. */
+__attribute__((visibility("hidden"))) unsigned long kprw_fini_rdx(unsigned long rdx)
+{
+	const struct kprw_hooks *h = kprw_rt.init_done ? hooks() : NULL;
+	if (!h || !h->exit)
+		return rdx;
+	ld_fini = rdx;
+	return (unsigned long)kprw_fini;
+}
+
+/* ---- faults in handlers ---- */
+
+static const char *signame(int sig)
+{
+	switch (sig) {
+	case SIGSEGV: return "SIGSEGV";
+	case SIGBUS: return "SIGBUS";
+	case SIGFPE: return "SIGFPE";
+	case SIGILL: return "SIGILL";
+	}
+	return "signal";
+}
+
+/* what_name names a UH_* (a switch: a table of string pointers would need absolute
+ * relocations) */
+static const char *what_name(u32 what)
+{
+	switch (what) {
+	case UH_PRE: return "pre_handler";
+	case UH_POST: return "post_handler";
+	case UH_ENTRY: return "entry_handler";
+	case UH_RET: return "handler";
+	case UH_INIT: return "kprewrite_init()";
+	case UH_EXIT: return "kprewrite_exit()";
+	}
+	return "handler";
+}
+
+static void report(const struct kprw_ucall *u, int sig, const struct k_siginfo *si, const struct k_sigcontext *mc)
+{
+	u32 n = __atomic_fetch_add(&fault_reports, 1, __ATOMIC_RELAXED);
+	if (n > MAX_FAULT_REPORTS)
+		return;
+	if (n == MAX_FAULT_REPORTS) {
+		kprw_puts("kprewrite: more faults in C handlers are only counted (kprewrite_rt_stats.handler_faults)\n");
+		return;
+	}
+	kprw_puts("kprewrite: a C handler faulted: ");
+	kprw_puts(signame(sig));
+	kprw_puts(" (trap ");
+	kprw_put_dec(mc->trapno);
+	kprw_puts(", address ");
+	kprw_put_hex(si->si_addr);
+	kprw_puts(") at ");
+	kprw_put_hex(mc->ip);
+	kprw_puts(" in the ");
+	kprw_puts(what_name(u->what));
+	if (u->probe < kprw_rt.nprobes) {
+		char name[64];
+		long r = kprw_read_user(name, (uptr)ukp(u->probe)->symbol_name, sizeof name - 1);
+		name[r > 0 ? r : 0] = 0;
+		kprw_puts(" of the probe at ");
+		kprw_puts(name[0] ? name : "?");
+	}
+	kprw_puts("; the handler is abandoned and the program goes on\n");
+}
+
+static void regs_from(struct pt_regs *r, const struct k_sigcontext *mc)
+{
+	r->r15 = mc->r15; r->r14 = mc->r14; r->r13 = mc->r13; r->r12 = mc->r12;
+	r->bp = mc->bp; r->bx = mc->bx; r->r11 = mc->r11; r->r10 = mc->r10;
+	r->r9 = mc->r9; r->r8 = mc->r8; r->ax = mc->ax; r->cx = mc->cx;
+	r->dx = mc->dx; r->si = mc->si; r->di = mc->di; r->orig_ax = ~0ul;
+	r->ip = mc->ip; r->cs = mc->cs; r->flags = mc->flags; r->sp = mc->sp; r->ss = mc->ss;
+}
+
+static void regs_to(struct k_sigcontext *mc, const struct pt_regs *r)
+{
+	mc->r15 = r->r15; mc->r14 = r->r14; mc->r13 = r->r13; mc->r12 = r->r12;
+	mc->bp = r->bp; mc->bx = r->bx; mc->r11 = r->r11; mc->r10 = r->r10;
+	mc->r9 = r->r9; mc->r8 = r->r8; mc->ax = r->ax; mc->cx = r->cx;
+	mc->dx = r->dx; mc->si = r->si; mc->di = r->di;
+	mc->ip = r->ip; mc->sp = r->sp;
+	mc->flags = (mc->flags & ~FLAGS_ARITH) | (r->flags & FLAGS_ARITH);
+}
+
+static unsigned long old_fault_handler[32];
+
+static void fault_signal(int sig, struct k_siginfo *si, struct k_ucontext *uc)
+{
+	struct k_sigcontext *mc = &uc->mc;
+	struct kprw_tctx *c = si->si_code > 0 ? kprw_tctx_get() : NULL; /* si_code <= 0: kill() */
+	struct kprw_ucall *u = c ? c->ucall : NULL;
+
+	if (!u) {
+		/* not a handler's fault: what the program would have got without us */
+		unsigned long old = old_fault_handler[sig & 31];
+		if (old == SIG_IGN && si->si_code <= 0)
+			return;
+		struct k_sigaction sa = {0};
+		sa.handler = old == SIG_IGN ? SIG_DFL : old;
+		sys4(SYS_rt_sigaction, sig, (long)&sa, 0, 8);
+		if (si->si_code <= 0)
+			sys3(SYS_tgkill, kprw_pid(), kprw_gettid(), sig);
+		return; /* a CPU fault happens again, now with the default action */
+	}
+	atomic_add(&kprewrite_rt_stats.handler_faults, 1);
+	if (!u->in_fault) {
+		u->mask = uc->sigmask;
+		struct kprobe *kp = u->probe < kprw_rt.nprobes ? ukp(u->probe) : NULL;
+		kprobe_fault_handler_t fh = kp ? READ_ONCE(kp->fault_handler) : NULL;
+		if (fh) {
+			struct pt_regs regs;
+			regs_from(&regs, mc);
+			u->in_fault = 1; /* a fault in the fault_handler abandons the handler */
+			int handled = fh(kp, &regs, (int)mc->trapno);
+			u->in_fault = 0;
+			if (handled) {
+				regs_to(mc, &regs);
+				return;
+			}
+		}
+	}
+	report(u, sig, si, mc);
+	/* return from kprw_ucall_asm: callee-saved registers, sp and ip as it recorded them */
+	mc->bx = u->jb[0];
+	mc->bp = u->jb[1];
+	mc->r12 = u->jb[2];
+	mc->r13 = u->jb[3];
+	mc->r14 = u->jb[4];
+	mc->r15 = u->jb[5];
+	mc->sp = u->jb[6];
+	mc->ip = u->jb[7];
+	mc->ax = 0;
+	mc->flags &= ~X86_DF;
+	u->faulted = 1;
+	uc->sigmask = u->mask; /* a nested fault (in the fault_handler) restores the first mask */
+}
+
+/* kprw_fault_install takes SIGSEGV, SIGBUS, SIGFPE and SIGILL (start-up, when there are C
+ * handler probes). A program that installs its own handler for one of them replaces
+ * ours; a fault in a C handler then reaches the program's handler. */
+void kprw_fault_install(void)
+{
+	static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+	for (u32 k = 0; k < ARRAY_SIZE(sigs); k++) {
+		struct k_sigaction sa, old;
+		kprw_memset(&sa, 0, sizeof sa);
+		kprw_memset(&old, 0, sizeof old);
+		sa.handler = (unsigned long)fault_signal;
+		sa.flags = SA_SIGINFO | SA_RESTORER | SA_NODEFER | SA_ONSTACK | SA_RESTART;
+		sa.restorer = (unsigned long)kprw_restorer;
+		sa.mask = ~0ul & ~((1ul << (SIGTRAP - 1)) | (1ul << (SIGILL - 1)) | (1ul << (SIGBUS - 1)) |
+				   (1ul << (SIGFPE - 1)) | (1ul << (SIGSEGV - 1)) | (1ul << (31 - 1)));
+		if (sys4(SYS_rt_sigaction, sigs[k], (long)&sa, (long)&old, 8) == 0)
+			old_fault_handler[sigs[k]] = old.handler;
+	}
+}
+
+/* ---- helpers for handlers (kprewrite.h) ---- */
+
+__attribute__((visibility("hidden"))) struct task_struct *kprewrite_current(void)
+{
+	struct kprw_tctx *c = kprw_tctx_get();
+	struct kprw_ucall *u = c ? c->ucall : NULL;
+	struct task_struct *t = u ? &u->task : &task_outside;
+	t->tgid = (pid_t)kprw_pid();
+	if (c) {
+		t->pid = (pid_t)kprw_tctx_tid(c);
+		kprw_memcpy(t->comm, kprw_tctx_comm(c, kprw_clock()), TASK_COMM_LEN);
+	} else {
+		t->pid = (pid_t)kprw_gettid();
+		kprw_memset(t->comm, 0, TASK_COMM_LEN);
+		sys2(SYS_prctl, 16 /* PR_GET_NAME */, (long)t->comm);
+	}
+	t->comm[TASK_COMM_LEN - 1] = 0;
+	return t;
+}
+
+__attribute__((visibility("hidden"))) unsigned int kprewrite_smp_processor_id(void)
+{
+	return kprw_cpu();
+}
+
+__attribute__((visibility("hidden"))) u64 kprewrite_ktime_get_ns(void)
+{
+	return kprw_clock();
+}
+
+__attribute__((visibility("hidden"))) u64 kprewrite_ktime_get_real_ns(void)
+{
+	struct k_timespec ts = {0, 0};
+	sys2(SYS_clock_gettime, 0 /* CLOCK_REALTIME */, (long)&ts);
+	return (u64)ts.sec * 1000000000ull + (u64)ts.nsec;
+}
+
+__attribute__((visibility("hidden"))) long kprewrite_write(int fd, const void *buf, size_t n)
+{
+	return sys3(SYS_write, fd, (long)buf, (long)n);
+}
+
+__attribute__((visibility("hidden"))) long kprewrite_copy_nofault(void *dst, const void *src, size_t size)
+{
+	if (size == 0)
+		return 0;
+	return kprw_read_user(dst, (uptr)src, size) == (long)size ? 0 : -EFAULT;
+}
+
+__attribute__((visibility("hidden"))) long kprewrite_strncpy_nofault(char *dst, const void *src, long count)
+{
+	uptr a = (uptr)src;
+	long n = 0;
+	if (count <= 0)
+		return 0;
+	while (n < count) {
+		/* never across a page: a readable string before an unmapped page still reads */
+		unsigned long chunk = 4096 - (a & 4095);
+		if (chunk > 64)
+			chunk = 64;
+		if ((long)chunk > count - n)
+			chunk = (unsigned long)(count - n);
+		if (kprw_read_user(dst + n, a, chunk) != (long)chunk) {
+			dst[0] = 0;
+			return -EFAULT;
+		}
+		for (unsigned long k = 0; k < chunk; k++)
+			if (dst[n + (long)k] == 0)
+				return n + (long)k + 1;
+		n += (long)chunk;
+		a += chunk;
+	}
+	dst[count - 1] = 0;
+	return count;
+}
+
+/* the probe whose handler this thread runs (for trace_printk), or ~0u */
+u32 kprw_user_current_probe(void)
+{
+	struct kprw_tctx *c = kprw_tctx_get();
+	struct kprw_ucall *u = c ? c->ucall : NULL;
+	return u ? u->probe : ~0u;
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Per-hit cost of each probe kind (k, b, o, r, rb, ro), beside the kernel's uprobe and
+# uretprobe on the same binary, in one run. Prints a Markdown table for
+# docs/benchmarks.md.
+#
+#   scripts/bench-probes.sh            (root and tracefs at /sys/kernel/tracing for the
+#                                       kernel's rows; they say n/a otherwise)
+#
+# scripts/bench/hit.c calls target() and an unprobed twin N times each and prints the
+# difference per call: the cost of a hit. Each kind is a rewrite of hit with one event
+# on target ("p:kpwbench/K target" or "r:..."), run with no trace file ("counting":
+# the runtime counts hits and nmissed in memory) and with one ("traced": a record per
+# hit; KPREWRITE_TRACE_PREFAULT=1 populates the file first, so page allocation is not
+# counted). The kernel's rows are the same definitions as uprobe events, enabled in a
+# tracing instance (a record per hit). Best of RUNS runs (default 3) of 3 rounds each.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${RUNS:-3}
+KP=/tmp/kprewrite.bench
+go build -o "$KP" ./cmd/kprewrite
+tmp=$(mktemp -d)
+tracefs=/sys/kernel/tracing
+inst=$tracefs/instances/kpwbench
+cleanup() {
+	if [ -d "$inst" ]; then
+		echo 0 >"$inst/events/kpwbench/enable" 2>/dev/null || true
+		rmdir "$inst" 2>/dev/null || true
+	fi
+	if [ -w "$tracefs/uprobe_events" ]; then
+		echo "-:kpwbench/u" >>"$tracefs/uprobe_events" 2>/dev/null || true
+		echo "-:kpwbench/ur" >>"$tracefs/uprobe_events" 2>/dev/null || true
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+gcc -O2 -o "$tmp/hit" scripts/bench/hit.c
+
+# best "hit" figure (ns) of $runs runs of: env ARGS... BIN N
+best() {
+	local n=$1 bin=$2
+	shift 2
+	local b=""
+	for _ in $(seq "$runs"); do
+		rm -f "$tmp/t.trace"
+		v=$(env "$@" "$bin" "$n" | awk '{print $6}')
+		b=$(awk -v a="$v" -v b="$b" 'BEGIN { if (b == "" || a < b) print a; else print b }')
+	done
+	echo "$b"
+}
+
+bare=$("$tmp/hit" 2000000 | awk '{print $4}')
+echo "| kind | probe | rewrite flags | list shows | counting (ns/hit) | traced (ns/hit) |"
+echo "| --- | --- | --- | --- | --- | --- |"
+while read -r kind def flags n; do
+	out="$tmp/hit.$kind"
+	# shellcheck disable=SC2086
+	"$KP" rewrite -o "$out" --trace none $flags -e "$def" "$tmp/hit" >/dev/null
+	shows=$("$KP" list "$out" | awk '{print $2 " " $5}' | head -1)
+	c=$(best "$n" "$out" KPREWRITE_TRACE=)
+	tn=$((n < 150000 ? n : 150000)) # 3 rounds x 150,000 records fit in the 64 MiB file
+	tr=$(best "$tn" "$out" KPREWRITE_TRACE="$tmp/t.trace" KPREWRITE_TRACE_PREFAULT=1)
+	printf '| %s | `%s` | %s | %s | %s | %s |\n' "$kind" "$def" "${flags:-(default)}" "$shows" "$c" "$tr"
+done <<'KINDS'
+k p:kpwbench/k target --no-optimize --no-boost 100000
+b p:kpwbench/b target --no-optimize 100000
+o p:kpwbench/o target 3000000
+r r:kpwbench/r target --no-optimize --no-boost 100000
+rb r:kpwbench/rb target --no-optimize 100000
+ro r:kpwbench/ro target 3000000
+KINDS
+
+# the kernel's uprobe and uretprobe on the original binary
+if [ "$(id -u)" = 0 ] && [ -w "$tracefs/uprobe_events" ]; then
+	addr=$(nm "$tmp/hit" | awk '$3 == "target" {print $1}')
+	off=$(readelf -lW "$tmp/hit" | awk -v a=$((16#$addr)) '$1 == "LOAD" {
+		o = strtonum($2); v = strtonum($3); m = strtonum($6)
+		if (a >= v && a < v + m) printf "0x%x", a - v + o }')
+	echo "p:kpwbench/u $tmp/hit:$off" >>"$tracefs/uprobe_events"
+	echo "r:kpwbench/ur $tmp/hit:$off" >>"$tracefs/uprobe_events"
+	mkdir -p "$inst"
+	for ev in u ur; do
+		echo 0 >"$inst/events/kpwbench/enable"
+		echo 1 >"$inst/events/kpwbench/$ev/enable"
+		k=$(best 100000 "$tmp/hit")
+		name=uprobe
+		[ $ev = ur ] && name=uretprobe
+		printf '| kernel %s | `%s` | (original binary) | | | %s |\n' "$name" "$(grep "kpwbench/$ev " "$tracefs/uprobe_events" | sed "s|$tmp/||")" "$k"
+	done
+	echo 0 >"$inst/events/kpwbench/enable"
+else
+	echo "| kernel uprobe | | | | | n/a (needs root and $tracefs) |"
+	echo "| kernel uretprobe | | | | | n/a (needs root and $tracefs) |"
+fi
+echo
+echo "Bare call of the unprobed twin: $bare ns."

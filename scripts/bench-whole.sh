@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Whole-program cost and coverage of jump-optimized probes. Prints Markdown for
+# docs/benchmarks.md.
+#
+#   scripts/bench-whole.sh
+#
+# 1. python3.11 rewritten with an event probe on every function entry (refused ones
+#    left out), run on a JSON dumps/loads workload and on start-up (-c pass), against
+#    the original in the same run: best wall time of RUNS runs (default 5; 20 for
+#    start-up), as ratios. "counting": no trace file (the runtime counts hits and
+#    nmissed in memory); "traced": a record per hit into the default 64 MiB trace file
+#    (what does not fit is counted as lost).
+# 2. Coverage: the share of function entries whose probe is jump-optimized, from
+#    `kprewrite list`, for python3.11, git and node (V8's builtins excluded).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${RUNS:-5}
+KP=/tmp/kprewrite.bench
+go build -o "$KP" ./cmd/kprewrite
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+py=/usr/bin/python3.11
+
+# best wall seconds of N runs of: env ARGS... CMD...
+wall() {
+	local n=$1
+	shift
+	local b=""
+	for _ in $(seq "$n"); do
+		rm -f "$tmp/t.trace"
+		s=$(date +%s.%N)
+		env "$@" >/dev/null 2>&1
+		e=$(date +%s.%N)
+		b=$(awk -v s="$s" -v e="$e" -v b="$b" 'BEGIN { d = e - s; if (b == "" || d < b) print d; else print b }')
+	done
+	echo "$b"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+go run ./scripts/alldefs "$py" >"$tmp/py.defs"
+"$KP" rewrite --skip-refused --trace none -o "$tmp/python3.11" -f "$tmp/py.defs" "$py" 2>/dev/null
+work='import json
+d = {"k%d" % i: [i, i * 2.5, str(i), {"x": [1, 2, 3], "y": None}] for i in range(200)}
+for _ in range(300):
+    assert json.loads(json.dumps(d)) == d'
+orig=$(wall "$runs" "$py" -c "$work")
+cnt=$(wall "$runs" KPREWRITE_TRACE= "$tmp/python3.11" -c "$work")
+trc=$(wall "$runs" KPREWRITE_TRACE="$tmp/t.trace" "$tmp/python3.11" -c "$work")
+orig0=$(wall 20 "$py" -c pass)
+cnt0=$(wall 20 KPREWRITE_TRACE= "$tmp/python3.11" -c pass)
+trc0=$(wall 20 KPREWRITE_TRACE="$tmp/t.trace" "$tmp/python3.11" -c pass)
+KPREWRITE_TRACE="$tmp/t.trace" "$tmp/python3.11" -c "$work"
+hits=$("$KP" trace -b "$tmp/python3.11" "$tmp/t.trace" | awk -F'[ /]' '/entries-written/ {print $NF}')
+nprobes=$("$KP" list "$tmp/python3.11" | wc -l)
+nopt=$("$KP" list "$tmp/python3.11" | grep -c OPTIMIZED || true)
+echo "python3.11 with $nprobes probes ($nopt jump-optimized), one per function entry; the JSON workload hits them $hits times."
+echo
+echo "| workload | original (s) | counting (s) | ratio | traced (s) | ratio | goal |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+printf '| JSON dumps/loads | %.3f | %.3f | %s | %.3f | %s | <= 1.5 |\n' "$orig" "$cnt" "$(ratio "$cnt" "$orig")" "$trc" "$(ratio "$trc" "$orig")"
+printf '| start-up `-c pass` | %.4f | %.4f | %s | %.4f | %s | <= 1.1 |\n' "$orig0" "$cnt0" "$(ratio "$cnt0" "$orig0")" "$trc0" "$(ratio "$trc0" "$orig0")"
+echo
+echo "| binary | function entries | probes placed | jump-optimized | share of entries | rewrite flags |"
+echo "| --- | --- | --- | --- | --- | --- |"
+for spec in "$py|" "/usr/bin/git|" "/usr/bin/node|--exclude Builtins_*"; do
+	b=${spec%%|*}
+	flags=${spec#*|}
+	[ -x "$b" ] || continue
+	go run ./scripts/alldefs "$b" >"$tmp/d"
+	n=$(wc -l <"$tmp/d")
+	# shellcheck disable=SC2086
+	"$KP" rewrite --skip-refused --trace none $flags -o "$tmp/cov" -f "$tmp/d" "$b" 2>/dev/null
+	placed=$("$KP" list "$tmp/cov" | wc -l)
+	opt=$("$KP" list "$tmp/cov" | grep -c OPTIMIZED || true)
+	printf '| %s | %d | %d | %d | %s%% | %s |\n' "$(basename "$b")" "$n" "$placed" "$opt" "$(awk -v a="$opt" -v b="$n" 'BEGIN { printf "%.1f", 100 * a / b }')" "${flags:-(default)}"
+	rm -f "$tmp/cov"
+done

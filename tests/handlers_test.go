@@ -1,0 +1,329 @@
+package tests
+
+// End-to-end tests of C handlers (`kprewrite rewrite --handlers FILE.c`): testdata/handled.c
+// is compiled here and rewritten with testdata/handlers.c in each probe mode (k, b and o
+// for the kprobes, r, rb and ro for the kretprobe), alone and together with an event
+// definition at the same site, then run next to the original: the program's output shows
+// the handlers' effects (registers seen and changed, redirection, missed re-entry, run-time
+// disable/enable, return values injected, instance data), kprewrite_exit's report shows
+// the counters, `kprewrite list` the kinds, `kprewrite trace` the trace_printk line. Bad
+// handler files give a clear error and no output file. The examples of examples/ run with
+// the one command the README gives.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"kprewrite/tests/internal/testprog"
+)
+
+// handledWant is what `handled all` prints when the handlers run (see handlers.c).
+var handledWant = []string{
+	"observe add=13 sub=7 seen=10003,10,10003",
+	"change add=110 sub=-90 seen=10003,10,10003",
+	"redirect add=13 sub=-7 seen=10003,10,10003",
+	"reenter add=13 sub=7 seen=10003,10,42",
+	"disable add=13 sub=7 seen=10003,10,0",
+	"disabled add=13 sub=7 seen=0,0,10003",
+	"enable add=13 sub=7 seen=0,0,0",
+	"enabled add=13 sub=7 seen=10003,10,10003",
+	"sum6=21",
+	"inject=1006",
+	"sum2=3",
+}
+
+// handledPlain is what it prints without probes.
+var handledPlain = []string{
+	"observe add=13 sub=7 seen=0,0,0",
+	"change add=13 sub=7 seen=0,0,0",
+	"redirect add=13 sub=7 seen=0,0,0",
+	"reenter add=13 sub=7 seen=0,0,0",
+	"disable add=13 sub=7 seen=0,0,0",
+	"disabled add=13 sub=7 seen=0,0,0",
+	"enable add=13 sub=7 seen=0,0,0",
+	"enabled add=13 sub=7 seen=0,0,0",
+	"sum6=21",
+	"sum6=21",
+	"sum2=3",
+}
+
+func handledSource(t *testing.T) (prog, src string) {
+	t.Helper()
+	b, err := os.ReadFile("testdata/handled.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs("testdata/handlers.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), abs
+}
+
+func TestHandlersModes(t *testing.T) {
+	testprog.Need(t, "gcc")
+	src, handlers := handledSource(t)
+	for _, m := range []struct {
+		name    string
+		flags   []string
+		add     string // kind of kp_add (it has a post handler: never o)
+		sub     string // kind of kp_sub
+		sum     string // kind of rp_sum
+		subOpt  string // kp_sub.flags: KPROBE_FLAG_OPTIMIZED (4) on an o site
+		link    []string
+		withDef bool // an event definition on sub2 as well
+	}{
+		{"k", []string{"--no-optimize", "--no-boost"}, "k", "k", "r", "0", nil, false},
+		{"b", []string{"--no-optimize"}, "b", "b", "rb", "0", nil, false},
+		{"o", nil, "b", "o", "ro", "4", nil, false},
+		{"o-static", nil, "b", "o", "ro", "4", []string{"-static"}, false},
+		{"o-mixed", nil, "b", "o", "ro", "4", []string{"-no-pie"}, true},
+		{"b-mixed", []string{"--no-optimize"}, "b", "b", "rb", "0", nil, true},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			prog := testprog.Build(t, src, "c", append([]string{"-O2"}, m.link...)...)
+			out := filepath.Join(t.TempDir(), "handled.kp")
+			args := append([]string{"rewrite", "--handlers", handlers, "-o", out}, m.flags...)
+			if m.withDef {
+				args = append(args, "-e", "p:kpw/sub sub2 a=%di:s64 b=%si:s64")
+			}
+			code, stdout, stderr := kp(append(args, prog)...)
+			if code != 0 {
+				t.Fatalf("kprewrite %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout, stderr)
+			}
+			// the kinds, as `kprewrite list` prints them
+			code, list, stderr := kp("list", out)
+			if code != 0 {
+				t.Fatalf("list: %s", stderr)
+			}
+			for sym, kind := range map[string]string{"add2+0x0": m.add, "sub2+0x0": m.sub, "sum+0x0": m.sum} {
+				re := regexp.MustCompile(`(?m)^[0-9a-f]+\s+(\S+)\s+` + regexp.QuoteMeta(sym) + `\s`)
+				var kinds []string
+				for _, mm := range re.FindAllStringSubmatch(list, -1) {
+					kinds = append(kinds, mm[1])
+				}
+				wantKind := "k"
+				if strings.HasPrefix(kind, "r") {
+					wantKind = "r"
+				}
+				if len(kinds) == 0 || kinds[0] != wantKind {
+					t.Errorf("list: %s is %v, want %s:\n%s", sym, kinds, wantKind, list)
+				}
+			}
+			checkKinds(t, out, map[string]string{"kp_add": m.add, "kp_sub": m.sub, "rp_sum": m.sum})
+
+			orig := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{"all"}})
+			if got := strings.Split(strings.TrimSpace(orig.Stdout), "\n"); strings.Join(got, "\n") != strings.Join(handledPlain, "\n") {
+				t.Fatalf("original prints:\n%s", orig.Stdout)
+			}
+			trace := filepath.Join(t.TempDir(), "handled.trace")
+			r := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{"all"}, Extra: []string{"KPREWRITE_TRACE=" + trace}})
+			if r.Exit != 0 {
+				t.Fatalf("rewritten: %s", r)
+			}
+			sameLines(t, strings.Split(strings.TrimSpace(r.Stdout), "\n"), handledWant)
+			for _, want := range []string{
+				"exit: add_pre=6 add_post=6 sub_pre=8 add_faults=0 bad=0 add_nmissed=1\n",
+				"exit: entries=11 returns=11 data_bad=0 rp_nmissed=6 maxactive=4 flags=0," + m.subOpt + "\n",
+			} {
+				if !strings.Contains(r.Stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
+				}
+			}
+			// trace_printk's line, and the event's lines when there is one
+			code, text, stderr := kp("trace", "--no-header", "-b", out, trace)
+			if code != 0 || stderr != "" {
+				t.Fatalf("trace: exit %d: %s", code, stderr)
+			}
+			if !regexp.MustCompile(`(?m)^\s*handled\.kp-\d+\s+\[\d+\]\s+\d+\.\d+: pre_sub: sub2\(10, 3\) from handled\.kp$`).MatchString(text) {
+				t.Errorf("trace lacks the trace_printk line:\n%s", text)
+			}
+			if m.withDef {
+				if n := strings.Count(text, "kpw/sub: ") + strings.Count(text, " sub: ("); n != 8 {
+					t.Errorf("%d event lines, want 8:\n%s", n, text)
+				}
+				if !strings.Contains(text, "a=10 b=3") {
+					t.Errorf("event lines lack a=10 b=3:\n%s", text)
+				}
+			}
+			// profile: hits and misses per handler probe
+			p := profile(t, trace, out)
+			if p["handlers/kp_add"] != [2]uint64{6, 1} || p["handlers/kp_sub"][0] != 8 || p["handlers/rp_sum"] != [2]uint64{11, 6} {
+				t.Errorf("profile %v", p)
+			}
+		})
+	}
+}
+
+// checkKinds reads `kprewrite list -v` and checks the kind of each handler probe.
+func checkKinds(t *testing.T, bin string, want map[string]string) {
+	t.Helper()
+	code, list, stderr := kp("list", "-v", bin)
+	if code != 0 {
+		t.Fatalf("list -v: %s", stderr)
+	}
+	for name, kind := range want {
+		line := ""
+		for _, l := range strings.Split(list, "\n") {
+			if strings.Contains(l, "handlers/"+name+" ") {
+				line = l
+			}
+		}
+		if line == "" {
+			t.Errorf("list -v has no handlers/%s:\n%s", name, list)
+			continue
+		}
+		boosted := strings.Contains(line, "[BOOSTED]")
+		optimized := strings.Contains(line, "[OPTIMIZED]")
+		got := map[bool]string{true: "b", false: "k"}[boosted]
+		if optimized {
+			got = "o"
+		}
+		if strings.HasPrefix(kind, "r") {
+			got = "r" + strings.TrimPrefix(got, "k")
+		}
+		if got != kind {
+			t.Errorf("handlers/%s is %s, want %s: %s", name, got, kind, line)
+		}
+	}
+}
+
+func TestHandlersFault(t *testing.T) {
+	testprog.Need(t, "gcc")
+	src, handlers := handledSource(t)
+	prog := testprog.Build(t, src, "c", "-O2")
+	out := filepath.Join(t.TempDir(), "handled.kp")
+	if code, stdout, stderr := kp("rewrite", "--handlers", handlers, "-o", out, prog); code != 0 {
+		t.Fatalf("rewrite: %s%s", stdout, stderr)
+	}
+	r := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{"fault"}, Extra: []string{"KPREWRITE_TRACE="}})
+	if r.Exit != 0 || strings.TrimSpace(r.Stdout) != "fault add=3 again=4" {
+		t.Fatalf("run: %s", r)
+	}
+	for _, want := range []string{
+		"fault_add: add2 trap 14\n",
+		"kprewrite: a C handler faulted: SIGSEGV (trap 14, address 0x8)",
+		"in the pre_handler of the probe at add2; the handler is abandoned and the program goes on\n",
+		"add_faults=1",
+	} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
+		}
+	}
+}
+
+func TestHandlersBadFiles(t *testing.T) {
+	testprog.Need(t, "gcc")
+	src, _ := handledSource(t)
+	prog := testprog.Build(t, src, "c", "-O2")
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, src string
+		want      []string
+	}{
+		{"syntax", "#include <kprewrite.h>\nstatic int pre(struct kprobe *p, struct pt_regs *r)\n{\n\treturn 0\n}\nDEFINE_KPROBE(kp, \"add2\", .pre_handler = pre);\n",
+			[]string{"syntax.c:4:", "error: expected ';'"}},
+		{"libc", "#include <kprewrite.h>\nint printf(const char *, ...);\nstatic int pre(struct kprobe *p, struct pt_regs *r) { printf(\"hi\\n\"); return 0; }\n" +
+			"DEFINE_KPROBE(kp, \"add2\", .pre_handler = pre);\n",
+			[]string{"libc.c: calls or uses printf, which is not available to handlers"}},
+		{"nosymbol", "#include <kprewrite.h>\nDEFINE_KPROBE(kp, \"no_such_function\");\n",
+			[]string{"nosymbol.c:2 (kp): symbol \"no_such_function\" not found in"}},
+		{"noextern", "#include <kprewrite.h>\nextern int nope;\nKPREWRITE_PROGRAM_SYMBOL(nope);\n" +
+			"static int pre(struct kprobe *p, struct pt_regs *r) { return nope; }\nDEFINE_KPROBE(kp, \"add2\", .pre_handler = pre);\n",
+			[]string{"nope", "not found in"}},
+		{"notinfunc", "#include <kprewrite.h>\nDEFINE_KRETPROBE(rp, \"add2+3\");\n", []string{"notinfunc.c:2 (rp):", "function entry"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := filepath.Join(dir, c.name+".c")
+			if err := os.WriteFile(h, []byte(c.src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, c.name+".kp")
+			code, stdout, stderr := kp("rewrite", "--handlers", h, "-o", out, prog)
+			if code != 1 {
+				t.Errorf("exit %d, want 1\n%s%s", code, stdout, stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("output file exists after the error: %v", err)
+			}
+			if entries, _ := filepath.Glob(filepath.Join(dir, "*.kp*")); len(entries) != 0 {
+				t.Errorf("left behind: %v", entries)
+			}
+		})
+	}
+}
+
+// TestHandlersExamples runs each example of examples/ with the one command its README
+// gives (sh examples/run.sh NAME), with KPREWRITE naming a kprewrite built here.
+func TestHandlersExamples(t *testing.T) {
+	testprog.Need(t, "gcc", "go", "sh")
+	bin := filepath.Join(t.TempDir(), "kprewrite")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kprewrite").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, c := range []struct {
+		name string
+		want []string
+	}{
+		{"kprobe", []string{
+			"kprobe_init: Planted kprobe at 0x",
+			"handler_pre: <handle_request> p->addr = 0x",
+			"handler_pre: <handle_request> id (di) = 2, name (si) = 0x",
+			"handler_pre: <handle_request> name starts with 'k'",
+			"handler_post: <handle_request> p->addr = 0x",
+			"fault_handler: p->addr = 0x",
+			", trap #14, at ip 0x",
+			"kprewrite: a C handler faulted: SIGSEGV (trap 14, address 0x0)",
+			"request 2: hello, kprobes",
+			"request 3: returned -1",
+			"kprobe_exit: kprobe at 0x",
+		}},
+		{"kretprobe", []string{
+			"Planted return probe at lookup: 0x",
+			"(maxactive 4)",
+			"lookup(depth 0) returned -20 (ENOTDIR) and took ",
+			"lookup(depth 6) returned -2 (ENOENT) and took ",
+			"lookup(/usr/share, no-such-file.kp, 6) = -2",
+			"Missed probing 3 instances of lookup (maxactive 4)",
+		}},
+		{"faultinject", []string{
+			"fail_malloc: call #3: malloc(64) = 0x",
+			"record 3: out of memory, skipped",
+			"record 9: out of memory, skipped",
+			"7 records made, 3 allocations failed",
+			"fail_malloc: 3 of 10 malloc() calls failed",
+		}},
+		{"latency", []string{
+			"work(): 1100 calls, average ",
+			"nsecs               : count    distribution",
+			"|****************************************|",
+			"missed: 0 (maxactive 64)",
+			"done",
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command("sh", "../examples/run.sh", c.name)
+			cmd.Env = append(os.Environ(), "KPREWRITE="+bin, "OUT="+t.TempDir())
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("run.sh %s: %v\n%s", c.name, err, out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	_ = fmt.Sprint
+}

@@ -14,11 +14,25 @@
 //   - "k" otherwise: the copy in the slot is single-stepped with the trap flag, and
 //     post handlers run after the step (two traps per hit); loop and jrcxz, whose
 //     relocated copy is three instructions, are emulated in k mode too (post handlers
-//     then run after the emulation), as the kernel emulates branches since 5.15.
+//     then run after the emulation), as the kernel emulates branches since 5.15;
+//   - "o" (jump-optimized), tried first, when every probe on the point got the analysis' optimize
+//     verdict, none needs a post handler, optimization is allowed (no --no-optimize),
+//     the DCR reaches no other point and no excluded code, and its instructions
+//     relocate: the DCR becomes a jmp rel32 to a detour buffer (the rewriter replaces
+//     the placeholder edit with SetSiteJmp). With Options.VerifyRegions such a point
+//     is instead a boosted int3 running its whole relocated DCR, and every other byte
+//     of the DCR an int3 in Plan.Inner (a hit is a violation).
 //
 // Return probes are entry probes of type kretprobe on the same points: "r" when the
-// point is k, "rb" when it is b; the return itself goes through the runtime's return
-// trampoline, which is code, not a trap.
+// point is k, "rb" when it is b, "ro" when it is o; the return itself goes through the
+// runtime's return trampoline, which is code, not a trap.
+//
+// Probes whose sites share a DCR are planned deliberately: the earlier one is never
+// optimized (its DCR would hold the later one's site), so it stays an int3 whose slot
+// jumps back to the later one's jmp; no probe is ever left in bytes a jmp overwrote
+// (checkRegions asserts it). Options.Exclude (--exclude, ParseExcludes: function
+// globs and address ranges) refuses probes in code the program copies and runs
+// elsewhere; Options.OptimizedOnly refuses every probe that would be an int3.
 //
 // Edits (Patcher) are recorded with the original bytes they replace and can be undone
 // until Commit, in the manner of E9Patch: an edit over bytes that are already edited,

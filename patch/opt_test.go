@@ -222,3 +222,30 @@ func TestParseExcludes(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseExcludes: --exclude patterns never panic, and what they give is sorted,
+// disjoint and non-empty.
+func FuzzParseExcludes(f *testing.F) {
+	for _, s := range []string{"Builtins_*", "0x1000-0x2000", "0x1000+0x10", "[", "0x10-0x5", "main", "*", "0xffffffffffffffff+2"} {
+		f.Add(s)
+	}
+	fns := &elfio.Functions{List: []elfio.Func{
+		{Name: "Builtins_A", Addr: 0x1000, Size: 0x10},
+		{Name: "main", Aliases: []string{"alias"}, Addr: 0x2000, Size: 0x20},
+		{Name: "empty", Addr: 0x3000},
+	}}
+	f.Fuzz(func(t *testing.T, pat string) {
+		rs, err := ParseExcludes([]string{pat, "main"}, fns)
+		if err != nil {
+			return
+		}
+		for i, r := range rs {
+			if r.Hi <= r.Lo || i > 0 && rs[i-1].Hi >= r.Lo {
+				t.Fatalf("%q: ranges %+v", pat, rs)
+			}
+		}
+		if _, ok := excludedBy(rs, 0x2000, 0x2001); !ok {
+			t.Fatalf("%q: main is not excluded: %+v", pat, rs)
+		}
+	})
+}

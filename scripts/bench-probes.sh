@@ -51,7 +51,7 @@ best() {
 bare=$("$tmp/hit" 2000000 | awk '{print $4}')
 echo "| kind | probe | rewrite flags | list shows | counting (ns/hit) | traced (ns/hit) |"
 echo "| --- | --- | --- | --- | --- | --- |"
-while read -r kind def flags n; do
+while IFS='|' read -r kind def flags n; do
 	out="$tmp/hit.$kind"
 	# shellcheck disable=SC2086
 	"$KP" rewrite -o "$out" --trace none $flags -e "$def" "$tmp/hit" >/dev/null
@@ -61,20 +61,27 @@ while read -r kind def flags n; do
 	tr=$(best "$tn" "$out" KPREWRITE_TRACE="$tmp/t.trace" KPREWRITE_TRACE_PREFAULT=1)
 	printf '| %s | `%s` | %s | %s | %s | %s |\n' "$kind" "$def" "${flags:-(default)}" "$shows" "$c" "$tr"
 done <<'KINDS'
-k p:kpwbench/k target --no-optimize --no-boost 100000
-b p:kpwbench/b target --no-optimize 100000
-o p:kpwbench/o target 3000000
-r r:kpwbench/r target --no-optimize --no-boost 100000
-rb r:kpwbench/rb target --no-optimize 100000
-ro r:kpwbench/ro target 3000000
+k|p:kpwbench/k target|--no-optimize --no-boost|100000
+b|p:kpwbench/b target|--no-optimize|100000
+o|p:kpwbench/o target||3000000
+r|r:kpwbench/r target|--no-optimize --no-boost|100000
+rb|r:kpwbench/rb target|--no-optimize|100000
+ro|r:kpwbench/ro target||3000000
 KINDS
+
+# a disabled probe (KPREWRITE_DISABLE=all): the detour only tests its gate
+d=$(best 3000000 "$tmp/hit.o" KPREWRITE_TRACE= KPREWRITE_DISABLE=all)
+printf '| o, disabled | `p:kpwbench/o target` | (default) | KPREWRITE_DISABLE=all | %s | |\n' "$d"
 
 # the kernel's uprobe and uretprobe on the original binary
 if [ "$(id -u)" = 0 ] && [ -w "$tracefs/uprobe_events" ]; then
-	addr=$(nm "$tmp/hit" | awk '$3 == "target" {print $1}')
-	off=$(readelf -lW "$tmp/hit" | awk -v a=$((16#$addr)) '$1 == "LOAD" {
-		o = strtonum($2); v = strtonum($3); m = strtonum($6)
-		if (a >= v && a < v + m) printf "0x%x", a - v + o }')
+	addr=$((16#$(nm "$tmp/hit" | awk '$3 == "target" {print $1}')))
+	off=""
+	while read -r typ o v _ _ m _; do # LOAD Offset VirtAddr PhysAddr FileSiz MemSiz ...
+		if [ "$typ" = LOAD ] && [ "$addr" -ge $((v)) ] && [ "$addr" -lt $((v + m)) ]; then
+			off=$(printf '0x%x' $((addr - v + o)))
+		fi
+	done < <(readelf -lW "$tmp/hit" | grep ' LOAD ')
 	echo "p:kpwbench/u $tmp/hit:$off" >>"$tracefs/uprobe_events"
 	echo "r:kpwbench/ur $tmp/hit:$off" >>"$tracefs/uprobe_events"
 	mkdir -p "$inst"

@@ -2,7 +2,11 @@
 // the new text segment: out-of-line slots (the relocated copy of a probed
 // instruction, followed by a jmp back to the instruction after the probe, as the
 // kernel's kprobe insn slots are), the jmp rel32 the entry stub of a probe-less
-// rewrite is, and the instruction relocation both need.
+// rewrite is, and the instruction relocation they and the detour buffers of
+// jump-optimized probes need. A whole DCR (the instructions a probe's 5-byte jmp
+// replaces) is relocated as one block by RelocateRegion; the detour template around
+// it comes from the runtime object (runtime.Detour), so the only machine code Go
+// makes is relocation.
 //
 // Relocating one instruction from pc to a new address at keeps what it does:
 //
@@ -16,9 +20,13 @@
 //     "sandwich" uprobes and E9Patch use: the instruction with rel8 = 2, a jmp
 //     rel8 over the next instruction, and a jmp rel32 to the original target;
 //   - with Options.CallPushJmp, a direct call becomes "push the original return
-//     address; jmp target", so the callee, C++ unwinding and backtraces see the
-//     original return address (detour buffers need this; a single-stepped slot
-//     does not, the runtime fixes the pushed address after the step);
+//     address; jmp target" and an indirect one "push the original return address;
+//     jmp *operand" (the same operand: ModRM.reg 2 becomes 4), so the callee, C++
+//     unwinding and backtraces see the original return address (detour buffers need
+//     this; a single-stepped slot does not, the runtime fixes the pushed address after
+//     the step). The push is "push $imm32" when the address fits and the code does
+//     not move, else (Options.PIC, a PIE) "push %rax; lea ret(%rip),%rax; xchg
+//     %rax,(%rsp)"; operands that read %rsp are refused;
 //   - any other instruction is copied as it is.
 //
 // Every new displacement is checked to fit in 32 bits. Lengths depend only on the

@@ -44,7 +44,7 @@ static void __kprobes handler_post(struct kprobe *p, struct pt_regs *regs,
  */
 static int handler_fault(struct kprobe *p, struct pt_regs *regs, int trapnr)
 {
-	pr_info("fault_handler: p->addr = 0x%p, trap #%d, at ip 0x%lx\n", p->addr, trapnr, regs->ip);
+	pr_info("p->addr = 0x%p, trap #%d, at ip 0x%lx\n", p->addr, trapnr, regs->ip);
 	/* Return 0 because we don't handle the fault. */
 	return 0;
 }

@@ -10,6 +10,7 @@ import (
 
 	"kprewrite/elfio"
 	"kprewrite/internal/eventdef"
+	"kprewrite/internal/handlers"
 )
 
 // probeDef is one event definition with where it came from and the address it resolves
@@ -19,6 +20,8 @@ type probeDef struct {
 	Origin string // "-e #2" or "probes.txt:7"
 	Addr   uint64
 	Func   *elfio.Func // function holding Addr, when known
+	// Handler is the C handler file's declaration this definition stands for (--handlers).
+	Handler *handlers.Probe
 }
 
 // readDefs gathers definitions from -e flags and -f files, in that order. Blank lines

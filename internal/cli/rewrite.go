@@ -17,11 +17,13 @@ import (
 const TraceSuffix = ".trace"
 
 func runRewrite(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--trace PATH] BINARY", stdout)
+	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--handlers FILE.c]... [--trace PATH] BINARY", stdout)
 	out := fs.String("o", "", "output file (written atomically; required)")
 	var exprs, files multiFlag
 	fs.Var(&exprs, "e", "probe event definition, e.g. 'p:grp/ev func+4 a=%di' or 'r:ev func $retval' (repeatable)")
 	fs.Var(&files, "f", "file of probe event definitions, one per line (repeatable)")
+	var hfiles multiFlag
+	fs.Var(&hfiles, "handlers", "C handler file declaring probes with DEFINE_KPROBE/DEFINE_KRETPROBE (kprewrite.h, see `kprewrite include`), compiled with gcc and linked in (repeatable)")
 	noBoost := fs.Bool("no-boost", false, "single-step every int3 probe (kinds k and r, two traps per hit); with --no-optimize, every probe")
 	noOpt := fs.Bool("no-optimize", false, "no jump-optimized probes: every probe is an int3 (kinds k, b, r, rb)")
 	verify := fs.Bool("verify-regions", false, "instead of a jmp, put an int3 on each would-be-optimized probe and on every other byte of its DCR; the program runs correctly and `kprewrite profile` reports every byte reached (violations)")
@@ -80,6 +82,12 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	hset, hdefs, err := compileHandlers(hfiles, defs, stderr)
+	if err != nil {
+		return err
+	}
+	defs = append(defs, hdefs...)
+	opt.Handlers = hset
 	f, err := elfio.Open(pos[0])
 	if err != nil {
 		return err
@@ -95,7 +103,7 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 		}
 		opt.Analysis = bin
 		for _, d := range defs {
-			probes = append(probes, rewriter.Probe{Origin: d.Origin, Def: d.Probe, Addr: d.Addr})
+			probes = append(probes, rewriter.Probe{Origin: d.Origin, Def: d.Probe, Addr: d.Addr, Handler: d.Handler})
 		}
 	}
 	res, err := rewriter.Rewrite(f, probes, opt)

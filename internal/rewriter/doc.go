@@ -9,17 +9,31 @@
 // The new sections hold, in order:
 //
 //	.kprewrite.rodata  image description | probe tables (struct kprw_header first) | runtime rodata
-//	.kprewrite.text    runtime text | out-of-line slots (16-byte aligned, int3 between)
+//	.kprewrite.text    runtime text | out-of-line slots (16-byte aligned, int3 between) |
+//	                   detour buffers and --verify-regions DCR slots (16-byte aligned)
 //	.kprewrite.data    runtime data
 //	.kprewrite.bss     runtime bss | struct kprw_probe_state[nprobes]
 //
 // Every piece is named in .symtab (kprewrite_desc, kprewrite_tables,
-// kprewrite_probe_state, kprewrite_slot.FUNC+0xOFF and the runtime's own symbols), so
-// objdump, gdb and perf can name what they see.
+// kprewrite_probe_state, kprewrite_slot.FUNC+0xOFF, kprewrite_detour.FUNC+0xOFF and the
+// runtime's own symbols), so objdump, gdb and perf can name what they see.
+//
+// Jump-optimized probes (kinds o and ro, the default wherever the analysis allows
+// and no post handler is needed) follow the runtime's recipe (dcr.go): the DCR is
+// relocated with trampolines.RelocateRegion (calls as push-original-return + jmp)
+// behind a copy of the runtime's detour template whose gate, index and call fields
+// are patched once the tables are encoded (runtime.Detour), and the DCR becomes
+// runtime.SiteJmp: jmp rel32 to the detour, int3 filler. With --verify-regions the
+// same sites are boosted int3 points whose slot is the relocated DCR then jmp back,
+// and every other DCR byte is an int3 point (PFInner, one TVerify pseudo-probe) whose
+// hit the runtime counts and records as a violation and, at an instruction boundary,
+// runs on from the matching suffix of the slot. Return probes and detours (which can
+// resume through iretq) both clear the CET shadow-stack property.
 //
 // The image description (Desc) is a framed JSON document at the start of
-// .kprewrite.rodata: the event definitions, the kind of each probe (k, b, r, rb), and
-// the runtime index of each probe. `kprewrite list` reads it with the tables
+// .kprewrite.rodata: the event definitions, the kind of each probe (k, b, o, r, rb,
+// ro, or verify for the inner-byte pseudo-probes, which the JSON lists compactly as
+// ranges), and the runtime index of each probe. `kprewrite list` reads it with the tables
 // (ReadImage); `kprewrite trace` and `profile` need it to name the events of trace
 // records (WriteTrace, Profile). The tables' header points at the frame
 // (runtime.RawHeader.Desc), and the runtime copies it into each trace file the image

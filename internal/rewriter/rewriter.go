@@ -12,6 +12,7 @@ import (
 	"kprewrite/analysis"
 	"kprewrite/elfio"
 	"kprewrite/internal/eventdef"
+	"kprewrite/internal/handlers"
 	"kprewrite/internal/objlink"
 	"kprewrite/patch"
 	"kprewrite/runtime"
@@ -23,6 +24,9 @@ type Probe struct {
 	Origin string          // where the definition came from, for messages
 	Def    *eventdef.Probe // the parsed definition
 	Addr   uint64          // the probed address (the function entry for return probes)
+	// Handler is set for a probe a C handler file declares (Options.Handlers); Def is
+	// then its "p:handlers/NAME SITE" definition (see handlers.go).
+	Handler *handlers.Probe
 }
 
 // Options tune Rewrite.
@@ -41,9 +45,9 @@ type Options struct {
 	Exclude []string
 	// OptimizedOnly refuses probes that cannot be jump-optimized (--optimized-only).
 	OptimizedOnly bool
-	SkipRefused bool   // leave out probes the analysis refuses (Result.Refused) instead of failing
-	TracePath   string // default trace file written into the image ("" = none unless KPREWRITE_TRACE)
-	TraceSize   uint64 // record area of a new trace file (0 = the runtime's default)
+	SkipRefused   bool   // leave out probes the analysis refuses (Result.Refused) instead of failing
+	TracePath     string // default trace file written into the image ("" = none unless KPREWRITE_TRACE)
+	TraceSize     uint64 // record area of a new trace file (0 = the runtime's default)
 	// Disable registers events disabled, with KPREWRITE_DISABLE's syntax: "all", "ev",
 	// "grp/ev", "grp/*".
 	Disable   []string
@@ -51,6 +55,9 @@ type Options struct {
 	Debug     bool   // the runtime reports its start-up on stderr
 	// Analysis is the input's analysis when the caller already has it.
 	Analysis *analysis.Binary
+	// Handlers are the compiled C handler files (--handlers); their probes are in the
+	// probe list with Probe.Handler set.
+	Handlers *handlers.Set
 }
 
 // Result is a rewritten image.
@@ -97,7 +104,8 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 		if p.Def == nil || p.Def.Delete {
 			return nil, fmt.Errorf("%s: not a probe definition", p.Origin)
 		}
-		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return}
+		// a C handler's post_handler needs the probed instruction single-stepped
+		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return, NeedPost: p.Handler != nil && p.Handler.Post}
 	}
 	excl, err := patch.ParseExcludes(opt.Exclude, b.Funcs)
 	if err != nil {
@@ -156,6 +164,7 @@ type gen struct {
 	desc    *Desc
 	anyRet  bool
 	symbols map[string]uint64
+	hrefs   []handlerRef // C handler probes in the tables (handlers.go)
 }
 
 func (g *gen) run() (*Result, error) {
@@ -184,11 +193,18 @@ func (g *gen) run() (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime object: %w", err)
 	}
-	lk, err := objlink.New(obj)
+	hobjs, err := g.handlerObjects()
 	if err != nil {
-		return nil, fmt.Errorf("runtime object: %w", err)
+		return nil, err
+	}
+	lk, err := objlink.New(append([]*objlink.Object{obj}, hobjs...)...)
+	if err != nil {
+		return nil, fmt.Errorf("link the runtime and the C handlers: %w", err)
 	}
 	rs := lk.Sizes()
+	if err := g.reserveAbsSlots(lk); err != nil {
+		return nil, err
+	}
 
 	// Sizes: measure the tables with placeholder addresses (their size does not
 	// depend on them) and the description.
@@ -216,9 +232,12 @@ func (g *gen) run() (*Result, error) {
 	}
 	tablesAddr := layout.RodataAddr + tablesOff
 	stateAddr := layout.BSSAddr + stateOff
-	out, err := lk.Link(objlink.Bases{Text: layout.TextAddr, Rodata: layout.RodataAddr + rtRodataOff, Data: layout.DataAddr, BSS: layout.BSSAddr}, nil)
+	out, err := lk.Link(objlink.Bases{Text: layout.TextAddr, Rodata: layout.RodataAddr + rtRodataOff, Data: layout.DataAddr, BSS: layout.BSSAddr}, g.programSymbol)
 	if err != nil {
 		return nil, fmt.Errorf("link runtime: %w", err)
+	}
+	if err := g.placeHandlers(out); err != nil {
+		return nil, err
 	}
 	if err := g.slots.Place(layout.TextAddr + slotsOff); err != nil {
 		return nil, err
@@ -362,7 +381,7 @@ func (g *gen) makeEvents() error {
 		g.evOf[i] = len(g.events)
 		g.events = append(g.events, ev)
 		g.desc.Events = append(g.desc.Events, DescEvent{ID: id, Group: p.Def.Group, Name: p.Def.Event, Def: p.Def.Def,
-			Origin: p.Origin, Return: p.Def.Return, Disabled: disabled})
+			Origin: p.Origin, Return: p.Def.Return, Disabled: disabled || (p.Handler != nil && p.Handler.Disabled)})
 	}
 	if needSyms {
 		fns := g.b.Funcs
@@ -429,6 +448,9 @@ func (g *gen) makeTables() error {
 				q.Type = runtime.TKretprobe
 				q.MaxActive = uint32(def.MaxActive)
 			}
+			if g.probes[ri].Handler != nil {
+				g.handlerProbe(&q, ri, len(g.tables.Points), len(rp.Probes))
+			}
 			rp.Probes = append(rp.Probes, q)
 		}
 		g.tables.Points = append(g.tables.Points, rp)
@@ -466,6 +488,7 @@ func (g *gen) imageID() uint64 {
 	}
 	fmt.Fprintf(h, "\x00%v\x00%v\x00%s\x00%d\x00%q\x00%s", g.opt.NoBoost, g.opt.SkipRefused, g.opt.TracePath, g.opt.TraceSize, g.opt.Disable, g.tables.ImageName)
 	fmt.Fprintf(h, "\x00%v\x00%v\x00%q\x00%v", g.opt.NoOptimize, g.opt.VerifyRegions, g.opt.Exclude, g.opt.OptimizedOnly)
+	g.hashHandlers(h)
 	id := binary.LittleEndian.Uint64(h.Sum(nil))
 	if id == 0 {
 		id = 1

@@ -103,6 +103,9 @@ func (fm *Formatter) Line(r *runtime.Record) (string, error) {
 	if r.Type == runtime.RecViolation {
 		return fm.violationLine(r)
 	}
+	if r.Type == runtime.RecPrintk {
+		return printkLine(r), nil // trace_printk() of a C handler (handlers.go)
+	}
 	e := fm.event(r.ImageID, r.EventID)
 	if e == nil {
 		fm.Unknown++

@@ -230,9 +230,13 @@ static inline unsigned long get_kretprobe_retaddr(struct kretprobe_instance *ri)
 	struct kretprobe name = {.kp.symbol_name = site, __VA_ARGS__}
 
 /* KPREWRITE_PROGRAM_SYMBOL(name) lets handlers use a function or variable of the probed
- * program (declare it as usual as well). It runs in the handler's context: a function of
- * the program that takes locks, allocates or uses vector registers is not safe there. */
-#define KPREWRITE_PROGRAM_SYMBOL(name) KPREWRITE_DECL_("extern", name, "")
+ * program: declare it as usual first, then name it here (which also makes references to
+ * it direct, PC-relative: the program is in the same image). It runs in the handler's
+ * context: a function of the program that takes locks, allocates or uses vector
+ * registers is not safe there. */
+#define KPREWRITE_PROGRAM_SYMBOL(name)         \
+	KPREWRITE_DECL_("extern", name, ""); \
+	extern __typeof__(name) name __attribute__((visibility("hidden")))
 
 /* The runtime's functions are linked into the same image: direct calls, no GOT. */
 #pragma GCC visibility push(hidden)

@@ -1,7 +1,8 @@
 /*
  * rt_printf.c - formatted output for C handlers: vsnprintf (the C99 conversions on
  * integers, strings and pointers, and the kernel's rule that %p followed by letters is
- * one conversion: %pS, %px ... print the pointer), printk to stderr, trace_printk into
+ * one conversion: %pS, %px ... print the pointer, as 16 hex digits without 0x like the
+ * kernel's %px), printk to stderr, trace_printk into
  * the trace file. No floating point (handlers are built -mgeneral-regs-only).
  */
 #define KPRW_RUNTIME_INTERNAL
@@ -183,10 +184,11 @@ __attribute__((visibility("hidden"))) int kprewrite_vsnprintf(char *buf, size_t 
 			/* the kernel's extensions (%pS, %px, %pK ...) are one conversion: the pointer */
 			while ((*fmt >= 'a' && *fmt <= 'z') || (*fmt >= 'A' && *fmt <= 'Z') || (*fmt >= '0' && *fmt <= '9'))
 				fmt++;
+			/* as the kernel prints it: 16 hex digits, no 0x (samples write "0x%p") */
 			if (!p)
 				string(&o, "(null)", flags, width, -1);
 			else
-				number(&o, (unsigned long)p, 0, 16, (flags & F_LEFT) | F_ALT, width, -1);
+				number(&o, (unsigned long)p, 0, 16, (flags & F_LEFT) | F_ZERO, width > 0 ? width : 16, -1);
 			break;
 		}
 		case '%':

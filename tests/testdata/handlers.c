@@ -18,6 +18,7 @@ KPREWRITE_PROGRAM_SYMBOL(alt);
 enum mode { OBSERVE, CHANGE, REDIRECT, REENTER, DISABLE, ENABLE, INJECT, FAULT };
 
 static int add_pre, add_post, sub_pre, add_faults, bad;
+static long *volatile bad_ptr = (long *)8;
 extern struct kprobe kp_add;
 
 static int pre_add(struct kprobe *p, struct pt_regs *regs)
@@ -29,7 +30,7 @@ static int pre_add(struct kprobe *p, struct pt_regs *regs)
 	if (hmode == CHANGE)
 		regs->si = 100;
 	if (hmode == FAULT)
-		hseen[1] = *(volatile long *)8; /* faults: fault_add, then the runtime reports it */
+		hseen[1] = *bad_ptr; /* faults: fault_add, then the runtime reports it */
 	return 0;
 }
 

@@ -249,9 +249,9 @@
 // # Stack use
 //
 // From gcc -fstack-usage over the call graph (TestStackUsage, stack_usage.txt):
-// SIGTRAP handler 632 bytes, detour 784 bytes including the red zone and pt_regs,
-// return trampoline 616 bytes including its pt_regs, start-up 680 bytes; user handlers
-// come on top, and the kernel's signal frame (ucontext and xsave area, ~1-3.5 KiB
+// SIGTRAP handler 600 bytes, detour 736 bytes including the red zone and pt_regs,
+// return trampoline 600 bytes including its pt_regs, start-up 856 bytes (the guarded
+// call of a C handler included; measured 2026-11); user handlers come on top, and the kernel's signal frame (ucontext and xsave area, ~1-3.5 KiB
 // depending on the CPU) on top of the SIGTRAP handler.
 //
 // # Costs

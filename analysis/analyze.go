@@ -530,6 +530,12 @@ func (b *Binary) symbolAndRelocEdges() []edge {
 		if s.Type == elf.STT_SECTION || s.Type == elf.STT_FILE || s.Shndx == uint16(elf.SHN_UNDEF) || s.Shndx == uint16(elf.SHN_ABS) {
 			continue
 		}
+		// Go's scheduler gives every goroutine the fake return address
+		// goexit+PCQuantum, computed from the function's address, so the byte
+		// after goexit's first instruction is entered by a return.
+		if s.Name == "runtime.goexit" || s.Name == "runtime.goexit.abi0" {
+			b.addTarget(&out, s.Value+1, uint64(i), ekSymbol)
+		}
 		// A local label only names an address; code that uses it shows up as a
 		// branch, lea or data edge. An exported symbol may be entered from
 		// another module.

@@ -419,6 +419,9 @@ func (b *Binary) edgeReason(e *edge, region string) (string, string) {
 		if int(e.src) < len(b.File.Symbols) {
 			name = b.File.Symbols[e.src].Name
 		}
+		if int(e.src) < len(b.File.Symbols) && b.File.Symbols[e.src].Value != e.dst {
+			return RuleAddrTakenInDCR, fmt.Sprintf("%#x, derived from symbol %q (Go's goexit+PCQuantum fake return address), lies inside %s", e.dst, name, region)
+		}
 		return RuleAddrTakenInDCR, fmt.Sprintf("symbol %q is at %#x inside %s", name, e.dst, region)
 	}
 	return RuleJumpIntoDCR, fmt.Sprintf("edge from %#x to %#x inside %s", e.src, e.dst, region)

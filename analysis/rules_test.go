@@ -3,8 +3,11 @@ package analysis
 import (
 	"bytes"
 	"crypto/sha256"
+	"os"
 	"strings"
 	"testing"
+
+	"kprewrite/elfio"
 )
 
 // rulesSrc builds exact byte patterns with top-level asm, one function per
@@ -678,4 +681,29 @@ func TestEveryRuleFires(t *testing.T) {
 		buf.WriteString(id + " ")
 	}
 	t.Logf("fired: %s", buf.String())
+}
+
+// TestGoexitReturnAddress: Go goroutines return to runtime.goexit+1, an address no
+// instruction of the binary names, so goexit's entry must never be jump-optimized.
+func TestGoexitReturnAddress(t *testing.T) {
+	const goTool = "/usr/local/go/bin/go"
+	if _, err := os.Stat(goTool); err != nil {
+		t.Skip("no Go toolchain binary to analyse")
+	}
+	f, err := elfio.Open(goTool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Analyze(f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, ok := b.Funcs.ByName("runtime.goexit.abi0")
+	if !ok {
+		t.Skip("runtime.goexit.abi0 not in the Go binary")
+	}
+	s := b.Check(SiteRequest{Addr: fn.Addr})
+	if s.Verdict == Optimize || !s.Has(RuleAddrTakenInDCR) {
+		t.Errorf("runtime.goexit: %s", s.String())
+	}
 }

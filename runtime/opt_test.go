@@ -295,7 +295,9 @@ func TestTraceClock(t *testing.T) {
 	if r.status != 0 || r.trace == nil || len(r.trace.Records) != 251 {
 		t.Fatalf("exit %v, trace %v", r.status, r.trace)
 	}
-	const slack = 2000 // ns: the tracer prints microseconds
+	// ns: a loaded 2-vCPU machine preempts between the clock reads and the hit; a
+	// 0.1% clock-rate error still shows as 50 us over the 50 ms run.
+	const slack = 20000
 	for i, rec := range r.trace.Records[:250] {
 		lo, hi, ok := strings.Cut(r.vals[fmt.Sprintf("t%d", i)], ",")
 		a, err1 := strconv.ParseInt(lo, 10, 64)

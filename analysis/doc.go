@@ -40,7 +40,12 @@
 // inside a DCR the index does not already forbid. Anything computed (add, lea
 // arithmetic, 32-bit loads, values reloaded from stack slots, which may be
 // spilled table arithmetic) is unresolved: the function and every fragment
-// linked to it by direct branches cannot be jump-optimized.
+// linked to it by direct branches cannot be jump-optimized. A memory operand
+// based on %rsp is a stack slot; one based on %rbp is one too unless every
+// path to it sets %rbp to an ordinary pointer (loaded through a non-stack
+// pointer, copied from an argument or a call's result, a constant, or such a
+// pointer plus a constant), as code built with -fomit-frame-pointer does.
+// The caller's %rbp, a popped one or one derived from %rsp is a frame pointer.
 //
 // Assumptions this rests on, stated so they can be checked: label addresses
 // (GNU C &&label) are only jumped to from their own function; indirect calls

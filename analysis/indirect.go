@@ -993,7 +993,7 @@ func (b *Binary) pointerJump(fc *fcode, j int) (bool, string) {
 			}
 			return true, fmt.Sprintf("tail call through the pointer at %#x (%s)", slot, where)
 		}
-		if f := gprFam(a.Base); f == rSP || f == rBP {
+		if f := gprFam(a.Base); f == rSP || f == rBP && !(&walker{b: b, home: fc}).notStack(loc{fc, j}, rBP) {
 			return false, "jmp through a stack slot (a spilled value whose origin is not followed)"
 		}
 		return true, "jmp through a code pointer loaded from memory"
@@ -1188,7 +1188,7 @@ func (b *Binary) pointerReg(fc *fcode, j, fam int) (bool, string) {
 			case xp.Op == x86asm.MOV && full:
 				switch src := xp.Args[1].(type) {
 				case x86asm.Mem:
-					if f := gprFam(src.Base); f == rSP || f == rBP {
+					if stackMem(w, pl, src) {
 						// A spill slot may hold a value computed from a
 						// table: we do not follow values through memory.
 						return false, fmt.Sprintf("the target is reloaded from the stack slot at %#x (a spilled value whose origin is not followed)", pa)
@@ -1209,7 +1209,7 @@ func (b *Binary) pointerReg(fc *fcode, j, fam int) (bool, string) {
 				stack = append(stack, item{pl, it.fam}) // condition false: the old value
 				switch src := xp.Args[1].(type) {
 				case x86asm.Mem:
-					if f := gprFam(src.Base); f == rSP || f == rBP {
+					if stackMem(w, pl, src) {
 						return false, fmt.Sprintf("the target is reloaded from the stack slot at %#x (a spilled value whose origin is not followed)", pa)
 					}
 					loads++
@@ -1249,6 +1249,111 @@ func (b *Binary) pointerReg(fc *fcode, j, fam int) (bool, string) {
 		parts = append(parts, "a constant")
 	}
 	return true, "jmp to a code pointer " + strings.Join(parts, ", ")
+}
+
+// stackMem reports whether memory operand m of instruction l may be a stack
+// slot: it is based on %rsp, or on %rbp unless %rbp holds an ordinary
+// (non-stack) pointer there on every path (code built with
+// -fomit-frame-pointer uses %rbp as a general register).
+func stackMem(w *walker, l loc, m x86asm.Mem) bool {
+	switch gprFam(m.Base) {
+	case rSP:
+		return true
+	case rBP:
+		return !w.notStack(l, rBP)
+	}
+	return false
+}
+
+// notStack reports whether register fam holds a value that does not point
+// into the stack on entry to instruction start, on every path: each reaching
+// definition is a 64-bit load through such a pointer (or %rip, or an
+// absolute address), a copy of such a register, an immediate, a %rip-relative
+// lea, a call's return value, an argument, or such a pointer adjusted by a
+// constant. %rsp, pop, the caller's %rbp or %rsp (a frame pointer) and
+// anything else make it answer false: when unsure, the slot is a stack slot.
+func (w *walker) notStack(start loc, fam int) bool {
+	type item struct {
+		l   loc
+		fam int
+	}
+	seen := map[walkItem]bool{}
+	stack := []item{{start, fam}}
+	for budget := 4096; len(stack) > 0; budget-- {
+		if budget == 0 {
+			return false
+		}
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		key := walkItem{it.l.fc.idx, it.l.i, it.fam}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		preds, entry, why := w.preds(it.l.fc, it.l.i)
+		if why != "" || entry && (it.fam == rSP || it.fam == rBP) {
+			return false
+		}
+		// follow requires register r (of an address or a copy) to be a
+		// non-stack value before instruction p.
+		follow := func(p loc, r x86asm.Reg) bool {
+			f, fw, ok := gpr(r)
+			if !ok || fw != 8 || f == rSP {
+				return false
+			}
+			stack = append(stack, item{p, f})
+			return true
+		}
+		for _, p := range preds {
+			xp := p.fc.x(p.i)
+			if xp == nil {
+				return false
+			}
+			if gprWrites(xp)&famBit(it.fam) == 0 {
+				stack = append(stack, item{p, it.fam})
+				continue
+			}
+			dst, _ := xp.Args[0].(x86asm.Reg)
+			if df, dw, ok := gpr(dst); !ok || df != it.fam || dw != 8 {
+				if xp.Op == x86asm.CALL && it.fam == rAX {
+					continue // a call's return value
+				}
+				return false
+			}
+			switch xp.Op {
+			case x86asm.MOV, x86asm.LEA:
+				switch src := xp.Args[1].(type) {
+				case x86asm.Imm:
+				case x86asm.Reg:
+					if xp.Op != x86asm.MOV || !follow(p, src) {
+						return false
+					}
+				case x86asm.Mem:
+					if src.Segment != 0 || src.Base == x86asm.RIP && !p.fc.insts[p.i].in.RIPRel {
+						return false
+					}
+					if src.Base != 0 && src.Base != x86asm.RIP && !follow(p, src.Base) {
+						return false
+					}
+					// An index with scale 1 may be the pointer; a scaled
+					// one is an offset.
+					if src.Index != 0 && src.Scale == 1 && !follow(p, src.Index) {
+						return false
+					}
+				default:
+					return false
+				}
+			case x86asm.ADD, x86asm.SUB:
+				if !isImm(xp.Args[1]) {
+					return false
+				}
+				stack = append(stack, item{p, it.fam})
+			default:
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func isCMOV(op x86asm.Op) bool {

@@ -1,5 +1,7 @@
 package runtime
 
+import "strings"
+
 // The Go mirror of include/kprewrite_abi.h. The Raw* structs have exactly the C layout
 // when written with encoding/binary (little-endian, no padding); abi_test.go compiles
 // the header and checks every field offset and struct size against them.
@@ -183,7 +185,10 @@ const (
 	SGEpollPwait     = 12
 	SGSyscall        = 13
 	SGPpollChk       = 14
-	SGMax            = 14
+	// SGThrow is a function that throws a C++ exception (appended): wrapped whenever
+	// return probes exist, it flushes the thread's return-probe instances first.
+	SGThrow = 15
+	SGMax   = 15
 )
 
 // SigGuardFuncs maps the dynamic symbol names the rewriter looks for (the relocation's
@@ -192,8 +197,25 @@ var SigGuardFuncs = map[string]uint32{
 	"sigaction": SGSigaction, "signal": SGSignal, "bsd_signal": SGSignal, "sysv_signal": SGSysvSignal,
 	"__sysv_signal": SGSysvSignal, "sigset": SGSigset, "sighold": SGSighold, "sigignore": SGSigignore,
 	"sigprocmask": SGSigprocmask, "pthread_sigmask": SGPthreadSigmask, "sigsuspend": SGSigsuspend,
-	"ppoll": SGPpoll, "__ppoll_chk": SGPpollChk, "pselect": SGPselect, "epoll_pwait": SGEpollPwait,
-	"syscall": SGSyscall,
+	"ppoll": SGPpoll, "__ppoll_chk": SGPpollChk, "pselect": SGPselect, "epoll_pwait": SGEpollPwait, "syscall": SGSyscall,
+	"__cxa_throw": SGThrow, "__cxa_rethrow": SGThrow, "_Unwind_RaiseException": SGThrow,
+	"_Unwind_Resume_or_Rethrow": SGThrow, "_ZSt17rethrow_exceptionNSt15__exception_ptr13exception_ptrE": SGThrow,
+}
+
+// SigGuardFunc returns the SG* function of a dynamic symbol name: SigGuardFuncs, and
+// SGThrow for libstdc++'s std::__throw_* helpers (_ZSt<n>__throw_<what>...), which
+// programs call from inlined library code (std::vector::at, std::stoi).
+func SigGuardFunc(name string) (uint32, bool) {
+	if f, ok := SigGuardFuncs[name]; ok {
+		return f, true
+	}
+	if rest, ok := strings.CutPrefix(name, "_ZSt"); ok {
+		rest = strings.TrimLeft(rest, "0123456789")
+		if len(rest) < len(name)-4 && strings.HasPrefix(rest, "__throw_") {
+			return SGThrow, true
+		}
+	}
+	return 0, false
 }
 
 // RawGotSlot is struct kprw_got_slot.
@@ -304,6 +326,9 @@ type RawStats struct {
 	Violations uint64 `c:"violations"` // --verify-regions: hits on inner DCR bytes
 	// HandlerFaults counts faults in C handlers (reported on stderr and recovered).
 	HandlerFaults uint64 `c:"handler_faults"`
+	// RPFlushed counts return-probe instances flushed by a C++ throw (their return
+	// handlers do not run).
+	RPFlushed uint64 `c:"rp_flushed"`
 }
 
 // RawTraceImage is struct kprw_trace_image.
@@ -372,7 +397,7 @@ const (
 	EventSize       = 40
 	ProbeStateSize  = 32
 	PtRegsSize      = 168
-	StatsSize       = 88 // was 64 before OptSlow and Violations, 80 before HandlerFaults
+	StatsSize       = 96 // was 64 before OptSlow and Violations, 80 before HandlerFaults, 88 before RPFlushed
 	HooksSize       = 32
 	RecordSize      = 88
 	TraceImageSize  = 24

@@ -168,10 +168,23 @@
 // not a ret, which would mispredict every return above). Frames left by longjmp or
 // by a C++ exception are stale instances: reclaimed when a new entry reuses K, or when
 // the pool is empty and K no longer holds the trampoline (read fault-safely) or the
-// thread is dead. A C++ exception thrown THROUGH a return-probed frame finds the
+// thread is dead. A C++ exception thrown THROUGH a return-probed frame would find the
 // trampoline as that frame's return address; the trampoline has no unwind info, so the
-// unwinder stops and std::terminate aborts the program: the rewriter must not put return
-// probes on functions an exception can unwind through (or must add an FDE; not done).
+// unwinder would stop and std::terminate abort the program. Hence the signal guard's
+// throw wrappers (SGThrow, SigGuardFunc; installed whenever return probes exist, int3
+// or jump-optimized): the program's GOT words of __cxa_throw, __cxa_rethrow,
+// _Unwind_RaiseException, _Unwind_Resume_or_Rethrow, std::rethrow_exception and
+// libstdc++'s std::__throw_* helpers (what std::vector::at, std::stoi call) point at
+// stubs (src/throwstub.S, no frame of their own) that first flush this thread's
+// instances above the thrower, as the kernel flushes kretprobe instances: each word K
+// still holding the trampoline gets its original return address back and its
+// instances are released (RawStats.RPFlushed). The exception is then caught normally;
+// the return handlers of ALL flushed frames do not run, also of frames above the catch
+// that later return normally (their events are lost, nothing crashes). Still fatal
+// (std::terminate): a throw inside a shared library with its own GOT (std::bad_alloc
+// from operator new, a library's code throwing through a probed callback's caller), a
+// forced unwind (pthread_cancel, pthread_exit) through a probed frame, static programs
+// (no GOT to interpose), and KPREWRITE_SIGGUARD=off; the rewriter warns.
 // Shadow stacks (CET SHSTK) must be off when return probes are present.
 //
 // # Trace file and switches

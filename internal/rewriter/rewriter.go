@@ -330,9 +330,18 @@ func (g *gen) run() (*Result, error) {
 	g.desc.tablesAddr = tablesAddr
 	res := &Result{Image: img, Layout: layout, Plan: g.plan, Desc: g.desc, Refused: g.plan.Refused}
 	if g.anyRet && f.Section(".gcc_except_table") != nil {
-		// The unwinder finds no frame information for the return trampoline.
-		res.Warnings = append(res.Warnings, "the program uses exceptions: a C++ exception (or forced unwind) that leaves a function through "+
-			"its return probe's trampoline cannot be unwound and terminates the program, as with the kernel's uretprobes")
+		// The unwinder finds no frame information for the return trampoline: the
+		// runtime's throw wrappers put the original return addresses back first.
+		if g.throwGuarded() {
+			res.Warnings = append(res.Warnings, "the program uses exceptions: before a C++ exception is thrown from the program's own code, "+
+				"the runtime flushes the thread's pending return probes (the original return addresses are put back, so the exception is caught normally), "+
+				"and the return events of those frames are lost, also of frames above the catch; an exception thrown inside a shared library "+
+				"(such as std::bad_alloc from operator new) or a forced unwind (pthread_cancel) through a return-probed frame still terminates the program")
+		} else {
+			res.Warnings = append(res.Warnings, "the program uses exceptions: a C++ exception (or forced unwind) that leaves a function through "+
+				"its return probe's trampoline cannot be unwound and terminates the program, as with the kernel's uretprobes "+
+				"(no GOT entry of __cxa_throw to interpose: static program, or no throw in its own code)")
+		}
 	}
 	return res, nil
 }

@@ -185,7 +185,13 @@ struct kprw_header {
 #define KPRW_SG_EPOLL_PWAIT 12
 #define KPRW_SG_SYSCALL 13     /* syscall(SYS_rt_sigaction / rt_sigprocmask / rt_sigsuspend, ...) */
 #define KPRW_SG_PPOLL_CHK 14   /* __ppoll_chk (ppoll under _FORTIFY_SOURCE) */
-#define KPRW_SG_MAX 14
+/* appended: a function that throws a C++ exception (__cxa_throw, __cxa_rethrow,
+ * _Unwind_RaiseException, _Unwind_Resume_or_Rethrow, std::rethrow_exception, libstdc++'s
+ * std::__throw_* helpers). Wrapped whenever return probes exist (int3 or not): the
+ * wrapper puts back the original return addresses of this thread's return-probed frames
+ * (flushing their instances) so that the unwinder never meets the return trampoline. */
+#define KPRW_SG_THROW 15
+#define KPRW_SG_MAX 15
 
 struct kprw_got_slot {
 	kprw_u64 slot;      /* vaddr of the GOT word */
@@ -334,6 +340,8 @@ struct kprw_stats {
 	kprw_u64 violations;  /* --verify-regions: int3 hits on inner DCR bytes */
 	/* added for C handlers (appended) */
 	kprw_u64 handler_faults; /* faults in user handlers (reported on stderr, recovered) */
+	/* added for C++ exceptions (appended) */
+	kprw_u64 rp_flushed;  /* return-probe instances flushed by a throw (no return event) */
 };
 
 /*

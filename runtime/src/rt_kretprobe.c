@@ -266,3 +266,64 @@ void kprw_rethook(struct pt_regs *regs)
 	/* handlers may change the arithmetic flags, nothing else (as on the other paths) */
 	regs->flags = (flags & ~0x8d5ul) | (regs->flags & 0x8d5ul);
 }
+
+/* kprw_kretprobe_flush runs before a C++ exception is thrown (the signal guard's throw
+ * wrappers, src/throwstub.S), sp being the thrower's stack pointer at the call: every
+ * instance of this thread whose frame is above sp and whose return-address word still
+ * holds the trampoline gets its original return address written back and is released,
+ * as the kernel flushes kretprobe instances of frames it cannot return to. The unwinder
+ * then sees the real return addresses and finds every catch. The return handlers of
+ * these frames do not run, including frames above the catch that later return normally
+ * (their events are lost: counted in kprewrite_rt_stats.rp_flushed). Instances a fork
+ * child inherited (another pid) count as this thread's: the forking thread's frames. */
+void kprw_kretprobe_flush(uptr sp)
+{
+	u64 *keys = kprw_rt.ri_keys;
+	u64 tramp = (u64)(uptr)kprewrite_rt_rettramp;
+	if (!keys)
+		return;
+	u32 pid = kprw_pid(), tid = kprw_gettid(), n = 0;
+	for (u32 round = 0; round <= kprw_rt.ri_total; round++) {
+		/* one return-address word K per round: its newest instance whose saved return
+		 * address is not the trampoline (older ones of a chain at K saved the real one,
+		 * newer ones the trampoline; stale ones are older than the live one) */
+		uptr K = 0;
+		u32 best = ~0u;
+		u64 bestseq = 0;
+		for (u32 g = 0; g < kprw_rt.ri_total; g++) {
+			u64 k = atomic_load(&keys[g]);
+			if (k <= KEY_SETUP)
+				continue;
+			struct kprw_ri *r = inst(g, owner(g));
+			if ((r->pid == pid && r->ri.tid != tid) || r->ri.entry_sp < sp ||
+			    !KEY_MATCH(k, r->ri.entry_sp))
+				continue;
+			if (!K)
+				K = r->ri.entry_sp;
+			if (r->ri.entry_sp != K)
+				continue;
+			if (r->ri.ret_addr != tramp && (best == ~0u || r->seq > bestseq)) {
+				best = g;
+				bestseq = r->seq;
+			}
+		}
+		if (!K)
+			break;
+		u64 word = 0;
+		int live = kprw_read_user(&word, K, 8) == 8 && word == tramp && best != ~0u;
+		if (live)
+			*(volatile u64 *)K = inst(best, owner(best))->ri.ret_addr;
+		for (u32 g = 0; g < kprw_rt.ri_total; g++) {
+			u64 k = atomic_load(&keys[g]);
+			if (k <= KEY_SETUP || !KEY_MATCH(k, K))
+				continue;
+			struct kprw_ri *r = inst(g, owner(g));
+			if ((r->pid == pid && r->ri.tid != tid) || r->ri.entry_sp != K)
+				continue;
+			if (atomic_cas(&keys[g], &k, 0) && live)
+				n++;
+		}
+	}
+	if (n)
+		atomic_add(&kprewrite_rt_stats.rp_flushed, n);
+}

@@ -116,7 +116,7 @@ const (
 	TraceVersion      = 1
 	TraceHeaderSize   = 4096
 	TraceMaxImages    = 160
-	TraceCountersSize = 1 << 20
+	TraceCountersSize = 1 << 20    // the least counters_size of a new file (the header has the real one)
 	RecCommit         = 0x43525043 // "CPRC"
 	RecKprobe         = 1
 	RecKretprobe      = 2

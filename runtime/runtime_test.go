@@ -118,13 +118,13 @@ func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpe
 		t.Fatal(err)
 	}
 	defer f.Close()
-	syms := map[string]uint64{}
+	syms, symSize := map[string]uint64{}, map[string]uint64{}
 	ss, err := f.Symbols()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range ss {
-		syms[s.Name] = s.Value
+		syms[s.Name], symSize[s.Name] = s.Value, s.Size
 	}
 	img, err := os.ReadFile(exe)
 	if err != nil {
@@ -235,7 +235,7 @@ func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpe
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(enc.RO) > 65536 || enc.StateSize > 16384 {
+	if uint64(len(enc.RO)) > symSize["kp_tables"] || enc.StateSize > symSize["kp_state"] {
 		t.Fatalf("tables too big for the test program: %d, %d", len(enc.RO), enc.StateSize)
 	}
 	for _, d := range detours {

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "9512656aa17c145fb9a2302be1d2c332165e7206a44b5e4f323c6f33932ab0a6"
+const ObjectSHA256 = "e365f12224e2c254d44aec0e6284f69553c5118e76f4372928273dd5248872de"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -350,12 +350,15 @@ struct kprw_stats {
  *   [0, 4096)                          struct kprw_trace_hdr
  *   [data_off, data_off+data_size)     records, 8-byte aligned, back to back
  *   [counters_off, +counters_size)     per-image counters: {hit, nmissed} u64 pairs
+ * counters_size is chosen by the runtime that creates the file (at least
+ * KPRW_TRACE_COUNTERS_SIZE, more for an image with many probes); readers use the
+ * header's offsets and sizes, never the constant.
  */
 #define KPRW_TRACE_MAGIC "KPRWTRC1"
 #define KPRW_TRACE_VERSION 1
 #define KPRW_TRACE_HDR_SIZE 4096
 #define KPRW_TRACE_MAX_IMAGES 160
-#define KPRW_TRACE_COUNTERS_SIZE (1u << 20)
+#define KPRW_TRACE_COUNTERS_SIZE (1u << 20) /* the least counters_size of a new file */
 
 struct kprw_trace_image {
 	kprw_u64 image_id;     /* kprw_header.image_id */

@@ -104,13 +104,32 @@ static void register_image(struct kprw_trace_hdr *h, long fd)
 	}
 }
 
+/* counters_area sizes the counters area of a new file: room for the creating image's
+ * counters and ext record four times over (later images of the run, e.g. exec'd
+ * rewritten programs, register into the same area), at least KPRW_TRACE_COUNTERS_SIZE,
+ * the slack capped at 256 MiB (the file is sparse; untouched pages cost nothing). A file
+ * records its size in counters_size, so readers and later runtimes never assume it. */
+#define COUNTERS_SLACK_MAX (256ull << 20)
+
+static u64 counters_area(void)
+{
+	u64 need = (u64)kprw_rt.hdr->nprobes * 16 + sizeof(struct kprw_trace_image_ext);
+	u64 slack = 3 * need;
+	if (slack > COUNTERS_SLACK_MAX)
+		slack = COUNTERS_SLACK_MAX;
+	u64 area = need + slack;
+	if (area < KPRW_TRACE_COUNTERS_SIZE)
+		area = KPRW_TRACE_COUNTERS_SIZE;
+	return (area + 4095) & ~4095ull;
+}
+
 void kprw_trace_open(const char *path, u64 size, int prefault)
 {
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC | (kprw_rt.secure ? O_NOFOLLOW : 0);
 	long fd = sys3(SYS_open, (long)path, flags, 0644);
 	struct k_stat st;
 	u8 *map = NULL;
-	u64 total;
+	u64 total, csize = 0;
 
 	if (fd < 0) {
 		warn("cannot open", path, fd);
@@ -127,7 +146,8 @@ void kprw_trace_open(const char *path, u64 size, int prefault)
 		if (size < 4096)
 			size = 4096;
 		size = (size + 4095) & ~4095ull;
-		total = KPRW_TRACE_HDR_SIZE + size + KPRW_TRACE_COUNTERS_SIZE;
+		csize = counters_area();
+		total = KPRW_TRACE_HDR_SIZE + size + csize;
 		r = sys2(SYS_ftruncate, fd, (long)total);
 		if (r < 0) {
 			warn("cannot size", path, r);
@@ -152,7 +172,7 @@ void kprw_trace_open(const char *path, u64 size, int prefault)
 		h->data_off = KPRW_TRACE_HDR_SIZE;
 		h->data_size = size;
 		h->counters_off = KPRW_TRACE_HDR_SIZE + size;
-		h->counters_size = KPRW_TRACE_COUNTERS_SIZE;
+		h->counters_size = csize;
 		h->clock_id = 1;
 		struct k_timespec ts = {0, 0};
 		sys2(SYS_clock_gettime, 0, (long)&ts);

@@ -16,8 +16,12 @@
 #include <unistd.h>
 #include "kprewrite_abi.h"
 
-const unsigned char kp_tables[65536] __attribute__((used, aligned(64))) = {1};
-unsigned char kp_state[16384] __attribute__((used, aligned(64)));
+#ifndef KP_TABLES_SIZE /* tests with very many probes pass bigger ones with -D */
+#define KP_TABLES_SIZE 65536
+#define KP_STATE_SIZE 16384
+#endif
+const unsigned char kp_tables[KP_TABLES_SIZE] __attribute__((used, aligned(64))) = {1};
+unsigned char kp_state[KP_STATE_SIZE] __attribute__((used, aligned(64)));
 extern struct kprw_stats kprewrite_rt_stats;
 
 long t_add(long a, long b);

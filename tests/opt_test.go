@@ -29,15 +29,7 @@ import (
 // --verify-regions mode gives exactly the int3 trace, on every build.
 func TestOptBasic(t *testing.T) {
 	src := probedSource(t)
-	for _, build := range []struct {
-		name  string
-		flags []string
-	}{
-		{"pie", []string{"-O2", "-pthread"}},
-		{"nopie-cet", []string{"-O2", "-pthread", "-no-pie", "-fcf-protection=full"}},
-		{"static", []string{"-O2", "-pthread", "-static"}},
-		{"static-pie", []string{"-O2", "-pthread", "-static-pie"}},
-	} {
+	for _, build := range probedBuilds {
 		t.Run(build.name, func(t *testing.T) {
 			prog := testprog.Build(t, src, "c", build.flags...)
 			for _, mode := range []string{"optimize", "verify"} {

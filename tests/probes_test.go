@@ -183,19 +183,23 @@ func sameLines(t *testing.T, got, want []string) {
 	}
 }
 
+// probedBuilds are the builds of the probes corpus every probe mode is tested on: PIE,
+// non-PIE with endbr64 entries, static and static-pie.
+var probedBuilds = []struct {
+	name  string
+	flags []string
+}{
+	{"pie", []string{"-O2", "-pthread"}},
+	{"nopie-cet", []string{"-O2", "-pthread", "-no-pie", "-fcf-protection=full"}},
+	{"static", []string{"-O2", "-pthread", "-static"}},
+	{"static-pie", []string{"-O2", "-pthread", "-static-pie"}},
+}
+
 // TestProbesBasic: k, b, r and rb probes on every kind of probed instruction, in PIE,
 // non-PIE and static programs, with and without endbr64 entries.
 func TestProbesBasic(t *testing.T) {
 	src := probedSource(t)
-	for _, build := range []struct {
-		name  string
-		flags []string
-	}{
-		{"pie", []string{"-O2", "-pthread"}},
-		{"nopie-cet", []string{"-O2", "-pthread", "-no-pie", "-fcf-protection=full"}},
-		{"static", []string{"-O2", "-pthread", "-static"}},
-		{"static-pie", []string{"-O2", "-pthread", "-static-pie"}},
-	} {
+	for _, build := range probedBuilds {
 		t.Run(build.name, func(t *testing.T) {
 			prog := testprog.Build(t, src, "c", build.flags...)
 			for _, mode := range []string{"boost", "no-boost"} {

@@ -12,7 +12,8 @@
 //     out-of-line slot followed by a jmp back, one trap per hit; relative jmp, jcc,
 //     call, loop/jrcxz and ret are emulated by the runtime instead, with no slot;
 //   - "k" otherwise: the copy in the slot is single-stepped with the trap flag, and
-//     post handlers run after the step (two traps per hit); loop and jrcxz, whose
+//     post handlers run after the step (two traps per hit; with Options.Int3Step a
+//     copy that falls through ends with an int3 instead, the kernel's way since 5.15); loop and jrcxz, whose
 //     relocated copy is three instructions, are emulated in k mode too (post handlers
 //     then run after the emulation), as the kernel emulates branches since 5.15;
 //   - "o" (jump-optimized), tried first, when every probe on the point got the analysis' optimize

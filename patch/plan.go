@@ -64,6 +64,12 @@ type Options struct {
 	// VerifyRegions, that would not be): for programs that take SIGTRAP over (Go's
 	// runtime installs its own handler), where an int3 probe would kill them.
 	OptimizedOnly bool
+	// Int3Step (--single-step int3) ends the out-of-line copy of a single-stepped,
+	// boostable instruction with an int3 instead of single-stepping it with the trap
+	// flag (the kernel's x86 kprobes do so since 5.15): two int3 traps per hit instead of
+	// a trap and a debug exception, ~2.7x cheaper here. The default is the trap flag,
+	// as kprobes.rst describes "k".
+	Int3Step bool
 }
 
 // RuleNotOptimized is the reason a probe is refused with Options.OptimizedOnly.
@@ -494,10 +500,10 @@ func int3Point(pt *Point, code []byte, s *analysis.Site, needPost bool, opt Opti
 	if !s.Boostable && in.Kind != x86dec.KindJmp && in.Kind != x86dec.KindJcc && in.Kind != x86dec.KindRet {
 		pt.PFlags |= runtime.PFNoBoost
 	}
-	// A single-stepped copy that could have been boosted (it falls through) ends with
-	// an int3 instead of using the trap flag, as the kernel single-steps kprobes since
-	// 5.15: two int3 traps per hit, ~2.6x cheaper here than a trap-flag step.
-	if pt.XMode == runtime.XSStep && s.Boostable && in.Kind == x86dec.KindOther && pt.PFlags&runtime.PFPushf == 0 {
+	// With Options.Int3Step, a single-stepped copy that could have been boosted (it
+	// falls through) ends with an int3 instead of using the trap flag, as the kernel
+	// single-steps kprobes since 5.15: two int3 traps per hit, ~2.7x cheaper here.
+	if opt.Int3Step && pt.XMode == runtime.XSStep && s.Boostable && in.Kind == x86dec.KindOther && pt.PFlags&runtime.PFPushf == 0 {
 		opt := trampolines.SlotOptions{Step: true, Int3End: true}
 		if _, err := trampolines.SlotLen(code, site, opt); err == nil {
 			pt.SlotOpt = opt

@@ -48,9 +48,10 @@
 // emulate (jmp/jcc/call/ret/jrcxz/loop, then post handlers: 1 signal), boost (jump to
 // the slot: 1 signal), or single-step the slot copy with TF (2 signals; at TRAP_TRACE
 // ip and a pushed return address are moved from the slot back to the original code,
-// pushf's TF hidden, TF restored, post handlers run). A copy that falls through
-// (PFInt3Step, which the rewriter sets for every boostable single-stepped instruction)
-// is stepped as the kernel has stepped kprobes since 5.15: its slot is [copy][int3],
+// pushf's TF hidden, TF restored, post handlers run), as kprobes.rst describes "k". With
+// `rewrite --single-step int3` a copy that falls through (PFInt3Step, which the
+// rewriter then sets for every boostable single-stepped instruction) is stepped as
+// the kernel has stepped kprobes since 5.15: its slot is [copy][int3],
 // the thread resumes there without TF, and the int3's trap, found by its address alone
 // (src/rt_istep.c: nothing is kept per thread across the step), moves ip back and runs
 // the post handlers (not for a missed hit: the thread is then still in a handler of

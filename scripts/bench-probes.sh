@@ -71,6 +71,7 @@ while IFS='|' read -r kind def flags n; do
 	printf '| %s | `%s` | %s | %s | %s | %s |\n' "$kind" "$def" "${flags:-(default)}" "$shows" "$c" "$tr"
 done <<'KINDS'
 k|p:kpwbench/k target|--no-optimize --no-boost|100000
+k-int3|p:kpwbench/k target|--no-optimize --no-boost --single-step int3|100000
 b|p:kpwbench/b target|--no-optimize|100000
 o|p:kpwbench/o target||3000000
 r|r:kpwbench/r target|--no-optimize --no-boost|100000
@@ -109,5 +110,5 @@ else
 fi
 echo
 echo "Bare call of the unprobed twin: $bare ns. Bare int3 + SIGTRAP round trip: $int3 ns."
-awk -v b="${counting[b]}" -v k="${counting[k]}" -v t="$int3" 'BEGIN {
-	printf "b / bare int3 round trip = %.2f (goal <= 1.2); b / k = %.2f (goal <= 0.4)\n", b / t, b / k }'
+awk -v b="${counting[b]}" -v k="${counting[k]}" -v ki="${counting[k-int3]}" -v t="$int3" 'BEGIN {
+	printf "b / bare int3 round trip = %.2f (goal <= 1.2); b / k = %.2f (goal <= 0.4); b / k-int3 (--single-step int3) = %.2f\n", b / t, b / k, b / ki }'

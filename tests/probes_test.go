@@ -202,13 +202,16 @@ func TestProbesBasic(t *testing.T) {
 	for _, build := range probedBuilds {
 		t.Run(build.name, func(t *testing.T) {
 			prog := testprog.Build(t, src, "c", build.flags...)
-			for _, mode := range []string{"boost", "no-boost"} {
+			for _, mode := range []string{"boost", "no-boost", "no-boost-int3"} {
 				t.Run(mode, func(t *testing.T) {
 					dir := t.TempDir()
 					out := filepath.Join(dir, "probed")
 					flags := []string{"--no-optimize"} // int3 probes; opt_test.go has the optimized ones
-					if mode == "no-boost" {
-						flags = append(flags, "--no-boost")
+					switch mode {
+					case "no-boost":
+						flags = append(flags, "--no-boost") // k and r step with the trap flag
+					case "no-boost-int3":
+						flags = append(flags, "--no-boost", "--single-step", "int3")
 					}
 					rewriteWith(t, prog, out, basicDefs, flags...)
 					tr := filepath.Join(dir, "run.trace")
@@ -248,7 +251,7 @@ func TestProbesBasic(t *testing.T) {
 							t.Errorf("profile %s = %v, want %d hits 0 misses", ev, prof[ev], n)
 						}
 					}
-					checkList(t, out, mode == "no-boost")
+					checkList(t, out, mode != "boost")
 				})
 			}
 		})
@@ -572,7 +575,16 @@ func TestProbesDeterministic(t *testing.T) {
 		if testprog.HashFile(t, a) == testprog.HashFile(t, c) {
 			t.Error("--no-boost made no difference")
 		}
+		d := filepath.Join(dir, "d")
+		rewriteWith(t, prog, d, basicDefs, "--trace", "/tmp/x.trace", "--no-boost", "--single-step", "int3")
+		if testprog.HashFile(t, c) == testprog.HashFile(t, d) {
+			t.Error("--single-step int3 made no difference to --no-boost")
+		}
 		os.Remove(c)
+		os.Remove(d)
+		if code, _, stderr := kp("rewrite", "--single-step", "dr7", "-o", c, "-e", "p:kpw/add add", prog); code != 2 || !strings.Contains(stderr, "want tf or int3") {
+			t.Errorf("--single-step dr7: exit %d: %s", code, stderr)
+		}
 	}
 	code, _, stderr := kp("rewrite", "-o", c, "-e", "p:kpw/mid add+1", prog)
 	if code != 1 || !strings.Contains(stderr, "-e #1") || !strings.Contains(stderr, "not-boundary") {

@@ -17,7 +17,7 @@ import (
 const TraceSuffix = ".trace"
 
 func runRewrite(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--handlers FILE.c]... [--trace PATH] BINARY", stdout)
+	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--single-step tf|int3] [--handlers FILE.c]... [--trace PATH] BINARY", stdout)
 	out := fs.String("o", "", "output file (written atomically; required)")
 	var exprs, files multiFlag
 	fs.Var(&exprs, "e", "probe event definition, e.g. 'p:grp/ev func+4 a=%di' or 'r:ev func $retval' (repeatable)")
@@ -25,6 +25,7 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	var hfiles multiFlag
 	fs.Var(&hfiles, "handlers", "`FILE.c`: C handler file declaring probes with DEFINE_KPROBE/DEFINE_KRETPROBE (kprewrite.h, see kprewrite include), compiled with gcc and linked in (repeatable)")
 	noBoost := fs.Bool("no-boost", false, "single-step every int3 probe (kinds k and r, two traps per hit); with --no-optimize, every probe")
+	singleStep := fs.String("single-step", "tf", "how a single-stepped probe (k, r) runs its copied instruction: tf (the trap flag, as kprobes.rst describes; an int3 then a debug trap per hit) or int3 (the copy ends with a second int3, as x86 kprobes do since Linux 5.15; ~2.7x cheaper)")
 	noOpt := fs.Bool("no-optimize", false, "no jump-optimized probes: every probe is an int3 (kinds k, b, r, rb)")
 	verify := fs.Bool("verify-regions", false, "instead of a jmp, put an int3 on each would-be-optimized probe and on every other byte of its DCR; the program runs correctly and kprewrite profile reports every byte reached (violations)")
 	optOnly := fs.Bool("optimized-only", false, "refuse probes that cannot be jump-optimized (with --skip-refused: leave them out); for programs that take SIGTRAP over, such as Go programs")
@@ -50,6 +51,13 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	}
 	opt := rewriter.Options{NoBoost: *noBoost, SkipRefused: *skip, Debug: *debug, ImageName: filepath.Base(*out),
 		NoOptimize: *noOpt, VerifyRegions: *verify, Exclude: excludes, OptimizedOnly: *optOnly}
+	switch *singleStep {
+	case "tf":
+	case "int3":
+		opt.Int3Step = true
+	default:
+		return usageErr("--single-step %q: want tf or int3", *singleStep)
+	}
 	if *optOnly && *noOpt {
 		return usageErr("--optimized-only and --no-optimize exclude each other")
 	}

@@ -45,9 +45,12 @@ type Options struct {
 	Exclude []string
 	// OptimizedOnly refuses probes that cannot be jump-optimized (--optimized-only).
 	OptimizedOnly bool
-	SkipRefused   bool   // leave out probes the analysis refuses (Result.Refused) instead of failing
-	TracePath     string // default trace file written into the image ("" = none unless KPREWRITE_TRACE)
-	TraceSize     uint64 // record area of a new trace file (0 = the runtime's default)
+	// Int3Step (--single-step int3): single-stepped copies of boostable instructions
+	// end with an int3 instead of running under the trap flag (see patch.Options).
+	Int3Step    bool
+	SkipRefused bool   // leave out probes the analysis refuses (Result.Refused) instead of failing
+	TracePath   string // default trace file written into the image ("" = none unless KPREWRITE_TRACE)
+	TraceSize   uint64 // record area of a new trace file (0 = the runtime's default)
 	// Disable registers events disabled, with KPREWRITE_DISABLE's syntax: "all", "ev",
 	// "grp/ev", "grp/*".
 	Disable   []string
@@ -112,7 +115,7 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	plan, err := patch.MakePlan(b, reqs, patch.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused,
-		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: excl, OptimizedOnly: opt.OptimizedOnly})
+		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: excl, OptimizedOnly: opt.OptimizedOnly, Int3Step: opt.Int3Step})
 	if err != nil {
 		return nil, err
 	}
@@ -496,7 +499,7 @@ func (g *gen) imageID() uint64 {
 		fmt.Fprintf(h, "\x00%s\x00%#x", p.Def.Def, p.Addr)
 	}
 	fmt.Fprintf(h, "\x00%v\x00%v\x00%s\x00%d\x00%q\x00%s", g.opt.NoBoost, g.opt.SkipRefused, g.opt.TracePath, g.opt.TraceSize, g.opt.Disable, g.tables.ImageName)
-	fmt.Fprintf(h, "\x00%v\x00%v\x00%q\x00%v", g.opt.NoOptimize, g.opt.VerifyRegions, g.opt.Exclude, g.opt.OptimizedOnly)
+	fmt.Fprintf(h, "\x00%v\x00%v\x00%q\x00%v\x00%v", g.opt.NoOptimize, g.opt.VerifyRegions, g.opt.Exclude, g.opt.OptimizedOnly, g.opt.Int3Step)
 	g.hashHandlers(h)
 	id := binary.LittleEndian.Uint64(h.Sum(nil))
 	if id == 0 {

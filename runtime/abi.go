@@ -77,6 +77,10 @@ const (
 	// trap ends the step and runs the post handlers. Only for a copy that falls through
 	// (no PFBranch, PFCall, PFPushf); the slot has no jmp back.
 	PFInt3Step = 0x40
+	// PFCount marks a count-only detour (rewrite --count-only): an XOptimized point whose
+	// probes are plain event kprobes; the detour only increments their hit counters in the
+	// counter window (RawHeader.Counters) and never calls the runtime (CountDetour).
+	PFCount = 0x80
 )
 
 // Probe types and flags (RawProbe).
@@ -165,6 +169,9 @@ type RawHeader struct {
 	DescSize  uint32 `c:"desc_size"` // its bytes
 	Reserved2 uint32 `c:"reserved2"`
 	SigGuard  uint64 `c:"sigguard"` // vaddr of RawSigGuard, 0 = none
+	// appended (HeaderSize was 152)
+	Counters     uint64 `c:"counters"`      // vaddr of the page-aligned counter window, 0 = none
+	CountersSize uint64 `c:"counters_size"` // its bytes, a multiple of 4096
 }
 
 // Signal guard functions (RawGotSlot.Func): the libc functions whose GOT words the
@@ -388,7 +395,7 @@ type RawRecord struct {
 
 // Sizes of the ABI structures in bytes.
 const (
-	HeaderSize      = 152 // was 128 before Desc, DescSize and SigGuard were appended
+	HeaderSize      = 168 // 128 before Desc, DescSize and SigGuard, 152 before Counters and CountersSize
 	GotSlotSize     = 32
 	SigGuardSize    = 48
 	TraceImageExtSz = 16

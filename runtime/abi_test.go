@@ -83,7 +83,7 @@ func TestABILayout(t *testing.T) {
 		"KPRW_TRACE_MAX_IMAGES": TraceMaxImages, "KPRW_TRACE_COUNTERS_SIZE": TraceCountersSize,
 		"KPRW_REC_COMMIT": RecCommit, "KPRW_REC_KPROBE": RecKprobe, "KPRW_REC_KRETPROBE": RecKretprobe,
 		"KPRW_SF_DISABLED": ProbeStateDisabled, "KPRW_HF_DISABLE_ALL": HFDisableAll, "KPRW_HF_DEBUG": HFDebug,
-		"KPRW_X_OPTIMIZED": XOptimized, "KPRW_PF_INNER": PFInner, "KPRW_T_VERIFY": TVerify,
+		"KPRW_X_OPTIMIZED": XOptimized, "KPRW_PF_INNER": PFInner, "KPRW_PF_COUNT": PFCount, "KPRW_T_VERIFY": TVerify,
 		"KPRW_REC_VIOLATION": RecViolation, "KPRW_VIOLATION_RECORDS": ViolationRecords,
 		"KPRW_SG_SIGACTION": SGSigaction, "KPRW_SG_SIGNAL": SGSignal, "KPRW_SG_SYSV_SIGNAL": SGSysvSignal,
 		"KPRW_SG_SIGSET": SGSigset, "KPRW_SG_SIGHOLD": SGSighold, "KPRW_SG_SIGIGNORE": SGSigignore,

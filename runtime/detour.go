@@ -174,10 +174,15 @@ func SiteJmp(site uint64, dcrLen int, detour uint64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return SiteJmpTo(site, dcrLen, detour+uint64(t.Entry))
+}
+
+// SiteJmpTo is SiteJmp to the address entry itself (a count-only detour's first byte).
+func SiteJmpTo(site uint64, dcrLen int, entry uint64) ([]byte, error) {
 	if dcrLen < 5 {
 		return nil, fmt.Errorf("site %#x: DCR of %d bytes, a jmp rel32 needs 5", site, dcrLen)
 	}
-	d, err := rel32(site+5, detour+uint64(t.Entry))
+	d, err := rel32(site+5, entry)
 	if err != nil {
 		return nil, fmt.Errorf("site %#x: %w", site, err)
 	}
@@ -185,4 +190,61 @@ func SiteJmp(site uint64, dcrLen int, detour uint64) ([]byte, error) {
 	b[0] = 0xe9
 	binary.LittleEndian.PutUint32(b[1:], d)
 	return b, nil
+}
+
+// Count-only detours (PFCount; see "Count-only detours" in include/kprewrite_abi.h):
+// the increments of the probes' hit counters, then the relocated DCR and the jmp back.
+var (
+	countIncOp    = []byte{0xf0, 0x48, 0xff, 0x05}                                                 // lock incq rel32(%rip)
+	countSave     = []byte{0x48, 0x8d, 0x64, 0x24, 0x80, 0x50, 0x9f, 0x0f, 0x90, 0xc0}             // lea -128(%rsp),%rsp; push %rax; lahf; seto %al
+	countRestore  = []byte{0x04, 0x7f, 0x9e, 0x58, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00} // add $0x7f,%al; sahf; pop %rax; lea 128(%rsp),%rsp
+	countIncLen   = len(countIncOp) + 4
+	countMaxProbe = MaxProbesPerPoint
+)
+
+// CountDetourLen is the size of a count-only detour of nprobes probes whose relocated
+// DCR is relocLen bytes; flagsDead drops the flags' save and restore.
+func CountDetourLen(nprobes int, flagsDead bool, relocLen int) int {
+	n := nprobes*countIncLen + relocLen + SlotJmpBackLen
+	if !flagsDead {
+		n += len(countSave) + len(countRestore)
+	}
+	return n
+}
+
+// CountDetour returns the count-only detour, to be placed at vaddr at, that adds 1 to
+// the hit counter at each address of counters (Encoded.CounterAddr), saving and
+// restoring the arithmetic flags unless flagsDead (the analysis proved them dead at the
+// site), then runs reloc (the DCR relocated to run after the increments) and jumps to
+// back. The site's jmp lands on its first byte (SiteJmpTo).
+func CountDetour(at uint64, counters []uint64, flagsDead bool, reloc []byte, back uint64) ([]byte, error) {
+	if len(counters) == 0 || len(counters) > countMaxProbe {
+		return nil, fmt.Errorf("count-only detour at %#x: %d probes", at, len(counters))
+	}
+	b := make([]byte, 0, CountDetourLen(len(counters), flagsDead, len(reloc)))
+	if !flagsDead {
+		b = append(b, countSave...)
+	}
+	for _, c := range counters {
+		b = append(b, countIncOp...)
+		d, err := rel32(at+uint64(len(b))+4, c)
+		if err != nil {
+			return nil, fmt.Errorf("count-only detour at %#x: counter: %w", at, err)
+		}
+		b = binary.LittleEndian.AppendUint32(b, d)
+	}
+	if !flagsDead {
+		b = append(b, countRestore...)
+	}
+	b = append(b, reloc...)
+	jb, err := SlotJmpBack(at+uint64(len(b)), back)
+	if err != nil {
+		return nil, fmt.Errorf("count-only detour at %#x: %w", at, err)
+	}
+	return append(b, jb...), nil
+}
+
+// CountDetourRelocOff is where the relocated DCR starts in a count-only detour.
+func CountDetourRelocOff(nprobes int, flagsDead bool) int {
+	return CountDetourLen(nprobes, flagsDead, 0) - SlotJmpBackLen
 }

@@ -131,6 +131,24 @@
 // trampoline's jmp *, under user IBT (not enabled by Linux today): the rewriter must
 // clear the SHSTK (and IBT) property bits when it adds such probes.
 //
+// # Count-only detours (rewrite --count-only)
+//
+// With --count-only, events write no records and only count their hits. A
+// jump-optimized point whose probes are all plain events (no C handler, no return
+// probe) gets a count-only detour instead of the template (PFCount, CountDetour): one
+// `lock incq` per probe on its hit counter at a link-time address in the image's
+// counter window (RawHeader.Counters, page-aligned bss), then the relocated DCR. Where
+// the analysis proves the arithmetic flags dead at the site the increments are all
+// there is; otherwise lahf/seto save the flags around them below the red zone. At
+// start-up the runtime maps the image's counters in the trace file over the window
+// (MAP_FIXED | MAP_SHARED: each image's counters start on a page of the file), so the
+// counts are in the file as with every other probe and survive a crash; without a trace
+// file the window is plain memory. No gate: a disabled probe's increment is
+// overwritten with an 8-byte nop at start-up (one mprotect pair, before the program
+// runs). A count-only hit never calls the runtime, so it is never missed (as the uprobe
+// tracer's nhit, which has no nmissed): a hit while the thread runs a handler of ours
+// counts as a hit. About 1 ns per hit here against ~20 ns for the full detour.
+//
 // # Verification mode (--verify-regions)
 //
 // For each would-be-optimized site: an XBoost point at the site whose slot is the

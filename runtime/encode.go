@@ -28,6 +28,9 @@ type Tables struct {
 	// rewritten image (0 = none); the runtime copies it into trace files.
 	Desc     uint64
 	DescSize uint32
+	// Counters is the vaddr of the counter window (RawHeader.Counters): page-aligned,
+	// CountersSize(nprobes) bytes of zero-filled writable data; 0 = none.
+	Counters uint64
 	// SigGuard lists the GOT words of the signal functions the runtime wraps (dynamically
 	// linked programs); nil = none.
 	SigGuard *SigGuard
@@ -107,6 +110,22 @@ type Encoded struct {
 // addresses.
 func (e *Encoded) GateAddr(i int) uint64 {
 	return e.StateBase + uint64(e.ProbeIndex[i][0])*ProbeStateSize + gateOffset
+}
+
+// CounterAddr is the vaddr of the hit counter of Points[i].Probes[j] in the counter
+// window at counters (Tables.Counters); its nmissed counter follows it.
+func (e *Encoded) CounterAddr(counters uint64, i, j int) uint64 {
+	return counters + uint64(e.ProbeIndex[i][j])*CounterPairSize
+}
+
+// CounterPairSize is the size of a probe's {hit, nmissed} in the counter window and in
+// trace files.
+const CounterPairSize = 16
+
+// CountersSize is the size of the counter window of nprobes probes: whole pages, so
+// that the runtime can map the trace file's counters over it.
+func CountersSize(nprobes int) uint64 {
+	return (uint64(nprobes)*CounterPairSize + 4095) &^ 4095
 }
 
 // gateOffset is the offset of Gate in RawProbeState.
@@ -191,6 +210,12 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 		Points: roBase + pointsOff, Probes: roBase + probesOff, Events: roBase + eventsOff,
 		AbsSlots: roBase + absOff, State: stateBase, TraceSize: t.TraceSize, ImageID: t.ImageID,
 		Desc: t.Desc, DescSize: t.DescSize, Hooks: roBase + hooksOff,
+	}
+	if t.Counters != 0 {
+		if t.Counters%4096 != 0 {
+			return nil, fmt.Errorf("%w: counter window at %#x is not page-aligned", ErrTables, t.Counters)
+		}
+		h.Counters, h.CountersSize = t.Counters, CountersSize(nprobes)
 	}
 	if t.SigGuard != nil {
 		h.SigGuard = roBase + sgOff
@@ -289,6 +314,9 @@ func checkPoint(p *Point, nevents int) error {
 		}
 		return nil
 	}
+	if p.PFlags&PFCount != 0 && p.XMode != XOptimized {
+		return errors.New("a count-only point is jump-optimized")
+	}
 	if p.PFlags&PFInt3Step != 0 && (p.XMode != XSStep || p.PFlags&(PFBranch|PFCall|PFPushf) != 0) {
 		return errors.New("an int3-ended single-step is for a single-stepped copy that falls through")
 	}
@@ -302,6 +330,14 @@ func checkPoint(p *Point, nevents int) error {
 			return fmt.Errorf("emulation op %d", p.EmuOp)
 		}
 	case XOptimized:
+		if p.PFlags&PFCount != 0 {
+			for _, q := range p.Probes {
+				if q.Type != TKprobe || q.Flags&(FTrace|FUser) != 0 || q.Event < 0 ||
+					q.PreHandler|q.PostHandler|q.FaultHandler|q.EntryHandler|q.RetHandler|q.User != 0 {
+					return errors.New("a count-only point has only plain event kprobes")
+				}
+			}
+		}
 		if p.Slot == 0 || p.InsnLen < 5 {
 			return fmt.Errorf("a jump-optimized point needs a detour and a DCR of 5 bytes or more (has %d)", p.InsnLen)
 		}

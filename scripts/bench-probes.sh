@@ -79,6 +79,11 @@ rb|r:kpwbench/rb target|--no-optimize|100000
 ro|r:kpwbench/ro target||3000000
 KINDS
 
+# --count-only: a count-only detour (a lock incq into the trace file's counters)
+"$KP" rewrite -o "$tmp/hit.oc" --trace none --count-only -e "p:kpwbench/oc target" "$tmp/hit" >/dev/null
+oc=$(best 3000000 "$tmp/hit.oc" KPREWRITE_TRACE="$tmp/t.trace")
+printf '| o, --count-only | `p:kpwbench/oc target` | --count-only | %s | %s | |\n' "$("$KP" list "$tmp/hit.oc" | awk '{print $2 " " $5}' | head -1)" "$oc"
+
 # a disabled probe (KPREWRITE_DISABLE=all): the detour only tests its gate
 d=$(best 3000000 "$tmp/hit.o" KPREWRITE_TRACE= KPREWRITE_DISABLE=all)
 printf '| o, disabled | `p:kpwbench/o target` | (default) | KPREWRITE_DISABLE=all | %s | |\n' "$d"

@@ -20,7 +20,8 @@ type dcrArea struct {
 	byPoint   map[int]int // plan point -> index in list
 	size      uint64
 	base      uint64
-	anyDetour bool
+	anyDetour bool // a full detour (the template): its entry is entryOff in
+	entryOff  int
 }
 
 type dcrEntry struct {
@@ -28,6 +29,9 @@ type dcrEntry struct {
 	off, size uint64 // in the area
 	relocLen  int
 	reg       *trampolines.Region // the relocated DCR, after place
+	count     bool                // a count-only detour (runtime.PFCount)
+	flagsDead bool                // count-only: no flags save (the analysis saw them dead)
+	nprobes   int
 }
 
 // dcrAlign keeps each detour's hot start in as few cache lines as its size allows.
@@ -45,11 +49,19 @@ func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
 		return fmt.Errorf("a %d-byte DCR relocated to %d bytes is too long", pt.DCRLen, n)
 	}
 	size := n + runtime.SlotJmpBackLen
-	if pt.Optimized() {
+	e := dcrEntry{point: i, relocLen: n}
+	switch {
+	case rp.PFlags&runtime.PFCount != 0:
+		e.count, e.nprobes = true, len(rp.Probes)
+		e.flagsDead = g.flagsDead(pt.Site)
+		size = runtime.CountDetourLen(e.nprobes, e.flagsDead, n)
+	case pt.Optimized():
 		if size, err = runtime.DetourLen(n); err != nil {
 			return err
 		}
 		a.anyDetour = true
+	}
+	if pt.Optimized() {
 		rp.InsnLen = uint8(pt.DCRLen)
 		rp.Orig = g.origBytes(pt.Site, min(pt.DCRLen, 16))
 	}
@@ -60,7 +72,8 @@ func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
 		a.byPoint = map[int]int{}
 	}
 	a.byPoint[i] = len(a.list)
-	a.list = append(a.list, dcrEntry{point: i, off: off, size: uint64(size), relocLen: n})
+	e.off, e.size = off, uint64(size)
+	a.list = append(a.list, e)
 	a.size = off + uint64(size)
 	return nil
 }
@@ -85,7 +98,10 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 		pt := &g.plan.Points[e.point]
 		at := base + e.off
 		codeAt := at
-		if pt.Optimized() {
+		switch {
+		case e.count:
+			codeAt += uint64(runtime.CountDetourRelocOff(e.nprobes, e.flagsDead))
+		case pt.Optimized():
 			codeAt += tmplLen
 		}
 		reg, err := trampolines.RelocateRegion(pt.DCRCode, pt.Site, codeAt, patch.DCROptions(g.f))
@@ -118,6 +134,13 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 // build returns the area's bytes and replaces each jump-optimized point's
 // placeholder edit with the jmp to its detour.
 func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64) ([]byte, error) {
+	if a.anyDetour {
+		t, err := runtime.OptTemplate()
+		if err != nil {
+			return nil, err
+		}
+		a.entryOff = t.Entry
+	}
 	b := make([]byte, a.size)
 	for i := range b {
 		b[i] = 0xcc
@@ -129,11 +152,21 @@ func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64) ([]byte, e
 		var code []byte
 		var err error
 		if pt.Optimized() {
-			code, err = runtime.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, e.reg.Code, back)
+			entry := at + uint64(a.entryOff)
+			if e.count {
+				ctrs := make([]uint64, e.nprobes)
+				for j := range ctrs {
+					ctrs[j] = enc.CounterAddr(g.tables.Counters, e.point, j)
+				}
+				code, err = runtime.CountDetour(at, ctrs, e.flagsDead, e.reg.Code, back)
+				entry = at
+			} else {
+				code, err = runtime.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, e.reg.Code, back)
+			}
 			if err != nil {
 				return nil, err
 			}
-			jmp, err := runtime.SiteJmp(pt.Site, pt.DCRLen, at)
+			jmp, err := runtime.SiteJmpTo(pt.Site, pt.DCRLen, entry)
 			if err != nil {
 				return nil, err
 			}
@@ -164,4 +197,10 @@ func (g *gen) origBytes(addr uint64, n int) []byte {
 		}
 	}
 	return nil
+}
+
+// flagsDead says whether the arithmetic flags are dead at a count-only detour's site,
+// so that its lock incq needs no flags save.
+func (g *gen) flagsDead(site uint64) bool {
+	return false
 }

@@ -166,8 +166,12 @@ func TestRewriteVerify(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(d2.Probes, im.Desc.Probes) {
 		t.Fatalf("round trip: %v", err)
 	}
-	if bytes.Count(b, []byte(`"kind":"verify"`)) != 0 || bytes.Count(b, []byte(`"verify":[{`)) != 1 {
-		t.Errorf("verify probes are not compact: %s", b)
+	js, err := DescJSON(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Count(js, []byte(`"kind":"verify"`)) != 0 || bytes.Count(js, []byte(`"verify":[{`)) != 1 {
+		t.Errorf("verify probes are not compact: %s", js)
 	}
 }
 

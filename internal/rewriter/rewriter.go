@@ -45,6 +45,10 @@ type Options struct {
 	Exclude []string
 	// OptimizedOnly refuses probes that cannot be jump-optimized (--optimized-only).
 	OptimizedOnly bool
+	// CountOnly (--count-only): events write no trace records; their hits are counted
+	// in the trace file's counters (kprewrite profile). A jump-optimized point whose
+	// probes are all such events gets a count-only detour: a lock incq per probe.
+	CountOnly bool
 	// Int3Step (--single-step int3): single-stepped copies of boostable instructions
 	// end with an int3 instead of running under the trap flag (see patch.Options).
 	Int3Step    bool
@@ -80,6 +84,7 @@ const (
 	SymTables     = "kprewrite_tables"     // struct kprw_header and the tables
 	SymDesc       = "kprewrite_desc"       // the image description
 	SymProbeState = "kprewrite_probe_state"
+	SymCounters   = "kprewrite_counters" // the counter window (runtime.RawHeader.Counters)
 	SymSlotPrefix = "kprewrite_slot."
 	// SymDetourPrefix names the detour buffer of a jump-optimized probe.
 	SymDetourPrefix = "kprewrite_detour."
@@ -227,7 +232,10 @@ func (g *gen) run() (*Result, error) {
 	dcrsOff := alignUp(slotsOff+g.slots.Size(), areaAlign)
 	textSize := dcrsOff + g.dcrs.size
 	stateOff := alignUp(rs.BSS, areaAlign)
-	bssSize := stateOff + enc.StateSize
+	// the counter window: page-aligned (PlanLayout's BSS address is not, so a page of
+	// slack), whole pages, at the end of the new bss
+	windowSize := runtime.CountersSize(int(enc.StateSize / runtime.ProbeStateSize))
+	bssSize := stateOff + enc.StateSize + 4096 + windowSize
 
 	layout, err := f.PlanLayout(textSize, rodataSize, rs.Data, bssSize)
 	if err != nil {
@@ -235,6 +243,10 @@ func (g *gen) run() (*Result, error) {
 	}
 	tablesAddr := layout.RodataAddr + tablesOff
 	stateAddr := layout.BSSAddr + stateOff
+	g.tables.Counters = alignUp(stateAddr+enc.StateSize, 4096)
+	if g.tables.Counters+windowSize > layout.BSSAddr+bssSize {
+		return nil, fmt.Errorf("%s: internal error: counter window outside the new bss", f.Path)
+	}
 	out, err := lk.Link(objlink.Bases{Text: layout.TextAddr, Rodata: layout.RodataAddr + rtRodataOff, Data: layout.DataAddr, BSS: layout.BSSAddr}, g.programSymbol)
 	if err != nil {
 		return nil, fmt.Errorf("link runtime: %w", err)
@@ -318,12 +330,13 @@ func (g *gen) run() (*Result, error) {
 		sort.Slice(patches, func(i, j int) bool { return patches[i].Addr < patches[j].Addr })
 	}
 	img, err := f.Rewrite(&elfio.Addition{
-		Layout:  layout,
-		Text:    text,
-		Rodata:  rodata,
-		Data:    out.Data,
-		BSS:     bssSize,
-		Symbols: g.newSymbols(out, symPlaces{slotsOff, dcrsOff, rtRodataOff, tablesOff, uint64(len(enc2.RO)), stateOff, enc2.StateSize, uint64(len(descBytes))}),
+		Layout: layout,
+		Text:   text,
+		Rodata: rodata,
+		Data:   out.Data,
+		BSS:    bssSize,
+		Symbols: g.newSymbols(out, symPlaces{slotsOff, dcrsOff, rtRodataOff, tablesOff, uint64(len(enc2.RO)), stateOff, enc2.StateSize, uint64(len(descBytes)),
+			g.tables.Counters - layout.BSSAddr, windowSize}),
 		Patches: patches,
 		Entry:   &entry,
 	})
@@ -448,22 +461,31 @@ func (g *gen) makeTables() error {
 			rp.SlotLen = uint8(n)
 			rp.Slot = 1 // placeholder until the slots are placed
 		}
+		count := g.opt.CountOnly && pt.Optimized()
+		for _, ri := range runOrder(pt) {
+			def := g.probes[ri].Def
+			q := runtime.Probe{Type: runtime.TKprobe, Flags: runtime.FTrace, Event: g.evOf[ri]}
+			if g.opt.CountOnly {
+				q.Flags = 0 // --count-only: events count their hits, write no records
+			}
+			if def.Return {
+				q.Type = runtime.TKretprobe
+				q.MaxActive = uint32(def.MaxActive)
+				count = false
+			}
+			if g.probes[ri].Handler != nil {
+				g.handlerProbe(&q, ri, len(g.tables.Points), len(rp.Probes))
+				count = false
+			}
+			rp.Probes = append(rp.Probes, q)
+		}
+		if count {
+			rp.PFlags |= runtime.PFCount
+		}
 		if pt.Optimized() || pt.Verify {
 			if err := g.dcrs.add(g, i, &rp); err != nil {
 				return fmt.Errorf("%s: probe at %#x: %w", pl.Requests[pt.Requests[0]].Name, pt.Site, err)
 			}
-		}
-		for _, ri := range runOrder(pt) {
-			def := g.probes[ri].Def
-			q := runtime.Probe{Type: runtime.TKprobe, Flags: runtime.FTrace, Event: g.evOf[ri]}
-			if def.Return {
-				q.Type = runtime.TKretprobe
-				q.MaxActive = uint32(def.MaxActive)
-			}
-			if g.probes[ri].Handler != nil {
-				g.handlerProbe(&q, ri, len(g.tables.Points), len(rp.Probes))
-			}
-			rp.Probes = append(rp.Probes, q)
 		}
 		g.tables.Points = append(g.tables.Points, rp)
 	}
@@ -500,6 +522,7 @@ func (g *gen) imageID() uint64 {
 	}
 	fmt.Fprintf(h, "\x00%v\x00%v\x00%s\x00%d\x00%q\x00%s", g.opt.NoBoost, g.opt.SkipRefused, g.opt.TracePath, g.opt.TraceSize, g.opt.Disable, g.tables.ImageName)
 	fmt.Fprintf(h, "\x00%v\x00%v\x00%q\x00%v\x00%v", g.opt.NoOptimize, g.opt.VerifyRegions, g.opt.Exclude, g.opt.OptimizedOnly, g.opt.Int3Step)
+	fmt.Fprintf(h, "\x00count-only=%v", g.opt.CountOnly)
 	g.hashHandlers(h)
 	id := binary.LittleEndian.Uint64(h.Sum(nil))
 	if id == 0 {
@@ -556,6 +579,7 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 		elfio.NewSymbol{Name: SymDesc, Section: elfio.SecRodata, Offset: 0, Size: p.descSize},
 		elfio.NewSymbol{Name: SymTables, Section: elfio.SecRodata, Offset: p.tablesOff, Size: p.tablesSize},
 		elfio.NewSymbol{Name: SymProbeState, Section: elfio.SecBSS, Offset: p.stateOff, Size: p.stateSize},
+		elfio.NewSymbol{Name: SymCounters, Section: elfio.SecBSS, Offset: p.countersOff, Size: p.countersSize},
 	)
 	for i, pt := range g.plan.Points {
 		si := g.slotOf[i]
@@ -587,4 +611,5 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 // symPlaces are the offsets of the rewriter's pieces in the new sections.
 type symPlaces struct {
 	slotsOff, dcrsOff, rtRodataOff, tablesOff, tablesSize, stateOff, stateSize, descSize uint64
+	countersOff, countersSize                                                            uint64
 }

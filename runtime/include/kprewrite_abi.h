@@ -32,6 +32,20 @@
  * point: site, slot (detour vaddr), insn_len = L, slot_len = relocated DCR length,
  * orig = the first min(L, 16) original bytes, probes without post handlers.
  *
+ * Count-only detours (KPRW_PF_COUNT). Every probe on the point is a plain event kprobe
+ * (KPRW_T_KPROBE, no handler, no KPRW_F_USER, no KPRW_F_TRACE): a hit only adds 1 to
+ * each probe's hit counter in the counter window (header.counters). The detour at
+ * point.slot, entered at its first byte, is either (the arithmetic flags are dead at
+ * the site: the analysis saw them all written before any is read)
+ *     N x [f0 48 ff 05 rel32]            lock incq hit_j(%rip), j = first_probe..
+ * or (flags live: saved around the increments with lahf/seto, restored with add/sahf)
+ *     [48 8d 64 24 80] lea -128(%rsp),%rsp   [50] push %rax   [9f] lahf   [0f 90 c0] seto %al
+ *     N x [f0 48 ff 05 rel32]
+ *     [04 7f] add $0x7f,%al   [9e] sahf   [58] pop %rax   [48 8d a4 24 80 00 00 00] lea 128(%rsp),%rsp
+ * then the relocated DCR (slot_len bytes) and jmp rel32 site+L. No gate: a disabled
+ * probe's increment is overwritten with an 8-byte nop at start-up (the runtime's only
+ * text write; the count-only hits are never missed, as the uprobe tracer's nhit).
+ *
  * Verification mode (--verify-regions). A would-be-optimized site becomes an ordinary
  * KPRW_X_BOOST point whose slot holds the relocated WHOLE DCR then jmp site+L (the tail
  * of the detour it would have had), so sequential flow never touches the other DCR
@@ -94,6 +108,8 @@ typedef unsigned long long kprw_u64;
                                * KPRW_PF_BRANCH, KPRW_PF_CALL, KPRW_PF_PUSHF). */
 #define KPRW_PF_INNER 0x20   /* --verify-regions: this int3 is an inner byte of a would-be DCR;
                               * a hit is a violation (see "Verification mode" below) */
+#define KPRW_PF_COUNT 0x80   /* KPRW_X_OPTIMIZED, count-only (rewrite --count-only): the detour
+                              * never calls the runtime; see "Count-only detours" below */
 
 /* kprw_probe.type */
 #define KPRW_T_KPROBE 1
@@ -161,6 +177,14 @@ struct kprw_header {
 	kprw_u32 desc_size;   /* bytes of that frame */
 	kprw_u32 reserved2;
 	kprw_u64 sigguard;    /* vaddr of struct kprw_sigguard, 0 = none (see "Signal guard") */
+	/* appended (header_size was 152): */
+	kprw_u64 counters;    /* vaddr of the counter window: {hit, nmissed} u64 pairs of every
+	                         probe (by runtime index), page-aligned, in WRITABLE zero-filled
+	                         data; 0 = none (counters then live in struct kprw_probe_state).
+	                         The runtime maps the image's counters in the trace file over it
+	                         (MAP_FIXED | MAP_SHARED), so code may count at a link-time
+	                         address: count-only detours do (KPRW_PF_COUNT) */
+	kprw_u64 counters_size; /* bytes of the window, a multiple of 4096 >= nprobes * 16 */
 };
 
 /*

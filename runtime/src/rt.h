@@ -279,7 +279,7 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c);
 int kprw_kretprobe_init(void);
 void kprw_kretprobe_flush(uptr sp); /* before a C++ throw: see rt_kretprobe.c */
 void kprw_rethook(struct pt_regs *regs);
-void kprw_trace_open(const char *path, u64 size, int prefault);
+void kprw_trace_open(const char *path, u64 size, int prefault, int records);
 void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8 *edata, u32 elen,
 		    struct kprw_tctx *c);
 void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c);

@@ -104,6 +104,18 @@ static int validate_point(const struct kprw_header *h, const struct kprw_point *
 		return pt->xmode == KPRW_X_BOOST && pt->nprobes == 1 &&
 		       kprw_rt.probes[pt->first_probe].type == KPRW_T_VERIFY && (!pt->slot || pt->slot_len);
 	}
+	if (pt->pflags & KPRW_PF_COUNT) {
+		/* count-only: plain event kprobes, hit counters in the window */
+		if (pt->xmode != KPRW_X_OPTIMIZED || !h->counters)
+			return 0;
+		for (u32 k = 0; k < pt->nprobes; k++) {
+			const struct kprw_probe *p = &kprw_rt.probes[pt->first_probe + k];
+			if (p->type != KPRW_T_KPROBE || (p->flags & (KPRW_F_TRACE | KPRW_F_USER)) ||
+			    p->event == KPRW_NO_EVENT ||
+			    (p->pre_handler | p->post_handler | p->fault_handler | p->entry_handler | p->ret_handler | p->user))
+				return 0;
+		}
+	}
 	if (pt->xmode == KPRW_X_OPTIMIZED) {
 		if (pt->slot == 0 || pt->insn_len < 5)
 			return 0;
@@ -153,13 +165,66 @@ static int validate(const struct kprw_header *h)
 	return 1;
 }
 
+/* count_disable overwrites the lock incq of each disabled probe of the count-only
+ * detours with an 8-byte nop (see "Count-only detours" in kprewrite_abi.h): the one
+ * write to text the runtime makes, at start-up, before the program runs; one mprotect
+ * pair for all of them (RWX, not RW: the runtime's own code may share the pages). */
+static u8 *count_incs(const struct kprw_point *pt)
+{
+	u8 *d = (u8 *)RT_ADDR(pt->slot);
+	return d + (d[0] == 0xf0 ? 0 : 10); /* after lea, push, lahf, seto when the flags are live */
+}
+
+static void count_disable(void)
+{
+	static const u8 nop8[8] = {0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00};
+	uptr lo = ~(uptr)0, hi = 0;
+	for (u32 i = 0; i < kprw_rt.npoints; i++) {
+		const struct kprw_point *pt = &kprw_rt.points[i];
+		if (!(pt->pflags & KPRW_PF_COUNT))
+			continue;
+		for (u32 k = 0; k < pt->nprobes; k++)
+			if (!kprw_probe_enabled(pt->first_probe + k)) {
+				uptr at = (uptr)count_incs(pt) + 8 * k;
+				lo = at < lo ? at : lo;
+				hi = at + 8 > hi ? at + 8 : hi;
+			}
+	}
+	if (!hi)
+		return;
+	lo &= ~4095ul;
+	hi = (hi + 4095) & ~4095ul;
+	long r = sys3(SYS_mprotect, (long)lo, (long)(hi - lo), 7);
+	if (r < 0) {
+		kprw_puts("kprewrite: cannot disable count-only probes (mprotect of their detours failed); they still count\n");
+		return;
+	}
+	for (u32 i = 0; i < kprw_rt.npoints; i++) {
+		const struct kprw_point *pt = &kprw_rt.points[i];
+		if (!(pt->pflags & KPRW_PF_COUNT))
+			continue;
+		u8 *at = count_incs(pt);
+		for (u32 k = 0; k < pt->nprobes; k++, at += 8) {
+			if (at[0] != 0xf0 || at[1] != 0x48 || at[2] != 0xff || at[3] != 0x05)
+				kprw_fatal("count-only detour not as the tables say at", (unsigned long)at);
+			if (!kprw_probe_enabled(pt->first_probe + k))
+				kprw_memcpy(at, nop8, 8);
+		}
+	}
+	sys3(SYS_mprotect, (long)lo, (long)(hi - lo), 5);
+}
+
 /* arm_detours opens the gate of every jump-optimized point with an enabled probe; the
- * others (and all of them before this runs) go straight to their relocated DCR. */
+ * others (and all of them before this runs) go straight to their relocated DCR.
+ * Count-only detours have no gate: their disabled probes' increments are removed. */
 static void arm_detours(void)
 {
+	count_disable();
 	for (u32 i = 0; i < kprw_rt.npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		if (pt->xmode != KPRW_X_OPTIMIZED)
+			continue;
+		if (pt->pflags & KPRW_PF_COUNT)
 			continue;
 		u32 armed = 0;
 		for (u32 k = 0; k < pt->nprobes; k++)
@@ -230,6 +295,12 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	kprw_rt.nevents = h->nevents;
 	kprw_rt.ctr_base = (u8 *)kprw_rt.state;
 	kprw_rt.ctr_stride = sizeof(struct kprw_probe_state);
+	if (h->counters) {
+		if ((h->counters & 4095) || h->counters_size < (u64)h->nprobes * 16 || (h->counters_size & 4095))
+			kprw_fatal("bad kprewrite counter window at", (unsigned long)h->counters);
+		kprw_rt.ctr_base = (u8 *)RT_ADDR(h->counters);
+		kprw_rt.ctr_stride = 16;
+	}
 	if (!validate(h))
 		kprw_fatal("inconsistent kprewrite probe tables at", (unsigned long)h);
 
@@ -282,10 +353,14 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	if (kprw_kretprobe_init() < 0)
 		kprw_fatal("cannot allocate kretprobe instances, probes:", kprw_rt.nprobes);
 
-	int tracing = 0; /* trace events, or --verify-regions violations to report */
-	for (u32 i = 0; i < kprw_rt.nprobes; i++)
+	int tracing = 0; /* events (records or, --count-only, counters), or violations to report */
+	int records = 0; /* anything that writes records (else the record area is not populated) */
+	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
 		if ((kprw_rt.probes[i].flags & (KPRW_F_TRACE | KPRW_F_USER)) || kprw_rt.probes[i].type == KPRW_T_VERIFY)
+			records = 1;
+		if (records || kprw_rt.probes[i].event != KPRW_NO_EVENT)
 			tracing = 1;
+	}
 	const char *path = getenv_(envp, "KPREWRITE_TRACE");
 	if (!path)
 		path = str(h->trace_path);
@@ -294,7 +369,7 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		const char *sz = getenv_(envp, "KPREWRITE_TRACE_SIZE");
 		if (sz && parse_size(sz))
 			size = parse_size(sz);
-		kprw_trace_open(path, size, getenv_(envp, "KPREWRITE_TRACE_PREFAULT") != NULL);
+		kprw_trace_open(path, size, getenv_(envp, "KPREWRITE_TRACE_PREFAULT") != NULL, records);
 	}
 	int traps = 0;
 	for (u32 i = 0; i < kprw_rt.npoints; i++)

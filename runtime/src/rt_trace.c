@@ -75,6 +75,13 @@ static u64 add_desc(long fd)
 	return off;
 }
 
+static void warn_counters(const char *what)
+{
+	kprw_puts("kprewrite: trace file ");
+	kprw_puts(what);
+	kprw_puts("\n");
+}
+
 static void register_image(struct kprw_trace_hdr *h, long fd)
 {
 	const struct kprw_header *hdr = kprw_rt.hdr;
@@ -85,23 +92,45 @@ static void register_image(struct kprw_trace_hdr *h, long fd)
 	for (u32 i = 0; i < h->nimages && i < KPRW_TRACE_MAX_IMAGES; i++)
 		if (h->images[i].image_id == hdr->image_id && h->images[i].nprobes == hdr->nprobes)
 			im = &h->images[i];
-	if (!im && h->nimages < KPRW_TRACE_MAX_IMAGES && h->counters_used + need <= h->counters_size) {
+	/* each image's counters start on a page of the file, so they can be mapped over
+	 * the image's counter window */
+	u64 start = (h->counters_used + 4095) & ~4095ull;
+	if (!im && h->nimages < KPRW_TRACE_MAX_IMAGES && start <= h->counters_size &&
+	    need <= h->counters_size - start) {
 		im = &h->images[h->nimages];
 		im->image_id = hdr->image_id;
 		im->nprobes = hdr->nprobes;
-		im->counters_off = h->counters_off + h->counters_used;
+		im->counters_off = h->counters_off + start;
 		struct kprw_trace_image_ext *ext =
 			(struct kprw_trace_image_ext *)((u8 *)h + im->counters_off + (u64)hdr->nprobes * 16);
 		ext->desc_off = add_desc(fd);
 		ext->desc_size = ext->desc_off ? hdr->desc_size : 0;
 		im->flags = KPRW_TIF_EXT;
-		h->counters_used += need;
+		h->counters_used = start + need;
 		h->nimages++;
 	}
-	if (im) {
-		kprw_rt.ctr_base = (u8 *)h + im->counters_off;
-		kprw_rt.ctr_stride = 16;
+	if (!im) {
+		warn_counters("has no room for this program's counters (counted in memory only)");
+		return;
 	}
+	if (hdr->counters && !(im->counters_off & 4095)) {
+		/* the file's counters over the window: counting code addresses them at link-time
+		 * addresses (count-only detours), everything else through ctr_base */
+		long r = sys6(SYS_mmap, (long)RT_ADDR(hdr->counters), (long)hdr->counters_size, 3,
+			      1 /* MAP_SHARED */ | 0x10 /* MAP_FIXED */, fd, (long)im->counters_off);
+		if (r == (long)RT_ADDR(hdr->counters))
+			return; /* ctr_base is the window already */
+		/* whatever a failed MAP_FIXED left there, the window is memory again */
+		sys6(SYS_mmap, (long)RT_ADDR(hdr->counters), (long)hdr->counters_size, 3,
+		     0x22 /* MAP_PRIVATE | MAP_ANONYMOUS */ | 0x10, -1, 0);
+	}
+	kprw_rt.ctr_base = (u8 *)h + im->counters_off;
+	kprw_rt.ctr_stride = 16;
+	for (u32 i = 0; i < kprw_rt.npoints; i++)
+		if (kprw_rt.points[i].pflags & KPRW_PF_COUNT) {
+			warn_counters("counters could not be mapped: count-only probes count in memory only");
+			break;
+		}
 }
 
 /* counters_area sizes the counters area of a new file: room for the creating image's
@@ -113,7 +142,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd)
 
 static u64 counters_area(void)
 {
-	u64 need = (u64)kprw_rt.hdr->nprobes * 16 + sizeof(struct kprw_trace_image_ext);
+	u64 need = ((u64)kprw_rt.hdr->nprobes * 16 + sizeof(struct kprw_trace_image_ext) + 4095) & ~4095ull;
 	u64 slack = 3 * need;
 	if (slack > COUNTERS_SLACK_MAX)
 		slack = COUNTERS_SLACK_MAX;
@@ -123,7 +152,7 @@ static u64 counters_area(void)
 	return (area + 4095) & ~4095ull;
 }
 
-void kprw_trace_open(const char *path, u64 size, int prefault)
+void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 {
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC | (kprw_rt.secure ? O_NOFOLLOW : 0);
 	long fd = sys3(SYS_open, (long)path, flags, 0644);
@@ -192,10 +221,10 @@ void kprw_trace_open(const char *path, u64 size, int prefault)
 	kprw_rt.trace = h;
 	kprw_rt.trace_data = map + h->data_off;
 	kprw_rt.trace_data_size = h->data_size;
-	kprw_rt.populate = 1;
-	if (prefault) {
+	kprw_rt.populate = records; /* count-only runs write no records: nothing to populate */
+	if (records && prefault) {
 		populate(0, h->data_size);
-	} else {
+	} else if (records) {
 		u64 head = atomic_load(&h->head);
 		populate(head & ~((1ull << CHUNK_SHIFT) - 1), 2ull << CHUNK_SHIFT);
 	}

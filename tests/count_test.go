@@ -1,0 +1,153 @@
+package tests
+
+import (
+	"bytes"
+	"debug/elf"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kprewrite/tests/internal/testprog"
+)
+
+// basicCounts are the hits of each event of basicDefs in `probed basic`.
+var basicCounts = map[string]uint64{
+	"add": 5, "add2": 5, "greet": 2, "fact": 6, "rip0": 2, "rip8": 2, "jcc": 2, "call": 1,
+	"loop": 4, "jrcxz": 2, "ret": 1, "jmp": 1, "pushf": 1, "indcall": 1,
+}
+
+// detourKind says what the detour of the probe at SYM+OFF starts with: "count-dead"
+// (lock incq: a count-only detour with the flags dead), "count-live" (lea, push, lahf:
+// count-only saving the flags), "full" (anything else), or "" without a detour.
+func detourKind(t *testing.T, bin, site string) string {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{"kprewrite_detour." + site: true}
+	if fn, ok := strings.CutSuffix(site, "+0x0"); ok {
+		names["kprewrite_detour."+fn+"+0x4"] = true // after an endbr64
+	}
+	for _, s := range syms {
+		if !names[s.Name] {
+			continue
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_LOAD && s.Value >= p.Vaddr && s.Value+16 <= p.Vaddr+p.Filesz {
+				b := make([]byte, 16)
+				if _, err := p.ReadAt(b, int64(s.Value-p.Vaddr)); err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case bytes.HasPrefix(b, []byte{0xf0, 0x48, 0xff, 0x05}):
+					return "count-dead"
+				case bytes.HasPrefix(b, []byte{0x48, 0x8d, 0x64, 0x24, 0x80, 0x50, 0x9f}):
+					return "count-live"
+				}
+				return "full"
+			}
+		}
+	}
+	return ""
+}
+
+// TestCountOnly: --count-only rewrites of the probes corpus behave like the originals,
+// write no records, and count every hit of every event in the trace file (k, b, r and
+// jump-optimized probes alike); jump-optimized kprobe events get count-only detours
+// (flags saved where they are live: f_jcc+2 and f_pushf read them), and disabled
+// events count nothing.
+func TestCountOnly(t *testing.T) {
+	src := probedSource(t)
+	for _, build := range probedBuilds {
+		t.Run(build.name, func(t *testing.T) {
+			prog := testprog.Build(t, src, "c", build.flags...)
+			for _, mode := range []string{"optimize", "no-optimize"} {
+				t.Run(mode, func(t *testing.T) {
+					dir := t.TempDir()
+					out := filepath.Join(dir, "probed")
+					flags := []string{"--count-only"}
+					if mode == "no-optimize" {
+						flags = append(flags, "--no-optimize")
+					}
+					rewriteWith(t, prog, out, basicDefs, flags...)
+					tr := filepath.Join(dir, "run.trace")
+					for run := 1; run <= 2; run++ { // a second run adds to the same counters
+						res := testprog.Same(t, prog, out, testprog.Cmd{Args: []string{"basic"}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
+						if res.Exit != 3 || !strings.Contains(res.Stdout, "pushf=5 ") {
+							t.Fatalf("run: %s", res)
+						}
+						if lines := readTrace(t, tr, out); len(lines) != 0 {
+							t.Fatalf("--count-only wrote %d records: %v", len(lines), lines[0])
+						}
+						prof := profile(t, tr, out)
+						for ev, n := range basicCounts {
+							if prof[ev] != [2]uint64{uint64(run) * n, 0} {
+								t.Errorf("run %d: profile %s = %v, want %d hits 0 misses", run, ev, prof[ev], uint64(run)*n)
+							}
+						}
+					}
+					want := map[string]string{"add+0x0": "count", "greet+0x0": "count", "f_jcc+0x2": "count-live",
+						"f_pushf+0x0": "count-live", "fact+0x0": "full"}
+					for site, kind := range want {
+						got := detourKind(t, out, site)
+						if mode == "no-optimize" {
+							kind = ""
+						}
+						if !strings.HasPrefix(got, kind) || (kind == "" && got != "") {
+							t.Errorf("%s: detour %q, want %q", site, got, kind)
+						}
+					}
+
+					// disabled events count nothing (their increments are nops)
+					tr2 := filepath.Join(dir, "disabled.trace")
+					testprog.Same(t, prog, out, testprog.Cmd{Args: []string{"basic"},
+						Extra: []string{"KPREWRITE_TRACE=" + tr2, "KPREWRITE_DISABLE=kpw/add,jcc,fact"}}, nil)
+					prof := profile(t, tr2, out)
+					for ev, n := range basicCounts {
+						if ev == "add" || ev == "jcc" || ev == "fact" {
+							n = 0
+						}
+						if prof[ev] != [2]uint64{n, 0} {
+							t.Errorf("disabled: profile %s = %v, want %d hits", ev, prof[ev], n)
+						}
+					}
+					// no trace file: counted in memory, the program is unchanged
+					testprog.Same(t, prog, out, testprog.Cmd{Args: []string{"basic"}, Extra: []string{"KPREWRITE_TRACE="}}, nil)
+				})
+			}
+		})
+	}
+}
+
+// TestCountOnlyThreadsFork: a count-only detour's lock incq loses nothing when 8
+// threads hammer it, and a fork child counts into the same file.
+func TestCountOnlyThreadsFork(t *testing.T) {
+	prog := testprog.Build(t, probedSource(t), "c", "-O2", "-pthread")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "probed")
+	rewriteWith(t, prog, out, []string{"p:kpw/add add t=%di:s32 i=%si:s32"}, "--count-only")
+	if k := detourKind(t, out, "add+0x0"); !strings.HasPrefix(k, "count") {
+		t.Fatalf("add's detour is %q, want a count-only one", k)
+	}
+	for _, c := range []struct {
+		arg  string
+		hits uint64
+	}{{"threads", 8000}, {"fork", 6}} {
+		tr := filepath.Join(dir, c.arg+".trace")
+		testprog.Same(t, prog, out, testprog.Cmd{Args: []string{c.arg}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
+		if p := profile(t, tr, out); p["add"] != [2]uint64{c.hits, 0} {
+			t.Errorf("%s: profile %v, want %d hits", c.arg, p["add"], c.hits)
+		}
+	}
+	// the trace command says there is nothing to print, and exits 0
+	code, stdout, stderr := kp("trace", filepath.Join(dir, "fork.trace"))
+	if code != 0 || len(parseTraceLines(t, stdout)) != 0 {
+		t.Errorf("trace of a count-only run: exit %d, %s%s", code, stdout, stderr)
+	}
+}

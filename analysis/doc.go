@@ -65,6 +65,20 @@
 //   - address-taken-in-dcr and endbr64-in-dcr forbid regions an indirect jump
 //     could enter even though the function has none.
 //
+// # Flag liveness
+//
+// FlagsDead (flags.go) tells a count-only detour whether it may clobber the
+// arithmetic flags (its `lock incq` writes CF PF AF ZF SF OF) without saving
+// them: it walks the straight-line code from the site, at most 32 trusted
+// instructions and never past a control transfer, and answers true only when
+// all six are written (an SDM "undefined" counts as written) before any is
+// read. Every op it understands is in one table; anything else, and every
+// jmp, call and ret, ends the walk with false: it reasons from the bytes
+// alone, not from the calling convention, because GCC's .cold fragments can
+// begin with a jcc that reads the flags their parent set. About 66% of
+// python3.11's function entries and 89% of git's have dead flags; nearly all
+// the rest reach a call or jmp first.
+//
 // The rules, their stable ids and what makes each fire are in rules.go; every
 // one has a test in rules_test.go. The analysis reads the original bytes only
 // (rule 9). Where detours are assumed to live (for the rel32 reach of relocated

@@ -93,7 +93,7 @@ func TestCountOnly(t *testing.T) {
 						}
 					}
 					want := map[string]string{"add+0x0": "count", "greet+0x0": "count", "f_jcc+0x2": "count-live",
-						"f_pushf+0x0": "count-live", "fact+0x0": "full"}
+						"f_pushf+0x0": "count-live", "fact+0x0": "full", "f_call+0x1": "count-live", "f_rip+0x0": "count-dead"}
 					for site, kind := range want {
 						got := detourKind(t, out, site)
 						if mode == "no-optimize" {

@@ -202,5 +202,5 @@ func (g *gen) origBytes(addr uint64, n int) []byte {
 // flagsDead says whether the arithmetic flags are dead at a count-only detour's site,
 // so that its lock incq needs no flags save.
 func (g *gen) flagsDead(site uint64) bool {
-	return false
+	return g.b != nil && g.b.FlagsDead(site)
 }

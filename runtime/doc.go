@@ -220,7 +220,10 @@
 // image registers, its description frame (RawHeader.Desc, the rewriter's KPRWDESC
 // document) is appended at the end of the file, under the file lock, and a
 // RawTraceImageExt after the image's counters says where (TraceImage.Desc), so
-// `kprewrite trace` and `profile` need no binary. A record is reserved with one atomic
+// `kprewrite trace` and `profile` need no binary. Each image's counters start on a page
+// of the file, in the counters area sized when the file is made (four times the
+// creating image's need), or, when a later image (a bigger rewritten program exec'd
+// by the first) finds the area full, appended page-aligned at the end of the file. A record is reserved with one atomic
 // fetch-add, filled, and committed with a release store; a full file counts lost
 // records; the writer whose record enters a 128 KiB chunk populates the next one
 // (MADV_POPULATE_WRITE: a first-touch fault on a shared file page costs 1-10 us here,

@@ -21,8 +21,9 @@ type Trace struct {
 
 // TraceImage holds the counters of one rewritten image in a trace file.
 type TraceImage struct {
-	ImageID  uint64
-	Counters []Counter // indexed by runtime probe index (Encoded.ProbeIndex)
+	ImageID     uint64
+	Counters    []Counter // indexed by runtime probe index (Encoded.ProbeIndex)
+	CountersOff uint64    // where they are in the file (the counters area, or appended at its end)
 	// Desc is the image description frame ("KPRWDESC", internal/rewriter) the runtime
 	// copied into the file when the image registered; nil when it did not (older
 	// runtimes, or a frame outside the file).
@@ -84,7 +85,7 @@ func ParseTrace(b []byte) (*Trace, error) {
 		if im.CountersOff > size || n*16 > size-im.CountersOff {
 			return nil, fmt.Errorf("%w: image %#x counters at %#x+%d outside the file", ErrTrace, im.ImageID, im.CountersOff, n*16)
 		}
-		ti := TraceImage{ImageID: im.ImageID, Counters: make([]Counter, n)}
+		ti := TraceImage{ImageID: im.ImageID, Counters: make([]Counter, n), CountersOff: im.CountersOff}
 		for j := range ti.Counters {
 			o := im.CountersOff + uint64(j)*16
 			ti.Counters[j] = Counter{binary.LittleEndian.Uint64(b[o:]), binary.LittleEndian.Uint64(b[o+8:])}

@@ -117,7 +117,7 @@ func manyProbes(tabs *Tables, f *elf.File) {
 // TestTraceManyProbes: a file the runtime creates sizes its counters area for the
 // creating image, so an image with 70,000+ probes registers and its counters are read
 // back; the same image arriving in a file made by a small image (whose area is too
-// small) runs without counters in the file, as before.
+// small) gets its counters appended at the end of the file.
 func TestTraceManyProbes(t *testing.T) {
 	big := []string{"-DKP_TABLES_SIZE=8388608", "-DKP_STATE_SIZE=4194304"}
 	b := buildRewritten(t, "testdata/probed.c", big, basicSpecs[:1], manyProbes)
@@ -166,9 +166,18 @@ func TestTraceManyProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := ParseTrace(data)
-	if err != nil || p.Header.CountersSize != TraceCountersSize || len(p.Images) != 1 ||
+	if err != nil || p.Header.CountersSize != TraceCountersSize || len(p.Images) != 2 ||
 		len(p.Images[0].Counters) != len(small.points[0].Probes) {
 		t.Fatalf("shared file: %v, images %d", err, len(p.Images))
+	}
+	// the big image's counters went to the end of the file (the area was full), page-aligned
+	bi := p.Images[1]
+	if len(bi.Counters) != nprobes || bi.CountersOff%4096 != 0 ||
+		bi.CountersOff < p.Header.CountersOff+p.Header.CountersSize {
+		t.Fatalf("big image in the shared file: %d counters at %#x", len(bi.Counters), bi.CountersOff)
+	}
+	if c := bi.Counters[b.enc.ProbeIndex[b.specPoint[0]][0]]; c.Hit != 2 {
+		t.Fatalf("big image's t_add probe in the shared file %+v, want 2 hits", c)
 	}
 	if len(p.Records) != 4 {
 		t.Fatalf("%d records, want 2 per run", len(p.Records))

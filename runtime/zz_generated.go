@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "2253a9a11246c462d876ce424f9478b9cc7f9ac7ea0a5a6648be06c2cdc01128"
+const ObjectSHA256 = "997dc433daecc6ed5da1941cc2c2bdb86d172de8fef3254b85cc925b8630adc4"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

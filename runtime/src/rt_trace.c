@@ -82,11 +82,29 @@ static void warn_counters(const char *what)
 	kprw_puts("\n");
 }
 
-static void register_image(struct kprw_trace_hdr *h, long fd)
+/* append_counters gives the image counters at the end of the file when the counters
+ * area is full (a small rewritten program created the file, then exec'd a big one):
+ * page-aligned, zero (ftruncate), the ext record written with pwrite. Returns the file
+ * offset, 0 on failure. The caller holds the file lock. */
+static u64 append_counters(long fd, u64 ncounters_bytes)
+{
+	struct k_stat st;
+	kprw_memset(&st, 0, sizeof st);
+	if (sys2(SYS_fstat, fd, (long)&st) < 0)
+		return 0;
+	u64 off = ((u64)st.st_size + 4095) & ~4095ull;
+	u64 len = (ncounters_bytes + sizeof(struct kprw_trace_image_ext) + 4095) & ~4095ull;
+	if (sys2(SYS_ftruncate, fd, (long)(off + len)) < 0)
+		return 0;
+	return off;
+}
+
+static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 {
 	const struct kprw_header *hdr = kprw_rt.hdr;
 	/* the counters, then struct kprw_trace_image_ext */
-	u64 need = (u64)hdr->nprobes * 16 + sizeof(struct kprw_trace_image_ext);
+	u64 cbytes = (u64)hdr->nprobes * 16;
+	u64 need = cbytes + sizeof(struct kprw_trace_image_ext);
 	struct kprw_trace_image *im = NULL;
 
 	for (u32 i = 0; i < h->nimages && i < KPRW_TRACE_MAX_IMAGES; i++)
@@ -95,19 +113,27 @@ static void register_image(struct kprw_trace_hdr *h, long fd)
 	/* each image's counters start on a page of the file, so they can be mapped over
 	 * the image's counter window */
 	u64 start = (h->counters_used + 4095) & ~4095ull;
-	if (!im && h->nimages < KPRW_TRACE_MAX_IMAGES && start <= h->counters_size &&
-	    need <= h->counters_size - start) {
-		im = &h->images[h->nimages];
-		im->image_id = hdr->image_id;
-		im->nprobes = hdr->nprobes;
-		im->counters_off = h->counters_off + start;
-		struct kprw_trace_image_ext *ext =
-			(struct kprw_trace_image_ext *)((u8 *)h + im->counters_off + (u64)hdr->nprobes * 16);
-		ext->desc_off = add_desc(fd);
-		ext->desc_size = ext->desc_off ? hdr->desc_size : 0;
-		im->flags = KPRW_TIF_EXT;
-		h->counters_used = start + need;
-		h->nimages++;
+	if (!im && h->nimages < KPRW_TRACE_MAX_IMAGES) {
+		struct kprw_trace_image_ext ext = {0, 0};
+		u64 off = 0;
+		if (start <= h->counters_size && need <= h->counters_size - start) {
+			off = h->counters_off + start;
+			h->counters_used = start + need;
+		} else {
+			off = append_counters(fd, cbytes); /* the area is full: grow the file */
+		}
+		if (off) {
+			ext.desc_off = add_desc(fd);
+			ext.desc_size = ext.desc_off ? hdr->desc_size : 0;
+			if (sys4(SYS_pwrite64, fd, (long)&ext, sizeof ext, (long)(off + cbytes)) == (long)sizeof ext) {
+				im = &h->images[h->nimages];
+				im->image_id = hdr->image_id;
+				im->nprobes = hdr->nprobes;
+				im->counters_off = off;
+				im->flags = KPRW_TIF_EXT;
+				h->nimages++;
+			}
+		}
 	}
 	if (!im) {
 		warn_counters("has no room for this program's counters (counted in memory only)");
@@ -124,13 +150,23 @@ static void register_image(struct kprw_trace_hdr *h, long fd)
 		sys6(SYS_mmap, (long)RT_ADDR(hdr->counters), (long)hdr->counters_size, 3,
 		     0x22 /* MAP_PRIVATE | MAP_ANONYMOUS */ | 0x10, -1, 0);
 	}
-	kprw_rt.ctr_base = (u8 *)h + im->counters_off;
-	kprw_rt.ctr_stride = 16;
 	for (u32 i = 0; i < kprw_rt.npoints; i++)
 		if (kprw_rt.points[i].pflags & KPRW_PF_COUNT) {
 			warn_counters("counters could not be mapped: count-only probes count in memory only");
 			break;
 		}
+	if (im->counters_off <= mapped && cbytes <= mapped - im->counters_off) {
+		kprw_rt.ctr_base = (u8 *)h + im->counters_off;
+	} else { /* appended after the file was mapped: a mapping of its own */
+		u64 pg = im->counters_off & ~4095ull;
+		long r = sys6(SYS_mmap, 0, (long)(im->counters_off - pg + cbytes), 3, 1 /* MAP_SHARED */, fd, (long)pg);
+		if (r < 0 && r > -4096) {
+			warn_counters("counters could not be mapped (counted in memory only)");
+			return;
+		}
+		kprw_rt.ctr_base = (u8 *)r + (im->counters_off - pg);
+	}
+	kprw_rt.ctr_stride = 16;
 }
 
 /* counters_area sizes the counters area of a new file: room for the creating image's
@@ -217,7 +253,7 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		sys2(SYS_munmap, (long)map, (long)total);
 		goto out;
 	}
-	register_image(h, fd);
+	register_image(h, fd, total);
 	kprw_rt.trace = h;
 	kprw_rt.trace_data = map + h->data_off;
 	kprw_rt.trace_data_size = h->data_size;

@@ -333,13 +333,18 @@ __attribute__((visibility("hidden"))) int kprewrite_disable_kprobe(struct kprobe
  * C handler probe starts unregistered. */
 void kprw_user_prepare(void)
 {
+	/* SF_FORCED only matters to enable_kprobe() of C handlers: without them the state
+	 * (bss, 32 bytes a probe) is not even read, so its pages stay unallocated */
+	if (!kprw_user_any())
+		return;
 	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
 		u32 st = kprw_rt.state[i].flags;
 		if (st & KPRW_SF_DISABLED)
 			st |= KPRW_SF_FORCED;
 		if (kprw_rt.probes[i].flags & KPRW_F_USER)
 			st |= KPRW_SF_UNREG;
-		kprw_rt.state[i].flags = st;
+		if (st != kprw_rt.state[i].flags) /* untouched bss pages stay unallocated */
+			kprw_rt.state[i].flags = st;
 	}
 }
 

@@ -70,4 +70,3 @@ func TestCountDetour(t *testing.T) {
 		t.Error("a counter out of rel32 reach accepted")
 	}
 }
-

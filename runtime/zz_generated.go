@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "e365f12224e2c254d44aec0e6284f69553c5118e76f4372928273dd5248872de"
+const ObjectSHA256 = "d3675e92eaaa726ef72cdaf1ce5896ce55dfd8349b527104c0dcc4782de7f9d1"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -1,6 +1,7 @@
 package rewriter
 
 import (
+	"bytes"
 	"fmt"
 
 	"kprewrite/patch"
@@ -129,7 +130,22 @@ func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64) ([]byte, e
 		var code []byte
 		var err error
 		if pt.Optimized() {
-			code, err = runtime.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, e.reg.Code, back)
+			reloc := e.reg.Code
+			if stub, ok := g.hooks.detourStub[e.point]; ok {
+				// a redirected signal function (sigstatic.go): the function's first
+				// instructions run from the guard's copy, after its wrapper
+				t, err := runtime.OptTemplate()
+				if err != nil {
+					return nil, err
+				}
+				j, err := trampolines.JmpRel32(at+uint64(len(t.Code)), stub)
+				if err != nil {
+					return nil, fmt.Errorf("probe at %#x: %w", pt.Site, err)
+				}
+				reloc = bytes.Repeat([]byte{0xcc}, len(e.reg.Code))
+				copy(reloc, j)
+			}
+			code, err = runtime.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
 			if err != nil {
 				return nil, err
 			}

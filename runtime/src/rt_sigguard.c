@@ -287,6 +287,33 @@ static int w_epoll_pwait(int fd, void *ev, int max, int timeout, const void *set
 	return f(fd, ev, max, timeout, strip(set, &tmp));
 }
 
+static int w_epoll_pwait2(int fd, void *ev, int max, const void *timeout, const void *set)
+{
+	struct usigset tmp;
+	int (*f)(int, void *, int, const void *, const void *) = (void *)sg_real[KPRW_SG_EPOLL_PWAIT2];
+	return f(fd, ev, max, timeout, strip(set, &tmp));
+}
+
+/* musl's __block_all_sigs(set) / __block_app_sigs(set): block, then give SIGTRAP back at
+ * once (no code of the program runs in between) */
+static void block_sigs(u32 func, void *set)
+{
+	void (*f)(void *) = (void *)sg_real[func];
+	f(set);
+	unsigned long trap = TRAPBIT;
+	sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&trap, 0, 8);
+}
+
+static void w_block_all_sigs(void *set)
+{
+	block_sigs(KPRW_SG_BLOCK_ALL_SIGS, set);
+}
+
+static void w_block_app_sigs(void *set)
+{
+	block_sigs(KPRW_SG_BLOCK_APP_SIGS, set);
+}
+
 /* syscall(): the variadic arguments arrive as six integers (the sixth on the stack,
  * always readable: it is the caller's frame). */
 static long w_syscall(long n, long a, long b, long c, long d, long e, long g)
@@ -332,6 +359,9 @@ static uptr wrapper(u32 func)
 	case KPRW_SG_EPOLL_PWAIT: return (uptr)w_epoll_pwait;
 	case KPRW_SG_SYSCALL: return (uptr)w_syscall;
 	case KPRW_SG_PPOLL_CHK: return (uptr)w_ppoll_chk;
+	case KPRW_SG_EPOLL_PWAIT2: return (uptr)w_epoll_pwait2;
+	case KPRW_SG_BLOCK_ALL_SIGS: return (uptr)w_block_all_sigs;
+	case KPRW_SG_BLOCK_APP_SIGS: return (uptr)w_block_app_sigs;
 	}
 	return 0;
 }
@@ -530,7 +560,7 @@ static int store_word(uptr p, uptr v, uptr relro_lo, uptr relro_hi)
 	return 0;
 }
 
-u32 kprw_sg_wrapped; /* GOT words now pointing at wrappers */
+u32 kprw_sg_wrapped; /* GOT words and static entries now going to wrappers */
 
 /* the throw wrappers: stub i (throwstub.S) jumps to kprw_throw_real[i] */
 #define NTHROW 32
@@ -551,19 +581,71 @@ static uptr throw_stub(uptr real)
 	return 0;
 }
 
+/* entry_init fills the words the redirected entries of a static program's functions
+ * (KPRW_GS_ENTRY) jump through: the wrapper, with the relocated copy of the entry as its
+ * real function; the copy itself (the program unchanged) when unguarded. Every word is
+ * filled whatever the mode: zero in the file, it must never be jumped through empty. */
+static void entry_init(const struct kprw_got_slot *s, u32 n, int guard, int traps)
+{
+	u32 entries = 0, hooked = 0, failed = 0;
+	for (u32 i = 0; i < n; i++) {
+		u32 f = s[i].func;
+		if (!(s[i].flags & KPRW_GS_ENTRY) || f < 1 || f > KPRW_SG_MAX || f == KPRW_SG_THROW)
+			continue;
+		if (guard && traps)
+			sg_real[f] = RT_ADDR(s[i].lazy); /* the rewriter gives each function one entry */
+	}
+	for (u32 i = 0; i < n; i++) {
+		u32 f = s[i].func;
+		if (!(s[i].flags & KPRW_GS_ENTRY) || f < 1 || f > KPRW_SG_MAX)
+			continue;
+		uptr real = RT_ADDR(s[i].lazy), w = 0;
+		entries++;
+		if (guard && f == KPRW_SG_THROW && kprw_rt.ri_keys)
+			w = throw_stub(real);
+		else if (guard && f != KPRW_SG_THROW && traps && sg_real[f] == real)
+			w = wrapper(f);
+		if (guard && !w && (f == KPRW_SG_THROW ? kprw_rt.ri_keys != 0 : traps != 0)) {
+			failed++;
+			if (kprw_rt.debug) {
+				kprw_puts("kprewrite: signal guard: cannot wrap ");
+				kprw_puts((const char *)RT_ADDR(s[i].name));
+				kprw_puts("\n");
+			}
+		}
+		__atomic_store_n((uptr *)RT_ADDR(s[i].slot), w ? w : real, __ATOMIC_RELEASE);
+		if (w) {
+			hooked++;
+			kprw_sg_wrapped++;
+		}
+	}
+	if (kprw_rt.debug && guard && entries) {
+		kprw_puts("kprewrite: signal guard: ");
+		kprw_put_dec(hooked);
+		kprw_puts(" function entries wrapped, ");
+		kprw_put_dec(failed);
+		kprw_puts(" not\n");
+	}
+}
+
 /* kprw_sigguard_init records the program's initial SIGTRAP disposition (what was there
  * before our handler: SIG_DFL, SIG_IGN, or a library constructor's handler) and points
- * the GOT words at the wrappers. Runs once, single-threaded, after our handler is in. */
+ * the GOT words (and the words of a static program's redirected entries) at the wrappers.
+ * Runs once, single-threaded, after our handler is in. */
 void kprw_sigguard_init(const char *mode, int traps)
 {
 	const struct kprw_header *h = kprw_rt.hdr;
 	struct k_sigaction init = {kprw_rt.old_trap_handler, 0, 0, 0};
 	if (traps)
 		prog_swap(&init, NULL);
-	if (!h->sigguard || (mode && kprw_strcmp(mode, "off") == 0))
+	if (!h->sigguard)
 		return;
 	const struct kprw_sigguard *g = (const void *)RT_ADDR(h->sigguard);
 	const struct kprw_got_slot *s = (const void *)RT_ADDR(g->slots);
+	int guard = !(mode && kprw_strcmp(mode, "off") == 0);
+	entry_init(s, g->nslots, guard, traps);
+	if (!guard)
+		return;
 	uptr relro_lo = 0, relro_hi = 0;
 	if (g->relro_size) { /* the pages ld.so protects: whole pages inside the segment */
 		relro_lo = RT_ADDR(g->relro) & ~4095ul;
@@ -572,11 +654,11 @@ void kprw_sigguard_init(const char *mode, int traps)
 	const struct lmap *main_map = NULL;
 	if (g->pltgot)
 		main_map = *(const struct lmap *const *)(RT_ADDR(g->pltgot) + 8);
-	u32 lazy = 0, failed = 0;
+	u32 lazy = 0, failed = 0, wrapped = 0, words = 0;
 	/* the real functions first (a word bound to its function gives it to every word of
 	 * that function), then the stores */
 	for (u32 i = 0; i < g->nslots; i++) {
-		if (s[i].func < 1 || s[i].func > KPRW_SG_MAX || s[i].func == KPRW_SG_THROW)
+		if (s[i].func < 1 || s[i].func > KPRW_SG_MAX || s[i].func == KPRW_SG_THROW || (s[i].flags & KPRW_GS_ENTRY))
 			continue;
 		uptr v = *(const uptr *)RT_ADDR(s[i].slot);
 		if (v && !(s[i].lazy && v == RT_ADDR(s[i].lazy)) && !sg_real[s[i].func])
@@ -584,6 +666,9 @@ void kprw_sigguard_init(const char *mode, int traps)
 	}
 	for (u32 i = 0; i < g->nslots; i++) {
 		u32 f = s[i].func;
+		if (s[i].flags & KPRW_GS_ENTRY)
+			continue;
+		words++;
 		if (f < 1 || f > KPRW_SG_MAX || (f != KPRW_SG_THROW && !traps))
 			continue;
 		uptr p = RT_ADDR(s[i].slot);
@@ -617,10 +702,11 @@ void kprw_sigguard_init(const char *mode, int traps)
 			continue;
 		}
 		kprw_sg_wrapped++;
+		wrapped++;
 	}
-	if (kprw_rt.debug) {
+	if (kprw_rt.debug && words) {
 		kprw_puts("kprewrite: signal guard: ");
-		kprw_put_dec(kprw_sg_wrapped);
+		kprw_put_dec(wrapped);
 		kprw_puts(" GOT words wrapped (");
 		kprw_put_dec(lazy);
 		kprw_puts(" bound lazily, looked up), ");

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "d3675e92eaaa726ef72cdaf1ce5896ce55dfd8349b527104c0dcc4782de7f9d1"
+const ObjectSHA256 = "9ce514c811a39cfc8f5745683a3054598a5adb35b55ded473ee1332fb68cc0e0"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

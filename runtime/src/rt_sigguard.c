@@ -38,11 +38,20 @@
  * The program's SIGTRAP disposition lives in our memory: a vfork child that changes it
  * before exec changes it for its parent too (POSIX lets a vfork child only exec or _exit).
  *
- * Not covered: static programs (their libc makes the system calls itself: nothing to
- * interpose; blocking SIGTRAP there still kills at the next hit, and a handler they
- * install replaces ours); raw system calls in the program's own code; calls made by
- * shared libraries through their own GOTs and libc's internal calls (posix_spawn and
- * pthread_create block signals internally but run none of the program's code meanwhile).
+ * A static program (static-pie too) has no GOT: the rewriter redirects the entries of its
+ * C library's functions that make these system calls (found by symbol; glibc's
+ * __libc_sigaction, __pthread_sigmask, sigsuspend, ppoll, pselect, epoll_pwait(2),
+ * syscall; musl's the same plus __block_all_sigs/__block_app_sigs) through a word each
+ * (KPRW_GS_ENTRY): entry_init stores the wrapper there, and the wrapper's real function
+ * is the relocated copy of the entry's first instructions. musl's internal block helpers
+ * run before code of the library's own that may be probed (raise, fork, pthread_create,
+ * sigaction(SIGABRT)); their wrapper unblocks SIGTRAP right after.
+ *
+ * Not covered: stripped static programs (no symbols: the rewriter warns); raw system
+ * calls in the program's own code; calls made by shared libraries through their own GOTs
+ * and libc's internal calls (posix_spawn and pthread_create block signals internally:
+ * harmless in a dynamic program, whose libc code has no probes, but in a static glibc
+ * program an int3 probe in the library code run in that window kills the process).
  * Jump-optimized probes ("o") need no signal and have none of these limits.
  *
  * C++ exceptions (KPRW_SG_THROW, whenever return probes exist, int3 or not): a return
@@ -584,15 +593,16 @@ static uptr throw_stub(uptr real)
 /* entry_init fills the words the redirected entries of a static program's functions
  * (KPRW_GS_ENTRY) jump through: the wrapper, with the relocated copy of the entry as its
  * real function; the copy itself (the program unchanged) when unguarded. Every word is
- * filled whatever the mode: zero in the file, it must never be jumped through empty. */
-static void entry_init(const struct kprw_got_slot *s, u32 n, int guard, int traps)
+ * filled whatever the mode: zero in the file, it must never be jumped through empty.
+ * (The rewriter redirects signal functions only, never the C++ throw functions.) */
+static void entry_init(const struct kprw_got_slot *s, u32 n, int guard)
 {
-	u32 entries = 0, hooked = 0, failed = 0;
+	u32 entries = 0, hooked = 0;
 	for (u32 i = 0; i < n; i++) {
 		u32 f = s[i].func;
 		if (!(s[i].flags & KPRW_GS_ENTRY) || f < 1 || f > KPRW_SG_MAX || f == KPRW_SG_THROW)
 			continue;
-		if (guard && traps)
+		if (guard && !sg_real[f])
 			sg_real[f] = RT_ADDR(s[i].lazy); /* the rewriter gives each function one entry */
 	}
 	for (u32 i = 0; i < n; i++) {
@@ -601,29 +611,23 @@ static void entry_init(const struct kprw_got_slot *s, u32 n, int guard, int trap
 			continue;
 		uptr real = RT_ADDR(s[i].lazy), w = 0;
 		entries++;
-		if (guard && f == KPRW_SG_THROW && kprw_rt.ri_keys)
-			w = throw_stub(real);
-		else if (guard && f != KPRW_SG_THROW && traps && sg_real[f] == real)
+		if (guard && f != KPRW_SG_THROW && sg_real[f] == real)
 			w = wrapper(f);
-		if (guard && !w && (f == KPRW_SG_THROW ? kprw_rt.ri_keys != 0 : traps != 0)) {
-			failed++;
-			if (kprw_rt.debug) {
-				kprw_puts("kprewrite: signal guard: cannot wrap ");
-				kprw_puts((const char *)RT_ADDR(s[i].name));
-				kprw_puts("\n");
-			}
-		}
 		__atomic_store_n((uptr *)RT_ADDR(s[i].slot), w ? w : real, __ATOMIC_RELEASE);
 		if (w) {
 			hooked++;
 			kprw_sg_wrapped++;
+		} else if (guard && kprw_rt.debug) {
+			kprw_puts("kprewrite: signal guard: cannot wrap ");
+			kprw_puts((const char *)RT_ADDR(s[i].name));
+			kprw_puts("\n");
 		}
 	}
 	if (kprw_rt.debug && guard && entries) {
 		kprw_puts("kprewrite: signal guard: ");
 		kprw_put_dec(hooked);
 		kprw_puts(" function entries wrapped, ");
-		kprw_put_dec(failed);
+		kprw_put_dec(entries - hooked);
 		kprw_puts(" not\n");
 	}
 }
@@ -643,7 +647,7 @@ void kprw_sigguard_init(const char *mode, int traps)
 	const struct kprw_sigguard *g = (const void *)RT_ADDR(h->sigguard);
 	const struct kprw_got_slot *s = (const void *)RT_ADDR(g->slots);
 	int guard = !(mode && kprw_strcmp(mode, "off") == 0);
-	entry_init(s, g->nslots, guard, traps);
+	entry_init(s, g->nslots, guard && traps); /* no trap handler of ours: nothing to guard */
 	if (!guard)
 		return;
 	uptr relro_lo = 0, relro_hi = 0;

@@ -128,9 +128,9 @@ func (g *gen) planStaticSigGuard() error {
 			"disposition, its next int3 probe hit kills it; rewrite the unstripped binary, or use jump-optimized probes")
 		return nil
 	}
-	funcs, err := g.sgFuncs()
-	if err != nil || len(funcs) == 0 {
-		return err
+	funcs := g.sgFuncs()
+	if len(funcs) == 0 {
+		return nil
 	}
 	excl, err := patch.ParseExcludes(g.opt.Exclude, g.b.Funcs)
 	if err != nil {
@@ -213,7 +213,7 @@ func (g *gen) planStaticSigGuard() error {
 
 // sgFuncs finds the functions named in runtime.SigGuardStaticFuncs, by address, with
 // the system calls they make and the other such functions they call or jump to.
-func (g *gen) sgFuncs() (map[uint64]*sgFunc, error) {
+func (g *gen) sgFuncs() map[uint64]*sgFunc {
 	funcs := map[uint64]*sgFunc{}
 	for _, s := range g.f.Symbols {
 		class, ok := runtime.SigGuardStaticFuncs[s.Name]
@@ -246,7 +246,8 @@ func (g *gen) sgFuncs() (map[uint64]*sgFunc, error) {
 		sort.Strings(sf.names)
 		code, err := g.f.Bytes(sf.fn.Addr, sf.fn.Size)
 		if err != nil {
-			return nil, fmt.Errorf("signal guard: %s: %w", sf.fn.Name, err)
+			sf.sys = true // unreadable: it can only be redirected itself (and the analysis decides)
+			continue
 		}
 		for off := 0; off < len(code); {
 			n, kind, target, err := x86dec.Flow(code[off:], sf.fn.Addr+uint64(off))
@@ -266,7 +267,7 @@ func (g *gen) sgFuncs() (map[uint64]*sgFunc, error) {
 			off += n
 		}
 	}
-	return funcs, nil
+	return funcs
 }
 
 // hookable plans the redirection of sf's entry, or says why it cannot be done safely.

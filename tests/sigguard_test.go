@@ -31,6 +31,7 @@ const sigguardSrc = `
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -144,7 +145,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "wait")) {
 		/* probes hit in a handler while the program waits with every other signal
-		 * blocked (sigsuspend, ppoll, pselect), and with SIGTRAP blocked through
+		 * blocked (sigsuspend, ppoll, pselect, epoll_pwait, epoll_pwait2), and with
+		 * SIGTRAP blocked through
 		 * syscall() and sighold() */
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);
@@ -168,6 +170,20 @@ int main(int argc, char **argv)
 		raise(SIGUSR1);
 		r = pselect(0, NULL, NULL, NULL, &ts, &others);
 		printf("pselect=%d usr1=%ld\n", r, usr1);
+		int ep = epoll_create1(0);
+		struct epoll_event ev;
+		usr1 = 0;
+		raise(SIGUSR1);
+		r = epoll_pwait(ep, &ev, 1, 5000, &others);
+		printf("epoll_pwait=%d usr1=%ld\n", r, usr1);
+		usr1 = 0;
+		raise(SIGUSR1);
+#ifdef __GLIBC__
+		r = epoll_pwait2(ep, &ev, 1, &ts, &others);
+#else
+		r = epoll_pwait(ep, &ev, 1, 5000, &others); /* musl 1.2.3 has no epoll_pwait2 */
+#endif
+		printf("epoll_pwait2=%d usr1=%ld\n", r, usr1);
 		sigfillset(&all);
 		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, NULL, 8);
 		printf("syscall=%ld\n", work(2, 3));
@@ -189,7 +205,8 @@ int main(int argc, char **argv)
 }
 `
 
-const sigguardWaitOut = "sigsuspend=-1 usr1=42\nppoll=-1 usr1=42\npselect=-1 usr1=42\nsyscall=5\nsighold=6\n"
+const sigguardWaitOut = "sigsuspend=-1 usr1=42\nppoll=-1 usr1=42\npselect=-1 usr1=42\nepoll_pwait=-1 usr1=42\n" +
+	"epoll_pwait2=-1 usr1=42\nsyscall=5\nsighold=6\n"
 
 // TestSigGuardEndToEnd: the modes of sigguardSrc, rewritten with int3 probes on work
 // (boosted, and single-stepped with --no-boost), in PIE (lazy binding), non-PIE and
@@ -223,7 +240,7 @@ func TestSigGuardEndToEnd(t *testing.T) {
 						{"block", 12, "watchdog=75\nblocked=11\nusr1=42\n"},
 						{"handler", 4, "traps=2 codes=194328\n"},
 						{"fork", 1, "child=0\n"},
-						{"wait", 5, sigguardWaitOut},
+						{"wait", 7, sigguardWaitOut},
 						{"dfl", 1, "work=4\n"},
 					} {
 						tr := filepath.Join(dir, c.mode+".trace")
@@ -274,7 +291,7 @@ var sigguardStaticCalls = []struct {
 	{"block", 12, 1, 1, "watchdog=75\nblocked=11\nusr1=42\n"},
 	{"handler", 4, 2, 0, "traps=2 codes=194328\n"},
 	{"fork", 1, 60, 2, "child=0\n"},
-	{"wait", 5, 1, 2, sigguardWaitOut},
+	{"wait", 7, 1, 2, sigguardWaitOut},
 	{"dfl", 1, 1, 0, "work=4\n"},
 }
 
@@ -334,9 +351,11 @@ var entriesWrapped = regexp.MustCompile(`signal guard: (\d+) function entries wr
 // (the narrowest set: glibc's sigaction, signal and sigprocmask only call them), and the
 // programs behave as the originals, with every probe hit in the trace.
 func TestSigGuardStaticEndToEnd(t *testing.T) {
-	glibc := [][]string{{"__libc_sigaction"}, {"pthread_sigmask", "__pthread_sigmask"},
-		{"sigsuspend", "__sigsuspend", "__libc_sigsuspend"}, {"ppoll", "__ppoll"}, {"pselect", "__pselect"}, {"syscall"}}
-	musl := append([][]string{{"__block_all_sigs"}, {"__block_app_sigs"}}, glibc...)
+	common := [][]string{{"__libc_sigaction"}, {"pthread_sigmask", "__pthread_sigmask"},
+		{"sigsuspend", "__sigsuspend", "__libc_sigsuspend"}, {"ppoll", "__ppoll"}, {"pselect", "__pselect"},
+		{"epoll_pwait"}, {"syscall"}}
+	glibc := append([][]string{{"epoll_pwait2"}}, common...)
+	musl := append([][]string{{"__block_all_sigs"}, {"__block_app_sigs"}}, common...)
 	for _, build := range []struct {
 		name   string
 		lang   string

@@ -76,6 +76,7 @@ type sgFunc struct {
 	names  []string
 	class  uint32
 	strong bool // the class came from a GLOBAL symbol
+	named  bool // by a global name, or a local one reserved to the library (__*)
 	sys    bool // it has a syscall instruction
 	calls  []uint64
 	state  uint8 // 0 new, 1 deciding, 2 decided
@@ -217,10 +218,8 @@ func (g *gen) sgFuncs() map[uint64]*sgFunc {
 	funcs := map[uint64]*sgFunc{}
 	for _, s := range g.f.Symbols {
 		class, ok := runtime.SigGuardStaticFuncs[s.Name]
-		// the library's internal names may be local (glibc's static-pie); a public name
-		// must be global, not a function of the program's own that happens to share it
-		bound := s.Bind == elf.STB_GLOBAL || s.Bind == elf.STB_WEAK || (s.Bind == elf.STB_LOCAL && strings.HasPrefix(s.Name, "__"))
-		if !ok || !bound || s.Type != elf.STT_FUNC || s.Shndx == uint16(elf.SHN_UNDEF) || s.Value == 0 {
+		if !ok || s.Type != elf.STT_FUNC || s.Shndx == uint16(elf.SHN_UNDEF) || s.Value == 0 ||
+			(s.Bind != elf.STB_GLOBAL && s.Bind != elf.STB_WEAK && s.Bind != elf.STB_LOCAL) {
 			continue
 		}
 		fn, ok := g.b.Funcs.Containing(s.Value)
@@ -235,6 +234,12 @@ func (g *gen) sgFuncs() map[uint64]*sgFunc {
 		if !slices.Contains(sf.names, s.Name) {
 			sf.names = append(sf.names, s.Name)
 		}
+		// glibc's static-pie makes some public names local (epoll_pwait, ppoll); a
+		// program's own static function could share one, and is not taken for the
+		// library's unless it makes a system call itself (below)
+		if s.Bind != elf.STB_LOCAL || strings.HasPrefix(s.Name, "__") {
+			sf.named = true
+		}
 		// names of one address agree but for aliases such as musl's __sysv_signal of
 		// its (BSD) signal: the strong symbol says what the function is
 		strong := s.Bind == elf.STB_GLOBAL
@@ -242,7 +247,8 @@ func (g *gen) sgFuncs() map[uint64]*sgFunc {
 			sf.class, sf.strong = class, strong
 		}
 	}
-	for _, sf := range funcs {
+	targets := map[uint64][]uint64{}
+	for a, sf := range funcs {
 		sort.Strings(sf.names)
 		code, err := g.f.Bytes(sf.fn.Addr, sf.fn.Size)
 		if err != nil {
@@ -260,11 +266,23 @@ func (g *gen) sgFuncs() map[uint64]*sgFunc {
 			case kind == x86dec.KindSyscall:
 				sf.sys = true
 			case kind == x86dec.KindCall || kind == x86dec.KindJmp || kind == x86dec.KindJcc:
-				if _, ok := funcs[target]; ok && target != sf.fn.Addr && !slices.Contains(sf.calls, target) {
-					sf.calls = append(sf.calls, target)
+				if target != a && !slices.Contains(targets[a], target) {
+					targets[a] = append(targets[a], target)
 				}
 			}
 			off += n
+		}
+	}
+	for a, sf := range funcs {
+		if !sf.named && !sf.sys {
+			delete(funcs, a)
+		}
+	}
+	for a, sf := range funcs {
+		for _, t := range targets[a] {
+			if _, ok := funcs[t]; ok {
+				sf.calls = append(sf.calls, t)
+			}
 		}
 	}
 	return funcs

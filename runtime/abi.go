@@ -195,7 +195,14 @@ const (
 	// SGThrow is a function that throws a C++ exception (appended): wrapped whenever
 	// return probes exist, it flushes the thread's return-probe instances first.
 	SGThrow = 15
-	SGMax   = 15
+	// SGEpollPwait2 is epoll_pwait2 (appended).
+	SGEpollPwait2 = 16
+	// SGBlockAllSigs and SGBlockAppSigs are musl's internal __block_all_sigs and
+	// __block_app_sigs, which raise, fork, pthread_create and sigaction(SIGABRT) call
+	// before running more of the library's (probeable) code (static programs).
+	SGBlockAllSigs = 17
+	SGBlockAppSigs = 18
+	SGMax          = 18
 )
 
 // SigGuardFuncs maps the dynamic symbol names the rewriter looks for (the relocation's
@@ -204,9 +211,33 @@ var SigGuardFuncs = map[string]uint32{
 	"sigaction": SGSigaction, "signal": SGSignal, "bsd_signal": SGSignal, "sysv_signal": SGSysvSignal,
 	"__sysv_signal": SGSysvSignal, "sigset": SGSigset, "sighold": SGSighold, "sigignore": SGSigignore,
 	"sigprocmask": SGSigprocmask, "pthread_sigmask": SGPthreadSigmask, "sigsuspend": SGSigsuspend,
-	"ppoll": SGPpoll, "__ppoll_chk": SGPpollChk, "pselect": SGPselect, "epoll_pwait": SGEpollPwait, "syscall": SGSyscall,
+	"ppoll": SGPpoll, "__ppoll_chk": SGPpollChk, "pselect": SGPselect, "epoll_pwait": SGEpollPwait,
+	"epoll_pwait2": SGEpollPwait2, "syscall": SGSyscall,
 	"__cxa_throw": SGThrow, "__cxa_rethrow": SGThrow, "_Unwind_RaiseException": SGThrow,
 	"_Unwind_Resume_or_Rethrow": SGThrow, "_ZSt17rethrow_exceptionNSt15__exception_ptr13exception_ptrE": SGThrow,
+}
+
+// SigGuardStaticFuncs maps the names static C libraries give the same functions (their
+// public names and the internal ones they call, glibc's and musl's) to their SG*
+// function, for programs that define them instead of importing them: the rewriter
+// redirects the entries of those that make the system call (GSEntry), which covers the
+// public ones that only call them (glibc 2.36: sigaction -> __libc_sigaction,
+// signal/sigset/sigignore/siginterrupt -> __sigaction, sigprocmask/sighold/sigrelse ->
+// __sigprocmask -> __pthread_sigmask; musl 1.2: the same through __libc_sigaction and
+// pthread_sigmask).
+var SigGuardStaticFuncs = map[string]uint32{
+	"sigaction": SGSigaction, "__sigaction": SGSigaction, "__libc_sigaction": SGSigaction,
+	"signal": SGSignal, "bsd_signal": SGSignal, "__bsd_signal": SGSignal, "ssignal": SGSignal,
+	"sysv_signal": SGSysvSignal, "__sysv_signal": SGSysvSignal,
+	"sigset": SGSigset, "sighold": SGSighold, "sigignore": SGSigignore,
+	"sigprocmask": SGSigprocmask, "__sigprocmask": SGSigprocmask,
+	"pthread_sigmask": SGPthreadSigmask, "__pthread_sigmask": SGPthreadSigmask,
+	"sigsuspend": SGSigsuspend, "__sigsuspend": SGSigsuspend, "__libc_sigsuspend": SGSigsuspend,
+	"ppoll": SGPpoll, "__ppoll": SGPpoll, "__ppoll_chk": SGPpollChk,
+	"pselect": SGPselect, "__pselect": SGPselect,
+	"epoll_pwait": SGEpollPwait, "epoll_pwait2": SGEpollPwait2,
+	"syscall":          SGSyscall,
+	"__block_all_sigs": SGBlockAllSigs, "__block_app_sigs": SGBlockAppSigs,
 }
 
 // SigGuardFunc returns the SG* function of a dynamic symbol name: SigGuardFuncs, and
@@ -227,12 +258,20 @@ func SigGuardFunc(name string) (uint32, bool) {
 
 // RawGotSlot is struct kprw_got_slot.
 type RawGotSlot struct {
-	Slot      uint64 `c:"slot"` // vaddr of the GOT word
-	Lazy      uint64 `c:"lazy"` // JUMP_SLOT: the word's value in the file (its PLT stub); 0 for GLOB_DAT
-	Name      uint64 `c:"name"` // vaddr of the symbol name
-	Func      uint32 `c:"func"` // SG*
-	Reserved0 uint32 `c:"reserved0"`
+	Slot  uint64 `c:"slot"`  // vaddr of the GOT word
+	Lazy  uint64 `c:"lazy"`  // JUMP_SLOT: the word's value in the file (its PLT stub); 0 for GLOB_DAT
+	Name  uint64 `c:"name"`  // vaddr of the symbol name
+	Func  uint32 `c:"func"`  // SG*
+	Flags uint32 `c:"flags"` // GS* (was reserved0)
 }
+
+// RawGotSlot.Flags.
+const (
+	// GSEntry: the entry of a function defined in the image (static programs). Slot is
+	// the writable word its patched entry jumps through, Lazy the vaddr of the relocated
+	// copy of its entry (the original function).
+	GSEntry = 1
+)
 
 // RawSigGuard is struct kprw_sigguard.
 type RawSigGuard struct {

@@ -71,9 +71,20 @@
 // next hit (or runs their handler instead of ours). For dynamically linked programs the
 // rewriter lists the main executable's GOT words (JUMP_SLOT, GLOB_DAT) of sigaction,
 // signal, bsd_signal, sysv_signal, sigset, sighold, sigignore, sigprocmask,
-// pthread_sigmask, sigsuspend, ppoll, __ppoll_chk, pselect, epoll_pwait and syscall
-// (SigGuard, SigGuardFuncs); start-up, which runs after ld.so relocated the program,
-// points them at wrappers (src/rt_sigguard.c). A word still lazily bound (pointing at
+// pthread_sigmask, sigsuspend, ppoll, __ppoll_chk, pselect, epoll_pwait, epoll_pwait2 and
+// syscall (SigGuard, SigGuardFuncs); start-up, which runs after ld.so relocated the
+// program, points them at wrappers (src/rt_sigguard.c). A static program (static-pie
+// too) has no GOT: the rewriter finds the same functions by symbol
+// (SigGuardStaticFuncs, glibc's and musl's internal names included) and redirects the
+// entries of those that make the system call: each entry jumps through a word of its own
+// in .kprewrite.bss (GotSlot.Entry, GSEntry), which start-up points at the wrapper, and
+// the wrapper's real function is a relocated copy of the entry's first instructions
+// followed by a jmp back (the word gets the copy itself under KPREWRITE_SIGGUARD=off, so
+// it is never empty). musl's internal __block_all_sigs and __block_app_sigs (raise,
+// fork, pthread_create, sigaction(SIGABRT)) are redirected too: their wrapper gives
+// SIGTRAP back right after blocking, so a raise()d SIGTRAP reaches the program's handler
+// inside raise, with musl's other signals still blocked, rather than when raise
+// unblocks them. A word still lazily bound (pointing at
 // its PLT stub, which would let ld.so overwrite the wrapper) gets the function ld.so
 // would bind, looked up from GOT[1]'s link_map through each object's GNU hash table
 // (default symbol version); a word under full RELRO is written with its page made
@@ -87,10 +98,15 @@
 // SIGTRAP, so probes in it fire), or gets the default action (death by SIGTRAP, as
 // without us; for a CPU trap also when ignored, as the kernel forces it), or is dropped
 // (SIG_IGN, sent). KPREWRITE_SIGGUARD=off leaves the functions alone (diagnostics).
-// Not covered, loud (death by SIGTRAP) rather than silent: static programs, whose libc
-// makes the system calls itself; the program's own raw rt_sigprocmask/rt_sigaction
-// system calls; calls from shared libraries through their own GOTs (a library that
-// blocks signals and then calls back into probed code). Jump-optimized probes need no
+// Not covered, loud (death by SIGTRAP) rather than silent: stripped static programs
+// (no symbols to find the functions by; rewrite warns) and functions whose entry cannot
+// be redirected safely nor covered through their callers (rewrite lists them); the
+// program's own raw rt_sigprocmask/rt_sigaction system calls (inline syscall
+// instructions; the syscall() function is wrapped); calls from shared libraries through
+// their own GOTs (a library that blocks signals and then calls back into probed code);
+// in static glibc programs, int3 probes in the library's own code that runs while glibc
+// blocks every signal with an inline system call (pthread_create until the new thread
+// starts, raise, abort, posix_spawn). Jump-optimized probes need no
 // signal at all. Start-up unblocks SIGTRAP in case a blocked mask was inherited across
 // exec.
 //

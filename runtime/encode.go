@@ -44,12 +44,18 @@ type SigGuard struct {
 	PLTGOT           uint64 // DT_PLTGOT vaddr (0: none)
 }
 
-// GotSlot is one GOT word of a wrapped function.
+// GotSlot is one GOT word of a wrapped function, or (Entry) one redirected entry of a
+// function the image defines (static programs).
 type GotSlot struct {
 	Slot uint64 // vaddr of the word
-	Lazy uint64 // JUMP_SLOT: the word's value in the file; 0 for GLOB_DAT
-	Name string // the relocation's symbol, without version
+	Lazy uint64 // JUMP_SLOT: the word's value in the file; 0 for GLOB_DAT and Entry
+	Name string // the relocation's symbol, without version; the function's symbol
 	Func uint32 // SG*
+	// Entry: Slot is a writable word of the rewriter's that the function's patched
+	// entry jumps through, and Copy the vaddr of the relocated copy of its entry (the
+	// original function), which the runtime's wrapper calls (GSEntry).
+	Entry bool
+	Copy  uint64
 }
 
 // Point is one probepoint: the probed instruction and every probe on it.
@@ -177,7 +183,7 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 			return nil, fmt.Errorf("%w: too many GOT slots", ErrTables)
 		}
 		for _, g := range sg.Slots {
-			if g.Func < 1 || g.Func > SGMax || g.Slot == 0 || g.Name == "" {
+			if g.Func < 1 || g.Func > SGMax || g.Slot == 0 || g.Name == "" || g.Entry != (g.Copy != 0) || (g.Entry && g.Lazy != 0) {
 				return nil, fmt.Errorf("%w: GOT slot %#x (%q, function %d)", ErrTables, g.Slot, g.Name, g.Func)
 			}
 		}
@@ -278,7 +284,11 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 		put(&RawSigGuard{Slots: roBase + sgOff + SigGuardSize, NSlots: uint32(len(sg.Slots)), Relro: sg.Relro,
 			RelroSize: sg.RelroSize, PLTGOT: sg.PLTGOT})
 		for _, g := range sg.Slots {
-			put(&RawGotSlot{Slot: g.Slot, Lazy: g.Lazy, Name: addStr(g.Name, true), Func: g.Func})
+			rg := RawGotSlot{Slot: g.Slot, Lazy: g.Lazy, Name: addStr(g.Name, true), Func: g.Func}
+			if g.Entry {
+				rg.Lazy, rg.Flags = g.Copy, GSEntry
+			}
+			put(&rg)
 		}
 	}
 	out.Write(strs.Bytes())

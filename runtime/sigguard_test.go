@@ -170,9 +170,10 @@ func TestSigGuard(t *testing.T) {
 	}
 }
 
-// TestSigGuardStatic documents the limit: a static program's libc makes the system
-// calls itself, there is nothing to wrap, and blocking SIGTRAP still kills it at the
-// next int3 probe hit (loudly: death by SIGTRAP).
+// TestSigGuardStatic: a static program has no GOT words to wrap; without the entry
+// redirections the rewriter adds (GSEntry, tested end to end in tests/sigguard_test.go),
+// which these hand-made tables lack (as a stripped static program's do), blocking
+// SIGTRAP still kills it at the next int3 probe hit (loudly: death by SIGTRAP).
 func TestSigGuardStatic(t *testing.T) {
 	b := buildRewritten(t, "testdata/sigguard.c", []string{"-static"}, sigGuardSpecs, func(tabs *Tables, f *elf.File) {
 		if sg := sigGuardOf(t, f); sg != nil {

@@ -1,6 +1,7 @@
 package rewriter
 
 import (
+	"bytes"
 	"fmt"
 
 	"kprewrite/patch"
@@ -153,15 +154,35 @@ func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64) ([]byte, e
 		var err error
 		if pt.Optimized() {
 			entry := at + uint64(a.entryOff)
+			reloc, relocAt := e.reg.Code, at+uint64(a.entryOff)
+			if e.count {
+				relocAt = at + uint64(runtime.CountDetourRelocOff(e.nprobes, e.flagsDead))
+			} else {
+				t, err := runtime.OptTemplate()
+				if err != nil {
+					return nil, err
+				}
+				relocAt = at + uint64(len(t.Code))
+			}
+			if stub, ok := g.hooks.detourStub[e.point]; ok {
+				// a redirected signal function (sigstatic.go): the function's first
+				// instructions run from the guard's copy, after its wrapper
+				j, err := trampolines.JmpRel32(relocAt, stub)
+				if err != nil {
+					return nil, fmt.Errorf("probe at %#x: %w", pt.Site, err)
+				}
+				reloc = bytes.Repeat([]byte{0xcc}, len(e.reg.Code))
+				copy(reloc, j)
+			}
 			if e.count {
 				ctrs := make([]uint64, e.nprobes)
 				for j := range ctrs {
 					ctrs[j] = enc.CounterAddr(g.tables.Counters, e.point, j)
 				}
-				code, err = runtime.CountDetour(at, ctrs, e.flagsDead, e.reg.Code, back)
+				code, err = runtime.CountDetour(at, ctrs, e.flagsDead, reloc, back)
 				entry = at
 			} else {
-				code, err = runtime.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, e.reg.Code, back)
+				code, err = runtime.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
 			}
 			if err != nil {
 				return nil, err

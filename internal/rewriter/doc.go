@@ -43,7 +43,28 @@
 // For int3 probes in a dynamically linked program the tables also list the GOT words of
 // the program's signal functions (SigGuardSlots), which the runtime wraps so that the
 // program cannot block SIGTRAP or take it over (runtime package documentation, "Signal
-// guard").
+// guard"). A static program (no PT_INTERP: -static, -static-pie) has no GOT to wrap
+// (sigstatic.go): its C library's functions are found by symbol
+// (runtime.SigGuardStaticFuncs), and the entries of those that make the system call
+// themselves are redirected, which covers the public functions that only call them
+// (decided from each function's direct calls and syscall instructions, so glibc's
+// sigaction -> __sigaction -> __libc_sigaction and musl's sigprocmask ->
+// pthread_sigmask need one redirection each). An entry is redirected like a
+// jump-optimized probe's site, with the analysis' verdict and DCR: the DCR becomes jmp
+// rel32 to a stub "jmp *word(%rip)" (the word in .kprewrite.bss, after the probe state),
+// and the DCR is relocated (trampolines.RelocateRegion) into a copy followed by a jmp
+// back, which is the original function the runtime's wrapper calls. A probe already on
+// the entry keeps it: an int3 point becomes an emulated jmp to the stub, a
+// jump-optimized point's detour jumps to the stub in place of its relocated DCR, and the
+// copy runs those instructions. An entry that cannot be redirected (a verdict other than
+// optimize, a probe inside its DCR, --exclude) is left alone and its callers among the
+// known functions are redirected instead; what stays unguarded, and a stripped static
+// program, are reported in Result.Warnings. The stubs and copies are named
+// kprewrite_sigguard_stub.FUNC and kprewrite_sigguard_orig.FUNC in .symtab; the new
+// .kprewrite.text area follows the detours:
+//
+//	.kprewrite.text    runtime text | slots | detours | signal-guard stubs and copies
+//	.kprewrite.bss     runtime bss | probe state | signal-guard words
 //
 // A rewrite is deterministic: the same input, definitions and options give the same
 // bytes (the image id that names the image in trace files is a hash of them).

@@ -88,6 +88,11 @@ const (
 	SymSlotPrefix = "kprewrite_slot."
 	// SymDetourPrefix names the detour buffer of a jump-optimized probe.
 	SymDetourPrefix = "kprewrite_detour."
+	// SymSigStubPrefix names the stub a static program's redirected signal function
+	// jumps to (jmp *word: the runtime's wrapper), SymSigCopyPrefix the relocated copy
+	// of its entry (the original function).
+	SymSigStubPrefix = "kprewrite_sigguard_stub."
+	SymSigCopyPrefix = "kprewrite_sigguard_orig."
 )
 
 const areaAlign = 64
@@ -173,6 +178,9 @@ type gen struct {
 	anyRet  bool
 	symbols map[string]uint64
 	hrefs   []handlerRef // C handler probes in the tables (handlers.go)
+	hooks   sigHooks     // a static program's redirected signal functions (sigstatic.go)
+	// warnings for Result.Warnings
+	warnings []string
 }
 
 func (g *gen) run() (*Result, error) {
@@ -189,12 +197,16 @@ func (g *gen) run() (*Result, error) {
 	if err := g.makeEvents(); err != nil {
 		return nil, err
 	}
+	if err := g.planStaticSigGuard(); err != nil {
+		return nil, fmt.Errorf("%s: signal guard: %w", f.Path, err)
+	}
 	if err := g.makeTables(); err != nil {
 		return nil, err
 	}
 	if err := g.addSigGuard(); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
+	g.addStaticSlots()
 
 	// The runtime, linked after the addresses are known; its sizes first.
 	obj, err := objlink.ParseObject("kprewrite_rt.o", runtime.Object)
@@ -230,12 +242,14 @@ func (g *gen) run() (*Result, error) {
 	rodataSize := rtRodataOff + rs.Rodata
 	slotsOff := alignUp(rs.Text, areaAlign)
 	dcrsOff := alignUp(slotsOff+g.slots.Size(), areaAlign)
-	textSize := dcrsOff + g.dcrs.size
+	hooksOff := alignUp(dcrsOff+g.dcrs.size, areaAlign)
+	textSize := hooksOff + g.hooks.size
 	stateOff := alignUp(rs.BSS, areaAlign)
+	wordsOff := alignUp(stateOff+enc.StateSize, 8)
 	// the counter window: page-aligned (PlanLayout's BSS address is not, so a page of
 	// slack), whole pages, at the end of the new bss
 	windowSize := runtime.CountersSize(int(enc.StateSize / runtime.ProbeStateSize))
-	bssSize := stateOff + enc.StateSize + 4096 + windowSize
+	bssSize := wordsOff + g.hooks.words + 4096 + windowSize
 
 	layout, err := f.PlanLayout(textSize, rodataSize, rs.Data, bssSize)
 	if err != nil {
@@ -243,7 +257,7 @@ func (g *gen) run() (*Result, error) {
 	}
 	tablesAddr := layout.RodataAddr + tablesOff
 	stateAddr := layout.BSSAddr + stateOff
-	g.tables.Counters = alignUp(stateAddr+enc.StateSize, 4096)
+	g.tables.Counters = alignUp(layout.BSSAddr+wordsOff+g.hooks.words, 4096)
 	if g.tables.Counters+windowSize > layout.BSSAddr+bssSize {
 		return nil, fmt.Errorf("%s: internal error: counter window outside the new bss", f.Path)
 	}
@@ -263,6 +277,10 @@ func (g *gen) run() (*Result, error) {
 		}
 	}
 	if err := g.dcrs.place(g, layout.TextAddr+dcrsOff); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	hookText, err := g.placeStaticHooks(layout.TextAddr+hooksOff, layout.BSSAddr+wordsOff)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	g.tables.AbsSlots = out.AbsSlots
@@ -313,6 +331,10 @@ func (g *gen) run() (*Result, error) {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	copy(text[dcrsOff:], dcrText)
+	for i := int(dcrsOff) + len(dcrText); i < int(hooksOff); i++ {
+		text[i] = 0xcc
+	}
+	copy(text[hooksOff:], hookText)
 	entry, ok := out.Addr(runtime.SymEntry)
 	if !ok {
 		return nil, fmt.Errorf("runtime object has no %s", runtime.SymEntry)
@@ -329,14 +351,15 @@ func (g *gen) run() (*Result, error) {
 		patches = append(patches, ps...)
 		sort.Slice(patches, func(i, j int) bool { return patches[i].Addr < patches[j].Addr })
 	}
+	syms := g.newSymbols(out, symPlaces{slotsOff, dcrsOff, rtRodataOff, tablesOff, uint64(len(enc2.RO)), stateOff, enc2.StateSize, uint64(len(descBytes)),
+		g.tables.Counters - layout.BSSAddr, windowSize})
 	img, err := f.Rewrite(&elfio.Addition{
-		Layout: layout,
-		Text:   text,
-		Rodata: rodata,
-		Data:   out.Data,
-		BSS:    bssSize,
-		Symbols: g.newSymbols(out, symPlaces{slotsOff, dcrsOff, rtRodataOff, tablesOff, uint64(len(enc2.RO)), stateOff, enc2.StateSize, uint64(len(descBytes)),
-			g.tables.Counters - layout.BSSAddr, windowSize}),
+		Layout:  layout,
+		Text:    text,
+		Rodata:  rodata,
+		Data:    out.Data,
+		BSS:     bssSize,
+		Symbols: append(syms, g.hookSymbols(hooksOff)...),
 		Patches: patches,
 		Entry:   &entry,
 	})
@@ -344,7 +367,7 @@ func (g *gen) run() (*Result, error) {
 		return nil, err
 	}
 	g.desc.tablesAddr = tablesAddr
-	res := &Result{Image: img, Layout: layout, Plan: g.plan, Desc: g.desc, Refused: g.plan.Refused}
+	res := &Result{Image: img, Layout: layout, Plan: g.plan, Desc: g.desc, Refused: g.plan.Refused, Warnings: g.warnings}
 	if g.anyRet && f.Section(".gcc_except_table") != nil {
 		// The unwinder finds no frame information for the return trampoline: the
 		// runtime's throw wrappers put the original return addresses back first.

@@ -33,7 +33,10 @@ func SigGuardSlots(f *elfio.File) (*runtime.SigGuard, error) {
 		if rs.Type != elf.SHT_RELA || rs.Flags&elf.SHF_ALLOC == 0 {
 			continue
 		}
-		if int(rs.Link) <= 0 || int(rs.Link) >= len(f.Sections) {
+		if rs.Link == 0 {
+			continue // no symbol table: a stripped static program's IRELATIVE relocations
+		}
+		if int(rs.Link) >= len(f.Sections) {
 			return nil, fmt.Errorf("%s: symbol table index %d out of range", rs.Name, rs.Link)
 		}
 		ss := &f.Sections[rs.Link]

@@ -194,6 +194,10 @@ struct kprw_header {
  * lists the main executable's GOT words (JUMP_SLOT and GLOB_DAT relocations) of the
  * libc functions that change signal masks or dispositions; at start-up (after ld.so
  * relocated everything) the runtime points each at a wrapper of its own (src/rt_sigguard.c).
+ * For a static program (static-pie too) the rewriter finds those functions by symbol and
+ * redirects their entries instead (KPRW_GS_ENTRY): the entry jumps through a word of the
+ * rewriter's (jmp *word), which the runtime points at the wrapper, and the original
+ * function runs from a relocated copy of its entry instructions.
  */
 #define KPRW_SG_SIGACTION 1
 #define KPRW_SG_SIGNAL 2       /* signal, bsd_signal: BSD semantics */
@@ -215,16 +219,29 @@ struct kprw_header {
  * wrapper puts back the original return addresses of this thread's return-probed frames
  * (flushing their instances) so that the unwinder never meets the return trampoline. */
 #define KPRW_SG_THROW 15
-#define KPRW_SG_MAX 15
+#define KPRW_SG_EPOLL_PWAIT2 16 /* appended: epoll_pwait2 */
+/* musl's internal __block_all_sigs / __block_app_sigs (static programs: raise, fork,
+ * pthread_create, sigaction(SIGABRT) and others call them and then run code that may be
+ * probed before they restore the mask) */
+#define KPRW_SG_BLOCK_ALL_SIGS 17
+#define KPRW_SG_BLOCK_APP_SIGS 18
+#define KPRW_SG_MAX 18
+
+/* kprw_got_slot.flags */
+#define KPRW_GS_ENTRY 1 /* the entry of a function defined in the image (static programs) */
 
 struct kprw_got_slot {
-	kprw_u64 slot;      /* vaddr of the GOT word */
+	kprw_u64 slot;      /* vaddr of the GOT word; KPRW_GS_ENTRY: of the writable word the
+	                       function's patched entry jumps through (zero in the file: the
+	                       runtime stores the wrapper, or the copy below when unguarded) */
 	kprw_u64 lazy;      /* JUMP_SLOT: the word's value in the file (its PLT stub), which
 	                       ld.so leaves there (+ bias) until the first call under lazy
-	                       binding; 0 for GLOB_DAT (always bound at load) */
+	                       binding; 0 for GLOB_DAT (always bound at load);
+	                       KPRW_GS_ENTRY: vaddr of the relocated copy of the function's
+	                       entry, then a jmp back into it: the original function */
 	kprw_u64 name;      /* vaddr of the NUL-terminated symbol name (lazy look-up) */
 	kprw_u32 func;      /* KPRW_SG_* */
-	kprw_u32 reserved0;
+	kprw_u32 flags;     /* KPRW_GS_* (was reserved0) */
 };
 
 struct kprw_sigguard {

@@ -38,11 +38,20 @@
  * The program's SIGTRAP disposition lives in our memory: a vfork child that changes it
  * before exec changes it for its parent too (POSIX lets a vfork child only exec or _exit).
  *
- * Not covered: static programs (their libc makes the system calls itself: nothing to
- * interpose; blocking SIGTRAP there still kills at the next hit, and a handler they
- * install replaces ours); raw system calls in the program's own code; calls made by
- * shared libraries through their own GOTs and libc's internal calls (posix_spawn and
- * pthread_create block signals internally but run none of the program's code meanwhile).
+ * A static program (static-pie too) has no GOT: the rewriter redirects the entries of its
+ * C library's functions that make these system calls (found by symbol; glibc's
+ * __libc_sigaction, __pthread_sigmask, sigsuspend, ppoll, pselect, epoll_pwait(2),
+ * syscall; musl's the same plus __block_all_sigs/__block_app_sigs) through a word each
+ * (KPRW_GS_ENTRY): entry_init stores the wrapper there, and the wrapper's real function
+ * is the relocated copy of the entry's first instructions. musl's internal block helpers
+ * run before code of the library's own that may be probed (raise, fork, pthread_create,
+ * sigaction(SIGABRT)); their wrapper unblocks SIGTRAP right after.
+ *
+ * Not covered: stripped static programs (no symbols: the rewriter warns); raw system
+ * calls in the program's own code; calls made by shared libraries through their own GOTs
+ * and libc's internal calls (posix_spawn and pthread_create block signals internally:
+ * harmless in a dynamic program, whose libc code has no probes, but in a static glibc
+ * program an int3 probe in the library code run in that window kills the process).
  * Jump-optimized probes ("o") need no signal and have none of these limits.
  *
  * C++ exceptions (KPRW_SG_THROW, whenever return probes exist, int3 or not): a return
@@ -287,6 +296,33 @@ static int w_epoll_pwait(int fd, void *ev, int max, int timeout, const void *set
 	return f(fd, ev, max, timeout, strip(set, &tmp));
 }
 
+static int w_epoll_pwait2(int fd, void *ev, int max, const void *timeout, const void *set)
+{
+	struct usigset tmp;
+	int (*f)(int, void *, int, const void *, const void *) = (void *)sg_real[KPRW_SG_EPOLL_PWAIT2];
+	return f(fd, ev, max, timeout, strip(set, &tmp));
+}
+
+/* musl's __block_all_sigs(set) / __block_app_sigs(set): block, then give SIGTRAP back at
+ * once (no code of the program runs in between) */
+static void block_sigs(u32 func, void *set)
+{
+	void (*f)(void *) = (void *)sg_real[func];
+	f(set);
+	unsigned long trap = TRAPBIT;
+	sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&trap, 0, 8);
+}
+
+static void w_block_all_sigs(void *set)
+{
+	block_sigs(KPRW_SG_BLOCK_ALL_SIGS, set);
+}
+
+static void w_block_app_sigs(void *set)
+{
+	block_sigs(KPRW_SG_BLOCK_APP_SIGS, set);
+}
+
 /* syscall(): the variadic arguments arrive as six integers (the sixth on the stack,
  * always readable: it is the caller's frame). */
 static long w_syscall(long n, long a, long b, long c, long d, long e, long g)
@@ -332,6 +368,9 @@ static uptr wrapper(u32 func)
 	case KPRW_SG_EPOLL_PWAIT: return (uptr)w_epoll_pwait;
 	case KPRW_SG_SYSCALL: return (uptr)w_syscall;
 	case KPRW_SG_PPOLL_CHK: return (uptr)w_ppoll_chk;
+	case KPRW_SG_EPOLL_PWAIT2: return (uptr)w_epoll_pwait2;
+	case KPRW_SG_BLOCK_ALL_SIGS: return (uptr)w_block_all_sigs;
+	case KPRW_SG_BLOCK_APP_SIGS: return (uptr)w_block_app_sigs;
 	}
 	return 0;
 }
@@ -530,7 +569,7 @@ static int store_word(uptr p, uptr v, uptr relro_lo, uptr relro_hi)
 	return 0;
 }
 
-u32 kprw_sg_wrapped; /* GOT words now pointing at wrappers */
+u32 kprw_sg_wrapped; /* GOT words and static entries now going to wrappers */
 
 /* the throw wrappers: stub i (throwstub.S) jumps to kprw_throw_real[i] */
 #define NTHROW 32
@@ -551,19 +590,66 @@ static uptr throw_stub(uptr real)
 	return 0;
 }
 
+/* entry_init fills the words the redirected entries of a static program's functions
+ * (KPRW_GS_ENTRY) jump through: the wrapper, with the relocated copy of the entry as its
+ * real function; the copy itself (the program unchanged) when unguarded. Every word is
+ * filled whatever the mode: zero in the file, it must never be jumped through empty.
+ * (The rewriter redirects signal functions only, never the C++ throw functions.) */
+static void entry_init(const struct kprw_got_slot *s, u32 n, int guard)
+{
+	u32 entries = 0, hooked = 0;
+	for (u32 i = 0; i < n; i++) {
+		u32 f = s[i].func;
+		if (!(s[i].flags & KPRW_GS_ENTRY) || f < 1 || f > KPRW_SG_MAX || f == KPRW_SG_THROW)
+			continue;
+		if (guard && !sg_real[f])
+			sg_real[f] = RT_ADDR(s[i].lazy); /* the rewriter gives each function one entry */
+	}
+	for (u32 i = 0; i < n; i++) {
+		u32 f = s[i].func;
+		if (!(s[i].flags & KPRW_GS_ENTRY) || f < 1 || f > KPRW_SG_MAX)
+			continue;
+		uptr real = RT_ADDR(s[i].lazy), w = 0;
+		entries++;
+		if (guard && f != KPRW_SG_THROW && sg_real[f] == real)
+			w = wrapper(f);
+		__atomic_store_n((uptr *)RT_ADDR(s[i].slot), w ? w : real, __ATOMIC_RELEASE);
+		if (w) {
+			hooked++;
+			kprw_sg_wrapped++;
+		} else if (guard && kprw_rt.debug) {
+			kprw_puts("kprewrite: signal guard: cannot wrap ");
+			kprw_puts((const char *)RT_ADDR(s[i].name));
+			kprw_puts("\n");
+		}
+	}
+	if (kprw_rt.debug && guard && entries) {
+		kprw_puts("kprewrite: signal guard: ");
+		kprw_put_dec(hooked);
+		kprw_puts(" function entries wrapped, ");
+		kprw_put_dec(entries - hooked);
+		kprw_puts(" not\n");
+	}
+}
+
 /* kprw_sigguard_init records the program's initial SIGTRAP disposition (what was there
  * before our handler: SIG_DFL, SIG_IGN, or a library constructor's handler) and points
- * the GOT words at the wrappers. Runs once, single-threaded, after our handler is in. */
+ * the GOT words (and the words of a static program's redirected entries) at the wrappers.
+ * Runs once, single-threaded, after our handler is in. */
 void kprw_sigguard_init(const char *mode, int traps)
 {
 	const struct kprw_header *h = kprw_rt.hdr;
 	struct k_sigaction init = {kprw_rt.old_trap_handler, 0, 0, 0};
 	if (traps)
 		prog_swap(&init, NULL);
-	if (!h->sigguard || (mode && kprw_strcmp(mode, "off") == 0))
+	if (!h->sigguard)
 		return;
 	const struct kprw_sigguard *g = (const void *)RT_ADDR(h->sigguard);
 	const struct kprw_got_slot *s = (const void *)RT_ADDR(g->slots);
+	int guard = !(mode && kprw_strcmp(mode, "off") == 0);
+	entry_init(s, g->nslots, guard && traps); /* no trap handler of ours: nothing to guard */
+	if (!guard)
+		return;
 	uptr relro_lo = 0, relro_hi = 0;
 	if (g->relro_size) { /* the pages ld.so protects: whole pages inside the segment */
 		relro_lo = RT_ADDR(g->relro) & ~4095ul;
@@ -572,11 +658,11 @@ void kprw_sigguard_init(const char *mode, int traps)
 	const struct lmap *main_map = NULL;
 	if (g->pltgot)
 		main_map = *(const struct lmap *const *)(RT_ADDR(g->pltgot) + 8);
-	u32 lazy = 0, failed = 0;
+	u32 lazy = 0, failed = 0, wrapped = 0, words = 0;
 	/* the real functions first (a word bound to its function gives it to every word of
 	 * that function), then the stores */
 	for (u32 i = 0; i < g->nslots; i++) {
-		if (s[i].func < 1 || s[i].func > KPRW_SG_MAX || s[i].func == KPRW_SG_THROW)
+		if (s[i].func < 1 || s[i].func > KPRW_SG_MAX || s[i].func == KPRW_SG_THROW || (s[i].flags & KPRW_GS_ENTRY))
 			continue;
 		uptr v = *(const uptr *)RT_ADDR(s[i].slot);
 		if (v && !(s[i].lazy && v == RT_ADDR(s[i].lazy)) && !sg_real[s[i].func])
@@ -584,6 +670,9 @@ void kprw_sigguard_init(const char *mode, int traps)
 	}
 	for (u32 i = 0; i < g->nslots; i++) {
 		u32 f = s[i].func;
+		if (s[i].flags & KPRW_GS_ENTRY)
+			continue;
+		words++;
 		if (f < 1 || f > KPRW_SG_MAX || (f != KPRW_SG_THROW && !traps))
 			continue;
 		uptr p = RT_ADDR(s[i].slot);
@@ -617,10 +706,11 @@ void kprw_sigguard_init(const char *mode, int traps)
 			continue;
 		}
 		kprw_sg_wrapped++;
+		wrapped++;
 	}
-	if (kprw_rt.debug) {
+	if (kprw_rt.debug && words) {
 		kprw_puts("kprewrite: signal guard: ");
-		kprw_put_dec(kprw_sg_wrapped);
+		kprw_put_dec(wrapped);
 		kprw_puts(" GOT words wrapped (");
 		kprw_put_dec(lazy);
 		kprw_puts(" bound lazily, looked up), ");

@@ -36,7 +36,8 @@ func Need(t testing.TB, tools ...string) {
 	}
 }
 
-// Build compiles src with gcc (lang "c") or g++ (lang "c++") in a fresh temporary
+// Build compiles src with gcc (lang "c"), musl-gcc (lang "c-musl": skipped when musl-gcc is
+// not installed) or g++ (lang "c++") in a fresh temporary
 // directory and returns the executable's path. flags are passed to the compiler after
 // the source file, so they may hold libraries (-lpthread) as well as options (-O2,
 // -static, -no-pie). A compile error fails the test with the compiler's output.
@@ -46,10 +47,12 @@ func Build(t testing.TB, src, lang string, flags ...string) string {
 	switch lang {
 	case "c":
 		compiler, ext = "gcc", ".c"
+	case "c-musl":
+		compiler, ext = "musl-gcc", ".c"
 	case "c++", "cxx", "cpp":
 		compiler, ext = "g++", ".cc"
 	default:
-		t.Fatalf("testprog.Build: unknown language %q (want c or c++)", lang)
+		t.Fatalf("testprog.Build: unknown language %q (want c, c-musl or c++)", lang)
 	}
 	Need(t, compiler)
 	dir := t.TempDir()

@@ -1,7 +1,5 @@
 package runtime
 
-import "strings"
-
 // The Go mirror of include/kprewrite_abi.h. The Raw* structs have exactly the C layout
 // when written with encoding/binary (little-endian, no padding); abi_test.go compiles
 // the header and checks every field offset and struct size against them.
@@ -28,6 +26,12 @@ const (
 	// It is never run in place: Detour copies it out of Object.
 	SymOptTemplate    = "kprewrite_rt_optprobe_template"
 	SymOptTemplateEnd = "kprewrite_rt_optprobe_template_end"
+	// SymEHFrame is the return trampoline's unwind information in .data: a CIE and
+	// its FDEs in .eh_frame format (pcrel pointers), then a zero terminator; the
+	// rewriter lists its FDEs in the .eh_frame_hdr it writes (see src/entry.S).
+	SymEHFrame = "kprewrite_rt_eh_frame"
+	// EHFrameFDEs is how many FDEs SymEHFrame holds.
+	EHFrameFDEs = 1
 )
 
 // Header.
@@ -185,10 +189,7 @@ const (
 	SGEpollPwait     = 12
 	SGSyscall        = 13
 	SGPpollChk       = 14
-	// SGThrow is a function that throws a C++ exception (appended): wrapped whenever
-	// return probes exist, it flushes the thread's return-probe instances first.
-	SGThrow = 15
-	SGMax   = 15
+	SGMax            = 14
 )
 
 // SigGuardFuncs maps the dynamic symbol names the rewriter looks for (the relocation's
@@ -197,25 +198,8 @@ var SigGuardFuncs = map[string]uint32{
 	"sigaction": SGSigaction, "signal": SGSignal, "bsd_signal": SGSignal, "sysv_signal": SGSysvSignal,
 	"__sysv_signal": SGSysvSignal, "sigset": SGSigset, "sighold": SGSighold, "sigignore": SGSigignore,
 	"sigprocmask": SGSigprocmask, "pthread_sigmask": SGPthreadSigmask, "sigsuspend": SGSigsuspend,
-	"ppoll": SGPpoll, "__ppoll_chk": SGPpollChk, "pselect": SGPselect, "epoll_pwait": SGEpollPwait, "syscall": SGSyscall,
-	"__cxa_throw": SGThrow, "__cxa_rethrow": SGThrow, "_Unwind_RaiseException": SGThrow,
-	"_Unwind_Resume_or_Rethrow": SGThrow, "_ZSt17rethrow_exceptionNSt15__exception_ptr13exception_ptrE": SGThrow,
-}
-
-// SigGuardFunc returns the SG* function of a dynamic symbol name: SigGuardFuncs, and
-// SGThrow for libstdc++'s std::__throw_* helpers (_ZSt<n>__throw_<what>...), which
-// programs call from inlined library code (std::vector::at, std::stoi).
-func SigGuardFunc(name string) (uint32, bool) {
-	if f, ok := SigGuardFuncs[name]; ok {
-		return f, true
-	}
-	if rest, ok := strings.CutPrefix(name, "_ZSt"); ok {
-		rest = strings.TrimLeft(rest, "0123456789")
-		if len(rest) < len(name)-4 && strings.HasPrefix(rest, "__throw_") {
-			return SGThrow, true
-		}
-	}
-	return 0, false
+	"ppoll": SGPpoll, "__ppoll_chk": SGPpollChk, "pselect": SGPselect, "epoll_pwait": SGEpollPwait,
+	"syscall": SGSyscall,
 }
 
 // RawGotSlot is struct kprw_got_slot.
@@ -326,8 +310,9 @@ type RawStats struct {
 	Violations uint64 `c:"violations"` // --verify-regions: hits on inner DCR bytes
 	// HandlerFaults counts faults in C handlers (reported on stderr and recovered).
 	HandlerFaults uint64 `c:"handler_faults"`
-	// RPFlushed counts return-probe instances flushed by a C++ throw (their return
-	// handlers do not run).
+	// RPFlushed counts return-probe instances released because a C++ exception or a
+	// forced unwind left their frame through the trampoline (no return event; each also
+	// counts in its probe's nmissed).
 	RPFlushed uint64 `c:"rp_flushed"`
 }
 

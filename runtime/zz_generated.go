@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "e365f12224e2c254d44aec0e6284f69553c5118e76f4372928273dd5248872de"
+const ObjectSHA256 = "1d7170d69b7db67483bd6a95bf6fce49b1184a6e632f7a82d102dd74ae2b861d"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

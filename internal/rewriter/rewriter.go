@@ -226,7 +226,13 @@ func (g *gen) run() (*Result, error) {
 	stateOff := alignUp(rs.BSS, areaAlign)
 	bssSize := stateOff + enc.StateSize
 
-	layout, err := f.PlanLayout(textSize, rodataSize, rs.Data, bssSize)
+	var eh *ehHdrPlan
+	var ehSize uint64
+	if g.anyRet {
+		eh = planEHHdr(f)
+		ehSize = eh.size
+	}
+	layout, err := f.PlanLayoutEH(textSize, rodataSize, rs.Data, bssSize, ehSize)
 	if err != nil {
 		return nil, err
 	}
@@ -303,6 +309,13 @@ func (g *gen) run() (*Result, error) {
 		return nil, fmt.Errorf("runtime object has no %s", runtime.SymEntry)
 	}
 
+	var ehHdr []byte
+	if eh != nil {
+		if ehHdr, err = eh.build(layout.EHHdrAddr, out, layout.DataAddr); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Path, err)
+		}
+	}
+
 	patches := g.plan.Patcher.Commit()
 	// Return probes replace return addresses, and a detour may resume through iretq
 	// (a redirecting handler): both are incompatible with a CET shadow stack.
@@ -315,14 +328,16 @@ func (g *gen) run() (*Result, error) {
 		sort.Slice(patches, func(i, j int) bool { return patches[i].Addr < patches[j].Addr })
 	}
 	img, err := f.Rewrite(&elfio.Addition{
-		Layout:  layout,
-		Text:    text,
-		Rodata:  rodata,
-		Data:    out.Data,
-		BSS:     bssSize,
-		Symbols: g.newSymbols(out, symPlaces{slotsOff, dcrsOff, rtRodataOff, tablesOff, uint64(len(enc2.RO)), stateOff, enc2.StateSize, uint64(len(descBytes))}),
-		Patches: patches,
-		Entry:   &entry,
+		Layout: layout,
+		Text:   text,
+		Rodata: rodata,
+		Data:   out.Data,
+		BSS:    bssSize,
+		// the return trampoline's FDE joins the unwinder's table (unwind.go)
+		EHFrameHdr: ehHdr,
+		Symbols:    g.newSymbols(out, symPlaces{slotsOff, dcrsOff, rtRodataOff, tablesOff, uint64(len(enc2.RO)), stateOff, enc2.StateSize, uint64(len(descBytes))}),
+		Patches:    patches,
+		Entry:      &entry,
 	})
 	if err != nil {
 		return nil, err
@@ -330,18 +345,8 @@ func (g *gen) run() (*Result, error) {
 	g.desc.tablesAddr = tablesAddr
 	res := &Result{Image: img, Layout: layout, Plan: g.plan, Desc: g.desc, Refused: g.plan.Refused}
 	if g.anyRet && f.Section(".gcc_except_table") != nil {
-		// The unwinder finds no frame information for the return trampoline: the
-		// runtime's throw wrappers put the original return addresses back first.
-		if g.throwGuarded() {
-			res.Warnings = append(res.Warnings, "the program uses exceptions: before a C++ exception is thrown from the program's own code, "+
-				"the runtime flushes the thread's pending return probes (the original return addresses are put back, so the exception is caught normally), "+
-				"and the return events of those frames are lost, also of frames above the catch; an exception thrown inside a shared library "+
-				"(such as std::bad_alloc from operator new) or a forced unwind (pthread_cancel) through a return-probed frame still terminates the program")
-		} else {
-			res.Warnings = append(res.Warnings, "the program uses exceptions: a C++ exception (or forced unwind) that leaves a function through "+
-				"its return probe's trampoline cannot be unwound and terminates the program, as with the kernel's uretprobes "+
-				"(no GOT entry of __cxa_throw to interpose: static program, or no throw in its own code)")
-		}
+		res.Warnings = append(res.Warnings, "the program uses exceptions: when a C++ exception or a forced unwind (pthread_cancel, pthread_exit) "+
+			"leaves a return-probed function, that call's return event is lost (counted as a miss); calls the exception does not leave keep theirs")
 	}
 	return res, nil
 }

@@ -277,7 +277,6 @@ void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc);
 void kprw_miss_point(const struct kprw_point *pt);
 void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c);
 int kprw_kretprobe_init(void);
-void kprw_kretprobe_flush(uptr sp); /* before a C++ throw: see rt_kretprobe.c */
 void kprw_rethook(struct pt_regs *regs);
 void kprw_trace_open(const char *path, u64 size, int prefault);
 void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8 *edata, u32 elen,
@@ -287,7 +286,7 @@ long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx);
 /* ---- signal guard (rt_sigguard.c) ---- */
 void kprw_istep_init(void); /* rt_istep.c: int3-ended single-steps (KPRW_PF_INT3STEP) */
 const struct kprw_point *kprw_istep_find(u64 vaddr);
-void kprw_sigguard_init(const char *mode, int traps); /* KPREWRITE_SIGGUARD: "off" wraps nothing */
+void kprw_sigguard_init(const char *mode); /* KPREWRITE_SIGGUARD: "off" wraps nothing */
 void kprw_sg_deliver(struct k_siginfo *si, struct k_ucontext *uc); /* a SIGTRAP not ours */
 extern u32 kprw_sg_wrapped;
 extern const char kprewrite_rt_optprobe_template[], kprewrite_rt_optprobe_template_end[];

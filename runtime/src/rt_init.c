@@ -303,10 +303,8 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	if (traps) {
 		install_sigtrap();
 		kprw_istep_init();
+		kprw_sigguard_init(getenv_(envp, "KPREWRITE_SIGGUARD"));
 	}
-	/* the signal guard: with int3 probes, and for the throw wrappers of return probes */
-	if (traps || kprw_rt.ri_keys)
-		kprw_sigguard_init(getenv_(envp, "KPREWRITE_SIGGUARD"), traps);
 	int user = kprw_user_any();
 	if (user)
 		kprw_fault_install(); /* before any C handler runs, kprewrite_init included */

@@ -44,20 +44,6 @@
  * shared libraries through their own GOTs and libc's internal calls (posix_spawn and
  * pthread_create block signals internally but run none of the program's code meanwhile).
  * Jump-optimized probes ("o") need no signal and have none of these limits.
- *
- * C++ exceptions (KPRW_SG_THROW, whenever return probes exist, int3 or not): a return
- * probe replaces its frame's return address with the trampoline, which has no unwind
- * information, so an exception unwinding that frame would end in std::terminate. The
- * functions that start an unwind (__cxa_throw, __cxa_rethrow, _Unwind_RaiseException,
- * _Unwind_Resume_or_Rethrow, std::rethrow_exception, libstdc++'s std::__throw_* helpers
- * that inlined library code such as std::vector::at or std::stoi calls) are wrapped by
- * stubs (throwstub.S) that first flush this thread's return-probe instances above the
- * thrower (kprw_kretprobe_flush: original return addresses back, instances released):
- * the exception is caught normally, and the return handlers of all those frames do not
- * run, also of frames above the catch that return later (kprewrite_rt_stats.rp_flushed
- * counts them). Throws made inside shared libraries with their own GOT (operator new's
- * std::bad_alloc, std::thread, a library's own code) and throws in static programs are
- * not seen: unwinding a return-probed frame then still terminates the program.
  */
 #include "rt.h"
 
@@ -532,34 +518,14 @@ static int store_word(uptr p, uptr v, uptr relro_lo, uptr relro_hi)
 
 u32 kprw_sg_wrapped; /* GOT words now pointing at wrappers */
 
-/* the throw wrappers: stub i (throwstub.S) jumps to kprw_throw_real[i] */
-#define NTHROW 32
-extern const u8 kprw_throw_stubs[] __attribute__((visibility("hidden")));
-uptr kprw_throw_real[NTHROW];
-
-/* throw_stub returns the stub that flushes and then jumps to real (0: none left). */
-static uptr throw_stub(uptr real)
-{
-	if (!real)
-		return 0;
-	for (u32 i = 0; i < NTHROW; i++) {
-		if (!kprw_throw_real[i])
-			kprw_throw_real[i] = real;
-		if (kprw_throw_real[i] == real)
-			return (uptr)kprw_throw_stubs + 16 * i;
-	}
-	return 0;
-}
-
 /* kprw_sigguard_init records the program's initial SIGTRAP disposition (what was there
  * before our handler: SIG_DFL, SIG_IGN, or a library constructor's handler) and points
  * the GOT words at the wrappers. Runs once, single-threaded, after our handler is in. */
-void kprw_sigguard_init(const char *mode, int traps)
+void kprw_sigguard_init(const char *mode)
 {
 	const struct kprw_header *h = kprw_rt.hdr;
 	struct k_sigaction init = {kprw_rt.old_trap_handler, 0, 0, 0};
-	if (traps)
-		prog_swap(&init, NULL);
+	prog_swap(&init, NULL);
 	if (!h->sigguard || (mode && kprw_strcmp(mode, "off") == 0))
 		return;
 	const struct kprw_sigguard *g = (const void *)RT_ADDR(h->sigguard);
@@ -576,7 +542,7 @@ void kprw_sigguard_init(const char *mode, int traps)
 	/* the real functions first (a word bound to its function gives it to every word of
 	 * that function), then the stores */
 	for (u32 i = 0; i < g->nslots; i++) {
-		if (s[i].func < 1 || s[i].func > KPRW_SG_MAX || s[i].func == KPRW_SG_THROW)
+		if (s[i].func < 1 || s[i].func > KPRW_SG_MAX)
 			continue;
 		uptr v = *(const uptr *)RT_ADDR(s[i].slot);
 		if (v && !(s[i].lazy && v == RT_ADDR(s[i].lazy)) && !sg_real[s[i].func])
@@ -584,30 +550,17 @@ void kprw_sigguard_init(const char *mode, int traps)
 	}
 	for (u32 i = 0; i < g->nslots; i++) {
 		u32 f = s[i].func;
-		if (f < 1 || f > KPRW_SG_MAX || (f != KPRW_SG_THROW && !traps))
+		if (f < 1 || f > KPRW_SG_MAX)
 			continue;
 		uptr p = RT_ADDR(s[i].slot);
 		uptr v = *(const uptr *)p;
 		if (v == 0)
 			continue; /* an unresolved weak reference: the program sees NULL, as before */
-		uptr w = 0;
-		if (f == KPRW_SG_THROW) {
-			if (!kprw_rt.ri_keys)
-				continue; /* no return probe: nothing to flush */
-			if (s[i].lazy && v == RT_ADDR(s[i].lazy)) {
-				v = lookup(main_map, (const char *)RT_ADDR(s[i].name));
-				lazy++;
-			}
-			w = throw_stub(v);
-		} else {
-			if (!sg_real[f] && s[i].lazy && v == RT_ADDR(s[i].lazy)) {
-				sg_real[f] = lookup(main_map, (const char *)RT_ADDR(s[i].name));
-				lazy++;
-			}
-			if (sg_real[f])
-				w = wrapper(f);
+		if (!sg_real[f] && s[i].lazy && v == RT_ADDR(s[i].lazy)) {
+			sg_real[f] = lookup(main_map, (const char *)RT_ADDR(s[i].name));
+			lazy++;
 		}
-		if (!w || store_word(p, w, relro_lo, relro_hi) < 0) {
+		if (!sg_real[f] || store_word(p, wrapper(f), relro_lo, relro_hi) < 0) {
 			failed++;
 			if (kprw_rt.debug) {
 				kprw_puts("kprewrite: signal guard: cannot wrap ");

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "1d7170d69b7db67483bd6a95bf6fce49b1184a6e632f7a82d102dd74ae2b861d"
+const ObjectSHA256 = "6e5a6acc51504501be23191529b6ffe7c82ef716a319c33f0d8c9d417dfadf88"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

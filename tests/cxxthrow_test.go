@@ -12,6 +12,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -202,12 +203,14 @@ var cxxThrowFuncs = []struct{ fn, args, ret string }{
 	{"twork", "n=%di:s32", "s32"},
 }
 
+// a second return probe on mid: its instances and mid_ret's share mid's return-address
+// word (a chain, which the personality routine unwinds as one frame)
 func cxxThrowDefs() []string {
 	var defs []string
 	for _, f := range cxxThrowFuncs {
 		defs = append(defs, fmt.Sprintf("p:cx/%s %s %s", f.fn, f.fn, f.args), fmt.Sprintf("r:cx/%s_ret %s ret=$retval:%s", f.fn, f.fn, f.ret))
 	}
-	return defs
+	return append(defs, "r:cx/mid_ret2 mid n=$arg1:s32 ret=$retval:s32")
 }
 
 // cxxThrowWant is the whole trace of the main run: an entry record for every call, a
@@ -218,7 +221,7 @@ var cxxThrowWant = []string{
 	"at i=2", "at_ret ret=3", "at i=3",
 	`conv s="42"`, "conv_ret ret=42", `conv s="x"`,
 	"grab n=16", "grab_ret ret=7", "grab n=4611686018427387904",
-	"outer n=6", "mid n=6", "leaf n=6", "leaf_ret ret=12", "mid_ret ret=13", "outer_ret ret=13",
+	"outer n=6", "mid n=6", "leaf n=6", "leaf_ret ret=12", "mid_ret ret=13", "mid_ret2 n=6 ret=13", "outer_ret ret=13",
 	"outer n=7", "mid n=7", "leaf n=7", "outer_ret ret=-1",
 	"cleanup n=7", "leaf n=7",
 	"nest n=7", "mid n=7", "leaf n=7", "nest_ret ret=-3",
@@ -226,7 +229,7 @@ var cxxThrowWant = []string{
 }
 
 // cxxThrowMisses are the lost return events `kprewrite profile` shows per return event.
-var cxxThrowMisses = map[string]uint64{"at_ret": 1, "conv_ret": 1, "grab_ret": 1, "leaf_ret": 3, "mid_ret": 2,
+var cxxThrowMisses = map[string]uint64{"at_ret": 1, "conv_ret": 1, "grab_ret": 1, "leaf_ret": 3, "mid_ret": 2, "mid_ret2": 2,
 	"outer_ret": 0, "cleanup_ret": 1, "nest_ret": 0, "bt_mid_ret": 0}
 
 // unwindBuilds are the builds the unwind tests run on.
@@ -239,7 +242,12 @@ var unwindBuilds = []struct {
 	{"O0-nopie", []string{"-O0", "-pthread", "-no-pie"}},
 	{"O2-nopie", []string{"-O2", "-pthread", "-no-pie"}},
 	{"O2-static", []string{"-O2", "-pthread", "-static"}},
+	// nongnu libunwind's _Unwind_RaiseException (linked before libstdc++, so
+	// __cxa_throw binds to it): an unwinder whose context is not libgcc's
+	{"O2-pie-libunwind", []string{"-O2", "-pthread", "-pie", "-fPIE", libunwindSO}},
 }
+
+const libunwindSO = "/usr/lib/x86_64-linux-gnu/libunwind.so.8"
 
 // unwindModes: jump-optimized return probes (ro, the default) and int3 ones (rb).
 var unwindModes = []struct {
@@ -255,7 +263,16 @@ func TestCxxThrowThroughRetprobes(t *testing.T) {
 	for _, b := range unwindBuilds {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
+			if strings.HasSuffix(b.name, "libunwind") {
+				testprog.Need(t, libunwindSO)
+			}
 			prog := testprog.Build(t, cxxThrowSrc, "c++", b.flags...)
+			if strings.HasSuffix(b.name, "libunwind") {
+				r := testprog.Run(t, testprog.Cmd{Path: prog, Extra: []string{"LD_DEBUG=bindings"}})
+				if !regexp.MustCompile("to \\S*libunwind\\.so\\.8 \\[0\\]: normal symbol `_Unwind_RaiseException'").MatchString(r.Stderr) {
+					t.Fatalf("_Unwind_RaiseException is not libunwind's:\n%s", testprog.Clip(r.Stderr, 3000))
+				}
+			}
 			for _, m := range unwindModes {
 				t.Run(m.name, func(t *testing.T) {
 					dir := t.TempDir()

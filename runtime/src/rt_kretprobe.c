@@ -301,8 +301,9 @@ void kprw_rethook(struct pt_regs *regs)
  * passed it). libgcc's context records the CFA of the frame below (K + 8) at a fixed
  * place, next to the frame's pc; when that pc is the trampoline (the layout is libgcc's)
  * and the CFA names one of the candidates, it decides, which also rules out a stale word
- * that a longjmp left holding the trampoline inside a frame being unwound. Other
- * unwinders (LLVM's libunwind) get the lowest-K rule alone.
+ * that a longjmp left holding the trampoline inside a frame being unwound; the hint
+ * table then finds the instance in O(1) unless several share K. Other unwinders (LLVM's
+ * libunwind) get the lowest-K rule alone (a scan of the instances per frame).
  */
 #define URC_CONTINUE_UNWIND 8
 /* libgcc's struct _Unwind_Context on x86-64: reg[18] (8 bytes each), then void *cfa,
@@ -314,6 +315,33 @@ void kprw_rethook(struct pt_regs *regs)
 static inline int mine(const struct kprw_ri *r, u32 pid, u32 tid)
 {
 	return r->pid != pid || r->ri.tid == tid;
+}
+
+/* the unwind left frame K: its return event is lost */
+static void unwound(u32 g, u64 k)
+{
+	/* a thread reclaiming stale instances may have taken it first (K no longer holds
+	 * the trampoline): then it is not counted here */
+	if (atomic_cas(&kprw_rt.ri_keys[g], &k, 0)) {
+		atomic_add((u64 *)(kprw_rt.ctr_base + (u64)owner(g) * kprw_rt.ctr_stride + 8), 1);
+		atomic_add(&kprewrite_rt_stats.rp_flushed, 1);
+	}
+}
+
+/* lowest_frame is the lowest K above lo of this thread's instances (0: none) */
+static uptr lowest_frame(uptr lo, u32 pid, u32 tid)
+{
+	uptr next = 0;
+	for (u32 g = 0; g < kprw_rt.ri_total; g++) {
+		u64 k = atomic_load(&kprw_rt.ri_keys[g]);
+		if (k <= KEY_SETUP)
+			continue;
+		struct kprw_ri *r = inst(g, owner(g));
+		uptr e = r->ri.entry_sp;
+		if (e > lo && (!next || e < next) && KEY_MATCH(k, e) && mine(r, pid, tid))
+			next = e;
+	}
+	return next;
 }
 
 __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, int actions, u64 exc_class,
@@ -328,29 +356,32 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 	u32 pid = kprw_pid(), tid = kprw_gettid();
 	u64 cr[2] = {0, 0}, word = 0; /* libgcc's context: cfa, ra */
 	kprw_read_user(cr, (uptr)context + LIBGCC_CONTEXT_CFA, 16);
-	u64 cfa = cr[0];
 
 	uptr K = 0;
-	if (cr[1] == tramp && cfa > 8 && (cfa & 7) == 0) {
+	if (cr[1] == tramp && cr[0] > sp + 8 && (cr[0] & 7) == 0 && kprw_read_user(&word, cr[0] - 8, 8) == 8 &&
+	    word == tramp) {
+		uptr C = cr[0] - 8;
+		/* the common case in O(1): the hint names the newest instance at C, and it saved
+		 * a real return address (no chain at C) */
+		u32 h = __atomic_load_n(&ri_hint[hint_of(C)], __ATOMIC_RELAXED);
+		if (h && h <= kprw_rt.ri_total) {
+			u64 k = atomic_load(&keys[h - 1]);
+			struct kprw_ri *r = inst(h - 1, owner(h - 1));
+			if (KEY_MATCH(k, C) && r->ri.entry_sp == C && mine(r, pid, tid) && r->ri.ret_addr != tramp) {
+				*(volatile u64 *)C = r->ri.ret_addr;
+				unwound(h - 1, k);
+				return URC_CONTINUE_UNWIND;
+			}
+		}
 		for (u32 g = 0; g < kprw_rt.ri_total && !K; g++) {
 			u64 k = atomic_load(&keys[g]);
 			struct kprw_ri *r = inst(g, owner(g));
-			if (k > KEY_SETUP && r->ri.entry_sp == cfa - 8 && KEY_MATCH(k, cfa - 8) && mine(r, pid, tid) &&
-			    cfa - 8 > sp && kprw_read_user(&word, cfa - 8, 8) == 8 && word == tramp)
-				K = cfa - 8;
+			if (KEY_MATCH(k, C) && r->ri.entry_sp == C && mine(r, pid, tid))
+				K = C;
 		}
 	}
 	for (uptr lo = sp; !K;) {
-		uptr next = 0;
-		for (u32 g = 0; g < kprw_rt.ri_total; g++) {
-			u64 k = atomic_load(&keys[g]);
-			if (k <= KEY_SETUP)
-				continue;
-			struct kprw_ri *r = inst(g, owner(g));
-			uptr e = r->ri.entry_sp;
-			if (e > lo && (!next || e < next) && KEY_MATCH(k, e) && mine(r, pid, tid))
-				next = e;
-		}
+		uptr next = lowest_frame(lo, pid, tid);
 		if (!next)
 			break;
 		if (kprw_read_user(&word, next, 8) == 8 && word == tramp)
@@ -370,8 +401,8 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 	for (u32 g = 0; g < kprw_rt.ri_total; g++) {
 		u64 k = atomic_load(&keys[g]);
 		struct kprw_ri *r = inst(g, owner(g));
-		if (k > KEY_SETUP && KEY_MATCH(k, K) && r->ri.entry_sp == K && mine(r, pid, tid) &&
-		    r->ri.ret_addr != tramp && (best == ~0u || r->seq > bestseq)) {
+		if (KEY_MATCH(k, K) && r->ri.entry_sp == K && mine(r, pid, tid) && r->ri.ret_addr != tramp &&
+		    (best == ~0u || r->seq > bestseq)) {
 			best = g;
 			bestseq = r->seq;
 		}
@@ -381,20 +412,11 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 		return URC_CONTINUE_UNWIND;
 	}
 	*(volatile u64 *)K = inst(best, owner(best))->ri.ret_addr;
-	u64 n = 0;
 	for (u32 g = 0; g < kprw_rt.ri_total; g++) {
 		u64 k = atomic_load(&keys[g]);
-		u32 o = owner(g);
-		struct kprw_ri *r = inst(g, o);
-		if (k <= KEY_SETUP || !KEY_MATCH(k, K) || r->ri.entry_sp != K || !mine(r, pid, tid))
-			continue;
-		/* a thread reclaiming stale instances may have taken it first (K no longer
-		 * holds the trampoline): then it is not counted here */
-		if (atomic_cas(&keys[g], &k, 0)) {
-			atomic_add((u64 *)(kprw_rt.ctr_base + (u64)o * kprw_rt.ctr_stride + 8), 1);
-			n++;
-		}
+		struct kprw_ri *r = inst(g, owner(g));
+		if (KEY_MATCH(k, K) && r->ri.entry_sp == K && mine(r, pid, tid))
+			unwound(g, k);
 	}
-	atomic_add(&kprewrite_rt_stats.rp_flushed, n);
 	return URC_CONTINUE_UNWIND;
 }

@@ -312,7 +312,7 @@ type RawStats struct {
 	HandlerFaults uint64 `c:"handler_faults"`
 	// RPFlushed counts return-probe instances released because a C++ exception or a
 	// forced unwind left their frame through the trampoline (no return event; each also
-	// counts in its probe's nmissed).
+	// counts as its probe's miss in the trace counters).
 	RPFlushed uint64 `c:"rp_flushed"`
 }
 

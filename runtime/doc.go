@@ -179,8 +179,8 @@
 // address - 1): CFA = %rsp, return address = the word at CFA-8 unless it still holds
 // the trampoline, then 0 (a DW_CFA_val_expression whose DW_OP_addr operand start-up
 // fills in), so _Unwind_Backtrace and backtrace() stop cleanly there. The rewriter lists
-// the FDE in a new .eh_frame_hdr (every entry of the original table, or of .eh_frame,
-// plus this one, sorted) that PT_GNU_EH_FRAME names. Its personality routine,
+// the FDE in a new .eh_frame_hdr (every entry of the original table plus this one,
+// sorted) that PT_GNU_EH_FRAME names (both added to a static program). Its personality routine,
 // kprw_unwind_personality (src/rt_kretprobe.c), runs in the search, cleanup and
 // forced-unwind phases before the unwinder reads the return address (libgcc's
 // unwind.inc; nongnu libunwind too): it finds the frame's instances (libgcc's context
@@ -189,8 +189,8 @@
 // to K and releases them, so the unwind goes on into the real caller and the cleanup
 // phase no longer meets the trampoline. Only frames the unwind really leaves are
 // touched (the search phase stops at the catching frame): their return events are lost,
-// counted in the probe's nmissed (what `kprewrite profile` shows as misses) and in
-// RawStats.RPFlushed. Works for throws from the program, from shared libraries
+// counted as misses of the probe in the trace counters (what `kprewrite profile` shows;
+// a C handler's kp/rp nmissed are left alone) and in RawStats.RPFlushed. Works for throws from the program, from shared libraries
 // (std::bad_alloc from operator new, std::vector::at, std::stoi), static programs
 // (libgcc_eh finds the FDE through _dl_find_object or dl_iterate_phdr, the program's
 // own FDEs through crtbeginT's __register_frame_info), rethrow,

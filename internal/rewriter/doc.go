@@ -43,10 +43,11 @@
 //
 // With return probes the rewrite also makes the trampoline unwindable (unwind.go): a new
 // .eh_frame_hdr, in the read-only segment after .kprewrite.rodata, holds the input's
-// search table (or, without one, every FDE of .eh_frame) plus the runtime's trampoline
-// FDE (runtime.SymEHFrame, in .kprewrite.data), sorted; PT_GNU_EH_FRAME and the
-// .eh_frame_hdr section header point at it, and are added when the input has none
-// (static programs). The old header's bytes stay where they were, unreferenced.
+// search table (for a header without one, every FDE of .eh_frame) plus the runtime's
+// trampoline FDE (runtime.SymEHFrame, in .kprewrite.data), sorted; PT_GNU_EH_FRAME and
+// the .eh_frame_hdr section header point at it. An input without a header (static
+// programs, which register their FDEs with crtbeginT) gets both, listing the
+// trampoline's FDE alone. The old header's bytes stay where they were, unreferenced.
 //
 // For int3 probes in a dynamically linked program the tables also list the GOT words of
 // the program's signal functions (SigGuardSlots), which the runtime wraps so that the

@@ -17,11 +17,12 @@ import (
 // personality routine and the trampoline's FDE); the unwinder finds an executable's
 // FDEs through PT_GNU_EH_FRAME, one .eh_frame_hdr whose sorted table covers the whole
 // executable. The rewrite writes a new .eh_frame_hdr in the read-only segment: every
-// entry of the original table (or, without one, every FDE of .eh_frame) plus the
-// runtime's, sorted; PT_GNU_EH_FRAME and the .eh_frame_hdr section header point at it
-// (both are added when the input has none, as static programs do: their own FDEs are
-// still found through crtbeginT's __register_frame_info, the runtime's through the
-// new header, which static glibc reports with dl_iterate_phdr and _dl_find_object).
+// entry of the original table (or, for a header without one, every FDE of .eh_frame)
+// plus the runtime's, sorted; PT_GNU_EH_FRAME and the .eh_frame_hdr section header
+// point at it. Both are added when the input has none, as static programs do: their
+// own FDEs are still found through crtbeginT's __register_frame_info, the runtime's
+// through the new header, which static glibc reports with _dl_find_object and
+// dl_iterate_phdr.
 
 // ehHdrPlan is the new .eh_frame_hdr before the runtime is placed.
 type ehHdrPlan struct {
@@ -30,13 +31,19 @@ type ehHdrPlan struct {
 	size    uint64
 }
 
-// planEHHdr collects the input's table entries.
+// planEHHdr collects the input's table entries. An input without PT_GNU_EH_FRAME gets
+// a header with the trampoline's FDE alone: its own FDEs were not found through one
+// before (a static program registers them with crtbeginT's __register_frame_info, which
+// the unwinder searches first), and listing them could make an unwind succeed that
+// failed in the original.
 func planEHHdr(f *elfio.File) *ehHdrPlan {
 	p := &ehHdrPlan{}
+	have := false
 	for _, ph := range f.Progs {
 		if ph.Type != elf.PT_GNU_EH_FRAME {
 			continue
 		}
+		have = true
 		b, err := f.Bytes(ph.Vaddr, ph.Filesz)
 		if err != nil {
 			break
@@ -46,14 +53,12 @@ func planEHHdr(f *elfio.File) *ehHdrPlan {
 			break
 		}
 		p.ehFrame = h.EhFrame
-		if h.Table != nil {
-			p.orig = h.Table
-		}
+		p.orig = h.Table
 		break
 	}
-	if p.orig == nil {
-		// no header, or one without a table (the unwinder then searched .eh_frame
-		// linearly): index every FDE we can decode
+	if have && p.orig == nil {
+		// a header without a table (the unwinder searched .eh_frame linearly) or one
+		// we cannot read: index every FDE we can decode
 		fdes, _ := f.FDEs()
 		if s := f.Section(".eh_frame"); s != nil && len(fdes) > 0 {
 			if p.ehFrame == 0 {

@@ -338,7 +338,7 @@ struct kprw_stats {
 	kprw_u64 rp_flushed;  /* return-probe instances released because a C++ exception or a
 	                         forced unwind (pthread_cancel, pthread_exit) left their frame
 	                         through the trampoline: no return event (each also counts in
-	                         its probe's nmissed) */
+	                         its probe's miss counter) */
 };
 
 /*

@@ -291,8 +291,8 @@ void kprw_rethook(struct pt_regs *regs)
  * thrower, no longer meets the trampoline. Only frames the exception really leaves are
  * touched: the search phase stops at the catching frame, so return-probed frames above
  * it keep their instances and return through the trampoline as usual. The return
- * events of the unwound frames are lost: counted in their probe's nmissed (what
- * `kprewrite profile` shows as misses) and in kprewrite_rt_stats.rp_flushed.
+ * events of the unwound frames are lost: counted as their probe's misses in the trace
+ * counters (what `kprewrite profile` shows) and in kprewrite_rt_stats.rp_flushed.
  *
  * Which frame: the routine runs on the unwinding thread's stack, below every frame
  * being unwound, and the unwinder visits frames innermost first, so the frame is this
@@ -358,7 +358,9 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 	kprw_read_user(cr, (uptr)context + LIBGCC_CONTEXT_CFA, 16);
 
 	uptr K = 0;
-	if (cr[1] == tramp && cr[0] > sp + 8 && (cr[0] & 7) == 0 && kprw_read_user(&word, cr[0] - 8, 8) == 8 &&
+	/* (the frame may be on another stack than this routine, e.g. thrown from a signal
+	 * handler on a sigaltstack: no comparison with sp here) */
+	if (cr[1] == tramp && cr[0] > 8 && (cr[0] & 7) == 0 && kprw_read_user(&word, cr[0] - 8, 8) == 8 &&
 	    word == tramp) {
 		uptr C = cr[0] - 8;
 		/* the common case in O(1): the hint names the newest instance at C, and it saved

@@ -282,10 +282,10 @@ void kprw_rethook(struct pt_regs *regs)
  * trampoline an FDE (kprewrite_rt_eh_frame, entry.S) listed in the executable's
  * .eh_frame_hdr, whose CIE names kprw_unwind_personality. libgcc's unwinder (unwind.inc:
  * _Unwind_RaiseException's search and cleanup phases, _Unwind_ForcedUnwind_Phase2), like
- * LLVM's libunwind, calls a frame's personality routine after it decoded the frame's CFI
- * (uw_frame_state_for) and before it computes the caller's registers and return address
- * from it (uw_update_context), so the routine can still change what that return address
- * is: it writes the real one back into the word K and releases the frame's instances.
+ * nongnu libunwind (tested) and LLVM's, calls a frame's personality routine after it
+ * decoded the frame's CFI (uw_frame_state_for) and before it computes the caller's
+ * registers and return address from it (uw_update_context), so the routine can still
+ * change what that return address is: it writes the real one back into the word K and releases the frame's instances.
  * The unwinder then reads the real return address (the CFI's value expression reads
  * *K) and goes on into the real caller; the cleanup phase, which walks again from the
  * thrower, no longer meets the trampoline. Only frames the exception really leaves are
@@ -302,13 +302,16 @@ void kprw_rethook(struct pt_regs *regs)
  * place, next to the frame's pc; when that pc is the trampoline (the layout is libgcc's)
  * and the CFA names one of the candidates, it decides, which also rules out a stale word
  * that a longjmp left holding the trampoline inside a frame being unwound; the hint
- * table then finds the instance in O(1) unless several share K. Other unwinders (LLVM's
- * libunwind) get the lowest-K rule alone (a scan of the instances per frame).
+ * table then finds the instance in O(1) unless several share K. Other unwinders (the
+ * libunwinds) get the lowest-K rule alone (a scan of the instances per frame).
  */
 #define URC_CONTINUE_UNWIND 8
 /* libgcc's struct _Unwind_Context on x86-64: reg[18] (8 bytes each), then void *cfa,
  * void *ra (the frame's pc: the trampoline, which confirms the layout) */
 #define LIBGCC_CONTEXT_CFA 144
+/* an unwinder's context is a local of its frames just above ours: read directly when
+ * it is this close, fault-safely otherwise */
+#define CONTEXT_NEAR (64u << 10)
 
 /* this thread's: instances a fork child inherited (another pid) are the forking
  * thread's frames, now the child's */
@@ -353,15 +356,20 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 	uptr sp = (uptr)__builtin_frame_address(0);
 	if (!keys)
 		return URC_CONTINUE_UNWIND;
-	u32 pid = kprw_pid(), tid = kprw_gettid();
+	struct kprw_tctx *c = kprw_tctx_get();
+	u32 pid = kprw_pid(), tid = c ? kprw_tctx_tid(c) : kprw_gettid();
 	u64 cr[2] = {0, 0}, word = 0; /* libgcc's context: cfa, ra */
-	kprw_read_user(cr, (uptr)context + LIBGCC_CONTEXT_CFA, 16);
+	uptr ctx = (uptr)context + LIBGCC_CONTEXT_CFA;
+	if (ctx > sp && ctx - sp < CONTEXT_NEAR)
+		kprw_memcpy(cr, (const void *)ctx, 16); /* in our callers' frames */
+	else
+		kprw_read_user(cr, ctx, 16);
 
 	uptr K = 0;
 	/* (the frame may be on another stack than this routine, e.g. thrown from a signal
-	 * handler on a sigaltstack: no comparison with sp here) */
-	if (cr[1] == tramp && cr[0] > 8 && (cr[0] & 7) == 0 && kprw_read_user(&word, cr[0] - 8, 8) == 8 &&
-	    word == tramp) {
+	 * handler on a sigaltstack: no comparison with sp here; C is the return-address
+	 * word of the live frame being unwound, readable) */
+	if (cr[1] == tramp && cr[0] > 8 && (cr[0] & 7) == 0 && *(const volatile u64 *)(uptr)(cr[0] - 8) == tramp) {
 		uptr C = cr[0] - 8;
 		/* the common case in O(1): the hint names the newest instance at C, and it saved
 		 * a real return address (no chain at C) */

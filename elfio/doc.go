@@ -8,13 +8,14 @@
 // any of it is generated (trampolines encode these addresses); Rewrite then produces the
 // new image. The new areas go in new PT_LOAD segments above every existing one (past
 // .bss), within jmp rel32 reach of the code: R (the grown program header table, then
-// .kprewrite.rodata), R-X (.kprewrite.text), RW- (.kprewrite.data, .kprewrite.bss);
+// .kprewrite.rodata, then an optional new .eh_frame_hdr that PT_GNU_EH_FRAME is pointed
+// at, see PlanLayoutEH), R-X (.kprewrite.text), RW- (.kprewrite.data, .kprewrite.bss);
 // never RWX. The program header table is rewritten at the end of the file with the new
 // PT_LOADs right after the last existing one, and PT_PHDR points at it (glibc's ld.so
 // derives the PIE load bias from PT_PHDR; Linux 5.18+ derives AT_PHDR from the PT_LOAD
 // holding e_phoff; older kernels use e_phoff plus the first PT_LOAD's vaddr-offset, which
 // Layout.PhdrAtOldBias reports we matched). Every other program header and section stays
-// as it was; the new sections get names and the new symbols go into .symtab, so objdump,
+// as it was (but PT_GNU_EH_FRAME and .eh_frame_hdr, with a new .eh_frame_hdr planned); the new sections get names and the new symbols go into .symtab, so objdump,
 // gdb and perf see them. Output is deterministic, written atomically, and the input file
 // is never modified.
 //

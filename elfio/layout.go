@@ -42,7 +42,7 @@ const (
 // data with zeros).
 //
 // The new segments, in address and file order, are: R (the new program header table,
-// then .kprewrite.rodata), R-X (.kprewrite.text), RW- (.kprewrite.data, then
+// then .kprewrite.rodata, then a new .eh_frame_hdr if planned), R-X (.kprewrite.text), RW- (.kprewrite.data, then
 // .kprewrite.bss). The R segment always exists; the others only with a nonzero size.
 type Layout struct {
 	FileOff uint64 // file offset of the first new segment
@@ -55,6 +55,12 @@ type Layout struct {
 	TextAddr, TextSize     uint64
 	DataAddr, DataSize     uint64
 	BSSAddr, BSSSize       uint64
+
+	// EHHdrAddr, EHHdrSize: the new .eh_frame_hdr (PlanLayoutEH), after .kprewrite.rodata
+	// in the R segment; PT_GNU_EH_FRAME and the .eh_frame_hdr section header point at it,
+	// and a PT_GNU_EH_FRAME is added when the input has none (EHPhdrAdded).
+	EHHdrAddr, EHHdrSize uint64
+	EHPhdrAdded          bool
 
 	End uint64 // first address past the new segments
 
@@ -79,6 +85,9 @@ func (l *Layout) segments() []newSeg {
 	rEnd := l.PhdrOff + uint64(l.PhdrNum)*56
 	if l.RodataSize > 0 {
 		rEnd = l.RodataAddr - d + l.RodataSize
+	}
+	if l.EHHdrSize > 0 {
+		rEnd = l.EHHdrAddr - d + l.EHHdrSize
 	}
 	segs := []newSeg{{off: l.PhdrOff, vaddr: l.PhdrAddr, filesz: rEnd - l.PhdrOff, memsz: rEnd - l.PhdrOff, flags: elf.PF_R}}
 	if l.TextSize > 0 {
@@ -110,15 +119,33 @@ func add(a, b uint64) (uint64, bool) {
 // p_offset congruent to p_vaddr modulo the existing PT_LOAD alignment, and within jmp
 // rel32 reach of every executable segment.
 func (f *File) PlanLayout(textSize, rodataSize, dataSize, bssSize uint64) (Layout, error) {
-	l, err := f.planLayout(textSize, rodataSize, dataSize, bssSize)
+	return f.PlanLayoutEH(textSize, rodataSize, dataSize, bssSize, 0)
+}
+
+// PlanLayoutEH is PlanLayout with room for a new .eh_frame_hdr of ehHdrSize bytes (0:
+// none) in the read-only segment, 8-byte aligned after .kprewrite.rodata. Rewrite
+// points PT_GNU_EH_FRAME (added if the input has none) and the .eh_frame_hdr section
+// header (added if none) at it, so the unwinder's search table can cover new code too.
+func (f *File) PlanLayoutEH(textSize, rodataSize, dataSize, bssSize, ehHdrSize uint64) (Layout, error) {
+	l, err := f.planLayout(textSize, rodataSize, dataSize, bssSize, ehHdrSize)
 	if err != nil {
 		return Layout{}, fmt.Errorf("%s: plan new segments: %w", f.Path, err)
 	}
 	return l, nil
 }
 
-func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize uint64) (Layout, error) {
-	for _, sz := range []uint64{textSize, rodataSize, dataSize, bssSize} {
+// HasEHFramePhdr reports whether the file has a PT_GNU_EH_FRAME program header.
+func (f *File) HasEHFramePhdr() bool {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_GNU_EH_FRAME {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize, ehHdrSize uint64) (Layout, error) {
+	for _, sz := range []uint64{textSize, rodataSize, dataSize, bssSize, ehHdrSize} {
 		if sz > maxAreaSize {
 			return Layout{}, fmt.Errorf("area size %#x is larger than the %#x limit", sz, uint64(maxAreaSize))
 		}
@@ -157,6 +184,10 @@ func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize uint64) (Layou
 	// Offsets relative to the start of the new block; every new segment starts on a
 	// page so each can be mapped with its own protection.
 	l.PhdrNum = len(f.Progs) + 1
+	if ehHdrSize > 0 && !f.HasEHFramePhdr() {
+		l.PhdrNum++
+		l.EHPhdrAdded = true
+	}
 	if textSize > 0 {
 		l.PhdrNum++
 	}
@@ -171,6 +202,10 @@ func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize uint64) (Layou
 	end := phdrSize
 	if rodataSize > 0 {
 		end = rodataRel + rodataSize
+	}
+	ehRel := alignUp(end, 8)
+	if ehHdrSize > 0 {
+		end = ehRel + ehHdrSize
 	}
 	textRel := alignUp(end, pageSize)
 	if textSize > 0 {
@@ -217,6 +252,9 @@ func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize uint64) (Layou
 	l.PhdrOff, l.PhdrAddr = fileOff, vbase
 	if rodataSize > 0 {
 		l.RodataAddr, l.RodataSize = vbase+rodataRel, rodataSize
+	}
+	if ehHdrSize > 0 {
+		l.EHHdrAddr, l.EHHdrSize = vbase+ehRel, ehHdrSize
 	}
 	if textSize > 0 {
 		l.TextAddr, l.TextSize = vbase+textRel, textSize

@@ -32,6 +32,9 @@ type Addition struct {
 
 	Text, Rodata, Data []byte // contents of the new areas, each at most its Layout size
 	BSS                uint64 // zeroed bytes used in .kprewrite.bss, at most Layout.BSSSize
+	// EHFrameHdr is the new .eh_frame_hdr (Layout.EHHdrSize > 0 only; at most that
+	// size): PT_GNU_EH_FRAME and the .eh_frame_hdr section get its address and length.
+	EHFrameHdr []byte
 
 	Symbols []NewSymbol
 	Patches []Patch // must not overlap each other
@@ -119,7 +122,7 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 		return nil, fmt.Errorf("no addition")
 	}
 	l := a.Layout
-	want, err := f.planLayout(l.TextSize, l.RodataSize, l.DataSize, l.BSSSize)
+	want, err := f.planLayout(l.TextSize, l.RodataSize, l.DataSize, l.BSSSize, l.EHHdrSize)
 	if err != nil {
 		return nil, err
 	}
@@ -130,10 +133,13 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 		name string
 		n, c uint64
 	}{{SecText, uint64(len(a.Text)), l.TextSize}, {SecRodata, uint64(len(a.Rodata)), l.RodataSize},
-		{SecData, uint64(len(a.Data)), l.DataSize}, {SecBSS, a.BSS, l.BSSSize}} {
+		{SecData, uint64(len(a.Data)), l.DataSize}, {SecBSS, a.BSS, l.BSSSize}, {secEHHdr, uint64(len(a.EHFrameHdr)), l.EHHdrSize}} {
 		if c.n > c.c {
 			return nil, fmt.Errorf("%s: %d bytes do not fit in the %d planned", c.name, c.n, c.c)
 		}
+	}
+	if l.EHHdrSize > 0 && len(a.EHFrameHdr) == 0 {
+		return nil, fmt.Errorf("%s: planned but empty", secEHHdr)
 	}
 	if a.Entry != nil {
 		e := *a.Entry
@@ -180,6 +186,22 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 	}
 	if l.DataSize > 0 {
 		addSec(shdr{nameStr: SecData, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_WRITE, addr: l.DataAddr, off: l.DataAddr - d, size: l.DataSize, addralign: 64})
+	}
+	ehHdrSize := uint64(len(a.EHFrameHdr))
+	if ehHdrSize > 0 {
+		// the old .eh_frame_hdr's header now describes the new one (its old bytes stay,
+		// unreferenced): one section of that name, the one the loader's PT_GNU_EH_FRAME names
+		found := false
+		for i := range secs {
+			if i < len(f.Sections) && f.Sections[i].Name == secEHHdr && secs[i].flags&elf.SHF_ALLOC != 0 {
+				secs[i].addr, secs[i].off, secs[i].size = l.EHHdrAddr, l.EHHdrAddr-d, ehHdrSize
+				secs[i].typ, secs[i].addralign = elf.SHT_PROGBITS, 4
+				found = true
+			}
+		}
+		if !found {
+			addSec(shdr{nameStr: secEHHdr, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, addr: l.EHHdrAddr, off: l.EHHdrAddr - d, size: ehHdrSize, addralign: 4})
+		}
 	}
 	if l.BSSSize > 0 {
 		addSec(shdr{nameStr: SecBSS, typ: elf.SHT_NOBITS, flags: elf.SHF_ALLOC | elf.SHF_WRITE, addr: l.BSSAddr, off: l.BSSAddr - d, size: l.BSSSize, addralign: 64})
@@ -323,6 +345,9 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 			le.PutUint64(e[32:], size)
 			le.PutUint64(e[40:], size)
 		}
+		if p.Type == elf.PT_GNU_EH_FRAME && ehHdrSize > 0 {
+			putEHFrame(e, l, ehHdrSize)
+		}
 		n++
 		if i == lastLoad {
 			for _, s := range l.segments() {
@@ -331,9 +356,20 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 		}
 	}
 
+	if l.EHPhdrAdded {
+		e := ph[n*56:]
+		le.PutUint32(e[0:], uint32(elf.PT_GNU_EH_FRAME))
+		le.PutUint32(e[4:], uint32(elf.PF_R))
+		putEHFrame(e, l, ehHdrSize)
+		n++
+	}
+
 	// New areas; unused text capacity is int3 so stray execution traps.
 	if l.RodataSize > 0 {
 		copy(out[l.RodataAddr-d:], a.Rodata)
+	}
+	if ehHdrSize > 0 {
+		copy(out[l.EHHdrAddr-d:], a.EHFrameHdr)
 	}
 	if l.TextSize > 0 {
 		t := out[l.TextAddr-d:][:l.TextSize]
@@ -384,6 +420,20 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 	le.PutUint16(out[60:], uint16(len(secs))) // < SHN_LORESERVE, checked above
 	le.PutUint16(out[62:], uint16(tabs.shstrtab))
 	return out, nil
+}
+
+// secEHHdr is the section PT_GNU_EH_FRAME names.
+const secEHHdr = ".eh_frame_hdr"
+
+// putEHFrame points the PT_GNU_EH_FRAME entry e at the new .eh_frame_hdr.
+func putEHFrame(e []byte, l Layout, size uint64) {
+	le := binary.LittleEndian
+	le.PutUint64(e[8:], l.EHHdrAddr-l.delta())
+	le.PutUint64(e[16:], l.EHHdrAddr)
+	le.PutUint64(e[24:], l.EHHdrAddr)
+	le.PutUint64(e[32:], size)
+	le.PutUint64(e[40:], size)
+	le.PutUint64(e[48:], 4)
 }
 
 // newSymbolEntry validates ns and encodes its Elf64_Sym.

@@ -24,6 +24,58 @@ var testVariants = map[string]testELF{
 	"exec-bigbss-nophdr": {data: true, bss: 8 << 20, sections: true, symtab: true},
 	"pie-shared-strtab":  {pie: true, phdr: true, sections: true, symtab: true, shared: true, rela: true},
 	"exec-cet":           {phdr: true, data: true, sections: true, x86Feat: X86Feature1IBT | X86Feature1SHSTK},
+	"pie-ehhdr":          {pie: true, phdr: true, data: true, sections: true, symtab: true, ehHdr: true},
+	"exec-ehhdr-nosecs":  {phdr: true, ehHdr: true},
+}
+
+// TestRewriteEHFrameHdr: with room planned for a new .eh_frame_hdr, PT_GNU_EH_FRAME
+// (added when there was none) and the .eh_frame_hdr section (likewise) point at it,
+// in the read-only segment; everything else is as in a null rewrite, and it runs.
+func TestRewriteEHFrameHdr(t *testing.T) {
+	for name, o := range testVariants {
+		t.Run(name, func(t *testing.T) {
+			f := mustParse(t, name, o.build())
+			a := nullAddition(t, f)
+			hdr := []byte{1, 0x1b, 0x03, 0x3b, 0xf0, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0xee}
+			l, err := f.PlanLayoutEH(32, 40, 24, 4096, uint64(len(hdr)+3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.EHHdrAddr%8 != 0 || l.EHHdrAddr < l.RodataAddr+l.RodataSize || l.EHHdrAddr+l.EHHdrSize > l.TextAddr ||
+				l.EHPhdrAdded != !o.ehHdr || l.PhdrNum != len(f.Progs)+3+map[bool]int{true: 1}[l.EHPhdrAdded] {
+				t.Fatalf("layout %+v", l)
+			}
+			a.Layout, a.EHFrameHdr, a.Entry = l, hdr, &l.TextAddr
+			a.Text = jmpStub(l.TextAddr, f.Entry)
+			out, err := f.Rewrite(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := mustParse(t, name+".out", out)
+			checkRewritten(t, f, g, a)
+			n := 0
+			for _, p := range g.Progs {
+				if p.Type == elf.PT_GNU_EH_FRAME {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d PT_GNU_EH_FRAME headers, want 1", n)
+			}
+			if s := g.Section(".eh_frame_hdr"); o.sections && s == nil {
+				t.Error("no .eh_frame_hdr section")
+			}
+			runExit42(t, out)
+			a.EHFrameHdr = nil
+			if _, err := f.Rewrite(a); err == nil {
+				t.Error("planned .eh_frame_hdr left empty: no error")
+			}
+			a.EHFrameHdr = make([]byte, l.EHHdrSize+1)
+			if _, err := f.Rewrite(a); err == nil {
+				t.Error("oversized .eh_frame_hdr: no error")
+			}
+		})
+	}
 }
 
 // nullAddition is an entry stub that jumps to the original entry, plus data and
@@ -122,6 +174,23 @@ func checkRewritten(t *testing.T, f, g *File, a *Addition) {
 		if p.Vaddr >= l.PhdrAddr && p.Type == elf.PT_LOAD {
 			continue // a new one
 		}
+		if p.Type == elf.PT_GNU_EH_FRAME && l.EHHdrSize > 0 {
+			if p.Vaddr != l.EHHdrAddr || p.Off != l.EHHdrAddr-(l.PhdrAddr-l.PhdrOff) || p.Filesz != uint64(len(a.EHFrameHdr)) ||
+				p.Memsz != p.Filesz || p.Flags != elf.PF_R {
+				t.Errorf("PT_GNU_EH_FRAME %+v, want the new .eh_frame_hdr at %#x+%d", p, l.EHHdrAddr, len(a.EHFrameHdr))
+			}
+			if b, err := g.Bytes(p.Vaddr, p.Filesz); err != nil || !bytes.Equal(b, a.EHFrameHdr) {
+				t.Errorf("PT_GNU_EH_FRAME holds % x (%v), want % x", b, err, a.EHFrameHdr)
+			}
+			if s := g.Section(".eh_frame_hdr"); s == nil || s.Addr != p.Vaddr || s.Off != p.Off || s.Size != p.Filesz {
+				t.Errorf(".eh_frame_hdr section %+v does not match PT_GNU_EH_FRAME %+v", s, p)
+			}
+			if l.EHPhdrAdded {
+				continue // a new one
+			}
+			j++
+			continue
+		}
 		old := f.Progs[j]
 		j++
 		if p.Type != old.Type || p.Flags != old.Flags || p.Align != old.Align {
@@ -161,6 +230,9 @@ func checkRewritten(t *testing.T, f, g *File, a *Addition) {
 	// Old sections unchanged (except moved tables), new ones present and in segments.
 	for i, s := range f.Sections {
 		o := g.Sections[i]
+		if s.Name == ".eh_frame_hdr" && l.EHHdrSize > 0 {
+			continue // checked with PT_GNU_EH_FRAME
+		}
 		if o.Name != s.Name || o.Type != s.Type || o.Addr != s.Addr || o.Flags != s.Flags {
 			t.Errorf("section %d changed: %+v -> %+v", i, s, o)
 		}

@@ -18,14 +18,16 @@ type testELF struct {
 	rela     bool   // a non-loaded .rela.text whose symbols are in .symtab (as with --emit-relocs)
 	shared   bool   // symbol names live in .shstrtab (no .strtab), as some linkers do
 	x86Feat  uint32 // when nonzero, a .note.gnu.property with these X86_FEATURE_1_AND bits
+	ehHdr    bool   // a 12-byte .eh_frame_hdr (no table) and its PT_GNU_EH_FRAME
 }
 
 var exit42 = []byte{0xbf, 42, 0, 0, 0, 0xb8, 60, 0, 0, 0, 0x0f, 0x05}
 
 const (
-	testNoteOff = 0x180
-	testCodeOff = 0x200
-	testDataOff = 0x1000
+	testNoteOff  = 0x180
+	testEHHdrOff = 0x1c0
+	testCodeOff  = 0x200
+	testDataOff  = 0x1000
 )
 
 func (o testELF) base() uint64 {
@@ -48,6 +50,9 @@ func (o testELF) build() []byte {
 	if o.x86Feat != 0 {
 		nph += 2 // PT_NOTE and PT_GNU_PROPERTY
 	}
+	if o.ehHdr {
+		nph++
+	}
 	buf := make([]byte, testCodeOff, 0x2000)
 	noteSize := uint64(0)
 	if o.x86Feat != 0 {
@@ -60,6 +65,9 @@ func (o testELF) build() []byte {
 		le.PutUint32(n[20:], 4)
 		le.PutUint32(n[24:], o.x86Feat)
 		noteSize = 32
+	}
+	if o.ehHdr {
+		copy(buf[testEHHdrOff:], []byte{1, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0})
 	}
 	buf = append(buf, exit42...)
 	textEnd := uint64(len(buf))
@@ -97,6 +105,9 @@ func (o testELF) build() []byte {
 			if o.bss > 0 {
 				secs = append(secs, sec{name: ".bss", typ: elf.SHT_NOBITS, flags: elf.SHF_ALLOC | elf.SHF_WRITE, addr: base + testDataOff + 16, off: testDataOff + 16, size: o.bss, align: 8})
 			}
+		}
+		if o.ehHdr {
+			secs = append(secs, sec{name: ".eh_frame_hdr", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, addr: base + testEHHdrOff, off: testEHHdrOff, size: 12, align: 4})
 		}
 		if o.symtab {
 			for len(buf)%8 != 0 {
@@ -224,6 +235,9 @@ func (o testELF) build() []byte {
 	if o.x86Feat != 0 {
 		putPh(elf.PT_NOTE, elf.PF_R, testNoteOff, base+testNoteOff, noteSize, noteSize, 8)
 		putPh(elf.PT_GNU_PROPERTY, elf.PF_R, testNoteOff, base+testNoteOff, noteSize, noteSize, 8)
+	}
+	if o.ehHdr {
+		putPh(elf.PT_GNU_EH_FRAME, elf.PF_R, testEHHdrOff, base+testEHHdrOff, 12, 12, 4)
 	}
 	return buf
 }

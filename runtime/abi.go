@@ -1,7 +1,5 @@
 package runtime
 
-import "strings"
-
 // The Go mirror of include/kprewrite_abi.h. The Raw* structs have exactly the C layout
 // when written with encoding/binary (little-endian, no padding); abi_test.go compiles
 // the header and checks every field offset and struct size against them.
@@ -28,6 +26,12 @@ const (
 	// It is never run in place: Detour copies it out of Object.
 	SymOptTemplate    = "kprewrite_rt_optprobe_template"
 	SymOptTemplateEnd = "kprewrite_rt_optprobe_template_end"
+	// SymEHFrame is the return trampoline's unwind information in .data: a CIE and
+	// its FDEs in .eh_frame format (pcrel pointers), then a zero terminator; the
+	// rewriter lists its FDEs in the .eh_frame_hdr it writes (see src/entry.S).
+	SymEHFrame = "kprewrite_rt_eh_frame"
+	// EHFrameFDEs is how many FDEs SymEHFrame holds.
+	EHFrameFDEs = 1
 )
 
 // Header.
@@ -192,9 +196,8 @@ const (
 	SGEpollPwait     = 12
 	SGSyscall        = 13
 	SGPpollChk       = 14
-	// SGThrow is a function that throws a C++ exception (appended): wrapped whenever
-	// return probes exist, it flushes the thread's return-probe instances first.
-	SGThrow = 15
+	// 15 was SGThrow (the C++ throw wrappers, replaced by the return trampoline's
+	// unwind information).
 	// SGEpollPwait2 is epoll_pwait2 (appended).
 	SGEpollPwait2 = 16
 	// SGBlockAllSigs and SGBlockAppSigs are musl's internal __block_all_sigs and
@@ -213,8 +216,6 @@ var SigGuardFuncs = map[string]uint32{
 	"sigprocmask": SGSigprocmask, "pthread_sigmask": SGPthreadSigmask, "sigsuspend": SGSigsuspend,
 	"ppoll": SGPpoll, "__ppoll_chk": SGPpollChk, "pselect": SGPselect, "epoll_pwait": SGEpollPwait,
 	"epoll_pwait2": SGEpollPwait2, "syscall": SGSyscall,
-	"__cxa_throw": SGThrow, "__cxa_rethrow": SGThrow, "_Unwind_RaiseException": SGThrow,
-	"_Unwind_Resume_or_Rethrow": SGThrow, "_ZSt17rethrow_exceptionNSt15__exception_ptr13exception_ptrE": SGThrow,
 }
 
 // SigGuardStaticFuncs maps the names static C libraries give the same functions (their
@@ -238,22 +239,6 @@ var SigGuardStaticFuncs = map[string]uint32{
 	"epoll_pwait": SGEpollPwait, "epoll_pwait2": SGEpollPwait2,
 	"syscall":          SGSyscall,
 	"__block_all_sigs": SGBlockAllSigs, "__block_app_sigs": SGBlockAppSigs,
-}
-
-// SigGuardFunc returns the SG* function of a dynamic symbol name: SigGuardFuncs, and
-// SGThrow for libstdc++'s std::__throw_* helpers (_ZSt<n>__throw_<what>...), which
-// programs call from inlined library code (std::vector::at, std::stoi).
-func SigGuardFunc(name string) (uint32, bool) {
-	if f, ok := SigGuardFuncs[name]; ok {
-		return f, true
-	}
-	if rest, ok := strings.CutPrefix(name, "_ZSt"); ok {
-		rest = strings.TrimLeft(rest, "0123456789")
-		if len(rest) < len(name)-4 && strings.HasPrefix(rest, "__throw_") {
-			return SGThrow, true
-		}
-	}
-	return 0, false
 }
 
 // RawGotSlot is struct kprw_got_slot.
@@ -372,8 +357,9 @@ type RawStats struct {
 	Violations uint64 `c:"violations"` // --verify-regions: hits on inner DCR bytes
 	// HandlerFaults counts faults in C handlers (reported on stderr and recovered).
 	HandlerFaults uint64 `c:"handler_faults"`
-	// RPFlushed counts return-probe instances flushed by a C++ throw (their return
-	// handlers do not run).
+	// RPFlushed counts return-probe instances released because a C++ exception or a
+	// forced unwind left their frame through the trampoline (no return event; each also
+	// counts as its probe's miss in the trace counters).
 	RPFlushed uint64 `c:"rp_flushed"`
 }
 

@@ -89,7 +89,7 @@ func TestABILayout(t *testing.T) {
 		"KPRW_SG_SIGSET": SGSigset, "KPRW_SG_SIGHOLD": SGSighold, "KPRW_SG_SIGIGNORE": SGSigignore,
 		"KPRW_SG_SIGPROCMASK": SGSigprocmask, "KPRW_SG_PTHREAD_SIGMASK": SGPthreadSigmask,
 		"KPRW_SG_SIGSUSPEND": SGSigsuspend, "KPRW_SG_PPOLL": SGPpoll, "KPRW_SG_PSELECT": SGPselect,
-		"KPRW_SG_EPOLL_PWAIT": SGEpollPwait, "KPRW_SG_SYSCALL": SGSyscall, "KPRW_SG_PPOLL_CHK": SGPpollChk, "KPRW_SG_THROW": SGThrow, "KPRW_SG_EPOLL_PWAIT2": SGEpollPwait2, "KPRW_SG_BLOCK_ALL_SIGS": SGBlockAllSigs, "KPRW_SG_BLOCK_APP_SIGS": SGBlockAppSigs, "KPRW_SG_MAX": SGMax, "KPRW_GS_ENTRY": GSEntry,
+		"KPRW_SG_EPOLL_PWAIT": SGEpollPwait, "KPRW_SG_SYSCALL": SGSyscall, "KPRW_SG_PPOLL_CHK": SGPpollChk, "KPRW_SG_EPOLL_PWAIT2": SGEpollPwait2, "KPRW_SG_BLOCK_ALL_SIGS": SGBlockAllSigs, "KPRW_SG_BLOCK_APP_SIGS": SGBlockAppSigs, "KPRW_SG_MAX": SGMax, "KPRW_GS_ENTRY": GSEntry,
 		"KPRW_TIF_EXT": TIFExt, "KPRW_PF_INT3STEP": PFInt3Step,
 	}
 	for name, v := range consts {

@@ -13,8 +13,10 @@
 // ld -r and objcopy, which keeps the eight Sym* symbols global and drops .comment. No libc: raw
 // system calls only, no TLS, no GOT, no absolute relocations (only R_X86_64_PC32 and
 // PLT32), nothing undefined; object_test.go checks all of it and that a rebuild is
-// byte-identical. The object has no .eh_frame: no runtime frame is ever on the stack
-// while C++ unwinds (handlers must not throw), so none is needed.
+// byte-identical. The object has no .eh_frame section: no runtime C frame is ever on
+// the stack while C++ unwinds (handlers must not throw). The one frame an unwinder does
+// meet, the return trampoline's, has hand-written CFI in .data (SymEHFrame, see Return
+// probes).
 //
 // # ABI (include/kprewrite_abi.h)
 //
@@ -200,26 +202,37 @@
 // by K alone (recursion, threads, sigaltstacks and coroutines need no per-thread list),
 // runs the handler and writes the real return address back to K; the trampoline
 // restores every register and the arithmetic flags (and DF) and jumps through K (a jmp,
-// not a ret, which would mispredict every return above). Frames left by longjmp or
-// by a C++ exception are stale instances: reclaimed when a new entry reuses K, or when
+// not a ret, which would mispredict every return above). Frames left by longjmp are
+// stale instances: reclaimed when a new entry reuses K, or when
 // the pool is empty and K no longer holds the trampoline (read fault-safely) or the
-// thread is dead. A C++ exception thrown THROUGH a return-probed frame would find the
-// trampoline as that frame's return address; the trampoline has no unwind info, so the
-// unwinder would stop and std::terminate abort the program. Hence the signal guard's
-// throw wrappers (SGThrow, SigGuardFunc; installed whenever return probes exist, int3
-// or jump-optimized): the program's GOT words of __cxa_throw, __cxa_rethrow,
-// _Unwind_RaiseException, _Unwind_Resume_or_Rethrow, std::rethrow_exception and
-// libstdc++'s std::__throw_* helpers (what std::vector::at, std::stoi call) point at
-// stubs (src/throwstub.S, no frame of their own) that first flush this thread's
-// instances above the thrower, as the kernel flushes kretprobe instances: each word K
-// still holding the trampoline gets its original return address back and its
-// instances are released (RawStats.RPFlushed). The exception is then caught normally;
-// the return handlers of ALL flushed frames do not run, also of frames above the catch
-// that later return normally (their events are lost, nothing crashes). Still fatal
-// (std::terminate): a throw inside a shared library with its own GOT (std::bad_alloc
-// from operator new, a library's code throwing through a probed callback's caller), a
-// forced unwind (pthread_cancel, pthread_exit) through a probed frame, static programs
-// (no GOT to interpose), and KPREWRITE_SIGGUARD=off; the rewriter warns.
+// thread is dead.
+//
+// Unwinding: a C++ exception or a forced unwind (pthread_cancel, pthread_exit) that
+// leaves a return-probed frame finds the trampoline as its return address. The
+// trampoline has an FDE (SymEHFrame in src/entry.S: CIE "zPR", pcrel pointers, the
+// pad byte before the trampoline and its first byte, since unwinders look up return
+// address - 1): CFA = %rsp, return address = the word at CFA-8 unless it still holds
+// the trampoline, then 0 (a DW_CFA_val_expression whose DW_OP_addr operand start-up
+// fills in), so _Unwind_Backtrace and backtrace() stop cleanly there. The rewriter lists
+// the FDE in a new .eh_frame_hdr (every entry of the original table plus this one,
+// sorted) that PT_GNU_EH_FRAME names (both added to a static program). Its personality routine,
+// kprw_unwind_personality (src/rt_kretprobe.c), runs in the search, cleanup and
+// forced-unwind phases before the unwinder reads the return address (libgcc's
+// unwind.inc; nongnu libunwind too): it finds the frame's instances (libgcc's context
+// gives the CFA, K+8, then the hint table; otherwise this thread's lowest K above the
+// routine's stack that still holds the trampoline), writes the real return address back
+// to K and releases them, so the unwind goes on into the real caller and the cleanup
+// phase no longer meets the trampoline. Only frames the unwind really leaves are
+// touched (the search phase stops at the catching frame): their return events are lost,
+// counted as misses of the probe in the trace counters (what `kprewrite profile` shows;
+// a C handler's kp/rp nmissed are left alone) and in RawStats.RPFlushed. Works for throws from the program, from shared libraries
+// (std::bad_alloc from operator new, std::vector::at, std::stoi), static programs
+// (libgcc_eh finds the FDE through _dl_find_object or dl_iterate_phdr, the program's
+// own FDEs through crtbeginT's __register_frame_info), rethrow,
+// std::rethrow_exception, _Unwind_Resume after cleanups, and any thread. Not counted: a frame glibc's setjmp-based
+// cancellation cleanups (C without -fexceptions) longjmp over before its personality
+// runs (the instance is reclaimed as stale).
+//
 // Shadow stacks (CET SHSTK) must be off when return probes are present.
 //
 // # Trace file and switches

@@ -39,7 +39,7 @@ func TestObjectRelocations(t *testing.T) {
 			globals[s.Name] = true
 		}
 	}
-	exported := append([]string{SymEntry, SymInit, SymHdrRel, SymRetTramp, SymStats, SymOptCall, SymOptTemplate, SymOptTemplateEnd},
+	exported := append([]string{SymEntry, SymInit, SymHdrRel, SymRetTramp, SymStats, SymOptCall, SymOptTemplate, SymOptTemplateEnd, SymEHFrame},
 		HandlerAPI...)
 	for _, name := range exported {
 		if !globals[name] {

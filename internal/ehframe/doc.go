@@ -1,11 +1,14 @@
-// Package ehframe decodes the unwind tables that the safety analysis needs from
-// user-space x86-64 ELF programs:
+// Package ehframe decodes the unwind tables that the safety analysis and the rewriter
+// need from user-space x86-64 ELF programs:
 //
 //   - .eh_frame CIEs and FDEs, which give function bounds in stripped binaries
 //     (the same bounds the unwinder uses), and the LSDA pointer of each FDE;
 //   - the LSDA call-site tables in .gcc_except_table, which give the C++
 //     exception landing pads. A jump-optimized probe must never cover a
-//     landing pad: the unwinder would resume in the middle of the jmp.
+//     landing pad: the unwinder would resume in the middle of the jmp;
+//   - the .eh_frame_hdr search table (ParseHdr), and a new one (EncodeHdr) in
+//     the form ld writes and libgcc binary-searches, for the rewrite that adds
+//     the return trampoline's FDE.
 //
 // The package parses byte slices only. The caller reads the ELF file and passes
 // each section's bytes together with its virtual address, so every decoded

@@ -9,6 +9,7 @@
 // The new sections hold, in order:
 //
 //	.kprewrite.rodata  image description | probe tables (struct kprw_header first) | runtime rodata
+//	.eh_frame_hdr      with return probes: the input's search table plus the trampoline's FDE
 //	.kprewrite.text    runtime text | out-of-line slots (16-byte aligned, int3 between) |
 //	                   detour buffers and --verify-regions DCR slots (16-byte aligned)
 //	.kprewrite.data    runtime data
@@ -39,6 +40,14 @@
 // (runtime.RawHeader.Desc), and the runtime copies it into each trace file the image
 // registers in, so trace files describe themselves; the binary is needed only for
 // traces written by older runtimes.
+//
+// With return probes the rewrite also makes the trampoline unwindable (unwind.go): a new
+// .eh_frame_hdr, in the read-only segment after .kprewrite.rodata, holds the input's
+// search table (for a header without one, every FDE of .eh_frame) plus the runtime's
+// trampoline FDE (runtime.SymEHFrame, in .kprewrite.data), sorted; PT_GNU_EH_FRAME and
+// the .eh_frame_hdr section header point at it. An input without a header (static
+// programs, which register their FDEs with crtbeginT) gets both, listing the
+// trampoline's FDE alone. The old header's bytes stay where they were, unreferenced.
 //
 // For int3 probes in a dynamically linked program the tables also list the GOT words of
 // the program's signal functions (SigGuardSlots), which the runtime wraps so that the

@@ -251,7 +251,13 @@ func (g *gen) run() (*Result, error) {
 	windowSize := runtime.CountersSize(int(enc.StateSize / runtime.ProbeStateSize))
 	bssSize := wordsOff + g.hooks.words + 4096 + windowSize
 
-	layout, err := f.PlanLayout(textSize, rodataSize, rs.Data, bssSize)
+	var eh *ehHdrPlan
+	var ehSize uint64
+	if g.anyRet {
+		eh = planEHHdr(f)
+		ehSize = eh.size
+	}
+	layout, err := f.PlanLayoutEH(textSize, rodataSize, rs.Data, bssSize, ehSize)
 	if err != nil {
 		return nil, err
 	}
@@ -340,6 +346,13 @@ func (g *gen) run() (*Result, error) {
 		return nil, fmt.Errorf("runtime object has no %s", runtime.SymEntry)
 	}
 
+	var ehHdr []byte
+	if eh != nil {
+		if ehHdr, err = eh.build(layout.EHHdrAddr, out, layout.DataAddr); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Path, err)
+		}
+	}
+
 	patches := g.plan.Patcher.Commit()
 	// Return probes replace return addresses, and a detour may resume through iretq
 	// (a redirecting handler): both are incompatible with a CET shadow stack.
@@ -354,14 +367,16 @@ func (g *gen) run() (*Result, error) {
 	syms := g.newSymbols(out, symPlaces{slotsOff, dcrsOff, rtRodataOff, tablesOff, uint64(len(enc2.RO)), stateOff, enc2.StateSize, uint64(len(descBytes)),
 		g.tables.Counters - layout.BSSAddr, windowSize})
 	img, err := f.Rewrite(&elfio.Addition{
-		Layout:  layout,
-		Text:    text,
-		Rodata:  rodata,
-		Data:    out.Data,
-		BSS:     bssSize,
-		Symbols: append(syms, g.hookSymbols(hooksOff)...),
-		Patches: patches,
-		Entry:   &entry,
+		Layout: layout,
+		Text:   text,
+		Rodata: rodata,
+		Data:   out.Data,
+		BSS:    bssSize,
+		// the return trampoline's FDE joins the unwinder's table (unwind.go)
+		EHFrameHdr: ehHdr,
+		Symbols:    append(syms, g.hookSymbols(hooksOff)...),
+		Patches:    patches,
+		Entry:      &entry,
 	})
 	if err != nil {
 		return nil, err
@@ -369,18 +384,8 @@ func (g *gen) run() (*Result, error) {
 	g.desc.tablesAddr = tablesAddr
 	res := &Result{Image: img, Layout: layout, Plan: g.plan, Desc: g.desc, Refused: g.plan.Refused, Warnings: g.warnings}
 	if g.anyRet && f.Section(".gcc_except_table") != nil {
-		// The unwinder finds no frame information for the return trampoline: the
-		// runtime's throw wrappers put the original return addresses back first.
-		if g.throwGuarded() {
-			res.Warnings = append(res.Warnings, "the program uses exceptions: before a C++ exception is thrown from the program's own code, "+
-				"the runtime flushes the thread's pending return probes (the original return addresses are put back, so the exception is caught normally), "+
-				"and the return events of those frames are lost, also of frames above the catch; an exception thrown inside a shared library "+
-				"(such as std::bad_alloc from operator new) or a forced unwind (pthread_cancel) through a return-probed frame still terminates the program")
-		} else {
-			res.Warnings = append(res.Warnings, "the program uses exceptions: a C++ exception (or forced unwind) that leaves a function through "+
-				"its return probe's trampoline cannot be unwound and terminates the program, as with the kernel's uretprobes "+
-				"(no GOT entry of __cxa_throw to interpose: static program, or no throw in its own code)")
-		}
+		res.Warnings = append(res.Warnings, "the program uses exceptions: when a C++ exception or a forced unwind (pthread_cancel, pthread_exit) "+
+			"leaves a return-probed function, that call's return event is lost (counted as a miss); calls the exception does not leave keep theirs")
 	}
 	return res, nil
 }

@@ -22,8 +22,8 @@ const (
 	dynSize    = 16
 )
 
-// SigGuardSlots returns the signal guard of f: its GOT words of the functions
-// runtime.SigGuardFunc knows (sorted by address), its PT_GNU_RELRO range and DT_PLTGOT. A
+// SigGuardSlots returns the signal guard of f: its GOT words of the functions in
+// runtime.SigGuardFuncs (sorted by address), its PT_GNU_RELRO range and DT_PLTGOT. A
 // program without them (static, or calling none) gives nil.
 func SigGuardSlots(f *elfio.File) (*runtime.SigGuard, error) {
 	var slots []runtime.GotSlot
@@ -65,7 +65,7 @@ func SigGuardSlots(f *elfio.File) (*runtime.SigGuard, error) {
 			if !ok {
 				return nil, fmt.Errorf("%s: relocation at %#x: symbol %d has a bad name offset %#x", rs.Name, addr, si, nameOff)
 			}
-			fn, ok := runtime.SigGuardFunc(name)
+			fn, ok := runtime.SigGuardFuncs[name]
 			if !ok || seen[addr] {
 				continue
 			}
@@ -126,55 +126,17 @@ func cstr(b []byte, off uint64) (string, bool) {
 	return "", false
 }
 
-// addSigGuard gives the runtime the GOT words to wrap: the signal functions when some
-// probe is an int3, the C++ throw functions (runtime.SGThrow) when some probe is a
-// return probe (int3 or jump-optimized: its trampoline has no unwind information, so the
-// runtime puts the return addresses back before an exception unwinds).
+// addSigGuard gives the runtime the GOT words to wrap when some probe is an int3.
 func (g *gen) addSigGuard() error {
-	int3, ret := false, false
 	for _, pt := range g.tables.Points {
 		if pt.XMode != runtime.XOptimized {
-			int3 = true
-		}
-		for _, q := range pt.Probes {
-			if q.Type == runtime.TKretprobe {
-				ret = true
+			sg, err := SigGuardSlots(g.f)
+			if err != nil {
+				return fmt.Errorf("signal guard: %w", err)
 			}
+			g.tables.SigGuard = sg
+			return nil
 		}
 	}
-	if !int3 && !ret {
-		return nil
-	}
-	sg, err := SigGuardSlots(g.f)
-	if err != nil {
-		return fmt.Errorf("signal guard: %w", err)
-	}
-	if sg == nil {
-		return nil
-	}
-	kept := sg.Slots[:0]
-	for _, s := range sg.Slots {
-		if (s.Func == runtime.SGThrow && ret) || (s.Func != runtime.SGThrow && int3) {
-			kept = append(kept, s)
-		}
-	}
-	if len(kept) == 0 {
-		return nil
-	}
-	sg.Slots = kept
-	g.tables.SigGuard = sg
 	return nil
-}
-
-// throwGuarded reports whether the runtime wraps some C++ throw function of the program.
-func (g *gen) throwGuarded() bool {
-	if g.tables.SigGuard == nil {
-		return false
-	}
-	for _, s := range g.tables.SigGuard.Slots {
-		if s.Func == runtime.SGThrow {
-			return true
-		}
-	}
-	return false
 }

@@ -213,12 +213,7 @@ struct kprw_header {
 #define KPRW_SG_EPOLL_PWAIT 12
 #define KPRW_SG_SYSCALL 13     /* syscall(SYS_rt_sigaction / rt_sigprocmask / rt_sigsuspend, ...) */
 #define KPRW_SG_PPOLL_CHK 14   /* __ppoll_chk (ppoll under _FORTIFY_SOURCE) */
-/* appended: a function that throws a C++ exception (__cxa_throw, __cxa_rethrow,
- * _Unwind_RaiseException, _Unwind_Resume_or_Rethrow, std::rethrow_exception, libstdc++'s
- * std::__throw_* helpers). Wrapped whenever return probes exist (int3 or not): the
- * wrapper puts back the original return addresses of this thread's return-probed frames
- * (flushing their instances) so that the unwinder never meets the return trampoline. */
-#define KPRW_SG_THROW 15
+/* 15 was KPRW_SG_THROW (C++ throw wrappers), replaced by the return trampoline's FDE */
 #define KPRW_SG_EPOLL_PWAIT2 16 /* appended: epoll_pwait2 */
 /* musl's internal __block_all_sigs / __block_app_sigs (static programs: raise, fork,
  * pthread_create, sigaction(SIGABRT) and others call them and then run code that may be
@@ -382,7 +377,10 @@ struct kprw_stats {
 	/* added for C handlers (appended) */
 	kprw_u64 handler_faults; /* faults in user handlers (reported on stderr, recovered) */
 	/* added for C++ exceptions (appended) */
-	kprw_u64 rp_flushed;  /* return-probe instances flushed by a throw (no return event) */
+	kprw_u64 rp_flushed;  /* return-probe instances released because a C++ exception or a
+	                         forced unwind (pthread_cancel, pthread_exit) left their frame
+	                         through the trampoline: no return event (each also counts in
+	                         its probe's miss counter) */
 };
 
 /*

@@ -106,6 +106,10 @@ kprw_restorer:
 	.hidden kprewrite_rt_rettramp
 	.type kprewrite_rt_rettramp,@function
 	.balign 16
+	.skip 15, 0xcc
+	/* The pad byte: an unwinder looks up the FDE of a return address at (return address
+	 * - 1), so the trampoline's FDE (kprewrite_rt_eh_frame) starts here. */
+	int3
 kprewrite_rt_rettramp:
 	leaq -8(%rsp), %rsp	/* %rsp = K: pushes go below K */
 	leaq -16(%rsp), %rsp	/* room for ss, sp (filled below, after flags are saved) */
@@ -167,3 +171,67 @@ kprewrite_rt_rettramp:
 	 * word at K is 8 bytes below %rsp, inside the red zone signal frames skip. */
 	jmp *-8(%rsp)
 	.size kprewrite_rt_rettramp, .-kprewrite_rt_rettramp
+
+/*
+ * kprewrite_rt_eh_frame: unwind information for the return trampoline, one CIE and one
+ * FDE in .eh_frame format (the rewriter lists the FDE in the new .eh_frame_hdr it writes
+ * for the whole executable). It is in .data because kprewrite_rt_init writes the
+ * trampoline's run-time address into the DW_OP_addr operand (kprw_eh_tramp_addr).
+ *
+ * The FDE covers the pad byte and the trampoline's first byte. Its frame is a
+ * return-probed function's caller, entered at the trampoline with %rsp = K+8, where K
+ * is the stack word that held the return address (and still holds the trampoline
+ * address): CFA = %rsp + 0, and the return address is the value of the word at CFA-8
+ * unless that word is still the trampoline's address, in which case it is 0 (a clean
+ * end of the stack for _Unwind_Backtrace and debuggers, which never call personality
+ * routines). An exception or a forced unwind calls the personality routine
+ * (kprw_unwind_personality, rt_kretprobe.c) before it reads the return address: the
+ * personality writes the real return address back into K and releases the frame's
+ * instances, so the unwinder continues into the real caller.
+ */
+	.data
+	.balign 8
+	.globl kprewrite_rt_eh_frame
+	.hidden kprewrite_rt_eh_frame
+	.type kprewrite_rt_eh_frame,@object
+kprewrite_rt_eh_frame:
+	.long .Lcie_end - .Lcie_id	/* CIE length */
+.Lcie_id:
+	.long 0				/* CIE id */
+	.byte 1				/* version */
+	.asciz "zPR"			/* augmentation: personality, FDE pointer encoding */
+	.uleb128 1			/* code alignment factor */
+	.sleb128 -8			/* data alignment factor */
+	.byte 16			/* return address column (%rip) */
+	.uleb128 6			/* augmentation data length */
+	.byte 0x1b			/* P: DW_EH_PE_pcrel | DW_EH_PE_sdata4 */
+	.long kprw_unwind_personality - .
+	.byte 0x1b			/* R: FDE pointers are pcrel sdata4 */
+	.byte 0x0c, 7, 0		/* DW_CFA_def_cfa %rsp, 0 */
+	.byte 0x16, 16			/* DW_CFA_val_expression %rip: the CFA is pushed first */
+	.uleb128 .Lra_end - .Lra_expr
+.Lra_expr:
+	.byte 0x38			/* DW_OP_lit8 */
+	.byte 0x1c			/* DW_OP_minus: K */
+	.byte 0x06			/* DW_OP_deref: w = *K */
+	.byte 0x12			/* DW_OP_dup */
+	.byte 0x03			/* DW_OP_addr */
+	.globl kprw_eh_tramp_addr
+	.hidden kprw_eh_tramp_addr
+kprw_eh_tramp_addr:
+	.quad 0				/* the trampoline's run-time address, written at start-up */
+	.byte 0x2e			/* DW_OP_ne: w != trampoline */
+	.byte 0x1e			/* DW_OP_mul: w, or 0 */
+.Lra_end:
+	.balign 8, 0			/* DW_CFA_nop */
+.Lcie_end:
+	.long .Lfde_end - .Lfde_cie	/* FDE length */
+.Lfde_cie:
+	.long .Lfde_cie - kprewrite_rt_eh_frame	/* CIE pointer */
+	.long kprewrite_rt_rettramp - 1 - .	/* pc_begin: the pad byte */
+	.long 2				/* pc_range: the pad byte and the trampoline's first byte */
+	.uleb128 0			/* augmentation data length */
+	.balign 8, 0			/* DW_CFA_nop */
+.Lfde_end:
+	.long 0				/* terminator */
+	.size kprewrite_rt_eh_frame, .-kprewrite_rt_eh_frame

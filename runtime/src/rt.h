@@ -277,7 +277,6 @@ void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc);
 void kprw_miss_point(const struct kprw_point *pt);
 void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c);
 int kprw_kretprobe_init(void);
-void kprw_kretprobe_flush(uptr sp); /* before a C++ throw: see rt_kretprobe.c */
 void kprw_rethook(struct pt_regs *regs);
 void kprw_trace_open(const char *path, u64 size, int prefault, int records);
 void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8 *edata, u32 elen,

@@ -379,10 +379,9 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		install_sigtrap();
 		kprw_istep_init();
 	}
-	/* the signal guard: with int3 probes, and for the throw wrappers of return probes;
-	 * always when the tables have one: a static program's redirected entries need their
-	 * words filled in every case */
-	if (traps || kprw_rt.ri_keys || h->sigguard)
+	/* the signal guard: with int3 probes; always when the tables have one: a static
+	 * program's redirected entries need their words filled in every case */
+	if (traps || h->sigguard)
 		kprw_sigguard_init(getenv_(envp, "KPREWRITE_SIGGUARD"), traps);
 	int user = kprw_user_any();
 	if (user)

@@ -14,8 +14,9 @@
  * table finds it in O(1) on the common path (see ri_hint).
  *
  * Keys: keys[g] = (K>>3)<<16 | generation, 1 = being set up, 0 = free.
- * Stale instances (longjmp or a C++ exception left the frame without returning, or
- * the thread died) are never chosen (they are older than any live instance of their
+ * Stale instances (longjmp left the frame without returning, or the thread died; a C++
+ * exception or a forced unwind releases the instances of the frames it leaves, see
+ * kprw_unwind_personality) are never chosen (they are older than any live instance of their
  * K) and are reclaimed when the pool is empty and an instance's word K no longer holds
  * the trampoline address (read without faulting), or its thread is dead.
  * Several kretprobes at one function, and a kretprobed function tail-called from
@@ -41,6 +42,8 @@ struct kprw_ri {
  * key; a hint that another entry overwrote (a hash collision) or that is gone falls back
  * to scanning all instances. */
 static u64 ri_seq;
+/* the DW_OP_addr operand in kprewrite_rt_eh_frame (entry.S) */
+extern u8 kprw_eh_tramp_addr[] __attribute__((visibility("hidden")));
 #define HINTS 1024
 static u32 ri_hint[HINTS]; /* instance + 1 */
 
@@ -73,6 +76,10 @@ static inline u32 owner(u32 g)
 
 int kprw_kretprobe_init(void)
 {
+	/* the trampoline's FDE compares the return-address word with this (entry.S) */
+	u64 tramp = (u64)(uptr)kprewrite_rt_rettramp;
+	kprw_memcpy(kprw_eh_tramp_addr, &tramp, 8);
+
 	u32 n = kprw_rt.nprobes, total = 0;
 	u64 mem = 0;
 	u32 def = kprw_rt.ncpus * 2 > 10 ? kprw_rt.ncpus * 2 : 10;
@@ -267,63 +274,159 @@ void kprw_rethook(struct pt_regs *regs)
 	regs->flags = (flags & ~0x8d5ul) | (regs->flags & 0x8d5ul);
 }
 
-/* kprw_kretprobe_flush runs before a C++ exception is thrown (the signal guard's throw
- * wrappers, src/throwstub.S), sp being the thrower's stack pointer at the call: every
- * instance of this thread whose frame is above sp and whose return-address word still
- * holds the trampoline gets its original return address written back and is released,
- * as the kernel flushes kretprobe instances of frames it cannot return to. The unwinder
- * then sees the real return addresses and finds every catch. The return handlers of
- * these frames do not run, including frames above the catch that later return normally
- * (their events are lost: counted in kprewrite_rt_stats.rp_flushed). Instances a fork
- * child inherited (another pid) count as this thread's: the forking thread's frames. */
-void kprw_kretprobe_flush(uptr sp)
+/*
+ * Unwinding through the trampoline: C++ exceptions and forced unwinds (pthread_cancel,
+ * pthread_exit).
+ *
+ * A return-probed frame's return address is the trampoline's. The rewriter gives the
+ * trampoline an FDE (kprewrite_rt_eh_frame, entry.S) listed in the executable's
+ * .eh_frame_hdr, whose CIE names kprw_unwind_personality. libgcc's unwinder (unwind.inc:
+ * _Unwind_RaiseException's search and cleanup phases, _Unwind_ForcedUnwind_Phase2), like
+ * nongnu libunwind (tested) and LLVM's, calls a frame's personality routine after it
+ * decoded the frame's CFI (uw_frame_state_for) and before it computes the caller's
+ * registers and return address from it (uw_update_context), so the routine can still
+ * change what that return address is: it writes the real one back into the word K and releases the frame's instances.
+ * The unwinder then reads the real return address (the CFI's value expression reads
+ * *K) and goes on into the real caller; the cleanup phase, which walks again from the
+ * thrower, no longer meets the trampoline. Only frames the exception really leaves are
+ * touched: the search phase stops at the catching frame, so return-probed frames above
+ * it keep their instances and return through the trampoline as usual. The return
+ * events of the unwound frames are lost: counted as their probe's misses in the trace
+ * counters (what `kprewrite profile` shows) and in kprewrite_rt_stats.rp_flushed.
+ *
+ * Which frame: the routine runs on the unwinding thread's stack, below every frame
+ * being unwound, and the unwinder visits frames innermost first, so the frame is this
+ * thread's live instance with the lowest K above the routine's own stack pointer whose
+ * word still holds the trampoline (every lower one was released when the unwinder
+ * passed it). libgcc's context records the CFA of the frame below (K + 8) at a fixed
+ * place, next to the frame's pc; when that pc is the trampoline (the layout is libgcc's)
+ * and the CFA names one of the candidates, it decides, which also rules out a stale word
+ * that a longjmp left holding the trampoline inside a frame being unwound; the hint
+ * table then finds the instance in O(1) unless several share K. Other unwinders (the
+ * libunwinds) get the lowest-K rule alone (a scan of the instances per frame).
+ */
+#define URC_CONTINUE_UNWIND 8
+/* libgcc's struct _Unwind_Context on x86-64: reg[18] (8 bytes each), then void *cfa,
+ * void *ra (the frame's pc: the trampoline, which confirms the layout) */
+#define LIBGCC_CONTEXT_CFA 144
+/* an unwinder's context is a local of its frames just above ours: read directly when
+ * it is this close, fault-safely otherwise */
+#define CONTEXT_NEAR (64u << 10)
+
+/* this thread's: instances a fork child inherited (another pid) are the forking
+ * thread's frames, now the child's */
+static inline int mine(const struct kprw_ri *r, u32 pid, u32 tid)
 {
+	return r->pid != pid || r->ri.tid == tid;
+}
+
+/* the unwind left frame K: its return event is lost */
+static void unwound(u32 g, u64 k)
+{
+	/* a thread reclaiming stale instances may have taken it first (K no longer holds
+	 * the trampoline): then it is not counted here */
+	if (atomic_cas(&kprw_rt.ri_keys[g], &k, 0)) {
+		atomic_add((u64 *)(kprw_rt.ctr_base + (u64)owner(g) * kprw_rt.ctr_stride + 8), 1);
+		atomic_add(&kprewrite_rt_stats.rp_flushed, 1);
+	}
+}
+
+/* lowest_frame is the lowest K above lo of this thread's instances (0: none) */
+static uptr lowest_frame(uptr lo, u32 pid, u32 tid)
+{
+	uptr next = 0;
+	for (u32 g = 0; g < kprw_rt.ri_total; g++) {
+		u64 k = atomic_load(&kprw_rt.ri_keys[g]);
+		if (k <= KEY_SETUP)
+			continue;
+		struct kprw_ri *r = inst(g, owner(g));
+		uptr e = r->ri.entry_sp;
+		if (e > lo && (!next || e < next) && KEY_MATCH(k, e) && mine(r, pid, tid))
+			next = e;
+	}
+	return next;
+}
+
+__attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, int actions, u64 exc_class,
+								   void *exc, void *context)
+{
+	(void)version, (void)actions, (void)exc_class, (void)exc;
 	u64 *keys = kprw_rt.ri_keys;
 	u64 tramp = (u64)(uptr)kprewrite_rt_rettramp;
+	uptr sp = (uptr)__builtin_frame_address(0);
 	if (!keys)
-		return;
-	u32 pid = kprw_pid(), tid = kprw_gettid(), n = 0;
-	for (u32 round = 0; round <= kprw_rt.ri_total; round++) {
-		/* one return-address word K per round: its newest instance whose saved return
-		 * address is not the trampoline (older ones of a chain at K saved the real one,
-		 * newer ones the trampoline; stale ones are older than the live one) */
-		uptr K = 0;
-		u32 best = ~0u;
-		u64 bestseq = 0;
-		for (u32 g = 0; g < kprw_rt.ri_total; g++) {
-			u64 k = atomic_load(&keys[g]);
-			if (k <= KEY_SETUP)
-				continue;
-			struct kprw_ri *r = inst(g, owner(g));
-			if ((r->pid == pid && r->ri.tid != tid) || r->ri.entry_sp < sp ||
-			    !KEY_MATCH(k, r->ri.entry_sp))
-				continue;
-			if (!K)
-				K = r->ri.entry_sp;
-			if (r->ri.entry_sp != K)
-				continue;
-			if (r->ri.ret_addr != tramp && (best == ~0u || r->seq > bestseq)) {
-				best = g;
-				bestseq = r->seq;
+		return URC_CONTINUE_UNWIND;
+	struct kprw_tctx *c = kprw_tctx_get();
+	u32 pid = kprw_pid(), tid = c ? kprw_tctx_tid(c) : kprw_gettid();
+	u64 cr[2] = {0, 0}, word = 0; /* libgcc's context: cfa, ra */
+	uptr ctx = (uptr)context + LIBGCC_CONTEXT_CFA;
+	if (ctx > sp && ctx - sp < CONTEXT_NEAR)
+		kprw_memcpy(cr, (const void *)ctx, 16); /* in our callers' frames */
+	else
+		kprw_read_user(cr, ctx, 16);
+
+	uptr K = 0;
+	/* (the frame may be on another stack than this routine, e.g. thrown from a signal
+	 * handler on a sigaltstack: no comparison with sp here; C is the return-address
+	 * word of the live frame being unwound, readable) */
+	if (cr[1] == tramp && cr[0] > 8 && (cr[0] & 7) == 0 && *(const volatile u64 *)(uptr)(cr[0] - 8) == tramp) {
+		uptr C = cr[0] - 8;
+		/* the common case in O(1): the hint names the newest instance at C, and it saved
+		 * a real return address (no chain at C) */
+		u32 h = __atomic_load_n(&ri_hint[hint_of(C)], __ATOMIC_RELAXED);
+		if (h && h <= kprw_rt.ri_total) {
+			u64 k = atomic_load(&keys[h - 1]);
+			struct kprw_ri *r = inst(h - 1, owner(h - 1));
+			if (KEY_MATCH(k, C) && r->ri.entry_sp == C && mine(r, pid, tid) && r->ri.ret_addr != tramp) {
+				*(volatile u64 *)C = r->ri.ret_addr;
+				unwound(h - 1, k);
+				return URC_CONTINUE_UNWIND;
 			}
 		}
-		if (!K)
-			break;
-		u64 word = 0;
-		int live = kprw_read_user(&word, K, 8) == 8 && word == tramp && best != ~0u;
-		if (live)
-			*(volatile u64 *)K = inst(best, owner(best))->ri.ret_addr;
-		for (u32 g = 0; g < kprw_rt.ri_total; g++) {
+		for (u32 g = 0; g < kprw_rt.ri_total && !K; g++) {
 			u64 k = atomic_load(&keys[g]);
-			if (k <= KEY_SETUP || !KEY_MATCH(k, K))
-				continue;
 			struct kprw_ri *r = inst(g, owner(g));
-			if ((r->pid == pid && r->ri.tid != tid) || r->ri.entry_sp != K)
-				continue;
-			if (atomic_cas(&keys[g], &k, 0) && live)
-				n++;
+			if (KEY_MATCH(k, C) && r->ri.entry_sp == C && mine(r, pid, tid))
+				K = C;
 		}
 	}
-	if (n)
-		atomic_add(&kprewrite_rt_stats.rp_flushed, n);
+	for (uptr lo = sp; !K;) {
+		uptr next = lowest_frame(lo, pid, tid);
+		if (!next)
+			break;
+		if (kprw_read_user(&word, next, 8) == 8 && word == tramp)
+			K = next;
+		lo = next;
+	}
+	if (!K) {
+		kprw_puts("kprewrite: an unwind reached a return probe's trampoline that has no instance: it stops there\n");
+		return URC_CONTINUE_UNWIND;
+	}
+
+	/* the real return address: a chain at K (several kretprobes on one function, or a
+	 * tail call between probed functions) saved it in its oldest instance, the newer ones
+	 * saved the trampoline */
+	u32 best = ~0u;
+	u64 bestseq = 0;
+	for (u32 g = 0; g < kprw_rt.ri_total; g++) {
+		u64 k = atomic_load(&keys[g]);
+		struct kprw_ri *r = inst(g, owner(g));
+		if (KEY_MATCH(k, K) && r->ri.entry_sp == K && mine(r, pid, tid) && r->ri.ret_addr != tramp &&
+		    (best == ~0u || r->seq > bestseq)) {
+			best = g;
+			bestseq = r->seq;
+		}
+	}
+	if (best == ~0u) {
+		kprw_puts("kprewrite: an unwind reached a return probe's trampoline whose return address is lost: it stops there\n");
+		return URC_CONTINUE_UNWIND;
+	}
+	*(volatile u64 *)K = inst(best, owner(best))->ri.ret_addr;
+	for (u32 g = 0; g < kprw_rt.ri_total; g++) {
+		u64 k = atomic_load(&keys[g]);
+		struct kprw_ri *r = inst(g, owner(g));
+		if (KEY_MATCH(k, K) && r->ri.entry_sp == K && mine(r, pid, tid))
+			unwound(g, k);
+	}
+	return URC_CONTINUE_UNWIND;
 }

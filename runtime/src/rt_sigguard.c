@@ -53,20 +53,7 @@
  * harmless in a dynamic program, whose libc code has no probes, but in a static glibc
  * program an int3 probe in the library code run in that window kills the process).
  * Jump-optimized probes ("o") need no signal and have none of these limits.
- *
- * C++ exceptions (KPRW_SG_THROW, whenever return probes exist, int3 or not): a return
- * probe replaces its frame's return address with the trampoline, which has no unwind
- * information, so an exception unwinding that frame would end in std::terminate. The
- * functions that start an unwind (__cxa_throw, __cxa_rethrow, _Unwind_RaiseException,
- * _Unwind_Resume_or_Rethrow, std::rethrow_exception, libstdc++'s std::__throw_* helpers
- * that inlined library code such as std::vector::at or std::stoi calls) are wrapped by
- * stubs (throwstub.S) that first flush this thread's return-probe instances above the
- * thrower (kprw_kretprobe_flush: original return addresses back, instances released):
- * the exception is caught normally, and the return handlers of all those frames do not
- * run, also of frames above the catch that return later (kprewrite_rt_stats.rp_flushed
- * counts them). Throws made inside shared libraries with their own GOT (operator new's
- * std::bad_alloc, std::thread, a library's own code) and throws in static programs are
- * not seen: unwinding a return-probed frame then still terminates the program.
+
  */
 #include "rt.h"
 
@@ -571,36 +558,17 @@ static int store_word(uptr p, uptr v, uptr relro_lo, uptr relro_hi)
 
 u32 kprw_sg_wrapped; /* GOT words and static entries now going to wrappers */
 
-/* the throw wrappers: stub i (throwstub.S) jumps to kprw_throw_real[i] */
-#define NTHROW 32
-extern const u8 kprw_throw_stubs[] __attribute__((visibility("hidden")));
-uptr kprw_throw_real[NTHROW];
-
-/* throw_stub returns the stub that flushes and then jumps to real (0: none left). */
-static uptr throw_stub(uptr real)
-{
-	if (!real)
-		return 0;
-	for (u32 i = 0; i < NTHROW; i++) {
-		if (!kprw_throw_real[i])
-			kprw_throw_real[i] = real;
-		if (kprw_throw_real[i] == real)
-			return (uptr)kprw_throw_stubs + 16 * i;
-	}
-	return 0;
-}
-
 /* entry_init fills the words the redirected entries of a static program's functions
  * (KPRW_GS_ENTRY) jump through: the wrapper, with the relocated copy of the entry as its
  * real function; the copy itself (the program unchanged) when unguarded. Every word is
  * filled whatever the mode: zero in the file, it must never be jumped through empty.
- * (The rewriter redirects signal functions only, never the C++ throw functions.) */
+ */
 static void entry_init(const struct kprw_got_slot *s, u32 n, int guard)
 {
 	u32 entries = 0, hooked = 0;
 	for (u32 i = 0; i < n; i++) {
 		u32 f = s[i].func;
-		if (!(s[i].flags & KPRW_GS_ENTRY) || f < 1 || f > KPRW_SG_MAX || f == KPRW_SG_THROW)
+		if (!(s[i].flags & KPRW_GS_ENTRY) || f < 1 || f > KPRW_SG_MAX)
 			continue;
 		if (guard && !sg_real[f])
 			sg_real[f] = RT_ADDR(s[i].lazy); /* the rewriter gives each function one entry */
@@ -611,7 +579,7 @@ static void entry_init(const struct kprw_got_slot *s, u32 n, int guard)
 			continue;
 		uptr real = RT_ADDR(s[i].lazy), w = 0;
 		entries++;
-		if (guard && f != KPRW_SG_THROW && sg_real[f] == real)
+		if (guard && sg_real[f] == real)
 			w = wrapper(f);
 		__atomic_store_n((uptr *)RT_ADDR(s[i].slot), w ? w : real, __ATOMIC_RELEASE);
 		if (w) {
@@ -662,7 +630,7 @@ void kprw_sigguard_init(const char *mode, int traps)
 	/* the real functions first (a word bound to its function gives it to every word of
 	 * that function), then the stores */
 	for (u32 i = 0; i < g->nslots; i++) {
-		if (s[i].func < 1 || s[i].func > KPRW_SG_MAX || s[i].func == KPRW_SG_THROW || (s[i].flags & KPRW_GS_ENTRY))
+		if (s[i].func < 1 || s[i].func > KPRW_SG_MAX || (s[i].flags & KPRW_GS_ENTRY))
 			continue;
 		uptr v = *(const uptr *)RT_ADDR(s[i].slot);
 		if (v && !(s[i].lazy && v == RT_ADDR(s[i].lazy)) && !sg_real[s[i].func])
@@ -673,29 +641,19 @@ void kprw_sigguard_init(const char *mode, int traps)
 		if (s[i].flags & KPRW_GS_ENTRY)
 			continue;
 		words++;
-		if (f < 1 || f > KPRW_SG_MAX || (f != KPRW_SG_THROW && !traps))
+		if (f < 1 || f > KPRW_SG_MAX || !traps)
 			continue;
 		uptr p = RT_ADDR(s[i].slot);
 		uptr v = *(const uptr *)p;
 		if (v == 0)
 			continue; /* an unresolved weak reference: the program sees NULL, as before */
 		uptr w = 0;
-		if (f == KPRW_SG_THROW) {
-			if (!kprw_rt.ri_keys)
-				continue; /* no return probe: nothing to flush */
-			if (s[i].lazy && v == RT_ADDR(s[i].lazy)) {
-				v = lookup(main_map, (const char *)RT_ADDR(s[i].name));
-				lazy++;
-			}
-			w = throw_stub(v);
-		} else {
-			if (!sg_real[f] && s[i].lazy && v == RT_ADDR(s[i].lazy)) {
-				sg_real[f] = lookup(main_map, (const char *)RT_ADDR(s[i].name));
-				lazy++;
-			}
-			if (sg_real[f])
-				w = wrapper(f);
+		if (!sg_real[f] && s[i].lazy && v == RT_ADDR(s[i].lazy)) {
+			sg_real[f] = lookup(main_map, (const char *)RT_ADDR(s[i].name));
+			lazy++;
 		}
+		if (sg_real[f])
+			w = wrapper(f);
 		if (!w || store_word(p, w, relro_lo, relro_hi) < 0) {
 			failed++;
 			if (kprw_rt.debug) {

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "0d3431d8b880ae3e867feee393f19ffa31c7daa05692600879773045c21e5a2a"
+const ObjectSHA256 = "9b99447b13f0fd3541c131203693aad0163f306fb0aa71afb6e834aeb19760cf"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -67,13 +67,16 @@ func TestCountOnly(t *testing.T) {
 	for _, build := range probedBuilds {
 		t.Run(build.name, func(t *testing.T) {
 			prog := testprog.Build(t, src, "c", build.flags...)
-			for _, mode := range []string{"optimize", "no-optimize"} {
+			for _, mode := range []string{"optimize", "no-optimize", "verify"} {
 				t.Run(mode, func(t *testing.T) {
 					dir := t.TempDir()
 					out := filepath.Join(dir, "probed")
 					flags := []string{"--count-only"}
-					if mode == "no-optimize" {
+					switch mode {
+					case "no-optimize":
 						flags = append(flags, "--no-optimize")
+					case "verify":
+						flags = append(flags, "--verify-regions")
 					}
 					rewriteWith(t, prog, out, basicDefs, flags...)
 					tr := filepath.Join(dir, "run.trace")
@@ -86,6 +89,9 @@ func TestCountOnly(t *testing.T) {
 							t.Fatalf("--count-only wrote %d records: %v", len(lines), lines[0])
 						}
 						prof := profile(t, tr, out)
+						if mode == "verify" && prof["(violations)"] != [2]uint64{0, 0} {
+							t.Errorf("violations: %v", prof["(violations)"])
+						}
 						for ev, n := range basicCounts {
 							if prof[ev] != [2]uint64{uint64(run) * n, 0} {
 								t.Errorf("run %d: profile %s = %v, want %d hits 0 misses", run, ev, prof[ev], uint64(run)*n)
@@ -96,7 +102,7 @@ func TestCountOnly(t *testing.T) {
 						"f_pushf+0x0": "count-live", "fact+0x0": "full", "f_call+0x1": "count-live", "f_rip+0x0": "count-dead"}
 					for site, kind := range want {
 						got := detourKind(t, out, site)
-						if mode == "no-optimize" {
+						if mode != "optimize" {
 							kind = ""
 						}
 						if !strings.HasPrefix(got, kind) || (kind == "" && got != "") {

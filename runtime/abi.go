@@ -37,6 +37,9 @@ const (
 
 	HFDisableAll = 0x1 // start with every probe disarmed
 	HFDebug      = 0x2 // start-up reports to stderr
+	// HFFastRead: fetch arguments (or C handlers) read memory and the signal guard
+	// covers SIGSEGV and SIGBUS, so the runtime may read with its fault-catching copy.
+	HFFastRead = 0x4
 )
 
 // Execution modes of a probepoint (RawPoint.XMode).
@@ -375,6 +378,8 @@ type RawStats struct {
 	// RPFlushed counts return-probe instances flushed by a C++ throw (their return
 	// handlers do not run).
 	RPFlushed uint64 `c:"rp_flushed"`
+	// ReadFaults counts fault-catching reads stopped by a fault (bad pointers read).
+	ReadFaults uint64 `c:"read_faults"`
 }
 
 // RawTraceImage is struct kprw_trace_image.
@@ -443,7 +448,7 @@ const (
 	EventSize       = 40
 	ProbeStateSize  = 32
 	PtRegsSize      = 168
-	StatsSize       = 96 // was 64 before OptSlow and Violations, 80 before HandlerFaults, 88 before RPFlushed
+	StatsSize       = 104 // was 64 before OptSlow and Violations, 80 before HandlerFaults, 88 before RPFlushed, 96 before ReadFaults
 	HooksSize       = 32
 	RecordSize      = 88
 	TraceImageSize  = 24

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "15c2fc2cf7bb12d7d4a7c727137ec34f1bfd18a6f366ff959bf0b6425563c9f0"
+const ObjectSHA256 = "3c89c606bde3833955bf3de60f94507e7a1ba719a6b84cc5f96d4ace7f4aa403"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

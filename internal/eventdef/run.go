@@ -410,3 +410,52 @@ func indexByte(b []byte, c byte) int {
 	}
 	return -1
 }
+
+// ReadsMemory reports whether some block of prog (entry or argument) reads the
+// program's memory: a $stackN source, a dereference, or a store of memory, a string or
+// a string array. A malformed program counts as reading memory.
+func ReadsMemory(prog []byte) bool {
+	h, err := readHeader(prog)
+	if err != nil {
+		return true
+	}
+	le := binary.LittleEndian
+	pos := HeaderSize
+	for i := 0; i < h.nentry+h.nargs; i++ {
+		if pos+BlockHeader > len(prog) {
+			return true
+		}
+		n := int(le.Uint16(prog[pos+4:]))
+		if pos+BlockHeader+n > len(prog) || n == 0 {
+			return true
+		}
+		code := prog[pos+BlockHeader : pos+BlockHeader+n]
+		pos += BlockHeader + n
+		k := 0
+		switch code[0] {
+		case OpStComm, OpStData:
+			continue
+		case OpStack:
+			return true
+		case OpReg:
+			k = 2
+		case OpStackP:
+			k = 1
+		case OpImm, OpImage:
+			k = 9
+		case OpEData:
+			k = 5
+		default:
+			return true
+		}
+		if k >= len(code) {
+			return true
+		}
+		switch code[k] {
+		case OpStRaw:
+		default: // a dereference, OpStMem, OpStStr, OpStStrArr, or something unknown
+			return true
+		}
+	}
+	return false
+}

@@ -11,7 +11,9 @@ import (
 )
 
 // The signal guard (runtime/src/rt_sigguard.c): int3 probes die with the program when it
-// blocks SIGTRAP or takes it over, so the runtime wraps the libc functions that do so.
+// blocks SIGTRAP or takes it over, so the runtime wraps the libc functions that do so;
+// the same for SIGSEGV and SIGBUS, which the runtime's fault-catching reads of fetch
+// arguments need (runtime.HFFastRead).
 // It needs the main executable's GOT words of those functions: the targets of the
 // JUMP_SLOT (PLT calls) and GLOB_DAT (-fno-plt calls, address taken) relocations that
 // name them in .dynsym, found here from the dynamic relocation sections.
@@ -127,10 +129,18 @@ func cstr(b []byte, off uint64) (string, bool) {
 }
 
 // addSigGuard gives the runtime the GOT words to wrap: the signal functions when some
-// probe is an int3, the C++ throw functions (runtime.SGThrow) when some probe is a
-// return probe (int3 or jump-optimized: its trampoline has no unwind information, so the
-// runtime puts the return addresses back before an exception unwinds).
+// probe is an int3 or some fetch reads memory, the C++ throw functions (runtime.SGThrow)
+// when some probe is a return probe (int3 or jump-optimized: its trampoline has no
+// unwind information, so the runtime puts the return addresses back before an exception
+// unwinds). A dynamic program whose fetches read memory gets runtime.HFFastRead: the
+// runtime checks at start-up that it could wrap every word (a program without any is
+// covered: it can change its signal dispositions only by raw system calls or through
+// shared libraries, the guard's known limits). A static program's flag comes from
+// planStaticSigGuard.
 func (g *gen) addSigGuard() error {
+	if g.fastRead && !isStaticImage(g.f) {
+		g.tables.Flags |= runtime.HFFastRead
+	}
 	int3, ret := false, false
 	for _, pt := range g.tables.Points {
 		if pt.XMode != runtime.XOptimized {
@@ -142,7 +152,7 @@ func (g *gen) addSigGuard() error {
 			}
 		}
 	}
-	if !int3 && !ret {
+	if !int3 && !ret && !g.fastRead {
 		return nil
 	}
 	sg, err := SigGuardSlots(g.f)
@@ -154,7 +164,7 @@ func (g *gen) addSigGuard() error {
 	}
 	kept := sg.Slots[:0]
 	for _, s := range sg.Slots {
-		if (s.Func == runtime.SGThrow && ret) || (s.Func != runtime.SGThrow && int3) {
+		if (s.Func == runtime.SGThrow && ret) || (s.Func != runtime.SGThrow && (int3 || g.fastRead)) {
 			kept = append(kept, s)
 		}
 	}

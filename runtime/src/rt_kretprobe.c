@@ -187,7 +187,7 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 		uptr ip = regs->ip;
 		regs->ip = RT_ADDR(kprw_rt.points[p->point].site);
 		kprw_fetch_entry((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len, regs, edata_of(r, p),
-				 kprw_rt.ri_elen[pi]);
+				 kprw_rt.ri_elen[pi], kprw_fast_ok(c));
 		regs->ip = ip;
 	}
 	if (p->flags & KPRW_F_USER) {

@@ -104,6 +104,18 @@ func (r *runner) read(addr uint64, buf []byte) bool {
 	return r.m.Mem(addr, buf)
 }
 
+// readPartial reads buf as copy_from_user does, which the kernel stores a memory
+// argument with: the bytes before the first unreadable one, the rest zero.
+func (r *runner) readPartial(addr uint64, buf []byte) {
+	if r.read(addr, buf) {
+		return
+	}
+	n := len(buf) - 1
+	for ; n > 0 && !r.read(addr, buf[:n]); n-- {
+	}
+	clear(buf[n:])
+}
+
 func (r *runner) readU64(addr uint64) (uint64, bool) {
 	var b [8]byte
 	if !r.read(addr, b[:]) {
@@ -316,8 +328,10 @@ func (r *runner) block(prog []byte, pos int) (int, error) {
 		}
 		for i := 0; i < cnt; i++ {
 			e := s[i*esize : (i+1)*esize]
-			if fault || !r.read(val+uint64(off)+uint64(i*esize), e) {
+			if fault {
 				clear(e)
+			} else {
+				r.readPartial(val+uint64(off)+uint64(i*esize), e)
 			}
 		}
 		elems = s

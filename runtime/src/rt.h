@@ -430,17 +430,24 @@ static inline void *kprw_user_obj(const struct kprw_probe *p)
 	return p->user ? (void *)RT_ADDR(p->user) : (void *)p;
 }
 
+/* kprw_run_return_events hijacks the return address for the enabled return events
+ * (kretprobes without an entry handler: r: definitions) of pt: after the point's other probes, as
+ * the kernel's uprobe handler chain prepares the uretprobe after every consumer ran, so
+ * their fetches ($stack0, +0($stack)) still see the real return address. */
+void kprw_run_return_events(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_tctx *c);
+
 /* kprw_run_probes runs every enabled probe of pt, in order, for the int3 and the detour
- * paths alike: kretprobe entry work, hit count, trace record, pre handler. regs->ip is
- * site + 1 (as after an int3) for the handlers; the fetch programs of trace records see
- * ip = site, as the kernel's uprobe tracer shows it. c->busy is held by the caller. Sets
- * *any when some probe was enabled. Returns 1 when a pre handler returned non-zero
- * (resume at regs->ip: the rest of the probes, the instruction and the post handlers
- * are skipped, as in the kernel). */
+ * paths alike: kretprobe entry work (return events' after the others), hit count, trace
+ * record, pre handler. regs->ip is site + 1 (as after an int3) for the handlers; the
+ * fetch programs of trace records see ip = site, as the kernel's uprobe tracer shows it.
+ * c->busy is held by the caller. Sets *any when some probe was enabled. Returns 1 when a
+ * pre handler returned non-zero (resume at regs->ip: the rest of the probes, the
+ * instruction and the post handlers are skipped, as in the kernel). */
 static inline __attribute__((always_inline)) int
 kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_tctx *c, int *any)
 {
 	uptr site = RT_ADDR(pt->site);
+	int rets = 0;
 	for (u32 k = 0; k < pt->nprobes; k++) {
 		u32 i = pt->first_probe + k;
 		const struct kprw_probe *p = &kprw_rt.probes[i];
@@ -448,7 +455,10 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 			continue;
 		*any = 1;
 		if (p->type == KPRW_T_KRETPROBE) {
-			kprw_kretprobe_entry(i, regs, c);
+			if ((p->flags & KPRW_F_USER) || p->entry_handler)
+				kprw_kretprobe_entry(i, regs, c);
+			else
+				rets = 1;
 			continue;
 		}
 		kprw_count_hit(i);
@@ -458,14 +468,22 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 			regs->ip = site + 1;
 		}
 		if (p->flags & KPRW_F_USER) {
-			if (kprw_user_pre(i, regs))
+			if (kprw_user_pre(i, regs)) {
+				if (rets)
+					kprw_run_return_events(pt, regs, c);
 				return 1;
+			}
 		} else if (p->pre_handler) {
 			int (*pre)(void *, struct pt_regs *) = (void *)RT_ADDR(p->pre_handler);
-			if (pre(kprw_user_obj(p), regs))
+			if (pre(kprw_user_obj(p), regs)) {
+				if (rets)
+					kprw_run_return_events(pt, regs, c);
 				return 1;
+			}
 		}
 	}
+	if (unlikely(rets))
+		kprw_run_return_events(pt, regs, c);
 	return 0;
 }
 

@@ -282,8 +282,11 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 		if (!slot_ok(c, dest, ebytes))
 			return -1;
 		for (u32 i = 0; c->rec && i < cnt; i++) {
-			if (fault || !rd(c, b, val + (u64)off + (u64)i * esize, esize))
-				kprw_memset(b, 0, 8);
+			/* as copy_from_user, which the kernel stores it with: the bytes before
+			 * the first unreadable one, the rest zero */
+			long got = fault ? 0 : kprw_read_mode(b, (uptr)(val + (u64)off + (u64)i * esize), esize, c->fast);
+			if (got < (long)esize)
+				kprw_memset(b + (got > 0 ? got : 0), 0, esize - (u32)(got > 0 ? got : 0));
 			wr(c, dest + i * esize, b, esize);
 		}
 		code += 8;

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "deff97fe2c5a24adc6fd03825f50d7f00d4d25d616b21d2cbe4f90257fd4db00"
+const ObjectSHA256 = "7a3d3cd83698341707e3dd43666487abbac09a65cf694a3c6a07df83e357bd76"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

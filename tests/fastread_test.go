@@ -92,6 +92,12 @@ func TestFastReadEndToEnd(t *testing.T) {
 					if !strings.Contains(res.Stderr, ", fast reads") {
 						t.Fatalf("the runtime does not read fast:\n%s", res.Stderr)
 					}
+					// without the guard, reads go by system call (and still never crash)
+					res = testprog.Run(t, testprog.Cmd{Path: out, Args: []string{"bad"},
+						Extra: []string{"KPREWRITE_DEBUG=1", "KPREWRITE_SIGGUARD=off", "KPREWRITE_TRACE=" + filepath.Join(dir, "debug.trace")}})
+					if !strings.Contains(res.Stderr, ", reads by system call") || res.Stdout != "bad done\n" || res.Exit != 3 {
+						t.Fatalf("KPREWRITE_SIGGUARD=off: %s", res)
+					}
 					for _, m := range fastreadModes {
 						t.Run(m.mode, func(t *testing.T) {
 							traces := map[string][]traceLine{}

@@ -200,6 +200,22 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 		return next;
 	}
 
+	/* the common memory argument, +OFF(%REG):TYPE, read straight into its slot */
+	if (n == 10 && code[0] == OpReg && code[2] == OpStMem && code[1] % 8 == 0 && code[1] < PT_REGS_SIZE &&
+	    valid_size(code[7]) && code[8] == 1 && code[9] <= 1) {
+		u32 esize = code[7];
+		if (!slot_ok(c, dest, esize))
+			return -1;
+		u8 *d = at(c, dest, esize);
+		if (d) {
+			u64 addr = c->regs[code[1] / 8] + (u64)(s64)(int)le32(code + 3);
+			long got = kprw_read_mode(d, (uptr)addr, esize, c->fast);
+			if (got < (long)esize) /* as copy_from_user: the readable bytes, zero padded */
+				kprw_memset(d + (got > 0 ? got : 0), 0, esize - (u32)(got > 0 ? got : 0));
+		}
+		return next;
+	}
+
 	/* source */
 	u64 val = 0;
 	int fault = 0;

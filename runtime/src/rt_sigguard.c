@@ -1,6 +1,9 @@
 /*
  * rt_sigguard.c - the signal guard: int3 probes need SIGTRAP delivered to our handler in
- * every thread, at every moment the program's code runs. Programs block it (sigfillset +
+ * every thread, at every moment the program's code runs; fast reads (src/nofault.S,
+ * rt_fault.c) need SIGSEGV and SIGBUS the same way, and the guard keeps those too when
+ * they are on (kprw_sg_sigs: what is said of SIGTRAP below holds for each guarded
+ * signal). Programs block it (sigfillset +
  * pthread_sigmask in a watchdog thread, or around fork in git's run_command), put it in
  * a handler's sa_mask, reset it (signal(SIGTRAP, SIG_DFL) in a fork child), or install
  * their own handler; each of these would kill the program at its next probe hit, or run

@@ -299,7 +299,9 @@
 // program would have got: its own handler, called with the kernel's siginfo and
 // ucontext on the mask the kernel would give it (its sa_mask and, without SA_NODEFER,
 // the signal: a fault inside the program's own fault handler kills it as the kernel
-// would), SA_RESETHAND honoured; or the default action (death by the signal at the
+// would), SA_RESETHAND honoured, on the stack the runtime's handler got (the thread's
+// sigaltstack if it has one, with or without the program's SA_ONSTACK); or the default
+// action (death by the signal at the
 // faulting instruction, core included; a CPU fault on an ignored SIGSEGV too; a sent
 // one is dropped). While a thread runs the program's fault handler with SIGSEGV or
 // SIGBUS blocked (and until its next fault or int3 hit shows that a handler it left by

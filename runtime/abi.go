@@ -41,6 +41,9 @@ const (
 
 	HFDisableAll = 0x1 // start with every probe disarmed
 	HFDebug      = 0x2 // start-up reports to stderr
+	// HFFastRead: fetch arguments (or C handlers) read memory and the signal guard
+	// covers SIGSEGV and SIGBUS, so the runtime may read with its fault-catching copy.
+	HFFastRead = 0x4
 )
 
 // Execution modes of a probepoint (RawPoint.XMode).
@@ -361,6 +364,8 @@ type RawStats struct {
 	// forced unwind left their frame through the trampoline (no return event; each also
 	// counts as its probe's miss in the trace counters).
 	RPFlushed uint64 `c:"rp_flushed"`
+	// ReadFaults counts fault-catching reads stopped by a fault (bad pointers read).
+	ReadFaults uint64 `c:"read_faults"`
 }
 
 // RawTraceImage is struct kprw_trace_image.
@@ -429,7 +434,7 @@ const (
 	EventSize       = 40
 	ProbeStateSize  = 32
 	PtRegsSize      = 168
-	StatsSize       = 96 // was 64 before OptSlow and Violations, 80 before HandlerFaults, 88 before RPFlushed
+	StatsSize       = 104 // was 64 before OptSlow and Violations, 80 before HandlerFaults, 88 before RPFlushed, 96 before ReadFaults
 	HooksSize       = 32
 	RecordSize      = 88
 	TraceImageSize  = 24

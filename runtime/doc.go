@@ -67,6 +67,10 @@
 //
 // # Signal guard
 //
+// What follows is said of SIGTRAP, which int3 probes need; with fast reads the guard
+// does the same for SIGSEGV and SIGBUS (see Fast reads), and the functions are wrapped
+// when either needs them.
+//
 // Programs block SIGTRAP (sigfillset + pthread_sigmask in python's faulthandler thread,
 // around fork in git's run_command), give handlers a full sa_mask, reset SIGTRAP in a
 // fork child, or install their own handler; the kernel then kills the process at the
@@ -81,8 +85,8 @@
 // entries of those that make the system call: each entry jumps through a word of its own
 // in .kprewrite.bss (GotSlot.Entry, GSEntry), which start-up points at the wrapper, and
 // the wrapper's real function is a relocated copy of the entry's first instructions
-// followed by a jmp back (the word gets the copy itself under KPREWRITE_SIGGUARD=off, so
-// it is never empty). musl's internal __block_all_sigs and __block_app_sigs (raise,
+// followed by a jmp back (the word gets the copy itself under KPREWRITE_SIGGUARD=off, or
+// when neither int3 probes nor fast reads need the guard, so it is never empty). musl's internal __block_all_sigs and __block_app_sigs (raise,
 // fork, pthread_create, sigaction(SIGABRT)) are redirected too: their wrapper gives
 // SIGTRAP back right after blocking, so a raise()d SIGTRAP reaches the program's handler
 // inside raise, with musl's other signals still blocked, rather than when raise
@@ -264,9 +268,73 @@
 // vDSO's getcpu; lsl 0x7b without rdpid), comm from prctl(PR_GET_NAME) cached per thread
 // for at most 1 ms (a renamed thread's records show the new name after at most 1 ms).
 // Fetch programs (internal/eventdef's format) run in src/rt_fetch.c, byte-identical to
-// eventdef.Run (fetch_test.go); records are at most 4096 bytes of fetch output. Memory
-// is read with process_vm_readv on our own pid (one system call, ~0.3 us, per read or
-// per 64-byte string chunk; a bad pointer reads as a fault, never a SIGSEGV).
+// eventdef.Run (fetch_test.go); records are at most 4096 bytes of fetch output. A
+// program whose record size is fixed runs once, straight into its record; one with
+// strings runs once into a 4 KiB scratch buffer of the thread's context (KPRW_NTCTX of
+// them in one lazily populated mapping, made when some event has strings), whose bytes
+// are then copied into a record of the right size, so every memory read is made once
+// (measured, then fetched again, when the thread has no context). Memory is read as
+// "Fast reads" says: a bad pointer reads as a fault, never a crash.
+//
+// # Fast reads
+//
+// A fetch argument that reads memory (+OFF(...), $stackN, @SYM, strings, arrays,
+// bitfields of memory) must never crash the program on a bad pointer, as the kernel's
+// uprobe tracer reads with copy_from_user. The runtime reads with a fault-catching copy
+// in the kernel's copy_from_user style (src/nofault.S: an 8-byte load, else rep movsb,
+// each with an exception-table entry; ~1-6 ns for an argument here, against ~0.3-1.4 us
+// for a process_vm_readv system call): a fault in it (SIGSEGV or SIGBUS raised by the
+// CPU at an instruction of the table) reaches the runtime's one fault handler
+// (src/rt_fault.c), which resumes at the fixup, and the read returns the bytes it could
+// copy (a partial count when the fault is part-way; rep movsb's registers are exact at a
+// fault) or -EFAULT. A memory argument is stored as copy_from_user stores it: the
+// readable bytes, zero padded (a u64 that crosses into an unmapped page keeps its first
+// bytes); a faulted dereference inside a chain stores 0 (the kernel leaves its buffer's
+// previous bytes there). Reading a bad address costs a signal (~2-3 us here), so
+// addresses below 64 KiB (NULL plus a field offset, the usual bad pointer) and above
+// the 47-bit user half (kernel and non-canonical addresses, the vsyscall page, which
+// copy_from_user refuses) are read with process_vm_readv.
+//
+// The copy is only safe while every SIGSEGV/SIGBUS it raises reaches the runtime: the
+// rewriter sets HFFastRead when some event's fetch program reads memory
+// (eventdef.ReadsMemory) or a C handler calls kprewrite_copy_nofault /
+// kprewrite_strncpy_nofault, and has the signal guard (below) cover the program's
+// signal functions: its GOT words (dynamic; a program without any is covered), or the
+// redirected entries of its C library's functions, sigaction's among them (static; a
+// static program without a known sigaction function, a stripped one, or one whose
+// functions cannot all be covered reads by system call and rewrite says why). At
+// start-up the runtime then installs its handler on SIGSEGV and SIGBUS (the previous
+// dispositions become the program's), unblocks them, and, if it could wrap every word
+// and entry it was given, reads fast; KPREWRITE_SAFE_READ=syscall or
+// KPREWRITE_SIGGUARD=off keep process_vm_readv (diagnostics), and so does a run
+// without a trace file and without C handlers. Not ours: a fault elsewhere, or a
+// SIGSEGV sent with kill() (si_code <= 0) even while the copy runs, gets what the
+// program would have got: its own handler, called with the kernel's siginfo and
+// ucontext on the mask the kernel would give it (its sa_mask and, without SA_NODEFER,
+// the signal: a fault inside the program's own fault handler kills it as the kernel
+// would), SA_RESETHAND honoured, on the stack the runtime's handler got (the thread's
+// sigaltstack if it has one, with or without the program's SA_ONSTACK); or the default
+// action (death by the signal at the
+// faulting instruction, core included; a CPU fault on an ignored SIGSEGV too; a sent
+// one is dropped). While a thread runs the program's fault handler with SIGSEGV or
+// SIGBUS blocked (and until its next fault or int3 hit shows that a handler it left by
+// siglongjmp blocks nothing any more), its fetches read by system call
+// (kprw_tctx.slow_read), and so do the fetches of an int3 hit whose signal handler runs
+// on a sigaltstack with less than AT_MINSIGSTKSZ + 2 KiB left (a fault's frame that
+// overflows it would kill the thread). RawStats.ReadFaults counts the faults the copy
+// caught.
+//
+// Holes, as with the SIGTRAP guard (see Signal guard): the program's own raw
+// rt_sigaction / rt_sigprocmask system calls (a handler installed or SIGSEGV blocked
+// that way: a bad fetch then reaches the program's handler, or kills it); shared
+// libraries calling sigaction or sigprocmask through their own GOT (a library that
+// installs a SIGSEGV handler, such as a JVM or a sanitizer runtime, replaces ours);
+// in static glibc programs, probes in the C library's own code while it blocks every
+// signal with an inline system call; a detour that fires in a signal handler running
+// on an almost full sigaltstack (the fault's frame needs AT_MINSIGSTKSZ bytes there).
+// A blocked SIGSEGV/SIGBUS is hidden as SIGTRAP is: the program reads back the
+// kernel's mask, which never holds them, and a SIGSEGV sent with kill() while it
+// thinks it blocked it is acted on at once.
 //
 // # C handlers (kprewrite rewrite --handlers FILE.c)
 //
@@ -293,7 +361,9 @@
 // Every user call goes through src/user.S's kprw_ucall_asm, which records the
 // callee-saved registers, the stack pointer and the return address in a struct the
 // thread context points to. With FUser probes the runtime takes SIGSEGV, SIGBUS, SIGFPE
-// and SIGILL: a fault while a user function runs calls the probe's fault_handler (non-zero:
+// and SIGILL (src/rt_fault.c, the handler of fast reads too: a fault of the
+// fault-catching copy, which kprewrite_copy_nofault uses, is the copy's first): a fault
+// while a user function runs calls the probe's fault_handler (non-zero:
 // handled, resume with the registers it left), else it is reported on stderr (the first
 // 20) and counted (RawStats.HandlerFaults), and the signal frame is edited so that
 // sigreturn returns from kprw_ucall_asm as if the handler had returned 0, with the
@@ -301,8 +371,10 @@
 // other fault gets what it would have got without the runtime: the previous disposition
 // (default: death by the signal, at the faulting instruction). A program that installs
 // its own handler for one of these signals replaces ours, and a handler fault then reaches
-// the program's handler. A hit inside a handler (a handler calling a probed function) is
-// missed: its int3 single-steps or boosts without post handlers.
+// the program's handler, unless fast reads are on: the guard then keeps SIGSEGV and
+// SIGBUS for the runtime and passes the program's faults to its handler. A hit inside a
+// handler (a handler calling a probed function) is missed: its int3 single-steps or
+// boosts without post handlers.
 //
 // trace_printk writes RecPrintk records (the caller's function name and the text);
 // printk writes one line to stderr (KERN_* levels dropped, 512 bytes at most).
@@ -315,8 +387,11 @@
 // From gcc -fstack-usage over the call graph (TestStackUsage, stack_usage.txt):
 // SIGTRAP handler 600 bytes, detour 736 bytes including the red zone and pt_regs,
 // return trampoline 600 bytes including its pt_regs, start-up 856 bytes (the guarded
-// call of a C handler included; measured 2026-11); user handlers come on top, and the kernel's signal frame (ucontext and xsave area, ~1-3.5 KiB
-// depending on the CPU) on top of the SIGTRAP handler.
+// call of a C handler included; measured 2026-11); user handlers come on top, and the
+// kernel's signal frame (ucontext and xsave area, ~1-3.5 KiB depending on the CPU) on
+// top of the SIGTRAP handler. A fast read that faults puts one more signal frame and the
+// fault handler (~100 bytes) below the fetch, on the thread's sigaltstack if it has one
+// (see Fast reads).
 //
 // # Costs
 //
@@ -334,5 +409,10 @@
 // mispredicted return into the trampoline and a second pt_regs save. So the issue's
 // goals (3, 25 and 10 ns) are not met by a design that gives handlers the kernel's
 // pt_regs and keeps every record in an append-only file: the floor of the first is
-// ~9 ns here.
+// ~9 ns here. Memory fetches (scripts/bench-probes.sh, scripts/bench/hit.c, traced,
+// best of 5 interleaved runs, 2026-11): `p:... target x=%di:s64 s=+0(%sp):u64` on a
+// jump-optimized entry 55 ns a hit against 47 ns without the memory argument and
+// 1,422 ns with KPREWRITE_SAFE_READ=syscall (1,424 ns before fast reads); with
+// s=+0(%sp):string 72 ns (1,504 ns by system call, 2,749 ns before fast reads, which
+// also read a string twice).
 package runtime

@@ -12,13 +12,16 @@ import (
 )
 
 // TestFetchMatchesEventdef runs the C interpreter (src/rt_fetch.c) and eventdef.Run on
-// the same programs, registers and memory, and requires byte-identical records.
+// the same programs, registers and memory, and requires byte-identical records, with
+// memory read both ways: the fault-catching copy (src/nofault.S) and process_vm_readv.
+// It also checks the raw reads' results at the edge of the mapping (partial counts) and
+// at bad addresses (-EFAULT) in both modes.
 func TestFetchMatchesEventdef(t *testing.T) {
 	needGCC(t)
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "fetchrun")
 	cmd := exec.Command("gcc", "-O1", "-fno-builtin", "-fno-stack-protector", "-Iinclude", "-Isrc", "-o", exe,
-		"testdata/fetchrun.c", "src/rt_fetch.c", "src/rt_util.c")
+		"testdata/fetchrun.c", "src/rt_fetch.c", "src/rt_util.c", "src/nofault.S")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
@@ -44,6 +47,21 @@ func TestFetchMatchesEventdef(t *testing.T) {
 		}
 		copy(buf, mem[addr-base:])
 		return true
+	}
+
+	// the raw reads fetchrun makes after the record: {offset from the end of the
+	// mapping, bytes}, then 8 bytes at addresses that are never readable
+	const efault = -14
+	var rawWant []int64
+	for _, p := range [][2]int64{{-16, 16}, {-9, 8}, {-8, 8}, {-7, 8}, {-1, 8}, {-3, 16}, {-1, 1}, {0, 8}, {0, 1}, {-4, 4}, {-2, 4}, {-100, 100}, {-100, 99}} {
+		if r := min(-p[0], p[1]); r > 0 {
+			rawWant = append(rawWant, r)
+		} else {
+			rawWant = append(rawWant, efault)
+		}
+	}
+	for range 8 {
+		rawWant = append(rawWant, efault)
 	}
 
 	defs := []string{
@@ -107,21 +125,33 @@ func TestFetchMatchesEventdef(t *testing.T) {
 			if err := os.WriteFile(vec, in.Bytes(), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			out, err := exec.Command(exe, vec).Output()
-			if err != nil {
-				t.Fatalf("%s regs %d: fetchrun: %v", def, ri, err)
-			}
-			elen := le.Uint32(out)
-			out = out[4:]
-			if int(elen) != len(wantED) || !bytes.Equal(out[:elen], wantED) {
-				t.Errorf("%s regs %d: entry data\n got %x\nwant %x", def, ri, out[:min(int(elen), len(out))], wantED)
-				continue
-			}
-			out = out[elen:]
-			n := int64(le.Uint64(out))
-			got := out[8:]
-			if n != int64(len(want)) || !bytes.Equal(got, want) {
-				t.Errorf("%s regs %d: record (%d bytes)\n got %x\nwant %x", def, ri, n, got, want)
+			for _, mode := range []string{"fast", "syscall"} {
+				out, err := exec.Command(exe, vec, mode).Output()
+				if err != nil {
+					t.Fatalf("%s regs %d %s: fetchrun: %v", def, ri, mode, err)
+				}
+				elen := le.Uint32(out)
+				out = out[4:]
+				if int(elen) != len(wantED) || !bytes.Equal(out[:elen], wantED) {
+					t.Errorf("%s regs %d %s: entry data\n got %x\nwant %x", def, ri, mode, out[:min(int(elen), len(out))], wantED)
+					continue
+				}
+				out = out[elen:]
+				n := int64(le.Uint64(out))
+				got := out[8:]
+				if len(got) < len(rawWant)*8 {
+					t.Fatalf("%s regs %d %s: short output", def, ri, mode)
+				}
+				raw := got[len(got)-8*len(rawWant):]
+				got = got[:len(got)-8*len(rawWant)]
+				if n != int64(len(want)) || !bytes.Equal(got, want) {
+					t.Errorf("%s regs %d %s: record (%d bytes)\n got %x\nwant %x", def, ri, mode, n, got, want)
+				}
+				for i, w := range rawWant {
+					if r := int64(le.Uint64(raw[8*i:])); r != w {
+						t.Errorf("%s: raw read %d: %d, want %d", mode, i, r, w)
+					}
+				}
 			}
 		}
 	}

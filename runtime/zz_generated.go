@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "9b99447b13f0fd3541c131203693aad0163f306fb0aa71afb6e834aeb19760cf"
+const ObjectSHA256 = "6cd88c74dfabdf041372186c8e1fc621802a6f8ac6a7e1c6c822b7aa37143fce"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

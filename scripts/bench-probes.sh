@@ -79,6 +79,22 @@ rb|r:kpwbench/rb target|--no-optimize|100000
 ro|r:kpwbench/ro target||3000000
 KINDS
 
+# events whose fetch arguments read memory: the fault-catching copy (the default when the
+# signal guard covers SIGSEGV/SIGBUS) against process_vm_readv (KPREWRITE_SAFE_READ=syscall)
+declare -A memrow
+while IFS='|' read -r kind def n; do
+	"$KP" rewrite -o "$tmp/hit.$kind" --trace none -e "$def" "$tmp/hit" >/dev/null
+	for read in fast syscall; do
+		tr=$(best "$n" "$tmp/hit.$kind" KPREWRITE_TRACE="$tmp/t.trace" KPREWRITE_TRACE_PREFAULT=1 KPREWRITE_SAFE_READ=$read)
+		memrow[$kind.$read]=$tr
+		printf '| o, reads memory | `%s` | (default) | KPREWRITE_SAFE_READ=%s | | %s |\n' "$def" "$read" "$tr"
+	done
+done <<'MEM'
+oreg|p:kpwbench/oreg target x=%di:s64|150000
+omem|p:kpwbench/omem target x=%di:s64 s=+0(%sp):u64|150000
+ostr|p:kpwbench/ostr target x=%di:s64 s=+0(%sp):string|150000
+MEM
+
 # --count-only: a count-only detour (a lock incq into the trace file's counters)
 "$KP" rewrite -o "$tmp/hit.oc" --trace none --count-only -e "p:kpwbench/oc target" "$tmp/hit" >/dev/null
 oc=$(best 3000000 "$tmp/hit.oc" KPREWRITE_TRACE="$tmp/t.trace")
@@ -115,5 +131,7 @@ else
 fi
 echo
 echo "Bare call of the unprobed twin: $bare ns. Bare int3 + SIGTRAP round trip: $int3 ns."
+awk -v rf="${memrow[oreg.fast]}" -v mf="${memrow[omem.fast]}" -v ms="${memrow[omem.syscall]}" -v sf="${memrow[ostr.fast]}" -v ss="${memrow[ostr.syscall]}" 'BEGIN {
+	printf "memory fetch, syscall / fast: +0(%%sp):u64 %.1f, +0(%%sp):string %.1f; the read in the fast hit: %.1f ns\n", ms / mf, ss / sf, mf - rf }'
 awk -v b="${counting[b]}" -v k="${counting[k]}" -v ki="${counting[k-int3]}" -v t="$int3" 'BEGIN {
 	printf "b / bare int3 round trip = %.2f (goal <= 1.2); b / k = %.2f (goal <= 0.4); b / k-int3 (--single-step int3) = %.2f\n", b / t, b / k, b / ki }'

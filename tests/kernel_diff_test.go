@@ -143,6 +143,13 @@ func noASLR(path string, args ...string) testprog.Cmd {
 // returns its trace lines.
 func kernelTrace(t *testing.T, path string, args []string) []traceLine {
 	t.Helper()
+	return kernelTraceDefs(t, path, diffDefs, args)
+}
+
+// kernelTraceDefs runs path with args (it must exit with status 3) under the kernel's
+// uprobe tracer with defs (in group diffGroup) and returns its trace lines.
+func kernelTraceDefs(t *testing.T, path string, defs, args []string) []traceLine {
+	t.Helper()
 	f, err := elfio.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +157,7 @@ func kernelTrace(t *testing.T, path string, args []string) []traceLine {
 	fns := f.Functions()
 	removeDiffEvents()
 	t.Cleanup(removeDiffEvents)
-	for _, d := range diffDefs {
+	for _, d := range defs {
 		p, err := eventdef.Parse(d)
 		if err != nil {
 			t.Fatal(err)
@@ -189,4 +196,80 @@ func kernelTrace(t *testing.T, path string, args []string) []traceLine {
 		t.Fatal(err)
 	}
 	return parseTraceLines(t, string(text))
+}
+
+// TestKernelDifferentialFastRead: the fetches of fastread_test.go (strings, derefs,
+// nested derefs, bitfields, arrays, string arrays, $stack, return-probe derefs) on good
+// and bad pointers (NULL, unmapped, PROT_NONE, a string into an unmapped page, kernel
+// and non-canonical addresses), traced by the kernel's uprobe tracer on the original and
+// by the rewritten program, with the fault-catching copy and with
+// KPREWRITE_SAFE_READ=syscall: every line must be the kernel's.
+func TestKernelDifferentialFastRead(t *testing.T) {
+	needUprobeTracer(t)
+	src := fastreadSource(t)
+	defs := make([]string, len(fastreadDefs))
+	for i, d := range fastreadDefs {
+		defs[i] = strings.Replace(d, ":fr/", ":"+diffGroup+"/", 1)
+	}
+	for _, build := range []struct {
+		name  string
+		flags []string
+	}{
+		{"pie", []string{"-O2", "-pthread"}},
+		{"static", []string{"-O2", "-pthread", "-static"}},
+	} {
+		t.Run(build.name, func(t *testing.T) {
+			prog := testprog.Build(t, src, "c", build.flags...)
+			dir := t.TempDir()
+			orig := filepath.Join(dir, "o", "fastread")
+			kpd := filepath.Join(dir, "r", "fastread")
+			os.Mkdir(filepath.Dir(orig), 0o755)
+			os.Mkdir(filepath.Dir(kpd), 0o755)
+			data, err := os.ReadFile(prog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(orig, data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			kernel := kernelTraceDefs(t, orig, defs, []string{"diff"})
+			if len(kernel) != 10*len(defs) { // 10 calls of peek
+				t.Fatalf("kernel trace has %d lines, want %d:\n%s", len(kernel), 10*len(defs), eaLines(kernel))
+			}
+			for _, rw := range []string{"optimize", "int3"} {
+				var flags []string
+				if rw == "int3" {
+					flags = []string{"--no-optimize"}
+				}
+				rewriteWith(t, orig, kpd, defs, flags...)
+				for _, read := range []string{"fast", "syscall"} {
+					t.Run(rw+"/"+read, func(t *testing.T) {
+						tr := filepath.Join(dir, rw+read+".trace")
+						c := noASLR(kpd, "diff")
+						c.Extra = []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_SAFE_READ=" + read}
+						if got := testprog.Run(t, c); got.Exit != 3 || got.Stdout != "bad done\n" {
+							t.Fatalf("rewritten program: %s", got)
+						}
+						ours := readTrace(t, tr, kpd)
+						if len(ours) != len(kernel) {
+							t.Fatalf("kernel trace has %d lines, kprewrite's %d\nkernel:\n%s\nkprewrite:\n%s", len(kernel), len(ours), eaLines(kernel), eaLines(ours))
+						}
+						for i := range kernel {
+							k, o := kernel[i], ours[i]
+							args := k.Args
+							if k.Event == "nest" && strings.HasPrefix(o.Args, " nv=0 tag=") {
+								// a faulted inner dereference: the kernel leaves its buffer's
+								// stale bytes, kprewrite stores 0
+								_, tag, _ := strings.Cut(k.Args, " tag=")
+								args = " nv=0 tag=" + tag
+							}
+							if k.Event != o.Event || args != o.Args || k.Comm != o.Comm || k.Head != o.Head {
+								t.Errorf("line %d:\n  kernel:    %s %s%s\n  kprewrite: %s %s%s", i+1, k.Event, k.Head, k.Args, o.Event, o.Head, o.Args)
+							}
+						}
+					})
+				}
+			}
+		})
+	}
 }

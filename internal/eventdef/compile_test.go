@@ -220,3 +220,37 @@ func TestRunRejectsBadPrograms(t *testing.T) {
 		t.Error("Run accepted a slot outside the record")
 	}
 }
+
+func TestReadsMemory(t *testing.T) {
+	for def, want := range map[string]bool{
+		`p:g/a f a=%di b=%si:u32 c=$comm d=\"x" e=\1 ip=%ip st=$stack`: false,
+		`p:g/a f s=@sym`:                         true, // @SYM reads the memory at SYM
+		`r:g/a f $retval a=$arg1`:                false,
+		`p:g/a f s=$stack2`:                      true,
+		`p:g/a f s=+0(%di):u64`:                  true,
+		`p:g/a f s=+0(+8(%di)):u8`:               true,
+		`p:g/a f s=+0(%di):string`:               true,
+		`p:g/a f s=@sym:string`:                  true,
+		`p:g/a f s=+0(%di):string[2]`:            true,
+		`p:g/a f s=+0(%di):b3@2/8`:               true,
+		`p:g/a f s=+0(%di):u8[4]`:                true,
+		`r:g/a f x=$retval s=+0($arg1):u32`:      true,
+		`p:g/a f a=%di x=%si:x64 s=+8(%sp):u64`:  true,
+		`p:g/a f a=%di x=%si:x64 s=+u8(%sp):u64`: true,
+	} {
+		p, err := Parse(def)
+		if err != nil {
+			t.Fatalf("%s: %v", def, err)
+		}
+		prog, err := Compile(p, func(string) (uint64, bool) { return 0x1000, true })
+		if err != nil {
+			t.Fatalf("%s: %v", def, err)
+		}
+		if got := ReadsMemory(prog); got != want {
+			t.Errorf("ReadsMemory(%s) = %v, want %v", def, got, want)
+		}
+	}
+	if !ReadsMemory([]byte{1, 2, 3}) {
+		t.Error("a malformed program must count as reading memory")
+	}
+}

@@ -104,6 +104,18 @@ func (r *runner) read(addr uint64, buf []byte) bool {
 	return r.m.Mem(addr, buf)
 }
 
+// readPartial reads buf as copy_from_user does, which the kernel stores a memory
+// argument with: the bytes before the first unreadable one, the rest zero.
+func (r *runner) readPartial(addr uint64, buf []byte) {
+	if r.read(addr, buf) {
+		return
+	}
+	n := len(buf) - 1
+	for ; n > 0 && !r.read(addr, buf[:n]); n-- {
+	}
+	clear(buf[n:])
+}
+
 func (r *runner) readU64(addr uint64) (uint64, bool) {
 	var b [8]byte
 	if !r.read(addr, b[:]) {
@@ -316,8 +328,10 @@ func (r *runner) block(prog []byte, pos int) (int, error) {
 		}
 		for i := 0; i < cnt; i++ {
 			e := s[i*esize : (i+1)*esize]
-			if fault || !r.read(val+uint64(off)+uint64(i*esize), e) {
+			if fault {
 				clear(e)
+			} else {
+				r.readPartial(val+uint64(off)+uint64(i*esize), e)
 			}
 		}
 		elems = s
@@ -409,4 +423,53 @@ func indexByte(b []byte, c byte) int {
 		}
 	}
 	return -1
+}
+
+// ReadsMemory reports whether some block of prog (entry or argument) reads the
+// program's memory: a $stackN source, a dereference, or a store of memory, a string or
+// a string array. A malformed program counts as reading memory.
+func ReadsMemory(prog []byte) bool {
+	h, err := readHeader(prog)
+	if err != nil {
+		return true
+	}
+	le := binary.LittleEndian
+	pos := HeaderSize
+	for i := 0; i < h.nentry+h.nargs; i++ {
+		if pos+BlockHeader > len(prog) {
+			return true
+		}
+		n := int(le.Uint16(prog[pos+4:]))
+		if pos+BlockHeader+n > len(prog) || n == 0 {
+			return true
+		}
+		code := prog[pos+BlockHeader : pos+BlockHeader+n]
+		pos += BlockHeader + n
+		k := 0
+		switch code[0] {
+		case OpStComm, OpStData:
+			continue
+		case OpStack:
+			return true
+		case OpReg:
+			k = 2
+		case OpStackP:
+			k = 1
+		case OpImm, OpImage:
+			k = 9
+		case OpEData:
+			k = 5
+		default:
+			return true
+		}
+		if k >= len(code) {
+			return true
+		}
+		switch code[k] {
+		case OpStRaw:
+		default: // a dereference, OpStMem, OpStStr, OpStStrArr, or something unknown
+			return true
+		}
+	}
+	return false
 }

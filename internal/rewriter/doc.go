@@ -52,7 +52,11 @@
 // For int3 probes in a dynamically linked program the tables also list the GOT words of
 // the program's signal functions (SigGuardSlots), which the runtime wraps so that the
 // program cannot block SIGTRAP or take it over (runtime package documentation, "Signal
-// guard"). A static program (no PT_INTERP: -static, -static-pie) has no GOT to wrap
+// guard"); the same when some event's fetch program reads memory
+// (eventdef.ReadsMemory) or a C handler calls kprewrite_copy_nofault: the runtime's
+// fault-catching reads need SIGSEGV and SIGBUS the same way, and the header gets
+// runtime.HFFastRead (static programs: when every signal function found is covered,
+// sigaction's among them; else rewrite warns that reads use the system call). A static program (no PT_INTERP: -static, -static-pie) has no GOT to wrap
 // (sigstatic.go): its C library's functions are found by symbol
 // (runtime.SigGuardStaticFuncs), and the entries of those that make the system call
 // themselves are redirected, which covers the public functions that only call them

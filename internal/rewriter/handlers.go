@@ -124,3 +124,20 @@ func (g *gen) reserveAbsSlots(lk *objlink.Linker) error {
 	g.tables.AbsSlots = make([]uint64, len(dry.AbsSlots))
 	return nil
 }
+
+// handlersRead reports whether the C handlers read memory through the runtime's
+// fault-safe copies (kprewrite_copy_nofault, kprewrite_strncpy_nofault and the
+// kernel-named helpers on top of them).
+func (g *gen) handlersRead() bool {
+	if g.opt.Handlers == nil {
+		return false
+	}
+	for _, u := range g.opt.Handlers.Units {
+		for _, n := range u.Undefined {
+			if n == "kprewrite_copy_nofault" || n == "kprewrite_strncpy_nofault" {
+				return true
+			}
+		}
+	}
+	return false
+}

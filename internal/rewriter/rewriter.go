@@ -179,6 +179,9 @@ type gen struct {
 	symbols map[string]uint64
 	hrefs   []handlerRef // C handler probes in the tables (handlers.go)
 	hooks   sigHooks     // a static program's redirected signal functions (sigstatic.go)
+	// fastRead: fetch arguments or C handlers read memory, so the signal guard should
+	// cover SIGSEGV and SIGBUS for the runtime's fault-catching reads (sigguard.go)
+	fastRead bool
 	// warnings for Result.Warnings
 	warnings []string
 }
@@ -422,6 +425,9 @@ func (g *gen) makeEvents() error {
 			ev.Flags |= runtime.EFRetprobe
 			g.anyRet = true
 		}
+		if !g.opt.CountOnly && p.Handler == nil && eventdef.ReadsMemory(prog) {
+			g.fastRead = true // (a C handler's probe writes no record: its program never runs)
+		}
 		disabled := disableAll || matchesAny(g.opt.Disable, p.Def.Group, p.Def.Event)
 		if disabled && !disableAll {
 			ev.Flags |= runtime.EFDisabled
@@ -435,6 +441,9 @@ func (g *gen) makeEvents() error {
 		g.events = append(g.events, ev)
 		g.desc.Events = append(g.desc.Events, DescEvent{ID: id, Group: p.Def.Group, Name: p.Def.Event, Def: p.Def.Def,
 			Origin: p.Origin, Return: p.Def.Return, Disabled: disabled || (p.Handler != nil && p.Handler.Disabled)})
+	}
+	if g.handlersRead() {
+		g.fastRead = true
 	}
 	if needSyms {
 		fns := g.b.Funcs

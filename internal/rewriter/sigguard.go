@@ -11,7 +11,9 @@ import (
 )
 
 // The signal guard (runtime/src/rt_sigguard.c): int3 probes die with the program when it
-// blocks SIGTRAP or takes it over, so the runtime wraps the libc functions that do so.
+// blocks SIGTRAP or takes it over, so the runtime wraps the libc functions that do so;
+// the same for SIGSEGV and SIGBUS, which the runtime's fault-catching reads of fetch
+// arguments need (runtime.HFFastRead).
 // It needs the main executable's GOT words of those functions: the targets of the
 // JUMP_SLOT (PLT calls) and GLOB_DAT (-fno-plt calls, address taken) relocations that
 // name them in .dynsym, found here from the dynamic relocation sections.
@@ -126,17 +128,30 @@ func cstr(b []byte, off uint64) (string, bool) {
 	return "", false
 }
 
-// addSigGuard gives the runtime the GOT words to wrap when some probe is an int3.
+// addSigGuard gives the runtime the GOT words to wrap: the signal functions when some
+// probe is an int3 or some fetch reads memory. A dynamic program whose fetches read
+// memory gets runtime.HFFastRead: the runtime checks at start-up that it could wrap every
+// word (a program without any is covered: it can change its signal dispositions only by
+// raw system calls or through shared libraries, the guard's known limits). A static
+// program's flag comes from planStaticSigGuard.
 func (g *gen) addSigGuard() error {
+	if g.fastRead && !isStaticImage(g.f) {
+		g.tables.Flags |= runtime.HFFastRead
+	}
+	int3 := false
 	for _, pt := range g.tables.Points {
 		if pt.XMode != runtime.XOptimized {
-			sg, err := SigGuardSlots(g.f)
-			if err != nil {
-				return fmt.Errorf("signal guard: %w", err)
-			}
-			g.tables.SigGuard = sg
-			return nil
+			int3 = true
+			break
 		}
 	}
+	if !int3 && !g.fastRead {
+		return nil
+	}
+	sg, err := SigGuardSlots(g.f)
+	if err != nil {
+		return fmt.Errorf("signal guard: %w", err)
+	}
+	g.tables.SigGuard = sg
 	return nil
 }

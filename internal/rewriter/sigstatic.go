@@ -115,22 +115,43 @@ func (g *gen) anyInt3() bool {
 	return len(g.plan.Inner) > 0
 }
 
+// slowReadWarning says why fetches read memory by system call in a static program.
+const slowReadWarning = "fetch arguments that read memory use the system-call read (process_vm_readv, ~0.3 us a read) " +
+	"instead of the fault-catching copy (a few ns), because "
+
 // planStaticSigGuard chooses the entries to redirect in a static program with int3
-// probes, records their edits, and turns int3 points on them into jumps to the stubs.
-// It runs before the tables are made; the addresses come with placeStaticHooks.
+// probes or fetches that read memory, records their edits, and turns int3 points on
+// them into jumps to the stubs. With fetches that read memory it sets
+// runtime.HFFastRead when the guard covers every signal function found, sigaction's
+// among them (a program without one may well make the system call itself, as Go's
+// runtime does). It runs before the tables are made; the addresses come with
+// placeStaticHooks.
 func (g *gen) planStaticSigGuard() error {
 	f := g.f
-	if !isStaticImage(f) || !g.anyInt3() {
+	int3 := g.anyInt3()
+	if !isStaticImage(f) || (!int3 && !g.fastRead) {
 		return nil
 	}
 	if !hasSymtab(f) {
-		g.warnings = append(g.warnings, "static program without a symbol table (stripped): the signal guard cannot find its C library's "+
-			"signal functions, so if it blocks SIGTRAP (sigprocmask, pthread_sigmask, a handler's sa_mask) or installs its own SIGTRAP "+
-			"disposition, its next int3 probe hit kills it; rewrite the unstripped binary, or use jump-optimized probes")
+		if int3 {
+			g.warnings = append(g.warnings, "static program without a symbol table (stripped): the signal guard cannot find its C library's "+
+				"signal functions, so if it blocks SIGTRAP (sigprocmask, pthread_sigmask, a handler's sa_mask) or installs its own SIGTRAP "+
+				"disposition, its next int3 probe hit kills it; rewrite the unstripped binary, or use jump-optimized probes")
+		}
+		if g.fastRead {
+			g.warnings = append(g.warnings, slowReadWarning+"the static program has no symbol table (stripped) to find its signal functions by")
+		}
 		return nil
 	}
 	funcs := g.sgFuncs()
-	if len(funcs) == 0 {
+	hasSigaction := false
+	for _, sf := range funcs {
+		hasSigaction = hasSigaction || sf.class == runtime.SGSigaction
+	}
+	if len(funcs) == 0 || (!int3 && !hasSigaction) {
+		if g.fastRead {
+			g.warnings = append(g.warnings, slowReadWarning+"the static program has no known sigaction function: it may install signal handlers by raw system calls")
+		}
 		return nil
 	}
 	excl, err := patch.ParseExcludes(g.opt.Exclude, g.b.Funcs)
@@ -188,14 +209,28 @@ func (g *gen) planStaticSigGuard() error {
 		return sf.ok
 	}
 	var missed []string
+	sigaction := false
 	for _, a := range addrs {
-		if sf := funcs[a]; !decide(a) {
+		sf := funcs[a]
+		if !decide(a) {
 			missed = append(missed, fmt.Sprintf("%s (%s)", strings.Join(sf.names, "/"), sf.why))
+		} else if sf.class == runtime.SGSigaction {
+			sigaction = true
 		}
 	}
-	if len(missed) > 0 {
+	if len(missed) > 0 && int3 {
 		g.warnings = append(g.warnings, "signal guard of the static program: not guarded: "+strings.Join(missed, "; ")+
 			": if the program blocks SIGTRAP or installs a SIGTRAP disposition through these, its next int3 probe hit kills it")
+	}
+	if g.fastRead {
+		switch {
+		case len(missed) > 0:
+			g.warnings = append(g.warnings, slowReadWarning+"the signal guard cannot cover "+strings.Join(missed, "; "))
+		case !sigaction:
+			g.warnings = append(g.warnings, slowReadWarning+"the static program has no known sigaction function: it may install signal handlers by raw system calls")
+		default:
+			g.tables.Flags |= runtime.HFFastRead
+		}
 	}
 	sort.Slice(g.hooks.list, func(i, j int) bool { return g.hooks.list[i].entry < g.hooks.list[j].entry })
 	off := uint64(0)

@@ -173,3 +173,73 @@ func TestStaticSigGuard(t *testing.T) {
 		t.Errorf("dynamic program: redirected %v", keys(stubs))
 	}
 }
+
+// TestFastReadFlag: events whose fetch programs read memory get runtime.HFFastRead and
+// the signal guard (GOT words, or a static program's redirected entries) even with
+// jump-optimized probes only; register-only fetches and --count-only get neither; a
+// static program the guard cannot cover gets a warning instead of the flag.
+func TestFastReadFlag(t *testing.T) {
+	flags := func(t *testing.T, img []byte) uint32 {
+		t.Helper()
+		g, err := elfio.Parse("rewritten", img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		im, err := ReadImage(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return im.Header.Flags
+	}
+	const reg, mem = "p:g/main main a=%di:s32", "p:g/main main a=%di:s32 s=+0(%si):u64"
+	for _, c := range []struct {
+		name, cc string
+		flags    []string
+	}{
+		{"glibc", "gcc", []string{"-static"}},
+		{"musl", "musl-gcc", []string{"-static"}},
+		{"dynamic", "gcc", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := buildSigWith(t, c.cc, c.flags...)
+			static := isStaticImage(f)
+			for _, k := range []struct {
+				def  string
+				opt  Options
+				fast bool
+			}{
+				{reg, Options{}, false},
+				{mem, Options{}, true},
+				{mem, Options{CountOnly: true}, false},
+				{mem, Options{NoOptimize: true}, true},
+			} {
+				res, err := Rewrite(f, probes(t, f, k.def), k.opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res.Warnings) != 0 {
+					t.Errorf("%s %+v: warnings %q", k.def, k.opt, res.Warnings)
+				}
+				if got := flags(t, res.Image)&runtime.HFFastRead != 0; got != k.fast {
+					t.Errorf("%s %+v: HFFastRead %v, want %v", k.def, k.opt, got, k.fast)
+				}
+				_, stubs := sigStubs(t, res.Image)
+				int3 := k.opt.NoOptimize
+				if want := static && (k.fast || int3); (len(stubs) != 0) != want {
+					t.Errorf("%s %+v: redirected %v", k.def, k.opt, keys(stubs))
+				}
+			}
+			if !static {
+				return
+			}
+			// sigaction cannot be covered: no flag, and rewrite says why
+			res, err := Rewrite(f, probes(t, f, mem), Options{Exclude: []string{"__libc_sigaction", "__sigaction", "sigaction"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if flags(t, res.Image)&runtime.HFFastRead != 0 || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "system-call read") {
+				t.Errorf("sigaction excluded: flags %#x, warnings %q", flags(t, res.Image), res.Warnings)
+			}
+		})
+	}
+}

@@ -402,7 +402,10 @@ unsigned int kprewrite_smp_processor_id(void);
 #define smp_processor_id() kprewrite_smp_processor_id()
 #define raw_smp_processor_id() kprewrite_smp_processor_id()
 
-/* ---- memory reads that never fault (0 or -EFAULT) ---- */
+/* ---- memory reads that never fault (0 or -EFAULT) ----
+ * A few nanoseconds when the runtime reads fast (a fault-catching copy: a bad address
+ * costs a signal the runtime catches), else a process_vm_readv system call; either way
+ * a bad pointer gives -EFAULT, never a crash (see "Fast reads" in the runtime's docs). */
 long kprewrite_copy_nofault(void *dst, const void *src, size_t size);
 /* kprewrite_strncpy_nofault copies a NUL-terminated string of at most count bytes
  * (including the NUL, which it always writes when count > 0) and returns its length

@@ -76,6 +76,14 @@ typedef unsigned long long kprw_u64;
 /* kprw_header.flags */
 #define KPRW_HF_DISABLE_ALL KPRW_U(0x1) /* rewrite-time: start with every probe disarmed */
 #define KPRW_HF_DEBUG KPRW_U(0x2)       /* print what init did to stderr */
+/* Fetch arguments (or C handlers' kprewrite_copy_nofault) read memory, and the rewriter
+ * arranged the signal guard for SIGSEGV and SIGBUS: the GOT words of the program's signal
+ * functions are listed (dynamic), or every signal function of its C library, sigaction's
+ * among them, has a redirected entry or is covered through its callees (static). The
+ * runtime then reads with its fault-catching copy (src/nofault.S) instead of
+ * process_vm_readv, if it could wrap every word and KPREWRITE_SAFE_READ is not
+ * "syscall" (see "Fast reads" in runtime/doc.go). */
+#define KPRW_HF_FAST_READ KPRW_U(0x4)
 
 /* kprw_point.xmode: how the probed instruction is executed after the pre handlers. */
 #define KPRW_X_SSTEP 1   /* "k": single-step the copy in the slot with TF, post handlers after */
@@ -381,6 +389,8 @@ struct kprw_stats {
 	                         forced unwind (pthread_cancel, pthread_exit) left their frame
 	                         through the trampoline: no return event (each also counts in
 	                         its probe's miss counter) */
+	/* added for fast reads (appended) */
+	kprw_u64 read_faults; /* fault-catching reads stopped by a fault (bad pointers read) */
 };
 
 /*

@@ -90,8 +90,19 @@ static inline long sys6(long n, long a, long b, long c, long d, long e, long f)
 }
 
 /* ---- kernel ABI structures (x86-64) ---- */
+#define SIGILL 4
 #define SIGTRAP 5
 #define SIGABRT 6
+#define SIGBUS 7
+#define SIGFPE 8
+#define SIGSEGV 11
+#define SIGBIT(s) (1ul << ((s) - 1))
+/* the fault signals the fast reads take: a thread that blocks one reads by system call */
+#define KPRW_FAULT_SIGS (SIGBIT(SIGBUS) | SIGBIT(SIGSEGV))
+#define EFAULT 14
+#define SS_DISABLE 2
+#define KPRW_FAST_LO 0x10000ul        /* fast reads: from here (vm.mmap_min_addr's default) */
+#define KPRW_FAST_HI 0x7ffffffff000ul /* to here (the 47-bit user half's end) */
 #define SIG_DFL 0ul
 #define SIG_IGN 1ul
 #define SA_SIGINFO 0x4ul
@@ -184,6 +195,10 @@ struct kprw_rt {
 	u32 tsc_ok;        /* CPUID: invariant TSC, timestamps extrapolate from it */
 	u32 opt_tmpl_len;  /* bytes of the detour template (the DCR copy follows) */
 	unsigned long old_trap_handler; /* SIGTRAP disposition before ours */
+	u32 fast_read;     /* fetches read with the fault-catching copy (rt_init.c, rt_fault.c) */
+	u32 minsigstk;     /* AT_MINSIGSTKSZ: bytes a signal frame may need */
+	u8 *scratch;       /* per thread context, KPRW_MAX_REC_DATA bytes: records with strings
+	                      are fetched once into it (rt_trace.c); NULL: measured, then fetched */
 	/* counters: {hit, nmissed} of probe i at ctr_base + i*ctr_stride */
 	u8 *ctr_base;
 	u64 ctr_stride;
@@ -225,8 +240,13 @@ struct kprw_tctx {
 	u64 comm_ns;  /* when comm was read (0 = never) */
 	char comm[16];
 	void *ucall;  /* struct kprw_ucall of the C handler this thread runs (rt_user.c) */
-	u64 pad[2];   /* one cache line each */
+	u32 slow_read; /* why this thread must read by system call now: KPRW_FAULT_SIGS bits
+	                  blocked (a program's fault handler runs), KPRW_SLOW_STACK; see
+	                  kprw_fast_ok */
+	u32 pad0;
+	u64 pad[1];   /* one cache line each */
 };
+#define KPRW_SLOW_STACK 0x80000000u /* too little sigaltstack left for a fault's frame */
 struct kprw_tctx *kprw_tctx_slow(u64 key);
 int kprw_tctx_busy_slow(struct kprw_tctx *c);
 u32 kprw_tctx_tid(struct kprw_tctx *c);
@@ -269,7 +289,11 @@ u32 kprw_cpu(void);
 /* ---- clock (rt_clock.c) ---- */
 void kprw_clock_init(void);
 u64 kprw_clock(void);    /* CLOCK_MONOTONIC ns, extrapolated from the TSC when it is invariant */
-long kprw_read_user(void *dst, uptr src, unsigned long n); /* fault-safe; bytes read or <0 */
+/* fault-safe reads: bytes read (partial when a fault stops them), or -EFAULT */
+long kprw_read_user(void *dst, uptr src, unsigned long n); /* the mode this thread may use */
+long kprw_read_mode(void *dst, uptr src, unsigned long n, int fast);
+unsigned long kprw_copy_nofault(void *dst, const void *src, unsigned long n); /* nofault.S: bytes left */
+int kprw_copy_fixup(struct k_sigcontext *mc); /* a fault in kprw_copy_nofault: resume at its fixup */
 void *kprw_mmap_anon(unsigned long size);
 
 /* ---- probes (rt_trap.c, rt_kretprobe.c, rt_trace.c) ---- */
@@ -286,17 +310,24 @@ long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx);
 /* ---- signal guard (rt_sigguard.c) ---- */
 void kprw_istep_init(void); /* rt_istep.c: int3-ended single-steps (KPRW_PF_INT3STEP) */
 const struct kprw_point *kprw_istep_find(u64 vaddr);
-void kprw_sigguard_init(const char *mode, int traps); /* KPREWRITE_SIGGUARD: "off" wraps nothing */
-void kprw_sg_deliver(struct k_siginfo *si, struct k_ucontext *uc); /* a SIGTRAP not ours */
+/* KPREWRITE_SIGGUARD: "off" wraps nothing; returns 1 when every signal function listed
+ * was wrapped (or none is listed) */
+int kprw_sigguard_init(const char *mode, int traps, int faults);
+void kprw_sg_guard(unsigned long sigs); /* the signals whose dispositions the guard keeps */
+void kprw_sg_initial(int sig, const struct k_sigaction *a); /* the disposition before ours */
+void kprw_sg_deliver(int sig, struct k_siginfo *si, struct k_ucontext *uc); /* a signal not ours */
 extern u32 kprw_sg_wrapped;
+extern unsigned long kprw_sg_sigs;
+/* ---- fault signals (rt_fault.c) ---- */
+void kprw_fault_install(unsigned long sigs); /* SIGBIT()s: our handler, the old ones recorded */
 extern const char kprewrite_rt_optprobe_template[], kprewrite_rt_optprobe_template_end[];
 
 /* ---- fetch programs (rt_fetch.c) ---- */
 u32 kprw_fetch_edata_size(const u8 *prog, u32 plen);
 u32 kprw_fetch_fixed_size(const u8 *prog, u32 plen);
-int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen);
+int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen, int fast);
 long kprw_fetch_run(const u8 *prog, u32 plen, const struct pt_regs *regs, const u8 *edata, u32 elen,
-		    const char *comm, u8 *out, u32 cap);
+		    const char *comm, u8 *out, u32 cap, int fast);
 
 /* ---- the hot path, inlined into every caller ---- */
 extern struct kprw_tctx *kprw_tctx_tab;
@@ -342,6 +373,13 @@ static inline int kprw_tctx_busy(struct kprw_tctx *c)
 	return unlikely(c->busy) && kprw_tctx_busy_slow(c);
 }
 
+/* kprw_fast_ok says whether thread context c may read with the fault-catching copy now:
+ * fast reads are on and SIGSEGV/SIGBUS reach our handler in this thread. */
+static inline int kprw_fast_ok(const struct kprw_tctx *c)
+{
+	return kprw_rt.fast_read && c && !c->slow_read;
+}
+
 static inline int kprw_probe_enabled(u32 i)
 {
 	return !kprw_rt.disable_all && !(kprw_rt.state[i].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG));
@@ -363,7 +401,8 @@ void kprw_user_prepare(void);  /* start-up: every KPRW_F_USER probe starts unreg
 void kprw_user_start(void);    /* end of start-up: register them, or run kprewrite_init */
 int kprw_user_any(void);       /* are there KPRW_F_USER probes */
 u32 kprw_user_current_probe(void); /* probe whose handler this thread runs, or ~0u */
-void kprw_fault_install(void); /* rt_fault.c: SIGSEGV/SIGBUS/SIGFPE/SIGILL for handler faults */
+/* a fault while this thread runs a C handler: handled (1), or not a handler's (0) */
+int kprw_user_fault(int sig, struct k_siginfo *si, struct k_ucontext *uc);
 void kprw_trace_text(u64 site, u64 caller, const char *func, const char *text, u32 len,
 		     struct kprw_tctx *c);
 
@@ -390,17 +429,24 @@ static inline void *kprw_user_obj(const struct kprw_probe *p)
 	return p->user ? (void *)RT_ADDR(p->user) : (void *)p;
 }
 
+/* kprw_run_return_events hijacks the return address for the enabled return events
+ * (kretprobes without an entry handler: r: definitions) of pt: after the point's other probes, as
+ * the kernel's uprobe handler chain prepares the uretprobe after every consumer ran, so
+ * their fetches ($stack0, +0($stack)) still see the real return address. */
+void kprw_run_return_events(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_tctx *c);
+
 /* kprw_run_probes runs every enabled probe of pt, in order, for the int3 and the detour
- * paths alike: kretprobe entry work, hit count, trace record, pre handler. regs->ip is
- * site + 1 (as after an int3) for the handlers; the fetch programs of trace records see
- * ip = site, as the kernel's uprobe tracer shows it. c->busy is held by the caller. Sets
- * *any when some probe was enabled. Returns 1 when a pre handler returned non-zero
- * (resume at regs->ip: the rest of the probes, the instruction and the post handlers
- * are skipped, as in the kernel). */
+ * paths alike: kretprobe entry work (return events' after the others), hit count, trace
+ * record, pre handler. regs->ip is site + 1 (as after an int3) for the handlers; the
+ * fetch programs of trace records see ip = site, as the kernel's uprobe tracer shows it.
+ * c->busy is held by the caller. Sets *any when some probe was enabled. Returns 1 when a
+ * pre handler returned non-zero (resume at regs->ip: the rest of the probes, the
+ * instruction and the post handlers are skipped, as in the kernel). */
 static inline __attribute__((always_inline)) int
 kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_tctx *c, int *any)
 {
 	uptr site = RT_ADDR(pt->site);
+	int rets = 0;
 	for (u32 k = 0; k < pt->nprobes; k++) {
 		u32 i = pt->first_probe + k;
 		const struct kprw_probe *p = &kprw_rt.probes[i];
@@ -408,7 +454,10 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 			continue;
 		*any = 1;
 		if (p->type == KPRW_T_KRETPROBE) {
-			kprw_kretprobe_entry(i, regs, c);
+			if ((p->flags & KPRW_F_USER) || p->entry_handler)
+				kprw_kretprobe_entry(i, regs, c);
+			else
+				rets = 1;
 			continue;
 		}
 		kprw_count_hit(i);
@@ -418,14 +467,22 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 			regs->ip = site + 1;
 		}
 		if (p->flags & KPRW_F_USER) {
-			if (kprw_user_pre(i, regs))
+			if (kprw_user_pre(i, regs)) {
+				if (rets)
+					kprw_run_return_events(pt, regs, c);
 				return 1;
+			}
 		} else if (p->pre_handler) {
 			int (*pre)(void *, struct pt_regs *) = (void *)RT_ADDR(p->pre_handler);
-			if (pre(kprw_user_obj(p), regs))
+			if (pre(kprw_user_obj(p), regs)) {
+				if (rets)
+					kprw_run_return_events(pt, regs, c);
 				return 1;
+			}
 		}
 	}
+	if (unlikely(rets))
+		kprw_run_return_events(pt, regs, c);
 	return 0;
 }
 

@@ -3,12 +3,15 @@
  *
  * The format is internal/eventdef's (see its package documentation); eventdef.Run is
  * the reference interpreter and this one must write the same bytes for the same
- * registers and memory (fetch_test.go checks that). A record is run twice: once to
- * measure it (strings are read to find their length, nothing is written), then into
- * the space reserved in the trace file, capped at the measured size, so no record-sized
- * buffer is needed on the (possibly small, sigaltstack) signal stack.
- * Memory is read with kprw_read_user (process_vm_readv on ourselves): a bad pointer in
- * a fetch argument stores zeros / a faulted string instead of crashing the program.
+ * registers and memory (fetch_test.go checks that). rt_trace.c runs a program once,
+ * into the thread's scratch buffer (or straight into the record when its size is
+ * fixed); without a scratch buffer, twice: once to measure it (strings are read to find
+ * their length, nothing is written), then into the space reserved in the trace file,
+ * capped at the measured size, so no record-sized buffer is needed on the (possibly
+ * small, sigaltstack) signal stack.
+ * Memory is read with kprw_read_mode: the fault-catching copy when fast (src/nofault.S),
+ * else process_vm_readv on ourselves; either way a bad pointer in a fetch argument
+ * stores zeros / a faulted string instead of crashing the program.
  */
 #include "rt.h"
 
@@ -35,6 +38,7 @@ struct fctx {
 	u32 recmax; /* the program's limit: decides cuts and faults, as in eventdef */
 	u32 cap;    /* bytes of rec: writes past it are dropped (memory changed between passes) */
 	const char *comm;
+	int fast; /* read with the fault-catching copy */
 };
 
 /* at returns where n bytes at record offset off go, or NULL (measuring, or past cap) */
@@ -50,15 +54,15 @@ static u32 le32(const u8 *p) { return le16(p) | le16(p + 2) << 16; }
 static u64 le64(const u8 *p) { return (u64)le32(p) | (u64)le32(p + 4) << 32; }
 static void put32(u8 *p, u32 v) { p[0] = (u8)v; p[1] = (u8)(v >> 8); p[2] = (u8)(v >> 16); p[3] = (u8)(v >> 24); }
 
-static int rd(void *buf, u64 addr, u32 n)
+static int rd(const struct fctx *c, void *buf, u64 addr, u32 n)
 {
-	return kprw_read_user(buf, (uptr)addr, n) == (long)n;
+	return kprw_read_mode(buf, (uptr)addr, n, c->fast) == (long)n;
 }
 
-static int rd64(u64 addr, u64 *v)
+static int rd64(const struct fctx *c, u64 addr, u64 *v)
 {
 	u8 b[8];
-	if (!rd(b, addr, 8))
+	if (!rd(c, b, addr, 8))
 		return 0;
 	*v = le64(b);
 	return 1;
@@ -105,7 +109,7 @@ static u32 put_user_string(struct fctx *c, u64 addr, int fault)
 			chunk = sizeof tmp;
 		if (chunk > page_left)
 			chunk = (u32)page_left;
-		if (!rd(tmp, a, chunk))
+		if (!rd(c, tmp, a, chunk))
 			return off & 0xffff;
 		u32 i = 0;
 		while (i < chunk && tmp[i])
@@ -196,6 +200,22 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 		return next;
 	}
 
+	/* the common memory argument, +OFF(%REG):TYPE, read straight into its slot */
+	if (n == 10 && code[0] == OpReg && code[2] == OpStMem && code[1] % 8 == 0 && code[1] < PT_REGS_SIZE &&
+	    valid_size(code[7]) && code[8] == 1 && code[9] <= 1) {
+		u32 esize = code[7];
+		if (!slot_ok(c, dest, esize))
+			return -1;
+		u8 *d = at(c, dest, esize);
+		if (d) {
+			u64 addr = c->regs[code[1] / 8] + (u64)(s64)(int)le32(code + 3);
+			long got = kprw_read_mode(d, (uptr)addr, esize, c->fast);
+			if (got < (long)esize) /* as copy_from_user: the readable bytes, zero padded */
+				kprw_memset(d + (got > 0 ? got : 0), 0, esize - (u32)(got > 0 ? got : 0));
+		}
+		return next;
+	}
+
 	/* source */
 	u64 val = 0;
 	int fault = 0;
@@ -209,7 +229,7 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 	case OpStack:
 		if (n < 5)
 			return -1;
-		if (!rd64(c->regs[SP_OFF / 8] + 8 * (u64)le32(code + 1), &val))
+		if (!rd64(c, c->regs[SP_OFF / 8] + 8 * (u64)le32(code + 1), &val))
 			val = 0;
 		code += 5;
 		break;
@@ -245,7 +265,7 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 		if (end - code < 5)
 			return -1;
 		s64 off = (int)le32(code + 1);
-		if (!fault && !rd64(val + (u64)off, &val)) {
+		if (!fault && !rd64(c, val + (u64)off, &val)) {
 			val = 0;
 			fault = 1;
 		}
@@ -278,8 +298,11 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 		if (!slot_ok(c, dest, ebytes))
 			return -1;
 		for (u32 i = 0; c->rec && i < cnt; i++) {
-			if (fault || !rd(b, val + (u64)off + (u64)i * esize, esize))
-				kprw_memset(b, 0, 8);
+			/* as copy_from_user, which the kernel stores it with: the bytes before
+			 * the first unreadable one, the rest zero */
+			long got = fault ? 0 : kprw_read_mode(b, (uptr)(val + (u64)off + (u64)i * esize), esize, c->fast);
+			if (got < (long)esize)
+				kprw_memset(b + (got > 0 ? got : 0), 0, esize - (u32)(got > 0 ? got : 0));
 			wr(c, dest + i * esize, b, esize);
 		}
 		code += 8;
@@ -305,7 +328,7 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 			return -1;
 		for (u32 i = 0; i < cnt; i++) {
 			u64 p = 0;
-			int f = fault || !rd64(val + (u64)poff + 8ull * i, &p);
+			int f = fault || !rd64(c, val + (u64)poff + 8ull * i, &p);
 			put32(b, put_user_string(c, p + (u64)soff, f));
 			wr(c, dest + 4 * i, b, 4);
 		}
@@ -380,10 +403,10 @@ u32 kprw_fetch_fixed_size(const u8 *prog, u32 plen)
 }
 
 /* kprw_fetch_entry runs the entry blocks into edata (elen = kprw_fetch_edata_size). */
-int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen)
+int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen, int fast)
 {
 	struct fhdr h;
-	struct fctx c = {(const u64 *)regs, NULL, 0, edata, elen, elen, elen, ""};
+	struct fctx c = {(const u64 *)regs, NULL, 0, edata, elen, elen, elen, "", fast};
 	if (!header(prog, plen, &h) || h.nentry == 0 || h.edata != elen)
 		return -1;
 	kprw_memset(edata, 0, elen);
@@ -396,15 +419,16 @@ int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *e
 
 /* kprw_fetch_run runs the argument blocks. out == NULL measures. The record is limited
  * to min(program recmax, KPRW_MAX_REC_DATA) and written into out[0, cap). Returns its
- * length (at most cap when writing), or -1 for a malformed program. */
+ * length (at most cap when writing), or -1 for a malformed program. fast: read with the
+ * fault-catching copy (the caller checked kprw_fast_ok). */
 long kprw_fetch_run(const u8 *prog, u32 plen, const struct pt_regs *regs, const u8 *edata, u32 elen,
-		    const char *comm, u8 *out, u32 cap)
+		    const char *comm, u8 *out, u32 cap, int fast)
 {
 	struct fhdr h;
 	if (!header(prog, plen, &h))
 		return -1;
 	u32 lim = h.recmax < KPRW_MAX_REC_DATA ? h.recmax : KPRW_MAX_REC_DATA;
-	struct fctx c = {(const u64 *)regs, edata, elen, out, h.fixed, lim, out ? cap : 0, comm};
+	struct fctx c = {(const u64 *)regs, edata, elen, out, h.fixed, lim, out ? cap : 0, comm, fast};
 	if (h.fixed > c.recmax || (out && h.fixed > cap))
 		return -1;
 	if (out)

@@ -12,7 +12,9 @@
  *                               4 KiB; then no record ever takes a page fault)
  *   KPREWRITE_DEBUG=1           say on stderr what start-up did
  *   KPREWRITE_SIGGUARD=off      diagnostics: leave the program's signal functions alone
- *                               (rt_sigguard.c)
+ *                               (rt_sigguard.c); fetches then read by system call
+ *   KPREWRITE_SAFE_READ=syscall diagnostics: fetches read memory with process_vm_readv,
+ *                               not the fault-catching copy (src/nofault.S, rt_fault.c)
  *   KPREWRITE_THREADKEY=fs0|tid diagnostics: find thread contexts by %fs:0 (as without
  *                               FSGSBASE) or by gettid (as without TLS) instead of rdfsbase
  */
@@ -24,6 +26,7 @@ struct kprw_stats kprewrite_rt_stats __attribute__((visibility("hidden")));
 #define AT_NULL 0
 #define AT_SECURE 23
 #define AT_HWCAP2 26
+#define AT_MINSIGSTKSZ 51
 
 static const char *getenv_(char **envp, const char *name)
 {
@@ -234,6 +237,23 @@ static void arm_detours(void)
 	}
 }
 
+/* scratch_init maps the per-thread-context buffers that records whose size is not fixed
+ * (strings) are fetched into once (rt_trace.c), when some event has such a program:
+ * KPRW_NTCTX * 4 KiB of address space, a page of memory for each thread that uses it. */
+static void scratch_init(void)
+{
+	for (u32 i = 0; i < kprw_rt.nevents; i++) {
+		const struct kprw_event *ev = &kprw_rt.events[i];
+		if (ev->fetch_len && !kprw_fetch_fixed_size((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len)) {
+			unsigned long size = (unsigned long)KPRW_NTCTX * KPRW_MAX_REC_DATA;
+			long r = sys6(SYS_mmap, 0, (long)size, 3 /* RW */, 0x4022 /* PRIVATE|ANON|NORESERVE */, -1, 0);
+			if (!(r < 0 && r > -4096))
+				kprw_rt.scratch = (u8 *)r;
+			return;
+		}
+	}
+}
+
 static u32 count_cpus(void)
 {
 	unsigned long mask[16];
@@ -265,6 +285,7 @@ static void install_sigtrap(void)
 	if (r < 0)
 		kprw_fatal("rt_sigaction(SIGTRAP) failed:", (unsigned long)-r);
 	kprw_rt.old_trap_handler = old.handler;
+	kprw_sg_initial(SIGTRAP, &old); /* the program's, as far as the signal guard knows */
 	/* a blocked SIGTRAP inherited across exec would turn every hit into a kill */
 	sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&set, 0, 8);
 }
@@ -324,10 +345,14 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 				kprw_rt.secure = av[1] != 0;
 			else if (av[0] == AT_HWCAP2)
 				kprw_rt.hwcap2 = av[1];
+			else if (av[0] == AT_MINSIGSTKSZ && av[1] < (1u << 20))
+				kprw_rt.minsigstk = (u32)av[1];
 	}
 	if (kprw_rt.secure)
 		envp = NULL;
 
+	if (!kprw_rt.minsigstk)
+		kprw_rt.minsigstk = 8192; /* a kernel before 5.14: room for the largest xsave frames */
 	kprw_rt.ncpus = count_cpus();
 	kprw_rt.opt_tmpl_len = (u32)(kprewrite_rt_optprobe_template_end - kprewrite_rt_optprobe_template);
 	kprw_thread_init();
@@ -371,6 +396,8 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 			size = parse_size(sz);
 		kprw_trace_open(path, size, getenv_(envp, "KPREWRITE_TRACE_PREFAULT") != NULL, records);
 	}
+	if (kprw_rt.trace && records)
+		scratch_init();
 	int traps = 0;
 	for (u32 i = 0; i < kprw_rt.npoints; i++)
 		if (kprw_rt.points[i].xmode != KPRW_X_OPTIMIZED)
@@ -379,13 +406,30 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		install_sigtrap();
 		kprw_istep_init();
 	}
-	/* the signal guard: with int3 probes; always when the tables have one: a static
-	 * program's redirected entries need their words filled in every case */
-	if (traps || h->sigguard)
-		kprw_sigguard_init(getenv_(envp, "KPREWRITE_SIGGUARD"), traps);
+	/* fast reads (src/nofault.S): when the rewriter arranged the signal guard for them
+	 * (KPRW_HF_FAST_READ) and it wraps every signal function it was given; else (or with
+	 * KPREWRITE_SAFE_READ=syscall, KPREWRITE_SIGGUARD=off) process_vm_readv */
+	const char *sgmode = getenv_(envp, "KPREWRITE_SIGGUARD");
+	const char *safe = getenv_(envp, "KPREWRITE_SAFE_READ");
 	int user = kprw_user_any();
-	if (user)
-		kprw_fault_install(); /* before any C handler runs, kprewrite_init included */
+	int fast = (h->flags & KPRW_HF_FAST_READ) && !(safe && kprw_strcmp(safe, "syscall") == 0) &&
+		   !(sgmode && kprw_strcmp(sgmode, "off") == 0) && (kprw_rt.trace || user); /* no trace: no fetches */
+	/* the signal guard: with int3 probes or fast reads; always when the tables have one:
+	 * a static program's redirected entries need their words filled in every case */
+	if (traps || fast || h->sigguard) {
+		if (!kprw_sigguard_init(sgmode, traps, fast))
+			fast = 0;
+	}
+	if (user || fast) /* before any C handler runs, kprewrite_init included */
+		kprw_fault_install((fast ? KPRW_FAULT_SIGS : 0) |
+				   (user ? SIGBIT(SIGSEGV) | SIGBIT(SIGBUS) | SIGBIT(SIGFPE) | SIGBIT(SIGILL) : 0));
+	kprw_sg_guard((traps ? SIGBIT(SIGTRAP) : 0) | (fast ? KPRW_FAULT_SIGS : 0));
+	if (fast) {
+		/* a blocked SIGSEGV/SIGBUS inherited across exec would turn a bad fetch into a kill */
+		unsigned long fs = KPRW_FAULT_SIGS;
+		sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&fs, 0, 8);
+		kprw_rt.fast_read = 1;
+	}
 	arm_detours();
 	kprw_rt.init_done = 1;
 	if (user)
@@ -401,6 +445,8 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		kprw_put_dec(kprw_rt.ri_total);
 		kprw_puts(" kretprobe instances, trace ");
 		kprw_puts(kprw_rt.trace ? path : "off");
+		if (h->flags & KPRW_HF_FAST_READ)
+			kprw_puts(kprw_rt.fast_read ? ", fast reads" : ", reads by system call");
 		kprw_puts(kprw_rt.disable_all ? ", all probes disabled\n" : "\n");
 	}
 	return RT_ADDR(h->orig_entry);

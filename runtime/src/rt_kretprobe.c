@@ -147,6 +147,16 @@ static int stale(u32 g, u32 pi, u64 key, u32 pid)
 	return word != (u64)(uptr)kprewrite_rt_rettramp;
 }
 
+void kprw_run_return_events(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_tctx *c)
+{
+	for (u32 k = 0; k < pt->nprobes; k++) {
+		u32 i = pt->first_probe + k;
+		const struct kprw_probe *p = &kprw_rt.probes[i];
+		if (p->type == KPRW_T_KRETPROBE && !(p->flags & KPRW_F_USER) && !p->entry_handler && kprw_probe_enabled(i))
+			kprw_kretprobe_entry(i, regs, c);
+	}
+}
+
 void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 {
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
@@ -194,7 +204,7 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 		uptr ip = regs->ip;
 		regs->ip = RT_ADDR(kprw_rt.points[p->point].site);
 		kprw_fetch_entry((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len, regs, edata_of(r, p),
-				 kprw_rt.ri_elen[pi]);
+				 kprw_rt.ri_elen[pi], kprw_fast_ok(c));
 		regs->ip = ip;
 	}
 	if (p->flags & KPRW_F_USER) {

@@ -1,6 +1,9 @@
 /*
  * rt_sigguard.c - the signal guard: int3 probes need SIGTRAP delivered to our handler in
- * every thread, at every moment the program's code runs. Programs block it (sigfillset +
+ * every thread, at every moment the program's code runs; fast reads (src/nofault.S,
+ * rt_fault.c) need SIGSEGV and SIGBUS the same way, and the guard keeps those too when
+ * they are on (kprw_sg_sigs: what is said of SIGTRAP below holds for each guarded
+ * signal). Programs block it (sigfillset +
  * pthread_sigmask in a watchdog thread, or around fork in git's run_command), put it in
  * a handler's sa_mask, reset it (signal(SIGTRAP, SIG_DFL) in a fork child), or install
  * their own handler; each of these would kill the program at its next probe hit, or run
@@ -66,7 +69,6 @@
 #define PROT_WRITE 2
 #define SYS_rt_sigsuspend 130
 #define SYS_process_vm_writev 311
-#define EFAULT 14
 
 /* the C library's sigset_t and struct sigaction (glibc and musl agree on x86-64) */
 struct usigset {
@@ -83,19 +85,27 @@ struct usigaction {
 /* the functions the GOT words were bound to, by KPRW_SG_* */
 static uptr sg_real[KPRW_SG_MAX + 1];
 
-/* The program's SIGTRAP disposition (kernel layout). Readers (the signal handler among
- * them) use the sequence counter; writers block every signal and take the counter odd. */
-static struct k_sigaction sg_prog;
+/* the signals whose dispositions the guard keeps and whose blocking it refuses: SIGTRAP
+ * with int3 probes, SIGSEGV and SIGBUS with fast reads */
+unsigned long kprw_sg_sigs;
+static int sg_traps; /* int3 probes: SIGTRAP must stay unblocked in handlers we run */
+
+/* The program's disposition of each signal the runtime handles (kernel layout): of the
+ * guarded ones as the program set it, of the others what start-up found. Readers (the
+ * signal handlers among them) use the sequence counter; writers block every signal and
+ * take the counter odd. */
+static struct k_sigaction sg_prog[32];
 static u32 sg_seq;
 
-static void prog_get(struct k_sigaction *a)
+static void prog_get(int sig, struct k_sigaction *a)
 {
+	const struct k_sigaction *p = &sg_prog[sig & 31];
 	for (int tries = 0;; tries++) {
 		u32 s = __atomic_load_n(&sg_seq, __ATOMIC_ACQUIRE);
-		a->handler = __atomic_load_n(&sg_prog.handler, __ATOMIC_RELAXED);
-		a->flags = __atomic_load_n(&sg_prog.flags, __ATOMIC_RELAXED);
-		a->restorer = __atomic_load_n(&sg_prog.restorer, __ATOMIC_RELAXED);
-		a->mask = __atomic_load_n(&sg_prog.mask, __ATOMIC_RELAXED);
+		a->handler = __atomic_load_n(&p->handler, __ATOMIC_RELAXED);
+		a->flags = __atomic_load_n(&p->flags, __ATOMIC_RELAXED);
+		a->restorer = __atomic_load_n(&p->restorer, __ATOMIC_RELAXED);
+		a->mask = __atomic_load_n(&p->mask, __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if ((!(s & 1) && __atomic_load_n(&sg_seq, __ATOMIC_RELAXED) == s) || tries > 100000)
 			return;
@@ -104,9 +114,11 @@ static void prog_get(struct k_sigaction *a)
 	}
 }
 
-/* prog_swap stores n (if not NULL) as the program's disposition, the previous one in old. */
-static void prog_swap(const struct k_sigaction *n, struct k_sigaction *old)
+/* prog_swap stores n (if not NULL) as the program's disposition of sig, the previous one
+ * in old. */
+static void prog_swap(int sig, const struct k_sigaction *n, struct k_sigaction *old)
 {
+	struct k_sigaction *p = &sg_prog[sig & 31];
 	unsigned long all = ~0ul, saved;
 	sys4(SYS_rt_sigprocmask, SIG_BLOCK, (long)&all, (long)&saved, 8);
 	for (int tries = 0;; tries++) {
@@ -123,39 +135,57 @@ static void prog_swap(const struct k_sigaction *n, struct k_sigaction *old)
 	}
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	if (old)
-		*old = sg_prog;
+		*old = *p;
 	if (n) {
-		__atomic_store_n(&sg_prog.handler, n->handler, __ATOMIC_RELAXED);
-		__atomic_store_n(&sg_prog.flags, n->flags, __ATOMIC_RELAXED);
-		__atomic_store_n(&sg_prog.restorer, n->restorer, __ATOMIC_RELAXED);
-		__atomic_store_n(&sg_prog.mask, n->mask, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->handler, n->handler, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->flags, n->flags, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->restorer, n->restorer, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->mask, n->mask, __ATOMIC_RELAXED);
 	}
 	__atomic_add_fetch(&sg_seq, 1, __ATOMIC_RELEASE);
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&saved, 0, 8);
 }
 
-static unsigned long prog_set_handler(unsigned long handler, unsigned long flags, unsigned long mask)
+static unsigned long prog_set_handler(int sig, unsigned long handler, unsigned long flags, unsigned long mask)
 {
 	struct k_sigaction n = {handler, flags, 0, mask}, old;
-	prog_swap(&n, &old);
+	prog_swap(sig, &n, &old);
 	return old.handler;
 }
 
-/* strip returns set, or a copy of it without SIGTRAP in tmp. */
+/* guarded says whether the guard keeps sig's disposition (the kernel never gets it). */
+static int guarded(int sig)
+{
+	return sig >= 1 && sig <= 64 && (__atomic_load_n(&kprw_sg_sigs, __ATOMIC_RELAXED) & SIGBIT(sig));
+}
+
+/* strip returns set, or a copy of it without the guarded signals in tmp. */
 static const void *strip(const void *set, struct usigset *tmp)
 {
-	if (!set || !(*(const unsigned long *)set & TRAPBIT))
+	unsigned long g = __atomic_load_n(&kprw_sg_sigs, __ATOMIC_RELAXED);
+	if (!set || !(*(const unsigned long *)set & g))
 		return set;
 	kprw_memcpy(tmp, set, sizeof *tmp);
-	tmp->w[0] &= ~TRAPBIT;
+	tmp->w[0] &= ~g;
 	return tmp;
+}
+
+void kprw_sg_guard(unsigned long sigs)
+{
+	__atomic_store_n(&kprw_sg_sigs, sigs, __ATOMIC_RELEASE);
+}
+
+/* kprw_sg_initial records the disposition sig had before the runtime's handler (start-up). */
+void kprw_sg_initial(int sig, const struct k_sigaction *a)
+{
+	prog_swap(sig, a, NULL);
 }
 
 /* ---- the wrappers (called from the program with the C calling convention) ---- */
 
 static int w_sigaction(int sig, const struct usigaction *act, struct usigaction *old)
 {
-	if (sig == SIGTRAP) {
+	if (guarded(sig)) {
 		struct k_sigaction cur, n;
 		if (act) {
 			n.handler = act->handler;
@@ -163,7 +193,7 @@ static int w_sigaction(int sig, const struct usigaction *act, struct usigaction 
 			n.restorer = act->restorer;
 			n.mask = act->mask.w[0];
 		}
-		prog_swap(act ? &n : NULL, &cur);
+		prog_swap(sig, act ? &n : NULL, &cur);
 		if (old) {
 			kprw_memset(old, 0, sizeof *old);
 			old->handler = cur.handler;
@@ -174,9 +204,10 @@ static int w_sigaction(int sig, const struct usigaction *act, struct usigaction 
 		return 0;
 	}
 	struct usigaction tmp;
-	if (act && (act->mask.w[0] & TRAPBIT)) {
+	unsigned long g = __atomic_load_n(&kprw_sg_sigs, __ATOMIC_RELAXED);
+	if (act && (act->mask.w[0] & g)) {
 		kprw_memcpy(&tmp, act, sizeof tmp);
-		tmp.mask.w[0] &= ~TRAPBIT;
+		tmp.mask.w[0] &= ~g;
 		act = &tmp;
 	}
 	int (*f)(int, const void *, void *) = (void *)sg_real[KPRW_SG_SIGACTION];
@@ -187,8 +218,8 @@ static int w_sigaction(int sig, const struct usigaction *act, struct usigaction 
  * its handler) */
 static unsigned long w_signal(int sig, unsigned long handler)
 {
-	if (sig == SIGTRAP)
-		return prog_set_handler(handler, SA_RESTART, TRAPBIT);
+	if (guarded(sig))
+		return prog_set_handler(sig, handler, SA_RESTART, SIGBIT(sig));
 	unsigned long (*f)(int, unsigned long) = (void *)sg_real[KPRW_SG_SIGNAL];
 	return f(sig, handler);
 }
@@ -196,21 +227,21 @@ static unsigned long w_signal(int sig, unsigned long handler)
 /* sysv_signal(), __sysv_signal(): one-shot, not blocked in its handler */
 static unsigned long w_sysv_signal(int sig, unsigned long handler)
 {
-	if (sig == SIGTRAP)
-		return prog_set_handler(handler, SA_RESETHAND | SA_NODEFER, 0);
+	if (guarded(sig))
+		return prog_set_handler(sig, handler, SA_RESETHAND | SA_NODEFER, 0);
 	unsigned long (*f)(int, unsigned long) = (void *)sg_real[KPRW_SG_SYSV_SIGNAL];
 	return f(sig, handler);
 }
 
 static unsigned long w_sigset(int sig, unsigned long disp)
 {
-	if (sig == SIGTRAP) {
+	if (guarded(sig)) {
 		struct k_sigaction cur;
 		if (disp == SIG_HOLD) { /* block it: never; it was not blocked either */
-			prog_get(&cur);
+			prog_get(sig, &cur);
 			return cur.handler;
 		}
-		return prog_set_handler(disp, 0, 0);
+		return prog_set_handler(sig, disp, 0, 0);
 	}
 	unsigned long (*f)(int, unsigned long) = (void *)sg_real[KPRW_SG_SIGSET];
 	return f(sig, disp);
@@ -218,7 +249,7 @@ static unsigned long w_sigset(int sig, unsigned long disp)
 
 static int w_sighold(int sig)
 {
-	if (sig == SIGTRAP)
+	if (guarded(sig))
 		return 0;
 	int (*f)(int) = (void *)sg_real[KPRW_SG_SIGHOLD];
 	return f(sig);
@@ -226,8 +257,8 @@ static int w_sighold(int sig)
 
 static int w_sigignore(int sig)
 {
-	if (sig == SIGTRAP) {
-		prog_set_handler(SIG_IGN, 0, 0);
+	if (guarded(sig)) {
+		prog_set_handler(sig, SIG_IGN, 0, 0);
 		return 0;
 	}
 	int (*f)(int) = (void *)sg_real[KPRW_SG_SIGIGNORE];
@@ -290,14 +321,14 @@ static int w_epoll_pwait2(int fd, void *ev, int max, const void *timeout, const 
 	return f(fd, ev, max, timeout, strip(set, &tmp));
 }
 
-/* musl's __block_all_sigs(set) / __block_app_sigs(set): block, then give SIGTRAP back at
- * once (no code of the program runs in between) */
+/* musl's __block_all_sigs(set) / __block_app_sigs(set): block, then give the guarded
+ * signals back at once (no code of the program runs in between) */
 static void block_sigs(u32 func, void *set)
 {
 	void (*f)(void *) = (void *)sg_real[func];
 	f(set);
-	unsigned long trap = TRAPBIT;
-	sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&trap, 0, 8);
+	unsigned long g = __atomic_load_n(&kprw_sg_sigs, __ATOMIC_RELAXED);
+	sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&g, 0, 8);
 }
 
 static void w_block_all_sigs(void *set)
@@ -314,24 +345,24 @@ static void w_block_app_sigs(void *set)
  * always readable: it is the caller's frame). */
 static long w_syscall(long n, long a, long b, long c, long d, long e, long g)
 {
-	unsigned long set;
+	unsigned long set, gs = __atomic_load_n(&kprw_sg_sigs, __ATOMIC_RELAXED);
 	struct k_sigaction ka;
-	if ((n == SYS_rt_sigprocmask && b && (*(const unsigned long *)b & TRAPBIT)) ||
-	    (n == SYS_rt_sigsuspend && a && (*(const unsigned long *)a & TRAPBIT))) {
-		set = *(const unsigned long *)(n == SYS_rt_sigsuspend ? a : b) & ~TRAPBIT;
+	if ((n == SYS_rt_sigprocmask && b && (*(const unsigned long *)b & gs)) ||
+	    (n == SYS_rt_sigsuspend && a && (*(const unsigned long *)a & gs))) {
+		set = *(const unsigned long *)(n == SYS_rt_sigsuspend ? a : b) & ~gs;
 		if (n == SYS_rt_sigsuspend)
 			a = (long)&set;
 		else
 			b = (long)&set;
-	} else if (n == SYS_rt_sigaction && a == SIGTRAP && d == 8) {
+	} else if (n == SYS_rt_sigaction && guarded((int)a) && d == 8) {
 		struct k_sigaction cur;
-		prog_swap((const struct k_sigaction *)b, &cur);
+		prog_swap((int)a, (const struct k_sigaction *)b, &cur);
 		if (c)
 			*(struct k_sigaction *)c = cur;
 		return 0;
-	} else if (n == SYS_rt_sigaction && b && (((const struct k_sigaction *)b)->mask & TRAPBIT)) {
+	} else if (n == SYS_rt_sigaction && b && (((const struct k_sigaction *)b)->mask & gs)) {
 		ka = *(const struct k_sigaction *)b;
-		ka.mask &= ~TRAPBIT;
+		ka.mask &= ~gs;
 		b = (long)&ka;
 	}
 	long (*f)(long, ...) = (void *)sg_real[KPRW_SG_SYSCALL];
@@ -362,32 +393,53 @@ static uptr wrapper(u32 func)
 	return 0;
 }
 
-/* ---- delivering a SIGTRAP that is not ours ---- */
+/* ---- delivering a signal that is not ours ---- */
 
-void kprw_sg_deliver(struct k_siginfo *si, struct k_ucontext *uc)
+/* kprw_sg_deliver gives the program a signal that reached one of our handlers and is not
+ * the runtime's (a SIGTRAP of its own, a fault in its code), as the kernel would have
+ * given it: its handler runs with the same siginfo and ucontext (so its changes to the
+ * registers take effect), on the mask the kernel would give it, SA_RESETHAND honoured;
+ * SIG_DFL (or SIG_IGN for a signal the CPU raised, which the kernel forces to SIG_DFL)
+ * kills the process by the signal as without us; SIG_IGN drops a sent one. */
+void kprw_sg_deliver(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 {
 	struct k_sigaction a;
-	prog_get(&a);
+	prog_get(sig, &a);
 	if (a.handler == SIG_IGN && si->si_code <= 0)
 		return; /* sent by kill/tgkill/sigqueue, ignored */
 	if (a.handler == SIG_DFL || a.handler == SIG_IGN) {
-		/* the default action: death by SIGTRAP (core), as without the runtime; a trap
-		 * the CPU raised on an ignored SIGTRAP is forced to it by the kernel as well */
+		/* the default action: death by the signal (core), as without the runtime; a
+		 * trap or fault the CPU raised on an ignored signal is forced to it by the
+		 * kernel as well. A CPU fault happens again at the same instruction when the
+		 * handler returns, now with the default action; a sent signal is sent again. */
 		struct k_sigaction sa = {0};
 		sa.handler = SIG_DFL;
-		sys4(SYS_rt_sigaction, SIGTRAP, (long)&sa, 0, 8);
-		sys3(SYS_tgkill, kprw_pid(), kprw_gettid(), SIGTRAP);
+		sys4(SYS_rt_sigaction, sig, (long)&sa, 0, 8);
+		if (si->si_code <= 0 || sig == SIGTRAP)
+			sys3(SYS_tgkill, kprw_pid(), kprw_gettid(), sig);
 		return;
 	}
 	if (a.flags & SA_RESETHAND)
-		prog_set_handler(SIG_DFL, 0, 0);
-	/* the mask the kernel would run the handler with, without SIGTRAP: probes hit in it
-	 * must still reach us */
-	unsigned long m = (uc->sigmask | a.mask) & ~TRAPBIT;
+		prog_set_handler(sig, SIG_DFL, 0, 0);
+	/* the mask the kernel would run the handler with (sa_mask, and the signal itself
+	 * without SA_NODEFER), but for SIGTRAP while int3 probes need it: probes hit in the
+	 * handler must still reach us. A blocked SIGSEGV/SIGBUS stays blocked, so a fault in
+	 * the program's own fault handler ends the program as the kernel would end it; the
+	 * thread's fetches read by system call meanwhile (slow_read). */
+	unsigned long m = uc->sigmask | a.mask | ((a.flags & SA_NODEFER) ? 0 : SIGBIT(sig));
+	if (sig == SIGTRAP || sg_traps)
+		m &= ~TRAPBIT;
+	struct kprw_tctx *c = kprw_rt.fast_read ? kprw_tctx_get() : NULL;
+	if (c)
+		c->slow_read = (c->slow_read & ~(u32)KPRW_FAULT_SIGS) | (u32)(m & KPRW_FAULT_SIGS);
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&m, 0, 8);
 	void (*h)(int, struct k_siginfo *, struct k_ucontext *) = (void *)a.handler;
-	h(SIGTRAP, si, uc);
-	uc->sigmask &= ~TRAPBIT; /* restored by rt_sigreturn */
+	h(sig, si, uc);
+	if (sig == SIGTRAP || sg_traps)
+		uc->sigmask &= ~TRAPBIT; /* restored by rt_sigreturn */
+	if (c) /* (a handler that siglongjmp'd away leaves this thread reading slowly until
+		* its next fault or int3 hit shows its real mask) */
+		c->slow_read = (c->slow_read & ~(u32)KPRW_FAULT_SIGS) | (u32)(uc->sigmask & KPRW_FAULT_SIGS);
 }
 
 /* ---- start-up ---- */
@@ -563,7 +615,7 @@ u32 kprw_sg_wrapped; /* GOT words and static entries now going to wrappers */
  * real function; the copy itself (the program unchanged) when unguarded. Every word is
  * filled whatever the mode: zero in the file, it must never be jumped through empty.
  */
-static void entry_init(const struct kprw_got_slot *s, u32 n, int guard)
+static u32 entry_init(const struct kprw_got_slot *s, u32 n, int guard)
 {
 	u32 entries = 0, hooked = 0;
 	for (u32 i = 0; i < n; i++) {
@@ -598,26 +650,28 @@ static void entry_init(const struct kprw_got_slot *s, u32 n, int guard)
 		kprw_put_dec(entries - hooked);
 		kprw_puts(" not\n");
 	}
+	return entries - hooked;
 }
 
-/* kprw_sigguard_init records the program's initial SIGTRAP disposition (what was there
- * before our handler: SIG_DFL, SIG_IGN, or a library constructor's handler) and points
- * the GOT words (and the words of a static program's redirected entries) at the wrappers.
- * Runs once, single-threaded, after our handler is in. */
-void kprw_sigguard_init(const char *mode, int traps)
+/* kprw_sigguard_init points the GOT words (and the words of a static program's
+ * redirected entries) at the wrappers: the signal functions' for int3 probes (traps) or
+ * fast reads (faults). The signals they guard
+ * are set apart (kprw_sg_guard), when the runtime's handlers are in. Returns 1 when
+ * every signal function listed was wrapped (none listed: 1). Runs once, single-threaded,
+ * before the program. */
+int kprw_sigguard_init(const char *mode, int traps, int faults)
 {
 	const struct kprw_header *h = kprw_rt.hdr;
-	struct k_sigaction init = {kprw_rt.old_trap_handler, 0, 0, 0};
-	if (traps)
-		prog_swap(&init, NULL);
+	int guard = !(mode && kprw_strcmp(mode, "off") == 0);
+	sg_traps = traps;
 	if (!h->sigguard)
-		return;
+		return guard;
 	const struct kprw_sigguard *g = (const void *)RT_ADDR(h->sigguard);
 	const struct kprw_got_slot *s = (const void *)RT_ADDR(g->slots);
-	int guard = !(mode && kprw_strcmp(mode, "off") == 0);
-	entry_init(s, g->nslots, guard && traps); /* no trap handler of ours: nothing to guard */
+	/* no signal handler of ours to protect: the entries get their copies */
+	u32 missed = entry_init(s, g->nslots, guard && (traps || faults));
 	if (!guard)
-		return;
+		return 0;
 	uptr relro_lo = 0, relro_hi = 0;
 	if (g->relro_size) { /* the pages ld.so protects: whole pages inside the segment */
 		relro_lo = RT_ADDR(g->relro) & ~4095ul;
@@ -626,7 +680,7 @@ void kprw_sigguard_init(const char *mode, int traps)
 	const struct lmap *main_map = NULL;
 	if (g->pltgot)
 		main_map = *(const struct lmap *const *)(RT_ADDR(g->pltgot) + 8);
-	u32 lazy = 0, failed = 0, wrapped = 0, words = 0;
+	u32 lazy = 0, failed = 0, wrapped = 0, words = 0, sigfailed = 0;
 	/* the real functions first (a word bound to its function gives it to every word of
 	 * that function), then the stores */
 	for (u32 i = 0; i < g->nslots; i++) {
@@ -641,7 +695,7 @@ void kprw_sigguard_init(const char *mode, int traps)
 		if (s[i].flags & KPRW_GS_ENTRY)
 			continue;
 		words++;
-		if (f < 1 || f > KPRW_SG_MAX || !traps)
+		if (f < 1 || f > KPRW_SG_MAX || (!traps && !faults))
 			continue;
 		uptr p = RT_ADDR(s[i].slot);
 		uptr v = *(const uptr *)p;
@@ -656,6 +710,7 @@ void kprw_sigguard_init(const char *mode, int traps)
 			w = wrapper(f);
 		if (!w || store_word(p, w, relro_lo, relro_hi) < 0) {
 			failed++;
+			sigfailed++;
 			if (kprw_rt.debug) {
 				kprw_puts("kprewrite: signal guard: cannot wrap ");
 				kprw_puts((const char *)RT_ADDR(s[i].name));
@@ -675,4 +730,5 @@ void kprw_sigguard_init(const char *mode, int traps)
 		kprw_put_dec(failed);
 		kprw_puts(" not\n");
 	}
+	return missed == 0 && sigfailed == 0;
 }

@@ -140,7 +140,7 @@ static void tid_sample(u64 k, u32 tid)
 		u8 buf[256];
 		u32 n = 0, live = 0;
 		for (u32 off = 0; off < TIDSCAN; off += sizeof buf) {
-			long r = kprw_read_user(buf, (uptr)(k + off), sizeof buf);
+			long r = kprw_read_mode(buf, (uptr)(k + off), sizeof buf, 0); /* (no context yet) */
 			for (long j = 0; j + 4 <= r; j += 4) {
 				u32 v;
 				kprw_memcpy(&v, buf + j, 4);
@@ -163,7 +163,7 @@ static void tid_sample(u64 k, u32 tid)
 		for (u32 i = 0; i < TIDCAND; i++) {
 			u32 v = 0;
 			if ((live & (1u << i)) &&
-			    (kprw_read_user(&v, (uptr)(k + tid_off[i]), 4) != 4 || v != tid))
+			    (kprw_read_mode(&v, (uptr)(k + tid_off[i]), 4, 0) != 4 || v != tid))
 				__atomic_fetch_and(&tid_live, ~(1u << i), __ATOMIC_RELEASE);
 		}
 	}

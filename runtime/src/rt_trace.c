@@ -369,13 +369,23 @@ void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8
 	}
 	who(&w, c);
 	u32 dlen = 0;
+	int fast = kprw_fast_ok(c);
+	u8 *once = NULL; /* the record's data, fetched into the thread's scratch buffer */
 	if (ev && ev->fetch_len) {
 		prog = (const u8 *)RT_ADDR(ev->fetch);
-		/* measure (strings are read to find their length) unless the size is fixed */
+		/* a fixed size is known without running the program: it runs once, into the
+		 * record; else once into the scratch buffer (each memory read once), or, with
+		 * none, measured first (strings are read to find their length) */
 		dlen = kprw_fetch_fixed_size(prog, ev->fetch_len);
-		if (!dlen) {
+		if (!dlen && c && kprw_rt.scratch) {
+			once = kprw_rt.scratch + (uptr)(c - kprw_tctx_tab) * KPRW_MAX_REC_DATA;
+			long m = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, once, KPRW_MAX_REC_DATA,
+						fast);
+			if (m > 0)
+				dlen = (u32)m;
+		} else if (!dlen) {
 			long m = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, NULL,
-						KPRW_MAX_REC_DATA);
+						KPRW_MAX_REC_DATA, fast);
 			if (m > 0)
 				dlen = (u32)m;
 		}
@@ -387,8 +397,11 @@ void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8
 	fill(rec, size, type, ev ? ev->id : KPRW_NO_EVENT, kprw_rt.points[p->point].site, &w);
 	rec->ret_ip = ret_ip;
 	long got = 0;
-	if (dlen) {
-		got = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, (u8 *)(rec + 1), dlen);
+	if (once) {
+		kprw_memcpy(rec + 1, once, dlen);
+		got = dlen;
+	} else if (dlen) {
+		got = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, (u8 *)(rec + 1), dlen, fast);
 		if (got < 0)
 			got = 0;
 		if ((u32)got < dlen)

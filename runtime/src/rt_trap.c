@@ -223,6 +223,19 @@ static void violation(const struct kprw_point *pt, struct k_sigcontext *mc)
 	atomic_add(&kprewrite_rt_stats.boosts, 1);
 }
 
+/* slow_read says why the fetches of this hit must read by system call: SIGSEGV/SIGBUS
+ * blocked where the trap interrupted the program (its own fault handler running), or
+ * this handler running on a sigaltstack without room for the frame of a fault (the
+ * kernel would kill a thread whose fault frame overflows its sigaltstack). */
+static u32 slow_read(const struct k_ucontext *uc)
+{
+	u32 r = (u32)(uc->sigmask & KPRW_FAULT_SIGS);
+	uptr sp = (uptr)__builtin_frame_address(0), lo = (uptr)uc->ss_sp;
+	if (!(uc->ss_flags & SS_DISABLE) && sp - lo < uc->ss_size && sp - lo < kprw_rt.minsigstk + 2048)
+		r |= KPRW_SLOW_STACK;
+	return r;
+}
+
 static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32 tid)
 {
 	struct k_sigcontext *mc = &uc->mc;
@@ -244,7 +257,11 @@ static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32
 	regs_from_mc(&regs, mc);
 	regs.ip = RT_ADDR(pt->site) + 1; /* as after the int3, like the kernel */
 	c->busy++;
+	if (kprw_rt.fast_read)
+		c->slow_read = slow_read(uc);
 	int moved = kprw_run_probes(pt, &regs, c, &any);
+	if (kprw_rt.fast_read)
+		c->slow_read = (u32)(uc->sigmask & KPRW_FAULT_SIGS); /* the interrupted context's */
 	c->busy--;
 	if (moved) {
 		/* the handler moved execution: no single-step, no post handler */
@@ -339,7 +356,7 @@ static void foreign(struct k_siginfo *si, struct k_ucontext *uc)
 			}
 		}
 	}
-	kprw_sg_deliver(si, uc);
+	kprw_sg_deliver(SIGTRAP, si, uc);
 }
 
 void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc)

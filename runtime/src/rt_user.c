@@ -14,22 +14,19 @@
  * records the callee-saved registers, the stack pointer and the return address in the
  * thread's struct kprw_ucall, whose address the thread context holds while the call
  * runs. A fault in it (SIGSEGV, SIGBUS, SIGFPE, SIGILL from the CPU) reaches
- * kprw_fault_signal: the probe's fault_handler runs first (the kernel's kprobes
+ * kprw_user_fault from rt_fault.c's handler (unless it is a fault of the fault-catching
+ * copy, which kprewrite_copy_nofault uses): the probe's fault_handler runs first (the kernel's kprobes
  * fault_handler contract: non-zero = handled, resume at the registers it left); else
  * the fault is reported on stderr and the signal frame is edited so that rt_sigreturn
  * "returns" from kprw_ucall_asm with the call marked faulted - the handler is abandoned
  * as if it had returned 0, with the signal mask of the faulting context restored. A
- * fault that is not a handler's gets what it would have got without the runtime (the
- * previous disposition: the default action kills the program where it faulted).
+ * fault that is not a handler's gets what it would have got without the runtime
+ * (rt_fault.c).
  */
 #define KPRW_RUNTIME_INTERNAL
 #include "kprewrite.h"
 #include "rt.h"
 
-#define SIGILL 4
-#define SIGBUS 7
-#define SIGFPE 8
-#define SIGSEGV 11
 #define X86_DF 0x400ul
 #define FLAGS_ARITH 0x8d5ul
 
@@ -508,26 +505,16 @@ static void regs_to(struct k_sigcontext *mc, const struct pt_regs *r)
 	mc->flags = (mc->flags & ~FLAGS_ARITH) | (r->flags & FLAGS_ARITH);
 }
 
-static unsigned long old_fault_handler[32];
-
-static void fault_signal(int sig, struct k_siginfo *si, struct k_ucontext *uc)
+/* kprw_user_fault handles a fault the CPU raised (from rt_fault.c's handler) if this
+ * thread runs a C handler: 1, else 0 (not a handler's fault). */
+int kprw_user_fault(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 {
 	struct k_sigcontext *mc = &uc->mc;
-	struct kprw_tctx *c = si->si_code > 0 ? kprw_tctx_get() : NULL; /* si_code <= 0: kill() */
+	struct kprw_tctx *c = kprw_tctx_get();
 	struct kprw_ucall *u = c ? c->ucall : NULL;
 
-	if (!u) {
-		/* not a handler's fault: what the program would have got without us */
-		unsigned long old = old_fault_handler[sig & 31];
-		if (old == SIG_IGN && si->si_code <= 0)
-			return;
-		struct k_sigaction sa = {0};
-		sa.handler = old == SIG_IGN ? SIG_DFL : old;
-		sys4(SYS_rt_sigaction, sig, (long)&sa, 0, 8);
-		if (si->si_code <= 0)
-			sys3(SYS_tgkill, kprw_pid(), kprw_gettid(), sig);
-		return; /* a CPU fault happens again, now with the default action */
-	}
+	if (!u)
+		return 0;
 	atomic_add(&kprewrite_rt_stats.handler_faults, 1);
 	if (!u->in_fault) {
 		u->mask = uc->sigmask;
@@ -541,7 +528,7 @@ static void fault_signal(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 			u->in_fault = 0;
 			if (handled) {
 				regs_to(mc, &regs);
-				return;
+				return 1;
 			}
 		}
 	}
@@ -559,26 +546,7 @@ static void fault_signal(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 	mc->flags &= ~X86_DF;
 	u->faulted = 1;
 	uc->sigmask = u->mask; /* a nested fault (in the fault_handler) restores the first mask */
-}
-
-/* kprw_fault_install takes SIGSEGV, SIGBUS, SIGFPE and SIGILL (start-up, when there are C
- * handler probes). A program that installs its own handler for one of them replaces
- * ours; a fault in a C handler then reaches the program's handler. */
-void kprw_fault_install(void)
-{
-	static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
-	for (u32 k = 0; k < ARRAY_SIZE(sigs); k++) {
-		struct k_sigaction sa, old;
-		kprw_memset(&sa, 0, sizeof sa);
-		kprw_memset(&old, 0, sizeof old);
-		sa.handler = (unsigned long)fault_signal;
-		sa.flags = SA_SIGINFO | SA_RESTORER | SA_NODEFER | SA_ONSTACK | SA_RESTART;
-		sa.restorer = (unsigned long)kprw_restorer;
-		sa.mask = ~0ul & ~((1ul << (SIGTRAP - 1)) | (1ul << (SIGILL - 1)) | (1ul << (SIGBUS - 1)) |
-				   (1ul << (SIGFPE - 1)) | (1ul << (SIGSEGV - 1)) | (1ul << (31 - 1)));
-		if (sys4(SYS_rt_sigaction, sigs[k], (long)&sa, (long)&old, 8) == 0)
-			old_fault_handler[sigs[k]] = old.handler;
-	}
+	return 1;
 }
 
 /* ---- helpers for handlers (kprewrite.h) ---- */

@@ -130,16 +130,48 @@ u32 kprw_cpu(void)
 	return (u32)(p & 0xfff);
 }
 
-/* kprw_read_user copies n bytes from src without faulting on a bad address:
- * process_vm_readv on our own pid returns -EFAULT (or a short count) instead of a
- * SIGSEGV. One system call (~0.3 us) per read; the kernel checks the same-process
- * case without ptrace permission checks beyond the trivially true ones. */
-long kprw_read_user(void *dst, uptr src, unsigned long n)
+/* kprw_read_mode copies n bytes from src without ever faulting on a bad address:
+ * bytes read (a partial count when a fault stops it part-way), or -EFAULT when nothing
+ * could be read. fast: the fault-catching copy (src/nofault.S, a few nanoseconds; a
+ * bad address costs a SIGSEGV/SIGBUS, ~2-3 us here, that kprw_copy_fixup turns into a
+ * short count), which needs the runtime's fault handler installed and SIGSEGV/SIGBUS
+ * unblocked in this thread (kprw_fast_ok); else process_vm_readv on our own pid
+ * (~0.3-1 us: the kernel checks the same-process case without ptrace permission checks
+ * beyond the trivially true ones). Addresses near NULL (below the default
+ * vm.mmap_min_addr: NULL plus a field offset, the usual bad pointer, where the system
+ * call costs less than a signal) and above the 47-bit user half (kernel addresses, the
+ * vsyscall page, which the copy could read but copy_from_user refuses; 5-level paging's
+ * high mappings) always take the system call. */
+long kprw_read_mode(void *dst, uptr src, unsigned long n, int fast)
 {
-	struct k_iovec l = {dst, n}, r = {(void *)src, n};
 	if (n == 0)
 		return 0;
+	if (likely(fast) && src >= KPRW_FAST_LO && src + n >= src && src + n <= KPRW_FAST_HI) {
+		unsigned long left = kprw_copy_nofault(dst, (const void *)src, n);
+		return left == n ? -EFAULT : (long)(n - left);
+	}
+	struct k_iovec l = {dst, n}, r = {(void *)src, n};
 	return sys6(SYS_process_vm_readv, kprw_getpid(), (long)&l, 1, (long)&r, 1, 0);
+}
+
+struct kprw_extable_entry {
+	int insn, fixup; /* offsets from the fields themselves (src/nofault.S) */
+};
+extern const struct kprw_extable_entry kprw_extable[] __attribute__((visibility("hidden")));
+extern const struct kprw_extable_entry kprw_extable_end[] __attribute__((visibility("hidden")));
+
+/* kprw_copy_fixup resumes a fault of the fault-catching copy at its fixup (from the
+ * fault handler, for a fault the CPU raised); 0 if mc->ip is not in the copy. */
+int kprw_copy_fixup(struct k_sigcontext *mc)
+{
+	for (const struct kprw_extable_entry *e = kprw_extable; e < kprw_extable_end; e++) {
+		if ((uptr)&e->insn + (uptr)(long)e->insn == mc->ip) {
+			mc->ip = (uptr)&e->fixup + (uptr)(long)e->fixup;
+			atomic_add(&kprewrite_rt_stats.read_faults, 1);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 void *kprw_mmap_anon(unsigned long size)

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "6cd88c74dfabdf041372186c8e1fc621802a6f8ac6a7e1c6c822b7aa37143fce"
+const ObjectSHA256 = "b32d6293b0e1a0fa1257346b4f69a3be3c731b787cfea3f5b0e1d2587e7fffba"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -216,7 +216,18 @@ struct kprw_rt {
 	u32 *ri_stride;    /* per probe: bytes per instance */
 	u64 *ri_off;       /* per probe: byte offset of its first instance in ri_mem */
 	u32 *ri_elen;      /* per probe: fetch-program entry data bytes per instance */
+	u32 has;           /* KPRW_HAS_*: what the tables hold, from validate() (start-up passes
+	                      over 10,000s of probes are skipped when they have nothing to do) */
 };
+#define KPRW_HAS_USER 0x1      /* KPRW_F_USER probes (C handlers) */
+#define KPRW_HAS_KRET 0x2      /* KPRW_T_KRETPROBE probes */
+#define KPRW_HAS_RECORDS 0x4   /* probes that write records (KPRW_F_TRACE, KPRW_F_USER, verify) */
+#define KPRW_HAS_EVENTS 0x8    /* probes of event definitions */
+#define KPRW_HAS_DISABLED 0x10 /* probes disabled in the tables or by KPREWRITE_DISABLE */
+#define KPRW_HAS_TRAPS 0x20    /* points that are not jump-optimized (int3) */
+#define KPRW_HAS_ISTEP 0x40    /* KPRW_PF_INT3STEP points */
+#define KPRW_HAS_GATED 0x80    /* jump-optimized points with a gate (not count-only) */
+#define KPRW_HAS_COUNT 0x100   /* count-only points */
 
 extern struct kprw_rt kprw_rt;
 extern struct kprw_stats kprewrite_rt_stats;

@@ -89,8 +89,10 @@ static void apply_disable(const char *list)
 		}
 		for (u32 i = 0; i < kprw_rt.nprobes; i++) {
 			u32 e = kprw_rt.probes[i].event;
-			if (e < kprw_rt.nevents && token_matches(s, n, &kprw_rt.events[e]))
+			if (e < kprw_rt.nevents && token_matches(s, n, &kprw_rt.events[e])) {
 				kprw_rt.state[i].flags |= KPRW_SF_DISABLED;
+				kprw_rt.has |= KPRW_HAS_DISABLED;
+			}
 		}
 	}
 }
@@ -136,35 +138,61 @@ static int validate_point(const struct kprw_header *h, const struct kprw_point *
 	return 1;
 }
 
+/* validate checks the tables and sums up what they hold in kprw_rt.has: the one pass over
+ * every probe and point start-up makes (python3.11 with a probe on every function has
+ * 1.4 MB of them; each further pass cost ~0.1 ms) */
 static int validate(const struct kprw_header *h)
 {
+	u32 has = 0, next = 0; /* the probes of each point follow those of the one before */
 	if (h->npoints > KPRW_MAX_POINTS)
 		return 0;
-	for (u32 i = 0; i < h->nprobes; i++) {
-		const struct kprw_probe *p = &kprw_rt.probes[i];
-		if (p->point >= h->npoints || (p->event != KPRW_NO_EVENT && p->event >= h->nevents))
-			return 0;
-		if (p->type < KPRW_T_KPROBE || p->type > KPRW_T_VERIFY)
-			return 0;
-		if (p->data_size > KPRW_MAX_DATA_SIZE)
-			return 0;
-		const struct kprw_point *pt = &kprw_rt.points[p->point];
-		if (i < pt->first_probe || i >= pt->first_probe + pt->nprobes)
-			return 0;
-		if (p->type == KPRW_T_VERIFY && !(pt->pflags & KPRW_PF_INNER))
-			return 0;
-		if ((p->flags & KPRW_F_USER) &&
-		    (!p->user || p->type == KPRW_T_VERIFY ||
-		     (p->pre_handler | p->post_handler | p->fault_handler | p->entry_handler | p->ret_handler)))
-			return 0; /* a C handler probe: its struct holds the handlers */
-	}
 	for (u32 i = 0; i < h->npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		if (i > 0 && pt->site <= kprw_rt.points[i - 1].site)
 			return 0;
+		if (pt->first_probe != next || pt->nprobes > h->nprobes - next)
+			return 0;
+		next += pt->nprobes;
+		for (u32 k = pt->first_probe; k < next; k++) {
+			const struct kprw_probe *p = &kprw_rt.probes[k];
+			if (p->point != i || (p->event != KPRW_NO_EVENT && p->event >= h->nevents))
+				return 0;
+			if (p->type < KPRW_T_KPROBE || p->type > KPRW_T_VERIFY)
+				return 0;
+			if (p->data_size > KPRW_MAX_DATA_SIZE)
+				return 0;
+			if (p->type == KPRW_T_VERIFY && !(pt->pflags & KPRW_PF_INNER))
+				return 0;
+			if ((p->flags & KPRW_F_USER) &&
+			    (!p->user || p->type == KPRW_T_VERIFY ||
+			     (p->pre_handler | p->post_handler | p->fault_handler | p->entry_handler | p->ret_handler)))
+				return 0; /* a C handler probe: its struct holds the handlers */
+			if (p->flags & KPRW_F_USER)
+				has |= KPRW_HAS_USER | KPRW_HAS_RECORDS;
+			if (p->type == KPRW_T_KRETPROBE)
+				has |= KPRW_HAS_KRET;
+			if ((p->flags & KPRW_F_TRACE) || p->type == KPRW_T_VERIFY)
+				has |= KPRW_HAS_RECORDS;
+			if (p->event != KPRW_NO_EVENT)
+				has |= KPRW_HAS_EVENTS;
+			if ((p->flags & KPRW_F_DISABLED) ||
+			    (p->event != KPRW_NO_EVENT && (kprw_rt.events[p->event].flags & KPRW_EF_DISABLED)))
+				has |= KPRW_HAS_DISABLED;
+		}
 		if (!validate_point(h, pt))
 			return 0;
+		if (pt->xmode != KPRW_X_OPTIMIZED)
+			has |= KPRW_HAS_TRAPS;
+		else if (pt->pflags & KPRW_PF_COUNT)
+			has |= KPRW_HAS_COUNT;
+		else
+			has |= KPRW_HAS_GATED;
+		if (pt->pflags & KPRW_PF_INT3STEP)
+			has |= KPRW_HAS_ISTEP;
 	}
+	if (next != h->nprobes)
+		return 0;
+	kprw_rt.has = has;
 	return 1;
 }
 
@@ -182,6 +210,9 @@ static void count_disable(void)
 {
 	static const u8 nop8[8] = {0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00};
 	uptr lo = ~(uptr)0, hi = 0;
+	/* nothing disabled: not even the probes' state (bss) is read, its pages stay unmapped */
+	if (!(kprw_rt.has & KPRW_HAS_COUNT) || !(kprw_rt.disable_all || (kprw_rt.has & KPRW_HAS_DISABLED)))
+		return;
 	for (u32 i = 0; i < kprw_rt.npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		if (!(pt->pflags & KPRW_PF_COUNT))
@@ -223,7 +254,7 @@ static void count_disable(void)
 static void arm_detours(void)
 {
 	count_disable();
-	for (u32 i = 0; i < kprw_rt.npoints; i++) {
+	for (u32 i = 0; (kprw_rt.has & KPRW_HAS_GATED) && i < kprw_rt.npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		if (pt->xmode != KPRW_X_OPTIMIZED)
 			continue;
@@ -364,7 +395,7 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		kprw_rt.keymode = KPRW_KEY_NONE;
 	kprw_rt.debug = (h->flags & KPRW_HF_DEBUG) || getenv_(envp, "KPREWRITE_DEBUG");
 	kprw_rt.disable_all = (h->flags & KPRW_HF_DISABLE_ALL) != 0;
-	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
+	for (u32 i = 0; (kprw_rt.has & KPRW_HAS_DISABLED) && i < kprw_rt.nprobes; i++) {
 		const struct kprw_probe *p = &kprw_rt.probes[i];
 		if ((p->flags & KPRW_F_DISABLED) ||
 		    (p->event < kprw_rt.nevents && (kprw_rt.events[p->event].flags & KPRW_EF_DISABLED)))
@@ -378,14 +409,9 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	if (kprw_kretprobe_init() < 0)
 		kprw_fatal("cannot allocate kretprobe instances, probes:", kprw_rt.nprobes);
 
-	int tracing = 0; /* events (records or, --count-only, counters), or violations to report */
-	int records = 0; /* anything that writes records (else the record area is not populated) */
-	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
-		if ((kprw_rt.probes[i].flags & (KPRW_F_TRACE | KPRW_F_USER)) || kprw_rt.probes[i].type == KPRW_T_VERIFY)
-			records = 1;
-		if (records || kprw_rt.probes[i].event != KPRW_NO_EVENT)
-			tracing = 1;
-	}
+	/* events (records or, --count-only, counters), or violations to report */
+	int records = (kprw_rt.has & KPRW_HAS_RECORDS) != 0; /* else the record area is not populated */
+	int tracing = records || (kprw_rt.has & KPRW_HAS_EVENTS);
 	const char *path = getenv_(envp, "KPREWRITE_TRACE");
 	if (!path)
 		path = str(h->trace_path);
@@ -398,13 +424,11 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	}
 	if (kprw_rt.trace && records)
 		scratch_init();
-	int traps = 0;
-	for (u32 i = 0; i < kprw_rt.npoints; i++)
-		if (kprw_rt.points[i].xmode != KPRW_X_OPTIMIZED)
-			traps = 1;
+	int traps = (kprw_rt.has & KPRW_HAS_TRAPS) != 0;
 	if (traps) {
 		install_sigtrap();
-		kprw_istep_init();
+		if (kprw_rt.has & KPRW_HAS_ISTEP)
+			kprw_istep_init();
 	}
 	/* fast reads (src/nofault.S): when the rewriter arranged the signal guard for them
 	 * (KPRW_HF_FAST_READ) and it wraps every signal function it was given; else (or with

@@ -83,12 +83,7 @@ int kprw_kretprobe_init(void)
 	u32 n = kprw_rt.nprobes, total = 0;
 	u64 mem = 0;
 	u32 def = kprw_rt.ncpus * 2 > 10 ? kprw_rt.ncpus * 2 : 10;
-	int any = 0;
-
-	for (u32 i = 0; i < n; i++)
-		if (kprw_rt.probes[i].type == KPRW_T_KRETPROBE)
-			any = 1;
-	if (!any)
+	if (!(kprw_rt.has & KPRW_HAS_KRET))
 		return 0;
 	u64 arrays = (u64)n * (4 + 4 + 4 + 4 + 8);
 	u8 *a = kprw_mmap_anon(arrays);

@@ -67,6 +67,10 @@ struct kprw_tctx *kprw_tctx_tab; /* ts->c, for the inlined lookups (set at start
 /* where the tid is in a TCB: candidate offsets, bit i of tid_live = tid_off[i] still holds */
 static u32 tid_off[TIDCAND];
 static u32 tid_live;
+/* contexts ever claimed outside their key's window (claim_ctx passes 2 and 3): until
+ * there is one, a key's context can only be in its window, and kprw_tctx_slow does not
+ * read the whole table (64 KiB: 16 page faults at start-up) */
+static u32 far_claims;
 static u32 tid_learned; /* a first sample was taken */
 static u32 tid_lock;
 
@@ -212,6 +216,8 @@ static struct kprw_tctx *claim_ctx(u64 k, u32 tid, u32 pid)
 				cur = 0;
 			}
 			if (atomic_cas(&c->key, &cur, KEY_CLAIMING)) {
+				if (pass >= 2)
+					__atomic_fetch_add(&far_claims, 1, __ATOMIC_SEQ_CST);
 				renew(c, tid);
 				atomic_store(&c->key, k);
 				return c;
@@ -231,8 +237,9 @@ struct kprw_tctx *kprw_tctx_slow(u64 k)
 	int ptr = k != 0 && !(k & KEY_TID);
 	if (!ptr)
 		k = KEY_TID | tid;
-	for (u32 i = 0; i < KPRW_NTCTX; i++) {
-		struct kprw_tctx *c = &ts->c[i];
+	u32 h = thash(k), span = atomic_load(&far_claims) ? KPRW_NTCTX : TCTX_WINDOW;
+	for (u32 i = 0; i < span; i++) {
+		struct kprw_tctx *c = &ts->c[(h + i) & (KPRW_NTCTX - 1)];
 		if (atomic_load(&c->key) == k) {
 			if (c->tid != tid)
 				renew(c, tid); /* a dead thread's TCB, reused */

@@ -141,10 +141,7 @@ void kprw_user_missed(u32 i, int pool)
 
 int kprw_user_any(void)
 {
-	for (u32 i = 0; i < kprw_rt.nprobes; i++)
-		if (kprw_rt.probes[i].flags & KPRW_F_USER)
-			return 1;
-	return 0;
+	return (kprw_rt.has & KPRW_HAS_USER) != 0;
 }
 
 /* ---- registration ---- */

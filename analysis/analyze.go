@@ -63,6 +63,10 @@ type Binary struct {
 	ehBroken    error      // .eh_frame had entries we could not parse and the binary has LSDAs
 	detourLo    uint64
 	detourHi    uint64
+	// referenced[i]: function i's start is called, or its address taken, or exported
+	// somewhere (what addTarget leaves out of the edges); a start that is only jumped to
+	// may be a fragment of the function that jumps to it (Exits)
+	referenced []atomic.Bool
 }
 
 type codeSec struct {
@@ -119,6 +123,7 @@ func Analyze(f *elfio.File, opt Options) (*Binary, error) {
 		b.starts[i] = b.Funcs.List[i].Addr
 	}
 	b.info = make([]funcInfo, len(b.Funcs.List))
+	b.referenced = make([]atomic.Bool, len(b.Funcs.List))
 	b.Stats.Functions = len(b.Funcs.List)
 
 	// Landing pads first: the jump-table and pointer analyses treat a pad as
@@ -234,8 +239,14 @@ func (b *Binary) codeFrom(addr uint64) []byte {
 
 // isStart reports whether addr is the start of a known function.
 func (b *Binary) isStart(addr uint64) bool {
+	_, ok := b.startIndex(addr)
+	return ok
+}
+
+// startIndex returns the index of the function starting at addr.
+func (b *Binary) startIndex(addr uint64) (int, bool) {
 	i := sort.Search(len(b.starts), func(i int) bool { return b.starts[i] >= addr })
-	return i < len(b.starts) && b.starts[i] == addr
+	return i, i < len(b.starts) && b.starts[i] == addr
 }
 
 // funcAt returns the index of the function containing addr (the innermost
@@ -371,8 +382,14 @@ func (b *Binary) runTask(t *task, out *workerOut) {
 // DCR: rule 2 checks starts itself); jumps to starts are kept for the
 // backward walks of the indirect-jump analysis.
 func (b *Binary) addTarget(out *workerOut, dst, src uint64, k edgeKind) {
-	if !b.isCode(dst) || (k != ekBranch && k != ekTable && b.isStart(dst)) {
+	if !b.isCode(dst) {
 		return
+	}
+	if k != ekBranch && k != ekTable {
+		if i, ok := b.startIndex(dst); ok {
+			b.referenced[i].Store(true)
+			return
+		}
 	}
 	out.edges = append(out.edges, edge{dst: dst, src: src, kind: k})
 }

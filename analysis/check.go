@@ -96,6 +96,10 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 		s.refuse(RuleRetprobeEntry, s.Addr, fmt.Sprintf("return probes go at a function entry (%s at %#x)", fn.Name, entry))
 		return s
 	}
+	if req.Return && (fn.Addr == b.File.Entry || entry == b.File.Entry) {
+		s.refuse(RuleRetprobeStart, s.Addr, fmt.Sprintf("%s is the process entry point: it never returns, and (%%rsp) there is argc, which a return probe would overwrite", fn.Name))
+		return s
+	}
 	if s.Addr >= fn.End() {
 		s.refuse(RuleNotBoundary, s.Addr, fmt.Sprintf("%s ends at %#x", fn.Name, fn.End()))
 		return s

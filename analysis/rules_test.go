@@ -640,6 +640,13 @@ func TestSiteRefusals(t *testing.T) {
 	wantVerdict(t, s, Refuse)
 	reason(t, s, RuleRetprobeEntry)
 	wantVerdict(t, b.Check(SiteRequest{Addr: f.Addr, Return: true}), Optimize)
+	// the process entry point: no return address to hook (a plain probe is fine)
+	s = b.Check(SiteRequest{Addr: b.File.Entry, Return: true})
+	wantVerdict(t, s, Refuse)
+	reason(t, s, RuleRetprobeStart)
+	if s := b.Check(SiteRequest{Addr: b.File.Entry}); s.Verdict == Refuse {
+		t.Errorf("a probe at the entry point: %s", s.String())
+	}
 }
 
 // TestEveryRuleFires checks that the tests above cover every blocking rule id.
@@ -664,6 +671,7 @@ func TestEveryRuleFires(t *testing.T) {
 	f := fn(t, b, "r7_riprel_ok")
 	add(b.Check(SiteRequest{Addr: f.Addr, OtherProbes: []uint64{f.Addr + 2}, NeedPostHandler: true}))
 	add(b.Check(SiteRequest{Addr: f.Addr + 6, Return: true}))
+	add(b.Check(SiteRequest{Addr: b.File.Entry, Return: true}))
 	add(b.Check(SiteRequest{Addr: f.Addr + 1}))
 	add(b.Check(SiteRequest{Addr: 0x10}))
 	add(b.Check(SiteRequest{Addr: symAddr(t, b, "b_jcc_jne"), OtherProbes: []uint64{symAddr(t, b, "b_jcc_jne") + 1}}))

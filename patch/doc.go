@@ -26,7 +26,11 @@
 //
 // Return probes are entry probes of type kretprobe on the same points: "r" when the
 // point is k, "rb" when it is b, "ro" when it is o; the return itself goes through the
-// runtime's return trampoline, which is code, not a trap.
+// runtime's return trampoline, which is code, not a trap. With Options.CountExits
+// (--count-only) a return probe whose function's returns the analysis sees all of
+// (analysis.Exits) has no entry point: one count-only point per ret or tail call
+// (Point.Exit), jump-optimized; if one of them cannot be, or another probe sits there,
+// the plan is made again with that probe hooking its return address as usual.
 //
 // Probes whose sites share a DCR are planned deliberately: the earlier one is never
 // optimized (its DCR would hold the later one's site), so it stays an int3 whose slot

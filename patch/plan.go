@@ -70,6 +70,12 @@ type Options struct {
 	// a trap and a debug exception, ~2.7x cheaper here. The default is the trap flag,
 	// as kprobes.rst describes "k".
 	Int3Step bool
+	// CountExits (--count-only): a return probe of a function whose returns the analysis
+	// can all see (analysis.Exits) is counted at them instead of hooking the return
+	// address: one count-only point per ret or tail call, no entry point. Its points
+	// have Point.Exit; a function where one of them cannot be jump-optimized keeps the
+	// usual return probe.
+	CountExits bool
 }
 
 // RuleNotOptimized is the reason a probe is refused with Options.OptimizedOnly.
@@ -107,6 +113,10 @@ type Point struct {
 	Verify bool
 
 	Requests []int // indices of its requests, in request order
+	// Exit: a count-only point where the function of its requests (return probes,
+	// Options.CountExits) returns: a ret, the straight-line code before one, or a tail
+	// call. It counts the return probes' hits.
+	Exit bool
 }
 
 // Optimized reports whether the point is jump-optimized.
@@ -192,7 +202,20 @@ func (pl *Plan) Kind(i int) string {
 // int3 whose slot jumps back before the later one's jmp. No probe is ever left in
 // bytes a jmp overwrote.
 func MakePlan(b *analysis.Binary, reqs []Request, opt Options) (*Plan, error) {
-	pl := &Plan{
+	deny := map[int]bool{}
+	for {
+		pl, again, err := makePlan(b, reqs, opt, deny)
+		if err != nil || again < 0 {
+			return pl, err
+		}
+		deny[again] = true // its return sites could not all be jump-optimized
+	}
+}
+
+// makePlan is MakePlan with the return probes in deny kept off their exits. again
+// names a request whose exits did not all become jump-optimized points (-1: none).
+func makePlan(b *analysis.Binary, reqs []Request, opt Options, deny map[int]bool) (pl *Plan, again int, err error) {
+	pl = &Plan{
 		Requests: append([]Request(nil), reqs...),
 		Sites:    make([]analysis.Site, len(reqs)),
 		PointOf:  make([]int, len(reqs)),
@@ -239,6 +262,7 @@ func MakePlan(b *analysis.Binary, reqs []Request, opt Options) (*Plan, error) {
 			}
 		}
 	}
+	exitChecks, exitsOf := pl.planExits(b, reqs, opt, excl, deny, refused, addrs, check)
 	bySite := map[uint64][]int{}
 	for i, r := range reqs {
 		s := &pl.Sites[i]
@@ -246,9 +270,15 @@ func MakePlan(b *analysis.Binary, reqs []Request, opt Options) (*Plan, error) {
 		if refused[i] {
 			err := refusal(r, s)
 			if !opt.SkipRefused {
-				return nil, err
+				return nil, -1, err
 			}
 			pl.Refused = append(pl.Refused, Refusal{Request: i, Site: *s, Err: err})
+			continue
+		}
+		if ex := exitsOf[i]; len(ex) > 0 {
+			for _, a := range ex {
+				bySite[a] = append(bySite[a], i)
+			}
 			continue
 		}
 		bySite[s.Addr] = append(bySite[s.Addr], i)
@@ -264,13 +294,32 @@ func MakePlan(b *analysis.Binary, reqs []Request, opt Options) (*Plan, error) {
 		if k+1 < len(sites) {
 			next = sites[k+1]
 		}
-		pt, err := makePoint(b, pl, site, idx, next, excl, opt)
+		var exit *analysis.Site
+		if es, ok := exitChecks[site]; ok {
+			exit = &es
+			for _, i := range idx {
+				if len(exitsOf[i]) == 0 { // a probe that stayed at its entry, here
+					for _, j := range idx {
+						if len(exitsOf[j]) > 0 {
+							return nil, j, nil
+						}
+					}
+				}
+			}
+		}
+		pt, err := makePoint(b, pl, site, idx, next, excl, opt, exit)
 		if err == nil {
 			err = pl.edit(&pt, len(pl.Points))
 		}
+		if exit != nil && (err != nil || !(pt.Optimized() || pt.Verify)) {
+			if err == nil {
+				_ = pl.Patcher.Undo(pt.Site)
+			}
+			return nil, idx[0], nil
+		}
 		if err != nil {
 			if !opt.SkipRefused {
-				return nil, err
+				return nil, -1, err
 			}
 			for _, i := range idx {
 				pl.Refused = append(pl.Refused, Refusal{Request: i, Site: pl.Sites[i], Err: err})
@@ -278,15 +327,17 @@ func MakePlan(b *analysis.Binary, reqs []Request, opt Options) (*Plan, error) {
 			continue
 		}
 		for _, i := range idx {
-			pl.PointOf[i] = len(pl.Points)
+			if pl.PointOf[i] < 0 {
+				pl.PointOf[i] = len(pl.Points) // an exit-counted request: its first exit
+			}
 		}
 		pl.Points = append(pl.Points, pt)
 	}
 	if err := pl.checkRegions(); err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	sort.Slice(pl.Refused, func(i, j int) bool { return pl.Refused[i].Request < pl.Refused[j].Request })
-	return pl, nil
+	return pl, -1, nil
 }
 
 // edit records the byte edits of point pt, which becomes Points[pi]: an int3, or a
@@ -381,10 +432,13 @@ func refusal(r Request, s *analysis.Site) error {
 
 // makePoint decides how the point at site executes its instruction. next is the
 // site of the following point (0 when none): a DCR reaching it cannot be replaced.
-func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, next uint64, excl []Range, opt Options) (Point, error) {
+func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, next uint64, excl []Range, opt Options, exit *analysis.Site) (Point, error) {
 	first := pl.Requests[idx[0]]
 	s := pl.Sites[idx[0]]
-	pt := Point{Site: site, Func: s.Func, Check: s, Requests: idx}
+	if exit != nil {
+		s = *exit
+	}
+	pt := Point{Site: site, Func: s.Func, Check: s, Requests: idx, Exit: exit != nil}
 	code, err := insnBytes(b.File, site, s.Func)
 	if err != nil {
 		return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, err)
@@ -398,7 +452,7 @@ func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, next uint64
 	for _, i := range idx {
 		needPost = needPost || pl.Requests[i].NeedPost
 	}
-	optimize := !opt.NoOptimize && !needPost && optimizable(b, pl, &pt, idx, next, excl)
+	optimize := !opt.NoOptimize && !needPost && optimizable(b, pl, &pt, &s, idx, next, excl)
 	if !optimize && opt.OptimizedOnly {
 		why := "the analysis' verdict is " + s.Verdict.String()
 		for _, r := range s.Blocking() {
@@ -431,13 +485,15 @@ func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, next uint64
 // optimizable decides whether the point can be jump-optimized, and fills its DCR
 // fields when it can: every probe on it got the optimize verdict, the DCR reaches
 // no other point and no excluded code, and its instructions relocate.
-func optimizable(b *analysis.Binary, pl *Plan, pt *Point, idx []int, next uint64, excl []Range) bool {
+func optimizable(b *analysis.Binary, pl *Plan, pt *Point, s *analysis.Site, idx []int, next uint64, excl []Range) bool {
 	for _, i := range idx {
-		if pl.Sites[i].Verdict != analysis.Optimize {
+		if !pt.Exit && pl.Sites[i].Verdict != analysis.Optimize {
 			return false
 		}
 	}
-	s := &pl.Sites[idx[0]]
+	if s.Verdict != analysis.Optimize {
+		return false
+	}
 	if s.DCRLen < 5 || len(s.DCR) == 0 || s.DCR[0].Addr != pt.Site {
 		return false
 	}

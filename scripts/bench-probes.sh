@@ -100,6 +100,12 @@ MEM
 oc=$(best 3000000 "$tmp/hit.oc" KPREWRITE_TRACE="$tmp/t.trace")
 printf '| o, --count-only | `p:kpwbench/oc target` | --count-only | %s | %s | |\n' "$("$KP" list "$tmp/hit.oc" | awk '{print $2 " " $5}' | head -1)" "$oc"
 
+# --count-only return event: counted at target's ret (an [EXIT] count-only detour), no
+# return-address hook
+"$KP" rewrite -o "$tmp/hit.roc" --trace none --count-only -e "r:kpwbench/roc target" "$tmp/hit" >/dev/null
+roc=$(best 3000000 "$tmp/hit.roc" KPREWRITE_TRACE="$tmp/t.trace")
+printf '| ro, --count-only | `r:kpwbench/roc target` | --count-only | %s | %s | |\n' "$("$KP" list "$tmp/hit.roc" | awk '{print $2 " " $5}' | head -1)" "$roc"
+
 # a disabled probe (KPREWRITE_DISABLE=all): the detour only tests its gate
 d=$(best 3000000 "$tmp/hit.o" KPREWRITE_TRACE= KPREWRITE_DISABLE=all)
 printf '| o, disabled | `p:kpwbench/o target` | (default) | KPREWRITE_DISABLE=all | %s | |\n' "$d"

@@ -42,8 +42,10 @@ func runList(args []string, stdout, _ io.Writer) error {
 // with a jmp back, or the branch is emulated), [OPTIMIZED] (a jmp to a detour
 // buffer, no trap), [VERIFY] (a would-be-optimized probe of a --verify-regions
 // rewrite: a boosted int3, the other bytes of its DCR int3s that report
-// violations) and [DISABLED] (registered disabled; KPREWRITE_DISABLE disables more at
-// run time). Probes come in address order.
+// violations), [EXIT] (a --count-only return probe counted where its function
+// returns: one line per ret or tail call, at that address, instead of a return-address
+// hook at the entry) and [DISABLED] (registered disabled; KPREWRITE_DISABLE disables
+// more at run time). Probes come in address order.
 func listLines(im *rewriter.Image, verbose bool) []string {
 	d := im.Desc
 	var lines []string
@@ -58,7 +60,7 @@ func listLines(im *rewriter.Image, verbose bool) []string {
 				continue // --verify-regions pseudo-probe on an inner byte
 			}
 			typ := "k"
-			if im.Probes[i].Type == runtime.TKretprobe {
+			if im.Probes[i].Type == runtime.TKretprobe || dp.Exit {
 				typ = "r"
 			}
 			sym := fmt.Sprintf("%#x", pt.Site)
@@ -74,6 +76,9 @@ func listLines(im *rewriter.Image, verbose bool) []string {
 			}
 			if dp.Verify {
 				flags += "[VERIFY]"
+			}
+			if dp.Exit {
+				flags += "[EXIT]"
 			}
 			disabled := im.Probes[i].Flags&runtime.FDisabled != 0 || im.Header.Flags&runtime.HFDisableAll != 0
 			if dp.Event >= 0 && d.Events[dp.Event].Disabled {

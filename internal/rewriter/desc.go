@@ -76,6 +76,10 @@ type DescProbe struct {
 	// Verify: a would-be-optimized probe of a --verify-regions rewrite (an int3
 	// running its whole DCR out of line).
 	Verify bool `json:"verify,omitempty"`
+	// Exit: one of the places a --count-only return probe counts its function's
+	// returns (a ret, the straight-line code before one, or a tail call: Site) instead
+	// of hooking the return address at Addr.
+	Exit bool `json:"exit,omitempty"`
 }
 
 // KindVerify is the kind of the pseudo-probe on an inner byte of a would-be DCR

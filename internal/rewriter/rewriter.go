@@ -125,7 +125,8 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	plan, err := patch.MakePlan(b, reqs, patch.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused,
-		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: excl, OptimizedOnly: opt.OptimizedOnly, Int3Step: opt.Int3Step})
+		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: excl, OptimizedOnly: opt.OptimizedOnly, Int3Step: opt.Int3Step,
+		CountExits: opt.CountOnly})
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +201,7 @@ func (g *gen) run() (*Result, error) {
 	if err := g.makeEvents(); err != nil {
 		return nil, err
 	}
+	g.warnUnreferencedReturns()
 	if err := g.planStaticSigGuard(); err != nil {
 		return nil, fmt.Errorf("%s: signal guard: %w", f.Path, err)
 	}
@@ -423,7 +425,8 @@ func (g *gen) makeEvents() error {
 		ev := runtime.Event{Group: p.Def.Group, Name: p.Def.Event, Fetch: prog, ID: id}
 		if p.Def.Return {
 			ev.Flags |= runtime.EFRetprobe
-			g.anyRet = true
+			// a return probe counted at its exits hooks no return address
+			g.anyRet = g.anyRet || !g.plan.Points[g.plan.PointOf[i]].Exit
 		}
 		if !g.opt.CountOnly && p.Handler == nil && eventdef.ReadsMemory(prog) {
 			g.fastRead = true // (a C handler's probe writes no record: its program never runs)
@@ -505,7 +508,7 @@ func (g *gen) makeTables() error {
 			if g.opt.CountOnly {
 				q.Flags = 0 // --count-only: events count their hits, write no records
 			}
-			if def.Return {
+			if def.Return && !pt.Exit {
 				q.Type = runtime.TKretprobe
 				q.MaxActive = uint32(def.MaxActive)
 				count = false
@@ -580,7 +583,7 @@ func (g *gen) fillDescProbes(enc *runtime.Encoded) {
 		pt := &pl.Points[pi]
 		for j, ri := range runOrder(pt) {
 			k := enc.ProbeIndex[pi][j]
-			dp := DescProbe{Index: k, Event: g.evOf[ri], Kind: pl.Kind(ri), Addr: pl.Requests[ri].Addr, Site: pt.Site, Verify: pt.Verify}
+			dp := DescProbe{Index: k, Event: g.evOf[ri], Kind: pl.Kind(ri), Addr: pl.Requests[ri].Addr, Site: pt.Site, Verify: pt.Verify, Exit: pt.Exit}
 			if pt.Func != nil {
 				dp.Symbol, dp.Offset = pt.Func.Name, pt.Site-pt.Func.Addr
 			}
@@ -649,4 +652,35 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 type symPlaces struct {
 	slotsOff, dcrsOff, rtRodataOff, tablesOff, tablesSize, stateOff, stateSize, descSize uint64
 	countersOff, countersSize                                                            uint64
+}
+
+// warnUnreferencedReturns warns about return probes that hook the return address at a
+// function start nothing calls, takes the address of or exports: in a stripped binary
+// such a start is often a fragment of another function (a .cold part or a shared
+// epilogue with an FDE of its own), where the word at the stack pointer is no return
+// address, and hooking it breaks the program (the kernel's uretprobe would too).
+func (g *gen) warnUnreferencedReturns() {
+	var names []string
+	for i, p := range g.probes {
+		pi := g.plan.PointOf[i]
+		if !p.Def.Return || pi < 0 || g.plan.Points[pi].Exit || g.b.Referenced(g.plan.Requests[i].Addr) {
+			continue
+		}
+		name := fmt.Sprintf("%#x", g.plan.Requests[i].Addr)
+		if fn := g.plan.Points[pi].Func; fn != nil && fn.Addr == g.plan.Requests[i].Addr {
+			name = fn.Name
+		}
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return
+	}
+	more := ""
+	if len(names) > 5 {
+		more = fmt.Sprintf(" and %d more", len(names)-5)
+		names = names[:5]
+	}
+	g.warnings = append(g.warnings, fmt.Sprintf("return probes on %s%s: nothing calls these functions or takes their address; "+
+		"if one is a fragment of another function (a .cold part, a shared epilogue), the word at its stack pointer is no return address and hooking it breaks the program",
+		strings.Join(names, ", "), more))
 }

@@ -1,0 +1,234 @@
+package analysis
+
+import (
+	"fmt"
+
+	"kprewrite/internal/x86dec"
+)
+
+// Exits finds where the function entered at entry returns, for counting its returns
+// without hooking the return address (a --count-only return probe): one site per
+// ret, each a place a count-only detour can go, so that every return of every call
+// passes exactly one of them and nothing else does. others returns the other probes'
+// addresses near an address (rule 6; nil: none).
+//
+// It answers only for functions whose control flow is closed, with their split
+// fragments (gcc's .cold parts: separate FDEs that only this function jumps to and that
+// nothing calls, takes the address of or exports), and otherwise returns the reason:
+// nothing jumps out of them (a tail call, an indirect jmp of any kind would be an exit
+// or a path to one that we do not see), nothing but the entry is entered from outside
+// (no branch, jump-table entry, taken address or symbol inside them from elsewhere), no
+// jmp back to the entry (which the kernel's kretprobe would count as a second call),
+// and every ret has a site: the ret itself when padding follows it, or the
+// straight-line instructions before it (no branch, call or target among them, so
+// whoever reaches the site reaches the ret and nobody reaches the ret without passing
+// the site), with the analysis' optimize verdict. A reason starts with its rule
+// ("leaves-function: ...").
+func (b *Binary) Exits(entry uint64, others func(addr uint64) []uint64) ([]Site, string) {
+	fi := b.funcAt(entry)
+	if fi < 0 {
+		return nil, "no-function: no function holds the entry"
+	}
+	fn := &b.Funcs.List[fi]
+	info := &b.info[fi]
+	if !info.clean() {
+		return nil, fmt.Sprintf("not-clean: %s does not decode cleanly (%s at %#x)", fn.Name, info.badRule, info.badAddr)
+	}
+	if info.poison != nil {
+		return nil, fmt.Sprintf("indirect-jump: an indirect jmp at %#x may land inside %s", info.poison.addr, fn.Name)
+	}
+	lo := fn.Addr
+	if entry != lo {
+		// an entry endbr64: the probe's site is after it
+		if in, err := x86dec.DecodeFast(b.code(lo, fn.End()-lo), lo); err != nil || !in.Endbr || lo+uint64(in.Len) != entry {
+			return nil, fmt.Sprintf("not-entry: %#x is not the entry of %s", entry, fn.Name)
+		}
+	}
+	// The function and its fragments (gcc's .cold parts, separate FDEs in a stripped
+	// binary): starts that it jumps to and that nothing calls, takes the address of or
+	// exports.
+	members := []int{fi}
+	in := func(a uint64) int {
+		for _, m := range members {
+			if a >= b.Funcs.List[m].Addr && a < b.Funcs.List[m].End() {
+				return m
+			}
+		}
+		return -1
+	}
+	// a target outside the members: a fragment joins them (nil), else why not
+	join := func(from uint64, kind string, t uint64) error {
+		g, ok := b.startIndex(t)
+		if !ok || b.referenced[g].Load() || b.funcAt(t) != g {
+			return fmt.Errorf("leaves-function: %s at %#x leaves %s for %#x", kind, from, fn.Name, t)
+		}
+		if len(members) >= 16 {
+			return fmt.Errorf("leaves-function: %s has more than 16 fragments", fn.Name)
+		}
+		members = append(members, g)
+		return nil
+	}
+	type exit struct {
+		fc *fcode
+		k  int
+	}
+	var exits []exit
+	for n := 0; n < len(members); n++ {
+		m := members[n]
+		mf := &b.Funcs.List[m]
+		mi := &b.info[m]
+		if n > 0 && (!mi.clean() || mi.poison != nil) {
+			return nil, fmt.Sprintf("not-clean: %s, a fragment of %s, does not decode cleanly or may be entered by an indirect jmp", mf.Name, fn.Name)
+		}
+		fc := b.loadFunc(m)
+		for k := range fc.insts {
+			x := &fc.insts[k]
+			c := &x.in
+			switch c.Kind {
+			case x86dec.KindJmp, x86dec.KindJcc, x86dec.KindLoop, x86dec.KindXbegin:
+				if c.Target >= lo && c.Target <= entry {
+					return nil, fmt.Sprintf("jumps-to-entry: %s at %#x jumps back to the entry of %s", c.Kind, x.addr, fn.Name)
+				}
+				if in(c.Target) >= 0 {
+					continue
+				}
+				err := join(x.addr, c.Kind.String(), c.Target)
+				if err == nil {
+					continue
+				}
+				// a tail call: the jmp is an exit (the callee returns to our caller)
+				if _, start := b.startIndex(c.Target); c.Kind != x86dec.KindJmp || !start {
+					return nil, err.Error()
+				}
+				exits = append(exits, exit{fc, k})
+			case x86dec.KindJmpIndirect:
+				class := ijUnresolved
+				for _, ij := range mi.jumps {
+					if ij.addr == x.addr {
+						class = ij.class
+					}
+				}
+				switch class {
+				case ijPointer: // a tail call through a pointer
+					exits = append(exits, exit{fc, k})
+				case ijTable:
+					t, ok := b.matchTable(fc, k)
+					if !ok {
+						return nil, fmt.Sprintf("indirect-jump: the jump table at %#x does not read again", x.addr)
+					}
+					for _, dst := range t.targets {
+						if in(dst) < 0 {
+							if err := join(x.addr, "jump table", dst); err != nil {
+								return nil, err.Error()
+							}
+						}
+					}
+				default:
+					return nil, fmt.Sprintf("indirect-jump: jmp at %#x: its targets are unknown", x.addr)
+				}
+			case x86dec.KindJmpFar, x86dec.KindRetFar, x86dec.KindIret:
+				return nil, fmt.Sprintf("indirect-jump: %s at %#x", c.Kind, x.addr)
+			case x86dec.KindCall:
+				if in(c.Target) >= 0 && c.Target != lo {
+					return nil, fmt.Sprintf("call-inside: call at %#x targets %#x, inside %s", x.addr, c.Target, fn.Name)
+				}
+			case x86dec.KindRet:
+				exits = append(exits, exit{fc, k})
+			}
+		}
+	}
+	// nothing from outside enters them but through the entry
+	why := ""
+	for n, m := range members {
+		mf := &b.Funcs.List[m]
+		from := mf.Addr + 1
+		if n > 0 {
+			from = mf.Addr // a fragment's start too
+		}
+		b.edges.in(from, mf.End(), func(e *edge) bool {
+			switch {
+			case (e.kind == ekBranch || e.kind == ekTable) && in(e.src) >= 0:
+				return true
+			case e.kind == ekBranch || e.kind == ekTable || e.kind == ekCall:
+				why = fmt.Sprintf("entered-inside: code at %#x jumps to %#x, inside %s", e.src, e.dst, fn.Name)
+			default:
+				why = fmt.Sprintf("address-taken-inside: %#x, inside %s, is a taken address (%s at %#x)", e.dst, fn.Name, e.kind, e.src)
+			}
+			return false
+		})
+		if why != "" {
+			return nil, why
+		}
+	}
+	if len(exits) == 0 {
+		return nil, fmt.Sprintf("no-ret: %s never returns", fn.Name)
+	}
+	sites := make([]Site, 0, len(exits))
+	for _, r := range exits {
+		s, why := b.exitSite(r.fc.idx, r.fc, r.k, others)
+		if why != "" {
+			return nil, why
+		}
+		sites = append(sites, s)
+	}
+	return sites, ""
+}
+
+// exitSite finds the count site of the exit fc.insts[k], a ret or a tail call (see Exits).
+func (b *Binary) exitSite(fi int, fc *fcode, k int, others func(addr uint64) []uint64) (Site, string) {
+	ret := &fc.insts[k]
+	end := ret.addr + uint64(ret.in.Len)
+	try := func(at uint64) (Site, bool) {
+		var near []uint64
+		if others != nil {
+			near = others(at)
+		}
+		s := b.check(fi, SiteRequest{Addr: at, OtherProbes: near})
+		if s.Verdict != Optimize || s.Addr != at {
+			return s, false
+		}
+		// whatever the DCR does not cover up to the ret must not be a target either
+		if dcrEnd := at + uint64(s.DCRLen); dcrEnd < end && b.edges.any(dcrEnd, end) {
+			return s, false
+		}
+		// nor where an exception lands (a caught one goes on to the ret)
+		if len(b.padsIn(at+1, end)) > 0 {
+			return s, false
+		}
+		return s, true
+	}
+	if s, ok := try(ret.addr); ok {
+		return s, "" // the ret, and padding after it
+	}
+	n := ret.in.Len
+	for j := k - 1; j >= 0 && n < jmpLen; j-- {
+		in := &fc.insts[j]
+		if in.addr+uint64(in.in.Len) != fc.insts[j+1].addr {
+			break
+		}
+		if in.in.Kind != x86dec.KindOther || !in.in.fall {
+			return Site{}, fmt.Sprintf("ret-site: the %s at %#x follows a %s at %#x too closely for a jmp", ret.in.Kind, ret.addr, in.in.Kind, in.addr)
+		}
+		if b.edges.any(fc.insts[j+1].addr, fc.insts[j+1].addr+1) {
+			return Site{}, fmt.Sprintf("ret-site: the %s at %#x: %#x before it is a branch target", ret.in.Kind, ret.addr, fc.insts[j+1].addr)
+		}
+		n += in.in.Len
+		if n >= jmpLen {
+			if s, ok := try(in.addr); ok {
+				return s, ""
+			}
+			return Site{}, fmt.Sprintf("ret-site: the %s at %#x: the site %#x before it cannot be jump-optimized", ret.in.Kind, ret.addr, in.addr)
+		}
+	}
+	return Site{}, fmt.Sprintf("ret-site: the %s at %#x has no room for a jmp before it", ret.in.Kind, ret.addr)
+}
+
+// Referenced reports whether the function starting at addr is called, has its address
+// taken or is exported somewhere: a function proper. A start that is only jumped to is
+// a fragment of another function's code (a .cold part, a shared epilogue with an FDE of
+// its own in a stripped binary) or a function reached only by tail calls; at a
+// fragment's start the word at the stack pointer is not a return address.
+func (b *Binary) Referenced(addr uint64) bool {
+	i, ok := b.startIndex(addr)
+	return ok && b.referenced[i].Load()
+}

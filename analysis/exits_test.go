@@ -1,0 +1,125 @@
+package analysis
+
+import (
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	"kprewrite/internal/x86dec"
+)
+
+const exitsSrc = `
+#include <stdlib.h>
+volatile int g;
+__attribute__((noinline)) int leaf(int x) { return x * 3 + g; }
+__attribute__((noinline)) int two_rets(int x) {
+	if (x > 10) { g++; return x - g; }
+	g += 2;
+	return x + g * 5;
+}
+__attribute__((noinline)) int tail(int x) { g++; return leaf(x + 1); }
+__attribute__((noinline)) int sw(int x) {
+	switch (x) {
+	case 0: return g + 1; case 1: return g * 7; case 2: return g - 3; case 3: return g ^ 9;
+	case 4: return g + 11; case 5: return g * 13; default: return 0;
+	}
+}
+__attribute__((noinline)) int loop_to_entry(int x) { while (x > 0) x = x / 2 - g; return x; }
+int main(int argc, char **argv) { (void)argv; return leaf(argc) + two_rets(argc) + tail(argc) + sw(argc) + loop_to_entry(argc); }
+`
+
+// TestExits checks which functions get return sites and that each site leads to its
+// ret: the ret itself, or straight-line code before it.
+func TestExits(t *testing.T) {
+	for _, opt := range []string{"-O2", "-O0", "-O3"} {
+		t.Run(opt, func(t *testing.T) {
+			b := analyzeFile(t, build(t, exitsSrc, "c", opt, "-fcf-protection=none"), Options{})
+			for _, name := range []string{"leaf", "two_rets", "tail", "sw", "loop_to_entry", "main"} {
+				f := fn(t, b, name)
+				sites, why := b.Exits(f.Addr, nil)
+				t.Logf("%s: %d sites %s", name, len(sites), why)
+				if why == "" && len(sites) == 0 {
+					t.Errorf("%s: no sites and no reason", name)
+				}
+				for _, s := range sites {
+					if s.Verdict != Optimize || s.Func == nil || s.DCRLen < jmpLen || (s.Func != f && !strings.HasSuffix(s.Func.Name, ".cold")) {
+						t.Errorf("%s: bad exit site %+v", name, s)
+					}
+				}
+			}
+			// a function with one straight path always has its ret counted
+			if s, why := b.Exits(fn(t, b, "leaf").Addr, nil); len(s) != 1 {
+				t.Errorf("leaf: %d exit sites (%s), want 1", len(s), why)
+			}
+			// a tail call is an exit (at -O2 and -O3 gcc makes it a jmp): its site is
+			// the jmp rel32 itself
+			if opt != "-O0" {
+				f := fn(t, b, "tail")
+				sites, why := b.Exits(f.Addr, nil)
+				if len(sites) != 1 {
+					t.Fatalf("tail: %d sites (%s), want 1", len(sites), why)
+				}
+				last := sites[0].DCR[len(sites[0].DCR)-1].Addr
+				if in, err := x86dec.DecodeFast(b.code(last, 16), last); err != nil || in.Kind != x86dec.KindJmp || in.Target != fn(t, b, "leaf").Addr {
+					t.Errorf("tail: the exit site's DCR ends with %v (%v), want the tail-call jmp to leaf", in.Kind, err)
+				}
+			}
+			// a site another probe is on is not used
+			f := fn(t, b, "leaf")
+			if sites, _ := b.Exits(f.Addr, nil); len(sites) == 1 {
+				if again, why := b.Exits(f.Addr, func(uint64) []uint64 { return []uint64{sites[0].Addr + 1} }); len(again) == 1 && again[0].Addr == sites[0].Addr {
+					t.Errorf("leaf: exit site %#x kept with a probe inside its DCR (%s)", sites[0].Addr, why)
+				}
+			}
+		})
+	}
+}
+
+// TestSystemExits reports the share of function entries of real binaries whose
+// returns can be counted at their rets, and the reasons for the rest.
+func TestSystemExits(t *testing.T) {
+	for _, p := range []string{"/usr/bin/python3.11", "/usr/bin/git"} {
+		t.Run(strings.ReplaceAll(p, "/", "_"), func(t *testing.T) {
+			if _, err := os.Stat(p); err != nil {
+				t.Skipf("%s: %v", p, err)
+			}
+			b := analyzeFile(t, p, Options{})
+			n, ok := 0, 0
+			why := map[string]int{}
+			for _, s := range b.EntrySites() {
+				if s.Verdict == Refuse {
+					continue
+				}
+				n++
+				sites, reason := b.Exits(s.Addr, nil)
+				if reason == "" {
+					ok++
+					for _, e := range sites {
+						if e.Verdict != Optimize {
+							t.Fatalf("%s: exit site %#x has verdict %v", s.FuncName, e.Addr, e.Verdict)
+						}
+					}
+					continue
+				}
+				rule, _, _ := strings.Cut(reason, ":")
+				if why[rule]++; why[rule] <= 3 && testing.Verbose() {
+					t.Logf("%s: %s", s.FuncName, reason)
+				}
+			}
+			type kv struct {
+				k string
+				n int
+			}
+			var top []kv
+			for k, v := range why {
+				top = append(top, kv{k, v})
+			}
+			sort.Slice(top, func(i, j int) bool { return top[i].n > top[j].n })
+			t.Logf("%s: %d of %d entries (%.1f%%) have countable exits; the rest: %v", p, ok, n, 100*float64(ok)/float64(n), top[:min(len(top), 8)])
+			if ok == 0 {
+				t.Errorf("%s: no function has countable exits", p)
+			}
+		})
+	}
+}

@@ -1,0 +1,163 @@
+package tests
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"kprewrite/tests/internal/testprog"
+)
+
+// exitsSrc has functions that return in every way: several rets, a tail call, a tail
+// call through a pointer, real recursion deeper than the default maxactive, a jump
+// table, a split .cold part, longjmp out, an exception through and one caught. It
+// prints how many times each function returned.
+const exitsSrc = `
+#include <csetjmp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <pthread.h>
+#include <stdexcept>
+#define NI __attribute__((noinline))
+volatile int g;
+static std::jmp_buf jb;
+extern "C" {
+NI int leaf(int x) { return x * 3 + g; }
+NI int two_rets(int x) {
+	if (x > 10) { g++; return x - g; }
+	g += 2;
+	return x + g * 5;
+}
+NI int tail(int x) { g++; return leaf(x + 1); }
+int (*volatile fp)(int) = leaf;
+NI int tailptr(int x) { g++; return fp(x + 2); }
+NI int rec(int x) { if (x <= 0) return g; int r = rec(x - 1); g += r & 1; return r + 1; }
+NI int sw(int x) {
+	switch (x & 7) {
+	case 0: return g + 1; case 1: return g * 7; case 2: return g - 3; case 3: return g ^ 9;
+	case 4: return g + 11; case 5: return g * 13; case 6: return g - 17; default: return 0;
+	}
+}
+__attribute__((cold, noinline)) void coldpath(int x) { g += x; fprintf(stderr, "cold %d\n", x); }
+NI int withcold(int x) {
+	if (__builtin_expect(x % 1000 == 999, 0)) { coldpath(x); return -1; }
+	return x + g;
+}
+NI int jumper(int x) { if (x % 5 == 3) std::longjmp(jb, 1); return x + g; }
+NI int thrower(int x) { if (x % 4 == 0) throw std::runtime_error("x"); return x + g; }
+NI int catcher(int x) { try { return thrower(x); } catch (...) { return -1; } }
+}
+
+static void *worker(void *) {
+	for (int i = 0; i < 5000; i++) g += leaf(i) + two_rets(i % 20) + rec(i % 3);
+	return nullptr;
+}
+
+int main(int argc, char **argv) {
+	long n = 2000, s = 0;
+	if (argc > 1 && std::strcmp(argv[1], "threads") == 0) {
+		pthread_t t[8];
+		for (auto &th : t) pthread_create(&th, nullptr, worker, nullptr);
+		for (auto &th : t) pthread_join(th, nullptr);
+		long r = 0;
+		for (int i = 0; i < 5000; i++) r += i % 3 + 1;
+		std::printf("leaf=%d two=%d rec=%ld\n", 8 * 5000, 8 * 5000, 8 * r);
+		return 0;
+	}
+	long recs = 0, jumps = 0, throws = 0;
+	for (long i = 0; i < n; i++) {
+		s += two_rets(i % 20) + tail(i) + tailptr(i) + rec(i % 40) + sw(i) + withcold(i) + catcher(i);
+		recs += i % 40 + 1;
+		throws += i % 4 == 0;
+		if (setjmp(jb) == 0) s += jumper(i); else jumps++;
+	}
+	std::printf("leaf=%ld two=%ld tail=%ld tailptr=%ld rec=%ld sw=%ld withcold=%ld jumper=%ld thrower=%ld catcher=%ld sum=%ld\n",
+		2 * n, n, n, n, recs, n, n, n - jumps, n - throws, n, s);
+	return 0;
+}
+`
+
+// TestCountOnlyReturns: with --count-only, return probes of functions whose returns the
+// analysis sees are counted where they return ([EXIT] points, no return-address hook),
+// the others hook the return address as usual; either way the counts are the number of
+// returns the program itself counted, with threads, recursion beyond maxactive,
+// longjmp and exceptions; and the program behaves like the original.
+func TestCountOnlyReturns(t *testing.T) {
+	funcs := []string{"leaf", "two_rets", "tail", "tailptr", "rec", "sw", "withcold", "jumper", "thrower", "catcher"}
+	short := map[string]string{"two_rets": "two"}
+	var defs []string
+	for _, f := range funcs {
+		ev := f
+		if s, ok := short[f]; ok {
+			ev = s
+		}
+		defs = append(defs, fmt.Sprintf("r:kpw/%s %s $retval", ev, f))
+	}
+	for _, opt := range []string{"-O2", "-O0", "-O3"} {
+		t.Run(opt, func(t *testing.T) {
+			prog := testprog.Build(t, exitsSrc, "c++", opt, "-pthread")
+			dir := t.TempDir()
+			out := filepath.Join(dir, "exits")
+			rewriteWith(t, prog, out, defs, "--count-only")
+			code, list, _ := kp("list", out)
+			if code != 0 {
+				t.Fatalf("list: exit %d", code)
+			}
+			exitFuncs := map[string]bool{}
+			for _, l := range strings.Split(strings.TrimSpace(list), "\n") {
+				f := strings.Fields(l)
+				if len(f) >= 5 && strings.Contains(l, "[EXIT]") {
+					if f[1] != "r" || !strings.Contains(l, "[OPTIMIZED]") {
+						t.Errorf("exit line %q: want r and [OPTIMIZED]", l)
+					}
+					fn, _, _ := strings.Cut(f[2], "+")
+					exitFuncs[strings.TrimSuffix(fn, ".cold")] = true
+				}
+			}
+			t.Logf("%s: counted at their exits: %v", opt, exitFuncs)
+			if opt != "-O0" {
+				for _, f := range []string{"leaf", "two_rets", "tail", "rec"} {
+					if !exitFuncs[f] {
+						t.Errorf("%s: not counted at its exits\n%s", f, list)
+					}
+				}
+			}
+			for _, mode := range []string{"seq", "threads"} {
+				tr := filepath.Join(dir, mode+".trace")
+				res := testprog.Same(t, prog, out, testprog.Cmd{Args: []string{mode}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
+				prof := profile(t, tr, out)
+				for _, kv := range strings.Fields(res.Stdout) {
+					ev, v, _ := strings.Cut(kv, "=")
+					if ev == "sum" {
+						continue
+					}
+					want, err := strconv.ParseUint(v, 10, 64)
+					if err != nil {
+						t.Fatalf("output %q", res.Stdout)
+					}
+					fn := ev
+					if ev == "two" {
+						fn = "two_rets"
+					}
+					got := prof[ev]
+					switch {
+					case exitFuncs[fn]:
+						// counted where it returns: exact, nothing missed
+						if got != [2]uint64{want, 0} {
+							t.Errorf("%s: %s (exits): profile %v, the program returned %d times", mode, ev, got, want)
+						}
+					default:
+						// a hooked return address: a call deeper than maxactive, or one an
+						// exception unwinds, is a miss
+						if got[0] > want || got[0]+got[1] < want || (got[1] != 0 && fn != "rec" && fn != "thrower") {
+							t.Errorf("%s: %s (hooked): profile %v, the program returned %d times", mode, ev, got, want)
+						}
+					}
+				}
+			}
+		})
+	}
+}

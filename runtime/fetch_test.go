@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"kprewrite/internal/eventdef"
@@ -70,7 +71,11 @@ func TestFetchMatchesEventdef(t *testing.T) {
 		`p:g/c f s1=+0(%r9):string s2=+0(%r10):string s3=+0(%r11):string deep=+0(+0(+0(%r12))):string`,
 		`r:g/d f $retval a=$arg1 b=+0($arg2):string c=$arg7`,
 		`p:g/e f c=$comm c2=$comm x=%flags:x32 n=%sp:s64 u=+0(%r8):u64[3] sb=+1(%r8):s16`,
+		// registers and plain reads only: these compile to fetch plans (kprw_fetch_plan)
+		`p:g/f f a=%di b=+0(%sp):u64 c=%ax:u8 d=+8(%r8):s32 e=-4(%r9):u16 f=+0(%r9):u64 g=$arg2:u32 h=+2(%di):x16 i=+0(%r10):s8`,
+		`p:g/h f`,
 	}
+	planned := 0
 	regSets := []map[string]uint64{
 		{"di": base + 0x100, "si": base + 0x200, "cx": base + 0x500, "dx": base + 0x400 - 16, "sp": base + 0x600,
 			"ax": 0, "bx": base + 0x300, "r8": base + 0x500, "r9": base + size - 4, "r10": base + size - 3,
@@ -126,9 +131,15 @@ func TestFetchMatchesEventdef(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, mode := range []string{"fast", "syscall"} {
-				out, err := exec.Command(exe, vec, mode).Output()
+				var stderr bytes.Buffer
+				cmd := exec.Command(exe, vec, mode)
+				cmd.Stderr = &stderr
+				out, err := cmd.Output()
 				if err != nil {
 					t.Fatalf("%s regs %d %s: fetchrun: %v", def, ri, mode, err)
+				}
+				if strings.Contains(stderr.String(), "plan") {
+					planned++
 				}
 				elen := le.Uint32(out)
 				out = out[4:]
@@ -154,5 +165,9 @@ func TestFetchMatchesEventdef(t *testing.T) {
 				}
 			}
 		}
+	}
+	// g/f and g/h in both register sets and both read modes
+	if planned != 8 {
+		t.Errorf("%d runs went through a fetch plan, want 8", planned)
 	}
 }

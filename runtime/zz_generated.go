@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b32d6293b0e1a0fa1257346b4f69a3be3c731b787cfea3f5b0e1d2587e7fffba"
+const ObjectSHA256 = "aabeb000c3fcd788550fb390e70caec72ccbceabee83628ac6d4e749e92b8e3a"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -216,6 +216,9 @@ struct kprw_rt {
 	u32 *ri_stride;    /* per probe: bytes per instance */
 	u64 *ri_off;       /* per probe: byte offset of its first instance in ri_mem */
 	u32 *ri_elen;      /* per probe: fetch-program entry data bytes per instance */
+	long *ev_fixed;    /* per event: kprw_fetch_fixed_size of its program, computed once
+	                      (NULL: computed per record) */
+	struct kprw_fplan *ev_plan; /* per event: its compiled fetch plan, n = ~0u: none */
 	u32 has;           /* KPRW_HAS_*: what the tables hold, from validate() (start-up passes
 	                      over 10,000s of probes are skipped when they have nothing to do) */
 };
@@ -335,7 +338,19 @@ extern const char kprewrite_rt_optprobe_template[], kprewrite_rt_optprobe_templa
 
 /* ---- fetch programs (rt_fetch.c) ---- */
 u32 kprw_fetch_edata_size(const u8 *prog, u32 plen);
-u32 kprw_fetch_fixed_size(const u8 *prog, u32 plen);
+long kprw_fetch_fixed_size(const u8 *prog, u32 plen); /* -1: not fixed */
+#define KPRW_PLAN_MAX 16
+struct kprw_fplan_op {
+	u8 mem, reg, size, pad; /* reg: index in pt_regs */
+	int off;
+	u32 dest;
+};
+struct kprw_fplan {
+	u32 n, fixed;
+	struct kprw_fplan_op op[KPRW_PLAN_MAX];
+};
+int kprw_fetch_plan(const u8 *prog, u32 plen, struct kprw_fplan *pl);
+void kprw_fetch_plan_run(const struct kprw_fplan *pl, const struct pt_regs *regs, u8 *out, int fast);
 int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen, int fast);
 long kprw_fetch_run(const u8 *prog, u32 plen, const struct pt_regs *regs, const u8 *edata, u32 elen,
 		    const char *comm, u8 *out, u32 cap, int fast);

@@ -393,12 +393,13 @@ u32 kprw_fetch_edata_size(const u8 *prog, u32 plen)
 }
 
 /* kprw_fetch_fixed_size is the record length of a program that writes no variable-length
- * data (no strings: recmax == fixed), so the measuring pass can be skipped; 0 otherwise. */
-u32 kprw_fetch_fixed_size(const u8 *prog, u32 plen)
+ * data (no strings: recmax == fixed; 0 when it has no arguments), so the measuring pass
+ * can be skipped; -1 otherwise. */
+long kprw_fetch_fixed_size(const u8 *prog, u32 plen)
 {
 	struct fhdr h;
 	if (!header(prog, plen, &h) || h.recmax != h.fixed || h.fixed > KPRW_MAX_REC_DATA)
-		return 0;
+		return -1;
 	return h.fixed;
 }
 
@@ -448,4 +449,68 @@ long kprw_fetch_run(const u8 *prog, u32 plen, const struct pt_regs *regs, const 
 	if (pos != plen)
 		return -1;
 	return out && c.len > cap ? cap : c.len;
+}
+
+/* kprw_fetch_plan compiles a program whose arguments are all a register stored raw
+ * (%REG, $argN, $retval) or a 1-8 byte read at +OFF(%REG), the common forms, into a
+ * plan that kprw_fetch_plan_run runs without decoding the program each time: the same
+ * bytes as kprw_fetch_run into a record of the fixed size (fetchrun.c checks it on
+ * every test vector). 0: the program needs the interpreter. */
+int kprw_fetch_plan(const u8 *prog, u32 plen, struct kprw_fplan *pl)
+{
+	struct fhdr h;
+	if (!header(prog, plen, &h) || h.nentry != 0 || h.recmax != h.fixed || h.fixed > KPRW_MAX_REC_DATA ||
+	    h.nargs > KPRW_PLAN_MAX)
+		return 0;
+	u32 pos = F_HDR;
+	pl->n = 0;
+	pl->fixed = h.fixed;
+	for (u32 i = 0; i < h.nargs; i++) {
+		if ((u64)pos + F_BLK > plen)
+			return 0;
+		u32 dest = le32(prog + pos), n = le16(prog + pos + 4);
+		const u8 *code = prog + pos + F_BLK;
+		if ((u64)pos + F_BLK + n > plen || n < 4 || code[0] != OpReg || code[1] % 8 || code[1] >= PT_REGS_SIZE)
+			return 0;
+		struct kprw_fplan_op *op = &pl->op[pl->n++];
+		op->reg = code[1] / 8;
+		op->dest = dest;
+		if (n == 4 && code[2] == OpStRaw && valid_size(code[3])) {
+			op->mem = 0;
+			op->size = code[3];
+			op->off = 0;
+		} else if (n == 10 && code[2] == OpStMem && valid_size(code[7]) && code[8] == 1 && code[9] <= 1) {
+			op->mem = 1;
+			op->size = code[7];
+			op->off = (int)le32(code + 3);
+		} else {
+			return 0;
+		}
+		if ((u64)dest + op->size > h.fixed)
+			return 0;
+		pos += F_BLK + n;
+	}
+	return pos == plen;
+}
+
+void kprw_fetch_plan_run(const struct kprw_fplan *pl, const struct pt_regs *regs, u8 *out, int fast)
+{
+	const u64 *r = (const u64 *)regs;
+	kprw_memset(out, 0, pl->fixed);
+	for (u32 i = 0; i < pl->n; i++) {
+		const struct kprw_fplan_op *op = &pl->op[i];
+		u8 *d = out + op->dest;
+		u64 v = r[op->reg];
+		if (op->mem) {
+			/* as copy_from_user: the readable bytes, the rest stays zero */
+			kprw_read_mode(d, (uptr)(v + (u64)(s64)op->off), op->size, fast);
+			continue;
+		}
+		switch (op->size) {
+		case 8: __builtin_memcpy(d, &v, 8); break;
+		case 4: __builtin_memcpy(d, &v, 4); break;
+		case 2: __builtin_memcpy(d, &v, 2); break;
+		default: d[0] = (u8)v; break;
+		}
+	}
 }

@@ -273,9 +273,21 @@ static void arm_detours(void)
  * KPRW_NTCTX * 4 KiB of address space, a page of memory for each thread that uses it. */
 static void scratch_init(void)
 {
+	/* each event's record size, when fixed, once (rt_trace.c) */
+	long *fixed = kprw_mmap_anon((u64)kprw_rt.nevents * (sizeof(long) + sizeof(struct kprw_fplan)) + 1);
+	struct kprw_fplan *plan = fixed ? (struct kprw_fplan *)(fixed + kprw_rt.nevents) : NULL;
+	for (u32 i = 0; fixed && i < kprw_rt.nevents; i++) {
+		const struct kprw_event *ev = &kprw_rt.events[i];
+		const u8 *prog = (const u8 *)RT_ADDR(ev->fetch);
+		fixed[i] = ev->fetch_len ? kprw_fetch_fixed_size(prog, ev->fetch_len) : 0;
+		if (!ev->fetch_len || !kprw_fetch_plan(prog, ev->fetch_len, &plan[i]))
+			plan[i].n = ~0u;
+	}
+	kprw_rt.ev_fixed = fixed;
+	kprw_rt.ev_plan = plan;
 	for (u32 i = 0; i < kprw_rt.nevents; i++) {
 		const struct kprw_event *ev = &kprw_rt.events[i];
-		if (ev->fetch_len && !kprw_fetch_fixed_size((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len)) {
+		if (ev->fetch_len && kprw_fetch_fixed_size((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len) < 0) {
 			unsigned long size = (unsigned long)KPRW_NTCTX * KPRW_MAX_REC_DATA;
 			long r = sys6(SYS_mmap, 0, (long)size, 3 /* RW */, 0x4022 /* PRIVATE|ANON|NORESERVE */, -1, 0);
 			if (!(r < 0 && r > -4096))

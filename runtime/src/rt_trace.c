@@ -376,14 +376,16 @@ void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8
 		/* a fixed size is known without running the program: it runs once, into the
 		 * record; else once into the scratch buffer (each memory read once), or, with
 		 * none, measured first (strings are read to find their length) */
-		dlen = kprw_fetch_fixed_size(prog, ev->fetch_len);
-		if (!dlen && c && kprw_rt.scratch) {
+		long fixed = kprw_rt.ev_fixed ? kprw_rt.ev_fixed[p->event] : kprw_fetch_fixed_size(prog, ev->fetch_len);
+		if (fixed >= 0) {
+			dlen = (u32)fixed; /* 0: no arguments, nothing to run */
+		} else if (c && kprw_rt.scratch) {
 			once = kprw_rt.scratch + (uptr)(c - kprw_tctx_tab) * KPRW_MAX_REC_DATA;
 			long m = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, once, KPRW_MAX_REC_DATA,
 						fast);
 			if (m > 0)
 				dlen = (u32)m;
-		} else if (!dlen) {
+		} else {
 			long m = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, NULL,
 						KPRW_MAX_REC_DATA, fast);
 			if (m > 0)
@@ -399,6 +401,9 @@ void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8
 	long got = 0;
 	if (once) {
 		kprw_memcpy(rec + 1, once, dlen);
+		got = dlen;
+	} else if (dlen && kprw_rt.ev_plan && kprw_rt.ev_plan[p->event].n != ~0u && elen == 0) {
+		kprw_fetch_plan_run(&kprw_rt.ev_plan[p->event], regs, (u8 *)(rec + 1), fast);
 		got = dlen;
 	} else if (dlen) {
 		got = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, (u8 *)(rec + 1), dlen, fast);

@@ -6,7 +6,8 @@
  * argv[2] "fast": memory is read with the fault-catching copy (a SIGSEGV/SIGBUS
  * handler here resumes it at its fixup, as rt_fault.c does); else process_vm_readv.
  * Output: u32 elen, entry data, i64 record length (-1: malformed), record, then the
- * results (i64) of the raw reads in probes[] below. */
+ * results (i64) of the raw reads in probes[] below; "plan" on stderr when the program
+ * compiled to a fetch plan, whose record must be the interpreter's (else exit 5, 6). */
 #include "rt.h"
 
 struct kprw_rt kprw_rt;
@@ -36,6 +37,7 @@ static void install(void)
 }
 
 static u8 in[1 << 20], out[1 << 16], rec[KPRW_MAX_REC_DATA], ed[1 << 16];
+static long plans; /* the program compiled to a plan: "plan" on stderr */
 
 int main(int argc, char **argv)
 {
@@ -79,6 +81,19 @@ int main(int argc, char **argv)
 		long len2 = kprw_fetch_run(p, plen, &regs, ed, elen == 0xffffffff ? 0 : elen, comm, rec, (u32)len, fast);
 		if (len2 != len)
 			return 4;
+		/* the compiled plan, where the program has one, writes the same record */
+		static struct kprw_fplan plan;
+		static u8 rec2[KPRW_MAX_REC_DATA];
+		if (kprw_fetch_plan(p, plen, &plan)) {
+			if (plan.fixed != (u32)len)
+				return 5;
+			kprw_memset(rec2, 0xa5, sizeof rec2);
+			kprw_fetch_plan_run(&plan, &regs, rec2, fast);
+			for (long i = 0; i < len; i++)
+				if (rec2[i] != rec[i])
+					return 6;
+			plans++;
+		}
 	}
 	kprw_memcpy(out + o, &len, 8);
 	o += 8;
@@ -105,5 +120,7 @@ int main(int argc, char **argv)
 		o += 8;
 	}
 	sys3(SYS_write, 1, (long)out, o);
+	if (plans)
+		sys3(SYS_write, 2, (long)"plan\n", 5);
 	return 0;
 }

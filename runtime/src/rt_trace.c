@@ -173,8 +173,12 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 		 * addresses (count-only detours), everything else through ctr_base */
 		long r = sys6(SYS_mmap, (long)RT_ADDR(hdr->counters), (long)hdr->counters_size, 3,
 			      1 /* MAP_SHARED */ | 0x10 /* MAP_FIXED */, fd, (long)im->counters_off);
-		if (r == (long)RT_ADDR(hdr->counters))
+		if (r == (long)RT_ADDR(hdr->counters)) {
+			/* the counters' pages present and writable in one call, not a write fault
+			 * (and the file system's page_mkwrite) at the first hit of each */
+			sys3(SYS_madvise, r, (long)((cbytes + 4095) & ~4095ull), MADV_POPULATE_WRITE);
 			return; /* ctr_base is the window already */
+		}
 		/* whatever a failed MAP_FIXED left there, the window is memory again */
 		sys6(SYS_mmap, (long)RT_ADDR(hdr->counters), (long)hdr->counters_size, 3,
 		     0x22 /* MAP_PRIVATE | MAP_ANONYMOUS */ | 0x10, -1, 0);
@@ -196,6 +200,8 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 		kprw_rt.ctr_base = (u8 *)r + (im->counters_off - pg);
 	}
 	kprw_rt.ctr_stride = 16;
+	uptr lo = (uptr)kprw_rt.ctr_base & ~4095ul, hi = ((uptr)kprw_rt.ctr_base + cbytes + 4095) & ~4095ul;
+	sys3(SYS_madvise, (long)lo, (long)(hi - lo), MADV_POPULATE_WRITE); /* as above */
 }
 
 /* counters_area sizes the counters area of a new file: room for the creating image's

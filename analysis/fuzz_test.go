@@ -99,6 +99,21 @@ func FuzzAnalyzeCode(f *testing.F) {
 		}
 		checkInvariants(t, b, sites)
 		_ = b.IndirectJumps()
+		// return sites: each an optimizable site inside the function or a fragment,
+		// ending at or before an exit
+		for _, g := range []uint64{fn.Addr, fn.Addr + 1} {
+			exits, why := b.Exits(g, func(uint64) []uint64 { return nil })
+			if why == "" && len(exits) == 0 {
+				t.Fatalf("Exits(%#x): no sites and no reason", g)
+			}
+			for _, e := range exits {
+				if e.Verdict != Optimize || e.Func == nil || len(e.DCR) == 0 {
+					t.Fatalf("Exits(%#x): bad site %s", g, e.String())
+				}
+			}
+			checkInvariants(t, b, exits)
+		}
+		_ = b.Referenced(fn.Addr)
 	})
 }
 
@@ -119,6 +134,9 @@ func FuzzParseAndAnalyze(f *testing.F) {
 		checkInvariants(t, b, b.EntrySites())
 		for _, s := range ef.ExecSections() {
 			b.Check(SiteRequest{Addr: s.Addr + s.Size/2})
+		}
+		for _, fn := range b.Funcs.List {
+			b.Exits(fn.Addr, nil)
 		}
 	})
 }

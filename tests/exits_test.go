@@ -1,12 +1,14 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"kprewrite/internal/cli"
 	"kprewrite/tests/internal/testprog"
 )
 
@@ -118,6 +120,9 @@ func TestCountOnlyReturns(t *testing.T) {
 				}
 			}
 			t.Logf("%s: counted at their exits: %v", opt, exitFuncs)
+			// `check` says the same before any rewrite: the count sites of each return
+			// probe are the [EXIT] lines of the rewrite
+			checkExits(t, prog, out, defs)
 			if opt != "-O0" {
 				for _, f := range []string{"leaf", "two_rets", "tail", "rec"} {
 					if !exitFuncs[f] {
@@ -159,5 +164,44 @@ func TestCountOnlyReturns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkExits compares `kprewrite check --json`'s exits of each return-probe definition
+// with the [EXIT] lines `kprewrite list -v` shows for its event in the rewrite out.
+func checkExits(t *testing.T, prog, out string, defs []string) {
+	t.Helper()
+	args := []string{"check", "--json"}
+	for _, d := range defs {
+		args = append(args, "-e", d)
+	}
+	code, js, stderr := kp(append(args, prog)...)
+	if code != 0 {
+		t.Fatalf("check: exit %d: %s", code, stderr)
+	}
+	var r cli.CheckReport
+	if err := json.Unmarshal([]byte(js), &r); err != nil {
+		t.Fatal(err)
+	}
+	code, list, _ := kp("list", "-v", out)
+	if code != 0 {
+		t.Fatalf("list -v: exit %d", code)
+	}
+	listed := map[string][]string{} // event -> [EXIT] addresses
+	for _, l := range strings.Split(strings.TrimSpace(list), "\n") {
+		f := strings.Fields(l)
+		if strings.Contains(l, "[EXIT]") && len(f) >= 6 {
+			a, _ := strconv.ParseUint(f[0], 16, 64)
+			listed[f[5]] = append(listed[f[5]], fmt.Sprintf("%#x", a))
+		}
+	}
+	for _, s := range r.Sites {
+		if !s.Return || s.Exits == nil {
+			continue
+		}
+		got, want := strings.Join(listed[s.Event], " "), strings.Join(s.Exits.Sites, " ")
+		if got != want {
+			t.Errorf("%s: check says exits %q (%s), list shows [EXIT] at %q", s.Event, want, s.Exits.Reason, got)
+		}
 	}
 }

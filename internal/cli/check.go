@@ -44,6 +44,17 @@ type CheckSite struct {
 	Boostable  bool          `json:"boostable"`
 	DCR        *CheckDCR     `json:"dcr,omitempty"`
 	Reasons    []CheckReason `json:"reasons"`
+	// Exits, for a return-probe definition: where `rewrite --count-only` counts its
+	// function's returns instead of hooking the return address, or why it cannot.
+	Exits *CheckExits `json:"exits,omitempty"`
+}
+
+// CheckExits is what --count-only does with a return probe: the count sites (one per
+// ret or tail call of the function and its fragments), or the reason it hooks the
+// return address instead (a rule id, then details).
+type CheckExits struct {
+	Sites  []string `json:"sites,omitempty"`
+	Reason string   `json:"reason,omitempty"`
 }
 
 // CheckDCR is the region a jump-optimized probe would overwrite.
@@ -118,7 +129,16 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 				}
 			}
 			site := bin.Check(analysis.SiteRequest{Addr: d.Addr, Return: d.Probe.Return, OtherProbes: others})
-			report.Sites = append(report.Sites, checkSite(&site, &defs[i]))
+			cs := checkSite(&site, &defs[i])
+			if d.Probe.Return && site.Verdict != analysis.Refuse {
+				exits, why := bin.Exits(site.Addr, func(uint64) []uint64 { return others })
+				sort.Slice(exits, func(i, j int) bool { return exits[i].Addr < exits[j].Addr })
+				cs.Exits = &CheckExits{Reason: why}
+				for _, e := range exits {
+					cs.Exits.Sites = append(cs.Exits.Sites, hexAddr(e.Addr))
+				}
+			}
+			report.Sites = append(report.Sites, cs)
 		}
 	}
 	report.Summary = summarize(report.Sites)
@@ -246,6 +266,17 @@ func printCheckText(w io.Writer, r *CheckReport, listSites bool) {
 				prefix = "note: "
 			}
 			fmt.Fprintf(w, "      %s%s at %s: %s\n", prefix, rs.Rule, rs.Address, rs.Detail)
+		}
+		switch {
+		case s.Exits == nil:
+		case len(s.Exits.Sites) > 0:
+			what := "exit"
+			if len(s.Exits.Sites) > 1 {
+				what = fmt.Sprintf("%d exits", len(s.Exits.Sites))
+			}
+			fmt.Fprintf(w, "      --count-only: counted at its %s %s\n", what, strings.Join(s.Exits.Sites, " "))
+		default:
+			fmt.Fprintf(w, "      --count-only: hooks the return address: %s\n", s.Exits.Reason)
 		}
 	}
 }

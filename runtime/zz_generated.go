@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "c8b5c482a109762f96033c9ba37962e163d185afc3ba89729c62f35ecfdb80b7"
+const ObjectSHA256 = "b24152c8fef7d89c391018f08dfdf5cff3c7413de77a0f9dd46f353b08aed437"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b24152c8fef7d89c391018f08dfdf5cff3c7413de77a0f9dd46f353b08aed437"
+const ObjectSHA256 = "cdd9b37f6024106b08c2e780b9a88acb824b8a759f4470e69ac183bc72fbc3e7"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -416,6 +416,12 @@ static inline void kprw_count_hit(u32 i)
 	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride), 1);
 }
 
+/* kprw_trace_lost counts a record that could not be written (no trace file) */
+static inline void kprw_trace_lost(void)
+{
+	atomic_add(&kprewrite_rt_stats.lost, 1);
+}
+
 /* ---- C handlers (rt_user.c): probes with KPRW_F_USER ---- */
 void kprw_user_missed(u32 i, int pool);
 int kprw_user_pre(u32 i, struct pt_regs *regs);
@@ -487,7 +493,9 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 			continue;
 		}
 		kprw_count_hit(i);
-		if (p->flags & KPRW_F_TRACE) {
+		if ((p->flags & KPRW_F_TRACE) && unlikely(!kprw_rt.trace)) {
+			kprw_trace_lost(); /* no trace file: inline, not a call per hit */
+		} else if (p->flags & KPRW_F_TRACE) {
 			regs->ip = site;
 			kprw_trace_hit(i, regs, KPRW_REC_KPROBE, 0, NULL, 0, c);
 			regs->ip = site + 1;

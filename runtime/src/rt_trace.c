@@ -370,7 +370,7 @@ void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8
 	if (p->event < kprw_rt.nevents)
 		ev = &kprw_rt.events[p->event];
 	if (!kprw_rt.trace) {
-		atomic_add(&kprewrite_rt_stats.lost, 1);
+		kprw_trace_lost();
 		return;
 	}
 	who(&w, c);

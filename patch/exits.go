@@ -11,23 +11,34 @@ import (
 // its exit sites. A request gets exits only when every one of them has the optimize
 // verdict with the other probes (and the other exits) around it, and no other probe
 // sits on or between an exit site and its ret; the requests whose neighbourhood now
-// holds an exit site are checked again, so no DCR covers an exit site.
+// holds an exit site are checked again, so no DCR covers an exit site. The third map
+// says why each other return request hooks its return address.
 func (pl *Plan) planExits(b *analysis.Binary, reqs []Request, opt Options, excl []Range, deny map[int]bool, refused []bool,
-	addrs []uint64, check func(int, []uint64) analysis.Site) (map[uint64]analysis.Site, map[int][]uint64) {
+	addrs []uint64, check func(int, []uint64) analysis.Site) (map[uint64]analysis.Site, map[int][]uint64, map[int]string) {
 	if !opt.CountExits || opt.NoOptimize {
-		return nil, nil
+		return nil, nil, nil
 	}
+	whyNot := map[int]string{} // return requests left hooking their return address
 	near := func(a uint64) []uint64 { return neighbours(addrs, a) }
 	checks := map[uint64]analysis.Site{}
 	exitsOf := map[int][]uint64{}
 	taken := map[uint64]uint64{} // exit site -> the function entry whose it is
 	for i, r := range reqs {
-		if !r.Return || r.NeedPost || refused[i] || deny[i] {
+		if !r.Return || refused[i] {
+			continue
+		}
+		switch {
+		case r.NeedPost:
+			whyNot[i] = "a C handler's post_handler needs the entry single-stepped"
+			continue
+		case deny[i]:
+			whyNot[i] = "one of its exit sites could not be jump-optimized"
 			continue
 		}
 		entry := pl.Sites[i].Addr
 		sites, why := b.Exits(entry, near)
 		if why != "" {
+			whyNot[i] = why
 			continue
 		}
 		ok := true
@@ -49,6 +60,7 @@ func (pl *Plan) planExits(b *analysis.Binary, reqs []Request, opt Options, excl 
 			}
 		}
 		if !ok {
+			whyNot[i] = "another probe or excluded code is on an exit site"
 			continue
 		}
 		for _, s := range sites {
@@ -58,7 +70,7 @@ func (pl *Plan) planExits(b *analysis.Binary, reqs []Request, opt Options, excl 
 		}
 	}
 	if len(exitsOf) == 0 {
-		return nil, nil
+		return nil, nil, whyNot
 	}
 	// the other probes, checked again where an exit site is near
 	all := slices.Clone(addrs)
@@ -78,5 +90,5 @@ func (pl *Plan) planExits(b *analysis.Binary, reqs []Request, opt Options, excl 
 		}
 		pl.Sites[i] = check(i, all)
 	}
-	return checks, exitsOf
+	return checks, exitsOf, whyNot
 }

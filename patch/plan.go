@@ -76,7 +76,13 @@ type Options struct {
 	// have Point.Exit; a function where one of them cannot be jump-optimized keeps the
 	// usual return probe.
 	CountExits bool
+	// ExitsOnly (with CountExits) refuses the return probes that cannot be counted at
+	// their exits (RuleNotExits) instead of hooking their return addresses.
+	ExitsOnly bool
 }
+
+// RuleNotExits is the reason a return probe is refused with Options.ExitsOnly.
+const RuleNotExits = "not-exits"
 
 // RuleNotOptimized is the reason a probe is refused with Options.OptimizedOnly.
 const RuleNotOptimized = "not-optimized"
@@ -262,13 +268,24 @@ func makePlan(b *analysis.Binary, reqs []Request, opt Options, deny map[int]bool
 			}
 		}
 	}
-	exitChecks, exitsOf := pl.planExits(b, reqs, opt, excl, deny, refused, addrs, check)
+	exitChecks, exitsOf, whyNot := pl.planExits(b, reqs, opt, excl, deny, refused, addrs, check)
+	notExits := map[int]error{}
+	if opt.ExitsOnly {
+		for i, why := range whyNot {
+			s := &pl.Sites[i]
+			notExits[i] = fmt.Errorf("%s: %w at %#x (%s): %s (--exits-only): %s", reqs[i].Name, ErrRefused, s.Addr, s.FuncName, RuleNotExits, why)
+			refused[i] = true
+		}
+	}
 	bySite := map[uint64][]int{}
 	for i, r := range reqs {
 		s := &pl.Sites[i]
 		pl.PointOf[i] = -1
 		if refused[i] {
 			err := refusal(r, s)
+			if e, ok := notExits[i]; ok {
+				err = e
+			}
 			if !opt.SkipRefused {
 				return nil, -1, err
 			}

@@ -123,6 +123,19 @@ func TestCountOnlyReturns(t *testing.T) {
 			// `check` says the same before any rewrite: the count sites of each return
 			// probe are the [EXIT] lines of the rewrite
 			checkExits(t, prog, out, defs)
+			// --exits-only leaves out exactly the return probes counted by a hook
+			eo := filepath.Join(dir, "exits-only")
+			args := []string{"rewrite", "--count-only", "--exits-only", "--skip-refused", "-o", eo}
+			for _, d := range defs {
+				args = append(args, "-e", d)
+			}
+			code, _, stderr := kp(append(args, prog)...)
+			if code != 0 || strings.Count(stderr, "not-exits (--exits-only)") != len(funcs)-len(exitFuncs) {
+				t.Errorf("--exits-only: exit %d, %d refusals, want %d:\n%s", code, strings.Count(stderr, "not-exits"), len(funcs)-len(exitFuncs), stderr)
+			}
+			if code, l, _ := kp("list", eo); code != 0 || strings.Count(l, "[EXIT]") != strings.Count(l, "\n") {
+				t.Errorf("--exits-only: a probe that is not an [EXIT] point:\n%s", l)
+			}
 			if opt != "-O0" {
 				for _, f := range []string{"leaf", "two_rets", "tail", "rec"} {
 					if !exitFuncs[f] {

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,7 +118,7 @@ func rewriteEntries(t *testing.T, bin, dir string, returns bool, flags ...string
 	skipped := strings.Count(stderr, "skipped:")
 	n := len(fns.List) - skipped - skip
 	t.Logf("%s %s: %d functions, %d probes refused, %d optimized", bin, strings.Join(flags, " "), len(fns.List), skipped, countOptimized(t, out))
-	if skipped > len(fns.List)/10 {
+	if skipped > len(fns.List)/10 && !slices.Contains(flags, "--exits-only") {
 		t.Errorf("%d of %d entries refused:\n%s", skipped, len(fns.List), testprog.Clip(stderr, 2000))
 	}
 	return out, n
@@ -519,8 +520,25 @@ func TestRealGo(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		bin = realBin(t, "go")
 	}
+	for _, returns := range []bool{false, true} {
+		name := "optimize"
+		if returns {
+			name = "count-returns"
+		}
+		t.Run(name, func(t *testing.T) { testRealGo(t, bin, returns) })
+	}
+}
+
+// testRealGo rewrites the go tool with a probe on every function entry, jump-optimized
+// only, or with return events counted at their exits only (a hooked return address
+// breaks Go's stack copying and unwinding), and builds programs with it.
+func testRealGo(t *testing.T, bin string, returns bool) {
 	dir := t.TempDir()
-	kpd, n := rewriteAllEntries(t, bin, dir, "--optimized-only", "--exclude", "runtime.goexit*")
+	flags := []string{"--optimized-only", "--exclude", "runtime.goexit*"}
+	if returns {
+		flags = append(flags, "--count-only", "--exits-only")
+	}
+	kpd, n := rewriteEntries(t, bin, dir, returns, flags...)
 	tr := filepath.Join(dir, "go.trace")
 	mod := filepath.Join(dir, "hello")
 	os.Mkdir(mod, 0o755)
@@ -559,5 +577,8 @@ func TestRealGo(t *testing.T) {
 	t.Logf("go: %d probes, %d hits of %d events, %d missed (hits while a handler of ours runs: Go's signal handlers)", n, hits, events, missed)
 	if hits < 100000 {
 		t.Errorf("%d hits", hits)
+	}
+	if code, list, _ := kp("list", kpd); returns && (code != 0 || strings.Count(list, "[EXIT]") != strings.Count(list, "\n")) {
+		t.Errorf("--exits-only: every probe should be an [EXIT] point (exit %d)", code)
 	}
 }

@@ -17,7 +17,7 @@ import (
 const TraceSuffix = ".trace"
 
 func runRewrite(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--single-step tf|int3] [--count-only] [--handlers FILE.c]... [--trace PATH] BINARY", stdout)
+	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--single-step tf|int3] [--count-only [--exits-only]] [--handlers FILE.c]... [--trace PATH] BINARY", stdout)
 	out := fs.String("o", "", "output file (written atomically; required)")
 	var exprs, files multiFlag
 	fs.Var(&exprs, "e", "probe event definition, e.g. 'p:grp/ev func+4 a=%di' or 'r:ev func $retval' (repeatable)")
@@ -35,7 +35,8 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	trace := fs.String("trace", "", "default trace file of the rewritten program (default: OUT"+TraceSuffix+", absolute; \"none\" for no default); KPREWRITE_TRACE overrides it at run time")
 	traceSize := fs.String("trace-size", "", "record area of a new trace file, e.g. 64M (default 64M); KPREWRITE_TRACE_SIZE overrides it")
 	disable := fs.String("disable", "", "register events disabled: all, or a comma-separated list of EVENT, GROUP/EVENT, GROUP/*")
-	countOnly := fs.Bool("count-only", false, "events write no trace records: every hit is counted in the trace file's counters (kprewrite profile); a jump-optimized probe whose probes are all such events costs one lock incq (~3 ns)")
+	countOnly := fs.Bool("count-only", false, "events write no trace records: every hit is counted in the trace file's counters (kprewrite profile); a jump-optimized probe whose probes are all such events costs one lock incq (~1 ns); a return event is counted at its function's exits where the analysis sees them all ([EXIT] in list)")
+	exitsOnly := fs.Bool("exits-only", false, "with --count-only: refuse return probes that cannot be counted at their exits instead of hooking the return address (with --skip-refused: leave them out); for programs whose stacks a hooked return address breaks, such as Go programs")
 	debug := fs.Bool("debug", false, "the rewritten program reports its probe start-up on stderr")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -51,7 +52,10 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 		return usageErr("output %s is the input: kprewrite never modifies its input", *out)
 	}
 	opt := rewriter.Options{NoBoost: *noBoost, SkipRefused: *skip, Debug: *debug, ImageName: filepath.Base(*out),
-		NoOptimize: *noOpt, VerifyRegions: *verify, Exclude: excludes, OptimizedOnly: *optOnly, CountOnly: *countOnly}
+		NoOptimize: *noOpt, VerifyRegions: *verify, Exclude: excludes, OptimizedOnly: *optOnly, CountOnly: *countOnly, ExitsOnly: *exitsOnly}
+	if *exitsOnly && (!*countOnly || *noOpt) {
+		return usageErr("--exits-only needs --count-only (and jump-optimized probes: not --no-optimize)")
+	}
 	switch *singleStep {
 	case "tf":
 	case "int3":

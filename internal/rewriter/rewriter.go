@@ -49,6 +49,9 @@ type Options struct {
 	// in the trace file's counters (kprewrite profile). A jump-optimized point whose
 	// probes are all such events gets a count-only detour: a lock incq per probe.
 	CountOnly bool
+	// ExitsOnly (--exits-only, with CountOnly): a return probe that cannot be counted at
+	// its function's exits is refused instead of hooking the return address.
+	ExitsOnly bool
 	// Int3Step (--single-step int3): single-stepped copies of boostable instructions
 	// end with an int3 instead of running under the trap flag (see patch.Options).
 	Int3Step    bool
@@ -126,7 +129,7 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 	}
 	plan, err := patch.MakePlan(b, reqs, patch.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused,
 		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: excl, OptimizedOnly: opt.OptimizedOnly, Int3Step: opt.Int3Step,
-		CountExits: opt.CountOnly})
+		CountExits: opt.CountOnly, ExitsOnly: opt.ExitsOnly})
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +205,7 @@ func (g *gen) run() (*Result, error) {
 		return nil, err
 	}
 	g.warnUnreferencedReturns()
+	g.warnGoReturns()
 	if err := g.planStaticSigGuard(); err != nil {
 		return nil, fmt.Errorf("%s: signal guard: %w", f.Path, err)
 	}
@@ -683,4 +687,23 @@ func (g *gen) warnUnreferencedReturns() {
 	g.warnings = append(g.warnings, fmt.Sprintf("return probes on %s%s: nothing calls these functions or takes their address; "+
 		"if one is a fragment of another function (a .cold part, a shared epilogue), the word at its stack pointer is no return address and hooking it breaks the program",
 		strings.Join(names, ", "), more))
+}
+
+// warnGoReturns warns when a Go program gets return probes that hook the return
+// address: Go's stack copying and unwinder reject a return address that is not in a Go
+// function (the kernel's uretprobes break Go programs the same way).
+func (g *gen) warnGoReturns() {
+	if g.f.Section(".gopclntab") == nil && g.f.Section(".go.buildinfo") == nil {
+		return
+	}
+	n := 0
+	for i, p := range g.probes {
+		if pi := g.plan.PointOf[i]; p.Def.Return && pi >= 0 && !g.plan.Points[pi].Exit {
+			n++
+		}
+	}
+	if n > 0 {
+		g.warnings = append(g.warnings, fmt.Sprintf("a Go program with %d return probes that hook the return address: "+
+			"Go's stack growth and unwinder fail on it; count returns at their exits instead (--count-only --exits-only)", n))
+	}
 }

@@ -90,8 +90,9 @@
 // parts, which have FDEs of their own; jump-table targets included). It
 // answers only when that set is closed: no branch from it leaves for the
 // middle of other code, no conditional tail call, no unresolved indirect jmp,
-// no jmp back to the entry, and nothing outside enters it but at the entry (no
-// branch, jump-table entry, taken address or exported symbol inside it). Each
+// and nothing outside enters it but at the entry (no branch, jump-table entry,
+// taken address or exported symbol inside it; a jmp back to the entry is the
+// same call, counted once when it returns). Each
 // site is the exit instruction itself when padding completes its 5 bytes, or
 // the straight-line instructions just before it (no branch, call, target or
 // landing pad between the site and the exit), with the optimize verdict. So

@@ -17,8 +17,7 @@ import (
 // nothing calls, takes the address of or exports), and otherwise returns the reason:
 // nothing jumps out of them (a tail call, an indirect jmp of any kind would be an exit
 // or a path to one that we do not see), nothing but the entry is entered from outside
-// (no branch, jump-table entry, taken address or symbol inside them from elsewhere), no
-// jmp back to the entry (which the kernel's kretprobe would count as a second call),
+// (no branch, jump-table entry, taken address or symbol inside them from elsewhere),
 // and every ret has a site: the ret itself when padding follows it, or the
 // straight-line instructions before it (no branch, call or target among them, so
 // whoever reaches the site reaches the ret and nobody reaches the ret without passing
@@ -86,9 +85,10 @@ func (b *Binary) Exits(entry uint64, others func(addr uint64) []uint64) ([]Site,
 			c := &x.in
 			switch c.Kind {
 			case x86dec.KindJmp, x86dec.KindJcc, x86dec.KindLoop, x86dec.KindXbegin:
-				if c.Target >= lo && c.Target <= entry {
-					return nil, fmt.Sprintf("jumps-to-entry: %s at %#x jumps back to the entry of %s", c.Kind, x.addr, fn.Name)
-				}
+				// (a jmp back to the entry, a loop at the entry, self tail recursion,
+				// Go's restart after growing the stack, stays in the same call: it returns
+				// once, and is counted once, where a hooked return address would be hooked
+				// again at each pass through the entry)
 				if in(c.Target) >= 0 {
 					continue
 				}

@@ -31,6 +31,14 @@
 // runs on from the matching suffix of the slot. Return probes and detours (which can
 // resume through iretq) both clear the CET shadow-stack property.
 //
+// With --count-only (Options.CountOnly) a jump-optimized point whose probes are all
+// events gets a count-only detour instead (runtime.CountDetour: a lock incq per probe on
+// its counter, then the DCR), and a return event whose function's returns the analysis
+// sees all of has no entry point: the plan gives it one count-only point per ret or tail
+// call (patch.Point.Exit, DescProbe.Exit, [EXIT] in list), whose probe is a plain
+// kprobe of the return event, so `profile` sums its returns. Options.ExitsOnly refuses
+// the return events that would still hook their return address.
+//
 // The image description (Desc) is a framed JSON document at the start of
 // .kprewrite.rodata: the event definitions, the kind of each probe (k, b, o, r, rb,
 // ro, or verify for the inner-byte pseudo-probes, which the JSON lists compactly as

@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"os"
-	"sort"
 	"strings"
 	"testing"
 
@@ -107,16 +106,7 @@ func TestSystemExits(t *testing.T) {
 					t.Logf("%s: %s", s.FuncName, reason)
 				}
 			}
-			type kv struct {
-				k string
-				n int
-			}
-			var top []kv
-			for k, v := range why {
-				top = append(top, kv{k, v})
-			}
-			sort.Slice(top, func(i, j int) bool { return top[i].n > top[j].n })
-			t.Logf("%s: %d of %d entries (%.1f%%) have countable exits; the rest: %v", p, ok, n, 100*float64(ok)/float64(n), top[:min(len(top), 8)])
+			t.Logf("%s: %d of %d entries (%.1f%%) have countable exits; the rest:\n%s", p, ok, n, 100*float64(ok)/float64(n), topCounts(why, 8))
 			if ok == 0 {
 				t.Errorf("%s: no function has countable exits", p)
 			}

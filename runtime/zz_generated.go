@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "cdd9b37f6024106b08c2e780b9a88acb824b8a759f4470e69ac183bc72fbc3e7"
+const ObjectSHA256 = "482c410b153829b34eeb22fd799ca0aa7821b2982917c857b21238f48f32a5bd"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -493,12 +493,14 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 			continue;
 		}
 		kprw_count_hit(i);
-		if ((p->flags & KPRW_F_TRACE) && unlikely(!kprw_rt.trace)) {
-			kprw_trace_lost(); /* no trace file: inline, not a call per hit */
-		} else if (p->flags & KPRW_F_TRACE) {
-			regs->ip = site;
-			kprw_trace_hit(i, regs, KPRW_REC_KPROBE, 0, NULL, 0, c);
-			regs->ip = site + 1;
+		if (p->flags & KPRW_F_TRACE) {
+			if (unlikely(!kprw_rt.trace)) {
+				kprw_trace_lost(); /* no trace file: inline, not a call per hit */
+			} else {
+				regs->ip = site;
+				kprw_trace_hit(i, regs, KPRW_REC_KPROBE, 0, NULL, 0, c);
+				regs->ip = site + 1;
+			}
 		}
 		if (p->flags & KPRW_F_USER) {
 			if (kprw_user_pre(i, regs)) {

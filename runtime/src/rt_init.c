@@ -268,12 +268,12 @@ static void arm_detours(void)
 	}
 }
 
-/* scratch_init maps the per-thread-context buffers that records whose size is not fixed
- * (strings) are fetched into once (rt_trace.c), when some event has such a program:
+/* records_init prepares what writing records needs (rt_trace.c): each event's record
+ * size when fixed and its compiled fetch plan, once; and, when some event's size is not
+ * fixed (strings), the per-thread-context buffers its records are fetched into once:
  * KPRW_NTCTX * 4 KiB of address space, a page of memory for each thread that uses it. */
-static void scratch_init(void)
+static void records_init(void)
 {
-	/* each event's record size, when fixed, once (rt_trace.c) */
 	long *fixed = kprw_mmap_anon((u64)kprw_rt.nevents * (sizeof(long) + sizeof(struct kprw_fplan)) + 1);
 	struct kprw_fplan *plan = fixed ? (struct kprw_fplan *)(fixed + kprw_rt.nevents) : NULL;
 	for (u32 i = 0; fixed && i < kprw_rt.nevents; i++) {
@@ -287,7 +287,8 @@ static void scratch_init(void)
 	kprw_rt.ev_plan = plan;
 	for (u32 i = 0; i < kprw_rt.nevents; i++) {
 		const struct kprw_event *ev = &kprw_rt.events[i];
-		if (ev->fetch_len && kprw_fetch_fixed_size((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len) < 0) {
+		long f = fixed ? fixed[i] : ev->fetch_len ? kprw_fetch_fixed_size((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len) : 0;
+		if (f < 0) {
 			unsigned long size = (unsigned long)KPRW_NTCTX * KPRW_MAX_REC_DATA;
 			long r = sys6(SYS_mmap, 0, (long)size, 3 /* RW */, 0x4022 /* PRIVATE|ANON|NORESERVE */, -1, 0);
 			if (!(r < 0 && r > -4096))
@@ -435,7 +436,7 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		kprw_trace_open(path, size, getenv_(envp, "KPREWRITE_TRACE_PREFAULT") != NULL, records);
 	}
 	if (kprw_rt.trace && records)
-		scratch_init();
+		records_init();
 	int traps = (kprw_rt.has & KPRW_HAS_TRAPS) != 0;
 	if (traps) {
 		install_sigtrap();

@@ -258,11 +258,13 @@ void kprw_rethook(struct pt_regs *regs)
 		if (c && !kprw_tctx_busy(c)) {
 			c->busy++;
 			kprw_count_hit(pi);
-			if ((p->flags & KPRW_F_TRACE) && unlikely(!kprw_rt.trace))
-				kprw_trace_lost();
-			else if (p->flags & KPRW_F_TRACE)
-				kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, r->ri.ret_addr, edata_of(r, p),
-					       kprw_rt.ri_elen[pi], c);
+			if (p->flags & KPRW_F_TRACE) {
+				if (unlikely(!kprw_rt.trace))
+					kprw_trace_lost();
+				else
+					kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, r->ri.ret_addr, edata_of(r, p),
+						       kprw_rt.ri_elen[pi], c);
+			}
 			if (p->flags & KPRW_F_USER) {
 				kprw_user_ret(pi, &r->ri, regs);
 			} else if (p->ret_handler) {

@@ -107,6 +107,7 @@ const (
 	EFRetprobe = 0x02
 
 	NoEvent = 0xffffffff
+	NoProbe = 0xffffffff // RawRecord.Probe of a record that counts no hit
 )
 
 // Limits the runtime enforces at start-up.
@@ -124,7 +125,7 @@ const (
 // Trace file.
 const (
 	TraceMagic        = "KPRWTRC1"
-	TraceVersion      = 1
+	TraceVersion      = 2 // records in per-thread blocks, each counting its probe's hit
 	TraceHeaderSize   = 4096
 	TraceMaxImages    = 160
 	TraceCountersSize = 1 << 20    // the least counters_size of a new file (the header has the real one)
@@ -400,27 +401,29 @@ type RawTraceHeader struct {
 	ClockID       uint32                        `c:"clock_id"`
 	CreatedRealNs uint64                        `c:"created_real_ns"`
 	CreatedMonoNs uint64                        `c:"created_mono_ns"`
-	Reserved      [5]uint64                     `c:"reserved"`
+	BlockSize     uint64                        `c:"block_size"`
+	Reserved      [4]uint64                     `c:"reserved"`
 	Images        [TraceMaxImages]RawTraceImage `c:"images"`
 }
 
 // RawRecord is struct kprw_rec, the fixed part of a trace record.
 type RawRecord struct {
-	Size      uint32   `c:"size"`
-	Commit    uint32   `c:"commit"`
-	Type      uint16   `c:"type"`
-	CPU       uint16   `c:"cpu"`
-	EventID   uint32   `c:"event_id"`
-	ImageID   uint64   `c:"image_id"`
-	PID       uint32   `c:"pid"`
-	TID       uint32   `c:"tid"`
-	TsNs      uint64   `c:"ts_ns"`
-	IP        uint64   `c:"ip"`
-	RetIP     uint64   `c:"ret_ip"`
-	Bias      uint64   `c:"bias"`
-	Comm      [16]byte `c:"comm"`
-	DataLen   uint32   `c:"data_len"`
-	Reserved0 uint32   `c:"reserved0"`
+	Size    uint32   `c:"size"`
+	Commit  uint32   `c:"commit"`
+	Type    uint8    `c:"type"`
+	Image   uint8    `c:"image"` // the writer's entry in the header's images (version 2)
+	CPU     uint16   `c:"cpu"`
+	EventID uint32   `c:"event_id"`
+	ImageID uint64   `c:"image_id"`
+	PID     uint32   `c:"pid"`
+	TID     uint32   `c:"tid"`
+	TsNs    uint64   `c:"ts_ns"`
+	IP      uint64   `c:"ip"`
+	RetIP   uint64   `c:"ret_ip"`
+	Bias    uint64   `c:"bias"`
+	Comm    [16]byte `c:"comm"`
+	DataLen uint32   `c:"data_len"`
+	Probe   uint32   `c:"probe"` // the runtime probe index whose hit the record is, or NoProbe
 }
 
 // Sizes of the ABI structures in bytes.

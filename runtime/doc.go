@@ -260,9 +260,20 @@
 // `kprewrite trace` and `profile` need no binary. Each image's counters start on a page
 // of the file, in the counters area sized when the file is made (four times the
 // creating image's need), or, when a later image (a bigger rewritten program exec'd
-// by the first) finds the area full, appended page-aligned at the end of the file. A record is reserved with one atomic
-// fetch-add, filled, and committed with a release store; a full file counts lost
-// records; the writer whose record enters a 128 KiB chunk populates the next one
+// by the first) finds the area full, appended page-aligned at the end of the file.
+// Records (format version 2) are written in per-thread blocks, as the kernel's tracer
+// writes per-CPU buffers: a thread takes a block of the record area with one atomic
+// fetch-add on the header's head (its first block 4 KiB, RawTraceHeader.BlockSize, so a
+// short-lived process or thread wastes little; later ones 64 KiB, less in a small file)
+// and writes its records there back to back with no atomic operation (its place taken
+// with an xadd without lock, which no signal handler of the thread can split), each
+// committed by a last store; ParseTrace walks the blocks, skips their unused zero tails
+// a block-size granule at a time, and merges the records by timestamp. A record names
+// its probe and its image's entry in the header (RawRecord.Probe, Image): it is the
+// probe's hit, whose counter is not incremented (an atomic operation less per hit), and
+// ParseTrace adds the committed records to the counters (records a dying writer left
+// torn are not counted). A full file counts lost records, and their hits in the
+// counters; the writer whose block starts or enters a 128 KiB chunk populates the next one
 // (MADV_POPULATE_WRITE: a first-touch fault on a shared file page costs 1-10 us here,
 // up to ~270 ns per record; KPREWRITE_TRACE_PREFAULT=1 populates the whole record area
 // at start-up instead). Timestamps are CLOCK_MONOTONIC nanoseconds extrapolated from
@@ -389,9 +400,9 @@
 // # Stack use
 //
 // From gcc -fstack-usage over the call graph (TestStackUsage, stack_usage.txt):
-// SIGTRAP handler 600 bytes, detour 736 bytes including the red zone and pt_regs,
-// return trampoline 600 bytes including its pt_regs, start-up 856 bytes (the guarded
-// call of a C handler included; measured 2026-11); user handlers come on top, and the
+// SIGTRAP handler 680 bytes, detour 800 bytes including the red zone and pt_regs,
+// return trampoline 664 bytes including its pt_regs, start-up 888 bytes (the guarded
+// call of a C handler included; measured 2026-11-24); user handlers come on top, and the
 // kernel's signal frame (ucontext and xsave area, ~1-3.5 KiB depending on the CPU) on
 // top of the SIGTRAP handler. A fast read that faults puts one more signal frame and the
 // fault handler (~100 bytes) below the fetch, on the thread's sigaltstack if it has one
@@ -401,27 +412,27 @@
 //
 // BenchmarkProbes (go test -run '^$' -bench Probes -benchtime 1x ./runtime), ns per call
 // on a 2-vCPU AMD EPYC (Zen 4) VM shared with other jobs, best runs, a bare call of an
-// unprobed twin being 1.35: o with a counting pre handler 12.8; o disarmed 3.0; o with
-// an event of two fetch arguments written to the trace 49.5 with the file's pages
-// already present (KPREWRITE_TRACE_PREFAULT=1), 62 on fresh pages of an ext4 file; ro
-// (kretprobe on a jump-optimized entry, counting return handler) 35.7. Where it goes:
-// saving and restoring a full struct pt_regs is 21 stores and 15 loads, ~5.5 ns here,
-// ~9 ns with pushfq, the call and the flags (measured apart); the dispatcher, thread
-// context and atomic hit counter ~3 ns; a record adds rdtsc (~10 ns on this CPU), an
-// atomic reservation, 104 bytes written to memory not in any cache and, on fresh pages,
-// the kernel's page allocation (1-3 us per 4 KiB, ~40 records). A return probe adds the
-// mispredicted return into the trampoline and a second pt_regs save. So the issue's
-// goals (3, 25 and 10 ns) are not met by a design that gives handlers the kernel's
-// pt_regs and keeps every record in an append-only file: the floor of the first is
-// ~9 ns here. Memory fetches (scripts/bench-probes.sh, scripts/bench/hit.c, traced,
-// best of 5 interleaved runs, 2026-11): `p:... target x=%di:s64 s=+0(%sp):u64` on a
-// jump-optimized entry 55 ns a hit against 47 ns without the memory argument and
-// 1,422 ns with KPREWRITE_SAFE_READ=syscall (1,424 ns before fast reads); with
-// s=+0(%sp):string 72 ns (1,504 ns by system call, 2,749 ns before fast reads, which
-// also read a string twice). Since then each event's record size and, for arguments
-// that are all registers or +OFF(%REG) reads, a compiled fetch plan are computed once at
-// start-up (kprw_fetch_plan: no program decoding per record): scripts/bench-probes.sh,
-// 2026-11-22, traced two-argument hit 39.5 ns (54 before), no arguments 34 ns (43).
+// unprobed twin being 1.35: o with a counting pre handler 12.8; o disarmed 3.0; ro
+// (kretprobe on a jump-optimized entry, counting return handler) 35.7. Saving and
+// restoring a full struct pt_regs is 21 stores and 15 loads, ~5.5 ns here, ~9 ns with
+// pushfq, the call and the flags (measured apart); the dispatcher, thread context and
+// atomic hit counter ~3 ns. A return probe adds the mispredicted return into the
+// trampoline and a second pt_regs save.
+//
+// A traced event (scripts/bench-probes.sh, `p:... target x=%di:s64 s=+0(%sp):u64` on a
+// jump-optimized entry, record written to a prefaulted file): 54 ns when every record
+// was reserved with an atomic fetch-add and every hit counted with another (a locked
+// instruction waits for the stores of the previous record, to lines not in any cache,
+// to drain), then 39.5 with compiled fetch plans, now ~21 (2026-11-24, ablations of the
+// runtime built with parts cut out, same binary and run): the detour and its pt_regs
+// ~3 ns, kprewrite_rt_optcall's dispatch to kprw_trace_event ~3, the timestamp ~4
+// (rdtsc), the thread's tid and comm ~1.5, the two arguments ~2.5 (the +0(%sp) read is
+// the fault-catching copy), the record ~6.5 (no atomic operation: the thread's block;
+// ~3.5 of it the stores to lines not in any cache). kprw_trace_event is the path of a
+// point whose one probe is such an event (kprw_rt.fastev, set at start-up): everything
+// inlined, no clearing (the record area is zero until written). Memory fetches:
+// `s=+0(%sp):string` 72 ns before this (1,504 ns by system call, 2,749 ns before fast
+// reads, which also read a string twice).
 //
 // Start-up reads the tables once (validate: every point and its probes, which also sums
 // up what they hold in kprw_rt.has) and skips every pass that has nothing to do: no

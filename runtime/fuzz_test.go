@@ -6,24 +6,31 @@ import (
 	"testing"
 )
 
-// synthTrace builds a small valid trace file: one image with counters, two records
-// (one committed with data, one torn).
+// synthTrace builds a small valid trace file: one image with counters, two blocks of
+// 256 bytes: the first holds a committed record with data and a torn one, then unused
+// bytes; the second a committed record that is probe 1's hit.
 func synthTrace() []byte {
-	const dataSize = 512
+	const dataSize, blockSize = 512, 256
 	var h RawTraceHeader
 	copy(h.Magic[:], TraceMagic)
-	h.Version, h.DataOff, h.DataSize = TraceVersion, TraceHeaderSize, dataSize
+	h.Version, h.DataOff, h.DataSize, h.BlockSize = TraceVersion, TraceHeaderSize, dataSize, blockSize
 	h.CountersOff, h.CountersSize = TraceHeaderSize+dataSize, 64
 	h.NImages, h.CountersUsed = 1, 32
 	h.Images[0] = RawTraceImage{ImageID: 7, NProbes: 2, CountersOff: h.CountersOff}
 	var recs bytes.Buffer
-	r := RawRecord{Size: RecordSize + 8, Commit: RecCommit, Type: RecKprobe, EventID: 1, PID: 10, TID: 11, DataLen: 5}
+	r := RawRecord{Size: RecordSize + 8, Commit: RecCommit, Type: RecKprobe, EventID: 1, PID: 10, TID: 11, DataLen: 5,
+		TsNs: 20, ImageID: 7, Probe: NoProbe}
 	copy(r.Comm[:], "prog")
 	binary.Write(&recs, binary.LittleEndian, &r)
 	recs.Write([]byte{1, 2, 3, 4, 5, 0, 0, 0})
 	r.Commit, r.DataLen, r.Size = 0, 0, RecordSize
 	binary.Write(&recs, binary.LittleEndian, &r)
-	h.Head = uint64(recs.Len())
+	recs.Write(make([]byte, blockSize-recs.Len()))
+	// the second block: earlier in time, so it comes first
+	r = RawRecord{Size: RecordSize, Commit: RecCommit, Type: RecKprobe, EventID: 1, PID: 10, TID: 12, TsNs: 10,
+		ImageID: 7, Probe: 1}
+	binary.Write(&recs, binary.LittleEndian, &r)
+	h.Head = 2 * blockSize
 	var b bytes.Buffer
 	binary.Write(&b, binary.LittleEndian, &h)
 	b.Write(make([]byte, TraceHeaderSize-b.Len()))
@@ -41,12 +48,24 @@ func TestParseTraceSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tr.Records) != 1 || tr.Torn != 1 || tr.Records[0].CommString() != "prog" ||
-		!bytes.Equal(tr.Records[0].Data, []byte{1, 2, 3, 4, 5}) {
+	if len(tr.Records) != 2 || tr.Torn != 1 || tr.Records[1].CommString() != "prog" ||
+		!bytes.Equal(tr.Records[1].Data, []byte{1, 2, 3, 4, 5}) || tr.Records[0].TID != 12 {
 		t.Errorf("records %+v torn %d", tr.Records, tr.Torn)
 	}
-	if len(tr.Images) != 1 || tr.Images[0].Counters[0] != (Counter{3, 1}) {
+	// probe 1's hit is its record
+	if len(tr.Images) != 1 || tr.Images[0].Counters[0] != (Counter{3, 1}) || tr.Images[0].Counters[1] != (Counter{1, 0}) {
 		t.Errorf("images %+v", tr.Images)
+	}
+	// a record of another image (same index, other id) counts nothing
+	b := synthTrace()
+	binary.LittleEndian.PutUint64(b[TraceHeaderSize+256+16:], 8) // the second block's ImageID
+	if tr, err := ParseTrace(b); err != nil || tr.Images[0].Counters[1] != (Counter{0, 0}) {
+		t.Errorf("foreign record counted: %v %+v", err, tr)
+	}
+	// a block size that does not divide the record area
+	binary.LittleEndian.PutUint64(b[88:], 384)
+	if _, err := ParseTrace(b); err == nil {
+		t.Error("block size 384 accepted")
 	}
 	if _, err := ParseTrace(synthTrace()[:100]); err == nil {
 		t.Error("truncated header accepted")

@@ -476,6 +476,10 @@ func testThreads(t *testing.T, b *probedBin) {
 	if got := uint64(len(r.trace.Records)) + r.trace.Lost; got != 40000 || r.trace.Lost == 0 {
 		t.Errorf("%d records + %d lost, want 40000 with some lost", len(r.trace.Records), r.trace.Lost)
 	}
+	// a written record is its hit, a lost one is counted: every hit once
+	if c := b.counter(t, r, 0, 0); c.Hit != 40000 || c.NMissed != 0 {
+		t.Errorf("small file: counters %+v, want 40000 hits", c)
+	}
 }
 
 func TestForkSharesTrace(t *testing.T) {
@@ -492,6 +496,10 @@ func TestForkSharesTrace(t *testing.T) {
 	}
 	if c := b.counter(t, r, 0, 0); c.Hit != 13 {
 		t.Errorf("counters %+v, want 13 hits from both processes", c)
+	}
+	// each process wrote its few records into a first block of one granule of its own
+	if h := r.trace.Header; h.BlockSize != 4096 || h.Head != 2*4096 {
+		t.Errorf("block size %d, %d bytes of blocks given out, want 2 blocks of 4096", h.BlockSize, h.Head)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 )
 
 // Trace is a parsed trace file.
@@ -68,7 +69,7 @@ func ParseTrace(b []byte) (*Trace, error) {
 	if string(h.Magic[:]) != TraceMagic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrTrace, h.Magic[:])
 	}
-	if h.Version != TraceVersion || h.DataOff != TraceHeaderSize {
+	if (h.Version != TraceVersion && h.Version != traceVersion1) || h.DataOff != TraceHeaderSize {
 		return nil, fmt.Errorf("%w: version %d, data offset %d", ErrTrace, h.Version, h.DataOff)
 	}
 	size := uint64(len(b))
@@ -97,6 +98,16 @@ func ParseTrace(b []byte) (*Trace, error) {
 	}
 	data := b[TraceHeaderSize : TraceHeaderSize+h.DataSize]
 	end := min(h.Head, h.DataSize)
+	// Version 1: one sequence of records. Version 2: blocks of whole granules of
+	// BlockSize bytes, each one thread's sequence of records until a size 0, after which
+	// the block is zero: the next record is at a later granule.
+	bs := end
+	if h.Version != traceVersion1 {
+		bs = h.BlockSize
+		if bs < RecordSize || bs&(bs-1) != 0 || h.DataSize%bs != 0 {
+			return nil, fmt.Errorf("%w: block size %d for a record area of %d bytes", ErrTrace, bs, h.DataSize)
+		}
+	}
 	for off := uint64(0); off+RecordSize <= end; {
 		var r Record
 		if err := binary.Read(bytes.NewReader(data[off:off+RecordSize]), binary.LittleEndian, &r.RawRecord); err != nil {
@@ -104,7 +115,13 @@ func ParseTrace(b []byte) (*Trace, error) {
 		}
 		sz := uint64(r.Size)
 		if sz < RecordSize || sz%8 != 0 || sz > end-off {
-			break // never written (writer died right after reserving) or corrupt
+			// the rest of the block was never written (its thread ended, or the writer
+			// died right after taking its place) or is corrupt
+			if h.Version == traceVersion1 {
+				break
+			}
+			off = (off/bs + 1) * bs
+			continue
 		}
 		if r.Commit != RecCommit || uint64(r.DataLen) > sz-RecordSize {
 			t.Torn++
@@ -114,7 +131,31 @@ func ParseTrace(b []byte) (*Trace, error) {
 		}
 		off += sz
 	}
+	if h.Version != traceVersion1 {
+		t.countRecordHits()
+	}
+	// time order; a thread's records keep their order (stable)
+	sort.SliceStable(t.Records, func(i, j int) bool { return t.Records[i].TsNs < t.Records[j].TsNs })
 	return &t, nil
+}
+
+// traceVersion1 is the format before per-thread blocks: records back to back in the
+// order of their reservation, hits all in the counters.
+const traceVersion1 = 1
+
+// countRecordHits adds each committed record that is a probe's hit to that probe's hit
+// counter in its writer's image: the runtime counts a hit that writes a record by the
+// record alone.
+func (t *Trace) countRecordHits() {
+	for i := range t.Records {
+		r := &t.Records[i]
+		if r.Probe == NoProbe || int(r.Image) >= len(t.Images) {
+			continue
+		}
+		if im := &t.Images[r.Image]; im.ImageID == r.ImageID && uint64(r.Probe) < uint64(len(im.Counters)) {
+			im.Counters[r.Probe].Hit++
+		}
+	}
 }
 
 // traceDesc returns the description frame a RawTraceImageExt at off names, or nil.

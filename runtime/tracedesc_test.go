@@ -36,7 +36,7 @@ func TestParseTraceDesc(t *testing.T) {
 	}
 	// a frame running past the end of the file is left out, the rest parses
 	tr, err = ParseTrace(b[:len(b)-1])
-	if err != nil || tr.Images[0].Desc != nil || len(tr.Records) != 1 {
+	if err != nil || tr.Images[0].Desc != nil || len(tr.Records) != 2 {
 		t.Fatalf("truncated frame: %v, %+v", err, tr)
 	}
 	// no ext flag: no frame

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "482c410b153829b34eeb22fd799ca0aa7821b2982917c857b21238f48f32a5bd"
+const ObjectSHA256 = "4c74bba11232a51ddcf67f8ef8a87a7478677eb4ac4f90eafd21b08cd6307295"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -140,6 +140,7 @@ typedef unsigned long long kprw_u64;
 #define KPRW_EF_RETPROBE 0x02 /* the event is a return event (r:) */
 
 #define KPRW_NO_EVENT KPRW_U(0xffffffff)
+#define KPRW_NO_PROBE KPRW_U(0xffffffff) /* kprw_rec.probe of a record that counts no hit */
 
 /* Size limits the runtime enforces; larger tables are refused at start-up. */
 #define KPRW_MAX_POINTS 1000000
@@ -397,14 +398,14 @@ struct kprw_stats {
  * The trace file (MAP_SHARED, shared by every thread and process of the run; each process
  * appends, nothing is truncated). Layout:
  *   [0, 4096)                          struct kprw_trace_hdr
- *   [data_off, data_off+data_size)     records, 8-byte aligned, back to back
+ *   [data_off, data_off+data_size)     records, 8-byte aligned, in blocks of block_size
  *   [counters_off, +counters_size)     per-image counters: {hit, nmissed} u64 pairs
  * counters_size is chosen by the runtime that creates the file (at least
  * KPRW_TRACE_COUNTERS_SIZE, more for an image with many probes); readers use the
  * header's offsets and sizes, never the constant.
  */
 #define KPRW_TRACE_MAGIC "KPRWTRC1"
-#define KPRW_TRACE_VERSION 1
+#define KPRW_TRACE_VERSION 2 /* 2: records in per-thread blocks, a record counts its probe's hit */
 #define KPRW_TRACE_HDR_SIZE 4096
 #define KPRW_TRACE_MAX_IMAGES 160
 #define KPRW_TRACE_COUNTERS_SIZE (1u << 20) /* the least counters_size of a new file */
@@ -431,7 +432,7 @@ struct kprw_trace_hdr {
 	kprw_u32 version;        /* KPRW_TRACE_VERSION */
 	kprw_u32 data_off;       /* KPRW_TRACE_HDR_SIZE */
 	kprw_u64 data_size;      /* bytes of the record area */
-	kprw_u64 head;           /* atomic: bytes reserved (may run past data_size) */
+	kprw_u64 head;           /* atomic: bytes given out in blocks (may run past data_size) */
 	kprw_u64 lost;           /* atomic: records that did not fit */
 	kprw_u64 counters_off;
 	kprw_u64 counters_size;
@@ -440,13 +441,22 @@ struct kprw_trace_hdr {
 	kprw_u32 clock_id;       /* 1 = CLOCK_MONOTONIC (timestamps are its nanoseconds) */
 	kprw_u64 created_real_ns;/* CLOCK_REALTIME when the file was created */
 	kprw_u64 created_mono_ns;/* CLOCK_MONOTONIC at the same moment */
-	kprw_u64 reserved[5];
+	kprw_u64 block_size;     /* the record area is given out in blocks that are multiples of
+	                            this many bytes (a power of two), aligned to it */
+	kprw_u64 reserved[4];
 	struct kprw_trace_image images[KPRW_TRACE_MAX_IMAGES];
 };
 
-/* A trace record. size is written first, commit last (release): a record whose commit
- * is not KPRW_REC_COMMIT was cut short (the writer died) and is skipped; size 0 ends the
- * data. */
+/* A trace record. A thread takes a block of the record area with one atomic add on
+ * head and writes its records there back to back with no atomic operation (the kernel's
+ * per-CPU ring buffers, per thread); readers merge the blocks by timestamp. size is
+ * written first, commit last: a record whose commit is not KPRW_REC_COMMIT was cut short
+ * (the writer died) and is skipped. Where a size is 0 the block's data ends (its thread or
+ * process ended, or needed a fresh block for a larger record): the rest of the block is
+ * zero, and readers go on at the next multiple of block_size. A record whose probe is not
+ * KPRW_NO_PROBE is that probe's hit: the hit counter of a probe that writes a record is
+ * not incremented (one atomic operation less per hit); readers add the committed records
+ * to the counters of the record's image. */
 #define KPRW_REC_COMMIT KPRW_U(0x43525043) /* "CPRC" */
 #define KPRW_REC_KPROBE 1
 #define KPRW_REC_KRETPROBE 2
@@ -465,7 +475,8 @@ struct kprw_trace_hdr {
 struct kprw_rec {
 	kprw_u32 size;     /* total bytes, multiple of 8 */
 	kprw_u32 commit;   /* KPRW_REC_COMMIT once complete */
-	kprw_u16 type;     /* KPRW_REC_* */
+	kprw_u8 type;      /* KPRW_REC_* */
+	kprw_u8 image;     /* the writer's entry in the header's images (its counters) */
 	kprw_u16 cpu;
 	kprw_u32 event_id; /* kprw_event.id */
 	kprw_u64 image_id;
@@ -477,7 +488,8 @@ struct kprw_rec {
 	kprw_u64 bias;     /* load bias of the image when recorded */
 	char comm[16];     /* PR_GET_NAME of the thread */
 	kprw_u32 data_len; /* bytes of fetch output that follow */
-	kprw_u32 reserved0;
+	kprw_u32 probe;    /* the probe (runtime index, in image's counters) whose hit this
+	                      record is, or KPRW_NO_PROBE */
 	/* kprw_u8 data[data_len], then padding to 8 */
 };
 

@@ -206,6 +206,11 @@ struct kprw_rt {
 	struct kprw_trace_hdr *trace;
 	u8 *trace_data;
 	u64 trace_data_size;
+	u64 trace_block;   /* the size of a thread's trace blocks after its first (rt_trace.c) */
+	u64 image_id;      /* hdr->image_id, for records */
+	u32 trace_image;   /* this image's entry in the trace file's images */
+	u32 rec_hits;      /* it has one: records count their probes' hits */
+	u64 *fastev;       /* a bit per point: its hits take kprw_trace_event (rt_trace.c) */
 	u32 populate;      /* MADV_POPULATE_WRITE works (rt_trace.c) */
 	/* kretprobe instances */
 	u64 *ri_keys;      /* ri_total keys: address of the replaced return address, 0 = free */
@@ -257,9 +262,10 @@ struct kprw_tctx {
 	u32 slow_read; /* why this thread must read by system call now: KPRW_FAULT_SIGS bits
 	                  blocked (a program's fault handler runs), KPRW_SLOW_STACK; see
 	                  kprw_fast_ok */
-	u32 pad0;
-	u64 pad[1];   /* one cache line each */
-};
+	u32 rec_end;  /* the end of this thread's block of the trace file's record area, in
+	                 4 KiB units (rt_trace.c); 0 = none */
+	u64 rec_next; /* where its next record goes: an offset in the record area */
+};             /* one cache line each */
 #define KPRW_SLOW_STACK 0x80000000u /* too little sigaltstack left for a fault's frame */
 struct kprw_tctx *kprw_tctx_slow(u64 key);
 int kprw_tctx_busy_slow(struct kprw_tctx *c);
@@ -303,6 +309,17 @@ u32 kprw_cpu(void);
 /* ---- clock (rt_clock.c) ---- */
 void kprw_clock_init(void);
 u64 kprw_clock(void);    /* CLOCK_MONOTONIC ns, extrapolated from the TSC when it is invariant */
+u64 kprw_clock_slow(void); /* kprw_clock when the inlined extrapolation cannot answer */
+struct kprw_clk {
+	u32 seq;  /* odd while a renewal writes */
+	u32 lock;
+	u64 tsc;  /* anchor */
+	u64 ns;
+	u64 mult; /* ns per tick << 32; 0 = not measured yet */
+	u64 span; /* ticks after the anchor before the next renewal */
+	u64 interval_ns;
+};
+extern struct kprw_clk kprw_clk;
 /* fault-safe reads: bytes read (partial when a fault stops them), or -EFAULT */
 long kprw_read_user(void *dst, uptr src, unsigned long n); /* the mode this thread may use */
 long kprw_read_mode(void *dst, uptr src, unsigned long n, int fast);
@@ -317,9 +334,14 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c);
 int kprw_kretprobe_init(void);
 void kprw_rethook(struct pt_regs *regs);
 void kprw_trace_open(const char *path, u64 size, int prefault, int records);
-void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8 *edata, u32 elen,
-		    struct kprw_tctx *c);
+/* kprw_trace_hit writes probe pi's record; 1 when the record is the hit (written, into
+ * a file where this image has its counters: the caller does not count it), else 0 (the
+ * caller counts the hit) */
+int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *edata, u32 elen,
+		   struct kprw_tctx *c);
 void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c);
+int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c);
+void kprw_fastev_init(void);
 long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx);
 /* ---- signal guard (rt_sigguard.c) ---- */
 void kprw_istep_init(void); /* rt_istep.c: int3-ended single-steps (KPRW_PF_INT3STEP) */
@@ -393,6 +415,67 @@ static inline __attribute__((always_inline)) struct kprw_tctx *kprw_tctx_get(voi
 	return kprw_tctx_slow(k);
 }
 
+/* kprw_clock_fast is kprw_clock inlined: the extrapolation from the TSC (rt_clock.c) */
+static inline __attribute__((always_inline)) u64 kprw_clock_fast(void)
+{
+	if (likely(kprw_rt.tsc_ok)) {
+		u32 s = __atomic_load_n(&kprw_clk.seq, __ATOMIC_ACQUIRE);
+		u64 at = __atomic_load_n(&kprw_clk.tsc, __ATOMIC_RELAXED);
+		u64 an = __atomic_load_n(&kprw_clk.ns, __ATOMIC_RELAXED);
+		u64 m = __atomic_load_n(&kprw_clk.mult, __ATOMIC_RELAXED);
+		u64 span = __atomic_load_n(&kprw_clk.span, __ATOMIC_RELAXED);
+		u32 lo, hi;
+		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+		u64 t = (u64)hi << 32 | lo;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (likely(!(s & 1) && __atomic_load_n(&kprw_clk.seq, __ATOMIC_ACQUIRE) == s && m && t - at < span))
+			return an + (u64)(((unsigned __int128)(t - at) * m) >> 32);
+	}
+	return kprw_clock_slow();
+}
+
+/* kprw_cpu_fast is kprw_cpu inlined where rdpid exists */
+static inline u32 kprw_cpu_fast(void)
+{
+	if (likely(kprw_rt.has_rdpid)) {
+		unsigned long p;
+		__asm__ volatile("rdpid %0" : "=r"(p));
+		return (u32)(p & 0xfff);
+	}
+	return kprw_cpu();
+}
+
+/* the TCB offsets that hold the tid (rt_thread.c: bit i of kprw_tid_live = kprw_tid_off[i]
+ * still holds), and the cached pid (0: ask kprw_pid) */
+#define KPRW_TIDCAND 8
+#define KPRW_COMM_REFRESH_NS 1000000ull /* a context's comm is re-read when older than 1 ms */
+extern u32 kprw_tid_off[KPRW_TIDCAND];
+extern u32 kprw_tid_live;
+extern u32 *kprw_pid_cache;
+
+/* kprw_tctx_tid_fast is kprw_tctx_tid when the context is still its thread's (one load
+ * per surviving TCB offset), else the call that renews it */
+static inline __attribute__((always_inline)) u32 kprw_tctx_tid_fast(struct kprw_tctx *c)
+{
+	u32 live = __atomic_load_n(&kprw_tid_live, __ATOMIC_ACQUIRE);
+	if (likely(live && !(c->key & KPRW_KEY_TID))) {
+		u32 ok = 1;
+		for (u32 i = 0; live; i++, live >>= 1)
+			if ((live & 1) && *(const volatile u32 *)(uptr)(c->key + kprw_tid_off[i]) != c->tid)
+				ok = 0;
+		if (likely(ok))
+			return c->tid;
+	}
+	return kprw_tctx_tid(c);
+}
+
+static inline u32 kprw_pid_fast(void)
+{
+	u32 *pc = kprw_pid_cache;
+	u32 pid = likely(pc != NULL) ? __atomic_load_n(pc, __ATOMIC_RELAXED) : 0;
+	return likely(pid) ? pid : kprw_pid();
+}
+
 /* kprw_tctx_busy says whether this thread runs a handler of ours (a hit now is missed). */
 static inline int kprw_tctx_busy(struct kprw_tctx *c)
 {
@@ -416,10 +499,13 @@ static inline void kprw_count_hit(u32 i)
 	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride), 1);
 }
 
-/* kprw_trace_lost counts a record that could not be written (no trace file) */
+/* kprw_trace_lost counts a record that could not be written (no trace file) in
+ * kprewrite_rt_stats.lost, a diagnostic, with a plain add: a locked one costs ~4 ns a
+ * hit on some CPUs (two threads losing records at the same instant may count one) */
 static inline void kprw_trace_lost(void)
 {
-	atomic_add(&kprewrite_rt_stats.lost, 1);
+	__atomic_store_n(&kprewrite_rt_stats.lost, __atomic_load_n(&kprewrite_rt_stats.lost, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
 }
 
 /* ---- C handlers (rt_user.c): probes with KPRW_F_USER ---- */
@@ -492,15 +578,18 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 				rets = 1;
 			continue;
 		}
-		kprw_count_hit(i);
 		if (p->flags & KPRW_F_TRACE) {
 			if (unlikely(!kprw_rt.trace)) {
+				kprw_count_hit(i);
 				kprw_trace_lost(); /* no trace file: inline, not a call per hit */
 			} else {
 				regs->ip = site;
-				kprw_trace_hit(i, regs, KPRW_REC_KPROBE, 0, NULL, 0, c);
+				if (!kprw_trace_hit(i, regs, KPRW_REC_KPROBE, 0, NULL, 0, c))
+					kprw_count_hit(i); /* a written record is the hit */
 				regs->ip = site + 1;
 			}
+		} else {
+			kprw_count_hit(i);
 		}
 		if (p->flags & KPRW_F_USER) {
 			if (kprw_user_pre(i, regs)) {

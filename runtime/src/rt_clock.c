@@ -23,17 +23,8 @@
 #define MAX_INTERVAL_NS (64ull * 1000000)
 #define MIN_RATE_NS 1000000ull
 
-struct kprw_clk {
-	u32 seq;  /* odd while a renewal writes */
-	u32 lock;
-	u64 tsc;  /* anchor */
-	u64 ns;
-	u64 mult; /* ns per tick << 32; 0 = not measured yet */
-	u64 span; /* ticks after the anchor before the next renewal */
-	u64 interval_ns;
-};
-
-static struct kprw_clk clk;
+struct kprw_clk kprw_clk; /* read inlined by kprw_clock_fast (rt.h) */
+#define clk kprw_clk
 
 static inline u64 rdtsc(void)
 {
@@ -122,6 +113,11 @@ static u64 renew(void)
 out:
 	atomic_store(&clk.lock, 0);
 	return ns;
+}
+
+u64 kprw_clock_slow(void)
+{
+	return kprw_rt.tsc_ok ? renew() : kprw_now_ns();
 }
 
 u64 kprw_clock(void)

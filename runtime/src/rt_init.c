@@ -285,6 +285,7 @@ static void records_init(void)
 	}
 	kprw_rt.ev_fixed = fixed;
 	kprw_rt.ev_plan = plan;
+	kprw_fastev_init();
 	for (u32 i = 0; i < kprw_rt.nevents; i++) {
 		const struct kprw_event *ev = &kprw_rt.events[i];
 		long f = fixed ? fixed[i] : ev->fetch_len ? kprw_fetch_fixed_size((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len) : 0;
@@ -351,6 +352,7 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	if (kprw_rt.init_done)
 		return RT_ADDR(h->orig_entry);
 	kprw_rt.hdr = h;
+	kprw_rt.image_id = h->image_id;
 	kprw_rt.points = (const void *)RT_ADDR(h->points);
 	kprw_rt.probes = (const void *)RT_ADDR(h->probes);
 	kprw_rt.events = (const void *)RT_ADDR(h->events);

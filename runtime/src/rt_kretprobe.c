@@ -257,13 +257,14 @@ void kprw_rethook(struct pt_regs *regs)
 		struct kprw_tctx *c = kprw_tctx_get();
 		if (c && !kprw_tctx_busy(c)) {
 			c->busy++;
-			kprw_count_hit(pi);
-			if (p->flags & KPRW_F_TRACE) {
-				if (unlikely(!kprw_rt.trace))
-					kprw_trace_lost();
-				else
-					kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, r->ri.ret_addr, edata_of(r, p),
-						       kprw_rt.ri_elen[pi], c);
+			if (!(p->flags & KPRW_F_TRACE)) {
+				kprw_count_hit(pi);
+			} else if (unlikely(!kprw_rt.trace)) {
+				kprw_count_hit(pi);
+				kprw_trace_lost();
+			} else if (!kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, r->ri.ret_addr, edata_of(r, p),
+						   kprw_rt.ri_elen[pi], c)) {
+				kprw_count_hit(pi); /* a written record is the hit */
 			}
 			if (p->flags & KPRW_F_USER) {
 				kprw_user_ret(pi, &r->ri, regs);

@@ -42,8 +42,26 @@ __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *
 	unsigned long sp = regs->sp, flags = regs->flags;
 	int any = 0, moved = 0;
 
+	struct kprw_tctx *c;
+	if (kprw_rt.fastev && (kprw_rt.fastev[idx / 64] >> (idx % 64) & 1) && likely(!(flags & FLAGS_DF))) {
+		/* an event alone at its point, no handler: nothing in regs can change */
+		u32 i = pt->first_probe;
+		if (unlikely(!kprw_probe_enabled(i)))
+			return 0;
+		c = kprw_tctx_get();
+		if (unlikely(!c || kprw_tctx_busy(c))) {
+			kprw_count_miss(i);
+			return 0;
+		}
+		c->busy++;
+		regs->ip = RT_ADDR(pt->site); /* what the event's fetches see, as on the other paths */
+		if (!kprw_trace_event(i, regs, c))
+			kprw_count_hit(i); /* a written record is the hit */
+		c->busy--;
+		return 0;
+	}
 	regs->ip = RT_ADDR(pt->site) + 1; /* as after an int3, like the kernel's optimized_callback */
-	struct kprw_tctx *c = kprw_tctx_get();
+	c = kprw_tctx_get();
 	if (unlikely(!c || kprw_tctx_busy(c))) {
 		kprw_miss_point(pt);
 	} else {

@@ -47,8 +47,8 @@
 #define KEY_CLAIMING 1ull
 #define KEY_TID KPRW_KEY_TID
 #define TIDSCAN 1024 /* bytes after the thread pointer searched for the tid */
-#define TIDCAND 8
-#define COMM_REFRESH_NS 1000000ull /* comm is re-read when older than 1 ms */
+#define TIDCAND KPRW_TIDCAND
+#define COMM_REFRESH_NS KPRW_COMM_REFRESH_NS
 
 #define ARCH_GET_FS 0x1003
 #define SYS_arch_prctl 158
@@ -64,9 +64,15 @@ static struct kprw_tstate *ts;
 static struct kprw_tstate ts_fallback; /* if mmap/madvise fail (no WIPEONFORK) */
 struct kprw_tctx *kprw_tctx_tab; /* ts->c, for the inlined lookups (set at start-up: no absolute relocation) */
 
-/* where the tid is in a TCB: candidate offsets, bit i of tid_live = tid_off[i] still holds */
-static u32 tid_off[TIDCAND];
-static u32 tid_live;
+/* where the tid is in a TCB: candidate offsets, bit i of tid_live = tid_off[i] still holds
+ * (read inlined by kprw_tctx_tid_fast, rt.h) */
+u32 kprw_tid_off[TIDCAND];
+u32 kprw_tid_live;
+#define tid_off kprw_tid_off
+#define tid_live kprw_tid_live
+/* &ts->pid once the table exists (kprw_pid_fast); NULL before and without WIPEONFORK
+ * (no initialised pointer: the object has no absolute relocation) */
+u32 *kprw_pid_cache;
 /* contexts ever claimed outside their key's window (claim_ctx passes 2 and 3): until
  * there is one, a key's context can only be in its window, and kprw_tctx_slow does not
  * read the whole table (64 KiB: 16 page faults at start-up) */
@@ -84,6 +90,7 @@ int kprw_thread_init(void)
 		ts = &ts_fallback;
 	}
 	kprw_tctx_tab = ts->c;
+	kprw_pid_cache = ts != &ts_fallback ? &ts->pid : NULL;
 	if (kprw_rt.hwcap2 & 2 /* HWCAP2_FSGSBASE */)
 		kprw_rt.keymode = KPRW_KEY_FSBASE;
 	else

@@ -1,10 +1,13 @@
 /*
  * rt_trace.c - the trace file: a MAP_SHARED file every thread and process of the run
  * appends to (fork children share the mapping; exec'd rewritten programs open the same
- * path again). Records are reserved with one atomic fetch-add on the header's head,
- * filled, then committed with a release store, so nothing is lost on a crash, abort or
- * _exit: the kernel owns the pages. The file also holds per-image {hit, nmissed}
- * counters (kprobe_profile), shared the same way.
+ * path again). The record area is given out in blocks (one atomic fetch-add on the
+ * header's head per block); a thread writes its records into its own block back to back
+ * with no atomic operation, each committed with a last store, so nothing is lost on a
+ * crash, abort or _exit: the kernel owns the pages. Readers merge the blocks by
+ * timestamp, as the kernel's tracer merges its per-CPU buffers. The file also holds
+ * per-image {hit, nmissed} counters (kprobe_profile), shared the same way; a probe's hit
+ * that writes a record is counted by the record.
  */
 #include "rt.h"
 
@@ -168,6 +171,9 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 		warn_counters("has no room for this program's counters (counted in memory only)");
 		return;
 	}
+	/* records name the image's entry, and count their probes' hits there */
+	kprw_rt.trace_image = (u32)(im - h->images);
+	kprw_rt.rec_hits = 1;
 	if (hdr->counters && !(im->counters_off & 4095)) {
 		/* the file's counters over the window: counting code addresses them at link-time
 		 * addresses (count-only detours), everything else through ctr_base */
@@ -223,6 +229,23 @@ static u64 counters_area(void)
 	return (area + 4095) & ~4095ull;
 }
 
+/* The record area is given out in blocks: a thread's first block is one granule (4 KiB,
+ * the header's block_size: a short-lived process or thread that writes a few records
+ * leaves at most that unused), its later ones big_block() bytes (one atomic operation
+ * per ~600 records). Blocks are whole granules, granule-aligned; a block a thread has
+ * not filled when it ends stays zero, which readers skip a granule at a time. */
+#define GRANULE 4096ull
+#define BIG_BLOCK (64ull << 10)
+
+/* big_block: 64 KiB, less in a small file (at least 16 of them fit) */
+static u64 big_block(u64 size)
+{
+	u64 bs = BIG_BLOCK;
+	while (bs > GRANULE && size / bs < 16)
+		bs >>= 1;
+	return bs;
+}
+
 void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 {
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC | (kprw_rt.secure ? O_NOFOLLOW : 0);
@@ -276,6 +299,7 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		h->data_size = size;
 		h->counters_off = KPRW_TRACE_HDR_SIZE + size;
 		h->counters_size = csize;
+		h->block_size = GRANULE;
 		h->clock_id = 1;
 		struct k_timespec ts = {0, 0};
 		sys2(SYS_clock_gettime, 0, (long)&ts);
@@ -286,7 +310,7 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		   h->data_off != KPRW_TRACE_HDR_SIZE || h->data_size > total ||
 		   h->counters_off < KPRW_TRACE_HDR_SIZE + h->data_size ||
 		   h->counters_off > total || h->counters_size > total - h->counters_off ||
-		   h->counters_used > h->counters_size) {
+		   h->counters_used > h->counters_size || h->block_size != GRANULE) {
 		warn("is not a kprewrite trace file (or another version)", path, 0);
 		sys2(SYS_munmap, (long)map, (long)total);
 		goto out;
@@ -295,6 +319,7 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 	kprw_rt.trace = h;
 	kprw_rt.trace_data = map + h->data_off;
 	kprw_rt.trace_data_size = h->data_size;
+	kprw_rt.trace_block = big_block(h->data_size);
 	kprw_rt.populate = records; /* count-only runs write no records: nothing to populate */
 	if (records && prefault) {
 		populate(0, h->data_size);
@@ -307,20 +332,59 @@ out:
 	sys1(SYS_close, fd);
 }
 
-/* reserve returns room for a record of size bytes (a multiple of 8), or NULL (counted
- * as lost). */
-static struct kprw_rec *reserve(u32 size)
+/* new_block takes a block for a record of size bytes (a larger one for a record larger
+ * than a block) and makes it c's (none: the record has it alone; the context table is
+ * full). Returns the record's place, or NULL (counted as lost). */
+static __attribute__((noinline)) struct kprw_rec *new_block(u32 size, struct kprw_tctx *c)
 {
 	struct kprw_trace_hdr *h = kprw_rt.trace;
-	u64 off = atomic_add(&h->head, size);
-	if (off + size > kprw_rt.trace_data_size || off + size < off) {
+	u64 bs = c && __atomic_load_n(&c->rec_end, __ATOMIC_RELAXED) ? kprw_rt.trace_block : GRANULE;
+	u64 n = (((u64)size + bs - 1) / bs) * bs;
+	u64 off = atomic_add(&h->head, n);
+	if (off + n > kprw_rt.trace_data_size || off + n < off) {
 		atomic_add(&h->lost, 1);
 		atomic_add(&kprewrite_rt_stats.lost, 1);
 		return NULL;
 	}
-	if (unlikely((off >> CHUNK_SHIFT) != ((off + size) >> CHUNK_SHIFT)))
-		populate((((off + size) >> CHUNK_SHIFT) + 1) << CHUNK_SHIFT, 1ull << CHUNK_SHIFT);
+	/* the writer that takes a block starting or crossing into a chunk makes the next
+	 * chunk's pages present */
+	if (unlikely(!(off & ((1ull << CHUNK_SHIFT) - 1)) || (off >> CHUNK_SHIFT) != ((off + n - 1) >> CHUNK_SHIFT)))
+		populate((((off + n - 1) >> CHUNK_SHIFT) + 1) << CHUNK_SHIFT, 1ull << CHUNK_SHIFT);
+	if (c) {
+		/* next before end: a signal handler of this thread that writes a record in
+		 * between finds its place past the old end and takes a block of its own */
+		__atomic_store_n(&c->rec_next, off + size, __ATOMIC_RELAXED);
+		__asm__ volatile("" ::: "memory");
+		__atomic_store_n(&c->rec_end, (u32)((off + n) >> 12), __ATOMIC_RELAXED);
+	}
 	return (struct kprw_rec *)(kprw_rt.trace_data + off);
+}
+
+/* reserve returns room for a record of size bytes (a multiple of 8) in the calling
+ * thread's block, or NULL (counted as lost). No atomic operation: the place is taken with
+ * one xadd without lock, which a signal handler of the same thread cannot split, and the
+ * end is read before it, so a handler that took a new block in between makes this record
+ * take one too rather than write past its block. */
+static inline struct kprw_rec *reserve(u32 size, struct kprw_tctx *c)
+{
+	if (likely(c != NULL)) {
+		u64 end = (u64)__atomic_load_n(&c->rec_end, __ATOMIC_RELAXED) << 12;
+		__asm__ volatile("" ::: "memory");
+		u64 off = size;
+		__asm__ volatile("xaddq %0, %1" : "+r"(off), "+m"(c->rec_next));
+		if (likely(off + size <= end))
+			return (struct kprw_rec *)(kprw_rt.trace_data + off);
+	}
+	return new_block(size, c);
+}
+
+/* stat_record counts a record in kprewrite_rt_stats.records (diagnostics) with a plain
+ * add, not an atomic one: records written by two threads at the same instant may be
+ * counted once. The file's records are the exact count. */
+static inline void stat_record(void)
+{
+	__atomic_store_n(&kprewrite_rt_stats.records, __atomic_load_n(&kprewrite_rt_stats.records, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
 }
 
 /* who is the thread writing a record: from its context, or from system calls when the
@@ -331,12 +395,14 @@ struct who {
 	char comm[16];
 };
 
-static void who(struct who *w, struct kprw_tctx *c)
+static inline __attribute__((always_inline)) void who(struct who *w, struct kprw_tctx *c)
 {
-	w->now = kprw_clock();
-	if (c) {
-		w->tid = kprw_tctx_tid(c);
-		kprw_memcpy(w->comm, kprw_tctx_comm(c, w->now), 16);
+	w->now = kprw_clock_fast();
+	if (likely(c != NULL)) {
+		w->tid = kprw_tctx_tid_fast(c);
+		if (unlikely(c->comm_ns == 0 || w->now - c->comm_ns > KPRW_COMM_REFRESH_NS))
+			kprw_tctx_comm(c, w->now);
+		__builtin_memcpy(w->comm, c->comm, 16); /* constant size: two moves */
 	} else {
 		w->tid = kprw_gettid();
 		kprw_memset(w->comm, 0, 16);
@@ -344,23 +410,53 @@ static void who(struct who *w, struct kprw_tctx *c)
 	}
 }
 
-static void fill(struct kprw_rec *rec, u32 size, u16 type, u32 event_id, u64 ip, const struct who *w)
+static inline __attribute__((always_inline)) void fill(struct kprw_rec *rec, u32 size, u8 type, u32 event_id,
+							u64 ip, const struct who *w)
 {
 	rec->size = size;
-	rec->type = type;
-	rec->cpu = (u16)kprw_cpu();
+	rec->probe = KPRW_NO_PROBE;
+	rec->type = (u8)type;
+	rec->image = (u8)kprw_rt.trace_image;
+	rec->cpu = (u16)kprw_cpu_fast();
 	rec->event_id = event_id;
-	rec->image_id = kprw_rt.hdr->image_id;
-	rec->pid = kprw_pid();
+	rec->image_id = kprw_rt.image_id;
+	rec->pid = kprw_pid_fast();
 	rec->tid = w->tid;
 	rec->ts_ns = w->now;
 	rec->ip = ip;
 	rec->bias = kprw_rt.bias;
-	kprw_memcpy(rec->comm, w->comm, 16);
+	__builtin_memcpy(rec->comm, w->comm, 16);
 }
 
-void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8 *edata, u32 elen,
-		    struct kprw_tctx *c)
+/* plan_run is kprw_fetch_plan_run into a record's data, which is still zero (the record
+ * area is never written twice): no clearing, and what a read cannot give stays zero. */
+static inline __attribute__((always_inline)) void plan_run(const struct kprw_fplan *pl, const struct pt_regs *regs,
+							    u8 *out, int fast)
+{
+	const u64 *r = (const u64 *)regs;
+	for (u32 i = 0; i < pl->n; i++) {
+		const struct kprw_fplan_op *op = &pl->op[i];
+		u8 *d = out + op->dest;
+		u64 v = r[op->reg];
+		if (op->mem) {
+			uptr src = (uptr)(v + (u64)(s64)op->off);
+			if (likely(fast && src >= KPRW_FAST_LO && src + op->size >= src && src + op->size <= KPRW_FAST_HI))
+				kprw_copy_nofault(d, (const void *)src, op->size);
+			else
+				kprw_read_mode(d, src, op->size, fast);
+			continue;
+		}
+		switch (op->size) {
+		case 8: __builtin_memcpy(d, &v, 8); break;
+		case 4: __builtin_memcpy(d, &v, 4); break;
+		case 2: __builtin_memcpy(d, &v, 2); break;
+		default: d[0] = (u8)v; break;
+		}
+	}
+}
+
+int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *edata, u32 elen,
+		   struct kprw_tctx *c)
 {
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
 	const struct kprw_event *ev = NULL;
@@ -371,7 +467,7 @@ void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8
 		ev = &kprw_rt.events[p->event];
 	if (!kprw_rt.trace) {
 		kprw_trace_lost();
-		return;
+		return 0;
 	}
 	who(&w, c);
 	u32 dlen = 0;
@@ -399,28 +495,84 @@ void kprw_trace_hit(u32 pi, struct pt_regs *regs, u16 type, u64 ret_ip, const u8
 		}
 	}
 	u32 size = (u32)((sizeof(struct kprw_rec) + dlen + 7) & ~7ul);
-	struct kprw_rec *rec = reserve(size);
+	struct kprw_rec *rec = reserve(size, c);
 	if (!rec)
-		return;
+		return 0;
 	fill(rec, size, type, ev ? ev->id : KPRW_NO_EVENT, kprw_rt.points[p->point].site, &w);
+	if (kprw_rt.rec_hits)
+		rec->probe = pi;
 	rec->ret_ip = ret_ip;
 	long got = 0;
 	if (once) {
 		kprw_memcpy(rec + 1, once, dlen);
 		got = dlen;
 	} else if (dlen && kprw_rt.ev_plan && kprw_rt.ev_plan[p->event].n != ~0u && elen == 0) {
-		kprw_fetch_plan_run(&kprw_rt.ev_plan[p->event], regs, (u8 *)(rec + 1), fast);
+		plan_run(&kprw_rt.ev_plan[p->event], regs, (u8 *)(rec + 1), fast);
 		got = dlen;
 	} else if (dlen) {
 		got = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, (u8 *)(rec + 1), dlen, fast);
 		if (got < 0)
 			got = 0;
-		if ((u32)got < dlen)
-			kprw_memset((u8 *)(rec + 1) + got, 0, dlen - (u32)got);
+		/* bytes past got are still zero */
 	}
 	rec->data_len = (u32)got;
 	atomic_store(&rec->commit, KPRW_REC_COMMIT);
-	atomic_add(&kprewrite_rt_stats.records, 1);
+	stat_record();
+	return (int)kprw_rt.rec_hits;
+}
+
+/* kprw_trace_event writes the record of probe pi, an event whose point is jump-optimized
+ * and has it alone, whose arguments a compiled plan fetches (or that has none): the path
+ * of kprw_trace_hit with what kprw_rt.fastev guarantees taken out (kprw_fastev_init).
+ * regs->ip is the site. 1 when written (the hit), 0 when lost (the caller counts it). */
+int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c)
+{
+	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	const struct kprw_fplan *pl = &kprw_rt.ev_plan[p->event];
+	struct who w;
+	who(&w, c);
+	u32 dlen = pl->n == ~0u ? 0 : pl->fixed;
+	u32 size = (u32)((sizeof(struct kprw_rec) + dlen + 7) & ~7ul);
+	struct kprw_rec *rec = reserve(size, c);
+	if (unlikely(!rec))
+		return 0;
+	fill(rec, size, KPRW_REC_KPROBE, kprw_rt.events[p->event].id, regs->ip - kprw_rt.bias, &w);
+	if (kprw_rt.rec_hits)
+		rec->probe = pi;
+	rec->ret_ip = 0;
+	if (dlen)
+		plan_run(pl, regs, (u8 *)(rec + 1), kprw_fast_ok(c));
+	rec->data_len = dlen;
+	atomic_store(&rec->commit, KPRW_REC_COMMIT);
+	stat_record();
+	return (int)kprw_rt.rec_hits;
+}
+
+/* kprw_fastev_init marks the points kprw_trace_event may serve (kprw_rt.fastev, one bit
+ * each): jump-optimized, one probe, a kprobe event with nothing else (no C handler, no
+ * pre or post handler) whose arguments have a compiled plan or that has none. Start-up,
+ * after the plans exist. */
+void kprw_fastev_init(void)
+{
+	if (!kprw_rt.ev_plan || !kprw_rt.ev_fixed || !kprw_rt.npoints)
+		return;
+	u64 *bits = kprw_mmap_anon(((u64)kprw_rt.npoints + 63) / 64 * 8);
+	if (!bits)
+		return;
+	for (u32 k = 0; k < kprw_rt.npoints; k++) {
+		const struct kprw_point *pt = &kprw_rt.points[k];
+		if (pt->xmode != KPRW_X_OPTIMIZED || pt->nprobes != 1)
+			continue;
+		const struct kprw_probe *p = &kprw_rt.probes[pt->first_probe];
+		if (p->type != KPRW_T_KPROBE || p->flags != KPRW_F_TRACE || p->pre_handler || p->post_handler ||
+		    p->event >= kprw_rt.nevents)
+			continue;
+		const struct kprw_event *ev = &kprw_rt.events[p->event];
+		if (ev->fetch_len && (kprw_rt.ev_plan[p->event].n == ~0u || kprw_rt.ev_fixed[p->event] < 0))
+			continue;
+		bits[k / 64] |= 1ull << (k % 64);
+	}
+	kprw_rt.fastev = bits;
 }
 
 /* kprw_trace_violation counts a --verify-regions violation in the point's KPRW_T_VERIFY
@@ -434,7 +586,7 @@ void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c)
 	u32 size = (u32)sizeof(struct kprw_rec) + 8;
 	struct who w;
 	who(&w, c);
-	struct kprw_rec *rec = reserve(size);
+	struct kprw_rec *rec = reserve(size, c);
 	if (!rec)
 		return;
 	fill(rec, size, KPRW_REC_VIOLATION, KPRW_NO_EVENT, pt->site, &w);
@@ -442,7 +594,7 @@ void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c)
 	kprw_memcpy(rec + 1, &pt->target, 8);
 	rec->data_len = 8;
 	atomic_store(&rec->commit, KPRW_REC_COMMIT);
-	atomic_add(&kprewrite_rt_stats.records, 1);
+	stat_record();
 }
 
 /* kprw_trace_text writes a KPRW_REC_PRINTK record (trace_printk from a C handler): the
@@ -464,7 +616,7 @@ void kprw_trace_text(u64 site, u64 caller, const char *func, const char *text, u
 	u32 size = (u32)((sizeof(struct kprw_rec) + dlen + 7) & ~7ul);
 	struct who w;
 	who(&w, c);
-	struct kprw_rec *rec = reserve(size);
+	struct kprw_rec *rec = reserve(size, c);
 	if (!rec)
 		return;
 	fill(rec, size, KPRW_REC_PRINTK, KPRW_NO_EVENT, site, &w);
@@ -473,8 +625,7 @@ void kprw_trace_text(u64 site, u64 caller, const char *func, const char *text, u
 	kprw_memcpy(d, func, flen);
 	d[flen] = 0;
 	kprw_memcpy(d + flen + 1, text, len);
-	kprw_memset(d + dlen, 0, size - sizeof(struct kprw_rec) - dlen);
 	rec->data_len = dlen;
 	atomic_store(&rec->commit, KPRW_REC_COMMIT);
-	atomic_add(&kprewrite_rt_stats.records, 1);
+	stat_record();
 }

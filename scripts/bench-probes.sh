@@ -35,6 +35,7 @@ cleanup() {
 trap cleanup EXIT
 gcc -O2 -o "$tmp/hit" scripts/bench/hit.c
 gcc -O2 -o "$tmp/int3" scripts/bench/int3.c
+gcc -O2 -o "$tmp/lock" scripts/bench/lock.c
 
 # best "hit" figure (ns) of $runs runs of: env ARGS... BIN N
 best() {
@@ -135,8 +136,10 @@ else
 	echo "| kernel uprobe | | | | | n/a (needs root and $tracefs) |"
 	echo "| kernel uretprobe | | | | | n/a (needs root and $tracefs) |"
 fi
+# the baseline of counting: one exact shared counter increment (lock incq) on this CPU
+lock=$("$tmp/lock" | awk '{print $3}')
 echo
-echo "Bare call of the unprobed twin: $bare ns. Bare int3 + SIGTRAP round trip: $int3 ns."
+echo "Bare call of the unprobed twin: $bare ns. Bare int3 + SIGTRAP round trip: $int3 ns. Bare lock incq (scripts/bench/lock.c): $lock ns."
 awk -v rf="${memrow[oreg.fast]}" -v mf="${memrow[omem.fast]}" -v ms="${memrow[omem.syscall]}" -v sf="${memrow[ostr.fast]}" -v ss="${memrow[ostr.syscall]}" 'BEGIN {
 	printf "memory fetch, syscall / fast: +0(%%sp):u64 %.1f, +0(%%sp):string %.1f; the read in the fast hit: %.1f ns\n", ms / mf, ss / sf, mf - rf }'
 awk -v b="${counting[b]}" -v k="${counting[k]}" -v ki="${counting[k-int3]}" -v t="$int3" 'BEGIN {

@@ -286,6 +286,43 @@ func TestOptThreads(t *testing.T) {
 	}
 }
 
+// TestTraceSignalStorm: a timer signal's handler hits the probe the main loop hits, so
+// its records go into the same thread's block between the loop's, and signals land
+// anywhere in the runtime's record writing: every hit of the loop has its record, with
+// its argument, in order; every hit of the handler has a record or was missed (it
+// landed while the runtime ran a hit of the loop); nothing is torn or lost; the hit
+// counter, records included, counts every recorded hit once.
+func TestTraceSignalStorm(t *testing.T) {
+	b := buildRewritten(t, "testdata/optprobed.c", nil, optBasicSpecs()[:2])
+	r := b.run(t, "sigstorm")
+	n, sig := r.num(t, "n"), r.num(t, "sig")
+	if sig < 100 {
+		t.Fatalf("only %d signals", sig)
+	}
+	var next int64
+	var fromSig uint64
+	for _, rec := range r.trace.Records {
+		if rec.EventID != 104 {
+			continue
+		}
+		a := int64(binary.LittleEndian.Uint64(rec.Data))
+		switch {
+		case a == -1:
+			fromSig++
+		case a == next:
+			next++
+		default:
+			t.Fatalf("record of o_tr(%d) after o_tr(%d)", a, next-1)
+		}
+	}
+	c := b.counter(t, r, 1, 0)
+	if next != n || r.trace.Torn != 0 || r.trace.Lost != 0 || fromSig+c.NMissed != uint64(sig) || c.Hit != uint64(n)+fromSig {
+		t.Errorf("loop records %d of %d, signal records %d + missed %d of %d signals, torn %d, lost %d, counter %+v",
+			next, n, fromSig, c.NMissed, sig, r.trace.Torn, r.trace.Lost, c)
+	}
+	t.Logf("%d hits of the loop, %d signals: %d recorded, %d missed", n, sig, fromSig, c.NMissed)
+}
+
 // TestTraceClock checks the TSC-extrapolated timestamps against CLOCK_MONOTONIC read by
 // the program around each hit, over 50 ms (anchors renewed after 1, 2, 4 ... ms), and
 // that comm follows a rename.

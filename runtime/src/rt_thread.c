@@ -32,8 +32,10 @@
  *    busy context); the reentrancy guard itself never needs it. Contexts of dead
  *    threads are reclaimed (tgkill(pid, tid, 0) == ESRCH) when the table is full.
  *    Known limits: threads made by raw clone without CLONE_SETTLS share their parent's
- *    key (a hit in one while the other runs a handler counts as missed), and a vfork
- *    child's records carry its parent's pid and tid.
+ *    key (a hit in one while the other runs a handler counts as missed; two hits that
+ *    pass the reentrancy guard at the same instant share the context's trace block, and
+ *    their records may overwrite each other: rt_trace.c takes places in it without a
+ *    lock), and a vfork child's records carry its parent's pid and tid.
  *
  * 2. Single-step records (struct kprw_thread) of the int3 path, keyed by (pid, tid): the
  *    SIGTRAP handler knows the tid anyway. An entry is claimed at a single-stepped hit

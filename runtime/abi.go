@@ -19,6 +19,11 @@ const (
 	SymRetTramp = "kprewrite_rt_rettramp"
 	// SymStats is struct kprw_stats (RawStats) in .bss.
 	SymStats = "kprewrite_rt_stats"
+	// SymRseqOff is the u64 a count-only detour reads to choose per-CPU counting (the
+	// offset of the thread's rseq area from the thread pointer) or lock incq (0).
+	SymRseqOff = "kprewrite_rt_rseq_off"
+	// SymRseqCount is the per-CPU counting routine count-only detours call.
+	SymRseqCount = "kprewrite_rt_rseq_count"
 	// SymOptCall is the C side of detours, long kprewrite_rt_optcall(struct pt_regs *,
 	// u32 point); each detour's call field targets it (see Detour).
 	SymOptCall = "kprewrite_rt_optcall"
@@ -384,6 +389,12 @@ const TIFExt = 0x1
 type RawTraceImageExt struct {
 	DescOff  uint64 `c:"desc_off"` // file offset of the image's KPRWDESC frame, 0 = none
 	DescSize uint64 `c:"desc_size"`
+	// per-CPU hit counters of count-only detours: ShardsN shards of ShardsStride bytes
+	// from ShardsOff (0: none), a u64 per probe in each
+	ShardsOff    uint64 `c:"shards_off"`
+	ShardsStride uint64 `c:"shards_stride"`
+	ShardsN      uint32 `c:"shards_n"`
+	Reserved0    uint32 `c:"reserved0"`
 }
 
 // RawTraceHeader is struct kprw_trace_hdr, the first 4096 bytes of a trace file.
@@ -431,7 +442,7 @@ const (
 	HeaderSize      = 168 // 128 before Desc, DescSize and SigGuard, 152 before Counters and CountersSize
 	GotSlotSize     = 32
 	SigGuardSize    = 48
-	TraceImageExtSz = 16
+	TraceImageExtSz = 40
 	PointSize       = 64
 	ProbeSize       = 80
 	EventSize       = 40

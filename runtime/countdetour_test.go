@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -15,12 +16,12 @@ func TestCountDetour(t *testing.T) {
 	reloc := []byte{0x48, 0x8b, 0x05, 0x00, 0x00, 0x00, 0x00} // mov 0(%rip),%rax (already relocated)
 	counters := []uint64{0x600000, 0x600010, 0x600020}
 	for _, dead := range []bool{true, false} {
-		b, err := CountDetour(at, counters, dead, reloc, 0x401007)
+		b, err := CountDetour(at, counters, nil, CountRseq{}, dead, reloc, 0x401007)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b) != CountDetourLen(len(counters), dead, len(reloc)) {
-			t.Fatalf("dead=%v: %d bytes, CountDetourLen says %d", dead, len(b), CountDetourLen(len(counters), dead, len(reloc)))
+		if len(b) != CountDetourLen(len(counters), false, dead, len(reloc)) {
+			t.Fatalf("dead=%v: %d bytes, CountDetourLen says %d", dead, len(b), CountDetourLen(len(counters), false, dead, len(reloc)))
 		}
 		var ops []string
 		var incs []uint64
@@ -30,7 +31,7 @@ func TestCountDetour(t *testing.T) {
 			if err != nil {
 				t.Fatalf("dead=%v: decode at +%d: %v", dead, off, err)
 			}
-			if off == CountDetourRelocOff(len(counters), dead) {
+			if off == CountDetourRelocOff(len(counters), false, dead) {
 				ops = append(ops, "|DCR")
 			}
 			ops = append(ops, in.Op.String())
@@ -63,10 +64,136 @@ func TestCountDetour(t *testing.T) {
 			}
 		}
 	}
-	if _, err := CountDetour(at, nil, true, reloc, 0x401007); err == nil {
+	if _, err := CountDetour(at, nil, nil, CountRseq{}, true, reloc, 0x401007); err == nil {
 		t.Error("a count-only detour with no counter accepted")
 	}
-	if _, err := CountDetour(at, []uint64{at + 1<<32}, true, reloc, 0x401007); err == nil {
+	if _, err := CountDetour(at, []uint64{at + 1<<32}, nil, CountRseq{}, true, reloc, 0x401007); err == nil {
 		t.Error("a counter out of rel32 reach accepted")
+	}
+}
+
+// TestCountDetourRseq decodes count-only detours with per-CPU counting back, in the
+// short form (a jrcxz skips the rseq block) and the long one (more probes than a rel8
+// reaches over), with live and dead flags: kprewrite_rt_rseq_off is read into %rcx; 0
+// leads to the locked increments of the counters, anything else to one call of
+// kprewrite_rt_rseq_count per probe with its shard offset in %edx; both end at the
+// same restore (pop %rcx, the flags), then the DCR and the jmp back.
+func TestCountDetourRseq(t *testing.T) {
+	const at, back, off, count = 0x500000, 0x401007, 0x700000, 0x480000
+	reloc := []byte{0x48, 0x8b, 0x05, 0x00, 0x00, 0x00, 0x00}
+	rs := CountRseq{Off: off, Count: count}
+	for _, n := range []int{1, 3, countShortN, countShortN + 1, MaxProbesPerPoint} {
+		counters := make([]uint64, n)
+		shards := make([]uint32, n)
+		for i := range counters {
+			counters[i] = 0x600000 + uint64(i)*16
+			shards[i] = uint32(i * 8)
+		}
+		for _, dead := range []bool{true, false} {
+			b, err := CountDetour(at, counters, shards, rs, dead, reloc, back)
+			if err != nil {
+				t.Fatalf("n=%d dead=%v: %v", n, dead, err)
+			}
+			if len(b) != CountDetourLen(n, true, dead, len(reloc)) {
+				t.Fatalf("n=%d dead=%v: %d bytes, CountDetourLen says %d", n, dead, len(b), CountDetourLen(n, true, dead, len(reloc)))
+			}
+			// decode every instruction, by address
+			insns := map[uint64]x86asm.Inst{}
+			var order []uint64
+			for o := 0; o < len(b); {
+				in, err := x86asm.Decode(b[o:], 64)
+				if err != nil {
+					t.Fatalf("n=%d dead=%v: decode at +%d: %v", n, dead, o, err)
+				}
+				insns[at+uint64(o)] = in
+				order = append(order, at+uint64(o))
+				o += in.Len
+			}
+			target := func(pc uint64) uint64 {
+				in := insns[pc]
+				return pc + uint64(in.Len) + uint64(int64(in.Args[0].(x86asm.Rel)))
+			}
+			// the restore: pop %rcx, where both paths meet
+			relocAt := at + uint64(CountDetourRelocOff(n, true, dead))
+			restore := relocAt - 8 // lea 128(%rsp),%rsp
+			if !dead {
+				restore -= 4 // add, sahf, pop %rax
+			}
+			restore--
+			if in, ok := insns[restore]; !ok || in.Op != x86asm.POP || in.Args[0] != x86asm.RCX {
+				t.Fatalf("n=%d dead=%v: no pop %%rcx at %#x", n, dead, restore)
+			}
+			// walk both paths from the mov of the rseq offset
+			var mov uint64
+			for _, pc := range order {
+				if in := insns[pc]; in.Op == x86asm.MOV && in.Args[0] == x86asm.RCX {
+					mov = pc
+					break
+				}
+			}
+			in := insns[mov]
+			if mem := in.Args[1].(x86asm.Mem); mem.Base != x86asm.RIP || mov+uint64(in.Len)+uint64(mem.Disp) != off {
+				t.Fatalf("n=%d dead=%v: %v does not read the rseq offset", n, dead, in)
+			}
+			jrcxz := mov + uint64(in.Len)
+			if insns[jrcxz].Op != x86asm.JRCXZ {
+				t.Fatalf("n=%d dead=%v: %v after the mov", n, dead, insns[jrcxz])
+			}
+			walk := func(pc uint64) (incs []uint64, calls []uint32) {
+				var edx uint32
+				for steps := 0; pc != restore && steps < 1000; steps++ {
+					in, ok := insns[pc]
+					if !ok {
+						t.Fatalf("n=%d dead=%v: path runs off the code at %#x", n, dead, pc)
+					}
+					switch in.Op {
+					case x86asm.JMP:
+						pc = target(pc)
+						continue
+					case x86asm.INC:
+						if in.Prefix[0]&0xff != x86asm.PrefixLOCK {
+							t.Errorf("n=%d dead=%v: increment without lock", n, dead)
+						}
+						incs = append(incs, pc+uint64(in.Len)+uint64(in.Args[0].(x86asm.Mem).Disp))
+					case x86asm.MOV:
+						edx = uint32(in.Args[1].(x86asm.Imm))
+					case x86asm.CALL:
+						if target(pc) != count {
+							t.Errorf("n=%d dead=%v: call of %#x", n, dead, target(pc))
+						}
+						calls = append(calls, edx)
+					}
+					pc += uint64(in.Len)
+				}
+				return incs, calls
+			}
+			incs, calls := walk(target(jrcxz))
+			if len(calls) != 0 || len(incs) != n {
+				t.Fatalf("n=%d dead=%v: the locked path makes %d increments and %d calls", n, dead, len(incs), len(calls))
+			}
+			for i := range incs {
+				if incs[i] != counters[i] {
+					t.Fatalf("n=%d dead=%v: locked increments of %#x, want %#x", n, dead, incs, counters)
+				}
+			}
+			incs, calls = walk(jrcxz + uint64(insns[jrcxz].Len))
+			if len(incs) != 0 || len(calls) != n {
+				t.Fatalf("n=%d dead=%v: the rseq path makes %d increments and %d calls", n, dead, len(incs), len(calls))
+			}
+			for i := range calls {
+				if calls[i] != shards[i] {
+					t.Fatalf("n=%d dead=%v: shard offsets %v, want %v", n, dead, calls, shards)
+				}
+			}
+			if in := insns[order[len(order)-1]]; in.Op != x86asm.JMP || target(order[len(order)-1]) != back {
+				t.Errorf("n=%d dead=%v: ends with %v", n, dead, in)
+			}
+			if !bytes.Equal(b[relocAt-at:relocAt-at+uint64(len(reloc))], reloc) {
+				t.Errorf("n=%d dead=%v: the DCR copy is not at CountDetourRelocOff", n, dead)
+			}
+		}
+	}
+	if _, err := CountDetour(at, []uint64{0x600000}, nil, rs, true, reloc, back); err == nil {
+		t.Error("a per-CPU detour without shard offsets accepted")
 	}
 }

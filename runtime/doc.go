@@ -157,23 +157,28 @@
 //
 // With --count-only, events write no records and only count their hits. A
 // jump-optimized point whose probes are all plain events (no C handler, no return
-// probe) gets a count-only detour instead of the template (PFCount, CountDetour): one
-// `lock incq` per probe on its hit counter at a link-time address in the image's
-// counter window (RawHeader.Counters, page-aligned bss), then the relocated DCR. Where
-// the analysis proves the arithmetic flags dead at the site the increments are all
-// there is; otherwise lahf/seto save the flags around them below the red zone. At
-// start-up the runtime maps the image's counters in the trace file over the window
-// (MAP_FIXED | MAP_SHARED: each image's counters start on a page of the file), so the
-// counts are in the file as with every other probe and survive a crash; without a trace
-// file the window is plain memory. No gate: a disabled probe's increment is
-// overwritten with an 8-byte nop at start-up (one mprotect pair, before the program
-// runs). A count-only hit never calls the runtime, so it is never missed (as the uprobe
-// tracer's nhit, which has no nmissed): a hit while the thread runs a handler of ours
-// counts as a hit. About 1 ns per hit in a tight loop against ~15 ns for the full
-// detour; in a real program more (python3.11 start-up: a few ns on its hottest
-// functions), because a locked instruction waits for the stores before it to drain.
-// It stays locked: counts are exact with any number of threads, as the kernel's
-// per-CPU nhit is.
+// probe) gets a count-only detour instead of the template (PFCount, CountDetour),
+// which counts each probe's hit and runs the relocated DCR. Where the analysis proves
+// the arithmetic flags dead at the site nothing saves them; otherwise lahf/seto save
+// them below the red zone. How it counts: once start-up has found the thread's rseq
+// area and the trace file holds the image's per-CPU shards (rt_rseq.c,
+// RawTraceImageExt.Shards*), a call of kprewrite_rt_rseq_count (src/rseq.S) per probe
+// adds 1 to the probe's u64 in the running CPU's shard inside a restartable sequence:
+// exact without a locked instruction, the way the kernel counts kprobe hits per CPU
+// with preemption disabled (a preemption, migration or signal in the few instructions
+// makes the kernel restart them), across threads and fork children; ParseTrace adds
+// the shards to the counters. Otherwise (before start-up, no trace file, no rseq area:
+// musl, Go, static programs, glibc < 2.35, KPREWRITE_NO_RSEQ=1) one `lock incq` per
+// probe on its hit counter at a link-time address in the image's counter window
+// (RawHeader.Counters, page-aligned bss), which start-up maps over the image's
+// counters in the trace file (MAP_FIXED | MAP_SHARED), so the counts survive a crash;
+// without a trace file the window is plain memory. On the AMD Zen 5 of 2026-11-24 the
+// per-CPU count costs ~1.1 ns a hit and lock incq ~3.9 (4.7 for a bare lock incq in a
+// loop; ~0.6 on a Zen 4). No gate: a disabled probe's increment and call are
+// overwritten with nops at start-up (one mprotect pair, before the program runs). A
+// count-only hit never calls into C, so it is never missed (as the uprobe tracer's
+// nhit, which has no nmissed): a hit while the thread runs a handler of ours counts as
+// a hit.
 //
 // # Verification mode (--verify-regions)
 //

@@ -39,7 +39,8 @@ func TestObjectRelocations(t *testing.T) {
 			globals[s.Name] = true
 		}
 	}
-	exported := append([]string{SymEntry, SymInit, SymHdrRel, SymRetTramp, SymStats, SymOptCall, SymOptTemplate, SymOptTemplateEnd, SymEHFrame},
+	exported := append([]string{SymEntry, SymInit, SymHdrRel, SymRetTramp, SymStats, SymOptCall, SymOptTemplate, SymOptTemplateEnd, SymEHFrame,
+		SymRseqOff, SymRseqCount},
 		HandlerAPI...)
 	for _, name := range exported {
 		if !globals[name] {

@@ -25,6 +25,9 @@ type TraceImage struct {
 	ImageID     uint64
 	Counters    []Counter // indexed by runtime probe index (Encoded.ProbeIndex)
 	CountersOff uint64    // where they are in the file (the counters area, or appended at its end)
+	// Shards is how many per-CPU shards of hit counts (count-only detours counting in
+	// restartable sequences) the file holds for the image; Counters include them.
+	Shards int
 	// Desc is the image description frame ("KPRWDESC", internal/rewriter) the runtime
 	// copied into the file when the image registered; nil when it did not (older
 	// runtimes, or a frame outside the file).
@@ -93,6 +96,7 @@ func ParseTrace(b []byte) (*Trace, error) {
 		}
 		if im.Flags&TIFExt != 0 {
 			ti.Desc = traceDesc(b, im.CountersOff+n*16)
+			ti.Shards = addShards(b, im.CountersOff+n*16, ti.Counters)
 		}
 		t.Images = append(t.Images, ti)
 	}
@@ -156,6 +160,31 @@ func (t *Trace) countRecordHits() {
 			im.Counters[r.Probe].Hit++
 		}
 	}
+}
+
+// addShards adds the per-CPU hit counts of count-only detours (the shards a
+// RawTraceImageExt at off names, if any and inside the file) to ctrs and returns how
+// many shards there were.
+func addShards(b []byte, off uint64, ctrs []Counter) int {
+	size := uint64(len(b))
+	if off > size || TraceImageExtSz > size-off {
+		return 0
+	}
+	var ext RawTraceImageExt
+	if err := binary.Read(bytes.NewReader(b[off:off+TraceImageExtSz]), binary.LittleEndian, &ext); err != nil {
+		return 0
+	}
+	n, stride, so := uint64(ext.ShardsN), ext.ShardsStride, ext.ShardsOff
+	if so == 0 || n == 0 || stride < uint64(len(ctrs))*8 || so > size || stride > (size-so)/n {
+		return 0
+	}
+	for k := uint64(0); k < n; k++ {
+		sh := b[so+k*stride:]
+		for i := range ctrs {
+			ctrs[i].Hit += binary.LittleEndian.Uint64(sh[i*8:])
+		}
+	}
+	return int(n)
 }
 
 // traceDesc returns the description frame a RawTraceImageExt at off names, or nil.

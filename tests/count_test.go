@@ -3,9 +3,12 @@ package tests
 import (
 	"bytes"
 	"debug/elf"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	kprt "kprewrite/runtime"
 
 	"kprewrite/tests/internal/testprog"
 )
@@ -17,8 +20,9 @@ var basicCounts = map[string]uint64{
 }
 
 // detourKind says what the detour of the probe at SYM+OFF starts with: "count-dead"
-// (lock incq: a count-only detour with the flags dead), "count-live" (lea, push, lahf:
-// count-only saving the flags), "full" (anything else), or "" without a detour.
+// (lea, push %rcx, mov of the rseq offset: a count-only detour with the flags dead),
+// "count-live" (lea, push %rax, lahf: count-only saving the flags), "full" (anything
+// else), or "" without a detour.
 func detourKind(t *testing.T, bin, site string) string {
 	t.Helper()
 	f, err := elf.Open(bin)
@@ -45,7 +49,7 @@ func detourKind(t *testing.T, bin, site string) string {
 					t.Fatal(err)
 				}
 				switch {
-				case bytes.HasPrefix(b, []byte{0xf0, 0x48, 0xff, 0x05}):
+				case bytes.HasPrefix(b, []byte{0x48, 0x8d, 0x64, 0x24, 0x80, 0x51, 0x48, 0x8b, 0x0d}):
 					return "count-dead"
 				case bytes.HasPrefix(b, []byte{0x48, 0x8d, 0x64, 0x24, 0x80, 0x50, 0x9f}):
 					return "count-live"
@@ -132,8 +136,9 @@ func TestCountOnly(t *testing.T) {
 	}
 }
 
-// TestCountOnlyThreadsFork: a count-only detour's lock incq loses nothing when 8
-// threads hammer it, and a fork child counts into the same file.
+// TestCountOnlyThreadsFork: a count-only detour loses nothing when 8 threads hammer
+// it, a fork child counts into the same file, and 16 threads in 4 processes counting
+// per CPU (or with lock incq) lose nothing either.
 func TestCountOnlyThreadsFork(t *testing.T) {
 	prog := testprog.Build(t, probedSource(t), "c", "-O2", "-pthread")
 	dir := t.TempDir()
@@ -152,9 +157,51 @@ func TestCountOnlyThreadsFork(t *testing.T) {
 			t.Errorf("%s: profile %v, want %d hits", c.arg, p["add"], c.hits)
 		}
 	}
+	// 16 threads in 4 processes at once on every CPU, 4,000,000 hits: per-CPU counting in
+	// restartable sequences (a dynamic glibc program: the file holds a shard per CPU)
+	// and, with KPREWRITE_NO_RSEQ=1, the lock incq it replaces, both exact
+	for _, env := range []string{"", "KPREWRITE_NO_RSEQ=1"} {
+		tr := filepath.Join(dir, "hammer"+env+".trace")
+		res := testprog.Same(t, prog, out, testprog.Cmd{Args: []string{"hammer"}, Extra: []string{"KPREWRITE_TRACE=" + tr, env}}, nil)
+		if !strings.Contains(res.Stdout, "hammer bad=0") {
+			t.Fatalf("hammer: %s", res)
+		}
+		if p := profile(t, tr, out); p["add"] != [2]uint64{4000000, 0} {
+			t.Errorf("hammer %s: profile %v, want 4000000 hits", env, p["add"])
+		}
+		shards := traceShards(t, tr)
+		if (env == "") != (shards > 0) {
+			t.Errorf("hammer %s: %d per-CPU shards", env, shards)
+		}
+	}
+	// a static program: glibc registers its rseq areas after the runtime's start-up, so
+	// detours keep lock incq (no shards), still exact
+	static := testprog.Build(t, probedSource(t), "c", "-O2", "-pthread", "-static")
+	sout := filepath.Join(dir, "probed-static")
+	rewriteWith(t, static, sout, []string{"p:kpw/add add t=%di:s32 i=%si:s32"}, "--count-only")
+	str := filepath.Join(dir, "hammer-static.trace")
+	testprog.Same(t, static, sout, testprog.Cmd{Args: []string{"hammer"}, Extra: []string{"KPREWRITE_TRACE=" + str}}, nil)
+	if p := profile(t, str, sout); p["add"] != [2]uint64{4000000, 0} || traceShards(t, str) != 0 {
+		t.Errorf("hammer, static: profile %v, want 4000000 hits; %d shards, want none", p["add"], traceShards(t, str))
+	}
 	// the trace command says there is nothing to print, and exits 0
 	code, stdout, stderr := kp("trace", filepath.Join(dir, "fork.trace"))
 	if code != 0 || len(parseTraceLines(t, stdout)) != 0 {
 		t.Errorf("trace of a count-only run: exit %d, %s%s", code, stdout, stderr)
 	}
+}
+
+// traceShards is the number of per-CPU shards of hit counts the trace file at path
+// holds for its (only) image.
+func traceShards(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kprt.ParseTrace(b)
+	if err != nil || len(tr.Images) != 1 {
+		t.Fatalf("trace %s: %v", path, err)
+	}
+	return tr.Images[0].Shards
 }

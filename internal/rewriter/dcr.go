@@ -55,7 +55,7 @@ func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
 	case rp.PFlags&runtime.PFCount != 0:
 		e.count, e.nprobes = true, len(rp.Probes)
 		e.flagsDead = g.flagsDead(pt.Site)
-		size = runtime.CountDetourLen(e.nprobes, e.flagsDead, n)
+		size = runtime.CountDetourLen(e.nprobes, true, e.flagsDead, n)
 	case pt.Optimized():
 		if size, err = runtime.DetourLen(n); err != nil {
 			return err
@@ -101,7 +101,7 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 		codeAt := at
 		switch {
 		case e.count:
-			codeAt += uint64(runtime.CountDetourRelocOff(e.nprobes, e.flagsDead))
+			codeAt += uint64(runtime.CountDetourRelocOff(e.nprobes, true, e.flagsDead))
 		case pt.Optimized():
 			codeAt += tmplLen
 		}
@@ -134,7 +134,7 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 
 // build returns the area's bytes and replaces each jump-optimized point's
 // placeholder edit with the jmp to its detour.
-func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64) ([]byte, error) {
+func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64, rs runtime.CountRseq) ([]byte, error) {
 	if a.anyDetour {
 		t, err := runtime.OptTemplate()
 		if err != nil {
@@ -156,7 +156,7 @@ func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64) ([]byte, e
 			entry := at + uint64(a.entryOff)
 			reloc, relocAt := e.reg.Code, at+uint64(a.entryOff)
 			if e.count {
-				relocAt = at + uint64(runtime.CountDetourRelocOff(e.nprobes, e.flagsDead))
+				relocAt = at + uint64(runtime.CountDetourRelocOff(e.nprobes, true, e.flagsDead))
 			} else {
 				t, err := runtime.OptTemplate()
 				if err != nil {
@@ -176,10 +176,12 @@ func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64) ([]byte, e
 			}
 			if e.count {
 				ctrs := make([]uint64, e.nprobes)
+				shards := make([]uint32, e.nprobes)
 				for j := range ctrs {
 					ctrs[j] = enc.CounterAddr(g.tables.Counters, e.point, j)
+					shards[j] = uint32(enc.ProbeIndex[e.point][j]) * 8
 				}
-				code, err = runtime.CountDetour(at, ctrs, e.flagsDead, reloc, back)
+				code, err = runtime.CountDetour(at, ctrs, shards, rs, e.flagsDead, reloc, back)
 				entry = at
 			} else {
 				code, err = runtime.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)

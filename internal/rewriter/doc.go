@@ -32,8 +32,9 @@
 // resume through iretq) both clear the CET shadow-stack property.
 //
 // With --count-only (Options.CountOnly) a jump-optimized point whose probes are all
-// events gets a count-only detour instead (runtime.CountDetour: a lock incq per probe on
-// its counter, then the DCR), and a return event whose function's returns the analysis
+// events gets a count-only detour instead (runtime.CountDetour: per probe, a count in
+// this CPU's shard in a restartable sequence once start-up allows it, else a lock incq
+// on its counter; then the DCR), and a return event whose function's returns the analysis
 // sees all of has no entry point: the plan gives it one count-only point per ret or tail
 // call (patch.Point.Exit, DescProbe.Exit, [EXIT] in list), whose probe is a plain
 // kprobe of the return event, so `profile` sums its returns. Options.ExitsOnly refuses

@@ -341,7 +341,13 @@ func (g *gen) run() (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("runtime object has no %s", runtime.SymOptCall)
 	}
-	dcrText, err := g.dcrs.build(g, enc2, optcall)
+	var rseq runtime.CountRseq
+	rseq.Off, _ = out.Addr(runtime.SymRseqOff)
+	rseq.Count, _ = out.Addr(runtime.SymRseqCount)
+	if rseq.Off == 0 || rseq.Count == 0 {
+		return nil, fmt.Errorf("runtime object has no %s or %s", runtime.SymRseqOff, runtime.SymRseqCount)
+	}
+	dcrText, err := g.dcrs.build(g, enc2, optcall, rseq)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}

@@ -34,17 +34,28 @@
  *
  * Count-only detours (KPRW_PF_COUNT). Every probe on the point is a plain event kprobe
  * (KPRW_T_KPROBE, no handler, no KPRW_F_USER, no KPRW_F_TRACE): a hit only adds 1 to
- * each probe's hit counter in the counter window (header.counters). The detour at
- * point.slot, entered at its first byte, is either (the arithmetic flags are dead at
- * the site: the analysis saw them all written before any is read)
- *     N x [f0 48 ff 05 rel32]            lock incq hit_j(%rip), j = first_probe..
- * or (flags live: saved around the increments with lahf/seto, restored with add/sahf)
- *     [48 8d 64 24 80] lea -128(%rsp),%rsp   [50] push %rax   [9f] lahf   [0f 90 c0] seto %al
- *     N x [f0 48 ff 05 rel32]
- *     [04 7f] add $0x7f,%al   [9e] sahf   [58] pop %rax   [48 8d a4 24 80 00 00 00] lea 128(%rsp),%rsp
- * then the relocated DCR (slot_len bytes) and jmp rel32 site+L. No gate: a disabled
- * probe's increment is overwritten with an 8-byte nop at start-up (the runtime's only
- * text write; the count-only hits are never missed, as the uprobe tracer's nhit).
+ * each probe's hit count. The detour at point.slot, entered at its first byte, is
+ *     [48 8d 64 24 80] lea -128(%rsp),%rsp
+ *     (flags live: [50] push %rax   [9f] lahf   [0f 90 c0] seto %al)
+ *     [51] push %rcx   [48 8b 0d rel32] mov kprewrite_rt_rseq_off(%rip),%rcx
+ * then, with N <= KPRW_COUNT_SHORT_N probes,
+ *     [e3 rel8] jrcxz locked
+ *     [52] push %rdx   N x [ba imm32 e8 rel32] mov $8*probe_j,%edx; call kprewrite_rt_rseq_count
+ *     [5a] pop %rdx    [e9 rel32] jmp done
+ *   locked: N x [f0 48 ff 05 rel32]     lock incq hit_j(%rip), j = first_probe..
+ * or, with more, [e3 05] jrcxz locked; [e9 rel32] jmp rseq; locked: the N lock incq;
+ * [e9 rel32] jmp done; rseq: push %rdx, the N calls, pop %rdx; and at done
+ *     [59] pop %rcx   (flags live: [04 7f] add $0x7f,%al   [9e] sahf   [58] pop %rax)
+ *     [48 8d a4 24 80 00 00 00] lea 128(%rsp),%rsp
+ * then the relocated DCR (slot_len bytes) and jmp rel32 site+L. kprewrite_rt_rseq_off
+ * is 0 until start-up has found the thread's rseq area and mapped the image's per-CPU
+ * shards (src/rseq.S, rt_rseq.c): until then, and for good without them, the detour
+ * increments the hit counters in the counter window (header.counters) with lock incq;
+ * after, kprewrite_rt_rseq_count adds 1 to the probe's u64 in this CPU's shard in a
+ * restartable sequence (no locked instruction). No gate: a disabled probe's increment
+ * is overwritten with an 8-byte nop and its call with a 5-byte one at start-up (the
+ * runtime's only text write; the count-only hits are never missed, as the uprobe
+ * tracer's nhit).
  *
  * Verification mode (--verify-regions). A would-be-optimized site becomes an ordinary
  * KPRW_X_BOOST point whose slot holds the relocated WHOLE DCR then jmp site+L (the tail
@@ -425,7 +436,18 @@ struct kprw_trace_image {
 struct kprw_trace_image_ext {
 	kprw_u64 desc_off;  /* file offset of the image's KPRWDESC frame (0 = none) */
 	kprw_u64 desc_size; /* bytes */
+	/* per-CPU hit counters of count-only detours (src/rseq.S; 0 = none): shards_n
+	 * shards of shards_stride bytes from shards_off, each a u64 hit count per probe;
+	 * a probe's hits are its counter's plus its count in every shard */
+	kprw_u64 shards_off;
+	kprw_u64 shards_stride;
+	kprw_u32 shards_n;
+	kprw_u32 reserved0;
 };
+#define KPRW_RSEQ_MAXCPU 254 /* per-CPU counting with at most this many possible CPUs */
+/* count-only detours of at most this many probes skip their per-CPU calls with a jrcxz
+ * rel8 (the short form); runtime/detour.go's countShortN */
+#define KPRW_COUNT_SHORT_N 12
 
 struct kprw_trace_hdr {
 	char magic[8];           /* KPRW_TRACE_MAGIC */

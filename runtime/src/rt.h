@@ -211,6 +211,8 @@ struct kprw_rt {
 	u32 trace_image;   /* this image's entry in the trace file's images */
 	u32 rec_hits;      /* it has one: records count their probes' hits */
 	u64 *fastev;       /* a bit per point: its hits take kprw_trace_event (rt_trace.c) */
+	s64 rseq_off;      /* this thread's rseq area from the thread pointer (rt_rseq.c), 0: none */
+	u32 rseq_shards;   /* per-CPU counting: shards it needs, 0: count-only detours lock */
 	u32 populate;      /* MADV_POPULATE_WRITE works (rt_trace.c) */
 	/* kretprobe instances */
 	u64 *ri_keys;      /* ri_total keys: address of the replaced return address, 0 = free */
@@ -342,6 +344,10 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c);
 int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c);
 void kprw_fastev_init(void);
+/* ---- per-CPU counting of count-only detours (rt_rseq.c, rseq.S) ---- */
+extern u64 kprewrite_rt_rseq_off; /* rseq.S: what count-only detours read */
+void kprw_rseq_probe(void);
+void kprw_rseq_arm(u8 *shards, u64 stride);
 long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx);
 /* ---- signal guard (rt_sigguard.c) ---- */
 void kprw_istep_init(void); /* rt_istep.c: int3-ended single-steps (KPRW_PF_INT3STEP) */

@@ -15,6 +15,8 @@
  *                               (rt_sigguard.c); fetches then read by system call
  *   KPREWRITE_SAFE_READ=syscall diagnostics: fetches read memory with process_vm_readv,
  *                               not the fault-catching copy (src/nofault.S, rt_fault.c)
+ *   KPREWRITE_NO_RSEQ=1         diagnostics: count-only detours count with lock incq, not
+ *                               per CPU in restartable sequences (rt_rseq.c)
  *   KPREWRITE_THREADKEY=fs0|tid diagnostics: find thread contexts by %fs:0 (as without
  *                               FSGSBASE) or by gettid (as without TLS) instead of rdfsbase
  */
@@ -200,15 +202,34 @@ static int validate(const struct kprw_header *h)
  * detours with an 8-byte nop (see "Count-only detours" in kprewrite_abi.h): the one
  * write to text the runtime makes, at start-up, before the program runs; one mprotect
  * pair for all of them (RWX, not RW: the runtime's own code may share the pages). */
-static u8 *count_incs(const struct kprw_point *pt)
+/* count_layout finds, in a count-only detour (runtime/detour.go, CountDetour), the
+ * locked increments (8 bytes a probe) and, with per-CPU counting, the calls of
+ * kprewrite_rt_rseq_count (mov $off,%edx; call: 10 bytes a probe; NULL without) */
+static u8 *count_layout(const struct kprw_point *pt, u8 **calls)
 {
 	u8 *d = (u8 *)RT_ADDR(pt->slot);
-	return d + (d[0] == 0xf0 ? 0 : 10); /* after lea, push, lahf, seto when the flags are live */
+	u32 n = pt->nprobes, p = 5; /* after lea -128(%rsp),%rsp */
+	*calls = NULL;
+	if (d[0] == 0xf0)
+		return d; /* lock incq only, the flags dead */
+	if (d[p] == 0x50)
+		p += 5; /* push %rax; lahf; seto %al: the flags live */
+	if (d[p] == 0xf0)
+		return d + p; /* lock incq only */
+	p += 1 + 7 + 2; /* push %rcx; mov kprewrite_rt_rseq_off(%rip),%rcx; jrcxz */
+	if (n <= KPRW_COUNT_SHORT_N) {
+		*calls = d + p + 1; /* after push %rdx */
+		return *calls + 10 * n + 1 + 5; /* after pop %rdx; jmp */
+	}
+	p += 5; /* jmp to the rseq block */
+	*calls = d + p + 8 * n + 5 + 1; /* after the locked increments, jmp, push %rdx */
+	return d + p;
 }
 
 static void count_disable(void)
 {
 	static const u8 nop8[8] = {0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00};
+	static const u8 nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
 	uptr lo = ~(uptr)0, hi = 0;
 	/* nothing disabled: not even the probes' state (bss) is read, its pages stay unmapped */
 	if (!(kprw_rt.has & KPRW_HAS_COUNT) || !(kprw_rt.disable_all || (kprw_rt.has & KPRW_HAS_DISABLED)))
@@ -219,9 +240,15 @@ static void count_disable(void)
 			continue;
 		for (u32 k = 0; k < pt->nprobes; k++)
 			if (!kprw_probe_enabled(pt->first_probe + k)) {
-				uptr at = (uptr)count_incs(pt) + 8 * k;
+				u8 *calls, *incs = count_layout(pt, &calls);
+				uptr at = (uptr)incs + 8 * k;
 				lo = at < lo ? at : lo;
 				hi = at + 8 > hi ? at + 8 : hi;
+				if (calls) {
+					at = (uptr)calls + 10 * k;
+					lo = at < lo ? at : lo;
+					hi = at + 10 > hi ? at + 10 : hi;
+				}
 			}
 	}
 	if (!hi)
@@ -237,12 +264,17 @@ static void count_disable(void)
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		if (!(pt->pflags & KPRW_PF_COUNT))
 			continue;
-		u8 *at = count_incs(pt);
+		u8 *calls, *at = count_layout(pt, &calls);
 		for (u32 k = 0; k < pt->nprobes; k++, at += 8) {
-			if (at[0] != 0xf0 || at[1] != 0x48 || at[2] != 0xff || at[3] != 0x05)
+			u8 *call = calls ? calls + 10 * k : NULL;
+			if (at[0] != 0xf0 || at[1] != 0x48 || at[2] != 0xff || at[3] != 0x05 ||
+			    (call && (call[0] != 0xba || call[5] != 0xe8)))
 				kprw_fatal("count-only detour not as the tables say at", (unsigned long)at);
-			if (!kprw_probe_enabled(pt->first_probe + k))
+			if (!kprw_probe_enabled(pt->first_probe + k)) {
 				kprw_memcpy(at, nop8, 8);
+				if (call)
+					kprw_memcpy(call + 5, nop5, 5); /* the call: nopl 0(%rax,%rax) */
+			}
 		}
 	}
 	sys3(SYS_mprotect, (long)lo, (long)(hi - lo), 5);
@@ -435,6 +467,8 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		const char *sz = getenv_(envp, "KPREWRITE_TRACE_SIZE");
 		if (sz && parse_size(sz))
 			size = parse_size(sz);
+		if ((kprw_rt.has & KPRW_HAS_COUNT) && !getenv_(envp, "KPREWRITE_NO_RSEQ"))
+			kprw_rseq_probe(); /* count-only detours may count per CPU */
 		kprw_trace_open(path, size, getenv_(envp, "KPREWRITE_TRACE_PREFAULT") != NULL, records);
 	}
 	if (kprw_rt.trace && records)
@@ -486,6 +520,9 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		kprw_puts(kprw_rt.trace ? path : "off");
 		if (h->flags & KPRW_HF_FAST_READ)
 			kprw_puts(kprw_rt.fast_read ? ", fast reads" : ", reads by system call");
+		if (kprw_rt.has & KPRW_HAS_COUNT)
+			kprw_puts(kprewrite_rt_rseq_off ? ", count-only hits counted per CPU (rseq)"
+							: ", count-only hits counted with lock incq");
 		kprw_puts(kprw_rt.disable_all ? ", all probes disabled\n" : "\n");
 	}
 	return RT_ADDR(h->orig_entry);

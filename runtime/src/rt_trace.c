@@ -130,6 +130,43 @@ static u64 append_counters(long fd, u64 ncounters_bytes)
 	return off;
 }
 
+/* Per-CPU shards of an image's hit counters (rt_rseq.c): at most this much is made
+ * present at start-up, the rest faults in at first use */
+#define SHARDS_POPULATE_MAX (4ull << 20)
+#define SYS_pread64 17
+
+/* append_shards gives a new image n zero shards of stride bytes at the end of the file;
+ * the caller holds the file lock. Returns the file offset, 0 on failure. */
+static u64 append_shards(long fd, u64 n, u64 stride)
+{
+	struct k_stat st;
+	kprw_memset(&st, 0, sizeof st);
+	if (sys2(SYS_fstat, fd, (long)&st) < 0)
+		return 0;
+	u64 off = ((u64)st.st_size + 4095) & ~4095ull;
+	if (sys2(SYS_ftruncate, fd, (long)(off + n * stride)) < 0)
+		return 0;
+	if (n * stride <= SHARDS_POPULATE_MAX)
+		fill_zero(fd, off, n * stride); /* no first write fault on a hole (see fill_zero) */
+	return off;
+}
+
+/* map_shards maps the image's shards, if the file has enough of them and this thread
+ * found its rseq area, and switches count-only detours to per-CPU counting */
+static void map_shards(long fd, const struct kprw_trace_image_ext *ext)
+{
+	u64 stride = ext->shards_stride, n = ext->shards_n;
+	if (!kprw_rt.rseq_shards || !ext->shards_off || n < kprw_rt.rseq_shards || (ext->shards_off & 4095) ||
+	    (stride & 4095) || stride < (u64)kprw_rt.hdr->nprobes * 8 || n * stride / n != stride)
+		return;
+	long r = sys6(SYS_mmap, 0, (long)(n * stride), 3, 1 /* MAP_SHARED */, fd, (long)ext->shards_off);
+	if (r < 0 && r > -4096)
+		return;
+	if (n * stride <= SHARDS_POPULATE_MAX)
+		sys3(SYS_madvise, r, (long)(n * stride), MADV_POPULATE_WRITE);
+	kprw_rseq_arm((u8 *)r, stride);
+}
+
 static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 {
 	const struct kprw_header *hdr = kprw_rt.hdr;
@@ -144,8 +181,11 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 	/* each image's counters start on a page of the file, so they can be mapped over
 	 * the image's counter window */
 	u64 start = (h->counters_used + 4095) & ~4095ull;
+	struct kprw_trace_image_ext ext;
+	kprw_memset(&ext, 0, sizeof ext);
+	if (im && (im->flags & KPRW_TIF_EXT)) /* registered by an earlier process: its shards */
+		sys4(SYS_pread64, fd, (long)&ext, sizeof ext, (long)(im->counters_off + cbytes));
 	if (!im && h->nimages < KPRW_TRACE_MAX_IMAGES) {
-		struct kprw_trace_image_ext ext = {0, 0};
 		u64 off = 0;
 		if (start <= h->counters_size && need <= h->counters_size - start) {
 			off = h->counters_off + start;
@@ -157,6 +197,12 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 		if (off) {
 			ext.desc_off = add_desc(fd);
 			ext.desc_size = ext.desc_off ? hdr->desc_size : 0;
+			if (kprw_rt.rseq_shards) { /* per-CPU counting (rt_rseq.c) */
+				u64 stride = ((u64)hdr->nprobes * 8 + 4095) & ~4095ull;
+				ext.shards_off = append_shards(fd, kprw_rt.rseq_shards, stride);
+				ext.shards_stride = ext.shards_off ? stride : 0;
+				ext.shards_n = ext.shards_off ? kprw_rt.rseq_shards : 0;
+			}
 			if (sys4(SYS_pwrite64, fd, (long)&ext, sizeof ext, (long)(off + cbytes)) == (long)sizeof ext) {
 				im = &h->images[h->nimages];
 				im->image_id = hdr->image_id;
@@ -174,6 +220,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 	/* records name the image's entry, and count their probes' hits there */
 	kprw_rt.trace_image = (u32)(im - h->images);
 	kprw_rt.rec_hits = 1;
+	map_shards(fd, &ext);
 	if (hdr->counters && !(im->counters_off & 4095)) {
 		/* the file's counters over the window: counting code addresses them at link-time
 		 * addresses (count-only detours), everything else through ctr_base */

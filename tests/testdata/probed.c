@@ -118,6 +118,43 @@ static void threads(void)
 	printf("total=%ld\n", total);
 }
 
+/* hammer: 4 processes (this one and 3 fork children) of 4 threads, each thread calling
+ * add 250,000 times at once: 4,000,000 hits of one probe from 16 threads on every CPU */
+static void *hammer_worker(void *arg)
+{
+	long sum = 0;
+	for (int i = 0; i < 250000; i++)
+		sum += add((int)(long)arg, i);
+	return (void *)sum;
+}
+
+static void hammer(void)
+{
+	fflush(stdout);
+	pid_t kids[3] = {-1, -1, -1};
+	for (int k = 0; k < 3; k++) {
+		kids[k] = fork();
+		if (kids[k] == 0)
+			break;
+	}
+	pthread_t th[4];
+	for (long t = 0; t < 4; t++)
+		pthread_create(&th[t], NULL, hammer_worker, (void *)t);
+	for (int t = 0; t < 4; t++)
+		pthread_join(th[t], NULL);
+	for (int k = 0; k < 3; k++) {
+		if (kids[k] == 0)
+			_exit(0);
+	}
+	int bad = 0;
+	for (int k = 0; k < 3; k++) {
+		int st;
+		waitpid(kids[k], &st, 0);
+		bad += st != 0;
+	}
+	printf("hammer bad=%d\n", bad);
+}
+
 static void forked(void)
 {
 	add(100, 1);
@@ -144,6 +181,8 @@ int main(int argc, char **argv)
 		threads();
 	else if (!strcmp(mode, "fork"))
 		forked();
+	else if (!strcmp(mode, "hammer"))
+		hammer();
 	else if (!strcmp(mode, "recurse"))
 		printf("fact=%ld\n", fact(argc > 2 ? atol(argv[2]) : 10));
 	else if (!strcmp(mode, "crash") || !strcmp(mode, "abort") || !strcmp(mode, "exit")) {

@@ -152,3 +152,46 @@ func FuzzParseTemplate(f *testing.F) {
 		}
 	})
 }
+
+// TestParseTraceShards: the per-CPU shards a RawTraceImageExt names are added to the
+// image's hit counters; shards that do not fit the file, or are too small for its
+// probes, are left out.
+func TestParseTraceShards(t *testing.T) {
+	b := synthTrace()
+	ctrOff := uint64(TraceHeaderSize + 512)
+	binary.LittleEndian.PutUint32(b[imagesOff+12:], TIFExt)
+	b = append(b, make([]byte, 4096-len(b)%4096)...)
+	shardsOff := uint64(len(b))
+	// 3 shards of 4096 bytes: probe 0 counted 5, 0, 2; probe 1 counted 1, 1, 0
+	sh := make([]byte, 3*4096)
+	binary.LittleEndian.PutUint64(sh[0:], 5)
+	binary.LittleEndian.PutUint64(sh[8:], 1)
+	binary.LittleEndian.PutUint64(sh[4096+8:], 1)
+	binary.LittleEndian.PutUint64(sh[2*4096:], 2)
+	b = append(b, sh...)
+	ext := RawTraceImageExt{ShardsOff: shardsOff, ShardsStride: 4096, ShardsN: 3}
+	var eb bytes.Buffer
+	binary.Write(&eb, binary.LittleEndian, &ext)
+	copy(b[ctrOff+32:], eb.Bytes())
+	tr, err := ParseTrace(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// counters {3,1} and {0,0}, probe 1's record, and the shards
+	if im := tr.Images[0]; im.Shards != 3 || im.Counters[0] != (Counter{3 + 7, 1}) || im.Counters[1] != (Counter{1 + 2, 0}) {
+		t.Errorf("image %+v", im)
+	}
+	for _, bad := range []RawTraceImageExt{
+		{ShardsOff: shardsOff, ShardsStride: 4096, ShardsN: 4}, // past the end of the file
+		{ShardsOff: shardsOff, ShardsStride: 8, ShardsN: 3},    // too small for 2 probes
+		{ShardsOff: 1 << 62, ShardsStride: 4096, ShardsN: 1},
+		{ShardsOff: shardsOff, ShardsStride: 1 << 62, ShardsN: 1 << 31},
+	} {
+		eb.Reset()
+		binary.Write(&eb, binary.LittleEndian, &bad)
+		copy(b[ctrOff+32:], eb.Bytes())
+		if tr, err := ParseTrace(b); err != nil || tr.Images[0].Shards != 0 || tr.Images[0].Counters[0] != (Counter{3, 1}) {
+			t.Errorf("shards %+v: %v %+v", bad, err, tr.Images[0])
+		}
+	}
+}

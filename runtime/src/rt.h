@@ -190,6 +190,7 @@ struct kprw_rt {
 	u32 ncpus;
 	int init_done;
 	u64 hwcap2;        /* AT_HWCAP2 */
+	u64 at_base;       /* AT_BASE: the dynamic linker's load address (0: static) */
 	u32 keymode;       /* KPRW_KEY_*: how rt_thread.c finds the thread pointer */
 	u32 has_rdpid;     /* CPUID: rdpid reads the CPU number in ~1 ns */
 	u32 tsc_ok;        /* CPUID: invariant TSC, timestamps extrapolate from it */

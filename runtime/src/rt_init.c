@@ -28,6 +28,7 @@ struct kprw_stats kprewrite_rt_stats __attribute__((visibility("hidden")));
 #define AT_NULL 0
 #define AT_SECURE 23
 #define AT_HWCAP2 26
+#define AT_BASE 7
 #define AT_MINSIGSTKSZ 51
 
 static const char *getenv_(char **envp, const char *name)
@@ -423,6 +424,8 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 				kprw_rt.secure = av[1] != 0;
 			else if (av[0] == AT_HWCAP2)
 				kprw_rt.hwcap2 = av[1];
+			else if (av[0] == AT_BASE)
+				kprw_rt.at_base = av[1];
 			else if (av[0] == AT_MINSIGSTKSZ && av[1] < (1u << 20))
 				kprw_rt.minsigstk = (u32)av[1];
 	}

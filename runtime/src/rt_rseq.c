@@ -12,16 +12,17 @@
  * exact across threads and fork children (the shards are in the MAP_SHARED trace file,
  * which keeps them on a crash; no two tasks run on one CPU at once).
  *
- * Finding the area without asking glibc (the runtime links nothing): the thread's
- * registration is unique, and rseq(2) tells, without side effects, whether an address
- * is it: unregistering it with a wrong signature fails with EPERM for the registered
- * area and EINVAL for any other address; registering it again with RSEQ_SIG fails with
- * EBUSY only when the registration used RSEQ_SIG, which the abort handler needs. The
- * candidates are the 32-byte aligned words near the thread pointer whose cpu_id_start
- * and cpu_id agree (read by process_vm_readv, which cannot fault). Nothing is found,
- * and detours keep lock incq, where no library registered rseq (musl, Go, glibc < 2.35
- * or GLIBC_TUNABLES=glibc.pthread.rseq=0), in static programs (glibc registers it after
- * this start-up), and on machines with more than KPRW_RSEQ_MAXCPU possible CPUs.
+ * Finding the area: glibc's dynamic linker exports __rseq_offset (the area's offset
+ * from the thread pointer) and __rseq_size (0 when not registered); start-up looks them
+ * up in the dynamic symbol table of the linker (AT_BASE), then asks the kernel whether
+ * that address is really this thread's registration, without side effects: unregistering
+ * it with a wrong signature fails with EPERM for the registered area (EINVAL for any
+ * other address), and registering it again with RSEQ_SIG fails with EBUSY only when the
+ * registration used RSEQ_SIG, which the abort handler needs. Nothing is found, and
+ * detours keep lock incq, where no library registered rseq (musl, Go, glibc < 2.35 or
+ * GLIBC_TUNABLES=glibc.pthread.rseq=0), in static programs (no dynamic linker; glibc
+ * registers the area after this start-up anyway), and on machines with more than
+ * KPRW_RSEQ_MAXCPU possible CPUs.
  *
  * Known limits: a thread made by raw clone without CLONE_SETTLS reads its creator's
  * area (its registration is not inherited), and a thread whose registration failed
@@ -38,7 +39,6 @@
 #define EBUSY 16
 #define ARCH_GET_FS 0x1003
 #define SYS_arch_prctl 158
-#define SCAN 8192 /* bytes searched on each side of the thread pointer */
 
 struct kprw_rseq_cs {
 	u32 version, flags;
@@ -48,13 +48,6 @@ struct kprw_rseq_cs {
 extern HIDDEN struct kprw_rseq_cs kprw_rseq_cs;
 extern HIDDEN char kprw_rseq_start[], kprw_rseq_post[], kprw_rseq_abort[];
 HIDDEN u64 *kprw_shardtab[256]; /* rseq.S: a CPU's shard, by the low byte of cpu_id */
-
-static u32 rd32(const u8 *p)
-{
-	u32 v;
-	__builtin_memcpy(&v, p, 4);
-	return v;
-}
 
 /* is_area says whether the rseq_len bytes at a are this thread's registered rseq area,
  * registered with RSEQ_SIG */
@@ -104,6 +97,80 @@ static u32 possible_cpus(void)
 	return max + 1;
 }
 
+/* ELF64 dynamic-linking structures, as far as the lookup needs them */
+struct e_ehdr {
+	u8 ident[16];
+	u16 type, machine;
+	u32 version;
+	u64 entry, phoff, shoff;
+	u32 flags;
+	u16 ehsize, phentsize, phnum, shentsize, shnum, shstrndx;
+};
+struct e_phdr {
+	u32 type, flags;
+	u64 offset, vaddr, paddr, filesz, memsz, align;
+};
+struct e_dyn {
+	s64 tag;
+	u64 val;
+};
+struct e_sym {
+	u32 name;
+	u8 info, other;
+	u16 shndx;
+	u64 value, size;
+};
+#define PT_DYNAMIC 2
+#define DT_NULL 0
+#define DT_STRTAB 5
+#define DT_SYMTAB 6
+#define DT_STRSZ 10
+
+/* ld_symbol returns the address of the defined dynamic symbol name of the ELF object
+ * loaded at base (the dynamic linker), or 0. Its dynamic section's pointers are
+ * absolute once it has relocated itself, link-time values before: both are accepted.
+ * The symbols are those from the symbol table to the string table, which follows it in
+ * every linker's layout (a count beyond 4096 is not believed). */
+static uptr ld_symbol(uptr base, const char *name)
+{
+	const struct e_ehdr *eh = (const struct e_ehdr *)base;
+	if (kprw_strncmp((const char *)eh->ident, "\177ELF", 4) != 0 || eh->phentsize != sizeof(struct e_phdr))
+		return 0;
+	const struct e_dyn *dyn = NULL;
+	for (u32 i = 0; i < eh->phnum; i++) {
+		const struct e_phdr *ph = (const struct e_phdr *)(base + eh->phoff) + i;
+		if (ph->type == PT_DYNAMIC)
+			dyn = (const struct e_dyn *)(base + ph->vaddr);
+	}
+	if (!dyn)
+		return 0;
+	uptr symtab = 0, strtab = 0;
+	u64 strsz = 0;
+	for (u32 i = 0; i < 512 && dyn[i].tag != DT_NULL; i++) {
+		if (dyn[i].tag == DT_SYMTAB)
+			symtab = dyn[i].val;
+		else if (dyn[i].tag == DT_STRTAB)
+			strtab = dyn[i].val;
+		else if (dyn[i].tag == DT_STRSZ)
+			strsz = dyn[i].val;
+	}
+	if (symtab && symtab < base)
+		symtab += base;
+	if (strtab && strtab < base)
+		strtab += base;
+	if (!symtab || !strtab || strtab <= symtab || (strtab - symtab) / sizeof(struct e_sym) > 4096)
+		return 0;
+	u32 nsym = (u32)((strtab - symtab) / sizeof(struct e_sym));
+	for (u32 i = 1; i < nsym; i++) {
+		const struct e_sym *sym = (const struct e_sym *)symtab + i;
+		if (sym->shndx == 0 || sym->name >= strsz)
+			continue;
+		if (kprw_strcmp((const char *)(strtab + sym->name), name) == 0)
+			return base + sym->value;
+	}
+	return 0;
+}
+
 /* kprw_rseq_probe finds this thread's rseq area (kprw_rt.rseq_off, its offset from the
  * thread pointer) and the number of shards per-CPU counting needs (kprw_rt.rseq_shards:
  * one per possible CPU and one for threads without a registration); both stay 0 when
@@ -111,23 +178,18 @@ static u32 possible_cpus(void)
 void kprw_rseq_probe(void)
 {
 	u64 tp = 0;
-	if (sys2(SYS_arch_prctl, ARCH_GET_FS, (long)&tp) < 0 || tp < SCAN)
+	if (!kprw_rt.at_base || sys2(SYS_arch_prctl, ARCH_GET_FS, (long)&tp) < 0 || !tp)
 		return;
+	uptr off_at = ld_symbol(kprw_rt.at_base, "__rseq_offset");
+	uptr size_at = ld_symbol(kprw_rt.at_base, "__rseq_size");
+	if (!off_at || !size_at || *(const volatile u32 *)size_at == 0)
+		return;
+	s64 off = *(const volatile s64 *)off_at;
 	u32 ncpu = possible_cpus();
-	if (ncpu == 0 || ncpu > KPRW_RSEQ_MAXCPU)
+	if (off == 0 || ncpu == 0 || ncpu > KPRW_RSEQ_MAXCPU || !is_area(tp + (u64)off))
 		return;
-	u8 buf[1024];
-	for (uptr a = (tp - SCAN) & ~31ul; a < tp + SCAN; a += sizeof buf) {
-		long n = kprw_read_mode(buf, a, sizeof buf, 0);
-		for (long o = 0; o + 32 <= n; o += 32) {
-			u32 start = rd32(buf + o), id = rd32(buf + o + 4);
-			if (start != id || id >= ncpu || a + (uptr)o == tp || !is_area(a + (uptr)o))
-				continue;
-			kprw_rt.rseq_off = (s64)(a + (uptr)o - tp);
-			kprw_rt.rseq_shards = ncpu + 1;
-			return;
-		}
-	}
+	kprw_rt.rseq_off = off;
+	kprw_rt.rseq_shards = ncpu + 1;
 }
 
 /* kprw_rseq_arm points the shard table at shards (kprw_rt.rseq_shards of stride bytes,

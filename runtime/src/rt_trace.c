@@ -146,8 +146,8 @@ static u64 append_shards(long fd, u64 n, u64 stride)
 	u64 off = ((u64)st.st_size + 4095) & ~4095ull;
 	if (sys2(SYS_ftruncate, fd, (long)(off + n * stride)) < 0)
 		return 0;
-	if (n * stride <= SHARDS_POPULATE_MAX)
-		fill_zero(fd, off, n * stride); /* no first write fault on a hole (see fill_zero) */
+	if (n * stride <= SHARDS_POPULATE_MAX) /* the CPUs' shards: no first write fault on a */
+		fill_zero(fd, off, (n - 1) * stride); /* hole (see fill_zero); the last is rarely used */
 	return off;
 }
 
@@ -162,8 +162,8 @@ static void map_shards(long fd, const struct kprw_trace_image_ext *ext)
 	long r = sys6(SYS_mmap, 0, (long)(n * stride), 3, 1 /* MAP_SHARED */, fd, (long)ext->shards_off);
 	if (r < 0 && r > -4096)
 		return;
-	if (n * stride <= SHARDS_POPULATE_MAX)
-		sys3(SYS_madvise, r, (long)(n * stride), MADV_POPULATE_WRITE);
+	if (n * stride <= SHARDS_POPULATE_MAX) /* the CPUs' shards, present and writable */
+		sys3(SYS_madvise, r, (long)((kprw_rt.rseq_shards - 1) * stride), MADV_POPULATE_WRITE);
 	kprw_rseq_arm((u8 *)r, stride);
 }
 

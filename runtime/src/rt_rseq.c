@@ -24,8 +24,10 @@
  * registers the area after this start-up anyway), and on machines with more than
  * KPRW_RSEQ_MAXCPU possible CPUs.
  *
- * Known limits: a thread made by raw clone without CLONE_SETTLS reads its creator's
- * area (its registration is not inherited), and a thread whose registration failed
+ * Known limits: a thread made by raw clone without CLONE_SETTLS, and a vfork child
+ * before its exec (posix_spawn's), read their creator's area (the kernel does not
+ * carry a registration into a task sharing the address space), so their count goes to
+ * the shard of the CPU the creator last ran on, unprotected; a thread whose registration failed
  * reads cpu_id -1 or -2: their hits go to a shard of their own, without the kernel's
  * protection, so two of them counting the same probe at the same instant can lose one.
  */

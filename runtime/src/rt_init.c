@@ -199,10 +199,6 @@ static int validate(const struct kprw_header *h)
 	return 1;
 }
 
-/* count_disable overwrites the lock incq of each disabled probe of the count-only
- * detours with an 8-byte nop (see "Count-only detours" in kprewrite_abi.h): the one
- * write to text the runtime makes, at start-up, before the program runs; one mprotect
- * pair for all of them (RWX, not RW: the runtime's own code may share the pages). */
 /* count_layout finds, in a count-only detour (runtime/detour.go, CountDetour), the
  * locked increments (8 bytes a probe) and, with per-CPU counting, the calls of
  * kprewrite_rt_rseq_count (mov $off,%edx; call: 10 bytes a probe; NULL without) */
@@ -227,6 +223,11 @@ static u8 *count_layout(const struct kprw_point *pt, u8 **calls)
 	return d + p;
 }
 
+/* count_disable overwrites the increment (lock incq) and the per-CPU call of each
+ * disabled probe of the count-only detours with nops (see "Count-only detours" in
+ * kprewrite_abi.h): the one write to text the runtime makes, at start-up, before the
+ * program runs; one mprotect pair for all of them (RWX, not RW: the runtime's own code
+ * may share the pages). */
 static void count_disable(void)
 {
 	static const u8 nop8[8] = {0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00};

@@ -325,33 +325,24 @@ func CountDetour(at uint64, counters []uint64, shards []uint32, rs CountRseq, fl
 		if err := rel(rs.Off); err != nil {
 			return fail("rseq offset", err)
 		}
+		jmp := func(target uint64) func() error {
+			return func() error {
+				b = append(b, 0xe9)
+				return rel(target)
+			}
+		}
+		var steps []func() error
 		if short {
 			b = append(b, 0xe3, byte(1+len(counters)*countRseqLen+1+5)) // jrcxz locked
-			if err := rseqBlock(); err != nil {
-				return fail("rseq count", err)
-			}
-			b = append(b, 0xe9) // jmp done
-			if err := rel(at + done); err != nil {
-				return fail("jmp", err)
-			}
-			if err := locked(); err != nil {
-				return fail("counter", err)
-			}
+			steps = []func() error{rseqBlock, jmp(at + done), locked}
 		} else {
-			b = append(b, 0xe3, 5, 0xe9) // jrcxz locked; jmp rseq
-			rseqAt := at + uint64(len(b)) + 4 + uint64(len(counters)*countIncLen) + 5
-			if err := rel(rseqAt); err != nil {
-				return fail("jmp", err)
-			}
-			if err := locked(); err != nil {
-				return fail("counter", err)
-			}
-			b = append(b, 0xe9) // jmp done
-			if err := rel(at + done); err != nil {
-				return fail("jmp", err)
-			}
-			if err := rseqBlock(); err != nil {
-				return fail("rseq count", err)
+			b = append(b, 0xe3, 5) // jrcxz locked (over the jmp rseq)
+			rseqAt := at + uint64(len(b)) + 5 + uint64(len(counters)*countIncLen) + 5
+			steps = []func() error{jmp(rseqAt), locked, jmp(at + done), rseqBlock}
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return fail("per-CPU counting", err)
 			}
 		}
 		if uint64(len(b)) != done {

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "9dcaa3c5b5804cfd19f57dfcac201200984a38d5a9b0b660bd6d460edd92fd04"
+const ObjectSHA256 = "682c91fe6df6ca6989bc6449cbb41dc8a0a0d94a43a4e24f65cd5f817d45eaf8"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -380,6 +380,35 @@ struct kprw_fplan {
 };
 int kprw_fetch_plan(const u8 *prog, u32 plen, struct kprw_fplan *pl);
 void kprw_fetch_plan_run(const struct kprw_fplan *pl, const struct pt_regs *regs, u8 *out, int fast);
+
+/* kprw_fetch_plan_into runs plan pl into out, which must be zero already (a record's
+ * data: the record area is never written twice): what a read cannot give stays zero,
+ * as copy_from_user leaves it. kprw_fetch_plan_run is this after clearing out. */
+static inline __attribute__((always_inline)) void kprw_fetch_plan_into(const struct kprw_fplan *pl,
+									 const struct pt_regs *regs, u8 *out, int fast)
+{
+	const u64 *r = (const u64 *)regs;
+	for (u32 i = 0; i < pl->n; i++) {
+		const struct kprw_fplan_op *op = &pl->op[i];
+		u8 *d = out + op->dest;
+		u64 v = r[op->reg];
+		if (op->mem) {
+			uptr src = (uptr)(v + (u64)(s64)op->off);
+			/* kprw_read_mode's fast branch, without the call */
+			if (likely(fast && src >= KPRW_FAST_LO && src + op->size >= src && src + op->size <= KPRW_FAST_HI))
+				kprw_copy_nofault(d, (const void *)src, op->size);
+			else
+				kprw_read_mode(d, src, op->size, fast);
+			continue;
+		}
+		switch (op->size) {
+		case 8: __builtin_memcpy(d, &v, 8); break;
+		case 4: __builtin_memcpy(d, &v, 4); break;
+		case 2: __builtin_memcpy(d, &v, 2); break;
+		default: d[0] = (u8)v; break;
+		}
+	}
+}
 int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen, int fast);
 long kprw_fetch_run(const u8 *prog, u32 plen, const struct pt_regs *regs, const u8 *edata, u32 elen,
 		    const char *comm, u8 *out, u32 cap, int fast);
@@ -460,19 +489,23 @@ extern u32 kprw_tid_off[KPRW_TIDCAND];
 extern u32 kprw_tid_live;
 extern u32 *kprw_pid_cache;
 
+/* kprw_tctx_tcb_holds says whether the thread pointer's TCB still holds c's tid at
+ * every offset of live (bits of kprw_tid_off) */
+static inline int kprw_tctx_tcb_holds(const struct kprw_tctx *c, u32 live)
+{
+	for (u32 i = 0; live; i++, live >>= 1)
+		if ((live & 1) && *(const volatile u32 *)(uptr)(c->key + kprw_tid_off[i]) != c->tid)
+			return 0;
+	return 1;
+}
+
 /* kprw_tctx_tid_fast is kprw_tctx_tid when the context is still its thread's (one load
  * per surviving TCB offset), else the call that renews it */
 static inline __attribute__((always_inline)) u32 kprw_tctx_tid_fast(struct kprw_tctx *c)
 {
 	u32 live = __atomic_load_n(&kprw_tid_live, __ATOMIC_ACQUIRE);
-	if (likely(live && !(c->key & KPRW_KEY_TID))) {
-		u32 ok = 1;
-		for (u32 i = 0; live; i++, live >>= 1)
-			if ((live & 1) && *(const volatile u32 *)(uptr)(c->key + kprw_tid_off[i]) != c->tid)
-				ok = 0;
-		if (likely(ok))
-			return c->tid;
-	}
+	if (likely(live && !(c->key & KPRW_KEY_TID) && kprw_tctx_tcb_holds(c, live)))
+		return c->tid;
 	return kprw_tctx_tid(c);
 }
 

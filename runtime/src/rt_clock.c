@@ -56,11 +56,6 @@ static u64 sys_pair(u64 *tsc)
 	return best_ns;
 }
 
-static inline u64 scale(u64 d, u64 mult)
-{
-	return (u64)(((unsigned __int128)d * mult) >> 32);
-}
-
 void kprw_clock_init(void)
 {
 	u32 a, b, c, d;
@@ -122,17 +117,5 @@ u64 kprw_clock_slow(void)
 
 u64 kprw_clock(void)
 {
-	if (likely(kprw_rt.tsc_ok)) {
-		u32 s = atomic_load(&clk.seq);
-		u64 at = __atomic_load_n(&clk.tsc, __ATOMIC_RELAXED);
-		u64 an = __atomic_load_n(&clk.ns, __ATOMIC_RELAXED);
-		u64 m = __atomic_load_n(&clk.mult, __ATOMIC_RELAXED);
-		u64 span = __atomic_load_n(&clk.span, __ATOMIC_RELAXED);
-		u64 t = rdtsc();
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (likely(!(s & 1) && atomic_load(&clk.seq) == s && m && t - at < span))
-			return an + scale(t - at, m);
-		return renew();
-	}
-	return kprw_now_ns();
+	return kprw_clock_fast();
 }

@@ -495,22 +495,6 @@ int kprw_fetch_plan(const u8 *prog, u32 plen, struct kprw_fplan *pl)
 
 void kprw_fetch_plan_run(const struct kprw_fplan *pl, const struct pt_regs *regs, u8 *out, int fast)
 {
-	const u64 *r = (const u64 *)regs;
 	kprw_memset(out, 0, pl->fixed);
-	for (u32 i = 0; i < pl->n; i++) {
-		const struct kprw_fplan_op *op = &pl->op[i];
-		u8 *d = out + op->dest;
-		u64 v = r[op->reg];
-		if (op->mem) {
-			/* as copy_from_user: the readable bytes, the rest stays zero */
-			kprw_read_mode(d, (uptr)(v + (u64)(s64)op->off), op->size, fast);
-			continue;
-		}
-		switch (op->size) {
-		case 8: __builtin_memcpy(d, &v, 8); break;
-		case 4: __builtin_memcpy(d, &v, 4); break;
-		case 2: __builtin_memcpy(d, &v, 2); break;
-		default: d[0] = (u8)v; break;
-		}
-	}
+	kprw_fetch_plan_into(pl, regs, out, fast);
 }

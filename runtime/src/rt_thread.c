@@ -190,12 +190,8 @@ static int fresh(const struct kprw_tctx *c)
 	if (c->key & KEY_TID)
 		return 1; /* the key is the tid */
 	u32 live = atomic_load(&tid_live);
-	if (likely(live)) {
-		for (u32 i = 0; live; i++, live >>= 1)
-			if ((live & 1) && *(const volatile u32 *)(uptr)(c->key + tid_off[i]) != c->tid)
-				return 0;
-		return 1;
-	}
+	if (likely(live))
+		return kprw_tctx_tcb_holds(c, live);
 	return kprw_gettid() == c->tid;
 }
 

@@ -425,11 +425,14 @@ static inline struct kprw_rec *reserve(u32 size, struct kprw_tctx *c)
 	return new_block(size, c);
 }
 
-/* stat_record counts a record in kprewrite_rt_stats.records (diagnostics) with a plain
- * add, not an atomic one: records written by two threads at the same instant may be
- * counted once. The file's records are the exact count. */
-static inline void stat_record(void)
+/* commit ends a record of data_len bytes of data: the commit marker last, then the
+ * record counted in kprewrite_rt_stats.records (diagnostics) with a plain add, not an
+ * atomic one: records written by two threads at the same instant may be counted once
+ * (the file's records are the exact count) */
+static inline void commit(struct kprw_rec *rec, u32 data_len)
 {
+	rec->data_len = data_len;
+	atomic_store(&rec->commit, KPRW_REC_COMMIT);
 	__atomic_store_n(&kprewrite_rt_stats.records, __atomic_load_n(&kprewrite_rt_stats.records, __ATOMIC_RELAXED) + 1,
 			 __ATOMIC_RELAXED);
 }
@@ -473,33 +476,6 @@ static inline __attribute__((always_inline)) void fill(struct kprw_rec *rec, u32
 	rec->ip = ip;
 	rec->bias = kprw_rt.bias;
 	__builtin_memcpy(rec->comm, w->comm, 16);
-}
-
-/* plan_run is kprw_fetch_plan_run into a record's data, which is still zero (the record
- * area is never written twice): no clearing, and what a read cannot give stays zero. */
-static inline __attribute__((always_inline)) void plan_run(const struct kprw_fplan *pl, const struct pt_regs *regs,
-							    u8 *out, int fast)
-{
-	const u64 *r = (const u64 *)regs;
-	for (u32 i = 0; i < pl->n; i++) {
-		const struct kprw_fplan_op *op = &pl->op[i];
-		u8 *d = out + op->dest;
-		u64 v = r[op->reg];
-		if (op->mem) {
-			uptr src = (uptr)(v + (u64)(s64)op->off);
-			if (likely(fast && src >= KPRW_FAST_LO && src + op->size >= src && src + op->size <= KPRW_FAST_HI))
-				kprw_copy_nofault(d, (const void *)src, op->size);
-			else
-				kprw_read_mode(d, src, op->size, fast);
-			continue;
-		}
-		switch (op->size) {
-		case 8: __builtin_memcpy(d, &v, 8); break;
-		case 4: __builtin_memcpy(d, &v, 4); break;
-		case 2: __builtin_memcpy(d, &v, 2); break;
-		default: d[0] = (u8)v; break;
-		}
-	}
 }
 
 int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *edata, u32 elen,
@@ -554,7 +530,7 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 		kprw_memcpy(rec + 1, once, dlen);
 		got = dlen;
 	} else if (dlen && kprw_rt.ev_plan && kprw_rt.ev_plan[p->event].n != ~0u && elen == 0) {
-		plan_run(&kprw_rt.ev_plan[p->event], regs, (u8 *)(rec + 1), fast);
+		kprw_fetch_plan_into(&kprw_rt.ev_plan[p->event], regs, (u8 *)(rec + 1), fast);
 		got = dlen;
 	} else if (dlen) {
 		got = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, (u8 *)(rec + 1), dlen, fast);
@@ -562,9 +538,7 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 			got = 0;
 		/* bytes past got are still zero */
 	}
-	rec->data_len = (u32)got;
-	atomic_store(&rec->commit, KPRW_REC_COMMIT);
-	stat_record();
+	commit(rec, (u32)got);
 	return (int)kprw_rt.rec_hits;
 }
 
@@ -588,10 +562,8 @@ int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c)
 		rec->probe = pi;
 	rec->ret_ip = 0;
 	if (dlen)
-		plan_run(pl, regs, (u8 *)(rec + 1), kprw_fast_ok(c));
-	rec->data_len = dlen;
-	atomic_store(&rec->commit, KPRW_REC_COMMIT);
-	stat_record();
+		kprw_fetch_plan_into(pl, regs, (u8 *)(rec + 1), kprw_fast_ok(c));
+	commit(rec, dlen);
 	return (int)kprw_rt.rec_hits;
 }
 
@@ -639,9 +611,7 @@ void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c)
 	fill(rec, size, KPRW_REC_VIOLATION, KPRW_NO_EVENT, pt->site, &w);
 	rec->ret_ip = 0;
 	kprw_memcpy(rec + 1, &pt->target, 8);
-	rec->data_len = 8;
-	atomic_store(&rec->commit, KPRW_REC_COMMIT);
-	stat_record();
+	commit(rec, 8);
 }
 
 /* kprw_trace_text writes a KPRW_REC_PRINTK record (trace_printk from a C handler): the
@@ -672,7 +642,5 @@ void kprw_trace_text(u64 site, u64 caller, const char *func, const char *text, u
 	kprw_memcpy(d, func, flen);
 	d[flen] = 0;
 	kprw_memcpy(d + flen + 1, text, len);
-	rec->data_len = dlen;
-	atomic_store(&rec->commit, KPRW_REC_COMMIT);
-	stat_record();
+	commit(rec, dlen);
 }

@@ -406,7 +406,7 @@
 //
 // From gcc -fstack-usage over the call graph (TestStackUsage, stack_usage.txt):
 // SIGTRAP handler 680 bytes, detour 800 bytes including the red zone and pt_regs,
-// return trampoline 664 bytes including its pt_regs, start-up 888 bytes (the guarded
+// return trampoline 664 bytes including its pt_regs, start-up 952 bytes (the guarded
 // call of a C handler included; measured 2026-11-24); user handlers come on top, and the
 // kernel's signal frame (ucontext and xsave area, ~1-3.5 KiB depending on the CPU) on
 // top of the SIGTRAP handler. A fast read that faults puts one more signal frame and the

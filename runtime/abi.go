@@ -24,6 +24,9 @@ const (
 	SymRseqOff = "kprewrite_rt_rseq_off"
 	// SymRseqCount is the per-CPU counting routine count-only detours call.
 	SymRseqCount = "kprewrite_rt_rseq_count"
+	// SymRseqShardtab is u64 *[256], each CPU's shard of hit counters by the low byte of
+	// its number, which inline-form count-only detours read (CountRseq.Inline).
+	SymRseqShardtab = "kprewrite_rt_rseq_shardtab"
 	// SymOptCall is the C side of detours, long kprewrite_rt_optcall(struct pt_regs *,
 	// u32 point); each detour's call field targets it (see Detour).
 	SymOptCall = "kprewrite_rt_optcall"

@@ -16,7 +16,8 @@ EXPORTS="kprewrite_rt_entry kprewrite_rt_init kprewrite_rt_hdr_rel kprewrite_rt_
  kprewrite_unregister_kretprobe kprewrite_enable_kprobe kprewrite_disable_kprobe kprewrite_printk
  kprewrite_trace_printk kprewrite_vsnprintf kprewrite_snprintf kprewrite_write kprewrite_ktime_get_ns
  kprewrite_ktime_get_real_ns kprewrite_current kprewrite_smp_processor_id kprewrite_copy_nofault
- kprewrite_strncpy_nofault kprewrite_rt_rseq_off kprewrite_rt_rseq_count"
+ kprewrite_strncpy_nofault kprewrite_rt_rseq_off kprewrite_rt_rseq_count
+ kprewrite_rt_rseq_shardtab"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

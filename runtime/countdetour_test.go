@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 	"testing"
 
@@ -20,8 +21,8 @@ func TestCountDetour(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b) != CountDetourLen(len(counters), false, dead, len(reloc)) {
-			t.Fatalf("dead=%v: %d bytes, CountDetourLen says %d", dead, len(b), CountDetourLen(len(counters), false, dead, len(reloc)))
+		if len(b) != CountDetourLen(len(counters), false, false, dead, len(reloc)) {
+			t.Fatalf("dead=%v: %d bytes, CountDetourLen says %d", dead, len(b), CountDetourLen(len(counters), false, false, dead, len(reloc)))
 		}
 		var ops []string
 		var incs []uint64
@@ -31,7 +32,7 @@ func TestCountDetour(t *testing.T) {
 			if err != nil {
 				t.Fatalf("dead=%v: decode at +%d: %v", dead, off, err)
 			}
-			if off == CountDetourRelocOff(len(counters), false, dead) {
+			if off == CountDetourRelocOff(len(counters), false, false, dead) {
 				ops = append(ops, "|DCR")
 			}
 			ops = append(ops, in.Op.String())
@@ -94,8 +95,8 @@ func TestCountDetourRseq(t *testing.T) {
 			if err != nil {
 				t.Fatalf("n=%d dead=%v: %v", n, dead, err)
 			}
-			if len(b) != CountDetourLen(n, true, dead, len(reloc)) {
-				t.Fatalf("n=%d dead=%v: %d bytes, CountDetourLen says %d", n, dead, len(b), CountDetourLen(n, true, dead, len(reloc)))
+			if len(b) != CountDetourLen(n, true, false, dead, len(reloc)) {
+				t.Fatalf("n=%d dead=%v: %d bytes, CountDetourLen says %d", n, dead, len(b), CountDetourLen(n, true, false, dead, len(reloc)))
 			}
 			// decode every instruction, by address
 			insns := map[uint64]x86asm.Inst{}
@@ -114,7 +115,7 @@ func TestCountDetourRseq(t *testing.T) {
 				return pc + uint64(in.Len) + uint64(int64(in.Args[0].(x86asm.Rel)))
 			}
 			// the restore: pop %rcx, where both paths meet
-			relocAt := at + uint64(CountDetourRelocOff(n, true, dead))
+			relocAt := at + uint64(CountDetourRelocOff(n, true, false, dead))
 			restore := relocAt - 8 // lea 128(%rsp),%rsp
 			if !dead {
 				restore -= 4 // add, sahf, pop %rax
@@ -195,5 +196,121 @@ func TestCountDetourRseq(t *testing.T) {
 	}
 	if _, err := CountDetour(at, []uint64{0x600000}, nil, rs, true, reloc, back); err == nil {
 		t.Error("a per-CPU detour without shard offsets accepted")
+	}
+}
+
+// TestCountDetourRseqInline decodes the inline form back (one probe, CountRseq.Shardtab
+// and CS set), flags live and dead: the rseq offset read into %rcx; 0 leads to lock incq
+// of the counter; else rseq_cs is armed with CS, cpu_id read, the CPU's shard taken from
+// the shard table and the probe's u64 in it incremented (the commit), and both paths
+// meet at pop %rdx; pop %rcx. The descriptor (CountRseqCS) spans exactly the cpu_id read
+// through the commit, and its abort handler, after the signature the kernel checks,
+// reloads %rcx and starts over at the arming.
+func TestCountDetourRseqInline(t *testing.T) {
+	const at, back, off, count, tab, cs, ctr, shard = 0x500000, 0x401007, 0x700000, 0x480000, 0x710000, 0x520000, 0x600000, 0x38
+	reloc := []byte{0x48, 0x8b, 0x05, 0x00, 0x00, 0x00, 0x00}
+	rs := CountRseq{Off: off, Count: count, Shardtab: tab, CS: cs}
+	if !rs.Inline(1) || rs.Inline(2) || (CountRseq{Off: off, Count: count, Shardtab: tab}).Inline(1) {
+		t.Fatal("Inline: only one probe with a descriptor")
+	}
+	for _, dead := range []bool{true, false} {
+		b, err := CountDetour(at, []uint64{ctr}, []uint32{shard}, rs, dead, reloc, back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != CountDetourLen(1, true, true, dead, len(reloc)) {
+			t.Fatalf("dead=%v: %d bytes, CountDetourLen says %d", dead, len(b), CountDetourLen(1, true, true, dead, len(reloc)))
+		}
+		relocAt := at + uint64(CountDetourRelocOff(1, true, true, dead))
+		if !bytes.Equal(b[relocAt-at:relocAt-at+uint64(len(reloc))], reloc) {
+			t.Fatalf("dead=%v: the DCR copy is not at CountDetourRelocOff", dead)
+		}
+		insns := map[uint64]x86asm.Inst{}
+		var order []uint64
+		for o := 0; o < len(b); {
+			in, err := x86asm.Decode(b[o:], 64)
+			if err != nil {
+				// the signature is data: 53 30 05 53 decodes as push %rbx; xor ...
+				t.Fatalf("dead=%v: decode at +%d: %v", dead, o, err)
+			}
+			insns[at+uint64(o)] = in
+			order = append(order, at+uint64(o))
+			o += in.Len
+			if in.Op == x86asm.JMP && in.Len == 2 && len(order) > 1 && insns[order[len(order)-2]].Op == x86asm.INC {
+				o += 4 // the signature after the post-commit jmp
+			}
+		}
+		rel := func(pc uint64) uint64 {
+			in := insns[pc]
+			switch a := in.Args[0].(type) {
+			case x86asm.Rel:
+				return pc + uint64(in.Len) + uint64(int64(a))
+			}
+			for _, a := range in.Args {
+				if m, ok := a.(x86asm.Mem); ok && m.Base == x86asm.RIP {
+					return pc + uint64(in.Len) + uint64(m.Disp)
+				}
+			}
+			t.Fatalf("dead=%v: %v has no target", dead, in)
+			return 0
+		}
+		desc := CountRseqCS(at, dead)
+		le := binary.LittleEndian
+		start, post, abort := le.Uint64(desc[8:]), le.Uint64(desc[8:])+le.Uint64(desc[16:]), le.Uint64(desc[24:])
+		if len(desc) != RseqCSSize || le.Uint64(desc) != 0 {
+			t.Fatalf("dead=%v: descriptor % x", dead, desc)
+		}
+		// the path with per-CPU counting, from the mov of the rseq offset
+		var pc uint64
+		for _, p := range order {
+			if in := insns[p]; in.Op == x86asm.MOV && in.Args[0] == x86asm.RCX {
+				pc = p
+				break
+			}
+		}
+		if rel(pc) != off || insns[pc+7].Op != x86asm.JRCXZ {
+			t.Fatalf("dead=%v: no read of the rseq offset and jrcxz: %v", dead, insns[pc])
+		}
+		jrcxz := pc + 7
+		restart := jrcxz + 2
+		if in := insns[restart]; in.Op != x86asm.LEA || in.Args[0] != x86asm.RDX || rel(restart) != cs {
+			t.Fatalf("dead=%v: arming %v", dead, in)
+		}
+		arm := restart + 7
+		if in := insns[arm]; in.Op != x86asm.MOV || in.Args[0].(x86asm.Mem).Segment != x86asm.FS ||
+			in.Args[0].(x86asm.Mem).Base != x86asm.RCX || in.Args[0].(x86asm.Mem).Disp != 8 || in.Args[1] != x86asm.RDX {
+			t.Fatalf("dead=%v: arming store %v", dead, in)
+		}
+		if start != arm+5 {
+			t.Fatalf("dead=%v: the critical section starts at %#x, want %#x", dead, start, arm+5)
+		}
+		if in := insns[start]; in.Op != x86asm.MOVZX || in.Args[1].(x86asm.Mem).Segment != x86asm.FS || in.Args[1].(x86asm.Mem).Disp != 4 {
+			t.Fatalf("dead=%v: cpu_id read %v", dead, in)
+		}
+		if rel(start+5) != tab {
+			t.Fatalf("dead=%v: shard table %#x", dead, rel(start+5))
+		}
+		commit := post - 7
+		if in := insns[commit]; in.Op != x86asm.INC || in.Prefix[0]&0xff == x86asm.PrefixLOCK ||
+			in.Args[0].(x86asm.Mem).Base != x86asm.RDX || in.Args[0].(x86asm.Mem).Disp != shard || commit != start+5+7+4 {
+			t.Fatalf("dead=%v: commit %v at %#x", dead, in, commit)
+		}
+		done := rel(post)
+		if in := insns[done]; in.Op != x86asm.POP || in.Args[0] != x86asm.RDX || insns[done+1].Args[0] != x86asm.RCX {
+			t.Fatalf("dead=%v: post-commit jmp to %v", dead, in)
+		}
+		if abort >= start && abort < post || le.Uint32(b[abort-4-at:]) != 0x53053053 {
+			t.Fatalf("dead=%v: abort handler at %#x", dead, abort)
+		}
+		if in := insns[abort]; in.Op != x86asm.MOV || in.Args[0] != x86asm.RCX || rel(abort) != off || rel(abort+7) != restart {
+			t.Fatalf("dead=%v: abort handler %v, then to %#x", dead, in, rel(abort+7))
+		}
+		locked := rel(jrcxz)
+		if in := insns[locked]; in.Op != x86asm.INC || in.Prefix[0]&0xff != x86asm.PrefixLOCK || rel(locked) != ctr || locked+8 != done {
+			t.Fatalf("dead=%v: locked path %v", dead, in)
+		}
+		if in := insns[order[len(order)-1]]; in.Op != x86asm.JMP || rel(order[len(order)-1]) != back {
+			t.Errorf("dead=%v: ends with %v", dead, in)
+		}
 	}
 }

@@ -40,7 +40,7 @@ func TestObjectRelocations(t *testing.T) {
 		}
 	}
 	exported := append([]string{SymEntry, SymInit, SymHdrRel, SymRetTramp, SymStats, SymOptCall, SymOptTemplate, SymOptTemplateEnd, SymEHFrame,
-		SymRseqOff, SymRseqCount},
+		SymRseqOff, SymRseqCount, SymRseqShardtab},
 		HandlerAPI...)
 	for _, name := range exported {
 		if !globals[name] {

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "682c91fe6df6ca6989bc6449cbb41dc8a0a0d94a43a4e24f65cd5f817d45eaf8"
+const ObjectSHA256 = "73ec881f4f0c8c8169686359ce4a37a09f82da13d1c4ecd6dd8c038c7057ba3c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -3,8 +3,10 @@ package tests
 import (
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -51,6 +53,10 @@ func detourKind(t *testing.T, bin, site string) string {
 				switch {
 				case bytes.HasPrefix(b, []byte{0x48, 0x8d, 0x64, 0x24, 0x80, 0x51, 0x48, 0x8b, 0x0d}):
 					return "count-dead"
+				case bytes.HasPrefix(b, []byte{0x48, 0x8d, 0x64, 0x24, 0x80, 0x51, 0x52, 0x48, 0x8b, 0x0d}):
+					return "count-dead-inline" // its own restartable sequence
+				case bytes.HasPrefix(b, []byte{0x48, 0x8d, 0x64, 0x24, 0x80, 0x50, 0x9f, 0x0f, 0x90, 0xc0, 0x51, 0x52}):
+					return "count-live-inline"
 				case bytes.HasPrefix(b, []byte{0x48, 0x8d, 0x64, 0x24, 0x80, 0x50, 0x9f}):
 					return "count-live"
 				}
@@ -105,6 +111,7 @@ func TestCountOnly(t *testing.T) {
 					want := map[string]string{"add+0x0": "count", "greet+0x0": "count", "f_jcc+0x2": "count-live",
 						"f_pushf+0x0": "count-live", "f_call+0x1": "count-live", "f_rip+0x0": "count-dead",
 						"fact+0x0": ""} // r:fact is counted at its rets: nothing at its entry
+					inline := 0
 					for site, kind := range want {
 						got := detourKind(t, out, site)
 						if mode != "optimize" {
@@ -113,6 +120,14 @@ func TestCountOnly(t *testing.T) {
 						if !strings.HasPrefix(got, kind) || (kind == "" && got != "") {
 							t.Errorf("%s: detour %q, want %q", site, got, kind)
 						}
+						if strings.HasSuffix(got, "-inline") {
+							inline++
+						}
+					}
+					// a point of one probe in an image at fixed addresses: its own restartable
+					// sequence (add has two events: the call form)
+					if fixed := build.name == "nopie-cet" || build.name == "static"; (inline > 0) != (fixed && mode == "optimize") {
+						t.Errorf("%d detours of the inline form", inline)
 					}
 
 					// disabled events count nothing (their increments are nops)
@@ -144,8 +159,8 @@ func TestCountOnlyThreadsFork(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "probed")
 	rewriteWith(t, prog, out, []string{"p:kpw/add add t=%di:s32 i=%si:s32"}, "--count-only")
-	if k := detourKind(t, out, "add+0x0"); !strings.HasPrefix(k, "count") {
-		t.Fatalf("add's detour is %q, want a count-only one", k)
+	if k := detourKind(t, out, "add+0x0"); !strings.HasPrefix(k, "count") || strings.HasSuffix(k, "-inline") {
+		t.Fatalf("add's detour is %q, want a count-only one calling the runtime", k)
 	}
 	for _, c := range []struct {
 		arg  string
@@ -172,6 +187,46 @@ func TestCountOnlyThreadsFork(t *testing.T) {
 		shards := traceShards(t, tr)
 		if (env == "") != (shards > 0) {
 			t.Errorf("hammer %s: %d per-CPU shards", env, shards)
+		}
+	}
+	// a non-PIE program: the detour counts in its own restartable sequence, 16 threads on
+	// 2 CPUs preempted inside it (the kernel restarts it at its abort handler), exact
+	nopie := testprog.Build(t, probedSource(t), "c", "-O2", "-pthread", "-no-pie")
+	nout := filepath.Join(dir, "probed-nopie")
+	rewriteWith(t, nopie, nout, []string{"p:kpw/add add t=%di:s32 i=%si:s32"}, "--count-only")
+	if k := detourKind(t, nout, "add+0x0"); !strings.HasSuffix(k, "-inline") {
+		t.Fatalf("non-PIE: add's detour is %q, want the inline form", k)
+	}
+	for _, env := range []string{"", "KPREWRITE_NO_RSEQ=1"} {
+		tr := filepath.Join(dir, "hammer-nopie"+env+".trace")
+		res := testprog.Same(t, nopie, nout, testprog.Cmd{Args: []string{"hammer"}, Extra: []string{"KPREWRITE_TRACE=" + tr, env}}, nil)
+		if !strings.Contains(res.Stdout, "hammer bad=0") {
+			t.Fatalf("hammer, non-PIE: %s", res)
+		}
+		if p := profile(t, tr, nout); p["add"] != [2]uint64{4000000, 0} || (env == "") != (traceShards(t, tr) > 0) {
+			t.Errorf("hammer, non-PIE %s: profile %v, want 4000000 hits; %d shards", env, p["add"], traceShards(t, tr))
+		}
+	}
+	// a timer signal every 20 us whose handler calls add too: signals land inside the
+	// restartable sequence (the kernel resumes at its abort handler, which starts over),
+	// and each hit, the loop's and the handler's, counts once
+	for _, env := range []string{"", "KPREWRITE_NO_RSEQ=1"} {
+		tr := filepath.Join(dir, "storm-nopie"+env+".trace")
+		sigs := regexp.MustCompile(`sig=\d+`)
+		var raw string // the rewritten program's output, normalized last
+		testprog.Same(t, nopie, nout, testprog.Cmd{Args: []string{"storm"}, Extra: []string{"KPREWRITE_TRACE=" + tr, env}},
+			func(s string) string {
+				if strings.HasPrefix(s, "storm") {
+					raw = s
+				}
+				return sigs.ReplaceAllString(s, "sig=N")
+			})
+		var n, sig uint64
+		if _, err := fmt.Sscanf(raw, "storm n=%d sig=%d", &n, &sig); err != nil || sig < 100 {
+			t.Fatalf("storm %s: %q (%v)", env, raw, err)
+		}
+		if p := profile(t, tr, nout); p["add"] != [2]uint64{n + sig, 0} {
+			t.Errorf("storm, non-PIE %s: profile %v, want %d hits (%d signals)", env, p["add"], n+sig, sig)
 		}
 	}
 	// a static program: glibc registers its rseq areas after the runtime's start-up, so

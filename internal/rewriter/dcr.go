@@ -23,6 +23,9 @@ type dcrArea struct {
 	base      uint64
 	anyDetour bool // a full detour (the template): its entry is entryOff in
 	entryOff  int
+	// inline-form count-only detours (runtime.CountRseq.Inline) have their rseq_cs
+	// descriptors after the detours, 32-byte aligned, in the order of their cs index
+	ncs int
 }
 
 type dcrEntry struct {
@@ -33,6 +36,7 @@ type dcrEntry struct {
 	count     bool                // a count-only detour (runtime.PFCount)
 	flagsDead bool                // count-only: no flags save (the analysis saw them dead)
 	nprobes   int
+	cs        int // count-only, inline form: index of its rseq_cs descriptor; -1: none
 }
 
 // dcrAlign keeps each detour's hot start in as few cache lines as its size allows.
@@ -50,12 +54,17 @@ func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
 		return fmt.Errorf("a %d-byte DCR relocated to %d bytes is too long", pt.DCRLen, n)
 	}
 	size := n + runtime.SlotJmpBackLen
-	e := dcrEntry{point: i, relocLen: n}
+	e := dcrEntry{point: i, relocLen: n, cs: -1}
 	switch {
 	case rp.PFlags&runtime.PFCount != 0:
 		e.count, e.nprobes = true, len(rp.Probes)
 		e.flagsDead = g.flagsDead(pt.Site)
-		size = runtime.CountDetourLen(e.nprobes, true, e.flagsDead, n)
+		// the inline form's descriptor holds absolute addresses: an image at fixed ones
+		if e.nprobes == 1 && !g.f.IsPIE() {
+			e.cs = a.ncs
+			a.ncs++
+		}
+		size = runtime.CountDetourLen(e.nprobes, true, e.cs >= 0, e.flagsDead, n)
 	case pt.Optimized():
 		if size, err = runtime.DetourLen(n); err != nil {
 			return err
@@ -79,10 +88,21 @@ func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
 	return nil
 }
 
+// csOff is where the rseq_cs descriptors start in the area.
+func (a *dcrArea) csOff() uint64 { return alignUp(a.size, runtime.RseqCSSize) }
+
+// total is the area's size, descriptors included.
+func (a *dcrArea) total() uint64 {
+	if a.ncs == 0 {
+		return a.size
+	}
+	return a.csOff() + uint64(a.ncs)*runtime.RseqCSSize
+}
+
 // place relocates every DCR for the area at base and sets the slot addresses of
 // the points and of the --verify-regions inner bytes in g.tables.
 func (a *dcrArea) place(g *gen, base uint64) error {
-	if base%dcrAlign != 0 {
+	if base%dcrAlign != 0 || (a.ncs > 0 && base%runtime.RseqCSSize != 0) {
 		return fmt.Errorf("internal error: detour area at %#x is not aligned", base)
 	}
 	a.base = base
@@ -101,7 +121,7 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 		codeAt := at
 		switch {
 		case e.count:
-			codeAt += uint64(runtime.CountDetourRelocOff(e.nprobes, true, e.flagsDead))
+			codeAt += uint64(runtime.CountDetourRelocOff(e.nprobes, true, e.cs >= 0, e.flagsDead))
 		case pt.Optimized():
 			codeAt += tmplLen
 		}
@@ -142,7 +162,7 @@ func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64, rs runtime
 		}
 		a.entryOff = t.Entry
 	}
-	b := make([]byte, a.size)
+	b := make([]byte, a.total())
 	for i := range b {
 		b[i] = 0xcc
 	}
@@ -156,7 +176,7 @@ func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64, rs runtime
 			entry := at + uint64(a.entryOff)
 			reloc, relocAt := e.reg.Code, at+uint64(a.entryOff)
 			if e.count {
-				relocAt = at + uint64(runtime.CountDetourRelocOff(e.nprobes, true, e.flagsDead))
+				relocAt = at + uint64(runtime.CountDetourRelocOff(e.nprobes, true, e.cs >= 0, e.flagsDead))
 			} else {
 				t, err := runtime.OptTemplate()
 				if err != nil {
@@ -181,7 +201,15 @@ func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64, rs runtime
 					ctrs[j] = enc.CounterAddr(g.tables.Counters, e.point, j)
 					shards[j] = uint32(enc.ProbeIndex[e.point][j]) * 8
 				}
-				code, err = runtime.CountDetour(at, ctrs, shards, rs, e.flagsDead, reloc, back)
+				ers := rs
+				if e.cs >= 0 {
+					csAt := a.csOff() + uint64(e.cs)*runtime.RseqCSSize
+					ers.CS = a.base + csAt
+					copy(b[csAt:], runtime.CountRseqCS(at, e.flagsDead))
+				} else {
+					ers.Shardtab = 0 // the call form
+				}
+				code, err = runtime.CountDetour(at, ctrs, shards, ers, e.flagsDead, reloc, back)
 				entry = at
 			} else {
 				code, err = runtime.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)

@@ -91,6 +91,8 @@ const (
 	SymSlotPrefix = "kprewrite_slot."
 	// SymDetourPrefix names the detour buffer of a jump-optimized probe.
 	SymDetourPrefix = "kprewrite_detour."
+	// SymRseqCS names the rseq_cs descriptors of inline-form count-only detours.
+	SymRseqCS = "kprewrite_rseq_cs"
 	// SymSigStubPrefix names the stub a static program's redirected signal function
 	// jumps to (jmp *word: the runtime's wrapper), SymSigCopyPrefix the relocated copy
 	// of its entry (the original function).
@@ -251,7 +253,7 @@ func (g *gen) run() (*Result, error) {
 	rodataSize := rtRodataOff + rs.Rodata
 	slotsOff := alignUp(rs.Text, areaAlign)
 	dcrsOff := alignUp(slotsOff+g.slots.Size(), areaAlign)
-	hooksOff := alignUp(dcrsOff+g.dcrs.size, areaAlign)
+	hooksOff := alignUp(dcrsOff+g.dcrs.total(), areaAlign)
 	textSize := hooksOff + g.hooks.size
 	stateOff := alignUp(rs.BSS, areaAlign)
 	wordsOff := alignUp(stateOff+enc.StateSize, 8)
@@ -344,8 +346,9 @@ func (g *gen) run() (*Result, error) {
 	var rseq runtime.CountRseq
 	rseq.Off, _ = out.Addr(runtime.SymRseqOff)
 	rseq.Count, _ = out.Addr(runtime.SymRseqCount)
-	if rseq.Off == 0 || rseq.Count == 0 {
-		return nil, fmt.Errorf("runtime object has no %s or %s", runtime.SymRseqOff, runtime.SymRseqCount)
+	rseq.Shardtab, _ = out.Addr(runtime.SymRseqShardtab)
+	if rseq.Off == 0 || rseq.Count == 0 || rseq.Shardtab == 0 {
+		return nil, fmt.Errorf("runtime object has no %s, %s or %s", runtime.SymRseqOff, runtime.SymRseqCount, runtime.SymRseqShardtab)
 	}
 	dcrText, err := g.dcrs.build(g, enc2, optcall, rseq)
 	if err != nil {
@@ -654,6 +657,10 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 			name = fmt.Sprintf("%s%s+%#x", prefix, pt.Func.Name, pt.Site-pt.Func.Addr)
 		}
 		syms = append(syms, elfio.NewSymbol{Name: name, Section: elfio.SecText, Offset: p.dcrsOff + d.off, Size: d.size, Func: true})
+	}
+	if g.dcrs.ncs > 0 { // data, not code, for disassemblers
+		syms = append(syms, elfio.NewSymbol{Name: SymRseqCS, Section: elfio.SecText, Offset: p.dcrsOff + g.dcrs.csOff(),
+			Size: uint64(g.dcrs.ncs) * runtime.RseqCSSize})
 	}
 	return syms
 }

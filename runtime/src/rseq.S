@@ -6,14 +6,14 @@
  *
  * kprewrite_rt_rseq_count: %rcx = kprewrite_rt_rseq_off (the area's offset from the
  * thread pointer, never 0 here), %rdx = the counter's byte offset in a CPU's shard.
- * Adds 1 to kprw_shardtab[cpu_id & 255][%rdx] (start-up uses rseq only with at most 254
+ * Adds 1 to kprewrite_rt_rseq_shardtab[cpu_id & 255][%rdx] (start-up uses rseq only with at most 254
  * possible CPUs; the other entries, which a thread whose registration failed reads as
  * cpu_id -1 or -2, name a shard of their own): the critical section arms rseq_cs, reads
  * cpu_id, finds the CPU's shard and increments it with one instruction, the commit; a
  * preemption, migration or signal between the arming and the commit makes the kernel
  * resume at the abort handler, which starts over. Clobbers %rdx and the arithmetic
  * flags (the detour saves them where they are live), nothing else. Start-up
- * (rt_rseq.c) fills kprw_rseq_cs and kprw_shardtab, then sets kprewrite_rt_rseq_off;
+ * (rt_rseq.c) fills kprw_rseq_cs and kprewrite_rt_rseq_shardtab, then sets kprewrite_rt_rseq_off;
  * until then (and without rseq) detours increment the trace file's counters with lock
  * incq instead.
  */
@@ -55,7 +55,7 @@ kprewrite_rt_rseq_count:
 	movq %rsi, %fs:8(%rcx)		/* rseq->rseq_cs */
 kprw_rseq_start:
 	movzbl %fs:4(%rcx), %esi	/* rseq->cpu_id, its low byte: the table has 256 entries */
-	leaq kprw_shardtab(%rip), %rdi
+	leaq kprewrite_rt_rseq_shardtab(%rip), %rdi
 	movq (%rdi,%rsi,8), %rdi
 	incq (%rdi,%rdx)		/* the commit */
 kprw_rseq_post:

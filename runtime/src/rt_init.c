@@ -201,36 +201,57 @@ static int validate(const struct kprw_header *h)
 
 /* count_layout finds, in a count-only detour (runtime/detour.go, CountDetour), the
  * locked increments (8 bytes a probe) and, with per-CPU counting, the calls of
- * kprewrite_rt_rseq_count (mov $off,%edx; call: 10 bytes a probe; NULL without) */
-static u8 *count_layout(const struct kprw_point *pt, u8 **calls)
+ * kprewrite_rt_rseq_count (mov $off,%edx; call: 10 bytes a probe; NULL without) or, in
+ * the inline form (one probe), its restartable sequence's commit (incq off(%rdx), 7
+ * bytes; NULL in the other forms) */
+struct count_code {
+	u8 *incs, *calls, *commit;
+};
+
+static struct count_code count_layout(const struct kprw_point *pt)
 {
 	u8 *d = (u8 *)RT_ADDR(pt->slot);
 	u32 n = pt->nprobes, p = 5; /* after lea -128(%rsp),%rsp */
-	*calls = NULL;
+	struct count_code c = {d, NULL, NULL};
 	if (d[0] == 0xf0)
-		return d; /* lock incq only, the flags dead */
+		return c; /* lock incq only, the flags dead */
 	if (d[p] == 0x50)
 		p += 5; /* push %rax; lahf; seto %al: the flags live */
+	c.incs = d + p;
 	if (d[p] == 0xf0)
-		return d + p; /* lock incq only */
+		return c; /* lock incq only */
+	if (d[p + 1] == 0x52) { /* push %rcx; push %rdx: the inline form */
+		c.commit = d + p + 39;
+		c.incs = d + p + 61;
+		return c;
+	}
 	p += 1 + 7 + 2; /* push %rcx; mov kprewrite_rt_rseq_off(%rip),%rcx; jrcxz */
 	if (n <= KPRW_COUNT_SHORT_N) {
-		*calls = d + p + 1; /* after push %rdx */
-		return *calls + 10 * n + 1 + 5; /* after pop %rdx; jmp */
+		c.calls = d + p + 1; /* after push %rdx */
+		c.incs = c.calls + 10 * n + 1 + 5; /* after pop %rdx; jmp */
+		return c;
 	}
 	p += 5; /* jmp to the rseq block */
-	*calls = d + p + 8 * n + 5 + 1; /* after the locked increments, jmp, push %rdx */
-	return d + p;
+	c.calls = d + p + 8 * n + 5 + 1; /* after the locked increments, jmp, push %rdx */
+	c.incs = d + p;
+	return c;
 }
 
-/* count_disable overwrites the increment (lock incq) and the per-CPU call of each
- * disabled probe of the count-only detours with nops (see "Count-only detours" in
+static void span(uptr *lo, uptr *hi, const u8 *at, u32 len)
+{
+	*lo = (uptr)at < *lo ? (uptr)at : *lo;
+	*hi = (uptr)at + len > *hi ? (uptr)at + len : *hi;
+}
+
+/* count_disable overwrites the increment (lock incq) and the per-CPU call or commit of
+ * each disabled probe of the count-only detours with nops (see "Count-only detours" in
  * kprewrite_abi.h): the one write to text the runtime makes, at start-up, before the
  * program runs; one mprotect pair for all of them (RWX, not RW: the runtime's own code
  * may share the pages). */
 static void count_disable(void)
 {
 	static const u8 nop8[8] = {0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00};
+	static const u8 nop7[7] = {0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00};
 	static const u8 nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
 	uptr lo = ~(uptr)0, hi = 0;
 	/* nothing disabled: not even the probes' state (bss) is read, its pages stay unmapped */
@@ -242,15 +263,12 @@ static void count_disable(void)
 			continue;
 		for (u32 k = 0; k < pt->nprobes; k++)
 			if (!kprw_probe_enabled(pt->first_probe + k)) {
-				u8 *calls, *incs = count_layout(pt, &calls);
-				uptr at = (uptr)incs + 8 * k;
-				lo = at < lo ? at : lo;
-				hi = at + 8 > hi ? at + 8 : hi;
-				if (calls) {
-					at = (uptr)calls + 10 * k;
-					lo = at < lo ? at : lo;
-					hi = at + 10 > hi ? at + 10 : hi;
-				}
+				struct count_code c = count_layout(pt);
+				span(&lo, &hi, c.incs + 8 * k, 8);
+				if (c.calls)
+					span(&lo, &hi, c.calls + 10 * k, 10);
+				if (c.commit)
+					span(&lo, &hi, c.commit, 7);
 			}
 	}
 	if (!hi)
@@ -266,16 +284,20 @@ static void count_disable(void)
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		if (!(pt->pflags & KPRW_PF_COUNT))
 			continue;
-		u8 *calls, *at = count_layout(pt, &calls);
+		struct count_code c = count_layout(pt);
+		u8 *at = c.incs;
 		for (u32 k = 0; k < pt->nprobes; k++, at += 8) {
-			u8 *call = calls ? calls + 10 * k : NULL;
+			u8 *call = c.calls ? c.calls + 10 * k : NULL;
 			if (at[0] != 0xf0 || at[1] != 0x48 || at[2] != 0xff || at[3] != 0x05 ||
-			    (call && (call[0] != 0xba || call[5] != 0xe8)))
+			    (call && (call[0] != 0xba || call[5] != 0xe8)) ||
+			    (c.commit && (c.commit[0] != 0x48 || c.commit[1] != 0xff || c.commit[2] != 0x82)))
 				kprw_fatal("count-only detour not as the tables say at", (unsigned long)at);
 			if (!kprw_probe_enabled(pt->first_probe + k)) {
 				kprw_memcpy(at, nop8, 8);
 				if (call)
 					kprw_memcpy(call + 5, nop5, 5); /* the call: nopl 0(%rax,%rax) */
+				if (c.commit)
+					kprw_memcpy(c.commit, nop7, 7); /* the commit: nopl 0(%rax) */
 			}
 		}
 	}

@@ -49,7 +49,7 @@ struct kprw_rseq_cs {
 #define HIDDEN __attribute__((visibility("hidden")))
 extern HIDDEN struct kprw_rseq_cs kprw_rseq_cs;
 extern HIDDEN char kprw_rseq_start[], kprw_rseq_post[], kprw_rseq_abort[];
-HIDDEN u64 *kprw_shardtab[256]; /* rseq.S: a CPU's shard, by the low byte of cpu_id */
+HIDDEN u64 *kprewrite_rt_rseq_shardtab[256]; /* rseq.S: a CPU's shard, by the low byte of cpu_id */
 
 /* is_area says whether the rseq_len bytes at a are this thread's registered rseq area,
  * registered with RSEQ_SIG */
@@ -202,7 +202,7 @@ void kprw_rseq_arm(u8 *shards, u64 stride)
 {
 	u32 ncpu = kprw_rt.rseq_shards - 1;
 	for (u32 i = 0; i < 256; i++)
-		kprw_shardtab[i] = (u64 *)(shards + (u64)(i < ncpu ? i : ncpu) * stride);
+		kprewrite_rt_rseq_shardtab[i] = (u64 *)(shards + (u64)(i < ncpu ? i : ncpu) * stride);
 	kprw_rseq_cs.version = 0;
 	kprw_rseq_cs.flags = 0;
 	kprw_rseq_cs.start_ip = (u64)(uptr)kprw_rseq_start;

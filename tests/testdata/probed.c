@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -155,6 +157,35 @@ static void hammer(void)
 	printf("hammer bad=%d\n", bad);
 }
 
+/* storm: a timer signal every 20 us whose handler calls add too, while the main loop
+ * calls it 2,000,000 times: signals land inside the count-only detour's restartable
+ * sequence (the kernel restarts it), and the handler's hits count on the same CPU */
+static volatile long n_sig;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	n_sig++;
+	add(-1, 0);
+}
+
+static void storm(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_alarm;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGALRM, &sa, NULL);
+	struct itimerval it = {{0, 20}, {0, 20}};
+	setitimer(ITIMER_REAL, &it, NULL);
+	long sum = 0, n = 2000000;
+	for (long i = 0; i < n; i++)
+		sum += add((int)i, 1);
+	struct itimerval off = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &off, NULL);
+	printf("storm n=%ld sig=%ld sum=%ld\n", n, n_sig, sum);
+}
+
 static void forked(void)
 {
 	add(100, 1);
@@ -183,6 +214,8 @@ int main(int argc, char **argv)
 		forked();
 	else if (!strcmp(mode, "hammer"))
 		hammer();
+	else if (!strcmp(mode, "storm"))
+		storm();
 	else if (!strcmp(mode, "recurse"))
 		printf("fact=%ld\n", fact(argc > 2 ? atol(argv[2]) : 10));
 	else if (!strcmp(mode, "crash") || !strcmp(mode, "abort") || !strcmp(mode, "exit")) {

@@ -203,15 +203,20 @@ func TestCountDetourRseq(t *testing.T) {
 // and CS set), flags live and dead: the rseq offset read into %rcx; 0 leads to lock incq
 // of the counter; else rseq_cs is armed with CS, cpu_id read, the CPU's shard taken from
 // the shard table and the probe's u64 in it incremented (the commit), and both paths
-// meet at pop %rdx; pop %rcx. The descriptor (CountRseqCS) spans exactly the cpu_id read
-// through the commit, and its abort handler, after the signature the kernel checks,
-// reloads %rcx and starts over at the arming.
+// meet at pop %rcx. The descriptor (CountRseqCS) spans exactly the cpu_id read through
+// the commit, and its abort handler, after the signature the kernel checks, reloads %rcx
+// and starts over at the arming.
 func TestCountDetourRseqInline(t *testing.T) {
 	const at, back, off, count, tab, cs, ctr, shard = 0x500000, 0x401007, 0x700000, 0x480000, 0x710000, 0x520000, 0x600000, 0x38
 	reloc := []byte{0x48, 0x8b, 0x05, 0x00, 0x00, 0x00, 0x00}
 	rs := CountRseq{Off: off, Count: count, Shardtab: tab, CS: cs}
 	if !rs.Inline(1) || rs.Inline(2) || (CountRseq{Off: off, Count: count, Shardtab: tab}).Inline(1) {
 		t.Fatal("Inline: only one probe with a descriptor")
+	}
+	far := rs
+	far.CS = InlineAddrLimit
+	if _, err := CountDetour(at, []uint64{ctr}, []uint32{shard}, far, true, reloc, back); err == nil {
+		t.Error("a descriptor out of imm32 reach accepted")
 	}
 	for _, dead := range []bool{true, false} {
 		b, err := CountDetour(at, []uint64{ctr}, []uint32{shard}, rs, dead, reloc, back)
@@ -225,25 +230,33 @@ func TestCountDetourRseqInline(t *testing.T) {
 		if !bytes.Equal(b[relocAt-at:relocAt-at+uint64(len(reloc))], reloc) {
 			t.Fatalf("dead=%v: the DCR copy is not at CountDetourRelocOff", dead)
 		}
+		desc := CountRseqCS(at, dead)
+		le := binary.LittleEndian
+		start, post, abort := le.Uint64(desc[8:]), le.Uint64(desc[8:])+le.Uint64(desc[16:]), le.Uint64(desc[24:])
+		if len(desc) != RseqCSSize || le.Uint64(desc) != 0 {
+			t.Fatalf("dead=%v: descriptor % x", dead, desc)
+		}
+		if abort-4 < at || abort >= at+uint64(len(b)) || le.Uint32(b[abort-4-at:]) != 0x53053053 || (abort >= start && abort < post) {
+			t.Fatalf("dead=%v: abort handler at %#x", dead, abort)
+		}
 		insns := map[uint64]x86asm.Inst{}
 		var order []uint64
 		for o := 0; o < len(b); {
+			if at+uint64(o) == abort-4 {
+				o += 4 // the signature is data
+				continue
+			}
 			in, err := x86asm.Decode(b[o:], 64)
 			if err != nil {
-				// the signature is data: 53 30 05 53 decodes as push %rbx; xor ...
 				t.Fatalf("dead=%v: decode at +%d: %v", dead, o, err)
 			}
 			insns[at+uint64(o)] = in
 			order = append(order, at+uint64(o))
 			o += in.Len
-			if in.Op == x86asm.JMP && in.Len == 2 && len(order) > 1 && insns[order[len(order)-2]].Op == x86asm.INC {
-				o += 4 // the signature after the post-commit jmp
-			}
 		}
 		rel := func(pc uint64) uint64 {
 			in := insns[pc]
-			switch a := in.Args[0].(type) {
-			case x86asm.Rel:
+			if a, ok := in.Args[0].(x86asm.Rel); ok {
 				return pc + uint64(in.Len) + uint64(int64(a))
 			}
 			for _, a := range in.Args {
@@ -251,16 +264,17 @@ func TestCountDetourRseqInline(t *testing.T) {
 					return pc + uint64(in.Len) + uint64(m.Disp)
 				}
 			}
-			t.Fatalf("dead=%v: %v has no target", dead, in)
+			t.Fatalf("dead=%v: %v at %#x has no target", dead, in, pc)
 			return 0
 		}
-		desc := CountRseqCS(at, dead)
-		le := binary.LittleEndian
-		start, post, abort := le.Uint64(desc[8:]), le.Uint64(desc[8:])+le.Uint64(desc[16:]), le.Uint64(desc[24:])
-		if len(desc) != RseqCSSize || le.Uint64(desc) != 0 {
-			t.Fatalf("dead=%v: descriptor % x", dead, desc)
+		mem := func(pc uint64, i int) x86asm.Mem {
+			m, ok := insns[pc].Args[i].(x86asm.Mem)
+			if !ok {
+				t.Fatalf("dead=%v: %v at %#x: no memory operand %d", dead, insns[pc], pc, i)
+			}
+			return m
 		}
-		// the path with per-CPU counting, from the mov of the rseq offset
+		// the read of the rseq offset, the jrcxz to the locked path
 		var pc uint64
 		for _, p := range order {
 			if in := insns[p]; in.Op == x86asm.MOV && in.Args[0] == x86asm.RCX {
@@ -268,39 +282,32 @@ func TestCountDetourRseqInline(t *testing.T) {
 				break
 			}
 		}
-		if rel(pc) != off || insns[pc+7].Op != x86asm.JRCXZ {
+		if pc == 0 || rel(pc) != off || insns[pc+7].Op != x86asm.JRCXZ {
 			t.Fatalf("dead=%v: no read of the rseq offset and jrcxz: %v", dead, insns[pc])
 		}
 		jrcxz := pc + 7
 		restart := jrcxz + 2
-		if in := insns[restart]; in.Op != x86asm.LEA || in.Args[0] != x86asm.RDX || rel(restart) != cs {
+		if in, m := insns[restart], mem(restart, 0); in.Op != x86asm.MOV || m.Segment != x86asm.FS || m.Base != x86asm.RCX ||
+			m.Disp != 8 || in.Args[1] != x86asm.Imm(cs) {
 			t.Fatalf("dead=%v: arming %v", dead, in)
 		}
-		arm := restart + 7
-		if in := insns[arm]; in.Op != x86asm.MOV || in.Args[0].(x86asm.Mem).Segment != x86asm.FS ||
-			in.Args[0].(x86asm.Mem).Base != x86asm.RCX || in.Args[0].(x86asm.Mem).Disp != 8 || in.Args[1] != x86asm.RDX {
-			t.Fatalf("dead=%v: arming store %v", dead, in)
+		if start != restart+9 {
+			t.Fatalf("dead=%v: the critical section starts at %#x, want %#x", dead, start, restart+9)
 		}
-		if start != arm+5 {
-			t.Fatalf("dead=%v: the critical section starts at %#x, want %#x", dead, start, arm+5)
-		}
-		if in := insns[start]; in.Op != x86asm.MOVZX || in.Args[1].(x86asm.Mem).Segment != x86asm.FS || in.Args[1].(x86asm.Mem).Disp != 4 {
+		if in, m := insns[start], mem(start, 1); in.Op != x86asm.MOVZX || in.Args[0] != x86asm.ECX || m.Segment != x86asm.FS || m.Base != x86asm.RCX || m.Disp != 4 {
 			t.Fatalf("dead=%v: cpu_id read %v", dead, in)
 		}
-		if rel(start+5) != tab {
-			t.Fatalf("dead=%v: shard table %#x", dead, rel(start+5))
+		if in, m := insns[start+5], mem(start+5, 1); in.Args[0] != x86asm.RCX || m.Base != 0 || m.Index != x86asm.RCX || m.Scale != 8 || m.Disp != tab {
+			t.Fatalf("dead=%v: shard lookup %v", dead, in)
 		}
 		commit := post - 7
-		if in := insns[commit]; in.Op != x86asm.INC || in.Prefix[0]&0xff == x86asm.PrefixLOCK ||
-			in.Args[0].(x86asm.Mem).Base != x86asm.RDX || in.Args[0].(x86asm.Mem).Disp != shard || commit != start+5+7+4 {
+		if in, m := insns[commit], mem(commit, 0); in.Op != x86asm.INC || in.Prefix[0]&0xff == x86asm.PrefixLOCK ||
+			m.Base != x86asm.RCX || m.Disp != shard || commit != start+5+8 {
 			t.Fatalf("dead=%v: commit %v at %#x", dead, in, commit)
 		}
 		done := rel(post)
-		if in := insns[done]; in.Op != x86asm.POP || in.Args[0] != x86asm.RDX || insns[done+1].Args[0] != x86asm.RCX {
+		if in := insns[done]; in.Op != x86asm.POP || in.Args[0] != x86asm.RCX {
 			t.Fatalf("dead=%v: post-commit jmp to %v", dead, in)
-		}
-		if abort >= start && abort < post || le.Uint32(b[abort-4-at:]) != 0x53053053 {
-			t.Fatalf("dead=%v: abort handler at %#x", dead, abort)
 		}
 		if in := insns[abort]; in.Op != x86asm.MOV || in.Args[0] != x86asm.RCX || rel(abort) != off || rel(abort+7) != restart {
 			t.Fatalf("dead=%v: abort handler %v, then to %#x", dead, in, rel(abort+7))

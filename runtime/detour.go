@@ -230,28 +230,32 @@ func (r CountRseq) Inline(nprobes int) bool {
 	return r.on() && r.Shardtab != 0 && r.CS != 0 && nprobes == 1
 }
 
-// The inline per-CPU block (after the red zone and the flags; offsets from its start):
+// The inline per-CPU block (after the red zone and the flags; offsets from its start).
+// Absolute addresses (imm32, disp32) for the descriptor and the shard table leave one
+// scratch register:
 //
-//	 0 push %rcx; push %rdx; mov kprewrite_rt_rseq_off(%rip),%rcx; jrcxz locked
-//	11 restart: lea cs(%rip),%rdx; mov %rdx,%fs:8(%rcx)        rseq->rseq_cs = cs
-//	23 start: movzbl %fs:4(%rcx),%edx                          rseq->cpu_id, low byte
-//	28 lea shardtab(%rip),%rcx; mov (%rcx,%rdx,8),%rdx         this CPU's shard
-//	39 incq off(%rdx)                                          the commit
-//	46 post: jmp done; .long RSEQ_SIG
-//	52 abort: mov kprewrite_rt_rseq_off(%rip),%rcx; jmp restart
-//	61 locked: lock incq hit(%rip)
-//	69 done: pop %rdx; pop %rcx
+//	 0 push %rcx; mov kprewrite_rt_rseq_off(%rip),%rcx; jrcxz locked
+//	10 restart: movq $cs,%fs:8(%rcx)                           rseq->rseq_cs = cs
+//	19 start: movzbl %fs:4(%rcx),%ecx                          rseq->cpu_id, low byte
+//	24 mov kprewrite_rt_rseq_shardtab(,%rcx,8),%rcx            this CPU's shard
+//	32 incq off(%rcx)                                          the commit
+//	39 post: jmp done; .long RSEQ_SIG
+//	45 abort: mov kprewrite_rt_rseq_off(%rip),%rcx; jmp restart
+//	54 locked: lock incq hit(%rip)
+//	62 done: pop %rcx
 const (
-	rseqInlineLen     = 71
-	rseqInlineRestart = 11
-	rseqInlineStart   = 23
-	rseqInlineCommit  = 39
-	rseqInlinePost    = 46
-	rseqInlineAbort   = 52
-	rseqInlineLocked  = 61
+	rseqInlineLen     = 63
+	rseqInlineRestart = 10
+	rseqInlineStart   = 19
+	rseqInlinePost    = 39
+	rseqInlineAbort   = 45
+	rseqInlineLocked  = 54
 	rseqSig           = 0x53053053 // glibc's RSEQ_SIG on x86
 	// RseqCSSize is the size and alignment of a struct rseq_cs.
 	RseqCSSize = 32
+	// InlineAddrLimit bounds the addresses the inline form holds in imm32 and disp32
+	// fields (sign-extended).
+	InlineAddrLimit = 1 << 31
 )
 
 // CountRseqCS returns the rseq_cs descriptor (version 0, flags 0, start_ip,
@@ -359,24 +363,26 @@ func CountDetour(at uint64, counters []uint64, shards []uint32, rs CountRseq, fl
 			b = append(b, countRestore...)
 		}
 	} else if inline {
+		if rs.CS >= InlineAddrLimit || rs.Shardtab >= InlineAddrLimit {
+			return nil, fmt.Errorf("count-only detour at %#x: descriptor %#x or shard table %#x out of imm32 reach", at, rs.CS, rs.Shardtab)
+		}
 		b = append(b, countRedZone...)
 		if !flagsDead {
 			b = append(b, countFlags...)
 		}
 		p := len(b)
 		le := binary.LittleEndian
-		b = append(b, 0x51, 0x52, 0x48, 0x8b, 0x0d) // push %rcx; push %rdx; mov rel32(%rip),%rcx
+		b = append(b, countRseqHd...) // push %rcx; mov rel32(%rip),%rcx
 		err := rel(rs.Off)
-		b = append(b, 0xe3, rseqInlineLocked-(rseqInlineRestart)) // jrcxz locked
-		b = append(b, 0x48, 0x8d, 0x15)                           // restart: lea cs(%rip),%rdx
-		err = errors.Join(err, rel(rs.CS))
-		b = append(b, 0x64, 0x48, 0x89, 0x51, 0x08) // mov %rdx,%fs:8(%rcx)
-		b = append(b, 0x64, 0x0f, 0xb6, 0x51, 0x04) // start: movzbl %fs:4(%rcx),%edx
-		b = append(b, 0x48, 0x8d, 0x0d)             // lea shardtab(%rip),%rcx
-		err = errors.Join(err, rel(rs.Shardtab))
-		b = append(b, 0x48, 0x8b, 0x14, 0xd1, 0x48, 0xff, 0x82) // mov (%rcx,%rdx,8),%rdx; incq off(%rdx)
+		b = append(b, 0xe3, rseqInlineLocked-rseqInlineRestart) // jrcxz locked
+		b = append(b, 0x64, 0x48, 0xc7, 0x41, 0x08)             // restart: movq $cs,%fs:8(%rcx)
+		b = le.AppendUint32(b, uint32(rs.CS))
+		b = append(b, 0x64, 0x0f, 0xb6, 0x49, 0x04) // start: movzbl %fs:4(%rcx),%ecx
+		b = append(b, 0x48, 0x8b, 0x0c, 0xcd)       // mov shardtab(,%rcx,8),%rcx
+		b = le.AppendUint32(b, uint32(rs.Shardtab))
+		b = append(b, 0x48, 0xff, 0x81) // incq off(%rcx): the commit
 		b = le.AppendUint32(b, shards[0])
-		b = append(b, 0xeb, rseqInlineLen-2-(rseqInlinePost+2)) // post: jmp done
+		b = append(b, 0xeb, rseqInlineLen-1-(rseqInlinePost+2)) // post: jmp done
 		b = le.AppendUint32(b, rseqSig)
 		b = append(b, 0x48, 0x8b, 0x0d) // abort: mov rel32(%rip),%rcx
 		err = errors.Join(err, rel(rs.Off))
@@ -385,7 +391,7 @@ func CountDetour(at uint64, counters []uint64, shards []uint32, rs CountRseq, fl
 		if err = errors.Join(err, locked()); err != nil {
 			return fail("per-CPU counting", err)
 		}
-		b = append(b, 0x5a, 0x59) // done: pop %rdx; pop %rcx
+		b = append(b, 0x59) // done: pop %rcx
 		if len(b)-p != rseqInlineLen {
 			return nil, fmt.Errorf("count-only detour at %#x: internal error: a %d-byte inline block", at, len(b)-p)
 		}

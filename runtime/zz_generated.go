@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "73ec881f4f0c8c8169686359ce4a37a09f82da13d1c4ecd6dd8c038c7057ba3c"
+const ObjectSHA256 = "1ea3b5a5b5b88749132bae910f7285437fc4fb42c48010dd0842f139506002f2"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -59,8 +59,9 @@ func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
 	case rp.PFlags&runtime.PFCount != 0:
 		e.count, e.nprobes = true, len(rp.Probes)
 		e.flagsDead = g.flagsDead(pt.Site)
-		// the inline form's descriptor holds absolute addresses: an image at fixed ones
-		if e.nprobes == 1 && !g.f.IsPIE() {
+		// the inline form holds absolute addresses in imm32 fields: an image at fixed
+		// ones, low enough that the segments added after it stay below 2 GiB
+		if e.nprobes == 1 && !g.f.IsPIE() && imageEnd(g) < runtime.InlineAddrLimit/2 {
 			e.cs = a.ncs
 			a.ncs++
 		}
@@ -86,6 +87,15 @@ func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
 	a.list = append(a.list, e)
 	a.size = off + uint64(size)
 	return nil
+}
+
+// imageEnd is the end of the input image's highest segment.
+func imageEnd(g *gen) uint64 {
+	var end uint64
+	for _, p := range g.f.Loads() {
+		end = max(end, p.Vaddr+p.Memsz)
+	}
+	return end
 }
 
 // csOff is where the rseq_cs descriptors start in the area.

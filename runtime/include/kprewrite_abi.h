@@ -47,13 +47,27 @@
  * [e9 rel32] jmp done; rseq: push %rdx, the N calls, pop %rdx; and at done
  *     [59] pop %rcx   (flags live: [04 7f] add $0x7f,%al   [9e] sahf   [58] pop %rax)
  *     [48 8d a4 24 80 00 00 00] lea 128(%rsp),%rsp
+ * or, with one probe in an image at fixed addresses below 2 GiB (ET_EXEC), the inline
+ * form: its own restartable sequence instead of the call, with its struct rseq_cs (32
+ * bytes, absolute addresses) among those after the detours (kprewrite_rseq_cs):
+ *     [51] push %rcx   [48 8b 0d rel32] mov kprewrite_rt_rseq_off(%rip),%rcx
+ *     [e3 2c] jrcxz locked
+ *   restart: [64 48 c7 41 08 imm32] movq $cs,%fs:8(%rcx)
+ *   start: [64 0f b6 49 04] movzbl %fs:4(%rcx),%ecx
+ *     [48 8b 0c cd disp32] mov kprewrite_rt_rseq_shardtab(,%rcx,8),%rcx
+ *     [48 ff 81 imm32] incq 8*probe(%rcx)          (the commit)
+ *   post: [eb 15] jmp done   [53 30 05 53] RSEQ_SIG
+ *   abort: [48 8b 0d rel32] mov kprewrite_rt_rseq_off(%rip),%rcx   [eb d4] jmp restart
+ *   locked: [f0 48 ff 05 rel32] lock incq hit(%rip)
+ *   done: [59] pop %rcx   (flags live: add, sahf, pop %rax)   lea 128(%rsp),%rsp
  * then the relocated DCR (slot_len bytes) and jmp rel32 site+L. kprewrite_rt_rseq_off
  * is 0 until start-up has found the thread's rseq area and mapped the image's per-CPU
  * shards (src/rseq.S, rt_rseq.c): until then, and for good without them, the detour
  * increments the hit counters in the counter window (header.counters) with lock incq;
  * after, kprewrite_rt_rseq_count adds 1 to the probe's u64 in this CPU's shard in a
  * restartable sequence (no locked instruction). No gate: a disabled probe's increment
- * is overwritten with an 8-byte nop and its call with a 5-byte one at start-up (the
+ * is overwritten with an 8-byte nop, its call with a 5-byte one and an inline commit with
+ * a 7-byte one at start-up (the
  * runtime's only text write; the count-only hits are never missed, as the uprobe
  * tracer's nhit).
  *

@@ -220,9 +220,9 @@ static struct count_code count_layout(const struct kprw_point *pt)
 	c.incs = d + p;
 	if (d[p] == 0xf0)
 		return c; /* lock incq only */
-	if (d[p + 1] == 0x52) { /* push %rcx; push %rdx: the inline form */
-		c.commit = d + p + 39;
-		c.incs = d + p + 61;
+	if (d[p + 10] == 0x64) { /* after the jrcxz, movq $cs,%fs:8(%rcx): the inline form */
+		c.commit = d + p + 32;
+		c.incs = d + p + 54;
 		return c;
 	}
 	p += 1 + 7 + 2; /* push %rcx; mov kprewrite_rt_rseq_off(%rip),%rcx; jrcxz */
@@ -290,7 +290,7 @@ static void count_disable(void)
 			u8 *call = c.calls ? c.calls + 10 * k : NULL;
 			if (at[0] != 0xf0 || at[1] != 0x48 || at[2] != 0xff || at[3] != 0x05 ||
 			    (call && (call[0] != 0xba || call[5] != 0xe8)) ||
-			    (c.commit && (c.commit[0] != 0x48 || c.commit[1] != 0xff || c.commit[2] != 0x82)))
+			    (c.commit && (c.commit[0] != 0x48 || c.commit[1] != 0xff || c.commit[2] != 0x81)))
 				kprw_fatal("count-only detour not as the tables say at", (unsigned long)at);
 			if (!kprw_probe_enabled(pt->first_probe + k)) {
 				kprw_memcpy(at, nop8, 8);
@@ -460,7 +460,11 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	kprw_rt.ncpus = count_cpus();
 	kprw_rt.opt_tmpl_len = (u32)(kprewrite_rt_optprobe_template_end - kprewrite_rt_optprobe_template);
 	kprw_thread_init();
-	kprw_clock_init();
+	/* the TSC calibration (CPUID, which a VM traps, and system calls): only for what
+	 * timestamps records or reads the clock and CPU number for C handlers; everything
+	 * else reads them, rarely, by system call */
+	if (kprw_rt.has & (KPRW_HAS_RECORDS | KPRW_HAS_USER))
+		kprw_clock_init();
 	const char *tk = getenv_(envp, "KPREWRITE_THREADKEY"); /* diagnostics: fs0 | tid */
 	if (tk && kprw_strcmp(tk, "fs0") == 0 && kprw_rt.keymode == KPRW_KEY_FSBASE)
 		kprw_rt.keymode = kprw_thread_keymode_fs0();

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
+	"strings"
 )
 
 // The description of a rewritten image: what `kprewrite list`, `trace` and `profile`
@@ -22,14 +24,18 @@ import (
 //	16 u64     vaddr of the probe tables' header (struct kprw_header)
 //	24 payload[n], then zero padding to 8
 //
-// The payload is the JSON compressed with DEFLATE (version 2; version 1, still read,
-// held the JSON itself): a program with a probe on each of 10,000 functions copies
-// its description into every new trace file at start-up, 2.1 MB of JSON or 0.2 MB
-// compressed. The frame is self-contained (no addresses to relocate), so the runtime can copy it
-// into a trace file as is when it registers the image there.
+// The payload is the JSON compressed with DEFLATE: a program with a probe on each of
+// 10,000 functions copies its description into every new trace file at start-up,
+// which costs ~0.3 us a KiB there. Version 3 leaves out what follows from the entry
+// before (descLean: consecutive probe indexes, events and ids, a site equal to the
+// address, the next line of the same definitions file): 317 KB compressed for
+// python3.11's 9,809 probes became 190 KB. Version 2 held the whole JSON compressed,
+// version 1 the JSON itself; both are still read. The frame is self-contained (no
+// addresses to relocate), so the runtime can copy it into a trace file as is when it
+// registers the image there.
 const (
 	DescMagic   = "KPRWDESC"
-	DescVersion = 2
+	DescVersion = 3
 	descHdrSize = 24
 	maxDescSize = 64 << 20
 )
@@ -111,6 +117,132 @@ type descJSON struct {
 	Verify []DescVerify `json:"verify,omitempty"`
 }
 
+// descLean is the version 3 form: descJSON with leanProbe and leanEvent entries.
+type descLean struct {
+	*Desc
+	Events []leanEvent  `json:"events"`
+	Probes []leanProbe  `json:"probes"`
+	Verify []DescVerify `json:"verify,omitempty"`
+}
+
+// leanProbe is a DescProbe without what follows from the one before it: an absent
+// index or event is the previous one's plus 1 (0 for the first), an absent site the
+// address.
+type leanProbe struct {
+	Index  *int    `json:"i,omitempty"`
+	Event  *int    `json:"e,omitempty"`
+	Kind   string  `json:"kind"`
+	Addr   uint64  `json:"addr"`
+	Site   *uint64 `json:"site,omitempty"`
+	Symbol string  `json:"symbol,omitempty"`
+	Offset uint64  `json:"offset,omitempty"`
+	Verify bool    `json:"verify,omitempty"`
+	Exit   bool    `json:"exit,omitempty"`
+}
+
+// leanEvent is a DescEvent without what follows from the one before it: an absent id
+// is the previous one's plus 1 (1 for the first), an absent origin the next line of
+// the previous one's file ("defs.txt:7" after "defs.txt:6").
+type leanEvent struct {
+	ID       *uint32 `json:"id,omitempty"`
+	Group    string  `json:"group"`
+	Name     string  `json:"name"`
+	Def      string  `json:"def"`
+	Origin   *string `json:"origin,omitempty"`
+	Return   bool    `json:"return,omitempty"`
+	Disabled bool    `json:"disabled,omitempty"`
+}
+
+// nextOrigin is the origin an event after one from origin has by default.
+func nextOrigin(origin string) string {
+	i := strings.LastIndexByte(origin, ':')
+	if i < 0 {
+		return ""
+	}
+	n, err := strconv.ParseUint(origin[i+1:], 10, 31)
+	if err != nil || strconv.FormatUint(n, 10) != origin[i+1:] {
+		return ""
+	}
+	return origin[:i+1] + strconv.FormatUint(n+1, 10)
+}
+
+func leanEvents(evs []DescEvent) []leanEvent {
+	out := make([]leanEvent, len(evs))
+	id, origin := uint32(1), ""
+	for i, e := range evs {
+		l := leanEvent{Group: e.Group, Name: e.Name, Def: e.Def, Return: e.Return, Disabled: e.Disabled}
+		if e.ID != id {
+			l.ID = &evs[i].ID
+		}
+		if next := nextOrigin(origin); i == 0 || e.Origin != next {
+			l.Origin = &evs[i].Origin
+		}
+		out[i] = l
+		id, origin = e.ID+1, e.Origin
+	}
+	return out
+}
+
+func fullEvents(ls []leanEvent) []DescEvent {
+	out := make([]DescEvent, len(ls))
+	id, origin := uint32(1), ""
+	for i, l := range ls {
+		e := DescEvent{ID: id, Group: l.Group, Name: l.Name, Def: l.Def, Origin: nextOrigin(origin), Return: l.Return, Disabled: l.Disabled}
+		if i == 0 {
+			e.Origin = ""
+		}
+		if l.ID != nil {
+			e.ID = *l.ID
+		}
+		if l.Origin != nil {
+			e.Origin = *l.Origin
+		}
+		out[i] = e
+		id, origin = e.ID+1, e.Origin
+	}
+	return out
+}
+
+func leanProbes(ps []DescProbe) []leanProbe {
+	out := make([]leanProbe, len(ps))
+	index, event := 0, 0
+	for i, p := range ps {
+		l := leanProbe{Kind: p.Kind, Addr: p.Addr, Symbol: p.Symbol, Offset: p.Offset, Verify: p.Verify, Exit: p.Exit}
+		if p.Index != index {
+			l.Index = &ps[i].Index
+		}
+		if p.Event != event {
+			l.Event = &ps[i].Event
+		}
+		if p.Site != p.Addr {
+			l.Site = &ps[i].Site
+		}
+		out[i] = l
+		index, event = p.Index+1, p.Event+1
+	}
+	return out
+}
+
+func fullProbes(ls []leanProbe) []DescProbe {
+	out := make([]DescProbe, len(ls))
+	index, event := 0, 0
+	for i, l := range ls {
+		p := DescProbe{Index: index, Event: event, Kind: l.Kind, Addr: l.Addr, Site: l.Addr, Symbol: l.Symbol, Offset: l.Offset, Verify: l.Verify, Exit: l.Exit}
+		if l.Index != nil {
+			p.Index = *l.Index
+		}
+		if l.Event != nil {
+			p.Event = *l.Event
+		}
+		if l.Site != nil {
+			p.Site = *l.Site
+		}
+		out[i] = p
+		index, event = p.Index+1, p.Event+1
+	}
+	return out
+}
+
 // Marshal returns the framed description with the tables' header at tablesAddr.
 func (d *Desc) Marshal(tablesAddr uint64) ([]byte, error) {
 	c := *d
@@ -130,7 +262,7 @@ func (d *Desc) Marshal(tablesAddr uint64) ([]byte, error) {
 		}
 		ver = append(ver, DescVerify{Site: p.Addr, First: p.Index, N: 1})
 	}
-	js, err := json.Marshal(descJSON{&c, ver})
+	js, err := json.Marshal(descLean{&c, leanEvents(c.Events), leanProbes(c.Probes), ver})
 	if err != nil {
 		return nil, fmt.Errorf("image description: %w", err)
 	}
@@ -163,8 +295,8 @@ func DescJSON(b []byte) ([]byte, error) {
 	}
 	le := binary.LittleEndian
 	v := le.Uint32(b[8:])
-	if v != 1 && v != DescVersion {
-		return nil, fmt.Errorf("%w: version %d (this kprewrite reads 1 and %d)", ErrDesc, v, DescVersion)
+	if v < 1 || v > DescVersion {
+		return nil, fmt.Errorf("%w: version %d (this kprewrite reads 1 to %d)", ErrDesc, v, DescVersion)
 	}
 	n := uint64(le.Uint32(b[12:]))
 	if n > uint64(len(b)-descHdrSize) {
@@ -193,11 +325,21 @@ func ParseDesc(b []byte) (*Desc, error) {
 	}
 	le := binary.LittleEndian
 	d := &Desc{tablesAddr: le.Uint64(b[16:])}
-	dj := descJSON{Desc: d}
-	if err := json.Unmarshal(js, &dj); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrDesc, err)
+	var verify []DescVerify
+	if le.Uint32(b[8:]) >= 3 {
+		dl := descLean{Desc: d}
+		if err := json.Unmarshal(js, &dl); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrDesc, err)
+		}
+		d.Events, d.Probes, verify = fullEvents(dl.Events), fullProbes(dl.Probes), dl.Verify
+	} else {
+		dj := descJSON{Desc: d}
+		if err := json.Unmarshal(js, &dj); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrDesc, err)
+		}
+		verify = dj.Verify
 	}
-	if err := d.expandVerify(dj.Verify); err != nil {
+	if err := d.expandVerify(verify); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDesc, err)
 	}
 	if err := d.validate(); err != nil {

@@ -331,7 +331,11 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 		le.PutUint64(e[24:], s.vaddr)
 		le.PutUint64(e[32:], s.filesz)
 		le.PutUint64(e[40:], s.memsz)
-		le.PutUint64(e[48:], l.Align)
+		if s.huge {
+			le.PutUint64(e[48:], max(l.Align, hugePage))
+		} else {
+			le.PutUint64(e[48:], l.Align)
+		}
 		n++
 	}
 	for i, p := range f.Progs {

@@ -365,6 +365,41 @@ func TestLayout(t *testing.T) {
 	}
 }
 
+// TestLayoutHuge: a new segment of at least hugeMin bytes starts on a 2 MiB page of
+// memory and file and covers whole ones (the kernel can then map it with 2 MiB pages),
+// a smaller one stays page-aligned and unpadded; the rewritten program still runs.
+func TestLayoutHuge(t *testing.T) {
+	f := mustParse(t, "full", testVariants["exec-full"].build())
+	l, err := f.PlanLayout(hugeMin, hugeMin, 24, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := l.segments()
+	if len(segs) != 3 {
+		t.Fatalf("segments %+v", segs)
+	}
+	for _, s := range segs[:2] {
+		if s.vaddr%hugePage != 0 || s.off%hugePage != 0 || s.filesz%hugePage != 0 || s.memsz != s.filesz {
+			t.Errorf("segment %+v is not on whole 2 MiB pages", s)
+		}
+	}
+	if l.TextSize != hugePage || l.RodataSize != hugeMin || l.TextAddr != segs[1].vaddr || segs[0].filesz != hugePage {
+		t.Errorf("layout %+v", l)
+	}
+	out, err := f.Rewrite(&Addition{Layout: l, Rodata: make([]byte, hugeMin), Data: make([]byte, 24)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runExit42(t, out)
+	small, err := f.PlanLayout(hugeMin-1, 4096, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.TextSize != hugeMin-1 || small.rEnd != 0 || small.Align != pageSize {
+		t.Errorf("small layout padded: %+v", small)
+	}
+}
+
 func TestLayoutOutOfReach(t *testing.T) {
 	// A 3 GiB .bss after the code puts any new segment out of rel32 reach.
 	f := mustParse(t, "huge", testELF{data: true, bss: 3 << 30, sections: true}.build())

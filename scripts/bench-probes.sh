@@ -34,6 +34,7 @@ cleanup() {
 }
 trap cleanup EXIT
 gcc -O2 -o "$tmp/hit" scripts/bench/hit.c
+gcc -O2 -no-pie -o "$tmp/hitnp" scripts/bench/hit.c
 gcc -O2 -o "$tmp/int3" scripts/bench/int3.c
 gcc -O2 -o "$tmp/lock" scripts/bench/lock.c
 
@@ -96,10 +97,17 @@ omem|p:kpwbench/omem target x=%di:s64 s=+0(%sp):u64|150000
 ostr|p:kpwbench/ostr target x=%di:s64 s=+0(%sp):string|150000
 MEM
 
-# --count-only: a count-only detour (a lock incq into the trace file's counters)
+# --count-only: a count-only detour (in a PIE it calls the runtime's restartable
+# sequence to count in this CPU's shard of the trace file)
 "$KP" rewrite -o "$tmp/hit.oc" --trace none --count-only -e "p:kpwbench/oc target" "$tmp/hit" >/dev/null
 oc=$(best 3000000 "$tmp/hit.oc" KPREWRITE_TRACE="$tmp/t.trace")
 printf '| o, --count-only | `p:kpwbench/oc target` | --count-only | %s | %s | |\n' "$("$KP" list "$tmp/hit.oc" | awk '{print $2 " " $5}' | head -1)" "$oc"
+
+# the same in a non-PIE program: the detour counts in its own restartable sequence
+# (the inline form) instead of calling the runtime's
+"$KP" rewrite -o "$tmp/hitnp.oc" --trace none --count-only -e "p:kpwbench/oc target" "$tmp/hitnp" >/dev/null
+ocnp=$(best 3000000 "$tmp/hitnp.oc" KPREWRITE_TRACE="$tmp/t.trace")
+printf '| o, --count-only, non-PIE | `p:kpwbench/oc target` | --count-only | %s | %s | |\n' "$("$KP" list "$tmp/hitnp.oc" | awk '{print $2 " " $5}' | head -1)" "$ocnp"
 
 # --count-only return event: counted at target's ret (an [EXIT] count-only detour), no
 # return-address hook

@@ -214,6 +214,10 @@ struct kprw_rt {
 	u64 *fastev;       /* a bit per point: its hits take kprw_trace_event (rt_trace.c) */
 	s64 rseq_off;      /* this thread's rseq area from the thread pointer (rt_rseq.c), 0: none */
 	u32 rseq_shards;   /* per-CPU counting: shards it needs, 0: count-only detours lock */
+	u32 hits_per_cpu;  /* the image only counts (count-only detours and int3 probes of
+	                      count-only events) and its shards are armed: int3 hits count in
+	                      this CPU's shard too, so the file's counters are written only on
+	                      a miss and start-up neither writes nor populates them (rt_trace.c) */
 	u32 populate;      /* MADV_POPULATE_WRITE works (rt_trace.c) */
 	/* kretprobe instances */
 	u64 *ri_keys;      /* ri_total keys: address of the replaced return address, 0 = free */
@@ -536,6 +540,16 @@ static inline int kprw_probe_enabled(u32 i)
 
 static inline void kprw_count_hit(u32 i)
 {
+	if (unlikely(kprw_rt.hits_per_cpu)) {
+		/* rseq.S: %rcx the rseq area's offset, %rdx the byte offset in a shard; the
+		 * restartable sequence is exact in a signal handler too */
+		u64 off = (u64)i * 8;
+		__asm__ volatile("call kprewrite_rt_rseq_count"
+				 : "+d"(off)
+				 : "c"(kprewrite_rt_rseq_off)
+				 : "cc", "memory");
+		return;
+	}
 	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride), 1);
 }
 

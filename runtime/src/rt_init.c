@@ -551,7 +551,8 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		if (h->flags & KPRW_HF_FAST_READ)
 			kprw_puts(kprw_rt.fast_read ? ", fast reads" : ", reads by system call");
 		if (kprw_rt.has & KPRW_HAS_COUNT)
-			kprw_puts(kprewrite_rt_rseq_off ? ", count-only hits counted per CPU (rseq)"
+			kprw_puts(kprewrite_rt_rseq_off ? (kprw_rt.hits_per_cpu ? ", count-only hits counted per CPU (rseq), int3 hits too"
+										: ", count-only hits counted per CPU (rseq)")
 							: ", count-only hits counted with lock incq");
 		kprw_puts(kprw_rt.disable_all ? ", all probes disabled\n" : "\n");
 	}

@@ -167,6 +167,18 @@ static void map_shards(long fd, const struct kprw_trace_image_ext *ext)
 	kprw_rseq_arm((u8 *)r, stride);
 }
 
+/* counts_only: the tables hold nothing but count-only detours and int3 probes of
+ * count-only events, and per-CPU counting is possible: every hit can count in a shard
+ * (kprw_count_hit), so the counters (python3.11 with a probe on every function: 40
+ * pages, ~90 us to write and populate) are only for misses and need no preparing. A
+ * page of them written late in a run, first, can cost milliseconds on ext4 (its
+ * page_mkwrite), which is why the shards are prepared. */
+static int counts_only(void)
+{
+	return kprw_rt.rseq_shards && (kprw_rt.has & KPRW_HAS_COUNT) &&
+	       !(kprw_rt.has & (KPRW_HAS_RECORDS | KPRW_HAS_USER | KPRW_HAS_KRET | KPRW_HAS_GATED));
+}
+
 static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 {
 	const struct kprw_header *hdr = kprw_rt.hdr;
@@ -190,7 +202,8 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 		if (start <= h->counters_size && need <= h->counters_size - start) {
 			off = h->counters_off + start;
 			h->counters_used = start + need;
-			fill_zero(fd, off, (need + 4095) & ~4095ull); /* fresh pages of the area */
+			if (!counts_only())
+				fill_zero(fd, off, (need + 4095) & ~4095ull); /* fresh pages of the area */
 		} else {
 			off = append_counters(fd, cbytes); /* the area is full: grow the file */
 		}
@@ -221,6 +234,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 	kprw_rt.trace_image = (u32)(im - h->images);
 	kprw_rt.rec_hits = 1;
 	map_shards(fd, &ext);
+	int lazy = counts_only() && kprewrite_rt_rseq_off != 0;
 	if (hdr->counters && !(im->counters_off & 4095)) {
 		/* the file's counters over the window: counting code addresses them at link-time
 		 * addresses (count-only detours), everything else through ctr_base */
@@ -229,7 +243,10 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 		if (r == (long)RT_ADDR(hdr->counters)) {
 			/* the counters' pages present and writable in one call, not a write fault
 			 * (and the file system's page_mkwrite) at the first hit of each */
-			sys3(SYS_madvise, r, (long)((cbytes + 4095) & ~4095ull), MADV_POPULATE_WRITE);
+			if (lazy)
+				kprw_rt.hits_per_cpu = 1;
+			else
+				sys3(SYS_madvise, r, (long)((cbytes + 4095) & ~4095ull), MADV_POPULATE_WRITE);
 			return; /* ctr_base is the window already */
 		}
 		/* whatever a failed MAP_FIXED left there, the window is memory again */

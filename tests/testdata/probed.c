@@ -121,12 +121,16 @@ static void threads(void)
 }
 
 /* hammer: 4 processes (this one and 3 fork children) of 4 threads, each thread calling
- * add 250,000 times at once: 4,000,000 hits of one probe from 16 threads on every CPU */
+ * add 250,000 times at once: 4,000,000 hits of one probe from 16 threads on every CPU;
+ * and f_jmp every 1,000th time (4,000 hits, of an int3 probe where it has one) */
 static void *hammer_worker(void *arg)
 {
 	long sum = 0;
-	for (int i = 0; i < 250000; i++)
+	for (int i = 0; i < 250000; i++) {
 		sum += add((int)(long)arg, i);
+		if (i % 1000 == 0)
+			sum += f_jmp(i);
+	}
 	return (void *)sum;
 }
 

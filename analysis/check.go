@@ -246,11 +246,21 @@ func (b *Binary) optimizeBlockers(s *Site, fi int, code []byte, req SiteRequest)
 		if i > 0 && e == edges[i-1] {
 			continue
 		}
+		if in, ok := insideInsn(s.DCR, e.dst); ok && (e.kind == ekData || e.kind == ekImm) {
+			// a word or immediate equal to an address inside an instruction is a number,
+			// not a code pointer: no compiler makes one to jump through (python3.11 has
+			// three data words that equal PyWeakref_GetObject+4, inside its test)
+			if counts["note"]++; counts["note"] <= maxPerRule {
+				s.note(RuleAddrTakenInDCR, e.src, fmt.Sprintf("%#x at %#x is inside the instruction at %#x, so it is no code address: allowed", e.dst, e.src, in.Addr))
+			}
+			continue
+		}
 		rule, detail := b.edgeReason(&e, region)
 		if counts[rule]++; counts[rule] <= maxPerRule {
 			s.add(rule, srcAddr(&e), detail)
 		}
 	}
+	delete(counts, "note")
 	for rule, n := range counts {
 		if n > maxPerRule {
 			s.add(rule, addr, fmt.Sprintf("and %d more", n-maxPerRule))
@@ -380,6 +390,16 @@ func isNop(raw []byte, in *x86dec.Inst) bool {
 		return true
 	}
 	return false
+}
+
+// insideInsn returns the DCR instruction a strictly contains (not at its start).
+func insideInsn(dcr []InstRef, a uint64) (InstRef, bool) {
+	for _, in := range dcr {
+		if a > in.Addr && a < in.Addr+uint64(in.Len) {
+			return in, true
+		}
+	}
+	return InstRef{}, false
 }
 
 func srcAddr(e *edge) uint64 {

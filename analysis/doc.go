@@ -63,7 +63,10 @@
 //     original return addresses), so the callee returns to the original code
 //     right after the DCR. Options.StrictCalls restores the kernel rule;
 //   - address-taken-in-dcr and endbr64-in-dcr forbid regions an indirect jump
-//     could enter even though the function has none.
+//     could enter even though the function has none. A data word or immediate that
+//     equals an address inside one of the region's instructions (not at its start)
+//     is taken for the number it is and only noted: nothing jumps into the middle of
+//     an instruction through a pointer a compiler made.
 //
 // # Flag liveness
 //

@@ -64,7 +64,7 @@ var Rules = []RuleInfo{
 	{RuleDCRPastJmp, "2", "a jmp or ret ends the code before 5 bytes (and no dead padding follows)"},
 	{RulePaddingTail, "2", "the region after a final ret/jmp was completed with dead inter-function padding"},
 	{RuleJumpIntoDCR, "3", "a direct jmp/jcc/loop/call somewhere in the binary targets the region's interior"},
-	{RuleAddrTakenInDCR, "3", "a code address taken by lea/mov/push, a data word, a relocation or a symbol lies in the region's interior"},
+	{RuleAddrTakenInDCR, "3", "a code address taken by lea/mov/push, a data word, a relocation or a symbol lies in the region's interior (a data word or immediate inside one of its instructions is a number: only noted)"},
 	{RuleEndbrInDCR, "3", "an endbr64 inside the region marks an indirect-branch target (setjmp return, address-taken label)"},
 	{RuleTableIntoDCR, "4", "a resolved jump-table entry targets the region's interior"},
 	{RuleIndirectJump, "4", "the function or one of its fragments has an indirect jmp whose targets are not known"},

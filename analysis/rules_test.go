@@ -134,6 +134,19 @@ __asm__(
 "r3_leataker_lea:\n"
 "  lea r3_leavictim_mid(%rip),%rax\n  ret\n"
 ".size r3_leataker,.-r3_leataker\n"
+/* data words: one that equals an address inside an instruction of the region (+4, in
+ * the add) is no code pointer; one at an instruction of it (+1) may be */
+".p2align 4\n"
+".globl r3_wordvictim\n.type r3_wordvictim,@function\nr3_wordvictim:\n"
+"  push %rbx\n  mov %edi,%eax\n  add $4,%eax\n  pop %rbx\n  ret\n"
+".size r3_wordvictim,.-r3_wordvictim\n"
+".p2align 4\n"
+".globl r3_wordvictim2\n.type r3_wordvictim2,@function\nr3_wordvictim2:\n"
+"  push %rbx\n  mov %edi,%eax\n  add $4,%eax\n  pop %rbx\n  ret\n"
+".size r3_wordvictim2,.-r3_wordvictim2\n"
+".pushsection .data\n"
+".globl r3_words\nr3_words:\n  .quad r3_wordvictim+4\n  .quad r3_wordvictim2+1\n"
+".popsection\n"
 
 ".p2align 4\n"
 ".globl r3_endbr\n.type r3_endbr,@function\nr3_endbr:\n"
@@ -404,6 +417,29 @@ func TestRule3(t *testing.T) {
 	wantVerdict(t, s, Boost)
 	if r := reason(t, s, RuleAddrTakenInDCR); r.Addr != symAddr(t, b, "r3_leataker_lea") {
 		t.Errorf("lea: %v", r)
+	}
+}
+
+// TestRule3DataWord: a data word holding an address inside one of the region's
+// instructions does not block the jump; one holding an instruction start does.
+func TestRule3DataWord(t *testing.T) {
+	b := rulesBinary(t, Options{})
+	s := entry(t, b, "r3_wordvictim", SiteRequest{})
+	wantVerdict(t, s, Optimize)
+	words := symAddr(t, b, "r3_words")
+	var note *Reason
+	for i := range s.Reasons {
+		if s.Reasons[i].Rule == RuleAddrTakenInDCR && s.Reasons[i].Note {
+			note = &s.Reasons[i]
+		}
+	}
+	if note == nil || note.Addr != words || !strings.Contains(note.Detail, "inside the instruction at "+hexs(symAddr(t, b, "r3_wordvictim")+3)) {
+		t.Errorf("no note of the word inside an instruction: %+v", s.Reasons)
+	}
+	s = entry(t, b, "r3_wordvictim2", SiteRequest{})
+	wantVerdict(t, s, Boost)
+	if r := reason(t, s, RuleAddrTakenInDCR); r.Addr != words+8 || r.Note {
+		t.Errorf("a word at an instruction of the region: %+v", r)
 	}
 }
 

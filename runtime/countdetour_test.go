@@ -200,12 +200,13 @@ func TestCountDetourRseq(t *testing.T) {
 }
 
 // TestCountDetourRseqInline decodes the inline form back (one probe, CountRseq.Shardtab
-// and CS set), flags live and dead: the rseq offset read into %rcx; 0 leads to lock incq
-// of the counter; else rseq_cs is armed with CS, cpu_id read, the CPU's shard taken from
-// the shard table and the probe's u64 in it incremented (the commit), and both paths
-// meet at pop %rcx. The descriptor (CountRseqCS) spans exactly the cpu_id read through
-// the commit, and its abort handler, after the signature the kernel checks, reloads %rcx
-// and starts over at the arming.
+// and CS set), flags live and dead: before the entry, the signature, the abort handler
+// (reload %rcx, jmp restart) and the locked increment (then jmp post); from the entry,
+// the rseq offset read into %rcx, 0 leading to the locked increment, else rseq_cs armed
+// with CS, cpu_id read, the CPU's shard taken from the shard table and the probe's u64
+// in it incremented (the commit), straight on to pop %rcx, the DCR and the jmp back
+// with no taken jump. The descriptor (CountRseqCS) spans exactly the cpu_id read
+// through the commit.
 func TestCountDetourRseqInline(t *testing.T) {
 	const at, back, off, count, tab, cs, ctr, shard = 0x500000, 0x401007, 0x700000, 0x480000, 0x710000, 0x520000, 0x600000, 0x38
 	reloc := []byte{0x48, 0x8b, 0x05, 0x00, 0x00, 0x00, 0x00}
@@ -217,6 +218,9 @@ func TestCountDetourRseqInline(t *testing.T) {
 	far.CS = InlineAddrLimit
 	if _, err := CountDetour(at, []uint64{ctr}, []uint32{shard}, far, true, reloc, back); err == nil {
 		t.Error("a descriptor out of imm32 reach accepted")
+	}
+	if CountDetourEntryOff(1, true, true) != rseqInlineCold || CountDetourEntryOff(2, true, true) != 0 || CountDetourEntryOff(1, true, false) != 0 {
+		t.Error("CountDetourEntryOff")
 	}
 	for _, dead := range []bool{true, false} {
 		b, err := CountDetour(at, []uint64{ctr}, []uint32{shard}, rs, dead, reloc, back)
@@ -236,26 +240,23 @@ func TestCountDetourRseqInline(t *testing.T) {
 		if len(desc) != RseqCSSize || le.Uint64(desc) != 0 {
 			t.Fatalf("dead=%v: descriptor % x", dead, desc)
 		}
-		if abort-4 < at || abort >= at+uint64(len(b)) || le.Uint32(b[abort-4-at:]) != 0x53053053 || (abort >= start && abort < post) {
+		if abort != at+4 || le.Uint32(b) != 0x53053053 || (abort >= start && abort < post) {
 			t.Fatalf("dead=%v: abort handler at %#x", dead, abort)
 		}
 		insns := map[uint64]x86asm.Inst{}
-		var order []uint64
-		for o := 0; o < len(b); {
-			if at+uint64(o) == abort-4 {
-				o += 4 // the signature is data
-				continue
-			}
+		for o := 4; o < len(b); { // the signature is data
 			in, err := x86asm.Decode(b[o:], 64)
 			if err != nil {
 				t.Fatalf("dead=%v: decode at +%d: %v", dead, o, err)
 			}
 			insns[at+uint64(o)] = in
-			order = append(order, at+uint64(o))
 			o += in.Len
 		}
 		rel := func(pc uint64) uint64 {
-			in := insns[pc]
+			in, ok := insns[pc]
+			if !ok {
+				t.Fatalf("dead=%v: no instruction at %#x", dead, pc)
+			}
 			if a, ok := in.Args[0].(x86asm.Rel); ok {
 				return pc + uint64(in.Len) + uint64(int64(a))
 			}
@@ -274,18 +275,31 @@ func TestCountDetourRseqInline(t *testing.T) {
 			}
 			return m
 		}
-		// the read of the rseq offset, the jrcxz to the locked path
-		var pc uint64
-		for _, p := range order {
-			if in := insns[p]; in.Op == x86asm.MOV && in.Args[0] == x86asm.RCX {
-				pc = p
-				break
+		// the hot path from the entry: only the jrcxz branches, and it falls through
+		entry := at + uint64(CountDetourEntryOff(1, true, true))
+		var path []uint64
+		for pc := entry; pc < relocAt; pc += uint64(insns[pc].Len) {
+			if _, ok := insns[pc]; !ok {
+				t.Fatalf("dead=%v: the hot path runs off the code at %#x", dead, pc)
+			}
+			path = append(path, pc)
+		}
+		var mov, jrcxz uint64
+		for _, pc := range path {
+			switch in := insns[pc]; in.Op {
+			case x86asm.JMP, x86asm.CALL, x86asm.RET:
+				t.Fatalf("dead=%v: %v on the hot path", dead, in)
+			case x86asm.MOV:
+				if in.Args[0] == x86asm.RCX && mov == 0 {
+					mov = pc
+				}
+			case x86asm.JRCXZ:
+				jrcxz = pc
 			}
 		}
-		if pc == 0 || rel(pc) != off || insns[pc+7].Op != x86asm.JRCXZ {
-			t.Fatalf("dead=%v: no read of the rseq offset and jrcxz: %v", dead, insns[pc])
+		if mov == 0 || rel(mov) != off || jrcxz != mov+7 {
+			t.Fatalf("dead=%v: no read of the rseq offset and jrcxz", dead)
 		}
-		jrcxz := pc + 7
 		restart := jrcxz + 2
 		if in, m := insns[restart], mem(restart, 0); in.Op != x86asm.MOV || m.Segment != x86asm.FS || m.Base != x86asm.RCX ||
 			m.Disp != 8 || in.Args[1] != x86asm.Imm(cs) {
@@ -305,18 +319,19 @@ func TestCountDetourRseqInline(t *testing.T) {
 			m.Base != x86asm.RCX || m.Disp != shard || commit != start+5+8 {
 			t.Fatalf("dead=%v: commit %v at %#x", dead, in, commit)
 		}
-		done := rel(post)
-		if in := insns[done]; in.Op != x86asm.POP || in.Args[0] != x86asm.RCX {
-			t.Fatalf("dead=%v: post-commit jmp to %v", dead, in)
+		if in := insns[post]; in.Op != x86asm.POP || in.Args[0] != x86asm.RCX {
+			t.Fatalf("dead=%v: after the commit %v", dead, in)
 		}
+		// the cold part
 		if in := insns[abort]; in.Op != x86asm.MOV || in.Args[0] != x86asm.RCX || rel(abort) != off || rel(abort+7) != restart {
 			t.Fatalf("dead=%v: abort handler %v, then to %#x", dead, in, rel(abort+7))
 		}
 		locked := rel(jrcxz)
-		if in := insns[locked]; in.Op != x86asm.INC || in.Prefix[0]&0xff != x86asm.PrefixLOCK || rel(locked) != ctr || locked+8 != done {
+		if in := insns[locked]; in.Op != x86asm.INC || in.Prefix[0]&0xff != x86asm.PrefixLOCK || rel(locked) != ctr || rel(locked+8) != post {
 			t.Fatalf("dead=%v: locked path %v", dead, in)
 		}
-		if in := insns[order[len(order)-1]]; in.Op != x86asm.JMP || rel(order[len(order)-1]) != back {
+		last := relocAt + uint64(len(reloc))
+		if in := insns[last]; in.Op != x86asm.JMP || rel(last) != back {
 			t.Errorf("dead=%v: ends with %v", dead, in)
 		}
 	}

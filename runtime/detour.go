@@ -230,26 +230,31 @@ func (r CountRseq) Inline(nprobes int) bool {
 	return r.on() && r.Shardtab != 0 && r.CS != 0 && nprobes == 1
 }
 
-// The inline per-CPU block (after the red zone and the flags; offsets from its start).
-// Absolute addresses (imm32, disp32) for the descriptor and the shard table leave one
-// scratch register:
+// The inline form. Its cold part comes first, before the entry the site's jmp lands
+// on, so the hot path runs straight from the entry to the jmp back with no taken jump:
+//
+//	 0 .long RSEQ_SIG                                          what the kernel checks
+//	 4 abort: mov kprewrite_rt_rseq_off(%rip),%rcx; jmp restart
+//	13 locked: lock incq hit(%rip); jmp post
+//	23 entry: lea -128(%rsp),%rsp  (flags live: push %rax; lahf; seto %al)
+//
+// then, from the per-CPU block's start (absolute imm32 and disp32 addresses for the
+// descriptor and the shard table leave one scratch register):
 //
 //	 0 push %rcx; mov kprewrite_rt_rseq_off(%rip),%rcx; jrcxz locked
 //	10 restart: movq $cs,%fs:8(%rcx)                           rseq->rseq_cs = cs
 //	19 start: movzbl %fs:4(%rcx),%ecx                          rseq->cpu_id, low byte
 //	24 mov kprewrite_rt_rseq_shardtab(,%rcx,8),%rcx            this CPU's shard
 //	32 incq off(%rcx)                                          the commit
-//	39 post: jmp done; .long RSEQ_SIG
-//	45 abort: mov kprewrite_rt_rseq_off(%rip),%rcx; jmp restart
-//	54 locked: lock incq hit(%rip)
-//	62 done: pop %rcx
+//	39 post: pop %rcx  (flags live: add, sahf, pop %rax)  lea 128(%rsp),%rsp
 const (
-	rseqInlineLen     = 63
+	rseqInlineCold    = 23 // the cold part before the entry
+	rseqInlineAbort   = 4  // in the cold part
+	rseqInlineLocked  = 13 // in the cold part
+	rseqInlineLen     = 40 // the per-CPU block: push .. pop
 	rseqInlineRestart = 10
 	rseqInlineStart   = 19
 	rseqInlinePost    = 39
-	rseqInlineAbort   = 45
-	rseqInlineLocked  = 54
 	rseqSig           = 0x53053053 // glibc's RSEQ_SIG on x86
 	// RseqCSSize is the size and alignment of a struct rseq_cs.
 	RseqCSSize = 32
@@ -258,18 +263,33 @@ const (
 	InlineAddrLimit = 1 << 31
 )
 
-// CountRseqCS returns the rseq_cs descriptor (version 0, flags 0, start_ip,
-// post_commit_offset, abort_ip) of the inline-form count-only detour at at.
-func CountRseqCS(at uint64, flagsDead bool) []byte {
-	p := at + uint64(len(countRedZone))
+// inlineBlock is where the per-CPU block of the inline form at at starts.
+func inlineBlock(at uint64, flagsDead bool) uint64 {
+	p := at + rseqInlineCold + uint64(len(countRedZone))
 	if !flagsDead {
 		p += uint64(len(countFlags))
 	}
+	return p
+}
+
+// CountRseqCS returns the rseq_cs descriptor (version 0, flags 0, start_ip,
+// post_commit_offset, abort_ip) of the inline-form count-only detour at at.
+func CountRseqCS(at uint64, flagsDead bool) []byte {
+	p := inlineBlock(at, flagsDead)
 	le := binary.LittleEndian
 	b := make([]byte, 8, RseqCSSize)
 	b = le.AppendUint64(b, p+rseqInlineStart)
 	b = le.AppendUint64(b, rseqInlinePost-rseqInlineStart)
-	return le.AppendUint64(b, p+rseqInlineAbort)
+	return le.AppendUint64(b, at+rseqInlineAbort)
+}
+
+// CountDetourEntryOff is where a count-only detour's site jmp lands: after the inline
+// form's cold part, else its first byte.
+func CountDetourEntryOff(nprobes int, rseq, inline bool) int {
+	if rseq && inline && nprobes == 1 {
+		return rseqInlineCold
+	}
+	return 0
 }
 
 // countRseqParts returns the lengths of the per-CPU part of a detour (after the red
@@ -297,7 +317,7 @@ func CountDetourLen(nprobes int, rseq, inline, flagsDead bool, relocLen int) int
 // CountDetourRelocOff is where the relocated DCR starts in a count-only detour.
 func CountDetourRelocOff(nprobes int, rseq, inline, flagsDead bool) int {
 	if rseq && inline && nprobes == 1 {
-		n := len(countRedZone) + rseqInlineLen + len(countUnRed)
+		n := rseqInlineCold + len(countRedZone) + rseqInlineLen + len(countUnRed)
 		if !flagsDead {
 			n += len(countFlags) + len(countUnflags)
 		}
@@ -366,32 +386,37 @@ func CountDetour(at uint64, counters []uint64, shards []uint32, rs CountRseq, fl
 		if rs.CS >= InlineAddrLimit || rs.Shardtab >= InlineAddrLimit {
 			return nil, fmt.Errorf("count-only detour at %#x: descriptor %#x or shard table %#x out of imm32 reach", at, rs.CS, rs.Shardtab)
 		}
-		b = append(b, countRedZone...)
+		le := binary.LittleEndian
+		p := int(inlineBlock(at, flagsDead) - at)
+		// the cold part: the signature, the abort handler, the locked increment
+		b = le.AppendUint32(b, rseqSig)
+		b = append(b, 0x48, 0x8b, 0x0d) // abort: mov rel32(%rip),%rcx
+		err := rel(rs.Off)
+		b = append(b, 0xeb, byte(p+rseqInlineRestart-(rseqInlineAbort+9))) // jmp restart
+		err = errors.Join(err, locked())
+		b = append(b, 0xeb, byte(p+rseqInlinePost-rseqInlineCold)) // jmp post
+		if len(b) != rseqInlineCold {
+			return nil, fmt.Errorf("count-only detour at %#x: internal error: a %d-byte cold part", at, len(b))
+		}
+		b = append(b, countRedZone...) // the entry
 		if !flagsDead {
 			b = append(b, countFlags...)
 		}
-		p := len(b)
-		le := binary.LittleEndian
 		b = append(b, countRseqHd...) // push %rcx; mov rel32(%rip),%rcx
-		err := rel(rs.Off)
-		b = append(b, 0xe3, rseqInlineLocked-rseqInlineRestart) // jrcxz locked
-		b = append(b, 0x64, 0x48, 0xc7, 0x41, 0x08)             // restart: movq $cs,%fs:8(%rcx)
+		err = errors.Join(err, rel(rs.Off))
+		back8 := int8(rseqInlineLocked - (p + rseqInlineRestart))
+		b = append(b, 0xe3, byte(back8))            // jrcxz locked
+		b = append(b, 0x64, 0x48, 0xc7, 0x41, 0x08) // restart: movq $cs,%fs:8(%rcx)
 		b = le.AppendUint32(b, uint32(rs.CS))
 		b = append(b, 0x64, 0x0f, 0xb6, 0x49, 0x04) // start: movzbl %fs:4(%rcx),%ecx
 		b = append(b, 0x48, 0x8b, 0x0c, 0xcd)       // mov shardtab(,%rcx,8),%rcx
 		b = le.AppendUint32(b, uint32(rs.Shardtab))
 		b = append(b, 0x48, 0xff, 0x81) // incq off(%rcx): the commit
 		b = le.AppendUint32(b, shards[0])
-		b = append(b, 0xeb, rseqInlineLen-1-(rseqInlinePost+2)) // post: jmp done
-		b = le.AppendUint32(b, rseqSig)
-		b = append(b, 0x48, 0x8b, 0x0d) // abort: mov rel32(%rip),%rcx
-		err = errors.Join(err, rel(rs.Off))
-		back8 := int8(rseqInlineRestart - rseqInlineLocked)
-		b = append(b, 0xeb, byte(back8)) // jmp restart
-		if err = errors.Join(err, locked()); err != nil {
+		b = append(b, 0x59) // post: pop %rcx
+		if err != nil {
 			return fail("per-CPU counting", err)
 		}
-		b = append(b, 0x59) // done: pop %rcx
 		if len(b)-p != rseqInlineLen {
 			return nil, fmt.Errorf("count-only detour at %#x: internal error: a %d-byte inline block", at, len(b)-p)
 		}

@@ -3,7 +3,7 @@
 package runtime
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "1080d38aa4b9527f9966f065ce51c81266d2e0a31ce2d0f6b55c552b50dc305d"
+const ObjectSHA256 = "608a0120a5b7e0e958c2fc01c8db60e8f09d2f860d2edeb005e93c7698507ad6"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

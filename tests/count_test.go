@@ -45,25 +45,21 @@ func detourKind(t *testing.T, bin, site string) string {
 			continue
 		}
 		for _, p := range f.Progs {
-			if p.Type == elf.PT_LOAD && s.Value >= p.Vaddr && s.Value+24 <= p.Vaddr+p.Filesz {
-				b := make([]byte, 24)
+			if p.Type == elf.PT_LOAD && s.Value >= p.Vaddr && s.Value+40 <= p.Vaddr+p.Filesz {
+				b := make([]byte, 40)
 				if _, err := p.ReadAt(b, int64(s.Value-p.Vaddr)); err != nil {
 					t.Fatal(err)
 				}
-				// after the jrcxz, movq $cs,%fs:8(%rcx): its own restartable sequence
-				inline := func(at int) string {
-					if b[at+10] == 0x64 {
-						return "-inline"
-					}
-					return ""
+				// RSEQ_SIG first: the inline form's cold part, its entry 23 bytes on
+				suffix := ""
+				if bytes.HasPrefix(b, []byte{0x53, 0x30, 0x05, 0x53}) {
+					b, suffix = b[23:], "-inline"
 				}
 				switch {
 				case bytes.HasPrefix(b, []byte{0x48, 0x8d, 0x64, 0x24, 0x80, 0x51, 0x48, 0x8b, 0x0d}):
-					return "count-dead" + inline(5)
-				case bytes.HasPrefix(b, []byte{0x48, 0x8d, 0x64, 0x24, 0x80, 0x50, 0x9f, 0x0f, 0x90, 0xc0, 0x51, 0x48, 0x8b, 0x0d}):
-					return "count-live" + inline(10)
+					return "count-dead" + suffix
 				case bytes.HasPrefix(b, []byte{0x48, 0x8d, 0x64, 0x24, 0x80, 0x50, 0x9f}):
-					return "count-live"
+					return "count-live" + suffix
 				}
 				return "full"
 			}

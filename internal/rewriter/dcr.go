@@ -220,7 +220,7 @@ func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64, rs runtime
 					ers.Shardtab = 0 // the call form
 				}
 				code, err = runtime.CountDetour(at, ctrs, shards, ers, e.flagsDead, reloc, back)
-				entry = at
+				entry = at + uint64(runtime.CountDetourEntryOff(e.nprobes, true, e.cs >= 0))
 			} else {
 				code, err = runtime.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
 			}

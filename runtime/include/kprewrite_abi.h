@@ -49,17 +49,19 @@
  *     [48 8d a4 24 80 00 00 00] lea 128(%rsp),%rsp
  * or, with one probe in an image at fixed addresses below 2 GiB (ET_EXEC), the inline
  * form: its own restartable sequence instead of the call, with its struct rseq_cs (32
- * bytes, absolute addresses) among those after the detours (kprewrite_rseq_cs):
+ * bytes, absolute addresses) among those after the detours (kprewrite_rseq_cs), and a
+ * cold part before the entry the site's jmp lands on (slot + 23):
+ *     [53 30 05 53] RSEQ_SIG
+ *   abort: [48 8b 0d rel32] mov kprewrite_rt_rseq_off(%rip),%rcx   [eb rel8] jmp restart
+ *   locked: [f0 48 ff 05 rel32] lock incq hit(%rip)   [eb rel8] jmp post
+ *   entry: [48 8d 64 24 80] lea -128(%rsp),%rsp   (flags live: push %rax; lahf; seto %al)
  *     [51] push %rcx   [48 8b 0d rel32] mov kprewrite_rt_rseq_off(%rip),%rcx
- *     [e3 2c] jrcxz locked
+ *     [e3 rel8] jrcxz locked
  *   restart: [64 48 c7 41 08 imm32] movq $cs,%fs:8(%rcx)
  *   start: [64 0f b6 49 04] movzbl %fs:4(%rcx),%ecx
  *     [48 8b 0c cd disp32] mov kprewrite_rt_rseq_shardtab(,%rcx,8),%rcx
  *     [48 ff 81 imm32] incq 8*probe(%rcx)          (the commit)
- *   post: [eb 15] jmp done   [53 30 05 53] RSEQ_SIG
- *   abort: [48 8b 0d rel32] mov kprewrite_rt_rseq_off(%rip),%rcx   [eb d4] jmp restart
- *   locked: [f0 48 ff 05 rel32] lock incq hit(%rip)
- *   done: [59] pop %rcx   (flags live: add, sahf, pop %rax)   lea 128(%rsp),%rsp
+ *   post: [59] pop %rcx   (flags live: add, sahf, pop %rax)   lea 128(%rsp),%rsp
  * then the relocated DCR (slot_len bytes) and jmp rel32 site+L. kprewrite_rt_rseq_off
  * is 0 until start-up has found the thread's rseq area and mapped the image's per-CPU
  * shards (src/rseq.S, rt_rseq.c): until then, and for good without them, the detour

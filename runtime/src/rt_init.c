@@ -213,6 +213,16 @@ static struct count_code count_layout(const struct kprw_point *pt)
 	u8 *d = (u8 *)RT_ADDR(pt->slot);
 	u32 n = pt->nprobes, p = 5; /* after lea -128(%rsp),%rsp */
 	struct count_code c = {d, NULL, NULL};
+	if (d[0] == 0x53 && d[1] == 0x30 && d[2] == 0x05 && d[3] == 0x53) {
+		/* RSEQ_SIG: the inline form's cold part (abort handler, then the locked
+		 * increment at 13), the entry at 23 */
+		p = 23 + 5;
+		if (d[p] == 0x50)
+			p += 5;
+		c.incs = d + 13;
+		c.commit = d + p + 32;
+		return c;
+	}
 	if (d[0] == 0xf0)
 		return c; /* lock incq only, the flags dead */
 	if (d[p] == 0x50)
@@ -220,11 +230,6 @@ static struct count_code count_layout(const struct kprw_point *pt)
 	c.incs = d + p;
 	if (d[p] == 0xf0)
 		return c; /* lock incq only */
-	if (d[p + 10] == 0x64) { /* after the jrcxz, movq $cs,%fs:8(%rcx): the inline form */
-		c.commit = d + p + 32;
-		c.incs = d + p + 54;
-		return c;
-	}
 	p += 1 + 7 + 2; /* push %rcx; mov kprewrite_rt_rseq_off(%rip),%rcx; jrcxz */
 	if (n <= KPRW_COUNT_SHORT_N) {
 		c.calls = d + p + 1; /* after push %rdx */

@@ -230,7 +230,7 @@ func (b *Binary) optimizeBlockers(s *Site, fi int, code []byte, req SiteRequest)
 	}
 
 	// Rules 3 and 4: anything that may transfer control into the interior.
-	counts := map[string]int{}
+	counts, notes := map[string]int{}, 0
 	var edges []edge
 	b.edges.in(lo, hi, func(e *edge) bool { edges = append(edges, *e); return true })
 	slices.SortFunc(edges, func(a, c edge) int {
@@ -250,7 +250,7 @@ func (b *Binary) optimizeBlockers(s *Site, fi int, code []byte, req SiteRequest)
 			// a word or immediate equal to an address inside an instruction is a number,
 			// not a code pointer: no compiler makes one to jump through (python3.11 has
 			// three data words that equal PyWeakref_GetObject+4, inside its test)
-			if counts["note"]++; counts["note"] <= maxPerRule {
+			if notes++; notes <= maxPerRule {
 				s.note(RuleAddrTakenInDCR, e.src, fmt.Sprintf("%#x at %#x is inside the instruction at %#x, so it is no code address: allowed", e.dst, e.src, in.Addr))
 			}
 			continue
@@ -260,7 +260,6 @@ func (b *Binary) optimizeBlockers(s *Site, fi int, code []byte, req SiteRequest)
 			s.add(rule, srcAddr(&e), detail)
 		}
 	}
-	delete(counts, "note")
 	for rule, n := range counts {
 		if n > maxPerRule {
 			s.add(rule, addr, fmt.Sprintf("and %d more", n-maxPerRule))

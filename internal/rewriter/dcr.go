@@ -61,7 +61,7 @@ func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
 		e.flagsDead = g.flagsDead(pt.Site)
 		// the inline form holds absolute addresses in imm32 fields: an image at fixed
 		// ones, low enough that the segments added after it stay below 2 GiB
-		if e.nprobes == 1 && !g.f.IsPIE() && imageEnd(g) < runtime.InlineAddrLimit/2 {
+		if e.nprobes == 1 && !g.f.IsPIE() && g.f.ImageEnd() < runtime.InlineAddrLimit/2 {
 			e.cs = a.ncs
 			a.ncs++
 		}
@@ -87,15 +87,6 @@ func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
 	a.list = append(a.list, e)
 	a.size = off + uint64(size)
 	return nil
-}
-
-// imageEnd is the end of the input image's highest segment.
-func imageEnd(g *gen) uint64 {
-	var end uint64
-	for _, p := range g.f.Loads() {
-		end = max(end, p.Vaddr+p.Memsz)
-	}
-	return end
 }
 
 // csOff is where the rseq_cs descriptors start in the area.
@@ -211,13 +202,11 @@ func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64, rs runtime
 					ctrs[j] = enc.CounterAddr(g.tables.Counters, e.point, j)
 					shards[j] = uint32(enc.ProbeIndex[e.point][j]) * 8
 				}
-				ers := rs
+				ers := rs // without a descriptor (CS), the call form
 				if e.cs >= 0 {
 					csAt := a.csOff() + uint64(e.cs)*runtime.RseqCSSize
 					ers.CS = a.base + csAt
 					copy(b[csAt:], runtime.CountRseqCS(at, e.flagsDead))
-				} else {
-					ers.Shardtab = 0 // the call form
 				}
 				code, err = runtime.CountDetour(at, ctrs, shards, ers, e.flagsDead, reloc, back)
 				entry = at + uint64(runtime.CountDetourEntryOff(e.nprobes, true, e.cs >= 0))

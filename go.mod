@@ -1,4 +1,4 @@
-module kprewrite
+module github.com/kprewrite/kprewrite
 
 go 1.26.0
 

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"kprewrite/elfio"
-	"kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
 // Options tunes Analyze.

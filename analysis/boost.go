@@ -1,6 +1,6 @@
 package analysis
 
-import "kprewrite/internal/x86dec"
+import "github.com/kprewrite/kprewrite/internal/x86dec"
 
 // Boosting, adapted from the kernel's can_boost (arch/x86/kernel/kprobes/core.c).
 //

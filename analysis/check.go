@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
 // jmpLen is the size of the jmp rel32 an optimized probe writes.

@@ -3,7 +3,7 @@ package analysis
 import (
 	"math"
 
-	"kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/elfio"
 )
 
 // DetourSpan bounds the size of everything the rewriter adds after the image

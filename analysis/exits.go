@@ -3,7 +3,7 @@ package analysis
 import (
 	"fmt"
 
-	"kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
 // Exits finds where the function entered at entry returns, for counting its returns

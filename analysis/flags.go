@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
-	"kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
 // Arithmetic-flag liveness at a probe site. A count-only detour bumps its

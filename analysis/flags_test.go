@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
-	"kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
 // hx parses space-separated hex bytes ("48 83 ec 08").

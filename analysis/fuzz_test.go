@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/elfio"
 )
 
 // fuzzSrc has a 512-byte function whose bytes the fuzzer replaces, a jump

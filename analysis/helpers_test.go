@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/elfio"
 )
 
 // buildDir holds the programs compiled by the tests of this package; builds

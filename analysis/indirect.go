@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
-	"kprewrite/elfio"
-	"kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
 // ijClass is what the analysis knows about an indirect jmp's targets.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sort"
 
-	"kprewrite/internal/ehframe"
+	"github.com/kprewrite/kprewrite/internal/ehframe"
 )
 
 // landingPad is one exception landing pad and the FDE whose LSDA names it.

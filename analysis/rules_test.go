@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/elfio"
 )
 
 // rulesSrc builds exact byte patterns with top-level asm, one function per

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/elfio"
 )
 
 const nodePath = "/usr/bin/node"

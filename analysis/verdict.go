@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/elfio"
 )
 
 // Verdict is how a probe at a site can be implemented, from the safest

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"kprewrite/internal/ehframe"
+	"github.com/kprewrite/kprewrite/internal/ehframe"
 )
 
 // FuncSource says where a function's bounds came from.

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/elfio"
 )
 
 // RuleExcluded is the reason a probe in code the user excluded (--exclude) is refused.

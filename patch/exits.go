@@ -3,7 +3,7 @@ package patch
 import (
 	"slices"
 
-	"kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/analysis"
 )
 
 // planExits chooses the return probes counted at their function's exits

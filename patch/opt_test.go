@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/analysis"
-	"kprewrite/elfio"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/elfio"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 func TestPlanOptimize(t *testing.T) {
@@ -36,7 +36,7 @@ func TestPlanOptimize(t *testing.T) {
 		t.Fatalf("kinds %v", kinds)
 	}
 	pt := &pl.Points[pl.PointOf[0]]
-	if pt.XMode != runtime.XOptimized || pt.DCRLen != 6 || len(pt.DCR) != 3 || len(pt.DCRCode) != 6 || pt.Slot || !pt.Optimized() {
+	if pt.XMode != kprt.XOptimized || pt.DCRLen != 6 || len(pt.DCR) != 3 || len(pt.DCRCode) != 6 || pt.Slot || !pt.Optimized() {
 		t.Errorf("f_plain point %+v", pt)
 	}
 	if q := &pl.Points[pl.PointOf[2]]; q.DCRLen != 5 || !q.Check.Has(analysis.RuleCallRelocated) {
@@ -128,10 +128,10 @@ func TestPlanVerifyRegions(t *testing.T) {
 		t.Fatal(err)
 	}
 	pt := &pl.Points[pl.PointOf[0]]
-	if !pt.Verify || pt.Mode != ModeB || pt.XMode != runtime.XBoost || pt.Slot || pt.DCRLen != 6 || pl.Kind(0) != "b" {
+	if !pt.Verify || pt.Mode != ModeB || pt.XMode != kprt.XBoost || pt.Slot || pt.DCRLen != 6 || pl.Kind(0) != "b" {
 		t.Fatalf("verify point %+v", pt)
 	}
-	if q := &pl.Points[pl.PointOf[1]]; q.Verify || q.XMode != runtime.XBoost || !q.Slot {
+	if q := &pl.Points[pl.PointOf[1]]; q.Verify || q.XMode != kprt.XBoost || !q.Slot {
 		t.Errorf("the boosted point is not a verify point: %+v", q)
 	}
 	// inner bytes 1..5; push (1) and mov %rsp,%rbp (3) end at 1 and 4

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/elfio"
 )
 
 // Int3 is the breakpoint instruction every int3 probe writes.

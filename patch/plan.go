@@ -7,11 +7,11 @@ import (
 	"slices"
 	"sort"
 
-	"kprewrite/analysis"
-	"kprewrite/elfio"
-	"kprewrite/internal/x86dec"
-	"kprewrite/runtime"
-	"kprewrite/trampolines"
+	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/trampolines"
 )
 
 // ErrRefused is wrapped by the error of a probe the analysis refuses.
@@ -98,12 +98,12 @@ type Point struct {
 	Check analysis.Site // the analysis of the site (of its first request)
 
 	// Runtime execution (kprewrite_abi.h struct kprw_point).
-	XMode  uint8  // runtime.XSStep, XBoost or XEmulate
-	EmuOp  uint8  // runtime.Emu* for XEmulate
+	XMode  uint8  // kprt.XSStep, XBoost or XEmulate
+	EmuOp  uint8  // kprt.Emu* for XEmulate
 	EmuCC  uint8  // jcc condition
 	Target uint64 // branch target for emulation
 	RetImm uint16
-	PFlags uint8 // runtime.PF*
+	PFlags uint8 // kprt.PF*
 
 	// The out-of-line slot it needs (not for XEmulate, ModeO or Verify points).
 	Slot    bool
@@ -482,13 +482,13 @@ func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, next uint64
 		return pt, fmt.Errorf("%s: %w at %#x: %s (--optimized-only): %s", first.Name, ErrRefused, site, RuleNotOptimized, why)
 	}
 	if optimize && !opt.VerifyRegions {
-		pt.Mode, pt.XMode = ModeO, runtime.XOptimized
+		pt.Mode, pt.XMode = ModeO, kprt.XOptimized
 		return pt, nil
 	}
 	int3Err := int3Point(&pt, code, &s, needPost, opt)
 	if optimize {
 		// --verify-regions: a boosted int3 whose slot is the whole relocated DCR
-		pt.Mode, pt.XMode, pt.Verify = ModeB, runtime.XBoost, true
+		pt.Mode, pt.XMode, pt.Verify = ModeB, kprt.XBoost, true
 		pt.Slot, pt.SlotOpt, pt.PFlags, pt.EmuOp, pt.EmuCC, pt.Target, pt.RetImm = false, trampolines.SlotOptions{}, 0, 0, 0, 0, 0
 		return pt, nil
 	}
@@ -548,39 +548,39 @@ func int3Point(pt *Point, code []byte, s *analysis.Site, needPost bool, opt Opti
 	}
 	emulate := in.Kind == x86dec.KindLoop || (canBoost && s.Emulate)
 	if emulate {
-		pt.XMode = runtime.XEmulate
+		pt.XMode = kprt.XEmulate
 		return setEmulation(pt, code)
 	}
 	pt.Slot = true
 	if pt.Mode == ModeB {
-		pt.XMode = runtime.XBoost
+		pt.XMode = kprt.XBoost
 		pt.SlotOpt = trampolines.SlotOptions{JmpBack: true}
 	} else {
-		pt.XMode = runtime.XSStep
+		pt.XMode = kprt.XSStep
 		pt.SlotOpt = trampolines.SlotOptions{JmpBack: true, Step: true}
 	}
 	switch in.Kind {
 	case x86dec.KindCall, x86dec.KindCallIndirect:
-		pt.PFlags |= runtime.PFCall | runtime.PFBranch
+		pt.PFlags |= kprt.PFCall | kprt.PFBranch
 	case x86dec.KindJmp, x86dec.KindJcc, x86dec.KindRet, x86dec.KindJmpIndirect:
-		pt.PFlags |= runtime.PFBranch
+		pt.PFlags |= kprt.PFBranch
 	}
 	if isPushf(code, &in) {
-		pt.PFlags |= runtime.PFPushf
+		pt.PFlags |= kprt.PFPushf
 	}
 	// A copy that is neither boostable nor a plain branch must never run without the
 	// trap flag: the slot then has no usable jmp back.
 	if !s.Boostable && in.Kind != x86dec.KindJmp && in.Kind != x86dec.KindJcc && in.Kind != x86dec.KindRet {
-		pt.PFlags |= runtime.PFNoBoost
+		pt.PFlags |= kprt.PFNoBoost
 	}
 	// With Options.Int3Step, a single-stepped copy that could have been boosted (it
 	// falls through) ends with an int3 instead of using the trap flag, as the kernel
 	// single-steps kprobes since 5.15: two int3 traps per hit, ~2.7x cheaper here.
-	if opt.Int3Step && pt.XMode == runtime.XSStep && s.Boostable && in.Kind == x86dec.KindOther && pt.PFlags&runtime.PFPushf == 0 {
+	if opt.Int3Step && pt.XMode == kprt.XSStep && s.Boostable && in.Kind == x86dec.KindOther && pt.PFlags&kprt.PFPushf == 0 {
 		opt := trampolines.SlotOptions{Step: true, Int3End: true}
 		if _, err := trampolines.SlotLen(code, site, opt); err == nil {
 			pt.SlotOpt = opt
-			pt.PFlags |= runtime.PFInt3Step
+			pt.PFlags |= kprt.PFInt3Step
 		}
 	}
 	_, err := trampolines.SlotLen(code, site, pt.SlotOpt)
@@ -594,13 +594,13 @@ func setEmulation(pt *Point, code []byte) error {
 	pt.Target = in.Target
 	switch in.Kind {
 	case x86dec.KindJmp:
-		pt.EmuOp = runtime.EmuJmp
+		pt.EmuOp = kprt.EmuJmp
 	case x86dec.KindJcc:
-		pt.EmuOp, pt.EmuCC = runtime.EmuJcc, op&0x0f
+		pt.EmuOp, pt.EmuCC = kprt.EmuJcc, op&0x0f
 	case x86dec.KindCall:
-		pt.EmuOp = runtime.EmuCall
+		pt.EmuOp = kprt.EmuCall
 	case x86dec.KindRet:
-		pt.EmuOp, pt.Target = runtime.EmuRet, 0
+		pt.EmuOp, pt.Target = kprt.EmuRet, 0
 		if op == 0xc2 {
 			if in.ImmOff < 0 || in.ImmOff+2 > len(code) {
 				return fmt.Errorf("ret imm16 without its immediate")
@@ -610,19 +610,19 @@ func setEmulation(pt *Point, code []byte) error {
 	case x86dec.KindLoop:
 		switch op {
 		case 0xe0:
-			pt.EmuOp = runtime.EmuLoopne
+			pt.EmuOp = kprt.EmuLoopne
 		case 0xe1:
-			pt.EmuOp = runtime.EmuLoope
+			pt.EmuOp = kprt.EmuLoope
 		case 0xe2:
-			pt.EmuOp = runtime.EmuLoop
+			pt.EmuOp = kprt.EmuLoop
 		case 0xe3:
-			pt.EmuOp = runtime.EmuJrcxz
+			pt.EmuOp = kprt.EmuJrcxz
 		default:
 			return fmt.Errorf("loop opcode %#x", op)
 		}
 		for _, p := range code[:in.OpcodeOff] {
 			if p == 0x67 {
-				pt.PFlags |= runtime.PFAddr32
+				pt.PFlags |= kprt.PFAddr32
 			}
 		}
 	default:

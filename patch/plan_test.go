@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/analysis"
-	"kprewrite/elfio"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/elfio"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // The probed functions are assembly, so the instruction at each site is known.
@@ -118,26 +118,26 @@ func TestPlanModes(t *testing.T) {
 		if q.Mode != mode || q.XMode != xmode || q.EmuOp != emu {
 			t.Errorf("request %d (%s): mode %v xmode %d emu %d, want %v %d %d", i, reqs[i].Name, q.Mode, q.XMode, q.EmuOp, mode, xmode, emu)
 		}
-		if q.Slot != (xmode != runtime.XEmulate) {
+		if q.Slot != (xmode != kprt.XEmulate) {
 			t.Errorf("request %d: slot %v", i, q.Slot)
 		}
 	}
-	check(0, ModeB, runtime.XBoost, 0)
-	check(1, ModeB, runtime.XEmulate, runtime.EmuCall)
-	check(2, ModeB, runtime.XEmulate, runtime.EmuJcc)
-	check(3, ModeB, runtime.XEmulate, runtime.EmuLoop)
-	check(4, ModeK, runtime.XSStep, 0)
-	check(5, ModeK, runtime.XSStep, 0)
-	check(6, ModeB, runtime.XEmulate, runtime.EmuRet)
-	check(9, ModeB, runtime.XBoost, 0)
-	check(12, ModeB, runtime.XBoost, 0)
+	check(0, ModeB, kprt.XBoost, 0)
+	check(1, ModeB, kprt.XEmulate, kprt.EmuCall)
+	check(2, ModeB, kprt.XEmulate, kprt.EmuJcc)
+	check(3, ModeB, kprt.XEmulate, kprt.EmuLoop)
+	check(4, ModeK, kprt.XSStep, 0)
+	check(5, ModeK, kprt.XSStep, 0)
+	check(6, ModeB, kprt.XEmulate, kprt.EmuRet)
+	check(9, ModeB, kprt.XBoost, 0)
+	check(12, ModeB, kprt.XBoost, 0)
 	if q := pt(1); q.Target != p.syms["f_plain"] {
 		t.Errorf("call target %#x", q.Target)
 	}
 	if q := pt(2); q.EmuCC != 4 || q.Target != p.syms["f_jcc"]+10 {
 		t.Errorf("je: cc %d target %#x", q.EmuCC, q.Target)
 	}
-	if q := pt(4); q.PFlags&runtime.PFPushf == 0 || q.PFlags&runtime.PFNoBoost == 0 {
+	if q := pt(4); q.PFlags&kprt.PFPushf == 0 || q.PFlags&kprt.PFNoBoost == 0 {
 		t.Errorf("pushf flags %#x", q.PFlags)
 	}
 	// aggregation
@@ -172,15 +172,15 @@ func TestPlanModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check(0, ModeK, runtime.XSStep, 0)
-	check(1, ModeK, runtime.XSStep, 0)
-	check(2, ModeK, runtime.XSStep, 0)
-	check(3, ModeK, runtime.XEmulate, runtime.EmuLoop)
-	check(6, ModeK, runtime.XSStep, 0)
-	if q := pt(1); q.PFlags != runtime.PFCall|runtime.PFBranch|runtime.PFNoBoost {
+	check(0, ModeK, kprt.XSStep, 0)
+	check(1, ModeK, kprt.XSStep, 0)
+	check(2, ModeK, kprt.XSStep, 0)
+	check(3, ModeK, kprt.XEmulate, kprt.EmuLoop)
+	check(6, ModeK, kprt.XSStep, 0)
+	if q := pt(1); q.PFlags != kprt.PFCall|kprt.PFBranch|kprt.PFNoBoost {
 		t.Errorf("k call flags %#x", q.PFlags)
 	}
-	if q := pt(2); q.PFlags != runtime.PFBranch {
+	if q := pt(2); q.PFlags != kprt.PFBranch {
 		t.Errorf("k jcc flags %#x", q.PFlags)
 	}
 	if got := []string{pl.Kind(0), pl.Kind(7)}; !reflect.DeepEqual(got, []string{"k", "r"}) {

@@ -1,4 +1,4 @@
-package runtime
+package kprt
 
 // The Go mirror of include/kprewrite_abi.h. The Raw* structs have exactly the C layout
 // when written with encoding/binary (little-endian, no padding); abi_test.go compiles

@@ -1,7 +1,7 @@
 // Package runtime holds kprewrite's run-time support: freestanding C and GNU assembler
 // (src/, include/) linked into every rewritten program, built by build.sh at
 // `go generate ./runtime` into one relocatable object, kprewrite_rt.o, embedded here as
-// Object. Importers alias the package (kprt "kprewrite/runtime"); it also holds the Go
+// Object. Importers alias the package (kprt "github.com/kprewrite/kprewrite/runtime"); it also holds the Go
 // mirror of the ABI (abi.go), the table encoder (encode.go) and the trace-file reader
 // (trace.go).
 //
@@ -455,4 +455,4 @@
 // python3.11 with a count-only probe on each of its 10,220 functions starts in 1.07x
 // the original's time (1.12x when start-up made eight passes over the 1.4 MB of tables
 // and read-faulted 80 pages of probe state; scripts/bench-whole.sh).
-package runtime
+package kprt

@@ -1,4 +1,4 @@
-package runtime
+package kprt
 
 import (
 	"bytes"

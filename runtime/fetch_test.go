@@ -1,4 +1,4 @@
-package runtime
+package kprt
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
 )
 
 // TestFetchMatchesEventdef runs the C interpreter (src/rt_fetch.c) and eventdef.Run on

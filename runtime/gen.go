@@ -1,4 +1,4 @@
-package runtime
+package kprt
 
 import _ "embed" // for the object
 

@@ -1,4 +1,4 @@
-package runtime
+package kprt
 
 import (
 	"debug/elf"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
 )
 
 // probeSpec and pointSpec describe probes by symbol names of testdata/probed.c.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/internal/cli"
-	"kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/internal/cli"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
 // kp runs the kprewrite command line in-process.

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	kprt "kprewrite/runtime"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 
-	"kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
 // basicCounts are the hits of each event of basicDefs in `probed basic`.

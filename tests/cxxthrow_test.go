@@ -17,9 +17,9 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/elfio"
-	"kprewrite/internal/ehframe"
-	"kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/ehframe"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
 // cxxThrowSrc: every throw passes through return-probed functions. at, conv and grab

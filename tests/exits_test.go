@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/internal/cli"
-	"kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/internal/cli"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
 // exitsSrc has functions that return in every way: several rets, a tail call, a tail

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
 func fastreadSource(t *testing.T) string {

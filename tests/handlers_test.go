@@ -19,7 +19,7 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
 // handledWant is what `handled all` prints when the handlers run (see handlers.c).

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/elfio"
-	"kprewrite/internal/eventdef"
-	"kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
 const (

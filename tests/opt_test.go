@@ -18,11 +18,11 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/analysis"
-	"kprewrite/elfio"
-	"kprewrite/internal/x86dec"
-	"kprewrite/runtime"
-	"kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
 // TestOptBasic: the probes corpus in optimized mode (the default) and in
@@ -239,7 +239,7 @@ func checkDetours(t *testing.T, prog, kpd string) {
 		t.Fatalf("%#x+%d is not in the rewritten file", addr, n)
 		return nil
 	}
-	tmpl, err := runtime.OptTemplate()
+	tmpl, err := kprt.OptTemplate()
 	if err != nil {
 		t.Fatal(err)
 	}

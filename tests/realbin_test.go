@@ -23,9 +23,9 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/analysis"
-	"kprewrite/elfio"
-	"kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
 // realMode is one way of rewriting a real binary.

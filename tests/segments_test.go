@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"kprewrite/elfio"
-	"kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
 // segNullRewrite rewrites in with an entry stub, data and symbols, and writes the result

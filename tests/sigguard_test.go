@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"testing"
 
-	"kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
 const sigguardSrc = `

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
 func TestTraceDescribesItself(t *testing.T) {

@@ -3,7 +3,7 @@ package trampolines
 import (
 	"fmt"
 
-	"kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
 // Region is a run of whole instructions (the DCR a jump-optimized probe replaces)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
 // regionCases are DCRs with every relocation form.

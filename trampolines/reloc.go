@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
-	"kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
 // ErrRelocate is wrapped by every error about an instruction that cannot be relocated.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
 func hx(t testing.TB, s string) []byte {

@@ -3,7 +3,7 @@ package trampolines
 import (
 	"fmt"
 
-	"kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
 // SlotOptions say what an out-of-line slot must support.

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
 func TestBuildSlot(t *testing.T) {

@@ -3,7 +3,7 @@ package main
 import (
 	"os"
 
-	"kprewrite/internal/cli"
+	"github.com/kprewrite/kprewrite/internal/cli"
 )
 
 func main() {

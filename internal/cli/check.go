@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"kprewrite/analysis"
-	"kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/elfio"
 )
 
 // CheckSchema names the version of the JSON that `check --json` prints. It changes only

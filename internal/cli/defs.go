@@ -8,9 +8,9 @@ import (
 	"os"
 	"strings"
 
-	"kprewrite/elfio"
-	"kprewrite/internal/eventdef"
-	"kprewrite/internal/handlers"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/handlers"
 )
 
 // probeDef is one event definition with where it came from and the address it resolves

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"kprewrite/internal/handlers"
+	"github.com/kprewrite/kprewrite/internal/handlers"
 )
 
 // compileHandlers compiles the --handlers files and turns the probes they declare into

@@ -6,15 +6,15 @@ import (
 	"os"
 	"path/filepath"
 
-	"kprewrite/elfio"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/elfio"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // runInclude prints kprewrite.h, the header C handler files include, or writes it into a
 // directory (-o DIR), so editors and other compilers see what `rewrite --handlers` uses.
 func runInclude(args []string, stdout, _ io.Writer) error {
 	fs := helpFlagSet("include", "include [-o DIR]", stdout)
-	dir := fs.String("o", "", "write "+runtime.HandlerHeaderName+" into DIR (created if needed) instead of printing it")
+	dir := fs.String("o", "", "write "+kprt.HandlerHeaderName+" into DIR (created if needed) instead of printing it")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -23,14 +23,14 @@ func runInclude(args []string, stdout, _ io.Writer) error {
 		return usageErr("include takes no arguments, got %d (see kprewrite include -h)", len(pos))
 	}
 	if *dir == "" {
-		_, err := stdout.Write(runtime.HandlerHeader)
+		_, err := stdout.Write(kprt.HandlerHeader)
 		return err
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return fmt.Errorf("include: %w", err)
 	}
-	path := filepath.Join(*dir, runtime.HandlerHeaderName)
-	if err := elfio.WriteFileAtomic(path, runtime.HandlerHeader, 0o644); err != nil {
+	path := filepath.Join(*dir, kprt.HandlerHeaderName)
+	if err := elfio.WriteFileAtomic(path, kprt.HandlerHeader, 0o644); err != nil {
 		return fmt.Errorf("include: %w", err)
 	}
 	fmt.Fprintln(stdout, path)

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 
-	"kprewrite/elfio"
-	"kprewrite/internal/rewriter"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/rewriter"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 func runList(args []string, stdout, _ io.Writer) error {
@@ -60,7 +60,7 @@ func listLines(im *rewriter.Image, verbose bool) []string {
 				continue // --verify-regions pseudo-probe on an inner byte
 			}
 			typ := "k"
-			if im.Probes[i].Type == runtime.TKretprobe || dp.Exit {
+			if im.Probes[i].Type == kprt.TKretprobe || dp.Exit {
 				typ = "r"
 			}
 			sym := fmt.Sprintf("%#x", pt.Site)
@@ -80,7 +80,7 @@ func listLines(im *rewriter.Image, verbose bool) []string {
 			if dp.Exit {
 				flags += "[EXIT]"
 			}
-			disabled := im.Probes[i].Flags&runtime.FDisabled != 0 || im.Header.Flags&runtime.HFDisableAll != 0
+			disabled := im.Probes[i].Flags&kprt.FDisabled != 0 || im.Header.Flags&kprt.HFDisableAll != 0
 			if dp.Event >= 0 && d.Events[dp.Event].Disabled {
 				disabled = true
 			}

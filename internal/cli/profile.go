@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"kprewrite/internal/rewriter"
+	"github.com/kprewrite/kprewrite/internal/rewriter"
 )
 
 func runProfile(args []string, stdout, stderr io.Writer) error {

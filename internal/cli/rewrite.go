@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"kprewrite/analysis"
-	"kprewrite/elfio"
-	"kprewrite/internal/rewriter"
+	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/rewriter"
 )
 
 // TraceSuffix is appended to the output path to make the default trace file path.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/analysis"
 )
 
 func runRules(args []string, stdout, _ io.Writer) error {

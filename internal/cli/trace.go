@@ -7,9 +7,9 @@ import (
 	"os"
 	"strings"
 
-	"kprewrite/elfio"
-	"kprewrite/internal/rewriter"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/rewriter"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 func runTrace(args []string, stdout, stderr io.Writer) error {
@@ -34,12 +34,12 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 // openTrace parses a trace file and finds the descriptions of its images: in the
 // binaries given with -b, else in the file's own path without the .trace suffix (the
 // default trace path of a rewritten binary).
-func openTrace(path string, bins []string, stderr io.Writer) (*runtime.Trace, rewriter.Descs, error) {
+func openTrace(path string, bins []string, stderr io.Writer) (*kprt.Trace, rewriter.Descs, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read trace: %w", err)
 	}
-	tr, err := runtime.ParseTrace(data)
+	tr, err := kprt.ParseTrace(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -72,7 +72,7 @@ func openTrace(path string, bins []string, stderr io.Writer) (*runtime.Trace, re
 // copies each image's description frame into the file when the image registers there.
 // Images without one (older runtimes) need their binaries (-b); a frame that does not
 // parse, or describes another image, is left out the same way.
-func runtimeDescs(tr *runtime.Trace) []*rewriter.Desc {
+func runtimeDescs(tr *kprt.Trace) []*rewriter.Desc {
 	var out []*rewriter.Desc
 	for _, im := range tr.Images {
 		frame, ok := rewriter.FindDesc(im.Desc)

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"kprewrite/internal/objlink"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/internal/objlink"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 //go:embed csrc/support.c
@@ -122,7 +122,7 @@ func Compile(ctx context.Context, files []string, opt Options) (*Set, error) {
 	if err := os.Mkdir(inc, 0o755); err != nil {
 		return nil, fmt.Errorf("compile handlers: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(inc, runtime.HandlerHeaderName), runtime.HandlerHeader, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(inc, kprt.HandlerHeaderName), kprt.HandlerHeader, 0o644); err != nil {
 		return nil, fmt.Errorf("compile handlers: %w", err)
 	}
 	sys, err := compilerInclude(ctx, opt)
@@ -185,7 +185,7 @@ func (s *Set) check() error {
 		supDefs[n] = true
 	}
 	api := map[string]bool{}
-	for _, n := range runtime.HandlerAPI {
+	for _, n := range kprt.HandlerAPI {
 		api[n] = true
 	}
 	definedBy := map[string]string{}

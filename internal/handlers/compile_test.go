@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/internal/objlink"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/internal/objlink"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 func needGCC(t testing.TB) {
@@ -161,7 +161,7 @@ func TestCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := objlink.ParseObject("kprewrite_rt.o", runtime.Object)
+	rt, err := objlink.ParseObject("kprewrite_rt.o", kprt.Object)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"kprewrite/internal/eventdef"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // Kind is the kind of a declared probe.
@@ -199,10 +199,10 @@ func ParseObject(name string, obj []byte) (u *Unit, err error) {
 		}
 		defined[s.Name] = true
 		byName[s.Name] = s
-		if s.Name == runtime.SymUserInit && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+		if s.Name == kprt.SymUserInit && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
 			u.Init = true
 		}
-		if s.Name == runtime.SymUserExit && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+		if s.Name == kprt.SymUserExit && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
 			u.Exit = true
 		}
 	}
@@ -217,13 +217,13 @@ func ParseObject(name string, obj []byte) (u *Unit, err error) {
 	sort.Strings(u.Undefined)
 
 	var decls []decl
-	if s := f.Section(runtime.DeclSection); s != nil {
+	if s := f.Section(kprt.DeclSection); s != nil {
 		if s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_ALLOC != 0 {
-			return nil, fmt.Errorf("%s: %w: section %s must hold data and not be loaded", name, ErrObject, runtime.DeclSection)
+			return nil, fmt.Errorf("%s: %w: section %s must hold data and not be loaded", name, ErrObject, kprt.DeclSection)
 		}
 		data, err := s.Data()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w: %s: %w", name, ErrObject, runtime.DeclSection, err)
+			return nil, fmt.Errorf("%s: %w: %s: %w", name, ErrObject, kprt.DeclSection, err)
 		}
 		if decls, err = parseDecls(data); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -251,9 +251,9 @@ func ParseObject(name string, obj []byte) (u *Unit, err error) {
 // readProbe finds a declared struct and reads its static initializer.
 func readProbe(f *elf.File, byName map[string]elf.Symbol, d decl) (*Probe, error) {
 	p := &Probe{Kind: Kind(d.kind), Name: d.name, Site: d.site, File: d.file, Line: d.line}
-	size := uint64(runtime.KprobeSize)
+	size := uint64(kprt.KprobeSize)
 	if p.Kind == KindKretprobe {
-		size = runtime.KretprobeSize
+		size = kprt.KretprobeSize
 	}
 	s, ok := byName[d.name]
 	switch {
@@ -286,22 +286,22 @@ func readProbe(f *elf.File, byName map[string]elf.Symbol, d decl) (*Probe, error
 	}
 	le := binary.LittleEndian
 	set := func(off int) bool { return relocated[uint64(off)] || le.Uint64(init[off:]) != 0 }
-	p.Offset = le.Uint32(init[runtime.KprobeOffOffset:])
-	p.Disabled = le.Uint32(init[runtime.KprobeOffFlags:])&runtime.KprobeFlagDisabled != 0
+	p.Offset = le.Uint32(init[kprt.KprobeOffOffset:])
+	p.Disabled = le.Uint32(init[kprt.KprobeOffFlags:])&kprt.KprobeFlagDisabled != 0
 	if p.Kind == KindKprobe {
-		p.Pre, p.Post, p.Fault = set(runtime.KprobeOffPre), set(runtime.KprobeOffPost), set(runtime.KprobeOffFault)
+		p.Pre, p.Post, p.Fault = set(kprt.KprobeOffPre), set(kprt.KprobeOffPost), set(kprt.KprobeOffFault)
 	} else {
-		p.Fault = set(runtime.KprobeOffFault)
-		p.Ret, p.Entry = set(runtime.KretprobeOffHandler), set(runtime.KretprobeOffEntry)
-		p.MaxActive = int32(le.Uint32(init[runtime.KretprobeOffMaxActive:]))
-		p.DataSize = le.Uint64(init[runtime.KretprobeOffDataSize:])
+		p.Fault = set(kprt.KprobeOffFault)
+		p.Ret, p.Entry = set(kprt.KretprobeOffHandler), set(kprt.KretprobeOffEntry)
+		p.MaxActive = int32(le.Uint32(init[kprt.KretprobeOffMaxActive:]))
+		p.DataSize = le.Uint64(init[kprt.KretprobeOffDataSize:])
 		switch {
 		case p.Offset != 0:
 			return nil, fmt.Errorf("%s: a kretprobe is on a function entry: .kp.offset must be 0", p.Origin())
-		case p.MaxActive > runtime.MaxMaxActive:
-			return nil, fmt.Errorf("%s: maxactive %d is more than %d", p.Origin(), p.MaxActive, runtime.MaxMaxActive)
-		case p.DataSize > runtime.MaxDataSize:
-			return nil, fmt.Errorf("%s: data_size %d is more than %d bytes", p.Origin(), p.DataSize, runtime.MaxDataSize)
+		case p.MaxActive > kprt.MaxMaxActive:
+			return nil, fmt.Errorf("%s: maxactive %d is more than %d", p.Origin(), p.MaxActive, kprt.MaxMaxActive)
+		case p.DataSize > kprt.MaxDataSize:
+			return nil, fmt.Errorf("%s: data_size %d is more than %d bytes", p.Origin(), p.DataSize, kprt.MaxDataSize)
 		}
 	}
 	if _, err := p.Event(); err != nil {

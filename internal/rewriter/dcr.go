@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"fmt"
 
-	"kprewrite/patch"
-	"kprewrite/runtime"
-	"kprewrite/trampolines"
+	"github.com/kprewrite/kprewrite/patch"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/trampolines"
 )
 
 // dcrArea holds, back to back in .kprewrite.text after the out-of-line slots, the
@@ -23,7 +23,7 @@ type dcrArea struct {
 	base      uint64
 	anyDetour bool // a full detour (the template): its entry is entryOff in
 	entryOff  int
-	// inline-form count-only detours (runtime.CountRseq.Inline) have their rseq_cs
+	// inline-form count-only detours (kprt.CountRseq.Inline) have their rseq_cs
 	// descriptors after the detours, 32-byte aligned, in the order of their cs index
 	ncs int
 }
@@ -33,7 +33,7 @@ type dcrEntry struct {
 	off, size uint64 // in the area
 	relocLen  int
 	reg       *trampolines.Region // the relocated DCR, after place
-	count     bool                // a count-only detour (runtime.PFCount)
+	count     bool                // a count-only detour (kprt.PFCount)
 	flagsDead bool                // count-only: no flags save (the analysis saw them dead)
 	nprobes   int
 	cs        int // count-only, inline form: index of its rseq_cs descriptor; -1: none
@@ -44,7 +44,7 @@ const dcrAlign = 16
 
 // add reserves the detour or verify slot of plan point i and fills what its table
 // entry rp knows before placement.
-func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
+func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 	pt := &g.plan.Points[i]
 	n, err := trampolines.RegionLen(pt.DCRCode, pt.Site, patch.DCROptions(g.f))
 	if err != nil {
@@ -53,21 +53,21 @@ func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
 	if n > 255 || pt.DCRLen > 255 {
 		return fmt.Errorf("a %d-byte DCR relocated to %d bytes is too long", pt.DCRLen, n)
 	}
-	size := n + runtime.SlotJmpBackLen
+	size := n + kprt.SlotJmpBackLen
 	e := dcrEntry{point: i, relocLen: n, cs: -1}
 	switch {
-	case rp.PFlags&runtime.PFCount != 0:
+	case rp.PFlags&kprt.PFCount != 0:
 		e.count, e.nprobes = true, len(rp.Probes)
 		e.flagsDead = g.flagsDead(pt.Site)
 		// the inline form holds absolute addresses in imm32 fields: an image at fixed
 		// ones, low enough that the segments added after it stay below 2 GiB
-		if e.nprobes == 1 && !g.f.IsPIE() && g.f.ImageEnd() < runtime.InlineAddrLimit/2 {
+		if e.nprobes == 1 && !g.f.IsPIE() && g.f.ImageEnd() < kprt.InlineAddrLimit/2 {
 			e.cs = a.ncs
 			a.ncs++
 		}
-		size = runtime.CountDetourLen(e.nprobes, true, e.cs >= 0, e.flagsDead, n)
+		size = kprt.CountDetourLen(e.nprobes, true, e.cs >= 0, e.flagsDead, n)
 	case pt.Optimized():
-		if size, err = runtime.DetourLen(n); err != nil {
+		if size, err = kprt.DetourLen(n); err != nil {
 			return err
 		}
 		a.anyDetour = true
@@ -90,26 +90,26 @@ func (a *dcrArea) add(g *gen, i int, rp *runtime.Point) error {
 }
 
 // csOff is where the rseq_cs descriptors start in the area.
-func (a *dcrArea) csOff() uint64 { return alignUp(a.size, runtime.RseqCSSize) }
+func (a *dcrArea) csOff() uint64 { return alignUp(a.size, kprt.RseqCSSize) }
 
 // total is the area's size, descriptors included.
 func (a *dcrArea) total() uint64 {
 	if a.ncs == 0 {
 		return a.size
 	}
-	return a.csOff() + uint64(a.ncs)*runtime.RseqCSSize
+	return a.csOff() + uint64(a.ncs)*kprt.RseqCSSize
 }
 
 // place relocates every DCR for the area at base and sets the slot addresses of
 // the points and of the --verify-regions inner bytes in g.tables.
 func (a *dcrArea) place(g *gen, base uint64) error {
-	if base%dcrAlign != 0 || (a.ncs > 0 && base%runtime.RseqCSSize != 0) {
+	if base%dcrAlign != 0 || (a.ncs > 0 && base%kprt.RseqCSSize != 0) {
 		return fmt.Errorf("internal error: detour area at %#x is not aligned", base)
 	}
 	a.base = base
 	var tmplLen uint64
 	if a.anyDetour {
-		t, err := runtime.OptTemplate()
+		t, err := kprt.OptTemplate()
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 		codeAt := at
 		switch {
 		case e.count:
-			codeAt += uint64(runtime.CountDetourRelocOff(e.nprobes, true, e.cs >= 0, e.flagsDead))
+			codeAt += uint64(kprt.CountDetourRelocOff(e.nprobes, true, e.cs >= 0, e.flagsDead))
 		case pt.Optimized():
 			codeAt += tmplLen
 		}
@@ -155,9 +155,9 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 
 // build returns the area's bytes and replaces each jump-optimized point's
 // placeholder edit with the jmp to its detour.
-func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64, rs runtime.CountRseq) ([]byte, error) {
+func (a *dcrArea) build(g *gen, enc *kprt.Encoded, optcall uint64, rs kprt.CountRseq) ([]byte, error) {
 	if a.anyDetour {
-		t, err := runtime.OptTemplate()
+		t, err := kprt.OptTemplate()
 		if err != nil {
 			return nil, err
 		}
@@ -177,9 +177,9 @@ func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64, rs runtime
 			entry := at + uint64(a.entryOff)
 			reloc, relocAt := e.reg.Code, at+uint64(a.entryOff)
 			if e.count {
-				relocAt = at + uint64(runtime.CountDetourRelocOff(e.nprobes, true, e.cs >= 0, e.flagsDead))
+				relocAt = at + uint64(kprt.CountDetourRelocOff(e.nprobes, true, e.cs >= 0, e.flagsDead))
 			} else {
-				t, err := runtime.OptTemplate()
+				t, err := kprt.OptTemplate()
 				if err != nil {
 					return nil, err
 				}
@@ -204,19 +204,19 @@ func (a *dcrArea) build(g *gen, enc *runtime.Encoded, optcall uint64, rs runtime
 				}
 				ers := rs // without a descriptor (CS), the call form
 				if e.cs >= 0 {
-					csAt := a.csOff() + uint64(e.cs)*runtime.RseqCSSize
+					csAt := a.csOff() + uint64(e.cs)*kprt.RseqCSSize
 					ers.CS = a.base + csAt
-					copy(b[csAt:], runtime.CountRseqCS(at, e.flagsDead))
+					copy(b[csAt:], kprt.CountRseqCS(at, e.flagsDead))
 				}
-				code, err = runtime.CountDetour(at, ctrs, shards, ers, e.flagsDead, reloc, back)
-				entry = at + uint64(runtime.CountDetourEntryOff(e.nprobes, true, e.cs >= 0))
+				code, err = kprt.CountDetour(at, ctrs, shards, ers, e.flagsDead, reloc, back)
+				entry = at + uint64(kprt.CountDetourEntryOff(e.nprobes, true, e.cs >= 0))
 			} else {
-				code, err = runtime.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
+				code, err = kprt.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
 			}
 			if err != nil {
 				return nil, err
 			}
-			jmp, err := runtime.SiteJmpTo(pt.Site, pt.DCRLen, entry)
+			jmp, err := kprt.SiteJmpTo(pt.Site, pt.DCRLen, entry)
 			if err != nil {
 				return nil, err
 			}

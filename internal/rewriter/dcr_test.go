@@ -6,9 +6,9 @@ import (
 	"reflect"
 	"testing"
 
-	"kprewrite/elfio"
-	"kprewrite/internal/x86dec"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // TestRewriteOptimized: a jump-optimized point's table entry, detour and site jmp.
@@ -42,14 +42,14 @@ func TestRewriteOptimized(t *testing.T) {
 	}
 	add, _ := f.Functions().ByName("add")
 	pt := im.Points[0]
-	if pt.Site != add.Addr+4 || pt.XMode != runtime.XOptimized || pt.InsnLen != 6 || pt.SlotLen != 6 || pt.NProbes != 2 {
+	if pt.Site != add.Addr+4 || pt.XMode != kprt.XOptimized || pt.InsnLen != 6 || pt.SlotLen != 6 || pt.NProbes != 2 {
 		t.Fatalf("point %+v", pt)
 	}
 	orig, _ := f.Bytes(pt.Site, 6)
 	if !bytes.Equal(pt.Orig[:6], orig) {
 		t.Errorf("orig % x, want % x", pt.Orig[:6], orig)
 	}
-	tm, err := runtime.OptTemplate()
+	tm, err := kprt.OptTemplate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestRewriteOptimized(t *testing.T) {
 		t.Fatalf("site % x", site)
 	}
 	// the detour: the template, the gate and index fields, the relocated add, jmp back
-	dl, _ := runtime.DetourLen(6)
+	dl, _ := kprt.DetourLen(6)
 	det, err := g.Bytes(pt.Slot, uint64(dl))
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestRewriteOptimized(t *testing.T) {
 	for _, s := range g.Symbols {
 		syms[s.Name] = s.Value
 	}
-	if want := syms[SymProbeState] + uint64(pt.FirstProbe)*runtime.ProbeStateSize + 20; gate != want {
+	if want := syms[SymProbeState] + uint64(pt.FirstProbe)*kprt.ProbeStateSize + 20; gate != want {
 		t.Errorf("gate field aims at %#x, want %#x", gate, want)
 	}
 	rel := len(tm.Code)
@@ -133,7 +133,7 @@ func TestRewriteVerify(t *testing.T) {
 		t.Fatalf("%d points", len(im.Points))
 	}
 	pt := im.Points[0]
-	if pt.Site != site || pt.XMode != runtime.XBoost || pt.PFlags != 0 || pt.SlotLen != 6 || pt.InsnLen != 6 {
+	if pt.Site != site || pt.XMode != kprt.XBoost || pt.PFlags != 0 || pt.SlotLen != 6 || pt.InsnLen != 6 {
 		t.Fatalf("site point %+v", pt)
 	}
 	slot, _ := g.Bytes(pt.Slot, 11)
@@ -145,8 +145,8 @@ func TestRewriteVerify(t *testing.T) {
 	}
 	for k, ip := range im.Points[1:6] {
 		q := im.Probes[ip.FirstProbe]
-		if ip.Site != site+uint64(k+1) || ip.PFlags != runtime.PFInner || ip.XMode != runtime.XBoost || ip.Target != site ||
-			ip.NProbes != 1 || q.Type != runtime.TVerify || q.Event != runtime.NoEvent || ip.Slot != 0 || ip.SlotLen != 0 {
+		if ip.Site != site+uint64(k+1) || ip.PFlags != kprt.PFInner || ip.XMode != kprt.XBoost || ip.Target != site ||
+			ip.NProbes != 1 || q.Type != kprt.TVerify || q.Event != kprt.NoEvent || ip.Slot != 0 || ip.SlotLen != 0 {
 			t.Errorf("inner point %d: %+v %+v", k+1, ip, q)
 		}
 		dp := im.Desc.Probes[ip.FirstProbe]

@@ -6,8 +6,8 @@ import (
 	"hash"
 	"strings"
 
-	"kprewrite/internal/objlink"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/internal/objlink"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // C handlers (Options.Handlers, `--handlers FILE.c`): their probes come in the probe list
@@ -56,10 +56,10 @@ func (g *gen) programSymbol(name string) (uint64, bool) {
 
 // handlerProbe makes q, the runtime probe of request ri at Points[point].Probes[slot],
 // a C handler probe (its struct's address is set by placeHandlers).
-func (g *gen) handlerProbe(q *runtime.Probe, ri, point, slot int) {
+func (g *gen) handlerProbe(q *kprt.Probe, ri, point, slot int) {
 	h := g.probes[ri].Handler
-	q.Flags = runtime.FUser // no trace record: the handlers are the probe
-	q.User = 1              // placeholder until linked
+	q.Flags = kprt.FUser // no trace record: the handlers are the probe
+	q.User = 1           // placeholder until linked
 	q.DataSize = uint32(h.DataSize)
 	g.hrefs = append(g.hrefs, handlerRef{point: point, slot: slot, req: ri})
 }
@@ -77,10 +77,10 @@ func (g *gen) placeHandlers(out *objlink.Output) error {
 	}
 	if hs := g.opt.Handlers; hs != nil {
 		if hs.Init {
-			g.tables.Init, _ = out.Addr(runtime.SymUserInit)
+			g.tables.Init, _ = out.Addr(kprt.SymUserInit)
 		}
 		if hs.Exit {
-			g.tables.Exit, _ = out.Addr(runtime.SymUserExit)
+			g.tables.Exit, _ = out.Addr(kprt.SymUserExit)
 		}
 	}
 	return nil
@@ -102,7 +102,7 @@ func (g *gen) hashHandlers(h hash.Hash) {
 // printkLine formats a trace_printk record as the kernel's tracer prints one:
 //
 //	<comm>-<pid> [cpu] <sec>.<usec>: <function>: <text>
-func printkLine(r *runtime.Record) string {
+func printkLine(r *kprt.Record) string {
 	fn, text, _ := bytes.Cut(r.Data, []byte{0})
 	ts := r.TsNs / 1000
 	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s: %s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000,

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"kprewrite/elfio"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/elfio"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // ErrNoProbes reports a file that is not a binary rewritten by kprewrite with probes.
@@ -17,10 +17,10 @@ var ErrNoProbes = errors.New("not a binary rewritten by kprewrite with probes")
 // runtime tables as the runtime will read them.
 type Image struct {
 	Desc   *Desc
-	Header runtime.RawHeader
-	Points []runtime.RawPoint // sorted by site
-	Probes []runtime.RawProbe // by runtime index
-	Events []runtime.RawEvent
+	Header kprt.RawHeader
+	Points []kprt.RawPoint // sorted by site
+	Probes []kprt.RawProbe // by runtime index
+	Events []kprt.RawEvent
 }
 
 // ReadImage reads the probes of a binary rewritten by kprewrite.
@@ -60,7 +60,7 @@ func parseTables(data []byte, base, hdrAddr uint64) (*Image, error) {
 		return data[addr-base : addr-base+size], nil
 	}
 	var im Image
-	hb, err := at(hdrAddr, runtime.HeaderSize)
+	hb, err := at(hdrAddr, kprt.HeaderSize)
 	if err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
@@ -68,28 +68,28 @@ func parseTables(data []byte, base, hdrAddr uint64) (*Image, error) {
 		return nil, err
 	}
 	h := &im.Header
-	if h.Magic != runtime.Magic || h.Version != runtime.Version || h.HeaderSize != runtime.HeaderSize || h.Self != hdrAddr {
+	if h.Magic != kprt.Magic || h.Version != kprt.Version || h.HeaderSize != kprt.HeaderSize || h.Self != hdrAddr {
 		return nil, fmt.Errorf("bad header (magic %#x version %d size %d self %#x)", h.Magic, h.Version, h.HeaderSize, h.Self)
 	}
-	if h.NPoints > runtime.MaxPoints {
-		return nil, fmt.Errorf("%d points (max %d)", h.NPoints, runtime.MaxPoints)
+	if h.NPoints > kprt.MaxPoints {
+		return nil, fmt.Errorf("%d points (max %d)", h.NPoints, kprt.MaxPoints)
 	}
 	// check that each array is inside the section before allocating it
-	pb, err := at(h.Points, uint64(h.NPoints)*runtime.PointSize)
+	pb, err := at(h.Points, uint64(h.NPoints)*kprt.PointSize)
 	if err != nil {
 		return nil, fmt.Errorf("points: %w", err)
 	}
-	qb, err := at(h.Probes, uint64(h.NProbes)*runtime.ProbeSize)
+	qb, err := at(h.Probes, uint64(h.NProbes)*kprt.ProbeSize)
 	if err != nil {
 		return nil, fmt.Errorf("probes: %w", err)
 	}
-	eb, err := at(h.Events, uint64(h.NEvents)*runtime.EventSize)
+	eb, err := at(h.Events, uint64(h.NEvents)*kprt.EventSize)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	im.Points = make([]runtime.RawPoint, h.NPoints)
-	im.Probes = make([]runtime.RawProbe, h.NProbes)
-	im.Events = make([]runtime.RawEvent, h.NEvents)
+	im.Points = make([]kprt.RawPoint, h.NPoints)
+	im.Probes = make([]kprt.RawProbe, h.NProbes)
+	im.Events = make([]kprt.RawEvent, h.NEvents)
 	for _, r := range []struct {
 		b []byte
 		v any
@@ -102,7 +102,7 @@ func parseTables(data []byte, base, hdrAddr uint64) (*Image, error) {
 		if p.Point >= h.NPoints {
 			return nil, fmt.Errorf("probe %d: point %d of %d", i, p.Point, h.NPoints)
 		}
-		if p.Event != runtime.NoEvent && p.Event >= h.NEvents {
+		if p.Event != kprt.NoEvent && p.Event >= h.NEvents {
 			return nil, fmt.Errorf("probe %d: event %d of %d", i, p.Event, h.NEvents)
 		}
 	}
@@ -110,6 +110,6 @@ func parseTables(data []byte, base, hdrAddr uint64) (*Image, error) {
 }
 
 // PointOf returns the table entry of the point probe i is on.
-func (im *Image) PointOf(i int) *runtime.RawPoint {
+func (im *Image) PointOf(i int) *kprt.RawPoint {
 	return &im.Points[im.Probes[i].Point]
 }

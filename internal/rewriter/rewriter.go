@@ -9,14 +9,14 @@ import (
 	"sort"
 	"strings"
 
-	"kprewrite/analysis"
-	"kprewrite/elfio"
-	"kprewrite/internal/eventdef"
-	"kprewrite/internal/handlers"
-	"kprewrite/internal/objlink"
-	"kprewrite/patch"
-	"kprewrite/runtime"
-	"kprewrite/trampolines"
+	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/handlers"
+	"github.com/kprewrite/kprewrite/internal/objlink"
+	"github.com/kprewrite/kprewrite/patch"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/trampolines"
 )
 
 // Probe is one event definition resolved to an address of the input binary.
@@ -87,7 +87,7 @@ const (
 	SymTables     = "kprewrite_tables"     // struct kprw_header and the tables
 	SymDesc       = "kprewrite_desc"       // the image description
 	SymProbeState = "kprewrite_probe_state"
-	SymCounters   = "kprewrite_counters" // the counter window (runtime.RawHeader.Counters)
+	SymCounters   = "kprewrite_counters" // the counter window (kprt.RawHeader.Counters)
 	SymSlotPrefix = "kprewrite_slot."
 	// SymDetourPrefix names the detour buffer of a jump-optimized probe.
 	SymDetourPrefix = "kprewrite_detour."
@@ -174,12 +174,12 @@ type gen struct {
 	probes []Probe
 	plan   *patch.Plan
 
-	events  []runtime.Event
+	events  []kprt.Event
 	evOf    []int // per probe (request): index in events, -1 when refused
 	slots   trampolines.SlotArea
 	slotOf  []int // per point: slot index or -1
 	dcrs    dcrArea
-	tables  runtime.Tables
+	tables  kprt.Tables
 	desc    *Desc
 	anyRet  bool
 	symbols map[string]uint64
@@ -220,7 +220,7 @@ func (g *gen) run() (*Result, error) {
 	g.addStaticSlots()
 
 	// The runtime, linked after the addresses are known; its sizes first.
-	obj, err := objlink.ParseObject("kprewrite_rt.o", runtime.Object)
+	obj, err := objlink.ParseObject("kprewrite_rt.o", kprt.Object)
 	if err != nil {
 		return nil, fmt.Errorf("runtime object: %w", err)
 	}
@@ -259,7 +259,7 @@ func (g *gen) run() (*Result, error) {
 	wordsOff := alignUp(stateOff+enc.StateSize, 8)
 	// the counter window: page-aligned (PlanLayout's BSS address is not, so a page of
 	// slack), whole pages, at the end of the new bss
-	windowSize := runtime.CountersSize(int(enc.StateSize / runtime.ProbeStateSize))
+	windowSize := kprt.CountersSize(int(enc.StateSize / kprt.ProbeStateSize))
 	bssSize := wordsOff + g.hooks.words + 4096 + windowSize
 
 	var eh *ehHdrPlan
@@ -324,11 +324,11 @@ func (g *gen) run() (*Result, error) {
 	copy(rodata, descBytes)
 	copy(rodata[tablesOff:], enc2.RO)
 	copy(rodata[rtRodataOff:], out.Rodata)
-	hdrRel, ok := out.Addr(runtime.SymHdrRel)
+	hdrRel, ok := out.Addr(kprt.SymHdrRel)
 	if !ok {
-		return nil, fmt.Errorf("runtime object has no %s", runtime.SymHdrRel)
+		return nil, fmt.Errorf("runtime object has no %s", kprt.SymHdrRel)
 	}
-	binary.LittleEndian.PutUint64(rodata[hdrRel-layout.RodataAddr:], uint64(runtime.HdrRel(hdrRel, tablesAddr)))
+	binary.LittleEndian.PutUint64(rodata[hdrRel-layout.RodataAddr:], uint64(kprt.HdrRel(hdrRel, tablesAddr)))
 	// .kprewrite.text: runtime, slots
 	text := make([]byte, textSize)
 	copy(text, out.Text)
@@ -339,16 +339,16 @@ func (g *gen) run() (*Result, error) {
 	for i := int(slotsOff + g.slots.Size()); i < int(dcrsOff); i++ {
 		text[i] = 0xcc
 	}
-	optcall, ok := out.Addr(runtime.SymOptCall)
+	optcall, ok := out.Addr(kprt.SymOptCall)
 	if !ok {
-		return nil, fmt.Errorf("runtime object has no %s", runtime.SymOptCall)
+		return nil, fmt.Errorf("runtime object has no %s", kprt.SymOptCall)
 	}
-	var rseq runtime.CountRseq
-	rseq.Off, _ = out.Addr(runtime.SymRseqOff)
-	rseq.Count, _ = out.Addr(runtime.SymRseqCount)
-	rseq.Shardtab, _ = out.Addr(runtime.SymRseqShardtab)
+	var rseq kprt.CountRseq
+	rseq.Off, _ = out.Addr(kprt.SymRseqOff)
+	rseq.Count, _ = out.Addr(kprt.SymRseqCount)
+	rseq.Shardtab, _ = out.Addr(kprt.SymRseqShardtab)
 	if rseq.Off == 0 || rseq.Count == 0 || rseq.Shardtab == 0 {
-		return nil, fmt.Errorf("runtime object has no %s, %s or %s", runtime.SymRseqOff, runtime.SymRseqCount, runtime.SymRseqShardtab)
+		return nil, fmt.Errorf("runtime object has no %s, %s or %s", kprt.SymRseqOff, kprt.SymRseqCount, kprt.SymRseqShardtab)
 	}
 	dcrText, err := g.dcrs.build(g, enc2, optcall, rseq)
 	if err != nil {
@@ -359,9 +359,9 @@ func (g *gen) run() (*Result, error) {
 		text[i] = 0xcc
 	}
 	copy(text[hooksOff:], hookText)
-	entry, ok := out.Addr(runtime.SymEntry)
+	entry, ok := out.Addr(kprt.SymEntry)
 	if !ok {
-		return nil, fmt.Errorf("runtime object has no %s", runtime.SymEntry)
+		return nil, fmt.Errorf("runtime object has no %s", kprt.SymEntry)
 	}
 
 	var ehHdr []byte
@@ -418,7 +418,7 @@ func (g *gen) makeEvents() error {
 		}
 	}
 	if disableAll {
-		g.tables.Flags |= runtime.HFDisableAll
+		g.tables.Flags |= kprt.HFDisableAll
 	}
 	g.desc = &Desc{Input: filepath.Base(g.f.Path), PIE: g.f.IsPIE(), TracePath: g.opt.TracePath}
 	needSyms := false
@@ -435,9 +435,9 @@ func (g *gen) makeEvents() error {
 			return fmt.Errorf("%s: %w", p.Origin, err)
 		}
 		id := uint32(len(g.events) + 1)
-		ev := runtime.Event{Group: p.Def.Group, Name: p.Def.Event, Fetch: prog, ID: id}
+		ev := kprt.Event{Group: p.Def.Group, Name: p.Def.Event, Fetch: prog, ID: id}
 		if p.Def.Return {
-			ev.Flags |= runtime.EFRetprobe
+			ev.Flags |= kprt.EFRetprobe
 			// a return probe counted at its exits hooks no return address
 			g.anyRet = g.anyRet || !g.plan.Points[g.plan.PointOf[i]].Exit
 		}
@@ -446,7 +446,7 @@ func (g *gen) makeEvents() error {
 		}
 		disabled := disableAll || matchesAny(g.opt.Disable, p.Def.Group, p.Def.Event)
 		if disabled && !disableAll {
-			ev.Flags |= runtime.EFDisabled
+			ev.Flags |= kprt.EFDisabled
 		}
 		for _, a := range p.Def.Args {
 			if a.Kind == eventdef.KindSymbol || a.Kind == eventdef.KindSymstr {
@@ -496,13 +496,13 @@ func (g *gen) makeTables() error {
 		g.tables.ImageName = filepath.Base(f.Path)
 	}
 	if g.opt.Debug {
-		g.tables.Flags |= runtime.HFDebug
+		g.tables.Flags |= kprt.HFDebug
 	}
 	g.slotOf = make([]int, len(pl.Points))
 	for i := range pl.Points {
 		pt := &pl.Points[i]
 		g.slotOf[i] = -1
-		rp := runtime.Point{Site: pt.Site, Target: pt.Target, XMode: pt.XMode, InsnLen: uint8(pt.Inst.Len),
+		rp := kprt.Point{Site: pt.Site, Target: pt.Target, XMode: pt.XMode, InsnLen: uint8(pt.Inst.Len),
 			EmuOp: pt.EmuOp, EmuCC: pt.EmuCC, PFlags: pt.PFlags, RetImm: pt.RetImm, Orig: pt.Insn}
 		if pt.Slot {
 			si, err := g.slots.Add(pt.Insn, pt.Site, pt.SlotOpt)
@@ -517,12 +517,12 @@ func (g *gen) makeTables() error {
 		count := g.opt.CountOnly && pt.Optimized()
 		for _, ri := range runOrder(pt) {
 			def := g.probes[ri].Def
-			q := runtime.Probe{Type: runtime.TKprobe, Flags: runtime.FTrace, Event: g.evOf[ri]}
+			q := kprt.Probe{Type: kprt.TKprobe, Flags: kprt.FTrace, Event: g.evOf[ri]}
 			if g.opt.CountOnly {
 				q.Flags = 0 // --count-only: events count their hits, write no records
 			}
 			if def.Return && !pt.Exit {
-				q.Type = runtime.TKretprobe
+				q.Type = kprt.TKretprobe
 				q.MaxActive = uint32(def.MaxActive)
 				count = false
 			}
@@ -533,7 +533,7 @@ func (g *gen) makeTables() error {
 			rp.Probes = append(rp.Probes, q)
 		}
 		if count {
-			rp.PFlags |= runtime.PFCount
+			rp.PFlags |= kprt.PFCount
 		}
 		if pt.Optimized() || pt.Verify {
 			if err := g.dcrs.add(g, i, &rp); err != nil {
@@ -544,9 +544,9 @@ func (g *gen) makeTables() error {
 	}
 	// --verify-regions: the inner bytes, after the plan's points
 	for _, in := range pl.Inner {
-		g.tables.Points = append(g.tables.Points, runtime.Point{Site: in.Addr, Target: pl.Points[in.Point].Site,
-			XMode: runtime.XBoost, PFlags: runtime.PFInner, InsnLen: 1, Orig: g.origBytes(in.Addr, 1),
-			Probes: []runtime.Probe{{Type: runtime.TVerify, Event: -1}}})
+		g.tables.Points = append(g.tables.Points, kprt.Point{Site: in.Addr, Target: pl.Points[in.Point].Site,
+			XMode: kprt.XBoost, PFlags: kprt.PFInner, InsnLen: 1, Orig: g.origBytes(in.Addr, 1),
+			Probes: []kprt.Probe{{Type: kprt.TVerify, Event: -1}}})
 	}
 	g.tables.ImageID = g.imageID()
 	g.desc.ImageID = g.tables.ImageID
@@ -585,7 +585,7 @@ func (g *gen) imageID() uint64 {
 }
 
 // fillDescProbes lists the probes by runtime index.
-func (g *gen) fillDescProbes(enc *runtime.Encoded) {
+func (g *gen) fillDescProbes(enc *kprt.Encoded) {
 	pl := g.plan
 	n := 0
 	for _, idx := range enc.ProbeIndex {
@@ -660,7 +660,7 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 	}
 	if g.dcrs.ncs > 0 { // data, not code, for disassemblers
 		syms = append(syms, elfio.NewSymbol{Name: SymRseqCS, Section: elfio.SecText, Offset: p.dcrsOff + g.dcrs.csOff(),
-			Size: uint64(g.dcrs.ncs) * runtime.RseqCSSize})
+			Size: uint64(g.dcrs.ncs) * kprt.RseqCSSize})
 	}
 	return syms
 }

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/elfio"
-	"kprewrite/internal/eventdef"
-	"kprewrite/internal/x86dec"
-	"kprewrite/patch"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/patch"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 const smallSrc = `
@@ -89,10 +89,10 @@ func TestRewrite(t *testing.T) {
 			syms[s.Name] = s
 		}
 	}
-	if e, ok := syms[runtime.SymEntry]; !ok || g.Entry != e.Value {
-		t.Errorf("entry %#x, %s at %#x", g.Entry, runtime.SymEntry, e.Value)
+	if e, ok := syms[kprt.SymEntry]; !ok || g.Entry != e.Value {
+		t.Errorf("entry %#x, %s at %#x", g.Entry, kprt.SymEntry, e.Value)
 	}
-	for _, n := range []string{SymDesc, SymTables, SymProbeState, runtime.SymRetTramp, runtime.SymHdrRel} {
+	for _, n := range []string{SymDesc, SymTables, SymProbeState, kprt.SymRetTramp, kprt.SymHdrRel} {
 		if _, ok := syms[n]; !ok {
 			t.Errorf("no symbol %s", n)
 		}
@@ -111,10 +111,10 @@ func TestRewrite(t *testing.T) {
 	if h.NPoints != 2 || h.NProbes != 4 || h.NEvents != 4 || h.OrigEntry != f.Entry || h.ImageID != im.Desc.ImageID || h.ImageID == 0 {
 		t.Fatalf("header %+v", h)
 	}
-	hdrRel := syms[runtime.SymHdrRel]
+	hdrRel := syms[kprt.SymHdrRel]
 	word, _ := g.Bytes(hdrRel.Value, 8)
-	if int64(le64(word)) != runtime.HdrRel(hdrRel.Value, syms[SymTables].Value) {
-		t.Errorf("%s holds %#x", runtime.SymHdrRel, le64(word))
+	if int64(le64(word)) != kprt.HdrRel(hdrRel.Value, syms[SymTables].Value) {
+		t.Errorf("%s holds %#x", kprt.SymHdrRel, le64(word))
 	}
 	fns := f.Functions()
 	add, _ := fns.ByName("add")
@@ -131,7 +131,7 @@ func TestRewrite(t *testing.T) {
 		if b[0] != 0xcc || !bytes.Equal(orig, pt.Orig[:pt.InsnLen]) {
 			t.Errorf("point %d: byte %#x, orig % x vs % x", i, b[0], pt.Orig[:pt.InsnLen], orig)
 		}
-		if pt.XMode != runtime.XEmulate {
+		if pt.XMode != kprt.XEmulate {
 			// the slot: the copy, then jmp back to the next instruction
 			slot, err := g.Bytes(pt.Slot, uint64(pt.SlotLen)+5)
 			if err != nil {
@@ -155,7 +155,7 @@ func TestRewrite(t *testing.T) {
 	for i, p := range d.Probes {
 		e := d.Events[p.Event]
 		kinds[e.Name] = p.Kind
-		if im.Probes[i].Event != uint32(p.Event) || (im.Probes[i].Type == runtime.TKretprobe) != e.Return {
+		if im.Probes[i].Event != uint32(p.Event) || (im.Probes[i].Type == kprt.TKretprobe) != e.Return {
 			t.Errorf("probe %d: tables %+v, desc %+v", i, im.Probes[i], p)
 		}
 	}

@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"sort"
 
-	"kprewrite/elfio"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/elfio"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // The signal guard (runtime/src/rt_sigguard.c): int3 probes die with the program when it
 // blocks SIGTRAP or takes it over, so the runtime wraps the libc functions that do so;
 // the same for SIGSEGV and SIGBUS, which the runtime's fault-catching reads of fetch
-// arguments need (runtime.HFFastRead).
+// arguments need (kprt.HFFastRead).
 // It needs the main executable's GOT words of those functions: the targets of the
 // JUMP_SLOT (PLT calls) and GLOB_DAT (-fno-plt calls, address taken) relocations that
 // name them in .dynsym, found here from the dynamic relocation sections.
@@ -25,10 +25,10 @@ const (
 )
 
 // SigGuardSlots returns the signal guard of f: its GOT words of the functions in
-// runtime.SigGuardFuncs (sorted by address), its PT_GNU_RELRO range and DT_PLTGOT. A
+// kprt.SigGuardFuncs (sorted by address), its PT_GNU_RELRO range and DT_PLTGOT. A
 // program without them (static, or calling none) gives nil.
-func SigGuardSlots(f *elfio.File) (*runtime.SigGuard, error) {
-	var slots []runtime.GotSlot
+func SigGuardSlots(f *elfio.File) (*kprt.SigGuard, error) {
+	var slots []kprt.GotSlot
 	seen := map[uint64]bool{}
 	for i := range f.Sections {
 		rs := &f.Sections[i]
@@ -67,11 +67,11 @@ func SigGuardSlots(f *elfio.File) (*runtime.SigGuard, error) {
 			if !ok {
 				return nil, fmt.Errorf("%s: relocation at %#x: symbol %d has a bad name offset %#x", rs.Name, addr, si, nameOff)
 			}
-			fn, ok := runtime.SigGuardFuncs[name]
+			fn, ok := kprt.SigGuardFuncs[name]
 			if !ok || seen[addr] {
 				continue
 			}
-			gs := runtime.GotSlot{Slot: addr, Name: name, Func: fn}
+			gs := kprt.GotSlot{Slot: addr, Name: name, Func: fn}
 			if typ == elf.R_X86_64_JMP_SLOT {
 				// its value in the file is the PLT stub the word points at until ld.so
 				// binds it lazily (the runtime tells the two apart)
@@ -91,7 +91,7 @@ func SigGuardSlots(f *elfio.File) (*runtime.SigGuard, error) {
 		return nil, nil
 	}
 	sort.Slice(slots, func(i, j int) bool { return slots[i].Slot < slots[j].Slot })
-	g := &runtime.SigGuard{Slots: slots}
+	g := &kprt.SigGuard{Slots: slots}
 	for _, p := range f.Progs {
 		switch p.Type {
 		case elf.PT_GNU_RELRO:
@@ -130,17 +130,17 @@ func cstr(b []byte, off uint64) (string, bool) {
 
 // addSigGuard gives the runtime the GOT words to wrap: the signal functions when some
 // probe is an int3 or some fetch reads memory. A dynamic program whose fetches read
-// memory gets runtime.HFFastRead: the runtime checks at start-up that it could wrap every
+// memory gets kprt.HFFastRead: the runtime checks at start-up that it could wrap every
 // word (a program without any is covered: it can change its signal dispositions only by
 // raw system calls or through shared libraries, the guard's known limits). A static
 // program's flag comes from planStaticSigGuard.
 func (g *gen) addSigGuard() error {
 	if g.fastRead && !isStaticImage(g.f) {
-		g.tables.Flags |= runtime.HFFastRead
+		g.tables.Flags |= kprt.HFFastRead
 	}
 	int3 := false
 	for _, pt := range g.tables.Points {
-		if pt.XMode != runtime.XOptimized {
+		if pt.XMode != kprt.XOptimized {
 			int3 = true
 			break
 		}

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"kprewrite/elfio"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/elfio"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 const sigSrc = `
@@ -66,7 +66,7 @@ func TestSigGuardSlots(t *testing.T) {
 			plt := f.Section(".plt")
 			for i, s := range g.Slots {
 				got[s.Name]++
-				if s.Func != runtime.SigGuardFuncs[s.Name] {
+				if s.Func != kprt.SigGuardFuncs[s.Name] {
 					t.Errorf("%s: function %d", s.Name, s.Func)
 				}
 				if i > 0 && s.Slot <= g.Slots[i-1].Slot {
@@ -122,7 +122,7 @@ func FuzzSigGuardSlots(f *testing.F) {
 			return
 		}
 		for _, s := range g.Slots {
-			if s.Func < 1 || s.Func > runtime.SGMax || s.Name == "" {
+			if s.Func < 1 || s.Func > kprt.SGMax || s.Name == "" {
 				t.Fatalf("bad slot %+v", s)
 			}
 		}

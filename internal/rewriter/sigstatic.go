@@ -9,17 +9,17 @@ import (
 	"sort"
 	"strings"
 
-	"kprewrite/analysis"
-	"kprewrite/elfio"
-	"kprewrite/internal/x86dec"
-	"kprewrite/patch"
-	"kprewrite/runtime"
-	"kprewrite/trampolines"
+	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
+	"github.com/kprewrite/kprewrite/patch"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/trampolines"
 )
 
 // The signal guard of a static program (static-pie too): its C library makes the system
 // calls itself, so there is no GOT word to point at the runtime's wrappers. Instead the
-// functions are found by symbol (runtime.SigGuardStaticFuncs) and the entries of the
+// functions are found by symbol (kprt.SigGuardStaticFuncs) and the entries of the
 // ones that make the system call are redirected, the way a jump-optimized probe's site
 // is: the instructions a jmp rel32 replaces (the analysis' DCR, with its verdict) are
 // relocated into a copy followed by a jmp back, which is the original function the
@@ -37,7 +37,7 @@ import (
 // sigHook is one redirected function entry.
 type sigHook struct {
 	name   string // its symbol (the strong one when it has several)
-	fn     uint32 // runtime.SG*
+	fn     uint32 // kprt.SG*
 	entry  uint64
 	site   uint64 // where the jmp goes: the entry, after an endbr64
 	endbr  []byte // the entry's endbr64, repeated at the copy's start
@@ -122,7 +122,7 @@ const slowReadWarning = "fetch arguments that read memory use the system-call re
 // planStaticSigGuard chooses the entries to redirect in a static program with int3
 // probes or fetches that read memory, records their edits, and turns int3 points on
 // them into jumps to the stubs. With fetches that read memory it sets
-// runtime.HFFastRead when the guard covers every signal function found, sigaction's
+// kprt.HFFastRead when the guard covers every signal function found, sigaction's
 // among them (a program without one may well make the system call itself, as Go's
 // runtime does). It runs before the tables are made; the addresses come with
 // placeStaticHooks.
@@ -146,7 +146,7 @@ func (g *gen) planStaticSigGuard() error {
 	funcs := g.sgFuncs()
 	hasSigaction := false
 	for _, sf := range funcs {
-		hasSigaction = hasSigaction || sf.class == runtime.SGSigaction
+		hasSigaction = hasSigaction || sf.class == kprt.SGSigaction
 	}
 	if len(funcs) == 0 || (!int3 && !hasSigaction) {
 		if g.fastRead {
@@ -214,7 +214,7 @@ func (g *gen) planStaticSigGuard() error {
 		sf := funcs[a]
 		if !decide(a) {
 			missed = append(missed, fmt.Sprintf("%s (%s)", strings.Join(sf.names, "/"), sf.why))
-		} else if sf.class == runtime.SGSigaction {
+		} else if sf.class == kprt.SGSigaction {
 			sigaction = true
 		}
 	}
@@ -229,7 +229,7 @@ func (g *gen) planStaticSigGuard() error {
 		case !sigaction:
 			g.warnings = append(g.warnings, slowReadWarning+"the static program has no known sigaction function: it may install signal handlers by raw system calls")
 		default:
-			g.tables.Flags |= runtime.HFFastRead
+			g.tables.Flags |= kprt.HFFastRead
 		}
 	}
 	sort.Slice(g.hooks.list, func(i, j int) bool { return g.hooks.list[i].entry < g.hooks.list[j].entry })
@@ -247,12 +247,12 @@ func (g *gen) planStaticSigGuard() error {
 	return nil
 }
 
-// sgFuncs finds the functions named in runtime.SigGuardStaticFuncs, by address, with
+// sgFuncs finds the functions named in kprt.SigGuardStaticFuncs, by address, with
 // the system calls they make and the other such functions they call or jump to.
 func (g *gen) sgFuncs() map[uint64]*sgFunc {
 	funcs := map[uint64]*sgFunc{}
 	for _, s := range g.f.Symbols {
-		class, ok := runtime.SigGuardStaticFuncs[s.Name]
+		class, ok := kprt.SigGuardStaticFuncs[s.Name]
 		if !ok || s.Type != elf.STT_FUNC || s.Shndx == uint16(elf.SHN_UNDEF) || s.Value == 0 ||
 			(s.Bind != elf.STB_GLOBAL && s.Bind != elf.STB_WEAK && s.Bind != elf.STB_LOCAL) {
 			continue
@@ -356,7 +356,7 @@ func (g *gen) hookable(sf *sgFunc, sites []uint64, pointAt map[uint64]int, excl 
 		h.point, h.code, h.back, h.reloc = pi, bytes.Clone(pt.Insn), pt.Site+uint64(len(pt.Insn)), n
 		// the int3 stays; the point jumps to the stub (emulated) instead of running its
 		// instruction, which the copy runs first
-		pt.XMode, pt.EmuOp, pt.EmuCC, pt.Target, pt.RetImm, pt.PFlags = runtime.XEmulate, runtime.EmuJmp, 0, 1, 0, 0
+		pt.XMode, pt.EmuOp, pt.EmuCC, pt.Target, pt.RetImm, pt.PFlags = kprt.XEmulate, kprt.EmuJmp, 0, 1, 0, 0
 		pt.Slot, pt.SlotOpt = false, trampolines.SlotOptions{}
 		return h, ""
 	}
@@ -425,10 +425,10 @@ func (g *gen) addStaticSlots() {
 		return
 	}
 	if g.tables.SigGuard == nil {
-		g.tables.SigGuard = &runtime.SigGuard{}
+		g.tables.SigGuard = &kprt.SigGuard{}
 	}
 	for _, h := range g.hooks.list {
-		g.tables.SigGuard.Slots = append(g.tables.SigGuard.Slots, runtime.GotSlot{Slot: 1, Name: h.name, Func: h.fn, Entry: true, Copy: 1})
+		g.tables.SigGuard.Slots = append(g.tables.SigGuard.Slots, kprt.GotSlot{Slot: 1, Name: h.name, Func: h.fn, Entry: true, Copy: 1})
 	}
 }
 

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/elfio"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/elfio"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // buildSigWith compiles sigSrc with cc (gcc or musl-gcc), skipping when it is missing.
@@ -136,7 +136,7 @@ func TestStaticSigGuard(t *testing.T) {
 				t.Errorf("probed entry: % x, want the int3", b)
 			}
 			for _, pt := range res.Plan.Points {
-				if pt.Site == fn.Addr && (pt.XMode != runtime.XEmulate || pt.EmuOp != runtime.EmuJmp || pt.Target != stubs["__libc_sigaction"]) {
+				if pt.Site == fn.Addr && (pt.XMode != kprt.XEmulate || pt.EmuOp != kprt.EmuJmp || pt.Target != stubs["__libc_sigaction"]) {
 					t.Errorf("probed entry: point %+v, want an emulated jmp to %#x", pt, stubs["__libc_sigaction"])
 				}
 			}
@@ -158,7 +158,7 @@ func TestStaticSigGuard(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, stubs = sigStubs(t, res.Image); len(stubs) != 0 || res.Plan.Points[0].XMode != runtime.XOptimized {
+			if _, stubs = sigStubs(t, res.Image); len(stubs) != 0 || res.Plan.Points[0].XMode != kprt.XOptimized {
 				t.Errorf("optimized only: redirected %v", keys(stubs))
 			}
 		})
@@ -174,7 +174,7 @@ func TestStaticSigGuard(t *testing.T) {
 	}
 }
 
-// TestFastReadFlag: events whose fetch programs read memory get runtime.HFFastRead and
+// TestFastReadFlag: events whose fetch programs read memory get kprt.HFFastRead and
 // the signal guard (GOT words, or a static program's redirected entries) even with
 // jump-optimized probes only; register-only fetches and --count-only get neither; a
 // static program the guard cannot cover gets a warning instead of the flag.
@@ -220,7 +220,7 @@ func TestFastReadFlag(t *testing.T) {
 				if len(res.Warnings) != 0 {
 					t.Errorf("%s %+v: warnings %q", k.def, k.opt, res.Warnings)
 				}
-				if got := flags(t, res.Image)&runtime.HFFastRead != 0; got != k.fast {
+				if got := flags(t, res.Image)&kprt.HFFastRead != 0; got != k.fast {
 					t.Errorf("%s %+v: HFFastRead %v, want %v", k.def, k.opt, got, k.fast)
 				}
 				_, stubs := sigStubs(t, res.Image)
@@ -237,7 +237,7 @@ func TestFastReadFlag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if flags(t, res.Image)&runtime.HFFastRead != 0 || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "system-call read") {
+			if flags(t, res.Image)&kprt.HFFastRead != 0 || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "system-call read") {
 				t.Errorf("sigaction excluded: flags %#x, warnings %q", flags(t, res.Image), res.Warnings)
 			}
 		})

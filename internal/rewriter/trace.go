@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"kprewrite/internal/eventdef"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // Descs finds the description of each image a trace file names.
@@ -99,11 +99,11 @@ func (e *event) funcAddr(site uint64) uint64 {
 //	<comm>-<pid> [cpu] <sec>.<usec>: <event>: (<addr>) name=value ...
 //
 // with (<ret> <- <func>) for return probes, addresses as the program saw them.
-func (fm *Formatter) Line(r *runtime.Record) (string, error) {
-	if r.Type == runtime.RecViolation {
+func (fm *Formatter) Line(r *kprt.Record) (string, error) {
+	if r.Type == kprt.RecViolation {
 		return fm.violationLine(r)
 	}
-	if r.Type == runtime.RecPrintk {
+	if r.Type == kprt.RecPrintk {
 		return printkLine(r), nil // trace_printk() of a C handler (handlers.go)
 	}
 	e := fm.event(r.ImageID, r.EventID)
@@ -132,7 +132,7 @@ func (fm *Formatter) Line(r *runtime.Record) (string, error) {
 //
 // with run-time addresses: control reached <byte>, inside the DCR the probe at
 // <probe> would have replaced with a jmp.
-func (fm *Formatter) violationLine(r *runtime.Record) (string, error) {
+func (fm *Formatter) violationLine(r *kprt.Record) (string, error) {
 	if len(r.Data) < 8 {
 		return "", fmt.Errorf("violation record at %#x without its probe address", r.IP)
 	}
@@ -157,8 +157,8 @@ const ViolationEvent = "kprewrite_violation"
 // WriteTrace prints every record of tr in time order, after a header like the
 // kernel's trace file has. Records it cannot format are reported on errw (once per
 // event) and left out.
-func WriteTrace(w, errw io.Writer, tr *runtime.Trace, descs Descs, header bool) error {
-	recs := make([]*runtime.Record, len(tr.Records))
+func WriteTrace(w, errw io.Writer, tr *kprt.Trace, descs Descs, header bool) error {
+	recs := make([]*kprt.Record, len(tr.Records))
 	for i := range tr.Records {
 		recs[i] = &tr.Records[i]
 	}
@@ -219,7 +219,7 @@ type Violation struct {
 // Violations sums, per image rewritten with --verify-regions, the hits on inner DCR
 // bytes (the KindVerify probes' counters): verify reports whether any image of tr
 // was such a rewrite, total the hits, and list the bytes that were hit.
-func Violations(tr *runtime.Trace, descs Descs) (verify bool, total uint64, list []Violation) {
+func Violations(tr *kprt.Trace, descs Descs) (verify bool, total uint64, list []Violation) {
 	for _, im := range tr.Images {
 		d := descs[im.ImageID]
 		if d == nil || len(d.Probes) != len(im.Counters) {
@@ -247,7 +247,7 @@ func Violations(tr *runtime.Trace, descs Descs) (verify bool, total uint64, list
 
 // Profile sums the trace file's {hit, nmissed} counters per event, in image and
 // definition order. Images without a description are skipped and counted.
-func Profile(tr *runtime.Trace, descs Descs) (lines []ProfileLine, unknown int) {
+func Profile(tr *kprt.Trace, descs Descs) (lines []ProfileLine, unknown int) {
 	for _, im := range tr.Images {
 		d := descs[im.ImageID]
 		if d == nil || len(d.Probes) != len(im.Counters) {

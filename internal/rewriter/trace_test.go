@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"kprewrite/internal/eventdef"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 func testDesc() *Desc {
@@ -28,7 +28,7 @@ func testDesc() *Desc {
 	}
 }
 
-func record(t *testing.T, d *Desc, ev int, bias, ts uint64, regs eventdef.Machine) runtime.Record {
+func record(t *testing.T, d *Desc, ev int, bias, ts uint64, regs eventdef.Machine) kprt.Record {
 	t.Helper()
 	p, err := eventdef.Parse(d.Events[ev].Def)
 	if err != nil {
@@ -42,13 +42,13 @@ func record(t *testing.T, d *Desc, ev int, bias, ts uint64, regs eventdef.Machin
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := runtime.Record{Data: data}
+	r := kprt.Record{Data: data}
 	r.EventID = d.Events[ev].ID
 	r.ImageID = d.ImageID
 	r.TID, r.PID, r.CPU, r.TsNs, r.IP, r.Bias = 4242, 4242, 1, ts, 0x1134, bias
 	copy(r.Comm[:], "prog")
 	if d.Events[ev].Def[0] == 'r' {
-		r.Type = runtime.RecKretprobe
+		r.Type = kprt.RecKretprobe
 		r.RetIP = bias + 0x1160
 	}
 	return r
@@ -77,7 +77,7 @@ func TestWriteTrace(t *testing.T) {
 	bias := uint64(0x555555554000)
 	msym := m
 	msym.Regs[14] = bias + 0x1155
-	tr := &runtime.Trace{Lost: 3, Records: []runtime.Record{
+	tr := &kprt.Trace{Lost: 3, Records: []kprt.Record{
 		record(t, d, 1, bias, 2_000_000_500, m), // later, printed second
 		record(t, d, 0, bias, 1_500_000_000, m),
 		record(t, d, 2, bias, 3_000_000_000, msym),
@@ -112,10 +112,10 @@ func TestWriteTrace(t *testing.T) {
 func TestProfile(t *testing.T) {
 	d := testDesc()
 	other := &Desc{ImageID: 7, Image: "other", Events: []DescEvent{{ID: 1, Group: "h", Name: "x", Def: "p:h/x f"}}, Probes: []DescProbe{{Event: 0}}}
-	tr := &runtime.Trace{Images: []runtime.TraceImage{
-		{ImageID: 0xabc, Counters: []runtime.Counter{{Hit: 5, NMissed: 1}, {Hit: 3, NMissed: 2}, {Hit: 0, NMissed: 0}}},
-		{ImageID: 7, Counters: []runtime.Counter{{Hit: 9, NMissed: 0}}},
-		{ImageID: 8, Counters: []runtime.Counter{{Hit: 1, NMissed: 0}}},
+	tr := &kprt.Trace{Images: []kprt.TraceImage{
+		{ImageID: 0xabc, Counters: []kprt.Counter{{Hit: 5, NMissed: 1}, {Hit: 3, NMissed: 2}, {Hit: 0, NMissed: 0}}},
+		{ImageID: 7, Counters: []kprt.Counter{{Hit: 9, NMissed: 0}}},
+		{ImageID: 8, Counters: []kprt.Counter{{Hit: 1, NMissed: 0}}},
 	}}
 	lines, unknown := Profile(tr, Descs{0xabc: d, 7: other})
 	if unknown != 1 || len(lines) != 4 {
@@ -181,9 +181,9 @@ func FuzzParseDesc(f *testing.F) {
 
 // FuzzParseTables: no section contents make the table reader panic.
 func FuzzParseTables(f *testing.F) {
-	tabs := &runtime.Tables{OrigEntry: 0x1000, Points: []runtime.Point{{Site: 0x1130, Slot: 0x9000, XMode: runtime.XBoost, InsnLen: 1, SlotLen: 1,
-		Orig: []byte{0x55}, Probes: []runtime.Probe{{Type: runtime.TKprobe, Event: 0, Flags: runtime.FTrace}}}},
-		Events: []runtime.Event{{Group: "g", Name: "e", ID: 1}}, ImageID: 5}
+	tabs := &kprt.Tables{OrigEntry: 0x1000, Points: []kprt.Point{{Site: 0x1130, Slot: 0x9000, XMode: kprt.XBoost, InsnLen: 1, SlotLen: 1,
+		Orig: []byte{0x55}, Probes: []kprt.Probe{{Type: kprt.TKprobe, Event: 0, Flags: kprt.FTrace}}}},
+		Events: []kprt.Event{{Group: "g", Name: "e", ID: 1}}, ImageID: 5}
 	enc, err := tabs.Encode(0x8000, 0xa000)
 	if err != nil {
 		f.Fatal(err)

@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"sort"
 
-	"kprewrite/elfio"
-	"kprewrite/internal/ehframe"
-	"kprewrite/internal/objlink"
-	"kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/ehframe"
+	"github.com/kprewrite/kprewrite/internal/objlink"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // Return probes make the return trampoline every probed frame's return address, so an
 // unwinder (a C++ exception, pthread_cancel, backtrace) must find unwind information
-// for it. The runtime has it (runtime.SymEHFrame: a CIE naming the runtime's
+// for it. The runtime has it (kprt.SymEHFrame: a CIE naming the runtime's
 // personality routine and the trampoline's FDE); the unwinder finds an executable's
 // FDEs through PT_GNU_EH_FRAME, one .eh_frame_hdr whose sorted table covers the whole
 // executable. The rewrite writes a new .eh_frame_hdr in the read-only segment: every
@@ -81,35 +81,35 @@ func planEHHdr(f *elfio.File) *ehHdrPlan {
 		}
 	}
 	p.orig = kept
-	p.size = ehframe.HdrSize(len(p.orig) + runtime.EHFrameFDEs)
+	p.size = ehframe.HdrSize(len(p.orig) + kprt.EHFrameFDEs)
 	return p
 }
 
 // build encodes the header at addr once the runtime is linked.
 func (p *ehHdrPlan) build(addr uint64, out *objlink.Output, dataAddr uint64) ([]byte, error) {
-	at, ok := out.Addr(runtime.SymEHFrame)
+	at, ok := out.Addr(kprt.SymEHFrame)
 	if !ok {
-		return nil, fmt.Errorf("runtime object has no %s", runtime.SymEHFrame)
+		return nil, fmt.Errorf("runtime object has no %s", kprt.SymEHFrame)
 	}
-	tramp, ok := out.Addr(runtime.SymRetTramp)
+	tramp, ok := out.Addr(kprt.SymRetTramp)
 	if !ok {
-		return nil, fmt.Errorf("runtime object has no %s", runtime.SymRetTramp)
+		return nil, fmt.Errorf("runtime object has no %s", kprt.SymRetTramp)
 	}
 	var size uint64
 	for _, s := range out.Symbols {
-		if s.Name == runtime.SymEHFrame {
+		if s.Name == kprt.SymEHFrame {
 			size = s.Size
 		}
 	}
 	if at < dataAddr || at-dataAddr > uint64(len(out.Data)) || size > uint64(len(out.Data))-(at-dataAddr) {
-		return nil, fmt.Errorf("runtime %s at %#x+%d is not in its data", runtime.SymEHFrame, at, size)
+		return nil, fmt.Errorf("runtime %s at %#x+%d is not in its data", kprt.SymEHFrame, at, size)
 	}
 	fdes, err := ehframe.Parse(out.Data[at-dataAddr:][:size], at, 0, 0)
 	if err != nil {
-		return nil, fmt.Errorf("runtime %s: %w", runtime.SymEHFrame, err)
+		return nil, fmt.Errorf("runtime %s: %w", kprt.SymEHFrame, err)
 	}
-	if len(fdes) != runtime.EHFrameFDEs || fdes[0].Start != tramp-1 {
-		return nil, fmt.Errorf("runtime %s: %d FDEs, want %d starting at the trampoline's pad byte %#x", runtime.SymEHFrame, len(fdes), runtime.EHFrameFDEs, tramp-1)
+	if len(fdes) != kprt.EHFrameFDEs || fdes[0].Start != tramp-1 {
+		return nil, fmt.Errorf("runtime %s: %d FDEs, want %d starting at the trampoline's pad byte %#x", kprt.SymEHFrame, len(fdes), kprt.EHFrameFDEs, tramp-1)
 	}
 	entries := append([]ehframe.HdrEntry(nil), p.orig...)
 	for _, fd := range fdes {

@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"os"
 
-	"kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/elfio"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-package kprt
+package kprt_test
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	. "github.com/kprewrite/kprewrite/runtime"
 )
 
 func needGCC(t testing.TB) {

@@ -1,4 +1,4 @@
-package kprt
+package kprt_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package kprt
+package kprt_test
 
 import (
 	"bufio"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	. "github.com/kprewrite/kprewrite/runtime"
 )
 
 // TestHandlerABI compiles the handlers' header kprewrite.h (alone, then together with

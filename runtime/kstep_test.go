@@ -1,10 +1,12 @@
-package kprt
+package kprt_test
 
 import (
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+
+	. "github.com/kprewrite/kprewrite/runtime"
 )
 
 // kstepSpecs are single-stepped probes with post handlers; pflags PFInt3Step ends

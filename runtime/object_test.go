@@ -1,4 +1,4 @@
-package kprt
+package kprt_test
 
 import (
 	"bufio"
@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	. "github.com/kprewrite/kprewrite/runtime"
 )
 
 // TestObjectRelocations checks that the object is position-independent the way the

@@ -1,4 +1,4 @@
-package kprt
+package kprt_test
 
 import (
 	"bytes"
@@ -10,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	. "github.com/kprewrite/kprewrite/runtime"
 )
 
 // events of testdata/optprobed.c (indices into testEvents)
@@ -84,9 +87,6 @@ func TestTemplate(t *testing.T) {
 	if _, err := Detour(0x500000, 1, 0x500000+(1<<32), 0x480000, nil, 0x401005); err == nil {
 		t.Error("a gate out of rel32 reach was accepted")
 	}
-	if _, err := parseTemplate([]byte("not an object")); err == nil {
-		t.Error("garbage parsed as an object")
-	}
 }
 
 func TestOptprobe(t *testing.T) {
@@ -121,7 +121,7 @@ func TestOptprobe(t *testing.T) {
 			if c := b.counter(t, r, 0, 0); c.Hit != uint64(4+extra) || c.NMissed != 1 {
 				t.Errorf("o_add counters %+v, want %d hits 1 missed", c, 4+extra)
 			}
-			var oadd, otr, kadd []Record
+			var oadd, otr, kadd []tracefile.Record
 			for _, rec := range r.trace.Records {
 				switch rec.EventID {
 				case 103:
@@ -268,7 +268,7 @@ func TestOptThreads(t *testing.T) {
 				}
 				tids = append(tids, uint32(v))
 			}
-			var recs []Record
+			var recs []tracefile.Record
 			for _, rec := range r.trace.Records {
 				if rec.EventID == 104 { // o_tr (static glibc's ifunc resolver calls o_add)
 					recs = append(recs, rec)
@@ -363,7 +363,7 @@ func TestVerifyRegions(t *testing.T) {
 	// second instruction is, once per call, and still computes (x+7)*3
 	r.want(t, "seq", "36,39", "violations_seq", "0", "jump", "36,51", "violations", "2", "foreign", "0")
 	site, b1 := b.syms["v_fn_s0"], b.syms["v_fn_s0_b1"]
-	var recs []Record
+	var recs []tracefile.Record
 	for _, rec := range r.trace.Records {
 		if rec.Type == RecViolation {
 			recs = append(recs, rec)
@@ -397,7 +397,7 @@ func TestVerifyRegions(t *testing.T) {
 	if !r.status.Signaled() || r.status.Signal() != syscall.SIGTRAP {
 		t.Fatalf("status %v, want death by SIGTRAP", r.status)
 	}
-	var mid []Record
+	var mid []tracefile.Record
 	for _, rec := range r.trace.Records {
 		if rec.Type == RecViolation && rec.IP == site+1 {
 			mid = append(mid, rec)

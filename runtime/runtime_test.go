@@ -1,4 +1,4 @@
-package kprt
+package kprt_test
 
 import (
 	"debug/elf"
@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	. "github.com/kprewrite/kprewrite/runtime"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 )
@@ -266,7 +269,7 @@ type runResult struct {
 	out    string
 	vals   map[string]string
 	status syscall.WaitStatus
-	trace  *Trace
+	trace  *tracefile.Trace
 }
 
 func (b *probedBin) run(t *testing.T, mode string, env ...string) *runResult {
@@ -290,7 +293,7 @@ func (b *probedBin) run(t *testing.T, mode string, env ...string) *runResult {
 		}
 	}
 	if data, err := os.ReadFile(tr); err == nil {
-		r.trace, err = ParseTrace(data)
+		r.trace, err = tracefile.ParseTrace(data)
 		if err != nil {
 			t.Fatalf("trace: %v", err)
 		}
@@ -317,7 +320,7 @@ func (r *runResult) num(t *testing.T, k string) int64 {
 }
 
 // counter returns the trace file counters of spec point i, probe j.
-func (b *probedBin) counter(t *testing.T, r *runResult, i, j int) Counter {
+func (b *probedBin) counter(t *testing.T, r *runResult, i, j int) tracefile.Counter {
 	t.Helper()
 	if r.trace == nil || len(r.trace.Images) != 1 {
 		t.Fatalf("no trace counters")
@@ -536,7 +539,7 @@ func TestDefaultTracePathAndSecure(t *testing.T) {
 	if err != nil {
 		t.Fatalf("default trace file: %v", err)
 	}
-	tr, err := ParseTrace(data)
+	tr, err := tracefile.ParseTrace(data)
 	if err != nil || len(tr.Records) != 2 {
 		t.Fatalf("default trace: %v, %+v", err, tr)
 	}

@@ -1,4 +1,4 @@
-package kprt
+package kprt_test
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	. "github.com/kprewrite/kprewrite/runtime"
 )
 
 // sigGuardOf finds the GOT words of the signal functions in f, as the rewriter does

@@ -1,50 +1,16 @@
-package kprt
+package kprt_test
 
 import (
 	"bytes"
 	"debug/elf"
-	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	. "github.com/kprewrite/kprewrite/runtime"
 )
-
-// synthTraceDesc is synthTrace with the image's description frame appended to the
-// file and named by the RawTraceImageExt after its counters.
-func synthTraceDesc() []byte {
-	b := synthTrace()
-	frame := []byte("KPRWDESC-frame-24-bytes!")
-	ctrOff := uint64(TraceHeaderSize + 512)
-	binary.LittleEndian.PutUint32(b[imagesOff+12:], TIFExt) // Images[0].Flags
-	binary.LittleEndian.PutUint64(b[ctrOff+32:], uint64(len(b)))
-	binary.LittleEndian.PutUint64(b[ctrOff+40:], uint64(len(frame)))
-	return append(b, frame...)
-}
-
-// imagesOff is the offset of RawTraceHeader.Images.
-const imagesOff = 8 + 4 + 4 + 8*6 + 4 + 4 + 8 + 8 + 5*8
-
-func TestParseTraceDesc(t *testing.T) {
-	b := synthTraceDesc()
-	tr, err := ParseTrace(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tr.Images) != 1 || string(tr.Images[0].Desc) != "KPRWDESC-frame-24-bytes!" || tr.Images[0].Counters[0] != (Counter{3, 1}) {
-		t.Fatalf("images %+v", tr.Images)
-	}
-	// a frame running past the end of the file is left out, the rest parses
-	tr, err = ParseTrace(b[:len(b)-1])
-	if err != nil || tr.Images[0].Desc != nil || len(tr.Records) != 2 {
-		t.Fatalf("truncated frame: %v, %+v", err, tr)
-	}
-	// no ext flag: no frame
-	binary.LittleEndian.PutUint32(b[imagesOff+12:], 0)
-	if tr, err = ParseTrace(b); err != nil || tr.Images[0].Desc != nil {
-		t.Fatalf("without the flag: %v %+v", err, tr.Images)
-	}
-}
 
 // TestTraceCopiesDesc: the runtime copies the bytes kprw_header.desc names into the
 // trace file once per image (the frame's content is the rewriter's business: here the
@@ -88,7 +54,7 @@ func TestTraceCopiesDesc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ParseTrace(data)
+	p, err := tracefile.ParseTrace(data)
 	if err != nil || len(p.Images) != 1 || !bytes.Equal(p.Images[0].Desc, want) || p.Images[0].Counters[0].Hit != 4 {
 		t.Fatalf("two runs: %v, images %+v", err, p.Images)
 	}
@@ -165,7 +131,7 @@ func TestTraceManyProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ParseTrace(data)
+	p, err := tracefile.ParseTrace(data)
 	if err != nil || p.Header.CountersSize != TraceCountersSize || len(p.Images) != 2 ||
 		len(p.Images[0].Counters) != len(small.points[0].Probes) {
 		t.Fatalf("shared file: %v, images %d", err, len(p.Images))

@@ -1,4 +1,4 @@
-package kprt
+package kprt_test
 
 import (
 	"bytes"
@@ -10,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	. "github.com/kprewrite/kprewrite/runtime"
 )
 
 // C-handler probes (FUser): testdata/userprobed.c holds struct kprobe / struct
@@ -60,7 +63,7 @@ func (b *probedBin) runUser(t *testing.T, mode string, env ...string) *userRun {
 		}
 	}
 	if data, err := os.ReadFile(tr); err == nil {
-		if r.trace, err = ParseTrace(data); err != nil {
+		if r.trace, err = tracefile.ParseTrace(data); err != nil {
 			t.Fatalf("trace: %v", err)
 		}
 	}
@@ -108,7 +111,7 @@ func TestUserKprobes(t *testing.T) {
 				t.Errorf("trace_printk records %q", texts)
 			}
 			// the trace file's counters: hits and misses of each probe
-			for i, want := range []Counter{{4, 3}, {4, 3}, {4, 3}} {
+			for i, want := range []tracefile.Counter{{Hit: 4, NMissed: 3}, {Hit: 4, NMissed: 3}, {Hit: 4, NMissed: 3}} {
 				if c := b.counter(t, r.runResult, i, 0); c != want {
 					t.Errorf("counters of probe %d: %+v, want %+v", i, c, want)
 				}

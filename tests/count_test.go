@@ -10,8 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	kprt "github.com/kprewrite/kprewrite/runtime"
-
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
@@ -267,7 +266,7 @@ func traceShards(t *testing.T, path string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := kprt.ParseTrace(b)
+	tr, err := tracefile.ParseTrace(b)
 	if err != nil || len(tr.Images) != 1 {
 		t.Fatalf("trace %s: %v", path, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/kprewrite/kprewrite/elfio"
-	"github.com/kprewrite/kprewrite/internal/rewriter"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
@@ -23,7 +23,7 @@ func runList(args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	im, err := rewriter.ReadImage(f)
+	im, err := tracefile.ReadImage(f)
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func runList(args []string, stdout, _ io.Writer) error {
 // returns: one line per ret or tail call, at that address, instead of a return-address
 // hook at the entry) and [DISABLED] (registered disabled; KPREWRITE_DISABLE disables
 // more at run time). Probes come in address order.
-func listLines(im *rewriter.Image, verbose bool) []string {
+func listLines(im *tracefile.Image, verbose bool) []string {
 	d := im.Desc
 	var lines []string
 	for _, pt := range im.Points {
@@ -56,7 +56,7 @@ func listLines(im *rewriter.Image, verbose bool) []string {
 				continue
 			}
 			dp := d.Probes[i]
-			if dp.Kind == rewriter.KindVerify {
+			if dp.Kind == tracefile.KindVerify {
 				continue // --verify-regions pseudo-probe on an inner byte
 			}
 			typ := "k"

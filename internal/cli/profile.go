@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/kprewrite/kprewrite/internal/rewriter"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
 func runProfile(args []string, stdout, stderr io.Writer) error {
@@ -22,7 +22,7 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lines, unknown := rewriter.Profile(tr, descs)
+	lines, unknown := tracefile.Profile(tr, descs)
 	images := map[string]bool{}
 	for _, l := range lines {
 		images[l.Image] = true
@@ -38,7 +38,7 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 	}
 	// --verify-regions: inner DCR bytes reached (each one a would-be jmp that would
 	// have broken the program); "(violations)" cannot be an event name
-	if verify, total, list := rewriter.Violations(tr, descs); verify {
+	if verify, total, list := tracefile.Violations(tr, descs); verify {
 		fmt.Fprintf(stdout, "  %-44s %15d %15d\n", "(violations)", total, 0)
 		for _, v := range list {
 			sym := ""

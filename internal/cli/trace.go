@@ -8,8 +8,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite/elfio"
-	"github.com/kprewrite/kprewrite/internal/rewriter"
-	kprt "github.com/kprewrite/kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
 func runTrace(args []string, stdout, stderr io.Writer) error {
@@ -28,22 +27,22 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return rewriter.WriteTrace(stdout, stderr, tr, descs, !*noHeader)
+	return tracefile.WriteTrace(stdout, stderr, tr, descs, !*noHeader)
 }
 
 // openTrace parses a trace file and finds the descriptions of its images: in the
 // binaries given with -b, else in the file's own path without the .trace suffix (the
 // default trace path of a rewritten binary).
-func openTrace(path string, bins []string, stderr io.Writer) (*kprt.Trace, rewriter.Descs, error) {
+func openTrace(path string, bins []string, stderr io.Writer) (*tracefile.Trace, tracefile.Descs, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read trace: %w", err)
 	}
-	tr, err := kprt.ParseTrace(data)
+	tr, err := tracefile.ParseTrace(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	descs := rewriter.Descs{}
+	descs := tracefile.Descs{}
 	for _, d := range runtimeDescs(tr) {
 		descs.Add(d)
 	}
@@ -54,8 +53,8 @@ func openTrace(path string, bins []string, stderr io.Writer) (*kprt.Trace, rewri
 	for _, b := range bins {
 		f, err := elfio.Open(b)
 		if err == nil {
-			var im *rewriter.Image
-			if im, err = rewriter.ReadImage(f); err == nil {
+			var im *tracefile.Image
+			if im, err = tracefile.ReadImage(f); err == nil {
 				descs.Add(im.Desc)
 				continue
 			}
@@ -72,14 +71,14 @@ func openTrace(path string, bins []string, stderr io.Writer) (*kprt.Trace, rewri
 // copies each image's description frame into the file when the image registers there.
 // Images without one (older runtimes) need their binaries (-b); a frame that does not
 // parse, or describes another image, is left out the same way.
-func runtimeDescs(tr *kprt.Trace) []*rewriter.Desc {
-	var out []*rewriter.Desc
+func runtimeDescs(tr *tracefile.Trace) []*tracefile.Desc {
+	var out []*tracefile.Desc
 	for _, im := range tr.Images {
-		frame, ok := rewriter.FindDesc(im.Desc)
+		frame, ok := tracefile.FindDesc(im.Desc)
 		if !ok {
 			continue
 		}
-		if d, err := rewriter.ParseDesc(frame); err == nil && d.ImageID == im.ImageID {
+		if d, err := tracefile.ParseDesc(frame); err == nil && d.ImageID == im.ImageID {
 			out = append(out, d)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 	"github.com/kprewrite/kprewrite/internal/x86dec"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
@@ -29,7 +30,7 @@ func TestRewriteOptimized(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	im, err := ReadImage(g)
+	im, err := tracefile.ReadImage(g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestRewriteVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	im, err := ReadImage(g)
+	im, err := tracefile.ReadImage(g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestRewriteVerify(t *testing.T) {
 			t.Errorf("inner point %d: %+v %+v", k+1, ip, q)
 		}
 		dp := im.Desc.Probes[ip.FirstProbe]
-		if dp.Kind != KindVerify || dp.Site != ip.Site || dp.Addr != site || dp.Symbol != "add" || dp.Offset != uint64(4+k+1) {
+		if dp.Kind != tracefile.KindVerify || dp.Site != ip.Site || dp.Addr != site || dp.Symbol != "add" || dp.Offset != uint64(4+k+1) {
 			t.Errorf("inner desc %d: %+v", k+1, dp)
 		}
 	}
@@ -162,11 +163,11 @@ func TestRewriteVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d2, err := ParseDesc(b)
+	d2, err := tracefile.ParseDesc(b)
 	if err != nil || !reflect.DeepEqual(d2.Probes, im.Desc.Probes) {
 		t.Fatalf("round trip: %v", err)
 	}
-	js, err := DescJSON(b)
+	js, err := tracefile.DescJSON(b)
 	if err != nil {
 		t.Fatal(err)
 	}

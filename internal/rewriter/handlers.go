@@ -1,10 +1,8 @@
 package rewriter
 
 import (
-	"bytes"
 	"fmt"
 	"hash"
-	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/objlink"
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -97,16 +95,6 @@ func (g *gen) hashHandlers(h hash.Hash) {
 		fmt.Fprintf(h, "\x00%s\x00", u.File)
 		h.Write(u.Object)
 	}
-}
-
-// printkLine formats a trace_printk record as the kernel's tracer prints one:
-//
-//	<comm>-<pid> [cpu] <sec>.<usec>: <function>: <text>
-func printkLine(r *kprt.Record) string {
-	fn, text, _ := bytes.Cut(r.Data, []byte{0})
-	ts := r.TsNs / 1000
-	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s: %s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000,
-		fn, strings.TrimRight(string(text), "\n"))
 }
 
 // reserveAbsSlots sizes the tables' list of absolute words before the layout is known:

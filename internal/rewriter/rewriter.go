@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -75,7 +76,7 @@ type Result struct {
 	Image   []byte
 	Layout  elfio.Layout
 	Plan    *patch.Plan     // nil for a rewrite without probes
-	Desc    *Desc           // nil for a rewrite without probes
+	Desc    *tracefile.Desc // nil for a rewrite without probes
 	Refused []patch.Refusal // with Options.SkipRefused
 	// Warnings are things the user should know about the rewritten program.
 	Warnings []string
@@ -180,7 +181,7 @@ type gen struct {
 	slotOf  []int // per point: slot index or -1
 	dcrs    dcrArea
 	tables  kprt.Tables
-	desc    *Desc
+	desc    *tracefile.Desc
 	anyRet  bool
 	symbols map[string]uint64
 	hrefs   []handlerRef // C handler probes in the tables (handlers.go)
@@ -399,7 +400,7 @@ func (g *gen) run() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.desc.tablesAddr = tablesAddr
+
 	res := &Result{Image: img, Layout: layout, Plan: g.plan, Desc: g.desc, Refused: g.plan.Refused, Warnings: g.warnings}
 	if g.anyRet && f.Section(".gcc_except_table") != nil {
 		res.Warnings = append(res.Warnings, "the program uses exceptions: when a C++ exception or a forced unwind (pthread_cancel, pthread_exit) "+
@@ -420,7 +421,7 @@ func (g *gen) makeEvents() error {
 	if disableAll {
 		g.tables.Flags |= kprt.HFDisableAll
 	}
-	g.desc = &Desc{Input: filepath.Base(g.f.Path), PIE: g.f.IsPIE(), TracePath: g.opt.TracePath}
+	g.desc = &tracefile.Desc{Input: filepath.Base(g.f.Path), PIE: g.f.IsPIE(), TracePath: g.opt.TracePath}
 	needSyms := false
 	for i, p := range g.probes {
 		g.evOf[i] = -1
@@ -455,7 +456,7 @@ func (g *gen) makeEvents() error {
 		}
 		g.evOf[i] = len(g.events)
 		g.events = append(g.events, ev)
-		g.desc.Events = append(g.desc.Events, DescEvent{ID: id, Group: p.Def.Group, Name: p.Def.Event, Def: p.Def.Def,
+		g.desc.Events = append(g.desc.Events, tracefile.DescEvent{ID: id, Group: p.Def.Group, Name: p.Def.Event, Def: p.Def.Def,
 			Origin: p.Origin, Return: p.Def.Return, Disabled: disabled || (p.Handler != nil && p.Handler.Disabled)})
 	}
 	if g.handlersRead() {
@@ -464,7 +465,7 @@ func (g *gen) makeEvents() error {
 	if needSyms {
 		fns := g.b.Funcs
 		for _, fn := range fns.List {
-			g.desc.Symbols = append(g.desc.Symbols, DescSymbol{Addr: fn.Addr, Size: fn.Size, Name: fn.Name})
+			g.desc.Symbols = append(g.desc.Symbols, tracefile.DescSymbol{Addr: fn.Addr, Size: fn.Size, Name: fn.Name})
 		}
 	}
 	return nil
@@ -591,12 +592,12 @@ func (g *gen) fillDescProbes(enc *kprt.Encoded) {
 	for _, idx := range enc.ProbeIndex {
 		n += len(idx)
 	}
-	g.desc.Probes = make([]DescProbe, n)
+	g.desc.Probes = make([]tracefile.DescProbe, n)
 	for pi := range pl.Points {
 		pt := &pl.Points[pi]
 		for j, ri := range runOrder(pt) {
 			k := enc.ProbeIndex[pi][j]
-			dp := DescProbe{Index: k, Event: g.evOf[ri], Kind: pl.Kind(ri), Addr: pl.Requests[ri].Addr, Site: pt.Site, Verify: pt.Verify, Exit: pt.Exit}
+			dp := tracefile.DescProbe{Index: k, Event: g.evOf[ri], Kind: pl.Kind(ri), Addr: pl.Requests[ri].Addr, Site: pt.Site, Verify: pt.Verify, Exit: pt.Exit}
 			if pt.Func != nil {
 				dp.Symbol, dp.Offset = pt.Func.Name, pt.Site-pt.Func.Addr
 			}
@@ -606,7 +607,7 @@ func (g *gen) fillDescProbes(enc *kprt.Encoded) {
 	for j, in := range pl.Inner {
 		pt := &pl.Points[in.Point]
 		k := enc.ProbeIndex[len(pl.Points)+j][0]
-		dp := DescProbe{Index: k, Event: -1, Kind: KindVerify, Addr: pt.Site, Site: in.Addr}
+		dp := tracefile.DescProbe{Index: k, Event: -1, Kind: tracefile.KindVerify, Addr: pt.Site, Site: in.Addr}
 		if pt.Func != nil {
 			dp.Symbol, dp.Offset = pt.Func.Name, in.Addr-pt.Func.Addr
 		}

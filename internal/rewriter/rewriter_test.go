@@ -11,6 +11,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 	"github.com/kprewrite/kprewrite/internal/x86dec"
 	"github.com/kprewrite/kprewrite/patch"
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -103,7 +104,7 @@ func TestRewrite(t *testing.T) {
 	}
 
 	// the tables as the runtime will read them
-	im, err := ReadImage(g)
+	im, err := tracefile.ReadImage(g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestRewriteNoProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadImage(g); err == nil {
+	if _, err := tracefile.ReadImage(g); err == nil {
 		t.Error("a probe-less rewrite has an image description")
 	}
 	stub, _ := g.Bytes(g.Entry, 5)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
@@ -185,7 +186,7 @@ func TestFastReadFlag(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		im, err := ReadImage(g)
+		im, err := tracefile.ReadImage(g)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package rewriter
+package tracefile
 
 import (
 	"bytes"
@@ -244,7 +244,9 @@ func fullProbes(ls []leanProbe) []DescProbe {
 }
 
 // Marshal returns the framed description with the tables' header at tablesAddr.
+// The description then says it is at tablesAddr (TablesAddr), as a parsed one does.
 func (d *Desc) Marshal(tablesAddr uint64) ([]byte, error) {
+	d.tablesAddr = tablesAddr
 	c := *d
 	c.Probes = nil
 	var ver []DescVerify

@@ -1,4 +1,4 @@
-package rewriter
+package tracefile
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func testDesc() *Desc {
 	}
 }
 
-func record(t *testing.T, d *Desc, ev int, bias, ts uint64, regs eventdef.Machine) kprt.Record {
+func record(t *testing.T, d *Desc, ev int, bias, ts uint64, regs eventdef.Machine) Record {
 	t.Helper()
 	p, err := eventdef.Parse(d.Events[ev].Def)
 	if err != nil {
@@ -42,7 +42,7 @@ func record(t *testing.T, d *Desc, ev int, bias, ts uint64, regs eventdef.Machin
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := kprt.Record{Data: data}
+	r := Record{Data: data}
 	r.EventID = d.Events[ev].ID
 	r.ImageID = d.ImageID
 	r.TID, r.PID, r.CPU, r.TsNs, r.IP, r.Bias = 4242, 4242, 1, ts, 0x1134, bias
@@ -77,7 +77,7 @@ func TestWriteTrace(t *testing.T) {
 	bias := uint64(0x555555554000)
 	msym := m
 	msym.Regs[14] = bias + 0x1155
-	tr := &kprt.Trace{Lost: 3, Records: []kprt.Record{
+	tr := &Trace{Lost: 3, Records: []Record{
 		record(t, d, 1, bias, 2_000_000_500, m), // later, printed second
 		record(t, d, 0, bias, 1_500_000_000, m),
 		record(t, d, 2, bias, 3_000_000_000, msym),
@@ -112,10 +112,10 @@ func TestWriteTrace(t *testing.T) {
 func TestProfile(t *testing.T) {
 	d := testDesc()
 	other := &Desc{ImageID: 7, Image: "other", Events: []DescEvent{{ID: 1, Group: "h", Name: "x", Def: "p:h/x f"}}, Probes: []DescProbe{{Event: 0}}}
-	tr := &kprt.Trace{Images: []kprt.TraceImage{
-		{ImageID: 0xabc, Counters: []kprt.Counter{{Hit: 5, NMissed: 1}, {Hit: 3, NMissed: 2}, {Hit: 0, NMissed: 0}}},
-		{ImageID: 7, Counters: []kprt.Counter{{Hit: 9, NMissed: 0}}},
-		{ImageID: 8, Counters: []kprt.Counter{{Hit: 1, NMissed: 0}}},
+	tr := &Trace{Images: []TraceImage{
+		{ImageID: 0xabc, Counters: []Counter{{Hit: 5, NMissed: 1}, {Hit: 3, NMissed: 2}, {Hit: 0, NMissed: 0}}},
+		{ImageID: 7, Counters: []Counter{{Hit: 9, NMissed: 0}}},
+		{ImageID: 8, Counters: []Counter{{Hit: 1, NMissed: 0}}},
 	}}
 	lines, unknown := Profile(tr, Descs{0xabc: d, 7: other})
 	if unknown != 1 || len(lines) != 4 {

@@ -1,6 +1,7 @@
-package rewriter
+package tracefile
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -99,7 +100,7 @@ func (e *event) funcAddr(site uint64) uint64 {
 //	<comm>-<pid> [cpu] <sec>.<usec>: <event>: (<addr>) name=value ...
 //
 // with (<ret> <- <func>) for return probes, addresses as the program saw them.
-func (fm *Formatter) Line(r *kprt.Record) (string, error) {
+func (fm *Formatter) Line(r *Record) (string, error) {
 	if r.Type == kprt.RecViolation {
 		return fm.violationLine(r)
 	}
@@ -132,7 +133,7 @@ func (fm *Formatter) Line(r *kprt.Record) (string, error) {
 //
 // with run-time addresses: control reached <byte>, inside the DCR the probe at
 // <probe> would have replaced with a jmp.
-func (fm *Formatter) violationLine(r *kprt.Record) (string, error) {
+func (fm *Formatter) violationLine(r *Record) (string, error) {
 	if len(r.Data) < 8 {
 		return "", fmt.Errorf("violation record at %#x without its probe address", r.IP)
 	}
@@ -157,8 +158,8 @@ const ViolationEvent = "kprewrite_violation"
 // WriteTrace prints every record of tr in time order, after a header like the
 // kernel's trace file has. Records it cannot format are reported on errw (once per
 // event) and left out.
-func WriteTrace(w, errw io.Writer, tr *kprt.Trace, descs Descs, header bool) error {
-	recs := make([]*kprt.Record, len(tr.Records))
+func WriteTrace(w, errw io.Writer, tr *Trace, descs Descs, header bool) error {
+	recs := make([]*Record, len(tr.Records))
 	for i := range tr.Records {
 		recs[i] = &tr.Records[i]
 	}
@@ -219,7 +220,7 @@ type Violation struct {
 // Violations sums, per image rewritten with --verify-regions, the hits on inner DCR
 // bytes (the KindVerify probes' counters): verify reports whether any image of tr
 // was such a rewrite, total the hits, and list the bytes that were hit.
-func Violations(tr *kprt.Trace, descs Descs) (verify bool, total uint64, list []Violation) {
+func Violations(tr *Trace, descs Descs) (verify bool, total uint64, list []Violation) {
 	for _, im := range tr.Images {
 		d := descs[im.ImageID]
 		if d == nil || len(d.Probes) != len(im.Counters) {
@@ -247,7 +248,7 @@ func Violations(tr *kprt.Trace, descs Descs) (verify bool, total uint64, list []
 
 // Profile sums the trace file's {hit, nmissed} counters per event, in image and
 // definition order. Images without a description are skipped and counted.
-func Profile(tr *kprt.Trace, descs Descs) (lines []ProfileLine, unknown int) {
+func Profile(tr *Trace, descs Descs) (lines []ProfileLine, unknown int) {
 	for _, im := range tr.Images {
 		d := descs[im.ImageID]
 		if d == nil || len(d.Probes) != len(im.Counters) {
@@ -267,4 +268,14 @@ func Profile(tr *kprt.Trace, descs Descs) (lines []ProfileLine, unknown int) {
 		lines = append(lines, per...)
 	}
 	return lines, unknown
+}
+
+// printkLine formats a trace_printk record as the kernel's tracer prints one:
+//
+//	<comm>-<pid> [cpu] <sec>.<usec>: <function>: <text>
+func printkLine(r *Record) string {
+	fn, text, _ := bytes.Cut(r.Data, []byte{0})
+	ts := r.TsNs / 1000
+	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s: %s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000,
+		fn, strings.TrimRight(string(text), "\n"))
 }

@@ -1,4 +1,4 @@
-package kprt
+package tracefile
 
 import (
 	"bytes"
@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // Trace is a parsed trace file.
 type Trace struct {
-	Header  RawTraceHeader
+	Header  kprt.RawTraceHeader
 	Images  []TraceImage
 	Records []Record
 	// Torn counts records that were reserved but never committed (their writer died
@@ -42,7 +44,7 @@ type Counter struct{ Hit, NMissed uint64 }
 
 // Record is one trace record.
 type Record struct {
-	RawRecord
+	kprt.RawRecord
 	Data []byte // fetch-program output
 }
 
@@ -62,25 +64,25 @@ var ErrTrace = errors.New("not a kprewrite trace file")
 // truncated or corrupt record area ends the record list rather than failing.
 func ParseTrace(b []byte) (*Trace, error) {
 	var t Trace
-	if len(b) < TraceHeaderSize {
+	if len(b) < kprt.TraceHeaderSize {
 		return nil, fmt.Errorf("%w: %d bytes", ErrTrace, len(b))
 	}
-	if err := binary.Read(bytes.NewReader(b[:TraceHeaderSize]), binary.LittleEndian, &t.Header); err != nil {
+	if err := binary.Read(bytes.NewReader(b[:kprt.TraceHeaderSize]), binary.LittleEndian, &t.Header); err != nil {
 		return nil, fmt.Errorf("%w: header: %w", ErrTrace, err)
 	}
 	h := &t.Header
-	if string(h.Magic[:]) != TraceMagic {
+	if string(h.Magic[:]) != kprt.TraceMagic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrTrace, h.Magic[:])
 	}
-	if (h.Version != TraceVersion && h.Version != traceVersion1) || h.DataOff != TraceHeaderSize {
+	if (h.Version != kprt.TraceVersion && h.Version != traceVersion1) || h.DataOff != kprt.TraceHeaderSize {
 		return nil, fmt.Errorf("%w: version %d, data offset %d", ErrTrace, h.Version, h.DataOff)
 	}
 	size := uint64(len(b))
-	if h.DataSize > size-TraceHeaderSize {
+	if h.DataSize > size-kprt.TraceHeaderSize {
 		return nil, fmt.Errorf("%w: record area of %d bytes in a %d-byte file", ErrTrace, h.DataSize, size)
 	}
 	t.Lost = h.Lost
-	if h.NImages > TraceMaxImages {
+	if h.NImages > kprt.TraceMaxImages {
 		return nil, fmt.Errorf("%w: %d images", ErrTrace, h.NImages)
 	}
 	for i := uint32(0); i < h.NImages; i++ {
@@ -94,13 +96,13 @@ func ParseTrace(b []byte) (*Trace, error) {
 			o := im.CountersOff + uint64(j)*16
 			ti.Counters[j] = Counter{binary.LittleEndian.Uint64(b[o:]), binary.LittleEndian.Uint64(b[o+8:])}
 		}
-		if im.Flags&TIFExt != 0 {
+		if im.Flags&kprt.TIFExt != 0 {
 			ti.Desc = traceDesc(b, im.CountersOff+n*16)
 			ti.Shards = addShards(b, im.CountersOff+n*16, ti.Counters)
 		}
 		t.Images = append(t.Images, ti)
 	}
-	data := b[TraceHeaderSize : TraceHeaderSize+h.DataSize]
+	data := b[kprt.TraceHeaderSize : kprt.TraceHeaderSize+h.DataSize]
 	end := min(h.Head, h.DataSize)
 	// Version 1: one sequence of records. Version 2: blocks of whole granules of
 	// BlockSize bytes, each one thread's sequence of records until a size 0, after which
@@ -108,17 +110,17 @@ func ParseTrace(b []byte) (*Trace, error) {
 	bs := end
 	if h.Version != traceVersion1 {
 		bs = h.BlockSize
-		if bs < RecordSize || bs&(bs-1) != 0 || h.DataSize%bs != 0 {
+		if bs < kprt.RecordSize || bs&(bs-1) != 0 || h.DataSize%bs != 0 {
 			return nil, fmt.Errorf("%w: block size %d for a record area of %d bytes", ErrTrace, bs, h.DataSize)
 		}
 	}
-	for off := uint64(0); off+RecordSize <= end; {
+	for off := uint64(0); off+kprt.RecordSize <= end; {
 		var r Record
-		if err := binary.Read(bytes.NewReader(data[off:off+RecordSize]), binary.LittleEndian, &r.RawRecord); err != nil {
+		if err := binary.Read(bytes.NewReader(data[off:off+kprt.RecordSize]), binary.LittleEndian, &r.RawRecord); err != nil {
 			break
 		}
 		sz := uint64(r.Size)
-		if sz < RecordSize || sz%8 != 0 || sz > end-off {
+		if sz < kprt.RecordSize || sz%8 != 0 || sz > end-off {
 			// the rest of the block was never written (its thread ended, or the writer
 			// died right after taking its place) or is corrupt
 			if h.Version == traceVersion1 {
@@ -127,10 +129,10 @@ func ParseTrace(b []byte) (*Trace, error) {
 			off = (off/bs + 1) * bs
 			continue
 		}
-		if r.Commit != RecCommit || uint64(r.DataLen) > sz-RecordSize {
+		if r.Commit != kprt.RecCommit || uint64(r.DataLen) > sz-kprt.RecordSize {
 			t.Torn++
 		} else {
-			r.Data = append([]byte(nil), data[off+RecordSize:off+RecordSize+uint64(r.DataLen)]...)
+			r.Data = append([]byte(nil), data[off+kprt.RecordSize:off+kprt.RecordSize+uint64(r.DataLen)]...)
 			t.Records = append(t.Records, r)
 		}
 		off += sz
@@ -153,7 +155,7 @@ const traceVersion1 = 1
 func (t *Trace) countRecordHits() {
 	for i := range t.Records {
 		r := &t.Records[i]
-		if r.Probe == NoProbe || int(r.Image) >= len(t.Images) {
+		if r.Probe == kprt.NoProbe || int(r.Image) >= len(t.Images) {
 			continue
 		}
 		if im := &t.Images[r.Image]; im.ImageID == r.ImageID && uint64(r.Probe) < uint64(len(im.Counters)) {
@@ -167,11 +169,11 @@ func (t *Trace) countRecordHits() {
 // many shards there were.
 func addShards(b []byte, off uint64, ctrs []Counter) int {
 	size := uint64(len(b))
-	if off > size || TraceImageExtSz > size-off {
+	if off > size || kprt.TraceImageExtSz > size-off {
 		return 0
 	}
-	var ext RawTraceImageExt
-	if err := binary.Read(bytes.NewReader(b[off:off+TraceImageExtSz]), binary.LittleEndian, &ext); err != nil {
+	var ext kprt.RawTraceImageExt
+	if err := binary.Read(bytes.NewReader(b[off:off+kprt.TraceImageExtSz]), binary.LittleEndian, &ext); err != nil {
 		return 0
 	}
 	n, stride, so := uint64(ext.ShardsN), ext.ShardsStride, ext.ShardsOff
@@ -190,7 +192,7 @@ func addShards(b []byte, off uint64, ctrs []Counter) int {
 // traceDesc returns the description frame a RawTraceImageExt at off names, or nil.
 func traceDesc(b []byte, off uint64) []byte {
 	size := uint64(len(b))
-	if off > size || TraceImageExtSz > size-off {
+	if off > size || kprt.TraceImageExtSz > size-off {
 		return nil
 	}
 	do, ds := binary.LittleEndian.Uint64(b[off:]), binary.LittleEndian.Uint64(b[off+8:])
@@ -201,11 +203,11 @@ func traceDesc(b []byte, off uint64) []byte {
 }
 
 // ParseStats decodes kprewrite_rt_stats bytes.
-func ParseStats(b []byte) (RawStats, error) {
-	var s RawStats
-	if len(b) < StatsSize {
-		return s, fmt.Errorf("stats: %d bytes, want %d", len(b), StatsSize)
+func ParseStats(b []byte) (kprt.RawStats, error) {
+	var s kprt.RawStats
+	if len(b) < kprt.StatsSize {
+		return s, fmt.Errorf("stats: %d bytes, want %d", len(b), kprt.StatsSize)
 	}
-	err := binary.Read(bytes.NewReader(b[:StatsSize]), binary.LittleEndian, &s)
+	err := binary.Read(bytes.NewReader(b[:kprt.StatsSize]), binary.LittleEndian, &s)
 	return s, err
 }

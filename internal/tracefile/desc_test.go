@@ -1,4 +1,4 @@
-package rewriter
+package tracefile
 
 import (
 	"bytes"

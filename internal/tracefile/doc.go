@@ -1,0 +1,12 @@
+// Package tracefile owns the formats kprewrite writes and reads back: the trace file
+// a rewritten program fills (ParseTrace: header, per-image counters and per-CPU shards,
+// per-thread record blocks, the description frames the runtime copies in), the image
+// description a rewritten binary carries at the start of .kprewrite.rodata (Desc,
+// framed and compressed JSON, versions 1-3 read), the probe tables read back from a
+// rewritten binary (ReadImage, for `kprewrite list`), and the text both are printed as:
+// trace lines in the kernel tracer's format (Formatter, WriteTrace) and kprobe_profile
+// lines (Profile, Violations).
+//
+// The byte layouts are the runtime's (kprewrite_abi.h, mirrored in package kprt); this
+// package only reads them, validating every offset against the file's size.
+package tracefile

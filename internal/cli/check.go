@@ -9,6 +9,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/analysis"
 	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/rewriter"
 )
 
 // CheckSchema names the version of the JSON that `check --json` prints. It changes only
@@ -98,7 +99,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 			keep[v] = true
 		}
 	}
-	defs, err := readDefs(exprs, files)
+	defs, err := rewriter.ParseDefs(exprs, files)
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 			report.Sites = append(report.Sites, checkSite(&sites[i], nil))
 		}
 	} else {
-		if err := resolveDefs(f, bin.Funcs, defs); err != nil {
+		if err := rewriter.Resolve(f, bin.Funcs, defs); err != nil {
 			return err
 		}
 		for i, d := range defs {
@@ -128,9 +129,9 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 					others = append(others, o.Addr)
 				}
 			}
-			site := bin.Check(analysis.SiteRequest{Addr: d.Addr, Return: d.Probe.Return, OtherProbes: others})
+			site := bin.Check(analysis.SiteRequest{Addr: d.Addr, Return: d.Def.Return, OtherProbes: others})
 			cs := checkSite(&site, &defs[i])
-			if d.Probe.Return && site.Verdict != analysis.Refuse {
+			if d.Def.Return && site.Verdict != analysis.Refuse {
 				exits, why := bin.Exits(site.Addr, func(uint64) []uint64 { return others })
 				sort.Slice(exits, func(i, j int) bool { return exits[i].Addr < exits[j].Addr })
 				cs.Exits = &CheckExits{Reason: why}
@@ -163,7 +164,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func checkSite(s *analysis.Site, d *probeDef) CheckSite {
+func checkSite(s *analysis.Site, d *rewriter.Probe) CheckSite {
 	cs := CheckSite{
 		Address:   hexAddr(s.Addr),
 		Function:  s.FuncName,
@@ -177,9 +178,9 @@ func checkSite(s *analysis.Site, d *probeDef) CheckSite {
 		cs.Requested = hexAddr(s.Requested)
 	}
 	if d != nil {
-		cs.Definition = d.Probe.Def
-		cs.Event = d.Probe.Group + "/" + d.Probe.Event
-		cs.Return = d.Probe.Return
+		cs.Definition = d.Def.Def
+		cs.Event = d.Def.Group + "/" + d.Def.Event
+		cs.Return = d.Def.Return
 	}
 	if s.Verdict == analysis.Optimize {
 		dcr := &CheckDCR{Length: s.DCRLen}

@@ -91,35 +91,30 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	defs, err := readDefs(exprs, files)
+	defs, err := rewriter.ParseDefs(exprs, files)
 	if err != nil {
 		return err
 	}
-	hset, hdefs, err := compileHandlers(hfiles, defs, stderr)
+	hset, defs, err := compileHandlers(hfiles, defs, stderr)
 	if err != nil {
 		return err
 	}
-	defs = append(defs, hdefs...)
 	opt.Handlers = hset
 	f, err := elfio.Open(pos[0])
 	if err != nil {
 		return err
 	}
-	var probes []rewriter.Probe
 	if len(defs) > 0 {
 		bin, err := analysis.Analyze(f, analysis.Options{})
 		if err != nil {
 			return fmt.Errorf("analyse %s: %w", pos[0], err)
 		}
-		if err := resolveDefs(f, bin.Funcs, defs); err != nil {
+		if err := rewriter.Resolve(f, bin.Funcs, defs); err != nil {
 			return err
 		}
 		opt.Analysis = bin
-		for _, d := range defs {
-			probes = append(probes, rewriter.Probe{Origin: d.Origin, Def: d.Probe, Addr: d.Addr, Handler: d.Handler})
-		}
 	}
-	res, err := rewriter.Rewrite(f, probes, opt)
+	res, err := rewriter.Rewrite(f, defs, opt)
 	if err != nil {
 		return err
 	}

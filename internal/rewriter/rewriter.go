@@ -24,7 +24,8 @@ import (
 type Probe struct {
 	Origin string          // where the definition came from, for messages
 	Def    *eventdef.Probe // the parsed definition
-	Addr   uint64          // the probed address (the function entry for return probes)
+	Addr   uint64          // the probed address (the function entry for return probes), set by Resolve
+	Func   *elfio.Func     // the function holding Addr, when known (Resolve)
 	// Handler is set for a probe a C handler file declares (Options.Handlers); Def is
 	// then its "p:handlers/NAME SITE" definition (see handlers.go).
 	Handler *handlers.Probe

@@ -1,4 +1,4 @@
-package cli
+package rewriter
 
 import (
 	"bufio"
@@ -13,21 +13,12 @@ import (
 	"github.com/kprewrite/kprewrite/internal/handlers"
 )
 
-// probeDef is one event definition with where it came from and the address it resolves
-// to in the binary.
-type probeDef struct {
-	Probe  *eventdef.Probe
-	Origin string // "-e #2" or "probes.txt:7"
-	Addr   uint64
-	Func   *elfio.Func // function holding Addr, when known
-	// Handler is the C handler file's declaration this definition stands for (--handlers).
-	Handler *handlers.Probe
-}
-
-// readDefs gathers definitions from -e flags and -f files, in that order. Blank lines
-// and lines starting with # are skipped in files.
-func readDefs(exprs, files []string) ([]probeDef, error) {
-	var defs []probeDef
+// ParseDefs parses event definitions from exprs (origin "-e #N") and from files, one a
+// line (origin "FILE:LINE"; blank lines and lines starting with # are skipped), in that
+// order. The probes are not resolved yet (Resolve). A definition that does not parse
+// is reported with its origin and the kernel's caret under the bad place.
+func ParseDefs(exprs, files []string) ([]Probe, error) {
+	var defs []Probe
 	add := func(text, origin string) error {
 		p, err := eventdef.Parse(text)
 		if err != nil {
@@ -40,7 +31,7 @@ func readDefs(exprs, files []string) ([]probeDef, error) {
 		if p.Delete {
 			return fmt.Errorf("%s: %q deletes an event; kprewrite only takes probe definitions", origin, text)
 		}
-		defs = append(defs, probeDef{Probe: p, Origin: origin})
+		defs = append(defs, Probe{Def: p, Origin: origin})
 		return nil
 	}
 	for i, e := range exprs {
@@ -68,27 +59,56 @@ func readDefs(exprs, files []string) ([]probeDef, error) {
 			return nil, fmt.Errorf("read definitions %s: %w", name, err)
 		}
 	}
-	seen := map[string]string{}
+	if err := checkUnique(defs); err != nil {
+		return nil, err
+	}
+	return defs, nil
+}
+
+// HandlerDefs appends the probes a compiled C handler set declares to defs, as
+// definitions resolved like -e ones ("p:handlers/NAME SITE", origin "FILE:LINE (NAME)").
+func HandlerDefs(defs []Probe, set *handlers.Set) ([]Probe, error) {
+	if set == nil {
+		return defs, nil
+	}
+	for i := range set.Probes {
+		p := &set.Probes[i]
+		ev, err := p.Event()
+		if err != nil {
+			return nil, err
+		}
+		defs = append(defs, Probe{Def: ev, Origin: p.Origin(), Handler: p})
+	}
+	if err := checkUnique(defs); err != nil {
+		return nil, err
+	}
+	return defs, nil
+}
+
+// checkUnique refuses a second definition of an event name.
+func checkUnique(defs []Probe) error {
+	seen := make(map[string]string, len(defs))
 	for _, d := range defs {
-		key := d.Probe.Group + "/" + d.Probe.Event
+		key := d.Def.Group + "/" + d.Def.Event
 		if prev, dup := seen[key]; dup {
-			return nil, fmt.Errorf("%s: event %s is already defined by %s", d.Origin, key, prev)
+			return fmt.Errorf("%s: event %s is already defined by %s", d.Origin, key, prev)
 		}
 		seen[key] = d.Origin
 	}
-	return defs, nil
+	return nil
 }
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
 }
 
-// resolveDefs finds each definition's address in f: SYM+offs through the functions and
-// symbols of the binary, 0xADDR as a virtual address of the binary.
-func resolveDefs(f *elfio.File, fns *elfio.Functions, defs []probeDef) error {
+// Resolve finds each definition's address in f: SYM+offs through the functions and
+// symbols of the binary, 0xADDR as a virtual address of the binary. It sets Addr and
+// Func of every probe.
+func Resolve(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 	for i := range defs {
 		d := &defs[i]
-		p := d.Probe
+		p := d.Def
 		if p.Symbol == "" {
 			d.Addr = p.Addr
 			if !f.ExecAddr(d.Addr) {

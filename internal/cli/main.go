@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/kprewrite/kprewrite"
 )
 
 // Exit codes shared by every subcommand.
@@ -64,8 +66,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return ExitOK
 		case errors.Is(err, flag.ErrHelp):
 			return ExitOK
-		case errors.Is(err, errUsage):
-			fmt.Fprintf(stderr, "kprewrite %s: %v\n", name, strings.TrimPrefix(err.Error(), "usage: "))
+		case errors.Is(err, errUsage), errors.Is(err, kprewrite.ErrOptions):
+			msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "usage: "), kprewrite.ErrOptions.Error()+": ")
+			fmt.Fprintf(stderr, "kprewrite %s: %s\n", name, msg)
 			return ExitUsage
 		default:
 			fmt.Fprintf(stderr, "kprewrite %s: %v\n", name, err)

@@ -3,18 +3,15 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
-	"github.com/kprewrite/kprewrite/analysis"
-	"github.com/kprewrite/kprewrite/elfio"
-	"github.com/kprewrite/kprewrite/internal/rewriter"
+	"github.com/kprewrite/kprewrite"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
 // TraceSuffix is appended to the output path to make the default trace file path.
-const TraceSuffix = ".trace"
+const TraceSuffix = tracefile.Suffix
 
 func runRewrite(args []string, stdout, stderr io.Writer) error {
 	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--single-step tf|int3] [--count-only [--exits-only]] [--handlers FILE.c]... [--trace PATH] BINARY", stdout)
@@ -48,35 +45,9 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return usageErr("-o OUT is required")
 	}
-	if sameFile(pos[0], *out) {
-		return usageErr("output %s is the input: kprewrite never modifies its input", *out)
-	}
-	opt := rewriter.Options{NoBoost: *noBoost, SkipRefused: *skip, Debug: *debug, ImageName: filepath.Base(*out),
-		NoOptimize: *noOpt, VerifyRegions: *verify, Exclude: excludes, OptimizedOnly: *optOnly, CountOnly: *countOnly, ExitsOnly: *exitsOnly}
-	if *exitsOnly && (!*countOnly || *noOpt) {
-		return usageErr("--exits-only needs --count-only (and jump-optimized probes: not --no-optimize)")
-	}
-	switch *singleStep {
-	case "tf":
-	case "int3":
-		opt.Int3Step = true
-	default:
-		return usageErr("--single-step %q: want tf or int3", *singleStep)
-	}
-	if *optOnly && *noOpt {
-		return usageErr("--optimized-only and --no-optimize exclude each other")
-	}
-	switch *trace {
-	case "":
-		abs, err := filepath.Abs(*out)
-		if err != nil {
-			return fmt.Errorf("default trace path: %w", err)
-		}
-		opt.TracePath = abs + TraceSuffix
-	case "none":
-	default:
-		opt.TracePath = *trace
-	}
+	opt := kprewrite.RewriteOptions{Definitions: exprs, DefinitionFiles: files, HandlerFiles: hfiles,
+		NoOptimize: *noOpt, NoBoost: *noBoost, SingleStep: *singleStep, VerifyRegions: *verify, OptimizedOnly: *optOnly,
+		SkipRefused: *skip, Exclude: excludes, CountOnly: *countOnly, ExitsOnly: *exitsOnly, TracePath: *trace, Debug: *debug}
 	if *traceSize != "" {
 		n, err := parseSize(*traceSize)
 		if err != nil {
@@ -91,44 +62,17 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	defs, err := rewriter.ParseDefs(exprs, files)
+	res, err := kprewrite.Rewrite(pos[0], *out, opt)
 	if err != nil {
 		return err
 	}
-	hset, defs, err := compileHandlers(hfiles, defs, stderr)
-	if err != nil {
-		return err
-	}
-	opt.Handlers = hset
-	f, err := elfio.Open(pos[0])
-	if err != nil {
-		return err
-	}
-	if len(defs) > 0 {
-		bin, err := analysis.Analyze(f, analysis.Options{})
-		if err != nil {
-			return fmt.Errorf("analyse %s: %w", pos[0], err)
-		}
-		if err := rewriter.Resolve(f, bin.Funcs, defs); err != nil {
-			return err
-		}
-		opt.Analysis = bin
-	}
-	res, err := rewriter.Rewrite(f, defs, opt)
-	if err != nil {
-		return err
-	}
-	for _, r := range res.Refused {
-		fmt.Fprintf(stderr, "kprewrite rewrite: skipped: %v\n", r.Err)
+	for _, r := range res.Skipped {
+		fmt.Fprintf(stderr, "kprewrite rewrite: skipped: %s\n", r)
 	}
 	for _, w := range res.Warnings {
 		fmt.Fprintf(stderr, "kprewrite rewrite: warning: %s\n", w)
 	}
-	mode := os.FileMode(0o755)
-	if st, err := os.Stat(pos[0]); err == nil {
-		mode = st.Mode().Perm()
-	}
-	return elfio.WriteFileAtomic(*out, res.Image, mode)
+	return nil
 }
 
 // parseSize reads a byte count with an optional K, M or G suffix.
@@ -150,15 +94,4 @@ func parseSize(s string) (uint64, error) {
 		return 0, fmt.Errorf("bad size %q (want a positive number with an optional K, M or G suffix, at most 1T)", s)
 	}
 	return n * mult, nil
-}
-
-func sameFile(a, b string) bool {
-	sa, err1 := os.Stat(a)
-	sb, err2 := os.Stat(b)
-	if err1 == nil && err2 == nil {
-		return os.SameFile(sa, sb)
-	}
-	aa, _ := filepath.Abs(a)
-	bb, _ := filepath.Abs(b)
-	return aa == bb
 }

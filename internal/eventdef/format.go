@@ -60,46 +60,69 @@ func FormatArgsWith(p *Probe, record []byte, opt FormatOptions) (string, error) 
 	return sb.String(), nil
 }
 
-func formatValue(sb *strings.Builder, a *Arg, rec []byte, off int, opt FormatOptions) error {
+// element reads the element of a at rec[off:], zero-extended.
+func element(a *Arg, rec []byte, off int) uint64 {
 	le := binary.LittleEndian
 	b := rec[off : off+a.Size]
-	var u uint64
 	switch a.Size {
 	case 1:
-		u = uint64(b[0])
+		return uint64(b[0])
 	case 2:
-		u = uint64(le.Uint16(b))
+		return uint64(le.Uint16(b))
 	case 4:
-		u = uint64(le.Uint32(b))
+		return uint64(le.Uint32(b))
 	case 8:
-		u = le.Uint64(b)
+		return le.Uint64(b)
 	}
+	return 0
+}
+
+// signExtend reads u as a signed number of size bytes.
+func signExtend(u uint64, size int) int64 {
+	shift := 64 - 8*uint(size)
+	return int64(u<<shift) >> shift
+}
+
+// recordString returns the bytes of a string element (u: length << 16 | offset in
+// rec), up to its NUL; ok is false for the kernel's (fault).
+func recordString(u uint64, rec []byte) (s []byte, ok bool, err error) {
+	l := int(u >> 16)
+	o := int(u & 0xffff)
+	if l == 0 {
+		return nil, false, nil
+	}
+	if o+l > len(rec) {
+		return nil, false, fmt.Errorf("string at %d+%d outside the %d-byte record", o, l, len(rec))
+	}
+	s = rec[o : o+l]
+	if i := indexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	return s, true, nil
+}
+
+func formatValue(sb *strings.Builder, a *Arg, rec []byte, off int, opt FormatOptions) error {
+	u := element(a, rec, off)
 	switch a.Kind {
 	case KindUnsigned:
 		sb.WriteString(strconv.FormatUint(u, 10))
 	case KindSigned:
-		shift := 64 - 8*uint(a.Size)
-		sb.WriteString(strconv.FormatInt(int64(u<<shift)>>shift, 10))
+		sb.WriteString(strconv.FormatInt(signExtend(u, a.Size), 10))
 	case KindHex:
 		sb.WriteString(hexStr(u))
 	case KindChar:
 		// '%c' writes the byte as it is, NUL and high bytes included.
 		sb.WriteByte('\'')
-		sb.WriteByte(b[0])
+		sb.WriteByte(byte(u))
 		sb.WriteByte('\'')
 	case KindString, KindUString:
-		l := int(u >> 16)
-		o := int(u & 0xffff)
-		if l == 0 {
+		s, ok, err := recordString(u, rec)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			sb.WriteString("(fault)")
 			return nil
-		}
-		if o+l > len(rec) {
-			return fmt.Errorf("string at %d+%d outside the %d-byte record", o, l, len(rec))
-		}
-		s := rec[o : o+l]
-		if i := indexByte(s, 0); i >= 0 {
-			s = s[:i]
 		}
 		sb.WriteByte('"')
 		sb.Write(s)

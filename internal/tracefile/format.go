@@ -107,24 +107,63 @@ func (fm *Formatter) Line(r *Record) (string, error) {
 	if r.Type == kprt.RecPrintk {
 		return printkLine(r), nil // trace_printk() of a C handler (handlers.go)
 	}
-	e := fm.event(r.ImageID, r.EventID)
-	if e == nil {
-		fm.Unknown++
-		return "", fmt.Errorf("record of event %d of image %#x, which no description names", r.EventID, r.ImageID)
+	e, opt, err := fm.recordEvent(r)
+	if err != nil {
+		return "", err
 	}
-	if e.err != nil {
-		return "", e.err
-	}
-	opt := eventdef.FormatOptions{Symbolize: func(a uint64) (string, uint64, uint64, bool) {
-		return e.desc.Symbolize(a - r.Bias)
-	}}
-	addr := r.Bias + e.funcAddr(r.IP)
-	body, err := eventdef.FormatEvent(e.def, addr, r.RetIP, r.Data, opt)
+	body, err := eventdef.FormatEvent(e.def, r.Bias+e.funcAddr(r.IP), r.RetIP, r.Data, opt)
 	if err != nil {
 		return "", err
 	}
 	ts := r.TsNs / 1000
 	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000, body), nil
+}
+
+// recordEvent finds the event a probe's record is a hit of, and how its addresses are
+// named.
+func (fm *Formatter) recordEvent(r *Record) (*event, eventdef.FormatOptions, error) {
+	e := fm.event(r.ImageID, r.EventID)
+	if e == nil {
+		fm.Unknown++
+		return nil, eventdef.FormatOptions{}, fmt.Errorf("record of event %d of image %#x, which no description names", r.EventID, r.ImageID)
+	}
+	if e.err != nil {
+		return nil, eventdef.FormatOptions{}, e.err
+	}
+	opt := eventdef.FormatOptions{Symbolize: func(a uint64) (string, uint64, uint64, bool) {
+		return e.desc.Symbolize(a - r.Bias)
+	}}
+	return e, opt, nil
+}
+
+// Decoded is a probe's record with its event named and its fields decoded.
+type Decoded struct {
+	Image  string // the image's name (the rewritten file's base name)
+	Group  string
+	Name   string
+	Return bool
+	// Addr is the probed address as the program saw it (the function's, for a return
+	// probe), RetAddr the address a return probe returned to.
+	Addr, RetAddr uint64
+	Fields        []eventdef.Value
+}
+
+// Decode names the event of a probe's record (Type RecKprobe or RecKretprobe) and
+// decodes its fields.
+func (fm *Formatter) Decode(r *Record) (*Decoded, error) {
+	if r.Type != kprt.RecKprobe && r.Type != kprt.RecKretprobe {
+		return nil, fmt.Errorf("record of type %d is not a probe's", r.Type)
+	}
+	e, opt, err := fm.recordEvent(r)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := eventdef.DecodeArgs(e.def, r.Data, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &Decoded{Image: e.desc.Image, Group: e.def.Group, Name: e.def.Event, Return: e.def.Return,
+		Addr: r.Bias + e.funcAddr(r.IP), RetAddr: r.RetIP, Fields: vals}, nil
 }
 
 // violationLine formats a --verify-regions violation record:

@@ -1,0 +1,190 @@
+package kprewrite
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/rewriter"
+)
+
+// CheckSchema names the version of the JSON that `check --json` prints. It changes only
+// when a field changes meaning or disappears; new fields may be added.
+const CheckSchema = "kprewrite-check/1"
+
+// CheckReport is the JSON document of `kprewrite check --json`.
+type CheckReport struct {
+	Schema  string       `json:"schema"`
+	Binary  string       `json:"binary"`
+	Summary CheckSummary `json:"summary"`
+	Sites   []CheckSite  `json:"sites"`
+}
+
+// CheckSummary counts sites per verdict and blocking reasons per rule.
+type CheckSummary struct {
+	Sites    int            `json:"sites"`
+	Verdicts map[string]int `json:"verdicts"` // every verdict name, zero counts included
+	Reasons  map[string]int `json:"reasons"`  // rule id -> number of sites it kept from a better verdict
+}
+
+// CheckSite is one probe site.
+type CheckSite struct {
+	Address    string        `json:"address"` // probe address, "0x..." (hex string: exact in every JSON reader)
+	Requested  string        `json:"requested,omitempty"`
+	Function   string        `json:"function"`
+	Offset     uint64        `json:"offset"`
+	Verdict    string        `json:"verdict"`
+	Definition string        `json:"definition,omitempty"`
+	Event      string        `json:"event,omitempty"`
+	Return     bool          `json:"return,omitempty"`
+	Insn       string        `json:"insn,omitempty"`
+	Boostable  bool          `json:"boostable"`
+	DCR        *CheckDCR     `json:"dcr,omitempty"`
+	Reasons    []CheckReason `json:"reasons"`
+	// Exits, for a return-probe definition: where `rewrite --count-only` counts its
+	// function's returns instead of hooking the return address, or why it cannot.
+	Exits *CheckExits `json:"exits,omitempty"`
+}
+
+// CheckExits is what --count-only does with a return probe: the count sites (one per
+// ret or tail call of the function and its fragments), or the reason it hooks the
+// return address instead (a rule id, then details).
+type CheckExits struct {
+	Sites  []string `json:"sites,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+}
+
+// CheckDCR is the region a jump-optimized probe would overwrite.
+type CheckDCR struct {
+	Length       int      `json:"length"`
+	Instructions []string `json:"instructions"` // addresses of the whole instructions copied out of line
+}
+
+// CheckReason is one rule that decided the verdict (or a note, which did not lower it).
+type CheckReason struct {
+	Rule    string `json:"rule"`
+	Address string `json:"address"`
+	Detail  string `json:"detail"`
+	Note    bool   `json:"note,omitempty"`
+}
+
+func hexAddr(a uint64) string { return fmt.Sprintf("%#x", a) }
+
+// Addr returns the site's address.
+func (s *CheckSite) Addr() uint64 {
+	var a uint64
+	fmt.Sscanf(s.Address, "0x%x", &a)
+	return a
+}
+
+// CheckOptions say what Check analyses.
+type CheckOptions struct {
+	// Definitions are kprobe-event definitions ("p:grp/ev func+4 a=%di", "r:ev func
+	// $retval"), DefinitionFiles files of them, one a line: their sites are checked.
+	// Without any, every function entry is a site.
+	Definitions     []string
+	DefinitionFiles []string
+}
+
+// Check analyses the ELF executable at path the way the kernel's optprobe code would
+// and returns the safety report `kprewrite check --json` prints: per site, whether a
+// probe there can be jump-optimized, boosted, single-stepped or must be refused, and
+// the rules that decided. A definition that does not parse or resolve is an error
+// naming it.
+func Check(path string, opt CheckOptions) (*CheckReport, error) {
+	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles)
+	if err != nil {
+		return nil, err
+	}
+	f, err := elfio.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	bin, err := analysis.Analyze(f, analysis.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("analyse %s: %w", path, err)
+	}
+	report := &CheckReport{Schema: CheckSchema, Binary: path}
+	if len(defs) == 0 {
+		sites := bin.EntrySites()
+		report.Sites = make([]CheckSite, 0, len(sites))
+		for i := range sites {
+			report.Sites = append(report.Sites, checkSite(&sites[i], nil))
+		}
+	} else {
+		if err := rewriter.Resolve(f, bin.Funcs, defs); err != nil {
+			return nil, err
+		}
+		for i, d := range defs {
+			var others []uint64
+			for j, o := range defs {
+				if j != i && o.Addr != d.Addr {
+					others = append(others, o.Addr)
+				}
+			}
+			site := bin.Check(analysis.SiteRequest{Addr: d.Addr, Return: d.Def.Return, OtherProbes: others})
+			cs := checkSite(&site, &defs[i])
+			if d.Def.Return && site.Verdict != analysis.Refuse {
+				exits, why := bin.Exits(site.Addr, func(uint64) []uint64 { return others })
+				sort.Slice(exits, func(i, j int) bool { return exits[i].Addr < exits[j].Addr })
+				cs.Exits = &CheckExits{Reason: why}
+				for _, e := range exits {
+					cs.Exits.Sites = append(cs.Exits.Sites, hexAddr(e.Addr))
+				}
+			}
+			report.Sites = append(report.Sites, cs)
+		}
+	}
+	report.Summary = summarize(report.Sites)
+	return report, nil
+}
+
+func checkSite(s *analysis.Site, d *rewriter.Probe) CheckSite {
+	cs := CheckSite{
+		Address:   hexAddr(s.Addr),
+		Function:  s.FuncName,
+		Offset:    s.Offset,
+		Verdict:   s.Verdict.String(),
+		Insn:      s.Insn,
+		Boostable: s.Boostable,
+		Reasons:   []CheckReason{},
+	}
+	if s.Requested != s.Addr {
+		cs.Requested = hexAddr(s.Requested)
+	}
+	if d != nil {
+		cs.Definition = d.Def.Def
+		cs.Event = d.Def.Group + "/" + d.Def.Event
+		cs.Return = d.Def.Return
+	}
+	if s.Verdict == analysis.Optimize {
+		dcr := &CheckDCR{Length: s.DCRLen}
+		for _, in := range s.DCR {
+			dcr.Instructions = append(dcr.Instructions, hexAddr(in.Addr))
+		}
+		cs.DCR = dcr
+	}
+	for _, r := range s.Reasons {
+		cs.Reasons = append(cs.Reasons, CheckReason{Rule: r.Rule, Address: hexAddr(r.Addr), Detail: r.Detail, Note: r.Note})
+	}
+	return cs
+}
+
+func summarize(sites []CheckSite) CheckSummary {
+	sum := CheckSummary{Sites: len(sites), Verdicts: map[string]int{}, Reasons: map[string]int{}}
+	for _, v := range []analysis.Verdict{analysis.Optimize, analysis.Boost, analysis.SingleStep, analysis.Refuse} {
+		sum.Verdicts[v.String()] = 0
+	}
+	for _, s := range sites {
+		sum.Verdicts[s.Verdict]++
+		seen := map[string]bool{}
+		for _, r := range s.Reasons {
+			if !r.Note && !seen[r.Rule] {
+				seen[r.Rule] = true
+				sum.Reasons[r.Rule]++
+			}
+		}
+	}
+	return sum
+}

@@ -1,0 +1,74 @@
+package kprewrite_test
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/kprewrite/kprewrite"
+)
+
+// build compiles testdata/example.c into dir (gcc is needed at test time only).
+func build(dir string) string {
+	prog := filepath.Join(dir, "example")
+	if out, err := exec.Command("gcc", "-O1", "-o", prog, "testdata/example.c").CombinedOutput(); err != nil {
+		log.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return prog
+}
+
+// Check tells whether a probe on add's entry can be jump-optimized.
+func ExampleCheck() {
+	dir, _ := os.MkdirTemp("", "kprewrite-example")
+	defer os.RemoveAll(dir)
+	prog := build(dir)
+
+	report, err := kprewrite.Check(prog, kprewrite.CheckOptions{Definitions: []string{"p:ex/add add a=%di:s32"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range report.Sites {
+		fmt.Println(s.Event, s.Function, s.Verdict)
+	}
+	// Output: ex/add add optimize
+}
+
+// Rewrite a program with an entry and a return event, run it, and read its trace.
+func ExampleRewrite() {
+	dir, _ := os.MkdirTemp("", "kprewrite-example")
+	defer os.RemoveAll(dir)
+	prog := build(dir)
+
+	out := filepath.Join(dir, "example.kp")
+	res, err := kprewrite.Rewrite(prog, out, kprewrite.RewriteOptions{Definitions: []string{
+		"p:ex/add add a=%di:s32 b=%si:s32",
+		"r:ex/add_ret add ret=$retval:s32",
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, p := range res.Probes {
+		fmt.Println(p.Event, p.Kind, p.Symbol)
+	}
+	if err := exec.Command(out, "3").Run(); err != nil {
+		log.Fatal(err)
+	}
+	tr, err := kprewrite.ReadTrace(out + ".trace")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range tr.Records {
+		fmt.Println(r.Event, r.Fields)
+	}
+	// Output:
+	// ex/add o add
+	// ex/add_ret ro add
+	// add [{a 0} {b 1}]
+	// add_ret [{ret 1}]
+	// add [{a 1} {b 2}]
+	// add_ret [{ret 3}]
+	// add [{a 2} {b 3}]
+	// add_ret [{ret 5}]
+}

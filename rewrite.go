@@ -1,0 +1,201 @@
+package kprewrite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/handlers"
+	"github.com/kprewrite/kprewrite/internal/rewriter"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+)
+
+// ErrOptions is wrapped by the error of options that contradict each other.
+var ErrOptions = errors.New("bad options")
+
+// RewriteOptions are the probes and options of a rewrite: the flags of `kprewrite
+// rewrite`, by the same names.
+type RewriteOptions struct {
+	// Definitions are kprobe-event definitions, DefinitionFiles files of them (one a
+	// line, # comments), HandlerFiles C handler files (kprewrite.h, compiled with gcc).
+	// With none of them the output is the probe-less rewrite: new segments and an
+	// entry stub only.
+	Definitions     []string
+	DefinitionFiles []string
+	HandlerFiles    []string
+
+	NoOptimize    bool     // every probe is an int3 (k, b, r, rb)
+	NoBoost       bool     // int3 probes are single-stepped (k, r)
+	SingleStep    string   // how k and r run the copied instruction: "tf" (default) or "int3"
+	VerifyRegions bool     // int3 on every byte of each would-be DCR; violations in the profile
+	OptimizedOnly bool     // refuse probes that would need int3
+	SkipRefused   bool     // leave out refused probes (RewriteResult.Skipped) instead of failing
+	Exclude       []string // no probe in this code: function globs, 0xLO-0xHI, 0xLO+SIZE
+	CountOnly     bool     // events count their hits, write no records
+	ExitsOnly     bool     // with CountOnly: refuse return probes not countable at their exits
+
+	// TracePath is the default trace file of the rewritten program: "" for the output's
+	// absolute path plus ".trace", "none" for none (KPREWRITE_TRACE still names one).
+	TracePath string
+	TraceSize uint64   // record area of a new trace file (0: the runtime's 64 MiB)
+	Disable   []string // events registered disabled: "all", "EVENT", "GROUP/EVENT", "GROUP/*"
+	Debug     bool     // the rewritten program reports its probe start-up on stderr
+}
+
+// RewriteResult is what a rewrite did.
+type RewriteResult struct {
+	Output   string
+	Probes   []Probe  // every probe installed, by site, then in definition order
+	Skipped  []string // with SkipRefused: the refused probes left out, and why
+	Warnings []string // what the user should know about the rewritten program
+}
+
+// Probe is one probe of a rewritten binary.
+type Probe struct {
+	Event  string // GROUP/EVENT
+	Kind   string // k, b, o (jump-optimized), r, rb, ro
+	Addr   uint64 // the address the definition asked for
+	Site   uint64 // the probed instruction (after an endbr64 at a function entry)
+	Symbol string // the function holding Site, when known
+	Offset uint64 // Site - the function's address
+	// Exit: a count site of a --count-only return event at one of its function's
+	// returns ([EXIT] in list).
+	Exit bool
+}
+
+// Rewrite writes to output a copy of the ELF executable at input with the probes of
+// opt installed, atomically (nothing is left at output on error) and with the input's
+// permission bits. The input is never modified; the same input and options give the
+// same bytes.
+func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
+	if sameFile(input, output) {
+		return nil, fmt.Errorf("%w: output %s is the input: kprewrite never modifies its input", ErrOptions, output)
+	}
+	ro, err := opt.internal(output)
+	if err != nil {
+		return nil, err
+	}
+	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles)
+	if err != nil {
+		return nil, err
+	}
+	var warnings []string
+	if len(opt.HandlerFiles) > 0 {
+		set, err := handlers.Compile(context.Background(), opt.HandlerFiles, handlers.Options{})
+		if err != nil {
+			return nil, err
+		}
+		warnings = append(warnings, set.Warnings...)
+		if defs, err = rewriter.HandlerDefs(defs, set); err != nil {
+			return nil, err
+		}
+		ro.Handlers = set
+	}
+	f, err := elfio.Open(input)
+	if err != nil {
+		return nil, err
+	}
+	if len(defs) > 0 {
+		bin, err := analysis.Analyze(f, analysis.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("analyse %s: %w", input, err)
+		}
+		if err := rewriter.Resolve(f, bin.Funcs, defs); err != nil {
+			return nil, err
+		}
+		ro.Analysis = bin
+	}
+	res, err := rewriter.Rewrite(f, defs, ro)
+	if err != nil {
+		return nil, err
+	}
+	mode := os.FileMode(0o755)
+	if st, err := os.Stat(input); err == nil {
+		mode = st.Mode().Perm()
+	}
+	if err := elfio.WriteFileAtomic(output, res.Image, mode); err != nil {
+		return nil, err
+	}
+	out := &RewriteResult{Output: output, Warnings: append(warnings, res.Warnings...)}
+	for _, r := range res.Refused {
+		out.Skipped = append(out.Skipped, r.Err.Error())
+	}
+	if res.Desc != nil {
+		out.Probes = listProbes(res.Desc)
+	}
+	return out, nil
+}
+
+// internal checks the options and turns them into the rewriter's.
+func (opt *RewriteOptions) internal(output string) (rewriter.Options, error) {
+	ro := rewriter.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused, Debug: opt.Debug, ImageName: filepath.Base(output),
+		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: opt.Exclude, OptimizedOnly: opt.OptimizedOnly,
+		CountOnly: opt.CountOnly, ExitsOnly: opt.ExitsOnly, TraceSize: opt.TraceSize, Disable: opt.Disable}
+	if opt.ExitsOnly && (!opt.CountOnly || opt.NoOptimize) {
+		return ro, fmt.Errorf("%w: --exits-only needs --count-only (and jump-optimized probes: not --no-optimize)", ErrOptions)
+	}
+	switch opt.SingleStep {
+	case "", "tf":
+	case "int3":
+		ro.Int3Step = true
+	default:
+		return ro, fmt.Errorf("%w: --single-step %q: want tf or int3", ErrOptions, opt.SingleStep)
+	}
+	if opt.OptimizedOnly && opt.NoOptimize {
+		return ro, fmt.Errorf("%w: --optimized-only and --no-optimize exclude each other", ErrOptions)
+	}
+	switch opt.TracePath {
+	case "":
+		abs, err := filepath.Abs(output)
+		if err != nil {
+			return ro, fmt.Errorf("default trace path: %w", err)
+		}
+		ro.TracePath = abs + tracefile.Suffix
+	case "none":
+	default:
+		ro.TracePath = opt.TracePath
+	}
+	return ro, nil
+}
+
+// listProbes lists the probes of a description by site, then in definition order,
+// without --verify-regions' inner bytes.
+func listProbes(d *tracefile.Desc) []Probe {
+	ps := make([]tracefile.DescProbe, 0, len(d.Probes))
+	for _, p := range d.Probes {
+		if p.Kind != tracefile.KindVerify && p.Event >= 0 && p.Event < len(d.Events) {
+			ps = append(ps, p)
+		}
+	}
+	sort.SliceStable(ps, func(i, j int) bool {
+		if ps[i].Site != ps[j].Site {
+			return ps[i].Site < ps[j].Site
+		}
+		return ps[i].Event < ps[j].Event
+	})
+	out := make([]Probe, 0, len(ps))
+	for _, p := range ps {
+		e := d.Events[p.Event]
+		out = append(out, Probe{Event: e.Group + "/" + e.Name, Kind: p.Kind, Addr: p.Addr, Site: p.Site,
+			Symbol: p.Symbol, Offset: p.Offset, Exit: p.Exit})
+	}
+	return out
+}
+
+// sameFile reports whether a and b name the same file (or the same path, when one
+// does not exist).
+func sameFile(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	if err1 == nil && err2 == nil {
+		return os.SameFile(sa, sb)
+	}
+	aa, _ := filepath.Abs(a)
+	bb, _ := filepath.Abs(b)
+	return aa == bb
+}

@@ -1,0 +1,112 @@
+package kprewrite
+
+import (
+	"time"
+
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+)
+
+// Trace is a trace file read back: its records in time order and its counters.
+type Trace struct {
+	Records []Record
+	// Lost counts records that did not fit in the file, Torn records their writer died
+	// while writing; Undescribed records of images with no description (name their
+	// rewritten binaries to ReadTrace) or that do not decode.
+	Lost        uint64
+	Torn        int
+	Undescribed int
+	// Profile is what `kprewrite profile` prints: hits and misses per event.
+	Profile []ProfileLine
+}
+
+// Record is one trace record: a probe's hit, with its event's fields decoded.
+type Record struct {
+	Image  string // the rewritten image's name
+	Group  string
+	Event  string
+	Return bool // a return probe's record
+	Comm   string
+	PID    uint32
+	TID    uint32
+	CPU    uint32
+	// Time is the record's CLOCK_MONOTONIC timestamp (the kernel tracer's default
+	// clock is the same time base).
+	Time time.Duration
+	// Addr is the probed address as the program saw it (the function's, for a return
+	// probe); RetAddr the address a return probe returned to.
+	Addr    uint64
+	RetAddr uint64
+	// Fields are the event's fetch arguments in definition order: uint64 for the
+	// unsigned, hex, bitfield and symbol types, int64 for the signed ones, byte for
+	// char, string for string, ustring and symstr (nil where the read faulted, which
+	// the kernel prints as "(fault)"), []any for arrays.
+	Fields []Field
+	// Line is the record as `kprewrite trace` prints it (the kernel tracer's format).
+	Line string
+}
+
+// Field is one fetch argument of a record.
+type Field struct {
+	Name  string
+	Value any
+}
+
+// Field returns the value of the field named name.
+func (r *Record) Field(name string) (any, bool) {
+	for _, f := range r.Fields {
+		if f.Name == name {
+			return f.Value, true
+		}
+	}
+	return nil, false
+}
+
+// ProfileLine is one event's counters, as kprobe_profile prints them.
+type ProfileLine struct {
+	Image   string
+	Event   string // GROUP/EVENT
+	Hits    uint64
+	NMissed uint64
+}
+
+// ReadTrace reads the trace file at path. The descriptions that name its events come
+// from the file itself (a rewritten program copies its image's description in), or
+// from the rewritten binaries given, or from path without its ".trace" suffix.
+// Records of C handlers' trace_printk and of --verify-regions violations are left out
+// (Undescribed does not count them); `kprewrite trace` prints them.
+func ReadTrace(path string, binaries ...string) (*Trace, error) {
+	tr, descs, err := tracefile.Open(path, binaries)
+	if err != nil {
+		return nil, err
+	}
+	out := &Trace{Lost: tr.Lost, Torn: tr.Torn}
+	fm := tracefile.NewFormatter(descs)
+	for i := range tr.Records {
+		r := &tr.Records[i]
+		if r.Type != kprt.RecKprobe && r.Type != kprt.RecKretprobe {
+			continue
+		}
+		ev, err := fm.Decode(r)
+		if err != nil {
+			out.Undescribed++
+			continue
+		}
+		line, err := fm.Line(r)
+		if err != nil {
+			out.Undescribed++
+			continue
+		}
+		rec := Record{Image: ev.Image, Group: ev.Group, Event: ev.Name, Return: ev.Return, Comm: r.CommString(),
+			PID: r.PID, TID: r.TID, CPU: uint32(r.CPU), Time: time.Duration(r.TsNs), Addr: ev.Addr, RetAddr: ev.RetAddr, Line: line}
+		for _, v := range ev.Fields {
+			rec.Fields = append(rec.Fields, Field{Name: v.Name, Value: v.Value})
+		}
+		out.Records = append(out.Records, rec)
+	}
+	lines, _ := tracefile.Profile(tr, descs)
+	for _, l := range lines {
+		out.Profile = append(out.Profile, ProfileLine{Image: l.Image, Event: l.Event, Hits: l.Hit, NMissed: l.NMissed})
+	}
+	return out, nil
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/bits"
 	"strings"
+
+	"github.com/kprewrite/kprewrite/internal/align"
 )
 
 // Names of the sections Rewrite adds. NewSymbol.Section takes one of them.
@@ -122,8 +124,6 @@ func (l *Layout) fileEnd() uint64 {
 	return last.off + last.filesz
 }
 
-func alignUp(v, a uint64) uint64 { return (v + a - 1) &^ (a - 1) }
-
 // add returns a+b, or ok=false on overflow.
 func add(a, b uint64) (uint64, bool) {
 	s, c := bits.Add64(a, b, 0)
@@ -175,7 +175,7 @@ func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize, ehHdrSize uin
 	if len(loads) == 0 {
 		return Layout{}, formatErr("no PT_LOAD segments")
 	}
-	align := uint64(pageSize)
+	segAlign := uint64(pageSize)
 	execMin, haveExec := uint64(0), false
 	for _, p := range loads {
 		if p.Align > 1 {
@@ -185,7 +185,7 @@ func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize, ehHdrSize uin
 			if p.Align > maxSegAlign {
 				return Layout{}, fmt.Errorf("segment %d alignment %#x is larger than the supported %#x", p.Index, p.Align, uint64(maxSegAlign))
 			}
-			align = max(align, p.Align)
+			segAlign = max(segAlign, p.Align)
 		}
 		if p.Flags&elf.PF_X != 0 && (!haveExec || p.Vaddr < execMin) {
 			execMin, haveExec = p.Vaddr, true
@@ -195,7 +195,7 @@ func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize, ehHdrSize uin
 	if err != nil {
 		return Layout{}, err
 	}
-	l := Layout{Align: align, keep: f.keepEnd(tabs)}
+	l := Layout{Align: segAlign, keep: f.keepEnd(tabs)}
 
 	// Offsets relative to the start of the new block; every new segment starts on a
 	// page so each can be mapped with its own protection.
@@ -214,30 +214,30 @@ func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize, ehHdrSize uin
 		return Layout{}, fmt.Errorf("%d program headers do not fit in e_phnum", l.PhdrNum)
 	}
 	phdrSize := uint64(l.PhdrNum) * 56
-	rodataRel := alignUp(phdrSize, 64)
+	rodataRel := align.Up(phdrSize, 64)
 	end := phdrSize
 	if rodataSize > 0 {
 		end = rodataRel + rodataSize
 	}
-	ehRel := alignUp(end, 8)
+	ehRel := align.Up(end, 8)
 	if ehHdrSize > 0 {
 		end = ehRel + ehHdrSize
 	}
 	hugeR := end >= hugeMin
 	l.hugeText = textSize >= hugeMin
 	if hugeR {
-		l.rEnd = alignUp(end, hugePage)
+		l.rEnd = align.Up(end, hugePage)
 		end = l.rEnd
 	}
-	textRel := alignUp(end, pageSize)
+	textRel := align.Up(end, pageSize)
 	if l.hugeText {
-		textRel, textSize = alignUp(end, hugePage), alignUp(textSize, hugePage)
+		textRel, textSize = align.Up(end, hugePage), align.Up(textSize, hugePage)
 	}
 	if textSize > 0 {
 		end = textRel + textSize
 	}
-	dataRel := alignUp(end, pageSize)
-	bssRel := dataRel + alignUp(dataSize, 64)
+	dataRel := align.Up(end, pageSize)
+	bssRel := dataRel + align.Up(dataSize, 64)
 	if dataSize+bssSize > 0 {
 		end = bssRel + bssSize
 	}
@@ -246,26 +246,26 @@ func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize, ehHdrSize uin
 	if imageEnd > maxUserAddr {
 		return Layout{}, fmt.Errorf("image ends at %#x, above the user address space", imageEnd)
 	}
-	base := alignUp(imageEnd, pageSize)
+	base := align.Up(imageEnd, pageSize)
 	blockAlign, phdrPad := uint64(pageSize), uint64(maxPhdrPad)
 	if hugeR || l.hugeText { // the new block starts on a 2 MiB page of file and memory
 		blockAlign, phdrPad = hugePage, maxPhdrPad+hugePage
-		align = max(align, hugePage)
+		segAlign = max(segAlign, hugePage)
 	}
-	fileOff := alignUp(l.keep, blockAlign)
+	fileOff := align.Up(l.keep, blockAlign)
 	var delta uint64
 	first := loads[0] // the one pre-5.18 kernels take the load address from
-	if bias := first.Vaddr - first.Off; first.Vaddr >= first.Off && bias%align == 0 && bias < base {
-		off := max(fileOff, alignUp(base-bias, blockAlign))
+	if bias := first.Vaddr - first.Off; first.Vaddr >= first.Off && bias%segAlign == 0 && bias < base {
+		off := max(fileOff, align.Up(base-bias, blockAlign))
 		if off-fileOff <= phdrPad {
 			fileOff, delta, l.PhdrAtOldBias = off, bias, true
 		}
 	}
 	if !l.PhdrAtOldBias {
-		// Smallest vaddr >= base congruent to fileOff modulo align.
-		v := base&^(align-1) + fileOff&(align-1)
+		// Smallest vaddr >= base congruent to fileOff modulo segAlign.
+		v := base&^(segAlign-1) + fileOff&(segAlign-1)
 		if v < base {
-			v += align
+			v += segAlign
 		}
 		delta = v - fileOff
 	}

@@ -4,6 +4,8 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/kprewrite/kprewrite/internal/align"
 )
 
 const (
@@ -48,16 +50,16 @@ func (f *File) eachX86Feature(fn func(addr uint64, v uint32)) error {
 		if p.Type != elf.PT_NOTE {
 			continue
 		}
-		align := uint64(4)
+		noteAlign := uint64(4)
 		if p.Align == 8 {
-			align = 8
+			noteAlign = 8
 		}
 		d := f.Data[p.Off : p.Off+p.Filesz] // bounds checked by Parse
 		for off := uint64(0); off+12 <= uint64(len(d)); {
 			namesz, descsz, typ := uint64(le.Uint32(d[off:])), uint64(le.Uint32(d[off+4:])), le.Uint32(d[off+8:])
 			nameOff := off + 12
-			descOff := alignUp(nameOff+namesz, align)
-			next := alignUp(descOff+descsz, align)
+			descOff := align.Up(nameOff+namesz, noteAlign)
+			next := align.Up(descOff+descsz, noteAlign)
 			if descOff > uint64(len(d)) || descsz > uint64(len(d))-descOff {
 				return fmt.Errorf("%s: note at %#x in segment %d runs past the segment", f.Path, p.Vaddr+off, p.Index)
 			}
@@ -71,7 +73,7 @@ func (f *File) eachX86Feature(fn func(addr uint64, v uint32)) error {
 					if prType == gnuPropertyX86Feature1 && prSize == 4 {
 						fn(p.Vaddr+descOff+q+8, le.Uint32(desc[q+8:]))
 					}
-					q = alignUp(q+8+prSize, 8)
+					q = align.Up(q+8+prSize, 8)
 				}
 			}
 			if next <= off {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/kprewrite/kprewrite/internal/align"
 )
 
 // NewSymbol is a symbol for the new code or data, written to .symtab so that objdump,
@@ -268,8 +270,8 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 
 	// File layout of the tail: tables, then the section header table.
 	pos := l.fileEnd()
-	place := func(size, align uint64) uint64 {
-		pos = alignUp(pos, align)
+	place := func(size, a uint64) uint64 {
+		pos = align.Up(pos, a)
 		off := pos
 		pos += size
 		return off

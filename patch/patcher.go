@@ -7,10 +7,11 @@ import (
 	"slices"
 
 	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/trampolines"
 )
 
 // Int3 is the breakpoint instruction every int3 probe writes.
-const Int3 = 0xcc
+const Int3 = trampolines.Int3
 
 // ErrEdit is wrapped by every refused edit.
 var ErrEdit = errors.New("cannot patch")

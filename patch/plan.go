@@ -364,9 +364,7 @@ func makePlan(b *analysis.Binary, reqs []Request, opt Options, deny map[int]bool
 func (pl *Plan) edit(pt *Point, pi int) error {
 	switch {
 	case pt.Mode == ModeO:
-		ph := bytes.Repeat([]byte{Int3}, pt.DCRLen)
-		copy(ph, []byte{0xe9, 0xfb, 0xff, 0xff, 0xff})
-		return pl.Patcher.Write(pt.Site, ph)
+		return pl.Patcher.Write(pt.Site, trampolines.SitePlaceholder(pt.DCRLen))
 	case pt.Verify:
 		if err := pl.Patcher.Int3(pt.Site); err != nil {
 			return err

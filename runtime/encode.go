@@ -384,15 +384,3 @@ func checkPoint(p *Point, nevents int) error {
 func HdrRel(hdrRelAddr, headerAddr uint64) int64 {
 	return int64(headerAddr - hdrRelAddr)
 }
-
-// SlotJmpBack returns the 5-byte jmp rel32 that ends a slot whose copy ends at from
-// and jumps back to to (site + insn_len).
-func SlotJmpBack(from, to uint64) ([]byte, error) {
-	d := int64(to - (from + SlotJmpBackLen))
-	if d < math.MinInt32 || d > math.MaxInt32 {
-		return nil, fmt.Errorf("slot at %#x is out of jmp rel32 range of %#x", from, to)
-	}
-	b := []byte{0xe9, 0, 0, 0, 0}
-	binary.LittleEndian.PutUint32(b[1:], uint32(int32(d)))
-	return b, nil
-}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 	. "github.com/kprewrite/kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/trampolines"
 )
 
 // events of testdata/optprobed.c (indices into testEvents)
@@ -43,7 +44,7 @@ func optBasicSpecs() []pointSpec {
 }
 
 func TestTemplate(t *testing.T) {
-	tm, err := OptTemplate()
+	tm, err := trampolines.OptTemplate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestTemplate(t *testing.T) {
 	if tm.Code[tm.Gate-2] != 0x8b || tm.Code[tm.Gate-1] != 0x0d || tm.Code[tm.Index-1] != 0xbe || tm.Code[tm.Call-1] != 0xe8 {
 		t.Errorf("fields: gate % x, index % x, call % x", tm.Code[tm.Gate-2:tm.Gate], tm.Code[tm.Index-1:tm.Index], tm.Code[tm.Call-1:tm.Call])
 	}
-	b, err := Detour(0x500000, 7, 0x600010, 0x480000, []byte{0x90, 0x90, 0x90, 0x90, 0x90}, 0x401005)
+	b, err := trampolines.Detour(0x500000, 7, 0x600010, 0x480000, []byte{0x90, 0x90, 0x90, 0x90, 0x90}, 0x401005)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,18 +74,18 @@ func TestTemplate(t *testing.T) {
 	if len(b) != n+5 || b[n] != 0xe9 || 0x500000+int64(n)+5+le(n+1) != 0x401005 {
 		t.Errorf("jmp back: % x", b[n:])
 	}
-	if l, _ := DetourLen(5); l != len(b) {
+	if l, _ := trampolines.DetourLen(5); l != len(b) {
 		t.Errorf("DetourLen %d, detour %d bytes", l, len(b))
 	}
-	j, err := SiteJmp(0x401000, 7, 0x500000)
+	j, err := trampolines.SiteJmp(0x401000, 7, 0x500000)
 	if err != nil || j[0] != 0xe9 || int64(0x401005)+int64(int32(binary.LittleEndian.Uint32(j[1:]))) != 0x500000+int64(tm.Entry) ||
 		j[5] != 0xcc || j[6] != 0xcc || len(j) != 7 {
 		t.Errorf("SiteJmp % x, %v", j, err)
 	}
-	if _, err := SiteJmp(0x401000, 4, 0x500000); err == nil {
+	if _, err := trampolines.SiteJmp(0x401000, 4, 0x500000); err == nil {
 		t.Error("a 4-byte DCR was accepted")
 	}
-	if _, err := Detour(0x500000, 1, 0x500000+(1<<32), 0x480000, nil, 0x401005); err == nil {
+	if _, err := trampolines.Detour(0x500000, 1, 0x500000+(1<<32), 0x480000, nil, 0x401005); err == nil {
 		t.Error("a gate out of rel32 reach was accepted")
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 	. "github.com/kprewrite/kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/trampolines"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 )
@@ -179,7 +180,7 @@ func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpe
 		case s.xmode == XOptimized:
 			pt.Slot, pt.SlotLen, pt.Orig = slot, uint8(n), orig[:min(n, 16)]
 			detours = append(detours, detour{point: len(tabs.Points), at: slot, site: site, dcr: orig})
-			dl, err := DetourLen(int(n))
+			dl, err := trampolines.DetourLen(int(n))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +193,7 @@ func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpe
 				bounds[sym(l)-site] = true
 				first = min(first, sym(l)-site)
 			}
-			jb, err := SlotJmpBack(slot+n, site+n)
+			jb, err := trampolines.JmpRel32(slot+n, site+n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,7 +212,7 @@ func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpe
 			slot += (n + SlotJmpBackLen + 15) &^ 15
 		case s.xmode != XEmulate:
 			pt.Slot, pt.SlotLen = slot, uint8(n)
-			jb, err := SlotJmpBack(slot+n, site+n)
+			jb, err := trampolines.JmpRel32(slot+n, site+n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,12 +244,12 @@ func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpe
 	}
 	for _, d := range detours {
 		n := uint64(len(d.dcr))
-		b, err := Detour(d.at, enc.PointIndex[d.point], enc.GateAddr(d.point), sym(SymOptCall), d.dcr, d.site+n)
+		b, err := trampolines.Detour(d.at, enc.PointIndex[d.point], enc.GateAddr(d.point), sym(SymOptCall), d.dcr, d.site+n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		copy(img[fileOff(d.at):], b)
-		j, err := SiteJmp(d.site, int(n), d.at)
+		j, err := trampolines.SiteJmp(d.site, int(n), d.at)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,8 +21,8 @@ import (
 	"github.com/kprewrite/kprewrite/analysis"
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/x86dec"
-	kprt "github.com/kprewrite/kprewrite/runtime"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+	"github.com/kprewrite/kprewrite/trampolines"
 )
 
 // TestOptBasic: the probes corpus in optimized mode (the default) and in
@@ -239,7 +239,7 @@ func checkDetours(t *testing.T, prog, kpd string) {
 		t.Fatalf("%#x+%d is not in the rewritten file", addr, n)
 		return nil
 	}
-	tmpl, err := kprt.OptTemplate()
+	tmpl, err := trampolines.OptTemplate()
 	if err != nil {
 		t.Fatal(err)
 	}

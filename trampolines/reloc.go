@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 
 	"golang.org/x/arch/x86/x86asm"
 
@@ -55,12 +54,6 @@ type Relocated struct {
 	// the end of Code unless it branches (not so for sandwiches and push-jmp).
 	Single bool
 }
-
-const (
-	opJmp32  = 0xe9
-	opJmp8   = 0xeb
-	opCall32 = 0xe8
-)
 
 // Relocate re-encodes the instruction at the start of code, which sits at address pc,
 // to run at address at. code may hold more bytes than the instruction.
@@ -256,22 +249,4 @@ func pushAddr(at, v uint64, pic bool) ([]byte, error) {
 	}
 	code = binary.LittleEndian.AppendUint32(code, uint32(d))
 	return append(code, 0x48, 0x87, 0x04, 0x24), nil
-}
-
-// rel32 returns target - next as an int32, or an error when it does not fit.
-func rel32(next, target uint64) (int32, error) {
-	d := int64(target - next)
-	if d < math.MinInt32 || d > math.MaxInt32 {
-		return 0, fmt.Errorf("%#x is out of rel32 reach of %#x", target, next)
-	}
-	return int32(d), nil
-}
-
-// JmpRel32 returns the 5-byte jmp rel32 placed at from that jumps to to.
-func JmpRel32(from, to uint64) ([]byte, error) {
-	d, err := rel32(from+5, to)
-	if err != nil {
-		return nil, fmt.Errorf("jmp at %#x: %w", from, err)
-	}
-	return binary.LittleEndian.AppendUint32([]byte{opJmp32}, uint32(d)), nil
 }

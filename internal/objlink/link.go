@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/kprewrite/kprewrite/internal/align"
 )
 
 // Sizes are the byte sizes of the four output areas.
@@ -84,7 +86,7 @@ func New(objs ...*Object) (*Linker, error) {
 				continue
 			}
 			p := offs[s.area]
-			*p = alignUp(*p, s.align)
+			*p = align.Up(*p, s.align)
 			s.offset = *p
 			*p += s.size
 		}
@@ -121,16 +123,16 @@ func New(objs ...*Object) (*Linker, error) {
 			delete(l.commons, name)
 			continue
 		}
-		var size, align uint64 = 0, 1
+		var size, commonAlign uint64 = 0, 1
 		for _, o := range l.objs {
 			for _, sym := range o.symbols {
 				if sym.name == name && sym.shndx == uint16(elf.SHN_COMMON) {
 					size = max(size, sym.size)
-					align = max(align, sym.value)
+					commonAlign = max(commonAlign, sym.value)
 				}
 			}
 		}
-		l.sizes.BSS = alignUp(l.sizes.BSS, align)
+		l.sizes.BSS = align.Up(l.sizes.BSS, commonAlign)
 		l.commons[name] = l.sizes.BSS
 		l.sizes.BSS += size
 	}
@@ -352,11 +354,4 @@ func (l *Linker) collectSymbols(out *Output) {
 			out.byName[s.Name] = i
 		}
 	}
-}
-
-func alignUp(v, a uint64) uint64 {
-	if a <= 1 {
-		return v
-	}
-	return (v + a - 1) / a * a
 }

@@ -1,9 +1,9 @@
 package rewriter
 
 import (
-	"bytes"
 	"fmt"
 
+	"github.com/kprewrite/kprewrite/internal/align"
 	"github.com/kprewrite/kprewrite/patch"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 	"github.com/kprewrite/kprewrite/trampolines"
@@ -23,7 +23,7 @@ type dcrArea struct {
 	base      uint64
 	anyDetour bool // a full detour (the template): its entry is entryOff in
 	entryOff  int
-	// inline-form count-only detours (kprt.CountRseq.Inline) have their rseq_cs
+	// inline-form count-only detours (trampolines.CountRseq.Inline) have their rseq_cs
 	// descriptors after the detours, 32-byte aligned, in the order of their cs index
 	ncs int
 }
@@ -61,13 +61,13 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 		e.flagsDead = g.flagsDead(pt.Site)
 		// the inline form holds absolute addresses in imm32 fields: an image at fixed
 		// ones, low enough that the segments added after it stay below 2 GiB
-		if e.nprobes == 1 && !g.f.IsPIE() && g.f.ImageEnd() < kprt.InlineAddrLimit/2 {
+		if e.nprobes == 1 && !g.f.IsPIE() && g.f.ImageEnd() < trampolines.InlineAddrLimit/2 {
 			e.cs = a.ncs
 			a.ncs++
 		}
-		size = kprt.CountDetourLen(e.nprobes, true, e.cs >= 0, e.flagsDead, n)
+		size = trampolines.CountDetourLen(e.nprobes, true, e.cs >= 0, e.flagsDead, n)
 	case pt.Optimized():
-		if size, err = kprt.DetourLen(n); err != nil {
+		if size, err = trampolines.DetourLen(n); err != nil {
 			return err
 		}
 		a.anyDetour = true
@@ -78,7 +78,7 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 	}
 	rp.SlotLen = uint8(n)
 	rp.Slot = 1 // placeholder until placed
-	off := alignUp(a.size, dcrAlign)
+	off := align.Up(a.size, dcrAlign)
 	if a.byPoint == nil {
 		a.byPoint = map[int]int{}
 	}
@@ -90,26 +90,26 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 }
 
 // csOff is where the rseq_cs descriptors start in the area.
-func (a *dcrArea) csOff() uint64 { return alignUp(a.size, kprt.RseqCSSize) }
+func (a *dcrArea) csOff() uint64 { return align.Up(a.size, trampolines.RseqCSSize) }
 
 // total is the area's size, descriptors included.
 func (a *dcrArea) total() uint64 {
 	if a.ncs == 0 {
 		return a.size
 	}
-	return a.csOff() + uint64(a.ncs)*kprt.RseqCSSize
+	return a.csOff() + uint64(a.ncs)*trampolines.RseqCSSize
 }
 
 // place relocates every DCR for the area at base and sets the slot addresses of
 // the points and of the --verify-regions inner bytes in g.tables.
 func (a *dcrArea) place(g *gen, base uint64) error {
-	if base%dcrAlign != 0 || (a.ncs > 0 && base%kprt.RseqCSSize != 0) {
+	if base%dcrAlign != 0 || (a.ncs > 0 && base%trampolines.RseqCSSize != 0) {
 		return fmt.Errorf("internal error: detour area at %#x is not aligned", base)
 	}
 	a.base = base
 	var tmplLen uint64
 	if a.anyDetour {
-		t, err := kprt.OptTemplate()
+		t, err := trampolines.OptTemplate()
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 		codeAt := at
 		switch {
 		case e.count:
-			codeAt += uint64(kprt.CountDetourRelocOff(e.nprobes, true, e.cs >= 0, e.flagsDead))
+			codeAt += uint64(trampolines.CountDetourRelocOff(e.nprobes, true, e.cs >= 0, e.flagsDead))
 		case pt.Optimized():
 			codeAt += tmplLen
 		}
@@ -155,9 +155,9 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 
 // build returns the area's bytes and replaces each jump-optimized point's
 // placeholder edit with the jmp to its detour.
-func (a *dcrArea) build(g *gen, enc *kprt.Encoded, optcall uint64, rs kprt.CountRseq) ([]byte, error) {
+func (a *dcrArea) build(g *gen, enc *kprt.Encoded, optcall uint64, rs trampolines.CountRseq) ([]byte, error) {
 	if a.anyDetour {
-		t, err := kprt.OptTemplate()
+		t, err := trampolines.OptTemplate()
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +165,7 @@ func (a *dcrArea) build(g *gen, enc *kprt.Encoded, optcall uint64, rs kprt.Count
 	}
 	b := make([]byte, a.total())
 	for i := range b {
-		b[i] = 0xcc
+		b[i] = trampolines.Int3
 	}
 	for _, e := range a.list {
 		pt := &g.plan.Points[e.point]
@@ -177,9 +177,9 @@ func (a *dcrArea) build(g *gen, enc *kprt.Encoded, optcall uint64, rs kprt.Count
 			entry := at + uint64(a.entryOff)
 			reloc, relocAt := e.reg.Code, at+uint64(a.entryOff)
 			if e.count {
-				relocAt = at + uint64(kprt.CountDetourRelocOff(e.nprobes, true, e.cs >= 0, e.flagsDead))
+				relocAt = at + uint64(trampolines.CountDetourRelocOff(e.nprobes, true, e.cs >= 0, e.flagsDead))
 			} else {
-				t, err := kprt.OptTemplate()
+				t, err := trampolines.OptTemplate()
 				if err != nil {
 					return nil, err
 				}
@@ -192,7 +192,7 @@ func (a *dcrArea) build(g *gen, enc *kprt.Encoded, optcall uint64, rs kprt.Count
 				if err != nil {
 					return nil, fmt.Errorf("probe at %#x: %w", pt.Site, err)
 				}
-				reloc = bytes.Repeat([]byte{0xcc}, len(e.reg.Code))
+				reloc = trampolines.Filled(nil, len(e.reg.Code))
 				copy(reloc, j)
 			}
 			if e.count {
@@ -204,19 +204,19 @@ func (a *dcrArea) build(g *gen, enc *kprt.Encoded, optcall uint64, rs kprt.Count
 				}
 				ers := rs // without a descriptor (CS), the call form
 				if e.cs >= 0 {
-					csAt := a.csOff() + uint64(e.cs)*kprt.RseqCSSize
+					csAt := a.csOff() + uint64(e.cs)*trampolines.RseqCSSize
 					ers.CS = a.base + csAt
-					copy(b[csAt:], kprt.CountRseqCS(at, e.flagsDead))
+					copy(b[csAt:], trampolines.CountRseqCS(at, e.flagsDead))
 				}
-				code, err = kprt.CountDetour(at, ctrs, shards, ers, e.flagsDead, reloc, back)
-				entry = at + uint64(kprt.CountDetourEntryOff(e.nprobes, true, e.cs >= 0))
+				code, err = trampolines.CountDetour(at, ctrs, shards, ers, e.flagsDead, reloc, back)
+				entry = at + uint64(trampolines.CountDetourEntryOff(e.nprobes, true, e.cs >= 0))
 			} else {
-				code, err = kprt.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
+				code, err = trampolines.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
 			}
 			if err != nil {
 				return nil, err
 			}
-			jmp, err := kprt.SiteJmpTo(pt.Site, pt.DCRLen, entry)
+			jmp, err := trampolines.SiteJmpTo(pt.Site, pt.DCRLen, entry)
 			if err != nil {
 				return nil, err
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 	"github.com/kprewrite/kprewrite/internal/x86dec"
 	kprt "github.com/kprewrite/kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/trampolines"
 )
 
 // TestRewriteOptimized: a jump-optimized point's table entry, detour and site jmp.
@@ -50,7 +51,7 @@ func TestRewriteOptimized(t *testing.T) {
 	if !bytes.Equal(pt.Orig[:6], orig) {
 		t.Errorf("orig % x, want % x", pt.Orig[:6], orig)
 	}
-	tm, err := kprt.OptTemplate()
+	tm, err := trampolines.OptTemplate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestRewriteOptimized(t *testing.T) {
 		t.Fatalf("site % x", site)
 	}
 	// the detour: the template, the gate and index fields, the relocated add, jmp back
-	dl, _ := kprt.DetourLen(6)
+	dl, _ := trampolines.DetourLen(6)
 	det, err := g.Bytes(pt.Slot, uint64(dl))
 	if err != nil {
 		t.Fatal(err)

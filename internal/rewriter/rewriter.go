@@ -5,10 +5,12 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"github.com/kprewrite/kprewrite/internal/tracefile"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/kprewrite/kprewrite/internal/align"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 
 	"github.com/kprewrite/kprewrite/analysis"
 	"github.com/kprewrite/kprewrite/elfio"
@@ -103,8 +105,6 @@ const (
 )
 
 const areaAlign = 64
-
-func alignUp(v, a uint64) uint64 { return (v + a - 1) &^ (a - 1) }
 
 // Rewrite installs the probes into f and returns the new image. The same input,
 // probes and options always give the same bytes.
@@ -250,15 +250,15 @@ func (g *gen) run() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	tablesOff := alignUp(uint64(len(descBytes)), areaAlign)
-	rtRodataOff := alignUp(tablesOff+uint64(len(enc.RO)), areaAlign)
+	tablesOff := align.Up(uint64(len(descBytes)), areaAlign)
+	rtRodataOff := align.Up(tablesOff+uint64(len(enc.RO)), areaAlign)
 	rodataSize := rtRodataOff + rs.Rodata
-	slotsOff := alignUp(rs.Text, areaAlign)
-	dcrsOff := alignUp(slotsOff+g.slots.Size(), areaAlign)
-	hooksOff := alignUp(dcrsOff+g.dcrs.total(), areaAlign)
+	slotsOff := align.Up(rs.Text, areaAlign)
+	dcrsOff := align.Up(slotsOff+g.slots.Size(), areaAlign)
+	hooksOff := align.Up(dcrsOff+g.dcrs.total(), areaAlign)
 	textSize := hooksOff + g.hooks.size
-	stateOff := alignUp(rs.BSS, areaAlign)
-	wordsOff := alignUp(stateOff+enc.StateSize, 8)
+	stateOff := align.Up(rs.BSS, areaAlign)
+	wordsOff := align.Up(stateOff+enc.StateSize, 8)
 	// the counter window: page-aligned (PlanLayout's BSS address is not, so a page of
 	// slack), whole pages, at the end of the new bss
 	windowSize := kprt.CountersSize(int(enc.StateSize / kprt.ProbeStateSize))
@@ -276,7 +276,7 @@ func (g *gen) run() (*Result, error) {
 	}
 	tablesAddr := layout.RodataAddr + tablesOff
 	stateAddr := layout.BSSAddr + stateOff
-	g.tables.Counters = alignUp(layout.BSSAddr+wordsOff+g.hooks.words, 4096)
+	g.tables.Counters = align.Up(layout.BSSAddr+wordsOff+g.hooks.words, 4096)
 	if g.tables.Counters+windowSize > layout.BSSAddr+bssSize {
 		return nil, fmt.Errorf("%s: internal error: counter window outside the new bss", f.Path)
 	}
@@ -335,17 +335,17 @@ func (g *gen) run() (*Result, error) {
 	text := make([]byte, textSize)
 	copy(text, out.Text)
 	for i := len(out.Text); i < int(slotsOff); i++ {
-		text[i] = 0xcc
+		text[i] = trampolines.Int3
 	}
 	copy(text[slotsOff:], g.slots.Bytes())
 	for i := int(slotsOff + g.slots.Size()); i < int(dcrsOff); i++ {
-		text[i] = 0xcc
+		text[i] = trampolines.Int3
 	}
 	optcall, ok := out.Addr(kprt.SymOptCall)
 	if !ok {
 		return nil, fmt.Errorf("runtime object has no %s", kprt.SymOptCall)
 	}
-	var rseq kprt.CountRseq
+	var rseq trampolines.CountRseq
 	rseq.Off, _ = out.Addr(kprt.SymRseqOff)
 	rseq.Count, _ = out.Addr(kprt.SymRseqCount)
 	rseq.Shardtab, _ = out.Addr(kprt.SymRseqShardtab)
@@ -358,7 +358,7 @@ func (g *gen) run() (*Result, error) {
 	}
 	copy(text[dcrsOff:], dcrText)
 	for i := int(dcrsOff) + len(dcrText); i < int(hooksOff); i++ {
-		text[i] = 0xcc
+		text[i] = trampolines.Int3
 	}
 	copy(text[hooksOff:], hookText)
 	entry, ok := out.Addr(kprt.SymEntry)
@@ -662,7 +662,7 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 	}
 	if g.dcrs.ncs > 0 { // data, not code, for disassemblers
 		syms = append(syms, elfio.NewSymbol{Name: SymRseqCS, Section: elfio.SecText, Offset: p.dcrsOff + g.dcrs.csOff(),
-			Size: uint64(g.dcrs.ncs) * kprt.RseqCSSize})
+			Size: uint64(g.dcrs.ncs) * trampolines.RseqCSSize})
 	}
 	return syms
 }

@@ -3,7 +3,6 @@ package rewriter
 import (
 	"bytes"
 	"debug/elf"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"sort"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/analysis"
 	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/align"
 	"github.com/kprewrite/kprewrite/internal/x86dec"
 	"github.com/kprewrite/kprewrite/patch"
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -236,7 +236,7 @@ func (g *gen) planStaticSigGuard() error {
 	off := uint64(0)
 	for i := range g.hooks.list {
 		h := &g.hooks.list[i]
-		off = alignUp(off, hookAlign)
+		off = align.Up(off, hookAlign)
 		h.off = off
 		h.size = hookStubLen + uint64(len(h.endbr)+h.reloc) + 5
 		off += h.size
@@ -385,10 +385,8 @@ func (g *gen) hookable(sf *sgFunc, sites []uint64, pointAt map[uint64]int, excl 
 	if err != nil {
 		return nil, "its entry instructions cannot be relocated: " + err.Error()
 	}
-	// a placeholder (jmp to itself, int3 filler) until the stub's address is known
-	ph := bytes.Repeat([]byte{patch.Int3}, s.DCRLen)
-	copy(ph, []byte{0xe9, 0xfb, 0xff, 0xff, 0xff})
-	if err := g.plan.Patcher.Write(s.Addr, ph); err != nil {
+	// a placeholder until the stub's address is known
+	if err := g.plan.Patcher.Write(s.Addr, trampolines.SitePlaceholder(s.DCRLen)); err != nil {
 		return nil, err.Error()
 	}
 	h.code, h.back, h.dcr, h.reloc = bytes.Clone(code), s.Addr+uint64(s.DCRLen), s.DCRLen, n
@@ -439,19 +437,18 @@ func (g *gen) placeStaticHooks(text, words uint64) ([]byte, error) {
 	if len(g.hooks.list) == 0 {
 		return nil, nil
 	}
-	out := bytes.Repeat([]byte{patch.Int3}, int(g.hooks.size))
+	out := trampolines.Filled(nil, int(g.hooks.size))
 	opt := patch.DCROptions(g.f)
 	k := 0
 	for i := range g.hooks.list {
 		h := &g.hooks.list[i]
 		h.stub, h.copy, h.wordAddr = text+h.off, text+h.off+hookStubLen, words+h.word
-		d, err := rel32(h.stub+6, h.wordAddr)
+		stub, err := trampolines.JmpIndirectRIP(h.stub, h.wordAddr)
 		if err != nil {
 			return nil, fmt.Errorf("signal guard stub of %s: %w", h.name, err)
 		}
 		b := out[h.off:]
-		b[0], b[1] = 0xff, 0x25 // jmp *rel32(%rip)
-		binary.LittleEndian.PutUint32(b[2:], d)
+		copy(b, stub)
 		at := h.copy + uint64(len(h.endbr))
 		reg, err := trampolines.RelocateRegion(h.code, h.site, at, opt)
 		if err != nil {
@@ -476,12 +473,10 @@ func (g *gen) placeStaticHooks(text, words uint64) ([]byte, error) {
 			g.tables.Points[h.point].Target = h.stub
 			g.plan.Points[h.point].Target = h.stub
 		default:
-			j, err := trampolines.JmpRel32(h.site, h.stub)
+			site, err := trampolines.SiteJmpTo(h.site, h.dcr, h.stub)
 			if err != nil {
 				return nil, fmt.Errorf("signal guard of %s: %w", h.name, err)
 			}
-			site := bytes.Repeat([]byte{patch.Int3}, h.dcr)
-			copy(site, j)
 			if err := g.plan.Patcher.Replace(h.site, site); err != nil {
 				return nil, fmt.Errorf("signal guard of %s: %w", h.name, err)
 			}
@@ -495,15 +490,6 @@ func (g *gen) placeStaticHooks(text, words uint64) ([]byte, error) {
 		}
 	}
 	return out, nil
-}
-
-// rel32 is the displacement from next to target.
-func rel32(next, target uint64) (uint32, error) {
-	d := int64(target - next)
-	if d != int64(int32(d)) {
-		return 0, fmt.Errorf("%#x is out of rel32 reach of %#x", target, next)
-	}
-	return uint32(int32(d)), nil
 }
 
 // hookSymbols names the stubs and copies.

@@ -1,4 +1,4 @@
-package kprt
+package trampolines
 
 import (
 	"bytes"
@@ -6,8 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
+
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // DetourTemplate is the detour template of the runtime object (src/optprobe.S), the
@@ -37,7 +38,7 @@ var optTemplate struct {
 
 // OptTemplate returns the detour template, read once from Object.
 func OptTemplate() (*DetourTemplate, error) {
-	optTemplate.once.Do(func() { optTemplate.t, optTemplate.err = parseTemplate(Object) })
+	optTemplate.once.Do(func() { optTemplate.t, optTemplate.err = parseTemplate(kprt.Object) })
 	return optTemplate.t, optTemplate.err
 }
 
@@ -54,11 +55,11 @@ func parseTemplate(obj []byte) (*DetourTemplate, error) {
 	var sec elf.SectionIndex
 	for _, s := range syms {
 		switch s.Name {
-		case SymOptTemplate, SymOptTemplateEnd, symOptEntry, symOptGate, symOptIndex, symOptCall:
+		case kprt.SymOptTemplate, kprt.SymOptTemplateEnd, symOptEntry, symOptGate, symOptIndex, symOptCall:
 			if _, dup := want[s.Name]; dup {
 				return nil, fmt.Errorf("runtime object: two symbols %s", s.Name)
 			}
-			if s.Name == SymOptTemplate {
+			if s.Name == kprt.SymOptTemplate {
 				sec = s.Section
 			}
 			want[s.Name] = s.Value
@@ -80,7 +81,7 @@ func parseTemplate(obj []byte) (*DetourTemplate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime object %s: %w", text.Name, err)
 	}
-	start, end := want[SymOptTemplate], want[SymOptTemplateEnd]
+	start, end := want[kprt.SymOptTemplate], want[kprt.SymOptTemplateEnd]
 	if start > end || end > uint64(len(data)) {
 		return nil, fmt.Errorf("runtime object: template [%#x, %#x) outside %s", start, end, text.Name)
 	}
@@ -114,21 +115,13 @@ func parseTemplate(obj []byte) (*DetourTemplate, error) {
 	return t, nil
 }
 
-func rel32(next, target uint64) (uint32, error) {
-	d := int64(target - next)
-	if d < math.MinInt32 || d > math.MaxInt32 {
-		return 0, fmt.Errorf("%#x is out of rel32 reach of %#x", target, next)
-	}
-	return uint32(int32(d)), nil
-}
-
 // DetourLen is the size of a detour buffer whose relocated DCR is relocLen bytes.
 func DetourLen(relocLen int) (int, error) {
 	t, err := OptTemplate()
 	if err != nil {
 		return 0, err
 	}
-	return len(t.Code) + relocLen + SlotJmpBackLen, nil
+	return len(t.Code) + relocLen + kprt.SlotJmpBackLen, nil
 }
 
 // Detour returns the detour buffer, to be placed at vaddr at, of the jump-optimized
@@ -142,10 +135,10 @@ func Detour(at uint64, point int, gate, optcall uint64, reloc []byte, back uint6
 	if err != nil {
 		return nil, err
 	}
-	if point < 0 || point >= MaxPoints {
+	if point < 0 || point >= kprt.MaxPoints {
 		return nil, fmt.Errorf("detour at %#x: point index %d", at, point)
 	}
-	b := make([]byte, 0, len(t.Code)+len(reloc)+SlotJmpBackLen)
+	b := make([]byte, 0, len(t.Code)+len(reloc)+kprt.SlotJmpBackLen)
 	b = append(b, t.Code...)
 	g, err := rel32(at+uint64(t.Gate)+4, gate)
 	if err != nil {
@@ -159,7 +152,7 @@ func Detour(at uint64, point int, gate, optcall uint64, reloc []byte, back uint6
 	binary.LittleEndian.PutUint32(b[t.Index:], uint32(point))
 	binary.LittleEndian.PutUint32(b[t.Call:], c)
 	b = append(b, reloc...)
-	jb, err := SlotJmpBack(at+uint64(len(b)), back)
+	jb, err := JmpRel32(at+uint64(len(b)), back)
 	if err != nil {
 		return nil, fmt.Errorf("detour at %#x: %w", at, err)
 	}
@@ -175,21 +168,6 @@ func SiteJmp(site uint64, dcrLen int, detour uint64) ([]byte, error) {
 		return nil, err
 	}
 	return SiteJmpTo(site, dcrLen, detour+uint64(t.Entry))
-}
-
-// SiteJmpTo is SiteJmp to the address entry itself (a count-only detour's first byte).
-func SiteJmpTo(site uint64, dcrLen int, entry uint64) ([]byte, error) {
-	if dcrLen < 5 {
-		return nil, fmt.Errorf("site %#x: DCR of %d bytes, a jmp rel32 needs 5", site, dcrLen)
-	}
-	d, err := rel32(site+5, entry)
-	if err != nil {
-		return nil, fmt.Errorf("site %#x: %w", site, err)
-	}
-	b := bytes.Repeat([]byte{0xcc}, dcrLen)
-	b[0] = 0xe9
-	binary.LittleEndian.PutUint32(b[1:], d)
-	return b, nil
 }
 
 // Count-only detours (PFCount; see "Count-only detours" in include/kprewrite_abi.h):
@@ -210,7 +188,7 @@ var (
 	countRseqLen  = 10                                                       // mov $off,%edx; call rel32
 	countRseqHd   = []byte{0x51, 0x48, 0x8b, 0x0d}                           // push %rcx; mov rel32(%rip),%rcx
 	countShortN   = 12                                                       // probes whose rseq block a jrcxz rel8 skips
-	countMaxProbe = MaxProbesPerPoint
+	countMaxProbe = kprt.MaxProbesPerPoint
 )
 
 // CountRseq is where the linked runtime's per-CPU counting is: the u64 SymRseqOff and
@@ -311,7 +289,7 @@ func countRseqParts(nprobes int) (head, tail int, short bool) {
 // DCR is relocLen bytes; flagsDead drops the flags' save and restore; rseq adds the
 // per-CPU counting, inline in its own restartable sequence (CountRseq.Inline).
 func CountDetourLen(nprobes int, rseq, inline, flagsDead bool, relocLen int) int {
-	return CountDetourRelocOff(nprobes, rseq, inline, flagsDead) + relocLen + SlotJmpBackLen
+	return CountDetourRelocOff(nprobes, rseq, inline, flagsDead) + relocLen + kprt.SlotJmpBackLen
 }
 
 // CountDetourRelocOff is where the relocated DCR starts in a count-only detour.
@@ -478,7 +456,7 @@ func CountDetour(at uint64, counters []uint64, shards []uint32, rs CountRseq, fl
 		b = append(b, countUnRed...)
 	}
 	b = append(b, reloc...)
-	jb, err := SlotJmpBack(at+uint64(len(b)), back)
+	jb, err := JmpRel32(at+uint64(len(b)), back)
 	if err != nil {
 		return fail("jmp back", err)
 	}

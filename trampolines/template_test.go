@@ -1,6 +1,10 @@
-package kprt
+package trampolines
 
-import "testing"
+import (
+	"testing"
+
+	kprt "github.com/kprewrite/kprewrite/runtime"
+)
 
 // The detour template reader is internal: these tests stay in the package.
 
@@ -13,8 +17,8 @@ func TestParseTemplateGarbage(t *testing.T) {
 // FuzzParseTemplate feeds damaged runtime objects to the template reader: it must fail
 // cleanly or return offsets inside the template.
 func FuzzParseTemplate(f *testing.F) {
-	f.Add(Object)
-	f.Add(Object[:len(Object)/2])
+	f.Add(kprt.Object)
+	f.Add(kprt.Object[:len(kprt.Object)/2])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tm, err := parseTemplate(b)
 		if err != nil {

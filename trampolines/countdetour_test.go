@@ -1,10 +1,12 @@
-package kprt
+package trampolines
 
 import (
 	"bytes"
 	"encoding/binary"
 	"strings"
 	"testing"
+
+	kprt "github.com/kprewrite/kprewrite/runtime"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -83,7 +85,7 @@ func TestCountDetourRseq(t *testing.T) {
 	const at, back, off, count = 0x500000, 0x401007, 0x700000, 0x480000
 	reloc := []byte{0x48, 0x8b, 0x05, 0x00, 0x00, 0x00, 0x00}
 	rs := CountRseq{Off: off, Count: count}
-	for _, n := range []int{1, 3, countShortN, countShortN + 1, MaxProbesPerPoint} {
+	for _, n := range []int{1, 3, countShortN, countShortN + 1, kprt.MaxProbesPerPoint} {
 		counters := make([]uint64, n)
 		shards := make([]uint32, n)
 		for i := range counters {

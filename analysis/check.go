@@ -3,7 +3,6 @@ package analysis
 import (
 	"fmt"
 
-	"golang.org/x/arch/x86/x86asm"
 	"slices"
 	"strings"
 	"sync"
@@ -492,19 +491,8 @@ func (b *Binary) callRelocatable(in *x86dec.Inst, raw []byte, last bool) (bool, 
 	case !last:
 		return false, "the call does not end the region: the original return address would be inside the bytes the jmp overwrites"
 	case in.Kind == x86dec.KindCallIndirect:
-		xi, err := x86asm.Decode(raw, 64)
-		if err != nil {
-			return false, "x86asm cannot read the indirect call's operand"
-		}
-		switch a := xi.Args[0].(type) {
-		case x86asm.Reg:
-			if f, _, _ := gpr(a); f == rSP {
-				return false, "indirect call through %rsp"
-			}
-		case x86asm.Mem:
-			if gprFam(a.Base) == rSP || gprFam(a.Index) == rSP {
-				return false, "indirect call through a stack slot: the pushed return address would shift its operand"
-			}
+		if why := x86dec.IndirectCallSP(raw); why != "" {
+			return false, why
 		}
 	}
 	return true, ""

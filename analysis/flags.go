@@ -319,8 +319,8 @@ func flagEffectOf(raw []byte, in *x86dec.Inst) (flagEffect, bool) {
 // shiftCount returns the masked count of a shift or rotate, and false when
 // the count is in a register.
 func shiftCount(raw []byte, c flagCount) (uint64, bool) {
-	x, err := x86asm.Decode(raw, 64)
-	if err != nil || x.Len != len(raw) {
+	x, err := x86dec.Operands(raw)
+	if err != nil {
 		return 0, false
 	}
 	arg := 1

@@ -124,8 +124,8 @@ func (fc *fcode) find(addr uint64) int {
 func (fc *fcode) x(k int) *x86asm.Inst {
 	fi := &fc.insts[k]
 	if fi.xi == nil && !fi.xerr {
-		xi, err := x86asm.Decode(fc.code[fi.off:fi.off+fi.in.Len], 64)
-		if err != nil || xi.Len != fi.in.Len || xi.Op == 0 {
+		xi, err := x86dec.Operands(fc.code[fi.off : fi.off+fi.in.Len])
+		if err != nil {
 			fi.xerr = true
 			return nil
 		}

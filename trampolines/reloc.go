@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"golang.org/x/arch/x86/x86asm"
-
 	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
@@ -118,26 +116,7 @@ func plan(raw []byte, in x86dec.Inst, pc uint64, opt Options) (int, Form, error)
 
 // indirectCallProblem says why an indirect call cannot become "push the return
 // address; jmp *operand": an operand that reads %rsp would see it moved by the push.
-func indirectCallProblem(raw []byte) string {
-	xi, err := x86asm.Decode(raw, 64)
-	if err != nil {
-		return "x86asm cannot read the indirect call's operand"
-	}
-	isSP := func(r x86asm.Reg) bool { return r == x86asm.RSP || r == x86asm.ESP || r == x86asm.SP }
-	switch a := xi.Args[0].(type) {
-	case x86asm.Reg:
-		if isSP(a) {
-			return "indirect call through %rsp"
-		}
-	case x86asm.Mem:
-		if isSP(a.Base) || isSP(a.Index) {
-			return "indirect call through a stack slot: the pushed return address would shift its operand"
-		}
-	default:
-		return "indirect call with an unexpected operand"
-	}
-	return ""
-}
+func indirectCallProblem(raw []byte) string { return x86dec.IndirectCallSP(raw) }
 
 // pushLen is the length of the code that pushes the address ret without changing any
 // register or flag: push imm32 when the code does not move and ret sign-extends from

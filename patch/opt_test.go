@@ -43,7 +43,7 @@ func TestPlanOptimize(t *testing.T) {
 		t.Errorf("f_call point: DCR %d, reasons %v", q.DCRLen, q.Check.Reasons)
 	}
 	// edits: a DCR-long placeholder per optimized point, an int3 for the others
-	for _, e := range pl.Patcher.Edits() {
+	for _, e := range pl.patcher.Edits() {
 		var q *Point
 		for i := range pl.Points {
 			if pl.Points[i].Site == e.Addr {
@@ -68,7 +68,7 @@ func TestPlanOptimize(t *testing.T) {
 	if err := pl.SetSiteJmp(pi, jmp); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range pl.Patcher.Edits() {
+	for _, e := range pl.patcher.Edits() {
 		if e.Addr == pl.Points[pi].Site && string(e.New) != string(jmp) {
 			t.Errorf("site jmp not recorded: % x", e.New)
 		}
@@ -143,7 +143,7 @@ func TestPlanVerifyRegions(t *testing.T) {
 			t.Errorf("inner %d: %+v", i, in)
 		}
 	}
-	edits := pl.Patcher.Edits()
+	edits := pl.patcher.Edits()
 	if len(edits) != 1+5+1 {
 		t.Fatalf("%d edits", len(edits))
 	}

@@ -165,12 +165,19 @@ type Plan struct {
 	Points   []Point         // sorted by Site
 	Inner    []Inner         // --verify-regions: inner DCR bytes, sorted by Addr
 	Refused  []Refusal
-	// Patcher holds the edits until committed: one int3 per int3 point and inner
-	// byte, and for each jump-optimized point a placeholder over its whole DCR that
-	// the rewriter replaces with the real jmp (SetSiteJmp) once the detour's address
-	// is known.
-	Patcher *Patcher
+	// patcher holds the edits until committed: one int3 per int3 point and inner
+	// byte, and for each jump-optimized point (and each entry the static signal guard
+	// redirects) a placeholder over its whole DCR that the rewriter replaces with the
+	// real jmp (SetSiteJmp, SetEntryJmp) once the target's address is known.
+	patcher *Patcher
 }
+
+// Commit returns the plan's edits of the original code, sorted by address; the plan
+// takes no more edits.
+func (pl *Plan) Commit() []elfio.Patch { return pl.patcher.Commit() }
+
+// Edits returns the edits recorded so far, for inspection.
+func (pl *Plan) Edits() []Edit { return pl.patcher.Edits() }
 
 // SetSiteJmp replaces the placeholder edit of jump-optimized point pi with b (the
 // jmp rel32 to its detour and filler, DCRLen bytes).
@@ -179,7 +186,7 @@ func (pl *Plan) SetSiteJmp(pi int, b []byte) error {
 	if pt.Mode != ModeO || len(b) != pt.DCRLen {
 		return fmt.Errorf("%w %#x: %d bytes for a point of mode %v with a %d-byte DCR", ErrEdit, pt.Site, len(b), pt.Mode, pt.DCRLen)
 	}
-	return pl.Patcher.Replace(pt.Site, b)
+	return pl.patcher.Replace(pt.Site, b)
 }
 
 // Kind returns the kprobes list kind of request i: "k", "b" (boosted), "o"
@@ -225,7 +232,7 @@ func makePlan(b *analysis.Binary, reqs []Request, opt Options, deny map[int]bool
 		Requests: append([]Request(nil), reqs...),
 		Sites:    make([]analysis.Site, len(reqs)),
 		PointOf:  make([]int, len(reqs)),
-		Patcher:  NewPatcher(b.File.Bytes),
+		patcher:  NewPatcher(b.File.Bytes),
 	}
 	excl := normalizeRanges(opt.Exclude)
 	addrs := make([]uint64, len(reqs))
@@ -330,7 +337,7 @@ func makePlan(b *analysis.Binary, reqs []Request, opt Options, deny map[int]bool
 		}
 		if exit != nil && (err != nil || !(pt.Optimized() || pt.Verify)) {
 			if err == nil {
-				_ = pl.Patcher.Undo(pt.Site)
+				_ = pl.patcher.Undo(pt.Site)
 			}
 			return nil, idx[0], nil
 		}
@@ -364,14 +371,14 @@ func makePlan(b *analysis.Binary, reqs []Request, opt Options, deny map[int]bool
 func (pl *Plan) edit(pt *Point, pi int) error {
 	switch {
 	case pt.Mode == ModeO:
-		return pl.Patcher.Write(pt.Site, trampolines.SitePlaceholder(pt.DCRLen))
+		return pl.patcher.Write(pt.Site, trampolines.SitePlaceholder(pt.DCRLen))
 	case pt.Verify:
-		if err := pl.Patcher.Int3(pt.Site); err != nil {
+		if err := pl.patcher.Int3(pt.Site); err != nil {
 			return err
 		}
-		orig, err := pl.Patcher.read(pt.Site, uint64(pt.DCRLen))
+		orig, err := pl.patcher.read(pt.Site, uint64(pt.DCRLen))
 		if err != nil {
-			_ = pl.Patcher.Undo(pt.Site)
+			_ = pl.patcher.Undo(pt.Site)
 			return fmt.Errorf("%w %#x: %w", ErrEdit, pt.Site, err)
 		}
 		boundary := map[int]bool{}
@@ -382,13 +389,13 @@ func (pl *Plan) edit(pt *Point, pi int) error {
 		for off := 1; off < pt.DCRLen; off++ {
 			in := Inner{Addr: pt.Site + uint64(off), Point: pi, Off: off, Boundary: boundary[off], Int3: orig[off] != Int3}
 			if in.Int3 {
-				if err := pl.Patcher.Int3(in.Addr); err != nil {
+				if err := pl.patcher.Int3(in.Addr); err != nil {
 					for _, done := range inner {
 						if done.Int3 {
-							_ = pl.Patcher.Undo(done.Addr)
+							_ = pl.patcher.Undo(done.Addr)
 						}
 					}
-					_ = pl.Patcher.Undo(pt.Site)
+					_ = pl.patcher.Undo(pt.Site)
 					return err
 				}
 			}
@@ -397,7 +404,7 @@ func (pl *Plan) edit(pt *Point, pi int) error {
 		pl.Inner = append(pl.Inner, inner...)
 		return nil
 	}
-	return pl.Patcher.Int3(pt.Site)
+	return pl.patcher.Int3(pt.Site)
 }
 
 // checkRegions is the invariant of multi-probe planning: no point's site and no

@@ -154,7 +154,7 @@ func TestPlanModes(t *testing.T) {
 		t.Errorf("kinds %v", got)
 	}
 	// sorted, one int3 per point
-	edits := pl.Patcher.Edits()
+	edits := pl.patcher.Edits()
 	if len(edits) != len(pl.Points) {
 		t.Fatalf("%d edits for %d points", len(edits), len(pl.Points))
 	}
@@ -189,7 +189,7 @@ func TestPlanModes(t *testing.T) {
 
 	// the same requests give the same plan
 	again, err := MakePlan(p.b, reqs, Options{NoBoost: true, NoOptimize: true})
-	if err != nil || !reflect.DeepEqual(again.Points, pl.Points) || !reflect.DeepEqual(again.Patcher.Edits(), pl.Patcher.Edits()) {
+	if err != nil || !reflect.DeepEqual(again.Points, pl.Points) || !reflect.DeepEqual(again.patcher.Edits(), pl.patcher.Edits()) {
 		t.Errorf("plans differ (%v)", err)
 	}
 }

@@ -140,7 +140,7 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 	if len(plan.Points) == 0 {
 		return nil, fmt.Errorf("%s: every probe was refused (first: %w)", f.Path, plan.Refused[0].Err)
 	}
-	g := &gen{f: f, b: b, opt: opt, probes: probes, plan: plan}
+	g := &gen{f: f, b: b, opt: opt, probes: probes, plan: plan, excl: excl}
 	return g.run()
 }
 
@@ -175,6 +175,7 @@ type gen struct {
 	opt    Options
 	probes []Probe
 	plan   *patch.Plan
+	excl   []patch.Range // --exclude
 
 	events  []kprt.Event
 	evOf    []int // per probe (request): index in events, -1 when refused
@@ -373,7 +374,7 @@ func (g *gen) run() (*Result, error) {
 		}
 	}
 
-	patches := g.plan.Patcher.Commit()
+	patches := g.plan.Commit()
 	// Return probes replace return addresses, and a detour may resume through iretq
 	// (a redirecting handler): both are incompatible with a CET shadow stack.
 	if g.anyRet || g.dcrs.anyDetour {

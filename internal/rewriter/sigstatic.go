@@ -1,53 +1,24 @@
 package rewriter
 
 import (
-	"bytes"
-	"debug/elf"
 	"fmt"
-	"slices"
-	"sort"
-	"strings"
 
-	"github.com/kprewrite/kprewrite/analysis"
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/align"
-	"github.com/kprewrite/kprewrite/internal/x86dec"
 	"github.com/kprewrite/kprewrite/patch"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 	"github.com/kprewrite/kprewrite/trampolines"
 )
 
-// The signal guard of a static program (static-pie too): its C library makes the system
-// calls itself, so there is no GOT word to point at the runtime's wrappers. Instead the
-// functions are found by symbol (kprt.SigGuardStaticFuncs) and the entries of the
-// ones that make the system call are redirected, the way a jump-optimized probe's site
-// is: the instructions a jmp rel32 replaces (the analysis' DCR, with its verdict) are
-// relocated into a copy followed by a jmp back, which is the original function the
-// wrapper calls, and the entry becomes a jmp to a stub "jmp *word(%rip)". The runtime
-// stores the wrapper in the word at start-up (the copy, under KPREWRITE_SIGGUARD=off).
-// An entry that already holds a probe keeps it, and what would run the function's first
-// instructions jumps to the stub instead: an int3 point emulates a jmp to it, a
-// jump-optimized point's detour ends with a jmp to it in place of its relocated DCR
-// (also what runs while its gate is closed); the copy runs those instructions.
-//
-// A public function that only calls guarded ones (glibc's sigprocmask calls
-// __pthread_sigmask, signal calls __sigaction, which jumps to __libc_sigaction) needs no
-// redirection of its own; one whose callee cannot be redirected is redirected itself.
+// The placement of a static program's signal guard, which package patch plans
+// (patch.PlanStaticGuard): each redirected entry gets a stub "jmp *word(%rip)" and a
+// relocated copy of its first instructions followed by a jmp back (the original
+// function the runtime's wrapper calls), in an area of .kprewrite.text after the
+// detours, and a word in .kprewrite.bss after the probe state.
 
-// sigHook is one redirected function entry.
+// sigHook is one redirected entry with its place in the hook area.
 type sigHook struct {
-	name   string // its symbol (the strong one when it has several)
-	fn     uint32 // kprt.SG*
-	entry  uint64
-	site   uint64 // where the jmp goes: the entry, after an endbr64
-	endbr  []byte // the entry's endbr64, repeated at the copy's start
-	point  int    // plan point at site whose int3 or detour jumps to the stub, or -1
-	detour bool   // that point is jump-optimized
-	code   []byte // the original instructions the copy runs
-	back   uint64 // where the copy jumps back to
-	dcr    int    // bytes the jmp and its filler replace (0 for a point hook)
-	reloc  int    // relocated length of code
-
+	patch.SigHook
 	off  uint64 // of the stub in the hook area; the copy follows at off+hookStubLen
 	size uint64
 	word uint64 // of its word in the hook words (bss)
@@ -70,350 +41,28 @@ type sigHooks struct {
 	detourStub map[int]uint64
 }
 
-// sgFunc is a function of the program that a static-libc signal name names.
-type sgFunc struct {
-	fn     *elfio.Func
-	names  []string
-	class  uint32
-	strong bool // the class came from a GLOBAL symbol
-	named  bool // by a global name, or a local one reserved to the library (__*)
-	sys    bool // it has a syscall instruction
-	calls  []uint64
-	state  uint8 // 0 new, 1 deciding, 2 decided
-	ok     bool  // covered: redirected, or calls only covered functions
-	why    string
-}
-
-// isStaticImage reports whether f is loaded without ld.so: a static executable or a
-// static-pie, whose C library is in the image.
-func isStaticImage(f *elfio.File) bool {
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return false
-		}
-	}
-	return true
-}
-
-// hasSymtab reports whether f still has its static symbol table.
-func hasSymtab(f *elfio.File) bool {
-	for _, s := range f.Symbols {
-		if !s.Dynamic {
-			return true
-		}
-	}
-	return false
-}
-
-// anyInt3 reports whether some point of the plan traps (int3, not jump-optimized).
-func (g *gen) anyInt3() bool {
-	for i := range g.plan.Points {
-		if g.plan.Points[i].Mode != patch.ModeO {
-			return true
-		}
-	}
-	return len(g.plan.Inner) > 0
-}
-
-// slowReadWarning says why fetches read memory by system call in a static program.
-const slowReadWarning = "fetch arguments that read memory use the system-call read (process_vm_readv, ~0.3 us a read) " +
-	"instead of the fault-catching copy (a few ns), because "
-
-// planStaticSigGuard chooses the entries to redirect in a static program with int3
-// probes or fetches that read memory, records their edits, and turns int3 points on
-// them into jumps to the stubs. With fetches that read memory it sets
-// kprt.HFFastRead when the guard covers every signal function found, sigaction's
-// among them (a program without one may well make the system call itself, as Go's
-// runtime does). It runs before the tables are made; the addresses come with
-// placeStaticHooks.
+// planStaticSigGuard has the plan choose the entries to redirect (patch.PlanStaticGuard)
+// and lays out their stubs, copies and words. It runs before the tables are made; the
+// addresses come with placeStaticHooks.
 func (g *gen) planStaticSigGuard() error {
-	f := g.f
-	int3 := g.anyInt3()
-	if !isStaticImage(f) || (!int3 && !g.fastRead) {
-		return nil
-	}
-	if !hasSymtab(f) {
-		if int3 {
-			g.warnings = append(g.warnings, "static program without a symbol table (stripped): the signal guard cannot find its C library's "+
-				"signal functions, so if it blocks SIGTRAP (sigprocmask, pthread_sigmask, a handler's sa_mask) or installs its own SIGTRAP "+
-				"disposition, its next int3 probe hit kills it; rewrite the unstripped binary, or use jump-optimized probes")
-		}
-		if g.fastRead {
-			g.warnings = append(g.warnings, slowReadWarning+"the static program has no symbol table (stripped) to find its signal functions by")
-		}
-		return nil
-	}
-	funcs := g.sgFuncs()
-	hasSigaction := false
-	for _, sf := range funcs {
-		hasSigaction = hasSigaction || sf.class == kprt.SGSigaction
-	}
-	if len(funcs) == 0 || (!int3 && !hasSigaction) {
-		if g.fastRead {
-			g.warnings = append(g.warnings, slowReadWarning+"the static program has no known sigaction function: it may install signal handlers by raw system calls")
-		}
-		return nil
-	}
-	excl, err := patch.ParseExcludes(g.opt.Exclude, g.b.Funcs)
+	sg, err := g.plan.PlanStaticGuard(g.b, g.fastRead, g.excl)
 	if err != nil {
 		return err
 	}
-	var sites []uint64 // every plan site and inner byte, sorted
-	pointAt := map[uint64]int{}
-	for i := range g.plan.Points {
-		sites = append(sites, g.plan.Points[i].Site)
-		pointAt[g.plan.Points[i].Site] = i
+	g.warnings = append(g.warnings, sg.Warnings...)
+	if sg.FastRead {
+		g.tables.Flags |= kprt.HFFastRead
 	}
-	for _, in := range g.plan.Inner {
-		sites = append(sites, in.Addr)
-	}
-	slices.Sort(sites)
-	taken := map[uint32]string{} // class -> the redirected function of that class
-	addrs := make([]uint64, 0, len(funcs))
-	for a := range funcs {
-		addrs = append(addrs, a)
-	}
-	slices.Sort(addrs)
-	var decide func(a uint64) bool
-	decide = func(a uint64) bool {
-		sf := funcs[a]
-		switch sf.state {
-		case 1:
-			return false // a cycle: not covered through it
-		case 2:
-			return sf.ok
-		}
-		sf.state = 1
-		delegated := !sf.sys && len(sf.calls) > 0
-		for _, c := range sf.calls {
-			if !decide(c) {
-				delegated = false
-			}
-		}
-		switch {
-		case delegated:
-			sf.ok = true
-		case taken[sf.class] != "":
-			sf.why = fmt.Sprintf("%s of the same kind is already redirected and the runtime holds one original function per kind", taken[sf.class])
-		default:
-			h, why := g.hookable(sf, sites, pointAt, excl)
-			if h != nil {
-				g.hooks.list = append(g.hooks.list, *h)
-				taken[sf.class] = h.name
-				sf.ok = true
-			} else {
-				sf.why = why
-			}
-		}
-		sf.state = 2
-		return sf.ok
-	}
-	var missed []string
-	sigaction := false
-	for _, a := range addrs {
-		sf := funcs[a]
-		if !decide(a) {
-			missed = append(missed, fmt.Sprintf("%s (%s)", strings.Join(sf.names, "/"), sf.why))
-		} else if sf.class == kprt.SGSigaction {
-			sigaction = true
-		}
-	}
-	if len(missed) > 0 && int3 {
-		g.warnings = append(g.warnings, "signal guard of the static program: not guarded: "+strings.Join(missed, "; ")+
-			": if the program blocks SIGTRAP or installs a SIGTRAP disposition through these, its next int3 probe hit kills it")
-	}
-	if g.fastRead {
-		switch {
-		case len(missed) > 0:
-			g.warnings = append(g.warnings, slowReadWarning+"the signal guard cannot cover "+strings.Join(missed, "; "))
-		case !sigaction:
-			g.warnings = append(g.warnings, slowReadWarning+"the static program has no known sigaction function: it may install signal handlers by raw system calls")
-		default:
-			g.tables.Flags |= kprt.HFFastRead
-		}
-	}
-	sort.Slice(g.hooks.list, func(i, j int) bool { return g.hooks.list[i].entry < g.hooks.list[j].entry })
 	off := uint64(0)
-	for i := range g.hooks.list {
-		h := &g.hooks.list[i]
+	for i, h := range sg.Hooks {
 		off = align.Up(off, hookAlign)
-		h.off = off
-		h.size = hookStubLen + uint64(len(h.endbr)+h.reloc) + 5
-		off += h.size
-		h.word = uint64(i) * 8
+		sh := sigHook{SigHook: h, off: off, size: hookStubLen + uint64(len(h.Endbr)+h.Reloc) + trampolines.JmpRel32Len, word: uint64(i) * 8}
+		off += sh.size
+		g.hooks.list = append(g.hooks.list, sh)
 	}
 	g.hooks.size = off
 	g.hooks.words = uint64(len(g.hooks.list)) * 8
 	return nil
-}
-
-// sgFuncs finds the functions named in kprt.SigGuardStaticFuncs, by address, with
-// the system calls they make and the other such functions they call or jump to.
-func (g *gen) sgFuncs() map[uint64]*sgFunc {
-	funcs := map[uint64]*sgFunc{}
-	for _, s := range g.f.Symbols {
-		class, ok := kprt.SigGuardStaticFuncs[s.Name]
-		if !ok || s.Type != elf.STT_FUNC || s.Shndx == uint16(elf.SHN_UNDEF) || s.Value == 0 ||
-			(s.Bind != elf.STB_GLOBAL && s.Bind != elf.STB_WEAK && s.Bind != elf.STB_LOCAL) {
-			continue
-		}
-		fn, ok := g.b.Funcs.Containing(s.Value)
-		if !ok || fn.Addr != s.Value {
-			continue
-		}
-		sf := funcs[s.Value]
-		if sf == nil {
-			sf = &sgFunc{fn: fn}
-			funcs[s.Value] = sf
-		}
-		if !slices.Contains(sf.names, s.Name) {
-			sf.names = append(sf.names, s.Name)
-		}
-		// glibc's static-pie makes some public names local (epoll_pwait, ppoll); a
-		// program's own static function could share one, and is not taken for the
-		// library's unless it makes a system call itself (below)
-		if s.Bind != elf.STB_LOCAL || strings.HasPrefix(s.Name, "__") {
-			sf.named = true
-		}
-		// names of one address agree but for aliases such as musl's __sysv_signal of
-		// its (BSD) signal: the strong symbol says what the function is
-		strong := s.Bind == elf.STB_GLOBAL
-		if sf.class == 0 || (strong && !sf.strong) || (strong == sf.strong && class < sf.class) {
-			sf.class, sf.strong = class, strong
-		}
-	}
-	targets := map[uint64][]uint64{}
-	for a, sf := range funcs {
-		sort.Strings(sf.names)
-		code, err := g.f.Bytes(sf.fn.Addr, sf.fn.Size)
-		if err != nil {
-			sf.sys = true // unreadable: it can only be redirected itself (and the analysis decides)
-			continue
-		}
-		for off := 0; off < len(code); {
-			n, kind, target, err := x86dec.Flow(code[off:], sf.fn.Addr+uint64(off))
-			if err != nil || n <= 0 {
-				// undecodable: assume the worst, that it makes system calls itself
-				sf.sys = true
-				break
-			}
-			switch {
-			case kind == x86dec.KindSyscall:
-				sf.sys = true
-			case kind == x86dec.KindCall || kind == x86dec.KindJmp || kind == x86dec.KindJcc:
-				if target != a && !slices.Contains(targets[a], target) {
-					targets[a] = append(targets[a], target)
-				}
-			}
-			off += n
-		}
-	}
-	for a, sf := range funcs {
-		if !sf.named && !sf.sys {
-			delete(funcs, a)
-		}
-	}
-	for a, sf := range funcs {
-		for _, t := range targets[a] {
-			if _, ok := funcs[t]; ok {
-				sf.calls = append(sf.calls, t)
-			}
-		}
-	}
-	return funcs
-}
-
-// hookable plans the redirection of sf's entry, or says why it cannot be done safely.
-func (g *gen) hookable(sf *sgFunc, sites []uint64, pointAt map[uint64]int, excl []patch.Range) (*sigHook, string) {
-	fn := sf.fn
-	s := g.b.Check(analysis.SiteRequest{Addr: fn.Addr, OtherProbes: nearby(sites, fn.Addr)})
-	h := &sigHook{name: strongName(sf, g.f), fn: sf.class, entry: fn.Addr, site: s.Addr, point: -1}
-	if s.Addr != fn.Addr {
-		b, err := g.f.Bytes(fn.Addr, s.Addr-fn.Addr)
-		if err != nil || s.Addr-fn.Addr != 4 {
-			return nil, "its entry is not an endbr64 followed by code"
-		}
-		h.endbr = bytes.Clone(b)
-	}
-	opt := patch.DCROptions(g.f)
-	if pi, ok := pointAt[s.Addr]; ok {
-		pt := &g.plan.Points[pi]
-		if pt.Verify {
-			return nil, "a --verify-regions probe is on its entry"
-		}
-		if pt.Mode == patch.ModeO {
-			n, err := trampolines.RegionLen(pt.DCRCode, pt.Site, opt)
-			if err != nil || n < 5 {
-				return nil, fmt.Sprintf("the jump-optimized probe on its entry leaves no room for a jmp in its detour (%d bytes, %v)", n, err)
-			}
-			h.point, h.detour, h.code, h.back, h.reloc = pi, true, bytes.Clone(pt.DCRCode), pt.Site+uint64(pt.DCRLen), n
-			return h, ""
-		}
-		n, err := trampolines.RegionLen(pt.Insn, pt.Site, opt)
-		if err != nil {
-			return nil, fmt.Errorf("the probed entry instruction cannot be relocated: %w", err).Error()
-		}
-		h.point, h.code, h.back, h.reloc = pi, bytes.Clone(pt.Insn), pt.Site+uint64(len(pt.Insn)), n
-		// the int3 stays; the point jumps to the stub (emulated) instead of running its
-		// instruction, which the copy runs first
-		pt.XMode, pt.EmuOp, pt.EmuCC, pt.Target, pt.RetImm, pt.PFlags = kprt.XEmulate, kprt.EmuJmp, 0, 1, 0, 0
-		pt.Slot, pt.SlotOpt = false, trampolines.SlotOptions{}
-		return h, ""
-	}
-	if s.Verdict != analysis.Optimize || s.DCRLen < 5 || len(s.DCR) == 0 || s.DCR[0].Addr != s.Addr {
-		why := "the analysis' verdict for its entry is " + s.Verdict.String()
-		for _, r := range s.Blocking() {
-			why = fmt.Sprintf("%s at %#x: %s", r.Rule, r.Addr, r.Detail)
-			break
-		}
-		return nil, why
-	}
-	for _, r := range excl {
-		if r.Overlaps(fn.Addr, s.Addr+uint64(s.DCRLen)) {
-			return nil, "its entry is in code excluded by --exclude " + r.Pattern
-		}
-	}
-	if i, _ := slices.BinarySearch(sites, s.Addr); i < len(sites) && sites[i] < s.Addr+uint64(s.DCRLen) {
-		return nil, fmt.Errorf("the probe at %#x lies in the %d bytes a jmp at its entry would replace", sites[i], s.DCRLen).Error()
-	}
-	last := s.DCR[len(s.DCR)-1]
-	code, err := g.f.Bytes(s.Addr, last.Addr+uint64(last.Len)-s.Addr)
-	if err != nil {
-		return nil, err.Error()
-	}
-	n, err := trampolines.RegionLen(code, s.Addr, opt)
-	if err != nil {
-		return nil, "its entry instructions cannot be relocated: " + err.Error()
-	}
-	// a placeholder until the stub's address is known
-	if err := g.plan.Patcher.Write(s.Addr, trampolines.SitePlaceholder(s.DCRLen)); err != nil {
-		return nil, err.Error()
-	}
-	h.code, h.back, h.dcr, h.reloc = bytes.Clone(code), s.Addr+uint64(s.DCRLen), s.DCRLen, n
-	return h, ""
-}
-
-// strongName is the name the function goes by: its GLOBAL symbol if it has one.
-func strongName(sf *sgFunc, f *elfio.File) string {
-	for _, s := range f.Symbols {
-		if s.Value == sf.fn.Addr && s.Bind == elf.STB_GLOBAL && slices.Contains(sf.names, s.Name) {
-			return s.Name
-		}
-	}
-	return sf.names[0]
-}
-
-// nearby returns the addresses of sorted within 64 bytes of addr, other than addr.
-func nearby(sorted []uint64, addr uint64) []uint64 {
-	lo := addr - min(addr, 64)
-	i, _ := slices.BinarySearch(sorted, lo)
-	var out []uint64
-	for ; i < len(sorted) && sorted[i] < addr+64; i++ {
-		if sorted[i] != addr {
-			out = append(out, sorted[i])
-		}
-	}
-	return out
 }
 
 // addStaticSlots lists the hooks in the tables' signal guard, with placeholder
@@ -426,7 +75,7 @@ func (g *gen) addStaticSlots() {
 		g.tables.SigGuard = &kprt.SigGuard{}
 	}
 	for _, h := range g.hooks.list {
-		g.tables.SigGuard.Slots = append(g.tables.SigGuard.Slots, kprt.GotSlot{Slot: 1, Name: h.name, Func: h.fn, Entry: true, Copy: 1})
+		g.tables.SigGuard.Slots = append(g.tables.SigGuard.Slots, kprt.GotSlot{Slot: 1, Name: h.Name, Func: h.Class, Entry: true, Copy: 1})
 	}
 }
 
@@ -445,40 +94,40 @@ func (g *gen) placeStaticHooks(text, words uint64) ([]byte, error) {
 		h.stub, h.copy, h.wordAddr = text+h.off, text+h.off+hookStubLen, words+h.word
 		stub, err := trampolines.JmpIndirectRIP(h.stub, h.wordAddr)
 		if err != nil {
-			return nil, fmt.Errorf("signal guard stub of %s: %w", h.name, err)
+			return nil, fmt.Errorf("signal guard stub of %s: %w", h.Name, err)
 		}
 		b := out[h.off:]
 		copy(b, stub)
-		at := h.copy + uint64(len(h.endbr))
-		reg, err := trampolines.RelocateRegion(h.code, h.site, at, opt)
+		at := h.copy + uint64(len(h.Endbr))
+		reg, err := trampolines.RelocateRegion(h.Code, h.Site, at, opt)
 		if err != nil {
-			return nil, fmt.Errorf("signal guard of %s: %w", h.name, err)
+			return nil, fmt.Errorf("signal guard of %s: %w", h.Name, err)
 		}
-		if len(reg.Code) != h.reloc {
-			return nil, fmt.Errorf("internal error: the entry of %s relocated to %d bytes, %d planned", h.name, len(reg.Code), h.reloc)
+		if len(reg.Code) != h.Reloc {
+			return nil, fmt.Errorf("internal error: the entry of %s relocated to %d bytes, %d planned", h.Name, len(reg.Code), h.Reloc)
 		}
-		jb, err := trampolines.JmpRel32(at+uint64(len(reg.Code)), h.back)
+		jb, err := trampolines.JmpRel32(at+uint64(len(reg.Code)), h.Back)
 		if err != nil {
-			return nil, fmt.Errorf("signal guard of %s: %w", h.name, err)
+			return nil, fmt.Errorf("signal guard of %s: %w", h.Name, err)
 		}
-		c := append(append(append([]byte(nil), h.endbr...), reg.Code...), jb...)
+		c := append(append(append([]byte(nil), h.Endbr...), reg.Code...), jb...)
 		copy(b[hookStubLen:], c)
 		switch {
-		case h.detour:
+		case h.Detour:
 			if g.hooks.detourStub == nil {
 				g.hooks.detourStub = map[int]uint64{}
 			}
-			g.hooks.detourStub[h.point] = h.stub // dcrArea.build
-		case h.point >= 0:
-			g.tables.Points[h.point].Target = h.stub
-			g.plan.Points[h.point].Target = h.stub
+			g.hooks.detourStub[h.Point] = h.stub // dcrArea.build
+		case h.Point >= 0:
+			g.tables.Points[h.Point].Target = h.stub
+			g.plan.SetTarget(h.Point, h.stub)
 		default:
-			site, err := trampolines.SiteJmpTo(h.site, h.dcr, h.stub)
+			site, err := trampolines.SiteJmpTo(h.Site, h.DCR, h.stub)
 			if err != nil {
-				return nil, fmt.Errorf("signal guard of %s: %w", h.name, err)
+				return nil, fmt.Errorf("signal guard of %s: %w", h.Name, err)
 			}
-			if err := g.plan.Patcher.Replace(h.site, site); err != nil {
-				return nil, fmt.Errorf("signal guard of %s: %w", h.name, err)
+			if err := g.plan.SetEntryJmp(h.Site, site); err != nil {
+				return nil, fmt.Errorf("signal guard of %s: %w", h.Name, err)
 			}
 		}
 		for ; k < len(g.tables.SigGuard.Slots); k++ {
@@ -497,8 +146,8 @@ func (g *gen) hookSymbols(off uint64) []elfio.NewSymbol {
 	var syms []elfio.NewSymbol
 	for _, h := range g.hooks.list {
 		syms = append(syms,
-			elfio.NewSymbol{Name: SymSigStubPrefix + h.name, Section: elfio.SecText, Offset: off + h.off, Size: 6, Func: true},
-			elfio.NewSymbol{Name: SymSigCopyPrefix + h.name, Section: elfio.SecText, Offset: off + h.off + hookStubLen, Size: h.size - hookStubLen, Func: true})
+			elfio.NewSymbol{Name: SymSigStubPrefix + h.Name, Section: elfio.SecText, Offset: off + h.off, Size: 6, Func: true},
+			elfio.NewSymbol{Name: SymSigCopyPrefix + h.Name, Section: elfio.SecText, Offset: off + h.off + hookStubLen, Size: h.size - hookStubLen, Func: true})
 	}
 	return syms
 }

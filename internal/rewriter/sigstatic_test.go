@@ -3,7 +3,6 @@ package rewriter
 import (
 	"bytes"
 	"encoding/binary"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -12,18 +11,18 @@ import (
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
+	"github.com/kprewrite/kprewrite/patch"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
-// buildSigWith compiles sigSrc with cc (gcc or musl-gcc), skipping when it is missing.
+// buildSigWith compiles patch/testdata/sig.c with cc (gcc or musl-gcc), skipping when it is missing.
 func buildSigWith(t testing.TB, cc string, flags ...string) *elfio.File {
 	t.Helper()
 	if _, err := exec.LookPath(cc); err != nil {
 		t.Skip(cc + " not on PATH")
 	}
 	dir := t.TempDir()
-	src, exe := filepath.Join(dir, "sig.c"), filepath.Join(dir, "sig")
-	os.WriteFile(src, []byte(sigSrc), 0o644)
+	src, exe := "../../patch/testdata/sig.c", filepath.Join(dir, "sig")
 	if out, err := exec.Command(cc, append([]string{"-O2", "-pthread", "-o", exe, src}, flags...)...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", cc, err, out)
 	}
@@ -203,7 +202,7 @@ func TestFastReadFlag(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := buildSigWith(t, c.cc, c.flags...)
-			static := isStaticImage(f)
+			static := patch.IsStatic(f)
 			for _, k := range []struct {
 				def  string
 				opt  Options

@@ -1,4 +1,4 @@
-package rewriter
+package patch
 
 import (
 	"os"
@@ -10,33 +10,14 @@ import (
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
-const sigSrc = `
-#include <signal.h>
-#include <pthread.h>
-#include <stdio.h>
-static void h(int s) { (void)s; }
-int main(void) {
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, 0);
-	sigprocmask(SIG_UNBLOCK, &all, 0);
-	struct sigaction sa = {0};
-	sa.sa_handler = h;
-	sigaction(SIGUSR1, &sa, 0);
-	signal(SIGUSR2, h);
-	printf("%p\n", (void *)&sigaction); /* address taken */
-	return 0;
-}
-`
-
+// buildSig compiles testdata/sig.c with gcc and flags.
 func buildSig(t testing.TB, flags ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("gcc not on PATH")
 	}
 	dir := t.TempDir()
-	src, exe := filepath.Join(dir, "sig.c"), filepath.Join(dir, "sig")
-	os.WriteFile(src, []byte(sigSrc), 0o644)
+	src, exe := "testdata/sig.c", filepath.Join(dir, "sig")
 	if out, err := exec.Command("gcc", append([]string{"-O2", "-pthread", "-o", exe, src}, flags...)...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}

@@ -477,7 +477,7 @@ func (b *Binary) jumpNotes(s *Site, info *funcInfo) {
 }
 
 // callRelocatable decides whether a call in the DCR can be copied as
-// push $orig_ret; jmp target (DESIGN: a relocated call pushes the ORIGINAL
+// push $orig_ret; jmp target (docs/design.md: a relocated call pushes the ORIGINAL
 // return address). That is only right when the call is the last instruction
 // of the DCR, so that orig_ret is the first byte after the region; a call in
 // the middle would return into the bytes the jmp overwrote. The kernel, whose

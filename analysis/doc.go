@@ -59,7 +59,7 @@
 //   - padding-tail: after a final ret/jmp, inter-function or alignment padding
 //     (nop/int3) that nothing targets may complete the 5 bytes;
 //   - call-relocated: a call that ends the DCR is allowed, because detours
-//     relocate it as push $orig_ret; jmp target (DESIGN: unwinding must see
+//     relocate it as push $orig_ret; jmp target (docs/design.md: unwinding must see
 //     original return addresses), so the callee returns to the original code
 //     right after the DCR. Options.StrictCalls restores the kernel rule;
 //   - address-taken-in-dcr and endbr64-in-dcr forbid regions an indirect jump

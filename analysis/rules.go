@@ -1,6 +1,6 @@
 package analysis
 
-// Rule ids are stable: tools match on them. Each names the DESIGN.md safety
+// Rule ids are stable: tools match on them. Each names the docs/design.md safety
 // rule it implements (1-9) or "note" for facts that never lower a verdict.
 const (
 	// Where the site is.
@@ -44,7 +44,7 @@ const (
 // RuleInfo documents one rule id.
 type RuleInfo struct {
 	ID     string `json:"id"`
-	Design string `json:"design"` // DESIGN.md rule number, or "note"/"site"
+	Design string `json:"design"` // docs/design.md rule number, or "note"/"site"
 	Text   string `json:"text"`
 }
 

@@ -192,7 +192,7 @@ type RawHeader struct {
 
 // Signal guard functions (RawGotSlot.Func): the libc functions whose GOT words the
 // runtime points at its wrappers, so that the program cannot block SIGTRAP or take it
-// over (see the package documentation).
+// over (see docs/runtime.md).
 const (
 	SGSigaction      = 1
 	SGSignal         = 2 // BSD semantics

@@ -35,7 +35,7 @@ for s in $EXPORTS; do keep="$keep --keep-global-symbol=$s"; done
 # shellcheck disable=SC2086
 objcopy $keep --remove-section=.comment --remove-section=.note.gnu.property "$tmp/rt.o" "$OUT/kprewrite_rt.o"
 
-# stack usage per function (bytes, static/dynamic), for the package documentation
+# stack usage per function (bytes, static/dynamic), for docs/runtime.md ("Stack use")
 cat "$tmp"/*.su | sed 's|^.*/||' | LC_ALL=C sort > "$OUT/stack_usage.txt"
 
 ver=$($CC --version | head -n1)

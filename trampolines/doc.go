@@ -1,12 +1,13 @@
-// Package trampolines makes the small pieces of machine code the rewriter places in
-// the new text segment: out-of-line slots (the relocated copy of a probed
-// instruction, followed by a jmp back to the instruction after the probe, as the
-// kernel's kprobe insn slots are), the jmp rel32 the entry stub of a probe-less
-// rewrite is, and the instruction relocation they and the detour buffers of
-// jump-optimized probes need. A whole DCR (the instructions a probe's 5-byte jmp
-// replaces) is relocated as one block by RelocateRegion; the detour template around
-// it comes from the runtime object (runtime.Detour), so the only machine code Go
-// makes is relocation.
+// Package trampolines makes every byte of new code the rewriter places in the new text
+// segment: the x86 encodings they are made of (x86.go: rel32 fields, jmp rel32, jmp
+// *rel32(%rip), site jmps and their int3 filler), out-of-line slots (the relocated
+// copy of a probed instruction followed by a jmp back, as the kernel's kprobe insn
+// slots are), the detour buffers of jump-optimized probes (detour.go: the runtime
+// object's optprobe template copied and patched at its labelled fields, the way
+// arch/x86/kernel/kprobes/opt.c does), the count-only detours of --count-only, the
+// entry stub of a probe-less rewrite, and the instruction relocation they all need. A
+// whole DCR (the instructions a probe's 5-byte jmp replaces) is relocated as one block
+// by RelocateRegion.
 //
 // Relocating one instruction from pc to a new address at keeps what it does:
 //

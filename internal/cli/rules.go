@@ -39,7 +39,7 @@ func writeRulesMarkdown(w io.Writer) {
 	fmt.Fprint(w, `# Safety rules
 
 Every reason `+"`kprewrite check`"+` gives names one of these rule ids. The "design" column is
-the number of the rule in DESIGN.md's list ("Safety rules the analysis must meet"), "site"
+the number of the rule in [design.md](design.md)'s list ("Safety rules"), "site"
 for rules about where a probe may go at all, "boost" for the boosting decision, and "note"
 for facts that never lower a verdict. Ids are stable: tools may match on them.
 

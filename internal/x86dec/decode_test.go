@@ -90,7 +90,7 @@ func checkInst(t *testing.T, name string, code []byte, w want) {
 	}
 }
 
-// TestX86asmPitfalls pins every x86asm failure listed in DESIGN.md.
+// TestX86asmPitfalls pins every x86asm failure listed in docs/design.md (decision 1).
 func TestX86asmPitfalls(t *testing.T) {
 	const pc = testPC
 	tests := []struct {

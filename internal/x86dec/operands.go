@@ -13,7 +13,7 @@ var errOperands = errors.New("x86asm cannot read the instruction's operands")
 // Operands returns x86asm's reading of one instruction, for the analyses that look at
 // operands (jump tables, pointer loads, shift counts, an indirect call's operand).
 // code must hold exactly the instruction, as Decode measured it. It fails where the
-// reading cannot be trusted (DESIGN: an error, another length, Op == 0).
+// reading cannot be trusted (docs/design.md: an error, another length, Op == 0).
 func Operands(code []byte) (x86asm.Inst, error) {
 	xi, err := x86asm.Decode(code, 64)
 	if err != nil || xi.Len != len(code) || xi.Op == 0 {

@@ -312,6 +312,7 @@ func makePlan(b *analysis.Binary, reqs []Request, opt Options, deny map[int]bool
 		sites = append(sites, a)
 	}
 	slices.Sort(sites)
+	pl.Points = make([]Point, 0, len(sites)) // a Point is large: no doubling of the array
 	for k, site := range sites {
 		idx := bySite[site]
 		next := uint64(0) // the next point's site, or 0

@@ -30,7 +30,9 @@ func IndirectCallSP(code []byte) string {
 	if err != nil {
 		return "x86asm cannot read the indirect call's operand"
 	}
-	isSP := func(r x86asm.Reg) bool { return r == x86asm.RSP || r == x86asm.ESP || r == x86asm.SP || r == x86asm.SPB }
+	isSP := func(r x86asm.Reg) bool {
+		return r == x86asm.RSP || r == x86asm.ESP || r == x86asm.SP || r == x86asm.SPB
+	}
 	switch a := xi.Args[0].(type) {
 	case x86asm.Reg:
 		if isSP(a) {

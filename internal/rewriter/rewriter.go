@@ -251,6 +251,13 @@ func (g *gen) run() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// the id is a hash of the tables and description without it; the tables' size does
+	// not depend on it, the description's may
+	g.tables.ImageID = g.imageID(enc.RO, descBytes)
+	g.desc.ImageID = g.tables.ImageID
+	if descBytes, err = g.desc.Marshal(0); err != nil {
+		return nil, err
+	}
 	tablesOff := align.Up(uint64(len(descBytes)), areaAlign)
 	rtRodataOff := align.Up(tablesOff+uint64(len(enc.RO)), areaAlign)
 	rodataSize := rtRodataOff + rs.Rodata
@@ -551,8 +558,6 @@ func (g *gen) makeTables() error {
 			XMode: kprt.XBoost, PFlags: kprt.PFInner, InsnLen: 1, Orig: g.origBytes(in.Addr, 1),
 			Probes: []kprt.Probe{{Type: kprt.TVerify, Event: -1}}})
 	}
-	g.tables.ImageID = g.imageID()
-	g.desc.ImageID = g.tables.ImageID
 	g.desc.Image = g.tables.ImageName
 	return nil
 }
@@ -568,17 +573,18 @@ func runOrder(pt *patch.Point) []int {
 	return out
 }
 
-// imageID identifies the rewritten image in trace files: a hash of the input, the
-// definitions and the options, so the same rewrite always gets the same id.
-func (g *gen) imageID() uint64 {
+// imageID identifies the rewritten image in trace files: a hash of what the rewrite
+// writes, with the id itself left 0: the input's bytes, the probe tables and the
+// image description (which every definition and option that changes the output
+// changes) and the C handlers' objects. The same rewrite always gets the same id, and
+// two rewrites that differ in any byte get different ones.
+func (g *gen) imageID(tables, desc []byte) uint64 {
 	h := sha256.New()
 	h.Write(g.f.Data)
-	for _, p := range g.probes {
-		fmt.Fprintf(h, "\x00%s\x00%#x", p.Def.Def, p.Addr)
-	}
-	fmt.Fprintf(h, "\x00%v\x00%v\x00%s\x00%d\x00%q\x00%s", g.opt.NoBoost, g.opt.SkipRefused, g.opt.TracePath, g.opt.TraceSize, g.opt.Disable, g.tables.ImageName)
-	fmt.Fprintf(h, "\x00%v\x00%v\x00%q\x00%v\x00%v", g.opt.NoOptimize, g.opt.VerifyRegions, g.opt.Exclude, g.opt.OptimizedOnly, g.opt.Int3Step)
-	fmt.Fprintf(h, "\x00count-only=%v", g.opt.CountOnly)
+	fmt.Fprintf(h, "\x00tables %d\x00", len(tables))
+	h.Write(tables)
+	fmt.Fprintf(h, "\x00desc %d\x00", len(desc))
+	h.Write(desc)
 	g.hashHandlers(h)
 	id := binary.LittleEndian.Uint64(h.Sum(nil))
 	if id == 0 {

@@ -236,3 +236,46 @@ func le64(b []byte) uint64 {
 	}
 	return v
 }
+
+// TestImageIDIsContent: the image id is a hash of what the rewrite writes, so rewrites
+// that differ in any option that changes the output (ExitsOnly and Debug included,
+// which a hand-kept list of options once missed) get different ids, and the same
+// rewrite the same id.
+func TestImageIDIsContent(t *testing.T) {
+	exe := buildSmall(t)
+	f, err := elfio.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := []string{"p:g/add add a=%di:s32", "r:g/twice twice $retval"}
+	variants := map[string]Options{
+		"default":     {},
+		"again":       {},
+		"no-boost":    {NoBoost: true, NoOptimize: true},
+		"count-only":  {CountOnly: true},
+		"exits-only":  {CountOnly: true, ExitsOnly: true, SkipRefused: true},
+		"debug":       {Debug: true},
+		"trace-path":  {TracePath: "/tmp/x.trace"},
+		"image-name":  {ImageName: "other"},
+		"disable-all": {Disable: []string{"all"}},
+	}
+	ids := map[string]uint64{}
+	imgs := map[string][]byte{}
+	for name, opt := range variants {
+		res, err := Rewrite(f, probes(t, f, defs...), opt)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ids[name], imgs[name] = res.Desc.ImageID, res.Image
+	}
+	if ids["default"] != ids["again"] || !bytes.Equal(imgs["default"], imgs["again"]) {
+		t.Errorf("the same rewrite twice: ids %#x %#x", ids["default"], ids["again"])
+	}
+	for a := range variants {
+		for b := range variants {
+			if a < b && !(a == "again" || b == "again") && ids[a] == ids[b] {
+				t.Errorf("%s and %s write different images with the same id %#x", a, b, ids[a])
+			}
+		}
+	}
+}

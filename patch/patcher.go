@@ -53,7 +53,22 @@ func (p *Patcher) Write(addr uint64, b []byte) error {
 	}
 	// the first edit at or after addr, and the one before it
 	i, _ := slices.BinarySearch(p.order, addr)
-	for _, k := range []int{i - 1, i} {
+	if err := p.overlap(addr, b, i-1, i); err != nil {
+		return err
+	}
+	orig, err := p.read(addr, uint64(len(b)))
+	if err != nil {
+		return fmt.Errorf("%w %#x: %w", ErrEdit, addr, err)
+	}
+	p.edits[addr] = &Edit{Addr: addr, Orig: bytes.Clone(orig), New: bytes.Clone(b)}
+	p.order = slices.Insert(p.order, i, addr)
+	return nil
+}
+
+// overlap refuses writing b at addr over the edits at positions ks of the order.
+func (p *Patcher) overlap(addr uint64, b []byte, ks ...int) error {
+	end := addr + uint64(len(b))
+	for _, k := range ks {
 		if k < 0 || k >= len(p.order) {
 			continue
 		}
@@ -62,12 +77,6 @@ func (p *Patcher) Write(addr uint64, b []byte) error {
 			return fmt.Errorf("%w %#x+%d: overlaps the edit at %#x+%d", ErrEdit, addr, len(b), e.Addr, len(e.New))
 		}
 	}
-	orig, err := p.read(addr, uint64(len(b)))
-	if err != nil {
-		return fmt.Errorf("%w %#x: %w", ErrEdit, addr, err)
-	}
-	p.edits[addr] = &Edit{Addr: addr, Orig: bytes.Clone(orig), New: bytes.Clone(b)}
-	p.order = slices.Insert(p.order, i, addr)
 	return nil
 }
 
@@ -116,14 +125,8 @@ func (p *Patcher) Replace(addr uint64, b []byte) error {
 		return fmt.Errorf("%w %#x: edit wraps around", ErrEdit, addr)
 	}
 	i, _ := slices.BinarySearch(p.order, addr) // p.order[i] == addr
-	for _, k := range []int{i - 1, i + 1} {
-		if k < 0 || k >= len(p.order) {
-			continue
-		}
-		e := p.edits[p.order[k]]
-		if addr < e.Addr+uint64(len(e.New)) && e.Addr < end {
-			return fmt.Errorf("%w %#x+%d: overlaps the edit at %#x+%d", ErrEdit, addr, len(b), e.Addr, len(e.New))
-		}
+	if err := p.overlap(addr, b, i-1, i+1); err != nil {
+		return err
 	}
 	orig, err := p.read(addr, uint64(len(b)))
 	if err != nil {

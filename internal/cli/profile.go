@@ -18,7 +18,7 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 1 {
 		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite profile -h)", len(pos))
 	}
-	tr, descs, err := openTrace(pos[0], bins)
+	tr, descs, err := tracefile.Open(pos[0], bins)
 	if err != nil {
 		return err
 	}

@@ -18,14 +18,9 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 1 {
 		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite trace -h)", len(pos))
 	}
-	tr, descs, err := openTrace(pos[0], bins)
+	tr, descs, err := tracefile.Open(pos[0], bins)
 	if err != nil {
 		return err
 	}
 	return tracefile.WriteTrace(stdout, stderr, tr, descs, !*noHeader)
-}
-
-// openTrace opens a trace file and the descriptions of its images (tracefile.Open).
-func openTrace(path string, bins []string) (*tracefile.Trace, tracefile.Descs, error) {
-	return tracefile.Open(path, bins)
 }

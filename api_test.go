@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/kprewrite/kprewrite"
@@ -61,5 +62,30 @@ func TestRewriteErrors(t *testing.T) {
 			}
 		}
 		os.Remove(out)
+	}
+}
+
+// TestOutputMode: the output's mode is what a linker gives: read and write for all,
+// execute where the input has it, masked by the umask (issue 13).
+func TestOutputMode(t *testing.T) {
+	dir := t.TempDir()
+	prog := build(dir)
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	for _, c := range []struct {
+		in, umask, want os.FileMode
+	}{{0o755, 0o022, 0o755}, {0o644, 0o022, 0o644}, {0o700, 0o022, 0o744}, {0o755, 0o077, 0o700}, {0o555, 0o002, 0o775}} {
+		if err := os.Chmod(prog, c.in); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Umask(int(c.umask))
+		out := filepath.Join(dir, "out")
+		os.Remove(out)
+		if _, err := kprewrite.Rewrite(prog, out, kprewrite.RewriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Stat(out); err != nil || st.Mode().Perm() != c.want {
+			t.Errorf("input %o, umask %03o: output %v, want %o (%v)", c.in, c.umask, st.Mode().Perm(), c.want, err)
+		}
 	}
 }

@@ -101,6 +101,7 @@ func Check(path string, opt CheckOptions) (*CheckReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
 	bin, err := analysis.Analyze(f, analysis.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("analyse %s: %w", path, err)

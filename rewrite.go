@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/kprewrite/kprewrite/analysis"
 	"github.com/kprewrite/kprewrite/elfio"
@@ -100,6 +102,7 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close() // after the output, which refers to the input's mapping, is written
 	if len(defs) > 0 {
 		bin, err := analysis.Analyze(f, analysis.Options{})
 		if err != nil {
@@ -114,11 +117,7 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode := os.FileMode(0o755)
-	if st, err := os.Stat(input); err == nil {
-		mode = st.Mode().Perm()
-	}
-	if err := elfio.WriteFileAtomic(output, res.Image, mode); err != nil {
+	if err := elfio.WriteFileAtomic(output, res.Image, outputMode(input)); err != nil {
 		return nil, err
 	}
 	out := &RewriteResult{Output: output, Warnings: append(warnings, res.Warnings...)}
@@ -198,4 +197,30 @@ func sameFile(a, b string) bool {
 	aa, _ := filepath.Abs(a)
 	bb, _ := filepath.Abs(b)
 	return aa == bb
+}
+
+// outputMode is the mode a linker would give the output: read and write for all, and
+// execute where the input has it, masked by the umask.
+func outputMode(input string) os.FileMode {
+	mode := os.FileMode(0o666)
+	if st, err := os.Stat(input); err == nil {
+		mode |= st.Mode().Perm() & 0o111
+	}
+	return mode &^ umask()
+}
+
+// umask reads the process's umask from /proc (Linux 4.7 and later) rather than
+// setting it to read it back, which would race with other goroutines creating files.
+func umask() os.FileMode {
+	b, err := os.ReadFile("/proc/self/status")
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+				if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					return os.FileMode(m) & 0o777
+				}
+			}
+		}
+	}
+	return 0o022
 }

@@ -2,16 +2,24 @@ package elfio
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
 
 const writeChunk = 2 << 20
 
-// WriteFileAtomic writes data to path so that path is either untouched or holds all of
-// data: it writes a temporary file in the same directory, syncs it, sets perm and
+// WriteFileAtomic writes src to path so that path is either untouched or holds all of
+// it: it writes a temporary file in the same directory, syncs it, sets perm and
 // renames it over path. On error the temporary file is removed and path is unchanged.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+//
+// An existing path must be a regular file or a symbolic link to one (the link is
+// replaced, its target left alone): a device, FIFO, socket or directory there, or a
+// link to one, is refused, so that "-o /dev/null" cannot replace /dev/null.
+func WriteFileAtomic(path string, src io.WriterTo, perm os.FileMode) (err error) {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return fmt.Errorf("write %s: exists and is not a regular file (%s); not replaced", path, fileKind(st.Mode()))
+	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -27,14 +35,12 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 			err = fmt.Errorf("write %s: %w", path, err)
 		}
 	}()
-	// in 2 MiB writes: one write(2) that meets a source page it cannot copy without a
-	// fault goes on in smaller page-cache folios to its end; each write starts over with
-	// the largest, so the kernel can map the new segments with 2 MiB pages
-	// (layout.go, hugePage)
-	for off := 0; off < len(data); off += writeChunk {
-		if _, err = tmp.Write(data[off:min(off+writeChunk, len(data))]); err != nil {
-			return err
-		}
+	// An Output writes in 2 MiB writes: one write(2) that meets a source page it cannot
+	// copy without a fault goes on in smaller page-cache folios to its end; each write
+	// starts over with the largest, so the kernel can map the new segments with 2 MiB
+	// pages (layout.go, hugePage)
+	if _, err = src.WriteTo(tmp); err != nil {
+		return err
 	}
 	if err = tmp.Chmod(perm); err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 )
 
@@ -66,16 +65,43 @@ type File struct {
 	Progs    []Prog
 	Sections []Section
 	Symbols  []Symbol
+
+	mapped bool // Data is a read-only mapping of the file (Open), released by Close
 }
 
-// Open reads and validates the executable at path. The file is read once and never
-// written.
+// MaxInputSize bounds the files Open accepts: no executable is near it, and a sparse
+// or runaway file is refused before anything reads it.
+const MaxInputSize = 4 << 30
+
+// Open validates the executable at path, which must be a regular file. Its bytes are
+// mapped read-only, not copied: the rewrite of a 100 MB program then holds no second
+// copy of it (and the output refers to the mapping until written). The file is never
+// written; it must not be truncated while in use, as for a linker's inputs. Close
+// releases the mapping.
 func Open(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := mapFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, err
 	}
-	return Parse(path, data)
+	f, err := Parse(path, data)
+	if err != nil {
+		unmap(data)
+		return nil, err
+	}
+	f.mapped = true
+	return f, nil
+}
+
+// Close releases the mapping Open made; f and every slice of f.Data must not be used
+// afterwards. It does nothing for a File made by Parse.
+func (f *File) Close() error {
+	if !f.mapped {
+		return nil
+	}
+	f.mapped = false
+	data := f.Data
+	f.Data = nil
+	return unmap(data)
 }
 
 // Parse validates data as an x86-64 ELF64 executable; name is used in error messages.

@@ -73,7 +73,7 @@ func FuzzParse(f *testing.F) {
 			},
 			Entry: &l.TextAddr,
 		}
-		out, err := file.Rewrite(a)
+		out, err := rewriteBytes(file, a)
 		if err != nil {
 			return
 		}

@@ -1,6 +1,7 @@
 package elfio
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
@@ -50,7 +51,7 @@ type Addition struct {
 // (created for stripped input), the patches applied and e_entry redirected. Every
 // existing section and program header stays. f is not modified, and the same input
 // always gives the same bytes.
-func (f *File) Rewrite(a *Addition) ([]byte, error) {
+func (f *File) Rewrite(a *Addition) (*Output, error) {
 	out, err := f.rewrite(a)
 	if err != nil {
 		return nil, fmt.Errorf("%s: rewrite: %w", f.Path, err)
@@ -89,8 +90,10 @@ func (t *strtab) intern(s string) uint32 {
 	return uint32(off)
 }
 
-func (t *strtab) put(dst []byte) {
-	copy(dst[copy(dst, t.old):], t.add)
+// putAt places the table at file offset off of the output.
+func (t *strtab) putAt(ob *outputBuilder, off uint64) {
+	ob.put(off, t.old)
+	ob.put(off+uint64(len(t.old)), t.add)
 }
 
 // shdr is a section header as written.
@@ -119,7 +122,7 @@ func (h *shdr) put(dst []byte) {
 	le.PutUint64(dst[56:], h.entsize)
 }
 
-func (f *File) rewrite(a *Addition) ([]byte, error) {
+func (f *File) rewrite(a *Addition) (*Output, error) {
 	if a == nil {
 		return nil, fmt.Errorf("no addition")
 	}
@@ -307,10 +310,9 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 		return nil, fmt.Errorf("output would be %d bytes", total)
 	}
 
-	out := make([]byte, total)
-	copy(out, f.Data[:l.keep])
+	ob := &outputBuilder{base: f.Data[:l.keep]}
 	for _, p := range patches {
-		copy(out[p.off:], p.b)
+		ob.put(p.off, p.b)
 	}
 
 	// Program header table: the old entries, the new PT_LOADs right after the last
@@ -322,7 +324,8 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 		}
 	}
 	le := binary.LittleEndian
-	ph := out[l.PhdrOff:][:uint64(l.PhdrNum)*56]
+	ph := make([]byte, uint64(l.PhdrNum)*56)
+	ob.put(l.PhdrOff, ph)
 	n := 0
 	putSeg := func(s newSeg) {
 		e := ph[n*56:]
@@ -372,60 +375,65 @@ func (f *File) rewrite(a *Addition) ([]byte, error) {
 
 	// New areas; unused text capacity is int3 so stray execution traps.
 	if l.RodataSize > 0 {
-		copy(out[l.RodataAddr-d:], a.Rodata)
+		ob.put(l.RodataAddr-d, a.Rodata)
 	}
 	if ehHdrSize > 0 {
-		copy(out[l.EHHdrAddr-d:], a.EHFrameHdr)
+		ob.put(l.EHHdrAddr-d, a.EHFrameHdr)
 	}
 	if l.TextSize > 0 {
-		t := out[l.TextAddr-d:][:l.TextSize]
-		copy(t, a.Text)
-		for i := len(a.Text); i < len(t); i++ {
-			t[i] = 0xcc
-		}
+		ob.put(l.TextAddr-d, a.Text)
+		ob.putFill(l.TextAddr-d+uint64(len(a.Text)), l.TextSize-uint64(len(a.Text)), 0xcc)
 	}
 	if l.DataSize > 0 {
-		copy(out[l.DataAddr-d:], a.Data)
+		ob.put(l.DataAddr-d, a.Data)
 	}
 
 	// Tables.
-	sy := out[symOff:][:symSize]
-	k := copy(sy, oldSyms[:oldInfo*24])
-	k += copy(sy[k:], locals)
-	k += copy(sy[k:], oldSyms[oldInfo*24:])
-	copy(sy[k:], globals)
+	sy := make([]byte, 0, symSize)
+	sy = append(sy, oldSyms[:oldInfo*24]...)
+	sy = append(sy, locals...)
+	sy = append(sy, oldSyms[oldInfo*24:]...)
+	sy = append(sy, globals...)
+	ob.put(symOff, sy)
 	if symstr != shstr {
-		symstr.put(out[symstrOff:])
+		symstr.putAt(ob, symstrOff)
 	}
-	shstr.put(out[shstrOff:])
+	shstr.putAt(ob, shstrOff)
 	for j, i := range tabs.rels {
 		s := f.Sections[i]
-		r := out[relOffs[j]:][:s.Size]
-		copy(r, f.Data[s.Off:][:s.Size])
+		r := f.Data[s.Off:][:s.Size]
 		if nLocal > 0 {
+			r = bytes.Clone(r)
 			renumberRelocs(r, s.Type == elf.SHT_RELA, oldInfo, nLocal)
 		}
+		ob.put(relOffs[j], r)
 	}
 	for _, i := range tabs.inPlace {
 		if s := f.Sections[i]; nLocal > 0 {
-			renumberRelocs(out[s.Off:][:s.Size], s.Type == elf.SHT_RELA, oldInfo, nLocal)
+			r := bytes.Clone(f.Data[s.Off:][:s.Size])
+			renumberRelocs(r, s.Type == elf.SHT_RELA, oldInfo, nLocal)
+			ob.put(s.Off, r)
 		}
 	}
+	sh := make([]byte, len(secs)*64)
 	for i := range secs {
-		secs[i].put(out[shOff+uint64(i)*64:][:64])
+		secs[i].put(sh[i*64:][:64])
 	}
+	ob.put(shOff, sh)
 
 	// ELF header.
+	eh := bytes.Clone(f.Data[:64])
 	if a.Entry != nil {
-		le.PutUint64(out[24:], *a.Entry)
+		le.PutUint64(eh[24:], *a.Entry)
 	}
-	le.PutUint64(out[32:], l.PhdrOff)
-	le.PutUint64(out[40:], shOff)
-	le.PutUint16(out[56:], uint16(l.PhdrNum))
-	le.PutUint16(out[58:], 64)                // e_shentsize, zero in input without sections
-	le.PutUint16(out[60:], uint16(len(secs))) // < SHN_LORESERVE, checked above
-	le.PutUint16(out[62:], uint16(tabs.shstrtab))
-	return out, nil
+	le.PutUint64(eh[32:], l.PhdrOff)
+	le.PutUint64(eh[40:], shOff)
+	le.PutUint16(eh[56:], uint16(l.PhdrNum))
+	le.PutUint16(eh[58:], 64)                // e_shentsize, zero in input without sections
+	le.PutUint16(eh[60:], uint16(len(secs))) // < SHN_LORESERVE, checked above
+	le.PutUint16(eh[62:], uint16(tabs.shstrtab))
+	ob.put(0, eh)
+	return ob.build(total)
 }
 
 // secEHHdr is the section PT_GNU_EH_FRAME names.

@@ -47,7 +47,7 @@ func TestRewriteEHFrameHdr(t *testing.T) {
 			}
 			a.Layout, a.EHFrameHdr, a.Entry = l, hdr, &l.TextAddr
 			a.Text = jmpStub(l.TextAddr, f.Entry)
-			out, err := f.Rewrite(a)
+			out, err := rewriteBytes(f, a)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,14 +124,14 @@ func TestRewriteNull(t *testing.T) {
 			inSum := sha256.Sum256(in)
 			f := mustParse(t, name, in)
 			a := nullAddition(t, f)
-			out, err := f.Rewrite(a)
+			out, err := rewriteBytes(f, a)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if sha256.Sum256(in) != inSum {
 				t.Fatal("Rewrite modified its input")
 			}
-			again, err := f.Rewrite(a)
+			again, err := rewriteBytes(f, a)
 			if err != nil || !bytes.Equal(out, again) {
 				t.Fatalf("second rewrite differs (err %v)", err)
 			}
@@ -307,7 +307,7 @@ func runExit42(t *testing.T, image []byte) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "prog")
-	if err := WriteFileAtomic(path, image, 0o755); err != nil {
+	if err := WriteFileAtomic(path, bytes.NewReader(image), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	err := exec.Command(path).Run()
@@ -386,7 +386,7 @@ func TestLayoutHuge(t *testing.T) {
 	if l.TextSize != hugePage || l.RodataSize != hugeMin || l.TextAddr != segs[1].vaddr || segs[0].filesz != hugePage {
 		t.Errorf("layout %+v", l)
 	}
-	out, err := f.Rewrite(&Addition{Layout: l, Rodata: make([]byte, hugeMin), Data: make([]byte, 24)})
+	out, err := rewriteBytes(f, &Addition{Layout: l, Rodata: make([]byte, hugeMin), Data: make([]byte, 24)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestLayoutOutOfReach(t *testing.T) {
 
 func TestAlreadyRewritten(t *testing.T) {
 	f := mustParse(t, "in", testVariants["exec-full"].build())
-	out, err := f.Rewrite(nullAddition(t, f))
+	out, err := rewriteBytes(f, nullAddition(t, f))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestAlreadyRewritten(t *testing.T) {
 func TestEmitRelocsRenumbered(t *testing.T) {
 	f := mustParse(t, "relocs", testVariants["exec-emit-relocs"].build())
 	a := nullAddition(t, f)
-	out, err := f.Rewrite(a)
+	out, err := rewriteBytes(f, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +477,7 @@ func TestPatches(t *testing.T) {
 	// A good patch: exit(43) instead of 42, through the entry stub.
 	a := nullAddition(t, f)
 	a.Patches = []Patch{{code + 1, []byte{43}}, {base + testDataOff, []byte("K")}}
-	out, err := f.Rewrite(a)
+	out, err := rewriteBytes(f, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,10 +588,10 @@ func TestBadInputs(t *testing.T) {
 func TestWriteFileAtomic(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "out")
-	if err := WriteFileAtomic(path, []byte("one"), 0o755); err != nil {
+	if err := WriteFileAtomic(path, bytes.NewReader([]byte("one")), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFileAtomic(path, []byte("two"), 0o700); err != nil {
+	if err := WriteFileAtomic(path, bytes.NewReader([]byte("two")), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -602,7 +602,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	// Failure: renaming over a directory fails and leaves no temporary file.
 	sub := filepath.Join(dir, "sub")
 	os.MkdirAll(filepath.Join(sub, "x"), 0o755)
-	if err := WriteFileAtomic(sub, []byte("three"), 0o755); err == nil || !strings.Contains(err.Error(), sub) {
+	if err := WriteFileAtomic(sub, bytes.NewReader([]byte("three")), 0o755); err == nil || !strings.Contains(err.Error(), sub) {
 		t.Fatalf("got %v", err)
 	}
 	ents, _ := os.ReadDir(dir)
@@ -629,7 +629,7 @@ func TestClearShadowStack(t *testing.T) {
 	}
 	a := nullAddition(t, f)
 	a.Patches = ps
-	out, err := f.Rewrite(a)
+	out, err := rewriteBytes(f, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -685,7 +685,7 @@ func TestRewriteShapes(t *testing.T) {
 				wantSecs++
 			}
 		}
-		out, err := f.Rewrite(a)
+		out, err := rewriteBytes(f, a)
 		if err != nil {
 			t.Fatalf("mask %04b: %v", mask, err)
 		}

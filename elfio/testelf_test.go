@@ -241,3 +241,12 @@ func (o testELF) build() []byte {
 	}
 	return buf
 }
+
+// rewriteBytes is f.Rewrite with the image in one buffer.
+func rewriteBytes(f *File, a *Addition) ([]byte, error) {
+	out, err := f.Rewrite(a)
+	if err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}

@@ -53,18 +53,18 @@ func segNullRewrite(t *testing.T, in, name string) (string, elfio.Layout) {
 		},
 		Entry: &l.TextAddr,
 	}
-	out, err := f.Rewrite(a)
+	out, err := rewriteBytes(f, a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rewritten := time.Now()
 	outPath := filepath.Join(t.TempDir(), name)
-	if err := elfio.WriteFileAtomic(outPath, out, 0o755); err != nil {
+	if err := elfio.WriteFileAtomic(outPath, bytes.NewReader(out), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s: %d -> %d bytes (phdrs at old bias: %v); open %v, rewrite %v, write %v", name, len(f.Data), len(out), l.PhdrAtOldBias,
 		opened.Sub(start).Round(time.Millisecond), rewritten.Sub(opened).Round(time.Millisecond), time.Since(rewritten).Round(time.Millisecond))
-	again, err := f.Rewrite(a)
+	again, err := rewriteBytes(f, a)
 	if err != nil || !bytes.Equal(out, again) {
 		t.Fatalf("second rewrite of %s differs (err %v)", in, err)
 	}
@@ -488,11 +488,20 @@ func TestFailedRewriteLeavesNoFile(t *testing.T) {
 	}
 	// WriteFileAtomic onto a directory fails without leaving anything behind.
 	os.MkdirAll(filepath.Join(outPath, "busy"), 0o755)
-	if err := elfio.WriteFileAtomic(outPath, []byte("x"), 0o755); err == nil {
+	if err := elfio.WriteFileAtomic(outPath, bytes.NewReader([]byte("x")), 0o755); err == nil {
 		t.Fatal("wrote over a directory")
 	}
 	ents, _ := os.ReadDir(filepath.Dir(outPath))
 	if len(ents) != 1 {
 		t.Errorf("%d entries left after a failed write", len(ents))
 	}
+}
+
+// rewriteBytes is f.Rewrite with the image in one buffer.
+func rewriteBytes(f *elfio.File, a *elfio.Addition) ([]byte, error) {
+	out, err := f.Rewrite(a)
+	if err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }

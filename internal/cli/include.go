@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -30,7 +31,7 @@ func runInclude(args []string, stdout, _ io.Writer) error {
 		return fmt.Errorf("include: %w", err)
 	}
 	path := filepath.Join(*dir, kprt.HandlerHeaderName)
-	if err := elfio.WriteFileAtomic(path, kprt.HandlerHeader, 0o644); err != nil {
+	if err := elfio.WriteFileAtomic(path, bytes.NewReader(kprt.HandlerHeader), 0o644); err != nil {
 		return fmt.Errorf("include: %w", err)
 	}
 	fmt.Fprintln(stdout, path)

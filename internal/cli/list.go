@@ -24,6 +24,7 @@ func runList(args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	im, err := tracefile.ReadImage(f)
+	f.Close()
 	if err != nil {
 		return err
 	}

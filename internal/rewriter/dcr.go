@@ -133,6 +133,7 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 		if len(reg.Code) != e.relocLen {
 			return fmt.Errorf("internal error: the DCR at %#x relocated to %d bytes, %d planned", pt.Site, len(reg.Code), e.relocLen)
 		}
+		reg.Insns = nil // only the code and the offsets are needed from here on
 		e.reg = reg
 		g.tables.Points[e.point].Slot = at
 	}
@@ -153,17 +154,19 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 	return nil
 }
 
-// build returns the area's bytes and replaces each jump-optimized point's
-// placeholder edit with the jmp to its detour.
-func (a *dcrArea) build(g *gen, enc *kprt.Encoded, optcall uint64, rs trampolines.CountRseq) ([]byte, error) {
+// build writes the area's bytes into b (a.total() bytes) and replaces each
+// jump-optimized point's placeholder edit with the jmp to its detour.
+func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs trampolines.CountRseq) error {
+	if uint64(len(b)) != a.total() {
+		return fmt.Errorf("internal error: a %d-byte detour area in %d bytes", a.total(), len(b))
+	}
 	if a.anyDetour {
 		t, err := trampolines.OptTemplate()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		a.entryOff = t.Entry
 	}
-	b := make([]byte, a.total())
 	for i := range b {
 		b[i] = trampolines.Int3
 	}
@@ -181,7 +184,7 @@ func (a *dcrArea) build(g *gen, enc *kprt.Encoded, optcall uint64, rs trampoline
 			} else {
 				t, err := trampolines.OptTemplate()
 				if err != nil {
-					return nil, err
+					return err
 				}
 				relocAt = at + uint64(len(t.Code))
 			}
@@ -190,7 +193,7 @@ func (a *dcrArea) build(g *gen, enc *kprt.Encoded, optcall uint64, rs trampoline
 				// instructions run from the guard's copy, after its wrapper
 				j, err := trampolines.JmpRel32(relocAt, stub)
 				if err != nil {
-					return nil, fmt.Errorf("probe at %#x: %w", pt.Site, err)
+					return fmt.Errorf("probe at %#x: %w", pt.Site, err)
 				}
 				reloc = trampolines.Filled(nil, len(e.reg.Code))
 				copy(reloc, j)
@@ -214,28 +217,28 @@ func (a *dcrArea) build(g *gen, enc *kprt.Encoded, optcall uint64, rs trampoline
 				code, err = trampolines.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
 			}
 			if err != nil {
-				return nil, err
+				return err
 			}
 			jmp, err := trampolines.SiteJmpTo(pt.Site, pt.DCRLen, entry)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if err := g.plan.SetSiteJmp(e.point, jmp); err != nil {
-				return nil, err
+				return err
 			}
 		} else {
 			j, err := trampolines.JmpRel32(at+uint64(len(e.reg.Code)), back)
 			if err != nil {
-				return nil, fmt.Errorf("probe at %#x: %w", pt.Site, err)
+				return fmt.Errorf("probe at %#x: %w", pt.Site, err)
 			}
 			code = append(append([]byte(nil), e.reg.Code...), j...)
 		}
 		if uint64(len(code)) != e.size {
-			return nil, fmt.Errorf("internal error: %d bytes made for the %d reserved at %#x", len(code), e.size, at)
+			return fmt.Errorf("internal error: %d bytes made for the %d reserved at %#x", len(code), e.size, at)
 		}
 		copy(b[e.off:], code)
 	}
-	return b, nil
+	return nil
 }
 
 // origBytes returns up to n original bytes at addr (fewer at the end of the

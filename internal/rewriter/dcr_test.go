@@ -27,7 +27,7 @@ func TestRewriteOptimized(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := elfio.Parse("small.kp", res.Image)
+	g, err := elfio.Parse("small.kp", res.Image.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestRewriteVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := elfio.Parse("x", res.Image)
+	g, err := elfio.Parse("x", res.Image.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}

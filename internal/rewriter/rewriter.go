@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -76,7 +77,7 @@ type Options struct {
 
 // Result is a rewritten image.
 type Result struct {
-	Image   []byte
+	Image   *elfio.Output
 	Layout  elfio.Layout
 	Plan    *patch.Plan     // nil for a rewrite without probes
 	Desc    *tracefile.Desc // nil for a rewrite without probes
@@ -221,6 +222,9 @@ func (g *gen) run() (*Result, error) {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	g.addStaticSlots()
+	// Nothing after this needs the analysis: let the collector have it before the
+	// runtime is linked and the tables and the image are made.
+	g.b, g.opt.Analysis = nil, nil
 
 	// The runtime, linked after the addresses are known; its sizes first.
 	obj, err := objlink.ParseObject("kprewrite_rt.o", kprt.Object)
@@ -241,7 +245,8 @@ func (g *gen) run() (*Result, error) {
 	}
 
 	// Sizes: measure the tables with placeholder addresses (their size does not
-	// depend on them) and the description.
+	// depend on them) and the description. The id is a hash of both with the id left
+	// 0; the placeholder encoding is dropped once hashed.
 	enc, err := g.tables.Encode(0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
@@ -251,26 +256,36 @@ func (g *gen) run() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// the id is a hash of the tables and description without it; the tables' size does
-	// not depend on it, the description's may
+	// the tables' size does not depend on the id, the description's may
 	g.tables.ImageID = g.imageID(enc.RO, descBytes)
 	g.desc.ImageID = g.tables.ImageID
 	if descBytes, err = g.desc.Marshal(0); err != nil {
 		return nil, err
 	}
-	tablesOff := align.Up(uint64(len(descBytes)), areaAlign)
-	rtRodataOff := align.Up(tablesOff+uint64(len(enc.RO)), areaAlign)
-	rodataSize := rtRodataOff + rs.Rodata
-	slotsOff := align.Up(rs.Text, areaAlign)
-	dcrsOff := align.Up(slotsOff+g.slots.Size(), areaAlign)
-	hooksOff := align.Up(dcrsOff+g.dcrs.total(), areaAlign)
-	textSize := hooksOff + g.hooks.size
-	stateOff := align.Up(rs.BSS, areaAlign)
-	wordsOff := align.Up(stateOff+enc.StateSize, 8)
-	// the counter window: page-aligned (PlanLayout's BSS address is not, so a page of
-	// slack), whole pages, at the end of the new bss
-	windowSize := kprt.CountersSize(int(enc.StateSize / kprt.ProbeStateSize))
-	bssSize := wordsOff + g.hooks.words + 4096 + windowSize
+	tablesSize, stateSize := uint64(len(enc.RO)), enc.StateSize
+	enc = nil
+
+	// The new sections as lists of areas, in address order.
+	rodata := &areaSection{name: elfio.SecRodata}
+	descArea := rodata.add(SymDesc, uint64(len(descBytes)), 1)
+	tablesArea := rodata.add(SymTables, tablesSize, areaAlign)
+	rtRodata := rodata.add("", rs.Rodata, areaAlign)
+	text := &areaSection{name: elfio.SecText, fill: trampolines.Int3}
+	rtText := text.add("", rs.Text, 1)
+	slotsArea := text.add("", g.slots.Size(), areaAlign)
+	dcrsArea := text.add("", g.dcrs.total(), areaAlign)
+	hooksArea := text.add("", g.hooks.size, areaAlign)
+	bss := &areaSection{name: elfio.SecBSS}
+	bss.add("", rs.BSS, 1)
+	stateArea := bss.add(SymProbeState, stateSize, areaAlign)
+	wordsArea := bss.add("", g.hooks.words, 8)
+	// the counter window: whole pages, page-aligned (the BSS address PlanLayout gives
+	// is not, so a page of slack), at the end of the new bss
+	windowSize := kprt.CountersSize(int(stateSize / kprt.ProbeStateSize))
+	windowArea := bss.add("", 4096+windowSize, 1)
+	for _, s := range []*areaSection{rodata, text, bss} {
+		s.layout()
+	}
 
 	var eh *ehHdrPlan
 	var ehSize uint64
@@ -278,24 +293,21 @@ func (g *gen) run() (*Result, error) {
 		eh = planEHHdr(f)
 		ehSize = eh.size
 	}
-	layout, err := f.PlanLayoutEH(textSize, rodataSize, rs.Data, bssSize, ehSize)
+	layout, err := f.PlanLayoutEH(text.size, rodata.size, rs.Data, bss.size, ehSize)
 	if err != nil {
 		return nil, err
 	}
-	tablesAddr := layout.RodataAddr + tablesOff
-	stateAddr := layout.BSSAddr + stateOff
-	g.tables.Counters = align.Up(layout.BSSAddr+wordsOff+g.hooks.words, 4096)
-	if g.tables.Counters+windowSize > layout.BSSAddr+bssSize {
-		return nil, fmt.Errorf("%s: internal error: counter window outside the new bss", f.Path)
-	}
-	out, err := lk.Link(objlink.Bases{Text: layout.TextAddr, Rodata: layout.RodataAddr + rtRodataOff, Data: layout.DataAddr, BSS: layout.BSSAddr}, g.programSymbol)
+	rodata.addr, text.addr, bss.addr = layout.RodataAddr, layout.TextAddr, layout.BSSAddr
+	tablesAddr := rodata.at(tablesArea)
+	g.tables.Counters = align.Up(bss.at(windowArea), 4096)
+	out, err := lk.Link(objlink.Bases{Text: text.at(rtText), Rodata: rodata.at(rtRodata), Data: layout.DataAddr, BSS: layout.BSSAddr}, g.programSymbol)
 	if err != nil {
 		return nil, fmt.Errorf("link runtime: %w", err)
 	}
 	if err := g.placeHandlers(out); err != nil {
 		return nil, err
 	}
-	if err := g.slots.Place(layout.TextAddr + slotsOff); err != nil {
+	if err := g.slots.Place(text.at(slotsArea)); err != nil {
 		return nil, err
 	}
 	for i := range g.plan.Points {
@@ -303,52 +315,35 @@ func (g *gen) run() (*Result, error) {
 			g.tables.Points[i].Slot = g.slots.Slot(si).Addr
 		}
 	}
-	if err := g.dcrs.place(g, layout.TextAddr+dcrsOff); err != nil {
+	if err := g.dcrs.place(g, text.at(dcrsArea)); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	hookText, err := g.placeStaticHooks(layout.TextAddr+hooksOff, layout.BSSAddr+wordsOff)
+	hookText, err := g.placeStaticHooks(text.at(hooksArea), bss.at(wordsArea))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	g.tables.AbsSlots = out.AbsSlots
-	// the description is at the start of .kprewrite.rodata; its size does not change
-	// when placed (checked below)
-	g.tables.Desc, g.tables.DescSize = layout.RodataAddr, uint32(len(descBytes))
-	enc2, err := g.tables.Encode(tablesAddr, stateAddr)
+	g.tables.Desc, g.tables.DescSize = rodata.at(descArea), uint32(len(descBytes))
+	enc, err = g.tables.Encode(tablesAddr, bss.at(stateArea))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	if len(enc2.RO) != len(enc.RO) || enc2.StateSize != enc.StateSize {
+	if uint64(len(enc.RO)) != tablesSize || enc.StateSize != stateSize {
 		return nil, fmt.Errorf("%s: internal error: probe tables changed size when placed", f.Path)
 	}
-	descBytes, err = g.desc.Marshal(tablesAddr)
+	rodataBytes := rodata.alloc()
+	// the description says where the tables are in its frame's header
+	err = errors.Join(rodata.put(descArea, g.desc.Place(descBytes, tablesAddr)), rodata.put(tablesArea, enc.RO), rodata.put(rtRodata, out.Rodata))
 	if err != nil {
 		return nil, err
 	}
-	if uint64(len(descBytes)) > tablesOff || uint32(len(descBytes)) != g.tables.DescSize {
-		return nil, fmt.Errorf("%s: internal error: image description changed size when placed", f.Path)
-	}
-
-	// .kprewrite.rodata: description, tables, runtime rodata
-	rodata := make([]byte, rodataSize)
-	copy(rodata, descBytes)
-	copy(rodata[tablesOff:], enc2.RO)
-	copy(rodata[rtRodataOff:], out.Rodata)
+	enc.RO = nil // in rodataBytes now
 	hdrRel, ok := out.Addr(kprt.SymHdrRel)
 	if !ok {
 		return nil, fmt.Errorf("runtime object has no %s", kprt.SymHdrRel)
 	}
-	binary.LittleEndian.PutUint64(rodata[hdrRel-layout.RodataAddr:], uint64(kprt.HdrRel(hdrRel, tablesAddr)))
-	// .kprewrite.text: runtime, slots
-	text := make([]byte, textSize)
-	copy(text, out.Text)
-	for i := len(out.Text); i < int(slotsOff); i++ {
-		text[i] = trampolines.Int3
-	}
-	copy(text[slotsOff:], g.slots.Bytes())
-	for i := int(slotsOff + g.slots.Size()); i < int(dcrsOff); i++ {
-		text[i] = trampolines.Int3
-	}
+	binary.LittleEndian.PutUint64(rodataBytes[hdrRel-rodata.addr:], uint64(kprt.HdrRel(hdrRel, tablesAddr)))
+
 	optcall, ok := out.Addr(kprt.SymOptCall)
 	if !ok {
 		return nil, fmt.Errorf("runtime object has no %s", kprt.SymOptCall)
@@ -360,15 +355,13 @@ func (g *gen) run() (*Result, error) {
 	if rseq.Off == 0 || rseq.Count == 0 || rseq.Shardtab == 0 {
 		return nil, fmt.Errorf("runtime object has no %s, %s or %s", kprt.SymRseqOff, kprt.SymRseqCount, kprt.SymRseqShardtab)
 	}
-	dcrText, err := g.dcrs.build(g, enc2, optcall, rseq)
-	if err != nil {
+	textBytes := text.alloc()
+	if err := g.dcrs.build(g, text.span(dcrsArea), enc, optcall, rseq); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	copy(text[dcrsOff:], dcrText)
-	for i := int(dcrsOff) + len(dcrText); i < int(hooksOff); i++ {
-		text[i] = trampolines.Int3
+	if err := errors.Join(text.put(rtText, out.Text), text.put(slotsArea, g.slots.Bytes()), text.put(hooksArea, hookText)); err != nil {
+		return nil, err
 	}
-	copy(text[hooksOff:], hookText)
 	entry, ok := out.Addr(kprt.SymEntry)
 	if !ok {
 		return nil, fmt.Errorf("runtime object has no %s", kprt.SymEntry)
@@ -392,17 +385,22 @@ func (g *gen) run() (*Result, error) {
 		patches = append(patches, ps...)
 		sort.Slice(patches, func(i, j int) bool { return patches[i].Addr < patches[j].Addr })
 	}
-	syms := g.newSymbols(out, symPlaces{slotsOff, dcrsOff, rtRodataOff, tablesOff, uint64(len(enc2.RO)), stateOff, enc2.StateSize, uint64(len(descBytes)),
-		g.tables.Counters - layout.BSSAddr, windowSize})
+	syms := g.newSymbols(out, symPlaces{rtRodata: rtRodata.off, slots: slotsArea.off, dcrs: dcrsArea.off,
+		areas: []elfio.NewSymbol{
+			{Name: descArea.name, Section: rodata.name, Offset: descArea.off, Size: descArea.size},
+			{Name: tablesArea.name, Section: rodata.name, Offset: tablesArea.off, Size: tablesArea.size},
+			{Name: stateArea.name, Section: bss.name, Offset: stateArea.off, Size: stateArea.size},
+			{Name: SymCounters, Section: bss.name, Offset: g.tables.Counters - bss.addr, Size: windowSize},
+		}})
 	img, err := f.Rewrite(&elfio.Addition{
 		Layout: layout,
-		Text:   text,
-		Rodata: rodata,
+		Text:   textBytes,
+		Rodata: rodataBytes,
 		Data:   out.Data,
-		BSS:    bssSize,
+		BSS:    bss.size,
 		// the return trampoline's FDE joins the unwinder's table (unwind.go)
 		EHFrameHdr: ehHdr,
-		Symbols:    append(syms, g.hookSymbols(hooksOff)...),
+		Symbols:    append(syms, g.hookSymbols(hooksArea.off)...),
 		Patches:    patches,
 		Entry:      &entry,
 	})
@@ -633,16 +631,11 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 		}
 		ns := elfio.NewSymbol{Name: s.Name, Section: sec[s.Area], Offset: s.Offset, Size: s.Size, Func: s.Func, Global: s.Global}
 		if s.Area == objlink.AreaRodata {
-			ns.Offset += p.rtRodataOff
+			ns.Offset += p.rtRodata
 		}
 		syms = append(syms, ns)
 	}
-	syms = append(syms,
-		elfio.NewSymbol{Name: SymDesc, Section: elfio.SecRodata, Offset: 0, Size: p.descSize},
-		elfio.NewSymbol{Name: SymTables, Section: elfio.SecRodata, Offset: p.tablesOff, Size: p.tablesSize},
-		elfio.NewSymbol{Name: SymProbeState, Section: elfio.SecBSS, Offset: p.stateOff, Size: p.stateSize},
-		elfio.NewSymbol{Name: SymCounters, Section: elfio.SecBSS, Offset: p.countersOff, Size: p.countersSize},
-	)
+	syms = append(syms, p.areas...)
 	for i, pt := range g.plan.Points {
 		si := g.slotOf[i]
 		if si < 0 {
@@ -653,7 +646,7 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 			name = fmt.Sprintf("%s%s+%#x", SymSlotPrefix, pt.Func.Name, pt.Site-pt.Func.Addr)
 		}
 		s := g.slots.Slot(si)
-		syms = append(syms, elfio.NewSymbol{Name: name, Section: elfio.SecText, Offset: p.slotsOff + g.slots.Offset(si), Size: uint64(len(s.Code)), Func: true})
+		syms = append(syms, elfio.NewSymbol{Name: name, Section: elfio.SecText, Offset: p.slots + g.slots.Offset(si), Size: uint64(len(s.Code)), Func: true})
 	}
 	for _, d := range g.dcrs.list {
 		pt := &g.plan.Points[d.point]
@@ -665,19 +658,20 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 		if pt.Func != nil {
 			name = fmt.Sprintf("%s%s+%#x", prefix, pt.Func.Name, pt.Site-pt.Func.Addr)
 		}
-		syms = append(syms, elfio.NewSymbol{Name: name, Section: elfio.SecText, Offset: p.dcrsOff + d.off, Size: d.size, Func: true})
+		syms = append(syms, elfio.NewSymbol{Name: name, Section: elfio.SecText, Offset: p.dcrs + d.off, Size: d.size, Func: true})
 	}
 	if g.dcrs.ncs > 0 { // data, not code, for disassemblers
-		syms = append(syms, elfio.NewSymbol{Name: SymRseqCS, Section: elfio.SecText, Offset: p.dcrsOff + g.dcrs.csOff(),
+		syms = append(syms, elfio.NewSymbol{Name: SymRseqCS, Section: elfio.SecText, Offset: p.dcrs + g.dcrs.csOff(),
 			Size: uint64(g.dcrs.ncs) * trampolines.RseqCSSize})
 	}
 	return syms
 }
 
-// symPlaces are the offsets of the rewriter's pieces in the new sections.
+// symPlaces are the offsets of the areas whose contents have symbols of their own,
+// and the symbols of the areas named as a whole.
 type symPlaces struct {
-	slotsOff, dcrsOff, rtRodataOff, tablesOff, tablesSize, stateOff, stateSize, descSize uint64
-	countersOff, countersSize                                                            uint64
+	rtRodata, slots, dcrs uint64
+	areas                 []elfio.NewSymbol
 }
 
 // warnUnreferencedReturns warns about return probes that hook the return address at a

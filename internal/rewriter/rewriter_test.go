@@ -71,7 +71,7 @@ func TestRewrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := Rewrite(f, probes(t, f, defs...), Options{TracePath: "/tmp/t.trace", ImageName: "small.kp", NoOptimize: true})
-	if err != nil || !bytes.Equal(res.Image, again.Image) {
+	if err != nil || !bytes.Equal(res.Image.Bytes(), again.Image.Bytes()) {
 		t.Fatalf("a second rewrite differs (%v)", err)
 	}
 	out := filepath.Join(t.TempDir(), "small.kp")
@@ -192,7 +192,7 @@ func TestRewriteNoProbes(t *testing.T) {
 	if err != nil || res.Plan != nil || res.Desc != nil {
 		t.Fatalf("%v %+v", err, res)
 	}
-	g, err := elfio.Parse("x", res.Image)
+	g, err := elfio.Parse("x", res.Image.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestImageIDIsContent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		ids[name], imgs[name] = res.Desc.ImageID, res.Image
+		ids[name], imgs[name] = res.Desc.ImageID, res.Image.Bytes()
 	}
 	if ids["default"] != ids["again"] || !bytes.Equal(imgs["default"], imgs["again"]) {
 		t.Errorf("the same rewrite twice: ids %#x %#x", ids["default"], ids["again"])

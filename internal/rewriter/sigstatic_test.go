@@ -83,7 +83,7 @@ func TestStaticSigGuard(t *testing.T) {
 			if len(res.Warnings) != 0 {
 				t.Errorf("warnings: %q", res.Warnings)
 			}
-			g, stubs := sigStubs(t, res.Image)
+			g, stubs := sigStubs(t, res.Image.Bytes())
 			if got := keys(stubs); !slices.Equal(got, c.want) {
 				t.Fatalf("redirected %v, want %v", got, c.want)
 			}
@@ -130,7 +130,7 @@ func TestStaticSigGuard(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, stubs = sigStubs(t, res.Image)
+			g, stubs = sigStubs(t, res.Image.Bytes())
 			fn, _ := f.Functions().ByName("__libc_sigaction")
 			if b, _ := g.Bytes(fn.Addr, 1); b[0] != 0xcc {
 				t.Errorf("probed entry: % x, want the int3", b)
@@ -146,7 +146,7 @@ func TestStaticSigGuard(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, stubs = sigStubs(t, res.Image); !slices.Equal(keys(stubs), c.fallback) {
+			if _, stubs = sigStubs(t, res.Image.Bytes()); !slices.Equal(keys(stubs), c.fallback) {
 				t.Errorf("__libc_sigaction excluded: redirected %v, want %v", keys(stubs), c.fallback)
 			}
 			if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "not guarded: __libc_sigaction (its entry is in code excluded") {
@@ -158,7 +158,7 @@ func TestStaticSigGuard(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, stubs = sigStubs(t, res.Image); len(stubs) != 0 || res.Plan.Points[0].XMode != kprt.XOptimized {
+			if _, stubs = sigStubs(t, res.Image.Bytes()); len(stubs) != 0 || res.Plan.Points[0].XMode != kprt.XOptimized {
 				t.Errorf("optimized only: redirected %v", keys(stubs))
 			}
 		})
@@ -169,7 +169,7 @@ func TestStaticSigGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, stubs := sigStubs(t, res.Image); len(stubs) != 0 {
+	if _, stubs := sigStubs(t, res.Image.Bytes()); len(stubs) != 0 {
 		t.Errorf("dynamic program: redirected %v", keys(stubs))
 	}
 }
@@ -220,10 +220,10 @@ func TestFastReadFlag(t *testing.T) {
 				if len(res.Warnings) != 0 {
 					t.Errorf("%s %+v: warnings %q", k.def, k.opt, res.Warnings)
 				}
-				if got := flags(t, res.Image)&kprt.HFFastRead != 0; got != k.fast {
+				if got := flags(t, res.Image.Bytes())&kprt.HFFastRead != 0; got != k.fast {
 					t.Errorf("%s %+v: HFFastRead %v, want %v", k.def, k.opt, got, k.fast)
 				}
-				_, stubs := sigStubs(t, res.Image)
+				_, stubs := sigStubs(t, res.Image.Bytes())
 				int3 := k.opt.NoOptimize
 				if want := static && (k.fast || int3); (len(stubs) != 0) != want {
 					t.Errorf("%s %+v: redirected %v", k.def, k.opt, keys(stubs))
@@ -237,8 +237,8 @@ func TestFastReadFlag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if flags(t, res.Image)&kprt.HFFastRead != 0 || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "system-call read") {
-				t.Errorf("sigaction excluded: flags %#x, warnings %q", flags(t, res.Image), res.Warnings)
+			if flags(t, res.Image.Bytes())&kprt.HFFastRead != 0 || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "system-call read") {
+				t.Errorf("sigaction excluded: flags %#x, warnings %q", flags(t, res.Image.Bytes()), res.Warnings)
 			}
 		})
 	}

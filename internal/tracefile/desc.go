@@ -289,6 +289,16 @@ func (d *Desc) Marshal(tablesAddr uint64) ([]byte, error) {
 	return b, nil
 }
 
+// Place records in d and in frame, d's framed description from Marshal, that the
+// tables' header is at tablesAddr, as Marshal(tablesAddr) would have: the address is
+// in the frame's header, outside the compressed document, so placing a description
+// does not change its size or need a second compression.
+func (d *Desc) Place(frame []byte, tablesAddr uint64) []byte {
+	d.tablesAddr = tablesAddr
+	binary.LittleEndian.PutUint64(frame[16:], tablesAddr)
+	return frame
+}
+
 // DescJSON returns the JSON document of the framed description at the start of b
 // (inflated from a version 2 frame).
 func DescJSON(b []byte) ([]byte, error) {

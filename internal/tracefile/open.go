@@ -37,7 +37,9 @@ func Open(path string, bins []string) (*Trace, Descs, error) {
 		f, err := elfio.Open(b)
 		if err == nil {
 			var im *Image
-			if im, err = ReadImage(f); err == nil {
+			im, err = ReadImage(f)
+			f.Close()
+			if err == nil {
 				descs.Add(im.Desc)
 				continue
 			}

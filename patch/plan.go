@@ -98,12 +98,12 @@ type Point struct {
 	Check analysis.Site // the analysis of the site (of its first request)
 
 	// Runtime execution (kprewrite_abi.h struct kprw_point).
-	XMode  uint8  // kprt.XSStep, XBoost or XEmulate
-	EmuOp  uint8  // kprt.Emu* for XEmulate
-	EmuCC  uint8  // jcc condition
-	Target uint64 // branch target for emulation
+	XMode  kprt.XMode
+	EmuOp  kprt.EmuOp // for XEmulate
+	EmuCC  uint8      // jcc condition
+	Target uint64     // branch target for emulation
 	RetImm uint16
-	PFlags uint8 // kprt.PF*
+	PFlags kprt.PointFlags
 
 	// The out-of-line slot it needs (not for XEmulate, ModeO or Verify points).
 	Slot    bool

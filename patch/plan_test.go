@@ -112,7 +112,7 @@ func TestPlanModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	pt := func(i int) *Point { return &pl.Points[pl.PointOf[i]] }
-	check := func(i int, mode Mode, xmode uint8, emu uint8) {
+	check := func(i int, mode Mode, xmode kprt.XMode, emu kprt.EmuOp) {
 		t.Helper()
 		q := pt(i)
 		if q.Mode != mode || q.XMode != xmode || q.EmuOp != emu {

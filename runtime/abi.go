@@ -46,80 +46,112 @@ const (
 const (
 	Magic   = 0x5752504b // "KPRW"
 	Version = 1
+)
 
-	HFDisableAll = 0x1 // start with every probe disarmed
-	HFDebug      = 0x2 // start-up reports to stderr
+// HeaderFlags are struct kprw_header's flags (RawHeader.Flags, KPRW_HF_*).
+type HeaderFlags uint32
+
+const (
+	HFDisableAll HeaderFlags = 0x1 // start with every probe disarmed
+	HFDebug      HeaderFlags = 0x2 // start-up reports to stderr
 	// HFFastRead: fetch arguments (or C handlers) read memory and the signal guard
 	// covers SIGSEGV and SIGBUS, so the runtime may read with its fault-catching copy.
-	HFFastRead = 0x4
+	HFFastRead HeaderFlags = 0x4
 )
 
-// Execution modes of a probepoint (RawPoint.XMode).
+// XMode is how a probepoint runs (RawPoint.XMode, KPRW_X_*).
+type XMode uint8
+
 const (
-	XSStep   = 1 // "k": single-step the slot copy with TF; post handlers run after it
-	XBoost   = 2 // "b": run the slot copy followed by its jmp back, one trap per hit
-	XEmulate = 3 // "b": emulate EmuOp by editing registers, one trap per hit
+	XSStep   XMode = 1 // "k": single-step the slot copy with TF; post handlers run after it
+	XBoost   XMode = 2 // "b": run the slot copy followed by its jmp back, one trap per hit
+	XEmulate XMode = 3 // "b": emulate EmuOp by editing registers, one trap per hit
 	// XOptimized is "o": the site's DCR is a jmp rel32 to a detour buffer at Slot (no
 	// int3, no signal); InsnLen is the DCR length, SlotLen the relocated DCR's.
-	XOptimized = 4
+	XOptimized XMode = 4
 )
 
-// Emulated instructions (RawPoint.EmuOp).
+// EmuOp is an instruction the runtime emulates (RawPoint.EmuOp, KPRW_EMU_*).
+type EmuOp uint8
+
 const (
-	EmuNop    = 1
-	EmuJmp    = 2
-	EmuJcc    = 3
-	EmuCall   = 4
-	EmuRet    = 5
-	EmuJrcxz  = 6
-	EmuLoop   = 7
-	EmuLoope  = 8
-	EmuLoopne = 9
+	EmuNop    EmuOp = 1
+	EmuJmp    EmuOp = 2
+	EmuJcc    EmuOp = 3
+	EmuCall   EmuOp = 4
+	EmuRet    EmuOp = 5
+	EmuJrcxz  EmuOp = 6
+	EmuLoop   EmuOp = 7
+	EmuLoope  EmuOp = 8
+	EmuLoopne EmuOp = 9
 )
 
-// Probepoint flags (RawPoint.PFlags).
+// PointFlags are a probepoint's flags (RawPoint.PFlags, KPRW_PF_*).
+type PointFlags uint8
+
 const (
-	PFCall    = 0x01 // single-stepped call: the pushed return address is fixed afterwards
-	PFBranch  = 0x02 // single-stepped copy may jump anywhere
-	PFAddr32  = 0x04 // jrcxz/loop with the 0x67 prefix (ecx)
-	PFPushf   = 0x08 // single-stepped pushf: TF is hidden in the pushed flags
-	PFNoBoost = 0x10 // the slot has no jmp back: never run it without single-step
+	PFCall    PointFlags = 0x01 // single-stepped call: the pushed return address is fixed afterwards
+	PFBranch  PointFlags = 0x02 // single-stepped copy may jump anywhere
+	PFAddr32  PointFlags = 0x04 // jrcxz/loop with the 0x67 prefix (ecx)
+	PFPushf   PointFlags = 0x08 // single-stepped pushf: TF is hidden in the pushed flags
+	PFNoBoost PointFlags = 0x10 // the slot has no jmp back: never run it without single-step
 	// PFInner marks an int3 on an inner byte of a would-be DCR (--verify-regions): a hit
 	// is a violation, counted, recorded, and run out of line from Slot (see VerifyInner).
-	PFInner = 0x20
+	PFInner PointFlags = 0x20
 	// PFInt3Step makes an XSStep point step without the trap flag, as the kernel does
 	// since 5.15: the slot is the copy (SlotLen bytes) then an int3 (Int3StepEnd), whose
 	// trap ends the step and runs the post handlers. Only for a copy that falls through
 	// (no PFBranch, PFCall, PFPushf); the slot has no jmp back.
-	PFInt3Step = 0x40
+	PFInt3Step PointFlags = 0x40
 	// PFCount marks a count-only detour (rewrite --count-only): an XOptimized point whose
 	// probes are plain event kprobes; the detour only increments their hit counters in the
 	// counter window (RawHeader.Counters) and never calls the runtime (CountDetour).
-	PFCount = 0x80
+	PFCount PointFlags = 0x80
 )
 
-// Probe types and flags (RawProbe).
-const (
-	TKprobe    = 1
-	TKretprobe = 2
-	TVerify    = 3 // the one pseudo-probe of a PFInner point: its hit counter counts violations
+// ProbeType is a probe's type (RawProbe.Type, KPRW_T_*).
+type ProbeType uint8
 
-	FDisabled = 0x01
-	FTrace    = 0x02 // append a trace record per hit using the event's fetch program
+const (
+	TKprobe    ProbeType = 1
+	TKretprobe ProbeType = 2
+	TVerify    ProbeType = 3 // the one pseudo-probe of a PFInner point: its hit counter counts violations
+)
+
+// ProbeFlags are a probe's flags (RawProbe.Flags, KPRW_F_*).
+type ProbeFlags uint8
+
+const (
+	FDisabled ProbeFlags = 0x01
+	FTrace    ProbeFlags = 0x02 // append a trace record per hit using the event's fetch program
 	// FUser marks a probe declared in a C handler file: User is its struct kprobe or
 	// struct kretprobe (kprewrite.h), whose handler fields the runtime reads at each hit
 	// (the table's handler fields are 0); registration is the runtime's (see doc.go).
-	FUser = 0x04
+	FUser ProbeFlags = 0x04
+)
 
-	EFDisabled = 0x01
-	EFRetprobe = 0x02
+// EventFlags are an event's flags (RawEvent.Flags, KPRW_EF_*).
+type EventFlags uint32
 
+const (
+	EFDisabled EventFlags = 0x01
+	EFRetprobe EventFlags = 0x02
+)
+
+const (
 	NoEvent = 0xffffffff
 	NoProbe = 0xffffffff // RawRecord.Probe of a record that counts no hit
 )
 
 // Limits the runtime enforces at start-up.
 const (
+	// RseqMaxCPU: per-CPU counting (count-only detours) with at most this many
+	// possible CPUs; more, and the detours count with lock incq.
+	RseqMaxCPU = 254
+	// CountShortN: count-only detours of at most this many probes skip their per-CPU
+	// calls with a jrcxz rel8 (the short form); the runtime's start-up relies on it.
+	CountShortN = 12
+
 	MaxPoints          = 1000000
 	MaxProbesPerPoint  = 64
 	MaxDataSize        = 4096
@@ -159,27 +191,27 @@ const (
 
 // RawHeader is struct kprw_header.
 type RawHeader struct {
-	Magic      uint32 `c:"magic"`
-	Version    uint16 `c:"version"`
-	HeaderSize uint16 `c:"header_size"`
-	Flags      uint32 `c:"flags"`
-	NPoints    uint32 `c:"npoints"`
-	NProbes    uint32 `c:"nprobes"`
-	NEvents    uint32 `c:"nevents"`
-	NAbs       uint32 `c:"nabs"`
-	Reserved0  uint32 `c:"reserved0"`
-	Self       uint64 `c:"self"`
-	OrigEntry  uint64 `c:"orig_entry"`
-	Points     uint64 `c:"points"`
-	Probes     uint64 `c:"probes"`
-	Events     uint64 `c:"events"`
-	AbsSlots   uint64 `c:"abs_slots"`
-	State      uint64 `c:"state"`
-	TracePath  uint64 `c:"trace_path"`
-	TraceSize  uint64 `c:"trace_size"`
-	ImageID    uint64 `c:"image_id"`
-	ImageName  uint64 `c:"image_name"`
-	Hooks      uint64 `c:"hooks"` // vaddr of RawHooks, 0 = none (was Reserved1)
+	Magic      uint32      `c:"magic"`
+	Version    uint16      `c:"version"`
+	HeaderSize uint16      `c:"header_size"`
+	Flags      HeaderFlags `c:"flags"`
+	NPoints    uint32      `c:"npoints"`
+	NProbes    uint32      `c:"nprobes"`
+	NEvents    uint32      `c:"nevents"`
+	NAbs       uint32      `c:"nabs"`
+	Reserved0  uint32      `c:"reserved0"`
+	Self       uint64      `c:"self"`
+	OrigEntry  uint64      `c:"orig_entry"`
+	Points     uint64      `c:"points"`
+	Probes     uint64      `c:"probes"`
+	Events     uint64      `c:"events"`
+	AbsSlots   uint64      `c:"abs_slots"`
+	State      uint64      `c:"state"`
+	TracePath  uint64      `c:"trace_path"`
+	TraceSize  uint64      `c:"trace_size"`
+	ImageID    uint64      `c:"image_id"`
+	ImageName  uint64      `c:"image_name"`
+	Hooks      uint64      `c:"hooks"` // vaddr of RawHooks, 0 = none (was Reserved1)
 	// appended (HeaderSize was 128)
 	Desc      uint64 `c:"desc"`      // vaddr of the KPRWDESC frame, 0 = none
 	DescSize  uint32 `c:"desc_size"` // its bytes
@@ -290,51 +322,51 @@ type RawHooks struct {
 
 // RawPoint is struct kprw_point.
 type RawPoint struct {
-	Site       uint64   `c:"site"`
-	Slot       uint64   `c:"slot"`
-	Target     uint64   `c:"target"`
-	FirstProbe uint32   `c:"first_probe"`
-	NProbes    uint16   `c:"nprobes"`
-	XMode      uint8    `c:"xmode"`
-	InsnLen    uint8    `c:"insn_len"`
-	SlotLen    uint8    `c:"slot_len"`
-	EmuOp      uint8    `c:"emu_op"`
-	EmuCC      uint8    `c:"emu_cc"`
-	PFlags     uint8    `c:"pflags"`
-	RetImm     uint16   `c:"ret_imm"`
-	Reserved0  uint16   `c:"reserved0"`
-	Orig       [16]byte `c:"orig"`
-	Reserved1  uint64   `c:"reserved1"`
+	Site       uint64     `c:"site"`
+	Slot       uint64     `c:"slot"`
+	Target     uint64     `c:"target"`
+	FirstProbe uint32     `c:"first_probe"`
+	NProbes    uint16     `c:"nprobes"`
+	XMode      XMode      `c:"xmode"`
+	InsnLen    uint8      `c:"insn_len"`
+	SlotLen    uint8      `c:"slot_len"`
+	EmuOp      EmuOp      `c:"emu_op"`
+	EmuCC      uint8      `c:"emu_cc"`
+	PFlags     PointFlags `c:"pflags"`
+	RetImm     uint16     `c:"ret_imm"`
+	Reserved0  uint16     `c:"reserved0"`
+	Orig       [16]byte   `c:"orig"`
+	Reserved1  uint64     `c:"reserved1"`
 }
 
 // RawProbe is struct kprw_probe.
 type RawProbe struct {
-	Point        uint32 `c:"point"`
-	Event        uint32 `c:"event"`
-	Type         uint8  `c:"type"`
-	Flags        uint8  `c:"flags"`
-	Reserved0    uint16 `c:"reserved0"`
-	MaxActive    uint32 `c:"maxactive"`
-	DataSize     uint32 `c:"data_size"`
-	Reserved1    uint32 `c:"reserved1"`
-	PreHandler   uint64 `c:"pre_handler"`
-	PostHandler  uint64 `c:"post_handler"`
-	FaultHandler uint64 `c:"fault_handler"`
-	EntryHandler uint64 `c:"entry_handler"`
-	RetHandler   uint64 `c:"ret_handler"`
-	User         uint64 `c:"user"`
-	Reserved2    uint64 `c:"reserved2"`
+	Point        uint32     `c:"point"`
+	Event        uint32     `c:"event"`
+	Type         ProbeType  `c:"type"`
+	Flags        ProbeFlags `c:"flags"`
+	Reserved0    uint16     `c:"reserved0"`
+	MaxActive    uint32     `c:"maxactive"`
+	DataSize     uint32     `c:"data_size"`
+	Reserved1    uint32     `c:"reserved1"`
+	PreHandler   uint64     `c:"pre_handler"`
+	PostHandler  uint64     `c:"post_handler"`
+	FaultHandler uint64     `c:"fault_handler"`
+	EntryHandler uint64     `c:"entry_handler"`
+	RetHandler   uint64     `c:"ret_handler"`
+	User         uint64     `c:"user"`
+	Reserved2    uint64     `c:"reserved2"`
 }
 
 // RawEvent is struct kprw_event.
 type RawEvent struct {
-	Group     uint64 `c:"group"`
-	Name      uint64 `c:"name"`
-	Fetch     uint64 `c:"fetch"`
-	FetchLen  uint32 `c:"fetch_len"`
-	ID        uint32 `c:"id"`
-	Flags     uint32 `c:"flags"`
-	Reserved0 uint32 `c:"reserved0"`
+	Group     uint64     `c:"group"`
+	Name      uint64     `c:"name"`
+	Fetch     uint64     `c:"fetch"`
+	FetchLen  uint32     `c:"fetch_len"`
+	ID        uint32     `c:"id"`
+	Flags     EventFlags `c:"flags"`
+	Reserved0 uint32     `c:"reserved0"`
 }
 
 // RawProbeState is struct kprw_probe_state (writable, zero at start).

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,30 +74,17 @@ func TestABILayout(t *testing.T) {
 			off += binary.Size(reflect.New(f.Type).Elem().Interface())
 		}
 	}
-	// constants shared by both sides
-	consts := map[string]int{
-		"KPRW_MAGIC": Magic, "KPRW_VERSION": Version, "KPRW_X_SSTEP": XSStep, "KPRW_X_BOOST": XBoost,
-		"KPRW_X_EMULATE": XEmulate, "KPRW_EMU_NOP": EmuNop, "KPRW_EMU_LOOPNE": EmuLoopne, "KPRW_EMU_CALL": EmuCall,
-		"KPRW_PF_NOBOOST": PFNoBoost, "KPRW_PF_PUSHF": PFPushf, "KPRW_T_KRETPROBE": TKretprobe, "KPRW_F_TRACE": FTrace,
-		"KPRW_EF_RETPROBE": EFRetprobe, "KPRW_NO_EVENT": NoEvent, "KPRW_MAX_POINTS": MaxPoints,
-		"KPRW_MAX_PROBES_PER_POINT": MaxProbesPerPoint, "KPRW_MAX_DATA_SIZE": MaxDataSize,
-		"KPRW_MAX_MAXACTIVE": MaxMaxActive, "KPRW_DEFAULT_TRACE_SIZE": DefaultTraceSize,
-		"KPRW_MAX_REC_DATA": MaxRecordData, "KPRW_TRACE_VERSION": TraceVersion, "KPRW_TRACE_HDR_SIZE": TraceHeaderSize,
-		"KPRW_TRACE_MAX_IMAGES": TraceMaxImages, "KPRW_TRACE_COUNTERS_SIZE": TraceCountersSize,
-		"KPRW_REC_COMMIT": RecCommit, "KPRW_REC_KPROBE": RecKprobe, "KPRW_REC_KRETPROBE": RecKretprobe,
-		"KPRW_SF_DISABLED": ProbeStateDisabled, "KPRW_HF_DISABLE_ALL": HFDisableAll, "KPRW_HF_DEBUG": HFDebug,
-		"KPRW_X_OPTIMIZED": XOptimized, "KPRW_PF_INNER": PFInner, "KPRW_PF_COUNT": PFCount, "KPRW_T_VERIFY": TVerify,
-		"KPRW_REC_VIOLATION": RecViolation, "KPRW_VIOLATION_RECORDS": ViolationRecords,
-		"KPRW_SG_SIGACTION": SGSigaction, "KPRW_SG_SIGNAL": SGSignal, "KPRW_SG_SYSV_SIGNAL": SGSysvSignal,
-		"KPRW_SG_SIGSET": SGSigset, "KPRW_SG_SIGHOLD": SGSighold, "KPRW_SG_SIGIGNORE": SGSigignore,
-		"KPRW_SG_SIGPROCMASK": SGSigprocmask, "KPRW_SG_PTHREAD_SIGMASK": SGPthreadSigmask,
-		"KPRW_SG_SIGSUSPEND": SGSigsuspend, "KPRW_SG_PPOLL": SGPpoll, "KPRW_SG_PSELECT": SGPselect,
-		"KPRW_SG_EPOLL_PWAIT": SGEpollPwait, "KPRW_SG_SYSCALL": SGSyscall, "KPRW_SG_PPOLL_CHK": SGPpollChk, "KPRW_SG_EPOLL_PWAIT2": SGEpollPwait2, "KPRW_SG_BLOCK_ALL_SIGS": SGBlockAllSigs, "KPRW_SG_BLOCK_APP_SIGS": SGBlockAppSigs, "KPRW_SG_MAX": SGMax, "KPRW_GS_ENTRY": GSEntry,
-		"KPRW_TIF_EXT": TIFExt, "KPRW_PF_INT3STEP": PFInt3Step,
-	}
+	// constants shared by both sides: every KPRW_* of the header (TestEveryConstantChecked)
+	consts := abiConsts
 	for name, v := range consts {
 		fmt.Fprintf(&src, "printf(\"%s %%llu\\n\", (unsigned long long)(%s));\n", name, name)
-		want[name] = v
+		want[name] = int(asUint64(v))
+	}
+	src.WriteString("printf(\"KPRW_TRACE_MAGIC_LEN %zu\\n\", sizeof(KPRW_TRACE_MAGIC) - 1);\n")
+	want["KPRW_TRACE_MAGIC_LEN"] = len(TraceMagic)
+	for i := range TraceMagic {
+		fmt.Fprintf(&src, "printf(\"KPRW_TRACE_MAGIC[%d] %%d\\n\", KPRW_TRACE_MAGIC[%d]);\n", i, i)
+		want[fmt.Sprintf("KPRW_TRACE_MAGIC[%d]", i)] = int(TraceMagic[i])
 	}
 	src.WriteString("printf(\"kretprobe_instance %zu\\n\", sizeof(struct kretprobe_instance));\n")
 	src.WriteString("printf(\"kretprobe_instance.data %zu\\n\", offsetof(struct kretprobe_instance, data));\n")
@@ -144,4 +132,83 @@ func TestABILayout(t *testing.T) {
 	if seen != len(want) {
 		t.Errorf("C printed %d values, want %d", seen, len(want))
 	}
+}
+
+// abiConsts are the Go values of the header's KPRW_* constants, each checked by
+// TestABILayout; TestEveryConstantChecked fails when the header gains one that is
+// neither here, in handlerConsts, nor in cOnlyDefines.
+var abiConsts = map[string]any{
+	"KPRW_MAGIC": Magic, "KPRW_VERSION": Version,
+	"KPRW_HF_DISABLE_ALL": HFDisableAll, "KPRW_HF_DEBUG": HFDebug, "KPRW_HF_FAST_READ": HFFastRead,
+	"KPRW_X_SSTEP": XSStep, "KPRW_X_BOOST": XBoost, "KPRW_X_EMULATE": XEmulate, "KPRW_X_OPTIMIZED": XOptimized,
+	"KPRW_EMU_NOP": EmuNop, "KPRW_EMU_JMP": EmuJmp, "KPRW_EMU_JCC": EmuJcc, "KPRW_EMU_CALL": EmuCall,
+	"KPRW_EMU_RET": EmuRet, "KPRW_EMU_JRCXZ": EmuJrcxz, "KPRW_EMU_LOOP": EmuLoop, "KPRW_EMU_LOOPE": EmuLoope,
+	"KPRW_EMU_LOOPNE": EmuLoopne,
+	"KPRW_PF_CALL":    PFCall, "KPRW_PF_BRANCH": PFBranch, "KPRW_PF_ADDR32": PFAddr32, "KPRW_PF_PUSHF": PFPushf,
+	"KPRW_PF_NOBOOST": PFNoBoost, "KPRW_PF_INNER": PFInner, "KPRW_PF_INT3STEP": PFInt3Step, "KPRW_PF_COUNT": PFCount,
+	"KPRW_T_KPROBE": TKprobe, "KPRW_T_KRETPROBE": TKretprobe, "KPRW_T_VERIFY": TVerify,
+	"KPRW_F_DISABLED": FDisabled, "KPRW_F_TRACE": FTrace,
+	"KPRW_EF_DISABLED": EFDisabled, "KPRW_EF_RETPROBE": EFRetprobe,
+	"KPRW_NO_EVENT": NoEvent, "KPRW_NO_PROBE": NoProbe,
+	"KPRW_MAX_POINTS": MaxPoints, "KPRW_MAX_PROBES_PER_POINT": MaxProbesPerPoint, "KPRW_MAX_DATA_SIZE": MaxDataSize,
+	"KPRW_MAX_MAXACTIVE": MaxMaxActive, "KPRW_DEFAULT_TRACE_SIZE": DefaultTraceSize,
+	"KPRW_MAX_REC_DATA": MaxRecordData, "KPRW_TRACE_VERSION": TraceVersion, "KPRW_TRACE_HDR_SIZE": TraceHeaderSize,
+	"KPRW_TRACE_MAX_IMAGES": TraceMaxImages, "KPRW_TRACE_COUNTERS_SIZE": TraceCountersSize,
+	"KPRW_REC_COMMIT": RecCommit, "KPRW_REC_KPROBE": RecKprobe, "KPRW_REC_KRETPROBE": RecKretprobe,
+	"KPRW_REC_VIOLATION": RecViolation, "KPRW_VIOLATION_RECORDS": ViolationRecords,
+	"KPRW_SF_DISABLED":  ProbeStateDisabled,
+	"KPRW_SG_SIGACTION": SGSigaction, "KPRW_SG_SIGNAL": SGSignal, "KPRW_SG_SYSV_SIGNAL": SGSysvSignal,
+	"KPRW_SG_SIGSET": SGSigset, "KPRW_SG_SIGHOLD": SGSighold, "KPRW_SG_SIGIGNORE": SGSigignore,
+	"KPRW_SG_SIGPROCMASK": SGSigprocmask, "KPRW_SG_PTHREAD_SIGMASK": SGPthreadSigmask,
+	"KPRW_SG_SIGSUSPEND": SGSigsuspend, "KPRW_SG_PPOLL": SGPpoll, "KPRW_SG_PSELECT": SGPselect,
+	"KPRW_SG_EPOLL_PWAIT": SGEpollPwait, "KPRW_SG_SYSCALL": SGSyscall, "KPRW_SG_PPOLL_CHK": SGPpollChk,
+	"KPRW_SG_EPOLL_PWAIT2": SGEpollPwait2, "KPRW_SG_BLOCK_ALL_SIGS": SGBlockAllSigs, "KPRW_SG_BLOCK_APP_SIGS": SGBlockAppSigs,
+	"KPRW_SG_MAX": SGMax, "KPRW_GS_ENTRY": GSEntry,
+	"KPRW_TIF_EXT":     TIFExt,
+	"KPRW_RSEQ_MAXCPU": RseqMaxCPU, "KPRW_COUNT_SHORT_N": CountShortN,
+}
+
+// cOnlyDefines are KPRW_* macros with no Go value, and why.
+var cOnlyDefines = map[string]string{
+	"KPRW_U":               "a literal-suffix helper for the assembler and C",
+	"KPRW_STR":             "stringification helper",
+	"KPRW_STR_":            "stringification helper",
+	"KPRW_PT_REGS_DEFINED": "include guard shared by kprewrite.h and kprewrite_abi.h",
+	"KPRW_RI_DEFINED":      "include guard shared by kprewrite.h and kprewrite_abi.h",
+	"KPRW_TRACE_MAGIC":     "a string: checked byte by byte by TestABILayout",
+}
+
+// TestEveryConstantChecked: every KPRW_* macro the headers define is checked against
+// Go, or says why it has no Go value; the list used to be kept by hand and missed 16.
+func TestEveryConstantChecked(t *testing.T) {
+	re := regexp.MustCompile(`(?m)^\s*#\s*define\s+(KPRW_[A-Za-z0-9_]+)`)
+	seen := 0
+	for _, h := range []string{"include/kprewrite_abi.h", "include/kprewrite.h"} {
+		b, err := os.ReadFile(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			name := m[1]
+			seen++
+			_, inABI := abiConsts[name]
+			_, inHandlers := handlerConsts[name]
+			_, cOnly := cOnlyDefines[name]
+			if !inABI && !inHandlers && !cOnly {
+				t.Errorf("%s: %s has no Go value checked against it (add it to abiConsts, or to cOnlyDefines with the reason)", h, name)
+			}
+		}
+	}
+	if seen < len(abiConsts) {
+		t.Errorf("found %d KPRW_ defines, fewer than the %d checked: the pattern is broken", seen, len(abiConsts))
+	}
+}
+
+// asUint64 converts an integer constant of any of the ABI's types.
+func asUint64(v any) uint64 {
+	rv := reflect.ValueOf(v)
+	if rv.CanInt() {
+		return uint64(rv.Int())
+	}
+	return rv.Uint()
 }

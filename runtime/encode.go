@@ -12,7 +12,7 @@ import (
 // Tables is what the rewriter tells the runtime: probepoints with their probes, trace
 // events, and start-up settings. All addresses are link-time virtual addresses.
 type Tables struct {
-	Flags     uint32   // HF*
+	Flags     HeaderFlags
 	OrigEntry uint64   // the original ELF entry point
 	Points    []Point  // any order; Encode sorts them by Site
 	Events    []Event  // indexed by Probe.Event
@@ -63,12 +63,12 @@ type Point struct {
 	Site    uint64 // the probed instruction; int3 goes here
 	Slot    uint64 // out-of-line slot (not for XEmulate)
 	Target  uint64 // branch target for EmuJmp/Jcc/Call/Jrcxz/Loop*
-	XMode   uint8  // XSStep, XBoost, XEmulate
-	InsnLen uint8  // original instruction length
-	SlotLen uint8  // length of the copy in the slot
-	EmuOp   uint8
+	XMode   XMode
+	InsnLen uint8 // original instruction length
+	SlotLen uint8 // length of the copy in the slot
+	EmuOp   EmuOp
 	EmuCC   uint8 // jcc condition, low nibble of the opcode
-	PFlags  uint8
+	PFlags  PointFlags
 	RetImm  uint16
 	Orig    []byte // original instruction bytes (up to 16)
 	Probes  []Probe
@@ -76,9 +76,9 @@ type Point struct {
 
 // Probe is one kprobe or kretprobe at a point.
 type Probe struct {
-	Type      uint8 // TKprobe, TKretprobe
-	Flags     uint8 // FDisabled, FTrace
-	Event     int   // index in Tables.Events, or -1
+	Type      ProbeType
+	Flags     ProbeFlags
+	Event     int // index in Tables.Events, or -1
 	MaxActive uint32
 	DataSize  uint32
 	// Handler addresses (0 = none) and the user's struct kprobe/kretprobe.
@@ -90,7 +90,7 @@ type Event struct {
 	Group, Name string
 	Fetch       []byte
 	ID          uint32
-	Flags       uint32 // EF*
+	Flags       EventFlags
 }
 
 // Encoded is the result of Encode.

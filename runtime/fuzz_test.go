@@ -15,7 +15,7 @@ func FuzzEncode(f *testing.F) {
 		if nprobes < 0 || nprobes > 100 {
 			return
 		}
-		pt := Point{Site: site, Slot: site + 0x1000, XMode: xmode, InsnLen: insnLen, SlotLen: insnLen, EmuOp: emu}
+		pt := Point{Site: site, Slot: site + 0x1000, XMode: XMode(xmode), InsnLen: insnLen, SlotLen: insnLen, EmuOp: EmuOp(emu)}
 		for i := 0; i < nprobes; i++ {
 			pt.Probes = append(pt.Probes, Probe{Type: TKprobe, Event: 0, Flags: FTrace})
 		}

@@ -61,11 +61,9 @@ func TestHandlerABI(t *testing.T) {
 		"offsetof(struct kprw_header, hooks)":         binaryOffset(t, RawHeader{}, "Hooks"),
 		"offsetof(struct kprw_stats, handler_faults)": binaryOffset(t, RawStats{}, "HandlerFaults"),
 		"sizeof(struct kprw_stats)":                   StatsSize,
-		"KPRW_F_USER":                                 FUser,
-		"KPRW_SF_UNREG":                               ProbeStateUnreg,
-		"KPRW_SF_FORCED":                              ProbeStateForced,
-		"KPRW_REC_PRINTK":                             RecPrintk,
-		"KPRW_PRINTK_MAX":                             PrintkMax,
+	}
+	for k, v := range handlerConsts {
+		abiChecks[k] = v
 	}
 	if binary.Size(RawHooks{}) != HooksSize {
 		t.Errorf("RawHooks is %d bytes, HooksSize %d", binary.Size(RawHooks{}), HooksSize)
@@ -144,4 +142,13 @@ func compileAndPrint(t *testing.T, headers []string, want map[string]int) map[st
 		got[k] = n
 	}
 	return got
+}
+
+// handlerConsts are the KPRW_* constants of the C handler ABI.
+var handlerConsts = map[string]int{
+	"KPRW_F_USER":     int(FUser),
+	"KPRW_SF_UNREG":   ProbeStateUnreg,
+	"KPRW_SF_FORCED":  ProbeStateForced,
+	"KPRW_REC_PRINTK": RecPrintk,
+	"KPRW_PRINTK_MAX": PrintkMax,
 }

@@ -11,7 +11,7 @@ import (
 
 // kstepSpecs are single-stepped probes with post handlers; pflags PFInt3Step ends
 // their steps with an int3 instead of the trap flag.
-func kstepSpecs(pflags uint8) []pointSpec {
+func kstepSpecs(pflags PointFlags) []pointSpec {
 	return []pointSpec{
 		{site: "t_add_s0", xmode: XSStep, pflags: pflags, probes: []probeSpec{traced(kprobe("pre_add", "post_add"), 0)}},
 		{site: "t_nest_s0", xmode: XSStep, pflags: pflags, probes: []probeSpec{kprobe("pre_nest", "")}},
@@ -26,7 +26,7 @@ func kstepSpecs(pflags uint8) []pointSpec {
 func TestInt3Step(t *testing.T) {
 	for _, m := range []struct {
 		name   string
-		pflags uint8
+		pflags PointFlags
 	}{{"tf", 0}, {"int3", PFInt3Step}} {
 		t.Run(m.name, func(t *testing.T) {
 			b := buildRewritten(t, "testdata/kstep.c", nil, kstepSpecs(m.pflags))
@@ -56,7 +56,7 @@ func TestInt3StepCost(t *testing.T) {
 	cost := map[string]float64{}
 	for _, m := range []struct {
 		name   string
-		pflags uint8
+		pflags PointFlags
 	}{{"tf", 0}, {"int3", PFInt3Step}} {
 		b := buildRewritten(t, "testdata/kstep.c", nil, kstepSpecs(m.pflags))
 		best := 0.0

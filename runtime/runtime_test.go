@@ -23,8 +23,8 @@ import (
 
 // probeSpec and pointSpec describe probes by symbol names of testdata/probed.c.
 type probeSpec struct {
-	typ                   uint8
-	flags                 uint8
+	typ                   ProbeType
+	flags                 ProbeFlags
 	event                 int
 	pre, post, entry, ret string
 	maxactive, dataSize   uint32
@@ -33,8 +33,8 @@ type probeSpec struct {
 
 type pointSpec struct {
 	site   string // label; its end label is site+"_e" (the DCR's end for XOptimized)
-	xmode  uint8
-	emu    uint8
+	xmode  XMode
+	emu    EmuOp
 	cc     uint8
 	target string
 	probes []probeSpec
@@ -44,7 +44,7 @@ type pointSpec struct {
 	// instruction boundaries.
 	verify []string
 	// pflags are extra point flags; with PFInt3Step the slot is the copy then an int3
-	pflags uint8
+	pflags PointFlags
 }
 
 type probedBin struct {

@@ -187,7 +187,7 @@ var (
 	countIncLen   = len(countIncOp) + 4                                      //
 	countRseqLen  = 10                                                       // mov $off,%edx; call rel32
 	countRseqHd   = []byte{0x51, 0x48, 0x8b, 0x0d}                           // push %rcx; mov rel32(%rip),%rcx
-	countShortN   = 12                                                       // probes whose rseq block a jrcxz rel8 skips
+	countShortN   = kprt.CountShortN                                         // probes whose rseq block a jrcxz rel8 skips
 	countMaxProbe = kprt.MaxProbesPerPoint
 )
 

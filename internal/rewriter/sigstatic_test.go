@@ -179,7 +179,7 @@ func TestStaticSigGuard(t *testing.T) {
 // jump-optimized probes only; register-only fetches and --count-only get neither; a
 // static program the guard cannot cover gets a warning instead of the flag.
 func TestFastReadFlag(t *testing.T) {
-	flags := func(t *testing.T, img []byte) uint32 {
+	flags := func(t *testing.T, img []byte) kprt.HeaderFlags {
 		t.Helper()
 		g, err := elfio.Parse("rewritten", img)
 		if err != nil {

@@ -462,7 +462,7 @@ struct kprw_trace_image_ext {
 };
 #define KPRW_RSEQ_MAXCPU 254 /* per-CPU counting with at most this many possible CPUs */
 /* count-only detours of at most this many probes skip their per-CPU calls with a jrcxz
- * rel8 (the short form); runtime/detour.go's countShortN */
+ * rel8 (the short form); trampolines/detour.go, kprt.CountShortN */
 #define KPRW_COUNT_SHORT_N 12
 
 struct kprw_trace_hdr {

@@ -109,17 +109,22 @@ type shdr struct {
 }
 
 func (h *shdr) put(dst []byte) {
-	le := binary.LittleEndian
-	le.PutUint32(dst[0:], h.name)
-	le.PutUint32(dst[4:], uint32(h.typ))
-	le.PutUint64(dst[8:], uint64(h.flags))
-	le.PutUint64(dst[16:], h.addr)
-	le.PutUint64(dst[24:], h.off)
-	le.PutUint64(dst[32:], h.size)
-	le.PutUint32(dst[40:], h.link)
-	le.PutUint32(dst[44:], h.info)
-	le.PutUint64(dst[48:], h.addralign)
-	le.PutUint64(dst[56:], h.entsize)
+	putStruct(dst, &elf.Section64{Name: h.name, Type: uint32(h.typ), Flags: uint64(h.flags), Addr: h.addr, Off: h.off, Size: h.size,
+		Link: h.link, Info: h.info, Addralign: h.addralign, Entsize: h.entsize})
+}
+
+// putStruct encodes v, an ELF header structure of debug/elf, at the start of dst.
+func putStruct(dst []byte, v any) {
+	if _, err := binary.Encode(dst, binary.LittleEndian, v); err != nil {
+		panic(fmt.Sprintf("elfio: encode %T: %v", v, err)) // dst is sized for it by construction
+	}
+}
+
+// getStruct decodes v from the start of src.
+func getStruct(src []byte, v any) {
+	if _, err := binary.Decode(src, binary.LittleEndian, v); err != nil {
+		panic(fmt.Sprintf("elfio: decode %T: %v", v, err))
+	}
 }
 
 func (f *File) rewrite(a *Addition) (*Output, error) {
@@ -323,40 +328,29 @@ func (f *File) rewrite(a *Addition) (*Output, error) {
 			lastLoad = i
 		}
 	}
-	le := binary.LittleEndian
 	ph := make([]byte, uint64(l.PhdrNum)*56)
 	ob.put(l.PhdrOff, ph)
 	n := 0
 	putSeg := func(s newSeg) {
-		e := ph[n*56:]
-		le.PutUint32(e[0:], uint32(elf.PT_LOAD))
-		le.PutUint32(e[4:], uint32(s.flags))
-		le.PutUint64(e[8:], s.off)
-		le.PutUint64(e[16:], s.vaddr)
-		le.PutUint64(e[24:], s.vaddr)
-		le.PutUint64(e[32:], s.filesz)
-		le.PutUint64(e[40:], s.memsz)
+		align := l.Align
 		if s.huge {
-			le.PutUint64(e[48:], max(l.Align, hugePage))
-		} else {
-			le.PutUint64(e[48:], l.Align)
+			align = max(l.Align, hugePage)
 		}
+		putStruct(ph[n*56:], &elf.Prog64{Type: uint32(elf.PT_LOAD), Flags: uint32(s.flags), Off: s.off, Vaddr: s.vaddr, Paddr: s.vaddr,
+			Filesz: s.filesz, Memsz: s.memsz, Align: align})
 		n++
 	}
 	for i, p := range f.Progs {
-		e := ph[n*56:]
-		copy(e[:56], f.Data[f.Phoff+uint64(i)*56:])
+		var e elf.Prog64
+		getStruct(f.Data[f.Phoff+uint64(i)*56:], &e)
 		if p.Type == elf.PT_PHDR {
 			size := uint64(l.PhdrNum) * 56
-			le.PutUint64(e[8:], l.PhdrOff)
-			le.PutUint64(e[16:], l.PhdrAddr)
-			le.PutUint64(e[24:], l.PhdrAddr)
-			le.PutUint64(e[32:], size)
-			le.PutUint64(e[40:], size)
+			e.Off, e.Vaddr, e.Paddr, e.Filesz, e.Memsz = l.PhdrOff, l.PhdrAddr, l.PhdrAddr, size, size
 		}
 		if p.Type == elf.PT_GNU_EH_FRAME && ehHdrSize > 0 {
-			putEHFrame(e, l, ehHdrSize)
+			setEHFrame(&e, l, ehHdrSize)
 		}
+		putStruct(ph[n*56:], &e)
 		n++
 		if i == lastLoad {
 			for _, s := range l.segments() {
@@ -366,10 +360,9 @@ func (f *File) rewrite(a *Addition) (*Output, error) {
 	}
 
 	if l.EHPhdrAdded {
-		e := ph[n*56:]
-		le.PutUint32(e[0:], uint32(elf.PT_GNU_EH_FRAME))
-		le.PutUint32(e[4:], uint32(elf.PF_R))
-		putEHFrame(e, l, ehHdrSize)
+		e := elf.Prog64{Type: uint32(elf.PT_GNU_EH_FRAME), Flags: uint32(elf.PF_R)}
+		setEHFrame(&e, l, ehHdrSize)
+		putStruct(ph[n*56:], &e)
 		n++
 	}
 
@@ -422,16 +415,18 @@ func (f *File) rewrite(a *Addition) (*Output, error) {
 	ob.put(shOff, sh)
 
 	// ELF header.
-	eh := bytes.Clone(f.Data[:64])
+	var hdr elf.Header64
+	getStruct(f.Data, &hdr)
 	if a.Entry != nil {
-		le.PutUint64(eh[24:], *a.Entry)
+		hdr.Entry = *a.Entry
 	}
-	le.PutUint64(eh[32:], l.PhdrOff)
-	le.PutUint64(eh[40:], shOff)
-	le.PutUint16(eh[56:], uint16(l.PhdrNum))
-	le.PutUint16(eh[58:], 64)                // e_shentsize, zero in input without sections
-	le.PutUint16(eh[60:], uint16(len(secs))) // < SHN_LORESERVE, checked above
-	le.PutUint16(eh[62:], uint16(tabs.shstrtab))
+	hdr.Phoff, hdr.Shoff = l.PhdrOff, shOff
+	hdr.Phnum = uint16(l.PhdrNum)
+	hdr.Shentsize = 64            // zero in input without sections
+	hdr.Shnum = uint16(len(secs)) // < SHN_LORESERVE, checked above
+	hdr.Shstrndx = uint16(tabs.shstrtab)
+	eh := make([]byte, 64)
+	putStruct(eh, &hdr)
 	ob.put(0, eh)
 	return ob.build(total)
 }
@@ -439,15 +434,10 @@ func (f *File) rewrite(a *Addition) (*Output, error) {
 // secEHHdr is the section PT_GNU_EH_FRAME names.
 const secEHHdr = ".eh_frame_hdr"
 
-// putEHFrame points the PT_GNU_EH_FRAME entry e at the new .eh_frame_hdr.
-func putEHFrame(e []byte, l Layout, size uint64) {
-	le := binary.LittleEndian
-	le.PutUint64(e[8:], l.EHHdrAddr-l.delta())
-	le.PutUint64(e[16:], l.EHHdrAddr)
-	le.PutUint64(e[24:], l.EHHdrAddr)
-	le.PutUint64(e[32:], size)
-	le.PutUint64(e[40:], size)
-	le.PutUint64(e[48:], 4)
+// setEHFrame points the PT_GNU_EH_FRAME entry e at the new .eh_frame_hdr.
+func setEHFrame(e *elf.Prog64, l Layout, size uint64) {
+	e.Off, e.Vaddr, e.Paddr = l.EHHdrAddr-l.delta(), l.EHHdrAddr, l.EHHdrAddr
+	e.Filesz, e.Memsz, e.Align = size, size, 4
 }
 
 // newSymbolEntry validates ns and encodes its Elf64_Sym.
@@ -483,13 +473,8 @@ func (f *File) newSymbolEntry(i int, ns NewSymbol, l *Layout, secIndex map[strin
 		bind = elf.STB_GLOBAL
 	}
 	e := make([]byte, 24)
-	le := binary.LittleEndian
-	le.PutUint32(e[0:], names.intern(ns.Name))
-	e[4] = elf.ST_INFO(bind, typ)
-	e[5] = byte(elf.STV_DEFAULT)
-	le.PutUint16(e[6:], uint16(idx))
-	le.PutUint64(e[8:], addr+ns.Offset)
-	le.PutUint64(e[16:], ns.Size)
+	putStruct(e, &elf.Sym64{Name: names.intern(ns.Name), Info: elf.ST_INFO(bind, typ), Other: byte(elf.STV_DEFAULT),
+		Shndx: uint16(idx), Value: addr + ns.Offset, Size: ns.Size})
 	return e, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/kprewrite/kprewrite/internal/cleanup"
 )
 
 const writeChunk = 2 << 20
@@ -28,6 +30,7 @@ func WriteFileAtomic(path string, src io.WriterTo, perm os.FileMode) (err error)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	defer cleanup.Add(tmp.Name())() // removed on SIGINT or SIGTERM until renamed
 	defer func() {
 		if err != nil {
 			tmp.Close()

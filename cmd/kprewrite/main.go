@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/kprewrite/kprewrite/internal/cleanup"
 	"github.com/kprewrite/kprewrite/internal/cli"
 )
 
@@ -15,5 +16,8 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
-	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+	// temporary files (the output being written, the C handlers' build) go when
+	// interrupted
+	cleanup.OnSignal()
+	cleanup.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kprewrite/kprewrite/internal/cleanup"
 	"github.com/kprewrite/kprewrite/internal/objlink"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
@@ -118,6 +119,7 @@ func Compile(ctx context.Context, files []string, opt Options) (*Set, error) {
 		return nil, fmt.Errorf("compile handlers: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	defer cleanup.Add(dir)()
 	inc := filepath.Join(dir, "include")
 	if err := os.Mkdir(inc, 0o755); err != nil {
 		return nil, fmt.Errorf("compile handlers: %w", err)

@@ -102,9 +102,6 @@ func (g *gen) hashHandlers(h hash.Hash) {
 // and their number does not depend on where things go, so a dry-run link at address 0
 // counts them.
 func (g *gen) reserveAbsSlots(lk *objlink.Linker) error {
-	if g.opt.Handlers == nil {
-		return nil
-	}
 	dry, err := lk.Link(objlink.Bases{}, func(string) (uint64, bool) { return 0, true })
 	if err != nil {
 		return fmt.Errorf("link the C handlers: %w", err)

@@ -6,7 +6,10 @@
  *
  * Environment (ignored when AT_SECURE is set, i.e. setuid/setgid/capabilities):
  *   KPREWRITE_TRACE=path        trace file instead of the rewrite-time default; "" = off
- *   KPREWRITE_TRACE_SIZE=n[KMG] record area of a NEW trace file (default: header's)
+ *   KPREWRITE_TRACE_SIZE=n[KMG] record area of a NEW trace file (default: header's), 4K to 64G
+ *
+ * A value a switch does not understand is said on stderr, with what is done instead;
+ * boolean switches take 1/yes/on/true (or empty) and 0/no/off/false.
  *   KPREWRITE_DISABLE=all | ev,grp/ev,grp/(star)  disarm all probes, or the named events (grp/(star) = whole group)
  *   KPREWRITE_TRACE_PREFAULT=1  populate the whole record area at start-up (~1-3 us per
  *                               4 KiB; then no record ever takes a page fault)
@@ -40,18 +43,92 @@ static const char *getenv_(char **envp, const char *name)
 	return NULL;
 }
 
-static u64 parse_size(const char *s)
+/* bad_switch says, once per switch, that a KPREWRITE_* value is not understood and
+ * what is done instead: a switch is never silently clamped or ignored. */
+static void bad_switch(const char *name, const char *value, const char *why, const char *instead)
+{
+	kprw_puts("kprewrite: ");
+	kprw_puts(name);
+	kprw_puts("=");
+	kprw_puts(value);
+	kprw_puts(": ");
+	kprw_puts(why);
+	kprw_puts("; ");
+	kprw_puts(instead);
+	kprw_puts("\n");
+}
+
+#define TRACE_SIZE_MIN 4096ull
+#define TRACE_SIZE_MAX (64ull << 30)
+
+/* parse_size reads N, NK, NM or NG (a power-of-two unit, "KiB"/"MiB"/"GiB" too); it
+ * returns 0 for anything else, or for a size outside [TRACE_SIZE_MIN, TRACE_SIZE_MAX]
+ * (after saying why). */
+static u64 parse_size(const char *name, const char *s, const char *instead)
 {
 	u64 v = 0;
-	for (; *s >= '0' && *s <= '9'; s++)
-		v = v * 10 + (u64)(*s - '0');
-	if (*s == 'K' || *s == 'k')
-		v <<= 10;
-	else if (*s == 'M' || *s == 'm')
-		v <<= 20;
-	else if (*s == 'G' || *s == 'g')
-		v <<= 30;
+	const char *p = s;
+	int digits = 0;
+	for (; *p >= '0' && *p <= '9'; p++, digits++) {
+		if (v > (TRACE_SIZE_MAX << 1)) /* far past the limit: stop before overflowing */
+			v = TRACE_SIZE_MAX << 1;
+		v = v * 10 + (u64)(*p - '0');
+	}
+	int shift = 0;
+	if (*p == 'K' || *p == 'k')
+		shift = 10;
+	else if (*p == 'M' || *p == 'm')
+		shift = 20;
+	else if (*p == 'G' || *p == 'g')
+		shift = 30;
+	if (shift) {
+		p++;
+		if (p[0] == 'i' && p[1] == 'B')
+			p += 2;
+		else if (p[0] == 'B')
+			p++;
+	}
+	if (!digits || *p) {
+		bad_switch(name, s, "not a size (N, NK, NM or NG bytes)", instead);
+		return 0;
+	}
+	if (v > (TRACE_SIZE_MAX >> shift) || (v << shift) > TRACE_SIZE_MAX) {
+		bad_switch(name, s, "larger than the 64G a trace file's record area can be", instead);
+		return 0;
+	}
+	v <<= shift;
+	if (v < TRACE_SIZE_MIN) {
+		bad_switch(name, s, "smaller than the 4K a trace file's record area needs", instead);
+		return 0;
+	}
 	return v;
+}
+
+/* on_switch reads a boolean switch: set (empty, 1, yes, on, true) or not (unset, 0,
+ * no, off, false); anything else is taken as set, and said. */
+static int on_switch(char **envp, const char *name)
+{
+	const char *v = getenv_(envp, name);
+	if (!v)
+		return 0;
+	/* no tables of string pointers: the runtime has no absolute relocations */
+	if (!kprw_strcmp(v, "0") || !kprw_strcmp(v, "no") || !kprw_strcmp(v, "off") || !kprw_strcmp(v, "false"))
+		return 0;
+	if (!v[0] || !kprw_strcmp(v, "1") || !kprw_strcmp(v, "yes") || !kprw_strcmp(v, "on") || !kprw_strcmp(v, "true"))
+		return 1;
+	bad_switch(name, v, "want 1 or 0", "taken as 1");
+	return 1;
+}
+
+/* one_of checks a diagnostics switch's value against its choices. */
+static int one_of(const char *name, const char *value, const char *a, const char *b, const char *instead)
+{
+	if (!value)
+		return 0;
+	if (kprw_strcmp(value, a) == 0 || (b && kprw_strcmp(value, b) == 0))
+		return 1;
+	bad_switch(name, value, "unknown value", instead);
+	return 0;
 }
 
 static const char *str(u64 vaddr)
@@ -471,11 +548,13 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	if (kprw_rt.has & (KPRW_HAS_RECORDS | KPRW_HAS_USER))
 		kprw_clock_init();
 	const char *tk = getenv_(envp, "KPREWRITE_THREADKEY"); /* diagnostics: fs0 | tid */
+	if (!one_of("KPREWRITE_THREADKEY", tk, "fs0", "tid", "want fs0 or tid; ignored"))
+		tk = NULL;
 	if (tk && kprw_strcmp(tk, "fs0") == 0 && kprw_rt.keymode == KPRW_KEY_FSBASE)
 		kprw_rt.keymode = kprw_thread_keymode_fs0();
 	else if (tk && kprw_strcmp(tk, "tid") == 0)
 		kprw_rt.keymode = KPRW_KEY_NONE;
-	kprw_rt.debug = (h->flags & KPRW_HF_DEBUG) || getenv_(envp, "KPREWRITE_DEBUG");
+	kprw_rt.debug = (h->flags & KPRW_HF_DEBUG) || on_switch(envp, "KPREWRITE_DEBUG");
 	kprw_rt.disable_all = (h->flags & KPRW_HF_DISABLE_ALL) != 0;
 	for (u32 i = 0; (kprw_rt.has & KPRW_HAS_DISABLED) && i < kprw_rt.nprobes; i++) {
 		const struct kprw_probe *p = &kprw_rt.probes[i];
@@ -500,11 +579,12 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	if (tracing && path[0]) {
 		u64 size = h->trace_size ? h->trace_size : KPRW_DEFAULT_TRACE_SIZE;
 		const char *sz = getenv_(envp, "KPREWRITE_TRACE_SIZE");
-		if (sz && parse_size(sz))
-			size = parse_size(sz);
-		if ((kprw_rt.has & KPRW_HAS_COUNT) && !getenv_(envp, "KPREWRITE_NO_RSEQ"))
+		u64 want = sz ? parse_size("KPREWRITE_TRACE_SIZE", sz, "the rewrite's size is used") : 0;
+		if (want)
+			size = want;
+		if ((kprw_rt.has & KPRW_HAS_COUNT) && !on_switch(envp, "KPREWRITE_NO_RSEQ"))
 			kprw_rseq_probe(); /* count-only detours may count per CPU */
-		kprw_trace_open(path, size, getenv_(envp, "KPREWRITE_TRACE_PREFAULT") != NULL, records);
+		kprw_trace_open(path, size, on_switch(envp, "KPREWRITE_TRACE_PREFAULT"), records);
 	}
 	if (kprw_rt.trace && records)
 		records_init();
@@ -519,6 +599,10 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	 * KPREWRITE_SAFE_READ=syscall, KPREWRITE_SIGGUARD=off) process_vm_readv */
 	const char *sgmode = getenv_(envp, "KPREWRITE_SIGGUARD");
 	const char *safe = getenv_(envp, "KPREWRITE_SAFE_READ");
+	if (sgmode && !one_of("KPREWRITE_SIGGUARD", sgmode, "off", NULL, "want off; ignored"))
+		sgmode = NULL;
+	if (safe && !one_of("KPREWRITE_SAFE_READ", safe, "syscall", NULL, "want syscall; ignored"))
+		safe = NULL;
 	int user = kprw_user_any();
 	int fast = (h->flags & KPRW_HF_FAST_READ) && !(safe && kprw_strcmp(safe, "syscall") == 0) &&
 		   !(sgmode && kprw_strcmp(sgmode, "off") == 0) && (kprw_rt.trace || user); /* no trace: no fetches */

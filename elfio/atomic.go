@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/kprewrite/kprewrite/internal/cleanup"
+	"github.com/kprewrite/kprewrite/internal/mmapfile"
 )
 
 const writeChunk = 2 << 20
@@ -20,7 +21,7 @@ const writeChunk = 2 << 20
 // link to one, is refused, so that "-o /dev/null" cannot replace /dev/null.
 func WriteFileAtomic(path string, src io.WriterTo, perm os.FileMode) (err error) {
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		return fmt.Errorf("write %s: exists and is not a regular file (%s); not replaced", path, fileKind(st.Mode()))
+		return fmt.Errorf("write %s: exists and is not a regular file (%s); not replaced", path, mmapfile.Kind(st.Mode()))
 	}
 	dir, base := filepath.Split(path)
 	if dir == "" {

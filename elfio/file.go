@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/kprewrite/kprewrite/internal/mmapfile"
 )
 
 // ErrFormat is wrapped by every error about a malformed or unsupported input.
@@ -79,13 +81,13 @@ const MaxInputSize = 4 << 30
 // written; it must not be truncated while in use, as for a linker's inputs. Close
 // releases the mapping.
 func Open(path string) (*File, error) {
-	data, err := mapFile(path)
+	data, err := mmapfile.Map(path, MaxInputSize, "a program")
 	if err != nil {
 		return nil, err
 	}
 	f, err := Parse(path, data)
 	if err != nil {
-		unmap(data)
+		mmapfile.Unmap(data)
 		return nil, err
 	}
 	f.mapped = true
@@ -101,7 +103,7 @@ func (f *File) Close() error {
 	f.mapped = false
 	data := f.Data
 	f.Data = nil
-	return unmap(data)
+	return mmapfile.Unmap(data)
 }
 
 // Parse validates data as an x86-64 ELF64 executable; name is used in error messages.

@@ -3,7 +3,9 @@ package tests
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
@@ -80,6 +82,47 @@ func TestRunTimeSwitches(t *testing.T) {
 			if !strings.Contains(stdout, "g/w") && !strings.Contains(stdout, "w: (") {
 				t.Errorf("%v: no record in\n%s", c.env, stdout)
 			}
+		}
+	}
+}
+
+// TestTraceReadsWhatIsUsed: a trace file with a 32 GiB record area holding 3 records is
+// read without reading the area (it took 1 GB of memory and 10 s per GiB when read
+// whole), and a trace path that is not a regular file is refused, not read forever.
+func TestTraceReadsWhatIsUsed(t *testing.T) {
+	testprog.Need(t, "gcc")
+	prog := testprog.Build(t, switchesSrc, "c", "-O1")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "prog.kp")
+	if code, _, stderr := kp("rewrite", "-o", out, "-e", "p:g/w work a=%di", prog); code != 0 {
+		t.Fatalf("rewrite: %s", stderr)
+	}
+	tr := filepath.Join(dir, "big.trace")
+	r := testprog.Run(t, testprog.Cmd{Path: out, Extra: []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_TRACE_SIZE=32G"}})
+	if r.Exit != 0 || r.Stderr != "" {
+		t.Fatalf("run: %s", r)
+	}
+	if st, err := os.Stat(tr); err != nil || st.Size() < 32<<30 {
+		t.Skipf("no 32 GiB sparse trace file here (%v)", err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	code, stdout, stderr := kp("trace", "-b", out, tr)
+	runtime.ReadMemStats(&after)
+	if code != 0 || strings.Count(stdout, " w: (") != 3 {
+		t.Fatalf("trace: exit %d, %s\n%s", code, stderr, stdout)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("reading 3 records allocated %d MiB", alloc>>20)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"/dev/zero": "a character device", fifo: "a FIFO", dir: "a directory"} {
+		code, _, stderr := kp("trace", path)
+		if code != 1 || !strings.Contains(stderr, path+": not a regular file ("+want+")") {
+			t.Errorf("trace %s: exit %d, %q", path, code, stderr)
 		}
 	}
 }

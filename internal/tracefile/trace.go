@@ -97,7 +97,7 @@ func ParseTrace(b []byte) (*Trace, error) {
 			ti.Counters[j] = Counter{binary.LittleEndian.Uint64(b[o:]), binary.LittleEndian.Uint64(b[o+8:])}
 		}
 		if im.Flags&kprt.TIFExt != 0 {
-			ti.Desc = traceDesc(b, im.CountersOff+n*16)
+			ti.Desc = bytes.Clone(traceDesc(b, im.CountersOff+n*16)) // b may be a mapping
 			ti.Shards = addShards(b, im.CountersOff+n*16, ti.Counters)
 		}
 		t.Images = append(t.Images, ti)

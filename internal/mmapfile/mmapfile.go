@@ -1,4 +1,8 @@
-package elfio
+// Package mmapfile maps regular files read-only: inputs of any size are read without
+// copying them into the heap, and anything that is not a regular file (a device, a
+// FIFO, a directory) is refused before it is read, since reading one would block or
+// never end.
+package mmapfile
 
 import (
 	"fmt"
@@ -7,10 +11,9 @@ import (
 	"syscall"
 )
 
-// mapFile maps the regular file at path read-only. Anything else (a directory, a
-// FIFO, a device such as /dev/zero) is refused before it is read: reading one would
-// block, or never end.
-func mapFile(path string) ([]byte, error) {
+// Map maps the regular file at path read-only; a file larger than max bytes is refused
+// (what it is for names itself in the error: "too large to be a program").
+func Map(path string, max int64, what string) ([]byte, error) {
 	// O_NONBLOCK: opening a FIFO that has no writer would otherwise wait for one
 	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -22,14 +25,14 @@ func mapFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s)", path, fileKind(st.Mode()))
+		return nil, fmt.Errorf("%s: not a regular file (%s)", path, Kind(st.Mode()))
 	}
 	size := st.Size()
-	if size > MaxInputSize {
-		return nil, fmt.Errorf("%s: too large to be a program (%d bytes; the limit is %d GiB)", path, size, MaxInputSize>>30)
+	if size > max {
+		return nil, fmt.Errorf("%s: too large to be %s (%d bytes; the limit is %d GiB)", path, what, size, max>>30)
 	}
 	if size == 0 {
-		return []byte{}, nil // Parse refuses it with its own message
+		return []byte{}, nil // the parser refuses it with its own message
 	}
 	data, err := syscall.Mmap(int(fd.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_PRIVATE)
 	if err != nil {
@@ -38,15 +41,16 @@ func mapFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-func unmap(data []byte) error {
+// Unmap releases a mapping Map made.
+func Unmap(data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
 	return syscall.Munmap(data)
 }
 
-// fileKind names a file type for messages.
-func fileKind(m fs.FileMode) string {
+// Kind names a file type for messages: "a directory", "a FIFO"...
+func Kind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "8db6b3d2317f79b928e748ce5a8210baf7e0cc449059896deb6f8a1a78015818"
+const ObjectSHA256 = "f1f59979e5c86271c5137a353f72a749e730fb43ebe254d1e31ff0f8ed6c0afe"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

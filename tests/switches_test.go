@@ -2,6 +2,7 @@ package tests
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -124,5 +125,64 @@ func TestTraceReadsWhatIsUsed(t *testing.T) {
 		if code != 1 || !strings.Contains(stderr, path+": not a regular file ("+want+")") {
 			t.Errorf("trace %s: exit %d, %q", path, code, stderr)
 		}
+	}
+}
+
+const threadsSrc = `
+#include <pthread.h>
+#include <stdio.h>
+__attribute__((noinline)) int work(int a) { return a * 2; }
+static void *run(void *p) { long s = 0; for (int i = 0; i < 1000; i++) s += work(i); return (void *)s; }
+int main(void) {
+	pthread_t t[64];
+	long sum = 0;
+	for (int i = 0; i < 64; i++) pthread_create(&t[i], 0, run, 0);
+	for (int i = 0; i < 64; i++) { void *r; pthread_join(t[i], &r); sum += (long)r; }
+	printf("%ld\n", sum);
+	return 0;
+}
+`
+
+// TestFullDisk: a trace file on a full file system costs the trace, never the program:
+// it died of SIGBUS at its first record (issue 13). The runtime reserves the file's
+// blocks when it creates it and, when there are none, says so once and runs untraced;
+// the default OUT.trace path and 64 threads likewise.
+func TestFullDisk(t *testing.T) {
+	testprog.Need(t, "gcc")
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small")
+	os.Mkdir(small, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", small).Run() })
+	for _, c := range []struct {
+		name, src, want string
+		flags           []string
+	}{{"one thread", switchesSrc, "6\n", nil}, {"64 threads", threadsSrc, "63936000\n", []string{"-pthread"}}} {
+		prog := testprog.Build(t, c.src, "c", append([]string{"-O1"}, c.flags...)...)
+		// the rewritten program on the full file system too: its default trace path
+		out := filepath.Join(small, "prog.kp")
+		os.Remove(out)
+		if code, _, stderr := kp("rewrite", "-o", out, "-e", "p:g/w work a=%di", prog); code != 0 {
+			t.Fatalf("rewrite: %s", stderr)
+		}
+		fill := filepath.Join(small, "fill")
+		exec.Command("dd", "if=/dev/zero", "of="+fill, "bs=64k", "count=64").Run() // until full
+		for _, env := range [][]string{nil, {"KPREWRITE_TRACE=" + filepath.Join(small, "t.trace")}} {
+			r := testprog.Run(t, testprog.Cmd{Path: out, Extra: env})
+			if r.Exit != 0 || r.Stdout != c.want {
+				t.Errorf("%s %v: %s", c.name, env, r)
+			}
+			if strings.Count(r.Stderr, "has no space for its record area") != 1 || strings.Count(r.Stderr, "\n") != 1 {
+				t.Errorf("%s %v: stderr %q, want one line saying there is no space", c.name, env, r.Stderr)
+			}
+		}
+		os.Remove(fill)
+		os.Remove(filepath.Join(small, "t.trace"))
+		os.Remove(out + ".trace")
 	}
 }

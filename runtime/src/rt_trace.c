@@ -112,6 +112,18 @@ static void fill_zero(long fd, u64 off, u64 len)
 	}
 }
 
+/* reserve_blocks allocates the file's blocks for [off, off+len): a page of a mapped file
+ * without blocks, written when the disk is full, is a SIGBUS, which would kill the
+ * traced program; a reserved file never runs out. A file system that cannot reserve
+ * (EOPNOTSUPP) is used as before. Returns 0 or a negative errno. */
+#define SYS_fallocate 285
+#define K_EOPNOTSUPP 95
+static long reserve_blocks(long fd, u64 off, u64 len)
+{
+	long r = sys4(SYS_fallocate, fd, 0, (long)off, (long)len);
+	return r == -K_EOPNOTSUPP ? 0 : r;
+}
+
 /* append_counters gives the image counters at the end of the file when the counters
  * area is full (a small rewritten program created the file, then exec'd a big one):
  * page-aligned, zero (ftruncate), the ext record written with pwrite. Returns the file
@@ -126,6 +138,10 @@ static u64 append_counters(long fd, u64 ncounters_bytes)
 	u64 len = (ncounters_bytes + sizeof(struct kprw_trace_image_ext) + 4095) & ~4095ull;
 	if (sys2(SYS_ftruncate, fd, (long)(off + len)) < 0)
 		return 0;
+	if (reserve_blocks(fd, off, len) < 0) {
+		sys2(SYS_ftruncate, fd, st.st_size);
+		return 0;
+	}
 	fill_zero(fd, off, len);
 	return off;
 }
@@ -146,6 +162,10 @@ static u64 append_shards(long fd, u64 n, u64 stride)
 	u64 off = ((u64)st.st_size + 4095) & ~4095ull;
 	if (sys2(SYS_ftruncate, fd, (long)(off + n * stride)) < 0)
 		return 0;
+	if (reserve_blocks(fd, off, n * stride) < 0) {
+		sys2(SYS_ftruncate, fd, st.st_size);
+		return 0;
+	}
 	if (n * stride <= SHARDS_POPULATE_MAX) /* the CPUs' shards: no first write fault on a */
 		fill_zero(fd, off, (n - 1) * stride); /* hole (see fill_zero); the last is rarely used */
 	return off;
@@ -338,6 +358,12 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		r = sys2(SYS_ftruncate, fd, (long)total);
 		if (r < 0) {
 			warn("cannot size", path, r);
+			goto out;
+		}
+		r = reserve_blocks(fd, 0, total);
+		if (r < 0) { /* a full disk: no tracing, rather than a SIGBUS at the first record */
+			sys2(SYS_ftruncate, fd, 0);
+			warn("has no space for its record area (KPREWRITE_TRACE_SIZE sets a smaller one)", path, r);
 			goto out;
 		}
 		fill_zero(fd, 0, KPRW_TRACE_HDR_SIZE);

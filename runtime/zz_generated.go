@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "f1f59979e5c86271c5137a353f72a749e730fb43ebe254d1e31ff0f8ed6c0afe"
+const ObjectSHA256 = "26ea25a705346d97375600deed512e57fc91fa8f3723ed37d64a9397a3c1df90"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

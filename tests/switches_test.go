@@ -44,9 +44,12 @@ func TestRunTimeSwitches(t *testing.T) {
 		{[]string{"KPREWRITE_TRACE_SIZE=8KiB"}, "", 8 << 10},
 		{[]string{"KPREWRITE_DEBUG=0"}, "", 0},
 		{[]string{"KPREWRITE_DEBUG=maybe"}, "kprewrite: KPREWRITE_DEBUG=maybe: want 1 or 0; taken as 1", 0},
-		{[]string{"KPREWRITE_SIGGUARD=of"}, "kprewrite: KPREWRITE_SIGGUARD=of: unknown value; want off; ignored", 0},
-		{[]string{"KPREWRITE_SAFE_READ=sycall"}, "kprewrite: KPREWRITE_SAFE_READ=sycall: unknown value; want syscall; ignored", 0},
+		{[]string{"KPREWRITE_SIGGUARD=of"}, "kprewrite: KPREWRITE_SIGGUARD=of: unknown value; want off or on; ignored", 0},
+		{[]string{"KPREWRITE_SAFE_READ=sycall"}, "kprewrite: KPREWRITE_SAFE_READ=sycall: unknown value; want syscall or fast; ignored", 0},
 		{[]string{"KPREWRITE_THREADKEY=fs"}, "kprewrite: KPREWRITE_THREADKEY=fs: unknown value; want fs0 or tid; ignored", 0},
+		{[]string{"KPREWRITE_SAFE_READ=fast"}, "", 0},
+		{[]string{"KPREWRITE_SIGGUARD=on"}, "", 0},
+		{[]string{"KPREWRITE_THREADKEY="}, "", 0},
 	} {
 		tr := filepath.Join(dir, "t.trace")
 		os.Remove(tr)

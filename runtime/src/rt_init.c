@@ -123,7 +123,7 @@ static int on_switch(char **envp, const char *name)
 /* one_of checks a diagnostics switch's value against its choices. */
 static int one_of(const char *name, const char *value, const char *a, const char *b, const char *instead)
 {
-	if (!value)
+	if (!value || !value[0]) /* unset, or set empty: the default */
 		return 0;
 	if (kprw_strcmp(value, a) == 0 || (b && kprw_strcmp(value, b) == 0))
 		return 1;
@@ -599,9 +599,9 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	 * KPREWRITE_SAFE_READ=syscall, KPREWRITE_SIGGUARD=off) process_vm_readv */
 	const char *sgmode = getenv_(envp, "KPREWRITE_SIGGUARD");
 	const char *safe = getenv_(envp, "KPREWRITE_SAFE_READ");
-	if (sgmode && !one_of("KPREWRITE_SIGGUARD", sgmode, "off", NULL, "want off; ignored"))
+	if (sgmode && !one_of("KPREWRITE_SIGGUARD", sgmode, "off", "on", "want off or on; ignored"))
 		sgmode = NULL;
-	if (safe && !one_of("KPREWRITE_SAFE_READ", safe, "syscall", NULL, "want syscall; ignored"))
+	if (safe && !one_of("KPREWRITE_SAFE_READ", safe, "syscall", "fast", "want syscall or fast; ignored"))
 		safe = NULL;
 	int user = kprw_user_any();
 	int fast = (h->flags & KPRW_HF_FAST_READ) && !(safe && kprw_strcmp(safe, "syscall") == 0) &&

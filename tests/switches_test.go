@@ -18,18 +18,26 @@ __attribute__((noinline)) int work(int a) { return a * 2; }
 int main(void) { int s = 0; for (int i = 0; i < 3; i++) s += work(i); printf("%d\n", s); return 0; }
 `
 
+// rewriteWork compiles switchesSrc and rewrites it with an event on work, returning
+// the directory and the rewritten program.
+func rewriteWork(t *testing.T) (dir, out string) {
+	t.Helper()
+	testprog.Need(t, "gcc")
+	prog := testprog.Build(t, switchesSrc, "c", "-O1")
+	dir = t.TempDir()
+	out = filepath.Join(dir, "prog.kp")
+	if code, _, stderr := kp("rewrite", "-o", out, "-e", "p:g/w work a=%di", prog); code != 0 {
+		t.Fatalf("rewrite: %s", stderr)
+	}
+	return dir, out
+}
+
 // TestRunTimeSwitches: a KPREWRITE_* value the runtime does not understand is said on
 // stderr, once, with what is done instead, and the program runs as it would; before,
 // KPREWRITE_TRACE_SIZE=100T, -5 and abc were clamped or ignored in silence, and
 // KPREWRITE_DEBUG=0 turned debugging on (issue 13).
 func TestRunTimeSwitches(t *testing.T) {
-	testprog.Need(t, "gcc")
-	prog := testprog.Build(t, switchesSrc, "c", "-O1")
-	dir := t.TempDir()
-	out := filepath.Join(dir, "prog.kp")
-	if code, _, stderr := kp("rewrite", "-o", out, "-e", "p:g/w work a=%di", prog); code != 0 {
-		t.Fatalf("rewrite: %s", stderr)
-	}
+	dir, out := rewriteWork(t)
 	for _, c := range []struct {
 		env  []string
 		want string // the stderr line; "" = nothing
@@ -94,13 +102,7 @@ func TestRunTimeSwitches(t *testing.T) {
 // read without reading the area (it took 1 GB of memory and 10 s per GiB when read
 // whole), and a trace path that is not a regular file is refused, not read forever.
 func TestTraceReadsWhatIsUsed(t *testing.T) {
-	testprog.Need(t, "gcc")
-	prog := testprog.Build(t, switchesSrc, "c", "-O1")
-	dir := t.TempDir()
-	out := filepath.Join(dir, "prog.kp")
-	if code, _, stderr := kp("rewrite", "-o", out, "-e", "p:g/w work a=%di", prog); code != 0 {
-		t.Fatalf("rewrite: %s", stderr)
-	}
+	dir, out := rewriteWork(t)
 	tr := filepath.Join(dir, "big.trace")
 	r := testprog.Run(t, testprog.Cmd{Path: out, Extra: []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_TRACE_SIZE=32G"}})
 	if r.Exit != 0 || r.Stderr != "" {

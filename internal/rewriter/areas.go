@@ -3,6 +3,8 @@ package rewriter
 import (
 	"fmt"
 
+	"github.com/kprewrite/kprewrite/elfio"
+
 	"github.com/kprewrite/kprewrite/internal/align"
 )
 
@@ -68,4 +70,9 @@ func (s *areaSection) put(a *area, b []byte) error {
 	}
 	copy(s.span(a), b)
 	return nil
+}
+
+// symbol names a, a named area, in .symtab.
+func (s *areaSection) symbol(a *area) elfio.NewSymbol {
+	return elfio.NewSymbol{Name: a.name, Section: s.name, Offset: a.off, Size: a.size}
 }

@@ -154,7 +154,8 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 	return nil
 }
 
-// build writes the area's bytes into b (a.total() bytes) and replaces each
+// build writes the area's bytes into b (a.total() bytes, all int3: the text section's
+// fill, which the gaps between detours keep) and replaces each
 // jump-optimized point's placeholder edit with the jmp to its detour.
 func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs trampolines.CountRseq) error {
 	if uint64(len(b)) != a.total() {
@@ -166,9 +167,6 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 			return err
 		}
 		a.entryOff = t.Entry
-	}
-	for i := range b {
-		b[i] = trampolines.Int3
 	}
 	for _, e := range a.list {
 		pt := &g.plan.Points[e.point]

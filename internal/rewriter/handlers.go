@@ -98,13 +98,13 @@ func (g *gen) hashHandlers(h hash.Hash) {
 }
 
 // reserveAbsSlots sizes the tables' list of absolute words before the layout is known:
-// the C handlers' structs hold function pointers (absolute words the runtime rebases),
-// and their number does not depend on where things go, so a dry-run link at address 0
-// counts them.
+// the C handlers' structs hold function pointers, and the runtime could hold some too
+// (absolute words the runtime rebases); their number does not depend on where things
+// go, so a dry-run link at address 0 counts them, with or without handlers.
 func (g *gen) reserveAbsSlots(lk *objlink.Linker) error {
 	dry, err := lk.Link(objlink.Bases{}, func(string) (uint64, bool) { return 0, true })
 	if err != nil {
-		return fmt.Errorf("link the C handlers: %w", err)
+		return fmt.Errorf("link the runtime and the C handlers: %w", err)
 	}
 	g.tables.AbsSlots = make([]uint64, len(dry.AbsSlots))
 	return nil

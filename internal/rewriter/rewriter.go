@@ -387,9 +387,8 @@ func (g *gen) run() (*Result, error) {
 	}
 	syms := g.newSymbols(out, symPlaces{rtRodata: rtRodata.off, slots: slotsArea.off, dcrs: dcrsArea.off,
 		areas: []elfio.NewSymbol{
-			{Name: descArea.name, Section: rodata.name, Offset: descArea.off, Size: descArea.size},
-			{Name: tablesArea.name, Section: rodata.name, Offset: tablesArea.off, Size: tablesArea.size},
-			{Name: stateArea.name, Section: bss.name, Offset: stateArea.off, Size: stateArea.size},
+			rodata.symbol(descArea), rodata.symbol(tablesArea), bss.symbol(stateArea),
+			// the window, not its area: the area has a page of slack before it
 			{Name: SymCounters, Section: bss.name, Offset: g.tables.Counters - bss.addr, Size: windowSize},
 		}})
 	img, err := f.Rewrite(&elfio.Addition{

@@ -3,10 +3,14 @@ package tests
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	kprt "github.com/kprewrite/kprewrite/runtime"
 
 	"github.com/kprewrite/kprewrite/internal/cli"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
@@ -176,9 +180,10 @@ func TestBadInput(t *testing.T) {
 		{"not ELF", []string{"check", notELF}, 1, []string{notELF, "not an ELF file"}},
 		{"truncated", []string{"check", truncated}, 1, []string{truncated, "past end of file"}},
 		{"bad register", []string{"check", "-e", "p:g/e plain a=%xyz", prog}, 1, []string{"-e #1", "Invalid register name", "^"}},
-		{"unknown symbol", []string{"check", "-e", "p:g/e no_such_function", prog}, 1, []string{"-e #1", "no_such_function", "not found"}},
-		{"retprobe offset", []string{"check", "-e", "r:g/e plain+4", prog}, 1, []string{"-e #1"}},
-		{"duplicate event", []string{"check", "-e", "p:g/e plain", "-e", "p:g/e main", prog}, 1, []string{"g/e", "already defined"}},
+		{"unknown symbol", []string{"check", "-e", "p:g/e no_such_function", prog}, 1,
+			[]string{"-e #1", "Invalid probed address or symbol (no symbol no_such_function in", "Command: p:g/e no_such_function\n" + strings.Repeat(" ", 19) + "^"}},
+		{"retprobe offset", []string{"check", "-e", "r:g/e plain+4", prog}, 1, []string{"-e #1", "Retprobe address must be an function entry"}},
+		{"event of another type", []string{"check", "-e", "p:g/e plain", "-e", "r:g/e main", prog}, 1, []string{"-e #2", "Probe type is different from existing probe"}},
 		{"no binary", []string{"check"}, 2, []string{"BINARY"}},
 		{"unknown flag", []string{"check", "--frobnicate", prog}, 2, []string{"frobnicate"}},
 		{"bad --only", []string{"check", "--only", "fast", prog}, 2, []string{"fast"}},
@@ -236,4 +241,136 @@ func TestRewriteDeterministic(t *testing.T) {
 	if code, _, errOut := kp("rewrite", "-o", c, a); code != 1 || !strings.Contains(errOut, "already rewritten") {
 		t.Errorf("rewriting a rewritten binary: exit %d: %s", code, errOut)
 	}
+}
+
+// TestCheckRewriteAgree: check accepted definitions that rewrite then refused (a fetcharg
+// naming no symbol, more probes on a site than a probepoint holds, whose error sounded
+// internal); check now resolves and compiles them the same way and says the same
+// (issue 13).
+func TestCheckRewriteAgree(t *testing.T) {
+	prog := testprog.Build(t, checkSrc, "c", "-O2")
+	out := filepath.Join(t.TempDir(), "out")
+	many := []string{}
+	for i := 0; i <= kprt.MaxProbesPerPoint; i++ {
+		many = append(many, "-e", fmt.Sprintf("p:g/e%d plain", i))
+	}
+	for _, c := range []struct {
+		name string
+		defs []string
+		want string
+	}{
+		{"fetcharg symbol", []string{"-e", "p:g/e plain x=@nosuchsym"}, "Symbol is not found: nosuchsym"},
+		{"fetcharg symbol expression", []string{"-e", "p:g/e plain x=@_sdata*10"}, "Symbol is not found: _sdata*10"},
+		{"65 probes on one site", many, "-e #65: g/e64 is the 65th probe on "},
+		{"no such function", []string{"-e", "p non_exist_func"}, "Invalid probed address or symbol"},
+		{"delete what is not there", []string{"-e", "-:event"}, "No such event to delete"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ccode, _, cerr := kp(append(append([]string{"check"}, c.defs...), prog)...)
+			rcode, _, rerr := kp(append(append([]string{"rewrite", "-o", out}, c.defs...), prog)...)
+			if ccode != 1 || rcode != 1 || !strings.Contains(cerr, c.want) {
+				t.Fatalf("check exit %d, rewrite exit %d, want 1 and %q:\ncheck: %s\nrewrite: %s", ccode, rcode, c.want, cerr, rerr)
+			}
+			if strings.TrimPrefix(cerr, "kprewrite check: ") != strings.TrimPrefix(rerr, "kprewrite rewrite: ") {
+				t.Errorf("check and rewrite differ:\ncheck: %s\nrewrite: %s", cerr, rerr)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Error("rewrite left an output")
+			}
+		})
+	}
+}
+
+// multiSrc: two functions called in turn, and (with multiOther) a local function of one
+// name in each of two files.
+const multiSrc = `
+#include <stdio.h>
+__attribute__((noinline)) int f1(int a) { return a + 1; }
+__attribute__((noinline)) int f2(int a) { return a + 2; }
+int other(int);
+static __attribute__((noinline)) int helper(int a) { return a * 3; }
+int main(int argc, char **argv) {
+	(void)argv;
+	printf("%d\n", f1(argc) + f2(argc) + helper(argc) + other(argc));
+	return 0;
+}
+`
+
+const multiOther = `
+static __attribute__((noinline)) int helper(int a) { return a * 5; }
+int other(int a) { return helper(a) + 1; }
+`
+
+// TestEventSyntaxLikeKernel: definitions read as the kernel reads its events file
+// (issue 13): a second definition of an event on another site with the same
+// arguments is a multi-probe event, traced under the one name from both sites; one
+// that disagrees gets DIFF_PROBE_TYPE, DIFF_ARG_TYPE or SAME_PROBE at the kernel's
+// caret; "-:EVENT" deletes an event defined before it; a symbol that names two local
+// functions is refused, not probed at the first.
+func TestEventSyntaxLikeKernel(t *testing.T) {
+	testprog.Need(t, "gcc")
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.c"), filepath.Join(dir, "b.c")
+	os.WriteFile(a, []byte(multiSrc), 0o644)
+	os.WriteFile(b, []byte(multiOther), 0o644)
+	prog := filepath.Join(dir, "prog")
+	if out, err := exec.Command("gcc", "-O1", "-o", prog, a, b).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "prog.kp")
+	trace := filepath.Join(dir, "t.trace")
+	defs := filepath.Join(dir, "defs")
+	os.WriteFile(defs, []byte("p:m/ev f1 x=%di\np:m/ev f2 x=%di\np:m/gone f1\n-:m/gone\n"), 0o644)
+	if code, _, stderr := kp("rewrite", "-o", out, "-f", defs, prog); code != 0 {
+		t.Fatalf("rewrite: %s", stderr)
+	}
+	r := testprog.Run(t, testprog.Cmd{Path: out, Extra: []string{"KPREWRITE_TRACE=" + trace}})
+	if r.Exit != 0 || r.Stdout != "14\n" {
+		t.Fatalf("run: %s", r)
+	}
+	_, text, stderr := kp("trace", trace)
+	lines := traceLines(text)
+	if len(lines) != 2 || !strings.Contains(lines[0], " ev: (") || !strings.Contains(lines[1], " ev: (") ||
+		!strings.HasSuffix(lines[0], " x=0x1") || !strings.HasSuffix(lines[1], " x=0x1") || lines[0] == lines[1] {
+		t.Errorf("trace of the multi-probe event:\n%s%s", text, stderr)
+	}
+	for _, c := range []struct {
+		name  string
+		defs  []string
+		want  string
+		caret string
+	}{
+		{"DIFF_PROBE_TYPE", []string{"p:m/ev f1", "r:m/ev f2"}, "Probe type is different from existing probe", "r:m/ev f2\n" + strings.Repeat(" ", 13) + "^"},
+		{"DIFF_ARG_TYPE", []string{"p:m/ev f1 x=%di", "p:m/ev f2 x=%di:u8"}, "Argument type or name is different from existing probe",
+			"p:m/ev f2 x=%di:u8\n" + strings.Repeat(" ", 23) + "^"},
+		{"DIFF_ARG_TYPE name", []string{"p:m/ev f1 x=%di", "p:m/ev f2 y=%di"}, "Argument type or name is different from existing probe", ""},
+		{"SAME_PROBE", []string{"p:m/ev f1 x=%di", "p:m/ev f1 x=%di"}, "There is already the exact same probe event", ""},
+		{"NON_UNIQ_SYMBOL", []string{"p:m/h helper"}, "The symbol is not unique", "p:m/h helper\n" + strings.Repeat(" ", 19) + "^"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"check"}
+			for _, d := range c.defs {
+				args = append(args, "-e", d)
+			}
+			code, _, stderr := kp(append(args, prog)...)
+			if code != 1 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, c.caret) {
+				t.Errorf("exit %d, want 1, %q and the caret %q:\n%s", code, c.want, c.caret, stderr)
+			}
+		})
+	}
+	// the address of either helper is accepted
+	if code, _, stderr := kp("check", "-e", "p:m/h f1", prog); code != 0 {
+		t.Errorf("check f1: %s", stderr)
+	}
+}
+
+// traceLines returns the record lines of `kprewrite trace` text (not the # header).
+func traceLines(text string) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -236,7 +236,7 @@ func TestHandlersBadFiles(t *testing.T) {
 			"DEFINE_KPROBE(kp, \"add2\", .pre_handler = pre);\n",
 			[]string{"libc.c: calls or uses printf, which is not available to handlers"}},
 		{"nosymbol", "#include <kprewrite.h>\nDEFINE_KPROBE(kp, \"no_such_function\");\n",
-			[]string{"nosymbol.c:2 (kp): symbol \"no_such_function\" not found in"}},
+			[]string{"nosymbol.c:2 (kp): bad probe definition", "Invalid probed address or symbol (no symbol no_such_function in"}},
 		{"noextern", "#include <kprewrite.h>\nextern int nope;\nKPREWRITE_PROGRAM_SYMBOL(nope);\n" +
 			"static int pre(struct kprobe *p, struct pt_regs *r) { return nope; }\nDEFINE_KPROBE(kp, \"add2\", .pre_handler = pre);\n",
 			[]string{"nope", "not found in"}},

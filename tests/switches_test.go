@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,5 +190,72 @@ func TestFullDisk(t *testing.T) {
 		os.Remove(fill)
 		os.Remove(filepath.Join(small, "t.trace"))
 		os.Remove(out + ".trace")
+	}
+}
+
+// truncSrc: eight threads call work; the main thread truncates the trace file (the path
+// in $TRUNCATE) while they run, as log rotation's copytruncate or ": > f.trace" would,
+// and every thread then calls work again, so each writes to the file after it shrank.
+const truncSrc = `
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((noinline)) int work(int a) { return a * 2; }
+static long progress;
+static int truncated;
+static void *run(void *p) {
+	long s = 0;
+	for (int i = 0; i < 20000; i++) { s += work(i); __atomic_add_fetch(&progress, 1, __ATOMIC_RELAXED); }
+	while (!__atomic_load_n(&truncated, __ATOMIC_ACQUIRE)) usleep(100);
+	for (int i = 0; i < 100; i++) s += work(i);
+	return (void *)s;
+}
+int main(void) {
+	pthread_t t[8];
+	long sum = 0;
+	for (int i = 0; i < 8; i++) pthread_create(&t[i], 0, run, 0);
+	while (__atomic_load_n(&progress, __ATOMIC_RELAXED) < 40000) ;
+	if (truncate(getenv("TRUNCATE"), 0) != 0) { perror("truncate"); return 1; }
+	__atomic_store_n(&truncated, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 100; i++) sum += work(i);
+	for (int i = 0; i < 8; i++) { void *r; pthread_join(t[i], &r); sum += (long)r; }
+	printf("%ld\n", sum);
+	return 0;
+}
+`
+
+// TestTruncatedTrace: a trace file that shrinks under the running program (truncated
+// in the middle of a multi-threaded run) killed it with SIGBUS, count-only programs
+// included (issue 13). Now the program goes on, says so in one line, and later records
+// are counted as lost: jump-optimized, int3 and count-only probes.
+func TestTruncatedTrace(t *testing.T) {
+	testprog.Need(t, "gcc")
+	dir := t.TempDir()
+	prog := testprog.Build(t, truncSrc, "c", "-O1", "-pthread")
+	orig := testprog.Run(t, testprog.Cmd{Path: prog, Extra: []string{"TRUNCATE=/dev/null/x"}})
+	if orig.Exit != 1 {
+		t.Fatalf("original without a file to truncate: %s", orig)
+	}
+	want := 8*(19999*20000+99*100) + 99*100
+	for _, mode := range [][]string{nil, {"--no-optimize"}, {"--count-only"}} {
+		out := filepath.Join(dir, "prog.kp")
+		os.Remove(out)
+		args := append([]string{"rewrite", "-o", out, "-e", "p:g/w work a=%di"}, mode...)
+		if code, _, stderr := kp(append(args, prog)...); code != 0 {
+			t.Fatalf("rewrite %v: %s", mode, stderr)
+		}
+		trace := filepath.Join(dir, "t.trace")
+		for round := 0; round < 3; round++ {
+			os.Remove(trace)
+			r := testprog.Run(t, testprog.Cmd{Path: out, Extra: []string{"KPREWRITE_TRACE=" + trace,
+				"KPREWRITE_TRACE_SIZE=16M", "TRUNCATE=" + trace}})
+			if r.Exit != 0 || r.Stdout != fmt.Sprintf("%d\n", want) {
+				t.Fatalf("%v round %d: %s", mode, round, r)
+			}
+			if strings.Count(r.Stderr, "shrank while the program ran") != 1 || strings.Count(r.Stderr, "\n") != 1 {
+				t.Errorf("%v round %d: stderr %q, want one line saying the file shrank", mode, round, r.Stderr)
+			}
+		}
 	}
 }

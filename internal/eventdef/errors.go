@@ -17,6 +17,7 @@ const (
 	ErrBadMaxact
 	ErrMaxactTooBig
 	ErrBadProbeAddr
+	ErrNonUniqSymbol
 	ErrBadRetprobe
 	ErrBadAddrSuffix
 	ErrNoGroupName
@@ -76,6 +77,7 @@ var errorText = map[ErrorCode]string{
 	ErrBadMaxact:      "Invalid maxactive number",
 	ErrMaxactTooBig:   "Maxactive is too big",
 	ErrBadProbeAddr:   "Invalid probed address or symbol",
+	ErrNonUniqSymbol:  "The symbol is not unique",
 	ErrBadRetprobe:    "Retprobe address must be an function entry",
 	ErrBadAddrSuffix:  "Invalid probed address suffix",
 	ErrNoGroupName:    "Group name is not specified",
@@ -159,6 +161,16 @@ func (e *ParseError) Error() string {
 
 // Unwrap lets errors.Is match the ErrorCode.
 func (e *ParseError) Unwrap() error { return e.Code }
+
+// ErrAt returns the error code at the word-th word (0: the command, 1: the probe
+// point, 2...: the arguments) of p's definition, plus offset bytes: the errors found
+// after parsing (resolving the probe point in a binary, comparing with the other
+// definitions of the same event) point where the kernel's would.
+func (p *Probe) ErrAt(word, offset int, code ErrorCode) *ParseError {
+	ps := &parser{def: p.Def, argv: splitArgs(p.Def)}
+	ps.cmd = strings.Join(ps.argv, " ")
+	return ps.errAt(word, offset, code)
+}
 
 // Caret renders the error like the kernel's error_log entry:
 //

@@ -55,15 +55,60 @@ func (p *Probe) UprobeDefinition(path string, fileOffset uint64) string {
 	return sb.String()
 }
 
-// ParseList parses a list of definitions, one a line, as the kernel reads
-// a write to its events file: text after '#' is a comment, blank lines are
-// skipped, "-:" lines delete an event defined above, and a definition
-// reusing an event name adds a probe point to that event (a multi-probe
-// event) when its kind and arguments agree, as the kernel's
-// append_trace_uprobe() requires. The result holds the probes left, in
-// order; on error the ParseError's Line is set.
+// Set is a list of definitions read as the kernel reads writes to its events file:
+// "-:" definitions delete an event defined earlier, and a definition reusing an event
+// name adds a probe point to that event (a multi-probe event) when its kind and
+// arguments agree, as the kernel's append_trace_kprobe() requires; otherwise the
+// kernel's DIFF_PROBE_TYPE, DIFF_ARG_TYPE or SAME_PROBE, at its caret.
+type Set struct {
+	Probes []*Probe // the probes left, in order
+}
+
+// Add parses def and applies it to the set. A deletion returns the probes it removed.
+func (s *Set) Add(def string) (p *Probe, removed []*Probe, err error) {
+	p, err = Parse(def)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.Delete {
+		kept := s.Probes[:0]
+		for _, q := range s.Probes {
+			if q.Group != p.Group || q.Event != p.Event {
+				kept = append(kept, q)
+			} else {
+				removed = append(removed, q)
+			}
+		}
+		if len(removed) == 0 {
+			return nil, nil, p.ErrAt(0, 0, ErrNoSuchEvent)
+		}
+		s.Probes = kept
+		return p, removed, nil
+	}
+	for _, q := range s.Probes {
+		if q.Group != p.Group || q.Event != p.Event {
+			continue
+		}
+		if q.Return != p.Return {
+			return nil, nil, p.ErrAt(0, 0, ErrDiffProbeType)
+		}
+		if i := compareArgTypes(p, q); i > 0 {
+			return nil, nil, p.ErrAt(i+1, 0, ErrDiffArgType) // arguments start at word 2
+		}
+		if sameProbe(p, q) {
+			return nil, nil, p.ErrAt(0, 0, ErrSameProbe)
+		}
+		break
+	}
+	s.Probes = append(s.Probes, p)
+	return p, nil, nil
+}
+
+// ParseList parses a list of definitions, one a line, into a Set: text after '#' is a
+// comment, blank lines are skipped. The result holds the probes left, in order; on
+// error the ParseError's Line is set.
 func ParseList(text string) ([]*Probe, error) {
-	var out []*Probe
+	var set Set
 	for n, line := range strings.Split(text, "\n") {
 		if i := strings.IndexByte(line, '#'); i >= 0 {
 			line = line[:i]
@@ -71,49 +116,12 @@ func ParseList(text string) ([]*Probe, error) {
 		if len(splitArgs(line)) == 0 {
 			continue
 		}
-		p, err := Parse(line)
-		if err != nil {
+		if _, _, err := set.Add(line); err != nil {
 			err.(*ParseError).Line = n + 1
 			return nil, err
 		}
-		ps := &parser{def: line, argv: splitArgs(line)}
-		ps.cmd = strings.Join(ps.argv, " ")
-		fail := func(index int, code ErrorCode) error {
-			e := ps.errAt(index, 0, code)
-			e.Line = n + 1
-			return e
-		}
-		if p.Delete {
-			kept := out[:0]
-			for _, q := range out {
-				if q.Group != p.Group || q.Event != p.Event {
-					kept = append(kept, q)
-				}
-			}
-			if len(kept) == len(out) {
-				return nil, fail(0, ErrNoSuchEvent)
-			}
-			out = kept
-			continue
-		}
-		for _, q := range out {
-			if q.Group != p.Group || q.Event != p.Event {
-				continue
-			}
-			if q.Return != p.Return {
-				return nil, fail(0, ErrDiffProbeType)
-			}
-			if i := compareArgTypes(p, q); i > 0 {
-				return nil, fail(i+1, ErrDiffArgType) // arguments start at word 2
-			}
-			if sameProbe(p, q) {
-				return nil, fail(0, ErrSameProbe)
-			}
-			break
-		}
-		out = append(out, p)
 	}
-	return out, nil
+	return set.Probes, nil
 }
 
 // compareArgTypes is trace_probe_compare_arg_type(): 0 if a and b have the

@@ -3,35 +3,35 @@ package rewriter
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/handlers"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // ParseDefs parses event definitions from exprs (origin "-e #N") and from files, one a
 // line (origin "FILE:LINE"; blank lines and lines starting with # are skipped), in that
-// order. The probes are not resolved yet (Resolve). A definition that does not parse
-// is reported with its origin and the kernel's caret under the bad place.
+// order, as the kernel reads writes to its events file (eventdef.Set): "-:GRP/EV"
+// deletes an event defined before it, and a second definition of an event adds a probe
+// point to it when its kind and arguments agree (a multi-probe event). The probes are
+// not resolved yet (Resolve). A definition that does not parse or does not agree is
+// reported with its origin and the kernel's caret under the bad place.
 func ParseDefs(exprs, files []string) ([]Probe, error) {
-	var defs []Probe
-	add := func(text, origin string) error {
-		p, err := eventdef.Parse(text)
+	var set eventdef.Set
+	origin := map[*eventdef.Probe]string{}
+	add := func(text, where string) error {
+		p, _, err := set.Add(text)
 		if err != nil {
-			var pe *eventdef.ParseError
-			if errors.As(err, &pe) {
-				return fmt.Errorf("%s: %s\n%s", origin, err, indent(pe.Caret()))
-			}
-			return fmt.Errorf("%s: %w", origin, err)
+			return defError(where, err, "")
 		}
-		if p.Delete {
-			return fmt.Errorf("%s: %q deletes an event; kprewrite only takes probe definitions", origin, text)
-		}
-		defs = append(defs, Probe{Def: p, Origin: origin})
+		origin[p] = where
 		return nil
 	}
 	for i, e := range exprs {
@@ -59,10 +59,25 @@ func ParseDefs(exprs, files []string) ([]Probe, error) {
 			return nil, fmt.Errorf("read definitions %s: %w", name, err)
 		}
 	}
-	if err := checkUnique(defs); err != nil {
-		return nil, err
+	defs := make([]Probe, 0, len(set.Probes))
+	for _, p := range set.Probes {
+		defs = append(defs, Probe{Def: p, Origin: origin[p]})
 	}
 	return defs, nil
+}
+
+// defError reports a definition's error with its origin; a *eventdef.ParseError gets
+// the kernel's caret, and detail (if any) says more after its message.
+func defError(origin string, err error, detail string) error {
+	var pe *eventdef.ParseError
+	if errors.As(err, &pe) {
+		msg := err.Error()
+		if detail != "" {
+			msg += " (" + detail + ")"
+		}
+		return fmt.Errorf("%s: %s\n%s", origin, msg, indent(pe.Caret()))
+	}
+	return fmt.Errorf("%s: %w", origin, err)
 }
 
 // HandlerDefs appends the probes a compiled C handler set declares to defs, as
@@ -71,6 +86,7 @@ func HandlerDefs(defs []Probe, set *handlers.Set) ([]Probe, error) {
 	if set == nil {
 		return defs, nil
 	}
+	first := len(defs)
 	for i := range set.Probes {
 		p := &set.Probes[i]
 		ev, err := p.Event()
@@ -79,21 +95,25 @@ func HandlerDefs(defs []Probe, set *handlers.Set) ([]Probe, error) {
 		}
 		defs = append(defs, Probe{Def: ev, Origin: p.Origin(), Handler: p})
 	}
-	if err := checkUnique(defs); err != nil {
+	if err := checkHandlerNames(defs, first); err != nil {
 		return nil, err
 	}
 	return defs, nil
 }
 
-// checkUnique refuses a second definition of an event name.
-func checkUnique(defs []Probe) error {
+// checkHandlerNames refuses a C handler's probe whose event name another definition
+// has: a handler's probe is its own event (the multi-probe events of ParseDefs are
+// for definitions only).
+func checkHandlerNames(defs []Probe, first int) error {
 	seen := make(map[string]string, len(defs))
-	for _, d := range defs {
+	for i, d := range defs {
 		key := d.Def.Group + "/" + d.Def.Event
-		if prev, dup := seen[key]; dup {
+		if prev, dup := seen[key]; dup && i >= first {
 			return fmt.Errorf("%s: event %s is already defined by %s", d.Origin, key, prev)
 		}
-		seen[key] = d.Origin
+		if _, dup := seen[key]; !dup {
+			seen[key] = d.Origin
+		}
 	}
 	return nil
 }
@@ -102,43 +122,135 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
 }
 
+// symbolTable maps the names of the symbols f defines to their values (a symbol of the
+// static table over a dynamic one of the same name): what @SYM fetchargs and the C
+// handlers' program symbols name.
+func symbolTable(f *elfio.File) map[string]uint64 {
+	syms := map[string]uint64{}
+	for _, s := range f.Symbols {
+		if s.Name == "" || s.Shndx == uint16(elf.SHN_UNDEF) || s.Type == elf.STT_SECTION || s.Type == elf.STT_FILE {
+			continue
+		}
+		if _, dup := syms[s.Name]; !dup || !s.Dynamic {
+			syms[s.Name] = s.Value
+		}
+	}
+	return syms
+}
+
 // Resolve finds each definition's address in f: SYM+offs through the functions and
 // symbols of the binary, 0xADDR as a virtual address of the binary. It sets Addr and
-// Func of every probe.
+// Func of every probe. It then checks what the rewrite would refuse later, so that
+// check and rewrite answer a definition the same way: each event's fetch program
+// compiles against the binary's symbols, and no site has more probes than a
+// probepoint holds.
 func Resolve(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
+	if err := resolveAddrs(f, fns, defs); err != nil {
+		return err
+	}
+	syms := symbolTable(f)
+	perSite := map[uint64]int{}
+	for i := range defs {
+		d := &defs[i]
+		if _, err := eventdef.Compile(d.Def, func(sym string) (uint64, bool) {
+			a, ok := syms[sym]
+			return a, ok
+		}); err != nil {
+			return fmt.Errorf("%s: %w", d.Origin, err)
+		}
+		if perSite[d.Addr]++; perSite[d.Addr] > kprt.MaxProbesPerPoint {
+			return fmt.Errorf("%s: %s is the %d%s probe on %#x; a probe site holds at most %d",
+				d.Origin, d.Def.Group+"/"+d.Def.Event, perSite[d.Addr], ordinalSuffix(perSite[d.Addr]), d.Addr, kprt.MaxProbesPerPoint)
+		}
+	}
+	return nil
+}
+
+func ordinalSuffix(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return "th"
+	case n%10 == 1:
+		return "st"
+	case n%10 == 2:
+		return "nd"
+	case n%10 == 3:
+		return "rd"
+	}
+	return "th"
+}
+
+func resolveAddrs(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 	for i := range defs {
 		d := &defs[i]
 		p := d.Def
 		if p.Symbol == "" {
 			d.Addr = p.Addr
 			if !f.ExecAddr(d.Addr) {
-				return fmt.Errorf("%s: address %#x is not in an executable segment of %s", d.Origin, d.Addr, f.Path)
+				return defError(d.Origin, p.ErrAt(1, 0, eventdef.ErrBadProbeAddr),
+					fmt.Sprintf("%#x is not in an executable segment of %s", d.Addr, f.Path))
 			}
 			d.Func, _ = fns.Containing(d.Addr)
 			continue
 		}
-		base, ok := uint64(0), false
-		if fn, found := fns.ByName(p.Symbol); found {
-			base, ok = fn.Addr, true
-		} else {
-			for _, s := range f.Symbols {
-				if s.Name == p.Symbol && s.Value != 0 && s.Shndx != 0 {
-					base, ok = s.Value, true
-					break
-				}
-			}
-		}
-		if !ok {
-			return fmt.Errorf("%s: symbol %q not found in %s", d.Origin, p.Symbol, f.Path)
+		base, code, why := symbolAddr(f, fns, p.Symbol)
+		if code != 0 {
+			return defError(d.Origin, p.ErrAt(1, 0, code), why)
 		}
 		d.Addr = base + p.Offset
 		d.Func, _ = fns.Containing(d.Addr)
 		if d.Func == nil || !f.ExecAddr(d.Addr) {
-			return fmt.Errorf("%s: %s+%#x (%#x) is not inside a function of %s", d.Origin, p.Symbol, p.Offset, d.Addr, f.Path)
+			return defError(d.Origin, p.ErrAt(1, 0, eventdef.ErrBadProbeAddr),
+				fmt.Sprintf("%s+%#x (%#x) is not inside a function of %s", p.Symbol, p.Offset, d.Addr, f.Path))
 		}
 		if p.Return && d.Addr != d.Func.Addr {
-			return fmt.Errorf("%s: a return probe must be on a function entry, and %s+%#x is not one", d.Origin, p.Symbol, p.Offset)
+			return defError(d.Origin, p.ErrAt(1, 0, eventdef.ErrBadRetprobe),
+				fmt.Sprintf("%s+%#x is not the entry of %s", p.Symbol, p.Offset, d.Func.Name))
 		}
 	}
 	return nil
+}
+
+// symbolAddr finds the function or symbol name in f, as the kernel's kprobes find a
+// symbol: one that is not there is ErrBadProbeAddr; one that names local functions in
+// two places (static functions of one name in two files) and no global one is
+// ErrNonUniqSymbol, since probing the first silently would trace the wrong one. A
+// global function of the name is the one meant (the linker allows one), whatever
+// local functions share it (a static C library's). A failure is the code and why, in
+// words.
+func symbolAddr(f *elfio.File, fns *elfio.Functions, name string) (uint64, eventdef.ErrorCode, string) {
+	var locals, globals []uint64
+	for _, s := range f.Symbols {
+		if s.Name != name || s.Value == 0 || s.Shndx == 0 || s.Type != elf.STT_FUNC {
+			continue
+		}
+		if s.Bind == elf.STB_LOCAL {
+			if !slices.Contains(locals, s.Value) {
+				locals = append(locals, s.Value)
+			}
+		} else if !slices.Contains(globals, s.Value) {
+			globals = append(globals, s.Value)
+		}
+	}
+	if len(globals) == 1 {
+		return globals[0], 0, ""
+	}
+	if all := append(globals, locals...); len(all) > 1 {
+		slices.Sort(all)
+		places := make([]string, len(all))
+		for i, a := range all {
+			places[i] = fmt.Sprintf("%#x", a)
+		}
+		return 0, eventdef.ErrNonUniqSymbol, fmt.Sprintf("%s is at %s in %s; give the address (p:EVENT 0xADDR)",
+			name, strings.Join(places, " and "), f.Path)
+	}
+	if fn, found := fns.ByName(name); found {
+		return fn.Addr, 0, ""
+	}
+	for _, s := range f.Symbols {
+		if s.Name == name && s.Value != 0 && s.Shndx != 0 {
+			return s.Value, 0, ""
+		}
+	}
+	return 0, eventdef.ErrBadProbeAddr, fmt.Sprintf("no symbol %s in %s", name, f.Path)
 }

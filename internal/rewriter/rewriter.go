@@ -2,7 +2,6 @@ package rewriter
 
 import (
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -198,15 +197,7 @@ type gen struct {
 
 func (g *gen) run() (*Result, error) {
 	f := g.f
-	g.symbols = map[string]uint64{}
-	for _, s := range f.Symbols {
-		if s.Name == "" || s.Shndx == uint16(elf.SHN_UNDEF) || s.Type == elf.STT_SECTION || s.Type == elf.STT_FILE {
-			continue
-		}
-		if _, dup := g.symbols[s.Name]; !dup || !s.Dynamic {
-			g.symbols[s.Name] = s.Value
-		}
-	}
+	g.symbols = symbolTable(f)
 	if err := g.makeEvents(); err != nil {
 		return nil, err
 	}

@@ -67,9 +67,7 @@ func ParseTrace(b []byte) (*Trace, error) {
 	if len(b) < kprt.TraceHeaderSize {
 		return nil, fmt.Errorf("%w: %d bytes", ErrTrace, len(b))
 	}
-	if err := binary.Read(bytes.NewReader(b[:kprt.TraceHeaderSize]), binary.LittleEndian, &t.Header); err != nil {
-		return nil, fmt.Errorf("%w: header: %w", ErrTrace, err)
-	}
+	decodeTraceHeader(b, &t.Header)
 	h := &t.Header
 	if string(h.Magic[:]) != kprt.TraceMagic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrTrace, h.Magic[:])
@@ -97,7 +95,7 @@ func ParseTrace(b []byte) (*Trace, error) {
 			ti.Counters[j] = Counter{binary.LittleEndian.Uint64(b[o:]), binary.LittleEndian.Uint64(b[o+8:])}
 		}
 		if im.Flags&kprt.TIFExt != 0 {
-			ti.Desc = bytes.Clone(traceDesc(b, im.CountersOff+n*16)) // b may be a mapping
+			ti.Desc = traceDesc(b, im.CountersOff+n*16) // a copy: b may be a mapping
 			ti.Shards = addShards(b, im.CountersOff+n*16, ti.Counters)
 		}
 		t.Images = append(t.Images, ti)
@@ -116,9 +114,7 @@ func ParseTrace(b []byte) (*Trace, error) {
 	}
 	for off := uint64(0); off+kprt.RecordSize <= end; {
 		var r Record
-		if err := binary.Read(bytes.NewReader(data[off:off+kprt.RecordSize]), binary.LittleEndian, &r.RawRecord); err != nil {
-			break
-		}
+		decodeRecord(data[off:], &r.RawRecord)
 		sz := uint64(r.Size)
 		if sz < kprt.RecordSize || sz%8 != 0 || sz > end-off {
 			// the rest of the block was never written (its thread ended, or the writer
@@ -173,11 +169,10 @@ func addShards(b []byte, off uint64, ctrs []Counter) int {
 		return 0
 	}
 	var ext kprt.RawTraceImageExt
-	if err := binary.Read(bytes.NewReader(b[off:off+kprt.TraceImageExtSz]), binary.LittleEndian, &ext); err != nil {
-		return 0
-	}
+	decodeImageExt(b[off:], &ext)
 	n, stride, so := uint64(ext.ShardsN), ext.ShardsStride, ext.ShardsOff
-	if so == 0 || n == 0 || stride < uint64(len(ctrs))*8 || so > size || stride > (size-so)/n {
+	// a shard holds at least one counter: a zero stride would count one word n times
+	if so == 0 || n == 0 || stride < uint64(max(len(ctrs), 1))*8 || so > size || stride > (size-so)/n {
 		return 0
 	}
 	for k := uint64(0); k < n; k++ {

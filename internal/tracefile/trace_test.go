@@ -74,16 +74,32 @@ func TestParseTraceSynthetic(t *testing.T) {
 	}
 }
 
+// FuzzParseTrace: a fuzz input is a trace header's first bytes (the rest of its 4 KiB
+// is zero) and what follows the header, so that inputs stay small: the fuzzer
+// minimizes each new input byte by byte, and a whole 4 KiB header made that take all
+// of the run.
 func FuzzParseTrace(f *testing.F) {
+	add := func(b []byte) {
+		hdr := b[:min(len(b), TraceHeaderSize)]
+		for len(hdr) > 0 && hdr[len(hdr)-1] == 0 {
+			hdr = hdr[:len(hdr)-1]
+		}
+		f.Add(hdr, b[min(len(b), TraceHeaderSize):])
+	}
 	good := synthTrace()
-	f.Add(good)
-	f.Add(good[:TraceHeaderSize+50])
-	f.Add(synthTraceDesc())
+	add(good)
+	add(good[:TraceHeaderSize+50])
+	add(synthTraceDesc())
 	bad := append([]byte(nil), good...)
 	binary.LittleEndian.PutUint64(bad[24:], 1<<62) // head far past the data
-	f.Add(bad)
-	f.Fuzz(func(t *testing.T, b []byte) {
-		tr, err := ParseTrace(b)
+	add(bad)
+	f.Fuzz(func(t *testing.T, hdr, rest []byte) {
+		if len(hdr) > TraceHeaderSize {
+			return
+		}
+		b := make([]byte, TraceHeaderSize, TraceHeaderSize+len(rest))
+		copy(b, hdr)
+		tr, err := ParseTrace(append(b, rest...))
 		if err != nil {
 			return
 		}
@@ -171,5 +187,36 @@ func TestParseTraceDesc(t *testing.T) {
 	binary.LittleEndian.PutUint32(b[imagesOff+12:], 0)
 	if tr, err = ParseTrace(b); err != nil || tr.Images[0].Desc != nil {
 		t.Fatalf("without the flag: %v %+v", err, tr.Images)
+	}
+}
+
+// TestDecodeMatches: the field-by-field decoders read what binary.Read reads.
+func TestDecodeMatches(t *testing.T) {
+	b := make([]byte, TraceHeaderSize)
+	for i := range b {
+		b[i] = byte(i*7 + i>>8)
+	}
+	var want, got RawTraceHeader
+	if err := binary.Read(bytes.NewReader(b), binary.LittleEndian, &want); err != nil {
+		t.Fatal(err)
+	}
+	decodeTraceHeader(b, &got)
+	if got != want {
+		t.Errorf("header %+v, want %+v", got, want)
+	}
+	var wr, gr RawRecord
+	binary.Read(bytes.NewReader(b[3:]), binary.LittleEndian, &wr)
+	decodeRecord(b[3:], &gr)
+	if gr != wr {
+		t.Errorf("record %+v, want %+v", gr, wr)
+	}
+	var we, ge RawTraceImageExt
+	binary.Read(bytes.NewReader(b[5:]), binary.LittleEndian, &we)
+	decodeImageExt(b[5:], &ge)
+	if ge != we {
+		t.Errorf("ext %+v, want %+v", ge, we)
+	}
+	if binary.Size(&want) > TraceHeaderSize || binary.Size(&wr) != RecordSize || binary.Size(&we) != TraceImageExtSz {
+		t.Error("sizes")
 	}
 }

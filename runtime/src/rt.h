@@ -219,6 +219,12 @@ struct kprw_rt {
 	                      this CPU's shard too, so the file's counters are written only on
 	                      a miss and start-up neither writes nor populates them (rt_trace.c) */
 	u32 populate;      /* MADV_POPULATE_WRITE works (rt_trace.c) */
+	/* the trace file's mappings (header and records, counter window, appended counters,
+	 * shards): a fault in one means the file shrank under us (rt_trace.c) */
+	struct kprw_span { uptr addr; u64 len; } trace_maps[4];
+	u32 ntrace_maps;
+	u32 trace_detached; /* the mappings were replaced by memory: nothing reaches the file */
+	const char *trace_path;
 	/* kretprobe instances */
 	u64 *ri_keys;      /* ri_total keys: address of the replaced return address, 0 = free */
 	u8 *ri_mem;        /* instance memory */
@@ -341,6 +347,7 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c);
 int kprw_kretprobe_init(void);
 void kprw_rethook(struct pt_regs *regs);
 void kprw_trace_open(const char *path, u64 size, int prefault, int records);
+int kprw_trace_fault(uptr addr);
 /* kprw_trace_hit writes probe pi's record; 1 when the record is the hit (written, into
  * a file where this image has its counters: the caller does not count it), else 0 (the
  * caller counts the hit) */

@@ -3,8 +3,9 @@
  * SIGFPE and SIGILL).
  *
  * Installed for the fast reads (rt_init.c: events whose fetch programs read memory,
- * C handlers that call kprewrite_copy_nofault) and for C handler probes. A fault is, in
- * this order:
+ * C handlers that call kprewrite_copy_nofault) and for C handler probes; SIGBUS also
+ * whenever a trace file is mapped. A fault is, in this order:
+ *   0. a SIGBUS in a mapping of the trace file: the file shrank (rt_trace.c);
  *   1. a fault of the fault-catching copy (src/nofault.S): its exception-table entry
  *      gives the fixup, which returns the bytes not copied. A fetch from a bad pointer
  *      costs one signal (~2 us here) instead of a crash;
@@ -34,6 +35,10 @@ long kprw_read_user(void *dst, uptr src, unsigned long n)
 
 static void fault_signal(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 {
+	/* first: a copy into a record of a truncated trace file is the file's fault, not the
+	 * copy's source's */
+	if (sig == SIGBUS && si->si_code > 0 && kprw_trace_fault(si->si_addr))
+		return;
 	if (si->si_code > 0 && kprw_copy_fixup(&uc->mc))
 		return;
 	/* the thread's mask as the fault interrupted it: a fault handler of the program that

@@ -612,10 +612,12 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		if (!kprw_sigguard_init(sgmode, traps, fast))
 			fast = 0;
 	}
-	if (user || fast) /* before any C handler runs, kprewrite_init included */
-		kprw_fault_install((fast ? KPRW_FAULT_SIGS : 0) |
+	/* a mapped trace file: SIGBUS, for a file that shrinks under the program (rt_trace.c) */
+	unsigned long tbus = kprw_rt.ntrace_maps ? SIGBIT(SIGBUS) : 0;
+	if (user || fast || tbus) /* before any C handler runs, kprewrite_init included */
+		kprw_fault_install((fast ? KPRW_FAULT_SIGS : 0) | tbus |
 				   (user ? SIGBIT(SIGSEGV) | SIGBIT(SIGBUS) | SIGBIT(SIGFPE) | SIGBIT(SIGILL) : 0));
-	kprw_sg_guard((traps ? SIGBIT(SIGTRAP) : 0) | (fast ? KPRW_FAULT_SIGS : 0));
+	kprw_sg_guard((traps ? SIGBIT(SIGTRAP) : 0) | (fast ? KPRW_FAULT_SIGS : 0) | tbus);
 	if (fast) {
 		/* a blocked SIGSEGV/SIGBUS inherited across exec would turn a bad fetch into a kill */
 		unsigned long fs = KPRW_FAULT_SIGS;

@@ -54,6 +54,45 @@ static void populate(u64 off, u64 len)
 		kprw_rt.populate = 0;
 }
 
+/* map_add remembers a mapping of the trace file (start-up, single-threaded) */
+static void map_add(long addr, u64 len)
+{
+	if (kprw_rt.ntrace_maps < ARRAY_SIZE(kprw_rt.trace_maps)) {
+		kprw_rt.trace_maps[kprw_rt.ntrace_maps].addr = (uptr)addr;
+		kprw_rt.trace_maps[kprw_rt.ntrace_maps].len = len;
+		kprw_rt.ntrace_maps++;
+	}
+}
+
+/* kprw_trace_fault: a SIGBUS at addr (rt_fault.c). In a mapping of the trace file, the
+ * file shrank under the program (log rotation's copytruncate, ": > f.trace"): its pages
+ * past the new end fault at every access. The trace file's mappings become anonymous
+ * memory, once, so the faulting write and every later one land in memory; new blocks
+ * are refused (each later record is counted in kprewrite_rt_stats.lost), threads give
+ * up their blocks, and one line says so. Returns 1 when it was such a fault (the
+ * instruction is retried), 0 when the fault is not the trace file's. */
+int kprw_trace_fault(uptr addr)
+{
+	u32 k, n = kprw_rt.ntrace_maps;
+	for (k = 0; k < n; k++)
+		if (addr - kprw_rt.trace_maps[k].addr < kprw_rt.trace_maps[k].len)
+			break;
+	if (k == n)
+		return 0;
+	if (__atomic_exchange_n(&kprw_rt.trace_detached, 1, __ATOMIC_ACQ_REL))
+		return 1; /* another thread is replacing them: retry until it has */
+	kprw_rt.trace_data_size = 0; /* new_block refuses, populate does nothing */
+	for (u32 i = 0; kprw_tctx_tab && i < KPRW_NTCTX; i++)
+		__atomic_store_n(&kprw_tctx_tab[i].rec_end, 0, __ATOMIC_RELAXED);
+	for (k = 0; k < n; k++)
+		sys6(SYS_mmap, (long)kprw_rt.trace_maps[k].addr, (long)kprw_rt.trace_maps[k].len, 3,
+		     0x22 /* MAP_PRIVATE | MAP_ANONYMOUS */ | 0x10 /* MAP_FIXED */, -1, 0);
+	kprw_puts("kprewrite: trace file ");
+	kprw_puts(kprw_rt.trace_path ? kprw_rt.trace_path : "?");
+	kprw_puts(" shrank while the program ran (truncated?): later records and counts are lost\n");
+	return 1;
+}
+
 #define SYS_pwrite64 18
 
 /* add_desc appends the image description frame (kprw_header.desc) at the end of the
@@ -182,6 +221,7 @@ static void map_shards(long fd, const struct kprw_trace_image_ext *ext)
 	long r = sys6(SYS_mmap, 0, (long)(n * stride), 3, 1 /* MAP_SHARED */, fd, (long)ext->shards_off);
 	if (r < 0 && r > -4096)
 		return;
+	map_add(r, n * stride);
 	if (n * stride <= SHARDS_POPULATE_MAX) /* the CPUs' shards, present and writable */
 		sys3(SYS_madvise, r, (long)((kprw_rt.rseq_shards - 1) * stride), MADV_POPULATE_WRITE);
 	kprw_rseq_arm((u8 *)r, stride);
@@ -261,6 +301,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 		long r = sys6(SYS_mmap, (long)RT_ADDR(hdr->counters), (long)hdr->counters_size, 3,
 			      1 /* MAP_SHARED */ | 0x10 /* MAP_FIXED */, fd, (long)im->counters_off);
 		if (r == (long)RT_ADDR(hdr->counters)) {
+			map_add(r, hdr->counters_size);
 			/* the counters' pages present and writable in one call, not a write fault
 			 * (and the file system's page_mkwrite) at the first hit of each */
 			if (lazy)
@@ -287,6 +328,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 			warn_counters("counters could not be mapped (counted in memory only)");
 			return;
 		}
+		map_add(r, im->counters_off - pg + cbytes);
 		kprw_rt.ctr_base = (u8 *)r + (im->counters_off - pg);
 	}
 	kprw_rt.ctr_stride = 16;
@@ -382,6 +424,7 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		goto out;
 	}
 	map = (u8 *)r;
+	map_add(r, total);
 	struct kprw_trace_hdr *h = (struct kprw_trace_hdr *)map;
 	if (st.st_size == 0) {
 		h->version = KPRW_TRACE_VERSION;
@@ -403,10 +446,12 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		   h->counters_used > h->counters_size || h->block_size != GRANULE) {
 		warn("is not a kprewrite trace file (or another version)", path, 0);
 		sys2(SYS_munmap, (long)map, (long)total);
+		kprw_rt.ntrace_maps = 0;
 		goto out;
 	}
 	register_image(h, fd, total);
 	kprw_rt.trace = h;
+	kprw_rt.trace_path = path;
 	kprw_rt.trace_data = map + h->data_off;
 	kprw_rt.trace_data_size = h->data_size;
 	kprw_rt.trace_block = big_block(h->data_size);

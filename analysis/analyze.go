@@ -67,6 +67,7 @@ type Binary struct {
 	// somewhere (what addTarget leaves out of the edges); a start that is only jumped to
 	// may be a fragment of the function that jumps to it (Exits)
 	referenced []atomic.Bool
+	names      *funcNames // retaddr.go
 }
 
 type codeSec struct {
@@ -111,7 +112,7 @@ func Analyze(f *elfio.File, opt Options) (*Binary, error) {
 	if w <= 0 {
 		w = runtime.GOMAXPROCS(0)
 	}
-	b := &Binary{File: f, workers: w, strictCalls: opt.StrictCalls}
+	b := &Binary{File: f, workers: w, strictCalls: opt.StrictCalls, names: &funcNames{}}
 	b.detourLo, b.detourHi = DetourWindow(f)
 	b.secs = codeSections(f)
 	if len(b.secs) == 0 {

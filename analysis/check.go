@@ -99,6 +99,16 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 		s.refuse(RuleRetprobeStart, s.Addr, fmt.Sprintf("%s is the process entry point: it never returns, and (%%rsp) there is argc, which a return probe would overwrite", fn.Name))
 		return s
 	}
+	if req.Return {
+		if at, why := b.returnSlotUse(fi, entry); why != "" {
+			s.refuse(RuleRetAddrUse, at, fmt.Sprintf("%s: %s; a return probe puts the trampoline's address there", fn.Name, why))
+			return s
+		}
+		if name, why := b.noRetprobeReason(fn.Addr); why != "" {
+			s.refuse(RuleNoRetprobe, s.Addr, fmt.Sprintf("%s: %s", name, why))
+			return s
+		}
+	}
 	if s.Addr >= fn.End() {
 		s.refuse(RuleNotBoundary, s.Addr, fmt.Sprintf("%s ends at %#x", fn.Name, fn.End()))
 		return s

@@ -69,8 +69,10 @@ func FuzzAnalyzeCode(f *testing.F) {
 		if lf, err := elfio.Parse("libc", libc); err == nil {
 			if s := lf.Section(".text"); s != nil {
 				text := lf.SectionData(s)
-				for i := 0; i+512 <= len(text) && i < 64*4096; i += 4096 {
-					f.Add(append([]byte(nil), text[i:i+512]...))
+				// short pieces: the fuzzer minimizes every new input byte by byte, and
+				// 512-byte seeds kept it minimizing most of a run
+				for i := 0; i+96 <= len(text) && i < 32*4096; i += 4096 {
+					f.Add(append([]byte(nil), text[i:i+96]...))
 				}
 			}
 		}

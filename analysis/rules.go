@@ -4,16 +4,18 @@ package analysis
 // rule it implements (1-9) or "note" for facts that never lower a verdict.
 const (
 	// Where the site is.
-	RuleNotCode        = "not-code"               // refuse: address outside every executable section
-	RuleNoFunction     = "no-function"            // refuse: code that belongs to no known function (PLT, stray bytes)
-	RuleEndbrSkip      = "endbr64-skip"           // note: probe moved after the entry endbr64 (rule 1)
-	RuleRetprobeEntry  = "retprobe-not-entry"     // refuse: a return probe must sit at a function entry
-	RuleRetprobeStart  = "retprobe-process-entry" // refuse: the ELF entry point has no return address
-	RuleNotBoundary    = "not-boundary"           // refuse (rule 1): not an instruction boundary of the decoded function
-	RuleDecodeError    = "decode-error"           // rule 1: an instruction does not decode
-	RuleDecodeDisagree = "decode-disagree"        // rule 1: x86asm and our length decoder disagree (or Op == 0)
-	RuleExistingInt3   = "existing-int3"          // refuse (rule 6): the site already holds an int3
-	RuleUprobesRefuses = "uprobes-refuses"        // refuse (rule 7): the probed instruction cannot run out of line
+	RuleNotCode        = "not-code"                // refuse: address outside every executable section
+	RuleNoFunction     = "no-function"             // refuse: code that belongs to no known function (PLT, stray bytes)
+	RuleEndbrSkip      = "endbr64-skip"            // note: probe moved after the entry endbr64 (rule 1)
+	RuleRetprobeEntry  = "retprobe-not-entry"      // refuse: a return probe must sit at a function entry
+	RuleRetprobeStart  = "retprobe-process-entry"  // refuse: the ELF entry point has no return address
+	RuleRetAddrUse     = "retprobe-return-address" // refuse: the function reads, pops or rewrites its own return address
+	RuleNoRetprobe     = "retprobe-do-not-probe"   // refuse: the function is on the do-not-probe list for return probes
+	RuleNotBoundary    = "not-boundary"            // refuse (rule 1): not an instruction boundary of the decoded function
+	RuleDecodeError    = "decode-error"            // rule 1: an instruction does not decode
+	RuleDecodeDisagree = "decode-disagree"         // rule 1: x86asm and our length decoder disagree (or Op == 0)
+	RuleExistingInt3   = "existing-int3"           // refuse (rule 6): the site already holds an int3
+	RuleUprobesRefuses = "uprobes-refuses"         // refuse (rule 7): the probed instruction cannot run out of line
 
 	// The detoured code region (DCR).
 	RuleDCRCrossesFunc = "dcr-crosses-function"  // rule 2: fewer than 5 bytes left in the function
@@ -55,6 +57,8 @@ var Rules = []RuleInfo{
 	{RuleEndbrSkip, "1", "the function starts with endbr64: the probe goes after it"},
 	{RuleRetprobeEntry, "site", "a return probe must be placed at a function entry"},
 	{RuleRetprobeStart, "site", "the process entry point (_start) is jumped to by the kernel: (%rsp) is argc, not a return address"},
+	{RuleRetAddrUse, "site", "a return probe replaces the return address: the function reads, pops or rewrites that word itself (setjmp, vfork, __builtin_return_address)"},
+	{RuleNoRetprobe, "site", "the function's return cannot be judged from its code (entered by a jmp, returns twice, rewrites its callers' frames): the do-not-probe list"},
 	{RuleNotBoundary, "1", "the address is not an instruction boundary of the decoded function"},
 	{RuleDecodeError, "1", "an instruction of the function does not decode"},
 	{RuleDecodeDisagree, "1", "x86asm and kprewrite's length decoder disagree on an instruction"},

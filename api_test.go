@@ -46,7 +46,7 @@ func TestRewriteErrors(t *testing.T) {
 		{"exits-only alone", prog, kprewrite.RewriteOptions{ExitsOnly: true}, true, "--exits-only needs --count-only"},
 		{"single-step", prog, kprewrite.RewriteOptions{SingleStep: "dr7"}, true, "want tf or int3"},
 		{"input as output", out, kprewrite.RewriteOptions{}, true, "is the input"},
-		{"unknown symbol", prog, kprewrite.RewriteOptions{Definitions: []string{"p:x/y no_such_function"}}, false, `symbol "no_such_function" not found`},
+		{"unknown symbol", prog, kprewrite.RewriteOptions{Definitions: []string{"p:x/y no_such_function"}}, false, `Invalid probed address or symbol (no symbol no_such_function in`},
 		{"bad definition", prog, kprewrite.RewriteOptions{Definitions: []string{"p:x/y add a=%zz"}}, false, "-e #1"},
 	} {
 		if c.in == out {

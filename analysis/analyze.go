@@ -67,7 +67,8 @@ type Binary struct {
 	// somewhere (what addTarget leaves out of the edges); a start that is only jumped to
 	// may be a fragment of the function that jumps to it (Exits)
 	referenced []atomic.Bool
-	names      *funcNames // retaddr.go
+	names      *funcNames    // retaddr.go
+	blocked    *blockedFuncs // blocked.go
 }
 
 type codeSec struct {
@@ -112,7 +113,7 @@ func Analyze(f *elfio.File, opt Options) (*Binary, error) {
 	if w <= 0 {
 		w = runtime.GOMAXPROCS(0)
 	}
-	b := &Binary{File: f, workers: w, strictCalls: opt.StrictCalls, names: &funcNames{}}
+	b := &Binary{File: f, workers: w, strictCalls: opt.StrictCalls, names: &funcNames{}, blocked: &blockedFuncs{}}
 	b.detourLo, b.detourHi = DetourWindow(f)
 	b.secs = codeSections(f)
 	if len(b.secs) == 0 {

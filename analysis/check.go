@@ -99,6 +99,11 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 		s.refuse(RuleRetprobeStart, s.Addr, fmt.Sprintf("%s is the process entry point: it never returns, and (%%rsp) there is argc, which a return probe would overwrite", fn.Name))
 		return s
 	}
+	s.SignalsBlocked = b.signalsBlocked(fi)
+	if req.Return && s.SignalsBlocked != "" {
+		s.refuse(RuleSignalsBlocked, s.Addr, s.SignalsBlocked+": a return probe there would take its instance from the parent thread, whose memory the child shares")
+		return s
+	}
 	if req.Return {
 		if at, why := b.returnSlotUse(fi, entry); why != "" {
 			s.refuse(RuleRetAddrUse, at, fmt.Sprintf("%s: %s; a return probe puts the trampoline's address there", fn.Name, why))
@@ -175,6 +180,13 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 	default:
 		s.Verdict = SingleStep
 		s.add(RuleNotBoostable, s.Addr, fmt.Sprintf("%s: %s", s.Insn, whyNot))
+	}
+	if s.SignalsBlocked != "" {
+		if s.Verdict != Optimize {
+			s.refuse(RuleSignalsBlocked, s.Addr, s.SignalsBlocked+": an int3 there would kill the process, and the site cannot be jump-optimized")
+		} else {
+			s.note(RuleSignalsBlocked, s.Addr, s.SignalsBlocked+": only a jump-optimized probe may go here (not with --no-optimize)")
+		}
 	}
 	return s
 }

@@ -11,6 +11,7 @@ const (
 	RuleRetprobeStart  = "retprobe-process-entry"  // refuse: the ELF entry point has no return address
 	RuleRetAddrUse     = "retprobe-return-address" // refuse: the function reads, pops or rewrites its own return address
 	RuleNoRetprobe     = "retprobe-do-not-probe"   // refuse: the function is on the do-not-probe list for return probes
+	RuleSignalsBlocked = "signals-blocked"         // refuse an int3 or return probe: the code runs with every signal blocked (posix_spawn's child)
 	RuleNotBoundary    = "not-boundary"            // refuse (rule 1): not an instruction boundary of the decoded function
 	RuleDecodeError    = "decode-error"            // rule 1: an instruction does not decode
 	RuleDecodeDisagree = "decode-disagree"         // rule 1: x86asm and our length decoder disagree (or Op == 0)
@@ -59,6 +60,7 @@ var Rules = []RuleInfo{
 	{RuleRetprobeStart, "site", "the process entry point (_start) is jumped to by the kernel: (%rsp) is argc, not a return address"},
 	{RuleRetAddrUse, "site", "a return probe replaces the return address: the function reads, pops or rewrites that word itself (setjmp, vfork, __builtin_return_address)"},
 	{RuleNoRetprobe, "site", "the function's return cannot be judged from its code (entered by a jmp, returns twice, rewrites its callers' frames): the do-not-probe list"},
+	{RuleSignalsBlocked, "site", "the code runs with every signal blocked (posix_spawn's child before its exec, a new thread's start): an int3 there kills the process, so only a jump-optimized probe is placed; its return is not probed (the child shares its parent's memory)"},
 	{RuleNotBoundary, "1", "the address is not an instruction boundary of the decoded function"},
 	{RuleDecodeError, "1", "an instruction of the function does not decode"},
 	{RuleDecodeDisagree, "1", "x86asm and kprewrite's length decoder disagree on an instruction"},

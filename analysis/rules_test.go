@@ -714,6 +714,13 @@ func TestEveryRuleFires(t *testing.T) {
 	far := *b
 	far.detourLo, far.detourHi = 1<<40, 1<<40+DetourSpan
 	add(entry(t, &far, "r7_jrcxz", SiteRequest{}))
+	// the C library's own: a static program that spawns and jumps
+	lib := staticLibcBinary(t)
+	for _, r := range []SiteRequest{{Addr: symAddr(t, lib, "__sigsetjmp"), Return: true},
+		{Addr: symAddr(t, lib, "_dl_runtime_resolve_xsavec"), Return: true},
+		{Addr: symAddr(t, lib, "__spawni_child")}, {Addr: symAddr(t, lib, "__spawni_child"), Return: true}} {
+		add(lib.Check(r))
+	}
 	skip := map[string]bool{}
 	for _, r := range Rules {
 		if !fired[r.ID] && !skip[r.ID] {
@@ -750,4 +757,30 @@ func TestGoexitReturnAddress(t *testing.T) {
 	if s.Verdict == Optimize || !s.Has(RuleAddrTakenInDCR) {
 		t.Errorf("runtime.goexit: %s", s.String())
 	}
+}
+
+// staticLibcBinary analyses a static glibc program that uses posix_spawn and setjmp: the
+// C library code the return-address and signals-blocked rules are about.
+func staticLibcBinary(t *testing.T) *Binary {
+	t.Helper()
+	path := build(t, `#include <setjmp.h>
+#include <spawn.h>
+extern char **environ;
+jmp_buf jb;
+int main(int argc, char **argv) {
+	pid_t p;
+	if (setjmp(jb)) return 0;
+	if (argc > 5) posix_spawn(&p, argv[1], 0, 0, argv, environ);
+	longjmp(jb, 1);
+}
+`, "c", "-O2", "-static")
+	f, err := elfio.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Analyze(f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

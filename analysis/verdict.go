@@ -94,6 +94,9 @@ type Site struct {
 	Emulate   bool     `json:"emulate"`
 	Insn      string   `json:"insn,omitempty"` // mnemonic of the probed instruction
 	Reasons   []Reason `json:"reasons,omitempty"`
+	// SignalsBlocked says why the function runs with every signal blocked, if it does:
+	// a probe there must be jump-optimized (RuleSignalsBlocked).
+	SignalsBlocked string `json:"signals_blocked,omitempty"`
 }
 
 // Blocking returns the reasons that lowered the verdict (not the notes).

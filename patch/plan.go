@@ -476,6 +476,10 @@ func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, next uint64
 		needPost = needPost || pl.Requests[i].NeedPost
 	}
 	optimize := !opt.NoOptimize && !needPost && optimizable(b, pl, &pt, &s, idx, next, excl)
+	if s.SignalsBlocked != "" && (!optimize || opt.VerifyRegions) {
+		return pt, fmt.Errorf("%s: %w at %#x: %s at %#x: %s: only a jump-optimized probe may go there", first.Name, ErrRefused, site,
+			analysis.RuleSignalsBlocked, s.Addr, s.SignalsBlocked)
+	}
 	if !optimize && opt.OptimizedOnly {
 		why := "the analysis' verdict is " + s.Verdict.String()
 		for _, r := range s.Blocking() {

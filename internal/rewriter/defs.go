@@ -148,14 +148,18 @@ func Resolve(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 	if err := resolveAddrs(f, fns, defs); err != nil {
 		return err
 	}
-	syms := symbolTable(f)
+	var syms map[string]uint64 // made at the first @SYM fetcharg
+	lookup := func(sym string) (uint64, bool) {
+		if syms == nil {
+			syms = symbolTable(f)
+		}
+		a, ok := syms[sym]
+		return a, ok
+	}
 	perSite := map[uint64]int{}
 	for i := range defs {
 		d := &defs[i]
-		if _, err := eventdef.Compile(d.Def, func(sym string) (uint64, bool) {
-			a, ok := syms[sym]
-			return a, ok
-		}); err != nil {
+		if _, err := eventdef.Compile(d.Def, lookup); err != nil {
 			return fmt.Errorf("%s: %w", d.Origin, err)
 		}
 		if perSite[d.Addr]++; perSite[d.Addr] > kprt.MaxProbesPerPoint {
@@ -181,6 +185,7 @@ func ordinalSuffix(n int) string {
 }
 
 func resolveAddrs(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
+	var byName map[string][]elfio.Symbol // the defined symbols, made at the first name
 	for i := range defs {
 		d := &defs[i]
 		p := d.Def
@@ -193,7 +198,10 @@ func resolveAddrs(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 			d.Func, _ = fns.Containing(d.Addr)
 			continue
 		}
-		base, code, why := symbolAddr(f, fns, p.Symbol)
+		if byName == nil {
+			byName = definedSymbols(f)
+		}
+		base, code, why := symbolAddr(f, fns, byName[p.Symbol], p.Symbol)
 		if code != 0 {
 			return defError(d.Origin, p.ErrAt(1, 0, code), why)
 		}
@@ -216,12 +224,12 @@ func resolveAddrs(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 // two places (static functions of one name in two files) and no global one is
 // ErrNonUniqSymbol, since probing the first silently would trace the wrong one. A
 // global function of the name is the one meant (the linker allows one), whatever
-// local functions share it (a static C library's). A failure is the code and why, in
-// words.
-func symbolAddr(f *elfio.File, fns *elfio.Functions, name string) (uint64, eventdef.ErrorCode, string) {
+// local functions share it (a static C library's). syms are the defined symbols of the
+// name. A failure is the code and why, in words.
+func symbolAddr(f *elfio.File, fns *elfio.Functions, syms []elfio.Symbol, name string) (uint64, eventdef.ErrorCode, string) {
 	var locals, globals []uint64
-	for _, s := range f.Symbols {
-		if s.Name != name || s.Value == 0 || s.Shndx == 0 || s.Type != elf.STT_FUNC {
+	for _, s := range syms {
+		if s.Type != elf.STT_FUNC {
 			continue
 		}
 		if s.Bind == elf.STB_LOCAL {
@@ -247,10 +255,20 @@ func symbolAddr(f *elfio.File, fns *elfio.Functions, name string) (uint64, event
 	if fn, found := fns.ByName(name); found {
 		return fn.Addr, 0, ""
 	}
-	for _, s := range f.Symbols {
-		if s.Name == name && s.Value != 0 && s.Shndx != 0 {
-			return s.Value, 0, ""
-		}
+	if len(syms) > 0 {
+		return syms[0].Value, 0, ""
 	}
 	return 0, eventdef.ErrBadProbeAddr, fmt.Sprintf("no symbol %s in %s", name, f.Path)
+}
+
+// definedSymbols indexes f's defined symbols (a value, a section) by name, in table
+// order.
+func definedSymbols(f *elfio.File) map[string][]elfio.Symbol {
+	m := map[string][]elfio.Symbol{}
+	for _, s := range f.Symbols {
+		if s.Name != "" && s.Value != 0 && s.Shndx != 0 {
+			m[s.Name] = append(m[s.Name], s)
+		}
+	}
+	return m
 }

@@ -315,9 +315,10 @@ type RawSigGuard struct {
 
 // RawHooks is struct kprw_hooks: the C handlers' start-up and exit functions.
 type RawHooks struct {
-	Init     uint64    `c:"init"` // int kprewrite_init(void), 0 = none
-	Exit     uint64    `c:"exit"` // void kprewrite_exit(void), 0 = none
-	Reserved [2]uint64 `c:"reserved"`
+	Init     uint64    `c:"init"`  // int kprewrite_init(void), 0 = none
+	Exit     uint64    `c:"exit"`  // void kprewrite_exit(void), 0 = none
+	Stack    uint64    `c:"stack"` // the most stack a handler entry can use (0 = unknown)
+	Reserved [1]uint64 `c:"reserved"`
 }
 
 // RawPoint is struct kprw_point.

@@ -24,6 +24,8 @@ type Tables struct {
 	// Init and Exit are the C handlers' kprewrite_init and kprewrite_exit (0 = none;
 	// RawHooks). The hooks are always encoded, so the size does not depend on them.
 	Init, Exit uint64
+	// HandlerStack is the most stack a C handler entry can use (handlers.Set.Stack).
+	HandlerStack uint64
 	// Desc and DescSize locate the image description frame ("KPRWDESC") in the
 	// rewritten image (0 = none); the runtime copies it into trace files.
 	Desc     uint64
@@ -279,7 +281,7 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 	for _, a := range t.AbsSlots {
 		put(a)
 	}
-	put(&RawHooks{Init: t.Init, Exit: t.Exit})
+	put(&RawHooks{Init: t.Init, Exit: t.Exit, Stack: t.HandlerStack})
 	if sg := t.SigGuard; sg != nil {
 		put(&RawSigGuard{Slots: roBase + sgOff + SigGuardSize, NSlots: uint32(len(sg.Slots)), Relro: sg.Relro,
 			RelroSize: sg.RelroSize, PLTGOT: sg.PLTGOT})

@@ -9,3 +9,10 @@ import _ "embed" // for the object
 //
 //go:embed kprewrite_rt.o
 var Object []byte
+
+// StackUsage is gcc's -fstack-usage output for the runtime's C functions (build.sh
+// writes it beside the object): with the object's code it bounds the stack each
+// runtime function can use, the HandlerAPI functions a handler calls included.
+//
+//go:embed stack_usage.txt
+var StackUsage []byte

@@ -241,6 +241,14 @@ func TestHandlersBadFiles(t *testing.T) {
 			"static int pre(struct kprobe *p, struct pt_regs *r) { return nope; }\nDEFINE_KPROBE(kp, \"add2\", .pre_handler = pre);\n",
 			[]string{"nope", "not found in"}},
 		{"notinfunc", "#include <kprewrite.h>\nDEFINE_KRETPROBE(rp, \"add2+3\");\n", []string{"notinfunc.c:2 (rp):", "function entry"}},
+		// before: a warning, then the rewritten program died of SIGSEGV at the first hit
+		{"bigstack", "#include <kprewrite.h>\nstatic int pre(struct kprobe *p, struct pt_regs *r)\n{ volatile char b[1 << 20]; b[r->di & 0xfffff] = 1; (void)p; return b[9]; }\n" +
+			"DEFINE_KPROBE(kp, \"add2\", .pre_handler = pre);\n",
+			[]string{"bigstack.c:2: handler function pre needs 10485", "more than the 8192 a handler may use"}},
+		{"recursion", "#include <kprewrite.h>\nstatic __attribute__((noinline)) long depth(long n) { return n > 1 ? depth(n - 1) + depth(n - 2) : n; }\n" +
+			"static int pre(struct kprobe *p, struct pt_regs *r) { (void)p; return depth((long)r->di) == 3; }\n" +
+			"DEFINE_KPROBE(kp, \"add2\", .pre_handler = pre);\n",
+			[]string{"recursion.c:3: handler function pre has no stack bound: it can recurse without bound: depth → depth"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := filepath.Join(dir, c.name+".c")
@@ -379,5 +387,158 @@ func TestHandlersInclude(t *testing.T) {
 	}
 	if out, err := exec.Command("gcc", "-Wall", "-Wextra", "-Werror", "-I", dir, "-c", "-o", filepath.Join(dir, "h.o"), c).CombinedOutput(); err != nil {
 		t.Errorf("gcc with the written header: %v\n%s", err, out)
+	}
+}
+
+// TestHandlersStackNearLimit: a handler whose measured chain is close to the limit
+// (a 7000-byte buffer, snprintf, pr_info) is accepted and runs at every hit: on the main
+// thread, on a thread with a 64 KiB stack, and with int3 probes on a thread whose
+// 16 KiB sigaltstack takes the SIGTRAP frame.
+func TestHandlersStackNearLimit(t *testing.T) {
+	testprog.Need(t, "gcc")
+	const prog = `#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) long work(long a) { __asm__ volatile(""); return a * 3 + 1; }
+static void *thr(void *arg) {
+	long alt = (long)arg, s = 0;
+	if (alt) {
+		stack_t ss = {.ss_sp = malloc(16384), .ss_size = 16384};
+		if (sigaltstack(&ss, 0)) { perror("sigaltstack"); exit(2); }
+	}
+	for (long i = 0; i < 100; i++) s += work(i);
+	return (void *)s;
+}
+int main(void) {
+	long s = 0;
+	for (long i = 0; i < 100; i++) s += work(i);
+	for (long alt = 0; alt < 2; alt++) {
+		pthread_attr_t a; pthread_t t; void *r;
+		pthread_attr_init(&a);
+		pthread_attr_setstacksize(&a, 65536);
+		if (pthread_create(&t, &a, thr, (void *)alt)) { perror("pthread_create"); return 2; }
+		pthread_join(t, &r);
+		s += (long)r;
+	}
+	printf("sum=%ld\n", s);
+	return 0;
+}
+`
+	const handler = `#include <kprewrite.h>
+static int hits, longest;
+static int pre(struct kprobe *p, struct pt_regs *r)
+{
+	char buf[7000];
+	int n = snprintf(buf, sizeof buf, "%s(%lu) %*s", p->symbol_name, r->di, 6000, "|");
+	if (n > longest)
+		longest = n;
+	__atomic_fetch_add(&hits, 1, __ATOMIC_RELAXED);
+	if (r->di == 99)
+		pr_info("%.12s\n", buf);
+	return 0;
+}
+DEFINE_KPROBE(kp, "work", .pre_handler = pre);
+void kprewrite_exit(void) { pr_info("hits=%d longest=%d\n", hits, longest); }
+`
+	bin := testprog.Build(t, prog, "c", "-O2", "-pthread")
+	dir := t.TempDir()
+	h := filepath.Join(dir, "near.c")
+	if err := os.WriteFile(h, []byte(handler), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := testprog.Run(t, testprog.Cmd{Path: bin}).Stdout
+	for _, mode := range [][]string{{"--no-optimize", "--no-boost"}, {"--no-optimize"}, nil} {
+		out := filepath.Join(dir, "near.kp")
+		args := append(append([]string{"rewrite", "--handlers", h, "-o", out}, mode...), bin)
+		if code, stdout, stderr := kp(args...); code != 0 || stderr != "" {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, stdout, stderr)
+		}
+		r := testprog.Run(t, testprog.Cmd{Path: out, Extra: []string{"KPREWRITE_TRACE="}})
+		if r.Exit != 0 || r.Stdout != want {
+			t.Fatalf("%v: %s\nwant stdout %q", mode, r, want)
+		}
+		if strings.Count(r.Stderr, "work(99)    ") != 3 || !strings.Contains(r.Stderr, "hits=300 longest=6009") {
+			t.Errorf("%v: stderr %q", mode, r.Stderr)
+		}
+	}
+}
+
+// TestHandlersShortSignalStack: int3 hits run their C handlers in the SIGTRAP handler,
+// on the thread's sigaltstack when it has one. On one with less room than the handlers'
+// measured stack (here 8 KiB, the traditional SIGSTKSZ, with a guard page under it) the
+// handler is skipped and counted in nmissed, with one line on stderr; before, it ran
+// past the stack's end and the program died of SIGSEGV. Jump-optimized hits do not use
+// the signal stack and run every handler.
+func TestHandlersShortSignalStack(t *testing.T) {
+	testprog.Need(t, "gcc")
+	const prog = `#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/mman.h>
+__attribute__((noinline)) long work(long a) { __asm__ volatile(""); return a * 3 + 1; }
+static void *thr(void *arg) {
+	long s = 0;
+	char *m = mmap(0, 4096 + 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED || mprotect(m, 4096, PROT_NONE)) { perror("mmap"); return 0; }
+	stack_t ss = {.ss_sp = m + 4096, .ss_size = 8192};
+	if (sigaltstack(&ss, 0)) { perror("sigaltstack"); return 0; }
+	for (long i = 0; i < 50; i++) s += work(i);
+	(void)arg;
+	return (void *)s;
+}
+int main(void) {
+	long s = 0;
+	void *r;
+	pthread_t t;
+	for (long i = 0; i < 50; i++) s += work(i);
+	if (pthread_create(&t, 0, thr, 0)) { perror("pthread_create"); return 2; }
+	pthread_join(t, &r);
+	printf("sum=%ld\n", s + (long)r);
+	return 0;
+}
+`
+	const handler = `#include <kprewrite.h>
+static int hits;
+static int pre(struct kprobe *p, struct pt_regs *r)
+{
+	char buf[6000];
+	snprintf(buf, sizeof buf, "%lu %*s", r->di, 5900, "|");
+	(void)p;
+	__atomic_fetch_add(&hits, buf[0] != 0, __ATOMIC_RELAXED);
+	return 0;
+}
+DEFINE_KPROBE(kp, "work", .pre_handler = pre);
+void kprewrite_exit(void) { pr_info("hits=%d nmissed=%lu\n", hits, kp.nmissed); }
+`
+	bin := testprog.Build(t, prog, "c", "-O2", "-pthread")
+	dir := t.TempDir()
+	h := filepath.Join(dir, "short.c")
+	if err := os.WriteFile(h, []byte(handler), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := testprog.Run(t, testprog.Cmd{Path: bin}).Stdout
+	for _, m := range []struct {
+		flags  []string
+		report string
+		said   bool
+	}{
+		{[]string{"--no-optimize", "--no-boost"}, "hits=50 nmissed=50", true},
+		{[]string{"--no-optimize"}, "hits=50 nmissed=50", true},
+		{nil, "hits=100 nmissed=0", false},
+	} {
+		out := filepath.Join(dir, "short.kp")
+		args := append(append([]string{"rewrite", "--handlers", h, "-o", out}, m.flags...), bin)
+		if code, stdout, stderr := kp(args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, stdout, stderr)
+		}
+		r := testprog.Run(t, testprog.Cmd{Path: out, Extra: []string{"KPREWRITE_TRACE="}})
+		if r.Exit != 0 || r.Stdout != want {
+			t.Fatalf("%v: %s\nwant stdout %q", m.flags, r, want)
+		}
+		said := strings.Count(r.Stderr, "thread's signal stack has less room left")
+		if !strings.Contains(r.Stderr, m.report) || (said == 1) != m.said || said > 1 {
+			t.Errorf("%v: stderr %q, want %q", m.flags, r.Stderr, m.report)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	_ "embed" // the support object's source
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,10 +24,14 @@ var supportSource []byte
 // SupportName is the name the support object has in messages and symbol tables.
 const SupportName = "kprewrite-support.c"
 
-// StackBudget is the stack frame, in bytes, above which a handler function gets a
-// warning: handlers run in a signal handler or below the probed thread's red zone,
-// on stacks that may be small (sigaltstacks, goroutine stacks).
-const StackBudget = 1024
+// StackLimit is the most stack, in bytes, a handler may use over its deepest call chain
+// (its own frame and every function it can call, the runtime's included). Handlers run
+// on the probed thread's stack below its red zone, or in the SIGTRAP handler on the
+// thread's signal stack when it has one (Go's is 32 KiB, C programs' often 8 to 64 KiB,
+// shared with the kernel's signal frame and the runtime's own ~1.5 KiB); a handler with
+// a deeper chain, a recursion or an unbounded dynamic frame is refused, as an overflow
+// would write over the program's memory or kill it.
+const StackLimit = 8192
 
 // Flags are gcc's flags for handler files, mirroring runtime/build.sh: freestanding
 // position-independent code, general registers only, no red zone, no stack protector,
@@ -59,19 +61,20 @@ type Set struct {
 	Externs []string
 	Init    bool // some file defines kprewrite_init
 	Exit    bool // some file defines kprewrite_exit
-	// Stack lists every handler-file function with its frame size (gcc -fstack-usage).
+	// Stack is the measured stack of every handler entry (every function of the handler
+	// files whose address is taken, kprewrite_init and kprewrite_exit), by file and line.
 	Stack []StackUse
-	// Warnings are gcc's warnings and functions over StackBudget, for the user.
+	// Warnings are gcc's warnings and calls whose stack use cannot be measured.
 	Warnings []string
 }
 
-// StackUse is one function's stack frame as gcc reports it.
+// StackUse is the stack a handler entry can use over its deepest call chain.
 type StackUse struct {
 	File     string
 	Line     int
 	Function string
 	Bytes    int
-	Dynamic  bool // gcc says the frame is dynamic (alloca, VLAs)
+	Path     string // the deepest chain, "f 64 → g 32 → kprewrite_printk 600 → ..."
 }
 
 // Objects parses the set's objects for objlink (support first, then the files in order).
@@ -138,38 +141,32 @@ func Compile(ctx context.Context, files []string, opt Options) (*Set, error) {
 	if err := os.WriteFile(supSrc, supportSource, 0o644); err != nil {
 		return nil, fmt.Errorf("compile handlers: %w", err)
 	}
-	sup, _, _, err := c.compile(ctx, supSrc, "support")
+	sup, _, supSU, err := c.compile(ctx, supSrc, "support")
 	if err != nil {
 		return nil, fmt.Errorf("compile the handlers' support object: %w", err)
 	}
 	set.Support = sup
+	sus := [][]byte{supSU}
 	for i, file := range files {
 		if _, err := os.Stat(file); err != nil {
 			return nil, fmt.Errorf("handler file: %w", err)
 		}
-		obj, warn, stack, err := c.compile(ctx, file, fmt.Sprintf("h%d", i))
+		obj, warn, su, err := c.compile(ctx, file, fmt.Sprintf("h%d", i))
 		if err != nil {
 			return nil, err
 		}
 		set.Warnings = append(set.Warnings, warn...)
-		set.Stack = append(set.Stack, stack...)
+		sus = append(sus, su)
 		u, err := ParseObject(file, obj)
 		if err != nil {
 			return nil, err
 		}
 		set.Units = append(set.Units, u)
 	}
-	for _, s := range set.Stack {
-		if s.Bytes > StackBudget || s.Dynamic {
-			kind := ""
-			if s.Dynamic {
-				kind = ", dynamic"
-			}
-			set.Warnings = append(set.Warnings, fmt.Sprintf("%s:%d: %s uses %d bytes of stack%s (budget %d): handlers run in a signal handler or on the probed thread's stack",
-				s.File, s.Line, s.Function, s.Bytes, kind, StackBudget))
-		}
-	}
 	if err := set.check(); err != nil {
+		return nil, err
+	}
+	if err := set.boundStacks(sus); err != nil {
 		return nil, err
 	}
 	return set, nil
@@ -275,8 +272,8 @@ type compiler struct {
 }
 
 // compile runs gcc on src; tag names the temporary object. It returns the object, the
-// warnings gcc printed and the stack use of each function.
-func (c *compiler) compile(ctx context.Context, src, tag string) ([]byte, []string, []StackUse, error) {
+// warnings gcc printed and gcc's stack usage file (.su).
+func (c *compiler) compile(ctx context.Context, src, tag string) ([]byte, []string, []byte, error) {
 	obj := filepath.Join(c.dir, tag+".o")
 	args := append(append([]string{}, Flags...), "-isystem", c.sys, "-I", c.inc, "-c", src, "-o", obj)
 	cctx, cancel := context.WithTimeout(ctx, c.opt.Timeout)
@@ -302,31 +299,11 @@ func (c *compiler) compile(ctx context.Context, src, tag string) ([]byte, []stri
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("compile handlers %s: %w", src, err)
 	}
-	su, _ := os.ReadFile(strings.TrimSuffix(obj, ".o") + ".su")
-	return data, warns, parseStackUsage(src, su), nil
-}
-
-// parseStackUsage reads gcc's .su lines "FILE:LINE:COL:FUNCTION\tBYTES\tQUALIFIERS".
-func parseStackUsage(src string, su []byte) []StackUse {
-	var out []StackUse
-	sc := bufio.NewScanner(bytes.NewReader(su))
-	for sc.Scan() {
-		f := strings.Split(sc.Text(), "\t")
-		if len(f) != 3 {
-			continue
-		}
-		n, err := strconv.Atoi(f[1])
-		if err != nil {
-			continue
-		}
-		loc := strings.Split(f[0], ":")
-		s := StackUse{File: src, Function: loc[len(loc)-1], Bytes: n, Dynamic: strings.Contains(f[2], "dynamic") && !strings.Contains(f[2], "bounded")}
-		if len(loc) >= 4 {
-			s.Line, _ = strconv.Atoi(loc[len(loc)-3])
-		}
-		out = append(out, s)
+	su, err := os.ReadFile(strings.TrimSuffix(obj, ".o") + ".su")
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("compile handlers %s: %s wrote no stack usage (-fstack-usage): %w", src, c.opt.CC, err)
 	}
-	return out
+	return data, warns, su, nil
 }
 
 // compilerInclude is the compiler's own header directory (stddef.h, stdint.h, stdarg.h),

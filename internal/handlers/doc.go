@@ -25,9 +25,15 @@
 //     Anything else is a call into libc (or a libgcc helper), which handlers cannot make:
 //     Compile fails with a message naming the symbol and the file.
 //
+// Every handler entry (a function of the files whose address is taken, kprewrite_init,
+// kprewrite_exit) has its stack measured over its deepest call chain (internal/stackuse:
+// gcc's .su frames, the calls read from the code, the runtime's API functions by the
+// runtime's own stack_usage.txt); an entry over StackLimit, one that can recurse, or one
+// with an unbounded dynamic frame is refused with the chain.
+//
 // The result (Set) is what the rewriter needs: the objects to link after the runtime
 // (objlink), the declared probes with their sites (as kprobe-event sites, resolved like
 // -e definitions) and struct symbols, the program symbols to resolve in the binary,
-// whether kprewrite_init/kprewrite_exit exist, and warnings (compiler warnings, handler
-// functions whose stack frame exceeds StackBudget).
+// whether kprewrite_init/kprewrite_exit exist, each entry's measured stack, and warnings
+// (compiler warnings, calls of program functions whose stack cannot be measured).
 package handlers

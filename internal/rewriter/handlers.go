@@ -80,6 +80,9 @@ func (g *gen) placeHandlers(out *objlink.Output) error {
 		if hs.Exit {
 			g.tables.Exit, _ = out.Addr(kprt.SymUserExit)
 		}
+		for _, st := range hs.Stack {
+			g.tables.HandlerStack = max(g.tables.HandlerStack, uint64(st.Bytes))
+		}
 	}
 	return nil
 }

@@ -292,7 +292,11 @@ struct kprw_hooks {
 	                         present, KPRW_F_USER probes are not registered automatically */
 	kprw_u64 exit;        /* void kprewrite_exit(void): run by exit() (glibc), in the
 	                         process that started */
-	kprw_u64 reserved[2];
+	kprw_u64 stack;       /* the most stack any handler entry can use, in bytes, measured
+	                         at rewrite time over its call chain (internal/handlers); the
+	                         SIGTRAP path skips C handlers, as missed, on a signal stack
+	                         with less room (0 = unknown: never skipped) */
+	kprw_u64 reserved[1];
 };
 
 /* One probepoint: an instruction whose first byte is int3, with every probe on it. */

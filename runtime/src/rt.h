@@ -198,6 +198,8 @@ struct kprw_rt {
 	unsigned long old_trap_handler; /* SIGTRAP disposition before ours */
 	u32 fast_read;     /* fetches read with the fault-catching copy (rt_init.c, rt_fault.c) */
 	u32 minsigstk;     /* AT_MINSIGSTKSZ: bytes a signal frame may need */
+	u32 hstack_need;   /* signal stack a C handler hit needs: the hooks' stack plus the
+	                      runtime's frames above the handler (0 = no check) */
 	u8 *scratch;       /* per thread context, KPRW_MAX_REC_DATA bytes: records with strings
 	                      are fetched once into it (rt_trace.c); NULL: measured, then fetched */
 	/* counters: {hit, nmissed} of probe i at ctr_base + i*ctr_stride */
@@ -280,6 +282,10 @@ struct kprw_tctx {
 	u64 rec_next; /* where its next record goes: an offset in the record area */
 };             /* one cache line each */
 #define KPRW_SLOW_STACK 0x80000000u /* too little sigaltstack left for a fault's frame */
+#define KPRW_SHORT_STACK 0x40000000u /* too little sigaltstack left for the C handlers */
+/* the most stack the SIGTRAP handler uses below a C handler's frames (TestStackUsage in
+ * runtime/object_test.go holds the whole handler to it) */
+#define KPRW_SIGTRAP_STACK 1536
 struct kprw_tctx *kprw_tctx_slow(u64 key);
 int kprw_tctx_busy_slow(struct kprw_tctx *c);
 u32 kprw_tctx_tid(struct kprw_tctx *c);

@@ -153,24 +153,53 @@ static void emulate(const struct kprw_point *pt, struct k_sigcontext *mc)
 	mc->ip = take ? target : next;
 }
 
+/* slow_read says why the fetches of this hit must read by system call: SIGSEGV/SIGBUS
+ * blocked where the trap interrupted the program (its own fault handler running), or
+ * this handler running on a sigaltstack without room for the frame of a fault (the
+ * kernel would kill a thread whose fault frame overflows its sigaltstack). It also says
+ * (KPRW_SHORT_STACK) when the sigaltstack has less room than the C handlers may use
+ * (their measured stack, kprw_rt.hstack_need): they are then skipped as missed
+ * (rt_user.c) rather than run past the stack's end into the program's memory. */
+static u32 slow_read(const struct k_ucontext *uc)
+{
+	u32 r = (u32)(uc->sigmask & KPRW_FAULT_SIGS);
+	uptr sp = (uptr)__builtin_frame_address(0), lo = (uptr)uc->ss_sp;
+	if (!(uc->ss_flags & SS_DISABLE) && sp - lo < uc->ss_size) {
+		if (sp - lo < kprw_rt.minsigstk + 2048)
+			r |= KPRW_SLOW_STACK;
+		if (sp - lo < kprw_rt.hstack_need)
+			r |= KPRW_SHORT_STACK;
+	}
+	return r;
+}
+
+/* post_in_signal runs pt's post handlers from the SIGTRAP handler, on the registers of
+ * the signal frame uc. */
+static void post_in_signal(const struct kprw_point *pt, struct k_ucontext *uc, struct kprw_tctx *c)
+{
+	struct pt_regs regs;
+	c->busy++;
+	c->slow_read = slow_read(uc);
+	regs_from_mc(&regs, &uc->mc);
+	run_post(pt, &regs);
+	regs_to_mc(&uc->mc, &regs);
+	c->slow_read = (u32)(uc->sigmask & KPRW_FAULT_SIGS); /* the interrupted context's */
+	c->busy--;
+}
+
 /* execute resumes the probed instruction after the pre handlers. t may be NULL (no
  * thread entry: then there are no post handlers to run and single-steps fall back to
  * boosting when the slot allows it). */
-static void execute(const struct kprw_point *pt, struct k_sigcontext *mc,
+static void execute(const struct kprw_point *pt, struct k_ucontext *uc,
 		    struct kprw_thread *t, int post)
 {
+	struct k_sigcontext *mc = &uc->mc;
 	if (pt->xmode == KPRW_X_EMULATE) {
 		emulate(pt, mc);
 		atomic_add(&kprewrite_rt_stats.emulated, 1);
 		struct kprw_tctx *c;
-		if (post && t && (c = kprw_tctx_get()) != NULL) {
-			struct pt_regs regs;
-			c->busy++;
-			regs_from_mc(&regs, mc);
-			run_post(pt, &regs);
-			regs_to_mc(mc, &regs);
-			c->busy--;
-		}
+		if (post && t && (c = kprw_tctx_get()) != NULL)
+			post_in_signal(pt, uc, c);
 		return;
 	}
 	if (pt->pflags & KPRW_PF_INT3STEP) {
@@ -223,19 +252,6 @@ static void violation(const struct kprw_point *pt, struct k_sigcontext *mc)
 	atomic_add(&kprewrite_rt_stats.boosts, 1);
 }
 
-/* slow_read says why the fetches of this hit must read by system call: SIGSEGV/SIGBUS
- * blocked where the trap interrupted the program (its own fault handler running), or
- * this handler running on a sigaltstack without room for the frame of a fault (the
- * kernel would kill a thread whose fault frame overflows its sigaltstack). */
-static u32 slow_read(const struct k_ucontext *uc)
-{
-	u32 r = (u32)(uc->sigmask & KPRW_FAULT_SIGS);
-	uptr sp = (uptr)__builtin_frame_address(0), lo = (uptr)uc->ss_sp;
-	if (!(uc->ss_flags & SS_DISABLE) && sp - lo < uc->ss_size && sp - lo < kprw_rt.minsigstk + 2048)
-		r |= KPRW_SLOW_STACK;
-	return r;
-}
-
 static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32 tid)
 {
 	struct k_sigcontext *mc = &uc->mc;
@@ -248,7 +264,7 @@ static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32
 	if (!t || !c || kprw_tctx_busy(c) || t->nstep) {
 		/* reentered: count, run nothing, just execute the instruction */
 		kprw_miss_point(pt);
-		execute(pt, mc, t, 0);
+		execute(pt, uc, t, 0);
 		kprw_thread_put(t);
 		return;
 	}
@@ -257,11 +273,9 @@ static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32
 	regs_from_mc(&regs, mc);
 	regs.ip = RT_ADDR(pt->site) + 1; /* as after the int3, like the kernel */
 	c->busy++;
-	if (kprw_rt.fast_read)
-		c->slow_read = slow_read(uc);
+	c->slow_read = slow_read(uc);
 	int moved = kprw_run_probes(pt, &regs, c, &any);
-	if (kprw_rt.fast_read)
-		c->slow_read = (u32)(uc->sigmask & KPRW_FAULT_SIGS); /* the interrupted context's */
+	c->slow_read = (u32)(uc->sigmask & KPRW_FAULT_SIGS); /* the interrupted context's */
 	c->busy--;
 	if (moved) {
 		/* the handler moved execution: no single-step, no post handler */
@@ -273,13 +287,14 @@ static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32
 		regs.ip = mc->ip; /* unchanged ip means "execute the probed instruction" */
 		regs_to_mc(mc, &regs);
 	}
-	execute(pt, mc, t, any && point_has_post(pt));
+	execute(pt, uc, t, any && point_has_post(pt));
 	kprw_thread_put(t);
 }
 
 /* step finishes a single-step: ip from the slot back to the original code. */
-static void step(struct kprw_thread *t, struct k_sigcontext *mc)
+static void step(struct kprw_thread *t, struct k_ucontext *uc)
 {
+	struct k_sigcontext *mc = &uc->mc;
 	struct kprw_step s = t->step[--t->nstep];
 	const struct kprw_point *pt = &kprw_rt.points[s.point];
 	uptr slot_end = RT_ADDR(pt->slot) + pt->slot_len;
@@ -304,14 +319,8 @@ static void step(struct kprw_thread *t, struct k_sigcontext *mc)
 		mc->flags &= ~X86_TF;
 	struct kprw_tctx *c;
 	/* post handlers only for a hit whose pre handlers ran (not a missed one) */
-	if ((s.saved_tf & STEP_POST) && point_has_post(pt) && (c = kprw_tctx_get()) != NULL) {
-		struct pt_regs regs;
-		c->busy++;
-		regs_from_mc(&regs, mc);
-		run_post(pt, &regs);
-		regs_to_mc(mc, &regs);
-		c->busy--;
-	}
+	if ((s.saved_tf & STEP_POST) && point_has_post(pt) && (c = kprw_tctx_get()) != NULL)
+		post_in_signal(pt, uc, c);
 	kprw_thread_idle(t); /* the hit that stepped already gave its hold back */
 }
 
@@ -319,8 +328,9 @@ static void step(struct kprw_thread *t, struct k_sigcontext *mc)
  * rt_istep.c): ip back to the original code, then the post handlers, unless the hit was
  * missed: a missed hit ran inside a handler of ours (the thread is still busy at its
  * step's end, since the copy is one instruction) or during a trap-flag step. */
-static void istep_end(const struct kprw_point *pt, struct k_sigcontext *mc, u32 pid, u32 tid)
+static void istep_end(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32 tid)
 {
+	struct k_sigcontext *mc = &uc->mc;
 	struct kprw_tctx *c;
 	atomic_add(&kprewrite_rt_stats.steps, 1);
 	mc->ip = RT_ADDR(pt->site) + pt->insn_len;
@@ -329,12 +339,7 @@ static void istep_end(const struct kprw_point *pt, struct k_sigcontext *mc, u32 
 	struct kprw_thread *t = kprw_thread_find(pid, tid);
 	if (t && t->nstep)
 		return;
-	struct pt_regs regs;
-	c->busy++;
-	regs_from_mc(&regs, mc);
-	run_post(pt, &regs);
-	regs_to_mc(mc, &regs);
-	c->busy--;
+	post_in_signal(pt, uc, c);
 }
 
 /* A SIGTRAP that is not ours: do what the program would have got without us (its own
@@ -368,7 +373,7 @@ void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 	if (si->si_code == TRAP_TRACE) {
 		struct kprw_thread *t = kprw_thread_find(pid, tid);
 		if (t && t->nstep) {
-			step(t, mc);
+			step(t, uc);
 			return;
 		}
 		foreign(si, uc);
@@ -386,7 +391,7 @@ void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 			return;
 		}
 		if (!pt && (pt = kprw_istep_find(mc->ip - 1 - kprw_rt.bias)) != NULL) {
-			istep_end(pt, mc, pid, tid);
+			istep_end(pt, uc, pid, tid);
 			return;
 		}
 	}

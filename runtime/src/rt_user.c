@@ -68,11 +68,32 @@ static const struct kprw_hooks *hooks(void)
 	return kprw_rt.hdr->hooks ? (const struct kprw_hooks *)RT_ADDR(kprw_rt.hdr->hooks) : NULL;
 }
 
+/* short_stack counts a hit whose handler is skipped: the SIGTRAP handler runs on a signal
+ * stack with less room than the handlers' measured stack (KPRW_SHORT_STACK, rt_trap.c);
+ * running it would write past the stack's end. Said once per process. */
+static void short_stack(u32 probe)
+{
+	static u32 said;
+	kprw_count_miss(probe);
+	if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		return;
+	kprw_puts("kprewrite: a C handler may use ");
+	kprw_put_dec((unsigned long)hooks()->stack);
+	kprw_puts(" bytes of stack and the thread's signal stack has less room left: its int3 hits there "
+		  "are counted as missed (nmissed); jump-optimized probes do not use the signal stack\n");
+}
+
 /* ucall calls fn(a, b, c) as a guarded user call; *faulted says whether it was abandoned
  * after a fault (its result is then 0). */
 static long ucall(u32 probe, u32 what, void *fn, long a, long b, long c, int *faulted)
 {
 	struct kprw_tctx *t = kprw_tctx_get();
+	if (t && (t->slow_read & KPRW_SHORT_STACK) && probe != ~0u) {
+		short_stack(probe);
+		if (faulted)
+			*faulted = 0;
+		return 0;
+	}
 	struct kprw_ucall u;
 	u.prev = t ? t->ucall : NULL;
 	u.probe = probe;
@@ -356,6 +377,8 @@ static void put_int(long v)
 void kprw_user_start(void)
 {
 	const struct kprw_hooks *h = hooks();
+	if (h && h->stack)
+		kprw_rt.hstack_need = (u32)(h->stack < (1u << 30) ? h->stack + KPRW_SIGTRAP_STACK : 1u << 30);
 	start_pid = kprw_pid();
 	if (h && h->init) {
 		struct kprw_tctx *c = kprw_tctx_get();

@@ -2,6 +2,7 @@ package kprewrite_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,5 +88,94 @@ func TestOutputMode(t *testing.T) {
 		if st, err := os.Stat(out); err != nil || st.Mode().Perm() != c.want {
 			t.Errorf("input %o, umask %03o: output %v, want %o (%v)", c.in, c.umask, st.Mode().Perm(), c.want, err)
 		}
+	}
+}
+
+// TestReadTraceEveryKind: ReadTrace returns every record `kprewrite trace` prints, in
+// the same order: events' hits, C handlers' trace_printk records (the function that
+// called it, its text, the probe's site) and --verify-regions violations (the byte
+// reached, the probe's site, the symbol). Before, only the events' hits came back.
+func TestReadTraceEveryKind(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no gcc")
+	}
+	dir := t.TempDir()
+	prog := build(dir)
+	h := filepath.Join(dir, "h.c")
+	os.WriteFile(h, []byte(`#include <kprewrite.h>
+static int pre(struct kprobe *p, struct pt_regs *r)
+{
+	(void)p;
+	trace_printk("add(%lu, %lu)\n", r->di, r->si);
+	return 0;
+}
+DEFINE_KPROBE(kp, "add", .pre_handler = pre);
+`), 0o644)
+	out := filepath.Join(dir, "example.kp")
+	if _, err := kprewrite.Rewrite(prog, out, kprewrite.RewriteOptions{HandlerFiles: []string{h},
+		Definitions: []string{"p:ex/add add a=%di:s32"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command(out, "2").Run(); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kprewrite.ReadTrace(out + ".trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, r := range tr.Records {
+		switch r.Kind {
+		case kprewrite.KindEvent:
+			a, _ := r.Field("a")
+			kinds = append(kinds, fmt.Sprintf("event %s a=%v", r.Event, a))
+		case kprewrite.KindPrintk:
+			kinds = append(kinds, fmt.Sprintf("printk %s %q", r.Event, r.Text))
+			if r.Addr == 0 || r.RetAddr == 0 || r.Image != "example.kp" || !strings.HasSuffix(r.Line, ": pre: "+r.Text) {
+				t.Errorf("printk record %+v", r)
+			}
+		default:
+			kinds = append(kinds, fmt.Sprintf("kind %d", r.Kind))
+		}
+	}
+	want := []string{`printk pre "add(0, 1)"`, "event add a=0", `printk pre "add(1, 2)"`, "event add a=1"}
+	if strings.Join(kinds, "\n") != strings.Join(want, "\n") || tr.Undescribed != 0 {
+		t.Errorf("records:\n%s\nwant:\n%s\n(undescribed %d)", strings.Join(kinds, "\n"), strings.Join(want, "\n"), tr.Undescribed)
+	}
+	if tr.Records[0].Addr != tr.Records[1].Addr {
+		t.Errorf("the printk's site %#x is not the event's %#x", tr.Records[0].Addr, tr.Records[1].Addr)
+	}
+
+	// a violation: optforms jumps into the 7-byte region a jmp would replace at o_victim
+	src, err := os.ReadFile("tests/testdata/optforms.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "optforms.c"), src, 0o644)
+	opt := filepath.Join(dir, "optforms")
+	if b, err := exec.Command("gcc", "-O2", "-no-pie", "-o", opt, filepath.Join(dir, "optforms.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, b)
+	}
+	vout := opt + ".kp"
+	if _, err := kprewrite.Rewrite(opt, vout, kprewrite.RewriteOptions{VerifyRegions: true, Definitions: []string{"p:opt/victim o_victim"}}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command(vout, "jumpin", "3").Output(); err != nil || string(b) != "jumpin=15\n" {
+		t.Fatalf("run: %q %v", b, err)
+	}
+	tr, err = kprewrite.ReadTrace(vout + ".trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Records) != 1 || tr.Records[0].Kind != kprewrite.KindViolation {
+		t.Fatalf("records %+v", tr.Records)
+	}
+	v := tr.Records[0]
+	site, _ := v.Field("site")
+	sym, _ := v.Field("sym")
+	if v.Event != "kprewrite_violation" || sym != "o_victim+0x3" || site != v.Addr-3 ||
+		v.Line != fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: kprewrite_violation: (%#x) site=%#x sym=o_victim+0x3", v.Comm, v.TID, v.CPU,
+			v.Time.Microseconds()/1000000, v.Time.Microseconds()%1000000, v.Addr, site) {
+		t.Errorf("violation %+v", v)
 	}
 }

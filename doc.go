@@ -8,7 +8,8 @@
 //   - Rewrite writes a new binary with probes from kprobe-event definitions
 //     ("p:grp/ev func+off a=%di", "r:grp/ev func $retval") and C handler files.
 //   - ReadTrace reads the trace file a rewritten program wrote: typed records (event,
-//     pid, tid, cpu, timestamp, fields as Go values) and the per-event profile.
+//     pid, tid, cpu, timestamp, fields as Go values; C handlers' trace_printk text;
+//     --verify-regions violations) and the per-event profile.
 //
 // The packages under internal/, analysis/, elfio/, patch/, trampolines/ and runtime/
 // are the implementation; this package is the stable surface.

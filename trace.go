@@ -20,8 +20,28 @@ type Trace struct {
 	Profile []ProfileLine
 }
 
-// Record is one trace record: a probe's hit, with its event's fields decoded.
+// RecordKind says what a record is.
+type RecordKind uint8
+
+const (
+	// KindEvent is an event's hit (a kprobe or return probe definition, or a C handler
+	// probe with an event): Group, Event, Return, Fields.
+	KindEvent RecordKind = iota
+	// KindPrintk is a C handler's trace_printk: Event is the function that called it,
+	// Text its text; Addr the site of the probe whose handler ran (0 outside any, as
+	// in kprewrite_init), RetAddr the address trace_printk returned to.
+	KindPrintk
+	// KindViolation is a --verify-regions violation: control reached Addr, inside the
+	// region the probe at field "site" (uint64) would have replaced with a jmp; Event
+	// is "kprewrite_violation", and field "sym" names Addr as FUNC+0xOFF when the
+	// image's description knows it.
+	KindViolation
+)
+
+// Record is one trace record: a probe's hit with its event's fields decoded, a C
+// handler's trace_printk, or a --verify-regions violation (Kind).
 type Record struct {
+	Kind   RecordKind
 	Image  string // the rewritten image's name
 	Group  string
 	Event  string
@@ -42,6 +62,8 @@ type Record struct {
 	// char, string for string, ustring and symstr (nil where the read faulted, which
 	// the kernel prints as "(fault)"), []any for arrays.
 	Fields []Field
+	// Text is a trace_printk's text (KindPrintk), without its trailing newline.
+	Text string
 	// Line is the record as `kprewrite trace` prints it (the kernel tracer's format).
 	Line string
 }
@@ -73,8 +95,8 @@ type ProfileLine struct {
 // ReadTrace reads the trace file at path. The descriptions that name its events come
 // from the file itself (a rewritten program copies its image's description in), or
 // from the rewritten binaries given, or from path without its ".trace" suffix.
-// Records of C handlers' trace_printk and of --verify-regions violations are left out
-// (Undescribed does not count them); `kprewrite trace` prints them.
+// Every record `kprewrite trace` prints is there, in the same order: events' hits, C
+// handlers' trace_printk and --verify-regions violations (Record.Kind).
 func ReadTrace(path string, binaries ...string) (*Trace, error) {
 	tr, descs, err := tracefile.Open(path, binaries)
 	if err != nil {
@@ -84,7 +106,38 @@ func ReadTrace(path string, binaries ...string) (*Trace, error) {
 	fm := tracefile.NewFormatter(descs)
 	for i := range tr.Records {
 		r := &tr.Records[i]
-		if r.Type != kprt.RecKprobe && r.Type != kprt.RecKretprobe {
+		rec := Record{Comm: r.CommString(), PID: r.PID, TID: r.TID, CPU: uint32(r.CPU), Time: time.Duration(r.TsNs)}
+		if d := descs[r.ImageID]; d != nil {
+			rec.Image = d.Image
+		}
+		switch r.Type {
+		case kprt.RecKprobe, kprt.RecKretprobe:
+		case kprt.RecPrintk:
+			rec.Kind = KindPrintk
+			rec.Event, rec.Text = tracefile.DecodePrintk(r)
+			if r.IP != 0 {
+				rec.Addr = r.Bias + r.IP
+			}
+			rec.RetAddr = r.RetIP
+			rec.Line, _ = fm.Line(r)
+			out.Records = append(out.Records, rec)
+			continue
+		case kprt.RecViolation:
+			v, err := fm.DecodeViolation(r)
+			if err != nil {
+				out.Undescribed++
+				continue
+			}
+			rec.Kind, rec.Event, rec.Addr = KindViolation, tracefile.ViolationEvent, v.At
+			rec.Fields = append(rec.Fields, Field{Name: "site", Value: v.Site})
+			if v.Symbol != "" {
+				rec.Fields = append(rec.Fields, Field{Name: "sym", Value: v.Symbol})
+			}
+			rec.Line, _ = fm.Line(r)
+			out.Records = append(out.Records, rec)
+			continue
+		default:
+			out.Undescribed++
 			continue
 		}
 		ev, err := fm.Decode(r)
@@ -97,8 +150,7 @@ func ReadTrace(path string, binaries ...string) (*Trace, error) {
 			out.Undescribed++
 			continue
 		}
-		rec := Record{Image: ev.Image, Group: ev.Group, Event: ev.Name, Return: ev.Return, Comm: r.CommString(),
-			PID: r.PID, TID: r.TID, CPU: uint32(r.CPU), Time: time.Duration(r.TsNs), Addr: ev.Addr, RetAddr: ev.RetAddr, Line: line}
+		rec.Image, rec.Group, rec.Event, rec.Return, rec.Addr, rec.RetAddr, rec.Line = ev.Image, ev.Group, ev.Name, ev.Return, ev.Addr, ev.RetAddr, line
 		for _, v := range ev.Fields {
 			rec.Fields = append(rec.Fields, Field{Name: v.Name, Value: v.Value})
 		}

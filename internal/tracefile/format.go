@@ -173,22 +173,45 @@ func (fm *Formatter) Decode(r *Record) (*Decoded, error) {
 // with run-time addresses: control reached <byte>, inside the DCR the probe at
 // <probe> would have replaced with a jmp.
 func (fm *Formatter) violationLine(r *Record) (string, error) {
-	if len(r.Data) < 8 {
-		return "", fmt.Errorf("violation record at %#x without its probe address", r.IP)
+	v, err := fm.DecodeViolation(r)
+	if err != nil {
+		return "", err
 	}
-	site := binary.LittleEndian.Uint64(r.Data)
 	sym := ""
+	if v.Symbol != "" {
+		sym = " sym=" + v.Symbol
+	}
+	ts := r.TsNs / 1000
+	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s: (%#x) site=%#x%s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000,
+		ViolationEvent, v.At, v.Site, sym), nil
+}
+
+// ViolationHit is a --verify-regions violation record decoded: control reached At (a
+// run-time address), inside the DCR the probe at Site would have replaced with a jmp;
+// Symbol names At as FUNC+0xOFF when the image's description knows it.
+type ViolationHit struct {
+	At, Site uint64
+	Symbol   string
+}
+
+// DecodeViolation decodes a record of type RecViolation.
+func (fm *Formatter) DecodeViolation(r *Record) (*ViolationHit, error) {
+	if r.Type != kprt.RecViolation {
+		return nil, fmt.Errorf("record of type %d is not a violation", r.Type)
+	}
+	if len(r.Data) < 8 {
+		return nil, fmt.Errorf("violation record at %#x without its probe address", r.IP)
+	}
+	v := &ViolationHit{At: r.Bias + r.IP, Site: r.Bias + binary.LittleEndian.Uint64(r.Data)}
 	if d := fm.descs[r.ImageID]; d != nil {
 		for i := range d.Probes {
 			if p := &d.Probes[i]; p.Kind == KindVerify && p.Site == r.IP && p.Symbol != "" {
-				sym = fmt.Sprintf(" sym=%s+%#x", p.Symbol, p.Offset)
+				v.Symbol = fmt.Sprintf("%s+%#x", p.Symbol, p.Offset)
 				break
 			}
 		}
 	}
-	ts := r.TsNs / 1000
-	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s: (%#x) site=%#x%s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000,
-		ViolationEvent, r.Bias+r.IP, r.Bias+site, sym), nil
+	return v, nil
 }
 
 // ViolationEvent names --verify-regions violation records in `kprewrite trace`.
@@ -313,8 +336,14 @@ func Profile(tr *Trace, descs Descs) (lines []ProfileLine, unknown int) {
 //
 //	<comm>-<pid> [cpu] <sec>.<usec>: <function>: <text>
 func printkLine(r *Record) string {
-	fn, text, _ := bytes.Cut(r.Data, []byte{0})
+	fn, text := DecodePrintk(r)
 	ts := r.TsNs / 1000
-	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s: %s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000,
-		fn, strings.TrimRight(string(text), "\n"))
+	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s: %s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000, fn, text)
+}
+
+// DecodePrintk splits a trace_printk record (RecPrintk) into the name of the function
+// that called trace_printk and its text, without the trailing newlines.
+func DecodePrintk(r *Record) (fn, text string) {
+	f, t, _ := bytes.Cut(r.Data, []byte{0})
+	return string(f), strings.TrimRight(string(t), "\n")
 }

@@ -62,6 +62,9 @@ func (p *Probe) UprobeDefinition(path string, fileOffset uint64) string {
 // kernel's DIFF_PROBE_TYPE, DIFF_ARG_TYPE or SAME_PROBE, at its caret.
 type Set struct {
 	Probes []*Probe // the probes left, in order
+	// byEvent indexes Probes by GROUP/EVENT (a set of node's 78,000 definitions was
+	// quadratic without it)
+	byEvent map[[2]string][]*Probe
 }
 
 // Add parses def and applies it to the set. A deletion returns the probes it removed.
@@ -70,7 +73,19 @@ func (s *Set) Add(def string) (p *Probe, removed []*Probe, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if s.byEvent == nil {
+		s.byEvent = map[[2]string][]*Probe{}
+		for _, q := range s.Probes {
+			k := [2]string{q.Group, q.Event}
+			s.byEvent[k] = append(s.byEvent[k], q)
+		}
+	}
+	key := [2]string{p.Group, p.Event}
+	same := s.byEvent[key]
 	if p.Delete {
+		if len(same) == 0 {
+			return nil, nil, p.ErrAt(0, 0, ErrNoSuchEvent)
+		}
 		kept := s.Probes[:0]
 		for _, q := range s.Probes {
 			if q.Group != p.Group || q.Event != p.Event {
@@ -79,28 +94,28 @@ func (s *Set) Add(def string) (p *Probe, removed []*Probe, err error) {
 				removed = append(removed, q)
 			}
 		}
-		if len(removed) == 0 {
-			return nil, nil, p.ErrAt(0, 0, ErrNoSuchEvent)
-		}
 		s.Probes = kept
+		delete(s.byEvent, key)
 		return p, removed, nil
 	}
-	for _, q := range s.Probes {
-		if q.Group != p.Group || q.Event != p.Event {
-			continue
-		}
+	if len(same) > 0 {
+		// as append_trace_kprobe(): the kind and the arguments of the event's first
+		// probe, and no probe of the event at the same point with the same fetches
+		q := same[0]
 		if q.Return != p.Return {
 			return nil, nil, p.ErrAt(0, 0, ErrDiffProbeType)
 		}
 		if i := compareArgTypes(p, q); i > 0 {
 			return nil, nil, p.ErrAt(i+1, 0, ErrDiffArgType) // arguments start at word 2
 		}
-		if sameProbe(p, q) {
-			return nil, nil, p.ErrAt(0, 0, ErrSameProbe)
+		for _, q := range same {
+			if sameProbe(p, q) {
+				return nil, nil, p.ErrAt(0, 0, ErrSameProbe)
+			}
 		}
-		break
 	}
 	s.Probes = append(s.Probes, p)
+	s.byEvent[key] = append(same, p)
 	return p, nil, nil
 }
 

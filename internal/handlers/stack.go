@@ -69,7 +69,7 @@ func (s *Set) boundStacks(sus [][]byte) error {
 			roots[id] = true
 		}
 	}
-	var errs []string
+	var errs, warnings []string
 	errFile := ""
 	warned := map[string]bool{}
 	for id := range roots {
@@ -96,11 +96,11 @@ func (s *Set) boundStacks(sus [][]byte) error {
 			}
 			if program[m] {
 				warned[m] = true
-				s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s calls %s, a function of the program, whose stack use is not measured (handlers may use %d bytes of stack)", where, name, m, StackLimit))
+				warnings = append(warnings, fmt.Sprintf("%s: %s calls %s, a function of the program, whose stack use is not measured (handlers may use %d bytes of stack)", where, name, m, StackLimit))
 			} else if id2, ok := g.Lookup(u, m); ok {
 				if u2, _, _, _ := g.Func(id2); u2 > 0 {
 					warned[m] = true
-					s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s calls %s, which has no stack usage line from gcc (assembly?): its frame is counted as 0", where, name, m))
+					warnings = append(warnings, fmt.Sprintf("%s: %s calls %s, which has no stack usage line from gcc (assembly?): its frame is counted as 0", where, name, m))
 				}
 			}
 		}
@@ -115,7 +115,8 @@ func (s *Set) boundStacks(sus [][]byte) error {
 		}
 		return a.Function < b.Function
 	})
-	sort.Strings(s.Warnings[len(s.Warnings)-len(warned):])
+	sort.Strings(warnings) // the roots come from a map
+	s.Warnings = append(s.Warnings, warnings...)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return &Error{File: errFile, Text: strings.Join(errs, "\n") +

@@ -125,13 +125,18 @@ type node struct {
 
 // Graph is the call graph of a set of objects.
 type Graph struct {
-	units   []Unit
 	nodes   []*node
 	global  map[string]int
-	local   map[[2]string]int // unit index (decimal), name
-	taken   []int             // functions whose address is taken, in node order
+	local   map[localKey]int
+	taken   []int // functions whose address is taken, in node order
 	extern  Extern
 	ptrEdge bool
+}
+
+// localKey names a local function: its unit and its name.
+type localKey struct {
+	unit int
+	name string
 }
 
 // Options tune Build.
@@ -145,7 +150,7 @@ type Options struct {
 
 // Build reads the units' code into a call graph.
 func Build(units []Unit, opt Options) *Graph {
-	g := &Graph{units: units, global: map[string]int{}, local: map[[2]string]int{}, extern: opt.Extern, ptrEdge: opt.FollowPointers}
+	g := &Graph{global: map[string]int{}, local: map[localKey]int{}, extern: opt.Extern, ptrEdge: opt.FollowPointers}
 	type place struct {
 		unit, sec int
 		off       uint64
@@ -166,7 +171,7 @@ func Build(units []Unit, opt Options) *Graph {
 			g.nodes = append(g.nodes, n)
 			ids[ui] = append(ids[ui], id)
 			if f.Local {
-				g.local[[2]string{strconv.Itoa(ui), f.Name}] = id
+				g.local[localKey{ui, f.Name}] = id
 			} else if _, dup := g.global[f.Name]; !dup {
 				g.global[f.Name] = id
 			}
@@ -201,12 +206,8 @@ func Build(units []Unit, opt Options) *Graph {
 					return -1, ""
 				}
 				off := int64(r.TargetOffset) + r.Addend
-				switch r.Type {
-				case elf.R_X86_64_PC32, elf.R_X86_64_PLT32:
+				if r.Type == elf.R_X86_64_PC32 || r.Type == elf.R_X86_64_PLT32 || isGOT(r.Type) {
 					off += 4 // the field ends the instruction, so A = target - 4
-				}
-				if isGOT(r.Type) {
-					off += 4
 				}
 				if off < 0 {
 					return -1, ""
@@ -214,7 +215,7 @@ func Build(units []Unit, opt Options) *Graph {
 				return funcAt(ui, r.TargetSection, uint64(off)), ""
 			}
 			if r.Local {
-				if id, ok := g.local[[2]string{strconv.Itoa(ui), r.Name}]; ok {
+				if id, ok := g.local[localKey{ui, r.Name}]; ok {
 					return id, ""
 				}
 				return -1, ""
@@ -231,6 +232,15 @@ func Build(units []Unit, opt Options) *Graph {
 		for fi, f := range funcs[ui] {
 			n := g.nodes[ids[ui][fi]]
 			seen := map[int]bool{}
+			addEdge := func(to int, ext string) {
+				switch {
+				case to >= 0 && !seen[to]:
+					seen[to] = true
+					n.edges = append(n.edges, edge{to: to})
+				case to < 0 && ext != "":
+					n.edges = append(n.edges, edge{to: -1, name: ext})
+				}
+			}
 			for pos := 0; pos < len(f.Code); {
 				in, err := x86dec.DecodeFast(f.Code[pos:], f.Offset+uint64(pos))
 				if err != nil || in.Len <= 0 {
@@ -250,29 +260,16 @@ func Build(units []Unit, opt Options) *Graph {
 					if in.Kind != x86dec.KindCall && to == ids[ui][fi] {
 						to = -1 // a jump inside the function or back to its entry: a loop, not a frame
 					}
-					switch {
-					case to >= 0 && !seen[to]:
-						seen[to] = true
-						n.edges = append(n.edges, edge{to: to})
-					case to < 0 && ext != "":
-						n.edges = append(n.edges, edge{to: -1, name: ext})
-					}
+					addEdge(to, ext)
 				case x86dec.KindCallIndirect, x86dec.KindJmpIndirect:
-					// call *f@GOTPCREL(%rip) (-fno-plt) is a direct call of f
-					if r, ok := at[place{ui, f.Section, f.Offset + uint64(pos+in.DispOff)}]; ok && in.RIPRel && isGOT(r.Type) {
-						branchRefs[place{ui, f.Section, f.Offset + uint64(pos+in.DispOff)}] = true
-						r.Type = elf.R_X86_64_PC32 // the GOT slot holds f itself
-						if to, ext := target(r); to >= 0 && !seen[to] {
-							seen[to] = true
-							n.edges = append(n.edges, edge{to: to})
-						} else if to < 0 && ext != "" {
-							n.edges = append(n.edges, edge{to: -1, name: ext})
-						}
+					// call *f@GOTPCREL(%rip) (-fno-plt) is a direct call of f: its GOT slot holds f
+					p := place{ui, f.Section, f.Offset + uint64(pos+in.DispOff)}
+					if r, ok := at[p]; ok && in.RIPRel && isGOT(r.Type) {
+						branchRefs[p] = true
+						addEdge(target(r))
 						break
 					}
-					if g.ptrEdge {
-						n.edges = append(n.edges, edge{to: -2, byPtr: true}) // every address-taken function
-					}
+					fallthrough
 				case x86dec.KindCallFar, x86dec.KindJmpFar:
 					if g.ptrEdge {
 						n.edges = append(n.edges, edge{to: -2, byPtr: true}) // every address-taken function
@@ -285,7 +282,7 @@ func Build(units []Unit, opt Options) *Graph {
 			if branchRefs[place{ui, r.Section, r.Offset}] {
 				continue
 			}
-			if id, _ := target(r); id >= 0 && !takenSet[id] {
+			if id, _ := target(r); id >= 0 {
 				takenSet[id] = true
 			}
 		}
@@ -302,7 +299,7 @@ func Build(units []Unit, opt Options) *Graph {
 // only for global functions).
 func (g *Graph) Lookup(unit int, name string) (id int, ok bool) {
 	if unit >= 0 {
-		if id, ok := g.local[[2]string{strconv.Itoa(unit), name}]; ok {
+		if id, ok := g.local[localKey{unit, name}]; ok {
 			return id, true
 		}
 	}

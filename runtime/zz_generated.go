@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "12d7f8a0ef1238fb699913c2c1700e3c8e25431f5bba482956cfd10e6547ac8d"
+const ObjectSHA256 = "b618c4e691aa609a843c0ad358709bd9d683fb21dd9560fd2d4d29b366ec015c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -23,8 +23,8 @@ func TestCountDetour(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b) != CountDetourLen(len(counters), false, false, dead, len(reloc)) {
-			t.Fatalf("dead=%v: %d bytes, CountDetourLen says %d", dead, len(b), CountDetourLen(len(counters), false, false, dead, len(reloc)))
+		if len(b) != countLen(t, len(counters), false, false, dead, len(reloc)) {
+			t.Fatalf("dead=%v: %d bytes, CountDetourLayout says %d", dead, len(b), countLen(t, len(counters), false, false, dead, len(reloc)))
 		}
 		var ops []string
 		var incs []uint64
@@ -34,7 +34,7 @@ func TestCountDetour(t *testing.T) {
 			if err != nil {
 				t.Fatalf("dead=%v: decode at +%d: %v", dead, off, err)
 			}
-			if off == CountDetourRelocOff(len(counters), false, false, dead) {
+			if off == countLayout(t, len(counters), false, false, dead).Reloc {
 				ops = append(ops, "|DCR")
 			}
 			ops = append(ops, in.Op.String())
@@ -85,7 +85,7 @@ func TestCountDetourRseq(t *testing.T) {
 	const at, back, off, count = 0x500000, 0x401007, 0x700000, 0x480000
 	reloc := []byte{0x48, 0x8b, 0x05, 0x00, 0x00, 0x00, 0x00}
 	rs := CountRseq{Off: off, Count: count}
-	for _, n := range []int{1, 3, countShortN, countShortN + 1, kprt.MaxProbesPerPoint} {
+	for _, n := range []int{1, 3, kprt.CountShortN, kprt.CountShortN + 1, kprt.MaxProbesPerPoint} {
 		counters := make([]uint64, n)
 		shards := make([]uint32, n)
 		for i := range counters {
@@ -97,8 +97,8 @@ func TestCountDetourRseq(t *testing.T) {
 			if err != nil {
 				t.Fatalf("n=%d dead=%v: %v", n, dead, err)
 			}
-			if len(b) != CountDetourLen(n, true, false, dead, len(reloc)) {
-				t.Fatalf("n=%d dead=%v: %d bytes, CountDetourLen says %d", n, dead, len(b), CountDetourLen(n, true, false, dead, len(reloc)))
+			if len(b) != countLen(t, n, true, false, dead, len(reloc)) {
+				t.Fatalf("n=%d dead=%v: %d bytes, CountDetourLayout says %d", n, dead, len(b), countLen(t, n, true, false, dead, len(reloc)))
 			}
 			// decode every instruction, by address
 			insns := map[uint64]x86asm.Inst{}
@@ -117,7 +117,7 @@ func TestCountDetourRseq(t *testing.T) {
 				return pc + uint64(in.Len) + uint64(int64(in.Args[0].(x86asm.Rel)))
 			}
 			// the restore: pop %rcx, where both paths meet
-			relocAt := at + uint64(CountDetourRelocOff(n, true, false, dead))
+			relocAt := at + uint64(countLayout(t, n, true, false, dead).Reloc)
 			restore := relocAt - 8 // lea 128(%rsp),%rsp
 			if !dead {
 				restore -= 4 // add, sahf, pop %rax
@@ -192,7 +192,7 @@ func TestCountDetourRseq(t *testing.T) {
 				t.Errorf("n=%d dead=%v: ends with %v", n, dead, in)
 			}
 			if !bytes.Equal(b[relocAt-at:relocAt-at+uint64(len(reloc))], reloc) {
-				t.Errorf("n=%d dead=%v: the DCR copy is not at CountDetourRelocOff", n, dead)
+				t.Errorf("n=%d dead=%v: the DCR copy is not at the layout's Reloc", n, dead)
 			}
 		}
 	}
@@ -221,22 +221,25 @@ func TestCountDetourRseqInline(t *testing.T) {
 	if _, err := CountDetour(at, []uint64{ctr}, []uint32{shard}, far, true, reloc, back); err == nil {
 		t.Error("a descriptor out of imm32 reach accepted")
 	}
-	if CountDetourEntryOff(1, true, true) != rseqInlineCold || CountDetourEntryOff(2, true, true) != 0 || CountDetourEntryOff(1, true, false) != 0 {
-		t.Error("CountDetourEntryOff")
+	if countLayout(t, 1, true, true, true).Entry != 23 || countLayout(t, 2, true, true, true).Entry != 0 || countLayout(t, 1, true, false, true).Entry != 0 {
+		t.Error("CountDetourLayout: entry")
 	}
 	for _, dead := range []bool{true, false} {
 		b, err := CountDetour(at, []uint64{ctr}, []uint32{shard}, rs, dead, reloc, back)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b) != CountDetourLen(1, true, true, dead, len(reloc)) {
-			t.Fatalf("dead=%v: %d bytes, CountDetourLen says %d", dead, len(b), CountDetourLen(1, true, true, dead, len(reloc)))
+		if len(b) != countLen(t, 1, true, true, dead, len(reloc)) {
+			t.Fatalf("dead=%v: %d bytes, CountDetourLayout says %d", dead, len(b), countLen(t, 1, true, true, dead, len(reloc)))
 		}
-		relocAt := at + uint64(CountDetourRelocOff(1, true, true, dead))
+		relocAt := at + uint64(countLayout(t, 1, true, true, dead).Reloc)
 		if !bytes.Equal(b[relocAt-at:relocAt-at+uint64(len(reloc))], reloc) {
-			t.Fatalf("dead=%v: the DCR copy is not at CountDetourRelocOff", dead)
+			t.Fatalf("dead=%v: the DCR copy is not at the layout's Reloc", dead)
 		}
-		desc := CountRseqCS(at, dead)
+		desc, err := CountRseqCS(at, dead)
+		if err != nil {
+			t.Fatal(err)
+		}
 		le := binary.LittleEndian
 		start, post, abort := le.Uint64(desc[8:]), le.Uint64(desc[8:])+le.Uint64(desc[16:]), le.Uint64(desc[24:])
 		if len(desc) != RseqCSSize || le.Uint64(desc) != 0 {
@@ -278,7 +281,7 @@ func TestCountDetourRseqInline(t *testing.T) {
 			return m
 		}
 		// the hot path from the entry: only the jrcxz branches, and it falls through
-		entry := at + uint64(CountDetourEntryOff(1, true, true))
+		entry := at + uint64(countLayout(t, 1, true, true, true).Entry)
 		var path []uint64
 		for pc := entry; pc < relocAt; pc += uint64(insns[pc].Len) {
 			if _, ok := insns[pc]; !ok {
@@ -336,5 +339,71 @@ func TestCountDetourRseqInline(t *testing.T) {
 		if in := insns[last]; in.Op != x86asm.JMP || rel(last) != back {
 			t.Errorf("dead=%v: ends with %v", dead, in)
 		}
+	}
+}
+
+func countLayout(t *testing.T, n int, rseq, inline, dead bool) CountLayout {
+	t.Helper()
+	l, err := CountDetourLayout(n, rseq, inline, dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func countLen(t *testing.T, n int, rseq, inline, dead bool, relocLen int) int {
+	return countLayout(t, n, rseq, inline, dead).Len(relocLen)
+}
+
+// TestCountTemplateRefuses: a template whose labels the rewriter cannot follow is
+// refused when read, not turned into a detour that jumps into a copied region.
+func TestCountTemplateRefuses(t *testing.T) {
+	// 0: jrcxz +1 (rel8.1 at 1); 2: nop; 3..11: the repeated lock incq; 11: ret
+	code := []byte{0xe3, 0x01, 0x90, 0xf0, 0x48, 0xff, 0x05, 0, 0, 0, 0, 0xc3}
+	good := map[string]uint64{"start": 0, "end": 12, "entry": 0, "rel8.1": 1, "rep1": 3, "rep1.end": 11, "ctr": 7}
+	tm, err := countTemplateOf("t", good, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tm.expand(3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != 28 || b[1] != 1 || b[27] != 0xc3 || tm.fieldPos(7, 3, 2) != 23 {
+		t.Fatalf("expanded to % x", b)
+	}
+	for name, change := range map[string]map[string]uint64{
+		"no end":            {"end": 99},
+		"no entry":          {"entry": 99},
+		"unknown label":     {"mystery": 2},
+		"field past end":    {"off": 10},
+		"region not closed": {"rep1.end": 99},
+		"field outside":     {"ctr": 2},
+		"jump from inside":  {"rel8.1": 4},
+		"place inside":      {"abort": 5},
+		"rep numbered 2":    {"rep1": 99, "rep1.end": 99, "rep2": 3, "rep2.end": 11},
+	} {
+		labels := map[string]uint64{}
+		for k, v := range good {
+			labels[k] = v
+		}
+		for k, v := range change {
+			if v == 99 {
+				delete(labels, k)
+			} else {
+				labels[k] = v
+			}
+		}
+		_, err := countTemplateOf("t", labels, code)
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		t.Logf("%s: %v", name, err)
+	}
+	// a jump into the middle of the repeated region
+	bad := append([]byte(nil), code...)
+	bad[1] = 3
+	if _, err := countTemplateOf("t", good, bad); err == nil {
+		t.Error("a jump into a repeated region accepted")
 	}
 }

@@ -36,7 +36,8 @@ type dcrEntry struct {
 	count     bool                // a count-only detour (kprt.PFCount)
 	flagsDead bool                // count-only: no flags save (the analysis saw them dead)
 	nprobes   int
-	cs        int // count-only, inline form: index of its rseq_cs descriptor; -1: none
+	cs        int                     // count-only, inline form: index of its rseq_cs descriptor; -1: none
+	layout    trampolines.CountLayout // count-only: where its entry and its DCR copy are
 }
 
 // dcrAlign keeps each detour's hot start in as few cache lines as its size allows.
@@ -65,7 +66,10 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 			e.cs = a.ncs
 			a.ncs++
 		}
-		size = trampolines.CountDetourLen(e.nprobes, true, e.cs >= 0, e.flagsDead, n)
+		if e.layout, err = trampolines.CountDetourLayout(e.nprobes, true, e.cs >= 0, e.flagsDead); err != nil {
+			return err
+		}
+		size = e.layout.Len(n)
 	case pt.Optimized():
 		if size, err = trampolines.DetourLen(n); err != nil {
 			return err
@@ -122,7 +126,7 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 		codeAt := at
 		switch {
 		case e.count:
-			codeAt += uint64(trampolines.CountDetourRelocOff(e.nprobes, true, e.cs >= 0, e.flagsDead))
+			codeAt += uint64(e.layout.Reloc)
 		case pt.Optimized():
 			codeAt += tmplLen
 		}
@@ -178,7 +182,7 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 			entry := at + uint64(a.entryOff)
 			reloc, relocAt := e.reg.Code, at+uint64(a.entryOff)
 			if e.count {
-				relocAt = at + uint64(trampolines.CountDetourRelocOff(e.nprobes, true, e.cs >= 0, e.flagsDead))
+				relocAt = at + uint64(e.layout.Reloc)
 			} else {
 				t, err := trampolines.OptTemplate()
 				if err != nil {
@@ -207,10 +211,14 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 				if e.cs >= 0 {
 					csAt := a.csOff() + uint64(e.cs)*trampolines.RseqCSSize
 					ers.CS = a.base + csAt
-					copy(b[csAt:], trampolines.CountRseqCS(at, e.flagsDead))
+					cs, err := trampolines.CountRseqCS(at, e.flagsDead)
+					if err != nil {
+						return err
+					}
+					copy(b[csAt:], cs)
 				}
 				code, err = trampolines.CountDetour(at, ctrs, shards, ers, e.flagsDead, reloc, back)
-				entry = at + uint64(trampolines.CountDetourEntryOff(e.nprobes, true, e.cs >= 0))
+				entry = at + uint64(e.layout.Entry)
 			} else {
 				code, err = trampolines.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
 			}

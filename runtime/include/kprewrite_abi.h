@@ -25,7 +25,7 @@
  *     gate   rel32 to the u32 gate of the point's first probe's kprw_probe_state;
  *     index  imm32 point index (position in the sorted points array);
  *     call   rel32 to kprewrite_rt_optcall;
- * and the entry at kprw_optt_entry. runtime/detour.go does all of it (Detour). The
+ * and the entry at kprw_optt_entry. trampolines/detour.go does all of it (Detour). The
  * detour steps over the red zone, tests the gate (no flags touched), saves the flags
  * and every register as struct pt_regs, calls kprewrite_rt_optcall(regs, index) on a
  * 16-byte aligned stack, restores, and falls into the relocated DCR. Fields of the
@@ -34,7 +34,8 @@
  *
  * Count-only detours (KPRW_PF_COUNT). Every probe on the point is a plain event kprobe
  * (KPRW_T_KPROBE, no handler, no KPRW_F_USER, no KPRW_F_TRACE): a hit only adds 1 to
- * each probe's hit count. The detour at point.slot, entered at its first byte, is
+ * each probe's hit count. The detour at point.slot (copied from the templates of
+ * src/countprobe.S), entered at its first byte, is
  *     [48 8d 64 24 80] lea -128(%rsp),%rsp
  *     (flags live: [50] push %rax   [9f] lahf   [0f 90 c0] seto %al)
  *     [51] push %rcx   [48 8b 0d rel32] mov kprewrite_rt_rseq_off(%rip),%rcx
@@ -466,7 +467,7 @@ struct kprw_trace_image_ext {
 };
 #define KPRW_RSEQ_MAXCPU 254 /* per-CPU counting with at most this many possible CPUs */
 /* count-only detours of at most this many probes skip their per-CPU calls with a jrcxz
- * rel8 (the short form); trampolines/detour.go, kprt.CountShortN */
+ * rel8 (the short form); src/countprobe.S, kprt.CountShortN */
 #define KPRW_COUNT_SHORT_N 12
 
 struct kprw_trace_hdr {

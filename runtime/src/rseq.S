@@ -1,5 +1,5 @@
 /*
- * rseq.S - the per-CPU hit counting of count-only detours (runtime/detour.go,
+ * rseq.S - the per-CPU hit counting of count-only detours (src/countprobe.S,
  * CountDetour): a restartable sequence (rseq(2)) on the thread's rseq area, which glibc
  * (>= 2.35) registers for every thread, so a hit is counted without a locked
  * instruction, exactly, the way the kernel counts per CPU with preemption disabled.

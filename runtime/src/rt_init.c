@@ -24,6 +24,7 @@
  *                               FSGSBASE) or by gettid (as without TLS) instead of rdfsbase
  */
 #include "rt.h"
+#include "countprobe.h"
 
 struct kprw_rt kprw_rt;
 struct kprw_stats kprewrite_rt_stats __attribute__((visibility("hidden")));
@@ -276,11 +277,11 @@ static int validate(const struct kprw_header *h)
 	return 1;
 }
 
-/* count_layout finds, in a count-only detour (runtime/detour.go, CountDetour), the
- * locked increments (8 bytes a probe) and, with per-CPU counting, the calls of
- * kprewrite_rt_rseq_count (mov $off,%edx; call: 10 bytes a probe; NULL without) or, in
- * the inline form (one probe), its restartable sequence's commit (incq off(%rdx), 7
- * bytes; NULL in the other forms) */
+/* count_layout finds, in a count-only detour (copied from src/countprobe.S, whose
+ * assembly checks the offsets of countprobe.h), the locked increments (one
+ * KPRW_CD_INC_LEN instruction a probe) and, with per-CPU counting, the calls of
+ * kprewrite_rt_rseq_count (KPRW_CD_CALL_LEN a probe; NULL without) or, in the inline
+ * form (one probe), its restartable sequence's commit (NULL in the other forms) */
 struct count_code {
 	u8 *incs, *calls, *commit;
 };
@@ -288,34 +289,33 @@ struct count_code {
 static struct count_code count_layout(const struct kprw_point *pt)
 {
 	u8 *d = (u8 *)RT_ADDR(pt->slot);
-	u32 n = pt->nprobes, p = 5; /* after lea -128(%rsp),%rsp */
+	u32 n = pt->nprobes, p = KPRW_CD_REDZONE_LEN;
 	struct count_code c = {d, NULL, NULL};
 	if (d[0] == 0x53 && d[1] == 0x30 && d[2] == 0x05 && d[3] == 0x53) {
-		/* RSEQ_SIG: the inline form's cold part (abort handler, then the locked
-		 * increment at 13), the entry at 23 */
-		p = 23 + 5;
+		/* RSEQ_SIG: the inline form's cold part, then the entry */
+		p = KPRW_CDI_ENTRY + KPRW_CD_REDZONE_LEN;
 		if (d[p] == 0x50)
-			p += 5;
-		c.incs = d + 13;
-		c.commit = d + p + 32;
+			p += KPRW_CD_FLAGS_LEN;
+		c.incs = d + KPRW_CDI_LOCKED;
+		c.commit = d + p + KPRW_CDI_COMMIT;
 		return c;
 	}
 	if (d[0] == 0xf0)
 		return c; /* lock incq only, the flags dead */
 	if (d[p] == 0x50)
-		p += 5; /* push %rax; lahf; seto %al: the flags live */
+		p += KPRW_CD_FLAGS_LEN; /* push %rax; lahf; seto %al: the flags live */
 	c.incs = d + p;
 	if (d[p] == 0xf0)
 		return c; /* lock incq only */
-	p += 1 + 7 + 2; /* push %rcx; mov kprewrite_rt_rseq_off(%rip),%rcx; jrcxz */
+	p += KPRW_CD_HEAD_LEN; /* push %rcx; mov kprewrite_rt_rseq_off(%rip),%rcx; jrcxz */
 	if (n <= KPRW_COUNT_SHORT_N) {
 		c.calls = d + p + 1; /* after push %rdx */
-		c.incs = c.calls + 10 * n + 1 + 5; /* after pop %rdx; jmp */
+		c.incs = c.calls + KPRW_CD_CALL_LEN * n + 1 + KPRW_CD_JMP_LEN; /* after pop %rdx; jmp */
 		return c;
 	}
-	p += 5; /* jmp to the rseq block */
-	c.calls = d + p + 8 * n + 5 + 1; /* after the locked increments, jmp, push %rdx */
+	p += KPRW_CD_JMP_LEN; /* jmp to the calls */
 	c.incs = d + p;
+	c.calls = c.incs + KPRW_CD_INC_LEN * n + KPRW_CD_JMP_LEN + 1; /* after jmp, push %rdx */
 	return c;
 }
 

@@ -145,18 +145,24 @@ func (b *Binary) Exits(entry uint64, others func(addr uint64) []uint64) ([]Site,
 		if n > 0 {
 			from = mf.Addr // a fragment's start too
 		}
+		// the lowest such edge (the index's chunks come from parallel workers: the
+		// first one found is not the same from run to run)
+		var first *edge
 		b.edges.in(from, mf.End(), func(e *edge) bool {
-			switch {
-			case (e.kind == ekBranch || e.kind == ekTable) && in(e.src) >= 0:
+			if (e.kind == ekBranch || e.kind == ekTable) && in(e.src) >= 0 {
 				return true
-			case e.kind == ekBranch || e.kind == ekTable || e.kind == ekCall:
+			}
+			if first == nil || e.dst < first.dst || e.dst == first.dst && (e.src < first.src || e.src == first.src && e.kind < first.kind) {
+				first = e
+			}
+			return true
+		})
+		if e := first; e != nil {
+			if e.kind == ekBranch || e.kind == ekTable || e.kind == ekCall {
 				why = fmt.Sprintf("entered-inside: code at %#x jumps to %#x, inside %s", e.src, e.dst, fn.Name)
-			default:
+			} else {
 				why = fmt.Sprintf("address-taken-inside: %#x, inside %s, is a taken address (%s at %#x)", e.dst, fn.Name, e.kind, e.src)
 			}
-			return false
-		})
-		if why != "" {
 			return nil, why
 		}
 	}

@@ -4,91 +4,231 @@ import (
 	"slices"
 
 	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
-// planExits chooses the return probes counted at their function's exits
-// (Options.CountExits) and returns the analysis of each exit site and, per request,
-// its exit sites. A request gets exits only when every one of them has the optimize
-// verdict with the other probes (and the other exits) around it, and no other probe
-// sits on or between an exit site and its ret; the requests whose neighbourhood now
-// holds an exit site are checked again, so no DCR covers an exit site. The third map
-// says why each other return request hooks its return address.
-func (pl *Plan) planExits(b *analysis.Binary, reqs []Request, opt Options, excl []Range, deny map[int]bool, refused []bool,
-	addrs []uint64, check func(int, []uint64) analysis.Site) (map[uint64]analysis.Site, map[int][]uint64, map[int]string) {
-	if !opt.CountExits || opt.NoOptimize {
-		return nil, nil, nil
+// exitPlan is which return probes are counted at their function's exits
+// (Options.CountExits).
+type exitPlan struct {
+	checks map[uint64]analysis.Site // the analysis of each exit site
+	of     map[int][]uint64         // per request counted at its exits: the exit sites
+	whyNot map[int]string           // per other return request: why it hooks its return address
+}
+
+// exitCand is a return request whose function's exits the analysis found.
+type exitCand struct {
+	req   int
+	entry uint64
+	sites []analysis.Site
+}
+
+// Why a return request hooks its return address although its exits were found.
+const (
+	whyExitTaken   = "another probe or excluded code is on an exit site"
+	whyExitNotJump = "one of its exit sites could not be jump-optimized"
+)
+
+// planExits chooses the return probes counted at their function's exits. A request
+// gets exits only when every one of them has the optimize verdict with the other
+// probes (and the other exits) around it, and no other probe sits on or between an
+// exit site and its ret (chooseExits). The choice is then checked the way the points
+// will be placed (unplaceableExits): a request with an exit site that could not become
+// a jump-optimized point, or where a probe stays, is left hooking its return address,
+// and the choice is made again without it, before any point is placed. Last, the
+// requests whose neighbourhood holds an exit site are analysed again, so no DCR
+// covers an exit site.
+func (p *planner) planExits() exitPlan {
+	if !p.opt.CountExits || p.opt.NoOptimize {
+		return exitPlan{whyNot: map[int]string{}}
 	}
-	whyNot := map[int]string{} // return requests left hooking their return address
-	near := func(a uint64) []uint64 { return neighbours(addrs, a) }
-	checks := map[uint64]analysis.Site{}
-	exitsOf := map[int][]uint64{}
-	taken := map[uint64]uint64{} // exit site -> the function entry whose it is
-	for i, r := range reqs {
-		if !r.Return || refused[i] {
+	pl := p.pl
+	whyNot := map[int]string{} // return requests whose exits are not looked for
+	near := func(a uint64) []uint64 { return neighbours(p.addrs, a) }
+	var cands []exitCand
+	for i, r := range pl.Requests {
+		if !r.Return || p.refused[i] {
 			continue
 		}
-		switch {
-		case r.NeedPost:
+		if r.NeedPost {
 			whyNot[i] = "a C handler's post_handler needs the entry single-stepped"
-			continue
-		case deny[i]:
-			whyNot[i] = "one of its exit sites could not be jump-optimized"
 			continue
 		}
 		entry := pl.Sites[i].Addr
-		sites, why := b.Exits(entry, near)
+		sites, why := p.b.Exits(entry, near)
 		if why != "" {
 			whyNot[i] = why
 			continue
 		}
-		ok := true
-		for _, s := range sites {
-			last := s.DCR[len(s.DCR)-1]
-			end := max(s.Addr+uint64(s.DCRLen), last.Addr+uint64(last.Len))
-			// no other probe on the site or up to the exit instruction (the request's
-			// own entry is no probe any more)
-			for j, _ := slices.BinarySearch(addrs, s.Addr); j < len(addrs) && addrs[j] < end; j++ {
-				if addrs[j] != entry {
-					ok = false
-				}
-			}
-			if e, dup := taken[s.Addr]; dup && e != entry {
-				ok = false
-			}
-			if _, x := excludedBy(excl, s.Addr, end); x {
-				ok = false
-			}
+		cands = append(cands, exitCand{req: i, entry: entry, sites: sites})
+	}
+	deny := map[int]bool{}
+	var ex exitPlan
+	for {
+		ex = p.chooseExits(cands, deny)
+		for i, why := range whyNot {
+			ex.whyNot[i] = why
 		}
-		if !ok {
-			whyNot[i] = "another probe or excluded code is on an exit site"
-			continue
+		bad := p.unplaceableExits(ex)
+		if len(bad) == 0 {
+			break
 		}
-		for _, s := range sites {
-			checks[s.Addr] = s
-			taken[s.Addr] = entry
-			exitsOf[i] = append(exitsOf[i], s.Addr)
+		for _, i := range bad {
+			deny[i] = true
 		}
 	}
-	if len(exitsOf) == 0 {
-		return nil, nil, whyNot
+	if len(ex.of) == 0 {
+		return ex
 	}
 	// the other probes, checked again where an exit site is near
-	all := slices.Clone(addrs)
-	for a := range checks {
+	all := slices.Clone(p.addrs)
+	for a := range ex.checks {
 		all = append(all, a)
 	}
 	slices.Sort(all)
 	all = slices.Compact(all)
-	exitAddrs := make([]uint64, 0, len(checks))
-	for a := range checks {
+	exitAddrs := make([]uint64, 0, len(ex.checks))
+	for a := range ex.checks {
 		exitAddrs = append(exitAddrs, a)
 	}
 	slices.Sort(exitAddrs)
-	for i, r := range reqs {
-		if refused[i] || len(exitsOf[i]) > 0 || len(neighbours(exitAddrs, r.Addr)) == 0 {
+	for i, r := range pl.Requests {
+		if p.refused[i] || len(ex.of[i]) > 0 || len(neighbours(exitAddrs, r.Addr)) == 0 {
 			continue
 		}
-		pl.Sites[i] = check(i, all)
+		pl.Sites[i] = p.check(i, all)
 	}
-	return checks, exitsOf, whyNot
+	return ex
+}
+
+// chooseExits gives each candidate, in request order, its exits unless it is denied,
+// a request's address (other than its own entry) is on or before the ret of one of
+// them, an earlier candidate took one, or one reaches excluded code.
+func (p *planner) chooseExits(cands []exitCand, deny map[int]bool) exitPlan {
+	ex := exitPlan{checks: map[uint64]analysis.Site{}, of: map[int][]uint64{}, whyNot: map[int]string{}}
+	taken := map[uint64]uint64{} // exit site -> the function entry whose it is
+	for _, c := range cands {
+		if deny[c.req] {
+			ex.whyNot[c.req] = whyExitNotJump
+			continue
+		}
+		ok := true
+		for _, s := range c.sites {
+			end := exitEnd(&s)
+			// no other probe on the site or up to the exit instruction (the request's
+			// own entry is no probe any more)
+			for j, _ := slices.BinarySearch(p.addrs, s.Addr); j < len(p.addrs) && p.addrs[j] < end; j++ {
+				if p.addrs[j] != c.entry {
+					ok = false
+				}
+			}
+			if e, dup := taken[s.Addr]; dup && e != c.entry {
+				ok = false
+			}
+			if _, x := excludedBy(p.excl, s.Addr, end); x {
+				ok = false
+			}
+		}
+		if !ok {
+			ex.whyNot[c.req] = whyExitTaken
+			continue
+		}
+		for _, s := range c.sites {
+			ex.checks[s.Addr] = s
+			taken[s.Addr] = c.entry
+			ex.of[c.req] = append(ex.of[c.req], s.Addr)
+		}
+	}
+	return ex
+}
+
+// unplaceableExits returns requests of ex counted at an exit site that would not
+// become a jump-optimized point (none: every exit site can be). The sites are looked
+// at by address, as the points are placed. An exit site fails when a request that
+// stays at its own site is there too (the return request's entry can hold other
+// probes): every such site's first request with exits is returned, since no denial
+// elsewhere lets a staying probe go. It also fails when the next point's site is
+// inside its DCR, its DCR cannot be replaced or its instruction decoded, or, with
+// --verify-regions, in code that runs with signals blocked: the first of these ends
+// the list (with its site's first request), since denying it changes which sites
+// come next.
+func (p *planner) unplaceableExits(ex exitPlan) []int {
+	if len(ex.of) == 0 {
+		return nil
+	}
+	pl := p.pl
+	bySite := map[uint64][]int{} // every point's site, as group makes them
+	for i := range pl.Requests {
+		_, out := ex.whyNot[i]
+		if p.refused[i] || (out && p.opt.ExitsOnly) {
+			continue
+		}
+		if sites := ex.of[i]; len(sites) > 0 {
+			for _, a := range sites {
+				bySite[a] = append(bySite[a], i)
+			}
+			continue
+		}
+		bySite[pl.Sites[i].Addr] = append(bySite[pl.Sites[i].Addr], i)
+	}
+	sites := make([]uint64, 0, len(bySite))
+	for a := range bySite {
+		sites = append(sites, a)
+	}
+	slices.Sort(sites)
+	var bad []int
+	for k, site := range sites {
+		s, ok := ex.checks[site]
+		if !ok {
+			continue
+		}
+		idx := bySite[site]
+		if i := stayingWithExit(idx, ex); i >= 0 {
+			if !slices.Contains(bad, i) {
+				bad = append(bad, i)
+			}
+			continue
+		}
+		fails := s.Verdict != analysis.Optimize || (p.opt.VerifyRegions && s.SignalsBlocked != "")
+		if k+1 < len(sites) && sites[k+1] < site+uint64(s.DCRLen) {
+			fails = true
+		}
+		if _, ok := p.dcrCode(&s); !ok {
+			fails = true
+		}
+		if code, err := insnBytes(p.b.File, site, s.Func); err != nil {
+			fails = true
+		} else if _, err := x86dec.Decode(code, site); err != nil {
+			fails = true
+		}
+		if fails {
+			if !slices.Contains(bad, idx[0]) {
+				bad = append(bad, idx[0])
+			}
+			break
+		}
+	}
+	return bad
+}
+
+// stayingWithExit returns, when one of the requests idx of an exit site stays at its
+// own site (it is no exit-counted return probe), the first of them counted at its
+// exits; -1 otherwise.
+func stayingWithExit(idx []int, ex exitPlan) int {
+	for _, i := range idx {
+		if len(ex.of[i]) == 0 {
+			for _, j := range idx {
+				if len(ex.of[j]) > 0 {
+					return j
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// exitEnd is where an exit site's span ends: its DCR, or its last instruction when
+// that is longer.
+func exitEnd(s *analysis.Site) uint64 {
+	last := s.DCR[len(s.DCR)-1]
+	return max(s.Addr+uint64(s.DCRLen), last.Addr+uint64(last.Len))
 }

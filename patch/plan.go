@@ -206,6 +206,18 @@ func (pl *Plan) Kind(i int) string {
 	return k
 }
 
+// planner plans the points of one list of requests: what every step reads (the
+// analysis, the options, the excluded code, the requests' sorted addresses) and the
+// plan it fills.
+type planner struct {
+	b       *analysis.Binary
+	opt     Options
+	excl    []Range
+	addrs   []uint64 // every request's address, sorted, distinct
+	refused []bool   // per request: the analysis (or --exits-only) refuses it
+	pl      *Plan
+}
+
 // MakePlan checks every request with the analysis and groups them into probepoints.
 //
 // Several probes whose sites fall inside one DCR are planned deliberately, as the
@@ -214,99 +226,124 @@ func (pl *Plan) Kind(i int) string {
 // final sites), so the later probe may be optimized and the earlier one stays an
 // int3 whose slot jumps back before the later one's jmp. No probe is ever left in
 // bytes a jmp overwrote.
+//
+// The steps: every request is checked (checkSites); the return probes counted at
+// their exits are chosen (planExits), once, so that each exit site can be
+// jump-optimized; the requests are grouped by site, and each point is placed by the
+// first placement tactic that applies (place).
 func MakePlan(b *analysis.Binary, reqs []Request, opt Options) (*Plan, error) {
-	deny := map[int]bool{}
-	for {
-		pl, again, err := makePlan(b, reqs, opt, deny)
-		if err != nil || again < 0 {
-			return pl, err
-		}
-		deny[again] = true // its return sites could not all be jump-optimized
-	}
-}
-
-// makePlan is MakePlan with the return probes in deny kept off their exits. again
-// names a request whose exits did not all become jump-optimized points (-1: none).
-func makePlan(b *analysis.Binary, reqs []Request, opt Options, deny map[int]bool) (pl *Plan, again int, err error) {
-	pl = &Plan{
+	p := &planner{b: b, opt: opt, excl: normalizeRanges(opt.Exclude), refused: make([]bool, len(reqs))}
+	p.pl = &Plan{
 		Requests: append([]Request(nil), reqs...),
 		Sites:    make([]analysis.Site, len(reqs)),
 		PointOf:  make([]int, len(reqs)),
 		patcher:  NewPatcher(b.File.Bytes),
 	}
-	excl := normalizeRanges(opt.Exclude)
-	addrs := make([]uint64, len(reqs))
+	p.addrs = make([]uint64, len(reqs))
 	for i, r := range reqs {
-		addrs[i] = r.Addr
+		p.addrs[i] = r.Addr
 	}
-	slices.Sort(addrs)
-	addrs = slices.Compact(addrs)
-	check := func(i int, others []uint64) analysis.Site {
-		r := reqs[i]
-		return b.Check(analysis.SiteRequest{Addr: r.Addr, Return: r.Return, NeedPostHandler: r.NeedPost, OtherProbes: neighbours(others, r.Addr)})
+	slices.Sort(p.addrs)
+	p.addrs = slices.Compact(p.addrs)
+	p.checkSites()
+	ex := p.planExits()
+	bySite, err := p.group(ex)
+	if err != nil {
+		return nil, err
 	}
-	refused := make([]bool, len(reqs))
+	if err := p.placeAll(bySite, ex); err != nil {
+		return nil, err
+	}
+	pl := p.pl
+	if err := pl.checkRegions(); err != nil {
+		return nil, err
+	}
+	sort.Slice(pl.Refused, func(i, j int) bool { return pl.Refused[i].Request < pl.Refused[j].Request })
+	return pl, nil
+}
+
+// check runs the analysis on request i with the probes at others around it.
+func (p *planner) check(i int, others []uint64) analysis.Site {
+	r := p.pl.Requests[i]
+	return p.b.Check(analysis.SiteRequest{Addr: r.Addr, Return: r.Return, NeedPostHandler: r.NeedPost, OtherProbes: neighbours(others, r.Addr)})
+}
+
+// checkSites fills Plan.Sites and p.refused: the analysis of every request, with the
+// excluded code refused.
+func (p *planner) checkSites() {
+	pl := p.pl
 	anyRefused := false
-	for i, r := range reqs {
-		s := check(i, addrs)
-		if rg, ok := excludedBy(excl, min(s.Addr, r.Addr), max(s.Addr, r.Addr)+1); ok {
+	for i, r := range pl.Requests {
+		s := p.check(i, p.addrs)
+		if rg, ok := excludedBy(p.excl, min(s.Addr, r.Addr), max(s.Addr, r.Addr)+1); ok {
 			s.Verdict = analysis.Refuse
 			s.Reasons = append(s.Reasons, analysis.Reason{Rule: RuleExcluded, Addr: s.Addr,
 				Detail: fmt.Sprintf("the site is in code excluded by --exclude %s (%#x..%#x)", rg.Pattern, rg.Lo, rg.Hi)})
 		}
 		pl.Sites[i] = s
-		refused[i] = s.Verdict == analysis.Refuse
-		anyRefused = anyRefused || refused[i]
+		p.refused[i] = s.Verdict == analysis.Refuse
+		anyRefused = anyRefused || p.refused[i]
 	}
 	// A refused probe leaves no point: it must not keep a neighbour from being
 	// optimized. Check again those whose verdict another probe lowered.
-	if anyRefused && opt.SkipRefused {
+	if anyRefused && p.opt.SkipRefused {
 		var kept []uint64
-		for i, r := range reqs {
-			if !refused[i] {
+		for i, r := range pl.Requests {
+			if !p.refused[i] {
 				kept = append(kept, r.Addr)
 			}
 		}
 		slices.Sort(kept)
 		kept = slices.Compact(kept)
-		for i := range reqs {
-			if !refused[i] && pl.Sites[i].Has(analysis.RuleOtherProbe) {
-				pl.Sites[i] = check(i, kept)
+		for i := range pl.Requests {
+			if !p.refused[i] && pl.Sites[i].Has(analysis.RuleOtherProbe) {
+				pl.Sites[i] = p.check(i, kept)
 			}
 		}
 	}
-	exitChecks, exitsOf, whyNot := pl.planExits(b, reqs, opt, excl, deny, refused, addrs, check)
+}
+
+// group refuses what the analysis (or --exits-only) refuses and returns the requests
+// of each site: a request's own site, or each of its exit sites.
+func (p *planner) group(ex exitPlan) (map[uint64][]int, error) {
+	pl := p.pl
 	notExits := map[int]error{}
-	if opt.ExitsOnly {
-		for i, why := range whyNot {
+	if p.opt.ExitsOnly {
+		for i, why := range ex.whyNot {
 			s := &pl.Sites[i]
-			notExits[i] = fmt.Errorf("%s: %w at %#x (%s): %s (--exits-only): %s", reqs[i].Name, ErrRefused, s.Addr, s.FuncName, RuleNotExits, why)
-			refused[i] = true
+			notExits[i] = fmt.Errorf("%s: %w at %#x (%s): %s (--exits-only): %s", pl.Requests[i].Name, ErrRefused, s.Addr, s.FuncName, RuleNotExits, why)
+			p.refused[i] = true
 		}
 	}
 	bySite := map[uint64][]int{}
-	for i, r := range reqs {
+	for i, r := range pl.Requests {
 		s := &pl.Sites[i]
 		pl.PointOf[i] = -1
-		if refused[i] {
+		if p.refused[i] {
 			err := refusal(r, s)
 			if e, ok := notExits[i]; ok {
 				err = e
 			}
-			if !opt.SkipRefused {
-				return nil, -1, err
+			if !p.opt.SkipRefused {
+				return nil, err
 			}
 			pl.Refused = append(pl.Refused, Refusal{Request: i, Site: *s, Err: err})
 			continue
 		}
-		if ex := exitsOf[i]; len(ex) > 0 {
-			for _, a := range ex {
+		if sites := ex.of[i]; len(sites) > 0 {
+			for _, a := range sites {
 				bySite[a] = append(bySite[a], i)
 			}
 			continue
 		}
 		bySite[s.Addr] = append(bySite[s.Addr], i)
 	}
+	return bySite, nil
+}
+
+// placeAll makes the point of every site, in address order.
+func (p *planner) placeAll(bySite map[uint64][]int, ex exitPlan) error {
+	pl := p.pl
 	sites := make([]uint64, 0, len(bySite))
 	for a := range bySite {
 		sites = append(sites, a)
@@ -320,31 +357,28 @@ func makePlan(b *analysis.Binary, reqs []Request, opt Options, deny map[int]bool
 			next = sites[k+1]
 		}
 		var exit *analysis.Site
-		if es, ok := exitChecks[site]; ok {
+		if es, ok := ex.checks[site]; ok {
 			exit = &es
 			for _, i := range idx {
-				if len(exitsOf[i]) == 0 { // a probe that stayed at its entry, here
-					for _, j := range idx {
-						if len(exitsOf[j]) > 0 {
-							return nil, j, nil
-						}
-					}
+				if len(ex.of[i]) == 0 {
+					return fmt.Errorf("internal error: %s stays at the exit site %#x of %s", pl.Requests[i].Name, site, pl.Requests[idx[0]].Name)
 				}
 			}
 		}
-		pt, err := makePoint(b, pl, site, idx, next, excl, opt, exit)
+		pt, err := p.place(site, idx, next, exit)
 		if err == nil {
 			err = pl.edit(&pt, len(pl.Points))
 		}
 		if exit != nil && (err != nil || !(pt.Optimized() || pt.Verify)) {
+			// planExits took only exit sites that can be jump-optimized
 			if err == nil {
 				_ = pl.patcher.Undo(pt.Site)
 			}
-			return nil, idx[0], nil
+			return fmt.Errorf("internal error: %s: the exit site %#x could not be jump-optimized (%v)", pl.Requests[idx[0]].Name, site, err)
 		}
 		if err != nil {
-			if !opt.SkipRefused {
-				return nil, -1, err
+			if !p.opt.SkipRefused {
+				return err
 			}
 			for _, i := range idx {
 				pl.Refused = append(pl.Refused, Refusal{Request: i, Site: pl.Sites[i], Err: err})
@@ -358,11 +392,7 @@ func makePlan(b *analysis.Binary, reqs []Request, opt Options, deny map[int]bool
 		}
 		pl.Points = append(pl.Points, pt)
 	}
-	if err := pl.checkRegions(); err != nil {
-		return nil, -1, err
-	}
-	sort.Slice(pl.Refused, func(i, j int) bool { return pl.Refused[i].Request < pl.Refused[j].Request })
-	return pl, -1, nil
+	return nil
 }
 
 // edit records the byte edits of point pt, which becomes Points[pi]: an int3, or a
@@ -453,16 +483,37 @@ func refusal(r Request, s *analysis.Site) error {
 	return fmt.Errorf("%s: %w at %s", r.Name, ErrRefused, where)
 }
 
-// makePoint decides how the point at site executes its instruction. next is the
-// site of the following point (0 when none): a DCR reaching it cannot be replaced.
-func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, next uint64, excl []Range, opt Options, exit *analysis.Site) (Point, error) {
+// pointCase is what the placement tactics of one point read.
+type pointCase struct {
+	s        analysis.Site // the analysis of the site (its first request's, or the exit's)
+	code     []byte        // up to 16 original bytes at the site
+	needPost bool          // a probe on it has a post handler: it is single-stepped
+	optimize bool          // its DCR can become a jmp (optimizable filled the point's DCR)
+}
+
+// A tactic is one way to place a point: it reports whether it applies and, when it
+// does, fills the point's execution fields (an error refuses the point). MakePlan
+// tries them in order and takes the first that applies; the edits it then records
+// are undone if they cannot all be made (Plan.edit).
+type tactic func(pt *Point, c *pointCase, opt Options) (bool, error)
+
+// tactics, best first: a jmp to a detour, the --verify-regions form of one, then the
+// int3 ways from the cheapest: emulating the instruction, running its copy with a jmp
+// back (boosted), single-stepping its copy.
+var tactics = []tactic{jumpOptimize, verifyRegion, emulate, boost, singleStep}
+
+// place decides how the point at site executes its instruction. next is the site of
+// the following point (0 when none): a DCR reaching it cannot be replaced.
+func (p *planner) place(site uint64, idx []int, next uint64, exit *analysis.Site) (Point, error) {
+	pl := p.pl
 	first := pl.Requests[idx[0]]
-	s := pl.Sites[idx[0]]
+	c := pointCase{s: pl.Sites[idx[0]]}
 	if exit != nil {
-		s = *exit
+		c.s = *exit
 	}
-	pt := Point{Site: site, Func: s.Func, Check: s, Requests: idx, Exit: exit != nil}
-	code, err := insnBytes(b.File, site, s.Func)
+	s := &c.s
+	pt := Point{Site: site, Func: s.Func, Check: *s, Requests: idx, Exit: exit != nil}
+	code, err := insnBytes(p.b.File, site, s.Func)
 	if err != nil {
 		return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, err)
 	}
@@ -470,17 +521,16 @@ func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, next uint64
 	if err != nil {
 		return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, err)
 	}
-	pt.Inst, pt.Insn = in, bytes.Clone(code[:in.Len])
-	needPost := false
+	pt.Inst, pt.Insn, c.code = in, bytes.Clone(code[:in.Len]), code
 	for _, i := range idx {
-		needPost = needPost || pl.Requests[i].NeedPost
+		c.needPost = c.needPost || pl.Requests[i].NeedPost
 	}
-	optimize := !opt.NoOptimize && !needPost && optimizable(b, pl, &pt, &s, idx, next, excl)
-	if s.SignalsBlocked != "" && (!optimize || opt.VerifyRegions) {
+	c.optimize = !p.opt.NoOptimize && !c.needPost && p.optimizable(&pt, s, idx, next)
+	if s.SignalsBlocked != "" && (!c.optimize || p.opt.VerifyRegions) {
 		return pt, fmt.Errorf("%s: %w at %#x: %s at %#x: %s: only a jump-optimized probe may go there", first.Name, ErrRefused, site,
 			analysis.RuleSignalsBlocked, s.Addr, s.SignalsBlocked)
 	}
-	if !optimize && opt.OptimizedOnly {
+	if !c.optimize && p.opt.OptimizedOnly {
 		why := "the analysis' verdict is " + s.Verdict.String()
 		for _, r := range s.Blocking() {
 			why = fmt.Sprintf("%s at %#x: %s", r.Rule, r.Addr, r.Detail)
@@ -491,91 +541,86 @@ func makePoint(b *analysis.Binary, pl *Plan, site uint64, idx []int, next uint64
 		}
 		return pt, fmt.Errorf("%s: %w at %#x: %s (--optimized-only): %s", first.Name, ErrRefused, site, RuleNotOptimized, why)
 	}
-	if optimize && !opt.VerifyRegions {
-		pt.Mode, pt.XMode = ModeO, kprt.XOptimized
-		return pt, nil
-	}
-	int3Err := int3Point(&pt, code, &s, needPost, opt)
-	if optimize {
-		// --verify-regions: a boosted int3 whose slot is the whole relocated DCR
-		pt.Mode, pt.XMode, pt.Verify = ModeB, kprt.XBoost, true
-		pt.Slot, pt.SlotOpt, pt.PFlags, pt.EmuOp, pt.EmuCC, pt.Target, pt.RetImm = false, trampolines.SlotOptions{}, 0, 0, 0, 0, 0
-		return pt, nil
-	}
-	pt.DCR, pt.DCRLen, pt.DCRCode = nil, 0, nil
-	if int3Err != nil {
-		return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, int3Err)
-	}
-	return pt, nil
-}
-
-// optimizable decides whether the point can be jump-optimized, and fills its DCR
-// fields when it can: every probe on it got the optimize verdict, the DCR reaches
-// no other point and no excluded code, and its instructions relocate.
-func optimizable(b *analysis.Binary, pl *Plan, pt *Point, s *analysis.Site, idx []int, next uint64, excl []Range) bool {
-	for _, i := range idx {
-		if !pt.Exit && pl.Sites[i].Verdict != analysis.Optimize {
-			return false
+	for _, t := range tactics {
+		ok, err := t(&pt, &c, p.opt)
+		if err != nil {
+			return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, err)
+		}
+		if ok {
+			return pt, nil
 		}
 	}
-	if s.Verdict != analysis.Optimize {
-		return false
-	}
-	if s.DCRLen < 5 || len(s.DCR) == 0 || s.DCR[0].Addr != pt.Site {
-		return false
-	}
-	end := pt.Site + uint64(s.DCRLen)
-	if next != 0 && next < end {
-		return false
-	}
-	if _, ok := excludedBy(excl, pt.Site, end); ok {
-		return false
-	}
-	last := s.DCR[len(s.DCR)-1]
-	n := last.Addr + uint64(last.Len) - pt.Site
-	if n > uint64(s.DCRLen) {
-		return false
-	}
-	code, err := b.File.Bytes(pt.Site, n)
-	if err != nil {
-		return false
-	}
-	if _, err := trampolines.RegionLen(code, pt.Site, DCROptions(b.File)); err != nil {
-		return false
-	}
-	pt.DCR, pt.DCRLen, pt.DCRCode = slices.Clone(s.DCR), s.DCRLen, bytes.Clone(code)
-	return true
+	return pt, fmt.Errorf("internal error: %s: no way to place the probe at %#x", first.Name, site)
 }
 
-// int3Point fills the int3 execution of the point: boosted, emulated or
-// single-stepped.
-func int3Point(pt *Point, code []byte, s *analysis.Site, needPost bool, opt Options) error {
-	in := pt.Inst
-	site := pt.Site
-	canBoost := !opt.NoBoost && !needPost && (s.Boostable || s.Emulate)
-	if canBoost {
+// jumpOptimize: the DCR becomes a jmp rel32 to a detour buffer.
+func jumpOptimize(pt *Point, c *pointCase, opt Options) (bool, error) {
+	if !c.optimize || opt.VerifyRegions {
+		return false, nil
+	}
+	pt.Mode, pt.XMode = ModeO, kprt.XOptimized
+	return true, nil
+}
+
+// verifyRegion (--verify-regions): a would-be-optimized point is a boosted int3 whose
+// slot is the whole relocated DCR, with an int3 on every inner byte.
+func verifyRegion(pt *Point, c *pointCase, opt Options) (bool, error) {
+	if !c.optimize {
+		return false, nil
+	}
+	pt.Mode, pt.XMode, pt.Verify = ModeB, kprt.XBoost, true
+	return true, nil
+}
+
+// canBoost says whether the copy of the instruction may run without a trap after it.
+func (c *pointCase) canBoost(opt Options) bool {
+	return !opt.NoBoost && !c.needPost && (c.s.Boostable || c.s.Emulate)
+}
+
+// emulate: the runtime does what a relative branch, call, ret or loop does (loop and
+// jrcxz always: their rel8 copies cannot run out of line).
+func emulate(pt *Point, c *pointCase, opt Options) (bool, error) {
+	boosted := c.canBoost(opt)
+	if pt.Inst.Kind != x86dec.KindLoop && !(boosted && c.s.Emulate) {
+		return false, nil
+	}
+	if boosted {
 		pt.Mode = ModeB
 	}
-	emulate := in.Kind == x86dec.KindLoop || (canBoost && s.Emulate)
-	if emulate {
-		pt.XMode = kprt.XEmulate
-		return setEmulation(pt, code)
+	pt.XMode = kprt.XEmulate
+	return true, setEmulation(pt, c.code)
+}
+
+// boost: the copy runs in its slot followed by a jmp back.
+func boost(pt *Point, c *pointCase, opt Options) (bool, error) {
+	if !c.canBoost(opt) {
+		return false, nil
 	}
+	pt.Mode, pt.XMode = ModeB, kprt.XBoost
+	pt.SlotOpt = trampolines.SlotOptions{JmpBack: true}
+	return true, slotPoint(pt, c, opt)
+}
+
+// singleStep: the copy runs with the trap flag (or, with Options.Int3Step, an int3
+// after it), post handlers after it.
+func singleStep(pt *Point, c *pointCase, opt Options) (bool, error) {
+	pt.Mode, pt.XMode = ModeK, kprt.XSStep
+	pt.SlotOpt = trampolines.SlotOptions{JmpBack: true, Step: true}
+	return true, slotPoint(pt, c, opt)
+}
+
+// slotPoint fills what a point whose copy runs in a slot needs: the branch flags the
+// runtime fixes up after the copy by, and checks that the copy can be made.
+func slotPoint(pt *Point, c *pointCase, opt Options) error {
+	in, s := pt.Inst, &c.s
 	pt.Slot = true
-	if pt.Mode == ModeB {
-		pt.XMode = kprt.XBoost
-		pt.SlotOpt = trampolines.SlotOptions{JmpBack: true}
-	} else {
-		pt.XMode = kprt.XSStep
-		pt.SlotOpt = trampolines.SlotOptions{JmpBack: true, Step: true}
-	}
 	switch in.Kind {
 	case x86dec.KindCall, x86dec.KindCallIndirect:
 		pt.PFlags |= kprt.PFCall | kprt.PFBranch
 	case x86dec.KindJmp, x86dec.KindJcc, x86dec.KindRet, x86dec.KindJmpIndirect:
 		pt.PFlags |= kprt.PFBranch
 	}
-	if isPushf(code, &in) {
+	if isPushf(c.code, &in) {
 		pt.PFlags |= kprt.PFPushf
 	}
 	// A copy that is neither boostable nor a plain branch must never run without the
@@ -588,13 +633,59 @@ func int3Point(pt *Point, code []byte, s *analysis.Site, needPost bool, opt Opti
 	// single-steps kprobes since 5.15: two int3 traps per hit, ~2.7x cheaper here.
 	if opt.Int3Step && pt.XMode == kprt.XSStep && s.Boostable && in.Kind == x86dec.KindOther && pt.PFlags&kprt.PFPushf == 0 {
 		opt := trampolines.SlotOptions{Step: true, Int3End: true}
-		if _, err := trampolines.SlotLen(code, site, opt); err == nil {
+		if _, err := trampolines.SlotLen(c.code, pt.Site, opt); err == nil {
 			pt.SlotOpt = opt
 			pt.PFlags |= kprt.PFInt3Step
 		}
 	}
-	_, err := trampolines.SlotLen(code, site, pt.SlotOpt)
+	_, err := trampolines.SlotLen(c.code, pt.Site, pt.SlotOpt)
 	return err
+}
+
+// optimizable decides whether the point can be jump-optimized, and fills its DCR
+// fields when it can: every probe on it got the optimize verdict, the DCR reaches
+// no other point and no excluded code, and its instructions relocate.
+func (p *planner) optimizable(pt *Point, s *analysis.Site, idx []int, next uint64) bool {
+	for _, i := range idx {
+		if !pt.Exit && p.pl.Sites[i].Verdict != analysis.Optimize {
+			return false
+		}
+	}
+	if s.Verdict != analysis.Optimize || next != 0 && next < pt.Site+uint64(s.DCRLen) {
+		return false
+	}
+	code, ok := p.dcrCode(s)
+	if !ok {
+		return false
+	}
+	pt.DCR, pt.DCRLen, pt.DCRCode = slices.Clone(s.DCR), s.DCRLen, code
+	return true
+}
+
+// dcrCode returns the original bytes of the DCR of site s when it can become a jmp:
+// at least 5 bytes starting at the site, no excluded code, and its instructions
+// relocate.
+func (p *planner) dcrCode(s *analysis.Site) ([]byte, bool) {
+	if s.DCRLen < 5 || len(s.DCR) == 0 || s.DCR[0].Addr != s.Addr {
+		return nil, false
+	}
+	end := s.Addr + uint64(s.DCRLen)
+	if _, ok := excludedBy(p.excl, s.Addr, end); ok {
+		return nil, false
+	}
+	last := s.DCR[len(s.DCR)-1]
+	n := last.Addr + uint64(last.Len) - s.Addr
+	if n > uint64(s.DCRLen) {
+		return nil, false
+	}
+	code, err := p.b.File.Bytes(s.Addr, n)
+	if err != nil {
+		return nil, false
+	}
+	if _, err := trampolines.RegionLen(code, s.Addr, DCROptions(p.b.File)); err != nil {
+		return nil, false
+	}
+	return bytes.Clone(code), true
 }
 
 // setEmulation fills the emulation fields of a relative branch, call or ret.

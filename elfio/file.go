@@ -94,6 +94,15 @@ func Open(path string) (*File, error) {
 	return f, nil
 }
 
+// ReleasePages drops the resident pages of the input (mapped by Open) from this
+// process's memory after a pass over it: f.Data stays valid, and what is read again
+// comes back from the page cache. It does nothing for a File made by Parse.
+func (f *File) ReleasePages(b []byte) {
+	if f.mapped {
+		mmapfile.Release(b)
+	}
+}
+
 // Close releases the mapping Open made; f and every slice of f.Data must not be used
 // afterwards. It does nothing for a File made by Parse.
 func (f *File) Close() error {

@@ -128,7 +128,14 @@ func (r *recorder) Write(b []byte) (int, error) {
 // page-cache folios (WriteFileAtomic).
 func TestOutputWriteTo(t *testing.T) {
 	base := bytes.Repeat([]byte("input..."), writeChunk/4)
-	ob := &outputBuilder{base: base}
+	var released int // bytes of the input handed to release (copied before), a chunk at most each
+	var r recorder
+	ob := &outputBuilder{base: base, release: func(b []byte) {
+		if len(b) > writeChunk {
+			t.Errorf("release of %d bytes in one piece", len(b))
+		}
+		released += len(b)
+	}}
 	ob.put(0, []byte("HDR"))
 	ob.put(100, []byte("patch"))
 	ob.putFill(uint64(len(base))+10, 5000, 0xcc)
@@ -137,10 +144,12 @@ func TestOutputWriteTo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r recorder
 	n, err := out.WriteTo(&r)
 	if err != nil || uint64(n) != out.Size() || !bytes.Equal(r.Bytes(), out.Bytes()) {
 		t.Fatalf("WriteTo wrote %d bytes (%v), differing from Bytes", n, err)
+	}
+	if released != len(base)-3-5 { // every byte of the input kept, none of the pieces over it
+		t.Errorf("released %d bytes of the input, want %d", released, len(base)-8)
 	}
 	b := out.Bytes()
 	if string(b[:3]) != "HDR" || string(b[3:8]) != "ut..." || string(b[100:105]) != "patch" || b[len(base)+9] != 0 || b[len(base)+10] != 0xcc ||

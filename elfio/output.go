@@ -13,6 +13,10 @@ import (
 type Output struct {
 	size   uint64
 	pieces []piece // sorted by offset, not overlapping; gaps are zeros
+	// release, when the input is mapped, drops the resident pages of a piece of it
+	// once written (mmapfile.Release): writing a 100 MB program's copy then does not
+	// leave 100 MB of it resident.
+	release func([]byte)
 }
 
 // piece is n bytes at file offset off: b, or n copies of fill when b is nil.
@@ -20,6 +24,7 @@ type piece struct {
 	off, n uint64
 	b      []byte
 	fill   byte
+	input  bool // b is part of the input
 }
 
 // Size is the length of the image in bytes.
@@ -48,9 +53,17 @@ func (o *Output) WriteTo(w io.Writer) (int64, error) {
 	pos := uint64(0)
 	for _, p := range o.pieces {
 		cw.fill(0, p.off-pos)
-		if p.b != nil {
+		switch {
+		case p.b != nil && p.input && o.release != nil:
+			for b := p.b; len(b) > 0; {
+				k := min(len(b), writeChunk)
+				cw.write(b[:k])
+				o.release(b[:k])
+				b = b[k:]
+			}
+		case p.b != nil:
 			cw.write(p.b)
-		} else {
+		default:
 			cw.fill(p.fill, p.n)
 		}
 		pos = p.off + p.n
@@ -105,8 +118,9 @@ func (c *chunkWriter) flush() {
 // outputBuilder collects the pieces of an Output: a base (the input's kept bytes) and
 // pieces laid over it or after it.
 type outputBuilder struct {
-	base   []byte
-	pieces []piece
+	base    []byte
+	pieces  []piece
+	release func([]byte) // Output.release
 }
 
 // put places b at off (b is referenced, not copied).
@@ -128,7 +142,7 @@ func (ob *outputBuilder) putFill(off, n uint64, v byte) {
 func (ob *outputBuilder) build(size uint64) (*Output, error) {
 	ps := ob.pieces
 	sort.SliceStable(ps, func(i, j int) bool { return ps[i].off < ps[j].off })
-	out := &Output{size: size, pieces: make([]piece, 0, 2*len(ps)+1)}
+	out := &Output{size: size, pieces: make([]piece, 0, 2*len(ps)+1), release: ob.release}
 	pos := uint64(0) // the base is in out up to here
 	base := uint64(len(ob.base))
 	for i, p := range ps {
@@ -140,13 +154,13 @@ func (ob *outputBuilder) build(size uint64) (*Output, error) {
 		}
 		if pos < p.off && pos < base {
 			end := min(p.off, base)
-			out.pieces = append(out.pieces, piece{off: pos, n: end - pos, b: ob.base[pos:end]})
+			out.pieces = append(out.pieces, piece{off: pos, n: end - pos, b: ob.base[pos:end], input: true})
 		}
 		out.pieces = append(out.pieces, p)
 		pos = max(pos, p.off+p.n)
 	}
 	if pos < base {
-		out.pieces = append(out.pieces, piece{off: pos, n: base - pos, b: ob.base[pos:]})
+		out.pieces = append(out.pieces, piece{off: pos, n: base - pos, b: ob.base[pos:], input: true})
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/align"
+	"github.com/kprewrite/kprewrite/internal/mmapfile"
 )
 
 // NewSymbol is a symbol for the new code or data, written to .symtab so that objdump,
@@ -316,6 +317,9 @@ func (f *File) rewrite(a *Addition) (*Output, error) {
 	}
 
 	ob := &outputBuilder{base: f.Data[:l.keep]}
+	if f.mapped {
+		ob.release = mmapfile.Release
+	}
 	for _, p := range patches {
 		ob.put(p.off, p.b)
 	}

@@ -39,8 +39,8 @@ func TestPlanOptimize(t *testing.T) {
 	if pt.XMode != kprt.XOptimized || pt.DCRLen != 6 || len(pt.DCR) != 3 || len(pt.DCRCode) != 6 || pt.Slot || !pt.Optimized() {
 		t.Errorf("f_plain point %+v", pt)
 	}
-	if q := &pl.Points[pl.PointOf[2]]; q.DCRLen != 5 || !q.Check.Has(analysis.RuleCallRelocated) {
-		t.Errorf("f_call point: DCR %d, reasons %v", q.DCRLen, q.Check.Reasons)
+	if q := &pl.Points[pl.PointOf[2]]; q.DCRLen != 5 || !pl.Sites[2].Has(analysis.RuleCallRelocated) {
+		t.Errorf("f_call point: DCR %d, reasons %v", q.DCRLen, pl.Sites[2].Reasons)
 	}
 	// edits: a DCR-long placeholder per optimized point, an int3 for the others
 	for _, e := range pl.patcher.Edits() {
@@ -100,8 +100,8 @@ func TestPlanProbesInOneDCR(t *testing.T) {
 		t.Fatalf("kinds %s %s", pl.Kind(0), pl.Kind(1))
 	}
 	a, b := &pl.Points[pl.PointOf[0]], &pl.Points[pl.PointOf[1]]
-	if a.Site+uint64(a.Inst.Len) != b.Site || b.DCRLen != 5 {
-		t.Errorf("int3 at %#x (len %d), jmp at %#x (%d bytes)", a.Site, a.Inst.Len, b.Site, b.DCRLen)
+	if a.Site+uint64(len(a.Insn)) != b.Site || b.DCRLen != 5 {
+		t.Errorf("int3 at %#x (len %d), jmp at %#x (%d bytes)", a.Site, len(a.Insn), b.Site, b.DCRLen)
 	}
 	if !pl.Sites[0].Has(analysis.RuleOtherProbe) {
 		t.Errorf("f_plain+0: %v", pl.Sites[0].Reasons)

@@ -90,12 +90,11 @@ const RuleNotOptimized = "not-optimized"
 // Point is one probepoint: an instruction whose first byte becomes int3, and every
 // probe on it.
 type Point struct {
-	Site  uint64 // the probed instruction
-	Insn  []byte // its original bytes
-	Inst  x86dec.Inst
-	Func  *elfio.Func
-	Mode  Mode
-	Check analysis.Site // the analysis of the site (of its first request)
+	Site uint64 // the probed instruction
+	Insn []byte // its original bytes (the decoded instruction is not kept: a rewrite
+	// of node holds 78,000 points)
+	Func *elfio.Func
+	Mode Mode
 
 	// Runtime execution (kprewrite_abi.h struct kprw_point).
 	XMode  kprt.XMode
@@ -487,6 +486,7 @@ func refusal(r Request, s *analysis.Site) error {
 type pointCase struct {
 	s        analysis.Site // the analysis of the site (its first request's, or the exit's)
 	code     []byte        // up to 16 original bytes at the site
+	inst     x86dec.Inst   // the instruction there
 	needPost bool          // a probe on it has a post handler: it is single-stepped
 	optimize bool          // its DCR can become a jmp (optimizable filled the point's DCR)
 }
@@ -512,7 +512,7 @@ func (p *planner) place(site uint64, idx []int, next uint64, exit *analysis.Site
 		c.s = *exit
 	}
 	s := &c.s
-	pt := Point{Site: site, Func: s.Func, Check: *s, Requests: idx, Exit: exit != nil}
+	pt := Point{Site: site, Func: s.Func, Requests: idx, Exit: exit != nil}
 	code, err := insnBytes(p.b.File, site, s.Func)
 	if err != nil {
 		return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, err)
@@ -521,7 +521,7 @@ func (p *planner) place(site uint64, idx []int, next uint64, exit *analysis.Site
 	if err != nil {
 		return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, err)
 	}
-	pt.Inst, pt.Insn, c.code = in, bytes.Clone(code[:in.Len]), code
+	pt.Insn, c.code, c.inst = bytes.Clone(code[:in.Len]), code, in
 	for _, i := range idx {
 		c.needPost = c.needPost || pl.Requests[i].NeedPost
 	}
@@ -581,14 +581,14 @@ func (c *pointCase) canBoost(opt Options) bool {
 // jrcxz always: their rel8 copies cannot run out of line).
 func emulate(pt *Point, c *pointCase, opt Options) (bool, error) {
 	boosted := c.canBoost(opt)
-	if pt.Inst.Kind != x86dec.KindLoop && !(boosted && c.s.Emulate) {
+	if c.inst.Kind != x86dec.KindLoop && !(boosted && c.s.Emulate) {
 		return false, nil
 	}
 	if boosted {
 		pt.Mode = ModeB
 	}
 	pt.XMode = kprt.XEmulate
-	return true, setEmulation(pt, c.code)
+	return true, setEmulation(pt, &c.inst, c.code)
 }
 
 // boost: the copy runs in its slot followed by a jmp back.
@@ -612,7 +612,7 @@ func singleStep(pt *Point, c *pointCase, opt Options) (bool, error) {
 // slotPoint fills what a point whose copy runs in a slot needs: the branch flags the
 // runtime fixes up after the copy by, and checks that the copy can be made.
 func slotPoint(pt *Point, c *pointCase, opt Options) error {
-	in, s := pt.Inst, &c.s
+	in, s := c.inst, &c.s
 	pt.Slot = true
 	switch in.Kind {
 	case x86dec.KindCall, x86dec.KindCallIndirect:
@@ -689,8 +689,7 @@ func (p *planner) dcrCode(s *analysis.Site) ([]byte, bool) {
 }
 
 // setEmulation fills the emulation fields of a relative branch, call or ret.
-func setEmulation(pt *Point, code []byte) error {
-	in := &pt.Inst
+func setEmulation(pt *Point, in *x86dec.Inst, code []byte) error {
 	op := code[in.OpcodeOff]
 	pt.Target = in.Target
 	switch in.Kind {

@@ -211,6 +211,7 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 	}
 
 	var out bytes.Buffer
+	out.Grow(int(off) + strs.Len() + 8) // node's tables are ~20 MB: no doubling
 	h := RawHeader{
 		Magic: Magic, Version: Version, HeaderSize: HeaderSize, Flags: t.Flags,
 		NPoints: uint32(len(t.Points)), NProbes: uint32(nprobes), NEvents: uint32(len(t.Events)),
@@ -239,7 +240,7 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 	put(&h)
 	enc := &Encoded{ProbeIndex: make([][]int, len(t.Points)), PointIndex: make([]int, len(t.Points)),
 		StateSize: uint64(nprobes) * ProbeStateSize, StateBase: stateBase}
-	var probes []RawProbe
+	probes := make([]RawProbe, 0, nprobes)
 	for k, i := range order {
 		p := &t.Points[i]
 		rp := RawPoint{

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // Map maps the regular file at path read-only; a file larger than max bytes is refused
@@ -65,4 +66,28 @@ func Kind(m fs.FileMode) string {
 	default:
 		return "not a regular file"
 	}
+}
+
+// Release drops the resident pages of the whole pages inside b, a part of a mapping
+// Map made, from this process's memory: b stays valid and reads the same bytes (the
+// kernel reads them again from the page cache), but a pass over a 100 MB input no
+// longer keeps 100 MB resident. For a slice that is not part of such a mapping it
+// must not be called.
+func Release(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	skip := int((page - start%page) % page) // to the first whole page
+	if skip >= len(b) {
+		return
+	}
+	b = b[skip:]
+	b = b[:uintptr(len(b))&^(page-1)]
+	if len(b) == 0 {
+		return
+	}
+	// a failure only leaves the pages resident
+	_ = syscall.Madvise(b, syscall.MADV_DONTNEED)
 }

@@ -140,6 +140,10 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 	if len(plan.Points) == 0 {
 		return nil, fmt.Errorf("%s: every probe was refused (first: %w)", f.Path, plan.Refused[0].Err)
 	}
+	// the analysis read the whole input; what is read from here on is a few pages
+	// (and the hash and the output, which release as they go)
+	f.ReleasePages(f.Data)
+	plan.Sites = nil // each request's analysis: not read past planning (12 MB for node)
 	g := &gen{f: f, b: b, opt: opt, probes: probes, plan: plan, excl: excl}
 	return g.run()
 }
@@ -500,7 +504,7 @@ func (g *gen) makeTables() error {
 	for i := range pl.Points {
 		pt := &pl.Points[i]
 		g.slotOf[i] = -1
-		rp := kprt.Point{Site: pt.Site, Target: pt.Target, XMode: pt.XMode, InsnLen: uint8(pt.Inst.Len),
+		rp := kprt.Point{Site: pt.Site, Target: pt.Target, XMode: pt.XMode, InsnLen: uint8(len(pt.Insn)),
 			EmuOp: pt.EmuOp, EmuCC: pt.EmuCC, PFlags: pt.PFlags, RetImm: pt.RetImm, Orig: pt.Insn}
 		if pt.Slot {
 			si, err := g.slots.Add(pt.Insn, pt.Site, pt.SlotOpt)
@@ -568,7 +572,12 @@ func runOrder(pt *patch.Point) []int {
 // two rewrites that differ in any byte get different ones.
 func (g *gen) imageID(tables, desc []byte) uint64 {
 	h := sha256.New()
-	h.Write(g.f.Data)
+	for d := g.f.Data; len(d) > 0; {
+		k := min(len(d), 2<<20)
+		h.Write(d[:k])
+		g.f.ReleasePages(d[:k]) // a pass over the input leaves none of it resident
+		d = d[k:]
+	}
 	fmt.Fprintf(h, "\x00tables %d\x00", len(tables))
 	h.Write(tables)
 	fmt.Fprintf(h, "\x00desc %d\x00", len(desc))

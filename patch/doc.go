@@ -34,7 +34,12 @@
 // (--count-only) a return probe whose function's returns the analysis sees all of
 // (analysis.Exits) has no entry point: one count-only point per ret or tail call
 // (Point.Exit), jump-optimized; if one of them cannot be, or another probe sits there,
-// the plan is made again with that probe hooking its return address as usual.
+// that probe hooks its return address as usual: exits.go decides it for every request
+// before any point is placed, so the plan is made once.
+//
+// A planner (plan.go) holds what the steps share; each point is placed by the first
+// placement tactic that applies (tactics: jumpOptimize, verifyRegion, emulate, boost,
+// singleStep), its edits recorded afterwards and undone if they cannot all be made.
 //
 // Probes whose sites share a DCR are planned deliberately: the earlier one is never
 // optimized (its DCR would hold the later one's site), so it stays an int3 whose slot

@@ -1,6 +1,7 @@
 package patch
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/kprewrite/kprewrite/analysis"
@@ -80,17 +81,10 @@ func (p *planner) planExits() exitPlan {
 		return ex
 	}
 	// the other probes, checked again where an exit site is near
-	all := slices.Clone(p.addrs)
-	for a := range ex.checks {
-		all = append(all, a)
-	}
+	exitAddrs := slices.Sorted(maps.Keys(ex.checks))
+	all := slices.Concat(p.addrs, exitAddrs)
 	slices.Sort(all)
 	all = slices.Compact(all)
-	exitAddrs := make([]uint64, 0, len(ex.checks))
-	for a := range ex.checks {
-		exitAddrs = append(exitAddrs, a)
-	}
-	slices.Sort(exitAddrs)
 	for i, r := range pl.Requests {
 		if p.refused[i] || len(ex.of[i]) > 0 || len(neighbours(exitAddrs, r.Addr)) == 0 {
 			continue
@@ -155,26 +149,8 @@ func (p *planner) unplaceableExits(ex exitPlan) []int {
 	if len(ex.of) == 0 {
 		return nil
 	}
-	pl := p.pl
-	bySite := map[uint64][]int{} // every point's site, as group makes them
-	for i := range pl.Requests {
-		_, out := ex.whyNot[i]
-		if p.refused[i] || (out && p.opt.ExitsOnly) {
-			continue
-		}
-		if sites := ex.of[i]; len(sites) > 0 {
-			for _, a := range sites {
-				bySite[a] = append(bySite[a], i)
-			}
-			continue
-		}
-		bySite[pl.Sites[i].Addr] = append(bySite[pl.Sites[i].Addr], i)
-	}
-	sites := make([]uint64, 0, len(bySite))
-	for a := range bySite {
-		sites = append(sites, a)
-	}
-	slices.Sort(sites)
+	bySite := p.bySite(ex) // every point's site, as MakePlan will place them
+	sites := slices.Sorted(maps.Keys(bySite))
 	var bad []int
 	for k, site := range sites {
 		s, ok := ex.checks[site]

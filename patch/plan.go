@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -314,40 +315,49 @@ func (p *planner) group(ex exitPlan) (map[uint64][]int, error) {
 			p.refused[i] = true
 		}
 	}
-	bySite := map[uint64][]int{}
 	for i, r := range pl.Requests {
-		s := &pl.Sites[i]
 		pl.PointOf[i] = -1
-		if p.refused[i] {
-			err := refusal(r, s)
-			if e, ok := notExits[i]; ok {
-				err = e
-			}
-			if !p.opt.SkipRefused {
-				return nil, err
-			}
-			pl.Refused = append(pl.Refused, Refusal{Request: i, Site: *s, Err: err})
+		if !p.refused[i] {
+			continue
+		}
+		s := &pl.Sites[i]
+		err := refusal(r, s)
+		if e, ok := notExits[i]; ok {
+			err = e
+		}
+		if !p.opt.SkipRefused {
+			return nil, err
+		}
+		pl.Refused = append(pl.Refused, Refusal{Request: i, Site: *s, Err: err})
+	}
+	return p.bySite(ex), nil
+}
+
+// bySite returns the requests of each point's site, in request order: a request's
+// own site, or each of its exit sites; refused requests (also those --exits-only
+// refuses) have none.
+func (p *planner) bySite(ex exitPlan) map[uint64][]int {
+	pl := p.pl
+	m := map[uint64][]int{}
+	for i := range pl.Requests {
+		if _, out := ex.whyNot[i]; p.refused[i] || (out && p.opt.ExitsOnly) {
 			continue
 		}
 		if sites := ex.of[i]; len(sites) > 0 {
 			for _, a := range sites {
-				bySite[a] = append(bySite[a], i)
+				m[a] = append(m[a], i)
 			}
 			continue
 		}
-		bySite[s.Addr] = append(bySite[s.Addr], i)
+		m[pl.Sites[i].Addr] = append(m[pl.Sites[i].Addr], i)
 	}
-	return bySite, nil
+	return m
 }
 
 // placeAll makes the point of every site, in address order.
 func (p *planner) placeAll(bySite map[uint64][]int, ex exitPlan) error {
 	pl := p.pl
-	sites := make([]uint64, 0, len(bySite))
-	for a := range bySite {
-		sites = append(sites, a)
-	}
-	slices.Sort(sites)
+	sites := slices.Sorted(maps.Keys(bySite))
 	pl.Points = make([]Point, 0, len(sites)) // a Point is large: no doubling of the array
 	for k, site := range sites {
 		idx := bySite[site]
@@ -358,10 +368,8 @@ func (p *planner) placeAll(bySite map[uint64][]int, ex exitPlan) error {
 		var exit *analysis.Site
 		if es, ok := ex.checks[site]; ok {
 			exit = &es
-			for _, i := range idx {
-				if len(ex.of[i]) == 0 {
-					return fmt.Errorf("internal error: %s stays at the exit site %#x of %s", pl.Requests[i].Name, site, pl.Requests[idx[0]].Name)
-				}
+			if j := stayingWithExit(idx, ex); j >= 0 {
+				return fmt.Errorf("internal error: a probe stays at the exit site %#x of %s", site, pl.Requests[j].Name)
 			}
 		}
 		pt, err := p.place(site, idx, next, exit)

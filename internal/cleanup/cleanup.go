@@ -4,18 +4,41 @@
 package cleanup
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"os/signal"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 var (
 	mu       sync.Mutex
 	paths    = map[string]int{}
 	signaled atomic.Bool // an interrupting signal arrived: the process ends by it
+	// childInterrupted: a child process died of an interrupting signal, most likely
+	// the one sent to the whole process group, which may not have reached OnSignal's
+	// goroutine yet.
+	childInterrupted atomic.Bool
 )
+
+// interrupting reports whether sig is one OnSignal handles.
+func interrupting(sig syscall.Signal) bool {
+	return sig == syscall.SIGINT || sig == syscall.SIGTERM || sig == syscall.SIGHUP
+}
+
+// NoteChild records how a child process ended (err from its Wait or Run): one killed
+// by an interrupting signal makes Exit wait for that signal to arrive here too.
+func NoteChild(err error) {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && interrupting(ws.Signal()) {
+			childInterrupted.Store(true)
+		}
+	}
+}
 
 // Add registers path (a file or a directory) for removal on an interrupting signal
 // and returns the function that unregisters it, for when it was renamed or removed.
@@ -61,8 +84,15 @@ func OnSignal() {
 
 // Exit ends the process with code, unless an interrupting signal arrived: then the
 // process ends by that signal once its files are removed (a command that failed
-// because its compiler was interrupted too must not end with its own status).
+// because its compiler was interrupted too must not end with its own status). When a
+// child died of such a signal, the signal sent to the process group may still be on
+// its way to OnSignal's goroutine: Exit gives it a second.
 func Exit(code int) {
+	if code != 0 && childInterrupted.Load() {
+		for deadline := time.Now().Add(time.Second); !signaled.Load() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	if signaled.Load() {
 		select {} // OnSignal's goroutine kills the process
 	}

@@ -121,8 +121,10 @@ func Compile(ctx context.Context, files []string, opt Options) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compile handlers: %w", err)
 	}
-	defer os.RemoveAll(dir)
-	defer cleanup.Add(dir)()
+	// removed, then unregistered: an interrupting signal between the two still
+	// finds it registered
+	done := cleanup.Add(dir)
+	defer func() { os.RemoveAll(dir); done() }()
 	inc := filepath.Join(dir, "include")
 	if err := os.Mkdir(inc, 0o755); err != nil {
 		return nil, fmt.Errorf("compile handlers: %w", err)
@@ -283,6 +285,7 @@ func (c *compiler) compile(ctx context.Context, src, tag string) ([]byte, []stri
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
+	cleanup.NoteChild(err)
 	text := strings.ReplaceAll(out.String(), c.inc+string(filepath.Separator), "")
 	text = strings.TrimRight(text, "\n")
 	if err != nil {
@@ -310,6 +313,7 @@ func (c *compiler) compile(ctx context.Context, src, tag string) ([]byte, []stri
 // the one standard place -nostdinc leaves out that freestanding code may use.
 func compilerInclude(ctx context.Context, opt Options) (string, error) {
 	out, err := exec.CommandContext(ctx, opt.CC, "-print-file-name=include").Output()
+	cleanup.NoteChild(err)
 	dir := strings.TrimSpace(string(out))
 	if err != nil || dir == "" || dir == "include" {
 		return "", fmt.Errorf("compile handlers: cannot find %s's include directory: %v", opt.CC, err)

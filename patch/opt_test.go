@@ -36,7 +36,7 @@ func TestPlanOptimize(t *testing.T) {
 		t.Fatalf("kinds %v", kinds)
 	}
 	pt := &pl.Points[pl.PointOf[0]]
-	if pt.XMode != kprt.XOptimized || pt.DCRLen != 6 || len(pt.DCR) != 3 || len(pt.DCRCode) != 6 || pt.Slot || !pt.Optimized() {
+	if pt.XMode != kprt.XOptimized || pt.DCRLen != 6 || len(pt.DCR) != 3 || len(pt.DCRCode) != 6 || pt.NeedsSlot || !pt.Optimized() {
 		t.Errorf("f_plain point %+v", pt)
 	}
 	if q := &pl.Points[pl.PointOf[2]]; q.DCRLen != 5 || !pl.Sites[2].Has(analysis.RuleCallRelocated) {
@@ -54,7 +54,7 @@ func TestPlanOptimize(t *testing.T) {
 			t.Fatalf("edit at %#x belongs to no point", e.Addr)
 		}
 		if q.Optimized() && (len(e.New) != q.DCRLen || e.New[0] != 0xe9) || !q.Optimized() && (len(e.New) != 1 || e.New[0] != Int3) {
-			t.Errorf("edit %+v for a %v point", e, q.Mode)
+			t.Errorf("edit %+v for a %v point", e, q.Mode())
 		}
 	}
 	pi := pl.PointOf[0]
@@ -100,8 +100,8 @@ func TestPlanProbesInOneDCR(t *testing.T) {
 		t.Fatalf("kinds %s %s", pl.Kind(0), pl.Kind(1))
 	}
 	a, b := &pl.Points[pl.PointOf[0]], &pl.Points[pl.PointOf[1]]
-	if a.Site+uint64(len(a.Insn)) != b.Site || b.DCRLen != 5 {
-		t.Errorf("int3 at %#x (len %d), jmp at %#x (%d bytes)", a.Site, len(a.Insn), b.Site, b.DCRLen)
+	if a.Site+uint64(len(a.Orig)) != b.Site || b.DCRLen != 5 {
+		t.Errorf("int3 at %#x (len %d), jmp at %#x (%d bytes)", a.Site, len(a.Orig), b.Site, b.DCRLen)
 	}
 	if !pl.Sites[0].Has(analysis.RuleOtherProbe) {
 		t.Errorf("f_plain+0: %v", pl.Sites[0].Reasons)
@@ -115,7 +115,7 @@ func TestPlanProbesInOneDCR(t *testing.T) {
 		t.Errorf("with a refused neighbour: kind %s, %d refused", pl.Kind(0), len(pl.Refused))
 	}
 	// the invariant itself
-	pl.Points = append(pl.Points, Point{Site: pl.Points[0].Site + 2})
+	pl.Points = append(pl.Points, Point{Point: kprt.Point{Site: pl.Points[0].Site + 2}})
 	if err := pl.checkRegions(); err == nil {
 		t.Error("a point inside a DCR passed checkRegions")
 	}
@@ -128,10 +128,10 @@ func TestPlanVerifyRegions(t *testing.T) {
 		t.Fatal(err)
 	}
 	pt := &pl.Points[pl.PointOf[0]]
-	if !pt.Verify || pt.Mode != ModeB || pt.XMode != kprt.XBoost || pt.Slot || pt.DCRLen != 6 || pl.Kind(0) != "b" {
+	if !pt.Verify || pt.Mode() != ModeB || pt.XMode != kprt.XBoost || pt.NeedsSlot || pt.DCRLen != 6 || pl.Kind(0) != "b" {
 		t.Fatalf("verify point %+v", pt)
 	}
-	if q := &pl.Points[pl.PointOf[1]]; q.Verify || q.XMode != kprt.XBoost || !q.Slot {
+	if q := &pl.Points[pl.PointOf[1]]; q.Verify || q.XMode != kprt.XBoost || !q.NeedsSlot {
 		t.Errorf("the boosted point is not a verify point: %+v", q)
 	}
 	// inner bytes 1..5; push (1) and mov %rsp,%rbp (3) end at 1 and 4

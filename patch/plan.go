@@ -26,7 +26,7 @@ type Request struct {
 	NeedPost bool   // the probe has a post_handler: its point is single-stepped
 }
 
-// Mode is how a probepoint executes the probed instruction.
+// Mode is how a probepoint runs its instruction, as kprobes lists it (Point.Mode).
 type Mode uint8
 
 const (
@@ -91,31 +91,30 @@ const RuleNotOptimized = "not-optimized"
 // Point is one probepoint: an instruction whose first byte becomes int3, and every
 // probe on it.
 type Point struct {
-	Site uint64 // the probed instruction
-	Insn []byte // its original bytes (the decoded instruction is not kept: a rewrite
-	// of node holds 78,000 points)
+	// Point is the probepoint as the runtime's tables hold it (struct kprw_point): the
+	// site, its original bytes (Orig, InsnLen) and how the runtime executes it
+	// (XMode, EmuOp, EmuCC, Target, RetImm, PFlags). The plan fills these; the
+	// rewriter adds what placement decides, the slot's address and length, and the
+	// probes.
+	kprt.Point
 	Func *elfio.Func
-	Mode Mode
 
-	// Runtime execution (kprewrite_abi.h struct kprw_point).
-	XMode  kprt.XMode
-	EmuOp  kprt.EmuOp // for XEmulate
-	EmuCC  uint8      // jcc condition
-	Target uint64     // branch target for emulation
-	RetImm uint16
-	PFlags kprt.PointFlags
+	// Boosted: an emulated instruction (XEmulate) that counts as boosted ("b"),
+	// as every boosted copy does; without it, it is single-stepped ("k").
+	Boosted bool
 
-	// The out-of-line slot it needs (not for XEmulate, ModeO or Verify points).
-	Slot    bool
-	SlotOpt trampolines.SlotOptions
+	// NeedsSlot: the point's copy runs in an out-of-line slot (not for XEmulate,
+	// jump-optimized or Verify points), made with SlotOpt.
+	NeedsSlot bool
+	SlotOpt   trampolines.SlotOptions
 
-	// Jump-optimized points (ModeO) and --verify-regions points (Verify): the DCR.
+	// Jump-optimized points and --verify-regions points (Verify): the DCR.
 	DCR     []analysis.InstRef
 	DCRLen  int    // bytes the jmp and its filler replace (a padding tail included)
 	DCRCode []byte // original bytes of the DCR's whole instructions (no padding tail)
-	// Verify: a would-be-optimized point in --verify-regions mode. It is ModeB with
-	// XBoost, and its slot (made by the rewriter) is the relocated DCR then a jmp
-	// to Site+DCRLen; its inner bytes are in Plan.Inner.
+	// Verify: a would-be-optimized point in --verify-regions mode. It is XBoost, and
+	// its slot (made by the rewriter) is the relocated DCR then a jmp to Site+DCRLen;
+	// its inner bytes are in Plan.Inner.
 	Verify bool
 
 	Requests []int // indices of its requests, in request order
@@ -126,7 +125,19 @@ type Point struct {
 }
 
 // Optimized reports whether the point is jump-optimized.
-func (pt *Point) Optimized() bool { return pt.Mode == ModeO }
+func (pt *Point) Optimized() bool { return pt.XMode == kprt.XOptimized }
+
+// Mode is the point's kind in kprobes' list: single-stepped, boosted or
+// jump-optimized.
+func (pt *Point) Mode() Mode {
+	switch {
+	case pt.XMode == kprt.XOptimized:
+		return ModeO
+	case pt.XMode == kprt.XBoost, pt.XMode == kprt.XEmulate && pt.Boosted:
+		return ModeB
+	}
+	return ModeK
+}
 
 // DCROptions is how the instructions of a DCR of f are relocated, for detours and
 // --verify-regions slots alike: a call ending the DCR pushes its original return
@@ -183,8 +194,8 @@ func (pl *Plan) Edits() []Edit { return pl.patcher.Edits() }
 // jmp rel32 to its detour and filler, DCRLen bytes).
 func (pl *Plan) SetSiteJmp(pi int, b []byte) error {
 	pt := &pl.Points[pi]
-	if pt.Mode != ModeO || len(b) != pt.DCRLen {
-		return fmt.Errorf("%w %#x: %d bytes for a point of mode %v with a %d-byte DCR", ErrEdit, pt.Site, len(b), pt.Mode, pt.DCRLen)
+	if !pt.Optimized() || len(b) != pt.DCRLen {
+		return fmt.Errorf("%w %#x: %d bytes for a point of mode %v with a %d-byte DCR", ErrEdit, pt.Site, len(b), pt.Mode(), pt.DCRLen)
 	}
 	return pl.patcher.Replace(pt.Site, b)
 }
@@ -196,7 +207,7 @@ func (pl *Plan) Kind(i int) string {
 	if pi < 0 {
 		return ""
 	}
-	k := pl.Points[pi].Mode.String()
+	k := pl.Points[pi].Mode().String()
 	if pl.Requests[i].Return {
 		if k == "k" {
 			return "r"
@@ -408,7 +419,7 @@ func (p *planner) placeAll(bySite map[uint64][]int, ex exitPlan) error {
 // the site and every inner byte. On error nothing of it stays recorded.
 func (pl *Plan) edit(pt *Point, pi int) error {
 	switch {
-	case pt.Mode == ModeO:
+	case pt.Optimized():
 		return pl.patcher.Write(pt.Site, trampolines.SitePlaceholder(pt.DCRLen))
 	case pt.Verify:
 		if err := pl.patcher.Int3(pt.Site); err != nil {
@@ -450,7 +461,7 @@ func (pl *Plan) edit(pt *Point, pi int) error {
 func (pl *Plan) checkRegions() error {
 	for i := range pl.Points {
 		pt := &pl.Points[i]
-		if pt.Mode != ModeO && !pt.Verify {
+		if !pt.Optimized() && !pt.Verify {
 			continue
 		}
 		end := pt.Site + uint64(pt.DCRLen)
@@ -520,7 +531,7 @@ func (p *planner) place(site uint64, idx []int, next uint64, exit *analysis.Site
 		c.s = *exit
 	}
 	s := &c.s
-	pt := Point{Site: site, Func: s.Func, Requests: idx, Exit: exit != nil}
+	pt := Point{Point: kprt.Point{Site: site}, Func: s.Func, Requests: idx, Exit: exit != nil}
 	code, err := insnBytes(p.b.File, site, s.Func)
 	if err != nil {
 		return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, err)
@@ -529,7 +540,7 @@ func (p *planner) place(site uint64, idx []int, next uint64, exit *analysis.Site
 	if err != nil {
 		return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, err)
 	}
-	pt.Insn, c.code, c.inst = bytes.Clone(code[:in.Len]), code, in
+	pt.Orig, pt.InsnLen, c.code, c.inst = bytes.Clone(code[:in.Len]), uint8(in.Len), code, in
 	for _, i := range idx {
 		c.needPost = c.needPost || pl.Requests[i].NeedPost
 	}
@@ -566,7 +577,7 @@ func jumpOptimize(pt *Point, c *pointCase, opt Options) (bool, error) {
 	if !c.optimize || opt.VerifyRegions {
 		return false, nil
 	}
-	pt.Mode, pt.XMode = ModeO, kprt.XOptimized
+	pt.XMode = kprt.XOptimized
 	return true, nil
 }
 
@@ -576,7 +587,7 @@ func verifyRegion(pt *Point, c *pointCase, opt Options) (bool, error) {
 	if !c.optimize {
 		return false, nil
 	}
-	pt.Mode, pt.XMode, pt.Verify = ModeB, kprt.XBoost, true
+	pt.XMode, pt.Verify = kprt.XBoost, true
 	return true, nil
 }
 
@@ -592,10 +603,7 @@ func emulate(pt *Point, c *pointCase, opt Options) (bool, error) {
 	if c.inst.Kind != x86dec.KindLoop && !(boosted && c.s.Emulate) {
 		return false, nil
 	}
-	if boosted {
-		pt.Mode = ModeB
-	}
-	pt.XMode = kprt.XEmulate
+	pt.XMode, pt.Boosted = kprt.XEmulate, boosted
 	return true, setEmulation(pt, &c.inst, c.code)
 }
 
@@ -604,7 +612,7 @@ func boost(pt *Point, c *pointCase, opt Options) (bool, error) {
 	if !c.canBoost(opt) {
 		return false, nil
 	}
-	pt.Mode, pt.XMode = ModeB, kprt.XBoost
+	pt.XMode = kprt.XBoost
 	pt.SlotOpt = trampolines.SlotOptions{JmpBack: true}
 	return true, slotPoint(pt, c, opt)
 }
@@ -612,7 +620,7 @@ func boost(pt *Point, c *pointCase, opt Options) (bool, error) {
 // singleStep: the copy runs with the trap flag (or, with Options.Int3Step, an int3
 // after it), post handlers after it.
 func singleStep(pt *Point, c *pointCase, opt Options) (bool, error) {
-	pt.Mode, pt.XMode = ModeK, kprt.XSStep
+	pt.XMode = kprt.XSStep
 	pt.SlotOpt = trampolines.SlotOptions{JmpBack: true, Step: true}
 	return true, slotPoint(pt, c, opt)
 }
@@ -621,7 +629,7 @@ func singleStep(pt *Point, c *pointCase, opt Options) (bool, error) {
 // runtime fixes up after the copy by, and checks that the copy can be made.
 func slotPoint(pt *Point, c *pointCase, opt Options) error {
 	in, s := c.inst, &c.s
-	pt.Slot = true
+	pt.NeedsSlot = true
 	switch in.Kind {
 	case x86dec.KindCall, x86dec.KindCallIndirect:
 		pt.PFlags |= kprt.PFCall | kprt.PFBranch

@@ -115,11 +115,11 @@ func TestPlanModes(t *testing.T) {
 	check := func(i int, mode Mode, xmode kprt.XMode, emu kprt.EmuOp) {
 		t.Helper()
 		q := pt(i)
-		if q.Mode != mode || q.XMode != xmode || q.EmuOp != emu {
-			t.Errorf("request %d (%s): mode %v xmode %d emu %d, want %v %d %d", i, reqs[i].Name, q.Mode, q.XMode, q.EmuOp, mode, xmode, emu)
+		if q.Mode() != mode || q.XMode != xmode || q.EmuOp != emu {
+			t.Errorf("request %d (%s): mode %v xmode %d emu %d, want %v %d %d", i, reqs[i].Name, q.Mode(), q.XMode, q.EmuOp, mode, xmode, emu)
 		}
-		if q.Slot != (xmode != kprt.XEmulate) {
-			t.Errorf("request %d: slot %v", i, q.Slot)
+		if q.NeedsSlot != (xmode != kprt.XEmulate) {
+			t.Errorf("request %d: slot %v", i, q.NeedsSlot)
 		}
 	}
 	check(0, ModeB, kprt.XBoost, 0)
@@ -147,7 +147,7 @@ func TestPlanModes(t *testing.T) {
 	if pt(9).Site != p.syms["f_endbr"]+4 || pl.PointOf[9] != pl.PointOf[10] {
 		t.Errorf("endbr: site %#x, points %d %d", pt(9).Site, pl.PointOf[9], pl.PointOf[10])
 	}
-	if pl.PointOf[5] != pl.PointOf[11] || pt(11).Mode != ModeK {
+	if pl.PointOf[5] != pl.PointOf[11] || pt(11).Mode() != ModeK {
 		t.Errorf("a post handler makes the whole point k")
 	}
 	if got := []string{pl.Kind(0), pl.Kind(7), pl.Kind(5)}; !reflect.DeepEqual(got, []string{"b", "rb", "k"}) {
@@ -159,7 +159,7 @@ func TestPlanModes(t *testing.T) {
 		t.Fatalf("%d edits for %d points", len(edits), len(pl.Points))
 	}
 	for i, e := range edits {
-		if e.Addr != pl.Points[i].Site || len(e.New) != 1 || e.New[0] != Int3 || e.Orig[0] != pl.Points[i].Insn[0] {
+		if e.Addr != pl.Points[i].Site || len(e.New) != 1 || e.New[0] != Int3 || e.Orig[0] != pl.Points[i].Orig[0] {
 			t.Errorf("edit %d: %+v for point at %#x", i, e, pl.Points[i].Site)
 		}
 		if i > 0 && pl.Points[i-1].Site >= pl.Points[i].Site {
@@ -289,7 +289,7 @@ func TestPlanExitAtEntry(t *testing.T) {
 	}
 	pt := pl.Points[pl.PointOf[0]]
 	if !pt.Exit || pt.Site != p.syms["f_rip"] || !pt.Optimized() {
-		t.Fatalf("the return probe alone: point %#x exit=%v mode=%v, want the exit at the entry %#x", pt.Site, pt.Exit, pt.Mode, p.syms["f_rip"])
+		t.Fatalf("the return probe alone: point %#x exit=%v mode=%v, want the exit at the entry %#x", pt.Site, pt.Exit, pt.Mode(), p.syms["f_rip"])
 	}
 	both := []Request{p.req("f_rip", 0), ret}
 	pl, err = MakePlan(p.b, both, opt)

@@ -95,7 +95,7 @@ func hasSymtab(f *elfio.File) bool {
 // anyInt3 reports whether some point of the plan traps (int3, not jump-optimized).
 func (pl *Plan) anyInt3() bool {
 	for i := range pl.Points {
-		if pl.Points[i].Mode != ModeO {
+		if !pl.Points[i].Optimized() {
 			return true
 		}
 	}
@@ -315,7 +315,7 @@ func (pl *Plan) hookable(b *analysis.Binary, sf *sgFunc, sites []uint64, pointAt
 		if pt.Verify {
 			return nil, "a --verify-regions probe is on its entry"
 		}
-		if pt.Mode == ModeO {
+		if pt.Optimized() {
 			n, err := trampolines.RegionLen(pt.DCRCode, pt.Site, opt)
 			if err != nil || n < 5 {
 				return nil, fmt.Sprintf("the jump-optimized probe on its entry leaves no room for a jmp in its detour (%d bytes, %v)", n, err)
@@ -323,15 +323,16 @@ func (pl *Plan) hookable(b *analysis.Binary, sf *sgFunc, sites []uint64, pointAt
 			h.Point, h.Detour, h.Code, h.Back, h.Reloc = pi, true, bytes.Clone(pt.DCRCode), pt.Site+uint64(pt.DCRLen), n
 			return h, ""
 		}
-		n, err := trampolines.RegionLen(pt.Insn, pt.Site, opt)
+		n, err := trampolines.RegionLen(pt.Orig, pt.Site, opt)
 		if err != nil {
 			return nil, fmt.Errorf("the probed entry instruction cannot be relocated: %w", err).Error()
 		}
-		h.Point, h.Code, h.Back, h.Reloc = pi, bytes.Clone(pt.Insn), pt.Site+uint64(len(pt.Insn)), n
+		h.Point, h.Code, h.Back, h.Reloc = pi, bytes.Clone(pt.Orig), pt.Site+uint64(len(pt.Orig)), n
 		// the int3 stays; the point jumps to the stub (emulated) instead of running its
-		// instruction, which the copy runs first
+		// instruction, which the copy runs first; it keeps its kind in the list
+		pt.Boosted = pt.Mode() == ModeB
 		pt.XMode, pt.EmuOp, pt.EmuCC, pt.Target, pt.RetImm, pt.PFlags = kprt.XEmulate, kprt.EmuJmp, 0, 1, 0, 0
-		pt.Slot, pt.SlotOpt = false, trampolines.SlotOptions{}
+		pt.NeedsSlot, pt.SlotOpt = false, trampolines.SlotOptions{}
 		return h, ""
 	}
 	if s.Verdict != analysis.Optimize || s.DCRLen < 5 || len(s.DCR) == 0 || s.DCR[0].Addr != s.Addr {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/kprewrite/kprewrite/internal/align"
 )
 
 // Tables is what the rewriter tells the runtime: probepoints with their probes, trace
@@ -95,11 +97,14 @@ type Event struct {
 	Flags       EventFlags
 }
 
-// Encoded is the result of Encode.
+// Encoded is the tables laid out: Prepare settles their sizes and indexes, which do
+// not depend on addresses, and Encode writes them once the addresses are known.
 type Encoded struct {
 	// RO is the read-only blob to place at the roBase given to Encode; the header is
-	// at its start.
+	// at its start. Nil until Encode.
 	RO []byte
+	// Size is len(RO), known from Prepare.
+	Size uint64
 	// StateSize is the size of the zero-filled writable area to reserve at stateBase.
 	StateSize uint64
 	// ProbeIndex[i][j] is the runtime index of Points[i].Probes[j] after sorting
@@ -111,6 +116,17 @@ type Encoded struct {
 	PointIndex []int
 	// StateBase is the stateBase given to Encode.
 	StateBase uint64
+
+	t       *Tables
+	order   []int // runtime index -> index in t.Points
+	nprobes int
+	// offsets from the header: points, probes, events, abs slots, hooks, signal
+	// guard, strings
+	pointsOff, probesOff, eventsOff, absOff, hooksOff, sgOff, strOff uint64
+	strs                                                             []byte
+	strAt                                                            map[string]uint64 // offset in strs
+	strMissing                                                       bool              // Encode asked for a string Prepare did not see
+	header                                                           RawHeader
 }
 
 // GateAddr is the vaddr of the gate word of Points[i] (meaningful for XOptimized
@@ -142,8 +158,23 @@ const gateOffset = 20
 // ErrTables reports tables the runtime would refuse.
 var ErrTables = errors.New("invalid probe tables")
 
-// Encode lays out t with its header at roBase and the probe state at stateBase.
+// Encode lays out t with its header at roBase and the probe state at stateBase: Prepare
+// and Encode in one.
 func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
+	enc, err := t.Prepare()
+	if err != nil {
+		return nil, err
+	}
+	if err := enc.Encode(roBase, stateBase); err != nil {
+		return nil, err
+	}
+	return enc, nil
+}
+
+// Prepare checks t and settles what does not depend on where the tables go: their
+// size, the probe state's size, and the runtime index of every point and probe. The
+// counts and strings of t must not change before Encode; addresses may.
+func (t *Tables) Prepare() (*Encoded, error) {
 	if len(t.Points) > MaxPoints {
 		return nil, fmt.Errorf("%w: %d probepoints (max %d)", ErrTables, len(t.Points), MaxPoints)
 	}
@@ -166,20 +197,37 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 	if nprobes > math.MaxUint32/2 || len(t.Events) > math.MaxUint32/2 || len(t.AbsSlots) > math.MaxUint32/2 {
 		return nil, fmt.Errorf("%w: too many entries", ErrTables)
 	}
+	for _, e := range t.Events {
+		if len(e.Fetch) > math.MaxUint32 {
+			return nil, fmt.Errorf("%w: event %s/%s: fetch program too long", ErrTables, e.Group, e.Name)
+		}
+	}
+	e := &Encoded{t: t, order: order, nprobes: nprobes, StateSize: uint64(nprobes) * ProbeStateSize,
+		ProbeIndex: make([][]int, len(t.Points)), PointIndex: make([]int, len(t.Points)), strAt: map[string]uint64{}}
+	probe := 0
+	for k, i := range order {
+		e.PointIndex[i] = k
+		e.ProbeIndex[i] = make([]int, len(t.Points[i].Probes))
+		for j := range e.ProbeIndex[i] {
+			e.ProbeIndex[i][j] = probe
+			probe++
+		}
+	}
 
-	// layout: header, points, probes, events, abs slots, strings and fetch programs
+	// layout: header, points, probes, events, abs slots, hooks, signal guard, strings
+	// and fetch programs
 	off := uint64(HeaderSize)
-	pointsOff := off
+	e.pointsOff = off
 	off += uint64(len(t.Points)) * PointSize
-	probesOff := off
+	e.probesOff = off
 	off += uint64(nprobes) * ProbeSize
-	eventsOff := off
+	e.eventsOff = off
 	off += uint64(len(t.Events)) * EventSize
-	absOff := off
+	e.absOff = off
 	off += uint64(len(t.AbsSlots)) * 8
-	hooksOff := off
+	e.hooksOff = off
 	off += HooksSize
-	sgOff := off
+	e.sgOff = off
 	if sg := t.SigGuard; sg != nil {
 		if len(sg.Slots) > math.MaxUint32/2 {
 			return nil, fmt.Errorf("%w: too many GOT slots", ErrTables)
@@ -191,57 +239,104 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 		}
 		off += SigGuardSize + uint64(len(sg.Slots))*GotSlotSize
 	}
-	var strs bytes.Buffer
-	strAt := map[string]uint64{}
-	addStr := func(s string, nul bool) uint64 {
-		key := s
-		if nul {
-			key += "\x00"
+	e.strOff = off
+	// the strings in the order Encode asks for them
+	if t.TracePath != "" {
+		e.addStr(t.TracePath, true)
+	}
+	if t.ImageName != "" {
+		e.addStr(t.ImageName, true)
+	}
+	for _, ev := range t.Events {
+		e.addStr(ev.Group, true)
+		e.addStr(ev.Name, true)
+		if len(ev.Fetch) > 0 {
+			e.addStr(string(ev.Fetch), false)
 		}
-		if a, ok := strAt[key]; ok {
-			return a
+	}
+	if sg := t.SigGuard; sg != nil {
+		for _, g := range sg.Slots {
+			e.addStr(g.Name, true)
 		}
-		for strs.Len()%8 != 0 {
-			strs.WriteByte(0)
-		}
-		a := roBase + off + uint64(strs.Len())
-		strs.WriteString(key)
-		strAt[key] = a
+	}
+	e.Size = align.Up(off+uint64(len(e.strs)), 8)
+	return e, nil
+}
+
+// addStr puts s (NUL-terminated if nul) in the string table once, 8-aligned, and
+// returns its offset there.
+func (e *Encoded) addStr(s string, nul bool) uint64 {
+	key := s
+	if nul {
+		key += "\x00"
+	}
+	if a, ok := e.strAt[key]; ok {
 		return a
 	}
+	for len(e.strs)%8 != 0 {
+		e.strs = append(e.strs, 0)
+	}
+	a := uint64(len(e.strs))
+	e.strs = append(e.strs, key...)
+	e.strAt[key] = a
+	return a
+}
 
-	var out bytes.Buffer
-	out.Grow(int(off) + strs.Len() + 8) // node's tables are ~20 MB: no doubling
+// str is the vaddr of a string Prepare put in the table.
+func (e *Encoded) str(roBase uint64, s string, nul bool) uint64 {
+	if nul {
+		s += "\x00"
+	}
+	a, ok := e.strAt[s]
+	e.strMissing = e.strMissing || !ok
+	return roBase + e.strOff + a
+}
+
+// errChanged reports tables whose counts or strings changed after Prepare.
+var errChanged = fmt.Errorf("%w: the tables changed between Prepare and Encode", ErrTables)
+
+// Encode writes the prepared tables into RO with their header at roBase and the probe
+// state at stateBase.
+func (e *Encoded) Encode(roBase, stateBase uint64) error {
+	t := e.t
+	nprobes := 0
+	for _, p := range t.Points {
+		nprobes += len(p.Probes)
+	}
+	if len(e.order) != len(t.Points) || nprobes != e.nprobes {
+		return errChanged
+	}
 	h := RawHeader{
 		Magic: Magic, Version: Version, HeaderSize: HeaderSize, Flags: t.Flags,
 		NPoints: uint32(len(t.Points)), NProbes: uint32(nprobes), NEvents: uint32(len(t.Events)),
 		NAbs: uint32(len(t.AbsSlots)), Self: roBase, OrigEntry: t.OrigEntry,
-		Points: roBase + pointsOff, Probes: roBase + probesOff, Events: roBase + eventsOff,
-		AbsSlots: roBase + absOff, State: stateBase, TraceSize: t.TraceSize, ImageID: t.ImageID,
-		Desc: t.Desc, DescSize: t.DescSize, Hooks: roBase + hooksOff,
+		Points: roBase + e.pointsOff, Probes: roBase + e.probesOff, Events: roBase + e.eventsOff,
+		AbsSlots: roBase + e.absOff, State: stateBase, TraceSize: t.TraceSize, ImageID: t.ImageID,
+		Desc: t.Desc, DescSize: t.DescSize, Hooks: roBase + e.hooksOff,
 	}
 	if t.Counters != 0 {
 		if t.Counters%4096 != 0 {
-			return nil, fmt.Errorf("%w: counter window at %#x is not page-aligned", ErrTables, t.Counters)
+			return fmt.Errorf("%w: counter window at %#x is not page-aligned", ErrTables, t.Counters)
 		}
 		h.Counters, h.CountersSize = t.Counters, CountersSize(nprobes)
 	}
 	if t.SigGuard != nil {
-		h.SigGuard = roBase + sgOff
+		h.SigGuard = roBase + e.sgOff
 	}
 	if t.TracePath != "" {
-		h.TracePath = addStr(t.TracePath, true)
+		h.TracePath = e.str(roBase, t.TracePath, true)
 	}
 	if t.ImageName != "" {
-		h.ImageName = addStr(t.ImageName, true)
+		h.ImageName = e.str(roBase, t.ImageName, true)
 	}
+	var out bytes.Buffer
+	out.Grow(int(e.Size))                                                 // node's tables are ~20 MB: no doubling
 	put := func(v any) { _ = binary.Write(&out, binary.LittleEndian, v) } // bytes.Buffer never fails
 
 	put(&h)
-	enc := &Encoded{ProbeIndex: make([][]int, len(t.Points)), PointIndex: make([]int, len(t.Points)),
-		StateSize: uint64(nprobes) * ProbeStateSize, StateBase: stateBase}
+	e.header = h
 	probes := make([]RawProbe, 0, nprobes)
-	for k, i := range order {
+	for k, i := range e.order {
 		p := &t.Points[i]
 		rp := RawPoint{
 			Site: p.Site, Slot: p.Slot, Target: p.Target, FirstProbe: uint32(len(probes)),
@@ -250,10 +345,7 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 		}
 		copy(rp.Orig[:], p.Orig)
 		put(&rp)
-		enc.PointIndex[i] = k
-		enc.ProbeIndex[i] = make([]int, len(p.Probes))
-		for j, q := range p.Probes {
-			enc.ProbeIndex[i][j] = len(probes)
+		for _, q := range p.Probes {
 			ev := uint32(NoEvent)
 			if q.Event >= 0 {
 				ev = uint32(q.Event)
@@ -269,13 +361,10 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 	for i := range probes {
 		put(&probes[i])
 	}
-	for _, e := range t.Events {
-		if len(e.Fetch) > math.MaxUint32 {
-			return nil, fmt.Errorf("%w: event %s/%s: fetch program too long", ErrTables, e.Group, e.Name)
-		}
-		re := RawEvent{Group: addStr(e.Group, true), Name: addStr(e.Name, true), FetchLen: uint32(len(e.Fetch)), ID: e.ID, Flags: e.Flags}
-		if len(e.Fetch) > 0 {
-			re.Fetch = addStr(string(e.Fetch), false)
+	for _, ev := range t.Events {
+		re := RawEvent{Group: e.str(roBase, ev.Group, true), Name: e.str(roBase, ev.Name, true), FetchLen: uint32(len(ev.Fetch)), ID: ev.ID, Flags: ev.Flags}
+		if len(ev.Fetch) > 0 {
+			re.Fetch = e.str(roBase, string(ev.Fetch), false)
 		}
 		put(&re)
 	}
@@ -284,22 +373,34 @@ func (t *Tables) Encode(roBase, stateBase uint64) (*Encoded, error) {
 	}
 	put(&RawHooks{Init: t.Init, Exit: t.Exit, Stack: t.HandlerStack})
 	if sg := t.SigGuard; sg != nil {
-		put(&RawSigGuard{Slots: roBase + sgOff + SigGuardSize, NSlots: uint32(len(sg.Slots)), Relro: sg.Relro,
+		put(&RawSigGuard{Slots: roBase + e.sgOff + SigGuardSize, NSlots: uint32(len(sg.Slots)), Relro: sg.Relro,
 			RelroSize: sg.RelroSize, PLTGOT: sg.PLTGOT})
 		for _, g := range sg.Slots {
-			rg := RawGotSlot{Slot: g.Slot, Lazy: g.Lazy, Name: addStr(g.Name, true), Func: g.Func}
+			rg := RawGotSlot{Slot: g.Slot, Lazy: g.Lazy, Name: e.str(roBase, g.Name, true), Func: g.Func}
 			if g.Entry {
 				rg.Lazy, rg.Flags = g.Copy, GSEntry
 			}
 			put(&rg)
 		}
 	}
-	out.Write(strs.Bytes())
+	if uint64(out.Len()) != e.strOff || e.strMissing {
+		return errChanged
+	}
+	out.Write(e.strs)
 	for out.Len()%8 != 0 {
 		out.WriteByte(0)
 	}
-	enc.RO = out.Bytes()
-	return enc, nil
+	e.RO, e.StateBase = out.Bytes(), stateBase
+	return nil
+}
+
+// SetImageID writes id into the encoded header: the id is a hash of the tables
+// encoded with id 0, so it is known last.
+func (e *Encoded) SetImageID(id uint64) {
+	e.t.ImageID, e.header.ImageID = id, id
+	var b bytes.Buffer
+	_ = binary.Write(&b, binary.LittleEndian, &e.header) // bytes.Buffer never fails
+	copy(e.RO, b.Bytes())
 }
 
 func checkPoint(p *Point, nevents int) error {

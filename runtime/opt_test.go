@@ -3,9 +3,11 @@ package kprt_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -506,4 +508,66 @@ func TestProbeCost(t *testing.T) {
 	if v["o"]-v["bare"] > 100 || v["off"]-v["bare"] > 20 || v["trace"]-v["bare"] > 400 || v["ro"]-v["bare"] > 150 {
 		t.Errorf("a probe path costs like a system call: %v", v)
 	}
+}
+
+// TestPrepareEncode: Prepare settles the size and indexes that Encode then honours at
+// any address; tables whose counts or strings change in between are refused, and
+// SetImageID changes only the header's id.
+func TestPrepareEncode(t *testing.T) {
+	pt := Point{Site: 0x2000, XMode: XBoost, Slot: 0x9100, SlotLen: 8, InsnLen: 3, Probes: []Probe{{Type: TKprobe, Event: 0, Flags: FTrace}}}
+	tabs := &Tables{Points: []Point{pt}, Events: []Event{{Group: "g", Name: "e", Fetch: []byte{1, 2, 3}, ID: 1}}, TracePath: "/tmp/t", ImageName: "img"}
+	enc, err := tabs.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc.RO != nil || enc.Size == 0 || enc.StateSize != ProbeStateSize || enc.ProbeIndex[0][0] != 0 {
+		t.Fatalf("prepared: %+v", enc)
+	}
+	tabs.Points[0].Slot, tabs.Desc, tabs.DescSize = 0x9200, 0x10000, 64 // addresses may change
+	if err := enc.Encode(0x40000, 0x50000); err != nil {
+		t.Fatal(err)
+	}
+	if uint64(len(enc.RO)) != enc.Size || enc.StateBase != 0x50000 {
+		t.Fatalf("encoded %d bytes, prepared %d", len(enc.RO), enc.Size)
+	}
+	again, err := tabs.Encode(0x40000, 0x50000)
+	if err != nil || !bytes.Equal(again.RO, enc.RO) {
+		t.Fatalf("Encode in one step differs: %v", err)
+	}
+	var h RawHeader
+	enc.SetImageID(0xfeedface)
+	if err := binary.Read(bytes.NewReader(enc.RO), binary.LittleEndian, &h); err != nil || h.ImageID != 0xfeedface || h.Self != 0x40000 {
+		t.Fatalf("header after SetImageID: %v %+v", err, h)
+	}
+	if n := diffBytes(enc.RO, again.RO); n == 0 || n > 8 {
+		t.Errorf("SetImageID changed %d bytes", n)
+	}
+
+	for name, change := range map[string]func(*Tables){
+		"a probe more":  func(t *Tables) { t.Points[0].Probes = append(t.Points[0].Probes, t.Points[0].Probes[0]) },
+		"an abs slot":   func(t *Tables) { t.AbsSlots = []uint64{1} },
+		"a new string":  func(t *Tables) { t.Events[0].Name = "other" },
+		"a signal slot": func(t *Tables) { t.SigGuard = &SigGuard{} },
+	} {
+		c := &Tables{Points: []Point{pt}, Events: []Event{{Group: "g", Name: "e", ID: 1}}}
+		c.Points[0].Probes = slices.Clone(pt.Probes)
+		enc, err := c.Prepare()
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(c)
+		if err := enc.Encode(0x40000, 0x50000); !errors.Is(err, ErrTables) {
+			t.Errorf("%s after Prepare: %v", name, err)
+		}
+	}
+}
+
+func diffBytes(a, b []byte) int {
+	n := 0
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n + max(len(a), len(b)) - min(len(a), len(b))
 }

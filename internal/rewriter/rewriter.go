@@ -239,10 +239,9 @@ func (g *gen) run() (*Result, error) {
 		return nil, err
 	}
 
-	// Sizes: measure the tables with placeholder addresses (their size does not
-	// depend on them) and the description. The id is a hash of both with the id left
-	// 0; the placeholder encoding is dropped once hashed.
-	enc, err := g.tables.Encode(0, 0)
+	// Sizes: the tables' and the description's do not depend on addresses. Both are
+	// written once, with the image id 0; the id, a hash of what is written, goes in last.
+	enc, err := g.tables.Prepare()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
@@ -251,14 +250,7 @@ func (g *gen) run() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// the tables' size does not depend on the id, the description's may
-	g.tables.ImageID = g.imageID(enc.RO, descBytes)
-	g.desc.ImageID = g.tables.ImageID
-	if descBytes, err = g.desc.Marshal(0); err != nil {
-		return nil, err
-	}
-	tablesSize, stateSize := uint64(len(enc.RO)), enc.StateSize
-	enc = nil
+	tablesSize, stateSize := enc.Size, enc.StateSize
 
 	// The new sections as lists of areas, in address order.
 	rodata := &areaSection{name: elfio.SecRodata}
@@ -319,16 +311,16 @@ func (g *gen) run() (*Result, error) {
 	}
 	g.tables.AbsSlots = out.AbsSlots
 	g.tables.Desc, g.tables.DescSize = rodata.at(descArea), uint32(len(descBytes))
-	enc, err = g.tables.Encode(tablesAddr, bss.at(stateArea))
-	if err != nil {
+	if err := enc.Encode(tablesAddr, bss.at(stateArea)); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	if uint64(len(enc.RO)) != tablesSize || enc.StateSize != stateSize {
-		return nil, fmt.Errorf("%s: internal error: probe tables changed size when placed", f.Path)
-	}
-	rodataBytes := rodata.alloc()
 	// the description says where the tables are in its frame's header
-	err = errors.Join(rodata.put(descArea, g.desc.Place(descBytes, tablesAddr)), rodata.put(tablesArea, enc.RO), rodata.put(rtRodata, out.Rodata))
+	g.desc.Place(descBytes, tablesAddr)
+	id := g.imageID(enc.RO, descBytes)
+	enc.SetImageID(id)
+	g.desc.SetImageID(descBytes, id)
+	rodataBytes := rodata.alloc()
+	err = errors.Join(rodata.put(descArea, descBytes), rodata.put(tablesArea, enc.RO), rodata.put(rtRodata, out.Rodata))
 	if err != nil {
 		return nil, err
 	}
@@ -504,15 +496,14 @@ func (g *gen) makeTables() error {
 	for i := range pl.Points {
 		pt := &pl.Points[i]
 		g.slotOf[i] = -1
-		rp := kprt.Point{Site: pt.Site, Target: pt.Target, XMode: pt.XMode, InsnLen: uint8(len(pt.Insn)),
-			EmuOp: pt.EmuOp, EmuCC: pt.EmuCC, PFlags: pt.PFlags, RetImm: pt.RetImm, Orig: pt.Insn}
-		if pt.Slot {
-			si, err := g.slots.Add(pt.Insn, pt.Site, pt.SlotOpt)
+		rp := pt.Point // the plan's point as the runtime holds it; the slot and probes added here
+		if pt.NeedsSlot {
+			si, err := g.slots.Add(pt.Orig, pt.Site, pt.SlotOpt)
 			if err != nil {
 				return fmt.Errorf("%s: probe at %#x: %w", pl.Requests[pt.Requests[0]].Name, pt.Site, err)
 			}
 			g.slotOf[i] = si
-			n, _ := trampolines.RelocatedLen(pt.Insn, pt.Site, trampolines.Options{})
+			n, _ := trampolines.RelocatedLen(pt.Orig, pt.Site, trampolines.Options{})
 			rp.SlotLen = uint8(n)
 			rp.Slot = 1 // placeholder until the slots are placed
 		}

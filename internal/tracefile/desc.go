@@ -22,7 +22,8 @@ import (
 //	8  u32     DescVersion
 //	12 u32     n, bytes of the payload
 //	16 u64     vaddr of the probe tables' header (struct kprw_header)
-//	24 payload[n], then zero padding to 8
+//	24 u64     the image id (version 4; before, "image_id" in the JSON)
+//	32 payload[n], then zero padding to 8 (24 before version 4)
 //
 // The payload is the JSON compressed with DEFLATE: a program with a probe on each of
 // 10,000 functions copies its description into every new trace file at start-up,
@@ -30,13 +31,15 @@ import (
 // before (descLean: consecutive probe indexes, events and ids, a site equal to the
 // address, the next line of the same definitions file): 317 KB compressed for
 // python3.11's 9,809 probes became 190 KB. Version 2 held the whole JSON compressed,
-// version 1 the JSON itself; both are still read. The frame is self-contained (no
+// version 1 the JSON itself; all are still read. Version 4 moved the image id
+// to the frame's header: the id is a hash of the image with the id left 0, so it is
+// known only after the description is compressed. The frame is self-contained (no
 // addresses to relocate), so the runtime can copy it into a trace file as is when it
 // registers the image there.
 const (
 	DescMagic   = "KPRWDESC"
-	DescVersion = 3
-	descHdrSize = 24
+	DescVersion = 4
+	descHdrSize = 32
 	maxDescSize = 64 << 20
 )
 
@@ -120,9 +123,11 @@ type descJSON struct {
 // descLean is the version 3 form: descJSON with leanProbe and leanEvent entries.
 type descLean struct {
 	*Desc
-	Events []leanEvent  `json:"events"`
-	Probes []leanProbe  `json:"probes"`
-	Verify []DescVerify `json:"verify,omitempty"`
+	// ImageID hides Desc's: version 4 has it in the frame's header, version 3 here.
+	ImageID uint64       `json:"image_id,omitempty"`
+	Events  []leanEvent  `json:"events"`
+	Probes  []leanProbe  `json:"probes"`
+	Verify  []DescVerify `json:"verify,omitempty"`
 }
 
 // leanProbe is a DescProbe without what follows from the one before it: an absent
@@ -264,7 +269,7 @@ func (d *Desc) Marshal(tablesAddr uint64) ([]byte, error) {
 		}
 		ver = append(ver, DescVerify{Site: p.Addr, First: p.Index, N: 1})
 	}
-	js, err := json.Marshal(descLean{&c, leanEvents(c.Events), leanProbes(c.Probes), ver})
+	js, err := json.Marshal(descLean{&c, 0, leanEvents(c.Events), leanProbes(c.Probes), ver})
 	if err != nil {
 		return nil, fmt.Errorf("image description: %w", err)
 	}
@@ -282,6 +287,7 @@ func (d *Desc) Marshal(tablesAddr uint64) ([]byte, error) {
 	le.PutUint32(b[8:], DescVersion)
 	le.PutUint32(b[12:], uint32(len(js)))
 	le.PutUint64(b[16:], tablesAddr)
+	le.PutUint64(b[24:], d.ImageID)
 	b = append(b, js...)
 	for len(b)%8 != 0 {
 		b = append(b, 0)
@@ -299,10 +305,26 @@ func (d *Desc) Place(frame []byte, tablesAddr uint64) []byte {
 	return frame
 }
 
+// SetImageID records id in d and in frame, d's framed description from Marshal: the
+// id is in the frame's header, so that it can be set last.
+func (d *Desc) SetImageID(frame []byte, id uint64) {
+	d.ImageID = id
+	binary.LittleEndian.PutUint64(frame[24:], id)
+}
+
+// frameHdrSize is the size of a frame's header, by the version at b[8:] (b holds at
+// least the 24 bytes every version has).
+func frameHdrSize(b []byte) uint64 {
+	if binary.LittleEndian.Uint32(b[8:]) >= 4 {
+		return descHdrSize
+	}
+	return 24
+}
+
 // DescJSON returns the JSON document of the framed description at the start of b
 // (inflated from a version 2 frame).
 func DescJSON(b []byte) ([]byte, error) {
-	if len(b) < descHdrSize || string(b[:8]) != DescMagic {
+	if len(b) < 24 || string(b[:8]) != DescMagic {
 		return nil, fmt.Errorf("%w: no %s frame", ErrDesc, DescMagic)
 	}
 	le := binary.LittleEndian
@@ -310,11 +332,12 @@ func DescJSON(b []byte) ([]byte, error) {
 	if v < 1 || v > DescVersion {
 		return nil, fmt.Errorf("%w: version %d (this kprewrite reads 1 to %d)", ErrDesc, v, DescVersion)
 	}
+	hs := frameHdrSize(b)
 	n := uint64(le.Uint32(b[12:]))
-	if n > uint64(len(b)-descHdrSize) {
+	if hs > uint64(len(b)) || n > uint64(len(b))-hs {
 		return nil, fmt.Errorf("%w: %d bytes of payload in a %d-byte frame", ErrDesc, n, len(b))
 	}
-	js := b[descHdrSize : descHdrSize+n]
+	js := b[hs : hs+n]
 	if v == 1 {
 		return js, nil
 	}
@@ -338,12 +361,16 @@ func ParseDesc(b []byte) (*Desc, error) {
 	le := binary.LittleEndian
 	d := &Desc{tablesAddr: le.Uint64(b[16:])}
 	var verify []DescVerify
-	if le.Uint32(b[8:]) >= 3 {
+	if v := le.Uint32(b[8:]); v >= 3 {
 		dl := descLean{Desc: d}
 		if err := json.Unmarshal(js, &dl); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrDesc, err)
 		}
 		d.Events, d.Probes, verify = fullEvents(dl.Events), fullProbes(dl.Probes), dl.Verify
+		d.ImageID = dl.ImageID
+		if v >= 4 {
+			d.ImageID = le.Uint64(b[24:])
+		}
 	} else {
 		dj := descJSON{Desc: d}
 		if err := json.Unmarshal(js, &dj); err != nil {
@@ -455,11 +482,11 @@ func (d *Desc) Symbolize(a uint64) (string, uint64, uint64, bool) {
 
 // FindDesc returns the description frame at the start of data, trimmed to its size.
 func FindDesc(data []byte) ([]byte, bool) {
-	if len(data) < descHdrSize || !bytes.Equal(data[:8], []byte(DescMagic)) {
+	if len(data) < 24 || !bytes.Equal(data[:8], []byte(DescMagic)) {
 		return nil, false
 	}
 	n := uint64(binary.LittleEndian.Uint32(data[12:]))
-	end := (descHdrSize + n + 7) &^ 7
+	end := (frameHdrSize(data) + n + 7) &^ 7
 	if end > uint64(len(data)) {
 		return nil, false
 	}

@@ -8,11 +8,12 @@ import (
 	"testing"
 )
 
-// TestDescLean: the version 3 description leaves out what follows from the entry
+// TestDescLean: the description (version 3 and later) leaves out what follows from the entry
 // before, and reads back to the same Desc whatever the entries are: ids and indexes
 // that skip, events -1, sites apart from addresses, origins that do not follow a
 // line of the same file (another file, none, a name without a line, a line with a
-// leading zero); and a version 2 frame of the same description still reads.
+// leading zero). Version 4 has the image id in the frame's header, where SetImageID
+// changes it without compressing again; version 3 and 2 frames still read.
 func TestDescLean(t *testing.T) {
 	d := &Desc{ImageID: 7, Image: "x", Input: "y", PIE: true,
 		Events: []DescEvent{
@@ -38,7 +39,7 @@ func TestDescLean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if binary.LittleEndian.Uint32(b[8:]) != 3 {
+	if binary.LittleEndian.Uint32(b[8:]) != 4 {
 		t.Fatalf("version %d", binary.LittleEndian.Uint32(b[8:]))
 	}
 	got, err := ParseDesc(b)
@@ -55,7 +56,7 @@ func TestDescLean(t *testing.T) {
 	}
 	// what follows from the entry before is left out: b's id and origin, a's and b's
 	// index and event, a's site
-	for _, s := range []string{`"id":2`, `"origin":"defs:2"`, `"origin":"defs:7"`, `"i":1`, `"e":1,"kind":"o","addr":4096,"site"`} {
+	for _, s := range []string{`"image_id"`, `"id":2`, `"origin":"defs:2"`, `"origin":"defs:7"`, `"i":1`, `"e":1,"kind":"o","addr":4096,"site"`} {
 		if bytes.Contains(js, []byte(s)) {
 			t.Errorf("%s is in the lean JSON: %s", s, js)
 		}
@@ -64,6 +65,24 @@ func TestDescLean(t *testing.T) {
 		if !bytes.Contains(js, []byte(s)) {
 			t.Errorf("%s is not in the lean JSON: %s", s, js)
 		}
+	}
+	d.SetImageID(b, 0x1122334455667788)
+	if got, err := ParseDesc(b); err != nil || got.ImageID != 0x1122334455667788 || d.ImageID != got.ImageID {
+		t.Fatalf("SetImageID: %v %+v", err, got)
+	}
+	if f, ok := FindDesc(append(b[:len(b):len(b)], 0xff, 0xff)); !ok || len(f) != len(b) {
+		t.Fatalf("FindDesc: %d bytes of %d", len(f), len(b))
+	}
+	// version 3: the id in the JSON, a 24-byte header
+	v3 := []byte(DescMagic + "\x03\x00\x00\x00")
+	lean := mustDeflate(t, []byte(`{"image_id":9,"image":"x","input":"y","pie":false,"events":[{"id":5,"group":"g","name":"a","def":"p:g/a f"}],`+
+		`"probes":[{"kind":"o","addr":16}]}`))
+	v3 = binary.LittleEndian.AppendUint32(v3, uint32(len(lean)))
+	v3 = binary.LittleEndian.AppendUint64(v3, 0x4000)
+	v3 = append(v3, lean...)
+	d3, err := ParseDesc(v3)
+	if err != nil || d3.ImageID != 9 || d3.Events[0].ID != 5 || d3.Probes[0].Site != 16 || d3.TablesAddr() != 0x4000 {
+		t.Fatalf("version 3: %v %+v", err, d3)
 	}
 	// the version 2 form of the same description
 	old := []byte(DescMagic + "\x02\x00\x00\x00")

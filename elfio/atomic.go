@@ -1,16 +1,42 @@
 package elfio
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/kprewrite/kprewrite/internal/cleanup"
 	"github.com/kprewrite/kprewrite/internal/mmapfile"
 )
 
 const writeChunk = 2 << 20
+
+// createTemp creates a new file dir/prefixNNN registered for removal on an
+// interrupting signal before it exists (os.CreateTemp then cleanup.Add left it behind
+// when the signal came between the two), and returns the unregistering function.
+func createTemp(dir, prefix string) (*os.File, func(), error) {
+	if dir == "" {
+		dir = "."
+	}
+	for try := 0; ; try++ {
+		// 64 random bits: a name another process made (EEXIST) is never ours to remove
+		name := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36))
+		done := cleanup.Add(name)
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			return f, done, nil
+		}
+		done()
+		if !errors.Is(err, fs.ErrExist) || try == 10000 {
+			return nil, nil, err
+		}
+	}
+}
 
 // WriteFileAtomic writes src to path so that path is either untouched or holds all of
 // it: it writes a temporary file in the same directory, syncs it, sets perm and
@@ -27,11 +53,11 @@ func WriteFileAtomic(path string, src io.WriterTo, perm os.FileMode) (err error)
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	tmp, done, err := createTemp(dir, "."+base+".tmp-")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer cleanup.Add(tmp.Name())() // removed on SIGINT or SIGTERM until renamed
+	defer done() // removed on SIGINT or SIGTERM until renamed
 	defer func() {
 		if err != nil {
 			tmp.Close()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/analysis"
 	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/ldso"
 	"github.com/kprewrite/kprewrite/internal/rewriter"
 )
 
@@ -19,6 +20,12 @@ type CheckReport struct {
 	Binary  string       `json:"binary"`
 	Summary CheckSummary `json:"summary"`
 	Sites   []CheckSite  `json:"sites"`
+	// Library is the library as the definitions name it (LIB in LIB:SITE), in the
+	// reports of Libraries; Binary is where the loader finds it for the program.
+	Library string `json:"library,omitempty"`
+	// Libraries are the reports of the libraries that LIB:SITE definitions name, in
+	// order of first appearance.
+	Libraries []CheckReport `json:"libraries,omitempty"`
 }
 
 // CheckSummary counts sites per verdict and blocking reasons per rule.
@@ -91,12 +98,43 @@ type CheckOptions struct {
 // and returns the safety report `kprewrite check --json` prints: per site, whether a
 // probe there can be jump-optimized, boosted, single-stepped or must be refused, and
 // the rules that decided. A definition that does not parse or resolve is an error
-// naming it.
+// naming it. Definitions of library code (LIB:SYMBOL, LIB:OFFSET, as uprobe_events
+// name it) are checked in the library the loader finds for the program, each library
+// in a report of its own (Libraries).
 func Check(path string, opt CheckOptions) (*CheckReport, error) {
 	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles)
 	if err != nil {
 		return nil, err
 	}
+	own, libs := rewriter.SplitLibraries(defs)
+	report, err := checkImage(path, own, len(defs) == 0)
+	if err != nil {
+		return nil, err
+	}
+	var search *ldso.Search
+	for _, l := range libs {
+		if search == nil {
+			if search, err = ldso.New(path); err != nil {
+				return nil, fmt.Errorf("find the libraries of %s: %w", path, err)
+			}
+		}
+		lp, err := search.Find(l.Lib)
+		if err != nil {
+			return nil, fmt.Errorf("%s: library %w", l.Defs[0].Origin, err)
+		}
+		r, err := checkImage(lp, l.Defs, false)
+		if err != nil {
+			return nil, err
+		}
+		r.Schema, r.Library = "", l.Lib
+		report.Libraries = append(report.Libraries, *r)
+	}
+	return report, nil
+}
+
+// checkImage reports on the definitions defs in the ELF file at path, or on every
+// function entry when entries.
+func checkImage(path string, defs []rewriter.Probe, entries bool) (*CheckReport, error) {
 	f, err := elfio.Open(path)
 	if err != nil {
 		return nil, err
@@ -106,8 +144,8 @@ func Check(path string, opt CheckOptions) (*CheckReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("analyse %s: %w", path, err)
 	}
-	report := &CheckReport{Schema: CheckSchema, Binary: path}
-	if len(defs) == 0 {
+	report := &CheckReport{Schema: CheckSchema, Binary: path, Sites: []CheckSite{}}
+	if entries {
 		sites := bin.EntrySites()
 		report.Sites = make([]CheckSite, 0, len(sites))
 		for i := range sites {

@@ -86,6 +86,9 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, libs := rewriter.SplitLibraries(defs); len(libs) > 0 {
+		return nil, fmt.Errorf("%s: %w", libs[0].Defs[0].Origin, rewriter.ErrLibraryProbe)
+	}
 	var warnings []string
 	if len(opt.HandlerFiles) > 0 {
 		set, err := handlers.Compile(context.Background(), opt.HandlerFiles, handlers.Options{})
@@ -103,6 +106,9 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 		return nil, err
 	}
 	defer f.Close() // after the output, which refers to the input's mapping, is written
+	if f.IsSharedLibrary() {
+		return nil, fmt.Errorf("%s: %w", input, rewriter.ErrSharedLibrary)
+	}
 	if len(defs) > 0 {
 		bin, err := analysis.Analyze(f, analysis.Options{})
 		if err != nil {

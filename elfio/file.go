@@ -355,6 +355,52 @@ func (f *File) ExecSections() []*Section {
 // IsPIE reports whether the executable is position independent (ET_DYN).
 func (f *File) IsPIE() bool { return f.Type == elf.ET_DYN }
 
+// IsSharedLibrary reports whether the file is a shared object loaded by another
+// program (libc.so.6, libz.so.1, the dynamic loader) rather than a program: ET_DYN
+// without DF_1_PIE, and a DT_SONAME (libc.so.6 also has PT_INTERP: it can run, but
+// it is a library) or neither PT_INTERP nor an entry point (gcc -shared without
+// -soname; a static PIE has an entry point). A rewritten library's runtime would
+// never start from the program's entry point, which the loader does not run for it.
+func (f *File) IsSharedLibrary() bool {
+	if f.Type != elf.ET_DYN {
+		return false
+	}
+	interp := false
+	var dyn *Prog
+	for i := range f.Progs {
+		switch f.Progs[i].Type {
+		case elf.PT_INTERP:
+			interp = true
+		case elf.PT_DYNAMIC:
+			dyn = &f.Progs[i]
+		}
+	}
+	soname, pie := false, false
+	if dyn != nil && f.inFile(dyn.Off, dyn.Filesz) {
+		d := f.Data[dyn.Off : dyn.Off+dyn.Filesz]
+		for ; len(d) >= 16; d = d[16:] {
+			tag, val := elf.DynTag(binary.LittleEndian.Uint64(d)), binary.LittleEndian.Uint64(d[8:])
+			if tag == elf.DT_NULL {
+				break
+			}
+			soname = soname || tag == elf.DT_SONAME
+			pie = pie || (tag == elf.DT_FLAGS_1 && val&uint64(elf.DF_1_PIE) != 0)
+		}
+	}
+	return !pie && (soname || (!interp && f.Entry == 0))
+}
+
+// Addr returns the virtual address of file offset off in a PT_LOAD segment's file
+// image (what uprobe_events' PATH:OFFSET names).
+func (f *File) Addr(off uint64) (uint64, error) {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && off >= p.Off && off-p.Off < p.Filesz {
+			return p.Vaddr + off - p.Off, nil
+		}
+	}
+	return 0, fmt.Errorf("file offset %#x is not in any loaded segment of %s", off, f.Path)
+}
+
 // Loads returns the PT_LOAD program headers in table order.
 func (f *File) Loads() []Prog {
 	var out []Prog

@@ -54,29 +54,52 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(keep) > 0 {
-		kept := report.Sites[:0]
-		for _, s := range report.Sites {
-			if keep[s.Verdict] {
-				kept = append(kept, s)
+	for _, r := range append([]*CheckReport{report}, libraryReports(report)...) {
+		if len(keep) > 0 {
+			kept := r.Sites[:0]
+			for _, s := range r.Sites {
+				if keep[s.Verdict] {
+					kept = append(kept, s)
+				}
 			}
+			r.Sites = kept
 		}
-		report.Sites = kept
-	}
-	if *summaryOnly {
-		report.Sites = []CheckSite{}
+		if *summaryOnly {
+			r.Sites = []CheckSite{}
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)
 	}
-	printCheckText(stdout, report, !*summaryOnly)
+	// the program's own report, unless every definition names a library
+	if report.Summary.Sites > 0 || len(report.Libraries) == 0 {
+		printCheckText(stdout, report, !*summaryOnly)
+	}
+	for i, r := range libraryReports(report) {
+		if i > 0 || report.Summary.Sites > 0 {
+			fmt.Fprintln(stdout)
+		}
+		printCheckText(stdout, r, !*summaryOnly)
+	}
 	return nil
 }
 
+func libraryReports(r *CheckReport) []*CheckReport {
+	out := make([]*CheckReport, len(r.Libraries))
+	for i := range r.Libraries {
+		out[i] = &r.Libraries[i]
+	}
+	return out
+}
+
 func printCheckText(w io.Writer, r *CheckReport, listSites bool) {
-	fmt.Fprintf(w, "%s: %d probe sites\n", r.Binary, r.Summary.Sites)
+	name := r.Binary
+	if r.Library != "" && r.Library != r.Binary {
+		name = r.Library + " (" + r.Binary + ")"
+	}
+	fmt.Fprintf(w, "%s: %d probe sites\n", name, r.Summary.Sites)
 	fmt.Fprintln(w, "verdicts:")
 	for _, v := range []string{"optimize", "boost", "single-step", "refuse"} {
 		n := r.Summary.Verdicts[v]

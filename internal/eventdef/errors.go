@@ -126,7 +126,7 @@ var errorText = map[ErrorCode]string{
 
 	ErrBadCommand:   "Unknown probe type (use p, r or -)",
 	ErrNoProbePoint: "Probe point is not specified",
-	ErrFileSite:     "PATH:OFFSET probe points are not supported, give a symbol or an address",
+	ErrFileSite:     "LIB:SITE needs a library and a symbol or file offset",
 	ErrNoSuchEvent:  "No such event to delete",
 	ErrNoSymbol:     "Symbol is not found",
 	ErrUnsupported:  "This fetch argument is not supported by kprewrite",

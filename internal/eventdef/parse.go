@@ -35,10 +35,16 @@ type Probe struct {
 	MaxActive int    // rN: instances tracked at once; 0 for the default
 	Group     string // DefaultGroup when not given
 	Event     string // generated when not given (see GeneratedEventName)
-	Symbol    string // the probed symbol; "" when the site is an address
-	Offset    uint64 // offset from Symbol
-	Addr      uint64 // the probed address when Symbol is ""
-	Args      []Arg
+	// Lib is the shared object of a LIB:SITE probe point, as uprobe_events name one:
+	// a path, or a soname the loader finds for the program. "" for the program's own
+	// code.
+	Lib    string
+	Symbol string // the probed symbol; "" when the site is an address
+	Offset uint64 // offset from Symbol
+	// Addr is the probed address when Symbol is "": a virtual address, or with Lib a
+	// file offset, as uprobe_events take it.
+	Addr uint64
+	Args []Arg
 }
 
 // Arg is one fetch argument, NAME=FETCHARG[:TYPE].
@@ -253,20 +259,28 @@ func (ps *parser) parseDelete(p *Probe) (*Probe, *ParseError) {
 	return p, nil
 }
 
-// parseSite parses SYM[+offs][%return] or an address, as the kprobe tracer.
+// parseSite parses SYM[+offs][%return] or an address, as the kprobe tracer, or
+// LIB:SYM[+offs][%return] or LIB:OFFSET[%return] (a file offset), as the uprobe
+// tracer takes PATH:OFFSET.
 func (ps *parser) parseSite(p *Probe) *ParseError {
-	s := ps.argv[1]
-	if v, ok := kstrtoul(s, 0); ok {
+	s, at := ps.argv[1], 0
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		if i == 0 || i == len(s)-1 {
+			return ps.errAt(1, 0, ErrFileSite)
+		}
+		p.Lib, s, at = s[:i], s[i+1:], i+1
+		if v, ok := kstrtoul(strings.TrimSuffix(s, "%return"), 0); ok {
+			p.Addr, p.Return = v, p.Return || strings.HasSuffix(s, "%return")
+			return nil
+		}
+	} else if v, ok := kstrtoul(s, 0); ok {
 		p.Addr = v
 		return nil
-	}
-	if strings.IndexByte(s, '/') >= 0 && strings.IndexByte(s, ':') >= 0 {
-		return ps.errAt(1, 0, ErrFileSite)
 	}
 	sym := s
 	if i := strings.IndexByte(sym, '%'); i >= 0 {
 		if sym[i:] != "%return" {
-			return ps.errAt(1, i, ErrBadAddrSuffix)
+			return ps.errAt(1, at+i, ErrBadAddrSuffix)
 		}
 		sym = sym[:i]
 		p.Return = true
@@ -275,17 +289,17 @@ func (ps *parser) parseSite(p *Probe) *ParseError {
 	if i := strings.IndexAny(sym, "+-"); i >= 0 {
 		v, ok := kstrtol(sym[i:], 0)
 		if !ok || v < 0 || v > 0xffffffff {
-			return ps.errAt(1, 0, ErrBadProbeAddr)
+			return ps.errAt(1, at, ErrBadProbeAddr)
 		}
 		off = v
 		sym = sym[:i]
 	}
-	// A symbol never starts with a digit, and MOD:SYM does not apply.
-	if sym == "" || isDigit(sym[0]) || strings.IndexByte(sym, ':') >= 0 {
-		return ps.errAt(1, 0, ErrBadProbeAddr)
+	// A symbol never starts with a digit.
+	if sym == "" || isDigit(sym[0]) {
+		return ps.errAt(1, at, ErrBadProbeAddr)
 	}
 	if p.Return && off != 0 {
-		return ps.errAt(1, 0, ErrBadRetprobe)
+		return ps.errAt(1, at, ErrBadRetprobe)
 	}
 	p.Symbol = sym
 	p.Offset = uint64(off)
@@ -341,9 +355,16 @@ func GeneratedEventName(p *Probe) string {
 		c = 'r'
 	}
 	var s string
-	if p.Symbol != "" {
+	switch {
+	case p.Lib != "" && p.Symbol == "":
+		// the uprobe tracer's name: 'p' (for return probes too), the file's base
+		// name up to its first '.', '-' or '_', and the offset
+		s = "p_" + libTail(p.Lib) + "_" + hexStr(p.Addr)
+	case p.Lib != "":
+		s = string(c) + "_" + libTail(p.Lib) + "_" + p.Symbol + "_" + strconv.FormatUint(p.Offset, 10)
+	case p.Symbol != "":
 		s = string(c) + "_" + p.Symbol + "_" + strconv.FormatUint(p.Offset, 10)
-	} else {
+	default:
 		s = string(c) + "_" + hexStr(p.Addr)
 	}
 	b := []byte(s)
@@ -356,6 +377,16 @@ func GeneratedEventName(p *Probe) string {
 		b = b[:MaxEventNameLen-1]
 	}
 	return string(b)
+}
+
+// libTail is what the uprobe tracer names a file by in generated event names: its base
+// name cut at the first '.', '-' or '_'.
+func libTail(lib string) string {
+	t := lib[strings.LastIndexByte(lib, '/')+1:]
+	if i := strings.IndexAny(t, ".-_"); i >= 0 {
+		t = t[:i]
+	}
+	return t
 }
 
 // argParser holds the state of traceprobe_parse_probe_arg() for one argument.

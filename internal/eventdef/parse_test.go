@@ -3,6 +3,7 @@ package eventdef
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -82,7 +83,14 @@ var parseCases = []parseCase{
 	{"r:kpwtest/x func+4", ErrBadRetprobe, 12, false, "kprobe message"},
 	{"p:kpwtest/x func+4%return", ErrBadRetprobe, 12, false, "kprobe message"},
 	{"p:kpwtest/x 1func", ErrBadProbeAddr, 12, false, "symbols do not start with a digit"},
-	{"p:kpwtest/x /bin/true:0x10", ErrFileSite, 12, false, "PATH:OFFSET is refused"},
+	{"p:kpwtest/x /bin/true:0x10", 0, 0, false, "PATH:OFFSET, as uprobe_events"},
+	{"p:kpwtest/x /bin/true:0x10%return", 0, 0, false, "PATH:OFFSET%return"},
+	{"p:kpwtest/x libc.so.6:malloc+4", 0, 0, false, "LIB:SYM+OFFS"},
+	{"r:kpwtest/x libc.so.6:malloc", 0, 0, false, "LIB:SYM"},
+	{"r:kpwtest/x libc.so.6:malloc+4", ErrBadRetprobe, 22, false, ""},
+	{"p:kpwtest/x libc.so.6:1x", ErrBadProbeAddr, 22, false, ""},
+	{"p:kpwtest/x libc.so.6:", ErrFileSite, 12, false, ""},
+	{"p:kpwtest/x :malloc", ErrFileSite, 12, false, ""},
 	{"r16:kpwtest/x @@E", 0, 0, false, "maxactive, as kprobes"},
 	{"p16:kpwtest/x @@E", ErrBadMaxactType, 1, false, "kprobe message"},
 	{"r0:kpwtest/x @@E", ErrBadMaxact, 1, false, "kprobe message"},
@@ -575,6 +583,50 @@ func TestParseListMatchesKernel(t *testing.T) {
 		msg, pos, ok := kernelError(last)
 		if err == nil || !ok || msg != c.code.Error() || pos != c.pos {
 			t.Errorf("kernel on %v: %v %q at %d, want %q at %d", c.defs, err, msg, pos, c.code.Error(), c.pos)
+		}
+	}
+}
+
+// TestParseLibSite: LIB:SITE probe points keep their library, name their events as
+// the uprobe tracer does (the file's base name to its first '.', '-' or '_') and
+// print back as given.
+func TestParseLibSite(t *testing.T) {
+	for _, c := range []struct{ def, lib, sym, name, str string }{
+		{"p /usr/lib/x86_64-linux-gnu/libz.so.1:0xc1e0", "/usr/lib/x86_64-linux-gnu/libz.so.1", "", "p_libz_0xc1e0", "p:uprobes/p_libz_0xc1e0 /usr/lib/x86_64-linux-gnu/libz.so.1:0xc1e0"},
+		{"p libc.so.6:malloc size=%di", "libc.so.6", "malloc", "p_libc_malloc_0", "p:uprobes/p_libc_malloc_0 libc.so.6:malloc+0 size=%di"},
+		{"r:g/e ld-linux-x86-64.so.2:_dl_open", "ld-linux-x86-64.so.2", "_dl_open", "e", "r:g/e ld-linux-x86-64.so.2:_dl_open+0"},
+		{"p ./lib_a.so:0x10%return", "./lib_a.so", "", "p_lib_0x10", "r:uprobes/p_lib_0x10 ./lib_a.so:0x10"},
+	} {
+		p, err := Parse(c.def)
+		if err != nil {
+			t.Errorf("%s: %v", c.def, err)
+			continue
+		}
+		if p.Lib != c.lib || p.Symbol != c.sym || p.Event != c.name || p.String() != c.str {
+			t.Errorf("%s: lib %q symbol %q event %q, %q", c.def, p.Lib, p.Symbol, p.Event, p.String())
+		}
+	}
+}
+
+// TestLibSiteNameMatchesKernel: the uprobe tracer names a PATH:OFFSET event it is not
+// given a name for as Parse does.
+func TestLibSiteNameMatchesKernel(t *testing.T) {
+	needOracle(t)
+	defer removeOracleEvents(t)
+	for _, def := range []string{"p:kpwtest/ " + siteKernelE, "r:kpwtest/ " + siteKernelO} {
+		p, err := Parse(def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeUprobeEvents(def); err != nil {
+			t.Fatalf("%s: %v", def, err)
+		}
+		b, err := os.ReadFile(tracefs + "/uprobe_events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), ":kpwtest/"+p.Event+" ") {
+			t.Errorf("%s: we name it %s, the kernel lists:\n%s", def, p.Event, b)
 		}
 	}
 }

@@ -22,6 +22,9 @@ func (p *Probe) String() string {
 		sb.WriteByte('p')
 	}
 	sb.WriteString(":" + p.Group + "/" + p.Event + " ")
+	if p.Lib != "" {
+		sb.WriteString(p.Lib + ":")
+	}
 	if p.Symbol != "" {
 		sb.WriteString(p.Symbol + "+" + strconv.FormatUint(p.Offset, 10))
 	} else {
@@ -157,7 +160,7 @@ func compareArgTypes(a, b *Probe) int {
 
 // sameProbe reports the same probe point with the same fetch expressions.
 func sameProbe(a, b *Probe) bool {
-	if a.Symbol != b.Symbol || a.Offset != b.Offset || a.Addr != b.Addr {
+	if a.Lib != b.Lib || a.Symbol != b.Symbol || a.Offset != b.Offset || a.Addr != b.Addr {
 		return false
 	}
 	for i := range a.Args {

@@ -184,11 +184,56 @@ func ordinalSuffix(n int) string {
 	return "th"
 }
 
+// ErrLibraryProbe refuses a rewrite with LIB:SITE definitions.
+var ErrLibraryProbe = errors.New("probes in shared libraries (LIB:SITE) cannot be rewritten yet; kprewrite check analyses them")
+
+// SplitLibraries separates the definitions of the program's own code from those that
+// name a library (LIB:SITE), grouped by library in order of first appearance.
+func SplitLibraries(defs []Probe) (own []Probe, libs []LibraryDefs) {
+	at := map[string]int{}
+	for _, d := range defs {
+		lib := d.Def.Lib
+		if lib == "" {
+			own = append(own, d)
+			continue
+		}
+		i, ok := at[lib]
+		if !ok {
+			i = len(libs)
+			at[lib] = i
+			libs = append(libs, LibraryDefs{Lib: lib})
+		}
+		libs[i].Defs = append(libs[i].Defs, d)
+	}
+	return own, libs
+}
+
+// LibraryDefs are the definitions naming one library, as written (a path or a soname).
+type LibraryDefs struct {
+	Lib  string
+	Defs []Probe
+}
+
+// Resolve's LIB:SITE definitions are resolved against the library's file (f), where a
+// number is a file offset, as uprobe_events take it.
 func resolveAddrs(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 	var byName map[string][]elfio.Symbol // the defined symbols, made at the first name
 	for i := range defs {
 		d := &defs[i]
 		p := d.Def
+		if p.Symbol == "" && p.Lib != "" {
+			a, err := f.Addr(p.Addr)
+			if err != nil {
+				return defError(d.Origin, p.ErrAt(1, 0, eventdef.ErrBadProbeAddr), err.Error())
+			}
+			d.Addr = a
+			if !f.ExecAddr(d.Addr) {
+				return defError(d.Origin, p.ErrAt(1, 0, eventdef.ErrBadProbeAddr),
+					fmt.Sprintf("file offset %#x (%#x) is not in an executable segment of %s", p.Addr, d.Addr, f.Path))
+			}
+			d.Func, _ = fns.Containing(d.Addr)
+			continue
+		}
 		if p.Symbol == "" {
 			d.Addr = p.Addr
 			if !f.ExecAddr(d.Addr) {

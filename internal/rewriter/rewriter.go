@@ -106,9 +106,22 @@ const (
 
 const areaAlign = 64
 
+// ErrSharedLibrary refuses a shared object as the input of a rewrite: its probes would
+// never fire, since the runtime starts from the program's entry point, which the
+// loader does not run for a library.
+var ErrSharedLibrary = errors.New("is a shared library: rewriting one is not supported yet (its runtime would never start, so its probes would never fire); kprewrite check analyses it, and check -e 'p:ev LIB:SYMBOL' PROGRAM its probes as a program loads it")
+
 // Rewrite installs the probes into f and returns the new image. The same input,
 // probes and options always give the same bytes.
 func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
+	if f.IsSharedLibrary() {
+		return nil, fmt.Errorf("%s: %w", f.Path, ErrSharedLibrary)
+	}
+	for _, p := range probes {
+		if p.Def != nil && p.Def.Lib != "" {
+			return nil, fmt.Errorf("%s: %w", p.Origin, ErrLibraryProbe)
+		}
+	}
 	if len(probes) == 0 {
 		return rewriteNoProbes(f)
 	}

@@ -3,6 +3,7 @@ package eventdef
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -49,6 +50,9 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse(%q): %v", def, err)
 			}
 			return
+		}
+		if !p.Delete && !strings.Contains(FormatFile(p, 1), "\nprint fmt: \"") {
+			t.Fatalf("FormatFile(%q) has no print fmt", def)
 		}
 		s := p.String()
 		q, err := Parse(s)

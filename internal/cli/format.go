@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+)
+
+func runFormat(args []string, stdout, _ io.Writer) error {
+	fs := helpFlagSet("format", "format [--event GROUP/EVENT] BINARY|FILE", stdout)
+	only := fs.String("event", "", "print only this event's format (GROUP/EVENT)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("want exactly one rewritten BINARY or trace FILE, got %d arguments (see kprewrite format -h)", len(pos))
+	}
+	descs, err := readDescs(pos[0])
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, d := range descs {
+		for _, e := range d.Events {
+			if *only != "" && e.Group+"/"+e.Name != *only {
+				continue
+			}
+			p, err := eventdef.Parse(e.Def)
+			if err != nil {
+				return fmt.Errorf("%s: event %s/%s: %w", pos[0], e.Group, e.Name, err)
+			}
+			// the definition as given may have left the name to be generated, or
+			// named another event of a multi-probe event
+			p.Group, p.Event = e.Group, e.Name
+			if n > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprint(stdout, eventdef.FormatFile(p, e.ID))
+			n++
+		}
+	}
+	if *only != "" && n == 0 {
+		return fmt.Errorf("%s: no event %s", pos[0], *only)
+	}
+	return nil
+}
+
+// readDescs reads the image descriptions of a rewritten binary, or of every image a
+// trace file holds (ordered by image id).
+func readDescs(path string) ([]*tracefile.Desc, error) {
+	head := make([]byte, 4)
+	if f, err := os.Open(path); err == nil {
+		_, _ = io.ReadFull(f, head)
+		f.Close()
+	}
+	if bytes.Equal(head, []byte("\x7fELF")) {
+		f, err := elfio.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		im, err := tracefile.ReadImage(f)
+		if err != nil {
+			return nil, err
+		}
+		return []*tracefile.Desc{im.Desc}, nil
+	}
+	_, descs, err := tracefile.Open(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]uint64, 0, len(descs))
+	for id := range descs {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	out := make([]*tracefile.Desc, len(ids))
+	for i, id := range ids {
+		out[i] = descs[id]
+	}
+	return out, nil
+}

@@ -86,9 +86,6 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, libs := rewriter.SplitLibraries(defs); len(libs) > 0 {
-		return nil, fmt.Errorf("%s: %w", libs[0].Defs[0].Origin, rewriter.ErrLibraryProbe)
-	}
 	var warnings []string
 	if len(opt.HandlerFiles) > 0 {
 		set, err := handlers.Compile(context.Background(), opt.HandlerFiles, handlers.Options{})
@@ -106,8 +103,9 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 		return nil, err
 	}
 	defer f.Close() // after the output, which refers to the input's mapping, is written
-	if f.IsSharedLibrary() {
-		return nil, fmt.Errorf("%s: %w", input, rewriter.ErrSharedLibrary)
+	// before the analysis: refused anyway by rewriter.Rewrite
+	if err := rewriter.CheckRewritable(f, defs); err != nil {
+		return nil, err
 	}
 	if len(defs) > 0 {
 		bin, err := analysis.Analyze(f, analysis.Options{})

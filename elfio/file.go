@@ -366,28 +366,45 @@ func (f *File) IsSharedLibrary() bool {
 		return false
 	}
 	interp := false
-	var dyn *Prog
-	for i := range f.Progs {
-		switch f.Progs[i].Type {
-		case elf.PT_INTERP:
-			interp = true
-		case elf.PT_DYNAMIC:
-			dyn = &f.Progs[i]
-		}
+	for _, p := range f.Progs {
+		interp = interp || p.Type == elf.PT_INTERP
 	}
 	soname, pie := false, false
-	if dyn != nil && f.inFile(dyn.Off, dyn.Filesz) {
-		d := f.Data[dyn.Off : dyn.Off+dyn.Filesz]
-		for ; len(d) >= 16; d = d[16:] {
-			tag, val := elf.DynTag(binary.LittleEndian.Uint64(d)), binary.LittleEndian.Uint64(d[8:])
-			if tag == elf.DT_NULL {
-				break
-			}
-			soname = soname || tag == elf.DT_SONAME
-			pie = pie || (tag == elf.DT_FLAGS_1 && val&uint64(elf.DF_1_PIE) != 0)
-		}
+	dyn, _ := f.Dynamic() // unreadable: no soname, no flags
+	for _, e := range dyn {
+		soname = soname || e.Tag == elf.DT_SONAME
+		pie = pie || (e.Tag == elf.DT_FLAGS_1 && e.Val&uint64(elf.DF_1_PIE) != 0)
 	}
 	return !pie && (soname || (!interp && f.Entry == 0))
+}
+
+// DynEntry is one entry of the dynamic section.
+type DynEntry struct {
+	Tag elf.DynTag
+	Val uint64
+}
+
+// Dynamic returns the entries of the PT_DYNAMIC segment up to DT_NULL (none without
+// one).
+func (f *File) Dynamic() ([]DynEntry, error) {
+	var out []DynEntry
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_DYNAMIC {
+			continue
+		}
+		d, err := f.Bytes(p.Vaddr, p.Filesz)
+		if err != nil {
+			return nil, fmt.Errorf("%s: dynamic segment: %w", f.Path, err)
+		}
+		for ; len(d) >= 16; d = d[16:] {
+			e := DynEntry{elf.DynTag(binary.LittleEndian.Uint64(d)), binary.LittleEndian.Uint64(d[8:])}
+			if e.Tag == elf.DT_NULL {
+				break
+			}
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 // Addr returns the virtual address of file offset off in a PT_LOAD segment's file

@@ -21,7 +21,6 @@ import (
 const (
 	relaSize   = 24
 	dynsymSize = 24
-	dynSize    = 16
 )
 
 // SigGuardSlots returns the signal guard of f: its GOT words of the functions in
@@ -93,23 +92,17 @@ func SigGuardSlots(f *elfio.File) (*kprt.SigGuard, error) {
 	sort.Slice(slots, func(i, j int) bool { return slots[i].Slot < slots[j].Slot })
 	g := &kprt.SigGuard{Slots: slots}
 	for _, p := range f.Progs {
-		switch p.Type {
-		case elf.PT_GNU_RELRO:
+		if p.Type == elf.PT_GNU_RELRO {
 			g.Relro, g.RelroSize = p.Vaddr, p.Memsz
-		case elf.PT_DYNAMIC:
-			d, err := f.Bytes(p.Vaddr, p.Filesz)
-			if err != nil {
-				return nil, fmt.Errorf("dynamic segment: %w", err)
-			}
-			for off := 0; off+dynSize <= len(d); off += dynSize {
-				tag := elf.DynTag(binary.LittleEndian.Uint64(d[off:]))
-				if tag == elf.DT_NULL {
-					break
-				}
-				if tag == elf.DT_PLTGOT {
-					g.PLTGOT = binary.LittleEndian.Uint64(d[off+8:])
-				}
-			}
+		}
+	}
+	dyn, err := f.Dynamic()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range dyn {
+		if e.Tag == elf.DT_PLTGOT {
+			g.PLTGOT = e.Val
 		}
 	}
 	return g, nil

@@ -187,6 +187,20 @@ func ordinalSuffix(n int) string {
 // ErrLibraryProbe refuses a rewrite with LIB:SITE definitions.
 var ErrLibraryProbe = errors.New("probes in shared libraries (LIB:SITE) cannot be rewritten yet; kprewrite check analyses them")
 
+// CheckRewritable refuses a rewrite whose probes would never fire: a shared library
+// as the input (ErrSharedLibrary), or a definition of library code (ErrLibraryProbe).
+func CheckRewritable(f *elfio.File, probes []Probe) error {
+	if f.IsSharedLibrary() {
+		return fmt.Errorf("%s: %w", f.Path, ErrSharedLibrary)
+	}
+	for _, p := range probes {
+		if p.Def != nil && p.Def.Lib != "" {
+			return fmt.Errorf("%s: %w", p.Origin, ErrLibraryProbe)
+		}
+	}
+	return nil
+}
+
 // SplitLibraries separates the definitions of the program's own code from those that
 // name a library (LIB:SITE), grouped by library in order of first appearance.
 func SplitLibraries(defs []Probe) (own []Probe, libs []LibraryDefs) {
@@ -221,24 +235,19 @@ func resolveAddrs(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 	for i := range defs {
 		d := &defs[i]
 		p := d.Def
-		if p.Symbol == "" && p.Lib != "" {
-			a, err := f.Addr(p.Addr)
-			if err != nil {
-				return defError(d.Origin, p.ErrAt(1, 0, eventdef.ErrBadProbeAddr), err.Error())
-			}
-			d.Addr = a
-			if !f.ExecAddr(d.Addr) {
-				return defError(d.Origin, p.ErrAt(1, 0, eventdef.ErrBadProbeAddr),
-					fmt.Sprintf("file offset %#x (%#x) is not in an executable segment of %s", p.Addr, d.Addr, f.Path))
-			}
-			d.Func, _ = fns.Containing(d.Addr)
-			continue
-		}
 		if p.Symbol == "" {
 			d.Addr = p.Addr
+			where := fmt.Sprintf("%#x", d.Addr)
+			if p.Lib != "" { // a file offset
+				a, err := f.Addr(p.Addr)
+				if err != nil {
+					return defError(d.Origin, p.ErrAt(1, 0, eventdef.ErrBadProbeAddr), err.Error())
+				}
+				d.Addr, where = a, fmt.Sprintf("file offset %#x (%#x)", p.Addr, a)
+			}
 			if !f.ExecAddr(d.Addr) {
 				return defError(d.Origin, p.ErrAt(1, 0, eventdef.ErrBadProbeAddr),
-					fmt.Sprintf("%#x is not in an executable segment of %s", d.Addr, f.Path))
+					fmt.Sprintf("%s is not in an executable segment of %s", where, f.Path))
 			}
 			d.Func, _ = fns.Containing(d.Addr)
 			continue

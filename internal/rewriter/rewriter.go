@@ -114,13 +114,8 @@ var ErrSharedLibrary = errors.New("is a shared library: rewriting one is not sup
 // Rewrite installs the probes into f and returns the new image. The same input,
 // probes and options always give the same bytes.
 func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
-	if f.IsSharedLibrary() {
-		return nil, fmt.Errorf("%s: %w", f.Path, ErrSharedLibrary)
-	}
-	for _, p := range probes {
-		if p.Def != nil && p.Def.Lib != "" {
-			return nil, fmt.Errorf("%s: %w", p.Origin, ErrLibraryProbe)
-		}
+	if err := CheckRewritable(f, probes); err != nil {
+		return nil, err
 	}
 	if len(probes) == 0 {
 		return rewriteNoProbes(f)

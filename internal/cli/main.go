@@ -33,6 +33,8 @@ func commands() []command {
 		{"list", "list the probes of a rewritten binary, like the kernel's kprobes/list", runList},
 		{"trace", "print a trace file in the kernel tracer's format", runTrace},
 		{"profile", "print hits and misses per event of a trace file, like kprobe_profile", runProfile},
+		{"report", "print calls, total and self time per function of a trace file, like uftrace report", runReport},
+		{"flamegraph", "draw a trace file's calls as an SVG flame graph (or folded stacks)", runFlamegraph},
 		{"format", "print each event's format file, as the kernel's tracefs shows it", runFormat},
 		{"rules", "list the safety rules and their ids", runRules},
 		{"include", "print kprewrite.h, the header of C handler files (-o DIR writes it)", runInclude},

@@ -4,19 +4,29 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/kprewrite/kprewrite/internal/export"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
 func runProfile(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("profile", "profile [-b BINARY]... FILE", stdout)
+	fs := helpFlagSet("profile", "profile [-b BINARY]... [--format text|pprof] [-o OUT] FILE", stdout)
 	var bins multiFlag
 	fs.Var(&bins, "b", "a rewritten binary whose events the trace holds (repeatable; default: FILE without "+TraceSuffix+")")
+	format := fs.String("format", "text", "text: hits and misses per event, like kprobe_profile; pprof: the calls as a gzipped pprof profile (go tool pprof)")
+	out := fs.String("o", "", "write to OUT (atomically) instead of standard output")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite profile -h)", len(pos))
+	}
+	switch *format {
+	case "pprof":
+		return writePprof(pos[0], bins, *out, stdout, stderr)
+	case "text":
+	default:
+		return usageErr("unknown --format %q (text or pprof)", *format)
 	}
 	tr, descs, err := tracefile.Open(pos[0], bins)
 	if err != nil {
@@ -52,4 +62,18 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "kprewrite profile: %d image(s) in %s have no description; name their binaries with -b\n", unknown, pos[0])
 	}
 	return nil
+}
+
+// writePprof writes the calls of the trace at path as a pprof profile.
+func writePprof(path string, bins []string, out string, stdout, stderr io.Writer) error {
+	in, done, err := openExport("kprewrite profile", path, bins, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	st, err := export.BuildStacks(in, false)
+	if err != nil {
+		return err
+	}
+	return writeTo(out, stdout, func(w io.Writer) error { return export.WritePprof(w, st) })
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
@@ -31,7 +30,15 @@ type event struct {
 type Formatter struct {
 	descs  Descs
 	events map[[2]uint64]*event // (image, event id)
-	addrs  map[*Desc][]map[uint64]uint64
+	// recent is the last image's events by id (noEvent: none), for the common case of
+	// records of one image with small ids: a map lookup per record was a quarter of an
+	// export's time
+	recent struct {
+		image uint64
+		ok    bool
+		byID  []*event
+	}
+	addrs map[*Desc][]map[uint64]uint64
 	// Unknown counts records whose image or event has no description.
 	Unknown int
 }
@@ -66,7 +73,36 @@ func (fm *Formatter) siteAddrs(d *Desc) []map[uint64]uint64 {
 	return m
 }
 
+// noEvent marks an id no description names in Formatter.recent.
+var noEvent = new(event)
+
 func (fm *Formatter) event(image uint64, id uint32) *event {
+	rc := &fm.recent
+	if rc.ok && rc.image == image && uint64(id) < uint64(len(rc.byID)) {
+		if e := rc.byID[id]; e != nil {
+			if e == noEvent {
+				return nil
+			}
+			return e
+		}
+	}
+	e := fm.lookupEvent(image, id)
+	if id < 1<<16 {
+		if !rc.ok || rc.image != image {
+			rc.ok, rc.image, rc.byID = true, image, rc.byID[:0]
+		}
+		for uint64(len(rc.byID)) <= uint64(id) {
+			rc.byID = append(rc.byID, nil)
+		}
+		rc.byID[id] = e
+		if e == nil {
+			rc.byID[id] = noEvent
+		}
+	}
+	return e
+}
+
+func (fm *Formatter) lookupEvent(image uint64, id uint32) *event {
 	key := [2]uint64{image, uint64(id)}
 	if e, ok := fm.events[key]; ok {
 		return e
@@ -122,13 +158,9 @@ func (fm *Formatter) Line(r *Record) (string, error) {
 // recordEvent finds the event a probe's record is a hit of, and how its addresses are
 // named.
 func (fm *Formatter) recordEvent(r *Record) (*event, eventdef.FormatOptions, error) {
-	e := fm.event(r.ImageID, r.EventID)
-	if e == nil {
-		fm.Unknown++
-		return nil, eventdef.FormatOptions{}, fmt.Errorf("record of event %d of image %#x, which no description names", r.EventID, r.ImageID)
-	}
-	if e.err != nil {
-		return nil, eventdef.FormatOptions{}, e.err
+	e, err := fm.eventOf(r)
+	if err != nil {
+		return nil, eventdef.FormatOptions{}, err
 	}
 	opt := eventdef.FormatOptions{Symbolize: func(a uint64) (string, uint64, uint64, bool) {
 		return e.desc.Symbolize(a - r.Bias)
@@ -164,6 +196,40 @@ func (fm *Formatter) Decode(r *Record) (*Decoded, error) {
 	}
 	return &Decoded{Image: e.desc.Image, Group: e.def.Group, Name: e.def.Event, Return: e.def.Return,
 		Addr: r.Bias + e.funcAddr(r.IP), RetAddr: r.RetIP, Fields: vals}, nil
+}
+
+// eventOf finds the event a probe's record is a hit of.
+func (fm *Formatter) eventOf(r *Record) (*event, error) {
+	e := fm.event(r.ImageID, r.EventID)
+	if e == nil {
+		fm.Unknown++
+		return nil, fmt.Errorf("record of event %d of image %#x, which no description names", r.EventID, r.ImageID)
+	}
+	return e, e.err
+}
+
+// Head names the event of a probe's record (Type RecKprobe or RecKretprobe) as Decode
+// does, without decoding its fields.
+func (fm *Formatter) Head(r *Record) (d Decoded, err error) {
+	e, err := fm.eventOf(r)
+	if err != nil {
+		return d, err
+	}
+	return Decoded{Image: e.desc.Image, Group: e.def.Group, Name: e.def.Event, Return: e.def.Return,
+		Addr: r.Bias + e.funcAddr(r.IP), RetAddr: r.RetIP}, nil
+}
+
+// Fields decodes the fields of a probe's record as Decode does; an event without
+// fetch arguments costs a lookup only.
+func (fm *Formatter) Fields(r *Record) ([]eventdef.Value, error) {
+	if e := fm.event(r.ImageID, r.EventID); e != nil && e.err == nil && len(e.def.Args) == 0 {
+		return nil, nil
+	}
+	d, err := fm.Decode(r)
+	if err != nil {
+		return nil, err
+	}
+	return d.Fields, nil
 }
 
 // violationLine formats a --verify-regions violation record:
@@ -217,36 +283,31 @@ func (fm *Formatter) DecodeViolation(r *Record) (*ViolationHit, error) {
 // ViolationEvent names --verify-regions violation records in `kprewrite trace`.
 const ViolationEvent = "kprewrite_violation"
 
-// WriteTrace prints every record of tr in time order, after a header like the
-// kernel's trace file has. Records it cannot format are reported on errw (once per
-// event) and left out.
-func WriteTrace(w, errw io.Writer, tr *Trace, descs Descs, header bool) error {
-	recs := make([]*Record, len(tr.Records))
-	for i := range tr.Records {
-		recs[i] = &tr.Records[i]
-	}
-	sort.SliceStable(recs, func(i, j int) bool { return recs[i].TsNs < recs[j].TsNs })
+// WriteTrace prints every record of s in time order, after a header like the kernel's
+// trace file has. Records it cannot format are reported on errw (once per event) and
+// left out.
+func WriteTrace(w, errw io.Writer, s *Stream, descs Descs, header bool) error {
 	if header {
-		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# entries-in-buffer/entries-written: %d/%d\n", len(recs), uint64(len(recs))+tr.Lost+uint64(tr.Torn))
-		if tr.Lost > 0 {
-			fmt.Fprintf(w, "# lost: %d records did not fit in the trace file\n", tr.Lost)
+		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# entries-in-buffer/entries-written: %d/%d\n", s.Count, uint64(s.Count)+s.Lost+uint64(s.Torn))
+		if s.Lost > 0 {
+			fmt.Fprintf(w, "# lost: %d records did not fit in the trace file\n", s.Lost)
 		}
-		if tr.Torn > 0 {
-			fmt.Fprintf(w, "# torn: %d records were cut short by their writer's death\n", tr.Torn)
+		if s.Torn > 0 {
+			fmt.Fprintf(w, "# torn: %d records were cut short by their writer's death\n", s.Torn)
 		}
 		fmt.Fprintf(w, "#\n#           TASK-PID     CPU#   TIMESTAMP  FUNCTION\n#              | |         |       |         |\n")
 	}
 	fm := NewFormatter(descs)
 	reported := map[string]bool{}
 	var sb strings.Builder
-	for _, r := range recs {
+	err := s.Each(func(r *Record) error {
 		line, err := fm.Line(r)
 		if err != nil {
 			if msg := err.Error(); !reported[msg] {
 				reported[msg] = true
 				fmt.Fprintf(errw, "kprewrite trace: %s\n", msg)
 			}
-			continue
+			return nil
 		}
 		sb.WriteString(line)
 		sb.WriteByte('\n')
@@ -256,8 +317,12 @@ func WriteTrace(w, errw io.Writer, tr *Trace, descs Descs, header bool) error {
 			}
 			sb.Reset()
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	_, err := io.WriteString(w, sb.String())
+	_, err = io.WriteString(w, sb.String())
 	return err
 }
 

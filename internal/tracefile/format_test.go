@@ -87,7 +87,11 @@ func TestWriteTrace(t *testing.T) {
 	unknown.TsNs = 4_000_000_000
 	tr.Records = append(tr.Records, unknown)
 	var out, errOut bytes.Buffer
-	if err := WriteTrace(&out, &errOut, tr, Descs{d.ImageID: d}, true); err != nil {
+	s, err := NewStream(encodeTrace(tr.Records, tr.Lost, 4096))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTrace(&out, &errOut, s, Descs{d.ImageID: d}, true); err != nil {
 		t.Fatal(err)
 	}
 	want := `# tracer: kprewrite

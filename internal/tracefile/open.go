@@ -17,24 +17,46 @@ const MaxTraceFile = 128 << 30
 // Suffix is appended to a rewritten binary's path to make its default trace file path.
 const Suffix = ".trace"
 
-// Open parses the trace file at path and finds the descriptions of its images: in the
-// file itself (the runtime copies each image's description frame into it), in the
-// rewritten binaries bins, else in the file's own path without the .trace suffix (the
-// default trace path of a rewritten binary), if that exists.
+// Open parses the trace file at path, its records in memory (OpenStream reads them
+// without holding them), and finds the descriptions of its images.
 func Open(path string, bins []string) (*Trace, Descs, error) {
+	s, descs, err := OpenStream(path, bins)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.Close()
+	t := s.Trace
+	t.Records = make([]Record, 0, s.Count)
+	s.Each(func(r *Record) error {
+		c := *r
+		c.Data = append([]byte(nil), r.Data...)
+		t.Records = append(t.Records, c)
+		return nil
+	})
+	return t, descs, nil
+}
+
+// OpenStream maps the trace file at path for reading its records in time order (Each)
+// and finds the descriptions of its images: in the file itself (the runtime copies
+// each image's description frame into it), in the rewritten binaries bins, else in the
+// file's own path without the .trace suffix (the default trace path of a rewritten
+// binary), if that exists. Close releases the mapping.
+func OpenStream(path string, bins []string) (*Stream, Descs, error) {
 	// mapped, not read: only the pages the header says are used are touched (a 1 GiB
-	// file holding 3 records took 1 GB of memory and 10 s when read whole)
+	// file holding 3 records took 1 GB of memory and 10 s when read whole), and the
+	// records are read where they are
 	data, err := mmapfile.Map(path, MaxTraceFile, "a trace file")
 	if err != nil {
 		return nil, nil, err
 	}
-	tr, err := ParseTrace(data)
-	mmapfile.Unmap(data) // the Trace holds copies
+	s, err := newStream(data, true)
 	if err != nil {
+		mmapfile.Unmap(data)
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
+	s.mapping = data
 	descs := Descs{}
-	for _, d := range ownDescs(tr) {
+	for _, d := range ownDescs(s.Trace) {
 		descs.Add(d)
 	}
 	implicit := len(bins) == 0
@@ -55,9 +77,17 @@ func Open(path string, bins []string) (*Trace, Descs, error) {
 		if implicit && errors.Is(err, os.ErrNotExist) {
 			continue
 		}
+		s.Close()
 		return nil, nil, err
 	}
-	return tr, descs, nil
+	return s, descs, nil
+}
+
+// Close releases the file's mapping; records Each gave are no longer readable.
+func (s *Stream) Close() error {
+	m := s.mapping
+	s.mapping, s.data, s.runs = nil, nil, nil
+	return mmapfile.Unmap(m)
 }
 
 // ownDescs returns the image descriptions the trace file itself holds. Images without

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
 
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
@@ -60,9 +59,9 @@ func (r *Record) CommString() string {
 // ErrTrace reports a file that is not a valid trace file.
 var ErrTrace = errors.New("not a kprewrite trace file")
 
-// ParseTrace parses a trace file's bytes. It validates every offset and size; a
-// truncated or corrupt record area ends the record list rather than failing.
-func ParseTrace(b []byte) (*Trace, error) {
+// parseHeader parses a trace file's header and its images' counters (without the hits
+// the records count).
+func parseHeader(b []byte) (*Trace, error) {
 	var t Trace
 	if len(b) < kprt.TraceHeaderSize {
 		return nil, fmt.Errorf("%w: %d bytes", ErrTrace, len(b))
@@ -100,63 +99,40 @@ func ParseTrace(b []byte) (*Trace, error) {
 		}
 		t.Images = append(t.Images, ti)
 	}
-	data := b[kprt.TraceHeaderSize : kprt.TraceHeaderSize+h.DataSize]
-	end := min(h.Head, h.DataSize)
-	// Version 1: one sequence of records. Version 2: blocks of whole granules of
-	// BlockSize bytes, each one thread's sequence of records until a size 0, after which
-	// the block is zero: the next record is at a later granule.
-	bs := end
-	if h.Version != traceVersion1 {
-		bs = h.BlockSize
-		if bs < kprt.RecordSize || bs&(bs-1) != 0 || h.DataSize%bs != 0 {
-			return nil, fmt.Errorf("%w: block size %d for a record area of %d bytes", ErrTrace, bs, h.DataSize)
-		}
-	}
-	for off := uint64(0); off+kprt.RecordSize <= end; {
-		var r Record
-		decodeRecord(data[off:], &r.RawRecord)
-		sz := uint64(r.Size)
-		if sz < kprt.RecordSize || sz%8 != 0 || sz > end-off {
-			// the rest of the block was never written (its thread ended, or the writer
-			// died right after taking its place) or is corrupt
-			if h.Version == traceVersion1 {
-				break
-			}
-			off = (off/bs + 1) * bs
-			continue
-		}
-		if r.Commit != kprt.RecCommit || uint64(r.DataLen) > sz-kprt.RecordSize {
-			t.Torn++
-		} else {
-			r.Data = append([]byte(nil), data[off+kprt.RecordSize:off+kprt.RecordSize+uint64(r.DataLen)]...)
-			t.Records = append(t.Records, r)
-		}
-		off += sz
-	}
-	if h.Version != traceVersion1 {
-		t.countRecordHits()
-	}
-	// time order; a thread's records keep their order (stable)
-	sort.SliceStable(t.Records, func(i, j int) bool { return t.Records[i].TsNs < t.Records[j].TsNs })
 	return &t, nil
+}
+
+// ParseTrace parses a trace file's bytes. It validates every offset and size; a
+// truncated or corrupt record area ends the record list rather than failing. Records
+// are in time order (Stream.Each's), their Data copied out of b.
+func ParseTrace(b []byte) (*Trace, error) {
+	s, err := NewStream(b)
+	if err != nil {
+		return nil, err
+	}
+	t := s.Trace
+	t.Records = make([]Record, 0, s.Count)
+	s.Each(func(r *Record) error {
+		c := *r
+		c.Data = append([]byte(nil), r.Data...)
+		t.Records = append(t.Records, c)
+		return nil
+	})
+	return t, nil
 }
 
 // traceVersion1 is the format before per-thread blocks: records back to back in the
 // order of their reservation, hits all in the counters.
 const traceVersion1 = 1
 
-// countRecordHits adds each committed record that is a probe's hit to that probe's hit
-// counter in its writer's image: the runtime counts a hit that writes a record by the
-// record alone.
-func (t *Trace) countRecordHits() {
-	for i := range t.Records {
-		r := &t.Records[i]
-		if r.Probe == kprt.NoProbe || int(r.Image) >= len(t.Images) {
-			continue
-		}
-		if im := &t.Images[r.Image]; im.ImageID == r.ImageID && uint64(r.Probe) < uint64(len(im.Counters)) {
-			im.Counters[r.Probe].Hit++
-		}
+// countHit adds a committed record that is a probe's hit to that probe's hit counter in
+// its writer's image: the runtime counts a hit that writes a record by the record alone.
+func (t *Trace) countHit(r *kprt.RawRecord) {
+	if r.Probe == kprt.NoProbe || int(r.Image) >= len(t.Images) {
+		return
+	}
+	if im := &t.Images[r.Image]; im.ImageID == r.ImageID && uint64(r.Probe) < uint64(len(im.Counters)) {
+		im.Counters[r.Probe].Hit++
 	}
 }
 

@@ -5,7 +5,9 @@
 //	go run ./scripts/alldefs [-g GROUP] [-r] BINARY > defs.txt
 //	kprewrite rewrite --skip-refused -f defs.txt -o OUT BINARY
 //
-// -r makes return probes ("r:") instead.
+// -r makes return probes ("r:") instead; -calls both, an entry and a return event per
+// function ("p:GROUP/fN", "r:GROUP/fN_ret"), which `kprewrite report`, `flamegraph` and
+// `trace --format chrome` show as calls.
 package main
 
 import (
@@ -20,9 +22,10 @@ import (
 func main() {
 	group := flag.String("g", "kpwall", "event group")
 	ret := flag.Bool("r", false, "return probes")
+	both := flag.Bool("calls", false, "an entry and a return probe per function")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: alldefs [-g GROUP] [-r] BINARY")
+		fmt.Fprintln(os.Stderr, "usage: alldefs [-g GROUP] [-r | -calls] BINARY")
 		os.Exit(2)
 	}
 	f, err := elfio.Open(flag.Arg(0))
@@ -36,6 +39,10 @@ func main() {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	for i, fn := range f.Functions().List {
+		if *both {
+			fmt.Fprintf(w, "p:%s/f%d %#x\nr:%s/f%d_ret %#x\n", *group, i, fn.Addr, *group, i, fn.Addr)
+			continue
+		}
 		fmt.Fprintf(w, "%s:%s/f%d %#x\n", kind, *group, i, fn.Addr)
 	}
 	if err := w.Flush(); err != nil {

@@ -1,0 +1,362 @@
+package calls
+
+import (
+	"sort"
+
+	"github.com/ianlancetaylor/demangle"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+)
+
+// Function is a function of a rewritten image with an entry and a return event.
+type Function struct {
+	ID    int    // dense, in the order functions are first seen
+	Image string // the image's name
+	Addr  uint64 // link-time address
+	// Name is its symbol, demangled without parameters ("ns::f", as uftrace shows C++
+	// functions), or the entry event's name when no symbol names it; Symbol is the
+	// symbol as the binary has it.
+	Name, Symbol string
+}
+
+// Call is a call in progress or just ended.
+type Call struct {
+	Func  *Function
+	Start uint64 // entry time, ns
+	// End, Total and Self are set when the call ends: Self is Total less the calls it
+	// made.
+	End, Total, Self uint64
+	// Lost: the return was never recorded; the call ended at the first record that
+	// showed it had (or at its thread's last record).
+	Lost bool
+	// Tag is the caller's, set in OnEnter (an exporter's stack node).
+	Tag      int
+	children uint64
+}
+
+// Thread is one thread of the trace.
+type Thread struct {
+	PID, TID uint32
+	Comm     string
+	// Stack is the calls in progress, outermost first.
+	Stack []*Call
+	// First and Last are the times of its first and last records.
+	First, Last uint64
+	order       int
+}
+
+// Role says what a record is to the nesting.
+type Role uint8
+
+const (
+	// Instant is a record that is neither a call's entry nor its return: an event at
+	// a function with no return event, inside a function, a trace_printk, or a
+	// record whose image has no description.
+	Instant Role = iota
+	// Entry opened a call (Builder.OnEnter ran).
+	Entry
+	// Return ended a call (Builder.OnExit ran).
+	Return
+	// Orphan is a return record whose call is not on its thread's stack (entered
+	// before the trace began, or in the parent of a forked child).
+	Orphan
+)
+
+// Builder rebuilds calls from records given in time order.
+type Builder struct {
+	// OnEnter runs when r opens c, OnExit when c ends: by r, its return record, or,
+	// with c.Lost, at the time of the record r that showed the return was lost (nil
+	// at the end of the trace). OnRecord runs for every record after the nesting took
+	// it, with its role (c is the call it opened or ended). Any may be nil.
+	OnEnter  func(t *Thread, c *Call, r *tracefile.Record)
+	OnExit   func(t *Thread, c *Call, r *tracefile.Record)
+	OnRecord func(t *Thread, r *tracefile.Record, role Role, c *Call)
+	// OnThread runs when a thread is first seen and when its comm changes.
+	OnThread func(t *Thread)
+
+	descs tracefile.Descs
+	roles map[[2]uint64]*eventRole // (image id, event id)
+	// recent is the last image's roles by event id (noRole: none): a map lookup per
+	// record was a tenth of an export's time
+	recent struct {
+		image uint64
+		ok    bool
+		byID  []*eventRole
+	}
+	funcs   []*Function
+	threads map[uint64]*Thread
+	last    *Thread
+	free    []*Call
+}
+
+// eventRole is what an event's records are: per probe site, the call's function it
+// opens or ends (none: instant).
+type eventRole struct {
+	ret   bool
+	sites map[uint64]*Function
+	// site and fn are the one entry of sites when it has one (most events)
+	site uint64
+	fn   *Function
+}
+
+// function returns the call's function a record at site opens or ends, or nil.
+func (er *eventRole) function(site uint64) *Function {
+	if er.fn != nil && er.site == site {
+		return er.fn
+	}
+	return er.sites[site]
+}
+
+var noRole = new(eventRole)
+
+// cachedRole is role with the recent image's roles in a slice.
+func (b *Builder) cachedRole(image uint64, id uint32) *eventRole {
+	rc := &b.recent
+	if rc.ok && rc.image == image && uint64(id) < uint64(len(rc.byID)) {
+		if er := rc.byID[id]; er != nil {
+			if er == noRole {
+				return nil
+			}
+			return er
+		}
+	}
+	er := b.role(image, id)
+	if id < 1<<16 {
+		if !rc.ok || rc.image != image {
+			rc.ok, rc.image, rc.byID = true, image, rc.byID[:0]
+		}
+		for uint64(len(rc.byID)) <= uint64(id) {
+			rc.byID = append(rc.byID, nil)
+		}
+		rc.byID[id] = er
+		if er == nil {
+			rc.byID[id] = noRole
+		}
+	}
+	return er
+}
+
+// NewBuilder returns a builder for records of the described images.
+func NewBuilder(descs tracefile.Descs) *Builder {
+	return &Builder{descs: descs, roles: map[[2]uint64]*eventRole{}, threads: map[uint64]*Thread{}}
+}
+
+// Functions returns the functions seen, by ID.
+func (b *Builder) Functions() []*Function { return b.funcs }
+
+// Threads returns the threads seen, in the order they were first seen.
+func (b *Builder) Threads() []*Thread {
+	out := make([]*Thread, 0, len(b.threads))
+	for _, t := range b.threads {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].order < out[j].order })
+	return out
+}
+
+// role finds the role of an event's records: an image's functions with both an entry
+// probe at their address (the first entry event that has one opens) and a return
+// probe (the first return event ends) are calls.
+func (b *Builder) role(image uint64, id uint32) *eventRole {
+	key := [2]uint64{image, uint64(id)}
+	if r, ok := b.roles[key]; ok {
+		return r
+	}
+	d := b.descs[image]
+	if d == nil {
+		b.roles[key] = nil
+		return nil
+	}
+	// every event of the image at once: which opens and which ends each function
+	type pair struct{ entry, ret int }
+	pairs := map[uint64]*pair{}
+	for _, p := range d.Probes {
+		if p.Event < 0 || p.Event >= len(d.Events) || p.Kind == tracefile.KindVerify || p.Exit {
+			continue
+		}
+		pr := pairs[p.Addr]
+		if pr == nil {
+			pr = &pair{-1, -1}
+			pairs[p.Addr] = pr
+		}
+		if d.Events[p.Event].Return {
+			if pr.ret < 0 || p.Event < pr.ret {
+				pr.ret = p.Event
+			}
+		} else if pr.entry < 0 || p.Event < pr.entry {
+			pr.entry = p.Event
+		}
+	}
+	roles := make([]*eventRole, len(d.Events))
+	for i, e := range d.Events {
+		roles[i] = &eventRole{ret: e.Return, sites: map[uint64]*Function{}}
+	}
+	addrs := make([]uint64, 0, len(pairs))
+	for a := range pairs {
+		addrs = append(addrs, a)
+	}
+	sort.Slice(addrs, func(i, j int) bool { return addrs[i] < addrs[j] })
+	fns := map[uint64]*Function{}
+	for _, a := range addrs {
+		if pr := pairs[a]; pr.entry >= 0 && pr.ret >= 0 {
+			fns[a] = &Function{ID: -1, Image: d.Image, Addr: a}
+		}
+	}
+	for _, p := range d.Probes {
+		fn := fns[p.Addr]
+		if fn == nil || p.Event < 0 || p.Event >= len(d.Events) || p.Exit {
+			continue
+		}
+		pr := pairs[p.Addr]
+		if p.Event != pr.entry && p.Event != pr.ret {
+			continue
+		}
+		if fn.Name == "" && p.Symbol != "" && p.Site-p.Offset == p.Addr {
+			fn.Name = p.Symbol
+		}
+		roles[p.Event].sites[p.Site] = fn
+	}
+	for _, a := range addrs {
+		fn := fns[a]
+		if fn == nil {
+			continue
+		}
+		if fn.Name == "" {
+			if name, off, _, ok := d.Symbolize(a); ok && off == 0 {
+				fn.Name = name
+			}
+		}
+		fn.Symbol = fn.Name
+		if fn.Name == "" {
+			fn.Name = d.Events[pairs[a].entry].Name
+		} else {
+			fn.Name = demangle.Filter(fn.Name, demangle.NoParams)
+		}
+	}
+	for i, e := range d.Events {
+		if er := roles[i]; len(er.sites) == 1 {
+			for site, fn := range er.sites {
+				er.site, er.fn = site, fn
+			}
+		}
+		b.roles[[2]uint64{image, uint64(e.ID)}] = roles[i]
+	}
+	return b.roles[key]
+}
+
+// thread returns r's thread, noting its comm.
+func (b *Builder) thread(r *tracefile.Record) *Thread {
+	t := b.last
+	if t == nil || t.TID != r.TID || t.PID != r.PID {
+		key := uint64(r.PID)<<32 | uint64(r.TID)
+		t = b.threads[key]
+		if t == nil {
+			t = &Thread{PID: r.PID, TID: r.TID, Comm: r.CommString(), First: r.TsNs, order: len(b.threads)}
+			b.threads[key] = t
+			if b.OnThread != nil {
+				b.OnThread(t)
+			}
+		}
+		b.last = t
+	}
+	if !commIs(r, t.Comm) {
+		t.Comm = r.CommString()
+		if b.OnThread != nil {
+			b.OnThread(t)
+		}
+	}
+	t.Last = r.TsNs
+	return t
+}
+
+// commIs reports whether r's comm is c, without making a string.
+func commIs(r *tracefile.Record, c string) bool {
+	n := len(c)
+	if n > len(r.Comm) || (n < len(r.Comm) && r.Comm[n] != 0) {
+		return false
+	}
+	return string(r.Comm[:n]) == c
+}
+
+// Add takes the next record in time order.
+func (b *Builder) Add(r *tracefile.Record) {
+	t := b.thread(r)
+	role, c := Instant, (*Call)(nil)
+	if r.Type == kprt.RecKprobe || r.Type == kprt.RecKretprobe {
+		if er := b.cachedRole(r.ImageID, r.EventID); er != nil {
+			if fn := er.function(r.IP); fn != nil {
+				if fn.ID < 0 {
+					fn.ID = len(b.funcs)
+					b.funcs = append(b.funcs, fn)
+				}
+				if er.ret {
+					role, c = b.ret(t, fn, r)
+				} else {
+					role, c = Entry, b.enter(t, fn, r)
+				}
+			}
+		}
+	}
+	if b.OnRecord != nil {
+		b.OnRecord(t, r, role, c)
+	}
+}
+
+func (b *Builder) enter(t *Thread, fn *Function, r *tracefile.Record) *Call {
+	var c *Call
+	if n := len(b.free); n > 0 {
+		c, b.free = b.free[n-1], b.free[:n-1]
+		*c = Call{}
+	} else {
+		c = new(Call)
+	}
+	c.Func, c.Start = fn, r.TsNs
+	t.Stack = append(t.Stack, c)
+	if b.OnEnter != nil {
+		b.OnEnter(t, c, r)
+	}
+	return c
+}
+
+// ret ends fn's innermost call on t, and the calls above it as lost.
+func (b *Builder) ret(t *Thread, fn *Function, r *tracefile.Record) (Role, *Call) {
+	i := len(t.Stack) - 1
+	for i >= 0 && t.Stack[i].Func != fn {
+		i--
+	}
+	if i < 0 {
+		return Orphan, nil
+	}
+	for len(t.Stack)-1 > i {
+		b.end(t, r.TsNs, r, true)
+	}
+	c := b.end(t, r.TsNs, r, false)
+	return Return, c
+}
+
+// end pops t's innermost call, ended at ts.
+func (b *Builder) end(t *Thread, ts uint64, r *tracefile.Record, lost bool) *Call {
+	n := len(t.Stack) - 1
+	c := t.Stack[n]
+	t.Stack = t.Stack[:n]
+	c.End, c.Lost = max(ts, c.Start), lost
+	c.Total = c.End - c.Start
+	c.Self = c.Total - min(c.children, c.Total)
+	if n > 0 {
+		t.Stack[n-1].children += c.Total
+	}
+	if b.OnExit != nil {
+		b.OnExit(t, c, r)
+	}
+	b.free = append(b.free, c) // the callbacks keep no pointer to it
+	return c
+}
+
+// Finish ends the calls still open, each at its thread's last record, marked Lost.
+func (b *Builder) Finish() {
+	for _, t := range b.Threads() {
+		for len(t.Stack) > 0 {
+			b.end(t, t.Last, nil, true)
+		}
+	}
+}

@@ -1,0 +1,13 @@
+// Package calls rebuilds the call nesting of a trace: a function that has both an
+// entry event (a probe at its address) and a return event is a call, open from its
+// entry record to its return record on the same thread; calls nest per thread. What
+// `kprewrite trace --format chrome`, `report`, `profile --format pprof` and
+// `flamegraph` show is built from it.
+//
+// Records come in time order (tracefile.Stream.Each) and are not kept: memory grows
+// with the threads and their call depth, not with the trace. A return whose call is
+// not on top of its thread's stack closes the calls above it first: their returns
+// were lost (longjmp, an exception, a signal handler that never returned), so they
+// end at the first record that shows it, marked Lost. Calls still open at the end of
+// the trace end at their thread's last record, marked Lost too.
+package calls

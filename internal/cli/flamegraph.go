@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"io"
+	"path/filepath"
+
+	"github.com/kprewrite/kprewrite/internal/export"
+)
+
+func runFlamegraph(args []string, stdout, stderr io.Writer) error {
+	fs := helpFlagSet("flamegraph", "flamegraph [-b BINARY]... [--format svg|folded] [--threads] [--title T] [-o OUT] FILE", stdout)
+	var bins multiFlag
+	fs.Var(&bins, "b", "a rewritten binary whose events the trace holds (repeatable; default: FILE without "+TraceSuffix+")")
+	format := fs.String("format", "svg", "svg: a flame graph a browser shows; folded: flamegraph.pl's folded stacks (self nanoseconds)")
+	threads := fs.Bool("threads", false, "a tower per thread (its comm-tid at the bottom)")
+	title := fs.String("title", "", "the SVG's title (default: Flame graph of FILE)")
+	out := fs.String("o", "", "write to OUT (atomically) instead of standard output")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite flamegraph -h)", len(pos))
+	}
+	if *format != "svg" && *format != "folded" {
+		return usageErr("unknown --format %q (svg or folded)", *format)
+	}
+	if *title == "" {
+		*title = "Flame graph of " + filepath.Base(pos[0])
+	}
+	in, done, err := openExport("kprewrite flamegraph", pos[0], bins, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	st, err := export.BuildStacks(in, *threads)
+	if err != nil {
+		return err
+	}
+	return writeTo(*out, stdout, func(w io.Writer) error {
+		if *format == "folded" {
+			return export.WriteFolded(w, st)
+		}
+		return export.WriteFlameSVG(w, st, *title)
+	})
+}

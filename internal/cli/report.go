@@ -1,0 +1,52 @@
+package cli
+
+import (
+	"io"
+	"strings"
+
+	"github.com/kprewrite/kprewrite/internal/export"
+)
+
+func runReport(args []string, stdout, stderr io.Writer) error {
+	fs := helpFlagSet("report", "report [-b BINARY]... [-s KEY] [--threads] [-n N] [--diff BASE] FILE", stdout)
+	var bins multiFlag
+	fs.Var(&bins, "b", "a rewritten binary whose events the trace holds (repeatable; default: FILE without "+TraceSuffix+")")
+	sortBy := fs.String("s", "total", "sort by "+strings.Join(export.SortKeys, ", "))
+	threads := fs.Bool("threads", false, "one line per thread and function instead of per function")
+	limit := fs.Int("n", 0, "print only the first N lines (0: all)")
+	diff := fs.String("diff", "", "compare with the trace file BASE (before a change): FILE is the new one")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite report -h)", len(pos))
+	}
+	if err := (&export.Report{}).Sort(*sortBy); err != nil {
+		return usageErr("-s: %v", err)
+	}
+	build := func(path string) (*export.Report, error) {
+		in, done, err := openExport("kprewrite report", path, bins, stderr)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		rep, err := export.BuildReport(in, *threads)
+		if err != nil {
+			return nil, err
+		}
+		return rep, rep.Sort(*sortBy)
+	}
+	rep, err := build(pos[0])
+	if err != nil {
+		return err
+	}
+	if *diff == "" {
+		return rep.Write(stdout, *limit)
+	}
+	base, err := build(*diff)
+	if err != nil {
+		return err
+	}
+	return rep.WriteDiff(stdout, base, *limit)
+}

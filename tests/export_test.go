@@ -1,0 +1,497 @@
+package tests
+
+import (
+	"bufio"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// callDefs is an entry and a return event on every function of prog, as
+// scripts/alldefs -calls writes them.
+func callDefs(t *testing.T, prog string) string {
+	t.Helper()
+	f, err := elfio.Open(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b strings.Builder
+	for i, fn := range f.Functions().List {
+		fmt.Fprintf(&b, "p:calls/f%d %#x\nr:calls/f%d_ret %#x\n", i, fn.Addr, i, fn.Addr)
+	}
+	path := filepath.Join(t.TempDir(), "calls.defs")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// tracedCalls builds the program src in lang with flags, rewrites it with an entry and
+// a return event on every function, runs both and compares them, and returns the
+// trace file.
+func tracedCalls(t *testing.T, src, lang string, flags ...string) string {
+	t.Helper()
+	prog := testprog.Build(t, src, lang, flags...)
+	out := filepath.Join(t.TempDir(), "calls.kp")
+	if code, o, e := kp("rewrite", "--skip-refused", "-f", callDefs(t, prog), "-o", out, prog); code != 0 {
+		t.Fatalf("rewrite: exit %d\n%s%s", code, o, e)
+	}
+	testprog.Same(t, prog, out, testprog.Cmd{}, nil)
+	return out + ".trace"
+}
+
+// chromeEvent is one event of the Trace Event Format.
+type chromeEvent struct {
+	Ph   string         `json:"ph"`
+	Name string         `json:"name"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	Ts   float64        `json:"ts"`
+	Args map[string]any `json:"args"`
+}
+
+// chromeSlice is a duration slice rebuilt from B and E events.
+type chromeSlice struct {
+	name   string
+	parent string // the enclosing slice's name, "" at the top
+	lost   bool
+}
+
+// checkChrome checks the structure of a Trace Event Format export: per thread, every
+// E closes the innermost open B of the same name, nothing stays open, and time never
+// goes backwards. It returns the slices.
+func checkChrome(t *testing.T, data []byte) []chromeSlice {
+	t.Helper()
+	var doc struct {
+		TraceEvents []chromeEvent `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("chrome export is not JSON: %v", err)
+	}
+	type thread struct {
+		stack []string
+		last  float64
+	}
+	threads := map[[2]int]*thread{}
+	var out []chromeSlice
+	names := map[[2]int]bool{}
+	for i, e := range doc.TraceEvents {
+		k := [2]int{e.Pid, e.Tid}
+		th := threads[k]
+		if th == nil {
+			th = &thread{}
+			threads[k] = th
+		}
+		switch e.Ph {
+		case "M":
+			if e.Name == "thread_name" {
+				names[k] = true
+			}
+			continue
+		case "C":
+			continue
+		case "B", "E", "i":
+		default:
+			t.Fatalf("event %d: phase %q", i, e.Ph)
+		}
+		if e.Ts < th.last {
+			t.Fatalf("event %d (%s %s) on %v at %.3f, before the thread's previous event at %.3f", i, e.Ph, e.Name, k, e.Ts, th.last)
+		}
+		th.last = e.Ts
+		if !names[k] {
+			t.Fatalf("event %d on thread %v before its thread_name", i, k)
+		}
+		switch e.Ph {
+		case "B":
+			th.stack = append(th.stack, e.Name)
+		case "E":
+			n := len(th.stack)
+			if n == 0 || th.stack[n-1] != e.Name {
+				t.Fatalf("event %d: E %s on %v, open: %v", i, e.Name, k, th.stack)
+			}
+			th.stack = th.stack[:n-1]
+			s := chromeSlice{name: e.Name, lost: e.Args["lost_return"] == true}
+			if n > 1 {
+				s.parent = th.stack[n-2]
+			}
+			out = append(out, s)
+		}
+	}
+	for k, th := range threads {
+		if len(th.stack) > 0 {
+			t.Errorf("thread %v: slices never closed: %v", k, th.stack)
+		}
+	}
+	return out
+}
+
+// reportCalls parses `kprewrite report`: calls and lost returns per function.
+func reportCalls(t *testing.T, text string) (calls, lost map[string]int) {
+	t.Helper()
+	calls, lost = map[string]int{}, map[string]int{}
+	line := regexp.MustCompile(`^\s+\S+ \S+\s+\S+ \S+\s+(\d+)\s+\S+ \S+\s+\S+ \S+\s+\S+ \S+\s+(\S+)(?:\s+\((\d+) lost returns\))?$`)
+	for _, l := range strings.Split(text, "\n")[2:] {
+		if l == "" {
+			continue
+		}
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("report line %q", l)
+		}
+		calls[m[2]], _ = strconv.Atoi(m[1])
+		if m[3] != "" {
+			lost[m[2]], _ = strconv.Atoi(m[3])
+		}
+	}
+	return calls, lost
+}
+
+// parseDuration reads a duration as reports print it ("1.234 ms"), in nanoseconds.
+func parseDuration(t *testing.T, num, unit string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(num, 64)
+	scale := map[string]float64{"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[unit]
+	if err != nil || scale == 0 {
+		t.Fatalf("duration %q %q", num, unit)
+	}
+	return v * scale
+}
+
+func readSource(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestExportCalls: a program with known calls (threads, recursion, a signal handler,
+// longjmp, fork), traced at every function's entry and return, exported every way:
+// the report counts each function's calls, the Chrome JSON nests and closes every
+// slice, go tool pprof lists the functions by self time, the folded stacks and the SVG
+// hold the call paths, the JSON lines are one a record.
+func TestExportCalls(t *testing.T) {
+	for _, opt := range []string{"-O0", "-O2"} {
+		t.Run(opt, func(t *testing.T) {
+			trace := tracedCalls(t, readSource(t, "calls.c"), "c", opt, "-pthread")
+			code, rep, stderr := kp("report", trace)
+			if code != 0 {
+				t.Fatalf("report: exit %d: %s", code, stderr)
+			}
+			calls, lost := reportCalls(t, rep)
+			for fn, n := range map[string]int{"top": 2, "middle": 20, "leaf": 40, "spin": 62, "worker": 1, "on_signal": 1,
+				"in_handler": 1, "child": 1, "main": 1} {
+				if calls[fn] != n {
+					t.Errorf("report: %s has %d calls, want %d\n%s", fn, calls[fn], n, rep)
+				}
+			}
+			if lost["jumper"] == 0 || lost["spin"] != 0 {
+				t.Errorf("report: lost returns %v, want jumper's (longjmp) and no other\n%s", lost, rep)
+			}
+			// sorted by total time, largest first
+			var prev float64 = -1
+			for _, l := range strings.Split(strings.TrimSpace(rep), "\n")[2:] {
+				f := strings.Fields(l)
+				d := parseDuration(t, f[0], f[1])
+				if prev >= 0 && d > prev {
+					t.Errorf("report not sorted by total time at %q", l)
+				}
+				prev = d
+			}
+
+			code, cj, stderr := kp("trace", "--format", "chrome", trace)
+			if code != 0 {
+				t.Fatalf("trace --format chrome: exit %d: %s", code, stderr)
+			}
+			slices := checkChrome(t, []byte(cj))
+			byName := map[string]int{}
+			for _, s := range slices {
+				byName[s.name]++
+				if s.name == "leaf" && s.parent != "middle" || s.name == "in_handler" && s.parent != "on_signal" {
+					t.Errorf("slice %s inside %q", s.name, s.parent)
+				}
+			}
+			for fn, n := range map[string]int{"leaf": 40, "spin": 62, "child": 1} {
+				if byName[fn] != n {
+					t.Errorf("chrome: %d slices of %s, want %d", byName[fn], fn, n)
+				}
+			}
+
+			// pprof: go tool pprof reads it; spin has most of the self time, and 62 calls
+			prof := filepath.Join(t.TempDir(), "p.pb.gz")
+			if code, _, stderr := kp("profile", "--format", "pprof", "-o", prof, trace); code != 0 {
+				t.Fatalf("profile --format pprof: exit %d: %s", code, stderr)
+			}
+			top := testprog.MustRun(t, "go", "tool", "pprof", "-top", prof)
+			flat := regexp.MustCompile(`(?m)^\s*\S+\s+([\d.]+)%\s+\S+%\s+\S+\s+\S+%\s+(\S+)$`)
+			rows := flat.FindAllStringSubmatch(top, -1)
+			if len(rows) == 0 || rows[0][2] != "spin" {
+				t.Errorf("pprof -top: first row is not spin:\n%s", top)
+			} else if p, _ := strconv.ParseFloat(rows[0][1], 64); p < 50 {
+				t.Errorf("pprof -top: spin has %.1f%% of the time, want most:\n%s", p, top)
+			}
+			callsTop := testprog.MustRun(t, "go", "tool", "pprof", "-top", "-sample_index=calls", prof)
+			if !regexp.MustCompile(`(?m)^\s*62\s.*\sspin$`).MatchString(callsTop) {
+				t.Errorf("pprof -top -sample_index=calls: want 62 calls of spin:\n%s", callsTop)
+			}
+
+			code, folded, _ := kp("flamegraph", "--format", "folded", trace)
+			if code != 0 {
+				t.Fatal("flamegraph --format folded failed")
+			}
+			for _, want := range []string{"main;top;middle;leaf;spin ", "worker;top;middle;leaf;spin ", "main;on_signal;in_handler "} {
+				if !strings.Contains(folded, "\n"+want) && !strings.HasPrefix(folded, want) {
+					t.Errorf("folded stacks lack %q:\n%s", want, folded)
+				}
+			}
+			code, svg, _ := kp("flamegraph", trace)
+			if code != 0 {
+				t.Fatal("flamegraph failed")
+			}
+			if err := xml.Unmarshal([]byte(svg), new(struct{})); err != nil {
+				t.Errorf("the SVG is not XML: %v", err)
+			}
+			for _, fn := range []string{">main<", ">spin<", ">worker<"} {
+				if !strings.Contains(svg, fn) {
+					t.Errorf("the SVG draws no %s", fn)
+				}
+			}
+
+			code, text, _ := kp("trace", "--no-header", trace)
+			code2, jl, _ := kp("trace", "--format", "json", trace)
+			if code != 0 || code2 != 0 {
+				t.Fatal("trace failed")
+			}
+			lines := strings.Split(strings.TrimSpace(jl), "\n")
+			if n := len(strings.Split(strings.TrimSpace(text), "\n")); len(lines) != n {
+				t.Errorf("%d JSON lines for %d trace lines", len(lines), n)
+			}
+			for _, l := range lines {
+				var rec map[string]any
+				if err := json.Unmarshal([]byte(l), &rec); err != nil || rec["time_ns"] == nil || rec["type"] == nil {
+					t.Fatalf("JSON line %q: %v", l, err)
+				}
+			}
+		})
+	}
+}
+
+// TestExportExceptions: calls a C++ exception leaves end where the trace shows it,
+// marked lost, and the calls made after the catch nest where they ran.
+func TestExportExceptions(t *testing.T) {
+	trace := tracedCalls(t, readSource(t, "calls_throw.cc"), "c++", "-O1")
+	code, cj, stderr := kp("trace", "--format", "chrome", trace)
+	if code != 0 {
+		t.Fatalf("trace --format chrome: exit %d: %s", code, stderr)
+	}
+	n := map[string]int{}
+	lostThrower := 0
+	for _, s := range checkChrome(t, []byte(cj)) {
+		n[s.name]++
+		switch s.name {
+		case "after":
+			if s.parent != "main" {
+				t.Errorf("after() ran in main, shown inside %q", s.parent)
+			}
+		case "catcher":
+			if s.lost || s.parent != "main" {
+				t.Errorf("catcher: lost %v, inside %q", s.lost, s.parent)
+			}
+		case "thrower":
+			if s.lost {
+				lostThrower++
+			}
+		}
+	}
+	if n["catcher"] != 5 || n["thrower"] != 20 || lostThrower != 20 || n["after"] != 1 {
+		t.Errorf("slices %v, %d throwers lost; want 5 catcher, 20 thrower (all lost), 1 after", n, lostThrower)
+	}
+}
+
+// TestReportDiff: --diff compares two traces function by function.
+func TestReportDiff(t *testing.T) {
+	src := readSource(t, "calls.c")
+	a := tracedCalls(t, src, "c", "-O0", "-pthread")
+	b := tracedCalls(t, src, "c", "-O2", "-pthread")
+	code, out, stderr := kp("report", "--diff", a, "-s", "calls", b)
+	if code != 0 {
+		t.Fatalf("report --diff: exit %d: %s", code, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^.*\s62\s+62\s+spin$`).MatchString(out) {
+		t.Errorf("report --diff: no line for spin with 62 calls in both:\n%s", out)
+	}
+	if code, _, stderr := kp("report", "-s", "nonsense", b); code != 2 || !strings.Contains(stderr, "unknown sort key") {
+		t.Errorf("report -s nonsense: exit %d, %q", code, stderr)
+	}
+}
+
+// chromium renders url headless and returns the screenshot's path.
+func chromium(t *testing.T, url string, width, height int) string {
+	t.Helper()
+	testprog.Need(t, "chromium")
+	dir := t.TempDir()
+	shot := filepath.Join(dir, "shot.png")
+	r := testprog.Run(t, testprog.Cmd{Path: "chromium", Args: []string{"--headless", "--no-sandbox", "--disable-gpu",
+		"--enable-unsafe-swiftshader", "--disable-quic", "--no-first-run", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--user-data-dir=" + filepath.Join(dir, "profile"),
+		"--hide-scrollbars", "--force-device-scale-factor=2", fmt.Sprintf("--window-size=%d,%d", width, height),
+		"--virtual-time-budget=10000", "--screenshot=" + shot, url}})
+	if _, err := os.Stat(shot); err != nil {
+		t.Fatalf("chromium made no screenshot of %s: %v\n%s", url, err, testprog.Clip(r.String(), 3000))
+	}
+	return shot
+}
+
+// drawnWords returns the words a screenshot shows, read by tesseract from a
+// black-and-white copy (dark text on the frames' colours reads badly as is).
+func drawnWords(t *testing.T, shot string) map[string]bool {
+	t.Helper()
+	testprog.Need(t, "tesseract")
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := img.Bounds()
+	bw := image.NewGray(b)
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if (299*r+587*g+114*bl)/1000>>8 < 90 {
+				bw.SetGray(x, y, color.Gray{0})
+			} else {
+				bw.SetGray(x, y, color.Gray{255})
+			}
+		}
+	}
+	bwPath := strings.TrimSuffix(shot, ".png") + "-bw.png"
+	w, err := os.Create(bwPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := png.Encode(w, bw); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	out := testprog.MustRun(t, "tesseract", bwPath, "-", "--psm", "11")
+	words := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Split(bufio.ScanWords)
+	for sc.Scan() {
+		words[sc.Text()] = true
+	}
+	return words
+}
+
+// drawn reports whether OCR read name: exactly, or with one character misread for
+// names of four or more ("leat" for "leaf").
+func drawn(words map[string]bool, name string) bool {
+	if words[name] {
+		return true
+	}
+	if len(name) < 4 {
+		return false
+	}
+	for w := range words {
+		if len(w) != len(name) {
+			continue
+		}
+		diff := 0
+		for i := range w {
+			if w[i] != name[i] {
+				diff++
+			}
+		}
+		if diff <= 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFlameGraphInChromium: the SVG flame graph renders in Chromium with the
+// functions' names drawn on their frames.
+func TestFlameGraphInChromium(t *testing.T) {
+	testprog.Need(t, "chromium", "tesseract")
+	trace := tracedCalls(t, readSource(t, "calls.c"), "c", "-O2", "-pthread")
+	svg := filepath.Join(t.TempDir(), "flame.svg")
+	if code, _, stderr := kp("flamegraph", "-o", svg, trace); code != 0 {
+		t.Fatalf("flamegraph: %s", stderr)
+	}
+	words := drawnWords(t, chromium(t, "file://"+svg, 1200, 300))
+	for _, fn := range []string{"main", "worker", "top", "middle", "leaf", "spin"} {
+		if !drawn(words, fn) {
+			t.Errorf("the flame graph in Chromium shows no %q (read: %v)", fn, words)
+		}
+	}
+}
+
+// speedscopeDir finds speedscope's page (npm package speedscope, installed globally by
+// .ci/run).
+func speedscopeDir(t *testing.T) string {
+	t.Helper()
+	testprog.Need(t, "npm")
+	root, err := exec.Command("npm", "root", "-g").Output()
+	if err != nil {
+		t.Skipf("npm root -g: %v", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(root)), "speedscope", "dist", "release")
+	if _, err := os.Stat(filepath.Join(dir, "index.html")); err != nil {
+		t.Skipf("speedscope is not installed (npm install -g speedscope): %v", err)
+	}
+	return dir
+}
+
+// TestExportsInSpeedscope: speedscope, opened in headless Chromium, loads the Chrome
+// JSON and the folded stacks and draws the functions.
+func TestExportsInSpeedscope(t *testing.T) {
+	testprog.Need(t, "chromium", "tesseract")
+	page := speedscopeDir(t)
+	trace := tracedCalls(t, readSource(t, "calls.c"), "c", "-O2", "-pthread")
+	dir := t.TempDir()
+	if code, _, stderr := kp("trace", "--format", "chrome", "-o", filepath.Join(dir, "calls.json"), trace); code != 0 {
+		t.Fatal(stderr)
+	}
+	if code, _, stderr := kp("flamegraph", "--format", "folded", "-o", filepath.Join(dir, "calls.folded"), trace); code != 0 {
+		t.Fatal(stderr)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/app/", http.StripPrefix("/app/", http.FileServer(http.Dir(page))))
+	mux.Handle("/data/", http.StripPrefix("/data/", http.FileServer(http.Dir(dir))))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, file := range []string{"calls.json", "calls.folded"} {
+		t.Run(file, func(t *testing.T) {
+			shot := chromium(t, srv.URL+"/app/index.html#profileURL="+srv.URL+"/data/"+file, 1400, 800)
+			words := drawnWords(t, shot)
+			// the first view: the main thread's calls in time order (the JSON), or
+			// every stack merged left-heavy (the folded stacks)
+			for _, fn := range []string{"main", "top"} {
+				if !drawn(words, fn) {
+					t.Errorf("speedscope draws no %q for %s (read: %v)", fn, file, words)
+				}
+			}
+		})
+	}
+}

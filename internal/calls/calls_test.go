@@ -1,0 +1,102 @@
+package calls
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+)
+
+// desc describes an image with functions f (0x100), g (0x200) and h (0x300), each with an
+// entry and a return event, k (0x400) with an entry event only, and a probe inside f
+// (0x108).
+func desc() *tracefile.Desc {
+	d := &tracefile.Desc{ImageID: 9, Image: "prog"}
+	add := func(name string, addr uint64, ret bool, sym string) {
+		id := uint32(len(d.Events))
+		kind := "p"
+		if ret {
+			kind = "r"
+		}
+		d.Events = append(d.Events, tracefile.DescEvent{ID: id, Group: "g", Name: name, Def: fmt.Sprintf("%s:g/%s %#x", kind, name, addr), Return: ret})
+		d.Probes = append(d.Probes, tracefile.DescProbe{Index: len(d.Probes), Event: int(id), Kind: "o", Addr: addr, Site: addr, Symbol: sym})
+	}
+	for i, fn := range []string{"f", "g", "h"} {
+		a := uint64(0x100 * (i + 1))
+		add(fn, a, false, fn)
+		add(fn+"_ret", a, true, fn)
+	}
+	add("k", 0x400, false, "k")
+	add("inside", 0x108, false, "")
+	return d
+}
+
+// rec makes a record of event id of desc() on thread tid at ts.
+func rec(d *tracefile.Desc, name string, tid uint32, ts uint64) *tracefile.Record {
+	for _, e := range d.Events {
+		if e.Name == name {
+			r := &tracefile.Record{}
+			r.Type, r.ImageID, r.EventID, r.PID, r.TID, r.TsNs = kprt.RecKprobe, d.ImageID, e.ID, 1, tid, ts
+			if e.Return {
+				r.Type = kprt.RecKretprobe
+			}
+			r.IP = d.Probes[e.ID].Site
+			copy(r.Comm[:], "prog")
+			return r
+		}
+	}
+	panic(name)
+}
+
+// TestBuilder: calls nest per thread; a return ends the calls above its own as lost;
+// a return with no call open is an orphan; entries without a return event and probes
+// inside a function are instants; calls still open end, lost, at their thread's last
+// record.
+func TestBuilder(t *testing.T) {
+	d := desc()
+	b := NewBuilder(tracefile.Descs{d.ImageID: d})
+	var log []string
+	b.OnExit = func(th *Thread, c *Call, r *tracefile.Record) {
+		log = append(log, fmt.Sprintf("%d:%s[%d-%d self %d lost %v]", th.TID, c.Func.Name, c.Start, c.End, c.Self, c.Lost))
+	}
+	b.OnRecord = func(th *Thread, r *tracefile.Record, role Role, c *Call) {
+		if role == Instant || role == Orphan {
+			log = append(log, fmt.Sprintf("%d:%s role %d", th.TID, d.Events[r.EventID].Name, role))
+		}
+	}
+	for _, r := range []*tracefile.Record{
+		rec(d, "f", 1, 10),
+		rec(d, "inside", 1, 11),
+		rec(d, "g", 1, 12),
+		rec(d, "g", 2, 13), // another thread
+		rec(d, "h", 1, 14),
+		rec(d, "k", 1, 15),
+		rec(d, "g_ret", 1, 20), // h's return was lost (longjmp)
+		rec(d, "h_ret", 2, 21), // no h open on thread 2
+		rec(d, "f_ret", 1, 30),
+		rec(d, "f", 1, 31), // never returns
+		rec(d, "k", 1, 40),
+	} {
+		b.Add(r)
+	}
+	b.Finish()
+	want := []string{
+		"1:inside role 0",
+		"1:k role 0",
+		"1:h[14-20 self 6 lost true]",
+		"1:g[12-20 self 2 lost false]",
+		"2:h_ret role 3",
+		"1:f[10-30 self 12 lost false]",
+		"1:k role 0",
+		"1:f[31-40 self 9 lost true]",
+		"2:g[13-21 self 8 lost true]",
+	}
+	if got := strings.Join(log, "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+	if n := len(b.Functions()); n != 3 {
+		t.Errorf("%d functions, want f, g and h", n)
+	}
+}

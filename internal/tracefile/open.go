@@ -25,15 +25,7 @@ func Open(path string, bins []string) (*Trace, Descs, error) {
 		return nil, nil, err
 	}
 	defer s.Close()
-	t := s.Trace
-	t.Records = make([]Record, 0, s.Count)
-	s.Each(func(r *Record) error {
-		c := *r
-		c.Data = append([]byte(nil), r.Data...)
-		t.Records = append(t.Records, c)
-		return nil
-	})
-	return t, descs, nil
+	return s.collect(), descs, nil
 }
 
 // OpenStream maps the trace file at path for reading its records in time order (Each)

@@ -244,3 +244,17 @@ func (s *Stream) Each(fn func(*Record) error) error {
 		}
 	}
 }
+
+// collect returns the trace with every record in Records, in time order, their Data
+// copied out of the file.
+func (s *Stream) collect() *Trace {
+	t := s.Trace
+	t.Records = make([]Record, 0, s.Count)
+	s.Each(func(r *Record) error {
+		c := *r
+		c.Data = append([]byte(nil), r.Data...)
+		t.Records = append(t.Records, c)
+		return nil
+	})
+	return t
+}

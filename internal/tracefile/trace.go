@@ -110,15 +110,7 @@ func ParseTrace(b []byte) (*Trace, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := s.Trace
-	t.Records = make([]Record, 0, s.Count)
-	s.Each(func(r *Record) error {
-		c := *r
-		c.Data = append([]byte(nil), r.Data...)
-		t.Records = append(t.Records, c)
-		return nil
-	})
-	return t, nil
+	return s.collect(), nil
 }
 
 // traceVersion1 is the format before per-thread blocks: records back to back in the

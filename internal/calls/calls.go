@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/ianlancetaylor/demangle"
+	"github.com/kprewrite/kprewrite/internal/recentid"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
@@ -74,15 +75,9 @@ type Builder struct {
 	// OnThread runs when a thread is first seen and when its comm changes.
 	OnThread func(t *Thread)
 
-	descs tracefile.Descs
-	roles map[[2]uint64]*eventRole // (image id, event id)
-	// recent is the last image's roles by event id (noRole: none): a map lookup per
-	// record was a tenth of an export's time
-	recent struct {
-		image uint64
-		ok    bool
-		byID  []*eventRole
-	}
+	descs   tracefile.Descs
+	roles   map[[2]uint64]*eventRole  // (image id, event id)
+	recent  recentid.Cache[eventRole] // the last image's roles by event id
 	funcs   []*Function
 	threads map[uint64]*Thread
 	last    *Thread
@@ -105,35 +100,6 @@ func (er *eventRole) function(site uint64) *Function {
 		return er.fn
 	}
 	return er.sites[site]
-}
-
-var noRole = new(eventRole)
-
-// cachedRole is role with the recent image's roles in a slice.
-func (b *Builder) cachedRole(image uint64, id uint32) *eventRole {
-	rc := &b.recent
-	if rc.ok && rc.image == image && uint64(id) < uint64(len(rc.byID)) {
-		if er := rc.byID[id]; er != nil {
-			if er == noRole {
-				return nil
-			}
-			return er
-		}
-	}
-	er := b.role(image, id)
-	if id < 1<<16 {
-		if !rc.ok || rc.image != image {
-			rc.ok, rc.image, rc.byID = true, image, rc.byID[:0]
-		}
-		for uint64(len(rc.byID)) <= uint64(id) {
-			rc.byID = append(rc.byID, nil)
-		}
-		rc.byID[id] = er
-		if er == nil {
-			rc.byID[id] = noRole
-		}
-	}
-	return er
 }
 
 // NewBuilder returns a builder for records of the described images.
@@ -283,7 +249,7 @@ func (b *Builder) Add(r *tracefile.Record) {
 	t := b.thread(r)
 	role, c := Instant, (*Call)(nil)
 	if r.Type == kprt.RecKprobe || r.Type == kprt.RecKretprobe {
-		if er := b.cachedRole(r.ImageID, r.EventID); er != nil {
+		if er := b.recent.Get(r.ImageID, r.EventID, b.role); er != nil {
 			if fn := er.function(r.IP); fn != nil {
 				if fn.ID < 0 {
 					fn.ID = len(b.funcs)

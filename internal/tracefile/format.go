@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/recentid"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
@@ -29,16 +30,9 @@ type event struct {
 // Formatter prints trace records as the kernel's tracer prints its events.
 type Formatter struct {
 	descs  Descs
-	events map[[2]uint64]*event // (image, event id)
-	// recent is the last image's events by id (noEvent: none), for the common case of
-	// records of one image with small ids: a map lookup per record was a quarter of an
-	// export's time
-	recent struct {
-		image uint64
-		ok    bool
-		byID  []*event
-	}
-	addrs map[*Desc][]map[uint64]uint64
+	events map[[2]uint64]*event  // (image, event id)
+	recent recentid.Cache[event] // the last image's events by id
+	addrs  map[*Desc][]map[uint64]uint64
 	// Unknown counts records whose image or event has no description.
 	Unknown int
 }
@@ -73,33 +67,8 @@ func (fm *Formatter) siteAddrs(d *Desc) []map[uint64]uint64 {
 	return m
 }
 
-// noEvent marks an id no description names in Formatter.recent.
-var noEvent = new(event)
-
 func (fm *Formatter) event(image uint64, id uint32) *event {
-	rc := &fm.recent
-	if rc.ok && rc.image == image && uint64(id) < uint64(len(rc.byID)) {
-		if e := rc.byID[id]; e != nil {
-			if e == noEvent {
-				return nil
-			}
-			return e
-		}
-	}
-	e := fm.lookupEvent(image, id)
-	if id < 1<<16 {
-		if !rc.ok || rc.image != image {
-			rc.ok, rc.image, rc.byID = true, image, rc.byID[:0]
-		}
-		for uint64(len(rc.byID)) <= uint64(id) {
-			rc.byID = append(rc.byID, nil)
-		}
-		rc.byID[id] = e
-		if e == nil {
-			rc.byID[id] = noEvent
-		}
-	}
-	return e
+	return fm.recent.Get(image, id, fm.lookupEvent)
 }
 
 func (fm *Formatter) lookupEvent(image uint64, id uint32) *event {

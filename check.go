@@ -92,6 +92,9 @@ type CheckOptions struct {
 	// Without any, every function entry is a site.
 	Definitions     []string
 	DefinitionFiles []string
+	// Filters are event filters, "GROUP/EVENT:EXPR" (kernel grammar): checked against
+	// their events' fields and the binary's functions.
+	Filters []string
 }
 
 // Check analyses the ELF executable at path the way the kernel's optprobe code would
@@ -102,7 +105,7 @@ type CheckOptions struct {
 // name it) are checked in the library the loader finds for the program, each library
 // in a report of its own (Libraries).
 func Check(path string, opt CheckOptions) (*CheckReport, error) {
-	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles)
+	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters)
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,11 @@ type RewriteOptions struct {
 	Definitions     []string
 	DefinitionFiles []string
 	HandlerFiles    []string
+	// Filters are event filters, "GROUP/EVENT:EXPR" with the kernel's grammar
+	// (Documentation/trace/events.rst, section 5), applied after a definitions file's
+	// "filter" lines: a hit the filter refuses writes no record (its hit is still
+	// counted). "GROUP/EVENT:0" removes the event's filter.
+	Filters []string
 
 	NoOptimize    bool     // every probe is an int3 (k, b, r, rb)
 	NoBoost       bool     // int3 probes are single-stepped (k, r)
@@ -82,7 +87,7 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles)
+	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters)
 	if err != nil {
 		return nil, err
 	}

@@ -170,6 +170,7 @@ const (
 	TraceMaxImages    = 160
 	TraceCountersSize = 1 << 20    // the least counters_size of a new file (the header has the real one)
 	RecCommit         = 0x43525043 // "CPRC"
+	RecDiscard        = 0x52435344 // "DSCR": a record its event's filter refused after it was written
 	RecKprobe         = 1
 	RecKretprobe      = 2
 	// RecViolation is a --verify-regions violation: IP is the inner byte reached,
@@ -367,7 +368,7 @@ type RawEvent struct {
 	FetchLen  uint32     `c:"fetch_len"`
 	ID        uint32     `c:"id"`
 	Flags     EventFlags `c:"flags"`
-	Reserved0 uint32     `c:"reserved0"`
+	FilterLen uint32     `c:"filter_len"` // the filter program follows the fetch program (was reserved0)
 }
 
 // RawProbeState is struct kprw_probe_state (writable, zero at start).

@@ -154,7 +154,7 @@ var abiConsts = map[string]any{
 	"KPRW_MAX_MAXACTIVE": MaxMaxActive, "KPRW_DEFAULT_TRACE_SIZE": DefaultTraceSize,
 	"KPRW_MAX_REC_DATA": MaxRecordData, "KPRW_TRACE_VERSION": TraceVersion, "KPRW_TRACE_HDR_SIZE": TraceHeaderSize,
 	"KPRW_TRACE_MAX_IMAGES": TraceMaxImages, "KPRW_TRACE_COUNTERS_SIZE": TraceCountersSize,
-	"KPRW_REC_COMMIT": RecCommit, "KPRW_REC_KPROBE": RecKprobe, "KPRW_REC_KRETPROBE": RecKretprobe,
+	"KPRW_REC_COMMIT": RecCommit, "KPRW_REC_DISCARD": RecDiscard, "KPRW_REC_KPROBE": RecKprobe, "KPRW_REC_KRETPROBE": RecKretprobe,
 	"KPRW_REC_VIOLATION": RecViolation, "KPRW_VIOLATION_RECORDS": ViolationRecords,
 	"KPRW_SF_DISABLED":  ProbeStateDisabled,
 	"KPRW_SG_SIGACTION": SGSigaction, "KPRW_SG_SIGNAL": SGSignal, "KPRW_SG_SYSV_SIGNAL": SGSysvSignal,

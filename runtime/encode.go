@@ -93,6 +93,7 @@ type Probe struct {
 type Event struct {
 	Group, Name string
 	Fetch       []byte
+	Filter      []byte // the event's filter program (internal/evfilter), nil: none
 	ID          uint32
 	Flags       EventFlags
 }
@@ -198,8 +199,8 @@ func (t *Tables) Prepare() (*Encoded, error) {
 		return nil, fmt.Errorf("%w: too many entries", ErrTables)
 	}
 	for _, e := range t.Events {
-		if len(e.Fetch) > math.MaxUint32 {
-			return nil, fmt.Errorf("%w: event %s/%s: fetch program too long", ErrTables, e.Group, e.Name)
+		if len(e.Fetch) > math.MaxUint32 || len(e.Filter) > 0xffff {
+			return nil, fmt.Errorf("%w: event %s/%s: fetch or filter program too long", ErrTables, e.Group, e.Name)
 		}
 	}
 	e := &Encoded{t: t, order: order, nprobes: nprobes, StateSize: uint64(nprobes) * ProbeStateSize,
@@ -250,8 +251,8 @@ func (t *Tables) Prepare() (*Encoded, error) {
 	for _, ev := range t.Events {
 		e.addStr(ev.Group, true)
 		e.addStr(ev.Name, true)
-		if len(ev.Fetch) > 0 {
-			e.addStr(string(ev.Fetch), false)
+		if len(ev.Fetch)+len(ev.Filter) > 0 {
+			e.addStr(string(ev.Fetch)+string(ev.Filter), false)
 		}
 	}
 	if sg := t.SigGuard; sg != nil {
@@ -362,9 +363,11 @@ func (e *Encoded) Encode(roBase, stateBase uint64) error {
 		put(&probes[i])
 	}
 	for _, ev := range t.Events {
-		re := RawEvent{Group: e.str(roBase, ev.Group, true), Name: e.str(roBase, ev.Name, true), FetchLen: uint32(len(ev.Fetch)), ID: ev.ID, Flags: ev.Flags}
-		if len(ev.Fetch) > 0 {
-			re.Fetch = e.str(roBase, string(ev.Fetch), false)
+		re := RawEvent{Group: e.str(roBase, ev.Group, true), Name: e.str(roBase, ev.Name, true), FetchLen: uint32(len(ev.Fetch)),
+			ID: ev.ID, Flags: ev.Flags, FilterLen: uint32(len(ev.Filter))}
+		if len(ev.Fetch)+len(ev.Filter) > 0 {
+			// the filter right after the fetch program: one address for both
+			re.Fetch = e.str(roBase, string(ev.Fetch)+string(ev.Filter), false)
 		}
 		put(&re)
 	}

@@ -82,19 +82,7 @@ func TestKernelDifferential(t *testing.T) {
 	} {
 		t.Run(build.name, func(t *testing.T) {
 			prog := testprog.Build(t, src, "c", build.flags...)
-			dir := t.TempDir()
-			// same base name, so $comm and the task column agree
-			orig := filepath.Join(dir, "o", "probed")
-			kpd := filepath.Join(dir, "r", "probed")
-			os.Mkdir(filepath.Dir(orig), 0o755)
-			os.Mkdir(filepath.Dir(kpd), 0o755)
-			data, err := os.ReadFile(prog)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(orig, data, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			dir, orig, kpd := sameNamePair(t, prog, "probed")
 			for _, mode := range []string{"boost", "no-boost", "optimize"} {
 				t.Run(mode, func(t *testing.T) {
 					flags := []string{"--no-optimize"}
@@ -133,6 +121,24 @@ func TestKernelDifferential(t *testing.T) {
 	}
 }
 
+// sameNamePair copies prog to DIR/o/NAME and returns DIR, that copy and DIR/r/NAME,
+// where the rewrite goes: the same base name, so $comm and the task column agree.
+func sameNamePair(t *testing.T, prog, name string) (dir, orig, kpd string) {
+	t.Helper()
+	dir = t.TempDir()
+	orig, kpd = filepath.Join(dir, "o", name), filepath.Join(dir, "r", name)
+	os.Mkdir(filepath.Dir(orig), 0o755)
+	os.Mkdir(filepath.Dir(kpd), 0o755)
+	data, err := os.ReadFile(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(orig, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, orig, kpd
+}
+
 // noASLR runs path without address-space randomization (setarch -R), so that the
 // addresses a trace prints are the same from run to run, PIE included.
 func noASLR(path string, args ...string) testprog.Cmd {
@@ -149,6 +155,13 @@ func kernelTrace(t *testing.T, path string, args []string) []traceLine {
 // kernelTraceDefs runs path with args (it must exit with status 3) under the kernel's
 // uprobe tracer with defs (in group diffGroup) and returns its trace lines.
 func kernelTraceDefs(t *testing.T, path string, defs, args []string) []traceLine {
+	t.Helper()
+	return kernelTraceFiltered(t, path, defs, nil, args)
+}
+
+// kernelTraceFiltered is kernelTraceDefs with filters: EVENT -> the expression written
+// into the instance's events/GROUP/EVENT/filter.
+func kernelTraceFiltered(t *testing.T, path string, defs []string, filters map[string]string, args []string) []traceLine {
 	t.Helper()
 	f, err := elfio.Open(path)
 	if err != nil {
@@ -183,6 +196,11 @@ func kernelTraceDefs(t *testing.T, path string, defs, args []string) []traceLine
 		os.WriteFile(diffInstnc+"/events/"+diffGroup+"/enable", []byte("0"), 0)
 		os.Remove(diffInstnc)
 	})
+	for ev, expr := range filters {
+		if err := os.WriteFile(diffInstnc+"/events/"+diffGroup+"/"+ev+"/filter", []byte(expr), 0); err != nil {
+			t.Fatalf("kernel refused the filter %q of %s: %v", expr, ev, err)
+		}
+	}
 	if err := os.WriteFile(diffInstnc+"/events/"+diffGroup+"/enable", []byte("1"), 0); err != nil {
 		t.Fatal(err)
 	}

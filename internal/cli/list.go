@@ -11,7 +11,7 @@ import (
 
 func runList(args []string, stdout, _ io.Writer) error {
 	fs := helpFlagSet("list", "list [-v] BINARY", stdout)
-	verbose := fs.Bool("v", false, "add each probe's event and definition")
+	verbose := fs.Bool("v", false, "add each probe's event, definition and filter")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -92,6 +92,9 @@ func listLines(im *tracefile.Image, verbose bool) []string {
 			if verbose && dp.Event >= 0 {
 				e := d.Events[dp.Event]
 				line += fmt.Sprintf("  %s/%s  %s", e.Group, e.Name, e.Def)
+				if e.Filter != "" {
+					line += "  filter: " + e.Filter
+				}
 			}
 			lines = append(lines, line)
 		}

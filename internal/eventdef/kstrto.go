@@ -152,3 +152,10 @@ func isGoodSystemName(s string) bool {
 }
 
 func hexStr(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }
+
+// Kstrtoull is the kernel's kstrtoull(s, 0): decimal, 0x hex or 0 octal, a whole
+// string, no overflow. Event filters parse their unsigned values with it.
+func Kstrtoull(s string) (uint64, bool) { return kstrtoul(s, 0) }
+
+// Kstrtoll is the kernel's kstrtoll(s, 0), for the values of signed fields.
+func Kstrtoll(s string) (int64, bool) { return kstrtol(s, 0) }

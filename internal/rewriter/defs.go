@@ -23,8 +23,12 @@ import (
 // point to it when its kind and arguments agree (a multi-probe event). The probes are
 // not resolved yet (Resolve). A definition that does not parse or does not agree is
 // reported with its origin and the kernel's caret under the bad place.
-func ParseDefs(exprs, files []string) ([]Probe, error) {
+//
+// A definitions file's line "filter GROUP/EVENT:EXPR" and each of filters ("--filter
+// #N", applied after the files) give an event its filter (see attachFilters).
+func ParseDefs(exprs, files, filters []string) ([]Probe, error) {
 	var set eventdef.Set
+	var specs []FilterSpec
 	origin := map[*eventdef.Probe]string{}
 	add := func(text, where string) error {
 		p, _, err := set.Add(text)
@@ -51,6 +55,10 @@ func ParseDefs(exprs, files []string) ([]Probe, error) {
 			if text == "" || strings.HasPrefix(text, "#") {
 				continue
 			}
+			if f, ok := strings.CutPrefix(text, "filter "); ok {
+				specs = append(specs, FilterSpec{Origin: fmt.Sprintf("%s:%d", name, line), Text: strings.TrimSpace(f)})
+				continue
+			}
 			if err := add(text, fmt.Sprintf("%s:%d", name, line)); err != nil {
 				return nil, err
 			}
@@ -62,6 +70,12 @@ func ParseDefs(exprs, files []string) ([]Probe, error) {
 	defs := make([]Probe, 0, len(set.Probes))
 	for _, p := range set.Probes {
 		defs = append(defs, Probe{Def: p, Origin: origin[p]})
+	}
+	for i, f := range filters {
+		specs = append(specs, FilterSpec{Origin: fmt.Sprintf("--filter #%d", i+1), Text: f})
+	}
+	if err := attachFilters(defs, specs); err != nil {
+		return nil, err
 	}
 	return defs, nil
 }
@@ -161,6 +175,9 @@ func Resolve(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 		d := &defs[i]
 		if _, err := eventdef.Compile(d.Def, lookup); err != nil {
 			return fmt.Errorf("%s: %w", d.Origin, err)
+		}
+		if _, err := compileFilter(d, fns); err != nil {
+			return err
 		}
 		if perSite[d.Addr]++; perSite[d.Addr] > kprt.MaxProbesPerPoint {
 			return fmt.Errorf("%s: %s is the %d%s probe on %#x; a probe site holds at most %d",

@@ -31,6 +31,9 @@ type Probe struct {
 	// Handler is set for a probe a C handler file declares (Options.Handlers); Def is
 	// then its "p:handlers/NAME SITE" definition (see handlers.go).
 	Handler *handlers.Probe
+	// Filter is the event's filter expression (kernel grammar, internal/evfilter), ""
+	// for none; FilterOrigin says where it was given.
+	Filter, FilterOrigin string
 }
 
 // Options tune Rewrite.
@@ -436,8 +439,15 @@ func (g *gen) makeEvents() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.Origin, err)
 		}
+		filter, err := compileFilter(&g.probes[i], g.b.Funcs)
+		if err != nil {
+			return err
+		}
+		if filter != nil && g.opt.CountOnly {
+			return fmt.Errorf("%s: %s/%s has a filter, which decides which hits are recorded; with --count-only none is", p.FilterOrigin, p.Def.Group, p.Def.Event)
+		}
 		id := uint32(len(g.events) + 1)
-		ev := kprt.Event{Group: p.Def.Group, Name: p.Def.Event, Fetch: prog, ID: id}
+		ev := kprt.Event{Group: p.Def.Group, Name: p.Def.Event, Fetch: prog, Filter: filter, ID: id}
 		if p.Def.Return {
 			ev.Flags |= kprt.EFRetprobe
 			// a return probe counted at its exits hooks no return address
@@ -458,7 +468,7 @@ func (g *gen) makeEvents() error {
 		g.evOf[i] = len(g.events)
 		g.events = append(g.events, ev)
 		g.desc.Events = append(g.desc.Events, tracefile.DescEvent{ID: id, Group: p.Def.Group, Name: p.Def.Event, Def: p.Def.Def,
-			Origin: p.Origin, Return: p.Def.Return, Disabled: disabled || (p.Handler != nil && p.Handler.Disabled)})
+			Origin: p.Origin, Return: p.Def.Return, Filter: p.Filter, Disabled: disabled || (p.Handler != nil && p.Handler.Disabled)})
 	}
 	if g.handlersRead() {
 		g.fastRead = true

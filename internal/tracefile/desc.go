@@ -71,6 +71,7 @@ type DescEvent struct {
 	Origin   string `json:"origin"` // where it came from ("-e #1", "probes.txt:3")
 	Return   bool   `json:"return,omitempty"`
 	Disabled bool   `json:"disabled,omitempty"` // registered disabled
+	Filter   string `json:"filter,omitempty"`   // the event's filter (kernel grammar), "" for none
 }
 
 // DescProbe is one probe, indexed by its runtime index (the trace file's counters).
@@ -156,6 +157,7 @@ type leanEvent struct {
 	Origin   *string `json:"origin,omitempty"`
 	Return   bool    `json:"return,omitempty"`
 	Disabled bool    `json:"disabled,omitempty"`
+	Filter   string  `json:"filter,omitempty"`
 }
 
 // nextOrigin is the origin an event after one from origin has by default.
@@ -175,7 +177,7 @@ func leanEvents(evs []DescEvent) []leanEvent {
 	out := make([]leanEvent, len(evs))
 	id, origin := uint32(1), ""
 	for i, e := range evs {
-		l := leanEvent{Group: e.Group, Name: e.Name, Def: e.Def, Return: e.Return, Disabled: e.Disabled}
+		l := leanEvent{Group: e.Group, Name: e.Name, Def: e.Def, Return: e.Return, Disabled: e.Disabled, Filter: e.Filter}
 		if e.ID != id {
 			l.ID = &evs[i].ID
 		}
@@ -192,7 +194,8 @@ func fullEvents(ls []leanEvent) []DescEvent {
 	out := make([]DescEvent, len(ls))
 	id, origin := uint32(1), ""
 	for i, l := range ls {
-		e := DescEvent{ID: id, Group: l.Group, Name: l.Name, Def: l.Def, Origin: nextOrigin(origin), Return: l.Return, Disabled: l.Disabled}
+		e := DescEvent{ID: id, Group: l.Group, Name: l.Name, Def: l.Def, Origin: nextOrigin(origin), Return: l.Return, Disabled: l.Disabled,
+			Filter: l.Filter}
 		if i == 0 {
 			e.Origin = ""
 		}

@@ -23,7 +23,7 @@ func TestDescLean(t *testing.T) {
 			{ID: 9, Group: "g", Name: "d", Def: "r:g/d h", Origin: "", Return: true},
 			{ID: 10, Group: "g", Name: "e", Def: "p:g/e h", Origin: "-e #1"},
 			{ID: 11, Group: "g", Name: "f", Def: "p:g/f h", Origin: "defs:05"},
-			{ID: 12, Group: "g", Name: "g", Def: "p:g/g h", Origin: "defs:6", Disabled: true},
+			{ID: 12, Group: "g", Name: "g", Def: "p:g/g h", Origin: "defs:6", Disabled: true, Filter: `a == 1 && s ~ "x*"`},
 			{ID: 13, Group: "g", Name: "h", Def: "p:g/h h", Origin: "defs:7"},
 		},
 		Probes: []DescProbe{

@@ -114,7 +114,9 @@ func newStream(b []byte, mapped bool) (*Stream, error) {
 			off = (off/s.bs + 1) * s.bs
 			continue
 		}
-		if r.Commit != kprt.RecCommit || uint64(r.DataLen) > sz-kprt.RecordSize {
+		if r.Commit == kprt.RecDiscard {
+			// refused by its event's filter after it was written: not a record
+		} else if r.Commit != kprt.RecCommit || uint64(r.DataLen) > sz-kprt.RecordSize {
 			t.Torn++
 		} else {
 			if cur.off == ^uint64(0) || r.TsNs < last {

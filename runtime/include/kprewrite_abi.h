@@ -357,7 +357,9 @@ struct kprw_event {
 	kprw_u32 fetch_len; /* bytes */
 	kprw_u32 id;        /* event id written in trace records */
 	kprw_u32 flags;     /* KPRW_EF_* */
-	kprw_u32 reserved0;
+	kprw_u32 filter_len; /* bytes of the event's filter program (internal/evfilter), stored
+	                        right after the fetch program (at fetch + fetch_len); 0 = none
+	                        (was reserved0) */
 };
 
 /* Per-probe writable state, zero at start (the rewriter reserves nprobes of them). */
@@ -501,6 +503,8 @@ struct kprw_trace_hdr {
  * not incremented (one atomic operation less per hit); readers add the committed records
  * to the counters of the record's image. */
 #define KPRW_REC_COMMIT KPRW_U(0x43525043) /* "CPRC" */
+#define KPRW_REC_DISCARD KPRW_U(0x52435344) /* "DSCR": complete, but its event's filter
+                                               refused it; readers skip it */
 #define KPRW_REC_KPROBE 1
 #define KPRW_REC_KRETPROBE 2
 #define KPRW_REC_VIOLATION 3 /* --verify-regions: control reached an inner DCR byte. ip is that

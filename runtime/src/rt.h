@@ -239,6 +239,8 @@ struct kprw_rt {
 	long *ev_fixed;    /* per event: kprw_fetch_fixed_size of its program, computed once
 	                      (NULL: computed per record) */
 	struct kprw_fplan *ev_plan; /* per event: its compiled fetch plan, n = ~0u: none */
+	const struct kprw_fprog **ev_filter; /* per event: its filter, decoded once; NULL: none (or
+	                         malformed: every hit is recorded rather than lost) */
 	u32 has;           /* KPRW_HAS_*: what the tables hold, from validate() (start-up passes
 	                      over 10,000s of probes are skipped when they have nothing to do) */
 };
@@ -429,6 +431,32 @@ static inline __attribute__((always_inline)) void kprw_fetch_plan_into(const str
 int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen, int fast);
 long kprw_fetch_run(const u8 *prog, u32 plen, const struct pt_regs *regs, const u8 *edata, u32 elen,
 		    const char *comm, u8 *out, u32 cap, int fast);
+
+/* ---- event filters (rt_filter.c) ---- */
+/* kprw_fenv is what a filter sees at a hit: the record's data and the values of the
+ * common fields (cpu and comm only when the filter's needs say so) */
+struct kprw_fenv {
+	const u8 *data;
+	u32 dlen, tid, cpu, type;
+	u64 ip, ret_ip, bias;
+	const char *comm;
+};
+#define KPRW_FNEED_CPU 1
+#define KPRW_FNEED_COMM 2
+/* a filter decoded at start-up (kprw_filter_compile) */
+struct kprw_fpred {
+	u8 fn, src, op, size, sgn, biased, not, match, when, pad8;
+	u16 target, off, plen;
+	u64 val, val2, mask;
+	const u8 *pat;
+};
+struct kprw_fprog {
+	u32 n, needs;
+	struct kprw_fpred p[];
+};
+u32 kprw_filter_size(const u8 *prog, u32 plen);
+int kprw_filter_compile(const u8 *prog, u32 plen, struct kprw_fprog *out);
+int kprw_filter_match(const struct kprw_fprog *f, const struct kprw_fenv *e);
 
 /* ---- the hot path, inlined into every caller ---- */
 extern struct kprw_tctx *kprw_tctx_tab;

@@ -412,17 +412,36 @@ static void arm_detours(void)
  * KPRW_NTCTX * 4 KiB of address space, a page of memory for each thread that uses it. */
 static void records_init(void)
 {
-	long *fixed = kprw_mmap_anon((u64)kprw_rt.nevents * (sizeof(long) + sizeof(struct kprw_fplan)) + 1);
-	struct kprw_fplan *plan = fixed ? (struct kprw_fplan *)(fixed + kprw_rt.nevents) : NULL;
+	u64 n = kprw_rt.nevents, fbytes = 0;
+	for (u32 i = 0; i < kprw_rt.nevents; i++) {
+		const struct kprw_event *ev = &kprw_rt.events[i];
+		if (ev->filter_len)
+			fbytes += (kprw_filter_size((const u8 *)RT_ADDR(ev->fetch) + ev->fetch_len, ev->filter_len) + 7) & ~7u;
+	}
+	long *fixed = kprw_mmap_anon(n * (sizeof(long) + sizeof(struct kprw_fplan) + sizeof(void *)) + fbytes + 1);
+	struct kprw_fplan *plan = fixed ? (struct kprw_fplan *)(fixed + n) : NULL;
+	const struct kprw_fprog **filter = fixed ? (const struct kprw_fprog **)(plan + n) : NULL;
+	u8 *fmem = fixed ? (u8 *)(filter + n) : NULL;
 	for (u32 i = 0; fixed && i < kprw_rt.nevents; i++) {
 		const struct kprw_event *ev = &kprw_rt.events[i];
 		const u8 *prog = (const u8 *)RT_ADDR(ev->fetch);
 		fixed[i] = ev->fetch_len ? kprw_fetch_fixed_size(prog, ev->fetch_len) : 0;
 		if (!ev->fetch_len || !kprw_fetch_plan(prog, ev->fetch_len, &plan[i]))
 			plan[i].n = ~0u;
+		if (ev->filter_len) {
+			u32 sz = kprw_filter_size(prog + ev->fetch_len, ev->filter_len);
+			struct kprw_fprog *f = (struct kprw_fprog *)fmem;
+			if (sz && kprw_filter_compile(prog + ev->fetch_len, ev->filter_len, f) == 0) {
+				filter[i] = f;
+				fmem += (sz + 7) & ~7u;
+			} else {
+				kprw_puts("kprewrite: an event's filter program is malformed; its hits are all recorded\n");
+			}
+		}
 	}
 	kprw_rt.ev_fixed = fixed;
 	kprw_rt.ev_plan = plan;
+	kprw_rt.ev_filter = filter;
 	kprw_fastev_init();
 	for (u32 i = 0; i < kprw_rt.nevents; i++) {
 		const struct kprw_event *ev = &kprw_rt.events[i];

@@ -566,8 +566,34 @@ static inline __attribute__((always_inline)) void fill(struct kprw_rec *rec, u32
 	__builtin_memcpy(rec->comm, w->comm, 16);
 }
 
-int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *edata, u32 elen,
-		   struct kprw_tctx *c)
+/* filter_env fills what the event's filter reads besides the data */
+static inline __attribute__((always_inline)) void filter_env(struct kprw_fenv *e, const struct kprw_fprog *flt, u32 tid,
+							      const char *comm, u32 id, u64 ip, u64 ret_ip)
+{
+	e->tid = tid;
+	e->comm = comm;
+	e->type = id;
+	e->ip = ip;
+	e->ret_ip = ret_ip;
+	e->bias = kprw_rt.bias;
+	e->cpu = (flt->needs & KPRW_FNEED_CPU) ? kprw_cpu_fast() : 0;
+}
+
+/* a record of up to this many bytes of data is fetched on the stack when its event has a
+ * filter, so that a filtered-out hit writes nothing (with strings: the thread's scratch
+ * buffer) */
+#define FILTER_STACK 256
+
+/* trace_hit is kprw_trace_hit's body, inlined twice: without a filter (flt NULL, the
+ * filter's code and buffer folded away, so the frame on the probed thread's stack, a
+ * goroutine's too, stays small) and with one. With a filter the data is fetched where it
+ * can see it before anything is written (the scratch buffer, or this frame for a fixed
+ * size up to FILTER_STACK) and a refused hit writes nothing; where neither can hold it,
+ * the record is judged where it was written and a refused one is committed as
+ * KPRW_REC_DISCARD. */
+static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip,
+							   const u8 *edata, u32 elen, struct kprw_tctx *c,
+							   const struct kprw_fprog *flt)
 {
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
 	const struct kprw_event *ev = NULL;
@@ -583,7 +609,7 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 	who(&w, c);
 	u32 dlen = 0;
 	int fast = kprw_fast_ok(c);
-	u8 *once = NULL; /* the record's data, fetched into the thread's scratch buffer */
+	const u8 *once = NULL; /* the record's data, fetched into the thread's scratch buffer */
 	if (ev && ev->fetch_len) {
 		prog = (const u8 *)RT_ADDR(ev->fetch);
 		/* a fixed size is known without running the program: it runs once, into the
@@ -593,16 +619,36 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 		if (fixed >= 0) {
 			dlen = (u32)fixed; /* 0: no arguments, nothing to run */
 		} else if (c && kprw_rt.scratch) {
-			once = kprw_rt.scratch + (uptr)(c - kprw_tctx_tab) * KPRW_MAX_REC_DATA;
-			long m = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, once, KPRW_MAX_REC_DATA,
+			u8 *buf = kprw_rt.scratch + (uptr)(c - kprw_tctx_tab) * KPRW_MAX_REC_DATA;
+			long m = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, buf, KPRW_MAX_REC_DATA,
 						fast);
 			if (m > 0)
 				dlen = (u32)m;
+			once = buf;
 		} else {
 			long m = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, NULL,
 						KPRW_MAX_REC_DATA, fast);
 			if (m > 0)
 				dlen = (u32)m;
+		}
+	}
+	struct kprw_fenv fe;
+	u8 tmp[FILTER_STACK];
+	if (flt) {
+		filter_env(&fe, flt, w.tid, w.comm, ev->id, kprw_rt.points[p->point].site + kprw_rt.bias, ret_ip);
+		if (!once && dlen <= sizeof tmp && kprw_rt.ev_fixed) {
+			if (dlen && kprw_rt.ev_plan && kprw_rt.ev_plan[p->event].n != ~0u && elen == 0)
+				kprw_fetch_plan_run(&kprw_rt.ev_plan[p->event], regs, tmp, fast);
+			else if (dlen && kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, tmp, dlen, fast) < 0)
+				kprw_memset(tmp, 0, dlen);
+			once = tmp;
+		}
+		if (once) {
+			fe.data = once;
+			fe.dlen = dlen;
+			if (!kprw_filter_match(flt, &fe))
+				return 0; /* the caller counts the hit */
+			flt = NULL;
 		}
 	}
 	u32 size = (u32)((sizeof(struct kprw_rec) + dlen + 7) & ~7ul);
@@ -626,21 +672,42 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 			got = 0;
 		/* bytes past got are still zero */
 	}
+	if (flt) {
+		fe.data = (const u8 *)(rec + 1);
+		fe.dlen = (u32)got;
+		if (!kprw_filter_match(flt, &fe)) {
+			rec->data_len = (u32)got;
+			atomic_store(&rec->commit, KPRW_REC_DISCARD);
+			return 0;
+		}
+	}
 	commit(rec, (u32)got);
 	return (int)kprw_rt.rec_hits;
 }
 
-/* kprw_trace_event writes the record of probe pi, an event whose point is jump-optimized
- * and has it alone, whose arguments a compiled plan fetches (or that has none): the path
- * of kprw_trace_hit with what kprw_rt.fastev guarantees taken out (kprw_fastev_init).
- * regs->ip is the site. 1 when written (the hit), 0 when lost (the caller counts it). */
-int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c)
+static __attribute__((noinline)) int trace_hit_filtered(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip,
+							 const u8 *edata, u32 elen, struct kprw_tctx *c)
 {
-	const struct kprw_probe *p = &kprw_rt.probes[pi];
-	const struct kprw_fplan *pl = &kprw_rt.ev_plan[p->event];
+	return trace_hit(pi, regs, type, ret_ip, edata, elen, c, kprw_rt.ev_filter[kprw_rt.probes[pi].event]);
+}
+
+int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *edata, u32 elen,
+		   struct kprw_tctx *c)
+{
+	u32 e = kprw_rt.probes[pi].event;
+	if (unlikely(e < kprw_rt.nevents && kprw_rt.ev_filter && kprw_rt.ev_filter[e]))
+		return trace_hit_filtered(pi, regs, type, ret_ip, edata, elen, c);
+	return trace_hit(pi, regs, type, ret_ip, edata, elen, c, NULL);
+}
+
+/* emit_event writes the record of kprw_trace_event: data (dlen bytes) fetched already, or
+ * NULL to fetch with the plan into the record */
+static inline __attribute__((always_inline)) int emit_event(u32 pi, const struct kprw_probe *p,
+							    const struct kprw_fplan *pl, const struct pt_regs *regs,
+							    struct kprw_tctx *c, u32 dlen, const void *data)
+{
 	struct who w;
 	who(&w, c);
-	u32 dlen = pl->n == ~0u ? 0 : pl->fixed;
 	u32 size = (u32)((sizeof(struct kprw_rec) + dlen + 7) & ~7ul);
 	struct kprw_rec *rec = reserve(size, c);
 	if (unlikely(!rec))
@@ -649,10 +716,51 @@ int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c)
 	if (kprw_rt.rec_hits)
 		rec->probe = pi;
 	rec->ret_ip = 0;
-	if (dlen)
+	if (data)
+		kprw_memcpy(rec + 1, data, dlen);
+	else if (dlen)
 		kprw_fetch_plan_into(pl, regs, (u8 *)(rec + 1), kprw_fast_ok(c));
 	commit(rec, dlen);
 	return (int)kprw_rt.rec_hits;
+}
+
+/* trace_event_filtered is kprw_trace_event for an event with a filter: the plan fetches
+ * into this frame (at most 8 * KPRW_PLAN_MAX bytes), the filter judges, and only an
+ * accepted hit takes the clock and writes */
+static __attribute__((noinline)) int trace_event_filtered(u32 pi, const struct kprw_probe *p,
+							   const struct kprw_fplan *pl, const struct pt_regs *regs,
+							   struct kprw_tctx *c, const struct kprw_fprog *flt)
+{
+	u32 dlen = pl->n == ~0u ? 0 : pl->fixed;
+	u64 tmp[KPRW_PLAN_MAX];
+	struct kprw_fenv fe;
+	if (dlen) {
+		kprw_memset(tmp, 0, dlen);
+		kprw_fetch_plan_into(pl, regs, (u8 *)tmp, kprw_fast_ok(c));
+	}
+	if ((flt->needs & KPRW_FNEED_COMM) && unlikely(c->comm_ns == 0))
+		kprw_tctx_comm(c, kprw_clock_fast());
+	filter_env(&fe, flt, kprw_tctx_tid_fast(c), c->comm, kprw_rt.events[p->event].id, regs->ip, 0);
+	fe.data = (const u8 *)tmp;
+	fe.dlen = dlen;
+	if (!kprw_filter_match(flt, &fe))
+		return 0; /* the caller counts the hit */
+	return emit_event(pi, p, pl, regs, c, dlen, tmp);
+}
+
+/* kprw_trace_event writes the record of probe pi, an event whose point is jump-optimized
+ * and has it alone, whose arguments a compiled plan fetches (or that has none): the path
+ * of kprw_trace_hit with what kprw_rt.fastev guarantees taken out (kprw_fastev_init).
+ * regs->ip is the site. 1 when written (the hit), 0 when lost or filtered out (the
+ * caller counts it). */
+int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c)
+{
+	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	const struct kprw_fplan *pl = &kprw_rt.ev_plan[p->event];
+	const struct kprw_fprog *flt = kprw_rt.ev_filter[p->event];
+	if (unlikely(flt != NULL))
+		return trace_event_filtered(pi, p, pl, regs, c, flt);
+	return emit_event(pi, p, pl, regs, c, pl->n == ~0u ? 0 : pl->fixed, NULL);
 }
 
 /* kprw_fastev_init marks the points kprw_trace_event may serve (kprw_rt.fastev, one bit
@@ -661,7 +769,7 @@ int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c)
  * after the plans exist. */
 void kprw_fastev_init(void)
 {
-	if (!kprw_rt.ev_plan || !kprw_rt.ev_fixed || !kprw_rt.npoints)
+	if (!kprw_rt.ev_plan || !kprw_rt.ev_fixed || !kprw_rt.ev_filter || !kprw_rt.npoints)
 		return;
 	u64 *bits = kprw_mmap_anon(((u64)kprw_rt.npoints + 63) / 64 * 8);
 	if (!bits)

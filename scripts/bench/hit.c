@@ -1,9 +1,12 @@
 /*
- * hit.c - the program scripts/bench-probes.sh probes: target() and its unprobed twin
- * twin() do the same work; main calls each N times and prints the nanoseconds per
- * call of both and their difference, the cost of one probe hit.
+ * hit.c - the program scripts/bench-probes.sh and bench-filter.sh probe: target() and
+ * its unprobed twin twin() do the same work; main calls each N times a round and prints
+ * the nanoseconds per call of both and their difference, the cost of one probe hit.
  *
- *   hit N
+ *   hit N            best of 3 rounds: "target T twin W hit H sum S"
+ *   hit N ROUNDS     averaged over every call of every round (the trace file's pages
+ *                    allocated as a user's run allocates them), and the best round:
+ *                    "avg H best H bare W sum S"
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,9 +28,10 @@ static double now(void)
 int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 1000000;
+	int rounds = argc > 2 ? atoi(argv[2]) : 3;
 	long s = 0;
-	double best_t = 1e30, best_w = 1e30;
-	for (int round = 0; round < 3; round++) {
+	double best_t = 1e30, best_w = 1e30, best_hit = 1e30, sum_t = 0, sum_w = 0;
+	for (int round = 0; round < rounds; round++) {
 		double t0 = now();
 		for (long i = 0; i < n; i++)
 			s += twin(i);
@@ -35,11 +39,19 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++)
 			s += target(i);
 		double t2 = now();
+		sum_w += t1 - t0;
+		sum_t += t2 - t1;
 		if ((t1 - t0) / n < best_w)
 			best_w = (t1 - t0) / n;
 		if ((t2 - t1) / n < best_t)
 			best_t = (t2 - t1) / n;
+		if ((t2 - t1 - (t1 - t0)) / n < best_hit)
+			best_hit = (t2 - t1 - (t1 - t0)) / n;
 	}
-	printf("target %.2f twin %.2f hit %.2f sum %ld\n", best_t, best_w, best_t - best_w, s);
+	if (argc > 2)
+		printf("avg %.2f best %.2f bare %.2f sum %ld\n", (sum_t - sum_w) / ((double)n * rounds), best_hit,
+		       sum_w / ((double)n * rounds), s);
+	else
+		printf("target %.2f twin %.2f hit %.2f sum %ld\n", best_t, best_w, best_t - best_w, s);
 	return 0;
 }

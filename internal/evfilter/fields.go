@@ -1,0 +1,102 @@
+package evfilter
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+)
+
+// Source says where the runtime finds a field's value at a hit.
+type Source uint8
+
+// Sources.
+const (
+	SrcData  Source = iota // the record's data at Field.Off (a fetcharg)
+	SrcPID                 // common_pid: the thread id, as the kernel's task pid
+	SrcCPU                 // CPU, cpu, common_cpu
+	SrcComm                // COMM, comm: the thread's name
+	SrcType                // common_type: the event id
+	SrcZero                // common_flags, common_preempt_count: 0 in user space
+	SrcIP                  // __probe_ip, __probe_func: the site's run-time address
+	SrcRetIP               // __probe_ret_ip: the return address
+)
+
+// filterType is the kernel's filter_type of a field.
+type filterType uint8
+
+const (
+	ftOther     filterType = iota // a number
+	ftDynString                   // __data_loc char[]: a string in the record
+	ftComm                        // the generic COMM and comm
+	ftCPU                         // the generic CPU, cpu and common_cpu
+)
+
+// Field is one field a filter may name.
+type Field struct {
+	Name   string
+	Type   string // the format file's type
+	Size   int    // bytes
+	Signed bool
+	Src    Source
+	Off    int // SrcData: offset in the record's data
+	ft     filterType
+}
+
+func (f *Field) isString() bool { return f.ft == ftDynString || f.ft == ftComm }
+
+// Fields lists the fields of the probe's event in the order the kernel looks a name
+// up: the generic fields, the common fields, then the event's own.
+func Fields(p *eventdef.Probe) []Field {
+	fs := []Field{
+		{Name: "CPU", Type: "int", Size: 4, Signed: true, Src: SrcCPU, ft: ftCPU},
+		{Name: "cpu", Type: "int", Size: 4, Signed: true, Src: SrcCPU, ft: ftCPU},
+		{Name: "common_cpu", Type: "int", Size: 4, Signed: true, Src: SrcCPU, ft: ftCPU},
+		{Name: "COMM", Type: "char *", Size: 8, Src: SrcComm, ft: ftComm},
+		{Name: "comm", Type: "char *", Size: 8, Src: SrcComm, ft: ftComm},
+		{Name: "common_type", Type: "unsigned short", Size: 2, Src: SrcType},
+		{Name: "common_flags", Type: "unsigned char", Size: 1, Src: SrcZero},
+		{Name: "common_preempt_count", Type: "unsigned char", Size: 1, Src: SrcZero},
+		{Name: "common_pid", Type: "int", Size: 4, Signed: true, Src: SrcPID},
+	}
+	if p.Return {
+		fs = append(fs, Field{Name: "__probe_func", Type: "unsigned long", Size: 8, Src: SrcIP},
+			Field{Name: "__probe_ret_ip", Type: "unsigned long", Size: 8, Src: SrcRetIP})
+	} else {
+		fs = append(fs, Field{Name: "__probe_ip", Type: "unsigned long", Size: 8, Src: SrcIP})
+	}
+	off := 0
+	for i := range p.Args {
+		a := &p.Args[i]
+		f := Field{Name: a.Name, Size: a.SlotSize(), Src: SrcData, Off: off, Signed: a.Kind == eventdef.KindSigned}
+		switch a.Kind {
+		case eventdef.KindString, eventdef.KindUString:
+			f.Type, f.ft, f.Signed = "__data_loc char[]", ftDynString, true
+			if a.Count > 0 {
+				f.Type += fmt.Sprintf("[%d]", a.Count)
+			}
+		case eventdef.KindSymstr:
+			f.Type = "unsigned long"
+		case eventdef.KindChar:
+			f.Type = "u8"
+		case eventdef.KindSymbol:
+			f.Type = "u64"
+		case eventdef.KindHex:
+			f.Type = "u" + strings.TrimPrefix(a.Type, "x")
+		default:
+			f.Type = a.Type
+		}
+		fs = append(fs, f)
+		off += a.SlotSize()
+	}
+	return fs
+}
+
+func findField(fs []Field, name string) *Field {
+	for i := range fs {
+		if fs[i].Name == name {
+			return &fs[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package rewriter
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/evfilter"
+)
+
+// FilterSpec is one filter assignment: "GROUP/EVENT:EXPR" or "EVENT:EXPR", as
+// `rewrite --filter` takes it and a definitions file's "filter GROUP/EVENT:EXPR"
+// line. EXPR "0" removes the event's filter, as writing 0 into the kernel's filter
+// file does.
+type FilterSpec struct {
+	Origin string // "--filter #2", "probes.txt:7"
+	Text   string
+}
+
+// attachFilters gives each event its filter: the specs apply in order, a later one
+// replacing an earlier one, as successive writes to the event's filter file do. Each
+// expression is parsed against its event's fields, so a bad filter is refused here with
+// the kernel's message and caret; .function names are resolved later (Resolve), in the
+// binary.
+func attachFilters(defs []Probe, specs []FilterSpec) error {
+	for _, s := range specs {
+		target, expr, ok := strings.Cut(s.Text, ":")
+		if !ok || target == "" {
+			return fmt.Errorf("%s: %q: a filter is GROUP/EVENT:EXPR", s.Origin, s.Text)
+		}
+		var hit []int
+		group, event, grouped := strings.Cut(target, "/")
+		if !grouped {
+			event, group = group, ""
+		}
+		groups := map[string]bool{}
+		for i := range defs {
+			d := defs[i].Def
+			if d.Event == event && (!grouped || d.Group == group) {
+				hit = append(hit, i)
+				groups[d.Group] = true
+			}
+		}
+		switch {
+		case len(hit) == 0:
+			return fmt.Errorf("%s: no event %s is defined", s.Origin, target)
+		case len(groups) > 1:
+			return fmt.Errorf("%s: events of several groups are called %s: name one as GROUP/%s", s.Origin, event, event)
+		}
+		clear := strings.TrimSpace(expr) == "0"
+		for _, i := range hit {
+			d := &defs[i]
+			if d.Handler != nil {
+				return fmt.Errorf("%s: %s/%s runs a C handler and writes no records: there is nothing to filter", s.Origin, d.Def.Group, d.Def.Event)
+			}
+			if clear {
+				d.Filter, d.FilterOrigin = "", ""
+				continue
+			}
+			if _, err := evfilter.Parse(expr, evfilter.Fields(d.Def), anySymbols{}); err != nil {
+				return filterError(s.Origin, d, expr, err)
+			}
+			d.Filter, d.FilterOrigin = expr, s.Origin
+		}
+	}
+	return nil
+}
+
+// filterError reports a refused filter with its origin, its event and the kernel's
+// filter-file text: the expression, a caret under the bad place, the message.
+func filterError(origin string, d *Probe, expr string, err error) error {
+	var fe *evfilter.Error
+	if errors.As(err, &fe) {
+		return fmt.Errorf("%s: filter of %s/%s: %s\n%s", origin, d.Def.Group, d.Def.Event, fe.Message(), indent(fe.FilterFile()))
+	}
+	return fmt.Errorf("%s: filter of %s/%s: %w", origin, d.Def.Group, d.Def.Event, err)
+}
+
+// anySymbols finds every function (at address 0): a filter's grammar is checked before
+// the binary is read.
+type anySymbols struct{}
+
+func (anySymbols) Func(string) (uint64, uint64, bool)   { return 0, 1, true }
+func (anySymbols) FuncAt(uint64) (uint64, uint64, bool) { return 0, 1, true }
+
+// funcSymbols finds .function names among the binary's functions.
+type funcSymbols struct{ fns *elfio.Functions }
+
+func (s funcSymbols) Func(name string) (uint64, uint64, bool) {
+	if f, ok := s.fns.ByName(name); ok {
+		return f.Addr, max(f.Size, 1), true
+	}
+	return 0, 0, false
+}
+
+func (s funcSymbols) FuncAt(addr uint64) (uint64, uint64, bool) {
+	if f, ok := s.fns.Containing(addr); ok {
+		return f.Addr, max(f.Size, 1), true
+	}
+	return 0, 0, false
+}
+
+// compileFilter parses the probe's filter against the binary's functions: its program
+// for the runtime, nil when it has none.
+func compileFilter(d *Probe, fns *elfio.Functions) ([]byte, error) {
+	if d.Filter == "" {
+		return nil, nil
+	}
+	var syms evfilter.Symbols = anySymbols{}
+	if fns != nil {
+		syms = funcSymbols{fns}
+	}
+	f, err := evfilter.Parse(d.Filter, evfilter.Fields(d.Def), syms)
+	if err != nil {
+		return nil, filterError(d.FilterOrigin, d, d.Filter, err)
+	}
+	return f.Program(), nil
+}

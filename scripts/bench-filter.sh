@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Per-hit cost of event filters, in one run: a jump-optimized event with two fetchargs
+# (x=%di:s64 s=+0(%sp):u64) written to the trace file, the same event with a filter that
+# refuses every hit (nothing is written), with one that takes every hit, and with a
+# string filter on comm that refuses every hit. Prints a Markdown table for
+# docs/benchmarks.md.
+#
+#   scripts/bench-filter.sh           (N calls a round, default 1000000; ROUNDS 3; RUNS 3)
+#
+# scripts/bench/hit.c (with ROUNDS) calls target() and an unprobed twin N times a round and
+# prints the hit's cost averaged over every call of every round (the trace file's pages
+# allocated as a user's run allocates them: the file is new each run) and the best
+# round's. The kinds run interleaved, RUNS times; a cell is the median of the runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${N:-1000000}
+rounds=${ROUNDS:-3}
+runs=${RUNS:-3}
+KP=/tmp/kprewrite.bench
+go build -o "$KP" ./cmd/kprewrite
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+gcc -O2 -o "$tmp/hit" scripts/bench/hit.c
+def='p:kpwbench/f target x=%di:s64 s=+0(%sp):u64'
+kinds="traced out in comm"
+"$KP" rewrite -o "$tmp/hit.traced" -e "$def" "$tmp/hit" >/dev/null
+"$KP" rewrite -o "$tmp/hit.out" -e "$def" --filter 'f:x < 0 && s != 0' "$tmp/hit" >/dev/null
+"$KP" rewrite -o "$tmp/hit.in" -e "$def" --filter 'f:x >= 0 || s == 0' "$tmp/hit" >/dev/null
+"$KP" rewrite -o "$tmp/hit.comm" -e "$def" --filter 'f:comm ~ "nomatch*"' "$tmp/hit" >/dev/null
+# every record fits: 3 rounds of N records of 128 bytes
+size=$(((n * rounds * 128 / 1048576) + 64))M
+declare -A avg best
+for _ in $(seq "$runs"); do
+	for k in $kinds; do
+		rm -f "$tmp/t.trace"
+		read -r _ a _ b _ bare _ < <(KPREWRITE_TRACE="$tmp/t.trace" KPREWRITE_TRACE_SIZE=$size "$tmp/hit.$k" "$n" "$rounds")
+		avg[$k]="${avg[$k]:-} $a"
+		best[$k]="${best[$k]:-} $b"
+	done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+echo "| event | filter | records | ns/hit, averaged over the run | ns/hit, best round |"
+echo "| --- | --- | --- | --- | --- |"
+row() { echo "| \`$def\` | $2 | $3 | $(echo "${avg[$1]}" | median) | $(echo "${best[$1]}" | median) |"; }
+row traced "none" "every hit"
+row out "\`x < 0 && s != 0\` (refuses every hit)" "none"
+row in "\`x >= 0 \|\| s == 0\` (takes every hit)" "every hit"
+row comm "\`comm ~ \"nomatch*\"\` (refuses every hit)" "none"
+echo
+echo "Bare call of the unprobed twin: ${bare} ns. $runs runs of $rounds rounds of $n calls, kinds interleaved; medians of the runs."

@@ -238,18 +238,7 @@ func TestKernelDifferentialFastRead(t *testing.T) {
 	} {
 		t.Run(build.name, func(t *testing.T) {
 			prog := testprog.Build(t, src, "c", build.flags...)
-			dir := t.TempDir()
-			orig := filepath.Join(dir, "o", "fastread")
-			kpd := filepath.Join(dir, "r", "fastread")
-			os.Mkdir(filepath.Dir(orig), 0o755)
-			os.Mkdir(filepath.Dir(kpd), 0o755)
-			data, err := os.ReadFile(prog)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(orig, data, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			dir, orig, kpd := sameNamePair(t, prog, "fastread")
 			kernel := kernelTraceDefs(t, orig, defs, []string{"diff"})
 			if len(kernel) != 10*len(defs) { // 10 calls of peek
 				t.Fatalf("kernel trace has %d lines, want %d:\n%s", len(kernel), 10*len(defs), eaLines(kernel))

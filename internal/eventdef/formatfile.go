@@ -45,7 +45,7 @@ func FormatFile(p *Probe, id uint32) string {
 	}
 	for i := range p.Args {
 		a := &p.Args[i]
-		typ, esize, str := fieldType(a)
+		typ, esize, str := FieldType(a)
 		n := max(a.Count, 1)
 		name := a.Name
 		switch {
@@ -82,9 +82,9 @@ func FormatFile(p *Probe, id uint32) string {
 	return b.String()
 }
 
-// fieldType is the kernel's type name of an argument's field, the size of one
+// FieldType is the kernel's type name of an argument's field, the size of one
 // element in the kernel's record, and whether it is a string (a __data_loc word).
-func fieldType(a *Arg) (string, int, bool) {
+func FieldType(a *Arg) (string, int, bool) {
 	switch a.Kind {
 	case KindString, KindUString, KindSymstr:
 		if a.Kind == KindSymstr {

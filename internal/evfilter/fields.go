@@ -2,7 +2,6 @@ package evfilter
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 )
@@ -68,23 +67,13 @@ func Fields(p *eventdef.Probe) []Field {
 	off := 0
 	for i := range p.Args {
 		a := &p.Args[i]
-		f := Field{Name: a.Name, Size: a.SlotSize(), Src: SrcData, Off: off, Signed: a.Kind == eventdef.KindSigned}
-		switch a.Kind {
-		case eventdef.KindString, eventdef.KindUString:
-			f.Type, f.ft, f.Signed = "__data_loc char[]", ftDynString, true
+		typ, _, str := eventdef.FieldType(a)
+		f := Field{Name: a.Name, Type: typ, Size: a.SlotSize(), Src: SrcData, Off: off, Signed: str || a.Kind == eventdef.KindSigned}
+		if str {
+			f.ft = ftDynString
 			if a.Count > 0 {
 				f.Type += fmt.Sprintf("[%d]", a.Count)
 			}
-		case eventdef.KindSymstr:
-			f.Type = "unsigned long"
-		case eventdef.KindChar:
-			f.Type = "u8"
-		case eventdef.KindSymbol:
-			f.Type = "u64"
-		case eventdef.KindHex:
-			f.Type = "u" + strings.TrimPrefix(a.Type, "x")
-		default:
-			f.Type = a.Type
 		}
 		fs = append(fs, f)
 		off += a.SlotSize()

@@ -15,7 +15,6 @@ const (
 
 	NeedCPU  = 1 << 0 // some entry reads the CPU
 	NeedComm = 1 << 1 // some entry reads the thread's name
-	NeedBias = 1 << 2 // some entry's values are link-time addresses
 )
 
 // Program is the filter compiled for the runtime.
@@ -32,7 +31,6 @@ func (f *Filter) Program() []byte {
 		b[4], b[5], b[6], b[7] = b2u(pr.signed), b2u(pr.not), b2u(e.when), pr.match
 		if pr.biased {
 			b[4] |= 2
-			needs |= NeedBias
 		}
 		le.PutUint16(b[8:], uint16(e.target))
 		le.PutUint16(b[10:], uint16(pr.off))

@@ -95,6 +95,9 @@ type CheckOptions struct {
 	// Filters are event filters, "GROUP/EVENT:EXPR" (kernel grammar): checked against
 	// their events' fields and the binary's functions.
 	Filters []string
+	// Triggers are event triggers, "GROUP/EVENT:TRIGGER" (kernel grammar), checked as
+	// rewrite would.
+	Triggers []string
 }
 
 // Check analyses the ELF executable at path the way the kernel's optprobe code would
@@ -105,7 +108,7 @@ type CheckOptions struct {
 // name it) are checked in the library the loader finds for the program, each library
 // in a report of its own (Libraries).
 func Check(path string, opt CheckOptions) (*CheckReport, error) {
-	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters)
+	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters, opt.Triggers)
 	if err != nil {
 		return nil, err
 	}

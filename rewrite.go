@@ -35,6 +35,11 @@ type RewriteOptions struct {
 	// "filter" lines: a hit the filter refuses writes no record (its hit is still
 	// counted). "GROUP/EVENT:0" removes the event's filter.
 	Filters []string
+	// Triggers are event triggers, "GROUP/EVENT:TRIGGER" with the kernel's grammar
+	// (events.rst section 6: traceon, traceoff, enable_event:GROUP:EVENT,
+	// disable_event:GROUP:EVENT, each with :COUNT and "if FILTER"; "!CMD" removes one),
+	// applied in order after the definition files' "trigger" lines.
+	Triggers []string
 
 	NoOptimize    bool     // every probe is an int3 (k, b, r, rb)
 	NoBoost       bool     // int3 probes are single-stepped (k, r)
@@ -87,7 +92,7 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters)
+	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters, opt.Triggers)
 	if err != nil {
 		return nil, err
 	}

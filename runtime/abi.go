@@ -136,6 +136,13 @@ type EventFlags uint32
 const (
 	EFDisabled EventFlags = 0x01
 	EFRetprobe EventFlags = 0x02
+	// EFSoftDisabled: armed, its triggers run, but it records nothing until an
+	// enable_event trigger (or `kprewrite enable`) switches it on: the kernel's soft
+	// mode for an event that is not enabled but has triggers or is a trigger's target.
+	EFSoftDisabled EventFlags = 0x04
+	// EFTriggers: the event's trigger program (internal/evtrigger) follows its filter
+	// program; its first word is its size.
+	EFTriggers EventFlags = 0x08
 )
 
 const (
@@ -431,8 +438,16 @@ type RawTraceImageExt struct {
 	ShardsOff    uint64 `c:"shards_off"`
 	ShardsStride uint64 `c:"shards_stride"`
 	ShardsN      uint32 `c:"shards_n"`
-	Reserved0    uint32 `c:"reserved0"`
+	// CtlSize is the bytes of the image's control area right after this record: a u32
+	// of CtlEv* flags per event (by runtime index), padded to 8, then a u64 count per
+	// trigger slot (was reserved0, always 0 before)
+	CtlSize uint32 `c:"ctl_size"`
 }
+
+// Per-event control flags in the trace file's control area (RawTraceImageExt.CtlSize).
+const (
+	CtlEvSoftDisabled = 0x1 // records nothing (enable_event/disable_event, kprewrite enable/disable)
+)
 
 // RawTraceHeader is struct kprw_trace_hdr, the first 4096 bytes of a trace file.
 type RawTraceHeader struct {
@@ -450,7 +465,9 @@ type RawTraceHeader struct {
 	CreatedRealNs uint64                        `c:"created_real_ns"`
 	CreatedMonoNs uint64                        `c:"created_mono_ns"`
 	BlockSize     uint64                        `c:"block_size"`
-	Reserved      [4]uint64                     `c:"reserved"`
+	TracingOff    uint32                        `c:"tracing_off"` // non-zero: no records are written (traceoff)
+	Reserved0     uint32                        `c:"reserved0"`
+	Reserved      [3]uint64                     `c:"reserved"`
 	Images        [TraceMaxImages]RawTraceImage `c:"images"`
 }
 

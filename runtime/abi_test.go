@@ -149,6 +149,7 @@ var abiConsts = map[string]any{
 	"KPRW_T_KPROBE": TKprobe, "KPRW_T_KRETPROBE": TKretprobe, "KPRW_T_VERIFY": TVerify,
 	"KPRW_F_DISABLED": FDisabled, "KPRW_F_TRACE": FTrace,
 	"KPRW_EF_DISABLED": EFDisabled, "KPRW_EF_RETPROBE": EFRetprobe,
+	"KPRW_EF_SOFT": EFSoftDisabled, "KPRW_EF_TRIGGERS": EFTriggers, "KPRW_CTL_SOFT_DISABLED": CtlEvSoftDisabled,
 	"KPRW_NO_EVENT": NoEvent, "KPRW_NO_PROBE": NoProbe,
 	"KPRW_MAX_POINTS": MaxPoints, "KPRW_MAX_PROBES_PER_POINT": MaxProbesPerPoint, "KPRW_MAX_DATA_SIZE": MaxDataSize,
 	"KPRW_MAX_MAXACTIVE": MaxMaxActive, "KPRW_DEFAULT_TRACE_SIZE": DefaultTraceSize,

@@ -94,6 +94,7 @@ type Event struct {
 	Group, Name string
 	Fetch       []byte
 	Filter      []byte // the event's filter program (internal/evfilter), nil: none
+	Triggers    []byte // its trigger program (internal/evtrigger), nil: none (EFTriggers is set for it)
 	ID          uint32
 	Flags       EventFlags
 }
@@ -251,8 +252,8 @@ func (t *Tables) Prepare() (*Encoded, error) {
 	for _, ev := range t.Events {
 		e.addStr(ev.Group, true)
 		e.addStr(ev.Name, true)
-		if len(ev.Fetch)+len(ev.Filter) > 0 {
-			e.addStr(string(ev.Fetch)+string(ev.Filter), false)
+		if len(ev.Fetch)+len(ev.Filter)+len(ev.Triggers) > 0 {
+			e.addStr(string(ev.Fetch)+string(ev.Filter)+string(ev.Triggers), false)
 		}
 	}
 	if sg := t.SigGuard; sg != nil {
@@ -365,9 +366,12 @@ func (e *Encoded) Encode(roBase, stateBase uint64) error {
 	for _, ev := range t.Events {
 		re := RawEvent{Group: e.str(roBase, ev.Group, true), Name: e.str(roBase, ev.Name, true), FetchLen: uint32(len(ev.Fetch)),
 			ID: ev.ID, Flags: ev.Flags, FilterLen: uint32(len(ev.Filter))}
-		if len(ev.Fetch)+len(ev.Filter) > 0 {
-			// the filter right after the fetch program: one address for both
-			re.Fetch = e.str(roBase, string(ev.Fetch)+string(ev.Filter), false)
+		if len(ev.Triggers) > 0 {
+			re.Flags |= EFTriggers
+		}
+		if len(ev.Fetch)+len(ev.Filter)+len(ev.Triggers) > 0 {
+			// the filter and the triggers right after the fetch program: one address
+			re.Fetch = e.str(roBase, string(ev.Fetch)+string(ev.Filter)+string(ev.Triggers), false)
 		}
 		put(&re)
 	}

@@ -100,7 +100,7 @@ func TestTraceManyProbes(t *testing.T) {
 	}
 	h := r.trace.Header
 	if h.CountersSize <= TraceCountersSize || h.CountersSize%4096 != 0 || h.CountersUsed > h.CountersSize ||
-		h.CountersUsed != uint64(nprobes)*16+TraceImageExtSz {
+		h.CountersUsed != uint64(nprobes)*16+TraceImageExtSz+uint64(r.trace.Images[0].CtlSize) {
 		t.Fatalf("counters area %d bytes, %d used, for %d probes", h.CountersSize, h.CountersUsed, nprobes)
 	}
 	if got := len(r.trace.Images[0].Counters); got != nprobes {

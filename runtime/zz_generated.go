@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "950eeddd2e9ab2bc544f7e469694dd1dfabbf3fa20ad8f437c31f4eac0932ddf"
+const ObjectSHA256 = "ece2bdb45ec19b06c9cd85123fa6def7d68af400c9b520a0ff145373b8b83bef"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -163,6 +163,23 @@ func kernelTraceDefs(t *testing.T, path string, defs, args []string) []traceLine
 // into the instance's events/GROUP/EVENT/filter.
 func kernelTraceFiltered(t *testing.T, path string, defs []string, filters map[string]string, args []string) []traceLine {
 	t.Helper()
+	return kernelTraceControlled(t, path, defs, kernelControl{Filters: filters}, args)
+}
+
+// kernelControl is what a kernel run writes besides the definitions: filters (EVENT ->
+// expression), triggers ({EVENT, TRIGGER} written in order into the events' trigger
+// files, after the events are enabled) and the events left disabled (enable 0 before
+// the triggers: an event with triggers or named by one is then in soft mode).
+type kernelControl struct {
+	Filters  map[string]string
+	Triggers [][2]string
+	Disabled []string
+}
+
+// kernelTraceControlled is kernelTraceDefs with a kernelControl.
+func kernelTraceControlled(t *testing.T, path string, defs []string, ctl kernelControl, args []string) []traceLine {
+	t.Helper()
+	filters := ctl.Filters
 	f, err := elfio.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +221,23 @@ func kernelTraceFiltered(t *testing.T, path string, defs []string, filters map[s
 	if err := os.WriteFile(diffInstnc+"/events/"+diffGroup+"/enable", []byte("1"), 0); err != nil {
 		t.Fatal(err)
 	}
+	for _, ev := range ctl.Disabled {
+		if err := os.WriteFile(diffInstnc+"/events/"+diffGroup+"/"+ev+"/enable", []byte("0"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tr := range ctl.Triggers {
+		if err := os.WriteFile(diffInstnc+"/events/"+diffGroup+"/"+tr[0]+"/trigger", []byte(tr[1]), 0); err != nil {
+			t.Fatalf("kernel refused the trigger %q of %s: %v", tr[1], tr[0], err)
+		}
+	}
 	res := testprog.Run(t, noASLR(path, args...))
+	// triggers hold their events registered (soft mode), and a registered uprobe puts
+	// its int3 into every executable-capable mapping of the file, a reader's too (the
+	// rewrite's): off first
+	for i := len(ctl.Triggers) - 1; i >= 0; i-- {
+		os.WriteFile(diffInstnc+"/events/"+diffGroup+"/"+ctl.Triggers[i][0]+"/trigger", []byte("!"+ctl.Triggers[i][1]), 0)
+	}
 	os.WriteFile(diffInstnc+"/events/"+diffGroup+"/enable", []byte("0"), 0)
 	if res.Exit != 3 {
 		t.Fatalf("original under uprobes: %s", res)

@@ -26,7 +26,7 @@ type (
 const CheckSchema = kprewrite.CheckSchema
 
 func runCheck(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("check", "check [--json] [--summary] [--only VERDICTS] [-e DEF]... [-f DEFFILE]... [--filter GROUP/EVENT:EXPR]... BINARY", stdout)
+	fs := helpFlagSet("check", "check [--json] [--summary] [--only VERDICTS] [-e DEF]... [-f DEFFILE]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... BINARY", stdout)
 	asJSON := fs.Bool("json", false, "print a JSON report (schema "+CheckSchema+", see docs/check-json.md)")
 	summaryOnly := fs.Bool("summary", false, "print only the summary")
 	only := fs.String("only", "", "list only sites with these verdicts (comma separated: optimize,boost,single-step,refuse)")
@@ -35,6 +35,8 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&files, "f", "file of probe event definitions, one per line (repeatable)")
 	var filters multiFlag
 	fs.Var(&filters, "filter", "`GROUP/EVENT:EXPR`: an event filter, checked as rewrite would (repeatable)")
+	var triggers multiFlag
+	fs.Var(&triggers, "trigger", "`GROUP/EVENT:TRIGGER`: an event trigger, checked as rewrite would (repeatable)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -52,7 +54,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 			keep[v] = true
 		}
 	}
-	report, err := kprewrite.Check(pos[0], kprewrite.CheckOptions{Definitions: exprs, DefinitionFiles: files, Filters: filters})
+	report, err := kprewrite.Check(pos[0], kprewrite.CheckOptions{Definitions: exprs, DefinitionFiles: files, Filters: filters, Triggers: triggers})
 	if err != nil {
 		return err
 	}

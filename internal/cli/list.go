@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
@@ -88,12 +89,18 @@ func listLines(im *tracefile.Image, verbose bool) []string {
 			if disabled {
 				flags += "[DISABLED]"
 			}
+			if dp.Event >= 0 && d.Events[dp.Event].Soft {
+				flags += "[SOFT]"
+			}
 			line := fmt.Sprintf("%016x  %s  %s  %s %s", pt.Site, typ, sym, d.Image, flags)
 			if verbose && dp.Event >= 0 {
 				e := d.Events[dp.Event]
 				line += fmt.Sprintf("  %s/%s  %s", e.Group, e.Name, e.Def)
 				if e.Filter != "" {
 					line += "  filter: " + e.Filter
+				}
+				if len(e.Triggers) > 0 {
+					line += "  triggers: " + strings.Join(e.Triggers, "; ")
 				}
 			}
 			lines = append(lines, line)

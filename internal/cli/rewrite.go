@@ -14,12 +14,14 @@ import (
 const TraceSuffix = tracefile.Suffix
 
 func runRewrite(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--single-step tf|int3] [--count-only [--exits-only]] [--handlers FILE.c]... [--filter GROUP/EVENT:EXPR]... [--trace PATH] BINARY", stdout)
+	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--single-step tf|int3] [--count-only [--exits-only]] [--handlers FILE.c]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--trace PATH] BINARY", stdout)
 	out := fs.String("o", "", "output file (written atomically; required)")
 	var exprs, files multiFlag
 	fs.Var(&exprs, "e", "probe event definition, e.g. 'p:grp/ev func+4 a=%di' or 'r:ev func $retval' (repeatable)")
 	fs.Var(&files, "f", "file of probe event definitions, one per line (repeatable)")
 	var filters multiFlag
+	var triggers multiFlag
+	fs.Var(&triggers, "trigger", "`GROUP/EVENT:TRIGGER`: run TRIGGER, in the kernel's grammar (events.rst section 6), at each hit of the event: traceon, traceoff (every event's records), enable_event:GROUP:EVENT, disable_event:GROUP:EVENT (that event's records), each with :COUNT (fire at most COUNT times) and 'if FILTER'; an event rewritten with --disable that has triggers or is their target starts soft-disabled (armed, records nothing until enabled); '!CMD' removes one (repeatable; also a definitions file's 'trigger GROUP/EVENT:TRIGGER' lines)")
 	fs.Var(&filters, "filter", "`GROUP/EVENT:EXPR`: record only the hits of the event for which EXPR, a filter in the kernel's grammar (events.rst section 5: fields by name, == != < <= > >= &, ~ \"glob\" on strings, && || ! and parentheses), is true; the runtime runs it before writing the record; GROUP/EVENT:0 removes it (repeatable; also a definitions file's 'filter GROUP/EVENT:EXPR' lines)")
 	var hfiles multiFlag
 	fs.Var(&hfiles, "handlers", "`FILE.c`: C handler file declaring probes with DEFINE_KPROBE/DEFINE_KRETPROBE (kprewrite.h, see kprewrite include), compiled with gcc and linked in (repeatable)")
@@ -47,7 +49,7 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return usageErr("-o OUT is required")
 	}
-	opt := kprewrite.RewriteOptions{Definitions: exprs, DefinitionFiles: files, HandlerFiles: hfiles, Filters: filters,
+	opt := kprewrite.RewriteOptions{Definitions: exprs, DefinitionFiles: files, HandlerFiles: hfiles, Filters: filters, Triggers: triggers,
 		NoOptimize: *noOpt, NoBoost: *noBoost, SingleStep: *singleStep, VerifyRegions: *verify, OptimizedOnly: *optOnly,
 		SkipRefused: *skip, Exclude: excludes, CountOnly: *countOnly, ExitsOnly: *exitsOnly, TracePath: *trace, Debug: *debug}
 	if *traceSize != "" {

@@ -25,10 +25,12 @@ import (
 // reported with its origin and the kernel's caret under the bad place.
 //
 // A definitions file's line "filter GROUP/EVENT:EXPR" and each of filters ("--filter
-// #N", applied after the files) give an event its filter (see attachFilters).
-func ParseDefs(exprs, files, filters []string) ([]Probe, error) {
+// #N", applied after the files) give an event its filter (see attachFilters); its
+// lines "trigger GROUP/EVENT:TRIGGER" and each of triggers ("--trigger #N", after the
+// files) its triggers (see attachTriggers).
+func ParseDefs(exprs, files, filters, triggers []string) ([]Probe, error) {
 	var set eventdef.Set
-	var specs []FilterSpec
+	var specs, tspecs []FilterSpec
 	origin := map[*eventdef.Probe]string{}
 	add := func(text, where string) error {
 		p, _, err := set.Add(text)
@@ -59,6 +61,10 @@ func ParseDefs(exprs, files, filters []string) ([]Probe, error) {
 				specs = append(specs, FilterSpec{Origin: fmt.Sprintf("%s:%d", name, line), Text: strings.TrimSpace(f)})
 				continue
 			}
+			if t, ok := strings.CutPrefix(text, "trigger "); ok {
+				tspecs = append(tspecs, FilterSpec{Origin: fmt.Sprintf("%s:%d", name, line), Text: strings.TrimSpace(t)})
+				continue
+			}
 			if err := add(text, fmt.Sprintf("%s:%d", name, line)); err != nil {
 				return nil, err
 			}
@@ -75,6 +81,12 @@ func ParseDefs(exprs, files, filters []string) ([]Probe, error) {
 		specs = append(specs, FilterSpec{Origin: fmt.Sprintf("--filter #%d", i+1), Text: f})
 	}
 	if err := attachFilters(defs, specs); err != nil {
+		return nil, err
+	}
+	for i, t := range triggers {
+		tspecs = append(tspecs, FilterSpec{Origin: fmt.Sprintf("--trigger #%d", i+1), Text: t})
+	}
+	if err := attachTriggers(defs, tspecs); err != nil {
 		return nil, err
 	}
 	return defs, nil
@@ -177,6 +189,9 @@ func Resolve(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 			return fmt.Errorf("%s: %w", d.Origin, err)
 		}
 		if _, err := compileFilter(d, fns); err != nil {
+			return err
+		}
+		if _, _, err := compileTriggers(d, symbolsOf(fns), nil, func(string) uint32 { return 0 }); err != nil {
 			return err
 		}
 		if perSite[d.Addr]++; perSite[d.Addr] > kprt.MaxProbesPerPoint {

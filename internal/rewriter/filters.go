@@ -25,29 +25,11 @@ type FilterSpec struct {
 // binary.
 func attachFilters(defs []Probe, specs []FilterSpec) error {
 	for _, s := range specs {
-		target, expr, ok := strings.Cut(s.Text, ":")
-		if !ok || target == "" {
-			return fmt.Errorf("%s: %q: a filter is GROUP/EVENT:EXPR", s.Origin, s.Text)
+		hit, err := eventsNamed(defs, s, "filter", "GROUP/EVENT:EXPR")
+		if err != nil {
+			return err
 		}
-		var hit []int
-		group, event, grouped := strings.Cut(target, "/")
-		if !grouped {
-			event, group = group, ""
-		}
-		groups := map[string]bool{}
-		for i := range defs {
-			d := defs[i].Def
-			if d.Event == event && (!grouped || d.Group == group) {
-				hit = append(hit, i)
-				groups[d.Group] = true
-			}
-		}
-		switch {
-		case len(hit) == 0:
-			return fmt.Errorf("%s: no event %s is defined", s.Origin, target)
-		case len(groups) > 1:
-			return fmt.Errorf("%s: events of several groups are called %s: name one as GROUP/%s", s.Origin, event, event)
-		}
+		_, expr, _ := strings.Cut(s.Text, ":")
 		clear := strings.TrimSpace(expr) == "0"
 		for _, i := range hit {
 			d := &defs[i]
@@ -101,17 +83,21 @@ func (s funcSymbols) FuncAt(addr uint64) (uint64, uint64, bool) {
 	return 0, 0, false
 }
 
+// symbolsOf finds .function names among fns, or (nil) accepts every name.
+func symbolsOf(fns *elfio.Functions) evfilter.Symbols {
+	if fns == nil {
+		return anySymbols{}
+	}
+	return funcSymbols{fns}
+}
+
 // compileFilter parses the probe's filter against the binary's functions: its program
 // for the runtime, nil when it has none.
 func compileFilter(d *Probe, fns *elfio.Functions) ([]byte, error) {
 	if d.Filter == "" {
 		return nil, nil
 	}
-	var syms evfilter.Symbols = anySymbols{}
-	if fns != nil {
-		syms = funcSymbols{fns}
-	}
-	f, err := evfilter.Parse(d.Filter, evfilter.Fields(d.Def), syms)
+	f, err := evfilter.Parse(d.Filter, evfilter.Fields(d.Def), symbolsOf(fns))
 	if err != nil {
 		return nil, filterError(d.FilterOrigin, d, d.Filter, err)
 	}

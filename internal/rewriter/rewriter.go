@@ -34,6 +34,9 @@ type Probe struct {
 	// Filter is the event's filter expression (kernel grammar, internal/evfilter), ""
 	// for none; FilterOrigin says where it was given.
 	Filter, FilterOrigin string
+	// Triggers are the event's triggers in the kernel's list order (the newest
+	// first, the order they run), each with where it was given.
+	Triggers []TriggerDef
 }
 
 // Options tune Rewrite.
@@ -422,7 +425,12 @@ func (g *gen) makeEvents() error {
 			disableAll = true
 		}
 	}
-	if disableAll {
+	targets := triggerTargets(g.probes)
+	anyTriggers := len(targets) > 0
+	for _, p := range g.probes {
+		anyTriggers = anyTriggers || len(p.Triggers) > 0
+	}
+	if disableAll && !anyTriggers {
 		g.tables.Flags |= kprt.HFDisableAll
 	}
 	g.desc = &tracefile.Desc{Input: filepath.Base(g.f.Path), PIE: g.f.IsPIE(), TracePath: g.opt.TracePath}
@@ -446,6 +454,9 @@ func (g *gen) makeEvents() error {
 		if filter != nil && g.opt.CountOnly {
 			return fmt.Errorf("%s: %s/%s has a filter, which decides which hits are recorded; with --count-only none is", p.FilterOrigin, p.Def.Group, p.Def.Event)
 		}
+		if len(p.Triggers) > 0 && g.opt.CountOnly {
+			return fmt.Errorf("%s: %s/%s has triggers, which run when a hit is recorded; with --count-only none is", p.Triggers[0].Origin, p.Def.Group, p.Def.Event)
+		}
 		id := uint32(len(g.events) + 1)
 		ev := kprt.Event{Group: p.Def.Group, Name: p.Def.Event, Fetch: prog, Filter: filter, ID: id}
 		if p.Def.Return {
@@ -457,7 +468,11 @@ func (g *gen) makeEvents() error {
 			g.fastRead = true // (a C handler's probe writes no record: its program never runs)
 		}
 		disabled := disableAll || matchesAny(g.opt.Disable, p.Def.Group, p.Def.Event)
-		if disabled && !disableAll {
+		switch key := p.Def.Group + "/" + p.Def.Event; {
+		case disabled && (len(p.Triggers) > 0 || targets[key]):
+			// the kernel's soft mode: armed, its triggers run, no records until enabled
+			ev.Flags |= kprt.EFSoftDisabled
+		case disabled && !(disableAll && !anyTriggers):
 			ev.Flags |= kprt.EFDisabled
 		}
 		for _, a := range p.Def.Args {
@@ -468,7 +483,11 @@ func (g *gen) makeEvents() error {
 		g.evOf[i] = len(g.events)
 		g.events = append(g.events, ev)
 		g.desc.Events = append(g.desc.Events, tracefile.DescEvent{ID: id, Group: p.Def.Group, Name: p.Def.Event, Def: p.Def.Def,
-			Origin: p.Origin, Return: p.Def.Return, Filter: p.Filter, Disabled: disabled || (p.Handler != nil && p.Handler.Disabled)})
+			Origin: p.Origin, Return: p.Def.Return, Filter: p.Filter, Disabled: disabled || (p.Handler != nil && p.Handler.Disabled),
+			Soft: ev.Flags&kprt.EFSoftDisabled != 0})
+	}
+	if err := g.makeTriggers(); err != nil {
+		return err
 	}
 	if g.handlersRead() {
 		g.fastRead = true
@@ -477,6 +496,46 @@ func (g *gen) makeEvents() error {
 		fns := g.b.Funcs
 		for _, fn := range fns.List {
 			g.desc.Symbols = append(g.desc.Symbols, tracefile.DescSymbol{Addr: fn.Addr, Size: fn.Size, Name: fn.Name})
+		}
+	}
+	return nil
+}
+
+// makeTriggers compiles each event's triggers once every event has its runtime index
+// (enable_event names events defined after it): their programs, and in the image's
+// control area a count slot per trigger of a logical event, shared by its probes.
+func (g *gen) makeTriggers() error {
+	evIdx := map[string][]uint32{}
+	for k, ev := range g.events {
+		key := ev.Group + "/" + ev.Name
+		evIdx[key] = append(evIdx[key], uint32(k))
+	}
+	slots := map[string]uint32{}
+	slotOf := func(key string) uint32 {
+		s, ok := slots[key]
+		if !ok {
+			s = uint32(len(slots))
+			slots[key] = s
+		}
+		return s
+	}
+	for i := range g.probes {
+		if g.evOf[i] < 0 {
+			continue
+		}
+		p := &g.probes[i]
+		prog, cslots, err := compileTriggers(p, symbolsOf(g.b.Funcs), evIdx, slotOf)
+		if err != nil {
+			return err
+		}
+		if prog == nil {
+			continue
+		}
+		g.events[g.evOf[i]].Triggers = prog
+		de := &g.desc.Events[g.evOf[i]]
+		de.CtlSlots = cslots
+		for _, td := range p.Triggers {
+			de.Triggers = append(de.Triggers, td.String())
 		}
 	}
 	return nil

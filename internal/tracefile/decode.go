@@ -34,6 +34,7 @@ func decodeTraceHeader(b []byte, h *kprt.RawTraceHeader) {
 	h.CountersOff, h.CountersSize, h.CountersUsed = c.u64(), c.u64(), c.u64()
 	h.NImages, h.ClockID = c.u32(), c.u32()
 	h.CreatedRealNs, h.CreatedMonoNs, h.BlockSize = c.u64(), c.u64(), c.u64()
+	h.TracingOff, h.Reserved0 = c.u32(), c.u32()
 	for i := range h.Reserved {
 		h.Reserved[i] = c.u64()
 	}
@@ -59,5 +60,5 @@ func decodeRecord(b []byte, r *kprt.RawRecord) {
 func decodeImageExt(b []byte, e *kprt.RawTraceImageExt) {
 	c := cursor{b: b[:kprt.TraceImageExtSz]}
 	e.DescOff, e.DescSize, e.ShardsOff, e.ShardsStride = c.u64(), c.u64(), c.u64(), c.u64()
-	e.ShardsN, e.Reserved0 = c.u32(), c.u32()
+	e.ShardsN, e.CtlSize = c.u32(), c.u32()
 }

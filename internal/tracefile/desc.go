@@ -71,7 +71,16 @@ type DescEvent struct {
 	Origin   string `json:"origin"` // where it came from ("-e #1", "probes.txt:3")
 	Return   bool   `json:"return,omitempty"`
 	Disabled bool   `json:"disabled,omitempty"` // registered disabled
-	Filter   string `json:"filter,omitempty"`   // the event's filter (kernel grammar), "" for none
+	// Soft: disabled but armed (it has triggers or a trigger names it): its triggers
+	// run, and enable_event or kprewrite enable switches its records on
+	Soft   bool   `json:"soft,omitempty"`
+	Filter string `json:"filter,omitempty"` // the event's filter (kernel grammar), "" for none
+	// Triggers are the event's triggers as the kernel's trigger file lists them, in
+	// the order they run ("traceoff:count=1 if a > 3").
+	Triggers []string `json:"triggers,omitempty"`
+	// CtlSlots are the slots of the triggers' counts in the image's control area, in
+	// the order of Triggers.
+	CtlSlots []uint32 `json:"ctl_slots,omitempty"`
 }
 
 // DescProbe is one probe, indexed by its runtime index (the trace file's counters).
@@ -150,14 +159,17 @@ type leanProbe struct {
 // is the previous one's plus 1 (1 for the first), an absent origin the next line of
 // the previous one's file ("defs.txt:7" after "defs.txt:6").
 type leanEvent struct {
-	ID       *uint32 `json:"id,omitempty"`
-	Group    string  `json:"group"`
-	Name     string  `json:"name"`
-	Def      string  `json:"def"`
-	Origin   *string `json:"origin,omitempty"`
-	Return   bool    `json:"return,omitempty"`
-	Disabled bool    `json:"disabled,omitempty"`
-	Filter   string  `json:"filter,omitempty"`
+	ID       *uint32  `json:"id,omitempty"`
+	Group    string   `json:"group"`
+	Name     string   `json:"name"`
+	Def      string   `json:"def"`
+	Origin   *string  `json:"origin,omitempty"`
+	Return   bool     `json:"return,omitempty"`
+	Disabled bool     `json:"disabled,omitempty"`
+	Filter   string   `json:"filter,omitempty"`
+	Triggers []string `json:"triggers,omitempty"`
+	CtlSlots []uint32 `json:"ctl_slots,omitempty"`
+	Soft     bool     `json:"soft,omitempty"`
 }
 
 // nextOrigin is the origin an event after one from origin has by default.
@@ -177,7 +189,8 @@ func leanEvents(evs []DescEvent) []leanEvent {
 	out := make([]leanEvent, len(evs))
 	id, origin := uint32(1), ""
 	for i, e := range evs {
-		l := leanEvent{Group: e.Group, Name: e.Name, Def: e.Def, Return: e.Return, Disabled: e.Disabled, Filter: e.Filter}
+		l := leanEvent{Group: e.Group, Name: e.Name, Def: e.Def, Return: e.Return, Disabled: e.Disabled, Filter: e.Filter,
+			Triggers: e.Triggers, CtlSlots: e.CtlSlots, Soft: e.Soft}
 		if e.ID != id {
 			l.ID = &evs[i].ID
 		}
@@ -195,7 +208,7 @@ func fullEvents(ls []leanEvent) []DescEvent {
 	id, origin := uint32(1), ""
 	for i, l := range ls {
 		e := DescEvent{ID: id, Group: l.Group, Name: l.Name, Def: l.Def, Origin: nextOrigin(origin), Return: l.Return, Disabled: l.Disabled,
-			Filter: l.Filter}
+			Filter: l.Filter, Triggers: l.Triggers, CtlSlots: l.CtlSlots, Soft: l.Soft}
 		if i == 0 {
 			e.Origin = ""
 		}

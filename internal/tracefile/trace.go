@@ -33,6 +33,10 @@ type TraceImage struct {
 	// copied into the file when the image registered; nil when it did not (older
 	// runtimes, or a frame outside the file).
 	Desc []byte
+	// CtlOff and CtlSize locate the image's control area (per-event switches, trigger
+	// counts; RawTraceImageExt.CtlSize), 0 when it has none.
+	CtlOff  uint64
+	CtlSize uint32
 }
 
 // maxTraceDesc bounds an image description in a trace file.
@@ -96,6 +100,7 @@ func parseHeader(b []byte) (*Trace, error) {
 		if im.Flags&kprt.TIFExt != 0 {
 			ti.Desc = traceDesc(b, im.CountersOff+n*16) // a copy: b may be a mapping
 			ti.Shards = addShards(b, im.CountersOff+n*16, ti.Counters)
+			ti.CtlOff, ti.CtlSize = ctlArea(b, im.CountersOff+n*16)
 		}
 		t.Images = append(t.Images, ti)
 	}
@@ -150,6 +155,22 @@ func addShards(b []byte, off uint64, ctrs []Counter) int {
 		}
 	}
 	return int(n)
+}
+
+// ctlArea locates the control area after the RawTraceImageExt at off: (0, 0) when
+// there is none or it is not inside the file.
+func ctlArea(b []byte, off uint64) (uint64, uint32) {
+	size := uint64(len(b))
+	if off > size || kprt.TraceImageExtSz > size-off {
+		return 0, 0
+	}
+	var ext kprt.RawTraceImageExt
+	decodeImageExt(b[off:], &ext)
+	co := off + kprt.TraceImageExtSz
+	if ext.CtlSize == 0 || uint64(ext.CtlSize) > size-co {
+		return 0, 0
+	}
+	return co, ext.CtlSize
 }
 
 // traceDesc returns the description frame a RawTraceImageExt at off names, or nil.

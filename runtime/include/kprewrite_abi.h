@@ -166,6 +166,12 @@ typedef unsigned long long kprw_u64;
 /* kprw_event.flags */
 #define KPRW_EF_DISABLED 0x01 /* event registered disabled */
 #define KPRW_EF_RETPROBE 0x02 /* the event is a return event (r:) */
+#define KPRW_EF_SOFT 0x04     /* armed and its triggers run, but it starts soft-disabled (records
+                               * nothing until enable_event or `kprewrite enable`): the kernel's
+                               * soft mode */
+#define KPRW_EF_TRIGGERS 0x08 /* a trigger program (internal/evtrigger) follows the filter
+                               * program (at fetch + fetch_len + filter_len); its first u32 is
+                               * its size */
 
 #define KPRW_NO_EVENT KPRW_U(0xffffffff)
 #define KPRW_NO_PROBE KPRW_U(0xffffffff) /* kprw_rec.probe of a record that counts no hit */
@@ -465,8 +471,12 @@ struct kprw_trace_image_ext {
 	kprw_u64 shards_off;
 	kprw_u64 shards_stride;
 	kprw_u32 shards_n;
-	kprw_u32 reserved0;
+	/* bytes of the image's control area, right after this record (was reserved0, 0): a
+	 * u32 of KPRW_CTL_* flags per event (runtime index), padded to 8, then a u64 count
+	 * per trigger slot (src/rt_trigger.c); shared by every process of the file */
+	kprw_u32 ctl_size;
 };
+#define KPRW_CTL_SOFT_DISABLED 0x1 /* the event records nothing (enable_event/disable_event) */
 #define KPRW_RSEQ_MAXCPU 254 /* per-CPU counting with at most this many possible CPUs */
 /* count-only detours of at most this many probes skip their per-CPU calls with a jrcxz
  * rel8 (the short form); src/countprobe.S, kprt.CountShortN */
@@ -488,7 +498,10 @@ struct kprw_trace_hdr {
 	kprw_u64 created_mono_ns;/* CLOCK_MONOTONIC at the same moment */
 	kprw_u64 block_size;     /* the record area is given out in blocks that are multiples of
 	                            this many bytes (a power of two), aligned to it */
-	kprw_u64 reserved[4];
+	kprw_u32 tracing_off;    /* non-zero: records are not written (traceoff triggers,
+	                            kprewrite traceoff); hits are still counted */
+	kprw_u32 reserved0;
+	kprw_u64 reserved[3];
 	struct kprw_trace_image images[KPRW_TRACE_MAX_IMAGES];
 };
 

@@ -222,8 +222,8 @@ struct kprw_rt {
 	                      a miss and start-up neither writes nor populates them (rt_trace.c) */
 	u32 populate;      /* MADV_POPULATE_WRITE works (rt_trace.c) */
 	/* the trace file's mappings (header and records, counter window, appended counters,
-	 * shards): a fault in one means the file shrank under us (rt_trace.c) */
-	struct kprw_span { uptr addr; u64 len; } trace_maps[4];
+	 * shards, control area): a fault in one means the file shrank under us (rt_trace.c) */
+	struct kprw_span { uptr addr; u64 len; } trace_maps[6];
 	u32 ntrace_maps;
 	u32 trace_detached; /* the mappings were replaced by memory: nothing reaches the file */
 	const char *trace_path;
@@ -241,6 +241,12 @@ struct kprw_rt {
 	struct kprw_fplan *ev_plan; /* per event: its compiled fetch plan, n = ~0u: none */
 	const struct kprw_fprog **ev_filter; /* per event: its filter, decoded once; NULL: none (or
 	                         malformed: every hit is recorded rather than lost) */
+	const struct kprw_evtrig **ev_trig; /* per event: its triggers, decoded once; NULL: none
+	                         (allocated with ev_filter) */
+	u32 *ev_ctl;       /* per event: KPRW_CTL_* flags, in the trace file's control area
+	                      (shared by every process of the file) or in memory; NULL: none */
+	u64 *trig_count;   /* per trigger slot: fires left (~0: unlimited), after ev_ctl */
+	u32 *tracing_off;  /* the trace header's tracing_off (set with trace) */
 	u32 has;           /* KPRW_HAS_*: what the tables hold, from validate() (start-up passes
 	                      over 10,000s of probes are skipped when they have nothing to do) */
 };
@@ -454,6 +460,31 @@ struct kprw_fprog {
 	u32 n, needs;
 	struct kprw_fpred p[];
 };
+/* ---- event triggers (rt_trigger.c) ---- */
+#define KPRW_TRIG_TRACEON 1 /* internal/evtrigger's commands */
+#define KPRW_TRIG_TRACEOFF 2
+#define KPRW_TRIG_ENABLE 3
+#define KPRW_TRIG_DISABLE 4
+struct kprw_trig {
+	u8 cmd, post;
+	u16 ntargets;
+	u32 slot;            /* its count in kprw_rt.trig_count */
+	const u8 *targets;   /* ntargets little-endian u32 event indexes (unaligned) */
+	const struct kprw_fprog *filter; /* its condition, NULL: none */
+};
+struct kprw_evtrig {
+	u32 n, cond;         /* cond: the kernel's TRIGGER_COND (run after the data is fetched) */
+	u32 needs;           /* KPRW_FNEED_* of the conditions */
+	u32 pad;
+	struct kprw_trig t[];
+};
+u64 kprw_ctl_size(void);
+void kprw_ctl_fill(u8 *p);
+void kprw_ctl_attach(u8 *p);
+void kprw_trig_init(void);
+u32 kprw_triggers_run(const struct kprw_evtrig *tg, const struct kprw_fenv *fe);
+void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt);
+
 u32 kprw_filter_size(const u8 *prog, u32 plen);
 int kprw_filter_compile(const u8 *prog, u32 plen, struct kprw_fprog *out);
 int kprw_filter_match(const struct kprw_fprog *f, const struct kprw_fenv *e);

@@ -418,10 +418,11 @@ static void records_init(void)
 		if (ev->filter_len)
 			fbytes += (kprw_filter_size((const u8 *)RT_ADDR(ev->fetch) + ev->fetch_len, ev->filter_len) + 7) & ~7u;
 	}
-	long *fixed = kprw_mmap_anon(n * (sizeof(long) + sizeof(struct kprw_fplan) + sizeof(void *)) + fbytes + 1);
+	long *fixed = kprw_mmap_anon(n * (sizeof(long) + sizeof(struct kprw_fplan) + 2 * sizeof(void *)) + fbytes + 1);
 	struct kprw_fplan *plan = fixed ? (struct kprw_fplan *)(fixed + n) : NULL;
 	const struct kprw_fprog **filter = fixed ? (const struct kprw_fprog **)(plan + n) : NULL;
-	u8 *fmem = fixed ? (u8 *)(filter + n) : NULL;
+	const struct kprw_evtrig **trig = fixed ? (const struct kprw_evtrig **)(filter + n) : NULL;
+	u8 *fmem = fixed ? (u8 *)(trig + n) : NULL;
 	for (u32 i = 0; fixed && i < kprw_rt.nevents; i++) {
 		const struct kprw_event *ev = &kprw_rt.events[i];
 		const u8 *prog = (const u8 *)RT_ADDR(ev->fetch);
@@ -442,6 +443,8 @@ static void records_init(void)
 	kprw_rt.ev_fixed = fixed;
 	kprw_rt.ev_plan = plan;
 	kprw_rt.ev_filter = filter;
+	kprw_rt.ev_trig = trig;
+	kprw_trig_init(); /* the triggers, and the control area when the trace file has none */
 	kprw_fastev_init();
 	for (u32 i = 0; i < kprw_rt.nevents; i++) {
 		const struct kprw_event *ev = &kprw_rt.events[i];

@@ -163,18 +163,18 @@ static long reserve_blocks(long fd, u64 off, u64 len)
 	return r == -K_EOPNOTSUPP ? 0 : r;
 }
 
-/* append_counters gives the image counters at the end of the file when the counters
- * area is full (a small rewritten program created the file, then exec'd a big one):
+/* append_counters gives the image need bytes (counters, ext record, control area) at
+ * the end of the file when the counters area is full (a small rewritten program created the file, then exec'd a big one):
  * page-aligned, zero (ftruncate), the ext record written with pwrite. Returns the file
  * offset, 0 on failure. The caller holds the file lock. */
-static u64 append_counters(long fd, u64 ncounters_bytes)
+static u64 append_counters(long fd, u64 need)
 {
 	struct k_stat st;
 	kprw_memset(&st, 0, sizeof st);
 	if (sys2(SYS_fstat, fd, (long)&st) < 0)
 		return 0;
 	u64 off = ((u64)st.st_size + 4095) & ~4095ull;
-	u64 len = (ncounters_bytes + sizeof(struct kprw_trace_image_ext) + 4095) & ~4095ull;
+	u64 len = (need + 4095) & ~4095ull;
 	if (sys2(SYS_ftruncate, fd, (long)(off + len)) < 0)
 		return 0;
 	if (reserve_blocks(fd, off, len) < 0) {
@@ -239,12 +239,40 @@ static int counts_only(void)
 	       !(kprw_rt.has & (KPRW_HAS_RECORDS | KPRW_HAS_USER | KPRW_HAS_KRET | KPRW_HAS_GATED));
 }
 
+/* file_span is [off, off+len) of the file: in the mapping of its first mapped bytes,
+ * or mapped on its own; NULL when it cannot be */
+static u8 *file_span(long fd, u8 *map, u64 mapped, u64 off, u64 len)
+{
+	if (off <= mapped && len <= mapped - off)
+		return map + off;
+	u64 pg = off & ~4095ull;
+	long r = sys6(SYS_mmap, 0, (long)(off - pg + len), 3, 1 /* MAP_SHARED */, fd, (long)pg);
+	if (r < 0 && r > -4096)
+		return NULL;
+	map_add(r, off - pg + len);
+	return (u8 *)r + (off - pg);
+}
+
+/* write_ctl writes a new image's control area (its events' first KPRW_CTL_* flags and
+ * its triggers' counts, rt_trigger.c) at off; 0 when it could not */
+static int write_ctl(long fd, u64 off, u64 size)
+{
+	u8 *buf = kprw_mmap_anon(size);
+	if (!buf)
+		return 0;
+	kprw_ctl_fill(buf);
+	long n = sys4(SYS_pwrite64, fd, (long)buf, (long)size, (long)off);
+	sys2(SYS_munmap, (long)buf, (long)size);
+	return n == (long)size;
+}
+
 static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 {
 	const struct kprw_header *hdr = kprw_rt.hdr;
-	/* the counters, then struct kprw_trace_image_ext */
+	/* the counters, then struct kprw_trace_image_ext, then the control area */
 	u64 cbytes = (u64)hdr->nprobes * 16;
-	u64 need = cbytes + sizeof(struct kprw_trace_image_ext);
+	u64 ctl = (kprw_rt.has & KPRW_HAS_RECORDS) ? kprw_ctl_size() : 0;
+	u64 need = cbytes + sizeof(struct kprw_trace_image_ext) + ctl;
 	struct kprw_trace_image *im = NULL;
 
 	for (u32 i = 0; i < h->nimages && i < KPRW_TRACE_MAX_IMAGES; i++)
@@ -265,7 +293,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 			if (!counts_only())
 				fill_zero(fd, off, (need + 4095) & ~4095ull); /* fresh pages of the area */
 		} else {
-			off = append_counters(fd, cbytes); /* the area is full: grow the file */
+			off = append_counters(fd, need); /* the area is full: grow the file */
 		}
 		if (off) {
 			ext.desc_off = add_desc(fd);
@@ -276,6 +304,8 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 				ext.shards_stride = ext.shards_off ? stride : 0;
 				ext.shards_n = ext.shards_off ? kprw_rt.rseq_shards : 0;
 			}
+			if (ctl && write_ctl(fd, off + cbytes + sizeof ext, ctl))
+				ext.ctl_size = (u32)ctl;
 			if (sys4(SYS_pwrite64, fd, (long)&ext, sizeof ext, (long)(off + cbytes)) == (long)sizeof ext) {
 				im = &h->images[h->nimages];
 				im->image_id = hdr->image_id;
@@ -294,6 +324,11 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 	kprw_rt.trace_image = (u32)(im - h->images);
 	kprw_rt.rec_hits = 1;
 	map_shards(fd, &ext);
+	if (ctl && ext.ctl_size == ctl) { /* else (an older runtime's image) in memory: kprw_trig_init */
+		u8 *p = file_span(fd, (u8 *)h, mapped, im->counters_off + cbytes + sizeof ext, ctl);
+		if (p)
+			kprw_ctl_attach(p);
+	}
 	int lazy = counts_only() && kprewrite_rt_rseq_off != 0;
 	if (hdr->counters && !(im->counters_off & 4095)) {
 		/* the file's counters over the window: counting code addresses them at link-time
@@ -345,7 +380,8 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 
 static u64 counters_area(void)
 {
-	u64 need = ((u64)kprw_rt.hdr->nprobes * 16 + sizeof(struct kprw_trace_image_ext) + 4095) & ~4095ull;
+	u64 ctl = (kprw_rt.has & KPRW_HAS_RECORDS) ? kprw_ctl_size() : 0;
+	u64 need = ((u64)kprw_rt.hdr->nprobes * 16 + sizeof(struct kprw_trace_image_ext) + ctl + 4095) & ~4095ull;
 	u64 slack = 3 * need;
 	if (slack > COUNTERS_SLACK_MAX)
 		slack = COUNTERS_SLACK_MAX;
@@ -450,6 +486,7 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		goto out;
 	}
 	register_image(h, fd, total);
+	kprw_rt.tracing_off = &h->tracing_off;
 	kprw_rt.trace = h;
 	kprw_rt.trace_path = path;
 	kprw_rt.trace_data = map + h->data_off;
@@ -567,7 +604,7 @@ static inline __attribute__((always_inline)) void fill(struct kprw_rec *rec, u32
 }
 
 /* filter_env fills what the event's filter reads besides the data */
-static inline __attribute__((always_inline)) void filter_env(struct kprw_fenv *e, const struct kprw_fprog *flt, u32 tid,
+static inline __attribute__((always_inline)) void filter_env(struct kprw_fenv *e, u32 needs, u32 tid,
 							      const char *comm, u32 id, u64 ip, u64 ret_ip)
 {
 	e->tid = tid;
@@ -576,7 +613,7 @@ static inline __attribute__((always_inline)) void filter_env(struct kprw_fenv *e
 	e->ip = ip;
 	e->ret_ip = ret_ip;
 	e->bias = kprw_rt.bias;
-	e->cpu = (flt->needs & KPRW_FNEED_CPU) ? kprw_cpu_fast() : 0;
+	e->cpu = (needs & KPRW_FNEED_CPU) ? kprw_cpu_fast() : 0;
 }
 
 /* a record of up to this many bytes of data is fetched on the stack when its event has a
@@ -584,16 +621,27 @@ static inline __attribute__((always_inline)) void filter_env(struct kprw_fenv *e
  * buffer) */
 #define FILTER_STACK 256
 
-/* trace_hit is kprw_trace_hit's body, inlined twice: without a filter (flt NULL, the
- * filter's code and buffer folded away, so the frame on the probed thread's stack, a
- * goroutine's too, stays small) and with one. With a filter the data is fetched where it
- * can see it before anything is written (the scratch buffer, or this frame for a fixed
- * size up to FILTER_STACK) and a refused hit writes nothing; where neither can hold it,
- * the record is judged where it was written and a refused one is committed as
- * KPRW_REC_DISCARD. */
+/* closed: no record of event e may be written now: tracing is off (traceoff) or the
+ * event is soft-disabled (enable_event/disable_event, --disable with triggers) */
+static inline __attribute__((always_inline)) int closed(u32 e)
+{
+	const u32 *ctl = kprw_rt.ev_ctl;
+	return unlikely(__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) != 0) ||
+	       (ctl && e < kprw_rt.nevents && unlikely(__atomic_load_n(&ctl[e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED));
+}
+
+/* trace_hit is kprw_trace_hit's body, inlined twice: without a filter or triggers (flt
+ * and tg NULL, their code and buffer folded away, so the frame on the probed thread's
+ * stack, a goroutine's too, stays small) and with them. With a filter or conditional
+ * triggers the data is fetched where it can be seen before anything is written (the
+ * scratch buffer, or this frame for a fixed size up to FILTER_STACK) and a refused hit
+ * writes nothing; where neither can hold it, the record is judged where it was written
+ * and a refused one is committed as KPRW_REC_DISCARD. Triggers run in the kernel's
+ * order: unconditional ones before anything else, conditional ones on the fetched data
+ * before the record is written, traceoff after it (written or not). */
 static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip,
 							   const u8 *edata, u32 elen, struct kprw_tctx *c,
-							   const struct kprw_fprog *flt)
+							   const struct kprw_fprog *flt, const struct kprw_evtrig *tg)
 {
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
 	const struct kprw_event *ev = NULL;
@@ -605,6 +653,17 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 	if (!kprw_rt.trace) {
 		kprw_trace_lost();
 		return 0;
+	}
+	int cond = tg && tg->cond, norec = 0;
+	if (tg && !cond)
+		kprw_triggers_run(tg, NULL);
+	if ((flt || tg) && closed(p->event)) { /* (without either, kprw_trace_hit checked) */
+		if (!cond)
+			return 0; /* the caller counts the hit */
+		/* conditional triggers still see the hit (the kernel's temp buffer); the record
+		 * is not written when tracing is off, and not when the event is soft-disabled
+		 * after its triggers ran */
+		norec = __atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) != 0;
 	}
 	who(&w, c);
 	u32 dlen = 0;
@@ -634,8 +693,10 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 	}
 	struct kprw_fenv fe;
 	u8 tmp[FILTER_STACK];
-	if (flt) {
-		filter_env(&fe, flt, w.tid, w.comm, ev->id, kprw_rt.points[p->point].site + kprw_rt.bias, ret_ip);
+	u32 tt = 0;
+	if (flt || cond) {
+		u32 needs = (flt ? flt->needs : 0) | (tg ? tg->needs : 0);
+		filter_env(&fe, needs, w.tid, w.comm, ev->id, kprw_rt.points[p->point].site + kprw_rt.bias, ret_ip);
 		if (!once && dlen <= sizeof tmp && kprw_rt.ev_fixed) {
 			if (dlen && kprw_rt.ev_plan && kprw_rt.ev_plan[p->event].n != ~0u && elen == 0)
 				kprw_fetch_plan_run(&kprw_rt.ev_plan[p->event], regs, tmp, fast);
@@ -643,18 +704,28 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 				kprw_memset(tmp, 0, dlen);
 			once = tmp;
 		}
-		if (once) {
+		if (once || norec) {
 			fe.data = once;
-			fe.dlen = dlen;
-			if (!kprw_filter_match(flt, &fe))
+			fe.dlen = once ? dlen : 0; /* no buffer and no record: conditions see no data */
+			if (cond)
+				tt = kprw_triggers_run(tg, &fe);
+			int keep = !norec && !(cond && closed(p->event)) && (!flt || kprw_filter_match(flt, &fe));
+			if (!keep) {
+				if (tt)
+					kprw_triggers_post(tg, tt);
 				return 0; /* the caller counts the hit */
+			}
 			flt = NULL;
+			cond = 0;
 		}
 	}
 	u32 size = (u32)((sizeof(struct kprw_rec) + dlen + 7) & ~7ul);
 	struct kprw_rec *rec = reserve(size, c);
-	if (!rec)
+	if (!rec) {
+		if (tt)
+			kprw_triggers_post(tg, tt);
 		return 0;
+	}
 	fill(rec, size, type, ev ? ev->id : KPRW_NO_EVENT, kprw_rt.points[p->point].site, &w);
 	if (kprw_rt.rec_hits)
 		rec->probe = pi;
@@ -672,32 +743,41 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 			got = 0;
 		/* bytes past got are still zero */
 	}
-	if (flt) {
+	if (flt || cond) {
 		fe.data = (const u8 *)(rec + 1);
 		fe.dlen = (u32)got;
-		if (!kprw_filter_match(flt, &fe)) {
+		if (cond)
+			tt = kprw_triggers_run(tg, &fe);
+		if ((cond && closed(p->event)) || (flt && !kprw_filter_match(flt, &fe))) {
 			rec->data_len = (u32)got;
 			atomic_store(&rec->commit, KPRW_REC_DISCARD);
+			if (tt)
+				kprw_triggers_post(tg, tt);
 			return 0;
 		}
 	}
 	commit(rec, (u32)got);
+	if (tt)
+		kprw_triggers_post(tg, tt);
 	return (int)kprw_rt.rec_hits;
 }
 
 static __attribute__((noinline)) int trace_hit_filtered(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip,
 							 const u8 *edata, u32 elen, struct kprw_tctx *c)
 {
-	return trace_hit(pi, regs, type, ret_ip, edata, elen, c, kprw_rt.ev_filter[kprw_rt.probes[pi].event]);
+	u32 e = kprw_rt.probes[pi].event;
+	return trace_hit(pi, regs, type, ret_ip, edata, elen, c, kprw_rt.ev_filter[e], kprw_rt.ev_trig[e]);
 }
 
 int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *edata, u32 elen,
 		   struct kprw_tctx *c)
 {
 	u32 e = kprw_rt.probes[pi].event;
-	if (unlikely(e < kprw_rt.nevents && kprw_rt.ev_filter && kprw_rt.ev_filter[e]))
+	if (unlikely(e < kprw_rt.nevents && kprw_rt.ev_filter && (kprw_rt.ev_filter[e] || kprw_rt.ev_trig[e])))
 		return trace_hit_filtered(pi, regs, type, ret_ip, edata, elen, c);
-	return trace_hit(pi, regs, type, ret_ip, edata, elen, c, NULL);
+	if (kprw_rt.trace && closed(e))
+		return 0; /* the caller counts the hit */
+	return trace_hit(pi, regs, type, ret_ip, edata, elen, c, NULL, NULL);
 }
 
 /* emit_event writes the record of kprw_trace_event: data (dlen bytes) fetched already, or
@@ -740,10 +820,10 @@ static __attribute__((noinline)) int trace_event_filtered(u32 pi, const struct k
 	}
 	if ((flt->needs & KPRW_FNEED_COMM) && unlikely(c->comm_ns == 0))
 		kprw_tctx_comm(c, kprw_clock_fast());
-	filter_env(&fe, flt, kprw_tctx_tid_fast(c), c->comm, kprw_rt.events[p->event].id, regs->ip, 0);
+	filter_env(&fe, flt->needs, kprw_tctx_tid_fast(c), c->comm, kprw_rt.events[p->event].id, regs->ip, 0);
 	fe.data = (const u8 *)tmp;
 	fe.dlen = dlen;
-	if (!kprw_filter_match(flt, &fe))
+	if (!kprw_filter_match(flt, &fe) || closed(p->event))
 		return 0; /* the caller counts the hit */
 	return emit_event(pi, p, pl, regs, c, dlen, tmp);
 }
@@ -756,6 +836,8 @@ static __attribute__((noinline)) int trace_event_filtered(u32 pi, const struct k
 int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c)
 {
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	if (closed(p->event))
+		return 0; /* the caller counts the hit */
 	const struct kprw_fplan *pl = &kprw_rt.ev_plan[p->event];
 	const struct kprw_fprog *flt = kprw_rt.ev_filter[p->event];
 	if (unlikely(flt != NULL))
@@ -784,6 +866,8 @@ void kprw_fastev_init(void)
 			continue;
 		const struct kprw_event *ev = &kprw_rt.events[p->event];
 		if (ev->fetch_len && (kprw_rt.ev_plan[p->event].n == ~0u || kprw_rt.ev_fixed[p->event] < 0))
+			continue;
+		if (kprw_rt.ev_trig && kprw_rt.ev_trig[p->event]) /* triggers: kprw_trace_hit */
 			continue;
 		bits[k / 64] |= 1ull << (k % 64);
 	}

@@ -1,0 +1,150 @@
+package rewriter
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kprewrite/kprewrite/internal/evfilter"
+	"github.com/kprewrite/kprewrite/internal/evtrigger"
+)
+
+// TriggerDef is one of an event's triggers and where it was given.
+type TriggerDef struct {
+	evtrigger.Trigger
+	Origin string
+}
+
+// attachTriggers applies trigger specs ("GROUP/EVENT:TRIGGER", as `rewrite --trigger`
+// and a definitions file's "trigger GROUP/EVENT:TRIGGER" lines give them) in order, as
+// successive writes to the events' trigger files: the kernel's grammar and errors
+// (internal/evtrigger), one trigger of a kind per event, '!' removes one. A
+// multi-probe event's probes get the same triggers.
+func attachTriggers(defs []Probe, specs []FilterSpec) error {
+	exists := func(group, event string) bool {
+		for i := range defs {
+			if defs[i].Def.Group == group && defs[i].Def.Event == event {
+				return true
+			}
+		}
+		return false
+	}
+	for _, s := range specs {
+		hit, err := eventsNamed(defs, s, "trigger", "GROUP/EVENT:TRIGGER")
+		if err != nil {
+			return err
+		}
+		_, text, _ := strings.Cut(s.Text, ":")
+		for _, i := range hit {
+			d := &defs[i]
+			if d.Handler != nil {
+				return fmt.Errorf("%s: %s/%s runs a C handler and writes no records: give it triggers in its C code", s.Origin, d.Def.Group, d.Def.Event)
+			}
+			t, err := evtrigger.Parse(text, evtrigger.Env{Fields: evfilter.Fields(d.Def), Syms: anySymbols{}, Exists: exists})
+			if err != nil {
+				return fmt.Errorf("%s: %s/%s: %w", s.Origin, d.Def.Group, d.Def.Event, err)
+			}
+			if !t.Remove && (t.Cmd == evtrigger.StackTrace || t.Cmd == evtrigger.Snapshot) {
+				return fmt.Errorf("%s: %s/%s: trigger %q: %s triggers are not supported yet (traceon, traceoff, enable_event and disable_event are)", s.Origin, d.Def.Group, d.Def.Event, text, t.Cmd)
+			}
+			set := make(evtrigger.Set, len(d.Triggers))
+			for k, td := range d.Triggers {
+				set[k] = td.Trigger
+			}
+			if set, err = set.Apply(t); err != nil {
+				return fmt.Errorf("%s: %s/%s: %w", s.Origin, d.Def.Group, d.Def.Event, err)
+			}
+			next := make([]TriggerDef, 0, len(set))
+			for _, t := range set {
+				td := TriggerDef{Trigger: t, Origin: s.Origin}
+				for _, old := range d.Triggers {
+					if old.Trigger == t {
+						td.Origin = old.Origin
+					}
+				}
+				next = append(next, td)
+			}
+			d.Triggers = next
+		}
+	}
+	return nil
+}
+
+// eventsNamed finds the definitions of the event a "GROUP/EVENT:..." spec names.
+func eventsNamed(defs []Probe, s FilterSpec, what, form string) ([]int, error) {
+	target, _, ok := strings.Cut(s.Text, ":")
+	if !ok || target == "" {
+		return nil, fmt.Errorf("%s: %q: a %s is %s", s.Origin, s.Text, what, form)
+	}
+	var hit []int
+	group, event, grouped := strings.Cut(target, "/")
+	if !grouped {
+		event, group = group, ""
+	}
+	groups := map[string]bool{}
+	for i := range defs {
+		d := defs[i].Def
+		if d.Event == event && (!grouped || d.Group == group) {
+			hit = append(hit, i)
+			groups[d.Group] = true
+		}
+	}
+	switch {
+	case len(hit) == 0:
+		return nil, fmt.Errorf("%s: no event %s is defined", s.Origin, target)
+	case len(groups) > 1:
+		return nil, fmt.Errorf("%s: events of several groups are called %s: name one as GROUP/%s", s.Origin, event, event)
+	}
+	return hit, nil
+}
+
+// compileTriggers makes the runtime's trigger program of probe i: conditions
+// compiled against the binary's functions, targets as runtime event indexes (evIdx:
+// every runtime event of a GROUP/EVENT), count slots from slotOf (one per trigger of
+// a logical event, shared by its probes).
+func compileTriggers(d *Probe, syms evfilter.Symbols, evIdx map[string][]uint32, slotOf func(key string) uint32) ([]byte, []uint32, error) {
+	if len(d.Triggers) == 0 {
+		return nil, nil, nil
+	}
+	var cs []evtrigger.Compiled
+	var slots []uint32
+	for _, td := range d.Triggers {
+		c := evtrigger.Compiled{Trigger: td.Trigger}
+		if td.Filter != "" {
+			f, err := evfilter.Parse(td.Filter, evfilter.Fields(d.Def), syms)
+			if err != nil {
+				var fe *evfilter.Error
+				if errors.As(err, &fe) {
+					return nil, nil, fmt.Errorf("%s: trigger %q of %s/%s: %s\n%s", td.Origin, td.Text, d.Def.Group, d.Def.Event, fe.Message(), indent(fe.FilterFile()))
+				}
+				return nil, nil, fmt.Errorf("%s: trigger %q of %s/%s: %w", td.Origin, td.Text, d.Def.Group, d.Def.Event, err)
+			}
+			c.Filter = f.Program()
+		}
+		if td.Cmd == evtrigger.EnableEvent || td.Cmd == evtrigger.DisableEvent {
+			c.Targets = evIdx[td.Group+"/"+td.Event]
+		}
+		c.Slot = slotOf(d.Def.Group + "/" + d.Def.Event + "\x00" + td.String())
+		slots = append(slots, c.Slot)
+		cs = append(cs, c)
+	}
+	prog, err := evtrigger.Program(cs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %s/%s: %w", d.Triggers[0].Origin, d.Def.Group, d.Def.Event, err)
+	}
+	return prog, slots, nil
+}
+
+// triggerTargets says which events are the targets of some enable_event or
+// disable_event trigger ("GROUP/EVENT").
+func triggerTargets(defs []Probe) map[string]bool {
+	t := map[string]bool{}
+	for i := range defs {
+		for _, td := range defs[i].Triggers {
+			if td.Cmd == evtrigger.EnableEvent || td.Cmd == evtrigger.DisableEvent {
+				t[td.Group+"/"+td.Event] = true
+			}
+		}
+	}
+	return t
+}

@@ -1,0 +1,171 @@
+package tracectl
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/kprewrite/kprewrite/internal/mmapfile"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+)
+
+// offTracingOff is RawTraceHeader.TracingOff's offset.
+var offTracingOff = unsafe.Offsetof(kprt.RawTraceHeader{}.TracingOff)
+
+// File is a trace file opened for its switches.
+type File struct {
+	Path   string
+	data   []byte // shared, writable mapping of the whole file
+	images []image
+}
+
+type image struct {
+	desc    *tracefile.Desc
+	ctlOff  uint64
+	ctlSize uint32
+}
+
+// Event is one event of one image, as Events finds it.
+type Event struct {
+	Group, Name string
+	Image       string // the image's input name
+	Enabled     bool   // not soft-disabled
+	Armed       bool   // its probes run: rewritten without --disable, or soft
+	ctl         *uint32
+}
+
+// Open maps the trace file at p for reading and writing its switches. It must be a
+// regular file holding a kprewrite trace.
+func Open(p string) (*File, error) {
+	s, descs, err := tracefile.OpenStream(p, nil)
+	if err != nil {
+		return nil, err
+	}
+	tr := s.Trace
+	var imgs []image
+	for _, im := range tr.Images {
+		imgs = append(imgs, image{desc: descs[im.ImageID], ctlOff: im.CtlOff, ctlSize: im.CtlSize})
+	}
+	s.Close()
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open trace file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("open trace file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %s, not a trace file", p, mmapfile.Kind(st.Mode()))
+	}
+	if st.Size() < kprt.TraceHeaderSize || st.Size() > tracefile.MaxTraceFile {
+		return nil, fmt.Errorf("%s: not a trace file (%d bytes)", p, st.Size())
+	}
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map trace file %s: %w", p, err)
+	}
+	for _, im := range imgs {
+		if im.ctlOff+uint64(im.ctlSize) > uint64(len(data)) {
+			syscall.Munmap(data)
+			return nil, fmt.Errorf("%s: changed while it was opened", p)
+		}
+	}
+	return &File{Path: p, data: data, images: imgs}, nil
+}
+
+// Close unmaps the file.
+func (f *File) Close() error {
+	if f.data == nil {
+		return nil
+	}
+	err := syscall.Munmap(f.data)
+	f.data = nil
+	return err
+}
+
+func (f *File) word(off uintptr) *uint32 { return (*uint32)(unsafe.Pointer(&f.data[off])) }
+
+// Tracing says whether records are being written (no traceoff in effect).
+func (f *File) Tracing() bool { return atomic.LoadUint32(f.word(offTracingOff)) == 0 }
+
+// SetTracing turns tracing on or off for every program writing into the file and
+// returns whether it was on.
+func (f *File) SetTracing(on bool) bool {
+	v := uint32(1)
+	if on {
+		v = 0
+	}
+	return atomic.SwapUint32(f.word(offTracingOff), v) == 0
+}
+
+// Events lists the events matching pattern (EVENT, GROUP/EVENT, GROUP/* or all) in
+// every image of the file.
+func (f *File) Events(pattern string) ([]Event, error) {
+	var out []Event
+	for _, im := range f.images {
+		if im.desc == nil {
+			continue
+		}
+		for i, e := range im.desc.Events {
+			if !match(pattern, e.Group, e.Name) {
+				continue
+			}
+			ev := Event{Group: e.Group, Name: e.Name, Image: im.desc.Input, Armed: !e.Disabled || e.Soft}
+			if uint64(i)*4+4 <= uint64(im.ctlSize) {
+				ev.ctl = f.word(uintptr(im.ctlOff) + uintptr(i)*4)
+				flags := atomic.LoadUint32(ev.ctl)
+				ev.Enabled = ev.Armed && flags&kprt.CtlEvSoftDisabled == 0
+			}
+			out = append(out, ev)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no event %s", f.Path, pattern)
+	}
+	return out, nil
+}
+
+// ErrNotArmed is returned for an event whose probes do not run (rewritten with
+// --disable and no trigger naming it): no switch can make it record.
+var ErrNotArmed = errors.New("rewritten disabled (--disable): its probes are not armed; rewrite it with a trigger naming it, or without --disable")
+
+// SetEnabled switches ev's records on or off.
+func (f *File) SetEnabled(ev Event, on bool) error {
+	if ev.ctl == nil {
+		return fmt.Errorf("%s/%s: the program that wrote %s has no control area (an older kprewrite)", ev.Group, ev.Name, f.Path)
+	}
+	if on && !ev.Armed {
+		return fmt.Errorf("%s/%s: %w", ev.Group, ev.Name, ErrNotArmed)
+	}
+	for {
+		old := atomic.LoadUint32(ev.ctl)
+		nw := old | kprt.CtlEvSoftDisabled
+		if on {
+			nw = old &^ kprt.CtlEvSoftDisabled
+		}
+		if atomic.CompareAndSwapUint32(ev.ctl, old, nw) {
+			return nil
+		}
+	}
+}
+
+// match applies KPREWRITE_DISABLE's token syntax to one event.
+func match(pattern, group, event string) bool {
+	if pattern == "all" {
+		return true
+	}
+	g, e, ok := strings.Cut(pattern, "/")
+	if !ok {
+		return pattern == event
+	}
+	m, _ := path.Match(e, event)
+	return g == group && m
+}

@@ -1,0 +1,271 @@
+/* Event triggers (rewrite --trigger): the kernel's traceon, traceoff, enable_event and
+ * disable_event with their counts and conditions, run at a hit in the kernel's order
+ * (kernel/trace/trace_events_trigger.c, include/linux/trace_events.h). An event's
+ * triggers are internal/evtrigger's program, after its filter program in the tables,
+ * decoded at start-up. What they switch is shared by every process of the trace file,
+ * as the kernel's switches are system-wide: tracing_off in the file's header, and the
+ * image's control area after its counters (a u32 of KPRW_CTL_* per event, then a u64
+ * count per trigger slot; src/rt_trace.c maps it). */
+#include "rt.h"
+
+#define TRIG_HDR 8
+#define TRIG_ENT 20
+#define KIND_ONOFF 1u
+#define KIND_ENABLE 8u
+#define MAX_TRIGGERS 1024
+#define UNLIMITED (~0ull)
+
+static inline u32 rd16(const u8 *p) { return (u32)p[0] | (u32)p[1] << 8; }
+static inline u32 rd32(const u8 *p) { return rd16(p) | rd16(p + 2) << 16; }
+static inline u64 rd64(const u8 *p) { return (u64)rd32(p) | (u64)rd32(p + 4) << 32; }
+
+/* blob is event i's trigger program and its length, NULL when it has none or its
+ * header is not sane */
+static const u8 *blob(u32 i, u32 *len)
+{
+	const struct kprw_event *ev = &kprw_rt.events[i];
+	if (!(ev->flags & KPRW_EF_TRIGGERS))
+		return NULL;
+	const u8 *p = (const u8 *)RT_ADDR(ev->fetch) + ev->fetch_len + ev->filter_len;
+	u32 n = rd32(p), cnt = rd16(p + 4);
+	if (n < TRIG_HDR || (n & 3) || cnt == 0 || cnt > MAX_TRIGGERS)
+		return NULL;
+	*len = n;
+	return p;
+}
+
+/* walk checks event i's program and, with out, decodes it (filters into *fmem). Returns
+ * the bytes its decoded form needs (filters included), 0 when malformed; *slots is
+ * raised past its highest count slot. */
+static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots)
+{
+	u32 len;
+	const u8 *b = blob(i, &len);
+	if (!b)
+		return 0;
+	u32 cnt = rd16(b + 4), off = TRIG_HDR;
+	u64 need = sizeof(struct kprw_evtrig) + (u64)cnt * sizeof(struct kprw_trig);
+	if (out) {
+		out->n = cnt;
+		out->cond = b[6] != 0;
+		out->needs = 0;
+	}
+	for (u32 k = 0; k < cnt; k++) {
+		if (len - off < TRIG_ENT)
+			return 0;
+		const u8 *h = b + off;
+		u32 nt = rd16(h + 2), slot = rd32(h + 4), fl = rd32(h + 16);
+		if (h[0] < KPRW_TRIG_TRACEON || h[0] > KPRW_TRIG_DISABLE || slot >= (1u << 20))
+			return 0;
+		off += TRIG_ENT;
+		if (nt > (len - off) / 4)
+			return 0;
+		const u8 *targets = b + off;
+		for (u32 j = 0; j < nt; j++)
+			if (rd32(targets + 4 * j) >= kprw_rt.nevents)
+				return 0;
+		off += 4 * nt;
+		if (fl > len - off)
+			return 0;
+		u32 fsz = fl ? kprw_filter_size(b + off, fl) : 0;
+		if (fl && !fsz)
+			return 0;
+		need += (fsz + 7) & ~7u;
+		if (slot + 1 > *slots)
+			*slots = slot + 1;
+		if (out) {
+			struct kprw_trig *t = &out->t[k];
+			t->cmd = h[0];
+			t->post = h[1] & 1;
+			t->ntargets = (u16)nt;
+			t->slot = slot;
+			t->targets = targets;
+			t->filter = NULL;
+			if (fl) {
+				struct kprw_fprog *f = (struct kprw_fprog *)*fmem;
+				if (kprw_filter_compile(b + off, fl, f) != 0)
+					return 0;
+				t->filter = f;
+				out->needs |= f->needs;
+				*fmem += (fsz + 7) & ~7u;
+			}
+		}
+		off += (fl + 3) & ~3u;
+	}
+	return off == len ? need : 0;
+}
+
+static u32 nslots(void)
+{
+	u32 s = 0;
+	for (u32 i = 0; i < kprw_rt.nevents; i++)
+		walk(i, NULL, NULL, &s);
+	return s;
+}
+
+static u64 flags_bytes(void) { return ((u64)kprw_rt.nevents * 4 + 7) & ~7ull; }
+
+/* kprw_ctl_size is the bytes of this image's control area */
+u64 kprw_ctl_size(void)
+{
+	return flags_bytes() + (u64)nslots() * 8;
+}
+
+/* kprw_ctl_fill writes the control area's first contents: the events that start
+ * soft-disabled, the triggers' counts */
+void kprw_ctl_fill(u8 *p)
+{
+	u32 *fl = (u32 *)p;
+	u64 *cnt = (u64 *)(p + flags_bytes());
+	u32 s = 0;
+	for (u32 i = 0; i < kprw_rt.nevents; i++)
+		fl[i] = (kprw_rt.events[i].flags & KPRW_EF_SOFT) ? KPRW_CTL_SOFT_DISABLED : 0;
+	for (u32 i = 0; i < kprw_rt.nevents; i++) {
+		u32 len;
+		const u8 *b = blob(i, &len);
+		if (!b || !walk(i, NULL, NULL, &s))
+			continue;
+		u32 off = TRIG_HDR;
+		for (u32 k = 0, n = rd16(b + 4); k < n; k++) {
+			const u8 *h = b + off;
+			cnt[rd32(h + 4)] = rd64(h + 8);
+			off += TRIG_ENT + 4 * rd16(h + 2) + ((rd32(h + 16) + 3) & ~3u);
+		}
+	}
+}
+
+void kprw_ctl_attach(u8 *p)
+{
+	kprw_rt.ev_ctl = (u32 *)p;
+	kprw_rt.trig_count = (u64 *)(p + flags_bytes());
+}
+
+/* kprw_trig_init decodes every event's triggers (records_init, after ev_filter); a
+ * malformed program is said on stderr and the event has none */
+void kprw_trig_init(void)
+{
+	u64 total = 0;
+	u32 s = 0;
+	for (u32 i = 0; i < kprw_rt.nevents; i++) {
+		if (!(kprw_rt.events[i].flags & KPRW_EF_TRIGGERS))
+			continue;
+		u64 n = walk(i, NULL, NULL, &s);
+		if (!n)
+			kprw_puts("kprewrite: an event's trigger program is malformed; it runs no triggers\n");
+		total += (n + 7) & ~7ull;
+	}
+	if (!kprw_rt.ev_ctl) { /* no trace file area: this process's own */
+		u8 *p = kprw_mmap_anon(kprw_ctl_size() + 8);
+		if (!p)
+			return;
+		kprw_ctl_fill(p);
+		kprw_ctl_attach(p);
+	}
+	if (!total || !kprw_rt.ev_trig)
+		return;
+	u8 *mem = kprw_mmap_anon(total);
+	if (!mem)
+		return;
+	for (u32 i = 0; i < kprw_rt.nevents; i++) {
+		if (!(kprw_rt.events[i].flags & KPRW_EF_TRIGGERS))
+			continue;
+		struct kprw_evtrig *tg = (struct kprw_evtrig *)mem;
+		u64 n = walk(i, NULL, NULL, &s);
+		if (!n)
+			continue;
+		u32 len;
+		u8 *fmem = mem + sizeof(struct kprw_evtrig) + (u64)rd16(blob(i, &len) + 4) * sizeof(struct kprw_trig);
+		if (walk(i, tg, &fmem, &s))
+			kprw_rt.ev_trig[i] = tg;
+		mem += (n + 7) & ~7ull;
+	}
+}
+
+/* take spends one of a trigger's fires: 1 when it may fire (unlimited, or a count
+ * left, now one less), 0 when its count is spent. The count is shared by every
+ * process of the trace file. */
+static int take(u64 *cnt)
+{
+	u64 v = __atomic_load_n(cnt, __ATOMIC_RELAXED);
+	for (;;) {
+		if (v == UNLIMITED)
+			return 1;
+		if (v == 0)
+			return 0;
+		if (__atomic_compare_exchange_n(cnt, &v, v - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			return 1;
+	}
+}
+
+static inline u32 kind(u32 cmd)
+{
+	return cmd == KPRW_TRIG_TRACEON || cmd == KPRW_TRIG_TRACEOFF ? KIND_ONOFF : KIND_ENABLE;
+}
+
+/* fire runs one trigger as the kernel's count variants do: traceon and traceoff do
+ * nothing (and keep their count) when tracing is already in the state they set, a
+ * counted enable_event/disable_event likewise when its event is */
+static void fire(const struct kprw_trig *t)
+{
+	u64 *cnt = &kprw_rt.trig_count[t->slot];
+	u32 *off = kprw_rt.tracing_off;
+	switch (t->cmd) {
+	case KPRW_TRIG_TRACEON:
+		if (__atomic_load_n(off, __ATOMIC_RELAXED) && take(cnt))
+			__atomic_store_n(off, 0, __ATOMIC_RELAXED);
+		return;
+	case KPRW_TRIG_TRACEOFF:
+		if (!__atomic_load_n(off, __ATOMIC_RELAXED) && take(cnt))
+			__atomic_store_n(off, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	u32 *ctl = kprw_rt.ev_ctl;
+	if (!t->ntargets || !ctl)
+		return;
+	int enable = t->cmd == KPRW_TRIG_ENABLE;
+	u32 first = rd32(t->targets);
+	int soft = (__atomic_load_n(&ctl[first], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED) != 0;
+	if (__atomic_load_n(cnt, __ATOMIC_RELAXED) != UNLIMITED && enable == !soft)
+		return;
+	if (!take(cnt))
+		return;
+	for (u32 j = 0; j < t->ntargets; j++) {
+		u32 *w = &ctl[rd32(t->targets + 4 * j)];
+		if (enable)
+			__atomic_and_fetch(w, ~(u32)KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
+		else
+			__atomic_or_fetch(w, KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
+	}
+}
+
+/* kprw_triggers_run runs an event's triggers at a hit, in their order (the kernel's
+ * event_triggers_call): with fe NULL (no trigger has a condition or runs after the
+ * record) all of them, before anything is fetched; else those whose condition holds
+ * on the fetched data, except the ones that run after the record (traceoff), whose
+ * kinds it returns for kprw_triggers_post */
+u32 kprw_triggers_run(const struct kprw_evtrig *tg, const struct kprw_fenv *fe)
+{
+	u32 tt = 0;
+	for (u32 k = 0; k < tg->n; k++) {
+		const struct kprw_trig *t = &tg->t[k];
+		if (fe) {
+			if (t->filter && !kprw_filter_match(t->filter, fe))
+				continue;
+			if (t->post) {
+				tt |= kind(t->cmd);
+				continue;
+			}
+		}
+		fire(t);
+	}
+	return tt;
+}
+
+/* kprw_triggers_post runs the deferred triggers once the record is written or
+ * dropped (the kernel's event_triggers_post_call) */
+void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt)
+{
+	for (u32 k = 0; k < tg->n; k++)
+		if (tg->t[k].post && (tt & kind(tg->t[k].cmd)))
+			fire(&tg->t[k]);
+}

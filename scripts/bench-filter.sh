@@ -2,8 +2,9 @@
 # Per-hit cost of event filters, in one run: a jump-optimized event with two fetchargs
 # (x=%di:s64 s=+0(%sp):u64) written to the trace file, the same event with a filter that
 # refuses every hit (nothing is written), with one that takes every hit, and with a
-# string filter on comm that refuses every hit. Prints a Markdown table for
-# docs/benchmarks.md.
+# string filter on comm that refuses every hit; with a conditional trigger that never
+# fires (every hit traced), and switched off with `kprewrite disable` before the run
+# (nothing is written). Prints a Markdown table for docs/benchmarks.md.
 #
 #   scripts/bench-filter.sh           (N calls a round, default 1000000; ROUNDS 3; RUNS 3)
 #
@@ -22,17 +23,23 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -o "$tmp/hit" scripts/bench/hit.c
 def='p:kpwbench/f target x=%di:s64 s=+0(%sp):u64'
-kinds="traced out in comm"
+kinds="traced out in comm trig soft"
 "$KP" rewrite -o "$tmp/hit.traced" -e "$def" "$tmp/hit" >/dev/null
 "$KP" rewrite -o "$tmp/hit.out" -e "$def" --filter 'f:x < 0 && s != 0' "$tmp/hit" >/dev/null
 "$KP" rewrite -o "$tmp/hit.in" -e "$def" --filter 'f:x >= 0 || s == 0' "$tmp/hit" >/dev/null
 "$KP" rewrite -o "$tmp/hit.comm" -e "$def" --filter 'f:comm ~ "nomatch*"' "$tmp/hit" >/dev/null
+"$KP" rewrite -o "$tmp/hit.trig" -e "$def" --trigger 'f:traceoff if x < 0' "$tmp/hit" >/dev/null
+cp "$tmp/hit.traced" "$tmp/hit.soft"
 # every record fits: 3 rounds of N records of 128 bytes
 size=$(((n * rounds * 128 / 1048576) + 64))M
 declare -A avg best
 for _ in $(seq "$runs"); do
 	for k in $kinds; do
 		rm -f "$tmp/t.trace"
+		if [ "$k" = soft ]; then # the file made by a one-call run, the event switched off
+			KPREWRITE_TRACE="$tmp/t.trace" KPREWRITE_TRACE_SIZE=$size "$tmp/hit.$k" 1 1 >/dev/null
+			"$KP" disable "$tmp/t.trace" f >/dev/null
+		fi
 		read -r _ a _ b _ bare _ < <(KPREWRITE_TRACE="$tmp/t.trace" KPREWRITE_TRACE_SIZE=$size "$tmp/hit.$k" "$n" "$rounds")
 		avg[$k]="${avg[$k]:-} $a"
 		best[$k]="${best[$k]:-} $b"
@@ -46,5 +53,7 @@ row traced "none" "every hit"
 row out "\`x < 0 && s != 0\` (refuses every hit)" "none"
 row in "\`x >= 0 \|\| s == 0\` (takes every hit)" "every hit"
 row comm "\`comm ~ \"nomatch*\"\` (refuses every hit)" "none"
+row trig "none; trigger \`traceoff if x < 0\` (never fires)" "every hit"
+row soft "none; switched off (\`kprewrite disable\`)" "none"
 echo
 echo "Bare call of the unprobed twin: ${bare} ns. $runs runs of $rounds rounds of $n calls, kinds interleaved; medians of the runs."

@@ -1,6 +1,9 @@
 package eventdef
 
-import "strconv"
+import (
+	"strconv"
+	"syscall"
+)
 
 // Number parsing that mirrors the kernel's kstrto*() and simple_strtoul(),
 // so that exactly the spellings the kernel accepts are accepted here
@@ -51,26 +54,39 @@ func parseDigits(s string, base int) (v uint64, n int, overflow bool) {
 	return v, n, overflow
 }
 
-// kstrtoullRaw is _kstrtoull (no leading '+').
-func kstrtoullRaw(s string, base int) (uint64, bool) {
+// kstrtoullRaw is _kstrtoull (no leading '+'), with the errno it returns.
+func kstrtoullRaw(s string, base int) (uint64, syscall.Errno) {
 	s, base = fixupRadix(s, base)
 	v, n, ovf := parseDigits(s, base)
-	if ovf || n == 0 {
-		return 0, false
+	switch {
+	case ovf:
+		return 0, syscall.ERANGE
+	case n == 0:
+		return 0, syscall.EINVAL
 	}
 	s = s[n:]
 	if len(s) > 0 && s[0] == '\n' {
 		s = s[1:]
 	}
-	return v, s == ""
+	if s != "" {
+		return 0, syscall.EINVAL
+	}
+	return v, 0
 }
 
-// kstrtoul is kstrtoul()/kstrtoull() on a 64-bit kernel.
-func kstrtoul(s string, base int) (uint64, bool) {
+// Kstrtoul is the kernel's kstrtoul(s, base) with its error, as a write into a control
+// file returns it: ERANGE for a value past 64 bits, EINVAL for a spelling it refuses.
+func Kstrtoul(s string, base int) (uint64, syscall.Errno) {
 	if len(s) > 0 && s[0] == '+' {
 		s = s[1:]
 	}
 	return kstrtoullRaw(s, base)
+}
+
+// kstrtoul is kstrtoul()/kstrtoull() on a 64-bit kernel.
+func kstrtoul(s string, base int) (uint64, bool) {
+	v, errno := Kstrtoul(s, base)
+	return v, errno == 0
 }
 
 // kstrtouint is kstrtouint().
@@ -85,8 +101,8 @@ func kstrtouint(s string, base int) (uint32, bool) {
 // kstrtol is kstrtol()/kstrtoll() on a 64-bit kernel.
 func kstrtol(s string, base int) (int64, bool) {
 	if len(s) > 0 && s[0] == '-' {
-		v, ok := kstrtoullRaw(s[1:], base)
-		if !ok || int64(-v) > 0 {
+		v, errno := kstrtoullRaw(s[1:], base)
+		if errno != 0 || int64(-v) > 0 {
 			return 0, false
 		}
 		return int64(-v), true

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/evfilter"
 )
 
@@ -233,7 +234,7 @@ func Parse(text string, env Env) (Trigger, error) {
 		if number == "" {
 			return fail(syscall.EINVAL, "an empty count")
 		}
-		n, errno := kstrtoul(number)
+		n, errno := eventdef.Kstrtoul(number, 0)
 		if errno != 0 {
 			return fail(errno, "count %q is not a number the kernel reads (kstrtoul)", number)
 		}
@@ -255,46 +256,6 @@ func Parse(text string, env Env) (Trigger, error) {
 		t.Filter = cond
 	}
 	return t, nil
-}
-
-// kstrtoul reads s as the kernel's kstrtoul(s, 0): an optional '+', then 0x hex, 0
-// octal or decimal digits, all of s (one trailing newline allowed), no overflow.
-func kstrtoul(s string) (uint64, syscall.Errno) {
-	s = strings.TrimPrefix(s, "+")
-	s = strings.TrimSuffix(s, "\n")
-	base := uint64(10)
-	switch {
-	case len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'):
-		base, s = 16, s[2:]
-	case len(s) >= 1 && s[0] == '0':
-		base = 8
-	}
-	if s == "" {
-		return 0, syscall.EINVAL
-	}
-	var v uint64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		var d uint64
-		switch {
-		case c >= '0' && c <= '9':
-			d = uint64(c - '0')
-		case c >= 'a' && c <= 'f':
-			d = uint64(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			d = uint64(c-'A') + 10
-		default:
-			return 0, syscall.EINVAL
-		}
-		if d >= base {
-			return 0, syscall.EINVAL
-		}
-		if v > (math.MaxUint64-d)/base {
-			return 0, syscall.ERANGE
-		}
-		v = v*base + d
-	}
-	return v, 0
 }
 
 // Set is one event's triggers in the kernel's list order: the newest first, the order

@@ -170,3 +170,16 @@ func sameProbe(a, b *Probe) bool {
 	}
 	return true
 }
+
+// MatchesName says whether token names the event GROUP/EVENT the way
+// KPREWRITE_DISABLE, `rewrite --disable` and `kprewrite enable|disable` name events:
+// "all", EVENT, GROUP/EVENT or GROUP/*.
+func MatchesName(token, group, event string) bool {
+	g, e, ok := strings.Cut(token, "/")
+	switch {
+	case !ok:
+		return token == "all" || token == event
+	default:
+		return g == group && (e == "*" || e == event)
+	}
+}

@@ -544,11 +544,7 @@ func (g *gen) makeTriggers() error {
 // matchesAny applies KPREWRITE_DISABLE's token syntax to one event.
 func matchesAny(tokens []string, group, event string) bool {
 	for _, t := range tokens {
-		g, e, ok := strings.Cut(t, "/")
-		switch {
-		case !ok && t == event:
-			return true
-		case ok && g == group && (e == "*" || e == event):
+		if eventdef.MatchesName(t, group, event) {
 			return true
 		}
 	}

@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
 
+	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/mmapfile"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -115,7 +114,7 @@ func (f *File) Events(pattern string) ([]Event, error) {
 			continue
 		}
 		for i, e := range im.desc.Events {
-			if !match(pattern, e.Group, e.Name) {
+			if !eventdef.MatchesName(pattern, e.Group, e.Name) {
 				continue
 			}
 			ev := Event{Group: e.Group, Name: e.Name, Image: im.desc.Input, Armed: !e.Disabled || e.Soft}
@@ -155,17 +154,4 @@ func (f *File) SetEnabled(ev Event, on bool) error {
 			return nil
 		}
 	}
-}
-
-// match applies KPREWRITE_DISABLE's token syntax to one event.
-func match(pattern, group, event string) bool {
-	if pattern == "all" {
-		return true
-	}
-	g, e, ok := strings.Cut(pattern, "/")
-	if !ok {
-		return pattern == event
-	}
-	m, _ := path.Match(e, event)
-	return g == group && m
 }

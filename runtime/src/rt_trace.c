@@ -164,8 +164,8 @@ static long reserve_blocks(long fd, u64 off, u64 len)
 }
 
 /* append_counters gives the image need bytes (counters, ext record, control area) at
- * the end of the file when the counters area is full (a small rewritten program created the file, then exec'd a big one):
- * page-aligned, zero (ftruncate), the ext record written with pwrite. Returns the file
+ * the end of the file when the counters area is full (a small rewritten program created
+ * the file, then exec'd a big one): page-aligned, zero (ftruncate), the ext record written with pwrite. Returns the file
  * offset, 0 on failure. The caller holds the file lock. */
 static u64 append_counters(long fd, u64 need)
 {

@@ -34,10 +34,11 @@ static const u8 *blob(u32 i, u32 *len)
 	return p;
 }
 
-/* walk checks event i's program and, with out, decodes it (filters into *fmem). Returns
- * the bytes its decoded form needs (filters included), 0 when malformed; *slots is
- * raised past its highest count slot. */
-static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots)
+/* walk checks event i's program and, with out, decodes it (filters into *fmem); with
+ * counts, stores each trigger's first count in its slot. Returns the bytes its decoded
+ * form needs (filters included), 0 when malformed; *slots is raised past its highest
+ * count slot. */
+static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *counts)
 {
 	u32 len;
 	const u8 *b = blob(i, &len);
@@ -73,6 +74,8 @@ static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots)
 		need += (fsz + 7) & ~7u;
 		if (slot + 1 > *slots)
 			*slots = slot + 1;
+		if (counts)
+			counts[slot] = rd64(h + 8);
 		if (out) {
 			struct kprw_trig *t = &out->t[k];
 			t->cmd = h[0];
@@ -99,7 +102,7 @@ static u32 nslots(void)
 {
 	u32 s = 0;
 	for (u32 i = 0; i < kprw_rt.nevents; i++)
-		walk(i, NULL, NULL, &s);
+		walk(i, NULL, NULL, &s, NULL);
 	return s;
 }
 
@@ -120,18 +123,8 @@ void kprw_ctl_fill(u8 *p)
 	u32 s = 0;
 	for (u32 i = 0; i < kprw_rt.nevents; i++)
 		fl[i] = (kprw_rt.events[i].flags & KPRW_EF_SOFT) ? KPRW_CTL_SOFT_DISABLED : 0;
-	for (u32 i = 0; i < kprw_rt.nevents; i++) {
-		u32 len;
-		const u8 *b = blob(i, &len);
-		if (!b || !walk(i, NULL, NULL, &s))
-			continue;
-		u32 off = TRIG_HDR;
-		for (u32 k = 0, n = rd16(b + 4); k < n; k++) {
-			const u8 *h = b + off;
-			cnt[rd32(h + 4)] = rd64(h + 8);
-			off += TRIG_ENT + 4 * rd16(h + 2) + ((rd32(h + 16) + 3) & ~3u);
-		}
-	}
+	for (u32 i = 0; i < kprw_rt.nevents; i++)
+		walk(i, NULL, NULL, &s, cnt);
 }
 
 void kprw_ctl_attach(u8 *p)
@@ -149,7 +142,7 @@ void kprw_trig_init(void)
 	for (u32 i = 0; i < kprw_rt.nevents; i++) {
 		if (!(kprw_rt.events[i].flags & KPRW_EF_TRIGGERS))
 			continue;
-		u64 n = walk(i, NULL, NULL, &s);
+		u64 n = walk(i, NULL, NULL, &s, NULL);
 		if (!n)
 			kprw_puts("kprewrite: an event's trigger program is malformed; it runs no triggers\n");
 		total += (n + 7) & ~7ull;
@@ -170,12 +163,12 @@ void kprw_trig_init(void)
 		if (!(kprw_rt.events[i].flags & KPRW_EF_TRIGGERS))
 			continue;
 		struct kprw_evtrig *tg = (struct kprw_evtrig *)mem;
-		u64 n = walk(i, NULL, NULL, &s);
+		u64 n = walk(i, NULL, NULL, &s, NULL);
 		if (!n)
 			continue;
 		u32 len;
 		u8 *fmem = mem + sizeof(struct kprw_evtrig) + (u64)rd16(blob(i, &len) + 4) * sizeof(struct kprw_trig);
-		if (walk(i, tg, &fmem, &s))
+		if (walk(i, tg, &fmem, &s, NULL))
 			kprw_rt.ev_trig[i] = tg;
 		mem += (n + 7) & ~7ull;
 	}

@@ -26,6 +26,10 @@ type cie struct {
 	augData bool // 'z': FDEs carry an augmentation data length
 	signal  bool // 'S'
 	err     error
+
+	codeAlign uint64 // code alignment factor
+	dataAlign int64  // data alignment factor
+	insns     [2]int // the initial instructions, [start, end) in .eh_frame
 }
 
 type parser struct {
@@ -76,7 +80,7 @@ func Parse(ehFrame []byte, ehAddr uint64, textAddr, dataAddr uint64) ([]FDE, err
 			if c := p.cie(off); c.err != nil {
 				p.errs.add(&EntryError{Section: sectEhFrame, Kind: "CIE", Offset: uint64(off), Addr: ehAddr + uint64(off), Err: c.err})
 			}
-		} else if f, err := p.fde(off, idPos, id, end); err != nil {
+		} else if f, _, err := p.fde(off, idPos, id, end); err != nil {
 			p.errs.add(&EntryError{Section: sectEhFrame, Kind: "FDE", Offset: uint64(off), Addr: ehAddr + uint64(off), Err: err})
 		} else {
 			fdes = append(fdes, f)
@@ -170,10 +174,10 @@ func (p *parser) decodeCIE(c *cie, off int) error {
 			return fmt.Errorf("address size %d, segment selector size %d: %w", as, ss, ErrUnsupported)
 		}
 	}
-	if _, err := r.uleb("code alignment factor"); err != nil {
+	if c.codeAlign, err = r.uleb("code alignment factor"); err != nil {
 		return err
 	}
-	if _, err := r.sleb("data alignment factor"); err != nil {
+	if c.dataAlign, err = r.sleb("data alignment factor"); err != nil {
 		return err
 	}
 	if version == 1 {
@@ -184,6 +188,7 @@ func (p *parser) decodeCIE(c *cie, off int) error {
 	if err != nil {
 		return err
 	}
+	c.insns = [2]int{r.pos, len(r.b)}
 	if len(aug) == 0 {
 		return nil
 	}
@@ -198,6 +203,7 @@ func (p *parser) decodeCIE(c *cie, off int) error {
 	if n > uint64(len(r.b)-r.pos) {
 		return fmt.Errorf("augmentation data length %d at offset %#x runs past the CIE: %w", n, r.pos, ErrTruncated)
 	}
+	c.insns[0] = r.pos + int(n)
 	ar := reader{b: r.b[:r.pos+int(n)], pos: r.pos}
 	for _, a := range aug[1:] {
 		switch a {
@@ -239,55 +245,59 @@ func (p *parser) decodeCIE(c *cie, off int) error {
 	return nil
 }
 
-func (p *parser) fde(off, idPos, id, end int) (FDE, error) {
+// fde decodes the FDE at off and returns it with its call frame instructions,
+// [start, end) in the section.
+func (p *parser) fde(off, idPos, id, end int) (FDE, [2]int, error) {
 	cieOff := idPos - id
 	if id > idPos {
-		return FDE{}, fmt.Errorf("CIE pointer %#x points before the section start: %w", id, ErrBadEntry)
+		return FDE{}, [2]int{}, fmt.Errorf("CIE pointer %#x points before the section start: %w", id, ErrBadEntry)
 	}
 	if cieOff >= off {
-		return FDE{}, fmt.Errorf("CIE pointer %#x points into the FDE itself: %w", id, ErrBadEntry)
+		return FDE{}, [2]int{}, fmt.Errorf("CIE pointer %#x points into the FDE itself: %w", id, ErrBadEntry)
 	}
 	c := p.cie(cieOff)
 	if c.err != nil {
-		return FDE{}, fmt.Errorf("CIE at offset %#x: %w", cieOff, c.err)
+		return FDE{}, [2]int{}, fmt.Errorf("CIE at offset %#x: %w", cieOff, c.err)
 	}
 	r := reader{b: p.eh[:end], pos: idPos + 4}
 	if c.fdeEnc&peIndirect != 0 {
-		return FDE{}, fmt.Errorf("indirect pc_begin encoding %#02x: %w", c.fdeEnc, ErrUnsupported)
+		return FDE{}, [2]int{}, fmt.Errorf("indirect pc_begin encoding %#02x: %w", c.fdeEnc, ErrUnsupported)
 	}
 	start, err := r.pointer(c.fdeEnc, &p.bs, false, "pc_begin")
 	if err != nil {
-		return FDE{}, err
+		return FDE{}, [2]int{}, err
 	}
 	rng, err := r.value(c.fdeEnc, "pc_range")
 	if err != nil {
-		return FDE{}, err
+		return FDE{}, [2]int{}, err
 	}
 	f := FDE{Start: start, End: start + rng, Offset: uint64(off), CIE: uint64(cieOff), SignalFrame: c.signal}
 	if f.End < f.Start {
-		return FDE{}, fmt.Errorf("pc range %#x+%#x wraps around: %w", start, rng, ErrBadEntry)
+		return FDE{}, [2]int{}, fmt.Errorf("pc range %#x+%#x wraps around: %w", start, rng, ErrBadEntry)
 	}
+	insns := [2]int{r.pos, end}
 	if !c.augData {
-		return f, nil
+		return f, insns, nil
 	}
 	n, err := r.uleb("augmentation data length")
 	if err != nil {
-		return FDE{}, err
+		return FDE{}, [2]int{}, err
 	}
 	if n > uint64(len(r.b)-r.pos) {
-		return FDE{}, fmt.Errorf("augmentation data length %d at offset %#x runs past the FDE: %w", n, r.pos, ErrTruncated)
+		return FDE{}, [2]int{}, fmt.Errorf("augmentation data length %d at offset %#x runs past the FDE: %w", n, r.pos, ErrTruncated)
 	}
+	insns[0] = r.pos + int(n)
 	if c.lsdaEnc == peOmit {
-		return f, nil
+		return f, insns, nil
 	}
 	ar := reader{b: r.b[:r.pos+int(n)], pos: r.pos}
 	bs := p.bs
 	bs.fn, bs.haveFn = start, true
 	lsda, err := ar.pointer(c.lsdaEnc, &bs, true, "LSDA pointer")
 	if err != nil {
-		return FDE{}, err
+		return FDE{}, [2]int{}, err
 	}
 	f.LSDA = lsda
 	f.LSDAIndirect = lsda != 0 && c.lsdaEnc&peIndirect != 0
-	return f, nil
+	return f, insns, nil
 }

@@ -58,6 +58,8 @@ func (r *reader) fixed(n int, what string) (uint64, error) {
 	p := r.b[r.pos:]
 	var v uint64
 	switch n {
+	case 1:
+		v = uint64(p[0])
 	case 2:
 		v = uint64(binary.LittleEndian.Uint16(p))
 	case 4:

@@ -71,6 +71,11 @@ func FuzzParse(f *testing.F) {
 			if fd.Offset >= uint64(len(data)) || fd.CIE >= fd.Offset || fd.End < fd.Start {
 				t.Fatalf("inconsistent FDE %+v for %d bytes", fd, len(data))
 			}
+			// the call frame machine runs on whatever the parser accepted
+			if fd.End > fd.Start {
+				_, _ = CFAAt(data, ehAddr, textAddr, dataAddr, fd, fd.Start)
+				_, _ = CFAAt(data, ehAddr, textAddr, dataAddr, fd, fd.End-1)
+			}
 		}
 		if err != nil {
 			var errs *Errors

@@ -98,6 +98,9 @@ type CheckOptions struct {
 	// Triggers are event triggers, "GROUP/EVENT:TRIGGER" (kernel grammar), checked as
 	// rewrite would.
 	Triggers []string
+	// DebugFile is the program's separate debug information for source-level
+	// definitions, as RewriteOptions.DebugFile.
+	DebugFile string
 }
 
 // Check analyses the ELF executable at path the way the kernel's optprobe code would
@@ -108,7 +111,7 @@ type CheckOptions struct {
 // name it) are checked in the library the loader finds for the program, each library
 // in a report of its own (Libraries).
 func Check(path string, opt CheckOptions) (*CheckReport, error) {
-	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters, opt.Triggers)
+	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters, opt.Triggers, sourceTranslator(path, opt.DebugFile))
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/handlers"
 	"github.com/kprewrite/kprewrite/internal/rewriter"
+	"github.com/kprewrite/kprewrite/internal/srcprobe"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
@@ -40,6 +41,10 @@ type RewriteOptions struct {
 	// disable_event:GROUP:EVENT, each with :COUNT and "if FILTER"; "!CMD" removes one),
 	// applied in order after the definition files' "trigger" lines.
 	Triggers []string
+	// DebugFile is the program's separate debug information for source-level
+	// definitions (FUNC:LINE, FILE:LINE, FUNC@FILE, variables by name); "" looks in
+	// the program, then /usr/lib/debug/.build-id, then its .gnu_debuglink file.
+	DebugFile string
 
 	NoOptimize    bool     // every probe is an int3 (k, b, r, rb)
 	NoBoost       bool     // int3 probes are single-stepped (k, r)
@@ -92,7 +97,7 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters, opt.Triggers)
+	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters, opt.Triggers, sourceTranslator(input, opt.DebugFile))
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +147,13 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 		out.Probes = listProbes(res.Desc)
 	}
 	return out, nil
+}
+
+// sourceTranslator translates the source-level definitions of the program at path
+// with its debug information (read at the first one).
+func sourceTranslator(path, debugFile string) rewriter.Translator {
+	r := &srcprobe.Resolver{Binary: path, DebugFile: debugFile}
+	return r.Translate
 }
 
 // internal checks the options and turns them into the rewriter's.

@@ -26,7 +26,7 @@ type (
 const CheckSchema = kprewrite.CheckSchema
 
 func runCheck(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("check", "check [--json] [--summary] [--only VERDICTS] [-e DEF]... [-f DEFFILE]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... BINARY", stdout)
+	fs := helpFlagSet("check", "check [--json] [--summary] [--only VERDICTS] [-e DEF]... [-f DEFFILE]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--debug-file FILE] [--lines FUNC | --vars POINT [--globals]] BINARY", stdout)
 	asJSON := fs.Bool("json", false, "print a JSON report (schema "+CheckSchema+", see docs/check-json.md)")
 	summaryOnly := fs.Bool("summary", false, "print only the summary")
 	only := fs.String("only", "", "list only sites with these verdicts (comma separated: optimize,boost,single-step,refuse)")
@@ -37,12 +37,22 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&filters, "filter", "`GROUP/EVENT:EXPR`: an event filter, checked as rewrite would (repeatable)")
 	var triggers multiFlag
 	fs.Var(&triggers, "trigger", "`GROUP/EVENT:TRIGGER`: an event trigger, checked as rewrite would (repeatable)")
+	debugFile := fs.String("debug-file", "", "the program's separate debug information, for source-level definitions, --lines and --vars (default: in the program, /usr/lib/debug/.build-id, or its .gnu_debuglink file)")
+	lines := fs.String("lines", "", "`FUNC`: list the lines of FUNC (or FUNC@FILE) that a FUNC:RELLINE probe can go on, with their addresses, as perf probe -L")
+	vars := fs.String("vars", "", "`POINT`: list the variables visible at each address of a probe point (FUNC, FUNC:RELLINE, FILE:LINE, FUNC@FILE, SYM+OFFS, 0xADDR), their types and the fetch each compiles to, or why it cannot be read there, as perf probe -V")
+	globals := fs.Bool("globals", false, "with --vars: list global variables too")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		return usageErr("want exactly one BINARY, got %d arguments (see kprewrite check -h)", len(pos))
+	}
+	if *lines != "" || *vars != "" {
+		if *lines != "" && *vars != "" || len(exprs)+len(files)+len(filters)+len(triggers) > 0 {
+			return usageErr("--lines and --vars go alone (no definitions, not both)")
+		}
+		return sourceListing(stdout, pos[0], *debugFile, *lines, *vars, *globals, *asJSON)
 	}
 	keep := map[string]bool{}
 	if *only != "" {
@@ -54,7 +64,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 			keep[v] = true
 		}
 	}
-	report, err := kprewrite.Check(pos[0], kprewrite.CheckOptions{Definitions: exprs, DefinitionFiles: files, Filters: filters, Triggers: triggers})
+	report, err := kprewrite.Check(pos[0], kprewrite.CheckOptions{Definitions: exprs, DefinitionFiles: files, Filters: filters, Triggers: triggers, DebugFile: *debugFile})
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 const TraceSuffix = tracefile.Suffix
 
 func runRewrite(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--single-step tf|int3] [--count-only [--exits-only]] [--handlers FILE.c]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--trace PATH] BINARY", stdout)
+	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--single-step tf|int3] [--count-only [--exits-only]] [--handlers FILE.c]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--trace PATH] [--debug-file FILE] BINARY", stdout)
 	out := fs.String("o", "", "output file (written atomically; required)")
 	var exprs, files multiFlag
 	fs.Var(&exprs, "e", "probe event definition, e.g. 'p:grp/ev func+4 a=%di' or 'r:ev func $retval' (repeatable)")
@@ -39,6 +39,7 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	countOnly := fs.Bool("count-only", false, "events write no trace records: every hit is counted in the trace file's counters (kprewrite profile); a jump-optimized probe whose probes are all such events costs one lock incq (~1 ns); a return event is counted at its function's exits where the analysis sees them all ([EXIT] in list)")
 	exitsOnly := fs.Bool("exits-only", false, "with --count-only: refuse return probes that cannot be counted at their exits instead of hooking the return address (with --skip-refused: leave them out); for programs whose stacks a hooked return address breaks, such as Go programs")
 	debug := fs.Bool("debug", false, "the rewritten program reports its probe start-up on stderr")
+	debugFile := fs.String("debug-file", "", "the program's separate debug information, for source-level definitions (FUNC:RELLINE, FILE:LINE, FUNC@FILE, variables by name; default: in the program, /usr/lib/debug/.build-id, or its .gnu_debuglink file)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -51,7 +52,7 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	}
 	opt := kprewrite.RewriteOptions{Definitions: exprs, DefinitionFiles: files, HandlerFiles: hfiles, Filters: filters, Triggers: triggers,
 		NoOptimize: *noOpt, NoBoost: *noBoost, SingleStep: *singleStep, VerifyRegions: *verify, OptimizedOnly: *optOnly,
-		SkipRefused: *skip, Exclude: excludes, CountOnly: *countOnly, ExitsOnly: *exitsOnly, TracePath: *trace, Debug: *debug}
+		SkipRefused: *skip, Exclude: excludes, CountOnly: *countOnly, ExitsOnly: *exitsOnly, TracePath: *trace, Debug: *debug, DebugFile: *debugFile}
 	if *traceSize != "" {
 		n, err := parseSize(*traceSize)
 		if err != nil {

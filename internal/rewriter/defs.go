@@ -28,16 +28,34 @@ import (
 // #N", applied after the files) give an event its filter (see attachFilters); its
 // lines "trigger GROUP/EVENT:TRIGGER" and each of triggers ("--trigger #N", after the
 // files) its triggers (see attachTriggers).
-func ParseDefs(exprs, files, filters, triggers []string) ([]Probe, error) {
+//
+// src, when not nil, first turns each source-level definition (srcprobe) into
+// kernel-form ones: one per probed address, of one event.
+func ParseDefs(exprs, files, filters, triggers []string, src Translator) ([]Probe, error) {
 	var set eventdef.Set
 	var specs, tspecs []FilterSpec
 	origin := map[*eventdef.Probe]string{}
 	add := func(text, where string) error {
-		p, _, err := set.Add(text)
-		if err != nil {
-			return defError(where, err, "")
+		texts := []string{text}
+		if src != nil {
+			t, err := src(text)
+			if err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			if t != nil {
+				texts = t
+			}
 		}
-		origin[p] = where
+		for _, text := range texts {
+			p, _, err := set.Add(text)
+			if err != nil {
+				if len(texts) > 1 || texts[0] != text {
+					return defError(where, err, "in its kernel form "+text)
+				}
+				return defError(where, err, "")
+			}
+			origin[p] = where
+		}
 		return nil
 	}
 	for i, e := range exprs {
@@ -91,6 +109,10 @@ func ParseDefs(exprs, files, filters, triggers []string) ([]Probe, error) {
 	}
 	return defs, nil
 }
+
+// Translator turns a source-level definition into kernel-form ones, or returns nil
+// for a definition that is not source-level (srcprobe.Resolver.Translate).
+type Translator func(def string) ([]string, error)
 
 // defError reports a definition's error with its origin; a *eventdef.ParseError gets
 // the kernel's caret, and detail (if any) says more after its message.

@@ -1,0 +1,412 @@
+package debuginfo
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/kprewrite/kprewrite/internal/ehframe"
+)
+
+// ExprKind says what an Expr computes.
+type ExprKind uint8
+
+// Expr kinds.
+const (
+	ExprReg   ExprKind = iota + 1 // the value of DWARF register Reg, plus Offset
+	ExprMem                       // the 8-byte word at the address Mem computes, plus Offset
+	ExprAddr                      // the link-time address Addr (the load bias is added at run time), plus Offset
+	ExprConst                     // the constant Offset
+)
+
+// Expr is a value a fetch program can compute at the probe: from registers, memory
+// words, link-time addresses and constants, with an offset added.
+type Expr struct {
+	Kind   ExprKind
+	Reg    uint64
+	Mem    *Expr
+	Addr   uint64
+	Offset int64
+}
+
+// Loc is where a variable is at one address: in a register (Reg), as a computed
+// value (Value: DW_OP_stack_value and constants), or in memory at an address
+// (Addr).
+type Loc struct {
+	Reg   *uint64
+	Value *Expr
+	Addr  *Expr
+	// Piece is the size in bytes of the one piece the location describes
+	// (DW_OP_piece), 0 if the expression describes the whole variable.
+	Piece int
+}
+
+// ErrUnavailable is wrapped by every error that says a variable cannot be read at
+// an address (optimized out, not live there, or kept where no fetch reaches).
+var ErrUnavailable = errors.New("not available")
+
+func unavailable(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrUnavailable}, args...)...)
+}
+
+// DWARF expression opcodes.
+const (
+	opAddr            = 0x03
+	opDeref           = 0x06
+	opConst1u         = 0x08
+	opConst1s         = 0x09
+	opConst2u         = 0x0a
+	opConst2s         = 0x0b
+	opConst4u         = 0x0c
+	opConst4s         = 0x0d
+	opConst8u         = 0x0e
+	opConst8s         = 0x0f
+	opConstu          = 0x10
+	opConsts          = 0x11
+	opMinus           = 0x1c
+	opPlus            = 0x22
+	opPlusUconst      = 0x23
+	opLit0            = 0x30
+	opLit31           = 0x4f
+	opReg0            = 0x50
+	opReg31           = 0x6f
+	opBreg0           = 0x70
+	opBreg31          = 0x8f
+	opRegx            = 0x90
+	opFbreg           = 0x91
+	opBregx           = 0x92
+	opPiece           = 0x93
+	opCallFrameCFA    = 0x9c
+	opImplicitValue   = 0x9e
+	opStackValue      = 0x9f
+	opImplicitPointer = 0xa0
+	opEntryValue      = 0xa3
+	opGNUEntryValue   = 0xf3
+)
+
+// maxReg is the highest DWARF register a fetch program can read: the general
+// registers (0-15); 16 is the return address column, 17 and up the SSE registers.
+const maxReg = 15
+
+// exprCtx is what evaluating an expression at one pc needs.
+type exprCtx struct {
+	in      *Info
+	pc      uint64
+	atEntry bool                  // pc is the entry of the function the expression is in
+	frame   func() (*Expr, error) // the frame base (DW_AT_frame_base) at pc
+}
+
+// eval reduces a DWARF location expression to a Loc.
+func (c *exprCtx) eval(b []byte) (Loc, error) {
+	r := exprReader{b: b}
+	var stack []*Expr
+	push := func(e *Expr) { stack = append(stack, e) }
+	pop := func() (*Expr, error) {
+		if len(stack) == 0 {
+			return nil, fmt.Errorf("DWARF expression pops an empty stack")
+		}
+		e := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		return e, nil
+	}
+	for !r.done() {
+		op := r.u8()
+		switch {
+		case op >= opReg0 && op <= opReg31 || op == opRegx:
+			reg := uint64(op - opReg0)
+			if op == opRegx {
+				reg = r.uleb()
+			}
+			if reg > maxReg {
+				return Loc{}, unavailable("in DWARF register %d, which is not a general register", reg)
+			}
+			piece, err := c.pieceAfter(&r)
+			if err != nil {
+				return Loc{}, err
+			}
+			return Loc{Reg: &reg, Piece: piece}, nil
+		case op >= opBreg0 && op <= opBreg31 || op == opBregx:
+			reg := uint64(op - opBreg0)
+			if op == opBregx {
+				reg = r.uleb()
+			}
+			if reg > maxReg {
+				return Loc{}, unavailable("relative to DWARF register %d, which is not a general register", reg)
+			}
+			push(&Expr{Kind: ExprReg, Reg: reg, Offset: r.sleb()})
+		case op == opFbreg:
+			off := r.sleb()
+			fb, err := c.frame()
+			if err != nil {
+				return Loc{}, err
+			}
+			e := *fb
+			e.Offset += off
+			push(&e)
+		case op == opCallFrameCFA:
+			e, err := c.in.cfa(c.pc)
+			if err != nil {
+				return Loc{}, err
+			}
+			push(e)
+		case op == opAddr:
+			push(&Expr{Kind: ExprAddr, Addr: r.u64()})
+		case op >= opLit0 && op <= opLit31:
+			push(&Expr{Kind: ExprConst, Offset: int64(op - opLit0)})
+		case op >= opConst1u && op <= opConsts:
+			push(&Expr{Kind: ExprConst, Offset: r.constant(op)})
+		case op == opDeref:
+			a, err := pop()
+			if err != nil {
+				return Loc{}, err
+			}
+			if a.Kind == ExprConst {
+				return Loc{}, unavailable("dereferences a constant")
+			}
+			push(&Expr{Kind: ExprMem, Mem: a})
+		case op == opPlusUconst:
+			a, err := pop()
+			if err != nil {
+				return Loc{}, err
+			}
+			n := *a
+			n.Offset += int64(r.uleb())
+			push(&n)
+		case op == opPlus || op == opMinus:
+			b, err := pop()
+			if err != nil {
+				return Loc{}, err
+			}
+			a, err := pop()
+			if err != nil {
+				return Loc{}, err
+			}
+			if b.Kind != ExprConst {
+				return Loc{}, unavailable("computed from two values (DW_OP_plus/minus)")
+			}
+			n := *a
+			if op == opPlus {
+				n.Offset += b.Offset
+			} else {
+				n.Offset -= b.Offset
+			}
+			push(&n)
+		case op == opStackValue:
+			v, err := pop()
+			if err != nil {
+				return Loc{}, err
+			}
+			piece, err := c.pieceAfter(&r)
+			if err != nil {
+				return Loc{}, err
+			}
+			return Loc{Value: v, Piece: piece}, nil
+		case op == opImplicitValue:
+			n := r.uleb()
+			if n == 0 || n > 8 || uint64(len(r.b)-r.pos) < n {
+				return Loc{}, unavailable("an implicit value of %d bytes", n)
+			}
+			var buf [8]byte
+			copy(buf[:], r.b[r.pos:r.pos+int(n)])
+			r.pos += int(n)
+			piece, err := c.pieceAfter(&r)
+			if err != nil {
+				return Loc{}, err
+			}
+			return Loc{Value: &Expr{Kind: ExprConst, Offset: int64(binary.LittleEndian.Uint64(buf[:]))}, Piece: piece}, nil
+		case op == opEntryValue || op == opGNUEntryValue:
+			n := r.uleb()
+			if uint64(len(r.b)-r.pos) < n {
+				return Loc{}, fmt.Errorf("DW_OP_entry_value runs past its expression")
+			}
+			sub := r.b[r.pos : r.pos+int(n)]
+			r.pos += int(n)
+			reg, ok := singleReg(sub)
+			if !ok || reg > maxReg {
+				return Loc{}, unavailable("the value at the function's entry of a place other than a register (DW_OP_entry_value)")
+			}
+			if !c.atEntry {
+				return Loc{}, unavailable("only the value it had at the function's entry is known (DW_OP_entry_value of %s)", RegName(reg))
+			}
+			push(&Expr{Kind: ExprReg, Reg: reg})
+		case op == opPiece:
+			return Loc{}, unavailable("split in pieces (DW_OP_piece)")
+		case op == opImplicitPointer || op == 0xf2:
+			return Loc{}, unavailable("a pointer to a value that is not in memory (DW_OP_implicit_pointer)")
+		default:
+			return Loc{}, unavailable("a value computed by the program (DWARF operation %#x)", op)
+		}
+		if r.err != nil {
+			return Loc{}, r.err
+		}
+	}
+	if r.err != nil {
+		return Loc{}, r.err
+	}
+	if len(stack) == 0 {
+		return Loc{}, unavailable("empty location (optimized out)")
+	}
+	a := stack[len(stack)-1]
+	if a.Kind == ExprConst {
+		return Loc{}, unavailable("at a constant address")
+	}
+	return Loc{Addr: a}, nil
+}
+
+// pieceAfter accepts what may follow a register or a value: nothing, or a single
+// DW_OP_piece that ends the expression.
+func (c *exprCtx) pieceAfter(r *exprReader) (int, error) {
+	if r.done() {
+		return 0, nil
+	}
+	if r.u8() != opPiece {
+		return 0, unavailable("a register location followed by more operations")
+	}
+	n := r.uleb()
+	if !r.done() || r.err != nil {
+		return 0, unavailable("split in pieces (DW_OP_piece)")
+	}
+	return int(n), nil
+}
+
+// singleReg reads an expression that is one DW_OP_reg.
+func singleReg(b []byte) (uint64, bool) {
+	r := exprReader{b: b}
+	op := r.u8()
+	var reg uint64
+	switch {
+	case op >= opReg0 && op <= opReg31:
+		reg = uint64(op - opReg0)
+	case op == opRegx:
+		reg = r.uleb()
+	default:
+		return 0, false
+	}
+	return reg, r.done() && r.err == nil
+}
+
+// cfa is the canonical frame address at pc, from .eh_frame.
+func (in *Info) cfa(pc uint64) (*Expr, error) {
+	for _, f := range in.fdes {
+		if pc >= f.Start && pc < f.End {
+			rule, err := ehframe.CFAAt(in.eh, in.ehAddr, in.ehText, in.ehData, f, pc)
+			if err != nil {
+				return nil, unavailable("the frame address at %#x: %v", pc, err)
+			}
+			if rule.Reg > maxReg {
+				return nil, unavailable("the frame address at %#x is relative to DWARF register %d", pc, rule.Reg)
+			}
+			return &Expr{Kind: ExprReg, Reg: rule.Reg, Offset: rule.Offset}, nil
+		}
+	}
+	return nil, unavailable("no .eh_frame entry describes the frame at %#x", pc)
+}
+
+// exprReader reads a DWARF expression; a read past the end sets err.
+type exprReader struct {
+	b   []byte
+	pos int
+	err error
+}
+
+func (r *exprReader) done() bool { return r.pos >= len(r.b) || r.err != nil }
+
+func (r *exprReader) short() {
+	if r.err == nil {
+		r.err = fmt.Errorf("DWARF expression truncated at byte %d", r.pos)
+	}
+	r.pos = len(r.b)
+}
+
+func (r *exprReader) u8() byte {
+	if r.pos >= len(r.b) {
+		r.short()
+		return 0
+	}
+	v := r.b[r.pos]
+	r.pos++
+	return v
+}
+
+func (r *exprReader) fixed(n int) uint64 {
+	if len(r.b)-r.pos < n {
+		r.short()
+		return 0
+	}
+	var buf [8]byte
+	copy(buf[:], r.b[r.pos:r.pos+n])
+	r.pos += n
+	return binary.LittleEndian.Uint64(buf[:])
+}
+
+func (r *exprReader) u64() uint64 { return r.fixed(8) }
+
+func (r *exprReader) uleb() uint64 {
+	var v uint64
+	for shift := uint(0); ; shift += 7 {
+		b := r.u8()
+		if r.err != nil {
+			return 0
+		}
+		if shift < 64 {
+			v |= uint64(b&0x7f) << shift
+		}
+		if b&0x80 == 0 {
+			return v
+		}
+	}
+}
+
+func (r *exprReader) sleb() int64 {
+	var v int64
+	var shift uint
+	for {
+		b := r.u8()
+		if r.err != nil {
+			return 0
+		}
+		if shift < 64 {
+			v |= int64(b&0x7f) << shift
+		}
+		shift += 7
+		if b&0x80 == 0 {
+			if shift < 64 && b&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v
+		}
+	}
+}
+
+func (r *exprReader) constant(op byte) int64 {
+	switch op {
+	case opConst1u:
+		return int64(r.fixed(1))
+	case opConst1s:
+		return int64(int8(r.fixed(1)))
+	case opConst2u:
+		return int64(r.fixed(2))
+	case opConst2s:
+		return int64(int16(r.fixed(2)))
+	case opConst4u:
+		return int64(r.fixed(4))
+	case opConst4s:
+		return int64(int32(r.fixed(4)))
+	case opConst8u, opConst8s:
+		return int64(r.fixed(8))
+	case opConstu:
+		return int64(r.uleb())
+	}
+	return r.sleb()
+}
+
+// regNames are the kernel's pt_regs names of the x86-64 DWARF registers 0-15.
+var regNames = [...]string{"ax", "dx", "cx", "bx", "si", "di", "bp", "sp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"}
+
+// RegName is the kernel's name (as in %NAME fetchargs) of DWARF register reg.
+func RegName(reg uint64) string {
+	if reg < uint64(len(regNames)) {
+		return regNames[reg]
+	}
+	return fmt.Sprintf("dwarf-reg%d", reg)
+}

@@ -1,0 +1,447 @@
+package srcprobe
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kprewrite/kprewrite/internal/debuginfo"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+)
+
+// Resolver translates the source-level definitions of one binary; it reads the
+// debug information at the first definition that needs it.
+type Resolver struct {
+	Binary    string // the program the definitions probe
+	DebugFile string // --debug-file, or "" to look for it
+
+	info    *debuginfo.Info
+	loadErr error
+	loaded  bool
+}
+
+// Info returns the binary's debug information, loading it once.
+func (r *Resolver) Info() (*debuginfo.Info, error) {
+	if !r.loaded {
+		r.loaded = true
+		r.info, r.loadErr = debuginfo.Load(r.Binary, r.DebugFile)
+	}
+	return r.info, r.loadErr
+}
+
+// IsSourceLevel says whether def has a source-level part (a FUNC:RELLINE,
+// FILE:LINE or FUNC@FILE probe point, a variable, $params or $vars).
+func IsSourceLevel(def string) bool {
+	w := strings.Fields(def)
+	if len(w) < 2 || strings.HasPrefix(w[0], "-") {
+		return false
+	}
+	if !parseSite(w[1]).raw {
+		return true
+	}
+	for i, a := range w[2:] {
+		pa := parseArg(a, i+1)
+		if pa.sourceLevel() || pa.bad() {
+			return true
+		}
+	}
+	return false
+}
+
+func (a srcArg) bad() bool {
+	b := a.body
+	return !a.isChain && a.keyword == "" && b != "" && (b[0] == '_' || b[0] >= 'a' && b[0] <= 'z' || b[0] >= 'A' && b[0] <= 'Z')
+}
+
+// Translate returns the kernel-form definitions of def, one per probed address
+// (in address order, all of one event), or nil if def is not source-level.
+func (r *Resolver) Translate(def string) ([]string, error) {
+	if !IsSourceLevel(def) {
+		return nil, nil
+	}
+	w := strings.Fields(def)
+	head, st := w[0], parseSite(w[1])
+	var args []srcArg
+	for i, a := range w[2:] {
+		pa := parseArg(a, i+1)
+		if pa.bad() {
+			return nil, fmt.Errorf("argument %q: not a variable (VAR, VAR->FIELD, VAR.FIELD, VAR[N]) nor a kernel fetcharg", a)
+		}
+		args = append(args, pa)
+	}
+	in, err := r.Info()
+	if err != nil {
+		return nil, err
+	}
+	ret := strings.HasPrefix(head, "r")
+	points, defaultName, err := r.points(in, st, ret)
+	if err != nil {
+		return nil, err
+	}
+	group, event, err := eventName(head, st, defaultName)
+	if err != nil {
+		return nil, err
+	}
+	kind := head
+	if i := strings.IndexByte(head, ':'); i >= 0 {
+		kind = head[:i]
+	}
+	bodies := make([][]string, len(points))
+	var names [][]string
+	for i, pt := range points {
+		b, n, err := r.args(in, pt, args, ret, len(points) > 1)
+		if err != nil {
+			return nil, fmt.Errorf("at %s: %w", pt.where(), err)
+		}
+		bodies[i] = b
+		names = append(names, n)
+	}
+	// a line with several addresses: $vars keeps what every address has
+	if len(points) > 1 && slices.ContainsFunc(args, func(a srcArg) bool { return a.keyword == "$vars" }) {
+		bodies = common(bodies, names)
+	}
+	out := make([]string, len(points))
+	for i, pt := range points {
+		out[i] = kind + ":" + group + "/" + event + " " + pt.site + strings.Join(prefixSpace(bodies[i]), "")
+	}
+	return out, nil
+}
+
+func prefixSpace(s []string) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = " " + x
+	}
+	return out
+}
+
+// common keeps the arguments (by name) present at every point, in the order of the first.
+func common(bodies, names [][]string) [][]string {
+	count := map[string]int{}
+	for _, ns := range names {
+		for _, n := range ns {
+			count[n]++
+		}
+	}
+	out := make([][]string, len(bodies))
+	for i := range bodies {
+		for j, b := range bodies[i] {
+			if count[names[i][j]] == len(bodies) {
+				out[i] = append(out[i], b)
+			}
+		}
+	}
+	return out
+}
+
+// point is one probed address.
+type point struct {
+	addr  uint64
+	site  string // the site in kernel form
+	fn    *debuginfo.Func
+	entry bool // the function's entry (for return probes and $retval types)
+}
+
+func (p point) where() string {
+	if p.fn != nil {
+		return fmt.Sprintf("%#x (%s+%#x)", p.addr, p.fn.Name, p.addr-p.fn.Entry)
+	}
+	return fmt.Sprintf("%#x", p.addr)
+}
+
+// points finds the addresses of a probe point.
+func (r *Resolver) points(in *debuginfo.Info, st site, ret bool) ([]point, string, error) {
+	if st.raw {
+		return r.rawPoint(in, st, ret)
+	}
+	if st.fn != "" {
+		fns := in.Funcs(st.fn, st.file)
+		if len(fns) == 0 {
+			where := ""
+			if st.file != "" {
+				where = " in " + st.file
+			}
+			return nil, "", fmt.Errorf("%s: no function %s%s in the debug information of %s", st.text, st.fn, where, in.Binary)
+		}
+		if !st.rel { // FUNC@FILE: every copy's entry
+			var pts []point
+			for _, f := range fns {
+				if ret && f.Inlined {
+					continue // an inlined copy never returns
+				}
+				pts = append(pts, point{addr: f.Entry, site: hexSite(f.Entry), fn: f, entry: true})
+			}
+			if len(pts) == 0 {
+				return nil, "", fmt.Errorf("%s: %s is inlined everywhere: it has no return to probe", st.text, st.fn)
+			}
+			return pts, st.fn, nil
+		}
+		if ret {
+			return nil, "", fmt.Errorf("%s: a return probe goes on a function, not a line", st.text)
+		}
+		var pts []point
+		seen := map[uint64]bool{}
+		for _, f := range fns {
+			addrs, _ := in.LineAddrs(f.File, f.Line+st.line)
+			for _, a := range addrs {
+				if f.Contains(a) && !seen[a] {
+					seen[a] = true
+					pts = append(pts, point{addr: a, site: hexSite(a), fn: f})
+				}
+			}
+		}
+		if len(pts) == 0 {
+			return nil, "", fmt.Errorf("%s: line %d of %s (%s:%d) has no code; kprewrite check --lines %s lists the lines that do",
+				st.text, st.line, st.fn, fns[0].File, fns[0].Line+st.line, st.fn)
+		}
+		slices.SortFunc(pts, func(a, b point) int { return cmpU64(a.addr, b.addr) })
+		return pts, st.fn + "_L" + strconv.Itoa(st.line), nil
+	}
+	if ret {
+		return nil, "", fmt.Errorf("%s: a return probe goes on a function, not a line", st.text)
+	}
+	addrs, files := in.LineAddrs(st.file, st.line)
+	if len(files) > 1 {
+		return nil, "", fmt.Errorf("%s: the name matches %d source files (%s): give more of the path", st.text, len(files), strings.Join(files, ", "))
+	}
+	if len(addrs) == 0 {
+		return nil, "", fmt.Errorf("%s: no code at that line in the debug information of %s", st.text, in.Binary)
+	}
+	pts := make([]point, 0, len(addrs))
+	for _, a := range addrs {
+		pts = append(pts, point{addr: a, site: hexSite(a), fn: in.FuncAt(a)})
+	}
+	base := st.file[strings.LastIndexByte(st.file, '/')+1:]
+	if i := strings.IndexByte(base, '.'); i > 0 {
+		base = base[:i]
+	}
+	return pts, sanitize(base) + "_L" + strconv.Itoa(st.line), nil
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func hexSite(a uint64) string { return "0x" + strconv.FormatUint(a, 16) }
+
+// rawPoint resolves a kernel-form site (SYM[+OFFS] or 0xADDR) whose arguments are
+// source-level. A function named alone, in code compiled without optimization,
+// is probed after its prologue, as gdb and perf probe do: before it the
+// parameters are not yet in the stack slots the debug information gives.
+func (r *Resolver) rawPoint(in *debuginfo.Info, st site, ret bool) ([]point, string, error) {
+	s := st.text
+	if strings.Contains(s, ":") {
+		return nil, "", fmt.Errorf("%s: source-level arguments in a library (LIB:SITE) are not supported yet", s)
+	}
+	if strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X") {
+		a, err := strconv.ParseUint(s[2:], 16, 64)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: bad address", s)
+		}
+		f := in.FuncAt(a)
+		return []point{{addr: a, site: s, fn: f, entry: f != nil && a == f.Entry}}, "", nil
+	}
+	sym, offText, _ := strings.Cut(strings.TrimSuffix(s, "%return"), "+")
+	var off uint64
+	if offText != "" {
+		v, err := strconv.ParseUint(offText, 0, 64)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: bad offset", s)
+		}
+		off = v
+	}
+	var fn *debuginfo.Func
+	for _, f := range in.Funcs(sym, "") {
+		if !f.Inlined {
+			if fn != nil && fn.Entry != f.Entry {
+				return nil, "", fmt.Errorf("%s: %s names several functions; write FUNC@FILE", s, sym)
+			}
+			fn = f
+		}
+	}
+	if fn == nil {
+		return nil, "", fmt.Errorf("%s: no out-of-line function %s in the debug information of %s", s, sym, in.Binary)
+	}
+	a := fn.Entry + off
+	if off == 0 && !ret && !fn.Optimized() {
+		if b := in.AfterPrologue(fn); b != a {
+			return []point{{addr: b, site: sym + "+" + strconv.FormatUint(b-fn.Entry, 10), fn: fn}}, "", nil
+		}
+	}
+	return []point{{addr: a, site: s, fn: fn, entry: off == 0}}, "", nil
+}
+
+// eventName is the event's group and name: as written, or the default of the
+// written site (the kernel's for a kernel-form site, perf probe's FUNC_L<N> for a line).
+func eventName(head string, st site, def string) (string, string, error) {
+	if i := strings.IndexByte(head, ':'); i >= 0 {
+		g, e, ok := strings.Cut(head[i+1:], "/")
+		if !ok {
+			g, e = eventdef.DefaultGroup, g
+		}
+		if e != "" {
+			return g, e, nil
+		}
+	}
+	if def != "" {
+		return eventdef.DefaultGroup, sanitize(def), nil
+	}
+	kind := head
+	if i := strings.IndexByte(head, ':'); i >= 0 {
+		kind = head[:i]
+	}
+	p, err := eventdef.Parse(kind + " " + st.text)
+	if err != nil {
+		return "", "", err
+	}
+	return p.Group, p.Event, nil
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 0 && b[0] >= '0' && b[0] <= '9' {
+		return "_" + string(b)
+	}
+	return string(b)
+}
+
+// args renders the arguments at one point; it returns the NAME=BODY:TYPE words and
+// their names.
+func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret, multi bool) ([]string, []string, error) {
+	var vars []debuginfo.Var
+	var fn *debuginfo.Func
+	needVars := slices.ContainsFunc(args, func(a srcArg) bool { return a.isChain || a.keyword == "$params" || a.keyword == "$vars" })
+	if needVars {
+		if ret {
+			return nil, nil, errors.New("a return probe fetches at the return, where the function's variables are gone: use $retval (and an entry probe for the rest)")
+		}
+		var err error
+		if fn, vars, err = in.Vars(pt.addr); err != nil {
+			return nil, nil, err
+		}
+	}
+	sym := symbolizer(in.DataSymbol)
+	var out, names []string
+	seen := map[string]bool{}
+	emit := func(name, body, typ string) error {
+		if seen[name] {
+			return fmt.Errorf("two arguments are named %s: name one (NAME=%s)", name, body)
+		}
+		seen[name] = true
+		w := name + "=" + body
+		if typ != "" {
+			w += ":" + typ
+		}
+		out, names = append(out, w), append(names, name)
+		return nil
+	}
+	for _, a := range args {
+		switch {
+		case a.keyword == "$params" || a.keyword == "$vars":
+			for _, v := range vars {
+				if v.Global || (a.keyword == "$params" && !v.Param) || seen[v.Name] {
+					continue
+				}
+				if v.Err != nil {
+					continue // not available here: left out, as perf probe leaves it out
+				}
+				body, typ, err := placeOf(v).fetch("", sym)
+				if err != nil {
+					continue
+				}
+				if err := emit(v.Name, body, typ); err != nil {
+					return nil, nil, err
+				}
+			}
+		case a.keyword == "$retval":
+			typ := a.typ
+			body := "$retval"
+			if typ == "" && ret && pt.fn != nil {
+				t := in.ReturnType(pt.fn)
+				switch {
+				case t == nil:
+					return nil, nil, fmt.Errorf("$retval: %s returns nothing", pt.fn.Name)
+				case isCharPtr(t):
+					body, typ = "+0($retval)", "string"
+				default:
+					var err error
+					if typ, err = scalarType(t); err != nil {
+						return nil, nil, fmt.Errorf("$retval: %w", err)
+					}
+				}
+			}
+			name := a.name
+			if name == "" {
+				name = "arg" + strconv.Itoa(a.position)
+			}
+			if err := emit(name, body, typ); err != nil {
+				return nil, nil, err
+			}
+		case a.isChain:
+			p, err := resolveChain(vars, a.chain)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", a.body, err)
+			}
+			body, typ, err := p.fetch(a.typ, sym)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", a.body, err)
+			}
+			name := a.name
+			if name == "" {
+				name = a.chain.argName()
+			}
+			if err := emit(name, body, typ); err != nil {
+				return nil, nil, err
+			}
+		default: // a kernel fetcharg: as written, named as the kernel would name it
+			name := a.name
+			if name == "" {
+				name = "arg" + strconv.Itoa(a.position)
+			}
+			body := a.body
+			if a.typ != "" {
+				body += ":" + a.typ
+			}
+			if err := emit(name, body, ""); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	_ = fn
+	_ = multi
+	return out, names, nil
+}
+
+// resolveChain finds a chain's variable among vars and follows its accesses.
+func resolveChain(vars []debuginfo.Var, c chain) (place, error) {
+	for _, v := range vars {
+		if v.Name != c.name {
+			continue
+		}
+		if v.Err != nil {
+			return place{}, v.Err
+		}
+		p := placeOf(v)
+		for _, a := range c.path {
+			var err error
+			if p, err = p.step(a); err != nil {
+				return place{}, err
+			}
+		}
+		return p, nil
+	}
+	return place{}, fmt.Errorf("no variable %s is visible here", c.name)
+}

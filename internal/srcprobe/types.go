@@ -1,0 +1,97 @@
+package srcprobe
+
+import (
+	"debug/dwarf"
+	"fmt"
+)
+
+// maxArrayLen is the kernel's MAX_ARRAY_LEN: the most elements a TYPE[N] fetches.
+const maxArrayLen = 64
+
+// strip removes typedefs and qualifiers.
+func strip(t dwarf.Type) dwarf.Type {
+	for i := 0; i < 64 && t != nil; i++ {
+		switch x := t.(type) {
+		case *dwarf.TypedefType:
+			t = x.Type
+		case *dwarf.QualType:
+			t = x.Type
+		default:
+			return t
+		}
+	}
+	return t
+}
+
+// scalarType is the kernel type of a value of type t (no arrays, no strings).
+func scalarType(t dwarf.Type) (string, error) {
+	switch x := strip(t).(type) {
+	case nil:
+		return "", fmt.Errorf("its type is unknown (give one: VAR:TYPE)")
+	case *dwarf.BoolType:
+		return sized("u", x.ByteSize)
+	case *dwarf.CharType:
+		return sized("s", x.ByteSize)
+	case *dwarf.UcharType:
+		return sized("u", x.ByteSize)
+	case *dwarf.IntType:
+		return sized("s", x.ByteSize)
+	case *dwarf.UintType:
+		return sized("u", x.ByteSize)
+	case *dwarf.EnumType:
+		signed := false
+		for _, v := range x.Val {
+			if v.Val < 0 {
+				signed = true
+			}
+		}
+		if signed {
+			return sized("s", x.ByteSize)
+		}
+		return sized("u", x.ByteSize)
+	case *dwarf.PtrType:
+		return "x64", nil
+	case *dwarf.FloatType:
+		return "", fmt.Errorf("it is a floating-point %s, which the kernel's fetch types do not print (give one: VAR:x%d)", x, 8*x.ByteSize)
+	case *dwarf.StructType:
+		return "", fmt.Errorf("it is a %s %s: name a member (VAR.FIELD or VAR->FIELD)", x.Kind, x.StructName)
+	case *dwarf.ArrayType:
+		return "", fmt.Errorf("it is an array of arrays or of aggregates: index it (VAR[N])")
+	case *dwarf.FuncType:
+		return "", fmt.Errorf("it is a function")
+	default:
+		return "", fmt.Errorf("its type %s has no kernel fetch type (give one: VAR:TYPE)", t)
+	}
+}
+
+func sized(prefix string, n int64) (string, error) {
+	switch n {
+	case 1, 2, 4, 8:
+		return fmt.Sprintf("%s%d", prefix, 8*n), nil
+	}
+	return "", fmt.Errorf("a %d-byte integer, which the kernel's fetch types do not hold", n)
+}
+
+// isCharPtr says whether t points to a char type: a string.
+func isCharPtr(t dwarf.Type) bool {
+	p, ok := strip(t).(*dwarf.PtrType)
+	return ok && isChar(p.Type)
+}
+
+func isChar(t dwarf.Type) bool {
+	switch x := strip(t).(type) {
+	case *dwarf.CharType:
+		return x.ByteSize == 1
+	case *dwarf.UcharType:
+		return x.ByteSize == 1
+	}
+	return false
+}
+
+// typeName is how check --vars shows a type.
+func typeName(t dwarf.Type) string {
+	if t == nil {
+		return "(unknown type)"
+	}
+	return t.String()
+}

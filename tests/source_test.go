@@ -1,0 +1,423 @@
+package tests
+
+import (
+	"debug/dwarf"
+	"debug/elf"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/internal/debuginfo"
+	"github.com/kprewrite/kprewrite/internal/srcprobe"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// gdbValue is one value as tests/testdata/gdbvars.py prints it.
+type gdbValue struct {
+	I       *string  `json:"i"`
+	S       *string  `json:"s"`
+	A       []string `json:"a"`
+	Opt     bool     `json:"opt"`
+	BelowSP bool     `json:"below_sp"`
+	Fault   bool     `json:"fault"`
+	Err     string   `json:"err"`
+}
+
+type gdbPoint struct {
+	Func string              `json:"func"`
+	Vals map[string]gdbValue `json:"vals"`
+}
+
+// srcTally counts what one differential run compared.
+type srcTally struct {
+	points, skippedPoints     int // addresses compared; addresses where gdb showed another frame
+	pairs                     int // (address, expression) pairs gdb printed a value for
+	equal                     int // ... that kprewrite traced with the same value
+	refused                   int // ... that kprewrite refused (the resolution gap)
+	notTraced                 int // ... resolved, at a point left out (not jump-optimizable: see below)
+	optimizedOut, bothRefused int // pairs gdb called <optimized out>; of which kprewrite refused
+}
+
+// TestSourceVarsMatchGDB is the differential test of source-level probes: a C
+// program (also compiled as C++) with structs, pointers, arrays, strings, enums,
+// bitfields, loops, an inlined function and globals, built with -g at -O0 to -O3.
+// At every address a line probe can go on (check --lines of each function), gdb
+// prints every variable in scope and one level of members and elements; kprewrite
+// traces the same expressions, written by name, at the same addresses (the first
+// hit of each, as gdb's first stop). Every value kprewrite traces must equal
+// gdb's; where gdb says <optimized out>, kprewrite must refuse.
+func TestSourceVarsMatchGDB(t *testing.T) {
+	testprog.Need(t, "gcc", "g++", "gdb")
+	src, err := os.ReadFile("testdata/srcvars.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all srcTally
+	builds := []struct{ lang, opt string }{
+		{"c", "-O0"}, {"c", "-O1"}, {"c", "-O2"}, {"c", "-O3"},
+		{"c++", "-O0"}, {"c++", "-O2"},
+	}
+	for _, b := range builds {
+		t.Run(b.lang+b.opt, func(t *testing.T) {
+			bin := testprog.Build(t, string(src), b.lang, "-g", b.opt)
+			tally := compareSourceVars(t, bin)
+			t.Logf("%s %s: %d points (%d skipped: gdb shows another frame), %d pairs gdb printed: %d traced equal, %d refused by kprewrite, %d not traced (probe not jump-optimizable); %d <optimized out>, %d of them refused",
+				b.lang, b.opt, tally.points, tally.skippedPoints, tally.pairs, tally.equal, tally.refused, tally.notTraced, tally.optimizedOut, tally.bothRefused)
+			if tally.pairs != tally.equal+tally.refused+tally.notTraced {
+				t.Errorf("%d pairs compared, %d accounted for", tally.pairs, tally.equal+tally.refused+tally.notTraced)
+			}
+			if tally.equal < 20 {
+				t.Errorf("only %d values compared equal", tally.equal)
+			}
+			all.points += tally.points
+			all.pairs += tally.pairs
+			all.equal += tally.equal
+			all.refused += tally.refused
+			all.notTraced += tally.notTraced
+			all.optimizedOut += tally.optimizedOut
+			all.bothRefused += tally.bothRefused
+		})
+	}
+	t.Logf("all builds: %d points, %d (point, expression) pairs gdb printed, %d traced equal, %d refused, %d not traced; %d <optimized out>, %d refused",
+		all.points, all.pairs, all.equal, all.refused, all.notTraced, all.optimizedOut, all.bothRefused)
+}
+
+// srcFuncs are the functions of srcvars.c whose lines are probed.
+var srcFuncs = []string{"handle", "sum_hist", "describe", "walk", "scale", "main"}
+
+func compareSourceVars(t *testing.T, bin string) srcTally {
+	in, err := debuginfo.Load(bin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &srcprobe.Resolver{Binary: bin}
+	// the points: every address of every line of the functions
+	addrSet := map[uint64]bool{}
+	for _, fn := range srcFuncs {
+		fls, err := res.Lines(fn)
+		if err != nil {
+			t.Fatalf("lines of %s: %v", fn, err)
+		}
+		for _, fl := range fls {
+			for _, l := range fl.Lines {
+				for _, a := range l.Addrs {
+					addrSet[a] = true
+				}
+			}
+		}
+	}
+	var addrs []uint64
+	for a := range addrSet {
+		addrs = append(addrs, a)
+	}
+	sort.Slice(addrs, func(i, j int) bool { return addrs[i] < addrs[j] })
+	// the expressions at each: the variables in scope, with members and elements
+	exprs := map[uint64][]string{}
+	resolved := map[uint64]map[string]bool{}
+	for _, a := range addrs {
+		_, vars, err := in.Vars(a)
+		if err != nil {
+			t.Fatalf("vars at %#x: %v", a, err)
+		}
+		resolved[a] = map[string]bool{}
+		for _, v := range vars {
+			for _, e := range chainsOf(v.Name, v.Type, 0) {
+				exprs[a] = append(exprs[a], e)
+				def := fmt.Sprintf("p:s/x %#x v=%s", a, e)
+				if _, err := res.Translate(def); err == nil {
+					resolved[a][e] = true
+				}
+			}
+		}
+	}
+	// kprewrite: one event per address (in chunks), the resolved expressions by name
+	var defs []string
+	names := map[string][2]any{} // event -> address, expressions
+	for _, a := range addrs {
+		var es []string
+		for _, e := range exprs[a] {
+			if resolved[a][e] {
+				es = append(es, e)
+			}
+		}
+		for c := 0; c*16 < len(es); c++ {
+			chunk := es[c*16 : min(len(es), (c+1)*16)]
+			ev := fmt.Sprintf("a%x_%d", a, c)
+			words := []string{fmt.Sprintf("p:s/%s %#x", ev, a)}
+			for i, e := range chunk {
+				words = append(words, fmt.Sprintf("v%d=%s", i, e))
+			}
+			defs = append(defs, strings.Join(words, " "))
+			names[ev] = [2]any{a, chunk}
+		}
+	}
+	out := bin + ".src"
+	// jump-optimized probes only: gdb would take an int3 probe's SIGTRAP for its own
+	rewriteWith(t, bin, out, defs, "--optimized-only", "--skip-refused")
+	r := testprog.Run(t, testprog.Cmd{Path: out})
+	want := testprog.Run(t, testprog.Cmd{Path: bin})
+	if r.Stdout != want.Stdout || r.Exit != 0 {
+		t.Fatalf("rewritten program: %s\nwant %s", r, want)
+	}
+	// gdb runs the rewritten program and prints; its trace is of the same run
+	trace := filepath.Join(t.TempDir(), "gdb.trace")
+	gdbOut := runGDBVars(t, out, trace, exprs)
+	first := firstRecords(t, trace)
+	optimized := map[uint64]bool{}
+	code, stdout, stderr := kp("list", out)
+	if code != 0 {
+		t.Fatalf("kprewrite list: %s", stderr)
+	}
+	for _, line := range strings.Split(stdout, "\n") {
+		var a uint64
+		if _, err := fmt.Sscanf(line, "%x", &a); err == nil && strings.Contains(line, "[OPTIMIZED]") {
+			optimized[a] = true
+		}
+	}
+	var tally srcTally
+	for _, a := range addrs {
+		key := fmt.Sprintf("%#x", a)
+		gp, hit := gdbOut[key]
+		if !hit {
+			continue // not reached by this run
+		}
+		if fn := in.FuncAt(a); fn == nil || !sameFunc(gp.Func, fn.Name) {
+			tally.skippedPoints++
+			continue
+		}
+		tally.points++
+		traced := map[string]json.RawMessage{}
+		for ev, info := range names {
+			if info[0].(uint64) != a {
+				continue
+			}
+			rec, ok := first[ev]
+			if !ok {
+				if !optimized[a] {
+					continue // left out: not jump-optimizable there
+				}
+				t.Errorf("%#x: gdb stopped there, event %s has no record", a, ev)
+				continue
+			}
+			for i, e := range info[1].([]string) {
+				traced[e] = rec[fmt.Sprintf("v%d", i)]
+			}
+		}
+		for _, e := range exprs[a] {
+			g, ok := gp.Vals[e]
+			if !ok || g.Err != "" || g.BelowSP || g.S != nil && !printable(*g.S) {
+				continue // nothing gdb can compare: an error, unallocated stack, garbage bytes
+			}
+			got, isTraced := traced[e]
+			if g.Opt {
+				tally.optimizedOut++
+				if isTraced {
+					t.Errorf("%#x (%s) %s: gdb says <optimized out>, kprewrite traced %s", a, gp.Func, e, got)
+				} else {
+					tally.bothRefused++
+				}
+				continue
+			}
+			tally.pairs++
+			if !resolved[a][e] {
+				tally.refused++
+				continue
+			}
+			if !isTraced {
+				tally.notTraced++ // no record: reported above unless the probe was left out
+				continue
+			}
+			if w, ok := sameTraced(g, got); !ok {
+				t.Errorf("%#x (%s) %s: gdb %s, kprewrite %s", a, gp.Func, e, w, got)
+				continue
+			}
+			tally.equal++
+		}
+	}
+	return tally
+}
+
+// printable says whether s is printable ASCII (a string worth comparing, not the
+// garbage of an uninitialized buffer).
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// sameFunc compares gdb's function name (C++: with the parameter list) with the
+// debug information's.
+func sameFunc(gdbName, name string) bool {
+	if i := strings.IndexByte(gdbName, '('); i >= 0 {
+		gdbName = gdbName[:i]
+	}
+	return gdbName == name
+}
+
+// sameTraced compares a gdb value with a traced JSON field; it returns gdb's value
+// in words.
+func sameTraced(g gdbValue, got json.RawMessage) (string, bool) {
+	switch {
+	case g.I != nil:
+		var n json.Number
+		if json.Unmarshal(got, &n) != nil {
+			return *g.I, false
+		}
+		return *g.I, n.String() == *g.I
+	case g.S != nil:
+		var s string
+		if json.Unmarshal(got, &s) != nil {
+			return fmt.Sprintf("%q", *g.S), false
+		}
+		return fmt.Sprintf("%q", *g.S), s == *g.S
+	case g.Fault:
+		return "(fault)", string(got) == "null"
+	case g.A != nil:
+		var ns []json.Number
+		if json.Unmarshal(got, &ns) != nil || len(ns) != len(g.A) {
+			return fmt.Sprint(g.A), false
+		}
+		for i := range ns {
+			if ns[i].String() != g.A[i] {
+				return fmt.Sprint(g.A), false
+			}
+		}
+		return fmt.Sprint(g.A), true
+	}
+	return "(nothing)", false
+}
+
+// chainsOf lists the expressions to compare for a variable of type ty: itself when
+// scalar, a string or an array of scalars, and (two levels deep) its members,
+// pointed-to members and first and last elements.
+func chainsOf(expr string, ty dwarf.Type, depth int) []string {
+	if ty == nil || depth > 2 {
+		return nil
+	}
+	for {
+		switch x := ty.(type) {
+		case *dwarf.TypedefType:
+			ty = x.Type
+			continue
+		case *dwarf.QualType:
+			ty = x.Type
+			continue
+		}
+		break
+	}
+	switch x := ty.(type) {
+	case *dwarf.IntType, *dwarf.UintType, *dwarf.CharType, *dwarf.UcharType, *dwarf.BoolType, *dwarf.EnumType:
+		return []string{expr}
+	case *dwarf.PtrType:
+		out := []string{expr}
+		target := x.Type
+		for {
+			if q, ok := target.(*dwarf.QualType); ok {
+				target = q.Type
+				continue
+			}
+			if td, ok := target.(*dwarf.TypedefType); ok {
+				target = td.Type
+				continue
+			}
+			break
+		}
+		if st, ok := target.(*dwarf.StructType); ok && depth < 2 {
+			for _, f := range st.Field {
+				out = append(out, chainsOf(expr+"->"+f.Name, f.Type, depth+1)...)
+			}
+		}
+		return out
+	case *dwarf.StructType:
+		var out []string
+		for _, f := range x.Field {
+			out = append(out, chainsOf(expr+"."+f.Name, f.Type, depth+1)...)
+		}
+		return out
+	case *dwarf.ArrayType:
+		if x.Count <= 0 {
+			return nil
+		}
+		out := []string{expr}
+		if x.Count > 1 {
+			out = append(out, expr+"[0]", fmt.Sprintf("%s[%d]", expr, x.Count-1))
+		}
+		return out
+	}
+	return nil
+}
+
+// runGDBVars runs tests/testdata/gdbvars.py on the rewritten program bin, its
+// trace going to trace.
+func runGDBVars(t *testing.T, bin, trace string, exprs map[uint64][]string) map[string]gdbPoint {
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, _ := f.Symbols()
+	f.Close()
+	var mainAddr uint64
+	for _, s := range syms {
+		if s.Name == "main" {
+			mainAddr = s.Value
+		}
+	}
+	points := map[string][]string{}
+	for a, es := range exprs {
+		points[fmt.Sprintf("%#x", a)] = es
+	}
+	dir := t.TempDir()
+	reqPath, outPath := filepath.Join(dir, "req.json"), filepath.Join(dir, "out.json")
+	b, _ := json.Marshal(map[string]any{"main": mainAddr, "points": points})
+	if err := os.WriteFile(reqPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script, _ := filepath.Abs("testdata/gdbvars.py")
+	cmd := exec.Command("gdb", "-batch", "-nx", "-x", script, "--args", bin)
+	cmd.Env = append(os.Environ(), "GDBVARS_REQ="+reqPath, "GDBVARS_OUT="+outPath, "KPREWRITE_TRACE="+trace)
+	if o, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gdb: %v\n%s", err, testprog.Clip(string(o), 4000))
+	}
+	data, err := os.ReadFile(outPath)
+	if err != nil {
+		t.Fatalf("gdb wrote no values: %v", err)
+	}
+	var out map[string]gdbPoint
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// firstRecords reads a trace as JSON lines and keeps each event's first record's fields.
+func firstRecords(t *testing.T, trace string) map[string]map[string]json.RawMessage {
+	code, stdout, stderr := kp("trace", "--format", "json", trace)
+	if code != 0 {
+		t.Fatalf("kprewrite trace: %s", stderr)
+	}
+	out := map[string]map[string]json.RawMessage{}
+	for _, line := range strings.Split(stdout, "\n") {
+		if line == "" {
+			continue
+		}
+		var rec struct {
+			Event  string                     `json:"event"`
+			Fields map[string]json.RawMessage `json:"fields"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("trace line %q: %v", line, err)
+		}
+		if _, seen := out[rec.Event]; !seen {
+			out[rec.Event] = rec.Fields
+		}
+	}
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -420,4 +421,82 @@ func firstRecords(t *testing.T, trace string) map[string]map[string]json.RawMess
 		}
 	}
 	return out
+}
+
+// TestSourceProbeDebugFiles probes by line and variable a stripped program whose
+// debug information is in a separate file: given with --debug-file, and found
+// through its .gnu_debuglink; without it, the error names what is missing.
+func TestSourceProbeDebugFiles(t *testing.T) {
+	testprog.Need(t, "gcc", "objcopy")
+	src, err := os.ReadFile("testdata/srcvars.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := testprog.Build(t, string(src), "c", "-g", "-O2")
+	dir := t.TempDir()
+	dbg := filepath.Join(dir, "prog.debug")
+	stripped := filepath.Join(dir, "prog")
+	for _, args := range [][]string{
+		{"--only-keep-debug", full, dbg},
+		{"--strip-all", "--add-gnu-debuglink=" + dbg, full, stripped},
+	} {
+		if o, err := exec.Command("objcopy", args...).CombinedOutput(); err != nil {
+			t.Fatalf("objcopy %v: %v\n%s", args, err, o)
+		}
+	}
+	defs := []string{"p:src/walk walk@prog.c head head->len head->name", "p:src/loop handle:4 acc d r->len", "r:src/desc describe@prog.c $retval"}
+	want := []string{`^walk:\s+head=0x[0-9a-f]+ len=5 name="query"$`, `^loop:\s+acc=3 d=3 len=5$`, `^desc:\s+arg1="query/5/113"$`}
+	// a stripped program with its debug file named on the command line, then
+	// found beside it through .gnu_debuglink
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{{"debug-file", []string{"--debug-file", dbg}}, {"debuglink", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "prog.rw")
+			rewriteWith(t, stripped, out, defs, tc.flags...)
+			r := testprog.Run(t, testprog.Cmd{Path: out})
+			if r.Exit != 0 || !strings.Contains(r.Stdout, "query/5/113") {
+				t.Fatalf("rewritten program: %s", r)
+			}
+			lines := readTrace(t, out+".trace")
+			for _, w := range want {
+				re := regexp.MustCompile(w)
+				found := false
+				for _, l := range lines {
+					if re.MatchString(l.Event + ":" + l.Args) {
+						found = true
+						break
+					}
+				}
+				if !found {
+					t.Errorf("no trace line matches %q in %v", w, lines)
+				}
+			}
+		})
+	}
+	// without debug information: a clear error naming what is missing, no output
+	nodebug := testprog.Build(t, string(src), "c", "-O2")
+	out := filepath.Join(t.TempDir(), "prog.rw")
+	code, _, stderr := kp("rewrite", "-o", out, "-e", "p:src/l sum_hist:3 i", nodebug)
+	if code == 0 || !strings.Contains(stderr, "no debug information") || !strings.Contains(stderr, "-e #1") {
+		t.Errorf("rewrite of a program without -g: exit %d, %s", code, stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("an output was written")
+	}
+	// a variable that does not exist, one optimized out, a line without code
+	for _, tc := range []struct{ def, want string }{
+		{"p:src/x sum_hist nosuch", "no variable nosuch is visible here"},
+		{"p:src/x sum_hist:3 r->nosuch", "has no member nosuch"},
+		{"p:src/x sum_hist:3 r->len->x", "not a pointer"},
+		{"p:src/x sum_hist:100 s", "has no code"},
+		{"p:src/x nosuch.c:3", "no code at that line"},
+		{"r:src/x sum_hist:3 s", "a return probe goes on a function"},
+	} {
+		code, _, stderr := kp("rewrite", "-o", out, "-e", tc.def, full)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d, %q; want an error with %q", tc.def, code, stderr, tc.want)
+		}
+	}
 }

@@ -88,10 +88,27 @@ func isChar(t dwarf.Type) bool {
 	return false
 }
 
-// typeName is how check --vars shows a type.
+// typeName is how check --vars shows a type: as C declares it.
 func typeName(t dwarf.Type) string {
-	if t == nil {
+	switch x := t.(type) {
+	case nil:
 		return "(unknown type)"
+	case *dwarf.PtrType:
+		return typeName(x.Type) + " *"
+	case *dwarf.QualType:
+		return x.Qual + " " + typeName(x.Type)
+	case *dwarf.EnumType:
+		return "enum " + x.EnumName
+	case *dwarf.StructType:
+		return x.Kind + " " + x.StructName
+	case *dwarf.ArrayType:
+		return fmt.Sprintf("%s[%d]", typeName(x.Type), x.Count)
+	case *dwarf.TypedefType:
+		return x.Name
+	case *dwarf.FuncType:
+		return "function"
+	case *dwarf.VoidType:
+		return "void"
 	}
 	return t.String()
 }

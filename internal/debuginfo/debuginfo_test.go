@@ -111,7 +111,7 @@ func TestLoadBuildID(t *testing.T) {
 // FuzzEval runs the location expression evaluator and the location list readers
 // on any bytes: errors, never a panic.
 func FuzzEval(f *testing.F) {
-	f.Add([]byte{0x91, 0x6c}, uint64(0x1000))            // DW_OP_fbreg -20
+	f.Add([]byte{0x91, 0x6c}, uint64(0x1000))             // DW_OP_fbreg -20
 	f.Add([]byte{0x55}, uint64(0))                        // DW_OP_reg5
 	f.Add([]byte{0x75, 0x00, 0x9f}, uint64(0))            // DW_OP_breg5 0; stack_value
 	f.Add([]byte{0xa3, 0x01, 0x55, 0x9f}, uint64(0x1000)) // entry_value(reg5)

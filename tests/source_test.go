@@ -500,3 +500,55 @@ func TestSourceProbeDebugFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceProbeSameBinary: a source-level event is the kernel-form definitions it
+// translates to, so it costs what they cost. Rewriting with source-level
+// definitions that translate to one definition each and with their translations
+// gives the same bytes; with a line of two addresses (a multi-probe event: its
+// probes' origins differ) every probe has the same site, kind and definition.
+func TestSourceProbeSameBinary(t *testing.T) {
+	testprog.Need(t, "gcc")
+	src, err := os.ReadFile("testdata/srcvars.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := testprog.Build(t, string(src), "c", "-g", "-O2")
+	res := &srcprobe.Resolver{Binary: bin}
+	translate := func(defs []string) []string {
+		var kernel []string
+		for _, d := range defs {
+			k, err := res.Translate(d)
+			if err != nil || len(k) == 0 {
+				t.Fatalf("translate %q: %v, %v", d, k, err)
+			}
+			for _, x := range k {
+				if srcprobe.IsSourceLevel(x) {
+					t.Errorf("translation %q of %q is still source-level", x, d)
+				}
+			}
+			kernel = append(kernel, k...)
+		}
+		t.Logf("kernel form:\n%s", strings.Join(kernel, "\n"))
+		return kernel
+	}
+	// the same output name and trace path: both are in the image
+	rewrite := func(defs []string) string {
+		out := filepath.Join(t.TempDir(), "prog.rw")
+		rewriteWith(t, bin, out, defs, "--trace", "none")
+		return out
+	}
+	single := []string{"p:s/walk walk p->small p->at.y", "r:s/desc describe@prog.c $retval", "p:s/vars describe $vars"}
+	if testprog.HashFile(t, rewrite(single)) != testprog.HashFile(t, rewrite(translate(single))) {
+		t.Error("the rewrite with source-level definitions differs from the one with their translations")
+	}
+	multi := append([]string{"p:s/loop handle:4 acc d r->len r->name"}, single...)
+	kernel := translate(multi)
+	if len(kernel) <= len(multi) {
+		t.Fatalf("handle:4 has one address at -O2 here; the test wants a line with several")
+	}
+	_, la, _ := kp("list", "-v", rewrite(multi))
+	_, lb, _ := kp("list", "-v", rewrite(kernel))
+	if la != lb || la == "" {
+		t.Errorf("list -v differs:\n%s\nwith the translations:\n%s", la, lb)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -550,5 +551,101 @@ func TestSourceProbeSameBinary(t *testing.T) {
 	_, lb, _ := kp("list", "-v", rewrite(kernel))
 	if la != lb || la == "" {
 		t.Errorf("list -v differs:\n%s\nwith the translations:\n%s", la, lb)
+	}
+}
+
+// sqliteAmalgamation is where scripts/get-sqlite.sh puts sqlite3.c.
+func sqliteAmalgamation(t *testing.T) string {
+	p := os.Getenv("KPREWRITE_SQLITE_AMALGAMATION")
+	if p == "" {
+		home, _ := os.UserHomeDir()
+		p = filepath.Join(home, ".cache/kprewrite/sqlite/better-sqlite3-13.2.0/package/deps/sqlite3/sqlite3.c")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("no SQLite amalgamation at %s (scripts/get-sqlite.sh fetches it; KPREWRITE_SQLITE_AMALGAMATION names another)", p)
+	}
+	return p
+}
+
+const sqliteDriver = `#include <stdio.h>
+#include "sqlite3.h"
+static int row(void *arg, int n, char **vals, char **cols) {
+	(void)arg;
+	for (int i = 0; i < n; i++)
+		printf("%s=%s ", cols[i], vals[i] ? vals[i] : "NULL");
+	printf("\n");
+	return 0;
+}
+int main(void) {
+	sqlite3 *db;
+	char *err = 0;
+	const char *sql[] = {"create table t(a integer, b text)", "insert into t values (1, 'one'), (2, 'two'), (3, 'three')",
+		"select a, b from t where a >= 2 order by a", 0};
+	if (sqlite3_open(":memory:", &db) != SQLITE_OK)
+		return 1;
+	for (int i = 0; sql[i]; i++)
+		if (sqlite3_exec(db, sql[i], row, 0, &err) != SQLITE_OK) {
+			fprintf(stderr, "%s\n", err);
+			return 1;
+		}
+	sqlite3_close(db);
+	return 0;
+}
+`
+
+// TestSourceProbeSQLite probes a real program built from source with -g -O2:
+// SQLite (its amalgamation, with a small driver), by line and variable name: the
+// statements sqlite3_exec prepares (line 23 of sqlite3_exec, where an inlined
+// sqlite3_prepare_v2's code is: the variables are sqlite3_exec's), the row count
+// when a statement's first row arrives (line 44), and sqlite3_step's typed return
+// value.
+func TestSourceProbeSQLite(t *testing.T) {
+	testprog.Need(t, "gcc")
+	amalg := sqliteAmalgamation(t)
+	dir := t.TempDir()
+	drv := filepath.Join(dir, "drv.c")
+	if err := os.WriteFile(drv, []byte(sqliteDriver), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sq")
+	cmd := exec.Command("gcc", "-g", "-O2", "-DSQLITE_THREADSAFE=0", "-DSQLITE_OMIT_LOAD_EXTENSION", "-I", filepath.Dir(amalg), "-o", bin, drv, amalg)
+	if o, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build SQLite: %v\n%s", err, testprog.Clip(string(o), 2000))
+	}
+	out := bin + ".rw"
+	rewriteWith(t, bin, out, []string{
+		"p:sq/stmt sqlite3_exec:23 zSql pStmt",
+		"p:sq/cols sqlite3_exec:44 rc zLeftover db->nChange",
+		"r:sq/step sqlite3_step@sqlite3.c $retval",
+	})
+	want := testprog.MustRun(t, bin)
+	if got := testprog.MustRun(t, out); got != want {
+		t.Fatalf("rewritten SQLite printed %q, want %q", got, want)
+	}
+	var stmts, cols []string
+	steps := map[string]int{}
+	for _, l := range readTrace(t, out+".trace") {
+		switch l.Event {
+		case "stmt":
+			stmts = append(stmts, strings.TrimSpace(l.Args))
+		case "cols":
+			cols = append(cols, strings.TrimSpace(l.Args))
+		case "step":
+			steps[strings.TrimSpace(l.Args)]++
+		}
+	}
+	for _, s := range []string{`zSql="create table t(a integer, b text)" pStmt=0x0`,
+		`zSql="insert into t values (1, 'one'), (2, 'two'), (3, 'three')" pStmt=0x0`,
+		`zSql="select a, b from t where a >= 2 order by a" pStmt=0x0`} {
+		if !slices.Contains(stmts, s) {
+			t.Errorf("no stmt record %s in %q", s, stmts)
+		}
+	}
+	if !slices.Contains(cols, `rc=100 zLeftover="" nChange=3`) {
+		t.Errorf("cols records %q: want the select's first row (rc=100 SQLITE_ROW) after the 3-row insert", cols)
+	}
+	// sqlite3_step returns SQLITE_ROW (100) or SQLITE_DONE (101): an int, printed as one
+	if steps["arg1=100"] < 2 || steps["arg1=101"] < 3 || len(steps) != 2 {
+		t.Errorf("step return values %v", steps)
 	}
 }

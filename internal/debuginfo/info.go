@@ -354,6 +354,19 @@ func (in *Info) FuncAt(pc uint64) *Func {
 	return best
 }
 
+// FramesAt returns the function copies holding pc, innermost first: an inlined
+// copy, the copies it is inlined in, then the out-of-line function.
+func (in *Info) FramesAt(pc uint64) []*Func {
+	var out []*Func
+	for _, f := range in.funcs {
+		if f.Contains(pc) {
+			out = append(out, f)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return inside(out[i], out[j]) && !inside(out[j], out[i]) })
+	return out
+}
+
 // inside says whether f is nested in g (an inlined copy in it).
 func inside(f, g *Func) bool {
 	return f.Inlined && (!g.Inlined || spans(g, f))

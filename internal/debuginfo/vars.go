@@ -21,8 +21,17 @@ type Var struct {
 // the locals of every scope holding pc (an inner one hides an outer one of the same
 // name), then the global variables of its unit and the external ones of the others.
 func (in *Info) Vars(pc uint64) (*Func, []Var, error) {
-	f := in.FuncAt(pc)
+	return in.VarsIn(pc, nil)
+}
+
+// VarsIn returns the variables visible at pc in the frame of f, a function copy
+// holding pc (nil: the innermost): a line of FUNC is read in FUNC's frame even
+// where an inlined callee's code is at that address.
+func (in *Info) VarsIn(pc uint64, f *Func) (*Func, []Var, error) {
 	if f == nil {
+		f = in.FuncAt(pc)
+	}
+	if f == nil || !f.Contains(pc) {
 		return nil, nil, fmt.Errorf("no function with debug information holds %#x", pc)
 	}
 	concrete := f

@@ -111,7 +111,7 @@ func (r *Resolver) Vars(spec string, globals bool) ([]PointVars, error) {
 	}
 	var out []PointVars
 	for _, pt := range pts {
-		fn, vars, err := in.Vars(pt.addr)
+		fn, vars, err := in.VarsIn(pt.addr, pt.frame)
 		if err != nil {
 			return nil, fmt.Errorf("at %s: %w", pt.where(), err)
 		}

@@ -142,6 +142,9 @@ type point struct {
 	site  string // the site in kernel form
 	fn    *debuginfo.Func
 	entry bool // the function's entry (for return probes and $retval types)
+	// frame is the function copy whose variables the arguments name (nil: the
+	// innermost at addr): FUNC's for a line of FUNC.
+	frame *debuginfo.Func
 }
 
 func (p point) where() string {
@@ -171,7 +174,7 @@ func (r *Resolver) points(in *debuginfo.Info, st site, ret bool) ([]point, strin
 				if ret && f.Inlined {
 					continue // an inlined copy never returns
 				}
-				pts = append(pts, point{addr: f.Entry, site: hexSite(f.Entry), fn: f, entry: true})
+				pts = append(pts, point{addr: f.Entry, site: hexSite(f.Entry), fn: f, entry: true, frame: f})
 			}
 			if len(pts) == 0 {
 				return nil, "", fmt.Errorf("%s: %s is inlined everywhere: it has no return to probe", st.text, st.fn)
@@ -188,7 +191,7 @@ func (r *Resolver) points(in *debuginfo.Info, st site, ret bool) ([]point, strin
 			for _, a := range addrs {
 				if f.Contains(a) && !seen[a] {
 					seen[a] = true
-					pts = append(pts, point{addr: a, site: hexSite(a), fn: f})
+					pts = append(pts, point{addr: a, site: hexSite(a), fn: f, frame: f})
 				}
 			}
 		}
@@ -211,7 +214,15 @@ func (r *Resolver) points(in *debuginfo.Info, st site, ret bool) ([]point, strin
 	}
 	pts := make([]point, 0, len(addrs))
 	for _, a := range addrs {
-		pts = append(pts, point{addr: a, site: hexSite(a), fn: in.FuncAt(a)})
+		pt := point{addr: a, site: hexSite(a), fn: in.FuncAt(a)}
+		// the innermost function of that file that starts before the line
+		for _, f := range in.FramesAt(a) {
+			if debuginfo.SameFile(f.File, st.file) && f.Line <= st.line {
+				pt.fn, pt.frame = f, f
+				break
+			}
+		}
+		pts = append(pts, pt)
 	}
 	base := st.file[strings.LastIndexByte(st.file, '/')+1:]
 	if i := strings.IndexByte(base, '.'); i > 0 {
@@ -273,10 +284,14 @@ func (r *Resolver) rawPoint(in *debuginfo.Info, st site, ret bool) ([]point, str
 	a := fn.Entry + off
 	if off == 0 && !ret && !fn.Optimized() {
 		if b := in.AfterPrologue(fn); b != a {
-			return []point{{addr: b, site: sym + "+" + strconv.FormatUint(b-fn.Entry, 10), fn: fn}}, "", nil
+			return []point{{addr: b, site: sym + "+" + strconv.FormatUint(b-fn.Entry, 10), fn: fn, frame: fn}}, "", nil
 		}
 	}
-	return []point{{addr: a, site: s, fn: fn, entry: off == 0}}, "", nil
+	pt := point{addr: a, site: s, fn: fn, entry: off == 0}
+	if fn.Contains(a) {
+		pt.frame = fn
+	}
+	return []point{pt}, "", nil
 }
 
 // eventName is the event's group and name: as written, or the default of the
@@ -329,7 +344,7 @@ func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret, multi 
 			return nil, nil, errors.New("a return probe fetches at the return, where the function's variables are gone: use $retval (and an entry probe for the rest)")
 		}
 		var err error
-		if fn, vars, err = in.Vars(pt.addr); err != nil {
+		if fn, vars, err = in.VarsIn(pt.addr, pt.frame); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -3,6 +3,7 @@ package srcprobe
 import (
 	"debug/dwarf"
 	"fmt"
+	"strings"
 )
 
 // maxArrayLen is the kernel's MAX_ARRAY_LEN: the most elements a TYPE[N] fetches.
@@ -94,7 +95,11 @@ func typeName(t dwarf.Type) string {
 	case nil:
 		return "(unknown type)"
 	case *dwarf.PtrType:
-		return typeName(x.Type) + " *"
+		if inner := typeName(x.Type); strings.HasSuffix(inner, "*") {
+			return inner + "*"
+		} else {
+			return inner + " *"
+		}
 	case *dwarf.QualType:
 		return x.Qual + " " + typeName(x.Type)
 	case *dwarf.EnumType:

@@ -38,6 +38,7 @@ type gdbPoint struct {
 // srcTally counts what one differential run compared.
 type srcTally struct {
 	points, skippedPoints     int // addresses compared; addresses where gdb showed another frame
+	inlinedPoints             int // ... of them in an inlined copy of a function
 	pairs                     int // (address, expression) pairs gdb printed a value for
 	equal                     int // ... that kprewrite traced with the same value
 	refused                   int // ... that kprewrite refused (the resolution gap)
@@ -68,22 +69,29 @@ func TestSourceVarsMatchGDB(t *testing.T) {
 		t.Run(b.lang+b.opt, func(t *testing.T) {
 			bin := testprog.Build(t, string(src), b.lang, "-g", b.opt)
 			tally := compareSourceVars(t, bin)
-			t.Logf("%s %s: %d points (%d skipped: gdb shows another frame), %d pairs gdb printed: %d traced equal, %d refused by kprewrite, %d not traced (probe not jump-optimizable); %d <optimized out>, %d of them refused",
-				b.lang, b.opt, tally.points, tally.skippedPoints, tally.pairs, tally.equal, tally.refused, tally.notTraced, tally.optimizedOut, tally.bothRefused)
+			t.Logf("%s %s: %d points (%d in inlined copies; %d skipped: gdb shows another frame), %d pairs gdb printed: %d traced equal, %d refused by kprewrite, %d not traced (probe not jump-optimizable); %d <optimized out>, %d of them refused",
+				b.lang, b.opt, tally.points, tally.inlinedPoints, tally.skippedPoints, tally.pairs, tally.equal, tally.refused, tally.notTraced, tally.optimizedOut, tally.bothRefused)
 			if tally.pairs != tally.equal+tally.refused+tally.notTraced {
 				t.Errorf("%d pairs compared, %d accounted for", tally.pairs, tally.equal+tally.refused+tally.notTraced)
 			}
 			if tally.equal < 20 {
 				t.Errorf("only %d values compared equal", tally.equal)
 			}
+
 			all.points += tally.points
 			all.pairs += tally.pairs
 			all.equal += tally.equal
 			all.refused += tally.refused
+			all.inlinedPoints += tally.inlinedPoints
 			all.notTraced += tally.notTraced
 			all.optimizedOut += tally.optimizedOut
 			all.bothRefused += tally.bothRefused
 		})
+	}
+	if all.inlinedPoints == 0 {
+		// at an inlined copy's first address gdb shows the caller's frame: the
+		// copies compared are those with more than one line (here at -O0)
+		t.Errorf("no point in an inlined copy (scale is always_inline) was compared")
 	}
 	t.Logf("all builds: %d points, %d (point, expression) pairs gdb printed, %d traced equal, %d refused, %d not traced; %d <optimized out>, %d refused",
 		all.points, all.pairs, all.equal, all.refused, all.notTraced, all.optimizedOut, all.bothRefused)
@@ -193,6 +201,9 @@ func compareSourceVars(t *testing.T, bin string) srcTally {
 			continue
 		}
 		tally.points++
+		if in.FuncAt(a).Inlined {
+			tally.inlinedPoints++
+		}
 		traced := map[string]json.RawMessage{}
 		for ev, info := range names {
 			if info[0].(uint64) != a {

@@ -456,6 +456,19 @@ func (in *Info) LineAt(pc uint64) (Row, bool) {
 	return Row{}, false
 }
 
+// NextDeclLine is the declaration line of the next function declared after f in
+// f's file, or 0: f's own lines end before it (the rows of an inlined copy also
+// carry its caller's lines).
+func (in *Info) NextDeclLine(f *Func) int {
+	next := 0
+	for _, g := range in.funcs {
+		if g.Line > f.Line && g.File == f.File && (next == 0 || g.Line < next) {
+			next = g.Line
+		}
+	}
+	return next
+}
+
 // AfterPrologue returns the address of f's first line-table row past its entry
 // (where gdb puts a breakpoint on f, and perf probe on f in unoptimized code), or
 // f's entry if it has none.

@@ -48,13 +48,14 @@ func (r *Resolver) Lines(spec string) ([]FuncLines, error) {
 	}
 	var out []FuncLines
 	for _, f := range fns {
+		end := in.NextDeclLine(f)
 		fl := FuncLines{Func: f.Name, File: f.File, Line: f.Line, Entry: f.Entry, Inlined: f.Inlined}
 		if f.Inlined {
 			fl.Call = fmt.Sprintf("%s:%d", f.CallFile, f.CallLine)
 		}
 		byLine := map[int]*ProbeLine{}
 		for _, row := range in.Lines(f) {
-			if !debuginfo.SameFile(row.File, f.File) || row.Line < f.Line {
+			if !debuginfo.SameFile(row.File, f.File) || row.Line < f.Line || end > 0 && row.Line >= end {
 				continue
 			}
 			pl := byLine[row.Line]

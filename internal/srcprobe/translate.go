@@ -91,7 +91,7 @@ func (r *Resolver) Translate(def string) ([]string, error) {
 	bodies := make([][]string, len(points))
 	var names [][]string
 	for i, pt := range points {
-		b, n, err := r.args(in, pt, args, ret, len(points) > 1)
+		b, n, err := r.args(in, pt, args, ret)
 		if err != nil {
 			return nil, fmt.Errorf("at %s: %w", pt.where(), err)
 		}
@@ -187,6 +187,9 @@ func (r *Resolver) points(in *debuginfo.Info, st site, ret bool) ([]point, strin
 		var pts []point
 		seen := map[uint64]bool{}
 		for _, f := range fns {
+			if end := in.NextDeclLine(f); end > 0 && f.Line+st.line >= end {
+				continue // past f's body: another function's line
+			}
 			addrs, _ := in.LineAddrs(f.File, f.Line+st.line)
 			for _, a := range addrs {
 				if f.Contains(a) && !seen[a] {
@@ -335,16 +338,15 @@ func sanitize(s string) string {
 
 // args renders the arguments at one point; it returns the NAME=BODY:TYPE words and
 // their names.
-func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret, multi bool) ([]string, []string, error) {
+func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret bool) ([]string, []string, error) {
 	var vars []debuginfo.Var
-	var fn *debuginfo.Func
 	needVars := slices.ContainsFunc(args, func(a srcArg) bool { return a.isChain || a.keyword == "$params" || a.keyword == "$vars" })
 	if needVars {
 		if ret {
 			return nil, nil, errors.New("a return probe fetches at the return, where the function's variables are gone: use $retval (and an entry probe for the rest)")
 		}
 		var err error
-		if fn, vars, err = in.VarsIn(pt.addr, pt.frame); err != nil {
+		if _, vars, err = in.VarsIn(pt.addr, pt.frame); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -435,8 +437,6 @@ func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret, multi 
 			}
 		}
 	}
-	_ = fn
-	_ = multi
 	return out, names, nil
 }
 

@@ -72,19 +72,7 @@ func isDecimal(s string) bool {
 	return true
 }
 
-func isIdent(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9' {
-			continue
-		}
-		return false
-	}
-	return true
-}
+func isIdent(s string) bool { return s != "" && identEnd(s, 0) == len(s) }
 
 // access is one step of a variable chain.
 type access struct {

@@ -46,7 +46,7 @@ type unit struct {
 	producer     string
 	lines        []Row // its line table, rows in sequence order
 	files        []*dwarf.LineFile
-	globals      []dwarf.Offset
+	globals      []*dwarf.Entry // its file-scope variables
 }
 
 // Row is one row of a line table.
@@ -194,7 +194,7 @@ func (in *Info) readTree(r *dwarf.Reader, u *unit, outer *Func) error {
 			f = in.newFunc(u, e, outer)
 		case dwarf.TagVariable:
 			if outer == nil {
-				u.globals = append(u.globals, e.Offset)
+				u.globals = append(u.globals, e)
 			}
 		}
 		if e.Children {
@@ -342,16 +342,10 @@ func (in *Info) Funcs(name, file string) []*Func {
 
 // FuncAt returns the innermost function (an inlined copy if pc is in one) holding pc.
 func (in *Info) FuncAt(pc uint64) *Func {
-	var best *Func
-	for _, f := range in.funcs {
-		if f.Entry > pc+1<<20 {
-			continue
-		}
-		if f.Contains(pc) && (best == nil || inside(f, best)) {
-			best = f
-		}
+	if fs := in.FramesAt(pc); len(fs) > 0 {
+		return fs[0]
 	}
-	return best
+	return nil
 }
 
 // FramesAt returns the function copies holding pc, innermost first: an inlined

@@ -63,6 +63,7 @@ func (in *Info) VarsIn(pc uint64, f *Func) (*Func, []Var, error) {
 	}
 	byName := map[string]int{}
 	var vars []Var
+	var depths []int // of vars: an inner scope's variable hides an outer one's
 	add := func(e *dwarf.Entry, u *unit, depth int, global bool) {
 		v := in.readVar(e, u, ctx)
 		v.Global = global
@@ -70,43 +71,24 @@ func (in *Info) VarsIn(pc uint64, f *Func) (*Func, []Var, error) {
 			return
 		}
 		if i, ok := byName[v.Name]; ok {
-			if found[i].depth >= depth {
-				return
+			if depths[i] < depth {
+				vars[i], depths[i] = v, depth
 			}
-			vars[i] = v
-			found[i].depth = depth
 			return
 		}
 		byName[v.Name] = len(vars)
-		vars = append(vars, v)
+		vars, depths = append(vars, v), append(depths, depth)
 	}
 	// parameters first, then locals, as gdb's info args and info locals
-	ordered := make([]scoped, 0, len(found))
-	for _, s := range found {
-		if s.e.Tag == dwarf.TagFormalParameter {
-			ordered = append(ordered, s)
-		}
-	}
-	for _, s := range found {
-		if s.e.Tag != dwarf.TagFormalParameter {
-			ordered = append(ordered, s)
-		}
-	}
-	found = found[:0]
-	for _, s := range ordered {
-		found = append(found, s)
-		before := len(vars)
-		add(s.e, f.u, s.depth, false)
-		if len(vars) == before {
-			found = found[:len(found)-1]
+	for _, params := range []bool{true, false} {
+		for _, s := range found {
+			if (s.e.Tag == dwarf.TagFormalParameter) == params {
+				add(s.e, f.u, s.depth, false)
+			}
 		}
 	}
 	for _, u := range in.units {
-		for _, off := range u.globals {
-			e := in.entryAt(off)
-			if e == nil {
-				continue
-			}
+		for _, e := range u.globals {
 			if u != f.u {
 				if ext, _ := e.Val(dwarf.AttrExternal).(bool); !ext {
 					continue
@@ -115,12 +97,7 @@ func (in *Info) VarsIn(pc uint64, f *Func) (*Func, []Var, error) {
 			if _, ok := e.Val(dwarf.AttrLocation).([]byte); !ok {
 				continue // a declaration; its definition (with DW_AT_specification) has the location
 			}
-			found = append(found, scoped{e, 0})
-			before := len(vars)
 			add(e, u, 0, true)
-			if len(vars) == before {
-				found = found[:len(found)-1]
-			}
 		}
 	}
 	return f, vars, nil

@@ -340,7 +340,7 @@ func sanitize(s string) string {
 // their names.
 func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret bool) ([]string, []string, error) {
 	var vars []debuginfo.Var
-	needVars := slices.ContainsFunc(args, func(a srcArg) bool { return a.isChain || a.keyword == "$params" || a.keyword == "$vars" })
+	needVars := slices.ContainsFunc(args, srcArg.sourceLevel)
 	if needVars {
 		if ret {
 			return nil, nil, errors.New("a return probe fetches at the return, where the function's variables are gone: use $retval (and an entry probe for the rest)")

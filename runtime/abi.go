@@ -172,7 +172,8 @@ const (
 // Trace file.
 const (
 	TraceMagic        = "KPRWTRC1"
-	TraceVersion      = 2 // records in per-thread blocks, each counting its probe's hit
+	TraceVersion      = 3 // compact records after a block header (RawBlock, RawCRec)
+	TraceVersion2     = 2 // RawRecord in per-thread blocks, each counting its probe's hit
 	TraceHeaderSize   = 4096
 	TraceMaxImages    = 160
 	TraceCountersSize = 1 << 20    // the least counters_size of a new file (the header has the real one)
@@ -469,7 +470,80 @@ type RawTraceHeader struct {
 	Reserved0     uint32                        `c:"reserved0"`
 	Reserved      [3]uint64                     `c:"reserved"`
 	Images        [TraceMaxImages]RawTraceImage `c:"images"`
+	// version 3
+	TsBase       uint64 `c:"ts_base"`        // a compact record's time is TsBase + its offset
+	RingBlocks   uint32 `c:"ring_nblocks"`   // 0: blocks given out by Head; else a ring (record)
+	RingFlags    uint32 `c:"ring_flags"`     // RingOverwrite, RingDone
+	RingBS       uint64 `c:"ring_bs"`        // bytes per ring block
+	RingTake     uint64 `c:"ring_take"`      // queue entries writers took
+	RingGive     uint64 `c:"ring_give"`      // queue entries the recorder filled
+	RingQueueOff uint64 `c:"ring_queue_off"` // file offset of u32 queue[RingBlocks]
+	ChunkLast    uint64 `c:"chunk_last"`     // file offset of the recorder's last chunk
+	RecorderPID  uint32 `c:"recorder_pid"`
+	Reserved1    uint32 `c:"reserved1"`
 }
+
+// RawBlock is struct kprw_blk, the header of a block of compact records.
+type RawBlock struct {
+	Magic   uint32   `c:"magic"`
+	Size    uint32   `c:"size"`
+	PID     uint32   `c:"pid"`
+	TID     uint32   `c:"tid"`
+	Image   uint8    `c:"image"`
+	Pad     [3]uint8 `c:"pad"`
+	Seq     uint32   `c:"seq"`
+	ImageID uint64   `c:"image_id"`
+	Bias    uint64   `c:"bias"`
+	Done    uint32   `c:"done"`
+	Drained uint32   `c:"drained"`
+	Comm    [16]byte `c:"comm"`
+}
+
+// RawCRec is struct kprw_crec, a compact record's fixed part.
+type RawCRec struct {
+	RLen   uint16 `c:"rlen"`
+	Commit uint16 `c:"commit"`
+	CPU    uint16 `c:"cpu"`
+	TsHi   uint16 `c:"ts_hi"`
+	TsLo   uint32 `c:"ts_lo"`
+	Probe  uint32 `c:"probe"`
+}
+
+// RawCRecExt is struct kprw_crec_ext.
+type RawCRecExt struct {
+	Type    uint8    `c:"type"`
+	Pad     [3]uint8 `c:"pad"`
+	EventID uint32   `c:"event_id"`
+	IP      uint64   `c:"ip"`
+	TsNs    uint64   `c:"ts_ns"`
+}
+
+// RawChunk is struct kprw_chunk, the header of a chunk the recorder appended.
+type RawChunk struct {
+	Magic    [8]byte `c:"magic"`
+	Prev     uint64  `c:"prev"`
+	Size     uint64  `c:"size"`
+	NPieces  uint32  `c:"npieces"`
+	Reserved uint32  `c:"reserved"`
+}
+
+// Version 3 trace files.
+const (
+	BlockMagic    = 0x3342504b // "KPB3"
+	ChunkMagic    = "KPRWCHNK"
+	CRecLen       = 0x1fff
+	CRecRet       = 0x2000
+	CRecExt       = 0x4000
+	CRecHit       = 0x8000
+	CRecCommitted = 0x8000
+	CRecDiscarded = 0x4000
+	RingOverwrite = 0x1
+	RingDone      = 0x2
+	BlockSize     = 64
+	CRecSize      = 16
+	CRecExtSize   = 24
+	ChunkSize     = 32
+)
 
 // RawRecord is struct kprw_rec, the fixed part of a trace record.
 type RawRecord struct {

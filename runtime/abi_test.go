@@ -42,6 +42,10 @@ var abiStructs = []struct {
 	{"kprw_got_slot", RawGotSlot{}},
 	{"kprw_sigguard", RawSigGuard{}},
 	{"kprw_trace_image_ext", RawTraceImageExt{}},
+	{"kprw_blk", RawBlock{}},
+	{"kprw_crec", RawCRec{}},
+	{"kprw_crec_ext", RawCRecExt{}},
+	{"kprw_chunk", RawChunk{}},
 }
 
 func cFieldName(f reflect.StructField) string {
@@ -86,6 +90,10 @@ func TestABILayout(t *testing.T) {
 		fmt.Fprintf(&src, "printf(\"KPRW_TRACE_MAGIC[%d] %%d\\n\", KPRW_TRACE_MAGIC[%d]);\n", i, i)
 		want[fmt.Sprintf("KPRW_TRACE_MAGIC[%d]", i)] = int(TraceMagic[i])
 	}
+	for i := range ChunkMagic {
+		fmt.Fprintf(&src, "printf(\"KPRW_CHUNK_MAGIC[%d] %%d\\n\", KPRW_CHUNK_MAGIC[%d]);\n", i, i)
+		want[fmt.Sprintf("KPRW_CHUNK_MAGIC[%d]", i)] = int(ChunkMagic[i])
+	}
 	src.WriteString("printf(\"kretprobe_instance %zu\\n\", sizeof(struct kretprobe_instance));\n")
 	src.WriteString("printf(\"kretprobe_instance.data %zu\\n\", offsetof(struct kretprobe_instance, data));\n")
 	want["kretprobe_instance"] = KretprobeInstHd
@@ -94,7 +102,8 @@ func TestABILayout(t *testing.T) {
 	for name, v := range map[string]int{"kprw_header": HeaderSize, "kprw_point": PointSize, "kprw_probe": ProbeSize,
 		"kprw_event": EventSize, "kprw_probe_state": ProbeStateSize, "pt_regs": PtRegsSize, "kprw_stats": StatsSize,
 		"kprw_rec": RecordSize, "kprw_trace_image": TraceImageSize, "kprw_got_slot": GotSlotSize,
-		"kprw_sigguard": SigGuardSize, "kprw_trace_image_ext": TraceImageExtSz} {
+		"kprw_sigguard": SigGuardSize, "kprw_trace_image_ext": TraceImageExtSz,
+		"kprw_blk": BlockSize, "kprw_crec": CRecSize, "kprw_crec_ext": CRecExtSize, "kprw_chunk": ChunkSize} {
 		if want[name] != v {
 			t.Errorf("Go constant size of %s = %d, binary.Size = %d", name, v, want[name])
 		}
@@ -165,7 +174,10 @@ var abiConsts = map[string]any{
 	"KPRW_SG_EPOLL_PWAIT": SGEpollPwait, "KPRW_SG_SYSCALL": SGSyscall, "KPRW_SG_PPOLL_CHK": SGPpollChk,
 	"KPRW_SG_EPOLL_PWAIT2": SGEpollPwait2, "KPRW_SG_BLOCK_ALL_SIGS": SGBlockAllSigs, "KPRW_SG_BLOCK_APP_SIGS": SGBlockAppSigs,
 	"KPRW_SG_MAX": SGMax, "KPRW_GS_ENTRY": GSEntry,
-	"KPRW_TIF_EXT":     TIFExt,
+	"KPRW_TIF_EXT":   TIFExt,
+	"KPRW_BLK_MAGIC": BlockMagic, "KPRW_CREC_LEN": CRecLen, "KPRW_CREC_RET": CRecRet, "KPRW_CREC_EXT": CRecExt,
+	"KPRW_CREC_HIT": CRecHit, "KPRW_CREC_COMMITTED": CRecCommitted, "KPRW_CREC_DISCARDED": CRecDiscarded,
+	"KPRW_RING_OVERWRITE": RingOverwrite, "KPRW_RING_DONE": RingDone,
 	"KPRW_RSEQ_MAXCPU": RseqMaxCPU, "KPRW_COUNT_SHORT_N": CountShortN,
 }
 
@@ -177,6 +189,7 @@ var cOnlyDefines = map[string]string{
 	"KPRW_PT_REGS_DEFINED": "include guard shared by kprewrite.h and kprewrite_abi.h",
 	"KPRW_RI_DEFINED":      "include guard shared by kprewrite.h and kprewrite_abi.h",
 	"KPRW_TRACE_MAGIC":     "a string: checked byte by byte by TestABILayout",
+	"KPRW_CHUNK_MAGIC":     "a string: checked byte by byte by TestABILayout",
 }
 
 // TestEveryConstantChecked: every KPRW_* macro the headers define is checked against

@@ -68,7 +68,7 @@ func traceWith(area []byte) []byte {
 	var h kprt.RawTraceHeader
 	copy(h.Magic[:], kprt.TraceMagic)
 	n := (len(area) + 255) &^ 255
-	h.Version, h.DataOff, h.BlockSize = kprt.TraceVersion, kprt.TraceHeaderSize, 256
+	h.Version, h.DataOff, h.BlockSize = kprt.TraceVersion2, kprt.TraceHeaderSize, 256
 	h.DataSize, h.Head = uint64(n), uint64(len(area))
 	h.NImages = 1
 	h.Images[0] = kprt.RawTraceImage{ImageID: 5, NProbes: 4, CountersOff: kprt.TraceHeaderSize + h.DataSize}

@@ -28,7 +28,12 @@ type Stream struct {
 	mapping []byte // the file's mapping (OpenStream), unmapped by Close
 	runs    []run  // by (first timestamp, offset)
 	v1      bool
-	mapped  bool // data is a file's mapping: dropPages gives back what was read
+	v3      bool   // compact records (stream3.go): data is the whole file, offsets the file's
+	file    []byte // the whole file
+	blocks  []blockCtx
+	refs    map[uint8][]probeRef
+	dropped uint64 // the first pass gave back the pages before this offset
+	mapped  bool   // data is a file's mapping: dropPages gives back what was read
 	bs      uint64
 	done    atomic.Int64 // records Each gave, updated every few thousand (Done)
 }
@@ -61,7 +66,10 @@ const pageSize = 4096
 
 // run is a stretch of records in (time, offset) order: [off, end) of the record area,
 // ts the first record's timestamp.
-type run struct{ off, end, ts uint64 }
+type run struct {
+	off, end, ts uint64
+	blk          int32 // version 3: its block's entry in Stream.blocks
+}
 
 // NewStream parses b's header and indexes its records. b must stay readable (and
 // unchanged) while the stream is used.
@@ -75,7 +83,14 @@ func newStream(b []byte, mapped bool) (*Stream, error) {
 		return nil, err
 	}
 	h := &t.Header
-	s := &Stream{Trace: t, data: b[kprt.TraceHeaderSize : kprt.TraceHeaderSize+h.DataSize], v1: h.Version == traceVersion1, mapped: mapped}
+	s := &Stream{Trace: t, data: b[kprt.TraceHeaderSize : kprt.TraceHeaderSize+h.DataSize], v1: h.Version == traceVersion1, mapped: mapped, file: b}
+	if h.Version == kprt.TraceVersion {
+		s.v3 = true
+		s.index3()
+		s.dropPages(s.dropped, uint64(len(s.data)))
+		s.sortRuns()
+		return s, nil
+	}
 	end := min(h.Head, h.DataSize)
 	// Version 1: one sequence of records. Version 2: blocks of whole granules of
 	// BlockSize bytes, each one thread's sequence of records until a size 0, after which
@@ -133,21 +148,29 @@ func newStream(b []byte, mapped bool) (*Stream, error) {
 	}
 	closeRun(end)
 	s.dropPages(dropped, end)
+	s.sortRuns()
+	return s, nil
+}
+
+func (s *Stream) sortRuns() {
 	sort.Slice(s.runs, func(i, j int) bool {
 		a, b := &s.runs[i], &s.runs[j]
 		return a.ts < b.ts || a.ts == b.ts && a.off < b.off
 	})
-	return s, nil
 }
 
 // cursor of the merge: the run's next committed record, decoded.
 type runCursor struct {
 	rec             Record
 	start, off, end uint64
+	blk             int32
 }
 
 // next moves c to the first committed record at or after c.off; false at the run's end.
 func (s *Stream) next(c *runCursor) bool {
+	if s.v3 {
+		return s.next3(c)
+	}
 	for c.off+kprt.RecordSize <= c.end {
 		decodeRecord(s.data[c.off:], &c.rec.RawRecord)
 		sz := uint64(c.rec.Size)
@@ -214,7 +237,7 @@ func (s *Stream) Each(fn func(*Record) error) error {
 			} else {
 				c = new(runCursor)
 			}
-			c.start, c.off, c.end = rn.off, rn.off, rn.end
+			c.start, c.off, c.end, c.blk = rn.off, rn.off, rn.end, rn.blk
 			if !s.next(c) {
 				free = append(free, c)
 				continue

@@ -42,7 +42,7 @@ func encodeTrace(recs []Record, lost uint64, blockSize int) []byte {
 	}
 	var h kprt.RawTraceHeader
 	copy(h.Magic[:], kprt.TraceMagic)
-	h.Version, h.DataOff, h.BlockSize, h.Lost = kprt.TraceVersion, kprt.TraceHeaderSize, uint64(blockSize), lost
+	h.Version, h.DataOff, h.BlockSize, h.Lost = kprt.TraceVersion2, kprt.TraceHeaderSize, uint64(blockSize), lost
 	return finishTrace(&h, &area, open, order, blockSize)
 }
 

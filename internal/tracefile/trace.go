@@ -75,7 +75,7 @@ func parseHeader(b []byte) (*Trace, error) {
 	if string(h.Magic[:]) != kprt.TraceMagic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrTrace, h.Magic[:])
 	}
-	if (h.Version != kprt.TraceVersion && h.Version != traceVersion1) || h.DataOff != kprt.TraceHeaderSize {
+	if (h.Version != kprt.TraceVersion && h.Version != kprt.TraceVersion2 && h.Version != traceVersion1) || h.DataOff != kprt.TraceHeaderSize {
 		return nil, fmt.Errorf("%w: version %d, data offset %d", ErrTrace, h.Version, h.DataOff)
 	}
 	size := uint64(len(b))

@@ -15,7 +15,7 @@ func synthTrace() []byte {
 	const dataSize, blockSize = 512, 256
 	var h RawTraceHeader
 	copy(h.Magic[:], TraceMagic)
-	h.Version, h.DataOff, h.DataSize, h.BlockSize = TraceVersion, TraceHeaderSize, dataSize, blockSize
+	h.Version, h.DataOff, h.DataSize, h.BlockSize = TraceVersion2, TraceHeaderSize, dataSize, blockSize
 	h.CountersOff, h.CountersSize = TraceHeaderSize+dataSize, 64
 	h.NImages, h.CountersUsed = 1, 32
 	h.Images[0] = RawTraceImage{ImageID: 7, NProbes: 2, CountersOff: h.CountersOff}

@@ -445,7 +445,8 @@ struct kprw_stats {
  * header's offsets and sizes, never the constant.
  */
 #define KPRW_TRACE_MAGIC "KPRWTRC1"
-#define KPRW_TRACE_VERSION 2 /* 2: records in per-thread blocks, a record counts its probe's hit */
+#define KPRW_TRACE_VERSION 3 /* 3: compact records (struct kprw_crec) after a block header
+                               * (struct kprw_blk); 2: struct kprw_rec in per-thread blocks */
 #define KPRW_TRACE_HDR_SIZE 4096
 #define KPRW_TRACE_MAX_IMAGES 160
 #define KPRW_TRACE_COUNTERS_SIZE (1u << 20) /* the least counters_size of a new file */
@@ -503,7 +504,86 @@ struct kprw_trace_hdr {
 	kprw_u32 reserved0;
 	kprw_u64 reserved[3];
 	struct kprw_trace_image images[KPRW_TRACE_MAX_IMAGES];
+	/* version 3 */
+	kprw_u64 ts_base;        /* a compact record's time is ts_base + its 48-bit offset */
+	kprw_u32 ring_nblocks;   /* 0: blocks are given out by head (a file that grows in use);
+	                            else the record area is a ring of ring_nblocks blocks of
+	                            ring_bs bytes handed out through the queue (kprewrite
+	                            record) */
+	kprw_u32 ring_flags;     /* KPRW_RING_* */
+	kprw_u64 ring_bs;
+	kprw_u64 ring_take;      /* atomic: queue entries writers took */
+	kprw_u64 ring_give;      /* queue entries the recorder filled (stored with release) */
+	kprw_u64 ring_queue_off; /* file offset of kprw_u32 queue[ring_nblocks]: block numbers */
+	kprw_u64 chunk_last;     /* file offset of the last chunk the recorder appended (0: none) */
+	kprw_u32 recorder_pid;   /* the recorder's pid (0: none) */
+	kprw_u32 reserved1;
 };
+#define KPRW_RING_OVERWRITE 0x1 /* the recorder recycles full blocks unread: the ring keeps
+                                   the most recent records (a flight recorder) */
+#define KPRW_RING_DONE 0x2      /* the recorder has finished: the ring is final */
+
+/* A block of the record area (version 3): one thread's records, after this header.
+ * magic is stored last; a block without it was taken by a writer that died at once (it
+ * is zero, readers skip it a block_size granule at a time). */
+struct kprw_blk {
+	kprw_u32 magic; /* KPRW_BLK_MAGIC */
+	kprw_u32 size;  /* bytes of the block, header included */
+	kprw_u32 pid;
+	kprw_u32 tid;
+	kprw_u8 image;  /* the writer's entry in the header's images */
+	kprw_u8 pad[3];
+	kprw_u32 seq;   /* ring: the queue entry it was taken from (ring_take's value) */
+	kprw_u64 image_id;
+	kprw_u64 bias;  /* the image's load bias in the writing process */
+	kprw_u32 done;    /* ring: its writer left it (took another block) */
+	kprw_u32 drained; /* ring: the records before this offset are in the recorder's
+	                     chunks; in a chunk: where in the ring block its records were */
+	char comm[16];  /* the thread's name when the block was taken: a renamed thread
+	                   takes a new block */
+};
+#define KPRW_BLK_MAGIC KPRW_U(0x3342504b) /* "KPB3" */
+
+/* A compact record (version 3), 16 bytes, then the ext part (KPRW_CREC_EXT), the return
+ * address (KPRW_CREC_RET), rlen bytes of data, padding to 8. The pid, tid, comm, image
+ * and load bias are the block's; the probe names the event and the site (the image's
+ * description in the file); rlen (with its flags) is written first, commit last. A
+ * record whose ts_lo and ts_hi are 0 is not there: the block's records end. */
+struct kprw_crec {
+	kprw_u16 rlen;   /* data bytes reserved | KPRW_CREC_* flags */
+	kprw_u16 commit; /* data bytes written | KPRW_CREC_COMMITTED, last */
+	kprw_u16 cpu;
+	kprw_u16 ts_hi;  /* ts - ts_base: bits 32..47 */
+	kprw_u32 ts_lo;  /* bits 0..31 */
+	kprw_u32 probe;  /* runtime probe index */
+};
+struct kprw_crec_ext {
+	kprw_u8 type;      /* KPRW_REC_* */
+	kprw_u8 pad[3];
+	kprw_u32 event_id;
+	kprw_u64 ip;
+	kprw_u64 ts_ns;    /* the whole timestamp (ts_lo, ts_hi are all ones) */
+};
+#define KPRW_CREC_LEN 0x1fff       /* rlen, commit: the data bytes */
+#define KPRW_CREC_RET 0x2000       /* rlen: a kretprobe record: a u64 return address follows */
+#define KPRW_CREC_EXT 0x4000       /* rlen: a struct kprw_crec_ext follows (records of no
+                                      probe, times beyond 48 bits, images not described) */
+#define KPRW_CREC_HIT 0x8000       /* rlen: the record is its probe's hit */
+#define KPRW_CREC_COMMITTED 0x8000 /* commit: complete */
+#define KPRW_CREC_DISCARDED 0x4000 /* commit (with COMMITTED): its event's filter refused it */
+
+/* Chunks the recorder appends to a ring file (kprewrite record), after everything the
+ * runtime put there: pieces, each a copy of a ring block's header (size: the piece's
+ * bytes; drained: where its records were in the block) and a stretch of its records.
+ * A chunk names the one before it, so readers walk them from chunk_last back. */
+struct kprw_chunk {
+	char magic[8];     /* KPRW_CHUNK_MAGIC */
+	kprw_u64 prev;     /* file offset of the previous chunk, 0 = none */
+	kprw_u64 size;     /* bytes of the chunk, header included */
+	kprw_u32 npieces;
+	kprw_u32 reserved;
+};
+#define KPRW_CHUNK_MAGIC "KPRWCHNK"
 
 /* A trace record. A thread takes a block of the record area with one atomic add on
  * head and writes its records there back to back with no atomic operation (the kernel's

@@ -213,6 +213,11 @@ struct kprw_rt {
 	u64 image_id;      /* hdr->image_id, for records */
 	u32 trace_image;   /* this image's entry in the trace file's images */
 	u32 rec_hits;      /* it has one: records count their probes' hits */
+	u32 rec_ext;       /* records carry their event id and site (KPRW_CREC_EXT): the
+	                      file has no description of the image to name them by */
+	u64 ts_base;       /* the trace header's ts_base */
+	u32 *ring_queue;   /* ring mode (kprewrite record): the block queue; NULL: direct */
+	u32 ring_nblocks;
 	u64 *fastev;       /* a bit per point: its hits take kprw_trace_event (rt_trace.c) */
 	s64 rseq_off;      /* this thread's rseq area from the thread pointer (rt_rseq.c), 0: none */
 	u32 rseq_shards;   /* per-CPU counting: shards it needs, 0: count-only detours lock */

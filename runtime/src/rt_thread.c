@@ -200,6 +200,9 @@ static void renew(struct kprw_tctx *c, u32 tid)
 	c->tid = tid;
 	c->busy = 0;
 	c->comm_ns = 0;
+	/* a trace block names one thread: the new one takes its own (the old block looks
+	 * full, so rt_trace.c's new_block leaves it) */
+	__atomic_store_n(&c->rec_next, (u64)__atomic_load_n(&c->rec_end, __ATOMIC_RELAXED) << 12, __ATOMIC_RELAXED);
 }
 
 static struct kprw_tctx *claim_ctx(u64 k, u32 tid, u32 pid)
@@ -280,7 +283,19 @@ u32 kprw_tctx_tid(struct kprw_tctx *c)
 const char *kprw_tctx_comm(struct kprw_tctx *c, u64 now)
 {
 	if (unlikely(c->comm_ns == 0 || now - c->comm_ns > COMM_REFRESH_NS)) {
-		sys2(SYS_prctl, 16 /* PR_GET_NAME */, (long)c->comm);
+		char comm[16];
+		kprw_memset(comm, 0, sizeof comm);
+		sys2(SYS_prctl, 16 /* PR_GET_NAME */, (long)comm);
+		u64 n[2], o[2];
+		__builtin_memcpy(n, comm, 16);
+		__builtin_memcpy(o, c->comm, 16);
+		if (n[0] != o[0] || n[1] != o[1]) {
+			__builtin_memcpy(c->comm, comm, 16);
+			/* a trace block names its thread once: a renamed thread takes a new one
+			 * (its block looks full; rt_trace.c's new_block leaves it) */
+			__atomic_store_n(&c->rec_next, (u64)__atomic_load_n(&c->rec_end, __ATOMIC_RELAXED) << 12,
+					 __ATOMIC_RELAXED);
+		}
 		c->comm_ns = now ? now : 1;
 	}
 	return c->comm;

@@ -316,6 +316,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 			}
 		}
 	}
+	kprw_rt.rec_ext = 1; /* until the file is known to describe the image */
 	if (!im) {
 		warn_counters("has no room for this program's counters (counted in memory only)");
 		return;
@@ -323,6 +324,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 	/* records name the image's entry, and count their probes' hits there */
 	kprw_rt.trace_image = (u32)(im - h->images);
 	kprw_rt.rec_hits = 1;
+	kprw_rt.rec_ext = !ext.desc_off || !ext.desc_size;
 	map_shards(fd, &ext);
 	if (ctl && ext.ctl_size == ctl) { /* else (an older runtime's image) in memory: kprw_trig_init */
 		u8 *p = file_span(fd, (u8 *)h, mapped, im->counters_off + cbytes + sizeof ext, ctl);
@@ -399,13 +401,27 @@ static u64 counters_area(void)
 #define GRANULE 4096ull
 #define BIG_BLOCK (64ull << 10)
 
-/* big_block: 64 KiB, less in a small file (at least 16 of them fit) */
+/* big_block: 64 KiB, less in a small file (at least 16 of them fit), never less than two
+ * granules (more than the largest record: reserve relies on it) */
 static u64 big_block(u64 size)
 {
 	u64 bs = BIG_BLOCK;
-	while (bs > GRANULE && size / bs < 16)
+	while (bs > 2 * GRANULE && size / bs < 16)
 		bs >>= 1;
 	return bs;
+}
+
+/* ring_ok checks a ring file's geometry (kprewrite record made it): blocks of a power of
+ * two bytes, at least two granules, filling the record area, the queue inside the
+ * file's first mapping */
+static int ring_ok(const struct kprw_trace_hdr *h, u64 total)
+{
+	u64 n = h->ring_nblocks, bs = h->ring_bs;
+	if (!n)
+		return 1;
+	return bs >= 2 * GRANULE && bs <= (1ull << 30) && !(bs & (bs - 1)) && n * bs == h->data_size &&
+	       !(h->ring_queue_off & 3) && h->ring_queue_off >= sizeof *h && h->ring_queue_off <= total &&
+	       n * 4 <= total - h->ring_queue_off;
 }
 
 void kprw_trace_open(const char *path, u64 size, int prefault, int records)
@@ -474,12 +490,15 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		sys2(SYS_clock_gettime, 0, (long)&ts);
 		h->created_real_ns = (u64)ts.sec * 1000000000ull + (u64)ts.nsec;
 		h->created_mono_ns = kprw_now_ns();
+		/* a second before: a process whose clock runs a little behind the creator's
+		 * still writes times after it */
+		h->ts_base = h->created_mono_ns > 1000000000ull ? h->created_mono_ns - 1000000000ull : 0;
 		kprw_memcpy(h->magic, KPRW_TRACE_MAGIC, 8);
 	} else if (kprw_strncmp(h->magic, KPRW_TRACE_MAGIC, 8) != 0 || h->version != KPRW_TRACE_VERSION ||
 		   h->data_off != KPRW_TRACE_HDR_SIZE || h->data_size > total ||
 		   h->counters_off < KPRW_TRACE_HDR_SIZE + h->data_size ||
 		   h->counters_off > total || h->counters_size > total - h->counters_off ||
-		   h->counters_used > h->counters_size || h->block_size != GRANULE) {
+		   h->counters_used > h->counters_size || h->block_size != GRANULE || !ring_ok(h, total)) {
 		warn("is not a kprewrite trace file (or another version)", path, 0);
 		sys2(SYS_munmap, (long)map, (long)total);
 		kprw_rt.ntrace_maps = 0;
@@ -492,8 +511,18 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 	kprw_rt.trace_data = map + h->data_off;
 	kprw_rt.trace_data_size = h->data_size;
 	kprw_rt.trace_block = big_block(h->data_size);
+	kprw_rt.ts_base = h->ts_base;
 	kprw_rt.populate = records; /* count-only runs write no records: nothing to populate */
-	if (records && prefault) {
+	if (h->ring_nblocks) {
+		/* kprewrite record's ring: its blocks are reused, so making them all present
+		 * once is what keeps a record from ever paying for a page */
+		kprw_rt.ring_queue = (u32 *)(map + h->ring_queue_off);
+		kprw_rt.ring_nblocks = h->ring_nblocks;
+		kprw_rt.trace_block = h->ring_bs;
+		if (records)
+			populate(0, h->data_size);
+		kprw_rt.populate = 0;
+	} else if (records && prefault) {
 		populate(0, h->data_size);
 	} else if (records) {
 		u64 head = atomic_load(&h->head);
@@ -504,64 +533,6 @@ out:
 	sys1(SYS_close, fd);
 }
 
-/* new_block takes a block for a record of size bytes (a larger one for a record larger
- * than a block) and makes it c's (none: the record has it alone; the context table is
- * full). Returns the record's place, or NULL (counted as lost). */
-static __attribute__((noinline)) struct kprw_rec *new_block(u32 size, struct kprw_tctx *c)
-{
-	struct kprw_trace_hdr *h = kprw_rt.trace;
-	u64 bs = c && __atomic_load_n(&c->rec_end, __ATOMIC_RELAXED) ? kprw_rt.trace_block : GRANULE;
-	u64 n = (((u64)size + bs - 1) / bs) * bs;
-	u64 off = atomic_add(&h->head, n);
-	if (off + n > kprw_rt.trace_data_size || off + n < off) {
-		atomic_add(&h->lost, 1);
-		atomic_add(&kprewrite_rt_stats.lost, 1);
-		return NULL;
-	}
-	/* the writer that takes a block starting or crossing into a chunk makes the next
-	 * chunk's pages present */
-	if (unlikely(!(off & ((1ull << CHUNK_SHIFT) - 1)) || (off >> CHUNK_SHIFT) != ((off + n - 1) >> CHUNK_SHIFT)))
-		populate((((off + n - 1) >> CHUNK_SHIFT) + 1) << CHUNK_SHIFT, 1ull << CHUNK_SHIFT);
-	if (c) {
-		/* next before end: a signal handler of this thread that writes a record in
-		 * between finds its place past the old end and takes a block of its own */
-		__atomic_store_n(&c->rec_next, off + size, __ATOMIC_RELAXED);
-		__asm__ volatile("" ::: "memory");
-		__atomic_store_n(&c->rec_end, (u32)((off + n) >> 12), __ATOMIC_RELAXED);
-	}
-	return (struct kprw_rec *)(kprw_rt.trace_data + off);
-}
-
-/* reserve returns room for a record of size bytes (a multiple of 8) in the calling
- * thread's block, or NULL (counted as lost). No atomic operation: the place is taken with
- * one xadd without lock, which a signal handler of the same thread cannot split, and the
- * end is read before it, so a handler that took a new block in between makes this record
- * take one too rather than write past its block. */
-static inline struct kprw_rec *reserve(u32 size, struct kprw_tctx *c)
-{
-	if (likely(c != NULL)) {
-		u64 end = (u64)__atomic_load_n(&c->rec_end, __ATOMIC_RELAXED) << 12;
-		__asm__ volatile("" ::: "memory");
-		u64 off = size;
-		__asm__ volatile("xaddq %0, %1" : "+r"(off), "+m"(c->rec_next));
-		if (likely(off + size <= end))
-			return (struct kprw_rec *)(kprw_rt.trace_data + off);
-	}
-	return new_block(size, c);
-}
-
-/* commit ends a record of data_len bytes of data: the commit marker last, then the
- * record counted in kprewrite_rt_stats.records (diagnostics) with a plain add, not an
- * atomic one: records written by two threads at the same instant may be counted once
- * (the file's records are the exact count) */
-static inline void commit(struct kprw_rec *rec, u32 data_len)
-{
-	rec->data_len = data_len;
-	atomic_store(&rec->commit, KPRW_REC_COMMIT);
-	__atomic_store_n(&kprewrite_rt_stats.records, __atomic_load_n(&kprewrite_rt_stats.records, __ATOMIC_RELAXED) + 1,
-			 __ATOMIC_RELAXED);
-}
-
 /* who is the thread writing a record: from its context, or from system calls when the
  * context table is full */
 struct who {
@@ -569,6 +540,127 @@ struct who {
 	u32 tid;
 	char comm[16];
 };
+
+/* blk_init writes the header of a block of n bytes at off, magic last */
+static void blk_init(u64 off, u64 n, u32 seq, const struct who *w)
+{
+	struct kprw_blk *b = (struct kprw_blk *)(kprw_rt.trace_data + off);
+	b->size = (u32)n;
+	b->pid = kprw_pid_fast();
+	b->tid = w->tid;
+	b->image = (u8)kprw_rt.trace_image;
+	b->seq = seq;
+	b->image_id = kprw_rt.image_id;
+	b->bias = kprw_rt.bias;
+	__builtin_memcpy(b->comm, w->comm, 16);
+	atomic_store(&b->magic, KPRW_BLK_MAGIC);
+}
+
+/* ring_take hands out a free block of the ring (ring mode: kprewrite record drains the
+ * ring and gives the blocks back through the queue). The queue entry is read before the
+ * take is claimed: the recorder refills entry t only once take is past t. Returns the
+ * block's offset and its seq, or ~0 when the ring has no free block (the recorder fell
+ * behind, or is gone): the record is lost, counted. */
+static u64 ring_take(u32 *seq)
+{
+	struct kprw_trace_hdr *h = kprw_rt.trace;
+	u64 t = __atomic_load_n(&h->ring_take, __ATOMIC_RELAXED);
+	for (;;) {
+		if (t >= __atomic_load_n(&h->ring_give, __ATOMIC_ACQUIRE))
+			return ~0ull;
+		u32 blk = __atomic_load_n(&kprw_rt.ring_queue[t % kprw_rt.ring_nblocks], __ATOMIC_RELAXED);
+		if (__atomic_compare_exchange_n(&h->ring_take, &t, t + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			if (blk >= kprw_rt.ring_nblocks)
+				return ~0ull;
+			*seq = (u32)t;
+			return (u64)blk * kprw_rt.trace_block;
+		}
+	}
+}
+
+/* new_block takes a block for a record of size bytes (a larger one for a record larger
+ * than a block) and makes it c's (none: the record has it alone; the context table is
+ * full). Returns the record's place, or NULL (counted as lost). */
+static __attribute__((noinline)) struct kprw_crec *new_block(u32 size, struct kprw_tctx *c, const struct who *w)
+{
+	struct kprw_trace_hdr *h = kprw_rt.trace;
+	u64 need = sizeof(struct kprw_blk) + size, off, n;
+	u32 seq = 0;
+	u64 old = c ? (u64)__atomic_load_n(&c->rec_end, __ATOMIC_RELAXED) << 12 : 0;
+	if (kprw_rt.ring_queue) {
+		/* every block of the ring is trace_block bytes (more than any record needs) */
+		n = kprw_rt.trace_block;
+		if (old >= n && old <= kprw_rt.trace_data_size) {
+			/* the block this thread leaves: the recorder may take it back (not when a
+			 * new thread found a dead one's context: the recorder has taken that block
+			 * back already, and someone else may have it) */
+			struct kprw_blk *b = (struct kprw_blk *)(kprw_rt.trace_data + old - n);
+			if (b->tid == w->tid && b->pid == kprw_pid_fast())
+				atomic_store(&b->done, 1);
+		}
+		off = ring_take(&seq);
+		if (off == ~0ull) {
+			if (c) /* nothing more into the block left */
+				__atomic_store_n(&c->rec_end, 0, __ATOMIC_RELAXED);
+			goto lost;
+		}
+	} else {
+		u64 bs = old ? kprw_rt.trace_block : GRANULE;
+		n = ((need + bs - 1) / bs) * bs;
+		off = atomic_add(&h->head, n);
+		if (off + n > kprw_rt.trace_data_size || off + n < off)
+			goto lost;
+		/* the writer that takes a block starting or crossing into a chunk makes the next
+		 * chunk's pages present */
+		if (unlikely(!(off & ((1ull << CHUNK_SHIFT) - 1)) || (off >> CHUNK_SHIFT) != ((off + n - 1) >> CHUNK_SHIFT)))
+			populate((((off + n - 1) >> CHUNK_SHIFT) + 1) << CHUNK_SHIFT, 1ull << CHUNK_SHIFT);
+	}
+	blk_init(off, n, seq, w);
+	off += sizeof(struct kprw_blk);
+	if (c) {
+		/* next before end: a signal handler of this thread that writes a record in
+		 * between finds its place past the old end and takes a block of its own */
+		__atomic_store_n(&c->rec_next, off + size, __ATOMIC_RELAXED);
+		__asm__ volatile("" ::: "memory");
+		__atomic_store_n(&c->rec_end, (u32)((off - sizeof(struct kprw_blk) + n) >> 12), __ATOMIC_RELAXED);
+	}
+	return (struct kprw_crec *)(kprw_rt.trace_data + off);
+lost:
+	atomic_add(&h->lost, 1);
+	atomic_add(&kprewrite_rt_stats.lost, 1);
+	return NULL;
+}
+
+/* reserve returns room for a record of size bytes (a multiple of 8) in the calling
+ * thread's block, or NULL (counted as lost). No atomic operation: the place is taken with
+ * one xadd without lock, which a signal handler of the same thread cannot split, and the
+ * end is read before it, so a handler that took a new block in between makes this record
+ * take one too rather than write outside its block: the place must lie in the trace_block
+ * bytes before the end read (a ring's blocks are anywhere in it; a first block, smaller,
+ * and a block for a larger record, are only given out by head, which grows). */
+static inline struct kprw_crec *reserve(u32 size, struct kprw_tctx *c, const struct who *w)
+{
+	if (likely(c != NULL)) {
+		u64 end = (u64)__atomic_load_n(&c->rec_end, __ATOMIC_RELAXED) << 12, bs = kprw_rt.trace_block;
+		__asm__ volatile("" ::: "memory");
+		u64 off = size;
+		__asm__ volatile("xaddq %0, %1" : "+r"(off), "+m"(c->rec_next));
+		if (likely(off - (end - bs) <= bs - size))
+			return (struct kprw_crec *)(kprw_rt.trace_data + off);
+	}
+	return new_block(size, c, w);
+}
+
+/* commit ends a record of data_len bytes of data: the commit word last, then the
+ * record counted in kprewrite_rt_stats.records (diagnostics) with a plain add, not an
+ * atomic one: records written by two threads at the same instant may be counted once
+ * (the file's records are the exact count) */
+static inline void commit(struct kprw_crec *rec, u32 data_len, u16 how)
+{
+	__atomic_store_n(&rec->commit, (u16)(data_len | how), __ATOMIC_RELEASE);
+	__atomic_store_n(&kprewrite_rt_stats.records, __atomic_load_n(&kprewrite_rt_stats.records, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
+}
 
 static inline __attribute__((always_inline)) void who(struct who *w, struct kprw_tctx *c)
 {
@@ -585,22 +677,54 @@ static inline __attribute__((always_inline)) void who(struct who *w, struct kprw
 	}
 }
 
-static inline __attribute__((always_inline)) void fill(struct kprw_rec *rec, u32 size, u8 type, u32 event_id,
-							u64 ip, const struct who *w)
+/* rec_size is the bytes of a record with dlen bytes of data; ext: it carries its event
+ * id and site (a record of no probe, or of an image the file does not describe) */
+static inline u32 rec_size(u32 dlen, int ret, int ext)
 {
-	rec->size = size;
-	rec->probe = KPRW_NO_PROBE;
-	rec->type = (u8)type;
-	rec->image = (u8)kprw_rt.trace_image;
+	return (u32)((sizeof(struct kprw_crec) + (ext ? sizeof(struct kprw_crec_ext) : 0) + (ret ? 8 : 0) + dlen + 7) &
+		     ~7ul);
+}
+
+/* TS_MAX: a time past ts_base by this much or more takes the ext part */
+#define TS_MAX (1ull << 48)
+
+/* fill writes a record's fixed part (rlen first) and returns where its data goes. A
+ * record whose time is too far from ts_base is written with the ext part, for which
+ * size must have room: need_ext says when. */
+static inline __attribute__((always_inline)) u8 *fill(struct kprw_crec *rec, u32 dlen, u32 pi, int ret, int ext,
+						       u8 type, u32 event_id, u64 ip, u64 ret_ip, const struct who *w)
+{
+	rec->rlen = (u16)(dlen | (ret ? KPRW_CREC_RET : 0) | (ext ? KPRW_CREC_EXT : 0) |
+			  (pi != KPRW_NO_PROBE && kprw_rt.rec_hits ? KPRW_CREC_HIT : 0));
 	rec->cpu = (u16)kprw_cpu_fast();
-	rec->event_id = event_id;
-	rec->image_id = kprw_rt.image_id;
-	rec->pid = kprw_pid_fast();
-	rec->tid = w->tid;
-	rec->ts_ns = w->now;
-	rec->ip = ip;
-	rec->bias = kprw_rt.bias;
-	__builtin_memcpy(rec->comm, w->comm, 16);
+	rec->probe = pi;
+	u8 *d = (u8 *)(rec + 1);
+	if (ext) {
+		struct kprw_crec_ext *x = (struct kprw_crec_ext *)d;
+		x->type = type;
+		x->event_id = event_id;
+		x->ip = ip;
+		x->ts_ns = w->now;
+		rec->ts_hi = 0xffff;
+		rec->ts_lo = ~0u;
+		d += sizeof *x;
+	} else {
+		u64 rel = w->now - kprw_rt.ts_base;
+		rec->ts_hi = (u16)(rel >> 32);
+		rec->ts_lo = (u32)rel;
+	}
+	if (ret) {
+		__builtin_memcpy(d, &ret_ip, 8);
+		d += 8;
+	}
+	return d;
+}
+
+/* need_ext: a record of probe pi at time now must carry its event and site */
+static inline int need_ext(u64 now)
+{
+	u64 rel = now - kprw_rt.ts_base;
+	return unlikely(rel - 1 >= TS_MAX - 2 || kprw_rt.rec_ext);
 }
 
 /* filter_env fills what the event's filter reads besides the data */
@@ -719,44 +843,41 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 			cond = 0;
 		}
 	}
-	u32 size = (u32)((sizeof(struct kprw_rec) + dlen + 7) & ~7ul);
-	struct kprw_rec *rec = reserve(size, c);
+	int ret = type == KPRW_REC_KRETPROBE, ext = !ev || type > KPRW_REC_KRETPROBE || need_ext(w.now);
+	struct kprw_crec *rec = reserve(rec_size(dlen, ret, ext), c, &w);
 	if (!rec) {
 		if (tt)
 			kprw_triggers_post(tg, tt);
 		return 0;
 	}
-	fill(rec, size, type, ev ? ev->id : KPRW_NO_EVENT, kprw_rt.points[p->point].site, &w);
-	if (kprw_rt.rec_hits)
-		rec->probe = pi;
-	rec->ret_ip = ret_ip;
+	u8 *d = fill(rec, dlen, pi, ret, ext, type, ev ? ev->id : KPRW_NO_EVENT, kprw_rt.points[p->point].site, ret_ip,
+		     &w);
 	long got = 0;
 	if (once) {
-		kprw_memcpy(rec + 1, once, dlen);
+		kprw_memcpy(d, once, dlen);
 		got = dlen;
 	} else if (dlen && kprw_rt.ev_plan && kprw_rt.ev_plan[p->event].n != ~0u && elen == 0) {
-		kprw_fetch_plan_into(&kprw_rt.ev_plan[p->event], regs, (u8 *)(rec + 1), fast);
+		kprw_fetch_plan_into(&kprw_rt.ev_plan[p->event], regs, d, fast);
 		got = dlen;
 	} else if (dlen) {
-		got = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, (u8 *)(rec + 1), dlen, fast);
+		got = kprw_fetch_run(prog, ev->fetch_len, regs, edata, elen, w.comm, d, dlen, fast);
 		if (got < 0)
 			got = 0;
 		/* bytes past got are still zero */
 	}
 	if (flt || cond) {
-		fe.data = (const u8 *)(rec + 1);
+		fe.data = d;
 		fe.dlen = (u32)got;
 		if (cond)
 			tt = kprw_triggers_run(tg, &fe);
 		if ((cond && closed(p->event)) || (flt && !kprw_filter_match(flt, &fe))) {
-			rec->data_len = (u32)got;
-			atomic_store(&rec->commit, KPRW_REC_DISCARD);
+			commit(rec, (u32)got, KPRW_CREC_COMMITTED | KPRW_CREC_DISCARDED);
 			if (tt)
 				kprw_triggers_post(tg, tt);
 			return 0;
 		}
 	}
-	commit(rec, (u32)got);
+	commit(rec, (u32)got, KPRW_CREC_COMMITTED);
 	if (tt)
 		kprw_triggers_post(tg, tt);
 	return (int)kprw_rt.rec_hits;
@@ -788,19 +909,16 @@ static inline __attribute__((always_inline)) int emit_event(u32 pi, const struct
 {
 	struct who w;
 	who(&w, c);
-	u32 size = (u32)((sizeof(struct kprw_rec) + dlen + 7) & ~7ul);
-	struct kprw_rec *rec = reserve(size, c);
+	int ext = need_ext(w.now);
+	struct kprw_crec *rec = reserve(rec_size(dlen, 0, ext), c, &w);
 	if (unlikely(!rec))
 		return 0;
-	fill(rec, size, KPRW_REC_KPROBE, kprw_rt.events[p->event].id, regs->ip - kprw_rt.bias, &w);
-	if (kprw_rt.rec_hits)
-		rec->probe = pi;
-	rec->ret_ip = 0;
+	u8 *d = fill(rec, dlen, pi, 0, ext, KPRW_REC_KPROBE, kprw_rt.events[p->event].id, regs->ip - kprw_rt.bias, 0, &w);
 	if (data)
-		kprw_memcpy(rec + 1, data, dlen);
+		kprw_memcpy(d, data, dlen);
 	else if (dlen)
-		kprw_fetch_plan_into(pl, regs, (u8 *)(rec + 1), kprw_fast_ok(c));
-	commit(rec, dlen);
+		kprw_fetch_plan_into(pl, regs, d, kprw_fast_ok(c));
+	commit(rec, dlen, KPRW_CREC_COMMITTED);
 	return (int)kprw_rt.rec_hits;
 }
 
@@ -882,16 +1000,14 @@ void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c)
 	u64 n = atomic_add((u64 *)(kprw_rt.ctr_base + (u64)pi * kprw_rt.ctr_stride), 1);
 	if (!kprw_rt.trace || n >= KPRW_VIOLATION_RECORDS)
 		return;
-	u32 size = (u32)sizeof(struct kprw_rec) + 8;
 	struct who w;
 	who(&w, c);
-	struct kprw_rec *rec = reserve(size, c);
+	struct kprw_crec *rec = reserve(rec_size(8, 0, 1), c, &w);
 	if (!rec)
 		return;
-	fill(rec, size, KPRW_REC_VIOLATION, KPRW_NO_EVENT, pt->site, &w);
-	rec->ret_ip = 0;
-	kprw_memcpy(rec + 1, &pt->target, 8);
-	commit(rec, 8);
+	u8 *d = fill(rec, 8, KPRW_NO_PROBE, 0, 1, KPRW_REC_VIOLATION, KPRW_NO_EVENT, pt->site, 0, &w);
+	kprw_memcpy(d, &pt->target, 8);
+	commit(rec, 8, KPRW_CREC_COMMITTED);
 }
 
 /* kprw_trace_text writes a KPRW_REC_PRINTK record (trace_printk from a C handler): the
@@ -910,17 +1026,14 @@ void kprw_trace_text(u64 site, u64 caller, const char *func, const char *text, u
 	if (len > KPRW_PRINTK_MAX)
 		len = KPRW_PRINTK_MAX;
 	u32 dlen = flen + 1 + len;
-	u32 size = (u32)((sizeof(struct kprw_rec) + dlen + 7) & ~7ul);
 	struct who w;
 	who(&w, c);
-	struct kprw_rec *rec = reserve(size, c);
+	struct kprw_crec *rec = reserve(rec_size(dlen, 1, 1), c, &w);
 	if (!rec)
 		return;
-	fill(rec, size, KPRW_REC_PRINTK, KPRW_NO_EVENT, site, &w);
-	rec->ret_ip = caller;
-	u8 *d = (u8 *)(rec + 1);
+	u8 *d = fill(rec, dlen, KPRW_NO_PROBE, 1, 1, KPRW_REC_PRINTK, KPRW_NO_EVENT, site, caller, &w);
 	kprw_memcpy(d, func, flen);
 	d[flen] = 0;
 	kprw_memcpy(d + flen + 1, text, len);
-	commit(rec, dlen);
+	commit(rec, dlen, KPRW_CREC_COMMITTED);
 }

@@ -1,0 +1,294 @@
+package tracefile
+
+import (
+	"encoding/binary"
+
+	kprt "github.com/kprewrite/kprewrite/runtime"
+)
+
+// Version 3 trace files hold compact records (kprt.RawCRec, 16 bytes before their data)
+// in blocks whose header (kprt.RawBlock) names the writing process, thread, image and
+// comm once. The record area is either given out by the header's head (a file a
+// program writes on its own) or a ring of blocks that `kprewrite record` drains into
+// chunks appended to the file (kprt.RawChunk); a reader takes the chunks' pieces and
+// whatever the ring still holds past what they copied.
+
+// blockCtx is what a block's header says about each of its records.
+type blockCtx struct {
+	pid, tid uint32
+	image    uint8
+	imageID  uint64
+	bias     uint64
+	comm     [16]byte
+}
+
+// probeRef is what a record's probe index stands for: its event and site.
+type probeRef struct {
+	eventID uint32
+	site    uint64
+}
+
+const granule = 4096
+
+// decodeBlock decodes the block header at b[off:]; false when there is none (no magic,
+// or a size that does not fit [off, end)).
+func decodeBlock(b []byte, off, end uint64, blk *kprt.RawBlock) bool {
+	if off > end || end-off < kprt.BlockSize || end > uint64(len(b)) {
+		return false
+	}
+	c := cursor{b: b[off : off+kprt.BlockSize]}
+	blk.Magic, blk.Size, blk.PID, blk.TID = c.u32(), c.u32(), c.u32(), c.u32()
+	blk.Image = c.u8()
+	c.bytes(blk.Pad[:])
+	blk.Seq, blk.ImageID, blk.Bias = c.u32(), c.u64(), c.u64()
+	blk.Done, blk.Drained = c.u32(), c.u32()
+	c.bytes(blk.Comm[:])
+	return blk.Magic == kprt.BlockMagic && uint64(blk.Size) >= kprt.BlockSize && uint64(blk.Size) <= end-off
+}
+
+// probeRefs returns the probe table of the image at entry i of the header, from its
+// description in the file (nil when it has none).
+func (s *Stream) probeRefs(i uint8) []probeRef {
+	if s.refs == nil {
+		s.refs = map[uint8][]probeRef{}
+	}
+	if r, ok := s.refs[i]; ok {
+		return r
+	}
+	var refs []probeRef
+	if int(i) < len(s.Images) && s.Images[i].Desc != nil {
+		if d, err := ParseDesc(s.Images[i].Desc); err == nil {
+			refs = make([]probeRef, len(d.Probes))
+			for k, p := range d.Probes {
+				refs[k] = probeRef{eventID: kprt.NoEvent, site: p.Site}
+				if p.Event >= 0 && p.Event < len(d.Events) {
+					refs[k].eventID = d.Events[p.Event].ID
+				}
+			}
+		}
+	}
+	s.refs[i] = refs
+	return refs
+}
+
+// crec states
+const (
+	crecEnd       = iota // no record here: the block's records end
+	crecCommitted        // a record
+	crecTorn             // reserved, never committed (its writer died)
+	crecDiscarded        // refused by its event's filter after it was written
+)
+
+// crec decodes the compact record at off, which must end by end, into r (with
+// bc's identity); it returns the record's size and state.
+func (s *Stream) crec(off, end uint64, bc *blockCtx, r *Record) (uint64, int) {
+	b := s.data
+	if off > end || end-off < kprt.CRecSize {
+		return 0, crecEnd
+	}
+	h := b[off : off+kprt.CRecSize]
+	rlen, commit := binary.LittleEndian.Uint16(h), binary.LittleEndian.Uint16(h[2:])
+	cpu, tsHi := binary.LittleEndian.Uint16(h[4:]), binary.LittleEndian.Uint16(h[6:])
+	tsLo, probe := binary.LittleEndian.Uint32(h[8:]), binary.LittleEndian.Uint32(h[12:])
+	if tsLo == 0 && tsHi == 0 {
+		return 0, crecEnd
+	}
+	head := uint64(kprt.CRecSize)
+	if rlen&kprt.CRecExt != 0 {
+		head += kprt.CRecExtSize
+	}
+	if rlen&kprt.CRecRet != 0 {
+		head += 8
+	}
+	reserved := uint64(rlen & kprt.CRecLen)
+	size := (head + reserved + 7) &^ 7
+	if size > end-off {
+		return 0, crecEnd // corrupt: its writer's size does not fit the block
+	}
+	if commit&kprt.CRecCommitted == 0 {
+		return size, crecTorn
+	}
+	dlen := uint64(commit & kprt.CRecLen)
+	if dlen > reserved {
+		return size, crecTorn
+	}
+	if commit&kprt.CRecDiscarded != 0 {
+		return size, crecDiscarded
+	}
+	rr := &r.RawRecord
+	rr.Size, rr.Commit, rr.CPU = uint32(size), kprt.RecCommit, cpu
+	rr.Image, rr.ImageID, rr.PID, rr.TID, rr.Bias, rr.Comm = bc.image, bc.imageID, bc.pid, bc.tid, bc.bias, bc.comm
+	rr.Probe, rr.DataLen = kprt.NoProbe, uint32(dlen)
+	if rlen&kprt.CRecHit != 0 {
+		rr.Probe = probe
+	}
+	p := off + kprt.CRecSize
+	if rlen&kprt.CRecExt != 0 {
+		x := b[p : p+kprt.CRecExtSize]
+		rr.Type = x[0]
+		rr.EventID = binary.LittleEndian.Uint32(x[4:])
+		rr.IP = binary.LittleEndian.Uint64(x[8:])
+		rr.TsNs = binary.LittleEndian.Uint64(x[16:])
+		p += kprt.CRecExtSize
+	} else {
+		rr.Type = kprt.RecKprobe
+		rr.EventID, rr.IP = kprt.NoEvent, 0
+		if refs := s.probeRefs(bc.image); uint64(probe) < uint64(len(refs)) {
+			rr.EventID, rr.IP = refs[probe].eventID, refs[probe].site
+		}
+	}
+	rr.TsNs = tsOf(rr, s.Header.TsBase, tsHi, tsLo, rlen)
+	rr.RetIP = 0
+	if rlen&kprt.CRecRet != 0 {
+		rr.RetIP = binary.LittleEndian.Uint64(b[p:])
+		p += 8
+		if rlen&kprt.CRecExt == 0 {
+			rr.Type = kprt.RecKretprobe
+		}
+	}
+	r.Data = b[p : p+dlen]
+	return size, crecCommitted
+}
+
+// tsOf is a compact record's time: its ext part's, or ts_base plus its 48-bit offset.
+func tsOf(rr *kprt.RawRecord, base uint64, hi uint16, lo uint32, rlen uint16) uint64 {
+	if rlen&kprt.CRecExt != 0 {
+		return rr.TsNs
+	}
+	return base + (uint64(hi)<<32 | uint64(lo))
+}
+
+// index3 indexes a version 3 file's records: the blocks given out by head, or the
+// recorder's chunks and the ring.
+func (s *Stream) index3() {
+	h := &s.Header
+	s.data = s.file
+	base := uint64(kprt.TraceHeaderSize)
+	if h.RingBlocks == 0 {
+		end := base + min(h.Head, h.DataSize)
+		for off := base; off < end; {
+			var blk kprt.RawBlock
+			if !decodeBlock(s.data, off, end, &blk) {
+				off += granule // never written: its writer died as it took it
+				continue
+			}
+			s.walkBlock(off+kprt.BlockSize, off+uint64(blk.Size), &blk)
+			off += (uint64(blk.Size) + granule - 1) / granule * granule
+		}
+		return
+	}
+	drained := s.indexChunks()
+	n, bs := uint64(h.RingBlocks), h.RingBS
+	if bs < 2*granule || n > h.DataSize/bs {
+		return
+	}
+	for i := uint64(0); i < n; i++ {
+		off := base + i*bs
+		var blk kprt.RawBlock
+		if !decodeBlock(s.data, off, off+bs, &blk) {
+			continue
+		}
+		from := max(uint64(blk.Drained), drained[blk.Seq], kprt.BlockSize)
+		if from < uint64(blk.Size) {
+			s.walkBlock(off+from, off+uint64(blk.Size), &blk)
+		}
+	}
+}
+
+// maxChunks bounds the chunks a reader follows (a loop in a corrupt file ends).
+const maxChunks = 1 << 24
+
+// indexChunks walks the recorder's chunks, oldest first, indexing their pieces; it
+// returns, per ring block seq, the end of what the pieces copied of it.
+func (s *Stream) indexChunks() map[uint32]uint64 {
+	drained := map[uint32]uint64{}
+	var chain []uint64
+	size := uint64(len(s.data))
+	for off := s.Header.ChunkLast; off != 0 && len(chain) < maxChunks; {
+		if off > size || size-off < kprt.ChunkSize || string(s.data[off:off+8]) != kprt.ChunkMagic {
+			break
+		}
+		prev := binary.LittleEndian.Uint64(s.data[off+8:])
+		chain = append(chain, off)
+		if prev >= off {
+			break
+		}
+		off = prev
+	}
+	for k := len(chain) - 1; k >= 0; k-- {
+		off := chain[k]
+		csize := binary.LittleEndian.Uint64(s.data[off+16:])
+		if csize > size-off || csize < kprt.ChunkSize {
+			continue
+		}
+		end := off + csize
+		for p := off + kprt.ChunkSize; p < end; {
+			var blk kprt.RawBlock
+			if !decodeBlock(s.data, p, end, &blk) {
+				break
+			}
+			s.walkBlock(p+kprt.BlockSize, p+uint64(blk.Size), &blk)
+			if to := uint64(blk.Drained) + uint64(blk.Size) - kprt.BlockSize; to > drained[blk.Seq] {
+				drained[blk.Seq] = to
+			}
+			p += (uint64(blk.Size) + 7) &^ 7
+		}
+	}
+	return drained
+}
+
+// walkBlock indexes the records of [off, end), written by the thread blk names.
+func (s *Stream) walkBlock(off, end uint64, blk *kprt.RawBlock) {
+	bi := len(s.blocks)
+	s.blocks = append(s.blocks, blockCtx{pid: blk.PID, tid: blk.TID, image: blk.Image, imageID: blk.ImageID, bias: blk.Bias, comm: blk.Comm})
+	bc := &s.blocks[bi]
+	cur := run{off: ^uint64(0)}
+	last := uint64(0)
+	var r Record
+	for off < end {
+		if off-s.dropped >= dropChunk {
+			s.dropPages(s.dropped, off)
+			s.dropped = off
+		}
+		size, st := s.crec(off, end, bc, &r)
+		if st == crecEnd {
+			break
+		}
+		switch st {
+		case crecTorn:
+			s.Torn++
+		case crecCommitted:
+			if cur.off == ^uint64(0) || r.TsNs < last {
+				if cur.off != ^uint64(0) {
+					cur.end = off
+					s.runs = append(s.runs, cur)
+				}
+				cur = run{off: off, ts: r.TsNs, blk: int32(bi)}
+			}
+			last = r.TsNs
+			s.Count++
+			s.countHit(&r.RawRecord)
+		}
+		off += size
+	}
+	if cur.off != ^uint64(0) {
+		cur.end = off
+		s.runs = append(s.runs, cur)
+	}
+}
+
+// next3 moves c to the first committed record at or after c.off; false at the run's end.
+func (s *Stream) next3(c *runCursor) bool {
+	bc := &s.blocks[c.blk]
+	for c.off < c.end {
+		size, st := s.crec(c.off, c.end, bc, &c.rec)
+		switch st {
+		case crecEnd:
+			return false
+		case crecCommitted:
+			return true
+		}
+		c.off += size
+	}
+	return false
+}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "bb8142d1b3d65a586a5ada01751128b9b5fad6b208ab0dba34cbd654dbc6b475"
+const ObjectSHA256 = "1e7fbc2c33e1ec3de120675404d8c3974492854b05753d354961a80b31328266"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -31,6 +31,7 @@ func commands() []command {
 		{"check", "report, per probe site, whether it can be jump-optimized, boosted, single-stepped or must be refused", runCheck},
 		{"rewrite", "write a new binary with probes installed", runRewrite},
 		{"list", "list the probes of a rewritten binary, like the kernel's kprobes/list", runList},
+		{"record", "run a rewritten program, copying its records from a ring in memory into a trace file as it runs", runRecord},
 		{"trace", "print a trace file in the kernel tracer's format", runTrace},
 		{"profile", "print hits and misses per event of a trace file, like kprobe_profile", runProfile},
 		{"report", "print calls, total and self time per function of a trace file, like uftrace report", runReport},
@@ -68,9 +69,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		err := c.run(args[1:], stdout, stderr)
+		var st exitStatus
 		switch {
 		case err == nil:
 			return ExitOK
+		case errors.As(err, &st):
+			return int(st)
 		case errors.Is(err, flag.ErrHelp):
 			return ExitOK
 		case errors.Is(err, errUsage), errors.Is(err, kprewrite.ErrOptions):

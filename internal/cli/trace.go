@@ -2,10 +2,42 @@ package cli
 
 import (
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/kprewrite/kprewrite/internal/export"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
+
+// followTrace prints the records of the trace file at path as they arrive: a poll every
+// 50 ms, until SIGINT or SIGTERM, or until a recording's ring is finished.
+func followTrace(path string, bins []string, stdout, stderr io.Writer) error {
+	if _, err := os.Stat(path); err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	f := tracefile.NewFollower(path, bins)
+	defer f.Close()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := f.Poll(stdout, stderr); err != nil {
+			return err
+		}
+		if f.Done {
+			return f.Poll(stdout, stderr)
+		}
+		select {
+		case <-sigs:
+			return f.Poll(stdout, stderr)
+		case <-tick.C:
+		}
+	}
+}
 
 func runTrace(args []string, stdout, stderr io.Writer) error {
 	fs := helpFlagSet("trace", "trace [-b BINARY]... [--no-header] [--format text|json|chrome] [-o OUT] FILE", stdout)
@@ -14,12 +46,19 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 	noHeader := fs.Bool("no-header", false, "print only the event lines (text)")
 	format := fs.String("format", "text", "text: the kernel tracer's lines; json: one JSON object per record; chrome: the Trace Event Format (Perfetto, chrome://tracing, speedscope)")
 	out := fs.String("o", "", "write to OUT (atomically) instead of standard output")
+	follow := fs.Bool("follow", false, "print records as the programs write them, like reading trace_pipe, until interrupted (or, for a file kprewrite record writes, until the recording ends)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite trace -h)", len(pos))
+	}
+	if *follow {
+		if *format != "text" || *out != "" {
+			return usageErr("--follow prints text lines to standard output (no --format, no -o)")
+		}
+		return followTrace(pos[0], bins, stdout, stderr)
 	}
 	var write func(io.Writer, *export.Input) error
 	switch *format {

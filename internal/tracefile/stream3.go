@@ -67,7 +67,9 @@ func (s *Stream) probeRefs(i uint8) []probeRef {
 			}
 		}
 	}
-	s.refs[i] = refs
+	if refs != nil { // an image whose description is not in the file yet may be later
+		s.refs[i] = refs
+	}
 	return refs
 }
 

@@ -218,6 +218,7 @@ struct kprw_rt {
 	u64 ts_base;       /* the trace header's ts_base */
 	u32 *ring_queue;   /* ring mode (kprewrite record): the block queue; NULL: direct */
 	u32 ring_nblocks;
+	u64 *ring_mapped;  /* a bit per ring block this process made present (rt_trace.c) */
 	u64 *fastev;       /* a bit per point: its hits take kprw_trace_event (rt_trace.c) */
 	s64 rseq_off;      /* this thread's rseq area from the thread pointer (rt_rseq.c), 0: none */
 	u32 rseq_shards;   /* per-CPU counting: shards it needs, 0: count-only detours lock */

@@ -519,8 +519,7 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		kprw_rt.ring_queue = (u32 *)(map + h->ring_queue_off);
 		kprw_rt.ring_nblocks = h->ring_nblocks;
 		kprw_rt.trace_block = h->ring_bs;
-		if (records)
-			populate(0, h->data_size);
+		kprw_rt.ring_mapped = kprw_mmap_anon(((u64)h->ring_nblocks + 63) / 64 * 8);
 		kprw_rt.populate = 0;
 	} else if (records && prefault) {
 		populate(0, h->data_size);
@@ -569,11 +568,21 @@ static u64 ring_take(u32 *seq)
 		if (t >= __atomic_load_n(&h->ring_give, __ATOMIC_ACQUIRE))
 			return ~0ull;
 		u32 blk = __atomic_load_n(&kprw_rt.ring_queue[t % kprw_rt.ring_nblocks], __ATOMIC_RELAXED);
-		if (__atomic_compare_exchange_n(&h->ring_take, &t, t + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			if (blk >= kprw_rt.ring_nblocks)
+		if (__atomic_compare_exchange_n(&h->ring_take, &t, t + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+			/* after the take: a recorder that finished (and may give the ring's pages
+			 * back) saw this take, or this writer sees that it finished */
+			if (blk >= kprw_rt.ring_nblocks || (__atomic_load_n(&h->ring_flags, __ATOMIC_SEQ_CST) & KPRW_RING_DONE))
 				return ~0ull;
 			*seq = (u32)t;
-			return (u64)blk * kprw_rt.trace_block;
+			u64 off = (u64)blk * kprw_rt.trace_block;
+			/* the block's pages present and writable in this process, once: a ring
+			 * block is reused, so after this no record pays for a page */
+			u64 *bits = kprw_rt.ring_mapped;
+			if (bits && !(__atomic_load_n(&bits[blk / 64], __ATOMIC_RELAXED) & (1ull << (blk % 64)))) {
+				__atomic_fetch_or(&bits[blk / 64], 1ull << (blk % 64), __ATOMIC_RELAXED);
+				sys3(SYS_madvise, (long)(kprw_rt.trace_data + off), (long)kprw_rt.trace_block, MADV_POPULATE_WRITE);
+			}
+			return off;
 		}
 	}
 }

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/kprewrite/kprewrite/internal/recorder"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+)
+
+// exitStatus is a status record passes on: the recorded program's.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+var debugRecord = os.Getenv("KPREWRITE_RECORD_DEBUG") != ""
+
+// DefaultRecordFile is where record writes without -o.
+const DefaultRecordFile = "kprewrite.trace"
+
+func runRecord(args []string, stdout, stderr io.Writer) error {
+	fs := helpFlagSet("record", "record [-o FILE] [--buffer-size SIZE] [--overwrite] [--live] [-q] [--] PROGRAM [ARGS]...", stdout)
+	out := fs.String("o", DefaultRecordFile, "the trace file to write (replaced if it is a regular file)")
+	bufSize := fs.String("buffer-size", "32M", "the ring the programs write into, in memory shared with the recorder (K, M, G suffixes)")
+	blockSize := fs.String("block-size", "64K", "the size of each ring block a thread writes into (a power of two from 8K)")
+	over := fs.Bool("overwrite", false, "keep only the most recent records, as much as the buffer holds (a flight recorder); SIGUSR2 to the recorder copies what the ring holds")
+	live := fs.Bool("live", false, "print records as they arrive, as trace --follow does")
+	quiet := fs.Bool("q", false, "no summary and no progress on standard error")
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErr("%v", err)
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return usageErr("want a PROGRAM to run (see kprewrite record -h)")
+	}
+	size, err := parseSize(*bufSize)
+	if err != nil {
+		return usageErr("--buffer-size: %v", err)
+	}
+	bsize, err := parseSize(*blockSize)
+	if err != nil {
+		return usageErr("--block-size: %v", err)
+	}
+	path, err := filepath.Abs(*out)
+	if err != nil {
+		return err
+	}
+	rec, err := recorder.Create(path, recorder.Options{BufferSize: size, BlockSize: bsize, Overwrite: *over})
+	if err != nil {
+		return fmt.Errorf("%s: %w", *out, err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if stdout != io.Writer(os.Stdout) {
+		cmd.Stdout = stdout
+	}
+	if stderr != io.Writer(os.Stderr) {
+		cmd.Stderr = stderr
+	}
+	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+path)
+	// the terminal's signals reach the program; the recorder stays to copy what it
+	// wrote until it has exited
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		rec.Finish()
+		os.Remove(path)
+		return fmt.Errorf("run %s: %w", argv[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	var follow *tracefile.Follower
+	if *live {
+		follow = tracefile.NewFollower(path, nil)
+	}
+	progress := newRecordProgress(stderr, *quiet)
+	idle := time.Millisecond
+	start := time.Now()
+	var werr error
+	for done := false; !done; {
+		select {
+		case werr = <-exited:
+			done = true
+		case s := <-sigs:
+			if s == syscall.SIGUSR2 {
+				rec.Drain(false, true)
+			} else if cmd.Process != nil {
+				cmd.Process.Signal(s) // e.g. kill -TERM to the recorder alone
+			}
+			continue
+		case <-time.After(idle):
+		}
+		// drain again at once while there is much to copy; back off to 10 ms when idle
+		t0 := time.Now()
+		n := rec.Drain(done, false)
+		if debugRecord {
+			fmt.Fprintf(stderr, "%v drain %d bytes in %v, lost %d\n", t0.Sub(start), n, time.Since(t0), rec.Stats().Lost)
+		}
+		if n > 1<<20 {
+			idle = 0
+		} else if idle = max(2*idle, time.Millisecond); idle > 10*time.Millisecond {
+			idle = 10 * time.Millisecond
+		}
+		if follow != nil {
+			follow.Poll(stdout, stderr)
+		}
+		progress.show(rec.Stats())
+	}
+	rec.Drain(true, *over)
+	if follow != nil {
+		follow.Poll(stdout, stderr)
+		follow.Close()
+	}
+	progress.clear()
+	ferr := rec.Finish()
+	st := rec.Stats()
+	if !*quiet {
+		fmt.Fprintf(stderr, "kprewrite record: %d records (%s) written to %s", st.Records, sizeString(st.Bytes), *out)
+		if st.Lost > 0 {
+			fmt.Fprintf(stderr, ", %d lost (the ring was full: a larger --buffer-size keeps them)", st.Lost)
+		}
+		fmt.Fprintln(stderr)
+	}
+	if err := rec.Err(); err != nil {
+		fmt.Fprintf(stderr, "kprewrite record: %s: %v (later records stayed in the ring or were lost, counted)\n", *out, err)
+	}
+	if ferr != nil {
+		fmt.Fprintf(stderr, "kprewrite record: %s: %v\n", *out, ferr)
+	}
+	var ee *exec.ExitError
+	switch {
+	case werr == nil:
+		if rec.Err() != nil {
+			return exitStatus(ExitError)
+		}
+		return nil
+	case errors.As(werr, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return exitStatus(128 + int(ws.Signal()))
+		}
+		return exitStatus(ee.ExitCode())
+	default:
+		return fmt.Errorf("wait for %s: %w", argv[0], werr)
+	}
+}
+
+func sizeString(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// recordProgress shows, on a terminal, what record has written once it has run for a
+// while.
+type recordProgress struct {
+	f     *os.File
+	start time.Time
+	last  time.Time
+	shown bool
+}
+
+func newRecordProgress(stderr io.Writer, quiet bool) *recordProgress {
+	p := &recordProgress{start: time.Now()}
+	if f, ok := stderr.(*os.File); ok && !quiet {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.f = f
+		}
+	}
+	return p
+}
+
+func (p *recordProgress) show(st recorder.Stats) {
+	if p.f == nil {
+		return
+	}
+	now := time.Now()
+	if now.Sub(p.start) < progressAfter || now.Sub(p.last) < 250*time.Millisecond {
+		return
+	}
+	p.last, p.shown = now, true
+	fmt.Fprintf(p.f, "\r\033[Kkprewrite record: %d records, %s written, %d lost", st.Records, sizeString(st.Bytes), st.Lost)
+}
+
+func (p *recordProgress) clear() {
+	if p.shown {
+		fmt.Fprint(p.f, "\r\033[K")
+	}
+}

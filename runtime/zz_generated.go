@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "1e7fbc2c33e1ec3de120675404d8c3974492854b05753d354961a80b31328266"
+const ObjectSHA256 = "f35f345ec2896600d5aead826c5609562d0ec8c49590457322bbd12c848ebcf0"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -64,9 +65,12 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if stdout != io.Writer(os.Stdout) {
+		// the program's output is copied by another goroutine while --live writes too
+		stdout = &lockedWriter{w: stdout}
 		cmd.Stdout = stdout
 	}
 	if stderr != io.Writer(os.Stderr) {
+		stderr = &lockedWriter{w: stderr}
 		cmd.Stderr = stderr
 	}
 	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+path)
@@ -120,7 +124,7 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 		}
 		progress.show(rec.Stats())
 	}
-	rec.Drain(true, *over)
+	rec.Drain(true, false)
 	if follow != nil {
 		follow.Poll(stdout, stderr)
 		follow.Close()
@@ -128,7 +132,13 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	progress.clear()
 	ferr := rec.Finish()
 	st := rec.Stats()
-	if !*quiet {
+	if !*quiet && *over {
+		fmt.Fprintf(stderr, "kprewrite record: the most recent records are in %s's ring (up to %s)", *out, sizeString(size))
+		if st.Records > 0 {
+			fmt.Fprintf(stderr, ", %d records copied by SIGUSR2", st.Records)
+		}
+		fmt.Fprintln(stderr)
+	} else if !*quiet {
 		fmt.Fprintf(stderr, "kprewrite record: %d records (%s) written to %s", st.Records, sizeString(st.Bytes), *out)
 		if st.Lost > 0 {
 			fmt.Fprintf(stderr, ", %d lost (the ring was full: a larger --buffer-size keeps them)", st.Lost)
@@ -205,4 +215,17 @@ func (p *recordProgress) clear() {
 	if p.shown {
 		fmt.Fprint(p.f, "\r\033[K")
 	}
+}
+
+// lockedWriter serializes writes from the recorder and from the goroutine exec copies
+// the program's output with, when the output is not a file.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

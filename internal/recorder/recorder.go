@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -90,6 +89,7 @@ type blockState struct {
 	stuck   time.Time // when an uncommitted record that stops the copy was first seen
 	checked time.Time // when its writer was last looked for
 	gone    bool      // its writer is gone
+	given   bool      // overwrite mode: given back for its gone writer
 }
 
 type piece struct {
@@ -161,7 +161,7 @@ func Create(path string, opt Options) (*Recorder, error) {
 func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	ring := n * bs
 	qoff := kprt.TraceHeaderSize + ring
-	qbytes := (n*4 + 4095) &^ 4095
+	qbytes := (n*8 + 4095) &^ 4095
 	csize := qbytes + countersSlack
 	total := qoff + csize
 	if err := f.Truncate(int64(total)); err != nil {
@@ -200,9 +200,9 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	if _, err := f.WriteAt(hb.Bytes(), 0); err != nil {
 		return nil, fmt.Errorf("write the trace header: %w", err)
 	}
-	q := make([]byte, n*4)
-	for i := uint64(0); i < n; i++ {
-		binary.LittleEndian.PutUint32(q[i*4:], uint32(i))
+	q := make([]byte, n*8)
+	for i := uint64(0); i < n; i++ { // entry i of round 0: block i
+		binary.LittleEndian.PutUint64(q[i*8:], i)
 	}
 	if _, err := f.WriteAt(q, int64(qoff)); err != nil {
 		return nil, fmt.Errorf("write the ring's queue: %w", err)
@@ -350,15 +350,19 @@ func (r *Recorder) Drain(final, snapshot bool) uint64 {
 	r.collect(final)
 	now := time.Now()
 	r.pieces = r.pieces[:0]
-	var finished []uint64
 	for i := uint64(0); i < r.n; i++ {
 		if r.inflight[i] || atomic.LoadUint32(r.u32(r.blockOff(i))) != kprt.BlockMagic {
 			continue
 		}
 		from, to, nrec, fin := r.scan(i, now, final)
 		if r.over && !snapshot {
-			if fin {
-				finished = append(finished, i)
+			// writers give the blocks they leave back themselves; a block whose
+			// writer is gone (without leaving it) is given back here, once
+			st := &r.blocks[i]
+			if fin && st.gone && !st.given && atomic.LoadUint32(r.u32(r.blockOff(i)+uint64(offBlkDone))) == 0 {
+				st.given = true
+				atomic.StoreUint32(r.u32(r.blockOff(i)+uint64(offBlkDone)), 1)
+				r.push(i)
 			}
 			continue
 		}
@@ -369,9 +373,6 @@ func (r *Recorder) Drain(final, snapshot bool) uint64 {
 	gathered := r.gather()
 	if final || snapshot {
 		r.collect(true)
-	}
-	if r.over && !snapshot {
-		r.recycleOldest(finished)
 	}
 	return gathered
 }
@@ -535,29 +536,14 @@ func (r *Recorder) give(i uint64) {
 	atomic.StoreUint32(r.u32(b), 0) // no magic first: readers skip it from now
 	clear(r.m[b : b+r.bs])
 	r.blocks[i] = blockState{}
-	g := atomic.LoadUint64(r.u64(uint64(offRingGive)))
-	atomic.StoreUint32(r.u32(r.qoff+(g%r.n)*4), uint32(i))
-	atomic.StoreUint64(r.u64(uint64(offRingGive)), g+1)
+	r.push(i)
 }
 
-// recycleOldest gives back the oldest finished blocks (by seq) while fewer than a
-// quarter of the ring's blocks are free (overwrite mode).
-func (r *Recorder) recycleOldest(finished []uint64) {
-	free := func() uint64 {
-		return atomic.LoadUint64(r.u64(uint64(offRingGive))) - atomic.LoadUint64(r.u64(uint64(offRingTake)))
-	}
-	if free() >= r.n/4 {
-		return
-	}
-	sort.Slice(finished, func(a, b int) bool {
-		return int32(r.blocks[finished[a]].seq-r.blocks[finished[b]].seq) < 0
-	})
-	for _, i := range finished {
-		if free() >= r.n/4 {
-			return
-		}
-		r.give(i)
-	}
+// push puts block i in the queue as its next entry (the runtime's ring_give: writers
+// give blocks back too in overwrite mode).
+func (r *Recorder) push(i uint64) {
+	g := atomic.AddUint64(r.u64(uint64(offRingGive)), 1) - 1
+	atomic.StoreUint64(r.u64(r.qoff+(g%r.n)*8), i|(g/r.n)<<32)
 }
 
 // Finish marks the ring finished (a program that starts writing now loses its

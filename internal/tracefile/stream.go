@@ -32,6 +32,7 @@ type Stream struct {
 	file    []byte // the whole file
 	blocks  []blockCtx
 	refs    map[uint8][]probeRef
+	noRefs  [256]bool
 	dropped uint64 // the first pass gave back the pages before this offset
 	mapped  bool   // data is a file's mapping: dropPages gives back what was read
 	bs      uint64

@@ -55,6 +55,9 @@ func (s *Stream) probeRefs(i uint8) []probeRef {
 	if r, ok := s.refs[i]; ok {
 		return r
 	}
+	if s.noRefs[i] {
+		return nil
+	}
 	var refs []probeRef
 	if int(i) < len(s.Images) && s.Images[i].Desc != nil {
 		if d, err := ParseDesc(s.Images[i].Desc); err == nil {
@@ -69,6 +72,8 @@ func (s *Stream) probeRefs(i uint8) []probeRef {
 	}
 	if refs != nil { // an image whose description is not in the file yet may be later
 		s.refs[i] = refs
+	} else {
+		s.noRefs[i] = true // (in this stream: a description that does not parse is tried once)
 	}
 	return refs
 }

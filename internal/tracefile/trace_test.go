@@ -90,6 +90,8 @@ func FuzzParseTrace(f *testing.F) {
 	add(good)
 	add(good[:TraceHeaderSize+50])
 	add(synthTraceDesc())
+	add(synthTraceV3())
+	add(synthRingV3())
 	bad := append([]byte(nil), good...)
 	binary.LittleEndian.PutUint64(bad[24:], 1<<62) // head far past the data
 	add(bad)
@@ -104,7 +106,7 @@ func FuzzParseTrace(f *testing.F) {
 			return
 		}
 		for _, r := range tr.Records {
-			if r.Size < RecordSize || int(r.DataLen) != len(r.Data) || uint64(r.DataLen) > uint64(r.Size)-RecordSize {
+			if r.Size < CRecSize || int(r.DataLen) != len(r.Data) || uint64(r.DataLen) > uint64(r.Size)-CRecSize {
 				t.Fatalf("bad record %+v", r)
 			}
 		}

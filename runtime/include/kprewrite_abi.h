@@ -514,13 +514,16 @@ struct kprw_trace_hdr {
 	kprw_u64 ring_bs;
 	kprw_u64 ring_take;      /* atomic: queue entries writers took */
 	kprw_u64 ring_give;      /* queue entries the recorder filled (stored with release) */
-	kprw_u64 ring_queue_off; /* file offset of kprw_u32 queue[ring_nblocks]: block numbers */
+	kprw_u64 ring_queue_off; /* file offset of kprw_u64 queue[ring_nblocks]: entry g (at
+	                            g % ring_nblocks) is a block number | g / ring_nblocks << 32,
+	                            so a taker knows a stale entry from the one it is due */
 	kprw_u64 chunk_last;     /* file offset of the last chunk the recorder appended (0: none) */
 	kprw_u32 recorder_pid;   /* the recorder's pid (0: none) */
 	kprw_u32 reserved1;
 };
-#define KPRW_RING_OVERWRITE 0x1 /* the recorder recycles full blocks unread: the ring keeps
-                                   the most recent records (a flight recorder) */
+#define KPRW_RING_OVERWRITE 0x1 /* a writer puts the block it leaves back in the queue and
+                                   zeroes the one it takes: the ring keeps the most recent
+                                   records (a flight recorder) */
 #define KPRW_RING_DONE 0x2      /* the recorder has finished: the ring is final */
 
 /* A block of the record area (version 3): one thread's records, after this header.

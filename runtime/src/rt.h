@@ -216,8 +216,9 @@ struct kprw_rt {
 	u32 rec_ext;       /* records carry their event id and site (KPRW_CREC_EXT): the
 	                      file has no description of the image to name them by */
 	u64 ts_base;       /* the trace header's ts_base */
-	u32 *ring_queue;   /* ring mode (kprewrite record): the block queue; NULL: direct */
+	u64 *ring_queue;   /* ring mode (kprewrite record): the block queue; NULL: direct */
 	u32 ring_nblocks;
+	u32 ring_over;     /* overwrite mode: writers give the blocks they leave back */
 	u64 *ring_mapped;  /* a bit per ring block this process made present (rt_trace.c) */
 	u64 *fastev;       /* a bit per point: its hits take kprw_trace_event (rt_trace.c) */
 	s64 rseq_off;      /* this thread's rseq area from the thread pointer (rt_rseq.c), 0: none */

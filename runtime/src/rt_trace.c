@@ -420,8 +420,8 @@ static int ring_ok(const struct kprw_trace_hdr *h, u64 total)
 	if (!n)
 		return 1;
 	return bs >= 2 * GRANULE && bs <= (1ull << 30) && !(bs & (bs - 1)) && n * bs == h->data_size &&
-	       !(h->ring_queue_off & 3) && h->ring_queue_off >= sizeof *h && h->ring_queue_off <= total &&
-	       n * 4 <= total - h->ring_queue_off;
+	       !(h->ring_queue_off & 7) && h->ring_queue_off >= sizeof *h && h->ring_queue_off <= total &&
+	       n * 8 <= total - h->ring_queue_off;
 }
 
 void kprw_trace_open(const char *path, u64 size, int prefault, int records)
@@ -516,7 +516,8 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 	if (h->ring_nblocks) {
 		/* kprewrite record's ring: its blocks are reused, so making them all present
 		 * once is what keeps a record from ever paying for a page */
-		kprw_rt.ring_queue = (u32 *)(map + h->ring_queue_off);
+		kprw_rt.ring_queue = (u64 *)(map + h->ring_queue_off);
+		kprw_rt.ring_over = (h->ring_flags & KPRW_RING_OVERWRITE) != 0;
 		kprw_rt.ring_nblocks = h->ring_nblocks;
 		kprw_rt.trace_block = h->ring_bs;
 		kprw_rt.ring_mapped = kprw_mmap_anon(((u64)h->ring_nblocks + 63) / 64 * 8);
@@ -563,15 +564,19 @@ static void blk_init(u64 off, u64 n, u32 seq, const struct who *w)
 static u64 ring_take(u32 *seq)
 {
 	struct kprw_trace_hdr *h = kprw_rt.trace;
+	u64 n = kprw_rt.ring_nblocks;
 	u64 t = __atomic_load_n(&h->ring_take, __ATOMIC_RELAXED);
 	for (;;) {
 		if (t >= __atomic_load_n(&h->ring_give, __ATOMIC_ACQUIRE))
 			return ~0ull;
-		u32 blk = __atomic_load_n(&kprw_rt.ring_queue[t % kprw_rt.ring_nblocks], __ATOMIC_RELAXED);
+		u64 e = __atomic_load_n(&kprw_rt.ring_queue[t % n], __ATOMIC_ACQUIRE);
+		if ((e >> 32) != ((t / n) & 0xffffffffull))
+			return ~0ull; /* its giver has not stored it yet */
 		if (__atomic_compare_exchange_n(&h->ring_take, &t, t + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+			u32 blk = (u32)e;
 			/* after the take: a recorder that finished (and may give the ring's pages
 			 * back) saw this take, or this writer sees that it finished */
-			if (blk >= kprw_rt.ring_nblocks || (__atomic_load_n(&h->ring_flags, __ATOMIC_SEQ_CST) & KPRW_RING_DONE))
+			if (blk >= n || (__atomic_load_n(&h->ring_flags, __ATOMIC_SEQ_CST) & KPRW_RING_DONE))
 				return ~0ull;
 			*seq = (u32)t;
 			u64 off = (u64)blk * kprw_rt.trace_block;
@@ -587,6 +592,16 @@ static u64 ring_take(u32 *seq)
 	}
 }
 
+/* ring_give puts the block at off back in the queue (overwrite mode: the oldest block
+ * a writer left is the next one taken, its records overwritten) */
+static void ring_give(u64 off)
+{
+	struct kprw_trace_hdr *h = kprw_rt.trace;
+	u64 n = kprw_rt.ring_nblocks;
+	u64 g = atomic_add(&h->ring_give, 1);
+	__atomic_store_n(&kprw_rt.ring_queue[g % n], (off / kprw_rt.trace_block) | (g / n) << 32, __ATOMIC_RELEASE);
+}
+
 /* new_block takes a block for a record of size bytes (a larger one for a record larger
  * than a block) and makes it c's (none: the record has it alone; the context table is
  * full). Returns the record's place, or NULL (counted as lost). */
@@ -599,19 +614,31 @@ static __attribute__((noinline)) struct kprw_crec *new_block(u32 size, struct kp
 	if (kprw_rt.ring_queue) {
 		/* every block of the ring is trace_block bytes (more than any record needs) */
 		n = kprw_rt.trace_block;
+		struct kprw_blk *left = NULL;
 		if (old >= n && old <= kprw_rt.trace_data_size) {
-			/* the block this thread leaves: the recorder may take it back (not when a
-			 * new thread found a dead one's context: the recorder has taken that block
-			 * back already, and someone else may have it) */
-			struct kprw_blk *b = (struct kprw_blk *)(kprw_rt.trace_data + old - n);
-			if (b->tid == w->tid && b->pid == kprw_pid_fast())
-				atomic_store(&b->done, 1);
+			/* the block this thread leaves (not when a new thread found a dead one's
+			 * context: the recorder has taken that block back, someone may have it) */
+			left = (struct kprw_blk *)(kprw_rt.trace_data + old - n);
+			if (left->tid != w->tid || left->pid != kprw_pid_fast() || left->done)
+				left = NULL;
 		}
+		/* taken before the left one is given back (overwrite mode): while this writer
+		 * holds a block, the queue's entry it reads cannot be refilled under it */
 		off = ring_take(&seq);
+		if (left) {
+			atomic_store(&left->done, 1); /* the recorder may take it back */
+			if (kprw_rt.ring_over)
+				ring_give(old - n);
+		}
 		if (off == ~0ull) {
 			if (c) /* nothing more into the block left */
 				__atomic_store_n(&c->rec_end, 0, __ATOMIC_RELAXED);
 			goto lost;
+		}
+		if (kprw_rt.ring_over) { /* its old records go: readers see no magic first */
+			struct kprw_blk *b = (struct kprw_blk *)(kprw_rt.trace_data + off);
+			atomic_store(&b->magic, 0);
+			kprw_memset((u8 *)b + 4, 0, n - 4);
 		}
 	} else {
 		u64 bs = old ? kprw_rt.trace_block : GRANULE;

@@ -1,0 +1,392 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kprewrite/kprewrite/internal/recorder"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// recordSrc calls work(t, i) n times in each of THREADS threads (none: the main
+// thread), then exits 7; with a fourth argument it aborts after its calls instead.
+const recordSrc = `
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) long work(long a, long b) { __asm__ volatile(""); return a + b; }
+static long n;
+static void *run(void *arg) {
+	long t = (long)arg, s = 0;
+	for (long i = 0; i < n; i++)
+		s += work(t, i);
+	return (void *)s;
+}
+int main(int argc, char **argv) {
+	n = atol(argv[1]);
+	int threads = atoi(argv[2]);
+	if (threads == 0) {
+		run(0);
+	} else {
+		pthread_t th[16];
+		for (long t = 0; t < threads; t++)
+			pthread_create(&th[t], NULL, run, (void *)(t + 1));
+		for (int t = 0; t < threads; t++)
+			pthread_join(th[t], NULL);
+	}
+	printf("done %ld\n", n);
+	fflush(stdout);
+	if (argc > 3)
+		abort();
+	return 7;
+}
+`
+
+const recordDef = "p:b/w work a=%di b=%si"
+
+// recordProg builds and rewrites recordSrc.
+func recordProg(t *testing.T) string {
+	t.Helper()
+	prog := testprog.Build(t, recordSrc, "c", "-O2", "-pthread")
+	out := filepath.Join(t.TempDir(), "rec.kp")
+	rewriteWith(t, prog, out, []string{recordDef})
+	return out
+}
+
+// checkSequences checks that every thread (by its first argument a) wrote b = 0..n-1,
+// each once: nothing lost, torn or twice. (In time order, not always in call order:
+// the runtime's clock may step back by a fraction of a microsecond when it re-anchors
+// on the kernel's, and trace orders records by time.)
+func checkSequences(t *testing.T, lines []traceLine, threads []int, n int) {
+	t.Helper()
+	calls := map[int][]int64{}
+	re := regexp.MustCompile(`^ a=0x([0-9a-f]+) b=0x([0-9a-f]+)$`)
+	for _, l := range lines {
+		m := re.FindStringSubmatch(l.Args)
+		if l.Event != "w" || m == nil {
+			t.Fatalf("unexpected line %+v", l)
+		}
+		a, _ := strconv.ParseInt(m[1], 16, 64)
+		b, _ := strconv.ParseInt(m[2], 16, 64)
+		calls[int(a)] = append(calls[int(a)], b)
+	}
+	for _, a := range threads {
+		bs := calls[a]
+		slices.Sort(bs)
+		if len(bs) != n {
+			t.Errorf("thread a=%d: %d records, want %d", a, len(bs), n)
+		}
+		for i, b := range bs {
+			if b != int64(i) {
+				t.Errorf("thread a=%d: call %d missing or twice", a, i)
+				break
+			}
+		}
+	}
+	if len(calls) != len(threads) {
+		t.Errorf("records of %d threads, want %d", len(calls), len(threads))
+	}
+}
+
+var recordSummary = regexp.MustCompile(`kprewrite record: (\d+) records \(.*\) written to .*?(?:, (\d+) lost)?\n`)
+
+// TestRecord runs a rewritten program under kprewrite record: its exit status and
+// output are its own, every record reaches the file (one thread, then four at once,
+// whose sequences must be whole), and the records are the ones the program writes
+// on its own trace file.
+func TestRecord(t *testing.T) {
+	testprog.Need(t, "gcc")
+	prog := recordProg(t)
+	dir := t.TempDir()
+	const n = 200000
+	for _, threads := range []int{0, 4} {
+		file := filepath.Join(dir, fmt.Sprintf("t%d.trace", threads))
+		code, stdout, stderr := kp("record", "-o", file, "--", prog, strconv.Itoa(n), strconv.Itoa(threads))
+		if code != 7 || stdout != fmt.Sprintf("done %d\n", n) {
+			t.Fatalf("record: exit %d, stdout %q, stderr %s", code, stdout, stderr)
+		}
+		total := n * max(threads, 1)
+		m := recordSummary.FindStringSubmatch(stderr)
+		if m == nil || m[1] != strconv.Itoa(total) || m[2] != "" {
+			t.Errorf("record's summary %q, want %d records and none lost", stderr, total)
+		}
+		_, text, terr := kp("trace", file)
+		if !strings.Contains(text, fmt.Sprintf("entries-in-buffer/entries-written: %d/%d\n", total, total)) || terr != "" {
+			t.Errorf("trace header:\n%s\n%s", clip(text, 400), terr)
+		}
+		lines := readTrace(t, file)
+		ids := []int{0}
+		if threads > 0 {
+			ids = []int{1, 2, 3, 4}
+		}
+		checkSequences(t, lines, ids, n)
+	}
+	// the same records as the program writes on its own
+	direct := filepath.Join(dir, "direct.trace")
+	r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{"1000", "0"}, Env: []string{"KPREWRITE_TRACE=" + direct}})
+	if r.Exit != 7 {
+		t.Fatalf("direct run: %s", r)
+	}
+	rec := filepath.Join(dir, "small.trace")
+	if code, _, stderr := kp("record", "-q", "-o", rec, "--", prog, "1000", "0"); code != 7 || stderr != "" {
+		t.Fatalf("record -q: exit %d: %q", code, stderr)
+	}
+	a, b := readTrace(t, direct), readTrace(t, rec)
+	if len(a) != 1000 || len(a) != len(b) {
+		t.Fatalf("%d records direct, %d recorded", len(a), len(b))
+	}
+	for i := range a {
+		if a[i].EA() != b[i].EA() || a[i].Comm != b[i].Comm {
+			t.Fatalf("record %d: direct %+v, recorded %+v", i, a[i], b[i])
+		}
+	}
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// TestRecordCompact: an event with two u64 fetchargs takes 32 bytes in the trace.
+func TestRecordCompact(t *testing.T) {
+	testprog.Need(t, "gcc")
+	prog := recordProg(t)
+	file := filepath.Join(t.TempDir(), "c.trace")
+	if r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{"5000", "0"}, Env: []string{"KPREWRITE_TRACE=" + file}}); r.Exit != 7 {
+		t.Fatal(r)
+	}
+	s, _, err := tracefile.OpenStream(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n := 0
+	s.Each(func(r *tracefile.Record) error {
+		if r.Size != 32 || len(r.Data) != 16 {
+			t.Fatalf("record of %d bytes with %d of data, want 32 and 16", r.Size, len(r.Data))
+		}
+		n++
+		return nil
+	})
+	if n != 5000 {
+		t.Errorf("%d records", n)
+	}
+}
+
+// TestRecordDrainStopped: a recorder that stops draining (stopped, or too slow) costs
+// records, never the program, and every record is either in the file or counted as
+// lost: the four threads' records and the lost count add up exactly.
+func TestRecordDrainStopped(t *testing.T) {
+	testprog.Need(t, "gcc")
+	prog := recordProg(t)
+	file := filepath.Join(t.TempDir(), "s.trace")
+	rec, err := recorder.Create(file, recorder.Options{BufferSize: 1 << 20, BlockSize: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, threads = 50000, 4
+	r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{strconv.Itoa(n), strconv.Itoa(threads)}, Env: []string{"KPREWRITE_TRACE=" + file}})
+	if r.Exit != 7 || r.Stdout != fmt.Sprintf("done %d\n", n) {
+		t.Fatalf("program under a stopped recorder: %s", r)
+	}
+	rec.Drain(true, false)
+	if err := rec.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	st := rec.Stats()
+	s, _, err := tracefile.OpenStream(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st.Lost == 0 || uint64(s.Count)+s.Lost != n*threads || s.Torn != 0 || st.Records != uint64(s.Count) {
+		t.Errorf("%d records in the file + %d lost (recorder: %d copied, %d lost), %d torn; want %d in all, some lost",
+			s.Count, s.Lost, st.Records, st.Lost, s.Torn, n*threads)
+	}
+}
+
+// TestRecordKilled: kprewrite record killed with SIGKILL while the program runs: the
+// program goes on to its usual end, and the file holds what was copied and what the
+// ring still holds, the rest counted as lost: nothing twice, nothing torn.
+func TestRecordKilled(t *testing.T) {
+	testprog.Need(t, "gcc", "go")
+	prog := recordProg(t)
+	dir := t.TempDir()
+	bin := buildKprewrite(t, dir)
+	file := filepath.Join(dir, "k.trace")
+	out := filepath.Join(dir, "out")
+	// the program waits for the recorder's death: it starts its calls once the file
+	// exists, and records go on after the kill
+	const n, threads = 400000, 2
+	cmd := exec.Command(bin, "record", "-q", "--buffer-size", "1M", "--block-size", "8K", "-o", file, "--",
+		"sh", "-c", `while [ ! -e "$1.go" ]; do sleep 0.01; done; exec "$2" "$3" "$4" > "$5"`, "sh", file, prog,
+		strconv.Itoa(n), strconv.Itoa(threads), out)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(file); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	os.WriteFile(file+".go", nil, 0o644)
+	for i := 0; i < 3000; i++ { // the program, orphaned, ends on its own
+		if b, _ := os.ReadFile(out); string(b) == fmt.Sprintf("done %d\n", n) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b, _ := os.ReadFile(out); string(b) != fmt.Sprintf("done %d\n", n) {
+		t.Fatalf("the program's output after the recorder was killed: %q", b)
+	}
+	time.Sleep(100 * time.Millisecond) // its exit
+	s, _, err := tracefile.OpenStream(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if uint64(s.Count)+s.Lost != n*threads || s.Torn != 0 || s.Count == 0 {
+		t.Errorf("%d records + %d lost, %d torn, want %d in all", s.Count, s.Lost, s.Torn, n*threads)
+	}
+	_, text, _ := kp("trace", file)
+	if !strings.Contains(text, fmt.Sprintf("# lost: %d records", s.Lost)) {
+		t.Errorf("trace does not say how many were lost:\n%s", clip(text, 300))
+	}
+}
+
+// TestRecordCrash: the recorded program aborts: record's status is the signal's
+// (128+6, as a shell says) and every record it wrote is in the file.
+func TestRecordCrash(t *testing.T) {
+	testprog.Need(t, "gcc")
+	prog := recordProg(t)
+	file := filepath.Join(t.TempDir(), "a.trace")
+	code, _, stderr := kp("record", "-q", "-o", file, "--", prog, "30000", "0", "abort")
+	if code != 128+6 {
+		t.Fatalf("record of an aborting program: exit %d: %s", code, stderr)
+	}
+	checkSequences(t, readTrace(t, file), []int{0}, 30000)
+}
+
+// TestRecordOverwrite: --overwrite keeps the most recent records: the last calls are
+// all there, the first are not, and what is kept of the thread is one unbroken
+// stretch of its calls up to the last.
+func TestRecordOverwrite(t *testing.T) {
+	testprog.Need(t, "gcc")
+	prog := recordProg(t)
+	file := filepath.Join(t.TempDir(), "o.trace")
+	const n = 300000
+	code, _, stderr := kp("record", "-q", "--overwrite", "--buffer-size", "1M", "--block-size", "8K", "-o", file, "--", prog, strconv.Itoa(n), "0")
+	if code != 7 {
+		t.Fatalf("record --overwrite: exit %d: %s", code, stderr)
+	}
+	lines := readTrace(t, file)
+	if len(lines) == 0 || len(lines) >= n {
+		t.Fatalf("%d records kept of %d", len(lines), n)
+	}
+	re := regexp.MustCompile(`b=0x([0-9a-f]+)$`)
+	var bs []int64
+	for _, l := range lines {
+		m := re.FindStringSubmatch(l.Args)
+		if m == nil {
+			t.Fatalf("line %+v", l)
+		}
+		b, _ := strconv.ParseInt(m[1], 16, 64)
+		bs = append(bs, b)
+	}
+	slices.Sort(bs) // time order is not always call order (checkSequences)
+	if bs[len(bs)-1] != n-1 {
+		t.Errorf("the last record kept is call %d, want %d", bs[len(bs)-1], n-1)
+	}
+	for i := 1; i < len(bs); i++ {
+		if bs[i] != bs[i-1]+1 {
+			t.Fatalf("calls %d then %d: the kept records are not the most recent stretch", bs[i-1], bs[i])
+		}
+	}
+	// at least half the ring's worth: 1 MiB of 32-byte records
+	if len(bs) < (1<<20)/32/2 {
+		t.Errorf("only %d records kept", len(bs))
+	}
+}
+
+// TestRecordLive: record --live prints every record while the program runs, the same
+// lines trace prints afterwards.
+func TestRecordLive(t *testing.T) {
+	testprog.Need(t, "gcc")
+	prog := recordProg(t)
+	file := filepath.Join(t.TempDir(), "l.trace")
+	code, stdout, stderr := kp("record", "-q", "--live", "-o", file, "--", prog, "20000", "2")
+	if code != 7 {
+		t.Fatalf("record --live: exit %d: %s", code, stderr)
+	}
+	var live []string
+	for _, l := range strings.Split(stdout, "\n") {
+		if strings.Contains(l, " w: ") {
+			live = append(live, l)
+		}
+	}
+	_, text, _ := kp("trace", "--no-header", file)
+	after := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if len(live) != 40000 || len(after) != 40000 {
+		t.Fatalf("%d lines live, %d after", len(live), len(after))
+	}
+	seen := map[string]int{}
+	for _, l := range live {
+		seen[l]++
+	}
+	for _, l := range after {
+		if seen[l]--; seen[l] < 0 {
+			t.Fatalf("line %q not printed live (or twice after)", l)
+		}
+	}
+}
+
+// TestRecordFullDisk: the file system fills up while record copies: the program
+// finishes as usual, the file keeps what was written, and trace says how many
+// records were lost.
+func TestRecordFullDisk(t *testing.T) {
+	testprog.Need(t, "gcc")
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	prog := recordProg(t)
+	small := filepath.Join(t.TempDir(), "small")
+	os.Mkdir(small, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", small).Run() })
+	file := filepath.Join(small, "f.trace")
+	// 1M records are 32 MB: more than the file system holds beside the 4 MiB ring
+	const n = 1000000
+	code, stdout, stderr := kp("record", "--buffer-size", "4M", "--block-size", "8K", "-o", file, "--", prog, strconv.Itoa(n), "0")
+	if code != 7 || stdout != fmt.Sprintf("done %d\n", n) {
+		t.Fatalf("record on a full disk: exit %d, stdout %q: %s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "no space left on device") {
+		t.Errorf("record does not say the disk is full: %s", stderr)
+	}
+	s, _, err := tracefile.OpenStream(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Count == 0 || s.Lost == 0 || uint64(s.Count)+s.Lost != n {
+		t.Errorf("%d records + %d lost, want %d in all", s.Count, s.Lost, n)
+	}
+}

@@ -231,14 +231,14 @@ func TestRecordKilled(t *testing.T) {
 	// exists, and records go on after the kill
 	const n, threads = 400000, 2
 	cmd := exec.Command(bin, "record", "-q", "--buffer-size", "1M", "--block-size", "8K", "-o", file, "--",
-		"sh", "-c", `while [ ! -e "$1.go" ]; do sleep 0.01; done; exec "$2" "$3" "$4" > "$5"`, "sh", file, prog,
+		"sh", "-c", `: > "$1.started"; while [ ! -e "$1.go" ]; do sleep 0.01; done; exec "$2" "$3" "$4" > "$5"`, "sh", file, prog,
 		strconv.Itoa(n), strconv.Itoa(threads), out)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 500; i++ {
-		if _, err := os.Stat(file); err == nil {
+	for i := 0; i < 3000; i++ { // the recorder has started the program
+		if _, err := os.Stat(file + ".started"); err == nil {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -367,7 +367,7 @@ func TestRecordFullDisk(t *testing.T) {
 	prog := recordProg(t)
 	small := filepath.Join(t.TempDir(), "small")
 	os.Mkdir(small, 0o755)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", small).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", small).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", small).Run() })

@@ -527,6 +527,20 @@ type RawChunk struct {
 	Reserved uint32  `c:"reserved"`
 }
 
+// CRecBytes is the size of a compact record whose rlen word (reserved data length and
+// flags) is rlen: the fixed part, the ext part and return address its flags say, the
+// data, padding to 8.
+func CRecBytes(rlen uint16) uint64 {
+	n := uint64(CRecSize) + uint64(rlen&CRecLen)
+	if rlen&CRecExt != 0 {
+		n += CRecExtSize
+	}
+	if rlen&CRecRet != 0 {
+		n += 8
+	}
+	return (n + 7) &^ 7
+}
+
 // Version 3 trace files.
 const (
 	BlockMagic    = 0x3342504b // "KPB3"

@@ -127,7 +127,6 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	rec.Drain(true, false)
 	if follow != nil {
 		follow.Poll(stdout, stderr)
-		follow.Close()
 	}
 	progress.clear()
 	ferr := rec.Finish()

@@ -21,7 +21,6 @@ func followTrace(path string, bins []string, stdout, stderr io.Writer) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	f := tracefile.NewFollower(path, bins)
-	defer f.Close()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {

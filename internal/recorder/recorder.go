@@ -80,8 +80,6 @@ type Recorder struct {
 	pieces   []piece
 	stats    Stats
 	err      error // the first write error: nothing more is copied
-	zero     []byte
-	started  time.Time
 }
 
 type blockState struct {
@@ -217,8 +215,8 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	// the first chunks' blocks reserved beyond the end (appendChunk goes on)
 	syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(total), preallocAhead)
 	r := &Recorder{f: f, m: m, n: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, n), prealloc: total + preallocAhead,
-		inflight: make([]bool, n), zero: zero, started: time.Now(),
-		jobs: make(chan *job, chunkBuffers), results: make(chan *job, chunkBuffers)}
+		inflight: make([]bool, n),
+		jobs:     make(chan *job, chunkBuffers), results: make(chan *job, chunkBuffers)}
 	for k := 0; k < chunkBuffers; k++ {
 		buf, err := syscall.Mmap(-1, 0, maxChunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_POPULATE)
 		if err != nil {
@@ -280,14 +278,7 @@ func (r *Recorder) scan(i uint64, now time.Time, final bool) (from, to, records 
 		if tsLo == 0 && tsHi == 0 {
 			break // the records end here, for now
 		}
-		head := uint64(kprt.CRecSize)
-		if rlen&kprt.CRecExt != 0 {
-			head += kprt.CRecExtSize
-		}
-		if rlen&kprt.CRecRet != 0 {
-			head += 8
-		}
-		size := (head + uint64(rlen&kprt.CRecLen) + 7) &^ 7
+		size := kprt.CRecBytes(rlen)
 		if size > r.bs-to {
 			break // corrupt
 		}

@@ -45,9 +45,6 @@ func NewFollower(path string, bins []string) *Follower {
 		chunks: map[uint64]bool{}, printed: map[uint32]uint64{}, errs: map[string]bool{}}
 }
 
-// Close releases what the follower holds.
-func (f *Follower) Close() {}
-
 // missingPolls is how many polls a block that head has passed may lack its header before
 // it is taken for one whose writer died as it took it.
 const missingPolls = 20
@@ -118,7 +115,7 @@ func (f *Follower) keep(r *Record) {
 // walk reads the committed records of [off, end) of a block that blk names, stopping
 // at the first one not committed yet; it returns where it stopped.
 func (f *Follower) walk(s *Stream, off, end uint64, blk *kprt.RawBlock, emit func(off, size uint64, r *Record)) uint64 {
-	bc := blockCtx{pid: blk.PID, tid: blk.TID, image: blk.Image, imageID: blk.ImageID, bias: blk.Bias, comm: blk.Comm}
+	bc := ctxOf(blk)
 	var r Record
 	for off < end {
 		size, st := s.crec(off, end, &bc, &r)
@@ -166,44 +163,18 @@ func (f *Follower) pollDirect(s *Stream) {
 
 func (f *Follower) pollRing(s *Stream) {
 	h := &s.Header
-	// chunks the recorder appended since: newest first from chunk_last, back to one
-	// already read
-	var fresh []uint64
-	size := uint64(len(s.data))
-	for off := h.ChunkLast; off != 0 && !f.chunks[off] && len(fresh) < maxChunks; {
-		if off > size || size-off < kprt.ChunkSize || string(s.data[off:off+8]) != kprt.ChunkMagic {
-			break
-		}
-		fresh = append(fresh, off)
-		prev := le64(s.data[off+8:])
-		if prev >= off {
-			break
-		}
-		off = prev
-	}
-	for k := len(fresh) - 1; k >= 0; k-- {
-		off := fresh[k]
+	// chunks the recorder appended since the last poll
+	for _, off := range chunkChain(s.data, h.ChunkLast, func(off uint64) bool { return f.chunks[off] }) {
 		f.chunks[off] = true
-		csize := le64(s.data[off+16:])
-		if csize > size-off || csize < kprt.ChunkSize {
-			continue
-		}
-		cend := off + csize
-		for p := off + kprt.ChunkSize; p < cend; {
-			var blk kprt.RawBlock
-			if !decodeBlock(s.data, p, cend, &blk) {
-				break
-			}
-			start := p + kprt.BlockSize
+		eachPiece(s.data, off, func(blk *kprt.RawBlock, start, end uint64) {
 			seq, from := blk.Seq, uint64(blk.Drained)
-			f.walk(s, start, p+uint64(blk.Size), &blk, func(o, sz uint64, r *Record) {
+			f.walk(s, start, end, blk, func(o, sz uint64, r *Record) {
 				if at := from + (o - start); at >= f.printed[seq] {
 					f.keep(r)
 					f.printed[seq] = at + sz
 				}
 			})
-			p += (uint64(blk.Size) + 7) &^ 7
-		}
+		})
 	}
 	n, bs := uint64(h.RingBlocks), h.RingBS
 	if bs < 2*granule || n > h.DataSize/bs {
@@ -222,11 +193,6 @@ func (f *Follower) pollRing(s *Stream) {
 			f.printed[seq] = o - off + sz
 		})
 	}
-}
-
-func le64(b []byte) uint64 {
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
 // readImagePath reads the description of the rewritten binary at path.

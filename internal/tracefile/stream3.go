@@ -2,6 +2,7 @@ package tracefile
 
 import (
 	"encoding/binary"
+	"slices"
 
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
@@ -20,6 +21,10 @@ type blockCtx struct {
 	imageID  uint64
 	bias     uint64
 	comm     [16]byte
+}
+
+func ctxOf(blk *kprt.RawBlock) blockCtx {
+	return blockCtx{pid: blk.PID, tid: blk.TID, image: blk.Image, imageID: blk.ImageID, bias: blk.Bias, comm: blk.Comm}
 }
 
 // probeRef is what a record's probe index stands for: its event and site.
@@ -100,15 +105,8 @@ func (s *Stream) crec(off, end uint64, bc *blockCtx, r *Record) (uint64, int) {
 	if tsLo == 0 && tsHi == 0 {
 		return 0, crecEnd
 	}
-	head := uint64(kprt.CRecSize)
-	if rlen&kprt.CRecExt != 0 {
-		head += kprt.CRecExtSize
-	}
-	if rlen&kprt.CRecRet != 0 {
-		head += 8
-	}
 	reserved := uint64(rlen & kprt.CRecLen)
-	size := (head + reserved + 7) &^ 7
+	size := kprt.CRecBytes(rlen)
 	if size > end-off {
 		return 0, crecEnd // corrupt: its writer's size does not fit the block
 	}
@@ -139,12 +137,12 @@ func (s *Stream) crec(off, end uint64, bc *blockCtx, r *Record) (uint64, int) {
 		p += kprt.CRecExtSize
 	} else {
 		rr.Type = kprt.RecKprobe
+		rr.TsNs = s.Header.TsBase + (uint64(tsHi)<<32 | uint64(tsLo))
 		rr.EventID, rr.IP = kprt.NoEvent, 0
 		if refs := s.probeRefs(bc.image); uint64(probe) < uint64(len(refs)) {
 			rr.EventID, rr.IP = refs[probe].eventID, refs[probe].site
 		}
 	}
-	rr.TsNs = tsOf(rr, s.Header.TsBase, tsHi, tsLo, rlen)
 	rr.RetIP = 0
 	if rlen&kprt.CRecRet != 0 {
 		rr.RetIP = binary.LittleEndian.Uint64(b[p:])
@@ -155,14 +153,6 @@ func (s *Stream) crec(off, end uint64, bc *blockCtx, r *Record) (uint64, int) {
 	}
 	r.Data = b[p : p+dlen]
 	return size, crecCommitted
-}
-
-// tsOf is a compact record's time: its ext part's, or ts_base plus its 48-bit offset.
-func tsOf(rr *kprt.RawRecord, base uint64, hi uint16, lo uint32, rlen uint16) uint64 {
-	if rlen&kprt.CRecExt != 0 {
-		return rr.TsNs
-	}
-	return base + (uint64(hi)<<32 | uint64(lo))
 }
 
 // index3 indexes a version 3 file's records: the blocks given out by head, or the
@@ -205,41 +195,57 @@ func (s *Stream) index3() {
 // maxChunks bounds the chunks a reader follows (a loop in a corrupt file ends).
 const maxChunks = 1 << 24
 
-// indexChunks walks the recorder's chunks, oldest first, indexing their pieces; it
-// returns, per ring block seq, the end of what the pieces copied of it.
-func (s *Stream) indexChunks() map[uint32]uint64 {
-	drained := map[uint32]uint64{}
+// chunkChain returns the recorder's chunks from the one at last back to the first, or
+// to one seen says was read already, oldest first.
+func chunkChain(data []byte, last uint64, seen func(uint64) bool) []uint64 {
 	var chain []uint64
-	size := uint64(len(s.data))
-	for off := s.Header.ChunkLast; off != 0 && len(chain) < maxChunks; {
-		if off > size || size-off < kprt.ChunkSize || string(s.data[off:off+8]) != kprt.ChunkMagic {
+	size := uint64(len(data))
+	for off := last; off != 0 && len(chain) < maxChunks && !seen(off); {
+		if off > size || size-off < kprt.ChunkSize || string(data[off:off+8]) != kprt.ChunkMagic {
 			break
 		}
-		prev := binary.LittleEndian.Uint64(s.data[off+8:])
 		chain = append(chain, off)
+		prev := binary.LittleEndian.Uint64(data[off+8:])
 		if prev >= off {
 			break
 		}
 		off = prev
 	}
-	for k := len(chain) - 1; k >= 0; k-- {
-		off := chain[k]
-		csize := binary.LittleEndian.Uint64(s.data[off+16:])
-		if csize > size-off || csize < kprt.ChunkSize {
-			continue
+	slices.Reverse(chain)
+	return chain
+}
+
+// eachPiece calls fn with each piece of the chunk at off: its block header (Size the
+// piece's bytes, Drained where its records were in the ring block) and its records'
+// extent in data.
+func eachPiece(data []byte, off uint64, fn func(blk *kprt.RawBlock, from, to uint64)) {
+	size := uint64(len(data))
+	csize := binary.LittleEndian.Uint64(data[off+16:])
+	if csize > size-off || csize < kprt.ChunkSize {
+		return
+	}
+	end := off + csize
+	for p := off + kprt.ChunkSize; p < end; {
+		var blk kprt.RawBlock
+		if !decodeBlock(data, p, end, &blk) {
+			return
 		}
-		end := off + csize
-		for p := off + kprt.ChunkSize; p < end; {
-			var blk kprt.RawBlock
-			if !decodeBlock(s.data, p, end, &blk) {
-				break
+		fn(&blk, p+kprt.BlockSize, p+uint64(blk.Size))
+		p += (uint64(blk.Size) + 7) &^ 7
+	}
+}
+
+// indexChunks walks the recorder's chunks, oldest first, indexing their pieces; it
+// returns, per ring block seq, the end of what the pieces copied of it.
+func (s *Stream) indexChunks() map[uint32]uint64 {
+	drained := map[uint32]uint64{}
+	for _, off := range chunkChain(s.data, s.Header.ChunkLast, func(uint64) bool { return false }) {
+		eachPiece(s.data, off, func(blk *kprt.RawBlock, from, to uint64) {
+			s.walkBlock(from, to, blk)
+			if end := uint64(blk.Drained) + to - from; end > drained[blk.Seq] {
+				drained[blk.Seq] = end
 			}
-			s.walkBlock(p+kprt.BlockSize, p+uint64(blk.Size), &blk)
-			if to := uint64(blk.Drained) + uint64(blk.Size) - kprt.BlockSize; to > drained[blk.Seq] {
-				drained[blk.Seq] = to
-			}
-			p += (uint64(blk.Size) + 7) &^ 7
-		}
+		})
 	}
 	return drained
 }
@@ -247,7 +253,7 @@ func (s *Stream) indexChunks() map[uint32]uint64 {
 // walkBlock indexes the records of [off, end), written by the thread blk names.
 func (s *Stream) walkBlock(off, end uint64, blk *kprt.RawBlock) {
 	bi := len(s.blocks)
-	s.blocks = append(s.blocks, blockCtx{pid: blk.PID, tid: blk.TID, image: blk.Image, imageID: blk.ImageID, bias: blk.Bias, comm: blk.Comm})
+	s.blocks = append(s.blocks, ctxOf(blk))
 	bc := &s.blocks[bi]
 	cur := run{off: ^uint64(0)}
 	last := uint64(0)

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "f35f345ec2896600d5aead826c5609562d0ec8c49590457322bbd12c848ebcf0"
+const ObjectSHA256 = "583f31e7733949f656979c4b1fbc0be80413cc496766f40e8b058de5acae5f81"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

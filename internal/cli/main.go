@@ -36,6 +36,7 @@ func commands() []command {
 		{"profile", "print hits and misses per event of a trace file, like kprobe_profile", runProfile},
 		{"report", "print calls, total and self time per function of a trace file, like uftrace report", runReport},
 		{"flamegraph", "draw a trace file's calls as an SVG flame graph (or folded stacks)", runFlamegraph},
+		{"hist", "print the histograms of a trace file's hist triggers, as the kernel's hist files (or pause, continue, clear them)", runHist},
 		{"format", "print each event's format file, as the kernel's tracefs shows it", runFormat},
 		{"traceon", "turn tracing on in a trace file, for the programs writing into it (tracefs's tracing_on)", runTraceOnOff(true)},
 		{"traceoff", "turn tracing off in a trace file: hits are counted, nothing is recorded", runTraceOnOff(false)},

@@ -21,7 +21,7 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&files, "f", "file of probe event definitions, one per line (repeatable)")
 	var filters multiFlag
 	var triggers multiFlag
-	fs.Var(&triggers, "trigger", "`GROUP/EVENT:TRIGGER`: run TRIGGER, in the kernel's grammar (events.rst section 6), at each hit of the event: traceon, traceoff (every event's records), enable_event:GROUP:EVENT, disable_event:GROUP:EVENT (that event's records), each with :COUNT (fire at most COUNT times) and 'if FILTER'; an event rewritten with --disable that has triggers or is their target starts soft-disabled (armed, records nothing until enabled); '!CMD' removes one (repeatable; also a definitions file's 'trigger GROUP/EVENT:TRIGGER' lines)")
+	fs.Var(&triggers, "trigger", "`GROUP/EVENT:TRIGGER`: run TRIGGER, in the kernel's grammar (events.rst section 6), at each hit of the event: traceon, traceoff (every event's records), enable_event:GROUP:EVENT, disable_event:GROUP:EVENT (that event's records), each with :COUNT (fire at most COUNT times) and 'if FILTER'; hist:keys=...[:vals=...][:sort=...][:size=N][:pause] [if FILTER] (a histogram in the trace file, printed by kprewrite hist); an event rewritten with --disable that has triggers or is their target starts soft-disabled (armed, records nothing until enabled); '!CMD' removes one (repeatable; also a definitions file's 'trigger GROUP/EVENT:TRIGGER' lines)")
 	fs.Var(&filters, "filter", "`GROUP/EVENT:EXPR`: record only the hits of the event for which EXPR, a filter in the kernel's grammar (events.rst section 5: fields by name, == != < <= > >= &, ~ \"glob\" on strings, && || ! and parentheses), is true; the runtime runs it before writing the record; GROUP/EVENT:0 removes it (repeatable; also a definitions file's 'filter GROUP/EVENT:EXPR' lines)")
 	var hfiles multiFlag
 	fs.Var(&hfiles, "handlers", "`FILE.c`: C handler file declaring probes with DEFINE_KPROBE/DEFINE_KRETPROBE (kprewrite.h, see kprewrite include), compiled with gcc and linked in (repeatable)")
@@ -35,7 +35,8 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	skip := fs.Bool("skip-refused", false, "leave out probes the analysis refuses (reported on stderr) instead of failing")
 	trace := fs.String("trace", "", "default trace file of the rewritten program (default: OUT"+TraceSuffix+", absolute; \"none\" for no default); KPREWRITE_TRACE overrides it at run time")
 	traceSize := fs.String("trace-size", "", "record area of a new trace file, e.g. 64M (default 64M); KPREWRITE_TRACE_SIZE overrides it")
-	disable := fs.String("disable", "", "register events disabled: all, or a comma-separated list of EVENT, GROUP/EVENT, GROUP/*")
+	var disables multiFlag
+	fs.Var(&disables, "disable", "register events disabled: all, or a comma-separated list of EVENT, GROUP/EVENT, GROUP/* (repeatable)")
 	countOnly := fs.Bool("count-only", false, "events write no trace records: every hit is counted in the trace file's counters (kprewrite profile); a jump-optimized probe whose probes are all such events costs one lock incq (~1 ns); a return event is counted at its function's exits where the analysis sees them all ([EXIT] in list)")
 	exitsOnly := fs.Bool("exits-only", false, "with --count-only: refuse return probes that cannot be counted at their exits instead of hooking the return address (with --skip-refused: leave them out); for programs whose stacks a hooked return address breaks, such as Go programs")
 	debug := fs.Bool("debug", false, "the rewritten program reports its probe start-up on stderr")
@@ -60,8 +61,8 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 		}
 		opt.TraceSize = n
 	}
-	if *disable != "" {
-		for _, t := range strings.Split(*disable, ",") {
+	for _, disable := range disables {
+		for _, t := range strings.Split(disable, ",") {
 			if t = strings.TrimSpace(t); t != "" {
 				opt.Disable = append(opt.Disable, t)
 			}

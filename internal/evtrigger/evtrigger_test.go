@@ -50,7 +50,9 @@ func TestParse(t *testing.T) {
 		{text: "enable_event:g:x:", errno: syscall.EINVAL},
 		{text: "enable_event", errno: syscall.EINVAL},
 		{text: "bogus", errno: syscall.EINVAL},
-		{text: "hist:keys=a", errno: syscall.EINVAL},
+		{text: "hist:keys=nosuch", errno: syscall.EINVAL},
+		{text: "hist", errno: syscall.EINVAL},
+		{text: "enable_hist:g:x", errno: syscall.EINVAL},
 	} {
 		got, err := Parse(c.text, env)
 		if c.errno != 0 {
@@ -173,4 +175,50 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
 		Decode(b, n)
 	})
+}
+
+// TestHistSet: hist triggers follow hist_register_trigger: several per event, the same
+// one again is EEXIST unless it pauses, continues or clears it, cont/clear of none is
+// ENOENT, '!' removes the matching one.
+func TestHistSet(t *testing.T) {
+	env := testEnv(t)
+	var s Set
+	apply := func(text string) error {
+		tr, err := Parse(text, env)
+		if err != nil {
+			return err
+		}
+		s, err = s.Apply(tr)
+		return err
+	}
+	errno := func(err error) syscall.Errno {
+		if e, ok := err.(*Error); ok {
+			return e.Errno
+		}
+		return 0
+	}
+	if err := apply("hist:keys=a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply("hist:keys=a:vals=a if a > 1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply("hist:key=a"); errno(err) != syscall.EEXIST {
+		t.Errorf("the same histogram again: %v, want EEXIST", err)
+	}
+	if err := apply("hist:keys=a:pause"); err != nil || s[1].String() != "hist:keys=a:vals=hitcount:sort=hitcount:size=2048 [paused]" {
+		t.Errorf("pause: %v, %v", err, s)
+	}
+	if err := apply("hist:keys=a:cont"); err != nil || s[1].Hist.Pause {
+		t.Errorf("cont: %v, %v", err, s)
+	}
+	if err := apply("hist:keys=s:clear"); errno(err) != syscall.ENOENT {
+		t.Errorf("clear of no histogram: %v, want ENOENT", err)
+	}
+	if err := apply("!hist:keys=a:vals=a if a > 1"); err != nil || len(s) != 1 || s[0].String() != "hist:keys=a:vals=hitcount:sort=hitcount:size=2048 [active]" {
+		t.Errorf("remove: %v, %v", err, s)
+	}
+	if err := apply("traceon"); err != nil || len(s) != 2 {
+		t.Errorf("a traceon beside a histogram: %v, %v", err, s)
+	}
 }

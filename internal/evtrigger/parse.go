@@ -8,13 +8,14 @@ import (
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/evfilter"
+	"github.com/kprewrite/kprewrite/internal/evhist"
 )
 
 // Command is a trigger's command.
 type Command uint8
 
-// The commands of the kernel's trigger files. Snapshot is read but has no runtime yet
-// (the program has no snapshot buffer); hist is issue 16's next step.
+// The commands of the kernel's trigger files. Snapshot and stacktrace are read but
+// have no runtime yet.
 const (
 	TraceOn Command = iota + 1
 	TraceOff
@@ -22,11 +23,12 @@ const (
 	DisableEvent
 	StackTrace
 	Snapshot
+	Hist
 )
 
 var names = map[string]Command{
 	"traceon": TraceOn, "traceoff": TraceOff, "enable_event": EnableEvent,
-	"disable_event": DisableEvent, "stacktrace": StackTrace, "snapshot": Snapshot,
+	"disable_event": DisableEvent, "stacktrace": StackTrace, "snapshot": Snapshot, "hist": Hist,
 }
 
 func (c Command) String() string {
@@ -49,6 +51,8 @@ func (c Command) kind() int {
 		return 2
 	case StackTrace:
 		return 3
+	case Hist:
+		return 5 // ETT_EVENT_HIST
 	}
 	return 4 // ETT_EVENT_ENABLE
 }
@@ -70,11 +74,20 @@ type Trigger struct {
 	Filter string // the "if" condition, "" for none
 	// Group and Event name the event enable_event and disable_event switch.
 	Group, Event string
+	// Hist is a hist trigger's histogram (its Filter is Hist.Filter too).
+	Hist *evhist.Spec
 }
 
 // String is the trigger as the kernel's trigger file lists it: "traceon:unlimited",
 // "enable_event:grp:ev:count=3 if a > 1".
 func (t Trigger) String() string {
+	if t.Hist != nil {
+		state := " [active]"
+		if t.Hist.Pause {
+			state = " [paused]"
+		}
+		return t.Hist.Info() + state
+	}
 	var b strings.Builder
 	b.WriteString(t.Cmd.String())
 	if t.Cmd == EnableEvent || t.Cmd == DisableEvent {
@@ -179,12 +192,15 @@ func Parse(text string, env Env) (Trigger, error) {
 	}
 	c, ok := names[cmd]
 	switch {
-	case cmd == "hist" || cmd == "enable_hist" || cmd == "disable_hist":
+	case cmd == "enable_hist" || cmd == "disable_hist":
 		return fail(syscall.EINVAL, "%s triggers are not supported yet", cmd)
 	case !ok:
-		return fail(syscall.EINVAL, "no trigger command %q (traceon, traceoff, enable_event, disable_event, stacktrace, snapshot)", cmd)
+		return fail(syscall.EINVAL, "no trigger command %q (traceon, traceoff, enable_event, disable_event, stacktrace, snapshot, hist)", cmd)
 	}
 	t.Cmd = c
+	if c == Hist {
+		return parseHist(t, next, hasNext, env)
+	}
 	var param, filter string
 	var hasParam, hasFilter bool
 	if c == EnableEvent || c == DisableEvent {
@@ -258,6 +274,37 @@ func Parse(text string, env Env) (Trigger, error) {
 	return t, nil
 }
 
+// parseHist reads a hist trigger's parameters and filter (event_hist_trigger_parse).
+func parseHist(t Trigger, param string, has bool, env Env) (Trigger, error) {
+	if !has {
+		return Trigger{}, &Error{Text: t.Text, Errno: syscall.EINVAL, Reason: "hist needs keys=..."}
+	}
+	attrs, filter, err := evhist.SplitFilter(param)
+	if err == nil {
+		t.Hist, err = evhist.Parse(attrs, env.Fields)
+	}
+	if err == nil {
+		err = t.Hist.Check()
+	}
+	if err != nil {
+		return Trigger{}, &Error{Text: t.Text, Errno: syscall.EINVAL, Reason: err.Error()}
+	}
+	if filter != "" {
+		_, cond, _ := strsep(filter, " \t")
+		if _, err := evfilter.Parse(cond, env.Fields, env.Syms); err != nil && !t.Remove {
+			fe, _ := err.(*evfilter.Error)
+			reason := "bad condition"
+			if fe != nil {
+				reason = "bad condition: " + fe.Message()
+			}
+			return Trigger{}, &Error{Text: t.Text, Errno: syscall.EINVAL, Reason: reason, Filter: fe}
+		}
+		t.Filter = cond
+		t.Hist.Filter = cond
+	}
+	return t, nil
+}
+
 // Set is one event's triggers in the kernel's list order: the newest first, the order
 // in which they run.
 type Set []Trigger
@@ -266,6 +313,9 @@ type Set []Trigger
 // a removal, as the kernel's register_trigger and unregister_trigger do: a second
 // trigger of a kind is EEXIST; removing one that is not there is no error.
 func (s Set) Apply(t Trigger) (Set, error) {
+	if t.Cmd == Hist {
+		return s.applyHist(t)
+	}
 	same := func(o Trigger) bool {
 		if o.Cmd.kind() != t.Cmd.kind() {
 			return false
@@ -284,5 +334,44 @@ func (s Set) Apply(t Trigger) (Set, error) {
 	if t.Remove {
 		return s, nil
 	}
+	return append(Set{t}, s...), nil
+}
+
+// applyHist adds, changes or removes a hist trigger as hist_register_trigger and
+// hist_unregister_trigger do: an event may have several histograms; one with the same
+// keys, values, sort and filter as an existing one pauses it (":pause"), continues it
+// (":cont") or clears it (":clear", nothing to clear before the program runs), else is
+// EEXIST; ":cont" or ":clear" with no such histogram is ENOENT.
+func (s Set) applyHist(t Trigger) (Set, error) {
+	for i, o := range s {
+		if o.Cmd != Hist || !o.Hist.Same(t.Hist) {
+			continue
+		}
+		if t.Remove {
+			return append(s[:i:i], s[i+1:]...), nil
+		}
+		h := *o.Hist
+		switch {
+		case t.Hist.Pause:
+			h.Pause = true
+		case t.Hist.Cont:
+			h.Pause = false
+		case t.Hist.Clear:
+		default:
+			return s, &Error{Text: t.Text, Errno: syscall.EEXIST, Reason: "Hist trigger already exists"}
+		}
+		out := append(Set(nil), s...)
+		out[i].Hist = &h
+		return out, nil
+	}
+	if t.Remove {
+		return s, nil
+	}
+	if t.Hist.Cont || t.Hist.Clear {
+		return s, &Error{Text: t.Text, Errno: syscall.ENOENT, Reason: "Can't clear or continue a nonexistent hist trigger"}
+	}
+	h := *t.Hist
+	h.Cont, h.Clear = false, false
+	t.Hist = &h
 	return append(Set{t}, s...), nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/kprewrite/kprewrite/internal/evfilter"
+	"github.com/kprewrite/kprewrite/internal/evhist"
 )
 
 // Compiled is a trigger ready for the runtime: its condition's filter program, the
@@ -18,6 +19,7 @@ type Compiled struct {
 	Filter  []byte // evfilter program, nil for none
 	Targets []uint32
 	Slot    uint32
+	Hist    []byte // a hist trigger's evhist program (its table starts at Slot)
 }
 
 // The blob's layout (runtime/src/rt_trigger.c reads it; little-endian, 4-byte units):
@@ -26,6 +28,9 @@ type Compiled struct {
 //	per trigger, in run order:
 //	  u8 cmd; u8 flags (FlagPost); u16 ntargets; u32 slot; u64 count; u32 filter_len
 //	  u32 targets[ntargets]; filter program, padded to 4
+//
+// A hist trigger's "targets" are its evhist program (ntargets 4-byte units), and its
+// slot is the first word of its table in the control area (evhist's doc.go).
 //
 // cond is the kernel's TRIGGER_COND: some trigger has a condition or runs after the
 // record; then every trigger runs once the record's data is fetched, else all of
@@ -43,7 +48,7 @@ const (
 // EVENT_FILE_FL_TRIGGER_COND).
 func Cond(ts []Compiled) bool {
 	for _, t := range ts {
-		if t.Filter != nil || t.Cmd.Post() {
+		if t.Filter != nil || t.Cmd.Post() || t.Cmd == Hist {
 			return true
 		}
 	}
@@ -72,7 +77,11 @@ func Program(ts []Compiled) ([]byte, error) {
 		if t.Cmd.Post() {
 			h[1] = FlagPost
 		}
-		binary.LittleEndian.PutUint16(h[2:], uint16(len(t.Targets)))
+		nt := len(t.Targets)
+		if t.Cmd == Hist {
+			nt = len(t.Hist) / 4
+		}
+		binary.LittleEndian.PutUint16(h[2:], uint16(nt))
 		binary.LittleEndian.PutUint32(h[4:], t.Slot)
 		binary.LittleEndian.PutUint64(h[8:], t.Count)
 		binary.LittleEndian.PutUint32(h[16:], uint32(len(t.Filter)))
@@ -80,6 +89,7 @@ func Program(ts []Compiled) ([]byte, error) {
 		for _, x := range t.Targets {
 			b = binary.LittleEndian.AppendUint32(b, x)
 		}
+		b = append(b, t.Hist...)
 		b = append(b, t.Filter...)
 		for len(b)%4 != 0 {
 			b = append(b, 0)
@@ -122,7 +132,7 @@ func Decode(b []byte, nevents int) ([]Compiled, error) {
 		}
 		h := b[off : off+triggerSize]
 		c := Compiled{Trigger: Trigger{Cmd: Command(h[0]), Count: binary.LittleEndian.Uint64(h[8:])}}
-		if c.Cmd < TraceOn || c.Cmd > Snapshot {
+		if c.Cmd < TraceOn || c.Cmd > Hist {
 			return nil, fmt.Errorf("trigger program: trigger %d: command %d", i, h[0])
 		}
 		nt := int(binary.LittleEndian.Uint16(h[2:]))
@@ -131,6 +141,13 @@ func Decode(b []byte, nevents int) ([]Compiled, error) {
 		off += triggerSize
 		if nt > (len(b)-off)/4 {
 			return nil, fmt.Errorf("trigger program: trigger %d: %d targets", i, nt)
+		}
+		if c.Cmd == Hist {
+			c.Hist = b[off : off+4*nt]
+			if _, err := evhist.CheckProgram(c.Hist); err != nil {
+				return nil, fmt.Errorf("trigger program: trigger %d: %w", i, err)
+			}
+			nt, off = 0, off+4*nt
 		}
 		for k := 0; k < nt; k++ {
 			x := binary.LittleEndian.Uint32(b[off:])

@@ -480,6 +480,11 @@ func (g *gen) makeEvents() error {
 				needSyms = true
 			}
 		}
+		for _, td := range p.Triggers { // .sym hist keys are named by kprewrite hist
+			if td.Hist != nil && td.Hist.NeedsSymbols() {
+				needSyms = true
+			}
+		}
 		g.evOf[i] = len(g.events)
 		g.events = append(g.events, ev)
 		g.desc.Events = append(g.desc.Events, tracefile.DescEvent{ID: id, Group: p.Def.Group, Name: p.Def.Event, Def: p.Def.Def,
@@ -511,10 +516,12 @@ func (g *gen) makeTriggers() error {
 		evIdx[key] = append(evIdx[key], uint32(k))
 	}
 	slots := map[string]uint32{}
-	slotOf := func(key string) uint32 {
+	next := uint32(0)
+	slotOf := func(key string, words uint32) uint32 {
 		s, ok := slots[key]
 		if !ok {
-			s = uint32(len(slots))
+			s = next
+			next += words
 			slots[key] = s
 		}
 		return s
@@ -524,7 +531,7 @@ func (g *gen) makeTriggers() error {
 			continue
 		}
 		p := &g.probes[i]
-		prog, cslots, err := compileTriggers(p, symbolsOf(g.b.Funcs), evIdx, slotOf)
+		prog, cslots, err := compileTriggers(p, symbolsOf(g.b.Funcs), g.symLimit(), evIdx, slotOf)
 		if err != nil {
 			return err
 		}

@@ -101,8 +101,9 @@ func eventsNamed(defs []Probe, s FilterSpec, what, form string) ([]int, error) {
 // compileTriggers makes the runtime's trigger program of probe i: conditions
 // compiled against the binary's functions, targets as runtime event indexes (evIdx:
 // every runtime event of a GROUP/EVENT), count slots from slotOf (one per trigger of
-// a logical event, shared by its probes).
-func compileTriggers(d *Probe, syms evfilter.Symbols, evIdx map[string][]uint32, slotOf func(key string) uint32) ([]byte, []uint32, error) {
+// a logical event, shared by its probes; a histogram's table takes a run of them).
+// symLimit is the image's highest link-time address (.sym keys).
+func compileTriggers(d *Probe, syms evfilter.Symbols, symLimit uint64, evIdx map[string][]uint32, slotOf func(key string, words uint32) uint32) ([]byte, []uint32, error) {
 	if len(d.Triggers) == 0 {
 		return nil, nil, nil
 	}
@@ -124,7 +125,14 @@ func compileTriggers(d *Probe, syms evfilter.Symbols, evIdx map[string][]uint32,
 		if td.Cmd == evtrigger.EnableEvent || td.Cmd == evtrigger.DisableEvent {
 			c.Targets = evIdx[td.Group+"/"+td.Event]
 		}
-		c.Slot = slotOf(d.Def.Group + "/" + d.Def.Event + "\x00" + td.String())
+		words := uint32(1)
+		if td.Hist != nil {
+			h := *td.Hist
+			h.SymLimit = symLimit
+			c.Hist = h.Program()
+			words = uint32(h.TableWords())
+		}
+		c.Slot = slotOf(d.Def.Group+"/"+d.Def.Event+"\x00"+td.String(), words)
 		slots = append(slots, c.Slot)
 		cs = append(cs, c)
 	}
@@ -147,4 +155,14 @@ func triggerTargets(defs []Probe) map[string]bool {
 		}
 	}
 	return t
+}
+
+// symLimit is the end of the input's highest loadable segment: a .sym hist key below
+// it, less the load bias, is a link-time address of the image.
+func (g *gen) symLimit() uint64 {
+	var end uint64
+	for _, p := range g.f.Loads() {
+		end = max(end, p.Vaddr+p.Memsz)
+	}
+	return end
 }

@@ -41,7 +41,12 @@ type Event struct {
 
 // Open maps the trace file at p for reading and writing its switches. It must be a
 // regular file holding a kprewrite trace.
-func Open(p string) (*File, error) {
+func Open(p string) (*File, error) { return open(p, true) }
+
+// OpenRead maps the trace file at p for reading only (Hists, Events).
+func OpenRead(p string) (*File, error) { return open(p, false) }
+
+func open(p string, write bool) (*File, error) {
 	s, descs, err := tracefile.OpenStream(p, nil)
 	if err != nil {
 		return nil, err
@@ -52,7 +57,11 @@ func Open(p string) (*File, error) {
 		imgs = append(imgs, image{desc: descs[im.ImageID], ctlOff: im.CtlOff, ctlSize: im.CtlSize})
 	}
 	s.Close()
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	mode, prot := os.O_RDONLY, syscall.PROT_READ
+	if write {
+		mode, prot = os.O_RDWR, syscall.PROT_READ|syscall.PROT_WRITE
+	}
+	f, err := os.OpenFile(p, mode, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open trace file: %w", err)
 	}
@@ -67,7 +76,7 @@ func Open(p string) (*File, error) {
 	if st.Size() < kprt.TraceHeaderSize || st.Size() > tracefile.MaxTraceFile {
 		return nil, fmt.Errorf("%s: not a trace file (%d bytes)", p, st.Size())
 	}
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), prot, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map trace file %s: %w", p, err)
 	}

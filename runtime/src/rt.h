@@ -452,6 +452,7 @@ struct kprw_fenv {
 	const u8 *data;
 	u32 dlen, tid, cpu, type;
 	u64 ip, ret_ip, bias;
+	u64 ts;              /* the hit's time (common_timestamp: hist triggers) */
 	const char *comm;
 };
 #define KPRW_FNEED_CPU 1
@@ -472,12 +473,27 @@ struct kprw_fprog {
 #define KPRW_TRIG_TRACEOFF 2
 #define KPRW_TRIG_ENABLE 3
 #define KPRW_TRIG_DISABLE 4
+#define KPRW_TRIG_HIST 7
+/* a hist trigger's shape, decoded at start-up (rt_hist.c; internal/evhist's program) */
+struct kprw_hfield {
+	u8 src, mod, size, flags; /* flags: 1 signed, 2 string, 4 comm */
+	u16 off, words;
+	u64 arg;             /* .buckets=N, or the image's link-time limit for .sym */
+};
+#define KPRW_HIST_MAXKEYS 3
+struct kprw_hist {
+	u32 nkeys, nvals, flags, size; /* size: entries */
+	u32 kwords, ewords;
+	u64 nbuckets;
+	struct kprw_hfield f[]; /* keys, then values */
+};
 struct kprw_trig {
 	u8 cmd, post;
 	u16 ntargets;
-	u32 slot;            /* its count in kprw_rt.trig_count */
+	u32 slot;            /* its count in kprw_rt.trig_count (hist: its table's first word) */
 	const u8 *targets;   /* ntargets little-endian u32 event indexes (unaligned) */
 	const struct kprw_fprog *filter; /* its condition, NULL: none */
+	const struct kprw_hist *hist;    /* KPRW_TRIG_HIST: the histogram's shape */
 };
 struct kprw_evtrig {
 	u32 n, cond;         /* cond: the kernel's TRIGGER_COND (run after the data is fetched) */
@@ -491,6 +507,10 @@ void kprw_ctl_attach(u8 *p);
 void kprw_trig_init(void);
 u32 kprw_triggers_run(const struct kprw_evtrig *tg, const struct kprw_fenv *fe);
 void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt);
+
+u64 kprw_hist_words(const u8 *prog, u32 plen, u32 *dsize);
+void kprw_hist_decode(const u8 *prog, struct kprw_hist *out);
+void kprw_hist_update(const struct kprw_hist *h, u64 *tab, const struct kprw_fenv *e);
 
 u32 kprw_filter_size(const u8 *prog, u32 plen);
 int kprw_filter_compile(const u8 *prog, u32 plen, struct kprw_fprog *out);

@@ -765,8 +765,9 @@ static inline int need_ext(u64 now)
 
 /* filter_env fills what the event's filter reads besides the data */
 static inline __attribute__((always_inline)) void filter_env(struct kprw_fenv *e, u32 needs, u32 tid,
-							      const char *comm, u32 id, u64 ip, u64 ret_ip)
+							      const char *comm, u32 id, u64 ip, u64 ret_ip, u64 now)
 {
+	e->ts = now;
 	e->tid = tid;
 	e->comm = comm;
 	e->type = id;
@@ -856,7 +857,7 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 	u32 tt = 0;
 	if (flt || cond) {
 		u32 needs = (flt ? flt->needs : 0) | (tg ? tg->needs : 0);
-		filter_env(&fe, needs, w.tid, w.comm, ev->id, kprw_rt.points[p->point].site + kprw_rt.bias, ret_ip);
+		filter_env(&fe, needs, w.tid, w.comm, ev->id, kprw_rt.points[p->point].site + kprw_rt.bias, ret_ip, w.now);
 		if (!once && dlen <= sizeof tmp && kprw_rt.ev_fixed) {
 			if (dlen && kprw_rt.ev_plan && kprw_rt.ev_plan[p->event].n != ~0u && elen == 0)
 				kprw_fetch_plan_run(&kprw_rt.ev_plan[p->event], regs, tmp, fast);
@@ -974,7 +975,7 @@ static __attribute__((noinline)) int trace_event_filtered(u32 pi, const struct k
 	}
 	if ((flt->needs & KPRW_FNEED_COMM) && unlikely(c->comm_ns == 0))
 		kprw_tctx_comm(c, kprw_clock_fast());
-	filter_env(&fe, flt->needs, kprw_tctx_tid_fast(c), c->comm, kprw_rt.events[p->event].id, regs->ip, 0);
+	filter_env(&fe, flt->needs, kprw_tctx_tid_fast(c), c->comm, kprw_rt.events[p->event].id, regs->ip, 0, 0);
 	fe.data = (const u8 *)tmp;
 	fe.dlen = dlen;
 	if (!kprw_filter_match(flt, &fe) || closed(p->event))

@@ -14,6 +14,7 @@
 #define KIND_ENABLE 8u
 #define MAX_TRIGGERS 1024
 #define UNLIMITED (~0ull)
+#define MAX_SLOTS (1u << 24) /* words of a control area's counts and histograms */
 
 static inline u32 rd16(const u8 *p) { return (u32)p[0] | (u32)p[1] << 8; }
 static inline u32 rd32(const u8 *p) { return rd16(p) | rd16(p + 2) << 16; }
@@ -56,15 +57,25 @@ static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *coun
 			return 0;
 		const u8 *h = b + off;
 		u32 nt = rd16(h + 2), slot = rd32(h + 4), fl = rd32(h + 16);
-		if (h[0] < KPRW_TRIG_TRACEON || h[0] > KPRW_TRIG_DISABLE || slot >= (1u << 20))
+		int hist = h[0] == KPRW_TRIG_HIST;
+		if (((h[0] < KPRW_TRIG_TRACEON || h[0] > KPRW_TRIG_DISABLE) && !hist) || slot >= MAX_SLOTS)
 			return 0;
 		off += TRIG_ENT;
 		if (nt > (len - off) / 4)
 			return 0;
 		const u8 *targets = b + off;
-		for (u32 j = 0; j < nt; j++)
-			if (rd32(targets + 4 * j) >= kprw_rt.nevents)
+		u64 words = 1; /* the slots it takes: a count, or a histogram */
+		u32 hsize = 0;
+		if (hist) { /* targets: the histogram's program (internal/evhist) */
+			words = kprw_hist_words(targets, 4 * nt, &hsize);
+			if (!words || words > MAX_SLOTS - slot)
 				return 0;
+			need += (hsize + 7) & ~7u;
+		} else {
+			for (u32 j = 0; j < nt; j++)
+				if (rd32(targets + 4 * j) >= kprw_rt.nevents)
+					return 0;
+		}
 		off += 4 * nt;
 		if (fl > len - off)
 			return 0;
@@ -72,10 +83,10 @@ static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *coun
 		if (fl && !fsz)
 			return 0;
 		need += (fsz + 7) & ~7u;
-		if (slot + 1 > *slots)
-			*slots = slot + 1;
-		if (counts)
-			counts[slot] = rd64(h + 8);
+		if (slot + words > *slots)
+			*slots = (u32)(slot + words);
+		if (counts) /* a histogram's first word is its flags: paused or not */
+			counts[slot] = hist ? (targets[2] & 1) : rd64(h + 8);
 		if (out) {
 			struct kprw_trig *t = &out->t[k];
 			t->cmd = h[0];
@@ -84,6 +95,19 @@ static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *coun
 			t->slot = slot;
 			t->targets = targets;
 			t->filter = NULL;
+			t->hist = NULL;
+			if (hist) {
+				struct kprw_hist *hd = (struct kprw_hist *)*fmem;
+				kprw_hist_decode(targets, hd);
+				t->hist = hd;
+				*fmem += (hsize + 7) & ~7u;
+				for (u32 q = 0; q < hd->nkeys + hd->nvals; q++) {
+					if (hd->f[q].src == 2 /* cpu */)
+						out->needs |= KPRW_FNEED_CPU;
+					if (hd->f[q].flags & 4 || hd->f[q].mod == 4 /* execname */)
+						out->needs |= KPRW_FNEED_COMM;
+				}
+			}
 			if (fl) {
 				struct kprw_fprog *f = (struct kprw_fprog *)*fmem;
 				if (kprw_filter_compile(b + off, fl, f) != 0)
@@ -203,6 +227,8 @@ static void fire(const struct kprw_trig *t)
 	u64 *cnt = &kprw_rt.trig_count[t->slot];
 	u32 *off = kprw_rt.tracing_off;
 	switch (t->cmd) {
+	case KPRW_TRIG_HIST: /* runs on the fetched data only (kprw_triggers_run) */
+		return;
 	case KPRW_TRIG_TRACEON:
 		if (__atomic_load_n(off, __ATOMIC_RELAXED) && take(cnt))
 			__atomic_store_n(off, 0, __ATOMIC_RELAXED);
@@ -244,6 +270,10 @@ u32 kprw_triggers_run(const struct kprw_evtrig *tg, const struct kprw_fenv *fe)
 		if (fe) {
 			if (t->filter && !kprw_filter_match(t->filter, fe))
 				continue;
+			if (t->hist) {
+				kprw_hist_update(t->hist, kprw_rt.trig_count + t->slot, fe);
+				continue;
+			}
 			if (t->post) {
 				tt |= kind(t->cmd);
 				continue;

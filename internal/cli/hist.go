@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/kprewrite/kprewrite/internal/tracectl"
+)
+
+// runHist is `kprewrite hist [--event PATTERN] [--pause|--cont|--clear] FILE`: the
+// kernel's events/GROUP/EVENT/hist files for a trace file, and the ":pause", ":cont"
+// and ":clear" a write into the trigger file applies to a running histogram.
+func runHist(args []string, stdout, _ io.Writer) error {
+	fs := helpFlagSet("hist", "hist [--event PATTERN] [--pause|--cont|--clear] FILE", stdout)
+	pattern := fs.String("event", "all", "the events whose histograms to print or change: EVENT, GROUP/EVENT, GROUP/* or all")
+	pause := fs.Bool("pause", false, "pause the histograms: hits are not added until --cont (for every program writing into FILE)")
+	cont := fs.Bool("cont", false, "continue paused histograms")
+	clear := fs.Bool("clear", false, "empty the histograms, leaving them paused or not")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite hist -h)", len(pos))
+	}
+	n := 0
+	for _, b := range []bool{*pause, *cont, *clear} {
+		if b {
+			n++
+		}
+	}
+	if n > 1 {
+		return usageErr("--pause, --cont and --clear are one change at a time")
+	}
+	open := tracectl.OpenRead
+	if n > 0 {
+		open = tracectl.Open
+	}
+	f, err := open(pos[0])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	hs, err := f.Hists(*pattern)
+	if err != nil {
+		return err
+	}
+	if len(hs) == 0 {
+		return fmt.Errorf("%s: no hist trigger on %s (give one with rewrite --trigger 'GROUP/EVENT:hist:keys=...')", pos[0], *pattern)
+	}
+	if n > 0 {
+		for i := range hs {
+			h := &hs[i]
+			switch {
+			case *pause:
+				h.SetPaused(true)
+			case *cont:
+				h.SetPaused(false)
+			case *clear:
+				h.Clear()
+			}
+			fmt.Fprintf(stdout, "%s: %s/%s (%s): %s\n", pos[0], h.Group, h.Name, h.Image, h.Spec.Info())
+		}
+		return nil
+	}
+	events := map[string]bool{}
+	for _, h := range hs {
+		events[h.Image+"\x00"+h.Group+"/"+h.Name] = true
+	}
+	last := ""
+	for i := range hs {
+		h := &hs[i]
+		t, err := h.Read()
+		if err != nil {
+			return fmt.Errorf("%s: %s/%s: %w", pos[0], h.Group, h.Name, err)
+		}
+		key := h.Image + "\x00" + h.Group + "/" + h.Name
+		switch {
+		case key == last: // another histogram of the same event, as the kernel separates them
+			fmt.Fprint(stdout, "\n\n")
+		case len(events) > 1:
+			if last != "" {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintf(stdout, "# events/%s/%s/hist (%s)\n", h.Group, h.Name, h.Image)
+		}
+		last = key
+		h.Spec.Print(stdout, t, h.Desc.Symbolize)
+	}
+	return nil
+}

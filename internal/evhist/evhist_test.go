@@ -1,0 +1,161 @@
+package evhist
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/evfilter"
+)
+
+func testFields(t testing.TB) []evfilter.Field {
+	p, err := eventdef.Parse("p:g/ev func size=%di:u64 n=%si:s32 s=+0(%dx):string")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evfilter.Fields(p)
+}
+
+func TestParseInfo(t *testing.T) {
+	fs := testFields(t)
+	for _, c := range []struct{ in, info string }{
+		{"keys=size", "hist:keys=size:vals=hitcount:sort=hitcount:size=2048"},
+		{"key=size.log2:val=n:sort=n.descending:size=200", "hist:keys=size.log2:vals=hitcount,n:sort=n.descending:size=256"},
+		{"keys=s,common_pid.execname:values=hitcount,size.hex:sort=s,hitcount", "hist:keys=s,common_pid.execname:vals=hitcount,size.hex:sort=s,hitcount:size=2048"},
+		{"keys=size.buckets=100:vals=n:nohitcount", "hist:keys=size.buckets=100:vals=n:sort=hitcount:size=2048:nohitcount"},
+		{"keys=cpu,common_timestamp.usecs", "hist:keys=common_cpu,common_timestamp.usecs:vals=hitcount:sort=hitcount:size=2048"},
+		{"keys=__probe_ip.sym-offset:pause", "hist:keys=__probe_ip.sym-offset:vals=hitcount:sort=hitcount:size=2048"},
+	} {
+		s, err := Parse(c.in, fs)
+		if err != nil {
+			t.Errorf("%q: %v", c.in, err)
+			continue
+		}
+		if s.Info() != c.info {
+			t.Errorf("%q: info %q, want %q", c.in, s.Info(), c.info)
+		}
+		// the info reads back as the same histogram (kprewrite hist reads it so)
+		again, err := Parse(strings.TrimPrefix(c.info, "hist:"), fs)
+		if err != nil || again.Info() != c.info {
+			t.Errorf("%q: info read back: %v, %v", c.info, again, err)
+		}
+		if _, err := CheckProgram(s.Program()); err != nil {
+			t.Errorf("%q: its program: %v", c.in, err)
+		}
+	}
+	for _, c := range []struct{ in, msg string }{
+		{"vals=size", "Missing keys"},
+		{"keys=nosuch", "Couldn't find field"},
+		{"keys=size.what", "Invalid field modifier"},
+		{"keys=n:vals=size.log2", "Invalid field modifier"},
+		{"keys=size.buckets=0", "Invalid field modifier"},
+		{"keys=s.hex", "Invalid field modifier"},
+		{"keys=size:vals=s", "String type can not be an operand in expression"},
+		{"keys=size,n,s,common_pid", "Too many keys (3 max)"},
+		{"keys=size:sort=size,hitcount,size", "Too many sort fields (Max = 2)"},
+		{"keys=size:sort=size.up", "Invalid sort modifier"},
+		{"keys=size:sort=n", "Sort field must be a key or a val"},
+		{"keys=size:size=64", "Size must be between 128 and 131072 entries"},
+		{"keys=size:size=x", "Invalid size"},
+		{"keys=size:nohitcount", "Non-hitcount value is required for 'nohitcount'"},
+		{"keys=size:ts0=common_timestamp", "Variables are not supported yet"},
+		{"keys=size:onmax($x).save(size)", "not supported yet"},
+		{"keys=size:bogus", "Invalid attribute"},
+		{"keys=stacktrace", "Stack trace keys are not supported yet"},
+		{"keys=common_timestamp.usecs,size.usecs", "Invalid field modifier"},
+	} {
+		_, err := Parse(c.in, fs)
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%q: %v, want %q", c.in, err, c.msg)
+		}
+	}
+}
+
+func TestSplitFilter(t *testing.T) {
+	for _, c := range []struct{ in, trig, filter string }{
+		{"keys=a", "keys=a", ""},
+		{"keys=a if a > 1", "keys=a", "if a > 1"},
+		{"keys=diff if x", "keys=diff", "if x"},
+		{"keys=a\tif\tb == 2 ", "keys=a", "if\tb == 2"},
+	} {
+		tr, f, err := SplitFilter(c.in)
+		if err != nil || tr != c.trig || f != c.filter {
+			t.Errorf("%q: %q %q %v", c.in, tr, f, err)
+		}
+	}
+	if _, _, err := SplitFilter("if a"); err == nil {
+		t.Error("a filter with no trigger accepted")
+	}
+}
+
+// TestPrint builds a table by hand and checks the kernel's hist file lines.
+func TestPrint(t *testing.T) {
+	fs := testFields(t)
+	s, err := Parse("keys=size.log2,common_pid.execname:vals=n:sort=size", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := make([]byte, s.TableWords()*8)
+	le := binary.LittleEndian
+	le.PutUint64(tab[16:], 3) // drops
+	put := func(bucket int, key []uint64, hits, n uint64, comm string) {
+		base := (HeaderWords + bucket*s.EntryWords()) * 8
+		le.PutUint64(tab[base:], TagBit|uint64(bucket))
+		for i, k := range key {
+			le.PutUint64(tab[base+8+8*i:], k)
+		}
+		le.PutUint64(tab[base+8+8*len(key):], hits)
+		le.PutUint64(tab[base+16+8*len(key):], n)
+		copy(tab[base+24+8*len(key):], comm)
+	}
+	put(5, []uint64{4, 1234}, 10, ^uint64(0)-1, "prog") // n sums to -2
+	put(9, []uint64{2, 1234}, 7, 70, "prog")
+	le.PutUint64(tab[(HeaderWords+11*s.EntryWords())*8:], TagBusy) // being filled: left out
+	tb, err := s.ReadTable(tab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	s.Print(&b, tb, nil)
+	want := `# event histogram
+#
+# trigger info: hist:keys=size.log2,common_pid.execname:vals=hitcount,n:sort=size.log2:size=2048 [active]
+#
+
+{ size: ~ 2^2 , common_pid: prog            [      1234] } hitcount:          7  n:         70
+{ size: ~ 2^4 , common_pid: prog            [      1234] } hitcount:         10  n:         -2
+
+Totals:
+    Hits: 20
+    Entries: 2
+    Dropped: 3
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"keys=size", "keys=size.log2:vals=n:sort=n.descending:size=200", "keys=s,common_pid.execname:pause",
+		"key=cpu:val=size.hex:nohitcount", "keys=size.buckets=0x10:sort=hitcount.ascending,size"} {
+		f.Add(s)
+	}
+	fs := testFields(f)
+	f.Fuzz(func(t *testing.T, in string) {
+		s, err := Parse(in, fs)
+		if err != nil {
+			return
+		}
+		again, err := Parse(strings.TrimPrefix(s.Info(), "hist:"), fs)
+		if err != nil || again.Info() != s.Info() {
+			t.Fatalf("%q: info %q reads back as %v, %v", in, s.Info(), again, err)
+		}
+		if s.Check() == nil {
+			if _, err := CheckProgram(s.Program()); err != nil {
+				t.Fatalf("%q: program refused: %v", in, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,455 @@
+package evhist
+
+import (
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/evfilter"
+)
+
+// Modifier is a field's display or transform modifier (".hex", ".log2"...).
+type Modifier uint8
+
+// Modifiers, in the kernel's order of get_hist_field_flags.
+const (
+	ModNone Modifier = iota
+	ModHex
+	ModSym
+	ModSymOffset
+	ModExecname
+	ModSyscall
+	ModLog2
+	ModBuckets
+	ModUsecs
+)
+
+var modNames = [...]string{"", "hex", "sym", "sym-offset", "execname", "syscall", "log2", "buckets", "usecs"}
+
+func (m Modifier) String() string { return modNames[m] }
+
+// SrcTimestamp is common_timestamp: the hit's time in nanoseconds (the trace clock).
+const SrcTimestamp = evfilter.SrcRetIP + 1
+
+// Sizes and limits (the kernel's TRACING_MAP_* where it has one).
+const (
+	MaxKeys      = 3
+	MaxVals      = 6 // besides hitcount
+	MaxSortKeys  = 2
+	DefaultBits  = 11 // 2048 entries
+	MinBits      = 7
+	MaxBits      = 17
+	StringKeyLen = 256 // MAX_FILTER_STR_VAL: a string key's bytes, NUL-padded
+	CommLen      = 16
+)
+
+// Field is one key or value of a histogram.
+type Field struct {
+	Name    string // the field's name as the event's format has it ("common_timestamp" too)
+	Mod     Modifier
+	Buckets uint64 // .buckets=N
+	Src     evfilter.Source
+	Off     int // SrcData: offset in the record's data
+	Size    int // bytes of the field's value
+	Signed  bool
+	String  bool // a string fetcharg (__data_loc) or comm
+	Comm    bool // the thread's name
+}
+
+// Words is the key words the field takes.
+func (f *Field) Words() int {
+	switch {
+	case f.Comm:
+		return CommLen / 8
+	case f.String:
+		return StringKeyLen / 8
+	}
+	return 1
+}
+
+// Text is the field as the kernel's trigger info prints it (hist_field_print).
+func (f *Field) Text() string {
+	s := f.Name
+	if f.Mod != ModNone {
+		s += "." + f.Mod.String()
+		if f.Mod == ModBuckets {
+			s += "=" + strconv.FormatUint(f.Buckets, 10)
+		}
+	}
+	return s
+}
+
+// SortKey is one sort field: Index 0 is hitcount, 1.. the values, then the keys
+// (the kernel's field indexes).
+type SortKey struct {
+	Index      int
+	Descending bool
+}
+
+// Spec is a parsed hist trigger.
+type Spec struct {
+	Keys       []Field
+	Vals       []Field // besides the implicit hitcount
+	Sort       []SortKey
+	Bits       int // log2 of the table's entries
+	Name       string
+	Pause      bool // ":pause": start (or put) the histogram paused
+	Cont       bool // ":cont" or ":continue"
+	Clear      bool
+	NoHitcount bool
+	Filter     string // the "if" condition, "" for none
+	// SymLimit is the image's highest link-time address (.sym keys below it are
+	// stored as link-time addresses).
+	SymLimit uint64
+}
+
+// Size is the table's number of entries.
+func (s *Spec) Size() int { return 1 << s.Bits }
+
+// Error is a refused hist trigger with the kernel's error_log text.
+type Error struct {
+	Msg    string
+	Detail string // the command part the kernel's error_log points at
+}
+
+func (e *Error) Error() string {
+	if e.Detail != "" {
+		return e.Msg + ": " + e.Detail
+	}
+	return e.Msg
+}
+
+func errf(detail, msg string) error { return &Error{Msg: msg, Detail: detail} }
+
+// SplitFilter separates a hist trigger's parameters from its "if FILTER" as the
+// kernel does (event_hist_trigger_parse: "if" preceded and followed by a blank).
+func SplitFilter(param string) (trigger, filter string, err error) {
+	p := 0
+	for {
+		k := strings.Index(param[p:], "if")
+		if k < 0 {
+			return strings.TrimSpace(param), "", nil
+		}
+		k += p
+		if k == 0 {
+			return "", "", errf(param, "Malformed filter")
+		}
+		if param[k-1] != ' ' && param[k-1] != '\t' {
+			p = k + 1
+			continue
+		}
+		if k >= len(param)-3 {
+			return "", "", errf(param, "Malformed filter")
+		}
+		if param[k+2] != ' ' && param[k+2] != '\t' {
+			p = k + 1
+			continue
+		}
+		return strings.TrimSpace(param[:k-1]), strings.TrimSpace(param[k:]), nil
+	}
+}
+
+// Parse reads a hist trigger's attributes ("keys=...:vals=...", the text after
+// "hist:" without its filter) against the event's fields (evfilter.Fields).
+func Parse(attrs string, fields []evfilter.Field) (*Spec, error) {
+	s := &Spec{Bits: DefaultBits}
+	var keys, vals, sorts string
+	haveKeys := false
+	for _, str := range strings.Split(attrs, ":") {
+		str = strings.TrimSpace(str)
+		if k := strings.IndexByte(str, '='); k >= 0 {
+			name, v := str[:k], str[k+1:]
+			switch name {
+			case "key", "keys":
+				keys, haveKeys = v, true
+			case "val", "vals", "values":
+				vals = v
+			case "sort":
+				sorts = v
+			case "name":
+				s.Name = v
+			case "clock":
+				if v != "global" && v != "local" && v != "mono" {
+					return nil, errf(v, "Couldn't set trace_clock")
+				}
+			case "size":
+				n, errno := eventdef.Kstrtoul(v, 0)
+				if errno != 0 || n > 1<<32-1 {
+					return nil, errf(str, "Invalid size")
+				}
+				b := 0
+				if n > 1 {
+					b = bits.Len64(n - 1)
+				}
+				if b < MinBits || b > MaxBits {
+					return nil, errf(str, fmt.Sprintf("Size must be between %d and %d entries", 1<<MinBits, 1<<MaxBits))
+				}
+				s.Bits = b
+			default:
+				if v == "" {
+					return nil, errf(str, "Empty assignment")
+				}
+				return nil, errf(str, "Variables are not supported yet")
+			}
+			continue
+		}
+		switch str {
+		case "nohitcount", "NOHC":
+			s.NoHitcount = true
+		case "pause":
+			s.Pause = true
+		case "cont", "continue":
+			s.Cont = true
+		case "clear":
+			s.Clear = true
+		case "":
+			// an empty attribute ("a::b") is skipped by the kernel's strsep loop too
+		default:
+			if strings.Contains(str, "(") {
+				return nil, errf(str, "Actions (onmatch, onmax, onchange) are not supported yet")
+			}
+			return nil, errf(str, "Invalid attribute")
+		}
+	}
+	if !haveKeys || keys == "" {
+		return nil, errf(attrs, "Missing keys")
+	}
+	for _, k := range strings.Split(keys, ",") {
+		if len(s.Keys) == MaxKeys {
+			return nil, errf(keys, fmt.Sprintf("Too many keys (%d max)", MaxKeys))
+		}
+		f, err := parseField(k, fields, true)
+		if err != nil {
+			return nil, err
+		}
+		s.Keys = append(s.Keys, f)
+	}
+	if vals != "" {
+		for _, v := range strings.Split(vals, ",") {
+			if v == "hitcount" {
+				continue
+			}
+			if len(s.Vals) == MaxVals {
+				return nil, errf(vals, fmt.Sprintf("Too many values (%d max)", MaxVals))
+			}
+			f, err := parseField(v, fields, false)
+			if err != nil {
+				return nil, err
+			}
+			s.Vals = append(s.Vals, f)
+		}
+	}
+	if s.NoHitcount && len(s.Vals) == 0 {
+		return nil, errf("nohitcount", "Non-hitcount value is required for 'nohitcount'")
+	}
+	if err := s.parseSort(sorts); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Spec) parseSort(sorts string) error {
+	if sorts == "" {
+		s.Sort = []SortKey{{Index: 0}}
+		return nil
+	}
+	for _, sk := range strings.Split(sorts, ",") {
+		if len(s.Sort) == MaxSortKeys {
+			return errf(sorts, "Too many sort fields (Max = 2)")
+		}
+		if sk == "" {
+			return errf(sorts, "Empty sort field")
+		}
+		k := SortKey{Index: -1}
+		name := sk
+		switch {
+		case strings.HasSuffix(sk, ".descending"):
+			name, k.Descending = strings.TrimSuffix(sk, ".descending"), true
+		case strings.HasSuffix(sk, ".ascending"):
+			name = strings.TrimSuffix(sk, ".ascending")
+		}
+		// the kernel takes the bare name; its trigger info prints the field with its
+		// modifier ("sort=size.log2"), which is read back here
+		is := func(f *Field) bool { return f.Name == name || f.Text() == name }
+		if name == "hitcount" {
+			k.Index = 0
+		}
+		for i := range s.Vals {
+			if k.Index < 0 && is(&s.Vals[i]) {
+				k.Index = 1 + i
+			}
+		}
+		for i := range s.Keys {
+			if k.Index < 0 && is(&s.Keys[i]) {
+				k.Index = 1 + len(s.Vals) + i
+			}
+		}
+		if k.Index < 0 && strings.Contains(name, ".") {
+			return errf(sk, "Invalid sort modifier")
+		}
+		if k.Index < 0 {
+			return errf(sk, "Sort field must be a key or a val")
+		}
+		s.Sort = append(s.Sort, k)
+	}
+	return nil
+}
+
+// parseField reads "NAME[.MODIFIER]" (parse_field).
+func parseField(text string, fields []evfilter.Field, key bool) (Field, error) {
+	name, mod, hasMod := strings.Cut(text, ".")
+	var f Field
+	if hasMod {
+		switch {
+		case mod == "hex":
+			f.Mod = ModHex
+		case mod == "sym":
+			f.Mod = ModSym
+		case mod == "sym-offset":
+			f.Mod = ModSymOffset
+		case mod == "execname" && name == "common_pid":
+			f.Mod = ModExecname
+		case mod == "syscall":
+			f.Mod = ModSyscall
+		case mod == "log2":
+			f.Mod = ModLog2
+		case mod == "usecs":
+			f.Mod = ModUsecs
+		case strings.HasPrefix(mod, "buckets"):
+			_, n, ok := strings.Cut(mod, "=")
+			v, errno := eventdef.Kstrtoul(n, 0)
+			if !ok || errno != 0 || v == 0 {
+				return f, errf(text, "Invalid field modifier")
+			}
+			f.Mod, f.Buckets = ModBuckets, v
+		default:
+			return f, errf(text, "Invalid field modifier")
+		}
+		if !key && f.Mod != ModHex {
+			// only .hex makes sense for a sum (histogram.rst); .usecs is a unit
+			if f.Mod != ModUsecs {
+				return f, errf(text, "Invalid field modifier")
+			}
+		}
+	}
+	switch name {
+	case "common_timestamp":
+		f.Name, f.Src, f.Size = name, SrcTimestamp, 8
+		return f, nil
+	case "common_stacktrace", "stacktrace":
+		return f, errf(text, "Stack trace keys are not supported yet")
+	}
+	var ef *evfilter.Field
+	for i := range fields {
+		if fields[i].Name == name {
+			ef = &fields[i]
+			break
+		}
+	}
+	if ef == nil {
+		return f, errf(text, "Couldn't find field")
+	}
+	f.Name, f.Src, f.Off, f.Size, f.Signed = ef.Name, ef.Src, ef.Off, ef.Size, ef.Signed
+	if name == "cpu" || name == "CPU" {
+		f.Name = "common_cpu"
+	}
+	switch ef.Src {
+	case evfilter.SrcComm:
+		f.String, f.Comm, f.Signed = true, true, false
+	case evfilter.SrcData:
+		f.String = strings.HasPrefix(ef.Type, "__data_loc")
+		if f.String {
+			f.Signed = false
+		}
+	}
+	if f.String && (f.Mod != ModNone || !key) {
+		if !key {
+			return f, errf(text, "String type can not be an operand in expression")
+		}
+		return f, errf(text, "Invalid field modifier")
+	}
+	if f.Mod == ModUsecs && f.Src != SrcTimestamp {
+		return f, errf(text, "Invalid field modifier")
+	}
+	return f, nil
+}
+
+// Info is the trigger as the kernel's trigger file and the hist file's header print
+// it (event_hist_trigger_print), without the " [active]" or " [paused]" state.
+func (s *Spec) Info() string {
+	var b strings.Builder
+	if s.Name != "" {
+		b.WriteString(s.Name + ":")
+	}
+	b.WriteString("hist:keys=")
+	for i := range s.Keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s.Keys[i].Text())
+	}
+	b.WriteString(":vals=")
+	if !s.NoHitcount {
+		b.WriteString("hitcount")
+	}
+	for i := range s.Vals {
+		if i > 0 || !s.NoHitcount {
+			b.WriteByte(',')
+		}
+		b.WriteString(s.Vals[i].Text())
+	}
+	b.WriteString(":sort=")
+	for i, k := range s.Sort {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s.fieldName(k.Index))
+		if k.Descending {
+			b.WriteString(".descending")
+		}
+	}
+	fmt.Fprintf(&b, ":size=%d", s.Size())
+	if s.NoHitcount {
+		b.WriteString(":nohitcount")
+	}
+	if s.Filter != "" {
+		b.WriteString(" if " + s.Filter)
+	}
+	return b.String()
+}
+
+// fieldName names sort index i as the trigger info does (with its modifier).
+func (s *Spec) fieldName(i int) string {
+	switch {
+	case i == 0:
+		return "hitcount"
+	case i <= len(s.Vals):
+		return s.Vals[i-1].Text()
+	}
+	return s.Keys[i-1-len(s.Vals)].Text()
+}
+
+// Same says whether two hist triggers are the same histogram for the kernel's
+// hist_trigger_match: same keys, values, sort and filter (pause, cont and clear
+// address an existing one).
+func (s *Spec) Same(o *Spec) bool {
+	if s.Name != "" || o.Name != "" {
+		return s.Name == o.Name
+	}
+	a, b := *s, *o
+	a.Pause, a.Cont, a.Clear, b.Pause, b.Cont, b.Clear = false, false, false, false, false, false
+	return a.Info() == b.Info()
+}
+
+// NeedsSymbols says whether printing the histogram names addresses (.sym,
+// .sym-offset keys).
+func (s *Spec) NeedsSymbols() bool {
+	for i := range s.Keys {
+		if s.Keys[i].Mod == ModSym || s.Keys[i].Mod == ModSymOffset {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,264 @@
+package evhist
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sort"
+)
+
+// Symbolizer names an address for .sym and .sym-offset: the function holding it, the
+// address's offset in it and the function's size.
+type Symbolizer func(addr uint64) (name string, off, size uint64, ok bool)
+
+// Entry is one histogram entry read from a table.
+type Entry struct {
+	Key      []uint64
+	Hitcount uint64
+	Vals     []uint64
+	Comm     string
+}
+
+// Table is a histogram read from the trace file.
+type Table struct {
+	Paused bool
+	// Hits is every hit added or dropped while active (the kernel's map->hits: the
+	// entries' hitcounts and the drops).
+	Hits, Drops, Claimed uint64
+	Entries              []Entry
+}
+
+// ReadTable reads the histogram of spec s from its words (TableWords of them,
+// little endian). A bucket still being filled is left out.
+func (s *Spec) ReadTable(b []byte) (*Table, error) {
+	if len(b) < s.TableWords()*8 {
+		return nil, fmt.Errorf("histogram of %d bytes, want %d", len(b), s.TableWords()*8)
+	}
+	w := func(i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
+	t := &Table{Paused: w(0)&FlagPaused != 0, Drops: w(2), Claimed: w(3)}
+	ew, kw := s.EntryWords(), s.KeyWords()
+	for i := 0; i < s.Buckets(); i++ {
+		base := HeaderWords + i*ew
+		if w(base)&TagBit == 0 {
+			continue
+		}
+		e := Entry{Key: make([]uint64, kw), Hitcount: w(base + 1 + kw), Vals: make([]uint64, len(s.Vals))}
+		for k := range e.Key {
+			e.Key[k] = w(base + 1 + k)
+		}
+		for k := range e.Vals {
+			e.Vals[k] = w(base + 2 + kw + k)
+		}
+		if s.execname() {
+			c := b[8*(base+2+kw+len(s.Vals)):][:CommLen]
+			if n := bytes.IndexByte(c, 0); n >= 0 {
+				c = c[:n]
+			}
+			e.Comm = string(c)
+		}
+		t.Entries = append(t.Entries, e)
+	}
+	t.Entries = merge(t.Entries)
+	t.Hits = t.Drops
+	for i := range t.Entries {
+		t.Hits += t.Entries[i].Hitcount
+	}
+	return t, nil
+}
+
+// merge adds up entries with the same key: two writers that met a bucket being
+// filled by a preempted or killed one may each have made an entry for one key.
+func merge(es []Entry) []Entry {
+	at := map[string]int{}
+	out := es[:0]
+	for _, e := range es {
+		k := fmt.Sprint(e.Key)
+		if i, ok := at[k]; ok {
+			out[i].Hitcount += e.Hitcount
+			for v := range e.Vals {
+				out[i].Vals[v] += e.Vals[v]
+			}
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, e)
+	}
+	return out
+}
+
+// keyOffsets are the word offsets of each key in an entry's key.
+func (s *Spec) keyOffsets() []int {
+	off := make([]int, len(s.Keys))
+	n := 0
+	for i := range s.Keys {
+		off[i] = n
+		n += s.Keys[i].Words()
+	}
+	return off
+}
+
+func keyString(words []uint64) string {
+	b := make([]byte, 8*len(words))
+	for i, w := range words {
+		binary.LittleEndian.PutUint64(b[8*i:], w)
+	}
+	if n := bytes.IndexByte(b, 0); n >= 0 {
+		b = b[:n]
+	}
+	return string(b)
+}
+
+func signExtend(v uint64, size int) int64 {
+	sh := uint(64 - 8*size)
+	return int64(v<<sh) >> sh
+}
+
+// SortEntries orders the entries by the trigger's sort keys (the kernel sorts the same way;
+// ties, which it leaves in no particular order, are broken by the key so that the
+// output is the same every time).
+func (s *Spec) SortEntries(es []Entry) {
+	off := s.keyOffsets()
+	cmpKey := func(a, b *Entry, k int) int {
+		f := &s.Keys[k]
+		if f.String {
+			x, y := keyString(a.Key[off[k]:off[k]+f.Words()]), keyString(b.Key[off[k]:off[k]+f.Words()])
+			return cmpOrdered(x, y)
+		}
+		x, y := a.Key[off[k]], b.Key[off[k]]
+		if f.Signed && f.Mod == ModNone {
+			return cmpOrdered(signExtend(x, f.Size), signExtend(y, f.Size))
+		}
+		return cmpOrdered(x, y)
+	}
+	cmpIdx := func(a, b *Entry, i int) int {
+		switch {
+		case i == 0:
+			return cmpOrdered(a.Hitcount, b.Hitcount)
+		case i <= len(s.Vals):
+			return cmpOrdered(a.Vals[i-1], b.Vals[i-1])
+		}
+		return cmpKey(a, b, i-1-len(s.Vals))
+	}
+	sort.SliceStable(es, func(i, j int) bool {
+		a, b := &es[i], &es[j]
+		for _, k := range s.Sort {
+			c := cmpIdx(a, b, k.Index)
+			if k.Descending {
+				c = -c
+			}
+			if c != 0 {
+				return c < 0
+			}
+		}
+		for k := range s.Keys {
+			if c := cmpKey(a, b, k); c != 0 {
+				return c < 0
+			}
+		}
+		return false
+	})
+}
+
+func cmpOrdered[T int64 | uint64 | string](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Print writes one histogram as the kernel's hist file shows it (hist_trigger_show):
+// the trigger info, one line per entry in sort order, the totals.
+func (s *Spec) Print(w io.Writer, t *Table, sym Symbolizer) {
+	state := "active"
+	if t.Paused {
+		state = "paused"
+	}
+	fmt.Fprintf(w, "# event histogram\n#\n# trigger info: %s [%s]\n#\n\n", s.Info(), state)
+	es := append([]Entry(nil), t.Entries...)
+	s.SortEntries(es)
+	off := s.keyOffsets()
+	for i := range es {
+		e := &es[i]
+		var b bytes.Buffer
+		b.WriteString("{ ")
+		for k := range s.Keys {
+			if k > 0 {
+				b.WriteString(", ")
+			}
+			s.printKey(&b, &s.Keys[k], e, e.Key[off[k]:off[k]+s.Keys[k].Words()], sym)
+		}
+		b.WriteString(" }")
+		if !s.NoHitcount {
+			fmt.Fprintf(&b, " hitcount: %10d", e.Hitcount)
+		}
+		for k := range s.Vals {
+			f := &s.Vals[k]
+			if f.Mod == ModHex {
+				fmt.Fprintf(&b, "  %s: %10x", f.Name, e.Vals[k])
+			} else if f.Signed {
+				fmt.Fprintf(&b, "  %s: %10d", f.Name, int64(e.Vals[k]))
+			} else {
+				fmt.Fprintf(&b, "  %s: %10d", f.Name, e.Vals[k])
+			}
+		}
+		b.WriteByte('\n')
+		w.Write(b.Bytes())
+	}
+	fmt.Fprintf(w, "\nTotals:\n    Hits: %d\n    Entries: %d\n    Dropped: %d\n", t.Hits, len(t.Entries), t.Drops)
+}
+
+func (s *Spec) printKey(b *bytes.Buffer, f *Field, e *Entry, words []uint64, sym Symbolizer) {
+	name := f.Name
+	if f.String {
+		fmt.Fprintf(b, "%s: %-50s", name, keyString(words))
+		return
+	}
+	v := words[0]
+	switch f.Mod {
+	case ModHex:
+		fmt.Fprintf(b, "%s: %x", name, v)
+	case ModSym, ModSymOffset:
+		str := fmt.Sprintf("0x%x", v)
+		if sym != nil {
+			if n, o, sz, ok := sym(v); ok {
+				str = n
+				if f.Mod == ModSymOffset {
+					str = fmt.Sprintf("%s+0x%x/0x%x", n, o, sz)
+				}
+			}
+		}
+		if f.Mod == ModSym {
+			fmt.Fprintf(b, "%s: [%x] %-45s", name, v, str)
+		} else {
+			fmt.Fprintf(b, "%s: [%x] %-55s", name, v, str)
+		}
+	case ModExecname:
+		fmt.Fprintf(b, "%s: %-16s[%10d]", name, e.Comm, v)
+	case ModSyscall:
+		n, ok := syscallNames[v]
+		if !ok {
+			n = "unknown_syscall"
+		}
+		fmt.Fprintf(b, "%s: %-30s[%3d]", name, n, v)
+	case ModLog2:
+		fmt.Fprintf(b, "%s: ~ 2^%-2d", name, v)
+	case ModBuckets:
+		fmt.Fprintf(b, "%s: ~ %d-%d", name, v, v+f.Buckets-1)
+	default:
+		if f.Signed {
+			fmt.Fprintf(b, "%s: %10d", name, signExtend(v, f.Size))
+		} else {
+			fmt.Fprintf(b, "%s: %10d", name, v)
+		}
+	}
+}
+
+// SyscallName is the name .syscall prints for system call n.
+func SyscallName(n uint64) (string, bool) {
+	s, ok := syscallNames[n]
+	return s, ok
+}

@@ -1,0 +1,395 @@
+package tests
+
+import (
+	"fmt"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// histSrc calls work(size, kind) with sizes from a known generator, from four named
+// threads and a forked child (worker 4), half of the calls through call_a and half
+// through call_b, and name() with one of three strings.
+const histSrc = `
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static long n;
+static volatile long sink;
+__attribute__((noinline)) long work(long size, int kind) { sink += size; return size * 3 + kind; }
+__attribute__((noinline)) long call_a(long size) { return work(size, (int)(size % 3)) + 1; }
+__attribute__((noinline)) long call_b(long size) { return work(size, (int)(size % 3)) + 2; }
+__attribute__((noinline)) int name(const char *s) { return (int)strlen(s); }
+static const char *names[] = {"alpha", "beta", "gamma"};
+
+static void *worker(void *arg) {
+	long w = (long)arg;
+	char nm[16];
+	snprintf(nm, sizeof nm, w == 4 ? "child" : "w%ld", w);
+	prctl(PR_SET_NAME, nm);
+	unsigned long long x = (unsigned long long)w * 7919 + 1;
+	long acc = 0;
+	for (long i = 0; i < n; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		long size = (long)((x >> 33) % 100000);
+		acc += (i & 1) ? call_b(size) : call_a(size);
+		acc += name(names[size % 3]);
+	}
+	return (void *)acc;
+}
+
+int main(int argc, char **argv) {
+	n = argc > 1 ? atol(argv[1]) : 1000;
+	pid_t child = fork();
+	if (child == 0) {
+		worker((void *)4);
+		_exit(0);
+	}
+	pthread_t t[4];
+	for (long w = 0; w < 4; w++)
+		pthread_create(&t[w], NULL, worker, (void *)w);
+	for (int w = 0; w < 4; w++)
+		pthread_join(t[w], NULL);
+	int st;
+	waitpid(child, &st, 0);
+	printf("done\n");
+	return 0;
+}
+`
+
+// histSizes are the sizes histSrc's worker w passes, in order.
+func histSizes(w, n int) []uint64 {
+	x := uint64(w)*7919 + 1
+	out := make([]uint64, n)
+	for i := range out {
+		x = x*6364136223846793005 + 1442695040888963407
+		out[i] = (x >> 33) % 100000
+	}
+	return out
+}
+
+// histBlock is one histogram of `kprewrite hist`.
+type histBlock struct {
+	Info                 string
+	Entries              map[string][]uint64 // key text (spaces squeezed) -> hitcount, values
+	Order                []string
+	Hits, Total, Dropped uint64
+}
+
+var (
+	histEntryRe = regexp.MustCompile(`^\{ (.*) \}((?:\s+\w+: +[0-9a-f]+)+)\s*$`)
+	histValRe   = regexp.MustCompile(`(\w+): +([0-9a-f]+)`)
+)
+
+func parseHist(t *testing.T, out string) []histBlock {
+	t.Helper()
+	var bs []histBlock
+	var b *histBlock
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, "# trigger info: "):
+			bs = append(bs, histBlock{Info: strings.TrimPrefix(line, "# trigger info: "), Entries: map[string][]uint64{}})
+			b = &bs[len(bs)-1]
+		case b == nil:
+		case strings.HasPrefix(line, "{"):
+			m := histEntryRe.FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("hist line %q", line)
+			}
+			key := strings.Join(strings.Fields(m[1]), " ")
+			var vals []uint64
+			for _, v := range histValRe.FindAllStringSubmatch(m[2], -1) {
+				x, err := strconv.ParseUint(v[2], 10, 64)
+				if err != nil {
+					t.Fatalf("hist line %q: %v", line, err)
+				}
+				vals = append(vals, x)
+			}
+			b.Entries[key] = vals
+			b.Order = append(b.Order, key)
+		case strings.HasPrefix(line, "    Hits: "):
+			b.Hits, _ = strconv.ParseUint(strings.TrimPrefix(line, "    Hits: "), 10, 64)
+		case strings.HasPrefix(line, "    Entries: "):
+			b.Total, _ = strconv.ParseUint(strings.TrimPrefix(line, "    Entries: "), 10, 64)
+		case strings.HasPrefix(line, "    Dropped: "):
+			b.Dropped, _ = strconv.ParseUint(strings.TrimPrefix(line, "    Dropped: "), 10, 64)
+		}
+	}
+	return bs
+}
+
+func histOf(t *testing.T, file string, args ...string) []histBlock {
+	t.Helper()
+	code, out, errs := kp(append(append([]string{"hist"}, args...), file)...)
+	if code != 0 {
+		t.Fatalf("kprewrite hist %s: exit %d: %s", file, code, errs)
+	}
+	return parseHist(t, out)
+}
+
+func findHist(t *testing.T, bs []histBlock, prefix string) histBlock {
+	t.Helper()
+	for _, b := range bs {
+		if strings.HasPrefix(b.Info, prefix) {
+			return b
+		}
+	}
+	t.Fatalf("no histogram %q in %v", prefix, bs)
+	return histBlock{}
+}
+
+func log2Bucket(v uint64) uint64 {
+	if v <= 1 {
+		return 0
+	}
+	return uint64(bits.Len64(v - 1))
+}
+
+// TestHistKnownDistribution: hist triggers on a program whose calls are known (five
+// workers: four threads and a forked child) give exactly the buckets, counts and sums
+// the sizes' generator predicts: log2 and linear buckets, a value summed per key, a
+// condition, compound and string keys, .execname, .sym on return addresses, and a
+// table too small for its keys (entries and drops).
+func TestHistKnownDistribution(t *testing.T) {
+	prog := testprog.Build(t, histSrc, "c", "-O2", "-pthread")
+	const n = 3000
+	var all []uint64
+	byWorker := map[int][]uint64{}
+	for w := 0; w < 5; w++ {
+		byWorker[w] = histSizes(w, n)
+		all = append(all, byWorker[w]...)
+	}
+	for _, mode := range []string{"optimize", "int3"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			kpd := filepath.Join(dir, "hist")
+			flags := []string{"--disable", "h/w", "--disable", "h/n",
+				"--trigger", "h/w:hist:keys=size.log2",
+				"--trigger", "h/w:hist:keys=kind:vals=size,hitcount:sort=kind",
+				"--trigger", "h/w:hist:keys=size.buckets=10000:sort=size if kind == 1",
+				"--trigger", "h/w:hist:keys=ra.sym:vals=size",
+				"--trigger", "h/w:hist:keys=common_pid.execname,kind:sort=hitcount.descending",
+				"--trigger", "h/w:hist:keys=size:size=128",
+				"--trigger", "h/n:hist:key=s:sort=s.descending",
+			}
+			if mode == "int3" {
+				flags = append(flags, "--no-optimize")
+			}
+			rewriteWith(t, prog, kpd, []string{"p:h/w work size=%di kind=%si:s32 ra=+0(%sp):x64", "p:h/n name s=+0(%di):string"}, flags...)
+			if out := testprog.MustRun(t, kpd, strconv.Itoa(n)); strings.TrimSpace(out) != "done" {
+				t.Fatalf("program said %q", out)
+			}
+			bs := histOf(t, kpd+".trace")
+			total := uint64(len(all))
+
+			log2 := findHist(t, bs, "hist:keys=size.log2:vals=hitcount:sort=hitcount:size=2048")
+			want := map[string]uint64{}
+			for _, s := range all {
+				want[fmt.Sprintf("size: ~ 2^%d", log2Bucket(s))]++
+			}
+			checkCounts(t, log2, want, total)
+			for i := 1; i < len(log2.Order); i++ { // sort=hitcount, ascending
+				if log2.Entries[log2.Order[i-1]][0] > log2.Entries[log2.Order[i]][0] {
+					t.Errorf("log2 histogram not sorted by hitcount: %v", log2.Order)
+				}
+			}
+
+			kinds := findHist(t, bs, "hist:keys=kind:vals=hitcount,size:sort=kind")
+			sums := map[string][]uint64{}
+			for _, s := range all {
+				k := fmt.Sprintf("kind: %d", s%3)
+				if sums[k] == nil {
+					sums[k] = []uint64{0, 0}
+				}
+				sums[k][0]++
+				sums[k][1] += s
+			}
+			for k, v := range sums {
+				if g := kinds.Entries[k]; len(g) != 2 || g[0] != v[0] || g[1] != v[1] {
+					t.Errorf("kind histogram %q: %v, want %v", k, g, v)
+				}
+			}
+			if strings.Join(kinds.Order, "|") != "kind: 0|kind: 1|kind: 2" {
+				t.Errorf("kind histogram order %q, want by kind", kinds.Order)
+			}
+
+			lin := findHist(t, bs, "hist:keys=size.buckets=10000:vals=hitcount:sort=size.buckets=10000:size=2048 if kind == 1")
+			want = map[string]uint64{}
+			var cond uint64
+			for _, s := range all {
+				if s%3 == 1 {
+					b := s / 10000 * 10000
+					want[fmt.Sprintf("size: ~ %d-%d", b, b+9999)]++
+					cond++
+				}
+			}
+			checkCounts(t, lin, want, cond)
+
+			callers := findHist(t, bs, "hist:keys=ra.sym:vals=hitcount,size")
+			want = map[string]uint64{}
+			for _, s := range all[:0] {
+				_ = s
+			}
+			var a, b uint64
+			for w := 0; w < 5; w++ {
+				a += uint64((n + 1) / 2)
+				b += uint64(n / 2)
+			}
+			got := map[string]uint64{}
+			for k, v := range callers.Entries {
+				f := strings.Fields(k) // "ra: [addr] call_a"
+				if len(f) != 3 {
+					t.Fatalf("sym key %q", k)
+				}
+				got[f[2]] += v[0]
+			}
+			if got["call_a"] != a || got["call_b"] != b || len(got) != 2 {
+				t.Errorf("callers %v, want call_a %d call_b %d", got, a, b)
+			}
+
+			pids := findHist(t, bs, "hist:keys=common_pid.execname,kind:vals=hitcount:sort=hitcount.descending")
+			perName := map[string]uint64{}
+			for k, v := range pids.Entries {
+				perName[strings.Fields(strings.TrimPrefix(k, "common_pid: "))[0]] += v[0]
+			}
+			for _, nm := range []string{"w0", "w1", "w2", "w3", "child"} {
+				if perName[nm] != n {
+					t.Errorf("execname %s: %d hits, want %d (%v)", nm, perName[nm], n, perName)
+				}
+			}
+			for i := 1; i < len(pids.Order); i++ {
+				if pids.Entries[pids.Order[i-1]][0] < pids.Entries[pids.Order[i]][0] {
+					t.Errorf("execname histogram not sorted by hitcount descending: %v", pids.Order)
+				}
+			}
+
+			small := findHist(t, bs, "hist:keys=size:vals=hitcount:sort=hitcount:size=128")
+			var kept uint64
+			for _, v := range small.Entries {
+				kept += v[0]
+			}
+			if small.Total != 128 || len(small.Entries) != 128 || small.Hits != total || kept+small.Dropped != total || small.Dropped == 0 {
+				t.Errorf("size=128: entries %d (%d lines), hits %d, kept %d + dropped %d; want 128 entries and %d hits", small.Total, len(small.Entries), small.Hits, kept, small.Dropped, total)
+			}
+
+			strs := findHist(t, bs, "hist:keys=s:vals=hitcount:sort=s.descending")
+			want = map[string]uint64{}
+			names := []string{"alpha", "beta", "gamma"}
+			for _, s := range all {
+				want["s: "+names[s%3]]++
+			}
+			checkCounts(t, strs, want, total)
+			if strings.Join(strs.Order, "|") != "s: gamma|s: beta|s: alpha" {
+				t.Errorf("string keys order %q", strs.Order)
+			}
+			// the events were soft-disabled: the histograms counted, nothing recorded
+			if lines := readTrace(t, kpd+".trace", kpd); len(lines) != 0 {
+				t.Errorf("%d records of soft-disabled events", len(lines))
+			}
+		})
+	}
+}
+
+func checkCounts(t *testing.T, b histBlock, want map[string]uint64, hits uint64) {
+	t.Helper()
+	for k, v := range want {
+		if g := b.Entries[k]; len(g) == 0 || g[0] != v {
+			t.Errorf("%s: %q: %v, want hitcount %d", b.Info, k, g, v)
+		}
+	}
+	if len(b.Entries) != len(want) || b.Hits != hits || b.Total != uint64(len(want)) || b.Dropped != 0 {
+		t.Errorf("%s: %d entries, hits %d, dropped %d; want %d entries, %d hits\n%v", b.Info, len(b.Entries), b.Hits, b.Dropped, len(want), hits, b.Entries)
+	}
+}
+
+// TestHistPauseContClear: a histogram given ":pause" counts nothing until
+// `kprewrite hist --cont`; it persists in the trace file across runs; --clear empties
+// it; a recorded (not soft-disabled) event keeps its records beside its histogram.
+func TestHistPauseContClear(t *testing.T) {
+	prog := testprog.Build(t, histSrc, "c", "-O2", "-pthread")
+	kpd := filepath.Join(t.TempDir(), "hist")
+	rewriteWith(t, prog, kpd, []string{"p:h/w work size=%di kind=%si:s32"},
+		"--trigger", "h/w:hist:keys=kind:pause", "--trigger", "h/w:hist:keys=kind:vals=size")
+	tr := kpd + ".trace"
+	testprog.MustRun(t, kpd, "100")
+	bs := histOf(t, tr)
+	paused := findHist(t, bs, "hist:keys=kind:vals=hitcount:sort=hitcount:size=2048 [paused]")
+	if paused.Hits != 0 || len(paused.Entries) != 0 {
+		t.Errorf("paused histogram counted %d hits", paused.Hits)
+	}
+	active := findHist(t, bs, "hist:keys=kind:vals=hitcount,size:sort=hitcount:size=2048 [active]")
+	if active.Hits != 500 {
+		t.Errorf("active histogram: %d hits, want 500", active.Hits)
+	}
+	if lines := readTrace(t, tr, kpd); len(lines) != 500 {
+		t.Errorf("%d records, want 500", len(lines))
+	}
+	if code, _, e := kp("hist", "--cont", "--event", "h/w", tr); code != 0 {
+		t.Fatalf("hist --cont: %s", e)
+	}
+	testprog.MustRun(t, kpd, "100")
+	bs = histOf(t, tr)
+	if b := findHist(t, bs, "hist:keys=kind:vals=hitcount:sort=hitcount:size=2048 [active]"); b.Hits != 500 {
+		t.Errorf("continued histogram: %d hits, want 500 (the second run)", b.Hits)
+	}
+	if b := findHist(t, bs, "hist:keys=kind:vals=hitcount,size"); b.Hits != 1000 {
+		t.Errorf("histogram across two runs: %d hits, want 1000", b.Hits)
+	}
+	if code, _, e := kp("hist", "--clear", tr); code != 0 {
+		t.Fatalf("hist --clear: %s", e)
+	}
+	for _, b := range histOf(t, tr) {
+		if b.Hits != 0 || len(b.Entries) != 0 {
+			t.Errorf("cleared %s: %d hits", b.Info, b.Hits)
+		}
+	}
+	if code, _, _ := kp("hist", "--event", "nosuch", tr); code == 0 {
+		t.Error("hist of an unknown event succeeded")
+	}
+}
+
+// TestHistRefused: bad hist triggers are refused with the kernel's reasons and no
+// output is written.
+func TestHistRefused(t *testing.T) {
+	prog := testprog.Build(t, histSrc, "c", "-O2", "-pthread")
+	out := filepath.Join(t.TempDir(), "out")
+	for _, c := range []struct {
+		triggers []string
+		want     string
+	}{
+		{[]string{"h/w:hist:keys=nosuch"}, "Couldn't find field"},
+		{[]string{"h/w:hist:keys=size.bogus"}, "Invalid field modifier"},
+		{[]string{"h/w:hist:vals=size"}, "Missing keys"},
+		{[]string{"h/w:hist:keys=size,kind,common_pid,common_cpu"}, "Too many keys"},
+		{[]string{"h/w:hist:keys=size:sort=nosuch"}, "Sort field must be a key or a val"},
+		{[]string{"h/w:hist:keys=size", "h/w:hist:keys=size"}, "Hist trigger already exists"},
+		{[]string{"h/w:hist:keys=size:cont"}, "Can't clear or continue a nonexistent hist trigger"},
+		{[]string{"h/w:hist:keys=size:size=1000000"}, "Size must be between"},
+		{[]string{"h/w:hist:keys=size if nosuch > 1"}, "Field not found"},
+		{[]string{"h/w:hist:keys=size:lat=common_timestamp-$ts0"}, "not supported yet"},
+	} {
+		args := []string{"rewrite", "-o", out, "-e", "p:h/w work size=%di kind=%si:s32"}
+		for _, tr := range c.triggers {
+			args = append(args, "--trigger", tr)
+		}
+		code, _, stderr := kp(append(args, prog)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q; want an error saying %q", c.triggers, code, stderr, c.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Fatalf("%v: output written", c.triggers)
+		}
+	}
+}

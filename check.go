@@ -111,7 +111,7 @@ type CheckOptions struct {
 // name it) are checked in the library the loader finds for the program, each library
 // in a report of its own (Libraries).
 func Check(path string, opt CheckOptions) (*CheckReport, error) {
-	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters, opt.Triggers, sourceTranslator(path, opt.DebugFile))
+	defs, _, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters, opt.Triggers, sourceTranslator(path, opt.DebugFile))
 	if err != nil {
 		return nil, err
 	}

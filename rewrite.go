@@ -97,10 +97,11 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defs, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters, opt.Triggers, sourceTranslator(input, opt.DebugFile))
+	defs, synth, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters, opt.Triggers, sourceTranslator(input, opt.DebugFile))
 	if err != nil {
 		return nil, err
 	}
+	ro.Synthetic = synth
 	var warnings []string
 	if len(opt.HandlerFiles) > 0 {
 		set, err := handlers.Compile(context.Background(), opt.HandlerFiles, handlers.Options{})

@@ -378,7 +378,9 @@ func TestHistRefused(t *testing.T) {
 		{[]string{"h/w:hist:keys=size:cont"}, "Can't clear or continue a nonexistent hist trigger"},
 		{[]string{"h/w:hist:keys=size:size=1000000"}, "Size must be between"},
 		{[]string{"h/w:hist:keys=size if nosuch > 1"}, "Field not found"},
-		{[]string{"h/w:hist:keys=size:lat=common_timestamp-$ts0"}, "not supported yet"},
+		{[]string{"h/w:hist:keys=size:lat=common_timestamp-$ts0"}, "Couldn't find variable"},
+		{[]string{"h/w:hist:keys=size:onmatch(h.w).trace(nosuch,$x)"}, "Couldn't find synthetic event"},
+		{[]string{"h/w:hist:keys=size:onmax($x).save(size)"}, "not supported yet"},
 	} {
 		args := []string{"rewrite", "-o", out, "-e", "p:h/w work size=%di kind=%si:s32"}
 		for _, tr := range c.triggers {
@@ -391,5 +393,78 @@ func TestHistRefused(t *testing.T) {
 		if _, err := os.Stat(out); err == nil {
 			t.Fatalf("%v: output written", c.triggers)
 		}
+	}
+}
+
+// latSrc sleeps 3 ms four times and 24 ms twice in each of two threads and a forked
+// child.
+const latSrc = `
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+__attribute__((noinline)) int sleepy(int ms) { struct timespec ts = {0, ms * 1000000L}; nanosleep(&ts, 0); return ms; }
+static void *worker(void *a) { for (int i = 0; i < 6; i++) sleepy(i < 4 ? 3 : 24); return a; }
+int main(void) {
+	pid_t c = fork();
+	if (c == 0) { worker(0); _exit(0); }
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++) pthread_create(&t[i], 0, worker, 0);
+	for (int i = 0; i < 2; i++) pthread_join(t[i], 0);
+	waitpid(c, 0, 0);
+	return 0;
+}
+`
+
+// TestHistLatency is the kernel's wakeup-latency recipe applied to a function's entry
+// and return: a variable ts0 kept per thread at entry, the latency computed at return
+// from it and passed by onmatch() to a synthetic event, whose histograms have exactly
+// the calls of each duration, across threads and a fork.
+func TestHistLatency(t *testing.T) {
+	prog := testprog.Build(t, latSrc, "c", "-O2", "-pthread")
+	for _, mode := range []string{"optimize", "int3"} {
+		t.Run(mode, func(t *testing.T) {
+			kpd := filepath.Join(t.TempDir(), "lat")
+			flags := []string{"--disable", "h/in,h/out",
+				"--trigger", "h/in:hist:keys=common_pid:ts0=common_timestamp.usecs",
+				"--trigger", "h/out:hist:keys=common_pid:lat=common_timestamp.usecs-$ts0:onmatch(h.in).trace(sleep_lat,$lat)",
+				"--trigger", "synthetic/sleep_lat:hist:keys=lat.log2",
+				"--trigger", "synthetic/sleep_lat:hist:keys=lat.buckets=1000:sort=lat",
+			}
+			if mode == "int3" {
+				flags = append(flags, "--no-optimize")
+			}
+			rewriteWith(t, prog, kpd, []string{"s:sleep_lat u64 lat", "p:h/in sleepy ms=%di:s32", "r:h/out sleepy"}, flags...)
+			testprog.MustRun(t, kpd)
+			bs := histOf(t, kpd+".trace")
+			log2 := findHist(t, bs, "hist:keys=lat.log2:")
+			// 3 ms: 3000-4096 us, the 2^12 bucket; 24 ms: 24000-32768 us, 2^15 (a
+			// machine slower than that to wake a thread fails this test)
+			checkCounts(t, log2, map[string]uint64{"lat: ~ 2^12": 12, "lat: ~ 2^15": 6}, 18)
+			lin := findHist(t, bs, "hist:keys=lat.buckets=1000:")
+			var three, twentyfour uint64
+			for k, v := range lin.Entries {
+				var lo, hi uint64
+				if _, err := fmt.Sscanf(k, "lat: ~ %d-%d", &lo, &hi); err != nil || hi != lo+999 {
+					t.Fatalf("bucket %q", k)
+				}
+				switch {
+				case lo >= 3000 && lo < 4096:
+					three += v[0]
+				case lo >= 24000 && lo < 32768:
+					twentyfour += v[0]
+				}
+			}
+			if three != 12 || twentyfour != 6 {
+				t.Errorf("linear buckets: %d calls of 3 ms, %d of 24 ms; want 12 and 6\n%v", three, twentyfour, lin.Entries)
+			}
+			for _, ev := range []string{"hist:keys=common_pid:vals=hitcount:ts0=", "hist:keys=common_pid:vals=hitcount:lat="} {
+				b := findHist(t, bs, ev)
+				if len(b.Entries) != 3 || b.Hits != 18 {
+					t.Errorf("%s: %d threads, %d hits; want 3 and 18", b.Info, len(b.Entries), b.Hits)
+				}
+			}
+		})
 	}
 }

@@ -16,18 +16,34 @@
 //	word 3  entries claimed (may pass the table's size: claims that failed count too)
 //	then 2*size buckets of EntryWords words each:
 //	  tag (0 empty, 1 being filled, else the key's hash with bit 63 set)
-//	  the key (KeyWords words), hitcount, one sum per value, the comm of the thread
-//	  that made the entry when a key is common_pid.execname (2 words)
+//	  the key (KeyWords words), hitcount, one sum per value, with variables a word of
+//	  set bits and one word per variable, the comm of the thread that made the entry
+//	  when a key is common_pid.execname (2 words)
+//
+// Variables ("ts0=common_timestamp.usecs") are kept in the entry of the hit's key;
+// another event's histogram with the same keys reads them ($ts0) at the entry of its
+// own hit's key, and adds nothing when that entry or variable is not there (the
+// kernel's resolve_var_refs). An onmatch(GROUP.EVENT).trace(SYNTH,$v...) action
+// generates the synthetic event SYNTH: its histograms get the parameters as their
+// data, one 8-byte field each.
 //
 // # Program
 //
-// The runtime reads the histogram's shape from the trigger's program (see
-// Spec.Program): little endian, 4-byte units,
+// The runtime reads the histogram's shape from the trigger's program (Spec.Program;
+// src/rt_hist.c checks it as CheckProgram does): little endian,
 //
-//	u8 nkeys, u8 nvals, u8 flags (FlagPaused, FlagComm), u8 0; u32 size (entries)
-//	u16 key words, u16 entry words; u32 0
-//	per key, then per value: u8 src, u8 mod, u8 size, u8 signed|string<<1|comm<<2;
-//	  u16 off, u16 words; u64 arg (buckets, or the image's link-time limit for .sym)
+//	header   u8 nkeys, nvals, flags (FlagPaused, FlagComm), nvars; u32 entries;
+//	         u16 key words, entry words; u8 noperands, nrefs, nparams, ntargets
+//	fields   keys, values, then the variables' operand fields, 16 bytes each:
+//	         u8 src, mod, size, signed|string<<1|comm<<2; u16 off, words; u64 arg
+//	         (buckets, or the image's link-time limit for .sym)
+//	vars     per variable 4 operands of 4 bytes: u8 kind (field, ref, const), u8
+//	         minus, u16 index (the field, the reference, or the constant)
+//	refs     per variable of another histogram: u32 slot of its table, u32 entries,
+//	         u16 entry words, set-bits word, value word, bit
+//	params   per parameter of the onmatch() action: u8 kind (ref, var), u8 0, u16 index
+//	targets  per histogram of the synthetic event the action generates: u32 slot,
+//	         u32 length, its program (no refs, params or targets of its own)
 //
 // src is evfilter's Source, or SrcTimestamp (common_timestamp). Keys are transformed
 // as the kernel transforms them before hashing (.log2: ceil(log2 v), .buckets=N:

@@ -25,7 +25,10 @@ func TestParseInfo(t *testing.T) {
 		{"key=size.log2:val=n:sort=n.descending:size=200", "hist:keys=size.log2:vals=hitcount,n:sort=n.descending:size=256"},
 		{"keys=s,common_pid.execname:values=hitcount,size.hex:sort=s,hitcount", "hist:keys=s,common_pid.execname:vals=hitcount,size.hex:sort=s,hitcount:size=2048"},
 		{"keys=size.buckets=100:vals=n:nohitcount", "hist:keys=size.buckets=100:vals=n:sort=hitcount:size=2048:nohitcount"},
-		{"keys=cpu,common_timestamp.usecs", "hist:keys=common_cpu,common_timestamp.usecs:vals=hitcount:sort=hitcount:size=2048"},
+		{"keys=cpu,common_timestamp.usecs", "hist:keys=common_cpu,common_timestamp.usecs:vals=hitcount:sort=hitcount:size=2048:clock=mono"},
+		{"keys=n:ts0=common_timestamp.usecs", "hist:keys=n:vals=hitcount:ts0=common_timestamp.usecs:sort=hitcount:size=2048:clock=mono"},
+		{"keys=n:d=common_timestamp-$ts0+5:onmatch(g.ev).trace(lat,$d)", "hist:keys=n:vals=hitcount:d=common_timestamp-$ts0+5:sort=hitcount:size=2048:clock=mono:onmatch(g.ev).trace(lat,$d)"},
+		{"keys=n:d=size-$x:onmatch(g.ev).lat($d,$x)", "hist:keys=n:vals=hitcount:d=size-$x:sort=hitcount:size=2048:onmatch(g.ev).trace(lat,$d,$x)"},
 		{"keys=__probe_ip.sym-offset:pause", "hist:keys=__probe_ip.sym-offset:vals=hitcount:sort=hitcount:size=2048"},
 	} {
 		s, err := Parse(c.in, fs)
@@ -41,8 +44,10 @@ func TestParseInfo(t *testing.T) {
 		if err != nil || again.Info() != c.info {
 			t.Errorf("%q: info read back: %v, %v", c.info, again, err)
 		}
-		if _, err := CheckProgram(s.Program()); err != nil {
-			t.Errorf("%q: its program: %v", c.in, err)
+		if s.Link == nil && len(s.Actions) == 0 && !s.refs() {
+			if _, err := CheckProgram(s.Program(nil)); err != nil {
+				t.Errorf("%q: its program: %v", c.in, err)
+			}
 		}
 	}
 	for _, c := range []struct{ in, msg string }{
@@ -60,8 +65,15 @@ func TestParseInfo(t *testing.T) {
 		{"keys=size:size=64", "Size must be between 128 and 131072 entries"},
 		{"keys=size:size=x", "Invalid size"},
 		{"keys=size:nohitcount", "Non-hitcount value is required for 'nohitcount'"},
-		{"keys=size:ts0=common_timestamp", "Variables are not supported yet"},
+		{"keys=size:ts0=", "Empty assignment"},
+		{"keys=size:t=s", "String type can not be an operand in expression"},
+		{"keys=size:t=$", "Couldn't find variable"},
+		{"keys=size:a=n:a=size", "Variable already defined"},
+		{"keys=size:a=n+n+n+n+n", "Too many subexpressions"},
 		{"keys=size:onmax($x).save(size)", "not supported yet"},
+		{"keys=size:onmatch(ev).trace(x,$y)", "Missing subsystem"},
+		{"keys=size:onmatch(g.ev.trace(x,$y)", "Invalid subsystem or event name"},
+		{"keys=size:onmatch(g.ev).save(size)", "Handler doesn't support action"},
 		{"keys=size:bogus", "Invalid attribute"},
 		{"keys=stacktrace", "Stack trace keys are not supported yet"},
 		{"keys=common_timestamp.usecs,size.usecs", "Invalid field modifier"},
@@ -152,10 +164,60 @@ func FuzzParse(f *testing.F) {
 		if err != nil || again.Info() != s.Info() {
 			t.Fatalf("%q: info %q reads back as %v, %v", in, s.Info(), again, err)
 		}
-		if s.Check() == nil {
-			if _, err := CheckProgram(s.Program()); err != nil {
+		if s.Check() == nil && len(s.Actions) == 0 && !s.refs() {
+			if _, err := CheckProgram(s.Program(nil)); err != nil {
 				t.Fatalf("%q: program refused: %v", in, err)
 			}
 		}
 	})
+}
+
+// TestLink: references resolve to the matching event's variable, actions to the
+// synthetic event and its histograms; what does not resolve is refused.
+func TestLink(t *testing.T) {
+	fs := testFields(t)
+	parse := func(in string) *Spec {
+		s, err := Parse(in, fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sy, err := ParseSynthetic("lat u64 lat; pid_t pid")
+	if err != nil || sy.String() != "lat u64 lat; pid_t pid" {
+		t.Fatalf("synthetic: %v %v", sy, err)
+	}
+	entry := Named{Group: "g", Event: "in", Key: "in", Spec: parse("keys=n:ts0=common_timestamp.usecs")}
+	ret := Named{Group: "g", Event: "out", Key: "out", Spec: parse("keys=n:d=common_timestamp.usecs-$ts0:onmatch(g.in).trace(lat,$d,$ts0)")}
+	target := Named{Group: "synthetic", Event: "lat", Key: "lat", Spec: parse("keys=size")}
+	err = LinkAll([]Named{entry, ret}, map[string]*Synthetic{"lat": sy}, map[string][]Named{"lat": {target}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ret.Spec.Link
+	if l == nil || len(l.Refs) != 1 || l.Refs[0].Of != entry.Spec || len(l.Targets) != 1 || len(l.Params) != 2 ||
+		l.Params[0].Kind != OpVar || l.Params[1].Kind != OpRef {
+		t.Fatalf("link %+v", l)
+	}
+	slots := map[string]uint32{"in": 10, "out": 20, "lat": 30}
+	prog := ret.Spec.Program(func(k string, _ uint32) uint32 { return slots[k] })
+	if _, err := CheckProgram(prog); err != nil {
+		t.Errorf("linked program: %v", err)
+	}
+	for _, c := range []struct {
+		spec, msg string
+		synth     map[string]*Synthetic
+	}{
+		{"keys=n:d=common_timestamp-$nope", "Couldn't find variable", nil},
+		{"keys=n:d=common_timestamp:onmatch(g.none).trace(lat,$d)", "Matching event histogram not found", nil},
+		{"keys=n:d=common_timestamp:onmatch(g.in).trace(lat,$d)", "Couldn't find synthetic event", nil},
+		{"keys=n:d=common_timestamp:onmatch(g.in).trace(lat,$d)", "Param count doesn't match", map[string]*Synthetic{"lat": sy}},
+		{"keys=s:d=common_timestamp-$ts0", "other keys", nil},
+	} {
+		bad := Named{Group: "g", Event: "x", Key: "x", Spec: parse(c.spec)}
+		err := LinkAll([]Named{entry, bad}, c.synth, nil)
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%q: %v, want %q", c.spec, err, c.msg)
+		}
+	}
 }

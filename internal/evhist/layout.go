@@ -42,11 +42,28 @@ func (s *Spec) execname() bool {
 	return false
 }
 
-// EntryWords is the words of one bucket: tag, key, hitcount, values, comm.
+// EntryWords is the words of one bucket: tag, key, hitcount, values, the variables
+// (a word of set bits, then one per variable), comm.
 func (s *Spec) EntryWords() int {
-	n := 1 + s.KeyWords() + 1 + len(s.Vals)
+	n := s.varsOff()
+	if len(s.Vars) > 0 {
+		n += 1 + len(s.Vars)
+	}
 	if s.execname() {
 		n += CommLen / 8
+	}
+	return n
+}
+
+// varsOff is the word of an entry holding its variables' set bits (the variables
+// follow it).
+func (s *Spec) varsOff() int { return 1 + s.KeyWords() + 1 + len(s.Vals) }
+
+// commOff is the word of an entry holding its comm.
+func (s *Spec) commOff() int {
+	n := s.varsOff()
+	if len(s.Vars) > 0 {
+		n += 1 + len(s.Vars)
 	}
 	return n
 }
@@ -66,11 +83,32 @@ func (s *Spec) Check() error {
 	return nil
 }
 
-// Program encodes the histogram's shape for the runtime (doc.go).
-func (s *Spec) Program() []byte {
+// Program encodes the histogram for the runtime (doc.go). slotOf gives the first
+// word of another histogram's table by its key (the tables of the variables it reads
+// and of the synthetic event's histograms it feeds); nil when it has no Link.
+func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 	le := binary.LittleEndian
-	b := make([]byte, progHeader, progHeader+progField*(len(s.Keys)+len(s.Vals)))
-	b[0], b[1] = byte(len(s.Keys)), byte(len(s.Vals))
+	fields := []*Field{}
+	for i := range s.Keys {
+		fields = append(fields, &s.Keys[i])
+	}
+	for i := range s.Vals {
+		fields = append(fields, &s.Vals[i])
+	}
+	fixed := len(fields)
+	for _, v := range s.Vars { // operand fields after the keys and values
+		for _, o := range v.Expr {
+			if o.Field != nil {
+				fields = append(fields, o.Field)
+			}
+		}
+	}
+	l := s.Link
+	if l == nil {
+		l = &Link{}
+	}
+	b := make([]byte, progHeader, 256)
+	b[0], b[1], b[3] = byte(len(s.Keys)), byte(len(s.Vals)), byte(len(s.Vars))
 	if s.Pause {
 		b[2] |= FlagPaused
 	}
@@ -80,7 +118,8 @@ func (s *Spec) Program() []byte {
 	le.PutUint32(b[4:], uint32(s.Size()))
 	le.PutUint16(b[8:], uint16(s.KeyWords()))
 	le.PutUint16(b[10:], uint16(s.EntryWords()))
-	put := func(f *Field) {
+	b[12], b[13], b[14], b[15] = byte(len(fields)-fixed), byte(len(l.Refs)), byte(len(l.Params)), byte(len(l.Targets))
+	for _, f := range fields {
 		var e [progField]byte
 		e[0], e[1], e[2] = byte(f.Src), byte(f.Mod), byte(f.Size)
 		if f.Signed {
@@ -102,60 +141,172 @@ func (s *Spec) Program() []byte {
 		}
 		b = append(b, e[:]...)
 	}
-	for i := range s.Keys {
-		put(&s.Keys[i])
+	next := fixed
+	for _, v := range s.Vars { // 4 operands of 4 bytes: kind, minus, index
+		var e [4 * MaxOperands]byte
+		for k, o := range v.Expr {
+			op := e[4*k:]
+			if o.Minus {
+				op[1] = 1
+			}
+			switch {
+			case o.Field != nil:
+				op[0] = OpField
+				le.PutUint16(op[2:], uint16(next))
+				next++
+			case o.Ref != "":
+				op[0] = OpRef
+				for i, r := range l.Refs {
+					if r.Of.Vars[r.Var].Name == o.Ref {
+						le.PutUint16(op[2:], uint16(i))
+					}
+				}
+			default:
+				op[0] = OpConst
+				le.PutUint16(op[2:], uint16(o.Const))
+			}
+		}
+		b = append(b, e[:]...)
 	}
-	for i := range s.Vals {
-		put(&s.Vals[i])
+	for _, r := range l.Refs { // u32 slot, u32 entries, u16 entry words, set word, var word, bit
+		b = le.AppendUint32(b, slotOf(r.Key, uint32(r.Of.TableWords())))
+		b = le.AppendUint32(b, uint32(r.Of.Size()))
+		b = le.AppendUint16(b, uint16(r.Of.EntryWords()))
+		b = le.AppendUint16(b, uint16(r.Of.varsOff()))
+		b = le.AppendUint16(b, uint16(r.Of.varsOff()+1+r.Var))
+		b = le.AppendUint16(b, uint16(r.Var))
+	}
+	for _, p := range l.Params {
+		b = append(b, p.Kind, 0)
+		b = le.AppendUint16(b, uint16(p.Idx))
+	}
+	for _, t := range l.Targets { // u32 slot, u32 length, its program
+		tp := t.Of.Program(nil)
+		b = le.AppendUint32(b, slotOf(t.Key, uint32(t.Of.TableWords())))
+		b = le.AppendUint32(b, uint32(len(tp)))
+		b = append(b, tp...)
 	}
 	return b
 }
 
 var errProgram = errors.New("malformed hist program")
 
-// CheckProgram validates a program as the runtime does before using it, and returns
-// the table words it needs.
+// CheckProgram validates a program as the runtime does before using it
+// (src/rt_hist.c, kprw_hist_words), and returns the table words it needs.
 func CheckProgram(p []byte) (int, error) {
+	w, n, err := checkProgram(p, true)
+	if err == nil && n != len(p) {
+		err = errProgram
+	}
+	return w, err
+}
+
+func checkProgram(p []byte, top bool) (words, used int, err error) {
 	le := binary.LittleEndian
 	if len(p) < progHeader {
-		return 0, errProgram
+		return 0, 0, errProgram
 	}
-	nk, nv := int(p[0]), int(p[1])
-	if nk == 0 || nk > MaxKeys || nv > MaxVals || len(p) != progHeader+progField*(nk+nv) {
-		return 0, errProgram
+	nk, nv, nvars := int(p[0]), int(p[1]), int(p[3])
+	nx, nrefs, nparams, ntargets := int(p[12]), int(p[13]), int(p[14]), int(p[15])
+	if nk == 0 || nk > MaxKeys || nv > MaxVals || nvars > MaxVars || nx > MaxVars*MaxOperands {
+		return 0, 0, errProgram
+	}
+	if !top && (nrefs|nparams|ntargets) != 0 || nrefs > MaxRefs || nparams > MaxVars || ntargets > 32 {
+		return 0, 0, errProgram
+	}
+	nf := nk + nv + nx
+	off := progHeader + progField*nf
+	if len(p) < off {
+		return 0, 0, errProgram
 	}
 	size := int(le.Uint32(p[4:]))
 	kw, ew := int(le.Uint16(p[8:])), int(le.Uint16(p[10:]))
 	if size < 1<<MinBits || size > 1<<MaxBits || size&(size-1) != 0 {
-		return 0, errProgram
+		return 0, 0, errProgram
 	}
 	sum := 0
-	for i := 0; i < nk+nv; i++ {
+	for i := 0; i < nf; i++ {
 		e := p[progHeader+i*progField:]
 		w := int(le.Uint16(e[6:]))
 		if evfilter.Source(e[0]) > SrcTimestamp || Modifier(e[1]) > ModUsecs || e[2] == 0 || e[2] > 8 {
-			return 0, errProgram
+			return 0, 0, errProgram
 		}
 		if e[3]&2 != 0 && (i >= nk || (w != StringKeyLen/8 && w != CommLen/8)) || e[3]&2 == 0 && w != 1 {
-			return 0, errProgram
+			return 0, 0, errProgram
 		}
 		if Modifier(e[1]) == ModBuckets && le.Uint64(e[8:]) == 0 {
-			return 0, errProgram
+			return 0, 0, errProgram
 		}
 		if i < nk {
 			sum += w
 		}
 	}
 	want := 1 + sum + 1 + nv
+	if nvars > 0 {
+		want += 1 + nvars
+	}
 	if p[2]&FlagComm != 0 {
 		want += CommLen / 8
 	}
 	if sum != kw || ew != want {
-		return 0, errProgram
+		return 0, 0, errProgram
 	}
-	words := HeaderWords + 2*size*ew
+	if len(p) < off+16*nvars+16*nrefs+4*nparams {
+		return 0, 0, errProgram
+	}
+	for v := 0; v < nvars; v++ {
+		for k := 0; k < MaxOperands; k++ {
+			op := p[off+16*v+4*k:]
+			idx := int(le.Uint16(op[2:]))
+			switch op[0] {
+			case OpNone, OpConst:
+			case OpField:
+				if idx < nk+nv || idx >= nf {
+					return 0, 0, errProgram
+				}
+			case OpRef:
+				if idx >= nrefs {
+					return 0, 0, errProgram
+				}
+			default:
+				return 0, 0, errProgram
+			}
+		}
+	}
+	off += 16 * nvars
+	for r := 0; r < nrefs; r++ {
+		e := p[off+16*r:]
+		rs, rew := int(le.Uint32(e[4:])), int(le.Uint16(e[8:]))
+		setw, varw := int(le.Uint16(e[10:])), int(le.Uint16(e[12:]))
+		if rs < 1<<MinBits || rs > 1<<MaxBits || rs&(rs-1) != 0 || setw < 2+kw || setw >= varw || varw >= rew || le.Uint16(e[14:]) >= 64 {
+			return 0, 0, errProgram
+		}
+	}
+	off += 16 * nrefs
+	for q := 0; q < nparams; q++ {
+		e := p[off+4*q:]
+		idx := int(le.Uint16(e[2:]))
+		if e[0] == OpRef && idx >= nrefs || e[0] == OpVar && idx >= nvars || e[0] != OpRef && e[0] != OpVar {
+			return 0, 0, errProgram
+		}
+	}
+	off += 4 * nparams
+	for t := 0; t < ntargets; t++ {
+		if len(p) < off+8 {
+			return 0, 0, errProgram
+		}
+		n := int(le.Uint32(p[off+4:]))
+		if n > len(p)-off-8 {
+			return 0, 0, errProgram
+		}
+		if _, u, err := checkProgram(p[off+8:off+8+n], false); err != nil || u != n {
+			return 0, 0, errProgram
+		}
+		off += 8 + n
+	}
+	words = HeaderWords + 2*size*ew
 	if words*8 > MaxTableBytes {
-		return 0, errProgram
+		return 0, 0, errProgram
 	}
-	return words, nil
+	return words, off, nil
 }

@@ -38,6 +38,9 @@ const (
 	MaxKeys      = 3
 	MaxVals      = 6 // besides hitcount
 	MaxSortKeys  = 2
+	MaxVars      = 8 // the kernel's TRACING_MAP_VARS_MAX is 16; the runtime keeps 8 on the probed thread's stack
+	MaxRefs      = 4
+	MaxOperands  = 4
 	DefaultBits  = 11 // 2048 entries
 	MinBits      = 7
 	MaxBits      = 17
@@ -99,7 +102,10 @@ type Spec struct {
 	Cont       bool // ":cont" or ":continue"
 	Clear      bool
 	NoHitcount bool
-	Filter     string // the "if" condition, "" for none
+	Vars       []Var    // "name=expr": kept per entry, read by other histograms as $name
+	Actions    []Action // onmatch(GROUP.EVENT).trace(SYNTH,params)
+	Link       *Link    // what its references and actions resolved to (LinkAll)
+	Filter     string   // the "if" condition, "" for none
 	// SymLimit is the image's highest link-time address (.sym keys below it are
 	// stored as link-time addresses).
 	SymLimit uint64
@@ -191,7 +197,22 @@ func Parse(attrs string, fields []evfilter.Field) (*Spec, error) {
 				if v == "" {
 					return nil, errf(str, "Empty assignment")
 				}
-				return nil, errf(str, "Variables are not supported yet")
+				if len(s.Vars) == MaxVars {
+					return nil, errf(str, "Too many variables defined")
+				}
+				if !isIdent(name) {
+					return nil, errf(str, "Malformed assignment")
+				}
+				for _, o := range s.Vars {
+					if o.Name == name {
+						return nil, errf(name, "Variable already defined")
+					}
+				}
+				e, err := parseExpr(v, fields)
+				if err != nil {
+					return nil, err
+				}
+				s.Vars = append(s.Vars, Var{Name: name, Expr: e})
 			}
 			continue
 		}
@@ -208,7 +229,12 @@ func Parse(attrs string, fields []evfilter.Field) (*Spec, error) {
 			// an empty attribute ("a::b") is skipped by the kernel's strsep loop too
 		default:
 			if strings.Contains(str, "(") {
-				return nil, errf(str, "Actions (onmatch, onmax, onchange) are not supported yet")
+				a, err := parseAction(str)
+				if err != nil {
+					return nil, err
+				}
+				s.Actions = append(s.Actions, a)
+				continue
 			}
 			return nil, errf(str, "Invalid attribute")
 		}
@@ -400,6 +426,9 @@ func (s *Spec) Info() string {
 		}
 		b.WriteString(s.Vals[i].Text())
 	}
+	for _, v := range s.Vars {
+		b.WriteString(":" + v.Name + "=" + v.Expr.String())
+	}
 	b.WriteString(":sort=")
 	for i, k := range s.Sort {
 		if i > 0 {
@@ -411,8 +440,14 @@ func (s *Spec) Info() string {
 		}
 	}
 	fmt.Fprintf(&b, ":size=%d", s.Size())
+	if s.Timestamps() {
+		b.WriteString(":clock=mono")
+	}
 	if s.NoHitcount {
 		b.WriteString(":nohitcount")
+	}
+	for _, a := range s.Actions {
+		b.WriteString(":" + a.String())
 	}
 	if s.Filter != "" {
 		b.WriteString(" if " + s.Filter)
@@ -452,4 +487,270 @@ func (s *Spec) NeedsSymbols() bool {
 		}
 	}
 	return false
+}
+
+// Var is a histogram variable: an expression kept in the entry of the hit's key.
+type Var struct {
+	Name string
+	Expr Expr
+}
+
+// Operand is one term of an expression: a field of the event, a variable ($name,
+// this histogram's or another's), or a number.
+type Operand struct {
+	Field *Field
+	Ref   string // without the '$'
+	Const uint64
+	Minus bool // subtracted
+}
+
+// Expr is a sum of operands ("common_timestamp.usecs-$ts0").
+type Expr []Operand
+
+func (e Expr) String() string {
+	var b strings.Builder
+	for i, o := range e {
+		if i > 0 {
+			if o.Minus {
+				b.WriteByte('-')
+			} else {
+				b.WriteByte('+')
+			}
+		}
+		switch {
+		case o.Field != nil:
+			b.WriteString(o.Field.Text())
+		case o.Ref != "":
+			b.WriteString("$" + o.Ref)
+		default:
+			b.WriteString(strconv.FormatUint(o.Const, 10))
+		}
+	}
+	return b.String()
+}
+
+// Action is onmatch(GROUP.EVENT).trace(SYNTH,PARAMS): when a hit of this event
+// finds the variables it references set by GROUP/EVENT's histogram, it generates the
+// synthetic event SYNTH with PARAMS (variables as $name, or this event's fields).
+type Action struct {
+	Group, Event string
+	Synth        string
+	Params       []string
+}
+
+func (a Action) String() string {
+	return fmt.Sprintf("onmatch(%s.%s).trace(%s,%s)", a.Group, a.Event, a.Synth, strings.Join(a.Params, ","))
+}
+
+// Timestamps says whether the histogram reads common_timestamp (the kernel then
+// shows its clock).
+func (s *Spec) Timestamps() bool {
+	for i := range s.Keys {
+		if s.Keys[i].Src == SrcTimestamp {
+			return true
+		}
+	}
+	for i := range s.Vals {
+		if s.Vals[i].Src == SrcTimestamp {
+			return true
+		}
+	}
+	for _, v := range s.Vars {
+		for _, o := range v.Expr {
+			if o.Field != nil && o.Field.Src == SrcTimestamp {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseExpr reads a variable's expression: operands joined by + and -.
+func parseExpr(text string, fields []evfilter.Field) (Expr, error) {
+	var e Expr
+	rest, minus := text, false
+	for {
+		// ".sym-offset" is a modifier, not a subtraction
+		k := -1
+		for i := 0; i < len(rest); i++ {
+			if (rest[i] == '+' || rest[i] == '-') && !strings.HasSuffix(rest[:i], ".sym") {
+				k = i
+				break
+			}
+		}
+		term := rest
+		if k >= 0 {
+			term = rest[:k]
+		}
+		if term == "" {
+			return nil, errf(text, "Malformed assignment")
+		}
+		if len(e) == MaxOperands {
+			return nil, errf(text, "Too many subexpressions (3 max)")
+		}
+		o := Operand{Minus: minus}
+		switch {
+		case term[0] == '$':
+			if !isIdent(term[1:]) {
+				return nil, errf(term, "Couldn't find variable")
+			}
+			o.Ref = term[1:]
+		case term[0] >= '0' && term[0] <= '9':
+			v, errno := eventdef.Kstrtoul(term, 0)
+			if errno != 0 {
+				return nil, errf(term, "Expecting numeric literal")
+			}
+			o.Const = v
+		default:
+			f, err := parseField(term, fields, true)
+			if err != nil {
+				return nil, err
+			}
+			if f.String {
+				return nil, errf(term, "String type can not be an operand in expression")
+			}
+			if f.Mod != ModNone && f.Mod != ModUsecs {
+				return nil, errf(term, "Invalid field modifier")
+			}
+			o.Field = &f
+		}
+		e = append(e, o)
+		if k < 0 {
+			return e, nil
+		}
+		minus = rest[k] == '-'
+		rest = rest[k+1:]
+	}
+}
+
+// parseAction reads "onmatch(GROUP.EVENT).trace(SYNTH,PARAMS)" or its short form
+// "onmatch(GROUP.EVENT).SYNTH(PARAMS)".
+func parseAction(str string) (Action, error) {
+	var a Action
+	handler, rest, _ := strings.Cut(str, "(")
+	switch handler {
+	case "onmatch":
+	case "onmax", "onchange":
+		return a, errf(str, handler+"() is not supported yet (onmatch() is)")
+	default:
+		return a, errf(str, "No action found")
+	}
+	match, rest, ok := strings.Cut(rest, ")")
+	if !ok {
+		return a, errf(str, "No closing paren found")
+	}
+	g, ev, ok := strings.Cut(match, ".")
+	if !ok || g == "" {
+		return a, errf(match, "Missing subsystem")
+	}
+	if ev == "" || strings.Contains(ev, ".") {
+		return a, errf(match, "Invalid subsystem or event name")
+	}
+	a.Group, a.Event = g, ev
+	if !strings.HasPrefix(rest, ".") || !strings.HasSuffix(rest, ")") {
+		return a, errf(str, "No closing paren found")
+	}
+	fn, params, ok := strings.Cut(rest[1:len(rest)-1], "(")
+	if !ok || fn == "" {
+		return a, errf(str, "No action found")
+	}
+	switch fn {
+	case "save", "snapshot":
+		return a, errf(str, "Handler doesn't support action")
+	}
+	ps := strings.Split(params, ",")
+	if fn == "trace" {
+		fn, ps = ps[0], ps[1:]
+	}
+	if !isIdent(fn) {
+		return a, errf(str, "Invalid action param")
+	}
+	a.Synth = fn
+	for _, p := range ps {
+		p = strings.TrimSpace(p)
+		if p == "" || !(isIdent(p) || p[0] == '$' && isIdent(p[1:])) {
+			return a, errf(p, "Invalid action param")
+		}
+		a.Params = append(a.Params, p)
+	}
+	return a, nil
+}
+
+// Synthetic is a synthetic event (the kernel's synthetic_events: "NAME TYPE FIELD;
+// TYPE FIELD..."): an event no probe writes, generated by onmatch() actions, whose
+// fields are each kept in 8 bytes.
+type Synthetic struct {
+	Name   string
+	Types  []string
+	Names  []string
+	Signed []bool
+}
+
+var synthTypes = map[string]bool{
+	"u64": false, "s64": true, "u32": false, "s32": true, "u16": false, "s16": true, "u8": false, "s8": true,
+	"int": true, "unsigned int": false, "long": true, "unsigned long": false, "pid_t": true, "size_t": false,
+	"unsigned long long": false, "long long": true, "bool": false,
+}
+
+// ParseSynthetic reads a synthetic event definition.
+func ParseSynthetic(def string) (*Synthetic, error) {
+	def = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(def), "s:"))
+	name, rest, ok := strings.Cut(def, " ")
+	if !ok || !isIdent(name) {
+		return nil, fmt.Errorf("synthetic event %q: want 'NAME TYPE FIELD[; TYPE FIELD...]'", def)
+	}
+	s := &Synthetic{Name: name}
+	for _, f := range strings.Split(rest, ";") {
+		ws := strings.Fields(f)
+		if len(ws) == 0 {
+			continue
+		}
+		if len(ws) < 2 {
+			return nil, fmt.Errorf("synthetic event %s: field %q: want TYPE NAME", name, strings.TrimSpace(f))
+		}
+		typ, fn := strings.Join(ws[:len(ws)-1], " "), ws[len(ws)-1]
+		signed, ok := synthTypes[typ]
+		if !ok {
+			return nil, fmt.Errorf("synthetic event %s: field %s: type %q is not a number type kprewrite keeps (u64, s64, u32, s32, int, long, pid_t...)", name, fn, typ)
+		}
+		if !isIdent(fn) {
+			return nil, fmt.Errorf("synthetic event %s: bad field name %q", name, fn)
+		}
+		s.Types, s.Names, s.Signed = append(s.Types, typ), append(s.Names, fn), append(s.Signed, signed)
+	}
+	if len(s.Names) == 0 || len(s.Names) > MaxVars {
+		return nil, fmt.Errorf("synthetic event %s: %d fields; 1 to %d", name, len(s.Names), MaxVars)
+	}
+	return s, nil
+}
+
+// String is the definition as the kernel's synthetic_events file lists it.
+func (s *Synthetic) String() string {
+	parts := make([]string, len(s.Names))
+	for i := range s.Names {
+		parts[i] = s.Types[i] + " " + s.Names[i]
+	}
+	return s.Name + " " + strings.Join(parts, "; ")
+}
+
+// Fields are the synthetic event's fields as a filter or a hist trigger sees them:
+// the common fields, then its own, each in 8 bytes.
+func (s *Synthetic) Fields() []evfilter.Field {
+	fs := evfilter.Fields(&eventdef.Probe{})
+	for i, n := range s.Names {
+		fs = append(fs, evfilter.Field{Name: n, Type: s.Types[i], Size: 8, Signed: s.Signed[i], Src: evfilter.SrcData, Off: 8 * i})
+	}
+	return fs
 }

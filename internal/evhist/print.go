@@ -51,7 +51,7 @@ func (s *Spec) ReadTable(b []byte) (*Table, error) {
 			e.Vals[k] = w(base + 2 + kw + k)
 		}
 		if s.execname() {
-			c := b[8*(base+2+kw+len(s.Vals)):][:CommLen]
+			c := b[8*(base+s.commOff()):][:CommLen]
 			if n := bytes.IndexByte(c, 0); n >= 0 {
 				c = c[:n]
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/handlers"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
@@ -31,11 +32,28 @@ import (
 //
 // src, when not nil, first turns each source-level definition (srcprobe) into
 // kernel-form ones: one per probed address, of one event.
-func ParseDefs(exprs, files, filters, triggers []string, src Translator) ([]Probe, error) {
+//
+// A definition "s:[synthetic/]NAME TYPE FIELD[; TYPE FIELD...]" (the kernel's
+// dynamic_events form) defines a synthetic event, which hist triggers' onmatch()
+// actions generate and which takes hist triggers ("synthetic/NAME:hist:...").
+func ParseDefs(exprs, files, filters, triggers []string, src Translator) ([]Probe, *Synthetics, error) {
 	var set eventdef.Set
 	var specs, tspecs []FilterSpec
+	synth := &Synthetics{Events: map[string]*evhist.Synthetic{}}
 	origin := map[*eventdef.Probe]string{}
 	add := func(text, where string) error {
+		if strings.HasPrefix(text, "s:") {
+			sy, err := evhist.ParseSynthetic(strings.Replace(text, "s:synthetic/", "s:", 1))
+			if err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			if synth.Events[sy.Name] != nil {
+				return fmt.Errorf("%s: synthetic event %s is defined twice", where, sy.Name)
+			}
+			synth.Events[sy.Name] = sy
+			synth.Order = append(synth.Order, sy.Name)
+			return nil
+		}
 		texts := []string{text}
 		if src != nil {
 			t, err := src(text)
@@ -60,13 +78,13 @@ func ParseDefs(exprs, files, filters, triggers []string, src Translator) ([]Prob
 	}
 	for i, e := range exprs {
 		if err := add(e, fmt.Sprintf("-e #%d", i+1)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {
-			return nil, fmt.Errorf("read definitions: %w", err)
+			return nil, nil, fmt.Errorf("read definitions: %w", err)
 		}
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		sc.Buffer(make([]byte, 64*1024), 1<<20)
@@ -84,11 +102,11 @@ func ParseDefs(exprs, files, filters, triggers []string, src Translator) ([]Prob
 				continue
 			}
 			if err := add(text, fmt.Sprintf("%s:%d", name, line)); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("read definitions %s: %w", name, err)
+			return nil, nil, fmt.Errorf("read definitions %s: %w", name, err)
 		}
 	}
 	defs := make([]Probe, 0, len(set.Probes))
@@ -99,15 +117,18 @@ func ParseDefs(exprs, files, filters, triggers []string, src Translator) ([]Prob
 		specs = append(specs, FilterSpec{Origin: fmt.Sprintf("--filter #%d", i+1), Text: f})
 	}
 	if err := attachFilters(defs, specs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i, t := range triggers {
 		tspecs = append(tspecs, FilterSpec{Origin: fmt.Sprintf("--trigger #%d", i+1), Text: t})
 	}
-	if err := attachTriggers(defs, tspecs); err != nil {
-		return nil, err
+	if err := attachTriggers(defs, synth, tspecs); err != nil {
+		return nil, nil, err
 	}
-	return defs, nil
+	if err := linkHists(defs, synth); err != nil {
+		return nil, nil, err
+	}
+	return defs, synth, nil
 }
 
 // Translator turns a source-level definition into kernel-form ones, or returns nil

@@ -75,6 +75,8 @@ type Options struct {
 	Debug     bool   // the runtime reports its start-up on stderr
 	// Analysis is the input's analysis when the caller already has it.
 	Analysis *analysis.Binary
+	// Synthetic are the synthetic events of the definitions and their histograms.
+	Synthetic *Synthetics
 	// Handlers are the compiled C handler files (--handlers); their probes are in the
 	// probe list with Probe.Handler set.
 	Handlers *handlers.Set
@@ -525,6 +527,16 @@ func (g *gen) makeTriggers() error {
 			slots[key] = s
 		}
 		return s
+	}
+	if sy := g.opt.Synthetic; sy != nil { // their histograms' tables, whether fed or not
+		for _, name := range sy.Order {
+			de := tracefile.DescSynthetic{Name: name, Def: sy.Events[name].String()}
+			for _, td := range sy.Triggers[name] {
+				de.Triggers = append(de.Triggers, td.String())
+				de.CtlSlots = append(de.CtlSlots, slotOf(histKey("synthetic", name, td.Trigger), uint32(td.Hist.TableWords())))
+			}
+			g.desc.Synthetic = append(g.desc.Synthetic, de)
+		}
 	}
 	for i := range g.probes {
 		if g.evOf[i] < 0 {

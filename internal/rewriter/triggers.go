@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/evfilter"
+	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/evtrigger"
 )
 
@@ -20,7 +21,7 @@ type TriggerDef struct {
 // successive writes to the events' trigger files: the kernel's grammar and errors
 // (internal/evtrigger), one trigger of a kind per event, '!' removes one. A
 // multi-probe event's probes get the same triggers.
-func attachTriggers(defs []Probe, specs []FilterSpec) error {
+func attachTriggers(defs []Probe, synth *Synthetics, specs []FilterSpec) error {
 	exists := func(group, event string) bool {
 		for i := range defs {
 			if defs[i].Def.Group == group && defs[i].Def.Event == event {
@@ -30,6 +31,12 @@ func attachTriggers(defs []Probe, specs []FilterSpec) error {
 		return false
 	}
 	for _, s := range specs {
+		if name, text, ok := synth.named(s.Text); ok {
+			if err := synth.attach(name, text, s.Origin, exists); err != nil {
+				return err
+			}
+			continue
+		}
 		hit, err := eventsNamed(defs, s, "trigger", "GROUP/EVENT:TRIGGER")
 		if err != nil {
 			return err
@@ -129,7 +136,7 @@ func compileTriggers(d *Probe, syms evfilter.Symbols, symLimit uint64, evIdx map
 		if td.Hist != nil {
 			h := *td.Hist
 			h.SymLimit = symLimit
-			c.Hist = h.Program()
+			c.Hist = h.Program(slotOf)
 			words = uint32(h.TableWords())
 		}
 		c.Slot = slotOf(d.Def.Group+"/"+d.Def.Event+"\x00"+td.String(), words)
@@ -165,4 +172,104 @@ func (g *gen) symLimit() uint64 {
 		end = max(end, p.Vaddr+p.Memsz)
 	}
 	return end
+}
+
+// Synthetics are the synthetic events of a rewrite ("s:NAME TYPE FIELD; ..."
+// definitions) and their triggers (hist only).
+type Synthetics struct {
+	Events   map[string]*evhist.Synthetic
+	Order    []string // as defined
+	Triggers map[string][]TriggerDef
+}
+
+// named says whether a "GROUP/EVENT:TRIGGER" spec names a synthetic event
+// ("synthetic/NAME", or NAME alone when no probe event has that name).
+func (s *Synthetics) named(spec string) (name, text string, ok bool) {
+	target, text, found := strings.Cut(spec, ":")
+	if !found || s == nil {
+		return "", "", false
+	}
+	group, event, grouped := strings.Cut(target, "/")
+	if !grouped {
+		return "", "", false
+	}
+	if group == "synthetic" && s.Events[event] != nil {
+		return event, text, true
+	}
+	return "", "", false
+}
+
+func (s *Synthetics) attach(name, text, origin string, exists func(g, e string) bool) error {
+	sy := s.Events[name]
+	t, err := evtrigger.Parse(text, evtrigger.Env{Fields: sy.Fields(), Syms: anySymbols{}, Exists: exists})
+	if err != nil {
+		return fmt.Errorf("%s: synthetic/%s: %w", origin, name, err)
+	}
+	if t.Cmd != evtrigger.Hist {
+		return fmt.Errorf("%s: synthetic/%s: trigger %q: a synthetic event takes hist triggers only (kprewrite records no synthetic events)", origin, name, text)
+	}
+	set := evtrigger.Set{}
+	for _, td := range s.Triggers[name] {
+		set = append(set, td.Trigger)
+	}
+	if set, err = set.Apply(t); err != nil {
+		return fmt.Errorf("%s: synthetic/%s: %w", origin, name, err)
+	}
+	if s.Triggers == nil {
+		s.Triggers = map[string][]TriggerDef{}
+	}
+	var next []TriggerDef
+	for _, t := range set {
+		next = append(next, TriggerDef{Trigger: t, Origin: origin})
+	}
+	s.Triggers[name] = next
+	return nil
+}
+
+// histKey is the control-area slot key of a hist trigger of GROUP/EVENT.
+func histKey(group, event string, t evtrigger.Trigger) string {
+	return group + "/" + event + "\x00" + t.String()
+}
+
+// linkHists resolves the hist triggers' variable references and onmatch() actions
+// across events (evhist.LinkAll).
+func linkHists(defs []Probe, synth *Synthetics) error {
+	var hs []evhist.Named
+	seen := map[string]bool{}
+	for i := range defs {
+		d := defs[i].Def
+		for _, td := range defs[i].Triggers {
+			if td.Hist == nil {
+				continue
+			}
+			k := histKey(d.Group, d.Event, td.Trigger)
+			if seen[k] { // the probes of a multi-probe event share it
+				continue
+			}
+			seen[k] = true
+			hs = append(hs, evhist.Named{Group: d.Group, Event: d.Event, Key: k, Spec: td.Hist})
+		}
+	}
+	sh := map[string][]evhist.Named{}
+	for name, tds := range synth.Triggers {
+		for _, td := range tds {
+			sh[name] = append(sh[name], evhist.Named{Group: "synthetic", Event: name, Key: histKey("synthetic", name, td.Trigger), Spec: td.Hist})
+		}
+	}
+	if err := evhist.LinkAll(hs, synth.Events, sh); err != nil {
+		return err
+	}
+	// the probes of a multi-probe event each have their own copy of the Spec
+	for i := range defs {
+		for _, td := range defs[i].Triggers {
+			if td.Hist != nil && td.Hist.Link == nil {
+				for _, h := range hs {
+					if h.Key == histKey(defs[i].Def.Group, defs[i].Def.Event, td.Trigger) {
+						td.Hist.Link = h.Spec.Link
+					}
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -50,17 +50,51 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 					continue
 				}
 				seen[e.CtlSlots[k]] = true
-				spec, err := histSpec(e, text)
+				p, err := eventdef.Parse(e.Def)
+				var spec *evhist.Spec
+				if err == nil {
+					spec, err = parseHist(text, evfilter.Fields(p))
+				}
+				var h Hist
+				if err == nil {
+					h, err = f.hist(im, flagBytes, e.CtlSlots[k], spec)
+				}
 				if err != nil {
 					return nil, fmt.Errorf("%s: %s/%s: %w", f.Path, e.Group, e.Name, err)
 				}
-				off := flagBytes + uint64(e.CtlSlots[k])*8
-				n := uint64(spec.TableWords()) * 8
-				if off+n > uint64(im.ctlSize) || im.ctlOff+off+n > uint64(len(f.data)) {
-					return nil, fmt.Errorf("%s: %s/%s: the histogram is past the image's control area (the program that wrote the file did not run its triggers)", f.Path, e.Group, e.Name)
+				h.Group, h.Name, h.Image, h.Desc = e.Group, e.Name, im.desc.Input, im.desc
+				out = append(out, h)
+			}
+		}
+	}
+	for _, im := range f.images {
+		if im.desc == nil {
+			continue
+		}
+		flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
+		for _, sy := range im.desc.Synthetic {
+			if !eventdef.MatchesName(pattern, "synthetic", sy.Name) {
+				continue
+			}
+			matched = true
+			def, err := evhist.ParseSynthetic(sy.Def)
+			if err != nil {
+				return nil, fmt.Errorf("%s: synthetic/%s: %w", f.Path, sy.Name, err)
+			}
+			for k, text := range sy.Triggers {
+				if k >= len(sy.CtlSlots) {
+					break
 				}
-				tab := f.data[im.ctlOff+off : im.ctlOff+off+n]
-				out = append(out, Hist{Group: e.Group, Name: e.Name, Image: im.desc.Input, Desc: im.desc, Spec: spec, table: tab})
+				spec, err := parseHist(text, def.Fields())
+				if err != nil {
+					return nil, fmt.Errorf("%s: synthetic/%s: %w", f.Path, sy.Name, err)
+				}
+				h, err := f.hist(im, flagBytes, sy.CtlSlots[k], spec)
+				if err != nil {
+					return nil, fmt.Errorf("%s: synthetic/%s: %w", f.Path, sy.Name, err)
+				}
+				h.Group, h.Name, h.Image, h.Desc = "synthetic", sy.Name, im.desc.Input, im.desc
+				out = append(out, h)
 			}
 		}
 	}
@@ -70,14 +104,20 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 	return out, nil
 }
 
-// histSpec parses a hist trigger as the description lists it ("hist:... [active]").
-func histSpec(e tracefile.DescEvent, text string) (*evhist.Spec, error) {
-	text = strings.TrimSuffix(strings.TrimSuffix(text, " [active]"), " [paused]")
-	p, err := eventdef.Parse(e.Def)
-	if err != nil {
-		return nil, err
+// hist is the histogram of spec at slot of an image's control area.
+func (f *File) hist(im image, flagBytes uint64, slot uint32, spec *evhist.Spec) (Hist, error) {
+	off := flagBytes + uint64(slot)*8
+	n := uint64(spec.TableWords()) * 8
+	if off+n > uint64(im.ctlSize) || im.ctlOff+off+n > uint64(len(f.data)) {
+		return Hist{}, fmt.Errorf("the histogram is past the image's control area (the program that wrote the file did not run its triggers)")
 	}
-	t, err := evtrigger.Parse(text, evtrigger.Env{Fields: evfilter.Fields(p), Syms: anySyms{}, Exists: func(string, string) bool { return true }})
+	return Hist{Spec: spec, table: f.data[im.ctlOff+off : im.ctlOff+off+n]}, nil
+}
+
+// parseHist parses a hist trigger as the description lists it ("hist:... [active]").
+func parseHist(text string, fields []evfilter.Field) (*evhist.Spec, error) {
+	text = strings.TrimSuffix(strings.TrimSuffix(text, " [active]"), " [paused]")
+	t, err := evtrigger.Parse(text, evtrigger.Env{Fields: fields, Syms: anySyms{}, Exists: func(string, string) bool { return true }})
 	if err != nil {
 		return nil, err
 	}

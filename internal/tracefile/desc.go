@@ -58,8 +58,20 @@ type Desc struct {
 	// Symbols are the image's functions, when an event prints the symbol or symstr
 	// types (to name run-time addresses as %pS does).
 	Symbols []DescSymbol `json:"symbols,omitempty"`
+	// Synthetic are the image's synthetic events (hist triggers' onmatch() targets)
+	// and their histograms.
+	Synthetic []DescSynthetic `json:"synthetic,omitempty"`
 
 	tablesAddr uint64
+}
+
+// DescSynthetic is a synthetic event: its definition ("NAME TYPE FIELD; ...") and its
+// hist triggers with their tables' slots in the image's control area.
+type DescSynthetic struct {
+	Name     string   `json:"name"`
+	Def      string   `json:"def"`
+	Triggers []string `json:"triggers,omitempty"`
+	CtlSlots []uint32 `json:"ctl_slots,omitempty"`
 }
 
 // DescEvent is one trace event (kprobe-event definition).

@@ -481,11 +481,24 @@ struct kprw_hfield {
 	u64 arg;             /* .buckets=N, or the image's link-time limit for .sym */
 };
 #define KPRW_HIST_MAXKEYS 3
+#define KPRW_HIST_MAXVARS 8
+#define KPRW_HIST_MAXREFS 4
+#define KPRW_HIST_MAXTARGETS 32
+struct kprw_hvar { u8 kind[4], minus[4]; u16 idx[4]; }; /* a sum of operands */
+struct kprw_href { u32 slot, size; u16 ewords, setw, varw, bit; }; /* another histogram's variable */
+struct kprw_hparam { u8 kind, pad; u16 idx; };
+struct kprw_hist;
+struct kprw_htarget { u32 slot, pad; const struct kprw_hist *h; }; /* a synthetic event's histogram */
 struct kprw_hist {
 	u32 nkeys, nvals, flags, size; /* size: entries */
 	u32 kwords, ewords;
 	u64 nbuckets;
-	struct kprw_hfield f[]; /* keys, then values */
+	u32 nvars, nx, nrefs, nparams, ntargets, pad;
+	const struct kprw_hvar *vars;
+	const struct kprw_href *refs;
+	const struct kprw_hparam *params;
+	const struct kprw_htarget *targets;
+	struct kprw_hfield f[]; /* keys, values, the variables' operand fields */
 };
 struct kprw_trig {
 	u8 cmd, post;
@@ -508,8 +521,9 @@ void kprw_trig_init(void);
 u32 kprw_triggers_run(const struct kprw_evtrig *tg, const struct kprw_fenv *fe);
 void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt);
 
-u64 kprw_hist_words(const u8 *prog, u32 plen, u32 *dsize);
+u64 kprw_hist_words(const u8 *prog, u32 plen, u32 *dsize, u64 *end);
 void kprw_hist_decode(const u8 *prog, struct kprw_hist *out);
+u32 kprw_hist_needs(const struct kprw_hist *h);
 void kprw_hist_update(const struct kprw_hist *h, u64 *tab, const struct kprw_fenv *e);
 
 u32 kprw_filter_size(const u8 *prog, u32 plen);

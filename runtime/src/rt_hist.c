@@ -26,20 +26,36 @@ static inline u32 rd16(const u8 *p) { return (u32)p[0] | (u32)p[1] << 8; }
 static inline u32 rd32(const u8 *p) { return rd16(p) | rd16(p + 2) << 16; }
 static inline u64 rd64(const u8 *p) { return (u64)rd32(p) | (u64)rd32(p + 4) << 32; }
 
-/* kprw_hist_words checks a program (as evhist.CheckProgram) and returns the table's
- * words, 0 when malformed; *dsize is the bytes its decoded form takes */
-u64 kprw_hist_words(const u8 *p, u32 len, u32 *dsize)
+#define OP_NONE 0
+#define OP_FIELD 1
+#define OP_REF 2
+#define OP_CONST 3
+#define OP_VAR 4
+
+static inline u64 align8(u64 n) { return (n + 7) & ~7ull; }
+
+/* check validates a program (as evhist.CheckProgram) and returns its table's words, 0
+ * when malformed: *used its bytes, *dsize the bytes of its decoded form (nested
+ * histograms included), *end raised past the tables it reads and feeds */
+static u64 check(const u8 *p, u32 len, int top, u32 *used, u64 *dsize, u64 *end)
 {
 	if (len < H_HDR)
 		return 0;
-	u32 nk = p[0], nv = p[1];
-	if (nk == 0 || nk > KPRW_HIST_MAXKEYS || nv > 6 || len != H_HDR + H_FIELD * (nk + nv))
+	u32 nk = p[0], nv = p[1], nvars = p[3], nx = p[12], nrefs = p[13], nparams = p[14], ntargets = p[15];
+	if (nk == 0 || nk > KPRW_HIST_MAXKEYS || nv > 6 || nvars > KPRW_HIST_MAXVARS || nx > 4 * KPRW_HIST_MAXVARS ||
+	    nrefs > KPRW_HIST_MAXREFS || nparams > KPRW_HIST_MAXVARS || ntargets > KPRW_HIST_MAXTARGETS)
+		return 0;
+	if (!top && (nrefs | nparams | ntargets))
+		return 0;
+	u32 nf = nk + nv + nx;
+	u64 off = H_HDR + (u64)H_FIELD * nf;
+	if (len < off + 16ull * nvars + 16ull * nrefs + 4ull * nparams)
 		return 0;
 	u32 size = rd32(p + 4), kw = rd16(p + 8), ew = rd16(p + 10);
 	if (size < 128 || size > 131072 || (size & (size - 1)))
 		return 0;
 	u32 sum = 0;
-	for (u32 i = 0; i < nk + nv; i++) {
+	for (u32 i = 0; i < nf; i++) {
 		const u8 *e = p + H_HDR + i * H_FIELD;
 		u32 w = rd16(e + 6);
 		if (e[0] > SrcTS || e[1] > ModUsecs || e[2] == 0 || e[2] > 8)
@@ -51,27 +67,95 @@ u64 kprw_hist_words(const u8 *p, u32 len, u32 *dsize)
 		if (i < nk)
 			sum += w;
 	}
-	u32 want = 1 + sum + 1 + nv + ((p[2] & H_COMM) ? COMM_WORDS : 0);
+	u32 want = 1 + sum + 1 + nv + (nvars ? 1 + nvars : 0) + ((p[2] & H_COMM) ? COMM_WORDS : 0);
 	if (sum != kw || ew != want)
 		return 0;
+	for (u32 v = 0; v < nvars; v++)
+		for (u32 k = 0; k < 4; k++) {
+			const u8 *op = p + off + 16 * v + 4 * k;
+			u32 idx = rd16(op + 2);
+			if (op[0] > OP_CONST || (op[0] == OP_FIELD && (idx < nk + nv || idx >= nf)) ||
+			    (op[0] == OP_REF && idx >= nrefs))
+				return 0;
+		}
+	off += 16ull * nvars;
+	for (u32 r = 0; r < nrefs; r++) {
+		const u8 *e = p + off + 16 * r;
+		u32 slot = rd32(e), rs = rd32(e + 4), rew = rd16(e + 8), setw = rd16(e + 10), varw = rd16(e + 12);
+		if (rs < 128 || rs > 131072 || (rs & (rs - 1)) || setw < 2 + kw || setw >= varw || varw >= rew ||
+		    rd16(e + 14) >= 64)
+			return 0;
+		u64 words = H_HEADER_WORDS + 2ull * rs * rew;
+		if (words * 8 > MAX_TABLE_BYTES)
+			return 0;
+		if ((u64)slot + words > *end)
+			*end = (u64)slot + words;
+	}
+	off += 16ull * nrefs;
+	for (u32 q = 0; q < nparams; q++) {
+		const u8 *e = p + off + 4 * q;
+		u32 idx = rd16(e + 2);
+		if (!((e[0] == OP_REF && idx < nrefs) || (e[0] == OP_VAR && idx < nvars)))
+			return 0;
+	}
+	off += 4ull * nparams;
+	u64 ds = align8(sizeof(struct kprw_hist) + nf * sizeof(struct kprw_hfield)) + nvars * sizeof(struct kprw_hvar) +
+		 nrefs * sizeof(struct kprw_href) + align8(nparams * sizeof(struct kprw_hparam)) +
+		 ntargets * sizeof(struct kprw_htarget);
+	for (u32 t = 0; t < ntargets; t++) {
+		if (len < off + 8)
+			return 0;
+		u32 slot = rd32(p + off), n = rd32(p + off + 4), u;
+		if (n > len - off - 8)
+			return 0;
+		u64 tds, tend = 0;
+		u64 words = check(p + off + 8, n, 0, &u, &tds, &tend);
+		if (!words || u != n)
+			return 0;
+		ds += tds;
+		if ((u64)slot + words > *end)
+			*end = (u64)slot + words;
+		off += 8ull + n;
+	}
 	u64 words = H_HEADER_WORDS + 2ull * size * ew;
 	if (words * 8 > MAX_TABLE_BYTES)
 		return 0;
-	*dsize = (u32)(sizeof(struct kprw_hist) + (nk + nv) * sizeof(struct kprw_hfield));
+	*used = (u32)off;
+	*dsize = ds;
 	return words;
 }
 
-/* kprw_hist_decode reads a checked program into out (*dsize bytes) */
-void kprw_hist_decode(const u8 *p, struct kprw_hist *out)
+/* kprw_hist_words checks a program and returns the table's words, 0 when malformed;
+ * *dsize is the bytes its decoded form takes, *end is raised past the other tables it
+ * reads (variables) and feeds (synthetic events' histograms) */
+u64 kprw_hist_words(const u8 *p, u32 len, u32 *dsize, u64 *end)
+{
+	u32 used;
+	u64 ds;
+	u64 w = check(p, len, 1, &used, &ds, end);
+	if (!w || used != len || ds > (1u << 20))
+		return 0;
+	*dsize = (u32)ds;
+	return w;
+}
+
+/* decode reads a checked program into out; returns the bytes of out it used */
+static u64 decode(const u8 *p, struct kprw_hist *out)
 {
 	out->nkeys = p[0];
 	out->nvals = p[1];
 	out->flags = p[2];
+	out->nvars = p[3];
 	out->size = rd32(p + 4);
 	out->kwords = rd16(p + 8);
 	out->ewords = rd16(p + 10);
+	out->nx = p[12];
+	out->nrefs = p[13];
+	out->nparams = p[14];
+	out->ntargets = p[15];
 	out->nbuckets = 2ull * out->size;
-	for (u32 i = 0; i < out->nkeys + out->nvals; i++) {
+	u32 nf = out->nkeys + out->nvals + out->nx;
+	for (u32 i = 0; i < nf; i++) {
 		const u8 *e = p + H_HDR + i * H_FIELD;
 		struct kprw_hfield *f = &out->f[i];
 		f->src = e[0];
@@ -82,6 +166,64 @@ void kprw_hist_decode(const u8 *p, struct kprw_hist *out)
 		f->words = (u16)rd16(e + 6);
 		f->arg = rd64(e + 8);
 	}
+	u8 *mem = (u8 *)out + align8(sizeof(struct kprw_hist) + nf * sizeof(struct kprw_hfield));
+	const u8 *q = p + H_HDR + nf * H_FIELD;
+	struct kprw_hvar *vars = (struct kprw_hvar *)mem;
+	for (u32 v = 0; v < out->nvars; v++, q += 16)
+		for (u32 k = 0; k < 4; k++) {
+			vars[v].kind[k] = q[4 * k];
+			vars[v].minus[k] = q[4 * k + 1];
+			vars[v].idx[k] = (u16)rd16(q + 4 * k + 2);
+		}
+	out->vars = vars;
+	mem += out->nvars * sizeof(struct kprw_hvar);
+	struct kprw_href *refs = (struct kprw_href *)mem;
+	for (u32 r = 0; r < out->nrefs; r++, q += 16) {
+		refs[r].slot = rd32(q);
+		refs[r].size = rd32(q + 4);
+		refs[r].ewords = (u16)rd16(q + 8);
+		refs[r].setw = (u16)rd16(q + 10);
+		refs[r].varw = (u16)rd16(q + 12);
+		refs[r].bit = (u16)rd16(q + 14);
+	}
+	out->refs = refs;
+	mem += out->nrefs * sizeof(struct kprw_href);
+	struct kprw_hparam *ps = (struct kprw_hparam *)mem;
+	for (u32 k = 0; k < out->nparams; k++, q += 4) {
+		ps[k].kind = q[0];
+		ps[k].idx = (u16)rd16(q + 2);
+	}
+	out->params = ps;
+	mem += align8(out->nparams * sizeof(struct kprw_hparam));
+	struct kprw_htarget *ts = (struct kprw_htarget *)mem;
+	mem += out->ntargets * sizeof(struct kprw_htarget);
+	for (u32 t = 0; t < out->ntargets; t++) {
+		u32 n = rd32(q + 4);
+		ts[t].slot = rd32(q);
+		ts[t].h = (const struct kprw_hist *)mem;
+		mem += decode(q + 8, (struct kprw_hist *)mem);
+		q += 8 + n;
+	}
+	out->targets = ts;
+	return (u64)(mem - (u8 *)out);
+}
+
+void kprw_hist_decode(const u8 *p, struct kprw_hist *out) { decode(p, out); }
+
+/* kprw_hist_needs is what of the hit's environment a histogram and the ones it feeds
+ * read besides the data (KPRW_FNEED_*) */
+u32 kprw_hist_needs(const struct kprw_hist *h)
+{
+	u32 n = 0;
+	for (u32 i = 0; i < h->nkeys + h->nvals + h->nx; i++) {
+		if (h->f[i].src == SrcCPU)
+			n |= KPRW_FNEED_CPU;
+		if ((h->f[i].flags & 4) || h->f[i].mod == ModExecname)
+			n |= KPRW_FNEED_COMM;
+	}
+	for (u32 t = 0; t < h->ntargets; t++)
+		n |= kprw_hist_needs(h->targets[t].h);
+	return n;
 }
 
 /* value is a numeric field's value at this hit, sign-extended when signed, with the
@@ -214,9 +356,30 @@ static void add(const struct kprw_hist *h, u64 *ent, const struct kprw_fenv *e)
 	}
 }
 
+/* lookup finds the entry of key k (hashed to hash) in the table tab of nb buckets of
+ * ew words, NULL when there is none */
+static u64 *lookup(const struct kprw_hist *h, const struct hkey *k, u64 hash, u64 *tab, u64 nb, u32 ew)
+{
+	u64 tag = hash | TAG_BIT, mask = nb - 1, idx = hash & mask;
+	for (u64 n = 0; n < nb; n++, idx = (idx + 1) & mask) {
+		u64 *ent = tab + H_HEADER_WORDS + idx * ew;
+		u64 t = __atomic_load_n(&ent[0], __ATOMIC_ACQUIRE);
+		if (t == 0)
+			return NULL;
+		if (t == tag && key_eq(h, k, ent))
+			return ent;
+	}
+	return NULL;
+}
+
+static void synth(const struct kprw_hist *h, const u64 *refv, const u64 *varv, const struct kprw_fenv *e);
+
 /* kprw_hist_update adds a hit to the histogram at tab (its trigger's condition held).
  * A key that finds no free entry is a drop; the program never waits longer than a
- * bounded spin for another writer's bucket. */
+ * bounded spin for another writer's bucket. With variable references, a hit whose key
+ * has no entry with the variables set in their histograms adds nothing (the kernel's
+ * resolve_var_refs); with an onmatch() action, each hit that adds generates the
+ * synthetic event: its histograms get the action's parameters as their data. */
 void kprw_hist_update(const struct kprw_hist *h, u64 *tab, const struct kprw_fenv *e)
 {
 	if (__atomic_load_n(&tab[0], __ATOMIC_RELAXED) & H_PAUSED)
@@ -227,42 +390,90 @@ void kprw_hist_update(const struct kprw_hist *h, u64 *tab, const struct kprw_fen
 	for (u32 i = 0; i < h->nkeys; i++)
 		for (u32 w = 0; w < h->f[i].words; w++)
 			hash = mix(hash, kword(&k, &h->f[i], i, w));
+	u64 refv[KPRW_HIST_MAXREFS], varv[KPRW_HIST_MAXVARS];
+	for (u32 r = 0; r < h->nrefs; r++) {
+		const struct kprw_href *rf = &h->refs[r];
+		u64 *ent = lookup(h, &k, hash, kprw_rt.trig_count + rf->slot, 2ull * rf->size, rf->ewords);
+		if (!ent || !(__atomic_load_n(&ent[rf->setw], __ATOMIC_ACQUIRE) & (1ull << rf->bit)))
+			return;
+		refv[r] = __atomic_load_n(&ent[rf->varw], __ATOMIC_RELAXED);
+	}
+	for (u32 v = 0; v < h->nvars; v++) {
+		const struct kprw_hvar *hv = &h->vars[v];
+		u64 x = 0;
+		for (u32 o = 0; o < 4; o++) {
+			u64 y;
+			switch (hv->kind[o]) {
+			case OP_FIELD: y = value(&h->f[hv->idx[o]], e); break;
+			case OP_REF: y = refv[hv->idx[o]]; break;
+			case OP_CONST: y = hv->idx[o]; break;
+			default: continue;
+			}
+			x = hv->minus[o] ? x - y : x + y;
+		}
+		varv[v] = x;
+	}
 	u64 tag = hash | TAG_BIT, mask = h->nbuckets - 1;
-	u64 *base = tab + H_HEADER_WORDS;
+	u64 *base = tab + H_HEADER_WORDS, *ent = NULL;
 	u64 idx = hash & mask;
-	for (u64 n = 0; n < h->nbuckets; n++, idx = (idx + 1) & mask) {
-		u64 *ent = base + idx * h->ewords;
-		u64 t = __atomic_load_n(&ent[0], __ATOMIC_ACQUIRE);
+	for (u64 n = 0; n < h->nbuckets && !ent; n++, idx = (idx + 1) & mask) {
+		u64 *b = base + idx * h->ewords;
+		u64 t = __atomic_load_n(&b[0], __ATOMIC_ACQUIRE);
 		if (t == 0) {
 			if (__atomic_fetch_add(&tab[3], 1, __ATOMIC_RELAXED) >= h->size)
 				break; /* the table holds its entries: a drop */
 			u64 zero = 0;
-			if (__atomic_compare_exchange_n(&ent[0], &zero, TAG_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-				u64 *kw = ent + 1;
+			if (__atomic_compare_exchange_n(&b[0], &zero, TAG_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+				u64 *kw = b + 1;
 				for (u32 i = 0; i < h->nkeys; i++)
 					for (u32 w = 0; w < h->f[i].words; w++)
 						*kw++ = kword(&k, &h->f[i], i, w);
 				if ((h->flags & H_COMM) && e->comm) {
-					u8 *cm = (u8 *)(ent + 2 + h->kwords + h->nvals);
-					for (u32 b = 0; b < 16; b++)
-						cm[b] = (u8)e->comm[b];
+					u8 *cm = (u8 *)(b + h->ewords - COMM_WORDS);
+					for (u32 c = 0; c < 16; c++)
+						cm[c] = (u8)e->comm[c];
 				}
-				__atomic_store_n(&ent[0], tag, __ATOMIC_RELEASE);
-				add(h, ent, e);
-				return;
+				__atomic_store_n(&b[0], tag, __ATOMIC_RELEASE);
+				ent = b;
+				break;
 			}
 			__atomic_fetch_sub(&tab[3], 1, __ATOMIC_RELAXED);
 			t = zero;
 		}
 		for (u32 s = 0; t == TAG_BUSY && s < SPIN; s++) {
 			__builtin_ia32_pause();
-			t = __atomic_load_n(&ent[0], __ATOMIC_ACQUIRE);
+			t = __atomic_load_n(&b[0], __ATOMIC_ACQUIRE);
 		}
-		if (t == tag && key_eq(h, &k, ent)) {
-			add(h, ent, e);
-			return;
-		}
-		/* another key, or a bucket whose writer never finished (killed): look further */
+		if (t == tag && key_eq(h, &k, b))
+			ent = b;
+		/* else another key, or a bucket whose writer never finished (killed): look further */
 	}
-	__atomic_fetch_add(&tab[2], 1, __ATOMIC_RELAXED);
+	if (!ent) {
+		__atomic_fetch_add(&tab[2], 1, __ATOMIC_RELAXED);
+		return;
+	}
+	add(h, ent, e);
+	if (h->nvars) {
+		u64 *vw = ent + 2 + h->kwords + h->nvals;
+		for (u32 v = 0; v < h->nvars; v++)
+			__atomic_store_n(&vw[1 + v], varv[v], __ATOMIC_RELAXED);
+		__atomic_or_fetch(&vw[0], (1ull << h->nvars) - 1, __ATOMIC_RELEASE);
+	}
+	if (h->ntargets)
+		synth(h, refv, varv, e);
+}
+
+/* synth runs an onmatch().trace() action: the synthetic event's data is its
+ * parameters, added to each of its histograms (which have no actions: one level) */
+static __attribute__((noinline)) void synth(const struct kprw_hist *h, const u64 *refv, const u64 *varv,
+					     const struct kprw_fenv *e)
+{
+	u64 data[KPRW_HIST_MAXVARS];
+	for (u32 q = 0; q < h->nparams; q++)
+		data[q] = h->params[q].kind == OP_VAR ? varv[h->params[q].idx] : refv[h->params[q].idx];
+	struct kprw_fenv se = *e;
+	se.data = (const u8 *)data;
+	se.dlen = 8 * h->nparams;
+	for (u32 t = 0; t < h->ntargets; t++)
+		kprw_hist_update(h->targets[t].h, kprw_rt.trig_count + h->targets[t].slot, &se);
 }

@@ -67,9 +67,12 @@ static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *coun
 		u64 words = 1; /* the slots it takes: a count, or a histogram */
 		u32 hsize = 0;
 		if (hist) { /* targets: the histogram's program (internal/evhist) */
-			words = kprw_hist_words(targets, 4 * nt, &hsize);
-			if (!words || words > MAX_SLOTS - slot)
+			u64 end = 0;
+			words = kprw_hist_words(targets, 4 * nt, &hsize, &end);
+			if (!words || words > MAX_SLOTS - slot || end > MAX_SLOTS)
 				return 0;
+			if (end > *slots) /* the synthetic events' tables it feeds */
+				*slots = (u32)end;
 			need += (hsize + 7) & ~7u;
 		} else {
 			for (u32 j = 0; j < nt; j++)
@@ -101,12 +104,7 @@ static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *coun
 				kprw_hist_decode(targets, hd);
 				t->hist = hd;
 				*fmem += (hsize + 7) & ~7u;
-				for (u32 q = 0; q < hd->nkeys + hd->nvals; q++) {
-					if (hd->f[q].src == 2 /* cpu */)
-						out->needs |= KPRW_FNEED_CPU;
-					if (hd->f[q].flags & 4 || hd->f[q].mod == 4 /* execname */)
-						out->needs |= KPRW_FNEED_COMM;
-				}
+				out->needs |= kprw_hist_needs(hd);
 			}
 			if (fl) {
 				struct kprw_fprog *f = (struct kprw_fprog *)*fmem;

@@ -468,3 +468,40 @@ func TestHistLatency(t *testing.T) {
 		})
 	}
 }
+
+// TestHistPython: python3.11 (the interpreter's PyObject_Malloc) encoding and
+// decoding JSON, its event recorded and histogrammed in one run: the log2 histogram
+// of the sizes and the per-thread sums equal what the records say.
+func TestHistPython(t *testing.T) {
+	bin := realBin(t, "python3.11")
+	kpd := filepath.Join(t.TempDir(), "py")
+	rewriteWith(t, bin, kpd, []string{"p:py/malloc PyObject_Malloc size=%di:u64"},
+		"--trigger", "py/malloc:hist:keys=size.log2:sort=size",
+		"--trigger", "py/malloc:hist:keys=common_pid.execname:vals=size")
+	testprog.MustRun(t, kpd, "-c", `import json; d = [{"id": i, "tags": ["a", "b"], "v": i * 0.5} for i in range(500)]; [json.loads(json.dumps(d)) for _ in range(5)]`)
+	lines := readTrace(t, kpd+".trace", kpd)
+	want := map[string]uint64{}
+	var sum uint64
+	for _, l := range lines {
+		var size uint64
+		if _, err := fmt.Sscanf(strings.TrimSpace(l.Args), "size=%d", &size); err != nil {
+			t.Fatalf("record %q: %v", l.Args, err)
+		}
+		want[fmt.Sprintf("size: ~ 2^%d", log2Bucket(size))]++
+		sum += size
+	}
+	if len(lines) < 1000 {
+		t.Fatalf("%d records of PyObject_Malloc", len(lines))
+	}
+	bs := histOf(t, kpd+".trace")
+	checkCounts(t, findHist(t, bs, "hist:keys=size.log2:"), want, uint64(len(lines)))
+	pids := findHist(t, bs, "hist:keys=common_pid.execname:vals=hitcount,size")
+	var hits, total uint64
+	for _, v := range pids.Entries {
+		hits += v[0]
+		total += v[1]
+	}
+	if hits != uint64(len(lines)) || total != sum {
+		t.Errorf("per thread: %d hits of %d bytes; the records say %d of %d", hits, total, len(lines), sum)
+	}
+}

@@ -2,6 +2,7 @@ package evhist
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -123,20 +124,20 @@ func (s *Spec) SortEntries(es []Entry) {
 		f := &s.Keys[k]
 		if f.String {
 			x, y := keyString(a.Key[off[k]:off[k]+f.Words()]), keyString(b.Key[off[k]:off[k]+f.Words()])
-			return cmpOrdered(x, y)
+			return cmp.Compare(x, y)
 		}
 		x, y := a.Key[off[k]], b.Key[off[k]]
 		if f.Signed && f.Mod == ModNone {
-			return cmpOrdered(signExtend(x, f.Size), signExtend(y, f.Size))
+			return cmp.Compare(signExtend(x, f.Size), signExtend(y, f.Size))
 		}
-		return cmpOrdered(x, y)
+		return cmp.Compare(x, y)
 	}
 	cmpIdx := func(a, b *Entry, i int) int {
 		switch {
 		case i == 0:
-			return cmpOrdered(a.Hitcount, b.Hitcount)
+			return cmp.Compare(a.Hitcount, b.Hitcount)
 		case i <= len(s.Vals):
-			return cmpOrdered(a.Vals[i-1], b.Vals[i-1])
+			return cmp.Compare(a.Vals[i-1], b.Vals[i-1])
 		}
 		return cmpKey(a, b, i-1-len(s.Vals))
 	}
@@ -158,16 +159,6 @@ func (s *Spec) SortEntries(es []Entry) {
 		}
 		return false
 	})
-}
-
-func cmpOrdered[T int64 | uint64 | string](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Print writes one histogram as the kernel's hist file shows it (hist_trigger_show):

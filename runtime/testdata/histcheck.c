@@ -1,0 +1,39 @@
+/* histcheck.c - runs the runtime's hist program check (src/rt_hist.c) on programs
+ * (hist_test.go compares its verdicts with evhist.CheckProgram). Input file
+ * (argv[1]): repeated u32 length, program bytes. Output: per program u64 table words
+ * (0: refused) and u64 the end of the other tables it names. */
+#include "rt.h"
+
+struct kprw_rt kprw_rt;
+struct kprw_stats kprewrite_rt_stats;
+
+static u8 in[1 << 22], out[1 << 16];
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return 2;
+	long fd = sys3(SYS_open, (long)argv[1], 0, 0), r, n = 0;
+	if (fd < 0)
+		return 3;
+	while ((r = sys3(SYS_read, fd, (long)(in + n), (long)(sizeof in - (unsigned long)n))) > 0)
+		n += r;
+	long o = 0;
+	for (long i = 0; i + 4 <= n && o + 16 <= (long)sizeof out;) {
+		u32 len;
+		__builtin_memcpy(&len, in + i, 4);
+		i += 4;
+		if (len > n - i)
+			return 4;
+		u32 ds = 0;
+		u64 end = 0, w = kprw_hist_words(in + i, len, &ds, &end);
+		if (!w)
+			end = 0;
+		__builtin_memcpy(out + o, &w, 8);
+		__builtin_memcpy(out + o + 8, &end, 8);
+		o += 16;
+		i += len;
+	}
+	sys3(SYS_write, 1, (long)out, o);
+	return 0;
+}

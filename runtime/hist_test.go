@@ -50,7 +50,9 @@ func TestHistCheckMatchesGo(t *testing.T) {
 	if err := evhist.LinkAll([]evhist.Named{entry, ret}, map[string]*evhist.Synthetic{"lat": sy}, map[string][]evhist.Named{"lat": targets}); err != nil {
 		t.Fatal(err)
 	}
-	progs = append(progs, ret.Spec.Program(func(k string, _ uint32) uint32 { return map[string]uint32{"in": 0, "out": 5000, "t1": 90000, "t2": 99000}[k] }))
+	progs = append(progs, ret.Spec.Program(func(k string, _ uint32) uint32 {
+		return map[string]uint32{"in": 0, "out": 5000, "t1": 90000, "t2": 99000}[k]
+	}))
 	rng := rand.New(rand.NewSource(1))
 	good := len(progs)
 	for i := 0; i < 3000; i++ {

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "d2700b54a089a715c3f8cfb6af405347ad2a892a3e3cb62562f963af55ad5fd8"
+const ObjectSHA256 = "f57124efa6afce1b9043a796448f7f09152a96eae4c2cd10fe0c4d2b1baa2019"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -111,7 +111,6 @@ func link(h *Named, hists []Named, synth map[string]*Synthetic, synthHists map[s
 			return i, nil
 		}
 		var found []Ref
-		cands := hists
 		if match != nil {
 			for v, d := range match.Spec.Vars {
 				if d.Name == name {
@@ -120,13 +119,13 @@ func link(h *Named, hists []Named, synth map[string]*Synthetic, synthHists map[s
 			}
 		}
 		if len(found) == 0 {
-			for i := range cands {
-				if cands[i].Spec == s {
+			for i := range hists {
+				if hists[i].Spec == s {
 					continue
 				}
-				for v, d := range cands[i].Spec.Vars {
+				for v, d := range hists[i].Spec.Vars {
 					if d.Name == name {
-						found = append(found, Ref{Key: cands[i].Key, Of: cands[i].Spec, Var: v})
+						found = append(found, Ref{Key: hists[i].Key, Of: hists[i].Spec, Var: v})
 					}
 				}
 			}

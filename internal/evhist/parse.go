@@ -242,29 +242,13 @@ func Parse(attrs string, fields []evfilter.Field) (*Spec, error) {
 	if !haveKeys || keys == "" {
 		return nil, errf(attrs, "Missing keys")
 	}
-	for _, k := range strings.Split(keys, ",") {
-		if len(s.Keys) == MaxKeys {
-			return nil, errf(keys, fmt.Sprintf("Too many keys (%d max)", MaxKeys))
-		}
-		f, err := parseField(k, fields, true)
-		if err != nil {
-			return nil, err
-		}
-		s.Keys = append(s.Keys, f)
+	var err error
+	if s.Keys, err = parseFields(keys, fields, true); err != nil {
+		return nil, err
 	}
 	if vals != "" {
-		for _, v := range strings.Split(vals, ",") {
-			if v == "hitcount" {
-				continue
-			}
-			if len(s.Vals) == MaxVals {
-				return nil, errf(vals, fmt.Sprintf("Too many values (%d max)", MaxVals))
-			}
-			f, err := parseField(v, fields, false)
-			if err != nil {
-				return nil, err
-			}
-			s.Vals = append(s.Vals, f)
+		if s.Vals, err = parseFields(vals, fields, false); err != nil {
+			return nil, err
 		}
 	}
 	if s.NoHitcount && len(s.Vals) == 0 {
@@ -321,6 +305,28 @@ func (s *Spec) parseSort(sorts string) error {
 		s.Sort = append(s.Sort, k)
 	}
 	return nil
+}
+
+// parseFields reads a keys= (key) or vals= list; hitcount among values is implicit.
+func parseFields(list string, fields []evfilter.Field, key bool) ([]Field, error) {
+	var out []Field
+	for _, text := range strings.Split(list, ",") {
+		if !key && text == "hitcount" {
+			continue
+		}
+		switch {
+		case key && len(out) == MaxKeys:
+			return nil, errf(list, fmt.Sprintf("Too many keys (%d max)", MaxKeys))
+		case !key && len(out) == MaxVals:
+			return nil, errf(list, fmt.Sprintf("Too many values (%d max)", MaxVals))
+		}
+		f, err := parseField(text, fields, key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // parseField reads "NAME[.MODIFIER]" (parse_field).

@@ -261,13 +261,8 @@ func Parse(text string, env Env) (Trigger, error) {
 		if s != "if" || !more {
 			return fail(syscall.EINVAL, "%q: a condition is written 'if FILTER'", filter)
 		}
-		if _, err := evfilter.Parse(cond, env.Fields, env.Syms); err != nil {
-			fe, _ := err.(*evfilter.Error)
-			reason := "bad condition"
-			if fe != nil {
-				reason = "bad condition: " + fe.Message()
-			}
-			return Trigger{}, &Error{Text: text, Errno: syscall.EINVAL, Reason: reason, Filter: fe}
+		if err := checkCond(text, cond, env); err != nil {
+			return Trigger{}, err
 		}
 		t.Filter = cond
 	}
@@ -291,18 +286,28 @@ func parseHist(t Trigger, param string, has bool, env Env) (Trigger, error) {
 	}
 	if filter != "" {
 		_, cond, _ := strsep(filter, " \t")
-		if _, err := evfilter.Parse(cond, env.Fields, env.Syms); err != nil && !t.Remove {
-			fe, _ := err.(*evfilter.Error)
-			reason := "bad condition"
-			if fe != nil {
-				reason = "bad condition: " + fe.Message()
-			}
-			return Trigger{}, &Error{Text: t.Text, Errno: syscall.EINVAL, Reason: reason, Filter: fe}
+		if err := checkCond(t.Text, cond, env); err != nil && !t.Remove {
+			return Trigger{}, err
 		}
 		t.Filter = cond
 		t.Hist.Filter = cond
 	}
 	return t, nil
+}
+
+// checkCond checks a trigger's condition against the event's fields: nil, or the
+// kernel's EINVAL with the filter's message and position.
+func checkCond(text, cond string, env Env) error {
+	_, err := evfilter.Parse(cond, env.Fields, env.Syms)
+	if err == nil {
+		return nil
+	}
+	fe, _ := err.(*evfilter.Error)
+	reason := "bad condition"
+	if fe != nil {
+		reason = "bad condition: " + fe.Message()
+	}
+	return &Error{Text: text, Errno: syscall.EINVAL, Reason: reason, Filter: fe}
 }
 
 // Set is one event's triggers in the kernel's list order: the newest first, the order

@@ -40,7 +40,7 @@ func attachFilters(defs []Probe, specs []FilterSpec) error {
 				d.Filter, d.FilterOrigin = "", ""
 				continue
 			}
-			if _, err := evfilter.Parse(expr, evfilter.Fields(d.Def), anySymbols{}); err != nil {
+			if _, err := evfilter.Parse(expr, evfilter.Fields(d.Def), evfilter.AnySymbols{}); err != nil {
 				return filterError(s.Origin, d, expr, err)
 			}
 			d.Filter, d.FilterOrigin = expr, s.Origin
@@ -58,13 +58,6 @@ func filterError(origin string, d *Probe, expr string, err error) error {
 	}
 	return fmt.Errorf("%s: filter of %s/%s: %w", origin, d.Def.Group, d.Def.Event, err)
 }
-
-// anySymbols finds every function (at address 0): a filter's grammar is checked before
-// the binary is read.
-type anySymbols struct{}
-
-func (anySymbols) Func(string) (uint64, uint64, bool)   { return 0, 1, true }
-func (anySymbols) FuncAt(uint64) (uint64, uint64, bool) { return 0, 1, true }
 
 // funcSymbols finds .function names among the binary's functions.
 type funcSymbols struct{ fns *elfio.Functions }
@@ -86,7 +79,7 @@ func (s funcSymbols) FuncAt(addr uint64) (uint64, uint64, bool) {
 // symbolsOf finds .function names among fns, or (nil) accepts every name.
 func symbolsOf(fns *elfio.Functions) evfilter.Symbols {
 	if fns == nil {
-		return anySymbols{}
+		return evfilter.AnySymbols{}
 	}
 	return funcSymbols{fns}
 }

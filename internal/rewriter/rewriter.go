@@ -538,12 +538,13 @@ func (g *gen) makeTriggers() error {
 			g.desc.Synthetic = append(g.desc.Synthetic, de)
 		}
 	}
+	symLimit := g.symLimit()
 	for i := range g.probes {
 		if g.evOf[i] < 0 {
 			continue
 		}
 		p := &g.probes[i]
-		prog, cslots, err := compileTriggers(p, symbolsOf(g.b.Funcs), g.symLimit(), evIdx, slotOf)
+		prog, cslots, err := compileTriggers(p, symbolsOf(g.b.Funcs), symLimit, evIdx, slotOf)
 		if err != nil {
 			return err
 		}

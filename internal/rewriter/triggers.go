@@ -47,34 +47,43 @@ func attachTriggers(defs []Probe, synth *Synthetics, specs []FilterSpec) error {
 			if d.Handler != nil {
 				return fmt.Errorf("%s: %s/%s runs a C handler and writes no records: give it triggers in its C code", s.Origin, d.Def.Group, d.Def.Event)
 			}
-			t, err := evtrigger.Parse(text, evtrigger.Env{Fields: evfilter.Fields(d.Def), Syms: anySymbols{}, Exists: exists})
+			t, err := evtrigger.Parse(text, evtrigger.Env{Fields: evfilter.Fields(d.Def), Syms: evfilter.AnySymbols{}, Exists: exists})
 			if err != nil {
 				return fmt.Errorf("%s: %s/%s: %w", s.Origin, d.Def.Group, d.Def.Event, err)
 			}
 			if !t.Remove && (t.Cmd == evtrigger.StackTrace || t.Cmd == evtrigger.Snapshot) {
 				return fmt.Errorf("%s: %s/%s: trigger %q: %s triggers are not supported yet (traceon, traceoff, enable_event and disable_event are)", s.Origin, d.Def.Group, d.Def.Event, text, t.Cmd)
 			}
-			set := make(evtrigger.Set, len(d.Triggers))
-			for k, td := range d.Triggers {
-				set[k] = td.Trigger
-			}
-			if set, err = set.Apply(t); err != nil {
+			if d.Triggers, err = applyTrigger(d.Triggers, t, s.Origin); err != nil {
 				return fmt.Errorf("%s: %s/%s: %w", s.Origin, d.Def.Group, d.Def.Event, err)
 			}
-			next := make([]TriggerDef, 0, len(set))
-			for _, t := range set {
-				td := TriggerDef{Trigger: t, Origin: s.Origin}
-				for _, old := range d.Triggers {
-					if old.Trigger == t {
-						td.Origin = old.Origin
-					}
-				}
-				next = append(next, td)
-			}
-			d.Triggers = next
 		}
 	}
 	return nil
+}
+
+// applyTrigger applies t (given at origin) to an event's triggers (evtrigger.Set.Apply);
+// the triggers it leaves keep where they were given.
+func applyTrigger(tds []TriggerDef, t evtrigger.Trigger, origin string) ([]TriggerDef, error) {
+	set := make(evtrigger.Set, len(tds))
+	for k, td := range tds {
+		set[k] = td.Trigger
+	}
+	set, err := set.Apply(t)
+	if err != nil {
+		return nil, err
+	}
+	next := make([]TriggerDef, 0, len(set))
+	for _, t := range set {
+		td := TriggerDef{Trigger: t, Origin: origin}
+		for _, old := range tds {
+			if old.Trigger == t {
+				td.Origin = old.Origin
+			}
+		}
+		next = append(next, td)
+	}
+	return next, nil
 }
 
 // eventsNamed finds the definitions of the event a "GROUP/EVENT:..." spec names.
@@ -139,7 +148,7 @@ func compileTriggers(d *Probe, syms evfilter.Symbols, symLimit uint64, evIdx map
 			c.Hist = h.Program(slotOf)
 			words = uint32(h.TableWords())
 		}
-		c.Slot = slotOf(d.Def.Group+"/"+d.Def.Event+"\x00"+td.String(), words)
+		c.Slot = slotOf(histKey(d.Def.Group, d.Def.Event, td.Trigger), words)
 		slots = append(slots, c.Slot)
 		cs = append(cs, c)
 	}
@@ -183,7 +192,7 @@ type Synthetics struct {
 }
 
 // named says whether a "GROUP/EVENT:TRIGGER" spec names a synthetic event
-// ("synthetic/NAME", or NAME alone when no probe event has that name).
+// ("synthetic/NAME").
 func (s *Synthetics) named(spec string) (name, text string, ok bool) {
 	target, text, found := strings.Cut(spec, ":")
 	if !found || s == nil {
@@ -201,32 +210,26 @@ func (s *Synthetics) named(spec string) (name, text string, ok bool) {
 
 func (s *Synthetics) attach(name, text, origin string, exists func(g, e string) bool) error {
 	sy := s.Events[name]
-	t, err := evtrigger.Parse(text, evtrigger.Env{Fields: sy.Fields(), Syms: anySymbols{}, Exists: exists})
+	t, err := evtrigger.Parse(text, evtrigger.Env{Fields: sy.Fields(), Syms: evfilter.AnySymbols{}, Exists: exists})
 	if err != nil {
 		return fmt.Errorf("%s: synthetic/%s: %w", origin, name, err)
 	}
 	if t.Cmd != evtrigger.Hist {
 		return fmt.Errorf("%s: synthetic/%s: trigger %q: a synthetic event takes hist triggers only (kprewrite records no synthetic events)", origin, name, text)
 	}
-	set := evtrigger.Set{}
-	for _, td := range s.Triggers[name] {
-		set = append(set, td.Trigger)
-	}
-	if set, err = set.Apply(t); err != nil {
+	next, err := applyTrigger(s.Triggers[name], t, origin)
+	if err != nil {
 		return fmt.Errorf("%s: synthetic/%s: %w", origin, name, err)
 	}
 	if s.Triggers == nil {
 		s.Triggers = map[string][]TriggerDef{}
 	}
-	var next []TriggerDef
-	for _, t := range set {
-		next = append(next, TriggerDef{Trigger: t, Origin: origin})
-	}
 	s.Triggers[name] = next
 	return nil
 }
 
-// histKey is the control-area slot key of a hist trigger of GROUP/EVENT.
+// histKey is the control-area slot key of a trigger of GROUP/EVENT (of a hist
+// trigger: its table's), shared by the probes of a multi-probe event.
 func histKey(group, event string, t evtrigger.Trigger) string {
 	return group + "/" + event + "\x00" + t.String()
 }
@@ -260,14 +263,14 @@ func linkHists(defs []Probe, synth *Synthetics) error {
 		return err
 	}
 	// the probes of a multi-probe event each have their own copy of the Spec
+	links := map[string]*evhist.Link{}
+	for _, h := range hs {
+		links[h.Key] = h.Spec.Link
+	}
 	for i := range defs {
 		for _, td := range defs[i].Triggers {
-			if td.Hist != nil && td.Hist.Link == nil {
-				for _, h := range hs {
-					if h.Key == histKey(defs[i].Def.Group, defs[i].Def.Event, td.Trigger) {
-						td.Hist.Link = h.Spec.Link
-					}
-				}
+			if td.Hist != nil {
+				td.Hist.Link = links[histKey(defs[i].Def.Group, defs[i].Def.Event, td.Trigger)]
 			}
 		}
 	}

@@ -26,8 +26,8 @@ type Hist struct {
 func (h *Hist) Read() (*evhist.Table, error) { return h.Spec.ReadTable(h.table) }
 
 // Hists lists the histograms of the events matching pattern (EVENT, GROUP/EVENT,
-// GROUP/* or all), in image, event and trigger order. A multi-probe event's histogram
-// is listed once.
+// GROUP/* or all), in image order, each image's events then its synthetic events,
+// in trigger order. A multi-probe event's histogram is listed once.
 func (f *File) Hists(pattern string) ([]Hist, error) {
 	var out []Hist
 	matched := false
@@ -37,64 +37,59 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 		}
 		flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
 		seen := map[uint32]bool{}
-		for _, e := range im.desc.Events {
-			if !eventdef.MatchesName(pattern, e.Group, e.Name) {
-				continue
+		// add lists the hist triggers among one event's triggers
+		add := func(group, name string, triggers []string, slots []uint32, fields func() ([]evfilter.Field, error)) error {
+			if !eventdef.MatchesName(pattern, group, name) {
+				return nil
 			}
 			matched = true
-			for k, text := range e.Triggers {
+			for k, text := range triggers {
 				if !strings.HasPrefix(text, "hist:") && !strings.Contains(strings.SplitN(text, " ", 2)[0], ":hist:") {
 					continue
 				}
-				if k >= len(e.CtlSlots) || seen[e.CtlSlots[k]] {
+				if k >= len(slots) || seen[slots[k]] {
 					continue
 				}
-				seen[e.CtlSlots[k]] = true
-				p, err := eventdef.Parse(e.Def)
+				seen[slots[k]] = true
+				fs, err := fields()
 				var spec *evhist.Spec
 				if err == nil {
-					spec, err = parseHist(text, evfilter.Fields(p))
+					spec, err = parseHist(text, fs)
 				}
 				var h Hist
 				if err == nil {
-					h, err = f.hist(im, flagBytes, e.CtlSlots[k], spec)
+					h, err = f.hist(im, flagBytes, slots[k], spec)
 				}
 				if err != nil {
-					return nil, fmt.Errorf("%s: %s/%s: %w", f.Path, e.Group, e.Name, err)
+					return fmt.Errorf("%s: %s/%s: %w", f.Path, group, name, err)
 				}
-				h.Group, h.Name, h.Image, h.Desc = e.Group, e.Name, im.desc.Input, im.desc
+				h.Group, h.Name, h.Image, h.Desc = group, name, im.desc.Input, im.desc
 				out = append(out, h)
 			}
+			return nil
 		}
-	}
-	for _, im := range f.images {
-		if im.desc == nil {
-			continue
-		}
-		flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
-		for _, sy := range im.desc.Synthetic {
-			if !eventdef.MatchesName(pattern, "synthetic", sy.Name) {
-				continue
-			}
-			matched = true
-			def, err := evhist.ParseSynthetic(sy.Def)
+		for _, e := range im.desc.Events {
+			err := add(e.Group, e.Name, e.Triggers, e.CtlSlots, func() ([]evfilter.Field, error) {
+				p, err := eventdef.Parse(e.Def)
+				if err != nil {
+					return nil, err
+				}
+				return evfilter.Fields(p), nil
+			})
 			if err != nil {
-				return nil, fmt.Errorf("%s: synthetic/%s: %w", f.Path, sy.Name, err)
+				return nil, err
 			}
-			for k, text := range sy.Triggers {
-				if k >= len(sy.CtlSlots) {
-					break
-				}
-				spec, err := parseHist(text, def.Fields())
+		}
+		for _, sy := range im.desc.Synthetic {
+			err := add("synthetic", sy.Name, sy.Triggers, sy.CtlSlots, func() ([]evfilter.Field, error) {
+				def, err := evhist.ParseSynthetic(sy.Def)
 				if err != nil {
-					return nil, fmt.Errorf("%s: synthetic/%s: %w", f.Path, sy.Name, err)
+					return nil, err
 				}
-				h, err := f.hist(im, flagBytes, sy.CtlSlots[k], spec)
-				if err != nil {
-					return nil, fmt.Errorf("%s: synthetic/%s: %w", f.Path, sy.Name, err)
-				}
-				h.Group, h.Name, h.Image, h.Desc = "synthetic", sy.Name, im.desc.Input, im.desc
-				out = append(out, h)
+				return def.Fields(), nil
+			})
+			if err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -117,7 +112,7 @@ func (f *File) hist(im image, flagBytes uint64, slot uint32, spec *evhist.Spec) 
 // parseHist parses a hist trigger as the description lists it ("hist:... [active]").
 func parseHist(text string, fields []evfilter.Field) (*evhist.Spec, error) {
 	text = strings.TrimSuffix(strings.TrimSuffix(text, " [active]"), " [paused]")
-	t, err := evtrigger.Parse(text, evtrigger.Env{Fields: fields, Syms: anySyms{}, Exists: func(string, string) bool { return true }})
+	t, err := evtrigger.Parse(text, evtrigger.Env{Fields: fields, Syms: evfilter.AnySymbols{}, Exists: func(string, string) bool { return true }})
 	if err != nil {
 		return nil, err
 	}
@@ -126,13 +121,6 @@ func parseHist(text string, fields []evfilter.Field) (*evhist.Spec, error) {
 	}
 	return t.Hist, nil
 }
-
-// anySyms accepts every function a condition names: the condition was checked when
-// the binary was rewritten, and only its text is needed here.
-type anySyms struct{}
-
-func (anySyms) Func(string) (uint64, uint64, bool)     { return 0, 1, true }
-func (anySyms) FuncAt(a uint64) (uint64, uint64, bool) { return a, 1, true }
 
 func (h *Hist) word(i int) *uint64 { return (*uint64)(unsafe.Pointer(&h.table[8*i])) }
 

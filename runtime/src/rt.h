@@ -457,6 +457,22 @@ struct kprw_fenv {
 };
 #define KPRW_FNEED_CPU 1
 #define KPRW_FNEED_COMM 2
+/* kprw_le_read reads a little-endian field of size bytes (1..8) at p, zero-extended
+ * (filters and histograms read fetched fields with it) */
+static inline __attribute__((always_inline)) u64 kprw_le_read(const u8 *p, u32 size)
+{
+	u64 x = 0;
+	switch (size) {
+	case 8: __builtin_memcpy(&x, p, 8); break;
+	case 4: { u32 y; __builtin_memcpy(&y, p, 4); x = y; break; }
+	case 2: { u16 y; __builtin_memcpy(&y, p, 2); x = y; break; }
+	case 1: x = p[0]; break;
+	default:
+		for (u32 k = size; k-- > 0;)
+			x = x << 8 | p[k];
+	}
+	return x;
+}
 /* a filter decoded at start-up (kprw_filter_compile) */
 struct kprw_fpred {
 	u8 fn, src, op, size, sgn, biased, not, match, when, pad8;

@@ -103,18 +103,7 @@ static inline __attribute__((always_inline)) int value(const struct kprw_fpred *
 	case SrcData:
 		if (unlikely((u32)p->off + p->size > e->dlen || p->size > 8))
 			return 0;
-		switch (p->size) {
-		case 8: __builtin_memcpy(&x, e->data + p->off, 8); break;
-		case 4: { u32 y; __builtin_memcpy(&y, e->data + p->off, 4); x = y; break; }
-		case 2: { u16 y; __builtin_memcpy(&y, e->data + p->off, 2); x = y; break; }
-		case 1: x = e->data[p->off]; break;
-		default: {
-			x = 0;
-			for (u32 k = p->size; k-- > 0;)
-				x = x << 8 | e->data[p->off + k];
-		}
-		}
-		*v = x;
+		*v = kprw_le_read(e->data + p->off, p->size);
 		return 1;
 	case SrcPID: x = e->tid; break;
 	case SrcType: x = e->type; break;

@@ -235,14 +235,7 @@ static inline u64 value(const struct kprw_hfield *f, const struct kprw_fenv *e)
 	case SrcData:
 		if ((u32)f->off + f->size > e->dlen)
 			return 0;
-		switch (f->size) {
-		case 8: __builtin_memcpy(&x, e->data + f->off, 8); break;
-		case 4: { u32 y; __builtin_memcpy(&y, e->data + f->off, 4); x = y; break; }
-		case 2: { u16 y; __builtin_memcpy(&y, e->data + f->off, 2); x = y; break; }
-		default:
-			for (u32 k = f->size; k-- > 0;)
-				x = x << 8 | e->data[f->off + k];
-		}
+		x = kprw_le_read(e->data + f->off, f->size);
 		if ((f->flags & 1) && f->size < 8) {
 			u32 sh = 64 - 8 * f->size;
 			x = (u64)((s64)(x << sh) >> sh);

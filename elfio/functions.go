@@ -97,6 +97,23 @@ func (f *File) FDEs() ([]ehframe.FDE, error) {
 	return fdes, err
 }
 
+// UnwindRows is the unwind table of .eh_frame (ehframe.UnwindRows): what stacktrace
+// triggers walk user stacks with. nil without .eh_frame; the good rows with an error
+// when some FDEs are malformed.
+func (f *File) UnwindRows() ([]ehframe.UnwindRow, error) {
+	s := f.Section(".eh_frame")
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return nil, nil
+	}
+	fdes, _ := f.FDEs() // the good ones; their errors come again below
+	text, data := f.ehBases()
+	rows, err := ehframe.UnwindRows(f.SectionData(s), s.Addr, text, data, fdes)
+	if err != nil {
+		err = fmt.Errorf("%s: .eh_frame: %w", f.Path, err)
+	}
+	return rows, err
+}
+
 // Functions discovers functions from .symtab, .dynsym and .eh_frame FDEs. Symbol bounds
 // win; FDEs supply bounds for stripped code and for symbols without a size. PLT stubs are
 // not functions.

@@ -196,6 +196,11 @@ const (
 	RecPrintk = 4
 	// PrintkMax is the most text a printk line or a RecPrintk record holds.
 	PrintkMax = 512
+	// RecStack is a stacktrace trigger's user stack: EventID and IP are the event's
+	// and the hit's site, Data the run-time pcs of the frames, innermost first, u64
+	// each (at most StackMax).
+	RecStack = 5
+	StackMax = 64
 )
 
 // RawHeader is struct kprw_header.
@@ -229,7 +234,28 @@ type RawHeader struct {
 	// appended (HeaderSize was 152)
 	Counters     uint64 `c:"counters"`      // vaddr of the page-aligned counter window, 0 = none
 	CountersSize uint64 `c:"counters_size"` // its bytes, a multiple of 4096
+	// appended (HeaderSize was 168)
+	Unwind     uint64 `c:"unwind"`      // vaddr of RawUnwind[NUnwind], 0 = none
+	UnwindBase uint64 `c:"unwind_base"` // the vaddr its rows' PC are relative to
+	NUnwind    uint32 `c:"nunwind"`
+	Reserved3  uint32 `c:"reserved3"`
 }
+
+// RawUnwind is struct kprw_unwind, a row of the unwind table (stacktrace triggers).
+type RawUnwind struct {
+	PC     uint32 `c:"pc"` // relative to RawHeader.UnwindBase
+	CFAOff int16  `c:"cfa_off"`
+	CFAReg uint8  `c:"cfa_reg"` // UW*, | UWBPLost
+	BPOff  int8   `c:"bp_off"`  // the caller's rbp at CFA + 8*BPOff; 0: unchanged
+}
+
+// Unwind table registers (RawUnwind.CFAReg).
+const (
+	UWUndef  = 0
+	UWSP     = 1
+	UWBP     = 2
+	UWBPLost = 0x80
+)
 
 // Signal guard functions (RawGotSlot.Func): the libc functions whose GOT words the
 // runtime points at its wrappers, so that the program cannot block SIGTRAP or take it
@@ -581,7 +607,8 @@ type RawRecord struct {
 
 // Sizes of the ABI structures in bytes.
 const (
-	HeaderSize      = 168 // 128 before Desc, DescSize and SigGuard, 152 before Counters and CountersSize
+	HeaderSize      = 192 // 128 before Desc, DescSize and SigGuard, 152 before Counters and CountersSize, 168 before Unwind
+	UnwindSize      = 8
 	GotSlotSize     = 32
 	SigGuardSize    = 48
 	TraceImageExtSz = 40

@@ -46,6 +46,7 @@ var abiStructs = []struct {
 	{"kprw_crec", RawCRec{}},
 	{"kprw_crec_ext", RawCRecExt{}},
 	{"kprw_chunk", RawChunk{}},
+	{"kprw_unwind", RawUnwind{}},
 }
 
 func cFieldName(f reflect.StructField) string {
@@ -103,7 +104,7 @@ func TestABILayout(t *testing.T) {
 		"kprw_event": EventSize, "kprw_probe_state": ProbeStateSize, "pt_regs": PtRegsSize, "kprw_stats": StatsSize,
 		"kprw_rec": RecordSize, "kprw_trace_image": TraceImageSize, "kprw_got_slot": GotSlotSize,
 		"kprw_sigguard": SigGuardSize, "kprw_trace_image_ext": TraceImageExtSz,
-		"kprw_blk": BlockSize, "kprw_crec": CRecSize, "kprw_crec_ext": CRecExtSize, "kprw_chunk": ChunkSize} {
+		"kprw_blk": BlockSize, "kprw_crec": CRecSize, "kprw_crec_ext": CRecExtSize, "kprw_chunk": ChunkSize, "kprw_unwind": UnwindSize} {
 		if want[name] != v {
 			t.Errorf("Go constant size of %s = %d, binary.Size = %d", name, v, want[name])
 		}
@@ -179,6 +180,8 @@ var abiConsts = map[string]any{
 	"KPRW_CREC_HIT": CRecHit, "KPRW_CREC_COMMITTED": CRecCommitted, "KPRW_CREC_DISCARDED": CRecDiscarded,
 	"KPRW_RING_OVERWRITE": RingOverwrite, "KPRW_RING_DONE": RingDone,
 	"KPRW_RSEQ_MAXCPU": RseqMaxCPU, "KPRW_COUNT_SHORT_N": CountShortN,
+	"KPRW_REC_STACK": RecStack, "KPRW_STACK_MAX": StackMax,
+	"KPRW_UW_UNDEF": UWUndef, "KPRW_UW_SP": UWSP, "KPRW_UW_BP": UWBP, "KPRW_UW_BPLOST": UWBPLost,
 }
 
 // cOnlyDefines are KPRW_* macros with no Go value, and why.

@@ -38,6 +38,10 @@ type Tables struct {
 	// SigGuard lists the GOT words of the signal functions the runtime wraps (dynamically
 	// linked programs); nil = none.
 	SigGuard *SigGuard
+	// Unwind is the unwind table stacktrace triggers walk user stacks with, sorted by
+	// PC, relative to UnwindBase; nil = none.
+	Unwind     []RawUnwind
+	UnwindBase uint64
 }
 
 // SigGuard is what the runtime needs to wrap the program's signal functions: the GOT
@@ -124,11 +128,11 @@ type Encoded struct {
 	nprobes int
 	// offsets from the header: points, probes, events, abs slots, hooks, signal
 	// guard, strings
-	pointsOff, probesOff, eventsOff, absOff, hooksOff, sgOff, strOff uint64
-	strs                                                             []byte
-	strAt                                                            map[string]uint64 // offset in strs
-	strMissing                                                       bool              // Encode asked for a string Prepare did not see
-	header                                                           RawHeader
+	pointsOff, probesOff, eventsOff, absOff, hooksOff, sgOff, unwOff, strOff uint64
+	strs                                                                     []byte
+	strAt                                                                    map[string]uint64 // offset in strs
+	strMissing                                                               bool              // Encode asked for a string Prepare did not see
+	header                                                                   RawHeader
 }
 
 // GateAddr is the vaddr of the gate word of Points[i] (meaningful for XOptimized
@@ -241,6 +245,11 @@ func (t *Tables) Prepare() (*Encoded, error) {
 		}
 		off += SigGuardSize + uint64(len(sg.Slots))*GotSlotSize
 	}
+	e.unwOff = off
+	if len(t.Unwind) > math.MaxUint32/2 {
+		return nil, fmt.Errorf("%w: too many unwind rows", ErrTables)
+	}
+	off += uint64(len(t.Unwind)) * UnwindSize
 	e.strOff = off
 	// the strings in the order Encode asks for them
 	if t.TracePath != "" {
@@ -325,6 +334,9 @@ func (e *Encoded) Encode(roBase, stateBase uint64) error {
 	if t.SigGuard != nil {
 		h.SigGuard = roBase + e.sgOff
 	}
+	if len(t.Unwind) > 0 {
+		h.Unwind, h.UnwindBase, h.NUnwind = roBase+e.unwOff, t.UnwindBase, uint32(len(t.Unwind))
+	}
 	if t.TracePath != "" {
 		h.TracePath = e.str(roBase, t.TracePath, true)
 	}
@@ -389,6 +401,9 @@ func (e *Encoded) Encode(roBase, stateBase uint64) error {
 			}
 			put(&rg)
 		}
+	}
+	if len(t.Unwind) > 0 {
+		put(t.Unwind)
 	}
 	if uint64(out.Len()) != e.strOff || e.strMissing {
 		return errChanged

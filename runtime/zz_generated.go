@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "f57124efa6afce1b9043a796448f7f09152a96eae4c2cd10fe0c4d2b1baa2019"
+const ObjectSHA256 = "ac171cbdd13979d554840f292eeddb005aa2af7d04fbc3191ce2fcb5ff4bbc1f"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

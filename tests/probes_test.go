@@ -94,12 +94,19 @@ type traceLine struct {
 	Event string
 	Head  string
 	Args  string // " name=value ..." as printed
+	// Stack is a stack entry's frames (Event "<stack trace>"), what its " => " lines
+	// say, one per line (a string: lines compare with ==).
+	Stack string
 }
 
 // EA is "event args" without the head: what differs neither by address nor run.
 func (l traceLine) EA() string { return l.Event + l.Args }
 
-var traceLineRE = regexp.MustCompile(`^\s*(.*)-(\d+)\s+\[(\d+)\]\s+(?:[^\s\d]\S*\s+)?(\d+\.\d+): ([^\s:]+): (\([^)]*\))(.*)$`)
+var (
+	traceLineRE  = regexp.MustCompile(`^\s*(.*)-(\d+)\s+\[(\d+)\]\s+(?:[^\s\d]\S*\s+)?(\d+\.\d+): ([^\s:]+): (\([^)]*\))(.*)$`)
+	stackHeadRE  = regexp.MustCompile(`^\s*(.*)-(\d+)\s+\[(\d+)\]\s+(?:[^\s\d]\S*\s+)?(\d+\.\d+): (<stack trace>)$`)
+	stackFrameRE = regexp.MustCompile(`^ => (.*)$`)
+)
 
 func parseTraceLines(t *testing.T, text string) []traceLine {
 	t.Helper()
@@ -108,7 +115,16 @@ func parseTraceLines(t *testing.T, text string) []traceLine {
 		if s == "" || strings.HasPrefix(s, "#") {
 			continue
 		}
+		if m := stackFrameRE.FindStringSubmatch(s); m != nil && len(out) > 0 && out[len(out)-1].Event == "<stack trace>" {
+			out[len(out)-1].Stack += m[1] + "\n"
+			continue
+		}
 		m := traceLineRE.FindStringSubmatch(s)
+		if m == nil {
+			if m = stackHeadRE.FindStringSubmatch(s); m != nil {
+				m = append(m, "", "")
+			}
+		}
 		if m == nil {
 			t.Fatalf("trace line %q does not parse", s)
 		}

@@ -49,6 +49,10 @@ var triggerCases = []triggerCase{
 	{triggers: [][2]string{{"w", "traceoff if b > 2000"}, {"n", `traceon if s ~ "d*"`}}, disabled: []string{"w"}},
 	// an event that switches itself on
 	{triggers: [][2]string{{"o", "enable_event:kpwe2e:o if x == 20"}}, disabled: []string{"o"}},
+	// stacktrace after its record: counted and conditional, on entry and return events
+	{triggers: [][2]string{{"w", "stacktrace:3 if a > 10"}, {"o", "stacktrace if x == 20"}, {"wr", "stacktrace:2"}, {"n", "stacktrace"}}},
+	// stacktrace and traceoff on one event, both after the record, in the kernel's order
+	{triggers: [][2]string{{"w", "stacktrace if a >= 12"}, {"w", "traceoff if a == 14"}}},
 	// several triggers on one event, conditions on the return value
 	{triggers: [][2]string{{"wr", "disable_event:kpwe2e:w if rv < 0"}, {"wr", "enable_event:kpwe2e:n:1 if rv > 0"},
 		{"o", "enable_event:kpwe2e:w if x > 20"}, {"wr", "traceoff:1 if rv > 60000"}}, disabled: []string{"n"}},
@@ -66,10 +70,10 @@ func TestTriggerKernelDifferential(t *testing.T) {
 	}
 	prog := testprog.Build(t, string(src), "c", "-O2")
 	dir, orig, kpd := sameNamePair(t, prog, "triggered")
-	total := 0
+	total, stacks := 0, 0
 	for i, tc := range triggerCases {
 		kernel := kernelTraceControlled(t, orig, triggerDefs, kernelControl{Triggers: tc.triggers, Disabled: tc.disabled}, nil)
-		if len(kernel) == 0 || len(kernel) >= 24*3+8 {
+		if len(kernel) == 0 || len(kernel) == 24*3+8 {
 			t.Fatalf("case %d: the kernel wrote %d lines: the triggers change nothing", i, len(kernel))
 		}
 		for _, mode := range []string{"int3", "optimize"} {
@@ -94,6 +98,10 @@ func TestTriggerKernelDifferential(t *testing.T) {
 			if d := diffTraceLines(kernel, got); d != "" {
 				t.Fatalf("case %d (%v) %s: trace differs from the kernel's:\n%s", i, tc.triggers, mode, d)
 			}
+			// the kernel's stacks are its own (uprobe_dispatcher...); ours are the user
+			// stack of the hit
+			stacks += checkStacks(t, got, map[string][]string{"w": {"work", "main"}, "o": {"other", "main"},
+				"n": {"name", "main"}, "wr": {"main"}})
 			// every hit counts, recorded or not (tracing off, soft-disabled)
 			if hits := profile(t, tr, kpd); hits["w"][0] != 24 || hits["o"][0] != 24 || hits["n"][0] != 8 {
 				t.Errorf("case %d %s: hits w %d o %d n %d, want 24 24 8", i, mode, hits["w"][0], hits["o"][0], hits["n"][0])
@@ -101,7 +109,37 @@ func TestTriggerKernelDifferential(t *testing.T) {
 			total += len(got)
 		}
 	}
-	t.Logf("%d cases, %d trace lines, all equal to the kernel's", len(triggerCases), total)
+	if stacks == 0 {
+		t.Fatal("no stack entries: the stacktrace cases tested nothing")
+	}
+	t.Logf("%d cases, %d trace lines, all equal to the kernel's; %d user stacks as expected", len(triggerCases), total, stacks)
+}
+
+// checkStacks checks every stack entry of lines against the frames want gives for the
+// event line before it: those functions, innermost first, then the C library's start-up
+// (a pc outside the image, where the walk stops). It returns how many it checked.
+func checkStacks(t *testing.T, lines []traceLine, want map[string][]string) int {
+	t.Helper()
+	n := 0
+	for k, l := range lines {
+		if l.Event != "<stack trace>" {
+			continue
+		}
+		if k == 0 || lines[k-1].Event == "<stack trace>" {
+			t.Fatalf("line %d: a stack entry that follows no event", k+1)
+		}
+		ev := lines[k-1].Event
+		w, ok := want[ev]
+		if !ok {
+			t.Fatalf("line %d: a stack entry after event %s", k+1, ev)
+		}
+		fr := strings.Fields(l.Stack)
+		if len(fr) != len(w)+1 || !strings.HasPrefix(fr[len(w)], "<") || strings.Join(fr[:len(w)], " ") != strings.Join(w, " ") {
+			t.Fatalf("line %d: the stack of %s is %q, want %q then the C library's start-up", k+1, ev, fr, w)
+		}
+		n++
+	}
+	return n
 }
 
 // kernelTriggerErrno writes text into the trigger file of diffGroup's event ev (after

@@ -79,7 +79,9 @@ func (p *parser) fdeInsns(f FDE) ([2]int, error) {
 
 func validRange(r [2]int, n int) bool { return r[0] > 0 && r[0] <= r[1] && r[1] <= n }
 
-// cfaMachine is the part of the DWARF call frame state machine that tracks the CFA.
+// cfaMachine is the part of the DWARF call frame state machine that tracks the CFA,
+// and the rules of the two registers a user-stack walk needs besides it: rbp (the
+// frame pointer, DWARF register 6) and the return address column (16).
 type cfaMachine struct {
 	c     *cie
 	p     *parser
@@ -87,12 +89,65 @@ type cfaMachine struct {
 	cfa   CFARule
 	set   bool // a CFA rule was defined
 	expr  bool // the rule in force is an expression
+	regs  regRules
+	init  regRules // after the CIE's initial instructions (DW_CFA_restore)
 	stack []cfaState
+	// emit, when set, is called with the location before every advance: the state
+	// then in force holds from that location up to the next one (UnwindRows).
+	emit func(loc uint64)
 }
 
 type cfaState struct {
 	cfa       CFARule
 	set, expr bool
+	regs      regRules
+}
+
+// regRule is how a register of the caller is recovered: unchanged (the DWARF
+// same-value rule, and what a register without a rule keeps on x86-64 for rbp), saved
+// at CFA+Offset, or in some other way a stack walk does not follow.
+type regRule struct {
+	Kind   uint8 // ruleSame, ruleOffset, ruleOther
+	Offset int64
+}
+
+const (
+	ruleSame uint8 = iota
+	ruleOffset
+	ruleOther
+)
+
+// regRules are the rules of rbp and of the return address.
+type regRules struct{ bp, ra regRule }
+
+// DWARF register numbers of x86-64 that the walk follows.
+const (
+	dwarfRBP = 6
+	dwarfRSP = 7
+	dwarfRA  = 16
+)
+
+// rule returns the rule slot of DWARF register reg, nil for the registers not tracked.
+func (r *regRules) rule(reg uint64) *regRule {
+	switch reg {
+	case dwarfRBP:
+		return &r.bp
+	case dwarfRA:
+		return &r.ra
+	}
+	return nil
+}
+
+func (m *cfaMachine) setRule(reg uint64, kind uint8, off int64) {
+	if r := m.regs.rule(reg); r != nil {
+		*r = regRule{Kind: kind, Offset: off}
+	}
+}
+
+func (m *cfaMachine) restoreRule(reg uint64) {
+	if r := m.regs.rule(reg); r != nil {
+		*r = *m.init.rule(reg)
+	}
 }
 
 // Call frame instruction opcodes (DWARF 5 section 6.4.2, and the GNU ones GCC emits).
@@ -132,6 +187,9 @@ const (
 func (m *cfaMachine) run(rng [2]int, pc uint64) (bool, error) {
 	r := reader{b: m.p.eh[:rng[1]], pos: rng[0]}
 	advance := func(delta uint64) bool {
+		if m.emit != nil {
+			m.emit(m.loc)
+		}
 		m.loc += delta * m.c.codeAlign
 		return m.loc > pc
 	}
@@ -147,25 +205,28 @@ func (m *cfaMachine) run(rng [2]int, pc uint64) (bool, error) {
 			}
 			continue
 		case cfaOffset:
-			if _, err := r.uleb("DW_CFA_offset"); err != nil {
+			u, err := r.uleb("DW_CFA_offset")
+			if err != nil {
 				return false, err
 			}
+			m.setRule(uint64(op&0x3f), ruleOffset, int64(u)*m.c.dataAlign)
 			continue
 		case cfaRestore:
+			m.restoreRule(uint64(op & 0x3f))
 			continue
 		}
 		var delta uint64
 		switch op {
 		case cfaNop, cfaRememberState, cfaRestoreState:
 			if op == cfaRememberState {
-				m.stack = append(m.stack, cfaState{m.cfa, m.set, m.expr})
+				m.stack = append(m.stack, cfaState{m.cfa, m.set, m.expr, m.regs})
 			} else if op == cfaRestoreState {
 				if len(m.stack) == 0 {
 					return false, fmt.Errorf("DW_CFA_restore_state at offset %#x with no remembered state: %w", r.pos-1, ErrBadEntry)
 				}
 				s := m.stack[len(m.stack)-1]
 				m.stack = m.stack[:len(m.stack)-1]
-				m.cfa, m.set, m.expr = s.cfa, s.set, s.expr
+				m.cfa, m.set, m.expr, m.regs = s.cfa, s.set, s.expr, s.regs
 			}
 			continue
 		case cfaSetLoc:
@@ -173,6 +234,9 @@ func (m *cfaMachine) run(rng [2]int, pc uint64) (bool, error) {
 			loc, err := r.pointer(m.c.fdeEnc, &bs, false, "DW_CFA_set_loc")
 			if err != nil {
 				return false, err
+			}
+			if m.emit != nil {
+				m.emit(m.loc)
 			}
 			if loc > pc {
 				return true, nil
@@ -219,19 +283,48 @@ func (m *cfaMachine) other(op byte, r *reader) error {
 	var err error
 	switch op {
 	case cfaOffsetExtended, cfaRegister, cfaValOffset:
-		if _, err = uleb(); err == nil {
-			_, err = uleb()
+		var reg, u uint64
+		if reg, err = uleb(); err == nil {
+			u, err = uleb()
 		}
-	case cfaRestoreExtended, cfaUndefined, cfaSameValue, cfaGNUArgsSize:
+		if op == cfaOffsetExtended {
+			m.setRule(reg, ruleOffset, int64(u)*m.c.dataAlign)
+		} else {
+			m.setRule(reg, ruleOther, 0)
+		}
+	case cfaRestoreExtended, cfaUndefined, cfaSameValue:
+		var reg uint64
+		reg, err = uleb()
+		switch op {
+		case cfaRestoreExtended:
+			m.restoreRule(reg)
+		case cfaSameValue:
+			m.setRule(reg, ruleSame, 0)
+		default:
+			m.setRule(reg, ruleOther, 0)
+		}
+	case cfaGNUArgsSize:
 		_, err = uleb()
 	case cfaOffsetExtendedSF, cfaValOffsetSF, cfaGNUNegOffsetExtSF:
-		if _, err = uleb(); err == nil {
-			_, err = sleb()
+		var reg uint64
+		var s int64
+		if reg, err = uleb(); err == nil {
+			s, err = sleb()
+		}
+		switch op {
+		case cfaOffsetExtendedSF:
+			m.setRule(reg, ruleOffset, s*m.c.dataAlign)
+		case cfaGNUNegOffsetExtSF:
+			m.setRule(reg, ruleOffset, -s*m.c.dataAlign)
+		default:
+			m.setRule(reg, ruleOther, 0)
 		}
 	case cfaExpression, cfaValExpression:
-		if _, err = uleb(); err == nil {
+		var reg uint64
+		if reg, err = uleb(); err == nil {
 			err = skipBlock()
 		}
+		m.setRule(reg, ruleOther, 0)
 	case cfaDefCFA, cfaDefCFASF:
 		var reg uint64
 		if reg, err = uleb(); err != nil {

@@ -96,6 +96,37 @@ func WriteJSONLines(w io.Writer, in *Input) error {
 				b = append(b, `,"sym":`...)
 				b = appendString(b, v.Symbol)
 			}
+		case kprt.RecStack:
+			ev, err := fm.Head(r)
+			var frames []tracefile.StackFrame
+			if err == nil {
+				frames, err = fm.Stack(r)
+			}
+			if err != nil {
+				in.report(err)
+				o.buf = b[:start]
+				return nil
+			}
+			b = append(b, `,"type":"stack","group":`...)
+			b = appendString(b, ev.Group)
+			b = append(b, `,"event":`...)
+			b = appendString(b, ev.Name)
+			b = append(b, `,"frames":[`...)
+			for k, f := range frames {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"pc":`...)
+				b = strconv.AppendUint(b, f.PC, 10)
+				if f.Func != "" {
+					b = append(b, `,"func":`...)
+					b = appendString(b, f.Func)
+					b = append(b, `,"off":`...)
+					b = strconv.AppendUint(b, f.Off, 10)
+				}
+				b = append(b, '}')
+			}
+			b = append(b, ']')
 		default:
 			o.buf = b[:start]
 			return nil

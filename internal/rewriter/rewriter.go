@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/align"
+	"github.com/kprewrite/kprewrite/internal/evtrigger"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 
 	"github.com/kprewrite/kprewrite/analysis"
@@ -482,8 +483,8 @@ func (g *gen) makeEvents() error {
 				needSyms = true
 			}
 		}
-		for _, td := range p.Triggers { // .sym hist keys are named by kprewrite hist
-			if td.Hist != nil && td.Hist.NeedsSymbols() {
+		for _, td := range p.Triggers { // .sym hist keys and stacks are named by the readers
+			if (td.Hist != nil && td.Hist.NeedsSymbols()) || td.Cmd == evtrigger.StackTrace {
 				needSyms = true
 			}
 		}
@@ -556,6 +557,16 @@ func (g *gen) makeTriggers() error {
 		de.CtlSlots = cslots
 		for _, td := range p.Triggers {
 			de.Triggers = append(de.Triggers, td.String())
+			if td.Cmd == evtrigger.StackTrace && g.tables.Unwind == nil {
+				rows, base, err := unwindTable(g.f)
+				if rows == nil {
+					return fmt.Errorf("%s/%s: trigger %q: %w", p.Def.Group, p.Def.Event, td.Text, err)
+				}
+				if err != nil {
+					g.warnings = append(g.warnings, fmt.Sprintf("stacktrace: %v: stacks stop at the functions of the bad entries", err))
+				}
+				g.tables.Unwind, g.tables.UnwindBase = rows, base
+			}
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package rewriter
 import (
 	"debug/elf"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/kprewrite/kprewrite/elfio"
@@ -127,4 +128,42 @@ func (p *ehHdrPlan) build(addr uint64, out *objlink.Output, dataAddr uint64) ([]
 		return nil, fmt.Errorf("internal error: new .eh_frame_hdr is %d bytes, planned %d", len(b), p.size)
 	}
 	return b, nil
+}
+
+// unwindTable makes the runtime's unwind table from the input's .eh_frame, for
+// stacktrace triggers: rows relative to the first one's pc. A rule the table cannot
+// hold (an offset out of its range) ends walks there, as an undefined rule does.
+func unwindTable(f *elfio.File) ([]kprt.RawUnwind, uint64, error) {
+	rows, err := f.UnwindRows()
+	if len(rows) == 0 {
+		if err == nil {
+			err = fmt.Errorf("%s: no .eh_frame to walk stacks with", f.Path)
+		}
+		return nil, 0, err
+	}
+	base := rows[0].PC
+	out := make([]kprt.RawUnwind, 0, len(rows))
+	for _, r := range rows {
+		if r.PC-base > math.MaxUint32 {
+			break // code beyond 4 GiB of the first FDE: walks stop there
+		}
+		u := kprt.RawUnwind{PC: uint32(r.PC - base)}
+		if !r.Undefined && r.CFAOffset >= math.MinInt16 && r.CFAOffset <= math.MaxInt16 {
+			u.CFAOff, u.CFAReg = int16(r.CFAOffset), kprt.UWSP
+			if r.CFABP {
+				u.CFAReg = kprt.UWBP
+			}
+			switch {
+			case r.BP == ehframe.BPSaved && r.BPOffset%8 == 0 && r.BPOffset/8 >= math.MinInt8 && r.BPOffset/8 <= math.MaxInt8 && r.BPOffset != 0:
+				u.BPOff = int8(r.BPOffset / 8)
+			case r.BP != ehframe.BPSame:
+				u.CFAReg |= kprt.UWBPLost
+			}
+		}
+		if n := len(out); n > 0 && out[n-1].CFAOff == u.CFAOff && out[n-1].CFAReg == u.CFAReg && out[n-1].BPOff == u.BPOff {
+			continue
+		}
+		out = append(out, u)
+	}
+	return out, base, nil
 }

@@ -112,6 +112,9 @@ func (fm *Formatter) Line(r *Record) (string, error) {
 	if r.Type == kprt.RecPrintk {
 		return printkLine(r), nil // trace_printk() of a C handler (handlers.go)
 	}
+	if r.Type == kprt.RecStack {
+		return fm.stackLines(r)
+	}
 	e, opt, err := fm.recordEvent(r)
 	if err != nil {
 		return "", err
@@ -199,6 +202,56 @@ func (fm *Formatter) Fields(r *Record) ([]eventdef.Value, error) {
 		return nil, err
 	}
 	return d.Fields, nil
+}
+
+// StackFrame is one frame of a stacktrace record: its run-time pc, and the function
+// holding it when the image's description knows it (Func "" otherwise: another
+// object's code, which the walk stopped at).
+type StackFrame struct {
+	PC, Off, Size uint64
+	Func          string
+}
+
+// Stack decodes a stacktrace trigger's record (Type RecStack): its frames, innermost
+// first, named with the symbols of the event's image.
+func (fm *Formatter) Stack(r *Record) ([]StackFrame, error) {
+	if r.Type != kprt.RecStack {
+		return nil, fmt.Errorf("record of type %d is not a stack", r.Type)
+	}
+	e, err := fm.eventOf(r)
+	if err != nil {
+		return nil, err
+	}
+	fr := make([]StackFrame, 0, len(r.Data)/8)
+	for k := 0; k+8 <= len(r.Data); k += 8 {
+		f := StackFrame{PC: binary.LittleEndian.Uint64(r.Data[k:])}
+		if name, off, size, ok := e.desc.Symbolize(f.PC - r.Bias); ok {
+			f.Func, f.Off, f.Size = name, off, size
+		}
+		fr = append(fr, f)
+	}
+	return fr, nil
+}
+
+// stackLines formats a stacktrace record as the kernel's stack entry: a head line
+// saying "<stack trace>", then " => FUNC" per frame (the kernel's default, without
+// the sym-offset option), " => <PC>" for a pc outside the image.
+func (fm *Formatter) stackLines(r *Record) (string, error) {
+	fr, err := fm.Stack(r)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	ts := r.TsNs / 1000
+	fmt.Fprintf(&b, "%16s-%-7d [%03d] %5d.%06d: <stack trace>", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000)
+	for _, f := range fr {
+		if f.Func != "" {
+			fmt.Fprintf(&b, "\n => %s", f.Func)
+		} else {
+			fmt.Fprintf(&b, "\n => <%016x>", f.PC)
+		}
+	}
+	return b.String(), nil
 }
 
 // violationLine formats a --verify-regions violation record:

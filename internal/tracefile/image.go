@@ -52,6 +52,9 @@ func ReadImage(f *elfio.File) (*Image, error) {
 
 // parseTables reads the header at hdrAddr and the tables it points at, all inside
 // data (the bytes of a section at address base).
+// headerSize168 is the size of the probe tables' header before the unwind table.
+const headerSize168 = 168
+
 func parseTables(data []byte, base, hdrAddr uint64) (*Image, error) {
 	at := func(addr, size uint64) ([]byte, error) {
 		if addr < base || addr-base > uint64(len(data)) || size > uint64(len(data))-(addr-base) {
@@ -60,15 +63,24 @@ func parseTables(data []byte, base, hdrAddr uint64) (*Image, error) {
 		return data[addr-base : addr-base+size], nil
 	}
 	var im Image
-	hb, err := at(hdrAddr, kprt.HeaderSize)
+	// images rewritten before the unwind table have a 168-byte header: the same
+	// fields, the new ones zero
+	hb, err := at(hdrAddr, headerSize168)
 	if err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
-	if err := binary.Read(bytes.NewReader(hb), binary.LittleEndian, &im.Header); err != nil {
+	if hs := binary.LittleEndian.Uint16(hb[6:]); hs == kprt.HeaderSize {
+		if hb, err = at(hdrAddr, kprt.HeaderSize); err != nil {
+			return nil, fmt.Errorf("header: %w", err)
+		}
+	}
+	full := make([]byte, kprt.HeaderSize)
+	copy(full, hb)
+	if err := binary.Read(bytes.NewReader(full), binary.LittleEndian, &im.Header); err != nil {
 		return nil, err
 	}
 	h := &im.Header
-	if h.Magic != kprt.Magic || h.Version != kprt.Version || h.HeaderSize != kprt.HeaderSize || h.Self != hdrAddr {
+	if h.Magic != kprt.Magic || h.Version != kprt.Version || (h.HeaderSize != kprt.HeaderSize && h.HeaderSize != headerSize168) || h.Self != hdrAddr {
 		return nil, fmt.Errorf("bad header (magic %#x version %d size %d self %#x)", h.Magic, h.Version, h.HeaderSize, h.Self)
 	}
 	if h.NPoints > kprt.MaxPoints {

@@ -228,7 +228,31 @@ struct kprw_header {
 	                         (MAP_FIXED | MAP_SHARED), so code may count at a link-time
 	                         address: count-only detours do (KPRW_PF_COUNT) */
 	kprw_u64 counters_size; /* bytes of the window, a multiple of 4096 >= nprobes * 16 */
+	/* appended (header_size was 168): */
+	kprw_u64 unwind;      /* vaddr of struct kprw_unwind[nunwind], sorted by pc; 0 = none
+	                         (only images with stacktrace triggers have one) */
+	kprw_u64 unwind_base; /* link-time vaddr the rows' pc fields are relative to */
+	kprw_u32 nunwind;
+	kprw_u32 reserved3;
 };
+
+/*
+ * The unwind table: the kernel's ORC, made by the rewriter from .eh_frame
+ * (internal/ehframe UnwindRows). Row k holds from unwind_base + pc up to the next row's
+ * pc: the CFA is rsp or rbp plus cfa_off, the return address is at CFA-8, and the
+ * caller's rbp is unchanged (bp_off 0) or saved at CFA + 8*bp_off. A row whose cfa_reg
+ * is KPRW_UW_UNDEF ends a walk (no FDE there, or a rule the walk cannot follow).
+ */
+struct kprw_unwind {
+	kprw_u32 pc;
+	short cfa_off;
+	kprw_u8 cfa_reg; /* KPRW_UW_*, | KPRW_UW_BPLOST */
+	signed char bp_off;
+};
+#define KPRW_UW_UNDEF 0
+#define KPRW_UW_SP 1
+#define KPRW_UW_BP 2
+#define KPRW_UW_BPLOST 0x80 /* the caller's rbp cannot be recovered here */
 
 /*
  * Signal guard. A program that blocks SIGTRAP (sigfillset + pthread_sigmask), or that
@@ -614,6 +638,10 @@ struct kprw_chunk {
                               * kprewrite_exit), ret_ip the caller's run-time address, data the
                               * calling function's name, a NUL, then the text (no NUL) */
 #define KPRW_PRINTK_MAX 512  /* bytes of text per record and per printk line (more is cut) */
+#define KPRW_REC_STACK 5     /* a stacktrace trigger's user stack (always with the ext part):
+                              * event_id and ip are the event's and the hit's site, data the
+                              * run-time pcs of the frames, innermost first, u64 each */
+#define KPRW_STACK_MAX 64    /* frames a stack record holds at most */
 
 struct kprw_rec {
 	kprw_u32 size;     /* total bytes, multiple of 8 */

@@ -367,6 +367,10 @@ void kprw_miss_point(const struct kprw_point *pt);
 void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c);
 int kprw_kretprobe_init(void);
 void kprw_rethook(struct pt_regs *regs);
+u64 kprw_kretprobe_real_ret(uptr K); /* a trampoline's real return address at word K, 0: none */
+/* kprw_stack_walk writes the pcs of the user stack at regs (innermost first, at most max)
+ * into out and returns how many; 0 without an unwind table (rt_stack.c) */
+u32 kprw_stack_walk(const struct pt_regs *regs, u64 *out, u32 max, int fast);
 void kprw_trace_open(const char *path, u64 size, int prefault, int records);
 int kprw_trace_fault(uptr addr);
 /* kprw_trace_hit writes probe pi's record; 1 when the record is the hit (written, into
@@ -489,6 +493,7 @@ struct kprw_fprog {
 #define KPRW_TRIG_TRACEOFF 2
 #define KPRW_TRIG_ENABLE 3
 #define KPRW_TRIG_DISABLE 4
+#define KPRW_TRIG_STACKTRACE 5
 #define KPRW_TRIG_HIST 7
 /* a hist trigger's shape, decoded at start-up (rt_hist.c; internal/evhist's program) */
 struct kprw_hfield {
@@ -534,8 +539,16 @@ u64 kprw_ctl_size(void);
 void kprw_ctl_fill(u8 *p);
 void kprw_ctl_attach(u8 *p);
 void kprw_trig_init(void);
+/* kprw_hit is what a trigger that runs after the record needs of its hit: the probe,
+ * the registers (ip the site, or a return probe's return address) and the thread */
+struct kprw_hit {
+	u32 pi;
+	const struct pt_regs *regs;
+	struct kprw_tctx *c;
+};
 u32 kprw_triggers_run(const struct kprw_evtrig *tg, const struct kprw_fenv *fe);
-void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt);
+void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt, const struct kprw_hit *hit);
+void kprw_trace_stack(const struct kprw_hit *hit); /* rt_trace.c: a KPRW_REC_STACK record */
 
 u64 kprw_hist_words(const u8 *prog, u32 plen, u32 *dsize, u64 *end);
 void kprw_hist_decode(const u8 *prog, struct kprw_hist *out);

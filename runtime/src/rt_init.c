@@ -446,16 +446,19 @@ static void records_init(void)
 	kprw_rt.ev_trig = trig;
 	kprw_trig_init(); /* the triggers, and the control area when the trace file has none */
 	kprw_fastev_init();
-	for (u32 i = 0; i < kprw_rt.nevents; i++) {
+	/* per-thread scratch buffers: for records of variable size, and for the stacks
+	 * of stacktrace triggers (an image with an unwind table) */
+	int scratch = kprw_rt.hdr->unwind != 0;
+	for (u32 i = 0; i < kprw_rt.nevents && !scratch; i++) {
 		const struct kprw_event *ev = &kprw_rt.events[i];
 		long f = fixed ? fixed[i] : ev->fetch_len ? kprw_fetch_fixed_size((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len) : 0;
-		if (f < 0) {
-			unsigned long size = (unsigned long)KPRW_NTCTX * KPRW_MAX_REC_DATA;
-			long r = sys6(SYS_mmap, 0, (long)size, 3 /* RW */, 0x4022 /* PRIVATE|ANON|NORESERVE */, -1, 0);
-			if (!(r < 0 && r > -4096))
-				kprw_rt.scratch = (u8 *)r;
-			return;
-		}
+		scratch = f < 0;
+	}
+	if (scratch) {
+		unsigned long size = (unsigned long)KPRW_NTCTX * KPRW_MAX_REC_DATA;
+		long r = sys6(SYS_mmap, 0, (long)size, 3 /* RW */, 0x4022 /* PRIVATE|ANON|NORESERVE */, -1, 0);
+		if (!(r < 0 && r > -4096))
+			kprw_rt.scratch = (u8 *)r;
 	}
 }
 

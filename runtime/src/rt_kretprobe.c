@@ -440,3 +440,34 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 	}
 	return URC_CONTINUE_UNWIND;
 }
+
+/* kprw_kretprobe_real_ret is the real return address of the return-probed frame whose
+ * return-address word K holds the trampoline, for stack walks (rt_stack.c): the oldest
+ * of this thread's live instances at K saved it (newer ones of a chain saved the
+ * trampoline). 0 when none is found. Reads only: nothing is released. */
+u64 kprw_kretprobe_real_ret(uptr K)
+{
+	u64 *keys = kprw_rt.ri_keys;
+	u64 tramp = (u64)(uptr)kprewrite_rt_rettramp;
+	if (!keys)
+		return 0;
+	u32 h = __atomic_load_n(&ri_hint[hint_of(K)], __ATOMIC_RELAXED);
+	if (h && h <= kprw_rt.ri_total) {
+		struct kprw_ri *r = inst(h - 1, owner(h - 1));
+		if (KEY_MATCH(atomic_load(&keys[h - 1]), K) && r->ri.entry_sp == K && r->ri.ret_addr != tramp)
+			return (u64)(uptr)r->ri.ret_addr;
+	}
+	struct kprw_tctx *c = kprw_tctx_get();
+	u32 pid = kprw_pid(), tid = c ? kprw_tctx_tid(c) : kprw_gettid();
+	u64 ret = 0, bestseq = 0;
+	for (u32 g = 0; g < kprw_rt.ri_total; g++) {
+		u64 k = atomic_load(&keys[g]);
+		struct kprw_ri *r = inst(g, owner(g));
+		if (KEY_MATCH(k, K) && r->ri.entry_sp == K && mine(r, pid, tid) && r->ri.ret_addr != tramp &&
+		    (!ret || r->seq > bestseq)) {
+			ret = (u64)(uptr)r->ri.ret_addr;
+			bestseq = r->seq;
+		}
+	}
+	return ret;
+}

@@ -816,6 +816,7 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 		return 0;
 	}
 	int cond = tg && tg->cond, norec = 0;
+	const struct kprw_hit hit = {pi, regs, c};
 	if (tg && !cond)
 		kprw_triggers_run(tg, NULL);
 	if ((flt || tg) && closed(p->event)) { /* (without either, kprw_trace_hit checked) */
@@ -873,7 +874,7 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 			int keep = !norec && !(cond && closed(p->event)) && (!flt || kprw_filter_match(flt, &fe));
 			if (!keep) {
 				if (tt)
-					kprw_triggers_post(tg, tt);
+					kprw_triggers_post(tg, tt, &hit);
 				return 0; /* the caller counts the hit */
 			}
 			flt = NULL;
@@ -884,7 +885,7 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 	struct kprw_crec *rec = reserve(rec_size(dlen, ret, ext), c, &w);
 	if (!rec) {
 		if (tt)
-			kprw_triggers_post(tg, tt);
+			kprw_triggers_post(tg, tt, &hit);
 		return 0;
 	}
 	u8 *d = fill(rec, dlen, pi, ret, ext, type, ev ? ev->id : KPRW_NO_EVENT, kprw_rt.points[p->point].site, ret_ip,
@@ -910,13 +911,13 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 		if ((cond && closed(p->event)) || (flt && !kprw_filter_match(flt, &fe))) {
 			commit(rec, (u32)got, KPRW_CREC_COMMITTED | KPRW_CREC_DISCARDED);
 			if (tt)
-				kprw_triggers_post(tg, tt);
+				kprw_triggers_post(tg, tt, &hit);
 			return 0;
 		}
 	}
 	commit(rec, (u32)got, KPRW_CREC_COMMITTED);
 	if (tt)
-		kprw_triggers_post(tg, tt);
+		kprw_triggers_post(tg, tt, &hit);
 	return (int)kprw_rt.rec_hits;
 }
 
@@ -936,6 +937,35 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 	if (kprw_rt.trace && closed(e))
 		return 0; /* the caller counts the hit */
 	return trace_hit(pi, regs, type, ret_ip, edata, elen, c, NULL, NULL);
+}
+
+/* kprw_trace_stack writes the user stack of a hit (a stacktrace trigger): a record of
+ * its own right after the event's, as the kernel's stack entry follows its event. The
+ * walk goes into the thread's scratch buffer (free once the event's record is written),
+ * or 16 frames on this stack without one. */
+void kprw_trace_stack(const struct kprw_hit *hit)
+{
+	const struct kprw_probe *p = &kprw_rt.probes[hit->pi];
+	struct kprw_tctx *c = hit->c;
+	u64 small[16], *buf = small;
+	u32 max = ARRAY_SIZE(small);
+	if (!kprw_rt.trace)
+		return;
+	if (c && kprw_rt.scratch) {
+		buf = (u64 *)(kprw_rt.scratch + (uptr)(c - kprw_tctx_tab) * KPRW_MAX_REC_DATA);
+		max = KPRW_STACK_MAX;
+	}
+	u32 n = kprw_stack_walk(hit->regs, buf, max, kprw_fast_ok(c));
+	struct who w;
+	who(&w, c);
+	struct kprw_crec *rec = reserve(rec_size(n * 8, 0, 1), c, &w);
+	if (!rec)
+		return;
+	u8 *d = fill(rec, n * 8, KPRW_NO_PROBE, 0, 1, KPRW_REC_STACK,
+		     p->event < kprw_rt.nevents ? kprw_rt.events[p->event].id : KPRW_NO_EVENT,
+		     kprw_rt.points[p->point].site, 0, &w);
+	kprw_memcpy(d, buf, n * 8);
+	commit(rec, n * 8, KPRW_CREC_COMMITTED);
 }
 
 /* emit_event writes the record of kprw_trace_event: data (dlen bytes) fetched already, or

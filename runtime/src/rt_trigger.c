@@ -1,5 +1,5 @@
-/* Event triggers (rewrite --trigger): the kernel's traceon, traceoff, enable_event and
- * disable_event with their counts and conditions, run at a hit in the kernel's order
+/* Event triggers (rewrite --trigger): the kernel's traceon, traceoff, enable_event,
+ * disable_event and stacktrace with their counts and conditions, run at a hit in the kernel's order
  * (kernel/trace/trace_events_trigger.c, include/linux/trace_events.h). An event's
  * triggers are internal/evtrigger's program, after its filter program in the tables,
  * decoded at start-up. What they switch is shared by every process of the trace file,
@@ -11,6 +11,7 @@
 #define TRIG_HDR 8
 #define TRIG_ENT 20
 #define KIND_ONOFF 1u
+#define KIND_STACK 2u
 #define KIND_ENABLE 8u
 #define MAX_TRIGGERS 1024
 #define UNLIMITED (~0ull)
@@ -58,7 +59,8 @@ static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *coun
 		const u8 *h = b + off;
 		u32 nt = rd16(h + 2), slot = rd32(h + 4), fl = rd32(h + 16);
 		int hist = h[0] == KPRW_TRIG_HIST;
-		if (((h[0] < KPRW_TRIG_TRACEON || h[0] > KPRW_TRIG_DISABLE) && !hist) || slot >= MAX_SLOTS)
+		if (((h[0] < KPRW_TRIG_TRACEON || h[0] > KPRW_TRIG_DISABLE) && !hist && h[0] != KPRW_TRIG_STACKTRACE) ||
+		    slot >= MAX_SLOTS || (h[0] == KPRW_TRIG_STACKTRACE && !(h[1] & 1)))
 			return 0;
 		off += TRIG_ENT;
 		if (nt > (len - off) / 4)
@@ -214,18 +216,24 @@ static int take(u64 *cnt)
 
 static inline u32 kind(u32 cmd)
 {
+	if (cmd == KPRW_TRIG_STACKTRACE)
+		return KIND_STACK;
 	return cmd == KPRW_TRIG_TRACEON || cmd == KPRW_TRIG_TRACEOFF ? KIND_ONOFF : KIND_ENABLE;
 }
 
 /* fire runs one trigger as the kernel's count variants do: traceon and traceoff do
  * nothing (and keep their count) when tracing is already in the state they set, a
  * counted enable_event/disable_event likewise when its event is */
-static void fire(const struct kprw_trig *t)
+static void fire(const struct kprw_trig *t, const struct kprw_hit *hit)
 {
 	u64 *cnt = &kprw_rt.trig_count[t->slot];
 	u32 *off = kprw_rt.tracing_off;
 	switch (t->cmd) {
 	case KPRW_TRIG_HIST: /* runs on the fetched data only (kprw_triggers_run) */
+		return;
+	case KPRW_TRIG_STACKTRACE: /* after the record (a post trigger: hit is known) */
+		if (hit && !__atomic_load_n(off, __ATOMIC_RELAXED) && take(cnt))
+			kprw_trace_stack(hit);
 		return;
 	case KPRW_TRIG_TRACEON:
 		if (__atomic_load_n(off, __ATOMIC_RELAXED) && take(cnt))
@@ -277,16 +285,16 @@ u32 kprw_triggers_run(const struct kprw_evtrig *tg, const struct kprw_fenv *fe)
 				continue;
 			}
 		}
-		fire(t);
+		fire(t, NULL);
 	}
 	return tt;
 }
 
 /* kprw_triggers_post runs the deferred triggers once the record is written or
  * dropped (the kernel's event_triggers_post_call) */
-void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt)
+void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt, const struct kprw_hit *hit)
 {
 	for (u32 k = 0; k < tg->n; k++)
 		if (tg->t[k].post && (tt & kind(tg->t[k].cmd)))
-			fire(&tg->t[k]);
+			fire(&tg->t[k], hit);
 }

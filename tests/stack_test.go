@@ -1,0 +1,199 @@
+package tests
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// stackSrc reaches leaf() through known call chains: recursion of a depth given on the
+// command line, a call through a function pointer, and a second thread.
+const stackSrc = `
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+volatile int sink;
+__attribute__((noinline)) int leaf(int n) { sink += n; __asm__ volatile("" ::: "memory"); return sink; }
+__attribute__((noinline)) int rec(int d, int n)
+{
+	if (d == 0)
+		return leaf(n) + 1;
+	int r = rec(d - 1, n) + 1;
+	__asm__ volatile("" ::: "memory");
+	return r;
+}
+__attribute__((noinline)) int viaptr(int (*f)(int, int), int d)
+{
+	int r = f(d, 7);
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+__attribute__((noinline)) void *thr(void *a)
+{
+	sink += rec(3, (int)(long)a);
+	return NULL;
+}
+int main(int argc, char **argv)
+{
+	int depth = argc > 1 ? atoi(argv[1]) : 5;
+	sink += viaptr(rec, depth);
+	pthread_t t;
+	pthread_create(&t, NULL, thr, (void *)9L);
+	pthread_join(t, NULL);
+	printf("%d\n", sink);
+	return 0;
+}
+`
+
+var (
+	gdbFrameRE = regexp.MustCompile(`^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) \(`)
+	cloneNumRE = regexp.MustCompile(`(\.[a-z]+)\.\d+$`)
+)
+
+// frameName is a function name without the number of a GCC clone ("rec.constprop.3"),
+// which gdb leaves out.
+func frameName(s string) string { return cloneNumRE.ReplaceAllString(s, "$1") }
+
+// gdbStacks runs prog under gdb with a breakpoint on fn and returns the function names
+// of the backtrace at each hit.
+func gdbStacks(t *testing.T, prog, fn string, hits int, args ...string) [][]string {
+	t.Helper()
+	gargs := []string{"-nx", "-batch", "-ex", "set debuginfod enabled off", "-ex", "set startup-with-shell off",
+		"-ex", "break " + fn, "-ex", "run"}
+	for i := 0; i < hits; i++ {
+		gargs = append(gargs, "-ex", "bt", "-ex", "continue")
+	}
+	gargs = append(gargs, "--args", prog)
+	out, err := exec.Command("gdb", append(gargs, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	var stacks [][]string
+	for _, line := range strings.Split(string(out), "\n") {
+		m := gdbFrameRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if strings.HasPrefix(line, "#0 ") {
+			stacks = append(stacks, nil)
+		}
+		if len(stacks) > 0 {
+			stacks[len(stacks)-1] = append(stacks[len(stacks)-1], frameName(m[1]))
+		}
+	}
+	if len(stacks) != hits {
+		t.Fatalf("gdb gave %d backtraces, want %d:\n%s", len(stacks), hits, out)
+	}
+	return stacks
+}
+
+// ourStacks returns the frames of each stack entry of a trace, up to the first pc
+// outside the image (which must be there: the walk reached the C library).
+func ourStacks(t *testing.T, lines []traceLine) [][]string {
+	t.Helper()
+	var out [][]string
+	for _, l := range lines {
+		if l.Event != "<stack trace>" {
+			continue
+		}
+		fr := strings.Fields(l.Stack)
+		k := 0
+		for k < len(fr) && !strings.HasPrefix(fr[k], "<") {
+			k++
+		}
+		for i := range fr[:k] {
+			fr[i] = frameName(fr[i])
+		}
+		out = append(out, fr[:k])
+	}
+	return out
+}
+
+// TestStackTraceMatchesGDB: the user stacks stacktrace triggers record are gdb's
+// backtraces of the same hits (function names, innermost first, up to the C library),
+// at -O0 to -O3 with and without frame pointers, int3 and jump-optimized, with and
+// without return probes on the frames in between (whose return addresses are the
+// trampoline's), in the main thread and another.
+func TestStackTraceMatchesGDB(t *testing.T) {
+	testprog.Need(t, "gdb")
+	checked := 0
+	for _, cflags := range [][]string{{"-O0"}, {"-O2"}, {"-O2", "-fno-omit-frame-pointer"}, {"-O3"}} {
+		prog := testprog.Build(t, stackSrc, "c", append(cflags, "-pthread")...)
+		want := gdbStacks(t, prog, "leaf", 2)
+		for _, w := range want {
+			if len(w) < 3 || w[0] != "leaf" {
+				t.Fatalf("%v: gdb's backtrace %q does not start at leaf", cflags, w)
+			}
+		}
+		for _, mode := range []string{"int3", "optimize"} {
+			for _, ret := range []bool{false, true} {
+				name := fmt.Sprintf("%s %s ret=%v", strings.Join(cflags, " "), mode, ret)
+				defs := []string{"p:st/leaf leaf n=%di:s32"}
+				if ret {
+					defs = append(defs, "r:st/rec rec $retval:s32", "r:st/viaptr viaptr")
+				}
+				flags := []string{"--trigger", "st/leaf:stacktrace"}
+				if mode == "int3" {
+					flags = append(flags, "--no-optimize")
+				}
+				out := filepath.Join(t.TempDir(), "stack.kp")
+				rewriteWith(t, prog, out, defs, flags...)
+				if got, orig := testprog.MustRun(t, out), testprog.MustRun(t, prog); got != orig {
+					t.Fatalf("%s: the rewritten program printed %q, the original %q", name, got, orig)
+				}
+				got := ourStacks(t, readTrace(t, out+".trace", out))
+				if len(got) != 2 {
+					t.Fatalf("%s: %d stack entries, want 2", name, len(got))
+				}
+				for k := range want {
+					// gdb goes on into the C library (start_thread, __libc_start_call_main);
+					// the walk stops at the first pc outside the image
+					if len(got[k]) == 0 || len(got[k]) > len(want[k]) || strings.Join(got[k], " ") != strings.Join(want[k][:len(got[k])], " ") ||
+						(got[k][len(got[k])-1] != "main" && got[k][len(got[k])-1] != "thr") {
+						t.Fatalf("%s: hit %d: stack %q, gdb's %q", name, k, got[k], want[k])
+					}
+					checked++
+				}
+			}
+		}
+	}
+	t.Logf("%d stacks equal to gdb's backtraces", checked)
+}
+
+// TestStackTraceDepth: a stack deeper than a record holds is cut at runtime.StackMax
+// frames, innermost first; `trace --format json` gives the frames too.
+func TestStackTraceDepth(t *testing.T) {
+	prog := testprog.Build(t, stackSrc, "c", "-O2", "-pthread")
+	out := filepath.Join(t.TempDir(), "stack.kp")
+	rewriteWith(t, prog, out, []string{"p:st/leaf leaf n=%di:s32"}, "--trigger", "st/leaf:stacktrace:1")
+	testprog.MustRun(t, out, "100")
+	lines := readTrace(t, out+".trace", out)
+	var stacks []string
+	for _, l := range lines {
+		if l.Event == "<stack trace>" {
+			stacks = append(stacks, l.Stack)
+		}
+	}
+	if len(stacks) != 1 { // :1, the count
+		t.Fatalf("%d stack entries, want 1", len(stacks))
+	}
+	fr := strings.Fields(stacks[0])
+	if len(fr) != 64 || fr[0] != "leaf" || fr[63] != "rec" {
+		t.Fatalf("stack of %d frames %q, want leaf and 63 rec", len(fr), fr)
+	}
+	code, stdout, stderr := kp("trace", "--format", "json", out+".trace")
+	if code != 0 || stderr != "" {
+		t.Fatalf("trace --format json: exit %d: %s", code, stderr)
+	}
+	if n := strings.Count(stdout, `"type":"stack","group":"st","event":"leaf","frames":[{"pc":`); n != 1 {
+		t.Fatalf("%d stack objects in the JSON lines, want 1:\n%s", n, stdout)
+	}
+	if n := strings.Count(stdout, `"func":"rec"`); n != 63 {
+		t.Fatalf("%d rec frames in the JSON lines, want 63", n)
+	}
+}

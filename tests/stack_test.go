@@ -197,3 +197,48 @@ func TestStackTraceDepth(t *testing.T) {
 		t.Fatalf("%d rec frames in the JSON lines, want 63", n)
 	}
 }
+
+// TestHistStacktraceKey: hist:keys=stacktrace adds each hit to the entry of its stack
+// (the innermost 16 frames in the image, as link-time addresses): three runs of a PIE,
+// each at its own load address (ASLR), add to the same two entries, one per call chain,
+// printed as the kernel prints stacktrace keys.
+func TestHistStacktraceKey(t *testing.T) {
+	prog := testprog.Build(t, stackSrc, "c", "-O2", "-pthread")
+	out := filepath.Join(t.TempDir(), "stack.kp")
+	rewriteWith(t, prog, out, []string{"p:st/leaf leaf n=%di:s32"}, "--trigger", "st/leaf:hist:keys=stacktrace:vals=n")
+	for i := 0; i < 3; i++ {
+		testprog.MustRun(t, out, "20")
+	}
+	code, stdout, stderr := kp("hist", out+".trace")
+	if code != 0 || stderr != "" {
+		t.Fatalf("kprewrite hist: exit %d: %s", code, stderr)
+	}
+	// { stacktrace:
+	//          leaf+0x0/0x10
+	//          ...
+	// } hitcount:          3  n:         21
+	entries := map[string]string{}
+	var frames []string
+	in := false
+	for _, line := range strings.Split(stdout, "\n") {
+		switch {
+		case line == "{ stacktrace:":
+			in, frames = true, nil
+		case in && strings.HasPrefix(line, "}"):
+			in = false
+			entries[strings.Join(frames, " ")] = strings.Join(strings.Fields(line[1:]), " ")
+		case in:
+			if !strings.HasPrefix(line, "         ") || !regexp.MustCompile(`^\S+\+0x[0-9a-f]+/0x[0-9a-f]+$`).MatchString(line[9:]) {
+				t.Fatalf("frame line %q is not the kernel's %%pS", line)
+			}
+			name, _, _ := strings.Cut(line[9:], "+")
+			frames = append(frames, frameName(name))
+		}
+	}
+	main := "leaf" + strings.Repeat(" rec", 15)           // 22 frames deep: the innermost 16
+	thread := "leaf" + strings.Repeat(" rec", 4) + " thr" // then start_thread, outside the image
+	want := map[string]string{main: "hitcount: 3 n: 21", thread: "hitcount: 3 n: 27"}
+	if len(entries) != 2 || entries[main] != want[main] || entries[thread] != want[thread] {
+		t.Fatalf("entries %q, want %q\n%s", entries, want, stdout)
+	}
+}

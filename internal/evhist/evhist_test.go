@@ -29,6 +29,7 @@ func TestParseInfo(t *testing.T) {
 		{"keys=n:ts0=common_timestamp.usecs", "hist:keys=n:vals=hitcount:ts0=common_timestamp.usecs:sort=hitcount:size=2048:clock=mono"},
 		{"keys=n:d=common_timestamp-$ts0+5:onmatch(g.ev).trace(lat,$d)", "hist:keys=n:vals=hitcount:d=common_timestamp-$ts0+5:sort=hitcount:size=2048:clock=mono:onmatch(g.ev).trace(lat,$d)"},
 		{"keys=n:d=size-$x:onmatch(g.ev).lat($d,$x)", "hist:keys=n:vals=hitcount:d=size-$x:sort=hitcount:size=2048:onmatch(g.ev).trace(lat,$d,$x)"},
+		{"keys=stacktrace,size.log2", "hist:keys=stacktrace,size.log2:vals=hitcount:sort=hitcount:size=2048"},
 		{"keys=__probe_ip.sym-offset:pause", "hist:keys=__probe_ip.sym-offset:vals=hitcount:sort=hitcount:size=2048"},
 	} {
 		s, err := Parse(c.in, fs)
@@ -75,7 +76,8 @@ func TestParseInfo(t *testing.T) {
 		{"keys=size:onmatch(g.ev.trace(x,$y)", "Invalid subsystem or event name"},
 		{"keys=size:onmatch(g.ev).save(size)", "Handler doesn't support action"},
 		{"keys=size:bogus", "Invalid attribute"},
-		{"keys=stacktrace", "Stack trace keys are not supported yet"},
+		{"keys=size:vals=stacktrace", "Couldn't find field"},
+		{"keys=stacktrace.hex", "Invalid field modifier"},
 		{"keys=common_timestamp.usecs,size.usecs", "Invalid field modifier"},
 	} {
 		_, err := Parse(c.in, fs)

@@ -131,12 +131,18 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 		if f.Comm {
 			e[3] |= 4
 		}
+		if f.Stack {
+			e[3] |= 8
+		}
 		le.PutUint16(e[4:], uint16(f.Off))
 		le.PutUint16(e[6:], uint16(f.Words()))
 		switch f.Mod {
 		case ModBuckets:
 			le.PutUint64(e[8:], f.Buckets)
 		case ModSym, ModSymOffset:
+			le.PutUint64(e[8:], s.SymLimit)
+		}
+		if f.Stack {
 			le.PutUint64(e[8:], s.SymLimit)
 		}
 		b = append(b, e[:]...)
@@ -228,10 +234,14 @@ func checkProgram(p []byte, top bool) (words, used int, err error) {
 	for i := 0; i < nf; i++ {
 		e := p[progHeader+i*progField:]
 		w := int(le.Uint16(e[6:]))
-		if evfilter.Source(e[0]) > SrcTimestamp || Modifier(e[1]) > ModUsecs || e[2] == 0 || e[2] > 8 {
+		if evfilter.Source(e[0]) > SrcStack || Modifier(e[1]) > ModUsecs || e[2] == 0 || e[2] > 8 {
 			return 0, 0, errProgram
 		}
-		if e[3]&2 != 0 && (i >= nk || (w != StringKeyLen/8 && w != CommLen/8)) || e[3]&2 == 0 && w != 1 {
+		stack := e[3]&8 != 0
+		if stack != (evfilter.Source(e[0]) == SrcStack) || stack && (i >= nk || w != StackDepth || e[3] != 8) {
+			return 0, 0, errProgram
+		}
+		if !stack && (e[3]&2 != 0 && (i >= nk || (w != StringKeyLen/8 && w != CommLen/8)) || e[3]&2 == 0 && w != 1) {
 			return 0, 0, errProgram
 		}
 		if Modifier(e[1]) == ModBuckets && le.Uint64(e[8:]) == 0 {

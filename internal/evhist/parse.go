@@ -33,6 +33,9 @@ func (m Modifier) String() string { return modNames[m] }
 // SrcTimestamp is common_timestamp: the hit's time in nanoseconds (the trace clock).
 const SrcTimestamp = evfilter.SrcRetIP + 1
 
+// SrcStack is the stacktrace key: the user stack of the hit.
+const SrcStack = SrcTimestamp + 1
+
 // Sizes and limits (the kernel's TRACING_MAP_* where it has one).
 const (
 	MaxKeys      = 3
@@ -46,6 +49,9 @@ const (
 	MaxBits      = 17
 	StringKeyLen = 256 // MAX_FILTER_STR_VAL: a string key's bytes, NUL-padded
 	CommLen      = 16
+	// StackDepth is the frames of a stacktrace key (HIST_STACKTRACE_DEPTH): the
+	// innermost ones in the image, zero after the last.
+	StackDepth = 16
 )
 
 // Field is one key or value of a histogram.
@@ -59,11 +65,14 @@ type Field struct {
 	Signed  bool
 	String  bool // a string fetcharg (__data_loc) or comm
 	Comm    bool // the thread's name
+	Stack   bool // the stacktrace key
 }
 
 // Words is the key words the field takes.
 func (f *Field) Words() int {
 	switch {
+	case f.Stack:
+		return StackDepth
 	case f.Comm:
 		return CommLen / 8
 	case f.String:
@@ -371,7 +380,14 @@ func parseField(text string, fields []evfilter.Field, key bool) (Field, error) {
 		f.Name, f.Src, f.Size = name, SrcTimestamp, 8
 		return f, nil
 	case "common_stacktrace", "stacktrace":
-		return f, errf(text, "Stack trace keys are not supported yet")
+		if !key {
+			return f, errf(text, "Couldn't find field")
+		}
+		if f.Mod != ModNone {
+			return f, errf(text, "Invalid field modifier")
+		}
+		f.Name, f.Src, f.Size, f.Stack = name, SrcStack, 8, true
+		return f, nil
 	}
 	var ef *evfilter.Field
 	for i := range fields {
@@ -485,10 +501,20 @@ func (s *Spec) Same(o *Spec) bool {
 }
 
 // NeedsSymbols says whether printing the histogram names addresses (.sym,
-// .sym-offset keys).
+// .sym-offset and stacktrace keys).
 func (s *Spec) NeedsSymbols() bool {
 	for i := range s.Keys {
-		if s.Keys[i].Mod == ModSym || s.Keys[i].Mod == ModSymOffset {
+		if s.Keys[i].Mod == ModSym || s.Keys[i].Mod == ModSymOffset || s.Keys[i].Stack {
+			return true
+		}
+	}
+	return false
+}
+
+// HasStack says whether a key is the stacktrace (the hit's stack is walked).
+func (s *Spec) HasStack() bool {
+	for i := range s.Keys {
+		if s.Keys[i].Stack {
 			return true
 		}
 	}

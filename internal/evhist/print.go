@@ -182,7 +182,10 @@ func (s *Spec) Print(w io.Writer, t *Table, sym Symbolizer) {
 			}
 			s.printKey(&b, &s.Keys[k], e, e.Key[off[k]:off[k]+s.Keys[k].Words()], sym)
 		}
-		b.WriteString(" }")
+		if !s.Keys[len(s.Keys)-1].Stack { // a stack's last line ends it
+			b.WriteByte(' ')
+		}
+		b.WriteString("}")
 		if !s.NoHitcount {
 			fmt.Fprintf(&b, " hitcount: %10d", e.Hitcount)
 		}
@@ -204,6 +207,22 @@ func (s *Spec) Print(w io.Writer, t *Table, sym Symbolizer) {
 
 func (s *Spec) printKey(b *bytes.Buffer, f *Field, e *Entry, words []uint64, sym Symbolizer) {
 	name := f.Name
+	if f.Stack { // the kernel's hist_trigger_stacktrace_print: one %pS a line
+		b.WriteString(name + ":\n")
+		for _, pc := range words {
+			if pc == 0 {
+				break
+			}
+			str := fmt.Sprintf("0x%x", pc)
+			if sym != nil {
+				if n, o, sz, ok := sym(pc); ok {
+					str = fmt.Sprintf("%s+0x%x/0x%x", n, o, sz)
+				}
+			}
+			fmt.Fprintf(b, "%9c%s\n", ' ', str)
+		}
+		return
+	}
 	if f.String {
 		fmt.Fprintf(b, "%s: %-50s", name, keyString(words))
 		return

@@ -557,7 +557,7 @@ func (g *gen) makeTriggers() error {
 		de.CtlSlots = cslots
 		for _, td := range p.Triggers {
 			de.Triggers = append(de.Triggers, td.String())
-			if td.Cmd == evtrigger.StackTrace && g.tables.Unwind == nil {
+			if (td.Cmd == evtrigger.StackTrace || (td.Hist != nil && td.Hist.HasStack())) && g.tables.Unwind == nil {
 				rows, base, err := unwindTable(g.f)
 				if rows == nil {
 					return fmt.Errorf("%s/%s: trigger %q: %w", p.Def.Group, p.Def.Event, td.Text, err)

@@ -458,6 +458,8 @@ struct kprw_fenv {
 	u64 ip, ret_ip, bias;
 	u64 ts;              /* the hit's time (common_timestamp: hist triggers) */
 	const char *comm;
+	const struct pt_regs *regs; /* the hit's registers (stacktrace keys), NULL: none */
+	int fast;            /* kprw_fast_ok for the stack walk's reads */
 };
 #define KPRW_FNEED_CPU 1
 #define KPRW_FNEED_COMM 2

@@ -19,7 +19,8 @@
 #define MAX_TABLE_BYTES (64ull << 20)
 #define SPIN 4096 /* waits for a bucket being filled before looking further */
 
-enum { SrcData, SrcPID, SrcCPU, SrcComm, SrcType, SrcZero, SrcIP, SrcRetIP, SrcTS };
+enum { SrcData, SrcPID, SrcCPU, SrcComm, SrcType, SrcZero, SrcIP, SrcRetIP, SrcTS, SrcStack };
+#define STACK_WORDS 16 /* evhist.StackDepth */
 enum { ModNone, ModHex, ModSym, ModSymOffset, ModExecname, ModSyscall, ModLog2, ModBuckets, ModUsecs };
 
 static inline u32 rd16(const u8 *p) { return (u32)p[0] | (u32)p[1] << 8; }
@@ -58,9 +59,12 @@ static u64 check(const u8 *p, u32 len, int top, u32 *used, u64 *dsize, u64 *end)
 	for (u32 i = 0; i < nf; i++) {
 		const u8 *e = p + H_HDR + i * H_FIELD;
 		u32 w = rd16(e + 6);
-		if (e[0] > SrcTS || e[1] > ModUsecs || e[2] == 0 || e[2] > 8)
+		if (e[0] > SrcStack || e[1] > ModUsecs || e[2] == 0 || e[2] > 8)
 			return 0;
-		if ((e[3] & 2) ? (i >= nk || (w != STRING_WORDS && w != COMM_WORDS)) : w != 1)
+		int stack = (e[3] & 8) != 0;
+		if (stack != (e[0] == SrcStack) || (stack && (i >= nk || w != STACK_WORDS || e[3] != 8)))
+			return 0;
+		if (!stack && ((e[3] & 2) ? (i >= nk || (w != STRING_WORDS && w != COMM_WORDS)) : w != 1))
 			return 0;
 		if (e[1] == ModBuckets && rd64(e + 8) == 0)
 			return 0;
@@ -264,12 +268,30 @@ static inline u64 value(const struct kprw_hfield *f, const struct kprw_fenv *e)
 	return x;
 }
 
-/* a key's fields at this hit: numbers computed once, strings where they are */
+/* a key's fields at this hit: numbers computed once, strings where they are, the
+ * stack walked once */
 struct hkey {
 	u64 num[KPRW_HIST_MAXKEYS];
 	const u8 *str[KPRW_HIST_MAXKEYS];
 	u32 slen[KPRW_HIST_MAXKEYS];
+	u64 stack[STACK_WORDS];
 };
+
+/* stack_key walks the hit's stack into k->stack: the frames in the image as link-time
+ * addresses (the same entry in every run of a PIE), up to the first frame outside it,
+ * zero after */
+static void stack_key(const struct kprw_hfield *f, const struct kprw_fenv *e, struct hkey *k)
+{
+	u32 n = e->regs ? kprw_stack_walk(e->regs, k->stack, STACK_WORDS, e->fast) : 0, i = 0;
+	for (; i < n; i++) {
+		u64 pc = k->stack[i];
+		if (pc < e->bias || pc - e->bias >= f->arg)
+			break;
+		k->stack[i] = pc - e->bias;
+	}
+	for (; i < STACK_WORDS; i++)
+		k->stack[i] = 0;
+}
 
 static void key_at(const struct kprw_hist *h, const struct kprw_fenv *e, struct hkey *k)
 {
@@ -278,6 +300,10 @@ static void key_at(const struct kprw_hist *h, const struct kprw_fenv *e, struct 
 		k->num[i] = 0;
 		k->str[i] = NULL;
 		k->slen[i] = 0;
+		if (f->flags & 8) {
+			stack_key(f, e, k);
+			continue;
+		}
 		if (!(f->flags & 2)) {
 			k->num[i] = value(f, e);
 			continue;
@@ -311,6 +337,8 @@ static void key_at(const struct kprw_hist *h, const struct kprw_fenv *e, struct 
 /* kword is word w of key field i */
 static inline u64 kword(const struct hkey *k, const struct kprw_hfield *f, u32 i, u32 w)
 {
+	if (f->flags & 8)
+		return k->stack[w];
 	if (!(f->flags & 2))
 		return k->num[i];
 	u64 x = 0;

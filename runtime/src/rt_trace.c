@@ -775,6 +775,8 @@ static inline __attribute__((always_inline)) void filter_env(struct kprw_fenv *e
 	e->ret_ip = ret_ip;
 	e->bias = kprw_rt.bias;
 	e->cpu = (needs & KPRW_FNEED_CPU) ? kprw_cpu_fast() : 0;
+	e->regs = NULL;
+	e->fast = 0;
 }
 
 /* a record of up to this many bytes of data is fetched on the stack when its event has a
@@ -859,6 +861,8 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 	if (flt || cond) {
 		u32 needs = (flt ? flt->needs : 0) | (tg ? tg->needs : 0);
 		filter_env(&fe, needs, w.tid, w.comm, ev->id, kprw_rt.points[p->point].site + kprw_rt.bias, ret_ip, w.now);
+		fe.regs = regs; /* stacktrace keys */
+		fe.fast = fast;
 		if (!once && dlen <= sizeof tmp && kprw_rt.ev_fixed) {
 			if (dlen && kprw_rt.ev_plan && kprw_rt.ev_plan[p->event].n != ~0u && elen == 0)
 				kprw_fetch_plan_run(&kprw_rt.ev_plan[p->event], regs, tmp, fast);

@@ -7,6 +7,13 @@
 struct kprw_rt kprw_rt;
 struct kprw_stats kprewrite_rt_stats;
 
+/* the check never walks a stack (stacktrace keys: src/rt_stack.c) */
+u32 kprw_stack_walk(const struct pt_regs *regs, u64 *out, u32 max, int fast)
+{
+	(void)regs, (void)out, (void)max, (void)fast;
+	return 0;
+}
+
 static u8 in[1 << 22], out[1 << 16];
 
 int main(int argc, char **argv)

@@ -7,6 +7,8 @@
  *   hit N ROUNDS     averaged over every call of every round (the trace file's pages
  *                    allocated as a user's run allocates them), and the best round:
  *                    "avg H best H bare W sum S"
+ *   hit N ROUNDS D   the same with target() called D frames deep (target, the loop's
+ *                    function, D-3 recursive calls, main), for stacktrace triggers
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,12 +27,12 @@ static double now(void)
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-int main(int argc, char **argv)
+static long n, s;
+static int rounds;
+static double best_t = 1e30, best_w = 1e30, best_hit = 1e30, sum_t = 0, sum_w = 0;
+
+__attribute__((noinline)) static void run(void)
 {
-	long n = argc > 1 ? atol(argv[1]) : 1000000;
-	int rounds = argc > 2 ? atoi(argv[2]) : 3;
-	long s = 0;
-	double best_t = 1e30, best_w = 1e30, best_hit = 1e30, sum_t = 0, sum_w = 0;
 	for (int round = 0; round < rounds; round++) {
 		double t0 = now();
 		for (long i = 0; i < n; i++)
@@ -48,6 +50,26 @@ int main(int argc, char **argv)
 		if ((t2 - t1 - (t1 - t0)) / n < best_hit)
 			best_hit = (t2 - t1 - (t1 - t0)) / n;
 	}
+}
+
+__attribute__((noinline)) static void descend(int d)
+{
+	if (d <= 0)
+		run();
+	else
+		descend(d - 1);
+	__asm__ volatile("" ::: "memory"); /* not a tail call: a frame each */
+}
+
+int main(int argc, char **argv)
+{
+	n = argc > 1 ? atol(argv[1]) : 1000000;
+	rounds = argc > 2 ? atoi(argv[2]) : 3;
+	int depth = argc > 3 ? atoi(argv[3]) : 0;
+	if (depth > 3)
+		descend(depth - 3);
+	else
+		run();
 	if (argc > 2)
 		printf("avg %.2f best %.2f bare %.2f sum %ld\n", (sum_t - sum_w) / ((double)n * rounds), best_hit,
 		       sum_w / ((double)n * rounds), s);

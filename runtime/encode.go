@@ -152,6 +152,31 @@ func (e *Encoded) CounterAddr(counters uint64, i, j int) uint64 {
 // trace files.
 const CounterPairSize = 16
 
+// UnwindBlock is the pc range of an entry of the unwind table's lookup index (the
+// kernel's LOOKUP_BLOCK_SIZE).
+const UnwindBlock = 256
+
+// UnwindLookup is the index after the unwind rows (kprewrite_abi.h): for block b of
+// UnwindBlock bytes, the last row whose pc is at most b*UnwindBlock (0 when none), one
+// entry per block up to the last row's, plus one; a walk searches rows
+// [lookup[b], lookup[b+1]] instead of all of them.
+func UnwindLookup(rows []RawUnwind) []uint32 {
+	if len(rows) == 0 {
+		return nil
+	}
+	n := int(rows[len(rows)-1].PC/UnwindBlock) + 2
+	out := make([]uint32, n)
+	k := 0
+	for b := range out {
+		start := uint64(b) * UnwindBlock
+		for k+1 < len(rows) && uint64(rows[k+1].PC) <= start {
+			k++
+		}
+		out[b] = uint32(k)
+	}
+	return out
+}
+
 // CountersSize is the size of the counter window of nprobes probes: whole pages, so
 // that the runtime can map the trace file's counters over it.
 func CountersSize(nprobes int) uint64 {
@@ -249,7 +274,8 @@ func (t *Tables) Prepare() (*Encoded, error) {
 	if len(t.Unwind) > math.MaxUint32/2 {
 		return nil, fmt.Errorf("%w: too many unwind rows", ErrTables)
 	}
-	off += uint64(len(t.Unwind)) * UnwindSize
+	off += uint64(len(t.Unwind))*UnwindSize + uint64(len(UnwindLookup(t.Unwind)))*4
+	off = (off + 7) &^ 7
 	e.strOff = off
 	// the strings in the order Encode asks for them
 	if t.TracePath != "" {
@@ -404,6 +430,10 @@ func (e *Encoded) Encode(roBase, stateBase uint64) error {
 	}
 	if len(t.Unwind) > 0 {
 		put(t.Unwind)
+		put(UnwindLookup(t.Unwind))
+		for out.Len()%8 != 0 {
+			out.WriteByte(0)
+		}
 	}
 	if uint64(out.Len()) != e.strOff || e.strMissing {
 		return errChanged

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "f0319840371e021b9df5822316a049f9d4f23606da1b12c1ad5aa84c0d2b0af7"
+const ObjectSHA256 = "80f37e5b6807323b70aaa110818a8f391eeea7f8672aca2fdfeee79e1402a6eb"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

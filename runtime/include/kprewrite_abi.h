@@ -242,6 +242,9 @@ struct kprw_header {
  * pc: the CFA is rsp or rbp plus cfa_off, the return address is at CFA-8, and the
  * caller's rbp is unchanged (bp_off 0) or saved at CFA + 8*bp_off. A row whose cfa_reg
  * is KPRW_UW_UNDEF ends a walk (no FDE there, or a rule the walk cannot follow).
+ * The rows are followed by a lookup index (the kernel's orc_lookup): u32 per block of
+ * KPRW_UW_BLOCK bytes of pc, up to the last row's block plus one, the last row whose
+ * pc is at most the block's start; a pc in block b is in rows [idx[b], idx[b+1]].
  */
 struct kprw_unwind {
 	kprw_u32 pc;
@@ -253,6 +256,7 @@ struct kprw_unwind {
 #define KPRW_UW_SP 1
 #define KPRW_UW_BP 2
 #define KPRW_UW_BPLOST 0x80 /* the caller's rbp cannot be recovered here */
+#define KPRW_UW_BLOCK 256
 
 /*
  * Signal guard. A program that blocks SIGTRAP (sigfillset + pthread_sigmask), or that

@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 	rounds = argc > 2 ? atoi(argv[2]) : 3;
 	int depth = argc > 3 ? atoi(argv[3]) : 0;
 	if (depth > 3)
-		descend(depth - 3);
+		descend(depth - 4); /* D-3 frames of descend */
 	else
 		run();
 	if (argc > 2)

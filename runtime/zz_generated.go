@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "80f37e5b6807323b70aaa110818a8f391eeea7f8672aca2fdfeee79e1402a6eb"
+const ObjectSHA256 = "1171dfd78aef026c93e8f28d4409e492c29b6a453a31498be37d318579623a66"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -131,9 +131,6 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 		if f.Comm {
 			e[3] |= 4
 		}
-		if f.Stack {
-			e[3] |= 8
-		}
 		le.PutUint16(e[4:], uint16(f.Off))
 		le.PutUint16(e[6:], uint16(f.Words()))
 		switch f.Mod {
@@ -142,7 +139,8 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 		case ModSym, ModSymOffset:
 			le.PutUint64(e[8:], s.SymLimit)
 		}
-		if f.Stack {
+		if f.Stack { // frames in the image are kept as link-time addresses, as .sym keys
+			e[3] |= 8
 			le.PutUint64(e[8:], s.SymLimit)
 		}
 		b = append(b, e[:]...)

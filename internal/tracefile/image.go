@@ -50,11 +50,11 @@ func ReadImage(f *elfio.File) (*Image, error) {
 	return im, nil
 }
 
-// parseTables reads the header at hdrAddr and the tables it points at, all inside
-// data (the bytes of a section at address base).
 // headerSize168 is the size of the probe tables' header before the unwind table.
 const headerSize168 = 168
 
+// parseTables reads the header at hdrAddr and the tables it points at, all inside
+// data (the bytes of a section at address base).
 func parseTables(data []byte, base, hdrAddr uint64) (*Image, error) {
 	at := func(addr, size uint64) ([]byte, error) {
 		if addr < base || addr-base > uint64(len(data)) || size > uint64(len(data))-(addr-base) {

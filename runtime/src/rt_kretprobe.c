@@ -330,6 +330,27 @@ static inline int mine(const struct kprw_ri *r, u32 pid, u32 tid)
 	return r->pid != pid || r->ri.tid == tid;
 }
 
+/* real_inst is the instance of this thread's frame at word K that saved the real return
+ * address: a chain at K (several kretprobes on one function, or a tail call between
+ * probed functions) saved it in its oldest live instance, the newer ones saved the
+ * trampoline; among stale ones longjmp left, the live one is the newest. ~0u: none. */
+static u32 real_inst(uptr K, u32 pid, u32 tid)
+{
+	u64 tramp = (u64)(uptr)kprewrite_rt_rettramp;
+	u32 best = ~0u;
+	u64 bestseq = 0;
+	for (u32 g = 0; g < kprw_rt.ri_total; g++) {
+		u64 k = atomic_load(&kprw_rt.ri_keys[g]);
+		struct kprw_ri *r = inst(g, owner(g));
+		if (KEY_MATCH(k, K) && r->ri.entry_sp == K && mine(r, pid, tid) && r->ri.ret_addr != tramp &&
+		    (best == ~0u || r->seq > bestseq)) {
+			best = g;
+			bestseq = r->seq;
+		}
+	}
+	return best;
+}
+
 /* the unwind left frame K: its return event is lost */
 static void unwound(u32 g, u64 k)
 {
@@ -413,20 +434,7 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 		return URC_CONTINUE_UNWIND;
 	}
 
-	/* the real return address: a chain at K (several kretprobes on one function, or a
-	 * tail call between probed functions) saved it in its oldest instance, the newer ones
-	 * saved the trampoline */
-	u32 best = ~0u;
-	u64 bestseq = 0;
-	for (u32 g = 0; g < kprw_rt.ri_total; g++) {
-		u64 k = atomic_load(&keys[g]);
-		struct kprw_ri *r = inst(g, owner(g));
-		if (KEY_MATCH(k, K) && r->ri.entry_sp == K && mine(r, pid, tid) && r->ri.ret_addr != tramp &&
-		    (best == ~0u || r->seq > bestseq)) {
-			best = g;
-			bestseq = r->seq;
-		}
-	}
+	u32 best = real_inst(K, pid, tid);
 	if (best == ~0u) {
 		kprw_puts("kprewrite: an unwind reached a return probe's trampoline whose return address is lost: it stops there\n");
 		return URC_CONTINUE_UNWIND;
@@ -442,9 +450,8 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 }
 
 /* kprw_kretprobe_real_ret is the real return address of the return-probed frame whose
- * return-address word K holds the trampoline, for stack walks (rt_stack.c): the oldest
- * of this thread's live instances at K saved it (newer ones of a chain saved the
- * trampoline). 0 when none is found. Reads only: nothing is released. */
+ * return-address word K holds the trampoline, for stack walks (rt_stack.c): the hint's
+ * instance, else real_inst's. 0 when none is found. Reads only: nothing is released. */
 u64 kprw_kretprobe_real_ret(uptr K)
 {
 	u64 *keys = kprw_rt.ri_keys;
@@ -458,16 +465,6 @@ u64 kprw_kretprobe_real_ret(uptr K)
 			return (u64)(uptr)r->ri.ret_addr;
 	}
 	struct kprw_tctx *c = kprw_tctx_get();
-	u32 pid = kprw_pid(), tid = c ? kprw_tctx_tid(c) : kprw_gettid();
-	u64 ret = 0, bestseq = 0;
-	for (u32 g = 0; g < kprw_rt.ri_total; g++) {
-		u64 k = atomic_load(&keys[g]);
-		struct kprw_ri *r = inst(g, owner(g));
-		if (KEY_MATCH(k, K) && r->ri.entry_sp == K && mine(r, pid, tid) && r->ri.ret_addr != tramp &&
-		    (!ret || r->seq > bestseq)) {
-			ret = (u64)(uptr)r->ri.ret_addr;
-			bestseq = r->seq;
-		}
-	}
-	return ret;
+	u32 g = real_inst(K, kprw_pid(), c ? kprw_tctx_tid(c) : kprw_gettid());
+	return g == ~0u ? 0 : (u64)(uptr)inst(g, owner(g))->ri.ret_addr;
 }

@@ -3,7 +3,8 @@
  * The rewriter turns the image's .eh_frame into an ORC-like table (kprewrite_abi.h,
  * struct kprw_unwind): per pc range, the CFA is rsp or rbp plus an offset, the return
  * address is at CFA-8 and the caller's rbp is unchanged or saved at a known offset. A
- * frame costs a binary search and two or three fault-safe reads of the stack. A return
+ * frame costs a row lookup (a cache, else the lookup index and a short binary search)
+ * and two or three fault-safe reads of the stack. A return
  * address that is a return probe's trampoline is translated back to the real one (the
  * kernel's kretprobe_find_ret_addr). The walk stops at the first pc the table does not
  * cover (another object: libc's start-up, a signal frame), recording that pc. */

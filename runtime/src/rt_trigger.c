@@ -58,9 +58,9 @@ static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *coun
 			return 0;
 		const u8 *h = b + off;
 		u32 nt = rd16(h + 2), slot = rd32(h + 4), fl = rd32(h + 16);
-		int hist = h[0] == KPRW_TRIG_HIST;
-		if (((h[0] < KPRW_TRIG_TRACEON || h[0] > KPRW_TRIG_DISABLE) && !hist && h[0] != KPRW_TRIG_STACKTRACE) ||
-		    slot >= MAX_SLOTS || (h[0] == KPRW_TRIG_STACKTRACE && !(h[1] & 1)))
+		int hist = h[0] == KPRW_TRIG_HIST, stack = h[0] == KPRW_TRIG_STACKTRACE;
+		int known = (h[0] >= KPRW_TRIG_TRACEON && h[0] <= KPRW_TRIG_DISABLE) || hist || stack;
+		if (!known || slot >= MAX_SLOTS || (stack && !(h[1] & 1))) /* a stack needs its hit: post */
 			return 0;
 		off += TRIG_ENT;
 		if (nt > (len - off) / 4)

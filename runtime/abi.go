@@ -9,6 +9,10 @@ const (
 	// SymEntry is the new ELF entry point. It saves every register, runs start-up
 	// (kprewrite_rt_init), restores them and jumps to the header's OrigEntry.
 	SymEntry = "kprewrite_rt_entry"
+	// SymLibEntry is a rewritten shared library's DT_INIT: it runs start-up
+	// (kprewrite_rt_lib_init) and tail-calls the header's OrigEntry, the library's own
+	// DT_INIT, when there is one.
+	SymLibEntry = "kprewrite_rt_lib_entry"
 	// SymInit is the C start-up, uintptr_t kprewrite_rt_init(uintptr_t *initial_sp),
 	// returning the original entry's run-time address; for custom entry stubs.
 	SymInit = "kprewrite_rt_init"
@@ -54,6 +58,8 @@ type HeaderFlags uint32
 const (
 	HFDisableAll HeaderFlags = 0x1 // start with every probe disarmed
 	HFDebug      HeaderFlags = 0x2 // start-up reports to stderr
+	// HFLibrary: the image is a shared library; OrigEntry is its own DT_INIT (0: none).
+	HFLibrary HeaderFlags = 0x8
 	// HFFastRead: fetch arguments (or C handlers) read memory and the signal guard
 	// covers SIGSEGV and SIGBUS, so the runtime may read with its fault-catching copy.
 	HFFastRead HeaderFlags = 0x4

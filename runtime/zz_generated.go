@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "1171dfd78aef026c93e8f28d4409e492c29b6a453a31498be37d318579623a66"
+const ObjectSHA256 = "8ca8718108dc5badc172bbbed34eabdd3a4f6bd33d8fee9ec64ee8a8ea587bfe"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -262,11 +262,17 @@ func ordinalSuffix(n int) string {
 // ErrLibraryProbe refuses a rewrite with LIB:SITE definitions.
 var ErrLibraryProbe = errors.New("probes in shared libraries (LIB:SITE) cannot be rewritten yet; kprewrite check analyses them")
 
-// CheckRewritable refuses a rewrite whose probes would never fire: a shared library
-// as the input (ErrSharedLibrary), or a definition of library code (ErrLibraryProbe).
+// CheckRewritable refuses a rewrite whose probes would never fire: the dynamic loader
+// as the input (ErrDynamicLoader), a library whose dynamic section has no room for the
+// DT_INIT that starts its runtime (elfio.LibraryPatches), or a definition of library code (ErrLibraryProbe).
 func CheckRewritable(f *elfio.File, probes []Probe) error {
-	if f.IsSharedLibrary() {
-		return fmt.Errorf("%s: %w", f.Path, ErrSharedLibrary)
+	if f.IsDynamicLoader() {
+		return fmt.Errorf("%s: %w", f.Path, ErrDynamicLoader)
+	}
+	if f.IsSharedLibrary() && len(probes) > 0 {
+		if _, _, err := f.LibraryPatches(0); err != nil {
+			return err
+		}
 	}
 	for _, p := range probes {
 		if p.Def != nil && p.Def.Lib != "" {

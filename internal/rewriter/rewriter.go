@@ -68,7 +68,10 @@ type Options struct {
 	Int3Step    bool
 	SkipRefused bool   // leave out probes the analysis refuses (Result.Refused) instead of failing
 	TracePath   string // default trace file written into the image ("" = none unless KPREWRITE_TRACE)
-	TraceSize   uint64 // record area of a new trace file (0 = the runtime's default)
+	// Needed: libraries the program loads from other files (the rewritten copies of
+	// the libraries its LIB:SITE definitions name), through a new dynamic string table.
+	Needed    []elfio.Needed
+	TraceSize uint64 // record area of a new trace file (0 = the runtime's default)
 	// Disable registers events disabled, with KPREWRITE_DISABLE's syntax: "all", "ev",
 	// "grp/ev", "grp/*".
 	Disable   []string
@@ -101,6 +104,7 @@ const (
 	SymDesc       = "kprewrite_desc"       // the image description
 	SymProbeState = "kprewrite_probe_state"
 	SymCounters   = "kprewrite_counters" // the counter window (kprt.RawHeader.Counters)
+	SymDynstr     = "kprewrite_dynstr"   // the dynamic string table with the library copies' paths
 	SymSlotPrefix = "kprewrite_slot."
 	// SymDetourPrefix names the detour buffer of a jump-optimized probe.
 	SymDetourPrefix = "kprewrite_detour."
@@ -115,10 +119,9 @@ const (
 
 const areaAlign = 64
 
-// ErrSharedLibrary refuses a shared object as the input of a rewrite: its probes would
-// never fire, since the runtime starts from the program's entry point, which the
-// loader does not run for a library.
-var ErrSharedLibrary = errors.New("is a shared library: rewriting one is not supported yet (its runtime would never start, so its probes would never fire); kprewrite check analyses it, and check -e 'p:ev LIB:SYMBOL' PROGRAM its probes as a program loads it")
+// ErrDynamicLoader refuses the dynamic loader as the input of a rewrite: it relocates
+// itself and runs no DT_INIT, so a runtime in it would never start.
+var ErrDynamicLoader = errors.New("is the dynamic loader: it cannot be rewritten (it runs no DT_INIT, so its runtime would never start and its probes never fire)")
 
 // Rewrite installs the probes into f and returns the new image. The same input,
 // probes and options always give the same bytes.
@@ -127,7 +130,10 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 		return nil, err
 	}
 	if len(probes) == 0 {
-		return rewriteNoProbes(f)
+		if f.IsSharedLibrary() {
+			return &Result{Image: f.Copy()}, nil // no entry point to take over
+		}
+		return rewriteNoProbes(f, opt)
 	}
 	b := opt.Analysis
 	if b == nil {
@@ -161,14 +167,23 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 	// (and the hash and the output, which release as they go)
 	f.ReleasePages(f.Data)
 	plan.Sites = nil // each request's analysis: not read past planning (12 MB for node)
-	g := &gen{f: f, b: b, opt: opt, probes: probes, plan: plan, excl: excl}
+	g := &gen{f: f, b: b, opt: opt, probes: probes, plan: plan, excl: excl, library: f.IsSharedLibrary()}
 	return g.run()
 }
 
 // rewriteNoProbes adds the new segments with an entry stub that only jumps to the
 // original entry: the rewritten program behaves exactly like the original.
-func rewriteNoProbes(f *elfio.File) (*Result, error) {
-	layout, err := f.PlanLayout(trampolines.EntryStubLen, 0, 0, 0)
+func rewriteNoProbes(f *elfio.File, opt Options) (*Result, error) {
+	var needed *elfio.NeededPlan
+	var rodata []byte
+	if len(opt.Needed) > 0 {
+		var err error
+		if needed, err = f.PlanNeeded(opt.Needed); err != nil {
+			return nil, err
+		}
+		rodata = needed.Bytes
+	}
+	layout, err := f.PlanLayout(trampolines.EntryStubLen, uint64(len(rodata)), 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -177,10 +192,20 @@ func rewriteNoProbes(f *elfio.File) (*Result, error) {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	entry := layout.TextAddr
+	syms := []elfio.NewSymbol{{Name: SymEntryStub, Section: elfio.SecText, Size: uint64(len(stub)), Func: true, Global: true}}
+	var patches []elfio.Patch
+	if needed != nil {
+		if patches, err = needed.Patches(layout.RodataAddr); err != nil {
+			return nil, err
+		}
+		syms = append(syms, elfio.NewSymbol{Name: SymDynstr, Section: elfio.SecRodata, Size: uint64(len(rodata))})
+	}
 	img, err := f.Rewrite(&elfio.Addition{
 		Layout:  layout,
 		Text:    stub,
-		Symbols: []elfio.NewSymbol{{Name: SymEntryStub, Section: elfio.SecText, Size: uint64(len(stub)), Func: true, Global: true}},
+		Rodata:  rodata,
+		Symbols: syms,
+		Patches: patches,
 		Entry:   &entry,
 	})
 	if err != nil {
@@ -191,12 +216,14 @@ func rewriteNoProbes(f *elfio.File) (*Result, error) {
 
 // gen holds one rewrite with probes.
 type gen struct {
-	f      *elfio.File
-	b      *analysis.Binary
-	opt    Options
-	probes []Probe
-	plan   *patch.Plan
-	excl   []patch.Range // --exclude
+	f          *elfio.File
+	library    bool          // f is a shared library: the runtime starts from its DT_INIT
+	libPatches []elfio.Patch // library: its DT_INIT and DT_FLAGS_1 (elfio.LibraryPatches)
+	b          *analysis.Binary
+	opt        Options
+	probes     []Probe
+	plan       *patch.Plan
+	excl       []patch.Range // --exclude
 
 	events  []kprt.Event
 	evOf    []int // per probe (request): index in events, -1 when refused
@@ -274,6 +301,14 @@ func (g *gen) run() (*Result, error) {
 	descArea := rodata.add(SymDesc, uint64(len(descBytes)), 1)
 	tablesArea := rodata.add(SymTables, tablesSize, areaAlign)
 	rtRodata := rodata.add("", rs.Rodata, areaAlign)
+	var needed *elfio.NeededPlan
+	var dynstrArea *area
+	if len(g.opt.Needed) > 0 {
+		if needed, err = f.PlanNeeded(g.opt.Needed); err != nil {
+			return nil, err
+		}
+		dynstrArea = rodata.add(SymDynstr, uint64(len(needed.Bytes)), 8)
+	}
 	text := &areaSection{name: elfio.SecText, fill: trampolines.Int3}
 	rtText := text.add("", rs.Text, 1)
 	slotsArea := text.add("", g.slots.Size(), areaAlign)
@@ -341,6 +376,15 @@ func (g *gen) run() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var neededPatches []elfio.Patch
+	if needed != nil {
+		if err := rodata.put(dynstrArea, needed.Bytes); err != nil {
+			return nil, err
+		}
+		if neededPatches, err = needed.Patches(rodata.at(dynstrArea)); err != nil {
+			return nil, err
+		}
+	}
 	enc.RO = nil // in rodataBytes now
 	hdrRel, ok := out.Addr(kprt.SymHdrRel)
 	if !ok {
@@ -370,6 +414,18 @@ func (g *gen) run() (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("runtime object has no %s", kprt.SymEntry)
 	}
+	newEntry := &entry
+	if g.library {
+		// a library's runtime starts from its DT_INIT, which then calls the original
+		libEntry, ok := out.Addr(kprt.SymLibEntry)
+		if !ok {
+			return nil, fmt.Errorf("runtime object has no %s", kprt.SymLibEntry)
+		}
+		if g.libPatches, _, err = f.LibraryPatches(libEntry); err != nil {
+			return nil, err
+		}
+		newEntry = nil
+	}
 
 	var ehHdr []byte
 	if eh != nil {
@@ -379,6 +435,10 @@ func (g *gen) run() (*Result, error) {
 	}
 
 	patches := g.plan.Commit()
+	if g.library || needed != nil {
+		patches = append(append(patches, g.libPatches...), neededPatches...)
+		sort.Slice(patches, func(i, j int) bool { return patches[i].Addr < patches[j].Addr })
+	}
 	// Return probes replace return addresses, and a detour may resume through iretq
 	// (a redirecting handler): both are incompatible with a CET shadow stack.
 	if g.anyRet || g.dcrs.anyDetour {
@@ -389,12 +449,15 @@ func (g *gen) run() (*Result, error) {
 		patches = append(patches, ps...)
 		sort.Slice(patches, func(i, j int) bool { return patches[i].Addr < patches[j].Addr })
 	}
-	syms := g.newSymbols(out, symPlaces{rtRodata: rtRodata.off, slots: slotsArea.off, dcrs: dcrsArea.off,
-		areas: []elfio.NewSymbol{
-			rodata.symbol(descArea), rodata.symbol(tablesArea), bss.symbol(stateArea),
-			// the window, not its area: the area has a page of slack before it
-			{Name: SymCounters, Section: bss.name, Offset: g.tables.Counters - bss.addr, Size: windowSize},
-		}})
+	areaSyms := []elfio.NewSymbol{
+		rodata.symbol(descArea), rodata.symbol(tablesArea), bss.symbol(stateArea),
+		// the window, not its area: the area has a page of slack before it
+		{Name: SymCounters, Section: bss.name, Offset: g.tables.Counters - bss.addr, Size: windowSize},
+	}
+	if needed != nil {
+		areaSyms = append(areaSyms, rodata.symbol(dynstrArea))
+	}
+	syms := g.newSymbols(out, symPlaces{rtRodata: rtRodata.off, slots: slotsArea.off, dcrs: dcrsArea.off, areas: areaSyms})
 	img, err := f.Rewrite(&elfio.Addition{
 		Layout: layout,
 		Text:   textBytes,
@@ -405,7 +468,7 @@ func (g *gen) run() (*Result, error) {
 		EHFrameHdr: ehHdr,
 		Symbols:    append(syms, g.hookSymbols(hooksArea.off)...),
 		Patches:    patches,
-		Entry:      &entry,
+		Entry:      newEntry,
 	})
 	if err != nil {
 		return nil, err
@@ -586,6 +649,16 @@ func matchesAny(tokens []string, group, event string) bool {
 func (g *gen) makeTables() error {
 	f, pl := g.f, g.plan
 	g.tables.OrigEntry = f.Entry
+	if g.library {
+		// the library's own DT_INIT (0: none), which the runtime's calls after start-up;
+		// (the patches are made once the runtime's entry has its address)
+		_, old, err := f.LibraryPatches(0)
+		if err != nil {
+			return err
+		}
+		g.tables.OrigEntry = old
+		g.tables.Flags |= kprt.HFLibrary
+	}
 	g.tables.Events = g.events
 	g.tables.TracePath = g.opt.TracePath
 	g.tables.TraceSize = g.opt.TraceSize

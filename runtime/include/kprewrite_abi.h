@@ -104,6 +104,9 @@ typedef unsigned long long kprw_u64;
 /* kprw_header.flags */
 #define KPRW_HF_DISABLE_ALL KPRW_U(0x1) /* rewrite-time: start with every probe disarmed */
 #define KPRW_HF_DEBUG KPRW_U(0x2)       /* print what init did to stderr */
+/* the image is a shared library: its runtime starts from its DT_INIT
+ * (kprewrite_rt_lib_entry) and orig_entry is the library's own DT_INIT (0: none) */
+#define KPRW_HF_LIBRARY KPRW_U(0x8)
 /* Fetch arguments (or C handlers' kprewrite_copy_nofault) read memory, and the rewriter
  * arranged the signal guard for SIGSEGV and SIGBUS: the GOT words of the program's signal
  * functions are listed (dynamic), or every signal function of its C library, sigaction's

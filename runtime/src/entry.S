@@ -23,6 +23,20 @@ kprw_orig_entry:
 
 	.text
 /*
+ * The entry mark, the 16 bytes right before kprewrite_rt_entry: a rewritten library's
+ * runtime, which starts before the program's entry point, reads them at AT_ENTRY - 16
+ * to learn whether the executable is a rewritten program too and where its tables are,
+ * so that one trace file takes every image's records (rt_init.c, exe_tables).
+ */
+	.balign 16
+	.type kprw_entry_mark,@object
+	.size kprw_entry_mark,16
+kprw_entry_mark:
+	.ascii "KPRWENTR"
+	.long kprewrite_rt_hdr_rel - .	/* from this word */
+	.long 0
+
+/*
  * kprewrite_rt_entry: the ELF entry point of a rewritten program.
  * At process entry %rsp points at argc and %rdx holds the dynamic linker's fini
  * function (or 0); every register and the flags are kept for the original entry.
@@ -81,6 +95,32 @@ kprewrite_rt_entry:
 	popfq
 	jmp *kprw_orig_entry(%rip)
 	.size kprewrite_rt_entry, .-kprewrite_rt_entry
+
+/*
+ * kprewrite_rt_lib_entry: the DT_INIT of a rewritten shared library, called by the
+ * dynamic loader (at start-up, before the program's entry point, or in dlopen) as
+ * init(argc, argv, envp) after the library is relocated and before its constructors.
+ * Calls kprewrite_rt_lib_init(argc, argv, envp), which returns the library's original
+ * DT_INIT (run-time address) or 0, and tail-calls it with the same arguments.
+ */
+	.globl kprewrite_rt_lib_entry
+	.hidden kprewrite_rt_lib_entry
+	.type kprewrite_rt_lib_entry,@function
+	.balign 16
+kprewrite_rt_lib_entry:
+	pushq %rdi
+	pushq %rsi
+	pushq %rdx		/* %rsp is now 16-byte aligned */
+	cld
+	call kprewrite_rt_lib_init
+	popq %rdx
+	popq %rsi
+	popq %rdi
+	testq %rax, %rax
+	jz 1f
+	jmp *%rax
+1:	ret
+	.size kprewrite_rt_lib_entry, .-kprewrite_rt_lib_entry
 
 /* kprw_restorer: SA_RESTORER for our signal handler. */
 	.globl kprw_restorer

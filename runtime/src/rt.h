@@ -34,6 +34,10 @@ typedef unsigned long uptr;
 #define SYS_sched_yield 24
 #define SYS_madvise 28
 #define SYS_getpid 39
+#define SYS_getuid 102
+#define SYS_getgid 104
+#define SYS_geteuid 107
+#define SYS_getegid 108
 #define SYS_exit_group 231
 #define SYS_flock 73
 #define SYS_ftruncate 77
@@ -44,6 +48,7 @@ typedef unsigned long uptr;
 #define SYS_sched_getaffinity 204
 #define SYS_process_vm_readv 310
 #define SYS_openat 257
+#define O_RDONLY 0
 
 static inline long sys0(long n)
 {
@@ -191,6 +196,8 @@ struct kprw_rt {
 	int init_done;
 	u64 hwcap2;        /* AT_HWCAP2 */
 	u64 at_base;       /* AT_BASE: the dynamic linker's load address (0: static) */
+	u64 at_entry;      /* AT_ENTRY: the executable's entry point */
+	u32 library;       /* started from a shared library's DT_INIT (kprewrite_rt_lib_init) */
 	u32 keymode;       /* KPRW_KEY_*: how rt_thread.c finds the thread pointer */
 	u32 has_rdpid;     /* CPUID: rdpid reads the CPU number in ~1 ns */
 	u32 tsc_ok;        /* CPUID: invariant TSC, timestamps extrapolate from it */

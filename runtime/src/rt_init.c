@@ -34,6 +34,7 @@ struct kprw_stats kprewrite_rt_stats __attribute__((visibility("hidden")));
 #define AT_HWCAP2 26
 #define AT_BASE 7
 #define AT_MINSIGSTKSZ 51
+#define AT_ENTRY 9
 
 static const char *getenv_(char **envp, const char *name)
 {
@@ -498,22 +499,136 @@ static void install_sigtrap(void)
 	sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&set, 0, 8);
 }
 
-/* kprewrite_rt_init runs the start-up and returns the run-time address of the original
- * entry point. initial_sp points at argc (the process entry stack). Safe to call twice. */
-__attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
+static void aux_value(uptr type, uptr val)
 {
-	const struct kprw_header *h;
-	long rel = kprewrite_rt_hdr_rel;
+	if (type == AT_SECURE)
+		kprw_rt.secure = val != 0;
+	else if (type == AT_HWCAP2)
+		kprw_rt.hwcap2 = val;
+	else if (type == AT_BASE)
+		kprw_rt.at_base = val;
+	else if (type == AT_MINSIGSTKSZ && val < (1u << 20))
+		kprw_rt.minsigstk = (u32)val;
+	else if (type == AT_ENTRY)
+		kprw_rt.at_entry = val;
+}
 
+/* own_header finds this image's tables (PC-relatively, through kprewrite_rt_hdr_rel)
+ * and sets the load bias. */
+static const struct kprw_header *own_header(void)
+{
+	long rel = kprewrite_rt_hdr_rel;
 	if (rel == 0)
 		kprw_fatal("runtime not linked to its tables (kprewrite_rt_hdr_rel is 0) at",
 			   (unsigned long)&kprewrite_rt_hdr_rel);
-	h = (const struct kprw_header *)((uptr)&kprewrite_rt_hdr_rel + rel);
+	const struct kprw_header *h = (const struct kprw_header *)((uptr)&kprewrite_rt_hdr_rel + rel);
 	if (h->magic != KPRW_MAGIC || h->version != KPRW_VERSION || h->header_size != sizeof *h)
 		kprw_fatal("bad kprewrite table header at", (unsigned long)h);
 	kprw_rt.bias = (u64)(uptr)h - h->self;
+	return h;
+}
+
+static void start(const struct kprw_header *h, char **envp);
+
+/* kprewrite_rt_init runs the start-up of a rewritten program and returns the run-time
+ * address of the original entry point. initial_sp points at argc (the process entry
+ * stack). Safe to call twice. */
+__attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
+{
+	const struct kprw_header *h = own_header();
 	if (kprw_rt.init_done)
 		return RT_ADDR(h->orig_entry);
+	/* argc, argv, envp, auxv */
+	char **envp = NULL;
+	if (initial_sp) {
+		uptr argc = initial_sp[0];
+		envp = (char **)(initial_sp + 1 + argc + 1);
+		uptr *av = (uptr *)envp;
+		while (*av)
+			av++;
+		for (av++; av[0] != AT_NULL; av += 2)
+			aux_value(av[0], av[1]);
+	}
+	start(h, envp);
+	return RT_ADDR(h->orig_entry);
+}
+
+/* read_auxv reads the process's auxiliary vector from /proc/self/auxv: a library's
+ * start-up has no view of the initial stack (the environment it is given may be a copy
+ * the program made). Without /proc (a bare chroot), AT_SECURE is inferred from the
+ * real and effective ids, as glibc's own fallback does. */
+static void read_auxv(void)
+{
+	uptr buf[128];
+	int got = 0;
+	long fd = sys3(SYS_open, (long)"/proc/self/auxv", O_RDONLY | 02000000 /* O_CLOEXEC */, 0);
+	if (fd >= 0) {
+		long n, off = 0;
+		while (off < (long)sizeof buf && (n = sys3(SYS_read, fd, (long)buf + off, (long)sizeof buf - off)) > 0)
+			off += n;
+		sys1(SYS_close, fd);
+		for (long i = 0; i + 1 < off / 8 && buf[i] != AT_NULL; i += 2, got = 1)
+			aux_value(buf[i], buf[i + 1]);
+	}
+	if (!got)
+		kprw_rt.secure = sys0(SYS_getuid) != sys0(SYS_geteuid) || sys0(SYS_getgid) != sys0(SYS_getegid);
+}
+
+/* exe_trace finds the tables of the program's executable when it is a rewritten
+ * program too (its entry point, AT_ENTRY, is a runtime's kprewrite_rt_entry, preceded
+ * by the entry mark of src/entry.S) and copies its default trace file and size: a
+ * library's runtime starts before the executable's, and both must write one file.
+ * Every read is a system call that cannot fault: the entry may be anything. */
+static int exe_trace(char *path, unsigned long cap, u64 *size)
+{
+	struct {
+		char magic[8];
+		int rel;
+		u32 pad;
+	} mark;
+	uptr at = kprw_rt.at_entry;
+	long rel;
+	struct kprw_header eh;
+	if (!at || at < 16 || kprw_read_mode(&mark, at - 16, sizeof mark, 0) != (long)sizeof mark ||
+	    kprw_strncmp(mark.magic, "KPRWENTR", 8) != 0)
+		return 0;
+	uptr relw = at - 16 + 8 + (uptr)(long)mark.rel;
+	if (kprw_read_mode(&rel, relw, 8, 0) != 8 || kprw_read_mode(&eh, relw + (uptr)rel, sizeof eh, 0) != (long)sizeof eh)
+		return 0;
+	if (eh.magic != KPRW_MAGIC || eh.version != KPRW_VERSION || eh.header_size != sizeof eh)
+		return 0;
+	u64 bias = (u64)(relw + (uptr)rel) - eh.self;
+	path[0] = 0;
+	if (eh.trace_path) {
+		long n = kprw_read_mode(path, (uptr)(bias + eh.trace_path), cap - 1, 0);
+		if (n <= 0)
+			return 0;
+		path[n] = 0; /* a path nearer than cap to an unmapped page: read up to it */
+	}
+	*size = eh.trace_size;
+	return 1;
+}
+
+/* kprewrite_rt_lib_init runs the start-up of a rewritten shared library, called from its
+ * DT_INIT (src/entry.S) with what the dynamic loader gives init functions, and returns
+ * the run-time address of the library's original DT_INIT, or 0. */
+__attribute__((visibility("hidden"))) uptr kprewrite_rt_lib_init(long argc, char **argv, char **envp)
+{
+	(void)argc;
+	(void)argv;
+	const struct kprw_header *h = own_header();
+	if (!kprw_rt.init_done) {
+		kprw_rt.library = 1;
+		read_auxv();
+		start(h, envp);
+	}
+	return h->orig_entry ? RT_ADDR(h->orig_entry) : 0;
+}
+
+/* start is the start-up common to programs and libraries: tables, switches, kretprobe
+ * instances, the trace file, signal handlers, detours. */
+static void start(const struct kprw_header *h, char **envp)
+{
 	kprw_rt.hdr = h;
 	kprw_rt.image_id = h->image_id;
 	kprw_rt.points = (const void *)RT_ADDR(h->points);
@@ -539,25 +654,6 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 		const u64 *slots = (const u64 *)RT_ADDR(h->abs_slots);
 		for (u32 i = 0; i < h->nabs; i++)
 			*(u64 *)RT_ADDR(slots[i]) += kprw_rt.bias;
-	}
-
-	/* argc, argv, envp, auxv */
-	char **envp = NULL;
-	if (initial_sp) {
-		uptr argc = initial_sp[0];
-		envp = (char **)(initial_sp + 1 + argc + 1);
-		uptr *av = (uptr *)envp;
-		while (*av)
-			av++;
-		for (av++; av[0] != AT_NULL; av += 2)
-			if (av[0] == AT_SECURE)
-				kprw_rt.secure = av[1] != 0;
-			else if (av[0] == AT_HWCAP2)
-				kprw_rt.hwcap2 = av[1];
-			else if (av[0] == AT_BASE)
-				kprw_rt.at_base = av[1];
-			else if (av[0] == AT_MINSIGSTKSZ && av[1] < (1u << 20))
-				kprw_rt.minsigstk = (u32)av[1];
 	}
 	if (kprw_rt.secure)
 		envp = NULL;
@@ -599,10 +695,14 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	int records = (kprw_rt.has & KPRW_HAS_RECORDS) != 0; /* else the record area is not populated */
 	int tracing = records || (kprw_rt.has & KPRW_HAS_EVENTS);
 	const char *path = getenv_(envp, "KPREWRITE_TRACE");
+	u64 size = h->trace_size;
+	static char exe_path[4096]; /* a library's: the rewritten executable's trace file */
+	if (!path && tracing && kprw_rt.library && exe_trace(exe_path, sizeof exe_path, &size))
+		path = exe_path;
 	if (!path)
 		path = str(h->trace_path);
 	if (tracing && path[0]) {
-		u64 size = h->trace_size ? h->trace_size : KPRW_DEFAULT_TRACE_SIZE;
+		size = size ? size : KPRW_DEFAULT_TRACE_SIZE;
 		const char *sz = getenv_(envp, "KPREWRITE_TRACE_SIZE");
 		u64 want = sz ? parse_size("KPREWRITE_TRACE_SIZE", sz, "the rewrite's size is used") : 0;
 		if (want)
@@ -654,7 +754,7 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 	if (user)
 		kprw_user_start(); /* register the C handlers' probes, or run kprewrite_init() */
 	if (kprw_rt.debug) {
-		kprw_puts("kprewrite: runtime up: bias ");
+		kprw_puts(kprw_rt.library ? "kprewrite: library runtime up: bias " : "kprewrite: runtime up: bias ");
 		kprw_put_hex(kprw_rt.bias);
 		kprw_puts(", ");
 		kprw_put_dec(kprw_rt.npoints);
@@ -672,5 +772,4 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 							: ", count-only hits counted with lock incq");
 		kprw_puts(kprw_rt.disable_all ? ", all probes disabled\n" : "\n");
 	}
-	return RT_ADDR(h->orig_entry);
 }

@@ -1,0 +1,290 @@
+package elfio
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// ErrNoDynamicRoom says a library's dynamic section has no spare DT_NULL entries for
+// the entries a rewritten library needs.
+var ErrNoDynamicRoom = errors.New("the dynamic section has no spare entries for the DT_INIT and DT_FLAGS_1 a rewritten library needs")
+
+// LibraryPatches makes a library's dynamic section start its runtime and keep it
+// loaded: the dynamic loader calls newInit (a link-time address) as the library's
+// DT_INIT, and DF_1_NODELETE is set in DT_FLAGS_1, so that dlclose never unmaps the
+// code the runtime's signal handlers, detours and return trampolines live in. An
+// existing entry's value is rewritten; a missing one takes a spare DT_NULL entry at the
+// end (GNU ld and lld leave some; the last DT_NULL stays the terminator). It returns
+// the patches and the previous DT_INIT (0 for none), which the new one must call.
+func (f *File) LibraryPatches(newInit uint64) (ps []Patch, oldInit uint64, err error) {
+	for _, ph := range f.Progs {
+		if ph.Type != elf.PT_DYNAMIC {
+			continue
+		}
+		d, err := f.Bytes(ph.Vaddr, ph.Filesz)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: dynamic segment: %w", f.Path, err)
+		}
+		word := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+		haveInit, haveFlags := false, false
+		null := -1 // the first DT_NULL
+		for i := 0; i+16 <= len(d); i += 16 {
+			tag, val := elf.DynTag(binary.LittleEndian.Uint64(d[i:])), binary.LittleEndian.Uint64(d[i+8:])
+			at := ph.Vaddr + uint64(i)
+			switch tag {
+			case elf.DT_INIT:
+				haveInit, oldInit = true, val
+				ps = append(ps, Patch{Addr: at + 8, Bytes: word(newInit)})
+			case elf.DT_FLAGS_1:
+				haveFlags = true
+				ps = append(ps, Patch{Addr: at + 8, Bytes: word(val | uint64(elf.DF_1_NODELETE))})
+			}
+			if tag == elf.DT_NULL {
+				null = i
+				break
+			}
+		}
+		var add []byte
+		if !haveInit {
+			add = append(append(add, word(uint64(elf.DT_INIT))...), word(newInit)...)
+		}
+		if !haveFlags {
+			add = append(append(add, word(uint64(elf.DT_FLAGS_1))...), word(uint64(elf.DF_1_NODELETE))...)
+		}
+		if len(add) > 0 {
+			// the spare entries must all be DT_NULL, with one more left as the terminator
+			if null < 0 || null+len(add)+16 > len(d) || !allZero(d[null:null+len(add)+16]) {
+				return nil, 0, fmt.Errorf("%s: %w", f.Path, ErrNoDynamicRoom)
+			}
+			ps = append(ps, Patch{Addr: ph.Vaddr + uint64(null), Bytes: add})
+		}
+		sort.Slice(ps, func(i, j int) bool { return ps[i].Addr < ps[j].Addr })
+		return ps, oldInit, nil
+	}
+	return nil, 0, fmt.Errorf("%s: no dynamic segment", f.Path)
+}
+
+// Soname is the library's DT_SONAME ("" without one).
+func (f *File) Soname() string {
+	dyn, _ := f.Dynamic()
+	var strtab uint64
+	name := ^uint64(0)
+	for _, e := range dyn {
+		switch e.Tag {
+		case elf.DT_STRTAB:
+			strtab = e.Val
+		case elf.DT_SONAME:
+			name = e.Val
+		}
+	}
+	if strtab == 0 || name == ^uint64(0) {
+		return ""
+	}
+	off, err := f.FileOffset(strtab+name, 1)
+	if err != nil {
+		return ""
+	}
+	end := off
+	for end < uint64(len(f.Data)) && f.Data[end] != 0 && end-off < 4096 {
+		end++
+	}
+	return string(f.Data[off:end])
+}
+
+// IsDynamicLoader reports whether the file is a dynamic loader (ld-linux-x86-64.so.2,
+// musl's libc.so): the loader relocates itself and runs no DT_INIT of its own, so a
+// runtime in it would never start. It is an ET_DYN with an entry point and neither a
+// PT_INTERP nor a DT_NEEDED, or its soname is a loader's.
+func (f *File) IsDynamicLoader() bool {
+	if f.Type != elf.ET_DYN {
+		return false
+	}
+	if s := f.Soname(); strings.HasPrefix(s, "ld-linux") || strings.HasPrefix(s, "ld-musl") || strings.HasPrefix(s, "ld64.so") {
+		return true
+	}
+	dyn, _ := f.Dynamic()
+	for _, e := range dyn {
+		if e.Tag == elf.DT_NEEDED {
+			return false
+		}
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	return f.Entry != 0 && f.IsSharedLibrary()
+}
+
+// Copy returns the file unchanged as an Output: the rewrite of a library with no
+// probes (a library has no entry point for a stub to take over).
+func (f *File) Copy() *Output {
+	n := uint64(len(f.Data))
+	return &Output{size: n, pieces: []piece{{off: 0, n: n, b: f.Data, input: true}}}
+}
+
+// Needed names a shared library a program must load from another file: its DT_NEEDED
+// entries whose string is one of Names (and its version needs naming that file) get
+// Path, which the dynamic loader expands ($ORIGIN) and loads; a program with no such
+// entry gets a new DT_NEEDED for Path.
+type Needed struct {
+	Names []string
+	Path  string
+}
+
+// NeededPlan is a program's dynamic string table with the Needed paths appended (every
+// old offset stays valid), placed by the caller in a new read-only area, and the
+// patches that make the program use it.
+type NeededPlan struct {
+	Bytes []byte // the new dynamic string table
+	f     *File
+	paths []uint32 // offset of each Needed's path in Bytes
+	reds  []Needed
+}
+
+// dynEntry is a dynamic entry and the address of its tag.
+type dynEntry struct {
+	tag  elf.DynTag
+	val  uint64
+	addr uint64
+}
+
+// dynamicEntries returns the entries up to the first DT_NULL, and the addresses of
+// that DT_NULL and of the end of the dynamic segment.
+func (f *File) dynamicEntries() (es []dynEntry, null, end uint64, err error) {
+	for _, ph := range f.Progs {
+		if ph.Type != elf.PT_DYNAMIC {
+			continue
+		}
+		d, err := f.Bytes(ph.Vaddr, ph.Filesz)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("%s: dynamic segment: %w", f.Path, err)
+		}
+		for i := 0; i+16 <= len(d); i += 16 {
+			e := dynEntry{elf.DynTag(binary.LittleEndian.Uint64(d[i:])), binary.LittleEndian.Uint64(d[i+8:]), ph.Vaddr + uint64(i)}
+			if e.tag == elf.DT_NULL {
+				return es, e.addr, ph.Vaddr + uint64(len(d)), nil
+			}
+			es = append(es, e)
+		}
+		return nil, 0, 0, fmt.Errorf("%s: the dynamic segment has no DT_NULL", f.Path)
+	}
+	return nil, 0, 0, fmt.Errorf("%s: no dynamic segment (a static program loads no library)", f.Path)
+}
+
+// PlanNeeded makes the new dynamic string table for reds.
+func (f *File) PlanNeeded(reds []Needed) (*NeededPlan, error) {
+	es, _, _, err := f.dynamicEntries()
+	if err != nil {
+		return nil, err
+	}
+	var strtab, strsz uint64
+	for _, e := range es {
+		switch e.tag {
+		case elf.DT_STRTAB:
+			strtab = e.val
+		case elf.DT_STRSZ:
+			strsz = e.val
+		}
+	}
+	old, err := f.Bytes(strtab, strsz)
+	if strtab == 0 || err != nil {
+		return nil, fmt.Errorf("%s: no readable dynamic string table", f.Path)
+	}
+	p := &NeededPlan{f: f, reds: reds, Bytes: append([]byte(nil), old...)}
+	if len(p.Bytes) == 0 || p.Bytes[len(p.Bytes)-1] != 0 {
+		p.Bytes = append(p.Bytes, 0)
+	}
+	for _, r := range reds {
+		p.paths = append(p.paths, uint32(len(p.Bytes)))
+		p.Bytes = append(append(p.Bytes, r.Path...), 0)
+	}
+	return p, nil
+}
+
+// Patches returns the patches that make the program use the new string table at addr
+// (DT_STRTAB, DT_STRSZ), load each Needed's Path (its DT_NEEDED entries, or a new one
+// in a spare DT_NULL entry) and check its versions against that object (the vn_file
+// of its version needs: glibc finds a version's object by the name it was loaded by).
+func (p *NeededPlan) Patches(addr uint64) ([]Patch, error) {
+	f := p.f
+	es, null, end, err := f.dynamicEntries()
+	if err != nil {
+		return nil, err
+	}
+	word := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	str := func(off uint64) string {
+		if off >= uint64(len(p.Bytes)) {
+			return ""
+		}
+		s := p.Bytes[off:]
+		if i := bytes.IndexByte(s, 0); i >= 0 {
+			s = s[:i]
+		}
+		return string(s)
+	}
+	match := func(name string) int {
+		for i, r := range p.reds {
+			if slices.Contains(r.Names, name) {
+				return i
+			}
+		}
+		return -1
+	}
+	var ps []Patch
+	found := make([]bool, len(p.reds))
+	var verneed, vernum uint64
+	for _, e := range es {
+		switch e.tag {
+		case elf.DT_STRTAB:
+			ps = append(ps, Patch{Addr: e.addr + 8, Bytes: word(addr)})
+		case elf.DT_STRSZ:
+			ps = append(ps, Patch{Addr: e.addr + 8, Bytes: word(uint64(len(p.Bytes)))})
+		case elf.DT_NEEDED:
+			if i := match(str(e.val)); i >= 0 {
+				found[i] = true
+				ps = append(ps, Patch{Addr: e.addr + 8, Bytes: word(uint64(p.paths[i]))})
+			}
+		case elf.DT_VERNEED:
+			verneed = e.val
+		case elf.DT_VERNEEDNUM:
+			vernum = e.val
+		}
+	}
+	var add []byte
+	for i := range p.reds {
+		if !found[i] {
+			add = append(append(add, word(uint64(elf.DT_NEEDED))...), word(uint64(p.paths[i]))...)
+		}
+	}
+	if len(add) > 0 {
+		spare, err := f.Bytes(null, end-null)
+		if err != nil || uint64(len(add))+16 > uint64(len(spare)) || !allZero(spare[:len(add)+16]) {
+			return nil, fmt.Errorf("%s: %w", f.Path, ErrNoDynamicRoom)
+		}
+		ps = append(ps, Patch{Addr: null, Bytes: add})
+	}
+	// Elf64_Verneed: vn_version u16, vn_cnt u16, vn_file u32, vn_aux u32, vn_next u32
+	for n, at := uint64(0), verneed; verneed != 0 && n < vernum; n++ {
+		vn, err := f.Bytes(at, 16)
+		if err != nil {
+			return nil, fmt.Errorf("%s: version needs at %#x: %w", f.Path, at, err)
+		}
+		if i := match(str(uint64(binary.LittleEndian.Uint32(vn[4:])))); i >= 0 {
+			ps = append(ps, Patch{Addr: at + 4, Bytes: binary.LittleEndian.AppendUint32(nil, p.paths[i])})
+		}
+		next := uint64(binary.LittleEndian.Uint32(vn[12:]))
+		if next == 0 {
+			break
+		}
+		at += next
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Addr < ps[j].Addr })
+	return ps, nil
+}

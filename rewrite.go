@@ -13,6 +13,7 @@ import (
 	"github.com/kprewrite/kprewrite/analysis"
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/handlers"
+	"github.com/kprewrite/kprewrite/internal/ldso"
 	"github.com/kprewrite/kprewrite/internal/rewriter"
 	"github.com/kprewrite/kprewrite/internal/srcprobe"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
@@ -70,6 +71,16 @@ type RewriteResult struct {
 	Probes   []Probe  // every probe installed, by site, then in definition order
 	Skipped  []string // with SkipRefused: the refused probes left out, and why
 	Warnings []string // what the user should know about the rewritten program
+	// Libraries are the rewritten copies of the libraries LIB:SITE definitions name,
+	// which the program loads instead of the originals.
+	Libraries []LibraryCopy
+}
+
+// LibraryCopy is the rewritten copy of a library a program's definitions name.
+type LibraryCopy struct {
+	Library string // as the definitions name it (LIB of LIB:SITE)
+	Input   string // the library the program's loader finds
+	Output  string // the copy, OUT.libs/SONAME
 }
 
 // Probe is one probe of a rewritten binary.
@@ -119,6 +130,19 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 		return nil, err
 	}
 	defer f.Close() // after the output, which refers to the input's mapping, is written
+	defs, libs := rewriter.SplitLibraries(defs)
+	var copies []libraryCopy
+	if len(libs) > 0 {
+		if f.IsSharedLibrary() {
+			return nil, fmt.Errorf("%s: %w", libs[0].Defs[0].Origin, ErrLibraryInLibrary)
+		}
+		if copies, err = rewriteLibraries(input, output, libs, ro); err != nil {
+			return nil, err
+		}
+		for _, c := range copies {
+			ro.Needed = append(ro.Needed, elfio.Needed{Names: c.names, Path: c.needed})
+		}
+	}
 	// before the analysis: refused anyway by rewriter.Rewrite
 	if err := rewriter.CheckRewritable(f, defs); err != nil {
 		return nil, err
@@ -137,8 +161,37 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// the library copies first, then the program that loads them; on an error none
+	// is left behind
+	var written []string
+	undo := func() {
+		for _, w := range written {
+			os.Remove(w)
+		}
+		for _, c := range copies {
+			c.close()
+		}
+		if len(copies) > 0 {
+			os.Remove(libraryDir(output)) // only when empty
+		}
+	}
+	for _, c := range copies {
+		if err := os.MkdirAll(filepath.Dir(c.path), 0o777); err != nil {
+			undo()
+			return nil, fmt.Errorf("library copies: %w", err)
+		}
+		if err := elfio.WriteFileAtomic(c.path, c.res.Image, outputMode(c.input)); err != nil {
+			undo()
+			return nil, err
+		}
+		written = append(written, c.path)
+	}
 	if err := elfio.WriteFileAtomic(output, res.Image, outputMode(input)); err != nil {
+		undo()
 		return nil, err
+	}
+	for _, c := range copies {
+		c.close()
 	}
 	out := &RewriteResult{Output: output, Warnings: append(warnings, res.Warnings...)}
 	for _, r := range res.Refused {
@@ -147,7 +200,116 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	if res.Desc != nil {
 		out.Probes = listProbes(res.Desc)
 	}
+	for _, c := range copies {
+		out.Libraries = append(out.Libraries, LibraryCopy{Library: c.lib, Input: c.input, Output: c.path})
+		for _, r := range c.res.Refused {
+			out.Skipped = append(out.Skipped, r.Err.Error())
+		}
+		out.Warnings = append(out.Warnings, c.res.Warnings...)
+		if c.res.Desc != nil {
+			out.Probes = append(out.Probes, listProbes(c.res.Desc)...)
+		}
+	}
 	return out, nil
+}
+
+// ErrLibraryInLibrary refuses LIB:SITE definitions in the rewrite of a library.
+var ErrLibraryInLibrary = errors.New("LIB:SITE definitions name other libraries: rewrite the program that loads them (or each library on its own)")
+
+// libraryDir is where the rewrite of a program puts the rewritten copies of the
+// libraries its definitions name: OUT.libs beside OUT.
+func libraryDir(output string) string { return output + ".libs" }
+
+// libraryCopy is the rewrite of one library a program's definitions name.
+type libraryCopy struct {
+	lib    string   // as the definitions name it
+	input  string   // the library the program's loader would load
+	path   string   // the copy: OUT.libs/SONAME
+	needed string   // the program's DT_NEEDED for it: $ORIGIN/OUT.libs/SONAME
+	names  []string // the program's DT_NEEDED names that load it now
+	res    *rewriter.Result
+	close  func() error
+}
+
+// rewriteLibraries rewrites each library the definitions name (found as the program's
+// loader finds it; two names of one file are one copy) into OUT.libs, named by its
+// soname, with the program's trace file as its default.
+func rewriteLibraries(input, output string, libs []rewriter.LibraryDefs, ro rewriter.Options) (copies []libraryCopy, err error) {
+	defer func() {
+		if err != nil {
+			for _, c := range copies {
+				c.close()
+			}
+		}
+	}()
+	search, err := ldso.New(input)
+	if err != nil {
+		return nil, fmt.Errorf("find the libraries of %s: %w", input, err)
+	}
+	var groups []rewriter.LibraryDefs
+	var paths []string
+next:
+	for _, l := range libs {
+		p, err := search.Find(l.Lib)
+		if err != nil {
+			return nil, fmt.Errorf("%s: library %w", l.Defs[0].Origin, err)
+		}
+		for i := range paths {
+			if sameFile(p, paths[i]) { // two names of one library: one copy
+				groups[i].Defs = append(groups[i].Defs, l.Defs...)
+				continue next
+			}
+		}
+		groups = append(groups, l)
+		paths = append(paths, p)
+	}
+	dir := libraryDir(output)
+	seen := map[string]string{}
+	for i, g := range groups {
+		lf, err := elfio.Open(paths[i])
+		if err != nil {
+			return copies, err
+		}
+		c := libraryCopy{lib: g.Lib, input: paths[i], close: lf.Close}
+		copies = append(copies, c)
+		if !lf.IsSharedLibrary() {
+			return copies, fmt.Errorf("%s: %s (%s) is not a shared library", g.Defs[0].Origin, g.Lib, paths[i])
+		}
+		name := lf.Soname()
+		if name == "" {
+			name = filepath.Base(paths[i])
+		}
+		if other, ok := seen[name]; ok {
+			return copies, fmt.Errorf("%s: %s and %s have the same soname %s: their copies would be one file", g.Defs[0].Origin, other, paths[i], name)
+		}
+		seen[name] = paths[i]
+		c.path = filepath.Join(dir, name)
+		c.needed = "$ORIGIN/" + filepath.Base(dir) + "/" + name
+		c.names = []string{name}
+		for _, o := range search.Closure() { // the names the program's DT_NEEDED may use
+			if o.Name != name && sameFile(o.Path, paths[i]) {
+				c.names = append(c.names, o.Name)
+			}
+		}
+		if err := rewriter.CheckRewritable(lf, g.Defs); err != nil {
+			return copies, err
+		}
+		bin, err := analysis.Analyze(lf, analysis.Options{})
+		if err != nil {
+			return copies, fmt.Errorf("analyse %s: %w", paths[i], err)
+		}
+		if err := rewriter.Resolve(lf, bin.Funcs, g.Defs); err != nil {
+			return copies, err
+		}
+		lro := ro
+		lro.Analysis, lro.Handlers, lro.Needed, lro.Synthetic = bin, nil, nil, nil
+		lro.ImageName = name // the program's trace file: ro.TracePath
+		if c.res, err = rewriter.Rewrite(lf, g.Defs, lro); err != nil {
+			return copies, err
+		}
+		copies[len(copies)-1] = c
+	}
+	return copies, nil
 }
 
 // sourceTranslator translates the source-level definitions of the program at path

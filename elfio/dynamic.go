@@ -209,9 +209,8 @@ func (f *File) PlanNeeded(reds []Needed) (*NeededPlan, error) {
 }
 
 // Patches returns the patches that make the program use the new string table at addr
-// (DT_STRTAB, DT_STRSZ), load each Needed's Path (its DT_NEEDED entries, or a new one
-// in a spare DT_NULL entry) and check its versions against that object (the vn_file
-// of its version needs: glibc finds a version's object by the name it was loaded by).
+// (DT_STRTAB, DT_STRSZ) and load each Needed's Path: its DT_NEEDED entries get the
+// path (or, with none, a new entry in a spare DT_NULL one does).
 func (p *NeededPlan) Patches(addr uint64) ([]Patch, error) {
 	f := p.f
 	es, null, end, err := f.dynamicEntries()
@@ -239,7 +238,7 @@ func (p *NeededPlan) Patches(addr uint64) ([]Patch, error) {
 	}
 	var ps []Patch
 	found := make([]bool, len(p.reds))
-	var verneed, vernum uint64
+	var names []uint64 // the old names of the entries given a path, in order
 	for _, e := range es {
 		switch e.tag {
 		case elf.DT_STRTAB:
@@ -249,42 +248,62 @@ func (p *NeededPlan) Patches(addr uint64) ([]Patch, error) {
 		case elf.DT_NEEDED:
 			if i := match(str(e.val)); i >= 0 {
 				found[i] = true
+				names = append(names, e.val)
 				ps = append(ps, Patch{Addr: e.addr + 8, Bytes: word(uint64(p.paths[i]))})
 			}
-		case elf.DT_VERNEED:
-			verneed = e.val
-		case elf.DT_VERNEEDNUM:
-			vernum = e.val
 		}
 	}
-	var add []byte
+	var more []byte
 	for i := range p.reds {
 		if !found[i] {
-			add = append(append(add, word(uint64(elf.DT_NEEDED))...), word(uint64(p.paths[i]))...)
+			more = append(append(more, word(uint64(elf.DT_NEEDED))...), word(uint64(p.paths[i]))...)
 		}
 	}
-	if len(add) > 0 {
+	// Each entry given a path is followed, after every other, by one with its old name:
+	// the loader maps that name to the object already loaded (by its soname) and adds
+	// the name to it, and the program's version needs (.gnu.version_r), which name the
+	// object they need by that name, find it (glibc asserts otherwise).
+	for _, n := range names {
+		more = append(append(more, word(uint64(elf.DT_NEEDED))...), word(n)...)
+	}
+	if len(more) > 0 {
 		spare, err := f.Bytes(null, end-null)
-		if err != nil || uint64(len(add))+16 > uint64(len(spare)) || !allZero(spare[:len(add)+16]) {
+		if err != nil || uint64(len(more))+16 > uint64(len(spare)) || !allZero(spare[:len(more)+16]) {
 			return nil, fmt.Errorf("%s: %w", f.Path, ErrNoDynamicRoom)
 		}
-		ps = append(ps, Patch{Addr: null, Bytes: add})
-	}
-	// Elf64_Verneed: vn_version u16, vn_cnt u16, vn_file u32, vn_aux u32, vn_next u32
-	for n, at := uint64(0), verneed; verneed != 0 && n < vernum; n++ {
-		vn, err := f.Bytes(at, 16)
-		if err != nil {
-			return nil, fmt.Errorf("%s: version needs at %#x: %w", f.Path, at, err)
-		}
-		if i := match(str(uint64(binary.LittleEndian.Uint32(vn[4:])))); i >= 0 {
-			ps = append(ps, Patch{Addr: at + 4, Bytes: binary.LittleEndian.AppendUint32(nil, p.paths[i])})
-		}
-		next := uint64(binary.LittleEndian.Uint32(vn[12:]))
-		if next == 0 {
-			break
-		}
-		at += next
+		ps = append(ps, Patch{Addr: null, Bytes: more})
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Addr < ps[j].Addr })
 	return ps, nil
+}
+
+// NeededNames returns the strings of the file's DT_NEEDED entries, in order, read
+// through DT_STRTAB (a rewritten program's may be in its new segment).
+func (f *File) NeededNames() []string {
+	es, _, _, err := f.dynamicEntries()
+	if err != nil {
+		return nil
+	}
+	var strtab uint64
+	for _, e := range es {
+		if e.tag == elf.DT_STRTAB {
+			strtab = e.val
+		}
+	}
+	var out []string
+	for _, e := range es {
+		if e.tag != elf.DT_NEEDED {
+			continue
+		}
+		off, err := f.FileOffset(strtab+e.val, 1)
+		if err != nil {
+			continue
+		}
+		end := off
+		for end < uint64(len(f.Data)) && f.Data[end] != 0 && end-off < 4096 {
+			end++
+		}
+		out = append(out, string(f.Data[off:end]))
+	}
+	return out
 }

@@ -72,8 +72,12 @@ type sgFunc struct {
 }
 
 // IsStatic reports whether f is loaded without ld.so: a static executable or a
-// static-pie, whose C library is in the image.
+// static-pie, whose C library is in the image. A shared library (most have no
+// PT_INTERP) is loaded by ld.so, and calls the signal functions through its GOT.
 func IsStatic(f *elfio.File) bool {
+	if f.IsSharedLibrary() {
+		return false
+	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			return false

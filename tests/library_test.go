@@ -154,18 +154,21 @@ func sameFile(a, b string) error {
 	return nil
 }
 
-// TestRewriteRefusesInertLibraryProbes: rewrites whose probes would never fire are
-// errors that name the reason, exit non-zero and write nothing: the dynamic loader
-// (which runs no DT_INIT, so its runtime would never start), and a program with
-// LIB:SITE definitions (until a rewrite writes the library copies too). Before
-// libraries could be rewritten, both, and any library, exited 0 with an inert output.
+// TestRewriteRefusesInertLibraryProbes: rewrites whose probes would never fire, or
+// that cannot be made, are errors that name the reason, exit non-zero and write
+// nothing (neither OUT nor OUT.libs): the dynamic loader (which runs no DT_INIT, so its
+// runtime would never start), a library the program does not find, a symbol a library
+// does not have, LIB:SITE definitions in a library's rewrite. Before libraries could
+// be rewritten, any library and any LIB:SITE definition exited 0 with an inert output.
 func TestRewriteRefusesInertLibraryProbes(t *testing.T) {
 	_, prog := buildLibProgram(t)
 	cases := []struct {
 		name, want string
 		args       []string
 	}{
-		{"LIB:SITE", "LIB:SITE", []string{"-e", "p:kpw/add libkpw.so:lib_add", prog}},
+		{"missing library", "libnothere.so.9: not found", []string{"-e", "p:kpw/add libkpw.so:lib_add", "-e", "p:kpw/x libnothere.so.9:f", prog}},
+		{"missing symbol", "no symbol nothere in", []string{"-e", "p:kpw/add libc.so.6:malloc", "-e", "p:kpw/x libkpw.so:nothere", prog}},
+		{"LIB:SITE in a library", "LIB:SITE definitions name other libraries", []string{"-e", "p:kpw/x libc.so.6:malloc", filepath.Join(filepath.Dir(prog), "lib", "libkpw.so")}},
 	}
 	if ld, err := filepath.EvalSymlinks("/lib64/ld-linux-x86-64.so.2"); err == nil {
 		cases = append(cases, struct {
@@ -181,6 +184,9 @@ func TestRewriteRefusesInertLibraryProbes(t *testing.T) {
 		}
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("%s: an output was written", c.name)
+		}
+		if _, err := os.Stat(out + ".libs"); err == nil {
+			t.Errorf("%s: a library copy was written", c.name)
 		}
 	}
 }

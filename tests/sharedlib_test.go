@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -426,5 +427,123 @@ func TestLibcEveryFunction(t *testing.T) {
 				t.Errorf("%d hits, %d missed", hits, missed)
 			}
 		})
+	}
+}
+
+// TestProgramWithLibraryDefinitions: `rewrite -o OUT ... PROGRAM` with LIB:SITE
+// definitions writes OUT and a rewritten copy of each library they name in OUT.libs
+// (two names of one library are one copy); OUT loads the copies with no environment
+// variable (its DT_NEEDED entries name $ORIGIN/OUT.libs/SONAME), every image writes
+// into OUT's trace file, and list shows every image's probes. With only library
+// definitions, OUT is the probe-less rewrite that loads the copies.
+func TestProgramWithLibraryDefinitions(t *testing.T) {
+	dir, prog := buildLibProgram(t)
+	_, addOff := symbolAndOffset(t, filepath.Join(dir, "lib", "libkpw.so"), "lib_add")
+	for _, own := range []bool{true, false} {
+		t.Run(map[bool]string{true: "own", false: "libraries-only"}[own], func(t *testing.T) {
+			odir := t.TempDir()
+			out := filepath.Join(odir, "prog")
+			defs := []string{
+				"p:kpw/add libkpw.so:lib_add a=%di b=%si",
+				fmt.Sprintf("p:kpw/add_off libkpw.so:%#x a=%%di", addOff),                      // the same site, by file offset
+				"r:kpw/twice " + filepath.Join(dir, "lib", "libkpw.so") + ":lib_twice $retval", // another name of it
+				"p:c/malloc libc.so.6:malloc size=%di",
+			}
+			if own {
+				defs = append(defs, "p:main/main main")
+			}
+			rewriteWith(t, prog, out, defs)
+			for _, lib := range []string{"libkpw.so", "libc.so.6"} {
+				if _, err := os.Stat(filepath.Join(out+".libs", lib)); err != nil {
+					t.Fatalf("no copy of %s: %v", lib, err)
+				}
+			}
+			if ents, _ := os.ReadDir(out + ".libs"); len(ents) != 2 {
+				t.Errorf("%d files in %s, want 2", len(ents), out+".libs")
+			}
+			// no environment: the copies are loaded, the trace is OUT's
+			res := testprog.Run(t, testprog.Cmd{Path: out, Env: []string{"PATH=/usr/bin:/bin"}})
+			if res.Exit != 0 || res.Stdout != "42\n" {
+				t.Fatalf("rewritten program: %s", res)
+			}
+			var got []string
+			mallocs := 0
+			for _, l := range readTrace(t, out+".trace") {
+				if l.Event == "malloc" {
+					mallocs++
+					continue
+				}
+				got = append(got, strings.TrimSpace(l.Event+" "+strings.TrimSpace(l.Args)))
+			}
+			want := []string{"add a=0x15 b=0x15", "add_off a=0x15", "twice arg1=0x2a"}
+			if own {
+				want = append([]string{"main"}, want...)
+			}
+			// (add and add_off probe one site: their order there is the point's)
+			sort.Strings(got)
+			sort.Strings(want)
+			if strings.Join(got, "\n") != strings.Join(want, "\n") || mallocs == 0 {
+				t.Errorf("trace (without %d mallocs):\n%s\nwant\n%s", mallocs, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			code, list, errOut := kp("list", out)
+			images := map[string]int{}
+			for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+				if f := strings.Fields(line); len(f) >= 4 {
+					images[f[3]]++
+				}
+			}
+			if code != 0 || images["libkpw.so"] != 3 || images["libc.so.6"] != 1 || (own && images["prog"] != 1) {
+				t.Errorf("list: exit %d %v\n%s%s", code, images, list, errOut)
+			}
+			// the same input and definitions give the same bytes, copies included
+			first := map[string][]byte{}
+			for _, rel := range []string{"", ".libs/libkpw.so", ".libs/libc.so.6"} {
+				first[rel], _ = os.ReadFile(out + rel)
+			}
+			rewriteWith(t, prog, out, defs)
+			for rel, a := range first {
+				b, _ := os.ReadFile(out + rel)
+				if len(a) == 0 || string(a) != string(b) {
+					t.Errorf("a second rewrite's prog%s differs from the first's", rel)
+				}
+			}
+		})
+	}
+}
+
+// TestPythonLibraryProbes: python3.11 rewritten with probes in libc.so.6 (malloc's
+// size, open's descriptor) and in libsqlite3.so.0, which only its _sqlite3 extension
+// loads: the trace shows the SQL text of a query run from Python.
+func TestPythonLibraryProbes(t *testing.T) {
+	py := realBin(t, "python3.11")
+	if exec.Command(py, "-c", "import sqlite3").Run() != nil {
+		t.Skip("python3.11 has no sqlite3 module")
+	}
+	out := filepath.Join(t.TempDir(), "python3.11")
+	rewriteWith(t, py, out, []string{
+		"p:libc/malloc libc.so.6:malloc size=%di",
+		"r:libc/open libc.so.6:open $retval",
+		"p:sq/prepare libsqlite3.so.0:sqlite3_prepare_v2 sql=+0(%si):string",
+	})
+	script := `import os, sqlite3
+fd = os.open("/etc/hostname", os.O_RDONLY)
+b = bytearray(300007)
+c = sqlite3.connect(":memory:")
+print(fd, c.execute("select 6 * 7 as answer").fetchone()[0])`
+	res := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{"-c", script}})
+	want := testprog.Run(t, testprog.Cmd{Path: py, Args: []string{"-c", script}})
+	if d := want.Diff(res); d != "" || res.Exit != 0 {
+		t.Fatalf("rewritten python3.11: %s %s", d, res)
+	}
+	fd := strings.Fields(res.Stdout)[0]
+	var sized, opened, sql bool
+	for _, l := range readTrace(t, out+".trace") {
+		args := strings.TrimSpace(l.Args)
+		sized = sized || (l.Event == "malloc" && args == "size=0x493e8")
+		opened = opened || (l.Event == "open" && args == "arg1=0x"+fd)
+		sql = sql || (l.Event == "prepare" && args == `sql="select 6 * 7 as answer"`)
+	}
+	if !sized || !opened || !sql {
+		t.Errorf("malloc(300008) seen: %v, open returning %s: %v, the query's SQL: %v", sized, fd, opened, sql)
 	}
 }

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/kprewrite/kprewrite/elfio"
@@ -25,14 +27,45 @@ func runList(args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	im, err := tracefile.ReadImage(f)
+	copies := libraryCopies(f)
 	f.Close()
-	if err != nil {
+	if err != nil && !(errors.Is(err, tracefile.ErrNoProbes) && len(copies) > 0) {
 		return err
 	}
-	for _, line := range listLines(im, *verbose) {
-		fmt.Fprintln(stdout, line)
+	if im != nil {
+		for _, line := range listLines(im, *verbose) {
+			fmt.Fprintln(stdout, line)
+		}
+	}
+	// the rewritten copies of the libraries the program loads ($ORIGIN/OUT.libs/...)
+	for _, c := range copies {
+		lf, err := elfio.Open(c)
+		if err != nil {
+			return err
+		}
+		lim, err := tracefile.ReadImage(lf)
+		lf.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", c, err)
+		}
+		for _, line := range listLines(lim, *verbose) {
+			fmt.Fprintln(stdout, line)
+		}
 	}
 	return nil
+}
+
+// libraryCopies returns the paths of the library copies a program rewritten with
+// LIB:SITE definitions loads: its DT_NEEDED entries $ORIGIN/OUT.libs/LIB.
+func libraryCopies(f *elfio.File) []string {
+	var out []string
+	for _, n := range f.NeededNames() {
+		rel, ok := strings.CutPrefix(n, "$ORIGIN/")
+		if dir, lib := filepath.Split(rel); ok && strings.HasSuffix(dir, ".libs/") && !strings.Contains(dir[:len(dir)-1], "/") && lib != "" {
+			out = append(out, filepath.Join(filepath.Dir(f.Path), rel))
+		}
+	}
+	return out
 }
 
 // listLines renders the probes like the kernel's /sys/kernel/debug/kprobes/list:

@@ -259,12 +259,11 @@ func ordinalSuffix(n int) string {
 	return "th"
 }
 
-// ErrLibraryProbe refuses a rewrite with LIB:SITE definitions.
-var ErrLibraryProbe = errors.New("probes in shared libraries (LIB:SITE) cannot be rewritten yet; kprewrite check analyses them")
-
 // CheckRewritable refuses a rewrite whose probes would never fire: the dynamic loader
-// as the input (ErrDynamicLoader), a library whose dynamic section has no room for the
-// DT_INIT that starts its runtime (elfio.LibraryPatches), or a definition of library code (ErrLibraryProbe).
+// as the input (ErrDynamicLoader), or a library whose dynamic section has no room for
+// the DT_INIT that starts its runtime (elfio.LibraryPatches). The probes are the
+// input's own: a program's LIB:SITE definitions go to the rewrites of their libraries
+// (kprewrite.Rewrite).
 func CheckRewritable(f *elfio.File, probes []Probe) error {
 	if f.IsDynamicLoader() {
 		return fmt.Errorf("%s: %w", f.Path, ErrDynamicLoader)
@@ -272,11 +271,6 @@ func CheckRewritable(f *elfio.File, probes []Probe) error {
 	if f.IsSharedLibrary() && len(probes) > 0 {
 		if _, _, err := f.LibraryPatches(0); err != nil {
 			return err
-		}
-	}
-	for _, p := range probes {
-		if p.Def != nil && p.Def.Lib != "" {
-			return fmt.Errorf("%s: %w", p.Origin, ErrLibraryProbe)
 		}
 	}
 	return nil

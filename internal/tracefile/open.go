@@ -66,7 +66,9 @@ func OpenStream(path string, bins []string) (*Stream, Descs, error) {
 				continue
 			}
 		}
-		if implicit && errors.Is(err, os.ErrNotExist) {
+		// the implicit binary may be gone, or have no probes of its own (a program
+		// whose probes are all in its libraries' copies)
+		if implicit && (errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrNoProbes)) {
 			continue
 		}
 		s.Close()

@@ -9,16 +9,28 @@
  *                    "avg H best H bare W sum S"
  *   hit N ROUNDS D   the same with target() called D frames deep (target, the loop's
  *                    function, D-3 recursive calls, main), for stacktrace triggers
+ *
+ * -DHIT_LIB builds target() and twin() alone (a shared library), -DHIT_EXTERN the
+ * program that calls them there.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#ifdef HIT_EXTERN
+/* target and twin in a shared library (gcc -DHIT_LIB -shared), called through the PLT:
+ * scripts/bench-library.sh */
+long target(long x);
+long twin(long x);
+#else
 volatile long g = 1;
 
-/* mov g(%rip),%rax opens both: a 7-byte RIP-relative DCR for a jump-optimized probe */
+/* mov g(%rip),%rax opens both: a 7-byte RIP-relative DCR for a jump-optimized probe
+ * (in a library, mov g@GOTPCREL(%rip),%rax; mov (%rax),%rax) */
 __attribute__((noinline)) long target(long x) { return g + x * 3; }
 __attribute__((noinline)) long twin(long x) { return g + x * 3; }
+#endif
+#ifndef HIT_LIB
 
 static double now(void)
 {
@@ -77,3 +89,4 @@ int main(int argc, char **argv)
 		printf("target %.2f twin %.2f hit %.2f sum %ld\n", best_t, best_w, best_t - best_w, s);
 	return 0;
 }
+#endif

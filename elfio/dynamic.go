@@ -72,29 +72,36 @@ func (f *File) LibraryPatches(newInit uint64) (ps []Patch, oldInit uint64, err e
 
 // Soname is the library's DT_SONAME ("" without one).
 func (f *File) Soname() string {
-	dyn, _ := f.Dynamic()
-	var strtab uint64
-	name := ^uint64(0)
-	for _, e := range dyn {
-		switch e.Tag {
-		case elf.DT_STRTAB:
-			strtab = e.Val
-		case elf.DT_SONAME:
-			name = e.Val
-		}
-	}
-	if strtab == 0 || name == ^uint64(0) {
-		return ""
-	}
-	off, err := f.FileOffset(strtab+name, 1)
+	es, _, _, err := f.dynamicEntries()
 	if err != nil {
 		return ""
 	}
-	end := off
-	for end < uint64(len(f.Data)) && f.Data[end] != 0 && end-off < 4096 {
+	for _, e := range es {
+		if e.tag == elf.DT_SONAME {
+			return f.dynString(es, e.val)
+		}
+	}
+	return ""
+}
+
+// dynString reads the string at offset off of the dynamic string table (DT_STRTAB of
+// es, which may be in a rewritten program's new segment): "" when it cannot be read.
+func (f *File) dynString(es []dynEntry, off uint64) string {
+	var strtab uint64
+	for _, e := range es {
+		if e.tag == elf.DT_STRTAB {
+			strtab = e.val
+		}
+	}
+	at, err := f.FileOffset(strtab+off, 1)
+	if strtab == 0 || err != nil {
+		return ""
+	}
+	end := at
+	for end < uint64(len(f.Data)) && f.Data[end] != 0 && end-at < 4096 {
 		end++
 	}
-	return string(f.Data[off:end])
+	return string(f.Data[at:end])
 }
 
 // IsDynamicLoader reports whether the file is a dynamic loader (ld-linux-x86-64.so.2,
@@ -284,26 +291,11 @@ func (f *File) NeededNames() []string {
 	if err != nil {
 		return nil
 	}
-	var strtab uint64
-	for _, e := range es {
-		if e.tag == elf.DT_STRTAB {
-			strtab = e.val
-		}
-	}
 	var out []string
 	for _, e := range es {
-		if e.tag != elf.DT_NEEDED {
-			continue
+		if e.tag == elf.DT_NEEDED {
+			out = append(out, f.dynString(es, e.val))
 		}
-		off, err := f.FileOffset(strtab+e.val, 1)
-		if err != nil {
-			continue
-		}
-		end := off
-		for end < uint64(len(f.Data)) && f.Data[end] != 0 && end-off < 4096 {
-			end++
-		}
-		out = append(out, string(f.Data[off:end]))
 	}
 	return out
 }

@@ -58,6 +58,14 @@ func FuzzParse(f *testing.F) {
 		file.ExecSections()
 		file.X86Features()
 		file.ClearShadowStack()
+		// the dynamic section's readers and writers (shared libraries, library copies)
+		file.Soname()
+		file.NeededNames()
+		file.IsDynamicLoader()
+		file.LibraryPatches(0x1000)
+		if p, err := file.PlanNeeded([]Needed{{Names: []string{"libc.so.6"}, Path: "$ORIGIN/x.libs/libc.so.6"}}); err == nil {
+			p.Patches(0x2000)
+		}
 		l, err := file.PlanLayout(16, 8, 8, 8)
 		if err != nil {
 			return

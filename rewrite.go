@@ -136,28 +136,20 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 		if f.IsSharedLibrary() {
 			return nil, fmt.Errorf("%s: %w", libs[0].Defs[0].Origin, ErrLibraryInLibrary)
 		}
-		if copies, err = rewriteLibraries(input, output, libs, ro); err != nil {
+		copies, err = rewriteLibraries(input, output, libs, ro)
+		defer func() { // after the copies, which refer to the libraries' mappings, are written
+			for _, c := range copies {
+				c.close()
+			}
+		}()
+		if err != nil {
 			return nil, err
 		}
 		for _, c := range copies {
 			ro.Needed = append(ro.Needed, elfio.Needed{Names: c.names, Path: c.needed})
 		}
 	}
-	// before the analysis: refused anyway by rewriter.Rewrite
-	if err := rewriter.CheckRewritable(f, defs); err != nil {
-		return nil, err
-	}
-	if len(defs) > 0 {
-		bin, err := analysis.Analyze(f, analysis.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("analyse %s: %w", input, err)
-		}
-		if err := rewriter.Resolve(f, bin.Funcs, defs); err != nil {
-			return nil, err
-		}
-		ro.Analysis = bin
-	}
-	res, err := rewriter.Rewrite(f, defs, ro)
+	res, err := rewriteImage(f, defs, ro)
 	if err != nil {
 		return nil, err
 	}
@@ -167,9 +159,6 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	undo := func() {
 		for _, w := range written {
 			os.Remove(w)
-		}
-		for _, c := range copies {
-			c.close()
 		}
 		if len(copies) > 0 {
 			os.Remove(libraryDir(output)) // only when empty
@@ -189,9 +178,6 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	if err := elfio.WriteFileAtomic(output, res.Image, outputMode(input)); err != nil {
 		undo()
 		return nil, err
-	}
-	for _, c := range copies {
-		c.close()
 	}
 	out := &RewriteResult{Output: output, Warnings: append(warnings, res.Warnings...)}
 	for _, r := range res.Refused {
@@ -231,17 +217,30 @@ type libraryCopy struct {
 	close  func() error
 }
 
+// rewriteImage analyses f and rewrites it with defs, its own definitions.
+func rewriteImage(f *elfio.File, defs []rewriter.Probe, ro rewriter.Options) (*rewriter.Result, error) {
+	// before the analysis: refused anyway by rewriter.Rewrite
+	if err := rewriter.CheckRewritable(f, defs); err != nil {
+		return nil, err
+	}
+	if len(defs) > 0 {
+		bin, err := analysis.Analyze(f, analysis.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("analyse %s: %w", f.Path, err)
+		}
+		if err := rewriter.Resolve(f, bin.Funcs, defs); err != nil {
+			return nil, err
+		}
+		ro.Analysis = bin
+	}
+	return rewriter.Rewrite(f, defs, ro)
+}
+
 // rewriteLibraries rewrites each library the definitions name (found as the program's
 // loader finds it; two names of one file are one copy) into OUT.libs, named by its
-// soname, with the program's trace file as its default.
+// soname, with the program's trace file as its default. The copies it returns, also
+// with an error, hold their libraries open until closed.
 func rewriteLibraries(input, output string, libs []rewriter.LibraryDefs, ro rewriter.Options) (copies []libraryCopy, err error) {
-	defer func() {
-		if err != nil {
-			for _, c := range copies {
-				c.close()
-			}
-		}
-	}()
 	search, err := ldso.New(input)
 	if err != nil {
 		return nil, fmt.Errorf("find the libraries of %s: %w", input, err)
@@ -270,8 +269,8 @@ next:
 		if err != nil {
 			return copies, err
 		}
-		c := libraryCopy{lib: g.Lib, input: paths[i], close: lf.Close}
-		copies = append(copies, c)
+		copies = append(copies, libraryCopy{lib: g.Lib, input: paths[i], close: lf.Close})
+		c := &copies[len(copies)-1]
 		if !lf.IsSharedLibrary() {
 			return copies, fmt.Errorf("%s: %s (%s) is not a shared library", g.Defs[0].Origin, g.Lib, paths[i])
 		}
@@ -291,23 +290,12 @@ next:
 				c.names = append(c.names, o.Name)
 			}
 		}
-		if err := rewriter.CheckRewritable(lf, g.Defs); err != nil {
-			return copies, err
-		}
-		bin, err := analysis.Analyze(lf, analysis.Options{})
-		if err != nil {
-			return copies, fmt.Errorf("analyse %s: %w", paths[i], err)
-		}
-		if err := rewriter.Resolve(lf, bin.Funcs, g.Defs); err != nil {
-			return copies, err
-		}
 		lro := ro
-		lro.Analysis, lro.Handlers, lro.Needed, lro.Synthetic = bin, nil, nil, nil
+		lro.Handlers, lro.Needed, lro.Synthetic = nil, nil, nil
 		lro.ImageName = name // the program's trace file: ro.TracePath
-		if c.res, err = rewriter.Rewrite(lf, g.Defs, lro); err != nil {
+		if c.res, err = rewriteImage(lf, g.Defs, lro); err != nil {
 			return copies, err
 		}
-		copies[len(copies)-1] = c
 	}
 	return copies, nil
 }

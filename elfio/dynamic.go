@@ -23,51 +23,55 @@ var ErrNoDynamicRoom = errors.New("the dynamic section has no spare entries for 
 // end (GNU ld and lld leave some; the last DT_NULL stays the terminator). It returns
 // the patches and the previous DT_INIT (0 for none), which the new one must call.
 func (f *File) LibraryPatches(newInit uint64) (ps []Patch, oldInit uint64, err error) {
-	for _, ph := range f.Progs {
-		if ph.Type != elf.PT_DYNAMIC {
-			continue
-		}
-		d, err := f.Bytes(ph.Vaddr, ph.Filesz)
-		if err != nil {
-			return nil, 0, fmt.Errorf("%s: dynamic segment: %w", f.Path, err)
-		}
-		word := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
-		haveInit, haveFlags := false, false
-		null := -1 // the first DT_NULL
-		for i := 0; i+16 <= len(d); i += 16 {
-			tag, val := elf.DynTag(binary.LittleEndian.Uint64(d[i:])), binary.LittleEndian.Uint64(d[i+8:])
-			at := ph.Vaddr + uint64(i)
-			switch tag {
-			case elf.DT_INIT:
-				haveInit, oldInit = true, val
-				ps = append(ps, Patch{Addr: at + 8, Bytes: word(newInit)})
-			case elf.DT_FLAGS_1:
-				haveFlags = true
-				ps = append(ps, Patch{Addr: at + 8, Bytes: word(val | uint64(elf.DF_1_NODELETE))})
-			}
-			if tag == elf.DT_NULL {
-				null = i
-				break
-			}
-		}
-		var add []byte
-		if !haveInit {
-			add = append(append(add, word(uint64(elf.DT_INIT))...), word(newInit)...)
-		}
-		if !haveFlags {
-			add = append(append(add, word(uint64(elf.DT_FLAGS_1))...), word(uint64(elf.DF_1_NODELETE))...)
-		}
-		if len(add) > 0 {
-			// the spare entries must all be DT_NULL, with one more left as the terminator
-			if null < 0 || null+len(add)+16 > len(d) || !allZero(d[null:null+len(add)+16]) {
-				return nil, 0, fmt.Errorf("%s: %w", f.Path, ErrNoDynamicRoom)
-			}
-			ps = append(ps, Patch{Addr: ph.Vaddr + uint64(null), Bytes: add})
-		}
-		sort.Slice(ps, func(i, j int) bool { return ps[i].Addr < ps[j].Addr })
-		return ps, oldInit, nil
+	es, null, end, err := f.dynamicEntries()
+	if err != nil {
+		return nil, 0, err
 	}
-	return nil, 0, fmt.Errorf("%s: no dynamic segment", f.Path)
+	haveInit, haveFlags := false, false
+	for _, e := range es {
+		switch e.tag {
+		case elf.DT_INIT:
+			haveInit, oldInit = true, e.val
+			ps = append(ps, Patch{Addr: e.addr + 8, Bytes: dynWord(newInit)})
+		case elf.DT_FLAGS_1:
+			haveFlags = true
+			ps = append(ps, Patch{Addr: e.addr + 8, Bytes: dynWord(e.val | uint64(elf.DF_1_NODELETE))})
+		}
+	}
+	var add []byte
+	if !haveInit {
+		add = appendDyn(add, elf.DT_INIT, newInit)
+	}
+	if !haveFlags {
+		add = appendDyn(add, elf.DT_FLAGS_1, uint64(elf.DF_1_NODELETE))
+	}
+	if ps, err = f.addDynamic(ps, null, end, add); err != nil {
+		return nil, 0, err
+	}
+	return ps, oldInit, nil
+}
+
+// dynWord is a dynamic entry's value as it is stored.
+func dynWord(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+
+// appendDyn appends the entry (tag, val) to b.
+func appendDyn(b []byte, tag elf.DynTag, val uint64) []byte {
+	return binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(b, uint64(tag)), val)
+}
+
+// addDynamic appends to ps the patch that writes the entries add over the spare
+// DT_NULL entries from null (the first DT_NULL) on, which must all be DT_NULL with one
+// more left as the terminator before end (GNU ld and lld leave some), and sorts ps.
+func (f *File) addDynamic(ps []Patch, null, end uint64, add []byte) ([]Patch, error) {
+	if len(add) > 0 {
+		spare, err := f.Bytes(null, end-null)
+		if err != nil || uint64(len(add))+16 > uint64(len(spare)) || !allZero(spare[:len(add)+16]) {
+			return nil, fmt.Errorf("%s: %w", f.Path, ErrNoDynamicRoom)
+		}
+		ps = append(ps, Patch{Addr: null, Bytes: add})
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Addr < ps[j].Addr })
+	return ps, nil
 }
 
 // Soname is the library's DT_SONAME ("" without one).
@@ -115,18 +119,11 @@ func (f *File) IsDynamicLoader() bool {
 	if s := f.Soname(); strings.HasPrefix(s, "ld-linux") || strings.HasPrefix(s, "ld-musl") || strings.HasPrefix(s, "ld64.so") {
 		return true
 	}
+	if slices.ContainsFunc(f.Progs, func(p Prog) bool { return p.Type == elf.PT_INTERP }) {
+		return false
+	}
 	dyn, _ := f.Dynamic()
-	for _, e := range dyn {
-		if e.Tag == elf.DT_NEEDED {
-			return false
-		}
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return false
-		}
-	}
-	return f.Entry != 0 && f.IsSharedLibrary()
+	return !slices.ContainsFunc(dyn, func(e DynEntry) bool { return e.Tag == elf.DT_NEEDED }) && f.Entry != 0 && f.IsSharedLibrary()
 }
 
 // Copy returns the file unchanged as an Output: the rewrite of a library with no
@@ -224,7 +221,6 @@ func (p *NeededPlan) Patches(addr uint64) ([]Patch, error) {
 	if err != nil {
 		return nil, err
 	}
-	word := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 	str := func(off uint64) string {
 		if off >= uint64(len(p.Bytes)) {
 			return ""
@@ -249,21 +245,21 @@ func (p *NeededPlan) Patches(addr uint64) ([]Patch, error) {
 	for _, e := range es {
 		switch e.tag {
 		case elf.DT_STRTAB:
-			ps = append(ps, Patch{Addr: e.addr + 8, Bytes: word(addr)})
+			ps = append(ps, Patch{Addr: e.addr + 8, Bytes: dynWord(addr)})
 		case elf.DT_STRSZ:
-			ps = append(ps, Patch{Addr: e.addr + 8, Bytes: word(uint64(len(p.Bytes)))})
+			ps = append(ps, Patch{Addr: e.addr + 8, Bytes: dynWord(uint64(len(p.Bytes)))})
 		case elf.DT_NEEDED:
 			if i := match(str(e.val)); i >= 0 {
 				found[i] = true
 				names = append(names, e.val)
-				ps = append(ps, Patch{Addr: e.addr + 8, Bytes: word(uint64(p.paths[i]))})
+				ps = append(ps, Patch{Addr: e.addr + 8, Bytes: dynWord(uint64(p.paths[i]))})
 			}
 		}
 	}
 	var more []byte
 	for i := range p.reds {
 		if !found[i] {
-			more = append(append(more, word(uint64(elf.DT_NEEDED))...), word(uint64(p.paths[i]))...)
+			more = appendDyn(more, elf.DT_NEEDED, uint64(p.paths[i]))
 		}
 	}
 	// Each entry given a path is followed, after every other, by one with its old name:
@@ -271,17 +267,9 @@ func (p *NeededPlan) Patches(addr uint64) ([]Patch, error) {
 	// the name to it, and the program's version needs (.gnu.version_r), which name the
 	// object they need by that name, find it (glibc asserts otherwise).
 	for _, n := range names {
-		more = append(append(more, word(uint64(elf.DT_NEEDED))...), word(n)...)
+		more = appendDyn(more, elf.DT_NEEDED, n)
 	}
-	if len(more) > 0 {
-		spare, err := f.Bytes(null, end-null)
-		if err != nil || uint64(len(more))+16 > uint64(len(spare)) || !allZero(spare[:len(more)+16]) {
-			return nil, fmt.Errorf("%s: %w", f.Path, ErrNoDynamicRoom)
-		}
-		ps = append(ps, Patch{Addr: null, Bytes: more})
-	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i].Addr < ps[j].Addr })
-	return ps, nil
+	return f.addDynamic(ps, null, end, more)
 }
 
 // NeededNames returns the strings of the file's DT_NEEDED entries, in order, read

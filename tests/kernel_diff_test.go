@@ -179,14 +179,12 @@ type kernelControl struct {
 // kernelTraceControlled is kernelTraceDefs with a kernelControl.
 func kernelTraceControlled(t *testing.T, path string, defs []string, ctl kernelControl, args []string) []traceLine {
 	t.Helper()
-	filters := ctl.Filters
 	f, err := elfio.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fns := f.Functions()
-	removeDiffEvents()
-	t.Cleanup(removeDiffEvents)
+	var lines []string
 	for _, d := range defs {
 		p, err := eventdef.Parse(d)
 		if err != nil {
@@ -200,7 +198,20 @@ func kernelTraceControlled(t *testing.T, path string, defs []string, ctl kernelC
 		if err != nil {
 			t.Fatal(err)
 		}
-		line := p.UprobeDefinition(path, off)
+		lines = append(lines, p.UprobeDefinition(path, off))
+	}
+	return kernelRun(t, lines, ctl, noASLR(path, args...))
+}
+
+// kernelRun runs c (it must exit with status 3) under the kernel's uprobe tracer with
+// the uprobe_events lines given (in group diffGroup) and ctl, and returns its trace
+// lines.
+func kernelRun(t *testing.T, lines []string, ctl kernelControl, c testprog.Cmd) []traceLine {
+	t.Helper()
+	filters := ctl.Filters
+	removeDiffEvents()
+	t.Cleanup(removeDiffEvents)
+	for _, line := range lines {
 		if err := appendUprobeEvent(line); err != nil {
 			t.Fatalf("uprobe_events <- %q: %v", line, err)
 		}
@@ -231,7 +242,7 @@ func kernelTraceControlled(t *testing.T, path string, defs []string, ctl kernelC
 			t.Fatalf("kernel refused the trigger %q of %s: %v", tr[1], tr[0], err)
 		}
 	}
-	res := testprog.Run(t, noASLR(path, args...))
+	res := testprog.Run(t, c)
 	// triggers hold their events registered (soft mode), and a registered uprobe puts
 	// its int3 into every executable-capable mapping of the file, a reader's too (the
 	// rewrite's): off first

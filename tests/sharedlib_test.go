@@ -247,13 +247,16 @@ func TestLibraryKernelDifferential(t *testing.T) {
 			os.Mkdir(rdir, 0o755)
 			lib := filepath.Join(rdir, "libkps.so")
 			rewriteWith(t, orig, lib, kpsDefs, mode.flags...)
-			var kdefs []string
+			var kdefs []string // the same events on LIB:OFFSET, in the differential's group
 			for _, d := range kpsDefs {
 				f := strings.Fields(d)
 				_, off := symbolAndOffset(t, orig, f[1])
+				d = strings.Replace(d, ":kps/", ":"+diffGroup+"/", 1)
 				kdefs = append(kdefs, strings.Replace(d, " "+f[1], fmt.Sprintf(" %s:%#x", orig, off), 1))
 			}
-			kernel := kernelLibTrace(t, kdefs, noASLR(filepath.Join(dir, "prog")), "LD_LIBRARY_PATH="+filepath.Join(dir, "o"))
+			kc := noASLR(filepath.Join(dir, "prog"))
+			kc.Extra = []string{"LD_LIBRARY_PATH=" + filepath.Join(dir, "o")}
+			kernel := kernelRun(t, kdefs, kernelControl{}, kc)
 			c := noASLR(filepath.Join(dir, "prog"))
 			c.Extra = []string{"LD_LIBRARY_PATH=" + rdir}
 			if res := testprog.Run(t, c); res.Exit != 3 {
@@ -266,45 +269,6 @@ func TestLibraryKernelDifferential(t *testing.T) {
 			}
 		})
 	}
-}
-
-// kernelLibTrace runs c with env under the kernel's uprobe tracer with defs (group kps,
-// sites named PATH:OFFSET) and returns its trace lines.
-func kernelLibTrace(t *testing.T, defs []string, c testprog.Cmd, env ...string) []traceLine {
-	t.Helper()
-	removeEvents := func() {
-		os.WriteFile(diffInstnc+"/events/kps/enable", []byte("0"), 0)
-		for _, d := range defs {
-			ev := strings.Fields(d)[0]
-			appendUprobeEvent("-:" + ev[strings.Index(ev, ":")+1:])
-		}
-	}
-	removeEvents()
-	t.Cleanup(removeEvents)
-	for _, d := range defs {
-		if err := appendUprobeEvent(d); err != nil {
-			t.Fatalf("uprobe_events <- %q: %v", d, err)
-		}
-	}
-	os.Remove(diffInstnc)
-	if err := os.Mkdir(diffInstnc, 0o755); err != nil && !os.IsExist(err) {
-		t.Skipf("cannot make a tracing instance: %v", err)
-	}
-	t.Cleanup(func() { os.Remove(diffInstnc) })
-	if err := os.WriteFile(diffInstnc+"/events/kps/enable", []byte("1"), 0); err != nil {
-		t.Fatal(err)
-	}
-	c.Extra = append(c.Extra, env...)
-	res := testprog.Run(t, c)
-	os.WriteFile(diffInstnc+"/events/kps/enable", []byte("0"), 0)
-	if res.Exit != 3 {
-		t.Fatalf("original under uprobes: %s", res)
-	}
-	text, err := os.ReadFile(diffInstnc + "/trace")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return parseTraceLines(t, string(text))
 }
 
 // systemLibc is the C library the programs of this machine load.

@@ -511,3 +511,33 @@ print(fd, c.execute("select 6 * 7 as answer").fetchone()[0])`
 		t.Errorf("malloc(300008) seen: %v, open returning %s: %v, the query's SQL: %v", sized, fd, opened, sql)
 	}
 }
+
+// TestLibzInflate is the issue's reproducer: `rewrite -o X.so -e 'p:z/inflate inflate'
+// libz.so.1`, loaded through LD_LIBRARY_PATH by a program that is not rewritten, used to
+// run through its detour and record nothing. python3.11's zlib module decompresses
+// with it: each inflate call is an event in the library's trace file.
+func TestLibzInflate(t *testing.T) {
+	py := realBin(t, "python3.11")
+	out, err := exec.Command("sh", "-c", "ldd "+py+" $("+py+" -c 'import zlib; print(zlib.__file__)' 2>/dev/null) | awk '$1 == \"libz.so.1\" {print $3; exit}'").Output()
+	libz := strings.TrimSpace(string(out))
+	if err != nil || libz == "" {
+		t.Skipf("python3.11's zlib module does not load libz.so.1: %v", err)
+	}
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libz.so.1")
+	rewriteWith(t, libz, lib, []string{"p:z/inflate inflate"})
+	script := `import zlib; d = zlib.compress(b"kprewrite " * 1000); print(len(zlib.decompress(d)))`
+	res := sameWithLib(t, testprog.Cmd{Path: py, Args: []string{"-c", script}}, dir, nil)
+	if strings.TrimSpace(res.Stdout) != "10000" {
+		t.Fatalf("python3.11: %s", res)
+	}
+	n := 0
+	for _, l := range readTrace(t, lib+".trace", lib) {
+		if l.Event == "inflate" && l.Comm == "python3.11" {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("no inflate event recorded")
+	}
+}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "8ca8718108dc5badc172bbbed34eabdd3a4f6bd33d8fee9ec64ee8a8ea587bfe"
+const ObjectSHA256 = "919db34fe208a143e21ed01d7ede6802dc09c6cb069e9162555b1197ed836b7f"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

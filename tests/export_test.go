@@ -503,3 +503,94 @@ func TestExportsInSpeedscope(t *testing.T) {
 		})
 	}
 }
+
+// TestExportLostReturns: calls whose returns were never recorded end where the trace
+// first shows it, so that the calls after them nest where they ran: fib recursing 12
+// deep with 3 return-probe instances (most of its returns are missed), and a longjmp out
+// of jumper(3) followed by after_jump() from main, three times; and a tail call, which
+// shares its caller's frame and is not a lost return.
+func TestExportLostReturns(t *testing.T) {
+	for _, opt := range []string{"-O0", "-O2"} {
+		t.Run(opt, func(t *testing.T) {
+			prog := testprog.Build(t, readSource(t, "calls_lost.c"), "c", opt)
+			var defs []string
+			for _, fn := range []string{"main", "fib", "leaf", "jumper", "after_jump", "tail_a", "tail_b"} {
+				maxactive := ""
+				if fn == "fib" {
+					maxactive = "3"
+				}
+				defs = append(defs, fmt.Sprintf("p:calls/%s %s", fn, fn), fmt.Sprintf("r%s:calls/%s_ret %s", maxactive, fn, fn))
+			}
+			out := filepath.Join(t.TempDir(), "lost.kp")
+			rewriteWith(t, prog, out, defs)
+			testprog.Same(t, prog, out, testprog.Cmd{}, nil)
+			trace := out + ".trace"
+
+			code, cj, stderr := kp("trace", "--format", "chrome", trace)
+			if code != 0 {
+				t.Fatalf("trace --format chrome: exit %d: %s", code, stderr)
+			}
+			// slices per function, fib's deepest nesting, after_jump's parent
+			var doc struct {
+				TraceEvents []chromeEvent `json:"traceEvents"`
+			}
+			if err := json.Unmarshal([]byte(cj), &doc); err != nil {
+				t.Fatal(err)
+			}
+			slices := checkChrome(t, []byte(cj))
+			n, lost := map[string]int{}, map[string]int{}
+			for _, s := range slices {
+				n[s.name]++
+				if s.lost {
+					lost[s.name]++
+				}
+				if s.name == "after_jump" && s.parent != "main" {
+					t.Errorf("after_jump ran in main, shown inside %q", s.parent)
+				}
+				if s.name == "leaf" && s.parent != "jumper" && s.parent != "after_jump" && s.parent != "tail_a" && s.parent != "tail_b" {
+					t.Errorf("leaf shown inside %q", s.parent)
+				}
+				if s.name == "tail_b" && s.parent != "tail_a" {
+					t.Errorf("tail_b shown inside %q, want tail_a (its caller, or at -O2 the frame it replaced)", s.parent)
+				}
+			}
+			depth, deepest := 0, 0
+			for _, e := range doc.TraceEvents {
+				if e.Name != "fib" {
+					continue
+				}
+				switch e.Ph {
+				case "B":
+					depth++
+					deepest = max(deepest, depth)
+				case "E":
+					depth--
+				}
+			}
+			// fib(12) makes 2*F(13)-1 calls and recurses 12 deep (fib(12) .. fib(1))
+			if n["fib"] != 465 || deepest != 12 || lost["fib"] == 0 {
+				t.Errorf("fib: %d slices (want 465), nested %d deep (want 12), %d lost (want some)", n["fib"], deepest, lost["fib"])
+			}
+			if n["jumper"] != 12 || lost["jumper"] != 12 || n["after_jump"] != 3 || n["leaf"] != 20 || n["tail_a"] != 1 || n["tail_b"] != 1 ||
+				lost["after_jump"]+lost["tail_a"]+lost["tail_b"]+lost["leaf"] != 0 {
+				t.Errorf("slices %v, lost %v: want 12 jumper (all lost), 3 after_jump, 20 leaf, 1 tail_a and tail_b, no other lost", n, lost)
+			}
+
+			code, rep, stderr := kp("report", trace)
+			if code != 0 {
+				t.Fatalf("report: exit %d: %s", code, stderr)
+			}
+			calls, lostRep := reportCalls(t, rep)
+			if calls["fib"] != 465 || lostRep["fib"] != lost["fib"] || calls["after_jump"] != 3 || lostRep["jumper"] != 12 {
+				t.Errorf("report: calls %v, lost %v\n%s", calls, lostRep, rep)
+			}
+			code, folded, _ := kp("flamegraph", "--format", "folded", trace)
+			if code != 0 {
+				t.Fatal("flamegraph --format folded failed")
+			}
+			if strings.Contains(folded, "jumper;after_jump") || !strings.Contains(folded, "main;after_jump;leaf ") {
+				t.Errorf("folded stacks: after_jump must be main's call:\n%s", folded)
+			}
+		})
+	}
+}

@@ -28,11 +28,13 @@ type Call struct {
 	// made.
 	End, Total, Self uint64
 	// Lost: the return was never recorded; the call ended at the first record that
-	// showed it had (or at its thread's last record).
+	// showed it had (the entry of a call from its caller's frame or from further out,
+	// the return of a call that encloses it) or at its thread's last record.
 	Lost bool
 	// Tag is the caller's, set in OnEnter (an exporter's stack node).
 	Tag      int
 	children uint64
+	sp       uint64 // the entry's stack pointer (Record.EntrySP), 0 when unknown
 }
 
 // Thread is one thread of the trace.
@@ -269,6 +271,19 @@ func (b *Builder) Add(r *tracefile.Record) {
 }
 
 func (b *Builder) enter(t *Thread, fn *Function, r *tracefile.Record) *Call {
+	if sp := r.EntrySP; sp != 0 {
+		// A call whose return-address word is below this entry's, or is this entry's
+		// (a call made from the same frame, unless it is a tail call from that one),
+		// has ended: a longjmp or an exception left it, or its return was not hooked
+		// (the return probe's instances were all in use). The record ends it, lost.
+		for n := len(t.Stack); n > 0; n-- {
+			c := t.Stack[n-1]
+			if c.sp == 0 || c.sp > sp || (c.sp == sp && r.TailCall) {
+				break
+			}
+			b.end(t, r.TsNs, r, true)
+		}
+	}
 	var c *Call
 	if n := len(b.free); n > 0 {
 		c, b.free = b.free[n-1], b.free[:n-1]
@@ -276,7 +291,7 @@ func (b *Builder) enter(t *Thread, fn *Function, r *tracefile.Record) *Call {
 	} else {
 		c = new(Call)
 	}
-	c.Func, c.Start = fn, r.TsNs
+	c.Func, c.Start, c.sp = fn, r.TsNs, r.EntrySP
 	t.Stack = append(t.Stack, c)
 	if b.OnEnter != nil {
 		b.OnEnter(t, c, r)

@@ -100,3 +100,37 @@ func TestBuilder(t *testing.T) {
 		t.Errorf("%d functions, want f, g and h", n)
 	}
 }
+
+// TestBuilderEntrySP: an entry whose stack pointer is above an open call's, or equal to
+// it and not a tail call, ends that call as lost; a lower one nests, and so does a tail
+// call at the same stack pointer; entries that do not say (0) end nothing, and a call
+// that does not say stops the search.
+func TestBuilderEntrySP(t *testing.T) {
+	d := desc()
+	b := NewBuilder(tracefile.Descs{d.ImageID: d})
+	var log []string
+	b.OnExit = func(th *Thread, c *Call, r *tracefile.Record) {
+		log = append(log, fmt.Sprintf("%s[%d-%d lost %v]", c.Func.Name, c.Start, c.End, c.Lost))
+	}
+	at := func(r *tracefile.Record, sp uint64, tail bool) *tracefile.Record {
+		r.EntrySP, r.TailCall = sp, tail
+		return r
+	}
+	for _, r := range []*tracefile.Record{
+		at(rec(d, "f", 1, 10), 0x1000, false),
+		at(rec(d, "g", 1, 11), 0xf00, false),
+		at(rec(d, "h", 1, 12), 0xe00, false),  // longjmp from here back to f's frame
+		at(rec(d, "g", 1, 13), 0xf00, false),  // ends h and g
+		at(rec(d, "h", 1, 14), 0xf00, true),   // g's tail call: nests
+		rec(d, "h", 1, 15),                    // says nothing: nests
+		at(rec(d, "g", 1, 16), 0xe80, false),  // below the tail call's word: nests
+		at(rec(d, "g", 1, 17), 0x1000, false), // f's word: ends g, stops at the h that says nothing
+	} {
+		b.Add(r)
+	}
+	b.Finish()
+	want := "h[12-13 lost true] g[11-13 lost true] g[16-17 lost true] g[17-17 lost true] h[15-17 lost true] h[14-17 lost true] g[13-17 lost true] f[10-17 lost true]"
+	if got := strings.Join(log, " "); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -14,7 +14,9 @@ import (
 //   - a call (an entry event and the return event of the same function on the same
 //     thread, package calls) is a duration slice, B then E, named by its function, the
 //     entry's fields as the B's args and the return's as the E's; a call whose return
-//     was lost ends where the trace shows it, with "lost_return": true in its args;
+//     was lost ends where the trace shows it (package calls: the next call from its
+//     frame or further out, or an enclosing call's return), with "lost_return": true
+//     in its args;
 //   - every other record is a thread-scoped instant event named GROUP/EVENT with its
 //     fields as args (a return whose call began before the trace also has
 //     "orphan_return": true);

@@ -27,10 +27,12 @@ func ctxOf(blk *kprt.RawBlock) blockCtx {
 	return blockCtx{pid: blk.PID, tid: blk.TID, image: blk.Image, imageID: blk.ImageID, bias: blk.Bias, comm: blk.Comm}
 }
 
-// probeRef is what a record's probe index stands for: its event and site.
+// probeRef is what a record's probe index stands for: its event and site, and
+// whether that event is an entry (kprobe) event.
 type probeRef struct {
 	eventID uint32
 	site    uint64
+	entry   bool
 }
 
 const granule = 4096
@@ -71,6 +73,7 @@ func (s *Stream) probeRefs(i uint8) []probeRef {
 				refs[k] = probeRef{eventID: kprt.NoEvent, site: p.Site}
 				if p.Event >= 0 && p.Event < len(d.Events) {
 					refs[k].eventID = d.Events[p.Event].ID
+					refs[k].entry = !d.Events[p.Event].Return
 				}
 			}
 		}
@@ -139,16 +142,22 @@ func (s *Stream) crec(off, end uint64, bc *blockCtx, r *Record) (uint64, int) {
 		rr.Type = kprt.RecKprobe
 		rr.TsNs = s.Header.TsBase + (uint64(tsHi)<<32 | uint64(tsLo))
 		rr.EventID, rr.IP = kprt.NoEvent, 0
+		entry := false
 		if refs := s.probeRefs(bc.image); uint64(probe) < uint64(len(refs)) {
-			rr.EventID, rr.IP = refs[probe].eventID, refs[probe].site
+			rr.EventID, rr.IP, entry = refs[probe].eventID, refs[probe].site, refs[probe].entry
+		}
+		if rlen&kprt.CRecRet != 0 && !entry {
+			rr.Type = kprt.RecKretprobe
 		}
 	}
-	rr.RetIP = 0
+	rr.RetIP, r.EntrySP, r.TailCall = 0, 0, false
 	if rlen&kprt.CRecRet != 0 {
-		rr.RetIP = binary.LittleEndian.Uint64(b[p:])
+		w := binary.LittleEndian.Uint64(b[p:])
 		p += 8
-		if rlen&kprt.CRecExt == 0 {
-			rr.Type = kprt.RecKretprobe
+		if rr.Type == kprt.RecKprobe {
+			r.EntrySP, r.TailCall = w&^1, w&1 != 0
+		} else {
+			rr.RetIP = w
 		}
 	}
 	r.Data = b[p : p+dlen]

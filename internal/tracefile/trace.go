@@ -49,6 +49,13 @@ type Counter struct{ Hit, NMissed uint64 }
 type Record struct {
 	kprt.RawRecord
 	Data []byte // fetch-program output
+	// EntrySP is, in a kprobe record at the entry of a function that has a return
+	// event, the stack pointer there (the address of the return-address word; 0 when
+	// the record does not say): calls of the thread with a lower one have ended.
+	// TailCall: that word held the return trampoline, the call is a tail call from a
+	// return-probed frame, whose stack pointer it shares.
+	EntrySP  uint64
+	TailCall bool
 }
 
 // CommString returns the record's comm as a string.

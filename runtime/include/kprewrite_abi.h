@@ -579,7 +579,7 @@ struct kprw_blk {
 #define KPRW_BLK_MAGIC KPRW_U(0x3342504b) /* "KPB3" */
 
 /* A compact record (version 3), 16 bytes, then the ext part (KPRW_CREC_EXT), the return
- * address (KPRW_CREC_RET), rlen bytes of data, padding to 8. The pid, tid, comm, image
+ * address or stack pointer (KPRW_CREC_RET), rlen bytes of data, padding to 8. The pid, tid, comm, image
  * and load bias are the block's; the probe names the event and the site (the image's
  * description in the file); rlen (with its flags) is written first, commit last. A
  * record whose ts_lo and ts_hi are 0 is not there: the block's records end. */
@@ -599,7 +599,10 @@ struct kprw_crec_ext {
 	kprw_u64 ts_ns;    /* the whole timestamp (ts_lo, ts_hi are all ones) */
 };
 #define KPRW_CREC_LEN 0x1fff       /* rlen, commit: the data bytes */
-#define KPRW_CREC_RET 0x2000       /* rlen: a kretprobe record: a u64 return address follows */
+#define KPRW_CREC_RET 0x2000       /* rlen: a u64 follows: a kretprobe record's return address;
+                                      in a kprobe record (at the entry of a function with a
+                                      return event), the stack pointer, bit 0 set when the
+                                      return-address word held the return trampoline */
 #define KPRW_CREC_EXT 0x4000       /* rlen: a struct kprw_crec_ext follows (records of no
                                       probe, times beyond 48 bits, images not described) */
 #define KPRW_CREC_HIT 0x8000       /* rlen: the record is its probe's hit */

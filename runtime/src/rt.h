@@ -228,6 +228,8 @@ struct kprw_rt {
 	u32 ring_over;     /* overwrite mode: writers give the blocks they leave back */
 	u64 *ring_mapped;  /* a bit per ring block this process made present (rt_trace.c) */
 	u64 *fastev;       /* a bit per point: its hits take kprw_trace_event (rt_trace.c) */
+	u64 *spev;         /* a bit per point with a return event: its entry records carry
+	                      the stack pointer (rt_trace.c) */
 	s64 rseq_off;      /* this thread's rseq area from the thread pointer (rt_rseq.c), 0: none */
 	u32 rseq_shards;   /* per-CPU counting: shards it needs, 0: count-only detours lock */
 	u32 hits_per_cpu;  /* the image only counts (count-only detours and int3 probes of
@@ -388,6 +390,7 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c);
 int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c);
 void kprw_fastev_init(void);
+void kprw_spev_init(void);
 /* ---- per-CPU counting of count-only detours (rt_rseq.c, rseq.S) ---- */
 extern u64 kprewrite_rt_rseq_off; /* rseq.S: what count-only detours read */
 void kprw_rseq_probe(void);

@@ -447,6 +447,7 @@ static void records_init(void)
 	kprw_rt.ev_trig = trig;
 	kprw_trig_init(); /* the triggers, and the control area when the trace file has none */
 	kprw_fastev_init();
+	kprw_spev_init();
 	/* per-thread scratch buffers: for records of variable size, and for the stacks
 	 * of stacktrace triggers (an image with an unwind table) */
 	int scratch = kprw_rt.hdr->unwind != 0;

@@ -886,13 +886,23 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 		}
 	}
 	int ret = type == KPRW_REC_KRETPROBE, ext = !ev || type > KPRW_REC_KRETPROBE || need_ext(w.now);
+	u64 word = ret_ip;
+	if (type == KPRW_REC_KPROBE && kprw_rt.spev && unlikely(kprw_rt.spev[p->point / 64] >> (p->point % 64) & 1)) {
+		/* the entry of a function with a return event: the stack pointer (the word the
+		 * return address is in) lets readers end the calls a longjmp or a missed return
+		 * left open; bit 0: that word holds the return trampoline already, this entry
+		 * is a tail call from a return-probed frame (this hit's own return events run
+		 * after its records) */
+		word = (u64)regs->sp | (*(const u64 *)regs->sp == (u64)(uptr)kprewrite_rt_rettramp);
+		ret = 1;
+	}
 	struct kprw_crec *rec = reserve(rec_size(dlen, ret, ext), c, &w);
 	if (!rec) {
 		if (tt)
 			kprw_triggers_post(tg, tt, &hit);
 		return 0;
 	}
-	u8 *d = fill(rec, dlen, pi, ret, ext, type, ev ? ev->id : KPRW_NO_EVENT, kprw_rt.points[p->point].site, ret_ip,
+	u8 *d = fill(rec, dlen, pi, ret, ext, type, ev ? ev->id : KPRW_NO_EVENT, kprw_rt.points[p->point].site, word,
 		     &w);
 	long got = 0;
 	if (once) {
@@ -1061,6 +1071,27 @@ void kprw_fastev_init(void)
 		bits[k / 64] |= 1ull << (k % 64);
 	}
 	kprw_rt.fastev = bits;
+}
+
+/* kprw_spev_init marks the points whose entry records carry the stack pointer
+ * (kprw_rt.spev): a return event (an r: definition, traced) at the point. Start-up. */
+void kprw_spev_init(void)
+{
+	u64 *bits = NULL;
+	for (u32 k = 0; k < kprw_rt.npoints; k++) {
+		const struct kprw_point *pt = &kprw_rt.points[k];
+		for (u32 j = 0; j < pt->nprobes; j++) {
+			const struct kprw_probe *p = &kprw_rt.probes[pt->first_probe + j];
+			if (p->type != KPRW_T_KRETPROBE || !(p->flags & KPRW_F_TRACE) || (p->flags & KPRW_F_USER) ||
+			    p->entry_handler || p->event >= kprw_rt.nevents)
+				continue;
+			if (!bits && !(bits = kprw_mmap_anon(((u64)kprw_rt.npoints + 63) / 64 * 8)))
+				return;
+			bits[k / 64] |= 1ull << (k % 64);
+			break;
+		}
+	}
+	kprw_rt.spev = bits;
 }
 
 /* kprw_trace_violation counts a --verify-regions violation in the point's KPRW_T_VERIFY

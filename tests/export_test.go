@@ -350,21 +350,29 @@ func TestReportDiff(t *testing.T) {
 	}
 }
 
-// chromium renders url headless and returns the screenshot's path.
-func chromium(t *testing.T, url string, width, height int) string {
+// chromium renders url headless and returns the screenshot's path and what the page
+// wrote to its console, a message a line.
+func chromium(t *testing.T, url string, width, height int) (shot string, console []string) {
 	t.Helper()
 	testprog.Need(t, "chromium")
 	dir := t.TempDir()
-	shot := filepath.Join(dir, "shot.png")
+	shot = filepath.Join(dir, "shot.png")
 	r := testprog.Run(t, testprog.Cmd{Path: "chromium", Args: []string{"--headless", "--no-sandbox", "--disable-gpu",
 		"--enable-unsafe-swiftshader", "--disable-quic", "--no-first-run", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--user-data-dir=" + filepath.Join(dir, "profile"),
 		"--hide-scrollbars", "--force-device-scale-factor=2", fmt.Sprintf("--window-size=%d,%d", width, height),
-		"--virtual-time-budget=10000", "--screenshot=" + shot, url}})
+		"--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", "--screenshot=" + shot, url}})
 	if _, err := os.Stat(shot); err != nil {
 		t.Fatalf("chromium made no screenshot of %s: %v\n%s", url, err, testprog.Clip(r.String(), 3000))
 	}
-	return shot
+	// [pid:tid:time:INFO:CONSOLE:line] "message", source: URL (line)
+	msg := regexp.MustCompile(`:CONSOLE(?::\d+)?\] "(.*)", source: `)
+	for _, l := range strings.Split(r.Stderr, "\n") {
+		if m := msg.FindStringSubmatch(l); m != nil {
+			console = append(console, m[1])
+		}
+	}
+	return shot, console
 }
 
 // drawnWords returns the words a screenshot shows, read by tesseract from a
@@ -447,7 +455,8 @@ func TestFlameGraphInChromium(t *testing.T) {
 	if code, _, stderr := kp("flamegraph", "-o", svg, trace); code != 0 {
 		t.Fatalf("flamegraph: %s", stderr)
 	}
-	words := drawnWords(t, chromium(t, "file://"+svg, 1200, 300))
+	shot, _ := chromium(t, "file://"+svg, 1200, 300)
+	words := drawnWords(t, shot)
 	for _, fn := range []string{"main", "worker", "top", "middle", "leaf", "spin"} {
 		if !drawn(words, fn) {
 			t.Errorf("the flame graph in Chromium shows no %q (read: %v)", fn, words)
@@ -472,7 +481,8 @@ func speedscopeDir(t *testing.T) string {
 }
 
 // TestExportsInSpeedscope: speedscope, opened in headless Chromium, loads the Chrome
-// JSON and the folded stacks and draws the functions.
+// JSON and the folded stacks with its own importers, logs no error, and draws the
+// functions.
 func TestExportsInSpeedscope(t *testing.T) {
 	testprog.Need(t, "chromium", "tesseract")
 	page := speedscopeDir(t)
@@ -491,7 +501,31 @@ func TestExportsInSpeedscope(t *testing.T) {
 	defer srv.Close()
 	for _, file := range []string{"calls.json", "calls.folded"} {
 		t.Run(file, func(t *testing.T) {
-			shot := chromium(t, srv.URL+"/app/index.html#profileURL="+srv.URL+"/data/"+file, 1400, 800)
+			shot, console := chromium(t, srv.URL+"/app/index.html#profileURL="+srv.URL+"/data/"+file, 1400, 800)
+			// speedscope says which importer took the file and how long the import
+			// took; anything thrown or logged as an error is a failure. A call's E
+			// with args (the return's fields, lost_return) is merged into its slice
+			// as the format says; speedscope, which keys frames by name and args,
+			// warns and ends the frame of the same name: anything else is a failure.
+			format := map[string]string{"calls.json": "Importing as Trace Event Format profile",
+				"calls.folded": "Importing as collapsed stack format"}[file]
+			imported, done := false, false
+			ended := regexp.MustCompile(`^ts=[\d.]+: Tried to end "([^" ]+) \{.*\}" when "([^" ]+)" was on the top of the stack\. Ending ([^ ]+) instead\.$`)
+			for _, m := range console {
+				switch {
+				case m == format:
+					imported = true
+				case strings.HasPrefix(m, "import: "):
+					done = true
+				case regexp.MustCompile(`(?i)error|uncaught|exception|failed|tried to`).MatchString(m):
+					if e := ended.FindStringSubmatch(m); e == nil || e[1] != e[2] || e[2] != e[3] {
+						t.Errorf("speedscope's console: %s", m)
+					}
+				}
+			}
+			if !imported || !done {
+				t.Errorf("speedscope did not say %q and how long the import took; its console:\n%s", format, strings.Join(console, "\n"))
+			}
 			words := drawnWords(t, shot)
 			// the first view: the main thread's calls in time order (the JSON), or
 			// every stack merged left-heavy (the folded stacks)

@@ -628,3 +628,55 @@ func TestExportLostReturns(t *testing.T) {
 		})
 	}
 }
+
+// TestExportMemoryBounded: every export streams: the peak resident size of `kprewrite`
+// exporting a trace eight times longer (3.6M records against 450k) is about the same,
+// set by the call depth and the threads, not by the trace's length.
+func TestExportMemoryBounded(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildKprewrite(t, dir)
+	prog := testprog.Build(t, readSource(t, "calls_many.c"), "c", "-O1")
+	out := filepath.Join(dir, "many.kp")
+	rewriteWith(t, prog, out, []string{"p:c/outer outer", "r:c/outer_ret outer", "p:c/inner inner", "r:c/inner_ret inner"})
+	traces := map[int]string{}
+	for _, n := range []int{75000, 600000} {
+		trace := filepath.Join(dir, fmt.Sprintf("many-%d.trace", n))
+		r := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{strconv.Itoa(n)},
+			Env: []string{"KPREWRITE_TRACE=" + trace, "KPREWRITE_TRACE_SIZE=512M"}})
+		if r.Exit != 0 {
+			t.Fatalf("%s %d: %s", out, n, r)
+		}
+		code, prof, _ := kp("profile", trace)
+		if code != 0 || !strings.Contains(prof, fmt.Sprintf(" %d ", 2*n)) {
+			t.Fatalf("the trace of %d iterations lacks records:\n%s", n, prof)
+		}
+		traces[n] = trace
+	}
+	// peak resident size in KiB of bin args..., its output thrown away
+	peakrss := testprog.Build(t, readSource(t, "peakrss.c"), "c", "-O1")
+	peak := func(args ...string) int64 {
+		out := testprog.MustRun(t, peakrss, append([]string{bin}, args...)...)
+		kib, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+		if err != nil {
+			t.Fatalf("peakrss: %q", out)
+		}
+		return kib
+	}
+	for _, export := range [][]string{
+		{"trace", "--format", "chrome"},
+		{"trace", "--format", "json"},
+		{"trace"},
+		{"report"},
+		{"flamegraph"},
+		{"flamegraph", "--format", "folded"},
+		{"profile", "--format", "pprof", "-o", filepath.Join(dir, "p.pb.gz")},
+	} {
+		small := peak(append(export, traces[75000])...)
+		large := peak(append(export, traces[600000])...)
+		t.Logf("%s: peak %d KiB for 450k records, %d KiB for 3.6M", strings.Join(export, " "), small, large)
+		if large > small+small/4+8<<10 {
+			t.Errorf("%s: peak resident size %d KiB for 3.6M records, %d KiB for 450k: it grows with the trace",
+				strings.Join(export, " "), large, small)
+		}
+	}
+}

@@ -45,7 +45,7 @@ func (s *Stream) Done() int64 { return s.done.Load() }
 
 // dropChunk is how much of the record area the first pass reads before it gives the
 // pages back.
-const dropChunk = 32 << 20
+const dropChunk = 8 << 20
 
 // dropPages gives back the pages of the mapping wholly inside [from, to) of the record
 // area, once read: the kernel keeps them in the page cache, but the reader's resident

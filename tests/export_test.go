@@ -2,12 +2,14 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +19,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
@@ -629,17 +634,15 @@ func TestExportLostReturns(t *testing.T) {
 	}
 }
 
-// TestExportMemoryBounded: every export streams: the peak resident size of `kprewrite`
-// exporting a trace eight times longer (3.6M records against 450k) is about the same,
-// set by the call depth and the threads, not by the trace's length.
-func TestExportMemoryBounded(t *testing.T) {
-	dir := t.TempDir()
-	bin := buildKprewrite(t, dir)
+// manyCalls writes, for each n, the trace of calls_many.c making n iterations of two
+// nested calls, an entry and a return event on each: 6n records.
+func manyCalls(t *testing.T, dir string, ns ...int) map[int]string {
+	t.Helper()
 	prog := testprog.Build(t, readSource(t, "calls_many.c"), "c", "-O1")
 	out := filepath.Join(dir, "many.kp")
 	rewriteWith(t, prog, out, []string{"p:c/outer outer", "r:c/outer_ret outer", "p:c/inner inner", "r:c/inner_ret inner"})
 	traces := map[int]string{}
-	for _, n := range []int{75000, 600000} {
+	for _, n := range ns {
 		trace := filepath.Join(dir, fmt.Sprintf("many-%d.trace", n))
 		r := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{strconv.Itoa(n)},
 			Env: []string{"KPREWRITE_TRACE=" + trace, "KPREWRITE_TRACE_SIZE=512M"}})
@@ -652,6 +655,16 @@ func TestExportMemoryBounded(t *testing.T) {
 		}
 		traces[n] = trace
 	}
+	return traces
+}
+
+// TestExportMemoryBounded: every export streams: the peak resident size of `kprewrite`
+// exporting a trace eight times longer (3.6M records against 450k) is about the same,
+// set by the call depth and the threads, not by the trace's length.
+func TestExportMemoryBounded(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildKprewrite(t, dir)
+	traces := manyCalls(t, dir, 75000, 600000)
 	// peak resident size in KiB of bin args..., its output thrown away
 	peakrss := testprog.Build(t, readSource(t, "peakrss.c"), "c", "-O1")
 	peak := func(args ...string) int64 {
@@ -678,5 +691,78 @@ func TestExportMemoryBounded(t *testing.T) {
 			t.Errorf("%s: peak resident size %d KiB for 3.6M records, %d KiB for 450k: it grows with the trace",
 				strings.Join(export, " "), large, small)
 		}
+	}
+}
+
+// openPTY opens a pseudo-terminal: its master and the terminal (slave) side.
+func openPTY(t *testing.T) (master, tty *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	var unlock int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Fatalf("TIOCSPTLCK: %v", e)
+	}
+	var n uint32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Fatalf("TIOCGPTN: %v", e)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
+}
+
+// TestExportProgressOnTerminal: an export that has run for a second and a half shows,
+// on a terminal, how many records it has read, and clears the line when it ends. The
+// export is held up by a reader that takes none of its output for two seconds (not by
+// the machine's speed); with standard error not a terminal, nothing is shown.
+func TestExportProgressOnTerminal(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildKprewrite(t, dir)
+	trace := manyCalls(t, dir, 75000)[75000]
+	run := func(stderr *os.File) {
+		cmd := exec.Command(bin, "trace", "--format", "chrome", trace)
+		cmd.Stderr = stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // the export blocks on its full pipe meanwhile
+		n, _ := io.Copy(io.Discard, out)
+		if err := cmd.Wait(); err != nil || n < 1<<20 {
+			t.Fatalf("export: %v, %d bytes", err, n)
+		}
+	}
+	master, tty := openPTY(t)
+	defer master.Close()
+	run(tty)
+	tty.Close()
+	var screen bytes.Buffer
+	io.Copy(&screen, master) // ends with EIO once the terminal side is closed everywhere
+	shown := regexp.MustCompile(`\r\x1b\[Kkprewrite trace: (\d+)/450000 records \((\d+)%\)`).FindAllStringSubmatch(screen.String(), -1)
+	if len(shown) == 0 || !strings.HasSuffix(screen.String(), "\r\x1b[K") {
+		t.Fatalf("the terminal shows %q: want progress lines, then the line cleared", screen.String())
+	}
+	for _, m := range shown {
+		if n, _ := strconv.Atoi(m[1]); n < 0 || n >= 450000 {
+			t.Errorf("progress %q: records read out of range", m[0])
+		}
+	}
+
+	f, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(f)
+	f.Close()
+	if b, _ := os.ReadFile(f.Name()); len(b) != 0 {
+		t.Errorf("with standard error a file, the export wrote %q to it", b)
 	}
 }

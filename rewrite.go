@@ -42,6 +42,12 @@ type RewriteOptions struct {
 	// disable_event:GROUP:EVENT, each with :COUNT and "if FILTER"; "!CMD" removes one),
 	// applied in order after the definition files' "trigger" lines.
 	Triggers []string
+	// Calls are function-name globs (path.Match: "*" is every function): each function
+	// proper that matches gets an entry and a return event, calls/NAME and
+	// calls/NAME__return, which `kprewrite report`, `flamegraph` and `trace --format
+	// chrome` show as calls; a function whose probe the analysis refuses is left out
+	// (RewriteResult.Calls), never an error.
+	Calls []string
 	// DebugFile is the program's separate debug information for source-level
 	// definitions (FUNC:LINE, FILE:LINE, FUNC@FILE, variables by name); "" looks in
 	// the program, then /usr/lib/debug/.build-id, then its .gnu_debuglink file.
@@ -74,6 +80,15 @@ type RewriteResult struct {
 	// Libraries are the rewritten copies of the libraries LIB:SITE definitions name,
 	// which the program loads instead of the originals.
 	Libraries []LibraryCopy
+	// Calls is what RewriteOptions.Calls did.
+	Calls CallsResult
+}
+
+// CallsResult is what RewriteOptions.Calls did: the functions traced as calls, and those
+// left out because the analysis refused their entry or return probe.
+type CallsResult struct {
+	Traced  int
+	LeftOut []string // "FUNC: why", in address order
 }
 
 // LibraryCopy is the rewritten copy of a library a program's definitions name.
@@ -149,7 +164,7 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 			ro.Needed = append(ro.Needed, elfio.Needed{Names: c.names, Path: c.needed})
 		}
 	}
-	res, err := rewriteImage(f, defs, ro)
+	res, err := rewriteImage(f, defs, opt.Calls, ro)
 	if err != nil {
 		return nil, err
 	}
@@ -180,9 +195,7 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 		return nil, err
 	}
 	out := &RewriteResult{Output: output, Warnings: append(warnings, res.Warnings...)}
-	for _, r := range res.Refused {
-		out.Skipped = append(out.Skipped, r.Err.Error())
-	}
+	out.Skipped, out.Calls = refusals(res)
 	if res.Desc != nil {
 		out.Probes = listProbes(res.Desc)
 	}
@@ -218,15 +231,22 @@ type libraryCopy struct {
 }
 
 // rewriteImage analyses f and rewrites it with defs, its own definitions.
-func rewriteImage(f *elfio.File, defs []rewriter.Probe, ro rewriter.Options) (*rewriter.Result, error) {
+func rewriteImage(f *elfio.File, defs []rewriter.Probe, calls []string, ro rewriter.Options) (*rewriter.Result, error) {
 	// before the analysis: refused anyway by rewriter.Rewrite
 	if err := rewriter.CheckRewritable(f, defs); err != nil {
 		return nil, err
 	}
-	if len(defs) > 0 {
+	if len(defs) > 0 || len(calls) > 0 {
 		bin, err := analysis.Analyze(f, analysis.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("analyse %s: %w", f.Path, err)
+		}
+		if len(calls) > 0 {
+			gen, err := rewriter.CallProbes(bin, calls, defs)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+			}
+			defs = append(defs, gen...)
 		}
 		if err := rewriter.Resolve(f, bin.Funcs, defs); err != nil {
 			return nil, err
@@ -234,6 +254,38 @@ func rewriteImage(f *elfio.File, defs []rewriter.Probe, ro rewriter.Options) (*r
 		ro.Analysis = bin
 	}
 	return rewriter.Rewrite(f, defs, ro)
+}
+
+// refusals sorts a rewrite's refused probes: the user's (left out with SkipRefused),
+// and the functions --calls left out; it counts the functions --calls traced.
+func refusals(res *rewriter.Result) (skipped []string, calls CallsResult) {
+	if res.Plan == nil {
+		return nil, calls
+	}
+	out := map[string]bool{}
+	for _, r := range res.Refused {
+		req := res.Plan.Requests[r.Request]
+		if !req.Optional {
+			skipped = append(skipped, r.Err.Error())
+			continue
+		}
+		if fn := strings.TrimPrefix(req.Name, "--calls "); !out[fn] {
+			out[fn] = true
+			why := r.Err.Error()
+			if _, after, ok := strings.Cut(why, ": "); ok {
+				why = after // the origin is the function
+			}
+			calls.LeftOut = append(calls.LeftOut, fn+": "+why)
+		}
+	}
+	seen := map[string]bool{}
+	for _, req := range res.Plan.Requests {
+		if fn, ok := strings.CutPrefix(req.Name, "--calls "); ok && req.Optional && !out[fn] && !seen[fn] {
+			seen[fn] = true
+			calls.Traced++
+		}
+	}
+	return skipped, calls
 }
 
 // rewriteLibraries rewrites each library the definitions name (found as the program's
@@ -293,7 +345,7 @@ next:
 		lro := ro
 		lro.Handlers, lro.Needed, lro.Synthetic = nil, nil, nil
 		lro.ImageName = name // the program's trace file: ro.TracePath
-		if c.res, err = rewriteImage(lf, g.Defs, lro); err != nil {
+		if c.res, err = rewriteImage(lf, g.Defs, nil, lro); err != nil {
 			return copies, err
 		}
 	}

@@ -174,6 +174,16 @@ func TestPlanExclude(t *testing.T) {
 	if err != nil || len(pl.Points) != 1 || len(pl.Refused) != 1 || pl.Refused[0].Request != 0 {
 		t.Errorf("skip-refused with --exclude: %v %+v", err, pl)
 	}
+	// an optional request is left out without SkipRefused; the user's still fails
+	opt := p.req("f_plain", 1)
+	opt.Optional = true
+	pl, err = MakePlan(p.b, []Request{opt, p.req("f_call", 0)}, Options{Exclude: rs})
+	if err != nil || len(pl.Points) != 1 || len(pl.Refused) != 1 || pl.Refused[0].Request != 0 {
+		t.Errorf("optional request in excluded code: %v %+v", err, pl)
+	}
+	if _, err = MakePlan(p.b, []Request{opt, p.req("f_plain", 1)}, Options{Exclude: rs}); !errors.Is(err, ErrRefused) {
+		t.Errorf("the user's request beside an optional one, both refused: %v", err)
+	}
 	// an excluded range that a DCR would reach into: the probe stays an int3
 	base := p.syms["f_plain"]
 	rs = []Range{{Lo: base + 4, Hi: base + 5, Pattern: "x"}}

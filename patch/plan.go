@@ -24,6 +24,9 @@ type Request struct {
 	Addr     uint64 // the address asked for (a function entry for return probes)
 	Return   bool   // a return probe: the entry probe hooks the return address
 	NeedPost bool   // the probe has a post_handler: its point is single-stepped
+	// Optional: a refusal leaves it out (Plan.Refused) as Options.SkipRefused does,
+	// without failing the plan (probes the rewrite made up itself, --calls).
+	Optional bool
 }
 
 // Mode is how a probepoint runs its instruction, as kprobes lists it (Point.Mode).
@@ -297,7 +300,7 @@ func (p *planner) checkSites() {
 	}
 	// A refused probe leaves no point: it must not keep a neighbour from being
 	// optimized. Check again those whose verdict another probe lowered.
-	if anyRefused && p.opt.SkipRefused {
+	if anyRefused { // (without SkipRefused, group fails on a refused request that is not Optional)
 		var kept []uint64
 		for i, r := range pl.Requests {
 			if !p.refused[i] {
@@ -336,7 +339,7 @@ func (p *planner) group(ex exitPlan) (map[uint64][]int, error) {
 		if e, ok := notExits[i]; ok {
 			err = e
 		}
-		if !p.opt.SkipRefused {
+		if !p.opt.SkipRefused && !r.Optional {
 			return nil, err
 		}
 		pl.Refused = append(pl.Refused, Refusal{Request: i, Site: *s, Err: err})
@@ -395,7 +398,7 @@ func (p *planner) placeAll(bySite map[uint64][]int, ex exitPlan) error {
 			return fmt.Errorf("internal error: %s: the exit site %#x could not be jump-optimized (%v)", pl.Requests[idx[0]].Name, site, err)
 		}
 		if err != nil {
-			if !p.opt.SkipRefused {
+			if !p.opt.SkipRefused && slices.ContainsFunc(idx, func(i int) bool { return !pl.Requests[i].Optional }) {
 				return err
 			}
 			for _, i := range idx {

@@ -24,38 +24,17 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
-// callDefs is an entry and a return event on every function of prog, as
-// scripts/alldefs -calls writes them.
-func callDefs(t *testing.T, prog string) string {
-	t.Helper()
-	f, err := elfio.Open(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var b strings.Builder
-	for i, fn := range f.Functions().List {
-		fmt.Fprintf(&b, "p:calls/f%d %#x\nr:calls/f%d_ret %#x\n", i, fn.Addr, i, fn.Addr)
-	}
-	path := filepath.Join(t.TempDir(), "calls.defs")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // tracedCalls builds the program src in lang with flags, rewrites it with an entry and
-// a return event on every function, runs both and compares them, and returns the
-// trace file.
+// a return event on every function (--calls '*'), runs both and compares them, and
+// returns the trace file.
 func tracedCalls(t *testing.T, src, lang string, flags ...string) string {
 	t.Helper()
 	prog := testprog.Build(t, src, lang, flags...)
 	out := filepath.Join(t.TempDir(), "calls.kp")
-	if code, o, e := kp("rewrite", "--skip-refused", "-f", callDefs(t, prog), "-o", out, prog); code != 0 {
+	if code, o, e := kp("rewrite", "--calls", "*", "-o", out, prog); code != 0 {
 		t.Fatalf("rewrite: exit %d\n%s%s", code, o, e)
 	}
 	testprog.Same(t, prog, out, testprog.Cmd{}, nil)
@@ -764,5 +743,61 @@ func TestExportProgressOnTerminal(t *testing.T) {
 	f.Close()
 	if b, _ := os.ReadFile(f.Name()); len(b) != 0 {
 		t.Errorf("with standard error a file, the export wrote %q to it", b)
+	}
+}
+
+// TestRewriteCalls: --calls GLOB puts an entry and a return event on the functions it
+// matches, named calls/NAME and calls/NAME__return (a name the user's definitions took
+// gets _2); what the analysis refuses of them is left out and counted, while a refusal
+// of the user's own definition still fails the rewrite.
+func TestRewriteCalls(t *testing.T) {
+	prog := testprog.Build(t, readSource(t, "calls.c"), "c", "-O1", "-pthread")
+	out := filepath.Join(t.TempDir(), "calls.kp")
+	code, _, stderr := kp("rewrite", "--calls", "middle", "--calls", "l*", "-e", "p:calls/leaf spin", "-o", out, prog)
+	if code != 0 || !strings.Contains(stderr, "--calls: 2 functions traced as calls, 0 left out") {
+		t.Fatalf("rewrite --calls: exit %d: %s", code, stderr)
+	}
+	testprog.Same(t, prog, out, testprog.Cmd{}, nil)
+	code, list, _ := kp("list", "-v", out)
+	for _, ev := range []string{"calls/middle ", "calls/middle__return ", "calls/leaf_2 ", "calls/leaf_2__return ", "calls/leaf "} {
+		if code != 0 || !strings.Contains(list, ev) {
+			t.Errorf("list -v has no %s:\n%s", ev, list)
+		}
+	}
+	// the trace beside a directory of the same name without .trace: the file
+	// describes its images, the directory is no binary to read
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := testprog.Run(t, testprog.Cmd{Path: out, Extra: []string{"KPREWRITE_TRACE=" + dir + ".trace"}}); r.Exit != 0 {
+		t.Fatal(r)
+	}
+	code, rep, stderr := kp("report", dir+".trace")
+	if code != 0 {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	calls, _ := reportCalls(t, rep)
+	if len(calls) != 2 || calls["middle"] != 20 || calls["leaf"] != 40 {
+		t.Errorf("report: calls %v, want middle 20 and leaf 40 only\n%s", calls, rep)
+	}
+
+	// every function: the process entry point and what nothing calls are not probed
+	code, _, stderr = kp("rewrite", "--calls", "*", "-o", out, prog)
+	if code != 0 || !regexp.MustCompile(`--calls: \d+ functions traced as calls`).MatchString(stderr) || strings.Contains(stderr, "warning") {
+		t.Fatalf("rewrite --calls '*': exit %d: %s", code, stderr)
+	}
+	// the user's refused definition fails the rewrite, --calls or not
+	code, _, stderr = kp("rewrite", "--calls", "*", "-e", "r:mine/start _start", "-o", out+"2", prog)
+	if code == 0 || !strings.Contains(stderr, "retprobe-process-entry") {
+		t.Errorf("a refused definition of the user's with --calls: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr = kp("rewrite", "--calls", "[", "-o", out+"3", prog); code != 2 || !strings.Contains(stderr, "--calls \"[\"") {
+		t.Errorf("--calls '[': exit %d: %s", code, stderr)
+	}
+	for _, f := range []string{out + "2", out + "3"} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("%s written by a failed rewrite", f)
+		}
 	}
 }

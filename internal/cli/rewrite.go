@@ -14,7 +14,7 @@ import (
 const TraceSuffix = tracefile.Suffix
 
 func runRewrite(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--no-boost] [--single-step tf|int3] [--count-only [--exits-only]] [--handlers FILE.c]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--trace PATH] [--debug-file FILE] BINARY", stdout)
+	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--calls GLOB]... [--no-boost] [--single-step tf|int3] [--count-only [--exits-only]] [--handlers FILE.c]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--trace PATH] [--debug-file FILE] BINARY", stdout)
 	out := fs.String("o", "", "output file (written atomically; required)")
 	var exprs, files multiFlag
 	fs.Var(&exprs, "e", "probe event definition, e.g. 'p:grp/ev func+4 a=%di' or 'r:ev func $retval' (repeatable)")
@@ -30,6 +30,8 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	noOpt := fs.Bool("no-optimize", false, "no jump-optimized probes: every probe is an int3 (kinds k, b, r, rb)")
 	verify := fs.Bool("verify-regions", false, "instead of a jmp, put an int3 on each would-be-optimized probe and on every other byte of its DCR; the program runs correctly and kprewrite profile reports every byte reached (violations)")
 	optOnly := fs.Bool("optimized-only", false, "refuse probes that cannot be jump-optimized (with --skip-refused: leave them out); for programs that take SIGTRAP over, such as Go programs")
+	var calls multiFlag
+	fs.Var(&calls, "calls", "`GLOB`: an entry and a return event, calls/NAME and calls/NAME__return, on every function whose name matches GLOB ('*': all; repeatable), for report, flamegraph and trace --format chrome; functions whose probes the analysis refuses, or that nothing calls (fragments, where a return probe would break the program), are left out and counted, never an error")
 	var excludes multiFlag
 	fs.Var(&excludes, "exclude", "no probe in this code: a function-name glob ('Builtins_*') or an address range 0xLO-0xHI or 0xLO+SIZE (repeatable); for code the program copies and runs elsewhere")
 	skip := fs.Bool("skip-refused", false, "leave out probes the analysis refuses (reported on stderr) instead of failing")
@@ -53,7 +55,7 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	}
 	opt := kprewrite.RewriteOptions{Definitions: exprs, DefinitionFiles: files, HandlerFiles: hfiles, Filters: filters, Triggers: triggers,
 		NoOptimize: *noOpt, NoBoost: *noBoost, SingleStep: *singleStep, VerifyRegions: *verify, OptimizedOnly: *optOnly,
-		SkipRefused: *skip, Exclude: excludes, CountOnly: *countOnly, ExitsOnly: *exitsOnly, TracePath: *trace, Debug: *debug, DebugFile: *debugFile}
+		SkipRefused: *skip, Exclude: excludes, Calls: calls, CountOnly: *countOnly, ExitsOnly: *exitsOnly, TracePath: *trace, Debug: *debug, DebugFile: *debugFile}
 	if *traceSize != "" {
 		n, err := parseSize(*traceSize)
 		if err != nil {
@@ -74,6 +76,14 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, r := range res.Skipped {
 		fmt.Fprintf(stderr, "kprewrite rewrite: skipped: %s\n", r)
+	}
+	if len(calls) > 0 {
+		c := res.Calls
+		fmt.Fprintf(stderr, "kprewrite rewrite: --calls: %d functions traced as calls, %d left out", c.Traced, len(c.LeftOut))
+		if len(c.LeftOut) > 0 {
+			fmt.Fprintf(stderr, " (first: %s)", c.LeftOut[0])
+		}
+		fmt.Fprintln(stderr)
 	}
 	for _, w := range res.Warnings {
 		fmt.Fprintf(stderr, "kprewrite rewrite: warning: %s\n", w)

@@ -38,6 +38,9 @@ type Probe struct {
 	// Triggers are the event's triggers in the kernel's list order (the newest
 	// first, the order they run), each with where it was given.
 	Triggers []TriggerDef
+	// Optional: a refused probe is left out (Result.Refused) without failing the
+	// rewrite, with or without SkipRefused (the probes --calls makes, CallProbes).
+	Optional bool
 }
 
 // Options tune Rewrite.
@@ -148,7 +151,8 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 			return nil, fmt.Errorf("%s: not a probe definition", p.Origin)
 		}
 		// a C handler's post_handler needs the probed instruction single-stepped
-		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return, NeedPost: p.Handler != nil && p.Handler.Post}
+		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return, NeedPost: p.Handler != nil && p.Handler.Post,
+			Optional: p.Optional}
 	}
 	excl, err := patch.ParseExcludes(opt.Exclude, b.Funcs)
 	if err != nil {

@@ -67,8 +67,9 @@ func OpenStream(path string, bins []string) (*Stream, Descs, error) {
 			}
 		}
 		// the implicit binary may be gone, or have no probes of its own (a program
-		// whose probes are all in its libraries' copies)
-		if implicit && (errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrNoProbes)) {
+		// whose probes are all in its libraries' copies), or be no binary at all
+		// (X.trace beside a directory X) when the file describes its images itself
+		if implicit && (errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrNoProbes) || len(descs) >= len(s.Images)) {
 			continue
 		}
 		s.Close()

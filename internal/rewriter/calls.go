@@ -1,0 +1,97 @@
+package rewriter
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+
+	"github.com/kprewrite/kprewrite/analysis"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+)
+
+// CallsGroup is the event group of the probes --calls makes.
+const CallsGroup = "calls"
+
+// CallsReturnSuffix ends the name of a --calls return event (perf probe's name for a
+// return probe: FUNC__return).
+const CallsReturnSuffix = "__return"
+
+// CallProbes returns an entry event and a return event (p:calls/NAME ADDR and
+// r:calls/NAME__return ADDR), optional probes (refused ones are left out, not an
+// error), on every function of b whose name or an alias matches one of globs (path.Match
+// patterns: "*" is every function) and that is a function proper: called, its address
+// taken or exported (analysis.Binary.Referenced), not the entry point. A start that is
+// only jumped to may be a fragment of another function, where a return probe would
+// break the program. When the analysis refuses one probe of a pair, the other stays (its
+// records are instants, not calls). Event
+// names are the symbol with every byte that is not a letter, digit or '_' made '_', cut
+// to fit, and made unique against the events of have with _2, _3...
+func CallProbes(b *analysis.Binary, globs []string, have []Probe) ([]Probe, error) {
+	for _, g := range globs {
+		if _, err := path.Match(g, ""); err != nil {
+			return nil, fmt.Errorf("--calls %q: %w", g, err)
+		}
+	}
+	taken := map[string]bool{}
+	for _, p := range have {
+		if p.Def != nil && p.Def.Group == CallsGroup {
+			taken[p.Def.Event] = true
+		}
+	}
+	matches := func(name string) bool {
+		for _, g := range globs {
+			if ok, _ := path.Match(g, name); ok {
+				return true
+			}
+		}
+		return false
+	}
+	var out []Probe
+	for _, fn := range b.Funcs.List {
+		hit := matches(fn.Name)
+		for _, a := range fn.Aliases {
+			hit = hit || matches(a)
+		}
+		if !hit || !b.Referenced(fn.Addr) || fn.Addr == b.File.Entry {
+			continue // (the entry point never returns: a return probe there is refused)
+		}
+		name := callEventName(fn.Name, taken)
+		origin := "--calls " + fn.Name
+		for _, def := range []string{
+			fmt.Sprintf("p:%s/%s %#x", CallsGroup, name, fn.Addr),
+			fmt.Sprintf("r:%s/%s%s %#x", CallsGroup, name, CallsReturnSuffix, fn.Addr),
+		} {
+			d, err := eventdef.Parse(def)
+			if err != nil {
+				return nil, fmt.Errorf("%s: internal error: %q: %w", origin, def, err)
+			}
+			out = append(out, Probe{Def: d, Origin: origin, Optional: true})
+		}
+	}
+	return out, nil
+}
+
+// callEventName makes a function's name an event name not in taken (and takes it, and
+// its return event's name).
+func callEventName(fn string, taken map[string]bool) string {
+	room := eventdef.MaxEventNameLen - 1 - len(CallsReturnSuffix) - 6 // and _NNNNN
+	b := []byte(fn)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c >= '0' && c <= '9' && i > 0) {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		b = []byte("_")
+	}
+	if len(b) > room {
+		b = b[:room]
+	}
+	base := string(b)
+	name := base
+	for n := 2; taken[name] || taken[name+CallsReturnSuffix]; n++ {
+		name = base + "_" + strconv.Itoa(n)
+	}
+	taken[name], taken[name+CallsReturnSuffix] = true, true
+	return name
+}

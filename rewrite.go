@@ -201,9 +201,8 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	}
 	for _, c := range copies {
 		out.Libraries = append(out.Libraries, LibraryCopy{Library: c.lib, Input: c.input, Output: c.path})
-		for _, r := range c.res.Refused {
-			out.Skipped = append(out.Skipped, r.Err.Error())
-		}
+		skipped, _ := refusals(c.res)
+		out.Skipped = append(out.Skipped, skipped...)
 		out.Warnings = append(out.Warnings, c.res.Warnings...)
 		if c.res.Desc != nil {
 			out.Probes = append(out.Probes, listProbes(c.res.Desc)...)

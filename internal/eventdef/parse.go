@@ -367,14 +367,24 @@ func GeneratedEventName(p *Probe) string {
 	default:
 		s = string(c) + "_" + hexStr(p.Addr)
 	}
+	s = SanitizeName(s)
+	if len(s) > MaxEventNameLen-1 {
+		s = s[:MaxEventNameLen-1]
+	}
+	return s
+}
+
+// SanitizeName makes s a good event name as generated names are made: every byte that
+// is not a letter, digit or '_' becomes '_', and so does a leading digit ("_" for "").
+func SanitizeName(s string) string {
 	b := []byte(s)
 	for i, ch := range b {
-		if !isAlpha(ch) && !isDigit(ch) && ch != '_' {
+		if !isAlpha(ch) && !(isDigit(ch) && i > 0) && ch != '_' {
 			b[i] = '_'
 		}
 	}
-	if len(b) > MaxEventNameLen-1 {
-		b = b[:MaxEventNameLen-1]
+	if len(b) == 0 {
+		return "_"
 	}
 	return string(b)
 }

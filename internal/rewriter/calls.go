@@ -75,19 +75,10 @@ func CallProbes(b *analysis.Binary, globs []string, have []Probe) ([]Probe, erro
 // its return event's name).
 func callEventName(fn string, taken map[string]bool) string {
 	room := eventdef.MaxEventNameLen - 1 - len(CallsReturnSuffix) - 6 // and _NNNNN
-	b := []byte(fn)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c >= '0' && c <= '9' && i > 0) {
-			b[i] = '_'
-		}
+	base := eventdef.SanitizeName(fn)
+	if len(base) > room {
+		base = base[:room]
 	}
-	if len(b) == 0 {
-		b = []byte("_")
-	}
-	if len(b) > room {
-		b = b[:room]
-	}
-	base := string(b)
 	name := base
 	for n := 2; taken[name] || taken[name+CallsReturnSuffix]; n++ {
 		name = base + "_" + strconv.Itoa(n)

@@ -462,6 +462,10 @@ type RawTraceImage struct {
 // TIFExt in RawTraceImage.Flags: a RawTraceImageExt follows the image's counters.
 const TIFExt = 0x1
 
+// TIFSpare in RawTraceImage.Flags: the image's control area ends with CtlSpare count
+// slots for triggers added at run time.
+const TIFSpare = 0x2
+
 // RawTraceImageExt is struct kprw_trace_image_ext.
 type RawTraceImageExt struct {
 	DescOff  uint64 `c:"desc_off"` // file offset of the image's KPRWDESC frame, 0 = none
@@ -480,7 +484,42 @@ type RawTraceImageExt struct {
 // Per-event control flags in the trace file's control area (RawTraceImageExt.CtlSize).
 const (
 	CtlEvSoftDisabled = 0x1 // records nothing (enable_event/disable_event, kprewrite enable/disable)
+	CtlSpare          = 64  // count slots at the end of a control area for run-time triggers
 )
+
+// Run-time control frames (struct kprw_ctlframe, struct kprw_ctlent): an image's filters
+// and triggers as changed after the rewrite.
+const (
+	CtlFrameMagic = "KPRWCTL1"
+	CtlFileMagic  = "KPRWCTLF"
+	CtlFrameMax   = 1 << 20
+	CEFilter      = 0x1
+	CETrig        = 0x2
+	CEEnable      = 0x4
+	CEDisable     = 0x8
+)
+
+// RawCtlFrame is struct kprw_ctlframe.
+type RawCtlFrame struct {
+	Magic     [8]byte `c:"magic"`
+	Prev      uint64  `c:"prev"`
+	ImageID   uint64  `c:"image_id"`
+	Size      uint32  `c:"size"`
+	NEntries  uint32  `c:"nentries"`
+	NEvents   uint32  `c:"nevents"`
+	SpareNext uint32  `c:"spare_next"`
+	Reserved  uint64  `c:"reserved"`
+}
+
+// RawCtlEnt is struct kprw_ctlent.
+type RawCtlEnt struct {
+	Event     uint32 `c:"event"`
+	Flags     uint32 `c:"flags"`
+	FilterLen uint32 `c:"filter_len"`
+	TrigLen   uint32 `c:"trig_len"`
+	TextLen   uint32 `c:"text_len"`
+	Reserved  uint32 `c:"reserved"`
+}
 
 // RawTraceHeader is struct kprw_trace_hdr, the first 4096 bytes of a trace file.
 type RawTraceHeader struct {
@@ -499,8 +538,9 @@ type RawTraceHeader struct {
 	CreatedMonoNs uint64                        `c:"created_mono_ns"`
 	BlockSize     uint64                        `c:"block_size"`
 	TracingOff    uint32                        `c:"tracing_off"` // non-zero: no records are written (traceoff)
-	Reserved0     uint32                        `c:"reserved0"`
-	Reserved      [3]uint64                     `c:"reserved"`
+	CtlGen        uint32                        `c:"ctl_gen"`     // bumped after each run-time control frame is linked
+	CtlLast       uint64                        `c:"ctl_last"`    // file offset of the latest RawCtlFrame (0: none)
+	Reserved      [2]uint64                     `c:"reserved"`
 	Images        [TraceMaxImages]RawTraceImage `c:"images"`
 	// version 3
 	TsBase       uint64 `c:"ts_base"`        // a compact record's time is TsBase + its offset

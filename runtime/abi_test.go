@@ -46,6 +46,8 @@ var abiStructs = []struct {
 	{"kprw_crec", RawCRec{}},
 	{"kprw_crec_ext", RawCRecExt{}},
 	{"kprw_chunk", RawChunk{}},
+	{"kprw_ctlframe", RawCtlFrame{}},
+	{"kprw_ctlent", RawCtlEnt{}},
 	{"kprw_unwind", RawUnwind{}},
 }
 
@@ -91,9 +93,13 @@ func TestABILayout(t *testing.T) {
 		fmt.Fprintf(&src, "printf(\"KPRW_TRACE_MAGIC[%d] %%d\\n\", KPRW_TRACE_MAGIC[%d]);\n", i, i)
 		want[fmt.Sprintf("KPRW_TRACE_MAGIC[%d]", i)] = int(TraceMagic[i])
 	}
-	for i := range ChunkMagic {
-		fmt.Fprintf(&src, "printf(\"KPRW_CHUNK_MAGIC[%d] %%d\\n\", KPRW_CHUNK_MAGIC[%d]);\n", i, i)
-		want[fmt.Sprintf("KPRW_CHUNK_MAGIC[%d]", i)] = int(ChunkMagic[i])
+	for name, magic := range map[string]string{"KPRW_CHUNK_MAGIC": ChunkMagic, "KPRW_CTLFRAME_MAGIC": CtlFrameMagic, "KPRW_CTLFILE_MAGIC": CtlFileMagic} {
+		fmt.Fprintf(&src, "printf(\"%s_LEN %%zu\\n\", sizeof(%s) - 1);\n", name, name)
+		want[name+"_LEN"] = len(magic)
+		for i := range magic {
+			fmt.Fprintf(&src, "printf(\"%s[%d] %%d\\n\", %s[%d]);\n", name, i, name, i)
+			want[fmt.Sprintf("%s[%d]", name, i)] = int(magic[i])
+		}
 	}
 	src.WriteString("printf(\"kretprobe_instance %zu\\n\", sizeof(struct kretprobe_instance));\n")
 	src.WriteString("printf(\"kretprobe_instance.data %zu\\n\", offsetof(struct kretprobe_instance, data));\n")
@@ -160,6 +166,9 @@ var abiConsts = map[string]any{
 	"KPRW_F_DISABLED": FDisabled, "KPRW_F_TRACE": FTrace,
 	"KPRW_EF_DISABLED": EFDisabled, "KPRW_EF_RETPROBE": EFRetprobe,
 	"KPRW_EF_SOFT": EFSoftDisabled, "KPRW_EF_TRIGGERS": EFTriggers, "KPRW_CTL_SOFT_DISABLED": CtlEvSoftDisabled,
+	"KPRW_CTL_SPARE": CtlSpare, "KPRW_TIF_SPARE": TIFSpare, "KPRW_CTLFRAME_MAX": CtlFrameMax,
+	"KPRW_CE_FILTER": CEFilter, "KPRW_CE_TRIG": CETrig, "KPRW_CE_ENABLE": CEEnable, "KPRW_CE_DISABLE": CEDisable,
+
 	"KPRW_NO_EVENT": NoEvent, "KPRW_NO_PROBE": NoProbe,
 	"KPRW_MAX_POINTS": MaxPoints, "KPRW_MAX_PROBES_PER_POINT": MaxProbesPerPoint, "KPRW_MAX_DATA_SIZE": MaxDataSize,
 	"KPRW_MAX_MAXACTIVE": MaxMaxActive, "KPRW_DEFAULT_TRACE_SIZE": DefaultTraceSize,
@@ -193,6 +202,8 @@ var cOnlyDefines = map[string]string{
 	"KPRW_RI_DEFINED":      "include guard shared by kprewrite.h and kprewrite_abi.h",
 	"KPRW_TRACE_MAGIC":     "a string: checked byte by byte by TestABILayout",
 	"KPRW_CHUNK_MAGIC":     "a string: checked byte by byte by TestABILayout",
+	"KPRW_CTLFRAME_MAGIC":  "a string: checked byte by byte by TestABILayout",
+	"KPRW_CTLFILE_MAGIC":   "a string: checked byte by byte by TestABILayout",
 }
 
 // TestEveryConstantChecked: every KPRW_* macro the headers define is checked against

@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/tracectl"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
 // runTraceOnOff is `kprewrite traceon|traceoff FILE`: tracefs's tracing_on for every
@@ -77,4 +82,268 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// imageEvents groups a trace file's matched events by image, in the file's order.
+func imageEvents(evs []tracectl.Event) [][]tracectl.Event {
+	var out [][]tracectl.Event
+	at := map[string]int{}
+	for _, ev := range evs {
+		k := ev.Image + "\x00" + fmt.Sprint(ev.ImageIndex())
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], ev)
+	}
+	return out
+}
+
+// runFilter is `kprewrite filter FILE EVENT [EXPR]`: the events' filter file, for every
+// program writing into the trace file, running or to come.
+func runFilter(args []string, stdout, _ io.Writer) error {
+	fs := helpFlagSet("filter", "filter FILE EVENT [EXPR]", stdout)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 && len(pos) != 3 {
+		return usageErr("want a trace FILE, an EVENT (EVENT, GROUP/EVENT, GROUP/* or all) and a filter EXPR (0 removes it; none prints it), got %d arguments (see kprewrite filter -h)", len(pos))
+	}
+	f, err := tracectl.Open(pos[0])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	evs, err := f.Events(pos[1])
+	if err != nil {
+		return err
+	}
+	type change struct {
+		ev  tracectl.Event
+		c   *tracectl.Controls
+		was string
+	}
+	var changes []change
+	for _, group := range imageEvents(evs) { // every filter compiled before anything changes
+		c, err := f.Controls(group[0])
+		if err != nil {
+			return err
+		}
+		for _, ev := range group {
+			was := c.Filter(ev.Index)
+			if len(pos) == 2 {
+				fmt.Fprintf(stdout, "%s/%s (%s): %s\n", ev.Group, ev.Name, ev.Image, orNone(was))
+				continue
+			}
+			if !ev.Armed {
+				return fmt.Errorf("%s: %s/%s: %w", pos[0], ev.Group, ev.Name, tracectl.ErrNotArmed)
+			}
+			if err := c.SetFilter(ev.Index, pos[2]); err != nil {
+				return fmt.Errorf("%s: %w", pos[0], err)
+			}
+			changes = append(changes, change{ev, c, was})
+		}
+	}
+	committed := map[*tracectl.Controls]bool{}
+	for _, ch := range changes {
+		if !committed[ch.c] {
+			if err := f.Commit(ch.ev, ch.c); err != nil {
+				return err
+			}
+			committed[ch.c] = true
+		}
+		fmt.Fprintf(stdout, "%s: %s/%s (%s): filter %s (was %s)\n", pos[0], ch.ev.Group, ch.ev.Name, ch.ev.Image, orNone(ch.c.Filter(ch.ev.Index)), orNone(ch.was))
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// runTrigger is `kprewrite trigger FILE EVENT [TRIGGER]`: the events' trigger file, for
+// every program writing into the trace file, running or to come.
+func runTrigger(args []string, stdout, _ io.Writer) error {
+	fs := helpFlagSet("trigger", "trigger FILE EVENT [TRIGGER]", stdout)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 && len(pos) != 3 {
+		return usageErr("want a trace FILE, an EVENT (EVENT, GROUP/EVENT, GROUP/* or all) and a TRIGGER ('!CMD' removes one; none prints them), got %d arguments (see kprewrite trigger -h)", len(pos))
+	}
+	f, err := tracectl.Open(pos[0])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	evs, err := f.Events(pos[1])
+	if err != nil {
+		return err
+	}
+	type change struct {
+		ev tracectl.Event
+		c  *tracectl.Controls
+	}
+	var changes []change
+	for _, group := range imageEvents(evs) {
+		c, err := f.Controls(group[0])
+		if err != nil {
+			return err
+		}
+		done := map[string]bool{} // a multi-probe event's runtime events change together
+		for _, ev := range group {
+			if done[ev.Group+"/"+ev.Name] {
+				continue
+			}
+			done[ev.Group+"/"+ev.Name] = true
+			if len(pos) == 2 {
+				fmt.Fprintf(stdout, "%s/%s (%s):\n", ev.Group, ev.Name, ev.Image)
+				ts := c.Triggers(ev.Index)
+				if len(ts) == 0 {
+					fmt.Fprintln(stdout, "# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event disable_event enable_hist disable_hist hist")
+				}
+				for _, t := range ts {
+					fmt.Fprintln(stdout, t)
+				}
+				continue
+			}
+			if err := c.ApplyTrigger(ev.Group, ev.Name, pos[2]); err != nil {
+				return fmt.Errorf("%s: %w", pos[0], err)
+			}
+			changes = append(changes, change{ev, c})
+		}
+	}
+	committed := map[*tracectl.Controls]bool{}
+	for _, ch := range changes {
+		if !committed[ch.c] {
+			if err := f.Commit(ch.ev, ch.c); err != nil {
+				return err
+			}
+			committed[ch.c] = true
+		}
+		fmt.Fprintf(stdout, "%s: %s/%s (%s): triggers now:", pos[0], ch.ev.Group, ch.ev.Name, ch.ev.Image)
+		ts := ch.c.Triggers(ch.ev.Index)
+		if len(ts) == 0 {
+			fmt.Fprint(stdout, " none")
+		}
+		for _, t := range ts {
+			fmt.Fprintf(stdout, "\n  %s", t)
+		}
+		fmt.Fprintln(stdout)
+	}
+	return nil
+}
+
+// runControl is `kprewrite control -o FILE ... BINARY`: a KPREWRITE_CONTROL file, the
+// filters, triggers and switches the next runs of BINARY start with.
+func runControl(args []string, stdout, _ io.Writer) error {
+	fs := helpFlagSet("control", "control -o FILE [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--enable LIST]... [--disable LIST]... BINARY", stdout)
+	out := fs.String("o", "", "write the control file to `FILE` (replaced atomically)")
+	var filters, triggers, enables, disables multiFlag
+	fs.Var(&filters, "filter", "`GROUP/EVENT:EXPR`: the event's filter, as rewrite --filter (GROUP/EVENT:0 removes the rewrite's) (repeatable)")
+	fs.Var(&triggers, "trigger", "`GROUP/EVENT:TRIGGER`: write TRIGGER to the event's trigger file, as rewrite --trigger ('!CMD' removes one of the rewrite's; hist triggers are made when rewriting) (repeatable)")
+	fs.Var(&enables, "enable", "switch events on at start-up: all, or a comma-separated `LIST` of EVENT, GROUP/EVENT, GROUP/* (repeatable)")
+	fs.Var(&disables, "disable", "switch events off at start-up (their hits are counted, not recorded): all, or a comma-separated `LIST` (repeatable)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *out == "" || len(pos) != 1 {
+		return usageErr("want -o FILE and one rewritten BINARY, got %d arguments (see kprewrite control -h)", len(pos))
+	}
+	bin, err := elfio.Open(pos[0])
+	if err != nil {
+		return err
+	}
+	im, err := tracefile.ReadImage(bin)
+	bin.Close()
+	if err != nil {
+		return err
+	}
+	c, err := tracectl.NewControls(im.Desc, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", pos[0], err)
+	}
+	d := im.Desc
+	match := func(spec, what, form string) (string, []uint32, error) {
+		target, text, ok := strings.Cut(spec, ":")
+		if !ok || target == "" {
+			return "", nil, usageErr("--%s %q: want %s", what, spec, form)
+		}
+		var idx []uint32
+		for i, e := range d.Events {
+			if eventdef.MatchesName(target, e.Group, e.Name) {
+				idx = append(idx, uint32(i))
+			}
+		}
+		if len(idx) == 0 {
+			return "", nil, fmt.Errorf("--%s %q: %s has no event %s", what, spec, pos[0], target)
+		}
+		return text, idx, nil
+	}
+	for k, spec := range filters {
+		text, idx, err := match(spec, "filter", "GROUP/EVENT:EXPR")
+		if err != nil {
+			return err
+		}
+		for _, i := range idx {
+			if !c.Armed(i) {
+				return fmt.Errorf("--filter #%d: %s/%s: %w", k+1, d.Events[i].Group, d.Events[i].Name, tracectl.ErrNotArmed)
+			}
+			if err := c.SetFilter(i, text); err != nil {
+				return fmt.Errorf("--filter #%d: %w", k+1, err)
+			}
+		}
+	}
+	for k, spec := range triggers {
+		text, idx, err := match(spec, "trigger", "GROUP/EVENT:TRIGGER")
+		if err != nil {
+			return err
+		}
+		done := map[string]bool{}
+		for _, i := range idx {
+			e := d.Events[i]
+			if done[e.Group+"/"+e.Name] {
+				continue
+			}
+			done[e.Group+"/"+e.Name] = true
+			if err := c.ApplyTrigger(e.Group, e.Name, text); err != nil {
+				return fmt.Errorf("--trigger #%d: %w", k+1, err)
+			}
+		}
+	}
+	for _, sw := range []struct {
+		lists multiFlag
+		on    bool
+	}{{enables, true}, {disables, false}} {
+		for _, list := range sw.lists {
+			for _, pat := range strings.Split(list, ",") {
+				_, idx, err := match(pat+":", map[bool]string{true: "enable", false: "disable"}[sw.on], "EVENT, GROUP/EVENT, GROUP/* or all")
+				if err != nil {
+					return err
+				}
+				for _, i := range idx {
+					if err := c.SetSwitch(i, sw.on); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	b, err := tracectl.EncodeControlFile([]*tracectl.Frame{c.Frame()})
+	if err != nil {
+		return err
+	}
+	if err := elfio.WriteFileAtomic(*out, bytes.NewReader(b), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: controls for %d events of %s (KPREWRITE_CONTROL=%s at start-up)\n", *out, len(c.Frame().Entries), pos[0], *out)
+	return nil
 }

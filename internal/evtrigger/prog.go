@@ -44,6 +44,12 @@ const (
 	MaxTriggers = 1024
 )
 
+// Keep is a hist trigger that a run-time control frame keeps as the rewrite made it:
+// the runtime finds the event's hist trigger of the same slot (no program of its own).
+func Keep(slot uint32) Compiled {
+	return Compiled{Trigger: Trigger{Cmd: Hist, Count: Unlimited}, Slot: slot}
+}
+
 // Cond says whether the triggers run after the record's data is fetched (the kernel's
 // EVENT_FILE_FL_TRIGGER_COND).
 func Cond(ts []Compiled) bool {
@@ -141,6 +147,13 @@ func Decode(b []byte, nevents int) ([]Compiled, error) {
 		off += triggerSize
 		if nt > (len(b)-off)/4 {
 			return nil, fmt.Errorf("trigger program: trigger %d: %d targets", i, nt)
+		}
+		if c.Cmd == Hist && nt == 0 { // kept: the rewrite's hist trigger of that slot (Keep)
+			if fl != 0 {
+				return nil, fmt.Errorf("trigger program: trigger %d: a kept hist trigger with a filter", i)
+			}
+			out = append(out, c)
+			continue
 		}
 		if c.Cmd == Hist {
 			c.Hist = b[off : off+4*nt]

@@ -59,29 +59,12 @@ func filterError(origin string, d *Probe, expr string, err error) error {
 	return fmt.Errorf("%s: filter of %s/%s: %w", origin, d.Def.Group, d.Def.Event, err)
 }
 
-// funcSymbols finds .function names among the binary's functions.
-type funcSymbols struct{ fns *elfio.Functions }
-
-func (s funcSymbols) Func(name string) (uint64, uint64, bool) {
-	if f, ok := s.fns.ByName(name); ok {
-		return f.Addr, max(f.Size, 1), true
-	}
-	return 0, 0, false
-}
-
-func (s funcSymbols) FuncAt(addr uint64) (uint64, uint64, bool) {
-	if f, ok := s.fns.Containing(addr); ok {
-		return f.Addr, max(f.Size, 1), true
-	}
-	return 0, 0, false
-}
-
 // symbolsOf finds .function names among fns, or (nil) accepts every name.
 func symbolsOf(fns *elfio.Functions) evfilter.Symbols {
 	if fns == nil {
 		return evfilter.AnySymbols{}
 	}
-	return funcSymbols{fns}
+	return evfilter.FuncSymbols(fns)
 }
 
 // compileFilter parses the probe's filter against the binary's functions: its program

@@ -1,6 +1,7 @@
 package tracectl
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -36,7 +37,9 @@ type Event struct {
 	Image       string // the image's input name
 	Enabled     bool   // not soft-disabled
 	Armed       bool   // its probes run: rewritten without --disable, or soft
+	Index       uint32 // the runtime event index in its image
 	ctl         *uint32
+	img         int
 }
 
 // Open maps the trace file at p for reading and writing its switches. It must be a
@@ -118,7 +121,7 @@ func (f *File) SetTracing(on bool) bool {
 // every image of the file.
 func (f *File) Events(pattern string) ([]Event, error) {
 	var out []Event
-	for _, im := range f.images {
+	for k, im := range f.images {
 		if im.desc == nil {
 			continue
 		}
@@ -126,7 +129,7 @@ func (f *File) Events(pattern string) ([]Event, error) {
 			if !eventdef.MatchesName(pattern, e.Group, e.Name) {
 				continue
 			}
-			ev := Event{Group: e.Group, Name: e.Name, Image: im.desc.Input, Armed: !e.Disabled || e.Soft}
+			ev := Event{Group: e.Group, Name: e.Name, Image: im.desc.Input, Armed: !e.Disabled || e.Soft, Index: uint32(i), img: k}
 			if uint64(i)*4+4 <= uint64(im.ctlSize) {
 				ev.ctl = f.word(uintptr(im.ctlOff) + uintptr(i)*4)
 				flags := atomic.LoadUint32(ev.ctl)
@@ -164,3 +167,96 @@ func (f *File) SetEnabled(ev Event, on bool) error {
 		}
 	}
 }
+
+var (
+	offCtlGen       = unsafe.Offsetof(kprt.RawTraceHeader{}.CtlGen)
+	offCtlLast      = unsafe.Offsetof(kprt.RawTraceHeader{}.CtlLast)
+	offCountersOff  = unsafe.Offsetof(kprt.RawTraceHeader{}.CountersOff)
+	offCountersSize = unsafe.Offsetof(kprt.RawTraceHeader{}.CountersSize)
+	offCountersUsed = unsafe.Offsetof(kprt.RawTraceHeader{}.CountersUsed)
+	offImages       = unsafe.Offsetof(kprt.RawTraceHeader{}.Images)
+	offImageFlags   = unsafe.Offsetof(kprt.RawTraceImage{}.Flags)
+)
+
+func (f *File) word64(off uintptr) *uint64 { return (*uint64)(unsafe.Pointer(&f.data[off])) }
+
+// latestFrame is the image's newest run-time control frame in the file (nil: none).
+func (f *File) latestFrame(id uint64) (*Frame, error) {
+	off := atomic.LoadUint64(f.word64(offCtlLast))
+	for steps := 0; off != 0; steps++ {
+		if off%8 != 0 || off < kprt.TraceHeaderSize || off >= uint64(len(f.data)) || steps > 65536 {
+			return nil, fmt.Errorf("%s: run-time control frame at %d: out of the file", f.Path, off)
+		}
+		fr, _, err := DecodeFrame(f.data[off:])
+		if err != nil {
+			return nil, fmt.Errorf("%s: at byte %d: %w", f.Path, off, err)
+		}
+		if fr.ImageID == id {
+			return fr, nil
+		}
+		prev := binary.LittleEndian.Uint64(f.data[off+8:])
+		if prev >= off {
+			return nil, fmt.Errorf("%s: run-time control frame at %d links forward", f.Path, off)
+		}
+		off = prev
+	}
+	return nil, nil
+}
+
+// Controls are the run-time controls of the image of ev, to change and Commit.
+func (f *File) Controls(ev Event) (*Controls, error) {
+	im := f.images[ev.img]
+	fr, err := f.latestFrame(im.desc.ImageID)
+	if err != nil {
+		return nil, err
+	}
+	c, err := NewControls(im.desc, fr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", f.Path, im.desc.Input, err)
+	}
+	return c, nil
+}
+
+// Commit makes c the image's run-time controls for every program writing into the file:
+// the new triggers' counts are stored, the frame is written into the counters area and
+// linked, and ctl_gen changes, which the programs see at their next hit.
+func (f *File) Commit(ev Event, c *Controls) error {
+	im := f.images[ev.img]
+	flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
+	flags := atomic.LoadUint32((*uint32)(unsafe.Pointer(&f.data[offImages+uintptr(ev.img)*unsafe.Sizeof(kprt.RawTraceImage{})+offImageFlags])))
+	if flags&kprt.TIFSpare == 0 || uint64(im.ctlSize) != flagBytes+(uint64(c.SpareBase)+kprt.CtlSpare)*8 {
+		return fmt.Errorf("%s: %s was rewritten by a kprewrite without run-time controls (rewrite it again)", f.Path, im.desc.Input)
+	}
+	b, err := c.Frame().Encode()
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	fd, err := os.OpenFile(f.Path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open trace file: %w", err)
+	}
+	defer fd.Close()
+	if err := syscall.Flock(int(fd.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock trace file: %w", err)
+	}
+	defer syscall.Flock(int(fd.Fd()), syscall.LOCK_UN)
+	coff, csize := atomic.LoadUint64(f.word64(offCountersOff)), atomic.LoadUint64(f.word64(offCountersSize))
+	at := (atomic.LoadUint64(f.word64(offCountersUsed)) + 7) &^ 7
+	if at > csize || uint64(len(b)) > csize-at || coff+csize > uint64(len(f.data)) {
+		return fmt.Errorf("%s: no room left for run-time controls in its counters area (%d bytes used of %d)", f.Path, at, csize)
+	}
+	binary.LittleEndian.PutUint64(b[8:], atomic.LoadUint64(f.word64(offCtlLast)))
+	if _, err := fd.WriteAt(b, int64(coff+at)); err != nil {
+		return fmt.Errorf("write trace file: %w", err)
+	}
+	for slot, n := range c.Counts() {
+		atomic.StoreUint64(f.word64(uintptr(im.ctlOff+flagBytes+uint64(slot)*8)), n)
+	}
+	atomic.StoreUint64(f.word64(offCountersUsed), at+uint64(len(b)))
+	atomic.StoreUint64(f.word64(offCtlLast), coff+at)
+	atomic.AddUint32(f.word(offCtlGen), 1)
+	return nil
+}
+
+// ImageIndex is the entry of ev's image in the file's header.
+func (ev Event) ImageIndex() int { return ev.img }

@@ -34,7 +34,8 @@ func decodeTraceHeader(b []byte, h *kprt.RawTraceHeader) {
 	h.CountersOff, h.CountersSize, h.CountersUsed = c.u64(), c.u64(), c.u64()
 	h.NImages, h.ClockID = c.u32(), c.u32()
 	h.CreatedRealNs, h.CreatedMonoNs, h.BlockSize = c.u64(), c.u64(), c.u64()
-	h.TracingOff, h.Reserved0 = c.u32(), c.u32()
+	h.TracingOff, h.CtlGen = c.u32(), c.u32()
+	h.CtlLast = c.u64()
 	for i := range h.Reserved {
 		h.Reserved[i] = c.u64()
 	}

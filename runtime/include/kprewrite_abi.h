@@ -490,6 +490,8 @@ struct kprw_trace_image {
 };
 /* kprw_trace_image.flags */
 #define KPRW_TIF_EXT 0x1 /* a struct kprw_trace_image_ext follows the image's counters */
+#define KPRW_TIF_SPARE 0x2 /* its control area ends with KPRW_CTL_SPARE count slots for
+                            * triggers added at run time (struct kprw_ctlframe) */
 
 /* Per-image data that does not fit the header page: right after the counters. The
  * description frame itself is appended at the end of the file (which grows, under the
@@ -509,6 +511,44 @@ struct kprw_trace_image_ext {
 	kprw_u32 ctl_size;
 };
 #define KPRW_CTL_SOFT_DISABLED 0x1 /* the event records nothing (enable_event/disable_event) */
+#define KPRW_CTL_SPARE 64 /* count slots at the end of a control area for run-time triggers */
+
+/* A run-time control frame: an image's filters and triggers as changed after the rewrite
+ * (kprewrite filter|trigger, KPREWRITE_CONTROL), in the trace file's counters area
+ * (always inside every runtime's mapping of the file), linked newest first from the
+ * header's ctl_last. Only an image's latest frame counts: it holds every event whose
+ * filter or triggers differ from the rewrite's. Written whole, then linked under the file
+ * lock, then ctl_gen bumped; never changed after. A KPREWRITE_CONTROL file is
+ * KPRW_CTLFILE_MAGIC followed by frames (prev 0). Little-endian. */
+#define KPRW_CTLFRAME_MAGIC "KPRWCTL1"
+#define KPRW_CTLFILE_MAGIC "KPRWCTLF"
+#define KPRW_CTLFRAME_MAX (1u << 20) /* bytes */
+struct kprw_ctlframe {
+	char magic[8];
+	kprw_u64 prev;       /* file offset of the frame linked before this one (any image) */
+	kprw_u64 image_id;
+	kprw_u32 size;       /* bytes, this header included, a multiple of 8 */
+	kprw_u32 nentries;   /* struct kprw_ctlent, each followed by its bytes */
+	kprw_u32 nevents;    /* the image's runtime events (a frame for another build is ignored) */
+	kprw_u32 spare_next; /* spare count slots given out so far (KPRW_CTL_SPARE at most) */
+	kprw_u64 reserved;
+};
+/* One event's run-time control, followed by its filter program (internal/evfilter), its
+ * trigger program (internal/evtrigger; a hist trigger with no program keeps the event's
+ * rewritten hist trigger of that slot) and its text (the filter, NUL, the triggers as
+ * the trigger file lists them, one a line), each padded to 8. */
+struct kprw_ctlent {
+	kprw_u32 event;      /* runtime event index */
+	kprw_u32 flags;      /* KPRW_CE_* */
+	kprw_u32 filter_len; /* bytes (0: no filter, with KPRW_CE_FILTER) */
+	kprw_u32 trig_len;   /* bytes (0: no triggers, with KPRW_CE_TRIG) */
+	kprw_u32 text_len;
+	kprw_u32 reserved;
+};
+#define KPRW_CE_FILTER 0x1  /* the filter is this entry's, not the rewrite's */
+#define KPRW_CE_TRIG 0x2    /* the triggers are this entry's */
+#define KPRW_CE_ENABLE 0x4  /* KPREWRITE_CONTROL: switch the event on at start-up */
+#define KPRW_CE_DISABLE 0x8 /* KPREWRITE_CONTROL: switch the event off at start-up */
 #define KPRW_RSEQ_MAXCPU 254 /* per-CPU counting with at most this many possible CPUs */
 /* count-only detours of at most this many probes skip their per-CPU calls with a jrcxz
  * rel8 (the short form); src/countprobe.S, kprt.CountShortN */
@@ -532,8 +572,13 @@ struct kprw_trace_hdr {
 	                            this many bytes (a power of two), aligned to it */
 	kprw_u32 tracing_off;    /* non-zero: records are not written (traceoff triggers,
 	                            kprewrite traceoff); hits are still counted */
-	kprw_u32 reserved0;
-	kprw_u64 reserved[3];
+	kprw_u32 ctl_gen;        /* atomic: bumped after each run-time control frame is linked
+	                            (kprewrite filter|trigger, KPREWRITE_CONTROL); a runtime
+	                            that sees it change reads its image's latest frame (was
+	                            reserved0) */
+	kprw_u64 ctl_last;       /* file offset of the latest struct kprw_ctlframe (0: none),
+	                            written under the file lock (was reserved[0]) */
+	kprw_u64 reserved[2];
 	struct kprw_trace_image images[KPRW_TRACE_MAX_IMAGES];
 	/* version 3 */
 	kprw_u64 ts_base;        /* a compact record's time is ts_base + its 48-bit offset */

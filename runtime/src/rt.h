@@ -262,7 +262,17 @@ struct kprw_rt {
 	u32 *ev_ctl;       /* per event: KPRW_CTL_* flags, in the trace file's control area
 	                      (shared by every process of the file) or in memory; NULL: none */
 	u64 *trig_count;   /* per trigger slot: fires left (~0: unlimited), after ev_ctl */
+	u32 trig_nslots;   /* slots of trig_count, the spare ones for run-time triggers included */
 	u32 *tracing_off;  /* the trace header's tracing_off (set with trace) */
+	/* run-time controls (rt_ctl.c): the header's ctl_gen (NULL: no trace file), the
+	 * generation this process applied, and the filters and triggers as rewritten */
+	u32 *ctl_gen;
+	u32 ctl_seen;
+	u32 ctl_lock;
+	const struct kprw_fprog **ev_filter0;
+	const struct kprw_evtrig **ev_trig0;
+	u64 trace_mapped;  /* bytes of the trace file's first mapping (the header's) */
+	const char *ctl_path; /* KPREWRITE_CONTROL */
 	u32 has;           /* KPRW_HAS_*: what the tables hold, from validate() (start-up passes
 	                      over 10,000s of probes are skipped when they have nothing to do) */
 };
@@ -551,6 +561,12 @@ u64 kprw_ctl_size(void);
 void kprw_ctl_fill(u8 *p);
 void kprw_ctl_attach(u8 *p);
 void kprw_trig_init(void);
+const struct kprw_evtrig *kprw_trig_decode(u32 e, const u8 *b, u32 len);
+void kprw_trig_counts(const u8 *b, u32 len, u32 first);
+u32 kprw_trig_spare(void);
+/* run-time controls (rt_ctl.c) */
+void kprw_ctl_sync(void);
+void kprw_ctl_install(long fd, struct kprw_trace_hdr *h);
 /* kprw_hit is what a trigger that runs after the record needs of its hit: the probe,
  * the registers (ip the site, or a return probe's return address) and the thread */
 struct kprw_hit {

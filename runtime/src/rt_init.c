@@ -710,6 +710,7 @@ static void start(const struct kprw_header *h, char **envp)
 			size = want;
 		if ((kprw_rt.has & KPRW_HAS_COUNT) && !on_switch(envp, "KPREWRITE_NO_RSEQ"))
 			kprw_rseq_probe(); /* count-only detours may count per CPU */
+		kprw_rt.ctl_path = getenv_(envp, "KPREWRITE_CONTROL");
 		kprw_trace_open(path, size, on_switch(envp, "KPREWRITE_TRACE_PREFAULT"), records);
 	}
 	if (kprw_rt.trace && records)

@@ -311,7 +311,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 				im->image_id = hdr->image_id;
 				im->nprobes = hdr->nprobes;
 				im->counters_off = off;
-				im->flags = KPRW_TIF_EXT;
+				im->flags = KPRW_TIF_EXT | (ext.ctl_size ? KPRW_TIF_SPARE : 0);
 				h->nimages++;
 			}
 		}
@@ -505,8 +505,11 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		goto out;
 	}
 	register_image(h, fd, total);
-	kprw_rt.tracing_off = &h->tracing_off;
+	kprw_rt.trace_mapped = total;
 	kprw_rt.trace = h;
+	kprw_ctl_install(fd, h);
+	kprw_rt.ctl_gen = &h->ctl_gen;
+	kprw_rt.tracing_off = &h->tracing_off;
 	kprw_rt.trace_path = path;
 	kprw_rt.trace_data = map + h->data_off;
 	kprw_rt.trace_data_size = h->data_size;
@@ -946,6 +949,8 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 		   struct kprw_tctx *c)
 {
 	u32 e = kprw_rt.probes[pi].event;
+	if (unlikely(kprw_rt.ctl_gen && __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen))
+		kprw_ctl_sync(); /* filters or triggers changed while it runs (rt_ctl.c) */
 	if (unlikely(e < kprw_rt.nevents && kprw_rt.ev_filter && (kprw_rt.ev_filter[e] || kprw_rt.ev_trig[e])))
 		return trace_hit_filtered(pi, regs, type, ret_ip, edata, elen, c);
 	if (kprw_rt.trace && closed(e))
@@ -1035,6 +1040,11 @@ static __attribute__((noinline)) int trace_event_filtered(u32 pi, const struct k
 int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c)
 {
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	if (unlikely(__atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen)) {
+		kprw_ctl_sync(); /* filters or triggers changed while it runs (rt_ctl.c) */
+		if (kprw_rt.ev_trig[p->event]) /* triggers now: they run on kprw_trace_hit's path */
+			return kprw_trace_hit(pi, (struct pt_regs *)regs, KPRW_REC_KPROBE, 0, NULL, 0, c);
+	}
 	if (closed(p->event))
 		return 0; /* the caller counts the hit */
 	const struct kprw_fplan *pl = &kprw_rt.ev_plan[p->event];

@@ -21,6 +21,13 @@ static inline u32 rd16(const u8 *p) { return (u32)p[0] | (u32)p[1] << 8; }
 static inline u32 rd32(const u8 *p) { return rd16(p) | rd16(p + 2) << 16; }
 static inline u64 rd64(const u8 *p) { return (u64)rd32(p) | (u64)rd32(p + 4) << 32; }
 
+/* sane says whether b looks like a trigger program of len bytes (its header) */
+static int sane(const u8 *b, u32 len)
+{
+	u32 n = rd32(b), cnt = rd16(b + 4);
+	return len >= TRIG_HDR && n == len && !(n & 3) && cnt != 0 && cnt <= MAX_TRIGGERS;
+}
+
 /* blob is event i's trigger program and its length, NULL when it has none or its
  * header is not sane */
 static const u8 *blob(u32 i, u32 *len)
@@ -29,23 +36,31 @@ static const u8 *blob(u32 i, u32 *len)
 	if (!(ev->flags & KPRW_EF_TRIGGERS))
 		return NULL;
 	const u8 *p = (const u8 *)RT_ADDR(ev->fetch) + ev->fetch_len + ev->filter_len;
-	u32 n = rd32(p), cnt = rd16(p + 4);
-	if (n < TRIG_HDR || (n & 3) || cnt == 0 || cnt > MAX_TRIGGERS)
+	if (!sane(p, rd32(p)))
 		return NULL;
-	*len = n;
+	*len = rd32(p);
 	return p;
 }
 
-/* walk checks event i's program and, with out, decodes it (filters into *fmem); with
- * counts, stores each trigger's first count in its slot. Returns the bytes its decoded
- * form needs (filters included), 0 when malformed; *slots is raised past its highest
- * count slot. */
-static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *counts)
+/* kept finds the hist trigger of slot in an event's triggers as the rewrite decoded them
+ * (a run-time control frame keeps them: a hist trigger with no program) */
+static const struct kprw_trig *kept(const struct kprw_evtrig *orig, u32 slot)
 {
-	u32 len;
-	const u8 *b = blob(i, &len);
-	if (!b)
-		return 0;
+	for (u32 k = 0; orig && k < orig->n; k++)
+		if (orig->t[k].cmd == KPRW_TRIG_HIST && orig->t[k].slot == slot)
+			return &orig->t[k];
+	return NULL;
+}
+
+/* walk_blob checks a trigger program (b, len bytes) and, with out, decodes it (filters
+ * into *fmem); with counts, stores each trigger's first count in its slot (from slot
+ * from on). Returns the bytes its decoded form needs (filters included), 0 when
+ * malformed; *slots is raised past its highest count slot. orig: the event's triggers
+ * as rewritten, whose hist triggers a program may keep (a run-time control frame), NULL
+ * for none. */
+static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struct kprw_evtrig *out, u8 **fmem,
+		     u32 *slots, u64 *counts, u32 from)
+{
 	u32 cnt = rd16(b + 4), off = TRIG_HDR;
 	u64 need = sizeof(struct kprw_evtrig) + (u64)cnt * sizeof(struct kprw_trig);
 	if (out) {
@@ -65,6 +80,16 @@ static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *coun
 		off += TRIG_ENT;
 		if (nt > (len - off) / 4)
 			return 0;
+		if (hist && nt == 0) { /* kept: the rewrite's hist trigger of that slot */
+			const struct kprw_trig *o = kept(orig, slot);
+			if ((!o && (orig || out)) || fl) /* (a pass that only stores counts has no orig) */
+				return 0;
+			if (out) {
+				out->t[k] = *o;
+				out->needs |= kprw_hist_needs(o->hist) | (o->filter ? o->filter->needs : 0);
+			}
+			continue;
+		}
 		const u8 *targets = b + off;
 		u64 words = 1; /* the slots it takes: a count, or a histogram */
 		u32 hsize = 0;
@@ -90,7 +115,7 @@ static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *coun
 		need += (fsz + 7) & ~7u;
 		if (slot + words > *slots)
 			*slots = (u32)(slot + words);
-		if (counts) /* a histogram's first word is its flags: paused or not */
+		if (counts && slot >= from) /* a histogram's first word is its flags: paused or not */
 			counts[slot] = hist ? (targets[2] & 1) : rd64(h + 8);
 		if (out) {
 			struct kprw_trig *t = &out->t[k];
@@ -122,6 +147,14 @@ static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *coun
 	return off == len ? need : 0;
 }
 
+/* walk is walk_blob on event i's program as rewritten */
+static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *counts)
+{
+	u32 len;
+	const u8 *b = blob(i, &len);
+	return b ? walk_blob(b, len, NULL, out, fmem, slots, counts, 0) : 0;
+}
+
 static u32 nslots(void)
 {
 	u32 s = 0;
@@ -135,7 +168,7 @@ static u64 flags_bytes(void) { return ((u64)kprw_rt.nevents * 4 + 7) & ~7ull; }
 /* kprw_ctl_size is the bytes of this image's control area */
 u64 kprw_ctl_size(void)
 {
-	return flags_bytes() + (u64)nslots() * 8;
+	return flags_bytes() + ((u64)nslots() + KPRW_CTL_SPARE) * 8;
 }
 
 /* kprw_ctl_fill writes the control area's first contents: the events that start
@@ -155,7 +188,44 @@ void kprw_ctl_attach(u8 *p)
 {
 	kprw_rt.ev_ctl = (u32 *)p;
 	kprw_rt.trig_count = (u64 *)(p + flags_bytes());
+	kprw_rt.trig_nslots = nslots() + KPRW_CTL_SPARE;
 }
+
+/* kprw_trig_decode decodes a run-time control frame's trigger program of event e (b, len
+ * bytes) into memory of its own, NULL when it is malformed or names a slot past the
+ * control area. The program stays referenced (targets): b must outlive the result. */
+const struct kprw_evtrig *kprw_trig_decode(u32 e, const u8 *b, u32 len)
+{
+	u32 s = 0;
+	const struct kprw_evtrig *orig = kprw_rt.ev_trig0 ? kprw_rt.ev_trig0[e] : NULL;
+	if (!sane(b, len))
+		return NULL;
+	u64 n = walk_blob(b, len, orig, NULL, NULL, &s, NULL, 0);
+	if (!n || s > kprw_rt.trig_nslots || !kprw_rt.trig_count)
+		return NULL;
+	u8 *mem = kprw_mmap_anon(n);
+	if (!mem)
+		return NULL;
+	struct kprw_evtrig *tg = (struct kprw_evtrig *)mem;
+	u8 *fmem = mem + sizeof(struct kprw_evtrig) + (u64)rd16(b + 4) * sizeof(struct kprw_trig);
+	if (!walk_blob(b, len, orig, tg, &fmem, &s, NULL, 0)) {
+		sys2(SYS_munmap, (long)mem, (long)n);
+		return NULL;
+	}
+	return tg;
+}
+
+/* kprw_trig_counts stores the first counts of a control frame's new triggers (those in
+ * the spare slots, from first on): KPREWRITE_CONTROL at start-up */
+void kprw_trig_counts(const u8 *b, u32 len, u32 first)
+{
+	u32 s = 0;
+	if (sane(b, len) && kprw_rt.trig_count)
+		walk_blob(b, len, NULL, NULL, NULL, &s, kprw_rt.trig_count, first);
+}
+
+/* kprw_trig_spare is the first spare slot of the control area */
+u32 kprw_trig_spare(void) { return nslots(); }
 
 /* kprw_trig_init decodes every event's triggers (records_init, after ev_filter); a
  * malformed program is said on stderr and the event has none */

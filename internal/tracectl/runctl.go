@@ -1,0 +1,429 @@
+package tracectl
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/evfilter"
+	"github.com/kprewrite/kprewrite/internal/evhist"
+	"github.com/kprewrite/kprewrite/internal/evtrigger"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+)
+
+// Controls are one image's filters and triggers as a change sees them: the rewrite's,
+// then its latest frame's. Changes go into a new frame (Frame), written whole.
+type Controls struct {
+	Desc      *tracefile.Desc
+	SpareBase uint32 // the control area's first spare count slot
+	frame     *Frame
+	counts    map[uint32]uint64 // spare slots given out by this change: their first counts
+	syms      evfilter.Symbols
+}
+
+// NewControls starts from fr (nil: the rewrite's controls only).
+func NewControls(d *tracefile.Desc, fr *Frame) (*Controls, error) {
+	base, err := spareBase(d)
+	if err != nil {
+		return nil, err
+	}
+	c := &Controls{Desc: d, SpareBase: base, counts: map[uint32]uint64{}}
+	c.frame = &Frame{ImageID: d.ImageID, NEvents: uint32(len(d.Events)), Entries: map[uint32]*Entry{}}
+	if fr != nil && fr.ImageID == d.ImageID && fr.NEvents == uint32(len(d.Events)) {
+		c.frame.SpareNext = fr.SpareNext
+		for e, en := range fr.Entries {
+			cp := *en
+			c.frame.Entries[e] = &cp
+		}
+	}
+	return c, nil
+}
+
+// Frame is the controls as changed so far.
+func (c *Controls) Frame() *Frame { return c.frame }
+
+// Counts are the first counts of the spare slots this change gave out.
+func (c *Controls) Counts() map[uint32]uint64 { return c.counts }
+
+// spareBase is the runtime's count slots of the rewrite (nslots in rt_trigger.c): past
+// every trigger's count and every histogram's table (a synthetic event's included).
+func spareBase(d *tracefile.Desc) (uint32, error) {
+	var end uint64
+	add := func(triggers []string, slots []uint32, fields func() ([]evfilter.Field, error)) error {
+		for k, text := range triggers {
+			if k >= len(slots) {
+				return fmt.Errorf("the description lists %d triggers and %d slots", len(triggers), len(slots))
+			}
+			words := uint64(1)
+			if isHist(text) {
+				fs, err := fields()
+				if err != nil {
+					return err
+				}
+				spec, err := parseHist(text, fs)
+				if err != nil {
+					return err
+				}
+				words = uint64(spec.TableWords())
+			}
+			end = max(end, uint64(slots[k])+words)
+		}
+		return nil
+	}
+	for i := range d.Events {
+		e := &d.Events[i]
+		if err := add(e.Triggers, e.CtlSlots, func() ([]evfilter.Field, error) { return eventFields(e) }); err != nil {
+			return 0, fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
+		}
+	}
+	for _, sy := range d.Synthetic {
+		err := add(sy.Triggers, sy.CtlSlots, func() ([]evfilter.Field, error) {
+			def, err := evhist.ParseSynthetic(sy.Def)
+			if err != nil {
+				return nil, err
+			}
+			return def.Fields(), nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("synthetic/%s: %w", sy.Name, err)
+		}
+	}
+	return uint32(end), nil
+}
+
+func isHist(listed string) bool { return strings.HasPrefix(listed, "hist:") }
+
+func eventFields(e *tracefile.DescEvent) ([]evfilter.Field, error) {
+	p, err := eventdef.Parse(e.Def)
+	if err != nil {
+		return nil, err
+	}
+	return evfilter.Fields(p), nil
+}
+
+// named are the runtime events of GROUP/NAME (a multi-probe event has several).
+func (c *Controls) named(group, name string) []uint32 {
+	var out []uint32
+	for i, e := range c.Desc.Events {
+		if e.Group == group && e.Name == name {
+			out = append(out, uint32(i))
+		}
+	}
+	return out
+}
+
+// Filter is event i's filter now ("" for none).
+func (c *Controls) Filter(i uint32) string {
+	if en := c.frame.Entries[i]; en != nil && en.Flags&kprt.CEFilter != 0 {
+		return en.FilterText
+	}
+	return c.Desc.Events[i].Filter
+}
+
+// Triggers are event i's triggers now, as the trigger file lists them.
+func (c *Controls) Triggers(i uint32) []string {
+	ts, _, _ := c.triggers(i)
+	return ts
+}
+
+// triggers are event i's triggers now and their count slots
+func (c *Controls) triggers(i uint32) ([]string, []uint32, error) {
+	en := c.frame.Entries[i]
+	if en == nil || en.Flags&kprt.CETrig == 0 {
+		e := &c.Desc.Events[i]
+		return e.Triggers, e.CtlSlots, nil
+	}
+	if en.Trig == nil {
+		return nil, nil, nil
+	}
+	cs, err := evtrigger.Decode(en.Trig, len(c.Desc.Events))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(cs) != len(en.Triggers) {
+		return nil, nil, fmt.Errorf("the run-time triggers list %d triggers for %d in their program", len(en.Triggers), len(cs))
+	}
+	slots := make([]uint32, len(cs))
+	for k, t := range cs {
+		slots[k] = t.Slot
+	}
+	return en.Triggers, slots, nil
+}
+
+func (c *Controls) entry(i uint32) *Entry {
+	en := c.frame.Entries[i]
+	if en == nil {
+		en = &Entry{}
+		c.frame.Entries[i] = en
+	}
+	return en
+}
+
+// symbols finds .function names in the image's description, else in the rewritten
+// binary it names, else nowhere (a filter naming a function is refused)
+func (c *Controls) symbols() evfilter.Symbols {
+	if c.syms != nil {
+		return c.syms
+	}
+	c.syms = noSymbols{}
+	if len(c.Desc.Symbols) > 0 {
+		c.syms = descSymbols(c.Desc.Symbols)
+	} else if f, err := elfio.Open(c.Desc.Image); err == nil {
+		fns := f.Functions()
+		f.Close()
+		if fns != nil {
+			c.syms = evfilter.FuncSymbols(fns)
+		}
+	}
+	return c.syms
+}
+
+// SetFilter gives event i the filter expr ("0" removes it, as writing 0 into the
+// kernel's filter file does).
+func (c *Controls) SetFilter(i uint32, expr string) error {
+	e := &c.Desc.Events[i]
+	en := c.entry(i)
+	if strings.TrimSpace(expr) == "0" {
+		en.Flags |= kprt.CEFilter
+		en.Filter, en.FilterText = nil, ""
+		return nil
+	}
+	fs, err := eventFields(e)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
+	}
+	f, err := evfilter.Parse(expr, fs, c.symbols())
+	if err != nil {
+		return FilterError(e.Group, e.Name, err)
+	}
+	en.Flags |= kprt.CEFilter
+	en.Filter, en.FilterText = f.Program(), expr
+	return nil
+}
+
+// FilterError is a refused filter as the rewrite reports it: the kernel's message and
+// the filter file's caret.
+func FilterError(group, name string, err error) error {
+	var fe *evfilter.Error
+	if errors.As(err, &fe) {
+		return fmt.Errorf("filter of %s/%s: %s\n  %s", group, name, fe.Message(), strings.ReplaceAll(strings.TrimRight(fe.FilterFile(), "\n"), "\n", "\n  "))
+	}
+	return fmt.Errorf("filter of %s/%s: %w", group, name, err)
+}
+
+// unlisted turns a trigger as the trigger file lists it back into what was written
+// ("traceoff:count=3 if a > 1" is "traceoff:3 if a > 1")
+func unlisted(listed string) string {
+	head, cond, hasCond := strings.Cut(listed, " if ")
+	parts := strings.Split(head, ":")
+	if n := len(parts); n > 1 {
+		switch last := parts[n-1]; {
+		case last == "unlimited":
+			parts = parts[:n-1]
+		case strings.HasPrefix(last, "count="):
+			parts[n-1] = strings.TrimPrefix(last, "count=")
+		}
+	}
+	s := strings.Join(parts, ":")
+	if hasCond {
+		s += " if " + cond
+	}
+	return s
+}
+
+// Armed says whether the probes of event i run (an event rewritten with --disable and
+// no trigger naming it records nothing, whatever its controls).
+func (c *Controls) Armed(i uint32) bool {
+	e := &c.Desc.Events[i]
+	return !e.Disabled || e.Soft
+}
+
+// hasUnwind says whether the image has the unwind table stacktrace triggers walk with
+// (the rewrite adds it to images with stacktrace triggers or keys)
+func (c *Controls) hasUnwind() bool {
+	for _, e := range c.Desc.Events {
+		for _, t := range e.Triggers {
+			if strings.Contains(t, "stacktrace") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ApplyTrigger writes trigger text to GROUP/NAME's trigger file, as the kernel's: a
+// new trigger (EEXIST for a second of its kind), or "!CMD" removing one. Hist triggers
+// are made when rewriting; at run time `kprewrite hist --pause|--cont|--clear` changes
+// them.
+func (c *Controls) ApplyTrigger(group, name, text string) error {
+	evs := c.named(group, name)
+	if len(evs) == 0 {
+		return fmt.Errorf("no event %s/%s", group, name)
+	}
+	first := &c.Desc.Events[evs[0]]
+	if !c.Armed(evs[0]) {
+		return fmt.Errorf("%s/%s: %w", group, name, ErrNotArmed)
+	}
+	fs, err := eventFields(first)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", group, name, err)
+	}
+	env := evtrigger.Env{Fields: fs, Syms: c.symbols(), Exists: func(g, e string) bool { return len(c.named(g, e)) > 0 }}
+	t, err := evtrigger.Parse(text, env)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", group, name, err)
+	}
+	switch {
+	case t.Cmd == evtrigger.Hist:
+		return fmt.Errorf("%s/%s: trigger %q: hist triggers are set when rewriting (--trigger); kprewrite hist --pause, --cont and --clear change them while the program runs", group, name, text)
+	case t.Cmd == evtrigger.Snapshot && !t.Remove:
+		return fmt.Errorf("%s/%s: trigger %q: snapshot triggers are not supported yet", group, name, text)
+	case t.Cmd == evtrigger.StackTrace && !t.Remove && !c.hasUnwind():
+		return fmt.Errorf("%s/%s: trigger %q: the program has no unwind table to walk stacks with (the rewrite adds one to programs with a stacktrace trigger or key): rewrite it with the trigger", group, name, text)
+	case (t.Cmd == evtrigger.EnableEvent || t.Cmd == evtrigger.DisableEvent) && !t.Remove:
+		for _, x := range c.named(t.Group, t.Event) {
+			if !c.Armed(x) {
+				return fmt.Errorf("%s/%s: trigger %q: %s/%s: %w", group, name, text, t.Group, t.Event, ErrNotArmed)
+			}
+		}
+	}
+	listed, slots, err := c.triggers(evs[0])
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", group, name, err)
+	}
+	set := make(evtrigger.Set, len(listed))
+	for k, l := range listed {
+		if isHist(l) {
+			set[k] = evtrigger.Trigger{Cmd: evtrigger.Hist, Text: l, Count: evtrigger.Unlimited}
+			continue
+		}
+		old, err := evtrigger.Parse(unlisted(l), env)
+		if err != nil {
+			return fmt.Errorf("%s/%s: its trigger %q: %w", group, name, l, err)
+		}
+		old.Text = l
+		set[k] = old
+	}
+	next, err := set.Apply(t)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", group, name, err)
+	}
+	// the triggers kept keep their slots (and counts); a new one takes a spare slot
+	used := map[uint32]bool{}
+	for _, en := range c.frame.Entries {
+		if en.Flags&kprt.CETrig != 0 && en.Trig != nil {
+			cs, err := evtrigger.Decode(en.Trig, len(c.Desc.Events))
+			if err != nil {
+				return err
+			}
+			for _, x := range cs {
+				used[x.Slot] = true
+			}
+		}
+	}
+	for i := range c.Desc.Events { // the rewrite's, where no frame replaced them
+		if en := c.frame.Entries[uint32(i)]; en == nil || en.Flags&kprt.CETrig == 0 {
+			for _, s := range c.Desc.Events[i].CtlSlots {
+				used[s] = true
+			}
+		}
+	}
+	var cs []evtrigger.Compiled
+	var out []string
+	for _, nt := range next {
+		slot, kept := uint32(0), false
+		for k := range set {
+			if set[k].Text == nt.Text && set[k].Cmd == nt.Cmd {
+				slot, kept = slots[k], true
+			}
+		}
+		if nt.Cmd == evtrigger.Hist {
+			cs = append(cs, evtrigger.Keep(slot))
+			out = append(out, nt.Text)
+			continue
+		}
+		if !kept {
+			slot = c.SpareBase
+			for used[slot] || c.counts[slot] != 0 {
+				slot++
+			}
+			if slot >= c.SpareBase+kprt.CtlSpare {
+				return fmt.Errorf("%s/%s: trigger %q: no count slot left for another run-time trigger (%d an image); rewrite with the trigger instead", group, name, text, kprt.CtlSpare)
+			}
+			c.counts[slot] = nt.Count
+			c.frame.SpareNext = max(c.frame.SpareNext, slot-c.SpareBase+1)
+		}
+		cc := evtrigger.Compiled{Trigger: nt, Slot: slot}
+		if nt.Filter != "" {
+			f, err := evfilter.Parse(nt.Filter, fs, c.symbols())
+			if err != nil {
+				return fmt.Errorf("%s/%s: trigger %q: %w", group, name, nt.Text, err)
+			}
+			cc.Filter = f.Program()
+		}
+		if nt.Cmd == evtrigger.EnableEvent || nt.Cmd == evtrigger.DisableEvent {
+			cc.Targets = c.named(nt.Group, nt.Event)
+		}
+		cs = append(cs, cc)
+		if kept {
+			out = append(out, nt.Text)
+		} else {
+			out = append(out, nt.String())
+		}
+	}
+	prog, err := evtrigger.Program(cs)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", group, name, err)
+	}
+	for _, i := range evs {
+		en := c.entry(i)
+		en.Flags |= kprt.CETrig
+		en.Trig, en.Triggers = prog, out
+	}
+	return nil
+}
+
+// SetSwitch records that KPREWRITE_CONTROL switches event i on or off at start-up.
+func (c *Controls) SetSwitch(i uint32, on bool) error {
+	e := &c.Desc.Events[i]
+	if on && !c.Armed(i) {
+		return fmt.Errorf("%s/%s: %w", e.Group, e.Name, ErrNotArmed)
+	}
+	en := c.entry(i)
+	en.Flags &^= kprt.CEEnable | kprt.CEDisable
+	if on {
+		en.Flags |= kprt.CEEnable
+	} else {
+		en.Flags |= kprt.CEDisable
+	}
+	return nil
+}
+
+// noSymbols knows no function: a filter naming one is refused.
+type noSymbols struct{}
+
+func (noSymbols) Func(string) (uint64, uint64, bool)   { return 0, 0, false }
+func (noSymbols) FuncAt(uint64) (uint64, uint64, bool) { return 0, 0, false }
+
+type descSymbols []tracefile.DescSymbol
+
+func (s descSymbols) Func(name string) (uint64, uint64, bool) {
+	for _, x := range s {
+		if x.Name == name {
+			return x.Addr, max(x.Size, 1), true
+		}
+	}
+	return 0, 0, false
+}
+
+func (s descSymbols) FuncAt(a uint64) (uint64, uint64, bool) {
+	for _, x := range s {
+		if a >= x.Addr && a < x.Addr+max(x.Size, 1) {
+			return x.Addr, max(x.Size, 1), true
+		}
+	}
+	return 0, 0, false
+}

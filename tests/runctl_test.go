@@ -1,0 +1,203 @@
+package tests
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// events is the trace's records as "wa=N"/"oa=N" words (phasedSrc's events)
+func events(t *testing.T, tr, bin string) string {
+	var got []string
+	for _, l := range readTrace(t, tr, bin) {
+		got = append(got, l.Event+strings.TrimSpace(l.Args))
+	}
+	return strings.Join(got, " ")
+}
+
+func words(prefix string, from, to, step int) []string {
+	var out []string
+	for i := from; i <= to; i += step {
+		out = append(out, fmt.Sprintf("%sa=%d", prefix, i))
+	}
+	return out
+}
+
+// runPhased runs phasedSrc's rewritten program, running steps[phase] (kprewrite
+// commands) after each phase it reports
+func runPhased(t *testing.T, bin string, env []string, steps [][][]string) {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(out)
+	for phase := 0; phase < 4; phase++ {
+		if !lines.Scan() || lines.Text() != fmt.Sprintf("phase %d", phase) {
+			t.Fatalf("phase %d: program said %q", phase, lines.Text())
+		}
+		if phase < len(steps) {
+			for _, s := range steps[phase] {
+				if code, o, e := kp(s...); code != 0 {
+					t.Fatalf("kprewrite %v: exit %d\n%s%s", s, code, o, e)
+				}
+			}
+		}
+		stdin.Write([]byte{'x'})
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err, stderr.String())
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("the program's stderr: %s", stderr.String())
+	}
+}
+
+// TestRunTimeFilterTrigger: kprewrite filter and trigger change a running program's
+// filters and triggers between its phases (a rewrite's filter replaced and removed, a
+// filter added, triggers added and removed, with counts and conditions), the next run
+// of the same trace file starts with them, and a KPREWRITE_CONTROL file made by
+// kprewrite control gives a fresh trace file its filters, triggers and switches.
+func TestRunTimeFilterTrigger(t *testing.T) {
+	prog := testprog.Build(t, phasedSrc, "c", "-O2")
+	for _, mode := range []string{"int3", "optimize"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			kpd := filepath.Join(dir, "phased")
+			flags := []string{"--filter", "ctl/w:a < 5"}
+			if mode == "int3" {
+				flags = append(flags, "--no-optimize")
+			}
+			rewriteWith(t, prog, kpd, []string{"p:ctl/w work a=%di:s32", "p:ctl/o other a=%di:s32"}, flags...)
+			tr := kpd + ".trace"
+			runPhased(t, kpd, nil, [][][]string{
+				{{"filter", tr, "ctl/w", "a >= 105"}, {"trigger", tr, "ctl/o", "disable_event:ctl:w:1 if a == 107"}},
+				{{"filter", tr, "o", "a & 1"}, {"trigger", tr, "ctl/o", "!disable_event:ctl:w"}, {"enable", tr, "ctl/w"}},
+				{{"filter", tr, "ctl/w", "0"}, {"trigger", tr, "w", "traceoff:1 if a == 304"}},
+			})
+			var want []string
+			for i := 0; i < 10; i++ { // phase 0: the rewrite's filter on w
+				if i < 5 {
+					want = append(want, fmt.Sprintf("wa=%d", i))
+				}
+				want = append(want, fmt.Sprintf("oa=%d", i))
+			}
+			for i := 100; i < 110; i++ { // phase 1: w >= 105 until o(107) disables it
+				if i >= 105 && i <= 107 {
+					want = append(want, fmt.Sprintf("wa=%d", i))
+				}
+				want = append(want, fmt.Sprintf("oa=%d", i))
+			}
+			for i := 200; i < 210; i++ { // phase 2: w enabled again, o odd
+				want = append(want, fmt.Sprintf("wa=%d", i))
+				if i%2 == 1 {
+					want = append(want, fmt.Sprintf("oa=%d", i))
+				}
+			}
+			for i := 300; i <= 304; i++ { // phase 3: w unfiltered until traceoff at 304
+				want = append(want, fmt.Sprintf("wa=%d", i))
+				if i%2 == 1 && i < 304 {
+					want = append(want, fmt.Sprintf("oa=%d", i))
+				}
+			}
+			if got := events(t, tr, kpd); got != strings.Join(want, " ") {
+				t.Errorf("records\n%s\nwant\n%s", got, strings.Join(want, " "))
+			}
+			if hits := profile(t, tr, kpd); hits["w"][0] != 40 || hits["o"][0] != 40 {
+				t.Errorf("hits w %d o %d, want 40 each", hits["w"][0], hits["o"][0])
+			}
+			// what the filter and trigger files say now
+			if code, o, e := kp("filter", tr, "all"); code != 0 || o != "ctl/w (prog): none\nctl/o (prog): a & 1\n" {
+				t.Errorf("filter FILE all: exit %d\n%s%s", code, o, e)
+			}
+			if code, o, e := kp("trigger", tr, "ctl/w"); code != 0 || o != "ctl/w (prog):\ntraceoff:count=1 if a == 304\n" {
+				t.Errorf("trigger FILE ctl/w: exit %d\n%s%s", code, o, e)
+			}
+
+			// the next run of the file starts with them (the traceoff's count is spent)
+			if code, o, e := kp("traceon", tr); code != 0 {
+				t.Fatalf("traceon: %d %s%s", code, o, e)
+			}
+			before := len(readTrace(t, tr, kpd))
+			if res := testprog.Run(t, testprog.Cmd{Path: kpd, Stdin: "xxxx"}); res.Exit != 0 || res.Stderr != "" {
+				t.Fatal(res)
+			}
+			var second []string
+			for phase := 0; phase < 4; phase++ {
+				for i := phase * 100; i < phase*100+10; i++ {
+					second = append(second, fmt.Sprintf("wa=%d", i))
+					if i%2 == 1 {
+						second = append(second, fmt.Sprintf("oa=%d", i))
+					}
+				}
+			}
+			all := strings.Fields(events(t, tr, kpd))
+			if got := strings.Join(all[before:], " "); got != strings.Join(second, " ") {
+				t.Errorf("second run's records\n%s\nwant\n%s", got, strings.Join(second, " "))
+			}
+
+			// refused changes change nothing
+			for _, c := range []struct {
+				args []string
+				msg  string
+			}{
+				{[]string{"filter", tr, "ctl/w", "b > 1"}, "filter of ctl/w: Field not found"},
+				{[]string{"filter", tr, "ctl/w", "a >"}, "Invalid value"},
+				{[]string{"trigger", tr, "ctl/w", "traceoff"}, "EEXIST"},
+				{[]string{"trigger", tr, "ctl/w", "hist:keys=a"}, "hist triggers are set when rewriting"},
+				{[]string{"trigger", tr, "ctl/w", "stacktrace"}, "no unwind table"},
+				{[]string{"trigger", tr, "ctl/w", "enable_event:ctl:nosuch"}, "nosuch"},
+				{[]string{"filter", tr, "nosuch", "a > 1"}, "no event nosuch"},
+				{[]string{"filter", kpd, "ctl/w", "a > 1"}, "not a kprewrite trace file"},
+			} {
+				code, o, e := kp(c.args...)
+				if code == 0 || !strings.Contains(e, c.msg) {
+					t.Errorf("kprewrite %q: exit %d, want an error saying %q\n%s%s", c.args, code, c.msg, o, e)
+				}
+			}
+			if code, o, _ := kp("filter", tr, "all"); code != 0 || o != "ctl/w (prog): none\nctl/o (prog): a & 1\n" {
+				t.Errorf("after refused changes: %s", o)
+			}
+
+			// KPREWRITE_CONTROL: a fresh trace file starts with the control file's
+			ctl := filepath.Join(dir, "run.ctl")
+			if code, o, e := kp("control", "-o", ctl, "--filter", "ctl/w:a == 3 || a == 203", "--trigger", "ctl/o:traceoff:1 if a == 205",
+				"--disable", "ctl/o", kpd); code != 0 {
+				t.Fatalf("control: exit %d\n%s%s", code, o, e)
+			}
+			os.Remove(tr)
+			if res := testprog.Run(t, testprog.Cmd{Path: kpd, Stdin: "xxxx", Extra: []string{"KPREWRITE_CONTROL=" + ctl}}); res.Exit != 0 || res.Stderr != "" {
+				t.Fatal(res)
+			}
+			if got := events(t, tr, kpd); got != "wa=3 wa=203" {
+				t.Errorf("with KPREWRITE_CONTROL: %q, want %q", got, "wa=3 wa=203")
+			}
+			// the same file another build was not made for is ignored, said on stderr
+			other := filepath.Join(dir, "other")
+			rewriteWith(t, prog, other, []string{"p:ctl/w work a=%di:s64"}, flags...)
+			res := testprog.Run(t, testprog.Cmd{Path: other, Stdin: "xxxx", Extra: []string{"KPREWRITE_CONTROL=" + ctl}})
+			if res.Exit != 0 || !strings.Contains(res.Stderr, "has no controls for this program") {
+				t.Errorf("another build with the control file: %+v", res)
+			}
+		})
+	}
+}

@@ -4,7 +4,8 @@
 # refuses every hit (nothing is written), with one that takes every hit, and with a
 # string filter on comm that refuses every hit; with a conditional trigger that never
 # fires (every hit traced), and switched off with `kprewrite disable` before the run
-# (nothing is written). Prints a Markdown table for docs/benchmarks.md.
+# (nothing is written); and the refusing filter given at run time instead, by a
+# KPREWRITE_CONTROL file (kprewrite control) on the unfiltered rewrite. Prints a Markdown table for docs/benchmarks.md.
 #
 #   scripts/bench-filter.sh           (N calls a round, default 1000000; ROUNDS 3; RUNS 3)
 #
@@ -23,13 +24,15 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -o "$tmp/hit" scripts/bench/hit.c
 def='p:kpwbench/f target x=%di:s64 s=+0(%sp):u64'
-kinds="traced out in comm trig soft"
+kinds="traced out in comm trig soft rtout"
 "$KP" rewrite -o "$tmp/hit.traced" -e "$def" "$tmp/hit" >/dev/null
 "$KP" rewrite -o "$tmp/hit.out" -e "$def" --filter 'f:x < 0 && s != 0' "$tmp/hit" >/dev/null
 "$KP" rewrite -o "$tmp/hit.in" -e "$def" --filter 'f:x >= 0 || s == 0' "$tmp/hit" >/dev/null
 "$KP" rewrite -o "$tmp/hit.comm" -e "$def" --filter 'f:comm ~ "nomatch*"' "$tmp/hit" >/dev/null
 "$KP" rewrite -o "$tmp/hit.trig" -e "$def" --trigger 'f:traceoff if x < 0' "$tmp/hit" >/dev/null
 cp "$tmp/hit.traced" "$tmp/hit.soft"
+cp "$tmp/hit.traced" "$tmp/hit.rtout"
+"$KP" control -o "$tmp/rtout.ctl" --filter 'f:x < 0 && s != 0' "$tmp/hit.rtout" >/dev/null
 # every record fits: 3 rounds of N records of 128 bytes
 size=$(((n * rounds * 128 / 1048576) + 64))M
 declare -A avg best
@@ -40,7 +43,9 @@ for _ in $(seq "$runs"); do
 			KPREWRITE_TRACE="$tmp/t.trace" KPREWRITE_TRACE_SIZE=$size "$tmp/hit.$k" 1 1 >/dev/null
 			"$KP" disable "$tmp/t.trace" f >/dev/null
 		fi
-		read -r _ a _ b _ bare _ < <(KPREWRITE_TRACE="$tmp/t.trace" KPREWRITE_TRACE_SIZE=$size "$tmp/hit.$k" "$n" "$rounds")
+		ctl=
+		[ "$k" = rtout ] && ctl="$tmp/rtout.ctl"
+		read -r _ a _ b _ bare _ < <(KPREWRITE_CONTROL=$ctl KPREWRITE_TRACE="$tmp/t.trace" KPREWRITE_TRACE_SIZE=$size "$tmp/hit.$k" "$n" "$rounds")
 		avg[$k]="${avg[$k]:-} $a"
 		best[$k]="${best[$k]:-} $b"
 	done
@@ -55,5 +60,6 @@ row in "\`x >= 0 \|\| s == 0\` (takes every hit)" "every hit"
 row comm "\`comm ~ \"nomatch*\"\` (refuses every hit)" "none"
 row trig "none; trigger \`traceoff if x < 0\` (never fires)" "every hit"
 row soft "none; switched off (\`kprewrite disable\`)" "none"
+row rtout "\`x < 0 && s != 0\` given at run time (\`KPREWRITE_CONTROL\`)" "none"
 echo
 echo "Bare call of the unprobed twin: ${bare} ns. $runs runs of $rounds rounds of $n calls, kinds interleaved; medians of the runs."

@@ -201,3 +201,101 @@ func TestRunTimeFilterTrigger(t *testing.T) {
 		})
 	}
 }
+
+const spinSrc = `
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static volatile int stop;
+__attribute__((noinline)) int work(int a) { __asm__ volatile(""); return a + 1; }
+static void *spin(void *arg)
+{
+	long s = 0, i = (long)arg;
+	while (!stop)
+		s += work((int)(i++ % 5000));
+	return (void *)s;
+}
+int main(void)
+{
+	pthread_t t[2];
+	char c;
+	for (long k = 0; k < 2; k++)
+		pthread_create(&t[k], 0, spin, (void *)(k * 7));
+	printf("spinning\n");
+	fflush(stdout);
+	while (read(0, &c, 1) == 1)
+		;
+	stop = 1;
+	for (int k = 0; k < 2; k++)
+		pthread_join(t[k], 0);
+	return 0;
+}
+`
+
+// TestRunTimeFilterUnderLoad: filters and triggers changed 40 times while two threads
+// hit the event as fast as they can: the program runs on unharmed, and every record
+// it wrote passes one of the filters it was given (none is judged by a half-made one).
+func TestRunTimeFilterUnderLoad(t *testing.T) {
+	prog := testprog.Build(t, spinSrc, "c", "-O2", "-pthread")
+	for _, mode := range []string{"int3", "optimize"} {
+		t.Run(mode, func(t *testing.T) {
+			kpd := filepath.Join(t.TempDir(), "spin")
+			flags := []string{"--filter", "ctl/w:a < 1000"}
+			if mode == "int3" {
+				flags = append(flags, "--no-optimize")
+			}
+			rewriteWith(t, prog, kpd, []string{"p:ctl/w work a=%di:s32"}, flags...)
+			tr := kpd + ".trace"
+			cmd := exec.Command(kpd)
+			cmd.Env = append(os.Environ(), "KPREWRITE_TRACE_SIZE=8M")
+			stdin, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			if l := bufio.NewScanner(out); !l.Scan() || l.Text() != "spinning" {
+				t.Fatal("the program did not start")
+			}
+			steps := [][]string{
+				{"filter", tr, "ctl/w", "a & 1"},
+				{"trigger", tr, "ctl/w", "enable_event:ctl:w if a == 5"},
+				{"filter", tr, "ctl/w", "a < 1000"},
+				{"trigger", tr, "ctl/w", "!enable_event:ctl:w"},
+			}
+			for k := 0; k < 40; k++ {
+				s := steps[k%len(steps)]
+				if code, o, e := kp(s...); code != 0 {
+					t.Fatalf("kprewrite %v: exit %d\n%s%s", s, code, o, e)
+				}
+			}
+			stdin.Close()
+			if err := cmd.Wait(); err != nil || stderr.Len() > 0 {
+				t.Fatalf("the program: %v %s", err, stderr.String())
+			}
+			recs := readTrace(t, tr, kpd)
+			if len(recs) == 0 {
+				t.Fatal("no records")
+			}
+			odd, low := 0, 0
+			for _, r := range recs {
+				var a int
+				if _, err := fmt.Sscanf(strings.TrimSpace(r.Args), "a=%d", &a); err != nil || (a%2 == 0 && a >= 1000) {
+					t.Fatalf("record %q passes neither filter", r.Args)
+				}
+				if a >= 1000 {
+					odd++
+				} else if a%2 == 0 {
+					low++
+				}
+			}
+			// both filters were in force at some time
+			if odd == 0 || low == 0 {
+				t.Errorf("%d records: %d odd of 1000 and more, %d even under 1000: want some of each", len(recs), odd, low)
+			}
+			t.Logf("%d records: %d odd of 1000 and more, %d even under 1000", len(recs), odd, low)
+		})
+	}
+}

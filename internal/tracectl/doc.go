@@ -5,4 +5,10 @@
 // control area (as the event's enable file in soft mode and the
 // enable_event/disable_event triggers set it). The file is mapped shared and written
 // with atomic operations, as the runtime writes it.
+//
+// Filters and triggers changed without rewriting (an event's filter and trigger files)
+// are control frames (Frame): an image's events whose filter or triggers differ from
+// the rewrite's, compiled here against the events' fields (Controls), written into the
+// file's counters area and linked (File.Commit); a program reads its image's newest at
+// its next hit (runtime/src/rt_ctl.c). A KPREWRITE_CONTROL file holds frames too.
 package tracectl

@@ -1,11 +1,9 @@
 package tests
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -307,46 +305,12 @@ func TestTraceControlRunning(t *testing.T) {
 			}
 			rewriteWith(t, prog, kpd, []string{"p:ctl/w work a=%di:s32", "p:ctl/o other a=%di:s32"}, flags...)
 			tr := kpd + ".trace"
-			cmd := exec.Command(kpd)
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
-			lines := bufio.NewScanner(out)
-			steps := [][][]string{
+			runPhased(t, kpd, nil, [][][]string{
 				{{"traceoff", tr}},
 				{{"traceon", tr}, {"disable", tr, "w"}},
 				{{"enable", tr, "ctl/w"}, {"disable", tr, "ctl/*"}, {"enable", tr, "w"}},
-			}
-			for phase := 0; phase < 4; phase++ {
-				if !lines.Scan() || lines.Text() != fmt.Sprintf("phase %d", phase) {
-					t.Fatalf("phase %d: program said %q", phase, lines.Text())
-				}
-				if phase < len(steps) {
-					for _, s := range steps[phase] {
-						if code, o, e := kp(s...); code != 0 {
-							t.Fatalf("kprewrite %v: exit %d\n%s%s", s, code, o, e)
-						}
-					}
-				}
-				stdin.Write([]byte{'x'})
-			}
-			stdin.Close()
-			if err := cmd.Wait(); err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, l := range readTrace(t, tr, kpd) {
-				got = append(got, l.Event+strings.TrimSpace(l.Args))
-			}
+			})
+			got := events(t, tr, kpd)
 			var want []string
 			for i := 0; i < 10; i++ { // phase 0: both
 				want = append(want, fmt.Sprintf("wa=%d", i), fmt.Sprintf("oa=%d", i))
@@ -357,7 +321,7 @@ func TestTraceControlRunning(t *testing.T) {
 			for i := 300; i < 310; i++ { // phase 3: work only
 				want = append(want, fmt.Sprintf("wa=%d", i))
 			}
-			if strings.Join(got, " ") != strings.Join(want, " ") {
+			if got != strings.Join(want, " ") {
 				t.Errorf("records\n%q\nwant\n%q", got, want)
 			}
 			if hits := profile(t, tr, kpd); hits["w"][0] != 40 || hits["o"][0] != 40 {

@@ -101,16 +101,23 @@ func imageEvents(evs []tracectl.Event) [][]tracectl.Event {
 	return out
 }
 
-// runFilter is `kprewrite filter FILE EVENT [EXPR]`: the events' filter file, for every
-// program writing into the trace file, running or to come.
-func runFilter(args []string, stdout, _ io.Writer) error {
-	fs := helpFlagSet("filter", "filter FILE EVENT [EXPR]", stdout)
+// editControls is what `kprewrite filter` and `kprewrite trigger` share: the trace
+// file's events matching EVENT, each image's controls read once, each(c, ev, value)
+// making the change (value nil: printing what there is) and returning what to say once
+// it is in the file. Nothing is written unless every change was accepted.
+func editControls(name, usage string, args []string, stdout io.Writer,
+	each func(c *tracectl.Controls, ev tracectl.Event, value *string) (func(), error)) error {
+	fs := helpFlagSet(name, name+" FILE EVENT ["+strings.ToUpper(name)+"]", stdout)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 2 && len(pos) != 3 {
-		return usageErr("want a trace FILE, an EVENT (EVENT, GROUP/EVENT, GROUP/* or all) and a filter EXPR (0 removes it; none prints it), got %d arguments (see kprewrite filter -h)", len(pos))
+		return usageErr("want a trace FILE, an EVENT (EVENT, GROUP/EVENT, GROUP/* or all) and %s, got %d arguments (see kprewrite %s -h)", usage, len(pos), name)
+	}
+	var value *string
+	if len(pos) == 3 {
+		value = &pos[2]
 	}
 	f, err := tracectl.Open(pos[0])
 	if err != nil {
@@ -124,27 +131,25 @@ func runFilter(args []string, stdout, _ io.Writer) error {
 	type change struct {
 		ev  tracectl.Event
 		c   *tracectl.Controls
-		was string
+		say func()
 	}
 	var changes []change
-	for _, group := range imageEvents(evs) { // every filter compiled before anything changes
+	for _, group := range imageEvents(evs) {
 		c, err := f.Controls(group[0])
 		if err != nil {
 			return err
 		}
 		for _, ev := range group {
-			was := c.Filter(ev.Index)
-			if len(pos) == 2 {
-				fmt.Fprintf(stdout, "%s/%s (%s): %s\n", ev.Group, ev.Name, ev.Image, orNone(was))
-				continue
-			}
-			if !ev.Armed {
+			if value != nil && !ev.Armed {
 				return fmt.Errorf("%s: %s/%s: %w", pos[0], ev.Group, ev.Name, tracectl.ErrNotArmed)
 			}
-			if err := c.SetFilter(ev.Index, pos[2]); err != nil {
+			say, err := each(c, ev, value)
+			if err != nil {
 				return fmt.Errorf("%s: %w", pos[0], err)
 			}
-			changes = append(changes, change{ev, c, was})
+			if value != nil && say != nil {
+				changes = append(changes, change{ev, c, say})
+			}
 		}
 	}
 	committed := map[*tracectl.Controls]bool{}
@@ -155,9 +160,29 @@ func runFilter(args []string, stdout, _ io.Writer) error {
 			}
 			committed[ch.c] = true
 		}
-		fmt.Fprintf(stdout, "%s: %s/%s (%s): filter %s (was %s)\n", pos[0], ch.ev.Group, ch.ev.Name, ch.ev.Image, orNone(ch.c.Filter(ch.ev.Index)), orNone(ch.was))
+		fmt.Fprintf(stdout, "%s: ", pos[0])
+		ch.say()
 	}
 	return nil
+}
+
+// runFilter is `kprewrite filter FILE EVENT [EXPR]`: the events' filter file, for every
+// program writing into the trace file, running or to come.
+func runFilter(args []string, stdout, _ io.Writer) error {
+	return editControls("filter", "a filter EXPR (0 removes it; none prints it)", args, stdout,
+		func(c *tracectl.Controls, ev tracectl.Event, expr *string) (func(), error) {
+			was := c.Filter(ev.Index)
+			if expr == nil {
+				fmt.Fprintf(stdout, "%s/%s (%s): %s\n", ev.Group, ev.Name, ev.Image, orNone(was))
+				return nil, nil
+			}
+			if err := c.SetFilter(ev.Index, *expr); err != nil {
+				return nil, err
+			}
+			return func() {
+				fmt.Fprintf(stdout, "%s/%s (%s): filter %s (was %s)\n", ev.Group, ev.Name, ev.Image, orNone(c.Filter(ev.Index)), orNone(was))
+			}, nil
+		})
 }
 
 func orNone(s string) string {
@@ -170,75 +195,38 @@ func orNone(s string) string {
 // runTrigger is `kprewrite trigger FILE EVENT [TRIGGER]`: the events' trigger file, for
 // every program writing into the trace file, running or to come.
 func runTrigger(args []string, stdout, _ io.Writer) error {
-	fs := helpFlagSet("trigger", "trigger FILE EVENT [TRIGGER]", stdout)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 2 && len(pos) != 3 {
-		return usageErr("want a trace FILE, an EVENT (EVENT, GROUP/EVENT, GROUP/* or all) and a TRIGGER ('!CMD' removes one; none prints them), got %d arguments (see kprewrite trigger -h)", len(pos))
-	}
-	f, err := tracectl.Open(pos[0])
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	evs, err := f.Events(pos[1])
-	if err != nil {
-		return err
-	}
-	type change struct {
-		ev tracectl.Event
-		c  *tracectl.Controls
-	}
-	var changes []change
-	for _, group := range imageEvents(evs) {
-		c, err := f.Controls(group[0])
-		if err != nil {
-			return err
-		}
-		done := map[string]bool{} // a multi-probe event's runtime events change together
-		for _, ev := range group {
-			if done[ev.Group+"/"+ev.Name] {
-				continue
+	done := map[*tracectl.Controls]map[string]bool{} // a multi-probe event's runtime events change together
+	return editControls("trigger", "a TRIGGER ('!CMD' removes one; none prints them)", args, stdout,
+		func(c *tracectl.Controls, ev tracectl.Event, text *string) (func(), error) {
+			if done[c] == nil {
+				done[c] = map[string]bool{}
 			}
-			done[ev.Group+"/"+ev.Name] = true
-			if len(pos) == 2 {
-				fmt.Fprintf(stdout, "%s/%s (%s):\n", ev.Group, ev.Name, ev.Image)
+			if done[c][ev.Group+"/"+ev.Name] {
+				return nil, nil
+			}
+			done[c][ev.Group+"/"+ev.Name] = true
+			list := func(indent string) {
 				ts := c.Triggers(ev.Index)
 				if len(ts) == 0 {
-					fmt.Fprintln(stdout, "# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event disable_event enable_hist disable_hist hist")
+					fmt.Fprintf(stdout, "%s# Available triggers:\n%s# traceon traceoff snapshot stacktrace enable_event disable_event enable_hist disable_hist hist\n", indent, indent)
 				}
 				for _, t := range ts {
-					fmt.Fprintln(stdout, t)
+					fmt.Fprintf(stdout, "%s%s\n", indent, t)
 				}
-				continue
 			}
-			if err := c.ApplyTrigger(ev.Group, ev.Name, pos[2]); err != nil {
-				return fmt.Errorf("%s: %w", pos[0], err)
+			if text == nil {
+				fmt.Fprintf(stdout, "%s/%s (%s):\n", ev.Group, ev.Name, ev.Image)
+				list("")
+				return nil, nil
 			}
-			changes = append(changes, change{ev, c})
-		}
-	}
-	committed := map[*tracectl.Controls]bool{}
-	for _, ch := range changes {
-		if !committed[ch.c] {
-			if err := f.Commit(ch.ev, ch.c); err != nil {
-				return err
+			if err := c.ApplyTrigger(ev.Group, ev.Name, *text); err != nil {
+				return nil, err
 			}
-			committed[ch.c] = true
-		}
-		fmt.Fprintf(stdout, "%s: %s/%s (%s): triggers now:", pos[0], ch.ev.Group, ch.ev.Name, ch.ev.Image)
-		ts := ch.c.Triggers(ch.ev.Index)
-		if len(ts) == 0 {
-			fmt.Fprint(stdout, " none")
-		}
-		for _, t := range ts {
-			fmt.Fprintf(stdout, "\n  %s", t)
-		}
-		fmt.Fprintln(stdout)
-	}
-	return nil
+			return func() {
+				fmt.Fprintf(stdout, "%s/%s (%s): triggers now:\n", ev.Group, ev.Name, ev.Image)
+				list("  ")
+			}, nil
+		})
 }
 
 // runControl is `kprewrite control -o FILE ... BINARY`: a KPREWRITE_CONTROL file, the

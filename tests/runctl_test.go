@@ -22,7 +22,6 @@ func events(t *testing.T, tr, bin string) string {
 	return strings.Join(got, " ")
 }
 
-
 // runPhased runs phasedSrc's rewritten program, running steps[phase] (kprewrite
 // commands) after each phase it reports
 func runPhased(t *testing.T, bin string, env []string, steps [][][]string) {

@@ -507,7 +507,7 @@ type RawCtlFrame struct {
 	Size      uint32  `c:"size"`
 	NEntries  uint32  `c:"nentries"`
 	NEvents   uint32  `c:"nevents"`
-	SpareNext uint32  `c:"spare_next"`
+	Reserved0 uint32  `c:"reserved0"`
 	Reserved  uint64  `c:"reserved"`
 }
 

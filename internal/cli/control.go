@@ -87,13 +87,12 @@ func onOff(b bool) string {
 // imageEvents groups a trace file's matched events by image, in the file's order.
 func imageEvents(evs []tracectl.Event) [][]tracectl.Event {
 	var out [][]tracectl.Event
-	at := map[string]int{}
+	at := map[int]int{}
 	for _, ev := range evs {
-		k := ev.Image + "\x00" + fmt.Sprint(ev.ImageIndex())
-		i, ok := at[k]
+		i, ok := at[ev.ImageIndex()]
 		if !ok {
 			i = len(out)
-			at[k] = i
+			at[ev.ImageIndex()] = i
 			out = append(out, nil)
 		}
 		out[i] = append(out[i], ev)

@@ -1,6 +1,7 @@
 package evfilter
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -651,4 +652,14 @@ func parseRegex(buf string, not *bool) (uint8, string) {
 		buf = buf[1:]
 	}
 	return typ, buf
+}
+
+// EventError is a refused filter of GROUP/NAME as rewrite, kprewrite filter and the
+// kernel's filter file report it: the message, then the filter with its caret.
+func EventError(group, name string, err error) error {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fmt.Errorf("filter of %s/%s: %s\n  %s", group, name, fe.Message(), strings.ReplaceAll(strings.TrimRight(fe.FilterFile(), "\n"), "\n", "\n  "))
+	}
+	return fmt.Errorf("filter of %s/%s: %w", group, name, err)
 }

@@ -1,7 +1,6 @@
 package rewriter
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -52,11 +51,7 @@ func attachFilters(defs []Probe, specs []FilterSpec) error {
 // filterError reports a refused filter with its origin, its event and the kernel's
 // filter-file text: the expression, a caret under the bad place, the message.
 func filterError(origin string, d *Probe, expr string, err error) error {
-	var fe *evfilter.Error
-	if errors.As(err, &fe) {
-		return fmt.Errorf("%s: filter of %s/%s: %s\n%s", origin, d.Def.Group, d.Def.Event, fe.Message(), indent(fe.FilterFile()))
-	}
-	return fmt.Errorf("%s: filter of %s/%s: %w", origin, d.Def.Group, d.Def.Event, err)
+	return fmt.Errorf("%s: %w", origin, evfilter.EventError(d.Def.Group, d.Def.Event, err))
 }
 
 // symbolsOf finds .function names among fns, or (nil) accepts every name.

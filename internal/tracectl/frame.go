@@ -13,10 +13,9 @@ import (
 // Frame is one image's run-time controls (struct kprw_ctlframe): the events whose
 // filter or triggers differ from the rewrite's, and KPREWRITE_CONTROL's switches.
 type Frame struct {
-	ImageID   uint64
-	NEvents   uint32
-	SpareNext uint32
-	Entries   map[uint32]*Entry // by runtime event index
+	ImageID uint64
+	NEvents uint32
+	Entries map[uint32]*Entry // by runtime event index
 }
 
 // Entry is one event's run-time control (struct kprw_ctlent).
@@ -48,7 +47,6 @@ func (fr *Frame) Encode() ([]byte, error) {
 	binary.LittleEndian.PutUint64(b[16:], fr.ImageID)
 	binary.LittleEndian.PutUint32(b[28:], uint32(len(evs)))
 	binary.LittleEndian.PutUint32(b[32:], fr.NEvents)
-	binary.LittleEndian.PutUint32(b[36:], fr.SpareNext)
 	for _, e := range evs {
 		en := fr.Entries[e]
 		text := en.FilterText + "\x00" + strings.Join(en.Triggers, "\n")
@@ -82,10 +80,9 @@ func DecodeFrame(b []byte) (*Frame, int, error) {
 		return nil, 0, fmt.Errorf("run-time control frame: size %d of %d bytes", size, len(b))
 	}
 	fr := &Frame{
-		ImageID:   binary.LittleEndian.Uint64(b[16:]),
-		NEvents:   binary.LittleEndian.Uint32(b[32:]),
-		SpareNext: binary.LittleEndian.Uint32(b[36:]),
-		Entries:   map[uint32]*Entry{},
+		ImageID: binary.LittleEndian.Uint64(b[16:]),
+		NEvents: binary.LittleEndian.Uint32(b[32:]),
+		Entries: map[uint32]*Entry{},
 	}
 	n := int(binary.LittleEndian.Uint32(b[28:]))
 	off := frameHdr

@@ -9,7 +9,7 @@ import (
 )
 
 func sampleFrame() *Frame {
-	return &Frame{ImageID: 0x1234, NEvents: 5, SpareNext: 2, Entries: map[uint32]*Entry{
+	return &Frame{ImageID: 0x1234, NEvents: 5, Entries: map[uint32]*Entry{
 		3: {Flags: kprt.CEFilter | kprt.CETrig, Filter: []byte("FLTR+"), Trig: []byte{1, 2, 3, 4, 5, 6, 7, 8, 9},
 			FilterText: "a > 1", Triggers: []string{"traceoff:count=1", "hist:keys=a:vals=hitcount:sort=hitcount:size=2048 [active]"}},
 		0: {Flags: kprt.CEDisable},

@@ -1,7 +1,6 @@
 package tracectl
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -33,7 +32,6 @@ func NewControls(d *tracefile.Desc, fr *Frame) (*Controls, error) {
 	c := &Controls{Desc: d, SpareBase: base, counts: map[uint32]uint64{}}
 	c.frame = &Frame{ImageID: d.ImageID, NEvents: uint32(len(d.Events)), Entries: map[uint32]*Entry{}}
 	if fr != nil && fr.ImageID == d.ImageID && fr.NEvents == uint32(len(d.Events)) {
-		c.frame.SpareNext = fr.SpareNext
 		for e, en := range fr.Entries {
 			cp := *en
 			c.frame.Entries[e] = &cp
@@ -197,21 +195,11 @@ func (c *Controls) SetFilter(i uint32, expr string) error {
 	}
 	f, err := evfilter.Parse(expr, fs, c.symbols())
 	if err != nil {
-		return FilterError(e.Group, e.Name, err)
+		return evfilter.EventError(e.Group, e.Name, err)
 	}
 	en.Flags |= kprt.CEFilter
 	en.Filter, en.FilterText = f.Program(), expr
 	return nil
-}
-
-// FilterError is a refused filter as the rewrite reports it: the kernel's message and
-// the filter file's caret.
-func FilterError(group, name string, err error) error {
-	var fe *evfilter.Error
-	if errors.As(err, &fe) {
-		return fmt.Errorf("filter of %s/%s: %s\n  %s", group, name, fe.Message(), strings.ReplaceAll(strings.TrimRight(fe.FilterFile(), "\n"), "\n", "\n  "))
-	}
-	return fmt.Errorf("filter of %s/%s: %w", group, name, err)
 }
 
 // unlisted turns a trigger as the trigger file lists it back into what was written
@@ -354,7 +342,6 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 				return fmt.Errorf("%s/%s: trigger %q: no count slot left for another run-time trigger (%d an image); rewrite with the trigger instead", group, name, text, kprt.CtlSpare)
 			}
 			c.counts[slot] = nt.Count
-			c.frame.SpareNext = max(c.frame.SpareNext, slot-c.SpareBase+1)
 		}
 		cc := evtrigger.Compiled{Trigger: nt, Slot: slot}
 		if nt.Filter != "" {

@@ -530,7 +530,7 @@ struct kprw_ctlframe {
 	kprw_u32 size;       /* bytes, this header included, a multiple of 8 */
 	kprw_u32 nentries;   /* struct kprw_ctlent, each followed by its bytes */
 	kprw_u32 nevents;    /* the image's runtime events (a frame for another build is ignored) */
-	kprw_u32 spare_next; /* spare count slots given out so far (KPRW_CTL_SPARE at most) */
+	kprw_u32 reserved0;
 	kprw_u64 reserved;
 };
 /* One event's run-time control, followed by its filter program (internal/evfilter), its

@@ -58,9 +58,11 @@ type Record struct {
 	Addr    uint64
 	RetAddr uint64
 	// Fields are the event's fetch arguments in definition order: uint64 for the
-	// unsigned, hex, bitfield and symbol types, int64 for the signed ones, byte for
+	// unsigned, hex, bitfield and symbol types, int64 for the signed ones, float32
+	// and float64 for f32 and f64 (NaN and the infinities as their text), byte for
 	// char, string for string, ustring and symstr (nil where the read faulted, which
-	// the kernel prints as "(fault)"), []any for arrays.
+	// the kernel prints as "(fault)") and for a value an enum table names, []any for
+	// arrays.
 	Fields []Field
 	// Text is a trace_printk's text (KindPrintk), without its trailing newline.
 	Text string

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,7 +22,8 @@ func TestFetchMatchesEventdef(t *testing.T) {
 	needGCC(t)
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "fetchrun")
-	cmd := exec.Command("gcc", "-O1", "-fno-builtin", "-fno-stack-protector", "-Iinclude", "-Isrc", "-o", exe,
+	// no SSE code: the xmm registers fetchrun loads must reach the fetch intact
+	cmd := exec.Command("gcc", "-O1", "-fno-builtin", "-fno-stack-protector", "-mgeneral-regs-only", "-Iinclude", "-Isrc", "-o", exe,
 		"testdata/fetchrun.c", "src/rt_fetch.c", "src/rt_util.c", "src/nofault.S")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
@@ -74,12 +76,16 @@ func TestFetchMatchesEventdef(t *testing.T) {
 		// registers and plain reads only: these compile to fetch plans (kprw_fetch_plan)
 		`p:g/f f a=%di b=+0(%sp):u64 c=%ax:u8 d=+8(%r8):s32 e=-4(%r9):u16 f=+0(%r9):u64 g=$arg2:u32 h=+2(%di):x16 i=+0(%r10):s8`,
 		`p:g/h f`,
+		// kprewrite's extensions: signed bitfields, floats, enum tables
+		`p:g/j f a=%xmm0:f64 b=%xmm1:f32 c=%xmm15:u64 d=+0(%xmm2):u32 e=+0(%xmm3):string g=%xmm4:s32{M=-1}`,
+		`p:g/i f sb=+0(%r8):sb3@2/8[4] sw=+4(%cx):sb5@27/32 ub=+4(%cx):b5@27/32 fl=+0(%r8):f32 db=+0(%r8):f64 en=+0(%r8):u32{A=1,B=2} es=+1(%r8):s8[3]{M=-1,Z=0}`,
 	}
 	planned := 0
 	regSets := []map[string]uint64{
 		{"di": base + 0x100, "si": base + 0x200, "cx": base + 0x500, "dx": base + 0x400 - 16, "sp": base + 0x600,
 			"ax": 0, "bx": base + 0x300, "r8": base + 0x500, "r9": base + size - 4, "r10": base + size - 3,
-			"r11": base + size - 12, "r12": base + 0x400, "flags": 0x246},
+			"r11": base + size - 12, "r12": base + 0x400, "flags": 0x246,
+			"xmm0": 0x400921fb54442d18, "xmm1": 0x3fc00000, "xmm15": ^uint64(0), "xmm2": base + 0x500, "xmm3": base + 0x200, "xmm4": 0xffffffff},
 		{"di": 0, "si": 8, "cx": 0, "dx": 0, "sp": 0x10, "ax": base + 0x500, "bx": base + 0x308, "r8": base + size - 10,
 			"r9": base + size - 1, "r10": base, "r11": 1, "r12": base + 0x300},
 	}
@@ -95,6 +101,11 @@ func TestFetchMatchesEventdef(t *testing.T) {
 		for ri, rs := range regSets {
 			var m eventdef.Machine
 			for name, v := range rs {
+				if n, ok := strings.CutPrefix(name, "xmm"); ok {
+					k, _ := strconv.Atoi(n)
+					m.Xmm[k] = v
+					continue
+				}
 				off, ok := eventdef.RegOffset(name)
 				if !ok {
 					t.Fatalf("register %s", name)
@@ -120,6 +131,7 @@ func TestFetchMatchesEventdef(t *testing.T) {
 			binary.Write(&in, le, uint64(size))
 			in.Write(mem)
 			binary.Write(&in, le, m.Regs)
+			binary.Write(&in, le, m.Xmm)
 			var comm [16]byte
 			copy(comm[:15], m.Comm)
 			in.Write(comm[:])

@@ -19,7 +19,7 @@ kp = sys.argv[1] if len(sys.argv) > 1 else None
 if kp is None:
     kp = os.path.join(tempfile.mkdtemp(), "kprewrite")
     subprocess.run(["go", "build", "-o", kp, "./cmd/kprewrite"], cwd=root, check=True)
-funcs = ["handle", "sum_hist", "describe", "walk", "main"]
+funcs = ["handle", "sum_hist", "describe", "walk", "weigh", "main"]
 rows = []
 for opt in ["-O0", "-O1", "-O2", "-O3"]:
     d = tempfile.mkdtemp()

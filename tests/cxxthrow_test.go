@@ -216,12 +216,13 @@ func cxxThrowDefs() []string {
 // cxxThrowWant is the whole trace of the main run: an entry record for every call, a
 // return record for every call that returned; none for the calls an exception left
 // (at 3, conv "x", grab 1<<62, leaf 7 three times, mid 7 twice, cleanup 7), and the
-// frames that caught (outer 7, nest 7) still return.
+// frames that caught (outer 7, nest 7) still return. mid's two return events run newest
+// definition first, as the uprobe tracer runs them (TestKernelDifferentialChainedReturns).
 var cxxThrowWant = []string{
 	"at i=2", "at_ret ret=3", "at i=3",
 	`conv s="42"`, "conv_ret ret=42", `conv s="x"`,
 	"grab n=16", "grab_ret ret=7", "grab n=4611686018427387904",
-	"outer n=6", "mid n=6", "leaf n=6", "leaf_ret ret=12", "mid_ret ret=13", "mid_ret2 n=6 ret=13", "outer_ret ret=13",
+	"outer n=6", "mid n=6", "leaf n=6", "leaf_ret ret=12", "mid_ret2 n=6 ret=13", "mid_ret ret=13", "outer_ret ret=13",
 	"outer n=7", "mid n=7", "leaf n=7", "outer_ret ret=-1",
 	"cleanup n=7", "leaf n=7",
 	"nest n=7", "mid n=7", "leaf n=7", "nest_ret ret=-3",

@@ -121,6 +121,43 @@ func TestKernelDifferential(t *testing.T) {
 	}
 }
 
+// TestKernelDifferentialChainedReturns: two return probes on one recursive function
+// chain through the return trampoline (the newer instance saves the trampoline as its
+// return address); every record shows the real return address, in the kernel's order,
+// as the uprobe tracer's chained return instances do.
+func TestKernelDifferentialChainedReturns(t *testing.T) {
+	needUprobeTracer(t)
+	defs := []string{"p:kpwe2e/fent fact n=%di:s64", "r:kpwe2e/fact fact ret=$retval:s64", "r:kpwe2e/fact2 fact rx=$retval"}
+	prog := testprog.Build(t, probedSource(t), "c", "-O2")
+	dir, orig, kpd := sameNamePair(t, prog, "probed")
+	kernel := kernelTraceDefs(t, orig, defs, []string{"diff"})
+	for _, mode := range []string{"int3", "optimize"} {
+		t.Run(mode, func(t *testing.T) {
+			var flags []string
+			if mode == "int3" {
+				flags = []string{"--no-optimize"}
+			}
+			rewriteWith(t, orig, kpd, defs, flags...)
+			tr := filepath.Join(dir, mode+".trace")
+			c := noASLR(kpd, "diff")
+			c.Extra = []string{"KPREWRITE_TRACE=" + tr}
+			if got, want := testprog.Run(t, c), testprog.Run(t, noASLR(orig, "diff")); want.Diff(got) != "" {
+				t.Fatalf("rewritten program behaves differently: %s", want.Diff(got))
+			}
+			ours := readTrace(t, tr, kpd)
+			if len(kernel) < 6 || len(ours) != len(kernel) {
+				t.Fatalf("kernel trace has %d lines, kprewrite's %d\nkernel:\n%v\nkprewrite:\n%v", len(kernel), len(ours), kernel, ours)
+			}
+			for i := range kernel {
+				k, o := kernel[i], ours[i]
+				if k.Event != o.Event || k.Head != o.Head || k.Args != o.Args {
+					t.Errorf("line %d:\n  kernel:    %s %s%s\n  kprewrite: %s %s%s", i+1, k.Event, k.Head, k.Args, o.Event, o.Head, o.Args)
+				}
+			}
+		})
+	}
+}
+
 // sameNamePair copies prog to DIR/o/NAME and returns DIR, that copy and DIR/r/NAME,
 // where the rewrite goes: the same base name, so $comm and the task column agree.
 func sameNamePair(t *testing.T, prog, name string) (dir, orig, kpd string) {

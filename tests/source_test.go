@@ -5,12 +5,14 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,6 +24,9 @@ import (
 // gdbValue is one value as tests/testdata/gdbvars.py prints it.
 type gdbValue struct {
 	I       *string  `json:"i"`
+	E       *string  `json:"e"`     // an enum's value as gdb names it (I is its number)
+	F       *string  `json:"f"`     // a float's value (Python's repr)
+	FSize   int      `json:"fsize"` // ... and its size
 	S       *string  `json:"s"`
 	A       []string `json:"a"`
 	Opt     bool     `json:"opt"`
@@ -44,6 +49,9 @@ type srcTally struct {
 	refused                   int // ... that kprewrite refused (the resolution gap)
 	notTraced                 int // ... resolved, at a point left out (not jump-optimizable: see below)
 	optimizedOut, bothRefused int // pairs gdb called <optimized out>; of which kprewrite refused
+	// equal pairs of the types the kernel's fetch types lack: enums traced by name,
+	// floats and doubles, signed bitfields with a negative value
+	enums, floats, signedBitfields int
 }
 
 // TestSourceVarsMatchGDB is the differential test of source-level probes: a C
@@ -69,8 +77,8 @@ func TestSourceVarsMatchGDB(t *testing.T) {
 		t.Run(b.lang+b.opt, func(t *testing.T) {
 			bin := testprog.Build(t, string(src), b.lang, "-g", b.opt)
 			tally := compareSourceVars(t, bin)
-			t.Logf("%s %s: %d points (%d in inlined copies; %d skipped: gdb shows another frame), %d pairs gdb printed: %d traced equal, %d refused by kprewrite, %d not traced (probe not jump-optimizable); %d <optimized out>, %d of them refused",
-				b.lang, b.opt, tally.points, tally.inlinedPoints, tally.skippedPoints, tally.pairs, tally.equal, tally.refused, tally.notTraced, tally.optimizedOut, tally.bothRefused)
+			t.Logf("%s %s: %d points (%d in inlined copies; %d skipped: gdb shows another frame), %d pairs gdb printed: %d traced equal (%d enums by name, %d floats, %d negative bitfields), %d refused by kprewrite, %d not traced (probe not jump-optimizable); %d <optimized out>, %d of them refused",
+				b.lang, b.opt, tally.points, tally.inlinedPoints, tally.skippedPoints, tally.pairs, tally.equal, tally.enums, tally.floats, tally.signedBitfields, tally.refused, tally.notTraced, tally.optimizedOut, tally.bothRefused)
 			if tally.pairs != tally.equal+tally.refused+tally.notTraced {
 				t.Errorf("%d pairs compared, %d accounted for", tally.pairs, tally.equal+tally.refused+tally.notTraced)
 			}
@@ -86,6 +94,10 @@ func TestSourceVarsMatchGDB(t *testing.T) {
 			all.notTraced += tally.notTraced
 			all.optimizedOut += tally.optimizedOut
 			all.bothRefused += tally.bothRefused
+			if tally.enums == 0 || tally.floats == 0 || tally.signedBitfields == 0 {
+				t.Errorf("%d enums by name, %d floats, %d negative signed bitfields compared equal: want some of each",
+					tally.enums, tally.floats, tally.signedBitfields)
+			}
 		})
 	}
 	if all.inlinedPoints == 0 {
@@ -98,7 +110,7 @@ func TestSourceVarsMatchGDB(t *testing.T) {
 }
 
 // srcFuncs are the functions of srcvars.c whose lines are probed.
-var srcFuncs = []string{"handle", "sum_hist", "describe", "walk", "scale", "main"}
+var srcFuncs = []string{"handle", "sum_hist", "describe", "walk", "weigh", "scale", "main"}
 
 func compareSourceVars(t *testing.T, bin string) srcTally {
 	in, err := debuginfo.Load(bin, "")
@@ -250,6 +262,14 @@ func compareSourceVars(t *testing.T, bin string) srcTally {
 				continue
 			}
 			tally.equal++
+			switch {
+			case g.E != nil && *g.E != *g.I:
+				tally.enums++
+			case g.F != nil:
+				tally.floats++
+			case strings.HasSuffix(e, "skew") && g.I != nil && strings.HasPrefix(*g.I, "-"):
+				tally.signedBitfields++
+			}
 		}
 	}
 	return tally
@@ -279,6 +299,28 @@ func sameFunc(gdbName, name string) bool {
 // in words.
 func sameTraced(g gdbValue, got json.RawMessage) (string, bool) {
 	switch {
+	case g.E != nil:
+		// a value with a name is traced as its name, another as its number
+		var name string
+		if json.Unmarshal(got, &name) == nil {
+			return *g.E, name == *g.E
+		}
+		var n json.Number
+		return *g.E, json.Unmarshal(got, &n) == nil && n.String() == *g.I && *g.E == *g.I
+	case g.F != nil:
+		want, err := strconv.ParseFloat(*g.F, 64)
+		if err != nil {
+			return *g.F, false
+		}
+		var f float64
+		if json.Unmarshal(got, &f) != nil {
+			var text string // NaN and the infinities are traced as text
+			return *g.F, json.Unmarshal(got, &text) == nil && math.IsNaN(want) && text == "nan"
+		}
+		if g.FSize == 4 { // traced as the shortest decimal of the float
+			return *g.F, float32(f) == float32(want)
+		}
+		return *g.F, f == want
 	case g.I != nil:
 		var n json.Number
 		if json.Unmarshal(got, &n) != nil {
@@ -327,7 +369,7 @@ func chainsOf(expr string, ty dwarf.Type, depth int) []string {
 		break
 	}
 	switch x := ty.(type) {
-	case *dwarf.IntType, *dwarf.UintType, *dwarf.CharType, *dwarf.UcharType, *dwarf.BoolType, *dwarf.EnumType:
+	case *dwarf.IntType, *dwarf.UintType, *dwarf.CharType, *dwarf.UcharType, *dwarf.BoolType, *dwarf.EnumType, *dwarf.FloatType:
 		return []string{expr}
 	case *dwarf.PtrType:
 		out := []string{expr}
@@ -457,7 +499,7 @@ func TestSourceProbeDebugFiles(t *testing.T) {
 		}
 	}
 	defs := []string{"p:src/walk walk@prog.c head head->len head->name", "p:src/loop handle:4 acc d r->len", "r:src/desc describe@prog.c $retval"}
-	want := []string{`^walk:\s+head=0x[0-9a-f]+ len=5 name="query"$`, `^loop:\s+acc=3 d=3 len=5$`, `^desc:\s+arg1="query/5/113"$`}
+	want := []string{`^walk:\s+head=0x[0-9a-f]+ len=5 name="query"$`, `^loop:\s+acc=3 d=UP len=5$`, `^desc:\s+arg1="query/5/113"$`}
 	// a stripped program with its debug file named on the command line, then
 	// found beside it through .gnu_debuglink
 	for _, tc := range []struct {
@@ -658,5 +700,164 @@ func TestSourceProbeSQLite(t *testing.T) {
 	// sqlite3_step returns SQLITE_ROW (100) or SQLITE_DONE (101): an int, printed as one
 	if steps["arg1=100"] < 2 || steps["arg1=101"] < 3 || len(steps) != 2 {
 		t.Errorf("step return values %v", steps)
+	}
+}
+
+const floatEnumSrc = `#include <stdio.h>
+enum mode { OFF, ON = 5, AUTO = -2 };
+struct cfg {
+	int lvl : 3;
+	unsigned wide : 4;
+	enum mode m;
+};
+__attribute__((noinline)) double mix(double a, float b, enum mode m, const struct cfg *c)
+{
+	return a * b + m + c->lvl + (c->m == AUTO ? c->wide : 0);
+}
+int main(int argc, char **argv)
+{
+	struct cfg c = {-2, 9, AUTO};
+	double s = 0;
+	for (int i = 0; i < 4 + argc - 1; i++)
+		s += mix(i + 0.5, 0.25f * i, i % 2 ? ON : OFF, &c);
+	printf("%g\n", s);
+	return 0;
+}
+`
+
+// TestSourceProbeFloatsEnums traces the types the kernel's fetch types lack, by
+// source name and typed from DWARF: doubles and floats (in SSE registers at -O2, on
+// the stack at -O0), enums by name, signed and unsigned bitfields, a double $retval
+// (xmm0). Both the int3 path (whose SIGTRAP handler must load the interrupted SSE
+// registers: a handler starts with them cleared) and the jump-optimized detour give
+// the values the program computes.
+func TestSourceProbeFloatsEnums(t *testing.T) {
+	testprog.Need(t, "gcc")
+	var want []string
+	for i := 0; i < 4; i++ {
+		a, b := float64(i)+0.5, float32(0.25)*float32(i)
+		m := [2]string{"OFF", "ON"}[i%2]
+		mv := [2]float64{0, 5}[i%2]
+		ret := a*float64(b) + mv - 2 + 9
+		want = append(want, fmt.Sprintf("mix: a=%s b=%s m=%s lvl=-2 wide=9 cm=AUTO", fmtG(a, 64), fmtG(float64(b), 32), m),
+			fmt.Sprintf("mixr: arg1=%s", fmtG(ret, 64)))
+	}
+	for _, opt := range []string{"-O0", "-O2"} {
+		bin := testprog.Build(t, floatEnumSrc, "c", "-g", opt)
+		orig := testprog.Run(t, testprog.Cmd{Path: bin})
+		for _, mode := range []string{"int3", "optimized"} {
+			t.Run(opt+"/"+mode, func(t *testing.T) {
+				out := filepath.Join(t.TempDir(), "prog.kp")
+				flags := []string{"--no-optimize"}
+				if mode == "optimized" {
+					flags = []string{"--optimized-only"}
+				}
+				rewriteWith(t, bin, out, []string{"p:s/mix mix a b m lvl=c->lvl wide=c->wide cm=c->m", "r:s/mixr mix@prog.c $retval"}, flags...)
+				r := testprog.Run(t, testprog.Cmd{Path: out})
+				if r.Exit != 0 || r.Stdout != orig.Stdout {
+					t.Fatalf("rewritten: %s\nwant %s", r, orig)
+				}
+				var got []string
+				for _, l := range readTrace(t, out+".trace") {
+					got = append(got, l.Event+":"+l.Args)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+			})
+		}
+	}
+}
+
+func fmtG(f float64, bits int) string { return strconv.FormatFloat(f, 'g', -1, bits) }
+
+// TestSourceProbeLibrary: source-level definitions on a shared library the program
+// loads (LIB:SITE, the library found as the loader finds it, its own debug
+// information): a function with struct members, an enum by name and a double, a line
+// of it (a double in an SSE register) and a typed $retval; check --vars and --lines
+// take LIB:SITE too. Running the rewritten program (it loads the rewritten copy) gives
+// the values the program computes.
+func TestSourceProbeLibrary(t *testing.T) {
+	testprog.Need(t, "gcc")
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "lib"), 0o755)
+	lib := `enum kind { BOOK = 1, FOOD = 2 };
+struct item {
+	int id;
+	const char *name;
+	double price;
+	enum kind kind;
+};
+__attribute__((noinline)) double lib_total(const struct item *it, int qty)
+{
+	double t = it->price * qty;
+	if (it->kind == FOOD)
+		t *= 0.5;
+	return t + it->id;
+}
+`
+	main := `#include <stdio.h>
+enum kind { BOOK = 1, FOOD = 2 };
+struct item { int id; const char *name; double price; enum kind kind; };
+double lib_total(const struct item *it, int qty);
+int main(void)
+{
+	struct item a = {7, "atlas", 12.25, BOOK}, b = {9, "bread", 3.5, FOOD};
+	double x = lib_total(&a, 2);
+	double y = lib_total(&b, 3);
+	printf("%g %g\n", x, y);
+	return 0;
+}
+`
+	os.WriteFile(filepath.Join(dir, "lib.c"), []byte(lib), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.c"), []byte(main), 0o644)
+	for _, args := range [][]string{
+		{"-g", "-O2", "-shared", "-fPIC", "-Wl,-soname,libkpw.so", "-o", filepath.Join(dir, "lib", "libkpw.so"), filepath.Join(dir, "lib.c")},
+		{"-O2", "-o", filepath.Join(dir, "prog"), filepath.Join(dir, "main.c"), "-L" + filepath.Join(dir, "lib"), "-lkpw", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/lib"},
+	} {
+		if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", args, err, out)
+		}
+	}
+	prog := filepath.Join(dir, "prog")
+	orig := testprog.Run(t, testprog.Cmd{Path: prog})
+
+	code, vars, stderr := kp("check", "--vars", "libkpw.so:lib_total:4", prog)
+	if code != 0 || !strings.Contains(vars, "t=%xmm") || !strings.Contains(vars, "it=%di:x64") {
+		t.Errorf("check --vars libkpw.so:lib_total:4: exit %d\n%s%s", code, vars, stderr)
+	}
+	code, lines, stderr := kp("check", "--lines", "libkpw.so:lib_total", prog)
+	if code != 0 || !regexp.MustCompile(`(?m)^\s+4\s+t \*= 0\.5;\s+# 0x`).MatchString(lines) {
+		t.Errorf("check --lines libkpw.so:lib_total: exit %d\n%s%s", code, lines, stderr)
+	}
+
+	out := filepath.Join(dir, "prog.kp")
+	rewriteWith(t, prog, out, []string{
+		"p:s/tot libkpw.so:lib_total it->name it->kind qty it->price",
+		"p:s/food libkpw.so:lib_total:4 t it->id",
+		"r:s/totr libkpw.so:lib_total@lib.c $retval",
+	})
+	r := testprog.Run(t, testprog.Cmd{Path: out})
+	if r.Exit != 0 || r.Stdout != orig.Stdout {
+		t.Fatalf("rewritten: %s\nwant %s", r, orig)
+	}
+	var got []string
+	for _, l := range readTrace(t, out+".trace") {
+		got = append(got, l.Event+":"+l.Args)
+	}
+	want := []string{
+		`tot: name="atlas" kind=BOOK qty=2 price=12.25`,
+		`totr: arg1=31.5`,
+		`tot: name="bread" kind=FOOD qty=3 price=3.5`,
+		`food: t=10.5 id=9`,
+		`totr: arg1=14.25`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// the kernel form names the library and a file offset, as uprobe_events do
+	code, list, _ := kp("list", "-v", out)
+	if code != 0 || !regexp.MustCompile(`libkpw\.so:0x[0-9a-f]+ t=%xmm\d:f64 id=\+0\(%di\):s32`).MatchString(list) {
+		t.Errorf("list -v:\n%s", list)
 	}
 }

@@ -88,6 +88,13 @@ const (
 // registers (0-15); 16 is the return address column, 17 and up the SSE registers.
 const maxReg = 15
 
+// xmm0 and xmm15 are the DWARF numbers of the SSE registers, whose low 64 bits a
+// fetch reads as %xmmN (a value in one; never an address base).
+const (
+	xmm0  = 17
+	xmm15 = 32
+)
+
 // exprCtx is what evaluating an expression at one pc needs.
 type exprCtx struct {
 	in      *Info
@@ -117,8 +124,8 @@ func (c *exprCtx) eval(b []byte) (Loc, error) {
 			if op == opRegx {
 				reg = r.uleb()
 			}
-			if reg > maxReg {
-				return Loc{}, unavailable("in DWARF register %d, which is not a general register", reg)
+			if reg > maxReg && (reg < xmm0 || reg > xmm15) {
+				return Loc{}, unavailable("in DWARF register %d, which is neither a general nor an SSE register", reg)
 			}
 			piece, err := c.pieceAfter(&r)
 			if err != nil {
@@ -222,7 +229,7 @@ func (c *exprCtx) eval(b []byte) (Loc, error) {
 			sub := r.b[r.pos : r.pos+int(n)]
 			r.pos += int(n)
 			reg, ok := singleReg(sub)
-			if !ok || reg > maxReg {
+			if !ok || reg > maxReg && (reg < xmm0 || reg > xmm15) {
 				return Loc{}, unavailable("the value at the function's entry of a place other than a register (DW_OP_entry_value)")
 			}
 			if !c.atEntry {
@@ -407,6 +414,9 @@ var regNames = [...]string{"ax", "dx", "cx", "bx", "si", "di", "bp", "sp", "r8",
 func RegName(reg uint64) string {
 	if reg < uint64(len(regNames)) {
 		return regNames[reg]
+	}
+	if reg >= xmm0 && reg <= xmm15 {
+		return fmt.Sprintf("xmm%d", reg-xmm0)
 	}
 	return fmt.Sprintf("dwarf-reg%d", reg)
 }

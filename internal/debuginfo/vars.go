@@ -363,7 +363,7 @@ func (in *Info) frameBase(f *Func, ctx *exprCtx) (*Expr, error) {
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("frame base of %s: %w", f.Name, err)
-	case loc.Reg != nil: // DW_OP_regN: the register holds the frame base
+	case loc.Reg != nil && *loc.Reg <= maxReg: // DW_OP_regN: the register holds the frame base
 		return &Expr{Kind: ExprReg, Reg: *loc.Reg}, nil
 	case loc.Addr != nil: // DW_OP_call_frame_cfa, DW_OP_bregN: an address
 		return loc.Addr, nil

@@ -31,6 +31,7 @@ const (
 	OpImm      = 0x04
 	OpImage    = 0x05
 	OpEData    = 0x06
+	OpXmm      = 0x07 // kprewrite: u8 n, the low 64 bits of xmm<n>
 	OpDeref    = 0x10
 	OpUDeref   = 0x11
 	OpStRaw    = 0x20
@@ -40,6 +41,8 @@ const (
 	OpStComm   = 0x24
 	OpStData   = 0x25
 	OpBitfield = 0x30
+	// OpSBitfield is OpBitfield with an arithmetic right shift: a signed bitfield.
+	OpSBitfield = 0x31
 )
 
 // SlotSize is the number of bytes an argument takes in a record's fixed area.
@@ -160,8 +163,13 @@ func (c *compiler) arg(a *Arg) ([]byte, error) {
 	switch in := code[0]; in.op {
 	case opReg:
 		out = []byte{OpReg, byte(in.param)}
+	case opXmm:
+		out = []byte{OpXmm, byte(in.param)}
 	case opRetval:
 		out = []byte{OpReg, byte(offAX)}
+		if a.Kind == KindFloat && len(code) > 1 && code[1].op == opStRaw {
+			out = []byte{OpXmm, 0} // a float or double is returned in xmm0
+		}
 	case opStack:
 		out = le.AppendUint32([]byte{OpStack}, in.param)
 	case opStackP:
@@ -250,7 +258,11 @@ func (c *compiler) arg(a *Arg) ([]byte, error) {
 			out = le.AppendUint32(out, uint32(in.offset))
 			out = append(out, byte(count), b2u(user))
 		case opModBF:
-			out = append(out, OpBitfield, in.lshift, in.rshift)
+			op := byte(OpBitfield)
+			if in.signed {
+				op = OpSBitfield
+			}
+			out = append(out, op, in.lshift, in.rshift)
 		case opLpArray, opEnd:
 		default:
 			return nil, fmt.Errorf("unexpected fetch operation %d", in.op)

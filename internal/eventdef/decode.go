@@ -1,14 +1,18 @@
 package eventdef
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Value is one argument of a record as a Go value.
 type Value struct {
 	Name string
 	// Value is uint64 for the unsigned, hex, bitfield and symbol types, int64 for the
-	// signed ones, byte for char, string for string and ustring (nil when the read
-	// faulted: the kernel prints "(fault)") and for symstr (the %pS text), and []any of
-	// those for an array.
+	// signed ones, float32 for f32 and float64 for f64, byte for char, string for string and
+	// ustring (nil when the read faulted: the kernel prints "(fault)"), for symstr
+	// (the %pS text) and for a value its enum table names, and []any of those for an
+	// array. A float that JSON cannot hold (NaN, infinities) is its text.
 	Value any
 }
 
@@ -47,7 +51,19 @@ func DecodeArgs(p *Probe, record []byte, opt FormatOptions) ([]Value, error) {
 
 func decodeValue(a *Arg, rec []byte, off int, opt FormatOptions) (any, error) {
 	u := element(a, rec, off)
+	if name, ok := a.EnumName(u); ok {
+		return name, nil
+	}
 	switch a.Kind {
+	case KindFloat:
+		f := floatValue(u, a.Size)
+		switch {
+		case math.IsNaN(f) || math.IsInf(f, 0):
+			return formatFloat(u, a.Size), nil
+		case a.Size == 4:
+			return float32(f), nil
+		}
+		return f, nil
 	case KindUnsigned, KindHex, KindSymbol:
 		return u, nil
 	case KindSigned:

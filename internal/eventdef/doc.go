@@ -77,6 +77,7 @@
 //	0x04 IMM    u64 v     val = v
 //	0x05 IMAGE  u64 v     val = load bias + v (v = link-time address of SYM + offs)
 //	0x06 EDATA  u32 off   val = u64 at entry data + off
+//	0x07 XMM    u8 n      val = the low 64 bits of xmm<n> (%xmmN, kprewrite)
 //	0x10 DEREF  s32 off   val = u64 at val + off
 //	0x11 UDEREF s32 off   the same, written +uOFFS(...)
 //
@@ -111,6 +112,8 @@
 //	0x30 BITFIELD u8 lshift, u8 rshift    after STRAW/STMEM, each stored
 //	                                      element x (unsigned, of the store's
 //	                                      size) becomes (x << lshift) >> rshift
+//	0x31 SBITFIELD u8 lshift, u8 rshift   BITFIELD with an arithmetic right
+//	                                      shift (sb<w>@<o>/<c>)
 //
 // user marks user-space reads (+u, ustring); in user space they read like
 // the others. If a source or dereference cannot read memory, the block's

@@ -70,6 +70,7 @@ const (
 	ErrNoSuchEvent
 	ErrNoSymbol
 	ErrUnsupported
+	ErrBadEnum
 )
 
 var errorText = map[ErrorCode]string{
@@ -130,6 +131,7 @@ var errorText = map[ErrorCode]string{
 	ErrNoSuchEvent:  "No such event to delete",
 	ErrNoSymbol:     "Symbol is not found",
 	ErrUnsupported:  "This fetch argument is not supported by kprewrite",
+	ErrBadEnum:      "Invalid enum table (TYPE{NAME=VALUE,...} on an integer type)",
 }
 
 // Error returns the kernel's message text for the code.

@@ -3,6 +3,7 @@ package eventdef
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -103,6 +104,10 @@ func recordString(u uint64, rec []byte) (s []byte, ok bool, err error) {
 
 func formatValue(sb *strings.Builder, a *Arg, rec []byte, off int, opt FormatOptions) error {
 	u := element(a, rec, off)
+	if name, ok := a.EnumName(u); ok {
+		sb.WriteString(name)
+		return nil
+	}
 	switch a.Kind {
 	case KindUnsigned:
 		sb.WriteString(strconv.FormatUint(u, 10))
@@ -133,10 +138,41 @@ func formatValue(sb *strings.Builder, a *Arg, rec []byte, off int, opt FormatOpt
 		sb.WriteByte('"')
 		sb.WriteString(symbolize(u, opt))
 		sb.WriteByte('"')
+	case KindFloat:
+		sb.WriteString(formatFloat(u, a.Size))
 	default:
 		return fmt.Errorf("unknown type kind %d", a.Kind)
 	}
 	return nil
+}
+
+// formatFloat prints the bits of a float of size bytes as the shortest decimal that
+// reads back as the same value (inf, -inf and nan as C's printf spells them).
+func formatFloat(u uint64, size int) string {
+	var f float64
+	bits := 64
+	if size == 4 {
+		f, bits = float64(math.Float32frombits(uint32(u))), 32
+	} else {
+		f = math.Float64frombits(u)
+	}
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return strconv.FormatFloat(f, 'g', -1, bits)
+}
+
+// floatValue is a float element as a Go value.
+func floatValue(u uint64, size int) float64 {
+	if size == 4 {
+		return float64(math.Float32frombits(uint32(u)))
+	}
+	return math.Float64frombits(u)
 }
 
 // symbolize prints an address as %pS: sym+0xoff/0xsize.

@@ -2,6 +2,7 @@ package eventdef
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -64,9 +65,12 @@ func FormatFile(p *Probe, id uint32) string {
 			if a.Count > 0 {
 				ref = fmt.Sprintf("%s[%d]", a.Name, j)
 			}
-			if str {
+			switch {
+			case str:
 				pargs = append(pargs, "__get_str("+ref+")")
-			} else {
+			case len(a.Enum) > 0:
+				pargs = append(pargs, printSymbolic(a, "REC->"+ref))
+			default:
 				pargs = append(pargs, "REC->"+ref)
 			}
 			elems[j] = f
@@ -97,14 +101,39 @@ func FieldType(a *Arg) (string, int, bool) {
 		return "u64", 8, false
 	case KindHex:
 		return "u" + strings.TrimPrefix(a.Type, "x"), a.Size, false
+	case KindFloat:
+		if a.Size == 4 {
+			return "float", 4, false
+		}
+		return "double", 8, false
 	}
 	return a.Type, a.Size, false // u*, s*, and a bitfield's container
+}
+
+// printSymbolic is an enum field's print argument, as TRACE_EVENT writes one with
+// __print_symbolic (which prints a value without a name in hex).
+func printSymbolic(a *Arg, ref string) string {
+	var b strings.Builder
+	b.WriteString("__print_symbolic(" + ref)
+	for _, e := range a.Enum {
+		v := strconv.FormatUint(e.Value, 10)
+		if a.Kind == KindSigned {
+			v = strconv.FormatInt(signExtend(e.Value, a.Size), 10)
+		}
+		fmt.Fprintf(&b, ", { %s, \"%s\" }", v, e.Name)
+	}
+	return b.String() + ")"
 }
 
 // printFmt is the kernel's print format of one element of the argument.
 func printFmt(a *Arg) string {
 	wide := a.Size == 8
+	if len(a.Enum) > 0 {
+		return "%s"
+	}
 	switch a.Kind {
+	case KindFloat:
+		return "%g"
 	case KindSigned:
 		if wide {
 			return "%Ld"

@@ -56,13 +56,24 @@ type Arg struct {
 	Size     int       // bytes per element in the trace record
 	Count    int       // array length; 0 when not an array
 	Bitfield *Bitfield // set for b<width>@<offset>/<container>
+	// Enum names values of an integer type (TYPE{NAME=VALUE,...}, a kprewrite
+	// extension that source-level probes write for C enums): a value with a name
+	// prints as the name, others as TYPE prints them.
+	Enum []EnumValue
 
 	code []insn // the kernel-style fetch instructions, ended by opEnd
 }
 
 // Bitfield is a b<bit-width>@<bit-offset>/<container-size> type.
 type Bitfield struct {
-	Width, Offset, Container int // in bits
+	Width, Offset, Container int  // in bits
+	Signed                   bool // sb<width>@<offset>/<container>: sign-extended
+}
+
+// EnumValue is one name of an enum table.
+type EnumValue struct {
+	Name  string
+	Value uint64 // the element's bits, zero-extended (as element() reads them)
 }
 
 // FuncEntry reports whether the probe sits on a function entry (SYM or
@@ -99,6 +110,7 @@ const (
 	opModBF
 	opLpArray
 	opEnd
+	opXmm // kprewrite: the low 64 bits of SSE register xmm<param>
 )
 
 type insn struct {
@@ -110,6 +122,7 @@ type insn struct {
 	data   string // symbol expression or immediate string
 	lshift uint8
 	rshift uint8
+	signed bool // opModBF: an arithmetic right shift (sb<w>@<o>/<c>)
 }
 
 // Parse parses one definition in the kprobe event syntax, with the probe
@@ -456,6 +469,14 @@ func (ps *parser) parseArg(p *Probe, i int, a string) (*Arg, *ParseError) {
 
 // parseBody is traceprobe_parse_probe_arg_body().
 func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
+	// an enum table after the type is not part of the fetch expression
+	table, tableOff := "", 0
+	if c := strings.IndexByte(body, ':'); c >= 0 {
+		if b := strings.IndexByte(body[c:], '{'); b >= 0 {
+			tableOff = c + b
+			body, table = body[:tableOff], body[tableOff:]
+		}
+	}
 	if len(body) > MaxArgStrLen {
 		return ap.err(ap.offset, ErrArgTooLong)
 	}
@@ -571,7 +592,7 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 	scode := ap.pc
 
 	var bf *Bitfield
-	if hasType && strings.HasPrefix(typ, "b") {
+	if hasType && (strings.HasPrefix(typ, "b") || strings.HasPrefix(typ, "sb")) {
 		var ok bool
 		bf, ok = ap.parseBitfield(typ, ft)
 		if !ok {
@@ -599,13 +620,95 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 	arg.Count = count
 	arg.Bitfield = bf
 	arg.code = append([]insn(nil), code[:ap.pc+1]...)
+	if tableOff > 0 {
+		switch ft.kind {
+		case KindUnsigned, KindSigned, KindHex:
+		default:
+			return ap.err(base+tableOff, ErrBadEnum)
+		}
+		enum, at := parseEnumTable(table, ft)
+		if at >= 0 {
+			return ap.err(base+tableOff+at, ErrBadEnum)
+		}
+		arg.Enum = enum
+	}
 	return nil
+}
+
+// maxEnumValues bounds an enum table.
+const maxEnumValues = 1 << 16
+
+// parseEnumTable parses "{NAME=VALUE,...}" for elements of type ft; it returns the
+// table, or the offset of its first error (else -1). Names are C identifiers (C++
+// scopes allowed) and unique; values are integers that fit ft.
+func parseEnumTable(s string, ft *fetchType) ([]EnumValue, int) {
+	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
+		return nil, 0
+	}
+	bits := uint(8 * ft.size)
+	var out []EnumValue
+	seen := map[string]bool{}
+	at := 1
+	for _, ent := range strings.Split(s[1:len(s)-1], ",") {
+		name, val, ok := strings.Cut(ent, "=")
+		if !ok || !isEnumName(name) || seen[name] || len(out) == maxEnumValues {
+			return nil, at
+		}
+		seen[name] = true
+		var v uint64
+		if ft.kind == KindSigned {
+			n, ok := kstrtol(val, 0)
+			if !ok || bits < 64 && (n < -1<<(bits-1) || n >= 1<<(bits-1)) {
+				return nil, at + len(name) + 1
+			}
+			v = uint64(n)
+		} else {
+			n, ok := kstrtoul(val, 0)
+			if !ok || bits < 64 && n>>bits != 0 {
+				return nil, at + len(name) + 1
+			}
+			v = n
+		}
+		if bits < 64 {
+			v &= 1<<bits - 1
+		}
+		out = append(out, EnumValue{Name: name, Value: v})
+		at += len(ent) + 1
+	}
+	return out, -1
+}
+
+func isEnumName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' || s[0] == ':' || s[len(s)-1] == ':' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// EnumName returns the name of an element's value in the argument's enum table.
+func (a *Arg) EnumName(v uint64) (string, bool) {
+	for _, e := range a.Enum {
+		if e.Value == v {
+			return e.Name, true
+		}
+	}
+	return "", false
 }
 
 // parseBitfield is __parse_bitfield_probe_arg(). Unlike the kernel it also
 // refuses widths or offsets beyond the container that would only pass the
 // kernel's check through unsigned wrap-around.
 func (ap *argParser) parseBitfield(t string, ft *fetchType) (*Bitfield, bool) {
+	signed := strings.HasPrefix(t, "s")
+	if signed {
+		t = t[1:]
+	}
 	bw, tail := simpleStrtoul(t[1:], 0)
 	if bw == 0 || tail == "" || tail[0] != '@' {
 		return nil, false
@@ -623,9 +726,9 @@ func (ap *argParser) parseBitfield(t string, ft *fetchType) (*Bitfield, bool) {
 	if bw > bits || bo > bits || bw+bo > bits {
 		return nil, false
 	}
-	ap.code[ap.pc] = insn{op: opModBF, size: ft.size,
+	ap.code[ap.pc] = insn{op: opModBF, size: ft.size, signed: signed,
 		lshift: uint8(bits - (bw + bo)), rshift: uint8(bits - bw)}
-	return &Bitfield{Width: int(bw), Offset: int(bo), Container: int(bits)}, true
+	return &Bitfield{Width: int(bw), Offset: int(bo), Container: int(bits), Signed: signed}, true
 }
 
 // parseProbeArg is the kernel's recursive parse_probe_arg().
@@ -641,6 +744,10 @@ func (ap *argParser) parseProbeArg(arg string) *ParseError {
 			return perr
 		}
 	case '%':
+		if n, ok := xmmReg(arg[1:]); ok {
+			code[ap.pc] = insn{op: opXmm, param: n}
+			break
+		}
 		off, ok := RegOffset(arg[1:])
 		if !ok {
 			return ap.err(ap.offset, ErrBadRegName)

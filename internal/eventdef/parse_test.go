@@ -453,7 +453,7 @@ func TestParseFields(t *testing.T) {
 			t.Errorf("arg %d: %+v, want %+v", i, a, w)
 		}
 	}
-	if bf := p.Args[3].Bitfield; bf == nil || *bf != (Bitfield{4, 3, 32}) {
+	if bf := p.Args[3].Bitfield; bf == nil || *bf != (Bitfield{Width: 4, Offset: 3, Container: 32}) {
 		t.Errorf("bitfield: %+v", bf)
 	}
 	if got, want := p.String(), "p:grp/ev func+4 a=%di s=+0(%si):string arg3=+8(%dx):u32[4] b=+4(%cx):b4@3/32"; got != want {

@@ -11,6 +11,7 @@ import (
 // must write byte-identical records for the same Machine.
 type Machine struct {
 	Regs      [PtRegsSize / 8]uint64 // struct pt_regs, in memory order (see RegOffset)
+	Xmm       [16]uint64             // the low 64 bits of the SSE registers
 	Mem       func(addr uint64, buf []byte) bool
 	Comm      string // the thread's name; the first 15 bytes are used
 	LoadBias  uint64 // added to @SYM addresses
@@ -244,6 +245,12 @@ func (r *runner) block(prog []byte, pos int) (int, error) {
 		}
 		val = regs[code[1]/8]
 		code = code[2:]
+	case OpXmm:
+		if !need(2) || code[1] >= 16 {
+			return 0, bad
+		}
+		val = r.m.Xmm[code[1]]
+		code = code[2:]
 	case OpStack:
 		if !need(5) {
 			return 0, bad
@@ -383,7 +390,7 @@ func (r *runner) block(prog []byte, pos int) (int, error) {
 	}
 
 	// Bitfield.
-	if len(code) > 0 && code[0] == OpBitfield {
+	if len(code) > 0 && (code[0] == OpBitfield || code[0] == OpSBitfield) {
 		if len(code) != 3 || elems == nil {
 			return 0, bad
 		}
@@ -391,19 +398,22 @@ func (r *runner) block(prog []byte, pos int) (int, error) {
 		if ls >= uint(8*esize) || rs >= uint(8*esize) || rs < ls {
 			return 0, bad
 		}
+		signed := code[0] == OpSBitfield
+		top := uint(64 - 8*esize) // shift within the element's width
 		for i := 0; i+esize <= len(elems); i += esize {
 			e := elems[i : i+esize]
 			var v uint64
-			switch esize {
-			case 1:
-				v = uint64(uint8(e[0]<<ls) >> rs)
-				e[0] = byte(v)
-			case 2:
-				le.PutUint16(e, uint16(le.Uint16(e)<<ls)>>rs)
-			case 4:
-				le.PutUint32(e, uint32(le.Uint32(e)<<ls)>>rs)
-			case 8:
-				le.PutUint64(e, le.Uint64(e)<<ls>>rs)
+			for k := esize - 1; k >= 0; k-- {
+				v = v<<8 | uint64(e[k])
+			}
+			v <<= ls + top
+			if signed {
+				v = uint64(int64(v) >> (rs + top))
+			} else {
+				v >>= rs + top
+			}
+			for k := range e {
+				e[k] = byte(v >> (8 * k))
 			}
 		}
 		code = code[3:]
@@ -451,7 +461,7 @@ func ReadsMemory(prog []byte) bool {
 			continue
 		case OpStack:
 			return true
-		case OpReg:
+		case OpReg, OpXmm:
 			k = 2
 		case OpStackP:
 			k = 1

@@ -1,6 +1,7 @@
 package eventdef
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -151,7 +152,7 @@ func compareArgTypes(a, b *Probe) int {
 	}
 	for i := range a.Args {
 		x, y := &a.Args[i], &b.Args[i]
-		if x.Type != y.Type || x.Count != y.Count || x.Name != y.Name {
+		if x.Type != y.Type || x.Count != y.Count || x.Name != y.Name || !slices.Equal(x.Enum, y.Enum) {
 			return i + 1
 		}
 	}

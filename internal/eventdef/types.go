@@ -1,6 +1,9 @@
 package eventdef
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // TypeKind says how a fetched value is stored in a trace record and printed.
 type TypeKind uint8
@@ -15,6 +18,7 @@ const (
 	KindUString                      // ustring: as string
 	KindSymbol                       // symbol: sym+0xoff/0xsize (kprewrite extension for user space)
 	KindSymstr                       // symstr: "sym+0xoff/0xsize" (kprewrite extension for user space)
+	KindFloat                        // f32, f64: the shortest decimal that reads back (kprewrite extension)
 )
 
 // fetchType is one entry of the kernel's probe_fetch_types table.
@@ -43,16 +47,19 @@ var fetchTypes = []fetchType{
 	{"x64", KindHex, 8, false},
 	{"char", KindChar, 1, false},
 	{"symbol", KindSymbol, 8, false},
+	{"f32", KindFloat, 4, false},
+	{"f64", KindFloat, 8, false},
 }
 
 // defaultType is the type of an argument without :TYPE on x86-64.
 const defaultType = "x64"
 
 // findFetchType is the kernel's find_fetch_type(): bitfields resolve to
-// their container's unsigned type. Unlike uprobes (which reject them),
+// their container's unsigned type, and signed bitfields (sb<w>@<o>/<c>, a
+// kprewrite extension) to its signed one. Unlike uprobes (which reject them),
 // symbol and symstr are accepted, as kprobes do.
 func findFetchType(name string) *fetchType {
-	if strings.HasPrefix(name, "b") {
+	if strings.HasPrefix(name, "b") || strings.HasPrefix(name, "sb") {
 		i := strings.IndexByte(name, '/')
 		if i < 0 {
 			return nil
@@ -61,15 +68,13 @@ func findFetchType(name string) *fetchType {
 		if !ok {
 			return nil
 		}
+		prefix := "u"
+		if name[0] == 's' {
+			prefix = "s"
+		}
 		switch bs {
-		case 8:
-			return findFetchType("u8")
-		case 16:
-			return findFetchType("u16")
-		case 32:
-			return findFetchType("u32")
-		case 64:
-			return findFetchType("u64")
+		case 8, 16, 32, 64:
+			return findFetchType(prefix + strconv.FormatUint(bs, 10))
 		}
 		return nil
 	}
@@ -101,6 +106,20 @@ func RegOffset(name string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// xmmReg parses a kprewrite extension of %REG: xmm0..xmm15, the SSE registers
+// (their low 64 bits), where compilers keep float and double variables.
+func xmmReg(name string) (uint32, bool) {
+	n, ok := strings.CutPrefix(name, "xmm")
+	if !ok || n == "" || len(n) > 2 || n[0] == '0' && len(n) > 1 {
+		return 0, false
+	}
+	v, err := strconv.Atoi(n)
+	if err != nil || v > 15 {
+		return 0, false
+	}
+	return uint32(v), true
 }
 
 // Register offsets the package itself needs.

@@ -40,7 +40,11 @@ type Field struct {
 	Signed bool
 	Src    Source
 	Off    int // SrcData: offset in the record's data
-	ft     filterType
+	// Float marks an f32/f64 field (not comparable); Enum is the field's enum
+	// table, whose names a filter may compare with.
+	Float bool
+	Enum  []eventdef.EnumValue
+	ft    filterType
 }
 
 func (f *Field) isString() bool { return f.ft == ftDynString || f.ft == ftComm }
@@ -69,7 +73,8 @@ func Fields(p *eventdef.Probe) []Field {
 	for i := range p.Args {
 		a := &p.Args[i]
 		typ, _, str := eventdef.FieldType(a)
-		f := Field{Name: a.Name, Type: typ, Size: a.SlotSize(), Src: SrcData, Off: off, Signed: str || a.Kind == eventdef.KindSigned}
+		f := Field{Name: a.Name, Type: typ, Size: a.SlotSize(), Src: SrcData, Off: off, Signed: str || a.Kind == eventdef.KindSigned,
+			Float: a.Kind == eventdef.KindFloat, Enum: a.Enum}
 		if str {
 			f.ft = ftDynString
 			if a.Count > 0 {

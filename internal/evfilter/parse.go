@@ -564,35 +564,54 @@ func (p *parser) parsePred(start, pos int) (int, pred, error) {
 		}
 		i++
 
-	case isDigit(at(i)) || at(i) == '-':
+	case isDigit(at(i)) || at(i) == '-' || len(field.Enum) > 0 && (isAlnum(at(i)) || at(i) == '_'):
 		if field.isString() {
 			return 0, pr, p.fail(ErrExpectString, pos+i)
 		}
 		if op == opGlob {
 			return 0, pr, p.fail(ErrIllegalFieldOp, pos+i)
 		}
-		if at(i) == '-' {
-			i++
+		if field.Float {
+			return 0, pr, &Error{Expr: p.s, Pos: pos + i, Code: ErrInvalidValue,
+				Detail: "a floating-point field (" + field.Name + ") cannot be compared"}
 		}
-		for isAlnum(at(i)) {
-			i++
-		}
-		if i-s >= 24 {
-			return 0, pr, p.fail(ErrOperandTooLong, pos+i)
-		}
-		num := p.s[start+s : start+i]
-		if field.Signed {
-			v, ok := eventdef.Kstrtoll(num)
-			if !ok {
-				return 0, pr, p.fail(ErrIllegalIntval, pos+s)
+		if !isDigit(at(i)) && at(i) != '-' { // a name of the field's enum table
+			for isAlnum(at(i)) || at(i) == '_' || at(i) == ':' {
+				i++
 			}
-			pr.val = uint64(v)
-		} else {
-			v, ok := eventdef.Kstrtoull(num)
+			v, ok := enumValue(field.Enum, p.s[start+s:start+i])
 			if !ok {
-				return 0, pr, p.fail(ErrIllegalIntval, pos+s)
+				return 0, pr, &Error{Expr: p.s, Pos: pos + s, Code: ErrInvalidValue,
+					Detail: "no value of " + field.Name + " is named " + p.s[start+s:start+i]}
 			}
 			pr.val = v
+			if field.Signed { // the table holds the element's bits: compare sign-extended
+				pr.val = uint64(int64(v<<(64-8*field.Size)) >> (64 - 8*field.Size))
+			}
+		} else {
+			if at(i) == '-' {
+				i++
+			}
+			for isAlnum(at(i)) {
+				i++
+			}
+			if i-s >= 24 {
+				return 0, pr, p.fail(ErrOperandTooLong, pos+i)
+			}
+			num := p.s[start+s : start+i]
+			if field.Signed {
+				v, ok := eventdef.Kstrtoll(num)
+				if !ok {
+					return 0, pr, p.fail(ErrIllegalIntval, pos+s)
+				}
+				pr.val = uint64(v)
+			} else {
+				v, ok := eventdef.Kstrtoull(num)
+				if !ok {
+					return 0, pr, p.fail(ErrIllegalIntval, pos+s)
+				}
+				pr.val = v
+			}
 		}
 		if field.ft == ftCPU {
 			pr.fn = FnCPU
@@ -611,6 +630,16 @@ func (p *parser) parsePred(start, pos int) (int, pred, error) {
 		return 0, pr, p.fail(ErrInvalidValue, pos+i)
 	}
 	return i, pr, nil
+}
+
+// enumValue looks a name up in an enum table.
+func enumValue(enum []eventdef.EnumValue, name string) (uint64, bool) {
+	for _, e := range enum {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return 0, false
 }
 
 // parseRegex is filter_parse_regex for a ~ pattern: a leading '!' inverts, '*' at

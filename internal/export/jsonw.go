@@ -82,6 +82,10 @@ func appendValue(b []byte, v any, exactOnly bool) []byte {
 		return strconv.AppendInt(b, v, 10)
 	case byte:
 		return strconv.AppendUint(b, uint64(v), 10)
+	case float32:
+		return strconv.AppendFloat(b, float64(v), 'g', -1, 32)
+	case float64:
+		return strconv.AppendFloat(b, v, 'g', -1, 64)
 	case string:
 		return appendString(b, v)
 	case []any:

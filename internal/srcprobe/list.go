@@ -30,6 +30,13 @@ type ProbeLine struct {
 // have code, as perf probe -L does: for each copy, each line in the function's
 // file with the addresses where its code starts.
 func (r *Resolver) Lines(spec string) ([]FuncLines, error) {
+	if lib, rest := splitLib(spec); lib != "" {
+		lr, err := r.library(lib)
+		if err != nil {
+			return nil, err
+		}
+		return lr.Lines(rest)
+	}
 	in, err := r.Info()
 	if err != nil {
 		return nil, err
@@ -101,7 +108,26 @@ type VarInfo struct {
 
 // Vars lists the variables visible at each address of a probe point (any site
 // form), as perf probe -V does, with the fetch each compiles to.
+// A library's point (LIB:SITE) gives the library's addresses.
 func (r *Resolver) Vars(spec string, globals bool) ([]PointVars, error) {
+	if lib, rest := splitLib(spec); lib != "" {
+		lr, err := r.library(lib)
+		if err != nil {
+			return nil, err
+		}
+		if isHex(rest) {
+			im, err := openImage(lr.Binary)
+			if err != nil {
+				return nil, err
+			}
+			a, err := im.vaddr(rest)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", spec, err)
+			}
+			rest = hexSite(a)
+		}
+		return lr.Vars(rest, globals)
+	}
 	in, err := r.Info()
 	if err != nil {
 		return nil, err

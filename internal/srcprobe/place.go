@@ -123,11 +123,19 @@ type bitfieldType struct {
 func (b *bitfieldType) String() string { return b.kernel }
 func (b *bitfieldType) Size() int64    { return b.ByteSize }
 
-// bitfield reads member f as the kernel's b<width>@<offset>/<container>.
+// bitfield reads member f as the kernel's b<width>@<offset>/<container>, or
+// kprewrite's sb<width>@<offset>/<container> for a signed one; an enum's gets its
+// table.
 func bitfield(p place, f *dwarf.StructField) (place, error) {
-	switch strip(f.Type).(type) {
+	prefix, table := "b", ""
+	switch x := strip(f.Type).(type) {
 	case *dwarf.IntType, *dwarf.CharType:
-		return place{}, fmt.Errorf("%s is a signed bitfield; the kernel's bitfields are unsigned (give a type: NAME:b%d@...)", f.Name, f.BitSize)
+		prefix = "sb"
+	case *dwarf.EnumType:
+		if enumPrefix(x) == "s" {
+			prefix = "sb"
+		}
+		table = enumTable(x)
 	}
 	size := f.Type.Size()
 	if size != 1 && size != 2 && size != 4 && size != 8 {
@@ -147,7 +155,7 @@ func bitfield(p place, f *dwarf.StructField) (place, error) {
 	}
 	np := offsetBy(place{addr: p.addr}, start)
 	np.typ = &bitfieldType{CommonType: dwarf.CommonType{ByteSize: size},
-		kernel: "b" + strconv.FormatInt(f.BitSize, 10) + "@" + strconv.FormatInt(shift, 10) + "/" + strconv.FormatInt(bits, 10)}
+		kernel: prefix + strconv.FormatInt(f.BitSize, 10) + "@" + strconv.FormatInt(shift, 10) + "/" + strconv.FormatInt(bits, 10) + table}
 	return np, nil
 }
 
@@ -190,7 +198,7 @@ func (p place) fetch(userType string, sym symbolizer) (body, typ string, err err
 				return "", "", fmt.Errorf("an array of %d elements; the kernel fetches at most %d (index it: VAR[N])", n, maxArrayLen)
 			}
 			body, err := memBody(p.addr, sym)
-			return body, fmt.Sprintf("%s[%d]", et, n), err
+			return body, withCount(et, n), err
 		}
 		if kt, err = scalarType(p.typ); err != nil {
 			return "", "", err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/internal/debuginfo"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/ldso"
 )
 
 // Resolver translates the source-level definitions of one binary; it reads the
@@ -16,10 +17,52 @@ import (
 type Resolver struct {
 	Binary    string // the program the definitions probe
 	DebugFile string // --debug-file, or "" to look for it
+	// FindLibrary finds the file of a LIB:SITE's library; nil: as the program's
+	// loader would (ldso).
+	FindLibrary func(lib string) (string, error)
 
 	info    *debuginfo.Info
 	loadErr error
 	loaded  bool
+	libs    map[string]*Resolver // by the library's path
+}
+
+// library returns the resolver of a library a definition names.
+func (r *Resolver) library(lib string) (*Resolver, error) {
+	if r.FindLibrary == nil {
+		search, err := ldso.New(r.Binary)
+		if err != nil {
+			return nil, fmt.Errorf("find the libraries of %s: %w", r.Binary, err)
+		}
+		r.FindLibrary = search.Find
+	}
+	path, err := r.FindLibrary(lib)
+	if err != nil {
+		return nil, fmt.Errorf("library %w", err)
+	}
+	if r.libs == nil {
+		r.libs = map[string]*Resolver{}
+	}
+	lr := r.libs[path]
+	if lr == nil {
+		lr = &Resolver{Binary: path}
+		r.libs[path] = lr
+	}
+	return lr, nil
+}
+
+// splitLib separates the LIB: of a LIB:SITE probe point: the text before the first
+// ':' when it names a shared object (a name with ".so", or a path that is not a
+// source file).
+func splitLib(s string) (lib, site string) {
+	l, rest, ok := strings.Cut(s, ":")
+	if !ok || l == "" || rest == "" || isSourceFile(l) {
+		return "", s
+	}
+	if strings.Contains(l, ".so") || strings.Contains(l, "/") {
+		return l, rest
+	}
+	return "", s
 }
 
 // Info returns the binary's debug information, loading it once.
@@ -38,7 +81,7 @@ func IsSourceLevel(def string) bool {
 	if len(w) < 2 || strings.HasPrefix(w[0], "-") {
 		return false
 	}
-	if !parseSite(w[1]).raw {
+	if _, s := splitLib(w[1]); !parseSite(s).raw {
 		return true
 	}
 	for i, a := range w[2:] {
@@ -62,7 +105,10 @@ func (r *Resolver) Translate(def string) ([]string, error) {
 		return nil, nil
 	}
 	w := strings.Fields(def)
-	head, st := w[0], parseSite(w[1])
+	lib, siteText := splitLib(w[1])
+	// SITE%return is a return probe of any site form, as uprobe_events take it
+	siteText, retSuffix := strings.CutSuffix(siteText, "%return")
+	head, st := w[0], parseSite(siteText)
 	var args []srcArg
 	for i, a := range w[2:] {
 		pa := parseArg(a, i+1)
@@ -71,15 +117,47 @@ func (r *Resolver) Translate(def string) ([]string, error) {
 		}
 		args = append(args, pa)
 	}
-	in, err := r.Info()
+	res := r
+	var image *elfImage
+	var err error
+	if lib != "" {
+		if res, err = r.library(lib); err != nil {
+			return nil, err
+		}
+		if image, err = openImage(res.Binary); err != nil {
+			return nil, err
+		}
+		if st.raw && isHex(st.text) { // LIB:0xOFFSET is a file offset, as uprobe_events take it
+			a, err := image.vaddr(st.text)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", w[1], err)
+			}
+			st.text = hexSite(a)
+		}
+	}
+	in, err := res.Info()
 	if err != nil {
 		return nil, err
 	}
-	ret := strings.HasPrefix(head, "r")
-	points, defaultName, err := r.points(in, st, ret)
+	ret := strings.HasPrefix(head, "r") || retSuffix
+	points, defaultName, err := res.points(in, st, ret)
 	if err != nil {
 		return nil, err
 	}
+	if lib != "" {
+		for i := range points {
+			site := points[i].site
+			if isHex(site) { // a file offset in the kernel form of a library's site
+				off, err := image.fileOffset(points[i].addr)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", w[1], err)
+				}
+				site = hexSite(off)
+			}
+			points[i].site = lib + ":" + site
+		}
+	}
+	st.text = w[1] // a kernel-form site's default event name is the written one's
 	group, event, err := eventName(head, st, defaultName)
 	if err != nil {
 		return nil, err
@@ -88,10 +166,13 @@ func (r *Resolver) Translate(def string) ([]string, error) {
 	if i := strings.IndexByte(head, ':'); i >= 0 {
 		kind = head[:i]
 	}
+	if retSuffix && kind == "p" {
+		kind = "r"
+	}
 	bodies := make([][]string, len(points))
 	var names [][]string
 	for i, pt := range points {
-		b, n, err := r.args(in, pt, args, ret)
+		b, n, err := res.args(in, pt, args, ret)
 		if err != nil {
 			return nil, fmt.Errorf("at %s: %w", pt.where(), err)
 		}
@@ -246,6 +327,8 @@ func cmpU64(a, b uint64) int {
 
 func hexSite(a uint64) string { return "0x" + strconv.FormatUint(a, 16) }
 
+func isHex(s string) bool { return strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X") }
+
 // rawPoint resolves a kernel-form site (SYM[+OFFS] or 0xADDR) whose arguments are
 // source-level. A function named alone, in code compiled without optimization,
 // is probed after its prologue, as gdb and perf probe do: before it the
@@ -253,9 +336,9 @@ func hexSite(a uint64) string { return "0x" + strconv.FormatUint(a, 16) }
 func (r *Resolver) rawPoint(in *debuginfo.Info, st site, ret bool) ([]point, string, error) {
 	s := st.text
 	if strings.Contains(s, ":") {
-		return nil, "", fmt.Errorf("%s: source-level arguments in a library (LIB:SITE) are not supported yet", s)
+		return nil, "", fmt.Errorf("%s: not a probe point of this program (SYM[+OFFS], 0xADDR, LIB:SITE or a source form)", s)
 	}
-	if strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X") {
+	if isHex(s) {
 		a, err := strconv.ParseUint(s[2:], 16, 64)
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: bad address", s)
@@ -263,7 +346,7 @@ func (r *Resolver) rawPoint(in *debuginfo.Info, st site, ret bool) ([]point, str
 		f := in.FuncAt(a)
 		return []point{{addr: a, site: s, fn: f, entry: f != nil && a == f.Entry}}, "", nil
 	}
-	sym, offText, _ := strings.Cut(strings.TrimSuffix(s, "%return"), "+")
+	sym, offText, _ := strings.Cut(s, "+")
 	var off uint64
 	if offText != "" {
 		v, err := strconv.ParseUint(offText, 0, 64)

@@ -40,20 +40,19 @@ func scalarType(t dwarf.Type) (string, error) {
 	case *dwarf.UintType:
 		return sized("u", x.ByteSize)
 	case *dwarf.EnumType:
-		signed := false
-		for _, v := range x.Val {
-			if v.Val < 0 {
-				signed = true
-			}
+		kt, err := sized(enumPrefix(x), x.ByteSize)
+		if err != nil {
+			return "", err
 		}
-		if signed {
-			return sized("s", x.ByteSize)
-		}
-		return sized("u", x.ByteSize)
+		return kt + enumTable(x), nil
 	case *dwarf.PtrType:
 		return "x64", nil
 	case *dwarf.FloatType:
-		return "", fmt.Errorf("it is a floating-point %s, which the kernel's fetch types do not print (give one: VAR:x%d)", x, 8*x.ByteSize)
+		switch x.ByteSize {
+		case 4, 8:
+			return fmt.Sprintf("f%d", 8*x.ByteSize), nil
+		}
+		return "", fmt.Errorf("it is a %d-byte %s, which no fetch type holds (give one: VAR:x64 reads its first 8 bytes)", x.ByteSize, x)
 	case *dwarf.StructType:
 		return "", fmt.Errorf("it is a %s %s: name a member (VAR.FIELD or VAR->FIELD)", x.Kind, x.StructName)
 	case *dwarf.ArrayType:
@@ -63,6 +62,51 @@ func scalarType(t dwarf.Type) (string, error) {
 	default:
 		return "", fmt.Errorf("its type %s has no kernel fetch type (give one: VAR:TYPE)", t)
 	}
+}
+
+// enumPrefix is the integer type prefix of an enum: signed if a value is negative.
+func enumPrefix(x *dwarf.EnumType) string {
+	for _, v := range x.Val {
+		if v.Val < 0 {
+			return "s"
+		}
+	}
+	return "u"
+}
+
+// enumTable is the {NAME=VALUE,...} suffix that prints an enum's values by name
+// ("" for an enum without values).
+func enumTable(x *dwarf.EnumType) string {
+	if len(x.Val) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, v := range x.Val {
+		if seen[v.Name] {
+			continue
+		}
+		seen[v.Name] = true
+		if b.Len() == 0 {
+			b.WriteByte('{')
+		} else {
+			b.WriteByte(',')
+		}
+		val := v.Val
+		if x.ByteSize < 8 && enumPrefix(x) == "u" {
+			val &= 1<<(8*x.ByteSize) - 1
+		}
+		fmt.Fprintf(&b, "%s=%d", v.Name, val)
+	}
+	return b.String() + "}"
+}
+
+// withCount makes an element type an array type: TYPE[N], before any enum table.
+func withCount(et string, n int64) string {
+	if i := strings.IndexByte(et, '{'); i >= 0 {
+		return fmt.Sprintf("%s[%d]%s", et[:i], n, et[i:])
+	}
+	return fmt.Sprintf("%s[%d]", et, n)
 }
 
 func sized(prefix string, n int64) (string, error) {

@@ -25,8 +25,10 @@
 
 enum {
 	OpReg = 0x01, OpStack = 0x02, OpStackP = 0x03, OpImm = 0x04, OpImage = 0x05, OpEData = 0x06,
+	OpXmm = 0x07,
 	OpDeref = 0x10, OpUDeref = 0x11, OpStRaw = 0x20, OpStMem = 0x21, OpStStr = 0x22,
 	OpStStrArr = 0x23, OpStComm = 0x24, OpStData = 0x25, OpBitfield = 0x30,
+	OpSBitfield = 0x31, /* arithmetic right shift: a signed bitfield */
 };
 
 struct fctx {
@@ -47,6 +49,21 @@ static u8 *at(struct fctx *c, u32 off, u32 n)
 	if (!c->rec || (u64)off + n > c->cap)
 		return NULL;
 	return c->rec + off;
+}
+
+/* read_xmm returns the low 64 bits of xmm<n>, live: nothing between the probed code and
+ * here touches the SSE registers (the SIGTRAP handler loads the interrupted ones) */
+static u64 read_xmm(u32 n)
+{
+	u64 v = 0;
+	switch (n) {
+#define XMM(k) \
+	case k: __asm__ volatile("movq %%xmm" #k ", %0" : "=r"(v)); break;
+	XMM(0) XMM(1) XMM(2) XMM(3) XMM(4) XMM(5) XMM(6) XMM(7)
+	XMM(8) XMM(9) XMM(10) XMM(11) XMM(12) XMM(13) XMM(14) XMM(15)
+#undef XMM
+	}
+	return v;
 }
 
 static u32 le16(const u8 *p) { return (u32)p[0] | (u32)p[1] << 8; }
@@ -226,6 +243,12 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 		val = c->regs[code[1] / 8];
 		code += 2;
 		break;
+	case OpXmm:
+		if (n < 2 || code[1] >= 16)
+			return -1;
+		val = read_xmm(code[1]);
+		code += 2;
+		break;
 	case OpStack:
 		if (n < 5)
 			return -1;
@@ -340,9 +363,10 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 	}
 
 	/* bitfield */
-	if (code < end && code[0] == OpBitfield) {
+	if (code < end && (code[0] == OpBitfield || code[0] == OpSBitfield)) {
 		if (end - code != 3 || esize == 0)
 			return -1;
+		int sext = code[0] == OpSBitfield;
 		u32 ls = code[1], rs = code[2];
 		if (ls >= 8 * esize || rs >= 8 * esize || rs < ls)
 			return -1;
@@ -354,7 +378,10 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 			for (u32 k = 0; k < esize; k++)
 				v |= (u64)e[k] << (8 * k);
 			v <<= ls + (64 - 8 * esize); /* shift within the element's width */
-			v >>= rs + (64 - 8 * esize);
+			if (sext)
+				v = (u64)((long)v >> (rs + (64 - 8 * esize)));
+			else
+				v >>= rs + (64 - 8 * esize);
 			for (u32 k = 0; k < esize; k++)
 				e[k] = (u8)(v >> (8 * k));
 		}

@@ -142,9 +142,13 @@ static int stale(u32 g, u32 pi, u64 key, u32 pid)
 	return word != (u64)(uptr)kprewrite_rt_rettramp;
 }
 
+/* The point's probes are newest definition first; the instances are hooked oldest first
+ * so that, returning newest instance first, the return events run newest first too, as
+ * the uprobe tracer runs a uretprobe's consumers (C handlers' kretprobes keep the
+ * kernel's kprobe order: each pushes its instance as its pre handler runs). */
 void kprw_run_return_events(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_tctx *c)
 {
-	for (u32 k = 0; k < pt->nprobes; k++) {
+	for (u32 k = pt->nprobes; k-- > 0;) {
 		u32 i = pt->first_probe + k;
 		const struct kprw_probe *p = &kprw_rt.probes[i];
 		if (p->type == KPRW_T_KRETPROBE && !(p->flags & KPRW_F_USER) && !p->entry_handler && kprw_probe_enabled(i))
@@ -220,6 +224,8 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 	__atomic_store_n(&ri_hint[hint_of(K)], g + 1, __ATOMIC_RELAXED);
 }
 
+static u64 shown_ret(const struct kprw_ri *r, uptr K);
+
 void kprw_rethook(struct pt_regs *regs)
 {
 	uptr K = regs->sp - 8;
@@ -262,7 +268,7 @@ void kprw_rethook(struct pt_regs *regs)
 			} else if (unlikely(!kprw_rt.trace)) {
 				kprw_count_hit(pi);
 				kprw_trace_lost();
-			} else if (!kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, r->ri.ret_addr, edata_of(r, p),
+			} else if (!kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, shown_ret(r, K), edata_of(r, p),
 						   kprw_rt.ri_elen[pi], c)) {
 				kprw_count_hit(pi); /* a written record is the hit */
 			}
@@ -447,6 +453,20 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 			unwound(g, k);
 	}
 	return URC_CONTINUE_UNWIND;
+}
+
+/* shown_ret is the return address a record shows: the real one, as the uprobe tracer
+ * shows it for each of several return probes on one function (chained instances), where
+ * the newer instances' saved address is the trampoline */
+static u64 shown_ret(const struct kprw_ri *r, uptr K)
+{
+	u64 ret = r->ri.ret_addr;
+	if (unlikely(ret == (u64)(uptr)kprewrite_rt_rettramp)) {
+		u64 real = kprw_kretprobe_real_ret(K);
+		if (real)
+			ret = real;
+	}
+	return ret;
 }
 
 /* kprw_kretprobe_real_ret is the real return address of the return-probed frame whose

@@ -252,6 +252,27 @@ static void violation(const struct kprw_point *pt, struct k_sigcontext *mc)
 	atomic_add(&kprewrite_rt_stats.boosts, 1);
 }
 
+/* load_xmm makes the SSE registers the interrupted context's: a signal handler starts
+ * with the FPU in its initial state, and %xmmN fetchargs read the live registers (the
+ * runtime never touches them: -mgeneral-regs-only). sigreturn restores the frame's. */
+static void load_xmm(const struct k_sigcontext *mc)
+{
+	const u8 *fx = (const u8 *)mc->fpstate; /* FXSAVE layout: xmm0 at byte 160 */
+	if (!fx)
+		return;
+	__asm__ volatile("movdqu 160(%0), %%xmm0\n\tmovdqu 176(%0), %%xmm1\n\t"
+			 "movdqu 192(%0), %%xmm2\n\tmovdqu 208(%0), %%xmm3\n\t"
+			 "movdqu 224(%0), %%xmm4\n\tmovdqu 240(%0), %%xmm5\n\t"
+			 "movdqu 256(%0), %%xmm6\n\tmovdqu 272(%0), %%xmm7\n\t"
+			 "movdqu 288(%0), %%xmm8\n\tmovdqu 304(%0), %%xmm9\n\t"
+			 "movdqu 320(%0), %%xmm10\n\tmovdqu 336(%0), %%xmm11\n\t"
+			 "movdqu 352(%0), %%xmm12\n\tmovdqu 368(%0), %%xmm13\n\t"
+			 "movdqu 384(%0), %%xmm14\n\tmovdqu 400(%0), %%xmm15"
+			 :
+			 : "r"(fx)
+			 : "memory");
+}
+
 static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32 tid)
 {
 	struct k_sigcontext *mc = &uc->mc;
@@ -272,6 +293,7 @@ static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32
 	struct pt_regs regs;
 	regs_from_mc(&regs, mc);
 	regs.ip = RT_ADDR(pt->site) + 1; /* as after the int3, like the kernel */
+	load_xmm(mc); /* ~20 loads: nothing beside the signal's cost */
 	c->busy++;
 	c->slow_read = slow_read(uc);
 	int moved = kprw_run_probes(pt, &regs, c, &any);

@@ -2,7 +2,7 @@
  * (fetch_test.go compares its output with eventdef.Run). No libc headers: rt.h's
  * raw system calls do the I/O. Input file (argv[1]):
  *   u64 base, u64 size, size bytes of memory (mapped at base; the page after is not)
- *   u64 regs[21], char comm[16], u64 bias, u32 plen, prog[plen]
+ *   u64 regs[21], u64 xmm[16] (low halves), char comm[16], u64 bias, u32 plen, prog[plen]
  * argv[2] "fast": memory is read with the fault-catching copy (a SIGSEGV/SIGBUS
  * handler here resumes it at its fixup, as rt_fault.c does); else process_vm_readv.
  * Output: u32 elen, entry data, i64 record length (-1: malformed), record, then the
@@ -36,6 +36,23 @@ static void install(void)
 	}
 }
 
+static u64 xmm[16];
+
+/* set_xmm loads the vector's SSE registers before each fetch (built with
+ * -mgeneral-regs-only, nothing here changes them) */
+static void set_xmm(void)
+{
+	__asm__ volatile("movq 0(%0), %%xmm0\n\tmovq 8(%0), %%xmm1\n\tmovq 16(%0), %%xmm2\n\t"
+			 "movq 24(%0), %%xmm3\n\tmovq 32(%0), %%xmm4\n\tmovq 40(%0), %%xmm5\n\t"
+			 "movq 48(%0), %%xmm6\n\tmovq 56(%0), %%xmm7\n\tmovq 64(%0), %%xmm8\n\t"
+			 "movq 72(%0), %%xmm9\n\tmovq 80(%0), %%xmm10\n\tmovq 88(%0), %%xmm11\n\t"
+			 "movq 96(%0), %%xmm12\n\tmovq 104(%0), %%xmm13\n\tmovq 112(%0), %%xmm14\n\t"
+			 "movq 120(%0), %%xmm15"
+			 :
+			 : "r"(xmm)
+			 : "memory");
+}
+
 static u8 in[1 << 20], out[1 << 16], rec[KPRW_MAX_REC_DATA], ed[1 << 16];
 static long plans; /* the program compiled to a plan: "plan" on stderr */
 
@@ -61,6 +78,8 @@ int main(int argc, char **argv)
 	struct pt_regs regs;
 	kprw_memcpy(&regs, p, sizeof regs);
 	p += sizeof regs;
+	kprw_memcpy(xmm, p, sizeof xmm);
+	p += sizeof xmm;
 	const char *comm = (const char *)p;
 	p += 16;
 	kprw_rt.bias = *(u64 *)p;
@@ -68,6 +87,7 @@ int main(int argc, char **argv)
 	u32 plen = *(u32 *)p;
 	p += 4;
 	u32 elen = kprw_fetch_edata_size(p, plen), o = 0;
+	set_xmm();
 	if (elen && kprw_fetch_entry(p, plen, &regs, ed, elen, fast) < 0)
 		elen = 0xffffffff;
 	kprw_memcpy(out + o, &elen, 4);
@@ -76,8 +96,10 @@ int main(int argc, char **argv)
 		kprw_memcpy(out + o, ed, elen);
 		o += elen;
 	}
+	set_xmm();
 	long len = kprw_fetch_run(p, plen, &regs, ed, elen == 0xffffffff ? 0 : elen, comm, NULL, KPRW_MAX_REC_DATA, fast);
 	if (len >= 0) {
+		set_xmm();
 		long len2 = kprw_fetch_run(p, plen, &regs, ed, elen == 0xffffffff ? 0 : elen, comm, rec, (u32)len, fast);
 		if (len2 != len)
 			return 4;
@@ -88,6 +110,7 @@ int main(int argc, char **argv)
 			if (plan.fixed != (u32)len)
 				return 5;
 			kprw_memset(rec2, 0xa5, sizeof rec2);
+			set_xmm();
 			kprw_fetch_plan_run(&plan, &regs, rec2, fast);
 			for (long i = 0; i < len; i++)
 				if (rec2[i] != rec[i])

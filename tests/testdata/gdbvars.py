@@ -2,7 +2,9 @@
 # file: {"main": link-time address of main, "points": {"ADDR": [EXPR...]}}) the
 # first time it is reached and writes, for each expression, its value in the
 # innermost frame there to OUT: {"ADDR": {"func": NAME, "vals": {EXPR: VALUE}}}, where
-# VALUE is {"i": "decimal"}, {"s": "text"}, {"a": ["decimal"...]}, {"opt": true} for
+# VALUE is {"i": "decimal"}, {"s": "text"}, {"a": ["decimal"...]}, {"e": "NAME",
+# "i": "decimal"} for an enum (NAME as gdb prints it), {"f": "repr", "fsize": N}
+# for a float or double, {"opt": true} for
 # <optimized out>, {"below_sp": true} for an object below the stack pointer (stack
 # not allocated yet, which the probe's own frame may have overwritten: nothing to
 # compare), {"fault": true} for a string gdb cannot read, or {"err": "..."}.
@@ -69,7 +71,11 @@ def fmt(v, sp):
         if et.code in (gdb.TYPE_CODE_INT, gdb.TYPE_CODE_CHAR) and et.sizeof == 1:
             return {"s": cstr(v, n)}
         return {"a": [str(int(v[i])) for i in range(n)]}
-    if c in (gdb.TYPE_CODE_INT, gdb.TYPE_CODE_ENUM, gdb.TYPE_CODE_BOOL, gdb.TYPE_CODE_CHAR):
+    if c == gdb.TYPE_CODE_ENUM:
+        return {"e": str(v), "i": str(int(v))}
+    if c == gdb.TYPE_CODE_FLT:
+        return {"f": repr(float(v)), "fsize": t.sizeof}
+    if c in (gdb.TYPE_CODE_INT, gdb.TYPE_CODE_BOOL, gdb.TYPE_CODE_CHAR):
         return {"i": str(int(v))}
     return {"err": "type " + str(t)}
 

@@ -19,7 +19,11 @@ struct req {
 	unsigned flag : 3;
 	unsigned kind : 5;
 	unsigned char small;
+	int skew : 4;
+	enum color tint : 6;
 	enum color color;
+	float ratio;
+	double weight;
 	struct point at;
 	int hist[4];
 	char tag[8];
@@ -80,6 +84,17 @@ __attribute__((noinline)) unsigned walk(struct req *head)
 	return steps;
 }
 
+__attribute__((noinline)) double weigh(const struct req *r, double w, float f)
+{
+	double acc = w * r->ratio;
+	float part = f;
+	for (int i = 0; i < 4; i++) {
+		acc += r->hist[i] * r->weight;
+		part += (float)r->skew;
+	}
+	return acc + part;
+}
+
 int main(int argc, char **argv)
 {
 	struct req tail = {0};
@@ -93,6 +108,10 @@ int main(int argc, char **argv)
 	q.kind = 9;
 	q.small = 200;
 	q.color = BLUE;
+	q.skew = -3;
+	q.tint = GREEN;
+	q.ratio = 0.25f;
+	q.weight = -1.5e10;
 	q.at.x = -4;
 	q.at.y = 1L << 40;
 	for (int i = 0; i < 4; i++)
@@ -105,6 +124,7 @@ int main(int argc, char **argv)
 	long res = handle(&q, rounds, UP);
 	res += handle(&tail, 1, DOWN);
 	unsigned steps = walk(&q);
-	printf("%ld %u %s %d %ld %s\n", res, steps, describe(&q, text, sizeof text), counter, total, label);
+	double w = weigh(&q, 3.0 + rounds, 0.1f);
+	printf("%ld %u %s %d %ld %s %.3f\n", res, steps, describe(&q, text, sizeof text), counter, total, label, w);
 	return 0;
 }

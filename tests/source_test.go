@@ -539,6 +539,12 @@ func TestSourceProbeDebugFiles(t *testing.T) {
 	if _, err := os.Stat(out); err == nil {
 		t.Error("an output was written")
 	}
+	// split DWARF (the variables are in a .dwo file): said so, not "no such function"
+	split := testprog.Build(t, string(src), "c", "-g", "-gsplit-dwarf", "-O2")
+	code, _, stderr = kp("rewrite", "-o", out, "-e", "p:src/l sum_hist:3 i", split)
+	if code == 0 || !strings.Contains(stderr, "split DWARF") || !strings.Contains(stderr, ".dwo") {
+		t.Errorf("rewrite of a split-DWARF program: exit %d, %s", code, stderr)
+	}
 	// a variable that does not exist, one optimized out, a line without code
 	for _, tc := range []struct{ def, want string }{
 		{"p:src/x sum_hist nosuch", "no variable nosuch is visible here"},
@@ -859,5 +865,36 @@ int main(void)
 	code, list, _ := kp("list", "-v", out)
 	if code != 0 || !regexp.MustCompile(`libkpw\.so:0x[0-9a-f]+ t=%xmm\d:f64 id=\+0\(%di\):s32`).MatchString(list) {
 		t.Errorf("list -v:\n%s", list)
+	}
+}
+
+// TestSourceProbeDebugFrameOnly: a program built without .eh_frame entries for its own
+// functions (-fno-asynchronous-unwind-tables) has its frame addresses in .debug_frame;
+// variables relative to the frame base (DW_OP_call_frame_cfa at -O0) are read through
+// it and trace as in the same program built with .eh_frame.
+func TestSourceProbeDebugFrameOnly(t *testing.T) {
+	testprog.Need(t, "gcc")
+	src, err := os.ReadFile("testdata/srcvars.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := []string{"p:s/loop handle:4 acc n d r->len r->name", "p:s/walk walk:5 steps p->small p->at.x"}
+	var traces [2][]string
+	for i, flags := range [][]string{{"-g", "-O0"}, {"-g", "-O0", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables"}} {
+		bin := testprog.Build(t, string(src), "c", flags...)
+		out := filepath.Join(t.TempDir(), "prog.kp")
+		rewriteWith(t, bin, out, defs)
+		if r := testprog.Run(t, testprog.Cmd{Path: out}); r.Exit != 0 {
+			t.Fatalf("%v: %s", flags, r)
+		}
+		for _, l := range readTrace(t, out+".trace") {
+			traces[i] = append(traces[i], l.Event+":"+l.Args)
+		}
+	}
+	if len(traces[0]) < 4 || !slices.Equal(traces[0], traces[1]) {
+		t.Errorf("with .eh_frame:\n%s\nwith .debug_frame only:\n%s", strings.Join(traces[0], "\n"), strings.Join(traces[1], "\n"))
+	}
+	if !strings.Contains(strings.Join(traces[1], "\n"), `loop: acc=3 n=3 d=UP len=5 name="query"`) {
+		t.Errorf("no loop record with the first round's values:\n%s", strings.Join(traces[1], "\n"))
 	}
 }

@@ -292,21 +292,32 @@ func singleReg(b []byte) (uint64, bool) {
 	return reg, r.done() && r.err == nil
 }
 
-// cfa is the canonical frame address at pc, from .eh_frame.
+// cfa is the canonical frame address at pc, from .eh_frame, else .debug_frame.
 func (in *Info) cfa(pc uint64) (*Expr, error) {
 	for _, f := range in.fdes {
 		if pc >= f.Start && pc < f.End {
 			rule, err := ehframe.CFAAt(in.eh, in.ehAddr, in.ehText, in.ehData, f, pc)
-			if err != nil {
-				return nil, unavailable("the frame address at %#x: %v", pc, err)
-			}
-			if rule.Reg > maxReg {
-				return nil, unavailable("the frame address at %#x is relative to DWARF register %d", pc, rule.Reg)
-			}
-			return &Expr{Kind: ExprReg, Reg: rule.Reg, Offset: rule.Offset}, nil
+			return cfaExpr(pc, rule, err)
 		}
 	}
-	return nil, unavailable("no .eh_frame entry describes the frame at %#x", pc)
+	for _, f := range in.dfdes {
+		if pc >= f.Start && pc < f.End {
+			rule, err := ehframe.CFAAt(in.dframe, 0, 0, 0, f, pc)
+			return cfaExpr(pc, rule, err)
+		}
+	}
+	return nil, unavailable("neither .eh_frame nor .debug_frame describes the frame at %#x", pc)
+}
+
+// cfaExpr turns the CFA rule at pc (or CFAAt's error) into the frame address.
+func cfaExpr(pc uint64, rule ehframe.CFARule, err error) (*Expr, error) {
+	if err != nil {
+		return nil, unavailable("the frame address at %#x: %v", pc, err)
+	}
+	if rule.Reg > maxReg {
+		return nil, unavailable("the frame address at %#x is relative to DWARF register %d", pc, rule.Reg)
+	}
+	return &Expr{Kind: ExprReg, Reg: rule.Reg, Offset: rule.Offset}, nil
 }
 
 // exprReader reads a DWARF expression; a read past the end sets err.

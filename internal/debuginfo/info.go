@@ -25,6 +25,11 @@ type Info struct {
 	eh                     []byte
 	ehAddr, ehText, ehData uint64
 	fdes                   []ehframe.FDE
+	// .debug_frame, for the functions .eh_frame does not describe (programs built
+	// with -fno-asynchronous-unwind-tables)
+	dframe []byte
+	dfdes  []ehframe.FDE
+	split  []string // the .dwo files of split units (not read)
 	exec                   [][2]uint64 // the executable segments
 	objects                []object    // data symbols, for static variables
 	pie                    bool
@@ -91,6 +96,31 @@ func (f *Func) Contains(pc uint64) bool {
 // Producer is the DW_AT_producer of f's unit (compiler and options).
 func (f *Func) Producer() string { return f.u.producer }
 
+// dwoName is the .dwo file of a split-DWARF skeleton unit, or "".
+func dwoName(e *dwarf.Entry) string {
+	const attrGNUDwoName = dwarf.Attr(0x2130) // DWARF 4's -gsplit-dwarf
+	for _, a := range []dwarf.Attr{dwarf.AttrDwoName, attrGNUDwoName} {
+		if s, ok := e.Val(a).(string); ok && s != "" {
+			return s
+		}
+	}
+	if e.Tag == dwarf.TagSkeletonUnit {
+		return "(a skeleton unit)"
+	}
+	return ""
+}
+
+// SplitNote says, for an error about something the debug information lacks, that some
+// units are split DWARF (their functions and variables are in .dwo files, which are
+// not read); "" when none is.
+func (in *Info) SplitNote() string {
+	if len(in.split) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of its units are split DWARF, in .dwo files such as %s, which kprewrite does not read: build without -gsplit-dwarf)",
+		len(in.split), in.split[0])
+}
+
 // readUnits reads the units' headers, their functions and line tables.
 func (in *Info) readUnits() error {
 	versions := unitVersions(in.sec["info"])
@@ -102,6 +132,9 @@ func (in *Info) readUnits() error {
 		}
 		if e == nil {
 			break
+		}
+		if dwo := dwoName(e); dwo != "" {
+			in.split = append(in.split, dwo)
 		}
 		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagPartialUnit {
 			r.SkipChildren()

@@ -194,6 +194,17 @@ func (in *Info) readBinary(bin, dbg *elf.File) error {
 		// incomplete tables only lose the functions they do not describe
 		in.fdes, _ = ehframe.Parse(in.eh, in.ehAddr, in.ehText, in.ehData)
 	}
+	for _, f := range []*elf.File{bin, dbg} {
+		if f == nil || in.dframe != nil {
+			continue
+		}
+		if s := f.Section(".debug_frame"); s != nil && s.Type != elf.SHT_NOBITS {
+			if b, err := s.Data(); err == nil {
+				in.dframe = b
+				in.dfdes, _ = ehframe.ParseDebugFrame(b)
+			}
+		}
+	}
 	for _, p := range bin.Progs {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
 			in.exec = append(in.exec, [2]uint64{p.Vaddr, p.Vaddr + p.Memsz})

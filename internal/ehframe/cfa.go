@@ -26,7 +26,7 @@ func CFAAt(ehFrame []byte, ehAddr, textAddr, dataAddr uint64, f FDE, pc uint64) 
 	if pc < f.Start || pc >= f.End {
 		return CFARule{}, fmt.Errorf("pc %#x is outside the FDE [%#x, %#x)", pc, f.Start, f.End)
 	}
-	p := parser{eh: ehFrame, bs: bases{sect: ehAddr, text: textAddr, data: dataAddr}, cies: map[int]*cie{}, lastAt: -1}
+	p := parser{debug: f.Debug, eh: ehFrame, bs: bases{sect: ehAddr, text: textAddr, data: dataAddr}, cies: map[int]*cie{}, lastAt: -1}
 	c := p.cie(int(f.CIE))
 	if c.err != nil {
 		return CFARule{}, fmt.Errorf("CIE at offset %#x: %w", f.CIE, c.err)
@@ -69,11 +69,11 @@ func (p *parser) fdeInsns(f FDE) ([2]int, error) {
 		return [2]int{}, fmt.Errorf("length %d too short: %w", length, ErrBadEntry)
 	}
 	idPos := off + hdr
-	id := int(binary.LittleEndian.Uint32(p.eh[idPos:]))
-	if id == 0 {
+	id := binary.LittleEndian.Uint32(p.eh[idPos:])
+	if p.isCIE(id) {
 		return [2]int{}, fmt.Errorf("a CIE, not an FDE: %w", ErrBadEntry)
 	}
-	_, insns, err := p.fde(off, idPos, id, off+hdr+length)
+	_, insns, err := p.fde(off, idPos, int(id), off+hdr+length)
 	return insns, err
 }
 

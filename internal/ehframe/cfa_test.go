@@ -149,3 +149,33 @@ func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// TestDebugFrame reads a .debug_frame section (gcc -g -O0 -fno-asynchronous-unwind-tables
+// of tests/testdata/srcvars.c, dumped with objcopy): its FDEs, and at each function's
+// entry and after its prologue the CFA rules readelf -wF gives (rsp+8, then rbp+16).
+func TestDebugFrame(t *testing.T) {
+	b, err := os.ReadFile("testdata/debug_frame.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fdes, err := ParseDebugFrame(b)
+	if err != nil || len(fdes) < 6 {
+		t.Fatalf("%d FDEs, %v", len(fdes), err)
+	}
+	if _, err := Parse(b, 0, 0, 0); err == nil {
+		t.Error("the .debug_frame bytes parse as .eh_frame")
+	}
+	for _, f := range fdes {
+		if !f.Debug {
+			t.Errorf("FDE %+v not marked Debug", f)
+		}
+		entry, err := CFAAt(b, 0, 0, 0, f, f.Start)
+		if err != nil || entry != (CFARule{Reg: 7, Offset: 8}) {
+			t.Errorf("FDE [%#x,%#x) at entry: %+v %v, want rsp+8", f.Start, f.End, entry, err)
+		}
+		body, err := CFAAt(b, 0, 0, 0, f, f.Start+4) // after push %rbp; mov %rsp,%rbp
+		if err != nil || body != (CFARule{Reg: 6, Offset: 16}) {
+			t.Errorf("FDE [%#x,%#x) after the prologue: %+v %v, want rbp+16", f.Start, f.End, body, err)
+		}
+	}
+}

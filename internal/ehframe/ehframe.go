@@ -17,6 +17,9 @@ type FDE struct {
 	CIE          uint64 // offset of the FDE's CIE inside .eh_frame
 	LSDAIndirect bool   // LSDA is the address of a pointer to the LSDA (DW_EH_PE_indirect)
 	SignalFrame  bool   // the CIE has the 'S' augmentation (signal trampoline)
+	// Debug marks an FDE of .debug_frame (ParseDebugFrame): CIE ids are all ones and
+	// FDEs name their CIE by its offset in the section.
+	Debug bool
 }
 
 // cie holds what FDE decoding needs from a Common Information Entry.
@@ -33,6 +36,8 @@ type cie struct {
 }
 
 type parser struct {
+	debug  bool   // .debug_frame's format
+	sect   string // the section's name, for errors
 	eh     []byte
 	bs     bases
 	cies   map[int]*cie
@@ -48,11 +53,34 @@ type parser struct {
 // none); see the package documentation for the policy.
 func Parse(ehFrame []byte, ehAddr uint64, textAddr, dataAddr uint64) ([]FDE, error) {
 	p := parser{
+		sect:   sectEhFrame,
 		eh:     ehFrame,
 		bs:     bases{sect: ehAddr, text: textAddr, data: dataAddr},
 		cies:   make(map[int]*cie, 4),
 		lastAt: -1,
 	}
+	return p.all()
+}
+
+// ParseDebugFrame reads every CIE/FDE of a .debug_frame section (the DWARF format:
+// all-ones CIE ids, CIE pointers that are section offsets, absolute addresses), for
+// programs built without .eh_frame. Its FDEs have Debug set; CFAAt takes them with the
+// section's bytes (the address arguments are not used).
+func ParseDebugFrame(debugFrame []byte) ([]FDE, error) {
+	p := parser{debug: true, sect: ".debug_frame", eh: debugFrame, cies: make(map[int]*cie, 4), lastAt: -1}
+	return p.all()
+}
+
+// isCIE says whether an entry's id word makes it a CIE.
+func (p *parser) isCIE(id uint32) bool {
+	if p.debug {
+		return id == 0xffffffff
+	}
+	return id == 0
+}
+
+func (p *parser) all() ([]FDE, error) {
+	ehFrame, ehAddr, sect := p.eh, p.bs.sect, p.sect
 	// Real sections average more than 28 bytes per FDE (node: 36), so
 	// this is one allocation in practice.
 	fdes := make([]FDE, 0, len(ehFrame)/28+1)
@@ -60,7 +88,7 @@ func Parse(ehFrame []byte, ehAddr uint64, textAddr, dataAddr uint64) ([]FDE, err
 	for off < len(ehFrame) {
 		length, hdr, err := entryLength(ehFrame, off)
 		if err != nil {
-			p.errs.add(&EntryError{Section: sectEhFrame, Kind: "entry", Offset: uint64(off), Addr: ehAddr + uint64(off), Err: err})
+			p.errs.add(&EntryError{Section: sect, Kind: "entry", Offset: uint64(off), Addr: ehAddr + uint64(off), Err: err})
 			break
 		}
 		if length == 0 { // zero terminator, or an empty padding entry
@@ -69,19 +97,19 @@ func Parse(ehFrame []byte, ehAddr uint64, textAddr, dataAddr uint64) ([]FDE, err
 		}
 		end := off + hdr + length
 		idPos := off + hdr
-		if length < 4 {
-			p.errs.add(&EntryError{Section: sectEhFrame, Kind: "entry", Offset: uint64(off), Addr: ehAddr + uint64(off),
-				Err: fmt.Errorf("length %d too short for a CIE id: %w", length, ErrBadEntry)})
+		if length < 4 || p.debug && hdr != 4 {
+			p.errs.add(&EntryError{Section: sect, Kind: "entry", Offset: uint64(off), Addr: ehAddr + uint64(off),
+				Err: fmt.Errorf("length %d (a %d-byte length field) without a 32-bit CIE id: %w", length, hdr, ErrBadEntry)})
 			off = end
 			continue
 		}
-		id := int(binary.LittleEndian.Uint32(ehFrame[idPos:]))
-		if id == 0 {
+		id := binary.LittleEndian.Uint32(ehFrame[idPos:])
+		if p.isCIE(id) {
 			if c := p.cie(off); c.err != nil {
-				p.errs.add(&EntryError{Section: sectEhFrame, Kind: "CIE", Offset: uint64(off), Addr: ehAddr + uint64(off), Err: c.err})
+				p.errs.add(&EntryError{Section: sect, Kind: "CIE", Offset: uint64(off), Addr: ehAddr + uint64(off), Err: c.err})
 			}
-		} else if f, _, err := p.fde(off, idPos, id, end); err != nil {
-			p.errs.add(&EntryError{Section: sectEhFrame, Kind: "FDE", Offset: uint64(off), Addr: ehAddr + uint64(off), Err: err})
+		} else if f, _, err := p.fde(off, idPos, int(id), end); err != nil {
+			p.errs.add(&EntryError{Section: sect, Kind: "FDE", Offset: uint64(off), Addr: ehAddr + uint64(off), Err: err})
 		} else {
 			fdes = append(fdes, f)
 		}
@@ -141,8 +169,8 @@ func (p *parser) decodeCIE(c *cie, off int) error {
 		return fmt.Errorf("CIE length %d too short: %w", length, ErrBadEntry)
 	}
 	r := reader{b: p.eh[:off+hdr+length], pos: off + hdr}
-	if id, _ := r.fixed(4, "CIE id"); id != 0 {
-		return fmt.Errorf("entry has CIE id %#x, not 0: %w", id, ErrBadEntry)
+	if id, _ := r.fixed(4, "CIE id"); !p.isCIE(uint32(id)) {
+		return fmt.Errorf("entry has CIE id %#x, not a CIE's: %w", id, ErrBadEntry)
 	}
 	version, err := r.u8("CIE version")
 	if err != nil {
@@ -249,10 +277,14 @@ func (p *parser) decodeCIE(c *cie, off int) error {
 // [start, end) in the section.
 func (p *parser) fde(off, idPos, id, end int) (FDE, [2]int, error) {
 	cieOff := idPos - id
-	if id > idPos {
+	if p.debug { // a section offset, before or after the FDE
+		cieOff = id
+		if cieOff >= len(p.eh) || cieOff >= off && cieOff < end {
+			return FDE{}, [2]int{}, fmt.Errorf("CIE pointer %#x is outside the section or inside the FDE: %w", id, ErrBadEntry)
+		}
+	} else if id > idPos {
 		return FDE{}, [2]int{}, fmt.Errorf("CIE pointer %#x points before the section start: %w", id, ErrBadEntry)
-	}
-	if cieOff >= off {
+	} else if cieOff >= off {
 		return FDE{}, [2]int{}, fmt.Errorf("CIE pointer %#x points into the FDE itself: %w", id, ErrBadEntry)
 	}
 	c := p.cie(cieOff)
@@ -271,7 +303,7 @@ func (p *parser) fde(off, idPos, id, end int) (FDE, [2]int, error) {
 	if err != nil {
 		return FDE{}, [2]int{}, err
 	}
-	f := FDE{Start: start, End: start + rng, Offset: uint64(off), CIE: uint64(cieOff), SignalFrame: c.signal}
+	f := FDE{Start: start, End: start + rng, Offset: uint64(off), CIE: uint64(cieOff), SignalFrame: c.signal, Debug: p.debug}
 	if f.End < f.Start {
 		return FDE{}, [2]int{}, fmt.Errorf("pc range %#x+%#x wraps around: %w", start, rng, ErrBadEntry)
 	}

@@ -63,6 +63,9 @@ func FuzzParse(f *testing.F) {
 	s.b = append(s.b, 0, 0, 0, 0)
 	f.Add(s.b, uint64(0x40000), uint64(0x1000), uint64(0x80000))
 	f.Add([]byte{}, uint64(0), uint64(0), uint64(0))
+	if b, err := os.ReadFile("testdata/debug_frame.bin"); err == nil {
+		f.Add(b, uint64(0), uint64(0), uint64(0))
+	}
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, ^uint64(0), uint64(0), uint64(0))
 
 	f.Fuzz(func(t *testing.T, data []byte, ehAddr, textAddr, dataAddr uint64) {
@@ -86,6 +89,17 @@ func FuzzParse(f *testing.F) {
 				if e.Offset >= uint64(len(data)) {
 					t.Fatalf("error offset %#x past %d bytes: %v", e.Offset, len(data), e)
 				}
+			}
+		}
+		// the same bytes as .debug_frame: its FDEs' CIEs may follow them
+		dfdes, _ := ParseDebugFrame(data)
+		for _, fd := range dfdes {
+			if fd.Offset >= uint64(len(data)) || fd.CIE >= uint64(len(data)) || fd.End < fd.Start || !fd.Debug {
+				t.Fatalf("inconsistent .debug_frame FDE %+v for %d bytes", fd, len(data))
+			}
+			if fd.End > fd.Start {
+				_, _ = CFAAt(data, 0, 0, 0, fd, fd.Start)
+				_, _ = CFAAt(data, 0, 0, 0, fd, fd.End-1)
 			}
 		}
 		// Reuse the bytes as an exception table too.

@@ -17,7 +17,9 @@ func fuzzSeeds() []string {
 	for _, e := range oracleEvents {
 		s = append(s, e.ours)
 	}
-	return s
+	// kprewrite's own types
+	return append(s, "p:e f a=+0(%di):u32{A=1,B=2} b=%xmm3:f64 c=+4(%si):sb3@2/8 d=+8(%di):s8[3]{M=-1}",
+		"r:e f $retval:f32 x=%xmm15:x64", "p:e f a=+0(%xmm0):string b=%di:sb5@0/8{Z=0,N=-1}")
 }
 
 // fuzzMachine returns a machine with every register pointing into a

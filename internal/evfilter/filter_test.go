@@ -3,6 +3,7 @@ package evfilter
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math/rand"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,7 @@ import (
 )
 
 // testProbe has a field of every kind.
-const testProbe = `p:g/e f a=%di:s32 b=%si:u64 s=+0(%di):string c=%ax:x8 ch=%si:char w=%dx:s16 u=%cx:u16 by=%r8:s8 arr=+0(%sp):u32[2] bf=%di:b3@2/32 sa=+0(%sp):string[2] cm=$comm x=%di`
+const testProbe = `p:g/e f a=%di:s32 b=%si:u64 s=+0(%di):string c=%ax:x8 ch=%si:char w=%dx:s16 u=%cx:u16 by=%r8:s8 arr=+0(%sp):u32[2] bf=%di:b3@2/32 sa=+0(%sp):string[2] cm=$comm x=%di en=%dx:s32{NEG=-5,POS=5} fl=%si:f64`
 
 func testFields(t testing.TB) ([]Field, *eventdef.Probe) {
 	p, err := eventdef.Parse(testProbe)
@@ -74,6 +75,8 @@ func matchEnv() *Env {
 	d = le.AppendUint32(d, 0) // sa[1]
 	d = le.AppendUint32(d, 0) // cm
 	d = le.AppendUint64(d, 0x1234)
+	d = le.AppendUint32(d, uint32(0xfffffffb)) // en: NEG
+	d = le.AppendUint64(d, 0x3ff0000000000000) // fl: 1.0
 	str := func(slot int, s string) {
 		le.PutUint32(d[slot:], uint32(len(s)+1)<<16|uint32(len(d)))
 		d = append(append(d, s...), 0)
@@ -85,6 +88,32 @@ func matchEnv() *Env {
 	e := &Env{Data: d, TID: 4242, CPU: 3, Type: 7, IP: 0x401000, RetIP: 0x401234, Bias: 0x400000}
 	copy(e.Comm[:], "worker")
 	return e
+}
+
+// TestEnumFloatFields: an enum field compares with its table's names (as numbers of its
+// type); a float field is refused, as is a name the table does not have.
+func TestEnumFloatFields(t *testing.T) {
+	fields, _ := testFields(t)
+	env := matchEnv()
+	for expr, want := range map[string]bool{"en == NEG": true, "en != POS": true, "en < POS": true, "en == -5": true,
+		"en > NEG || en == POS": false} {
+		f, err := Parse(expr, fields, fSyms{})
+		if err != nil {
+			t.Errorf("%s: %v", expr, err)
+			continue
+		}
+		if got := Match(f.Program(), env); got != want {
+			t.Errorf("%s: %v, want %v", expr, got, want)
+		}
+	}
+	for expr, detail := range map[string]string{"en == ZERO": "no value of en is named ZERO", "fl == 1": "floating-point field (fl)",
+		"a == NEG": ""} {
+		_, err := Parse(expr, fields, fSyms{})
+		var pe *Error
+		if !errors.As(err, &pe) || !strings.Contains(pe.Detail, detail) {
+			t.Errorf("%s: %v, want an error saying %q", expr, err, detail)
+		}
+	}
 }
 
 func TestMatch(t *testing.T) {

@@ -51,7 +51,7 @@ func (r *Resolver) Lines(spec string) ([]FuncLines, error) {
 	}
 	fns := in.Funcs(name, file)
 	if len(fns) == 0 {
-		return nil, fmt.Errorf("%s: no function %s in the debug information of %s", spec, name, in.Binary)
+		return nil, fmt.Errorf("%s: no function %s in the debug information of %s%s", spec, name, in.Binary, in.SplitNote())
 	}
 	var out []FuncLines
 	for _, f := range fns {

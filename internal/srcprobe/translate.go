@@ -247,7 +247,7 @@ func (r *Resolver) points(in *debuginfo.Info, st site, ret bool) ([]point, strin
 			if st.file != "" {
 				where = " in " + st.file
 			}
-			return nil, "", fmt.Errorf("%s: no function %s%s in the debug information of %s", st.text, st.fn, where, in.Binary)
+			return nil, "", fmt.Errorf("%s: no function %s%s in the debug information of %s%s", st.text, st.fn, where, in.Binary, in.SplitNote())
 		}
 		if !st.rel { // FUNC@FILE: every copy's entry
 			var pts []point

@@ -27,12 +27,12 @@ type Info struct {
 	fdes                   []ehframe.FDE
 	// .debug_frame, for the functions .eh_frame does not describe (programs built
 	// with -fno-asynchronous-unwind-tables)
-	dframe []byte
-	dfdes  []ehframe.FDE
-	split  []string // the .dwo files of split units (not read)
-	exec                   [][2]uint64 // the executable segments
-	objects                []object    // data symbols, for static variables
-	pie                    bool
+	dframe  []byte
+	dfdes   []ehframe.FDE
+	split   []string    // the .dwo files of split units (not read)
+	exec    [][2]uint64 // the executable segments
+	objects []object    // data symbols, for static variables
+	pie     bool
 }
 
 type object struct {

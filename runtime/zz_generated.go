@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "82567abf8f07b429dbdf0dbba577713008f9009575c82b4ae7698c7a638eeb85"
+const ObjectSHA256 = "fad30dcd2e7b5a40c61d11f2edca6bc6b841c25216900a75250c99dec425b842"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

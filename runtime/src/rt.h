@@ -201,6 +201,7 @@ struct kprw_rt {
 	u32 keymode;       /* KPRW_KEY_*: how rt_thread.c finds the thread pointer */
 	u32 has_rdpid;     /* CPUID: rdpid reads the CPU number in ~1 ns */
 	u32 tsc_ok;        /* CPUID: invariant TSC, timestamps extrapolate from it */
+	u32 reads_xmm;     /* some event's fetch reads %xmmN: int3 hits load the SSE registers */
 	u32 opt_tmpl_len;  /* bytes of the detour template (the DCR copy follows) */
 	unsigned long old_trap_handler; /* SIGTRAP disposition before ours */
 	u32 fast_read;     /* fetches read with the fault-catching copy (rt_init.c, rt_fault.c) */
@@ -424,6 +425,7 @@ extern const char kprewrite_rt_optprobe_template[], kprewrite_rt_optprobe_templa
 /* ---- fetch programs (rt_fetch.c) ---- */
 u32 kprw_fetch_edata_size(const u8 *prog, u32 plen);
 long kprw_fetch_fixed_size(const u8 *prog, u32 plen); /* -1: not fixed */
+int kprw_fetch_reads_xmm(const u8 *prog, u32 plen);
 #define KPRW_PLAN_MAX 16
 struct kprw_fplan_op {
 	u8 mem, reg, size, pad; /* reg: index in pt_regs */

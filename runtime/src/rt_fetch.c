@@ -445,6 +445,27 @@ int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *e
 	return 0;
 }
 
+/* kprw_fetch_reads_xmm says whether a block of the program reads an SSE register (the
+ * SIGTRAP handler then loads the interrupted ones: see rt_trap.c) */
+int kprw_fetch_reads_xmm(const u8 *prog, u32 plen)
+{
+	struct fhdr h;
+	if (!header(prog, plen, &h))
+		return 0;
+	u32 pos = F_HDR;
+	for (u32 i = 0; i < h.nentry + h.nargs; i++) {
+		if ((u64)pos + F_BLK > plen)
+			return 0;
+		u32 n = le16(prog + pos + 4);
+		if ((u64)pos + F_BLK + n > plen)
+			return 0;
+		if (n && prog[pos + F_BLK] == OpXmm)
+			return 1;
+		pos += F_BLK + n;
+	}
+	return 0;
+}
+
 /* kprw_fetch_run runs the argument blocks. out == NULL measures. The record is limited
  * to min(program recmax, KPRW_MAX_REC_DATA) and written into out[0, cap). Returns its
  * length (at most cap when writing), or -1 for a malformed program. fast: read with the

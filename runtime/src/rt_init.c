@@ -428,6 +428,8 @@ static void records_init(void)
 		const struct kprw_event *ev = &kprw_rt.events[i];
 		const u8 *prog = (const u8 *)RT_ADDR(ev->fetch);
 		fixed[i] = ev->fetch_len ? kprw_fetch_fixed_size(prog, ev->fetch_len) : 0;
+		if (ev->fetch_len && kprw_fetch_reads_xmm(prog, ev->fetch_len))
+			kprw_rt.reads_xmm = 1;
 		if (!ev->fetch_len || !kprw_fetch_plan(prog, ev->fetch_len, &plan[i]))
 			plan[i].n = ~0u;
 		if (ev->filter_len) {

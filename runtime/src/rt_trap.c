@@ -293,7 +293,8 @@ static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32
 	struct pt_regs regs;
 	regs_from_mc(&regs, mc);
 	regs.ip = RT_ADDR(pt->site) + 1; /* as after the int3, like the kernel */
-	load_xmm(mc); /* ~20 loads: nothing beside the signal's cost */
+	if (kprw_rt.reads_xmm)
+		load_xmm(mc);
 	c->busy++;
 	c->slow_read = slow_read(uc);
 	int moved = kprw_run_probes(pt, &regs, c, &any);

@@ -759,20 +759,28 @@ func TestSourceProbeFloatsEnums(t *testing.T) {
 					flags = []string{"--optimized-only"}
 				}
 				rewriteWith(t, bin, out, []string{"p:s/mix mix a b m lvl=c->lvl wide=c->wide cm=c->m", "r:s/mixr mix@prog.c $retval"}, flags...)
-				r := testprog.Run(t, testprog.Cmd{Path: out})
-				if r.Exit != 0 || r.Stdout != orig.Stdout {
-					t.Fatalf("rewritten: %s\nwant %s", r, orig)
-				}
-				var got []string
-				for _, l := range readTrace(t, out+".trace") {
-					got = append(got, l.Event+":"+l.Args)
-				}
+				got := runEventArgs(t, out, orig.Stdout)
 				if !slices.Equal(got, want) {
 					t.Errorf("trace:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 				}
 			})
 		}
 	}
+}
+
+// runEventArgs runs the rewritten program out, which must exit 0 and print stdout, and
+// returns its trace as "EVENT: ARGS" lines.
+func runEventArgs(t *testing.T, out, stdout string) []string {
+	t.Helper()
+	r := testprog.Run(t, testprog.Cmd{Path: out})
+	if r.Exit != 0 || r.Stdout != stdout {
+		t.Fatalf("rewritten program: %s\nwant stdout %q", r, stdout)
+	}
+	var lines []string
+	for _, l := range readTrace(t, out+".trace") {
+		lines = append(lines, l.Event+":"+l.Args)
+	}
+	return lines
 }
 
 func fmtG(f float64, bits int) string { return strconv.FormatFloat(f, 'g', -1, bits) }
@@ -843,14 +851,7 @@ int main(void)
 		"p:s/food libkpw.so:lib_total:4 t it->id",
 		"r:s/totr libkpw.so:lib_total@lib.c $retval",
 	})
-	r := testprog.Run(t, testprog.Cmd{Path: out})
-	if r.Exit != 0 || r.Stdout != orig.Stdout {
-		t.Fatalf("rewritten: %s\nwant %s", r, orig)
-	}
-	var got []string
-	for _, l := range readTrace(t, out+".trace") {
-		got = append(got, l.Event+":"+l.Args)
-	}
+	got := runEventArgs(t, out, orig.Stdout)
 	want := []string{
 		`tot: name="atlas" kind=BOOK qty=2 price=12.25`,
 		`totr: arg1=31.5`,
@@ -884,12 +885,7 @@ func TestSourceProbeDebugFrameOnly(t *testing.T) {
 		bin := testprog.Build(t, string(src), "c", flags...)
 		out := filepath.Join(t.TempDir(), "prog.kp")
 		rewriteWith(t, bin, out, defs)
-		if r := testprog.Run(t, testprog.Cmd{Path: out}); r.Exit != 0 {
-			t.Fatalf("%v: %s", flags, r)
-		}
-		for _, l := range readTrace(t, out+".trace") {
-			traces[i] = append(traces[i], l.Event+":"+l.Args)
-		}
+		traces[i] = runEventArgs(t, out, testprog.Run(t, testprog.Cmd{Path: bin}).Stdout)
 	}
 	if len(traces[0]) < 4 || !slices.Equal(traces[0], traces[1]) {
 		t.Errorf("with .eh_frame:\n%s\nwith .debug_frame only:\n%s", strings.Join(traces[0], "\n"), strings.Join(traces[1], "\n"))

@@ -153,6 +153,24 @@ func TestCompileErrors(t *testing.T) {
 	}
 }
 
+// parseRun parses def, compiles it and runs it on m: the probe and its record.
+func parseRun(t *testing.T, def string, m *Machine) (*Probe, []byte) {
+	t.Helper()
+	p, err := Parse(def)
+	if err != nil {
+		t.Fatalf("%s: %v", def, err)
+	}
+	prog, err := Compile(p, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", def, err)
+	}
+	rec, err := Run(prog, m)
+	if err != nil {
+		t.Fatalf("%s: %v", def, err)
+	}
+	return p, rec
+}
+
 func TestRunFaultsAndStrings(t *testing.T) {
 	long := strings.Repeat("x", 5000)
 	mem := cat([]byte("abc\x00"), u64le(0x1000), u64le(0x9999), []byte(long), []byte{0})
@@ -166,18 +184,7 @@ func TestRunFaultsAndStrings(t *testing.T) {
 		{"p:e f $comm $stack5 +0($stack):x8", ` arg1="averyveryverylo" arg2=0x0 arg3=0x0`},
 		{`p:e f \"" \"a\x00b"`, ` arg1="" arg2="a\x00b"`},
 	} {
-		p, err := Parse(c.def)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prog, err := Compile(p, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := Run(prog, m)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, rec := parseRun(t, c.def, m)
 		got, err := FormatArgs(p, rec)
 		if err != nil || got != c.want {
 			t.Errorf("%s: got %q (%v), want %q", c.def, got, err, c.want)

@@ -35,20 +35,9 @@ func TestExtensionTypes(t *testing.T) {
 		{"p:e f a=+16(%di):u32{A=1,B=2} b=+20(%di):u32{A=1,B=2} c=+24(%di):s8{M=-1,Z=0}", ` a=B b=5 c=M`, "[B 5 M]"},
 		{"p:e f a=+16(%di):x32[2]{Two=2,ns::Five=5} b=+0(%di):sb3@2/8{minus=-1}", ` a={Two,ns::Five} b=minus`, "[[Two ns::Five] minus]"},
 	} {
-		p, err := Parse(c.def)
-		if err != nil {
-			t.Fatalf("%s: %v", c.def, err)
-		}
+		p, rec := parseRun(t, c.def, m)
 		if got := p.String(); got != "p:uprobes/e f+0"+strings.TrimPrefix(c.def, "p:e f") {
 			t.Errorf("String() = %q", got)
-		}
-		prog, err := Compile(p, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := Run(prog, m)
-		if err != nil {
-			t.Fatal(err)
 		}
 		got, err := FormatArgs(p, rec)
 		if err != nil || got != c.want {
@@ -88,22 +77,11 @@ func fmtAny(v any) string {
 // TestFloatRetval: $retval of a float type is xmm0, where the System V ABI returns
 // floats and doubles; %xmmN reads the others.
 func TestFloatRetval(t *testing.T) {
-	p, err := Parse("r:e f a=$retval:f64 b=$retval:f32 c=$retval:u64 d=%xmm3:f64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog, err := Compile(p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := &Machine{}
 	m.Regs[offAX/8] = 7
 	m.Xmm[0] = math.Float64bits(2.5)
 	m.Xmm[3] = math.Float64bits(-0.125)
-	rec, err := Run(prog, m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, rec := parseRun(t, "r:e f a=$retval:f64 b=$retval:f32 c=$retval:u64 d=%xmm3:f64", m)
 	got, _ := FormatArgs(p, rec)
 	f32 := formatFloat(uint64(uint32(math.Float64bits(2.5))), 4) // the low half of the double
 	if want := " a=2.5 b=" + f32 + " c=7 d=-0.125"; got != want {

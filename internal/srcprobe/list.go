@@ -116,15 +116,9 @@ func (r *Resolver) Vars(spec string, globals bool) ([]PointVars, error) {
 			return nil, err
 		}
 		if isHex(rest) {
-			im, err := openImage(lr.Binary)
-			if err != nil {
-				return nil, err
-			}
-			a, err := im.vaddr(rest)
-			if err != nil {
+			if rest, err = lr.offsetSite(rest); err != nil {
 				return nil, fmt.Errorf("%s: %w", spec, err)
 			}
-			rest = hexSite(a)
 		}
 		return lr.Vars(rest, globals)
 	}

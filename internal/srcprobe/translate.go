@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/debuginfo"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/ldso"
@@ -25,6 +26,38 @@ type Resolver struct {
 	loadErr error
 	loaded  bool
 	libs    map[string]*Resolver // by the library's path
+	elf     *elfio.File          // a library's file, for its file offsets (image)
+}
+
+// image returns the binary's ELF file, opened once (kept open: the rewrite reads it
+// again).
+func (r *Resolver) image() (*elfio.File, error) {
+	if r.elf == nil {
+		f, err := elfio.Open(r.Binary)
+		if err != nil {
+			return nil, fmt.Errorf("read library: %w", err)
+		}
+		r.elf = f
+	}
+	return r.elf, nil
+}
+
+// offsetSite turns a library site's file offset (0xOFFSET, as uprobe_events take
+// it) into the address the debug information uses.
+func (r *Resolver) offsetSite(text string) (string, error) {
+	off, err := strconv.ParseUint(text[2:], 16, 64)
+	if err != nil {
+		return "", fmt.Errorf("bad file offset %s", text)
+	}
+	im, err := r.image()
+	if err != nil {
+		return "", err
+	}
+	a, err := im.Addr(off)
+	if err != nil {
+		return "", err
+	}
+	return hexSite(a), nil
 }
 
 // library returns the resolver of a library a definition names.
@@ -118,21 +151,15 @@ func (r *Resolver) Translate(def string) ([]string, error) {
 		args = append(args, pa)
 	}
 	res := r
-	var image *elfImage
 	var err error
 	if lib != "" {
 		if res, err = r.library(lib); err != nil {
 			return nil, err
 		}
-		if image, err = openImage(res.Binary); err != nil {
-			return nil, err
-		}
-		if st.raw && isHex(st.text) { // LIB:0xOFFSET is a file offset, as uprobe_events take it
-			a, err := image.vaddr(st.text)
-			if err != nil {
+		if st.raw && isHex(st.text) {
+			if st.text, err = res.offsetSite(st.text); err != nil {
 				return nil, fmt.Errorf("%s: %w", w[1], err)
 			}
-			st.text = hexSite(a)
 		}
 	}
 	in, err := res.Info()
@@ -148,7 +175,11 @@ func (r *Resolver) Translate(def string) ([]string, error) {
 		for i := range points {
 			site := points[i].site
 			if isHex(site) { // a file offset in the kernel form of a library's site
-				off, err := image.fileOffset(points[i].addr)
+				im, err := res.image()
+				if err != nil {
+					return nil, err
+				}
+				off, err := im.FileOffset(points[i].addr, 1)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", w[1], err)
 				}

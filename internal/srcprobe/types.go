@@ -82,6 +82,7 @@ func enumTable(x *dwarf.EnumType) string {
 	}
 	var b strings.Builder
 	seen := map[string]bool{}
+	unsigned := enumPrefix(x) == "u"
 	for _, v := range x.Val {
 		if seen[v.Name] {
 			continue
@@ -93,7 +94,7 @@ func enumTable(x *dwarf.EnumType) string {
 			b.WriteByte(',')
 		}
 		val := v.Val
-		if x.ByteSize < 8 && enumPrefix(x) == "u" {
+		if unsigned && x.ByteSize < 8 {
 			val &= 1<<(8*x.ByteSize) - 1
 		}
 		fmt.Fprintf(&b, "%s=%d", v.Name, val)

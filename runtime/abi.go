@@ -540,7 +540,8 @@ type RawTraceHeader struct {
 	TracingOff    uint32                        `c:"tracing_off"` // non-zero: no records are written (traceoff)
 	CtlGen        uint32                        `c:"ctl_gen"`     // bumped after each run-time control frame is linked
 	CtlLast       uint64                        `c:"ctl_last"`    // file offset of the latest RawCtlFrame (0: none)
-	Reserved      [2]uint64                     `c:"reserved"`
+	SnapTs        uint64                        `c:"snap_ts"`     // the latest snapshot: records up to this time (0: none)
+	SnapCount     uint64                        `c:"snap_count"`  // snapshots taken
 	Images        [TraceMaxImages]RawTraceImage `c:"images"`
 	// version 3
 	TsBase       uint64 `c:"ts_base"`        // a compact record's time is TsBase + its offset

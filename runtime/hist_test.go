@@ -40,7 +40,8 @@ func TestHistCheckMatchesGo(t *testing.T) {
 	}
 	var progs [][]byte
 	for _, in := range []string{"keys=size", "keys=size.log2:vals=n:size=128", "keys=s,common_pid.execname:vals=size,n",
-		"keys=comm,cpu,n.buckets=10:vals=size.hex:size=131072", "keys=__probe_ip.sym:pause", "keys=n:ts0=common_timestamp.usecs+3", "keys=stacktrace,n:vals=size"} {
+		"keys=comm,cpu,n.buckets=10:vals=size.hex:size=131072", "keys=__probe_ip.sym:pause", "keys=n:ts0=common_timestamp.usecs+3", "keys=stacktrace,n:vals=size",
+		"keys=n:m=size:onmax($m).save(s,comm,size):onmax($m).snapshot()", "keys=comm:c=n:onchange($c).save(cpu)", "keys=n:m=size+n:onmax($m).snapshot()"} {
 		progs = append(progs, parse(in).Program(nil))
 	}
 	sy, _ := evhist.ParseSynthetic("lat u64 lat; s64 d")

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "fad30dcd2e7b5a40c61d11f2edca6bc6b841c25216900a75250c99dec425b842"
+const ObjectSHA256 = "0a973077ed573a07b268a8dfcc35054cd7d20e2919297498bed38447d5a83c96"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

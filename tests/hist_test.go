@@ -380,7 +380,7 @@ func TestHistRefused(t *testing.T) {
 		{[]string{"h/w:hist:keys=size if nosuch > 1"}, "Field not found"},
 		{[]string{"h/w:hist:keys=size:lat=common_timestamp-$ts0"}, "Couldn't find variable"},
 		{[]string{"h/w:hist:keys=size:onmatch(h.w).trace(nosuch,$x)"}, "Couldn't find synthetic event"},
-		{[]string{"h/w:hist:keys=size:onmax($x).save(size)"}, "not supported yet"},
+		{[]string{"h/w:hist:keys=size:onmax($x).save(size)"}, "Couldn't find onmax or onchange variable"},
 	} {
 		args := []string{"rewrite", "-o", out, "-e", "p:h/w work size=%di kind=%si:s32"}
 		for _, tr := range c.triggers {

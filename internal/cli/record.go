@@ -95,6 +95,7 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	idle := time.Millisecond
 	start := time.Now()
 	var werr error
+	snaps := rec.Snapshots()
 	for done := false; !done; {
 		select {
 		case werr = <-exited:
@@ -107,6 +108,10 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 			}
 			continue
 		case <-time.After(idle):
+		}
+		if n := rec.Snapshots(); *over && n != snaps { // a snapshot: the ring's records up to it
+			snaps = n
+			rec.Drain(false, true)
 		}
 		// drain again at once while there is much to copy; back off to 10 ms when idle
 		t0 := time.Now()
@@ -134,7 +139,7 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	if !*quiet && *over {
 		fmt.Fprintf(stderr, "kprewrite record: the most recent records are in %s's ring (up to %s)", *out, sizeString(size))
 		if st.Records > 0 {
-			fmt.Fprintf(stderr, ", %d records copied by SIGUSR2", st.Records)
+			fmt.Fprintf(stderr, ", %d records copied by snapshots and SIGUSR2", st.Records)
 		}
 		fmt.Fprintln(stderr)
 	} else if !*quiet {

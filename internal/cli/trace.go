@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -39,12 +40,13 @@ func followTrace(path string, bins []string, stdout, stderr io.Writer) error {
 }
 
 func runTrace(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("trace", "trace [-b BINARY]... [--no-header] [--format text|json|chrome] [-o OUT] FILE", stdout)
+	fs := helpFlagSet("trace", "trace [-b BINARY]... [--no-header] [--snapshot] [--format text|json|chrome] [-o OUT] FILE", stdout)
 	var bins multiFlag
 	fs.Var(&bins, "b", "a rewritten binary whose events the trace holds (repeatable; default: FILE without "+TraceSuffix+")")
 	noHeader := fs.Bool("no-header", false, "print only the event lines (text)")
 	format := fs.String("format", "text", "text: the kernel tracer's lines; json: one JSON object per record; chrome: the Trace Event Format (Perfetto, chrome://tracing, speedscope)")
 	out := fs.String("o", "", "write to OUT (atomically) instead of standard output")
+	snapshot := fs.Bool("snapshot", false, "print the trace as it was at its latest snapshot (a snapshot trigger or an onmax()/onchange() snapshot() action): the records written up to it, as the kernel's snapshot file")
 	follow := fs.Bool("follow", false, "print records as the programs write them, like reading trace_pipe, until interrupted (or, for a file kprewrite record writes, until the recording ends)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -54,6 +56,9 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite trace -h)", len(pos))
 	}
 	if *follow {
+		if *snapshot {
+			return usageErr("--follow and --snapshot do not go together")
+		}
 		if *format != "text" || *out != "" {
 			return usageErr("--follow prints text lines to standard output (no --format, no -o)")
 		}
@@ -77,5 +82,8 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer done()
+	if *snapshot && !in.Stream.Snapshot() {
+		return fmt.Errorf("%s: no snapshot was taken (a snapshot trigger, or an onmax()/onchange() snapshot() action, takes one)", pos[0])
+	}
 	return writeTo(*out, stdout, func(w io.Writer) error { return write(w, in) })
 }

@@ -31,6 +31,9 @@ func TestParseInfo(t *testing.T) {
 		{"keys=n:d=size-$x:onmatch(g.ev).lat($d,$x)", "hist:keys=n:vals=hitcount:d=size-$x:sort=hitcount:size=2048:onmatch(g.ev).trace(lat,$d,$x)"},
 		{"keys=stacktrace,size.log2", "hist:keys=stacktrace,size.log2:vals=hitcount:sort=hitcount:size=2048"},
 		{"keys=__probe_ip.sym-offset:pause", "hist:keys=__probe_ip.sym-offset:vals=hitcount:sort=hitcount:size=2048"},
+		{"keys=n:m=size:onmax($m).save(s,comm,size):onmax($m).snapshot()", "hist:keys=n:vals=hitcount:m=size:sort=hitcount:size=2048:onmax($m).save(s,comm,size):onmax($m).snapshot()"},
+		{"keys=n:onchange($c).trace(ev,$c):c=size", "hist:keys=n:vals=hitcount:c=size:sort=hitcount:size=2048:onchange($c).trace(ev,$c)"},
+		{"keys=n:c=size:onchange($c).ev($c)", "hist:keys=n:vals=hitcount:c=size:sort=hitcount:size=2048:onchange($c).trace(ev,$c)"},
 	} {
 		s, err := Parse(c.in, fs)
 		if err != nil {
@@ -45,7 +48,7 @@ func TestParseInfo(t *testing.T) {
 		if err != nil || again.Info() != c.info {
 			t.Errorf("%q: info read back: %v, %v", c.info, again, err)
 		}
-		if s.Link == nil && len(s.Actions) == 0 && !s.refs() {
+		if s.Link == nil && s.Tracer() == nil && !s.refs() {
 			if _, err := CheckProgram(s.Program(nil)); err != nil {
 				t.Errorf("%q: its program: %v", c.in, err)
 			}
@@ -71,7 +74,15 @@ func TestParseInfo(t *testing.T) {
 		{"keys=size:t=$", "Couldn't find variable"},
 		{"keys=size:a=n:a=size", "Variable already defined"},
 		{"keys=size:a=n+n+n+n+n", "Too many subexpressions"},
-		{"keys=size:onmax($x).save(size)", "not supported yet"},
+		{"keys=size:onmax($x).save(size)", "Couldn't find onmax or onchange variable"},
+		{"keys=size:x=n:onmax(x).save(size)", "For onmax(x) or onchange(x), x must be a variable"},
+		{"keys=size:x=n:onmax($x).save()", "No params found for save()"},
+		{"keys=size:x=n:onmax($x).save(nosuch)", "Couldn't create field variable"},
+		{"keys=size:x=n:onmax($x).save(size):onmax($x).save(n)", "Can't have more than one save() action per hist"},
+		{"keys=size:x=n:y=size:onmax($x).save(size):onchange($y).snapshot()", "one variable with one handler"},
+		{"keys=size:x=n:onmax($x).save(size", "No closing paren found"},
+		{"keys=size:x=n:onmax($x)", "No action found"},
+		{"keys=size:x=n:onmax($x).snapshot(size)", "Invalid action param"},
 		{"keys=size:onmatch(ev).trace(x,$y)", "Missing subsystem"},
 		{"keys=size:onmatch(g.ev.trace(x,$y)", "Invalid subsystem or event name"},
 		{"keys=size:onmatch(g.ev).save(size)", "Handler doesn't support action"},

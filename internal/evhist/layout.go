@@ -13,6 +13,17 @@ const (
 	HeaderWords = 4
 	FlagPaused  = 1
 	FlagComm    = 2 // the entries keep the comm of their first thread (.execname)
+	FlagTrack   = 4 // a track block (onmax/onchange) follows the targets
+	// SnapWords are the words after the buckets of a histogram with onmax().snapshot()
+	// or onchange().snapshot(): a lock, the global tracked value, the bucket (+1) whose
+	// entry set it, reserved.
+	SnapWords = 4
+
+	// the track block's action bits
+	doSave     = 1
+	doSnapshot = 2
+	doTrace    = 4
+	trackBlock = 8
 
 	TagBusy = 1
 	TagBit  = 1 << 63
@@ -43,14 +54,29 @@ func (s *Spec) execname() bool {
 }
 
 // EntryWords is the words of one bucket: tag, key, hitcount, values, the variables
-// (a word of set bits, then one per variable), comm.
+// (a word of set bits, then one per variable), comm, and with onmax()/onchange() the
+// tracked value, a lock word and the saved fields.
 func (s *Spec) EntryWords() int {
-	n := s.varsOff()
-	if len(s.Vars) > 0 {
-		n += 1 + len(s.Vars)
+	n := s.trackOff()
+	if s.Tracker() != nil {
+		n += 2 + s.saveWords()
 	}
+	return n
+}
+
+// trackOff is the word of an entry holding its tracked value.
+func (s *Spec) trackOff() int {
+	n := s.commOff()
 	if s.execname() {
 		n += CommLen / 8
+	}
+	return n
+}
+
+func (s *Spec) saveWords() int {
+	n := 0
+	for i := range s.Save {
+		n += s.Save[i].Words()
 	}
 	return n
 }
@@ -72,7 +98,13 @@ func (s *Spec) commOff() int {
 func (s *Spec) Buckets() int { return 2 * s.Size() }
 
 // TableWords is the histogram's words in the control area.
-func (s *Spec) TableWords() int { return HeaderWords + s.Buckets()*s.EntryWords() }
+func (s *Spec) TableWords() int {
+	n := HeaderWords + s.Buckets()*s.EntryWords()
+	if s.has("snapshot") {
+		n += SnapWords
+	}
+	return n
+}
 
 // Check refuses a histogram too large for a trace file.
 func (s *Spec) Check() error {
@@ -115,35 +147,15 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 	if s.execname() {
 		b[2] |= FlagComm
 	}
+	if s.Tracker() != nil {
+		b[2] |= FlagTrack
+	}
 	le.PutUint32(b[4:], uint32(s.Size()))
 	le.PutUint16(b[8:], uint16(s.KeyWords()))
 	le.PutUint16(b[10:], uint16(s.EntryWords()))
 	b[12], b[13], b[14], b[15] = byte(len(fields)-fixed), byte(len(l.Refs)), byte(len(l.Params)), byte(len(l.Targets))
 	for _, f := range fields {
-		var e [progField]byte
-		e[0], e[1], e[2] = byte(f.Src), byte(f.Mod), byte(f.Size)
-		if f.Signed {
-			e[3] |= 1
-		}
-		if f.String {
-			e[3] |= 2
-		}
-		if f.Comm {
-			e[3] |= 4
-		}
-		le.PutUint16(e[4:], uint16(f.Off))
-		le.PutUint16(e[6:], uint16(f.Words()))
-		switch f.Mod {
-		case ModBuckets:
-			le.PutUint64(e[8:], f.Buckets)
-		case ModSym, ModSymOffset:
-			le.PutUint64(e[8:], s.SymLimit)
-		}
-		if f.Stack { // frames in the image are kept as link-time addresses, as .sym keys
-			e[3] |= 8
-			le.PutUint64(e[8:], s.SymLimit)
-		}
-		b = append(b, e[:]...)
+		b = s.appendField(b, f)
 	}
 	next := fixed
 	for _, v := range s.Vars { // 4 operands of 4 bytes: kind, minus, index
@@ -190,7 +202,63 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 		b = le.AppendUint32(b, uint32(len(tp)))
 		b = append(b, tp...)
 	}
+	if a := s.Tracker(); a != nil { // u8 handler, variable, nsave, actions; u16 word, 0; the saved fields
+		handler, do := byte(1), byte(0)
+		if a.Handler == "onchange" {
+			handler = 2
+		}
+		if s.has("save") {
+			do |= doSave
+		}
+		if s.has("snapshot") {
+			do |= doSnapshot
+		}
+		if s.has("trace") {
+			do |= doTrace
+		}
+		v := 0
+		for i := range s.Vars {
+			if s.Vars[i].Name == a.Var {
+				v = i
+			}
+		}
+		b = append(b, handler, byte(v), byte(len(s.Save)), do)
+		b = le.AppendUint16(b, uint16(s.trackOff()))
+		b = le.AppendUint16(b, 0)
+		for i := range s.Save {
+			b = s.appendField(b, &s.Save[i])
+		}
+	}
 	return b
+}
+
+// appendField encodes a field of the program (16 bytes).
+func (s *Spec) appendField(b []byte, f *Field) []byte {
+	le := binary.LittleEndian
+	var e [progField]byte
+	e[0], e[1], e[2] = byte(f.Src), byte(f.Mod), byte(f.Size)
+	if f.Signed {
+		e[3] |= 1
+	}
+	if f.String {
+		e[3] |= 2
+	}
+	if f.Comm {
+		e[3] |= 4
+	}
+	le.PutUint16(e[4:], uint16(f.Off))
+	le.PutUint16(e[6:], uint16(f.Words()))
+	switch f.Mod {
+	case ModBuckets:
+		le.PutUint64(e[8:], f.Buckets)
+	case ModSym, ModSymOffset:
+		le.PutUint64(e[8:], s.SymLimit)
+	}
+	if f.Stack { // frames in the image are kept as link-time addresses, as .sym keys
+		e[3] |= 8
+		le.PutUint64(e[8:], s.SymLimit)
+	}
+	return append(b, e[:]...)
 }
 
 var errProgram = errors.New("malformed hist program")
@@ -256,7 +324,8 @@ func checkProgram(p []byte, top bool) (words, used int, err error) {
 	if p[2]&FlagComm != 0 {
 		want += CommLen / 8
 	}
-	if sum != kw || ew != want {
+	track := p[2]&FlagTrack != 0
+	if sum != kw || ew < want || !track && ew != want || track && !top {
 		return 0, 0, errProgram
 	}
 	if len(p) < off+16*nvars+16*nrefs+4*nparams {
@@ -313,6 +382,34 @@ func checkProgram(p []byte, top bool) (words, used int, err error) {
 		off += 8 + n
 	}
 	words = HeaderWords + 2*size*ew
+	if track { // as src/rt_hist.c's check
+		if len(p) < off+trackBlock {
+			return 0, 0, errProgram
+		}
+		t := p[off:]
+		nsave, do, sw := int(t[2]), t[3], 0
+		if t[0] < 1 || t[0] > 2 || int(t[1]) >= nvars || nsave > MaxSave || do == 0 || do > 7 ||
+			(do&doSave == 0) != (nsave == 0) || int(le.Uint16(t[4:])) != want || le.Uint16(t[6:]) != 0 ||
+			len(p)-off-trackBlock < progField*nsave {
+			return 0, 0, errProgram
+		}
+		for i := 0; i < nsave; i++ {
+			e := t[trackBlock+progField*i:]
+			w := int(le.Uint16(e[6:]))
+			if evfilter.Source(e[0]) >= SrcStack || e[1] != byte(ModNone) || e[2] == 0 || e[2] > 8 || e[3]&8 != 0 ||
+				e[3]&2 != 0 && w != StringKeyLen/8 && w != CommLen/8 || e[3]&2 == 0 && w != 1 {
+				return 0, 0, errProgram
+			}
+			sw += w
+		}
+		if ew != want+2+sw {
+			return 0, 0, errProgram
+		}
+		if do&doSnapshot != 0 {
+			words += SnapWords
+		}
+		off += trackBlock + progField*nsave
+	}
 	if words*8 > MaxTableBytes {
 		return 0, 0, errProgram
 	}

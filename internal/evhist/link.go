@@ -85,16 +85,14 @@ func (s *Spec) refs() bool {
 
 func link(h *Named, hists []Named, synth map[string]*Synthetic, synthHists map[string][]Named) error {
 	s := h.Spec
-	if !s.refs() && len(s.Actions) == 0 {
+	tr := s.Tracer()
+	if !s.refs() && tr == nil {
 		return nil
-	}
-	if len(s.Actions) > 1 {
-		return errf("", "Can't have more than one action per hist (kprewrite)")
 	}
 	l := &Link{}
 	var match *Named
-	if len(s.Actions) == 1 {
-		a := s.Actions[0]
+	if tr != nil && !tr.Tracks() {
+		a := *tr
 		for i := range hists {
 			if hists[i].Group == a.Group && hists[i].Event == a.Event {
 				match = &hists[i]
@@ -156,8 +154,8 @@ func link(h *Named, hists []Named, synth map[string]*Synthetic, synthHists map[s
 			}
 		}
 	}
-	if len(s.Actions) == 1 {
-		a := s.Actions[0]
+	if tr != nil {
+		a := *tr
 		sy := synth[a.Synth]
 		if sy == nil {
 			return errf(a.Synth, "Couldn't find synthetic event")

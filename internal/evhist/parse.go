@@ -112,9 +112,11 @@ type Spec struct {
 	Clear      bool
 	NoHitcount bool
 	Vars       []Var    // "name=expr": kept per entry, read by other histograms as $name
-	Actions    []Action // onmatch(GROUP.EVENT).trace(SYNTH,params)
-	Link       *Link    // what its references and actions resolved to (LinkAll)
-	Filter     string   // the "if" condition, "" for none
+	Actions    []Action // onmatch(GROUP.EVENT).trace(...), onmax($v)/onchange($v).save|snapshot|trace(...)
+	// Save is the fields of the save() action, resolved (Parse).
+	Save   []Field
+	Link   *Link  // what its references and actions resolved to (LinkAll)
+	Filter string // the "if" condition, "" for none
 	// SymLimit is the image's highest link-time address (.sym keys below it are
 	// stored as link-time addresses).
 	SymLimit uint64
@@ -250,6 +252,9 @@ func Parse(attrs string, fields []evfilter.Field) (*Spec, error) {
 	}
 	if !haveKeys || keys == "" {
 		return nil, errf(attrs, "Missing keys")
+	}
+	if err := s.checkActions(fields); err != nil {
+		return nil, err
 	}
 	var err error
 	if s.Keys, err = parseFields(keys, fields, true); err != nil {
@@ -561,17 +566,116 @@ func (e Expr) String() string {
 	return b.String()
 }
 
-// Action is onmatch(GROUP.EVENT).trace(SYNTH,PARAMS): when a hit of this event
-// finds the variables it references set by GROUP/EVENT's histogram, it generates the
-// synthetic event SYNTH with PARAMS (variables as $name, or this event's fields).
+// Action is a handler and its action. onmatch(GROUP.EVENT).trace(SYNTH,PARAMS): when
+// a hit of this event finds the variables it references set by GROUP/EVENT's
+// histogram, it generates the synthetic event SYNTH with PARAMS (variables as $name).
+// onmax($VAR) and onchange($VAR): when the variable's value at a hit is above the
+// value its entry keeps (onmax), or differs from it (onchange), the entry keeps it and
+// the action runs: save(FIELDS) keeps the hit's fields in the entry, snapshot() takes
+// the trace file's snapshot when the value also passes the histogram's global one,
+// trace(SYNTH,PARAMS) generates the synthetic event.
 type Action struct {
-	Group, Event string
+	Handler      string // "onmatch", "onmax", "onchange"
+	Group, Event string // onmatch's event
+	Var          string // onmax/onchange: the tracked variable, without its '$'
+	Do           string // "trace", "save", "snapshot"
 	Synth        string
-	Params       []string
+	Params       []string // trace's parameters, or save's fields
 }
 
+// Tracks says whether the action is an onmax() or onchange() handler's.
+func (a *Action) Tracks() bool { return a.Handler == "onmax" || a.Handler == "onchange" }
+
 func (a Action) String() string {
-	return fmt.Sprintf("onmatch(%s.%s).trace(%s,%s)", a.Group, a.Event, a.Synth, strings.Join(a.Params, ","))
+	if !a.Tracks() {
+		return fmt.Sprintf("onmatch(%s.%s).trace(%s,%s)", a.Group, a.Event, a.Synth, strings.Join(a.Params, ","))
+	}
+	args := strings.Join(a.Params, ",")
+	if a.Do == "trace" {
+		args = strings.Join(append([]string{a.Synth}, a.Params...), ",")
+	}
+	return fmt.Sprintf("%s($%s).%s(%s)", a.Handler, a.Var, a.Do, args)
+}
+
+// MaxSave bounds the fields of a save() action.
+const MaxSave = 8
+
+// Tracker is the histogram's onmax()/onchange() action that runs first (they all
+// track one variable), nil for none.
+func (s *Spec) Tracker() *Action {
+	for i := range s.Actions {
+		if s.Actions[i].Tracks() {
+			return &s.Actions[i]
+		}
+	}
+	return nil
+}
+
+// has says whether an onmax()/onchange() action does do.
+func (s *Spec) has(do string) bool {
+	for i := range s.Actions {
+		if s.Actions[i].Tracks() && s.Actions[i].Do == do {
+			return true
+		}
+	}
+	return false
+}
+
+// Tracer is the histogram's action that generates a synthetic event, nil for none.
+func (s *Spec) Tracer() *Action {
+	for i := range s.Actions {
+		if s.Actions[i].Do == "trace" {
+			return &s.Actions[i]
+		}
+	}
+	return nil
+}
+
+// checkActions checks the onmax()/onchange() actions against the variables (defined
+// anywhere in the trigger) and resolves save()'s fields.
+func (s *Spec) checkActions(fields []evfilter.Field) error {
+	var first *Action
+	traces, saves := 0, 0
+	for i := range s.Actions {
+		a := &s.Actions[i]
+		if a.Do == "trace" {
+			if traces++; traces > 1 {
+				return errf(a.String(), "Can't have more than one trace action per hist (kprewrite)")
+			}
+		}
+		if !a.Tracks() {
+			continue
+		}
+		found := false
+		for _, v := range s.Vars {
+			found = found || v.Name == a.Var
+		}
+		if !found {
+			return errf(a.Var, "Couldn't find onmax or onchange variable")
+		}
+		if first == nil {
+			first = a
+		} else if a.Handler != first.Handler || a.Var != first.Var {
+			return errf(a.String(), "kprewrite tracks one variable with one handler per histogram ("+first.Handler+"($"+first.Var+"))")
+		}
+		if a.Do != "save" {
+			continue
+		}
+		if saves++; saves > 1 {
+			return errf(a.String(), "Can't have more than one save() action per hist")
+		}
+		if len(a.Params) > MaxSave {
+			return errf(a.String(), "Too many action params")
+		}
+		for _, p := range a.Params {
+			f, err := parseField(p, fields, true)
+			if err != nil || f.Stack || f.Mod != ModNone {
+				return errf(p, "Couldn't create field variable")
+			}
+			s.Save = append(s.Save, f)
+		}
+	}
+	return nil
 }
 
 // Timestamps says whether the histogram reads common_timestamp (the kernel then
@@ -672,10 +776,11 @@ func parseExpr(text string, fields []evfilter.Field) (Expr, error) {
 func parseAction(str string) (Action, error) {
 	var a Action
 	handler, rest, _ := strings.Cut(str, "(")
+	a.Handler = handler
 	switch handler {
 	case "onmatch":
 	case "onmax", "onchange":
-		return a, errf(str, handler+"() is not supported yet (onmatch() is)")
+		return parseTrack(str, a, rest)
 	default:
 		return a, errf(str, "No action found")
 	}
@@ -702,6 +807,13 @@ func parseAction(str string) (Action, error) {
 	case "save", "snapshot":
 		return a, errf(str, "Handler doesn't support action")
 	}
+	return traceAction(str, a, fn, params)
+}
+
+// traceAction reads a trace action's "SYNTH(PARAMS)" or "trace(SYNTH,PARAMS)" (fn is
+// the part before the parenthesis).
+func traceAction(str string, a Action, fn, params string) (Action, error) {
+	a.Do = "trace"
 	ps := strings.Split(params, ",")
 	if fn == "trace" {
 		fn, ps = ps[0], ps[1:]
@@ -718,6 +830,55 @@ func parseAction(str string) (Action, error) {
 		a.Params = append(a.Params, p)
 	}
 	return a, nil
+}
+
+// parseTrack reads the rest of "onmax($VAR).ACTION(...)" or "onchange(...)" (rest
+// follows the handler's parenthesis).
+func parseTrack(str string, a Action, rest string) (Action, error) {
+	v, rest, ok := strings.Cut(rest, ")")
+	if !ok {
+		return a, errf(str, "No closing paren found")
+	}
+	if !strings.HasPrefix(v, "$") {
+		return a, errf(v, "For onmax(x) or onchange(x), x must be a variable")
+	}
+	if !isIdent(v[1:]) {
+		return a, errf(v, "Couldn't find onmax or onchange variable")
+	}
+	a.Var = v[1:]
+	if !strings.HasPrefix(rest, ".") {
+		return a, errf(str, "No action found")
+	}
+	fn, params, ok := strings.Cut(rest[1:], "(")
+	if !ok || fn == "" {
+		return a, errf(str, "No action found")
+	}
+	if !strings.HasSuffix(params, ")") {
+		return a, errf(params, "No closing paren found")
+	}
+	params = params[:len(params)-1]
+	switch fn {
+	case "save":
+		a.Do = "save"
+		if strings.TrimSpace(params) == "" {
+			return a, errf(str, "No params found for save()")
+		}
+		for _, p := range strings.Split(params, ",") {
+			p = strings.TrimSpace(p)
+			if len(p) < 2 && !isIdent(p) {
+				return a, errf(p, "Invalid action param")
+			}
+			a.Params = append(a.Params, p)
+		}
+		return a, nil
+	case "snapshot":
+		a.Do = "snapshot"
+		if strings.TrimSpace(params) != "" {
+			return a, errf(params, "Invalid action param")
+		}
+		return a, nil
+	}
+	return traceAction(str, a, fn, params)
 }
 
 // Synthetic is a synthetic event (the kernel's synthetic_events: "NAME TYPE FIELD;

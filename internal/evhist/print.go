@@ -19,6 +19,10 @@ type Entry struct {
 	Hitcount uint64
 	Vals     []uint64
 	Comm     string
+	// Track is the value onmax()/onchange() keeps (the maximum, or the last change);
+	// Saved are the save() fields' words of the hit that set it.
+	Track uint64
+	Saved []uint64
 }
 
 // Table is a histogram read from the trace file.
@@ -28,6 +32,12 @@ type Table struct {
 	// entries' hitcounts and the drops).
 	Hits, Drops, Claimed uint64
 	Entries              []Entry
+	// Snapshot: an onmax()/onchange() snapshot() action took the trace file's
+	// snapshot; SnapVal is the value that did, SnapKey its entry's key.
+	Snapshot bool
+	SnapVal  uint64
+	SnapKey  []uint64
+	SnapComm string
 }
 
 // ReadTable reads the histogram of spec s from its words (TableWords of them,
@@ -58,7 +68,32 @@ func (s *Spec) ReadTable(b []byte) (*Table, error) {
 			}
 			e.Comm = string(c)
 		}
+		if s.Tracker() != nil {
+			e.Track = w(base + s.trackOff())
+			e.Saved = make([]uint64, s.saveWords())
+			for k := range e.Saved {
+				e.Saved[k] = w(base + s.trackOff() + 2 + k)
+			}
+		}
 		t.Entries = append(t.Entries, e)
+	}
+	if s.has("snapshot") {
+		g := HeaderWords + s.Buckets()*ew
+		if bk := w(g + 2); bk > 0 && bk <= uint64(s.Buckets()) {
+			base := HeaderWords + int(bk-1)*ew
+			t.Snapshot, t.SnapVal = true, w(g+1)
+			t.SnapKey = make([]uint64, kw)
+			for k := range t.SnapKey {
+				t.SnapKey[k] = w(base + 1 + k)
+			}
+			if s.execname() {
+				c := b[8*(base+s.commOff()):][:CommLen]
+				if n := bytes.IndexByte(c, 0); n >= 0 {
+					c = c[:n]
+				}
+				t.SnapComm = string(c)
+			}
+		}
 	}
 	t.Entries = merge(t.Entries)
 	t.Hits = t.Drops
@@ -171,21 +206,10 @@ func (s *Spec) Print(w io.Writer, t *Table, sym Symbolizer) {
 	fmt.Fprintf(w, "# event histogram\n#\n# trigger info: %s [%s]\n#\n\n", s.Info(), state)
 	es := append([]Entry(nil), t.Entries...)
 	s.SortEntries(es)
-	off := s.keyOffsets()
 	for i := range es {
 		e := &es[i]
 		var b bytes.Buffer
-		b.WriteString("{ ")
-		for k := range s.Keys {
-			if k > 0 {
-				b.WriteString(", ")
-			}
-			s.printKey(&b, &s.Keys[k], e, e.Key[off[k]:off[k]+s.Keys[k].Words()], sym)
-		}
-		if !s.Keys[len(s.Keys)-1].Stack { // a stack's last line ends it
-			b.WriteByte(' ')
-		}
-		b.WriteString("}")
+		s.writeKey(&b, e, sym)
 		if !s.NoHitcount {
 			fmt.Fprintf(&b, " hitcount: %10d", e.Hitcount)
 		}
@@ -199,10 +223,64 @@ func (s *Spec) Print(w io.Writer, t *Table, sym Symbolizer) {
 				fmt.Fprintf(&b, "  %s: %10d", f.Name, e.Vals[k])
 			}
 		}
+		s.writeTrack(&b, e)
+		b.WriteByte('\n')
+		w.Write(b.Bytes())
+	}
+	if a := s.Tracker(); a != nil && t.Snapshot { // the kernel's track_data_snapshot_print
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "\nSnapshot taken (see kprewrite trace --snapshot).  Details:\n")
+		fmt.Fprintf(&b, "\ttriggering value { %s($%s) }: %10d", a.Handler, a.Var, t.SnapVal)
+		b.WriteString("\ttriggered by event with key: ")
+		s.writeKey(&b, &Entry{Key: t.SnapKey, Comm: t.SnapComm}, sym)
 		b.WriteByte('\n')
 		w.Write(b.Bytes())
 	}
 	fmt.Fprintf(w, "\nTotals:\n    Hits: %d\n    Entries: %d\n    Dropped: %d\n", t.Hits, len(t.Entries), t.Drops)
+}
+
+// writeKey writes an entry's key as the kernel's hist_trigger_print_key: "{ k: v, ... }".
+func (s *Spec) writeKey(b *bytes.Buffer, e *Entry, sym Symbolizer) {
+	off := s.keyOffsets()
+	b.WriteString("{ ")
+	for k := range s.Keys {
+		if k > 0 {
+			b.WriteString(", ")
+		}
+		s.printKey(b, &s.Keys[k], e, e.Key[off[k]:off[k]+s.Keys[k].Words()], sym)
+	}
+	if !s.Keys[len(s.Keys)-1].Stack { // a stack's last line ends it
+		b.WriteByte(' ')
+	}
+	b.WriteString("}")
+}
+
+// writeTrack writes what the onmax()/onchange() actions keep in an entry, once per
+// action that is not snapshot() (the kernel's print_actions and track_data_print).
+func (s *Spec) writeTrack(b *bytes.Buffer, e *Entry) {
+	for _, a := range s.Actions {
+		if !a.Tracks() || a.Do == "snapshot" {
+			continue
+		}
+		label := "max"
+		if a.Handler == "onchange" {
+			label = "changed"
+		}
+		fmt.Fprintf(b, "\n\t%s: %10d", label, e.Track)
+		k := 0
+		for i := range s.Save {
+			f := &s.Save[i]
+			words := e.Saved[k : k+f.Words()]
+			k += f.Words()
+			if f.String {
+				fmt.Fprintf(b, "  %s: %-32s", f.Name, keyString(words))
+			} else if f.Signed { // signed as keys are (README: different on purpose)
+				fmt.Fprintf(b, "  %s: %10d", f.Name, int64(words[0]))
+			} else {
+				fmt.Fprintf(b, "  %s: %10d", f.Name, words[0])
+			}
+		}
+	}
 }
 
 func (s *Spec) printKey(b *bytes.Buffer, f *Field, e *Entry, words []uint64, sym Symbolizer) {

@@ -14,8 +14,7 @@ import (
 // Command is a trigger's command.
 type Command uint8
 
-// The commands of the kernel's trigger files. Snapshot and stacktrace are read but
-// have no runtime yet.
+// The commands of the kernel's trigger files.
 const (
 	TraceOn Command = iota + 1
 	TraceOff

@@ -104,6 +104,7 @@ var (
 	offRingTake  = unsafe.Offsetof(kprt.RawTraceHeader{}.RingTake)
 	offRingGive  = unsafe.Offsetof(kprt.RawTraceHeader{}.RingGive)
 	offChunkLast = unsafe.Offsetof(kprt.RawTraceHeader{}.ChunkLast)
+	offSnapCount = unsafe.Offsetof(kprt.RawTraceHeader{}.SnapCount)
 	offBlkDone   = unsafe.Offsetof(kprt.RawBlock{}.Done)
 	offBlkDrain  = unsafe.Offsetof(kprt.RawBlock{}.Drained)
 	offBlkSeq    = unsafe.Offsetof(kprt.RawBlock{}.Seq)
@@ -249,6 +250,16 @@ func (r *Recorder) Stats() Stats {
 		s.Lost = atomic.LoadUint64(r.u64(uint64(offLost)))
 	}
 	return s
+}
+
+// Snapshots is how many snapshots the programs took (snapshot triggers, onmax()
+// snapshot() actions): in overwrite mode, each is a Drain with snapshot set, so that the
+// ring's records up to it reach the file before they are overwritten.
+func (r *Recorder) Snapshots() uint64 {
+	if r.m == nil {
+		return 0
+	}
+	return atomic.LoadUint64(r.u64(uint64(offSnapCount)))
 }
 
 // Err is the first error writing the file (nothing is copied after it: the records

@@ -51,9 +51,6 @@ func attachTriggers(defs []Probe, synth *Synthetics, specs []FilterSpec) error {
 			if err != nil {
 				return fmt.Errorf("%s: %s/%s: %w", s.Origin, d.Def.Group, d.Def.Event, err)
 			}
-			if !t.Remove && t.Cmd == evtrigger.Snapshot {
-				return fmt.Errorf("%s: %s/%s: trigger %q: snapshot triggers are not supported yet (traceon, traceoff, enable_event, disable_event, stacktrace and hist are)", s.Origin, d.Def.Group, d.Def.Event, text)
-			}
 			if d.Triggers, err = applyTrigger(d.Triggers, t, s.Origin); err != nil {
 				return fmt.Errorf("%s: %s/%s: %w", s.Origin, d.Def.Group, d.Def.Event, err)
 			}

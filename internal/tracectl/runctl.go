@@ -267,8 +267,6 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 	switch {
 	case t.Cmd == evtrigger.Hist:
 		return fmt.Errorf("%s/%s: trigger %q: hist triggers are set when rewriting (--trigger); kprewrite hist --pause, --cont and --clear change them while the program runs", group, name, text)
-	case t.Cmd == evtrigger.Snapshot && !t.Remove:
-		return fmt.Errorf("%s/%s: trigger %q: snapshot triggers are not supported yet", group, name, text)
 	case t.Cmd == evtrigger.StackTrace && !t.Remove && !c.hasUnwind():
 		return fmt.Errorf("%s/%s: trigger %q: the program has no unwind table to walk stacks with (the rewrite adds one to programs with a stacktrace trigger or key): rewrite it with the trigger", group, name, text)
 	case (t.Cmd == evtrigger.EnableEvent || t.Cmd == evtrigger.DisableEvent) && !t.Remove:

@@ -36,9 +36,7 @@ func decodeTraceHeader(b []byte, h *kprt.RawTraceHeader) {
 	h.CreatedRealNs, h.CreatedMonoNs, h.BlockSize = c.u64(), c.u64(), c.u64()
 	h.TracingOff, h.CtlGen = c.u32(), c.u32()
 	h.CtlLast = c.u64()
-	for i := range h.Reserved {
-		h.Reserved[i] = c.u64()
-	}
+	h.SnapTs, h.SnapCount = c.u64(), c.u64()
 	for i := range h.Images {
 		im := &h.Images[i]
 		im.ImageID, im.NProbes, im.Flags, im.CountersOff = c.u64(), c.u32(), c.u32(), c.u64()

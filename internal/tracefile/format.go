@@ -309,6 +309,12 @@ const ViolationEvent = "kprewrite_violation"
 // trace file has. Records it cannot format are reported on errw (once per event) and
 // left out.
 func WriteTrace(w, errw io.Writer, s *Stream, descs Descs, header bool) error {
+	if header && s.Until != 0 {
+		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# snapshot: the records written up to %d.%06d, the latest of %d snapshots\n",
+			s.Until/1e9, s.Until%1e9/1e3, s.Header.SnapCount)
+		header = false
+		fmt.Fprintf(w, "#\n#           TASK-PID     CPU#   TIMESTAMP  FUNCTION\n#              | |         |       |         |\n")
+	}
 	if header {
 		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# entries-in-buffer/entries-written: %d/%d\n", s.Count, uint64(s.Count)+s.Lost+uint64(s.Torn))
 		if s.Lost > 0 {

@@ -37,6 +37,20 @@ type Stream struct {
 	mapped  bool   // data is a file's mapping: dropPages gives back what was read
 	bs      uint64
 	done    atomic.Int64 // records Each gave, updated every few thousand (Done)
+	// Until, when not 0, ends Each at the first record later than it: the trace as it
+	// was at that time (Snapshot).
+	Until uint64
+}
+
+// Snapshot limits the stream to the file's latest snapshot (a snapshot trigger, an
+// onmax().snapshot() action): the records written up to it. It reports false when
+// no snapshot was taken.
+func (s *Stream) Snapshot() bool {
+	if s.Header.SnapTs == 0 {
+		return false
+	}
+	s.Until = s.Header.SnapTs
+	return true
 }
 
 // Done returns about how many records Each has given so far: a progress display reads
@@ -250,6 +264,9 @@ func (s *Stream) Each(fn func(*Record) error) error {
 			return nil
 		}
 		c := h[0]
+		if s.Until != 0 && c.rec.TsNs > s.Until {
+			return nil
+		}
 		if given++; given&4095 == 0 {
 			s.done.Store(given)
 		}

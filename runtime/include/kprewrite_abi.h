@@ -578,7 +578,10 @@ struct kprw_trace_hdr {
 	                            reserved0) */
 	kprw_u64 ctl_last;       /* file offset of the latest struct kprw_ctlframe (0: none),
 	                            written under the file lock (was reserved[0]) */
-	kprw_u64 reserved[2];
+	kprw_u64 snap_ts;        /* the latest snapshot (a snapshot trigger, onmax().snapshot()):
+	                            the trace as it was then is every record whose time is at
+	                            most this (0: none; was reserved[0]) */
+	kprw_u64 snap_count;     /* atomic: snapshots taken (was reserved[1]) */
 	struct kprw_trace_image images[KPRW_TRACE_MAX_IMAGES];
 	/* version 3 */
 	kprw_u64 ts_base;        /* a compact record's time is ts_base + its 48-bit offset */

@@ -518,6 +518,7 @@ struct kprw_fprog {
 #define KPRW_TRIG_ENABLE 3
 #define KPRW_TRIG_DISABLE 4
 #define KPRW_TRIG_STACKTRACE 5
+#define KPRW_TRIG_SNAPSHOT 6
 #define KPRW_TRIG_HIST 7
 /* a hist trigger's shape, decoded at start-up (rt_hist.c; internal/evhist's program) */
 struct kprw_hfield {
@@ -529,6 +530,11 @@ struct kprw_hfield {
 #define KPRW_HIST_MAXVARS 8
 #define KPRW_HIST_MAXREFS 4
 #define KPRW_HIST_MAXTARGETS 32
+#define KPRW_HIST_MAXSAVE 8
+#define KPRW_HIST_TRACK 4 /* program flag: a track block follows the targets */
+#define KPRW_HDO_SAVE 1
+#define KPRW_HDO_SNAPSHOT 2
+#define KPRW_HDO_TRACE 4 /* the onmatch-style targets run only when the tracked value passes */
 struct kprw_hvar { u8 kind[4], minus[4]; u16 idx[4]; }; /* a sum of operands */
 struct kprw_href { u32 slot, size; u16 ewords, setw, varw, bit; }; /* another histogram's variable */
 struct kprw_hparam { u8 kind, pad; u16 idx; };
@@ -539,6 +545,12 @@ struct kprw_hist {
 	u32 kwords, ewords;
 	u64 nbuckets;
 	u32 nvars, nx, nrefs, nparams, ntargets, pad;
+	/* onmax($v)/onchange($v) (flags KPRW_HIST_TRACK): the tracked variable, the
+	 * actions (KPRW_HDO_*), the tracked value's word in an entry (a lock word and the
+	 * saved fields follow it) and the saved fields */
+	u8 handler, tvar, nsave, tdo;
+	u32 tword;
+	const struct kprw_hfield *save;
 	const struct kprw_hvar *vars;
 	const struct kprw_href *refs;
 	const struct kprw_hparam *params;
@@ -579,6 +591,7 @@ struct kprw_hit {
 u32 kprw_triggers_run(const struct kprw_evtrig *tg, const struct kprw_fenv *fe);
 void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt, const struct kprw_hit *hit);
 void kprw_trace_stack(const struct kprw_hit *hit); /* rt_trace.c: a KPRW_REC_STACK record */
+void kprw_snapshot(u64 ts); /* the trace file's snapshot at ts (0: now) */
 
 u64 kprw_hist_words(const u8 *prog, u32 plen, u32 *dsize, u64 *end);
 void kprw_hist_decode(const u8 *prog, struct kprw_hist *out);

@@ -18,6 +18,8 @@
 #define COMM_WORDS 2
 #define MAX_TABLE_BYTES (64ull << 20)
 #define SPIN 4096 /* waits for a bucket being filled before looking further */
+#define SNAP_WORDS 4 /* after the buckets, with onmax().snapshot(): lock, the global
+		      * tracked value, the bucket (+1) that set it, reserved */
 
 enum { SrcData, SrcPID, SrcCPU, SrcComm, SrcType, SrcZero, SrcIP, SrcRetIP, SrcTS, SrcStack };
 #define STACK_WORDS 16 /* evhist.StackDepth */
@@ -72,7 +74,7 @@ static u64 check(const u8 *p, u32 len, int top, u32 *used, u64 *dsize, u64 *end)
 			sum += w;
 	}
 	u32 want = 1 + sum + 1 + nv + (nvars ? 1 + nvars : 0) + ((p[2] & H_COMM) ? COMM_WORDS : 0);
-	if (sum != kw || ew != want)
+	if (sum != kw || ew < want || (!(p[2] & KPRW_HIST_TRACK) && ew != want) || (p[2] & KPRW_HIST_TRACK && !top))
 		return 0;
 	for (u32 v = 0; v < nvars; v++)
 		for (u32 k = 0; k < 4; k++) {
@@ -122,6 +124,29 @@ static u64 check(const u8 *p, u32 len, int top, u32 *used, u64 *dsize, u64 *end)
 		off += 8ull + n;
 	}
 	u64 words = H_HEADER_WORDS + 2ull * size * ew;
+	if (p[2] & KPRW_HIST_TRACK) { /* the track block: handler, variable, saved fields */
+		if (len < off + 8)
+			return 0;
+		const u8 *t = p + off;
+		u32 nsave = t[2], tdo = t[3], sw = 0;
+		if (t[0] < 1 || t[0] > 2 || t[1] >= nvars || nsave > KPRW_HIST_MAXSAVE || !tdo || tdo > 7 ||
+		    !(tdo & KPRW_HDO_SAVE) != !nsave || rd16(t + 4) != want || rd16(t + 6) || len - off - 8 < 16 * nsave)
+			return 0;
+		for (u32 i = 0; i < nsave; i++) {
+			const u8 *e = t + 8 + 16 * i;
+			u32 w = rd16(e + 6);
+			if (e[0] >= SrcStack || e[1] != ModNone || e[2] == 0 || e[2] > 8 || (e[3] & 8) ||
+			    ((e[3] & 2) ? (w != STRING_WORDS && w != COMM_WORDS) : w != 1))
+				return 0;
+			sw += w;
+		}
+		if (ew != want + 2 + sw)
+			return 0;
+		if (tdo & KPRW_HDO_SNAPSHOT)
+			words += SNAP_WORDS;
+		off += 8 + 16 * nsave;
+		ds += nsave * sizeof(struct kprw_hfield);
+	}
 	if (words * 8 > MAX_TABLE_BYTES)
 		return 0;
 	*used = (u32)off;
@@ -209,6 +234,29 @@ static u64 decode(const u8 *p, struct kprw_hist *out)
 		q += 8 + n;
 	}
 	out->targets = ts;
+	out->handler = out->tvar = out->nsave = out->tdo = 0;
+	out->tword = 0;
+	out->save = NULL;
+	if (out->flags & KPRW_HIST_TRACK) {
+		out->handler = q[0];
+		out->tvar = q[1];
+		out->nsave = q[2];
+		out->tdo = q[3];
+		out->tword = rd16(q + 4);
+		struct kprw_hfield *sv = (struct kprw_hfield *)mem;
+		for (u32 i = 0; i < out->nsave; i++) {
+			const u8 *e = q + 8 + 16 * i;
+			sv[i].src = e[0];
+			sv[i].mod = e[1];
+			sv[i].size = e[2];
+			sv[i].flags = e[3];
+			sv[i].off = (u16)rd16(e + 4);
+			sv[i].words = (u16)rd16(e + 6);
+			sv[i].arg = rd64(e + 8);
+		}
+		out->save = sv;
+		mem += out->nsave * sizeof(struct kprw_hfield);
+	}
 	return (u64)(mem - (u8 *)out);
 }
 
@@ -223,6 +271,12 @@ u32 kprw_hist_needs(const struct kprw_hist *h)
 		if (h->f[i].src == SrcCPU)
 			n |= KPRW_FNEED_CPU;
 		if ((h->f[i].flags & 4) || h->f[i].mod == ModExecname)
+			n |= KPRW_FNEED_COMM;
+	}
+	for (u32 i = 0; i < h->nsave; i++) {
+		if (h->save[i].src == SrcCPU)
+			n |= KPRW_FNEED_CPU;
+		if (h->save[i].flags & 4)
 			n |= KPRW_FNEED_COMM;
 	}
 	for (u32 t = 0; t < h->ntargets; t++)
@@ -293,6 +347,33 @@ static void stack_key(const struct kprw_hfield *f, const struct kprw_fenv *e, st
 		k->stack[i] = 0;
 }
 
+/* str_at is a string field's bytes at this hit (the thread's comm, or a string
+ * fetcharg's __data_loc), at most max of them up to a NUL; NULL with *n 0 when absent */
+static const u8 *str_at(const struct kprw_hfield *f, const struct kprw_fenv *e, u32 max, u32 *n)
+{
+	const u8 *s = NULL;
+	*n = 0;
+	if (f->flags & 4) {
+		s = (const u8 *)e->comm;
+		if (s)
+			while (*n < max && s[*n])
+				(*n)++;
+	} else if ((u32)f->off + 4 <= e->dlen) {
+		u32 item;
+		__builtin_memcpy(&item, e->data + f->off, 4);
+		u32 loc = item & 0xffff, sl = item >> 16;
+		if (loc <= e->dlen) {
+			s = e->data + loc;
+			u32 avail = e->dlen - loc;
+			if (sl > avail)
+				sl = avail;
+			while (*n < sl && *n < max && s[*n])
+				(*n)++;
+		}
+	}
+	return s;
+}
+
 static void key_at(const struct kprw_hist *h, const struct kprw_fenv *e, struct hkey *k)
 {
 	for (u32 i = 0; i < h->nkeys; i++) {
@@ -308,28 +389,8 @@ static void key_at(const struct kprw_hist *h, const struct kprw_fenv *e, struct 
 			k->num[i] = value(f, e);
 			continue;
 		}
-		u32 max = f->words * 8 - 1; /* NUL-padded: at least one NUL */
-		const u8 *s = NULL;
-		u32 n = 0;
-		if (f->flags & 4) {
-			s = (const u8 *)e->comm;
-			if (s)
-				while (n < max && s[n])
-					n++;
-		} else if ((u32)f->off + 4 <= e->dlen) {
-			u32 item;
-			__builtin_memcpy(&item, e->data + f->off, 4);
-			u32 loc = item & 0xffff, sl = item >> 16;
-			if (loc <= e->dlen) {
-				s = e->data + loc;
-				u32 avail = e->dlen - loc;
-				if (sl > avail)
-					sl = avail;
-				while (n < sl && n < max && s[n])
-					n++;
-			}
-		}
-		k->str[i] = s;
+		u32 n;
+		k->str[i] = str_at(f, e, f->words * 8 - 1, &n); /* NUL-padded: at least one NUL */
 		k->slen[i] = n;
 	}
 }
@@ -394,6 +455,72 @@ static u64 *lookup(const struct kprw_hist *h, const struct hkey *k, u64 hash, u6
 }
 
 static void synth(const struct kprw_hist *h, const u64 *refv, const u64 *varv, const struct kprw_fenv *e);
+
+/* passes: the value v a hit computed is a new maximum (onmax) or a change (onchange)
+ * of the tracked value cur (the kernel's check_track_val_max and _changed; unsigned,
+ * from 0) */
+static inline int passes(const struct kprw_hist *h, u64 cur, u64 v) { return h->handler == 1 ? v > cur : v != cur; }
+
+/* try_lock takes a lock word, waiting a bounded spin for its holder: 0 when it could
+ * not (a holder killed while holding it keeps the word: its entry's value stays) */
+static int try_lock(u64 *l)
+{
+	for (u32 s = 0; s < SPIN; s++) {
+		u64 zero = 0;
+		if (__atomic_load_n(l, __ATOMIC_RELAXED) == 0 &&
+		    __atomic_compare_exchange_n(l, &zero, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return 1;
+		__builtin_ia32_pause();
+	}
+	return 0;
+}
+
+static inline void unlock(u64 *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+
+/* track runs an onmax()/onchange() handler on entry ent (bucket b of tab) for the value
+ * v: when it passes, the entry keeps v and the save() fields of this hit, under the
+ * entry's lock so that they are one hit's; a snapshot() action then takes the file's
+ * snapshot when v also passes the histogram's global value. Returns whether it passed. */
+static __attribute__((noinline)) int track(const struct kprw_hist *h, u64 *tab, u64 *ent, u64 b, u64 v,
+					    const struct kprw_fenv *e)
+{
+	u64 *tw = ent + h->tword;
+	if (!passes(h, __atomic_load_n(&tw[0], __ATOMIC_RELAXED), v) || !try_lock(&tw[1]))
+		return 0;
+	int ok = passes(h, tw[0], v);
+	if (ok) {
+		u64 *d = tw + 2;
+		for (u32 i = 0; i < h->nsave; i++) {
+			const struct kprw_hfield *f = &h->save[i];
+			if (!(f->flags & 2)) {
+				*d++ = value(f, e);
+				continue;
+			}
+			u32 n;
+			const u8 *s = str_at(f, e, f->words * 8 - 1, &n);
+			u8 *out = (u8 *)d;
+			for (u32 c = 0; c < f->words * 8u; c++)
+				out[c] = c < n ? s[c] : 0;
+			d += f->words;
+		}
+		__atomic_store_n(&tw[0], v, __ATOMIC_RELEASE);
+	}
+	unlock(&tw[1]);
+	if (ok && (h->tdo & KPRW_HDO_SNAPSHOT)) {
+		u64 *g = tab + H_HEADER_WORDS + h->nbuckets * h->ewords;
+		int snap = 0;
+		if (try_lock(&g[0])) {
+			if ((snap = passes(h, g[1], v))) {
+				g[1] = v;
+				g[2] = b + 1;
+			}
+			unlock(&g[0]);
+		}
+		if (snap)
+			kprw_snapshot(e->ts);
+	}
+	return ok;
+}
 
 /* kprw_hist_update adds a hit to the histogram at tab (its trigger's condition held).
  * A key that finds no free entry is a drop; the program never waits longer than a
@@ -480,7 +607,8 @@ void kprw_hist_update(const struct kprw_hist *h, u64 *tab, const struct kprw_fen
 			__atomic_store_n(&vw[1 + v], varv[v], __ATOMIC_RELAXED);
 		__atomic_or_fetch(&vw[0], (1ull << h->nvars) - 1, __ATOMIC_RELEASE);
 	}
-	if (h->ntargets)
+	int passed = h->handler ? track(h, tab, ent, (u64)(ent - base) / h->ewords, varv[h->tvar], e) : 0;
+	if (h->ntargets && (passed || !(h->tdo & KPRW_HDO_TRACE)))
 		synth(h, refv, varv, e);
 }
 

@@ -74,7 +74,8 @@ static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struc
 		const u8 *h = b + off;
 		u32 nt = rd16(h + 2), slot = rd32(h + 4), fl = rd32(h + 16);
 		int hist = h[0] == KPRW_TRIG_HIST, stack = h[0] == KPRW_TRIG_STACKTRACE;
-		int known = (h[0] >= KPRW_TRIG_TRACEON && h[0] <= KPRW_TRIG_DISABLE) || hist || stack;
+		int known = (h[0] >= KPRW_TRIG_TRACEON && h[0] <= KPRW_TRIG_DISABLE) || hist || stack ||
+			    h[0] == KPRW_TRIG_SNAPSHOT;
 		if (!known || slot >= MAX_SLOTS || (stack && !(h[1] & 1))) /* a stack needs its hit: post */
 			return 0;
 		off += TRIG_ENT;
@@ -284,6 +285,22 @@ static int take(u64 *cnt)
 	}
 }
 
+/* kprw_snapshot takes a snapshot at time ts (0: now): the trace as it is is kept as
+ * the file's snapshot, every record up to ts (kprewrite trace --snapshot); a recorder in
+ * overwrite mode copies its ring when it sees the count change. The latest time wins. */
+void kprw_snapshot(u64 ts)
+{
+	struct kprw_trace_hdr *h = kprw_rt.trace;
+	if (!h)
+		return;
+	if (!ts)
+		ts = kprw_clock();
+	u64 cur = __atomic_load_n(&h->snap_ts, __ATOMIC_RELAXED);
+	while (cur < ts && !__atomic_compare_exchange_n(&h->snap_ts, &cur, ts, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+	__atomic_fetch_add(&h->snap_count, 1, __ATOMIC_RELEASE);
+}
+
 static inline u32 kind(u32 cmd)
 {
 	if (cmd == KPRW_TRIG_STACKTRACE)
@@ -294,12 +311,18 @@ static inline u32 kind(u32 cmd)
 /* fire runs one trigger as the kernel's count variants do: traceon and traceoff do
  * nothing (and keep their count) when tracing is already in the state they set, a
  * counted enable_event/disable_event likewise when its event is */
-static void fire(const struct kprw_trig *t, const struct kprw_hit *hit)
+static void fire(const struct kprw_trig *t, const struct kprw_hit *hit, u64 ts)
 {
 	u64 *cnt = &kprw_rt.trig_count[t->slot];
 	u32 *off = kprw_rt.tracing_off;
 	switch (t->cmd) {
 	case KPRW_TRIG_HIST: /* runs on the fetched data only (kprw_triggers_run) */
+		return;
+	case KPRW_TRIG_SNAPSHOT: /* before the record: an unconditional one (ts 0, now) leaves
+				  * the hit out, a conditional one (the hit's time) keeps it, as
+				  * the kernel's run before and after the event is reserved */
+		if (take(cnt))
+			kprw_snapshot(ts);
 		return;
 	case KPRW_TRIG_STACKTRACE: /* after the record (a post trigger: hit is known) */
 		if (hit && !__atomic_load_n(off, __ATOMIC_RELAXED) && take(cnt))
@@ -355,7 +378,7 @@ u32 kprw_triggers_run(const struct kprw_evtrig *tg, const struct kprw_fenv *fe)
 				continue;
 			}
 		}
-		fire(t, NULL);
+		fire(t, NULL, fe ? fe->ts : 0);
 	}
 	return tt;
 }
@@ -366,5 +389,5 @@ void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt, const struct kprw_
 {
 	for (u32 k = 0; k < tg->n; k++)
 		if (tg->t[k].post && (tt & kind(tg->t[k].cmd)))
-			fire(&tg->t[k], hit);
+			fire(&tg->t[k], hit, 0);
 }

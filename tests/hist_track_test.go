@@ -244,3 +244,44 @@ func TestHistOnChangeTrace(t *testing.T) {
 		})
 	}
 }
+
+// TestHistEnableDisable: enable_hist and disable_hist continue and pause another
+// event's histograms (and an event's own): a histogram that starts paused counts
+// exactly the calls after mark() enabled it, up to and including the one whose
+// condition disabled it again.
+func TestHistEnableDisable(t *testing.T) {
+	prog := testprog.Build(t, trackSrc, "c", "-O2")
+	const n, stop = 300, 250
+	want := map[string]uint64{}
+	var total uint64
+	for _, c := range trackCalls(n) {
+		if c.tag > n/2 && c.tag <= stop {
+			want[fmt.Sprintf("key: %d", c.key)]++
+			total++
+		}
+	}
+	for _, mode := range []string{"optimize", "int3"} {
+		t.Run(mode, func(t *testing.T) {
+			kpd := filepath.Join(t.TempDir(), "track")
+			flags := []string{
+				"--trigger", fmt.Sprintf("h/w:disable_hist:h:w:1 if tag == %d", stop),
+				"--trigger", "h/w:hist:keys=key:pause",
+				"--trigger", "h/m:enable_hist:h:w",
+			}
+			if mode == "int3" {
+				flags = append(flags, "--no-optimize")
+			}
+			rewriteWith(t, prog, kpd, []string{"p:h/w work key=%di:u64 val=%si:u64 tag=%dx:u64", "p:h/m mark m=%di:s32"}, flags...)
+			testprog.MustRun(t, kpd, strconv.Itoa(n))
+			b := findHist(t, histOf(t, kpd+".trace"), "hist:keys=key:")
+			checkCounts(t, b, want, total)
+			if !strings.HasSuffix(b.Info, "[paused]") {
+				t.Errorf("histogram %q: want it paused again by disable_hist", b.Info)
+			}
+			code, out, _ := kp("list", "-v", kpd)
+			if code != 0 || !strings.Contains(out, "enable_hist:h:w:unlimited") || !strings.Contains(out, fmt.Sprintf("disable_hist:h:w:count=1 if tag == %d", stop)) {
+				t.Errorf("list -v does not show the triggers as the kernel lists them:\n%s", out)
+			}
+		})
+	}
+}

@@ -52,7 +52,9 @@ func TestParse(t *testing.T) {
 		{text: "bogus", errno: syscall.EINVAL},
 		{text: "hist:keys=nosuch", errno: syscall.EINVAL},
 		{text: "hist", errno: syscall.EINVAL},
-		{text: "enable_hist:g:x", errno: syscall.EINVAL},
+		{text: "enable_hist:g:x:2 if a > 1", want: Trigger{Cmd: EnableHist, Count: 2, Filter: "a > 1", Group: "g", Event: "x"}},
+		{text: "!disable_hist:g:x", want: Trigger{Cmd: DisableHist, Count: Unlimited, Group: "g", Event: "x", Remove: true}},
+		{text: "disable_hist:g:nope", errno: syscall.EINVAL},
 	} {
 		got, err := Parse(c.text, env)
 		if c.errno != 0 {
@@ -84,12 +86,12 @@ func TestSet(t *testing.T) {
 		s, err = s.Apply(tr)
 		return err
 	}
-	for _, ok := range []string{"traceon", "enable_event:g:x", "disable_event:g:ev:2", "!traceoff", "traceoff:1 if a < 0", "!enable_event:g:x"} {
+	for _, ok := range []string{"traceon", "enable_event:g:x", "disable_event:g:ev:2", "!traceoff", "traceoff:1 if a < 0", "!enable_event:g:x", "enable_hist:g:x", "disable_hist:g:ev", "!disable_hist:g:ev"} {
 		if err := apply(ok); err != nil {
 			t.Fatalf("%q: %v", ok, err)
 		}
 	}
-	for _, dup := range []string{"traceon", "traceoff", "enable_event:g:ev"} {
+	for _, dup := range []string{"traceon", "traceoff", "enable_event:g:ev", "disable_hist:g:x"} {
 		if err := apply(dup); err == nil || err.(*Error).Errno != syscall.EEXIST {
 			t.Errorf("%q: %v, want EEXIST", dup, err)
 		}
@@ -98,7 +100,7 @@ func TestSet(t *testing.T) {
 	for _, tr := range s {
 		got = append(got, tr.String())
 	}
-	want := []string{"traceoff:count=1 if a < 0", "disable_event:g:ev:count=2"}
+	want := []string{"enable_hist:g:x:unlimited", "traceoff:count=1 if a < 0", "disable_event:g:ev:count=2"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("set %q, want %q", got, want)
 	}

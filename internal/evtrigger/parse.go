@@ -23,11 +23,20 @@ const (
 	StackTrace
 	Snapshot
 	Hist
+	EnableHist  // enable_hist:GROUP:EVENT: continues that event's histograms
+	DisableHist // disable_hist:GROUP:EVENT: pauses them
 )
 
 var names = map[string]Command{
 	"traceon": TraceOn, "traceoff": TraceOff, "enable_event": EnableEvent,
 	"disable_event": DisableEvent, "stacktrace": StackTrace, "snapshot": Snapshot, "hist": Hist,
+	"enable_hist": EnableHist, "disable_hist": DisableHist,
+}
+
+// Switches says whether the command switches another event (enable_event,
+// disable_event) or its histograms (enable_hist, disable_hist): it names GROUP:EVENT.
+func (c Command) Switches() bool {
+	return c == EnableEvent || c == DisableEvent || c == EnableHist || c == DisableHist
 }
 
 func (c Command) String() string {
@@ -52,6 +61,8 @@ func (c Command) kind() int {
 		return 3
 	case Hist:
 		return 5 // ETT_EVENT_HIST
+	case EnableHist, DisableHist:
+		return 6 // ETT_HIST_ENABLE
 	}
 	return 4 // ETT_EVENT_ENABLE
 }
@@ -89,7 +100,7 @@ func (t Trigger) String() string {
 	}
 	var b strings.Builder
 	b.WriteString(t.Cmd.String())
-	if t.Cmd == EnableEvent || t.Cmd == DisableEvent {
+	if t.Cmd.Switches() {
 		fmt.Fprintf(&b, ":%s:%s", t.Group, t.Event)
 	}
 	if t.Count == Unlimited {
@@ -190,11 +201,8 @@ func Parse(text string, env Env) (Trigger, error) {
 		cmd, t.Remove = glob[1:], true
 	}
 	c, ok := names[cmd]
-	switch {
-	case cmd == "enable_hist" || cmd == "disable_hist":
-		return fail(syscall.EINVAL, "%s triggers are not supported yet", cmd)
-	case !ok:
-		return fail(syscall.EINVAL, "no trigger command %q (traceon, traceoff, enable_event, disable_event, stacktrace, snapshot, hist)", cmd)
+	if !ok {
+		return fail(syscall.EINVAL, "no trigger command %q (traceon, traceoff, enable_event, disable_event, stacktrace, snapshot, hist, enable_hist, disable_hist)", cmd)
 	}
 	t.Cmd = c
 	if c == Hist {
@@ -202,7 +210,7 @@ func Parse(text string, env Env) (Trigger, error) {
 	}
 	var param, filter string
 	var hasParam, hasFilter bool
-	if c == EnableEvent || c == DisableEvent {
+	if c.Switches() {
 		// event_trigger_separate_filter with a required parameter
 		if !hasNext {
 			return fail(syscall.EINVAL, "%s needs GROUP:EVENT", cmd)
@@ -324,7 +332,7 @@ func (s Set) Apply(t Trigger) (Set, error) {
 		if o.Cmd.kind() != t.Cmd.kind() {
 			return false
 		}
-		return t.Cmd.kind() != 4 || (o.Group == t.Group && o.Event == t.Event)
+		return !t.Cmd.Switches() || (o.Group == t.Group && o.Event == t.Event)
 	}
 	for i, o := range s {
 		if !same(o) {

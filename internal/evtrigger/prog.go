@@ -31,6 +31,8 @@ type Compiled struct {
 //
 // A hist trigger's "targets" are its evhist program (ntargets 4-byte units), and its
 // slot is the first word of its table in the control area (evhist's doc.go).
+// enable_event's and disable_event's targets are runtime event indexes; enable_hist's
+// and disable_hist's the slots of the target event's histogram tables.
 //
 // cond is the kernel's TRIGGER_COND: some trigger has a condition or runs after the
 // record; then every trigger runs once the record's data is fetched, else all of
@@ -42,6 +44,8 @@ const (
 	// MaxTriggers bounds an event's triggers (the kernel has one per kind, and one
 	// enable/disable per target event).
 	MaxTriggers = 1024
+	// MaxSlots bounds a control area's count and histogram words (src/rt_trigger.c).
+	MaxSlots = 1 << 24
 )
 
 // Keep is a hist trigger that a run-time control frame keeps as the rewrite made it:
@@ -138,7 +142,7 @@ func Decode(b []byte, nevents int) ([]Compiled, error) {
 		}
 		h := b[off : off+triggerSize]
 		c := Compiled{Trigger: Trigger{Cmd: Command(h[0]), Count: binary.LittleEndian.Uint64(h[8:])}}
-		if c.Cmd < TraceOn || c.Cmd > Hist {
+		if c.Cmd < TraceOn || c.Cmd > DisableHist {
 			return nil, fmt.Errorf("trigger program: trigger %d: command %d", i, h[0])
 		}
 		nt := int(binary.LittleEndian.Uint16(h[2:]))
@@ -164,7 +168,11 @@ func Decode(b []byte, nevents int) ([]Compiled, error) {
 		}
 		for k := 0; k < nt; k++ {
 			x := binary.LittleEndian.Uint32(b[off:])
-			if int(x) >= nevents {
+			if c.Cmd == EnableHist || c.Cmd == DisableHist { // histograms' table slots
+				if x >= MaxSlots {
+					return nil, fmt.Errorf("trigger program: trigger %d: target slot %d", i, x)
+				}
+			} else if int(x) >= nevents {
 				return nil, fmt.Errorf("trigger program: trigger %d: target event %d of %d", i, x, nevents)
 			}
 			c.Targets = append(c.Targets, x)

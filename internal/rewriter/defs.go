@@ -234,7 +234,7 @@ func Resolve(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 		if _, err := compileFilter(d, fns); err != nil {
 			return err
 		}
-		if _, _, err := compileTriggers(d, symbolsOf(fns), 0, nil, func(string, uint32) uint32 { return 0 }); err != nil {
+		if _, _, err := compileTriggers(d, symbolsOf(fns), 0, nil, func(string, uint32) uint32 { return 0 }, func(string, string) []uint32 { return nil }); err != nil {
 			return err
 		}
 		if perSite[d.Addr]++; perSite[d.Addr] > kprt.MaxProbesPerPoint {

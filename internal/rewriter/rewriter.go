@@ -606,13 +606,37 @@ func (g *gen) makeTriggers() error {
 			g.desc.Synthetic = append(g.desc.Synthetic, de)
 		}
 	}
+	// histSlots are the tables of an event's histograms (enable_hist's targets)
+	histSlots := func(group, event string) []uint32 {
+		var out []uint32
+		seen := map[string]bool{}
+		add := func(td TriggerDef) {
+			if k := histKey(group, event, td.Trigger); td.Hist != nil && !seen[k] {
+				seen[k] = true
+				out = append(out, slotOf(k, uint32(td.Hist.TableWords())))
+			}
+		}
+		if sy := g.opt.Synthetic; group == "synthetic" && sy != nil {
+			for _, td := range sy.Triggers[event] {
+				add(td)
+			}
+		}
+		for i := range g.probes {
+			if d := g.probes[i].Def; d.Group == group && d.Event == event {
+				for _, td := range g.probes[i].Triggers {
+					add(td)
+				}
+			}
+		}
+		return out
+	}
 	symLimit := g.symLimit()
 	for i := range g.probes {
 		if g.evOf[i] < 0 {
 			continue
 		}
 		p := &g.probes[i]
-		prog, cslots, err := compileTriggers(p, symbolsOf(g.b.Funcs), symLimit, evIdx, slotOf)
+		prog, cslots, err := compileTriggers(p, symbolsOf(g.b.Funcs), symLimit, evIdx, slotOf, histSlots)
 		if err != nil {
 			return err
 		}

@@ -28,7 +28,7 @@ func attachTriggers(defs []Probe, synth *Synthetics, specs []FilterSpec) error {
 				return true
 			}
 		}
-		return false
+		return group == "synthetic" && synth != nil && synth.Events[event] != nil // enable_hist's
 	}
 	for _, s := range specs {
 		if name, text, ok := synth.named(s.Text); ok {
@@ -116,7 +116,7 @@ func eventsNamed(defs []Probe, s FilterSpec, what, form string) ([]int, error) {
 // every runtime event of a GROUP/EVENT), count slots from slotOf (one per trigger of
 // a logical event, shared by its probes; a histogram's table takes a run of them).
 // symLimit is the image's highest link-time address (.sym keys).
-func compileTriggers(d *Probe, syms evfilter.Symbols, symLimit uint64, evIdx map[string][]uint32, slotOf func(key string, words uint32) uint32) ([]byte, []uint32, error) {
+func compileTriggers(d *Probe, syms evfilter.Symbols, symLimit uint64, evIdx map[string][]uint32, slotOf func(key string, words uint32) uint32, histSlots func(group, event string) []uint32) ([]byte, []uint32, error) {
 	if len(d.Triggers) == 0 {
 		return nil, nil, nil
 	}
@@ -135,8 +135,11 @@ func compileTriggers(d *Probe, syms evfilter.Symbols, symLimit uint64, evIdx map
 			}
 			c.Filter = f.Program()
 		}
-		if td.Cmd == evtrigger.EnableEvent || td.Cmd == evtrigger.DisableEvent {
+		switch td.Cmd {
+		case evtrigger.EnableEvent, evtrigger.DisableEvent:
 			c.Targets = evIdx[td.Group+"/"+td.Event]
+		case evtrigger.EnableHist, evtrigger.DisableHist:
+			c.Targets = histSlots(td.Group, td.Event)
 		}
 		words := uint32(1)
 		if td.Hist != nil {

@@ -113,6 +113,32 @@ func (c *Controls) named(group, name string) []uint32 {
 	return out
 }
 
+// histSlots are the table slots of GROUP/EVENT's histograms (enable_hist's targets):
+// its hist triggers' slots, or a synthetic event's histograms'.
+func (c *Controls) histSlots(group, name string) []uint32 {
+	var out []uint32
+	seen := map[uint32]bool{}
+	add := func(texts []string, slots []uint32) {
+		for k, text := range texts {
+			if k < len(slots) && strings.HasPrefix(text, "hist:") && !seen[slots[k]] {
+				seen[slots[k]] = true
+				out = append(out, slots[k])
+			}
+		}
+	}
+	for _, s := range c.Desc.Synthetic {
+		if group == "synthetic" && s.Name == name {
+			add(s.Triggers, s.CtlSlots)
+		}
+	}
+	for _, i := range c.named(group, name) {
+		if ts, slots, err := c.triggers(i); err == nil {
+			add(ts, slots)
+		}
+	}
+	return out
+}
+
 // Filter is event i's filter now ("" for none).
 func (c *Controls) Filter(i uint32) string {
 	if en := c.frame.Entries[i]; en != nil && en.Flags&kprt.CEFilter != 0 {
@@ -349,8 +375,11 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 			}
 			cc.Filter = f.Program()
 		}
-		if nt.Cmd == evtrigger.EnableEvent || nt.Cmd == evtrigger.DisableEvent {
+		switch nt.Cmd {
+		case evtrigger.EnableEvent, evtrigger.DisableEvent:
 			cc.Targets = c.named(nt.Group, nt.Event)
+		case evtrigger.EnableHist, evtrigger.DisableHist:
+			cc.Targets = c.histSlots(nt.Group, nt.Event)
 		}
 		cs = append(cs, cc)
 		if kept {

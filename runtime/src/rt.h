@@ -520,6 +520,8 @@ struct kprw_fprog {
 #define KPRW_TRIG_STACKTRACE 5
 #define KPRW_TRIG_SNAPSHOT 6
 #define KPRW_TRIG_HIST 7
+#define KPRW_TRIG_ENABLE_HIST 8 /* targets: the slots of histogram tables */
+#define KPRW_TRIG_DISABLE_HIST 9
 /* a hist trigger's shape, decoded at start-up (rt_hist.c; internal/evhist's program) */
 struct kprw_hfield {
 	u8 src, mod, size, flags; /* flags: 1 signed, 2 string, 4 comm */

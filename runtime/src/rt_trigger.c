@@ -74,8 +74,9 @@ static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struc
 		const u8 *h = b + off;
 		u32 nt = rd16(h + 2), slot = rd32(h + 4), fl = rd32(h + 16);
 		int hist = h[0] == KPRW_TRIG_HIST, stack = h[0] == KPRW_TRIG_STACKTRACE;
+		int hsw = h[0] == KPRW_TRIG_ENABLE_HIST || h[0] == KPRW_TRIG_DISABLE_HIST;
 		int known = (h[0] >= KPRW_TRIG_TRACEON && h[0] <= KPRW_TRIG_DISABLE) || hist || stack ||
-			    h[0] == KPRW_TRIG_SNAPSHOT;
+			    h[0] == KPRW_TRIG_SNAPSHOT || hsw;
 		if (!known || slot >= MAX_SLOTS || (stack && !(h[1] & 1))) /* a stack needs its hit: post */
 			return 0;
 		off += TRIG_ENT;
@@ -103,8 +104,8 @@ static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struc
 				*slots = (u32)end;
 			need += (hsize + 7) & ~7u;
 		} else {
-			for (u32 j = 0; j < nt; j++)
-				if (rd32(targets + 4 * j) >= kprw_rt.nevents)
+			for (u32 j = 0; j < nt; j++) /* events, or enable_hist's table slots */
+				if (rd32(targets + 4 * j) >= (hsw ? MAX_SLOTS : kprw_rt.nevents))
 					return 0;
 		}
 		off += 4 * nt;
@@ -327,6 +328,21 @@ static void fire(const struct kprw_trig *t, const struct kprw_hit *hit, u64 ts)
 	case KPRW_TRIG_STACKTRACE: /* after the record (a post trigger: hit is known) */
 		if (hit && !__atomic_load_n(off, __ATOMIC_RELAXED) && take(cnt))
 			kprw_trace_stack(hit);
+		return;
+	case KPRW_TRIG_ENABLE_HIST: /* the target event's histograms: continue or pause them
+				     * (the kernel's hist_enable_trigger; no state check) */
+	case KPRW_TRIG_DISABLE_HIST:
+		if (!take(cnt))
+			return;
+		for (u32 j = 0; j < t->ntargets; j++) {
+			u32 slot = rd32(t->targets + 4 * j);
+			if (slot >= kprw_rt.trig_nslots)
+				continue;
+			if (t->cmd == KPRW_TRIG_ENABLE_HIST)
+				__atomic_and_fetch(&kprw_rt.trig_count[slot], ~1ull, __ATOMIC_RELAXED);
+			else
+				__atomic_or_fetch(&kprw_rt.trig_count[slot], 1ull, __ATOMIC_RELAXED);
+		}
 		return;
 	case KPRW_TRIG_TRACEON:
 		if (__atomic_load_n(off, __ATOMIC_RELAXED) && take(cnt))

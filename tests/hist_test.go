@@ -171,135 +171,131 @@ func TestHistKnownDistribution(t *testing.T) {
 		byWorker[w] = histSizes(w, n)
 		all = append(all, byWorker[w]...)
 	}
-	for _, mode := range []string{"optimize", "int3"} {
-		t.Run(mode, func(t *testing.T) {
-			dir := t.TempDir()
-			kpd := filepath.Join(dir, "hist")
-			flags := []string{"--disable", "h/w", "--disable", "h/n",
-				"--trigger", "h/w:hist:keys=size.log2",
-				"--trigger", "h/w:hist:keys=kind:vals=size,hitcount:sort=kind",
-				"--trigger", "h/w:hist:keys=size.buckets=10000:sort=size if kind == 1",
-				"--trigger", "h/w:hist:keys=ra.sym:vals=size",
-				"--trigger", "h/w:hist:keys=common_pid.execname,kind:sort=hitcount.descending",
-				"--trigger", "h/w:hist:keys=size:size=128",
-				"--trigger", "h/n:hist:key=s:sort=s.descending",
-			}
-			if mode == "int3" {
-				flags = append(flags, "--no-optimize")
-			}
-			rewriteWith(t, prog, kpd, []string{"p:h/w work size=%di kind=%si:s32 ra=+0(%sp):x64", "p:h/n name s=+0(%di):string"}, flags...)
-			if out := testprog.MustRun(t, kpd, strconv.Itoa(n)); strings.TrimSpace(out) != "done" {
-				t.Fatalf("program said %q", out)
-			}
-			bs := histOf(t, kpd+".trace")
-			total := uint64(len(all))
+	forProbeModes(t, func(t *testing.T, modeFlags []string) {
+		dir := t.TempDir()
+		kpd := filepath.Join(dir, "hist")
+		flags := []string{"--disable", "h/w", "--disable", "h/n",
+			"--trigger", "h/w:hist:keys=size.log2",
+			"--trigger", "h/w:hist:keys=kind:vals=size,hitcount:sort=kind",
+			"--trigger", "h/w:hist:keys=size.buckets=10000:sort=size if kind == 1",
+			"--trigger", "h/w:hist:keys=ra.sym:vals=size",
+			"--trigger", "h/w:hist:keys=common_pid.execname,kind:sort=hitcount.descending",
+			"--trigger", "h/w:hist:keys=size:size=128",
+			"--trigger", "h/n:hist:key=s:sort=s.descending",
+		}
+		flags = append(flags, modeFlags...)
+		rewriteWith(t, prog, kpd, []string{"p:h/w work size=%di kind=%si:s32 ra=+0(%sp):x64", "p:h/n name s=+0(%di):string"}, flags...)
+		if out := testprog.MustRun(t, kpd, strconv.Itoa(n)); strings.TrimSpace(out) != "done" {
+			t.Fatalf("program said %q", out)
+		}
+		bs := histOf(t, kpd+".trace")
+		total := uint64(len(all))
 
-			log2 := findHist(t, bs, "hist:keys=size.log2:vals=hitcount:sort=hitcount:size=2048")
-			want := map[string]uint64{}
-			for _, s := range all {
-				want[fmt.Sprintf("size: ~ 2^%d", log2Bucket(s))]++
+		log2 := findHist(t, bs, "hist:keys=size.log2:vals=hitcount:sort=hitcount:size=2048")
+		want := map[string]uint64{}
+		for _, s := range all {
+			want[fmt.Sprintf("size: ~ 2^%d", log2Bucket(s))]++
+		}
+		checkCounts(t, log2, want, total)
+		for i := 1; i < len(log2.Order); i++ { // sort=hitcount, ascending
+			if log2.Entries[log2.Order[i-1]][0] > log2.Entries[log2.Order[i]][0] {
+				t.Errorf("log2 histogram not sorted by hitcount: %v", log2.Order)
 			}
-			checkCounts(t, log2, want, total)
-			for i := 1; i < len(log2.Order); i++ { // sort=hitcount, ascending
-				if log2.Entries[log2.Order[i-1]][0] > log2.Entries[log2.Order[i]][0] {
-					t.Errorf("log2 histogram not sorted by hitcount: %v", log2.Order)
-				}
-			}
+		}
 
-			kinds := findHist(t, bs, "hist:keys=kind:vals=hitcount,size:sort=kind")
-			sums := map[string][]uint64{}
-			for _, s := range all {
-				k := fmt.Sprintf("kind: %d", s%3)
-				if sums[k] == nil {
-					sums[k] = []uint64{0, 0}
-				}
-				sums[k][0]++
-				sums[k][1] += s
+		kinds := findHist(t, bs, "hist:keys=kind:vals=hitcount,size:sort=kind")
+		sums := map[string][]uint64{}
+		for _, s := range all {
+			k := fmt.Sprintf("kind: %d", s%3)
+			if sums[k] == nil {
+				sums[k] = []uint64{0, 0}
 			}
-			for k, v := range sums {
-				if g := kinds.Entries[k]; len(g) != 2 || g[0] != v[0] || g[1] != v[1] {
-					t.Errorf("kind histogram %q: %v, want %v", k, g, v)
-				}
+			sums[k][0]++
+			sums[k][1] += s
+		}
+		for k, v := range sums {
+			if g := kinds.Entries[k]; len(g) != 2 || g[0] != v[0] || g[1] != v[1] {
+				t.Errorf("kind histogram %q: %v, want %v", k, g, v)
 			}
-			if strings.Join(kinds.Order, "|") != "kind: 0|kind: 1|kind: 2" {
-				t.Errorf("kind histogram order %q, want by kind", kinds.Order)
-			}
+		}
+		if strings.Join(kinds.Order, "|") != "kind: 0|kind: 1|kind: 2" {
+			t.Errorf("kind histogram order %q, want by kind", kinds.Order)
+		}
 
-			lin := findHist(t, bs, "hist:keys=size.buckets=10000:vals=hitcount:sort=size.buckets=10000:size=2048 if kind == 1")
-			want = map[string]uint64{}
-			var cond uint64
-			for _, s := range all {
-				if s%3 == 1 {
-					b := s / 10000 * 10000
-					want[fmt.Sprintf("size: ~ %d-%d", b, b+9999)]++
-					cond++
-				}
+		lin := findHist(t, bs, "hist:keys=size.buckets=10000:vals=hitcount:sort=size.buckets=10000:size=2048 if kind == 1")
+		want = map[string]uint64{}
+		var cond uint64
+		for _, s := range all {
+			if s%3 == 1 {
+				b := s / 10000 * 10000
+				want[fmt.Sprintf("size: ~ %d-%d", b, b+9999)]++
+				cond++
 			}
-			checkCounts(t, lin, want, cond)
+		}
+		checkCounts(t, lin, want, cond)
 
-			callers := findHist(t, bs, "hist:keys=ra.sym:vals=hitcount,size")
-			want = map[string]uint64{}
-			for _, s := range all[:0] {
-				_ = s
+		callers := findHist(t, bs, "hist:keys=ra.sym:vals=hitcount,size")
+		want = map[string]uint64{}
+		for _, s := range all[:0] {
+			_ = s
+		}
+		var a, b uint64
+		for w := 0; w < 5; w++ {
+			a += uint64((n + 1) / 2)
+			b += uint64(n / 2)
+		}
+		got := map[string]uint64{}
+		for k, v := range callers.Entries {
+			f := strings.Fields(k) // "ra: [addr] call_a"
+			if len(f) != 3 {
+				t.Fatalf("sym key %q", k)
 			}
-			var a, b uint64
-			for w := 0; w < 5; w++ {
-				a += uint64((n + 1) / 2)
-				b += uint64(n / 2)
-			}
-			got := map[string]uint64{}
-			for k, v := range callers.Entries {
-				f := strings.Fields(k) // "ra: [addr] call_a"
-				if len(f) != 3 {
-					t.Fatalf("sym key %q", k)
-				}
-				got[f[2]] += v[0]
-			}
-			if got["call_a"] != a || got["call_b"] != b || len(got) != 2 {
-				t.Errorf("callers %v, want call_a %d call_b %d", got, a, b)
-			}
+			got[f[2]] += v[0]
+		}
+		if got["call_a"] != a || got["call_b"] != b || len(got) != 2 {
+			t.Errorf("callers %v, want call_a %d call_b %d", got, a, b)
+		}
 
-			pids := findHist(t, bs, "hist:keys=common_pid.execname,kind:vals=hitcount:sort=hitcount.descending")
-			perName := map[string]uint64{}
-			for k, v := range pids.Entries {
-				perName[strings.Fields(strings.TrimPrefix(k, "common_pid: "))[0]] += v[0]
+		pids := findHist(t, bs, "hist:keys=common_pid.execname,kind:vals=hitcount:sort=hitcount.descending")
+		perName := map[string]uint64{}
+		for k, v := range pids.Entries {
+			perName[strings.Fields(strings.TrimPrefix(k, "common_pid: "))[0]] += v[0]
+		}
+		for _, nm := range []string{"w0", "w1", "w2", "w3", "child"} {
+			if perName[nm] != n {
+				t.Errorf("execname %s: %d hits, want %d (%v)", nm, perName[nm], n, perName)
 			}
-			for _, nm := range []string{"w0", "w1", "w2", "w3", "child"} {
-				if perName[nm] != n {
-					t.Errorf("execname %s: %d hits, want %d (%v)", nm, perName[nm], n, perName)
-				}
+		}
+		for i := 1; i < len(pids.Order); i++ {
+			if pids.Entries[pids.Order[i-1]][0] < pids.Entries[pids.Order[i]][0] {
+				t.Errorf("execname histogram not sorted by hitcount descending: %v", pids.Order)
 			}
-			for i := 1; i < len(pids.Order); i++ {
-				if pids.Entries[pids.Order[i-1]][0] < pids.Entries[pids.Order[i]][0] {
-					t.Errorf("execname histogram not sorted by hitcount descending: %v", pids.Order)
-				}
-			}
+		}
 
-			small := findHist(t, bs, "hist:keys=size:vals=hitcount:sort=hitcount:size=128")
-			var kept uint64
-			for _, v := range small.Entries {
-				kept += v[0]
-			}
-			if small.Total != 128 || len(small.Entries) != 128 || small.Hits != total || kept+small.Dropped != total || small.Dropped == 0 {
-				t.Errorf("size=128: entries %d (%d lines), hits %d, kept %d + dropped %d; want 128 entries and %d hits", small.Total, len(small.Entries), small.Hits, kept, small.Dropped, total)
-			}
+		small := findHist(t, bs, "hist:keys=size:vals=hitcount:sort=hitcount:size=128")
+		var kept uint64
+		for _, v := range small.Entries {
+			kept += v[0]
+		}
+		if small.Total != 128 || len(small.Entries) != 128 || small.Hits != total || kept+small.Dropped != total || small.Dropped == 0 {
+			t.Errorf("size=128: entries %d (%d lines), hits %d, kept %d + dropped %d; want 128 entries and %d hits", small.Total, len(small.Entries), small.Hits, kept, small.Dropped, total)
+		}
 
-			strs := findHist(t, bs, "hist:keys=s:vals=hitcount:sort=s.descending")
-			want = map[string]uint64{}
-			names := []string{"alpha", "beta", "gamma"}
-			for _, s := range all {
-				want["s: "+names[s%3]]++
-			}
-			checkCounts(t, strs, want, total)
-			if strings.Join(strs.Order, "|") != "s: gamma|s: beta|s: alpha" {
-				t.Errorf("string keys order %q", strs.Order)
-			}
-			// the events were soft-disabled: the histograms counted, nothing recorded
-			if lines := readTrace(t, kpd+".trace", kpd); len(lines) != 0 {
-				t.Errorf("%d records of soft-disabled events", len(lines))
-			}
-		})
-	}
+		strs := findHist(t, bs, "hist:keys=s:vals=hitcount:sort=s.descending")
+		want = map[string]uint64{}
+		names := []string{"alpha", "beta", "gamma"}
+		for _, s := range all {
+			want["s: "+names[s%3]]++
+		}
+		checkCounts(t, strs, want, total)
+		if strings.Join(strs.Order, "|") != "s: gamma|s: beta|s: alpha" {
+			t.Errorf("string keys order %q", strs.Order)
+		}
+		// the events were soft-disabled: the histograms counted, nothing recorded
+		if lines := readTrace(t, kpd+".trace", kpd); len(lines) != 0 {
+			t.Errorf("%d records of soft-disabled events", len(lines))
+		}
+	})
 }
 
 func checkCounts(t *testing.T, b histBlock, want map[string]uint64, hits uint64) {
@@ -423,50 +419,46 @@ int main(void) {
 // the calls of each duration, across threads and a fork.
 func TestHistLatency(t *testing.T) {
 	prog := testprog.Build(t, latSrc, "c", "-O2", "-pthread")
-	for _, mode := range []string{"optimize", "int3"} {
-		t.Run(mode, func(t *testing.T) {
-			kpd := filepath.Join(t.TempDir(), "lat")
-			flags := []string{"--disable", "h/in,h/out",
-				"--trigger", "h/in:hist:keys=common_pid:ts0=common_timestamp.usecs",
-				"--trigger", "h/out:hist:keys=common_pid:lat=common_timestamp.usecs-$ts0:onmatch(h.in).trace(sleep_lat,$lat)",
-				"--trigger", "synthetic/sleep_lat:hist:keys=lat.log2",
-				"--trigger", "synthetic/sleep_lat:hist:keys=lat.buckets=1000:sort=lat",
+	forProbeModes(t, func(t *testing.T, modeFlags []string) {
+		kpd := filepath.Join(t.TempDir(), "lat")
+		flags := []string{"--disable", "h/in,h/out",
+			"--trigger", "h/in:hist:keys=common_pid:ts0=common_timestamp.usecs",
+			"--trigger", "h/out:hist:keys=common_pid:lat=common_timestamp.usecs-$ts0:onmatch(h.in).trace(sleep_lat,$lat)",
+			"--trigger", "synthetic/sleep_lat:hist:keys=lat.log2",
+			"--trigger", "synthetic/sleep_lat:hist:keys=lat.buckets=1000:sort=lat",
+		}
+		flags = append(flags, modeFlags...)
+		rewriteWith(t, prog, kpd, []string{"s:sleep_lat u64 lat", "p:h/in sleepy ms=%di:s32", "r:h/out sleepy"}, flags...)
+		testprog.MustRun(t, kpd)
+		bs := histOf(t, kpd+".trace")
+		log2 := findHist(t, bs, "hist:keys=lat.log2:")
+		// 3 ms: 3000-4096 us, the 2^12 bucket; 24 ms: 24000-32768 us, 2^15 (a
+		// machine slower than that to wake a thread fails this test)
+		checkCounts(t, log2, map[string]uint64{"lat: ~ 2^12": 12, "lat: ~ 2^15": 6}, 18)
+		lin := findHist(t, bs, "hist:keys=lat.buckets=1000:")
+		var three, twentyfour uint64
+		for k, v := range lin.Entries {
+			var lo, hi uint64
+			if _, err := fmt.Sscanf(k, "lat: ~ %d-%d", &lo, &hi); err != nil || hi != lo+999 {
+				t.Fatalf("bucket %q", k)
 			}
-			if mode == "int3" {
-				flags = append(flags, "--no-optimize")
+			switch {
+			case lo >= 3000 && lo < 4096:
+				three += v[0]
+			case lo >= 24000 && lo < 32768:
+				twentyfour += v[0]
 			}
-			rewriteWith(t, prog, kpd, []string{"s:sleep_lat u64 lat", "p:h/in sleepy ms=%di:s32", "r:h/out sleepy"}, flags...)
-			testprog.MustRun(t, kpd)
-			bs := histOf(t, kpd+".trace")
-			log2 := findHist(t, bs, "hist:keys=lat.log2:")
-			// 3 ms: 3000-4096 us, the 2^12 bucket; 24 ms: 24000-32768 us, 2^15 (a
-			// machine slower than that to wake a thread fails this test)
-			checkCounts(t, log2, map[string]uint64{"lat: ~ 2^12": 12, "lat: ~ 2^15": 6}, 18)
-			lin := findHist(t, bs, "hist:keys=lat.buckets=1000:")
-			var three, twentyfour uint64
-			for k, v := range lin.Entries {
-				var lo, hi uint64
-				if _, err := fmt.Sscanf(k, "lat: ~ %d-%d", &lo, &hi); err != nil || hi != lo+999 {
-					t.Fatalf("bucket %q", k)
-				}
-				switch {
-				case lo >= 3000 && lo < 4096:
-					three += v[0]
-				case lo >= 24000 && lo < 32768:
-					twentyfour += v[0]
-				}
+		}
+		if three != 12 || twentyfour != 6 {
+			t.Errorf("linear buckets: %d calls of 3 ms, %d of 24 ms; want 12 and 6\n%v", three, twentyfour, lin.Entries)
+		}
+		for _, ev := range []string{"hist:keys=common_pid:vals=hitcount:ts0=", "hist:keys=common_pid:vals=hitcount:lat="} {
+			b := findHist(t, bs, ev)
+			if len(b.Entries) != 3 || b.Hits != 18 {
+				t.Errorf("%s: %d threads, %d hits; want 3 and 18", b.Info, len(b.Entries), b.Hits)
 			}
-			if three != 12 || twentyfour != 6 {
-				t.Errorf("linear buckets: %d calls of 3 ms, %d of 24 ms; want 12 and 6\n%v", three, twentyfour, lin.Entries)
-			}
-			for _, ev := range []string{"hist:keys=common_pid:vals=hitcount:ts0=", "hist:keys=common_pid:vals=hitcount:lat="} {
-				b := findHist(t, bs, ev)
-				if len(b.Entries) != 3 || b.Hits != 18 {
-					t.Errorf("%s: %d threads, %d hits; want 3 and 18", b.Info, len(b.Entries), b.Hits)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestHistPython: python3.11 (the interpreter's PyObject_Malloc) encoding and

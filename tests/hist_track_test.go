@@ -35,6 +35,20 @@ int main(int argc, char **argv) {
 
 type trackCall struct{ key, val, tag uint64 }
 
+// forProbeModes runs body once with jump-optimized probes and once with int3 ones
+// (modeFlags: the rewrite flags that choose it).
+func forProbeModes(t *testing.T, body func(t *testing.T, modeFlags []string)) {
+	for _, mode := range []string{"optimize", "int3"} {
+		t.Run(mode, func(t *testing.T) {
+			var flags []string
+			if mode == "int3" {
+				flags = []string{"--no-optimize"}
+			}
+			body(t, flags)
+		})
+	}
+}
+
 // trackCalls are trackSrc's calls of work, in order.
 func trackCalls(n int) []trackCall {
 	x := uint64(12345)
@@ -119,53 +133,49 @@ func TestHistOnMaxSaveSnapshot(t *testing.T) {
 	}
 	const cond = 37 // the conditional snapshot trigger's call
 	last := max(gidx, cond)
-	for _, mode := range []string{"optimize", "int3"} {
-		t.Run(mode, func(t *testing.T) {
-			kpd := filepath.Join(t.TempDir(), "track")
-			flags := []string{
-				"--trigger", "h/w:hist:keys=key:m=val:onmax($m).save(tag,val):onmax($m).snapshot()",
-				"--trigger", fmt.Sprintf("h/w:snapshot:1 if tag == %d", cond),
+	forProbeModes(t, func(t *testing.T, modeFlags []string) {
+		kpd := filepath.Join(t.TempDir(), "track")
+		flags := []string{
+			"--trigger", "h/w:hist:keys=key:m=val:onmax($m).save(tag,val):onmax($m).snapshot()",
+			"--trigger", fmt.Sprintf("h/w:snapshot:1 if tag == %d", cond),
+		}
+		flags = append(flags, modeFlags...)
+		rewriteWith(t, prog, kpd, []string{"p:h/w work key=%di:u64 val=%si:u64 tag=%dx:u64"}, flags...)
+		testprog.MustRun(t, kpd, strconv.Itoa(n))
+		code, out, errs := kp("hist", kpd+".trace")
+		if code != 0 {
+			t.Fatalf("hist: %s", errs)
+		}
+		got := trackEntries(t, out, "hist:keys=key:vals=hitcount:m=val:sort=hitcount:size=2048:onmax($m).save(tag,val):onmax($m).snapshot() [active]")
+		if len(got) != len(per) {
+			t.Errorf("%d entries with a max, want %d\n%s", len(got), len(per), out)
+		}
+		for key, b := range per {
+			want := [3]string{fmt.Sprint(b.hits), fmt.Sprint(b.max), fmt.Sprintf("tag: %d val: %d", b.tag, b.max)}
+			if got[key] != want {
+				t.Errorf("key %d: %q, want %q", key, got[key], want)
 			}
-			if mode == "int3" {
-				flags = append(flags, "--no-optimize")
+		}
+		wantSnap := fmt.Sprintf("\nSnapshot taken (see kprewrite trace --snapshot).  Details:\n\ttriggering value { onmax($m) }: %10d\ttriggered by event with key: { key: %10d }\n", gmax, gkey)
+		if !strings.Contains(out, wantSnap) {
+			t.Errorf("hist output lacks %q:\n%s", wantSnap, out)
+		}
+		head, lines := snapshotLines(t, kpd+".trace", kpd)
+		if want := fmt.Sprintf("the latest of %d snapshots", snaps+1); !strings.Contains(head, want) {
+			t.Errorf("snapshot header %q, want %q", head, want)
+		}
+		if uint64(len(lines)) != last+1 {
+			t.Fatalf("snapshot holds %d records, want %d (calls 0..%d)", len(lines), last+1, last)
+		}
+		for i, l := range lines {
+			if want := fmt.Sprintf(" key=%d val=%d tag=%d", calls[i].key, calls[i].val, i); l.Args != want {
+				t.Fatalf("snapshot record %d: %q, want %q", i, l.Args, want)
 			}
-			rewriteWith(t, prog, kpd, []string{"p:h/w work key=%di:u64 val=%si:u64 tag=%dx:u64"}, flags...)
-			testprog.MustRun(t, kpd, strconv.Itoa(n))
-			code, out, errs := kp("hist", kpd+".trace")
-			if code != 0 {
-				t.Fatalf("hist: %s", errs)
-			}
-			got := trackEntries(t, out, "hist:keys=key:vals=hitcount:m=val:sort=hitcount:size=2048:onmax($m).save(tag,val):onmax($m).snapshot() [active]")
-			if len(got) != len(per) {
-				t.Errorf("%d entries with a max, want %d\n%s", len(got), len(per), out)
-			}
-			for key, b := range per {
-				want := [3]string{fmt.Sprint(b.hits), fmt.Sprint(b.max), fmt.Sprintf("tag: %d val: %d", b.tag, b.max)}
-				if got[key] != want {
-					t.Errorf("key %d: %q, want %q", key, got[key], want)
-				}
-			}
-			wantSnap := fmt.Sprintf("\nSnapshot taken (see kprewrite trace --snapshot).  Details:\n\ttriggering value { onmax($m) }: %10d\ttriggered by event with key: { key: %10d }\n", gmax, gkey)
-			if !strings.Contains(out, wantSnap) {
-				t.Errorf("hist output lacks %q:\n%s", wantSnap, out)
-			}
-			head, lines := snapshotLines(t, kpd+".trace", kpd)
-			if want := fmt.Sprintf("the latest of %d snapshots", snaps+1); !strings.Contains(head, want) {
-				t.Errorf("snapshot header %q, want %q", head, want)
-			}
-			if uint64(len(lines)) != last+1 {
-				t.Fatalf("snapshot holds %d records, want %d (calls 0..%d)", len(lines), last+1, last)
-			}
-			for i, l := range lines {
-				if want := fmt.Sprintf(" key=%d val=%d tag=%d", calls[i].key, calls[i].val, i); l.Args != want {
-					t.Fatalf("snapshot record %d: %q, want %q", i, l.Args, want)
-				}
-			}
-			if all := readTrace(t, kpd+".trace", kpd); len(all) != n {
-				t.Errorf("the trace holds %d records, want %d: a snapshot keeps the trace whole", len(all), n)
-			}
-		})
-	}
+		}
+		if all := readTrace(t, kpd+".trace", kpd); len(all) != n {
+			t.Errorf("the trace holds %d records, want %d: a snapshot keeps the trace whole", len(all), n)
+		}
+	})
 }
 
 // TestHistOnChangeTrace: onchange($v).save() keeps the last value of each entry that
@@ -196,53 +206,49 @@ func TestHistOnChangeTrace(t *testing.T) {
 			newMax[c.val]++
 		}
 	}
-	for _, mode := range []string{"optimize", "int3"} {
-		t.Run(mode, func(t *testing.T) {
-			kpd := filepath.Join(t.TempDir(), "track")
-			flags := []string{
-				"--trigger", "h/w:hist:keys=key:c=val:onchange($c).save(tag)",
-				"--trigger", "h/w:hist:keys=key:m=val:onmax($m).trace(newmax,$m)",
-				"--trigger", "synthetic/newmax:hist:keys=m:sort=m",
-				"--trigger", "h/m:snapshot",
+	forProbeModes(t, func(t *testing.T, modeFlags []string) {
+		kpd := filepath.Join(t.TempDir(), "track")
+		flags := []string{
+			"--trigger", "h/w:hist:keys=key:c=val:onchange($c).save(tag)",
+			"--trigger", "h/w:hist:keys=key:m=val:onmax($m).trace(newmax,$m)",
+			"--trigger", "synthetic/newmax:hist:keys=m:sort=m",
+			"--trigger", "h/m:snapshot",
+		}
+		flags = append(flags, modeFlags...)
+		rewriteWith(t, prog, kpd, []string{"s:newmax u64 m", "p:h/w work key=%di:u64 val=%si:u64 tag=%dx:u64", "p:h/m mark m=%di:s32"}, flags...)
+		testprog.MustRun(t, kpd, strconv.Itoa(n))
+		code, out, errs := kp("hist", kpd+".trace")
+		if code != 0 {
+			t.Fatalf("hist: %s", errs)
+		}
+		got := trackEntries(t, out, "hist:keys=key:vals=hitcount:c=val:sort=hitcount:size=2048:onchange($c).save(tag) [active]")
+		for key, ch := range per {
+			want := [3]string{fmt.Sprint(ch.hits), fmt.Sprint(ch.val), fmt.Sprintf("tag: %d", ch.tag)}
+			if got[key] != want {
+				t.Errorf("onchange key %d: %q, want %q", key, got[key], want)
 			}
-			if mode == "int3" {
-				flags = append(flags, "--no-optimize")
+		}
+		maxes := trackEntries(t, out, "hist:keys=key:vals=hitcount:m=val:sort=hitcount:size=2048:onmax($m).trace(newmax,$m) [active]")
+		for key, m := range maxOf {
+			if maxes[key][1] != fmt.Sprint(m) {
+				t.Errorf("onmax key %d: max %s, want %d", key, maxes[key][1], m)
 			}
-			rewriteWith(t, prog, kpd, []string{"s:newmax u64 m", "p:h/w work key=%di:u64 val=%si:u64 tag=%dx:u64", "p:h/m mark m=%di:s32"}, flags...)
-			testprog.MustRun(t, kpd, strconv.Itoa(n))
-			code, out, errs := kp("hist", kpd+".trace")
-			if code != 0 {
-				t.Fatalf("hist: %s", errs)
-			}
-			got := trackEntries(t, out, "hist:keys=key:vals=hitcount:c=val:sort=hitcount:size=2048:onchange($c).save(tag) [active]")
-			for key, ch := range per {
-				want := [3]string{fmt.Sprint(ch.hits), fmt.Sprint(ch.val), fmt.Sprintf("tag: %d", ch.tag)}
-				if got[key] != want {
-					t.Errorf("onchange key %d: %q, want %q", key, got[key], want)
-				}
-			}
-			maxes := trackEntries(t, out, "hist:keys=key:vals=hitcount:m=val:sort=hitcount:size=2048:onmax($m).trace(newmax,$m) [active]")
-			for key, m := range maxOf {
-				if maxes[key][1] != fmt.Sprint(m) {
-					t.Errorf("onmax key %d: max %s, want %d", key, maxes[key][1], m)
-				}
-			}
-			want := map[string]uint64{}
-			var total uint64
-			for v, c := range newMax {
-				want[fmt.Sprintf("m: %d", v)] = c
-				total += c
-			}
-			checkCounts(t, findHist(t, parseHist(t, out), "hist:keys=m:"), want, total)
-			_, lines := snapshotLines(t, kpd+".trace", kpd)
-			if len(lines) != n/2+1 {
-				t.Fatalf("snapshot holds %d records, want %d (work calls 0..%d, not mark's own)", len(lines), n/2+1, n/2)
-			}
-			if l := lines[len(lines)-1]; l.Event != "w" || l.Args != fmt.Sprintf(" key=%d val=%d tag=%d", calls[n/2].key, calls[n/2].val, n/2) {
-				t.Errorf("snapshot's last record %+v, want work's call %d", l, n/2)
-			}
-		})
-	}
+		}
+		want := map[string]uint64{}
+		var total uint64
+		for v, c := range newMax {
+			want[fmt.Sprintf("m: %d", v)] = c
+			total += c
+		}
+		checkCounts(t, findHist(t, parseHist(t, out), "hist:keys=m:"), want, total)
+		_, lines := snapshotLines(t, kpd+".trace", kpd)
+		if len(lines) != n/2+1 {
+			t.Fatalf("snapshot holds %d records, want %d (work calls 0..%d, not mark's own)", len(lines), n/2+1, n/2)
+		}
+		if l := lines[len(lines)-1]; l.Event != "w" || l.Args != fmt.Sprintf(" key=%d val=%d tag=%d", calls[n/2].key, calls[n/2].val, n/2) {
+			t.Errorf("snapshot's last record %+v, want work's call %d", l, n/2)
+		}
+	})
 }
 
 // TestHistEnableDisable: enable_hist and disable_hist continue and pause another
@@ -260,28 +266,24 @@ func TestHistEnableDisable(t *testing.T) {
 			total++
 		}
 	}
-	for _, mode := range []string{"optimize", "int3"} {
-		t.Run(mode, func(t *testing.T) {
-			kpd := filepath.Join(t.TempDir(), "track")
-			flags := []string{
-				"--trigger", fmt.Sprintf("h/w:disable_hist:h:w:1 if tag == %d", stop),
-				"--trigger", "h/w:hist:keys=key:pause",
-				"--trigger", "h/m:enable_hist:h:w",
-			}
-			if mode == "int3" {
-				flags = append(flags, "--no-optimize")
-			}
-			rewriteWith(t, prog, kpd, []string{"p:h/w work key=%di:u64 val=%si:u64 tag=%dx:u64", "p:h/m mark m=%di:s32"}, flags...)
-			testprog.MustRun(t, kpd, strconv.Itoa(n))
-			b := findHist(t, histOf(t, kpd+".trace"), "hist:keys=key:")
-			checkCounts(t, b, want, total)
-			if !strings.HasSuffix(b.Info, "[paused]") {
-				t.Errorf("histogram %q: want it paused again by disable_hist", b.Info)
-			}
-			code, out, _ := kp("list", "-v", kpd)
-			if code != 0 || !strings.Contains(out, "enable_hist:h:w:unlimited") || !strings.Contains(out, fmt.Sprintf("disable_hist:h:w:count=1 if tag == %d", stop)) {
-				t.Errorf("list -v does not show the triggers as the kernel lists them:\n%s", out)
-			}
-		})
-	}
+	forProbeModes(t, func(t *testing.T, modeFlags []string) {
+		kpd := filepath.Join(t.TempDir(), "track")
+		flags := []string{
+			"--trigger", fmt.Sprintf("h/w:disable_hist:h:w:1 if tag == %d", stop),
+			"--trigger", "h/w:hist:keys=key:pause",
+			"--trigger", "h/m:enable_hist:h:w",
+		}
+		flags = append(flags, modeFlags...)
+		rewriteWith(t, prog, kpd, []string{"p:h/w work key=%di:u64 val=%si:u64 tag=%dx:u64", "p:h/m mark m=%di:s32"}, flags...)
+		testprog.MustRun(t, kpd, strconv.Itoa(n))
+		b := findHist(t, histOf(t, kpd+".trace"), "hist:keys=key:")
+		checkCounts(t, b, want, total)
+		if !strings.HasSuffix(b.Info, "[paused]") {
+			t.Errorf("histogram %q: want it paused again by disable_hist", b.Info)
+		}
+		code, out, _ := kp("list", "-v", kpd)
+		if code != 0 || !strings.Contains(out, "enable_hist:h:w:unlimited") || !strings.Contains(out, fmt.Sprintf("disable_hist:h:w:count=1 if tag == %d", stop)) {
+			t.Errorf("list -v does not show the triggers as the kernel lists them:\n%s", out)
+		}
+	})
 }

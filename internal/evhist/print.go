@@ -62,11 +62,7 @@ func (s *Spec) ReadTable(b []byte) (*Table, error) {
 			e.Vals[k] = w(base + 2 + kw + k)
 		}
 		if s.execname() {
-			c := b[8*(base+s.commOff()):][:CommLen]
-			if n := bytes.IndexByte(c, 0); n >= 0 {
-				c = c[:n]
-			}
-			e.Comm = string(c)
+			e.Comm = s.commAt(b, base)
 		}
 		if s.Tracker() != nil {
 			e.Track = w(base + s.trackOff())
@@ -87,11 +83,7 @@ func (s *Spec) ReadTable(b []byte) (*Table, error) {
 				t.SnapKey[k] = w(base + 1 + k)
 			}
 			if s.execname() {
-				c := b[8*(base+s.commOff()):][:CommLen]
-				if n := bytes.IndexByte(c, 0); n >= 0 {
-					c = c[:n]
-				}
-				t.SnapComm = string(c)
+				t.SnapComm = s.commAt(b, base)
 			}
 		}
 	}
@@ -101,6 +93,15 @@ func (s *Spec) ReadTable(b []byte) (*Table, error) {
 		t.Hits += t.Entries[i].Hitcount
 	}
 	return t, nil
+}
+
+// commAt is the comm kept in the entry at word base of table b (.execname).
+func (s *Spec) commAt(b []byte, base int) string {
+	c := b[8*(base+s.commOff()):][:CommLen]
+	if n := bytes.IndexByte(c, 0); n >= 0 {
+		c = c[:n]
+	}
+	return string(c)
 }
 
 // merge adds up entries with the same key: two writers that met a bucket being

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -188,8 +189,13 @@ func TestOptForms(t *testing.T) {
 					}
 				}
 			}
-			// 17 events; o_loop+4 fires 3 times per call: 3 rounds of 16 + 2*3 lines
-			if len(traces["int3"]) != 3*(17+2) {
+			// 17 events; o_loop+4 fires 3 times per call: 3 rounds of 16 + 2*3 lines;
+			// the program calls the EVEX functions only where the CPU has AVX-512F
+			perRound := 17 + 2
+			if !cpuHasFlag(t, "avx512f") {
+				perRound -= 2
+			}
+			if len(traces["int3"]) != 3*perRound {
 				t.Errorf("int3 trace has %d lines:\n%s", len(traces["int3"]), strings.Join(traces["int3"], "\n"))
 			}
 			sameLines(t, traces["optimize"], traces["int3"])
@@ -421,4 +427,19 @@ func TestOptExclude(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "matches no function") {
 		t.Errorf("a glob matching nothing: exit %d: %s", code, stderr)
 	}
+}
+
+// cpuHasFlag says whether /proc/cpuinfo lists flag for the first CPU.
+func cpuHasFlag(t *testing.T, flag string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		t.Skipf("no /proc/cpuinfo: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, val, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "flags" {
+			return slices.Contains(strings.Fields(val), flag)
+		}
+	}
+	return false
 }

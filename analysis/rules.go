@@ -60,7 +60,7 @@ var Rules = []RuleInfo{
 	{RuleRetprobeStart, "site", "the process entry point (_start) is jumped to by the kernel: (%rsp) is argc, not a return address"},
 	{RuleRetAddrUse, "site", "a return probe replaces the return address: the function reads, pops or rewrites that word itself (setjmp, vfork, __builtin_return_address)"},
 	{RuleNoRetprobe, "site", "the function's return cannot be judged from its code (entered by a jmp, returns twice, rewrites its callers' frames): the do-not-probe list"},
-	{RuleSignalsBlocked, "site", "the code runs with every signal blocked (posix_spawn's child before its exec, a new thread's start): an int3 there kills the process, so only a jump-optimized probe is placed; its return is not probed (the child shares its parent's memory)"},
+	{RuleSignalsBlocked, "site", "the code runs with every signal blocked (posix_spawn's child before its exec, a new thread's start, what pthread_create calls while it blocks every signal; found by name, or by the inline rt_sigprocmask that blocks them all in a stripped C library): an int3 there kills the process, so only a jump-optimized probe is placed; its return is not probed (the child shares its parent's memory)"},
 	{RuleNotBoundary, "1", "the address is not an instruction boundary of the decoded function"},
 	{RuleDecodeError, "1", "an instruction of the function does not decode"},
 	{RuleDecodeDisagree, "1", "x86asm and kprewrite's length decoder disagree on an instruction"},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -783,4 +784,74 @@ int main(int argc, char **argv) {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestSignalsBlockedByCode: with the names gone (a stripped static program, as
+// libc.so.6 is stripped of start_thread, __clone_internal and __spawni_child), the
+// code that runs with every signal blocked is still found, from the inline
+// rt_sigprocmask that blocks them all: every function the names mark in the program
+// with its symbols (posix_spawn's child, the thread start, the clones and clone3's
+// child part) is marked in its stripped copy too, and the C library's allocator and
+// string functions, which run with the mask blocked only on error paths, are not.
+func TestSignalsBlockedByCode(t *testing.T) {
+	path := build(t, `#include <pthread.h>
+#include <spawn.h>
+extern char **environ;
+static void *run(void *a) { return a; }
+int main(int argc, char **argv) {
+	pid_t p;
+	pthread_t th;
+	if (argc > 5) posix_spawn(&p, argv[1], 0, 0, argv, environ);
+	if (argc > 6) pthread_create(&th, 0, run, 0);
+	return 0;
+}
+`, "c", "-O2", "-static", "-pthread")
+	stripped := path + ".stripped"
+	if out, err := exec.Command("strip", "-o", stripped, path).CombinedOutput(); err != nil {
+		t.Skipf("strip: %v %s", err, out)
+	}
+	analyse := func(p string) *Binary {
+		f, err := elfio.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Analyze(f, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	named, bare := analyse(path), analyse(stripped)
+	blocked := func(b *Binary, addr uint64) string {
+		fi, ok := b.startIndex(addr)
+		if !ok {
+			return ""
+		}
+		return b.signalsBlocked(fi)
+	}
+	for _, name := range []string{"__spawni_child", "start_thread", "__clone_internal", "__clone3", "__clone"} {
+		fn, ok := named.Funcs.ByName(name)
+		if !ok {
+			t.Logf("%s: not in this C library", name)
+			continue
+		}
+		for _, fi := range named.insideSymbol(fn.Name, fn.Addr) {
+			a := named.Funcs.List[fi].Addr
+			if why := blocked(named, a); why == "" {
+				t.Errorf("%s at %#x: not marked by its name", name, a)
+			}
+			if why := blocked(bare, a); why == "" {
+				t.Errorf("%s at %#x: not marked in the stripped program", name, a)
+			} else {
+				t.Logf("%s at %#x: %s", name, a, why)
+			}
+		}
+	}
+	for _, name := range []string{"malloc", "free", "memcpy", "strlen", "write", "main"} {
+		if fn, ok := named.Funcs.ByName(name); ok {
+			if why := blocked(bare, fn.Addr); why != "" {
+				t.Errorf("%s is marked in the stripped program: %s", name, why)
+			}
+		}
+	}
 }

@@ -86,10 +86,22 @@ func IsStatic(f *elfio.File) bool {
 	return true
 }
 
-// hasSymtab reports whether f still has its static symbol table.
+// hasSymtab reports whether f still has its static symbol table (a shared library's
+// dynamic one names what other objects call).
 func hasSymtab(f *elfio.File) bool {
 	for _, s := range f.Symbols {
-		if !s.Dynamic {
+		if !s.Dynamic || f.IsSharedLibrary() {
+			return true
+		}
+	}
+	return false
+}
+
+// definesSignalFuncs reports whether f exports a function of kprt.SigGuardStaticFuncs.
+func definesSignalFuncs(f *elfio.File) bool {
+	for _, s := range f.Symbols {
+		if _, ok := kprt.SigGuardStaticFuncs[s.Name]; ok && s.Dynamic && s.Type == elf.STT_FUNC &&
+			s.Shndx != uint16(elf.SHN_UNDEF) && s.Value != 0 {
 			return true
 		}
 	}
@@ -118,11 +130,23 @@ const slowReadWarning = "fetch arguments that read memory use the system-call re
 // them (a program without one may well make the system call itself, as Go's runtime
 // does). excl is the code --exclude keeps probes out of. A program that needs no
 // guard gives an empty plan.
+//
+// A shared library that defines signal functions itself (libc.so.6) gets the same
+// redirections when it has int3 probes: every object of the process calls them
+// there, so the guard covers the whole process, not only the library's own calls
+// through its GOT (a program that blocks SIGTRAP in its threads, as xz does, would
+// otherwise die at the library's first int3 hit in them). Its fetches' fast reads
+// stay the GOT guard's business (addSigGuard).
 func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range) (*StaticGuard, error) {
 	f := b.File
 	sg := &StaticGuard{}
 	int3 := pl.anyInt3()
-	if !IsStatic(f) || (!int3 && !fastRead) {
+	if f.IsSharedLibrary() && definesSignalFuncs(f) {
+		fastRead = false
+	} else if !IsStatic(f) {
+		return sg, nil
+	}
+	if !int3 && !fastRead {
 		return sg, nil
 	}
 	if !hasSymtab(f) {
@@ -208,7 +232,11 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 		}
 	}
 	if len(missed) > 0 && int3 {
-		sg.Warnings = append(sg.Warnings, "signal guard of the static program: not guarded: "+strings.Join(missed, "; ")+
+		what := "the static program"
+		if f.IsSharedLibrary() {
+			what = "the library's signal functions"
+		}
+		sg.Warnings = append(sg.Warnings, "signal guard of "+what+": not guarded: "+strings.Join(missed, "; ")+
 			": if the program blocks SIGTRAP or installs a SIGTRAP disposition through these, its next int3 probe hit kills it")
 	}
 	if fastRead {
@@ -316,10 +344,8 @@ func (pl *Plan) hookable(b *analysis.Binary, sf *sgFunc, sites []uint64, pointAt
 	opt := DCROptions(b.File)
 	if pi, ok := pointAt[s.Addr]; ok {
 		pt := &pl.Points[pi]
-		if pt.Verify {
-			return nil, "a --verify-regions probe is on its entry"
-		}
-		if pt.Optimized() {
+		if pt.Optimized() || pt.Verify {
+			// a --verify-regions point's slot is a detour's relocated DCR and jmp back
 			n, err := trampolines.RegionLen(pt.DCRCode, pt.Site, opt)
 			if err != nil || n < 5 {
 				return nil, fmt.Sprintf("the jump-optimized probe on its entry leaves no room for a jmp in its detour (%d bytes, %v)", n, err)

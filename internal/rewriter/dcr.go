@@ -237,7 +237,15 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 			if err != nil {
 				return fmt.Errorf("probe at %#x: %w", pt.Site, err)
 			}
-			code = append(append([]byte(nil), e.reg.Code...), j...)
+			reloc := e.reg.Code
+			if stub, ok := g.hooks.detourStub[e.point]; ok {
+				// a --verify-regions point on a redirected signal function: as a detour's
+				if reloc, err = trampolines.JmpRel32(at, stub); err != nil {
+					return fmt.Errorf("probe at %#x: %w", pt.Site, err)
+				}
+				reloc = append(reloc, trampolines.Filled(nil, len(e.reg.Code)-len(reloc))...)
+			}
+			code = append(append([]byte(nil), reloc...), j...)
 		}
 		if uint64(len(code)) != e.size {
 			return fmt.Errorf("internal error: %d bytes made for the %d reserved at %#x", len(code), e.size, at)

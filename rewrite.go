@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,7 +152,14 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 		if f.IsSharedLibrary() {
 			return nil, fmt.Errorf("%s: %w", libs[0].Defs[0].Origin, ErrLibraryInLibrary)
 		}
-		copies, err = rewriteLibraries(input, output, libs, ro)
+		handlersIn, err := handlerImage(input, defs, libs)
+		if err != nil {
+			return nil, err
+		}
+		copies, err = rewriteLibraries(input, output, libs, handlersIn, ro)
+		if handlersIn != "" {
+			ro.Handlers = nil // linked into that library's copy
+		}
 		defer func() { // after the copies, which refer to the libraries' mappings, are written
 			for _, c := range copies {
 				c.close()
@@ -209,6 +217,32 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// ErrHandlersSpanImages refuses a C handler file set whose probes are in more than one
+// image: its code and data are linked into one image, which runs them.
+var ErrHandlersSpanImages = errors.New("the C handlers' probes are in more than one image: one set of handler files is linked into one image (the program or one library); give each image's probes their own rewrite")
+
+// handlerImage says which library's copy the C handlers are linked into: the library
+// (as LIB:SITE names it) that holds every probe they declare, or "" for the program
+// (probes in the program, or none).
+func handlerImage(input string, own []rewriter.Probe, libs []rewriter.LibraryDefs) (string, error) {
+	var where []string
+	if slices.ContainsFunc(own, func(p rewriter.Probe) bool { return p.Handler != nil }) {
+		where = append(where, input)
+	}
+	for _, l := range libs {
+		if slices.ContainsFunc(l.Defs, func(p rewriter.Probe) bool { return p.Handler != nil }) {
+			where = append(where, l.Lib)
+		}
+	}
+	switch {
+	case len(where) > 1:
+		return "", fmt.Errorf("%w (%s)", ErrHandlersSpanImages, strings.Join(where, ", "))
+	case len(where) == 1 && where[0] != input:
+		return where[0], nil
+	}
+	return "", nil
 }
 
 // ErrLibraryInLibrary refuses LIB:SITE definitions in the rewrite of a library.
@@ -291,7 +325,7 @@ func refusals(res *rewriter.Result) (skipped []string, calls CallsResult) {
 // loader finds it; two names of one file are one copy) into OUT.libs, named by its
 // soname, with the program's trace file as its default. The copies it returns, also
 // with an error, hold their libraries open until closed.
-func rewriteLibraries(input, output string, libs []rewriter.LibraryDefs, ro rewriter.Options) (copies []libraryCopy, err error) {
+func rewriteLibraries(input, output string, libs []rewriter.LibraryDefs, handlersIn string, ro rewriter.Options) (copies []libraryCopy, err error) {
 	search, err := ldso.New(input)
 	if err != nil {
 		return nil, fmt.Errorf("find the libraries of %s: %w", input, err)
@@ -343,6 +377,9 @@ next:
 		}
 		lro := ro
 		lro.Handlers, lro.Needed, lro.Synthetic = nil, nil, nil
+		if handlersIn != "" && slices.ContainsFunc(g.Defs, func(p rewriter.Probe) bool { return p.Handler != nil }) {
+			lro.Handlers = ro.Handlers
+		}
 		lro.ImageName = name // the program's trace file: ro.TracePath
 		if c.res, err = rewriteImage(lf, g.Defs, nil, lro); err != nil {
 			return copies, err

@@ -15,37 +15,108 @@ import (
 // the entries a rewritten library needs.
 var ErrNoDynamicRoom = errors.New("the dynamic section has no spare entries for the DT_INIT and DT_FLAGS_1 a rewritten library needs")
 
-// LibraryPatches makes a library's dynamic section start its runtime and keep it
-// loaded: the dynamic loader calls newInit (a link-time address) as the library's
-// DT_INIT, and DF_1_NODELETE is set in DT_FLAGS_1, so that dlclose never unmaps the
-// code the runtime's signal handlers, detours and return trampolines live in. An
-// existing entry's value is rewritten; a missing one takes a spare DT_NULL entry at the
-// end (GNU ld and lld leave some; the last DT_NULL stays the terminator). It returns
-// the patches and the previous DT_INIT (0 for none), which the new one must call.
-func (f *File) LibraryPatches(newInit uint64) (ps []Patch, oldInit uint64, err error) {
+// DynEdit collects the changes one rewrite makes to a dynamic section: values of
+// existing entries rewritten in place, new entries written over the spare DT_NULL
+// entries at its end (GNU ld and lld leave some; the last DT_NULL stays the
+// terminator). Patches returns them all at once, so that several kinds of change
+// (a library's start-up, a program's libraries, the early start) share the spare room.
+type DynEdit struct {
+	f         *File
+	es        []dynEntry
+	null, end uint64
+	ps        []Patch
+	add       []byte
+}
+
+// EditDynamic starts an edit of the file's dynamic section.
+func (f *File) EditDynamic() (*DynEdit, error) {
 	es, null, end, err := f.dynamicEntries()
+	if err != nil {
+		return nil, err
+	}
+	return &DynEdit{f: f, es: es, null: null, end: end}, nil
+}
+
+// value returns the value of the first entry with tag.
+func (d *DynEdit) value(tag elf.DynTag) (uint64, bool) {
+	for _, e := range d.es {
+		if e.tag == tag {
+			return e.val, true
+		}
+	}
+	return 0, false
+}
+
+// set rewrites the value of every entry with tag, or adds one when there is none.
+func (d *DynEdit) set(tag elf.DynTag, val uint64) {
+	found := false
+	for _, e := range d.es {
+		if e.tag == tag {
+			found = true
+			d.ps = append(d.ps, Patch{Addr: e.addr + 8, Bytes: dynWord(val)})
+		}
+	}
+	if !found {
+		d.add = appendDyn(d.add, tag, val)
+	}
+}
+
+// spare is the number of new entries that still fit.
+func (d *DynEdit) spare() int {
+	n := (d.end-d.null)/16 - 1 // the terminator stays
+	spare, err := d.f.Bytes(d.null, d.end-d.null)
+	if err != nil || !allZero(spare) || uint64(len(d.add))/16 > n {
+		return 0
+	}
+	return int(n - uint64(len(d.add))/16)
+}
+
+// Patches returns the edit's patches, sorted by address, or ErrNoDynamicRoom when the
+// new entries do not fit.
+func (d *DynEdit) Patches() ([]Patch, error) {
+	ps := slices.Clone(d.ps)
+	if len(d.add) > 0 {
+		spare, err := d.f.Bytes(d.null, d.end-d.null)
+		if err != nil || uint64(len(d.add))+16 > uint64(len(spare)) || !allZero(spare[:len(d.add)+16]) {
+			return nil, fmt.Errorf("%s: %w", d.f.Path, ErrNoDynamicRoom)
+		}
+		ps = append(ps, Patch{Addr: d.null, Bytes: d.add})
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Addr < ps[j].Addr })
+	return ps, nil
+}
+
+// Library makes the library start its runtime and keep it loaded: the dynamic loader
+// calls newInit (a link-time address) as the library's DT_INIT, and DF_1_NODELETE is
+// set in DT_FLAGS_1, so that dlclose never unmaps the code the runtime's signal
+// handlers, detours and return trampolines live in. It returns the previous DT_INIT
+// (0 for none), which the new one must call.
+func (d *DynEdit) Library(newInit uint64) (oldInit uint64) {
+	oldInit, _ = d.value(elf.DT_INIT)
+	flags, _ := d.value(elf.DT_FLAGS_1)
+	d.set(elf.DT_INIT, newInit)
+	d.set(elf.DT_FLAGS_1, flags|uint64(elf.DF_1_NODELETE))
+	return oldInit
+}
+
+// Fini makes the dynamic loader call newFini (a link-time address) as the image's
+// DT_FINI at exit, and returns the previous DT_FINI (0 for none), which the new one
+// must call.
+func (d *DynEdit) Fini(newFini uint64) (oldFini uint64) {
+	oldFini, _ = d.value(elf.DT_FINI)
+	d.set(elf.DT_FINI, newFini)
+	return oldFini
+}
+
+// LibraryPatches is Library alone: the patches, or ErrNoDynamicRoom when the library
+// has no room for its DT_INIT or DT_FLAGS_1, and the previous DT_INIT.
+func (f *File) LibraryPatches(newInit uint64) (ps []Patch, oldInit uint64, err error) {
+	d, err := f.EditDynamic()
 	if err != nil {
 		return nil, 0, err
 	}
-	haveInit, haveFlags := false, false
-	for _, e := range es {
-		switch e.tag {
-		case elf.DT_INIT:
-			haveInit, oldInit = true, e.val
-			ps = append(ps, Patch{Addr: e.addr + 8, Bytes: dynWord(newInit)})
-		case elf.DT_FLAGS_1:
-			haveFlags = true
-			ps = append(ps, Patch{Addr: e.addr + 8, Bytes: dynWord(e.val | uint64(elf.DF_1_NODELETE))})
-		}
-	}
-	var add []byte
-	if !haveInit {
-		add = appendDyn(add, elf.DT_INIT, newInit)
-	}
-	if !haveFlags {
-		add = appendDyn(add, elf.DT_FLAGS_1, uint64(elf.DF_1_NODELETE))
-	}
-	if ps, err = f.addDynamic(ps, null, end, add); err != nil {
+	oldInit = d.Library(newInit)
+	if ps, err = d.Patches(); err != nil {
 		return nil, 0, err
 	}
 	return ps, oldInit, nil
@@ -57,21 +128,6 @@ func dynWord(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) 
 // appendDyn appends the entry (tag, val) to b.
 func appendDyn(b []byte, tag elf.DynTag, val uint64) []byte {
 	return binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(b, uint64(tag)), val)
-}
-
-// addDynamic appends to ps the patch that writes the entries add over the spare
-// DT_NULL entries from null (the first DT_NULL) on, which must all be DT_NULL with one
-// more left as the terminator before end (GNU ld and lld leave some), and sorts ps.
-func (f *File) addDynamic(ps []Patch, null, end uint64, add []byte) ([]Patch, error) {
-	if len(add) > 0 {
-		spare, err := f.Bytes(null, end-null)
-		if err != nil || uint64(len(add))+16 > uint64(len(spare)) || !allZero(spare[:len(add)+16]) {
-			return nil, fmt.Errorf("%s: %w", f.Path, ErrNoDynamicRoom)
-		}
-		ps = append(ps, Patch{Addr: null, Bytes: add})
-	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i].Addr < ps[j].Addr })
-	return ps, nil
 }
 
 // Soname is the library's DT_SONAME ("" without one).
@@ -212,15 +268,11 @@ func (f *File) PlanNeeded(reds []Needed) (*NeededPlan, error) {
 	return p, nil
 }
 
-// Patches returns the patches that make the program use the new string table at addr
-// (DT_STRTAB, DT_STRSZ) and load each Needed's Path: its DT_NEEDED entries get the
-// path (or, with none, a new entry in a spare DT_NULL one does).
-func (p *NeededPlan) Patches(addr uint64) ([]Patch, error) {
-	f := p.f
-	es, null, end, err := f.dynamicEntries()
-	if err != nil {
-		return nil, err
-	}
+// Edit makes the program use the new string table at addr (DT_STRTAB, DT_STRSZ) and
+// load each Needed's Path: its DT_NEEDED entries get the path (or, with none, a new
+// entry in a spare DT_NULL one does).
+func (p *NeededPlan) Edit(d *DynEdit, addr uint64) {
+	es := d.es
 	str := func(off uint64) string {
 		if off >= uint64(len(p.Bytes)) {
 			return ""
@@ -239,27 +291,23 @@ func (p *NeededPlan) Patches(addr uint64) ([]Patch, error) {
 		}
 		return -1
 	}
-	var ps []Patch
 	found := make([]bool, len(p.reds))
 	var names []uint64 // the old names of the entries given a path, in order
 	for _, e := range es {
 		switch e.tag {
-		case elf.DT_STRTAB:
-			ps = append(ps, Patch{Addr: e.addr + 8, Bytes: dynWord(addr)})
-		case elf.DT_STRSZ:
-			ps = append(ps, Patch{Addr: e.addr + 8, Bytes: dynWord(uint64(len(p.Bytes)))})
 		case elf.DT_NEEDED:
 			if i := match(str(e.val)); i >= 0 {
 				found[i] = true
 				names = append(names, e.val)
-				ps = append(ps, Patch{Addr: e.addr + 8, Bytes: dynWord(uint64(p.paths[i]))})
+				d.ps = append(d.ps, Patch{Addr: e.addr + 8, Bytes: dynWord(uint64(p.paths[i]))})
 			}
 		}
 	}
-	var more []byte
+	d.set(elf.DT_STRTAB, addr)
+	d.set(elf.DT_STRSZ, uint64(len(p.Bytes)))
 	for i := range p.reds {
 		if !found[i] {
-			more = appendDyn(more, elf.DT_NEEDED, uint64(p.paths[i]))
+			d.add = appendDyn(d.add, elf.DT_NEEDED, uint64(p.paths[i]))
 		}
 	}
 	// Each entry given a path is followed, after every other, by one with its old name:
@@ -267,9 +315,8 @@ func (p *NeededPlan) Patches(addr uint64) ([]Patch, error) {
 	// the name to it, and the program's version needs (.gnu.version_r), which name the
 	// object they need by that name, find it (glibc asserts otherwise).
 	for _, n := range names {
-		more = appendDyn(more, elf.DT_NEEDED, n)
+		d.add = appendDyn(d.add, elf.DT_NEEDED, n)
 	}
-	return f.addDynamic(ps, null, end, more)
 }
 
 // NeededNames returns the strings of the file's DT_NEEDED entries, in order, read

@@ -63,8 +63,15 @@ func FuzzParse(f *testing.F) {
 		file.NeededNames()
 		file.IsDynamicLoader()
 		file.LibraryPatches(0x1000)
-		if p, err := file.PlanNeeded([]Needed{{Names: []string{"libc.so.6"}, Path: "$ORIGIN/x.libs/libc.so.6"}}); err == nil {
-			p.Patches(0x2000)
+		if d, err := file.EditDynamic(); err == nil {
+			if p, err := file.PlanNeeded([]Needed{{Names: []string{"libc.so.6"}, Path: "$ORIGIN/x.libs/libc.so.6"}}); err == nil {
+				p.Edit(d, 0x2000)
+			}
+			if e := file.PlanEarlyStart(); e != nil && e.Fits(d) {
+				e.Table(0x3000, 0x4000)
+				e.Edit(d, 0x5000)
+			}
+			d.Patches()
 		}
 		l, err := file.PlanLayout(16, 8, 8, 8)
 		if err != nil {

@@ -3,11 +3,11 @@
 # a binary), compiles examples/NAME/target.c, rewrites it with the example's handler file
 # and runs the result. The files go to $OUT (default: a new temporary directory).
 set -eu
-name=${1:?usage: sh examples/run.sh kprobe|kretprobe|faultinject|latency}
+name=${1:?usage: sh examples/run.sh kprobe|kretprobe|faultinject|faultinject-libc|latency}
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$here/$name
 if [ ! -f "$dir/target.c" ]; then
-	echo "run.sh: no example $name (kprobe, kretprobe, faultinject, latency)" >&2
+	echo "run.sh: no example $name (kprobe, kretprobe, faultinject, faultinject-libc, latency)" >&2
 	exit 2
 fi
 out=${OUT:-$(mktemp -d)}

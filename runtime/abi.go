@@ -13,6 +13,13 @@ const (
 	// (kprewrite_rt_lib_init) and tail-calls the header's OrigEntry, the library's own
 	// DT_INIT, when there is one.
 	SymLibEntry = "kprewrite_rt_lib_entry"
+	// SymRelocEntry is the resolver of the R_X86_64_IRELATIVE relocation that starts a
+	// dynamically linked image's runtime while the loader relocates it
+	// (elfio.EarlyStart); it returns 0, which the loader stores in a word of ours.
+	SymRelocEntry = "kprewrite_rt_reloc_entry"
+	// SymLibFini is the DT_FINI of a rewritten library whose C handlers have a
+	// kprewrite_exit(): it runs it, then the library's own DT_FINI (RawHooks.Fini).
+	SymLibFini = "kprewrite_rt_lib_fini"
 	// SymInit is the C start-up, uintptr_t kprewrite_rt_init(uintptr_t *initial_sp),
 	// returning the original entry's run-time address; for custom entry stubs.
 	SymInit = "kprewrite_rt_init"
@@ -356,10 +363,12 @@ type RawSigGuard struct {
 
 // RawHooks is struct kprw_hooks: the C handlers' start-up and exit functions.
 type RawHooks struct {
-	Init     uint64    `c:"init"`  // int kprewrite_init(void), 0 = none
-	Exit     uint64    `c:"exit"`  // void kprewrite_exit(void), 0 = none
-	Stack    uint64    `c:"stack"` // the most stack a handler entry can use (0 = unknown)
-	Reserved [1]uint64 `c:"reserved"`
+	Init  uint64 `c:"init"`  // int kprewrite_init(void), 0 = none
+	Exit  uint64 `c:"exit"`  // void kprewrite_exit(void), 0 = none
+	Stack uint64 `c:"stack"` // the most stack a handler entry can use (0 = unknown)
+	// Fini is a library's own DT_FINI (0 = none) when its DT_FINI is
+	// kprewrite_rt_lib_fini, which runs kprewrite_exit() and then calls it.
+	Fini uint64 `c:"fini"`
 }
 
 // RawPoint is struct kprw_point.

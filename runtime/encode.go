@@ -26,6 +26,8 @@ type Tables struct {
 	// Init and Exit are the C handlers' kprewrite_init and kprewrite_exit (0 = none;
 	// RawHooks). The hooks are always encoded, so the size does not depend on them.
 	Init, Exit uint64
+	// Fini is a library's own DT_FINI when kprewrite_rt_lib_fini replaces it (RawHooks).
+	Fini uint64
 	// HandlerStack is the most stack a C handler entry can use (handlers.Set.Stack).
 	HandlerStack uint64
 	// Desc and DescSize locate the image description frame ("KPRWDESC") in the
@@ -416,7 +418,7 @@ func (e *Encoded) Encode(roBase, stateBase uint64) error {
 	for _, a := range t.AbsSlots {
 		put(a)
 	}
-	put(&RawHooks{Init: t.Init, Exit: t.Exit, Stack: t.HandlerStack})
+	put(&RawHooks{Init: t.Init, Exit: t.Exit, Stack: t.HandlerStack, Fini: t.Fini})
 	if sg := t.SigGuard; sg != nil {
 		put(&RawSigGuard{Slots: roBase + e.sgOff + SigGuardSize, NSlots: uint32(len(sg.Slots)), Relro: sg.Relro,
 			RelroSize: sg.RelroSize, PLTGOT: sg.PLTGOT})

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "3895fc2ec70aeb3a70ae9bb2e33851cbc2a8ced737ac1b3cd3fa31c5c7f97cf2"
+const ObjectSHA256 = "6ba030ed9d127a5966c774691225b7991aa69d02a324e99f15760df6671ef269"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

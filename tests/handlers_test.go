@@ -315,6 +315,13 @@ func TestHandlersExamples(t *testing.T) {
 			"7 records made, 3 allocations failed",
 			"fail_malloc: 3 of 10 malloc() calls failed",
 		}},
+		{"faultinject-libc", []string{
+			"fail_malloc: call #3: malloc(64) = 0000",
+			"record 3: out of memory, skipped",
+			"record 9: out of memory, skipped",
+			"7 records made, 3 allocations failed",
+			"fail_malloc: 3 of 10 malloc() calls failed",
+		}},
 		{"latency", []string{
 			"work(): 1100 calls, average ",
 			"nsecs : count    distribution",

@@ -323,70 +323,34 @@ func TestLibcMallocOpen(t *testing.T) {
 }
 
 // TestLibcEveryFunction: the C library rewritten with an event on every function entry
-// it accepts, counting only and traced: real programs run with it exactly as with the
-// original (zstd round trip, sqlite3 queries, git on a temporary repository, python3.11
-// running a slice of its regression tests), and their hits are counted.
+// it accepts, counting only, traced, and with --verify-regions: real programs run with
+// it exactly as with the original (zstd and xz round trips, sqlite3 queries, git on a
+// temporary repository, bash running a script, jq, gcc's cc1 compiling a file,
+// python3.11 running a slice of its regression tests), their hits are counted, and no
+// jump lands inside a region a 5-byte jump replaces.
 func TestLibcEveryFunction(t *testing.T) {
 	libc := systemLibc(t)
-	for _, m := range []realMode{{name: "count-only", flags: []string{"--count-only"}}, {name: "optimize"}} {
+	modes := []realMode{
+		{name: "count-only", flags: []string{"--count-only"}},
+		{name: "optimize"},
+		{name: "verify", flags: []string{"--verify-regions"}, env: []string{"KPREWRITE_DISABLE=all"}},
+	}
+	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			dir := t.TempDir()
 			lib, n := m.rewriteAll(t, libc, dir)
 			tr := filepath.Join(dir, "libc.trace")
-			env := []string{"KPREWRITE_TRACE=" + tr}
-			work := t.TempDir()
-			ran := 0
-			if zstd, err := exec.LookPath("zstd"); err == nil {
-				src := filepath.Join(work, "in.txt")
-				var in strings.Builder
-				for i := 0; i < 2000; i++ {
-					fmt.Fprintf(&in, "line %d of a file %x\n", i, i*i)
-				}
-				os.WriteFile(src, []byte(in.String()), 0o644)
-				res := sameWithLib(t, testprog.Cmd{Path: zstd, Args: []string{"-q", "-c", "-T2", "-5", src}}, dir, nil, env...)
-				z := filepath.Join(work, "in.zst")
-				os.WriteFile(z, []byte(res.Stdout), 0o644)
-				if res := sameWithLib(t, testprog.Cmd{Path: zstd, Args: []string{"-d", "-q", "-c", z}}, dir, nil, env...); res.Stdout != in.String() {
-					t.Error("zstd round trip differs")
-				}
-				ran++
-			}
-			if sq, err := exec.LookPath("sqlite3"); err == nil {
-				q := "create table t(a, b); with recursive c(x) as (select 1 union all select x + 1 from c where x < 500) insert into t select x, x * x from c; select count(*), sum(b), max(a) from t; select printf('%.3f', avg(b)) from t where a % 7 = 0;"
-				sameWithLib(t, testprog.Cmd{Path: sq, Args: []string{":memory:", q}}, dir, nil, env...)
-				ran++
-			}
-			if git, err := exec.LookPath("git"); err == nil {
-				repo := filepath.Join(work, "repo")
-				os.MkdirAll(repo, 0o755)
-				genv := []string{"GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@b", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@b",
-					"GIT_AUTHOR_DATE=2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z", "HOME=" + work, "GIT_CONFIG_NOSYSTEM=1"}
-				testprog.Run(t, testprog.Cmd{Path: git, Args: []string{"init", "-q", repo}})
-				os.WriteFile(filepath.Join(repo, "f.txt"), []byte("hello\n"), 0o644)
-				testprog.Run(t, testprog.Cmd{Path: git, Dir: repo, Args: []string{"add", "f.txt"}, Extra: genv})
-				testprog.Run(t, testprog.Cmd{Path: git, Dir: repo, Args: []string{"commit", "-q", "-m", "one"}, Extra: genv})
-				for _, args := range [][]string{{"log", "--format=%H %s"}, {"status", "--short"}, {"cat-file", "-p", "HEAD^{tree}"}} {
-					sameWithLib(t, testprog.Cmd{Path: git, Dir: repo, Args: args, Extra: genv}, dir, nil, env...)
-				}
-				ran++
-			}
-			if py, err := exec.LookPath("python3.11"); err == nil {
-				sameWithLib(t, testprog.Cmd{Path: py, Args: []string{"-c", "import json, hashlib; s = json.dumps({str(i): i for i in range(500)}); print(hashlib.sha256(s.encode()).hexdigest())"}}, dir, nil, env...)
-				if exec.Command(py, "-c", "import test.test_textwrap").Run() == nil {
-					norm := func(s string) string { return unittestTime.ReplaceAllString(s, "in Ts") }
-					res := sameWithLib(t, testprog.Cmd{Path: py, Args: []string{"-m", "unittest", "-q", "test.test_textwrap", "test.test_bisect", "test.test_json"},
-						Extra: []string{"PYTHONDONTWRITEBYTECODE=1"}}, dir, norm, env...)
-					if res.Exit != 0 {
-						t.Errorf("python3.11's regression tests: %s", res)
-					}
-				}
-				ran++
-			}
+			env := append([]string{"KPREWRITE_TRACE=" + tr}, m.env...)
+			ran := libcCorpus(t, dir, env, !m.verify())
 			if ran == 0 {
-				t.Skip("none of zstd, sqlite3, git, python3.11 is installed")
+				t.Skip("none of the corpus's programs is installed")
+			}
+			if m.verify() {
+				noViolations(t, tr, lib)
+				return
 			}
 			hits, missed, events := totalHits(t, tr, lib)
-			t.Logf("libc.so.6: %d probes, %d hits of %d events, %d missed", n, hits, events, missed)
+			t.Logf("libc.so.6: %d probes, %d hits of %d events, %d missed, %d programs", n, hits, events, missed, ran)
 			if hits < 10000 || missed != 0 {
 				var which []string // which events missed: the clue to why (seen in CI only, 6 at a time)
 				for ev, c := range profile(t, tr, lib) {
@@ -399,6 +363,87 @@ func TestLibcEveryFunction(t *testing.T) {
 			}
 		})
 	}
+}
+
+// libcCorpus runs the real programs of TestLibcEveryFunction with the libraries of
+// libdir, each compared with its run with the system's; long says whether python3.11
+// runs a slice of its regression tests too (a verify run traps at every call into
+// libc, and the slice makes millions). It returns how many of the programs ran.
+func libcCorpus(t *testing.T, libdir string, env []string, long bool) (ran int) {
+	work := t.TempDir()
+	var in strings.Builder
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&in, "line %d of a file %x\n", i, i*i)
+	}
+	src := filepath.Join(work, "in.txt")
+	os.WriteFile(src, []byte(in.String()), 0o644)
+	// compressors: a round trip through a file
+	for _, c := range []struct{ name, ext string }{{"zstd", ".zst"}, {"xz", ".xz"}} {
+		bin, err := exec.LookPath(c.name)
+		if err != nil {
+			continue
+		}
+		args := []string{"-q", "-c", "-T2", "-5", src}
+		res := sameWithLib(t, testprog.Cmd{Path: bin, Args: args}, libdir, nil, env...)
+		z := filepath.Join(work, "in"+c.ext)
+		os.WriteFile(z, []byte(res.Stdout), 0o644)
+		if res := sameWithLib(t, testprog.Cmd{Path: bin, Args: []string{"-d", "-q", "-c", z}}, libdir, nil, env...); res.Stdout != in.String() {
+			t.Errorf("%s round trip differs", c.name)
+		}
+		ran++
+	}
+	if sq, err := exec.LookPath("sqlite3"); err == nil {
+		q := "create table t(a, b); with recursive c(x) as (select 1 union all select x + 1 from c where x < 500) insert into t select x, x * x from c; select count(*), sum(b), max(a) from t; select printf('%.3f', avg(b)) from t where a % 7 = 0;"
+		sameWithLib(t, testprog.Cmd{Path: sq, Args: []string{":memory:", q}}, libdir, nil, env...)
+		ran++
+	}
+	if git, err := exec.LookPath("git"); err == nil {
+		repo := filepath.Join(work, "repo")
+		os.MkdirAll(repo, 0o755)
+		genv := []string{"GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@b", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@b",
+			"GIT_AUTHOR_DATE=2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z", "HOME=" + work, "GIT_CONFIG_NOSYSTEM=1"}
+		testprog.Run(t, testprog.Cmd{Path: git, Args: []string{"init", "-q", repo}})
+		os.WriteFile(filepath.Join(repo, "f.txt"), []byte("hello\n"), 0o644)
+		testprog.Run(t, testprog.Cmd{Path: git, Dir: repo, Args: []string{"add", "f.txt"}, Extra: genv})
+		testprog.Run(t, testprog.Cmd{Path: git, Dir: repo, Args: []string{"commit", "-q", "-m", "one"}, Extra: genv})
+		for _, args := range [][]string{{"log", "--format=%H %s"}, {"status", "--short"}, {"cat-file", "-p", "HEAD^{tree}"}} {
+			sameWithLib(t, testprog.Cmd{Path: git, Dir: repo, Args: args, Extra: genv}, libdir, nil, env...)
+		}
+		ran++
+	}
+	if bash, err := exec.LookPath("bash"); err == nil {
+		script := `declare -A n; while read -r _ i _ _ _ h; do n[${h:0:1}]=$((${n[${h:0:1}]:-0} + i % 7)); done < "$1"; for k in $(printf '%s\n' "${!n[@]}" | sort); do echo "$k ${n[$k]}"; done; printf '%05d %x %s\n' 42 255 "$(echo hi | tr a-z A-Z)"`
+		sameWithLib(t, testprog.Cmd{Path: bash, Args: []string{"-c", script, "bash", src}}, libdir, nil, env...)
+		ran++
+	}
+	if jq, err := exec.LookPath("jq"); err == nil {
+		doc := `{"items": [` + strings.Repeat(`{"a": 1, "b": "x"}, `, 300) + `{"a": 2, "b": "y"}]}`
+		sameWithLib(t, testprog.Cmd{Path: jq, Args: []string{"-c", "[.items[] | select(.a > 0) | .b] | group_by(.) | map({k: .[0], n: length})"}, Stdin: doc}, libdir, nil, env...)
+		ran++
+	}
+	if gcc, err := exec.LookPath("gcc"); err == nil {
+		// gcc runs cc1 and as, which load the libraries of libdir too
+		c := filepath.Join(work, "unit.c")
+		os.WriteFile(c, []byte("#include <stdio.h>\nstruct s { int a; double b; };\nstatic int f(struct s *p) { return p->a * 3; }\nint main(void) { struct s v = {14, 2.5}; printf(\"%d %g\\n\", f(&v), v.b); return 0; }\n"), 0o644)
+		res := sameWithLib(t, testprog.Cmd{Path: gcc, Args: []string{"-O2", "-S", "-o", "-", c}}, libdir, nil, env...)
+		if !strings.Contains(res.Stdout, "main:") {
+			t.Errorf("cc1 wrote no main: %s", testprog.Clip(res.Stdout, 500))
+		}
+		ran++
+	}
+	if py, err := exec.LookPath("python3.11"); err == nil {
+		sameWithLib(t, testprog.Cmd{Path: py, Args: []string{"-c", "import json, hashlib; s = json.dumps({str(i): i for i in range(500)}); print(hashlib.sha256(s.encode()).hexdigest())"}}, libdir, nil, env...)
+		if long && exec.Command(py, "-c", "import test.test_textwrap").Run() == nil {
+			norm := func(s string) string { return unittestTime.ReplaceAllString(s, "in Ts") }
+			res := sameWithLib(t, testprog.Cmd{Path: py, Args: []string{"-m", "unittest", "-q", "test.test_textwrap", "test.test_bisect", "test.test_json"},
+				Extra: []string{"PYTHONDONTWRITEBYTECODE=1"}}, libdir, norm, env...)
+			if res.Exit != 0 {
+				t.Errorf("python3.11's regression tests: %s", res)
+			}
+		}
+		ran++
+	}
+	return ran
 }
 
 // TestProgramWithLibraryDefinitions: `rewrite -o OUT ... PROGRAM` with LIB:SITE

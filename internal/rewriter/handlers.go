@@ -62,6 +62,14 @@ func (g *gen) handlerProbe(q *kprt.Probe, ri, point, slot int) {
 	g.hrefs = append(g.hrefs, handlerRef{point: point, slot: slot, req: ri})
 }
 
+// libraryExitHook says whether the image is a library whose C handlers have a
+// kprewrite_exit(): its DT_FINI becomes the runtime's kprewrite_rt_lib_fini, which runs
+// it at exit and then calls the library's own DT_FINI (a program's runs from the
+// function its entry hands __libc_start_main to register with atexit).
+func (g *gen) libraryExitHook() bool {
+	return g.library && g.opt.Handlers != nil && g.opt.Handlers.Exit
+}
+
 // placeHandlers sets the linked addresses of the probes' structs and of kprewrite_init
 // and kprewrite_exit.
 func (g *gen) placeHandlers(out *objlink.Output) error {

@@ -2,10 +2,12 @@ package rewriter
 
 import (
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -108,6 +110,7 @@ const (
 	SymProbeState = "kprewrite_probe_state"
 	SymCounters   = "kprewrite_counters" // the counter window (kprt.RawHeader.Counters)
 	SymDynstr     = "kprewrite_dynstr"   // the dynamic string table with the library copies' paths
+	SymEarlyRela  = "kprewrite_rela"     // the DT_RELA table with the early start's relocation
 	SymSlotPrefix = "kprewrite_slot."
 	// SymDetourPrefix names the detour buffer of a jump-optimized probe.
 	SymDetourPrefix = "kprewrite_detour."
@@ -199,7 +202,12 @@ func rewriteNoProbes(f *elfio.File, opt Options) (*Result, error) {
 	syms := []elfio.NewSymbol{{Name: SymEntryStub, Section: elfio.SecText, Size: uint64(len(stub)), Func: true, Global: true}}
 	var patches []elfio.Patch
 	if needed != nil {
-		if patches, err = needed.Patches(layout.RodataAddr); err != nil {
+		d, err := f.EditDynamic()
+		if err != nil {
+			return nil, err
+		}
+		needed.Edit(d, layout.RodataAddr)
+		if patches, err = d.Patches(); err != nil {
 			return nil, err
 		}
 		syms = append(syms, elfio.NewSymbol{Name: SymDynstr, Section: elfio.SecRodata, Size: uint64(len(rodata))})
@@ -220,14 +228,13 @@ func rewriteNoProbes(f *elfio.File, opt Options) (*Result, error) {
 
 // gen holds one rewrite with probes.
 type gen struct {
-	f          *elfio.File
-	library    bool          // f is a shared library: the runtime starts from its DT_INIT
-	libPatches []elfio.Patch // library: its DT_INIT and DT_FLAGS_1 (elfio.LibraryPatches)
-	b          *analysis.Binary
-	opt        Options
-	probes     []Probe
-	plan       *patch.Plan
-	excl       []patch.Range // --exclude
+	f       *elfio.File
+	library bool // f is a shared library: the runtime starts from its DT_INIT
+	b       *analysis.Binary
+	opt     Options
+	probes  []Probe
+	plan    *patch.Plan
+	excl    []patch.Range // --exclude
 
 	events  []kprt.Event
 	evOf    []int // per probe (request): index in events, -1 when refused
@@ -313,6 +320,14 @@ func (g *gen) run() (*Result, error) {
 		}
 		dynstrArea = rodata.add(SymDynstr, uint64(len(needed.Bytes)), 8)
 	}
+	early, err := g.planEarlyStart(needed)
+	if err != nil {
+		return nil, err
+	}
+	var earlyRela *area
+	if early != nil {
+		earlyRela = rodata.add(SymEarlyRela, early.Size(), 8)
+	}
 	text := &areaSection{name: elfio.SecText, fill: trampolines.Int3}
 	rtText := text.add("", rs.Text, 1)
 	slotsArea := text.add("", g.slots.Size(), areaAlign)
@@ -322,6 +337,7 @@ func (g *gen) run() (*Result, error) {
 	bss.add("", rs.BSS, 1)
 	stateArea := bss.add(SymProbeState, stateSize, areaAlign)
 	wordsArea := bss.add("", g.hooks.words, 8)
+	earlyWord := bss.add("", 8, 8) // what the early start's relocation stores
 	// the counter window: whole pages, page-aligned (the BSS address PlanLayout gives
 	// is not, so a page of slack), at the end of the new bss
 	windowSize := kprt.CountersSize(int(stateSize / kprt.ProbeStateSize))
@@ -380,14 +396,25 @@ func (g *gen) run() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var neededPatches []elfio.Patch
+	dyn, err := f.EditDynamic()
+	if err != nil && (g.library || needed != nil || early != nil) {
+		return nil, err
+	}
 	if needed != nil {
 		if err := rodata.put(dynstrArea, needed.Bytes); err != nil {
 			return nil, err
 		}
-		if neededPatches, err = needed.Patches(rodata.at(dynstrArea)); err != nil {
+		needed.Edit(dyn, rodata.at(dynstrArea))
+	}
+	if early != nil {
+		resolver, ok := out.Addr(kprt.SymRelocEntry)
+		if !ok {
+			return nil, fmt.Errorf("runtime object has no %s", kprt.SymRelocEntry)
+		}
+		if err := rodata.put(earlyRela, early.Table(resolver, bss.at(earlyWord))); err != nil {
 			return nil, err
 		}
+		early.Edit(dyn, rodata.at(earlyRela))
 	}
 	enc.RO = nil // in rodataBytes now
 	hdrRel, ok := out.Addr(kprt.SymHdrRel)
@@ -425,8 +452,13 @@ func (g *gen) run() (*Result, error) {
 		if !ok {
 			return nil, fmt.Errorf("runtime object has no %s", kprt.SymLibEntry)
 		}
-		if g.libPatches, _, err = f.LibraryPatches(libEntry); err != nil {
-			return nil, err
+		dyn.Library(libEntry)
+		if g.libraryExitHook() {
+			libFini, ok := out.Addr(kprt.SymLibFini)
+			if !ok {
+				return nil, fmt.Errorf("runtime object has no %s", kprt.SymLibFini)
+			}
+			dyn.Fini(libFini)
 		}
 		newEntry = nil
 	}
@@ -439,8 +471,12 @@ func (g *gen) run() (*Result, error) {
 	}
 
 	patches := g.plan.Commit()
-	if g.library || needed != nil {
-		patches = append(append(patches, g.libPatches...), neededPatches...)
+	if g.library || needed != nil || early != nil {
+		dynPatches, err := dyn.Patches()
+		if err != nil {
+			return nil, err
+		}
+		patches = append(patches, dynPatches...)
 		sort.Slice(patches, func(i, j int) bool { return patches[i].Addr < patches[j].Addr })
 	}
 	// Return probes replace return addresses, and a detour may resume through iretq
@@ -460,6 +496,9 @@ func (g *gen) run() (*Result, error) {
 	}
 	if needed != nil {
 		areaSyms = append(areaSyms, rodata.symbol(dynstrArea))
+	}
+	if early != nil {
+		areaSyms = append(areaSyms, rodata.symbol(earlyRela))
 	}
 	syms := g.newSymbols(out, symPlaces{rtRodata: rtRodata.off, slots: slotsArea.off, dcrs: dcrsArea.off, areas: areaSyms})
 	img, err := f.Rewrite(&elfio.Addition{
@@ -673,6 +712,45 @@ func matchesAny(tokens []string, group, event string) bool {
 	return false
 }
 
+// planEarlyStart plans the relocation that starts the runtime while the dynamic loader
+// relocates the image (elfio.EarlyStart), when the image is one it is made for and its
+// dynamic section has room for it beside the program's libraries (needed) and a
+// library's DT_INIT; nil otherwise: the runtime then starts at the entry point or
+// DT_INIT only, and a probe hit before that is lost (jump-optimized, count-only) or
+// kills (int3), which a warning says.
+func (g *gen) planEarlyStart(needed *elfio.NeededPlan) (*elfio.EarlyStart, error) {
+	f := g.f
+	if !slices.ContainsFunc(f.Progs, func(p elfio.Prog) bool { return p.Type == elf.PT_DYNAMIC }) {
+		return nil, nil // a static program: its entry point is the first code to run
+	}
+	early := f.PlanEarlyStart()
+	if early == nil {
+		return nil, nil
+	}
+	d, err := f.EditDynamic()
+	if err != nil {
+		return nil, err
+	}
+	if g.library {
+		d.Library(0)
+		if g.libraryExitHook() {
+			d.Fini(0)
+		}
+	}
+	if needed != nil {
+		needed.Edit(d, 0)
+	}
+	if !early.Fits(d) {
+		at := "the entry point"
+		if g.library {
+			at = "DT_INIT"
+		}
+		g.warnings = append(g.warnings, fmt.Sprintf("%s: the dynamic section has no room for the early start's DT_RELA: the runtime starts at %s, and a probe hit before that is not recorded, or kills with int3", f.Path, at))
+		return nil, nil
+	}
+	return early, nil
+}
+
 // makeTables fills the runtime tables and the slot area from the plan.
 func (g *gen) makeTables() error {
 	f, pl := g.f, g.plan
@@ -686,6 +764,13 @@ func (g *gen) makeTables() error {
 		}
 		g.tables.OrigEntry = old
 		g.tables.Flags |= kprt.HFLibrary
+		if g.libraryExitHook() {
+			d, err := f.EditDynamic()
+			if err != nil {
+				return err
+			}
+			g.tables.Fini = d.Fini(0)
+		}
 	}
 	g.tables.Events = g.events
 	g.tables.TracePath = g.opt.TracePath

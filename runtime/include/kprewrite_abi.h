@@ -334,7 +334,9 @@ struct kprw_hooks {
 	                         at rewrite time over its call chain (internal/handlers); the
 	                         SIGTRAP path skips C handlers, as missed, on a signal stack
 	                         with less room (0 = unknown: never skipped) */
-	kprw_u64 reserved[1];
+	kprw_u64 fini;        /* a library with a kprewrite_exit(): its own DT_FINI (vaddr, 0 =
+	                         none), which kprewrite_rt_lib_fini, its DT_FINI now, calls
+	                         after kprewrite_exit() (was reserved) */
 };
 
 /* One probepoint: an instruction whose first byte is int3, with every probe on it. */

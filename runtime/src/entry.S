@@ -122,6 +122,27 @@ kprewrite_rt_lib_entry:
 1:	ret
 	.size kprewrite_rt_lib_entry, .-kprewrite_rt_lib_entry
 
+/*
+ * kprewrite_rt_lib_fini: the DT_FINI of a rewritten library whose C handlers have a
+ * kprewrite_exit(), called by the dynamic loader at exit (the library is never
+ * unloaded: DF_1_NODELETE). Calls kprewrite_rt_lib_exit(), which runs kprewrite_exit()
+ * and returns the library's own DT_FINI (run-time address) or 0, and tail-calls it.
+ */
+	.globl kprewrite_rt_lib_fini
+	.hidden kprewrite_rt_lib_fini
+	.type kprewrite_rt_lib_fini,@function
+	.balign 16
+kprewrite_rt_lib_fini:
+	subq $8, %rsp		/* %rsp 16-byte aligned for the call */
+	cld
+	call kprewrite_rt_lib_exit
+	addq $8, %rsp
+	testq %rax, %rax
+	jz 1f
+	jmp *%rax
+1:	ret
+	.size kprewrite_rt_lib_fini, .-kprewrite_rt_lib_fini
+
 /* kprw_restorer: SA_RESTORER for our signal handler. */
 	.globl kprw_restorer
 	.hidden kprw_restorer

@@ -193,7 +193,11 @@ struct kprw_rt {
 	u32 disable_all;   /* KPREWRITE_DISABLE=all or KPRW_HF_DISABLE_ALL */
 	u32 debug;
 	u32 ncpus;
-	int init_done;
+	int init_done;     /* start-up's first part ran: probes fire (start_early) */
+	int late_done;     /* and its second: signal guard, fast reads, C handlers (start_late) */
+	int user_started;  /* C handler probes registered in the first part (no kprewrite_init) */
+	u32 at_reloc;      /* the first part ran while the loader relocated the image */
+	const char *trace_path_shown; /* for KPREWRITE_DEBUG */
 	u64 hwcap2;        /* AT_HWCAP2 */
 	u64 at_base;       /* AT_BASE: the dynamic linker's load address (0: static) */
 	u64 at_entry;      /* AT_ENTRY: the executable's entry point */
@@ -233,6 +237,7 @@ struct kprw_rt {
 	                      the stack pointer (rt_trace.c) */
 	s64 rseq_off;      /* this thread's rseq area from the thread pointer (rt_rseq.c), 0: none */
 	u32 rseq_shards;   /* per-CPU counting: shards it needs, 0: count-only detours lock */
+	u32 rseq_unverified; /* rseq_off taken before the thread library registered the area */
 	u32 hits_per_cpu;  /* the image only counts (count-only detours and int3 probes of
 	                      count-only events) and its shards are armed: int3 hits count in
 	                      this CPU's shard too, so the file's counters are written only on
@@ -404,7 +409,8 @@ void kprw_fastev_init(void);
 void kprw_spev_init(void);
 /* ---- per-CPU counting of count-only detours (rt_rseq.c, rseq.S) ---- */
 extern u64 kprewrite_rt_rseq_off; /* rseq.S: what count-only detours read */
-void kprw_rseq_probe(void);
+void kprw_rseq_probe(int early);
+void kprw_rseq_verify(void);
 void kprw_rseq_arm(u8 *shards, u64 stride);
 long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx);
 /* ---- signal guard (rt_sigguard.c) ---- */
@@ -757,7 +763,8 @@ void kprw_user_post(u32 i, struct pt_regs *regs);
 int kprw_user_entry(u32 i, struct kretprobe_instance *ri, struct pt_regs *regs);
 void kprw_user_ret(u32 i, struct kretprobe_instance *ri, struct pt_regs *regs);
 void kprw_user_prepare(void);  /* start-up: every KPRW_F_USER probe starts unregistered */
-void kprw_user_start(void);    /* end of start-up: register them, or run kprewrite_init */
+void kprw_user_start(void);    /* start-up: register them, or run kprewrite_init */
+int kprw_user_has_init(void);  /* is there a kprewrite_init */
 int kprw_user_any(void);       /* are there KPRW_F_USER probes */
 u32 kprw_user_current_probe(void); /* probe whose handler this thread runs, or ~0u */
 /* a fault while this thread runs a C handler: handled (1), or not a handler's (0) */

@@ -4,6 +4,21 @@
  * open the trace file, install the SIGTRAP handler. Runs once, single-threaded, before
  * the program's own entry point (and so before libc: no TLS, no errno, no malloc).
  *
+ * It runs in two parts. The first (start_early) makes probes fire: tables, switches,
+ * kretprobe instances, the trace file, the SIGTRAP handler, the detours' gates. In a
+ * dynamically linked glibc image it runs while the dynamic loader relocates the image
+ * (kprewrite_rt_reloc_entry, the resolver of an R_X86_64_IRELATIVE relocation the
+ * rewriter puts before the image's others: elfio.EarlyStart), so before any code of
+ * the image can run: its IFUNC resolvers, .preinit_array, other libraries'
+ * constructors, the C library's start-up calling a program's own malloc. It then
+ * reads auxv and the KPREWRITE_* variables from /proc/self (a resolver is given
+ * neither); without /proc it leaves everything to the entry point or DT_INIT, as in a
+ * static program or an image without the relocation. The second part (start_late)
+ * needs everything relocated: the signal guard rewrites GOT words the loader fills,
+ * fast reads need the guard, C handlers' kprewrite_init() runs as the program starts.
+ * It runs at the entry point (a program) or DT_INIT (a library). In between, fetches
+ * read memory by system call, and C handler probes are not registered yet.
+ *
  * Environment (ignored when AT_SECURE is set, i.e. setuid/setgid/capabilities):
  *   KPREWRITE_TRACE=path        trace file instead of the rewrite-time default; "" = off
  *   KPREWRITE_TRACE_SIZE=n[KMG] record area of a NEW trace file (default: header's), 4K to 64G
@@ -531,7 +546,8 @@ static const struct kprw_header *own_header(void)
 	return h;
 }
 
-static void start(const struct kprw_header *h, char **envp);
+static void start_early(const struct kprw_header *h, char **envp);
+static void start_late(const struct kprw_header *h);
 
 /* kprewrite_rt_init runs the start-up of a rewritten program and returns the run-time
  * address of the original entry point. initial_sp points at argc (the process entry
@@ -539,20 +555,21 @@ static void start(const struct kprw_header *h, char **envp);
 __attribute__((visibility("hidden"))) uptr kprewrite_rt_init(uptr *initial_sp)
 {
 	const struct kprw_header *h = own_header();
-	if (kprw_rt.init_done)
-		return RT_ADDR(h->orig_entry);
-	/* argc, argv, envp, auxv */
-	char **envp = NULL;
-	if (initial_sp) {
-		uptr argc = initial_sp[0];
-		envp = (char **)(initial_sp + 1 + argc + 1);
-		uptr *av = (uptr *)envp;
-		while (*av)
-			av++;
-		for (av++; av[0] != AT_NULL; av += 2)
-			aux_value(av[0], av[1]);
+	if (!kprw_rt.init_done) {
+		/* argc, argv, envp, auxv */
+		char **envp = NULL;
+		if (initial_sp) {
+			uptr argc = initial_sp[0];
+			envp = (char **)(initial_sp + 1 + argc + 1);
+			uptr *av = (uptr *)envp;
+			while (*av)
+				av++;
+			for (av++; av[0] != AT_NULL; av += 2)
+				aux_value(av[0], av[1]);
+		}
+		start_early(h, envp);
 	}
-	start(h, envp);
+	start_late(h);
 	return RT_ADDR(h->orig_entry);
 }
 
@@ -623,14 +640,82 @@ __attribute__((visibility("hidden"))) uptr kprewrite_rt_lib_init(long argc, char
 	if (!kprw_rt.init_done) {
 		kprw_rt.library = 1;
 		read_auxv();
-		start(h, envp);
+		start_early(h, envp);
 	}
+	start_late(h);
 	return h->orig_entry ? RT_ADDR(h->orig_entry) : 0;
 }
 
-/* start is the start-up common to programs and libraries: tables, switches, kretprobe
- * instances, the trace file, signal handlers, detours. */
-static void start(const struct kprw_header *h, char **envp)
+/* The KPREWRITE_* entries of /proc/self/environ, for a start-up the dynamic loader runs
+ * while relocating (it passes a resolver no environment): copies, kept for good (start-up
+ * keeps pointers to some values). Other variables are not kept: an environment may be
+ * megabytes. */
+static char env_copy[8192];
+static char *env_vec[32];
+
+/* read_environ fills env_vec; 0 when /proc/self/environ cannot be read. */
+static int read_environ(void)
+{
+	static const char prefix[] = "KPREWRITE_";
+	long fd = sys3(SYS_open, (long)"/proc/self/environ", O_RDONLY | 02000000 /* O_CLOEXEC */, 0);
+	if (fd < 0)
+		return 0;
+	char buf[1024];
+	u32 used = 0, start = 0, pos = 0, n = 0;
+	int keep = 1;
+	long got;
+	while ((got = sys3(SYS_read, fd, (long)buf, sizeof buf)) > 0) {
+		for (long i = 0; i < got; i++) {
+			char c = buf[i];
+			if (c == 0) {
+				if (keep && pos >= sizeof prefix - 1 && n < ARRAY_SIZE(env_vec) - 1) {
+					env_copy[used++] = 0;
+					env_vec[n++] = env_copy + start;
+				} else {
+					used = start; /* what was copied of it */
+				}
+				start = used;
+				pos = 0;
+				keep = 1;
+				continue;
+			}
+			if (pos < sizeof prefix - 1 && c != prefix[pos])
+				keep = 0;
+			if (keep && used + 2 >= sizeof env_copy)
+				keep = 0; /* too long to keep: dropped, as if unset */
+			if (keep)
+				env_copy[used++] = c;
+			pos++;
+		}
+	}
+	sys1(SYS_close, fd);
+	env_vec[n] = NULL;
+	return got == 0;
+}
+
+/* kprewrite_rt_reloc_entry is the resolver of the image's early-start relocation
+ * (elfio.EarlyStart): glibc's dynamic loader calls it while it relocates the image,
+ * before any other IRELATIVE relocation of the image, and stores what it returns (0) in
+ * a word of ours. It runs the first part of start-up. */
+__attribute__((visibility("hidden"))) uptr kprewrite_rt_reloc_entry(void)
+{
+	const struct kprw_header *h = own_header();
+	if (kprw_rt.init_done || !read_environ())
+		return 0;
+	kprw_rt.library = (h->flags & KPRW_HF_LIBRARY) != 0;
+	kprw_rt.at_reloc = 1;
+	read_auxv();
+	start_early(h, env_vec);
+	return 0;
+}
+
+/* the switches start_late reads, looked up by start_early (whose environment may be
+ * the copy above) */
+static const char *sw_sigguard, *sw_safe_read;
+
+/* start_early is the first part of start-up, common to programs and libraries: tables,
+ * switches, kretprobe instances, the trace file, the SIGTRAP handler, detours. */
+static void start_early(const struct kprw_header *h, char **envp)
 {
 	kprw_rt.hdr = h;
 	kprw_rt.image_id = h->image_id;
@@ -711,7 +796,7 @@ static void start(const struct kprw_header *h, char **envp)
 		if (want)
 			size = want;
 		if ((kprw_rt.has & KPRW_HAS_COUNT) && !on_switch(envp, "KPREWRITE_NO_RSEQ"))
-			kprw_rseq_probe(); /* count-only detours may count per CPU */
+			kprw_rseq_probe(kprw_rt.at_reloc); /* count-only detours may count per CPU */
 		kprw_rt.ctl_path = getenv_(envp, "KPREWRITE_CONTROL");
 		kprw_trace_open(path, size, on_switch(envp, "KPREWRITE_TRACE_PREFAULT"), records);
 	}
@@ -723,11 +808,36 @@ static void start(const struct kprw_header *h, char **envp)
 		if (kprw_rt.has & KPRW_HAS_ISTEP)
 			kprw_istep_init();
 	}
+	/* a mapped trace file: SIGBUS, for a file that shrinks under the program (rt_trace.c) */
+	if (kprw_rt.ntrace_maps)
+		kprw_fault_install(SIGBIT(SIGBUS));
+	sw_sigguard = getenv_(envp, "KPREWRITE_SIGGUARD");
+	sw_safe_read = getenv_(envp, "KPREWRITE_SAFE_READ");
+	arm_detours();
+	kprw_rt.trace_path_shown = path;
+	kprw_rt.init_done = 1;
+	/* C handler probes declared without a kprewrite_init() fire from here on too (a
+	 * handler's faults are caught from now on); kprewrite_init() waits for start_late */
+	if (kprw_user_any() && !kprw_user_has_init()) {
+		kprw_fault_install(SIGBIT(SIGSEGV) | SIGBIT(SIGBUS) | SIGBIT(SIGFPE) | SIGBIT(SIGILL));
+		kprw_user_start();
+		kprw_rt.user_started = 1;
+	}
+}
+
+/* start_late is the second part of start-up, once the image is relocated: the signal
+ * guard, fast reads, C handlers. Safe to call twice. */
+static void start_late(const struct kprw_header *h)
+{
+	if (kprw_rt.late_done)
+		return;
+	kprw_rt.late_done = 1;
+	kprw_rseq_verify();
+	int traps = (kprw_rt.has & KPRW_HAS_TRAPS) != 0;
 	/* fast reads (src/nofault.S): when the rewriter arranged the signal guard for them
 	 * (KPRW_HF_FAST_READ) and it wraps every signal function it was given; else (or with
 	 * KPREWRITE_SAFE_READ=syscall, KPREWRITE_SIGGUARD=off) process_vm_readv */
-	const char *sgmode = getenv_(envp, "KPREWRITE_SIGGUARD");
-	const char *safe = getenv_(envp, "KPREWRITE_SAFE_READ");
+	const char *sgmode = sw_sigguard, *safe = sw_safe_read;
 	if (sgmode && !one_of("KPREWRITE_SIGGUARD", sgmode, "off", "on", "want off or on; ignored"))
 		sgmode = NULL;
 	if (safe && !one_of("KPREWRITE_SAFE_READ", safe, "syscall", "fast", "want syscall or fast; ignored"))
@@ -753,9 +863,7 @@ static void start(const struct kprw_header *h, char **envp)
 		sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&fs, 0, 8);
 		kprw_rt.fast_read = 1;
 	}
-	arm_detours();
-	kprw_rt.init_done = 1;
-	if (user)
+	if (user && !kprw_rt.user_started)
 		kprw_user_start(); /* register the C handlers' probes, or run kprewrite_init() */
 	if (kprw_rt.debug) {
 		kprw_puts(kprw_rt.library ? "kprewrite: library runtime up: bias " : "kprewrite: runtime up: bias ");
@@ -767,13 +875,15 @@ static void start(const struct kprw_header *h, char **envp)
 		kprw_puts(" probes, ");
 		kprw_put_dec(kprw_rt.ri_total);
 		kprw_puts(" kretprobe instances, trace ");
-		kprw_puts(kprw_rt.trace ? path : "off");
+		kprw_puts(kprw_rt.trace ? kprw_rt.trace_path_shown : "off");
 		if (h->flags & KPRW_HF_FAST_READ)
 			kprw_puts(kprw_rt.fast_read ? ", fast reads" : ", reads by system call");
 		if (kprw_rt.has & KPRW_HAS_COUNT)
 			kprw_puts(kprewrite_rt_rseq_off ? (kprw_rt.hits_per_cpu ? ", count-only hits counted per CPU (rseq), int3 hits too"
 										: ", count-only hits counted per CPU (rseq)")
 							: ", count-only hits counted with lock incq");
+		if (kprw_rt.at_reloc)
+			kprw_puts(", probes live since the image's relocation");
 		kprw_puts(kprw_rt.disable_all ? ", all probes disabled\n" : "\n");
 	}
 }

@@ -176,8 +176,13 @@ static uptr ld_symbol(uptr base, const char *name)
 /* kprw_rseq_probe finds this thread's rseq area (kprw_rt.rseq_off, its offset from the
  * thread pointer) and the number of shards per-CPU counting needs (kprw_rt.rseq_shards:
  * one per possible CPU and one for threads without a registration); both stay 0 when
- * detours must keep lock incq. Start-up, before the trace file is opened. */
-void kprw_rseq_probe(void)
+ * detours must keep lock incq. Start-up, before the trace file is opened. At the
+ * image's relocation (early), the thread library has not registered the main thread's
+ * area yet (glibc does it after relocating every object): the area is taken on trust
+ * until kprw_rseq_verify, at the entry point or DT_INIT. Until then the process is
+ * single-threaded, so a count in the shard an unregistered area's cpu_id names is
+ * exact. */
+void kprw_rseq_probe(int early)
 {
 	u64 tp = 0;
 	if (!kprw_rt.at_base || sys2(SYS_arch_prctl, ARCH_GET_FS, (long)&tp) < 0 || !tp)
@@ -188,8 +193,13 @@ void kprw_rseq_probe(void)
 		return;
 	s64 off = *(const volatile s64 *)off_at;
 	u32 ncpu = possible_cpus();
-	if (off == 0 || ncpu == 0 || ncpu > KPRW_RSEQ_MAXCPU || !is_area(tp + (u64)off))
+	if (off == 0 || ncpu == 0 || ncpu > KPRW_RSEQ_MAXCPU)
 		return;
+	if (!is_area(tp + (u64)off)) {
+		if (!early)
+			return;
+		kprw_rt.rseq_unverified = 1;
+	}
 	kprw_rt.rseq_off = off;
 	kprw_rt.rseq_shards = ncpu + 1;
 }
@@ -209,4 +219,21 @@ void kprw_rseq_arm(u8 *shards, u64 stride)
 	kprw_rseq_cs.post_commit_offset = (u64)(kprw_rseq_post - kprw_rseq_start);
 	kprw_rseq_cs.abort_ip = (u64)(uptr)kprw_rseq_abort;
 	__atomic_store_n(&kprewrite_rt_rseq_off, (u64)kprw_rt.rseq_off, __ATOMIC_RELEASE);
+}
+
+/* kprw_rseq_verify checks, once the thread library has registered the main thread's
+ * rseq area, the area kprw_rseq_probe took on trust at relocation; when it is not
+ * registered (glibc.pthread.rseq=0, an old kernel), count-only detours and int3 hits
+ * go back to the file's counters with lock incq. The counts already in the shards stay
+ * there: readers add the shards to the counters. */
+void kprw_rseq_verify(void)
+{
+	if (!kprw_rt.rseq_unverified)
+		return;
+	kprw_rt.rseq_unverified = 0;
+	u64 tp = 0;
+	if (sys2(SYS_arch_prctl, ARCH_GET_FS, (long)&tp) >= 0 && tp && is_area(tp + (u64)kprw_rt.rseq_off))
+		return;
+	__atomic_store_n(&kprw_rt.hits_per_cpu, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&kprewrite_rt_rseq_off, 0, __ATOMIC_RELEASE);
 }

@@ -372,8 +372,17 @@ static void put_int(long v)
 	kprw_put_dec((unsigned long)v);
 }
 
+/* kprw_user_has_init: the C handlers have a kprewrite_init(), which registers their
+ * probes itself at the end of start-up (rt_init.c start_late); without one, the declared
+ * probes are registered as soon as probes fire (start_early) */
+int kprw_user_has_init(void)
+{
+	const struct kprw_hooks *h = hooks();
+	return h && h->init;
+}
+
 /* kprw_user_start registers every C handler probe, or runs kprewrite_init() to do it;
- * called at the very end of start-up (single-threaded, before libc). */
+ * called once during start-up (single-threaded, before libc). */
 void kprw_user_start(void)
 {
 	const struct kprw_hooks *h = hooks();
@@ -420,7 +429,8 @@ void kprw_user_start(void)
 	reg_give();
 }
 
-static void kprw_fini(void)
+/* run_exit runs kprewrite_exit(), in the process that started */
+static void run_exit(void)
 {
 	const struct kprw_hooks *h = hooks();
 	if (h && h->exit && kprw_pid() == start_pid) {
@@ -431,8 +441,25 @@ static void kprw_fini(void)
 		if (c)
 			c->busy--;
 	}
+}
+
+static void kprw_fini(void)
+{
+	run_exit();
 	if (ld_fini)
 		((void (*)(void))ld_fini)();
+}
+
+/* kprewrite_rt_lib_exit is called by a library's DT_FINI, kprewrite_rt_lib_fini (src/entry.S):
+ * it runs kprewrite_exit() and returns the run-time address of the library's own DT_FINI,
+ * or 0. */
+__attribute__((visibility("hidden"))) uptr kprewrite_rt_lib_exit(void)
+{
+	if (!kprw_rt.init_done)
+		return 0; /* the tables were never read: no hooks known, no DT_FINI either */
+	run_exit();
+	const struct kprw_hooks *h = hooks();
+	return h && h->fini ? RT_ADDR(h->fini) : 0;
 }
 
 /* kprw_fini_rdx is called by the process entry (src/entry.S) with the %rdx the kernel or

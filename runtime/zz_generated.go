@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "6ba030ed9d127a5966c774691225b7991aa69d02a324e99f15760df6671ef269"
+const ObjectSHA256 = "f21252fd9087253af8a468cb67b343fcf40c2b946bf7579b13e3eab4e938c218"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

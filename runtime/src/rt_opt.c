@@ -6,7 +6,8 @@
  * aligned stack below the red zone. It is reached only for armed points (the gate), so
  * it goes straight to the work: the reentrancy guard of the thread's context (a hit
  * while this thread runs a handler of ours, on any path, counts in nmissed and runs
- * nothing), then the probes exactly as the int3 path runs them (kprw_run_probes: the
+ * nothing, but for an event alone at its point hit by a signal handler: nestable),
+ * then the probes exactly as the int3 path runs them (kprw_run_probes: the
  * same handlers, ip = site + 1, trace records with ip = site, kretprobe entries whose
  * return address hijack is the same code). What handlers change is written back:
  *   - general registers always; arithmetic flags (CF PF AF ZF SF OF) too, as on the
@@ -34,6 +35,19 @@ static long slow_exit(struct pt_regs *regs)
 	return 1;
 }
 
+/* nestable says whether a hit of an event alone at its point (kprw_rt.fastev) may write
+ * its record although this thread is in a handler of ours: only a signal handler of the
+ * program can run then, having interrupted ours (our handlers call no code of the
+ * program; a C handler's can, and its hits stay missed, as a kprobe hit inside a
+ * handler is). The record path is reentrant (reserve's xadd; fault-catching reads keep
+ * no per-thread state), so the signal handler's events are recorded, as the kernel's
+ * uprobes record them; triggers (added at run time) are not run there, and a few levels
+ * bound the depth. */
+static inline int nestable(const struct kprw_tctx *c, u32 event)
+{
+	return c->busy < 4 && c->ucall == NULL && !(kprw_rt.ev_trig && kprw_rt.ev_trig[event]);
+}
+
 __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx)
 {
 	if (unlikely(idx >= kprw_rt.npoints || kprw_rt.points[idx].xmode != KPRW_X_OPTIMIZED))
@@ -49,7 +63,7 @@ __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *
 		if (unlikely(!kprw_probe_enabled(i)))
 			return 0;
 		c = kprw_tctx_get();
-		if (unlikely(!c || kprw_tctx_busy(c))) {
+		if (unlikely(!c || (kprw_tctx_busy(c) && !nestable(c, kprw_rt.probes[i].event)))) {
 			kprw_count_miss(i);
 			return 0;
 		}

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -47,7 +48,8 @@ type srcTally struct {
 	pairs                     int // (address, expression) pairs gdb printed a value for
 	equal                     int // ... that kprewrite traced with the same value
 	refused                   int // ... that kprewrite refused (the resolution gap)
-	notTraced                 int // ... resolved, at a point left out (not jump-optimizable: see below)
+	notTraced                 int // ... resolved, at a point left out (refused even as an int3 probe)
+	int3Points                int // events compared at points only an int3 probe can take
 	optimizedOut, bothRefused int // pairs gdb called <optimized out>; of which kprewrite refused
 	// equal pairs of the types the kernel's fetch types lack: enums traced by name,
 	// floats and doubles, signed bitfields with a negative value
@@ -69,16 +71,21 @@ func TestSourceVarsMatchGDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	var all srcTally
-	builds := []struct{ lang, opt string }{
-		{"c", "-O0"}, {"c", "-O1"}, {"c", "-O2"}, {"c", "-O3"},
-		{"c++", "-O0"}, {"c++", "-O2"},
+	builds := []struct{ lang, opt, dwarf string }{
+		{"c", "-O0", ""}, {"c", "-O1", ""}, {"c", "-O2", ""}, {"c", "-O3", ""},
+		{"c++", "-O0", ""}, {"c++", "-O2", ""},
+		{"c", "-O2", "-gdwarf-4"}, // .debug_loc and DW_OP_GNU_* where DWARF 5 has loclists
 	}
 	for _, b := range builds {
-		t.Run(b.lang+b.opt, func(t *testing.T) {
-			bin := testprog.Build(t, string(src), b.lang, "-g", b.opt)
+		t.Run(b.lang+b.opt+b.dwarf, func(t *testing.T) {
+			flags := []string{"-g", b.opt}
+			if b.dwarf != "" {
+				flags = append(flags, b.dwarf)
+			}
+			bin := testprog.Build(t, string(src), b.lang, flags...)
 			tally := compareSourceVars(t, bin)
-			t.Logf("%s %s: %d points (%d in inlined copies; %d skipped: gdb shows another frame), %d pairs gdb printed: %d traced equal (%d enums by name, %d floats, %d negative bitfields), %d refused by kprewrite, %d not traced (probe not jump-optimizable); %d <optimized out>, %d of them refused",
-				b.lang, b.opt, tally.points, tally.inlinedPoints, tally.skippedPoints, tally.pairs, tally.equal, tally.enums, tally.floats, tally.signedBitfields, tally.refused, tally.notTraced, tally.optimizedOut, tally.bothRefused)
+			t.Logf("%s %s: %d points (%d in inlined copies; %d skipped: gdb shows another frame; %d events at int3-only points), %d pairs gdb printed: %d traced equal (%d enums by name, %d floats, %d negative bitfields), %d refused by kprewrite, %d not traced (refused even as an int3 probe); %d <optimized out>, %d of them refused",
+				b.lang, b.opt, tally.points, tally.inlinedPoints, tally.skippedPoints, tally.int3Points, tally.pairs, tally.equal, tally.enums, tally.floats, tally.signedBitfields, tally.refused, tally.notTraced, tally.optimizedOut, tally.bothRefused)
 			if tally.pairs != tally.equal+tally.refused+tally.notTraced {
 				t.Errorf("%d pairs compared, %d accounted for", tally.pairs, tally.equal+tally.refused+tally.notTraced)
 			}
@@ -92,6 +99,7 @@ func TestSourceVarsMatchGDB(t *testing.T) {
 			all.refused += tally.refused
 			all.inlinedPoints += tally.inlinedPoints
 			all.notTraced += tally.notTraced
+			all.int3Points += tally.int3Points
 			all.optimizedOut += tally.optimizedOut
 			all.bothRefused += tally.bothRefused
 			if tally.enums == 0 || tally.floats == 0 || tally.signedBitfields == 0 {
@@ -105,8 +113,11 @@ func TestSourceVarsMatchGDB(t *testing.T) {
 		// copies compared are those with more than one line (here at -O0)
 		t.Errorf("no point in an inlined copy (scale is always_inline) was compared")
 	}
-	t.Logf("all builds: %d points, %d (point, expression) pairs gdb printed, %d traced equal, %d refused, %d not traced; %d <optimized out>, %d refused",
-		all.points, all.pairs, all.equal, all.refused, all.notTraced, all.optimizedOut, all.bothRefused)
+	if all.int3Points == 0 {
+		t.Errorf("no event at a point only an int3 probe can take was compared")
+	}
+	t.Logf("all builds: %d points (%d events at int3-only points), %d (point, expression) pairs gdb printed, %d traced equal, %d refused, %d not traced; %d <optimized out>, %d refused",
+		all.points, all.int3Points, all.pairs, all.equal, all.refused, all.notTraced, all.optimizedOut, all.bothRefused)
 }
 
 // srcFuncs are the functions of srcvars.c whose lines are probed.
@@ -188,17 +199,37 @@ func compareSourceVars(t *testing.T, bin string) srcTally {
 	}
 	// gdb runs the rewritten program and prints; its trace is of the same run
 	trace := filepath.Join(t.TempDir(), "gdb.trace")
-	gdbOut := runGDBVars(t, out, trace, exprs)
+	gdbOut := runGDBVars(t, out, trace, exprs, false)
 	first := firstRecords(t, trace)
-	optimized := map[uint64]bool{}
-	code, stdout, stderr := kp("list", out)
-	if code != 0 {
-		t.Fatalf("kprewrite list: %s", stderr)
+	optimized := listedAs(t, out, "[OPTIMIZED]")
+	// the points no jump can go to: a second rewrite with int3 probes there, which gdb
+	// runs stopping at their own SIGTRAPs (gdbvars.py, GDBVARS_INT3)
+	var int3Defs []string
+	int3Exprs := map[uint64][]string{}
+	for _, d := range defs {
+		if a, err := strconv.ParseUint(strings.Fields(d)[1], 0, 64); err == nil && !optimized[a] {
+			int3Defs = append(int3Defs, d)
+			int3Exprs[a] = exprs[a]
+		}
 	}
-	for _, line := range strings.Split(stdout, "\n") {
-		var a uint64
-		if _, err := fmt.Sscanf(line, "%x", &a); err == nil && strings.Contains(line, "[OPTIMIZED]") {
-			optimized[a] = true
+	int3 := map[uint64]bool{}
+	if len(int3Defs) > 0 {
+		out3 := bin + ".int3"
+		rewriteWith(t, bin, out3, int3Defs, "--no-optimize", "--skip-refused")
+		trace3 := filepath.Join(t.TempDir(), "gdb-int3.trace")
+		gdbOut3 := runGDBVars(t, out3, trace3, int3Exprs, true)
+		first3 := firstRecords(t, trace3)
+		for a := range int3Exprs {
+			key := fmt.Sprintf("%#x", a)
+			if gp, ok := gdbOut3[key]; ok {
+				gdbOut[key] = gp // the values of the run the records are of
+				int3[a] = true
+			} else {
+				delete(gdbOut, key) // a point this run did not reach: nothing to compare
+			}
+		}
+		for ev, rec := range first3 {
+			first[ev] = rec
 		}
 	}
 	var tally srcTally
@@ -223,11 +254,14 @@ func compareSourceVars(t *testing.T, bin string) srcTally {
 			}
 			rec, ok := first[ev]
 			if !ok {
-				if !optimized[a] {
-					continue // left out: not jump-optimizable there
+				if !optimized[a] && !int3[a] {
+					continue // left out: refused even as an int3 probe
 				}
 				t.Errorf("%#x: gdb stopped there, event %s has no record", a, ev)
 				continue
+			}
+			if int3[a] {
+				tally.int3Points++
 			}
 			for i, e := range info[1].([]string) {
 				traced[e] = rec[fmt.Sprintf("v%d", i)]
@@ -412,7 +446,26 @@ func chainsOf(expr string, ty dwarf.Type, depth int) []string {
 
 // runGDBVars runs tests/testdata/gdbvars.py on the rewritten program bin, its
 // trace going to trace.
-func runGDBVars(t *testing.T, bin, trace string, exprs map[uint64][]string) map[string]gdbPoint {
+// listedAs returns the sites `kprewrite list BIN` shows with flag.
+func listedAs(t *testing.T, bin, flag string) map[uint64]bool {
+	t.Helper()
+	code, stdout, stderr := kp("list", bin)
+	if code != 0 {
+		t.Fatalf("kprewrite list: %s", stderr)
+	}
+	out := map[uint64]bool{}
+	for _, line := range strings.Split(stdout, "\n") {
+		var a uint64
+		if _, err := fmt.Sscanf(line, "%x", &a); err == nil && strings.Contains(line, flag) {
+			out[a] = true
+		}
+	}
+	return out
+}
+
+// runGDBVars runs gdbvars.py on bin: at breakpoints, or (int3) at bin's own int3
+// probes.
+func runGDBVars(t *testing.T, bin, trace string, exprs map[uint64][]string, int3 bool) map[string]gdbPoint {
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -438,6 +491,9 @@ func runGDBVars(t *testing.T, bin, trace string, exprs map[uint64][]string) map[
 	script, _ := filepath.Abs("testdata/gdbvars.py")
 	cmd := exec.Command("gdb", "-batch", "-nx", "-x", script, "--args", bin)
 	cmd.Env = append(os.Environ(), "GDBVARS_REQ="+reqPath, "GDBVARS_OUT="+outPath, "KPREWRITE_TRACE="+trace)
+	if int3 {
+		cmd.Env = append(cmd.Env, "GDBVARS_INT3=1")
+	}
 	if o, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gdb: %v\n%s", err, testprog.Clip(string(o), 4000))
 	}
@@ -892,5 +948,65 @@ func TestSourceProbeDebugFrameOnly(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(traces[1], "\n"), `loop: acc=3 n=3 d=UP len=5 name="query"`) {
 		t.Errorf("no loop record with the first round's values:\n%s", strings.Join(traces[1], "\n"))
+	}
+}
+
+// retvalSrc has functions returning an int, a string, a double and nothing.
+const retvalSrc = `
+#include <stdio.h>
+__attribute__((noinline)) int neg(int a) { return -a; }
+__attribute__((noinline)) const char *name(int a) { return a ? "yes" : "no"; }
+__attribute__((noinline)) void nothing(int a) { __asm__ volatile("" ::: "memory"); (void)a; }
+__attribute__((noinline)) double half(int a) { return a / 2.0; }
+int main(void) { nothing(1); printf("%d %s %g\n", neg(5), name(1), half(3)); return 0; }
+`
+
+// TestTypedRetvalKernelForm: a kernel-form return probe's untyped $retval takes the
+// function's return type from the program's own debug information, as the kernel types
+// it from BTF (Linux 6.5+), and a function returning void refuses it; a given type
+// stays; without debug information in the program (none, or only in a separate debug
+// file) it is the kernel's u64, the same on every machine.
+func TestTypedRetvalKernelForm(t *testing.T) {
+	testprog.Need(t, "gcc", "objcopy")
+	defs := []string{"r:t/neg neg $retval", "r:t/name name $retval", "r:t/half half%return $retval", "r:t/neg2 neg r=$retval:x32"}
+	run := func(t *testing.T, bin string) map[string]string {
+		out := bin + ".kp"
+		rewriteWith(t, bin, out, defs)
+		res := testprog.Run(t, testprog.Cmd{Path: out})
+		if res.Exit != 0 || res.Stdout != "-5 yes 1.5\n" {
+			t.Fatalf("rewritten: %s", res)
+		}
+		got := map[string]string{}
+		for _, l := range readTrace(t, out+".trace", out) {
+			got[l.Event] = strings.TrimSpace(l.Args)
+		}
+		return got
+	}
+	typed := testprog.Build(t, retvalSrc, "c", "-g", "-O1")
+	want := map[string]string{"neg": "arg1=-5", "name": `arg1="yes"`, "half": "arg1=1.5", "neg2": "r=0xfffffffb"}
+	if got := run(t, typed); !maps.Equal(got, want) {
+		t.Errorf("with -g: %v, want %v", got, want)
+	}
+	if code, _, stderr := kp("rewrite", "-o", typed+".void", "-e", "r:t/n nothing $retval", typed); code != 1 || !strings.Contains(stderr, "$retval: nothing returns nothing") {
+		t.Errorf("$retval of a void function: exit %d: %s", code, stderr)
+	}
+	// the same program stripped, its debug information in a file it links to: untyped
+	stripped := typed + ".stripped"
+	dbg := typed + ".debug"
+	for _, args := range [][]string{{"--only-keep-debug", typed, dbg}, {"--strip-debug", "--add-gnu-debuglink=" + dbg, typed, stripped}} {
+		if out, err := exec.Command("objcopy", args...).CombinedOutput(); err != nil {
+			t.Fatalf("objcopy %v: %v %s", args, err, out)
+		}
+	}
+	for _, bin := range []string{stripped, testprog.Build(t, retvalSrc, "c", "-O1")} {
+		got := run(t, bin)
+		for ev, v := range got {
+			if ev != "neg2" && !strings.HasPrefix(v, "arg1=0x") {
+				t.Errorf("%s: %s %s, want the kernel's u64", filepath.Base(bin), ev, v)
+			}
+		}
+		if got["neg"] != "arg1=0xfffffffb" || got["neg2"] != "r=0xfffffffb" {
+			t.Errorf("%s: %v", filepath.Base(bin), got)
+		}
 	}
 }

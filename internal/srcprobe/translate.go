@@ -126,6 +126,70 @@ func IsSourceLevel(def string) bool {
 	return false
 }
 
+// typedRetval says whether def, a kernel-form return probe with an untyped $retval,
+// gets its function's return type, as the kernel types $retval from BTF since Linux
+// 6.5 (a function returning void is then an error): when the program (or the library
+// LIB:SITE names) carries its own debug information (.debug_info in the file itself:
+// a separate debug file is not looked for, so that an untouched kernel-form
+// definition means the same on every machine, whatever debug packages it has) and
+// that describes the probed function. Otherwise $retval stays the kernel's u64.
+func (r *Resolver) typedRetval(def string) bool {
+	w := strings.Fields(def)
+	if len(w) < 3 || strings.HasPrefix(w[0], "-") {
+		return false
+	}
+	lib, siteText := splitLib(w[1])
+	siteText, retSuffix := strings.CutSuffix(siteText, "%return")
+	if !strings.HasPrefix(w[0], "r") && !retSuffix {
+		return false
+	}
+	untyped := false
+	for i, a := range w[2:] {
+		pa := parseArg(a, i+1)
+		untyped = untyped || (pa.keyword == "$retval" && pa.typ == "")
+	}
+	if !untyped {
+		return false
+	}
+	res := r
+	if lib != "" {
+		var err error
+		if res, err = r.library(lib); err != nil {
+			return false // the rewrite says why
+		}
+	}
+	if !res.ownDebugInfo() {
+		return false
+	}
+	st := parseSite(siteText)
+	if lib != "" && isHex(st.text) {
+		var err error
+		if st.text, err = res.offsetSite(st.text); err != nil {
+			return false
+		}
+	}
+	in, err := res.Info()
+	if err != nil {
+		return false
+	}
+	pts, _, err := res.rawPoint(in, st, true)
+	return err == nil && len(pts) == 1 && pts[0].entry && pts[0].fn != nil
+}
+
+// ownDebugInfo says whether the binary holds DWARF itself.
+func (r *Resolver) ownDebugInfo() bool {
+	f, err := r.image()
+	if err != nil {
+		return false
+	}
+	for _, s := range f.Sections {
+		if s.Name == ".debug_info" || s.Name == ".zdebug_info" {
+			return true
+		}
+	}
+	return false
+}
+
 func (a srcArg) bad() bool {
 	b := a.body
 	return !a.isChain && a.keyword == "" && b != "" && (b[0] == '_' || b[0] >= 'a' && b[0] <= 'z' || b[0] >= 'A' && b[0] <= 'Z')
@@ -135,7 +199,9 @@ func (a srcArg) bad() bool {
 // (in address order, all of one event), or nil if def is not source-level.
 func (r *Resolver) Translate(def string) ([]string, error) {
 	if !IsSourceLevel(def) {
-		return nil, nil
+		if !r.typedRetval(def) {
+			return nil, nil
+		}
 	}
 	w := strings.Fields(def)
 	lib, siteText := splitLib(w[1])

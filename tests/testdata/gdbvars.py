@@ -10,8 +10,9 @@
 # compare), {"fault": true} for a string gdb cannot read, or {"err": "..."}.
 # PROG is the rewritten program: its trace of the same run is compared with what gdb
 # prints, so that stack addresses and uninitialized memory are the same for both.
-# It is rewritten with jump-optimized probes only: an int3 probe's SIGTRAP would be
-# gdb's. The script stops after MAX_STOPS stops, whatever happens.
+# It is rewritten with jump-optimized probes only (an int3 probe's SIGTRAP would be
+# gdb's), or, with GDBVARS_INT3 set, with int3 probes at the points (see below). The
+# script stops after MAX_STOPS stops, whatever happens.
 import json
 import os
 
@@ -80,22 +81,7 @@ def fmt(v, sp):
     return {"err": "type " + str(t)}
 
 
-stops = 0
-while want and stops < MAX_STOPS:
-    stops += 1
-    try:
-        gdb.execute("continue", to_string=True)
-    except gdb.error:
-        break
-    try:
-        pc = gdb.selected_frame().pc()
-    except gdb.error:
-        break  # the program exited
-    hit = [n for n, (a, bp) in want.items() if int(a, 16) + base == pc]
-    if not hit:
-        continue
-    a, bp = want.pop(hit[0])
-    bp.delete()
+def record(a):
     f = gdb.newest_frame()
     fn = f.function()
     vals = {}
@@ -108,10 +94,72 @@ while want and stops < MAX_STOPS:
         except (RuntimeError, ValueError, OverflowError) as err:
             vals[e] = {"err": str(err)}
     out[a] = {"func": fn.name if fn else "", "vals": vals}
-json.dump(out, open(os.environ["GDBVARS_OUT"], "w"))
-# let the probes of the last stops run and the program finish its trace
-gdb.execute("delete", to_string=True)
-try:
-    gdb.execute("continue", to_string=True)
-except gdb.error:
-    pass
+
+
+def trapped():
+    """whether the program stopped for a SIGTRAP the kernel sent (an int3)"""
+    try:
+        si = gdb.parse_and_eval("$_siginfo")
+        return int(si["si_signo"]) == 5 and int(si["si_code"]) == 0x80
+    except gdb.error:
+        return False
+
+
+def run_int3():
+    # PROG has int3 probes at the points: gdb stops at their SIGTRAP with the pc one
+    # byte on (the int3 ran, nothing else); the values are read with the pc back at
+    # the point, then the pc is put back and the SIGTRAP given to the program, whose
+    # probe then records the same state. No breakpoint of gdb's is involved.
+    for a, bp in want.values():
+        bp.delete()
+    pending = {int(a, 16) + base: a for a, bp in want.values()}
+    give = False
+    for _ in range(MAX_STOPS):
+        try:
+            gdb.execute("signal SIGTRAP" if give else "continue", to_string=True)
+        except gdb.error:
+            return
+        try:
+            pc = gdb.selected_frame().pc()
+        except gdb.error:
+            return  # the program exited
+        give = trapped()
+        a = pending.pop(pc - 1, None) if give else None
+        if a is not None:
+            gdb.execute("set $pc = %#x" % (pc - 1), to_string=True)
+            record(a)
+            gdb.execute("set $pc = %#x" % pc, to_string=True)
+
+
+def run_breakpoints():
+    stops = 0
+    while want and stops < MAX_STOPS:
+        stops += 1
+        try:
+            gdb.execute("continue", to_string=True)
+        except gdb.error:
+            break
+        try:
+            pc = gdb.selected_frame().pc()
+        except gdb.error:
+            break  # the program exited
+        hit = [n for n, (a, bp) in want.items() if int(a, 16) + base == pc]
+        if not hit:
+            continue
+        a, bp = want.pop(hit[0])
+        bp.delete()
+        record(a)
+
+
+if os.environ.get("GDBVARS_INT3"):
+    run_int3()
+    json.dump(out, open(os.environ["GDBVARS_OUT"], "w"))
+else:
+    run_breakpoints()
+    json.dump(out, open(os.environ["GDBVARS_OUT"], "w"))
+    # let the probes of the last stops run and the program finish its trace
+    gdb.execute("delete", to_string=True)
+    try:
+        gdb.execute("continue", to_string=True)
+    except gdb.error:
+        pass

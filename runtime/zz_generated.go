@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "f21252fd9087253af8a468cb67b343fcf40c2b946bf7579b13e3eab4e938c218"
+const ObjectSHA256 = "2b46423e1992204cd5738b263bee4359fcd0ef958d11cd00b2d5a7a0ca899b51"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

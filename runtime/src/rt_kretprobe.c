@@ -29,27 +29,33 @@ struct kprw_ri {
 	u32 probe;
 	u32 pid;
 	u32 gen;
-	u32 reserved;
-	u64 seq; /* from ri_seq: the newest instance of a word K has the highest */
-	u64 reserved2;
+	u32 prev; /* + 1: the instance that was the newest at K when this one was made (a chain) */
+	u64 seq;  /* from ri_seq: the newest instance of a word K has the highest */
+	u64 real_ret; /* the frame's real return address: ri.ret_addr, or in a chain (where
+	                 ri.ret_addr is the trampoline) the older instance's real one */
 	struct kretprobe_instance ri; /* what handlers see; data follows */
 };
 
 /* Every entry takes the next sequence number, so among the instances keyed by one word
  * K (a chain of kretprobes on one frame, a tail call, or stale instances of frames left
- * by longjmp) the live, newest one has the highest. The hint table remembers, per hash
- * of K, the instance the last entry made: the return finds it in O(1) and checks its
- * key; a hint that another entry overwrote (a hash collision) or that is gone falls back
- * to scanning all instances. */
+ * by longjmp) the live, newest one has the highest. The hint table remembers the
+ * newest instance of each word K, in a set of HINT_WAYS entries per hash of K: an entry
+ * replaces the one of its word (a chain: the older instance is its prev, which the
+ * return puts back), else a free or dead one, else the oldest of the set; the return
+ * finds its instance in O(1) and checks its key. Only a frame whose hint was evicted
+ * (more than HINT_WAYS live frames of one set: deep recursion of many probed functions)
+ * or raced away falls back to scanning all instances, which with a return probe on
+ * every function of a big program is tens of thousands. */
 static u64 ri_seq;
 /* the DW_OP_addr operand in kprewrite_rt_eh_frame (entry.S) */
 extern u8 kprw_eh_tramp_addr[] __attribute__((visibility("hidden")));
-#define HINTS 1024
-static u32 ri_hint[HINTS]; /* instance + 1 */
+#define HINT_SETS 8192
+#define HINT_WAYS 4
+static u32 ri_hint[HINT_SETS][HINT_WAYS]; /* instance + 1 */
 
-static inline u32 hint_of(uptr K)
+static inline u32 *hint_set(uptr K)
 {
-	return (u32)(((u64)K * 0x9E3779B97F4A7C15ull) >> 54); /* 10 bits */
+	return ri_hint[((u64)K * 0x9E3779B97F4A7C15ull) >> 51]; /* 13 bits */
 }
 
 #define KEY_SETUP 1ull
@@ -59,6 +65,71 @@ static struct kprw_ri *inst(u32 g, u32 pi)
 {
 	return (struct kprw_ri *)(kprw_rt.ri_mem + kprw_rt.ri_off[pi] +
 				  (u64)(g - kprw_rt.ri_first[pi]) * kprw_rt.ri_stride[pi]);
+}
+
+static inline u32 owner(u32 g);
+
+/* hint_at is a live instance at word K the hints name (the newest there unless a race
+ * or an eviction lost it), or ~0u */
+static u32 hint_at(uptr K)
+{
+	u32 *set = hint_set(K), best = ~0u;
+	u64 bestseq = 0;
+	for (u32 w = 0; w < HINT_WAYS; w++) {
+		u32 h = __atomic_load_n(&set[w], __ATOMIC_RELAXED);
+		if (!h || h > kprw_rt.ri_total || !KEY_MATCH(atomic_load(&kprw_rt.ri_keys[h - 1]), K))
+			continue;
+		struct kprw_ri *r = inst(h - 1, owner(h - 1));
+		if (r->ri.entry_sp == K && (best == ~0u || r->seq > bestseq)) {
+			best = h - 1;
+			bestseq = r->seq;
+		}
+	}
+	return best;
+}
+
+/* hint_put makes instance g (at word K, sequence seq) the hint of K: in place of the
+ * hint of the same word, else of a free or dead entry, else of the oldest */
+static void hint_put(u32 g, uptr K)
+{
+	u32 *set = hint_set(K), victim = 0;
+	u64 oldest = ~0ull;
+	for (u32 w = 0; w < HINT_WAYS; w++) {
+		u32 h = __atomic_load_n(&set[w], __ATOMIC_RELAXED);
+		if (!h || h > kprw_rt.ri_total) {
+			victim = w;
+			oldest = 0;
+			continue;
+		}
+		struct kprw_ri *r = inst(h - 1, owner(h - 1));
+		u64 k = atomic_load(&kprw_rt.ri_keys[h - 1]);
+		if (!KEY_MATCH(k, r->ri.entry_sp) || r->ri.entry_sp == K) {
+			victim = w; /* free, reused, or the same word's: take it */
+			if (r->ri.entry_sp == K && KEY_MATCH(k, K))
+				break;
+			oldest = 0;
+			continue;
+		}
+		if (r->seq < oldest) {
+			oldest = r->seq;
+			victim = w;
+		}
+	}
+	__atomic_store_n(&set[victim], g + 1, __ATOMIC_RELAXED);
+}
+
+/* hint_drop takes instance g (at word K, about to be released) out of the hints, putting
+ * back the older instance of a chain at K */
+static void hint_drop(u32 g, uptr K, u32 prev)
+{
+	u32 *set = hint_set(K);
+	for (u32 w = 0; w < HINT_WAYS; w++) {
+		u32 h = g + 1;
+		if (__atomic_load_n(&set[w], __ATOMIC_RELAXED) == h) {
+			u32 p = prev && prev <= kprw_rt.ri_total && KEY_MATCH(atomic_load(&kprw_rt.ri_keys[prev - 1]), K) ? prev : 0;
+			__atomic_compare_exchange_n(&set[w], &h, p, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		}
+	}
 }
 
 /* fetch-program entry data of an instance, after the user's data */
@@ -156,6 +227,8 @@ void kprw_run_return_events(const struct kprw_point *pt, struct pt_regs *regs, s
 	}
 }
 
+static u32 real_inst(uptr K, u32 pid, u32 tid);
+
 void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 {
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
@@ -195,6 +268,20 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 	r->ri.ret_addr = *(u64 *)K;
 	r->ri.entry_sp = K;
 	r->ri.tid = c ? kprw_tctx_tid(c) : kprw_gettid();
+	r->prev = 0;
+	r->real_ret = r->ri.ret_addr;
+	if (unlikely(r->ri.ret_addr == tramp)) {
+		/* a chain at K (another return probe of this frame, or a tail call from a
+		 * return-probed function): the newest instance there knows the real address */
+		u32 a = hint_at(K);
+		if (a != ~0u) {
+			r->prev = a + 1;
+			r->real_ret = inst(a, owner(a))->real_ret;
+		} else {
+			u32 b = real_inst(K, pid, r->ri.tid);
+			r->real_ret = b == ~0u ? 0 : inst(b, owner(b))->ri.ret_addr;
+		}
+	}
 	if (p->data_size)
 		kprw_memset(r->ri.data, 0, p->data_size);
 	if (kprw_rt.ri_elen[pi]) {
@@ -221,7 +308,7 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 	}
 	*(u64 *)K = tramp;
 	atomic_store(&keys[g], ((u64)K >> 3) << 16 | r->gen);
-	__atomic_store_n(&ri_hint[hint_of(K)], g + 1, __ATOMIC_RELAXED);
+	hint_put(g, K);
 }
 
 static u64 shown_ret(const struct kprw_ri *r, uptr K);
@@ -235,9 +322,7 @@ void kprw_rethook(struct pt_regs *regs)
 	unsigned long flags = regs->flags;
 
 	atomic_add(&kprewrite_rt_stats.rettramps, 1);
-	u32 h = __atomic_load_n(&ri_hint[hint_of(K)], __ATOMIC_RELAXED);
-	if (keys && h && h <= kprw_rt.ri_total && KEY_MATCH(atomic_load(&keys[h - 1]), K)) {
-		best = h - 1;
+	if (keys && (best = hint_at(K)) != ~0u) {
 		pi = owner(best);
 	} else {
 		for (u32 g = 0; keys && g < kprw_rt.ri_total; g++) {
@@ -284,6 +369,7 @@ void kprw_rethook(struct pt_regs *regs)
 			kprw_count_miss(pi);
 		}
 	}
+	hint_drop(best, K, r->prev);
 	atomic_store(&keys[best], 0);
 	*(u64 *)K = regs->ip;
 	/* handlers may change the arithmetic flags, nothing else (as on the other paths) */
@@ -410,13 +496,13 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 		uptr C = cr[0] - 8;
 		/* the common case in O(1): the hint names the newest instance at C, and it saved
 		 * a real return address (no chain at C) */
-		u32 h = __atomic_load_n(&ri_hint[hint_of(C)], __ATOMIC_RELAXED);
-		if (h && h <= kprw_rt.ri_total) {
-			u64 k = atomic_load(&keys[h - 1]);
-			struct kprw_ri *r = inst(h - 1, owner(h - 1));
-			if (KEY_MATCH(k, C) && r->ri.entry_sp == C && mine(r, pid, tid) && r->ri.ret_addr != tramp) {
+		u32 h = hint_at(C);
+		if (h != ~0u) {
+			u64 k = atomic_load(&keys[h]);
+			struct kprw_ri *r = inst(h, owner(h));
+			if (KEY_MATCH(k, C) && mine(r, pid, tid) && r->ri.ret_addr != tramp) {
 				*(volatile u64 *)C = r->ri.ret_addr;
-				unwound(h - 1, k);
+				unwound(h, k);
 				return URC_CONTINUE_UNWIND;
 			}
 		}
@@ -461,6 +547,8 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 static u64 shown_ret(const struct kprw_ri *r, uptr K)
 {
 	u64 ret = r->ri.ret_addr;
+	if (likely(r->real_ret))
+		return r->real_ret; /* resolved at the entry */
 	if (unlikely(ret == (u64)(uptr)kprewrite_rt_rettramp)) {
 		u64 real = kprw_kretprobe_real_ret(K);
 		if (real)
@@ -478,10 +566,12 @@ u64 kprw_kretprobe_real_ret(uptr K)
 	u64 tramp = (u64)(uptr)kprewrite_rt_rettramp;
 	if (!keys)
 		return 0;
-	u32 h = __atomic_load_n(&ri_hint[hint_of(K)], __ATOMIC_RELAXED);
-	if (h && h <= kprw_rt.ri_total) {
-		struct kprw_ri *r = inst(h - 1, owner(h - 1));
-		if (KEY_MATCH(atomic_load(&keys[h - 1]), K) && r->ri.entry_sp == K && r->ri.ret_addr != tramp)
+	u32 h = hint_at(K);
+	if (h != ~0u) {
+		struct kprw_ri *r = inst(h, owner(h));
+		if (r->real_ret)
+			return r->real_ret;
+		if (r->ri.ret_addr != tramp)
 			return (u64)(uptr)r->ri.ret_addr;
 	}
 	struct kprw_tctx *c = kprw_tctx_get();

@@ -775,6 +775,12 @@ int main(int argc, char **argv) {
 	longjmp(jb, 1);
 }
 `, "c", "-O2", "-static")
+	return analyzePath(t, path)
+}
+
+// analyzePath analyses the binary at path.
+func analyzePath(t *testing.T, path string) *Binary {
+	t.Helper()
 	f, err := elfio.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -810,18 +816,7 @@ int main(int argc, char **argv) {
 	if out, err := exec.Command("strip", "-o", stripped, path).CombinedOutput(); err != nil {
 		t.Skipf("strip: %v %s", err, out)
 	}
-	analyse := func(p string) *Binary {
-		f, err := elfio.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := Analyze(f, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	named, bare := analyse(path), analyse(stripped)
+	named, bare := analyzePath(t, path), analyzePath(t, stripped)
 	blocked := func(b *Binary, addr uint64) string {
 		fi, ok := b.startIndex(addr)
 		if !ok {

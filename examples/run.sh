@@ -6,7 +6,11 @@ set -eu
 name=${1:?usage: sh examples/run.sh kprobe|kretprobe|faultinject|faultinject-libc|latency}
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$here/$name
-if [ ! -f "$dir/target.c" ]; then
+target=$dir/target.c
+case $name in
+faultinject-libc) target=$here/faultinject/target.c ;; # the same program, linked dynamically
+esac
+if [ ! -f "$target" ]; then
 	echo "run.sh: no example $name (kprobe, kretprobe, faultinject, faultinject-libc, latency)" >&2
 	exit 2
 fi
@@ -23,6 +27,6 @@ latency) cflags="$cflags -pthread" ;;
 esac
 handler=$(ls "$dir"/*.c | grep -v '/target\.c$')
 set -x
-gcc $cflags -o "$out/target" "$dir/target.c"
+gcc $cflags -o "$out/target" "$target"
 "$kp" rewrite --handlers "$handler" -o "$out/target.kp" "$out/target"
 "$out/target.kp"

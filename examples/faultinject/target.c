@@ -1,5 +1,7 @@
-/* target.c - the program examples/faultinject makes fail: it builds a list of ten records
- * with malloc() and copes with allocations that fail. Link it statically (-static). */
+/* target.c - the program examples/faultinject and examples/faultinject-libc make fail: it
+ * builds a list of ten records with malloc() and copes with allocations that fail.
+ * faultinject links it statically (-static: malloc is in the program), faultinject-libc
+ * dynamically (malloc is libc.so.6's). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

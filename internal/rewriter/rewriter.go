@@ -756,21 +756,21 @@ func (g *gen) makeTables() error {
 	f, pl := g.f, g.plan
 	g.tables.OrigEntry = f.Entry
 	if g.library {
-		// the library's own DT_INIT (0: none), which the runtime's calls after start-up;
-		// (the patches are made once the runtime's entry has its address)
-		_, old, err := f.LibraryPatches(0)
+		// the library's own DT_INIT (0: none), which the runtime's calls after start-up,
+		// and DT_FINI for kprewrite_exit(); the dynamic section must have room for them
+		// (the patches are made once the runtime's entries have their addresses)
+		d, err := f.EditDynamic()
 		if err != nil {
 			return err
 		}
-		g.tables.OrigEntry = old
-		g.tables.Flags |= kprt.HFLibrary
+		g.tables.OrigEntry = d.Library(0)
 		if g.libraryExitHook() {
-			d, err := f.EditDynamic()
-			if err != nil {
-				return err
-			}
 			g.tables.Fini = d.Fini(0)
 		}
+		if _, err := d.Patches(); err != nil {
+			return err
+		}
+		g.tables.Flags |= kprt.HFLibrary
 	}
 	g.tables.Events = g.events
 	g.tables.TracePath = g.opt.TracePath

@@ -33,6 +33,10 @@ const (
 	// SymRseqOff is the u64 a count-only detour reads to choose per-CPU counting (the
 	// offset of the thread's rseq area from the thread pointer) or lock incq (0).
 	SymRseqOff = "kprewrite_rt_rseq_off"
+	// SymPFCtlGen is the u64 the inline filters of detours read (DFPrefilter): the
+	// address of the trace file's control generation, 0 until start-up has set every
+	// such probe's RawProbeState.PFGen.
+	SymPFCtlGen = "kprewrite_rt_pf_ctlgen"
 	// SymRseqCount is the per-CPU counting routine count-only detours call.
 	SymRseqCount = "kprewrite_rt_rseq_count"
 	// SymRseqShardtab is u64 *[256], each CPU's shard of hit counters by the low byte of
@@ -121,6 +125,13 @@ const (
 	// counter window (RawHeader.Counters) and never calls the runtime (CountDetour).
 	PFCount PointFlags = 0x80
 )
+
+// DetourFlags are RawPoint.DFlags (KPRW_DF_*).
+type DetourFlags uint16
+
+// DFPrefilter marks an XOptimized point whose detour tests its event's filter inline
+// before anything is saved (trampolines.Prefilter; "Inline filters" in kprewrite_abi.h).
+const DFPrefilter DetourFlags = 0x1
 
 // ProbeType is a probe's type (RawProbe.Type, KPRW_T_*).
 type ProbeType uint8
@@ -373,21 +384,21 @@ type RawHooks struct {
 
 // RawPoint is struct kprw_point.
 type RawPoint struct {
-	Site       uint64     `c:"site"`
-	Slot       uint64     `c:"slot"`
-	Target     uint64     `c:"target"`
-	FirstProbe uint32     `c:"first_probe"`
-	NProbes    uint16     `c:"nprobes"`
-	XMode      XMode      `c:"xmode"`
-	InsnLen    uint8      `c:"insn_len"`
-	SlotLen    uint8      `c:"slot_len"`
-	EmuOp      EmuOp      `c:"emu_op"`
-	EmuCC      uint8      `c:"emu_cc"`
-	PFlags     PointFlags `c:"pflags"`
-	RetImm     uint16     `c:"ret_imm"`
-	Reserved0  uint16     `c:"reserved0"`
-	Orig       [16]byte   `c:"orig"`
-	Reserved1  uint64     `c:"reserved1"`
+	Site       uint64      `c:"site"`
+	Slot       uint64      `c:"slot"`
+	Target     uint64      `c:"target"`
+	FirstProbe uint32      `c:"first_probe"`
+	NProbes    uint16      `c:"nprobes"`
+	XMode      XMode       `c:"xmode"`
+	InsnLen    uint8       `c:"insn_len"`
+	SlotLen    uint8       `c:"slot_len"`
+	EmuOp      EmuOp       `c:"emu_op"`
+	EmuCC      uint8       `c:"emu_cc"`
+	PFlags     PointFlags  `c:"pflags"`
+	RetImm     uint16      `c:"ret_imm"`
+	DFlags     DetourFlags `c:"dflags"` // was reserved0
+	Orig       [16]byte    `c:"orig"`
+	Reserved1  uint64      `c:"reserved1"`
 }
 
 // RawProbe is struct kprw_probe.
@@ -427,8 +438,11 @@ type RawProbeState struct {
 	Flags   uint32 `c:"flags"`
 	// Gate, in the first probe of an XOptimized point, is 1 while the point is armed
 	// (written at start-up; the detour tests it).
-	Gate      uint32 `c:"gate"`
-	Reserved1 uint64 `c:"reserved1"`
+	Gate uint32 `c:"gate"`
+	// PFGen, in the probe of a DFPrefilter point, is the trace file's control
+	// generation under which the detour's inline filter is the event's (^0: never).
+	PFGen     uint32 `c:"pfgen"`
+	Reserved1 uint32 `c:"reserved1"`
 }
 
 // PtRegs is struct pt_regs, the kernel's x86-64 layout.

@@ -79,6 +79,7 @@ type Point struct {
 	EmuOp   EmuOp
 	EmuCC   uint8 // jcc condition, low nibble of the opcode
 	PFlags  PointFlags
+	DFlags  DetourFlags
 	RetImm  uint16
 	Orig    []byte // original instruction bytes (up to 16)
 	Probes  []Probe
@@ -185,8 +186,16 @@ func CountersSize(nprobes int) uint64 {
 	return (uint64(nprobes)*CounterPairSize + 4095) &^ 4095
 }
 
-// gateOffset is the offset of Gate in RawProbeState.
-const gateOffset = 20
+// PFGenAddr is the vaddr of the PFGen word of Points[i]'s first probe (DFPrefilter).
+func (e *Encoded) PFGenAddr(i int) uint64 {
+	return e.StateBase + uint64(e.ProbeIndex[i][0])*ProbeStateSize + pfgenOffset
+}
+
+// gateOffset and pfgenOffset are the offsets of Gate and PFGen in RawProbeState.
+const (
+	gateOffset  = 20
+	pfgenOffset = 24
+)
 
 // ErrTables reports tables the runtime would refuse.
 var ErrTables = errors.New("invalid probe tables")
@@ -383,7 +392,7 @@ func (e *Encoded) Encode(roBase, stateBase uint64) error {
 		rp := RawPoint{
 			Site: p.Site, Slot: p.Slot, Target: p.Target, FirstProbe: uint32(len(probes)),
 			NProbes: uint16(len(p.Probes)), XMode: p.XMode, InsnLen: p.InsnLen, SlotLen: p.SlotLen,
-			EmuOp: p.EmuOp, EmuCC: p.EmuCC, PFlags: p.PFlags, RetImm: p.RetImm,
+			EmuOp: p.EmuOp, EmuCC: p.EmuCC, PFlags: p.PFlags, DFlags: p.DFlags, RetImm: p.RetImm,
 		}
 		copy(rp.Orig[:], p.Orig)
 		put(&rp)
@@ -484,6 +493,13 @@ func checkPoint(p *Point, nevents int) error {
 	}
 	if p.PFlags&PFCount != 0 && p.XMode != XOptimized {
 		return errors.New("a count-only point is jump-optimized")
+	}
+	if p.DFlags&DFPrefilter != 0 {
+		q := p.Probes[0]
+		if p.XMode != XOptimized || p.PFlags&PFCount != 0 || len(p.Probes) != 1 || q.Type != TKprobe ||
+			q.Flags != FTrace || q.Event < 0 || q.PreHandler|q.PostHandler|q.FaultHandler|q.EntryHandler|q.RetHandler|q.User != 0 {
+			return errors.New("an inline filter is for a jump-optimized point with one traced event kprobe")
+		}
 	}
 	if p.PFlags&PFInt3Step != 0 && (p.XMode != XSStep || p.PFlags&(PFBranch|PFCall|PFPushf) != 0) {
 		return errors.New("an int3-ended single-step is for a single-stepped copy that falls through")

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "2b46423e1992204cd5738b263bee4359fcd0ef958d11cd00b2d5a7a0ca899b51"
+const ObjectSHA256 = "247ee45fedb0e527780e1fc004d34ba844988d978baa4f9cdaab7cf877b8f7ae"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -1,12 +1,17 @@
 package tests
 
 import (
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/evfilter"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
@@ -197,4 +202,137 @@ func TestFilterErrors(t *testing.T) {
 	if code, stdout, _ := kp("list", "-v", out); code != 0 || !strings.Contains(stdout, "filter: n >= 130 && __probe_ip.function == work") {
 		t.Errorf("list does not show the filter:\n%s", stdout)
 	}
+}
+
+// inlineCases are filters on filtered.c's work() that read registers and the stack
+// only: each is compiled into the detour (kprewrite_filter.work+...).
+var inlineCases = []string{
+	"n >= 30 && n < 120 && w != 0",
+	"x > 0xf0 || x == 5 || !(u & 0x400000)",
+	"u < 0xffffffff00000000 && u > 0x7fffffff00 || n == 3",
+	"w < -20000 || w > 25000",
+	"ra > 0x1000 && (n == 7 || n == 107) || xs < -100",
+	"n & 4 && x != 0x64 && w16 >= 0x8000",
+	"u >= 0x10000 && u <= 0x500000 && (n == -1 || n == 100 || n == 137)",
+}
+
+// TestInlineFilter: a filter that reads only registers and the stack is tested in the
+// detour itself, before anything is saved, and a refused hit only counts. The records
+// kept are exactly those the filter's reference (evfilter.Match) keeps for the
+// arguments filtered.c is known to pass, at int3 points (the runtime's filter) and at
+// jump-optimized ones (the inline filter), in order, and every refused hit counts. A
+// filter given at run time (KPREWRITE_CONTROL) replaces the inline one.
+func TestInlineFilter(t *testing.T) {
+	src, err := os.ReadFile("testdata/filtered.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := testprog.Build(t, string(src), "c", "-O2", "-pthread")
+	def := "p:kpwe2e/w work n=%di:s32 u=%dx:u64 w=%cx:s16 x=%di:x8 xs=%di:s8 w16=%cx:u16 ra=+0(%sp):x64"
+	p, err := eventdef.Parse(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the calls filtered.c makes, in the order a trace shows them (main's, then the
+	// thread's), as the record's data
+	var calls []int
+	for i := -20; i < 60; i++ {
+		calls = append(calls, i)
+	}
+	for i := 100; i < 140; i++ {
+		calls = append(calls, i)
+	}
+	data := func(i int) []byte {
+		u := uint64(i+64) * 0x10001
+		w := uint16(int16(i * 1000))
+		b := binary.LittleEndian.AppendUint32(nil, uint32(int32(i)))
+		b = binary.LittleEndian.AppendUint64(b, u)
+		b = binary.LittleEndian.AppendUint16(b, w)
+		b = append(b, byte(i), byte(i))
+		b = binary.LittleEndian.AppendUint16(b, w)
+		return binary.LittleEndian.AppendUint64(b, 0x555555554000) // a return address
+	}
+	dir := t.TempDir()
+	kpd := filepath.Join(dir, "filtered")
+	check := func(what, expr, tr string, wantN []int) {
+		t.Helper()
+		lines := readTrace(t, tr, kpd)
+		var got []int
+		for _, l := range lines {
+			n, err := strconv.Atoi(strings.TrimPrefix(strings.Fields(l.Args)[0], "n="))
+			if err != nil {
+				t.Fatalf("%s: line %s%s", what, l.Event, l.Args)
+			}
+			got = append(got, n)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(wantN) {
+			t.Errorf("%s %q: n of the records %v, want %v", what, expr, got, wantN)
+		}
+		if h := profile(t, tr, kpd)["w"]; h != [2]uint64{120, 0} {
+			t.Errorf("%s %q: hits and misses %v, want all 120 hits (filtered out or not)", what, expr, h)
+		}
+	}
+	for _, expr := range inlineCases {
+		f, err := evfilter.Parse(expr, evfilter.Fields(p), evfilter.AnySymbols{})
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		var want []int
+		for _, i := range calls {
+			if evfilter.Match(f.Program(), &evfilter.Env{Data: data(i)}) {
+				want = append(want, i)
+			}
+		}
+		if len(want) == 0 || len(want) == len(calls) {
+			t.Fatalf("%q keeps %d of %d calls: the case does not filter", expr, len(want), len(calls))
+		}
+		for _, mode := range []string{"int3", "optimize"} {
+			flags := []string{"--filter", "kpwe2e/w:" + expr}
+			if mode == "int3" {
+				flags = append(flags, "--no-optimize")
+			}
+			rewriteWith(t, prog, kpd, []string{def}, flags...)
+			if inline := hasSymbolPrefix(t, kpd, "kprewrite_filter.work+"); inline != (mode == "optimize") {
+				t.Fatalf("%s %q: an inline filter %v", mode, expr, inline)
+			}
+			tr := kpd + ".trace"
+			os.Remove(tr)
+			if res := testprog.Run(t, testprog.Cmd{Path: kpd, Extra: []string{"KPREWRITE_TRACE=" + tr}}); res.Exit != 3 {
+				t.Fatalf("%s: %s", mode, res)
+			}
+			check(mode, expr, tr, want)
+		}
+	}
+	// KPREWRITE_CONTROL gives the event another filter: it decides, not the inline one
+	rewriteWith(t, prog, kpd, []string{def}, "--filter", "kpwe2e/w:n < 0")
+	ctl := filepath.Join(dir, "w.ctl")
+	if code, _, stderr := kp("control", "-o", ctl, "--filter", "kpwe2e/w:n >= 130 || n == -3", kpd); code != 0 {
+		t.Fatalf("control: %s", stderr)
+	}
+	tr := kpd + ".trace"
+	os.Remove(tr)
+	if res := testprog.Run(t, testprog.Cmd{Path: kpd, Extra: []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_CONTROL=" + ctl}}); res.Exit != 3 {
+		t.Fatalf("control: %s", res)
+	}
+	check("run-time filter", "n >= 130 || n == -3", tr, []int{-3, 130, 131, 132, 133, 134, 135, 136, 137, 138, 139})
+}
+
+// hasSymbolPrefix says whether the ELF file has a symbol whose name starts with prefix.
+func hasSymbolPrefix(t *testing.T, path, prefix string) bool {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range syms {
+		if strings.HasPrefix(s.Name, prefix) {
+			return true
+		}
+	}
+	return false
 }

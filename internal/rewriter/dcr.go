@@ -1,6 +1,8 @@
 package rewriter
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/kprewrite/kprewrite/internal/align"
@@ -26,6 +28,8 @@ type dcrArea struct {
 	// inline-form count-only detours (trampolines.CountRseq.Inline) have their rseq_cs
 	// descriptors after the detours, 32-byte aligned, in the order of their cs index
 	ncs int
+	// pfCtlGen is the runtime's SymPFCtlGen, which inline filters read (set before build)
+	pfCtlGen uint64
 }
 
 type dcrEntry struct {
@@ -38,6 +42,13 @@ type dcrEntry struct {
 	nprobes   int
 	cs        int                     // count-only, inline form: index of its rseq_cs descriptor; -1: none
 	layout    trampolines.CountLayout // count-only: where its entry and its DCR copy are
+	// an inline filter (kprt.DFPrefilter): after the full detour's jmp back, at pfOff,
+	// the filter's code (pfLen bytes), then a count-only detour of the probe (layout),
+	// with its own copy of the DCR (reg2), where refused hits go
+	pf    *trampolines.PrefilterSpec
+	pfOff uint64
+	pfLen int
+	reg2  *trampolines.Region
 }
 
 // dcrAlign keeps each detour's hot start in as few cache lines as its size allows.
@@ -75,6 +86,27 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 			return err
 		}
 		a.anyDetour = true
+		if e.pf, err = g.prefilterOf(i, rp); err != nil {
+			return err
+		}
+		if e.pf != nil {
+			code, err := trampolines.Prefilter(0, *e.pf, 0, 0)
+			if err != nil {
+				return err
+			}
+			// refusals count in a restartable sequence of their own where the image is
+			// at fixed addresses, as a count-only point's do
+			if !g.f.IsPIE() && g.f.ImageEnd() < trampolines.InlineAddrLimit/2 {
+				e.cs = a.ncs
+				a.ncs++
+			}
+			if e.layout, err = trampolines.CountDetourLayout(1, true, e.cs >= 0, e.pf.FlagsDead); err != nil {
+				return err
+			}
+			e.pfOff, e.pfLen = uint64(size), len(code)
+			size += e.pfLen + e.layout.Len(n)
+			rp.DFlags |= kprt.DFPrefilter
+		}
 	}
 	if pt.Optimized() {
 		rp.InsnLen = uint8(pt.DCRLen)
@@ -139,6 +171,17 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 		}
 		reg.Insns = nil // only the code and the offsets are needed from here on
 		e.reg = reg
+		if e.pf != nil {
+			// the refused hits' count-only detour runs a copy of its own
+			at2 := at + e.pfOff + uint64(e.pfLen) + uint64(e.layout.Reloc)
+			if e.reg2, err = trampolines.RelocateRegion(pt.DCRCode, pt.Site, at2, patch.DCROptions(g.f)); err != nil {
+				return fmt.Errorf("probe at %#x: %w", pt.Site, err)
+			}
+			if len(e.reg2.Code) != e.relocLen {
+				return fmt.Errorf("internal error: the DCR at %#x relocated to %d bytes, %d planned", pt.Site, len(e.reg2.Code), e.relocLen)
+			}
+			e.reg2.Insns = nil
+		}
 		g.tables.Points[e.point].Slot = at
 	}
 	np := len(g.plan.Points)
@@ -190,7 +233,8 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 				}
 				relocAt = at + uint64(len(t.Code))
 			}
-			if stub, ok := g.hooks.detourStub[e.point]; ok {
+			stub, stubbed := g.hooks.detourStub[e.point]
+			if stubbed {
 				// a redirected signal function (sigstatic.go): the function's first
 				// instructions run from the guard's copy, after its wrapper
 				j, err := trampolines.JmpRel32(relocAt, stub)
@@ -221,6 +265,9 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 				entry = at + uint64(e.layout.Entry)
 			} else {
 				code, err = trampolines.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
+				if err == nil && e.pf != nil {
+					code, entry, err = a.buildPrefilter(g, b, e, code, entry, enc, rs, stub, stubbed)
+				}
 			}
 			if err != nil {
 				return err
@@ -253,6 +300,107 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 		copy(b[e.off:], code)
 	}
 	return nil
+}
+
+// buildPrefilter appends to the full detour code of entry e (entered at full) its inline
+// filter and the count-only detour of its refused hits, and returns the bytes and the
+// entry the site's jmp lands on (the filter's).
+func (a *dcrArea) buildPrefilter(g *gen, b []byte, e dcrEntry, code []byte, full uint64, enc *kprt.Encoded, rs trampolines.CountRseq,
+	stub uint64, stubbed bool) ([]byte, uint64, error) {
+	pt := &g.plan.Points[e.point]
+	at := a.base + e.off
+	pfAt := at + e.pfOff
+	countAt := pfAt + uint64(e.pfLen)
+	if uint64(len(code)) != e.pfOff {
+		return nil, 0, fmt.Errorf("internal error: a %d-byte detour at %#x, %d planned", len(code), at, e.pfOff)
+	}
+	spec := *e.pf
+	spec.CtlGen, spec.PFGen = a.pfCtlGen, enc.PFGenAddr(e.point)
+	// a refused hit enters the count-only detour after its save, which is the filter's
+	save := trampolines.PrefilterSave(spec.FlagsDead)
+	pf, err := trampolines.Prefilter(pfAt, spec, full, countAt+uint64(e.layout.Entry+len(save)))
+	if err != nil {
+		return nil, 0, fmt.Errorf("probe at %#x: %w", pt.Site, err)
+	}
+	if len(pf) != e.pfLen {
+		return nil, 0, fmt.Errorf("internal error: a %d-byte inline filter at %#x, %d planned", len(pf), pfAt, e.pfLen)
+	}
+	reloc := e.reg2.Code
+	if stubbed {
+		j, err := trampolines.JmpRel32(countAt+uint64(e.layout.Reloc), stub)
+		if err != nil {
+			return nil, 0, fmt.Errorf("probe at %#x: %w", pt.Site, err)
+		}
+		reloc = trampolines.Filled(j, len(reloc))
+	}
+	crs := rs
+	crs.CS = 0 // the call form, or the inline form with its descriptor
+	if e.cs >= 0 {
+		csAt := a.csOff() + uint64(e.cs)*trampolines.RseqCSSize
+		crs.CS = a.base + csAt
+		desc, err := trampolines.CountRseqCS(countAt, e.pf.FlagsDead)
+		if err != nil {
+			return nil, 0, err
+		}
+		copy(b[csAt:], desc)
+	}
+	cd, err := trampolines.CountDetour(countAt, []uint64{enc.CounterAddr(g.tables.Counters, e.point, 0)},
+		[]uint32{uint32(enc.ProbeIndex[e.point][0]) * 8}, crs, e.pf.FlagsDead, reloc, pt.Site+uint64(pt.DCRLen))
+	if err != nil {
+		return nil, 0, err
+	}
+	if !bytes.HasPrefix(cd[e.layout.Entry:], save) {
+		return nil, 0, fmt.Errorf("internal error: the count-only detour at %#x does not start as the inline filter does", countAt)
+	}
+	return append(append(code, pf...), cd...), pfAt, nil
+}
+
+// prefilterOf is the inline filter of plan point i (its table entry rp), or nil: a
+// jump-optimized point with one probe, a traced event with a filter and no trigger
+// whose every predicate the detour can test on the live registers and the stack
+// (trampolines.Prefilter), in an image without C handlers (whose runtime keeps the full
+// path: kprw_pf_update).
+func (g *gen) prefilterOf(i int, rp *kprt.Point) (*trampolines.PrefilterSpec, error) {
+	pt := &g.plan.Points[i]
+	if rp.PFlags&kprt.PFCount != 0 || len(rp.Probes) != 1 || len(pt.Requests) != 1 || g.opt.Handlers != nil {
+		return nil, nil
+	}
+	q := rp.Probes[0]
+	d := &g.probes[pt.Requests[0]]
+	if q.Type != kprt.TKprobe || q.Flags != kprt.FTrace || q.Event < 0 || d.Handler != nil || len(d.Triggers) > 0 ||
+		q.Event >= len(g.events) || g.events[q.Event].Filter == nil {
+		return nil, nil
+	}
+	offs := make([]int, len(d.Def.Args))
+	for k, o := 0, 0; k < len(d.Def.Args); k++ {
+		offs[k] = o
+		o += d.Def.Args[k].SlotSize()
+	}
+	field := func(off, size int) (trampolines.PrefilterField, bool) {
+		for k, o := range offs {
+			if o != off || d.Def.Args[k].SlotSize() != size {
+				continue
+			}
+			loc, ok := d.Def.Direct(k)
+			if !ok {
+				return trampolines.PrefilterField{}, false
+			}
+			if loc.Reg < 0 {
+				return trampolines.PrefilterField{Reg: -1, SPOff: loc.SPOff}, true
+			}
+			r, ok := trampolines.PrefilterRegs[loc.Reg]
+			return trampolines.PrefilterField{Reg: r}, ok
+		}
+		return trampolines.PrefilterField{}, false
+	}
+	spec := &trampolines.PrefilterSpec{Prog: g.events[q.Event].Filter, Field: field, FlagsDead: g.flagsDead(pt.Site)}
+	if _, err := trampolines.Prefilter(0, *spec, 0, 0); err != nil {
+		if errors.Is(err, trampolines.ErrNoPrefilter) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return spec, nil
 }
 
 // origBytes returns up to n original bytes at addr (fewer at the end of the

@@ -114,6 +114,9 @@ const (
 	SymSlotPrefix = "kprewrite_slot."
 	// SymDetourPrefix names the detour buffer of a jump-optimized probe.
 	SymDetourPrefix = "kprewrite_detour."
+	// SymFilterPrefix names the inline filter of a jump-optimized probe's detour (where
+	// its site's jmp lands) and the count-only detour its refused hits take.
+	SymFilterPrefix = "kprewrite_filter."
 	// SymRseqCS names the rseq_cs descriptors of inline-form count-only detours.
 	SymRseqCS = "kprewrite_rseq_cs"
 	// SymSigStubPrefix names the stub a static program's redirected signal function
@@ -433,6 +436,9 @@ func (g *gen) run() (*Result, error) {
 	rseq.Shardtab, _ = out.Addr(kprt.SymRseqShardtab)
 	if rseq.Off == 0 || rseq.Count == 0 || rseq.Shardtab == 0 {
 		return nil, fmt.Errorf("runtime object has no %s, %s or %s", kprt.SymRseqOff, kprt.SymRseqCount, kprt.SymRseqShardtab)
+	}
+	if g.dcrs.pfCtlGen, ok = out.Addr(kprt.SymPFCtlGen); !ok {
+		return nil, fmt.Errorf("runtime object has no %s", kprt.SymPFCtlGen)
 	}
 	textBytes := text.alloc()
 	if err := g.dcrs.build(g, text.span(dcrsArea), enc, optcall, rseq); err != nil {
@@ -934,11 +940,17 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 		if pt.Optimized() {
 			prefix = SymDetourPrefix
 		}
-		name := fmt.Sprintf("%s%#x", prefix, pt.Site)
+		where := fmt.Sprintf("%#x", pt.Site)
 		if pt.Func != nil {
-			name = fmt.Sprintf("%s%s+%#x", prefix, pt.Func.Name, pt.Site-pt.Func.Addr)
+			where = fmt.Sprintf("%s+%#x", pt.Func.Name, pt.Site-pt.Func.Addr)
 		}
-		syms = append(syms, elfio.NewSymbol{Name: name, Section: elfio.SecText, Offset: p.dcrs + d.off, Size: d.size, Func: true})
+		size := d.size
+		if d.pf != nil { // the full detour, then the inline filter with its refusals' counting
+			size = d.pfOff
+			syms = append(syms, elfio.NewSymbol{Name: SymFilterPrefix + where, Section: elfio.SecText, Offset: p.dcrs + d.off + d.pfOff,
+				Size: d.size - d.pfOff, Func: true})
+		}
+		syms = append(syms, elfio.NewSymbol{Name: prefix + where, Section: elfio.SecText, Offset: p.dcrs + d.off, Size: size, Func: true})
 	}
 	if g.dcrs.ncs > 0 { // data, not code, for disassemblers
 		syms = append(syms, elfio.NewSymbol{Name: SymRseqCS, Section: elfio.SecText, Offset: p.dcrs + g.dcrs.csOff(),

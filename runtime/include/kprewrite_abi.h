@@ -74,6 +74,27 @@
  * runtime's only text write; the count-only hits are never missed, as the uprobe
  * tracer's nhit).
  *
+ * Inline filters (KPRW_DF_PREFILTER). A jump-optimized point with one probe, an event
+ * kprobe that writes records, has a filter and no trigger, and whose filter reads only
+ * fields the detour can read itself (a general register's low bytes, or bytes of the word
+ * at %sp) has its filter compiled into the detour (trampolines.Prefilter): the site's
+ * jmp lands after the detour's jmp back, on
+ *     [48 8d 64 24 80] lea -128(%rsp),%rsp   (flags live: push %rax; lahf; seto %al)
+ *     [51] push %rcx   [48 8b 0d rel32] mov kprewrite_rt_pf_ctlgen(%rip),%rcx
+ *     [48 85 c9] test %rcx,%rcx   [0f 84 rel32] jz full
+ *     [8b 09] mov (%rcx),%ecx   [3b 0d rel32] cmp pfgen(%rip),%ecx   [0f 85 rel32] jne full
+ *     [59] pop %rcx
+ * then the filter's predicates as cmp or test of the live registers or the stack, and
+ * jcc rel32 as the program branches. A refused hit restores what it saved and jumps to
+ * a count-only detour of the probe that follows (its own copy of the DCR): it counts
+ * the hit and writes nothing, without calling the runtime. Anything else (a match, no
+ * trace file yet, controls changed since the runtime last checked) restores and jumps to
+ * the full detour's entry, which runs the filter again on the fetched data. The runtime
+ * publishes kprewrite_rt_pf_ctlgen (the trace file's ctl_gen) once every such probe's
+ * pfgen is set: the current generation when the probe is enabled, its event's filter
+ * is the rewrite's and it has no trigger, ~0 otherwise; again after every change of the
+ * controls, and never in an image with C handlers (a hit inside a handler is a miss).
+ *
  * Verification mode (--verify-regions). A would-be-optimized site becomes an ordinary
  * KPRW_X_BOOST point whose slot holds the relocated WHOLE DCR then jmp site+L (the tail
  * of the detour it would have had), so sequential flow never touches the other DCR
@@ -149,6 +170,10 @@ typedef unsigned long long kprw_u64;
                               * a hit is a violation (see "Verification mode" below) */
 #define KPRW_PF_COUNT 0x80   /* KPRW_X_OPTIMIZED, count-only (rewrite --count-only): the detour
                               * never calls the runtime; see "Count-only detours" below */
+
+/* kprw_point.dflags */
+#define KPRW_DF_PREFILTER 0x1 /* KPRW_X_OPTIMIZED: the detour tests the event's filter
+                               * inline first; see "Inline filters" above */
 
 /* kprw_probe.type */
 #define KPRW_T_KPROBE 1
@@ -355,7 +380,7 @@ struct kprw_point {
 	kprw_u8 emu_cc;       /* condition code 0..15 (low nibble of the jcc opcode) */
 	kprw_u8 pflags;       /* KPRW_PF_* */
 	kprw_u16 ret_imm;     /* ret imm16 */
-	kprw_u16 reserved0;
+	kprw_u16 dflags;      /* KPRW_DF_* (was reserved0) */
 	kprw_u8 orig[16];     /* original instruction bytes (insn_len used) */
 	kprw_u64 reserved1;
 };
@@ -409,7 +434,10 @@ struct kprw_probe_state {
 	kprw_u32 gate;    /* first probe of a KPRW_X_OPTIMIZED point: the runtime writes 1 at
 	                     start-up when the point is armed; the detour reads it (0 = run the
 	                     relocated DCR only, which is also what happens before start-up) */
-	kprw_u64 reserved1;
+	kprw_u32 pfgen;   /* the probe of a KPRW_DF_PREFILTER point: the trace file's ctl_gen
+	                     under which its detour's inline filter is its filter (~0: never;
+	                     see "Inline filters") */
+	kprw_u32 reserved1;
 };
 #define KPRW_SF_DISABLED 0x1 /* disabled (flags, KPREWRITE_DISABLE, disable_kprobe()) */
 #define KPRW_SF_UNREG 0x2    /* a KPRW_F_USER probe that is not registered */

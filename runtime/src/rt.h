@@ -291,6 +291,7 @@ struct kprw_rt {
 #define KPRW_HAS_ISTEP 0x40    /* KPRW_PF_INT3STEP points */
 #define KPRW_HAS_GATED 0x80    /* jump-optimized points with a gate (not count-only) */
 #define KPRW_HAS_COUNT 0x100   /* count-only points */
+#define KPRW_HAS_PREFILTER 0x200 /* detours with an inline filter (their refusals count per CPU) */
 
 extern struct kprw_rt kprw_rt;
 extern struct kprw_stats kprewrite_rt_stats;
@@ -406,6 +407,8 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c);
 int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c);
 void kprw_fastev_init(void);
+void kprw_pf_update(void);
+extern u64 kprewrite_rt_pf_ctlgen; /* rt_trace.c: what inline filters read */
 void kprw_spev_init(void);
 /* ---- per-CPU counting of count-only detours (rt_rseq.c, rseq.S) ---- */
 extern u64 kprewrite_rt_rseq_off; /* rseq.S: what count-only detours read */

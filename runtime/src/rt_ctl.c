@@ -173,6 +173,7 @@ void kprw_ctl_sync(void)
 		}
 	}
 	__atomic_store_n(&kprw_rt.ctl_seen, gen, __ATOMIC_RELEASE);
+	kprw_pf_update(); /* inline filters: valid under the new generation, or not at all */
 	__atomic_store_n(&kprw_rt.ctl_lock, 0, __ATOMIC_RELEASE);
 }
 

@@ -286,6 +286,11 @@ static int validate(const struct kprw_header *h)
 			has |= KPRW_HAS_GATED;
 		if (pt->pflags & KPRW_PF_INT3STEP)
 			has |= KPRW_HAS_ISTEP;
+		if (pt->dflags & KPRW_DF_PREFILTER) {
+			if (pt->xmode != KPRW_X_OPTIMIZED || (pt->pflags & KPRW_PF_COUNT) || pt->nprobes != 1)
+				return 0;
+			has |= KPRW_HAS_PREFILTER;
+		}
 	}
 	if (next != h->nprobes)
 		return 0;
@@ -465,6 +470,7 @@ static void records_init(void)
 	kprw_trig_init(); /* the triggers, and the control area when the trace file has none */
 	kprw_fastev_init();
 	kprw_spev_init();
+	kprw_pf_update();
 	/* per-thread scratch buffers: for records of variable size, and for the stacks
 	 * of stacktrace triggers (an image with an unwind table) */
 	int scratch = kprw_rt.hdr->unwind != 0;
@@ -795,7 +801,7 @@ static void start_early(const struct kprw_header *h, char **envp)
 		u64 want = sz ? parse_size("KPREWRITE_TRACE_SIZE", sz, "the rewrite's size is used") : 0;
 		if (want)
 			size = want;
-		if ((kprw_rt.has & KPRW_HAS_COUNT) && !on_switch(envp, "KPREWRITE_NO_RSEQ"))
+		if ((kprw_rt.has & (KPRW_HAS_COUNT | KPRW_HAS_PREFILTER)) && !on_switch(envp, "KPREWRITE_NO_RSEQ"))
 			kprw_rseq_probe(kprw_rt.at_reloc); /* count-only detours may count per CPU */
 		kprw_rt.ctl_path = getenv_(envp, "KPREWRITE_CONTROL");
 		kprw_trace_open(path, size, on_switch(envp, "KPREWRITE_TRACE_PREFAULT"), records);

@@ -1083,6 +1083,36 @@ void kprw_fastev_init(void)
 	kprw_rt.fastev = bits;
 }
 
+/* kprewrite_rt_pf_ctlgen is what the inline filters of detours read (KPRW_DF_PREFILTER,
+ * "Inline filters" in kprewrite_abi.h): 0, or the trace file's ctl_gen once every such
+ * probe's pfgen says under which generation its inline filter is its event's filter. */
+__attribute__((visibility("hidden"))) u64 kprewrite_rt_pf_ctlgen;
+
+/* kprw_pf_update sets the pfgen of every probe with an inline filter: the generation of
+ * the controls this process applied when the inline code decides as the runtime would
+ * (the probe enabled, served by kprw_trace_event, its event's filter the rewrite's, no
+ * trigger), ~0 when it does not; then publishes the trace file's ctl_gen. Start-up, and
+ * kprw_ctl_sync after each change. An image with C handlers keeps the full path: a hit
+ * inside a handler is a miss there, and only the runtime knows the thread is in one. */
+void kprw_pf_update(void)
+{
+	if (!kprw_rt.ctl_gen || (kprw_rt.has & KPRW_HAS_USER))
+		return;
+	u32 gen = __atomic_load_n(&kprw_rt.ctl_seen, __ATOMIC_ACQUIRE);
+	for (u32 k = 0; k < kprw_rt.npoints; k++) {
+		const struct kprw_point *pt = &kprw_rt.points[k];
+		if (!(pt->dflags & KPRW_DF_PREFILTER))
+			continue;
+		u32 i = pt->first_probe, e = kprw_rt.probes[i].event, ok = 0;
+		if (e < kprw_rt.nevents && kprw_rt.ev_filter && kprw_rt.fastev && (kprw_rt.fastev[k / 64] >> (k % 64) & 1))
+			ok = kprw_probe_enabled(i) && kprw_rt.ev_filter[e] &&
+			     (!kprw_rt.ev_filter0 || kprw_rt.ev_filter[e] == kprw_rt.ev_filter0[e]) &&
+			     !(kprw_rt.ev_trig && kprw_rt.ev_trig[e]);
+		__atomic_store_n(&kprw_rt.state[i].pfgen, ok ? gen : ~0u, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&kprewrite_rt_pf_ctlgen, (u64)(uptr)kprw_rt.ctl_gen, __ATOMIC_RELEASE);
+}
+
 /* kprw_spev_init marks the points whose entry records carry the stack pointer
  * (kprw_rt.spev): a return event (an r: definition, traced) at the point. Start-up. */
 void kprw_spev_init(void)

@@ -5,7 +5,9 @@
 # string filter on comm that refuses every hit; with a conditional trigger that never
 # fires (every hit traced), and switched off with `kprewrite disable` before the run
 # (nothing is written); and the refusing filter given at run time instead, by a
-# KPREWRITE_CONTROL file (kprewrite control) on the unfiltered rewrite. Prints a Markdown table for docs/benchmarks.md.
+# KPREWRITE_CONTROL file (kprewrite control) on the unfiltered rewrite; and the refusing
+# filter in the program built without PIE (its inline filter's refusals count in a
+# restartable sequence of their own instead of a call). Prints a Markdown table for docs/benchmarks.md.
 #
 #   scripts/bench-filter.sh           (N calls a round, default 1000000; ROUNDS 3; RUNS 3)
 #
@@ -23,10 +25,12 @@ go build -o "$KP" ./cmd/kprewrite
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -o "$tmp/hit" scripts/bench/hit.c
+gcc -O2 -no-pie -o "$tmp/hitnp" scripts/bench/hit.c
 def='p:kpwbench/f target x=%di:s64 s=+0(%sp):u64'
-kinds="traced out in comm trig soft rtout"
+kinds="traced out in comm trig soft rtout outnp"
 "$KP" rewrite -o "$tmp/hit.traced" -e "$def" "$tmp/hit" >/dev/null
 "$KP" rewrite -o "$tmp/hit.out" -e "$def" --filter 'f:x < 0 && s != 0' "$tmp/hit" >/dev/null
+"$KP" rewrite -o "$tmp/hit.outnp" -e "$def" --filter 'f:x < 0 && s != 0' "$tmp/hitnp" >/dev/null
 "$KP" rewrite -o "$tmp/hit.in" -e "$def" --filter 'f:x >= 0 || s == 0' "$tmp/hit" >/dev/null
 "$KP" rewrite -o "$tmp/hit.comm" -e "$def" --filter 'f:comm ~ "nomatch*"' "$tmp/hit" >/dev/null
 "$KP" rewrite -o "$tmp/hit.trig" -e "$def" --trigger 'f:traceoff if x < 0' "$tmp/hit" >/dev/null
@@ -61,5 +65,6 @@ row comm "\`comm ~ \"nomatch*\"\` (refuses every hit)" "none"
 row trig "none; trigger \`traceoff if x < 0\` (never fires)" "every hit"
 row soft "none; switched off (\`kprewrite disable\`)" "none"
 row rtout "\`x < 0 && s != 0\` given at run time (\`KPREWRITE_CONTROL\`)" "none"
+row outnp "\`x < 0 && s != 0\` (refuses every hit), the program built with \`-no-pie\`" "none"
 echo
 echo "Bare call of the unprobed twin: ${bare} ns. $runs runs of $rounds rounds of $n calls, kinds interleaved; medians of the runs."

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -320,16 +319,7 @@ func TestInlineFilter(t *testing.T) {
 // hasSymbolPrefix says whether the ELF file has a symbol whose name starts with prefix.
 func hasSymbolPrefix(t *testing.T, path, prefix string) bool {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range syms {
+	for _, s := range elfSymbols(t, path) {
 		if strings.HasPrefix(s.Name, prefix) {
 			return true
 		}

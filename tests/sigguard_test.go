@@ -501,7 +501,19 @@ func TestSigGuardStaticStripped(t *testing.T) {
 // symAddr returns the address of the symbol name in bin, as a probe site.
 func symAddr(t *testing.T, bin, name string) string {
 	t.Helper()
-	f, err := elf.Open(bin)
+	for _, s := range elfSymbols(t, bin) {
+		if s.Name == name {
+			return fmt.Sprintf("%#x", s.Value)
+		}
+	}
+	t.Fatalf("%s: no symbol %s", bin, name)
+	return ""
+}
+
+// elfSymbols is the symbol table of the ELF file at path.
+func elfSymbols(t *testing.T, path string) []elf.Symbol {
+	t.Helper()
+	f, err := elf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,13 +522,7 @@ func symAddr(t *testing.T, bin, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range syms {
-		if s.Name == name {
-			return fmt.Sprintf("%#x", s.Value)
-		}
-	}
-	t.Fatalf("%s: no symbol %s", bin, name)
-	return ""
+	return syms
 }
 
 // TestSigGuardRealPython: python3.11 with an int3 probe on every function entry starts

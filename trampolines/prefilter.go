@@ -85,14 +85,11 @@ func Prefilter(at uint64, s PrefilterSpec, accept, refuse uint64) ([]byte, error
 			return nil, err
 		}
 	}
-	restore := func() {
-		if !s.FlagsDead {
-			a.emit(0x04, 0x7f, 0x9e, 0x58) // add $0x7f,%al; sahf; pop %rax
-		}
-		a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 128(%rsp),%rsp
+	a.labels[lAccept] = a.len() // restore what the save did, then the full detour
+	if !s.FlagsDead {
+		a.emit(0x04, 0x7f, 0x9e, 0x58) // add $0x7f,%al; sahf; pop %rax
 	}
-	a.labels[lAccept] = a.len()
-	restore()
+	a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 128(%rsp),%rsp
 	a.jmpAbs(accept)
 	a.labels[lFull] = a.len()
 	a.emit(0x59) // pop %rcx

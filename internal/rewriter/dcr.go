@@ -71,9 +71,7 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 	case rp.PFlags&kprt.PFCount != 0:
 		e.count, e.nprobes = true, len(rp.Probes)
 		e.flagsDead = g.flagsDead(pt.Site)
-		// the inline form holds absolute addresses in imm32 fields: an image at fixed
-		// ones, low enough that the segments added after it stay below 2 GiB
-		if e.nprobes == 1 && !g.f.IsPIE() && g.f.ImageEnd() < trampolines.InlineAddrLimit/2 {
+		if e.nprobes == 1 && g.inlineRseq() {
 			e.cs = a.ncs
 			a.ncs++
 		}
@@ -86,24 +84,20 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 			return err
 		}
 		a.anyDetour = true
-		if e.pf, err = g.prefilterOf(i, rp); err != nil {
+		if e.pf, e.pfLen, err = g.prefilterOf(i, rp); err != nil {
 			return err
 		}
 		if e.pf != nil {
-			code, err := trampolines.Prefilter(0, *e.pf, 0, 0)
-			if err != nil {
-				return err
-			}
 			// refusals count in a restartable sequence of their own where the image is
 			// at fixed addresses, as a count-only point's do
-			if !g.f.IsPIE() && g.f.ImageEnd() < trampolines.InlineAddrLimit/2 {
+			if g.inlineRseq() {
 				e.cs = a.ncs
 				a.ncs++
 			}
 			if e.layout, err = trampolines.CountDetourLayout(1, true, e.cs >= 0, e.pf.FlagsDead); err != nil {
 				return err
 			}
-			e.pfOff, e.pfLen = uint64(size), len(code)
+			e.pfOff = uint64(size)
 			size += e.pfLen + e.layout.Len(n)
 			rp.DFlags |= kprt.DFPrefilter
 		}
@@ -355,21 +349,22 @@ func (a *dcrArea) buildPrefilter(g *gen, b []byte, e dcrEntry, code []byte, full
 	return append(append(code, pf...), cd...), pfAt, nil
 }
 
-// prefilterOf is the inline filter of plan point i (its table entry rp), or nil: a
+// prefilterOf is the inline filter of plan point i (its table entry rp) and its length,
+// or nil: a
 // jump-optimized point with one probe, a traced event with a filter and no trigger
 // whose every predicate the detour can test on the live registers and the stack
 // (trampolines.Prefilter), in an image without C handlers (whose runtime keeps the full
 // path: kprw_pf_update).
-func (g *gen) prefilterOf(i int, rp *kprt.Point) (*trampolines.PrefilterSpec, error) {
+func (g *gen) prefilterOf(i int, rp *kprt.Point) (*trampolines.PrefilterSpec, int, error) {
 	pt := &g.plan.Points[i]
 	if rp.PFlags&kprt.PFCount != 0 || len(rp.Probes) != 1 || len(pt.Requests) != 1 || g.opt.Handlers != nil {
-		return nil, nil
+		return nil, 0, nil
 	}
 	q := rp.Probes[0]
 	d := &g.probes[pt.Requests[0]]
 	if q.Type != kprt.TKprobe || q.Flags != kprt.FTrace || q.Event < 0 || d.Handler != nil || len(d.Triggers) > 0 ||
 		q.Event >= len(g.events) || g.events[q.Event].Filter == nil {
-		return nil, nil
+		return nil, 0, nil
 	}
 	offs := make([]int, len(d.Def.Args))
 	for k, o := 0, 0; k < len(d.Def.Args); k++ {
@@ -394,13 +389,14 @@ func (g *gen) prefilterOf(i int, rp *kprt.Point) (*trampolines.PrefilterSpec, er
 		return trampolines.PrefilterField{}, false
 	}
 	spec := &trampolines.PrefilterSpec{Prog: g.events[q.Event].Filter, Field: field, FlagsDead: g.flagsDead(pt.Site)}
-	if _, err := trampolines.Prefilter(0, *spec, 0, 0); err != nil {
+	code, err := trampolines.Prefilter(0, *spec, 0, 0) // its length does not depend on the addresses
+	if err != nil {
 		if errors.Is(err, trampolines.ErrNoPrefilter) {
-			return nil, nil
+			return nil, 0, nil
 		}
-		return nil, err
+		return nil, 0, err
 	}
-	return spec, nil
+	return spec, len(code), nil
 }
 
 // origBytes returns up to n original bytes at addr (fewer at the end of the
@@ -412,6 +408,13 @@ func (g *gen) origBytes(addr uint64, n int) []byte {
 		}
 	}
 	return nil
+}
+
+// inlineRseq says whether a count can take the inline form, which holds absolute
+// addresses in imm32 fields: an image at fixed ones, low enough that the segments
+// added after it stay below 2 GiB.
+func (g *gen) inlineRseq() bool {
+	return !g.f.IsPIE() && g.f.ImageEnd() < trampolines.InlineAddrLimit/2
 }
 
 // flagsDead says whether the arithmetic flags are dead at a count-only detour's site,

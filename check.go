@@ -66,6 +66,18 @@ type CheckExits struct {
 type CheckDCR struct {
 	Length       int      `json:"length"`
 	Instructions []string `json:"instructions"` // addresses of the whole instructions copied out of line
+	// Redirects are the jumps into the region that the rewrite sends to a copy of the
+	// region's rest instead (rule jump-redirected).
+	Redirects []CheckRedirect `json:"redirects,omitempty"`
+}
+
+// CheckRedirect is one redirected jump: at Jump, Length bytes long, it targets
+// Target inside the region, and the rewrite replaces its first Bytes bytes.
+type CheckRedirect struct {
+	Jump   string `json:"jump"`
+	Target string `json:"target"`
+	Length int    `json:"length"`
+	Bytes  int    `json:"bytes"`
 }
 
 // CheckReason is one rule that decided the verdict (or a note, which did not lower it).
@@ -210,6 +222,9 @@ func checkSite(s *analysis.Site, d *rewriter.Probe) CheckSite {
 		dcr := &CheckDCR{Length: s.DCRLen}
 		for _, in := range s.DCR {
 			dcr.Instructions = append(dcr.Instructions, hexAddr(in.Addr))
+		}
+		for _, r := range s.Redirects {
+			dcr.Redirects = append(dcr.Redirects, CheckRedirect{Jump: hexAddr(r.From), Target: hexAddr(r.To), Length: r.Len, Bytes: r.Edit})
 		}
 		cs.DCR = dcr
 	}

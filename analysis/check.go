@@ -181,6 +181,9 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 		s.Verdict = SingleStep
 		s.add(RuleNotBoostable, s.Addr, fmt.Sprintf("%s: %s", s.Insn, whyNot))
 	}
+	if s.Verdict != Optimize {
+		s.Redirects = nil
+	}
 	if s.SignalsBlocked != "" {
 		if s.Verdict != Optimize {
 			s.refuse(RuleSignalsBlocked, s.Addr, s.SignalsBlocked+": an int3 there would kill the process, and the site cannot be jump-optimized")
@@ -277,6 +280,15 @@ func (b *Binary) optimizeBlockers(s *Site, fi int, code []byte, req SiteRequest)
 			continue
 		}
 		rule, detail := b.edgeReason(&e, region)
+		if e.kind == ekBranch && !req.NoRedirect {
+			r, why := b.redirect(&e, s, addr, addr+l, req.OtherProbes)
+			if why == "" {
+				s.Redirects = append(s.Redirects, r)
+				s.note(RuleJumpRedirected, e.src, fmt.Sprintf("%s: a jump-optimized probe redirects it to a relocated copy of the region from %#x on, followed by a jmp back to %#x", detail, e.dst, addr+uint64(s.DCRLen)))
+				continue
+			}
+			detail += " (it cannot be redirected: " + why + ")"
+		}
 		if counts[rule]++; counts[rule] <= maxPerRule {
 			s.add(rule, srcAddr(&e), detail)
 		}
@@ -388,6 +400,90 @@ func (b *Binary) paddingTail(fi int, from uint64, need int) (int, string, bool) 
 		where = "alignment padding inside " + fn.Name
 	}
 	return need, fmt.Sprintf("the %d bytes %#x..%#x after the final ret/jmp are %s (nop/int3) that nothing targets; the jmp overwrites them and they are never executed", need, from, end, where), true
+}
+
+// redirect decides whether the branch e into the interior of the region [lo, hi) of
+// site s can be redirected to a copy of the region's rest (Redirect), and says why not
+// when it cannot.
+func (b *Binary) redirect(e *edge, s *Site, lo, hi uint64, others []uint64) (Redirect, string) {
+	raw := b.codeFrom(e.src)
+	in, err := x86dec.Decode(raw, e.src)
+	if err != nil {
+		return Redirect{}, "it does not decode"
+	}
+	r := Redirect{From: e.src, Len: in.Len, To: e.dst}
+	if b.funcAt(e.src) < 0 {
+		// bytes decoded between functions may be data: never written
+		return r, "it is in code that belongs to no function"
+	}
+	switch {
+	case in.Len == 2 && raw[0] == 0xeb:
+		r.Edit = 5
+	case in.Len == 5 && raw[0] == 0xe9:
+		r.Edit = 5
+	case in.Len == 6 && raw[0] == 0x0f && raw[1]&0xf0 == 0x80:
+		r.Edit = 6
+	default:
+		return r, "only a jmp rel32, a jcc rel32 or a jmp rel8 followed by padding is"
+	}
+	if !slices.ContainsFunc(s.DCR[1:], func(d InstRef) bool { return d.Addr == e.dst }) {
+		return r, "its target is not the start of one of the region's instructions"
+	}
+	end := e.src + uint64(r.Edit)
+	if e.src < hi && end > lo {
+		return r, "it is inside the region"
+	}
+	if !fitsRel32(b.detourLo, b.detourHi, e.src) || !fitsRel32(b.detourLo, b.detourHi, end) {
+		return r, "it is out of rel32 reach of the detour window"
+	}
+	for _, p := range others {
+		// that probe's int3 or jmp would take the jump's bytes, and its copy or
+		// emulation of the jump would keep the old target
+		if p < end && p+b.jmpSpan(p) > e.src {
+			return r, fmt.Sprintf("the probe at %#x may take its bytes", p)
+		}
+	}
+	if r.Edit == r.Len {
+		return r, ""
+	}
+	// a jmp rel8 becomes a jmp rel32 over the padding after it
+	if len(raw) < r.Edit {
+		return r, "its code section ends after it"
+	}
+	for pc := e.src + uint64(in.Len); pc < end; {
+		p, err := x86dec.Decode(raw[pc-e.src:], pc)
+		if err != nil || p.Kind != x86dec.KindInt3 && !isNop(raw[pc-e.src:pc-e.src+uint64(p.Len)], &p) {
+			return r, fmt.Sprintf("the bytes at %#x after it are code, not padding it could grow into", pc)
+		}
+		pc += uint64(p.Len)
+	}
+	if _, ok := b.startsIn(e.src, end); ok {
+		return r, "a function starts in the padding after it"
+	}
+	if b.edges.any(e.src+1, end) || len(b.padsIn(e.src+1, end)) > 0 {
+		return r, "the padding after it is a branch target"
+	}
+	for _, pc := range []uint64{e.src, end - 1} {
+		if k := b.funcAt(pc); k >= 0 && b.info[k].poison != nil {
+			return r, fmt.Sprintf("%s has an indirect jmp whose targets are unknown, which may land in the padding after it", b.Funcs.List[k].Name)
+		}
+	}
+	return r, ""
+}
+
+// jmpSpan bounds the bytes a probe at p may take: its whole instructions up to the 5 a
+// jmp needs (a padding tail after a final jmp or ret is at most that too).
+func (b *Binary) jmpSpan(p uint64) uint64 {
+	raw := b.codeFrom(p)
+	n := 0
+	for n < jmpLen {
+		l, err := x86dec.Length(raw[n:])
+		if err != nil || l <= 0 {
+			return 16
+		}
+		n += l
+	}
+	return uint64(max(n, jmpLen))
 }
 
 // isNop recognises the nop encodings compilers and assemblers pad with: 90

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -234,9 +235,13 @@ func checkCorpusC(t *testing.T, b *Binary, cb corpusBuild) {
 		if a >= dst || dst-a >= jmpLen {
 			continue
 		}
-		s := b.Check(SiteRequest{Addr: a})
+		s := b.Check(SiteRequest{Addr: a, NoRedirect: true})
 		if s.DCRLen > 0 && a+uint64(s.DCRLen) <= dst && (s.Has(RuleDCRPastJmp) || s.Has(RuleDCRCrossesFunc)) {
 			continue
+		}
+		// with redirects, the site is optimized only by redirecting that jmp
+		if sr := b.Check(SiteRequest{Addr: a}); sr.Verdict == Optimize && !slices.ContainsFunc(sr.Redirects, func(r Redirect) bool { return r.From == src && r.To == dst }) {
+			t.Errorf("site %#x optimized, but hot.cold's jmp at %#x is not redirected: %v", a, src, sr.Redirects)
 		}
 		checked++
 		r := reason(t, s, RuleJumpIntoDCR)
@@ -346,9 +351,20 @@ func checkAgainstObjdump(t *testing.T, b *Binary, path string, all bool) {
 			end += uint64(in.Len)
 		}
 		lo, hi := s.Addr+1, s.Addr+uint64(s.DCRLen)
-		i := sort.Search(len(dsts), func(i int) bool { return dsts[i] >= lo })
-		if i < len(dsts) && dsts[i] < hi {
-			t.Errorf("%s: objdump sees a branch from %#x to %#x inside the DCR", s.String(), targets[dsts[i]], dsts[i])
+		// every branch objdump sees into the DCR is one the rewrite redirects
+		for i := sort.Search(len(dsts), func(i int) bool { return dsts[i] >= lo }); i < len(dsts) && dsts[i] < hi; i++ {
+			for _, src := range targets[dsts[i]] {
+				if dst := dsts[i]; !slices.ContainsFunc(s.Redirects, func(r Redirect) bool { return r.From == src && r.To == dst }) {
+					t.Errorf("%s: objdump sees a branch from %#x to %#x inside the DCR", s.String(), src, dsts[i])
+				}
+			}
+		}
+		// and the bytes a redirected jmp rel8 grows into are no branch target
+		for _, r := range s.Redirects {
+			i := sort.Search(len(dsts), func(i int) bool { return dsts[i] > r.From })
+			if i < len(dsts) && dsts[i] < r.From+uint64(r.Edit) {
+				t.Errorf("%s: objdump sees a branch to %#x, inside the redirected jump at %#x", s.String(), dsts[i], r.From)
+			}
 		}
 		if len(b.padsIn(lo, hi)) > 0 {
 			t.Errorf("%s: landing pad inside the DCR", s.String())

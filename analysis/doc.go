@@ -37,9 +37,14 @@
 // whole code pointer. Code pointers can only be made where the address-taken
 // index sees them (or are return addresses, which follow a call and so are
 // never inside a DCR: a call may only end one), so such a jump cannot land
-// inside a DCR the index does not already forbid. Anything computed (add, lea
-// arithmetic, 32-bit loads, values reloaded from stack slots, which may be
-// spilled table arithmetic) is unresolved: the function and every fragment
+// inside a DCR the index does not already forbid. A value reloaded from a stack
+// slot at %rsp plus a constant is followed to the stores that fill the slot
+// (tracking %rsp through push, pop, add/sub/lea of constants and calls), and
+// the stored registers are followed as any other (glibc's gconv keeps its
+// demangled step function at (%rsp) across calls). Anything computed (add, lea
+// arithmetic, 32-bit loads, a slot written in part, through a frame pointer,
+// filled by the caller or below %rsp across a call, which may be spilled table
+// arithmetic) is unresolved: the function and every fragment
 // linked to it by direct branches cannot be jump-optimized. A memory operand
 // based on %rsp is a stack slot; one based on %rbp is one too unless every
 // path to it sets %rbp to an ordinary pointer (loaded through a non-stack

@@ -189,7 +189,7 @@ func (b *Binary) exitSite(fi int, fc *fcode, k int, others func(addr uint64) []u
 		if others != nil {
 			near = others(at)
 		}
-		s := b.check(fi, SiteRequest{Addr: at, OtherProbes: near})
+		s := b.check(fi, SiteRequest{Addr: at, OtherProbes: near, NoRedirect: true})
 		if s.Verdict != Optimize || s.Addr != at {
 			return s, false
 		}

@@ -186,7 +186,7 @@ func (b *Binary) pointerReg(fc *fcode, j, fam int) (bool, string) {
 		fam int
 	}
 	stack := []item{{loc{fc, j}, fam}}
-	var loads, consts, calls, entry int
+	var loads, consts, calls, entry, spills int
 	for budget := 20000; len(stack) > 0; budget-- {
 		if budget == 0 {
 			return false, "too many paths to follow back from the jmp"
@@ -230,9 +230,18 @@ func (b *Binary) pointerReg(fc *fcode, j, fam int) (bool, string) {
 				switch src := xp.Args[1].(type) {
 				case x86asm.Mem:
 					if stackMem(w, pl, src) {
-						// A spill slot may hold a value computed from a
-						// table: we do not follow values through memory.
-						return false, fmt.Sprintf("the target is reloaded from the stack slot at %#x (a spilled value whose origin is not followed)", pa)
+						// A spill slot may hold a value computed from a table:
+						// follow it to its stores, and the stored registers back.
+						regs, n, why := w.spilled(pl, src)
+						if why != "" {
+							return false, fmt.Sprintf("the target is reloaded from the stack slot at %#x (%s)", pa, why)
+						}
+						for _, r := range regs {
+							stack = append(stack, item{r.l, r.fam})
+						}
+						consts += n
+						spills++
+						continue
 					}
 					loads++
 				case x86asm.Reg:
@@ -289,7 +298,19 @@ func (b *Binary) pointerReg(fc *fcode, j, fam int) (bool, string) {
 	if consts > 0 {
 		parts = append(parts, "a constant")
 	}
+	if spills > 0 {
+		parts = append(parts, "kept in a stack slot in between")
+	}
 	return true, "jmp to a code pointer " + strings.Join(parts, ", ")
+}
+
+// spilled returns the definitions of the stack slot m that instruction l loads (see
+// slotSources), or why they cannot be followed: only %rsp plus a constant is.
+func (w *walker) spilled(l loc, m x86asm.Mem) ([]regAt, int, string) {
+	if gprFam(m.Base) != rSP || m.Index != 0 || m.Segment != 0 {
+		return nil, 0, "a spilled value whose origin is not followed"
+	}
+	return w.slotSources(l, m.Disp)
 }
 
 // stackMem reports whether memory operand m of instruction l may be a stack

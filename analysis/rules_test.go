@@ -114,6 +114,18 @@ __asm__(
 "  add $2,%eax\n  pop %rbx\n  ret\n"
 ".size r3_gapvictim,.-r3_gapvictim\n"
 ".p2align 4\n"
+".globl r3_jumper\n.type r3_jumper,@function\nr3_jumper:\n" /* a jmp rel8 into another function, then padding */
+"  mov %edi,%eax\n"
+"r3_jumper_jmp:\n"
+"  jmp r3_jmpvictim_mid\n"
+".p2align 4\n"
+".size r3_jumper,.-r3_jumper\n"
+".globl r3_jmpvictim\n.type r3_jmpvictim,@function\nr3_jmpvictim:\n"
+"  push %rbx\n  mov %edi,%eax\n"
+"r3_jmpvictim_mid:\n"
+"  add $2,%eax\n  pop %rbx\n  ret\n"
+".size r3_jmpvictim,.-r3_jmpvictim\n"
+".p2align 4\n"
 ".globl r3_callvictim\n.type r3_callvictim,@function\nr3_callvictim:\n"
 "  push %rbx\n  mov %edi,%eax\n"
 "r3_callvictim_mid:\n"
@@ -186,6 +198,26 @@ __asm__(
 ".globl r4_arg\n.type r4_arg,@function\nr4_arg:\n"
 "  push %rbx\n  mov %rdi,%rax\n  pop %rbx\n  jmp *%rax\n"
 ".size r4_arg,.-r4_arg\n"
+".p2align 4\n"
+".globl r4_spill\n.type r4_spill,@function\nr4_spill:\n"   /* a loaded pointer kept in a stack slot across a call */
+"  push %rbx\n  sub $0x10,%rsp\n"
+"  mov 8(%rdi),%rax\n  mov %rax,8(%rsp)\n"
+"  push %rax\n  call r4_arg\n  pop %rcx\n"
+"  mov 8(%rsp),%rax\n  add $0x10,%rsp\n  pop %rbx\n  jmp *%rax\n"
+".size r4_spill,.-r4_spill\n"
+".p2align 4\n"
+".globl r4_spilladd\n.type r4_spilladd,@function\nr4_spilladd:\n" /* a computed target kept in a stack slot */
+"  push %rbx\n  sub $0x10,%rsp\n"
+"  lea r4_spilladd(%rip),%rax\n  add %rdi,%rax\n  mov %rax,(%rsp)\n"
+"  call r4_arg\n"
+"  mov (%rsp),%rax\n  add $0x10,%rsp\n  pop %rbx\n  jmp *%rax\n"
+".size r4_spilladd,.-r4_spilladd\n"
+".p2align 4\n"
+".globl r4_spillpart\n.type r4_spillpart,@function\nr4_spillpart:\n" /* half of the slot overwritten */
+"  push %rbx\n  sub $0x10,%rsp\n"
+"  mov 8(%rdi),%rax\n  mov %rax,(%rsp)\n  mov %edi,4(%rsp)\n"
+"  mov (%rsp),%rax\n  add $0x10,%rsp\n  pop %rbx\n  jmp *%rax\n"
+".size r4_spillpart,.-r4_spillpart\n"
 ".p2align 4\n"
 ".globl r4_table\n.type r4_table,@function\nr4_table:\n"
 "  mov %edi,%edi\n"
@@ -405,7 +437,26 @@ func TestRule3(t *testing.T) {
 			t.Errorf("%s: reason %v, want source %s targeting %s", c.victim, r, c.source, c.mid)
 		}
 	}
-	s := entry(t, b, "r3_victim", SiteRequest{})
+	// a jmp rel8 with padding after it is redirected (a jcc rel8, a call and code in no
+	// function are not, above)
+	s := entry(t, b, "r3_jmpvictim", SiteRequest{})
+	wantVerdict(t, s, Optimize)
+	want := Redirect{From: symAddr(t, b, "r3_jumper_jmp"), Len: 2, To: symAddr(t, b, "r3_jmpvictim_mid"), Edit: 5}
+	if len(s.Redirects) != 1 || s.Redirects[0] != want {
+		t.Errorf("r3_jmpvictim: redirects %+v, want %+v", s.Redirects, want)
+	}
+	reason(t, s, RuleJumpRedirected)
+	s = entry(t, b, "r3_jmpvictim", SiteRequest{NoRedirect: true})
+	wantVerdict(t, s, Boost)
+	if r := reason(t, s, RuleJumpIntoDCR); r.Addr != want.From || len(s.Redirects) != 0 {
+		t.Errorf("r3_jmpvictim without redirects: %v, redirects %v", r, s.Redirects)
+	}
+	s = entry(t, b, "r3_jmpvictim", SiteRequest{OtherProbes: []uint64{symAddr(t, b, "r3_jumper")}})
+	wantVerdict(t, s, Boost)
+	if r := reason(t, s, RuleJumpIntoDCR); !strings.Contains(r.Detail, "may take its bytes") {
+		t.Errorf("r3_jmpvictim with a probe on r3_jumper: %v", r)
+	}
+	s = entry(t, b, "r3_victim", SiteRequest{})
 	if r := reason(t, s, RuleJumpIntoDCR); !strings.Contains(r.Detail, "(in r3_other)") {
 		t.Errorf("the source function should be named: %v", r)
 	}
@@ -483,6 +534,24 @@ func TestRule4(t *testing.T) {
 	}
 	if r := reason(t, entry(t, b, "r4_arg", SiteRequest{}), RulePointerJump); !strings.Contains(r.Detail, "passed in by the caller") {
 		t.Errorf("argument: %v", r)
+	}
+
+	// A stack slot is followed to its stores (the push between them moves %rsp), and
+	// the stored values are judged as any other.
+	s = entry(t, b, "r4_spill", SiteRequest{})
+	wantVerdict(t, s, Optimize)
+	if r := reason(t, s, RulePointerJump); !strings.Contains(r.Detail, "loaded from memory, kept in a stack slot in between") {
+		t.Errorf("spilled pointer: %v", r)
+	}
+	s = entry(t, b, "r4_spilladd", SiteRequest{})
+	wantVerdict(t, s, Boost)
+	if r := reason(t, s, RuleIndirectJump); !strings.Contains(r.Detail, "computed by add") {
+		t.Errorf("spilled computed target: %v", r)
+	}
+	s = entry(t, b, "r4_spillpart", SiteRequest{})
+	wantVerdict(t, s, Boost)
+	if r := reason(t, s, RuleIndirectJump); !strings.Contains(r.Detail, "writes part of the stack slot") {
+		t.Errorf("partly overwritten slot: %v", r)
 	}
 
 	// A resolved table whose entry lands inside the entry DCR.

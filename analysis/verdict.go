@@ -66,6 +66,24 @@ type SiteRequest struct {
 	Return          bool     // a return probe (kretprobe): Addr must be a function entry
 	NeedPostHandler bool     // the probe has a post_handler (rule 8)
 	OtherProbes     []uint64 // addresses of the other probes requested in the same binary (rule 6)
+	// NoRedirect: a jump into the region's interior blocks the jmp (rule 3) even where
+	// it could be redirected (Site.Redirects).
+	NoRedirect bool
+}
+
+// Redirect is a direct jmp or jcc elsewhere in the binary whose target is inside a
+// site's region, at one of its instructions after the first. A jump-optimized probe
+// rewrites it to go to a relocated copy of the region from that instruction on,
+// followed by a jmp back after the region, so the region's bytes may be overwritten.
+// Only jumps whose new form fits where they are qualify: a jmp rel32 or a jcc rel32
+// keeps its length, and a jmp rel8 becomes a jmp rel32 over the padding after it
+// (bytes nothing else reaches: no branch target, function start or landing pad, in
+// code without unknown indirect jumps).
+type Redirect struct {
+	From uint64 `json:"from"` // the jump
+	Len  int    `json:"len"`  // its length
+	To   uint64 `json:"to"`   // its target, the start of a region instruction after the first
+	Edit int    `json:"edit"` // bytes the redirected jump takes from From: 5 (jmp rel32) or 6 (jcc rel32)
 }
 
 // InstRef is one instruction the 5-byte jmp would overwrite.
@@ -97,6 +115,9 @@ type Site struct {
 	// SignalsBlocked says why the function runs with every signal blocked, if it does:
 	// a probe there must be jump-optimized (RuleSignalsBlocked).
 	SignalsBlocked string `json:"signals_blocked,omitempty"`
+	// Redirects are the jumps into the region's interior that a jump-optimized probe
+	// redirects (RuleJumpRedirected); only with the Optimize verdict.
+	Redirects []Redirect `json:"redirects,omitempty"`
 }
 
 // Blocking returns the reasons that lowered the verdict (not the notes).

@@ -89,7 +89,7 @@ func (p *planner) planExits() exitPlan {
 		if p.refused[i] || len(ex.of[i]) > 0 || len(neighbours(exitAddrs, r.Addr)) == 0 {
 			continue
 		}
-		pl.Sites[i] = p.check(i, all)
+		pl.Sites[i] = p.check(i, all, false)
 	}
 	return ex
 }

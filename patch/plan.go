@@ -115,6 +115,10 @@ type Point struct {
 	DCR     []analysis.InstRef
 	DCRLen  int    // bytes the jmp and its filler replace (a padding tail included)
 	DCRCode []byte // original bytes of the DCR's whole instructions (no padding tail)
+	// Redirects are the jumps into the DCR's interior that go instead to a relocated
+	// copy of the DCR's rest (analysis.Redirect): the rewriter makes the copies and
+	// replaces each jump's placeholder edit (SetRedirectJmp).
+	Redirects []analysis.Redirect
 	// Verify: a would-be-optimized point in --verify-regions mode. It is XBoost, and
 	// its slot (made by the rewriter) is the relocated DCR then a jmp to Site+DCRLen;
 	// its inner bytes are in Plan.Inner.
@@ -203,6 +207,16 @@ func (pl *Plan) SetSiteJmp(pi int, b []byte) error {
 	return pl.patcher.Replace(pt.Site, b)
 }
 
+// SetRedirectJmp replaces the placeholder edit of redirect k of point pi with b (the
+// redirected jmp or jcc, Edit bytes).
+func (pl *Plan) SetRedirectJmp(pi, k int, b []byte) error {
+	pt := &pl.Points[pi]
+	if k >= len(pt.Redirects) || len(b) != pt.Redirects[k].Edit {
+		return fmt.Errorf("%w: %d bytes for redirect %d of the point at %#x", ErrEdit, len(b), k, pt.Site)
+	}
+	return pl.patcher.Replace(pt.Redirects[k].From, b)
+}
+
 // Kind returns the kprobes list kind of request i: "k", "b" (boosted), "o"
 // (jump-optimized), "r", "rb" or "ro".
 func (pl *Plan) Kind(i int) string {
@@ -229,7 +243,12 @@ type planner struct {
 	excl    []Range
 	addrs   []uint64 // every request's address, sorted, distinct
 	refused []bool   // per request: the analysis (or --exits-only) refuses it
-	pl      *Plan
+	// sites are the points' sites, sorted, and claim the bytes each may take from its
+	// site (its longest DCR, at least the int3): a jump another point redirects must
+	// not lie in them (placeAll fills both)
+	sites []uint64
+	claim map[uint64]int
+	pl    *Plan
 }
 
 // MakePlan checks every request with the analysis and groups them into probepoints.
@@ -277,9 +296,9 @@ func MakePlan(b *analysis.Binary, reqs []Request, opt Options) (*Plan, error) {
 }
 
 // check runs the analysis on request i with the probes at others around it.
-func (p *planner) check(i int, others []uint64) analysis.Site {
+func (p *planner) check(i int, others []uint64, noRedirect bool) analysis.Site {
 	r := p.pl.Requests[i]
-	return p.b.Check(analysis.SiteRequest{Addr: r.Addr, Return: r.Return, NeedPostHandler: r.NeedPost, OtherProbes: neighbours(others, r.Addr)})
+	return p.b.Check(analysis.SiteRequest{Addr: r.Addr, Return: r.Return, NeedPostHandler: r.NeedPost, OtherProbes: neighbours(others, r.Addr), NoRedirect: noRedirect})
 }
 
 // checkSites fills Plan.Sites and p.refused: the analysis of every request, with the
@@ -288,7 +307,7 @@ func (p *planner) checkSites() {
 	pl := p.pl
 	anyRefused := false
 	for i, r := range pl.Requests {
-		s := p.check(i, p.addrs)
+		s := p.check(i, p.addrs, false)
 		if rg, ok := excludedBy(p.excl, min(s.Addr, r.Addr), max(s.Addr, r.Addr)+1); ok {
 			s.Verdict = analysis.Refuse
 			s.Reasons = append(s.Reasons, analysis.Reason{Rule: RuleExcluded, Addr: s.Addr,
@@ -311,7 +330,7 @@ func (p *planner) checkSites() {
 		kept = slices.Compact(kept)
 		for i := range pl.Requests {
 			if !p.refused[i] && pl.Sites[i].Has(analysis.RuleOtherProbe) {
-				pl.Sites[i] = p.check(i, kept)
+				pl.Sites[i] = p.check(i, kept, false)
 			}
 		}
 	}
@@ -372,6 +391,17 @@ func (p *planner) bySite(ex exitPlan) map[uint64][]int {
 func (p *planner) placeAll(bySite map[uint64][]int, ex exitPlan) error {
 	pl := p.pl
 	sites := slices.Sorted(maps.Keys(bySite))
+	p.sites, p.claim = sites, make(map[uint64]int, len(sites))
+	for _, site := range sites {
+		n := 1
+		for _, i := range bySite[site] {
+			n = max(n, pl.Sites[i].DCRLen)
+		}
+		if es, ok := ex.checks[site]; ok {
+			n = max(n, es.DCRLen)
+		}
+		p.claim[site] = n
+	}
 	pl.Points = make([]Point, 0, len(sites)) // a Point is large: no doubling of the array
 	for k, site := range sites {
 		idx := bySite[site]
@@ -421,6 +451,37 @@ func (p *planner) placeAll(bySite map[uint64][]int, ex exitPlan) error {
 // filler: never run, replaced by SetSiteJmp), or, in --verify-regions mode, int3s on
 // the site and every inner byte. On error nothing of it stays recorded.
 func (pl *Plan) edit(pt *Point, pi int) error {
+	if err := pl.editSite(pt, pi); err != nil {
+		return err
+	}
+	for k, r := range pt.Redirects {
+		if err := pl.patcher.Write(r.From, trampolines.SitePlaceholder(r.Edit)); err != nil {
+			for _, done := range pt.Redirects[:k] {
+				_ = pl.patcher.Undo(done.From)
+			}
+			pl.undoSite(pt)
+			return err
+		}
+	}
+	return nil
+}
+
+// undoSite drops the edits editSite recorded for pt.
+func (pl *Plan) undoSite(pt *Point) {
+	_ = pl.patcher.Undo(pt.Site)
+	if pt.Verify {
+		for _, in := range pl.Inner {
+			if in.Addr > pt.Site && in.Addr < pt.Site+uint64(pt.DCRLen) && in.Int3 {
+				_ = pl.patcher.Undo(in.Addr)
+			}
+		}
+		pl.Inner = slices.DeleteFunc(pl.Inner, func(in Inner) bool { return in.Addr > pt.Site && in.Addr < pt.Site+uint64(pt.DCRLen) })
+	}
+}
+
+// editSite records the edits of pt's site (and, in --verify-regions mode, of its inner
+// bytes).
+func (pl *Plan) editSite(pt *Point, pi int) error {
 	switch {
 	case pt.Optimized():
 		return pl.patcher.Write(pt.Site, trampolines.SitePlaceholder(pt.DCRLen))
@@ -546,6 +607,14 @@ func (p *planner) place(site uint64, idx []int, next uint64, exit *analysis.Site
 	pt.Orig, pt.InsnLen, c.code, c.inst = bytes.Clone(code[:in.Len]), uint8(in.Len), code, in
 	for _, i := range idx {
 		c.needPost = c.needPost || pl.Requests[i].NeedPost
+	}
+	if len(s.Redirects) > 0 && p.redirectBlocked(site, s) {
+		// a jump it would redirect is another point's or in excluded code: it blocks the
+		// region (rule 3) as the kernel's does (exit sites are checked without redirects)
+		for _, i := range idx {
+			pl.Sites[i] = p.check(i, p.sites, true)
+		}
+		c.s = pl.Sites[idx[0]]
 	}
 	c.optimize = !p.opt.NoOptimize && !c.needPost && p.optimizable(&pt, s, idx, next)
 	if s.SignalsBlocked != "" && (!c.optimize || p.opt.VerifyRegions) {
@@ -678,7 +747,29 @@ func (p *planner) optimizable(pt *Point, s *analysis.Site, idx []int, next uint6
 		return false
 	}
 	pt.DCR, pt.DCRLen, pt.DCRCode = slices.Clone(s.DCR), s.DCRLen, code
+	pt.Redirects = slices.Clone(s.Redirects)
 	return true
+}
+
+// redirectBlocked reports whether a jump that the point at site would redirect lies in
+// bytes another point may take (its int3 or its DCR) or in excluded code: that point
+// would copy or emulate the jump with its original target, inside the overwritten
+// region.
+func (p *planner) redirectBlocked(site uint64, s *analysis.Site) bool {
+	for _, r := range s.Redirects {
+		end := r.From + uint64(r.Edit)
+		if _, ok := excludedBy(p.excl, r.From, end); ok {
+			return true
+		}
+		i, _ := slices.BinarySearch(p.sites, r.From-min(r.From, neighbourSpan))
+		for ; i < len(p.sites) && p.sites[i] < end; i++ {
+			t := p.sites[i]
+			if t != site && t+uint64(p.claim[t]) > r.From {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // dcrCode returns the original bytes of the DCR of site s when it can become a jmp:

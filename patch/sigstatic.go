@@ -332,7 +332,7 @@ func sgFuncs(b *analysis.Binary) map[uint64]*sgFunc {
 // hookable plans the redirection of sf's entry, or says why it cannot be done safely.
 func (pl *Plan) hookable(b *analysis.Binary, sf *sgFunc, sites []uint64, pointAt map[uint64]int, excl []Range) (*SigHook, string) {
 	fn := sf.fn
-	s := b.Check(analysis.SiteRequest{Addr: fn.Addr, OtherProbes: neighbours(sites, fn.Addr)})
+	s := b.Check(analysis.SiteRequest{Addr: fn.Addr, OtherProbes: neighbours(sites, fn.Addr), NoRedirect: true})
 	h := &SigHook{Name: strongName(sf, b.File), Class: sf.class, Entry: fn.Addr, Site: s.Addr, Point: -1}
 	if s.Addr != fn.Addr {
 		eb, err := b.File.Bytes(fn.Addr, s.Addr-fn.Addr)

@@ -69,6 +69,23 @@ func Filled(code []byte, n int) []byte {
 	return b
 }
 
+// Redirected returns the n bytes that replace the jump orig at from so that it goes to
+// to instead: a jmp rel8 or rel32 becomes a jmp rel32 (n is 5; a jmp rel8 grows into
+// the padding after it), a jcc rel32 stays a jcc rel32 with the same condition (n 6).
+func Redirected(orig []byte, from uint64, n int, to uint64) ([]byte, error) {
+	switch {
+	case n == JmpRel32Len && len(orig) == 2 && orig[0] == 0xeb, n == JmpRel32Len && len(orig) == 5 && orig[0] == opJmp32:
+		return JmpRel32(from, to)
+	case n == 6 && len(orig) == 6 && orig[0] == 0x0f && orig[1]&0xf0 == 0x80:
+		d, err := rel32(from+6, to)
+		if err != nil {
+			return nil, fmt.Errorf("jcc at %#x: %w", from, err)
+		}
+		return binary.LittleEndian.AppendUint32([]byte{0x0f, orig[1]}, d), nil
+	}
+	return nil, fmt.Errorf("the %d-byte jump % x at %#x cannot be redirected in %d bytes", len(orig), orig, from, n)
+}
+
 // SitePlaceholder returns the dcrLen bytes a jump-optimized site holds while its
 // target is not known: a jmp to itself, then int3 filler. It is never run; the plan
 // replaces it with the real jmp (SiteJmpTo) before the edits are committed.

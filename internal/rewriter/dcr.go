@@ -49,6 +49,17 @@ type dcrEntry struct {
 	pfOff uint64
 	pfLen int
 	reg2  *trampolines.Region
+	// redirs: per redirect of the point (patch.Point.Redirects), the copy of the DCR from
+	// the jump's target on, followed by a jmp back, where the redirected jump goes
+	redirs []redirStub
+}
+
+// redirStub is the code a redirected jump goes to (analysis.Redirect): the DCR's
+// instructions from its target on, relocated, then a jmp to the end of the DCR.
+type redirStub struct {
+	off, size uint64 // in the area
+	relocLen  int
+	reg       *trampolines.Region
 }
 
 // dcrAlign keeps each detour's hot start in as few cache lines as its size allows.
@@ -114,8 +125,17 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 	}
 	a.byPoint[i] = len(a.list)
 	e.off, e.size = off, uint64(size)
-	a.list = append(a.list, e)
 	a.size = off + uint64(size)
+	for _, r := range pt.Redirects {
+		n, err := trampolines.RegionLen(pt.DCRCode[r.To-pt.Site:], r.To, patch.DCROptions(g.f))
+		if err != nil {
+			return err
+		}
+		st := redirStub{off: align.Up(a.size, dcrAlign), size: uint64(n + kprt.SlotJmpBackLen), relocLen: n}
+		e.redirs = append(e.redirs, st)
+		a.size = st.off + st.size
+	}
+	a.list = append(a.list, e)
 	return nil
 }
 
@@ -175,6 +195,17 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 				return fmt.Errorf("internal error: the DCR at %#x relocated to %d bytes, %d planned", pt.Site, len(e.reg2.Code), e.relocLen)
 			}
 			e.reg2.Insns = nil
+		}
+		for k := range e.redirs {
+			st := &e.redirs[k]
+			r := pt.Redirects[k]
+			if st.reg, err = trampolines.RelocateRegion(pt.DCRCode[r.To-pt.Site:], r.To, base+st.off, patch.DCROptions(g.f)); err != nil {
+				return fmt.Errorf("probe at %#x: the jump at %#x into its DCR: %w", pt.Site, r.From, err)
+			}
+			if len(st.reg.Code) != st.relocLen {
+				return fmt.Errorf("internal error: the rest of the DCR at %#x relocated to %d bytes, %d planned", r.To, len(st.reg.Code), st.relocLen)
+			}
+			st.reg.Insns = nil
 		}
 		g.tables.Points[e.point].Slot = at
 	}
@@ -292,6 +323,32 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 			return fmt.Errorf("internal error: %d bytes made for the %d reserved at %#x", len(code), e.size, at)
 		}
 		copy(b[e.off:], code)
+		if err := a.buildRedirects(g, b, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildRedirects writes the stubs of entry e's redirected jumps and replaces each
+// jump's placeholder edit with the jump to its stub.
+func (a *dcrArea) buildRedirects(g *gen, b []byte, e dcrEntry) error {
+	pt := &g.plan.Points[e.point]
+	for k, st := range e.redirs {
+		r := pt.Redirects[k]
+		at := a.base + st.off
+		back, err := trampolines.JmpRel32(at+uint64(len(st.reg.Code)), pt.Site+uint64(pt.DCRLen))
+		if err != nil {
+			return fmt.Errorf("probe at %#x: %w", pt.Site, err)
+		}
+		copy(b[st.off:], append(append([]byte(nil), st.reg.Code...), back...))
+		j, err := trampolines.Redirected(g.origBytes(r.From, r.Len), r.From, r.Edit, at)
+		if err != nil {
+			return fmt.Errorf("probe at %#x: %w", pt.Site, err)
+		}
+		if err := g.plan.SetRedirectJmp(e.point, k, j); err != nil {
+			return err
+		}
 	}
 	return nil
 }

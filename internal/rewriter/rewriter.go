@@ -117,6 +117,9 @@ const (
 	// SymFilterPrefix names the inline filter of a jump-optimized probe's detour (where
 	// its site's jmp lands) and the count-only detour its refused hits take.
 	SymFilterPrefix = "kprewrite_filter."
+	// SymRedirectPrefix names the copy of a DCR's rest that a redirected jump into the
+	// DCR goes to (analysis.Redirect), by the jump's original target.
+	SymRedirectPrefix = "kprewrite_redirect."
 	// SymRseqCS names the rseq_cs descriptors of inline-form count-only detours.
 	SymRseqCS = "kprewrite_rseq_cs"
 	// SymSigStubPrefix names the stub a static program's redirected signal function
@@ -951,6 +954,14 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 				Size: d.size - d.pfOff, Func: true})
 		}
 		syms = append(syms, elfio.NewSymbol{Name: prefix + where, Section: elfio.SecText, Offset: p.dcrs + d.off, Size: size, Func: true})
+		for k, st := range d.redirs {
+			to := pt.Redirects[k].To
+			name := fmt.Sprintf("%s%#x", SymRedirectPrefix, to)
+			if pt.Func != nil {
+				name = fmt.Sprintf("%s%s+%#x", SymRedirectPrefix, pt.Func.Name, to-pt.Func.Addr)
+			}
+			syms = append(syms, elfio.NewSymbol{Name: name, Section: elfio.SecText, Offset: p.dcrs + st.off, Size: st.size, Func: true})
+		}
 	}
 	if g.dcrs.ncs > 0 { // data, not code, for disassemblers
 		syms = append(syms, elfio.NewSymbol{Name: SymRseqCS, Section: elfio.SecText, Offset: p.dcrs + g.dcrs.csOff(),

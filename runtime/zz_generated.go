@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "247ee45fedb0e527780e1fc004d34ba844988d978baa4f9cdaab7cf877b8f7ae"
+const ObjectSHA256 = "6e8d8426a8474de3c9fc3147c33b97fac5007027478577acd8fdd33bbee17e79"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -494,6 +494,7 @@ struct kprw_fenv {
 };
 #define KPRW_FNEED_CPU 1
 #define KPRW_FNEED_COMM 2
+#define KPRW_FNEED_TS 4 /* the hit's time (common_timestamp): only the runtime sets it */
 /* kprw_le_read reads a little-endian field of size bytes (1..8) at p, zero-extended
  * (filters and histograms read fetched fields with it) */
 static inline __attribute__((always_inline)) u64 kprw_le_read(const u8 *p, u32 size)

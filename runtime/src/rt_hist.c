@@ -270,15 +270,21 @@ u32 kprw_hist_needs(const struct kprw_hist *h)
 	for (u32 i = 0; i < h->nkeys + h->nvals + h->nx; i++) {
 		if (h->f[i].src == SrcCPU)
 			n |= KPRW_FNEED_CPU;
+		if (h->f[i].src == SrcTS)
+			n |= KPRW_FNEED_TS;
 		if ((h->f[i].flags & 4) || h->f[i].mod == ModExecname)
 			n |= KPRW_FNEED_COMM;
 	}
 	for (u32 i = 0; i < h->nsave; i++) {
 		if (h->save[i].src == SrcCPU)
 			n |= KPRW_FNEED_CPU;
+		if (h->save[i].src == SrcTS)
+			n |= KPRW_FNEED_TS;
 		if (h->save[i].flags & 4)
 			n |= KPRW_FNEED_COMM;
 	}
+	if (h->tdo & KPRW_HDO_SNAPSHOT) /* the snapshot keeps the hit: its time */
+		n |= KPRW_FNEED_TS;
 	for (u32 t = 0; t < h->ntargets; t++)
 		n |= kprw_hist_needs(h->targets[t].h);
 	return n;

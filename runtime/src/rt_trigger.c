@@ -121,6 +121,8 @@ static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struc
 			counts[slot] = hist ? (targets[2] & 1) : rd64(h + 8);
 		if (out) {
 			struct kprw_trig *t = &out->t[k];
+			if (h[0] == KPRW_TRIG_SNAPSHOT) /* a conditional one keeps the hit: its time */
+				out->needs |= KPRW_FNEED_TS;
 			t->cmd = h[0];
 			t->post = h[1] & 1;
 			t->ntargets = (u16)nt;

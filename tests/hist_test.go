@@ -416,12 +416,16 @@ int main(void) {
 // TestHistLatency is the kernel's wakeup-latency recipe applied to a function's entry
 // and return: a variable ts0 kept per thread at entry, the latency computed at return
 // from it and passed by onmatch() to a synthetic event, whose histograms have exactly
-// the calls of each duration, across threads and a fork.
+// the calls of each duration, across threads and a fork. The durations are what the
+// events' own records say (the records and the histograms read one clock at each hit;
+// a record prints microseconds from a base, so a latency read from records is within
+// 1 us of the histogram's), so a machine slow to wake a thread cannot fail it; each
+// call takes at least what it sleeps.
 func TestHistLatency(t *testing.T) {
 	prog := testprog.Build(t, latSrc, "c", "-O2", "-pthread")
 	forProbeModes(t, func(t *testing.T, modeFlags []string) {
 		kpd := filepath.Join(t.TempDir(), "lat")
-		flags := []string{"--disable", "h/in,h/out",
+		flags := []string{
 			"--trigger", "h/in:hist:keys=common_pid:ts0=common_timestamp.usecs",
 			"--trigger", "h/out:hist:keys=common_pid:lat=common_timestamp.usecs-$ts0:onmatch(h.in).trace(sleep_lat,$lat)",
 			"--trigger", "synthetic/sleep_lat:hist:keys=lat.log2",
@@ -430,28 +434,14 @@ func TestHistLatency(t *testing.T) {
 		flags = append(flags, modeFlags...)
 		rewriteWith(t, prog, kpd, []string{"s:sleep_lat u64 lat", "p:h/in sleepy ms=%di:s32", "r:h/out sleepy"}, flags...)
 		testprog.MustRun(t, kpd)
+		lats := recordLatencies(t, kpd)
 		bs := histOf(t, kpd+".trace")
-		log2 := findHist(t, bs, "hist:keys=lat.log2:")
-		// 3 ms: 3000-4096 us, the 2^12 bucket; 24 ms: 24000-32768 us, 2^15 (a
-		// machine slower than that to wake a thread fails this test)
-		checkCounts(t, log2, map[string]uint64{"lat: ~ 2^12": 12, "lat: ~ 2^15": 6}, 18)
-		lin := findHist(t, bs, "hist:keys=lat.buckets=1000:")
-		var three, twentyfour uint64
-		for k, v := range lin.Entries {
-			var lo, hi uint64
-			if _, err := fmt.Sscanf(k, "lat: ~ %d-%d", &lo, &hi); err != nil || hi != lo+999 {
-				t.Fatalf("bucket %q", k)
-			}
-			switch {
-			case lo >= 3000 && lo < 4096:
-				three += v[0]
-			case lo >= 24000 && lo < 32768:
-				twentyfour += v[0]
-			}
-		}
-		if three != 12 || twentyfour != 6 {
-			t.Errorf("linear buckets: %d calls of 3 ms, %d of 24 ms; want 12 and 6\n%v", three, twentyfour, lin.Entries)
-		}
+		checkNear(t, findHist(t, bs, "hist:keys=lat.log2:"), lats, func(us uint64) string {
+			return fmt.Sprintf("lat: ~ 2^%d", log2Bucket(us))
+		})
+		checkNear(t, findHist(t, bs, "hist:keys=lat.buckets=1000:"), lats, func(us uint64) string {
+			return fmt.Sprintf("lat: ~ %d-%d", us/1000*1000, us/1000*1000+999)
+		})
 		for _, ev := range []string{"hist:keys=common_pid:vals=hitcount:ts0=", "hist:keys=common_pid:vals=hitcount:lat="} {
 			b := findHist(t, bs, ev)
 			if len(b.Entries) != 3 || b.Hits != 18 {
@@ -459,6 +449,92 @@ func TestHistLatency(t *testing.T) {
 			}
 		}
 	})
+}
+
+// recordLatencies pairs each thread's h/in and h/out records of latSrc's sleepy calls
+// and returns each call's duration in microseconds, checking that it is at least the
+// sleep it asked for: 12 calls of 3 ms and 6 of 24 ms.
+func recordLatencies(t *testing.T, kpd string) []uint64 {
+	t.Helper()
+	us := func(ts string) uint64 {
+		var sec, usec uint64
+		if _, err := fmt.Sscanf(ts, "%d.%d", &sec, &usec); err != nil {
+			t.Fatalf("timestamp %q", ts)
+		}
+		return sec*1000000 + usec
+	}
+	type open struct {
+		at uint64
+		ms int
+	}
+	pending := map[int]open{}
+	var lats []uint64
+	n3, n24 := 0, 0
+	for _, l := range readTrace(t, kpd+".trace", kpd) {
+		switch l.Event {
+		case "in":
+			var ms int
+			if _, err := fmt.Sscanf(strings.TrimSpace(l.Args), "ms=%d", &ms); err != nil {
+				t.Fatalf("h/in record %q", l.Args)
+			}
+			pending[l.PID] = open{us(l.TS), ms}
+		case "out":
+			o, ok := pending[l.PID]
+			if !ok {
+				t.Fatalf("h/out of thread %d without its h/in", l.PID)
+			}
+			delete(pending, l.PID)
+			lat := us(l.TS) - o.at
+			if lat+1 < uint64(o.ms)*1000 {
+				t.Errorf("a call sleeping %d ms took %d us", o.ms, lat)
+			}
+			if o.ms == 3 {
+				n3++
+			} else {
+				n24++
+			}
+			lats = append(lats, lat)
+		}
+	}
+	if n3 != 12 || n24 != 6 || len(pending) != 0 {
+		t.Fatalf("records of %d calls of 3 ms and %d of 24 ms, %d unfinished; want 12 and 6", n3, n24, len(pending))
+	}
+	return lats
+}
+
+// checkNear checks a histogram of the latencies lats (each within 1 us of the one the
+// histogram saw) bucketed by bucket: every bucket holds at least the calls that are in
+// it whatever that microsecond, at most those that may be, and they add up.
+func checkNear(t *testing.T, b histBlock, lats []uint64, bucket func(uint64) string) {
+	t.Helper()
+	lo, hi := map[string]uint64{}, map[string]uint64{}
+	for _, l := range lats {
+		may := map[string]bool{bucket(l): true, bucket(l + 1): true}
+		if l > 0 {
+			may[bucket(l-1)] = true
+		}
+		for k := range may {
+			hi[k]++
+			if len(may) == 1 {
+				lo[k]++
+			}
+		}
+	}
+	var sum uint64
+	for k, v := range b.Entries {
+		sum += v[0]
+		if v[0] < lo[k] || v[0] > hi[k] {
+			t.Errorf("%s: %q: %d calls, want %d to %d (from the records)", b.Info, k, v[0], lo[k], hi[k])
+		}
+	}
+	for k, n := range lo {
+		if n > 0 && len(b.Entries[k]) == 0 {
+			t.Errorf("%s: no bucket %q, want %d calls", b.Info, k, n)
+		}
+	}
+	if sum != uint64(len(lats)) || b.Hits != uint64(len(lats)) || b.Dropped != 0 {
+		t.Errorf("%s: %d calls in buckets, %d hits, %d dropped; want %d\n%v", b.Info, sum, b.Hits, b.Dropped, len(lats), b.Entries)
+	}
 }
 
 // TestHistPython: python3.11 (the interpreter's PyObject_Malloc) encoding and

@@ -573,3 +573,66 @@ func TestHistPython(t *testing.T) {
 		t.Errorf("per thread: %d hits of %d bytes; the records say %d of %d", hits, total, len(lines), sum)
 	}
 }
+
+const shareSrc = `
+__attribute__((noinline)) long take(long n) { __asm__ volatile(""); return n; }
+int main(void) { long s = 0; for (long n = 1; n <= 100; n++) s += take(n); return s != 5050; }
+`
+
+// TestHistPercentGraph: .percent and .graph columns of hitcount and of a value, with
+// the kernel's layout: the raw hitcount first, "NAME (%):" with two decimals of the
+// column's total, a 20-character bar of the column's largest; computed here from the
+// program's known calls (take(1) .. take(100)).
+func TestHistPercentGraph(t *testing.T) {
+	prog := testprog.Build(t, shareSrc, "c", "-O2")
+	kpd := filepath.Join(t.TempDir(), "share")
+	trig := "hist:keys=n.log2:vals=hitcount.percent,n.graph,hitcount.graph,n.percent:sort=n"
+	rewriteWith(t, prog, kpd, []string{"p:s/take take n=%di:u64"}, "--disable", "s/take", "--trigger", "s/take:"+trig)
+	testprog.MustRun(t, kpd)
+	code, out, errs := kp("hist", kpd+".trace")
+	if code != 0 {
+		t.Fatalf("kprewrite hist: exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "# trigger info: hist:keys=n.log2:vals=hitcount,hitcount.percent,n.graph,hitcount.graph,n.percent:sort=n:size=2048 [active]") {
+		t.Errorf("trigger info:\n%s", out)
+	}
+	hits, sums := map[uint64]uint64{}, map[uint64]uint64{}
+	var maxHits, maxSum uint64
+	for n := uint64(1); n <= 100; n++ {
+		b := log2Bucket(n)
+		hits[b]++
+		sums[b] += n
+		maxHits, maxSum = max(maxHits, hits[b]), max(maxSum, sums[b])
+	}
+	pct := func(v, total uint64) string { p := v * 10000 / total; return fmt.Sprintf("%3d.%02d", p/100, p%100) }
+	graph := func(v, top uint64) string {
+		n := int(v * 10000 / top * 20 / 10000)
+		return strings.Repeat("#", n) + strings.Repeat(" ", 20-n)
+	}
+	lineRe := regexp.MustCompile(`^\{ n: ~ 2\^(\d+) *\}(.*)$`)
+	seen := 0
+	for _, l := range strings.Split(out, "\n") {
+		m := lineRe.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		var b uint64
+		fmt.Sscan(m[1], &b)
+		want := fmt.Sprintf(" hitcount: %10d  hitcount (%%): %s  n: %s  hitcount: %s  n (%%): %s",
+			hits[b], pct(hits[b], 100), graph(sums[b], maxSum), graph(hits[b], maxHits), pct(sums[b], 5050))
+		if m[2] != want {
+			t.Errorf("bucket 2^%d:\n got %q\nwant %q", b, m[2], want)
+		}
+		seen++
+	}
+	if seen != len(hits) {
+		t.Errorf("%d entries, want %d:\n%s", seen, len(hits), out)
+	}
+	// the kernel's refusals: a key or a variable cannot take them, nor a second modifier
+	for _, bad := range []string{"hist:keys=n.percent", "hist:keys=n:vals=n.hex.graph", "hist:keys=n:x=n.percent"} {
+		code, _, errs := kp("check", "-e", "p:s/take take n=%di:u64", "--trigger", "s/take:"+bad, prog)
+		if code == 0 || !strings.Contains(errs, "Invalid field modifier") {
+			t.Errorf("%s: exit %d, %q; want Invalid field modifier", bad, code, errs)
+		}
+	}
+}

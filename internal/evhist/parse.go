@@ -3,6 +3,7 @@ package evhist
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -93,6 +94,25 @@ func (f *Field) Text() string {
 	return s
 }
 
+// Display is how a value column prints: its sum, its share of the column's total
+// (".percent"), or a bar as long as its share of the column's largest (".graph"). It is
+// the reader's business only: the program sums the same either way.
+type Display uint8
+
+const (
+	DisplaySum Display = iota
+	DisplayPercent
+	DisplayGraph
+)
+
+// Col is one value column of the histogram as vals= lists it, after the raw
+// hitcount: value Vals[Val], or with Val -1 the hitcount again (hitcount.percent,
+// hitcount.graph), shown as Display says.
+type Col struct {
+	Val     int
+	Display Display
+}
+
 // SortKey is one sort field: Index 0 is hitcount, 1.. the values, then the keys
 // (the kernel's field indexes).
 type SortKey struct {
@@ -102,8 +122,10 @@ type SortKey struct {
 
 // Spec is a parsed hist trigger.
 type Spec struct {
-	Keys       []Field
-	Vals       []Field // besides the implicit hitcount
+	Keys []Field
+	Vals []Field // besides the implicit hitcount, each value summed once
+	// Cols are the value columns in vals= order (nil: each of Vals as a sum).
+	Cols       []Col
 	Sort       []SortKey
 	Bits       int // log2 of the table's entries
 	Name       string
@@ -257,15 +279,15 @@ func Parse(attrs string, fields []evfilter.Field) (*Spec, error) {
 		return nil, err
 	}
 	var err error
-	if s.Keys, err = parseFields(keys, fields, true); err != nil {
+	if s.Keys, err = parseKeys(keys, fields); err != nil {
 		return nil, err
 	}
 	if vals != "" {
-		if s.Vals, err = parseFields(vals, fields, false); err != nil {
+		if s.Vals, s.Cols, err = parseVals(vals, fields); err != nil {
 			return nil, err
 		}
 	}
-	if s.NoHitcount && len(s.Vals) == 0 {
+	if s.NoHitcount && len(s.Cols) == 0 {
 		return nil, errf("nohitcount", "Non-hitcount value is required for 'nohitcount'")
 	}
 	if err := s.parseSort(sorts); err != nil {
@@ -321,26 +343,97 @@ func (s *Spec) parseSort(sorts string) error {
 	return nil
 }
 
-// parseFields reads a keys= (key) or vals= list; hitcount among values is implicit.
-func parseFields(list string, fields []evfilter.Field, key bool) ([]Field, error) {
+// parseKeys reads a keys= list.
+func parseKeys(list string, fields []evfilter.Field) ([]Field, error) {
 	var out []Field
 	for _, text := range strings.Split(list, ",") {
-		if !key && text == "hitcount" {
-			continue
-		}
-		switch {
-		case key && len(out) == MaxKeys:
+		if len(out) == MaxKeys {
 			return nil, errf(list, fmt.Sprintf("Too many keys (%d max)", MaxKeys))
-		case !key && len(out) == MaxVals:
-			return nil, errf(list, fmt.Sprintf("Too many values (%d max)", MaxVals))
 		}
-		f, err := parseField(text, fields, key)
+		f, err := parseField(text, fields, true)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// parseVals reads a vals= list into the values the program sums (one per field and
+// modifier) and the columns that show them; a plain "hitcount" is implicit, and
+// hitcount.percent or hitcount.graph shows it again.
+func parseVals(list string, fields []evfilter.Field) ([]Field, []Col, error) {
+	var vals []Field
+	var cols []Col
+	for _, text := range strings.Split(list, ",") {
+		if text == "hitcount" {
+			continue
+		}
+		if len(cols) == MaxVals {
+			return nil, nil, errf(list, fmt.Sprintf("Too many values (%d max)", MaxVals))
+		}
+		name, disp := text, DisplaySum
+		if base, mod, ok := cutLast(text); ok && (mod == "percent" || mod == "graph") {
+			name, disp = base, DisplayPercent
+			if mod == "graph" {
+				disp = DisplayGraph
+			}
+		}
+		if name == "hitcount" && disp != DisplaySum {
+			cols = append(cols, Col{Val: -1, Display: disp})
+			continue
+		}
+		if disp != DisplaySum && strings.Contains(name, ".") {
+			return nil, nil, errf(text, "Invalid field modifier") // one modifier a field
+		}
+		f, err := parseField(name, fields, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		k := slices.IndexFunc(vals, func(v Field) bool { return v.Text() == f.Text() })
+		if k < 0 {
+			k = len(vals)
+			vals = append(vals, f)
+		}
+		cols = append(cols, Col{Val: k, Display: disp})
+	}
+	return vals, cols, nil
+}
+
+// cutLast splits "a.b" at its last dot.
+func cutLast(s string) (string, string, bool) {
+	i := strings.LastIndexByte(s, '.')
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+1:], true
+}
+
+// columns are the value columns (Cols, or each value as a sum).
+func (s *Spec) columns() []Col {
+	if s.Cols != nil {
+		return s.Cols
+	}
+	cols := make([]Col, len(s.Vals))
+	for i := range cols {
+		cols[i] = Col{Val: i}
+	}
+	return cols
+}
+
+// colText is a column as the trigger info prints it.
+func (s *Spec) colText(c Col) string {
+	t := "hitcount"
+	if c.Val >= 0 {
+		t = s.Vals[c.Val].Text()
+	}
+	switch c.Display {
+	case DisplayPercent:
+		t += ".percent"
+	case DisplayGraph:
+		t += ".graph"
+	}
+	return t
 }
 
 // parseField reads "NAME[.MODIFIER]" (parse_field).
@@ -447,11 +540,11 @@ func (s *Spec) Info() string {
 	if !s.NoHitcount {
 		b.WriteString("hitcount")
 	}
-	for i := range s.Vals {
+	for i, c := range s.columns() {
 		if i > 0 || !s.NoHitcount {
 			b.WriteByte(',')
 		}
-		b.WriteString(s.Vals[i].Text())
+		b.WriteString(s.colText(c))
 	}
 	for _, v := range s.Vars {
 		b.WriteString(":" + v.Name + "=" + v.Expr.String())

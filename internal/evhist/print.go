@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"sort"
+	"strings"
 )
 
 // Symbolizer names an address for .sym and .sym-offset: the function holding it, the
@@ -207,6 +209,20 @@ func (s *Spec) Print(w io.Writer, t *Table, sym Symbolizer) {
 	fmt.Fprintf(w, "# event histogram\n#\n# trigger info: %s [%s]\n#\n\n", s.Info(), state)
 	es := append([]Entry(nil), t.Entries...)
 	s.SortEntries(es)
+	cols := s.columns()
+	// a .percent column's total and a .graph column's largest value, over the entries
+	scale := make([]uint64, len(cols))
+	for c, col := range cols {
+		for i := range es {
+			v := es[i].col(col)
+			switch {
+			case col.Display == DisplayPercent:
+				scale[c] += v
+			case col.Display == DisplayGraph && v > scale[c]:
+				scale[c] = v
+			}
+		}
+	}
 	for i := range es {
 		e := &es[i]
 		var b bytes.Buffer
@@ -214,14 +230,28 @@ func (s *Spec) Print(w io.Writer, t *Table, sym Symbolizer) {
 		if !s.NoHitcount {
 			fmt.Fprintf(&b, " hitcount: %10d", e.Hitcount)
 		}
-		for k := range s.Vals {
-			f := &s.Vals[k]
-			if f.Mod == ModHex {
-				fmt.Fprintf(&b, "  %s: %10x", f.Name, e.Vals[k])
-			} else if f.Signed {
-				fmt.Fprintf(&b, "  %s: %10d", f.Name, int64(e.Vals[k]))
-			} else {
-				fmt.Fprintf(&b, "  %s: %10d", f.Name, e.Vals[k])
+		for c, col := range cols {
+			name, v := "hitcount", e.col(col)
+			var f *Field
+			if col.Val >= 0 {
+				f = &s.Vals[col.Val]
+				name = f.Name
+			}
+			switch {
+			case col.Display == DisplayPercent:
+				if pc, ok := percent(v, scale[c]); ok {
+					fmt.Fprintf(&b, "  %s (%%): %3d.%02d", name, pc/100, pc%100)
+				} else {
+					fmt.Fprintf(&b, "  %s (%%):[ERROR]", name)
+				}
+			case col.Display == DisplayGraph:
+				fmt.Fprintf(&b, "  %s: %20s", name, bar(v, scale[c]))
+			case f.Mod == ModHex:
+				fmt.Fprintf(&b, "  %s: %10x", name, v)
+			case f.Signed:
+				fmt.Fprintf(&b, "  %s: %10d", name, int64(v))
+			default:
+				fmt.Fprintf(&b, "  %s: %10d", name, v)
 			}
 		}
 		s.writeTrack(&b, e)
@@ -238,6 +268,41 @@ func (s *Spec) Print(w io.Writer, t *Table, sym Symbolizer) {
 		w.Write(b.Bytes())
 	}
 	fmt.Fprintf(w, "\nTotals:\n    Hits: %d\n    Entries: %d\n    Dropped: %d\n", t.Hits, len(t.Entries), t.Drops)
+}
+
+// col is the entry's value in column c.
+func (e *Entry) col(c Col) uint64 {
+	if c.Val < 0 {
+		return e.Hitcount
+	}
+	return e.Vals[c.Val]
+}
+
+// percent is v's share of total in hundredths of a percent, as the kernel computes it
+// (__get_percentage: in 64-bit arithmetic; a zero total is 0% of nothing, and an error
+// for anything else).
+func percent(v, total uint64) (uint64, bool) {
+	if total == 0 {
+		return 0, v == 0
+	}
+	if v < math.MaxUint64/10000 {
+		return v * 10000 / total, true
+	}
+	if total /= 10000; total == 0 {
+		return 0, false
+	}
+	return v / total, true
+}
+
+// bar is a .graph column's 20 characters: v's share of the column's largest value in
+// '#', padded with spaces (the kernel's __fill_bar_str).
+func bar(v, max uint64) string {
+	pc, ok := percent(v, max)
+	if !ok {
+		return "[ERROR]"
+	}
+	n := min(int(pc*20/10000), 20)
+	return strings.Repeat("#", n) + strings.Repeat(" ", 20-n)
 }
 
 // writeKey writes an entry's key as the kernel's hist_trigger_print_key: "{ k: v, ... }".

@@ -636,3 +636,55 @@ func TestHistPercentGraph(t *testing.T) {
 		}
 	}
 }
+
+const namedSrc = `
+__attribute__((noinline)) long a(long n) { __asm__ volatile(""); return n; }
+__attribute__((noinline)) long b(long n) { __asm__ volatile(""); return n + 1; }
+int main(void) { long s = 0; for (long n = 1; n <= 40; n++) s += a(n) + (n % 4 == 0 ? b(n * 100) : 0); return s == 0; }
+`
+
+// TestHistNamed: hist triggers of two events with the same name= share one table, as
+// the kernel's named triggers do: each event's histogram shows every hit of both;
+// a named trigger unlike the first is refused with the kernel's message.
+func TestHistNamed(t *testing.T) {
+	prog := testprog.Build(t, namedSrc, "c", "-O2")
+	kpd := filepath.Join(t.TempDir(), "named")
+	rewriteWith(t, prog, kpd, []string{"p:nm/a a n=%di:u64", "p:nm/b b n=%di:u64"}, "--disable", "nm/a,nm/b",
+		"--trigger", "nm/a:hist:name=both:keys=n.log2:vals=n",
+		"--trigger", "nm/b:hist:name=both:keys=n.log2:vals=n")
+	testprog.MustRun(t, kpd)
+	want := map[string][]uint64{}
+	for n := uint64(1); n <= 40; n++ {
+		for _, v := range []uint64{n, n * 100} {
+			if v == n*100 && n%4 != 0 {
+				continue
+			}
+			k := fmt.Sprintf("n: ~ 2^%d", log2Bucket(v))
+			if want[k] == nil {
+				want[k] = []uint64{0, 0}
+			}
+			want[k][0]++
+			want[k][1] += v
+		}
+	}
+	for _, ev := range []string{"nm/a", "nm/b"} {
+		bs := histOf(t, kpd+".trace", "--event", ev)
+		if len(bs) != 1 {
+			t.Fatalf("%s: %d histograms, want the named one", ev, len(bs))
+		}
+		b := bs[0]
+		if !strings.HasPrefix(b.Info, "both:hist:keys=n.log2:vals=hitcount,n:") || b.Hits != 50 || len(b.Entries) != len(want) {
+			t.Errorf("%s: %s: %d hits, %d entries; want 50 hits (40 of a, 10 of b) in %d\n%v", ev, b.Info, b.Hits, len(b.Entries), len(want), b.Entries)
+		}
+		for k, w := range want {
+			if g := b.Entries[k]; len(g) != 2 || g[0] != w[0] || g[1] != w[1] {
+				t.Errorf("%s: %q: %v, want %v", ev, k, g, w)
+			}
+		}
+	}
+	code, _, errs := kp("check", "-e", "p:nm/a a n=%di:u64", "-e", "p:nm/b b n=%di:u64",
+		"--trigger", "nm/a:hist:name=both:keys=n.log2", "--trigger", "nm/b:hist:name=both:keys=n", prog)
+	if code == 0 || !strings.Contains(errs, "Named hist trigger doesn't match existing named trigger") {
+		t.Errorf("unlike named triggers: exit %d, %q", code, errs)
+	}
+}

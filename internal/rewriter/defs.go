@@ -125,6 +125,9 @@ func ParseDefs(exprs, files, filters, triggers []string, src Translator) ([]Prob
 	if err := attachTriggers(defs, synth, tspecs); err != nil {
 		return nil, nil, err
 	}
+	if err := checkNamedHists(defs, synth); err != nil {
+		return nil, nil, err
+	}
 	if err := linkHists(defs, synth); err != nil {
 		return nil, nil, err
 	}

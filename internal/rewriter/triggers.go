@@ -229,9 +229,84 @@ func (s *Synthetics) attach(name, text, origin string, exists func(g, e string) 
 }
 
 // histKey is the control-area slot key of a trigger of GROUP/EVENT (of a hist
-// trigger: its table's), shared by the probes of a multi-probe event.
+// trigger: its table's), shared by the probes of a multi-probe event; a named
+// histogram (name=NAME) is one table whichever events feed it.
 func histKey(group, event string, t evtrigger.Trigger) string {
+	if t.Hist != nil && t.Hist.Name != "" {
+		return "\x00named\x00" + t.Hist.Name
+	}
 	return group + "/" + event + "\x00" + t.String()
+}
+
+// ErrNamedMismatch is the kernel's refusal of a named hist trigger unlike the one
+// that made the name (HIST_ERR_NAMED_MISMATCH).
+var ErrNamedMismatch = errors.New("Named hist trigger doesn't match existing named trigger (includes variables)")
+
+// checkNamedHists: the histograms named alike (name=NAME) share one table, which the
+// kernel allows only between triggers with the same keys, values, sort and size
+// (hist_trigger_match, the filter aside) on fields of the same sizes; kprewrite also
+// keeps variables and actions out of them (a variable lives in its event's entries).
+func checkNamedHists(defs []Probe, synth *Synthetics) error {
+	type first struct {
+		spec       *evhist.Spec
+		group, evt string
+	}
+	byName := map[string]first{}
+	check := func(group, event string, td TriggerDef) error {
+		h := td.Hist
+		if h == nil || h.Name == "" {
+			return nil
+		}
+		if len(h.Vars) > 0 || len(h.Actions) > 0 {
+			return fmt.Errorf("%s: %s/%s: named histogram %s: variables and actions are not supported in a named histogram", td.Origin, group, event, h.Name)
+		}
+		f, ok := byName[h.Name]
+		if !ok {
+			byName[h.Name] = first{h, group, event}
+			return nil
+		}
+		if !sameTable(f.spec, h) {
+			return fmt.Errorf("%s: %s/%s: %w (%s, first on %s/%s)", td.Origin, group, event, ErrNamedMismatch, h.Name, f.group, f.evt)
+		}
+		return nil
+	}
+	for i := range defs {
+		for _, td := range defs[i].Triggers {
+			if err := check(defs[i].Def.Group, defs[i].Def.Event, td); err != nil {
+				return err
+			}
+		}
+	}
+	if synth != nil {
+		for _, name := range synth.Order {
+			for _, td := range synth.Triggers[name] {
+				if err := check("synthetic", name, td); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// sameTable says whether two hist triggers can share a table: the same trigger but
+// its filter and its pause, cont or clear, on fields of the same sizes and kinds.
+func sameTable(a, b *evhist.Spec) bool {
+	x, y := *a, *b
+	x.Filter, y.Filter = "", ""
+	x.Pause, x.Cont, x.Clear, y.Pause, y.Cont, y.Clear = false, false, false, false, false, false
+	if x.Info() != y.Info() {
+		return false
+	}
+	like := func(f, g []evhist.Field) bool {
+		for i := range f {
+			if f[i].Size != g[i].Size || f[i].Signed != g[i].Signed || f[i].String != g[i].String || f[i].Comm != g[i].Comm || f[i].Src != g[i].Src {
+				return false
+			}
+		}
+		return true
+	}
+	return like(a.Keys, b.Keys) && like(a.Vals, b.Vals)
 }
 
 // linkHists resolves the hist triggers' variable references and onmatch() actions

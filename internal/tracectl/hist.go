@@ -36,7 +36,13 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 			continue
 		}
 		flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
-		seen := map[uint32]bool{}
+		// a multi-probe event lists its histograms once; a named one (name=) is
+		// listed under each event that feeds it, as each event's hist file shows it
+		type listed struct {
+			group, name string
+			slot        uint32
+		}
+		seen := map[listed]bool{}
 		// add lists the hist triggers among one event's triggers
 		add := func(group, name string, triggers []string, slots []uint32, fields func() ([]evfilter.Field, error)) error {
 			if !eventdef.MatchesName(pattern, group, name) {
@@ -44,13 +50,13 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 			}
 			matched = true
 			for k, text := range triggers {
-				if !strings.HasPrefix(text, "hist:") && !strings.Contains(strings.SplitN(text, " ", 2)[0], ":hist:") {
+				if !isHist(text) {
 					continue
 				}
-				if k >= len(slots) || seen[slots[k]] {
+				if k >= len(slots) || seen[listed{group, name, slots[k]}] {
 					continue
 				}
-				seen[slots[k]] = true
+				seen[listed{group, name, slots[k]}] = true
 				fs, err := fields()
 				var spec *evhist.Spec
 				if err == nil {
@@ -112,6 +118,9 @@ func (f *File) hist(im image, flagBytes uint64, slot uint32, spec *evhist.Spec) 
 // parseHist parses a hist trigger as the description lists it ("hist:... [active]").
 func parseHist(text string, fields []evfilter.Field) (*evhist.Spec, error) {
 	text = strings.TrimSuffix(strings.TrimSuffix(text, " [active]"), " [paused]")
+	if name, rest, ok := strings.Cut(text, ":hist:"); ok && !strings.HasPrefix(text, "hist:") && !strings.ContainsAny(name, ": ") {
+		text = "hist:name=" + name + ":" + rest // a named histogram's info: "NAME:hist:..."
+	}
 	t, err := evtrigger.Parse(text, evtrigger.Env{Fields: fields, Syms: evfilter.AnySymbols{}, Exists: func(string, string) bool { return true }})
 	if err != nil {
 		return nil, err

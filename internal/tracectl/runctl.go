@@ -92,7 +92,12 @@ func spareBase(d *tracefile.Desc) (uint32, error) {
 	return uint32(end), nil
 }
 
-func isHist(listed string) bool { return strings.HasPrefix(listed, "hist:") }
+// isHist says whether a listed trigger is a hist trigger ("hist:...", or a named
+// histogram's "NAME:hist:...").
+func isHist(listed string) bool {
+	name, _, ok := strings.Cut(listed, ":hist:")
+	return strings.HasPrefix(listed, "hist:") || ok && !strings.ContainsAny(name, ": ")
+}
 
 func eventFields(e *tracefile.DescEvent) ([]evfilter.Field, error) {
 	p, err := eventdef.Parse(e.Def)
@@ -120,7 +125,7 @@ func (c *Controls) histSlots(group, name string) []uint32 {
 	seen := map[uint32]bool{}
 	add := func(texts []string, slots []uint32) {
 		for k, text := range texts {
-			if k < len(slots) && strings.HasPrefix(text, "hist:") && !seen[slots[k]] {
+			if k < len(slots) && isHist(text) && !seen[slots[k]] {
 				seen[slots[k]] = true
 				out = append(out, slots[k])
 			}

@@ -22,7 +22,7 @@ func TestHistCheckMatchesGo(t *testing.T) {
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "histcheck")
 	cmd := exec.Command("gcc", "-O1", "-fno-builtin", "-fno-stack-protector", "-Iinclude", "-Isrc", "-o", exe,
-		"testdata/histcheck.c", "src/rt_hist.c", "src/rt_util.c", "src/nofault.S")
+		"testdata/histcheck.c", "src/rt_hist.c", "src/rt_filter.c", "src/rt_util.c", "src/nofault.S")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
@@ -47,7 +47,9 @@ func TestHistCheckMatchesGo(t *testing.T) {
 	sy, _ := evhist.ParseSynthetic("lat u64 lat; s64 d")
 	entry := evhist.Named{Group: "g", Event: "in", Key: "in", Spec: parse("keys=n:ts0=common_timestamp.usecs")}
 	ret := evhist.Named{Group: "g", Event: "out", Key: "out", Spec: parse("keys=n:l=common_timestamp.usecs-$ts0:onmatch(g.in).trace(lat,$l,$ts0)")}
-	targets := []evhist.Named{{Group: "synthetic", Event: "lat", Key: "t1", Spec: parse("keys=size")}, {Group: "synthetic", Event: "lat", Key: "t2", Spec: parse("keys=n.log2:vals=size")}}
+	filtered := parse("keys=n.log2:vals=size")
+	filtered.Filter = "lat > 5 && d < 0" // its "if", on the synthetic event's fields
+	targets := []evhist.Named{{Group: "synthetic", Event: "lat", Key: "t1", Spec: parse("keys=size")}, {Group: "synthetic", Event: "lat", Key: "t2", Spec: filtered}}
 	if err := evhist.LinkAll([]evhist.Named{entry, ret}, map[string]*evhist.Synthetic{"lat": sy}, map[string][]evhist.Named{"lat": targets}); err != nil {
 		t.Fatal(err)
 	}

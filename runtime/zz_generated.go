@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "6e8d8426a8474de3c9fc3147c33b97fac5007027478577acd8fdd33bbee17e79"
+const ObjectSHA256 = "418a44d0fe514400589ae996a5ea0f207f68df4d90dc5a2b3a615cfd1a835e04"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -430,13 +430,28 @@ func TestHistLatency(t *testing.T) {
 			"--trigger", "h/out:hist:keys=common_pid:lat=common_timestamp.usecs-$ts0:onmatch(h.in).trace(sleep_lat,$lat)",
 			"--trigger", "synthetic/sleep_lat:hist:keys=lat.log2",
 			"--trigger", "synthetic/sleep_lat:hist:keys=lat.buckets=1000:sort=lat",
+			"--trigger", "synthetic/sleep_lat:hist:keys=lat.log2:vals=lat if lat >= 10000",
 		}
 		flags = append(flags, modeFlags...)
 		rewriteWith(t, prog, kpd, []string{"s:sleep_lat u64 lat", "p:h/in sleepy ms=%di:s32", "r:h/out sleepy"}, flags...)
 		testprog.MustRun(t, kpd)
 		lats := recordLatencies(t, kpd)
+		// the filtered histogram: the calls of 10 ms and more (a call within 1 us of
+		// that would be on either side: none is, or the check says so)
+		var long []uint64
+		for _, l := range lats {
+			if l+1 >= 10000 && l <= 10001 {
+				t.Fatalf("a call took %d us, too close to the filter's 10000 to check", l)
+			}
+			if l >= 10000 {
+				long = append(long, l)
+			}
+		}
+		checkNear(t, findHist(t, histOf(t, kpd+".trace"), "hist:keys=lat.log2:vals=hitcount,lat:"), long, func(us uint64) string {
+			return fmt.Sprintf("lat: ~ 2^%d", log2Bucket(us))
+		})
 		bs := histOf(t, kpd+".trace")
-		checkNear(t, findHist(t, bs, "hist:keys=lat.log2:"), lats, func(us uint64) string {
+		checkNear(t, findHist(t, bs, "hist:keys=lat.log2:vals=hitcount:"), lats, func(us uint64) string {
 			return fmt.Sprintf("lat: ~ 2^%d", log2Bucket(us))
 		})
 		checkNear(t, findHist(t, bs, "hist:keys=lat.buckets=1000:"), lats, func(us uint64) string {

@@ -43,7 +43,9 @@
 //	         u16 entry words, set-bits word, value word, bit
 //	params   per parameter of the onmatch() action: u8 kind (ref, var), u8 0, u16 index
 //	targets  per histogram of the synthetic event the action generates: u32 slot,
-//	         u32 length, its program (no refs, params or targets of its own)
+//	         u32 length, its program (no refs, params or targets of its own); with
+//	         TargetFilter set in the length word, then its "if": u32 length, an
+//	         evfilter program on the synthetic event's fields, to 4 bytes
 //
 // src is evfilter's Source, or SrcTimestamp (common_timestamp). Keys are transformed
 // as the kernel transforms them before hashing (.log2: ceil(log2 v), .buckets=N:

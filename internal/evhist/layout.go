@@ -14,6 +14,9 @@ const (
 	FlagPaused  = 1
 	FlagComm    = 2 // the entries keep the comm of their first thread (.execname)
 	FlagTrack   = 4 // a track block (onmax/onchange) follows the targets
+	// TargetFilter marks a target's length word: the synthetic histogram's filter
+	// (its "if", an evfilter program) follows its program
+	TargetFilter = 1 << 31
 	// SnapWords are the words after the buckets of a histogram with onmax().snapshot()
 	// or onchange().snapshot(): a lock, the global tracked value, the bucket (+1) whose
 	// entry set it, reserved.
@@ -196,11 +199,20 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 		b = append(b, p.Kind, 0)
 		b = le.AppendUint16(b, uint16(p.Idx))
 	}
-	for _, t := range l.Targets { // u32 slot, u32 length, its program
+	for _, t := range l.Targets { // u32 slot, u32 length (TargetFilter: a filter follows), its program
 		tp := t.Of.Program(nil)
 		b = le.AppendUint32(b, slotOf(t.Key, uint32(t.Of.TableWords())))
-		b = le.AppendUint32(b, uint32(len(tp)))
+		n := uint32(len(tp))
+		if t.Filter != nil {
+			n |= TargetFilter
+		}
+		b = le.AppendUint32(b, n)
 		b = append(b, tp...)
+		if t.Filter != nil { // u32 length, the filter's program, to 4 bytes
+			b = le.AppendUint32(b, uint32(len(t.Filter)))
+			b = append(b, t.Filter...)
+			b = append(b, make([]byte, (4-len(t.Filter)%4)%4)...)
+		}
 	}
 	if a := s.Tracker(); a != nil { // u8 handler, variable, nsave, actions; u16 word, 0; the saved fields
 		handler, do := byte(1), byte(0)
@@ -372,7 +384,8 @@ func checkProgram(p []byte, top bool) (words, used int, err error) {
 		if len(p) < off+8 {
 			return 0, 0, errProgram
 		}
-		n := int(le.Uint32(p[off+4:]))
+		lw := le.Uint32(p[off+4:])
+		n := int(lw &^ TargetFilter)
 		if n > len(p)-off-8 {
 			return 0, 0, errProgram
 		}
@@ -380,6 +393,19 @@ func checkProgram(p []byte, top bool) (words, used int, err error) {
 			return 0, 0, errProgram
 		}
 		off += 8 + n
+		if lw&TargetFilter != 0 {
+			if len(p) < off+4 {
+				return 0, 0, errProgram
+			}
+			fl := int(le.Uint32(p[off:]))
+			if fl > len(p)-off-4 || evfilter.Check(p[off+4:off+4+fl]) != nil {
+				return 0, 0, errProgram
+			}
+			off += 4 + (fl+3)&^3
+			if off > len(p) {
+				return 0, 0, errProgram
+			}
+		}
 	}
 	words = HeaderWords + 2*size*ew
 	if track { // as src/rt_hist.c's check

@@ -3,6 +3,8 @@ package evhist
 import (
 	"fmt"
 	"strings"
+
+	"github.com/kprewrite/kprewrite/internal/evfilter"
 )
 
 // Named is a hist trigger of an event, and the key its table's slot is allocated by.
@@ -20,10 +22,12 @@ type Ref struct {
 	Var int
 }
 
-// Target is a histogram of the synthetic event an action generates.
+// Target is a histogram of the synthetic event an action generates, and its "if"
+// compiled against the synthetic event's fields (nil: none).
 type Target struct {
-	Key string
-	Of  *Spec
+	Key    string
+	Of     *Spec
+	Filter []byte
 }
 
 // Param says where an action's parameter comes from.
@@ -186,7 +190,15 @@ func link(h *Named, hists []Named, synth map[string]*Synthetic, synthHists map[s
 			return errf(p, "Couldn't find param (give a variable: $name)")
 		}
 		for _, t := range synthHists[a.Synth] {
-			l.Targets = append(l.Targets, Target{Key: t.Key, Of: t.Spec})
+			tg := Target{Key: t.Key, Of: t.Spec}
+			if t.Spec.Filter != "" {
+				f, err := evfilter.Parse(t.Spec.Filter, synth[a.Synth].Fields(), evfilter.AnySymbols{})
+				if err != nil {
+					return fmt.Errorf("synthetic/%s: %q: %w", a.Synth, t.Spec.Filter, err)
+				}
+				tg.Filter = f.Program()
+			}
+			l.Targets = append(l.Targets, tg)
 		}
 	}
 	s.Link = l

@@ -551,7 +551,11 @@ struct kprw_hvar { u8 kind[4], minus[4]; u16 idx[4]; }; /* a sum of operands */
 struct kprw_href { u32 slot, size; u16 ewords, setw, varw, bit; }; /* another histogram's variable */
 struct kprw_hparam { u8 kind, pad; u16 idx; };
 struct kprw_hist;
-struct kprw_htarget { u32 slot, pad; const struct kprw_hist *h; }; /* a synthetic event's histogram */
+struct kprw_htarget { /* a synthetic event's histogram, and its "if" (NULL: none) */
+	u32 slot, pad;
+	const struct kprw_hist *h;
+	const struct kprw_fprog *filter;
+};
 struct kprw_hist {
 	u32 nkeys, nvals, flags, size; /* size: entries */
 	u32 kwords, ewords;

@@ -18,6 +18,7 @@
 #define COMM_WORDS 2
 #define MAX_TABLE_BYTES (64ull << 20)
 #define SPIN 4096 /* waits for a bucket being filled before looking further */
+#define TARGET_FILTER (1u << 31) /* a target's length word: a filter follows its program */
 #define SNAP_WORDS 4 /* after the buckets, with onmax().snapshot(): lock, the global
 		      * tracked value, the bucket (+1) that set it, reserved */
 
@@ -111,7 +112,8 @@ static u64 check(const u8 *p, u32 len, int top, u32 *used, u64 *dsize, u64 *end)
 	for (u32 t = 0; t < ntargets; t++) {
 		if (len < off + 8)
 			return 0;
-		u32 slot = rd32(p + off), n = rd32(p + off + 4), u;
+		u32 slot = rd32(p + off), n = rd32(p + off + 4) & ~TARGET_FILTER, u;
+		int filtered = (rd32(p + off + 4) & TARGET_FILTER) != 0;
 		if (n > len - off - 8)
 			return 0;
 		u64 tds, tend = 0;
@@ -122,6 +124,20 @@ static u64 check(const u8 *p, u32 len, int top, u32 *used, u64 *dsize, u64 *end)
 		if ((u64)slot + words > *end)
 			*end = (u64)slot + words;
 		off += 8ull + n;
+		if (filtered) { /* u32 length, the filter's program (evfilter), to 4 bytes */
+			if (len < off + 4)
+				return 0;
+			u32 fl = rd32(p + off);
+			if (fl > len - off - 4)
+				return 0;
+			u32 fsz = kprw_filter_size(p + off + 4, fl);
+			if (!fsz)
+				return 0;
+			ds += align8(fsz);
+			off += 4ull + ((fl + 3) & ~3u);
+			if (off > len)
+				return 0;
+		}
 	}
 	u64 words = H_HEADER_WORDS + 2ull * size * ew;
 	if (p[2] & KPRW_HIST_TRACK) { /* the track block: handler, variable, saved fields */
@@ -227,11 +243,21 @@ static u64 decode(const u8 *p, struct kprw_hist *out)
 	struct kprw_htarget *ts = (struct kprw_htarget *)mem;
 	mem += out->ntargets * sizeof(struct kprw_htarget);
 	for (u32 t = 0; t < out->ntargets; t++) {
-		u32 n = rd32(q + 4);
+		u32 n = rd32(q + 4) & ~TARGET_FILTER;
+		int filtered = (rd32(q + 4) & TARGET_FILTER) != 0;
 		ts[t].slot = rd32(q);
 		ts[t].h = (const struct kprw_hist *)mem;
+		ts[t].filter = NULL;
 		mem += decode(q + 8, (struct kprw_hist *)mem);
 		q += 8 + n;
+		if (filtered) {
+			u32 fl = rd32(q);
+			struct kprw_fprog *f = (struct kprw_fprog *)mem;
+			if (kprw_filter_compile(q + 4, fl, f) == 0) /* checked: it compiles */
+				ts[t].filter = f;
+			mem += align8(kprw_filter_size(q + 4, fl));
+			q += 4 + ((fl + 3) & ~3u);
+		}
 	}
 	out->targets = ts;
 	out->handler = out->tvar = out->nsave = out->tdo = 0;
@@ -286,7 +312,7 @@ u32 kprw_hist_needs(const struct kprw_hist *h)
 	if (h->tdo & KPRW_HDO_SNAPSHOT) /* the snapshot keeps the hit: its time */
 		n |= KPRW_FNEED_TS;
 	for (u32 t = 0; t < h->ntargets; t++)
-		n |= kprw_hist_needs(h->targets[t].h);
+		n |= kprw_hist_needs(h->targets[t].h) | (h->targets[t].filter ? h->targets[t].filter->needs : 0);
 	return n;
 }
 
@@ -629,6 +655,7 @@ static __attribute__((noinline)) void synth(const struct kprw_hist *h, const u64
 	struct kprw_fenv se = *e;
 	se.data = (const u8 *)data;
 	se.dlen = 8 * h->nparams;
-	for (u32 t = 0; t < h->ntargets; t++)
-		kprw_hist_update(h->targets[t].h, kprw_rt.trig_count + h->targets[t].slot, &se);
+	for (u32 t = 0; t < h->ntargets; t++) /* each histogram's "if": on the event's fields */
+		if (!h->targets[t].filter || kprw_filter_match(h->targets[t].filter, &se))
+			kprw_hist_update(h->targets[t].h, kprw_rt.trig_count + h->targets[t].slot, &se);
 }

@@ -168,6 +168,9 @@ func Run(t testing.TB, c Cmd) Result {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
+	// a program left running when the test binary dies (go test's -timeout panics it)
+	// dies with it instead of spinning on
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err := cmd.Run()
 	r := Result{Stdout: stdout.String(), Stderr: stderr.String(), TimedOut: ctx.Err() != nil}
 	var ee *exec.ExitError

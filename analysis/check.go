@@ -245,6 +245,11 @@ func (b *Binary) optimizeBlockers(s *Site, fi int, code []byte, req SiteRequest)
 		}
 	}
 	s.DCRLen = total
+	grown := false
+	if !req.NoRedirect && total >= jmpLen && len(s.Blocking()) == 0 && !s.Has(RulePaddingTail) && !s.Has(RuleCallRelocated) {
+		grown = b.growForLoops(s, fi, code)
+		total = s.DCRLen
+	}
 	l := uint64(max(total, jmpLen))
 	lo, hi := addr+1, addr+l // the DCR interior (addr, addr+L)
 	region := fmt.Sprintf("the %d-byte region %#x..%#x", l, addr, addr+l)
@@ -279,8 +284,11 @@ func (b *Binary) optimizeBlockers(s *Site, fi int, code []byte, req SiteRequest)
 			}
 			continue
 		}
+		if grown && e.kind == ekBranch && e.src >= addr && e.src < addr+l && slices.ContainsFunc(s.DCR, func(d InstRef) bool { return d.Addr == e.dst }) {
+			continue // the loop the region was grown over: its copy branches to its copies
+		}
 		rule, detail := b.edgeReason(&e, region)
-		if e.kind == ekBranch && !req.NoRedirect {
+		if e.kind == ekBranch && !req.NoRedirect && !grown {
 			r, why := b.redirect(&e, s, addr, addr+l, req.OtherProbes)
 			if why == "" {
 				s.Redirects = append(s.Redirects, r)
@@ -400,6 +408,56 @@ func (b *Binary) paddingTail(fi int, from uint64, need int) (int, string, bool) 
 		where = "alignment padding inside " + fn.Name
 	}
 	return need, fmt.Sprintf("the %d bytes %#x..%#x after the final ret/jmp are %s (nop/int3) that nothing targets; the jmp overwrites them and they are never executed", need, from, end, where), true
+}
+
+// maxGrow bounds a region grown over a loop (growForLoops), from the site.
+const maxGrow = 32
+
+// growForLoops extends the DCR over a short loop that branches back into it (a retry
+// loop: sem_trywait's jne to its +3): the region runs to the end of the last branch
+// of the function that goes back into its interior from within maxGrow bytes of the
+// site, when the instructions it takes in fall through (but that last) and can run
+// out of line. The copy keeps the loop (trampolines.RelocateRegion sends branches to
+// instructions of the region to their copies). It reports whether it grew the DCR.
+func (b *Binary) growForLoops(s *Site, fi int, code []byte) bool {
+	fn := &b.Funcs.List[fi]
+	addr, end := s.Addr, s.Addr+uint64(s.DCRLen)
+	newEnd := end
+	b.edges.in(addr+1, end, func(e *edge) bool {
+		if e.kind == ekBranch && e.src >= end && e.src < addr+maxGrow && e.src < fn.End() {
+			if n, err := x86dec.Length(code[e.src-fn.Addr:]); err == nil {
+				newEnd = max(newEnd, e.src+uint64(n))
+			}
+		}
+		return true
+	})
+	if newEnd == end || newEnd > addr+maxGrow || newEnd > fn.End() {
+		return false
+	}
+	var t Site // the rules of the instructions taken in, apart until they all pass
+	var ext []InstRef
+	for pc := end; pc < newEnd; {
+		raw := code[pc-fn.Addr:]
+		in, err := x86dec.Decode(raw, pc)
+		if err != nil || pc+uint64(in.Len) > newEnd {
+			return false
+		}
+		last := pc+uint64(in.Len) == newEnd
+		if !last && !in.FallsThrough() {
+			return false
+		}
+		b.dcrInsn(&t, pc, &in, raw[:in.Len], last)
+		ext = append(ext, InstRef{Addr: pc, Len: in.Len})
+		pc += uint64(in.Len)
+	}
+	if len(t.Blocking()) > 0 {
+		return false
+	}
+	s.DCR = append(s.DCR, ext...)
+	s.DCRLen = int(newEnd - addr)
+	s.note(RuleDCRGrown, end, fmt.Sprintf("a branch at %#x goes back into the region: the region runs to %#x, over the loop, and its copy keeps the loop (%d instructions, %d bytes)", newEnd-uint64(ext[len(ext)-1].Len), newEnd, len(s.DCR), s.DCRLen))
+	s.Reasons = append(s.Reasons, t.Reasons...)
+	return true
 }
 
 // redirect decides whether the branch e into the interior of the region [lo, hi) of

@@ -24,6 +24,7 @@ const (
 	RulePaddingTail    = "padding-tail"          // note (rule 2 extension): DCR completed with dead padding after a final ret/jmp
 	RuleJumpIntoDCR    = "jump-into-dcr"         // rule 3: a direct jmp/jcc/loop/call targets the DCR interior
 	RuleJumpRedirected = "jump-redirected"       // note (rule 3 extension): a jmp/jcc into the DCR interior is redirected to a copy of the DCR's rest
+	RuleDCRGrown       = "dcr-grown"             // note (rule 3 extension): the DCR runs over a short loop that branches back into it; the copy keeps the loop
 	RuleAddrTakenInDCR = "address-taken-in-dcr"  // rule 3 (extended): a code address taken by lea/immediate/data/relocation/symbol lies in the DCR interior
 	RuleEndbrInDCR     = "endbr64-in-dcr"        // rule 3 (extended): an endbr64 inside the DCR marks an indirect-branch target
 	RuleTableIntoDCR   = "jump-table-into-dcr"   // rule 4: a resolved jump-table entry targets the DCR interior
@@ -72,6 +73,7 @@ var Rules = []RuleInfo{
 	{RulePaddingTail, "2", "the region after a final ret/jmp was completed with dead inter-function padding"},
 	{RuleJumpIntoDCR, "3", "a direct jmp/jcc/loop/call somewhere in the binary targets the region's interior"},
 	{RuleJumpRedirected, "note", "a jmp or jcc into the region's interior is redirected by the rewrite to a relocated copy of the region from its target on (a jmp rel8 widened into the padding after it), so it no longer reaches the overwritten bytes"},
+	{RuleDCRGrown, "note", "a short loop of the function branches back into the region: the region is grown to the end of its last branch (at most 32 bytes from the site), and the copy keeps the loop, its branches going to their copies"},
 	{RuleAddrTakenInDCR, "3", "a code address taken by lea/mov/push, a data word, a relocation or a symbol lies in the region's interior (a data word or immediate inside one of its instructions is a number: only noted)"},
 	{RuleEndbrInDCR, "3", "an endbr64 inside the region marks an indirect-branch target (setjmp return, address-taken label)"},
 	{RuleTableIntoDCR, "4", "a resolved jump-table entry targets the region's interior"},

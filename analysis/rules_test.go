@@ -430,16 +430,26 @@ func TestRule3(t *testing.T) {
 		{"r3_callvictim", "r3_caller_call", "r3_callvictim_mid"},
 	}
 	for _, c := range cases {
-		s := entry(t, b, c.victim, SiteRequest{})
+		s := entry(t, b, c.victim, SiteRequest{NoRedirect: true}) // the kernel's rule 3
 		wantVerdict(t, s, Boost)
 		r := reason(t, s, RuleJumpIntoDCR)
 		if r.Addr != symAddr(t, b, c.source) || !strings.Contains(r.Detail, "targets "+hexs(symAddr(t, b, c.mid))) {
 			t.Errorf("%s: reason %v, want source %s targeting %s", c.victim, r, c.source, c.mid)
 		}
 	}
+	for _, c := range cases[1:] { // neither redirected nor grown over
+		wantVerdict(t, entry(t, b, c.victim, SiteRequest{}), Boost)
+	}
+	// a loop back into the region: the region grows over it, to the end of its jne
+	s := entry(t, b, "r3_loop", SiteRequest{})
+	wantVerdict(t, s, Optimize)
+	reason(t, s, RuleDCRGrown)
+	if end := symAddr(t, b, "r3_loop_jne") + 2; s.Addr+uint64(s.DCRLen) != end || s.DCR[len(s.DCR)-1].Addr != end-2 {
+		t.Errorf("r3_loop: DCR %+v (%d bytes), want it to end with the jne, at %#x", s.DCR, s.DCRLen, end)
+	}
 	// a jmp rel8 with padding after it is redirected (a jcc rel8, a call and code in no
 	// function are not, above)
-	s := entry(t, b, "r3_jmpvictim", SiteRequest{})
+	s = entry(t, b, "r3_jmpvictim", SiteRequest{})
 	wantVerdict(t, s, Optimize)
 	want := Redirect{From: symAddr(t, b, "r3_jumper_jmp"), Len: 2, To: symAddr(t, b, "r3_jmpvictim_mid"), Edit: 5}
 	if len(s.Redirects) != 1 || s.Redirects[0] != want {

@@ -67,7 +67,8 @@ type SiteRequest struct {
 	NeedPostHandler bool     // the probe has a post_handler (rule 8)
 	OtherProbes     []uint64 // addresses of the other probes requested in the same binary (rule 6)
 	// NoRedirect: a jump into the region's interior blocks the jmp (rule 3) even where
-	// it could be redirected (Site.Redirects).
+	// it could be redirected (Site.Redirects) or the region grown over it
+	// (RuleDCRGrown).
 	NoRedirect bool
 }
 

@@ -52,7 +52,31 @@ func RegionLen(code []byte, pc uint64, opt Options) (int, error) {
 // the region, is where the callee comes back to.
 func RelocateRegion(code []byte, pc, at uint64, opt Options) (*Region, error) {
 	r := &Region{Site: pc, Addr: at, OrigLen: len(code)}
+	// A jmp, jcc or loop to an instruction of the region after its first (a loop the
+	// region was grown to hold: analysis.RuleDCRGrown) goes to that instruction's
+	// copy; the copies' lengths do not depend on their targets. One to the first is
+	// left going to the site, so that a probe there is hit again.
+	copyAt := map[uint64]uint64{}
+	n := 0
+	if err := eachInsn(code, pc, opt, func(raw []byte, in x86dec.Inst, off int) error {
+		copyAt[pc+uint64(off)] = at + uint64(n)
+		m, _, err := plan(raw, in, pc+uint64(off), opt)
+		n += m
+		return err
+	}); err != nil {
+		return nil, err
+	}
 	err := eachInsn(code, pc, opt, func(raw []byte, in x86dec.Inst, off int) error {
+		switch in.Kind {
+		case x86dec.KindJmp, x86dec.KindJcc, x86dec.KindLoop:
+			if in.Target > pc && in.Target < pc+uint64(len(code)) {
+				c, ok := copyAt[in.Target]
+				if !ok {
+					return fmt.Errorf("%w at %#x: branch into the middle of the instruction holding %#x", ErrRelocate, pc+uint64(off), in.Target)
+				}
+				in.Target = c
+			}
+		}
 		rl, err := relocate(raw, in, pc+uint64(off), at+uint64(len(r.Code)), opt)
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package trampolines
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -143,4 +144,34 @@ func FuzzRelocateRegion(f *testing.F) {
 			checkRelocated(t, code[r.OrigOffsets[i]:], pc+uint64(r.OrigOffsets[i]), at+uint64(r.Offsets[i]), opt, rl)
 		}
 	})
+}
+
+// TestRelocateRegionInternalBranch: a jcc back to an instruction of the region after
+// its first goes to that instruction's copy; one to the first goes to the site.
+func TestRelocateRegionInternalBranch(t *testing.T) {
+	// 0: mov %rdi,%rax; 3: test %eax,%eax; 5: jne 3; 7: jne 0
+	code := []byte{0x48, 0x89, 0xf8, 0x85, 0xc0, 0x75, 0xfc, 0x75, 0xf7}
+	const pc, at = 0x401000, 0x900000
+	r, err := RelocateRegion(code, pc, at, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := func(k int) uint64 { // the rel32 target of the jcc copy k (0f 8x rel32)
+		c := r.Code[r.Offsets[k]:]
+		if c[0] != 0x0f || c[1] != 0x85 {
+			t.Fatalf("copy %d: % x, want jne rel32", k, c[:6])
+		}
+		return at + uint64(r.Offsets[k]) + 6 + uint64(int64(int32(binary.LittleEndian.Uint32(c[2:]))))
+	}
+	if got, want := target(2), uint64(at+r.Offsets[1]); got != want {
+		t.Errorf("jne 3 goes to %#x, want the copy of test at %#x", got, want)
+	}
+	if got := target(3); got != pc {
+		t.Errorf("jne 0 goes to %#x, want the site %#x", got, uint64(pc))
+	}
+	// into the middle of an instruction: refused
+	bad := []byte{0x48, 0x89, 0xf8, 0x75, 0xfc} // jne 1 (inside the mov)
+	if _, err := RelocateRegion(bad, pc, at, Options{}); err == nil {
+		t.Error("a branch into the middle of an instruction was relocated")
+	}
 }

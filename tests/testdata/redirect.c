@@ -1,7 +1,9 @@
 /* Jumps into the first bytes of other functions, as glibc's mempcpy jumps to
    memmove+3: each entry of cpy, cpy32 and cpycc is reached at +3 by a jump from the
-   function before it (a jmp rel8 followed by padding, a jmp rel32, a jcc rel32), and
-   spin loops back to its own +3 with a jcc rel8, which cannot be redirected. */
+   function before it (a jmp rel8 followed by padding, a jmp rel32, a jcc rel32); spin
+   loops back to its own +3 with a jcc rel8, which cannot be redirected (its region is
+   grown over the loop instead), and again loops back to its own entry, where a probe
+   is hit on every turn. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +83,14 @@ __asm__(
 	"	jnz 1b\n"
 	"	mov %rdi,%rax\n"
 	"	ret\n"
-	".size spin,.-spin\n");
+	".size spin,.-spin\n"
+	".p2align 4\n"
+	".globl again\n.type again,@function\n"
+	"again:\n" /* n >= 1 turns back to its entry */
+	"	dec %rdi\n"
+	"	jnz again\n"
+	"	ret\n"
+	".size again,.-again\n");
 
 char *pcpy(char *d, const char *s, size_t n);
 char *cpy(char *d, const char *s, size_t n);
@@ -90,13 +99,14 @@ char *cpy32(char *d, const char *s, size_t n);
 char *maybecpy(char *d, const char *s, size_t n);
 char *cpycc(char *d, const char *s, size_t n);
 long spin(long n); /* n >= 1 */
+void again(long n); /* n >= 1 */
 
 int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 10;
 	const char *text = "the quick brown fox jumps over the lazy dog";
 	char buf[64];
-	unsigned long sum = 0, calls[7] = {0};
+	unsigned long sum = 0, calls[7] = {0}, turns = 0;
 	for (int r = 0; r < rounds; r++) {
 		size_t n = r % 40 + 1;
 		memset(buf, 0, sizeof buf);
@@ -112,8 +122,10 @@ int main(int argc, char **argv)
 		sum += m ? (m == buf) + buf[0] : 7;
 		sum += cpycc(buf, text + 5, n) == buf, calls[5]++;
 		sum += spin(n), calls[6]++;
+		again(n), turns += n;
 	}
 	printf("sum %lu\n", sum);
 	printf("calls %lu %lu %lu %lu %lu %lu %lu\n", calls[0], calls[1], calls[2], calls[3], calls[4], calls[5], calls[6]);
+	printf("turns %lu\n", turns);
 	return 0;
 }

@@ -21,7 +21,8 @@
 //     and dynamic relocations, and exported symbols inside code;
 //   - every indirect jmp is classified (see IndirectJumps): a resolved jump
 //     table (the GCC/Clang patterns, PIE and non-PIE, -O0 to -O3, notrack,
-//     shared dispatch blocks, table bases hoisted out of loops), a pointer
+//     shared dispatch blocks, table bases hoisted out of loops, an index that
+//     is a 32-bit copy of the register the bound is checked on), a pointer
 //     jump, or unresolved;
 //   - exception landing pads come from the FDEs' LSDAs (.gcc_except_table).
 //

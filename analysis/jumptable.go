@@ -279,7 +279,13 @@ func (b *Binary) matchTable(fc *fcode, j int) (tableMatch, bool) {
 		paths = append(paths, p)
 	}
 	for n, p := range paths {
-		r, ok := b.runPath(fc, j, p)
+		r, ok := b.runPath(fc, j, p, false)
+		if !ok {
+			// the index may be a 32-bit copy, made before the path, of the register
+			// the bound is checked on (glibc: mov %ebp,%edi before a loop, then cmp
+			// $0xc,%ebp; ja and the table indexed by %rdi)
+			r, ok = b.runPath(fc, j, p, true)
+		}
 		if !ok {
 			return t, false
 		}
@@ -393,7 +399,7 @@ func (b *Binary) boundedPath(fc *fcode, e int, viaBranch bool) (tablePath, bool)
 
 // runPath executes one path symbolically up to jmp j and reads the table
 // shape the jmp uses.
-func (b *Binary) runPath(fc *fcode, j int, p tablePath) (tableMatch, bool) {
+func (b *Binary) runPath(fc *fcode, j int, p tablePath, copies bool) (tableMatch, bool) {
 	var t tableMatch
 	d := &dispatch{count: p.count}
 	d.resolve = func(fam int) (int64, bool) { return b.constReg(fc, p.pre[0], fam) }
@@ -402,6 +408,13 @@ func (b *Binary) runPath(fc *fcode, j int, p tablePath) (tableMatch, bool) {
 	t.cmpAddr, t.jccAddr = fc.insts[p.cmp].addr, fc.insts[p.jcc].addr
 	for f := range d.reg {
 		d.reg[f] = d.fresh()
+	}
+	if copies { // registers that hold a 32-bit copy of another on every path in
+		for f := range d.reg {
+			if src, ok := b.copyOf(fc, p.pre[0], f); ok {
+				d.reg[f] = sym{k: svZext, id: d.reg[src].id | zextID}
+			}
+		}
 	}
 	seq := append([]int(nil), p.pre...)
 	for m := p.cont; m < j; m++ {

@@ -115,6 +115,61 @@ func (b *Binary) zextReg(fc *fcode, i, fam int) bool {
 	return true
 }
 
+// copyOf reports whether, on every path into instruction i of fc, register fam was
+// last written by a 32-bit "mov %e<src>,%e<fam>" with one same src, which no
+// instruction writes between that mov and i. It returns src.
+func (b *Binary) copyOf(fc *fcode, i, fam int) (int, bool) {
+	src := -1
+	// pass 1 finds src from fam's definitions; pass 2 also refuses src written after one
+	for pass := 1; pass <= 2; pass++ {
+		w := &walker{b: b, home: fc}
+		seen := map[walkItem]bool{}
+		stack := []loc{{fc, i}}
+		for budget := 4096; len(stack) > 0; budget-- {
+			if budget == 0 {
+				return 0, false
+			}
+			l := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			key := walkItem{l.fc.idx, l.i, fam}
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			preds, entry, why := w.preds(l.fc, l.i)
+			if why != "" || entry {
+				return 0, false
+			}
+			for _, p := range preds {
+				xp := p.fc.x(p.i)
+				if xp == nil {
+					return 0, false
+				}
+				wr := gprWrites(xp)
+				if wr&famBit(fam) == 0 {
+					if pass == 2 && wr&famBit(src) != 0 {
+						return 0, false
+					}
+					stack = append(stack, p)
+					continue
+				}
+				dst, _ := xp.Args[0].(x86asm.Reg)
+				from, _ := xp.Args[1].(x86asm.Reg)
+				df, dw, ok1 := gpr(dst)
+				sf, sw, ok2 := gpr(from)
+				if xp.Op != x86asm.MOV || !ok1 || !ok2 || df != fam || dw != 4 || sw != 4 || sf == fam || (src >= 0 && sf != src) {
+					return 0, false
+				}
+				src = sf
+			}
+		}
+		if src < 0 {
+			return 0, false
+		}
+	}
+	return src, true
+}
+
 func isImm(a x86asm.Arg) bool {
 	_, ok := a.(x86asm.Imm)
 	return ok

@@ -236,6 +236,32 @@ __asm__(
 ".p2align 2\n"
 "r4_tab:\n  .long r4_table_c1-r4_tab, r4_table_tgt-r4_tab, r4_table_def-r4_tab\n"
 ".text\n"
+/* a table indexed by a 32-bit copy of the register its bound is checked on, made
+   before a loop (r4_copyidx); in r4_copybad the checked register changes after it */
+".p2align 4\n"
+".globl r4_copyidx\n.type r4_copyidx,@function\nr4_copyidx:\n"
+"  push %rbx\n  mov %edi,%ecx\n  xor %eax,%eax\n"
+"r4_copyidx_loop:\n  add $1,%eax\n  cmp $3,%eax\n  jb r4_copyidx_loop\n"
+"  cmp $2,%edi\n  ja r4_copyidx_def\n"
+"  lea r4_ctab(%rip),%rdx\n  movslq (%rdx,%rcx,4),%rax\n  add %rdx,%rax\n  jmp *%rax\n"
+"r4_copyidx_c0:\n  mov $10,%eax\n  pop %rbx\n  ret\n"
+"r4_copyidx_c1:\n  mov $11,%eax\n  pop %rbx\n  ret\n"
+"r4_copyidx_def:\n  xor %eax,%eax\n  pop %rbx\n  ret\n"
+".size r4_copyidx,.-r4_copyidx\n"
+".p2align 4\n"
+".globl r4_copybad\n.type r4_copybad,@function\nr4_copybad:\n"
+"  push %rbx\n  mov %edi,%ecx\n  xor %eax,%eax\n"
+"r4_copybad_loop:\n  add $1,%eax\n  add $7,%edi\n  cmp $3,%eax\n  jb r4_copybad_loop\n"
+"  cmp $2,%edi\n  ja r4_copybad_def\n"
+"  lea r4_ctab2(%rip),%rdx\n  movslq (%rdx,%rcx,4),%rax\n  add %rdx,%rax\n  jmp *%rax\n"
+"r4_copybad_c0:\n  mov $10,%eax\n  pop %rbx\n  ret\n"
+"r4_copybad_def:\n  xor %eax,%eax\n  pop %rbx\n  ret\n"
+".size r4_copybad,.-r4_copybad\n"
+".section .rodata\n"
+".p2align 2\n"
+"r4_ctab:\n  .long r4_copyidx_c0-r4_ctab, r4_copyidx_c1-r4_ctab, r4_copyidx_c0-r4_ctab\n"
+"r4_ctab2:\n  .long r4_copybad_c0-r4_ctab2, r4_copybad_c0-r4_ctab2, r4_copybad_c0-r4_ctab2\n"
+".text\n"
 
 /* rule 5: a hand-made LSDA whose landing pad is inside the entry DCR */
 ".p2align 4\n"
@@ -563,6 +589,17 @@ func TestRule4(t *testing.T) {
 	if r := reason(t, s, RuleIndirectJump); !strings.Contains(r.Detail, "writes part of the stack slot") {
 		t.Errorf("partly overwritten slot: %v", r)
 	}
+
+	// A table indexed by a copy of the checked register is resolved; not when the
+	// checked register changes after the copy.
+	s = entry(t, b, "r4_copyidx", SiteRequest{})
+	wantVerdict(t, s, Optimize)
+	if r := reason(t, s, RuleJumpTable); !strings.Contains(r.Detail, "with 3 int32 entries") {
+		t.Errorf("copied index: %v", r)
+	}
+	s = entry(t, b, "r4_copybad", SiteRequest{})
+	wantVerdict(t, s, Boost)
+	reason(t, s, RuleIndirectJump)
 
 	// A resolved table whose entry lands inside the entry DCR.
 	tjmp := symAddr(t, b, "r4_table_jmp")

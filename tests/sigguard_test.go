@@ -41,16 +41,21 @@ const sigguardSrc = `
 
 static volatile long sum;
 
-/* twice(x, n) = n * x. The jnz back into its first five bytes keeps a probe on its entry
- * an int3 even where the other probes are jump-optimized. */
+/* twice(x, n) = n * x. The address of its loop, inside its first five bytes, taken
+ * by twice_loop_at keeps a probe on its entry an int3 even where the other probes are
+ * jump-optimized. */
 long twice(long x, long n);
 __asm__(".text\n.globl twice\n.type twice,@function\ntwice:\n"
 	"\txor %eax,%eax\n"
-	"1:\tadd %rdi,%rax\n"
+	"twice_loop:\tadd %rdi,%rax\n"
 	"\tdec %rsi\n"
-	"\tjnz 1b\n"
+	"\tjnz twice_loop\n"
 	"\tret\n"
-	".size twice,.-twice\n");
+	".size twice,.-twice\n"
+	".globl twice_loop_at\n.type twice_loop_at,@function\ntwice_loop_at:\n"
+	"\tlea twice_loop(%rip),%rax\n"
+	"\tret\n"
+	".size twice_loop_at,.-twice_loop_at\n");
 
 __attribute__((noinline)) long work(long a, long b)
 {

@@ -140,8 +140,17 @@ func FuzzRelocateRegion(f *testing.F) {
 		if n, err := RegionLen(code, pc, opt); err != nil || n != len(r.Code) {
 			t.Fatalf("RegionLen %d %v, made %d", n, err, len(r.Code))
 		}
+		// a branch to an instruction of the region after its first goes to its copy
+		copyOf := func(a uint64) uint64 {
+			for k, o := range r.OrigOffsets {
+				if o > 0 && pc+uint64(o) == a {
+					return at + uint64(r.Offsets[k])
+				}
+			}
+			return a
+		}
 		for i, rl := range r.Insns {
-			checkRelocated(t, code[r.OrigOffsets[i]:], pc+uint64(r.OrigOffsets[i]), at+uint64(r.Offsets[i]), opt, rl)
+			checkRelocatedTo(t, code[r.OrigOffsets[i]:], pc+uint64(r.OrigOffsets[i]), at+uint64(r.Offsets[i]), opt, rl, copyOf)
 		}
 	})
 }

@@ -59,9 +59,19 @@ var relocCases = []struct {
 // checkRelocated decodes r.Code at `at` and checks it does what the original did at pc.
 func checkRelocated(t testing.TB, orig []byte, pc, at uint64, opt Options, r Relocated) {
 	t.Helper()
+	checkRelocatedTo(t, orig, pc, at, opt, r, nil)
+}
+
+// checkRelocatedTo is checkRelocated for an instruction of a region: target maps a
+// branch's original target to where its copy must go (nil: the same).
+func checkRelocatedTo(t testing.TB, orig []byte, pc, at uint64, opt Options, r Relocated, target func(uint64) uint64) {
+	t.Helper()
 	in, err := x86dec.Decode(orig, pc)
 	if err != nil {
 		t.Fatalf("original: %v", err)
+	}
+	if target != nil && in.Kind != x86dec.KindCall {
+		in.Target = target(in.Target)
 	}
 	n, err := RelocatedLen(orig, pc, opt)
 	if err != nil || n != len(r.Code) {

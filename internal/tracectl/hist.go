@@ -118,8 +118,8 @@ func (f *File) hist(im image, flagBytes uint64, slot uint32, spec *evhist.Spec) 
 // parseHist parses a hist trigger as the description lists it ("hist:... [active]").
 func parseHist(text string, fields []evfilter.Field) (*evhist.Spec, error) {
 	text = strings.TrimSuffix(strings.TrimSuffix(text, " [active]"), " [paused]")
-	if name, rest, ok := strings.Cut(text, ":hist:"); ok && !strings.HasPrefix(text, "hist:") && !strings.ContainsAny(name, ": ") {
-		text = "hist:name=" + name + ":" + rest // a named histogram's info: "NAME:hist:..."
+	if name, rest, ok := namedHist(text); ok {
+		text = "hist:name=" + name + ":" + rest
 	}
 	t, err := evtrigger.Parse(text, evtrigger.Env{Fields: fields, Syms: evfilter.AnySymbols{}, Exists: func(string, string) bool { return true }})
 	if err != nil {

@@ -95,8 +95,15 @@ func spareBase(d *tracefile.Desc) (uint32, error) {
 // isHist says whether a listed trigger is a hist trigger ("hist:...", or a named
 // histogram's "NAME:hist:...").
 func isHist(listed string) bool {
-	name, _, ok := strings.Cut(listed, ":hist:")
-	return strings.HasPrefix(listed, "hist:") || ok && !strings.ContainsAny(name, ": ")
+	_, _, named := namedHist(listed)
+	return strings.HasPrefix(listed, "hist:") || named
+}
+
+// namedHist splits a named histogram's listed trigger, "NAME:hist:REST" (the kernel's
+// trigger info prints the name first).
+func namedHist(listed string) (name, rest string, ok bool) {
+	name, rest, ok = strings.Cut(listed, ":hist:")
+	return name, rest, ok && !strings.HasPrefix(listed, "hist:") && !strings.ContainsAny(name, ": ")
 }
 
 func eventFields(e *tracefile.DescEvent) ([]evfilter.Field, error) {

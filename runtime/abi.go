@@ -531,7 +531,7 @@ type RawCtlFrame struct {
 	NEntries  uint32  `c:"nentries"`
 	NEvents   uint32  `c:"nevents"`
 	Reserved0 uint32  `c:"reserved0"`
-	Reserved  uint64  `c:"reserved"`
+	Source    uint64  `c:"source"` // a KPREWRITE_CONTROL file's frame: its hash (0: a command's)
 }
 
 // RawCtlEnt is struct kprw_ctlent.

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "418a44d0fe514400589ae996a5ea0f207f68df4d90dc5a2b3a615cfd1a835e04"
+const ObjectSHA256 = "d65befc0299638d46eaac890c8161ee36fa80f815d9b58ea1fb87b293d1df6cc"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

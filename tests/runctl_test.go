@@ -156,7 +156,7 @@ func TestRunTimeFilterTrigger(t *testing.T) {
 				{[]string{"filter", tr, "ctl/w", "b > 1"}, "filter of ctl/w: Field not found"},
 				{[]string{"filter", tr, "ctl/w", "a >"}, "Invalid value"},
 				{[]string{"trigger", tr, "ctl/w", "traceoff"}, "EEXIST"},
-				{[]string{"trigger", tr, "ctl/w", "hist:keys=a"}, "hist triggers are set when rewriting"},
+				{[]string{"trigger", tr, "ctl/w", "hist:keys=a:v=a"}, "histogram variables are linked"},
 				{[]string{"trigger", tr, "ctl/w", "stacktrace"}, "no unwind table"},
 				{[]string{"trigger", tr, "ctl/w", "enable_event:ctl:nosuch"}, "nosuch"},
 				{[]string{"filter", tr, "nosuch", "a > 1"}, "no event nosuch"},
@@ -190,6 +190,119 @@ func TestRunTimeFilterTrigger(t *testing.T) {
 			res := testprog.Run(t, testprog.Cmd{Path: other, Stdin: "xxxx", Extra: []string{"KPREWRITE_CONTROL=" + ctl}})
 			if res.Exit != 0 || !strings.Contains(res.Stderr, "has no controls for this program") {
 				t.Errorf("another build with the control file: %+v", res)
+			}
+		})
+	}
+}
+
+// TestRunTimeHist: hist triggers added to a running program's events with kprewrite
+// trigger (a table placed in the trace file's counters area), made paused and
+// continued, cleared and removed by writing the kernel's forms; a rewrite's histogram
+// kept while the event's triggers change; a KPREWRITE_CONTROL file's histogram
+// installed once for every run of the same trace file; what cannot be added at run
+// time refused with the reason.
+func TestRunTimeHist(t *testing.T) {
+	prog := testprog.Build(t, phasedSrc, "c", "-O2")
+	for _, mode := range []string{"int3", "optimize"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			kpd := filepath.Join(dir, "phased")
+			flags := []string{"--trigger", "ctl/o:hist:keys=a.log2"}
+			if mode == "int3" {
+				flags = append(flags, "--no-optimize")
+			}
+			rewriteWith(t, prog, kpd, []string{"p:ctl/w work a=%di:s32", "p:ctl/o other a=%di:s32"}, flags...)
+			tr := kpd + ".trace"
+			runPhased(t, kpd, nil, [][][]string{
+				{{"trigger", tr, "ctl/w", "hist:keys=a:vals=hitcount"}, {"trigger", tr, "ctl/o", "hist:keys=common_pid:vals=a:pause"}},
+				{{"trigger", tr, "ctl/o", "hist:keys=common_pid:vals=a:cont"}, {"trigger", tr, "ctl/o", "traceoff:1 if a == 1000"}},
+				{{"trigger", tr, "ctl/w", "hist:keys=a:vals=hitcount:clear"}, {"trigger", tr, "ctl/o", "!traceoff"}},
+			})
+			bs := histOf(t, tr)
+			// w's: added after phase 0, cleared after phase 2: phase 3's calls
+			want := map[string]uint64{}
+			for i := 300; i < 310; i++ {
+				want[fmt.Sprintf("a: %d", i)] = 1
+			}
+			checkCounts(t, findHist(t, bs, "hist:keys=a:vals=hitcount:sort=hitcount:size=2048 [active]"), want, 10)
+			// o's own: paused through phase 1, continued for phases 2 and 3
+			pid := findHist(t, bs, "hist:keys=common_pid:vals=hitcount,a:sort=hitcount:size=2048 [active]")
+			if len(pid.Entries) != 1 || pid.Hits != 20 {
+				t.Errorf("o's pid histogram: %v, %d hits; want one pid, 20 hits", pid.Entries, pid.Hits)
+			}
+			for _, v := range pid.Entries {
+				if len(v) != 2 || v[1] != 2045+3045 {
+					t.Errorf("o's pid histogram: values %v, want a summing to %d", v, 2045+3045)
+				}
+			}
+			// the rewrite's, kept through every change: all 40 calls
+			if b := findHist(t, bs, "hist:keys=a.log2:vals=hitcount"); b.Hits != 40 {
+				t.Errorf("the rewrite's histogram: %d hits, want 40", b.Hits)
+			}
+			if code, o, e := kp("trigger", tr, "ctl/o"); code != 0 || o != "ctl/o (prog):\nhist:keys=common_pid:vals=hitcount,a:sort=hitcount:size=2048 [active]\nhist:keys=a.log2:vals=hitcount:sort=hitcount:size=2048 [active]\n" {
+				t.Errorf("trigger FILE ctl/o: exit %d\n%s%s", code, o, e)
+			}
+			// the next run adds to the same tables; removing one drops it
+			if res := testprog.Run(t, testprog.Cmd{Path: kpd, Stdin: "xxxx"}); res.Exit != 0 || res.Stderr != "" {
+				t.Fatal(res)
+			}
+			if b := findHist(t, histOf(t, tr), "hist:keys=common_pid"); b.Hits != 60 || len(b.Entries) != 2 {
+				t.Errorf("after a second run: %d hits in %d entries, want 60 in 2 (two pids)", b.Hits, len(b.Entries))
+			}
+			if code, _, e := kp("trigger", tr, "ctl/w", "!hist:keys=a:vals=hitcount"); code != 0 {
+				t.Fatalf("removing w's histogram: %s", e)
+			}
+			if code, o, _ := kp("hist", "--event", "ctl/w", tr); code == 0 {
+				t.Errorf("w's histogram still listed after it was removed:\n%s", o)
+			}
+
+			for _, c := range []struct {
+				text, msg string
+			}{
+				{"hist:keys=a:v=a", "histogram variables are linked"},
+				{"hist:keys=a:onmatch(ctl.w).trace(foo,$a)", "actions (onmatch, onmax, onchange) are linked"},
+				{"hist:name=shared:keys=a", "named histogram"},
+				{"hist:keys=stacktrace", "no unwind table"},
+				{"hist:keys=a.log2", "Hist trigger already exists"},
+				{"hist:keys=a:size=131072", "smaller size"},
+				{"hist:keys=nosuch", "nosuch"},
+				{"hist:keys=a:vals=hitcount:cont", "nonexistent hist trigger"},
+			} {
+				code, o, e := kp("trigger", tr, "ctl/o", c.text)
+				if code == 0 || !strings.Contains(e, c.msg) {
+					t.Errorf("kprewrite trigger ctl/o %q: exit %d, want an error saying %q\n%s%s", c.text, code, c.msg, o, e)
+				}
+			}
+
+			// KPREWRITE_CONTROL: placed by the first run, added to by the second
+			ctl := filepath.Join(dir, "run.ctl")
+			if code, o, e := kp("control", "-o", ctl, "--trigger", "ctl/w:hist:keys=a.buckets=100:vals=a", "--trigger", "ctl/o:hist:keys=common_pid:pause", kpd); code != 0 {
+				t.Fatalf("control: exit %d\n%s%s", code, o, e)
+			}
+			if code, _, e := kp("control", "-o", ctl+"2", "--trigger", "ctl/o:hist:keys=a.log2:clear", kpd); code == 0 || !strings.Contains(e, "a trace file holds") {
+				t.Errorf("control with :clear of the rewrite's histogram: exit %d %s", code, e)
+			}
+			os.Remove(tr)
+			for run := 0; run < 2; run++ {
+				if res := testprog.Run(t, testprog.Cmd{Path: kpd, Stdin: "xxxx", Extra: []string{"KPREWRITE_CONTROL=" + ctl}}); res.Exit != 0 || res.Stderr != "" {
+					t.Fatal(res)
+				}
+			}
+			bs = histOf(t, tr)
+			want = map[string]uint64{}
+			for ph := 0; ph < 4; ph++ {
+				want[fmt.Sprintf("a: ~ %d-%d", ph*100, ph*100+99)] = 20
+			}
+			b := findHist(t, bs, "hist:keys=a.buckets=100:vals=hitcount,a:sort=hitcount:size=2048 [active]")
+			checkCounts(t, b, want, 80)
+			if v := b.Entries["a: ~ 300-399"]; len(v) != 2 || v[1] != 2*3045 {
+				t.Errorf("w's buckets histogram, 300-399: %v, want a summing to %d", v, 2*3045)
+			}
+			if b := findHist(t, bs, "hist:keys=common_pid:vals=hitcount:sort=hitcount:size=2048 [paused]"); b.Hits != 0 {
+				t.Errorf("a histogram made paused counted %d hits", b.Hits)
+			}
+			if b := findHist(t, bs, "hist:keys=a.log2"); b.Hits != 80 {
+				t.Errorf("the rewrite's histogram beside the control file's: %d hits, want 80", b.Hits)
 			}
 		})
 	}

@@ -105,7 +105,7 @@ func imageEvents(evs []tracectl.Event) [][]tracectl.Event {
 // making the change (value nil: printing what there is) and returning what to say once
 // it is in the file. Nothing is written unless every change was accepted.
 func editControls(name, usage string, args []string, stdout io.Writer,
-	each func(c *tracectl.Controls, ev tracectl.Event, value *string) (func(), error)) error {
+	each func(f *tracectl.File, c *tracectl.Controls, ev tracectl.Event, value *string) (func(), error)) error {
 	fs := helpFlagSet(name, name+" FILE EVENT ["+strings.ToUpper(name)+"]", stdout)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -142,7 +142,7 @@ func editControls(name, usage string, args []string, stdout io.Writer,
 			if value != nil && !ev.Armed {
 				return fmt.Errorf("%s: %s/%s: %w", pos[0], ev.Group, ev.Name, tracectl.ErrNotArmed)
 			}
-			say, err := each(c, ev, value)
+			say, err := each(f, c, ev, value)
 			if err != nil {
 				return fmt.Errorf("%s: %w", pos[0], err)
 			}
@@ -169,7 +169,7 @@ func editControls(name, usage string, args []string, stdout io.Writer,
 // program writing into the trace file, running or to come.
 func runFilter(args []string, stdout, _ io.Writer) error {
 	return editControls("filter", "a filter EXPR (0 removes it; none prints it)", args, stdout,
-		func(c *tracectl.Controls, ev tracectl.Event, expr *string) (func(), error) {
+		func(_ *tracectl.File, c *tracectl.Controls, ev tracectl.Event, expr *string) (func(), error) {
 			was := c.Filter(ev.Index)
 			if expr == nil {
 				fmt.Fprintf(stdout, "%s/%s (%s): %s\n", ev.Group, ev.Name, ev.Image, orNone(was))
@@ -196,7 +196,7 @@ func orNone(s string) string {
 func runTrigger(args []string, stdout, _ io.Writer) error {
 	done := map[*tracectl.Controls]map[string]bool{} // a multi-probe event's runtime events change together
 	return editControls("trigger", "a TRIGGER ('!CMD' removes one; none prints them)", args, stdout,
-		func(c *tracectl.Controls, ev tracectl.Event, text *string) (func(), error) {
+		func(f *tracectl.File, c *tracectl.Controls, ev tracectl.Event, text *string) (func(), error) {
 			if done[c] == nil {
 				done[c] = map[string]bool{}
 			}
@@ -205,7 +205,7 @@ func runTrigger(args []string, stdout, _ io.Writer) error {
 			}
 			done[c][ev.Group+"/"+ev.Name] = true
 			list := func(indent string) {
-				ts := c.Triggers(ev.Index)
+				ts := f.Listed(ev, c)
 				if len(ts) == 0 {
 					fmt.Fprintf(stdout, "%s# Available triggers:\n%s# traceon traceoff snapshot stacktrace enable_event disable_event enable_hist disable_hist hist\n", indent, indent)
 				}
@@ -235,7 +235,7 @@ func runControl(args []string, stdout, _ io.Writer) error {
 	out := fs.String("o", "", "write the control file to `FILE` (replaced atomically)")
 	var filters, triggers, enables, disables multiFlag
 	fs.Var(&filters, "filter", "`GROUP/EVENT:EXPR`: the event's filter, as rewrite --filter (GROUP/EVENT:0 removes the rewrite's) (repeatable)")
-	fs.Var(&triggers, "trigger", "`GROUP/EVENT:TRIGGER`: write TRIGGER to the event's trigger file, as rewrite --trigger ('!CMD' removes one of the rewrite's; hist triggers are made when rewriting) (repeatable)")
+	fs.Var(&triggers, "trigger", "`GROUP/EVENT:TRIGGER`: write TRIGGER to the event's trigger file, as rewrite --trigger ('!CMD' removes one of the rewrite's; a new hist trigger's table is placed in the trace file by the first program that starts with the file) (repeatable)")
 	fs.Var(&enables, "enable", "switch events on at start-up: all, or a comma-separated `LIST` of EVENT, GROUP/EVENT, GROUP/* (repeatable)")
 	fs.Var(&disables, "disable", "switch events off at start-up (their hits are counted, not recorded): all, or a comma-separated `LIST` (repeatable)")
 	pos, err := parseFlags(fs, args)
@@ -303,6 +303,9 @@ func runControl(args []string, stdout, _ io.Writer) error {
 			done[e.Group+"/"+e.Name] = true
 			if err := c.ApplyTrigger(e.Group, e.Name, text); err != nil {
 				return fmt.Errorf("--trigger #%d: %w", k+1, err)
+			}
+			if c.HistOps() > 0 {
+				return fmt.Errorf("--trigger #%d: %s/%s: trigger %q: pause, cont and clear change a histogram that a trace file holds: kprewrite trigger FILE EVENT TRIGGER or kprewrite hist --pause|--cont|--clear FILE", k+1, e.Group, e.Name, text)
 			}
 		}
 	}

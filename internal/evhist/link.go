@@ -1,6 +1,7 @@
 package evhist
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -216,4 +217,20 @@ func sameKeys(a, b *Spec) bool {
 		}
 	}
 	return true
+}
+
+// SelfContained says why the histogram needs other tables laid out with it (nil when
+// it does not): variables, references to other histograms' variables, actions and
+// shared names are linked when the program is rewritten; a histogram added at run time
+// (kprewrite trigger, KPREWRITE_CONTROL) has only its own table.
+func (s *Spec) SelfContained() error {
+	switch {
+	case s.Name != "":
+		return errors.New("a named histogram (name=) is shared by the events rewritten with it")
+	case len(s.Vars) > 0 || s.refs():
+		return errors.New("histogram variables are linked to the histograms reading them")
+	case len(s.Actions) > 0:
+		return errors.New("actions (onmatch, onmax, onchange) are linked to their events")
+	}
+	return nil
 }

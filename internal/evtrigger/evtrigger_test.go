@@ -1,6 +1,7 @@
 package evtrigger
 
 import (
+	"bytes"
 	"reflect"
 	"syscall"
 	"testing"
@@ -174,6 +175,10 @@ func FuzzParse(f *testing.F) {
 func FuzzDecode(f *testing.F) {
 	b, _ := Program([]Compiled{{Trigger: Trigger{Cmd: TraceOff, Count: 2}, Slot: 1}, {Trigger: Trigger{Cmd: EnableEvent, Count: Unlimited}, Targets: []uint32{0}}})
 	f.Add(b, 2)
+	if tr, err := Parse("hist:keys=a:vals=a if a > 1", testEnv(f)); err == nil { // a table to place
+		b, _ = Program([]Compiled{{Trigger: tr, Hist: tr.Hist.Program(nil), Alloc: true}})
+		f.Add(b, 1)
+	}
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
 		Decode(b, n)
 	})
@@ -222,5 +227,38 @@ func TestHistSet(t *testing.T) {
 	}
 	if err := apply("traceon"); err != nil || len(s) != 2 {
 		t.Errorf("a traceon beside a histogram: %v, %v", err, s)
+	}
+}
+
+// TestAllocRoundTrip: a hist trigger whose table is still to be placed (a run-time
+// one) keeps its mark through Decode and Program, and the mark is refused on anything
+// but a hist trigger with a program.
+func TestAllocRoundTrip(t *testing.T) {
+	tr, err := Parse("hist:keys=a:vals=a if a > 1", testEnv(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Compiled{Trigger: tr, Hist: tr.Hist.Program(nil), Alloc: true}
+	b, err := Program([]Compiled{c, {Trigger: Trigger{Cmd: TraceOn, Count: Unlimited}, Slot: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := Decode(b, 1)
+	if err != nil || len(cs) != 2 || !cs[0].Alloc || cs[1].Alloc || cs[0].Slot != 0 {
+		t.Fatalf("decoded %+v, %v", cs, err)
+	}
+	cs[0].Slot, cs[0].Alloc = 77, false
+	b2, err := Program(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Decode(b2, 1)
+	if err != nil || again[0].Alloc || again[0].Slot != 77 || len(b2) != len(b) || !bytes.Equal(again[0].Hist, c.Hist) {
+		t.Errorf("placed: %+v, %v", again, err)
+	}
+	bad := append([]byte(nil), b...)
+	bad[len(bad)-triggerSize+1] |= FlagAlloc // on the traceon, the last trigger (no targets, no filter)
+	if _, err := Decode(bad, 1); err == nil {
+		t.Error("a table to place on a traceon trigger was accepted")
 	}
 }

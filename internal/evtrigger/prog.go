@@ -20,13 +20,17 @@ type Compiled struct {
 	Targets []uint32
 	Slot    uint32
 	Hist    []byte // a hist trigger's evhist program (its table starts at Slot)
+	// Alloc: a hist trigger added at run time whose table is still to be placed (a
+	// KPREWRITE_CONTROL file's: the runtime that installs it places the table in the
+	// trace file's counters area and sets Slot); the runtime runs no program with it.
+	Alloc bool
 }
 
 // The blob's layout (runtime/src/rt_trigger.c reads it; little-endian, 4-byte units):
 //
 //	u32 size; u16 ntrig; u8 cond; u8 reserved
 //	per trigger, in run order:
-//	  u8 cmd; u8 flags (FlagPost); u16 ntargets; u32 slot; u64 count; u32 filter_len
+//	  u8 cmd; u8 flags (FlagPost, FlagAlloc); u16 ntargets; u32 slot; u64 count; u32 filter_len
 //	  u32 targets[ntargets]; filter program, padded to 4
 //
 // A hist trigger's "targets" are its evhist program (ntargets 4-byte units), and its
@@ -41,6 +45,7 @@ const (
 	headerSize  = 8
 	triggerSize = 20
 	FlagPost    = 1
+	FlagAlloc   = 2 // Compiled.Alloc
 	// MaxTriggers bounds an event's triggers (the kernel has one per kind, and one
 	// enable/disable per target event).
 	MaxTriggers = 1024
@@ -86,6 +91,9 @@ func Program(ts []Compiled) ([]byte, error) {
 		h[0] = byte(t.Cmd)
 		if t.Cmd.Post() {
 			h[1] = FlagPost
+		}
+		if t.Alloc && t.Cmd == Hist {
+			h[1] |= FlagAlloc
 		}
 		nt := len(t.Targets)
 		if t.Cmd == Hist {
@@ -145,6 +153,12 @@ func Decode(b []byte, nevents int) ([]Compiled, error) {
 		if c.Cmd < TraceOn || c.Cmd > DisableHist {
 			return nil, fmt.Errorf("trigger program: trigger %d: command %d", i, h[0])
 		}
+		if h[1]&FlagAlloc != 0 {
+			if c.Cmd != Hist {
+				return nil, fmt.Errorf("trigger program: trigger %d: a table to place on a %s trigger", i, c.Cmd)
+			}
+			c.Alloc = true
+		}
 		nt := int(binary.LittleEndian.Uint16(h[2:]))
 		c.Slot = binary.LittleEndian.Uint32(h[4:])
 		fl := int(binary.LittleEndian.Uint32(h[16:]))
@@ -153,7 +167,7 @@ func Decode(b []byte, nevents int) ([]Compiled, error) {
 			return nil, fmt.Errorf("trigger program: trigger %d: %d targets", i, nt)
 		}
 		if c.Cmd == Hist && nt == 0 { // kept: the rewrite's hist trigger of that slot (Keep)
-			if fl != 0 {
+			if fl != 0 || c.Alloc {
 				return nil, fmt.Errorf("trigger program: trigger %d: a kept hist trigger with a filter", i)
 			}
 			out = append(out, c)

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
+	"unsafe"
 
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
@@ -31,6 +33,8 @@ const (
 	frameHdr = 48
 	entHdr   = 24
 )
+
+var offSource = unsafe.Offsetof(kprt.RawCtlFrame{}.Source)
 
 func pad8(n int) int { return (n + 7) &^ 7 }
 
@@ -129,6 +133,12 @@ func EncodeControlFile(frames []*Frame) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		// its hash: the processes started with the file install it once (the first
+		// one's counts and histograms are the trace file's)
+		h := fnv.New64a()
+		h.Write(fb)
+		src := max(h.Sum64(), 1)
+		binary.LittleEndian.PutUint64(fb[offSource:], src)
 		b = append(b, fb...)
 	}
 	return b, nil

@@ -53,7 +53,7 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 				if !isHist(text) {
 					continue
 				}
-				if k >= len(slots) || seen[listed{group, name, slots[k]}] {
+				if k >= len(slots) || slots[k] == unplaced || seen[listed{group, name, slots[k]}] {
 					continue
 				}
 				seen[listed{group, name, slots[k]}] = true
@@ -74,8 +74,21 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 			}
 			return nil
 		}
-		for _, e := range im.desc.Events {
-			err := add(e.Group, e.Name, e.Triggers, e.CtlSlots, func() ([]evfilter.Field, error) {
+		// the triggers as the latest run-time change left them (histograms added at run time)
+		fr, err := f.latestFrame(im.desc.ImageID)
+		if err != nil {
+			return nil, err
+		}
+		ctl, err := NewControls(im.desc, fr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", f.Path, im.desc.Input, err)
+		}
+		for i, e := range im.desc.Events {
+			ts, slots, err := ctl.triggers(uint32(i))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s/%s: %w", f.Path, e.Group, e.Name, err)
+			}
+			err = add(e.Group, e.Name, ts, slots, func() ([]evfilter.Field, error) {
 				p, err := eventdef.Parse(e.Def)
 				if err != nil {
 					return nil, err
@@ -105,14 +118,19 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 	return out, nil
 }
 
-// hist is the histogram of spec at slot of an image's control area.
+// hist is the histogram of spec at slot of an image's control area: in the area, or
+// (added at run time) after it in the file's counters area.
 func (f *File) hist(im image, flagBytes uint64, slot uint32, spec *evhist.Spec) (Hist, error) {
-	off := flagBytes + uint64(slot)*8
+	rel := flagBytes + uint64(slot)*8
 	n := uint64(spec.TableWords()) * 8
-	if off+n > uint64(im.ctlSize) || im.ctlOff+off+n > uint64(len(f.data)) {
+	off := im.ctlOff + rel
+	coff, csize := atomic.LoadUint64(f.word64(offCountersOff)), atomic.LoadUint64(f.word64(offCountersSize))
+	inArea := rel+n <= uint64(im.ctlSize)
+	inCounters := off >= coff && coff+csize <= uint64(len(f.data)) && off+n <= coff+csize
+	if (!inArea && !inCounters) || off+n > uint64(len(f.data)) {
 		return Hist{}, fmt.Errorf("the histogram is past the image's control area (the program that wrote the file did not run its triggers)")
 	}
-	return Hist{Spec: spec, table: f.data[im.ctlOff+off : im.ctlOff+off+n]}, nil
+	return Hist{Spec: spec, table: f.data[off : off+n]}, nil
 }
 
 // parseHist parses a hist trigger as the description lists it ("hist:... [active]").
@@ -157,4 +175,31 @@ func (h *Hist) Clear() {
 		atomic.StoreUint64(h.word(i), 0)
 	}
 	h.SetPaused(was)
+}
+
+// Listed is event ev's triggers (c: its image's controls) as its trigger file lists
+// them now: a histogram's state, [active] or [paused], is its table's.
+func (f *File) Listed(ev Event, c *Controls) []string {
+	ts, slots, err := c.triggers(ev.Index)
+	if err != nil {
+		return c.Triggers(ev.Index)
+	}
+	im := f.images[ev.img]
+	flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
+	out := append([]string(nil), ts...)
+	for k, t := range ts {
+		if !isHist(t) || k >= len(slots) || slots[k] == unplaced {
+			continue
+		}
+		off := im.ctlOff + flagBytes + uint64(slots[k])*8
+		if off+8 > uint64(len(f.data)) {
+			continue
+		}
+		state := " [active]"
+		if atomic.LoadUint64(f.word64(uintptr(off)))&evhist.FlagPaused != 0 {
+			state = " [paused]"
+		}
+		out[k] = strings.TrimSuffix(strings.TrimSuffix(t, " [active]"), " [paused]") + state
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package tracectl
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -20,6 +21,8 @@ type Controls struct {
 	SpareBase uint32 // the control area's first spare count slot
 	frame     *Frame
 	counts    map[uint32]uint64 // spare slots given out by this change: their first counts
+	histOps   []histOp          // pause, cont, clear of existing histograms
+	dirty     bool              // the frame changed
 	syms      evfilter.Symbols
 }
 
@@ -132,7 +135,7 @@ func (c *Controls) histSlots(group, name string) []uint32 {
 	seen := map[uint32]bool{}
 	add := func(texts []string, slots []uint32) {
 		for k, text := range texts {
-			if k < len(slots) && isHist(text) && !seen[slots[k]] {
+			if k < len(slots) && isHist(text) && slots[k] != unplaced && !seen[slots[k]] {
 				seen[slots[k]] = true
 				out = append(out, slots[k])
 			}
@@ -185,11 +188,15 @@ func (c *Controls) triggers(i uint32) ([]string, []uint32, error) {
 	slots := make([]uint32, len(cs))
 	for k, t := range cs {
 		slots[k] = t.Slot
+		if t.Alloc {
+			slots[k] = unplaced
+		}
 	}
 	return en.Triggers, slots, nil
 }
 
 func (c *Controls) entry(i uint32) *Entry {
+	c.dirty = true
 	en := c.frame.Entries[i]
 	if en == nil {
 		en = &Entry{}
@@ -281,9 +288,11 @@ func (c *Controls) hasUnwind() bool {
 }
 
 // ApplyTrigger writes trigger text to GROUP/NAME's trigger file, as the kernel's: a
-// new trigger (EEXIST for a second of its kind), or "!CMD" removing one. Hist triggers
-// are made when rewriting; at run time `kprewrite hist --pause|--cont|--clear` changes
-// them.
+// new trigger (EEXIST for a second of its kind), or "!CMD" removing one. A new hist
+// trigger's table is placed when the change is committed (Commit: in the trace file's
+// counters area) or by the runtime that installs a KPREWRITE_CONTROL file; it must be
+// self-contained (evhist.Spec.SelfContained). A hist trigger like one the event has
+// with ":pause", ":cont" or ":clear" changes that histogram's table at Commit.
 func (c *Controls) ApplyTrigger(group, name, text string) error {
 	evs := c.named(group, name)
 	if len(evs) == 0 {
@@ -303,8 +312,6 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 		return fmt.Errorf("%s/%s: %w", group, name, err)
 	}
 	switch {
-	case t.Cmd == evtrigger.Hist:
-		return fmt.Errorf("%s/%s: trigger %q: hist triggers are set when rewriting (--trigger); kprewrite hist --pause, --cont and --clear change them while the program runs", group, name, text)
 	case t.Cmd == evtrigger.StackTrace && !t.Remove && !c.hasUnwind():
 		return fmt.Errorf("%s/%s: trigger %q: the program has no unwind table to walk stacks with (the rewrite adds one to programs with a stacktrace trigger or key): rewrite it with the trigger", group, name, text)
 	case (t.Cmd == evtrigger.EnableEvent || t.Cmd == evtrigger.DisableEvent) && !t.Remove:
@@ -318,10 +325,18 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 	if err != nil {
 		return fmt.Errorf("%s/%s: %w", group, name, err)
 	}
+	prev, err := c.compiled(evs[0])
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", group, name, err)
+	}
 	set := make(evtrigger.Set, len(listed))
 	for k, l := range listed {
 		if isHist(l) {
-			set[k] = evtrigger.Trigger{Cmd: evtrigger.Hist, Text: l, Count: evtrigger.Unlimited}
+			spec, err := parseHist(l, fs)
+			if err != nil {
+				return fmt.Errorf("%s/%s: its trigger %q: %w", group, name, l, err)
+			}
+			set[k] = evtrigger.Trigger{Cmd: evtrigger.Hist, Text: l, Count: evtrigger.Unlimited, Hist: spec, Filter: spec.Filter}
 			continue
 		}
 		old, err := evtrigger.Parse(unlisted(l), env)
@@ -330,6 +345,17 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 		}
 		old.Text = l
 		set[k] = old
+	}
+	if t.Cmd == evtrigger.Hist && !t.Remove && (t.Hist.Pause || t.Hist.Cont || t.Hist.Clear) {
+		for k := range set {
+			if set[k].Cmd == evtrigger.Hist && set[k].Hist.Same(t.Hist) {
+				if slots[k] == unplaced {
+					return fmt.Errorf("%s/%s: trigger %q: the histogram is made when the program starts; pause, cont and clear act on a trace file's (kprewrite trigger FILE, kprewrite hist --pause)", group, name, text)
+				}
+				c.histOps = append(c.histOps, histOp{slot: slots[k], spec: set[k].Hist, pause: t.Hist.Pause, cont: t.Hist.Cont, clear: t.Hist.Clear})
+				return nil
+			}
+		}
 	}
 	next, err := set.Apply(t)
 	if err != nil {
@@ -358,18 +384,22 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 	var cs []evtrigger.Compiled
 	var out []string
 	for _, nt := range next {
-		slot, kept := uint32(0), false
+		slot, kept, at := uint32(0), false, -1
 		for k := range set {
 			if set[k].Text == nt.Text && set[k].Cmd == nt.Cmd {
-				slot, kept = slots[k], true
+				slot, kept, at = slots[k], true, k
 			}
 		}
-		if nt.Cmd == evtrigger.Hist {
-			cs = append(cs, evtrigger.Keep(slot))
+		if nt.Cmd == evtrigger.Hist && kept {
+			if prev != nil && prev[at].Hist != nil { // added at run time: its own program and table
+				cs = append(cs, prev[at])
+			} else {
+				cs = append(cs, evtrigger.Keep(slot))
+			}
 			out = append(out, nt.Text)
 			continue
 		}
-		if !kept {
+		if !kept && nt.Cmd != evtrigger.Hist {
 			slot = c.SpareBase
 			for used[slot] || c.counts[slot] != 0 {
 				slot++
@@ -392,6 +422,12 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 			cc.Targets = c.named(nt.Group, nt.Event)
 		case evtrigger.EnableHist, evtrigger.DisableHist:
 			cc.Targets = c.histSlots(nt.Group, nt.Event)
+		case evtrigger.Hist:
+			prog, err := c.newHist(nt.Hist)
+			if err != nil {
+				return fmt.Errorf("%s/%s: trigger %q: %w", group, name, text, err)
+			}
+			cc.Hist, cc.Alloc = prog, true
 		}
 		cs = append(cs, cc)
 		if kept {
@@ -410,6 +446,71 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 		en.Trig, en.Triggers = prog, out
 	}
 	return nil
+}
+
+// HistOps says how many pauses, conts and clears of existing histograms the change
+// holds: Commit does them on a trace file; a control file cannot.
+func (c *Controls) HistOps() int { return len(c.histOps) }
+
+// unplaced is the slot triggers gives a run-time histogram whose table is not placed
+// yet (a KPREWRITE_CONTROL file's, before a runtime installs it).
+const unplaced = ^uint32(0)
+
+// histOp is a pause, cont or clear of an existing histogram, done at Commit.
+type histOp struct {
+	slot               uint32
+	spec               *evhist.Spec
+	pause, cont, clear bool
+}
+
+// newHist is the program of a hist trigger added at run time, or why it cannot be.
+func (c *Controls) newHist(spec *evhist.Spec) ([]byte, error) {
+	if err := spec.SelfContained(); err != nil {
+		return nil, fmt.Errorf("%w: give it to kprewrite rewrite --trigger", err)
+	}
+	if spec.HasStack() && !c.hasUnwind() {
+		return nil, errors.New("the program has no unwind table to walk stacks with (the rewrite adds one to programs with a stacktrace trigger or key): rewrite it with the trigger")
+	}
+	h := *spec
+	if h.NeedsSymbols() {
+		lim, err := c.symLimit()
+		if err != nil {
+			return nil, err
+		}
+		h.SymLimit = lim
+	}
+	if err := h.Check(); err != nil {
+		return nil, err
+	}
+	return h.Program(nil), nil
+}
+
+// symLimit is the image's highest link-time address (.sym keys, as the rewrite gives
+// them): from the rewritten binary, else its description's functions when it is not a
+// PIE (whose addresses are the run-time ones).
+func (c *Controls) symLimit() (uint64, error) {
+	if f, err := elfio.Open(c.Desc.Image); err == nil {
+		defer f.Close()
+		var end uint64
+		for _, p := range f.Loads() {
+			end = max(end, p.Vaddr+p.Memsz)
+		}
+		return end, nil
+	}
+	if c.Desc.PIE {
+		return 0, fmt.Errorf(".sym keys of a PIE need the rewritten binary %s to name its addresses, and it cannot be read", c.Desc.Image)
+	}
+	return 0, nil
+}
+
+// compiled is event i's trigger program as a run-time frame holds it (nil: the
+// rewrite's triggers, whose hist triggers a frame keeps by slot).
+func (c *Controls) compiled(i uint32) ([]evtrigger.Compiled, error) {
+	en := c.frame.Entries[i]
+	if en == nil || en.Flags&kprt.CETrig == 0 || en.Trig == nil {
+		return nil, nil
+	}
+	return evtrigger.Decode(en.Trig, len(c.Desc.Events))
 }
 
 // SetSwitch records that KPREWRITE_CONTROL switches event i on or off at start-up.

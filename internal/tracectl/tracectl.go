@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/evhist"
+	"github.com/kprewrite/kprewrite/internal/evtrigger"
 	"github.com/kprewrite/kprewrite/internal/mmapfile"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -218,8 +221,9 @@ func (f *File) Controls(ev Event) (*Controls, error) {
 }
 
 // Commit makes c the image's run-time controls for every program writing into the file:
-// the new triggers' counts are stored, the frame is written into the counters area and
-// linked, and ctl_gen changes, which the programs see at their next hit.
+// the new triggers' counts are stored, new histograms' tables placed in the counters
+// area, the frame written there and linked, and ctl_gen changes, which the programs see
+// at their next hit. Pause, cont and clear of existing histograms change their tables.
 func (f *File) Commit(ev Event, c *Controls) error {
 	im := f.images[ev.img]
 	flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
@@ -227,9 +231,21 @@ func (f *File) Commit(ev Event, c *Controls) error {
 	if flags&kprt.TIFSpare == 0 || uint64(im.ctlSize) != flagBytes+(uint64(c.SpareBase)+kprt.CtlSpare)*8 {
 		return fmt.Errorf("%s: %s was rewritten by a kprewrite without run-time controls (rewrite it again)", f.Path, im.desc.Input)
 	}
-	b, err := c.Frame().Encode()
-	if err != nil {
-		return fmt.Errorf("%s: %w", f.Path, err)
+	slotBase := im.ctlOff + flagBytes // file offset of the control area's slot 0
+	for _, op := range c.histOps {
+		h, err := f.hist(im, flagBytes, op.slot, op.spec)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Path, err)
+		}
+		switch {
+		case op.clear:
+			h.Clear()
+		default:
+			h.SetPaused(op.pause)
+		}
+	}
+	if !c.dirty {
+		return nil
 	}
 	fd, err := os.OpenFile(f.Path, os.O_RDWR, 0)
 	if err != nil {
@@ -242,7 +258,19 @@ func (f *File) Commit(ev Event, c *Controls) error {
 	defer syscall.Flock(int(fd.Fd()), syscall.LOCK_UN)
 	coff, csize := atomic.LoadUint64(f.word64(offCountersOff)), atomic.LoadUint64(f.word64(offCountersSize))
 	at := (atomic.LoadUint64(f.word64(offCountersUsed)) + 7) &^ 7
-	if at > csize || uint64(len(b)) > csize-at || coff+csize > uint64(len(f.data)) {
+	if coff+csize > uint64(len(f.data)) {
+		return fmt.Errorf("%s: its counters area is not where the header says", f.Path)
+	}
+	at, err = f.placeHists(fd, c, coff, csize, at, slotBase)
+	if err != nil {
+		return err
+	}
+	b, err := c.Frame().Encode()
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	at = (at + 7) &^ 7
+	if at > csize || uint64(len(b)) > csize-at {
 		return fmt.Errorf("%s: no room left for run-time controls in its counters area (%d bytes used of %d)", f.Path, at, csize)
 	}
 	binary.LittleEndian.PutUint64(b[8:], atomic.LoadUint64(f.word64(offCtlLast)))
@@ -250,11 +278,92 @@ func (f *File) Commit(ev Event, c *Controls) error {
 		return fmt.Errorf("write trace file: %w", err)
 	}
 	for slot, n := range c.Counts() {
-		atomic.StoreUint64(f.word64(uintptr(im.ctlOff+flagBytes+uint64(slot)*8)), n)
+		atomic.StoreUint64(f.word64(uintptr(slotBase+uint64(slot)*8)), n)
 	}
 	atomic.StoreUint64(f.word64(offCountersUsed), at+uint64(len(b)))
 	atomic.StoreUint64(f.word64(offCtlLast), coff+at)
 	atomic.AddUint32(f.word(offCtlGen), 1)
+	return nil
+}
+
+// placeHists gives each histogram the change adds (evtrigger.Compiled.Alloc) a zeroed
+// table in the counters area from at on (each on a cache line of its own) and its slot
+// in the trigger programs; it returns the area's first byte after them. A multi-probe
+// event's runtime events share one program, and so one table.
+func (f *File) placeHists(fd *os.File, c *Controls, coff, csize, at, slotBase uint64) (uint64, error) {
+	evs := make([]uint32, 0, len(c.frame.Entries))
+	for e := range c.frame.Entries {
+		evs = append(evs, e)
+	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i] < evs[j] })
+	placed := map[*byte][]byte{}
+	for _, e := range evs {
+		en := c.frame.Entries[e]
+		if en.Flags&kprt.CETrig == 0 || len(en.Trig) == 0 {
+			continue
+		}
+		if p, ok := placed[&en.Trig[0]]; ok {
+			en.Trig = p
+			continue
+		}
+		cs, err := evtrigger.Decode(en.Trig, len(c.Desc.Events))
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", f.Path, err)
+		}
+		changed := false
+		for j := range cs {
+			if !cs[j].Alloc {
+				continue
+			}
+			words, err := evhist.CheckProgram(cs[j].Hist)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", f.Path, err)
+			}
+			at = (at + 63) &^ 63
+			n := uint64(words) * 8
+			if coff+at < slotBase {
+				return 0, fmt.Errorf("%s: its counters area is used up to before the image's control area", f.Path)
+			}
+			if at > csize || n > csize-at {
+				return 0, fmt.Errorf("%s: no room left in its counters area for a histogram of %d KiB (%d of %d KiB used): give it a smaller size=", f.Path, n>>10, at>>10, csize>>10)
+			}
+			slot := (coff + at - slotBase) / 8
+			if slot+uint64(words) > evtrigger.MaxSlots {
+				return 0, fmt.Errorf("%s: a histogram at word %d of the control area is past its last (%d)", f.Path, slot, evtrigger.MaxSlots)
+			}
+			if err := zeroFile(fd, coff+at, n); err != nil {
+				return 0, err
+			}
+			if cs[j].Hist[2]&evhist.FlagPaused != 0 { // made paused (":pause")
+				atomic.StoreUint64(f.word64(uintptr(coff+at)), evhist.FlagPaused)
+			}
+			cs[j].Slot, cs[j].Alloc = uint32(slot), false
+			at += n
+			changed = true
+		}
+		if changed {
+			prog, err := evtrigger.Program(cs)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", f.Path, err)
+			}
+			placed[&en.Trig[0]] = prog
+			en.Trig = prog
+		}
+	}
+	return at, nil
+}
+
+// zeroFile writes n zero bytes at off (a table's bytes may be a removed one's).
+func zeroFile(fd *os.File, off, n uint64) error {
+	zero := make([]byte, min(n, 1<<20))
+	for n > 0 {
+		k := min(n, uint64(len(zero)))
+		if _, err := fd.WriteAt(zero[:k], int64(off)); err != nil {
+			return fmt.Errorf("write trace file: %w", err)
+		}
+		off += k
+		n -= k
+	}
 	return nil
 }
 

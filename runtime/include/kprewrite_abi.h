@@ -561,7 +561,9 @@ struct kprw_ctlframe {
 	kprw_u32 nentries;   /* struct kprw_ctlent, each followed by its bytes */
 	kprw_u32 nevents;    /* the image's runtime events (a frame for another build is ignored) */
 	kprw_u32 reserved0;
-	kprw_u64 reserved;
+	kprw_u64 source;     /* a KPREWRITE_CONTROL file's frame: a hash of it (0: made by a
+				kprewrite command), so that the processes started with the same
+				file install it once */
 };
 /* One event's run-time control, followed by its filter program (internal/evfilter), its
  * trigger program (internal/evtrigger; a hist trigger with no program keeps the event's

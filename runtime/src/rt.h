@@ -269,6 +269,8 @@ struct kprw_rt {
 	                      (shared by every process of the file) or in memory; NULL: none */
 	u64 *trig_count;   /* per trigger slot: fires left (~0: unlimited), after ev_ctl */
 	u32 trig_nslots;   /* slots of trig_count, the spare ones for run-time triggers included */
+	u32 trig_limit;    /* slots enable_hist may switch: trig_nslots, raised to the trace file's
+			      mapping when run-time controls are applied (rt_ctl.c) */
 	u32 *tracing_off;  /* the trace header's tracing_off (set with trace) */
 	/* run-time controls (rt_ctl.c): the header's ctl_gen (NULL: no trace file), the
 	 * generation this process applied, and the filters and triggers as rewritten */
@@ -593,6 +595,8 @@ void kprw_ctl_attach(u8 *p);
 void kprw_trig_init(void);
 const struct kprw_evtrig *kprw_trig_decode(u32 e, const u8 *b, u32 len);
 void kprw_trig_counts(const u8 *b, u32 len, u32 first);
+u32 kprw_trig_place_limit(void);
+int kprw_trig_place(u8 *b, u32 len, u64 slot0, u64 *at, u64 end);
 u32 kprw_trig_spare(void);
 /* run-time controls (rt_ctl.c) */
 void kprw_ctl_sync(void);

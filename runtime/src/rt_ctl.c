@@ -109,6 +109,8 @@ static void apply(const u8 *f, u32 size)
 	}
 	struct ent en;
 	u32 off = sizeof(struct kprw_ctlframe), bad = 0;
+	/* histograms added at run time have their tables after the control area */
+	__atomic_store_n(&kprw_rt.trig_limit, kprw_trig_place_limit(), __ATOMIC_RELAXED);
 	for (u32 k = 0; f && k < ((const struct kprw_ctlframe *)f)->nentries; k++) {
 		if (!ent_next(f, size, &off, &en)) {
 			bad = 1;
@@ -186,6 +188,29 @@ static void ctl_warn(const char *what)
 	kprw_puts("\n");
 }
 
+/* installed says whether this image's latest frame in the trace file (h, mapped) came
+ * from the control file frame whose hash is src: installed by an earlier process of the
+ * file, whose counts and histograms are the file's */
+static int installed(const struct kprw_trace_hdr *h, u64 src)
+{
+	const u8 *base = (const u8 *)h;
+	u64 mapped = kprw_rt.trace_mapped, off = h->ctl_last;
+	for (u32 steps = 0; off && steps < MAX_STEPS; steps++) {
+		struct kprw_ctlframe fh;
+		if (off < KPRW_TRACE_HDR_SIZE || (off & 7) || off > mapped || mapped - off < sizeof fh)
+			return 0;
+		kprw_memcpy(&fh, base + off, sizeof fh);
+		if (kprw_strncmp(fh.magic, KPRW_CTLFRAME_MAGIC, 8) != 0)
+			return 0;
+		if (fh.image_id == kprw_rt.image_id)
+			return fh.source == src;
+		if (fh.prev >= off)
+			return 0;
+		off = fh.prev;
+	}
+	return 0;
+}
+
 /* kprw_ctl_install applies KPREWRITE_CONTROL (a file of frames kprewrite control wrote)
  * at start-up: this image's frame becomes the trace file's latest (the next hit of every
  * process of the file reads it), its new triggers get their first counts and its events
@@ -244,7 +269,25 @@ void kprw_ctl_install(long fd, struct kprw_trace_hdr *h)
 		ctl_warn("has no controls for this program (made for another build?); ignored");
 		return;
 	}
-	u64 at = (h->counters_used + 7) & ~7ull;
+	u64 src = ((struct kprw_ctlframe *)f)->source;
+	if (src && installed(h, src)) /* another process of the file started with it */
+		return;
+	/* histograms it adds: their tables first, in the counters area */
+	u64 at = h->counters_off + h->counters_used, end = h->counters_off + h->counters_size;
+	const u8 *slots = (const u8 *)kprw_rt.trig_count;
+	u64 slot0 = slots > (const u8 *)h && slots < (const u8 *)h + kprw_rt.trace_mapped ? (u64)(slots - (const u8 *)h)
+											     : ~0ull; /* (no table can be placed) */
+	struct ent en;
+	u32 off = sizeof(struct kprw_ctlframe);
+	for (u32 k = 0; k < ((const struct kprw_ctlframe *)f)->nentries && ent_next(f, size, &off, &en); k++) {
+		if (!(en.flags & KPRW_CE_TRIG) || !en.tlen)
+			continue;
+		if (kprw_trig_place((u8 *)en.trig, en.tlen, slot0, &at, end) != 0) {
+			ctl_warn("has a histogram that does not fit the trace file's counters area; ignored");
+			return;
+		}
+	}
+	at = (at - h->counters_off + 7) & ~7ull;
 	if (at > h->counters_size || size > h->counters_size - at) {
 		ctl_warn("does not fit the trace file's counters area; ignored");
 		return;
@@ -256,8 +299,7 @@ void kprw_ctl_install(long fd, struct kprw_trace_hdr *h)
 	}
 	h->counters_used = at + size;
 	__atomic_store_n(&h->ctl_last, h->counters_off + at, __ATOMIC_RELEASE);
-	struct ent en;
-	u32 off = sizeof(struct kprw_ctlframe);
+	off = sizeof(struct kprw_ctlframe);
 	for (u32 k = 0; k < ((const struct kprw_ctlframe *)f)->nentries && ent_next(f, size, &off, &en); k++) {
 		if ((en.flags & KPRW_CE_TRIG) && en.tlen)
 			kprw_trig_counts(en.trig, en.tlen, kprw_trig_spare());

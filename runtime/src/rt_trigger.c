@@ -15,6 +15,8 @@
 #define KIND_ENABLE 8u
 #define MAX_TRIGGERS 1024
 #define UNLIMITED (~0ull)
+#define FLAG_POST 1u
+#define FLAG_ALLOC 2u /* a run-time histogram whose table is not placed yet (rt_ctl.c) */
 #define MAX_SLOTS (1u << 24) /* words of a control area's counts and histograms */
 
 static inline u32 rd16(const u8 *p) { return (u32)p[0] | (u32)p[1] << 8; }
@@ -77,7 +79,8 @@ static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struc
 		int hsw = h[0] == KPRW_TRIG_ENABLE_HIST || h[0] == KPRW_TRIG_DISABLE_HIST;
 		int known = (h[0] >= KPRW_TRIG_TRACEON && h[0] <= KPRW_TRIG_DISABLE) || hist || stack ||
 			    h[0] == KPRW_TRIG_SNAPSHOT || hsw;
-		if (!known || slot >= MAX_SLOTS || (stack && !(h[1] & 1))) /* a stack needs its hit: post */
+		if (!known || slot >= MAX_SLOTS || (stack && !(h[1] & FLAG_POST)) /* a stack needs its hit */ ||
+		    (h[1] & FLAG_ALLOC)) /* placed by kprw_ctl_install before anything runs it */
 			return 0;
 		off += TRIG_ENT;
 		if (nt > (len - off) / 4)
@@ -193,6 +196,22 @@ void kprw_ctl_attach(u8 *p)
 	kprw_rt.ev_ctl = (u32 *)p;
 	kprw_rt.trig_count = (u64 *)(p + flags_bytes());
 	kprw_rt.trig_nslots = nslots() + KPRW_CTL_SPARE;
+	kprw_rt.trig_limit = kprw_rt.trig_nslots;
+}
+
+/* kprw_trig_place_limit is the slots a run-time trigger program may name: the control
+ * area's, and every word after it in the trace file's mapping when the area is in it (a
+ * histogram added at run time has its table in the counters area after the image's) */
+u32 kprw_trig_place_limit(void)
+{
+	u64 lim = kprw_rt.trig_nslots;
+	const u8 *base = (const u8 *)kprw_rt.trace, *c = (const u8 *)kprw_rt.trig_count;
+	if (base && c && c >= base && c < base + kprw_rt.trace_mapped) {
+		u64 w = (u64)(base + kprw_rt.trace_mapped - c) / 8;
+		if (w > lim)
+			lim = w;
+	}
+	return lim > MAX_SLOTS ? MAX_SLOTS : (u32)lim;
 }
 
 /* kprw_trig_decode decodes a run-time control frame's trigger program of event e (b, len
@@ -205,7 +224,7 @@ const struct kprw_evtrig *kprw_trig_decode(u32 e, const u8 *b, u32 len)
 	if (!sane(b, len))
 		return NULL;
 	u64 n = walk_blob(b, len, orig, NULL, NULL, &s, NULL, 0);
-	if (!n || s > kprw_rt.trig_nslots || !kprw_rt.trig_count)
+	if (!n || s > kprw_trig_place_limit() || !kprw_rt.trig_count)
 		return NULL;
 	u8 *mem = kprw_mmap_anon(n);
 	if (!mem)
@@ -226,6 +245,52 @@ void kprw_trig_counts(const u8 *b, u32 len, u32 first)
 	u32 s = 0;
 	if (sane(b, len) && kprw_rt.trig_count)
 		walk_blob(b, len, NULL, NULL, NULL, &s, kprw_rt.trig_count, first);
+}
+
+static inline void wr32(u8 *p, u32 v)
+{
+	p[0] = (u8)v;
+	p[1] = (u8)(v >> 8);
+	p[2] = (u8)(v >> 16);
+	p[3] = (u8)(v >> 24);
+}
+
+/* kprw_trig_place places the tables of a KPREWRITE_CONTROL file's new histograms
+ * (FLAG_ALLOC) in trigger program b (len bytes, the installing process's copy): each
+ * takes the next cache line of the trace file's counters area from *at on, up to end
+ * (file offsets), and its slot counts from slot0 (the file offset of the control
+ * area's first slot). Only self-contained histograms (no other table named). Returns
+ * 0, or -1 when the program is malformed or the area has no room. */
+int kprw_trig_place(u8 *b, u32 len, u64 slot0, u64 *at, u64 end)
+{
+	if (!sane(b, len))
+		return -1;
+	u32 cnt = rd16(b + 4), off = TRIG_HDR;
+	for (u32 k = 0; k < cnt; k++) {
+		if (len - off < TRIG_ENT)
+			return -1;
+		u8 *h = b + off;
+		u32 nt = rd16(h + 2), fl = rd32(h + 16);
+		off += TRIG_ENT;
+		if (nt > (len - off) / 4)
+			return -1;
+		if (h[1] & FLAG_ALLOC) {
+			u32 hsize = 0;
+			u64 refs = 0, a = (*at + 63) & ~63ull;
+			u64 words = h[0] == KPRW_TRIG_HIST ? kprw_hist_words(b + off, 4 * nt, &hsize, &refs) : 0;
+			if (!words || refs || a < slot0 || a > end || words > (end - a) / 8 ||
+			    (a - slot0) / 8 + words > MAX_SLOTS)
+				return -1;
+			wr32(h + 4, (u32)((a - slot0) / 8));
+			h[1] &= (u8)~FLAG_ALLOC;
+			*at = a + words * 8;
+		}
+		off += 4 * nt;
+		if (fl > len - off)
+			return -1;
+		off += (fl + 3) & ~3u;
+	}
+	return off == len ? 0 : -1;
 }
 
 /* kprw_trig_spare is the first spare slot of the control area */
@@ -338,7 +403,7 @@ static void fire(const struct kprw_trig *t, const struct kprw_hit *hit, u64 ts)
 			return;
 		for (u32 j = 0; j < t->ntargets; j++) {
 			u32 slot = rd32(t->targets + 4 * j);
-			if (slot >= kprw_rt.trig_nslots)
+			if (slot >= __atomic_load_n(&kprw_rt.trig_limit, __ATOMIC_RELAXED))
 				continue;
 			if (t->cmd == KPRW_TRIG_ENABLE_HIST)
 				__atomic_and_fetch(&kprw_rt.trig_count[slot], ~1ull, __ATOMIC_RELAXED);

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "d65befc0299638d46eaac890c8161ee36fa80f815d9b58ea1fb87b293d1df6cc"
+const ObjectSHA256 = "6515441965a4da06263d55268e5d3d2a602d413ab6520a979f41b9144a1beb4e"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -801,8 +801,11 @@ static void start_early(const struct kprw_header *h, char **envp)
 		u64 want = sz ? parse_size("KPREWRITE_TRACE_SIZE", sz, "the rewrite's size is used") : 0;
 		if (want)
 			size = want;
-		if ((kprw_rt.has & (KPRW_HAS_COUNT | KPRW_HAS_PREFILTER)) && !on_switch(envp, "KPREWRITE_NO_RSEQ"))
-			kprw_rseq_probe(kprw_rt.at_reloc); /* count-only detours may count per CPU */
+		/* count-only detours, inline filters' refusals and the hits a record does not
+		 * stand for may count per CPU */
+		if ((kprw_rt.has & (KPRW_HAS_COUNT | KPRW_HAS_PREFILTER | KPRW_HAS_RECORDS)) &&
+		    !on_switch(envp, "KPREWRITE_NO_RSEQ"))
+			kprw_rseq_probe(kprw_rt.at_reloc);
 		kprw_rt.ctl_path = getenv_(envp, "KPREWRITE_CONTROL");
 		kprw_trace_open(path, size, on_switch(envp, "KPREWRITE_TRACE_PREFAULT"), records);
 	}
@@ -888,6 +891,9 @@ static void start_late(const struct kprw_header *h)
 			kprw_puts(kprewrite_rt_rseq_off ? (kprw_rt.hits_per_cpu ? ", count-only hits counted per CPU (rseq), int3 hits too"
 										: ", count-only hits counted per CPU (rseq)")
 							: ", count-only hits counted with lock incq");
+		else if (kprw_rt.has & KPRW_HAS_RECORDS)
+			kprw_puts(kprw_rt.hits_per_cpu ? ", hits not recorded counted per CPU (rseq)"
+						       : ", hits not recorded counted with lock incq");
 		if (kprw_rt.at_reloc)
 			kprw_puts(", probes live since the image's relocation");
 		kprw_puts(kprw_rt.disable_all ? ", all probes disabled\n" : "\n");

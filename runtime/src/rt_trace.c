@@ -326,6 +326,12 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 	kprw_rt.rec_hits = 1;
 	kprw_rt.rec_ext = !ext.desc_off || !ext.desc_size;
 	map_shards(fd, &ext);
+	/* with the shards armed, every hit that is counted (a count-only image's, and one a
+	 * record does not stand for: filtered out, soft-disabled, judged by triggers) counts
+	 * in this CPU's shard: no locked add on a line every thread and process of the file
+	 * shares; the file's counters keep the misses */
+	if (kprewrite_rt_rseq_off)
+		kprw_rt.hits_per_cpu = 1;
 	if (ctl && ext.ctl_size == ctl) { /* else (an older runtime's image) in memory: kprw_trig_init */
 		u8 *p = file_span(fd, (u8 *)h, mapped, im->counters_off + cbytes + sizeof ext, ctl);
 		if (p)
@@ -341,9 +347,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 			map_add(r, hdr->counters_size);
 			/* the counters' pages present and writable in one call, not a write fault
 			 * (and the file system's page_mkwrite) at the first hit of each */
-			if (lazy)
-				kprw_rt.hits_per_cpu = 1;
-			else
+			if (!lazy)
 				sys3(SYS_madvise, r, (long)((cbytes + 4095) & ~4095ull), MADV_POPULATE_WRITE);
 			return; /* ctr_base is the window already */
 		}

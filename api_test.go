@@ -146,6 +146,35 @@ DEFINE_KPROBE(kp, "add", .pre_handler = pre);
 		t.Errorf("the printk's site %#x is not the event's %#x", tr.Records[0].Addr, tr.Records[1].Addr)
 	}
 
+	// a synthetic event an onmatch() action generated: its fields, signed at its type
+	sout := filepath.Join(dir, "synth.kp")
+	if _, err := kprewrite.Rewrite(prog, sout, kprewrite.RewriteOptions{
+		Definitions: []string{"s:ab s32 d; u64 b", "p:ex/add add a=%di:s32 b=%si:s32", "r:ex/ret add"},
+		Triggers: []string{"ex/add:hist:keys=common_pid:d=a-b:bb=b",
+			"ex/ret:hist:keys=common_pid:onmatch(ex.add).trace(ab,$d,$bb)"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command(sout, "2").Run(); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err = kprewrite.ReadTrace(sout + ".trace"); err != nil {
+		t.Fatal(err)
+	}
+	var synth []string
+	for _, r := range tr.Records {
+		if r.Kind == kprewrite.KindSynthetic {
+			d, _ := r.Field("d")
+			b, _ := r.Field("b")
+			synth = append(synth, fmt.Sprintf("%s/%s d=%#v b=%#v", r.Group, r.Event, d, b))
+			if !strings.HasSuffix(r.Line, fmt.Sprintf(": ab: d=%v b=%v", d, b)) || r.Addr == 0 {
+				t.Errorf("synthetic record %+v", r)
+			}
+		}
+	}
+	if want := "synthetic/ab d=-1 b=0x1\nsynthetic/ab d=-1 b=0x2"; strings.Join(synth, "\n") != want || tr.Undescribed != 0 {
+		t.Errorf("synthetic records:\n%s\nwant\n%s (undescribed %d)", strings.Join(synth, "\n"), want, tr.Undescribed)
+	}
+
 	// a violation: optforms jumps into the 7-byte region a jmp would replace at o_victim
 	src, err := os.ReadFile("tests/testdata/optforms.c")
 	if err != nil {

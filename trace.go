@@ -36,6 +36,10 @@ const (
 	// is "kprewrite_violation", and field "sym" names Addr as FUNC+0xOFF when the
 	// image's description knows it.
 	KindViolation
+	// KindSynthetic is a synthetic event an onmatch() or onmax() trace action
+	// generated: Group "synthetic", Event its name, Fields its fields (uint64, or
+	// int64 for the signed types), Addr the site of the hit whose trigger generated it.
+	KindSynthetic
 )
 
 // Record is one trace record: a probe's hit with its event's fields decoded, a C
@@ -121,6 +125,23 @@ func ReadTrace(path string, binaries ...string) (*Trace, error) {
 				rec.Addr = r.Bias + r.IP
 			}
 			rec.RetAddr = r.RetIP
+			rec.Line, _ = fm.Line(r)
+			out.Records = append(out.Records, rec)
+			continue
+		case kprt.RecSynth:
+			name, fields, err := fm.Synth(r)
+			if err != nil {
+				out.Undescribed++
+				continue
+			}
+			rec.Kind, rec.Group, rec.Event, rec.Addr = KindSynthetic, "synthetic", name, r.Bias+r.IP
+			for _, f := range fields {
+				if f.Signed {
+					rec.Fields = append(rec.Fields, Field{Name: f.Name, Value: f.Value})
+				} else {
+					rec.Fields = append(rec.Fields, Field{Name: f.Name, Value: uint64(f.Value)})
+				}
+			}
 			rec.Line, _ = fm.Line(r)
 			out.Records = append(out.Records, rec)
 			continue

@@ -225,6 +225,10 @@ const (
 	// each (at most StackMax).
 	RecStack = 5
 	StackMax = 64
+	// RecSynth is a synthetic event an onmatch() or onmax() trace action generated:
+	// EventID is the synthetic event's (tracefile.DescSynthetic.ID), IP the site of
+	// the hit whose trigger generated it, Data its fields, u64 each.
+	RecSynth = 6
 )
 
 // RawHeader is struct kprw_header.

@@ -45,6 +45,7 @@ func TestHistCheckMatchesGo(t *testing.T) {
 		progs = append(progs, parse(in).Program(nil))
 	}
 	sy, _ := evhist.ParseSynthetic("lat u64 lat; s64 d")
+	sy.ID, sy.Disabled = 7, true // recorded: the program ends with a record block
 	entry := evhist.Named{Group: "g", Event: "in", Key: "in", Spec: parse("keys=n:ts0=common_timestamp.usecs")}
 	ret := evhist.Named{Group: "g", Event: "out", Key: "out", Spec: parse("keys=n:l=common_timestamp.usecs-$ts0:onmatch(g.in).trace(lat,$l,$ts0)")}
 	filtered := parse("keys=n.log2:vals=size")
@@ -54,7 +55,7 @@ func TestHistCheckMatchesGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	progs = append(progs, ret.Spec.Program(func(k string, _ uint32) uint32 {
-		return map[string]uint32{"in": 0, "out": 5000, "t1": 90000, "t2": 99000}[k]
+		return map[string]uint32{"in": 0, "out": 5000, "t1": 90000, "t2": 99000, evhist.SwitchKey("lat"): 120000}[k]
 	}))
 	rng := rand.New(rand.NewSource(1))
 	good := len(progs)

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "6515441965a4da06263d55268e5d3d2a602d413ab6520a979f41b9144a1beb4e"
+const ObjectSHA256 = "22c69158a8fa971d590664ce61bc93dbdee15bcd3989ae37e4d431b2f9dee82f"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

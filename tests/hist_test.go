@@ -485,6 +485,8 @@ func recordLatencies(t *testing.T, kpd string) []uint64 {
 	pending := map[int]open{}
 	var lats []uint64
 	n3, n24 := 0, 0
+	last := map[int]uint64{} // each thread's last call's latency, for its sleep_lat record
+	nsynth := 0
 	for _, l := range readTrace(t, kpd+".trace", kpd) {
 		switch l.Event {
 		case "in":
@@ -509,10 +511,25 @@ func recordLatencies(t *testing.T, kpd string) []uint64 {
 				n24++
 			}
 			lats = append(lats, lat)
+			last[l.PID] = lat
+		case "sleep_lat": // the synthetic event onmatch() generated, right after its h/out
+			var lat uint64
+			if _, err := fmt.Sscanf(strings.TrimSpace(l.Args), "lat=%d", &lat); err != nil {
+				t.Fatalf("sleep_lat record %q", l.Args)
+			}
+			want, ok := last[l.PID]
+			if !ok || lat+1 < want || lat > want+1 {
+				t.Errorf("thread %d: sleep_lat lat=%d, its last call took %d us (from its records)", l.PID, lat, want)
+			}
+			delete(last, l.PID)
+			nsynth++
 		}
 	}
 	if n3 != 12 || n24 != 6 || len(pending) != 0 {
 		t.Fatalf("records of %d calls of 3 ms and %d of 24 ms, %d unfinished; want 12 and 6", n3, n24, len(pending))
+	}
+	if nsynth != 18 || len(last) != 0 {
+		t.Errorf("%d sleep_lat records, %d calls without one; want one after each of the 18 calls", nsynth, len(last))
 	}
 	return lats
 }
@@ -702,4 +719,70 @@ func TestHistNamed(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "Named hist trigger doesn't match existing named trigger") {
 		t.Errorf("unlike named triggers: exit %d, %q", code, errs)
 	}
+}
+
+// synthSrc calls work(n) for n < 100.
+const synthSrc = `
+#include <stdio.h>
+__attribute__((noinline)) int work(int n) { __asm__ volatile(""); return n + 1; }
+int main(void) { long s = 0; for (int i = 0; i < 100; i++) s += work(i); printf("%ld\n", s); return 0; }
+`
+
+// TestSyntheticRecords: an onmatch() trace action writes its synthetic event's record
+// right after the record of the hit that generated it, its fields printed as the
+// kernel prints a synthetic event (signed at their type's size); a synthetic event
+// rewritten with --disable writes none until `kprewrite enable` switches it on; `format`
+// describes it and the JSON export carries its fields.
+func TestSyntheticRecords(t *testing.T) {
+	prog := testprog.Build(t, synthSrc, "c", "-O2")
+	forProbeModes(t, func(t *testing.T, modeFlags []string) {
+		kpd := filepath.Join(t.TempDir(), "synth")
+		flags := append([]string{
+			"--trigger", "app/in:hist:keys=common_pid:u=n",
+			"--trigger", "app/out:hist:keys=common_pid:neg=$u-1000:onmatch(app.in).trace(d,$neg,$u)",
+			"--disable", "synthetic/d",
+		}, modeFlags...)
+		rewriteWith(t, prog, kpd, []string{"s:d s32 neg; u64 n", "p:app/in work n=%di:s32", "r:app/out work"}, flags...)
+		tr := kpd + ".trace"
+		testprog.MustRun(t, kpd)
+		for _, l := range readTrace(t, tr, kpd) {
+			if l.Event == "d" {
+				t.Fatalf("a synthetic event rewritten disabled wrote %q", l.Args)
+			}
+		}
+		if code, o, e := kp("enable", tr, "synthetic/d"); code != 0 || !strings.Contains(o, "synthetic/d (prog): enabled (was disabled)") {
+			t.Fatalf("enable synthetic/d: exit %d\n%s%s", code, o, e)
+		}
+		testprog.MustRun(t, kpd)
+		lines := readTrace(t, tr, kpd)
+		var got []string
+		for i, l := range lines {
+			if l.Event != "d" {
+				continue
+			}
+			if i == 0 || lines[i-1].Event != "out" || lines[i-1].PID != l.PID {
+				t.Fatalf("record %d, %q, does not follow its hit's out record", i, l.Args)
+			}
+			got = append(got, strings.TrimSpace(l.Args))
+		}
+		var want []string
+		for n := 0; n < 100; n++ {
+			want = append(want, fmt.Sprintf("neg=%d n=%d", n-1000, n))
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("synthetic records:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		code, o, e := kp("format", "--event", "synthetic/d", kpd)
+		if code != 0 || !strings.Contains(o, "\tfield:s32 neg;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:u64 n;\toffset:16;\tsize:8;\tsigned:0;\n") ||
+			!strings.Contains(o, `print fmt: "neg=%d, n=%llu", REC->neg, REC->n`) {
+			t.Errorf("format of synthetic/d: exit %d\n%s%s", code, o, e)
+		}
+		code, o, e = kp("trace", "--format", "json", tr)
+		if code != 0 || strings.Count(o, `"type":"synthetic","group":"synthetic","event":"d"`) != 100 || !strings.Contains(o, `"fields":{"neg":-901,"n":99}`) {
+			t.Errorf("JSON export: exit %d, %d synthetic records\n%s", code, strings.Count(o, `"type":"synthetic"`), e)
+		}
+		if code, _, e := kp("filter", tr, "synthetic/d", "n > 1"); code == 0 || !strings.Contains(e, "given when rewriting") {
+			t.Errorf("filter on a synthetic event at run time: exit %d %s", code, e)
+		}
+	})
 }

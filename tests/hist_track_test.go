@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -241,7 +242,27 @@ func TestHistOnChangeTrace(t *testing.T) {
 			total += c
 		}
 		checkCounts(t, findHist(t, parseHist(t, out), "hist:keys=m:"), want, total)
-		_, lines := snapshotLines(t, kpd+".trace", kpd)
+		// each new maximum is a newmax record too, after the hit that set it
+		recs := map[uint64]uint64{}
+		for _, l := range readTrace(t, kpd+".trace", kpd) {
+			if l.Event == "newmax" {
+				var m uint64
+				if _, err := fmt.Sscanf(strings.TrimSpace(l.Args), "m=%d", &m); err != nil {
+					t.Fatalf("newmax record %q", l.Args)
+				}
+				recs[m]++
+			}
+		}
+		if !reflect.DeepEqual(recs, newMax) {
+			t.Errorf("newmax records %v, want %v", recs, newMax)
+		}
+		_, all := snapshotLines(t, kpd+".trace", kpd)
+		var lines []traceLine // work's (the snapshot has the newmax records of its time too)
+		for _, l := range all {
+			if l.Event != "newmax" {
+				lines = append(lines, l)
+			}
+		}
 		if len(lines) != n/2+1 {
 			t.Fatalf("snapshot holds %d records, want %d (work calls 0..%d, not mark's own)", len(lines), n/2+1, n/2)
 		}

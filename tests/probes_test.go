@@ -106,6 +106,8 @@ var (
 	traceLineRE  = regexp.MustCompile(`^\s*(.*)-(\d+)\s+\[(\d+)\]\s+(?:[^\s\d]\S*\s+)?(\d+\.\d+): ([^\s:]+): (\([^)]*\))(.*)$`)
 	stackHeadRE  = regexp.MustCompile(`^\s*(.*)-(\d+)\s+\[(\d+)\]\s+(?:[^\s\d]\S*\s+)?(\d+\.\d+): (<stack trace>)$`)
 	stackFrameRE = regexp.MustCompile(`^ => (.*)$`)
+	// a synthetic event's line: its fields, no address
+	synthLineRE = regexp.MustCompile(`^\s*(.*)-(\d+)\s+\[(\d+)\]\s+(?:[^\s\d]\S*\s+)?(\d+\.\d+): ([^\s:]+):((?: \w+=-?\d+)+)$`)
 )
 
 func parseTraceLines(t *testing.T, text string) []traceLine {
@@ -123,6 +125,11 @@ func parseTraceLines(t *testing.T, text string) []traceLine {
 		if m == nil {
 			if m = stackHeadRE.FindStringSubmatch(s); m != nil {
 				m = append(m, "", "")
+			}
+		}
+		if m == nil {
+			if m = synthLineRE.FindStringSubmatch(s); m != nil {
+				m = []string{m[0], m[1], m[2], m[3], m[4], m[5], "", m[6]}
 			}
 		}
 		if m == nil {

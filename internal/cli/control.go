@@ -123,9 +123,18 @@ func editControls(name, usage string, args []string, stdout io.Writer,
 		return err
 	}
 	defer f.Close()
-	evs, err := f.Events(pos[1])
+	all, err := f.Events(pos[1])
 	if err != nil {
 		return err
+	}
+	var evs []tracectl.Event
+	for _, ev := range all { // a synthetic event's filter and histograms are the rewrite's
+		if !ev.Synthetic {
+			evs = append(evs, ev)
+		}
+	}
+	if len(evs) == 0 {
+		return fmt.Errorf("%s: %s: a synthetic event's filters and triggers are given when rewriting (kprewrite enable and disable switch its records)", pos[0], pos[1])
 	}
 	type change struct {
 		ev  tracectl.Event

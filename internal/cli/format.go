@@ -9,6 +9,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
@@ -43,6 +44,21 @@ func runFormat(args []string, stdout, _ io.Writer) error {
 				fmt.Fprintln(stdout)
 			}
 			fmt.Fprint(stdout, eventdef.FormatFile(p, e.ID))
+			n++
+		}
+		for _, sy := range d.Synthetic {
+			if sy.ID == 0 || (*only != "" && "synthetic/"+sy.Name != *only) {
+				continue // (an older rewrite's synthetic events write no records)
+			}
+			def, err := evhist.ParseSynthetic(sy.Def)
+			if err != nil {
+				return fmt.Errorf("%s: synthetic event %s: %w", pos[0], sy.Name, err)
+			}
+			def.ID = sy.ID
+			if n > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprint(stdout, def.FormatFile())
 			n++
 		}
 	}

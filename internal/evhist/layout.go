@@ -14,6 +14,9 @@ const (
 	FlagPaused  = 1
 	FlagComm    = 2 // the entries keep the comm of their first thread (.execname)
 	FlagTrack   = 4 // a track block (onmax/onchange) follows the targets
+	// FlagRecord: a record block follows (the track block, else the targets): the
+	// synthetic event the action generates is written to the trace file too
+	FlagRecord = 8
 	// TargetFilter marks a target's length word: the synthetic histogram's filter
 	// (its "if", an evfilter program) follows its program
 	TargetFilter = 1 << 31
@@ -27,6 +30,11 @@ const (
 	doSnapshot = 2
 	doTrace    = 4
 	trackBlock = 8
+	// recordBlock: u32 the synthetic event's id, u32 the slot of its switch (a word of
+	// the control area: bit 0 flips it from its rewrite state), u8 flags (recDisabled:
+	// rewritten disabled), u8 its fields (the action's parameters), u16 0
+	recordBlock = 12
+	recDisabled = 1
 
 	TagBusy = 1
 	TagBit  = 1 << 63
@@ -35,6 +43,8 @@ const (
 	progField  = 16
 	// MaxTableBytes bounds one histogram's share of the trace file.
 	MaxTableBytes = 64 << 20
+	// MaxSlots bounds a control area's words (evtrigger.MaxSlots).
+	MaxSlots = 1 << 24
 )
 
 // KeyWords is the words of a key.
@@ -241,8 +251,21 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 			b = s.appendField(b, &s.Save[i])
 		}
 	}
+	if sy := l.Synth; sy != nil && sy.ID != 0 && slotOf != nil {
+		b[2] |= FlagRecord
+		b = le.AppendUint32(b, sy.ID)
+		b = le.AppendUint32(b, slotOf(SwitchKey(sy.Name), 1))
+		fl := byte(0)
+		if sy.Disabled {
+			fl |= recDisabled
+		}
+		b = append(b, fl, byte(len(l.Params)), 0, 0)
+	}
 	return b
 }
+
+// SwitchKey is the slot key of a synthetic event's switch (its enable word).
+func SwitchKey(name string) string { return "\x00switch\x00synthetic/" + name }
 
 // appendField encodes a field of the program (16 bytes).
 func (s *Spec) appendField(b []byte, f *Field) []byte {
@@ -435,6 +458,19 @@ func checkProgram(p []byte, top bool) (words, used int, err error) {
 			words += SnapWords
 		}
 		off += trackBlock + progField*nsave
+	}
+	if p[2]&FlagRecord != 0 { // as src/rt_hist.c's check
+		if !top || nparams == 0 || len(p) < off+recordBlock {
+			return 0, 0, errProgram
+		}
+		r := p[off:]
+		if le.Uint32(r) == 0 || le.Uint32(r[4:]) >= MaxSlots || r[8] > recDisabled || int(r[9]) != nparams || r[10] != 0 || r[11] != 0 {
+			return 0, 0, errProgram
+		}
+		off += recordBlock
+	}
+	if p[2]&^(FlagPaused|FlagComm|FlagTrack|FlagRecord) != 0 {
+		return 0, 0, errProgram
 	}
 	if words*8 > MaxTableBytes {
 		return 0, 0, errProgram

@@ -982,6 +982,11 @@ type Synthetic struct {
 	Types  []string
 	Names  []string
 	Signed []bool
+	// ID is the synthetic event's id in the trace (records of it), 0 before the
+	// rewrite gives it one; Disabled: rewritten disabled (--disable), its records off
+	// until switched on.
+	ID       uint32
+	Disabled bool
 }
 
 var synthTypes = map[string]bool{
@@ -1039,4 +1044,45 @@ func (s *Synthetic) Fields() []evfilter.Field {
 		fs = append(fs, evfilter.Field{Name: n, Type: s.Types[i], Size: 8, Signed: s.Signed[i], Src: evfilter.SrcData, Off: 8 * i})
 	}
 	return fs
+}
+
+// synthFormats are a synthetic field type's size in bytes and print format, as the
+// kernel's synth_field_size and synth_field_fmt give them.
+var synthFormats = map[string]struct {
+	size int
+	fmt  string
+}{
+	"u64": {8, "%llu"}, "s64": {8, "%lld"}, "u32": {4, "%u"}, "s32": {4, "%d"}, "u16": {2, "%u"}, "s16": {2, "%d"},
+	"u8": {1, "%u"}, "s8": {1, "%d"}, "int": {4, "%d"}, "unsigned int": {4, "%u"}, "long": {8, "%ld"},
+	"unsigned long": {8, "%lu"}, "pid_t": {4, "%d"}, "size_t": {8, "%zu"}, "unsigned long long": {8, "%llu"},
+	"long long": {8, "%lld"}, "bool": {1, "%d"},
+}
+
+// FormatFile renders the synthetic event's format file as the kernel's tracefs shows
+// it (events/synthetic/NAME/format): the common fields, each field in a u64 slot of its
+// own (offset 8 apart, size its type's), the print fmt.
+func (s *Synthetic) FormatFile() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\nID: %d\nformat:\n", s.Name, s.ID)
+	field := func(typ, name string, off, size int, signed bool) {
+		sg := 0
+		if signed {
+			sg = 1
+		}
+		fmt.Fprintf(&b, "\tfield:%s %s;\toffset:%d;\tsize:%d;\tsigned:%d;\n", typ, name, off, size, sg)
+	}
+	field("unsigned short", "common_type", 0, 2, false)
+	field("unsigned char", "common_flags", 2, 1, false)
+	field("unsigned char", "common_preempt_count", 3, 1, false)
+	field("int", "common_pid", 4, 4, true)
+	b.WriteString("\n")
+	var pf, args []string
+	for i, n := range s.Names {
+		f := synthFormats[s.Types[i]]
+		field(s.Types[i], n, 8+8*i, f.size, s.Signed[i])
+		pf = append(pf, n+"="+f.fmt)
+		args = append(args, "REC->"+n)
+	}
+	fmt.Fprintf(&b, "\nprint fmt: \"%s\", %s\n", strings.Join(pf, ", "), strings.Join(args, ", "))
+	return b.String()
 }

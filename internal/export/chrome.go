@@ -139,6 +139,15 @@ func WriteChrome(w io.Writer, in *Input) error {
 			o.buf = appendString(o.buf, fn)
 			o.buf = append(o.buf, `,"text":`...)
 			o.buf = appendString(o.buf, text)
+		case kprt.RecSynth:
+			name, fields, err := fm.Synth(r)
+			if err != nil {
+				in.report(err)
+				return
+			}
+			head("i", "synthetic/"+name, t, r.TsNs)
+			o.buf = append(o.buf, `,"s":"t","cat":"synthetic","args":{`...)
+			o.buf = appendSynthFields(o.buf, fields)
 		case kprt.RecViolation:
 			v, err := fm.DecodeViolation(r)
 			if err != nil {

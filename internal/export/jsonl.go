@@ -96,6 +96,20 @@ func WriteJSONLines(w io.Writer, in *Input) error {
 				b = append(b, `,"sym":`...)
 				b = appendString(b, v.Symbol)
 			}
+		case kprt.RecSynth:
+			name, fields, err := fm.Synth(r)
+			if err != nil {
+				in.report(err)
+				o.buf = b[:start]
+				return nil
+			}
+			b = append(b, `,"type":"synthetic","group":"synthetic","event":`...)
+			b = appendString(b, name)
+			b = append(b, `,"addr":`...)
+			b = strconv.AppendUint(b, r.Bias+r.IP, 10)
+			b = append(b, `,"fields":{`...)
+			b = appendSynthFields(b, fields)
+			b = append(b, '}')
 		case kprt.RecStack:
 			ev, err := fm.Head(r)
 			var frames []tracefile.StackFrame
@@ -147,4 +161,21 @@ func commBytes(r *tracefile.Record) []byte {
 		c = c[:i]
 	}
 	return c
+}
+
+// appendSynthFields appends a synthetic event's fields as JSON members.
+func appendSynthFields(b []byte, fields []tracefile.SynthField) []byte {
+	for k, f := range fields {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, f.Name)
+		b = append(b, ':')
+		if f.Signed {
+			b = strconv.AppendInt(b, f.Value, 10)
+		} else {
+			b = strconv.AppendUint(b, uint64(f.Value), 10)
+		}
+	}
+	return b
 }

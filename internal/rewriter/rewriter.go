@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/align"
+	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/evtrigger"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 
@@ -645,8 +646,14 @@ func (g *gen) makeTriggers() error {
 		return s
 	}
 	if sy := g.opt.Synthetic; sy != nil { // their histograms' tables, whether fed or not
-		for _, name := range sy.Order {
-			de := tracefile.DescSynthetic{Name: name, Def: sy.Events[name].String()}
+		disableAll := slices.Contains(g.opt.Disable, "all")
+		for k, name := range sy.Order {
+			// its records: an id after the events', a switch in the control area
+			ev := sy.Events[name]
+			ev.ID = uint32(len(g.events) + 1 + k)
+			ev.Disabled = disableAll || matchesAny(g.opt.Disable, "synthetic", name)
+			de := tracefile.DescSynthetic{Name: name, Def: ev.String(), ID: ev.ID, Disabled: ev.Disabled,
+				SwitchSlot: slotOf(evhist.SwitchKey(name), 1)}
 			for _, td := range sy.Triggers[name] {
 				de.Triggers = append(de.Triggers, td.String())
 				de.CtlSlots = append(de.CtlSlots, slotOf(histKey("synthetic", name, td.Trigger), uint32(td.Hist.TableWords())))

@@ -41,8 +41,12 @@ type Event struct {
 	Enabled     bool   // not soft-disabled
 	Armed       bool   // its probes run: rewritten without --disable, or soft
 	Index       uint32 // the runtime event index in its image
-	ctl         *uint32
-	img         int
+	// Synthetic: a synthetic event (Group "synthetic"): only its switch (its records
+	// on or off) changes at run time; Index is its entry in the description's list.
+	Synthetic bool
+	ctl       *uint32
+	synthInit bool // Synthetic: rewritten disabled (the switch word's bit 0 flips it)
+	img       int
 }
 
 // Open maps the trace file at p for reading and writing its switches. It must be a
@@ -140,6 +144,18 @@ func (f *File) Events(pattern string) ([]Event, error) {
 			}
 			out = append(out, ev)
 		}
+		flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
+		for i, sy := range im.desc.Synthetic {
+			if sy.ID == 0 || !eventdef.MatchesName(pattern, "synthetic", sy.Name) {
+				continue // (an older rewrite's synthetic events write no records)
+			}
+			ev := Event{Group: "synthetic", Name: sy.Name, Image: im.desc.Input, Armed: true, Index: uint32(i), Synthetic: true, synthInit: sy.Disabled, img: k}
+			if off := flagBytes + uint64(sy.SwitchSlot)*8; off+8 <= uint64(im.ctlSize) {
+				ev.ctl = f.word(uintptr(im.ctlOff + off)) // the low half of the slot's word
+				ev.Enabled = (atomic.LoadUint32(ev.ctl)&1 != 0) == sy.Disabled
+			}
+			out = append(out, ev)
+		}
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no event %s", f.Path, pattern)
@@ -158,6 +174,18 @@ func (f *File) SetEnabled(ev Event, on bool) error {
 	}
 	if on && !ev.Armed {
 		return fmt.Errorf("%s/%s: %w", ev.Group, ev.Name, ErrNotArmed)
+	}
+	if ev.Synthetic { // records on when bit 0 equals the rewrite state
+		for {
+			old := atomic.LoadUint32(ev.ctl)
+			nw := old &^ 1
+			if on == ev.synthInit {
+				nw |= 1
+			}
+			if atomic.CompareAndSwapUint32(ev.ctl, old, nw) {
+				return nil
+			}
+		}
 	}
 	for {
 		old := atomic.LoadUint32(ev.ctl)

@@ -72,6 +72,22 @@ type DescSynthetic struct {
 	Def      string   `json:"def"`
 	Triggers []string `json:"triggers,omitempty"`
 	CtlSlots []uint32 `json:"ctl_slots,omitempty"`
+	// ID names its records (after the image's events' ids; 0: an older rewrite, whose
+	// synthetic events wrote no records); SwitchSlot is the control area's word whose
+	// bit 0 flips Disabled, its state as rewritten (--disable synthetic/NAME).
+	ID         uint32 `json:"id,omitempty"`
+	SwitchSlot uint32 `json:"switch_slot,omitempty"`
+	Disabled   bool   `json:"disabled,omitempty"`
+}
+
+// SyntheticByID returns the synthetic event with trace id id.
+func (d *Desc) SyntheticByID(id uint32) (*DescSynthetic, bool) {
+	for i := range d.Synthetic {
+		if d.Synthetic[i].ID == id && id != 0 {
+			return &d.Synthetic[i], true
+		}
+	}
+	return nil, false
 }
 
 // DescEvent is one trace event (kprobe-event definition).

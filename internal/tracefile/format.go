@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/recentid"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
@@ -114,6 +115,9 @@ func (fm *Formatter) Line(r *Record) (string, error) {
 	}
 	if r.Type == kprt.RecStack {
 		return fm.stackLines(r)
+	}
+	if r.Type == kprt.RecSynth {
+		return fm.synthLine(r)
 	}
 	e, opt, err := fm.recordEvent(r)
 	if err != nil {
@@ -249,6 +253,87 @@ func (fm *Formatter) stackLines(r *Record) (string, error) {
 			fmt.Fprintf(&b, "\n => %s", f.Func)
 		} else {
 			fmt.Fprintf(&b, "\n => <%016x>", f.PC)
+		}
+	}
+	return b.String(), nil
+}
+
+// Synth names a synthetic event's record (Type RecSynth) and decodes its fields, in
+// their definition's order (each kept in 8 bytes, printed at its type's size and sign).
+func (fm *Formatter) Synth(r *Record) (name string, fields []SynthField, err error) {
+	if r.Type != kprt.RecSynth {
+		return "", nil, fmt.Errorf("record of type %d is not a synthetic event's", r.Type)
+	}
+	d := fm.descs[r.ImageID]
+	var sy *DescSynthetic
+	if d != nil {
+		sy, _ = d.SyntheticByID(r.EventID)
+	}
+	if sy == nil {
+		fm.Unknown++
+		return "", nil, fmt.Errorf("record of synthetic event %d of image %#x, which no description names", r.EventID, r.ImageID)
+	}
+	def, err := evhist.ParseSynthetic(sy.Def)
+	if err != nil {
+		return "", nil, err
+	}
+	for i := range def.Names {
+		if 8*i+8 > len(r.Data) {
+			break
+		}
+		v := binary.LittleEndian.Uint64(r.Data[8*i:])
+		fields = append(fields, SynthField{Name: def.Names[i], Type: def.Types[i], Signed: def.Signed[i], Value: synthValue(v, def.Types[i], def.Signed[i])})
+	}
+	return sy.Name, fields, nil
+}
+
+// SynthField is one field of a synthetic event's record.
+type SynthField struct {
+	Name, Type string
+	Signed     bool
+	Value      int64 // sign-extended from its type's size when signed, else truncated
+}
+
+// synthValue is a synthetic field's value at its type's size (u32 keeps 32 bits, s32
+// is sign-extended from them), as the kernel stores and prints each field.
+func synthValue(v uint64, typ string, signed bool) int64 {
+	bits := 64
+	switch typ {
+	case "u32", "s32", "int", "unsigned int", "pid_t":
+		bits = 32
+	case "u16", "s16":
+		bits = 16
+	case "u8", "s8", "bool":
+		bits = 8
+	}
+	if bits == 64 {
+		return int64(v)
+	}
+	v &= 1<<bits - 1
+	if signed && v>>(bits-1) != 0 {
+		return int64(v) - 1<<bits
+	}
+	return int64(v)
+}
+
+// synthLine formats a synthetic event's record as the kernel prints one:
+//
+//	<comm>-<pid> [cpu] <sec>.<usec>: <name>: field=value field=value
+//
+// (signed fields in decimal with their sign, unsigned ones in decimal).
+func (fm *Formatter) synthLine(r *Record) (string, error) {
+	name, fields, err := fm.Synth(r)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	ts := r.TsNs / 1000
+	fmt.Fprintf(&b, "%16s-%-7d [%03d] %5d.%06d: %s:", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000, name)
+	for _, f := range fields {
+		if f.Signed {
+			fmt.Fprintf(&b, " %s=%d", f.Name, f.Value)
+		} else {
+			fmt.Fprintf(&b, " %s=%d", f.Name, uint64(f.Value))
 		}
 	}
 	return b.String(), nil

@@ -732,6 +732,10 @@ struct kprw_chunk {
                               * event_id and ip are the event's and the hit's site, data the
                               * run-time pcs of the frames, innermost first, u64 each */
 #define KPRW_STACK_MAX 64    /* frames a stack record holds at most */
+#define KPRW_REC_SYNTH 6     /* a synthetic event an onmatch() or onmax() trace action generated
+                              * (always with the ext part): event_id the synthetic event's id
+                              * (after the image's events'), ip the site of the hit whose
+                              * trigger generated it, data its fields, u64 each */
 
 struct kprw_rec {
 	kprw_u32 size;     /* total bytes, multiple of 8 */

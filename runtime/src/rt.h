@@ -493,6 +493,8 @@ struct kprw_fenv {
 	const char *comm;
 	const struct pt_regs *regs; /* the hit's registers (stacktrace keys), NULL: none */
 	int fast;            /* kprw_fast_ok for the stack walk's reads */
+	struct kprw_synthq *synthq; /* synthetic events' records kept until the hit's own is
+				       written (rt_trace.c), NULL: written at once */
 };
 #define KPRW_FNEED_CPU 1
 #define KPRW_FNEED_COMM 2
@@ -542,10 +544,23 @@ struct kprw_hfield {
 };
 #define KPRW_HIST_MAXKEYS 3
 #define KPRW_HIST_MAXVARS 8
+/* synthetic events' records a hit generated before its own record was written: they
+ * follow it, as the kernel's nested events follow the one whose triggers wrote them */
+#define KPRW_SYNTHQ 2
+struct kprw_synthq {
+	u32 n, pad;
+	struct {
+		u32 id, nfields;
+		u64 site;
+		u64 data[KPRW_HIST_MAXVARS];
+	} r[KPRW_SYNTHQ];
+};
 #define KPRW_HIST_MAXREFS 4
 #define KPRW_HIST_MAXTARGETS 32
 #define KPRW_HIST_MAXSAVE 8
 #define KPRW_HIST_TRACK 4 /* program flag: a track block follows the targets */
+#define KPRW_HIST_RECORD 8 /* program flag: a record block follows: the synthetic event is
+			    * written to the trace file too (evhist's recordBlock) */
 #define KPRW_HDO_SAVE 1
 #define KPRW_HDO_SNAPSHOT 2
 #define KPRW_HDO_TRACE 4 /* the onmatch-style targets run only when the tracked value passes */
@@ -568,6 +583,9 @@ struct kprw_hist {
 	 * saved fields follow it) and the saved fields */
 	u8 handler, tvar, nsave, tdo;
 	u32 tword;
+	/* KPRW_HIST_RECORD: the synthetic event's id (0: not recorded), its switch's slot
+	 * and its rewrite state (bit 0: disabled; the switch word's bit 0 flips it) */
+	u32 rec_id, rec_slot, rec_init, rec_pad;
 	const struct kprw_hfield *save;
 	const struct kprw_hvar *vars;
 	const struct kprw_href *refs;
@@ -598,6 +616,7 @@ void kprw_trig_counts(const u8 *b, u32 len, u32 first);
 u32 kprw_trig_place_limit(void);
 int kprw_trig_place(u8 *b, u32 len, u64 slot0, u64 *at, u64 end);
 u32 kprw_trig_spare(void);
+void kprw_trace_synth(u32 id, u64 site, const u64 *data, u32 n, const struct kprw_fenv *e);
 /* run-time controls (rt_ctl.c) */
 void kprw_ctl_sync(void);
 void kprw_ctl_install(long fd, struct kprw_trace_hdr *h);

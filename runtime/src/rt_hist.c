@@ -163,6 +163,19 @@ static u64 check(const u8 *p, u32 len, int top, u32 *used, u64 *dsize, u64 *end)
 		off += 8 + 16 * nsave;
 		ds += nsave * sizeof(struct kprw_hfield);
 	}
+	if (p[2] & KPRW_HIST_RECORD) { /* the synthetic event's id, its switch's slot, flags, fields */
+		if (!top || !nparams || len < off + 12)
+			return 0;
+		const u8 *r = p + off;
+		u32 slot = rd32(r + 4);
+		if (!rd32(r) || slot >= (1u << 24) || r[8] > 1 || r[9] != nparams || r[10] || r[11])
+			return 0;
+		if ((u64)slot + 1 > *end)
+			*end = (u64)slot + 1;
+		off += 12;
+	}
+	if (p[2] & ~(H_PAUSED | H_COMM | KPRW_HIST_TRACK | KPRW_HIST_RECORD))
+		return 0;
 	if (words * 8 > MAX_TABLE_BYTES)
 		return 0;
 	*used = (u32)off;
@@ -263,6 +276,7 @@ static u64 decode(const u8 *p, struct kprw_hist *out)
 	out->handler = out->tvar = out->nsave = out->tdo = 0;
 	out->tword = 0;
 	out->save = NULL;
+	out->rec_id = out->rec_slot = out->rec_init = out->rec_pad = 0;
 	if (out->flags & KPRW_HIST_TRACK) {
 		out->handler = q[0];
 		out->tvar = q[1];
@@ -282,6 +296,12 @@ static u64 decode(const u8 *p, struct kprw_hist *out)
 		}
 		out->save = sv;
 		mem += out->nsave * sizeof(struct kprw_hfield);
+		q += 8 + 16 * out->nsave;
+	}
+	if (out->flags & KPRW_HIST_RECORD) {
+		out->rec_id = rd32(q);
+		out->rec_slot = rd32(q + 4);
+		out->rec_init = q[8] & 1;
 	}
 	return (u64)(mem - (u8 *)out);
 }
@@ -640,7 +660,7 @@ void kprw_hist_update(const struct kprw_hist *h, u64 *tab, const struct kprw_fen
 		__atomic_or_fetch(&vw[0], (1ull << h->nvars) - 1, __ATOMIC_RELEASE);
 	}
 	int passed = h->handler ? track(h, tab, ent, (u64)(ent - base) / h->ewords, varv[h->tvar], e) : 0;
-	if (h->ntargets && (passed || !(h->tdo & KPRW_HDO_TRACE)))
+	if ((h->ntargets || h->rec_id) && (passed || !(h->tdo & KPRW_HDO_TRACE)))
 		synth(h, refv, varv, e);
 }
 
@@ -652,6 +672,11 @@ static __attribute__((noinline)) void synth(const struct kprw_hist *h, const u64
 	u64 data[KPRW_HIST_MAXVARS];
 	for (u32 q = 0; q < h->nparams; q++)
 		data[q] = h->params[q].kind == OP_VAR ? varv[h->params[q].idx] : refv[h->params[q].idx];
+	/* written when switched on (its rewrite state, flipped by the switch word's bit 0):
+	 * the kernel's enabled synthetic event, before its histograms as the kernel's
+	 * trace_synth() writes it and then runs its triggers */
+	if (h->rec_id && !((__atomic_load_n(&kprw_rt.trig_count[h->rec_slot], __ATOMIC_RELAXED) ^ h->rec_init) & 1))
+		kprw_trace_synth(h->rec_id, e->ip - e->bias, data, h->nparams, e);
 	struct kprw_fenv se = *e;
 	se.data = (const u8 *)data;
 	se.dlen = 8 * h->nparams;

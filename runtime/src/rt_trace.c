@@ -812,6 +812,50 @@ static inline __attribute__((always_inline)) void filter_env(struct kprw_fenv *e
 	e->cpu = (needs & KPRW_FNEED_CPU) ? kprw_cpu_fast() : 0;
 	e->regs = NULL;
 	e->fast = 0;
+	e->synthq = NULL;
+}
+
+/* synth_write writes a synthetic event's record (KPRW_REC_SYNTH): its fields, n u64,
+ * and the site of the hit whose trigger generated it */
+static __attribute__((noinline)) void synth_write(u32 id, u64 site, const u64 *data, u32 n, struct kprw_tctx *c)
+{
+	if (!kprw_rt.trace || __atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED))
+		return;
+	struct who w;
+	who(&w, c);
+	struct kprw_crec *rec = reserve(rec_size(n * 8, 0, 1), c, &w);
+	if (!rec)
+		return;
+	u8 *d = fill(rec, n * 8, KPRW_NO_PROBE, 0, 1, KPRW_REC_SYNTH, id, site, 0, &w);
+	kprw_memcpy(d, data, n * 8);
+	commit(rec, n * 8, KPRW_CREC_COMMITTED);
+}
+
+/* kprw_trace_synth writes the record of a synthetic event an onmatch() or onmax()
+ * trace action generated (rt_hist.c), or keeps it in the hit's queue until the hit's
+ * own record is written (synth_flush) */
+void kprw_trace_synth(u32 id, u64 site, const u64 *data, u32 n, const struct kprw_fenv *e)
+{
+	struct kprw_synthq *q = e->synthq;
+	if (n > KPRW_HIST_MAXVARS)
+		return;
+	if (q && q->n < KPRW_SYNTHQ) {
+		q->r[q->n].id = id;
+		q->r[q->n].nfields = n;
+		q->r[q->n].site = site;
+		kprw_memcpy(q->r[q->n].data, data, n * 8);
+		q->n++;
+		return;
+	}
+	synth_write(id, site, data, n, kprw_tctx_get());
+}
+
+/* synth_flush writes the synthetic events' records a hit's triggers queued */
+static inline __attribute__((always_inline)) void synth_flush(struct kprw_synthq *q, struct kprw_tctx *c)
+{
+	for (u32 k = 0; unlikely(k < q->n); k++)
+		synth_write(q->r[k].id, q->r[k].site, q->r[k].data, q->r[k].nfields, c);
+	q->n = 0;
 }
 
 /* a record of up to this many bytes of data is fetched on the stack when its event has a
@@ -901,6 +945,8 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 	struct kprw_fenv fe;
 	u8 tmp[FILTER_STACK];
 	u32 tt = 0;
+	struct kprw_synthq sq;
+	sq.n = 0;
 	if (flt || cond) {
 		filter_env(&fe, needs, w.tid, w.comm, ev->id, kprw_rt.points[p->point].site + kprw_rt.bias, ret_ip, w.now);
 		fe.regs = regs; /* stacktrace keys */
@@ -915,10 +961,13 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 		if (once || norec) {
 			fe.data = once;
 			fe.dlen = once ? dlen : 0; /* no buffer and no record: conditions see no data */
+			fe.synthq = &sq;
 			if (cond)
 				tt = kprw_triggers_run(tg, &fe);
+			fe.synthq = NULL;
 			int keep = !norec && !(cond && closed(p->event)) && (!flt || kprw_filter_match(flt, &fe));
 			if (!keep) {
+				synth_flush(&sq, c);
 				if (tt)
 					kprw_triggers_post(tg, tt, &hit);
 				return 0; /* the caller counts the hit */
@@ -941,6 +990,7 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 	}
 	struct kprw_crec *rec = reserve(rec_size(dlen, ret, ext), c, &w);
 	if (!rec) {
+		synth_flush(&sq, c);
 		if (tt)
 			kprw_triggers_post(tg, tt, &hit);
 		return 0;
@@ -973,6 +1023,7 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 		}
 	}
 	commit(rec, (u32)got, KPRW_CREC_COMMITTED);
+	synth_flush(&sq, c);
 	if (tt)
 		kprw_triggers_post(tg, tt, &hit);
 	return (int)kprw_rt.rec_hits;

@@ -178,7 +178,8 @@ func (h *Hist) Clear() {
 }
 
 // Listed is event ev's triggers (c: its image's controls) as its trigger file lists
-// them now: a histogram's state, [active] or [paused], is its table's.
+// them now: a counted trigger's count is what it has left, a histogram's state,
+// [active] or [paused], its table's.
 func (f *File) Listed(ev Event, c *Controls) []string {
 	ts, slots, err := c.triggers(ev.Index)
 	if err != nil {
@@ -188,11 +189,21 @@ func (f *File) Listed(ev Event, c *Controls) []string {
 	flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
 	out := append([]string(nil), ts...)
 	for k, t := range ts {
-		if !isHist(t) || k >= len(slots) || slots[k] == unplaced {
+		if k >= len(slots) || slots[k] == unplaced {
 			continue
 		}
 		off := im.ctlOff + flagBytes + uint64(slots[k])*8
 		if off+8 > uint64(len(f.data)) {
+			continue
+		}
+		if !isHist(t) { // a counted trigger: the fires it has left, as the kernel lists it
+			if i := strings.Index(t, ":count="); i >= 0 {
+				end := i + len(":count=")
+				for end < len(t) && t[end] >= '0' && t[end] <= '9' {
+					end++
+				}
+				out[k] = t[:i] + fmt.Sprintf(":count=%d", atomic.LoadUint64(f.word64(uintptr(off)))) + t[end:]
+			}
 			continue
 		}
 		state := " [active]"

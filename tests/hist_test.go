@@ -786,3 +786,75 @@ func TestSyntheticRecords(t *testing.T) {
 		}
 	})
 }
+
+// TestHistOnlyPath: an event that writes no record and has hist triggers only (the
+// runtime's hist_hit path: the data fetched by its plan, the histograms updated,
+// nothing else), hit by four threads and a forked child: a log2 histogram, a compound
+// key with common_pid and an "if", a table too small for its keys (drops) hold exactly
+// the calls; switched on with `kprewrite enable`, the same histograms keep counting on
+// the general path beside the records.
+func TestHistOnlyPath(t *testing.T) {
+	prog := testprog.Build(t, histSrc, "c", "-O2", "-pthread")
+	const n = 2000
+	var all []uint64
+	for w := 0; w < 5; w++ {
+		all = append(all, histSizes(w, n)...)
+	}
+	forProbeModes(t, func(t *testing.T, modeFlags []string) {
+		kpd := filepath.Join(t.TempDir(), "hist")
+		flags := append([]string{"--disable", "h/w",
+			"--trigger", "h/w:hist:keys=size.log2",
+			"--trigger", "h/w:hist:keys=kind,common_pid:vals=size if kind == 1",
+			"--trigger", "h/w:hist:keys=size:size=128",
+		}, modeFlags...)
+		rewriteWith(t, prog, kpd, []string{"p:h/w work size=%di kind=%si:s32"}, flags...)
+		check := func(runs uint64) {
+			t.Helper()
+			bs := histOf(t, kpd+".trace")
+			want := map[string]uint64{}
+			var ones, sum1 uint64
+			for _, s := range all {
+				want[fmt.Sprintf("size: ~ 2^%d", log2Bucket(s))] += runs
+				if s%3 == 1 {
+					ones += runs
+					sum1 += s * runs
+				}
+			}
+			checkCounts(t, findHist(t, bs, "hist:keys=size.log2:vals=hitcount:"), want, runs*uint64(len(all)))
+			pids := findHist(t, bs, "hist:keys=kind,common_pid:vals=hitcount,size:")
+			var hits, sum uint64
+			for k, v := range pids.Entries {
+				if !strings.HasPrefix(k, "kind: 1, common_pid: ") || len(v) != 2 {
+					t.Errorf("compound key entry %q %v", k, v)
+				}
+				hits += v[0]
+				sum += v[1]
+			}
+			if len(pids.Entries) != 5*int(runs) || hits != ones || sum != sum1 {
+				t.Errorf("kind 1 by thread: %d entries, %d hits, size %d; want %d, %d, %d", len(pids.Entries), hits, sum, 5*runs, ones, sum1)
+			}
+			small := findHist(t, bs, "hist:keys=size:vals=hitcount:sort=hitcount:size=128")
+			var kept uint64
+			for _, v := range small.Entries {
+				kept += v[0]
+			}
+			// (Hits counts every hit, a dropped one too, as the kernel's map->hits)
+			if len(small.Entries) != 128 || small.Dropped == 0 || small.Hits != runs*uint64(len(all)) || kept+small.Dropped != small.Hits {
+				t.Errorf("a table of 128 entries: %d entries holding %d hits, %d hits, %d dropped; want 128 entries and %d hits", len(small.Entries), kept, small.Hits, small.Dropped, runs*uint64(len(all)))
+			}
+		}
+		testprog.MustRun(t, kpd, strconv.Itoa(n))
+		if lines := readTrace(t, kpd+".trace", kpd); len(lines) != 0 {
+			t.Fatalf("a switched-off event wrote %d records", len(lines))
+		}
+		check(1)
+		if code, o, e := kp("enable", kpd+".trace", "h/w"); code != 0 {
+			t.Fatalf("enable: %s%s", o, e)
+		}
+		testprog.MustRun(t, kpd, strconv.Itoa(n))
+		if lines := readTrace(t, kpd+".trace", kpd); len(lines) != len(all) {
+			t.Errorf("switched on: %d records, want %d", len(lines), len(all))
+		}
+		check(2)
+	})
+}

@@ -585,7 +585,8 @@ struct kprw_hist {
 	u32 tword;
 	/* KPRW_HIST_RECORD: the synthetic event's id (0: not recorded), its switch's slot
 	 * and its rewrite state (bit 0: disabled; the switch word's bit 0 flips it) */
-	u32 rec_id, rec_slot, rec_init, rec_pad;
+	u32 rec_id, rec_slot, rec_init;
+	u32 simple; /* keys of one number word each, values, nothing else: update_simple */
 	const struct kprw_hfield *save;
 	const struct kprw_hvar *vars;
 	const struct kprw_href *refs;
@@ -604,7 +605,7 @@ struct kprw_trig {
 struct kprw_evtrig {
 	u32 n, cond;         /* cond: the kernel's TRIGGER_COND (run after the data is fetched) */
 	u32 needs;           /* KPRW_FNEED_* of the conditions */
-	u32 pad;
+	u32 histonly;        /* every trigger is a hist trigger (rt_trace.c's hist_hit) */
 	struct kprw_trig t[];
 };
 u64 kprw_ctl_size(void);

@@ -276,7 +276,12 @@ static u64 decode(const u8 *p, struct kprw_hist *out)
 	out->handler = out->tvar = out->nsave = out->tdo = 0;
 	out->tword = 0;
 	out->save = NULL;
-	out->rec_id = out->rec_slot = out->rec_init = out->rec_pad = 0;
+	out->rec_id = out->rec_slot = out->rec_init = 0;
+	out->simple = !out->nvars && !out->nrefs && !out->ntargets &&
+		      !(out->flags & (KPRW_HIST_TRACK | KPRW_HIST_RECORD | H_COMM)) && out->kwords == out->nkeys;
+	for (u32 i = 0; i < out->nkeys; i++)
+		if (out->f[i].flags & (2 | 8)) /* a string or a stack */
+			out->simple = 0;
 	if (out->flags & KPRW_HIST_TRACK) {
 		out->handler = q[0];
 		out->tvar = q[1];
@@ -580,10 +585,67 @@ static __attribute__((noinline)) int track(const struct kprw_hist *h, u64 *tab, 
  * has no entry with the variables set in their histograms adds nothing (the kernel's
  * resolve_var_refs); with an onmatch() action, each hit that adds generates the
  * synthetic event: its histograms get the action's parameters as their data. */
+/* update_simple is kprw_hist_update for a histogram whose keys are one number word
+ * each and that has no variables, references, actions or comm: the same hash, buckets
+ * and counts, without the general path's key and variable machinery */
+static void update_simple(const struct kprw_hist *h, u64 *tab, const struct kprw_fenv *e)
+{
+	u64 k[KPRW_HIST_MAXKEYS];
+	u64 hash = 0x6a09e667f3bcc908ull;
+	u32 nk = h->nkeys;
+	for (u32 i = 0; i < nk; i++) {
+		k[i] = value(&h->f[i], e);
+		hash = mix(hash, k[i]);
+	}
+	u64 tag = hash | TAG_BIT, mask = h->nbuckets - 1;
+	u64 *base = tab + H_HEADER_WORDS, *ent = NULL;
+	u64 idx = hash & mask;
+	for (u64 n = 0; n < h->nbuckets; n++, idx = (idx + 1) & mask) {
+		u64 *b = base + idx * h->ewords;
+		u64 t = __atomic_load_n(&b[0], __ATOMIC_ACQUIRE);
+		if (t == 0) {
+			if (__atomic_fetch_add(&tab[3], 1, __ATOMIC_RELAXED) >= h->size)
+				break; /* the table holds its entries: a drop */
+			u64 zero = 0;
+			if (__atomic_compare_exchange_n(&b[0], &zero, TAG_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+				for (u32 i = 0; i < nk; i++)
+					b[1 + i] = k[i];
+				__atomic_store_n(&b[0], tag, __ATOMIC_RELEASE);
+				ent = b;
+				break;
+			}
+			__atomic_fetch_sub(&tab[3], 1, __ATOMIC_RELAXED);
+			t = zero;
+		}
+		for (u32 s = 0; t == TAG_BUSY && s < SPIN; s++) {
+			__builtin_ia32_pause();
+			t = __atomic_load_n(&b[0], __ATOMIC_ACQUIRE);
+		}
+		if (t == tag) {
+			u32 i = 0;
+			while (i < nk && b[1 + i] == k[i])
+				i++;
+			if (i == nk) {
+				ent = b;
+				break;
+			}
+		}
+	}
+	if (!ent) {
+		__atomic_fetch_add(&tab[2], 1, __ATOMIC_RELAXED);
+		return;
+	}
+	add(h, ent, e);
+}
+
 void kprw_hist_update(const struct kprw_hist *h, u64 *tab, const struct kprw_fenv *e)
 {
 	if (__atomic_load_n(&tab[0], __ATOMIC_RELAXED) & H_PAUSED)
 		return;
+	if (h->simple) {
+		update_simple(h, tab, e);
+		return;
+	}
 	struct hkey k;
 	key_at(h, e, &k);
 	u64 hash = 0x6a09e667f3bcc908ull;

@@ -1029,11 +1029,53 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 	return (int)kprw_rt.rec_hits;
 }
 
+/* hist_hit is trace_hit for the hit of an event that writes no record now (switched
+ * off, or tracing off) and whose triggers are all hist triggers reading neither the
+ * time nor the name: the data fetched by its plan onto the stack, the histograms
+ * updated, nothing else (a histogram's update is most of what such a hit costs) */
+static __attribute__((noinline)) int hist_hit(u32 pi, struct pt_regs *regs, struct kprw_tctx *c,
+					      const struct kprw_evtrig *tg, u32 e, u32 dlen)
+{
+	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	u8 tmp[FILTER_STACK];
+	int fast = kprw_fast_ok(c);
+	if (dlen)
+		kprw_fetch_plan_run(&kprw_rt.ev_plan[e], regs, tmp, fast);
+	struct kprw_fenv fe;
+	fe.data = tmp;
+	fe.dlen = dlen;
+	fe.tid = likely(c != NULL) ? kprw_tctx_tid_fast(c) : kprw_gettid();
+	fe.cpu = (tg->needs & KPRW_FNEED_CPU) ? kprw_cpu_fast() : 0;
+	fe.type = kprw_rt.events[e].id;
+	fe.ip = kprw_rt.points[p->point].site + kprw_rt.bias;
+	fe.ret_ip = 0;
+	fe.bias = kprw_rt.bias;
+	fe.ts = 0;
+	fe.comm = NULL;
+	fe.regs = regs;
+	fe.fast = fast;
+	fe.synthq = NULL;
+	for (u32 k = 0; k < tg->n; k++) {
+		const struct kprw_trig *t = &tg->t[k];
+		if (!t->filter || kprw_filter_match(t->filter, &fe))
+			kprw_hist_update(t->hist, kprw_rt.trig_count + t->slot, &fe);
+	}
+	return 0; /* the caller counts the hit */
+}
+
 static __attribute__((noinline)) int trace_hit_filtered(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip,
 							 const u8 *edata, u32 elen, struct kprw_tctx *c)
 {
 	u32 e = kprw_rt.probes[pi].event;
-	return trace_hit(pi, regs, type, ret_ip, edata, elen, c, kprw_rt.ev_filter[e], kprw_rt.ev_trig[e]);
+	const struct kprw_fprog *flt = kprw_rt.ev_filter[e];
+	const struct kprw_evtrig *tg = kprw_rt.ev_trig[e];
+	if (!flt && tg && tg->histonly && type == KPRW_REC_KPROBE && !elen && kprw_rt.trace && kprw_rt.ev_fixed &&
+	    !(tg->needs & (KPRW_FNEED_TS | KPRW_FNEED_COMM)) && closed(e)) {
+		long fixed = kprw_rt.ev_fixed[e];
+		if (fixed == 0 || (fixed > 0 && fixed <= FILTER_STACK && kprw_rt.ev_plan && kprw_rt.ev_plan[e].n != ~0u))
+			return hist_hit(pi, regs, c, tg, e, (u32)fixed);
+	}
+	return trace_hit(pi, regs, type, ret_ip, edata, elen, c, flt, tg);
 }
 
 int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *edata, u32 elen,

@@ -69,6 +69,7 @@ static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struc
 		out->n = cnt;
 		out->cond = b[6] != 0;
 		out->needs = 0;
+		out->histonly = 1;
 	}
 	for (u32 k = 0; k < cnt; k++) {
 		if (len - off < TRIG_ENT)
@@ -124,6 +125,8 @@ static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struc
 			counts[slot] = hist ? (targets[2] & 1) : rd64(h + 8);
 		if (out) {
 			struct kprw_trig *t = &out->t[k];
+			if (!hist)
+				out->histonly = 0;
 			if (h[0] == KPRW_TRIG_SNAPSHOT) /* a conditional one keeps the hit: its time */
 				out->needs |= KPRW_FNEED_TS;
 			t->cmd = h[0];

@@ -234,3 +234,29 @@ func TestLink(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCheckProgram: no program panics the check the runtime mirrors (src/rt_hist.c's
+// check; runtime/hist_test.go compares them), and an accepted one's table fits the
+// bounds the runtime relies on.
+func FuzzCheckProgram(f *testing.F) {
+	fs := testFields(f)
+	for _, in := range []string{"keys=size", "keys=size.log2:vals=n:size=128", "keys=s,common_pid.execname:vals=size", "keys=n:m=size:onmax($m).save(s,size)"} {
+		if s, err := Parse(in, fs); err == nil {
+			f.Add(s.Program(nil))
+		}
+	}
+	sy, _ := ParseSynthetic("lat u64 lat")
+	sy.ID = 3
+	in, _ := Parse("keys=n:ts0=common_timestamp", fs)
+	out, _ := Parse("keys=n:l=common_timestamp-$ts0:onmatch(g.in).trace(lat,$l)", fs)
+	if in != nil && out != nil && LinkAll([]Named{{Group: "g", Event: "in", Key: "in", Spec: in}, {Group: "g", Event: "out", Key: "out", Spec: out}},
+		map[string]*Synthetic{"lat": sy}, nil) == nil {
+		f.Add(out.Program(func(string, uint32) uint32 { return 64 })) // with a record block
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		w, err := CheckProgram(p)
+		if err == nil && (w <= HeaderWords || w*8 > MaxTableBytes+SnapWords*8) {
+			t.Fatalf("accepted a program of %d table words", w)
+		}
+	})
+}

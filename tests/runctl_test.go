@@ -415,3 +415,63 @@ func TestRunTimeFilterUnderLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestRunTimeHistLibrary: a histogram added while python3.11 runs, on the C library's
+// malloc that the rewrite probes in its copy of libc.so.6 (a library image's control
+// area and the trace file's counters area after it): it holds exactly the calls made
+// after it was added, as the records of the same calls say.
+func TestRunTimeHistLibrary(t *testing.T) {
+	bin := realBin(t, "python3.11")
+	dir := t.TempDir()
+	kpd := filepath.Join(dir, "py")
+	rewriteWith(t, bin, kpd, []string{"p:libc/malloc libc.so.6:malloc size=%di:u64"})
+	tr := kpd + ".trace"
+	// bytearray(n) takes n+1 bytes from malloc past Python's small-object sizes
+	script := `import sys
+print("ready", flush=True)
+sys.stdin.readline()
+keep = [bytearray(100000 + i) for i in range(50)]
+print("done", len(keep), flush=True)
+`
+	cmd := exec.Command(kpd, "-c", script)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("python said %q", lines.Text())
+	}
+	if code, o, e := kp("trigger", tr, "libc/malloc", "hist:keys=size if size > 100000 && size <= 100050"); code != 0 {
+		t.Fatalf("trigger: exit %d\n%s%s", code, o, e)
+	}
+	stdin.Write([]byte("go\n"))
+	if !lines.Scan() || lines.Text() != "done 50" {
+		t.Fatalf("python said %q", lines.Text())
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{}
+	var n uint64
+	for _, l := range readTrace(t, tr) { // (the descriptions are the file's)
+		var size uint64
+		if _, err := fmt.Sscanf(strings.TrimSpace(l.Args), "size=%d", &size); err == nil && size > 100000 && size <= 100050 {
+			want[fmt.Sprintf("size: %d", size)]++
+			n++
+		}
+	}
+	if n < 50 {
+		t.Fatalf("%d records of malloc in the range, want at least the 50 bytearrays", n)
+	}
+	checkCounts(t, findHist(t, histOf(t, tr), "hist:keys=size:vals=hitcount:sort=hitcount:size=2048 if size > 100000 && size <= 100050"), want, n)
+}

@@ -534,8 +534,15 @@ type RawCtlFrame struct {
 	Size      uint32  `c:"size"`
 	NEntries  uint32  `c:"nentries"`
 	NEvents   uint32  `c:"nevents"`
-	Reserved0 uint32  `c:"reserved0"`
-	Source    uint64  `c:"source"` // a KPREWRITE_CONTROL file's frame: its hash (0: a command's)
+	NSwitches uint32  `c:"nswitches"` // RawCtlSwitch after the entries
+	Source    uint64  `c:"source"`    // a KPREWRITE_CONTROL file's frame: its hash (0: a command's)
+}
+
+// RawCtlSwitch is struct kprw_ctlswitch: bit 0 of the control area's word at Slot (a
+// synthetic event's switch) set to Bit when a KPREWRITE_CONTROL frame is installed.
+type RawCtlSwitch struct {
+	Slot uint32 `c:"slot"`
+	Bit  uint32 `c:"bit"`
 }
 
 // RawCtlEnt is struct kprw_ctlent.

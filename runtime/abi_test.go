@@ -48,6 +48,7 @@ var abiStructs = []struct {
 	{"kprw_chunk", RawChunk{}},
 	{"kprw_ctlframe", RawCtlFrame{}},
 	{"kprw_ctlent", RawCtlEnt{}},
+	{"kprw_ctlswitch", RawCtlSwitch{}},
 	{"kprw_unwind", RawUnwind{}},
 }
 

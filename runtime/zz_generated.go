@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "21467be15094af4aa25fd574f810419a77fad1d3d15a60b813c1ba764e28b1de"
+const ObjectSHA256 = "930c8797ddf110b19154970be65d8a0ad30f472dd5a0990b0a21458191bb7e27"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

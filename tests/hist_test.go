@@ -784,6 +784,28 @@ func TestSyntheticRecords(t *testing.T) {
 		if code, _, e := kp("filter", tr, "synthetic/d", "n > 1"); code == 0 || !strings.Contains(e, "given when rewriting") {
 			t.Errorf("filter on a synthetic event at run time: exit %d %s", code, e)
 		}
+		// KPREWRITE_CONTROL: the next run of a fresh trace file with its records on,
+		// then with them off again
+		for _, on := range []bool{true, false} {
+			ctl := filepath.Join(filepath.Dir(kpd), "run.ctl")
+			sw := map[bool]string{true: "--enable", false: "--disable"}[on]
+			if code, o, e := kp("control", "-o", ctl, sw, "synthetic/d", kpd); code != 0 {
+				t.Fatalf("control %s synthetic/d: exit %d\n%s%s", sw, code, o, e)
+			}
+			os.Remove(tr)
+			if res := testprog.Run(t, testprog.Cmd{Path: kpd, Extra: []string{"KPREWRITE_CONTROL=" + ctl}}); res.Exit != 0 || res.Stderr != "" {
+				t.Fatal(res)
+			}
+			n := 0
+			for _, l := range readTrace(t, tr, kpd) {
+				if l.Event == "d" {
+					n++
+				}
+			}
+			if want := map[bool]int{true: 100, false: 0}[on]; n != want {
+				t.Errorf("KPREWRITE_CONTROL with %s synthetic/d: %d records, want %d", sw, n, want)
+			}
+		}
 	})
 }
 

@@ -324,8 +324,18 @@ func runControl(args []string, stdout, _ io.Writer) error {
 	}{{enables, true}, {disables, false}} {
 		for _, list := range sw.lists {
 			for _, pat := range strings.Split(list, ",") {
+				synth := false // a synthetic event's records (KPREWRITE_CONTROL's switches)
+				for k, sy := range d.Synthetic {
+					if sy.ID != 0 && eventdef.MatchesName(pat, "synthetic", sy.Name) {
+						c.SetSynthSwitch(k, sw.on)
+						synth = true
+					}
+				}
 				_, idx, err := match(pat+":", map[bool]string{true: "enable", false: "disable"}[sw.on], "EVENT, GROUP/EVENT, GROUP/* or all")
 				if err != nil {
+					if synth { // (only synthetic events of that name)
+						continue
+					}
 					return err
 				}
 				for _, i := range idx {

@@ -18,6 +18,9 @@ type Frame struct {
 	ImageID uint64
 	NEvents uint32
 	Entries map[uint32]*Entry // by runtime event index
+	// Switches are KPREWRITE_CONTROL's synthetic event switches (struct
+	// kprw_ctlswitch): bit 0 of the control area's word at a slot, by slot.
+	Switches map[uint32]uint32
 }
 
 // Entry is one event's run-time control (struct kprw_ctlent).
@@ -66,6 +69,16 @@ func (fr *Frame) Encode() ([]byte, error) {
 			b = append(b, make([]byte, pad8(len(part))-len(part))...)
 		}
 	}
+	slots := make([]uint32, 0, len(fr.Switches))
+	for sl := range fr.Switches {
+		slots = append(slots, sl)
+	}
+	sort.Slice(slots, func(i, j int) bool { return slots[i] < slots[j] })
+	for _, sl := range slots {
+		b = binary.LittleEndian.AppendUint32(b, sl)
+		b = binary.LittleEndian.AppendUint32(b, fr.Switches[sl]&1)
+	}
+	binary.LittleEndian.PutUint32(b[36:], uint32(len(slots)))
 	if len(b) > kprt.CtlFrameMax {
 		return nil, fmt.Errorf("the run-time controls take %d bytes; at most %d", len(b), kprt.CtlFrameMax)
 	}
@@ -121,6 +134,16 @@ func DecodeFrame(b []byte) (*Frame, int, error) {
 			en.Triggers = strings.Split(tr, "\n")
 		}
 		fr.Entries[e] = en
+	}
+	if nsw := int(binary.LittleEndian.Uint32(b[36:])); nsw > 0 {
+		if nsw > (size-off)/8 {
+			return nil, 0, fmt.Errorf("run-time control frame: %d switches past the frame", nsw)
+		}
+		fr.Switches = map[uint32]uint32{}
+		for k := 0; k < nsw; k++ {
+			fr.Switches[binary.LittleEndian.Uint32(b[off:])] = binary.LittleEndian.Uint32(b[off+4:]) & 1
+			off += 8
+		}
 	}
 	return fr, size, nil
 }

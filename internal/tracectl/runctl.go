@@ -513,6 +513,21 @@ func (c *Controls) compiled(i uint32) ([]evtrigger.Compiled, error) {
 	return evtrigger.Decode(en.Trig, len(c.Desc.Events))
 }
 
+// SetSynthSwitch records that KPREWRITE_CONTROL switches the records of synthetic
+// event k (its entry in the description's list) on or off at start-up.
+func (c *Controls) SetSynthSwitch(k int, on bool) {
+	sy := &c.Desc.Synthetic[k]
+	if c.frame.Switches == nil {
+		c.frame.Switches = map[uint32]uint32{}
+	}
+	bit := uint32(0) // records on when bit 0 equals the rewrite state (runtime/src/rt_hist.c)
+	if on == sy.Disabled {
+		bit = 1
+	}
+	c.frame.Switches[sy.SwitchSlot] = bit
+	c.dirty = true
+}
+
 // SetSwitch records that KPREWRITE_CONTROL switches event i on or off at start-up.
 func (c *Controls) SetSwitch(i uint32, on bool) error {
 	e := &c.Desc.Events[i]

@@ -560,10 +560,16 @@ struct kprw_ctlframe {
 	kprw_u32 size;       /* bytes, this header included, a multiple of 8 */
 	kprw_u32 nentries;   /* struct kprw_ctlent, each followed by its bytes */
 	kprw_u32 nevents;    /* the image's runtime events (a frame for another build is ignored) */
-	kprw_u32 reserved0;
+	kprw_u32 nswitches;  /* struct kprw_ctlswitch after the entries (KPREWRITE_CONTROL) */
 	kprw_u64 source;     /* a KPREWRITE_CONTROL file's frame: a hash of it (0: made by a
 				kprewrite command), so that the processes started with the same
 				file install it once */
+};
+/* A switch of a KPREWRITE_CONTROL frame, applied when it is installed: bit 0 of the
+ * control area's word at slot (a synthetic event's switch) is set to bit. */
+struct kprw_ctlswitch {
+	kprw_u32 slot;
+	kprw_u32 bit;
 };
 /* One event's run-time control, followed by its filter program (internal/evfilter), its
  * trigger program (internal/evtrigger; a hist trigger with no program keeps the event's

@@ -300,13 +300,29 @@ void kprw_ctl_install(long fd, struct kprw_trace_hdr *h)
 	h->counters_used = at + size;
 	__atomic_store_n(&h->ctl_last, h->counters_off + at, __ATOMIC_RELEASE);
 	off = sizeof(struct kprw_ctlframe);
-	for (u32 k = 0; k < ((const struct kprw_ctlframe *)f)->nentries && ent_next(f, size, &off, &en); k++) {
+	u32 k = 0;
+	for (; k < ((const struct kprw_ctlframe *)f)->nentries && ent_next(f, size, &off, &en); k++) {
 		if ((en.flags & KPRW_CE_TRIG) && en.tlen)
 			kprw_trig_counts(en.trig, en.tlen, kprw_trig_spare());
 		if (en.flags & KPRW_CE_ENABLE)
 			__atomic_and_fetch(&kprw_rt.ev_ctl[en.event], ~(u32)KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
 		if (en.flags & KPRW_CE_DISABLE)
 			__atomic_or_fetch(&kprw_rt.ev_ctl[en.event], KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
+	}
+	/* the synthetic events' switches, after the entries */
+	u32 nsw = ((const struct kprw_ctlframe *)f)->nswitches;
+	for (u32 j = 0; k == ((const struct kprw_ctlframe *)f)->nentries && j < nsw; j++) {
+		struct kprw_ctlswitch sw;
+		if (off > size || size - off < sizeof sw)
+			break;
+		kprw_memcpy(&sw, f + off, sizeof sw);
+		off += sizeof sw;
+		if (sw.slot >= kprw_rt.trig_nslots || !kprw_rt.trig_count)
+			continue;
+		if (sw.bit & 1)
+			__atomic_or_fetch(&kprw_rt.trig_count[sw.slot], 1ull, __ATOMIC_RELAXED);
+		else
+			__atomic_and_fetch(&kprw_rt.trig_count[sw.slot], ~1ull, __ATOMIC_RELAXED);
 	}
 	__atomic_add_fetch(&h->ctl_gen, 1, __ATOMIC_RELEASE);
 }

@@ -475,3 +475,80 @@ print("done", len(keep), flush=True)
 	}
 	checkCounts(t, findHist(t, histOf(t, tr), "hist:keys=size:vals=hitcount:sort=hitcount:size=2048 if size > 100000 && size <= 100050"), want, n)
 }
+
+// TestRunTimeHistUnderLoad: histograms added, cleared, paused and removed 30 times
+// while two threads hit a switched-off event as fast as they can (its histograms are
+// then updated on the hist-only path): the program runs on unharmed; the rewrite's
+// histogram, kept through every change, counts every hit the event's counter counts;
+// the histograms left hold well-formed entries, no drop.
+func TestRunTimeHistUnderLoad(t *testing.T) {
+	prog := testprog.Build(t, spinSrc, "c", "-O2", "-pthread")
+	for _, mode := range []string{"int3", "optimize"} {
+		t.Run(mode, func(t *testing.T) {
+			kpd := filepath.Join(t.TempDir(), "spin")
+			flags := []string{"--disable", "ctl/w", "--trigger", "ctl/w:hist:keys=common_pid"}
+			if mode == "int3" {
+				flags = append(flags, "--no-optimize")
+			}
+			rewriteWith(t, prog, kpd, []string{"p:ctl/w work a=%di:s32"}, flags...)
+			tr := kpd + ".trace"
+			cmd := exec.Command(kpd)
+			stdin, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			if l := bufio.NewScanner(out); !l.Scan() || l.Text() != "spinning" {
+				t.Fatal("the program did not start")
+			}
+			a := "hist:keys=a.buckets=1000:size=128"
+			b, cond := "hist:keys=a.log2:vals=a:size=128", " if a < 2500"
+			steps := [][]string{
+				{"trigger", tr, "ctl/w", a},
+				{"trigger", tr, "ctl/w", b + cond},
+				{"trigger", tr, "ctl/w", a + ":clear"},
+				{"trigger", tr, "ctl/w", b + ":pause" + cond},
+				{"trigger", tr, "ctl/w", "!" + a},
+				{"trigger", tr, "ctl/w", b + ":cont" + cond},
+				{"trigger", tr, "ctl/w", "!" + b + cond},
+			}
+			for k := 0; k < 30; k++ {
+				s := steps[k%len(steps)]
+				if code, o, e := kp(s...); code != 0 {
+					t.Fatalf("kprewrite %v: exit %d\n%s%s", s, code, o, e)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			stdin.Close()
+			if err := cmd.Wait(); err != nil || stderr.Len() > 0 {
+				t.Fatalf("the program: %v %s", err, stderr.String())
+			}
+			hits := profile(t, tr, kpd)["w"][0]
+			bs := histOf(t, tr)
+			var sum uint64
+			kept := findHist(t, bs, "hist:keys=common_pid:vals=hitcount:")
+			for _, v := range kept.Entries {
+				sum += v[0]
+			}
+			if hits == 0 || sum != hits || kept.Hits != hits || len(kept.Entries) != 2 {
+				t.Errorf("the rewrite's histogram: %d entries, %d hits (%d in entries); the event counted %d", len(kept.Entries), kept.Hits, sum, hits)
+			}
+			// 30 steps: a (step 1 of the 7) and b were last added at steps 29 and 30
+			left := findHist(t, bs, "hist:keys=a.buckets=1000:")
+			var n uint64
+			for k, v := range left.Entries {
+				var lo int
+				if _, err := fmt.Sscanf(k, "a: ~ %d-", &lo); err != nil || lo%1000 != 0 || lo > 4000 {
+					t.Errorf("entry %q", k)
+				}
+				n += v[0]
+			}
+			if left.Dropped != 0 || n != left.Hits || n == 0 {
+				t.Errorf("%s: %d hits, %d in entries, %d dropped", left.Info, left.Hits, n, left.Dropped)
+			}
+		})
+	}
+}

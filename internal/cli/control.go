@@ -353,6 +353,6 @@ func runControl(args []string, stdout, _ io.Writer) error {
 	if err := elfio.WriteFileAtomic(*out, bytes.NewReader(b), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: controls for %d events of %s (KPREWRITE_CONTROL=%s at start-up)\n", *out, len(c.Frame().Entries), pos[0], *out)
+	fmt.Fprintf(stdout, "%s: controls for %d events of %s (KPREWRITE_CONTROL=%s at start-up)\n", *out, len(c.Frame().Entries)+len(c.Frame().Switches), pos[0], *out)
 	return nil
 }

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "930c8797ddf110b19154970be65d8a0ad30f472dd5a0990b0a21458191bb7e27"
+const ObjectSHA256 = "f6e0e600c93d2c8be25ab247cbf39a1be3b613b06d89e1a04027d2c3e7117ef3"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -472,8 +472,9 @@ static inline u64 mix(u64 h, u64 w)
 	return h ^ (h >> 29);
 }
 
-static int key_eq(const struct kprw_hist *h, const struct hkey *k, const u64 *ent)
+static int key_eq(const struct kprw_hist *h, const void *key, const u64 *ent)
 {
+	const struct hkey *k = key;
 	const u64 *kw = ent + 1;
 	for (u32 i = 0; i < h->nkeys; i++) {
 		const struct kprw_hfield *f = &h->f[i];
@@ -585,6 +586,80 @@ static __attribute__((noinline)) int track(const struct kprw_hist *h, u64 *tab, 
  * has no entry with the variables set in their histograms adds nothing (the kernel's
  * resolve_var_refs); with an onmatch() action, each hit that adds generates the
  * synthetic event: its histograms get the action's parameters as their data. */
+/* fill_key writes a new entry's key (and comm) words; fill_words and words_eq are
+ * fill_key and key_eq for keys of one number word each (update_simple) */
+static inline __attribute__((always_inline)) void fill_key(const struct kprw_hist *h, const void *key, u64 *b,
+							    const struct kprw_fenv *e)
+{
+	const struct hkey *k = key;
+	u64 *kw = b + 1;
+	for (u32 i = 0; i < h->nkeys; i++)
+		for (u32 w = 0; w < h->f[i].words; w++)
+			*kw++ = kword(k, &h->f[i], i, w);
+	if ((h->flags & H_COMM) && e->comm) {
+		u8 *cm = (u8 *)(b + h->ewords - COMM_WORDS);
+		for (u32 c = 0; c < 16; c++)
+			cm[c] = (u8)e->comm[c];
+	}
+}
+
+static inline __attribute__((always_inline)) void fill_words(const struct kprw_hist *h, const void *key, u64 *b,
+							      const struct kprw_fenv *e)
+{
+	const u64 *k = key;
+	(void)e;
+	for (u32 i = 0; i < h->nkeys; i++)
+		b[1 + i] = k[i];
+}
+
+static inline __attribute__((always_inline)) int words_eq(const struct kprw_hist *h, const void *key, const u64 *b)
+{
+	const u64 *k = key;
+	for (u32 i = 0; i < h->nkeys; i++)
+		if (b[1 + i] != k[i])
+			return 0;
+	return 1;
+}
+
+/* find_or_claim is the entry of key k (hashed to hash) in the table at tab: found, or an
+ * empty bucket claimed (a compare-and-swap of its tag), filled by fill and published;
+ * NULL when the table holds its entries (a drop). A bucket being filled is waited for a
+ * bounded spin, then passed (its writer may have been killed). Inlined with its eq and
+ * fill (constants at each call), so each caller's key comparison is its own. */
+static inline __attribute__((always_inline)) u64 *
+find_or_claim(const struct kprw_hist *h, u64 *tab, u64 hash, const void *k,
+	      int (*eq)(const struct kprw_hist *, const void *, const u64 *),
+	      void (*fill)(const struct kprw_hist *, const void *, u64 *, const struct kprw_fenv *),
+	      const struct kprw_fenv *e)
+{
+	u64 tag = hash | TAG_BIT, mask = h->nbuckets - 1, idx = hash & mask;
+	u64 *base = tab + H_HEADER_WORDS;
+	for (u64 n = 0; n < h->nbuckets; n++, idx = (idx + 1) & mask) {
+		u64 *b = base + idx * h->ewords;
+		u64 t = __atomic_load_n(&b[0], __ATOMIC_ACQUIRE);
+		if (t == 0) {
+			if (__atomic_fetch_add(&tab[3], 1, __ATOMIC_RELAXED) >= h->size)
+				return NULL; /* the table holds its entries: a drop */
+			u64 zero = 0;
+			if (__atomic_compare_exchange_n(&b[0], &zero, TAG_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+				fill(h, k, b, e);
+				__atomic_store_n(&b[0], tag, __ATOMIC_RELEASE);
+				return b;
+			}
+			__atomic_fetch_sub(&tab[3], 1, __ATOMIC_RELAXED);
+			t = zero;
+		}
+		for (u32 s = 0; t == TAG_BUSY && s < SPIN; s++) {
+			__builtin_ia32_pause();
+			t = __atomic_load_n(&b[0], __ATOMIC_ACQUIRE);
+		}
+		if (t == tag && eq(h, k, b))
+			return b;
+		/* else another key, or a bucket whose writer never finished (killed): look further */
+	}
+	return NULL;
+}
+
 /* update_simple is kprw_hist_update for a histogram whose keys are one number word
  * each and that has no variables, references, actions or comm: the same hash, buckets
  * and counts, without the general path's key and variable machinery */
@@ -597,40 +672,7 @@ static void update_simple(const struct kprw_hist *h, u64 *tab, const struct kprw
 		k[i] = value(&h->f[i], e);
 		hash = mix(hash, k[i]);
 	}
-	u64 tag = hash | TAG_BIT, mask = h->nbuckets - 1;
-	u64 *base = tab + H_HEADER_WORDS, *ent = NULL;
-	u64 idx = hash & mask;
-	for (u64 n = 0; n < h->nbuckets; n++, idx = (idx + 1) & mask) {
-		u64 *b = base + idx * h->ewords;
-		u64 t = __atomic_load_n(&b[0], __ATOMIC_ACQUIRE);
-		if (t == 0) {
-			if (__atomic_fetch_add(&tab[3], 1, __ATOMIC_RELAXED) >= h->size)
-				break; /* the table holds its entries: a drop */
-			u64 zero = 0;
-			if (__atomic_compare_exchange_n(&b[0], &zero, TAG_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-				for (u32 i = 0; i < nk; i++)
-					b[1 + i] = k[i];
-				__atomic_store_n(&b[0], tag, __ATOMIC_RELEASE);
-				ent = b;
-				break;
-			}
-			__atomic_fetch_sub(&tab[3], 1, __ATOMIC_RELAXED);
-			t = zero;
-		}
-		for (u32 s = 0; t == TAG_BUSY && s < SPIN; s++) {
-			__builtin_ia32_pause();
-			t = __atomic_load_n(&b[0], __ATOMIC_ACQUIRE);
-		}
-		if (t == tag) {
-			u32 i = 0;
-			while (i < nk && b[1 + i] == k[i])
-				i++;
-			if (i == nk) {
-				ent = b;
-				break;
-			}
-		}
-	}
+	u64 *ent = find_or_claim(h, tab, hash, k, words_eq, fill_words, e);
 	if (!ent) {
 		__atomic_fetch_add(&tab[2], 1, __ATOMIC_RELAXED);
 		return;
@@ -675,41 +717,7 @@ void kprw_hist_update(const struct kprw_hist *h, u64 *tab, const struct kprw_fen
 		}
 		varv[v] = x;
 	}
-	u64 tag = hash | TAG_BIT, mask = h->nbuckets - 1;
-	u64 *base = tab + H_HEADER_WORDS, *ent = NULL;
-	u64 idx = hash & mask;
-	for (u64 n = 0; n < h->nbuckets && !ent; n++, idx = (idx + 1) & mask) {
-		u64 *b = base + idx * h->ewords;
-		u64 t = __atomic_load_n(&b[0], __ATOMIC_ACQUIRE);
-		if (t == 0) {
-			if (__atomic_fetch_add(&tab[3], 1, __ATOMIC_RELAXED) >= h->size)
-				break; /* the table holds its entries: a drop */
-			u64 zero = 0;
-			if (__atomic_compare_exchange_n(&b[0], &zero, TAG_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-				u64 *kw = b + 1;
-				for (u32 i = 0; i < h->nkeys; i++)
-					for (u32 w = 0; w < h->f[i].words; w++)
-						*kw++ = kword(&k, &h->f[i], i, w);
-				if ((h->flags & H_COMM) && e->comm) {
-					u8 *cm = (u8 *)(b + h->ewords - COMM_WORDS);
-					for (u32 c = 0; c < 16; c++)
-						cm[c] = (u8)e->comm[c];
-				}
-				__atomic_store_n(&b[0], tag, __ATOMIC_RELEASE);
-				ent = b;
-				break;
-			}
-			__atomic_fetch_sub(&tab[3], 1, __ATOMIC_RELAXED);
-			t = zero;
-		}
-		for (u32 s = 0; t == TAG_BUSY && s < SPIN; s++) {
-			__builtin_ia32_pause();
-			t = __atomic_load_n(&b[0], __ATOMIC_ACQUIRE);
-		}
-		if (t == tag && key_eq(h, &k, b))
-			ent = b;
-		/* else another key, or a bucket whose writer never finished (killed): look further */
-	}
+	u64 *ent = find_or_claim(h, tab, hash, &k, key_eq, fill_key, e);
 	if (!ent) {
 		__atomic_fetch_add(&tab[2], 1, __ATOMIC_RELAXED);
 		return;
@@ -721,7 +729,7 @@ void kprw_hist_update(const struct kprw_hist *h, u64 *tab, const struct kprw_fen
 			__atomic_store_n(&vw[1 + v], varv[v], __ATOMIC_RELAXED);
 		__atomic_or_fetch(&vw[0], (1ull << h->nvars) - 1, __ATOMIC_RELEASE);
 	}
-	int passed = h->handler ? track(h, tab, ent, (u64)(ent - base) / h->ewords, varv[h->tvar], e) : 0;
+	int passed = h->handler ? track(h, tab, ent, (u64)(ent - (tab + H_HEADER_WORDS)) / h->ewords, varv[h->tvar], e) : 0;
 	if ((h->ntargets || h->rec_id) && (passed || !(h->tdo & KPRW_HDO_TRACE)))
 		synth(h, refv, varv, e);
 }

@@ -15,19 +15,8 @@ import (
 // are described as kprobes do: an unsigned long printed with %pS.
 func FormatFile(p *Probe, id uint32) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\nID: %d\nformat:\n", p.Event, id)
-	field := func(typ, name string, off, size int, signed bool) {
-		s := 0
-		if signed {
-			s = 1
-		}
-		fmt.Fprintf(&b, "\tfield:%s %s;\toffset:%d;\tsize:%d;\tsigned:%d;\n", typ, name, off, size, s)
-	}
-	field("unsigned short", "common_type", 0, 2, false)
-	field("unsigned char", "common_flags", 2, 1, false)
-	field("unsigned char", "common_preempt_count", 3, 1, false)
-	field("int", "common_pid", 4, 4, true)
-	b.WriteString("\n")
+	FormatFileHead(&b, p.Event, id)
+	field := func(typ, name string, off, size int, signed bool) { FormatField(&b, typ, name, off, size, signed) }
 
 	off := 8
 	var pf []string // the print fmt, then its arguments
@@ -157,4 +146,24 @@ func printFmt(a *Arg) string {
 		return `"%pS"`
 	}
 	return `"%s"`
+}
+
+// FormatFileHead writes a format file's name, ID and common fields (every event's, the
+// kernel's trace_entry), then the blank line before the event's own fields.
+func FormatFileHead(b *strings.Builder, name string, id uint32) {
+	fmt.Fprintf(b, "name: %s\nID: %d\nformat:\n", name, id)
+	FormatField(b, "unsigned short", "common_type", 0, 2, false)
+	FormatField(b, "unsigned char", "common_flags", 2, 1, false)
+	FormatField(b, "unsigned char", "common_preempt_count", 3, 1, false)
+	FormatField(b, "int", "common_pid", 4, 4, true)
+	b.WriteString("\n")
+}
+
+// FormatField writes one field line of a format file.
+func FormatField(b *strings.Builder, typ, name string, off, size int, signed bool) {
+	s := 0
+	if signed {
+		s = 1
+	}
+	fmt.Fprintf(b, "\tfield:%s %s;\toffset:%d;\tsize:%d;\tsigned:%d;\n", typ, name, off, size, s)
 }

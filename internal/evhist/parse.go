@@ -1063,23 +1063,11 @@ var synthFormats = map[string]struct {
 // own (offset 8 apart, size its type's), the print fmt.
 func (s *Synthetic) FormatFile() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\nID: %d\nformat:\n", s.Name, s.ID)
-	field := func(typ, name string, off, size int, signed bool) {
-		sg := 0
-		if signed {
-			sg = 1
-		}
-		fmt.Fprintf(&b, "\tfield:%s %s;\toffset:%d;\tsize:%d;\tsigned:%d;\n", typ, name, off, size, sg)
-	}
-	field("unsigned short", "common_type", 0, 2, false)
-	field("unsigned char", "common_flags", 2, 1, false)
-	field("unsigned char", "common_preempt_count", 3, 1, false)
-	field("int", "common_pid", 4, 4, true)
-	b.WriteString("\n")
+	eventdef.FormatFileHead(&b, s.Name, s.ID)
 	var pf, args []string
 	for i, n := range s.Names {
 		f := synthFormats[s.Types[i]]
-		field(s.Types[i], n, 8+8*i, f.size, s.Signed[i])
+		eventdef.FormatField(&b, s.Types[i], n, 8+8*i, f.size, s.Signed[i])
 		pf = append(pf, n+"="+f.fmt)
 		args = append(args, "REC->"+n)
 	}

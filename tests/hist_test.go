@@ -606,6 +606,44 @@ func TestHistPython(t *testing.T) {
 	}
 }
 
+// TestHistPythonLibcMalloc: python3.11 with the C library's malloc probed in its
+// rewritten copy of libc.so.6 (issue 16's real program, now that shared objects work):
+// a histogram of the sizes and one per thread over a JSON workload hold exactly what
+// the records of the same calls say.
+func TestHistPythonLibcMalloc(t *testing.T) {
+	bin := realBin(t, "python3.11")
+	kpd := filepath.Join(t.TempDir(), "py")
+	rewriteWith(t, bin, kpd, []string{"p:libc/malloc libc.so.6:malloc size=%di:u64"},
+		"--trigger", "libc/malloc:hist:keys=size.log2:sort=size",
+		"--trigger", "libc/malloc:hist:keys=common_pid:vals=size")
+	testprog.MustRun(t, kpd, "-c", `import json; d = [{"id": i, "tags": ["a" * (i % 700)], "v": i * 0.5} for i in range(2000)]; [json.loads(json.dumps(d)) for _ in range(3)]`)
+	lines := readTrace(t, kpd+".trace")
+	want := map[string]uint64{}
+	var sum uint64
+	for _, l := range lines {
+		var size uint64
+		if _, err := fmt.Sscanf(strings.TrimSpace(l.Args), "size=%d", &size); err != nil {
+			t.Fatalf("record %q: %v", l.Args, err)
+		}
+		want[fmt.Sprintf("size: ~ 2^%d", log2Bucket(size))]++
+		sum += size
+	}
+	if len(lines) < 100 {
+		t.Fatalf("%d records of libc's malloc", len(lines))
+	}
+	bs := histOf(t, kpd+".trace")
+	checkCounts(t, findHist(t, bs, "hist:keys=size.log2:"), want, uint64(len(lines)))
+	pids := findHist(t, bs, "hist:keys=common_pid:vals=hitcount,size")
+	var hits, total uint64
+	for _, v := range pids.Entries {
+		hits += v[0]
+		total += v[1]
+	}
+	if hits != uint64(len(lines)) || total != sum {
+		t.Errorf("per thread: %d hits of %d bytes; the records say %d of %d", hits, total, len(lines), sum)
+	}
+}
+
 const shareSrc = `
 __attribute__((noinline)) long take(long n) { __asm__ volatile(""); return n; }
 int main(void) { long s = 0; for (long n = 1; n <= 100; n++) s += take(n); return s != 5050; }

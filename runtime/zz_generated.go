@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "f6e0e600c93d2c8be25ab247cbf39a1be3b613b06d89e1a04027d2c3e7117ef3"
+const ObjectSHA256 = "86c443d0daf49f8fae41c5190c15ac2b211711e5f66921aae46f87c6f2ad8753"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

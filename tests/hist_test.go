@@ -779,6 +779,7 @@ func TestSyntheticRecords(t *testing.T) {
 			"--trigger", "app/in:hist:keys=common_pid:u=n",
 			"--trigger", "app/out:hist:keys=common_pid:neg=$u-1000:onmatch(app.in).trace(d,$neg,$u)",
 			"--disable", "synthetic/d",
+			"--trigger", "synthetic/d:hist:keys=n.buckets=10:pause",
 		}, modeFlags...)
 		rewriteWith(t, prog, kpd, []string{"s:d s32 neg; u64 n", "p:app/in work n=%di:s32", "r:app/out work"}, flags...)
 		tr := kpd + ".trace"
@@ -787,6 +788,13 @@ func TestSyntheticRecords(t *testing.T) {
 			if l.Event == "d" {
 				t.Fatalf("a synthetic event rewritten disabled wrote %q", l.Args)
 			}
+		}
+		// its histogram, rewritten paused, counted nothing; continued, it counts
+		if b := findHist(t, histOf(t, tr), "hist:keys=n.buckets=10:"); !strings.HasSuffix(b.Info, "[paused]") || b.Hits != 0 {
+			t.Errorf("a synthetic event's histogram rewritten paused: %s, %d hits", b.Info, b.Hits)
+		}
+		if code, _, e := kp("hist", "--cont", "--event", "synthetic/d", tr); code != 0 {
+			t.Fatalf("hist --cont: %s", e)
 		}
 		if code, o, e := kp("enable", tr, "synthetic/d"); code != 0 || !strings.Contains(o, "synthetic/d (prog): enabled (was disabled)") {
 			t.Fatalf("enable synthetic/d: exit %d\n%s%s", code, o, e)
@@ -809,6 +817,16 @@ func TestSyntheticRecords(t *testing.T) {
 		}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("synthetic records:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if b := findHist(t, histOf(t, tr), "hist:keys=n.buckets=10:"); b.Hits != 100 || len(b.Entries) != 10 {
+			t.Errorf("the synthetic event's histogram, continued: %d hits in %d entries, want 100 in 10", b.Hits, len(b.Entries))
+		}
+		// its trigger and filter files: the rewrite's histogram, live state; no filter
+		if code, o, e := kp("trigger", tr, "synthetic/d"); code != 0 || o != "synthetic/d (prog):\nhist:keys=n.buckets=10:vals=hitcount:sort=hitcount:size=2048 [active]\n" {
+			t.Errorf("trigger FILE synthetic/d: exit %d\n%s%s", code, o, e)
+		}
+		if code, o, e := kp("filter", tr, "synthetic/d"); code != 0 || o != "synthetic/d (prog): none\n" {
+			t.Errorf("filter FILE synthetic/d: exit %d\n%s%s", code, o, e)
 		}
 		code, o, e := kp("format", "--event", "synthetic/d", kpd)
 		if code != 0 || !strings.Contains(o, "\tfield:s32 neg;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:u64 n;\toffset:16;\tsize:8;\tsigned:0;\n") ||

@@ -127,13 +127,15 @@ func editControls(name, usage string, args []string, stdout io.Writer,
 	if err != nil {
 		return err
 	}
-	var evs []tracectl.Event
+	var evs, synth []tracectl.Event
 	for _, ev := range all { // a synthetic event's filter and histograms are the rewrite's
-		if !ev.Synthetic {
+		if ev.Synthetic {
+			synth = append(synth, ev)
+		} else {
 			evs = append(evs, ev)
 		}
 	}
-	if len(evs) == 0 {
+	if len(evs) == 0 && value != nil {
 		return fmt.Errorf("%s: %s: a synthetic event's filters and triggers are given when rewriting (kprewrite enable and disable switch its records)", pos[0], pos[1])
 	}
 	type change struct {
@@ -158,6 +160,20 @@ func editControls(name, usage string, args []string, stdout io.Writer,
 			if value != nil && say != nil {
 				changes = append(changes, change{ev, c, say})
 			}
+		}
+	}
+	for _, ev := range synth { // what its files say: its histograms, no filter of its own
+		if value != nil {
+			break
+		}
+		fmt.Fprintf(stdout, "%s/%s (%s):", ev.Group, ev.Name, ev.Image)
+		if name == "filter" {
+			fmt.Fprintln(stdout, " none")
+			continue
+		}
+		fmt.Fprintln(stdout)
+		for _, t := range f.Listed(ev, nil) {
+			fmt.Fprintln(stdout, t)
 		}
 	}
 	committed := map[*tracectl.Controls]bool{}

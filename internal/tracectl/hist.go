@@ -177,15 +177,22 @@ func (h *Hist) Clear() {
 	h.SetPaused(was)
 }
 
-// Listed is event ev's triggers (c: its image's controls) as its trigger file lists
-// them now: a counted trigger's count is what it has left, a histogram's state,
-// [active] or [paused], its table's.
+// Listed is event ev's triggers (c: its image's controls; a synthetic event's are
+// the rewrite's) as its trigger file lists them now: a counted trigger's count is what
+// it has left, a histogram's state, [active] or [paused], its table's.
 func (f *File) Listed(ev Event, c *Controls) []string {
-	ts, slots, err := c.triggers(ev.Index)
-	if err != nil {
-		return c.Triggers(ev.Index)
-	}
 	im := f.images[ev.img]
+	var ts []string
+	var slots []uint32
+	if ev.Synthetic { // its histograms, as rewritten (c unused)
+		sy := &im.desc.Synthetic[ev.Index]
+		ts, slots = sy.Triggers, sy.CtlSlots
+	} else {
+		var err error
+		if ts, slots, err = c.triggers(ev.Index); err != nil {
+			return c.Triggers(ev.Index)
+		}
+	}
 	flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
 	out := append([]string(nil), ts...)
 	for k, t := range ts {

@@ -615,6 +615,7 @@ void kprw_trig_init(void);
 const struct kprw_evtrig *kprw_trig_decode(u32 e, const u8 *b, u32 len);
 void kprw_trig_counts(const u8 *b, u32 len, u32 first);
 u32 kprw_trig_place_limit(void);
+void kprw_hist_first_words(const u8 *p, u64 *counts, u32 from);
 int kprw_trig_place(u8 *b, u32 len, u64 slot0, u64 *at, u64 end);
 u32 kprw_trig_spare(void);
 void kprw_trace_synth(u32 id, u64 site, const u64 *data, u32 n, const struct kprw_fenv *e);

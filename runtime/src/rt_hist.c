@@ -313,6 +313,23 @@ static u64 decode(const u8 *p, struct kprw_hist *out)
 
 void kprw_hist_decode(const u8 *p, struct kprw_hist *out) { decode(p, out); }
 
+/* kprw_hist_first_words writes the first word of each synthetic event's histogram a
+ * checked program feeds (its table's flags: paused or not, as rewritten) into counts,
+ * for the tables from slot from on: a new control area's first contents */
+void kprw_hist_first_words(const u8 *p, u64 *counts, u32 from)
+{
+	u32 nf = (u32)p[0] + p[1] + p[12];
+	u64 off = H_HDR + (u64)H_FIELD * nf + 16ull * p[3] + 16ull * p[13] + 4ull * p[14];
+	for (u32 t = 0; t < p[15]; t++) {
+		u32 slot = rd32(p + off), lw = rd32(p + off + 4), n = lw & ~TARGET_FILTER;
+		if (slot >= from)
+			counts[slot] = p[off + 8 + 2] & H_PAUSED;
+		off += 8ull + n;
+		if (lw & TARGET_FILTER)
+			off += 4ull + ((rd32(p + off) + 3) & ~3u);
+	}
+}
+
 /* kprw_hist_needs is what of the hit's environment a histogram and the ones it feeds
  * read besides the data (KPRW_FNEED_*) */
 u32 kprw_hist_needs(const struct kprw_hist *h)

@@ -123,6 +123,8 @@ static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struc
 			*slots = (u32)(slot + words);
 		if (counts && slot >= from) /* a histogram's first word is its flags: paused or not */
 			counts[slot] = hist ? (targets[2] & 1) : rd64(h + 8);
+		if (counts && hist) /* and the synthetic events' histograms it feeds */
+			kprw_hist_first_words(targets, counts, from);
 		if (out) {
 			struct kprw_trig *t = &out->t[k];
 			if (!hist)

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "86c443d0daf49f8fae41c5190c15ac2b211711e5f66921aae46f87c6f2ad8753"
+const ObjectSHA256 = "9442200362e54f04a985e938a5d085e874892ee14b634878ff66d9603b08e44c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -53,37 +53,44 @@ static int ent_next(const u8 *f, u32 size, u32 *off, struct ent *e)
 	return 1;
 }
 
+/* newest finds this image's newest frame in the trace file mapped at base (mapped
+ * bytes), walking back from off: its offset and header in *h, 0 when it has none or
+ * the chain is broken */
+static u64 newest(const u8 *base, u64 mapped, u64 off, struct kprw_ctlframe *h)
+{
+	for (u32 steps = 0; off && steps < MAX_STEPS; steps++) {
+		if (off < KPRW_TRACE_HDR_SIZE || (off & 7) || off > mapped || mapped - off < sizeof *h)
+			return 0;
+		kprw_memcpy(h, base + off, sizeof *h);
+		if (kprw_strncmp(h->magic, KPRW_CTLFRAME_MAGIC, 8) != 0)
+			return 0;
+		if (h->image_id == kprw_rt.image_id)
+			return off;
+		if (h->prev >= off) /* frames link backwards: no loop */
+			return 0;
+		off = h->prev;
+	}
+	return 0;
+}
+
 /* latest copies this image's newest frame out of the trace file: NULL when it has none
  * (its filters and triggers are the rewrite's) */
 static const u8 *latest(u32 *size)
 {
 	const u8 *base = (const u8 *)kprw_rt.trace;
 	u64 mapped = kprw_rt.trace_mapped;
-	u64 off = __atomic_load_n(&kprw_rt.trace->ctl_last, __ATOMIC_ACQUIRE);
-	for (u32 steps = 0; off && steps < MAX_STEPS; steps++) {
-		struct kprw_ctlframe h;
-		if (off < KPRW_TRACE_HDR_SIZE || (off & 7) || off > mapped || mapped - off < sizeof h)
-			return NULL;
-		kprw_memcpy(&h, base + off, sizeof h);
-		if (kprw_strncmp(h.magic, KPRW_CTLFRAME_MAGIC, 8) != 0)
-			return NULL;
-		if (h.image_id == kprw_rt.image_id) {
-			if (h.size < sizeof h || h.size > KPRW_CTLFRAME_MAX || h.size > mapped - off)
-				return NULL;
-			u8 *f = kprw_mmap_anon(h.size);
-			if (!f)
-				return NULL;
-			kprw_memcpy(f, base + off, h.size);
-			if (!frame_ok(f, h.size)) /* (another build of the image: as rewritten) */
-				return NULL;
-			*size = h.size;
-			return f;
-		}
-		if (h.prev >= off) /* frames link backwards: no loop */
-			return NULL;
-		off = h.prev;
-	}
-	return NULL;
+	struct kprw_ctlframe h;
+	u64 off = newest(base, mapped, __atomic_load_n(&kprw_rt.trace->ctl_last, __ATOMIC_ACQUIRE), &h);
+	if (!off || h.size < sizeof h || h.size > KPRW_CTLFRAME_MAX || h.size > mapped - off)
+		return NULL;
+	u8 *f = kprw_mmap_anon(h.size);
+	if (!f)
+		return NULL;
+	kprw_memcpy(f, base + off, h.size);
+	if (!frame_ok(f, h.size)) /* (another build of the image: as rewritten) */
+		return NULL;
+	*size = h.size;
+	return f;
 }
 
 static const struct kprw_fprog *compile(const u8 *prog, u32 len)
@@ -193,22 +200,8 @@ static void ctl_warn(const char *what)
  * file, whose counts and histograms are the file's */
 static int installed(const struct kprw_trace_hdr *h, u64 src)
 {
-	const u8 *base = (const u8 *)h;
-	u64 mapped = kprw_rt.trace_mapped, off = h->ctl_last;
-	for (u32 steps = 0; off && steps < MAX_STEPS; steps++) {
-		struct kprw_ctlframe fh;
-		if (off < KPRW_TRACE_HDR_SIZE || (off & 7) || off > mapped || mapped - off < sizeof fh)
-			return 0;
-		kprw_memcpy(&fh, base + off, sizeof fh);
-		if (kprw_strncmp(fh.magic, KPRW_CTLFRAME_MAGIC, 8) != 0)
-			return 0;
-		if (fh.image_id == kprw_rt.image_id)
-			return fh.source == src;
-		if (fh.prev >= off)
-			return 0;
-		off = fh.prev;
-	}
-	return 0;
+	struct kprw_ctlframe fh;
+	return newest((const u8 *)h, kprw_rt.trace_mapped, h->ctl_last, &fh) && fh.source == src;
 }
 
 /* kprw_ctl_install applies KPREWRITE_CONTROL (a file of frames kprewrite control wrote)

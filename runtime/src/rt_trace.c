@@ -1041,25 +1041,14 @@ static __attribute__((noinline)) int hist_hit(u32 pi, struct pt_regs *regs, stru
 	int fast = kprw_fast_ok(c);
 	if (dlen)
 		kprw_fetch_plan_run(&kprw_rt.ev_plan[e], regs, tmp, fast);
-	struct kprw_fenv fe;
+	struct kprw_fenv fe; /* no time, no name: the histograms read neither */
+	filter_env(&fe, tg->needs, likely(c != NULL) ? kprw_tctx_tid_fast(c) : kprw_gettid(), NULL,
+		   kprw_rt.events[e].id, kprw_rt.points[p->point].site + kprw_rt.bias, 0, 0);
 	fe.data = tmp;
 	fe.dlen = dlen;
-	fe.tid = likely(c != NULL) ? kprw_tctx_tid_fast(c) : kprw_gettid();
-	fe.cpu = (tg->needs & KPRW_FNEED_CPU) ? kprw_cpu_fast() : 0;
-	fe.type = kprw_rt.events[e].id;
-	fe.ip = kprw_rt.points[p->point].site + kprw_rt.bias;
-	fe.ret_ip = 0;
-	fe.bias = kprw_rt.bias;
-	fe.ts = 0;
-	fe.comm = NULL;
 	fe.regs = regs;
 	fe.fast = fast;
-	fe.synthq = NULL;
-	for (u32 k = 0; k < tg->n; k++) {
-		const struct kprw_trig *t = &tg->t[k];
-		if (!t->filter || kprw_filter_match(t->filter, &fe))
-			kprw_hist_update(t->hist, kprw_rt.trig_count + t->slot, &fe);
-	}
+	kprw_triggers_run(tg, &fe); /* (hist triggers only: none runs after the record) */
 	return 0; /* the caller counts the hit */
 }
 

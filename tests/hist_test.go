@@ -579,7 +579,14 @@ func TestHistPython(t *testing.T) {
 		"--trigger", "py/malloc:hist:keys=size.log2:sort=size",
 		"--trigger", "py/malloc:hist:keys=common_pid.execname:vals=size")
 	testprog.MustRun(t, kpd, "-c", `import json; d = [{"id": i, "tags": ["a", "b"], "v": i * 0.5} for i in range(500)]; [json.loads(json.dumps(d)) for _ in range(5)]`)
-	lines := readTrace(t, kpd+".trace", kpd)
+	checkSizeHists(t, kpd+".trace", readTrace(t, kpd+".trace", kpd), 1000, "hist:keys=common_pid.execname:vals=hitcount,size")
+}
+
+// checkSizeHists checks a trace file's histograms of an event with a size field against
+// its records (lines, at least min of them): the size.log2 histogram holds their
+// buckets, the per-thread one (pidHist) their count and sum.
+func checkSizeHists(t *testing.T, tr string, lines []traceLine, min int, pidHist string) {
+	t.Helper()
 	want := map[string]uint64{}
 	var sum uint64
 	for _, l := range lines {
@@ -590,12 +597,12 @@ func TestHistPython(t *testing.T) {
 		want[fmt.Sprintf("size: ~ 2^%d", log2Bucket(size))]++
 		sum += size
 	}
-	if len(lines) < 1000 {
-		t.Fatalf("%d records of PyObject_Malloc", len(lines))
+	if len(lines) < min {
+		t.Fatalf("%d records, want at least %d", len(lines), min)
 	}
-	bs := histOf(t, kpd+".trace")
+	bs := histOf(t, tr)
 	checkCounts(t, findHist(t, bs, "hist:keys=size.log2:"), want, uint64(len(lines)))
-	pids := findHist(t, bs, "hist:keys=common_pid.execname:vals=hitcount,size")
+	pids := findHist(t, bs, pidHist)
 	var hits, total uint64
 	for _, v := range pids.Entries {
 		hits += v[0]
@@ -617,31 +624,7 @@ func TestHistPythonLibcMalloc(t *testing.T) {
 		"--trigger", "libc/malloc:hist:keys=size.log2:sort=size",
 		"--trigger", "libc/malloc:hist:keys=common_pid:vals=size")
 	testprog.MustRun(t, kpd, "-c", `import json; d = [{"id": i, "tags": ["a" * (i % 700)], "v": i * 0.5} for i in range(2000)]; [json.loads(json.dumps(d)) for _ in range(3)]`)
-	lines := readTrace(t, kpd+".trace")
-	want := map[string]uint64{}
-	var sum uint64
-	for _, l := range lines {
-		var size uint64
-		if _, err := fmt.Sscanf(strings.TrimSpace(l.Args), "size=%d", &size); err != nil {
-			t.Fatalf("record %q: %v", l.Args, err)
-		}
-		want[fmt.Sprintf("size: ~ 2^%d", log2Bucket(size))]++
-		sum += size
-	}
-	if len(lines) < 100 {
-		t.Fatalf("%d records of libc's malloc", len(lines))
-	}
-	bs := histOf(t, kpd+".trace")
-	checkCounts(t, findHist(t, bs, "hist:keys=size.log2:"), want, uint64(len(lines)))
-	pids := findHist(t, bs, "hist:keys=common_pid:vals=hitcount,size")
-	var hits, total uint64
-	for _, v := range pids.Entries {
-		hits += v[0]
-		total += v[1]
-	}
-	if hits != uint64(len(lines)) || total != sum {
-		t.Errorf("per thread: %d hits of %d bytes; the records say %d of %d", hits, total, len(lines), sum)
-	}
+	checkSizeHists(t, kpd+".trace", readTrace(t, kpd+".trace"), 100, "hist:keys=common_pid:vals=hitcount,size")
 }
 
 const shareSrc = `

@@ -176,11 +176,7 @@ func triggerTargets(defs []Probe) map[string]bool {
 // symLimit is the end of the input's highest loadable segment: a .sym hist key below
 // it, less the load bias, is a link-time address of the image.
 func (g *gen) symLimit() uint64 {
-	var end uint64
-	for _, p := range g.f.Loads() {
-		end = max(end, p.Vaddr+p.Memsz)
-	}
-	return end
+	return g.f.ImageEnd()
 }
 
 // Synthetics are the synthetic events of a rewrite ("s:NAME TYPE FIELD; ..."

@@ -491,11 +491,7 @@ func (c *Controls) newHist(spec *evhist.Spec) ([]byte, error) {
 func (c *Controls) symLimit() (uint64, error) {
 	if f, err := elfio.Open(c.Desc.Image); err == nil {
 		defer f.Close()
-		var end uint64
-		for _, p := range f.Loads() {
-			end = max(end, p.Vaddr+p.Memsz)
-		}
-		return end, nil
+		return f.ImageEnd(), nil
 	}
 	if c.Desc.PIE {
 		return 0, fmt.Errorf(".sym keys of a PIE need the rewritten binary %s to name its addresses, and it cannot be read", c.Desc.Image)

@@ -19,6 +19,11 @@ EXPORTS="kprewrite_rt_entry kprewrite_rt_lib_entry kprewrite_rt_reloc_entry kpre
  kprewrite_strncpy_nofault kprewrite_rt_rseq_off kprewrite_rt_rseq_count
  kprewrite_rt_rseq_shardtab kprewrite_rt_pf_ctlgen"
 
+# the runtime's build: images whose runtimes come from the same sources share their
+# process-wide state (src/rt_proc.c); others run side by side
+build=$(cat $(ls src/* include/* | LC_ALL=C sort) | sha256sum | cut -c1-16)
+CFLAGS="$CFLAGS -DKPRW_RT_BUILD=0x${build}ull"
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 objs=""

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "9442200362e54f04a985e938a5d085e874892ee14b634878ff66d9603b08e44c"
+const ObjectSHA256 = "51b6c0336418d4b965da4a98240291fead58aa3112b52a53649698627321ff4a"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -197,6 +197,7 @@ struct kprw_rt {
 	int late_done;     /* and its second: signal guard, fast reads, C handlers (start_late) */
 	int user_started;  /* C handler probes registered in the first part (no kprewrite_init) */
 	u32 at_reloc;      /* the first part ran while the loader relocated the image */
+	u32 proc_shared;   /* joined another image's runtime state (rt_proc.c) */
 	const char *trace_path_shown; /* for KPREWRITE_DEBUG */
 	u64 hwcap2;        /* AT_HWCAP2 */
 	u64 at_base;       /* AT_BASE: the dynamic linker's load address (0: static) */
@@ -320,10 +321,17 @@ struct kprw_tctx {
 	u32 slow_read; /* why this thread must read by system call now: KPRW_FAULT_SIGS bits
 	                  blocked (a program's fault handler runs), KPRW_SLOW_STACK; see
 	                  kprw_fast_ok */
+	u32 pad0;
+	u64 pad1;
+};             /* one cache line each; shared by the process's images (rt_proc.c) */
+/* what a thread context holds for one image: its block of the trace file, which names
+ * the image (rt_trace.c). kprw_tblk_tab[i] goes with kprw_tctx_tab[i]. */
+struct kprw_tblk {
 	u32 rec_end;  /* the end of this thread's block of the trace file's record area, in
 	                 4 KiB units (rt_trace.c); 0 = none */
+	u32 pad;
 	u64 rec_next; /* where its next record goes: an offset in the record area */
-};             /* one cache line each */
+};
 #define KPRW_SLOW_STACK 0x80000000u /* too little sigaltstack left for a fault's frame */
 #define KPRW_SHORT_STACK 0x40000000u /* too little sigaltstack left for the C handlers */
 /* the most stack the SIGTRAP handler uses below a C handler's frames (TestStackUsage in
@@ -428,7 +436,36 @@ void kprw_sg_guard(unsigned long sigs); /* the signals whose dispositions the gu
 void kprw_sg_initial(int sig, const struct k_sigaction *a); /* the disposition before ours */
 void kprw_sg_deliver(int sig, struct k_siginfo *si, struct k_ucontext *uc); /* a signal not ours */
 extern u32 kprw_sg_wrapped;
-extern unsigned long kprw_sg_sigs;
+/* ---- the process's images (rt_proc.c) ---- */
+#define KPRW_PROC_IMAGES 64
+struct kprw_proc {
+	u64 magic, build; /* checked by a joining image (rt_proc.c) */
+	u32 lock;
+	u32 nimages;
+	unsigned long installed; /* SIGBIT()s whose handler an image installed */
+	struct {
+		/* 1: the signal was this image's (a hit, a step, a fault of its copy or C
+		 * handler), handled */
+		int (*own)(int sig, struct k_siginfo *si, struct k_ucontext *uc);
+		unsigned long sigs; /* the signals it registered for */
+		struct kprw_tblk *tblk; /* its parts of the thread contexts (rt_thread.c) */
+	} img[KPRW_PROC_IMAGES];
+	struct kprw_tshare *tsh; /* the thread contexts (rt_thread.c) */
+	/* the signal guard's (rt_sigguard.c): the program's disposition of each signal the
+	 * runtime handles, the signals the guard keeps, whether int3 probes need SIGTRAP */
+	struct k_sigaction sg_prog[32];
+	u32 sg_seq;
+	u32 sg_traps;
+	unsigned long sg_sigs;
+};
+extern struct kprw_proc *kprw_proc;
+void kprw_proc_join(int (*sig_own)(int, struct k_siginfo *, struct k_ucontext *));
+int kprw_proc_take(int sig);
+int kprw_proc_others(int sig, struct k_siginfo *si, struct k_ucontext *uc);
+void kprw_proc_tblk(struct kprw_tblk *t);
+void kprw_proc_tblk_leave(u32 i); /* context i changed thread or name: every image's block of it is left */
+int kprw_trap_own(struct k_siginfo *si, struct k_ucontext *uc);   /* rt_trap.c */
+int kprw_fault_own(int sig, struct k_siginfo *si, struct k_ucontext *uc); /* rt_fault.c */
 /* ---- fault signals (rt_fault.c) ---- */
 void kprw_fault_install(unsigned long sigs); /* SIGBIT()s: our handler, the old ones recorded */
 extern const char kprewrite_rt_optprobe_template[], kprewrite_rt_optprobe_template_end[];
@@ -715,9 +752,27 @@ static inline u32 kprw_cpu_fast(void)
  * still holds), and the cached pid (0: ask kprw_pid) */
 #define KPRW_TIDCAND 8
 #define KPRW_COMM_REFRESH_NS 1000000ull /* a context's comm is re-read when older than 1 ms */
-extern u32 kprw_tid_off[KPRW_TIDCAND];
-extern u32 kprw_tid_live;
+/* the process's thread contexts (rt_thread.c), in a MADV_WIPEONFORK mapping */
+struct kprw_tshare {
+	struct kprw_tctx c[KPRW_NTCTX];
+	u32 pid;         /* cached getpid(); 0 in a fresh fork child */
+	u32 far_claims;  /* contexts ever claimed outside their key's window */
+	u32 tid_learned; /* a first sample of the TCB was taken */
+	u32 tid_lock;
+	u32 tid_live;    /* bit i: tid_off[i] still holds the tid */
+	u32 tid_off[KPRW_TIDCAND];
+};
+extern struct kprw_tshare *kprw_tsh;
+extern struct kprw_tblk *kprw_tblk_tab;
 extern u32 *kprw_pid_cache;
+#define kprw_tid_off (kprw_tsh->tid_off)
+#define kprw_tid_live (kprw_tsh->tid_live)
+
+/* kprw_tblk is this image's part of thread context c */
+static inline struct kprw_tblk *kprw_tblk(const struct kprw_tctx *c)
+{
+	return &kprw_tblk_tab[c - kprw_tctx_tab];
+}
 
 /* kprw_tctx_tcb_holds says whether the thread pointer's TCB still holds c's tid at
  * every offset of live (bits of kprw_tid_off) */

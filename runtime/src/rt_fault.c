@@ -33,20 +33,27 @@ long kprw_read_user(void *dst, uptr src, unsigned long n)
 	return kprw_read_mode(dst, src, n, kprw_rt.fast_read && kprw_fast_ok(kprw_tctx_get()));
 }
 
-static void fault_signal(int sig, struct k_siginfo *si, struct k_ucontext *uc)
+/* kprw_fault_install's handler, or (rt_proc.c) the installed one's question: is this
+ * fault this image's (1: handled)? */
+int kprw_fault_own(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 {
 	/* first: a copy into a record of a truncated trace file is the file's fault, not the
 	 * copy's source's */
 	if (sig == SIGBUS && si->si_code > 0 && kprw_trace_fault(si->si_addr))
-		return;
+		return 1;
 	if (si->si_code > 0 && kprw_copy_fixup(&uc->mc))
-		return;
+		return 1;
 	/* the thread's mask as the fault interrupted it: a fault handler of the program that
 	 * was left by siglongjmp no longer blocks anything */
 	struct kprw_tctx *c = kprw_rt.fast_read ? kprw_tctx_get() : NULL;
 	if (c)
 		c->slow_read = (c->slow_read & ~(u32)KPRW_FAULT_SIGS) | (u32)(uc->sigmask & KPRW_FAULT_SIGS);
-	if (si->si_code > 0 && kprw_user_fault(sig, si, uc))
+	return si->si_code > 0 && kprw_user_fault(sig, si, uc);
+}
+
+static void fault_signal(int sig, struct k_siginfo *si, struct k_ucontext *uc)
+{
+	if (kprw_fault_own(sig, si, uc) || kprw_proc_others(sig, si, uc))
 		return;
 	kprw_sg_deliver(sig, si, uc);
 }
@@ -62,6 +69,10 @@ void kprw_fault_install(unsigned long sigs)
 		int sig = all[k];
 		if (!(sigs & SIGBIT(sig)) || (installed & SIGBIT(sig)))
 			continue;
+		if (!kprw_proc_take(sig)) { /* another image's handler is in: it asks this one */
+			installed |= SIGBIT(sig);
+			continue;
+		}
 		struct k_sigaction sa, old;
 		kprw_memset(&sa, 0, sizeof sa);
 		kprw_memset(&old, 0, sizeof old);

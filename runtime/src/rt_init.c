@@ -502,6 +502,10 @@ static void install_sigtrap(void)
 {
 	struct k_sigaction sa, old;
 	unsigned long set = 1ul << (SIGTRAP - 1);
+	if (!kprw_proc_take(SIGTRAP)) { /* another image's handler is in: it asks this one */
+		sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&set, 0, 8);
+		return;
+	}
 	kprw_memset(&sa, 0, sizeof sa);
 	kprw_memset(&old, 0, sizeof old);
 	sa.handler = (unsigned long)kprw_sigtrap;
@@ -721,8 +725,15 @@ static const char *sw_sigguard, *sw_safe_read;
 
 /* start_early is the first part of start-up, common to programs and libraries: tables,
  * switches, kretprobe instances, the trace file, the SIGTRAP handler, detours. */
+/* sig_own: is this signal this image's? (asked by the image whose handler is installed) */
+static int sig_own(int sig, struct k_siginfo *si, struct k_ucontext *uc)
+{
+	return sig == SIGTRAP ? kprw_trap_own(si, uc) : kprw_fault_own(sig, si, uc);
+}
+
 static void start_early(const struct kprw_header *h, char **envp)
 {
+	kprw_proc_join(sig_own); /* the process's other images, if any (rt_proc.c) */
 	kprw_rt.hdr = h;
 	kprw_rt.image_id = h->image_id;
 	kprw_rt.points = (const void *)RT_ADDR(h->points);
@@ -896,6 +907,8 @@ static void start_late(const struct kprw_header *h)
 						       : ", hits not recorded counted with lock incq");
 		if (kprw_rt.at_reloc)
 			kprw_puts(", probes live since the image's relocation");
+		if (kprw_rt.proc_shared)
+			kprw_puts(", sharing the process's signal handlers and thread contexts with its first image");
 		kprw_puts(kprw_rt.disable_all ? ", all probes disabled\n" : "\n");
 	}
 }

@@ -85,17 +85,19 @@ struct usigaction {
 /* the functions the GOT words were bound to, by KPRW_SG_* */
 static uptr sg_real[KPRW_SG_MAX + 1];
 
-/* the signals whose dispositions the guard keeps and whose blocking it refuses: SIGTRAP
- * with int3 probes, SIGSEGV and SIGBUS with fast reads */
-unsigned long kprw_sg_sigs;
-static int sg_traps; /* int3 probes: SIGTRAP must stay unblocked in handlers we run */
-
-/* The program's disposition of each signal the runtime handles (kernel layout): of the
- * guarded ones as the program set it, of the others what start-up found. Readers (the
- * signal handlers among them) use the sequence counter; writers block every signal and
- * take the counter odd. */
-static struct k_sigaction sg_prog[32];
-static u32 sg_seq;
+/* The guard's state is the process's (struct kprw_proc, rt_proc.c), whichever image's
+ * guard a call goes through:
+ * kprw_sg_sigs: the signals whose dispositions the guard keeps and whose blocking it
+ * refuses: SIGTRAP with int3 probes, SIGSEGV and SIGBUS with fast reads, of any image;
+ * sg_traps: int3 probes in some image: SIGTRAP must stay unblocked in handlers we run;
+ * sg_prog: the program's disposition of each signal the runtime handles (kernel layout):
+ * of the guarded ones as the program set it, of the others what start-up found. Readers
+ * (the signal handlers among them) use the sequence counter sg_seq; writers block every
+ * signal and take the counter odd. */
+#define kprw_sg_sigs (kprw_proc->sg_sigs)
+#define sg_traps (kprw_proc->sg_traps)
+#define sg_prog (kprw_proc->sg_prog)
+#define sg_seq (kprw_proc->sg_seq)
 
 static void prog_get(int sig, struct k_sigaction *a)
 {
@@ -172,7 +174,7 @@ static const void *strip(const void *set, struct usigset *tmp)
 
 void kprw_sg_guard(unsigned long sigs)
 {
-	__atomic_store_n(&kprw_sg_sigs, sigs, __ATOMIC_RELEASE);
+	__atomic_fetch_or(&kprw_sg_sigs, sigs, __ATOMIC_RELEASE); /* every image's */
 }
 
 /* kprw_sg_initial records the disposition sig had before the runtime's handler (start-up). */
@@ -663,7 +665,8 @@ int kprw_sigguard_init(const char *mode, int traps, int faults)
 {
 	const struct kprw_header *h = kprw_rt.hdr;
 	int guard = !(mode && kprw_strcmp(mode, "off") == 0);
-	sg_traps = traps;
+	if (traps)
+		sg_traps = 1; /* some image has int3 probes */
 	if (!h->sigguard)
 		return guard;
 	const struct kprw_sigguard *g = (const void *)RT_ADDR(h->sigguard);

@@ -1,10 +1,13 @@
 /*
  * rt_thread.c - per-thread state without TLS.
  *
- * Two tables live in one MADV_WIPEONFORK mapping (a fork child starts with both empty and
+ * Two tables live in MADV_WIPEONFORK mappings (a fork child starts with both empty and
  * with no cached pid; vfork children share them, as they share everything):
  *
- * 1. Thread contexts (struct kprw_tctx), one per thread that ever hit a probe, keyed by
+ * 1. Thread contexts (struct kprw_tctx, in struct kprw_tshare: the process's, made by
+ *    its first rewritten image and shared by the others, rt_proc.c; each image keeps
+ *    its part of a context, its trace block, in struct kprw_tblk beside it), one per
+ *    thread that ever hit a probe, keyed by
  *    the thread pointer and looked up in a few nanoseconds on every hit of every path
  *    (detour, int3, return trampoline). A context holds the reentrancy guard (busy), the
  *    thread's tid and its comm, so a hit needs no system call.
@@ -37,7 +40,7 @@
  *    their records may overwrite each other: rt_trace.c takes places in it without a
  *    lock), and a vfork child's records carry its parent's pid and tid.
  *
- * 2. Single-step records (struct kprw_thread) of the int3 path, keyed by (pid, tid): the
+ * 2. Single-step records (struct kprw_thread, per image) of the int3 path, keyed by (pid, tid): the
  *    SIGTRAP handler knows the tid anyway. An entry is claimed at a single-stepped hit
  *    and released when the step ends, so the table holds as many entries as threads are
  *    stepping at once, and lookups scan only up to the high-water mark.
@@ -55,49 +58,72 @@
 #define ARCH_GET_FS 0x1003
 #define SYS_arch_prctl 158
 
+/* this image's part: single-step records and its blocks of the trace file, one per
+ * context of the process's table */
 struct kprw_tstate {
-	struct kprw_tctx c[KPRW_NTCTX];
-	u32 pid; /* cached getpid(); 0 in a fresh fork child */
 	u32 hwm; /* step entries [0, hwm) may be in use */
 	struct kprw_thread t[KPRW_NTHREADS];
+	struct kprw_tblk b[KPRW_NTCTX];
 };
 
 static struct kprw_tstate *ts;
 static struct kprw_tstate ts_fallback; /* if mmap/madvise fail (no WIPEONFORK) */
-struct kprw_tctx *kprw_tctx_tab; /* ts->c, for the inlined lookups (set at start-up: no absolute relocation) */
+static struct kprw_tshare tsh_fallback;
+struct kprw_tshare *kprw_tsh; /* the process's contexts: this image's or the first image's (rt_proc.c) */
+struct kprw_tctx *kprw_tctx_tab; /* kprw_tsh->c, for the inlined lookups (set at start-up: no absolute relocation) */
+struct kprw_tblk *kprw_tblk_tab; /* ts->b */
 
-/* where the tid is in a TCB: candidate offsets, bit i of tid_live = tid_off[i] still holds
- * (read inlined by kprw_tctx_tid_fast, rt.h) */
-u32 kprw_tid_off[TIDCAND];
-u32 kprw_tid_live;
+/* &kprw_tsh->pid once the table exists (kprw_pid_fast); NULL before and without
+ * WIPEONFORK (no initialised pointer: the object has no absolute relocation) */
+u32 *kprw_pid_cache;
+/* far_claims (kprw_tsh): contexts ever claimed outside their key's window (claim_ctx
+ * passes 2 and 3): until there is one, a key's context can only be in its window, and
+ * kprw_tctx_slow does not read the whole table (64 KiB: 16 page faults at start-up) */
+#define far_claims (kprw_tsh->far_claims)
+#define tid_learned (kprw_tsh->tid_learned)
+#define tid_lock (kprw_tsh->tid_lock)
 #define tid_off kprw_tid_off
 #define tid_live kprw_tid_live
-/* &ts->pid once the table exists (kprw_pid_fast); NULL before and without WIPEONFORK
- * (no initialised pointer: the object has no absolute relocation) */
-u32 *kprw_pid_cache;
-/* contexts ever claimed outside their key's window (claim_ctx passes 2 and 3): until
- * there is one, a key's context can only be in its window, and kprw_tctx_slow does not
- * read the whole table (64 KiB: 16 page faults at start-up) */
-static u32 far_claims;
-static u32 tid_learned; /* a first sample was taken */
-static u32 tid_lock;
+
+static void *wipe_on_fork(u64 size)
+{
+	void *p = kprw_mmap_anon(size);
+	if (p && sys3(SYS_madvise, (long)p, (long)((size + 4095) & ~4095ul), 18 /* MADV_WIPEONFORK */) == 0)
+		return p;
+	if (p)
+		sys2(SYS_munmap, (long)p, (long)((size + 4095) & ~4095ul));
+	return NULL;
+}
 
 int kprw_thread_init(void)
 {
-	void *p = kprw_mmap_anon(sizeof(struct kprw_tstate));
-	if (p && sys3(SYS_madvise, (long)p, (sizeof(struct kprw_tstate) + 4095) & ~4095ul,
-		      18 /* MADV_WIPEONFORK */) == 0) {
-		ts = p;
-	} else {
+	int ok = 1;
+	ts = wipe_on_fork(sizeof(struct kprw_tstate));
+	if (!ts) {
 		ts = &ts_fallback;
+		ok = 0;
 	}
-	kprw_tctx_tab = ts->c;
-	kprw_pid_cache = ts != &ts_fallback ? &ts->pid : NULL;
+	kprw_tblk_tab = ts->b;
+	/* the contexts: the process's, made by the first image (rt_proc.c) */
+	struct kprw_tshare *sh = kprw_proc ? atomic_load(&kprw_proc->tsh) : NULL;
+	if (!sh) {
+		sh = wipe_on_fork(sizeof(struct kprw_tshare));
+		if (!sh) {
+			sh = &tsh_fallback;
+			ok = 0;
+		}
+		if (kprw_proc)
+			atomic_store(&kprw_proc->tsh, sh);
+	}
+	kprw_tsh = sh;
+	kprw_tctx_tab = sh->c;
+	kprw_pid_cache = sh != &tsh_fallback ? &sh->pid : NULL;
+	kprw_proc_tblk(ts->b);
 	if (kprw_rt.hwcap2 & 2 /* HWCAP2_FSGSBASE */)
 		kprw_rt.keymode = KPRW_KEY_FSBASE;
 	else
 		kprw_rt.keymode = kprw_thread_keymode_fs0();
-	return ts == &ts_fallback ? -1 : 0;
+	return ok ? 0 : -1;
 }
 
 /* the key mode without rdfsbase: %fs:0 if this thread has TLS, else wait for it */
@@ -110,10 +136,10 @@ u32 kprw_thread_keymode_fs0(void)
 
 u32 kprw_pid(void)
 {
-	u32 pid = atomic_load(&ts->pid);
-	if (unlikely(pid == 0 || ts == &ts_fallback)) {
+	u32 pid = atomic_load(&kprw_tsh->pid);
+	if (unlikely(pid == 0 || kprw_tsh == &tsh_fallback)) {
 		pid = kprw_getpid();
-		atomic_store(&ts->pid, pid);
+		atomic_store(&kprw_tsh->pid, pid);
 	}
 	return pid;
 }
@@ -200,9 +226,8 @@ static void renew(struct kprw_tctx *c, u32 tid)
 	c->tid = tid;
 	c->busy = 0;
 	c->comm_ns = 0;
-	/* a trace block names one thread: the new one takes its own (the old block looks
-	 * full, so rt_trace.c's new_block leaves it) */
-	__atomic_store_n(&c->rec_next, (u64)__atomic_load_n(&c->rec_end, __ATOMIC_RELAXED) << 12, __ATOMIC_RELAXED);
+	/* a trace block names one thread: the new one takes its own in every image */
+	kprw_proc_tblk_leave((u32)(c - kprw_tctx_tab));
 }
 
 static struct kprw_tctx *claim_ctx(u64 k, u32 tid, u32 pid)
@@ -213,7 +238,7 @@ static struct kprw_tctx *claim_ctx(u64 k, u32 tid, u32 pid)
 	for (u32 pass = 0; pass < 4; pass++) {
 		u32 span = pass < 2 ? TCTX_WINDOW : KPRW_NTCTX;
 		for (u32 i = 0; i < span; i++) {
-			struct kprw_tctx *c = &ts->c[(h + i) & (KPRW_NTCTX - 1)];
+			struct kprw_tctx *c = &kprw_tsh->c[(h + i) & (KPRW_NTCTX - 1)];
 			u64 cur = atomic_load(&c->key);
 			if (cur != 0) {
 				if (!(pass & 1) || cur == KEY_CLAIMING ||
@@ -247,7 +272,7 @@ struct kprw_tctx *kprw_tctx_slow(u64 k)
 		k = KEY_TID | tid;
 	u32 h = thash(k), span = atomic_load(&far_claims) ? KPRW_NTCTX : TCTX_WINDOW;
 	for (u32 i = 0; i < span; i++) {
-		struct kprw_tctx *c = &ts->c[(h + i) & (KPRW_NTCTX - 1)];
+		struct kprw_tctx *c = &kprw_tsh->c[(h + i) & (KPRW_NTCTX - 1)];
 		if (atomic_load(&c->key) == k) {
 			if (c->tid != tid)
 				renew(c, tid); /* a dead thread's TCB, reused */
@@ -292,9 +317,8 @@ const char *kprw_tctx_comm(struct kprw_tctx *c, u64 now)
 		if (n[0] != o[0] || n[1] != o[1]) {
 			__builtin_memcpy(c->comm, comm, 16);
 			/* a trace block names its thread once: a renamed thread takes a new one
-			 * (its block looks full; rt_trace.c's new_block leaves it) */
-			__atomic_store_n(&c->rec_next, (u64)__atomic_load_n(&c->rec_end, __ATOMIC_RELAXED) << 12,
-					 __ATOMIC_RELAXED);
+			 * in every image */
+			kprw_proc_tblk_leave((u32)(c - kprw_tctx_tab));
 		}
 		c->comm_ns = now ? now : 1;
 	}

@@ -82,8 +82,8 @@ int kprw_trace_fault(uptr addr)
 	if (__atomic_exchange_n(&kprw_rt.trace_detached, 1, __ATOMIC_ACQ_REL))
 		return 1; /* another thread is replacing them: retry until it has */
 	kprw_rt.trace_data_size = 0; /* new_block refuses, populate does nothing */
-	for (u32 i = 0; kprw_tctx_tab && i < KPRW_NTCTX; i++)
-		__atomic_store_n(&kprw_tctx_tab[i].rec_end, 0, __ATOMIC_RELAXED);
+	for (u32 i = 0; kprw_tblk_tab && i < KPRW_NTCTX; i++)
+		__atomic_store_n(&kprw_tblk_tab[i].rec_end, 0, __ATOMIC_RELAXED);
 	for (k = 0; k < n; k++)
 		sys6(SYS_mmap, (long)kprw_rt.trace_maps[k].addr, (long)kprw_rt.trace_maps[k].len, 3,
 		     0x22 /* MAP_PRIVATE | MAP_ANONYMOUS */ | 0x10 /* MAP_FIXED */, -1, 0);
@@ -617,7 +617,8 @@ static __attribute__((noinline)) struct kprw_crec *new_block(u32 size, struct kp
 	struct kprw_trace_hdr *h = kprw_rt.trace;
 	u64 need = sizeof(struct kprw_blk) + size, off, n;
 	u32 seq = 0;
-	u64 old = c ? (u64)__atomic_load_n(&c->rec_end, __ATOMIC_RELAXED) << 12 : 0;
+	struct kprw_tblk *b = c ? kprw_tblk(c) : NULL;
+	u64 old = b ? (u64)__atomic_load_n(&b->rec_end, __ATOMIC_RELAXED) << 12 : 0;
 	if (kprw_rt.ring_queue) {
 		/* every block of the ring is trace_block bytes (more than any record needs) */
 		n = kprw_rt.trace_block;
@@ -638,8 +639,8 @@ static __attribute__((noinline)) struct kprw_crec *new_block(u32 size, struct kp
 				ring_give(old - n);
 		}
 		if (off == ~0ull) {
-			if (c) /* nothing more into the block left */
-				__atomic_store_n(&c->rec_end, 0, __ATOMIC_RELAXED);
+			if (b) /* nothing more into the block left */
+				__atomic_store_n(&b->rec_end, 0, __ATOMIC_RELAXED);
 			goto lost;
 		}
 		if (kprw_rt.ring_over) { /* its old records go: readers see no magic first */
@@ -660,12 +661,12 @@ static __attribute__((noinline)) struct kprw_crec *new_block(u32 size, struct kp
 	}
 	blk_init(off, n, seq, w);
 	off += sizeof(struct kprw_blk);
-	if (c) {
+	if (b) {
 		/* next before end: a signal handler of this thread that writes a record in
 		 * between finds its place past the old end and takes a block of its own */
-		__atomic_store_n(&c->rec_next, off + size, __ATOMIC_RELAXED);
+		__atomic_store_n(&b->rec_next, off + size, __ATOMIC_RELAXED);
 		__asm__ volatile("" ::: "memory");
-		__atomic_store_n(&c->rec_end, (u32)((off - sizeof(struct kprw_blk) + n) >> 12), __ATOMIC_RELAXED);
+		__atomic_store_n(&b->rec_end, (u32)((off - sizeof(struct kprw_blk) + n) >> 12), __ATOMIC_RELAXED);
 	}
 	return (struct kprw_crec *)(kprw_rt.trace_data + off);
 lost:
@@ -684,10 +685,11 @@ lost:
 static inline struct kprw_crec *reserve(u32 size, struct kprw_tctx *c, const struct who *w)
 {
 	if (likely(c != NULL)) {
-		u64 end = (u64)__atomic_load_n(&c->rec_end, __ATOMIC_RELAXED) << 12, bs = kprw_rt.trace_block;
+		struct kprw_tblk *b = kprw_tblk(c);
+		u64 end = (u64)__atomic_load_n(&b->rec_end, __ATOMIC_RELAXED) << 12, bs = kprw_rt.trace_block;
 		__asm__ volatile("" ::: "memory");
 		u64 off = size;
-		__asm__ volatile("xaddq %0, %1" : "+r"(off), "+m"(c->rec_next));
+		__asm__ volatile("xaddq %0, %1" : "+r"(off), "+m"(b->rec_next));
 		if (likely(off - (end - bs) <= bs - size))
 			return (struct kprw_crec *)(kprw_rt.trace_data + off);
 	}

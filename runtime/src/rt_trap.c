@@ -365,58 +365,68 @@ static void istep_end(const struct kprw_point *pt, struct k_ucontext *uc, u32 pi
 	post_in_signal(pt, uc, c);
 }
 
-/* A SIGTRAP that is not ours: do what the program would have got without us (its own
- * handler, or the default action: rt_sigguard.c). */
-static void foreign(struct k_siginfo *si, struct k_ucontext *uc)
+/* foreign_step: a SIGTRAP at the end of one of this image's slots with no step record.
+ * A thread or fork child born from a single-stepped syscall (clone/fork) inherits TF and
+ * has no step record: finish the step for it. */
+static int foreign_step(struct k_ucontext *uc)
 {
 	struct k_sigcontext *mc = &uc->mc;
-	atomic_add(&kprewrite_rt_stats.foreign, 1);
-	if (si->si_code == TRAP_TRACE) {
-		/* A thread or fork child born from a single-stepped syscall (clone/fork) inherits
-		 * TF and has no step record: finish the step for it. */
-		for (u32 i = 0; i < kprw_rt.npoints; i++) {
-			const struct kprw_point *pt = &kprw_rt.points[i];
-			if ((pt->xmode == KPRW_X_SSTEP || pt->xmode == KPRW_X_BOOST) &&
-			    mc->ip == RT_ADDR(pt->slot) + pt->slot_len) {
-				mc->ip = RT_ADDR(pt->site) + pt->insn_len;
-				mc->flags &= ~X86_TF;
-				return;
-			}
+	for (u32 i = 0; i < kprw_rt.npoints; i++) {
+		const struct kprw_point *pt = &kprw_rt.points[i];
+		if ((pt->xmode == KPRW_X_SSTEP || pt->xmode == KPRW_X_BOOST) &&
+		    mc->ip == RT_ADDR(pt->slot) + pt->slot_len) {
+			mc->ip = RT_ADDR(pt->site) + pt->insn_len;
+			mc->flags &= ~X86_TF;
+			return 1;
 		}
 	}
-	kprw_sg_deliver(SIGTRAP, si, uc);
+	return 0;
 }
 
-void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc)
+/* kprw_trap_own handles a SIGTRAP that is this image's (a hit at one of its int3s, the
+ * end of one of its single-steps): 1, else 0 (another image's, or the program's). */
+int kprw_trap_own(struct k_siginfo *si, struct k_ucontext *uc)
 {
 	struct k_sigcontext *mc = &uc->mc;
+	if (!kprw_rt.npoints)
+		return 0;
 	u32 pid = kprw_pid(), tid = kprw_gettid();
-	(void)sig;
 
 	if (si->si_code == TRAP_TRACE) {
 		struct kprw_thread *t = kprw_thread_find(pid, tid);
 		if (t && t->nstep) {
 			step(t, uc);
-			return;
+			return 1;
 		}
-		foreign(si, uc);
-		return;
+		return foreign_step(uc);
 	}
-	if (si->si_code == SI_KERNEL && kprw_rt.npoints) {
+	if (si->si_code == SI_KERNEL) {
 		const struct kprw_point *pt = find_point(mc->ip - 1 - kprw_rt.bias);
 		if (pt && (pt->pflags & KPRW_PF_INNER)) {
 			mc->ip -= 1;
 			violation(pt, mc);
-			return;
+			return 1;
 		}
 		if (pt && pt->xmode != KPRW_X_OPTIMIZED) { /* an optimized site has no int3 */
 			hit(pt, uc, pid, tid);
-			return;
+			return 1;
 		}
 		if (!pt && (pt = kprw_istep_find(mc->ip - 1 - kprw_rt.bias)) != NULL) {
 			istep_end(pt, uc, pid, tid);
-			return;
+			return 1;
 		}
 	}
-	foreign(si, uc);
+	return 0;
+}
+
+/* kprw_sigtrap is the process's SIGTRAP handler when this image installed it: this
+ * image's traps, then the other images' (rt_proc.c), then what the program would have
+ * got without us (its own handler, or the default action: rt_sigguard.c). */
+void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc)
+{
+	(void)sig;
+	if (kprw_trap_own(si, uc) || kprw_proc_others(SIGTRAP, si, uc))
+		return;
+	atomic_add(&kprewrite_rt_stats.foreign, 1);
+	kprw_sg_deliver(SIGTRAP, si, uc);
 }

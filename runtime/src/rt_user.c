@@ -42,6 +42,7 @@ struct kprw_ucall {
 	u32 in_fault;            /* the fault_handler runs */
 	u64 mask;                /* signal mask of the context that faulted first */
 	struct task_struct task; /* what `current` returns during this call */
+	const struct kprw_rt *owner; /* the image whose handler runs (contexts are shared) */
 };
 
 __attribute__((visibility("hidden"))) long kprw_ucall_asm(struct kprw_ucall *u, void *fn, long a, long b, long c);
@@ -101,6 +102,7 @@ static long ucall(u32 probe, u32 what, void *fn, long a, long b, long c, int *fa
 	u.faulted = 0;
 	u.in_fault = 0;
 	u.task.pid = 0;
+	u.owner = &kprw_rt;
 	if (t)
 		t->ucall = &u;
 	long r = kprw_ucall_asm(&u, fn, a, b, c);
@@ -560,7 +562,7 @@ int kprw_user_fault(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 	struct kprw_tctx *c = kprw_tctx_get();
 	struct kprw_ucall *u = c ? c->ucall : NULL;
 
-	if (!u)
+	if (!u || u->owner != &kprw_rt) /* none, or another image's handler faulted */
 		return 0;
 	atomic_add(&kprewrite_rt_stats.handler_faults, 1);
 	if (!u->in_fault) {
@@ -677,5 +679,5 @@ u32 kprw_user_current_probe(void)
 {
 	struct kprw_tctx *c = kprw_tctx_get();
 	struct kprw_ucall *u = c ? c->ucall : NULL;
-	return u ? u->probe : ~0u;
+	return u && u->owner == &kprw_rt ? u->probe : ~0u;
 }

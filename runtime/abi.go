@@ -37,6 +37,10 @@ const (
 	// address of the trace file's control generation, 0 until start-up has set every
 	// such probe's RawProbeState.PFGen.
 	SymPFCtlGen = "kprewrite_rt_pf_ctlgen"
+	// SymTrigBase is the u64 inline histogram updates read (DFInlineHist): the address
+	// of the image's control area's slot 0 (its triggers' counts and tables), 0 before
+	// start-up has set it.
+	SymTrigBase = "kprewrite_rt_trig_base"
 	// SymRseqCount is the per-CPU counting routine count-only detours call.
 	SymRseqCount = "kprewrite_rt_rseq_count"
 	// SymRseqShardtab is u64 *[256], each CPU's shard of hit counters by the low byte of
@@ -132,6 +136,11 @@ type DetourFlags uint16
 // DFPrefilter marks an XOptimized point whose detour tests its event's filter inline
 // before anything is saved (trampolines.Prefilter; "Inline filters" in kprewrite_abi.h).
 const DFPrefilter DetourFlags = 0x1
+
+// DFInlineHist marks an XOptimized point whose detour adds a hit of its switched-off
+// event to the event's histogram inline (trampolines.InlineHist; "Inline histograms"
+// in kprewrite_abi.h).
+const DFInlineHist DetourFlags = 0x2
 
 // ProbeType is a probe's type (RawProbe.Type, KPRW_T_*).
 type ProbeType uint8

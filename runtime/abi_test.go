@@ -162,7 +162,7 @@ var abiConsts = map[string]any{
 	"KPRW_EMU_RET": EmuRet, "KPRW_EMU_JRCXZ": EmuJrcxz, "KPRW_EMU_LOOP": EmuLoop, "KPRW_EMU_LOOPE": EmuLoope,
 	"KPRW_EMU_LOOPNE": EmuLoopne,
 	"KPRW_PF_CALL":    PFCall, "KPRW_PF_BRANCH": PFBranch, "KPRW_PF_ADDR32": PFAddr32, "KPRW_PF_PUSHF": PFPushf,
-	"KPRW_PF_NOBOOST": PFNoBoost, "KPRW_PF_INNER": PFInner, "KPRW_PF_INT3STEP": PFInt3Step, "KPRW_PF_COUNT": PFCount, "KPRW_DF_PREFILTER": DFPrefilter,
+	"KPRW_PF_NOBOOST": PFNoBoost, "KPRW_PF_INNER": PFInner, "KPRW_PF_INT3STEP": PFInt3Step, "KPRW_PF_COUNT": PFCount, "KPRW_DF_PREFILTER": DFPrefilter, "KPRW_DF_INLINEHIST": DFInlineHist,
 	"KPRW_T_KPROBE": TKprobe, "KPRW_T_KRETPROBE": TKretprobe, "KPRW_T_VERIFY": TVerify,
 	"KPRW_F_DISABLED": FDisabled, "KPRW_F_TRACE": FTrace,
 	"KPRW_EF_DISABLED": EFDisabled, "KPRW_EF_RETPROBE": EFRetprobe,

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "51b6c0336418d4b965da4a98240291fead58aa3112b52a53649698627321ff4a"
+const ObjectSHA256 = "7cdfcf218b2ec1c64dfb631ea9aa41df7db0fce7a8bdd5ff404ce630f49e6a53"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

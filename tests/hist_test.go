@@ -89,8 +89,8 @@ type histBlock struct {
 }
 
 var (
-	histEntryRe = regexp.MustCompile(`^\{ (.*) \}((?:\s+\w+: +[0-9a-f]+)+)\s*$`)
-	histValRe   = regexp.MustCompile(`(\w+): +([0-9a-f]+)`)
+	histEntryRe = regexp.MustCompile(`^\{ (.*) \}((?:\s+\w+: +-?[0-9a-f]+)+)\s*$`)
+	histValRe   = regexp.MustCompile(`(\w+): +(-?[0-9a-f]+)`)
 )
 
 func parseHist(t *testing.T, out string) []histBlock {
@@ -112,6 +112,11 @@ func parseHist(t *testing.T, out string) []histBlock {
 			var vals []uint64
 			for _, v := range histValRe.FindAllStringSubmatch(m[2], -1) {
 				x, err := strconv.ParseUint(v[2], 10, 64)
+				if strings.HasPrefix(v[2], "-") { // a signed field's sum
+					var y int64
+					y, err = strconv.ParseInt(v[2], 10, 64)
+					x = uint64(y)
+				}
 				if err != nil {
 					t.Fatalf("hist line %q: %v", line, err)
 				}

@@ -38,6 +38,11 @@ const (
 
 	TagBusy = 1
 	TagBit  = 1 << 63
+	// HashSeed and HashMul make a key's hash as the runtime does (rt_hist.c's mix): h =
+	// HashSeed, then for each key word w, h = (h ^ w) * HashMul; h ^= h >> 29. Its
+	// bucket is h & (buckets - 1), its entry's tag h | TagBit.
+	HashSeed = 0x6a09e667f3bcc908
+	HashMul  = 0x9e3779b97f4a7c15
 
 	progHeader = 16
 	progField  = 16

@@ -6,6 +6,9 @@ import (
 	"fmt"
 
 	"github.com/kprewrite/kprewrite/internal/align"
+	"github.com/kprewrite/kprewrite/internal/evfilter"
+	"github.com/kprewrite/kprewrite/internal/evhist"
+	"github.com/kprewrite/kprewrite/internal/evtrigger"
 	"github.com/kprewrite/kprewrite/patch"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 	"github.com/kprewrite/kprewrite/trampolines"
@@ -30,6 +33,8 @@ type dcrArea struct {
 	ncs int
 	// pfCtlGen is the runtime's SymPFCtlGen, which inline filters read (set before build)
 	pfCtlGen uint64
+	// trigBase is the runtime's SymTrigBase, which inline histogram updates read
+	trigBase uint64
 }
 
 type dcrEntry struct {
@@ -46,6 +51,7 @@ type dcrEntry struct {
 	// the filter's code (pfLen bytes), then a count-only detour of the probe (layout),
 	// with its own copy of the DCR (reg2), where refused hits go
 	pf    *trampolines.PrefilterSpec
+	ih    *trampolines.InlineHistSpec // or an inline histogram update (kprt.DFInlineHist) there
 	pfOff uint64
 	pfLen int
 	reg2  *trampolines.Region
@@ -98,19 +104,28 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 		if e.pf, e.pfLen, err = g.prefilterOf(i, rp); err != nil {
 			return err
 		}
-		if e.pf != nil {
-			// refusals count in a restartable sequence of their own where the image is
-			// at fixed addresses, as a count-only point's do
+		if e.pf == nil {
+			if e.ih, e.pfLen, err = g.inlineHistOf(i, rp); err != nil {
+				return err
+			}
+		}
+		if e.pf != nil || e.ih != nil {
+			// refusals (and inline updates) count in a restartable sequence of their own
+			// where the image is at fixed addresses, as a count-only point's do
 			if g.inlineRseq() {
 				e.cs = a.ncs
 				a.ncs++
 			}
-			if e.layout, err = trampolines.CountDetourLayout(1, true, e.cs >= 0, e.pf.FlagsDead); err != nil {
+			if e.layout, err = trampolines.CountDetourLayout(1, true, e.cs >= 0, e.inlineFlagsDead()); err != nil {
 				return err
 			}
 			e.pfOff = uint64(size)
 			size += e.pfLen + e.layout.Len(n)
-			rp.DFlags |= kprt.DFPrefilter
+			if e.pf != nil {
+				rp.DFlags |= kprt.DFPrefilter
+			} else {
+				rp.DFlags |= kprt.DFInlineHist
+			}
 		}
 	}
 	if pt.Optimized() {
@@ -185,7 +200,7 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 		}
 		reg.Insns = nil // only the code and the offsets are needed from here on
 		e.reg = reg
-		if e.pf != nil {
+		if e.pf != nil || e.ih != nil {
 			// the refused hits' count-only detour runs a copy of its own
 			at2 := at + e.pfOff + uint64(e.pfLen) + uint64(e.layout.Reloc)
 			if e.reg2, err = trampolines.RelocateRegion(pt.DCRCode, pt.Site, at2, patch.DCROptions(g.f)); err != nil {
@@ -290,7 +305,7 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 				entry = at + uint64(e.layout.Entry)
 			} else {
 				code, err = trampolines.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
-				if err == nil && e.pf != nil {
+				if err == nil && (e.pf != nil || e.ih != nil) {
 					code, entry, err = a.buildPrefilter(g, b, e, code, entry, enc, rs, stub, stubbed)
 				}
 			}
@@ -365,11 +380,19 @@ func (a *dcrArea) buildPrefilter(g *gen, b []byte, e dcrEntry, code []byte, full
 	if uint64(len(code)) != e.pfOff {
 		return nil, 0, fmt.Errorf("internal error: a %d-byte detour at %#x, %d planned", len(code), at, e.pfOff)
 	}
-	spec := *e.pf
-	spec.CtlGen, spec.PFGen = a.pfCtlGen, enc.PFGenAddr(e.point)
 	// a refused hit enters the count-only detour after its save, which is the filter's
-	save := trampolines.PrefilterSave(spec.FlagsDead)
-	pf, err := trampolines.Prefilter(pfAt, spec, full, countAt+uint64(e.layout.Entry+len(save)))
+	save := trampolines.PrefilterSave(e.inlineFlagsDead())
+	var pf []byte
+	var err error
+	if e.pf != nil {
+		spec := *e.pf
+		spec.CtlGen, spec.PFGen = a.pfCtlGen, enc.PFGenAddr(e.point)
+		pf, err = trampolines.Prefilter(pfAt, spec, full, countAt+uint64(e.layout.Entry+len(save)))
+	} else {
+		spec := *e.ih
+		spec.CtlGen, spec.PFGen, spec.TrigBase = a.pfCtlGen, enc.PFGenAddr(e.point), a.trigBase
+		pf, err = trampolines.InlineHist(pfAt, spec, full, countAt+uint64(e.layout.Entry+len(save)))
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("probe at %#x: %w", pt.Site, err)
 	}
@@ -389,14 +412,14 @@ func (a *dcrArea) buildPrefilter(g *gen, b []byte, e dcrEntry, code []byte, full
 	if e.cs >= 0 {
 		csAt := a.csOff() + uint64(e.cs)*trampolines.RseqCSSize
 		crs.CS = a.base + csAt
-		desc, err := trampolines.CountRseqCS(countAt, e.pf.FlagsDead)
+		desc, err := trampolines.CountRseqCS(countAt, e.inlineFlagsDead())
 		if err != nil {
 			return nil, 0, err
 		}
 		copy(b[csAt:], desc)
 	}
 	cd, err := trampolines.CountDetour(countAt, []uint64{enc.CounterAddr(g.tables.Counters, e.point, 0)},
-		[]uint32{uint32(enc.ProbeIndex[e.point][0]) * 8}, crs, e.pf.FlagsDead, reloc, pt.Site+uint64(pt.DCRLen))
+		[]uint32{uint32(enc.ProbeIndex[e.point][0]) * 8}, crs, e.inlineFlagsDead(), reloc, pt.Site+uint64(pt.DCRLen))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -423,12 +446,26 @@ func (g *gen) prefilterOf(i int, rp *kprt.Point) (*trampolines.PrefilterSpec, in
 		q.Event >= len(g.events) || g.events[q.Event].Filter == nil {
 		return nil, 0, nil
 	}
+	spec := &trampolines.PrefilterSpec{Prog: g.events[q.Event].Filter, Field: directField(d), FlagsDead: g.flagsDead(pt.Site)}
+	code, err := trampolines.Prefilter(0, *spec, 0, 0) // its length does not depend on the addresses
+	if err != nil {
+		if errors.Is(err, trampolines.ErrNoPrefilter) {
+			return nil, 0, nil
+		}
+		return nil, 0, err
+	}
+	return spec, len(code), nil
+}
+
+// directField says where the size bytes at off of probe d's record data are at its
+// probe point: a register or the stack (false: its fetch program reads them otherwise).
+func directField(d *Probe) func(off, size int) (trampolines.PrefilterField, bool) {
 	offs := make([]int, len(d.Def.Args))
 	for k, o := 0, 0; k < len(d.Def.Args); k++ {
 		offs[k] = o
 		o += d.Def.Args[k].SlotSize()
 	}
-	field := func(off, size int) (trampolines.PrefilterField, bool) {
+	return func(off, size int) (trampolines.PrefilterField, bool) {
 		for k, o := range offs {
 			if o != off || d.Def.Args[k].SlotSize() != size {
 				continue
@@ -445,10 +482,82 @@ func (g *gen) prefilterOf(i int, rp *kprt.Point) (*trampolines.PrefilterSpec, in
 		}
 		return trampolines.PrefilterField{}, false
 	}
-	spec := &trampolines.PrefilterSpec{Prog: g.events[q.Event].Filter, Field: field, FlagsDead: g.flagsDead(pt.Site)}
-	code, err := trampolines.Prefilter(0, *spec, 0, 0) // its length does not depend on the addresses
+}
+
+// inlineFlagsDead is the flags save of the inline code of entry e and of the
+// count-only detour after it.
+func (e *dcrEntry) inlineFlagsDead() bool {
+	if e.pf != nil {
+		return e.pf.FlagsDead
+	}
+	return e.ih != nil && e.ih.FlagsDead
+}
+
+// inlineHistOf is the inline histogram update of plan point i (its table entry rp)
+// and its length, or nil: a jump-optimized point with one probe, a traced event that
+// starts switched off (--disable) with no filter and one trigger, a histogram with no
+// condition, count, variable, action or shared name, whose one key and at most four
+// values the detour can read itself (a register or the stack), the key plain or
+// .log2, in an image without C handlers (whose runtime keeps the full path).
+func (g *gen) inlineHistOf(i int, rp *kprt.Point) (*trampolines.InlineHistSpec, int, error) {
+	pt := &g.plan.Points[i]
+	if rp.PFlags&kprt.PFCount != 0 || len(rp.Probes) != 1 || len(pt.Requests) != 1 || g.opt.Handlers != nil {
+		return nil, 0, nil
+	}
+	q := rp.Probes[0]
+	d := &g.probes[pt.Requests[0]]
+	if q.Type != kprt.TKprobe || q.Flags != kprt.FTrace || q.Event < 0 || q.Event >= len(g.events) || d.Handler != nil ||
+		len(d.Triggers) != 1 || g.events[q.Event].Filter != nil || g.events[q.Event].Flags&kprt.EFSoftDisabled == 0 ||
+		q.Event >= len(g.desc.Events) || len(g.desc.Events[q.Event].CtlSlots) != 1 {
+		return nil, 0, nil
+	}
+	td := d.Triggers[0]
+	h := td.Hist
+	if td.Cmd != evtrigger.Hist || h == nil || td.Filter != "" || td.Count != evtrigger.Unlimited || h.Filter != "" ||
+		h.Name != "" || len(h.Vars) > 0 || len(h.Actions) > 0 || len(h.Save) > 0 || len(h.Keys) != 1 || h.KeyWords() != 1 {
+		return nil, 0, nil
+	}
+	field := directField(d)
+	hf := func(f *evhist.Field, key bool) (trampolines.InlineHistField, bool) {
+		if f.Src != evfilter.SrcData || f.String || f.Comm || f.Stack {
+			return trampolines.InlineHistField{}, false
+		}
+		switch f.Mod {
+		case evhist.ModNone, evhist.ModHex, evhist.ModSyscall:
+		case evhist.ModLog2:
+			if !key {
+				return trampolines.InlineHistField{}, false
+			}
+		default:
+			return trampolines.InlineHistField{}, false
+		}
+		loc, ok := field(f.Off, f.Size)
+		return trampolines.InlineHistField{PrefilterField: loc, Size: f.Size, Signed: f.Signed, Log2: f.Mod == evhist.ModLog2}, ok
+	}
+	key, ok := hf(&h.Keys[0], true)
+	if !ok {
+		return nil, 0, nil
+	}
+	spec := &trampolines.InlineHistSpec{Key: key, FlagsDead: g.flagsDead(pt.Site),
+		CtlOff:   int32(4*q.Event) - int32((len(g.events)*4+7)&^7),
+		SoftBit:  kprt.CtlEvSoftDisabled,
+		TabOff:   int32(8 * g.desc.Events[q.Event].CtlSlots[0]),
+		Mask:     uint32(h.Buckets() - 1),
+		EntBytes: uint32(8 * h.EntryWords()),
+		KeyWords: h.KeyWords(),
+		Seed:     evhist.HashSeed, Mul: evhist.HashMul, TagBit: evhist.TagBit,
+		HdrBytes: 8 * evhist.HeaderWords,
+	}
+	for k := range h.Vals {
+		v, ok := hf(&h.Vals[k], false)
+		if !ok {
+			return nil, 0, nil
+		}
+		spec.Vals = append(spec.Vals, v)
+	}
+	code, err := trampolines.InlineHist(0, *spec, 0, 0) // its length does not depend on the addresses
 	if err != nil {
-		if errors.Is(err, trampolines.ErrNoPrefilter) {
+		if errors.Is(err, trampolines.ErrNoInlineHist) {
 			return nil, 0, nil
 		}
 		return nil, 0, err

@@ -118,6 +118,9 @@ const (
 	// SymFilterPrefix names the inline filter of a jump-optimized probe's detour (where
 	// its site's jmp lands) and the count-only detour its refused hits take.
 	SymFilterPrefix = "kprewrite_filter."
+	// SymHistPrefix names the inline histogram update of a jump-optimized probe's detour
+	// (where its site's jmp lands) and the count-only detour that counts its hits.
+	SymHistPrefix = "kprewrite_hist."
 	// SymRedirectPrefix names the copy of a DCR's rest that a redirected jump into the
 	// DCR goes to (analysis.Redirect), by the jump's original target.
 	SymRedirectPrefix = "kprewrite_redirect."
@@ -443,6 +446,9 @@ func (g *gen) run() (*Result, error) {
 	}
 	if g.dcrs.pfCtlGen, ok = out.Addr(kprt.SymPFCtlGen); !ok {
 		return nil, fmt.Errorf("runtime object has no %s", kprt.SymPFCtlGen)
+	}
+	if g.dcrs.trigBase, ok = out.Addr(kprt.SymTrigBase); !ok {
+		return nil, fmt.Errorf("runtime object has no %s", kprt.SymTrigBase)
 	}
 	textBytes := text.alloc()
 	if err := g.dcrs.build(g, text.span(dcrsArea), enc, optcall, rseq); err != nil {
@@ -955,9 +961,13 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 			where = fmt.Sprintf("%s+%#x", pt.Func.Name, pt.Site-pt.Func.Addr)
 		}
 		size := d.size
-		if d.pf != nil { // the full detour, then the inline filter with its refusals' counting
+		if d.pf != nil || d.ih != nil { // the full detour, then the inline filter or update with the hits' counting
 			size = d.pfOff
-			syms = append(syms, elfio.NewSymbol{Name: SymFilterPrefix + where, Section: elfio.SecText, Offset: p.dcrs + d.off + d.pfOff,
+			name := SymFilterPrefix
+			if d.ih != nil {
+				name = SymHistPrefix
+			}
+			syms = append(syms, elfio.NewSymbol{Name: name + where, Section: elfio.SecText, Offset: p.dcrs + d.off + d.pfOff,
 				Size: d.size - d.pfOff, Func: true})
 		}
 		syms = append(syms, elfio.NewSymbol{Name: prefix + where, Section: elfio.SecText, Offset: p.dcrs + d.off, Size: size, Func: true})

@@ -95,6 +95,24 @@
  * is the rewrite's and it has no trigger, ~0 otherwise; again after every change of the
  * controls, and never in an image with C handlers (a hit inside a handler is a miss).
  *
+ * Inline histograms (KPRW_DF_INLINEHIST). A jump-optimized point with one probe, an
+ * event kprobe that writes records, starts soft-disabled, has no filter and one trigger:
+ * a histogram with one key and at most four values, no condition, count, variable,
+ * action or shared name, whose fields the detour can read itself (as an inline filter's),
+ * the key plain (or .hex, .syscall) or .log2. Laid out as an inline filter's (the code
+ * after the full detour, then a count-only detour of the probe), the code
+ * (trampolines.InlineHist) checks kprewrite_rt_pf_ctlgen and the probe's pfgen as an
+ * inline filter does, then reads kprewrite_rt_trig_base (the image's control area's
+ * slot 0, 0 until start-up sets it), tests the event's switch word (at a constant offset
+ * from it: switched on, records are written) and the table's paused bit, computes the
+ * key's hash as rt_hist.c does and, when the key's own bucket holds the key, adds 1 to
+ * its hitcount and each value to its sum with lock add, then jumps to the count-only
+ * detour, which counts the hit. Anything else (a new key, a key not in its own bucket,
+ * no table, a change of the controls, the event switched on, the table paused) goes to
+ * the full detour. The runtime sets such a probe's pfgen to the current generation when
+ * the probe is enabled, there is a trace file, and the event's filter and triggers are
+ * the rewrite's; ~0 otherwise.
+ *
  * Verification mode (--verify-regions). A would-be-optimized site becomes an ordinary
  * KPRW_X_BOOST point whose slot holds the relocated WHOLE DCR then jmp site+L (the tail
  * of the detour it would have had), so sequential flow never touches the other DCR
@@ -174,6 +192,8 @@ typedef unsigned long long kprw_u64;
 /* kprw_point.dflags */
 #define KPRW_DF_PREFILTER 0x1 /* KPRW_X_OPTIMIZED: the detour tests the event's filter
                                * inline first; see "Inline filters" above */
+#define KPRW_DF_INLINEHIST 0x2 /* KPRW_X_OPTIMIZED: the detour adds the hit to its event's
+                                * histogram inline first; see "Inline histograms" above */
 
 /* kprw_probe.type */
 #define KPRW_T_KPROBE 1

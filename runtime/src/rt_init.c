@@ -286,7 +286,7 @@ static int validate(const struct kprw_header *h)
 			has |= KPRW_HAS_GATED;
 		if (pt->pflags & KPRW_PF_INT3STEP)
 			has |= KPRW_HAS_ISTEP;
-		if (pt->dflags & KPRW_DF_PREFILTER) {
+		if (pt->dflags & (KPRW_DF_PREFILTER | KPRW_DF_INLINEHIST)) {
 			if (pt->xmode != KPRW_X_OPTIMIZED || (pt->pflags & KPRW_PF_COUNT) || pt->nprobes != 1)
 				return 0;
 			has |= KPRW_HAS_PREFILTER;

@@ -1211,6 +1211,24 @@ void kprw_fastev_init(void)
  * "Inline filters" in kprewrite_abi.h): 0, or the trace file's ctl_gen once every such
  * probe's pfgen says under which generation its inline filter is its event's filter. */
 __attribute__((visibility("hidden"))) u64 kprewrite_rt_pf_ctlgen;
+/* kprewrite_rt_trig_base is what inline histogram updates read (KPRW_DF_INLINEHIST): the
+ * control area's slot 0, from which the event's switch word and its table are at offsets
+ * the rewrite knows */
+__attribute__((visibility("hidden"))) u64 kprewrite_rt_trig_base;
+
+/* inline_hist_ok says whether the inline update of probe i's event e (a
+ * KPRW_DF_INLINEHIST point) does what the runtime would: the event's filter and
+ * triggers the rewrite's, its one trigger a plain histogram on a trace file */
+static int inline_hist_ok(u32 i, u32 e)
+{
+	if (e >= kprw_rt.nevents || !kprw_rt.trace || !kprw_rt.ev_trig || !kprw_rt.ev_filter || !kprw_probe_enabled(i))
+		return 0;
+	const struct kprw_evtrig *tg = kprw_rt.ev_trig[e];
+	if (kprw_rt.ev_filter[e] || !tg || (kprw_rt.ev_trig0 && kprw_rt.ev_trig0[e] != tg))
+		return 0;
+	return tg->n == 1 && tg->histonly && tg->t[0].cmd == KPRW_TRIG_HIST && !tg->t[0].filter && tg->t[0].hist &&
+	       tg->t[0].hist->simple && tg->t[0].hist->nkeys == 1;
+}
 
 /* kprw_pf_update sets the pfgen of every probe with an inline filter: the generation of
  * the controls this process applied when the inline code decides as the runtime would
@@ -1223,8 +1241,15 @@ void kprw_pf_update(void)
 	if (!kprw_rt.ctl_gen || (kprw_rt.has & KPRW_HAS_USER))
 		return;
 	u32 gen = __atomic_load_n(&kprw_rt.ctl_seen, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&kprewrite_rt_trig_base, (u64)(uptr)kprw_rt.trig_count, __ATOMIC_RELEASE);
 	for (u32 k = 0; k < kprw_rt.npoints; k++) {
 		const struct kprw_point *pt = &kprw_rt.points[k];
+		if (pt->dflags & KPRW_DF_INLINEHIST) {
+			u32 i = pt->first_probe;
+			__atomic_store_n(&kprw_rt.state[i].pfgen, inline_hist_ok(i, kprw_rt.probes[i].event) ? gen : ~0u,
+					 __ATOMIC_RELEASE);
+			continue;
+		}
 		if (!(pt->dflags & KPRW_DF_PREFILTER))
 			continue;
 		u32 i = pt->first_probe, e = kprw_rt.probes[i].event, ok = 0;

@@ -127,7 +127,7 @@ func InlineHist(at uint64, s InlineHistSpec, full, count uint64) ([]byte, error)
 	a.b = binary.LittleEndian.AppendUint32(a.b, s.Mask)
 	a.emit(0x48, 0x69, 0xff) // imul $entbytes,%rdi,%rdi
 	a.b = binary.LittleEndian.AppendUint32(a.b, s.EntBytes)
-	a.emit(0x48, 0x01, 0xcf) // add %rcx,%rdi: the bucket, less the table's offset
+	a.emit(0x48, 0x01, 0xcf)             // add %rcx,%rdi: the bucket, less the table's offset
 	a.emit(0x48, 0x0f, 0xba, 0xee, 0x3f) // bts $63,%rsi: the tag
 	ent := int64(s.TabOff) + int64(s.HdrBytes)
 	if ent+int64(s.Mask+1)*int64(s.EntBytes) > 1<<31-1 || ent < -(1<<31) {

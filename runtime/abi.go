@@ -533,6 +533,11 @@ const (
 	CETrig        = 0x2
 	CEEnable      = 0x4
 	CEDisable     = 0x8
+	// CtlSynth marks a frame entry of a synthetic event (RawCtlEnt.Event: this bit and
+	// the event's index among the description's synthetic events, below CtlMaxSynth):
+	// histograms added at run time, fed after the rewrite's.
+	CtlSynth    = 0x80000000
+	CtlMaxSynth = 256
 )
 
 // RawCtlFrame is struct kprw_ctlframe.

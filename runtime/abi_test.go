@@ -168,7 +168,7 @@ var abiConsts = map[string]any{
 	"KPRW_EF_DISABLED": EFDisabled, "KPRW_EF_RETPROBE": EFRetprobe,
 	"KPRW_EF_SOFT": EFSoftDisabled, "KPRW_EF_TRIGGERS": EFTriggers, "KPRW_CTL_SOFT_DISABLED": CtlEvSoftDisabled,
 	"KPRW_CTL_SPARE": CtlSpare, "KPRW_TIF_SPARE": TIFSpare, "KPRW_CTLFRAME_MAX": CtlFrameMax,
-	"KPRW_CE_FILTER": CEFilter, "KPRW_CE_TRIG": CETrig, "KPRW_CE_ENABLE": CEEnable, "KPRW_CE_DISABLE": CEDisable,
+	"KPRW_CE_FILTER": CEFilter, "KPRW_CE_TRIG": CETrig, "KPRW_CE_ENABLE": CEEnable, "KPRW_CTL_SYNTH": CtlSynth, "KPRW_CTL_MAX_SYNTH": CtlMaxSynth, "KPRW_CE_DISABLE": CEDisable,
 
 	"KPRW_NO_EVENT": NoEvent, "KPRW_NO_PROBE": NoProbe,
 	"KPRW_MAX_POINTS": MaxPoints, "KPRW_MAX_PROBES_PER_POINT": MaxProbesPerPoint, "KPRW_MAX_DATA_SIZE": MaxDataSize,

@@ -825,7 +825,7 @@ func TestSyntheticRecords(t *testing.T) {
 		if code != 0 || strings.Count(o, `"type":"synthetic","group":"synthetic","event":"d"`) != 100 || !strings.Contains(o, `"fields":{"neg":-901,"n":99}`) {
 			t.Errorf("JSON export: exit %d, %d synthetic records\n%s", code, strings.Count(o, `"type":"synthetic"`), e)
 		}
-		if code, _, e := kp("filter", tr, "synthetic/d", "n > 1"); code == 0 || !strings.Contains(e, "given when rewriting") {
+		if code, _, e := kp("filter", tr, "synthetic/d", "n > 1"); code == 0 || !strings.Contains(e, "a synthetic event has no filter") {
 			t.Errorf("filter on a synthetic event at run time: exit %d %s", code, e)
 		}
 		// KPREWRITE_CONTROL: the next run of a fresh trace file with its records on,
@@ -922,5 +922,88 @@ func TestHistOnlyPath(t *testing.T) {
 			t.Errorf("switched on: %d records, want %d", len(lines), len(all))
 		}
 		check(2)
+	})
+}
+
+// TestSyntheticRunTimeHist: histograms added to a synthetic event at run time, as to
+// any event's trigger file: for a running program's next hits (kprewrite trigger FILE
+// synthetic/NAME), and for the next run (KPREWRITE_CONTROL). They count what the
+// action generates, beside the rewrite's, and are paused, continued and removed the
+// kernel's way; the rewrite's stays (the generating histogram feeds it).
+func TestSyntheticRunTimeHist(t *testing.T) {
+	prog := testprog.Build(t, synthSrc, "c", "-O2")
+	forProbeModes(t, func(t *testing.T, modeFlags []string) {
+		kpd := filepath.Join(t.TempDir(), "synth")
+		flags := append([]string{
+			"--trigger", "app/in:hist:keys=common_pid:u=n",
+			"--trigger", "app/out:hist:keys=common_pid:neg=$u-1000:onmatch(app.in).trace(d,$neg,$u)",
+			"--trigger", "synthetic/d:hist:keys=n.buckets=10",
+		}, modeFlags...)
+		rewriteWith(t, prog, kpd, []string{"s:d s32 neg; u64 n", "p:app/in work n=%di:s32", "r:app/out work"}, flags...)
+		tr := kpd + ".trace"
+		testprog.MustRun(t, kpd)
+		const added = "hist:keys=neg:vals=hitcount,n:sort=neg:size=2048"
+		if code, o, e := kp("trigger", tr, "synthetic/d", "hist:keys=neg:vals=n:sort=neg"); code != 0 ||
+			o != tr+": synthetic/d (prog): triggers now:\n  hist:keys=n.buckets=10:vals=hitcount:sort=hitcount:size=2048 [active]\n  "+added+" [active]\n" {
+			t.Fatalf("trigger FILE synthetic/d HIST: exit %d\n%s%s", code, o, e)
+		}
+		testprog.MustRun(t, kpd)
+		check := func(hits uint64, state string) {
+			t.Helper()
+			bs := histOf(t, tr)
+			b := findHist(t, bs, added)
+			if !strings.HasSuffix(b.Info, state) || b.Hits != hits {
+				t.Fatalf("the run-time histogram: %s, %d hits, want %s and %d", b.Info, b.Hits, state, hits)
+			}
+			if hits > 0 {
+				for n := 0; n < 100; n++ {
+					if v := b.Entries[fmt.Sprintf("neg: %d", n-1000)]; len(v) != 2 || v[0] != hits/100 || v[1] != uint64(n)*(hits/100) {
+						t.Fatalf("the run-time histogram's entry of neg %d: %v", n-1000, v)
+					}
+				}
+			}
+		}
+		check(100, "[active]")
+		// paused: the next run adds nothing to it; continued: it counts again
+		if code, _, e := kp("trigger", tr, "synthetic/d", "hist:keys=neg:vals=n:sort=neg:pause"); code != 0 {
+			t.Fatalf("pause: %s", e)
+		}
+		testprog.MustRun(t, kpd)
+		check(100, "[paused]")
+		if code, _, e := kp("trigger", tr, "synthetic/d", "hist:keys=neg:vals=n:sort=neg:cont"); code != 0 {
+			t.Fatalf("cont: %s", e)
+		}
+		testprog.MustRun(t, kpd)
+		check(200, "[active]")
+		if r := findHist(t, histOf(t, tr), "hist:keys=n.buckets=10:"); r.Hits != 400 {
+			t.Errorf("the rewrite's histogram of the synthetic event: %d hits after 4 runs, want 400", r.Hits)
+		}
+		// the rewrite's cannot be removed; the run-time one can; a second like it is EEXIST
+		if code, _, e := kp("trigger", tr, "synthetic/d", "!hist:keys=n.buckets=10"); code == 0 || !strings.Contains(e, "given when rewriting") {
+			t.Errorf("removing the rewrite's histogram: exit %d %s", code, e)
+		}
+		if code, _, e := kp("trigger", tr, "synthetic/d", "hist:keys=neg:vals=n:sort=neg"); code == 0 || !strings.Contains(e, "File exists") && !strings.Contains(e, "EEXIST") {
+			t.Errorf("a second histogram like the first: exit %d %s", code, e)
+		}
+		if code, _, e := kp("trigger", tr, "synthetic/d", "traceoff"); code == 0 || !strings.Contains(e, "hist triggers only") {
+			t.Errorf("traceoff on a synthetic event: exit %d %s", code, e)
+		}
+		if code, o, e := kp("trigger", tr, "synthetic/d", "!hist:keys=neg:vals=n:sort=neg"); code != 0 || strings.Contains(o, "keys=neg") {
+			t.Errorf("removing the run-time histogram: exit %d\n%s%s", code, o, e)
+		}
+		// KPREWRITE_CONTROL: a fresh trace file's histogram, placed by the first run
+		ctl := filepath.Join(filepath.Dir(kpd), "run.ctl")
+		if code, o, e := kp("control", "-o", ctl, "--trigger", "synthetic/d:hist:keys=n.log2", kpd); code != 0 {
+			t.Fatalf("control --trigger synthetic/d:...: exit %d\n%s%s", code, o, e)
+		}
+		os.Remove(tr)
+		if res := testprog.Run(t, testprog.Cmd{Path: kpd, Extra: []string{"KPREWRITE_CONTROL=" + ctl}}); res.Exit != 0 || res.Stderr != "" {
+			t.Fatal(res)
+		}
+		want := map[string]uint64{}
+		for n := uint64(0); n < 100; n++ {
+			want[fmt.Sprintf("n: ~ 2^%d", log2Bucket(n))]++
+		}
+		checkCounts(t, findHist(t, histOf(t, tr), "hist:keys=n.log2:"), want, 100)
 	})
 }

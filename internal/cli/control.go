@@ -128,15 +128,15 @@ func editControls(name, usage string, args []string, stdout io.Writer,
 		return err
 	}
 	var evs, synth []tracectl.Event
-	for _, ev := range all { // a synthetic event's filter and histograms are the rewrite's
-		if ev.Synthetic {
+	for _, ev := range all { // a synthetic event has no filter of its own; its triggers are histograms
+		if ev.Synthetic && name == "filter" {
 			synth = append(synth, ev)
 		} else {
 			evs = append(evs, ev)
 		}
 	}
 	if len(evs) == 0 && value != nil {
-		return fmt.Errorf("%s: %s: a synthetic event's filters and triggers are given when rewriting (kprewrite enable and disable switch its records)", pos[0], pos[1])
+		return fmt.Errorf("%s: %s: a synthetic event has no filter (its histograms' \"if\" conditions select what they count; kprewrite enable and disable switch its records)", pos[0], pos[1])
 	}
 	type change struct {
 		ev  tracectl.Event
@@ -150,7 +150,7 @@ func editControls(name, usage string, args []string, stdout io.Writer,
 			return err
 		}
 		for _, ev := range group {
-			if value != nil && !ev.Armed {
+			if value != nil && !ev.Armed && !ev.Synthetic {
 				return fmt.Errorf("%s: %s/%s: %w", pos[0], ev.Group, ev.Name, tracectl.ErrNotArmed)
 			}
 			say, err := each(f, c, ev, value)
@@ -166,15 +166,7 @@ func editControls(name, usage string, args []string, stdout io.Writer,
 		if value != nil {
 			break
 		}
-		fmt.Fprintf(stdout, "%s/%s (%s):", ev.Group, ev.Name, ev.Image)
-		if name == "filter" {
-			fmt.Fprintln(stdout, " none")
-			continue
-		}
-		fmt.Fprintln(stdout)
-		for _, t := range f.Listed(ev, nil) {
-			fmt.Fprintln(stdout, t)
-		}
+		fmt.Fprintf(stdout, "%s/%s (%s): none\n", ev.Group, ev.Name, ev.Image)
 	}
 	committed := map[*tracectl.Controls]bool{}
 	for _, ch := range changes {
@@ -243,7 +235,11 @@ func runTrigger(args []string, stdout, _ io.Writer) error {
 				list("")
 				return nil, nil
 			}
-			if err := c.ApplyTrigger(ev.Group, ev.Name, *text); err != nil {
+			apply := func() error { return c.ApplyTrigger(ev.Group, ev.Name, *text) }
+			if ev.Synthetic {
+				apply = func() error { return c.ApplySynthTrigger(int(ev.Index), *text) }
+			}
+			if err := apply(); err != nil {
 				return nil, err
 			}
 			return func() {
@@ -315,6 +311,25 @@ func runControl(args []string, stdout, _ io.Writer) error {
 		}
 	}
 	for k, spec := range triggers {
+		// a synthetic event's histograms
+		if target, text, ok := strings.Cut(spec, ":"); ok && strings.HasPrefix(target, "synthetic/") {
+			found := false
+			for j, sy := range d.Synthetic {
+				if eventdef.MatchesName(target, "synthetic", sy.Name) {
+					found = true
+					if err := c.ApplySynthTrigger(j, text); err != nil {
+						return fmt.Errorf("--trigger #%d: %w", k+1, err)
+					}
+				}
+			}
+			if !found {
+				return fmt.Errorf("--trigger %q: %s has no event %s", spec, pos[0], target)
+			}
+			if c.HistOps() > 0 {
+				return fmt.Errorf("--trigger #%d: %s: trigger %q: pause, cont and clear change a histogram that a trace file holds: kprewrite trigger FILE EVENT TRIGGER or kprewrite hist --pause|--cont|--clear FILE", k+1, target, text)
+			}
+			continue
+		}
 		text, idx, err := match(spec, "trigger", "GROUP/EVENT:TRIGGER")
 		if err != nil {
 			return err

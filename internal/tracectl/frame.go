@@ -17,7 +17,7 @@ import (
 type Frame struct {
 	ImageID uint64
 	NEvents uint32
-	Entries map[uint32]*Entry // by runtime event index
+	Entries map[uint32]*Entry // by runtime event index (kprt.CtlSynth | k: synthetic event k)
 	// Switches are KPREWRITE_CONTROL's synthetic event switches (struct
 	// kprw_ctlswitch): bit 0 of the control area's word at a slot, by slot.
 	Switches map[uint32]uint32
@@ -114,7 +114,7 @@ func DecodeFrame(b []byte) (*Frame, int, error) {
 		if fl > size || tl > size || xl > size || off+pad8(fl)+pad8(tl)+pad8(xl) > size {
 			return nil, 0, fmt.Errorf("run-time control frame: entry %d runs past the frame", k)
 		}
-		if e >= fr.NEvents || fr.Entries[e] != nil {
+		if (e >= fr.NEvents && (e&kprt.CtlSynth == 0 || e&^kprt.CtlSynth >= kprt.CtlMaxSynth)) || fr.Entries[e] != nil {
 			return nil, 0, fmt.Errorf("run-time control frame: entry %d: event %d", k, e)
 		}
 		en := &Entry{Flags: binary.LittleEndian.Uint32(h[4:])}

@@ -99,8 +99,12 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 				return nil, err
 			}
 		}
-		for _, sy := range im.desc.Synthetic {
-			err := add("synthetic", sy.Name, sy.Triggers, sy.CtlSlots, func() ([]evfilter.Field, error) {
+		for k, sy := range im.desc.Synthetic {
+			ts, slots, err := ctl.SynthTriggers(k)
+			if err != nil {
+				return nil, fmt.Errorf("%s: synthetic/%s: %w", f.Path, sy.Name, err)
+			}
+			err = add("synthetic", sy.Name, ts, slots, func() ([]evfilter.Field, error) {
 				def, err := evhist.ParseSynthetic(sy.Def)
 				if err != nil {
 					return nil, err
@@ -177,16 +181,21 @@ func (h *Hist) Clear() {
 	h.SetPaused(was)
 }
 
-// Listed is event ev's triggers (c: its image's controls; a synthetic event's are
-// the rewrite's) as its trigger file lists them now: a counted trigger's count is what
+// Listed is event ev's triggers (c: its image's controls; nil: a synthetic event's
+// are the rewrite's) as its trigger file lists them now: a counted trigger's count is what
 // it has left, a histogram's state, [active] or [paused], its table's.
 func (f *File) Listed(ev Event, c *Controls) []string {
 	im := f.images[ev.img]
 	var ts []string
 	var slots []uint32
-	if ev.Synthetic { // its histograms, as rewritten (c unused)
+	if ev.Synthetic { // its histograms: the rewrite's, then those added at run time
 		sy := &im.desc.Synthetic[ev.Index]
 		ts, slots = sy.Triggers, sy.CtlSlots
+		if c != nil {
+			if t, s, err := c.SynthTriggers(int(ev.Index)); err == nil {
+				ts, slots = t, s
+			}
+		}
 	} else {
 		var err error
 		if ts, slots, err = c.triggers(ev.Index); err != nil {

@@ -606,6 +606,12 @@ struct kprw_ctlent {
 #define KPRW_CE_FILTER 0x1  /* the filter is this entry's, not the rewrite's */
 #define KPRW_CE_TRIG 0x2    /* the triggers are this entry's */
 #define KPRW_CE_ENABLE 0x4  /* KPREWRITE_CONTROL: switch the event on at start-up */
+/* kprw_ctlent.event of a synthetic event's entry: this bit and the event's index among
+ * the image description's synthetic events (below KPRW_CTL_MAX_SYNTH; its record id is
+ * nevents + 1 + the index). Its triggers are histograms added at run time, fed after the
+ * rewrite's (which the generating histograms' actions hold) with the same data. */
+#define KPRW_CTL_SYNTH 0x80000000u
+#define KPRW_CTL_MAX_SYNTH 256
 #define KPRW_CE_DISABLE 0x8 /* KPREWRITE_CONTROL: switch the event off at start-up */
 #define KPRW_RSEQ_MAXCPU 254 /* per-CPU counting with at most this many possible CPUs */
 /* count-only detours of at most this many probes skip their per-CPU calls with a jrcxz

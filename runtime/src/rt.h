@@ -280,6 +280,9 @@ struct kprw_rt {
 	u32 ctl_lock;
 	const struct kprw_fprog **ev_filter0;
 	const struct kprw_evtrig **ev_trig0;
+	/* synthetic events' histograms added at run time, by index (KPRW_CTL_SYNTH entries;
+	 * NULL: none): KPRW_CTL_MAX_SYNTH pointers */
+	const struct kprw_evtrig **synth_trig;
 	u64 trace_mapped;  /* bytes of the trace file's first mapping (the header's) */
 	const char *ctl_path; /* KPREWRITE_CONTROL */
 	u32 has;           /* KPRW_HAS_*: what the tables hold, from validate() (start-up passes
@@ -649,7 +652,7 @@ u64 kprw_ctl_size(void);
 void kprw_ctl_fill(u8 *p);
 void kprw_ctl_attach(u8 *p);
 void kprw_trig_init(void);
-const struct kprw_evtrig *kprw_trig_decode(u32 e, const u8 *b, u32 len);
+const struct kprw_evtrig *kprw_trig_decode(u32 e, const u8 *b, u32 len); /* e ~0u: a synthetic event's */
 void kprw_trig_counts(const u8 *b, u32 len, u32 first);
 u32 kprw_trig_place_limit(void);
 void kprw_hist_first_words(const u8 *p, u64 *counts, u32 from);

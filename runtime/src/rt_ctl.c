@@ -41,7 +41,8 @@ static int ent_next(const u8 *f, u32 size, u32 *off, struct ent *e)
 	u64 at = *off + sizeof *ce;
 	u64 end = at + pad8(ce->filter_len) + (u64)pad8(ce->trig_len) + pad8(ce->text_len);
 	if (ce->filter_len > size || ce->trig_len > size || ce->text_len > size || end > size ||
-	    ce->event >= kprw_rt.nevents)
+	    (ce->event >= kprw_rt.nevents &&
+	     (!(ce->event & KPRW_CTL_SYNTH) || (ce->event & ~KPRW_CTL_SYNTH) >= KPRW_CTL_MAX_SYNTH)))
 		return 0;
 	e->event = ce->event;
 	e->flags = ce->flags;
@@ -116,12 +117,27 @@ static void apply(const u8 *f, u32 size)
 	}
 	struct ent en;
 	u32 off = sizeof(struct kprw_ctlframe), bad = 0;
+	const struct kprw_evtrig **ns = NULL; /* synthetic events' run-time histograms */
 	/* histograms added at run time have their tables after the control area */
 	__atomic_store_n(&kprw_rt.trig_limit, kprw_trig_place_limit(), __ATOMIC_RELAXED);
 	for (u32 k = 0; f && k < ((const struct kprw_ctlframe *)f)->nentries; k++) {
 		if (!ent_next(f, size, &off, &en)) {
 			bad = 1;
 			break;
+		}
+		if (en.event & KPRW_CTL_SYNTH) { /* triggers only (hist), fed by synth() */
+			if (!(en.flags & KPRW_CE_TRIG) || !en.tlen)
+				continue;
+			if (!ns && !(ns = kprw_mmap_anon(KPRW_CTL_MAX_SYNTH * sizeof *ns))) {
+				bad = 1;
+				continue;
+			}
+			const struct kprw_evtrig *tg = kprw_trig_decode(~0u, en.trig, en.tlen);
+			if (!tg || !tg->histonly)
+				bad = 1;
+			else
+				ns[en.event & ~KPRW_CTL_SYNTH] = tg;
+			continue;
 		}
 		if (en.flags & KPRW_CE_FILTER) {
 			nf[en.event] = en.flen ? compile(en.filter, en.flen) : NULL;
@@ -145,6 +161,7 @@ static void apply(const u8 *f, u32 size)
 		__atomic_store_n(&kprw_rt.ev_filter[e], nf[e], __ATOMIC_RELEASE);
 		__atomic_store_n(&kprw_rt.ev_trig[e], nt[e], __ATOMIC_RELEASE);
 	}
+	__atomic_store_n(&kprw_rt.synth_trig, ns, __ATOMIC_RELEASE);
 	/* an event with triggers takes kprw_trace_hit: off kprw_trace_event's path */
 	for (u32 k = 0; kprw_rt.fastev && k < kprw_rt.npoints; k++) {
 		u32 e = kprw_rt.probes[kprw_rt.points[k].first_probe].event;

@@ -770,4 +770,11 @@ static __attribute__((noinline)) void synth(const struct kprw_hist *h, const u64
 	for (u32 t = 0; t < h->ntargets; t++) /* each histogram's "if": on the event's fields */
 		if (!h->targets[t].filter || kprw_filter_match(h->targets[t].filter, &se))
 			kprw_hist_update(h->targets[t].h, kprw_rt.trig_count + h->targets[t].slot, &se);
+	/* and the histograms added at run time (kprewrite trigger FILE synthetic/NAME) */
+	const struct kprw_evtrig **st = __atomic_load_n(&kprw_rt.synth_trig, __ATOMIC_ACQUIRE);
+	if (unlikely(st != NULL) && h->rec_id > kprw_rt.nevents && h->rec_id - kprw_rt.nevents - 1 < KPRW_CTL_MAX_SYNTH) {
+		const struct kprw_evtrig *tg = st[h->rec_id - kprw_rt.nevents - 1];
+		if (tg)
+			kprw_triggers_run(tg, &se);
+	}
 }

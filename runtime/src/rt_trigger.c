@@ -225,7 +225,7 @@ u32 kprw_trig_place_limit(void)
 const struct kprw_evtrig *kprw_trig_decode(u32 e, const u8 *b, u32 len)
 {
 	u32 s = 0;
-	const struct kprw_evtrig *orig = kprw_rt.ev_trig0 ? kprw_rt.ev_trig0[e] : NULL;
+	const struct kprw_evtrig *orig = kprw_rt.ev_trig0 && e < kprw_rt.nevents ? kprw_rt.ev_trig0[e] : NULL;
 	if (!sane(b, len))
 		return NULL;
 	u64 n = walk_blob(b, len, orig, NULL, NULL, &s, NULL, 0);

@@ -14,6 +14,8 @@ func sampleFrame() *Frame {
 			FilterText: "a > 1", Triggers: []string{"traceoff:count=1", "hist:keys=a:vals=hitcount:sort=hitcount:size=2048 [active]"}},
 		0: {Flags: kprt.CEDisable},
 		4: {Flags: kprt.CEFilter},
+		// synthetic event 2's run-time histograms
+		kprt.CtlSynth | 2: {Flags: kprt.CETrig, Trig: []byte{9, 8, 7}, Triggers: []string{"hist:keys=n:vals=hitcount:sort=hitcount:size=2048 [active]"}},
 	}}
 }
 
@@ -55,6 +57,12 @@ func TestFrameRoundTrip(t *testing.T) {
 	bad[48] = 7 // the first entry's event past NEvents
 	if _, _, err := DecodeFrame(bad); err == nil {
 		t.Error("an entry for event 7 of 5 decoded")
+	}
+	fr.Entries[kprt.CtlSynth|kprt.CtlMaxSynth] = &Entry{Flags: kprt.CETrig}
+	if b, err := fr.Encode(); err != nil {
+		t.Fatal(err)
+	} else if _, _, err := DecodeFrame(b); err == nil {
+		t.Errorf("an entry for synthetic event %d decoded (at most %d)", kprt.CtlMaxSynth, kprt.CtlMaxSynth)
 	}
 }
 

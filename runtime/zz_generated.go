@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b91f226e180982a216d09b5e4f6052393a5a63199dc87705dab6b51587e934ea"
+const ObjectSHA256 = "bce6c2e1e3a10f27cbf446ea9b2a59cd8f425823494f2896006653b2a0ee347f"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

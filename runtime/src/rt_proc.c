@@ -67,13 +67,16 @@ static struct kprw_proc own; /* the process's when this image is the first (or a
 struct kprw_proc *kprw_proc;
 static u32 self = ~0u; /* this image's entry in kprw_proc->img */
 
+/* lock: images join one at a time (the loader's own lock serializes them already, but
+ * for a fork child of a thread caught holding it: taken over after a while) */
 static void lock(void)
 {
 	u32 z = 0;
-	while (!atomic_cas(&kprw_proc->lock, &z, 1)) {
+	for (u32 tries = 0; !atomic_cas(&kprw_proc->lock, &z, 1) && tries < 10000; tries++) {
 		z = 0;
 		sys0(SYS_sched_yield);
 	}
+	atomic_store(&kprw_proc->lock, 1);
 }
 
 static void unlock(void)

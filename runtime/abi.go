@@ -41,6 +41,11 @@ const (
 	// of the image's control area's slot 0 (its triggers' counts and tables), 0 before
 	// start-up has set it.
 	SymTrigBase = "kprewrite_rt_trig_base"
+	// SymRseqFix is the runtime's u64 in its .data that the rewriter sets to the vaddr
+	// (as linked) of an image's table of PIC count-only detours' rseq_cs descriptors:
+	// u64 n, then n times {descriptor, start_ip, post_commit_offset, abort_ip}, as linked;
+	// start-up writes each descriptor with the load bias added (0: none).
+	SymRseqFix = "kprewrite_rt_rseq_fix"
 	// SymRseqCount is the per-CPU counting routine count-only detours call.
 	SymRseqCount = "kprewrite_rt_rseq_count"
 	// SymRseqShardtab is u64 *[256], each CPU's shard of hit counters by the low byte of

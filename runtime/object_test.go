@@ -42,7 +42,7 @@ func TestObjectRelocations(t *testing.T) {
 		}
 	}
 	exported := append([]string{SymEntry, SymLibEntry, SymRelocEntry, SymLibFini, SymInit, SymHdrRel, SymRetTramp, SymStats, SymOptCall, SymOptTemplate, SymOptTemplateEnd, SymEHFrame,
-		SymRseqOff, SymRseqCount, SymRseqShardtab, SymPFCtlGen, SymTrigBase},
+		SymRseqOff, SymRseqCount, SymRseqShardtab, SymPFCtlGen, SymTrigBase, SymRseqFix},
 		HandlerAPI...)
 	for _, name := range exported {
 		if !globals[name] {

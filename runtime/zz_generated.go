@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "bce6c2e1e3a10f27cbf446ea9b2a59cd8f425823494f2896006653b2a0ee347f"
+const ObjectSHA256 = "5524edadddebdfbdd66e52f384e282089884bc0a7d6bc6c797f036b40236cbd3"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -44,15 +44,19 @@ func detourKind(t *testing.T, bin, site string) string {
 			continue
 		}
 		for _, p := range f.Progs {
-			if p.Type == elf.PT_LOAD && s.Value >= p.Vaddr && s.Value+40 <= p.Vaddr+p.Filesz {
-				b := make([]byte, 40)
+			if p.Type == elf.PT_LOAD && s.Value >= p.Vaddr && s.Value+64 <= p.Vaddr+p.Filesz {
+				b := make([]byte, 64)
 				if _, err := p.ReadAt(b, int64(s.Value-p.Vaddr)); err != nil {
 					t.Fatal(err)
 				}
-				// RSEQ_SIG first: the inline form's cold part, its entry 23 bytes on
+				// RSEQ_SIG first: the inline form's cold part, its entry 23 bytes on; the
+				// PIC inline form pushes %rdx after the head
 				suffix := ""
 				if bytes.HasPrefix(b, []byte{0x53, 0x30, 0x05, 0x53}) {
 					b, suffix = b[23:], "-inline"
+					if head := 5 + map[bool]int{true: 5}[b[5] == 0x50]; b[head+10] == 0x52 {
+						suffix = "-inlinepic"
+					}
 				}
 				switch {
 				case bytes.HasPrefix(b, []byte{0x48, 0x8d, 0x64, 0x24, 0x80, 0x51, 0x48, 0x8b, 0x0d}):
@@ -120,13 +124,17 @@ func TestCountOnly(t *testing.T) {
 						if !strings.HasPrefix(got, kind) || (kind == "" && got != "") {
 							t.Errorf("%s: detour %q, want %q", site, got, kind)
 						}
-						if strings.HasSuffix(got, "-inline") {
+						fixed := build.name == "nopie-cet" || build.name == "static"
+						if strings.HasSuffix(got, "-inline") || strings.HasSuffix(got, "-inlinepic") {
 							inline++
+							if strings.HasSuffix(got, "-inlinepic") == fixed {
+								t.Errorf("%s: detour %q in an image at fixed addresses %v", site, got, fixed)
+							}
 						}
 					}
-					// a point of one probe in an image at fixed addresses: its own restartable
-					// sequence (add has two events: the call form)
-					if fixed := build.name == "nopie-cet" || build.name == "static"; (inline > 0) != (fixed && mode == "optimize") {
+					// a point of one probe: its own restartable sequence, PIC where the image
+					// moves (add has two events: the call form)
+					if (inline > 0) != (mode == "optimize") {
 						t.Errorf("%d detours of the inline form", inline)
 					}
 
@@ -168,8 +176,10 @@ func TestCountOnlyThreadsFork(t *testing.T) {
 	prog := testprog.Build(t, probedSource(t), "c", "-O2", "-pthread")
 	dir := t.TempDir()
 	out := filepath.Join(dir, "probed")
-	rewriteWith(t, prog, out, []string{"p:kpw/add add t=%di:s32 i=%si:s32"}, "--count-only")
-	if k := detourKind(t, out, "add+0x0"); !strings.HasPrefix(k, "count") || strings.HasSuffix(k, "-inline") {
+	// two events at add: the call form (one event would take the inline PIC form,
+	// hammered below with the non-PIE program's)
+	rewriteWith(t, prog, out, []string{"p:kpw/add add t=%di:s32 i=%si:s32", "p:kpw/add2 add"}, "--count-only")
+	if k := detourKind(t, out, "add+0x0"); !strings.HasPrefix(k, "count") || strings.Contains(k, "-inline") {
 		t.Fatalf("add's detour is %q, want a count-only one calling the runtime", k)
 	}
 	for _, c := range []struct {
@@ -178,8 +188,8 @@ func TestCountOnlyThreadsFork(t *testing.T) {
 	}{{"threads", 8000}, {"fork", 6}} {
 		tr := filepath.Join(dir, c.arg+".trace")
 		testprog.Same(t, prog, out, testprog.Cmd{Args: []string{c.arg}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
-		if p := profile(t, tr, out); p["add"] != [2]uint64{c.hits, 0} {
-			t.Errorf("%s: profile %v, want %d hits", c.arg, p["add"], c.hits)
+		if p := profile(t, tr, out); p["add"] != [2]uint64{c.hits, 0} || p["add2"] != [2]uint64{c.hits, 0} {
+			t.Errorf("%s: profile %v, want %d hits each", c.arg, p, c.hits)
 		}
 	}
 	// 16 threads in 4 processes at once on every CPU, 4,000,000 hits: per-CPU counting in
@@ -191,39 +201,65 @@ func TestCountOnlyThreadsFork(t *testing.T) {
 		if !strings.Contains(res.Stdout, "hammer bad=0") {
 			t.Fatalf("hammer: %s", res)
 		}
-		if p := profile(t, tr, out); p["add"] != [2]uint64{4000000, 0} {
-			t.Errorf("hammer %s: profile %v, want 4000000 hits", env, p["add"])
+		if p := profile(t, tr, out); p["add"] != [2]uint64{4000000, 0} || p["add2"] != [2]uint64{4000000, 0} {
+			t.Errorf("hammer %s: profile %v, want 4000000 hits each", env, p)
 		}
 		shards := traceShards(t, tr)
 		if (env == "") != (shards > 0) {
 			t.Errorf("hammer %s: %d per-CPU shards", env, shards)
 		}
 	}
-	// a non-PIE program: the detour counts in its own restartable sequence, 16 threads on
-	// 2 CPUs preempted inside it (the kernel restarts it at its abort handler), exact
-	nopie := testprog.Build(t, probedSource(t), "c", "-O2", "-pthread", "-no-pie")
-	nout := filepath.Join(dir, "probed-nopie")
+	// one event: the detour counts in its own restartable sequence (by absolute
+	// addresses in a non-PIE program, PC-relatively in a PIE), 16 threads on 2 CPUs
+	// preempted inside it (the kernel restarts it at its abort handler), exact
+	for _, pie := range []string{"-no-pie", "-pie"} {
+		countInlineHammer(t, dir, pie)
+	}
+	// a static program: glibc registers its rseq areas after the runtime's start-up, so
+	static := testprog.Build(t, probedSource(t), "c", "-O2", "-pthread", "-static")
+	sout := filepath.Join(dir, "probed-static")
+	rewriteWith(t, static, sout, []string{"p:kpw/add add t=%di:s32 i=%si:s32"}, "--count-only")
+	str := filepath.Join(dir, "hammer-static.trace")
+	testprog.Same(t, static, sout, testprog.Cmd{Args: []string{"hammer"}, Extra: []string{"KPREWRITE_TRACE=" + str}}, nil)
+	if p := profile(t, str, sout); p["add"] != [2]uint64{4000000, 0} || traceShards(t, str) != 0 {
+		t.Errorf("hammer, static: profile %v, want 4000000 hits; %d shards, want none", p["add"], traceShards(t, str))
+	}
+	// the trace command says there is nothing to print, and exits 0
+	code, stdout, stderr := kp("trace", filepath.Join(dir, "fork.trace"))
+	if code != 0 || len(parseTraceLines(t, stdout)) != 0 {
+		t.Errorf("trace of a count-only run: exit %d, %s%s", code, stdout, stderr)
+	}
+}
+
+// countInlineHammer rewrites the probed program built with pie (-no-pie, -pie) with one
+// count-only event on add, whose detour takes the inline form (its PIC form in a PIE),
+// and checks its counts under 16 threads and under a storm of signals whose handler
+// calls add too.
+func countInlineHammer(t *testing.T, dir, pie string) {
+	nopie := testprog.Build(t, probedSource(t), "c", "-O2", "-pthread", pie)
+	nout := filepath.Join(dir, "probed"+pie)
 	// f_jmp's probe is an int3 one (its jmp is too short for a DCR): the image only
 	// counts, so its hits from 16 threads count per CPU too (kprw_count_hit)
 	rewriteWith(t, nopie, nout, []string{"p:kpw/add add t=%di:s32 i=%si:s32", "p:kpw/jmp f_jmp"}, "--count-only")
-	if k := detourKind(t, nout, "add+0x0"); !strings.HasSuffix(k, "-inline") {
-		t.Fatalf("non-PIE: add's detour is %q, want the inline form", k)
+	want := map[string]string{"-no-pie": "-inline", "-pie": "-inlinepic"}[pie]
+	if k := detourKind(t, nout, "add+0x0"); !strings.HasSuffix(k, want) {
+		t.Fatalf("%s: add's detour is %q, want the form %s", pie, k, want)
 	}
 	for _, env := range []string{"", "KPREWRITE_NO_RSEQ=1"} {
-		tr := filepath.Join(dir, "hammer-nopie"+env+".trace")
+		tr := filepath.Join(dir, "hammer"+pie+env+".trace")
 		res := testprog.Same(t, nopie, nout, testprog.Cmd{Args: []string{"hammer"}, Extra: []string{"KPREWRITE_TRACE=" + tr, env}}, nil)
 		if !strings.Contains(res.Stdout, "hammer bad=0") {
-			t.Fatalf("hammer, non-PIE: %s", res)
+			t.Fatalf("hammer, %s: %s", pie, res)
 		}
 		if p := profile(t, tr, nout); p["add"] != [2]uint64{4000000, 0} || p["jmp"] != [2]uint64{4000, 0} || (env == "") != (traceShards(t, tr) > 0) {
-			t.Errorf("hammer, non-PIE %s: profile %v, want add 4000000 and jmp 4000 hits; %d shards", env, p, traceShards(t, tr))
+			t.Errorf("hammer, %s %s: profile %v, want add 4000000 and jmp 4000 hits; %d shards", pie, env, p, traceShards(t, tr))
 		}
 	}
 	// a timer signal every 20 us whose handler calls add too: signals land inside the
 	// restartable sequence (the kernel resumes at its abort handler, which starts over),
 	// and each hit, the loop's and the handler's, counts once
 	for _, env := range []string{"", "KPREWRITE_NO_RSEQ=1"} {
-		tr := filepath.Join(dir, "storm-nopie"+env+".trace")
+		tr := filepath.Join(dir, "storm"+pie+env+".trace")
 		sigs := regexp.MustCompile(`sig=\d+`)
 		var raw string // the rewritten program's output, normalized last
 		testprog.Same(t, nopie, nout, testprog.Cmd{Args: []string{"storm"}, Extra: []string{"KPREWRITE_TRACE=" + tr, env}},
@@ -238,23 +274,8 @@ func TestCountOnlyThreadsFork(t *testing.T) {
 			t.Fatalf("storm %s: %q (%v)", env, raw, err)
 		}
 		if p := profile(t, tr, nout); p["add"] != [2]uint64{n + sig, 0} {
-			t.Errorf("storm, non-PIE %s: profile %v, want %d hits (%d signals)", env, p["add"], n+sig, sig)
+			t.Errorf("storm, %s %s: profile %v, want %d hits (%d signals)", pie, env, p["add"], n+sig, sig)
 		}
-	}
-	// a static program: glibc registers its rseq areas after the runtime's start-up, so
-	// detours keep lock incq (no shards), still exact
-	static := testprog.Build(t, probedSource(t), "c", "-O2", "-pthread", "-static")
-	sout := filepath.Join(dir, "probed-static")
-	rewriteWith(t, static, sout, []string{"p:kpw/add add t=%di:s32 i=%si:s32"}, "--count-only")
-	str := filepath.Join(dir, "hammer-static.trace")
-	testprog.Same(t, static, sout, testprog.Cmd{Args: []string{"hammer"}, Extra: []string{"KPREWRITE_TRACE=" + str}}, nil)
-	if p := profile(t, str, sout); p["add"] != [2]uint64{4000000, 0} || traceShards(t, str) != 0 {
-		t.Errorf("hammer, static: profile %v, want 4000000 hits; %d shards, want none", p["add"], traceShards(t, str))
-	}
-	// the trace command says there is nothing to print, and exits 0
-	code, stdout, stderr := kp("trace", filepath.Join(dir, "fork.trace"))
-	if code != 0 || len(parseTraceLines(t, stdout)) != 0 {
-		t.Errorf("trace of a count-only run: exit %d, %s%s", code, stdout, stderr)
 	}
 }
 

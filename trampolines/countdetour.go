@@ -45,7 +45,35 @@ const (
 // 32-byte aligned), instead of a call of SymRseqCount (~2 ns less a hit in a real
 // program: python3.11's start-up). The descriptor holds absolute addresses, so only an
 // image loaded where it was linked (ET_EXEC) uses it.
-type CountRseq struct{ Off, Count, Shardtab, CS uint64 }
+//
+// With PIC, the inline form reaches the descriptor and the shard table PC-relatively
+// (an image loaded anywhere: a PIE, a shared library); the descriptor is then in
+// writable memory, where the runtime writes its absolute addresses at start-up
+// (SymRseqFix).
+type CountRseq struct {
+	Off, Count, Shardtab, CS uint64
+	PIC                      bool
+}
+
+// InlineForm is a count-only detour's way of counting in its own restartable sequence.
+type InlineForm uint8
+
+const (
+	InlineNone InlineForm = iota // lock incq, or calls of SymRseqCount
+	InlineAbs                    // descriptor and shard table by absolute address
+	InlinePIC                    // by PC-relative address
+)
+
+// form is the inline form a detour of nprobes probes takes.
+func (r CountRseq) form(nprobes int) InlineForm {
+	switch {
+	case !r.Inline(nprobes):
+		return InlineNone
+	case r.PIC:
+		return InlinePIC
+	}
+	return InlineAbs
+}
 
 func (r CountRseq) on() bool { return r.Off != 0 && r.Count != 0 }
 
@@ -66,8 +94,8 @@ func (l CountLayout) Len(relocLen int) int { return l.Reloc + relocLen + kprt.Sl
 // CountDetourLayout is the layout of a count-only detour of nprobes probes: rseq adds
 // the per-CPU counting, inline in its own restartable sequence (CountRseq.Inline);
 // flagsDead drops the flags' save and restore.
-func CountDetourLayout(nprobes int, rseq, inline, flagsDead bool) (CountLayout, error) {
-	t, err := countTemplateFor(nprobes, rseq, inline, flagsDead)
+func CountDetourLayout(nprobes int, rseq bool, form InlineForm, flagsDead bool) (CountLayout, error) {
+	t, err := countTemplateFor(nprobes, rseq, form, flagsDead)
 	if err != nil {
 		return CountLayout{}, err
 	}
@@ -89,11 +117,11 @@ func CountDetour(at uint64, counters []uint64, shards []uint32, rs CountRseq, fl
 	if rs.on() && len(shards) != n {
 		return nil, fmt.Errorf("count-only detour at %#x: %d shard offsets for %d probes", at, len(shards), n)
 	}
-	inline := rs.Inline(n)
-	if inline && (rs.CS >= InlineAddrLimit || rs.Shardtab >= InlineAddrLimit) {
+	form := rs.form(n)
+	if form == InlineAbs && (rs.CS >= InlineAddrLimit || rs.Shardtab >= InlineAddrLimit) {
 		return nil, fmt.Errorf("count-only detour at %#x: descriptor %#x or shard table %#x out of imm32 reach", at, rs.CS, rs.Shardtab)
 	}
-	t, err := countTemplateFor(n, rs.on(), inline, flagsDead)
+	t, err := countTemplateFor(n, rs.on(), form, flagsDead)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +148,10 @@ func CountDetour(at uint64, counters []uint64, shards []uint32, rs CountRseq, fl
 				v = uint32(rs.CS)
 			case "shardtab":
 				v = uint32(rs.Shardtab)
+			case "csrel":
+				v, err = rel32(at+uint64(o)+4, rs.CS)
+			case "shardtabrel":
+				v, err = rel32(at+uint64(o)+4, rs.Shardtab)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("count-only detour at %#x: %s: %w", at, f.role, err)
@@ -136,9 +168,13 @@ func CountDetour(at uint64, counters []uint64, shards []uint32, rs CountRseq, fl
 }
 
 // CountRseqCS returns the rseq_cs descriptor (version 0, flags 0, start_ip,
-// post_commit_offset, abort_ip) of the inline-form count-only detour at at.
-func CountRseqCS(at uint64, flagsDead bool) ([]byte, error) {
-	t, err := countTemplateFor(1, true, true, flagsDead)
+// post_commit_offset, abort_ip) of the count-only detour of inline form form at at (the
+// PIC form's as the image was linked: the runtime adds the load bias).
+func CountRseqCS(at uint64, form InlineForm, flagsDead bool) ([]byte, error) {
+	if form == InlineNone {
+		return nil, fmt.Errorf("count-only detour at %#x: no restartable sequence of its own", at)
+	}
+	t, err := countTemplateFor(1, true, form, flagsDead)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +199,7 @@ type countTemplate struct {
 type countRel struct{ off, size int }
 
 type countField struct {
-	role string // ctr, shard, call, off, cs, shardtab
+	role string // ctr, shard, call, off, cs, shardtab, csrel, shardtabrel
 	off  int
 	rep  bool // inside a repeated region: one per probe
 }
@@ -177,7 +213,8 @@ func (f countField) copies(n int) int {
 }
 
 // countFieldRoles are the fields' roles; anything else a label names is a place.
-var countFieldRoles = map[string]bool{"ctr": true, "shard": true, "call": true, "off": true, "cs": true, "shardtab": true}
+var countFieldRoles = map[string]bool{"ctr": true, "shard": true, "call": true, "off": true, "cs": true, "shardtab": true,
+	"csrel": true, "shardtabrel": true}
 
 // countPlaces are the labels that name places; "repN" and "repN.end" too.
 var countPlaces = map[string]bool{"start": true, "end": true, "entry": true, "abort": true, "rseq_start": true, "rseq_post": true}
@@ -253,11 +290,13 @@ func (t *countTemplate) expand(n, extra int) ([]byte, error) {
 }
 
 // countTemplateFor picks the template of a count-only detour.
-func countTemplateFor(nprobes int, rseq, inline, flagsDead bool) (*countTemplate, error) {
+func countTemplateFor(nprobes int, rseq bool, form InlineForm, flagsDead bool) (*countTemplate, error) {
 	name := "locked"
 	switch {
-	case rseq && inline && nprobes == 1:
+	case rseq && form == InlineAbs && nprobes == 1:
 		name = "inline"
+	case rseq && form == InlinePIC && nprobes == 1:
+		name = "inlinepic"
 	case rseq && nprobes <= kprt.CountShortN:
 		name = "short"
 	case rseq:

@@ -236,7 +236,7 @@ func TestCountDetourRseqInline(t *testing.T) {
 		if !bytes.Equal(b[relocAt-at:relocAt-at+uint64(len(reloc))], reloc) {
 			t.Fatalf("dead=%v: the DCR copy is not at the layout's Reloc", dead)
 		}
-		desc, err := CountRseqCS(at, dead)
+		desc, err := CountRseqCS(at, InlineAbs, dead)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,7 +344,11 @@ func TestCountDetourRseqInline(t *testing.T) {
 
 func countLayout(t *testing.T, n int, rseq, inline, dead bool) CountLayout {
 	t.Helper()
-	l, err := CountDetourLayout(n, rseq, inline, dead)
+	form := InlineNone
+	if inline {
+		form = InlineAbs
+	}
+	l, err := CountDetourLayout(n, rseq, form, dead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,5 +409,99 @@ func TestCountTemplateRefuses(t *testing.T) {
 	bad[1] = 3
 	if _, err := countTemplateOf("t", good, bad); err == nil {
 		t.Error("a jump into a repeated region accepted")
+	}
+}
+
+// TestCountDetourRseqInlinePIC: the inline form of an image loaded anywhere reaches its
+// descriptor and the shard table PC-relatively through %rdx, pushed after the head and
+// popped after the commit (the locked path, taken before the push, pops %rcx only);
+// the descriptor (as linked: the runtime adds the bias) spans the cpu_id read through
+// the commit, and its abort handler follows the signature.
+func TestCountDetourRseqInlinePIC(t *testing.T) {
+	const at, back, off, count, tab, cs, ctr, shard = 0x5500000000, 0x5500001007, 0x5500200000, 0x5500100000, 0x5500210000, 0x5500300000, 0x5500400000, 0x38
+	reloc := []byte{0x48, 0x8b, 0x05, 0x00, 0x00, 0x00, 0x00}
+	rs := CountRseq{Off: off, Count: count, Shardtab: tab, CS: cs, PIC: true}
+	for _, dead := range []bool{true, false} {
+		b, err := CountDetour(at, []uint64{ctr}, []uint32{shard}, rs, dead, reloc, back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := CountDetourLayout(1, true, InlinePIC, dead)
+		if err != nil || len(b) != l.Len(len(reloc)) || l.Entry != 23 {
+			t.Fatalf("dead=%v: %d bytes, layout %+v (%v)", dead, len(b), l, err)
+		}
+		desc, err := CountRseqCS(at, InlinePIC, dead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		le := binary.LittleEndian
+		start, post, abort := le.Uint64(desc[8:]), le.Uint64(desc[8:])+le.Uint64(desc[16:]), le.Uint64(desc[24:])
+		if abort != at+4 || le.Uint32(b) != 0x53053053 {
+			t.Fatalf("dead=%v: abort handler at %#x", dead, abort)
+		}
+		insns := map[uint64]x86asm.Inst{}
+		for o := 4; o < len(b); {
+			in, err := x86asm.Decode(b[o:], 64)
+			if err != nil {
+				t.Fatalf("dead=%v: decode at +%d: %v", dead, o, err)
+			}
+			insns[at+uint64(o)] = in
+			o += in.Len
+		}
+		ripTo := func(pc uint64, arg int) uint64 {
+			in := insns[pc]
+			m, ok := in.Args[arg].(x86asm.Mem)
+			if !ok || m.Base != x86asm.RIP {
+				t.Fatalf("dead=%v: %v at %#x is not PC-relative", dead, in, pc)
+			}
+			return pc + uint64(in.Len) + uint64(m.Disp)
+		}
+		entry := uint64(at) + 23
+		p := entry + 5 // lea -128(%rsp),%rsp
+		if !dead {
+			p += 5
+		}
+		if insns[p].Op != x86asm.PUSH || insns[p+1].Op != x86asm.MOV || ripTo(p+1, 1) != off || insns[p+8].Op != x86asm.JRCXZ {
+			t.Fatalf("dead=%v: head %v %v %v", dead, insns[p], insns[p+1], insns[p+8])
+		}
+		push := p + 10
+		if in := insns[push]; in.Op != x86asm.PUSH || in.Args[0] != x86asm.RDX {
+			t.Fatalf("dead=%v: %v after the head", dead, in)
+		}
+		lea := push + 1
+		if in := insns[lea]; in.Op != x86asm.LEA || in.Args[0] != x86asm.RDX || ripTo(lea, 1) != cs {
+			t.Fatalf("dead=%v: descriptor %v", dead, in)
+		}
+		arm := lea + 7
+		if in := insns[arm]; in.Op != x86asm.MOV || in.Args[1] != x86asm.RDX || in.Args[0].(x86asm.Mem).Segment != x86asm.FS {
+			t.Fatalf("dead=%v: arming %v", dead, in)
+		}
+		if start != arm+5 || insns[start].Op != x86asm.MOVZX {
+			t.Fatalf("dead=%v: the critical section starts at %#x with %v", dead, start, insns[start])
+		}
+		if in := insns[start+5]; in.Op != x86asm.LEA || ripTo(start+5, 1) != tab {
+			t.Fatalf("dead=%v: shard table %v", dead, in)
+		}
+		if m, ok := insns[start+12].Args[1].(x86asm.Mem); !ok || m.Base != x86asm.RDX || m.Index != x86asm.RCX || m.Scale != 8 {
+			t.Fatalf("dead=%v: shard lookup %v", dead, insns[start+12])
+		}
+		commit := post - 7
+		if in := insns[commit]; in.Op != x86asm.INC || commit != start+16 || in.Args[0].(x86asm.Mem).Disp != shard {
+			t.Fatalf("dead=%v: commit %v at %#x", dead, in, commit)
+		}
+		if insns[post].Op != x86asm.POP || insns[post].Args[0] != x86asm.RDX || insns[post+1].Args[0] != x86asm.RCX {
+			t.Fatalf("dead=%v: after the commit %v %v", dead, insns[post], insns[post+1])
+		}
+		// the cold part: abort reloads %rcx and restarts at the lea (pushed %rdx kept);
+		// the locked increment goes to the pop of %rcx alone
+		jmp := abort + 7
+		if in := insns[abort]; in.Op != x86asm.MOV || ripTo(abort, 1) != off || jmp+uint64(insns[jmp].Len)+uint64(int64(insns[jmp].Args[0].(x86asm.Rel))) != lea {
+			t.Fatalf("dead=%v: abort handler %v", dead, in)
+		}
+		locked := uint64(at) + 13
+		lj := locked + 8
+		if in := insns[locked]; in.Op != x86asm.INC || ripTo(locked, 0) != ctr || lj+uint64(insns[lj].Len)+uint64(int64(insns[lj].Args[0].(x86asm.Rel))) != post+1 {
+			t.Fatalf("dead=%v: locked path %v", dead, in)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package rewriter
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -35,6 +36,13 @@ type dcrArea struct {
 	pfCtlGen uint64
 	// trigBase is the runtime's SymTrigBase, which inline histogram updates read
 	trigBase uint64
+	// the restartable sequences' descriptors: in the area (an image at fixed
+	// addresses), or (pic) in the bss at picCS, written at start-up by the runtime
+	// from fix (SymRseqFix: u64 count, then per descriptor its address, start_ip,
+	// post_commit_offset and abort_ip as linked)
+	pic   bool
+	picCS uint64
+	fix   []byte
 }
 
 type dcrEntry struct {
@@ -88,11 +96,11 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 	case rp.PFlags&kprt.PFCount != 0:
 		e.count, e.nprobes = true, len(rp.Probes)
 		e.flagsDead = g.flagsDead(pt.Site)
-		if e.nprobes == 1 && g.inlineRseq() {
+		if e.nprobes == 1 {
 			e.cs = a.ncs
 			a.ncs++
 		}
-		if e.layout, err = trampolines.CountDetourLayout(e.nprobes, true, e.cs >= 0, e.flagsDead); err != nil {
+		if e.layout, err = trampolines.CountDetourLayout(e.nprobes, true, a.form(e.cs), e.flagsDead); err != nil {
 			return err
 		}
 		size = e.layout.Len(n)
@@ -110,13 +118,11 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 			}
 		}
 		if e.pf != nil || e.ih != nil {
-			// refusals (and inline updates) count in a restartable sequence of their own
-			// where the image is at fixed addresses, as a count-only point's do
-			if g.inlineRseq() {
-				e.cs = a.ncs
-				a.ncs++
-			}
-			if e.layout, err = trampolines.CountDetourLayout(1, true, e.cs >= 0, e.inlineFlagsDead()); err != nil {
+			// refusals (and inline updates) count in a restartable sequence of their
+			// own, as a count-only point's do
+			e.cs = a.ncs
+			a.ncs++
+			if e.layout, err = trampolines.CountDetourLayout(1, true, a.form(e.cs), e.inlineFlagsDead()); err != nil {
 				return err
 			}
 			e.pfOff = uint64(size)
@@ -159,16 +165,50 @@ func (a *dcrArea) csOff() uint64 { return align.Up(a.size, trampolines.RseqCSSiz
 
 // total is the area's size, descriptors included.
 func (a *dcrArea) total() uint64 {
-	if a.ncs == 0 {
+	if a.ncs == 0 || a.pic {
 		return a.size
 	}
 	return a.csOff() + uint64(a.ncs)*trampolines.RseqCSSize
 }
 
+// form is the inline form of a count-only detour with descriptor cs (-1: none).
+func (a *dcrArea) form(cs int) trampolines.InlineForm {
+	switch {
+	case cs < 0:
+		return trampolines.InlineNone
+	case a.pic:
+		return trampolines.InlinePIC
+	}
+	return trampolines.InlineAbs
+}
+
+// descriptor makes the rseq_cs descriptor cs of the count-only detour at countAt and
+// returns its address: in the area's bytes b, or, PIC, in the bss, by a fix entry.
+func (a *dcrArea) descriptor(b []byte, cs int, countAt uint64, flagsDead bool) (uint64, error) {
+	desc, err := trampolines.CountRseqCS(countAt, a.form(cs), flagsDead)
+	if err != nil {
+		return 0, err
+	}
+	if !a.pic {
+		at := a.csOff() + uint64(cs)*trampolines.RseqCSSize
+		copy(b[at:], desc)
+		return a.base + at, nil
+	}
+	addr := a.picCS + uint64(cs)*trampolines.RseqCSSize
+	if a.fix == nil {
+		a.fix = make([]byte, 8+a.ncs*32)
+		binary.LittleEndian.PutUint64(a.fix, uint64(a.ncs))
+	}
+	e := a.fix[8+32*cs:]
+	binary.LittleEndian.PutUint64(e, addr)
+	copy(e[8:32], desc[8:32]) // start_ip, post_commit_offset, abort_ip
+	return addr, nil
+}
+
 // place relocates every DCR for the area at base and sets the slot addresses of
 // the points and of the --verify-regions inner bytes in g.tables.
 func (a *dcrArea) place(g *gen, base uint64) error {
-	if base%dcrAlign != 0 || (a.ncs > 0 && base%trampolines.RseqCSSize != 0) {
+	if base%dcrAlign != 0 || (a.ncs > 0 && !a.pic && base%trampolines.RseqCSSize != 0) {
 		return fmt.Errorf("internal error: detour area at %#x is not aligned", base)
 	}
 	a.base = base
@@ -292,14 +332,11 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 					shards[j] = uint32(enc.ProbeIndex[e.point][j]) * 8
 				}
 				ers := rs // without a descriptor (CS), the call form
+				ers.PIC = a.pic
 				if e.cs >= 0 {
-					csAt := a.csOff() + uint64(e.cs)*trampolines.RseqCSSize
-					ers.CS = a.base + csAt
-					cs, err := trampolines.CountRseqCS(at, e.flagsDead)
-					if err != nil {
+					if ers.CS, err = a.descriptor(b, e.cs, at, e.flagsDead); err != nil {
 						return err
 					}
-					copy(b[csAt:], cs)
 				}
 				code, err = trampolines.CountDetour(at, ctrs, shards, ers, e.flagsDead, reloc, back)
 				entry = at + uint64(e.layout.Entry)
@@ -408,15 +445,11 @@ func (a *dcrArea) buildPrefilter(g *gen, b []byte, e dcrEntry, code []byte, full
 		reloc = trampolines.Filled(j, len(reloc))
 	}
 	crs := rs
-	crs.CS = 0 // the call form, or the inline form with its descriptor
+	crs.CS, crs.PIC = 0, a.pic // the call form, or the inline form with its descriptor
 	if e.cs >= 0 {
-		csAt := a.csOff() + uint64(e.cs)*trampolines.RseqCSSize
-		crs.CS = a.base + csAt
-		desc, err := trampolines.CountRseqCS(countAt, e.inlineFlagsDead())
-		if err != nil {
+		if crs.CS, err = a.descriptor(b, e.cs, countAt, e.inlineFlagsDead()); err != nil {
 			return nil, 0, err
 		}
-		copy(b[csAt:], desc)
 	}
 	cd, err := trampolines.CountDetour(countAt, []uint64{enc.CounterAddr(g.tables.Counters, e.point, 0)},
 		[]uint32{uint32(enc.ProbeIndex[e.point][0]) * 8}, crs, e.inlineFlagsDead(), reloc, pt.Site+uint64(pt.DCRLen))
@@ -576,7 +609,7 @@ func (g *gen) origBytes(addr uint64, n int) []byte {
 	return nil
 }
 
-// inlineRseq says whether a count can take the inline form, which holds absolute
+// inlineRseq says whether a count can take the inline form that holds absolute
 // addresses in imm32 fields: an image at fixed ones, low enough that the segments
 // added after it stay below 2 GiB.
 func (g *gen) inlineRseq() bool {

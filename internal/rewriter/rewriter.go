@@ -126,6 +126,8 @@ const (
 	SymRedirectPrefix = "kprewrite_redirect."
 	// SymRseqCS names the rseq_cs descriptors of inline-form count-only detours.
 	SymRseqCS = "kprewrite_rseq_cs"
+	// SymRseqFix names the table from which the runtime writes them in a PIC image.
+	SymRseqFix = "kprewrite_rseq_fix"
 	// SymSigStubPrefix names the stub a static program's redirected signal function
 	// jumps to (jmp *word: the runtime's wrapper), SymSigCopyPrefix the relocated copy
 	// of its entry (the original function).
@@ -343,8 +345,15 @@ func (g *gen) run() (*Result, error) {
 	slotsArea := text.add("", g.slots.Size(), areaAlign)
 	dcrsArea := text.add("", g.dcrs.total(), areaAlign)
 	hooksArea := text.add("", g.hooks.size, areaAlign)
+	var fixArea, csArea *area
+	if g.dcrs.pic && g.dcrs.ncs > 0 {
+		fixArea = rodata.add(SymRseqFix, 8+uint64(g.dcrs.ncs)*32, 8)
+	}
 	bss := &areaSection{name: elfio.SecBSS}
 	bss.add("", rs.BSS, 1)
+	if fixArea != nil {
+		csArea = bss.add(SymRseqCS, uint64(g.dcrs.ncs)*trampolines.RseqCSSize, trampolines.RseqCSSize)
+	}
 	stateArea := bss.add(SymProbeState, stateSize, areaAlign)
 	wordsArea := bss.add("", g.hooks.words, 8)
 	earlyWord := bss.add("", 8, 8) // what the early start's relocation stores
@@ -451,8 +460,24 @@ func (g *gen) run() (*Result, error) {
 		return nil, fmt.Errorf("runtime object has no %s", kprt.SymTrigBase)
 	}
 	textBytes := text.alloc()
+	if csArea != nil {
+		g.dcrs.picCS = bss.at(csArea)
+	}
 	if err := g.dcrs.build(g, text.span(dcrsArea), enc, optcall, rseq); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	if fixArea != nil { // the table, and the runtime's word that names it
+		fix, ok := out.Addr(kprt.SymRseqFix)
+		if !ok || fix < layout.DataAddr || fix-layout.DataAddr+8 > uint64(len(out.Data)) {
+			return nil, fmt.Errorf("runtime object has no %s in its data", kprt.SymRseqFix)
+		}
+		if len(g.dcrs.fix) != int(fixArea.size) {
+			return nil, fmt.Errorf("internal error: %d bytes of rseq descriptor fixes for %d", len(g.dcrs.fix), fixArea.size)
+		}
+		if err := rodata.put(fixArea, g.dcrs.fix); err != nil {
+			return nil, err
+		}
+		binary.LittleEndian.PutUint64(out.Data[fix-layout.DataAddr:], rodata.at(fixArea))
 	}
 	if err := errors.Join(text.put(rtText, out.Text), text.put(slotsArea, g.slots.Bytes()), text.put(hooksArea, hookText)); err != nil {
 		return nil, err
@@ -777,6 +802,9 @@ func (g *gen) planEarlyStart(needed *elfio.NeededPlan) (*elfio.EarlyStart, error
 func (g *gen) makeTables() error {
 	f, pl := g.f, g.plan
 	g.tables.OrigEntry = f.Entry
+	// restartable sequences' descriptors hold absolute addresses: in the code where the
+	// image is at fixed addresses, else written by the runtime (kprt.SymRseqFix)
+	g.dcrs.pic = !g.inlineRseq()
 	if g.library {
 		// the library's own DT_INIT (0: none), which the runtime's calls after start-up,
 		// and DT_FINI for kprewrite_exit(); the dynamic section must have room for them
@@ -980,7 +1008,7 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 			syms = append(syms, elfio.NewSymbol{Name: name, Section: elfio.SecText, Offset: p.dcrs + st.off, Size: st.size, Func: true})
 		}
 	}
-	if g.dcrs.ncs > 0 { // data, not code, for disassemblers
+	if g.dcrs.ncs > 0 && !g.dcrs.pic { // data, not code, for disassemblers
 		syms = append(syms, elfio.NewSymbol{Name: SymRseqCS, Section: elfio.SecText, Offset: p.dcrs + g.dcrs.csOff(),
 			Size: uint64(g.dcrs.ncs) * trampolines.RseqCSSize})
 	}

@@ -17,14 +17,17 @@
  *   off, off.2      rel32: kprewrite_rt_rseq_off
  *   cs              imm32: the point's struct rseq_cs (inline form)
  *   shardtab        disp32: kprewrite_rt_rseq_shardtab (inline form)
+ *   csrel           rel32: the point's struct rseq_cs (inline PIC form)
+ *   shardtabrel     rel32: kprewrite_rt_rseq_shardtab (inline PIC form)
  *   abort, rseq_start, rseq_post   what the inline form's struct rseq_cs holds
  * Fields are zero here and written as raw bytes where an instruction would otherwise
  * need a relocation. The relocated DCR and a jmp back follow each copy.
  *
  * Templates: locked (lock incq only, no per-CPU counting), short (per-CPU calls that a
  * jrcxz rel8 skips: at most KPRW_COUNT_SHORT_N probes), long (more probes), inline (one
- * probe, its own restartable sequence); each with the flags live, and with _nf when the
- * analysis proved them dead at the site.
+ * probe, its own restartable sequence, in an image at fixed addresses), inlinepic (the
+ * same anywhere); each with the flags live, and with _nf when the analysis proved them
+ * dead at the site.
  */
 #include "countprobe.h"
 #include "kprewrite_abi.h"
@@ -192,6 +195,48 @@ kprw_cd.\t\().rseq_post:
 kprw_cd.\t\().end:
 .endm
 
+/* the inline form for an image loaded anywhere (PIE, shared library): the descriptor
+ * (in writable memory: the runtime writes its absolute addresses at start-up, see
+ * kprewrite_rt_rseq_fix) and the shard table are reached PC-relatively, through %rdx */
+.macro INLINEPIC t, flags
+kprw_cd.\t\().start:
+	.long 0x53053053	/* RSEQ_SIG */
+kprw_cd.\t\().abort:
+	movq 0(%rip), %rcx
+kprw_cd.\t\().off = . - 4
+	JMP8 1f
+	CHECK kprw_cd.\t\().start, ., KPRW_CDI_LOCKED
+	lock incq 0(%rip)
+kprw_cd.\t\().ctr = . - 4
+	JMP8 2f
+kprw_cd.\t\().entry:
+	CHECK kprw_cd.\t\().start, kprw_cd.\t\().entry, KPRW_CDI_ENTRY
+	SAVE \flags
+	pushq %rcx
+	movq 0(%rip), %rcx
+kprw_cd.\t\().off.2 = . - 4
+	jrcxz kprw_cd.\t\().start+KPRW_CDI_LOCKED
+	pushq %rdx
+1:	/* restart: rseq->rseq_cs = cs */
+	leaq 0(%rip), %rdx
+kprw_cd.\t\().csrel = . - 4
+	movq %rdx, %fs:8(%rcx)
+kprw_cd.\t\().rseq_start:
+	movzbl %fs:4(%rcx), %ecx	/* rseq->cpu_id, low byte */
+	leaq 0(%rip), %rdx
+kprw_cd.\t\().shardtabrel = . - 4
+	movq (%rdx,%rcx,8), %rcx	/* this CPU's shard */
+	CHECK kprw_cd.\t\().entry, ., (KPRW_CD_REDZONE_LEN+\flags*KPRW_CD_FLAGS_LEN+KPRW_CDI_PIC_COMMIT)
+	{disp32} incq 0(%rcx)		/* the commit */
+kprw_cd.\t\().shard = . - 4
+	CHECK (kprw_cd.\t\().shard+4-KPRW_CD_COMMIT_LEN), (kprw_cd.\t\().shard+4), KPRW_CD_COMMIT_LEN
+kprw_cd.\t\().rseq_post:
+	popq %rdx
+2:	popq %rcx
+	RESTORE \flags
+kprw_cd.\t\().end:
+.endm
+
 	LOCKED locked, 1
 	LOCKED locked_nf, 0
 	SHORT short, 1
@@ -200,3 +245,5 @@ kprw_cd.\t\().end:
 	LONG long_nf, 0
 	INLINE inline, 1
 	INLINE inline_nf, 0
+	INLINEPIC inlinepic, 1
+	INLINEPIC inlinepic_nf, 0

@@ -19,5 +19,6 @@
 #define KPRW_CDI_LOCKED 13 /* its lock incq, in the cold part */
 #define KPRW_CDI_ENTRY 23  /* where the site's jmp lands */
 #define KPRW_CDI_COMMIT 32 /* its commit, after the entry's red zone and flags */
+#define KPRW_CDI_PIC_COMMIT 39 /* the PIC inline form's (push %rdx after the head: 0x52) */
 
 #endif

@@ -318,7 +318,8 @@ static struct count_code count_layout(const struct kprw_point *pt)
 		if (d[p] == 0x50)
 			p += KPRW_CD_FLAGS_LEN;
 		c.incs = d + KPRW_CDI_LOCKED;
-		c.commit = d + p + KPRW_CDI_COMMIT;
+		/* the PIC form pushes %rdx after the head (push %rcx; mov; jrcxz) */
+		c.commit = d + p + (d[p + KPRW_CD_HEAD_LEN] == 0x52 ? KPRW_CDI_PIC_COMMIT : KPRW_CDI_COMMIT);
 		return c;
 	}
 	if (d[0] == 0xf0)

@@ -204,6 +204,34 @@ void kprw_rseq_probe(int early)
 	kprw_rt.rseq_shards = ncpu + 1;
 }
 
+/* kprewrite_rt_rseq_fix: the rewriter sets it (a word of .data, so that the output
+ * carries it) to the link-time vaddr of the image's table of its PIC count-only
+ * detours' descriptors (trampolines' InlinePIC form): u64 n, then n times {the
+ * descriptor's vaddr (writable), start_ip, post_commit_offset, abort_ip}, as linked.
+ * 0: none (an image at fixed addresses has its descriptors in its code). */
+__attribute__((visibility("hidden"), section(".data"))) u64 kprewrite_rt_rseq_fix = 0;
+
+/* rseq_fix writes those descriptors with the load bias added: before the detours can
+ * enter their restartable sequences (kprewrite_rt_rseq_off is 0 until kprw_rseq_arm) */
+static void rseq_fix(void)
+{
+	if (!kprewrite_rt_rseq_fix)
+		return;
+	const u64 *t = (const u64 *)RT_ADDR(kprewrite_rt_rseq_fix);
+	u64 n = t[0];
+	for (u64 i = 0; i < n && i < (1u << 24); i++) {
+		const u64 *e = t + 1 + 4 * i;
+		if (e[0] & 31)
+			continue;
+		struct kprw_rseq_cs *d = (struct kprw_rseq_cs *)RT_ADDR(e[0]);
+		d->version = 0;
+		d->flags = 0;
+		d->start_ip = RT_ADDR(e[1]);
+		d->post_commit_offset = e[2];
+		d->abort_ip = RT_ADDR(e[3]);
+	}
+}
+
 /* kprw_rseq_arm points the shard table at shards (kprw_rt.rseq_shards of stride bytes,
  * the last for threads without a registration), fills the critical section's
  * descriptor and publishes the area's offset: from now on count-only detours count per
@@ -218,6 +246,7 @@ void kprw_rseq_arm(u8 *shards, u64 stride)
 	kprw_rseq_cs.start_ip = (u64)(uptr)kprw_rseq_start;
 	kprw_rseq_cs.post_commit_offset = (u64)(kprw_rseq_post - kprw_rseq_start);
 	kprw_rseq_cs.abort_ip = (u64)(uptr)kprw_rseq_abort;
+	rseq_fix();
 	__atomic_store_n(&kprewrite_rt_rseq_off, (u64)kprw_rt.rseq_off, __ATOMIC_RELEASE);
 }
 

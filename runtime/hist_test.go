@@ -46,6 +46,11 @@ func TestHistCheckMatchesGo(t *testing.T) {
 	}
 	sy, _ := evhist.ParseSynthetic("lat u64 lat; s64 d")
 	sy.ID, sy.Disabled = 7, true // recorded: the program ends with a record block
+	sf, err := evfilter.Parse("lat > 5 || d < -1", sy.Fields(), evfilter.AnySymbols{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sy.Filter = sf.Program() // and the event's filter after it
 	entry := evhist.Named{Group: "g", Event: "in", Key: "in", Spec: parse("keys=n:ts0=common_timestamp.usecs")}
 	ret := evhist.Named{Group: "g", Event: "out", Key: "out", Spec: parse("keys=n:l=common_timestamp.usecs-$ts0:onmatch(g.in).trace(lat,$l,$ts0)")}
 	filtered := parse("keys=n.log2:vals=size")

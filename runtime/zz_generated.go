@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "5524edadddebdfbdd66e52f384e282089884bc0a7d6bc6c797f036b40236cbd3"
+const ObjectSHA256 = "5ea95ed5ba693490fe381ddbd2387fb93ed60c15bc96041b9374b2625d3b0831"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

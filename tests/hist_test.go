@@ -825,9 +825,6 @@ func TestSyntheticRecords(t *testing.T) {
 		if code != 0 || strings.Count(o, `"type":"synthetic","group":"synthetic","event":"d"`) != 100 || !strings.Contains(o, `"fields":{"neg":-901,"n":99}`) {
 			t.Errorf("JSON export: exit %d, %d synthetic records\n%s", code, strings.Count(o, `"type":"synthetic"`), e)
 		}
-		if code, _, e := kp("filter", tr, "synthetic/d", "n > 1"); code == 0 || !strings.Contains(e, "a synthetic event has no filter") {
-			t.Errorf("filter on a synthetic event at run time: exit %d %s", code, e)
-		}
 		// KPREWRITE_CONTROL: the next run of a fresh trace file with its records on,
 		// then with them off again
 		for _, on := range []bool{true, false} {
@@ -1005,5 +1002,83 @@ func TestSyntheticRunTimeHist(t *testing.T) {
 			want[fmt.Sprintf("n: ~ 2^%d", log2Bucket(n))]++
 		}
 		checkCounts(t, findHist(t, histOf(t, tr), "hist:keys=n.log2:"), want, 100)
+	})
+}
+
+// TestSyntheticFilter: a synthetic event's filter, as the kernel's synthetic event's
+// filter file: its records that fail it are not written, its histograms count them all
+// the same; given when rewriting (--filter synthetic/NAME:EXPR), changed for a running
+// program's next hits (kprewrite filter FILE synthetic/NAME EXPR, 0 removing it) and for
+// the next run (kprewrite control --filter).
+func TestSyntheticFilter(t *testing.T) {
+	prog := testprog.Build(t, synthSrc, "c", "-O2")
+	forProbeModes(t, func(t *testing.T, modeFlags []string) {
+		kpd := filepath.Join(t.TempDir(), "synth")
+		flags := append([]string{
+			"--trigger", "app/in:hist:keys=common_pid:u=n",
+			"--trigger", "app/out:hist:keys=common_pid:neg=$u-1000:onmatch(app.in).trace(d,$neg,$u)",
+			"--trigger", "synthetic/d:hist:keys=n.buckets=10",
+			"--filter", "synthetic/d:n >= 90",
+		}, modeFlags...)
+		rewriteWith(t, prog, kpd, []string{"s:d s32 neg; u64 n", "p:app/in work n=%di:s32", "r:app/out work"}, flags...)
+		tr := kpd + ".trace"
+		records := func() []string {
+			t.Helper()
+			var got []string
+			for _, l := range readTrace(t, tr, kpd) {
+				if l.Event == "d" {
+					got = append(got, strings.TrimSpace(l.Args))
+				}
+			}
+			return got
+		}
+		span := func(from, to int) []string {
+			var want []string
+			for n := from; n < to; n++ {
+				want = append(want, fmt.Sprintf("neg=%d n=%d", n-1000, n))
+			}
+			return want
+		}
+		testprog.MustRun(t, kpd)
+		if got := records(); strings.Join(got, "\n") != strings.Join(span(90, 100), "\n") {
+			t.Errorf("records with the rewrite's filter n >= 90:\n%s", strings.Join(got, "\n"))
+		}
+		if b := findHist(t, histOf(t, tr), "hist:keys=n.buckets=10:"); b.Hits != 100 {
+			t.Errorf("the synthetic event's histogram counted %d, want 100 (a filter refuses records only)", b.Hits)
+		}
+		if code, o, e := kp("filter", tr, "synthetic/d"); code != 0 || o != "synthetic/d (prog): n >= 90\n" {
+			t.Errorf("filter FILE synthetic/d: exit %d\n%s%s", code, o, e)
+		}
+		// at run time: another filter, then none
+		if code, o, e := kp("filter", tr, "synthetic/d", "neg < -995"); code != 0 || !strings.Contains(o, "synthetic/d (prog): filter neg < -995 (was n >= 90)") {
+			t.Fatalf("filter FILE synthetic/d EXPR: exit %d\n%s%s", code, o, e)
+		}
+		testprog.MustRun(t, kpd) // the same trace file: the first run's records, then this one's
+		if got := records(); strings.Join(got, "\n") != strings.Join(append(span(90, 100), span(0, 5)...), "\n") {
+			t.Errorf("records with the run-time filter neg < -995:\n%s", strings.Join(got, "\n"))
+		}
+		if code, _, e := kp("filter", tr, "synthetic/d", "0"); code != 0 {
+			t.Fatalf("filter FILE synthetic/d 0: %s", e)
+		}
+		testprog.MustRun(t, kpd)
+		if got := records(); len(got) != 10+5+100 {
+			t.Errorf("%d records after the filter was removed, want 10 + 5 + 100", len(got))
+		}
+		// a bad filter: the kernel's message
+		if code, _, e := kp("filter", tr, "synthetic/d", "nosuch > 1"); code == 0 || !strings.Contains(e, "Field not found") {
+			t.Errorf("a bad filter: exit %d %s", code, e)
+		}
+		// KPREWRITE_CONTROL
+		ctl := filepath.Join(filepath.Dir(kpd), "run.ctl")
+		if code, o, e := kp("control", "-o", ctl, "--filter", "synthetic/d:n < 3", kpd); code != 0 {
+			t.Fatalf("control --filter synthetic/d: exit %d\n%s%s", code, o, e)
+		}
+		os.Remove(tr)
+		if res := testprog.Run(t, testprog.Cmd{Path: kpd, Extra: []string{"KPREWRITE_CONTROL=" + ctl}}); res.Exit != 0 || res.Stderr != "" {
+			t.Fatal(res)
+		}
+		if got := records(); strings.Join(got, "\n") != strings.Join(span(0, 3), "\n") {
+			t.Errorf("records with KPREWRITE_CONTROL's filter n < 3:\n%s", strings.Join(got, "\n"))
+		}
 	})
 }

@@ -127,17 +127,7 @@ func editControls(name, usage string, args []string, stdout io.Writer,
 	if err != nil {
 		return err
 	}
-	var evs, synth []tracectl.Event
-	for _, ev := range all { // a synthetic event has no filter of its own; its triggers are histograms
-		if ev.Synthetic && name == "filter" {
-			synth = append(synth, ev)
-		} else {
-			evs = append(evs, ev)
-		}
-	}
-	if len(evs) == 0 && value != nil {
-		return fmt.Errorf("%s: %s: a synthetic event has no filter (its histograms' \"if\" conditions select what they count; kprewrite enable and disable switch its records)", pos[0], pos[1])
-	}
+	evs := all
 	type change struct {
 		ev  tracectl.Event
 		c   *tracectl.Controls
@@ -162,12 +152,6 @@ func editControls(name, usage string, args []string, stdout io.Writer,
 			}
 		}
 	}
-	for _, ev := range synth { // what its files say: its histograms, no filter of its own
-		if value != nil {
-			break
-		}
-		fmt.Fprintf(stdout, "%s/%s (%s): none\n", ev.Group, ev.Name, ev.Image)
-	}
 	committed := map[*tracectl.Controls]bool{}
 	for _, ch := range changes {
 		if !committed[ch.c] {
@@ -187,16 +171,21 @@ func editControls(name, usage string, args []string, stdout io.Writer,
 func runFilter(args []string, stdout, _ io.Writer) error {
 	return editControls("filter", "a filter EXPR (0 removes it; none prints it)", args, stdout,
 		func(_ *tracectl.File, c *tracectl.Controls, ev tracectl.Event, expr *string) (func(), error) {
-			was := c.Filter(ev.Index)
+			get, set := c.Filter, c.SetFilter
+			if ev.Synthetic { // its records
+				get = func(i uint32) string { return c.SynthFilter(int(i)) }
+				set = func(i uint32, e string) error { return c.SetSynthFilter(int(i), e) }
+			}
+			was := get(ev.Index)
 			if expr == nil {
 				fmt.Fprintf(stdout, "%s/%s (%s): %s\n", ev.Group, ev.Name, ev.Image, orNone(was))
 				return nil, nil
 			}
-			if err := c.SetFilter(ev.Index, *expr); err != nil {
+			if err := set(ev.Index, *expr); err != nil {
 				return nil, err
 			}
 			return func() {
-				fmt.Fprintf(stdout, "%s/%s (%s): filter %s (was %s)\n", ev.Group, ev.Name, ev.Image, orNone(c.Filter(ev.Index)), orNone(was))
+				fmt.Fprintf(stdout, "%s/%s (%s): filter %s (was %s)\n", ev.Group, ev.Name, ev.Image, orNone(get(ev.Index)), orNone(was))
 			}, nil
 		})
 }
@@ -297,6 +286,21 @@ func runControl(args []string, stdout, _ io.Writer) error {
 		return text, idx, nil
 	}
 	for k, spec := range filters {
+		if target, text, ok := strings.Cut(spec, ":"); ok && strings.HasPrefix(target, "synthetic/") {
+			found := false
+			for j, sy := range d.Synthetic {
+				if eventdef.MatchesName(target, "synthetic", sy.Name) {
+					found = true
+					if err := c.SetSynthFilter(j, text); err != nil {
+						return fmt.Errorf("--filter #%d: %w", k+1, err)
+					}
+				}
+			}
+			if !found {
+				return fmt.Errorf("--filter %q: %s has no event %s", spec, pos[0], target)
+			}
+			continue
+		}
 		text, idx, err := match(spec, "filter", "GROUP/EVENT:EXPR")
 		if err != nil {
 			return err

@@ -35,6 +35,9 @@ const (
 	// rewritten disabled), u8 its fields (the action's parameters), u16 0
 	recordBlock = 12
 	recDisabled = 1
+	// recFiltered: the synthetic event's filter follows the record block (u32 length,
+	// its evfilter program, to 4 bytes)
+	recFiltered = 2
 
 	TagBusy = 1
 	TagBit  = 1 << 63
@@ -264,7 +267,15 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 		if sy.Disabled {
 			fl |= recDisabled
 		}
+		if sy.Filter != nil {
+			fl |= recFiltered
+		}
 		b = append(b, fl, byte(len(l.Params)), 0, 0)
+		if sy.Filter != nil {
+			b = le.AppendUint32(b, uint32(len(sy.Filter)))
+			b = append(b, sy.Filter...)
+			b = append(b, make([]byte, (4-len(sy.Filter)%4)%4)...)
+		}
 	}
 	return b
 }
@@ -469,10 +480,23 @@ func checkProgram(p []byte, top bool) (words, used int, err error) {
 			return 0, 0, errProgram
 		}
 		r := p[off:]
-		if le.Uint32(r) == 0 || le.Uint32(r[4:]) >= MaxSlots || r[8] > recDisabled || int(r[9]) != nparams || r[10] != 0 || r[11] != 0 {
+		if le.Uint32(r) == 0 || le.Uint32(r[4:]) >= MaxSlots || r[8] > recDisabled|recFiltered || int(r[9]) != nparams || r[10] != 0 || r[11] != 0 {
 			return 0, 0, errProgram
 		}
 		off += recordBlock
+		if r[8]&recFiltered != 0 {
+			if len(p) < off+4 {
+				return 0, 0, errProgram
+			}
+			fl := int(le.Uint32(p[off:]))
+			if fl > len(p)-off-4 || evfilter.Check(p[off+4:off+4+fl]) != nil {
+				return 0, 0, errProgram
+			}
+			off += 4 + (fl+3)&^3
+			if off > len(p) {
+				return 0, 0, errProgram
+			}
+		}
 	}
 	if p[2]&^(FlagPaused|FlagComm|FlagTrack|FlagRecord) != 0 {
 		return 0, 0, errProgram

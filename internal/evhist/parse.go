@@ -987,6 +987,11 @@ type Synthetic struct {
 	// until switched on.
 	ID       uint32
 	Disabled bool
+	// Filter is its filter (an evfilter program on Fields, nil: none), as the kernel's
+	// synthetic event's filter file: a record it refuses is not written (its
+	// histograms count it all the same); FilterText is the expression.
+	Filter     []byte
+	FilterText string
 }
 
 var synthTypes = map[string]bool{

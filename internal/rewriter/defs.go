@@ -116,7 +116,7 @@ func ParseDefs(exprs, files, filters, triggers []string, src Translator) ([]Prob
 	for i, f := range filters {
 		specs = append(specs, FilterSpec{Origin: fmt.Sprintf("--filter #%d", i+1), Text: f})
 	}
-	if err := attachFilters(defs, specs); err != nil {
+	if err := attachFilters(defs, synth, specs); err != nil {
 		return nil, nil, err
 	}
 	for i, t := range triggers {

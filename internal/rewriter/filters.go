@@ -22,8 +22,21 @@ type FilterSpec struct {
 // expression is parsed against its event's fields, so a bad filter is refused here with
 // the kernel's message and caret; .function names are resolved later (Resolve), in the
 // binary.
-func attachFilters(defs []Probe, specs []FilterSpec) error {
+func attachFilters(defs []Probe, synth *Synthetics, specs []FilterSpec) error {
 	for _, s := range specs {
+		if name, expr, ok := synth.named(s.Text); ok { // a synthetic event's records
+			sy := synth.Events[name]
+			if strings.TrimSpace(expr) == "0" {
+				sy.Filter, sy.FilterText = nil, ""
+				continue
+			}
+			f, err := evfilter.Parse(expr, sy.Fields(), evfilter.AnySymbols{})
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Origin, evfilter.EventError("synthetic", name, err))
+			}
+			sy.Filter, sy.FilterText = f.Program(), expr
+			continue
+		}
 		hit, err := eventsNamed(defs, s, "filter", "GROUP/EVENT:EXPR")
 		if err != nil {
 			return err

@@ -684,7 +684,7 @@ func (g *gen) makeTriggers() error {
 			ev.ID = uint32(len(g.events) + 1 + k)
 			ev.Disabled = disableAll || matchesAny(g.opt.Disable, "synthetic", name)
 			de := tracefile.DescSynthetic{Name: name, Def: ev.String(), ID: ev.ID, Disabled: ev.Disabled,
-				SwitchSlot: slotOf(evhist.SwitchKey(name), 1)}
+				SwitchSlot: slotOf(evhist.SwitchKey(name), 1), Filter: ev.FilterText}
 			for _, td := range sy.Triggers[name] {
 				de.Triggers = append(de.Triggers, td.String())
 				de.CtlSlots = append(de.CtlSlots, slotOf(histKey("synthetic", name, td.Trigger), uint32(td.Hist.TableWords())))

@@ -2,6 +2,7 @@ package tracectl
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/evfilter"
 	"github.com/kprewrite/kprewrite/internal/evhist"
@@ -152,5 +153,40 @@ func (c *Controls) ApplySynthTrigger(k int, text string) error {
 		}
 		ent.Trig, ent.Triggers = prog, out
 	}
+	return nil
+}
+
+// SynthFilter is synthetic event k's filter now ("" for none): a run-time one, else
+// the rewrite's.
+func (c *Controls) SynthFilter(k int) string {
+	if en := c.frame.Entries[synthKey(k)]; en != nil && en.Flags&kprt.CEFilter != 0 {
+		return en.FilterText
+	}
+	return c.Desc.Synthetic[k].Filter
+}
+
+// SetSynthFilter gives synthetic event k the filter expr ("0" removes it, the
+// rewrite's too): the records it refuses are not written; its histograms count them.
+func (c *Controls) SetSynthFilter(k int, expr string) error {
+	sy := &c.Desc.Synthetic[k]
+	if sy.ID == 0 || k >= kprt.CtlMaxSynth {
+		return fmt.Errorf("synthetic/%s: the program was rewritten by a kprewrite that recorded no synthetic events, or it has more than %d (rewrite it again)", sy.Name, kprt.CtlMaxSynth)
+	}
+	en := c.entry(synthKey(k))
+	if strings.TrimSpace(expr) == "0" {
+		en.Flags |= kprt.CEFilter
+		en.Filter, en.FilterText = nil, ""
+		return nil
+	}
+	fs, err := c.synthFields(k)
+	if err != nil {
+		return fmt.Errorf("synthetic/%s: %w", sy.Name, err)
+	}
+	f, err := evfilter.Parse(expr, fs, c.symbols())
+	if err != nil {
+		return evfilter.EventError("synthetic", sy.Name, err)
+	}
+	en.Flags |= kprt.CEFilter
+	en.Filter, en.FilterText = f.Program(), expr
 	return nil
 }

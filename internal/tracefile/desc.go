@@ -78,6 +78,9 @@ type DescSynthetic struct {
 	ID         uint32 `json:"id,omitempty"`
 	SwitchSlot uint32 `json:"switch_slot,omitempty"`
 	Disabled   bool   `json:"disabled,omitempty"`
+	// Filter is its filter as rewritten ("" none): its records it refuses are not
+	// written.
+	Filter string `json:"filter,omitempty"`
 }
 
 // SyntheticByID returns the synthetic event with trace id id.

@@ -283,6 +283,8 @@ struct kprw_rt {
 	/* synthetic events' histograms added at run time, by index (KPRW_CTL_SYNTH entries;
 	 * NULL: none): KPRW_CTL_MAX_SYNTH pointers */
 	const struct kprw_evtrig **synth_trig;
+	/* and their filters set at run time (KPRW_CTL_MAX_SYNTH; NULL: none) */
+	const struct kprw_synthflt *synth_filter;
 	u64 trace_mapped;  /* bytes of the trace file's first mapping (the header's) */
 	const char *ctl_path; /* KPREWRITE_CONTROL */
 	u32 has;           /* KPRW_HAS_*: what the tables hold, from validate() (start-up passes
@@ -439,6 +441,12 @@ void kprw_sg_guard(unsigned long sigs); /* the signals whose dispositions the gu
 void kprw_sg_initial(int sig, const struct k_sigaction *a); /* the disposition before ours */
 void kprw_sg_deliver(int sig, struct k_siginfo *si, struct k_ucontext *uc); /* a signal not ours */
 extern u32 kprw_sg_wrapped;
+/* a synthetic event's filter given at run time (set: it replaces the rewrite's; f NULL:
+ * none) */
+struct kprw_synthflt {
+	const struct kprw_fprog *f;
+	u64 set;
+};
 /* ---- the process's images (rt_proc.c) ---- */
 #define KPRW_PROC_IMAGES 64
 struct kprw_proc {
@@ -627,6 +635,7 @@ struct kprw_hist {
 	 * and its rewrite state (bit 0: disabled; the switch word's bit 0 flips it) */
 	u32 rec_id, rec_slot, rec_init;
 	u32 simple; /* keys of one number word each, values, nothing else: update_simple */
+	const struct kprw_fprog *rec_filter; /* KPRW_HIST_RECORD: the synthetic event's filter as rewritten */
 	const struct kprw_hfield *save;
 	const struct kprw_hvar *vars;
 	const struct kprw_href *refs;

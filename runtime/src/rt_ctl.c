@@ -118,6 +118,7 @@ static void apply(const u8 *f, u32 size)
 	struct ent en;
 	u32 off = sizeof(struct kprw_ctlframe), bad = 0;
 	const struct kprw_evtrig **ns = NULL; /* synthetic events' run-time histograms */
+	struct kprw_synthflt *nsf = NULL;     /* and filters */
 	/* histograms added at run time have their tables after the control area */
 	__atomic_store_n(&kprw_rt.trig_limit, kprw_trig_place_limit(), __ATOMIC_RELAXED);
 	for (u32 k = 0; f && k < ((const struct kprw_ctlframe *)f)->nentries; k++) {
@@ -125,7 +126,18 @@ static void apply(const u8 *f, u32 size)
 			bad = 1;
 			break;
 		}
-		if (en.event & KPRW_CTL_SYNTH) { /* triggers only (hist), fed by synth() */
+		if (en.event & KPRW_CTL_SYNTH) { /* its filter, its histograms (hist only), for synth() */
+			if (en.flags & KPRW_CE_FILTER) {
+				if (!nsf && !(nsf = kprw_mmap_anon(KPRW_CTL_MAX_SYNTH * sizeof *nsf))) {
+					bad = 1;
+					continue;
+				}
+				struct kprw_synthflt *sf = &nsf[en.event & ~KPRW_CTL_SYNTH];
+				sf->f = en.flen ? compile(en.filter, en.flen) : NULL;
+				sf->set = !en.flen || sf->f;
+				if (en.flen && !sf->f)
+					bad = 1;
+			}
 			if (!(en.flags & KPRW_CE_TRIG) || !en.tlen)
 				continue;
 			if (!ns && !(ns = kprw_mmap_anon(KPRW_CTL_MAX_SYNTH * sizeof *ns))) {
@@ -162,6 +174,7 @@ static void apply(const u8 *f, u32 size)
 		__atomic_store_n(&kprw_rt.ev_trig[e], nt[e], __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&kprw_rt.synth_trig, ns, __ATOMIC_RELEASE);
+	__atomic_store_n(&kprw_rt.synth_filter, nsf, __ATOMIC_RELEASE);
 	/* an event with triggers takes kprw_trace_hit: off kprw_trace_event's path */
 	for (u32 k = 0; kprw_rt.fastev && k < kprw_rt.npoints; k++) {
 		u32 e = kprw_rt.probes[kprw_rt.points[k].first_probe].event;

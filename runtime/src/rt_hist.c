@@ -17,6 +17,8 @@
 #define STRING_WORDS 32 /* evhist.StringKeyLen / 8 */
 #define COMM_WORDS 2
 #define MAX_TABLE_BYTES (64ull << 20)
+#define REC_DISABLED 1 /* the record block's flags (evhist's recDisabled, recFiltered) */
+#define REC_FILTERED 2
 #define SPIN 4096 /* waits for a bucket being filled before looking further */
 #define TARGET_FILTER (1u << 31) /* a target's length word: a filter follows its program */
 #define SNAP_WORDS 4 /* after the buckets, with onmax().snapshot(): lock, the global
@@ -168,11 +170,25 @@ static u64 check(const u8 *p, u32 len, int top, u32 *used, u64 *dsize, u64 *end)
 			return 0;
 		const u8 *r = p + off;
 		u32 slot = rd32(r + 4);
-		if (!rd32(r) || slot >= (1u << 24) || r[8] > 1 || r[9] != nparams || r[10] || r[11])
+		if (!rd32(r) || slot >= (1u << 24) || r[8] > (REC_DISABLED | REC_FILTERED) || r[9] != nparams || r[10] || r[11])
 			return 0;
 		if ((u64)slot + 1 > *end)
 			*end = (u64)slot + 1;
 		off += 12;
+		if (r[8] & REC_FILTERED) { /* u32 length, the event's filter (evfilter), to 4 bytes */
+			if (len < off + 4)
+				return 0;
+			u32 fl = rd32(p + off);
+			if (fl > len - off - 4)
+				return 0;
+			u32 fsz = kprw_filter_size(p + off + 4, fl);
+			if (!fsz)
+				return 0;
+			ds += align8(fsz);
+			off += 4ull + ((fl + 3) & ~3u);
+			if (off > len)
+				return 0;
+		}
 	}
 	if (p[2] & ~(H_PAUSED | H_COMM | KPRW_HIST_TRACK | KPRW_HIST_RECORD))
 		return 0;
@@ -303,10 +319,18 @@ static u64 decode(const u8 *p, struct kprw_hist *out)
 		mem += out->nsave * sizeof(struct kprw_hfield);
 		q += 8 + 16 * out->nsave;
 	}
+	out->rec_filter = NULL;
 	if (out->flags & KPRW_HIST_RECORD) {
 		out->rec_id = rd32(q);
 		out->rec_slot = rd32(q + 4);
-		out->rec_init = q[8] & 1;
+		out->rec_init = q[8] & REC_DISABLED;
+		if (q[8] & REC_FILTERED) {
+			u32 fl = rd32(q + 12);
+			struct kprw_fprog *f = (struct kprw_fprog *)mem;
+			if (kprw_filter_compile(q + 16, fl, f) == 0) /* checked: it compiles */
+				out->rec_filter = f;
+			mem += align8(kprw_filter_size(q + 16, fl));
+		}
 	}
 	return (u64)(mem - (u8 *)out);
 }
@@ -759,14 +783,22 @@ static __attribute__((noinline)) void synth(const struct kprw_hist *h, const u64
 	u64 data[KPRW_HIST_MAXVARS];
 	for (u32 q = 0; q < h->nparams; q++)
 		data[q] = h->params[q].kind == OP_VAR ? varv[h->params[q].idx] : refv[h->params[q].idx];
-	/* written when switched on (its rewrite state, flipped by the switch word's bit 0):
-	 * the kernel's enabled synthetic event, before its histograms as the kernel's
-	 * trace_synth() writes it and then runs its triggers */
-	if (h->rec_id && !((__atomic_load_n(&kprw_rt.trig_count[h->rec_slot], __ATOMIC_RELAXED) ^ h->rec_init) & 1))
-		kprw_trace_synth(h->rec_id, e->ip - e->bias, data, h->nparams, e);
 	struct kprw_fenv se = *e;
 	se.data = (const u8 *)data;
 	se.dlen = 8 * h->nparams;
+	/* written when switched on (its rewrite state, flipped by the switch word's bit 0)
+	 * and its filter (run-time, else the rewrite's) passes: the kernel's enabled
+	 * synthetic event, before its histograms as the kernel's trace_synth() writes it and
+	 * then runs its triggers (which a filter does not stop) */
+	if (h->rec_id && !((__atomic_load_n(&kprw_rt.trig_count[h->rec_slot], __ATOMIC_RELAXED) ^ h->rec_init) & 1)) {
+		const struct kprw_fprog *flt = h->rec_filter;
+		const struct kprw_synthflt *sf = __atomic_load_n(&kprw_rt.synth_filter, __ATOMIC_ACQUIRE);
+		u32 k = h->rec_id - kprw_rt.nevents - 1;
+		if (unlikely(sf != NULL) && h->rec_id > kprw_rt.nevents && k < KPRW_CTL_MAX_SYNTH && sf[k].set)
+			flt = sf[k].f;
+		if (!flt || kprw_filter_match(flt, &se))
+			kprw_trace_synth(h->rec_id, e->ip - e->bias, data, h->nparams, e);
+	}
 	for (u32 t = 0; t < h->ntargets; t++) /* each histogram's "if": on the event's fields */
 		if (!h->targets[t].filter || kprw_filter_match(h->targets[t].filter, &se))
 			kprw_hist_update(h->targets[t].h, kprw_rt.trig_count + h->targets[t].slot, &se);

@@ -61,9 +61,10 @@ func Prefilter(at uint64, s PrefilterSpec, accept, refuse uint64) ([]byte, error
 	if err != nil {
 		return nil, fmt.Errorf("inline filter: %w", err)
 	}
-	a := &asm{at: at, labels: map[int]int{}}
 	n := len(entries)
 	lAccept, lRefuse, lFull := n, n+1, n+2
+	// a refusal jumps straight to the count-only detour: no jmp to a jmp on the hot path
+	a := &asm{at: at, labels: map[int]int{}, abs: map[int]uint64{lRefuse: refuse}}
 	base := redZone
 	a.emit(PrefilterSave(s.FlagsDead)...)
 	if !s.FlagsDead {
@@ -94,8 +95,6 @@ func Prefilter(at uint64, s PrefilterSpec, accept, refuse uint64) ([]byte, error
 	a.labels[lFull] = a.len()
 	a.emit(0x59) // pop %rcx
 	a.jmp(lAccept)
-	a.labels[lRefuse] = a.len()
-	a.jmpAbs(refuse)
 	if err := a.resolve(); err != nil {
 		return nil, fmt.Errorf("inline filter at %#x: %w", at, err)
 	}
@@ -226,7 +225,8 @@ func pick(signed bool, s, u byte) byte {
 type asm struct {
 	at     uint64
 	b      []byte
-	labels map[int]int // label -> offset
+	labels map[int]int    // label -> offset
+	abs    map[int]uint64 // labels that are absolute addresses outside the code
 	fix    []fixup
 }
 
@@ -260,7 +260,9 @@ func (a *asm) resolve() error {
 	for _, f := range a.fix {
 		end := f.pos + 4
 		to := f.abs
-		if to == 0 {
+		if x, ok := a.abs[f.label]; ok && to == 0 {
+			to = x
+		} else if to == 0 {
 			off, ok := a.labels[f.label]
 			if !ok {
 				return fmt.Errorf("internal error: no label %d", f.label)

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "5ea95ed5ba693490fe381ddbd2387fb93ed60c15bc96041b9374b2625d3b0831"
+const ObjectSHA256 = "4d43f0595f1e172aa41772e1c0f5e5114a1f9c80027e53c80f7406d0bd1f9047"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

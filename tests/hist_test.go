@@ -754,6 +754,19 @@ __attribute__((noinline)) int work(int n) { __asm__ volatile(""); return n + 1; 
 int main(void) { long s = 0; for (int i = 0; i < 100; i++) s += work(i); printf("%ld\n", s); return 0; }
 `
 
+// synthRewrite rewrites synthSrc's program with the synthetic event d (neg, n) that
+// work's return generates from its entry's n, and flags: the trace file is KPD.trace.
+func synthRewrite(t *testing.T, prog string, flags []string) (kpd string) {
+	t.Helper()
+	kpd = filepath.Join(t.TempDir(), "synth")
+	flags = append([]string{
+		"--trigger", "app/in:hist:keys=common_pid:u=n",
+		"--trigger", "app/out:hist:keys=common_pid:neg=$u-1000:onmatch(app.in).trace(d,$neg,$u)",
+	}, flags...)
+	rewriteWith(t, prog, kpd, []string{"s:d s32 neg; u64 n", "p:app/in work n=%di:s32", "r:app/out work"}, flags...)
+	return kpd
+}
+
 // TestSyntheticRecords: an onmatch() trace action writes its synthetic event's record
 // right after the record of the hit that generated it, its fields printed as the
 // kernel prints a synthetic event (signed at their type's size); a synthetic event
@@ -762,14 +775,10 @@ int main(void) { long s = 0; for (int i = 0; i < 100; i++) s += work(i); printf(
 func TestSyntheticRecords(t *testing.T) {
 	prog := testprog.Build(t, synthSrc, "c", "-O2")
 	forProbeModes(t, func(t *testing.T, modeFlags []string) {
-		kpd := filepath.Join(t.TempDir(), "synth")
-		flags := append([]string{
-			"--trigger", "app/in:hist:keys=common_pid:u=n",
-			"--trigger", "app/out:hist:keys=common_pid:neg=$u-1000:onmatch(app.in).trace(d,$neg,$u)",
+		kpd := synthRewrite(t, prog, append([]string{
 			"--disable", "synthetic/d",
 			"--trigger", "synthetic/d:hist:keys=n.buckets=10:pause",
-		}, modeFlags...)
-		rewriteWith(t, prog, kpd, []string{"s:d s32 neg; u64 n", "p:app/in work n=%di:s32", "r:app/out work"}, flags...)
+		}, modeFlags...))
 		tr := kpd + ".trace"
 		testprog.MustRun(t, kpd)
 		for _, l := range readTrace(t, tr, kpd) {
@@ -930,13 +939,9 @@ func TestHistOnlyPath(t *testing.T) {
 func TestSyntheticRunTimeHist(t *testing.T) {
 	prog := testprog.Build(t, synthSrc, "c", "-O2")
 	forProbeModes(t, func(t *testing.T, modeFlags []string) {
-		kpd := filepath.Join(t.TempDir(), "synth")
-		flags := append([]string{
-			"--trigger", "app/in:hist:keys=common_pid:u=n",
-			"--trigger", "app/out:hist:keys=common_pid:neg=$u-1000:onmatch(app.in).trace(d,$neg,$u)",
+		kpd := synthRewrite(t, prog, append([]string{
 			"--trigger", "synthetic/d:hist:keys=n.buckets=10",
-		}, modeFlags...)
-		rewriteWith(t, prog, kpd, []string{"s:d s32 neg; u64 n", "p:app/in work n=%di:s32", "r:app/out work"}, flags...)
+		}, modeFlags...))
 		tr := kpd + ".trace"
 		testprog.MustRun(t, kpd)
 		const added = "hist:keys=neg:vals=hitcount,n:sort=neg:size=2048"
@@ -1013,14 +1018,10 @@ func TestSyntheticRunTimeHist(t *testing.T) {
 func TestSyntheticFilter(t *testing.T) {
 	prog := testprog.Build(t, synthSrc, "c", "-O2")
 	forProbeModes(t, func(t *testing.T, modeFlags []string) {
-		kpd := filepath.Join(t.TempDir(), "synth")
-		flags := append([]string{
-			"--trigger", "app/in:hist:keys=common_pid:u=n",
-			"--trigger", "app/out:hist:keys=common_pid:neg=$u-1000:onmatch(app.in).trace(d,$neg,$u)",
+		kpd := synthRewrite(t, prog, append([]string{
 			"--trigger", "synthetic/d:hist:keys=n.buckets=10",
 			"--filter", "synthetic/d:n >= 90",
-		}, modeFlags...)
-		rewriteWith(t, prog, kpd, []string{"s:d s32 neg; u64 n", "p:app/in work n=%di:s32", "r:app/out work"}, flags...)
+		}, modeFlags...))
 		tr := kpd + ".trace"
 		records := func() []string {
 			t.Helper()

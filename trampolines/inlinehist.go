@@ -74,15 +74,7 @@ func InlineHist(at uint64, s InlineHistSpec, full, count uint64) ([]byte, error)
 	a := &asm{at: at, labels: map[int]int{}}
 	const lAccept, lFull1, lFull4, lZero, lLogged = 0, 1, 2, 3, 4
 	a.emit(PrefilterSave(s.FlagsDead)...)
-	a.emit(0x51)               // push %rcx
-	a.ripRel(0x48, 0x8b, 0x0d) // mov ctlgen(%rip),%rcx
-	a.fix = append(a.fix, fixup{pos: a.len() - 4, abs: s.CtlGen})
-	a.emit(0x48, 0x85, 0xc9) // test %rcx,%rcx
-	a.jcc(ccE, lFull1)
-	a.emit(0x8b, 0x09)   // mov (%rcx),%ecx
-	a.ripRel(0x3b, 0x0d) // cmp pfgen(%rip),%ecx
-	a.fix = append(a.fix, fixup{pos: a.len() - 4, abs: s.PFGen})
-	a.jcc(ccNE, lFull1)
+	a.genCheck(s.CtlGen, s.PFGen, lFull1)
 	a.ripRel(0x48, 0x8b, 0x0d) // mov trigbase(%rip),%rcx
 	a.fix = append(a.fix, fixup{pos: a.len() - 4, abs: s.TrigBase})
 	a.emit(0x48, 0x85, 0xc9) // test %rcx,%rcx

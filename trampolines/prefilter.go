@@ -70,15 +70,7 @@ func Prefilter(at uint64, s PrefilterSpec, accept, refuse uint64) ([]byte, error
 	if !s.FlagsDead {
 		base += 8
 	}
-	a.emit(0x51)               // push %rcx
-	a.ripRel(0x48, 0x8b, 0x0d) // mov ctlgen(%rip),%rcx
-	a.fix = append(a.fix, fixup{pos: a.len() - 4, abs: s.CtlGen})
-	a.emit(0x48, 0x85, 0xc9) // test %rcx,%rcx
-	a.jcc(ccE, lFull)
-	a.emit(0x8b, 0x09)   // mov (%rcx),%ecx
-	a.ripRel(0x3b, 0x0d) // cmp pfgen(%rip),%ecx
-	a.fix = append(a.fix, fixup{pos: a.len() - 4, abs: s.PFGen})
-	a.jcc(ccNE, lFull)
+	a.genCheck(s.CtlGen, s.PFGen, lFull)
 	a.emit(0x59) // pop %rcx
 	for i, e := range entries {
 		a.labels[i] = a.len()
@@ -99,6 +91,22 @@ func Prefilter(at uint64, s PrefilterSpec, accept, refuse uint64) ([]byte, error
 		return nil, fmt.Errorf("inline filter at %#x: %w", at, err)
 	}
 	return a.b, nil
+}
+
+// genCheck pushes %rcx and goes to label full (%rcx still pushed) unless the runtime
+// has published the controls' generation (the u64 at ctlGen: its address) and the
+// probe's pfgen (the u32 at pfGen) equals it: the inline code decides as the runtime
+// would.
+func (a *asm) genCheck(ctlGen, pfGen uint64, full int) {
+	a.emit(0x51)               // push %rcx
+	a.ripRel(0x48, 0x8b, 0x0d) // mov ctlgen(%rip),%rcx
+	a.fix = append(a.fix, fixup{pos: a.len() - 4, abs: ctlGen})
+	a.emit(0x48, 0x85, 0xc9) // test %rcx,%rcx
+	a.jcc(ccE, full)
+	a.emit(0x8b, 0x09)   // mov (%rcx),%ecx
+	a.ripRel(0x3b, 0x0d) // cmp pfgen(%rip),%ecx
+	a.fix = append(a.fix, fixup{pos: a.len() - 4, abs: pfGen})
+	a.jcc(ccNE, full)
 }
 
 // condition codes (the low nibble of jcc)

@@ -286,18 +286,9 @@ func runControl(args []string, stdout, _ io.Writer) error {
 		return text, idx, nil
 	}
 	for k, spec := range filters {
-		if target, text, ok := strings.Cut(spec, ":"); ok && strings.HasPrefix(target, "synthetic/") {
-			found := false
-			for j, sy := range d.Synthetic {
-				if eventdef.MatchesName(target, "synthetic", sy.Name) {
-					found = true
-					if err := c.SetSynthFilter(j, text); err != nil {
-						return fmt.Errorf("--filter #%d: %w", k+1, err)
-					}
-				}
-			}
-			if !found {
-				return fmt.Errorf("--filter %q: %s has no event %s", spec, pos[0], target)
+		if done, err := synthSpec(d, spec, "filter", k, pos[0], c.SetSynthFilter); done || err != nil {
+			if err != nil {
+				return err
 			}
 			continue
 		}
@@ -315,22 +306,12 @@ func runControl(args []string, stdout, _ io.Writer) error {
 		}
 	}
 	for k, spec := range triggers {
-		// a synthetic event's histograms
-		if target, text, ok := strings.Cut(spec, ":"); ok && strings.HasPrefix(target, "synthetic/") {
-			found := false
-			for j, sy := range d.Synthetic {
-				if eventdef.MatchesName(target, "synthetic", sy.Name) {
-					found = true
-					if err := c.ApplySynthTrigger(j, text); err != nil {
-						return fmt.Errorf("--trigger #%d: %w", k+1, err)
-					}
-				}
-			}
-			if !found {
-				return fmt.Errorf("--trigger %q: %s has no event %s", spec, pos[0], target)
+		if done, err := synthSpec(d, spec, "trigger", k, pos[0], c.ApplySynthTrigger); done || err != nil {
+			if err != nil {
+				return err
 			}
 			if c.HistOps() > 0 {
-				return fmt.Errorf("--trigger #%d: %s: trigger %q: pause, cont and clear change a histogram that a trace file holds: kprewrite trigger FILE EVENT TRIGGER or kprewrite hist --pause|--cont|--clear FILE", k+1, target, text)
+				return fmt.Errorf("--trigger #%d: %q: pause, cont and clear change a histogram that a trace file holds: kprewrite trigger FILE EVENT TRIGGER or kprewrite hist --pause|--cont|--clear FILE", k+1, spec)
 			}
 			continue
 		}
@@ -390,4 +371,27 @@ func runControl(args []string, stdout, _ io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: controls for %d events of %s (KPREWRITE_CONTROL=%s at start-up)\n", *out, len(c.Frame().Entries)+len(c.Frame().Switches), pos[0], *out)
 	return nil
+}
+
+// synthSpec applies a control's --filter or --trigger spec k ("synthetic/NAME:TEXT") to
+// the synthetic events of d it names, with apply(their index, TEXT); done is false when
+// the spec names no synthetic event (an event's spec).
+func synthSpec(d *tracefile.Desc, spec, what string, k int, bin string, apply func(int, string) error) (done bool, err error) {
+	target, text, ok := strings.Cut(spec, ":")
+	if !ok || !strings.HasPrefix(target, "synthetic/") {
+		return false, nil
+	}
+	found := false
+	for j, sy := range d.Synthetic {
+		if eventdef.MatchesName(target, "synthetic", sy.Name) {
+			found = true
+			if err := apply(j, text); err != nil {
+				return true, fmt.Errorf("--%s #%d: %w", what, k+1, err)
+			}
+		}
+	}
+	if !found {
+		return true, fmt.Errorf("--%s %q: %s has no event %s", what, spec, bin, target)
+	}
+	return true, nil
 }

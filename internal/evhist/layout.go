@@ -433,16 +433,8 @@ func checkProgram(p []byte, top bool) (words, used int, err error) {
 		}
 		off += 8 + n
 		if lw&TargetFilter != 0 {
-			if len(p) < off+4 {
-				return 0, 0, errProgram
-			}
-			fl := int(le.Uint32(p[off:]))
-			if fl > len(p)-off-4 || evfilter.Check(p[off+4:off+4+fl]) != nil {
-				return 0, 0, errProgram
-			}
-			off += 4 + (fl+3)&^3
-			if off > len(p) {
-				return 0, 0, errProgram
+			if off, err = skipFilter(p, off); err != nil {
+				return 0, 0, err
 			}
 		}
 	}
@@ -484,17 +476,9 @@ func checkProgram(p []byte, top bool) (words, used int, err error) {
 			return 0, 0, errProgram
 		}
 		off += recordBlock
-		if r[8]&recFiltered != 0 {
-			if len(p) < off+4 {
-				return 0, 0, errProgram
-			}
-			fl := int(le.Uint32(p[off:]))
-			if fl > len(p)-off-4 || evfilter.Check(p[off+4:off+4+fl]) != nil {
-				return 0, 0, errProgram
-			}
-			off += 4 + (fl+3)&^3
-			if off > len(p) {
-				return 0, 0, errProgram
+		if r[8]&recFiltered != 0 { // the synthetic event's filter
+			if off, err = skipFilter(p, off); err != nil {
+				return 0, 0, err
 			}
 		}
 	}
@@ -505,4 +489,21 @@ func checkProgram(p []byte, top bool) (words, used int, err error) {
 		return 0, 0, errProgram
 	}
 	return words, off, nil
+}
+
+// skipFilter checks the filter at off of program p (u32 length, an evfilter program,
+// to 4 bytes) and returns the offset after it.
+func skipFilter(p []byte, off int) (int, error) {
+	if len(p) < off+4 {
+		return 0, errProgram
+	}
+	fl := int(binary.LittleEndian.Uint32(p[off:]))
+	if fl > len(p)-off-4 || evfilter.Check(p[off+4:off+4+fl]) != nil {
+		return 0, errProgram
+	}
+	off += 4 + (fl+3)&^3
+	if off > len(p) {
+		return 0, errProgram
+	}
+	return off, nil
 }

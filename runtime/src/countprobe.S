@@ -159,8 +159,10 @@ kprw_cd.\t\().end:
 
 /* one probe counted in its own restartable sequence; the cold part (the signature the
  * kernel checks before the abort handler, the abort handler, the locked increment)
- * before the entry, so the hot path runs straight through */
-.macro INLINE t, flags
+ * before the entry, so the hot path runs straight through. INLINE_HEAD is the part both
+ * inline forms share: through the jrcxz to the locked increment; the restart is the
+ * caller's label 1, the pop of %rcx its label 2. */
+.macro INLINE_HEAD t, flags
 kprw_cd.\t\().start:
 	.long 0x53053053	/* RSEQ_SIG */
 kprw_cd.\t\().abort:
@@ -178,6 +180,10 @@ kprw_cd.\t\().entry:
 	movq 0(%rip), %rcx
 kprw_cd.\t\().off.2 = . - 4
 	jrcxz kprw_cd.\t\().start+KPRW_CDI_LOCKED
+.endm
+
+.macro INLINE t, flags
+	INLINE_HEAD \t, \flags
 1:	/* restart: rseq->rseq_cs = cs */
 	movq $0, %fs:8(%rcx)
 kprw_cd.\t\().cs = . - 4
@@ -199,23 +205,7 @@ kprw_cd.\t\().end:
  * (in writable memory: the runtime writes its absolute addresses at start-up, see
  * kprewrite_rt_rseq_fix) and the shard table are reached PC-relatively, through %rdx */
 .macro INLINEPIC t, flags
-kprw_cd.\t\().start:
-	.long 0x53053053	/* RSEQ_SIG */
-kprw_cd.\t\().abort:
-	movq 0(%rip), %rcx
-kprw_cd.\t\().off = . - 4
-	JMP8 1f
-	CHECK kprw_cd.\t\().start, ., KPRW_CDI_LOCKED
-	lock incq 0(%rip)
-kprw_cd.\t\().ctr = . - 4
-	JMP8 2f
-kprw_cd.\t\().entry:
-	CHECK kprw_cd.\t\().start, kprw_cd.\t\().entry, KPRW_CDI_ENTRY
-	SAVE \flags
-	pushq %rcx
-	movq 0(%rip), %rcx
-kprw_cd.\t\().off.2 = . - 4
-	jrcxz kprw_cd.\t\().start+KPRW_CDI_LOCKED
+	INLINE_HEAD \t, \flags
 	pushq %rdx
 1:	/* restart: rseq->rseq_cs = cs */
 	leaq 0(%rip), %rdx

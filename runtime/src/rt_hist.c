@@ -40,6 +40,24 @@ static inline u64 rd64(const u8 *p) { return (u64)rd32(p) | (u64)rd32(p + 4) << 
 
 static inline u64 align8(u64 n) { return (n + 7) & ~7ull; }
 
+/* check_filter checks the filter at *off of a program of len bytes (u32 length, an
+ * evfilter program, to 4 bytes): 1 with *off past it and *ds grown by its compiled
+ * size, 0 when malformed */
+static int check_filter(const u8 *p, u32 len, u64 *off, u64 *ds)
+{
+	if (len < *off + 4)
+		return 0;
+	u32 fl = rd32(p + *off);
+	if (fl > len - *off - 4)
+		return 0;
+	u32 fsz = kprw_filter_size(p + *off + 4, fl);
+	if (!fsz)
+		return 0;
+	*ds += align8(fsz);
+	*off += 4ull + ((fl + 3) & ~3u);
+	return *off <= len;
+}
+
 /* check validates a program (as evhist.CheckProgram) and returns its table's words, 0
  * when malformed: *used its bytes, *dsize the bytes of its decoded form (nested
  * histograms included), *end raised past the tables it reads and feeds */
@@ -126,20 +144,8 @@ static u64 check(const u8 *p, u32 len, int top, u32 *used, u64 *dsize, u64 *end)
 		if ((u64)slot + words > *end)
 			*end = (u64)slot + words;
 		off += 8ull + n;
-		if (filtered) { /* u32 length, the filter's program (evfilter), to 4 bytes */
-			if (len < off + 4)
-				return 0;
-			u32 fl = rd32(p + off);
-			if (fl > len - off - 4)
-				return 0;
-			u32 fsz = kprw_filter_size(p + off + 4, fl);
-			if (!fsz)
-				return 0;
-			ds += align8(fsz);
-			off += 4ull + ((fl + 3) & ~3u);
-			if (off > len)
-				return 0;
-		}
+		if (filtered && !check_filter(p, len, &off, &ds))
+			return 0;
 	}
 	u64 words = H_HEADER_WORDS + 2ull * size * ew;
 	if (p[2] & KPRW_HIST_TRACK) { /* the track block: handler, variable, saved fields */
@@ -175,20 +181,8 @@ static u64 check(const u8 *p, u32 len, int top, u32 *used, u64 *dsize, u64 *end)
 		if ((u64)slot + 1 > *end)
 			*end = (u64)slot + 1;
 		off += 12;
-		if (r[8] & REC_FILTERED) { /* u32 length, the event's filter (evfilter), to 4 bytes */
-			if (len < off + 4)
-				return 0;
-			u32 fl = rd32(p + off);
-			if (fl > len - off - 4)
-				return 0;
-			u32 fsz = kprw_filter_size(p + off + 4, fl);
-			if (!fsz)
-				return 0;
-			ds += align8(fsz);
-			off += 4ull + ((fl + 3) & ~3u);
-			if (off > len)
-				return 0;
-		}
+		if ((r[8] & REC_FILTERED) && !check_filter(p, len, &off, &ds)) /* the event's filter */
+			return 0;
 	}
 	if (p[2] & ~(H_PAUSED | H_COMM | KPRW_HIST_TRACK | KPRW_HIST_RECORD))
 		return 0;

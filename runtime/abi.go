@@ -545,6 +545,10 @@ const (
 	CtlMaxSynth = 256
 )
 
+// CtlFlagBytes is the bytes of an image's control area before its slot 0: a u32
+// switch word per runtime event, to 8 bytes (rt_trigger.c's flags_bytes).
+func CtlFlagBytes(nevents int) uint64 { return (uint64(nevents)*4 + 7) &^ 7 }
+
 // RawCtlFrame is struct kprw_ctlframe.
 type RawCtlFrame struct {
 	Magic     [8]byte `c:"magic"`

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "4d43f0595f1e172aa41772e1c0f5e5114a1f9c80027e53c80f7406d0bd1f9047"
+const ObjectSHA256 = "236e6cc2d6a13c7ab03bdda2fc735ba9c2bcb0101810a10176d5923abd6ed70b"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

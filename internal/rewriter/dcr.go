@@ -470,13 +470,8 @@ func (a *dcrArea) buildPrefilter(g *gen, b []byte, e dcrEntry, code []byte, full
 // path: kprw_pf_update).
 func (g *gen) prefilterOf(i int, rp *kprt.Point) (*trampolines.PrefilterSpec, int, error) {
 	pt := &g.plan.Points[i]
-	if rp.PFlags&kprt.PFCount != 0 || len(rp.Probes) != 1 || len(pt.Requests) != 1 || g.opt.Handlers != nil {
-		return nil, 0, nil
-	}
-	q := rp.Probes[0]
-	d := &g.probes[pt.Requests[0]]
-	if q.Type != kprt.TKprobe || q.Flags != kprt.FTrace || q.Event < 0 || d.Handler != nil || len(d.Triggers) > 0 ||
-		q.Event >= len(g.events) || g.events[q.Event].Filter == nil {
+	q, d, ok := g.inlineCandidate(i, rp)
+	if !ok || len(d.Triggers) > 0 || g.events[q.Event].Filter == nil {
 		return nil, 0, nil
 	}
 	spec := &trampolines.PrefilterSpec{Prog: g.events[q.Event].Filter, Field: directField(d), FlagsDead: g.flagsDead(pt.Site)}
@@ -488,6 +483,21 @@ func (g *gen) prefilterOf(i int, rp *kprt.Point) (*trampolines.PrefilterSpec, in
 		return nil, 0, err
 	}
 	return spec, len(code), nil
+}
+
+// inlineCandidate is what inline code before a detour needs of plan point i (its
+// table entry rp): a jump-optimized point of one probe, a traced event's kprobe without
+// a C handler, in an image without C handlers (whose runtime keeps the full path: a
+// hit inside a handler is a miss there). It returns the probe and its definition.
+func (g *gen) inlineCandidate(i int, rp *kprt.Point) (kprt.Probe, *Probe, bool) {
+	pt := &g.plan.Points[i]
+	if rp.PFlags&kprt.PFCount != 0 || len(rp.Probes) != 1 || len(pt.Requests) != 1 || g.opt.Handlers != nil {
+		return kprt.Probe{}, nil, false
+	}
+	q := rp.Probes[0]
+	d := &g.probes[pt.Requests[0]]
+	ok := q.Type == kprt.TKprobe && q.Flags == kprt.FTrace && q.Event >= 0 && q.Event < len(g.events) && d.Handler == nil
+	return q, d, ok
 }
 
 // directField says where the size bytes at off of probe d's record data are at its
@@ -534,13 +544,8 @@ func (e *dcrEntry) inlineFlagsDead() bool {
 // .log2, in an image without C handlers (whose runtime keeps the full path).
 func (g *gen) inlineHistOf(i int, rp *kprt.Point) (*trampolines.InlineHistSpec, int, error) {
 	pt := &g.plan.Points[i]
-	if rp.PFlags&kprt.PFCount != 0 || len(rp.Probes) != 1 || len(pt.Requests) != 1 || g.opt.Handlers != nil {
-		return nil, 0, nil
-	}
-	q := rp.Probes[0]
-	d := &g.probes[pt.Requests[0]]
-	if q.Type != kprt.TKprobe || q.Flags != kprt.FTrace || q.Event < 0 || q.Event >= len(g.events) || d.Handler != nil ||
-		len(d.Triggers) != 1 || g.events[q.Event].Filter != nil || g.events[q.Event].Flags&kprt.EFSoftDisabled == 0 ||
+	q, d, ok := g.inlineCandidate(i, rp)
+	if !ok || len(d.Triggers) != 1 || g.events[q.Event].Filter != nil || g.events[q.Event].Flags&kprt.EFSoftDisabled == 0 ||
 		q.Event >= len(g.desc.Events) || len(g.desc.Events[q.Event].CtlSlots) != 1 {
 		return nil, 0, nil
 	}
@@ -572,7 +577,7 @@ func (g *gen) inlineHistOf(i int, rp *kprt.Point) (*trampolines.InlineHistSpec, 
 		return nil, 0, nil
 	}
 	spec := &trampolines.InlineHistSpec{Key: key, FlagsDead: g.flagsDead(pt.Site),
-		CtlOff:   int32(4*q.Event) - int32((len(g.events)*4+7)&^7),
+		CtlOff:   int32(4*q.Event) - int32(kprt.CtlFlagBytes(len(g.events))),
 		SoftBit:  kprt.CtlEvSoftDisabled,
 		TabOff:   int32(8 * g.desc.Events[q.Event].CtlSlots[0]),
 		Mask:     uint32(h.Buckets() - 1),

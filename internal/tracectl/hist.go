@@ -11,6 +11,7 @@ import (
 	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/evtrigger"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // Hist is one hist trigger of one event of one image, and its table in the file.
@@ -35,7 +36,7 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 		if im.desc == nil {
 			continue
 		}
-		flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
+		flagBytes := kprt.CtlFlagBytes(len(im.desc.Events))
 		// a multi-probe event lists its histograms once; a named one (name=) is
 		// listed under each event that feeds it, as each event's hist file shows it
 		type listed struct {
@@ -202,7 +203,7 @@ func (f *File) Listed(ev Event, c *Controls) []string {
 			return c.Triggers(ev.Index)
 		}
 	}
-	flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
+	flagBytes := kprt.CtlFlagBytes(len(im.desc.Events))
 	out := append([]string(nil), ts...)
 	for k, t := range ts {
 		if k >= len(slots) || slots[k] == unplaced {

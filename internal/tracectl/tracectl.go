@@ -144,7 +144,7 @@ func (f *File) Events(pattern string) ([]Event, error) {
 			}
 			out = append(out, ev)
 		}
-		flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
+		flagBytes := kprt.CtlFlagBytes(len(im.desc.Events))
 		for i, sy := range im.desc.Synthetic {
 			if sy.ID == 0 || !eventdef.MatchesName(pattern, "synthetic", sy.Name) {
 				continue // (an older rewrite's synthetic events write no records)
@@ -254,7 +254,7 @@ func (f *File) Controls(ev Event) (*Controls, error) {
 // at their next hit. Pause, cont and clear of existing histograms change their tables.
 func (f *File) Commit(ev Event, c *Controls) error {
 	im := f.images[ev.img]
-	flagBytes := (uint64(len(im.desc.Events))*4 + 7) &^ 7
+	flagBytes := kprt.CtlFlagBytes(len(im.desc.Events))
 	flags := atomic.LoadUint32((*uint32)(unsafe.Pointer(&f.data[offImages+uintptr(ev.img)*unsafe.Sizeof(kprt.RawTraceImage{})+offImageFlags])))
 	if flags&kprt.TIFSpare == 0 || uint64(im.ctlSize) != flagBytes+(uint64(c.SpareBase)+kprt.CtlSpare)*8 {
 		return fmt.Errorf("%s: %s was rewritten by a kprewrite without run-time controls (rewrite it again)", f.Path, im.desc.Input)

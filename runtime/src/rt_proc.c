@@ -65,7 +65,7 @@ static u64 anchor_check(const struct anchor *a)
 
 static struct kprw_proc own; /* the process's when this image is the first (or alone) */
 struct kprw_proc *kprw_proc;
-static u32 self = ~0u; /* this image's entry in kprw_proc->img */
+static u32 self = ~0u; /* this image's entry in kprw_proc->img (set whenever kprw_proc is) */
 
 /* lock: images join one at a time (the loader's own lock serializes them already, but
  * for a fork child of a thread caught holding it: taken over after a while) */
@@ -146,8 +146,8 @@ void kprw_proc_join(int (*sig_own)(int, struct k_siginfo *, struct k_ucontext *)
  * signals it does not own). Start-up. */
 int kprw_proc_take(int sig)
 {
-	if (!kprw_proc || self == ~0u)
-		return 1; /* not joined (no room): alone, as before */
+	if (!kprw_proc)
+		return 1; /* not joined: alone, as before */
 	int first;
 	lock();
 	__atomic_fetch_or(&kprw_proc->img[self].sigs, SIGBIT(sig), __ATOMIC_RELEASE);
@@ -177,7 +177,7 @@ int kprw_proc_others(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 /* kprw_proc_tblk registers this image's parts of the thread contexts (start-up). */
 void kprw_proc_tblk(struct kprw_tblk *t)
 {
-	if (kprw_proc && self != ~0u)
+	if (kprw_proc)
 		atomic_store(&kprw_proc->img[self].tblk, t);
 }
 
@@ -195,7 +195,7 @@ void kprw_proc_tblk_leave(u32 i)
 	struct kprw_proc *p = kprw_proc;
 	if (i >= KPRW_NTCTX)
 		return;
-	if (!p || self == ~0u) {
+	if (!p) {
 		leave(&kprw_tblk_tab[i]);
 		return;
 	}

@@ -63,6 +63,11 @@ type RewriteOptions struct {
 	Exclude       []string // no probe in this code: function globs, 0xLO-0xHI, 0xLO+SIZE
 	CountOnly     bool     // events count their hits, write no records
 	ExitsOnly     bool     // with CountOnly: refuse return probes not countable at their exits
+	// Exits records return events at their functions' rets where the analysis sees
+	// them all (no tail call), instead of hooking the return address: no instances,
+	// no maxactive misses, no return trampoline ([EXIT] in list). Return events with
+	// a C handler or a fetch at the entry ($argN) keep hooking.
+	Exits bool
 
 	// TracePath is the default trace file of the rewritten program: "" for the output's
 	// absolute path plus ".trace", "none" for none (KPREWRITE_TRACE still names one).
@@ -399,9 +404,12 @@ func sourceTranslator(path, debugFile string) rewriter.Translator {
 func (opt *RewriteOptions) internal(output string) (rewriter.Options, error) {
 	ro := rewriter.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused, Debug: opt.Debug, ImageName: filepath.Base(output),
 		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: opt.Exclude, OptimizedOnly: opt.OptimizedOnly,
-		CountOnly: opt.CountOnly, ExitsOnly: opt.ExitsOnly, TraceSize: opt.TraceSize, Disable: opt.Disable}
+		CountOnly: opt.CountOnly, ExitsOnly: opt.ExitsOnly, TraceExits: opt.Exits, TraceSize: opt.TraceSize, Disable: opt.Disable}
 	if opt.ExitsOnly && (!opt.CountOnly || opt.NoOptimize) {
 		return ro, fmt.Errorf("%w: --exits-only needs --count-only (and jump-optimized probes: not --no-optimize)", ErrOptions)
+	}
+	if opt.Exits && (opt.CountOnly || opt.NoOptimize || opt.VerifyRegions) {
+		return ro, fmt.Errorf("%w: --exits records return events at jump-optimized exits: not with --count-only (which counts at exits already), --no-optimize or --verify-regions", ErrOptions)
 	}
 	switch opt.SingleStep {
 	case "", "tf":

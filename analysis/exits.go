@@ -13,8 +13,9 @@ import (
 // addresses near an address (rule 6; nil: none).
 //
 // It answers only for functions whose control flow is closed, with their split
-// fragments (gcc's .cold parts: separate FDEs that only this function jumps to and that
-// nothing calls, takes the address of or exports), and otherwise returns the reason:
+// fragments (gcc's .cold parts: separate FDEs that only this function jumps to, at
+// their start or inside, and that nothing calls, takes the address of or exports), and
+// otherwise returns the reason:
 // nothing jumps out of them (a tail call, an indirect jmp of any kind would be an exit
 // or a path to one that we do not see), nothing but the entry is entered from outside
 // (no branch, jump-table entry, taken address or symbol inside them from elsewhere),
@@ -24,6 +25,19 @@ import (
 // the site), with the analysis' optimize verdict. A reason starts with its rule
 // ("leaves-function: ...").
 func (b *Binary) Exits(entry uint64, others func(addr uint64) []uint64) ([]Site, string) {
+	return b.exits(entry, others, false)
+}
+
+// ExitsAfter is Exits for probes that run after the straight-line code between a site
+// and its exit instruction (a traced return event recorded with the registers of the
+// ret, rewrite --exits): that code may also hold a jcc leaving the range, whose taken
+// path never reaches the ret (and passes another exit's site, or none), so that a site
+// can start before a jcc that comes too close to the ret for a jmp after it.
+func (b *Binary) ExitsAfter(entry uint64, others func(addr uint64) []uint64) ([]Site, string) {
+	return b.exits(entry, others, true)
+}
+
+func (b *Binary) exits(entry uint64, others func(addr uint64) []uint64, after bool) ([]Site, string) {
 	fi := b.funcAt(entry)
 	if fi < 0 {
 		return nil, "no-function: no function holds the entry"
@@ -57,8 +71,10 @@ func (b *Binary) Exits(entry uint64, others func(addr uint64) []uint64) ([]Site,
 	}
 	// a target outside the members: a fragment joins them (nil), else why not
 	join := func(from uint64, kind string, t uint64) error {
-		g, ok := b.startIndex(t)
-		if !ok || b.referenced[g].Load() || b.funcAt(t) != g {
+		// (a target inside a fragment, not at its start, joins it too: gcc's .cold parts
+		// are entered at many places; whatever else enters it is checked below)
+		g := b.funcAt(t)
+		if g < 0 || b.referenced[g].Load() {
 			return fmt.Errorf("leaves-function: %s at %#x leaves %s for %#x", kind, from, fn.Name, t)
 		}
 		if len(members) >= 16 {
@@ -171,7 +187,7 @@ func (b *Binary) Exits(entry uint64, others func(addr uint64) []uint64) ([]Site,
 	}
 	sites := make([]Site, 0, len(exits))
 	for _, r := range exits {
-		s, why := b.exitSite(r.fc.idx, r.fc, r.k, others)
+		s, why := b.exitSite(r.fc.idx, r.fc, r.k, others, after)
 		if why != "" {
 			return nil, why
 		}
@@ -181,7 +197,7 @@ func (b *Binary) Exits(entry uint64, others func(addr uint64) []uint64) ([]Site,
 }
 
 // exitSite finds the count site of the exit fc.insts[k], a ret or a tail call (see Exits).
-func (b *Binary) exitSite(fi int, fc *fcode, k int, others func(addr uint64) []uint64) (Site, string) {
+func (b *Binary) exitSite(fi int, fc *fcode, k int, others func(addr uint64) []uint64, after bool) (Site, string) {
 	ret := &fc.insts[k]
 	end := ret.addr + uint64(ret.in.Len)
 	try := func(at uint64) (Site, bool) {
@@ -190,6 +206,7 @@ func (b *Binary) exitSite(fi int, fc *fcode, k int, others func(addr uint64) []u
 			near = others(at)
 		}
 		s := b.check(fi, SiteRequest{Addr: at, OtherProbes: near, NoRedirect: true})
+		s.ExitInsn, s.TailCall = ret.addr, ret.in.Kind != x86dec.KindRet
 		if s.Verdict != Optimize || s.Addr != at {
 			return s, false
 		}
@@ -212,7 +229,10 @@ func (b *Binary) exitSite(fi int, fc *fcode, k int, others func(addr uint64) []u
 		if in.addr+uint64(in.in.Len) != fc.insts[j+1].addr {
 			break
 		}
-		if in.in.Kind != x86dec.KindOther || !in.in.fall {
+		// (after: a jcc whose target is outside the range; the targets inside it are
+		// refused below, instruction by instruction)
+		jccOut := after && in.in.Kind == x86dec.KindJcc && (in.in.Target < in.addr || in.in.Target >= end)
+		if (in.in.Kind != x86dec.KindOther || !in.in.fall) && !jccOut {
 			return Site{}, fmt.Sprintf("ret-site: the %s at %#x follows a %s at %#x too closely for a jmp", ret.in.Kind, ret.addr, in.in.Kind, in.addr)
 		}
 		if b.edges.any(fc.insts[j+1].addr, fc.insts[j+1].addr+1) {

@@ -119,6 +119,11 @@ type Site struct {
 	// Redirects are the jumps into the region's interior that a jump-optimized probe
 	// redirects (RuleJumpRedirected); only with the Optimize verdict.
 	Redirects []Redirect `json:"redirects,omitempty"`
+	// ExitInsn, in a site Exits returns, is the exit instruction the site leads to:
+	// the ret, or the jmp of a tail call (TailCall). Only straight-line code lies
+	// between Addr and it.
+	ExitInsn uint64 `json:"-"`
+	TailCall bool   `json:"-"`
 }
 
 // Blocking returns the reasons that lowered the verdict (not the notes).

@@ -39,7 +39,7 @@ const (
 // requests whose neighbourhood holds an exit site are analysed again, so no DCR
 // covers an exit site.
 func (p *planner) planExits() exitPlan {
-	if !p.opt.CountExits || p.opt.NoOptimize {
+	if !p.opt.CountExits && !p.opt.TraceExits || p.opt.NoOptimize || p.opt.TraceExits && p.opt.VerifyRegions {
 		return exitPlan{whyNot: map[int]string{}}
 	}
 	pl := p.pl
@@ -54,8 +54,16 @@ func (p *planner) planExits() exitPlan {
 			whyNot[i] = "a C handler's post_handler needs the entry single-stepped"
 			continue
 		}
+		if r.NoExit != "" && !p.opt.CountExits {
+			whyNot[i] = r.NoExit
+			continue
+		}
 		entry := pl.Sites[i].Addr
-		sites, why := p.b.Exits(entry, near)
+		exits := p.b.Exits
+		if !p.opt.CountExits {
+			exits = p.b.ExitsAfter // the records come after the code before the exit
+		}
+		sites, why := exits(entry, near)
 		if why != "" {
 			whyNot[i] = why
 			continue
@@ -99,15 +107,31 @@ func (p *planner) planExits() exitPlan {
 // them, an earlier candidate took one, or one reaches excluded code.
 func (p *planner) chooseExits(cands []exitCand, deny map[int]bool) exitPlan {
 	ex := exitPlan{checks: map[uint64]analysis.Site{}, of: map[int][]uint64{}, whyNot: map[int]string{}}
-	taken := map[uint64]uint64{} // exit site -> the function entry whose it is
+	taken := map[uint64]uint64{}   // exit site -> the function entry whose it is
+	stayEnd := map[uint64]uint64{} // entry -> the end of the DCR of the probes staying there
+	for j, r := range p.pl.Requests {
+		if !r.Return && !p.refused[j] && p.pl.Sites[j].Verdict == analysis.Optimize {
+			stayEnd[r.Addr] = max(stayEnd[r.Addr], r.Addr+uint64(p.pl.Sites[j].DCRLen))
+		}
+	}
 	for _, c := range cands {
 		if deny[c.req] {
 			ex.whyNot[c.req] = whyExitNotJump
 			continue
 		}
 		ok := true
+		// a probe staying at the entry keeps its point there: an exit site its DCR
+		// would cover would make it an int3 (a trap a hit), worse than the hook
+		entryEnd := max(c.entry, stayEnd[c.entry])
 		for _, s := range c.sites {
+			if s.Addr >= c.entry && s.Addr < entryEnd {
+				ok = false
+			}
 			end := exitEnd(&s)
+			if p.opt.TraceExits {
+				// the detour runs a copy of everything up to the ret, the ret too
+				end = max(end, s.ExitInsn+1)
+			}
 			// no other probe on the site or up to the exit instruction (the request's
 			// own entry is no probe any more)
 			for j, _ := slices.BinarySearch(p.addrs, s.Addr); j < len(p.addrs) && p.addrs[j] < end; j++ {

@@ -24,6 +24,9 @@ type Request struct {
 	Addr     uint64 // the address asked for (a function entry for return probes)
 	Return   bool   // a return probe: the entry probe hooks the return address
 	NeedPost bool   // the probe has a post_handler: its point is single-stepped
+	// NoExit, for a return probe, says why it must hook the return address even with
+	// Options.TraceExits (a C handler, fetches at the entry).
+	NoExit string
 	// Optional: a refusal leaves it out (Plan.Refused) as Options.SkipRefused does,
 	// without failing the plan (probes the rewrite made up itself, --calls).
 	Optional bool
@@ -83,6 +86,14 @@ type Options struct {
 	// ExitsOnly (with CountExits) refuses the return probes that cannot be counted at
 	// their exits (RuleNotExits) instead of hooking their return addresses.
 	ExitsOnly bool
+	// TraceExits (--exits): as CountExits, for return probes that write records: a
+	// function whose exits the analysis sees gets a jump-optimized point per exit
+	// (Point.Exit, Point.ExitInsn), whose detour runs the code before the exit
+	// instruction and then, at a ret, records the return with the registers of the
+	// ret, or, at a tail call, hooks the return address (the callee returns through
+	// the trampoline, whose record comes after the callee's). A request with
+	// Request.NoExit keeps hooking at its entry.
+	TraceExits bool
 }
 
 // RuleNotExits is the reason a return probe is refused with Options.ExitsOnly.
@@ -127,8 +138,14 @@ type Point struct {
 	Requests []int // indices of its requests, in request order
 	// Exit: a count-only point where the function of its requests (return probes,
 	// Options.CountExits) returns: a ret, the straight-line code before one, or a tail
-	// call. It counts the return probes' hits.
-	Exit bool
+	// call. It counts the return probes' hits. With Options.TraceExits its return
+	// probes record there, and ExitInsn is the ret the site leads to (the site itself,
+	// or after straight-line code the detour runs first); at a tail call (ExitTail),
+	// the jmp, before which they hook the return address, as their function's entry
+	// would have.
+	Exit     bool
+	ExitInsn uint64
+	ExitTail bool
 }
 
 // Optimized reports whether the point is jump-optimized.
@@ -596,6 +613,9 @@ func (p *planner) place(site uint64, idx []int, next uint64, exit *analysis.Site
 	}
 	s := &c.s
 	pt := Point{Point: kprt.Point{Site: site}, Func: s.Func, Requests: idx, Exit: exit != nil}
+	if exit != nil {
+		pt.ExitInsn, pt.ExitTail = exit.ExitInsn, exit.TailCall
+	}
 	code, err := insnBytes(p.b.File, site, s.Func)
 	if err != nil {
 		return pt, fmt.Errorf("%s: probe at %#x: %w", first.Name, site, err)

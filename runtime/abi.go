@@ -147,6 +147,15 @@ const DFPrefilter DetourFlags = 0x1
 // in kprewrite_abi.h).
 const DFInlineHist DetourFlags = 0x2
 
+// DFExit marks an XOptimized point at one of a function's exits whose probes are
+// traced return events (rewrite --exits); the detour runs the straight-line code
+// between the site and the exit instruction first. At a ret (TKprobe probes) each hit
+// is recorded as its event's return (the record a hooked return address would have
+// written), with the registers as they are at the ret and the events' fetches seeing
+// them as after it (ip = the return address, sp above it). At a tail call's jmp
+// (TKretprobe probes) the return address is hooked, as at the function's entry.
+const DFExit DetourFlags = 0x4
+
 // ProbeType is a probe's type (RawProbe.Type, KPRW_T_*).
 type ProbeType uint8
 

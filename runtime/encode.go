@@ -501,6 +501,17 @@ func checkPoint(p *Point, nevents int) error {
 			return errors.New("an inline filter is for a jump-optimized point with one traced event kprobe")
 		}
 	}
+	if p.DFlags&DFExit != 0 {
+		if p.XMode != XOptimized || p.PFlags&PFCount != 0 || p.DFlags&(DFPrefilter|DFInlineHist) != 0 {
+			return errors.New("an exit point is a jump-optimized point with no inline code")
+		}
+		for _, q := range p.Probes {
+			if q.Type != p.Probes[0].Type || q.Type != TKprobe && q.Type != TKretprobe || q.Flags != FTrace || q.Event < 0 ||
+				q.PreHandler|q.PostHandler|q.FaultHandler|q.EntryHandler|q.RetHandler|q.User != 0 {
+				return errors.New("an exit point has only traced return events without handlers, all recorded there (kprobes) or all hooking there (kretprobes)")
+			}
+		}
+	}
 	if p.PFlags&PFInt3Step != 0 && (p.XMode != XSStep || p.PFlags&(PFBranch|PFCall|PFPushf) != 0) {
 		return errors.New("an int3-ended single-step is for a single-stepped copy that falls through")
 	}

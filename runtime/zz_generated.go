@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "236e6cc2d6a13c7ab03bdda2fc735ba9c2bcb0101810a10176d5923abd6ed70b"
+const ObjectSHA256 = "7bd8e338ad19d8288e48f9e82b7449bd736fd1fed2463beccd225badf66d3c77"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -217,4 +218,93 @@ func checkExits(t *testing.T, prog, out string, defs []string) {
 			t.Errorf("%s: check says exits %q (%s), list shows [EXIT] at %q", s.Event, want, s.Exits.Reason, got)
 		}
 	}
+}
+
+// TestTraceExits: with --exits, return events are recorded at their functions' rets
+// (and hook the return address at tail calls) instead of at a hooked return address at
+// every entry. The trace must be the hooked rewrite's, line for line (same events,
+// heads with the real return addresses, $retval), at -O0, -O2 and -O3, with recursion,
+// tail calls direct and through a pointer, a jump table, a .cold part, longjmp out and
+// exceptions through and caught; with 8 threads, every return counted exactly.
+func TestTraceExits(t *testing.T) {
+	funcs := []string{"leaf", "two_rets", "tail", "tailptr", "rec", "sw", "withcold", "jumper", "thrower", "catcher"}
+	var hooked, exits []string
+	for _, f := range funcs {
+		ev := strings.ReplaceAll(f, "_", "")
+		for _, d := range []*[]string{&hooked, &exits} {
+			*d = append(*d, fmt.Sprintf("p:kpw/%s_in %s x=%%di:s32", ev, f))
+		}
+		// (maxactive 64: rec's recursion misses nothing where it is hooked)
+		hooked = append(hooked, fmt.Sprintf("r64:kpw/%s %s ret=$retval:s32 ip=%%ip", ev, f))
+		exits = append(exits, fmt.Sprintf("r64:kpw/%s %s ret=$retval:s32 ip=%%ip", ev, f))
+	}
+	for _, opt := range []string{"-O2", "-O0", "-O3"} {
+		t.Run(opt, func(t *testing.T) {
+			prog := testprog.Build(t, exitsSrc, "c++", opt, "-pthread")
+			dir, _, kh := sameNamePair(t, prog, "exits")
+			ke := filepath.Join(dir, "e", "exits")
+			os.Mkdir(filepath.Dir(ke), 0o755)
+			rewriteWith(t, prog, kh, hooked)
+			rewriteWith(t, prog, ke, exits, "--exits")
+			_, list, _ := kp("list", ke)
+			if opt != "-O0" {
+				for _, f := range []string{"leaf", "two_rets", "tail", "tailptr", "rec"} {
+					mustExit(t, ke, f)
+				}
+			}
+			if min := map[bool]int{true: 3, false: 8}[opt == "-O0"]; strings.Count(list, "[EXIT]") < min {
+				t.Fatalf("too few exits:\n%s", list)
+			}
+			run := func(bin, mode string) ([]traceLine, testprog.Result) {
+				tr := bin + "." + mode + ".trace"
+				c := noASLR(bin, mode)
+				c.Extra = []string{"KPREWRITE_TRACE=" + tr}
+				res := testprog.Run(t, c)
+				if mode == "seq" {
+					return readTrace(t, tr, bin), res
+				}
+				prof := profile(t, tr, bin)
+				for _, kv := range strings.Fields(res.Stdout) {
+					ev, v, _ := strings.Cut(kv, "=")
+					if ev == "two" {
+						ev = "tworets"
+					}
+					if got := prof[ev]; got != [2]uint64{mustAtoi(t, v), 0} {
+						t.Errorf("%s: %s: profile %v, the program returned %s times", bin, ev, got, v)
+					}
+				}
+				return nil, res
+			}
+			want, wres := run(kh, "seq")
+			got, gres := run(ke, "seq")
+			if wres.Diff(gres) != "" {
+				t.Fatalf("the two rewrites behave differently: %s", wres.Diff(gres))
+			}
+			if len(want) < 10000 || len(got) != len(want) {
+				t.Fatalf("hooked: %d lines, --exits: %d", len(want), len(got))
+			}
+			bad := 0
+			for i := range want {
+				w, g := want[i], got[i]
+				if w.Event != g.Event || w.Head != g.Head || w.Args != g.Args {
+					if bad++; bad <= 5 {
+						t.Errorf("line %d:\n  hooked:  %s: %s%s\n  --exits: %s: %s%s", i+1, w.Event, w.Head, w.Args, g.Event, g.Head, g.Args)
+					}
+				}
+			}
+			if bad > 0 {
+				t.Fatalf("%d lines differ", bad)
+			}
+			run(ke, "threads")
+		})
+	}
+}
+
+func mustAtoi(t *testing.T, s string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("not a count: %q", s)
+	}
+	return n
 }

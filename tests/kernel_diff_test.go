@@ -83,7 +83,7 @@ func TestKernelDifferential(t *testing.T) {
 		t.Run(build.name, func(t *testing.T) {
 			prog := testprog.Build(t, src, "c", build.flags...)
 			dir, orig, kpd := sameNamePair(t, prog, "probed")
-			for _, mode := range []string{"boost", "no-boost", "optimize"} {
+			for _, mode := range []string{"boost", "no-boost", "optimize", "exits"} {
 				t.Run(mode, func(t *testing.T) {
 					flags := []string{"--no-optimize"}
 					switch mode {
@@ -91,8 +91,13 @@ func TestKernelDifferential(t *testing.T) {
 						flags = append(flags, "--no-boost")
 					case "optimize":
 						flags = nil // jump-optimized where the analysis allows it
+					case "exits":
+						flags = []string{"--exits"} // return events recorded at the rets
 					}
 					rewriteWith(t, orig, kpd, diffDefs, flags...)
+					if mode == "exits" {
+						mustExit(t, kpd, "fact")
+					}
 					kernel := kernelTrace(t, orig, []string{"diff"})
 					tr := filepath.Join(dir, mode+".trace")
 					want := testprog.Run(t, noASLR(orig, "diff"))
@@ -124,20 +129,27 @@ func TestKernelDifferential(t *testing.T) {
 // TestKernelDifferentialChainedReturns: two return probes on one recursive function
 // chain through the return trampoline (the newer instance saves the trampoline as its
 // return address); every record shows the real return address, in the kernel's order,
-// as the uprobe tracer's chained return instances do.
+// as the uprobe tracer's chained return instances do. With --exits both are recorded at
+// the function's rets, in the same order.
 func TestKernelDifferentialChainedReturns(t *testing.T) {
 	needUprobeTracer(t)
 	defs := []string{"p:kpwe2e/fent fact n=%di:s64", "r:kpwe2e/fact fact ret=$retval:s64", "r:kpwe2e/fact2 fact rx=$retval"}
 	prog := testprog.Build(t, probedSource(t), "c", "-O2")
 	dir, orig, kpd := sameNamePair(t, prog, "probed")
 	kernel := kernelTraceDefs(t, orig, defs, []string{"diff"})
-	for _, mode := range []string{"int3", "optimize"} {
+	for _, mode := range []string{"int3", "optimize", "exits"} {
 		t.Run(mode, func(t *testing.T) {
 			var flags []string
-			if mode == "int3" {
+			switch mode {
+			case "int3":
 				flags = []string{"--no-optimize"}
+			case "exits":
+				flags = []string{"--exits"}
 			}
 			rewriteWith(t, orig, kpd, defs, flags...)
+			if mode == "exits" {
+				mustExit(t, kpd, "fact")
+			}
 			tr := filepath.Join(dir, mode+".trace")
 			c := noASLR(kpd, "diff")
 			c.Extra = []string{"KPREWRITE_TRACE=" + tr}
@@ -155,6 +167,24 @@ func TestKernelDifferentialChainedReturns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// mustExit fails unless the return probes of fn in the rewritten binary are recorded
+// at its exits ([EXIT] in list), not at a hooked return address.
+func mustExit(t *testing.T, bin, fn string) {
+	t.Helper()
+	code, list, stderr := kp("list", bin)
+	if code != 0 {
+		t.Fatalf("kprewrite list: %s", stderr)
+	}
+	for _, l := range strings.Split(list, "\n") {
+		if f := strings.Fields(l); len(f) >= 4 && f[1] == "r" && strings.HasPrefix(f[2], fn+"+") && !strings.Contains(l, "[EXIT]") {
+			t.Fatalf("%s's return probe is not at its exits:\n%s", fn, list)
+		}
+	}
+	if !strings.Contains(list, "r  "+fn+"+") {
+		t.Fatalf("no return probe of %s:\n%s", fn, list)
 	}
 }
 

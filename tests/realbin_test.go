@@ -1,10 +1,11 @@
 package tests
 
 // Real programs of this machine rewritten with an event probe on every function entry,
-// in six modes (realModes): int3 probes (--no-optimize), --verify-regions (an int3 on
+// in seven modes (realModes): int3 probes (--no-optimize), --verify-regions (an int3 on
 // every would-be-optimized probe and on every other byte of its DCR: reaching one is a
-// violation), jump-optimized (the default), --count-only, and return probes with
-// --count-only (counted at the functions' exits) and their verify run. Their workloads must give exactly the
+// violation), jump-optimized (the default), --count-only, return probes with
+// --count-only (counted at the functions' exits) and their verify run, and return
+// events recorded at the functions' exits (--exits). Their workloads must give exactly the
 // original's output and status, the trace must hold the hits, and verify runs must
 // report no violation. Programs: zstd and xz round trips, sqlite3 queries, git on a
 // temporary repository, python3.11 (a script and a slice of its own regression tests),
@@ -50,6 +51,9 @@ var realModes = []realMode{
 	// return events counted at their exits (and the verify run of those exit sites)
 	{name: "count-returns", flags: []string{"--count-only"}, returns: true},
 	{name: "verify-returns", flags: []string{"--count-only", "--verify-regions"}, env: []string{"KPREWRITE_DISABLE=all"}, returns: true},
+	// return events recorded at their functions' exits (--exits): rets record, tail
+	// calls hook the return address, the rest hook it at the entry
+	{name: "trace-returns", flags: []string{"--exits"}, returns: true},
 }
 
 func (m realMode) verify() bool    { return strings.HasPrefix(m.name, "verify") }

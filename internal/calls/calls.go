@@ -139,7 +139,7 @@ func (b *Builder) role(image uint64, id uint32) *eventRole {
 	type pair struct{ entry, ret int }
 	pairs := map[uint64]*pair{}
 	for _, p := range d.Probes {
-		if p.Event < 0 || p.Event >= len(d.Events) || p.Kind == tracefile.KindVerify || p.Exit {
+		if p.Event < 0 || p.Event >= len(d.Events) || p.Kind == tracefile.KindVerify {
 			continue
 		}
 		pr := pairs[p.Addr]
@@ -172,7 +172,7 @@ func (b *Builder) role(image uint64, id uint32) *eventRole {
 	}
 	for _, p := range d.Probes {
 		fn := fns[p.Addr]
-		if fn == nil || p.Event < 0 || p.Event >= len(d.Events) || p.Exit {
+		if fn == nil || p.Event < 0 || p.Event >= len(d.Events) {
 			continue
 		}
 		pr := pairs[p.Addr]

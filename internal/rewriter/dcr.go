@@ -10,6 +10,7 @@ import (
 	"github.com/kprewrite/kprewrite/internal/evfilter"
 	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/evtrigger"
+	"github.com/kprewrite/kprewrite/internal/x86dec"
 	"github.com/kprewrite/kprewrite/patch"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 	"github.com/kprewrite/kprewrite/trampolines"
@@ -66,6 +67,11 @@ type dcrEntry struct {
 	// redirs: per redirect of the point (patch.Point.Redirects), the copy of the DCR from
 	// the jump's target on, followed by a jmp back, where the redirected jump goes
 	redirs []redirStub
+	// an exit point (kprt.DFExit) whose site is before its ret: the detour starts with
+	// the straight-line code up to the ret (pre, preLen bytes relocated) and a jmp to
+	// the template's entry; its "DCR copy" is the ret (reg), run after the record
+	pre    *trampolines.Region
+	preLen int
 }
 
 // redirStub is the code a redirected jump goes to (analysis.Redirect): the DCR's
@@ -83,7 +89,11 @@ const dcrAlign = 16
 // entry rp knows before placement.
 func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 	pt := &g.plan.Points[i]
-	n, err := trampolines.RegionLen(pt.DCRCode, pt.Site, patch.DCROptions(g.f))
+	code, addr, pre, err := g.copySource(pt, rp)
+	if err != nil {
+		return err
+	}
+	n, err := trampolines.RegionLen(code, addr, patch.DCROptions(g.f))
 	if err != nil {
 		return err
 	}
@@ -92,6 +102,12 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 	}
 	size := n + kprt.SlotJmpBackLen
 	e := dcrEntry{point: i, relocLen: n, cs: -1}
+	if len(pre) > 0 {
+		if e.preLen, err = trampolines.RegionLen(pre, pt.Site, patch.DCROptions(g.f)); err != nil {
+			return err
+		}
+		e.preLen += trampolines.JmpRel32Len
+	}
 	switch {
 	case rp.PFlags&kprt.PFCount != 0:
 		e.count, e.nprobes = true, len(rp.Probes)
@@ -108,6 +124,7 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 		if size, err = trampolines.DetourLen(n); err != nil {
 			return err
 		}
+		size += e.preLen
 		a.anyDetour = true
 		if e.pf, e.pfLen, err = g.prefilterOf(i, rp); err != nil {
 			return err
@@ -229,11 +246,24 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 		case e.count:
 			codeAt += uint64(e.layout.Reloc)
 		case pt.Optimized():
-			codeAt += tmplLen
+			codeAt += uint64(e.preLen) + tmplLen
 		}
-		reg, err := trampolines.RelocateRegion(pt.DCRCode, pt.Site, codeAt, patch.DCROptions(g.f))
+		code, addr, pre, err := g.copySource(pt, &g.tables.Points[e.point])
 		if err != nil {
 			return fmt.Errorf("probe at %#x: %w", pt.Site, err)
+		}
+		reg, err := trampolines.RelocateRegion(code, addr, codeAt, patch.DCROptions(g.f))
+		if err != nil {
+			return fmt.Errorf("probe at %#x: %w", pt.Site, err)
+		}
+		if len(pre) > 0 {
+			if e.pre, err = trampolines.RelocateRegion(pre, pt.Site, at, patch.DCROptions(g.f)); err != nil {
+				return fmt.Errorf("probe at %#x: %w", pt.Site, err)
+			}
+			if len(e.pre.Code)+trampolines.JmpRel32Len != e.preLen {
+				return fmt.Errorf("internal error: the code before the ret at %#x relocated to %d bytes, %d planned", pt.ExitInsn, len(e.pre.Code), e.preLen)
+			}
+			e.pre.Insns = nil
 		}
 		if len(reg.Code) != e.relocLen {
 			return fmt.Errorf("internal error: the DCR at %#x relocated to %d bytes, %d planned", pt.Site, len(reg.Code), e.relocLen)
@@ -262,7 +292,7 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 			}
 			st.reg.Insns = nil
 		}
-		g.tables.Points[e.point].Slot = at
+		g.tables.Points[e.point].Slot = at + uint64(e.preLen)
 	}
 	np := len(g.plan.Points)
 	for j, in := range g.plan.Inner {
@@ -297,8 +327,12 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 	}
 	for _, e := range a.list {
 		pt := &g.plan.Points[e.point]
-		at := a.base + e.off
+		start := a.base + e.off
+		at := start + uint64(e.preLen) // the template, after an exit's code before its ret
 		back := pt.Site + uint64(pt.DCRLen)
+		if e.pre != nil {
+			back = pt.ExitInsn + uint64(e.pre.OrigLen) // (after the ret: never reached)
+		}
 		var code []byte
 		var err error
 		if pt.Optimized() {
@@ -348,6 +382,15 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 			}
 			if err != nil {
 				return err
+			}
+			if e.pre != nil {
+				// the code before the ret, then into the template
+				j, err := trampolines.JmpRel32(start+uint64(len(e.pre.Code)), entry)
+				if err != nil {
+					return fmt.Errorf("probe at %#x: %w", pt.Site, err)
+				}
+				code = append(append(append([]byte(nil), e.pre.Code...), j...), code...)
+				entry = start
 			}
 			jmp, err := trampolines.SiteJmpTo(pt.Site, pt.DCRLen, entry)
 			if err != nil {
@@ -491,7 +534,7 @@ func (g *gen) prefilterOf(i int, rp *kprt.Point) (*trampolines.PrefilterSpec, in
 // hit inside a handler is a miss there). It returns the probe and its definition.
 func (g *gen) inlineCandidate(i int, rp *kprt.Point) (kprt.Probe, *Probe, bool) {
 	pt := &g.plan.Points[i]
-	if rp.PFlags&kprt.PFCount != 0 || len(rp.Probes) != 1 || len(pt.Requests) != 1 || g.opt.Handlers != nil {
+	if rp.PFlags&kprt.PFCount != 0 || rp.DFlags&kprt.DFExit != 0 || len(rp.Probes) != 1 || len(pt.Requests) != 1 || g.opt.Handlers != nil {
 		return kprt.Probe{}, nil, false
 	}
 	q := rp.Probes[0]
@@ -605,6 +648,25 @@ func (g *gen) inlineHistOf(i int, rp *kprt.Point) (*trampolines.InlineHistSpec, 
 
 // origBytes returns up to n original bytes at addr (fewer at the end of the
 // segment's file image).
+// copySource is what the detour of point pt copies and from where: its DCR, or for an
+// exit point (kprt.DFExit) whose site is before its exit instruction (a ret or a tail
+// call's jmp), that instruction, with the straight-line code from the site to it in pre.
+func (g *gen) copySource(pt *patch.Point, rp *kprt.Point) (code []byte, addr uint64, pre []byte, err error) {
+	if rp.DFlags&kprt.DFExit == 0 || pt.ExitInsn <= pt.Site {
+		return pt.DCRCode, pt.Site, nil, nil
+	}
+	b := g.origBytes(pt.ExitInsn, 16)
+	in, err := x86dec.Decode(b, pt.ExitInsn)
+	if err != nil || in.Kind != x86dec.KindRet && in.Kind != x86dec.KindJmp && in.Kind != x86dec.KindJmpIndirect {
+		return nil, 0, nil, fmt.Errorf("internal error: no ret or tail call at the exit %#x", pt.ExitInsn)
+	}
+	pre = g.origBytes(pt.Site, int(pt.ExitInsn-pt.Site))
+	if uint64(len(pre)) != pt.ExitInsn-pt.Site {
+		return nil, 0, nil, fmt.Errorf("internal error: the code before the ret at %#x cannot be read", pt.ExitInsn)
+	}
+	return b[:in.Len], pt.ExitInsn, pre, nil
+}
+
 func (g *gen) origBytes(addr uint64, n int) []byte {
 	for ; n > 0; n-- {
 		if b, err := g.f.Bytes(addr, uint64(n)); err == nil {

@@ -69,6 +69,10 @@ type Options struct {
 	// ExitsOnly (--exits-only, with CountOnly): a return probe that cannot be counted at
 	// its function's exits is refused instead of hooking the return address.
 	ExitsOnly bool
+	// TraceExits (--exits): a return event (no C handler, no maxactive, no fetch at the
+	// entry) of a function whose every exit is a ret is recorded at its rets instead of
+	// hooking the return address (patch.Options.TraceExits).
+	TraceExits bool
 	// Int3Step (--single-step int3): single-stepped copies of boostable instructions
 	// end with an int3 instead of running under the trap flag (see patch.Options).
 	Int3Step    bool
@@ -167,7 +171,7 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 		}
 		// a C handler's post_handler needs the probed instruction single-stepped
 		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return, NeedPost: p.Handler != nil && p.Handler.Post,
-			Optional: p.Optional}
+			Optional: p.Optional, NoExit: noExit(p)}
 	}
 	excl, err := patch.ParseExcludes(opt.Exclude, b.Funcs)
 	if err != nil {
@@ -175,7 +179,7 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 	}
 	plan, err := patch.MakePlan(b, reqs, patch.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused,
 		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: excl, OptimizedOnly: opt.OptimizedOnly, Int3Step: opt.Int3Step,
-		CountExits: opt.CountOnly, ExitsOnly: opt.ExitsOnly})
+		CountExits: opt.CountOnly, ExitsOnly: opt.ExitsOnly, TraceExits: opt.TraceExits && !opt.CountOnly})
 	if err != nil {
 		return nil, err
 	}
@@ -854,7 +858,8 @@ func (g *gen) makeTables() error {
 			if g.opt.CountOnly {
 				q.Flags = 0 // --count-only: events count their hits, write no records
 			}
-			if def.Return && !pt.Exit {
+			if def.Return && (!pt.Exit || pt.ExitTail && !g.opt.CountOnly) {
+				// (--exits: at a tail call, the return address is hooked there)
 				q.Type = kprt.TKretprobe
 				q.MaxActive = uint32(def.MaxActive)
 				count = false
@@ -867,6 +872,8 @@ func (g *gen) makeTables() error {
 		}
 		if count {
 			rp.PFlags |= kprt.PFCount
+		} else if pt.Exit && !g.opt.CountOnly {
+			rp.DFlags |= kprt.DFExit // --exits: return events recorded at a ret
 		}
 		if pt.Optimized() || pt.Verify {
 			if err := g.dcrs.add(g, i, &rp); err != nil {
@@ -888,6 +895,25 @@ func (g *gen) makeTables() error {
 // runOrder is the order the runtime runs the probes of a point in: the newest
 // definition first, as the kernel runs aggregated kprobes and uprobe consumers (each
 // registration is added at the head of the list).
+// noExit says why return probe p must hook the return address even with --exits ("":
+// it may record at its function's rets): a C handler's kretprobe runs handlers with an
+// instance, and a fetch at the entry ($argN in a return event) keeps its value in one.
+// (A maxactive bounds the instances of a hooked return address; at the rets there are
+// none to run out of.)
+func noExit(p Probe) string {
+	switch {
+	case !p.Def.Return:
+		return ""
+	case p.Handler != nil:
+		return "a C handler's kretprobe keeps its instance"
+	}
+	prog, err := eventdef.Compile(p.Def, func(string) (uint64, bool) { return 0, true })
+	if err != nil || len(prog) < 3 || prog[2]&eventdef.FlagEntryData != 0 {
+		return "it fetches at the function's entry ($argN): an instance keeps the values"
+	}
+	return ""
+}
+
 func runOrder(pt *patch.Point) []int {
 	out := make([]int, 0, len(pt.Requests))
 	for i := len(pt.Requests) - 1; i >= 0; i-- {

@@ -194,6 +194,12 @@ typedef unsigned long long kprw_u64;
                                * inline first; see "Inline filters" above */
 #define KPRW_DF_INLINEHIST 0x2 /* KPRW_X_OPTIMIZED: the detour adds the hit to its event's
                                 * histogram inline first; see "Inline histograms" above */
+#define KPRW_DF_EXIT 0x4 /* KPRW_X_OPTIMIZED at one of a function's exits (rewrite --exits),
+                          * reached after the straight-line code before the exit instruction
+                          * ran; its probes are traced return events: at a ret (kprobes)
+                          * recorded there with the registers of the ret, fetched as after
+                          * it (ip = *sp, sp + 8); at a tail call's jmp (kretprobes) they
+                          * hook the return address at sp, as at the function's entry */
 
 /* kprw_probe.type */
 #define KPRW_T_KPROBE 1

@@ -421,6 +421,7 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 		   struct kprw_tctx *c);
 void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c);
 int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c);
+int kprw_trace_exit(u32 pi, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c);
 void kprw_fastev_init(void);
 void kprw_pf_update(void);
 extern u64 kprewrite_rt_pf_ctlgen; /* rt_trace.c: what inline filters read */

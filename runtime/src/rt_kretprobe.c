@@ -353,9 +353,14 @@ void kprw_rethook(struct pt_regs *regs)
 			} else if (unlikely(!kprw_rt.trace)) {
 				kprw_count_hit(pi);
 				kprw_trace_lost();
-			} else if (!kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, shown_ret(r, K), edata_of(r, p),
-						   kprw_rt.ri_elen[pi], c)) {
-				kprw_count_hit(pi); /* a written record is the hit */
+			} else {
+				/* the fetches see ip = the real return address, also in a chain (where
+				 * we resume into the trampoline), as the uprobe tracer shows it */
+				u64 resume = regs->ip, shown = shown_ret(r, K);
+				regs->ip = shown;
+				if (!kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, shown, edata_of(r, p), kprw_rt.ri_elen[pi], c))
+					kprw_count_hit(pi); /* a written record is the hit */
+				regs->ip = resume;
 			}
 			if (p->flags & KPRW_F_USER) {
 				kprw_user_ret(pi, &r->ri, regs);

@@ -48,6 +48,52 @@ static inline int nestable(const struct kprw_tctx *c, u32 event)
 	return c->busy < 4 && c->ucall == NULL && !(kprw_rt.ev_trig && kprw_rt.ev_trig[event]);
 }
 
+/* exit_hit runs the return events of a KPRW_DF_EXIT point: the detour reached the
+ * function's exit instruction (it ran the straight-line code before it), so the word at
+ * sp is the return address. At a tail call's jmp (kretprobes) they hook it, as at the
+ * entry. At a ret the registers are those of the return: the events' fetches see them
+ * as the uprobe tracer's uretprobe handler does, after the ret (ip = the return
+ * address, sp above it). Nothing in regs changes. */
+static long exit_hit(const struct kprw_point *pt, struct pt_regs *regs)
+{
+	unsigned long sp = regs->sp;
+	u64 ret = *(const u64 *)sp;
+	struct kprw_tctx *c = kprw_tctx_get();
+	if (unlikely(!c || kprw_tctx_busy(c))) {
+		kprw_miss_point(pt);
+		return 0;
+	}
+	c->busy++;
+	if (kprw_rt.probes[pt->first_probe].type == KPRW_T_KRETPROBE) {
+		regs->ip = RT_ADDR(pt->site); /* (as at an entry: its fetches read none) */
+		kprw_run_return_events(pt, regs, c);
+		c->busy--;
+		return 0;
+	}
+	if (unlikely(ret == (u64)(uptr)kprewrite_rt_rettramp)) {
+		/* tail-called from a frame whose return events hook it: show the real one */
+		u64 real = kprw_kretprobe_real_ret(sp);
+		if (real)
+			ret = real;
+	}
+	regs->ip = ret;
+	regs->sp = sp + 8;
+	for (u32 k = 0; k < pt->nprobes; k++) {
+		u32 i = pt->first_probe + k;
+		if (!kprw_probe_enabled(i))
+			continue;
+		if (unlikely(!kprw_rt.trace)) {
+			kprw_count_hit(i);
+			kprw_trace_lost();
+		} else if (!kprw_trace_exit(i, regs, ret, c)) {
+			kprw_count_hit(i); /* a written record is the hit */
+		}
+	}
+	c->busy--;
+	regs->sp = sp;
+	return 0;
+}
+
 __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx)
 {
 	if (unlikely(idx >= kprw_rt.npoints || kprw_rt.points[idx].xmode != KPRW_X_OPTIMIZED))
@@ -57,6 +103,8 @@ __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *
 	int any = 0, moved = 0;
 
 	struct kprw_tctx *c;
+	if (pt->dflags & KPRW_DF_EXIT)
+		return exit_hit(pt, regs);
 	if (kprw_rt.fastev && (kprw_rt.fastev[idx / 64] >> (idx % 64) & 1) && likely(!(flags & FLAGS_DF))) {
 		/* an event alone at its point, no handler: nothing in regs can change */
 		u32 i = pt->first_probe;

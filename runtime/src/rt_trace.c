@@ -1111,25 +1111,35 @@ void kprw_trace_stack(const struct kprw_hit *hit)
 	commit(rec, n * 8, KPRW_CREC_COMMITTED);
 }
 
-/* emit_event writes the record of kprw_trace_event: data (dlen bytes) fetched already, or
- * NULL to fetch with the plan into the record */
-static inline __attribute__((always_inline)) int emit_event(u32 pi, const struct kprw_probe *p,
-							    const struct kprw_fplan *pl, const struct pt_regs *regs,
-							    struct kprw_tctx *c, u32 dlen, const void *data)
+/* emit_record writes a record of type at site (link-time) whose data (dlen bytes) is
+ * fetched already, or NULL to fetch with the plan into the record; ret_ip for a return */
+static inline __attribute__((always_inline)) int emit_record(u32 pi, const struct kprw_probe *p,
+							     const struct kprw_fplan *pl, const struct pt_regs *regs,
+							     struct kprw_tctx *c, u32 dlen, const void *data, u8 type,
+							     u64 site, u64 ret_ip)
 {
 	struct who w;
 	who(&w, c);
-	int ext = need_ext(w.now);
-	struct kprw_crec *rec = reserve(rec_size(dlen, 0, ext), c, &w);
+	int ext = need_ext(w.now), ret = type == KPRW_REC_KRETPROBE;
+	struct kprw_crec *rec = reserve(rec_size(dlen, ret, ext), c, &w);
 	if (unlikely(!rec))
 		return 0;
-	u8 *d = fill(rec, dlen, pi, 0, ext, KPRW_REC_KPROBE, kprw_rt.events[p->event].id, regs->ip - kprw_rt.bias, 0, &w);
+	u8 *d = fill(rec, dlen, pi, ret, ext, type, kprw_rt.events[p->event].id, site, ret_ip, &w);
 	if (data)
 		kprw_memcpy(d, data, dlen);
 	else if (dlen)
 		kprw_fetch_plan_into(pl, regs, d, kprw_fast_ok(c));
 	commit(rec, dlen, KPRW_CREC_COMMITTED);
 	return (int)kprw_rt.rec_hits;
+}
+
+/* emit_event writes the record of kprw_trace_event: data (dlen bytes) fetched already, or
+ * NULL to fetch with the plan into the record */
+static inline __attribute__((always_inline)) int emit_event(u32 pi, const struct kprw_probe *p,
+							    const struct kprw_fplan *pl, const struct pt_regs *regs,
+							    struct kprw_tctx *c, u32 dlen, const void *data)
+{
+	return emit_record(pi, p, pl, regs, c, dlen, data, KPRW_REC_KPROBE, regs->ip - kprw_rt.bias, 0);
 }
 
 /* trace_event_filtered is kprw_trace_event for an event with a filter: the plan fetches
@@ -1178,6 +1188,26 @@ int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c)
 	return emit_event(pi, p, pl, regs, c, pl->n == ~0u ? 0 : pl->fixed, NULL);
 }
 
+/* kprw_trace_exit writes the return record of probe pi, a return event at a KPRW_DF_EXIT
+ * point (regs as after the ret: ip = ret_ip, the return address), on kprw_trace_event's
+ * path when its event has nothing else (no filter or trigger, a compiled plan), else on
+ * kprw_trace_hit's. 1 when written (the hit). */
+int kprw_trace_exit(u32 pi, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c)
+{
+	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	u32 e = p->event;
+	if (unlikely(e >= kprw_rt.nevents || !kprw_rt.ev_plan || !kprw_rt.ev_fixed || !kprw_rt.ev_filter ||
+		     (kprw_rt.ctl_gen && __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen) ||
+		     kprw_rt.ev_filter[e] || (kprw_rt.ev_trig && kprw_rt.ev_trig[e]) ||
+		     (kprw_rt.events[e].fetch_len && (kprw_rt.ev_plan[e].n == ~0u || kprw_rt.ev_fixed[e] < 0))))
+		return kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, ret_ip, NULL, 0, c);
+	if (closed(e))
+		return 0; /* the caller counts the hit */
+	const struct kprw_fplan *pl = &kprw_rt.ev_plan[e];
+	return emit_record(pi, p, pl, regs, c, pl->n == ~0u ? 0 : pl->fixed, NULL, KPRW_REC_KRETPROBE,
+			   kprw_rt.points[p->point].site, ret_ip);
+}
+
 /* kprw_fastev_init marks the points kprw_trace_event may serve (kprw_rt.fastev, one bit
  * each): jump-optimized, one probe, a kprobe event with nothing else (no C handler, no
  * pre or post handler) whose arguments have a compiled plan or that has none. Start-up,
@@ -1191,7 +1221,7 @@ void kprw_fastev_init(void)
 		return;
 	for (u32 k = 0; k < kprw_rt.npoints; k++) {
 		const struct kprw_point *pt = &kprw_rt.points[k];
-		if (pt->xmode != KPRW_X_OPTIMIZED || pt->nprobes != 1)
+		if (pt->xmode != KPRW_X_OPTIMIZED || pt->nprobes != 1 || (pt->dflags & KPRW_DF_EXIT))
 			continue;
 		const struct kprw_probe *p = &kprw_rt.probes[pt->first_probe];
 		if (p->type != KPRW_T_KPROBE || p->flags != KPRW_F_TRACE || p->pre_handler || p->post_handler ||

@@ -88,6 +88,7 @@ func (b *Binary) exits(entry uint64, others func(addr uint64) []uint64, after bo
 		k  int
 	}
 	var exits []exit
+	var fcs []*fcode // the members' code, in members' order
 	for n := 0; n < len(members); n++ {
 		m := members[n]
 		mf := &b.Funcs.List[m]
@@ -96,6 +97,7 @@ func (b *Binary) exits(entry uint64, others func(addr uint64) []uint64, after bo
 			return nil, fmt.Sprintf("not-clean: %s, a fragment of %s, does not decode cleanly or may be entered by an indirect jmp", mf.Name, fn.Name)
 		}
 		fc := b.loadFunc(m)
+		fcs = append(fcs, fc)
 		for k := range fc.insts {
 			x := &fc.insts[k]
 			c := &x.in
@@ -167,6 +169,9 @@ func (b *Binary) exits(entry uint64, others func(addr uint64) []uint64, after bo
 		b.edges.in(from, mf.End(), func(e *edge) bool {
 			if (e.kind == ekBranch || e.kind == ekTable) && in(e.src) >= 0 {
 				return true
+			}
+			if (e.kind == ekData || e.kind == ekImm) && !fcs[n].isInsn(e.dst) {
+				return true // a number inside an instruction, no code address (as in check)
 			}
 			if first == nil || e.dst < first.dst || e.dst == first.dst && (e.src < first.src || e.src == first.src && e.kind < first.kind) {
 				first = e

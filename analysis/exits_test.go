@@ -113,3 +113,39 @@ func TestSystemExits(t *testing.T) {
 		})
 	}
 }
+
+// jccRetSrc has a ret right after a jcc (no room for a jmp between them) and a data
+// word that equals an address inside one of its instructions (a number, not a code
+// pointer).
+const jccRetSrc = `
+__asm__(".text\n.globl jccret\n.type jccret,@function\njccret:\n.cfi_startproc\n"
+	"movq 8(%rdi),%rax\n testb $0x40,0xa9(%rax)\n jne 1f\n xorl %eax,%eax\n ret\n"
+	"1: subq $0x18,%rsp\n.cfi_adjust_cfa_offset 0x18\n movq %rdi,%rax\n addq $0x18,%rsp\n.cfi_adjust_cfa_offset -0x18\n ret\n"
+	".cfi_endproc\n.size jccret,.-jccret\n"
+	".data\n.globl inside\ninside: .quad jccret+1\n.text\n");
+extern long jccret(void *);
+int main(void) { return (int)jccret((void *)0); }
+`
+
+// TestExitsAfter: for probes that run after the code before the exit (--exits), a site
+// may start at a jcc that leaves the range, where Exits finds no room for a jmp; a
+// data word inside an instruction does not count as a taken address.
+func TestExitsAfter(t *testing.T) {
+	b := analyzeFile(t, build(t, jccRetSrc, "c", "-O2", "-no-pie"), Options{})
+	f := fn(t, b, "jccret")
+	if _, why := b.Exits(f.Addr, nil); !strings.Contains(why, "follows a jcc") {
+		t.Fatalf("Exits: %q, want the ret too close after the jcc", why)
+	}
+	sites, why := b.ExitsAfter(f.Addr, nil)
+	if why != "" || len(sites) != 2 {
+		t.Fatalf("ExitsAfter: %d sites (%s), want 2", len(sites), why)
+	}
+	// the first site is the jne (jne, xor, ret: 5 bytes), the second the add before the
+	// other ret; both lead to a ret
+	if sites[0].Addr != f.Addr+11 || sites[0].ExitInsn != f.Addr+15 || sites[0].TailCall {
+		t.Errorf("first site %#x (exit %#x), want %#x (%#x)", sites[0].Addr, sites[0].ExitInsn, f.Addr+11, f.Addr+15)
+	}
+	if sites[1].ExitInsn != sites[1].Addr+4 || sites[1].Verdict != Optimize {
+		t.Errorf("second site %#x (exit %#x)", sites[1].Addr, sites[1].ExitInsn)
+	}
+}

@@ -1,6 +1,8 @@
 package analysis
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -45,6 +47,12 @@ type fcode struct {
 	ijs    []int             // indices of the indirect jmps
 	others map[int]*fcode    // other functions the backward walks entered
 	good   map[walkItem]bool // (instruction, register) pairs already shown to hold only code pointers
+}
+
+// isInsn says whether an instruction of fc starts at addr.
+func (fc *fcode) isInsn(addr uint64) bool {
+	_, ok := slices.BinarySearchFunc(fc.insts, addr, func(x finst, a uint64) int { return cmp.Compare(x.addr, a) })
+	return ok
 }
 
 func (b *Binary) loadFunc(i int) *fcode {

@@ -52,6 +52,10 @@ type CheckSite struct {
 	// Exits, for a return-probe definition: where `rewrite --count-only` counts its
 	// function's returns instead of hooking the return address, or why it cannot.
 	Exits *CheckExits `json:"exits,omitempty"`
+	// TraceExits, for a return probe: where rewrite --exits records its returns (one
+	// site per ret or tail call; at a tail call it hooks the return address there), or
+	// why it hooks the return address at the entry.
+	TraceExits *CheckExits `json:"trace_exits,omitempty"`
 }
 
 // CheckExits is what --count-only does with a return probe: the count sites (one per
@@ -191,6 +195,17 @@ func checkImage(path string, defs []rewriter.Probe, entries bool) (*CheckReport,
 				cs.Exits = &CheckExits{Reason: why}
 				for _, e := range exits {
 					cs.Exits.Sites = append(cs.Exits.Sites, hexAddr(e.Addr))
+				}
+				cs.TraceExits = &CheckExits{}
+				if why := rewriter.NoExit(d); why != "" {
+					cs.TraceExits.Reason = why
+				} else {
+					exits, why := bin.ExitsAfter(site.Addr, func(uint64) []uint64 { return others })
+					sort.Slice(exits, func(i, j int) bool { return exits[i].Addr < exits[j].Addr })
+					cs.TraceExits.Reason = why
+					for _, e := range exits {
+						cs.TraceExits.Sites = append(cs.TraceExits.Sites, hexAddr(e.Addr))
+					}
 				}
 			}
 			report.Sites = append(report.Sites, cs)

@@ -184,6 +184,11 @@ func TestCountOnlyReturns(t *testing.T) {
 // checkExits compares `kprewrite check --json`'s exits of each return-probe definition
 // with the [EXIT] lines `kprewrite list -v` shows for its event in the rewrite out.
 func checkExits(t *testing.T, prog, out string, defs []string) {
+	checkExitsOf(t, prog, out, defs, false)
+}
+
+// checkExitsOf is checkExits, or with traced the check's trace_exits (rewrite --exits).
+func checkExitsOf(t *testing.T, prog, out string, defs []string, traced bool) {
 	t.Helper()
 	args := []string{"check", "--json"}
 	for _, d := range defs {
@@ -210,12 +215,16 @@ func checkExits(t *testing.T, prog, out string, defs []string) {
 		}
 	}
 	for _, s := range r.Sites {
-		if !s.Return || s.Exits == nil {
+		ex := s.Exits
+		if traced {
+			ex = s.TraceExits
+		}
+		if !s.Return || ex == nil {
 			continue
 		}
-		got, want := strings.Join(listed[s.Event], " "), strings.Join(s.Exits.Sites, " ")
+		got, want := strings.Join(listed[s.Event], " "), strings.Join(ex.Sites, " ")
 		if got != want {
-			t.Errorf("%s: check says exits %q (%s), list shows [EXIT] at %q", s.Event, want, s.Exits.Reason, got)
+			t.Errorf("%s: check says exits %q (%s), list shows [EXIT] at %q", s.Event, want, ex.Reason, got)
 		}
 	}
 }
@@ -247,6 +256,9 @@ func TestTraceExits(t *testing.T) {
 			rewriteWith(t, prog, kh, hooked)
 			rewriteWith(t, prog, ke, exits, "--exits")
 			_, list, _ := kp("list", ke)
+			// `check` says the same before any rewrite (no function of this program has
+			// an exit in its entry probe's DCR)
+			checkExitsOf(t, prog, ke, exits, true)
 			if opt != "-O0" {
 				for _, f := range []string{"leaf", "two_rets", "tail", "tailptr", "rec"} {
 					mustExit(t, ke, f)

@@ -178,5 +178,16 @@ func printCheckText(w io.Writer, r *CheckReport, listSites bool) {
 		default:
 			fmt.Fprintf(w, "      --count-only: hooks the return address: %s\n", s.Exits.Reason)
 		}
+		switch {
+		case s.TraceExits == nil:
+		case len(s.TraceExits.Sites) > 0:
+			what := "exit"
+			if len(s.TraceExits.Sites) > 1 {
+				what = fmt.Sprintf("%d exits", len(s.TraceExits.Sites))
+			}
+			fmt.Fprintf(w, "      --exits: recorded at its %s %s\n", what, strings.Join(s.TraceExits.Sites, " "))
+		default:
+			fmt.Fprintf(w, "      --exits: hooks the return address: %s\n", s.TraceExits.Reason)
+		}
 	}
 }

@@ -171,7 +171,7 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 		}
 		// a C handler's post_handler needs the probed instruction single-stepped
 		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return, NeedPost: p.Handler != nil && p.Handler.Post,
-			Optional: p.Optional, NoExit: noExit(p)}
+			Optional: p.Optional, NoExit: NoExit(p)}
 	}
 	excl, err := patch.ParseExcludes(opt.Exclude, b.Funcs)
 	if err != nil {
@@ -895,12 +895,12 @@ func (g *gen) makeTables() error {
 // runOrder is the order the runtime runs the probes of a point in: the newest
 // definition first, as the kernel runs aggregated kprobes and uprobe consumers (each
 // registration is added at the head of the list).
-// noExit says why return probe p must hook the return address even with --exits ("":
+// NoExit says why return probe p must hook the return address even with --exits ("":
 // it may record at its function's rets): a C handler's kretprobe runs handlers with an
 // instance, and a fetch at the entry ($argN in a return event) keeps its value in one.
 // (A maxactive bounds the instances of a hooked return address; at the rets there are
 // none to run out of.)
-func noExit(p Probe) string {
+func NoExit(p Probe) string {
 	switch {
 	case !p.Def.Return:
 		return ""

@@ -79,6 +79,7 @@ o|p:kpwbench/o target||3000000
 r|r:kpwbench/r target|--no-optimize --no-boost|100000
 rb|r:kpwbench/rb target|--no-optimize|100000
 ro|r:kpwbench/ro target||3000000
+ro-exits|r:kpwbench/rx target|--exits|3000000
 KINDS
 
 # events whose fetch arguments read memory: the fault-catching copy (the default when the

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "7bd8e338ad19d8288e48f9e82b7449bd736fd1fed2463beccd225badf66d3c77"
+const ObjectSHA256 = "94e0fb182ab387109b6b375a5abd2540e163939d74f83ca24a94aa5c6c28b67c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -357,8 +357,12 @@ void kprw_rethook(struct pt_regs *regs)
 				/* the fetches see ip = the real return address, also in a chain (where
 				 * we resume into the trampoline), as the uprobe tracer shows it */
 				u64 resume = regs->ip, shown = shown_ret(r, K);
+				u32 elen = kprw_rt.ri_elen[pi];
 				regs->ip = shown;
-				if (!kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, shown, edata_of(r, p), kprw_rt.ri_elen[pi], c))
+				/* (no entry data: the path of a return event at an exit, fast when the
+				 * event has nothing else) */
+				if (!(elen ? kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, shown, edata_of(r, p), elen, c)
+					   : kprw_trace_exit(pi, regs, shown, c)))
 					kprw_count_hit(pi); /* a written record is the hit */
 				regs->ip = resume;
 			}

@@ -1188,10 +1188,11 @@ int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c)
 	return emit_event(pi, p, pl, regs, c, pl->n == ~0u ? 0 : pl->fixed, NULL);
 }
 
-/* kprw_trace_exit writes the return record of probe pi, a return event at a KPRW_DF_EXIT
- * point (regs as after the ret: ip = ret_ip, the return address), on kprw_trace_event's
- * path when its event has nothing else (no filter or trigger, a compiled plan), else on
- * kprw_trace_hit's. 1 when written (the hit). */
+/* kprw_trace_exit writes the return record of probe pi, a return event without entry
+ * data, at a KPRW_DF_EXIT point or from the return trampoline (regs as after the ret:
+ * ip = ret_ip, the return address), on kprw_trace_event's path when its event has
+ * nothing else (no filter or trigger, a compiled plan), else on kprw_trace_hit's. 1
+ * when written (the hit). */
 int kprw_trace_exit(u32 pi, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c)
 {
 	const struct kprw_probe *p = &kprw_rt.probes[pi];

@@ -167,27 +167,24 @@ func printCheckText(w io.Writer, r *CheckReport, listSites bool) {
 			}
 			fmt.Fprintf(w, "      %s%s at %s: %s\n", prefix, rs.Rule, rs.Address, rs.Detail)
 		}
-		switch {
-		case s.Exits == nil:
-		case len(s.Exits.Sites) > 0:
-			what := "exit"
-			if len(s.Exits.Sites) > 1 {
-				what = fmt.Sprintf("%d exits", len(s.Exits.Sites))
-			}
-			fmt.Fprintf(w, "      --count-only: counted at its %s %s\n", what, strings.Join(s.Exits.Sites, " "))
-		default:
-			fmt.Fprintf(w, "      --count-only: hooks the return address: %s\n", s.Exits.Reason)
+		printExits(w, "--count-only: counted", s.Exits)
+		printExits(w, "--exits: recorded", s.TraceExits)
+	}
+}
+
+// printExits prints what a rewrite option does with a return probe: "OPTION: DONE at
+// its exits ...", or why it hooks the return address.
+func printExits(w io.Writer, done string, ex *CheckExits) {
+	switch {
+	case ex == nil:
+	case len(ex.Sites) > 0:
+		what := "exit"
+		if len(ex.Sites) > 1 {
+			what = fmt.Sprintf("%d exits", len(ex.Sites))
 		}
-		switch {
-		case s.TraceExits == nil:
-		case len(s.TraceExits.Sites) > 0:
-			what := "exit"
-			if len(s.TraceExits.Sites) > 1 {
-				what = fmt.Sprintf("%d exits", len(s.TraceExits.Sites))
-			}
-			fmt.Fprintf(w, "      --exits: recorded at its %s %s\n", what, strings.Join(s.TraceExits.Sites, " "))
-		default:
-			fmt.Fprintf(w, "      --exits: hooks the return address: %s\n", s.TraceExits.Reason)
-		}
+		fmt.Fprintf(w, "      %s at its %s %s\n", done, what, strings.Join(ex.Sites, " "))
+	default:
+		opt, _, _ := strings.Cut(done, ":")
+		fmt.Fprintf(w, "      %s: hooks the return address: %s\n", opt, ex.Reason)
 	}
 }

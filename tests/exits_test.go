@@ -320,3 +320,41 @@ func mustAtoi(t *testing.T, s string) uint64 {
 	}
 	return n
 }
+
+// TestTraceExitsTailThrow: with --exits, a function whose only exit is a tail call hooks
+// the return address there; an exception thrown by the callee unwinds through the
+// hooked frame (the return trampoline's FDE must be in the rewrite even when no
+// function hooks at its entry), the call's return event is lost and counted as a miss,
+// the callee's (recorded at its ret) is neither.
+func TestTraceExitsTailThrow(t *testing.T) {
+	const src = `
+#include <cstdio>
+#include <stdexcept>
+#define NI __attribute__((noinline))
+volatile int g;
+extern "C" {
+NI int thrower(int x) { if (x % 4 == 0) throw std::runtime_error("x"); return x + g; }
+NI int tailthrow(int x) { g++; return thrower(x + 1); }
+}
+int main() {
+	int caught = 0; long s = 0;
+	for (int i = 0; i < 100; i++) { try { s += tailthrow(i); } catch (const std::exception &) { caught++; } }
+	std::printf("caught=%d s=%ld\n", caught, s);
+	return 0;
+}
+`
+	prog := testprog.Build(t, src, "c++", "-O2")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "tt")
+	rewriteWith(t, prog, out, []string{"r:kpw/tt tailthrow $retval", "r:kpw/th thrower $retval"}, "--exits")
+	mustExit(t, out, "tailthrow")
+	mustExit(t, out, "thrower")
+	tr := filepath.Join(dir, "tt.trace")
+	res := testprog.Same(t, prog, out, testprog.Cmd{Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
+	if !strings.Contains(res.Stdout, "caught=25") {
+		t.Fatalf("unexpected run: %s", res)
+	}
+	if p := profile(t, tr, out); p["tt"] != [2]uint64{75, 25} || p["th"] != [2]uint64{75, 0} {
+		t.Fatalf("profile %v, want tt 75 hits 25 missed (unwound), th 75 and none", p)
+	}
+}

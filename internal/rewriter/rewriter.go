@@ -566,6 +566,9 @@ func (g *gen) run() (*Result, error) {
 	if g.anyRet && f.Section(".gcc_except_table") != nil {
 		res.Warnings = append(res.Warnings, "the program uses exceptions: when a C++ exception or a forced unwind (pthread_cancel, pthread_exit) "+
 			"leaves a return-probed function, that call's return event is lost (counted as a miss); calls the exception does not leave keep theirs")
+		if g.opt.TraceExits {
+			res.Warnings[len(res.Warnings)-1] += " (with --exits, a call recorded at its function's rets leaves neither)"
+		}
 	}
 	return res, nil
 }
@@ -573,6 +576,12 @@ func (g *gen) run() (*Result, error) {
 // makeEvents compiles one event per definition that got a probepoint.
 func (g *gen) makeEvents() error {
 	g.evOf = make([]int, len(g.probes))
+	for i := range g.plan.Points {
+		// --exits hooks the return address at tail calls: the trampoline's FDE is needed
+		if pt := &g.plan.Points[i]; pt.Exit && pt.ExitTail && !g.opt.CountOnly {
+			g.anyRet = true
+		}
+	}
 	disableAll := false
 	for _, d := range g.opt.Disable {
 		if d == "all" {

@@ -62,7 +62,7 @@ type RewriteOptions struct {
 	SkipRefused   bool     // leave out refused probes (RewriteResult.Skipped) instead of failing
 	Exclude       []string // no probe in this code: function globs, 0xLO-0xHI, 0xLO+SIZE
 	CountOnly     bool     // events count their hits, write no records
-	ExitsOnly     bool     // with CountOnly: refuse return probes not countable at their exits
+	ExitsOnly     bool     // with CountOnly or Exits: refuse return probes that would hook a return address
 	// Exits records return events at their functions' rets where the analysis sees
 	// them all (no tail call), instead of hooking the return address: no instances,
 	// no maxactive misses, no return trampoline ([EXIT] in list). Return events with
@@ -405,8 +405,8 @@ func (opt *RewriteOptions) internal(output string) (rewriter.Options, error) {
 	ro := rewriter.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused, Debug: opt.Debug, ImageName: filepath.Base(output),
 		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: opt.Exclude, OptimizedOnly: opt.OptimizedOnly,
 		CountOnly: opt.CountOnly, ExitsOnly: opt.ExitsOnly, TraceExits: opt.Exits, TraceSize: opt.TraceSize, Disable: opt.Disable}
-	if opt.ExitsOnly && (!opt.CountOnly || opt.NoOptimize) {
-		return ro, fmt.Errorf("%w: --exits-only needs --count-only (and jump-optimized probes: not --no-optimize)", ErrOptions)
+	if opt.ExitsOnly && (!opt.CountOnly && !opt.Exits || opt.NoOptimize) {
+		return ro, fmt.Errorf("%w: --exits-only needs --count-only or --exits (and jump-optimized probes: not --no-optimize)", ErrOptions)
 	}
 	if opt.Exits && (opt.CountOnly || opt.NoOptimize || opt.VerifyRegions) {
 		return ro, fmt.Errorf("%w: --exits records return events at jump-optimized exits: not with --count-only (which counts at exits already), --no-optimize or --verify-regions", ErrOptions)

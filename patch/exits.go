@@ -1,6 +1,7 @@
 package patch
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -64,6 +65,9 @@ func (p *planner) planExits() exitPlan {
 			exits = p.b.ExitsAfter // the records come after the code before the exit
 		}
 		sites, why := exits(entry, near)
+		if why == "" && p.opt.TraceExits && p.opt.ExitsOnly {
+			why = tailCallHook(sites)
+		}
 		if why != "" {
 			whyNot[i] = why
 			continue
@@ -228,6 +232,17 @@ func stayingWithExit(idx []int, ex exitPlan) int {
 
 // exitEnd is where an exit site's span ends: its DCR, or its last instruction when
 // that is longer.
+// tailCallHook says why a traced return probe at these exits would still hook a
+// return address (--exits-only hooks none): at a tail call it does ("" when none is).
+func tailCallHook(sites []analysis.Site) string {
+	for _, s := range sites {
+		if s.TailCall {
+			return fmt.Sprintf("tail-call: the jmp at %#x is a tail call, where the return address is hooked", s.ExitInsn)
+		}
+	}
+	return ""
+}
+
 func exitEnd(s *analysis.Site) uint64 {
 	last := s.DCR[len(s.DCR)-1]
 	return max(s.Addr+uint64(s.DCRLen), last.Addr+uint64(last.Len))

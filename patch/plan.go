@@ -83,8 +83,9 @@ type Options struct {
 	// have Point.Exit; a function where one of them cannot be jump-optimized keeps the
 	// usual return probe.
 	CountExits bool
-	// ExitsOnly (with CountExits) refuses the return probes that cannot be counted at
-	// their exits (RuleNotExits) instead of hooking their return addresses.
+	// ExitsOnly (with CountExits or TraceExits) refuses the return probes that cannot be
+	// counted or recorded at their exits (RuleNotExits) instead of hooking their return
+	// addresses; with TraceExits also those with a tail call (hooked there).
 	ExitsOnly bool
 	// TraceExits (--exits): as CountExits, for return probes that write records: a
 	// function whose exits the analysis sees gets a jump-optimized point per exit

@@ -308,6 +308,27 @@ func TestTraceExits(t *testing.T) {
 				t.Fatalf("%d lines differ", bad)
 			}
 			run(ke, "threads")
+			// --exits-only: no return address hooked anywhere; the functions with a tail
+			// call (hooked there) are left out with the others that would hook
+			eo := filepath.Join(dir, "exits-only")
+			args := []string{"rewrite", "--exits", "--exits-only", "--skip-refused", "-o", eo}
+			for _, d := range exits {
+				args = append(args, "-e", d)
+			}
+			code, stderr := 0, ""
+			if code, _, stderr = kp(append(args, prog)...); code != 0 {
+				t.Fatalf("--exits-only: exit %d: %s", code, stderr)
+			}
+			_, l, _ := kp("list", eo)
+			for _, line := range strings.Split(strings.TrimSpace(l), "\n") {
+				if f := strings.Fields(line); len(f) >= 4 && f[1] == "r" && !strings.Contains(line, "[EXIT]") {
+					t.Errorf("--exits-only: a hooked return probe: %s", line)
+				}
+			}
+			if opt != "-O0" && (!strings.Contains(stderr, "tail-call") || strings.Contains(l, "r  tail+")) {
+				t.Errorf("--exits-only: tail's return probe (a tail call) should be refused:\n%s\n%s", stderr, l)
+			}
+			testprog.Same(t, prog, eo, testprog.Cmd{Args: []string{"seq"}, Extra: []string{"KPREWRITE_TRACE=" + eo + ".trace"}}, nil)
 		})
 	}
 }

@@ -538,23 +538,24 @@ func TestRealGo(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		bin = realBin(t, "go")
 	}
-	for _, returns := range []bool{false, true} {
-		name := "optimize"
-		if returns {
-			name = "count-returns"
-		}
-		t.Run(name, func(t *testing.T) { testRealGo(t, bin, returns) })
+	for _, name := range []string{"optimize", "count-returns", "trace-returns"} {
+		t.Run(name, func(t *testing.T) { testRealGo(t, bin, name) })
 	}
 }
 
 // testRealGo rewrites the go tool with a probe on every function entry, jump-optimized
-// only, or with return events counted at their exits only (a hooked return address
-// breaks Go's stack copying and unwinding), and builds programs with it.
-func testRealGo(t *testing.T, bin string, returns bool) {
+// only (mode optimize), or with return events counted (count-returns) or recorded
+// (trace-returns) at their exits only (a hooked return address breaks Go's stack
+// copying and unwinding), and builds programs with it.
+func testRealGo(t *testing.T, bin, mode string) {
 	dir := t.TempDir()
 	flags := []string{"--optimized-only", "--exclude", "runtime.goexit*"}
-	if returns {
+	returns := mode != "optimize"
+	switch mode {
+	case "count-returns":
 		flags = append(flags, "--count-only", "--exits-only")
+	case "trace-returns":
+		flags = append(flags, "--exits", "--exits-only")
 	}
 	kpd, n := rewriteEntries(t, bin, dir, returns, flags...)
 	tr := filepath.Join(dir, "go.trace")

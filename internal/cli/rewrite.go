@@ -14,7 +14,7 @@ import (
 const TraceSuffix = tracefile.Suffix
 
 func runRewrite(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--calls GLOB]... [--no-boost] [--single-step tf|int3] [--count-only [--exits-only]] [--exits] [--handlers FILE.c]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--trace PATH] [--debug-file FILE] BINARY", stdout)
+	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--verify-regions] [--exclude PATTERN]... [--calls GLOB]... [--no-boost] [--single-step tf|int3] [--count-only | --exits [--exits-only]] [--handlers FILE.c]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--trace PATH] [--debug-file FILE] BINARY", stdout)
 	out := fs.String("o", "", "output file (written atomically; required)")
 	var exprs, files multiFlag
 	fs.Var(&exprs, "e", "probe event definition, e.g. 'p:grp/ev func+4 a=%di' or 'r:ev func $retval' (repeatable)")
@@ -40,7 +40,7 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	var disables multiFlag
 	fs.Var(&disables, "disable", "register events disabled: all, or a comma-separated list of EVENT, GROUP/EVENT, GROUP/* (repeatable)")
 	countOnly := fs.Bool("count-only", false, "events write no trace records: every hit is counted in the trace file's counters (kprewrite profile); a jump-optimized probe whose probes are all such events costs one lock incq (~1 ns); a return event is counted at its function's exits where the analysis sees them all ([EXIT] in list)")
-	exitsOnly := fs.Bool("exits-only", false, "with --count-only: refuse return probes that cannot be counted at their exits instead of hooking the return address (with --skip-refused: leave them out); for programs whose stacks a hooked return address breaks, such as Go programs")
+	exitsOnly := fs.Bool("exits-only", false, "with --count-only or --exits: refuse return probes that cannot be counted or recorded at their exits instead of hooking the return address (with --exits also those with a tail call, hooked there; with --skip-refused: leave them out); for programs whose stacks a hooked return address breaks, such as Go programs")
 	exits := fs.Bool("exits", false, "record return events at their functions' rets where the analysis sees every exit (no tail call) instead of hooking the return address: no return trampoline, no instances, no maxactive misses ([EXIT] in list); events with a C handler or $argN keep hooking")
 	debug := fs.Bool("debug", false, "the rewritten program reports its probe start-up on stderr")
 	debugFile := fs.String("debug-file", "", "the program's separate debug information, for source-level definitions (FUNC:RELLINE, FILE:LINE, FUNC@FILE, variables by name; default: in the program, /usr/lib/debug/.build-id, or its .gnu_debuglink file)")

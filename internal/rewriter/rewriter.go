@@ -66,8 +66,9 @@ type Options struct {
 	// in the trace file's counters (kprewrite profile). A jump-optimized point whose
 	// probes are all such events gets a count-only detour: a lock incq per probe.
 	CountOnly bool
-	// ExitsOnly (--exits-only, with CountOnly): a return probe that cannot be counted at
-	// its function's exits is refused instead of hooking the return address.
+	// ExitsOnly (--exits-only, with CountOnly or TraceExits): a return probe that cannot
+	// be counted or recorded at its function's exits is refused instead of hooking the
+	// return address.
 	ExitsOnly bool
 	// TraceExits (--exits): a return event (no C handler, no maxactive, no fetch at the
 	// entry) of a function whose every exit is a ret is recorded at its rets instead of
@@ -1103,6 +1104,6 @@ func (g *gen) warnGoReturns() {
 	}
 	if n > 0 {
 		g.warnings = append(g.warnings, fmt.Sprintf("a Go program with %d return probes that hook the return address: "+
-			"Go's stack growth and unwinder fail on it; count returns at their exits instead (--count-only --exits-only)", n))
+			"Go's stack growth and unwinder fail on it; record or count returns at their exits instead (--exits --exits-only, or --count-only --exits-only)", n))
 	}
 }

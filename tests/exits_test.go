@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -377,5 +378,76 @@ int main() {
 	}
 	if p := profile(t, tr, out); p["tt"] != [2]uint64{75, 25} || p["th"] != [2]uint64{75, 0} {
 		t.Fatalf("profile %v, want tt 75 hits 25 missed (unwound), th 75 and none", p)
+	}
+}
+
+// TestTraceExitsGo: a Go program's return values, recorded at the function's rets with
+// --exits --exits-only (nothing hooked: Go's stack copying and unwinder would fail on a
+// hooked return address, as on the kernel's uretprobe): fib's 177 calls for fib(10),
+// each return's value the fib of its argument (Go's register ABI: the argument in
+// %ax at the entry, the result in %ax at the ret).
+func TestTraceExitsGo(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool in PATH")
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module gofib\n\ngo 1.22\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(`package main
+
+import "fmt"
+
+//go:noinline
+func fib(n int) int {
+	if n < 2 {
+		return n
+	}
+	return fib(n-1) + fib(n-2)
+}
+
+func main() { fmt.Println(fib(10)) }
+`), 0o644)
+	prog := filepath.Join(dir, "gofib")
+	cmd := exec.Command(goBin, "build", "-o", prog, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=", "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "gofib.k")
+	rewriteWith(t, prog, out, []string{"p:kpw/fib main.fib n=%ax:s64", "r:kpw/fibr main.fib ret=$retval:s64"},
+		"--exits", "--exits-only", "--optimized-only")
+	mustExit(t, out, "main.fib")
+	tr := filepath.Join(dir, "gofib.trace")
+	res := testprog.Same(t, prog, out, testprog.Cmd{Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
+	if res.Stdout != "55\n" {
+		t.Fatalf("unexpected run: %s", res)
+	}
+	fib := func(n int) int {
+		a, b := 0, 1
+		for ; n > 0; n-- {
+			a, b = b, a+b
+		}
+		return a
+	}
+	var args []int // the arguments of the calls not returned yet
+	calls := 0
+	for _, l := range readTrace(t, tr, out) {
+		var v int
+		switch l.Event {
+		case "fib":
+			fmt.Sscanf(strings.TrimSpace(l.Args), "n=%d", &v)
+			args = append(args, v)
+			calls++
+		case "fibr":
+			fmt.Sscanf(strings.TrimSpace(l.Args), "ret=%d", &v)
+			if len(args) == 0 || v != fib(args[len(args)-1]) {
+				t.Fatalf("%s: %s%s with the calls %v open", l.Event, l.Head, l.Args, args)
+			}
+			args = args[:len(args)-1]
+		}
+	}
+	if calls != 177 || len(args) != 0 {
+		t.Fatalf("%d calls, %d not returned; want 177 and 0", calls, len(args))
 	}
 }

@@ -451,3 +451,36 @@ func main() { fmt.Println(fib(10)) }
 		t.Fatalf("%d calls, %d not returned; want 177 and 0", calls, len(args))
 	}
 }
+
+// TestTraceExitsDF: a function that returns with the direction flag set (outside the
+// ABI, but the program's business) keeps it through a return event recorded at its
+// ret: the detour clears DF for the runtime's C code, and only the slow exit gives it
+// back.
+func TestTraceExitsDF(t *testing.T) {
+	const src = `
+#include <stdio.h>
+__asm__(".text\n.globl setdf\n.type setdf,@function\nsetdf:\n.cfi_startproc\n std\n movl $7,%eax\n ret\n"
+	".cfi_endproc\n.size setdf,.-setdf\n.p2align 4\n");
+extern int setdf(void);
+int main(void) {
+	unsigned long f;
+	int r = setdf();
+	__asm__ volatile("pushfq; popq %0; cld" : "=r"(f));
+	printf("ret=%d df=%lu\n", r, (f >> 10) & 1);
+	return 0;
+}
+`
+	prog := testprog.Build(t, src, "c", "-O2")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "df")
+	rewriteWith(t, prog, out, []string{"r:kpw/df setdf ret=$retval:s32"}, "--exits")
+	mustExit(t, out, "setdf")
+	tr := filepath.Join(dir, "df.trace")
+	res := testprog.Same(t, prog, out, testprog.Cmd{Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
+	if res.Stdout != "ret=7 df=1\n" {
+		t.Fatalf("unexpected run: %s", res)
+	}
+	if l := readTrace(t, tr, out); len(l) != 1 || l[0].Args != " ret=7" {
+		t.Fatalf("trace %v, want one df record with ret=7", l)
+	}
+}

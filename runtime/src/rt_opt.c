@@ -48,6 +48,8 @@ static inline int nestable(const struct kprw_tctx *c, u32 event)
 	return c->busy < 4 && c->ucall == NULL && !(kprw_rt.ev_trig && kprw_rt.ev_trig[event]);
 }
 
+static long exit_resume(const struct kprw_point *pt, struct pt_regs *regs);
+
 /* exit_hit runs the return events of a KPRW_DF_EXIT point: the detour reached the
  * function's exit instruction (it ran the straight-line code before it), so the word at
  * sp is the return address. At a tail call's jmp (kretprobes) they hook it, as at the
@@ -61,14 +63,14 @@ static long exit_hit(const struct kprw_point *pt, struct pt_regs *regs)
 	struct kprw_tctx *c = kprw_tctx_get();
 	if (unlikely(!c || kprw_tctx_busy(c))) {
 		kprw_miss_point(pt);
-		return 0;
+		return exit_resume(pt, regs);
 	}
 	c->busy++;
 	if (kprw_rt.probes[pt->first_probe].type == KPRW_T_KRETPROBE) {
 		regs->ip = RT_ADDR(pt->site); /* (as at an entry: its fetches read none) */
 		kprw_run_return_events(pt, regs, c);
 		c->busy--;
-		return 0;
+		return exit_resume(pt, regs);
 	}
 	if (unlikely(ret == (u64)(uptr)kprewrite_rt_rettramp)) {
 		/* tail-called from a frame whose return events hook it: show the real one */
@@ -91,7 +93,18 @@ static long exit_hit(const struct kprw_point *pt, struct pt_regs *regs)
 	}
 	c->busy--;
 	regs->sp = sp;
-	return 0;
+	return exit_resume(pt, regs);
+}
+
+/* exit_resume returns from exit_hit: the template's restore, or, when DF was set at the
+ * exit (the template cleared it for the C code, and only iretq gives it back), the slow
+ * exit into the copy of the exit instruction, as kprewrite_rt_optcall does */
+static long exit_resume(const struct kprw_point *pt, struct pt_regs *regs)
+{
+	if (likely(!(regs->flags & FLAGS_DF)))
+		return 0;
+	regs->ip = RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len;
+	return slow_exit(regs);
 }
 
 __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx)

@@ -156,6 +156,12 @@ const DFInlineHist DetourFlags = 0x2
 // (TKretprobe probes) the return address is hooked, as at the function's entry.
 const DFExit DetourFlags = 0x4
 
+// DFSpEntry marks the entry point of a function whose return events are recorded at its
+// exits (DFExit): its entry records carry the stack pointer (and whether the word there
+// holds the return trampoline already), as the entry records of a function with a
+// hooked return event do, so that readers end the calls a longjmp or an exception left.
+const DFSpEntry DetourFlags = 0x8
+
 // ProbeType is a probe's type (RawProbe.Type, KPRW_T_*).
 type ProbeType uint8
 

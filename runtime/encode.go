@@ -501,6 +501,9 @@ func checkPoint(p *Point, nevents int) error {
 			return errors.New("an inline filter is for a jump-optimized point with one traced event kprobe")
 		}
 	}
+	if p.DFlags&DFSpEntry != 0 && p.DFlags&DFExit != 0 {
+		return errors.New("an exit point is no function's entry")
+	}
 	if p.DFlags&DFExit != 0 {
 		if p.XMode != XOptimized || p.PFlags&PFCount != 0 || p.DFlags&(DFPrefilter|DFInlineHist) != 0 {
 			return errors.New("an exit point is a jump-optimized point with no inline code")

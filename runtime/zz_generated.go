@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "038d3e9c36c4419d8da3e3af3448af0ac27f0970cb52f57ced95bce49f8abdc3"
+const ObjectSHA256 = "0722b31fb68ede9b2ec9f475cf9c98c093c3be49f61143ebd9bdc42d0841bc82"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -308,6 +308,20 @@ func TestTraceExits(t *testing.T) {
 			if bad > 0 {
 				t.Fatalf("%d lines differ", bad)
 			}
+			// the calls view: the entries carry the stack pointer (kprt.DFSpEntry), so a
+			// call longjmp or an exception left is ended as lost there, as when hooked
+			code, rep, stderr := kp("report", "-b", ke, ke+".seq.trace")
+			if code != 0 {
+				t.Fatalf("report: %s", stderr)
+			}
+			for _, want := range []string{"jumper  (400 lost returns)", "thrower  (500 lost returns)"} {
+				if !strings.Contains(rep, want) {
+					t.Errorf("report: no %q:\n%s", want, rep)
+				}
+			}
+			if strings.Contains(rep, "rec  (") {
+				t.Errorf("report: rec lost returns:\n%s", rep)
+			}
 			run(ke, "threads")
 			// --exits-only: no return address hooked anywhere; the functions with a tail
 			// call (hooked there) are left out with the others that would hook
@@ -316,7 +330,6 @@ func TestTraceExits(t *testing.T) {
 			for _, d := range exits {
 				args = append(args, "-e", d)
 			}
-			code, stderr := 0, ""
 			if code, _, stderr = kp(append(args, prog)...); code != 0 {
 				t.Fatalf("--exits-only: exit %d: %s", code, stderr)
 			}

@@ -847,6 +847,22 @@ func (g *gen) makeTables() error {
 		g.tables.Flags |= kprt.HFDebug
 	}
 	g.slotOf = make([]int, len(pl.Points))
+	// --exits: the entries of the functions whose return events record at their exits
+	// carry the stack pointer (kprt.DFSpEntry), as a hooked return event's entry does
+	spEntry := map[uint64]bool{} // by the address the definitions asked for
+	for i, p := range g.probes {
+		if pi := pl.PointOf[i]; p.Def.Return && pi >= 0 && pl.Points[pi].Exit && !g.opt.CountOnly {
+			spEntry[pl.Requests[i].Addr] = true
+		}
+	}
+	entryOf := func(pt *patch.Point) bool {
+		for _, j := range pt.Requests {
+			if spEntry[pl.Requests[j].Addr] {
+				return true
+			}
+		}
+		return false
+	}
 	for i := range pl.Points {
 		pt := &pl.Points[i]
 		g.slotOf[i] = -1
@@ -884,6 +900,8 @@ func (g *gen) makeTables() error {
 			rp.PFlags |= kprt.PFCount
 		} else if pt.Exit && !g.opt.CountOnly {
 			rp.DFlags |= kprt.DFExit // --exits: return events recorded at a ret
+		} else if len(spEntry) > 0 && entryOf(pt) {
+			rp.DFlags |= kprt.DFSpEntry
 		}
 		if pt.Optimized() || pt.Verify {
 			if err := g.dcrs.add(g, i, &rp); err != nil {

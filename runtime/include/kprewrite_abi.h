@@ -200,6 +200,9 @@ typedef unsigned long long kprw_u64;
                           * recorded there with the registers of the ret, fetched as after
                           * it (ip = *sp, sp + 8); at a tail call's jmp (kretprobes) they
                           * hook the return address at sp, as at the function's entry */
+#define KPRW_DF_SPENTRY 0x8 /* the entry point of a function whose return events are
+                             * KPRW_DF_EXIT's: its entry records carry sp, as those of a
+                             * function with a hooked return event */
 
 /* kprw_probe.type */
 #define KPRW_T_KPROBE 1

@@ -1112,19 +1112,20 @@ void kprw_trace_stack(const struct kprw_hit *hit)
 }
 
 /* emit_record writes a record of type at site (link-time) whose data (dlen bytes) is
- * fetched already, or NULL to fetch with the plan into the record; ret_ip for a return */
+ * fetched already, or NULL to fetch with the plan into the record; with ret, the word
+ * (a return's return address, an entry's stack pointer) */
 static inline __attribute__((always_inline)) int emit_record(u32 pi, const struct kprw_probe *p,
 							     const struct kprw_fplan *pl, const struct pt_regs *regs,
 							     struct kprw_tctx *c, u32 dlen, const void *data, u8 type,
-							     u64 site, u64 ret_ip)
+							     u64 site, int ret, u64 word)
 {
 	struct who w;
 	who(&w, c);
-	int ext = need_ext(w.now), ret = type == KPRW_REC_KRETPROBE;
+	int ext = need_ext(w.now);
 	struct kprw_crec *rec = reserve(rec_size(dlen, ret, ext), c, &w);
 	if (unlikely(!rec))
 		return 0;
-	u8 *d = fill(rec, dlen, pi, ret, ext, type, kprw_rt.events[p->event].id, site, ret_ip, &w);
+	u8 *d = fill(rec, dlen, pi, ret, ext, type, kprw_rt.events[p->event].id, site, word, &w);
 	if (data)
 		kprw_memcpy(d, data, dlen);
 	else if (dlen)
@@ -1139,7 +1140,13 @@ static inline __attribute__((always_inline)) int emit_event(u32 pi, const struct
 							    const struct kprw_fplan *pl, const struct pt_regs *regs,
 							    struct kprw_tctx *c, u32 dlen, const void *data)
 {
-	return emit_record(pi, p, pl, regs, c, dlen, data, KPRW_REC_KPROBE, regs->ip - kprw_rt.bias, 0);
+	if (kprw_rt.spev && unlikely(kprw_rt.spev[p->point / 64] >> (p->point % 64) & 1)) {
+		/* the entry of a function whose return events are recorded at its exits: the
+		 * stack pointer, as kprw_trace_hit writes it */
+		u64 word = (u64)regs->sp | (*(const u64 *)regs->sp == (u64)(uptr)kprewrite_rt_rettramp);
+		return emit_record(pi, p, pl, regs, c, dlen, data, KPRW_REC_KPROBE, regs->ip - kprw_rt.bias, 1, word);
+	}
+	return emit_record(pi, p, pl, regs, c, dlen, data, KPRW_REC_KPROBE, regs->ip - kprw_rt.bias, 0, 0);
 }
 
 /* trace_event_filtered is kprw_trace_event for an event with a filter: the plan fetches
@@ -1206,7 +1213,7 @@ int kprw_trace_exit(u32 pi, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *
 		return 0; /* the caller counts the hit */
 	const struct kprw_fplan *pl = &kprw_rt.ev_plan[e];
 	return emit_record(pi, p, pl, regs, c, pl->n == ~0u ? 0 : pl->fixed, NULL, KPRW_REC_KRETPROBE,
-			   kprw_rt.points[p->point].site, ret_ip);
+			   kprw_rt.points[p->point].site, 1, ret_ip);
 }
 
 /* kprw_fastev_init marks the points kprw_trace_event may serve (kprw_rt.fastev, one bit
@@ -1294,12 +1301,19 @@ void kprw_pf_update(void)
 }
 
 /* kprw_spev_init marks the points whose entry records carry the stack pointer
- * (kprw_rt.spev): a return event (an r: definition, traced) at the point. Start-up. */
+ * (kprw_rt.spev): a return event (an r: definition, traced) at the point, or a
+ * KPRW_DF_SPENTRY point. Start-up. */
 void kprw_spev_init(void)
 {
 	u64 *bits = NULL;
 	for (u32 k = 0; k < kprw_rt.npoints; k++) {
 		const struct kprw_point *pt = &kprw_rt.points[k];
+		if (pt->dflags & KPRW_DF_SPENTRY) {
+			if (!bits && !(bits = kprw_mmap_anon(((u64)kprw_rt.npoints + 63) / 64 * 8)))
+				return;
+			bits[k / 64] |= 1ull << (k % 64);
+			continue;
+		}
 		for (u32 j = 0; j < pt->nprobes; j++) {
 			const struct kprw_probe *p = &kprw_rt.probes[pt->first_probe + j];
 			if (p->type != KPRW_T_KRETPROBE || !(p->flags & KPRW_F_TRACE) || (p->flags & KPRW_F_USER) ||

@@ -263,3 +263,26 @@ func (b *Binary) Referenced(addr uint64) bool {
 	i, ok := b.startIndex(addr)
 	return ok && b.referenced[i].Load()
 }
+
+// ExitRule is a reason a return probe cannot be counted or recorded at its function's
+// exits (Exits, ExitsAfter): the reason string starts with its id.
+type ExitRule struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+// ExitRules lists the reasons Exits and ExitsAfter give, and the planner's tail-call
+// reason under --exits --exits-only (docs/rules.md).
+var ExitRules = []ExitRule{
+	{ID: "no-function", Text: "no function holds the entry"},
+	{ID: "not-clean", Text: "the function, or one of its fragments, does not decode cleanly, or may be entered by an indirect jmp"},
+	{ID: "not-entry", Text: "the address is not the function's entry (an endbr64 may come first)"},
+	{ID: "indirect-jump", Text: "an indirect jmp whose targets are unknown, a far jmp, a far ret or an iret"},
+	{ID: "leaves-function", Text: "a jump leaves the function for code that is not an unreferenced fragment of it (gcc's `.cold` parts join, entered at their start or inside), or more than 16 fragments"},
+	{ID: "call-inside", Text: "a call targets the function's own code (not its entry)"},
+	{ID: "entered-inside", Text: "code outside the function (and its fragments) jumps inside it"},
+	{ID: "address-taken-inside", Text: "an address inside the function is taken (lea, immediate, data word, relocation, symbol; a data word or immediate inside an instruction is a number, not an address)"},
+	{ID: "no-ret", Text: "the function never returns"},
+	{ID: "ret-site", Text: "an exit has no room for a jump-optimized site: the straight-line code before its ret or tail call is shorter than 5 bytes before a branch target, a call, a jmp or another exit (with `--exits` a jcc leaving the range may be part of it: the record is written after that code ran)"},
+	{ID: "tail-call", Text: "(`--exits --exits-only`) an exit is a tail call, where `--exits` hooks the return address so that the record follows the callee's"},
+}

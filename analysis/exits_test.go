@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -92,6 +93,9 @@ func TestSystemExits(t *testing.T) {
 				}
 				n++
 				sites, reason := b.Exits(s.Addr, nil)
+				if _, after := b.ExitsAfter(s.Addr, nil); after != "" {
+					checkExitRule(t, after)
+				}
 				if reason == "" {
 					ok++
 					for _, e := range sites {
@@ -101,7 +105,7 @@ func TestSystemExits(t *testing.T) {
 					}
 					continue
 				}
-				rule, _, _ := strings.Cut(reason, ":")
+				rule := checkExitRule(t, reason)
 				if why[rule]++; why[rule] <= 3 && testing.Verbose() {
 					t.Logf("%s: %s", s.FuncName, reason)
 				}
@@ -148,4 +152,15 @@ func TestExitsAfter(t *testing.T) {
 	if sites[1].ExitInsn != sites[1].Addr+4 || sites[1].Verdict != Optimize {
 		t.Errorf("second site %#x (exit %#x)", sites[1].Addr, sites[1].ExitInsn)
 	}
+}
+
+// checkExitRule returns the rule id a reason of Exits starts with, failing t unless
+// ExitRules (docs/rules.md) lists it.
+func checkExitRule(t *testing.T, reason string) string {
+	t.Helper()
+	rule, _, _ := strings.Cut(reason, ":")
+	if !slices.ContainsFunc(ExitRules, func(r ExitRule) bool { return r.ID == rule }) {
+		t.Fatalf("reason %q: %s is not in ExitRules", reason, rule)
+	}
+	return rule
 }

@@ -30,6 +30,9 @@ func runRules(args []string, stdout, _ io.Writer) error {
 		for _, r := range analysis.Rules {
 			fmt.Fprintf(stdout, "%-24s %-6s %s\n", r.ID, r.Design, r.Text)
 		}
+		for _, r := range analysis.ExitRules {
+			fmt.Fprintf(stdout, "%-24s %-6s %s\n", r.ID, "exits", r.Text)
+		}
 	}
 	return nil
 }
@@ -51,4 +54,26 @@ This file is generated: `+"`go run ./cmd/kprewrite rules --markdown > docs/rules
 	for _, r := range analysis.Rules {
 		fmt.Fprintf(w, "| `%s` | %s | %s |\n", r.ID, r.Design, r.Text)
 	}
+	fmt.Fprint(w, `
+## Return probes at their function's exits (`+"`rewrite --count-only`, `rewrite --exits`"+`)
+
+A return probe is counted (`+"`"+`--count-only`+"`"+`) or recorded (`+"`"+`--exits`+"`"+`) at its function's
+exits, with no return address hooked, only when the analysis sees every exit
+(`+"`"+`analysis.Exits`+"`"+`; `+"`"+`kprewrite check`+"`"+` prints the sites, or the reason as below, for
+each return-probe definition: `+"`"+`exits`+"`"+` and `+"`"+`trace_exits`+"`"+` in `+"`"+`--json`+"`"+`). Otherwise the
+return address is hooked at the entry as usual (or, with `+"`"+`--exits-only`+"`"+`, the probe is
+refused with `+"`"+`not-exits`+"`"+`).
+
+| reason | meaning |
+| --- | --- |
+`)
+	for _, r := range analysis.ExitRules {
+		fmt.Fprintf(w, "| `%s` | %s |\n", r.ID, r.Text)
+	}
+	fmt.Fprint(w, `
+The planner may still keep a function hooking where another probe or excluded code
+is on an exit site, or where an exit site lies inside the DCR of a probe staying at
+the function's entry (that probe would become an int3). A return event with a C
+handler or `+"`"+`$argN`+"`"+` (a value fetched at the entry) always hooks with `+"`"+`--exits`+"`"+`.
+`)
 }

@@ -74,10 +74,18 @@ func (p *planner) planExits() exitPlan {
 		}
 		cands = append(cands, exitCand{req: i, entry: entry, sites: sites})
 	}
+	// a probe staying at an entry keeps its point there: an exit site its DCR would
+	// cover would make it an int3 (a trap a hit), worse than the hook
+	stayEnd := map[uint64]uint64{} // entry -> the end of the DCR of the probes staying there
+	for j, r := range pl.Requests {
+		if !r.Return && !p.refused[j] && pl.Sites[j].Verdict == analysis.Optimize {
+			stayEnd[r.Addr] = max(stayEnd[r.Addr], r.Addr+uint64(pl.Sites[j].DCRLen))
+		}
+	}
 	deny := map[int]bool{}
 	var ex exitPlan
 	for {
-		ex = p.chooseExits(cands, deny)
+		ex = p.chooseExits(cands, deny, stayEnd)
 		for i, why := range whyNot {
 			ex.whyNot[i] = why
 		}
@@ -108,24 +116,17 @@ func (p *planner) planExits() exitPlan {
 
 // chooseExits gives each candidate, in request order, its exits unless it is denied,
 // a request's address (other than its own entry) is on or before the ret of one of
-// them, an earlier candidate took one, or one reaches excluded code.
-func (p *planner) chooseExits(cands []exitCand, deny map[int]bool) exitPlan {
+// them, one lies inside the DCR of the probes staying at its entry (stayEnd: entry ->
+// the end of that DCR), an earlier candidate took one, or one reaches excluded code.
+func (p *planner) chooseExits(cands []exitCand, deny map[int]bool, stayEnd map[uint64]uint64) exitPlan {
 	ex := exitPlan{checks: map[uint64]analysis.Site{}, of: map[int][]uint64{}, whyNot: map[int]string{}}
-	taken := map[uint64]uint64{}   // exit site -> the function entry whose it is
-	stayEnd := map[uint64]uint64{} // entry -> the end of the DCR of the probes staying there
-	for j, r := range p.pl.Requests {
-		if !r.Return && !p.refused[j] && p.pl.Sites[j].Verdict == analysis.Optimize {
-			stayEnd[r.Addr] = max(stayEnd[r.Addr], r.Addr+uint64(p.pl.Sites[j].DCRLen))
-		}
-	}
+	taken := map[uint64]uint64{} // exit site -> the function entry whose it is
 	for _, c := range cands {
 		if deny[c.req] {
 			ex.whyNot[c.req] = whyExitNotJump
 			continue
 		}
 		ok := true
-		// a probe staying at the entry keeps its point there: an exit site its DCR
-		// would cover would make it an int3 (a trap a hit), worse than the hook
 		entryEnd := max(c.entry, stayEnd[c.entry])
 		for _, s := range c.sites {
 			if s.Addr >= c.entry && s.Addr < entryEnd {

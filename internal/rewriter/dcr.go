@@ -67,11 +67,16 @@ type dcrEntry struct {
 	// redirs: per redirect of the point (patch.Point.Redirects), the copy of the DCR from
 	// the jump's target on, followed by a jmp back, where the redirected jump goes
 	redirs []redirStub
-	// an exit point (kprt.DFExit) whose site is before its ret: the detour starts with
-	// the straight-line code up to the ret (pre, preLen bytes relocated) and a jmp to
-	// the template's entry; its "DCR copy" is the ret (reg), run after the record
-	pre    *trampolines.Region
-	preLen int
+	// what the detour copies (copySource): the DCR, or for an exit point (kprt.DFExit)
+	// whose site is before its exit instruction, that instruction (src at srcAddr) and
+	// the straight-line code up to it (preSrc): the detour starts with that code (pre,
+	// preLen bytes relocated with the jmp to the template's entry that follows it), and
+	// its "DCR copy" is the ret or tail call's jmp (reg), run after the probes
+	src     []byte
+	srcAddr uint64
+	preSrc  []byte
+	pre     *trampolines.Region
+	preLen  int
 }
 
 // redirStub is the code a redirected jump goes to (analysis.Redirect): the DCR's
@@ -89,11 +94,11 @@ const dcrAlign = 16
 // entry rp knows before placement.
 func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 	pt := &g.plan.Points[i]
-	code, addr, pre, err := g.copySource(pt, rp)
+	src, srcAddr, pre, err := g.copySource(pt, rp)
 	if err != nil {
 		return err
 	}
-	n, err := trampolines.RegionLen(code, addr, patch.DCROptions(g.f))
+	n, err := trampolines.RegionLen(src, srcAddr, patch.DCROptions(g.f))
 	if err != nil {
 		return err
 	}
@@ -101,7 +106,7 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 		return fmt.Errorf("a %d-byte DCR relocated to %d bytes is too long", pt.DCRLen, n)
 	}
 	size := n + kprt.SlotJmpBackLen
-	e := dcrEntry{point: i, relocLen: n, cs: -1}
+	e := dcrEntry{point: i, relocLen: n, cs: -1, src: src, srcAddr: srcAddr, preSrc: pre}
 	if len(pre) > 0 {
 		if e.preLen, err = trampolines.RegionLen(pre, pt.Site, patch.DCROptions(g.f)); err != nil {
 			return err
@@ -248,20 +253,16 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 		case pt.Optimized():
 			codeAt += uint64(e.preLen) + tmplLen
 		}
-		code, addr, pre, err := g.copySource(pt, &g.tables.Points[e.point])
+		reg, err := trampolines.RelocateRegion(e.src, e.srcAddr, codeAt, patch.DCROptions(g.f))
 		if err != nil {
 			return fmt.Errorf("probe at %#x: %w", pt.Site, err)
 		}
-		reg, err := trampolines.RelocateRegion(code, addr, codeAt, patch.DCROptions(g.f))
-		if err != nil {
-			return fmt.Errorf("probe at %#x: %w", pt.Site, err)
-		}
-		if len(pre) > 0 {
-			if e.pre, err = trampolines.RelocateRegion(pre, pt.Site, at, patch.DCROptions(g.f)); err != nil {
+		if len(e.preSrc) > 0 {
+			if e.pre, err = trampolines.RelocateRegion(e.preSrc, pt.Site, at, patch.DCROptions(g.f)); err != nil {
 				return fmt.Errorf("probe at %#x: %w", pt.Site, err)
 			}
 			if len(e.pre.Code)+trampolines.JmpRel32Len != e.preLen {
-				return fmt.Errorf("internal error: the code before the ret at %#x relocated to %d bytes, %d planned", pt.ExitInsn, len(e.pre.Code), e.preLen)
+				return fmt.Errorf("internal error: the code before the exit at %#x relocated to %d bytes, %d planned", pt.ExitInsn, len(e.pre.Code), e.preLen)
 			}
 			e.pre.Insns = nil
 		}
@@ -328,10 +329,10 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 	for _, e := range a.list {
 		pt := &g.plan.Points[e.point]
 		start := a.base + e.off
-		at := start + uint64(e.preLen) // the template, after an exit's code before its ret
+		at := start + uint64(e.preLen) // the template, after an exit's code before its exit
 		back := pt.Site + uint64(pt.DCRLen)
 		if e.pre != nil {
-			back = pt.ExitInsn + uint64(e.pre.OrigLen) // (after the ret: never reached)
+			back = pt.ExitInsn + uint64(len(e.src)) // (after the ret or jmp: never reached)
 		}
 		var code []byte
 		var err error
@@ -384,7 +385,7 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 				return err
 			}
 			if e.pre != nil {
-				// the code before the ret, then into the template
+				// the code before the exit, then into the template
 				j, err := trampolines.JmpRel32(start+uint64(len(e.pre.Code)), entry)
 				if err != nil {
 					return fmt.Errorf("probe at %#x: %w", pt.Site, err)
@@ -662,7 +663,7 @@ func (g *gen) copySource(pt *patch.Point, rp *kprt.Point) (code []byte, addr uin
 	}
 	pre = g.origBytes(pt.Site, int(pt.ExitInsn-pt.Site))
 	if uint64(len(pre)) != pt.ExitInsn-pt.Site {
-		return nil, 0, nil, fmt.Errorf("internal error: the code before the ret at %#x cannot be read", pt.ExitInsn)
+		return nil, 0, nil, fmt.Errorf("internal error: the code before the exit at %#x cannot be read", pt.ExitInsn)
 	}
 	return b[:in.Len], pt.ExitInsn, pre, nil
 }

@@ -70,9 +70,10 @@ type Options struct {
 	// be counted or recorded at its function's exits is refused instead of hooking the
 	// return address.
 	ExitsOnly bool
-	// TraceExits (--exits): a return event (no C handler, no maxactive, no fetch at the
-	// entry) of a function whose every exit is a ret is recorded at its rets instead of
-	// hooking the return address (patch.Options.TraceExits).
+	// TraceExits (--exits): a return event (no C handler, no fetch at the entry: NoExit)
+	// of a function whose exits the analysis sees is recorded at its rets, and hooks
+	// the return address only at its tail calls, instead of at its entry
+	// (patch.Options.TraceExits).
 	TraceExits bool
 	// Int3Step (--single-step int3): single-stepped copies of boostable instructions
 	// end with an int3 instead of running under the trap flag (see patch.Options).

@@ -52,9 +52,13 @@ const (
 	// its number, which inline-form count-only detours read (CountRseq.Inline).
 	SymRseqShardtab = "kprewrite_rt_rseq_shardtab"
 	// SymOptCall is the C side of detours, long kprewrite_rt_optcall(struct pt_regs *,
-	// u32 point); each detour's call field targets it (see Detour).
+	// u32 point), called by SymOptBody.
 	SymOptCall = "kprewrite_rt_optcall"
-	// SymOptTemplate and SymOptTemplateEnd delimit the detour template (src/optprobe.S).
+	// SymOptBody is the detours' shared register save and restore around SymOptCall;
+	// each detour's call field targets it (see Detour).
+	SymOptBody = "kprewrite_rt_optprobe_body"
+	// SymOptTemplate and SymOptTemplateEnd delimit the detour template, the per-point
+	// stub that calls SymOptBody (src/optprobe.S).
 	// It is never run in place: Detour copies it out of Object.
 	SymOptTemplate    = "kprewrite_rt_optprobe_template"
 	SymOptTemplateEnd = "kprewrite_rt_optprobe_template_end"

@@ -11,7 +11,7 @@ CFLAGS="-std=gnu11 -O2 -march=x86-64 -mtune=generic -ffreestanding -fno-builtin 
  -fno-jump-tables -fno-tree-loop-distribute-patterns -fno-ident -fno-exceptions
  -ffile-prefix-map=$PWD=. -Wall -Wextra -Werror -Iinclude -Isrc"
 EXPORTS="kprewrite_rt_entry kprewrite_rt_lib_entry kprewrite_rt_reloc_entry kprewrite_rt_lib_fini kprewrite_rt_init kprewrite_rt_hdr_rel kprewrite_rt_rettramp kprewrite_rt_stats
- kprewrite_rt_eh_frame kprewrite_rt_optcall kprewrite_rt_optprobe_template kprewrite_rt_optprobe_template_end
+ kprewrite_rt_eh_frame kprewrite_rt_optcall kprewrite_rt_optprobe_body kprewrite_rt_optprobe_template kprewrite_rt_optprobe_template_end
  kprewrite_register_kprobe kprewrite_unregister_kprobe kprewrite_register_kretprobe
  kprewrite_unregister_kretprobe kprewrite_enable_kprobe kprewrite_disable_kprobe kprewrite_printk
  kprewrite_trace_printk kprewrite_vsnprintf kprewrite_snprintf kprewrite_write kprewrite_ktime_get_ns

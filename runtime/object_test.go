@@ -41,7 +41,7 @@ func TestObjectRelocations(t *testing.T) {
 			globals[s.Name] = true
 		}
 	}
-	exported := append([]string{SymEntry, SymLibEntry, SymRelocEntry, SymLibFini, SymInit, SymHdrRel, SymRetTramp, SymStats, SymOptCall, SymOptTemplate, SymOptTemplateEnd, SymEHFrame,
+	exported := append([]string{SymEntry, SymLibEntry, SymRelocEntry, SymLibFini, SymInit, SymHdrRel, SymRetTramp, SymStats, SymOptCall, SymOptBody, SymOptTemplate, SymOptTemplateEnd, SymEHFrame,
 		SymRseqOff, SymRseqCount, SymRseqShardtab, SymPFCtlGen, SymTrigBase, SymRseqFix},
 		HandlerAPI...)
 	for _, name := range exported {

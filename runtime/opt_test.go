@@ -55,7 +55,7 @@ func TestTemplate(t *testing.T) {
 		t.Errorf("entry starts % x", tm.Code[tm.Entry:tm.Entry+5])
 	}
 	// the opcodes in front of the fields
-	if tm.Code[tm.Gate-2] != 0x8b || tm.Code[tm.Gate-1] != 0x0d || tm.Code[tm.Index-1] != 0xbe || tm.Code[tm.Call-1] != 0xe8 {
+	if tm.Code[tm.Gate-2] != 0x8b || tm.Code[tm.Gate-1] != 0x0d || tm.Code[tm.Index-1] != 0xb9 || tm.Code[tm.Call-1] != 0xe8 {
 		t.Errorf("fields: gate % x, index % x, call % x", tm.Code[tm.Gate-2:tm.Gate], tm.Code[tm.Index-1:tm.Index], tm.Code[tm.Call-1:tm.Call])
 	}
 	b, err := trampolines.Detour(0x500000, 7, 0x600010, 0x480000, []byte{0x90, 0x90, 0x90, 0x90, 0x90}, 0x401005)

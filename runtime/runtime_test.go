@@ -244,7 +244,7 @@ func buildRewritten(t testing.TB, src string, ldflags []string, specs []pointSpe
 	}
 	for _, d := range detours {
 		n := uint64(len(d.dcr))
-		b, err := trampolines.Detour(d.at, enc.PointIndex[d.point], enc.GateAddr(d.point), sym(SymOptCall), d.dcr, d.site+n)
+		b, err := trampolines.Detour(d.at, enc.PointIndex[d.point], enc.GateAddr(d.point), sym(SymOptBody), d.dcr, d.site+n)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,13 +13,14 @@ import (
 
 // DetourTemplate is the detour template of the runtime object (src/optprobe.S), the
 // counterpart of the kernel's optprobe_template_*: bytes copied into each detour buffer
-// with three 4-byte fields patched.
+// with three 4-byte fields patched. Unlike the kernel's it is a stub: the register save
+// and restore are one shared body (runtime.SymOptBody) the stub calls.
 type DetourTemplate struct {
 	Code  []byte // the template, fields zero; the relocated DCR follows it
 	Entry int    // where the site's jmp rel32 lands
 	Gate  int    // rel32 of "movl gate(%rip), %ecx": the point's gate word
-	Index int    // imm32 of "movl $index, %esi": the point's runtime index
-	Call  int    // rel32 of "call kprewrite_rt_optcall"
+	Index int    // imm32 of "movl $index, %ecx": the point's runtime index
+	Call  int    // rel32 of "call kprewrite_rt_optprobe_body"
 }
 
 // Local symbols of the template's fields in Object.
@@ -116,7 +117,7 @@ func DetourLen(relocLen int) (int, error) {
 // Detour returns the detour buffer, to be placed at vaddr at, of the jump-optimized
 // point whose runtime index is point (Encoded.PointIndex): the template with its gate
 // field aimed at gate (Encoded.GateAddr), its index field set and its call field aimed
-// at optcall (the vaddr of SymOptCall after linking), then reloc, the DCR relocated to
+// at optcall (the vaddr of SymOptBody after linking), then reloc, the DCR relocated to
 // run at at+len(template) (as trampolines.Relocate makes it, with CallPushJmp), then a
 // jmp rel32 to back (site + DCR length). The site's DCR becomes SiteJmp(site, L, at).
 func Detour(at uint64, point int, gate, optcall uint64, reloc []byte, back uint64) ([]byte, error) {

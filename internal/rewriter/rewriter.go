@@ -448,9 +448,9 @@ func (g *gen) run() (*Result, error) {
 	}
 	binary.LittleEndian.PutUint64(rodataBytes[hdrRel-rodata.addr:], uint64(kprt.HdrRel(hdrRel, tablesAddr)))
 
-	optcall, ok := out.Addr(kprt.SymOptCall)
+	optcall, ok := out.Addr(kprt.SymOptBody)
 	if !ok {
-		return nil, fmt.Errorf("runtime object has no %s", kprt.SymOptCall)
+		return nil, fmt.Errorf("runtime object has no %s", kprt.SymOptBody)
 	}
 	var rseq trampolines.CountRseq
 	rseq.Off, _ = out.Addr(kprt.SymRseqOff)

@@ -24,11 +24,12 @@
  * patched (offsets from the local symbols kprw_optt_gate, kprw_optt_index, kprw_optt_call):
  *     gate   rel32 to the u32 gate of the point's first probe's kprw_probe_state;
  *     index  imm32 point index (position in the sorted points array);
- *     call   rel32 to kprewrite_rt_optcall;
+ *     call   rel32 to kprewrite_rt_optprobe_body;
  * and the entry at kprw_optt_entry. trampolines/detour.go does all of it (Detour). The
- * detour steps over the red zone, tests the gate (no flags touched), saves the flags
- * and every register as struct pt_regs, calls kprewrite_rt_optcall(regs, index) on a
- * 16-byte aligned stack, restores, and falls into the relocated DCR. Fields of the
+ * detour steps over the red zone, tests the gate (no flags touched) and calls the
+ * shared body with the index in %ecx, which saves the flags and every register as
+ * struct pt_regs, calls kprewrite_rt_optcall(regs, index) on a 16-byte aligned stack,
+ * restores and returns; the detour falls into the relocated DCR. Fields of the
  * point: site, slot (detour vaddr), insn_len = L, slot_len = relocated DCR length,
  * orig = the first min(L, 16) original bytes, probes without post handlers.
  *

@@ -11,7 +11,7 @@
  * The kernel copies its whole template into each probe; here the register save and
  * restore are shared (kprewrite_rt_optprobe_body): a program with thousands of hot
  * points keeps one copy of them in its caches instead of thousands (python3.11 with
- * every function probed: 13,400 detours of ~200 bytes each, 50 now).
+ * every function probed: 13,400 detours of ~200 bytes each; 33 now).
  *
  * At the entry %rsp = S, the program's stack pointer at the probe address.
  *   1. lea -128(%rsp): every push goes below the 128-byte red zone.

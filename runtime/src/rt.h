@@ -236,6 +236,7 @@ struct kprw_rt {
 	u64 *fastev;       /* a bit per point: its hits take kprw_trace_event (rt_trace.c) */
 	u64 *spev;         /* a bit per point with a return event: its entry records carry
 	                      the stack pointer (rt_trace.c) */
+	struct kprw_hot *hot; /* per point: its record path's data (rt_trace.c), NULL: none */
 	s64 rseq_off;      /* this thread's rseq area from the thread pointer (rt_rseq.c), 0: none */
 	u32 rseq_shards;   /* per-CPU counting: shards it needs, 0: count-only detours lock */
 	u32 rseq_unverified; /* rseq_off taken before the thread library registered the area */
@@ -502,12 +503,12 @@ void kprw_fetch_plan_run(const struct kprw_fplan *pl, const struct pt_regs *regs
 /* kprw_fetch_plan_into runs plan pl into out, which must be zero already (a record's
  * data: the record area is never written twice): what a read cannot give stays zero,
  * as copy_from_user leaves it. kprw_fetch_plan_run is this after clearing out. */
-static inline __attribute__((always_inline)) void kprw_fetch_plan_into(const struct kprw_fplan *pl,
-									 const struct pt_regs *regs, u8 *out, int fast)
+static inline __attribute__((always_inline)) void kprw_fetch_ops_into(u32 n, const struct kprw_fplan_op *ops,
+									const struct pt_regs *regs, u8 *out, int fast)
 {
 	const u64 *r = (const u64 *)regs;
-	for (u32 i = 0; i < pl->n; i++) {
-		const struct kprw_fplan_op *op = &pl->op[i];
+	for (u32 i = 0; i < n; i++) {
+		const struct kprw_fplan_op *op = &ops[i];
 		u8 *d = out + op->dest;
 		u64 v = r[op->reg];
 		if (op->mem) {
@@ -527,6 +528,38 @@ static inline __attribute__((always_inline)) void kprw_fetch_plan_into(const str
 		}
 	}
 }
+static inline __attribute__((always_inline)) void kprw_fetch_plan_into(const struct kprw_fplan *pl,
+									 const struct pt_regs *regs, u8 *out, int fast)
+{
+	kprw_fetch_ops_into(pl->n, pl->op, regs, out, fast);
+}
+
+/* kprw_hot is what the record path of a jump-optimized point needs, in one cache line
+ * (kprw_rt.hot, one per point, start-up: kprw_hot_init): a program with thousands of
+ * hot points (python3.11 with every function probed) would otherwise touch the point's,
+ * the probe's, the event's and the plan's lines, one miss each, for every record. */
+#define KPRW_HOT_OPS 3
+enum { KPRW_HOT_NONE, KPRW_HOT_EVENT, KPRW_HOT_EXIT };
+struct kprw_hot {
+	u64 site;  /* the point's site (link-time) */
+	u32 pi;    /* its one probe */
+	u32 e;     /* the probe's event */
+	u32 evid;  /* the event's id */
+	u32 dlen;  /* its record's data: the plan's fixed size, 0 without a plan */
+	u8 kind;   /* KPRW_HOT_*: EVENT, an event alone at its point (kprw_rt.fastev) that
+		      kprw_trace_event serves; EXIT, a KPRW_DF_EXIT point at a ret with one
+		      return event that kprw_trace_exit serves; NONE, neither (the general path) */
+	u8 deleg;  /* the event has a filter or triggers: kprw_trace_event or kprw_trace_exit
+		      decides (set at start-up and by kprw_ctl_sync) */
+	u8 spev;   /* entry records carry the stack pointer (kprw_rt.spev) */
+	u8 nops;   /* fetches in op[], or KPRW_HOT_PLAN: the event's plan has more */
+	struct kprw_fplan_op op[KPRW_HOT_OPS];
+};
+#define KPRW_HOT_PLAN 0xff
+_Static_assert(sizeof(struct kprw_hot) == 64, "kprw_hot is a cache line");
+void kprw_hot_init(void);
+int kprw_trace_event_hot(const struct kprw_hot *h, const struct pt_regs *regs, struct kprw_tctx *c);
+int kprw_trace_exit_hot(const struct kprw_hot *h, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c);
 int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen, int fast);
 long kprw_fetch_run(const u8 *prog, u32 plen, const struct pt_regs *regs, const u8 *edata, u32 elen,
 		    const char *comm, u8 *out, u32 cap, int fast);

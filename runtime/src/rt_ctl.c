@@ -181,6 +181,16 @@ static void apply(const u8 *f, u32 size)
 		if ((kprw_rt.fastev[k / 64] >> (k % 64) & 1) && e < n && nt[e])
 			__atomic_and_fetch(&kprw_rt.fastev[k / 64], ~(1ull << (k % 64)), __ATOMIC_RELAXED);
 	}
+	/* and off the kprw_hot lines' paths: a filter or triggers are for kprw_trace_event
+	 * or kprw_trace_exit to run, an event's triggers for kprw_trace_hit */
+	for (u32 k = 0; kprw_rt.hot && k < kprw_rt.npoints; k++) {
+		struct kprw_hot *h = &kprw_rt.hot[k];
+		if (h->kind == KPRW_HOT_NONE || h->e >= n)
+			continue;
+		if (h->kind == KPRW_HOT_EVENT && nt[h->e])
+			__atomic_store_n(&h->kind, KPRW_HOT_NONE, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->deleg, nf[h->e] || nt[h->e], __ATOMIC_RELAXED);
+	}
 }
 
 /* kprw_ctl_sync brings this process to the trace file's current controls (a hit saw

@@ -471,6 +471,7 @@ static void records_init(void)
 	kprw_trig_init(); /* the triggers, and the control area when the trace file has none */
 	kprw_fastev_init();
 	kprw_spev_init();
+	kprw_hot_init();
 	kprw_pf_update();
 	/* per-thread scratch buffers: for records of variable size, and for the stacks
 	 * of stacktrace triggers (an image with an unwind table) */

@@ -107,15 +107,72 @@ static long exit_resume(const struct kprw_point *pt, struct pt_regs *regs)
 	return slow_exit(regs);
 }
 
+/* exit_hot is exit_hit for a KPRW_HOT_EXIT point: its one return event at a ret, from
+ * the point's kprw_hot line */
+static long exit_hot(const struct kprw_hot *h, u32 idx, struct pt_regs *regs)
+{
+	unsigned long sp = regs->sp;
+	u64 ret = *(const u64 *)sp;
+	struct kprw_tctx *c = kprw_tctx_get();
+	if (unlikely(!c || kprw_tctx_busy(c))) {
+		kprw_miss_point(&kprw_rt.points[idx]);
+		return exit_resume(&kprw_rt.points[idx], regs);
+	}
+	c->busy++;
+	if (unlikely(ret == (u64)(uptr)kprewrite_rt_rettramp)) {
+		u64 real = kprw_kretprobe_real_ret(sp); /* as in exit_hit */
+		if (real)
+			ret = real;
+	}
+	regs->ip = ret;
+	regs->sp = sp + 8;
+	if (kprw_probe_enabled(h->pi)) {
+		if (unlikely(!kprw_rt.trace)) {
+			kprw_count_hit(h->pi);
+			kprw_trace_lost();
+		} else if (!kprw_trace_exit_hot(h, regs, ret, c)) {
+			kprw_count_hit(h->pi); /* a written record is the hit */
+		}
+	}
+	c->busy--;
+	regs->sp = sp;
+	return exit_resume(&kprw_rt.points[idx], regs);
+}
+
 __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx)
 {
-	if (unlikely(idx >= kprw_rt.npoints || kprw_rt.points[idx].xmode != KPRW_X_OPTIMIZED))
+	if (unlikely(idx >= kprw_rt.npoints))
+		kprw_fatal("detour with a bad probepoint index:", idx);
+	unsigned long sp = regs->sp, flags = regs->flags;
+	struct kprw_tctx *c;
+	/* the point's kprw_hot line alone, when it has one (kprw_hot_init gives them to
+	 * jump-optimized points only) */
+	const struct kprw_hot *h = kprw_rt.hot ? &kprw_rt.hot[idx] : NULL;
+	u8 kind = h ? __atomic_load_n(&h->kind, __ATOMIC_RELAXED) : KPRW_HOT_NONE;
+	if (kind == KPRW_HOT_EVENT && likely(!(flags & FLAGS_DF))) {
+		/* an event alone at its point, no handler: nothing in regs can change */
+		u32 i = h->pi;
+		if (unlikely(!kprw_probe_enabled(i)))
+			return 0;
+		c = kprw_tctx_get();
+		if (unlikely(!c || (kprw_tctx_busy(c) && !nestable(c, h->e)))) {
+			kprw_count_miss(i);
+			return 0;
+		}
+		c->busy++;
+		regs->ip = RT_ADDR(h->site); /* what the event's fetches see, as on the other paths */
+		if (!kprw_trace_event_hot(h, regs, c))
+			kprw_count_hit(i); /* a written record is the hit */
+		c->busy--;
+		return 0;
+	}
+	if (kind == KPRW_HOT_EXIT)
+		return exit_hot(h, idx, regs);
+	if (unlikely(kprw_rt.points[idx].xmode != KPRW_X_OPTIMIZED))
 		kprw_fatal("detour with a bad probepoint index:", idx);
 	const struct kprw_point *pt = &kprw_rt.points[idx];
-	unsigned long sp = regs->sp, flags = regs->flags;
 	int any = 0, moved = 0;
 
-	struct kprw_tctx *c;
 	if (pt->dflags & KPRW_DF_EXIT)
 		return exit_hit(pt, regs);
 	if (kprw_rt.fastev && (kprw_rt.fastev[idx / 64] >> (idx % 64) & 1) && likely(!(flags & FLAGS_DF))) {

@@ -1114,10 +1114,11 @@ void kprw_trace_stack(const struct kprw_hit *hit)
 /* emit_record writes a record of type at site (link-time) whose data (dlen bytes) is
  * fetched already, or NULL to fetch with the plan into the record; with ret, the word
  * (a return's return address, an entry's stack pointer) */
-static inline __attribute__((always_inline)) int emit_record(u32 pi, const struct kprw_probe *p,
-							     const struct kprw_fplan *pl, const struct pt_regs *regs,
-							     struct kprw_tctx *c, u32 dlen, const void *data, u8 type,
-							     u64 site, int ret, u64 word)
+static inline __attribute__((always_inline)) int emit_record_ops(u32 pi, u32 evid, u32 nops,
+								 const struct kprw_fplan_op *ops,
+								 const struct pt_regs *regs, struct kprw_tctx *c,
+								 u32 dlen, const void *data, u8 type, u64 site, int ret,
+								 u64 word)
 {
 	struct who w;
 	who(&w, c);
@@ -1125,13 +1126,23 @@ static inline __attribute__((always_inline)) int emit_record(u32 pi, const struc
 	struct kprw_crec *rec = reserve(rec_size(dlen, ret, ext), c, &w);
 	if (unlikely(!rec))
 		return 0;
-	u8 *d = fill(rec, dlen, pi, ret, ext, type, kprw_rt.events[p->event].id, site, word, &w);
+	u8 *d = fill(rec, dlen, pi, ret, ext, type, evid, site, word, &w);
 	if (data)
 		kprw_memcpy(d, data, dlen);
 	else if (dlen)
-		kprw_fetch_plan_into(pl, regs, d, kprw_fast_ok(c));
+		kprw_fetch_ops_into(nops, ops, regs, d, kprw_fast_ok(c));
 	commit(rec, dlen, KPRW_CREC_COMMITTED);
 	return (int)kprw_rt.rec_hits;
+}
+
+static inline __attribute__((always_inline)) int emit_record(u32 pi, const struct kprw_probe *p,
+							     const struct kprw_fplan *pl, const struct pt_regs *regs,
+							     struct kprw_tctx *c, u32 dlen, const void *data, u8 type,
+							     u64 site, int ret, u64 word)
+{
+	/* (dlen > 0 without data: a compiled plan, pl->n != ~0) */
+	return emit_record_ops(pi, kprw_rt.events[p->event].id, dlen && !data ? pl->n : 0, pl->op, regs, c, dlen,
+			       data, type, site, ret, word);
 }
 
 /* emit_event writes the record of kprw_trace_event: data (dlen bytes) fetched already, or
@@ -1214,6 +1225,89 @@ int kprw_trace_exit(u32 pi, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *
 	const struct kprw_fplan *pl = &kprw_rt.ev_plan[e];
 	return emit_record(pi, p, pl, regs, c, pl->n == ~0u ? 0 : pl->fixed, NULL, KPRW_REC_KRETPROBE,
 			   kprw_rt.points[p->point].site, 1, ret_ip);
+}
+
+/* kprw_trace_event_hot is kprw_trace_event for a KPRW_HOT_EVENT point, from its kprw_hot
+ * line instead of the point's, probe's, event's and plan's: what can change while the
+ * program runs (controls, filters, triggers) sends it to kprw_trace_event. */
+int kprw_trace_event_hot(const struct kprw_hot *h, const struct pt_regs *regs, struct kprw_tctx *c)
+{
+	if (unlikely(__atomic_load_n(&h->deleg, __ATOMIC_RELAXED) ||
+		     __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen))
+		return kprw_trace_event(h->pi, regs, c);
+	if (closed(h->e))
+		return 0; /* the caller counts the hit */
+	if (unlikely(h->nops == KPRW_HOT_PLAN))
+		return emit_event(h->pi, &kprw_rt.probes[h->pi], &kprw_rt.ev_plan[h->e], regs, c, h->dlen, NULL);
+	if (h->spev) {
+		u64 word = (u64)regs->sp | (*(const u64 *)regs->sp == (u64)(uptr)kprewrite_rt_rettramp);
+		return emit_record_ops(h->pi, h->evid, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KPROBE, h->site,
+				       1, word);
+	}
+	return emit_record_ops(h->pi, h->evid, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KPROBE, h->site, 0, 0);
+}
+
+/* kprw_trace_exit_hot is kprw_trace_exit for a KPRW_HOT_EXIT point, as
+ * kprw_trace_event_hot is kprw_trace_event */
+int kprw_trace_exit_hot(const struct kprw_hot *h, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c)
+{
+	if (unlikely(__atomic_load_n(&h->deleg, __ATOMIC_RELAXED) || h->nops == KPRW_HOT_PLAN ||
+		     (kprw_rt.ctl_gen && __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen)))
+		return kprw_trace_exit(h->pi, regs, ret_ip, c);
+	if (closed(h->e))
+		return 0; /* the caller counts the hit */
+	return emit_record_ops(h->pi, h->evid, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KRETPROBE, h->site, 1,
+			       ret_ip);
+}
+
+/* kprw_hot_init fills kprw_rt.hot: a KPRW_HOT_EVENT line for each kprw_rt.fastev point,
+ * a KPRW_HOT_EXIT line for each exit point at a ret whose one return event
+ * kprw_trace_exit writes on its own path (no filter or trigger now, a compiled plan or
+ * none). Start-up, after kprw_fastev_init and kprw_spev_init. */
+void kprw_hot_init(void)
+{
+	if (!kprw_rt.ev_plan || !kprw_rt.ev_fixed || !kprw_rt.ev_filter || !kprw_rt.npoints || !kprw_rt.trace)
+		return;
+	struct kprw_hot *hot = kprw_mmap_anon((u64)kprw_rt.npoints * sizeof *hot);
+	if (!hot)
+		return;
+	for (u32 k = 0; k < kprw_rt.npoints; k++) {
+		const struct kprw_point *pt = &kprw_rt.points[k];
+		struct kprw_hot *h = &hot[k];
+		if (pt->xmode != KPRW_X_OPTIMIZED || pt->nprobes != 1)
+			continue;
+		u32 i = pt->first_probe, e = kprw_rt.probes[i].event;
+		if (e >= kprw_rt.nevents)
+			continue;
+		const struct kprw_event *ev = &kprw_rt.events[e];
+		const struct kprw_fplan *pl = &kprw_rt.ev_plan[e];
+		if (pt->dflags & KPRW_DF_EXIT) {
+			if (kprw_rt.probes[i].type == KPRW_T_KRETPROBE)
+				continue; /* a tail call's jmp: its return address is hooked */
+			if (ev->fetch_len && (pl->n == ~0u || kprw_rt.ev_fixed[e] < 0))
+				continue;
+			h->kind = KPRW_HOT_EXIT;
+		} else if (kprw_rt.fastev && (kprw_rt.fastev[k / 64] >> (k % 64) & 1)) {
+			h->kind = KPRW_HOT_EVENT;
+		} else {
+			continue;
+		}
+		h->site = pt->site;
+		h->pi = i;
+		h->e = e;
+		h->evid = ev->id;
+		h->dlen = pl->n == ~0u ? 0 : pl->fixed;
+		h->deleg = kprw_rt.ev_filter[e] || (kprw_rt.ev_trig && kprw_rt.ev_trig[e]);
+		h->spev = kprw_rt.spev && (kprw_rt.spev[k / 64] >> (k % 64) & 1);
+		h->nops = KPRW_HOT_PLAN;
+		if (pl->n == ~0u) {
+			h->nops = 0;
+		} else if (pl->n <= KPRW_HOT_OPS) {
+			h->nops = (u8)pl->n;
+			kprw_memcpy(h->op, pl->op, pl->n * sizeof pl->op[0]);
+		}
+	}
+	kprw_rt.hot = hot;
 }
 
 /* kprw_fastev_init marks the points kprw_trace_event may serve (kprw_rt.fastev, one bit

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "7d60686c2d459bd40926419d8dcff986b0331708f41036bcc92f6cedf7692fd5"
+const ObjectSHA256 = "9e11b2943c81e9b4a2409a6dec55215696de60e21d3695c0b245953df406c8b2"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -67,6 +67,25 @@ kprewrite_rt_optprobe_template_end:
 	/* the relocated DCR and the jmp back go here in each copy */
 	.size kprewrite_rt_optprobe_template, .-kprewrite_rt_optprobe_template
 
+/* POP_GPRS pops struct pt_regs' general registers, r15 first (orig_ax is next) */
+	.macro POP_GPRS
+	popq %r15
+	popq %r14
+	popq %r13
+	popq %r12
+	popq %rbp
+	popq %rbx
+	popq %r11
+	popq %r10
+	popq %r9
+	popq %r8
+	popq %rax
+	popq %rcx
+	popq %rdx
+	popq %rsi
+	popq %rdi
+	.endm
+
 /* the shared body: %ecx = point index; (%rsp) the return address into the stub,
  * 8(%rsp) the program's %rcx, 16(%rsp) = S - 128 */
 	.globl kprewrite_rt_optprobe_body
@@ -117,40 +136,12 @@ kprewrite_rt_optprobe_body:
 	sahf
 	movq 88(%rsp), %rcx	/* pt_regs' %rcx into the word the stub pops */
 	movq %rcx, 176(%rsp)
-	popq %r15
-	popq %r14
-	popq %r13
-	popq %r12
-	popq %rbp
-	popq %rbx
-	popq %r11
-	popq %r10
-	popq %r9
-	popq %r8
-	popq %rax
-	popq %rcx
-	popq %rdx
-	popq %rsi
-	popq %rdi
+	POP_GPRS
 	leaq 48(%rsp), %rsp	/* orig_ax ip cs flags sp ss */
 	ret
 /* slow exit: pt_regs at %rsp; pops the GPRs, skips orig_ax, iretq takes ip cs flags sp ss */
 .Liret:
-	popq %r15
-	popq %r14
-	popq %r13
-	popq %r12
-	popq %rbp
-	popq %rbx
-	popq %r11
-	popq %r10
-	popq %r9
-	popq %r8
-	popq %rax
-	popq %rcx
-	popq %rdx
-	popq %rsi
-	popq %rdi
+	POP_GPRS
 	leaq 8(%rsp), %rsp
 	iretq
 	.size kprewrite_rt_optprobe_body, .-kprewrite_rt_optprobe_body

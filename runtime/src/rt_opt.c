@@ -146,7 +146,7 @@ __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *
 	unsigned long sp = regs->sp, flags = regs->flags;
 	struct kprw_tctx *c;
 	/* the point's kprw_hot line alone, when it has one (kprw_hot_init gives them to
-	 * jump-optimized points only) */
+	 * jump-optimized points only; a kprw_rt.fastev point always has one) */
 	const struct kprw_hot *h = kprw_rt.hot ? &kprw_rt.hot[idx] : NULL;
 	u8 kind = h ? __atomic_load_n(&h->kind, __ATOMIC_RELAXED) : KPRW_HOT_NONE;
 	if (kind == KPRW_HOT_EVENT && likely(!(flags & FLAGS_DF))) {
@@ -175,23 +175,6 @@ __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *
 
 	if (pt->dflags & KPRW_DF_EXIT)
 		return exit_hit(pt, regs);
-	if (kprw_rt.fastev && (kprw_rt.fastev[idx / 64] >> (idx % 64) & 1) && likely(!(flags & FLAGS_DF))) {
-		/* an event alone at its point, no handler: nothing in regs can change */
-		u32 i = pt->first_probe;
-		if (unlikely(!kprw_probe_enabled(i)))
-			return 0;
-		c = kprw_tctx_get();
-		if (unlikely(!c || (kprw_tctx_busy(c) && !nestable(c, kprw_rt.probes[i].event)))) {
-			kprw_count_miss(i);
-			return 0;
-		}
-		c->busy++;
-		regs->ip = RT_ADDR(pt->site); /* what the event's fetches see, as on the other paths */
-		if (!kprw_trace_event(i, regs, c))
-			kprw_count_hit(i); /* a written record is the hit */
-		c->busy--;
-		return 0;
-	}
 	regs->ip = RT_ADDR(pt->site) + 1; /* as after an int3, like the kernel's optimized_callback */
 	c = kprw_tctx_get();
 	if (unlikely(!c || kprw_tctx_busy(c))) {

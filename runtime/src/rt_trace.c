@@ -1260,17 +1260,20 @@ int kprw_trace_exit_hot(const struct kprw_hot *h, struct pt_regs *regs, u64 ret_
 			       ret_ip);
 }
 
-/* kprw_hot_init fills kprw_rt.hot: a KPRW_HOT_EVENT line for each kprw_rt.fastev point,
+/* kprw_hot_init fills kprw_rt.hot (or, out of memory, takes kprw_rt.fastev away): a
+ * KPRW_HOT_EVENT line for each kprw_rt.fastev point,
  * a KPRW_HOT_EXIT line for each exit point at a ret whose one return event
  * kprw_trace_exit writes on its own path (no filter or trigger now, a compiled plan or
  * none). Start-up, after kprw_fastev_init and kprw_spev_init. */
 void kprw_hot_init(void)
 {
-	if (!kprw_rt.ev_plan || !kprw_rt.ev_fixed || !kprw_rt.ev_filter || !kprw_rt.npoints || !kprw_rt.trace)
+	if (!kprw_rt.ev_plan || !kprw_rt.ev_fixed || !kprw_rt.ev_filter || !kprw_rt.npoints)
 		return;
 	struct kprw_hot *hot = kprw_mmap_anon((u64)kprw_rt.npoints * sizeof *hot);
-	if (!hot)
+	if (!hot) {
+		kprw_rt.fastev = NULL; /* its points take the general path (kprewrite_rt_optcall) */
 		return;
+	}
 	for (u32 k = 0; k < kprw_rt.npoints; k++) {
 		const struct kprw_point *pt = &kprw_rt.points[k];
 		struct kprw_hot *h = &hot[k];

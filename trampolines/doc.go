@@ -4,7 +4,8 @@
 // copy of a probed instruction followed by a jmp back, as the kernel's kprobe insn
 // slots are), the detour buffers of jump-optimized probes (detour.go: the runtime
 // object's optprobe template copied and patched at its labelled fields, the way
-// arch/x86/kernel/kprobes/opt.c does), the count-only detours of --count-only
+// arch/x86/kernel/kprobes/opt.c does; here a stub that calls one shared register save
+// and restore), the count-only detours of --count-only
 // (countdetour.go: runtime/src/countprobe.S's templates copied, their per-probe regions
 // repeated, their labelled fields written), the
 // entry stub of a probe-less rewrite, and the instruction relocation they all need. A

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "9e11b2943c81e9b4a2409a6dec55215696de60e21d3695c0b245953df406c8b2"
+const ObjectSHA256 = "647896cc139375499ebf656832440cbc6ccc3965712b68ecdfd7d2ed08295465"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

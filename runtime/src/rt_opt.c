@@ -55,8 +55,10 @@ static long exit_resume(const struct kprw_point *pt, struct pt_regs *regs);
  * sp is the return address. At a tail call's jmp (kretprobes) they hook it, as at the
  * entry. At a ret the registers are those of the return: the events' fetches see them
  * as the uprobe tracer's uretprobe handler does, after the ret (ip = the return
- * address, sp above it). Nothing in regs changes. */
-static long exit_hit(const struct kprw_point *pt, struct pt_regs *regs)
+ * address, sp above it). Nothing in regs changes. With h, the point's KPRW_HOT_EXIT
+ * line: its one return event at a ret, read from the line alone (the point's own line
+ * only on the rare paths). */
+static long exit_hit(const struct kprw_point *pt, const struct kprw_hot *h, struct pt_regs *regs)
 {
 	unsigned long sp = regs->sp;
 	u64 ret = *(const u64 *)sp;
@@ -66,7 +68,7 @@ static long exit_hit(const struct kprw_point *pt, struct pt_regs *regs)
 		return exit_resume(pt, regs);
 	}
 	c->busy++;
-	if (kprw_rt.probes[pt->first_probe].type == KPRW_T_KRETPROBE) {
+	if (!h && kprw_rt.probes[pt->first_probe].type == KPRW_T_KRETPROBE) {
 		regs->ip = RT_ADDR(pt->site); /* (as at an entry: its fetches read none) */
 		kprw_run_return_events(pt, regs, c);
 		c->busy--;
@@ -80,14 +82,14 @@ static long exit_hit(const struct kprw_point *pt, struct pt_regs *regs)
 	}
 	regs->ip = ret;
 	regs->sp = sp + 8;
-	for (u32 k = 0; k < pt->nprobes; k++) {
-		u32 i = pt->first_probe + k;
+	u32 first = h ? h->pi : pt->first_probe, n = h ? 1 : pt->nprobes;
+	for (u32 i = first; i < first + n; i++) {
 		if (!kprw_probe_enabled(i))
 			continue;
 		if (unlikely(!kprw_rt.trace)) {
 			kprw_count_hit(i);
 			kprw_trace_lost();
-		} else if (!kprw_trace_exit(i, regs, ret, c)) {
+		} else if (!(h ? kprw_trace_exit_hot(h, regs, ret, c) : kprw_trace_exit(i, regs, ret, c))) {
 			kprw_count_hit(i); /* a written record is the hit */
 		}
 	}
@@ -105,38 +107,6 @@ static long exit_resume(const struct kprw_point *pt, struct pt_regs *regs)
 		return 0;
 	regs->ip = RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len;
 	return slow_exit(regs);
-}
-
-/* exit_hot is exit_hit for a KPRW_HOT_EXIT point: its one return event at a ret, from
- * the point's kprw_hot line */
-static long exit_hot(const struct kprw_hot *h, u32 idx, struct pt_regs *regs)
-{
-	unsigned long sp = regs->sp;
-	u64 ret = *(const u64 *)sp;
-	struct kprw_tctx *c = kprw_tctx_get();
-	if (unlikely(!c || kprw_tctx_busy(c))) {
-		kprw_miss_point(&kprw_rt.points[idx]);
-		return exit_resume(&kprw_rt.points[idx], regs);
-	}
-	c->busy++;
-	if (unlikely(ret == (u64)(uptr)kprewrite_rt_rettramp)) {
-		u64 real = kprw_kretprobe_real_ret(sp); /* as in exit_hit */
-		if (real)
-			ret = real;
-	}
-	regs->ip = ret;
-	regs->sp = sp + 8;
-	if (kprw_probe_enabled(h->pi)) {
-		if (unlikely(!kprw_rt.trace)) {
-			kprw_count_hit(h->pi);
-			kprw_trace_lost();
-		} else if (!kprw_trace_exit_hot(h, regs, ret, c)) {
-			kprw_count_hit(h->pi); /* a written record is the hit */
-		}
-	}
-	c->busy--;
-	regs->sp = sp;
-	return exit_resume(&kprw_rt.points[idx], regs);
 }
 
 __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx)
@@ -167,14 +137,14 @@ __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *
 		return 0;
 	}
 	if (kind == KPRW_HOT_EXIT)
-		return exit_hot(h, idx, regs);
+		return exit_hit(&kprw_rt.points[idx], h, regs);
 	if (unlikely(kprw_rt.points[idx].xmode != KPRW_X_OPTIMIZED))
 		kprw_fatal("detour with a bad probepoint index:", idx);
 	const struct kprw_point *pt = &kprw_rt.points[idx];
 	int any = 0, moved = 0;
 
 	if (pt->dflags & KPRW_DF_EXIT)
-		return exit_hit(pt, regs);
+		return exit_hit(pt, NULL, regs);
 	regs->ip = RT_ADDR(pt->site) + 1; /* as after an int3, like the kernel's optimized_callback */
 	c = kprw_tctx_get();
 	if (unlikely(!c || kprw_tctx_busy(c))) {

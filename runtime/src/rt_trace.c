@@ -867,6 +867,16 @@ static inline __attribute__((always_inline)) void synth_flush(struct kprw_synthq
 
 /* closed: no record of event e may be written now: tracing is off (traceoff) or the
  * event is soft-disabled (enable_event/disable_event, --disable with triggers) */
+/* entry_sp_word is the word an entry record of a function with a return event carries:
+ * the stack pointer (the word the return address is in) lets readers end the calls a
+ * longjmp or a missed return left open; bit 0: that word holds the return trampoline
+ * already, this entry is a tail call from a return-probed frame (this hit's own return
+ * events run after its records) */
+static inline __attribute__((always_inline)) u64 entry_sp_word(const struct pt_regs *regs)
+{
+	return (u64)regs->sp | (*(const u64 *)regs->sp == (u64)(uptr)kprewrite_rt_rettramp);
+}
+
 static inline __attribute__((always_inline)) int closed(u32 e)
 {
 	const u32 *ctl = kprw_rt.ev_ctl;
@@ -982,12 +992,7 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 	int ret = type == KPRW_REC_KRETPROBE, ext = !ev || type > KPRW_REC_KRETPROBE || need_ext(w.now);
 	u64 word = ret_ip;
 	if (type == KPRW_REC_KPROBE && kprw_rt.spev && unlikely(kprw_rt.spev[p->point / 64] >> (p->point % 64) & 1)) {
-		/* the entry of a function with a return event: the stack pointer (the word the
-		 * return address is in) lets readers end the calls a longjmp or a missed return
-		 * left open; bit 0: that word holds the return trampoline already, this entry
-		 * is a tail call from a return-probed frame (this hit's own return events run
-		 * after its records) */
-		word = (u64)regs->sp | (*(const u64 *)regs->sp == (u64)(uptr)kprewrite_rt_rettramp);
+		word = entry_sp_word(regs); /* the entry of a function with a return event */
 		ret = 1;
 	}
 	struct kprw_crec *rec = reserve(rec_size(dlen, ret, ext), c, &w);
@@ -1154,7 +1159,7 @@ static inline __attribute__((always_inline)) int emit_event(u32 pi, const struct
 	if (kprw_rt.spev && unlikely(kprw_rt.spev[p->point / 64] >> (p->point % 64) & 1)) {
 		/* the entry of a function whose return events are recorded at its exits: the
 		 * stack pointer, as kprw_trace_hit writes it */
-		u64 word = (u64)regs->sp | (*(const u64 *)regs->sp == (u64)(uptr)kprewrite_rt_rettramp);
+		u64 word = entry_sp_word(regs);
 		return emit_record(pi, p, pl, regs, c, dlen, data, KPRW_REC_KPROBE, regs->ip - kprw_rt.bias, 1, word);
 	}
 	return emit_record(pi, p, pl, regs, c, dlen, data, KPRW_REC_KPROBE, regs->ip - kprw_rt.bias, 0, 0);
@@ -1240,7 +1245,7 @@ int kprw_trace_event_hot(const struct kprw_hot *h, const struct pt_regs *regs, s
 	if (unlikely(h->nops == KPRW_HOT_PLAN))
 		return emit_event(h->pi, &kprw_rt.probes[h->pi], &kprw_rt.ev_plan[h->e], regs, c, h->dlen, NULL);
 	if (h->spev) {
-		u64 word = (u64)regs->sp | (*(const u64 *)regs->sp == (u64)(uptr)kprewrite_rt_rettramp);
+		u64 word = entry_sp_word(regs);
 		return emit_record_ops(h->pi, h->evid, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KPROBE, h->site,
 				       1, word);
 	}

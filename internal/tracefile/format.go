@@ -402,7 +402,10 @@ func WriteTrace(w, errw io.Writer, s *Stream, descs Descs, header bool) error {
 	}
 	if header {
 		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# entries-in-buffer/entries-written: %d/%d\n", s.Count, uint64(s.Count)+s.Lost+uint64(s.Torn))
-		if s.Lost > 0 {
+		if s.Lost > 0 && s.Header.RingBlocks != 0 {
+			// kprewrite record's ring: a writer found no free block
+			fmt.Fprintf(w, "# lost: %d records found the ring full (the recorder fell behind, was stopped or had finished)\n", s.Lost)
+		} else if s.Lost > 0 {
 			fmt.Fprintf(w, "# lost: %d records did not fit in the trace file\n", s.Lost)
 		}
 		if s.Torn > 0 {

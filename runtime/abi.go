@@ -629,8 +629,12 @@ type RawTraceHeader struct {
 	RingQueueOff uint64 `c:"ring_queue_off"` // file offset of u32 queue[RingBlocks]
 	ChunkLast    uint64 `c:"chunk_last"`     // file offset of the recorder's last chunk
 	RecorderPID  uint32 `c:"recorder_pid"`
-	Reserved1    uint32 `c:"reserved1"`
+	Flags        uint32 `c:"flags"` // TraceUnreserved
 }
+
+// TraceUnreserved in RawTraceHeader.Flags: the record area's blocks are not reserved
+// yet (a count-only image made the file; the first image that records reserves them).
+const TraceUnreserved = 0x1
 
 // RawBlock is struct kprw_blk, the header of a block of compact records.
 type RawBlock struct {

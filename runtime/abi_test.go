@@ -188,7 +188,7 @@ var abiConsts = map[string]any{
 	"KPRW_TIF_EXT":   TIFExt,
 	"KPRW_BLK_MAGIC": BlockMagic, "KPRW_CREC_LEN": CRecLen, "KPRW_CREC_RET": CRecRet, "KPRW_CREC_EXT": CRecExt,
 	"KPRW_CREC_HIT": CRecHit, "KPRW_CREC_COMMITTED": CRecCommitted, "KPRW_CREC_DISCARDED": CRecDiscarded,
-	"KPRW_RING_OVERWRITE": RingOverwrite, "KPRW_RING_DONE": RingDone,
+	"KPRW_RING_OVERWRITE": RingOverwrite, "KPRW_RING_DONE": RingDone, "KPRW_TRACE_UNRESERVED": TraceUnreserved,
 	"KPRW_RSEQ_MAXCPU": RseqMaxCPU, "KPRW_COUNT_SHORT_N": CountShortN,
 	"KPRW_REC_STACK": RecStack, "KPRW_STACK_MAX": StackMax, "KPRW_REC_SYNTH": RecSynth,
 	"KPRW_UW_UNDEF": UWUndef, "KPRW_UW_SP": UWSP, "KPRW_UW_BP": UWBP, "KPRW_UW_BPLOST": UWBPLost, "KPRW_UW_BLOCK": UnwindBlock,

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "647896cc139375499ebf656832440cbc6ccc3965712b68ecdfd7d2ed08295465"
+const ObjectSHA256 = "057608d7ff747813035ed61a9bb844720affebae3d34a9754757cb47ce5f0255"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
@@ -292,4 +294,57 @@ func traceShards(t *testing.T, path string) int {
 		t.Fatalf("trace %s: %v", path, err)
 	}
 	return tr.Images[0].Shards
+}
+
+// TestCountOnlyFileReserve: a trace file a count-only image creates reserves the blocks
+// of its header and counters only (its record area is never written: 64 MiB of extents
+// on ext4, of memory on tmpfs, at every first run), and says so in the header; the
+// first image that records into the same file reserves the record area, clears the
+// flag and keeps every record.
+func TestCountOnlyFileReserve(t *testing.T) {
+	prog := testprog.Build(t, probedSource(t), "c", "-O2", "-pthread")
+	dir := t.TempDir()
+	co, rec := filepath.Join(dir, "probed-count"), filepath.Join(dir, "probed-record")
+	def := []string{"p:kpw/add add t=%di:s32 i=%si:s32"}
+	rewriteWith(t, prog, co, def, "--count-only")
+	rewriteWith(t, prog, rec, def)
+	tr := filepath.Join(dir, "mixed.trace")
+	env := []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_TRACE_SIZE=16M"}
+	header := func() (flags uint32, dataSize, allocated uint64) {
+		t.Helper()
+		b, err := os.ReadFile(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := tracefile.ParseTrace(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Header.Flags, h.Header.DataSize, uint64(st.Sys().(*syscall.Stat_t).Blocks) * 512
+	}
+	testprog.Same(t, prog, co, testprog.Cmd{Args: []string{"threads"}, Extra: env}, nil)
+	flags, size, alloc := header()
+	if size != 16<<20 || flags&kprt.TraceUnreserved == 0 || alloc >= size {
+		t.Fatalf("after the count-only run: flags %#x, record area %d bytes, %d bytes allocated; want the unreserved flag and less than the area allocated", flags, size, alloc)
+	}
+	testprog.Same(t, prog, rec, testprog.Cmd{Args: []string{"threads"}, Extra: env}, nil)
+	flags, _, alloc = header()
+	if flags&kprt.TraceUnreserved != 0 || alloc < size {
+		t.Fatalf("after the recording run: flags %#x, %d bytes allocated; want the flag cleared and the %d-byte record area allocated", flags, alloc, size)
+	}
+	code, stdout, stderr := kp("trace", "-b", rec, tr)
+	if n := len(parseTraceLines(t, stdout)); code != 0 || n != 8000 {
+		t.Fatalf("trace: exit %d, %d records, want 8000: %s", code, n, stderr)
+	}
+	// each image's hits in its own counters
+	_, stdout, _ = kp("profile", "-b", co, "-b", rec, tr)
+	for _, img := range []string{"probed-count", "probed-record"} {
+		if !regexp.MustCompile(`(?m)^\s*` + img + `\s+add\s+8000\s+0$`).MatchString(stdout) {
+			t.Errorf("profile: no 8000 hits of %s's add:\n%s", img, stdout)
+		}
+	}
 }

@@ -672,8 +672,11 @@ struct kprw_trace_hdr {
 	                            so a taker knows a stale entry from the one it is due */
 	kprw_u64 chunk_last;     /* file offset of the last chunk the recorder appended (0: none) */
 	kprw_u32 recorder_pid;   /* the recorder's pid (0: none) */
-	kprw_u32 reserved1;
+	kprw_u32 flags;          /* KPRW_TRACE_* (was reserved1, 0) */
 };
+#define KPRW_TRACE_UNRESERVED 0x1 /* the record area's blocks are not reserved yet: a
+                                     count-only image made the file, and the first image
+                                     that records reserves them (under the file lock) */
 #define KPRW_RING_OVERWRITE 0x1 /* a writer puts the block it leaves back in the queue and
                                    zeroes the one it takes: the ring keeps the most recent
                                    records (a flight recorder) */

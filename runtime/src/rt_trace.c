@@ -458,7 +458,12 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 			warn("cannot size", path, r);
 			goto out;
 		}
-		r = reserve_blocks(fd, 0, total);
+		/* an image that only counts reserves the header and the counters, not the record
+		 * area it never writes (64 MiB of extents on ext4, of memory on tmpfs, every
+		 * first run): the first image that records reserves it (KPRW_TRACE_UNRESERVED) */
+		r = reserve_blocks(fd, 0, records ? total : KPRW_TRACE_HDR_SIZE);
+		if (r >= 0 && !records)
+			r = reserve_blocks(fd, KPRW_TRACE_HDR_SIZE + size, csize);
 		if (r < 0) { /* a full disk: no tracing, rather than a SIGBUS at the first record */
 			sys2(SYS_ftruncate, fd, 0);
 			warn("has no space for its record area (KPREWRITE_TRACE_SIZE sets a smaller one)", path, r);
@@ -497,6 +502,7 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		/* a second before: a process whose clock runs a little behind the creator's
 		 * still writes times after it */
 		h->ts_base = h->created_mono_ns > 1000000000ull ? h->created_mono_ns - 1000000000ull : 0;
+		h->flags = records ? 0 : KPRW_TRACE_UNRESERVED;
 		kprw_memcpy(h->magic, KPRW_TRACE_MAGIC, 8);
 	} else if (kprw_strncmp(h->magic, KPRW_TRACE_MAGIC, 8) != 0 || h->version != KPRW_TRACE_VERSION ||
 		   h->data_off != KPRW_TRACE_HDR_SIZE || h->data_size > total ||
@@ -507,6 +513,16 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		sys2(SYS_munmap, (long)map, (long)total);
 		kprw_rt.ntrace_maps = 0;
 		goto out;
+	}
+	if (records && (h->flags & KPRW_TRACE_UNRESERVED)) {
+		r = reserve_blocks(fd, h->data_off, h->data_size);
+		if (r < 0) {
+			warn("has no space for its record area (KPREWRITE_TRACE_SIZE sets a smaller one)", path, r);
+			sys2(SYS_munmap, (long)map, (long)total);
+			kprw_rt.ntrace_maps = 0;
+			goto out;
+		}
+		h->flags &= ~KPRW_TRACE_UNRESERVED;
 	}
 	register_image(h, fd, total);
 	kprw_rt.trace_mapped = total;

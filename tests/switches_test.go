@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -190,6 +191,48 @@ func TestFullDisk(t *testing.T) {
 		os.Remove(fill)
 		os.Remove(filepath.Join(small, "t.trace"))
 		os.Remove(out + ".trace")
+	}
+}
+
+// TestFullDiskAfterCountOnly: a count-only program made the trace file on a small file
+// system (its record area unreserved); a program that records then finds no room to
+// reserve that area: it says so in one line and runs untraced to its usual end, and the
+// count-only program's counts stay readable.
+func TestFullDiskAfterCountOnly(t *testing.T) {
+	testprog.Need(t, "gcc")
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small")
+	os.Mkdir(small, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", small).Run() })
+	prog := testprog.Build(t, switchesSrc, "c", "-O1")
+	co, rec := filepath.Join(dir, "count.kp"), filepath.Join(dir, "record.kp")
+	for _, c := range []struct {
+		out   string
+		flags []string
+	}{{co, []string{"--count-only"}}, {rec, nil}} {
+		if code, _, stderr := kp(append([]string{"rewrite", "-o", c.out, "-e", "p:g/w work a=%di"}, append(c.flags, prog)...)...); code != 0 {
+			t.Fatalf("rewrite: %s", stderr)
+		}
+	}
+	env := []string{"KPREWRITE_TRACE=" + filepath.Join(small, "t.trace")}
+	if r := testprog.Run(t, testprog.Cmd{Path: co, Extra: env}); r.Exit != 0 || r.Stdout != "6\n" || r.Stderr != "" {
+		t.Fatalf("count-only run on the small file system: %s", r)
+	}
+	r := testprog.Run(t, testprog.Cmd{Path: rec, Extra: env})
+	if r.Exit != 0 || r.Stdout != "6\n" {
+		t.Errorf("recording run: %s", r)
+	}
+	if strings.Count(r.Stderr, "has no space for its record area") != 1 || strings.Count(r.Stderr, "\n") != 1 {
+		t.Errorf("recording run: stderr %q, want one line saying there is no space", r.Stderr)
+	}
+	if _, stdout, _ := kp("profile", "-b", co, filepath.Join(small, "t.trace")); !regexp.MustCompile(`(?m)^\s*w\s+\d+\s+0$`).MatchString(stdout) {
+		t.Errorf("profile of the count-only run:\n%s", stdout)
 	}
 }
 

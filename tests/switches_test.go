@@ -156,16 +156,7 @@ int main(void) {
 // the default OUT.trace path and 64 threads likewise.
 func TestFullDisk(t *testing.T) {
 	testprog.Need(t, "gcc")
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
-	dir := t.TempDir()
-	small := filepath.Join(dir, "small")
-	os.Mkdir(small, 0o755)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", small).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", small).Run() })
+	small := smallTmpfs(t, "2m")
 	for _, c := range []struct {
 		name, src, want string
 		flags           []string
@@ -194,22 +185,30 @@ func TestFullDisk(t *testing.T) {
 	}
 }
 
+// smallTmpfs mounts a tmpfs of size (mount's size=) in a temporary directory, unmounted
+// at the test's end; it skips the test without root or when the mount fails.
+func smallTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	small := filepath.Join(t.TempDir(), "small")
+	os.Mkdir(small, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", small).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", small).Run() })
+	return small
+}
+
 // TestFullDiskAfterCountOnly: a count-only program made the trace file on a small file
 // system (its record area unreserved); a program that records then finds no room to
 // reserve that area: it says so in one line and runs untraced to its usual end, and the
 // count-only program's counts stay readable.
 func TestFullDiskAfterCountOnly(t *testing.T) {
 	testprog.Need(t, "gcc")
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
+	small := smallTmpfs(t, "4m")
 	dir := t.TempDir()
-	small := filepath.Join(dir, "small")
-	os.Mkdir(small, 0o755)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", small).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", small).Run() })
 	prog := testprog.Build(t, switchesSrc, "c", "-O1")
 	co, rec := filepath.Join(dir, "count.kp"), filepath.Join(dir, "record.kp")
 	for _, c := range []struct {

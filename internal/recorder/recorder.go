@@ -47,6 +47,8 @@ const (
 	populateFirst = 1 << 20
 	// populateStep is how much of the ring one call makes present in the background.
 	populateStep = 256 << 10
+	// hugePage is the size of a transparent huge page (x86-64).
+	hugePage = 2 << 20
 	// chunkBuffers is how many chunks may be under way at once.
 	chunkBuffers = 3
 	// graceTorn is how long a block its writer left may hold a record that is not
@@ -76,7 +78,7 @@ type Recorder struct {
 	over     bool
 	blocks   []blockState
 	free     [][]byte // chunk buffers not under way: page-aligned, maxChunk bytes (O_DIRECT)
-	bufs     [][]byte
+	bufs     [][]byte // the chunk buffers' mappings (each a little larger, for alignment)
 	jobs     chan *job
 	results  chan *job
 	pending  int
@@ -262,14 +264,20 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	for k := 0; k < chunkBuffers; k++ {
 		// made present as they are first filled (on the recorder's CPU, not before the
 		// program starts; a short run needs one)
-		buf, err := syscall.Mmap(-1, 0, maxChunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+		// on 2 MiB pages where the kernel gives them (transparent huge pages): an
+		// O_DIRECT write pins 4 pages of a chunk instead of 2048, and the copy into it
+		// misses the TLB 512 times less
+		raw, err := syscall.Mmap(-1, 0, maxChunk+hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 		if err != nil {
 			r.close()
 			return nil, fmt.Errorf("chunk buffer: %w", err)
 		}
-		r.bufs = append(r.bufs, buf)
+		r.bufs = append(r.bufs, raw)
+		at := (hugePage - uint64(uintptr(unsafe.Pointer(&raw[0])))%hugePage) % hugePage
+		buf := raw[at : at+maxChunk : at+maxChunk]
+		syscall.Madvise(buf, 14 /* MADV_HUGEPAGE */)
+		r.free = append(r.free, buf)
 	}
-	r.free = append(r.free, r.bufs...)
 	go r.writer()
 	if d, err := os.OpenFile(f.Name(), os.O_WRONLY|syscall.O_DIRECT, 0); err == nil {
 		r.direct = d

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "057608d7ff747813035ed61a9bb844720affebae3d34a9754757cb47ce5f0255"
+const ObjectSHA256 = "56f7e97a5151fbeaff4dd11cad5540454c1cd6e71a0904d20985d6cd7d8824d8"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

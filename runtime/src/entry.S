@@ -2,6 +2,7 @@
  * entry.S - the runtime's assembly: process entry, signal restorer, return trampoline.
  * Position-independent: only RIP-relative references.
  */
+#include "ptregs.h"
 	.section .note.GNU-stack,"",@progbits
 
 	.section .rodata
@@ -211,21 +212,7 @@ kprewrite_rt_rettramp:
 	movb 144(%rsp), %ah
 	addb $0x7f, %al
 	sahf
-	popq %r15
-	popq %r14
-	popq %r13
-	popq %r12
-	popq %rbp
-	popq %rbx
-	popq %r11
-	popq %r10
-	popq %r9
-	popq %r8
-	popq %rax
-	popq %rcx
-	popq %rdx
-	popq %rsi
-	popq %rdi
+	POP_GPRS
 	leaq 56(%rsp), %rsp	/* orig_ax ip cs flags sp ss: %rsp = K + 8 */
 	/* an indirect jmp, not ret: a ret here would pop a return-stack-buffer entry the
 	 * function's own ret already used, and mispredict every return up the stack. The

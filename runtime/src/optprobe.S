@@ -38,6 +38,7 @@
  *      changed regs->sp, or DF set at the probe (then ip = the DCR copy, right after
  *      the stub).
  */
+#include "ptregs.h"
 	.section .note.GNU-stack,"",@progbits
 
 	.text
@@ -67,24 +68,6 @@ kprewrite_rt_optprobe_template_end:
 	/* the relocated DCR and the jmp back go here in each copy */
 	.size kprewrite_rt_optprobe_template, .-kprewrite_rt_optprobe_template
 
-/* POP_GPRS pops struct pt_regs' general registers, r15 first (orig_ax is next) */
-	.macro POP_GPRS
-	popq %r15
-	popq %r14
-	popq %r13
-	popq %r12
-	popq %rbp
-	popq %rbx
-	popq %r11
-	popq %r10
-	popq %r9
-	popq %r8
-	popq %rax
-	popq %rcx
-	popq %rdx
-	popq %rsi
-	popq %rdi
-	.endm
 
 /* the shared body: %ecx = point index; (%rsp) the return address into the stub,
  * 8(%rsp) the program's %rcx, 16(%rsp) = S - 128 */

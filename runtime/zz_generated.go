@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "56f7e97a5151fbeaff4dd11cad5540454c1cd6e71a0904d20985d6cd7d8824d8"
+const ObjectSHA256 = "0454705709435c9036825659215a5b610bf3497afff47f0426bc3fee2955d37b"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -263,10 +263,9 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	go r.populate(kprt.TraceHeaderSize+first*bs, qoff)
 	for k := 0; k < chunkBuffers; k++ {
 		// made present as they are first filled (on the recorder's CPU, not before the
-		// program starts; a short run needs one)
-		// on 2 MiB pages where the kernel gives them (transparent huge pages): an
-		// O_DIRECT write pins 4 pages of a chunk instead of 2048, and the copy into it
-		// misses the TLB 512 times less
+		// program starts; a short run needs one), on 2 MiB pages where the kernel gives
+		// them (transparent huge pages): an O_DIRECT write pins 4 pages of a chunk
+		// instead of 2048, and the copy into it misses the TLB 512 times less
 		raw, err := syscall.Mmap(-1, 0, maxChunk+hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 		if err != nil {
 			r.close()

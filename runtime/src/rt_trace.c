@@ -428,6 +428,14 @@ static int ring_ok(const struct kprw_trace_hdr *h, u64 total)
 	       n * 8 <= total - h->ring_queue_off;
 }
 
+/* unmap_trace gives up the file's mapping kprw_trace_open made (start-up: nothing
+ * else has it yet) */
+static void unmap_trace(u8 *map, u64 total)
+{
+	sys2(SYS_munmap, (long)map, (long)total);
+	kprw_rt.ntrace_maps = 0;
+}
+
 void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 {
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC | (kprw_rt.secure ? O_NOFOLLOW : 0);
@@ -510,16 +518,14 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 		   h->counters_off > total || h->counters_size > total - h->counters_off ||
 		   h->counters_used > h->counters_size || h->block_size != GRANULE || !ring_ok(h, total)) {
 		warn("is not a kprewrite trace file (or another version)", path, 0);
-		sys2(SYS_munmap, (long)map, (long)total);
-		kprw_rt.ntrace_maps = 0;
+		unmap_trace(map, total);
 		goto out;
 	}
 	if (records && (h->flags & KPRW_TRACE_UNRESERVED)) {
 		r = reserve_blocks(fd, h->data_off, h->data_size);
 		if (r < 0) {
 			warn("has no space for its record area (KPREWRITE_TRACE_SIZE sets a smaller one)", path, r);
-			sys2(SYS_munmap, (long)map, (long)total);
-			kprw_rt.ntrace_maps = 0;
+			unmap_trace(map, total);
 			goto out;
 		}
 		h->flags &= ~KPRW_TRACE_UNRESERVED;

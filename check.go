@@ -2,12 +2,9 @@ package kprewrite
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/kprewrite/kprewrite/analysis"
-	"github.com/kprewrite/kprewrite/elfio"
-	"github.com/kprewrite/kprewrite/internal/ldso"
-	"github.com/kprewrite/kprewrite/internal/rewriter"
+	"github.com/kprewrite/kprewrite/internal/pipeline"
 )
 
 // CheckSchema names the version of the JSON that `check --json` prints. It changes only
@@ -127,96 +124,34 @@ type CheckOptions struct {
 // name it) are checked in the library the loader finds for the program, each library
 // in a report of its own (Libraries).
 func Check(path string, opt CheckOptions) (*CheckReport, error) {
-	defs, _, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters, opt.Triggers, sourceTranslator(path, opt.DebugFile))
+	images, err := pipeline.Check(path, pipeline.Definitions{Exprs: opt.Definitions, Files: opt.DefinitionFiles,
+		Filters: opt.Filters, Triggers: opt.Triggers, DebugFile: opt.DebugFile})
 	if err != nil {
 		return nil, err
 	}
-	own, libs := rewriter.SplitLibraries(defs)
-	report, err := checkImage(path, own, len(defs) == 0)
-	if err != nil {
-		return nil, err
-	}
-	var search *ldso.Search
-	for _, l := range libs {
-		if search == nil {
-			if search, err = ldso.New(path); err != nil {
-				return nil, fmt.Errorf("find the libraries of %s: %w", path, err)
-			}
-		}
-		lp, err := search.Find(l.Lib)
-		if err != nil {
-			return nil, fmt.Errorf("%s: library %w", l.Defs[0].Origin, err)
-		}
-		r, err := checkImage(lp, l.Defs, false)
-		if err != nil {
-			return nil, err
-		}
-		r.Schema, r.Library = "", l.Lib
+	report := checkReport(&images[0])
+	for i := range images[1:] {
+		r := checkReport(&images[1+i])
+		r.Schema, r.Library = "", images[1+i].Library
 		report.Libraries = append(report.Libraries, *r)
 	}
 	return report, nil
 }
 
-// checkImage reports on the definitions defs in the ELF file at path, or on every
-// function entry when entries.
-func checkImage(path string, defs []rewriter.Probe, entries bool) (*CheckReport, error) {
-	f, err := elfio.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	bin, err := analysis.Analyze(f, analysis.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("analyse %s: %w", path, err)
-	}
-	report := &CheckReport{Schema: CheckSchema, Binary: path, Sites: []CheckSite{}}
-	if entries {
-		sites := bin.EntrySites()
-		report.Sites = make([]CheckSite, 0, len(sites))
-		for i := range sites {
-			report.Sites = append(report.Sites, checkSite(&sites[i], nil))
-		}
-	} else {
-		if err := rewriter.Resolve(f, bin.Funcs, defs); err != nil {
-			return nil, err
-		}
-		for i, d := range defs {
-			var others []uint64
-			for j, o := range defs {
-				if j != i && o.Addr != d.Addr {
-					others = append(others, o.Addr)
-				}
-			}
-			site := bin.Check(analysis.SiteRequest{Addr: d.Addr, Return: d.Def.Return, OtherProbes: others})
-			cs := checkSite(&site, &defs[i])
-			if d.Def.Return && site.Verdict != analysis.Refuse {
-				exits, why := bin.Exits(site.Addr, func(uint64) []uint64 { return others })
-				sort.Slice(exits, func(i, j int) bool { return exits[i].Addr < exits[j].Addr })
-				cs.Exits = &CheckExits{Reason: why}
-				for _, e := range exits {
-					cs.Exits.Sites = append(cs.Exits.Sites, hexAddr(e.Addr))
-				}
-				cs.TraceExits = &CheckExits{}
-				if why := rewriter.NoExit(d); why != "" {
-					cs.TraceExits.Reason = why
-				} else {
-					exits, why := bin.ExitsAfter(site.Addr, func(uint64) []uint64 { return others })
-					sort.Slice(exits, func(i, j int) bool { return exits[i].Addr < exits[j].Addr })
-					cs.TraceExits.Reason = why
-					for _, e := range exits {
-						cs.TraceExits.Sites = append(cs.TraceExits.Sites, hexAddr(e.Addr))
-					}
-				}
-			}
-			report.Sites = append(report.Sites, cs)
-		}
+// checkReport maps the check of one image to its report.
+func checkReport(img *pipeline.CheckedImage) *CheckReport {
+	report := &CheckReport{Schema: CheckSchema, Binary: img.Path, Sites: make([]CheckSite, 0, len(img.Sites))}
+	for i := range img.Sites {
+		report.Sites = append(report.Sites, checkSite(&img.Sites[i]))
 	}
 	report.Summary = summarize(report.Sites)
-	return report, nil
+	return report
 }
 
-func checkSite(s *analysis.Site, d *rewriter.Probe) CheckSite {
-	cs := CheckSite{
+// checkSite maps one checked site to its report.
+func checkSite(cs *pipeline.CheckedSite) CheckSite {
+	s, d := &cs.Site, cs.Def
+	out := CheckSite{
 		Address:   hexAddr(s.Addr),
 		Function:  s.FuncName,
 		Offset:    s.Offset,
@@ -226,12 +161,12 @@ func checkSite(s *analysis.Site, d *rewriter.Probe) CheckSite {
 		Reasons:   []CheckReason{},
 	}
 	if s.Requested != s.Addr {
-		cs.Requested = hexAddr(s.Requested)
+		out.Requested = hexAddr(s.Requested)
 	}
 	if d != nil {
-		cs.Definition = d.Def.Def
-		cs.Event = d.Def.Group + "/" + d.Def.Event
-		cs.Return = d.Def.Return
+		out.Definition = d.Def.Def
+		out.Event = d.Def.Group + "/" + d.Def.Event
+		out.Return = d.Def.Return
 	}
 	if s.Verdict == analysis.Optimize {
 		dcr := &CheckDCR{Length: s.DCRLen}
@@ -241,12 +176,25 @@ func checkSite(s *analysis.Site, d *rewriter.Probe) CheckSite {
 		for _, r := range s.Redirects {
 			dcr.Redirects = append(dcr.Redirects, CheckRedirect{Jump: hexAddr(r.From), Target: hexAddr(r.To), Length: r.Len, Bytes: r.Edit})
 		}
-		cs.DCR = dcr
+		out.DCR = dcr
+	}
+	if d != nil && d.Def.Return && s.Verdict != analysis.Refuse {
+		out.Exits = &CheckExits{Sites: hexSites(cs.Exits), Reason: cs.ExitsWhy}
+		out.TraceExits = &CheckExits{Sites: hexSites(cs.TraceExits), Reason: cs.TraceWhy}
 	}
 	for _, r := range s.Reasons {
-		cs.Reasons = append(cs.Reasons, CheckReason{Rule: r.Rule, Address: hexAddr(r.Addr), Detail: r.Detail, Note: r.Note})
+		out.Reasons = append(out.Reasons, CheckReason{Rule: r.Rule, Address: hexAddr(r.Addr), Detail: r.Detail, Note: r.Note})
 	}
-	return cs
+	return out
+}
+
+// hexSites are the addresses of sites, nil for none.
+func hexSites(sites []analysis.Site) []string {
+	var out []string
+	for _, s := range sites {
+		out = append(out, hexAddr(s.Addr))
+	}
+	return out
 }
 
 func summarize(sites []CheckSite) CheckSummary {

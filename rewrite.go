@@ -1,27 +1,18 @@
 package kprewrite
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
-	"github.com/kprewrite/kprewrite/analysis"
-	"github.com/kprewrite/kprewrite/elfio"
-	"github.com/kprewrite/kprewrite/internal/handlers"
-	"github.com/kprewrite/kprewrite/internal/ldso"
+	"github.com/kprewrite/kprewrite/internal/pipeline"
 	"github.com/kprewrite/kprewrite/internal/rewriter"
-	"github.com/kprewrite/kprewrite/internal/srcprobe"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
 // ErrOptions is wrapped by the error of options that contradict each other.
-var ErrOptions = errors.New("bad options")
+var ErrOptions = pipeline.ErrOptions
 
 // RewriteOptions are the probes and options of a rewrite: the flags of `kprewrite
 // rewrite`, by the same names.
@@ -122,177 +113,50 @@ type Probe struct {
 // permission bits. The input is never modified; the same input and options give the
 // same bytes.
 func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
-	if sameFile(input, output) {
+	if pipeline.SameFile(input, output) {
 		return nil, fmt.Errorf("%w: output %s is the input: kprewrite never modifies its input", ErrOptions, output)
 	}
 	ro, err := opt.internal(output)
 	if err != nil {
 		return nil, err
 	}
-	defs, synth, err := rewriter.ParseDefs(opt.Definitions, opt.DefinitionFiles, opt.Filters, opt.Triggers, sourceTranslator(input, opt.DebugFile))
+	res, err := pipeline.Rewrite(input, output, pipeline.Options{
+		Definitions: pipeline.Definitions{Exprs: opt.Definitions, Files: opt.DefinitionFiles, Filters: opt.Filters,
+			Triggers: opt.Triggers, DebugFile: opt.DebugFile},
+		HandlerFiles: opt.HandlerFiles, Calls: opt.Calls, Assembly: ro})
 	if err != nil {
 		return nil, err
 	}
-	ro.Synthetic = synth
-	var warnings []string
-	if len(opt.HandlerFiles) > 0 {
-		set, err := handlers.Compile(context.Background(), opt.HandlerFiles, handlers.Options{})
-		if err != nil {
-			return nil, err
-		}
-		warnings = append(warnings, set.Warnings...)
-		if defs, err = rewriter.HandlerDefs(defs, set); err != nil {
-			return nil, err
-		}
-		ro.Handlers = set
+	return rewriteResult(output, res), nil
+}
+
+// rewriteResult maps what the pipeline wrote to the API's result: the program's
+// probes, then each library copy's.
+func rewriteResult(output string, res *pipeline.Result) *RewriteResult {
+	prog := res.Program
+	out := &RewriteResult{Output: output, Warnings: append(res.Warnings, prog.Warnings...)}
+	out.Skipped, out.Calls = refusals(prog)
+	if prog.Desc != nil {
+		out.Probes = listProbes(prog.Desc)
 	}
-	f, err := elfio.Open(input)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close() // after the output, which refers to the input's mapping, is written
-	defs, libs := rewriter.SplitLibraries(defs)
-	var copies []libraryCopy
-	if len(libs) > 0 {
-		if f.IsSharedLibrary() {
-			return nil, fmt.Errorf("%s: %w", libs[0].Defs[0].Origin, ErrLibraryInLibrary)
-		}
-		handlersIn, err := handlerImage(input, defs, libs)
-		if err != nil {
-			return nil, err
-		}
-		copies, err = rewriteLibraries(input, output, libs, handlersIn, ro)
-		if handlersIn != "" {
-			ro.Handlers = nil // linked into that library's copy
-		}
-		defer func() { // after the copies, which refer to the libraries' mappings, are written
-			for _, c := range copies {
-				c.close()
-			}
-		}()
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range copies {
-			ro.Needed = append(ro.Needed, elfio.Needed{Names: c.names, Path: c.needed})
-		}
-	}
-	res, err := rewriteImage(f, defs, opt.Calls, ro)
-	if err != nil {
-		return nil, err
-	}
-	// the library copies first, then the program that loads them; on an error none
-	// is left behind
-	var written []string
-	undo := func() {
-		for _, w := range written {
-			os.Remove(w)
-		}
-		if len(copies) > 0 {
-			os.Remove(libraryDir(output)) // only when empty
-		}
-	}
-	for _, c := range copies {
-		if err := os.MkdirAll(filepath.Dir(c.path), 0o777); err != nil {
-			undo()
-			return nil, fmt.Errorf("library copies: %w", err)
-		}
-		if err := elfio.WriteFileAtomic(c.path, c.res.Image, outputMode(c.input)); err != nil {
-			undo()
-			return nil, err
-		}
-		written = append(written, c.path)
-	}
-	if err := elfio.WriteFileAtomic(output, res.Image, outputMode(input)); err != nil {
-		undo()
-		return nil, err
-	}
-	out := &RewriteResult{Output: output, Warnings: append(warnings, res.Warnings...)}
-	out.Skipped, out.Calls = refusals(res)
-	if res.Desc != nil {
-		out.Probes = listProbes(res.Desc)
-	}
-	for _, c := range copies {
-		out.Libraries = append(out.Libraries, LibraryCopy{Library: c.lib, Input: c.input, Output: c.path})
-		skipped, _ := refusals(c.res)
+	for _, c := range res.Libraries {
+		out.Libraries = append(out.Libraries, LibraryCopy{Library: c.Lib, Input: c.Input, Output: c.Output})
+		skipped, _ := refusals(c.Result)
 		out.Skipped = append(out.Skipped, skipped...)
-		out.Warnings = append(out.Warnings, c.res.Warnings...)
-		if c.res.Desc != nil {
-			out.Probes = append(out.Probes, listProbes(c.res.Desc)...)
+		out.Warnings = append(out.Warnings, c.Result.Warnings...)
+		if c.Result.Desc != nil {
+			out.Probes = append(out.Probes, listProbes(c.Result.Desc)...)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // ErrHandlersSpanImages refuses a C handler file set whose probes are in more than one
 // image: its code and data are linked into one image, which runs them.
-var ErrHandlersSpanImages = errors.New("the C handlers' probes are in more than one image: one set of handler files is linked into one image (the program or one library); give each image's probes their own rewrite")
-
-// handlerImage says which library's copy the C handlers are linked into: the library
-// (as LIB:SITE names it) that holds every probe they declare, or "" for the program
-// (probes in the program, or none).
-func handlerImage(input string, own []rewriter.Probe, libs []rewriter.LibraryDefs) (string, error) {
-	var where []string
-	if slices.ContainsFunc(own, func(p rewriter.Probe) bool { return p.Handler != nil }) {
-		where = append(where, input)
-	}
-	for _, l := range libs {
-		if slices.ContainsFunc(l.Defs, func(p rewriter.Probe) bool { return p.Handler != nil }) {
-			where = append(where, l.Lib)
-		}
-	}
-	switch {
-	case len(where) > 1:
-		return "", fmt.Errorf("%w (%s)", ErrHandlersSpanImages, strings.Join(where, ", "))
-	case len(where) == 1 && where[0] != input:
-		return where[0], nil
-	}
-	return "", nil
-}
+var ErrHandlersSpanImages = pipeline.ErrHandlersSpanImages
 
 // ErrLibraryInLibrary refuses LIB:SITE definitions in the rewrite of a library.
-var ErrLibraryInLibrary = errors.New("LIB:SITE definitions name other libraries: rewrite the program that loads them (or each library on its own)")
-
-// libraryDir is where the rewrite of a program puts the rewritten copies of the
-// libraries its definitions name: OUT.libs beside OUT.
-func libraryDir(output string) string { return output + ".libs" }
-
-// libraryCopy is the rewrite of one library a program's definitions name.
-type libraryCopy struct {
-	lib    string   // as the definitions name it
-	input  string   // the library the program's loader would load
-	path   string   // the copy: OUT.libs/SONAME
-	needed string   // the program's DT_NEEDED for it: $ORIGIN/OUT.libs/SONAME
-	names  []string // the program's DT_NEEDED names that load it now
-	res    *rewriter.Result
-	close  func() error
-}
-
-// rewriteImage analyses f and rewrites it with defs, its own definitions.
-func rewriteImage(f *elfio.File, defs []rewriter.Probe, calls []string, ro rewriter.Options) (*rewriter.Result, error) {
-	// before the analysis: refused anyway by rewriter.Rewrite
-	if err := rewriter.CheckRewritable(f, defs); err != nil {
-		return nil, err
-	}
-	if len(defs) > 0 || len(calls) > 0 {
-		bin, err := analysis.Analyze(f, analysis.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("analyse %s: %w", f.Path, err)
-		}
-		if len(calls) > 0 {
-			gen, err := rewriter.CallProbes(bin, calls, defs)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrOptions, err)
-			}
-			defs = append(defs, gen...)
-		}
-		if err := rewriter.Resolve(f, bin.Funcs, defs); err != nil {
-			return nil, err
-		}
-		ro.Analysis = bin
-	}
-	return rewriter.Rewrite(f, defs, ro)
-}
+var ErrLibraryInLibrary = pipeline.ErrLibraryInLibrary
 
 // refusals sorts a rewrite's refused probes: the user's (left out with SkipRefused),
 // and the functions --calls left out; it counts the functions --calls traced.
@@ -324,80 +188,6 @@ func refusals(res *rewriter.Result) (skipped []string, calls CallsResult) {
 		}
 	}
 	return skipped, calls
-}
-
-// rewriteLibraries rewrites each library the definitions name (found as the program's
-// loader finds it; two names of one file are one copy) into OUT.libs, named by its
-// soname, with the program's trace file as its default. The copies it returns, also
-// with an error, hold their libraries open until closed.
-func rewriteLibraries(input, output string, libs []rewriter.LibraryDefs, handlersIn string, ro rewriter.Options) (copies []libraryCopy, err error) {
-	search, err := ldso.New(input)
-	if err != nil {
-		return nil, fmt.Errorf("find the libraries of %s: %w", input, err)
-	}
-	var groups []rewriter.LibraryDefs
-	var paths []string
-next:
-	for _, l := range libs {
-		p, err := search.Find(l.Lib)
-		if err != nil {
-			return nil, fmt.Errorf("%s: library %w", l.Defs[0].Origin, err)
-		}
-		for i := range paths {
-			if sameFile(p, paths[i]) { // two names of one library: one copy
-				groups[i].Defs = append(groups[i].Defs, l.Defs...)
-				continue next
-			}
-		}
-		groups = append(groups, l)
-		paths = append(paths, p)
-	}
-	dir := libraryDir(output)
-	seen := map[string]string{}
-	for i, g := range groups {
-		lf, err := elfio.Open(paths[i])
-		if err != nil {
-			return copies, err
-		}
-		copies = append(copies, libraryCopy{lib: g.Lib, input: paths[i], close: lf.Close})
-		c := &copies[len(copies)-1]
-		if !lf.IsSharedLibrary() {
-			return copies, fmt.Errorf("%s: %s (%s) is not a shared library", g.Defs[0].Origin, g.Lib, paths[i])
-		}
-		name := lf.Soname()
-		if name == "" {
-			name = filepath.Base(paths[i])
-		}
-		if other, ok := seen[name]; ok {
-			return copies, fmt.Errorf("%s: %s and %s have the same soname %s: their copies would be one file", g.Defs[0].Origin, other, paths[i], name)
-		}
-		seen[name] = paths[i]
-		c.path = filepath.Join(dir, name)
-		c.needed = "$ORIGIN/" + filepath.Base(dir) + "/" + name
-		c.names = []string{name}
-		for _, o := range search.Closure() { // the names the program's DT_NEEDED may use
-			if o.Name != name && sameFile(o.Path, paths[i]) {
-				c.names = append(c.names, o.Name)
-			}
-		}
-		lro := ro
-		lro.Handlers, lro.Needed, lro.Synthetic = nil, nil, nil
-		if handlersIn != "" && slices.ContainsFunc(g.Defs, func(p rewriter.Probe) bool { return p.Handler != nil }) {
-			lro.Handlers = ro.Handlers
-		}
-		lro.ImageName = name // the program's trace file: ro.TracePath
-		if c.res, err = rewriteImage(lf, g.Defs, nil, lro); err != nil {
-			return copies, err
-		}
-	}
-	return copies, nil
-}
-
-// sourceTranslator translates the source-level definitions of the program at path
-// with its debug information (read at the first one).
-func sourceTranslator(path, debugFile string) rewriter.Translator {
-	r := &srcprobe.Resolver{Binary: path, DebugFile: debugFile}
-	return r.Translate
 }
 
 // internal checks the options and turns them into the rewriter's.
@@ -457,43 +247,4 @@ func listProbes(d *tracefile.Desc) []Probe {
 			Symbol: p.Symbol, Offset: p.Offset, Exit: p.Exit})
 	}
 	return out
-}
-
-// sameFile reports whether a and b name the same file (or the same path, when one
-// does not exist).
-func sameFile(a, b string) bool {
-	sa, err1 := os.Stat(a)
-	sb, err2 := os.Stat(b)
-	if err1 == nil && err2 == nil {
-		return os.SameFile(sa, sb)
-	}
-	aa, _ := filepath.Abs(a)
-	bb, _ := filepath.Abs(b)
-	return aa == bb
-}
-
-// outputMode is the mode a linker would give the output: read and write for all, and
-// execute where the input has it, masked by the umask.
-func outputMode(input string) os.FileMode {
-	mode := os.FileMode(0o666)
-	if st, err := os.Stat(input); err == nil {
-		mode |= st.Mode().Perm() & 0o111
-	}
-	return mode &^ umask()
-}
-
-// umask reads the process's umask from /proc (Linux 4.7 and later) rather than
-// setting it to read it back, which would race with other goroutines creating files.
-func umask() os.FileMode {
-	b, err := os.ReadFile("/proc/self/status")
-	if err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
-				if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
-					return os.FileMode(m) & 0o777
-				}
-			}
-		}
-	}
-	return 0o022
 }

@@ -145,6 +145,16 @@ func (p *Patcher) Edits() []Edit {
 	return out
 }
 
+// FileEdits records the edits of a rewrite without probes (the dynamic section's, for
+// the library copies a program loads) and commits them.
+func FileEdits(read func(addr, n uint64) ([]byte, error), what string, ps []elfio.Patch) ([]elfio.Patch, []Edit, error) {
+	p := NewPatcher(read)
+	if err := addEdits(p, what, ps); err != nil {
+		return nil, nil, err
+	}
+	return p.Commit(), p.Edits(), nil
+}
+
 // Commit freezes the edits and returns them as elfio patches, sorted by address.
 func (p *Patcher) Commit() []elfio.Patch {
 	p.committed = true

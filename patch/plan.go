@@ -212,6 +212,24 @@ type Plan struct {
 // takes no more edits.
 func (pl *Plan) Commit() []elfio.Patch { return pl.patcher.Commit() }
 
+// AddEdits records edits of the file's own structures that the rewrite makes besides
+// its probes (the dynamic section's entries, the GNU property note's shadow-stack
+// bit; what names them in errors), so that every edit of the original bytes is the
+// plan's: checked against the others and listed by Edits.
+func (pl *Plan) AddEdits(what string, ps []elfio.Patch) error {
+	return addEdits(pl.patcher, what, ps)
+}
+
+// addEdits writes ps through p.
+func addEdits(p *Patcher, what string, ps []elfio.Patch) error {
+	for _, e := range ps {
+		if err := p.Write(e.Addr, e.Bytes); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	return nil
+}
+
 // Edits returns the edits recorded so far, for inspection.
 func (pl *Plan) Edits() []Edit { return pl.patcher.Edits() }
 

@@ -11,6 +11,13 @@
 # kprobe C handler example. KPREWRITE_COMPARE_NODE=1 adds node with an event on every
 # function (slow, ~1 GB).
 #
+# Also: --calls (with and without --exits), a library definition (libc.so.6:malloc:
+# the program and its library copy are compared), and the text and JSON of `check`.
+#
+# SAME_RUNTIME=1 builds BASE with the working tree's runtime object (runtime/
+# kprewrite_rt.o and zz_generated.go), for a change that also rebuilds the runtime from
+# moved sources: what differs then is what the Go side writes.
+#
 # IGNORE_IMAGE_ID=1 accepts outputs of the same size that differ in at most 16 bytes,
 # all inside .kprewrite.rodata: the image id in the probe tables' header and in the
 # image description's frame header (version 4). For a change that only changes how
@@ -23,6 +30,9 @@ trap 'rm -rf "$work"' EXIT
 
 echo "building kprewrite at $base and at the working tree"
 git -C "$top" archive --format=tar "$base" | (mkdir -p "$work/base" && tar -x -C "$work/base")
+if [ "${SAME_RUNTIME:-}" = 1 ]; then
+	cp "$top/runtime/kprewrite_rt.o" "$top/runtime/zz_generated.go" "$work/base/runtime/"
+fi
 (cd "$work/base" && go build -o "$work/kp-base" ./cmd/kprewrite)
 (cd "$top" && go build -o "$work/kp-new" ./cmd/kprewrite && go build -o "$work/alldefs" ./scripts/alldefs)
 
@@ -68,8 +78,10 @@ compare() {
 	local eb=0 en=0
 	"$work/kp-base" rewrite -o "$out" "$@" "$in" >"$work/base.log" 2>&1 || eb=$?
 	[ -f "$out" ] && mv "$out" "$out.base"
+	[ -d "$out.libs" ] && mv "$out.libs" "$out.libs.base"
 	"$work/kp-new" rewrite -o "$out" "$@" "$in" >"$work/new.log" 2>&1 || en=$?
 	[ -f "$out" ] && mv "$out" "$out.new"
+	[ -d "$out.libs" ] && mv "$out.libs" "$out.libs.new"
 	if [ "$eb" != 0 ] || [ "$en" != 0 ]; then
 		if [ "$eb" = "$en" ] && cmp -s "$work/base.log" "$work/new.log"; then
 			echo "identical (both fail, exit $eb): $name"
@@ -94,6 +106,37 @@ compare() {
 		fail=1
 	fi
 	rm -f "$out.base" "$out.new"
+	compare_libs "$name" "$out"
+}
+
+# compare_libs NAME OUT: the library copies each build wrote beside OUT (OUT.libs).
+compare_libs() {
+	local name=$1 out=$2
+	[ -d "$out.libs.base" ] || [ -d "$out.libs.new" ] || return 0
+	if diff -r -q "$out.libs.base" "$out.libs.new" >/dev/null; then
+		echo "identical: $name library copies ($(ls "$out.libs.new" | tr '\n' ' '))"
+	else
+		echo "DIFFERENT: $name library copies"
+		diff -r -q "$out.libs.base" "$out.libs.new" | head -5 || true
+		fail=1
+	fi
+	rm -rf "$out.libs.base" "$out.libs.new"
+}
+
+# compare_check NAME ARGS...: the output of `check ARGS` by each build.
+compare_check() {
+	local name=$1
+	shift
+	local eb=0 en=0
+	"$work/kp-base" check "$@" >"$work/base.check" 2>&1 || eb=$?
+	"$work/kp-new" check "$@" >"$work/new.check" 2>&1 || en=$?
+	if [ "$eb" = "$en" ] && cmp -s "$work/base.check" "$work/new.check"; then
+		echo "identical: check $name (exit $eb, $(wc -l <"$work/new.check") lines)"
+	else
+		echo "DIFFERENT: check $name: exit $eb vs $en"
+		diff "$work/base.check" "$work/new.check" | head -5 || true
+		fail=1
+	fi
 }
 
 # same_but_id A B: the files have the same size and differ in at most 16 bytes, inside
@@ -117,6 +160,13 @@ for mode in "" --no-optimize --no-boost --verify-regions; do
 	compare "fastread-$tag" "$work/fastread" -f "$work/fastread.defs" $mode
 done
 compare "probed-count-only" "$work/probed" -f "$work/probed.defs" --count-only --skip-refused
+compare "probed-calls" "$work/probed" --calls '*'
+compare "probed-calls-exits" "$work/probed" --calls '*' --exits -e 'p:kpw/add add a=%di:s32'
+compare "probed-libc" "$work/probed" -f "$work/probed.defs" -e 'p:lib/malloc libc.so.6:malloc size=%di:u64' -e 'r:lib/malloc_ret libc.so.6:malloc $retval:x64'
+compare_check "probed-defs" -f "$work/probed.defs" "$work/probed"
+compare_check "probed-defs-json" --json -f "$work/probed.defs" -e 'p:lib/malloc libc.so.6:malloc' "$work/probed"
+compare_check "probed-entries-json" --json "$work/probed"
+compare_check "probed-bad-def" -e 'p:x/y nosuch' "$work/probed"
 compare "probed-int3step" "$work/probed" -f "$work/probed.defs" --no-optimize --single-step int3
 
 if command -v musl-gcc >/dev/null; then

@@ -10,6 +10,7 @@ import (
 	"github.com/kprewrite/kprewrite/internal/evfilter"
 	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/evtrigger"
+	"github.com/kprewrite/kprewrite/internal/probedefs"
 	"github.com/kprewrite/kprewrite/internal/x86dec"
 	"github.com/kprewrite/kprewrite/patch"
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -533,7 +534,7 @@ func (g *gen) prefilterOf(i int, rp *kprt.Point) (*trampolines.PrefilterSpec, in
 // table entry rp): a jump-optimized point of one probe, a traced event's kprobe without
 // a C handler, in an image without C handlers (whose runtime keeps the full path: a
 // hit inside a handler is a miss there). It returns the probe and its definition.
-func (g *gen) inlineCandidate(i int, rp *kprt.Point) (kprt.Probe, *Probe, bool) {
+func (g *gen) inlineCandidate(i int, rp *kprt.Point) (kprt.Probe, *probedefs.Probe, bool) {
 	pt := &g.plan.Points[i]
 	if rp.PFlags&kprt.PFCount != 0 || rp.DFlags&kprt.DFExit != 0 || len(rp.Probes) != 1 || len(pt.Requests) != 1 || g.opt.Handlers != nil {
 		return kprt.Probe{}, nil, false
@@ -546,7 +547,7 @@ func (g *gen) inlineCandidate(i int, rp *kprt.Point) (kprt.Probe, *Probe, bool) 
 
 // directField says where the size bytes at off of probe d's record data are at its
 // probe point: a register or the stack (false: its fetch program reads them otherwise).
-func directField(d *Probe) func(off, size int) (trampolines.PrefilterField, bool) {
+func directField(d *probedefs.Probe) func(off, size int) (trampolines.PrefilterField, bool) {
 	offs := make([]int, len(d.Def.Args))
 	for k, o := 0, 0; k < len(d.Def.Args); k++ {
 		offs[k] = o

@@ -4,16 +4,14 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
-	"github.com/kprewrite/kprewrite/internal/align"
 	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/evtrigger"
+	"github.com/kprewrite/kprewrite/internal/probedefs"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 
 	"github.com/kprewrite/kprewrite/analysis"
@@ -25,26 +23,6 @@ import (
 	kprt "github.com/kprewrite/kprewrite/runtime"
 	"github.com/kprewrite/kprewrite/trampolines"
 )
-
-// Probe is one event definition resolved to an address of the input binary.
-type Probe struct {
-	Origin string          // where the definition came from, for messages
-	Def    *eventdef.Probe // the parsed definition
-	Addr   uint64          // the probed address (the function entry for return probes), set by Resolve
-	Func   *elfio.Func     // the function holding Addr, when known (Resolve)
-	// Handler is set for a probe a C handler file declares (Options.Handlers); Def is
-	// then its "p:handlers/NAME SITE" definition (see handlers.go).
-	Handler *handlers.Probe
-	// Filter is the event's filter expression (kernel grammar, internal/evfilter), ""
-	// for none; FilterOrigin says where it was given.
-	Filter, FilterOrigin string
-	// Triggers are the event's triggers in the kernel's list order (the newest
-	// first, the order they run), each with where it was given.
-	Triggers []TriggerDef
-	// Optional: a refused probe is left out (Result.Refused) without failing the
-	// rewrite, with or without SkipRefused (the probes --calls makes, CallProbes).
-	Optional bool
-}
 
 // Options tune Rewrite.
 type Options struct {
@@ -92,7 +70,7 @@ type Options struct {
 	// Analysis is the input's analysis when the caller already has it.
 	Analysis *analysis.Binary
 	// Synthetic are the synthetic events of the definitions and their histograms.
-	Synthetic *Synthetics
+	Synthetic *probedefs.Synthetics
 	// Handlers are the compiled C handler files (--handlers); their probes are in the
 	// probe list with Probe.Handler set.
 	Handlers *handlers.Set
@@ -105,6 +83,10 @@ type Result struct {
 	Plan    *patch.Plan     // nil for a rewrite without probes
 	Desc    *tracefile.Desc // nil for a rewrite without probes
 	Refused []patch.Refusal // with Options.SkipRefused
+	// Edits are every change of the input's own bytes, with the bytes each replaces:
+	// the probes' and the file structures' (dynamic section, property note). The
+	// output holds the input's bytes everywhere else in its loaded segments.
+	Edits []patch.Edit
 	// Warnings are things the user should know about the rewritten program.
 	Warnings []string
 }
@@ -143,16 +125,10 @@ const (
 
 const areaAlign = 64
 
-// ErrDynamicLoader refuses the dynamic loader as the input of a rewrite: it relocates
-// itself and runs no DT_INIT, so a runtime in it would never start.
-var ErrDynamicLoader = errors.New("is the dynamic loader: it cannot be rewritten (it runs no DT_INIT, so its runtime would never start and its probes never fire)")
-
 // Rewrite installs the probes into f and returns the new image. The same input,
-// probes and options always give the same bytes.
-func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
-	if err := CheckRewritable(f, probes); err != nil {
-		return nil, err
-	}
+// probes and options always give the same bytes. The caller has checked that f can
+// be rewritten (internal/pipeline) and resolved the probes (probedefs.Resolve).
+func Rewrite(f *elfio.File, probes []probedefs.Probe, opt Options) (*Result, error) {
 	if len(probes) == 0 {
 		if f.IsSharedLibrary() {
 			return &Result{Image: f.Copy()}, nil // no entry point to take over
@@ -173,7 +149,7 @@ func Rewrite(f *elfio.File, probes []Probe, opt Options) (*Result, error) {
 		}
 		// a C handler's post_handler needs the probed instruction single-stepped
 		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return, NeedPost: p.Handler != nil && p.Handler.Post,
-			Optional: p.Optional, NoExit: NoExit(p)}
+			Optional: p.Optional, NoExit: probedefs.NoExit(p)}
 	}
 	excl, err := patch.ParseExcludes(opt.Exclude, b.Funcs)
 	if err != nil {
@@ -219,13 +195,18 @@ func rewriteNoProbes(f *elfio.File, opt Options) (*Result, error) {
 	entry := layout.TextAddr
 	syms := []elfio.NewSymbol{{Name: SymEntryStub, Section: elfio.SecText, Size: uint64(len(stub)), Func: true, Global: true}}
 	var patches []elfio.Patch
+	var edits []patch.Edit
 	if needed != nil {
 		d, err := f.EditDynamic()
 		if err != nil {
 			return nil, err
 		}
 		needed.Edit(d, layout.RodataAddr)
-		if patches, err = d.Patches(); err != nil {
+		ps, err := d.Patches()
+		if err != nil {
+			return nil, err
+		}
+		if patches, edits, err = patch.FileEdits(f.Bytes, "dynamic section", ps); err != nil {
 			return nil, err
 		}
 		syms = append(syms, elfio.NewSymbol{Name: SymDynstr, Section: elfio.SecRodata, Size: uint64(len(rodata))})
@@ -241,7 +222,7 @@ func rewriteNoProbes(f *elfio.File, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Image: img, Layout: layout}, nil
+	return &Result{Image: img, Layout: layout, Edits: edits}, nil
 }
 
 // gen holds one rewrite with probes.
@@ -250,7 +231,7 @@ type gen struct {
 	library bool // f is a shared library: the runtime starts from its DT_INIT
 	b       *analysis.Binary
 	opt     Options
-	probes  []Probe
+	probes  []probedefs.Probe
 	plan    *patch.Plan
 	excl    []patch.Range // --exclude
 
@@ -272,309 +253,6 @@ type gen struct {
 	warnings []string
 }
 
-func (g *gen) run() (*Result, error) {
-	f := g.f
-	g.symbols = symbolTable(f)
-	if err := g.makeEvents(); err != nil {
-		return nil, err
-	}
-	g.warnUnreferencedReturns()
-	g.warnGoReturns()
-	if err := g.planStaticSigGuard(); err != nil {
-		return nil, fmt.Errorf("%s: signal guard: %w", f.Path, err)
-	}
-	if err := g.makeTables(); err != nil {
-		return nil, err
-	}
-	if err := g.addSigGuard(); err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
-	}
-	g.addStaticSlots()
-	// Nothing after this needs the analysis: let the collector have it before the
-	// runtime is linked and the tables and the image are made.
-	g.b, g.opt.Analysis = nil, nil
-
-	// The runtime, linked after the addresses are known; its sizes first.
-	obj, err := objlink.ParseObject("kprewrite_rt.o", kprt.Object)
-	if err != nil {
-		return nil, fmt.Errorf("runtime object: %w", err)
-	}
-	hobjs, err := g.handlerObjects()
-	if err != nil {
-		return nil, err
-	}
-	lk, err := objlink.New(append([]*objlink.Object{obj}, hobjs...)...)
-	if err != nil {
-		return nil, fmt.Errorf("link the runtime and the C handlers: %w", err)
-	}
-	rs := lk.Sizes()
-	if err := g.reserveAbsSlots(lk); err != nil {
-		return nil, err
-	}
-
-	// Sizes: the tables' and the description's do not depend on addresses. Both are
-	// written once, with the image id 0; the id, a hash of what is written, goes in last.
-	enc, err := g.tables.Prepare()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
-	}
-	g.fillDescProbes(enc)
-	descBytes, err := g.desc.Marshal(0)
-	if err != nil {
-		return nil, err
-	}
-	tablesSize, stateSize := enc.Size, enc.StateSize
-
-	// The new sections as lists of areas, in address order.
-	rodata := &areaSection{name: elfio.SecRodata}
-	descArea := rodata.add(SymDesc, uint64(len(descBytes)), 1)
-	tablesArea := rodata.add(SymTables, tablesSize, areaAlign)
-	rtRodata := rodata.add("", rs.Rodata, areaAlign)
-	var needed *elfio.NeededPlan
-	var dynstrArea *area
-	if len(g.opt.Needed) > 0 {
-		if needed, err = f.PlanNeeded(g.opt.Needed); err != nil {
-			return nil, err
-		}
-		dynstrArea = rodata.add(SymDynstr, uint64(len(needed.Bytes)), 8)
-	}
-	early, err := g.planEarlyStart(needed)
-	if err != nil {
-		return nil, err
-	}
-	var earlyRela *area
-	if early != nil {
-		earlyRela = rodata.add(SymEarlyRela, early.Size(), 8)
-	}
-	text := &areaSection{name: elfio.SecText, fill: trampolines.Int3}
-	rtText := text.add("", rs.Text, 1)
-	slotsArea := text.add("", g.slots.Size(), areaAlign)
-	dcrsArea := text.add("", g.dcrs.total(), areaAlign)
-	hooksArea := text.add("", g.hooks.size, areaAlign)
-	var fixArea, csArea *area
-	if g.dcrs.pic && g.dcrs.ncs > 0 {
-		fixArea = rodata.add(SymRseqFix, 8+uint64(g.dcrs.ncs)*32, 8)
-	}
-	bss := &areaSection{name: elfio.SecBSS}
-	bss.add("", rs.BSS, 1)
-	if fixArea != nil {
-		csArea = bss.add(SymRseqCS, uint64(g.dcrs.ncs)*trampolines.RseqCSSize, trampolines.RseqCSSize)
-	}
-	stateArea := bss.add(SymProbeState, stateSize, areaAlign)
-	wordsArea := bss.add("", g.hooks.words, 8)
-	earlyWord := bss.add("", 8, 8) // what the early start's relocation stores
-	// the counter window: whole pages, page-aligned (the BSS address PlanLayout gives
-	// is not, so a page of slack), at the end of the new bss
-	windowSize := kprt.CountersSize(int(stateSize / kprt.ProbeStateSize))
-	windowArea := bss.add("", 4096+windowSize, 1)
-	for _, s := range []*areaSection{rodata, text, bss} {
-		s.layout()
-	}
-
-	var eh *ehHdrPlan
-	var ehSize uint64
-	if g.anyRet {
-		eh = planEHHdr(f)
-		ehSize = eh.size
-	}
-	layout, err := f.PlanLayoutEH(text.size, rodata.size, rs.Data, bss.size, ehSize)
-	if err != nil {
-		return nil, err
-	}
-	rodata.addr, text.addr, bss.addr = layout.RodataAddr, layout.TextAddr, layout.BSSAddr
-	tablesAddr := rodata.at(tablesArea)
-	g.tables.Counters = align.Up(bss.at(windowArea), 4096)
-	out, err := lk.Link(objlink.Bases{Text: text.at(rtText), Rodata: rodata.at(rtRodata), Data: layout.DataAddr, BSS: layout.BSSAddr}, g.programSymbol)
-	if err != nil {
-		return nil, fmt.Errorf("link runtime: %w", err)
-	}
-	if err := g.placeHandlers(out); err != nil {
-		return nil, err
-	}
-	if err := g.slots.Place(text.at(slotsArea)); err != nil {
-		return nil, err
-	}
-	for i := range g.plan.Points {
-		if si := g.slotOf[i]; si >= 0 {
-			g.tables.Points[i].Slot = g.slots.Slot(si).Addr
-		}
-	}
-	if err := g.dcrs.place(g, text.at(dcrsArea)); err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
-	}
-	hookText, err := g.placeStaticHooks(text.at(hooksArea), bss.at(wordsArea))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
-	}
-	g.tables.AbsSlots = out.AbsSlots
-	g.tables.Desc, g.tables.DescSize = rodata.at(descArea), uint32(len(descBytes))
-	if err := enc.Encode(tablesAddr, bss.at(stateArea)); err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
-	}
-	// the description says where the tables are in its frame's header
-	g.desc.Place(descBytes, tablesAddr)
-	id := g.imageID(enc.RO, descBytes)
-	enc.SetImageID(id)
-	g.desc.SetImageID(descBytes, id)
-	rodataBytes := rodata.alloc()
-	err = errors.Join(rodata.put(descArea, descBytes), rodata.put(tablesArea, enc.RO), rodata.put(rtRodata, out.Rodata))
-	if err != nil {
-		return nil, err
-	}
-	dyn, err := f.EditDynamic()
-	if err != nil && (g.library || needed != nil || early != nil) {
-		return nil, err
-	}
-	if needed != nil {
-		if err := rodata.put(dynstrArea, needed.Bytes); err != nil {
-			return nil, err
-		}
-		needed.Edit(dyn, rodata.at(dynstrArea))
-	}
-	if early != nil {
-		resolver, ok := out.Addr(kprt.SymRelocEntry)
-		if !ok {
-			return nil, fmt.Errorf("runtime object has no %s", kprt.SymRelocEntry)
-		}
-		if err := rodata.put(earlyRela, early.Table(resolver, bss.at(earlyWord))); err != nil {
-			return nil, err
-		}
-		early.Edit(dyn, rodata.at(earlyRela))
-	}
-	enc.RO = nil // in rodataBytes now
-	hdrRel, ok := out.Addr(kprt.SymHdrRel)
-	if !ok {
-		return nil, fmt.Errorf("runtime object has no %s", kprt.SymHdrRel)
-	}
-	binary.LittleEndian.PutUint64(rodataBytes[hdrRel-rodata.addr:], uint64(kprt.HdrRel(hdrRel, tablesAddr)))
-
-	optcall, ok := out.Addr(kprt.SymOptBody)
-	if !ok {
-		return nil, fmt.Errorf("runtime object has no %s", kprt.SymOptBody)
-	}
-	var rseq trampolines.CountRseq
-	rseq.Off, _ = out.Addr(kprt.SymRseqOff)
-	rseq.Count, _ = out.Addr(kprt.SymRseqCount)
-	rseq.Shardtab, _ = out.Addr(kprt.SymRseqShardtab)
-	if rseq.Off == 0 || rseq.Count == 0 || rseq.Shardtab == 0 {
-		return nil, fmt.Errorf("runtime object has no %s, %s or %s", kprt.SymRseqOff, kprt.SymRseqCount, kprt.SymRseqShardtab)
-	}
-	if g.dcrs.pfCtlGen, ok = out.Addr(kprt.SymPFCtlGen); !ok {
-		return nil, fmt.Errorf("runtime object has no %s", kprt.SymPFCtlGen)
-	}
-	if g.dcrs.trigBase, ok = out.Addr(kprt.SymTrigBase); !ok {
-		return nil, fmt.Errorf("runtime object has no %s", kprt.SymTrigBase)
-	}
-	textBytes := text.alloc()
-	if csArea != nil {
-		g.dcrs.picCS = bss.at(csArea)
-	}
-	if err := g.dcrs.build(g, text.span(dcrsArea), enc, optcall, rseq); err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
-	}
-	if fixArea != nil { // the table, and the runtime's word that names it
-		fix, ok := out.Addr(kprt.SymRseqFix)
-		if !ok || fix < layout.DataAddr || fix-layout.DataAddr+8 > uint64(len(out.Data)) {
-			return nil, fmt.Errorf("runtime object has no %s in its data", kprt.SymRseqFix)
-		}
-		if len(g.dcrs.fix) != int(fixArea.size) {
-			return nil, fmt.Errorf("internal error: %d bytes of rseq descriptor fixes for %d", len(g.dcrs.fix), fixArea.size)
-		}
-		if err := rodata.put(fixArea, g.dcrs.fix); err != nil {
-			return nil, err
-		}
-		binary.LittleEndian.PutUint64(out.Data[fix-layout.DataAddr:], rodata.at(fixArea))
-	}
-	if err := errors.Join(text.put(rtText, out.Text), text.put(slotsArea, g.slots.Bytes()), text.put(hooksArea, hookText)); err != nil {
-		return nil, err
-	}
-	entry, ok := out.Addr(kprt.SymEntry)
-	if !ok {
-		return nil, fmt.Errorf("runtime object has no %s", kprt.SymEntry)
-	}
-	newEntry := &entry
-	if g.library {
-		// a library's runtime starts from its DT_INIT, which then calls the original
-		libEntry, ok := out.Addr(kprt.SymLibEntry)
-		if !ok {
-			return nil, fmt.Errorf("runtime object has no %s", kprt.SymLibEntry)
-		}
-		dyn.Library(libEntry)
-		if g.libraryExitHook() {
-			libFini, ok := out.Addr(kprt.SymLibFini)
-			if !ok {
-				return nil, fmt.Errorf("runtime object has no %s", kprt.SymLibFini)
-			}
-			dyn.Fini(libFini)
-		}
-		newEntry = nil
-	}
-
-	var ehHdr []byte
-	if eh != nil {
-		if ehHdr, err = eh.build(layout.EHHdrAddr, out, layout.DataAddr); err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Path, err)
-		}
-	}
-
-	patches := g.plan.Commit()
-	if g.library || needed != nil || early != nil {
-		dynPatches, err := dyn.Patches()
-		if err != nil {
-			return nil, err
-		}
-		patches = append(patches, dynPatches...)
-		sort.Slice(patches, func(i, j int) bool { return patches[i].Addr < patches[j].Addr })
-	}
-	// Return probes replace return addresses, and a detour may resume through iretq
-	// (a redirecting handler): both are incompatible with a CET shadow stack.
-	if g.anyRet || g.dcrs.anyDetour {
-		ps, err := f.ClearShadowStack()
-		if err != nil {
-			return nil, err
-		}
-		patches = append(patches, ps...)
-		sort.Slice(patches, func(i, j int) bool { return patches[i].Addr < patches[j].Addr })
-	}
-	areaSyms := []elfio.NewSymbol{
-		rodata.symbol(descArea), rodata.symbol(tablesArea), bss.symbol(stateArea),
-		// the window, not its area: the area has a page of slack before it
-		{Name: SymCounters, Section: bss.name, Offset: g.tables.Counters - bss.addr, Size: windowSize},
-	}
-	if needed != nil {
-		areaSyms = append(areaSyms, rodata.symbol(dynstrArea))
-	}
-	if early != nil {
-		areaSyms = append(areaSyms, rodata.symbol(earlyRela))
-	}
-	syms := g.newSymbols(out, symPlaces{rtRodata: rtRodata.off, slots: slotsArea.off, dcrs: dcrsArea.off, areas: areaSyms})
-	img, err := f.Rewrite(&elfio.Addition{
-		Layout: layout,
-		Text:   textBytes,
-		Rodata: rodataBytes,
-		Data:   out.Data,
-		BSS:    bss.size,
-		// the return trampoline's FDE joins the unwinder's table (unwind.go)
-		EHFrameHdr: ehHdr,
-		Symbols:    append(syms, g.hookSymbols(hooksArea.off)...),
-		Patches:    patches,
-		Entry:      newEntry,
-	})
-	if err != nil {
-		return nil, err
-	}
-
-	res := &Result{Image: img, Layout: layout, Plan: g.plan, Desc: g.desc, Refused: g.plan.Refused, Warnings: g.warnings}
-	if g.anyRet && f.Section(".gcc_except_table") != nil {
-		res.Warnings = append(res.Warnings, "the program uses exceptions: when a C++ exception or a forced unwind (pthread_cancel, pthread_exit) "+
-			"leaves a return-probed function, that call's return event is lost (counted as a miss); calls the exception does not leave keep theirs")
-		if g.opt.TraceExits {
-			res.Warnings[len(res.Warnings)-1] += " (with --exits, a call recorded at its function's rets leaves neither)"
-		}
-	}
-	return res, nil
-}
-
 // makeEvents compiles one event per definition that got a probepoint.
 func (g *gen) makeEvents() error {
 	g.evOf = make([]int, len(g.probes))
@@ -590,7 +268,7 @@ func (g *gen) makeEvents() error {
 			disableAll = true
 		}
 	}
-	targets := triggerTargets(g.probes)
+	targets := probedefs.TriggerTargets(g.probes)
 	anyTriggers := len(targets) > 0
 	for _, p := range g.probes {
 		anyTriggers = anyTriggers || len(p.Triggers) > 0
@@ -612,7 +290,7 @@ func (g *gen) makeEvents() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.Origin, err)
 		}
-		filter, err := compileFilter(&g.probes[i], g.b.Funcs)
+		filter, err := probedefs.CompileFilter(&g.probes[i], g.b.Funcs)
 		if err != nil {
 			return err
 		}
@@ -702,7 +380,7 @@ func (g *gen) makeTriggers() error {
 				SwitchSlot: slotOf(evhist.SwitchKey(name), 1), Filter: ev.FilterText}
 			for _, td := range sy.Triggers[name] {
 				de.Triggers = append(de.Triggers, td.String())
-				de.CtlSlots = append(de.CtlSlots, slotOf(histKey("synthetic", name, td.Trigger), uint32(td.Hist.TableWords())))
+				de.CtlSlots = append(de.CtlSlots, slotOf(probedefs.HistKey("synthetic", name, td.Trigger), uint32(td.Hist.TableWords())))
 			}
 			g.desc.Synthetic = append(g.desc.Synthetic, de)
 		}
@@ -711,8 +389,8 @@ func (g *gen) makeTriggers() error {
 	histSlots := func(group, event string) []uint32 {
 		var out []uint32
 		seen := map[string]bool{}
-		add := func(td TriggerDef) {
-			if k := histKey(group, event, td.Trigger); td.Hist != nil && !seen[k] {
+		add := func(td probedefs.TriggerDef) {
+			if k := probedefs.HistKey(group, event, td.Trigger); td.Hist != nil && !seen[k] {
 				seen[k] = true
 				out = append(out, slotOf(k, uint32(td.Hist.TableWords())))
 			}
@@ -731,13 +409,13 @@ func (g *gen) makeTriggers() error {
 		}
 		return out
 	}
-	symLimit := g.symLimit()
+	symLimit := g.f.ImageEnd() // a .sym hist key below it, less the load bias, is a link-time address
 	for i := range g.probes {
 		if g.evOf[i] < 0 {
 			continue
 		}
 		p := &g.probes[i]
-		prog, cslots, err := compileTriggers(p, symbolsOf(g.b.Funcs), symLimit, evIdx, slotOf, histSlots)
+		prog, cslots, err := probedefs.CompileTriggers(p, probedefs.SymbolsOf(g.b.Funcs), symLimit, evIdx, slotOf, histSlots)
 		if err != nil {
 			return err
 		}
@@ -924,25 +602,6 @@ func (g *gen) makeTables() error {
 // runOrder is the order the runtime runs the probes of a point in: the newest
 // definition first, as the kernel runs aggregated kprobes and uprobe consumers (each
 // registration is added at the head of the list).
-// NoExit says why return probe p must hook the return address even with --exits ("":
-// it may record at its function's rets): a C handler's kretprobe runs handlers with an
-// instance, and a fetch at the entry ($argN in a return event) keeps its value in one.
-// (A maxactive bounds the instances of a hooked return address; at the rets there are
-// none to run out of.)
-func NoExit(p Probe) string {
-	switch {
-	case !p.Def.Return:
-		return ""
-	case p.Handler != nil:
-		return "a C handler's kretprobe keeps its instance"
-	}
-	prog, err := eventdef.Compile(p.Def, func(string) (uint64, bool) { return 0, true })
-	if err != nil || len(prog) < 3 || prog[2]&eventdef.FlagEntryData != 0 {
-		return "it fetches at the function's entry ($argN): an instance keeps the values"
-	}
-	return ""
-}
-
 func runOrder(pt *patch.Point) []int {
 	out := make([]int, 0, len(pt.Requests))
 	for i := len(pt.Requests) - 1; i >= 0; i-- {

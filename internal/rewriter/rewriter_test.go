@@ -11,6 +11,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/probedefs"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 	"github.com/kprewrite/kprewrite/internal/x86dec"
 	"github.com/kprewrite/kprewrite/patch"
@@ -41,10 +42,10 @@ func buildSmall(t *testing.T, flags ...string) string {
 	return exe
 }
 
-func probes(t *testing.T, f *elfio.File, defs ...string) []Probe {
+func probes(t *testing.T, f *elfio.File, defs ...string) []probedefs.Probe {
 	t.Helper()
 	fns := f.Functions()
-	var ps []Probe
+	var ps []probedefs.Probe
 	for i, d := range defs {
 		p, err := eventdef.Parse(d)
 		if err != nil {
@@ -54,7 +55,7 @@ func probes(t *testing.T, f *elfio.File, defs ...string) []Probe {
 		if !ok {
 			t.Fatalf("no function %s", p.Symbol)
 		}
-		ps = append(ps, Probe{Origin: "-e #" + string(rune('1'+i)), Def: p, Addr: fn.Addr + p.Offset})
+		ps = append(ps, probedefs.Probe{Origin: "-e #" + string(rune('1'+i)), Def: p, Addr: fn.Addr + p.Offset})
 	}
 	return ps
 }
@@ -223,7 +224,7 @@ func TestRewriteRefused(t *testing.T) {
 	if _, err := Rewrite(f, ps[1:], Options{SkipRefused: true}); err == nil || !strings.Contains(err.Error(), "every probe was refused") {
 		t.Errorf("all refused: %v", err)
 	}
-	if _, err := Rewrite(f, []Probe{{Origin: "x"}}, Options{}); err == nil {
+	if _, err := Rewrite(f, []probedefs.Probe{{Origin: "x"}}, Options{}); err == nil {
 		t.Error("a probe without a definition was accepted")
 	}
 	_ = patch.ErrRefused

@@ -1,4 +1,4 @@
-package rewriter
+package probedefs
 
 import (
 	"fmt"
@@ -67,21 +67,21 @@ func filterError(origin string, d *Probe, expr string, err error) error {
 	return fmt.Errorf("%s: %w", origin, evfilter.EventError(d.Def.Group, d.Def.Event, err))
 }
 
-// symbolsOf finds .function names among fns, or (nil) accepts every name.
-func symbolsOf(fns *elfio.Functions) evfilter.Symbols {
+// SymbolsOf finds .function names among fns, or (nil) accepts every name.
+func SymbolsOf(fns *elfio.Functions) evfilter.Symbols {
 	if fns == nil {
 		return evfilter.AnySymbols{}
 	}
 	return evfilter.FuncSymbols(fns)
 }
 
-// compileFilter parses the probe's filter against the binary's functions: its program
+// CompileFilter parses the probe's filter against the binary's functions: its program
 // for the runtime, nil when it has none.
-func compileFilter(d *Probe, fns *elfio.Functions) ([]byte, error) {
+func CompileFilter(d *Probe, fns *elfio.Functions) ([]byte, error) {
 	if d.Filter == "" {
 		return nil, nil
 	}
-	f, err := evfilter.Parse(d.Filter, evfilter.Fields(d.Def), symbolsOf(fns))
+	f, err := evfilter.Parse(d.Filter, evfilter.Fields(d.Def), SymbolsOf(fns))
 	if err != nil {
 		return nil, filterError(d.FilterOrigin, d, d.Filter, err)
 	}

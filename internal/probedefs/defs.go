@@ -1,4 +1,4 @@
-package rewriter
+package probedefs
 
 import (
 	"bufio"
@@ -194,10 +194,10 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
 }
 
-// symbolTable maps the names of the symbols f defines to their values (a symbol of the
+// SymbolTable maps the names of the symbols f defines to their values (a symbol of the
 // static table over a dynamic one of the same name): what @SYM fetchargs and the C
 // handlers' program symbols name.
-func symbolTable(f *elfio.File) map[string]uint64 {
+func SymbolTable(f *elfio.File) map[string]uint64 {
 	syms := map[string]uint64{}
 	for _, s := range f.Symbols {
 		if s.Name == "" || s.Shndx == uint16(elf.SHN_UNDEF) || s.Type == elf.STT_SECTION || s.Type == elf.STT_FILE {
@@ -223,7 +223,7 @@ func Resolve(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 	var syms map[string]uint64 // made at the first @SYM fetcharg
 	lookup := func(sym string) (uint64, bool) {
 		if syms == nil {
-			syms = symbolTable(f)
+			syms = SymbolTable(f)
 		}
 		a, ok := syms[sym]
 		return a, ok
@@ -234,10 +234,10 @@ func Resolve(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 		if _, err := eventdef.Compile(d.Def, lookup); err != nil {
 			return fmt.Errorf("%s: %w", d.Origin, err)
 		}
-		if _, err := compileFilter(d, fns); err != nil {
+		if _, err := CompileFilter(d, fns); err != nil {
 			return err
 		}
-		if _, _, err := compileTriggers(d, symbolsOf(fns), 0, nil, func(string, uint32) uint32 { return 0 }, func(string, string) []uint32 { return nil }); err != nil {
+		if _, _, err := CompileTriggers(d, SymbolsOf(fns), 0, nil, func(string, uint32) uint32 { return 0 }, func(string, string) []uint32 { return nil }); err != nil {
 			return err
 		}
 		if perSite[d.Addr]++; perSite[d.Addr] > kprt.MaxProbesPerPoint {
@@ -260,23 +260,6 @@ func ordinalSuffix(n int) string {
 		return "rd"
 	}
 	return "th"
-}
-
-// CheckRewritable refuses a rewrite whose probes would never fire: the dynamic loader
-// as the input (ErrDynamicLoader), or a library whose dynamic section has no room for
-// the DT_INIT that starts its runtime (elfio.LibraryPatches). The probes are the
-// input's own: a program's LIB:SITE definitions go to the rewrites of their libraries
-// (kprewrite.Rewrite).
-func CheckRewritable(f *elfio.File, probes []Probe) error {
-	if f.IsDynamicLoader() {
-		return fmt.Errorf("%s: %w", f.Path, ErrDynamicLoader)
-	}
-	if f.IsSharedLibrary() && len(probes) > 0 {
-		if _, _, err := f.LibraryPatches(0); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // SplitLibraries separates the definitions of the program's own code from those that

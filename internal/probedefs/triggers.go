@@ -1,4 +1,4 @@
-package rewriter
+package probedefs
 
 import (
 	"errors"
@@ -111,12 +111,12 @@ func eventsNamed(defs []Probe, s FilterSpec, what, form string) ([]int, error) {
 	return hit, nil
 }
 
-// compileTriggers makes the runtime's trigger program of probe i: conditions
+// CompileTriggers makes the runtime's trigger program of probe i: conditions
 // compiled against the binary's functions, targets as runtime event indexes (evIdx:
 // every runtime event of a GROUP/EVENT), count slots from slotOf (one per trigger of
 // a logical event, shared by its probes; a histogram's table takes a run of them).
 // symLimit is the image's highest link-time address (.sym keys).
-func compileTriggers(d *Probe, syms evfilter.Symbols, symLimit uint64, evIdx map[string][]uint32, slotOf func(key string, words uint32) uint32, histSlots func(group, event string) []uint32) ([]byte, []uint32, error) {
+func CompileTriggers(d *Probe, syms evfilter.Symbols, symLimit uint64, evIdx map[string][]uint32, slotOf func(key string, words uint32) uint32, histSlots func(group, event string) []uint32) ([]byte, []uint32, error) {
 	if len(d.Triggers) == 0 {
 		return nil, nil, nil
 	}
@@ -148,7 +148,7 @@ func compileTriggers(d *Probe, syms evfilter.Symbols, symLimit uint64, evIdx map
 			c.Hist = h.Program(slotOf)
 			words = uint32(h.TableWords())
 		}
-		c.Slot = slotOf(histKey(d.Def.Group, d.Def.Event, td.Trigger), words)
+		c.Slot = slotOf(HistKey(d.Def.Group, d.Def.Event, td.Trigger), words)
 		slots = append(slots, c.Slot)
 		cs = append(cs, c)
 	}
@@ -159,9 +159,9 @@ func compileTriggers(d *Probe, syms evfilter.Symbols, symLimit uint64, evIdx map
 	return prog, slots, nil
 }
 
-// triggerTargets says which events are the targets of some enable_event or
+// TriggerTargets says which events are the targets of some enable_event or
 // disable_event trigger ("GROUP/EVENT").
-func triggerTargets(defs []Probe) map[string]bool {
+func TriggerTargets(defs []Probe) map[string]bool {
 	t := map[string]bool{}
 	for i := range defs {
 		for _, td := range defs[i].Triggers {
@@ -171,12 +171,6 @@ func triggerTargets(defs []Probe) map[string]bool {
 		}
 	}
 	return t
-}
-
-// symLimit is the end of the input's highest loadable segment: a .sym hist key below
-// it, less the load bias, is a link-time address of the image.
-func (g *gen) symLimit() uint64 {
-	return g.f.ImageEnd()
 }
 
 // Synthetics are the synthetic events of a rewrite ("s:NAME TYPE FIELD; ..."
@@ -224,10 +218,10 @@ func (s *Synthetics) attach(name, text, origin string, exists func(g, e string) 
 	return nil
 }
 
-// histKey is the control-area slot key of a trigger of GROUP/EVENT (of a hist
+// HistKey is the control-area slot key of a trigger of GROUP/EVENT (of a hist
 // trigger: its table's), shared by the probes of a multi-probe event; a named
 // histogram (name=NAME) is one table whichever events feed it.
-func histKey(group, event string, t evtrigger.Trigger) string {
+func HistKey(group, event string, t evtrigger.Trigger) string {
 	if t.Hist != nil && t.Hist.Name != "" {
 		return "\x00named\x00" + t.Hist.Name
 	}
@@ -316,7 +310,7 @@ func linkHists(defs []Probe, synth *Synthetics) error {
 			if td.Hist == nil {
 				continue
 			}
-			k := histKey(d.Group, d.Event, td.Trigger)
+			k := HistKey(d.Group, d.Event, td.Trigger)
 			if seen[k] { // the probes of a multi-probe event share it
 				continue
 			}
@@ -327,7 +321,7 @@ func linkHists(defs []Probe, synth *Synthetics) error {
 	sh := map[string][]evhist.Named{}
 	for name, tds := range synth.Triggers {
 		for _, td := range tds {
-			sh[name] = append(sh[name], evhist.Named{Group: "synthetic", Event: name, Key: histKey("synthetic", name, td.Trigger), Spec: td.Hist})
+			sh[name] = append(sh[name], evhist.Named{Group: "synthetic", Event: name, Key: HistKey("synthetic", name, td.Trigger), Spec: td.Hist})
 		}
 	}
 	if err := evhist.LinkAll(hs, synth.Events, sh); err != nil {
@@ -341,7 +335,7 @@ func linkHists(defs []Probe, synth *Synthetics) error {
 	for i := range defs {
 		for _, td := range defs[i].Triggers {
 			if td.Hist != nil {
-				td.Hist.Link = links[histKey(defs[i].Def.Group, defs[i].Def.Event, td.Trigger)]
+				td.Hist.Link = links[HistKey(defs[i].Def.Group, defs[i].Def.Event, td.Trigger)]
 			}
 		}
 	}

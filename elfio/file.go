@@ -135,41 +135,69 @@ func (f *File) inFile(off, size uint64) bool {
 }
 
 func (f *File) parse() error {
+	phnum, shnum, shentsize, err := f.parseHeader()
+	if err != nil {
+		return err
+	}
+	if err := f.parseProgs(phnum); err != nil {
+		return err
+	}
+	if err := f.parseSections(shnum, shentsize); err != nil {
+		return err
+	}
+	for _, sec := range []string{".symtab", ".dynsym"} {
+		if err := f.readSymbols(sec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseHeader reads the ELF header: an x86-64 ELF64 little-endian executable or
+// shared object; it returns the program and section header counts.
+func (f *File) parseHeader() (phnum, shnum, shentsize uint64, err error) {
 	d := f.Data
 	le := binary.LittleEndian
 	if len(d) < 4 || string(d[:4]) != elf.ELFMAG {
-		return formatErr("not an ELF file (no \\x7fELF magic at offset 0)")
+		return 0, 0, 0, formatErr("not an ELF file (no \\x7fELF magic at offset 0)")
 	}
 	if len(d) < 64 {
-		return formatErr("file is %d bytes, shorter than an ELF64 header", len(d))
+		return 0, 0, 0, formatErr("file is %d bytes, shorter than an ELF64 header", len(d))
 	}
 	if elf.Class(d[elf.EI_CLASS]) != elf.ELFCLASS64 {
-		return formatErr("ELF class %v is not supported (ELF64 only)", elf.Class(d[elf.EI_CLASS]))
+		return 0, 0, 0, formatErr("ELF class %v is not supported (ELF64 only)", elf.Class(d[elf.EI_CLASS]))
 	}
 	if elf.Data(d[elf.EI_DATA]) != elf.ELFDATA2LSB {
-		return formatErr("byte order %v is not supported (little-endian only)", elf.Data(d[elf.EI_DATA]))
+		return 0, 0, 0, formatErr("byte order %v is not supported (little-endian only)", elf.Data(d[elf.EI_DATA]))
 	}
 	f.Type = elf.Type(le.Uint16(d[16:]))
 	if m := elf.Machine(le.Uint16(d[18:])); m != elf.EM_X86_64 {
-		return formatErr("machine %v is not supported (x86-64 only)", m)
+		return 0, 0, 0, formatErr("machine %v is not supported (x86-64 only)", m)
 	}
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
-		return formatErr("ELF type %v is not an executable", f.Type)
+		return 0, 0, 0, formatErr("ELF type %v is not an executable", f.Type)
 	}
 	f.Entry = le.Uint64(d[24:])
 	f.Phoff = le.Uint64(d[32:])
 	f.Shoff = le.Uint64(d[40:])
 	phentsize := uint64(le.Uint16(d[54:]))
-	phnum := uint64(le.Uint16(d[56:]))
-	shentsize := uint64(le.Uint16(d[58:]))
-	shnum := uint64(le.Uint16(d[60:]))
+	phnum = uint64(le.Uint16(d[56:]))
+	shentsize = uint64(le.Uint16(d[58:]))
+	shnum = uint64(le.Uint16(d[60:]))
 	f.Shstrndx = int(le.Uint16(d[62:]))
+	if phentsize != 56 && phnum != 0 {
+		return 0, 0, 0, formatErr("program header size %d, want 56", phentsize)
+	}
+	return phnum, shnum, shentsize, nil
+}
 
+// parseProgs reads the program headers, checking that the file ranges of the
+// segments the loader maps lie inside the file.
+func (f *File) parseProgs(phnum uint64) error {
+	d := f.Data
+	le := binary.LittleEndian
 	if phnum == 0 {
 		return formatErr("no program headers")
-	}
-	if phentsize != 56 {
-		return formatErr("program header size %d, want 56", phentsize)
 	}
 	if !f.inFile(f.Phoff, phnum*56) {
 		return formatErr("program headers at offset %#x (%d entries) run past end of file (%d bytes)", f.Phoff, phnum, len(d))
@@ -202,7 +230,14 @@ func (f *File) parse() error {
 		}
 		f.Progs = append(f.Progs, ph)
 	}
+	return nil
+}
 
+// parseSections reads the section headers (with extended section numbering) and
+// names them.
+func (f *File) parseSections(shnum, shentsize uint64) error {
+	d := f.Data
+	le := binary.LittleEndian
 	if shnum == 0 && f.Shoff != 0 {
 		// Extended section numbering keeps the real count in section 0's sh_size.
 		if !f.inFile(f.Shoff, 64) {
@@ -253,11 +288,6 @@ func (f *File) parse() error {
 				return formatErr("section %d name: %v", i, err)
 			}
 			f.Sections[i].Name = name
-		}
-	}
-	for _, sec := range []string{".symtab", ".dynsym"} {
-		if err := f.readSymbols(sec); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -161,29 +161,66 @@ func (f *File) HasEHFramePhdr() bool {
 }
 
 func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize, ehHdrSize uint64) (Layout, error) {
-	for _, sz := range []uint64{textSize, rodataSize, dataSize, bssSize, ehHdrSize} {
+	loads, segAlign, execMin, haveExec, err := f.layoutInput(textSize, rodataSize, dataSize, bssSize, ehHdrSize)
+	if err != nil {
+		return Layout{}, err
+	}
+	tabs, err := f.planTables()
+	if err != nil {
+		return Layout{}, err
+	}
+	l := Layout{Align: segAlign, keep: f.keepEnd(tabs)}
+	if err := f.countPhdrs(&l, textSize, dataSize, bssSize, ehHdrSize); err != nil {
+		return Layout{}, err
+	}
+	rel := blockOffsets(&l, textSize, rodataSize, dataSize, bssSize, ehHdrSize)
+	imageEnd := f.ImageEnd()
+	if imageEnd > maxUserAddr {
+		return Layout{}, fmt.Errorf("image ends at %#x, above the user address space", imageEnd)
+	}
+	fileOff, delta := placeBlock(&l, loads[0], align.Up(imageEnd, pageSize), segAlign, rel.huge())
+	vbase := fileOff + delta
+	vend, ok := add(vbase, rel.end)
+	if !ok || vend > maxUserAddr {
+		return Layout{}, fmt.Errorf("new segments at %#x+%#x do not fit in the user address space", vbase, rel.end)
+	}
+	if haveExec && vend-execMin > rel32Reach {
+		return Layout{}, fmt.Errorf("new segments would end at %#x, more than 2 GiB past the executable segment at %#x (out of jmp rel32 reach)", vend, execMin)
+	}
+	l.FileOff = fileOff
+	l.PhdrOff, l.PhdrAddr = fileOff, vbase
+	rel.assign(&l, vbase, rodataSize, dataSize, bssSize, ehHdrSize)
+	l.End = vend
+	return l, nil
+}
+
+// layoutInput checks what the layout depends on in the input: the areas' sizes, a
+// file not rewritten before, loadable segments with sane alignments. It returns the
+// PT_LOADs, the largest segment alignment, and the lowest executable address (the
+// jmp rel32s from there must reach the new code).
+func (f *File) layoutInput(sizes ...uint64) (loads []Prog, segAlign, execMin uint64, haveExec bool, err error) {
+	for _, sz := range sizes {
 		if sz > maxAreaSize {
-			return Layout{}, fmt.Errorf("area size %#x is larger than the %#x limit", sz, uint64(maxAreaSize))
+			return nil, 0, 0, false, fmt.Errorf("area size %#x is larger than the %#x limit", sz, uint64(maxAreaSize))
 		}
 	}
 	for _, s := range f.Sections {
 		if strings.HasPrefix(s.Name, ".kprewrite.") {
-			return Layout{}, fmt.Errorf("%w (has section %s)", ErrRewritten, s.Name)
+			return nil, 0, 0, false, fmt.Errorf("%w (has section %s)", ErrRewritten, s.Name)
 		}
 	}
-	loads := f.Loads()
+	loads = f.Loads()
 	if len(loads) == 0 {
-		return Layout{}, formatErr("no PT_LOAD segments")
+		return nil, 0, 0, false, formatErr("no PT_LOAD segments")
 	}
-	segAlign := uint64(pageSize)
-	execMin, haveExec := uint64(0), false
+	segAlign = uint64(pageSize)
 	for _, p := range loads {
 		if p.Align > 1 {
 			if p.Align&(p.Align-1) != 0 {
-				return Layout{}, formatErr("segment %d alignment %#x is not a power of two", p.Index, p.Align)
+				return nil, 0, 0, false, formatErr("segment %d alignment %#x is not a power of two", p.Index, p.Align)
 			}
 			if p.Align > maxSegAlign {
-				return Layout{}, fmt.Errorf("segment %d alignment %#x is larger than the supported %#x", p.Index, p.Align, uint64(maxSegAlign))
+				return nil, 0, 0, false, fmt.Errorf("segment %d alignment %#x is larger than the supported %#x", p.Index, p.Align, uint64(maxSegAlign))
 			}
 			segAlign = max(segAlign, p.Align)
 		}
@@ -191,14 +228,12 @@ func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize, ehHdrSize uin
 			execMin, haveExec = p.Vaddr, true
 		}
 	}
-	tabs, err := f.planTables()
-	if err != nil {
-		return Layout{}, err
-	}
-	l := Layout{Align: segAlign, keep: f.keepEnd(tabs)}
+	return loads, segAlign, execMin, haveExec, nil
+}
 
-	// Offsets relative to the start of the new block; every new segment starts on a
-	// page so each can be mapped with its own protection.
+// countPhdrs counts the program headers of the output: the input's, the new read-only
+// segment's, and those of new text, data and PT_GNU_EH_FRAME when there are any.
+func (f *File) countPhdrs(l *Layout, textSize, dataSize, bssSize, ehHdrSize uint64) error {
 	l.PhdrNum = len(f.Progs) + 1
 	if ehHdrSize > 0 && !f.HasEHFramePhdr() {
 		l.PhdrNum++
@@ -211,95 +246,104 @@ func (f *File) planLayout(textSize, rodataSize, dataSize, bssSize, ehHdrSize uin
 		l.PhdrNum++
 	}
 	if l.PhdrNum >= 0xffff { // PN_XNUM
-		return Layout{}, fmt.Errorf("%d program headers do not fit in e_phnum", l.PhdrNum)
+		return fmt.Errorf("%d program headers do not fit in e_phnum", l.PhdrNum)
 	}
-	phdrSize := uint64(l.PhdrNum) * 56
-	rodataRel := align.Up(phdrSize, 64)
-	end := phdrSize
-	if rodataSize > 0 {
-		end = rodataRel + rodataSize
-	}
-	ehRel := align.Up(end, 8)
-	if ehHdrSize > 0 {
-		end = ehRel + ehHdrSize
-	}
-	hugeR := end >= hugeMin
-	l.hugeText = textSize >= hugeMin
-	if hugeR {
-		l.rEnd = align.Up(end, hugePage)
-		end = l.rEnd
-	}
-	textRel := align.Up(end, pageSize)
-	if l.hugeText {
-		textRel, textSize = align.Up(end, hugePage), align.Up(textSize, hugePage)
-	}
-	if textSize > 0 {
-		end = textRel + textSize
-	}
-	dataRel := align.Up(end, pageSize)
-	bssRel := dataRel + align.Up(dataSize, 64)
-	if dataSize+bssSize > 0 {
-		end = bssRel + bssSize
-	}
+	return nil
+}
 
-	imageEnd := f.ImageEnd()
-	if imageEnd > maxUserAddr {
-		return Layout{}, fmt.Errorf("image ends at %#x, above the user address space", imageEnd)
+// newBlock holds the new areas' offsets from the start of the new block.
+type newBlock struct {
+	rodata, eh, text, data, bss uint64
+	textSize                    uint64 // rounded to huge pages when the text is on them
+	end                         uint64
+	hugeR                       bool // the read-only segment is on huge pages
+	hugeText                    bool
+}
+
+func (b *newBlock) huge() bool { return b.hugeR || b.hugeText }
+
+// blockOffsets lays the new areas out from the start of the new block: program
+// headers, rodata, .eh_frame_hdr, then text and data each on a page of its own (so
+// each maps with its own protection), on 2 MiB pages when large.
+func blockOffsets(l *Layout, textSize, rodataSize, dataSize, bssSize, ehHdrSize uint64) newBlock {
+	var b newBlock
+	phdrSize := uint64(l.PhdrNum) * 56
+	b.rodata = align.Up(phdrSize, 64)
+	b.end = phdrSize
+	if rodataSize > 0 {
+		b.end = b.rodata + rodataSize
 	}
-	base := align.Up(imageEnd, pageSize)
+	b.eh = align.Up(b.end, 8)
+	if ehHdrSize > 0 {
+		b.end = b.eh + ehHdrSize
+	}
+	b.hugeR = b.end >= hugeMin
+	b.hugeText = textSize >= hugeMin
+	l.hugeText = b.hugeText
+	if b.hugeR {
+		l.rEnd = align.Up(b.end, hugePage)
+		b.end = l.rEnd
+	}
+	b.text, b.textSize = align.Up(b.end, pageSize), textSize
+	if b.hugeText {
+		b.text, b.textSize = align.Up(b.end, hugePage), align.Up(textSize, hugePage)
+	}
+	if b.textSize > 0 {
+		b.end = b.text + b.textSize
+	}
+	b.data = align.Up(b.end, pageSize)
+	b.bss = b.data + align.Up(dataSize, 64)
+	if dataSize+bssSize > 0 {
+		b.end = b.bss + bssSize
+	}
+	return b
+}
+
+// placeBlock chooses the new block's file offset and its delta to virtual addresses:
+// at the old load bias when the gap allows (pre-5.18 kernels take the load address
+// from the first PT_LOAD), else the smallest address at or past base congruent to
+// the file offset modulo the segment alignment.
+func placeBlock(l *Layout, first Prog, base, segAlign uint64, huge bool) (fileOff, delta uint64) {
 	blockAlign, phdrPad := uint64(pageSize), uint64(maxPhdrPad)
-	if hugeR || l.hugeText { // the new block starts on a 2 MiB page of file and memory
+	if huge { // the new block starts on a 2 MiB page of file and memory
 		blockAlign, phdrPad = hugePage, maxPhdrPad+hugePage
 		segAlign = max(segAlign, hugePage)
 	}
-	fileOff := align.Up(l.keep, blockAlign)
-	var delta uint64
-	first := loads[0] // the one pre-5.18 kernels take the load address from
+	fileOff = align.Up(l.keep, blockAlign)
 	if bias := first.Vaddr - first.Off; first.Vaddr >= first.Off && bias%segAlign == 0 && bias < base {
 		off := max(fileOff, align.Up(base-bias, blockAlign))
 		if off-fileOff <= phdrPad {
-			fileOff, delta, l.PhdrAtOldBias = off, bias, true
+			l.PhdrAtOldBias = true
+			return off, bias
 		}
 	}
-	if !l.PhdrAtOldBias {
-		// Smallest vaddr >= base congruent to fileOff modulo segAlign.
-		v := base&^(segAlign-1) + fileOff&(segAlign-1)
-		if v < base {
-			v += segAlign
-		}
-		delta = v - fileOff
+	v := base&^(segAlign-1) + fileOff&(segAlign-1)
+	if v < base {
+		v += segAlign
 	}
-	vbase := fileOff + delta
-	vend, ok := add(vbase, end)
-	if !ok || vend > maxUserAddr {
-		return Layout{}, fmt.Errorf("new segments at %#x+%#x do not fit in the user address space", vbase, end)
-	}
-	if haveExec && vend-execMin > rel32Reach {
-		return Layout{}, fmt.Errorf("new segments would end at %#x, more than 2 GiB past the executable segment at %#x (out of jmp rel32 reach)", vend, execMin)
-	}
+	return fileOff, v - fileOff
+}
 
-	l.FileOff = fileOff
-	l.PhdrOff, l.PhdrAddr = fileOff, vbase
+// assign gives the layout the areas' addresses, the block being at vbase.
+func (b *newBlock) assign(l *Layout, vbase, rodataSize, dataSize, bssSize, ehHdrSize uint64) {
 	if rodataSize > 0 {
-		l.RodataAddr, l.RodataSize = vbase+rodataRel, rodataSize
+		l.RodataAddr, l.RodataSize = vbase+b.rodata, rodataSize
 	}
 	if ehHdrSize > 0 {
-		l.EHHdrAddr, l.EHHdrSize = vbase+ehRel, ehHdrSize
+		l.EHHdrAddr, l.EHHdrSize = vbase+b.eh, ehHdrSize
 	}
-	if textSize > 0 {
-		l.TextAddr, l.TextSize = vbase+textRel, textSize
+	if b.textSize > 0 {
+		l.TextAddr, l.TextSize = vbase+b.text, b.textSize
 	}
 	if dataSize > 0 {
-		l.DataAddr, l.DataSize = vbase+dataRel, dataSize
+		l.DataAddr, l.DataSize = vbase+b.data, dataSize
 	}
 	if bssSize > 0 {
-		l.BSSAddr, l.BSSSize = vbase+bssRel, bssSize
+		l.BSSAddr, l.BSSSize = vbase+b.bss, bssSize
 		if dataSize == 0 {
-			l.DataAddr = vbase + dataRel // the RW segment starts here even without data
+			l.DataAddr = vbase + b.data // the RW segment starts here even without data
 		}
 	}
-	l.End = vend
-	return l, nil
 }
 
 // tables names the sections Rewrite moves to the end of the file.

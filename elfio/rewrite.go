@@ -128,36 +128,31 @@ func getStruct(src []byte, v any) {
 	}
 }
 
+// imageWriter is one Rewrite on its way: the output's section headers, symbol and
+// string tables and the file offsets of the tables moved to the end, then the bytes.
+type imageWriter struct {
+	f    *File
+	a    *Addition
+	l    Layout
+	tabs tables
+
+	secs     []shdr
+	secIndex map[string]int // the new sections by name
+
+	symtab, strtabIdx int
+	oldSyms           []byte
+	oldInfo           uint64 // the first global symbol of the input
+	shstr, symstr     *strtab
+	locals, globals   []byte // the new symbols' entries
+	nLocal            uint64
+
+	symOff, symSize, symstrOff, shstrOff, shOff, total uint64
+	relOffs                                            []uint64
+}
+
 func (f *File) rewrite(a *Addition) (*Output, error) {
-	if a == nil {
-		return nil, fmt.Errorf("no addition")
-	}
-	l := a.Layout
-	want, err := f.planLayout(l.TextSize, l.RodataSize, l.DataSize, l.BSSSize, l.EHHdrSize)
-	if err != nil {
+	if err := f.checkAddition(a); err != nil {
 		return nil, err
-	}
-	if want != l {
-		return nil, fmt.Errorf("layout was not planned for this file (PlanLayout gives text at %#x, layout says %#x)", want.TextAddr, l.TextAddr)
-	}
-	for _, c := range []struct {
-		name string
-		n, c uint64
-	}{{SecText, uint64(len(a.Text)), l.TextSize}, {SecRodata, uint64(len(a.Rodata)), l.RodataSize},
-		{SecData, uint64(len(a.Data)), l.DataSize}, {SecBSS, a.BSS, l.BSSSize}, {secEHHdr, uint64(len(a.EHFrameHdr)), l.EHHdrSize}} {
-		if c.n > c.c {
-			return nil, fmt.Errorf("%s: %d bytes do not fit in the %d planned", c.name, c.n, c.c)
-		}
-	}
-	if l.EHHdrSize > 0 && len(a.EHFrameHdr) == 0 {
-		return nil, fmt.Errorf("%s: planned but empty", secEHHdr)
-	}
-	if a.Entry != nil {
-		e := *a.Entry
-		inText := l.TextSize > 0 && e >= l.TextAddr && e-l.TextAddr < uint64(len(a.Text))
-		if !inText && !f.ExecAddr(e) {
-			return nil, fmt.Errorf("new entry point %#x is not in executable code", e)
-		}
 	}
 	patches, err := f.resolvePatches(a.Patches)
 	if err != nil {
@@ -167,165 +162,241 @@ func (f *File) rewrite(a *Addition) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-
-	// Section headers: every existing one, then the new areas.
-	secs := make([]shdr, 0, len(f.Sections)+8)
-	for _, s := range f.Sections {
-		secs = append(secs, shdr{name: s.NameOff, typ: s.Type, flags: s.Flags, addr: s.Addr, off: s.Off, size: s.Size,
-			link: s.Link, info: s.Info, addralign: s.Addralign, entsize: s.Entsize, keepName: true})
+	w := &imageWriter{f: f, a: a, l: a.Layout, tabs: tabs, secIndex: map[string]int{}}
+	w.sectionHeaders()
+	if err := w.symbolTables(); err != nil {
+		return nil, err
 	}
-	if len(secs) == 0 {
-		secs = append(secs, shdr{keepName: true})
+	if err := w.layoutTail(); err != nil {
+		return nil, err
 	}
-	if tabs.shstrtab < 0 {
-		for i := range secs {
-			secs[i].name = 0 // there was no name table to point into
-		}
-	}
-	secIndex := map[string]int{}
-	addSec := func(h shdr) int {
-		secs = append(secs, h)
-		secIndex[h.nameStr] = len(secs) - 1
-		return len(secs) - 1
-	}
-	d := l.delta()
-	if l.RodataSize > 0 {
-		addSec(shdr{nameStr: SecRodata, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, addr: l.RodataAddr, off: l.RodataAddr - d, size: l.RodataSize, addralign: 64})
-	}
-	if l.TextSize > 0 {
-		addSec(shdr{nameStr: SecText, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, addr: l.TextAddr, off: l.TextAddr - d, size: l.TextSize, addralign: 16})
-	}
-	if l.DataSize > 0 {
-		addSec(shdr{nameStr: SecData, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_WRITE, addr: l.DataAddr, off: l.DataAddr - d, size: l.DataSize, addralign: 64})
-	}
-	ehHdrSize := uint64(len(a.EHFrameHdr))
-	if ehHdrSize > 0 {
-		// the old .eh_frame_hdr's header now describes the new one (its old bytes stay,
-		// unreferenced): one section of that name, the one the loader's PT_GNU_EH_FRAME names
-		found := false
-		for i := range secs {
-			if i < len(f.Sections) && f.Sections[i].Name == secEHHdr && secs[i].flags&elf.SHF_ALLOC != 0 {
-				secs[i].addr, secs[i].off, secs[i].size = l.EHHdrAddr, l.EHHdrAddr-d, ehHdrSize
-				secs[i].typ, secs[i].addralign = elf.SHT_PROGBITS, 4
-				found = true
-			}
-		}
-		if !found {
-			addSec(shdr{nameStr: secEHHdr, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, addr: l.EHHdrAddr, off: l.EHHdrAddr - d, size: ehHdrSize, addralign: 4})
-		}
-	}
-	if l.BSSSize > 0 {
-		addSec(shdr{nameStr: SecBSS, typ: elf.SHT_NOBITS, flags: elf.SHF_ALLOC | elf.SHF_WRITE, addr: l.BSSAddr, off: l.BSSAddr - d, size: l.BSSSize, addralign: 64})
-	}
-
-	// Symbol table: old locals, new locals, old globals, new globals.
-	symtab, strtabIdx := tabs.symtab, tabs.strtab
-	var oldSyms []byte
-	oldInfo := uint64(1)
-	if symtab >= 0 {
-		s := f.Sections[symtab]
-		oldSyms = f.Data[s.Off:][:s.Size/24*24]
-		oldInfo = max(uint64(s.Info), 1) // the null symbol is always local
-	}
-	if len(oldSyms) == 0 {
-		oldSyms = make([]byte, 24) // the null symbol
-		oldInfo = 1
-	}
-	var shstr, symstr *strtab
-	if tabs.shstrtab >= 0 {
-		s := f.Sections[tabs.shstrtab]
-		shstr = newStrtab(f.Data[s.Off:][:s.Size])
-	} else {
-		shstr = newStrtab(nil)
-	}
-	if strtabIdx >= 0 && strtabIdx == tabs.shstrtab {
-		symstr = shstr
-	} else if strtabIdx >= 0 {
-		s := f.Sections[strtabIdx]
-		symstr = newStrtab(f.Data[s.Off:][:s.Size])
-	} else {
-		symstr = newStrtab(nil)
-	}
-	if symtab < 0 {
-		strtabIdx = addSec(shdr{nameStr: ".strtab", typ: elf.SHT_STRTAB, addralign: 1})
-		symtab = addSec(shdr{nameStr: ".symtab", typ: elf.SHT_SYMTAB, link: uint32(strtabIdx), addralign: 8, entsize: 24})
-	}
-	if tabs.shstrtab < 0 {
-		tabs.shstrtab = addSec(shdr{nameStr: ".shstrtab", typ: elf.SHT_STRTAB, addralign: 1})
-	}
-	if len(secs) >= int(elf.SHN_LORESERVE) {
-		// Extended section numbering (and SHT_SYMTAB_SHNDX for new symbols) is not written.
-		return nil, fmt.Errorf("%d sections: too many (extended section numbering is not supported)", len(secs))
-	}
-	var locals, globals []byte
-	for i, ns := range a.Symbols {
-		e, err := f.newSymbolEntry(i, ns, &l, secIndex, symstr)
-		if err != nil {
-			return nil, err
-		}
-		if ns.Global {
-			globals = append(globals, e...)
-		} else {
-			locals = append(locals, e...)
-		}
-	}
-	nLocal := uint64(len(locals) / 24)
-	for i := range secs {
-		if secs[i].keepName {
-			continue
-		}
-		secs[i].name = shstr.intern(secs[i].nameStr)
-	}
-
-	// File layout of the tail: tables, then the section header table.
-	pos := l.fileEnd()
-	place := func(size, a uint64) uint64 {
-		pos = align.Up(pos, a)
-		off := pos
-		pos += size
-		return off
-	}
-	symSize := uint64(len(oldSyms) + len(locals) + len(globals))
-	symOff := place(symSize, 8)
-	secs[symtab].off, secs[symtab].size = symOff, symSize
-	secs[symtab].info = uint32(oldInfo + nLocal)
-	secs[symtab].entsize = 24
-	var symstrOff uint64
-	if symstr != shstr {
-		symstrOff = place(symstr.size(), 1)
-		secs[strtabIdx].off, secs[strtabIdx].size = symstrOff, symstr.size()
-	}
-	relOffs := make([]uint64, len(tabs.rels))
-	for j, i := range tabs.rels {
-		relOffs[j] = place(f.Sections[i].Size, 8)
-		secs[i].off = relOffs[j]
-	}
-	for _, i := range tabs.groups {
-		if uint64(secs[i].info) >= oldInfo {
-			secs[i].info += uint32(nLocal)
-		}
-	}
-	shstrOff := place(shstr.size(), 1)
-	secs[tabs.shstrtab].off, secs[tabs.shstrtab].size = shstrOff, shstr.size()
-	if symstr == shstr {
-		secs[strtabIdx].off, secs[strtabIdx].size = shstrOff, shstr.size()
-	}
-	shOff := place(uint64(len(secs))*64, 8)
-	total := pos
-	if total > 1<<40 {
-		return nil, fmt.Errorf("output would be %d bytes", total)
-	}
-
-	ob := &outputBuilder{base: f.Data[:l.keep]}
+	ob := &outputBuilder{base: f.Data[:w.l.keep]}
 	if f.mapped {
 		ob.release = mmapfile.Release
 	}
 	for _, p := range patches {
 		ob.put(p.off, p.b)
 	}
+	w.putProgramHeaders(ob)
+	w.putAreas(ob)
+	w.putTables(ob)
+	w.putELFHeader(ob)
+	return ob.build(w.total)
+}
 
-	// Program header table: the old entries, the new PT_LOADs right after the last
-	// existing PT_LOAD (keeping PT_LOADs in ascending address order), PT_PHDR moved.
+// checkAddition refuses an addition that was not planned for this file: another
+// layout, contents larger than planned, an entry point outside code.
+func (f *File) checkAddition(a *Addition) error {
+	if a == nil {
+		return fmt.Errorf("no addition")
+	}
+	l := a.Layout
+	want, err := f.planLayout(l.TextSize, l.RodataSize, l.DataSize, l.BSSSize, l.EHHdrSize)
+	if err != nil {
+		return err
+	}
+	if want != l {
+		return fmt.Errorf("layout was not planned for this file (PlanLayout gives text at %#x, layout says %#x)", want.TextAddr, l.TextAddr)
+	}
+	for _, c := range []struct {
+		name string
+		n, c uint64
+	}{{SecText, uint64(len(a.Text)), l.TextSize}, {SecRodata, uint64(len(a.Rodata)), l.RodataSize},
+		{SecData, uint64(len(a.Data)), l.DataSize}, {SecBSS, a.BSS, l.BSSSize}, {secEHHdr, uint64(len(a.EHFrameHdr)), l.EHHdrSize}} {
+		if c.n > c.c {
+			return fmt.Errorf("%s: %d bytes do not fit in the %d planned", c.name, c.n, c.c)
+		}
+	}
+	if l.EHHdrSize > 0 && len(a.EHFrameHdr) == 0 {
+		return fmt.Errorf("%s: planned but empty", secEHHdr)
+	}
+	if a.Entry != nil {
+		e := *a.Entry
+		inText := l.TextSize > 0 && e >= l.TextAddr && e-l.TextAddr < uint64(len(a.Text))
+		if !inText && !f.ExecAddr(e) {
+			return fmt.Errorf("new entry point %#x is not in executable code", e)
+		}
+	}
+	return nil
+}
+
+// addSec appends a new section header.
+func (w *imageWriter) addSec(h shdr) int {
+	w.secs = append(w.secs, h)
+	w.secIndex[h.nameStr] = len(w.secs) - 1
+	return len(w.secs) - 1
+}
+
+// sectionHeaders lists every existing section header, then the new areas'; the old
+// .eh_frame_hdr's header describes the new one when there is one.
+func (w *imageWriter) sectionHeaders() {
+	f, l := w.f, w.l
+	w.secs = make([]shdr, 0, len(f.Sections)+8)
+	for _, s := range f.Sections {
+		w.secs = append(w.secs, shdr{name: s.NameOff, typ: s.Type, flags: s.Flags, addr: s.Addr, off: s.Off, size: s.Size,
+			link: s.Link, info: s.Info, addralign: s.Addralign, entsize: s.Entsize, keepName: true})
+	}
+	if len(w.secs) == 0 {
+		w.secs = append(w.secs, shdr{keepName: true})
+	}
+	if w.tabs.shstrtab < 0 {
+		for i := range w.secs {
+			w.secs[i].name = 0 // there was no name table to point into
+		}
+	}
+	d := l.delta()
+	if l.RodataSize > 0 {
+		w.addSec(shdr{nameStr: SecRodata, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, addr: l.RodataAddr, off: l.RodataAddr - d, size: l.RodataSize, addralign: 64})
+	}
+	if l.TextSize > 0 {
+		w.addSec(shdr{nameStr: SecText, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, addr: l.TextAddr, off: l.TextAddr - d, size: l.TextSize, addralign: 16})
+	}
+	if l.DataSize > 0 {
+		w.addSec(shdr{nameStr: SecData, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_WRITE, addr: l.DataAddr, off: l.DataAddr - d, size: l.DataSize, addralign: 64})
+	}
+	w.ehFrameHdrSection()
+	if l.BSSSize > 0 {
+		w.addSec(shdr{nameStr: SecBSS, typ: elf.SHT_NOBITS, flags: elf.SHF_ALLOC | elf.SHF_WRITE, addr: l.BSSAddr, off: l.BSSAddr - d, size: l.BSSSize, addralign: 64})
+	}
+}
+
+// ehFrameHdrSection points the section PT_GNU_EH_FRAME names at the new
+// .eh_frame_hdr (its old bytes stay, unreferenced), or adds one.
+func (w *imageWriter) ehFrameHdrSection() {
+	l, size := w.l, uint64(len(w.a.EHFrameHdr))
+	if size == 0 {
+		return
+	}
+	d := l.delta()
+	found := false
+	for i := range w.secs {
+		if i < len(w.f.Sections) && w.f.Sections[i].Name == secEHHdr && w.secs[i].flags&elf.SHF_ALLOC != 0 {
+			w.secs[i].addr, w.secs[i].off, w.secs[i].size = l.EHHdrAddr, l.EHHdrAddr-d, size
+			w.secs[i].typ, w.secs[i].addralign = elf.SHT_PROGBITS, 4
+			found = true
+		}
+	}
+	if !found {
+		w.addSec(shdr{nameStr: secEHHdr, typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, addr: l.EHHdrAddr, off: l.EHHdrAddr - d, size: size, addralign: 4})
+	}
+}
+
+// symbolTables prepares the symbol table (old locals, new locals, old globals, new
+// globals) and the string tables, which keep their old bytes and gain the new names.
+func (w *imageWriter) symbolTables() error {
+	f, tabs := w.f, &w.tabs
+	w.symtab, w.strtabIdx = tabs.symtab, tabs.strtab
+	w.oldInfo = 1
+	if w.symtab >= 0 {
+		s := f.Sections[w.symtab]
+		w.oldSyms = f.Data[s.Off:][:s.Size/24*24]
+		w.oldInfo = max(uint64(s.Info), 1) // the null symbol is always local
+	}
+	if len(w.oldSyms) == 0 {
+		w.oldSyms = make([]byte, 24) // the null symbol
+		w.oldInfo = 1
+	}
+	w.stringTables()
+	if w.symtab < 0 {
+		w.strtabIdx = w.addSec(shdr{nameStr: ".strtab", typ: elf.SHT_STRTAB, addralign: 1})
+		w.symtab = w.addSec(shdr{nameStr: ".symtab", typ: elf.SHT_SYMTAB, link: uint32(w.strtabIdx), addralign: 8, entsize: 24})
+	}
+	if tabs.shstrtab < 0 {
+		tabs.shstrtab = w.addSec(shdr{nameStr: ".shstrtab", typ: elf.SHT_STRTAB, addralign: 1})
+	}
+	if len(w.secs) >= int(elf.SHN_LORESERVE) {
+		// Extended section numbering (and SHT_SYMTAB_SHNDX for new symbols) is not written.
+		return fmt.Errorf("%d sections: too many (extended section numbering is not supported)", len(w.secs))
+	}
+	for i, ns := range w.a.Symbols {
+		e, err := f.newSymbolEntry(i, ns, &w.l, w.secIndex, w.symstr)
+		if err != nil {
+			return err
+		}
+		if ns.Global {
+			w.globals = append(w.globals, e...)
+		} else {
+			w.locals = append(w.locals, e...)
+		}
+	}
+	w.nLocal = uint64(len(w.locals) / 24)
+	for i := range w.secs {
+		if !w.secs[i].keepName {
+			w.secs[i].name = w.shstr.intern(w.secs[i].nameStr)
+		}
+	}
+	return nil
+}
+
+// stringTables opens the section-name and symbol-name tables (one table when the
+// input shares them).
+func (w *imageWriter) stringTables() {
+	f := w.f
+	if w.tabs.shstrtab >= 0 {
+		s := f.Sections[w.tabs.shstrtab]
+		w.shstr = newStrtab(f.Data[s.Off:][:s.Size])
+	} else {
+		w.shstr = newStrtab(nil)
+	}
+	switch {
+	case w.strtabIdx >= 0 && w.strtabIdx == w.tabs.shstrtab:
+		w.symstr = w.shstr
+	case w.strtabIdx >= 0:
+		s := f.Sections[w.strtabIdx]
+		w.symstr = newStrtab(f.Data[s.Off:][:s.Size])
+	default:
+		w.symstr = newStrtab(nil)
+	}
+}
+
+// layoutTail places the tables at the end of the file, then the section header table.
+func (w *imageWriter) layoutTail() error {
+	f, secs, tabs := w.f, w.secs, &w.tabs
+	pos := w.l.fileEnd()
+	place := func(size, a uint64) uint64 {
+		pos = align.Up(pos, a)
+		off := pos
+		pos += size
+		return off
+	}
+	w.symSize = uint64(len(w.oldSyms) + len(w.locals) + len(w.globals))
+	w.symOff = place(w.symSize, 8)
+	secs[w.symtab].off, secs[w.symtab].size = w.symOff, w.symSize
+	secs[w.symtab].info = uint32(w.oldInfo + w.nLocal)
+	secs[w.symtab].entsize = 24
+	if w.symstr != w.shstr {
+		w.symstrOff = place(w.symstr.size(), 1)
+		secs[w.strtabIdx].off, secs[w.strtabIdx].size = w.symstrOff, w.symstr.size()
+	}
+	w.relOffs = make([]uint64, len(tabs.rels))
+	for j, i := range tabs.rels {
+		w.relOffs[j] = place(f.Sections[i].Size, 8)
+		secs[i].off = w.relOffs[j]
+	}
+	for _, i := range tabs.groups {
+		if uint64(secs[i].info) >= w.oldInfo {
+			secs[i].info += uint32(w.nLocal)
+		}
+	}
+	w.shstrOff = place(w.shstr.size(), 1)
+	secs[tabs.shstrtab].off, secs[tabs.shstrtab].size = w.shstrOff, w.shstr.size()
+	if w.symstr == w.shstr {
+		secs[w.strtabIdx].off, secs[w.strtabIdx].size = w.shstrOff, w.shstr.size()
+	}
+	w.shOff = place(uint64(len(secs))*64, 8)
+	w.total = pos
+	if w.total > 1<<40 {
+		return fmt.Errorf("output would be %d bytes", w.total)
+	}
+	return nil
+}
+
+// putProgramHeaders writes the program header table: the old entries, the new
+// PT_LOADs right after the last existing PT_LOAD (keeping PT_LOADs in ascending
+// address order), PT_PHDR moved, PT_GNU_EH_FRAME pointed at the new .eh_frame_hdr.
+func (w *imageWriter) putProgramHeaders(ob *outputBuilder) {
+	f, l := w.f, w.l
+	ehHdrSize := uint64(len(w.a.EHFrameHdr))
 	lastLoad := 0
 	for i, p := range f.Progs {
 		if p.Type == elf.PT_LOAD {
@@ -335,13 +406,8 @@ func (f *File) rewrite(a *Addition) (*Output, error) {
 	ph := make([]byte, uint64(l.PhdrNum)*56)
 	ob.put(l.PhdrOff, ph)
 	n := 0
-	putSeg := func(s newSeg) {
-		align := l.Align
-		if s.huge {
-			align = max(l.Align, hugePage)
-		}
-		putStruct(ph[n*56:], &elf.Prog64{Type: uint32(elf.PT_LOAD), Flags: uint32(s.flags), Off: s.off, Vaddr: s.vaddr, Paddr: s.vaddr,
-			Filesz: s.filesz, Memsz: s.memsz, Align: align})
+	put := func(e *elf.Prog64) {
+		putStruct(ph[n*56:], e)
 		n++
 	}
 	for i, p := range f.Progs {
@@ -354,27 +420,33 @@ func (f *File) rewrite(a *Addition) (*Output, error) {
 		if p.Type == elf.PT_GNU_EH_FRAME && ehHdrSize > 0 {
 			setEHFrame(&e, l, ehHdrSize)
 		}
-		putStruct(ph[n*56:], &e)
-		n++
+		put(&e)
 		if i == lastLoad {
 			for _, s := range l.segments() {
-				putSeg(s)
+				align := l.Align
+				if s.huge {
+					align = max(l.Align, hugePage)
+				}
+				put(&elf.Prog64{Type: uint32(elf.PT_LOAD), Flags: uint32(s.flags), Off: s.off, Vaddr: s.vaddr, Paddr: s.vaddr,
+					Filesz: s.filesz, Memsz: s.memsz, Align: align})
 			}
 		}
 	}
-
 	if l.EHPhdrAdded {
 		e := elf.Prog64{Type: uint32(elf.PT_GNU_EH_FRAME), Flags: uint32(elf.PF_R)}
 		setEHFrame(&e, l, ehHdrSize)
-		putStruct(ph[n*56:], &e)
-		n++
+		put(&e)
 	}
+}
 
-	// New areas; unused text capacity is int3 so stray execution traps.
+// putAreas writes the new areas; unused text capacity is int3 so stray execution traps.
+func (w *imageWriter) putAreas(ob *outputBuilder) {
+	l, a := w.l, w.a
+	d := l.delta()
 	if l.RodataSize > 0 {
 		ob.put(l.RodataAddr-d, a.Rodata)
 	}
-	if ehHdrSize > 0 {
+	if len(a.EHFrameHdr) > 0 {
 		ob.put(l.EHHdrAddr-d, a.EHFrameHdr)
 	}
 	if l.TextSize > 0 {
@@ -384,55 +456,60 @@ func (f *File) rewrite(a *Addition) (*Output, error) {
 	if l.DataSize > 0 {
 		ob.put(l.DataAddr-d, a.Data)
 	}
+}
 
-	// Tables.
-	sy := make([]byte, 0, symSize)
-	sy = append(sy, oldSyms[:oldInfo*24]...)
-	sy = append(sy, locals...)
-	sy = append(sy, oldSyms[oldInfo*24:]...)
-	sy = append(sy, globals...)
-	ob.put(symOff, sy)
-	if symstr != shstr {
-		symstr.putAt(ob, symstrOff)
+// putTables writes the symbol and string tables, the relocation tables (their symbol
+// indexes shifted past the new locals) and the section header table.
+func (w *imageWriter) putTables(ob *outputBuilder) {
+	f := w.f
+	sy := make([]byte, 0, w.symSize)
+	sy = append(sy, w.oldSyms[:w.oldInfo*24]...)
+	sy = append(sy, w.locals...)
+	sy = append(sy, w.oldSyms[w.oldInfo*24:]...)
+	sy = append(sy, w.globals...)
+	ob.put(w.symOff, sy)
+	if w.symstr != w.shstr {
+		w.symstr.putAt(ob, w.symstrOff)
 	}
-	shstr.putAt(ob, shstrOff)
-	for j, i := range tabs.rels {
+	w.shstr.putAt(ob, w.shstrOff)
+	for j, i := range w.tabs.rels {
 		s := f.Sections[i]
 		r := f.Data[s.Off:][:s.Size]
-		if nLocal > 0 {
+		if w.nLocal > 0 {
 			r = bytes.Clone(r)
-			renumberRelocs(r, s.Type == elf.SHT_RELA, oldInfo, nLocal)
+			renumberRelocs(r, s.Type == elf.SHT_RELA, w.oldInfo, w.nLocal)
 		}
-		ob.put(relOffs[j], r)
+		ob.put(w.relOffs[j], r)
 	}
-	for _, i := range tabs.inPlace {
-		if s := f.Sections[i]; nLocal > 0 {
+	for _, i := range w.tabs.inPlace {
+		if s := f.Sections[i]; w.nLocal > 0 {
 			r := bytes.Clone(f.Data[s.Off:][:s.Size])
-			renumberRelocs(r, s.Type == elf.SHT_RELA, oldInfo, nLocal)
+			renumberRelocs(r, s.Type == elf.SHT_RELA, w.oldInfo, w.nLocal)
 			ob.put(s.Off, r)
 		}
 	}
-	sh := make([]byte, len(secs)*64)
-	for i := range secs {
-		secs[i].put(sh[i*64:][:64])
+	sh := make([]byte, len(w.secs)*64)
+	for i := range w.secs {
+		w.secs[i].put(sh[i*64:][:64])
 	}
-	ob.put(shOff, sh)
+	ob.put(w.shOff, sh)
+}
 
-	// ELF header.
+// putELFHeader writes the ELF header: the new entry point and the moved tables.
+func (w *imageWriter) putELFHeader(ob *outputBuilder) {
 	var hdr elf.Header64
-	getStruct(f.Data, &hdr)
-	if a.Entry != nil {
-		hdr.Entry = *a.Entry
+	getStruct(w.f.Data, &hdr)
+	if w.a.Entry != nil {
+		hdr.Entry = *w.a.Entry
 	}
-	hdr.Phoff, hdr.Shoff = l.PhdrOff, shOff
-	hdr.Phnum = uint16(l.PhdrNum)
-	hdr.Shentsize = 64            // zero in input without sections
-	hdr.Shnum = uint16(len(secs)) // < SHN_LORESERVE, checked above
-	hdr.Shstrndx = uint16(tabs.shstrtab)
+	hdr.Phoff, hdr.Shoff = w.l.PhdrOff, w.shOff
+	hdr.Phnum = uint16(w.l.PhdrNum)
+	hdr.Shentsize = 64              // zero in input without sections
+	hdr.Shnum = uint16(len(w.secs)) // < SHN_LORESERVE, checked in symbolTables
+	hdr.Shstrndx = uint16(w.tabs.shstrtab)
 	eh := make([]byte, 64)
 	putStruct(eh, &hdr)
 	ob.put(0, eh)
-	return ob.build(total)
 }
 
 // secEHHdr is the section PT_GNU_EH_FRAME names.

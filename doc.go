@@ -1,6 +1,8 @@
-// Package kprewrite brings Linux kprobes to user-space x86-64 ELF programs, offline:
-// the Go API of the kprewrite command, for build pipelines and test suites that
-// rewrite binaries, run them and read their traces.
+// Package kprewrite is the Go API of the kprewrite command (Check, Rewrite,
+// ReadTrace), for build pipelines and test suites that rewrite binaries, run them and
+// read their traces.
+//
+// kprewrite brings Linux kprobes to user-space x86-64 ELF programs, offline.
 //
 //   - Check analyses a binary the way the kernel's optprobe code does and says, per
 //     probe site, whether a probe there can be jump-optimized, boosted, single-stepped
@@ -12,5 +14,11 @@
 //     --verify-regions violations) and the per-event profile.
 //
 // The packages under internal/, analysis/, elfio/, patch/, trampolines/ and runtime/
-// are the implementation; this package is the stable surface.
+// are the implementation (docs/design.md's layout table gives each one's role); this
+// package is the stable surface.
 package kprewrite
+
+// docs/design.md's layout table is made from the package comments (internal/layoutdoc;
+// TestLayoutTable fails when it is out of date): `go generate .` rewrites it.
+//
+//go:generate go run ./internal/layoutdoc/cmd

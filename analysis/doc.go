@@ -1,9 +1,11 @@
-// Package analysis is kprewrite's safety analysis: for each probe site of a
-// user-space x86-64 ELF executable it decides whether the site can be
-// jump-optimized (a 5-byte jmp to a detour buffer, like the kernel's optprobes),
-// boosted (int3, then the copied instruction runs out of line followed by a jmp
-// back, or a relative branch is emulated), single-stepped (int3 plus the trap
-// flag), or must be refused, and it says exactly which rule decided and which
+// Package analysis is kprewrite's safety analysis: for each probe site of an x86-64
+// ELF program or shared library it decides which kind of probe may go there, and
+// which rule decided.
+//
+// A site can be jump-optimized (a 5-byte jmp to a detour buffer, like the kernel's
+// optprobes), boosted (int3, then the copied instruction runs out of line followed by
+// a jmp back, or a relative branch is emulated), single-stepped (int3 plus the trap
+// flag), or must be refused; the verdict says exactly which rule decided and which
 // instruction or address made it fire.
 //
 // Analyze does the whole-binary work once and returns an immutable *Binary that

@@ -1,4 +1,10 @@
-// Package elfio reads and writes x86-64 ELF64 executables for kprewrite.
+// Package elfio reads and writes x86-64 ELF64 executables and shared libraries for
+// kprewrite.
+//
+// A shared library (IsSharedLibrary: libc.so.6, libz.so.1) is rewritten like a
+// program, but its runtime starts from a DT_INIT the rewrite gives it (Library,
+// LibraryPatches), since the loader never runs a library's entry point; the dynamic
+// loader itself (IsDynamicLoader) runs no DT_INIT and is not rewritten.
 //
 // Reading validates every offset and size itself (debug/elf is only used for its
 // constants), discovers functions from .symtab, .dynsym and .eh_frame FDEs, and gives the

@@ -1,9 +1,13 @@
-// Package patch plans every edit of the original program's bytes: probepoints and
-// their int3s or jmps from probe requests and the analysis' verdicts (MakePlan), count
-// sites at a function's exits (--count-only), the entries a static program's signal
-// guard redirects (PlanStaticGuard), and the GOT words the signal guard of a dynamic
-// program wraps (SigGuardSlots). The rewriter fills in addresses (SetSiteJmp,
-// SetEntryJmp, SetTarget) and commits the edits; nothing else writes original bytes.
+// Package patch plans every edit of the original program's bytes: probepoints, count
+// sites at exits, the static signal guard's redirected entries, and the GOT words the
+// signal guard wraps.
+//
+// The edits are probepoints and their int3s or jmps from probe requests and the
+// analysis' verdicts (MakePlan), count sites at a function's exits (--count-only), the
+// entries a static program's signal guard redirects (PlanStaticGuard), and the GOT
+// words the signal guard of a dynamic program wraps (SigGuardSlots). The rewriter
+// fills in addresses (SetSiteJmp, SetEntryJmp, SetTarget) and commits the edits;
+// nothing else writes original bytes.
 //
 // Planning (Plan) asks the analysis about every requested probe, refuses the probe
 // with the rule and address that decided when the verdict is Refuse, and groups the

@@ -1,16 +1,18 @@
-// Package trampolines makes every byte of new code the rewriter places in the new text
-// segment: the x86 encodings they are made of (x86.go: rel32 fields, jmp rel32, jmp
+// Package trampolines makes every byte of new code the rewriter places in the new
+// text segment: out-of-line slots, detours, the entry stub, and the instruction
+// relocation they need.
+//
+// That code is the x86 encodings it is made of (x86.go: rel32 fields, jmp rel32, jmp
 // *rel32(%rip), site jmps and their int3 filler), out-of-line slots (the relocated
 // copy of a probed instruction followed by a jmp back, as the kernel's kprobe insn
 // slots are), the detour buffers of jump-optimized probes (detour.go: the runtime
 // object's optprobe template copied and patched at its labelled fields, the way
 // arch/x86/kernel/kprobes/opt.c does; here a stub that calls one shared register save
-// and restore), the count-only detours of --count-only
-// (countdetour.go: runtime/src/countprobe.S's templates copied, their per-probe regions
-// repeated, their labelled fields written), the
-// entry stub of a probe-less rewrite, and the instruction relocation they all need. A
-// whole DCR (the instructions a probe's 5-byte jmp replaces) is relocated as one block
-// by RelocateRegion.
+// and restore), the count-only detours of --count-only (countdetour.go:
+// runtime/src/countprobe.S's templates copied, their per-probe regions repeated, their
+// labelled fields written), the entry stub of a probe-less rewrite, and the
+// instruction relocation they all need. A whole DCR (the instructions a probe's
+// 5-byte jmp replaces) is relocated as one block by RelocateRegion.
 //
 // Relocating one instruction from pc to a new address at keeps what it does:
 //

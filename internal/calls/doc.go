@@ -1,8 +1,10 @@
-// Package calls rebuilds the call nesting of a trace: a function that has both an
-// entry event (a probe at its address) and a return event is a call, open from its
-// entry record to its return record on the same thread; calls nest per thread. What
-// `kprewrite trace --format chrome`, `report`, `profile --format pprof` and
-// `flamegraph` show is built from it.
+// Package calls rebuilds the call nesting of a trace, per thread, from the entry and
+// return events of functions.
+//
+// A function that has both an entry event (a probe at its address) and a return
+// event is a call, open from its entry record to its return record on the same
+// thread; calls nest per thread. What `kprewrite trace --format chrome`, `report`,
+// `profile --format pprof` and `flamegraph` show is built from it.
 //
 // Records come in time order (tracefile.Stream.Each) and are not kept: memory grows
 // with the threads and their call depth, not with the trace. A return whose call is

@@ -1,5 +1,8 @@
-// Package ehframe decodes the unwind tables that the safety analysis and the rewriter
-// need from user-space x86-64 ELF programs:
+// Package ehframe decodes the unwind tables of x86-64 ELF programs (.eh_frame FDEs
+// and their CFA rules, .gcc_except_table landing pads, .eh_frame_hdr search tables)
+// and encodes new .eh_frame_hdr search tables.
+//
+// It decodes the unwind tables that the safety analysis and the rewriter need:
 //
 //   - .eh_frame CIEs and FDEs, which give function bounds in stripped binaries
 //     (the same bounds the unwinder uses), and the LSDA pointer of each FDE;

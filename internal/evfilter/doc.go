@@ -1,7 +1,10 @@
-// Package evfilter is the kernel's event filter (Documentation/trace/events.rst,
-// section 5) for kprewrite's events: the grammar, its error messages and their
-// positions, compiled into a small program the runtime runs on each hit before a
-// record is written (src/rt_filter.c), so a filtered-out hit writes nothing.
+// Package evfilter is the kernel's event filter for kprewrite's events: its grammar
+// and error messages, compiled into a program the runtime runs on each hit before a
+// record is written.
+//
+// The filter is that of Documentation/trace/events.rst, section 5, with the kernel's
+// error messages and their positions; the runtime runs the program in src/rt_filter.c,
+// so a filtered-out hit writes nothing.
 //
 // The parser follows kernel/trace/trace_events_filter.c step for step (calc_stack,
 // predicate_parse, parse_pred), so a filter the kernel's uprobe tracer refuses is

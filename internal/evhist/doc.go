@@ -1,8 +1,10 @@
-// Package evhist is the kernel's hist trigger (Documentation/trace/histogram.rst,
-// kernel/trace/trace_events_hist.c) for kprewrite's events: the grammar of
-// "hist:keys=...:vals=...:sort=...:size=...", the layout of the histogram the runtime
-// keeps in the trace file's control area (src/rt_hist.c), and the printer that shows
-// it as the kernel's hist file does.
+// Package evhist is the kernel's hist trigger for kprewrite's events: its grammar,
+// the histogram the runtime keeps in the trace file, and the printer that shows it
+// as the kernel's hist file does.
+//
+// The trigger is that of Documentation/trace/histogram.rst and
+// kernel/trace/trace_events_hist.c: "hist:keys=...:vals=...:sort=...:size=...". The
+// histogram is kept in the trace file's control area (src/rt_hist.c).
 //
 // # Table
 //

@@ -1,6 +1,8 @@
-// Package evtrigger reads event triggers in the kernel's grammar
-// (Documentation/trace/events.rst, section 6; kernel/trace/trace_events_trigger.c) and
-// encodes them for the runtime.
+// Package evtrigger reads event triggers in the kernel's grammar and encodes them for
+// the runtime.
+//
+// The grammar is that of Documentation/trace/events.rst, section 6, and
+// kernel/trace/trace_events_trigger.c.
 //
 // A trigger is "COMMAND[:COUNT] [if FILTER]" or, for enable_event and disable_event,
 // "COMMAND:GROUP:EVENT[:COUNT] [if FILTER]"; a leading '!' removes the event's trigger

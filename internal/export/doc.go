@@ -1,7 +1,9 @@
-// Package export turns a trace file into what other tools read: the Trace Event Format
-// (Perfetto, chrome://tracing, speedscope), one JSON object per record, a pprof
-// profile, folded stacks (flamegraph.pl, speedscope) and an SVG flame graph, and
-// per-function reports like `uftrace report`.
+// Package export turns a trace file into what other tools read: Trace Event Format,
+// JSON lines, pprof, folded stacks, an SVG flame graph and per-function reports.
+//
+// The Trace Event Format is read by Perfetto, chrome://tracing and speedscope; JSON
+// lines are one object per record; folded stacks are those of flamegraph.pl and
+// speedscope; the per-function reports are like `uftrace report`.
 //
 // Every export streams: records are read in time order from the mapped file
 // (tracefile.Stream) and not kept. Memory grows with the threads, their call depth

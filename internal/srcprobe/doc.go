@@ -1,9 +1,10 @@
-// Package srcprobe turns source-level event definitions into the kernel's form,
-// as perf probe does for uprobe_events: probe points by source line
-// (FUNC:RELLINE, FILE:LINE) or by function and file (FUNC@FILE), and arguments by
-// variable name with member, pointer and index chains (VAR, VAR->FIELD, VAR.FIELD,
-// VAR[N]), $params, $vars and a typed $retval, all resolved from the program's
-// DWARF (package debuginfo) at each probed address.
+// Package srcprobe turns source-level event definitions (lines, variables by name)
+// into kernel-form ones, as perf probe does for uprobe_events.
+//
+// Probe points are given by source line (FUNC:RELLINE, FILE:LINE) or by function and
+// file (FUNC@FILE), and arguments by variable name with member, pointer and index
+// chains (VAR, VAR->FIELD, VAR.FIELD, VAR[N]), $params, $vars and a typed $retval,
+// all resolved from the program's DWARF (package debuginfo) at each probed address.
 //
 // The result is ordinary definitions ("p:GRP/EV 0xADDR NAME=+8(%sp):s32 ..."), one
 // per address, so a source-level event compiles to the same fetch program, and

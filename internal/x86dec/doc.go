@@ -1,4 +1,5 @@
-// Package x86dec owns all x86-64 instruction decoding for kprewrite.
+// Package x86dec owns all x86-64 instruction decoding for kprewrite: its own length
+// decoder, with x86asm as a second opinion.
 //
 // The kprobes analysis needs three things from a decoder: exact instruction
 // lengths (a wrong length shifts every later boundary and can put a jmp in

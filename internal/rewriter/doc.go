@@ -1,14 +1,15 @@
-// Package rewriter makes the rewritten image of one ELF file from its resolved
+// Package rewriter assembles the rewritten image of one ELF file from its resolved
 // probes: the plan, the events' fetch programs, the new sections, the linked runtime
 // and C handlers, the probe tables and the image description.
 //
 // Rewrite has package patch plan every edit (the analysis having judged each site),
-// compiles each event's fetch program, lays out the new sections, links the runtime
-// and C handlers, encodes the probe tables and the image description once their
-// addresses are known, and returns the image (an elfio.Output) for the caller to
-// write. The package also holds the definitions' parsing and resolving (ParseDefs,
-// Resolve), which the root package's Rewrite runs, with the analysis, before it. The
-// new code itself comes from trampolines; the formats from internal/tracefile.
+// then run assembles the image in named phases (assemble.go): prepare (events,
+// tables, slots, detours, the signal guard), linkRuntime, sizeTables, layOut,
+// place, fillRodata, buildText, setEntry, buildEHHdr, collectEdits (the dynamic
+// section's and the property note's edits join the plan's, so every edit of the
+// original bytes is the plan's) and write. It returns the image (an elfio.Output)
+// for internal/pipeline to write. The new code itself comes from trampolines; the
+// formats from internal/tracefile.
 //
 // What to watch: a rewrite is deterministic (same input, definitions and options, same
 // bytes; scripts/compare-outputs.sh compares two builds), and sizes measured before

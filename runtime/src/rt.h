@@ -214,7 +214,7 @@ struct kprw_rt {
 	u32 hstack_need;   /* signal stack a C handler hit needs: the hooks' stack plus the
 	                      runtime's frames above the handler (0 = no check) */
 	u8 *scratch;       /* per thread context, KPRW_MAX_REC_DATA bytes: records with strings
-	                      are fetched once into it (rt_trace.c); NULL: measured, then fetched */
+	                      are fetched once into it (rt_dispatch.c); NULL: measured, then fetched */
 	/* counters: {hit, nmissed} of probe i at ctr_base + i*ctr_stride */
 	u8 *ctr_base;
 	u64 ctr_stride;
@@ -222,7 +222,7 @@ struct kprw_rt {
 	struct kprw_trace_hdr *trace;
 	u8 *trace_data;
 	u64 trace_data_size;
-	u64 trace_block;   /* the size of a thread's trace blocks after its first (rt_trace.c) */
+	u64 trace_block;   /* the size of a thread's trace blocks after its first (rt_ring.c) */
 	u64 image_id;      /* hdr->image_id, for records */
 	u32 trace_image;   /* this image's entry in the trace file's images */
 	u32 rec_hits;      /* it has one: records count their probes' hits */
@@ -232,21 +232,21 @@ struct kprw_rt {
 	u64 *ring_queue;   /* ring mode (kprewrite record): the block queue; NULL: direct */
 	u32 ring_nblocks;
 	u32 ring_over;     /* overwrite mode: writers give the blocks they leave back */
-	u64 *ring_mapped;  /* a bit per ring block this process made present (rt_trace.c) */
-	u64 *fastev;       /* a bit per point: its hits take kprw_trace_event (rt_trace.c) */
+	u64 *ring_mapped;  /* a bit per ring block this process made present (rt_ring.c) */
+	u64 *fastev;       /* a bit per point: its hits take kprw_trace_event (rt_dispatch.c) */
 	u64 *spev;         /* a bit per point with a return event: its entry records carry
-	                      the stack pointer (rt_trace.c) */
-	struct kprw_hot *hot; /* per point: its record path's data (rt_trace.c), NULL: none */
+	                      the stack pointer (rt_dispatch.c) */
+	struct kprw_hot *hot; /* per point: its record path's data (rt_dispatch.c), NULL: none */
 	s64 rseq_off;      /* this thread's rseq area from the thread pointer (rt_rseq.c), 0: none */
 	u32 rseq_shards;   /* per-CPU counting: shards it needs, 0: count-only detours lock */
 	u32 rseq_unverified; /* rseq_off taken before the thread library registered the area */
 	u32 hits_per_cpu;  /* the image only counts (count-only detours and int3 probes of
 	                      count-only events) and its shards are armed: int3 hits count in
 	                      this CPU's shard too, so the file's counters are written only on
-	                      a miss and start-up neither writes nor populates them (rt_trace.c) */
-	u32 populate;      /* MADV_POPULATE_WRITE works (rt_trace.c) */
+	                      a miss and start-up neither writes nor populates them (rt_tracefile.c) */
+	u32 populate;      /* MADV_POPULATE_WRITE works (rt_ring.h) */
 	/* the trace file's mappings (header and records, counter window, appended counters,
-	 * shards, control area): a fault in one means the file shrank under us (rt_trace.c) */
+	 * shards, control area): a fault in one means the file shrank under us (rt_tracefile.c) */
 	struct kprw_span { uptr addr; u64 len; } trace_maps[6];
 	u32 ntrace_maps;
 	u32 trace_detached; /* the mappings were replaced by memory: nothing reaches the file */
@@ -331,10 +331,10 @@ struct kprw_tctx {
 	u64 pad1;
 };             /* one cache line each; shared by the process's images (rt_proc.c) */
 /* what a thread context holds for one image: its block of the trace file, which names
- * the image (rt_trace.c). kprw_tblk_tab[i] goes with kprw_tctx_tab[i]. */
+ * the image (rt_ring.c). kprw_tblk_tab[i] goes with kprw_tctx_tab[i]. */
 struct kprw_tblk {
 	u32 rec_end;  /* the end of this thread's block of the trace file's record area, in
-	                 4 KiB units (rt_trace.c); 0 = none */
+	                 4 KiB units (rt_ring.c); 0 = none */
 	u32 pad;
 	u64 rec_next; /* where its next record goes: an offset in the record area */
 };
@@ -403,7 +403,7 @@ unsigned long kprw_copy_nofault(void *dst, const void *src, unsigned long n); /*
 int kprw_copy_fixup(struct k_sigcontext *mc); /* a fault in kprw_copy_nofault: resume at its fixup */
 void *kprw_mmap_anon(unsigned long size);
 
-/* ---- probes (rt_trap.c, rt_kretprobe.c, rt_trace.c) ---- */
+/* ---- probes (rt_trap.c, rt_kretprobe.c; the trace file: rt_tracefile.c, rt_dispatch.c) ---- */
 void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc);
 void kprw_miss_point(const struct kprw_point *pt);
 void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c);
@@ -425,7 +425,7 @@ int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c);
 int kprw_trace_exit(u32 pi, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c);
 void kprw_fastev_init(void);
 void kprw_pf_update(void);
-extern u64 kprewrite_rt_pf_ctlgen; /* rt_trace.c: what inline filters read */
+extern u64 kprewrite_rt_pf_ctlgen; /* rt_dispatch.c: what inline filters read */
 void kprw_spev_init(void);
 /* ---- per-CPU counting of count-only detours (rt_rseq.c, rseq.S) ---- */
 extern u64 kprewrite_rt_rseq_off; /* rseq.S: what count-only detours read */
@@ -576,7 +576,7 @@ struct kprw_fenv {
 	const struct pt_regs *regs; /* the hit's registers (stacktrace keys), NULL: none */
 	int fast;            /* kprw_fast_ok for the stack walk's reads */
 	struct kprw_synthq *synthq; /* synthetic events' records kept until the hit's own is
-				       written (rt_trace.c), NULL: written at once */
+				       written (rt_dispatch.c), NULL: written at once */
 };
 #define KPRW_FNEED_CPU 1
 #define KPRW_FNEED_COMM 2
@@ -688,7 +688,7 @@ struct kprw_trig {
 struct kprw_evtrig {
 	u32 n, cond;         /* cond: the kernel's TRIGGER_COND (run after the data is fetched) */
 	u32 needs;           /* KPRW_FNEED_* of the conditions */
-	u32 histonly;        /* every trigger is a hist trigger (rt_trace.c's hist_hit) */
+	u32 histonly;        /* every trigger is a hist trigger (rt_dispatch.c's hist_hit) */
 	struct kprw_trig t[];
 };
 u64 kprw_ctl_size(void);
@@ -714,7 +714,7 @@ struct kprw_hit {
 };
 u32 kprw_triggers_run(const struct kprw_evtrig *tg, const struct kprw_fenv *fe);
 void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt, const struct kprw_hit *hit);
-void kprw_trace_stack(const struct kprw_hit *hit); /* rt_trace.c: a KPRW_REC_STACK record */
+void kprw_trace_stack(const struct kprw_hit *hit); /* rt_dispatch.c: a KPRW_REC_STACK record */
 void kprw_snapshot(u64 ts); /* the trace file's snapshot at ts (0: now) */
 
 u64 kprw_hist_words(const u8 *prog, u32 plen, u32 *dsize, u64 *end);

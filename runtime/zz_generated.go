@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "0454705709435c9036825659215a5b610bf3497afff47f0426bc3fee2955d37b"
+const ObjectSHA256 = "92a3b71efc884099ba33028bacba42a274300ef1e450edbc682be92c0835c53c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

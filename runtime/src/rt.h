@@ -214,7 +214,7 @@ struct kprw_rt {
 	u32 hstack_need;   /* signal stack a C handler hit needs: the hooks' stack plus the
 	                      runtime's frames above the handler (0 = no check) */
 	u8 *scratch;       /* per thread context, KPRW_MAX_REC_DATA bytes: records with strings
-	                      are fetched once into it (rt_trace.c); NULL: measured, then fetched */
+	                      are fetched once into it (rt_dispatch.c); NULL: measured, then fetched */
 	/* counters: {hit, nmissed} of probe i at ctr_base + i*ctr_stride */
 	u8 *ctr_base;
 	u64 ctr_stride;
@@ -222,7 +222,7 @@ struct kprw_rt {
 	struct kprw_trace_hdr *trace;
 	u8 *trace_data;
 	u64 trace_data_size;
-	u64 trace_block;   /* the size of a thread's trace blocks after its first (rt_trace.c) */
+	u64 trace_block;   /* the size of a thread's trace blocks after its first (rt_ring.c) */
 	u64 image_id;      /* hdr->image_id, for records */
 	u32 trace_image;   /* this image's entry in the trace file's images */
 	u32 rec_hits;      /* it has one: records count their probes' hits */
@@ -232,21 +232,21 @@ struct kprw_rt {
 	u64 *ring_queue;   /* ring mode (kprewrite record): the block queue; NULL: direct */
 	u32 ring_nblocks;
 	u32 ring_over;     /* overwrite mode: writers give the blocks they leave back */
-	u64 *ring_mapped;  /* a bit per ring block this process made present (rt_trace.c) */
-	u64 *fastev;       /* a bit per point: its hits take kprw_trace_event (rt_trace.c) */
+	u64 *ring_mapped;  /* a bit per ring block this process made present (rt_ring.c) */
+	u64 *fastev;       /* a bit per point: its hits take kprw_trace_event (rt_dispatch.c) */
 	u64 *spev;         /* a bit per point with a return event: its entry records carry
-	                      the stack pointer (rt_trace.c) */
-	struct kprw_hot *hot; /* per point: its record path's data (rt_trace.c), NULL: none */
+	                      the stack pointer (rt_dispatch.c) */
+	struct kprw_hot *hot; /* per point: its record path's data (rt_dispatch.c), NULL: none */
 	s64 rseq_off;      /* this thread's rseq area from the thread pointer (rt_rseq.c), 0: none */
 	u32 rseq_shards;   /* per-CPU counting: shards it needs, 0: count-only detours lock */
 	u32 rseq_unverified; /* rseq_off taken before the thread library registered the area */
 	u32 hits_per_cpu;  /* the image only counts (count-only detours and int3 probes of
 	                      count-only events) and its shards are armed: int3 hits count in
 	                      this CPU's shard too, so the file's counters are written only on
-	                      a miss and start-up neither writes nor populates them (rt_trace.c) */
-	u32 populate;      /* MADV_POPULATE_WRITE works (rt_trace.c) */
+	                      a miss and start-up neither writes nor populates them (rt_tracefile.c) */
+	u32 populate;      /* MADV_POPULATE_WRITE works (rt_ring.h) */
 	/* the trace file's mappings (header and records, counter window, appended counters,
-	 * shards, control area): a fault in one means the file shrank under us (rt_trace.c) */
+	 * shards, control area): a fault in one means the file shrank under us (rt_tracefile.c) */
 	struct kprw_span { uptr addr; u64 len; } trace_maps[6];
 	u32 ntrace_maps;
 	u32 trace_detached; /* the mappings were replaced by memory: nothing reaches the file */
@@ -331,10 +331,10 @@ struct kprw_tctx {
 	u64 pad1;
 };             /* one cache line each; shared by the process's images (rt_proc.c) */
 /* what a thread context holds for one image: its block of the trace file, which names
- * the image (rt_trace.c). kprw_tblk_tab[i] goes with kprw_tctx_tab[i]. */
+ * the image (rt_ring.c). kprw_tblk_tab[i] goes with kprw_tctx_tab[i]. */
 struct kprw_tblk {
 	u32 rec_end;  /* the end of this thread's block of the trace file's record area, in
-	                 4 KiB units (rt_trace.c); 0 = none */
+	                 4 KiB units (rt_ring.c); 0 = none */
 	u32 pad;
 	u64 rec_next; /* where its next record goes: an offset in the record area */
 };
@@ -403,7 +403,7 @@ unsigned long kprw_copy_nofault(void *dst, const void *src, unsigned long n); /*
 int kprw_copy_fixup(struct k_sigcontext *mc); /* a fault in kprw_copy_nofault: resume at its fixup */
 void *kprw_mmap_anon(unsigned long size);
 
-/* ---- probes (rt_trap.c, rt_kretprobe.c, rt_trace.c) ---- */
+/* ---- probes (rt_trap.c, rt_kretprobe.c; the trace file's records: rt_trace.h) ---- */
 void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc);
 void kprw_miss_point(const struct kprw_point *pt);
 void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c);
@@ -413,20 +413,6 @@ u64 kprw_kretprobe_real_ret(uptr K); /* a trampoline's real return address at wo
 /* kprw_stack_walk writes the pcs of the user stack at regs (innermost first, at most max)
  * into out and returns how many; 0 without an unwind table (rt_stack.c) */
 u32 kprw_stack_walk(const struct pt_regs *regs, u64 *out, u32 max, int fast);
-void kprw_trace_open(const char *path, u64 size, int prefault, int records);
-int kprw_trace_fault(uptr addr);
-/* kprw_trace_hit writes probe pi's record; 1 when the record is the hit (written, into
- * a file where this image has its counters: the caller does not count it), else 0 (the
- * caller counts the hit) */
-int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *edata, u32 elen,
-		   struct kprw_tctx *c);
-void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c);
-int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c);
-int kprw_trace_exit(u32 pi, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c);
-void kprw_fastev_init(void);
-void kprw_pf_update(void);
-extern u64 kprewrite_rt_pf_ctlgen; /* rt_trace.c: what inline filters read */
-void kprw_spev_init(void);
 /* ---- per-CPU counting of count-only detours (rt_rseq.c, rseq.S) ---- */
 extern u64 kprewrite_rt_rseq_off; /* rseq.S: what count-only detours read */
 void kprw_rseq_probe(int early);
@@ -449,282 +435,16 @@ struct kprw_synthflt {
 	const struct kprw_fprog *f;
 	u64 set;
 };
-/* ---- the process's images (rt_proc.c) ---- */
-#define KPRW_PROC_IMAGES 64
-struct kprw_proc {
-	u64 magic, build; /* checked by a joining image (rt_proc.c) */
-	u32 lock;
-	u32 nimages;
-	unsigned long installed; /* SIGBIT()s whose handler an image installed */
-	struct {
-		/* 1: the signal was this image's (a hit, a step, a fault of its copy or C
-		 * handler), handled */
-		int (*own)(int sig, struct k_siginfo *si, struct k_ucontext *uc);
-		unsigned long sigs; /* the signals it registered for */
-		struct kprw_tblk *tblk; /* its parts of the thread contexts (rt_thread.c) */
-	} img[KPRW_PROC_IMAGES];
-	struct kprw_tshare *tsh; /* the thread contexts (rt_thread.c) */
-	/* the signal guard's (rt_sigguard.c): the program's disposition of each signal the
-	 * runtime handles, the signals the guard keeps, whether int3 probes need SIGTRAP */
-	struct k_sigaction sg_prog[32];
-	u32 sg_seq;
-	u32 sg_traps;
-	unsigned long sg_sigs;
-};
-extern struct kprw_proc *kprw_proc;
-void kprw_proc_join(int (*sig_own)(int, struct k_siginfo *, struct k_ucontext *));
-int kprw_proc_take(int sig);
-int kprw_proc_others(int sig, struct k_siginfo *si, struct k_ucontext *uc);
-void kprw_proc_tblk(struct kprw_tblk *t);
-void kprw_proc_tblk_leave(u32 i); /* context i changed thread or name: every image's block of it is left */
-int kprw_trap_own(struct k_siginfo *si, struct k_ucontext *uc);   /* rt_trap.c */
-int kprw_fault_own(int sig, struct k_siginfo *si, struct k_ucontext *uc); /* rt_fault.c */
+#include "rt_proc.h" /* the process's images (rt_proc.c) */
 /* ---- fault signals (rt_fault.c) ---- */
 void kprw_fault_install(unsigned long sigs); /* SIGBIT()s: our handler, the old ones recorded */
 extern const char kprewrite_rt_optprobe_template[], kprewrite_rt_optprobe_template_end[];
 
-/* ---- fetch programs (rt_fetch.c) ---- */
-u32 kprw_fetch_edata_size(const u8 *prog, u32 plen);
-long kprw_fetch_fixed_size(const u8 *prog, u32 plen); /* -1: not fixed */
-int kprw_fetch_reads_xmm(const u8 *prog, u32 plen);
-#define KPRW_PLAN_MAX 16
-struct kprw_fplan_op {
-	u8 mem, reg, size, pad; /* reg: index in pt_regs */
-	int off;
-	u32 dest;
-};
-struct kprw_fplan {
-	u32 n, fixed;
-	struct kprw_fplan_op op[KPRW_PLAN_MAX];
-};
-int kprw_fetch_plan(const u8 *prog, u32 plen, struct kprw_fplan *pl);
-void kprw_fetch_plan_run(const struct kprw_fplan *pl, const struct pt_regs *regs, u8 *out, int fast);
-
-/* kprw_fetch_plan_into runs plan pl into out, which must be zero already (a record's
- * data: the record area is never written twice): what a read cannot give stays zero,
- * as copy_from_user leaves it. kprw_fetch_plan_run is this after clearing out. */
-static inline __attribute__((always_inline)) void kprw_fetch_ops_into(u32 n, const struct kprw_fplan_op *ops,
-									const struct pt_regs *regs, u8 *out, int fast)
-{
-	const u64 *r = (const u64 *)regs;
-	for (u32 i = 0; i < n; i++) {
-		const struct kprw_fplan_op *op = &ops[i];
-		u8 *d = out + op->dest;
-		u64 v = r[op->reg];
-		if (op->mem) {
-			uptr src = (uptr)(v + (u64)(s64)op->off);
-			/* kprw_read_mode's fast branch, without the call */
-			if (likely(fast && src >= KPRW_FAST_LO && src + op->size >= src && src + op->size <= KPRW_FAST_HI))
-				kprw_copy_nofault(d, (const void *)src, op->size);
-			else
-				kprw_read_mode(d, src, op->size, fast);
-			continue;
-		}
-		switch (op->size) {
-		case 8: __builtin_memcpy(d, &v, 8); break;
-		case 4: __builtin_memcpy(d, &v, 4); break;
-		case 2: __builtin_memcpy(d, &v, 2); break;
-		default: d[0] = (u8)v; break;
-		}
-	}
-}
-static inline __attribute__((always_inline)) void kprw_fetch_plan_into(const struct kprw_fplan *pl,
-									 const struct pt_regs *regs, u8 *out, int fast)
-{
-	kprw_fetch_ops_into(pl->n, pl->op, regs, out, fast);
-}
-
-/* kprw_hot is what the record path of a jump-optimized point needs, in one cache line
- * (kprw_rt.hot, one per point, start-up: kprw_hot_init): a program with thousands of
- * hot points (python3.11 with every function probed) would otherwise touch the point's,
- * the probe's, the event's and the plan's lines, one miss each, for every record. */
-#define KPRW_HOT_OPS 3
-enum { KPRW_HOT_NONE, KPRW_HOT_EVENT, KPRW_HOT_EXIT };
-struct kprw_hot {
-	u64 site;  /* the point's site (link-time) */
-	u32 pi;    /* its one probe */
-	u32 e;     /* the probe's event */
-	u32 evid;  /* the event's id */
-	u32 dlen;  /* its record's data: the plan's fixed size, 0 without a plan */
-	u8 kind;   /* KPRW_HOT_*: EVENT, an event alone at its point (kprw_rt.fastev) that
-		      kprw_trace_event serves; EXIT, a KPRW_DF_EXIT point at a ret with one
-		      return event that kprw_trace_exit serves; NONE, neither (the general path) */
-	u8 deleg;  /* the event has a filter or triggers: kprw_trace_event or kprw_trace_exit
-		      decides (set at start-up and by kprw_ctl_sync) */
-	u8 spev;   /* entry records carry the stack pointer (kprw_rt.spev) */
-	u8 nops;   /* fetches in op[], or KPRW_HOT_PLAN: the event's plan has more */
-	struct kprw_fplan_op op[KPRW_HOT_OPS];
-};
-#define KPRW_HOT_PLAN 0xff
-_Static_assert(sizeof(struct kprw_hot) == 64, "kprw_hot is a cache line");
-void kprw_hot_init(void);
-int kprw_trace_event_hot(const struct kprw_hot *h, const struct pt_regs *regs, struct kprw_tctx *c);
-int kprw_trace_exit_hot(const struct kprw_hot *h, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c);
-int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen, int fast);
-long kprw_fetch_run(const u8 *prog, u32 plen, const struct pt_regs *regs, const u8 *edata, u32 elen,
-		    const char *comm, u8 *out, u32 cap, int fast);
-
-/* ---- event filters (rt_filter.c) ---- */
-/* kprw_fenv is what a filter sees at a hit: the record's data and the values of the
- * common fields (cpu and comm only when the filter's needs say so) */
-struct kprw_fenv {
-	const u8 *data;
-	u32 dlen, tid, cpu, type;
-	u64 ip, ret_ip, bias;
-	u64 ts;              /* the hit's time (common_timestamp: hist triggers) */
-	const char *comm;
-	const struct pt_regs *regs; /* the hit's registers (stacktrace keys), NULL: none */
-	int fast;            /* kprw_fast_ok for the stack walk's reads */
-	struct kprw_synthq *synthq; /* synthetic events' records kept until the hit's own is
-				       written (rt_trace.c), NULL: written at once */
-};
-#define KPRW_FNEED_CPU 1
-#define KPRW_FNEED_COMM 2
-#define KPRW_FNEED_TS 4 /* the hit's time (common_timestamp): only the runtime sets it */
-/* kprw_le_read reads a little-endian field of size bytes (1..8) at p, zero-extended
- * (filters and histograms read fetched fields with it) */
-static inline __attribute__((always_inline)) u64 kprw_le_read(const u8 *p, u32 size)
-{
-	u64 x = 0;
-	switch (size) {
-	case 8: __builtin_memcpy(&x, p, 8); break;
-	case 4: { u32 y; __builtin_memcpy(&y, p, 4); x = y; break; }
-	case 2: { u16 y; __builtin_memcpy(&y, p, 2); x = y; break; }
-	case 1: x = p[0]; break;
-	default:
-		for (u32 k = size; k-- > 0;)
-			x = x << 8 | p[k];
-	}
-	return x;
-}
-/* a filter decoded at start-up (kprw_filter_compile) */
-struct kprw_fpred {
-	u8 fn, src, op, size, sgn, biased, not, match, when, pad8;
-	u16 target, off, plen;
-	u64 val, val2, mask;
-	const u8 *pat;
-};
-struct kprw_fprog {
-	u32 n, needs;
-	struct kprw_fpred p[];
-};
-/* ---- event triggers (rt_trigger.c) ---- */
-#define KPRW_TRIG_TRACEON 1 /* internal/evtrigger's commands */
-#define KPRW_TRIG_TRACEOFF 2
-#define KPRW_TRIG_ENABLE 3
-#define KPRW_TRIG_DISABLE 4
-#define KPRW_TRIG_STACKTRACE 5
-#define KPRW_TRIG_SNAPSHOT 6
-#define KPRW_TRIG_HIST 7
-#define KPRW_TRIG_ENABLE_HIST 8 /* targets: the slots of histogram tables */
-#define KPRW_TRIG_DISABLE_HIST 9
-/* a hist trigger's shape, decoded at start-up (rt_hist.c; internal/evhist's program) */
-struct kprw_hfield {
-	u8 src, mod, size, flags; /* flags: 1 signed, 2 string, 4 comm */
-	u16 off, words;
-	u64 arg;             /* .buckets=N, or the image's link-time limit for .sym */
-};
-#define KPRW_HIST_MAXKEYS 3
-#define KPRW_HIST_MAXVARS 8
-/* synthetic events' records a hit generated before its own record was written: they
- * follow it, as the kernel's nested events follow the one whose triggers wrote them */
-#define KPRW_SYNTHQ 2
-struct kprw_synthq {
-	u32 n, pad;
-	struct {
-		u32 id, nfields;
-		u64 site;
-		u64 data[KPRW_HIST_MAXVARS];
-	} r[KPRW_SYNTHQ];
-};
-#define KPRW_HIST_MAXREFS 4
-#define KPRW_HIST_MAXTARGETS 32
-#define KPRW_HIST_MAXSAVE 8
-#define KPRW_HIST_TRACK 4 /* program flag: a track block follows the targets */
-#define KPRW_HIST_RECORD 8 /* program flag: a record block follows: the synthetic event is
-			    * written to the trace file too (evhist's recordBlock) */
-#define KPRW_HDO_SAVE 1
-#define KPRW_HDO_SNAPSHOT 2
-#define KPRW_HDO_TRACE 4 /* the onmatch-style targets run only when the tracked value passes */
-struct kprw_hvar { u8 kind[4], minus[4]; u16 idx[4]; }; /* a sum of operands */
-struct kprw_href { u32 slot, size; u16 ewords, setw, varw, bit; }; /* another histogram's variable */
-struct kprw_hparam { u8 kind, pad; u16 idx; };
-struct kprw_hist;
-struct kprw_htarget { /* a synthetic event's histogram, and its "if" (NULL: none) */
-	u32 slot, pad;
-	const struct kprw_hist *h;
-	const struct kprw_fprog *filter;
-};
-struct kprw_hist {
-	u32 nkeys, nvals, flags, size; /* size: entries */
-	u32 kwords, ewords;
-	u64 nbuckets;
-	u32 nvars, nx, nrefs, nparams, ntargets, pad;
-	/* onmax($v)/onchange($v) (flags KPRW_HIST_TRACK): the tracked variable, the
-	 * actions (KPRW_HDO_*), the tracked value's word in an entry (a lock word and the
-	 * saved fields follow it) and the saved fields */
-	u8 handler, tvar, nsave, tdo;
-	u32 tword;
-	/* KPRW_HIST_RECORD: the synthetic event's id (0: not recorded), its switch's slot
-	 * and its rewrite state (bit 0: disabled; the switch word's bit 0 flips it) */
-	u32 rec_id, rec_slot, rec_init;
-	u32 simple; /* keys of one number word each, values, nothing else: update_simple */
-	const struct kprw_fprog *rec_filter; /* KPRW_HIST_RECORD: the synthetic event's filter as rewritten */
-	const struct kprw_hfield *save;
-	const struct kprw_hvar *vars;
-	const struct kprw_href *refs;
-	const struct kprw_hparam *params;
-	const struct kprw_htarget *targets;
-	struct kprw_hfield f[]; /* keys, values, the variables' operand fields */
-};
-struct kprw_trig {
-	u8 cmd, post;
-	u16 ntargets;
-	u32 slot;            /* its count in kprw_rt.trig_count (hist: its table's first word) */
-	const u8 *targets;   /* ntargets little-endian u32 event indexes (unaligned) */
-	const struct kprw_fprog *filter; /* its condition, NULL: none */
-	const struct kprw_hist *hist;    /* KPRW_TRIG_HIST: the histogram's shape */
-};
-struct kprw_evtrig {
-	u32 n, cond;         /* cond: the kernel's TRIGGER_COND (run after the data is fetched) */
-	u32 needs;           /* KPRW_FNEED_* of the conditions */
-	u32 histonly;        /* every trigger is a hist trigger (rt_trace.c's hist_hit) */
-	struct kprw_trig t[];
-};
-u64 kprw_ctl_size(void);
-void kprw_ctl_fill(u8 *p);
-void kprw_ctl_attach(u8 *p);
-void kprw_trig_init(void);
-const struct kprw_evtrig *kprw_trig_decode(u32 e, const u8 *b, u32 len); /* e ~0u: a synthetic event's */
-void kprw_trig_counts(const u8 *b, u32 len, u32 first);
-u32 kprw_trig_place_limit(void);
-void kprw_hist_first_words(const u8 *p, u64 *counts, u32 from);
-int kprw_trig_place(u8 *b, u32 len, u64 slot0, u64 *at, u64 end);
-u32 kprw_trig_spare(void);
-void kprw_trace_synth(u32 id, u64 site, const u64 *data, u32 n, const struct kprw_fenv *e);
-/* run-time controls (rt_ctl.c) */
-void kprw_ctl_sync(void);
-void kprw_ctl_install(long fd, struct kprw_trace_hdr *h);
-/* kprw_hit is what a trigger that runs after the record needs of its hit: the probe,
- * the registers (ip the site, or a return probe's return address) and the thread */
-struct kprw_hit {
-	u32 pi;
-	const struct pt_regs *regs;
-	struct kprw_tctx *c;
-};
-u32 kprw_triggers_run(const struct kprw_evtrig *tg, const struct kprw_fenv *fe);
-void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt, const struct kprw_hit *hit);
-void kprw_trace_stack(const struct kprw_hit *hit); /* rt_trace.c: a KPRW_REC_STACK record */
-void kprw_snapshot(u64 ts); /* the trace file's snapshot at ts (0: now) */
-
-u64 kprw_hist_words(const u8 *prog, u32 plen, u32 *dsize, u64 *end);
-void kprw_hist_decode(const u8 *prog, struct kprw_hist *out);
-u32 kprw_hist_needs(const struct kprw_hist *h);
-void kprw_hist_update(const struct kprw_hist *h, u64 *tab, const struct kprw_fenv *e);
-
-u32 kprw_filter_size(const u8 *prog, u32 plen);
-int kprw_filter_compile(const u8 *prog, u32 plen, struct kprw_fprog *out);
-int kprw_filter_match(const struct kprw_fprog *f, const struct kprw_fenv *e);
+#include "rt_fetch.h"   /* fetch programs (rt_fetch.c) */
+#include "rt_filter.h"  /* event filters (rt_filter.c) */
+#include "rt_hist.h"    /* hist triggers (rt_hist.c) */
+#include "rt_trigger.h" /* event triggers (rt_trigger.c), run-time controls (rt_ctl.c) */
+#include "rt_trace.h"   /* the trace file (rt_tracefile.c, rt_ring.c, rt_dispatch.c) */
 
 /* ---- the hot path, inlined into every caller ---- */
 extern struct kprw_tctx *kprw_tctx_tab;
@@ -880,15 +600,6 @@ static inline void kprw_count_hit(u32 i)
 	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride), 1);
 }
 
-/* kprw_trace_lost counts a record that could not be written (no trace file) in
- * kprewrite_rt_stats.lost, a diagnostic, with a plain add: a locked one costs ~4 ns a
- * hit on some CPUs (two threads losing records at the same instant may count one) */
-static inline void kprw_trace_lost(void)
-{
-	__atomic_store_n(&kprewrite_rt_stats.lost, __atomic_load_n(&kprewrite_rt_stats.lost, __ATOMIC_RELAXED) + 1,
-			 __ATOMIC_RELAXED);
-}
-
 /* ---- C handlers (rt_user.c): probes with KPRW_F_USER ---- */
 void kprw_user_missed(u32 i, int pool);
 int kprw_user_pre(u32 i, struct pt_regs *regs);
@@ -903,8 +614,6 @@ int kprw_user_any(void);       /* are there KPRW_F_USER probes */
 u32 kprw_user_current_probe(void); /* probe whose handler this thread runs, or ~0u */
 /* a fault while this thread runs a C handler: handled (1), or not a handler's (0) */
 int kprw_user_fault(int sig, struct k_siginfo *si, struct k_ucontext *uc);
-void kprw_trace_text(u64 site, u64 caller, const char *func, const char *text, u32 len,
-		     struct kprw_tctx *c);
 
 /* kprw_count_miss counts a hit that ran nothing (a handler was running on this thread);
  * a C handler probe's struct counts it too (kp->nmissed; rp->kp.nmissed). */

@@ -5,7 +5,7 @@
  * Installed for the fast reads (rt_init.c: events whose fetch programs read memory,
  * C handlers that call kprewrite_copy_nofault) and for C handler probes; SIGBUS also
  * whenever a trace file is mapped. A fault is, in this order:
- *   0. a SIGBUS in a mapping of the trace file: the file shrank (rt_trace.c);
+ *   0. a SIGBUS in a mapping of the trace file: the file shrank (rt_tracefile.c);
  *   1. a fault of the fault-catching copy (src/nofault.S): its exception-table entry
  *      gives the fixup, which returns the bytes not copied. A fetch from a bad pointer
  *      costs one signal (~2 us here) instead of a crash;

@@ -3,7 +3,7 @@
  *
  * The format is internal/eventdef's (see its package documentation); eventdef.Run is
  * the reference interpreter and this one must write the same bytes for the same
- * registers and memory (fetch_test.go checks that). rt_trace.c runs a program once,
+ * registers and memory (fetch_test.go checks that). rt_dispatch.c runs a program once,
  * into the thread's scratch buffer (or straight into the record when its size is
  * fixed); without a scratch buffer, twice: once to measure it (strings are read to find
  * their length, nothing is written), then into the space reserved in the trace file,

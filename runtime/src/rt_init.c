@@ -428,7 +428,7 @@ static void arm_detours(void)
 	}
 }
 
-/* records_init prepares what writing records needs (rt_trace.c): each event's record
+/* records_init prepares what writing records needs (rt_dispatch.c): each event's record
  * size when fixed and its compiled fetch plan, once; and, when some event's size is not
  * fixed (strings), the per-thread-context buffers its records are fetched into once:
  * KPRW_NTCTX * 4 KiB of address space, a page of memory for each thread that uses it. */
@@ -830,7 +830,7 @@ static void start_early(const struct kprw_header *h, char **envp)
 		if (kprw_rt.has & KPRW_HAS_ISTEP)
 			kprw_istep_init();
 	}
-	/* a mapped trace file: SIGBUS, for a file that shrinks under the program (rt_trace.c) */
+	/* a mapped trace file: SIGBUS, for a file that shrinks under the program (rt_tracefile.c) */
 	if (kprw_rt.ntrace_maps)
 		kprw_fault_install(SIGBIT(SIGBUS));
 	sw_sigguard = getenv_(envp, "KPREWRITE_SIGGUARD");
@@ -873,7 +873,7 @@ static void start_late(const struct kprw_header *h)
 		if (!kprw_sigguard_init(sgmode, traps, fast))
 			fast = 0;
 	}
-	/* a mapped trace file: SIGBUS, for a file that shrinks under the program (rt_trace.c) */
+	/* a mapped trace file: SIGBUS, for a file that shrinks under the program (rt_tracefile.c) */
 	unsigned long tbus = kprw_rt.ntrace_maps ? SIGBIT(SIGBUS) : 0;
 	if (user || fast || tbus) /* before any C handler runs, kprewrite_init included */
 		kprw_fault_install((fast ? KPRW_FAULT_SIGS : 0) | tbus |

@@ -183,7 +183,7 @@ void kprw_proc_tblk(struct kprw_tblk *t)
 
 static void leave(struct kprw_tblk *b)
 {
-	/* its block looks full: rt_trace.c's new_block leaves it */
+	/* its block looks full: rt_ring.c's kprw_new_block leaves it */
 	__atomic_store_n(&b->rec_next, (u64)__atomic_load_n(&b->rec_end, __ATOMIC_RELAXED) << 12, __ATOMIC_RELAXED);
 }
 

@@ -37,7 +37,7 @@
  *    Known limits: threads made by raw clone without CLONE_SETTLS share their parent's
  *    key (a hit in one while the other runs a handler counts as missed; two hits that
  *    pass the reentrancy guard at the same instant share the context's trace block, and
- *    their records may overwrite each other: rt_trace.c takes places in it without a
+ *    their records may overwrite each other: rt_ring.h's reserve takes places in it without a
  *    lock), and a vfork child's records carry its parent's pid and tid.
  *
  * 2. Single-step records (struct kprw_thread, per image) of the int3 path, keyed by (pid, tid): the

@@ -5,7 +5,7 @@
  * decoded at start-up. What they switch is shared by every process of the trace file,
  * as the kernel's switches are system-wide: tracing_off in the file's header, and the
  * image's control area after its counters (a u32 of KPRW_CTL_* per event, then a u64
- * count per trigger slot; src/rt_trace.c maps it). */
+ * count per trigger slot; src/rt_tracefile.c maps it). */
 #include "rt.h"
 
 #define TRIG_HDR 8

@@ -17,7 +17,7 @@ u32 kprw_stack_walk(const struct pt_regs *regs, u64 *out, u32 max, int fast)
 /* nor takes a snapshot (onmax().snapshot(): src/rt_trigger.c) */
 void kprw_snapshot(u64 ts) { (void)ts; }
 
-/* nor writes a synthetic event's record (src/rt_trace.c) */
+/* nor writes a synthetic event's record (src/rt_dispatch.c) */
 void kprw_trace_synth(u32 id, u64 site, const u64 *data, u32 n, const struct kprw_fenv *e)
 {
 	(void)id, (void)site, (void)data, (void)n, (void)e;

@@ -1,0 +1,138 @@
+/*
+ * rt_ring.c - the trace file's record area, given out in blocks: one atomic fetch-add
+ * on the header's head per block, or, in a file kprewrite record made, a block taken
+ * from its ring's queue. A thread writes its records into its own block back to back
+ * with no atomic operation, each committed with a last store (rt_ring.h: reserve,
+ * fill, commit), so nothing is lost on a crash, abort or _exit. Readers merge the
+ * blocks by timestamp, as the kernel's tracer merges its per-CPU buffers. This file
+ * takes the blocks: kprw_new_block, when a thread has none or its block is full.
+ */
+#include "rt.h"
+#include "rt_ring.h"
+
+/* blk_init writes the header of a block of n bytes at off, magic last */
+static void blk_init(u64 off, u64 n, u32 seq, const struct who *w)
+{
+	struct kprw_blk *b = (struct kprw_blk *)(kprw_rt.trace_data + off);
+	b->size = (u32)n;
+	b->pid = kprw_pid_fast();
+	b->tid = w->tid;
+	b->image = (u8)kprw_rt.trace_image;
+	b->seq = seq;
+	b->image_id = kprw_rt.image_id;
+	b->bias = kprw_rt.bias;
+	__builtin_memcpy(b->comm, w->comm, 16);
+	atomic_store(&b->magic, KPRW_BLK_MAGIC);
+}
+
+/* ring_take hands out a free block of the ring (ring mode: kprewrite record drains the
+ * ring and gives the blocks back through the queue). The queue entry is read before the
+ * take is claimed: the recorder refills entry t only once take is past t. Returns the
+ * block's offset and its seq, or ~0 when the ring has no free block (the recorder fell
+ * behind, or is gone): the record is lost, counted. */
+static u64 ring_take(u32 *seq)
+{
+	struct kprw_trace_hdr *h = kprw_rt.trace;
+	u64 n = kprw_rt.ring_nblocks;
+	u64 t = __atomic_load_n(&h->ring_take, __ATOMIC_RELAXED);
+	for (;;) {
+		if (t >= __atomic_load_n(&h->ring_give, __ATOMIC_ACQUIRE))
+			return ~0ull;
+		u64 e = __atomic_load_n(&kprw_rt.ring_queue[t % n], __ATOMIC_ACQUIRE);
+		if ((e >> 32) != ((t / n) & 0xffffffffull))
+			return ~0ull; /* its giver has not stored it yet */
+		if (__atomic_compare_exchange_n(&h->ring_take, &t, t + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+			u32 blk = (u32)e;
+			/* after the take: a recorder that finished (and may give the ring's pages
+			 * back) saw this take, or this writer sees that it finished */
+			if (blk >= n || (__atomic_load_n(&h->ring_flags, __ATOMIC_SEQ_CST) & KPRW_RING_DONE))
+				return ~0ull;
+			*seq = (u32)t;
+			u64 off = (u64)blk * kprw_rt.trace_block;
+			/* the block's pages present and writable in this process, once: a ring
+			 * block is reused, so after this no record pays for a page */
+			u64 *bits = kprw_rt.ring_mapped;
+			if (bits && !(__atomic_load_n(&bits[blk / 64], __ATOMIC_RELAXED) & (1ull << (blk % 64)))) {
+				__atomic_fetch_or(&bits[blk / 64], 1ull << (blk % 64), __ATOMIC_RELAXED);
+				sys3(SYS_madvise, (long)(kprw_rt.trace_data + off), (long)kprw_rt.trace_block, MADV_POPULATE_WRITE);
+			}
+			return off;
+		}
+	}
+}
+
+/* ring_give puts the block at off back in the queue (overwrite mode: the oldest block
+ * a writer left is the next one taken, its records overwritten) */
+static void ring_give(u64 off)
+{
+	struct kprw_trace_hdr *h = kprw_rt.trace;
+	u64 n = kprw_rt.ring_nblocks;
+	u64 g = atomic_add(&h->ring_give, 1);
+	__atomic_store_n(&kprw_rt.ring_queue[g % n], (off / kprw_rt.trace_block) | (g / n) << 32, __ATOMIC_RELEASE);
+}
+
+/* kprw_new_block takes a block for a record of size bytes (a larger one for a record larger
+ * than a block) and makes it c's (none: the record has it alone; the context table is
+ * full). Returns the record's place, or NULL (counted as lost). */
+__attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw_tctx *c, const struct who *w)
+{
+	struct kprw_trace_hdr *h = kprw_rt.trace;
+	u64 need = sizeof(struct kprw_blk) + size, off, n;
+	u32 seq = 0;
+	struct kprw_tblk *b = c ? kprw_tblk(c) : NULL;
+	u64 old = b ? (u64)__atomic_load_n(&b->rec_end, __ATOMIC_RELAXED) << 12 : 0;
+	if (kprw_rt.ring_queue) {
+		/* every block of the ring is trace_block bytes (more than any record needs) */
+		n = kprw_rt.trace_block;
+		struct kprw_blk *left = NULL;
+		if (old >= n && old <= kprw_rt.trace_data_size) {
+			/* the block this thread leaves (not when a new thread found a dead one's
+			 * context: the recorder has taken that block back, someone may have it) */
+			left = (struct kprw_blk *)(kprw_rt.trace_data + old - n);
+			if (left->tid != w->tid || left->pid != kprw_pid_fast() || left->done)
+				left = NULL;
+		}
+		/* taken before the left one is given back (overwrite mode): while this writer
+		 * holds a block, the queue's entry it reads cannot be refilled under it */
+		off = ring_take(&seq);
+		if (left) {
+			atomic_store(&left->done, 1); /* the recorder may take it back */
+			if (kprw_rt.ring_over)
+				ring_give(old - n);
+		}
+		if (off == ~0ull) {
+			if (b) /* nothing more into the block left */
+				__atomic_store_n(&b->rec_end, 0, __ATOMIC_RELAXED);
+			goto lost;
+		}
+		if (kprw_rt.ring_over) { /* its old records go: readers see no magic first */
+			struct kprw_blk *b = (struct kprw_blk *)(kprw_rt.trace_data + off);
+			atomic_store(&b->magic, 0);
+			kprw_memset((u8 *)b + 4, 0, n - 4);
+		}
+	} else {
+		u64 bs = old ? kprw_rt.trace_block : GRANULE;
+		n = ((need + bs - 1) / bs) * bs;
+		off = atomic_add(&h->head, n);
+		if (off + n > kprw_rt.trace_data_size || off + n < off)
+			goto lost;
+		/* the writer that takes a block starting or crossing into a chunk makes the next
+		 * chunk's pages present */
+		if (unlikely(!(off & ((1ull << CHUNK_SHIFT) - 1)) || (off >> CHUNK_SHIFT) != ((off + n - 1) >> CHUNK_SHIFT)))
+			populate((((off + n - 1) >> CHUNK_SHIFT) + 1) << CHUNK_SHIFT, 1ull << CHUNK_SHIFT);
+	}
+	blk_init(off, n, seq, w);
+	off += sizeof(struct kprw_blk);
+	if (b) {
+		/* next before end: a signal handler of this thread that writes a record in
+		 * between finds its place past the old end and takes a block of its own */
+		__atomic_store_n(&b->rec_next, off + size, __ATOMIC_RELAXED);
+		__asm__ volatile("" ::: "memory");
+		__atomic_store_n(&b->rec_end, (u32)((off - sizeof(struct kprw_blk) + n) >> 12), __ATOMIC_RELAXED);
+	}
+	return (struct kprw_crec *)(kprw_rt.trace_data + off);
+lost:
+	atomic_add(&h->lost, 1);
+	atomic_add(&kprewrite_rt_stats.lost, 1);
+	return NULL;
+}

@@ -1,0 +1,180 @@
+/*
+ * rt_ring.h - writing a record into the trace file's record area, inlined into every
+ * writer (rt_dispatch.c's hit paths): who writes it (struct who), its place in the
+ * thread's block (reserve; rt_ring.c's kprw_new_block when the block is full), its
+ * fixed part (fill) and its commit; and the record area's chunks and blocks
+ * (rt_tracefile.c sizes them). Included after rt.h by the trace file's files only.
+ */
+#ifndef KPRW_RT_RING_H
+#define KPRW_RT_RING_H
+
+#pragma GCC visibility push(hidden)
+
+/* Populating ahead: the first write to each page of the record area faults, and a fault
+ * on a shared file page costs ~1-10 us here (ext4 worst), i.e. up to ~270 ns per record.
+ * MADV_POPULATE_WRITE (Linux 5.14) makes the pages of a whole chunk present and writable
+ * in one call, ~10x cheaper per page on ext4; the writer whose record crosses into chunk
+ * k populates chunk k+1, so records land on present pages. Older kernels say EINVAL and
+ * records fault as before. */
+#define CHUNK_SHIFT 17 /* 128 KiB */
+#define MADV_POPULATE_WRITE 23
+
+static inline void populate(u64 off, u64 len)
+{
+	if (!kprw_rt.populate || off >= kprw_rt.trace_data_size)
+		return;
+	if (len > kprw_rt.trace_data_size - off)
+		len = kprw_rt.trace_data_size - off;
+	off &= ~4095ull;
+	long r = sys3(SYS_madvise, (long)(kprw_rt.trace_data + off), (long)((len + 4095) & ~4095ull),
+		      MADV_POPULATE_WRITE);
+	if (r == -22 /* EINVAL: no MADV_POPULATE_WRITE */)
+		kprw_rt.populate = 0;
+}
+
+/* The record area is given out in blocks: a thread's first block is one granule (4 KiB,
+ * the header's block_size: a short-lived process or thread that writes a few records
+ * leaves at most that unused), its later ones big_block() bytes (one atomic operation
+ * per ~600 records). Blocks are whole granules, granule-aligned; a block a thread has
+ * not filled when it ends stays zero, which readers skip a granule at a time. */
+#define GRANULE 4096ull
+#define BIG_BLOCK (64ull << 10)
+
+/* who is the thread writing a record: from its context, or from system calls when the
+ * context table is full */
+struct who {
+	u64 now;
+	u32 tid;
+	char comm[16];
+};
+
+/* rt_ring.c: a new block, when the thread's is full or it has none */
+struct kprw_crec *kprw_new_block(u32 size, struct kprw_tctx *c, const struct who *w);
+
+/* reserve returns room for a record of size bytes (a multiple of 8) in the calling
+ * thread's block, or NULL (counted as lost). No atomic operation: the place is taken with
+ * one xadd without lock, which a signal handler of the same thread cannot split, and the
+ * end is read before it, so a handler that took a new block in between makes this record
+ * take one too rather than write outside its block: the place must lie in the trace_block
+ * bytes before the end read (a ring's blocks are anywhere in it; a first block, smaller,
+ * and a block for a larger record, are only given out by head, which grows). */
+static inline struct kprw_crec *reserve(u32 size, struct kprw_tctx *c, const struct who *w)
+{
+	if (likely(c != NULL)) {
+		struct kprw_tblk *b = kprw_tblk(c);
+		u64 end = (u64)__atomic_load_n(&b->rec_end, __ATOMIC_RELAXED) << 12, bs = kprw_rt.trace_block;
+		__asm__ volatile("" ::: "memory");
+		u64 off = size;
+		__asm__ volatile("xaddq %0, %1" : "+r"(off), "+m"(b->rec_next));
+		if (likely(off - (end - bs) <= bs - size))
+			return (struct kprw_crec *)(kprw_rt.trace_data + off);
+	}
+	return kprw_new_block(size, c, w);
+}
+
+/* commit ends a record of data_len bytes of data: the commit word last, then the
+ * record counted in kprewrite_rt_stats.records (diagnostics) with a plain add, not an
+ * atomic one: records written by two threads at the same instant may be counted once
+ * (the file's records are the exact count) */
+static inline void commit(struct kprw_crec *rec, u32 data_len, u16 how)
+{
+	__atomic_store_n(&rec->commit, (u16)(data_len | how), __ATOMIC_RELEASE);
+	__atomic_store_n(&kprewrite_rt_stats.records, __atomic_load_n(&kprewrite_rt_stats.records, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
+}
+
+static inline __attribute__((always_inline)) void who(struct who *w, struct kprw_tctx *c)
+{
+	w->now = kprw_clock_fast();
+	if (likely(c != NULL)) {
+		w->tid = kprw_tctx_tid_fast(c);
+		if (unlikely(c->comm_ns == 0 || w->now - c->comm_ns > KPRW_COMM_REFRESH_NS))
+			kprw_tctx_comm(c, w->now);
+		__builtin_memcpy(w->comm, c->comm, 16); /* constant size: two moves */
+	} else {
+		w->tid = kprw_gettid();
+		kprw_memset(w->comm, 0, 16);
+		sys2(SYS_prctl, 16 /* PR_GET_NAME */, (long)w->comm);
+	}
+}
+
+/* who_noclock is who without the clock (w->now 0), for a hit that may end in its
+ * triggers and write nothing: the name is the thread's last (a new thread's is read),
+ * and who_clock completes it once the hit is to be written. The clock costs ~12 ns
+ * on a VM whose rdtsc traps. */
+static inline __attribute__((always_inline)) void who_noclock(struct who *w, struct kprw_tctx *c)
+{
+	if (unlikely(c == NULL)) {
+		who(w, c);
+		return;
+	}
+	w->now = 0;
+	w->tid = kprw_tctx_tid_fast(c);
+	if (unlikely(c->comm_ns == 0))
+		kprw_tctx_comm(c, kprw_clock_fast());
+	__builtin_memcpy(w->comm, c->comm, 16);
+}
+
+static inline __attribute__((always_inline)) void who_clock(struct who *w, struct kprw_tctx *c)
+{
+	if (w->now)
+		return;
+	w->now = kprw_clock_fast();
+	if (unlikely(w->now - c->comm_ns > KPRW_COMM_REFRESH_NS)) {
+		kprw_tctx_comm(c, w->now);
+		__builtin_memcpy(w->comm, c->comm, 16);
+	}
+}
+
+/* rec_size is the bytes of a record with dlen bytes of data; ext: it carries its event
+ * id and site (a record of no probe, or of an image the file does not describe) */
+static inline u32 rec_size(u32 dlen, int ret, int ext)
+{
+	return (u32)((sizeof(struct kprw_crec) + (ext ? sizeof(struct kprw_crec_ext) : 0) + (ret ? 8 : 0) + dlen + 7) &
+		     ~7ul);
+}
+
+/* TS_MAX: a time past ts_base by this much or more takes the ext part */
+#define TS_MAX (1ull << 48)
+
+/* fill writes a record's fixed part (rlen first) and returns where its data goes. A
+ * record whose time is too far from ts_base is written with the ext part, for which
+ * size must have room: need_ext says when. */
+static inline __attribute__((always_inline)) u8 *fill(struct kprw_crec *rec, u32 dlen, u32 pi, int ret, int ext,
+						       u8 type, u32 event_id, u64 ip, u64 ret_ip, const struct who *w)
+{
+	rec->rlen = (u16)(dlen | (ret ? KPRW_CREC_RET : 0) | (ext ? KPRW_CREC_EXT : 0) |
+			  (pi != KPRW_NO_PROBE && kprw_rt.rec_hits ? KPRW_CREC_HIT : 0));
+	rec->cpu = (u16)kprw_cpu_fast();
+	rec->probe = pi;
+	u8 *d = (u8 *)(rec + 1);
+	if (ext) {
+		struct kprw_crec_ext *x = (struct kprw_crec_ext *)d;
+		x->type = type;
+		x->event_id = event_id;
+		x->ip = ip;
+		x->ts_ns = w->now;
+		rec->ts_hi = 0xffff;
+		rec->ts_lo = ~0u;
+		d += sizeof *x;
+	} else {
+		u64 rel = w->now - kprw_rt.ts_base;
+		rec->ts_hi = (u16)(rel >> 32);
+		rec->ts_lo = (u32)rel;
+	}
+	if (ret) {
+		__builtin_memcpy(d, &ret_ip, 8);
+		d += 8;
+	}
+	return d;
+}
+
+/* need_ext: a record of probe pi at time now must carry its event and site */
+static inline int need_ext(u64 now)
+{
+	u64 rel = now - kprw_rt.ts_base;
+	return unlikely(rel - 1 >= TS_MAX - 2 || kprw_rt.rec_ext);
+}
+
+#pragma GCC visibility pop
+#endif

@@ -1,0 +1,67 @@
+/* rt_trace.h - the trace file: opened and mapped by rt_tracefile.c, its record area
+ * given out in blocks by rt_ring.c (rt_ring.h writes a record), a hit's records written
+ * by rt_dispatch.c; included by rt.h */
+#ifndef KPRW_RT_TRACE_H
+#define KPRW_RT_TRACE_H
+#ifndef KPRW_RT_H
+#error "included by rt.h"
+#endif
+
+void kprw_trace_open(const char *path, u64 size, int prefault, int records);
+int kprw_trace_fault(uptr addr);
+/* kprw_trace_hit writes probe pi's record; 1 when the record is the hit (written, into
+ * a file where this image has its counters: the caller does not count it), else 0 (the
+ * caller counts the hit) */
+int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *edata, u32 elen,
+		   struct kprw_tctx *c);
+void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c);
+int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c);
+int kprw_trace_exit(u32 pi, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c);
+void kprw_fastev_init(void);
+void kprw_pf_update(void);
+extern u64 kprewrite_rt_pf_ctlgen; /* rt_dispatch.c: what inline filters read */
+void kprw_spev_init(void);
+
+/* kprw_hot is what the record path of a jump-optimized point needs, in one cache line
+ * (kprw_rt.hot, one per point, start-up: kprw_hot_init): a program with thousands of
+ * hot points (python3.11 with every function probed) would otherwise touch the point's,
+ * the probe's, the event's and the plan's lines, one miss each, for every record. */
+#define KPRW_HOT_OPS 3
+enum { KPRW_HOT_NONE, KPRW_HOT_EVENT, KPRW_HOT_EXIT };
+struct kprw_hot {
+	u64 site;  /* the point's site (link-time) */
+	u32 pi;    /* its one probe */
+	u32 e;     /* the probe's event */
+	u32 evid;  /* the event's id */
+	u32 dlen;  /* its record's data: the plan's fixed size, 0 without a plan */
+	u8 kind;   /* KPRW_HOT_*: EVENT, an event alone at its point (kprw_rt.fastev) that
+		      kprw_trace_event serves; EXIT, a KPRW_DF_EXIT point at a ret with one
+		      return event that kprw_trace_exit serves; NONE, neither (the general path) */
+	u8 deleg;  /* the event has a filter or triggers: kprw_trace_event or kprw_trace_exit
+		      decides (set at start-up and by kprw_ctl_sync) */
+	u8 spev;   /* entry records carry the stack pointer (kprw_rt.spev) */
+	u8 nops;   /* fetches in op[], or KPRW_HOT_PLAN: the event's plan has more */
+	struct kprw_fplan_op op[KPRW_HOT_OPS];
+};
+#define KPRW_HOT_PLAN 0xff
+_Static_assert(sizeof(struct kprw_hot) == 64, "kprw_hot is a cache line");
+void kprw_hot_init(void);
+int kprw_trace_event_hot(const struct kprw_hot *h, const struct pt_regs *regs, struct kprw_tctx *c);
+int kprw_trace_exit_hot(const struct kprw_hot *h, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c);
+/* records of no probe's event: a synthetic event's (rt_hist.c's trace actions), a
+ * stacktrace trigger's, a C handler's trace_printk (rt_printf.c) */
+void kprw_trace_synth(u32 id, u64 site, const u64 *data, u32 n, const struct kprw_fenv *e);
+void kprw_trace_stack(const struct kprw_hit *hit); /* a KPRW_REC_STACK record */
+void kprw_trace_text(u64 site, u64 caller, const char *func, const char *text, u32 len,
+		     struct kprw_tctx *c);
+
+/* kprw_trace_lost counts a record that could not be written (no trace file) in
+ * kprewrite_rt_stats.lost, a diagnostic, with a plain add: a locked one costs ~4 ns a
+ * hit on some CPUs (two threads losing records at the same instant may count one) */
+static inline void kprw_trace_lost(void)
+{
+	__atomic_store_n(&kprewrite_rt_stats.lost, __atomic_load_n(&kprewrite_rt_stats.lost, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
+}
+
+#endif

@@ -203,7 +203,7 @@ func runCase(t *testing.T, c *endToEndCase) {
 	syms := funcSymbols(t, prog)
 	if expects["check"] {
 		code, stdout, stderr := kp(append(append(append([]string{"check"}, c.check...), defs...), prog)...)
-		compareExpect(t, c, "", "check", commandOutput(code, normCheck(stdout), stderr, prog))
+		compareExpect(t, c, "", "check", commandOutput(code, normCheck(stdout, prog), stderr, prog))
 	}
 	for _, mode := range c.modes {
 		t.Run(mode, func(t *testing.T) {
@@ -463,7 +463,8 @@ func normList(text string) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-// normCheck blanks the addresses of `kprewrite check`'s text.
-func normCheck(text string) string {
-	return caseHexRE.ReplaceAllString(text, "ADDR")
+// normCheck blanks the addresses of `kprewrite check`'s text (not the offsets of
+// FUNC+0xOFF) and names the program by its base name.
+func normCheck(text, prog string) string {
+	return caseAddrRE.ReplaceAllString(strings.ReplaceAll(text, prog, filepath.Base(prog)), "ADDR")
 }

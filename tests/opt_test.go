@@ -1,11 +1,12 @@
 package tests
 
 // End-to-end tests of jump-optimized probes (kinds o and ro) and --verify-regions:
-// the probes corpus (testdata/probed.c) in optimized mode must give the same traces
-// as with int3 probes; testdata/optforms.c holds one DCR per relocation form, whose
-// emitted detours are decoded back and compared with the original instructions, and
-// which runs identically in int3, optimized and verify modes; probes sharing a DCR;
-// violations in --verify-regions mode; --exclude.
+// testdata/optforms.c holds one DCR per relocation form, whose emitted detours are
+// decoded back and compared with the original instructions, and which runs
+// identically in int3, optimized and verify modes; a violation inside an instruction
+// in --verify-regions mode; --exclude. The probes corpus in optimized and verify
+// modes, probes sharing a DCR and a violation at an instruction boundary are cases:
+// tests/cases/probes-basic-*, opt-shared-dcr, opt-verify-violation.
 
 import (
 	"bytes"
@@ -25,60 +26,6 @@ import (
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 	"github.com/kprewrite/kprewrite/trampolines"
 )
-
-// TestOptBasic: the probes corpus in optimized mode (the default) and in
-// --verify-regions mode gives exactly the int3 trace, on every build.
-func TestOptBasic(t *testing.T) {
-	src := probedSource(t)
-	for _, build := range probedBuilds {
-		t.Run(build.name, func(t *testing.T) {
-			prog := testprog.Build(t, src, "c", build.flags...)
-			for _, mode := range []string{"optimize", "verify"} {
-				t.Run(mode, func(t *testing.T) {
-					dir := t.TempDir()
-					out := filepath.Join(dir, "probed")
-					var flags []string
-					if mode == "verify" {
-						flags = []string{"--verify-regions"}
-					}
-					rewriteWith(t, prog, out, basicDefs, flags...)
-					tr := filepath.Join(dir, "run.trace")
-					res := testprog.Same(t, prog, out, testprog.Cmd{Args: []string{"basic"}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
-					if res.Exit != 3 || !strings.Contains(res.Stdout, "pushf=5 ") {
-						t.Fatalf("run: %s", res)
-					}
-					sameLines(t, eas(readTrace(t, tr, out)), basicWant)
-					prof := profile(t, tr, out)
-					for ev, n := range map[string]uint64{"add": 5, "add2": 5, "greet": 2, "fact": 6, "loop": 4, "jrcxz": 2, "indcall": 1, "call": 1, "jcc": 2} {
-						if prof[ev] != [2]uint64{n, 0} {
-							t.Errorf("profile %s = %v, want %d hits 0 misses", ev, prof[ev], n)
-						}
-					}
-					if mode == "verify" && prof["(violations)"] != [2]uint64{0, 0} {
-						t.Errorf("violations: %v", prof["(violations)"])
-					}
-					// the sites whose DCR holds each relocation form are optimized
-					flag := "[OPTIMIZED]"
-					if mode == "verify" {
-						flag = "[BOOSTED][VERIFY]"
-					}
-					list := listFlags(t, out)
-					for _, site := range []string{"f_rip+0x0", "f_rip+0x8", "f_jcc+0x2", "f_call+0x1", "f_jrcxz+0x2", "f_pushf+0x0"} {
-						if !strings.Contains(list[site], flag) {
-							t.Errorf("%s: %q, want %s", site, list[site], flag)
-						}
-					}
-					// not enough room before the next function: int3
-					for _, site := range []string{"f_loop+0x7", "f_ret+0x2", "f_indcall+0x8"} {
-						if strings.Contains(list[site], "OPTIMIZED") || strings.Contains(list[site], "VERIFY") {
-							t.Errorf("%s: %q", site, list[site])
-						}
-					}
-				})
-			}
-		})
-	}
-}
 
 // listFlags returns `kprewrite list` as SYMBOL+OFF -> type and flags of its probes.
 func listFlags(t *testing.T, bin string) map[string]string {
@@ -346,56 +293,16 @@ func checkDetours(t *testing.T, prog, kpd string) {
 	}
 }
 
-// TestOptSharedDCR: two probes whose sites fall in one DCR. The first stays an int3
-// (its slot jumps back to the second's jmp), the second is optimized; both fire.
-func TestOptSharedDCR(t *testing.T) {
-	prog := testprog.Build(t, optformsSource(t), "c", "-O2")
-	dir := t.TempDir()
-	out := filepath.Join(dir, "optforms")
-	defs := []string{"p:opt/j0 o_jcc8 di=%di:u32", "p:opt/j2 o_jcc8+2", "p:opt/v0 o_victim", "p:opt/v3 o_victim+3 ax=%ax:s64"}
-	rewriteWith(t, prog, out, defs)
-	list := listFlags(t, out)
-	if list["o_jcc8+0x0"] != "k[BOOSTED] " || list["o_jcc8+0x2"] != "k[OPTIMIZED] " ||
-		list["o_victim+0x0"] != "k[BOOSTED] " || list["o_victim+0x3"] != "k[OPTIMIZED] " {
-		t.Fatalf("list %v", list)
-	}
-	tr := filepath.Join(dir, "run.trace")
-	testprog.Same(t, prog, out, testprog.Cmd{Args: []string{"forms", "2"}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
-	sameLines(t, eas(readTrace(t, tr, out)), []string{"j0 di=0", "j2", "v0", "v3 ax=0", "j0 di=1", "j2", "v0", "v3 ax=1"})
-	// the same in verify mode: the second is a verify point, the first an int3
-	rewriteWith(t, prog, out, defs, "--verify-regions")
-	testprog.Same(t, prog, out, testprog.Cmd{Args: []string{"forms", "2"}, Extra: []string{"KPREWRITE_TRACE=" + tr + "2"}}, nil)
-	if p := profile(t, tr+"2", out); p["(violations)"] != [2]uint64{0, 0} || p["j2"] != [2]uint64{2, 0} {
-		t.Errorf("verify: %v", p)
-	}
-}
-
 // TestOptVerifyViolation: control reaching an inner byte of a would-be DCR through a
-// pointer the analysis cannot see. At an instruction boundary the program goes on
-// correctly and the violation is counted and recorded; inside an instruction it is
-// reported and the program dies by SIGTRAP.
+// pointer the analysis cannot see, inside an instruction: it is reported and the
+// program dies by SIGTRAP (at an instruction boundary the program goes on and the
+// violation is counted and recorded: tests/cases/opt-verify-violation).
 func TestOptVerifyViolation(t *testing.T) {
 	prog := testprog.Build(t, optformsSource(t), "c", "-O2", "-no-pie")
 	dir := t.TempDir()
 	out := filepath.Join(dir, "optforms")
 	rewriteWith(t, prog, out, []string{"p:opt/victim o_victim a=%di:s64"}, "--verify-regions")
 	tr := filepath.Join(dir, "run.trace")
-	res := testprog.Same(t, prog, out, testprog.Cmd{Args: []string{"jumpin", "3"}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
-	if res.Stdout != "jumpin=15\n" {
-		t.Fatalf("run: %s", res)
-	}
-	code, stdout, stderr := kp("profile", "-b", out, tr)
-	if code != 0 || !regexp.MustCompile(`\(violations\)\s+1\s+0\n`).MatchString(stdout) ||
-		!regexp.MustCompile(`violation: optforms: 0x[0-9a-f]+ \(o_victim\+0x3\), inside the DCR of the probe at 0x[0-9a-f]+: 1 hits`).MatchString(stdout) {
-		t.Errorf("profile: exit %d\n%s%s", code, stdout, stderr)
-	}
-	syms := symbolTable(t, prog)
-	lines := readTrace(t, tr, out)
-	want := fmt.Sprintf("(%#x)", syms["o_victim"]+3)
-	if len(lines) != 1 || lines[0].Event != "kprewrite_violation" || lines[0].Head != want ||
-		lines[0].Args != fmt.Sprintf(" site=%#x sym=o_victim+0x3", syms["o_victim"]) {
-		t.Errorf("trace %+v, want one violation at %s", lines, want)
-	}
 	// inside the 3-byte mov: reported, then SIGTRAP
 	r := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{"jumpin", "1"}, Extra: []string{"KPREWRITE_TRACE=" + tr + "2"}})
 	if r.Signal != "trace/breakpoint trap" || !strings.Contains(r.Stderr, "inside an instruction") {

@@ -1,12 +1,9 @@
 package tests
 
-// End-to-end tests of int3 probes: testdata/probed.c is compiled here, rewritten with
-// event definitions (k, b, r and rb probes; --no-boost for k and r), and run next to
-// the original: both must print the same and exit the same way, and the trace file
-// must hold exactly the expected records, read back through `kprewrite trace`,
-// `profile` and `list`. Also: 8 threads, fork, recursion beyond maxactive, a crash
-// after probes fired, the run-time switches, the kernel's uprobe tracer as an oracle,
-// and real binaries with a probe on every function entry.
+// End-to-end tests of int3 probes on testdata/probed.c: 8 threads, recursion beyond
+// maxactive, the run-time switches, a set-user-ID program, deterministic output. The
+// basic corpus in every probe mode and build, fork, a crash after probes fired and
+// disabled events are cases: tests/cases/probes-*.
 
 import (
 	"bytes"
@@ -218,115 +215,6 @@ var probedBuilds = []struct {
 	{"static-pie", []string{"-O2", "-pthread", "-static-pie"}},
 }
 
-// TestProbesBasic: k, b, r and rb probes on every kind of probed instruction, in PIE,
-// non-PIE and static programs, with and without endbr64 entries.
-func TestProbesBasic(t *testing.T) {
-	src := probedSource(t)
-	for _, build := range probedBuilds {
-		t.Run(build.name, func(t *testing.T) {
-			prog := testprog.Build(t, src, "c", build.flags...)
-			for _, mode := range []string{"boost", "no-boost", "no-boost-int3"} {
-				t.Run(mode, func(t *testing.T) {
-					dir := t.TempDir()
-					out := filepath.Join(dir, "probed")
-					flags := []string{"--no-optimize"} // int3 probes; opt_test.go has the optimized ones
-					switch mode {
-					case "no-boost":
-						flags = append(flags, "--no-boost") // k and r step with the trap flag
-					case "no-boost-int3":
-						flags = append(flags, "--no-boost", "--single-step", "int3")
-					}
-					rewriteWith(t, prog, out, basicDefs, flags...)
-					tr := filepath.Join(dir, "run.trace")
-					res := testprog.Same(t, prog, out, testprog.Cmd{Args: []string{"basic"}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
-					if res.Exit != 3 || !strings.Contains(res.Stdout, "pushf=5 ") {
-						t.Fatalf("run: %s", res)
-					}
-					lines := readTrace(t, tr, out)
-					sameLines(t, eas(lines), basicWant)
-					for _, l := range lines {
-						if l.Comm != "probed" || l.PID <= 0 {
-							t.Fatalf("line %+v: comm/pid", l)
-						}
-					}
-					// heads: the probed address (the function, not after its endbr64),
-					// and "(ret <- func)" for returns
-					heads := map[string]string{}
-					for _, l := range lines {
-						heads[l.Event] = l.Head
-					}
-					if !regexp.MustCompile(`^\(0x[0-9a-f]+ <- 0x[0-9a-f]+\)$`).MatchString(heads["fact"]) ||
-						!regexp.MustCompile(`^\(0x[0-9a-f]+\)$`).MatchString(heads["add"]) {
-						t.Errorf("heads %q %q", heads["add"], heads["fact"])
-					}
-					if !strings.Contains(build.name, "pie") || strings.HasPrefix(build.name, "nopie") {
-						syms := symbolTable(t, prog)
-						if want := fmt.Sprintf("(%#x)", syms["add"]); heads["add"] != want {
-							t.Errorf("add head %s, want %s", heads["add"], want)
-						}
-						if want := fmt.Sprintf(" <- %#x)", syms["fact"]); !strings.HasSuffix(heads["fact"], want) {
-							t.Errorf("fact head %s, want ... %s", heads["fact"], want)
-						}
-					}
-					prof := profile(t, tr, out)
-					for ev, n := range map[string]uint64{"add": 5, "add2": 5, "greet": 2, "fact": 6, "loop": 4, "jrcxz": 2, "indcall": 1} {
-						if prof[ev] != [2]uint64{n, 0} {
-							t.Errorf("profile %s = %v, want %d hits 0 misses", ev, prof[ev], n)
-						}
-					}
-					checkList(t, out, mode != "boost")
-				})
-			}
-		})
-	}
-}
-
-// checkList checks `kprewrite list`: one line per probe, kinds and flags.
-func checkList(t *testing.T, bin string, noBoost bool) {
-	t.Helper()
-	code, stdout, stderr := kp("list", bin)
-	if code != 0 {
-		t.Fatalf("list: %s", stderr)
-	}
-	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	if len(lines) != len(basicDefs) {
-		t.Fatalf("list has %d lines, want %d:\n%s", len(lines), len(basicDefs), stdout)
-	}
-	re := regexp.MustCompile(`^([0-9a-f]{16})  ([kr])  (\S+)\+0x([0-9a-f]+)  probed ?(\S*)$`)
-	got := map[string]string{}
-	addrs := map[string]string{}
-	for _, l := range lines {
-		m := re.FindStringSubmatch(l)
-		if m == nil {
-			t.Fatalf("list line %q", l)
-		}
-		key := m[3] + "+" + m[4]
-		got[key] += m[2] + m[5] + " "
-		addrs[m[1]] += key
-	}
-	want := map[string]string{
-		"f_rip+0": "b[BOOSTED]", "f_call+1": "b[BOOSTED]", "f_loop+7": "b[BOOSTED]", "f_jmp+0": "b[BOOSTED]",
-		"f_pushf+0": "k", "f_indcall+8": "k",
-	}
-	if noBoost {
-		for k := range want {
-			want[k] = "k"
-		}
-	}
-	for k, w := range want {
-		w = strings.ReplaceAll(w, "b[", "k[")
-		if got[k] != w+" " {
-			t.Errorf("list %s: %q, want %q\n%s", k, got[k], w, stdout)
-		}
-	}
-	// two probes on add's instruction, one return probe on fact
-	for k, v := range got {
-		if strings.HasPrefix(k, "add+") && strings.Count(v, "k") != 2 || strings.HasPrefix(k, "fact+") && !strings.HasPrefix(v, "r") {
-			t.Errorf("list %s: %q", k, v)
-		}
-	}
-}
-
 // TestProbesThreads: 8 threads hammer a probed function; every hit is a record with the
 // thread's own arguments, nothing lost or torn.
 func TestProbesThreads(t *testing.T) {
@@ -392,37 +280,6 @@ func TestProbesThreads(t *testing.T) {
 	}
 }
 
-// TestProbesFork: parent and child append to the same trace file.
-func TestProbesFork(t *testing.T) {
-	prog := testprog.Build(t, probedSource(t), "c", "-O2", "-pthread")
-	dir := t.TempDir()
-	out := filepath.Join(dir, "probed")
-	rewriteWith(t, prog, out, []string{"p:kpw/add add a=%di:s32 b=%si:s32"})
-	tr := filepath.Join(dir, "run.trace")
-	testprog.Same(t, prog, out, testprog.Cmd{Args: []string{"fork"}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
-	lines := readTrace(t, tr, out)
-	byPID := map[int][]string{}
-	for _, l := range lines {
-		byPID[l.PID] = append(byPID[l.PID], l.Args)
-	}
-	if len(byPID) != 2 || len(lines) != 6 {
-		t.Fatalf("records by pid: %v", byPID)
-	}
-	for pid, args := range byPID {
-		var want []string
-		a := 100
-		if strings.HasPrefix(args[0], " a=200") {
-			a = 200
-		}
-		for i := 1; i <= 3; i++ {
-			want = append(want, fmt.Sprintf(" a=%d b=%d", a, i))
-		}
-		if strings.Join(args, ",") != strings.Join(want, ",") {
-			t.Errorf("pid %d: %v, want %v", pid, args, want)
-		}
-	}
-}
-
 // TestProbesRecursion: a recursion deeper than maxactive misses exactly the instances
 // it has no room for; rb and r alike.
 func TestProbesRecursion(t *testing.T) {
@@ -453,22 +310,6 @@ func TestProbesRecursion(t *testing.T) {
 			// the three outermost frames got the instances: fact(10), (11), (12)
 			sameLines(t, deep, []string{" ret=3628800", " ret=39916800", " ret=479001600"})
 		})
-	}
-}
-
-// TestProbesCrash: records written before a crash, an abort or _exit survive.
-func TestProbesCrash(t *testing.T) {
-	prog := testprog.Build(t, probedSource(t), "c", "-O2")
-	dir := t.TempDir()
-	out := filepath.Join(dir, "probed")
-	rewriteWith(t, prog, out, []string{"p:kpw/add add a=%di:s32"})
-	for _, mode := range []string{"crash", "abort", "exit"} {
-		tr := filepath.Join(dir, mode+".trace")
-		res := testprog.Same(t, prog, out, testprog.Cmd{Args: []string{mode}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
-		if mode != "exit" && res.Signal == "" || mode == "exit" && res.Exit != 7 {
-			t.Fatalf("%s: %s", mode, res)
-		}
-		sameLines(t, eas(readTrace(t, tr, out)), []string{"add a=1", "add a=2", "add a=3"})
 	}
 }
 
@@ -505,10 +346,8 @@ func TestProbesSwitches(t *testing.T) {
 		env  string
 		want map[string]int
 	}{
-		{"KPREWRITE_DISABLE=all", map[string]int{}},
-		{"KPREWRITE_DISABLE=add", map[string]int{"greet": 2, "fact": 6}},
-		{"KPREWRITE_DISABLE=other/*,kpw/greet", map[string]int{"add": 5}},
-		{"KPREWRITE_TRACE=", map[string]int{}}, // overridden below by the later entry: tested separately
+		{"KPREWRITE_DISABLE=all", map[string]int{}}, // the others are tests/cases/probes-disable-env-*
+		{"KPREWRITE_TRACE=", map[string]int{}},      // overridden below by the later entry: tested separately
 	} {
 		if c.env == "KPREWRITE_TRACE=" {
 			continue
@@ -524,20 +363,16 @@ func TestProbesSwitches(t *testing.T) {
 		t.Errorf("KPREWRITE_TRACE= still wrote the default trace file")
 	}
 
-	// registered disabled at rewrite time
+	// --trace names the default trace file (--disable at rewrite time: tests/cases/probes-disable-rewrite)
 	out2 := filepath.Join(dir, "probed2")
-	rewriteWith(t, prog, out2, defs, "--disable", "kpw/greet", "--trace", filepath.Join(dir, "custom.trace"))
-	code, stdout, _ = kp("list", out2)
-	if code != 0 || strings.Count(stdout, "[DISABLED]") != 1 || !regexp.MustCompile(`greet\+0x0  probed2 \S*\[DISABLED\]`).MatchString(stdout) {
-		t.Errorf("list with a disabled event:\n%s", stdout)
-	}
+	rewriteWith(t, prog, out2, defs, "--trace", filepath.Join(dir, "custom.trace"))
 	testprog.Same(t, prog, out2, testprog.Cmd{Args: []string{"basic"}, Env: env}, nil)
 	n := map[string]int{}
 	for _, l := range readTrace(t, filepath.Join(dir, "custom.trace"), out2) {
 		n[l.Event]++
 	}
-	if fmt.Sprint(n) != fmt.Sprint(map[string]int{"add": 5, "fact": 6}) {
-		t.Errorf("--disable kpw/greet: %v", n)
+	if fmt.Sprint(n) != fmt.Sprint(map[string]int{"add": 5, "fact": 6, "greet": 2}) {
+		t.Errorf("--trace custom.trace: %v", n)
 	}
 }
 

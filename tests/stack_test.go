@@ -165,27 +165,13 @@ func TestStackTraceMatchesGDB(t *testing.T) {
 	t.Logf("%d stacks equal to gdb's backtraces", checked)
 }
 
-// TestStackTraceDepth: a stack deeper than a record holds is cut at runtime.StackMax
-// frames, innermost first; `trace --format json` gives the frames too.
+// TestStackTraceDepth: `trace --format json` gives the frames of a stack cut at
+// runtime.StackMax frames (the text form is tests/cases/stack-depth).
 func TestStackTraceDepth(t *testing.T) {
 	prog := testprog.Build(t, stackSrc, "c", "-O2", "-pthread")
 	out := filepath.Join(t.TempDir(), "stack.kp")
 	rewriteWith(t, prog, out, []string{"p:st/leaf leaf n=%di:s32"}, "--trigger", "st/leaf:stacktrace:1")
 	testprog.MustRun(t, out, "100")
-	lines := readTrace(t, out+".trace", out)
-	var stacks []string
-	for _, l := range lines {
-		if l.Event == "<stack trace>" {
-			stacks = append(stacks, l.Stack)
-		}
-	}
-	if len(stacks) != 1 { // :1, the count
-		t.Fatalf("%d stack entries, want 1", len(stacks))
-	}
-	fr := strings.Fields(stacks[0])
-	if len(fr) != 64 || fr[0] != "leaf" || fr[63] != "rec" {
-		t.Fatalf("stack of %d frames %q, want leaf and 63 rec", len(fr), fr)
-	}
 	code, stdout, stderr := kp("trace", "--format", "json", out+".trace")
 	if code != 0 || stderr != "" {
 		t.Fatalf("trace --format json: exit %d: %s", code, stderr)

@@ -1,0 +1,14 @@
+add 10 0
+add2 10 0
+greet 4 0
+fact 12 0
+rip0 4 0
+rip8 4 0
+jcc 4 0
+call 2 0
+loop 8 0
+jrcxz 4 0
+ret 2 0
+jmp 2 0
+pushf 2 0
+indcall 2 0

@@ -1,0 +1,14 @@
+add 5 0
+add2 5 0
+greet 2 0
+fact 6 0
+rip0 2 0
+rip8 2 0
+jcc 2 0
+call 1 0
+loop 4 0
+jrcxz 2 0
+ret 1 0
+jmp 1 0
+pushf 1 0
+indcall 1 0

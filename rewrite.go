@@ -15,6 +15,7 @@ import (
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/handlers"
 	"github.com/kprewrite/kprewrite/internal/ldso"
+	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/rewriter"
 	"github.com/kprewrite/kprewrite/internal/srcprobe"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
@@ -119,11 +120,12 @@ type Probe struct {
 
 // Rewrite writes to output a copy of the ELF executable at input with the probes of
 // opt installed, atomically (nothing is left at output on error) and with the input's
-// permission bits. The input is never modified; the same input and options give the
-// same bytes.
+// permission bits. The input is never modified: an output that is the input or one of
+// opt's files is refused; the same input and options give the same bytes.
 func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
-	if sameFile(input, output) {
-		return nil, fmt.Errorf("%w: output %s is the input: kprewrite never modifies its input", ErrOptions, output)
+	inputs := append([]string{input, opt.DebugFile}, opt.DefinitionFiles...)
+	if err := outfile.Check(output, append(inputs, opt.HandlerFiles...)...); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	ro, err := opt.internal(output)
 	if err != nil {
@@ -461,16 +463,7 @@ func listProbes(d *tracefile.Desc) []Probe {
 
 // sameFile reports whether a and b name the same file (or the same path, when one
 // does not exist).
-func sameFile(a, b string) bool {
-	sa, err1 := os.Stat(a)
-	sb, err2 := os.Stat(b)
-	if err1 == nil && err2 == nil {
-		return os.SameFile(sa, sb)
-	}
-	aa, _ := filepath.Abs(a)
-	bb, _ := filepath.Abs(b)
-	return aa == bb
-}
+func sameFile(a, b string) bool { return outfile.Same(a, b) }
 
 // outputMode is the mode a linker would give the output: read and write for all, and
 // execute where the input has it, masked by the umask.

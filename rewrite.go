@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/pipeline"
 	"github.com/kprewrite/kprewrite/internal/rewriter"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
@@ -110,11 +111,12 @@ type Probe struct {
 
 // Rewrite writes to output a copy of the ELF executable at input with the probes of
 // opt installed, atomically (nothing is left at output on error) and with the input's
-// permission bits. The input is never modified; the same input and options give the
-// same bytes.
+// permission bits. The input is never modified: an output that is the input or one of
+// opt's files is refused; the same input and options give the same bytes.
 func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
-	if pipeline.SameFile(input, output) {
-		return nil, fmt.Errorf("%w: output %s is the input: kprewrite never modifies its input", ErrOptions, output)
+	inputs := append([]string{input, opt.DebugFile}, opt.DefinitionFiles...)
+	if err := outfile.Check(output, append(inputs, opt.HandlerFiles...)...); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	ro, err := opt.internal(output)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/tracectl"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
@@ -254,6 +255,9 @@ func runControl(args []string, stdout, _ io.Writer) error {
 	}
 	if *out == "" || len(pos) != 1 {
 		return usageErr("want -o FILE and one rewritten BINARY, got %d arguments (see kprewrite control -h)", len(pos))
+	}
+	if err := outfile.Check(*out, pos[0]); err != nil {
+		return err
 	}
 	bin, err := elfio.Open(pos[0])
 	if err != nil {

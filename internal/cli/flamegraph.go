@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 
 	"github.com/kprewrite/kprewrite/internal/export"
+	"github.com/kprewrite/kprewrite/internal/outfile"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
 func runFlamegraph(args []string, stdout, stderr io.Writer) error {
@@ -24,6 +26,9 @@ func runFlamegraph(args []string, stdout, stderr io.Writer) error {
 	}
 	if *format != "svg" && *format != "folded" {
 		return usageErr("unknown --format %q (svg or folded)", *format)
+	}
+	if err := outfile.Check(*out, tracefile.Inputs(pos[0], bins)...); err != nil {
+		return err
 	}
 	if *title == "" {
 		*title = "Flame graph of " + filepath.Base(pos[0])

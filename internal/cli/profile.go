@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/kprewrite/kprewrite/internal/export"
+	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
@@ -20,6 +21,9 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(pos) != 1 {
 		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite profile -h)", len(pos))
+	}
+	if err := outfile.Check(*out, tracefile.Inputs(pos[0], bins)...); err != nil {
+		return err
 	}
 	switch *format {
 	case "pprof":

@@ -13,8 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/recorder"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // exitStatus is a status record passes on: the recorded program's.
@@ -29,7 +31,7 @@ const DefaultRecordFile = "kprewrite.trace"
 
 func runRecord(args []string, stdout, stderr io.Writer) error {
 	fs := helpFlagSet("record", "record [-o FILE] [--buffer-size SIZE] [--overwrite] [--live] [-q] [--] PROGRAM [ARGS]...", stdout)
-	out := fs.String("o", DefaultRecordFile, "the trace file to write (replaced if it is a regular file)")
+	out := fs.String("o", DefaultRecordFile, "the trace file to write (a regular file there is replaced; locked while written: a second record of it is refused)")
 	bufSize := fs.String("buffer-size", "32M", "the ring the programs write into, in memory shared with the recorder (K, M, G suffixes)")
 	blockSize := fs.String("block-size", "64K", "the size of each ring block a thread writes into (a power of two from 8K)")
 	over := fs.Bool("overwrite", false, "keep only the most recent records, as much as the buffer holds (a flight recorder); SIGUSR2 to the recorder copies what the ring holds")
@@ -58,6 +60,9 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := outfile.Check(*out, recordInputs(argv)...); err != nil {
+		return err
+	}
 	rec, err := recorder.Create(path, recorder.Options{BufferSize: size, BlockSize: bsize, Overwrite: *over})
 	if err != nil {
 		return fmt.Errorf("%s: %w", *out, err)
@@ -80,8 +85,11 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
+		mine := rec.Check() == nil // (not another file put there meanwhile)
 		rec.Finish()
-		os.Remove(path)
+		if mine {
+			os.Remove(path)
+		}
 		return fmt.Errorf("run %s: %w", argv[0], err)
 	}
 	exited := make(chan error, 1)
@@ -134,9 +142,12 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 		follow.Poll(stdout, stderr)
 	}
 	progress.clear()
+	gone := rec.Check() // the path still names the file written?
 	ferr := rec.Finish()
 	st := rec.Stats()
-	if !*quiet && *over {
+	if gone != nil {
+		fmt.Fprintf(stderr, "kprewrite record: %s: %v: its %d records (%s) are in no file\n", *out, gone, st.Records, sizeString(st.Bytes))
+	} else if !*quiet && *over {
 		fmt.Fprintf(stderr, "kprewrite record: the most recent records are in %s's ring (up to %s)", *out, sizeString(size))
 		if st.Records > 0 {
 			fmt.Fprintf(stderr, ", %d records copied by snapshots and SIGUSR2", st.Records)
@@ -158,7 +169,7 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	var ee *exec.ExitError
 	switch {
 	case werr == nil:
-		if rec.Err() != nil {
+		if rec.Err() != nil || gone != nil {
 			return exitStatus(ExitError)
 		}
 		return nil
@@ -170,6 +181,37 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	default:
 		return fmt.Errorf("wait for %s: %w", argv[0], werr)
 	}
+}
+
+// recordInputs are the files of the command line argv that the trace file must not
+// be: the program, as exec finds it, and the arguments that name an existing regular
+// file other than a trace file. A trace file is what record replaces; a program may be
+// given its name to follow it (trace --follow) or to find files beside it, and before
+// it exists any name may be.
+func recordInputs(argv []string) []string {
+	prog := argv[0]
+	if p, err := exec.LookPath(prog); err == nil {
+		prog = p
+	}
+	in := []string{prog}
+	for _, a := range argv[1:] {
+		if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() && !isTraceFile(a) {
+			in = append(in, a)
+		}
+	}
+	return in
+}
+
+// isTraceFile reports whether the file at path starts as a trace file does.
+func isTraceFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, len(kprt.TraceMagic))
+	_, err = io.ReadFull(f, b)
+	return err == nil && string(b) == kprt.TraceMagic
 }
 
 func sizeString(n uint64) string {

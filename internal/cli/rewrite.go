@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite"
+	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
@@ -53,6 +54,10 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	}
 	if *out == "" {
 		return usageErr("-o OUT is required")
+	}
+	inputs := append([]string{pos[0], *debugFile}, files...)
+	if err := outfile.Check(*out, append(inputs, hfiles...)...); err != nil {
+		return err
 	}
 	opt := kprewrite.RewriteOptions{Definitions: exprs, DefinitionFiles: files, HandlerFiles: hfiles, Filters: filters, Triggers: triggers,
 		NoOptimize: *noOpt, NoBoost: *noBoost, SingleStep: *singleStep, VerifyRegions: *verify, OptimizedOnly: *optOnly,

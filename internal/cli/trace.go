@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kprewrite/kprewrite/internal/export"
+	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
@@ -63,6 +64,9 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 			return usageErr("--follow prints text lines to standard output (no --format, no -o)")
 		}
 		return followTrace(pos[0], bins, stdout, stderr)
+	}
+	if err := outfile.Check(*out, tracefile.Inputs(pos[0], bins)...); err != nil {
+		return err
 	}
 	var write func(io.Writer, *export.Input) error
 	switch *format {

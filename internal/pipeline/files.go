@@ -41,19 +41,6 @@ func writeAll(input, output string, res *rewriter.Result, copies []libraryCopy) 
 	return nil
 }
 
-// SameFile reports whether a and b name the same file (or the same path, when one
-// does not exist).
-func SameFile(a, b string) bool {
-	sa, err1 := os.Stat(a)
-	sb, err2 := os.Stat(b)
-	if err1 == nil && err2 == nil {
-		return os.SameFile(sa, sb)
-	}
-	aa, _ := filepath.Abs(a)
-	bb, _ := filepath.Abs(b)
-	return aa == bb
-}
-
 // outputMode is the mode a linker would give the output: read and write for all, and
 // execute where the input has it, masked by the umask.
 func outputMode(input string) os.FileMode {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/ldso"
+	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/probedefs"
 	"github.com/kprewrite/kprewrite/internal/rewriter"
 )
@@ -102,7 +103,7 @@ next:
 			return nil, nil, fmt.Errorf("%s: library %w", l.Defs[0].Origin, err)
 		}
 		for i := range paths {
-			if SameFile(p, paths[i]) { // two names of one library: one copy
+			if outfile.Same(p, paths[i]) { // two names of one library: one copy
 				groups[i].Defs = append(groups[i].Defs, l.Defs...)
 				continue next
 			}
@@ -169,7 +170,7 @@ func (c *libraryCopy) name(lf *elfio.File, g probedefs.LibraryDefs, dir string, 
 	c.needed = "$ORIGIN/" + filepath.Base(dir) + "/" + name
 	c.names = []string{name}
 	for _, o := range search.Closure() { // the names the program's DT_NEEDED may use
-		if o.Name != name && SameFile(o.Path, c.input) {
+		if o.Name != name && outfile.Same(o.Path, c.input) {
 			c.names = append(c.names, o.Name)
 		}
 	}

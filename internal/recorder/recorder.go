@@ -141,7 +141,8 @@ var (
 
 // Create makes the ring file at path (replacing a regular file there; anything else
 // is refused): made under a temporary name beside it and renamed into place, so a
-// program never sees half a header.
+// program never sees half a header. The file is locked while the Recorder has it: a
+// second Create of its path fails with ErrHeld.
 func Create(path string, opt Options) (*Recorder, error) {
 	if opt.BufferSize == 0 {
 		opt.BufferSize = DefaultBufferSize
@@ -163,11 +164,17 @@ func Create(path string, opt Options) (*Recorder, error) {
 	if st, err := os.Lstat(path); err == nil && !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file; refusing to replace it", path)
 	}
+	if held(path) { // before the ring's blocks are reserved; place makes sure
+		return nil, ErrHeld
+	}
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
 		return nil, fmt.Errorf("create trace file: %w", err)
 	}
+	// locked before it is anyone's to see (where the file system has no locks, the
+	// recording goes on without; Check still finds a file replaced)
+	lockOFD(f, syscall.F_WRLCK)
 	r, err := setUp(f, n, bs, opt.Overwrite)
 	if err == nil {
 		err = f.Chmod(0o644)
@@ -177,14 +184,154 @@ func Create(path string, opt Options) (*Recorder, error) {
 		os.Remove(f.Name())
 		return nil, err
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if err := place(f.Name(), path); err != nil {
 		r.close()
 		os.Remove(f.Name())
+		if errors.Is(err, ErrHeld) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("create trace file: %w", err)
 	}
 	r.Path = path
 	return r, nil
 }
+
+// ErrHeld is Create's error for a path where another Recorder's file is.
+var ErrHeld = errors.New("another kprewrite record is writing it")
+
+// The lock a Recorder holds on its file is an open file description's fcntl lock (Linux
+// 3.15): fcntl locks are apart from the flock the runtimes and appendChunk take to
+// append (a flock held for the recording would stop every program at its first
+// record), and it lasts as long as the file is open in the Recorder, where a POSIX
+// record lock would end with the process's first close of any descriptor of the file.
+const (
+	fOFDGetlk = 36 // F_OFD_GETLK
+	fOFDSetlk = 37 // F_OFD_SETLK
+)
+
+// lockOFD takes a lock of typ (F_WRLCK, F_RDLCK) on all of f, without waiting.
+func lockOFD(f *os.File, typ int16) error {
+	lk := syscall.Flock_t{Type: typ}
+	return syscall.FcntlFlock(f.Fd(), fOFDSetlk, &lk)
+}
+
+// isConflict reports whether a lock error says another holds a conflicting lock.
+func isConflict(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES)
+}
+
+// held reports whether another Recorder has the file at path.
+func held(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK}
+	return syscall.FcntlFlock(f.Fd(), fOFDGetlk, &lk) == nil && lk.Type != syscall.F_UNLCK
+}
+
+// place renames tmp (a Recorder's file, locked) to path unless another Recorder's file
+// is there. The file at path is locked while it is replaced, and checked to be the one
+// path names once locked, so that of two Recorders of one path the second finds the
+// first one's file, never replaces it; where nothing is, tmp is placed only if nothing
+// is there still.
+func place(tmp, path string) error {
+	for try := 0; try < 100; try++ {
+		old, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		typ := int16(syscall.F_WRLCK)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			// a file the user may not write (ETXTBSY, EACCES): a read lock, which
+			// another Recorder's write lock refuses
+			old, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+			typ = syscall.F_RDLCK
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			err := renameNoReplace(tmp, path)
+			if errors.Is(err, os.ErrExist) {
+				continue // another file came: look at it
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		again, err := func() (bool, error) {
+			defer old.Close() // (its lock with it, once path names tmp)
+			st, err := old.Stat()
+			if err != nil {
+				return false, err
+			}
+			if !st.Mode().IsRegular() {
+				return false, fmt.Errorf("%s: not a regular file; refusing to replace it", path)
+			}
+			if err := lockOFD(old, typ); isConflict(err) {
+				return false, ErrHeld
+			}
+			if now, err := os.Lstat(path); err != nil || !os.SameFile(st, now) {
+				return true, nil // replaced meanwhile
+			}
+			return false, os.Rename(tmp, path)
+		}()
+		if !again {
+			return err
+		}
+	}
+	return fmt.Errorf("%s keeps changing", path)
+}
+
+// renameNoReplace renames from to to unless to exists (os.ErrExist): renameat2's
+// RENAME_NOREPLACE, else a hard link and the old name removed.
+func renameNoReplace(from, to string) error {
+	f, err := syscall.BytePtrFromString(from)
+	if err != nil {
+		return err
+	}
+	t, err := syscall.BytePtrFromString(to)
+	if err != nil {
+		return err
+	}
+	const atFDCWD, renameNoReplace = -100, 1
+	fd := atFDCWD
+	_, _, e := syscall.Syscall6(316 /* SYS_RENAMEAT2 */, uintptr(fd), uintptr(unsafe.Pointer(f)), uintptr(fd), uintptr(unsafe.Pointer(t)), renameNoReplace, 0)
+	switch e {
+	case 0:
+		return nil
+	case syscall.EINVAL, syscall.ENOSYS: // a file system without the flag
+	default:
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: e}
+	}
+	if err := os.Link(from, to); err != nil {
+		return err
+	}
+	return os.Remove(from)
+}
+
+// Check reports whether the Recorder's path still names the file it writes: an error
+// saying the file was removed or replaced (by another file, left as it is) while
+// recording, when not; what was written to it is in no file then.
+func (r *Recorder) Check() error {
+	st, err := r.f.Stat()
+	if err != nil {
+		return err
+	}
+	now, err := os.Stat(r.Path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return ErrRemoved
+	case err != nil:
+		return fmt.Errorf("cannot check it is still the file written: %w", err)
+	case !os.SameFile(st, now):
+		return ErrReplaced
+	}
+	return nil
+}
+
+// Check's errors.
+var (
+	ErrRemoved  = errors.New("was removed while recording")
+	ErrReplaced = errors.New("was replaced by another file while recording (left as it is)")
+)
 
 func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	ring := n * bs

@@ -52,10 +52,7 @@ func OpenStream(path string, bins []string) (*Stream, Descs, error) {
 		descs.Add(d)
 	}
 	implicit := len(bins) == 0
-	if implicit && strings.HasSuffix(path, Suffix) {
-		bins = append(bins, strings.TrimSuffix(path, Suffix))
-	}
-	for _, b := range bins {
+	for _, b := range Inputs(path, bins)[1:] {
 		f, err := elfio.Open(b)
 		if err == nil {
 			var im *Image
@@ -76,6 +73,17 @@ func OpenStream(path string, bins []string) (*Stream, Descs, error) {
 		return nil, nil, err
 	}
 	return s, descs, nil
+}
+
+// Inputs returns the files OpenStream(path, bins) reads: path, then bins, or, when bins
+// is empty, the implicit binary (path without its .trace suffix), whether it exists or
+// not.
+func Inputs(path string, bins []string) []string {
+	in := append([]string{path}, bins...)
+	if len(bins) == 0 && strings.HasSuffix(path, Suffix) {
+		in = append(in, strings.TrimSuffix(path, Suffix))
+	}
+	return in
 }
 
 // Close releases the file's mapping; records Each gave are no longer readable.

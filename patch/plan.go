@@ -212,6 +212,16 @@ type Plan struct {
 // takes no more edits.
 func (pl *Plan) Commit() []elfio.Patch { return pl.patcher.Commit() }
 
+// Withhold drops the int3 edit of point pi, whose site then keeps its original byte in
+// the output: a live point, which the runtime arms by writing the int3 itself.
+func (pl *Plan) Withhold(pi int) error {
+	pt := &pl.Points[pi]
+	if pt.Optimized() || pt.Verify || pt.Exit {
+		return fmt.Errorf("%w %#x: only an int3 point's edit can be withheld", ErrEdit, pt.Site)
+	}
+	return pl.patcher.Undo(pt.Site)
+}
+
 // AddEdits records edits of the file's own structures that the rewrite makes besides
 // its probes (the dynamic section's entries, the GNU property note's shadow-stack
 // bit; what names them in errors), so that every edit of the original bytes is the

@@ -166,6 +166,11 @@ const DFExit DetourFlags = 0x4
 // hooked return event do, so that readers end the calls a longjmp or an exception left.
 const DFSpEntry DetourFlags = 0x8
 
+// DFLive marks an int3 point whose site keeps its original byte in the file: the
+// runtime writes the int3 while some probe on it is enabled and puts the byte back when
+// none is (src/rt_live.c; its events were rewritten --disable'd and start soft-disabled).
+const DFLive DetourFlags = 0x10
+
 // ProbeType is a probe's type (RawProbe.Type, KPRW_T_*).
 type ProbeType uint8
 
@@ -200,6 +205,10 @@ const (
 	// EFTriggers: the event's trigger program (internal/evtrigger) follows its filter
 	// program; its first word is its size.
 	EFTriggers EventFlags = 0x08
+	// EFLive: with EFSoftDisabled, every probe of the event is on a DFLive point: its
+	// switch arms and disarms the sites, and a hit decides once, as it starts, whether
+	// the event is on.
+	EFLive EventFlags = 0x10
 )
 
 const (

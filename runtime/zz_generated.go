@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "92a3b71efc884099ba33028bacba42a274300ef1e450edbc682be92c0835c53c"
+const ObjectSHA256 = "f0858adbb7071b96be3df1e33ab718bd1f600a948bde29038bb12abce2551028"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

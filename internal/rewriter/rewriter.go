@@ -249,6 +249,8 @@ type gen struct {
 	// fastRead: fetch arguments or C handlers read memory, so the signal guard should
 	// cover SIGSEGV and SIGBUS for the runtime's fault-catching reads (sigguard.go)
 	fastRead bool
+	// live: the events whose sites keep their original bytes until enabled (liveEvents)
+	live map[string]bool
 	// warnings for Result.Warnings
 	warnings []string
 }
@@ -277,6 +279,8 @@ func (g *gen) makeEvents() error {
 		g.tables.Flags |= kprt.HFDisableAll
 	}
 	g.desc = &tracefile.Desc{Input: filepath.Base(g.f.Path), PIE: g.f.IsPIE(), TracePath: g.opt.TracePath}
+	live := g.liveEvents(targets)
+	g.live = live
 	needSyms := false
 	for i, p := range g.probes {
 		g.evOf[i] = -1
@@ -312,6 +316,9 @@ func (g *gen) makeEvents() error {
 		}
 		disabled := disableAll || matchesAny(g.opt.Disable, p.Def.Group, p.Def.Event)
 		switch key := p.Def.Group + "/" + p.Def.Event; {
+		case disabled && live[key]:
+			// its sites keep their original bytes until it is enabled (rt_live.c)
+			ev.Flags |= kprt.EFSoftDisabled | kprt.EFLive
 		case disabled && (len(p.Triggers) > 0 || targets[key]):
 			// the kernel's soft mode: armed, its triggers run, no records until enabled
 			ev.Flags |= kprt.EFSoftDisabled
@@ -491,6 +498,51 @@ func (g *gen) planEarlyStart(needed *elfio.NeededPlan) (*elfio.EarlyStart, error
 	return early, nil
 }
 
+// liveEvents names the events whose every probe can be live ("GROUP/EVENT"): disabled
+// by name with --disable (not "all", which the runtime's switch serves), no triggers
+// and named by none, no C handler, and on int3 points that hold only such probes. Their
+// sites keep the original bytes until the event is enabled at run time (rt_live.c).
+func (g *gen) liveEvents(targets map[string]bool) map[string]bool {
+	key := func(ri int) string { return g.probes[ri].Def.Group + "/" + g.probes[ri].Def.Event }
+	named := slices.DeleteFunc(slices.Clone(g.opt.Disable), func(t string) bool { return t == "all" })
+	eligible := func(ri int) bool {
+		p := &g.probes[ri]
+		return matchesAny(named, p.Def.Group, p.Def.Event) && len(p.Triggers) == 0 && !targets[key(ri)] && p.Handler == nil
+	}
+	live := map[string]bool{}
+	for ri := range g.probes {
+		if g.plan.PointOf[ri] >= 0 && eligible(ri) {
+			live[key(ri)] = true
+		}
+	}
+	for ri := range g.probes {
+		pi := g.plan.PointOf[ri]
+		if pi < 0 || !live[key(ri)] {
+			continue
+		}
+		pt := &g.plan.Points[pi]
+		ok := !pt.Optimized() && !pt.Verify && !pt.Exit && !g.opt.CountOnly
+		for _, rj := range pt.Requests {
+			ok = ok && eligible(rj)
+		}
+		if !ok { // a probe of the event that must stay armed: the event is not live
+			delete(live, key(ri))
+		}
+	}
+	return live
+}
+
+// livePoint says whether point pi is live: every probe on it is of a live event.
+func (g *gen) livePoint(pi int) bool {
+	pt := &g.plan.Points[pi]
+	for _, ri := range pt.Requests {
+		if g.evOf[ri] < 0 || !g.live[g.probes[ri].Def.Group+"/"+g.probes[ri].Def.Event] {
+			return false
+		}
+	}
+	return len(pt.Requests) > 0 && !pt.Optimized() && !pt.Verify && !pt.Exit && !g.opt.CountOnly
+}
+
 // makeTables fills the runtime tables and the slot area from the plan.
 func (g *gen) makeTables() error {
 	f, pl := g.f, g.plan
@@ -574,6 +626,12 @@ func (g *gen) makeTables() error {
 				count = false
 			}
 			rp.Probes = append(rp.Probes, q)
+		}
+		if g.livePoint(i) {
+			if err := pl.Withhold(i); err != nil {
+				return err
+			}
+			rp.DFlags |= kprt.DFLive
 		}
 		if count {
 			rp.PFlags |= kprt.PFCount

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"sync/atomic"
@@ -194,6 +195,9 @@ func (f *File) SetEnabled(ev Event, on bool) error {
 			nw = old &^ kprt.CtlEvSoftDisabled
 		}
 		if atomic.CompareAndSwapUint32(ev.ctl, old, nw) {
+			if old != nw {
+				f.bumpGen() // live sites follow their events' switches
+			}
 			return nil
 		}
 	}
@@ -310,8 +314,18 @@ func (f *File) Commit(ev Event, c *Controls) error {
 	}
 	atomic.StoreUint64(f.word64(offCountersUsed), at+uint64(len(b)))
 	atomic.StoreUint64(f.word64(offCtlLast), coff+at)
-	atomic.AddUint32(f.word(offCtlGen), 1)
+	f.bumpGen()
 	return nil
+}
+
+// bumpGen changes ctl_gen and wakes the live-probe threads of the programs writing into
+// the file, which wait on it (the runtime's rt_live.c): they arm and disarm their live
+// sites at once; every other change is seen at the next hit.
+func (f *File) bumpGen() {
+	w := f.word(offCtlGen)
+	atomic.AddUint32(w, 1)
+	const futexWake = 1
+	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, math.MaxInt32, 0, 0, 0)
 }
 
 // placeHists gives each histogram the change adds (evtrigger.Compiled.Alloc) a zeroed

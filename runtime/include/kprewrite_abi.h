@@ -204,6 +204,9 @@ typedef unsigned long long kprw_u64;
 #define KPRW_DF_SPENTRY 0x8 /* the entry point of a function whose return events are
                              * KPRW_DF_EXIT's: its entry records carry sp, as those of a
                              * function with a hooked return event */
+#define KPRW_DF_LIVE 0x10 /* an int3 point whose site holds its original byte in the file:
+                           * the runtime writes the int3 while some probe on it is enabled
+                           * and puts the byte back when none is (src/rt_live.c) */
 
 /* kprw_probe.type */
 #define KPRW_T_KPROBE 1
@@ -230,6 +233,10 @@ typedef unsigned long long kprw_u64;
 #define KPRW_EF_TRIGGERS 0x08 /* a trigger program (internal/evtrigger) follows the filter
                                * program (at fetch + fetch_len + filter_len); its first u32 is
                                * its size */
+#define KPRW_EF_LIVE 0x10     /* with KPRW_EF_SOFT: every probe of the event is on a
+                               * KPRW_DF_LIVE point, so its switch arms and disarms the sites:
+                               * a hit decides once, as it starts, whether the event is on
+                               * (src/rt_live.c) */
 
 #define KPRW_NO_EVENT KPRW_U(0xffffffff)
 #define KPRW_NO_PROBE KPRW_U(0xffffffff) /* kprw_rec.probe of a record that counts no hit */

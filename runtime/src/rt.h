@@ -402,6 +402,7 @@ long kprw_read_mode(void *dst, uptr src, unsigned long n, int fast);
 unsigned long kprw_copy_nofault(void *dst, const void *src, unsigned long n); /* nofault.S: bytes left */
 int kprw_copy_fixup(struct k_sigcontext *mc); /* a fault in kprw_copy_nofault: resume at its fixup */
 void *kprw_mmap_anon(unsigned long size);
+void kprw_live_init(void); /* rt_live.c: live probes' start-up */
 
 /* ---- probes (rt_trap.c, rt_kretprobe.c; the trace file's records: rt_trace.h) ---- */
 void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc);
@@ -660,6 +661,11 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 		u32 i = pt->first_probe + k;
 		const struct kprw_probe *p = &kprw_rt.probes[i];
 		if (!kprw_probe_enabled(i))
+			continue;
+		/* a live point hit while its event was being switched off: the probe is off
+		 * (its site is being put back), so nothing runs and nothing counts */
+		if (unlikely(pt->dflags & KPRW_DF_LIVE) && kprw_rt.ev_ctl && p->event < kprw_rt.nevents &&
+		    (__atomic_load_n(&kprw_rt.ev_ctl[p->event], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED))
 			continue;
 		*any = 1;
 		if (p->type == KPRW_T_KRETPROBE) {

@@ -86,12 +86,14 @@ static inline __attribute__((always_inline)) u64 entry_sp_word(const struct pt_r
 }
 
 /* closed: no record of event e may be written now: tracing is off (traceoff) or the
- * event is soft-disabled (enable_event/disable_event, --disable with triggers) */
+ * event is soft-disabled (enable_event/disable_event, --disable with triggers); a live
+ * event's hit decided whether it is on as it began (kprw_run_probes) */
 static inline __attribute__((always_inline)) int closed(u32 e)
 {
 	const u32 *ctl = kprw_rt.ev_ctl;
 	return unlikely(__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) != 0) ||
-	       (ctl && e < kprw_rt.nevents && unlikely(__atomic_load_n(&ctl[e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED));
+	       (ctl && e < kprw_rt.nevents && unlikely(__atomic_load_n(&ctl[e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED) &&
+		!(kprw_rt.events[e].flags & KPRW_EF_LIVE));
 }
 
 /* trace_hit is kprw_trace_hit's body, inlined twice: without a filter or triggers (flt

@@ -1,0 +1,307 @@
+package tests
+
+// Live probes (issue 46): an int3 probe rewritten --disable'd keeps the original byte at
+// its site, in the file and in the running program; `kprewrite enable` arms it in the
+// running program (the runtime's live-probe thread writes the int3) and `disable` puts
+// the byte back; a stress run arms and disarms under eight threads and a signal timer.
+
+import (
+	"bufio"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kprewrite/kprewrite/internal/tracectl"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// livePhasedSrc calls work() a number of times per phase, reports the phase and waits
+// for a byte on stdin before the next; it prints its own sum at the end.
+const livePhasedSrc = `#include <stdio.h>
+#include <unistd.h>
+__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }
+int main(void) {
+	static const int calls[] = {0, 100, 50, 25};
+	long s = 0;
+	char c;
+	for (int phase = 0; phase < 4; phase++) {
+		for (int i = 0; i < calls[phase]; i++)
+			s += work(i, phase);
+		printf("phase %d\n", phase);
+		fflush(stdout);
+		if (read(0, &c, 1) != 1)
+			return 2;
+	}
+	printf("sum %ld\n", s);
+	return 0;
+}
+`
+
+// siteOf is work's address and its first byte in the ELF file at path.
+func siteOf(t *testing.T, path, fn string) (addr uint64, b byte) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range syms {
+		if s.Name != fn {
+			continue
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_LOAD && s.Value >= p.Vaddr && s.Value < p.Vaddr+p.Filesz {
+				buf := make([]byte, 1)
+				if _, err := p.ReadAt(buf, int64(s.Value-p.Vaddr)); err != nil {
+					t.Fatal(err)
+				}
+				return s.Value, buf[0]
+			}
+		}
+	}
+	t.Fatalf("%s: no %s", path, fn)
+	return 0, 0
+}
+
+// memByte reads the byte at link-time address addr of the PIE image bin in process pid.
+func memByte(t *testing.T, pid int, bin string, addr uint64) byte {
+	t.Helper()
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(bin)
+	var base uint64
+	for _, line := range strings.Split(string(maps), "\n") {
+		if strings.HasSuffix(line, " "+abs) {
+			lo, _, _ := strings.Cut(line, "-")
+			base, _ = strconv.ParseUint(lo, 16, 64)
+			break
+		}
+	}
+	if base == 0 {
+		t.Fatalf("%s is not mapped in %d", abs, pid)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	b := make([]byte, 1)
+	if _, err := mem.ReadAt(b, int64(base+addr)); err != nil {
+		t.Fatal(err)
+	}
+	return b[0]
+}
+
+// waitByte waits, a bounded number of looks, until the site holds want.
+func waitByte(t *testing.T, pid int, bin string, addr uint64, want byte) {
+	t.Helper()
+	for try := 0; try < 1000; try++ {
+		if memByte(t, pid, bin, addr) == want {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("the site %#x still holds %#x, want %#x", addr, memByte(t, pid, bin, addr), want)
+}
+
+func TestLiveProbeArmDisarm(t *testing.T) {
+	prog := testprog.Build(t, livePhasedSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "live.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64 b=%si:s64"}, "--no-optimize", "--disable", "t/w")
+	addr, orig := siteOf(t, prog, "work")
+	if _, b := siteOf(t, bin, "work"); b != orig {
+		t.Fatalf("the rewritten file holds %#x at work, want the original %#x", b, orig)
+	}
+	cmd := exec.Command(bin)
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(out)
+	pid := cmd.Process.Pid
+	step := func(phase int) {
+		t.Helper()
+		if !lines.Scan() || lines.Text() != fmt.Sprintf("phase %d", phase) {
+			t.Fatalf("phase %d: the program said %q (%s)", phase, lines.Text(), stderr.String())
+		}
+	}
+	run := func(args ...string) {
+		t.Helper()
+		if code, o, e := kp(args...); code != 0 {
+			t.Fatalf("kprewrite %v: exit %d\n%s%s", args, code, o, e)
+		}
+	}
+	records := func() int { return len(readTrace(t, tr, bin)) }
+
+	step(0)
+	if b := memByte(t, pid, bin, addr); b != orig {
+		t.Fatalf("disarmed: the running program holds %#x at work, want the original %#x", b, orig)
+	}
+	run("enable", tr, "t/w")
+	waitByte(t, pid, bin, addr, 0xcc)
+	stdin.Write([]byte{'x'})
+	step(1) // 100 calls armed
+	if n := records(); n != 100 {
+		t.Fatalf("armed for 100 calls: %d records", n)
+	}
+	run("disable", tr, "t/w")
+	waitByte(t, pid, bin, addr, orig)
+	stdin.Write([]byte{'x'})
+	step(2) // 50 calls disarmed
+	if n := records(); n != 100 {
+		t.Fatalf("disarmed for 50 calls: %d records, want the 100 before", n)
+	}
+	run("enable", tr, "t/w")
+	waitByte(t, pid, bin, addr, 0xcc)
+	stdin.Write([]byte{'x'})
+	step(3) // 25 calls armed again
+	lastArgs := readTrace(t, tr, bin)
+	if len(lastArgs) != 125 || strings.TrimSpace(lastArgs[124].Args) != "a=24 b=3" {
+		t.Fatalf("%d records, the last %+v; want 125, the last a=24 b=3", len(lastArgs), lastArgs[len(lastArgs)-1])
+	}
+	stdin.Write([]byte{'x'})
+	stdin.Close()
+	if !lines.Scan() || lines.Text() != "sum 19700" {
+		t.Errorf("the program's result: %q, want sum 19700", lines.Text())
+	}
+	if err := cmd.Wait(); err != nil || stderr.Len() > 0 {
+		t.Errorf("the program: %v, stderr %q", err, stderr.String())
+	}
+}
+
+// liveStressSrc: eight threads call work() in a tight loop, until standard input
+// ends, while a timer's signal handler calls it too and a ninth thread forks children
+// that call it; each thread and child checks every result.
+const liveStressSrc = `#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }
+static volatile long sigsum;
+static volatile int stop;
+static void on_alarm(int sig) { (void)sig; sigsum += work(1, 1); }
+static void *loop(void *arg) {
+	long id = (long)arg, n = 0;
+	for (long i = 0; !stop; i++, n++) {
+		long r = work(i, id);
+		if (r != i * 3 + id) { fprintf(stderr, "work(%ld, %ld) = %ld\n", i, id, r); exit(3); }
+	}
+	return (void *)n;
+}
+static void *forker(void *arg) {
+	long n = 0;
+	for (; !stop; n++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			for (long i = 0; i < 1000; i++)
+				if (work(i, 9) != i * 3 + 9) _exit(5);
+			_exit(0);
+		}
+		int st;
+		if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "child %d: status %#x\n", pid, st);
+			exit(6);
+		}
+	}
+	return (void *)n;
+}
+int main(void) {
+	struct sigaction sa = {0};
+	sa.sa_handler = on_alarm;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGALRM, &sa, 0);
+	struct itimerval it = {{0, 500}, {0, 500}};
+	setitimer(ITIMER_REAL, &it, 0);
+	pthread_t th[8], fk;
+	for (long i = 0; i < 8; i++) pthread_create(&th[i], 0, loop, (void *)i);
+	pthread_create(&fk, 0, forker, 0);
+	char c;
+	while (read(0, &c, 1) > 0)
+		;
+	stop = 1;
+	long total = 0;
+	for (int i = 0; i < 8; i++) { void *r; pthread_join(th[i], &r); total += (long)r; }
+	void *forks;
+	pthread_join(fk, &forks);
+	printf("ok %s %s\n", total > 0 ? "calls" : "none", (long)forks > 0 ? "forks" : "none");
+	return 0;
+}
+`
+
+// TestLiveProbeStress arms and disarms the site while eight threads and a signal
+// handler run through it: the program's own checks pass, and every hit of the armed
+// probe is a record.
+func TestLiveProbeStress(t *testing.T) {
+	prog := testprog.Build(t, liveStressSrc, "c", "-O2", "-pthread")
+	bin := filepath.Join(t.TempDir(), "stress.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"}, "--no-optimize", "--disable", "t/w")
+	cmd := exec.Command(bin)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdin, _ := cmd.StdinPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var f *tracectl.File
+	for try := 0; f == nil && try < 1000; try++ { // the trace file appears at start-up
+		if g, err := tracectl.Open(tr); err == nil {
+			if evs, err := g.Events("t/w"); err == nil && len(evs) == 1 {
+				f = g
+				break
+			}
+			g.Close()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if f == nil {
+		t.Fatal("no trace file with t/w")
+	}
+	defer f.Close()
+	evs, _ := f.Events("t/w")
+	const toggles = 10000
+	for i := 0; i < toggles; i++ {
+		select {
+		case err := <-done:
+			t.Fatalf("the program ended after %d toggles: %v, stderr %q", i, err, stderr.String())
+		default:
+		}
+		if err := f.SetEnabled(evs[0], i%2 == 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	stdin.Close()
+	if err := <-done; err != nil || strings.TrimSpace(stdout.String()) != "ok calls forks" {
+		t.Fatalf("the program: %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
+	}
+	p := profile(t, tr, bin)
+	n := len(readTrace(t, tr, bin))
+	if hits := p["w"][0]; hits == 0 || uint64(n) != hits {
+		_, head, _ := kp("trace", "-b", bin, tr)
+		t.Errorf("%d records for %d hits\n%s", n, hits, testprog.Clip(head, 600))
+	}
+	t.Logf("%d toggles, %d hits recorded", toggles, n)
+}

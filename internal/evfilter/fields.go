@@ -2,8 +2,8 @@ package evfilter
 
 import (
 	"fmt"
+	"reflect"
 
-	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 )
 
@@ -106,21 +106,66 @@ func (AnySymbols) Func(string) (uint64, uint64, bool) { return 0, 1, true }
 // FuncAt finds a function at every address.
 func (AnySymbols) FuncAt(uint64) (uint64, uint64, bool) { return 0, 1, true }
 
-// FuncSymbols finds .function names among a binary's functions.
-func FuncSymbols(fns *elfio.Functions) Symbols { return funcSymbols{fns} }
+// FuncTable is a binary's function table as elfio.Functions has it: the function
+// named name, or the one holding addr, as a pointer to a struct with uint64 fields
+// Addr and Size. The filter reads no binary: this is all it needs of one.
+type FuncTable[F any] interface {
+	ByName(name string) (F, bool)
+	Containing(addr uint64) (F, bool)
+}
 
-type funcSymbols struct{ fns *elfio.Functions }
+// FuncSymbols finds .function names among a binary's functions (an *elfio.Functions).
+//
+// Deprecated: use elfsyms.Of (package internal/evfilter/elfsyms), which reads
+// elfio's types directly. FuncSymbols stays so that callers written against the
+// *elfio.Functions signature compile unchanged without this package importing elfio;
+// it reads each function's Addr and Size by reflection and panics at once on a
+// table whose functions have no such fields.
+func FuncSymbols[T FuncTable[F], F any](fns T) Symbols {
+	return tableSymbols[T, F]{fns, rangeReader[F]()}
+}
 
-func (s funcSymbols) Func(name string) (uint64, uint64, bool) {
+// tableSymbols finds functions in a FuncTable; a function of size 0 spans one byte,
+// so that its address still matches.
+type tableSymbols[T FuncTable[F], F any] struct {
+	fns     T
+	rangeOf func(F) (addr, size uint64)
+}
+
+func (s tableSymbols[T, F]) Func(name string) (uint64, uint64, bool) {
 	if f, ok := s.fns.ByName(name); ok {
-		return f.Addr, max(f.Size, 1), true
+		addr, size := s.rangeOf(f)
+		return addr, max(size, 1), true
 	}
 	return 0, 0, false
 }
 
-func (s funcSymbols) FuncAt(addr uint64) (uint64, uint64, bool) {
+func (s tableSymbols[T, F]) FuncAt(addr uint64) (uint64, uint64, bool) {
 	if f, ok := s.fns.Containing(addr); ok {
-		return f.Addr, max(f.Size, 1), true
+		lo, size := s.rangeOf(f)
+		return lo, max(size, 1), true
 	}
 	return 0, 0, false
+}
+
+// rangeReader reads the Addr and Size fields of F, a pointer to a struct; it panics
+// when F has no such uint64 fields, a caller's mistake found when the table is
+// adapted rather than at a lookup.
+func rangeReader[F any]() func(F) (addr, size uint64) {
+	t := reflect.TypeFor[F]()
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		panic(fmt.Sprintf("evfilter.FuncSymbols: %v is not a pointer to a struct", t))
+	}
+	field := func(name string) []int {
+		f, ok := t.Elem().FieldByName(name)
+		if !ok || f.Type.Kind() != reflect.Uint64 {
+			panic(fmt.Sprintf("evfilter.FuncSymbols: %v has no uint64 field %s", t.Elem(), name))
+		}
+		return f.Index
+	}
+	addr, size := field("Addr"), field("Size")
+	return func(f F) (uint64, uint64) {
+		v := reflect.ValueOf(f).Elem()
+		return v.FieldByIndex(addr).Uint(), v.FieldByIndex(size).Uint()
+	}
 }

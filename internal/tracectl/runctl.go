@@ -8,6 +8,7 @@ import (
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/evfilter"
+	"github.com/kprewrite/kprewrite/internal/evfilter/elfsyms"
 	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/evtrigger"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
@@ -218,7 +219,7 @@ func (c *Controls) symbols() evfilter.Symbols {
 		fns := f.Functions()
 		f.Close()
 		if fns != nil {
-			c.syms = evfilter.FuncSymbols(fns)
+			c.syms = elfsyms.Of(fns)
 		}
 	}
 	return c.syms

@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 
+	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/x86dec"
 )
 
@@ -37,128 +38,202 @@ func (b *Binary) ExitsAfter(entry uint64, others func(addr uint64) []uint64) ([]
 	return b.exits(entry, others, true)
 }
 
+// exits is Exits and ExitsAfter: the function at entry must be clean, entered at its
+// start (or just after an endbr64 there) and closed with its fragments; then each
+// exit gets its site.
 func (b *Binary) exits(entry uint64, others func(addr uint64) []uint64, after bool) ([]Site, string) {
+	fi, why := b.exitsFunc(entry)
+	if why != "" {
+		return nil, why
+	}
+	w := &exitWalk{b: b, fn: &b.Funcs.List[fi], members: []int{fi}}
+	if why := w.walk(); why != "" {
+		return nil, why
+	}
+	if why := w.enteredInside(); why != "" {
+		return nil, why
+	}
+	if len(w.exits) == 0 {
+		return nil, fmt.Sprintf("no-ret: %s never returns", w.fn.Name)
+	}
+	sites := make([]Site, 0, len(w.exits))
+	for _, r := range w.exits {
+		s, why := b.exitSite(r.fc.idx, r.fc, r.k, others, after)
+		if why != "" {
+			return nil, why
+		}
+		sites = append(sites, s)
+	}
+	return sites, ""
+}
+
+// exitsFunc finds the function entered at entry, refusing one that does not decode
+// cleanly, that an indirect jmp may land in, or whose entry is not entry.
+func (b *Binary) exitsFunc(entry uint64) (int, string) {
 	fi := b.funcAt(entry)
 	if fi < 0 {
-		return nil, "no-function: no function holds the entry"
+		return -1, "no-function: no function holds the entry"
 	}
 	fn := &b.Funcs.List[fi]
 	info := &b.info[fi]
 	if !info.clean() {
-		return nil, fmt.Sprintf("not-clean: %s does not decode cleanly (%s at %#x)", fn.Name, info.badRule, info.badAddr)
+		return -1, fmt.Sprintf("not-clean: %s does not decode cleanly (%s at %#x)", fn.Name, info.badRule, info.badAddr)
 	}
 	if info.poison != nil {
-		return nil, fmt.Sprintf("indirect-jump: an indirect jmp at %#x may land inside %s", info.poison.addr, fn.Name)
+		return -1, fmt.Sprintf("indirect-jump: an indirect jmp at %#x may land inside %s", info.poison.addr, fn.Name)
 	}
 	lo := fn.Addr
 	if entry != lo {
 		// an entry endbr64: the probe's site is after it
 		if in, err := x86dec.DecodeFast(b.code(lo, fn.End()-lo), lo); err != nil || !in.Endbr || lo+uint64(in.Len) != entry {
-			return nil, fmt.Sprintf("not-entry: %#x is not the entry of %s", entry, fn.Name)
+			return -1, fmt.Sprintf("not-entry: %#x is not the entry of %s", entry, fn.Name)
 		}
 	}
-	// The function and its fragments (gcc's .cold parts, separate FDEs in a stripped
-	// binary): starts that it jumps to and that nothing calls, takes the address of or
-	// exports.
-	members := []int{fi}
-	in := func(a uint64) int {
-		for _, m := range members {
-			if a >= b.Funcs.List[m].Addr && a < b.Funcs.List[m].End() {
-				return m
-			}
+	return fi, ""
+}
+
+// exitWalk is the function's closure as exits builds it: the function and its
+// fragments (gcc's .cold parts, separate FDEs in a stripped binary: starts that it
+// jumps to and that nothing calls, takes the address of or exports), their code in
+// the same order, and the exits found so far.
+type exitWalk struct {
+	b       *Binary
+	fn      *elfio.Func
+	members []int
+	fcs     []*fcode
+	exits   []exitInsn
+}
+
+// exitInsn is an exit of the function: a ret or a tail call, fc.insts[k].
+type exitInsn struct {
+	fc *fcode
+	k  int
+}
+
+// in is the member holding a, else -1.
+func (w *exitWalk) in(a uint64) int {
+	for _, m := range w.members {
+		if a >= w.b.Funcs.List[m].Addr && a < w.b.Funcs.List[m].End() {
+			return m
 		}
-		return -1
 	}
-	// a target outside the members: a fragment joins them (nil), else why not
-	join := func(from uint64, kind string, t uint64) error {
-		// (a target inside a fragment, not at its start, joins it too: gcc's .cold parts
-		// are entered at many places; whatever else enters it is checked below)
-		g := b.funcAt(t)
-		if g < 0 || b.referenced[g].Load() {
-			return fmt.Errorf("leaves-function: %s at %#x leaves %s for %#x", kind, from, fn.Name, t)
-		}
-		if len(members) >= 16 {
-			return fmt.Errorf("leaves-function: %s has more than 16 fragments", fn.Name)
-		}
-		members = append(members, g)
-		return nil
+	return -1
+}
+
+// join decides a target outside the members: a fragment joins them (nil), else why
+// not.
+func (w *exitWalk) join(from uint64, kind string, t uint64) error {
+	// (a target inside a fragment, not at its start, joins it too: gcc's .cold parts
+	// are entered at many places; whatever else enters it is checked below)
+	g := w.b.funcAt(t)
+	if g < 0 || w.b.referenced[g].Load() {
+		return fmt.Errorf("leaves-function: %s at %#x leaves %s for %#x", kind, from, w.fn.Name, t)
 	}
-	type exit struct {
-		fc *fcode
-		k  int
+	if len(w.members) >= 16 {
+		return fmt.Errorf("leaves-function: %s has more than 16 fragments", w.fn.Name)
 	}
-	var exits []exit
-	var fcs []*fcode // the members' code, in members' order
-	for n := 0; n < len(members); n++ {
-		m := members[n]
-		mf := &b.Funcs.List[m]
-		mi := &b.info[m]
+	w.members = append(w.members, g)
+	return nil
+}
+
+// walk goes through the members' code, the list growing as fragments join: every
+// jump stays inside, joins a fragment or is a tail call; every exit is noted.
+func (w *exitWalk) walk() string {
+	for n := 0; n < len(w.members); n++ {
+		m := w.members[n]
+		mf := &w.b.Funcs.List[m]
+		mi := &w.b.info[m]
 		if n > 0 && (!mi.clean() || mi.poison != nil) {
-			return nil, fmt.Sprintf("not-clean: %s, a fragment of %s, does not decode cleanly or may be entered by an indirect jmp", mf.Name, fn.Name)
+			return fmt.Sprintf("not-clean: %s, a fragment of %s, does not decode cleanly or may be entered by an indirect jmp", mf.Name, w.fn.Name)
 		}
-		fc := b.loadFunc(m)
-		fcs = append(fcs, fc)
+		fc := w.b.loadFunc(m)
+		w.fcs = append(w.fcs, fc)
 		for k := range fc.insts {
-			x := &fc.insts[k]
-			c := &x.in
-			switch c.Kind {
-			case x86dec.KindJmp, x86dec.KindJcc, x86dec.KindLoop, x86dec.KindXbegin:
-				// (a jmp back to the entry, a loop at the entry, self tail recursion,
-				// Go's restart after growing the stack, stays in the same call: it returns
-				// once, and is counted once, where a hooked return address would be hooked
-				// again at each pass through the entry)
-				if in(c.Target) >= 0 {
-					continue
-				}
-				err := join(x.addr, c.Kind.String(), c.Target)
-				if err == nil {
-					continue
-				}
-				// a tail call: the jmp is an exit (the callee returns to our caller)
-				if _, start := b.startIndex(c.Target); c.Kind != x86dec.KindJmp || !start {
-					return nil, err.Error()
-				}
-				exits = append(exits, exit{fc, k})
-			case x86dec.KindJmpIndirect:
-				class := ijUnresolved
-				for _, ij := range mi.jumps {
-					if ij.addr == x.addr {
-						class = ij.class
-					}
-				}
-				switch class {
-				case ijPointer: // a tail call through a pointer
-					exits = append(exits, exit{fc, k})
-				case ijTable:
-					t, ok := b.matchTable(fc, k)
-					if !ok {
-						return nil, fmt.Sprintf("indirect-jump: the jump table at %#x does not read again", x.addr)
-					}
-					for _, dst := range t.targets {
-						if in(dst) < 0 {
-							if err := join(x.addr, "jump table", dst); err != nil {
-								return nil, err.Error()
-							}
-						}
-					}
-				default:
-					return nil, fmt.Sprintf("indirect-jump: jmp at %#x: its targets are unknown", x.addr)
-				}
-			case x86dec.KindJmpFar, x86dec.KindRetFar, x86dec.KindIret:
-				return nil, fmt.Sprintf("indirect-jump: %s at %#x", c.Kind, x.addr)
-			case x86dec.KindCall:
-				if in(c.Target) >= 0 && c.Target != lo {
-					return nil, fmt.Sprintf("call-inside: call at %#x targets %#x, inside %s", x.addr, c.Target, fn.Name)
-				}
-			case x86dec.KindRet:
-				exits = append(exits, exit{fc, k})
+			if why := w.insn(fc, mi, k); why != "" {
+				return why
 			}
 		}
 	}
-	// nothing from outside enters them but through the entry
-	why := ""
-	for n, m := range members {
-		mf := &b.Funcs.List[m]
+	return ""
+}
+
+// insn decides fc.insts[k] (mi is its member's info): a jump that leaves the
+// members is refused unless a fragment joins or it is a tail call (an exit), a far
+// transfer is refused, a call inside the members but to the entry is refused, a
+// ret is an exit.
+func (w *exitWalk) insn(fc *fcode, mi *funcInfo, k int) string {
+	x := &fc.insts[k]
+	c := &x.in
+	switch c.Kind {
+	case x86dec.KindJmp, x86dec.KindJcc, x86dec.KindLoop, x86dec.KindXbegin:
+		// (a jmp back to the entry, a loop at the entry, self tail recursion,
+		// Go's restart after growing the stack, stays in the same call: it returns
+		// once, and is counted once, where a hooked return address would be hooked
+		// again at each pass through the entry)
+		if w.in(c.Target) >= 0 {
+			return ""
+		}
+		err := w.join(x.addr, c.Kind.String(), c.Target)
+		if err == nil {
+			return ""
+		}
+		// a tail call: the jmp is an exit (the callee returns to our caller)
+		if _, start := w.b.startIndex(c.Target); c.Kind != x86dec.KindJmp || !start {
+			return err.Error()
+		}
+		w.exits = append(w.exits, exitInsn{fc, k})
+	case x86dec.KindJmpIndirect:
+		return w.indirectJump(fc, mi, k)
+	case x86dec.KindJmpFar, x86dec.KindRetFar, x86dec.KindIret:
+		return fmt.Sprintf("indirect-jump: %s at %#x", c.Kind, x.addr)
+	case x86dec.KindCall:
+		if w.in(c.Target) >= 0 && c.Target != w.fn.Addr {
+			return fmt.Sprintf("call-inside: call at %#x targets %#x, inside %s", x.addr, c.Target, w.fn.Name)
+		}
+	case x86dec.KindRet:
+		w.exits = append(w.exits, exitInsn{fc, k})
+	}
+	return ""
+}
+
+// indirectJump decides the indirect jmp fc.insts[k]: through a pointer it is a tail
+// call (an exit); through a jump table that reads again, its targets stay inside or
+// join as fragments; any other is refused.
+func (w *exitWalk) indirectJump(fc *fcode, mi *funcInfo, k int) string {
+	x := &fc.insts[k]
+	class := ijUnresolved
+	for _, ij := range mi.jumps {
+		if ij.addr == x.addr {
+			class = ij.class
+		}
+	}
+	switch class {
+	case ijPointer: // a tail call through a pointer
+		w.exits = append(w.exits, exitInsn{fc, k})
+	case ijTable:
+		t, ok := w.b.matchTable(fc, k)
+		if !ok {
+			return fmt.Sprintf("indirect-jump: the jump table at %#x does not read again", x.addr)
+		}
+		for _, dst := range t.targets {
+			if w.in(dst) < 0 {
+				if err := w.join(x.addr, "jump table", dst); err != nil {
+					return err.Error()
+				}
+			}
+		}
+	default:
+		return fmt.Sprintf("indirect-jump: jmp at %#x: its targets are unknown", x.addr)
+	}
+	return ""
+}
+
+// enteredInside checks that nothing from outside enters the members but through the
+// entry: no branch or jump-table entry from elsewhere, no call, no taken address of
+// an instruction inside them (a fragment's start included).
+func (w *exitWalk) enteredInside() string {
+	for n, m := range w.members {
+		mf := &w.b.Funcs.List[m]
 		from := mf.Addr + 1
 		if n > 0 {
 			from = mf.Addr // a fragment's start too
@@ -166,11 +241,11 @@ func (b *Binary) exits(entry uint64, others func(addr uint64) []uint64, after bo
 		// the lowest such edge (the index's chunks come from parallel workers: the
 		// first one found is not the same from run to run)
 		var first *edge
-		b.edges.in(from, mf.End(), func(e *edge) bool {
-			if (e.kind == ekBranch || e.kind == ekTable) && in(e.src) >= 0 {
+		w.b.edges.in(from, mf.End(), func(e *edge) bool {
+			if (e.kind == ekBranch || e.kind == ekTable) && w.in(e.src) >= 0 {
 				return true
 			}
-			if (e.kind == ekData || e.kind == ekImm) && !fcs[n].isInsn(e.dst) {
+			if (e.kind == ekData || e.kind == ekImm) && !w.fcs[n].isInsn(e.dst) {
 				return true // a number inside an instruction, no code address (as in check)
 			}
 			if first == nil || e.dst < first.dst || e.dst == first.dst && (e.src < first.src || e.src == first.src && e.kind < first.kind) {
@@ -180,25 +255,12 @@ func (b *Binary) exits(entry uint64, others func(addr uint64) []uint64, after bo
 		})
 		if e := first; e != nil {
 			if e.kind == ekBranch || e.kind == ekTable || e.kind == ekCall {
-				why = fmt.Sprintf("entered-inside: code at %#x jumps to %#x, inside %s", e.src, e.dst, fn.Name)
-			} else {
-				why = fmt.Sprintf("address-taken-inside: %#x, inside %s, is a taken address (%s at %#x)", e.dst, fn.Name, e.kind, e.src)
+				return fmt.Sprintf("entered-inside: code at %#x jumps to %#x, inside %s", e.src, e.dst, w.fn.Name)
 			}
-			return nil, why
+			return fmt.Sprintf("address-taken-inside: %#x, inside %s, is a taken address (%s at %#x)", e.dst, w.fn.Name, e.kind, e.src)
 		}
 	}
-	if len(exits) == 0 {
-		return nil, fmt.Sprintf("no-ret: %s never returns", fn.Name)
-	}
-	sites := make([]Site, 0, len(exits))
-	for _, r := range exits {
-		s, why := b.exitSite(r.fc.idx, r.fc, r.k, others, after)
-		if why != "" {
-			return nil, why
-		}
-		sites = append(sites, s)
-	}
-	return sites, ""
+	return ""
 }
 
 // exitSite finds the count site of the exit fc.insts[k], a ret or a tail call (see Exits).

@@ -272,31 +272,66 @@ func runControl(args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
-	d := im.Desc
-	match := func(spec, what, form string) (string, []uint32, error) {
-		target, text, ok := strings.Cut(spec, ":")
-		if !ok || target == "" {
-			return "", nil, usageErr("--%s %q: want %s", what, spec, form)
-		}
-		var idx []uint32
-		for i, e := range d.Events {
-			if eventdef.MatchesName(target, e.Group, e.Name) {
-				idx = append(idx, uint32(i))
-			}
-		}
-		if len(idx) == 0 {
-			return "", nil, fmt.Errorf("--%s %q: %s has no event %s", what, spec, pos[0], target)
-		}
-		return text, idx, nil
+	cf := &controlFile{c: c, d: im.Desc, bin: pos[0]}
+	if err := cf.filters(filters); err != nil {
+		return err
 	}
+	if err := cf.triggers(triggers); err != nil {
+		return err
+	}
+	if err := cf.switches(enables, disables); err != nil {
+		return err
+	}
+	b, err := tracectl.EncodeControlFile([]*tracectl.Frame{c.Frame()})
+	if err != nil {
+		return err
+	}
+	if err := elfio.WriteFileAtomic(*out, bytes.NewReader(b), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: controls for %d events of %s (KPREWRITE_CONTROL=%s at start-up)\n", *out, len(c.Frame().Entries)+len(c.Frame().Switches), pos[0], *out)
+	return nil
+}
+
+// controlFile is a control file being made: the controls of the binary bin, whose
+// description is d.
+type controlFile struct {
+	c   *tracectl.Controls
+	d   *tracefile.Desc
+	bin string
+}
+
+// match splits spec at ':' into the events of the binary it names (GROUP/EVENT,
+// GROUP/*, EVENT, all) and the text after; what and form name the flag and its form
+// in the messages.
+func (cf *controlFile) match(spec, what, form string) (string, []uint32, error) {
+	target, text, ok := strings.Cut(spec, ":")
+	if !ok || target == "" {
+		return "", nil, usageErr("--%s %q: want %s", what, spec, form)
+	}
+	var idx []uint32
+	for i, e := range cf.d.Events {
+		if eventdef.MatchesName(target, e.Group, e.Name) {
+			idx = append(idx, uint32(i))
+		}
+	}
+	if len(idx) == 0 {
+		return "", nil, fmt.Errorf("--%s %q: %s has no event %s", what, spec, cf.bin, target)
+	}
+	return text, idx, nil
+}
+
+// filters sets each --filter on the synthetic events or the armed events it names.
+func (cf *controlFile) filters(filters multiFlag) error {
+	c, d := cf.c, cf.d
 	for k, spec := range filters {
-		if done, err := synthSpec(d, spec, "filter", k, pos[0], c.SetSynthFilter); done || err != nil {
+		if done, err := synthSpec(d, spec, "filter", k, cf.bin, c.SetSynthFilter); done || err != nil {
 			if err != nil {
 				return err
 			}
 			continue
 		}
-		text, idx, err := match(spec, "filter", "GROUP/EVENT:EXPR")
+		text, idx, err := cf.match(spec, "filter", "GROUP/EVENT:EXPR")
 		if err != nil {
 			return err
 		}
@@ -309,8 +344,16 @@ func runControl(args []string, stdout, _ io.Writer) error {
 			}
 		}
 	}
+	return nil
+}
+
+// triggers writes each --trigger to the trigger file of the synthetic events or the
+// events it names, once per GROUP/EVENT; pause, cont and clear are refused, since
+// they act on a trace file's histogram, which a control file has none of.
+func (cf *controlFile) triggers(triggers multiFlag) error {
+	c, d := cf.c, cf.d
 	for k, spec := range triggers {
-		if done, err := synthSpec(d, spec, "trigger", k, pos[0], c.ApplySynthTrigger); done || err != nil {
+		if done, err := synthSpec(d, spec, "trigger", k, cf.bin, c.ApplySynthTrigger); done || err != nil {
 			if err != nil {
 				return err
 			}
@@ -319,7 +362,7 @@ func runControl(args []string, stdout, _ io.Writer) error {
 			}
 			continue
 		}
-		text, idx, err := match(spec, "trigger", "GROUP/EVENT:TRIGGER")
+		text, idx, err := cf.match(spec, "trigger", "GROUP/EVENT:TRIGGER")
 		if err != nil {
 			return err
 		}
@@ -338,6 +381,14 @@ func runControl(args []string, stdout, _ io.Writer) error {
 			}
 		}
 	}
+	return nil
+}
+
+// switches sets the start-up switches of --enable, then of --disable: a pattern
+// naming only synthetic events switches their records; one naming no event at all
+// is refused.
+func (cf *controlFile) switches(enables, disables multiFlag) error {
+	c, d := cf.c, cf.d
 	for _, sw := range []struct {
 		lists multiFlag
 		on    bool
@@ -351,7 +402,7 @@ func runControl(args []string, stdout, _ io.Writer) error {
 						synth = true
 					}
 				}
-				_, idx, err := match(pat+":", map[bool]string{true: "enable", false: "disable"}[sw.on], "EVENT, GROUP/EVENT, GROUP/* or all")
+				_, idx, err := cf.match(pat+":", map[bool]string{true: "enable", false: "disable"}[sw.on], "EVENT, GROUP/EVENT, GROUP/* or all")
 				if err != nil {
 					if synth { // (only synthetic events of that name)
 						continue
@@ -366,14 +417,6 @@ func runControl(args []string, stdout, _ io.Writer) error {
 			}
 		}
 	}
-	b, err := tracectl.EncodeControlFile([]*tracectl.Frame{c.Frame()})
-	if err != nil {
-		return err
-	}
-	if err := elfio.WriteFileAtomic(*out, bytes.NewReader(b), 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%s: controls for %d events of %s (KPREWRITE_CONTROL=%s at start-up)\n", *out, len(c.Frame().Entries)+len(c.Frame().Switches), pos[0], *out)
 	return nil
 }
 

@@ -30,6 +30,66 @@ var debugRecord = os.Getenv("KPREWRITE_RECORD_DEBUG") != ""
 const DefaultRecordFile = "kprewrite.trace"
 
 func runRecord(args []string, stdout, stderr io.Writer) error {
+	opt, err := parseRecordArgs(args, stdout)
+	if err != nil {
+		return err
+	}
+	path, err := filepath.Abs(opt.out)
+	if err != nil {
+		return err
+	}
+	if err := outfile.Check(opt.out, recordInputs(opt.argv)...); err != nil {
+		return err
+	}
+	rec, err := recorder.Create(path, recorder.Options{BufferSize: opt.size, BlockSize: opt.blockSize, Overwrite: opt.overwrite})
+	if err != nil {
+		return fmt.Errorf("%s: %w", opt.out, err)
+	}
+	cmd, stdout, stderr := recordedCommand(opt.argv, path, stdout, stderr)
+	// the terminal's signals reach the program; the recorder stays to copy what it
+	// wrote until it has exited
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		mine := rec.Check() == nil // (not another file put there meanwhile)
+		rec.Finish()
+		if mine {
+			os.Remove(path)
+		}
+		return fmt.Errorf("run %s: %w", opt.argv[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	r := &recordRun{rec: rec, cmd: cmd, opt: opt, progress: newRecordProgress(stderr, opt.quiet), stdout: stdout, stderr: stderr}
+	if opt.live {
+		r.follow = tracefile.NewFollower(path, nil)
+	}
+	werr := r.copyRecords(exited, sigs)
+	rec.Drain(true, false)
+	if r.follow != nil {
+		r.follow.Poll(stdout, stderr)
+	}
+	r.progress.clear()
+	gone := rec.Check() // the path still names the file written?
+	ferr := rec.Finish()
+	recordSummary(stderr, rec, opt, gone, ferr)
+	return recordedExit(werr, rec, opt.argv[0], gone)
+}
+
+// recordOptions are record's flags and the program to run.
+type recordOptions struct {
+	out             string
+	size, blockSize uint64
+	overwrite       bool
+	live, quiet     bool
+	argv            []string
+}
+
+// parseRecordArgs reads record's command line: the flags, then the program and its
+// arguments.
+func parseRecordArgs(args []string, stdout io.Writer) (*recordOptions, error) {
 	fs := helpFlagSet("record", "record [-o FILE] [--buffer-size SIZE] [--overwrite] [--live] [-q] [--] PROGRAM [ARGS]...", stdout)
 	out := fs.String("o", DefaultRecordFile, "the trace file to write (a regular file there is replaced; locked while written: a second record of it is refused)")
 	bufSize := fs.String("buffer-size", "32M", "the ring the programs write into, in memory shared with the recorder (K, M, G suffixes)")
@@ -40,33 +100,30 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			return nil, err
 		}
-		return usageErr("%v", err)
+		return nil, usageErr("%v", err)
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
-		return usageErr("want a PROGRAM to run (see kprewrite record -h)")
+		return nil, usageErr("want a PROGRAM to run (see kprewrite record -h)")
 	}
 	size, err := parseSize(*bufSize)
 	if err != nil {
-		return usageErr("--buffer-size: %v", err)
+		return nil, usageErr("--buffer-size: %v", err)
 	}
 	bsize, err := parseSize(*blockSize)
 	if err != nil {
-		return usageErr("--block-size: %v", err)
+		return nil, usageErr("--block-size: %v", err)
 	}
-	path, err := filepath.Abs(*out)
-	if err != nil {
-		return err
-	}
-	if err := outfile.Check(*out, recordInputs(argv)...); err != nil {
-		return err
-	}
-	rec, err := recorder.Create(path, recorder.Options{BufferSize: size, BlockSize: bsize, Overwrite: *over})
-	if err != nil {
-		return fmt.Errorf("%s: %w", *out, err)
-	}
+	return &recordOptions{out: *out, size: size, blockSize: bsize, overwrite: *over, live: *live, quiet: *quiet, argv: argv}, nil
+}
+
+// recordedCommand is the program to record, told the trace file's path
+// (KPREWRITE_TRACE), with the terminal as its standard streams; writers that are not
+// the process's own are shared with --live's output, so they get a lock (the
+// returned stdout and stderr are what record writes to from then on).
+func recordedCommand(argv []string, path string, stdout, stderr io.Writer) (*exec.Cmd, io.Writer, io.Writer) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if stdout != io.Writer(os.Stdout) {
@@ -79,27 +136,27 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 		cmd.Stderr = stderr
 	}
 	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+path)
-	// the terminal's signals reach the program; the recorder stays to copy what it
-	// wrote until it has exited
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2)
-	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
-		mine := rec.Check() == nil // (not another file put there meanwhile)
-		rec.Finish()
-		if mine {
-			os.Remove(path)
-		}
-		return fmt.Errorf("run %s: %w", argv[0], err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	return cmd, stdout, stderr
+}
 
-	var follow *tracefile.Follower
-	if *live {
-		follow = tracefile.NewFollower(path, nil)
-	}
-	progress := newRecordProgress(stderr, *quiet)
+// recordRun is a recording under way: the recorder, the program, the options, and
+// what shows the records (--live) and the progress on the way.
+type recordRun struct {
+	rec            *recorder.Recorder
+	cmd            *exec.Cmd
+	opt            *recordOptions
+	follow         *tracefile.Follower
+	progress       *recordProgress
+	stdout, stderr io.Writer
+}
+
+// copyRecords copies the ring into the trace file until the program exits, and
+// returns how it ended (cmd.Wait's error). It drains again at once while there is
+// much to copy and backs off to 10 ms when idle; it passes the terminal's signals on
+// to the program, and on SIGUSR2 or an overwrite ring's snapshot copies what the ring
+// holds.
+func (r *recordRun) copyRecords(exited <-chan error, sigs <-chan os.Signal) error {
+	rec, cmd, opt, stderr := r.rec, r.cmd, r.opt, r.stderr
 	idle := time.Millisecond
 	start := time.Now()
 	var werr error
@@ -117,7 +174,7 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 			continue
 		case <-time.After(idle):
 		}
-		if n := rec.Snapshots(); *over && n != snaps { // a snapshot: the ring's records up to it
+		if n := rec.Snapshots(); opt.overwrite && n != snaps { // a snapshot: the ring's records up to it
 			snaps = n
 			rec.Drain(false, true)
 		}
@@ -132,40 +189,46 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 		} else if idle = max(2*idle, time.Millisecond); idle > 10*time.Millisecond {
 			idle = 10 * time.Millisecond
 		}
-		if follow != nil {
-			follow.Poll(stdout, stderr)
+		if r.follow != nil {
+			r.follow.Poll(r.stdout, stderr)
 		}
-		progress.show(rec.Stats())
+		r.progress.show(rec.Stats())
 	}
-	rec.Drain(true, false)
-	if follow != nil {
-		follow.Poll(stdout, stderr)
-	}
-	progress.clear()
-	gone := rec.Check() // the path still names the file written?
-	ferr := rec.Finish()
+	return werr
+}
+
+// recordSummary says, unless -q, what the trace file holds (for --overwrite, where
+// the ring's records are), and always that the file is gone (gone: removed or
+// replaced while recording) and the recorder's write errors (ferr: its Finish's).
+func recordSummary(stderr io.Writer, rec *recorder.Recorder, opt *recordOptions, gone, ferr error) {
 	st := rec.Stats()
 	if gone != nil {
-		fmt.Fprintf(stderr, "kprewrite record: %s: %v: its %d records (%s) are in no file\n", *out, gone, st.Records, sizeString(st.Bytes))
-	} else if !*quiet && *over {
-		fmt.Fprintf(stderr, "kprewrite record: the most recent records are in %s's ring (up to %s)", *out, sizeString(size))
+		fmt.Fprintf(stderr, "kprewrite record: %s: %v: its %d records (%s) are in no file\n", opt.out, gone, st.Records, sizeString(st.Bytes))
+	} else if !opt.quiet && opt.overwrite {
+		fmt.Fprintf(stderr, "kprewrite record: the most recent records are in %s's ring (up to %s)", opt.out, sizeString(opt.size))
 		if st.Records > 0 {
 			fmt.Fprintf(stderr, ", %d records copied by snapshots and SIGUSR2", st.Records)
 		}
 		fmt.Fprintln(stderr)
-	} else if !*quiet {
-		fmt.Fprintf(stderr, "kprewrite record: %d records (%s) written to %s", st.Records, sizeString(st.Bytes), *out)
+	} else if !opt.quiet {
+		fmt.Fprintf(stderr, "kprewrite record: %d records (%s) written to %s", st.Records, sizeString(st.Bytes), opt.out)
 		if st.Lost > 0 {
 			fmt.Fprintf(stderr, ", %d lost (the ring was full: a larger --buffer-size keeps them)", st.Lost)
 		}
 		fmt.Fprintln(stderr)
 	}
 	if err := rec.Err(); err != nil {
-		fmt.Fprintf(stderr, "kprewrite record: %s: %v (later records stayed in the ring or were lost, counted)\n", *out, err)
+		fmt.Fprintf(stderr, "kprewrite record: %s: %v (later records stayed in the ring or were lost, counted)\n", opt.out, err)
 	}
 	if ferr != nil {
-		fmt.Fprintf(stderr, "kprewrite record: %s: %v\n", *out, ferr)
+		fmt.Fprintf(stderr, "kprewrite record: %s: %v\n", opt.out, ferr)
 	}
+}
+
+// recordedExit is record's status: the program's (128+N when a signal N killed
+// it), an error status when the program succeeded but records could not be
+// written or their file is gone.
+func recordedExit(werr error, rec *recorder.Recorder, prog string, gone error) error {
 	var ee *exec.ExitError
 	switch {
 	case werr == nil:
@@ -179,7 +242,7 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 		}
 		return exitStatus(ee.ExitCode())
 	default:
-		return fmt.Errorf("wait for %s: %w", argv[0], werr)
+		return fmt.Errorf("wait for %s: %w", prog, werr)
 	}
 }
 

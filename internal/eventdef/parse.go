@@ -484,51 +484,13 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 		return ap.err(ap.offset, ErrNoArgBody)
 	}
 	base := ap.offset
-
-	// parse_probe_arg_type()
-	expr := body
-	typ, hasType := "", false
-	tOff := 0 // offset of the type name from the body start; 0 without one
-	count := 0
-	if c := strings.IndexByte(expr, ':'); c >= 0 {
-		hasType = true
-		typ = expr[c+1:]
-		expr = expr[:c]
-		tOff = c + 1
-		if b := strings.IndexByte(typ, '['); b >= 0 {
-			num := typ[b+1:]
-			numOff := tOff + b + 1
-			typ = typ[:b]
-			r := strings.IndexByte(num, ']')
-			if r < 0 {
-				return ap.err(base+numOff+len(num), ErrArrayNoClose)
-			}
-			if r+1 != len(num) {
-				return ap.err(base+numOff+r+1, ErrBadArraySuffix)
-			}
-			n, ok := kstrtouint(num[:r], 0)
-			if !ok || n == 0 {
-				return ap.err(base+numOff, ErrBadArrayNum)
-			}
-			if n > MaxArrayLen {
-				return ap.err(base+numOff, ErrArrayTooBig)
-			}
-			count = int(n)
-		}
+	t, perr := ap.parseArgType(body, base)
+	if perr != nil {
+		return perr
 	}
-	var ft *fetchType
-	if expr == "$comm" || expr == "$COMM" || strings.HasPrefix(expr, `\"`) {
-		if count > 0 || (hasType && typ != "string") {
-			return ap.err(base+tOff, ErrNeedStringType)
-		}
-		ft = findFetchType("string")
-	} else if hasType {
-		ft = findFetchType(typ)
-	} else {
-		ft = findFetchType(defaultType)
-	}
-	if ft == nil {
-		return ap.err(base+tOff, ErrBadType)
+	ft, perr := ap.fetchTypeOf(t, base)
+	if perr != nil {
+		return perr
 	}
 
 	for k := range ap.code {
@@ -536,12 +498,147 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 	}
 	ap.code[fetchInsnMax-1].op = opEnd
 	ap.pc = 0
-	if perr := ap.parseProbeArg(expr); perr != nil {
+	if perr := ap.parseProbeArg(t.expr); perr != nil {
+		return perr
+	}
+	// The kernel leaves ctx->offset just inside the outermost '(' of a
+	// dereference, and measures the errors below from there.
+	bf, perr := ap.finishCode(ft, t)
+	if perr != nil {
 		return perr
 	}
 
-	// The kernel leaves ctx->offset just inside the outermost '(' of a
-	// dereference, and measures the errors below from there.
+	arg.Type = ft.name
+	arg.Kind = ft.kind
+	arg.Size = ft.size
+	arg.Count = t.count
+	arg.Bitfield = bf
+	arg.code = append([]insn(nil), ap.code[:ap.pc+1]...)
+	if tableOff > 0 {
+		switch ft.kind {
+		case KindUnsigned, KindSigned, KindHex:
+		default:
+			return ap.err(base+tableOff, ErrBadEnum)
+		}
+		enum, at := parseEnumTable(table, ft)
+		if at >= 0 {
+			return ap.err(base+tableOff+at, ErrBadEnum)
+		}
+		arg.Enum = enum
+	}
+	return nil
+}
+
+// argType is an argument's body split at its type: the fetch expression, the type's
+// name without an array suffix, the type's offset from the body's start (0 without
+// one), and the array's length (0: not an array).
+type argType struct {
+	expr    string
+	typ     string
+	hasType bool
+	tOff    int
+	count   int
+}
+
+// parseArgType is the first half of parse_probe_arg_type(): it splits the body at
+// ':' and reads a "[N]" array suffix, which must close, end the type and give a
+// length from 1 to MaxArrayLen. base is the body's offset in the argument.
+func (ap *argParser) parseArgType(body string, base int) (argType, *ParseError) {
+	t := argType{expr: body}
+	c := strings.IndexByte(body, ':')
+	if c < 0 {
+		return t, nil
+	}
+	t.hasType = true
+	t.typ = body[c+1:]
+	t.expr = body[:c]
+	t.tOff = c + 1
+	b := strings.IndexByte(t.typ, '[')
+	if b < 0 {
+		return t, nil
+	}
+	num := t.typ[b+1:]
+	numOff := t.tOff + b + 1
+	t.typ = t.typ[:b]
+	r := strings.IndexByte(num, ']')
+	if r < 0 {
+		return t, ap.err(base+numOff+len(num), ErrArrayNoClose)
+	}
+	if r+1 != len(num) {
+		return t, ap.err(base+numOff+r+1, ErrBadArraySuffix)
+	}
+	n, ok := kstrtouint(num[:r], 0)
+	if !ok || n == 0 {
+		return t, ap.err(base+numOff, ErrBadArrayNum)
+	}
+	if n > MaxArrayLen {
+		return t, ap.err(base+numOff, ErrArrayTooBig)
+	}
+	t.count = int(n)
+	return t, nil
+}
+
+// fetchTypeOf picks the argument's fetch type: $comm and an immediate string are
+// strings (and refuse any other type, or an array), else the named type, else
+// defaultType.
+func (ap *argParser) fetchTypeOf(t argType, base int) (*fetchType, *ParseError) {
+	var ft *fetchType
+	if t.expr == "$comm" || t.expr == "$COMM" || strings.HasPrefix(t.expr, `\"`) {
+		if t.count > 0 || (t.hasType && t.typ != "string") {
+			return nil, ap.err(base+t.tOff, ErrNeedStringType)
+		}
+		ft = findFetchType("string")
+	} else if t.hasType {
+		ft = findFetchType(t.typ)
+	} else {
+		ft = findFetchType(defaultType)
+	}
+	if ft == nil {
+		return nil, ap.err(base+t.tOff, ErrBadType)
+	}
+	return ft, nil
+}
+
+// finishCode ends the fetch program after parseProbeArg's instructions: the store
+// of the type, a bitfield's parameters, the array loop, then the end. Errors are
+// measured from the offset parseProbeArg left.
+func (ap *argParser) finishCode(ft *fetchType, t argType) (*Bitfield, *ParseError) {
+	at := ap.offset
+	if perr := ap.storeInsn(ft, t.count, at+t.tOff); perr != nil {
+		return nil, perr
+	}
+	code := &ap.code
+	scode := ap.pc
+	var bf *Bitfield
+	if t.hasType && (strings.HasPrefix(t.typ, "b") || strings.HasPrefix(t.typ, "sb")) {
+		var ok bool
+		bf, ok = ap.parseBitfield(t.typ, ft)
+		if !ok {
+			return nil, ap.err(at+t.tOff, ErrBadBitfield)
+		}
+	}
+	if t.count > 0 {
+		switch code[scode].op {
+		case opStMem, opStString, opStUString:
+		default:
+			return nil, ap.err(at+t.tOff, ErrBadString)
+		}
+		ap.pc++
+		if code[ap.pc].op != opNop {
+			return nil, ap.err(at, ErrTooManyOps)
+		}
+		code[ap.pc] = insn{op: opLpArray, param: uint32(t.count)}
+	}
+	ap.pc++
+	code[ap.pc] = insn{op: opEnd}
+	return bf, nil
+}
+
+// storeInsn turns the fetch's last instruction into a store of ft, or appends one:
+// a string is read from memory, an immediate, $comm or a symbol's name (symstr from a
+// value), anything else is stored raw or read from (user) memory. typeAt is where a
+// type error points.
+func (ap *argParser) storeInsn(ft *fetchType, count, typeAt int) *ParseError {
 	at := ap.offset
 	code := &ap.code
 	last := code[ap.pc].op
@@ -550,13 +647,13 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 			switch last {
 			case opReg, opStack, opRetval, opArg, opDeref:
 			default:
-				return ap.err(at+tOff, ErrBadSymstring)
+				return ap.err(typeAt, ErrBadSymstring)
 			}
 		} else {
 			switch last {
 			case opDeref, opUDeref, opImm, opComm, opData:
 			default:
-				return ap.err(at+tOff, ErrBadString)
+				return ap.err(typeAt, ErrBadString)
 			}
 		}
 		if ft.name == "symstr" || last == opImm || last == opComm || last == opData || count > 0 {
@@ -588,49 +685,6 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 			return ap.err(at, ErrTooManyOps)
 		}
 		code[ap.pc] = insn{op: opStRaw, size: ft.size}
-	}
-	scode := ap.pc
-
-	var bf *Bitfield
-	if hasType && (strings.HasPrefix(typ, "b") || strings.HasPrefix(typ, "sb")) {
-		var ok bool
-		bf, ok = ap.parseBitfield(typ, ft)
-		if !ok {
-			return ap.err(at+tOff, ErrBadBitfield)
-		}
-	}
-	if count > 0 {
-		switch code[scode].op {
-		case opStMem, opStString, opStUString:
-		default:
-			return ap.err(at+tOff, ErrBadString)
-		}
-		ap.pc++
-		if code[ap.pc].op != opNop {
-			return ap.err(at, ErrTooManyOps)
-		}
-		code[ap.pc] = insn{op: opLpArray, param: uint32(count)}
-	}
-	ap.pc++
-	code[ap.pc] = insn{op: opEnd}
-
-	arg.Type = ft.name
-	arg.Kind = ft.kind
-	arg.Size = ft.size
-	arg.Count = count
-	arg.Bitfield = bf
-	arg.code = append([]insn(nil), code[:ap.pc+1]...)
-	if tableOff > 0 {
-		switch ft.kind {
-		case KindUnsigned, KindSigned, KindHex:
-		default:
-			return ap.err(base+tableOff, ErrBadEnum)
-		}
-		enum, at := parseEnumTable(table, ft)
-		if at >= 0 {
-			return ap.err(base+tableOff+at, ErrBadEnum)
-		}
-		arg.Enum = enum
 	}
 	return nil
 }

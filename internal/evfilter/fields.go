@@ -3,7 +3,6 @@ package evfilter
 import (
 	"fmt"
 
-	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 )
 
@@ -105,22 +104,3 @@ func (AnySymbols) Func(string) (uint64, uint64, bool) { return 0, 1, true }
 
 // FuncAt finds a function at every address.
 func (AnySymbols) FuncAt(uint64) (uint64, uint64, bool) { return 0, 1, true }
-
-// FuncSymbols finds .function names among a binary's functions.
-func FuncSymbols(fns *elfio.Functions) Symbols { return funcSymbols{fns} }
-
-type funcSymbols struct{ fns *elfio.Functions }
-
-func (s funcSymbols) Func(name string) (uint64, uint64, bool) {
-	if f, ok := s.fns.ByName(name); ok {
-		return f.Addr, max(f.Size, 1), true
-	}
-	return 0, 0, false
-}
-
-func (s funcSymbols) FuncAt(addr uint64) (uint64, uint64, bool) {
-	if f, ok := s.fns.Containing(addr); ok {
-		return f.Addr, max(f.Size, 1), true
-	}
-	return 0, 0, false
-}

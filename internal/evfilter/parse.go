@@ -299,28 +299,64 @@ const (
 // the inversions into the branch conditions.
 func (p *parser) predicateParse(f *Filter, nparens, npreds int) error {
 	npreds += 2 // TRUE and FALSE
-	prog := make([]struct {
-		target int
-		when   int
-		pred   int
-	}, npreds)
-	inverts := make([]int, npreds)
-	stack := []int{0}
-	invert := 0
-	n := 0
-	update := func(at, inv int) error {
-		t := prog[at].target
-		if t < 0 || t >= len(prog) {
-			return &Error{Expr: p.s}
-		}
-		s := prog[t].target
-		prog[t].when = inv
-		prog[t].target = at
-		prog[at].target = s
-		return nil
+	b := &progBuilder{p: p, f: f, prog: make([]progEntry, npreds), inverts: make([]int, npreds), stack: []int{0}}
+	ptr, err := b.build(nparens, npreds)
+	if err != nil {
+		return err
 	}
+	if len(b.stack) != 1 {
+		return p.fail(ErrTooManyOpen, ptr)
+	}
+	if b.n == 0 {
+		return p.fail(ErrNoFilter, ptr)
+	}
+	if err := b.shortenBranches(); err != nil {
+		return err
+	}
+	return b.foldInversions()
+}
+
+// progEntry is one entry of the kernel's prog_entry array while it is built: the
+// entry to go to, the result that takes the branch, and the predicate tested.
+type progEntry struct {
+	target int
+	when   int
+	pred   int
+}
+
+// progBuilder is predicate_parse's working state: the program, the inversion each
+// predicate was read under, the open parentheses' flags (flInvert, flProcessAnd,
+// flProcessOr), the inversion pending for the next predicate, and the predicates read.
+type progBuilder struct {
+	p       *parser
+	f       *Filter
+	prog    []progEntry
+	inverts []int
+	stack   []int
+	invert  int
+	n       int
+}
+
+// update is update_preds: entry at's pending target (a chain threaded through the
+// targets) is made to branch to at when its result is inv.
+func (b *progBuilder) update(at, inv int) error {
+	prog := b.prog
+	t := prog[at].target
+	if t < 0 || t >= len(prog) {
+		return &Error{Expr: b.p.s}
+	}
+	s := prog[t].target
+	prog[t].when = inv
+	prog[t].target = at
+	prog[at].target = s
+	return nil
+}
+
+// build is predicate_parse's first pass: it reads parentheses, inversions and
+// predicates, each followed by its connective, and returns where it stopped.
+func (b *progBuilder) build(nparens, npreds int) (int, error) {
+	p := b.p
 	ptr := 0
-outer:
 	for p.at(ptr) != 0 {
 		next := ptr
 		ptr++
@@ -330,84 +366,97 @@ outer:
 		}
 		switch c {
 		case '(':
-			if len(stack)-1 > nparens {
-				return &Error{Expr: p.s}
+			if len(b.stack)-1 > nparens {
+				return 0, &Error{Expr: p.s}
 			}
-			stack = append(stack, invert)
+			b.stack = append(b.stack, b.invert)
 			continue
 		case '!':
 			if p.at(next+1) != '=' && p.at(next+1) != '~' {
-				invert ^= 1
+				b.invert ^= 1
 				continue
 			}
 		}
-		if n >= npreds {
-			return p.fail(ErrTooManyPreds, next)
+		if b.n >= npreds {
+			return 0, p.fail(ErrTooManyPreds, next)
 		}
-		inverts[n] = invert
-		prog[n].target = n - 1
+		b.inverts[b.n] = b.invert
+		b.prog[b.n].target = b.n - 1
 		length, pr, err := p.parsePred(next, ptr)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		prog[n].pred = len(f.preds)
-		f.preds = append(f.preds, pr)
+		b.prog[b.n].pred = len(b.f.preds)
+		b.f.preds = append(b.f.preds, pr)
 		ptr = next + length
-		n++
-		for {
-			next = ptr
-			ptr++
-			c = p.at(next)
-			if isSpace(c) {
-				continue
-			}
-			switch c {
-			case ')', 0:
-			case '&', '|':
-				if p.at(next+1) != c {
-					return p.fail(ErrTooManyPreds, next)
-				}
-				ptr++
-			default:
-				return p.fail(ErrTooManyPreds, next)
-			}
-			top := &stack[len(stack)-1]
-			invert = *top & flInvert
-			if *top&flProcessAnd != 0 {
-				if err := update(n-1, invert); err != nil {
-					return err
-				}
-				*top &^= flProcessAnd
-			}
-			if c == '&' {
-				*top |= flProcessAnd
-				break
-			}
-			if *top&flProcessOr != 0 {
-				if err := update(n-1, invert^1); err != nil {
-					return err
-				}
-				*top &^= flProcessOr
-			}
-			if c == '|' {
-				*top |= flProcessOr
-				break
-			}
-			if c == 0 {
-				break outer
-			}
-			if len(stack) == 1 {
-				return p.fail(ErrTooManyClose, ptr)
-			}
-			stack = stack[:len(stack)-1]
+		b.n++
+		var end bool
+		if ptr, end, err = b.connective(ptr); err != nil || end {
+			return ptr, err
 		}
 	}
-	if len(stack) != 1 {
-		return p.fail(ErrTooManyOpen, ptr)
+	return ptr, nil
+}
+
+// connective reads what follows a predicate: && or || (linking it into the
+// enclosing group's chains), closing parentheses, or the end of the expression
+// (end is true).
+func (b *progBuilder) connective(ptr int) (_ int, end bool, _ error) {
+	p := b.p
+	for {
+		next := ptr
+		ptr++
+		c := p.at(next)
+		if isSpace(c) {
+			continue
+		}
+		switch c {
+		case ')', 0:
+		case '&', '|':
+			if p.at(next+1) != c {
+				return 0, false, p.fail(ErrTooManyPreds, next)
+			}
+			ptr++
+		default:
+			return 0, false, p.fail(ErrTooManyPreds, next)
+		}
+		top := &b.stack[len(b.stack)-1]
+		b.invert = *top & flInvert
+		if *top&flProcessAnd != 0 {
+			if err := b.update(b.n-1, b.invert); err != nil {
+				return 0, false, err
+			}
+			*top &^= flProcessAnd
+		}
+		if c == '&' {
+			*top |= flProcessAnd
+			return ptr, false, nil
+		}
+		if *top&flProcessOr != 0 {
+			if err := b.update(b.n-1, b.invert^1); err != nil {
+				return 0, false, err
+			}
+			*top &^= flProcessOr
+		}
+		if c == '|' {
+			*top |= flProcessOr
+			return ptr, false, nil
+		}
+		if c == 0 {
+			return ptr, true, nil
+		}
+		if len(b.stack) == 1 {
+			return 0, false, p.fail(ErrTooManyClose, ptr)
+		}
+		b.stack = b.stack[:len(b.stack)-1]
 	}
-	if n == 0 {
-		return p.fail(ErrNoFilter, ptr)
-	}
+}
+
+// shortenBranches is the second pass: the last predicate falls to TRUE, and a
+// branch to an entry that branches on the same result goes straight to that
+// entry's target.
+func (b *progBuilder) shortenBranches() error {
+	prog, n := b.prog, b.n
 	prog[n].target = 1 // TRUE
 	prog[n+1].target = 0
 	prog[n-1].target = n
@@ -416,220 +465,304 @@ outer:
 		i--
 		t := prog[i].target
 		if t < 0 || t >= len(prog) {
-			return &Error{Expr: p.s}
+			return &Error{Expr: b.p.s}
 		}
 		if prog[i].when == prog[t].when {
 			prog[i].target = prog[t].target
 		}
 	}
-	f.prog = make([]entry, n)
-	for i := 0; i < n; i++ {
-		when := inverts[i] ^ prog[i].when
-		if prog[i].target <= i {
-			return &Error{Expr: p.s}
+	return nil
+}
+
+// foldInversions is the third pass: each predicate's inversion goes into its
+// branch condition, and the filter gets its program (branches only go forward).
+func (b *progBuilder) foldInversions() error {
+	prog := make([]entry, b.n)
+	for i := 0; i < b.n; i++ {
+		when := b.inverts[i] ^ b.prog[i].when
+		if b.prog[i].target <= i {
+			return &Error{Expr: b.p.s}
 		}
 		// the kernel's loop adds one after taking a branch
-		f.prog[i] = entry{pred: prog[i].pred, when: when != 0, target: prog[i].target + 1}
+		prog[i] = entry{pred: b.prog[i].pred, when: when != 0, target: b.prog[i].target + 1}
 	}
+	b.f.prog = prog
 	return nil
 }
 
 // parsePred is parse_pred for the predicate at str[start:]; pos is the kernel's pos
 // argument (start+1). It returns the bytes it used.
 func (p *parser) parsePred(start, pos int) (int, pred, error) {
+	c := &predScan{p: p, start: start, pos: pos}
+	field, function, op, err := c.fieldAndOp()
+	if err != nil {
+		return 0, pred{}, err
+	}
 	var pr pred
-	at := func(i int) byte { return p.at(start + i) }
-	i := 0
-	for isSpace(at(i)) {
-		i++
+	pr.src, pr.off, pr.op, pr.size = field.Src, field.Off, uint8(op), uint8(min(field.Size, 255))
+	switch {
+	case function:
+		err = c.funcValue(&pr, field, op)
+	case strings.HasPrefix(c.rest(), "CPUS"):
+		// a cpumask is checked against the CPUs of the machine that writes it; the
+		// machine that runs the program may have others
+		return 0, pr, &Error{Expr: p.s, Pos: pos + c.i, Code: ErrInvalidValue,
+			Detail: "CPUS{} masks are not supported; compare cpu with numbers"}
+	case c.cur() == '\'' || c.cur() == '"':
+		err = c.stringValue(&pr, field, op)
+	case isDigit(c.cur()) || c.cur() == '-' || len(field.Enum) > 0 && (isAlnum(c.cur()) || c.cur() == '_'):
+		err = c.numberValue(&pr, field, op)
+	default:
+		err = c.fail(ErrInvalidValue)
 	}
-	s := i
-	for isAlnum(at(i)) || at(i) == '_' {
-		i++
+	if err != nil {
+		return 0, pr, err
 	}
-	if i == s {
-		return 0, pr, &Error{Expr: p.s}
+	return c.i, pr, nil
+}
+
+// predScan is parse_pred's cursor: the predicate starts at the parser's byte start,
+// i counts the bytes used so far, and pos+i is the column an error points at.
+type predScan struct {
+	p          *parser
+	start, pos int
+	i          int
+}
+
+// at is the predicate's byte k: 0 past the end.
+func (c *predScan) at(k int) byte { return c.p.at(c.start + k) }
+
+// cur is the byte under the cursor.
+func (c *predScan) cur() byte { return c.at(c.i) }
+
+// rest is the expression from the cursor on.
+func (c *predScan) rest() string { return c.p.s[c.start+c.i:] }
+
+// text is the predicate's bytes [s, e).
+func (c *predScan) text(s, e int) string { return c.p.s[c.start+s : c.start+e] }
+
+// skipSpace steps over the blanks the kernel allows between a predicate's parts.
+func (c *predScan) skipSpace() {
+	for isSpace(c.cur()) {
+		c.i++
 	}
-	field := findField(p.fields, p.s[start+s:start+i])
+}
+
+// fail reports code at the cursor.
+func (c *predScan) fail(code ErrCode) error { return c.p.fail(code, c.pos+c.i) }
+
+// fieldAndOp reads the predicate's left side: the field's name with its .ustring or
+// .function suffix, then the operator; the cursor ends on the value.
+func (c *predScan) fieldAndOp() (field *Field, function bool, op int, err error) {
+	c.skipSpace()
+	s := c.i
+	for isAlnum(c.cur()) || c.cur() == '_' {
+		c.i++
+	}
+	if c.i == s {
+		return nil, false, 0, &Error{Expr: c.p.s}
+	}
+	field = findField(c.p.fields, c.text(s, c.i))
 	if field == nil {
-		return 0, pr, p.fail(ErrFieldNotFound, pos+i)
+		return nil, false, 0, c.fail(ErrFieldNotFound)
 	}
-	rest := p.s[start+i:]
-	if strings.HasPrefix(rest, ".ustring") {
-		i += len(".ustring")
-		rest = p.s[start+i:]
+	if strings.HasPrefix(c.rest(), ".ustring") {
+		c.i += len(".ustring")
 	}
-	function := false
-	if strings.HasPrefix(rest, ".function") {
+	if strings.HasPrefix(c.rest(), ".function") {
 		function = true
-		i += len(".function")
+		c.i += len(".function")
 	}
-	for isSpace(at(i)) {
-		i++
-	}
-	op := -1
+	c.skipSpace()
+	op = -1
 	for k, o := range ops {
-		if strings.HasPrefix(p.s[start+i:], o) {
+		if strings.HasPrefix(c.rest(), o) {
 			op = k
 			break
 		}
 	}
 	if op < 0 {
-		return 0, pr, p.fail(ErrInvalidOp, pos+i)
+		return nil, false, 0, c.fail(ErrInvalidOp)
 	}
-	i += len(ops[op])
-	for isSpace(at(i)) {
-		i++
-	}
-	s = i
-	pr.src, pr.off, pr.op, pr.size = field.Src, field.Off, uint8(op), uint8(min(field.Size, 255))
+	c.i += len(ops[op])
+	c.skipSpace()
+	return field, function, op, nil
+}
 
-	switch {
-	case function:
-		if field.Size != 8 {
-			return 0, pr, p.fail(ErrIllegalFieldOp, pos+i)
+// funcValue reads a .function operand, an address or a function's name, and makes
+// the predicate test that the field points into that function's range.
+func (c *predScan) funcValue(pr *pred, field *Field, op int) error {
+	if field.Size != 8 {
+		return c.fail(ErrIllegalFieldOp)
+	}
+	if op != opEQ && op != opNE {
+		return c.fail(ErrInvalidOp)
+	}
+	addr, err := c.funcAddr()
+	if err != nil {
+		return err
+	}
+	var lo, size uint64
+	ok := false
+	if c.p.syms != nil {
+		lo, size, ok = c.p.syms.FuncAt(addr)
+	}
+	if !ok {
+		return c.fail(ErrNoFunction)
+	}
+	pr.fn, pr.val, pr.val2, pr.biased = FnFunc, lo, lo+size, true
+	return nil
+}
+
+// funcAddr reads a .function operand: a number is an address, anything else is a
+// function's name, looked up in the binary's symbols.
+func (c *predScan) funcAddr() (uint64, error) {
+	s := c.i
+	if isDigit(c.cur()) {
+		for isAlnum(c.cur()) {
+			c.i++
 		}
-		if op != opEQ && op != opNE {
-			return 0, pr, p.fail(ErrInvalidOp, pos+i)
+		if c.i-s >= 24 {
+			return 0, c.fail(ErrOperandTooLong)
 		}
-		var addr uint64
-		if isDigit(at(i)) {
-			for isAlnum(at(i)) {
-				i++
-			}
-			if i-s >= 24 {
-				return 0, pr, p.fail(ErrOperandTooLong, pos+i)
-			}
-			v, ok := eventdef.Kstrtoull(p.s[start+s : start+i])
-			if !ok {
-				return 0, pr, p.fail(ErrInvalidValue, pos+i)
-			}
-			addr = v
-		} else {
-			for at(i) != 0 && !isSpace(at(i)) {
-				i++
-			}
-			var ok bool
-			if p.syms != nil {
-				addr, _, ok = p.syms.Func(p.s[start+s : start+i])
-			}
-			if !ok {
-				return 0, pr, p.fail(ErrNoFunction, pos+i)
-			}
-		}
-		var lo, size uint64
-		ok := false
-		if p.syms != nil {
-			lo, size, ok = p.syms.FuncAt(addr)
-		}
+		v, ok := eventdef.Kstrtoull(c.text(s, c.i))
 		if !ok {
-			return 0, pr, p.fail(ErrNoFunction, pos+i)
+			return 0, c.fail(ErrInvalidValue)
 		}
-		pr.fn, pr.val, pr.val2, pr.biased = FnFunc, lo, lo+size, true
-
-	case strings.HasPrefix(p.s[start+i:], "CPUS"):
-		// a cpumask is checked against the CPUs of the machine that writes it; the
-		// machine that runs the program may have others
-		return 0, pr, &Error{Expr: p.s, Pos: pos + i, Code: ErrInvalidValue,
-			Detail: "CPUS{} masks are not supported; compare cpu with numbers"}
-
-	case at(i) == '\'' || at(i) == '"':
-		q := at(i)
-		switch op {
-		case opNE:
-			pr.not = true
-		case opGlob, opEQ:
-		default:
-			return 0, pr, p.fail(ErrIllegalFieldOp, pos+i)
-		}
-		if !field.isString() {
-			return 0, pr, p.fail(ErrExpectDigit, pos+i)
-		}
-		for i++; at(i) != 0; i++ {
-			if at(i) == q {
-				break
-			}
-		}
-		if at(i) == 0 {
-			return 0, pr, p.fail(ErrMissingQuote, pos+i)
-		}
-		s++
-		if i-s >= maxStrVal {
-			return 0, pr, p.fail(ErrOperandTooLong, pos+i)
-		}
-		pr.pattern = p.s[start+s : start+i]
-		pr.fn = FnString
-		if op == opGlob {
-			pr.match, pr.pattern = parseRegex(pr.pattern, &pr.not)
-		}
-		i++
-
-	case isDigit(at(i)) || at(i) == '-' || len(field.Enum) > 0 && (isAlnum(at(i)) || at(i) == '_'):
-		if field.isString() {
-			return 0, pr, p.fail(ErrExpectString, pos+i)
-		}
-		if op == opGlob {
-			return 0, pr, p.fail(ErrIllegalFieldOp, pos+i)
-		}
-		if field.Float {
-			return 0, pr, &Error{Expr: p.s, Pos: pos + i, Code: ErrInvalidValue,
-				Detail: "a floating-point field (" + field.Name + ") cannot be compared"}
-		}
-		if !isDigit(at(i)) && at(i) != '-' { // a name of the field's enum table
-			for isAlnum(at(i)) || at(i) == '_' || at(i) == ':' {
-				i++
-			}
-			v, ok := enumValue(field.Enum, p.s[start+s:start+i])
-			if !ok {
-				return 0, pr, &Error{Expr: p.s, Pos: pos + s, Code: ErrInvalidValue,
-					Detail: "no value of " + field.Name + " is named " + p.s[start+s:start+i]}
-			}
-			pr.val = v
-			if field.Signed { // the table holds the element's bits: compare sign-extended
-				pr.val = uint64(int64(v<<(64-8*field.Size)) >> (64 - 8*field.Size))
-			}
-		} else {
-			if at(i) == '-' {
-				i++
-			}
-			for isAlnum(at(i)) {
-				i++
-			}
-			if i-s >= 24 {
-				return 0, pr, p.fail(ErrOperandTooLong, pos+i)
-			}
-			num := p.s[start+s : start+i]
-			if field.Signed {
-				v, ok := eventdef.Kstrtoll(num)
-				if !ok {
-					return 0, pr, p.fail(ErrIllegalIntval, pos+s)
-				}
-				pr.val = uint64(v)
-			} else {
-				v, ok := eventdef.Kstrtoull(num)
-				if !ok {
-					return 0, pr, p.fail(ErrIllegalIntval, pos+s)
-				}
-				pr.val = v
-			}
-		}
-		if field.ft == ftCPU {
-			pr.fn = FnCPU
-		} else {
-			pr.fn, pr.size, pr.signed = FnNop, uint8(field.Size), field.Signed
-			if field.Size == 1 || field.Size == 2 || field.Size == 4 || field.Size == 8 {
-				pr.fn = FnCmp
-				if op == opEQ || op == opNE {
-					pr.fn = FnEq
-				}
-			}
-			pr.not = op == opNE
-		}
-
-	default:
-		return 0, pr, p.fail(ErrInvalidValue, pos+i)
+		return v, nil
 	}
-	return i, pr, nil
+	for c.cur() != 0 && !isSpace(c.cur()) {
+		c.i++
+	}
+	var addr uint64
+	ok := false
+	if c.p.syms != nil {
+		addr, _, ok = c.p.syms.Func(c.text(s, c.i))
+	}
+	if !ok {
+		return 0, c.fail(ErrNoFunction)
+	}
+	return addr, nil
+}
+
+// stringValue reads a quoted operand of a string field: == and != compare it whole,
+// ~ matches it as the kernel's glob (one of its regex_type shapes).
+func (c *predScan) stringValue(pr *pred, field *Field, op int) error {
+	s := c.i
+	q := c.cur()
+	switch op {
+	case opNE:
+		pr.not = true
+	case opGlob, opEQ:
+	default:
+		return c.fail(ErrIllegalFieldOp)
+	}
+	if !field.isString() {
+		return c.fail(ErrExpectDigit)
+	}
+	for c.i++; c.cur() != 0; c.i++ {
+		if c.cur() == q {
+			break
+		}
+	}
+	if c.cur() == 0 {
+		return c.fail(ErrMissingQuote)
+	}
+	s++
+	if c.i-s >= maxStrVal {
+		return c.fail(ErrOperandTooLong)
+	}
+	pr.pattern = c.text(s, c.i)
+	pr.fn = FnString
+	if op == opGlob {
+		pr.match, pr.pattern = parseRegex(pr.pattern, &pr.not)
+	}
+	c.i++
+	return nil
+}
+
+// numberValue reads the operand of a numeric field, a number or a name from the
+// field's enum table, and picks the comparison the runtime makes: cpu, an equality
+// or an ordering of 1, 2, 4 or 8 bytes, or none (a size the kernel cannot compare).
+func (c *predScan) numberValue(pr *pred, field *Field, op int) error {
+	if field.isString() {
+		return c.fail(ErrExpectString)
+	}
+	if op == opGlob {
+		return c.fail(ErrIllegalFieldOp)
+	}
+	if field.Float {
+		return &Error{Expr: c.p.s, Pos: c.pos + c.i, Code: ErrInvalidValue,
+			Detail: "a floating-point field (" + field.Name + ") cannot be compared"}
+	}
+	var err error
+	if !isDigit(c.cur()) && c.cur() != '-' {
+		pr.val, err = c.enumName(field)
+	} else {
+		pr.val, err = c.number(field)
+	}
+	if err != nil {
+		return err
+	}
+	if field.ft == ftCPU {
+		pr.fn = FnCPU
+		return nil
+	}
+	pr.fn, pr.size, pr.signed = FnNop, uint8(field.Size), field.Signed
+	if field.Size == 1 || field.Size == 2 || field.Size == 4 || field.Size == 8 {
+		pr.fn = FnCmp
+		if op == opEQ || op == opNE {
+			pr.fn = FnEq
+		}
+	}
+	pr.not = op == opNE
+	return nil
+}
+
+// enumName reads a name of the field's enum table and gives its value, sign-extended
+// for a signed field since the table holds the element's bits.
+func (c *predScan) enumName(field *Field) (uint64, error) {
+	s := c.i
+	for isAlnum(c.cur()) || c.cur() == '_' || c.cur() == ':' {
+		c.i++
+	}
+	v, ok := enumValue(field.Enum, c.text(s, c.i))
+	if !ok {
+		return 0, &Error{Expr: c.p.s, Pos: c.pos + s, Code: ErrInvalidValue,
+			Detail: "no value of " + field.Name + " is named " + c.text(s, c.i)}
+	}
+	if field.Signed {
+		v = uint64(int64(v<<(64-8*field.Size)) >> (64 - 8*field.Size))
+	}
+	return v, nil
+}
+
+// number reads a decimal, octal or hex operand as the kernel's kstrtoll (a signed
+// field) or kstrtoull does; past 23 characters it is refused as too long.
+func (c *predScan) number(field *Field) (uint64, error) {
+	s := c.i
+	if c.cur() == '-' {
+		c.i++
+	}
+	for isAlnum(c.cur()) {
+		c.i++
+	}
+	if c.i-s >= 24 {
+		return 0, c.fail(ErrOperandTooLong)
+	}
+	num := c.text(s, c.i)
+	if field.Signed {
+		v, ok := eventdef.Kstrtoll(num)
+		if !ok {
+			return 0, c.p.fail(ErrIllegalIntval, c.pos+s)
+		}
+		return uint64(v), nil
+	}
+	v, ok := eventdef.Kstrtoull(num)
+	if !ok {
+		return 0, c.p.fail(ErrIllegalIntval, c.pos+s)
+	}
+	return v, nil
 }
 
 // enumValue looks a name up in an enum table.

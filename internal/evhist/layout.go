@@ -140,15 +140,42 @@ func (s *Spec) Check() error {
 // word of another histogram's table by its key (the tables of the variables it reads
 // and of the synthetic event's histograms it feeds); nil when it has no Link.
 func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
-	le := binary.LittleEndian
-	fields := []*Field{}
+	fields, fixed := s.progFields()
+	l := s.Link
+	if l == nil {
+		l = &Link{}
+	}
+	b := s.progHeader(l, len(fields), fixed)
+	for _, f := range fields {
+		b = s.appendField(b, f)
+	}
+	b = s.appendVarOps(b, l, fixed)
+	b = appendRefs(b, l, slotOf)
+	for _, p := range l.Params {
+		b = append(b, p.Kind, 0)
+		b = binary.LittleEndian.AppendUint16(b, uint16(p.Idx))
+	}
+	b = appendTargets(b, l, slotOf)
+	if a := s.Tracker(); a != nil {
+		b = s.appendTrack(b, a)
+	}
+	if sy := l.Synth; sy != nil && sy.ID != 0 && slotOf != nil {
+		b[2] |= FlagRecord
+		b = appendRecord(b, sy, len(l.Params), slotOf)
+	}
+	return b
+}
+
+// progFields lists the program's fields: the keys, the values (fixed counts them),
+// then the fields the variables' expressions read.
+func (s *Spec) progFields() (fields []*Field, fixed int) {
 	for i := range s.Keys {
 		fields = append(fields, &s.Keys[i])
 	}
 	for i := range s.Vals {
 		fields = append(fields, &s.Vals[i])
 	}
-	fixed := len(fields)
+	fixed = len(fields)
 	for _, v := range s.Vars { // operand fields after the keys and values
 		for _, o := range v.Expr {
 			if o.Field != nil {
@@ -156,10 +183,13 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 			}
 		}
 	}
-	l := s.Link
-	if l == nil {
-		l = &Link{}
-	}
+	return fields, fixed
+}
+
+// progHeader is the program's 16-byte header: the counts, the flags known before
+// the blocks are laid out, the table's size and its key and entry words.
+func (s *Spec) progHeader(l *Link, nfields, fixed int) []byte {
+	le := binary.LittleEndian
 	b := make([]byte, progHeader, 256)
 	b[0], b[1], b[3] = byte(len(s.Keys)), byte(len(s.Vals)), byte(len(s.Vars))
 	if s.Pause {
@@ -174,12 +204,17 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 	le.PutUint32(b[4:], uint32(s.Size()))
 	le.PutUint16(b[8:], uint16(s.KeyWords()))
 	le.PutUint16(b[10:], uint16(s.EntryWords()))
-	b[12], b[13], b[14], b[15] = byte(len(fields)-fixed), byte(len(l.Refs)), byte(len(l.Params)), byte(len(l.Targets))
-	for _, f := range fields {
-		b = s.appendField(b, f)
-	}
+	b[12], b[13], b[14], b[15] = byte(nfields-fixed), byte(len(l.Refs)), byte(len(l.Params)), byte(len(l.Targets))
+	return b
+}
+
+// appendVarOps appends each variable's expression: 4 operands of 4 bytes (kind,
+// minus, index), a field operand indexing the fields after the first fixed ones in
+// order, a reference indexing the link's Refs.
+func (s *Spec) appendVarOps(b []byte, l *Link, fixed int) []byte {
+	le := binary.LittleEndian
 	next := fixed
-	for _, v := range s.Vars { // 4 operands of 4 bytes: kind, minus, index
+	for _, v := range s.Vars {
 		var e [4 * MaxOperands]byte
 		for k, o := range v.Expr {
 			op := e[4*k:]
@@ -205,7 +240,14 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 		}
 		b = append(b, e[:]...)
 	}
-	for _, r := range l.Refs { // u32 slot, u32 entries, u16 entry words, set word, var word, bit
+	return b
+}
+
+// appendRefs appends where each variable read from another histogram lives: u32
+// slot, u32 entries, u16 entry words, set word, var word, bit.
+func appendRefs(b []byte, l *Link, slotOf func(key string, words uint32) uint32) []byte {
+	le := binary.LittleEndian
+	for _, r := range l.Refs {
 		b = le.AppendUint32(b, slotOf(r.Key, uint32(r.Of.TableWords())))
 		b = le.AppendUint32(b, uint32(r.Of.Size()))
 		b = le.AppendUint16(b, uint16(r.Of.EntryWords()))
@@ -213,11 +255,15 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 		b = le.AppendUint16(b, uint16(r.Of.varsOff()+1+r.Var))
 		b = le.AppendUint16(b, uint16(r.Var))
 	}
-	for _, p := range l.Params {
-		b = append(b, p.Kind, 0)
-		b = le.AppendUint16(b, uint16(p.Idx))
-	}
-	for _, t := range l.Targets { // u32 slot, u32 length (TargetFilter: a filter follows), its program
+	return b
+}
+
+// appendTargets appends the synthetic event's histograms this one feeds: u32 slot,
+// u32 length (TargetFilter: a filter follows), its program, then the filter (u32
+// length, its program, to 4 bytes).
+func appendTargets(b []byte, l *Link, slotOf func(key string, words uint32) uint32) []byte {
+	le := binary.LittleEndian
+	for _, t := range l.Targets {
 		tp := t.Of.Program(nil)
 		b = le.AppendUint32(b, slotOf(t.Key, uint32(t.Of.TableWords())))
 		n := uint32(len(tp))
@@ -226,56 +272,65 @@ func (s *Spec) Program(slotOf func(key string, words uint32) uint32) []byte {
 		}
 		b = le.AppendUint32(b, n)
 		b = append(b, tp...)
-		if t.Filter != nil { // u32 length, the filter's program, to 4 bytes
+		if t.Filter != nil {
 			b = le.AppendUint32(b, uint32(len(t.Filter)))
 			b = append(b, t.Filter...)
 			b = append(b, make([]byte, (4-len(t.Filter)%4)%4)...)
 		}
 	}
-	if a := s.Tracker(); a != nil { // u8 handler, variable, nsave, actions; u16 word, 0; the saved fields
-		handler, do := byte(1), byte(0)
-		if a.Handler == "onchange" {
-			handler = 2
-		}
-		if s.has("save") {
-			do |= doSave
-		}
-		if s.has("snapshot") {
-			do |= doSnapshot
-		}
-		if s.has("trace") {
-			do |= doTrace
-		}
-		v := 0
-		for i := range s.Vars {
-			if s.Vars[i].Name == a.Var {
-				v = i
-			}
-		}
-		b = append(b, handler, byte(v), byte(len(s.Save)), do)
-		b = le.AppendUint16(b, uint16(s.trackOff()))
-		b = le.AppendUint16(b, 0)
-		for i := range s.Save {
-			b = s.appendField(b, &s.Save[i])
+	return b
+}
+
+// appendTrack appends the onmax/onchange block: u8 handler, variable, nsave,
+// actions; u16 the tracked value's word, 0; the saved fields.
+func (s *Spec) appendTrack(b []byte, a *Action) []byte {
+	le := binary.LittleEndian
+	handler, do := byte(1), byte(0)
+	if a.Handler == "onchange" {
+		handler = 2
+	}
+	if s.has("save") {
+		do |= doSave
+	}
+	if s.has("snapshot") {
+		do |= doSnapshot
+	}
+	if s.has("trace") {
+		do |= doTrace
+	}
+	v := 0
+	for i := range s.Vars {
+		if s.Vars[i].Name == a.Var {
+			v = i
 		}
 	}
-	if sy := l.Synth; sy != nil && sy.ID != 0 && slotOf != nil {
-		b[2] |= FlagRecord
-		b = le.AppendUint32(b, sy.ID)
-		b = le.AppendUint32(b, slotOf(SwitchKey(sy.Name), 1))
-		fl := byte(0)
-		if sy.Disabled {
-			fl |= recDisabled
-		}
-		if sy.Filter != nil {
-			fl |= recFiltered
-		}
-		b = append(b, fl, byte(len(l.Params)), 0, 0)
-		if sy.Filter != nil {
-			b = le.AppendUint32(b, uint32(len(sy.Filter)))
-			b = append(b, sy.Filter...)
-			b = append(b, make([]byte, (4-len(sy.Filter)%4)%4)...)
-		}
+	b = append(b, handler, byte(v), byte(len(s.Save)), do)
+	b = le.AppendUint16(b, uint16(s.trackOff()))
+	b = le.AppendUint16(b, 0)
+	for i := range s.Save {
+		b = s.appendField(b, &s.Save[i])
+	}
+	return b
+}
+
+// appendRecord appends the record block of a histogram whose action generates a
+// synthetic event (recordBlock), then the event's filter when it has one.
+func appendRecord(b []byte, sy *Synthetic, nparams int, slotOf func(key string, words uint32) uint32) []byte {
+	le := binary.LittleEndian
+	b = le.AppendUint32(b, sy.ID)
+	b = le.AppendUint32(b, slotOf(SwitchKey(sy.Name), 1))
+	fl := byte(0)
+	if sy.Disabled {
+		fl |= recDisabled
+	}
+	if sy.Filter != nil {
+		fl |= recFiltered
+	}
+	b = append(b, fl, byte(nparams), 0, 0)
+	if sy.Filter != nil {
+		b = le.AppendUint32(b, uint32(len(sy.Filter)))
+		b = append(b, sy.Filter...)
+		b = append(b, make([]byte, (4-len(sy.Filter)%4)%4)...)
 	}
 	return b
 }
@@ -324,162 +379,39 @@ func CheckProgram(p []byte) (int, error) {
 	return w, err
 }
 
+// checkProgram checks program p (a target's when not top: no links of its own, no
+// track or record block) and returns its table words and the bytes it used.
 func checkProgram(p []byte, top bool) (words, used int, err error) {
-	le := binary.LittleEndian
-	if len(p) < progHeader {
-		return 0, 0, errProgram
+	ps, err := checkHeader(p, top)
+	if err != nil {
+		return 0, 0, err
 	}
-	nk, nv, nvars := int(p[0]), int(p[1]), int(p[3])
-	nx, nrefs, nparams, ntargets := int(p[12]), int(p[13]), int(p[14]), int(p[15])
-	if nk == 0 || nk > MaxKeys || nv > MaxVals || nvars > MaxVars || nx > MaxVars*MaxOperands {
-		return 0, 0, errProgram
+	if err := ps.checkFields(p); err != nil {
+		return 0, 0, err
 	}
-	if !top && (nrefs|nparams|ntargets) != 0 || nrefs > MaxRefs || nparams > MaxVars || ntargets > 32 {
-		return 0, 0, errProgram
+	if err := ps.checkEntry(p, top); err != nil {
+		return 0, 0, err
 	}
-	nf := nk + nv + nx
-	off := progHeader + progField*nf
-	if len(p) < off {
-		return 0, 0, errProgram
+	off, err := ps.checkLinks(p)
+	if err != nil {
+		return 0, 0, err
 	}
-	size := int(le.Uint32(p[4:]))
-	kw, ew := int(le.Uint16(p[8:])), int(le.Uint16(p[10:]))
-	if size < 1<<MinBits || size > 1<<MaxBits || size&(size-1) != 0 {
-		return 0, 0, errProgram
+	if off, err = ps.checkTargets(p, off); err != nil {
+		return 0, 0, err
 	}
-	sum := 0
-	for i := 0; i < nf; i++ {
-		e := p[progHeader+i*progField:]
-		w := int(le.Uint16(e[6:]))
-		if evfilter.Source(e[0]) > SrcStack || Modifier(e[1]) > ModUsecs || e[2] == 0 || e[2] > 8 {
-			return 0, 0, errProgram
+	words = HeaderWords + 2*ps.size*ps.ew
+	if ps.track { // as src/rt_hist.c's check
+		var snap bool
+		if off, snap, err = ps.checkTrack(p, off); err != nil {
+			return 0, 0, err
 		}
-		stack := e[3]&8 != 0
-		if stack != (evfilter.Source(e[0]) == SrcStack) || stack && (i >= nk || w != StackDepth || e[3] != 8) {
-			return 0, 0, errProgram
-		}
-		if !stack && (e[3]&2 != 0 && (i >= nk || (w != StringKeyLen/8 && w != CommLen/8)) || e[3]&2 == 0 && w != 1) {
-			return 0, 0, errProgram
-		}
-		if Modifier(e[1]) == ModBuckets && le.Uint64(e[8:]) == 0 {
-			return 0, 0, errProgram
-		}
-		if i < nk {
-			sum += w
-		}
-	}
-	want := 1 + sum + 1 + nv
-	if nvars > 0 {
-		want += 1 + nvars
-	}
-	if p[2]&FlagComm != 0 {
-		want += CommLen / 8
-	}
-	track := p[2]&FlagTrack != 0
-	if sum != kw || ew < want || !track && ew != want || track && !top {
-		return 0, 0, errProgram
-	}
-	if len(p) < off+16*nvars+16*nrefs+4*nparams {
-		return 0, 0, errProgram
-	}
-	for v := 0; v < nvars; v++ {
-		for k := 0; k < MaxOperands; k++ {
-			op := p[off+16*v+4*k:]
-			idx := int(le.Uint16(op[2:]))
-			switch op[0] {
-			case OpNone, OpConst:
-			case OpField:
-				if idx < nk+nv || idx >= nf {
-					return 0, 0, errProgram
-				}
-			case OpRef:
-				if idx >= nrefs {
-					return 0, 0, errProgram
-				}
-			default:
-				return 0, 0, errProgram
-			}
-		}
-	}
-	off += 16 * nvars
-	for r := 0; r < nrefs; r++ {
-		e := p[off+16*r:]
-		rs, rew := int(le.Uint32(e[4:])), int(le.Uint16(e[8:]))
-		setw, varw := int(le.Uint16(e[10:])), int(le.Uint16(e[12:]))
-		if rs < 1<<MinBits || rs > 1<<MaxBits || rs&(rs-1) != 0 || setw < 2+kw || setw >= varw || varw >= rew || le.Uint16(e[14:]) >= 64 {
-			return 0, 0, errProgram
-		}
-	}
-	off += 16 * nrefs
-	for q := 0; q < nparams; q++ {
-		e := p[off+4*q:]
-		idx := int(le.Uint16(e[2:]))
-		if e[0] == OpRef && idx >= nrefs || e[0] == OpVar && idx >= nvars || e[0] != OpRef && e[0] != OpVar {
-			return 0, 0, errProgram
-		}
-	}
-	off += 4 * nparams
-	for t := 0; t < ntargets; t++ {
-		if len(p) < off+8 {
-			return 0, 0, errProgram
-		}
-		lw := le.Uint32(p[off+4:])
-		n := int(lw &^ TargetFilter)
-		if n > len(p)-off-8 {
-			return 0, 0, errProgram
-		}
-		if _, u, err := checkProgram(p[off+8:off+8+n], false); err != nil || u != n {
-			return 0, 0, errProgram
-		}
-		off += 8 + n
-		if lw&TargetFilter != 0 {
-			if off, err = skipFilter(p, off); err != nil {
-				return 0, 0, err
-			}
-		}
-	}
-	words = HeaderWords + 2*size*ew
-	if track { // as src/rt_hist.c's check
-		if len(p) < off+trackBlock {
-			return 0, 0, errProgram
-		}
-		t := p[off:]
-		nsave, do, sw := int(t[2]), t[3], 0
-		if t[0] < 1 || t[0] > 2 || int(t[1]) >= nvars || nsave > MaxSave || do == 0 || do > 7 ||
-			(do&doSave == 0) != (nsave == 0) || int(le.Uint16(t[4:])) != want || le.Uint16(t[6:]) != 0 ||
-			len(p)-off-trackBlock < progField*nsave {
-			return 0, 0, errProgram
-		}
-		for i := 0; i < nsave; i++ {
-			e := t[trackBlock+progField*i:]
-			w := int(le.Uint16(e[6:]))
-			if evfilter.Source(e[0]) >= SrcStack || e[1] != byte(ModNone) || e[2] == 0 || e[2] > 8 || e[3]&8 != 0 ||
-				e[3]&2 != 0 && w != StringKeyLen/8 && w != CommLen/8 || e[3]&2 == 0 && w != 1 {
-				return 0, 0, errProgram
-			}
-			sw += w
-		}
-		if ew != want+2+sw {
-			return 0, 0, errProgram
-		}
-		if do&doSnapshot != 0 {
+		if snap {
 			words += SnapWords
 		}
-		off += trackBlock + progField*nsave
 	}
 	if p[2]&FlagRecord != 0 { // as src/rt_hist.c's check
-		if !top || nparams == 0 || len(p) < off+recordBlock {
-			return 0, 0, errProgram
-		}
-		r := p[off:]
-		if le.Uint32(r) == 0 || le.Uint32(r[4:]) >= MaxSlots || r[8] > recDisabled|recFiltered || int(r[9]) != nparams || r[10] != 0 || r[11] != 0 {
-			return 0, 0, errProgram
-		}
-		off += recordBlock
-		if r[8]&recFiltered != 0 { // the synthetic event's filter
-			if off, err = skipFilter(p, off); err != nil {
-				return 0, 0, err
-			}
+		if off, err = ps.checkRecord(p, off, top); err != nil {
+			return 0, 0, err
 		}
 	}
 	if p[2]&^(FlagPaused|FlagComm|FlagTrack|FlagRecord) != 0 {
@@ -489,6 +421,217 @@ func checkProgram(p []byte, top bool) (words, used int, err error) {
 		return 0, 0, errProgram
 	}
 	return words, off, nil
+}
+
+// progShape is what a program's header declares: its counts of keys, values,
+// variables, operand fields, references, parameters and targets, its fields (nf),
+// the table's entries, key and entry words, whether a track block follows, and the
+// entry words the fields need (want, set by checkEntry).
+type progShape struct {
+	nk, nv, nvars, nx, nrefs, nparams, ntargets int
+	nf, size, kw, ew, want                      int
+	track                                       bool
+}
+
+// checkHeader reads the header: counts within the runtime's limits, links only at
+// the top, the fields present, a power-of-two size within MinBits..MaxBits.
+func checkHeader(p []byte, top bool) (*progShape, error) {
+	le := binary.LittleEndian
+	if len(p) < progHeader {
+		return nil, errProgram
+	}
+	ps := &progShape{nk: int(p[0]), nv: int(p[1]), nvars: int(p[3]),
+		nx: int(p[12]), nrefs: int(p[13]), nparams: int(p[14]), ntargets: int(p[15])}
+	if ps.nk == 0 || ps.nk > MaxKeys || ps.nv > MaxVals || ps.nvars > MaxVars || ps.nx > MaxVars*MaxOperands {
+		return nil, errProgram
+	}
+	if !top && (ps.nrefs|ps.nparams|ps.ntargets) != 0 || ps.nrefs > MaxRefs || ps.nparams > MaxVars || ps.ntargets > 32 {
+		return nil, errProgram
+	}
+	ps.nf = ps.nk + ps.nv + ps.nx
+	if len(p) < progHeader+progField*ps.nf {
+		return nil, errProgram
+	}
+	ps.size = int(le.Uint32(p[4:]))
+	ps.kw, ps.ew = int(le.Uint16(p[8:])), int(le.Uint16(p[10:]))
+	if ps.size < 1<<MinBits || ps.size > 1<<MaxBits || ps.size&(ps.size-1) != 0 {
+		return nil, errProgram
+	}
+	return ps, nil
+}
+
+// checkFields checks each field: a known source and modifier, 1 to 8 bytes; a stack
+// only as a key of StackDepth words; a string or comm only as a key of its words;
+// a .buckets size not 0. The keys' words must be the header's key words (checkEntry).
+func (ps *progShape) checkFields(p []byte) error {
+	le := binary.LittleEndian
+	for i := 0; i < ps.nf; i++ {
+		e := p[progHeader+i*progField:]
+		w := int(le.Uint16(e[6:]))
+		if evfilter.Source(e[0]) > SrcStack || Modifier(e[1]) > ModUsecs || e[2] == 0 || e[2] > 8 {
+			return errProgram
+		}
+		stack := e[3]&8 != 0
+		if stack != (evfilter.Source(e[0]) == SrcStack) || stack && (i >= ps.nk || w != StackDepth || e[3] != 8) {
+			return errProgram
+		}
+		if !stack && (e[3]&2 != 0 && (i >= ps.nk || (w != StringKeyLen/8 && w != CommLen/8)) || e[3]&2 == 0 && w != 1) {
+			return errProgram
+		}
+		if Modifier(e[1]) == ModBuckets && le.Uint64(e[8:]) == 0 {
+			return errProgram
+		}
+	}
+	return nil
+}
+
+// checkEntry checks the entry's layout: the keys' words are the header's, and the
+// entry words are what the tag, keys, count, values, variables and comm take, more
+// only for a track block (which only a top program has).
+func (ps *progShape) checkEntry(p []byte, top bool) error {
+	le := binary.LittleEndian
+	sum := 0
+	for i := 0; i < ps.nk; i++ {
+		sum += int(le.Uint16(p[progHeader+i*progField+6:]))
+	}
+	ps.want = 1 + sum + 1 + ps.nv
+	if ps.nvars > 0 {
+		ps.want += 1 + ps.nvars
+	}
+	if p[2]&FlagComm != 0 {
+		ps.want += CommLen / 8
+	}
+	ps.track = p[2]&FlagTrack != 0
+	if sum != ps.kw || ps.ew < ps.want || !ps.track && ps.ew != ps.want || ps.track && !top {
+		return errProgram
+	}
+	return nil
+}
+
+// checkLinks checks the variables' operands (a field operand names an operand
+// field, a reference one of the references), the references' tables (a
+// power-of-two size, words inside the entry) and the parameters (a reference or a
+// variable that exists); it returns the offset after them.
+func (ps *progShape) checkLinks(p []byte) (int, error) {
+	le := binary.LittleEndian
+	off := progHeader + progField*ps.nf
+	if len(p) < off+16*ps.nvars+16*ps.nrefs+4*ps.nparams {
+		return 0, errProgram
+	}
+	for v := 0; v < ps.nvars; v++ {
+		for k := 0; k < MaxOperands; k++ {
+			op := p[off+16*v+4*k:]
+			idx := int(le.Uint16(op[2:]))
+			switch op[0] {
+			case OpNone, OpConst:
+			case OpField:
+				if idx < ps.nk+ps.nv || idx >= ps.nf {
+					return 0, errProgram
+				}
+			case OpRef:
+				if idx >= ps.nrefs {
+					return 0, errProgram
+				}
+			default:
+				return 0, errProgram
+			}
+		}
+	}
+	off += 16 * ps.nvars
+	for r := 0; r < ps.nrefs; r++ {
+		e := p[off+16*r:]
+		rs, rew := int(le.Uint32(e[4:])), int(le.Uint16(e[8:]))
+		setw, varw := int(le.Uint16(e[10:])), int(le.Uint16(e[12:]))
+		if rs < 1<<MinBits || rs > 1<<MaxBits || rs&(rs-1) != 0 || setw < 2+ps.kw || setw >= varw || varw >= rew || le.Uint16(e[14:]) >= 64 {
+			return 0, errProgram
+		}
+	}
+	off += 16 * ps.nrefs
+	for q := 0; q < ps.nparams; q++ {
+		e := p[off+4*q:]
+		idx := int(le.Uint16(e[2:]))
+		if e[0] == OpRef && idx >= ps.nrefs || e[0] == OpVar && idx >= ps.nvars || e[0] != OpRef && e[0] != OpVar {
+			return 0, errProgram
+		}
+	}
+	return off + 4*ps.nparams, nil
+}
+
+// checkTargets checks each target at off: a program that is itself valid (and uses
+// all its length), then its filter when the length word says one follows.
+func (ps *progShape) checkTargets(p []byte, off int) (int, error) {
+	le := binary.LittleEndian
+	for t := 0; t < ps.ntargets; t++ {
+		if len(p) < off+8 {
+			return 0, errProgram
+		}
+		lw := le.Uint32(p[off+4:])
+		n := int(lw &^ TargetFilter)
+		if n > len(p)-off-8 {
+			return 0, errProgram
+		}
+		if _, u, err := checkProgram(p[off+8:off+8+n], false); err != nil || u != n {
+			return 0, errProgram
+		}
+		off += 8 + n
+		if lw&TargetFilter != 0 {
+			var err error
+			if off, err = skipFilter(p, off); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return off, nil
+}
+
+// checkTrack checks the track block at off: a handler and actions the runtime knows,
+// a variable that exists, saved fields exactly when save() is an action (each one
+// word, or a string's or comm's), the tracked value's word after the entry's fields
+// and the saved words at the entry's end. snap: the table has SnapWords more.
+func (ps *progShape) checkTrack(p []byte, off int) (_ int, snap bool, _ error) {
+	le := binary.LittleEndian
+	if len(p) < off+trackBlock {
+		return 0, false, errProgram
+	}
+	t := p[off:]
+	nsave, do, sw := int(t[2]), t[3], 0
+	if t[0] < 1 || t[0] > 2 || int(t[1]) >= ps.nvars || nsave > MaxSave || do == 0 || do > 7 ||
+		(do&doSave == 0) != (nsave == 0) || int(le.Uint16(t[4:])) != ps.want || le.Uint16(t[6:]) != 0 ||
+		len(p)-off-trackBlock < progField*nsave {
+		return 0, false, errProgram
+	}
+	for i := 0; i < nsave; i++ {
+		e := t[trackBlock+progField*i:]
+		w := int(le.Uint16(e[6:]))
+		if evfilter.Source(e[0]) >= SrcStack || e[1] != byte(ModNone) || e[2] == 0 || e[2] > 8 || e[3]&8 != 0 ||
+			e[3]&2 != 0 && w != StringKeyLen/8 && w != CommLen/8 || e[3]&2 == 0 && w != 1 {
+			return 0, false, errProgram
+		}
+		sw += w
+	}
+	if ps.ew != ps.want+2+sw {
+		return 0, false, errProgram
+	}
+	return off + trackBlock + progField*nsave, do&doSnapshot != 0, nil
+}
+
+// checkRecord checks the record block at off (a top program's with parameters): a
+// synthetic event id, a switch slot inside the control area, known flags, one
+// field per parameter; then the event's filter when it has one.
+func (ps *progShape) checkRecord(p []byte, off int, top bool) (int, error) {
+	le := binary.LittleEndian
+	if !top || ps.nparams == 0 || len(p) < off+recordBlock {
+		return 0, errProgram
+	}
+	r := p[off:]
+	if le.Uint32(r) == 0 || le.Uint32(r[4:]) >= MaxSlots || r[8] > recDisabled|recFiltered || int(r[9]) != ps.nparams || r[10] != 0 || r[11] != 0 {
+		return 0, errProgram
+	}
+	off += recordBlock
+	if r[8]&recFiltered != 0 { // the synthetic event's filter
+		return skipFilter(p, off)
+	}
+	return off, nil
 }
 
 // skipFilter checks the filter at off of program p (u32 length, an evfilter program,

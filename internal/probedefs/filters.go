@@ -6,6 +6,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/evfilter"
+	"github.com/kprewrite/kprewrite/internal/evfilter/elfsyms"
 )
 
 // FilterSpec is one filter assignment: "GROUP/EVENT:EXPR" or "EVENT:EXPR", as
@@ -72,7 +73,7 @@ func SymbolsOf(fns *elfio.Functions) evfilter.Symbols {
 	if fns == nil {
 		return evfilter.AnySymbols{}
 	}
-	return evfilter.FuncSymbols(fns)
+	return elfsyms.Of(fns)
 }
 
 // CompileFilter parses the probe's filter against the binary's functions: its program

@@ -8,6 +8,7 @@ import (
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/evfilter"
+	"github.com/kprewrite/kprewrite/internal/evfilter/elfsyms"
 	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/evtrigger"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
@@ -218,7 +219,7 @@ func (c *Controls) symbols() evfilter.Symbols {
 		fns := f.Functions()
 		f.Close()
 		if fns != nil {
-			c.syms = evfilter.FuncSymbols(fns)
+			c.syms = elfsyms.Of(fns)
 		}
 	}
 	return c.syms
@@ -306,11 +307,75 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 	if err != nil {
 		return fmt.Errorf("%s/%s: %w", group, name, err)
 	}
+	ch := &triggerChange{c: c, group: group, name: name, text: text, fs: fs}
 	env := evtrigger.Env{Fields: fs, Syms: c.symbols(), Exists: func(g, e string) bool { return len(c.named(g, e)) > 0 }}
 	t, err := evtrigger.Parse(text, env)
 	if err != nil {
 		return fmt.Errorf("%s/%s: %w", group, name, err)
 	}
+	if err := ch.runnable(t); err != nil {
+		return err
+	}
+	listed, slots, err := c.triggers(evs[0])
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", group, name, err)
+	}
+	ch.slots = slots
+	if ch.prev, err = c.compiled(evs[0]); err != nil {
+		return fmt.Errorf("%s/%s: %w", group, name, err)
+	}
+	if ch.set, err = ch.current(listed, env); err != nil {
+		return err
+	}
+	if done, err := ch.histOp(t); done || err != nil {
+		return err
+	}
+	next, err := ch.set.Apply(t)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", group, name, err)
+	}
+	if ch.used, err = c.usedSlots(); err != nil {
+		return err
+	}
+	var cs []evtrigger.Compiled
+	var out []string
+	for _, nt := range next {
+		cc, listedAs, err := ch.compile(nt)
+		if err != nil {
+			return err
+		}
+		cs, out = append(cs, cc), append(out, listedAs)
+	}
+	prog, err := evtrigger.Program(cs)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", group, name, err)
+	}
+	for _, i := range evs {
+		en := c.entry(i)
+		en.Flags |= kprt.CETrig
+		en.Trig, en.Triggers = prog, out
+	}
+	return nil
+}
+
+// triggerChange is one ApplyTrigger: the event and the trigger text written (for the
+// messages), the event's fields, its triggers before the change with their slots
+// (set, slots) and their run-time programs (prev: nil when none was added at run
+// time), and the count slots already in use.
+type triggerChange struct {
+	c                 *Controls
+	group, name, text string
+	fs                []evfilter.Field
+	set               evtrigger.Set
+	slots             []uint32
+	prev              []evtrigger.Compiled
+	used              map[uint32]bool
+}
+
+// runnable refuses a new trigger the running program cannot carry out: a stacktrace
+// without an unwind table, or enabling or disabling an event that is not armed.
+func (ch *triggerChange) runnable(t evtrigger.Trigger) error {
+	c, group, name, text := ch.c, ch.group, ch.name, ch.text
 	switch {
 	case t.Cmd == evtrigger.StackTrace && !t.Remove && !c.hasUnwind():
 		return fmt.Errorf("%s/%s: trigger %q: the program has no unwind table to walk stacks with (the rewrite adds one to programs with a stacktrace trigger or key): rewrite it with the trigger", group, name, text)
@@ -321,53 +386,61 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 			}
 		}
 	}
-	listed, slots, err := c.triggers(evs[0])
-	if err != nil {
-		return fmt.Errorf("%s/%s: %w", group, name, err)
-	}
-	prev, err := c.compiled(evs[0])
-	if err != nil {
-		return fmt.Errorf("%s/%s: %w", group, name, err)
-	}
+	return nil
+}
+
+// current reads back the event's listed triggers as a set the new one applies to:
+// a histogram from its info line, any other by parsing it again.
+func (ch *triggerChange) current(listed []string, env evtrigger.Env) (evtrigger.Set, error) {
 	set := make(evtrigger.Set, len(listed))
 	for k, l := range listed {
 		if isHist(l) {
-			spec, err := parseHist(l, fs)
+			spec, err := parseHist(l, ch.fs)
 			if err != nil {
-				return fmt.Errorf("%s/%s: its trigger %q: %w", group, name, l, err)
+				return nil, fmt.Errorf("%s/%s: its trigger %q: %w", ch.group, ch.name, l, err)
 			}
 			set[k] = evtrigger.Trigger{Cmd: evtrigger.Hist, Text: l, Count: evtrigger.Unlimited, Hist: spec, Filter: spec.Filter}
 			continue
 		}
 		old, err := evtrigger.Parse(unlisted(l), env)
 		if err != nil {
-			return fmt.Errorf("%s/%s: its trigger %q: %w", group, name, l, err)
+			return nil, fmt.Errorf("%s/%s: its trigger %q: %w", ch.group, ch.name, l, err)
 		}
 		old.Text = l
 		set[k] = old
 	}
-	if t.Cmd == evtrigger.Hist && !t.Remove && (t.Hist.Pause || t.Hist.Cont || t.Hist.Clear) {
-		for k := range set {
-			if set[k].Cmd == evtrigger.Hist && set[k].Hist.Same(t.Hist) {
-				if slots[k] == unplaced {
-					return fmt.Errorf("%s/%s: trigger %q: the histogram is made when the program starts; pause, cont and clear act on a trace file's (kprewrite trigger FILE, kprewrite hist --pause)", group, name, text)
-				}
-				c.histOps = append(c.histOps, histOp{slot: slots[k], spec: set[k].Hist, pause: t.Hist.Pause, cont: t.Hist.Cont, clear: t.Hist.Clear})
-				return nil
+	return set, nil
+}
+
+// histOp is a hist trigger with :pause, :cont or :clear like one the event has: it
+// acts on that histogram's table at Commit (done), which a histogram not placed yet
+// does not have.
+func (ch *triggerChange) histOp(t evtrigger.Trigger) (done bool, _ error) {
+	if t.Cmd != evtrigger.Hist || t.Remove || !(t.Hist.Pause || t.Hist.Cont || t.Hist.Clear) {
+		return false, nil
+	}
+	for k := range ch.set {
+		if ch.set[k].Cmd == evtrigger.Hist && ch.set[k].Hist.Same(t.Hist) {
+			if ch.slots[k] == unplaced {
+				return true, fmt.Errorf("%s/%s: trigger %q: the histogram is made when the program starts; pause, cont and clear act on a trace file's (kprewrite trigger FILE, kprewrite hist --pause)", ch.group, ch.name, ch.text)
 			}
+			ch.c.histOps = append(ch.c.histOps, histOp{slot: ch.slots[k], spec: ch.set[k].Hist, pause: t.Hist.Pause, cont: t.Hist.Cont, clear: t.Hist.Clear})
+			return true, nil
 		}
 	}
-	next, err := set.Apply(t)
-	if err != nil {
-		return fmt.Errorf("%s/%s: %w", group, name, err)
-	}
-	// the triggers kept keep their slots (and counts); a new one takes a spare slot
+	return false, nil
+}
+
+// usedSlots is the count slots in use: those of the frame's triggers, and the
+// rewrite's where no frame replaced them. The triggers kept keep their slots (and
+// counts); a new one takes a spare slot none of these holds.
+func (c *Controls) usedSlots() (map[uint32]bool, error) {
 	used := map[uint32]bool{}
 	for _, en := range c.frame.Entries {
 		if en.Flags&kprt.CETrig != 0 && en.Trig != nil {
 			cs, err := evtrigger.Decode(en.Trig, len(c.Desc.Events))
 			if err != nil {
-				return err
+				return nil, err
 			}
 			for _, x := range cs {
 				used[x.Slot] = true
@@ -381,71 +454,61 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 			}
 		}
 	}
-	var cs []evtrigger.Compiled
-	var out []string
-	for _, nt := range next {
-		slot, kept, at := uint32(0), false, -1
-		for k := range set {
-			if set[k].Text == nt.Text && set[k].Cmd == nt.Cmd {
-				slot, kept, at = slots[k], true, k
-			}
-		}
-		if nt.Cmd == evtrigger.Hist && kept {
-			if prev != nil && prev[at].Hist != nil { // added at run time: its own program and table
-				cs = append(cs, prev[at])
-			} else {
-				cs = append(cs, evtrigger.Keep(slot))
-			}
-			out = append(out, nt.Text)
-			continue
-		}
-		if !kept && nt.Cmd != evtrigger.Hist {
-			slot = c.SpareBase
-			for used[slot] || c.counts[slot] != 0 {
-				slot++
-			}
-			if slot >= c.SpareBase+kprt.CtlSpare {
-				return fmt.Errorf("%s/%s: trigger %q: no count slot left for another run-time trigger (%d an image); rewrite with the trigger instead", group, name, text, kprt.CtlSpare)
-			}
-			c.counts[slot] = nt.Count
-		}
-		cc := evtrigger.Compiled{Trigger: nt, Slot: slot}
-		if nt.Filter != "" {
-			f, err := evfilter.Parse(nt.Filter, fs, c.symbols())
-			if err != nil {
-				return fmt.Errorf("%s/%s: trigger %q: %w", group, name, nt.Text, err)
-			}
-			cc.Filter = f.Program()
-		}
-		switch nt.Cmd {
-		case evtrigger.EnableEvent, evtrigger.DisableEvent:
-			cc.Targets = c.named(nt.Group, nt.Event)
-		case evtrigger.EnableHist, evtrigger.DisableHist:
-			cc.Targets = c.histSlots(nt.Group, nt.Event)
-		case evtrigger.Hist:
-			prog, err := c.newHist(nt.Hist)
-			if err != nil {
-				return fmt.Errorf("%s/%s: trigger %q: %w", group, name, text, err)
-			}
-			cc.Hist, cc.Alloc = prog, true
-		}
-		cs = append(cs, cc)
-		if kept {
-			out = append(out, nt.Text)
-		} else {
-			out = append(out, nt.String())
+	return used, nil
+}
+
+// compile compiles trigger nt of the new set and gives the text it is listed as: a
+// histogram kept keeps its table (and a run-time one its program), a trigger kept
+// its slot and text; a new one takes a spare count slot, and a new histogram a new
+// table.
+func (ch *triggerChange) compile(nt evtrigger.Trigger) (evtrigger.Compiled, string, error) {
+	c := ch.c
+	slot, kept, at := uint32(0), false, -1
+	for k := range ch.set {
+		if ch.set[k].Text == nt.Text && ch.set[k].Cmd == nt.Cmd {
+			slot, kept, at = ch.slots[k], true, k
 		}
 	}
-	prog, err := evtrigger.Program(cs)
-	if err != nil {
-		return fmt.Errorf("%s/%s: %w", group, name, err)
+	if nt.Cmd == evtrigger.Hist && kept {
+		if ch.prev != nil && ch.prev[at].Hist != nil { // added at run time: its own program and table
+			return ch.prev[at], nt.Text, nil
+		}
+		return evtrigger.Keep(slot), nt.Text, nil
 	}
-	for _, i := range evs {
-		en := c.entry(i)
-		en.Flags |= kprt.CETrig
-		en.Trig, en.Triggers = prog, out
+	if !kept && nt.Cmd != evtrigger.Hist {
+		slot = c.SpareBase
+		for ch.used[slot] || c.counts[slot] != 0 {
+			slot++
+		}
+		if slot >= c.SpareBase+kprt.CtlSpare {
+			return evtrigger.Compiled{}, "", fmt.Errorf("%s/%s: trigger %q: no count slot left for another run-time trigger (%d an image); rewrite with the trigger instead", ch.group, ch.name, ch.text, kprt.CtlSpare)
+		}
+		c.counts[slot] = nt.Count
 	}
-	return nil
+	cc := evtrigger.Compiled{Trigger: nt, Slot: slot}
+	if nt.Filter != "" {
+		f, err := evfilter.Parse(nt.Filter, ch.fs, c.symbols())
+		if err != nil {
+			return cc, "", fmt.Errorf("%s/%s: trigger %q: %w", ch.group, ch.name, nt.Text, err)
+		}
+		cc.Filter = f.Program()
+	}
+	switch nt.Cmd {
+	case evtrigger.EnableEvent, evtrigger.DisableEvent:
+		cc.Targets = c.named(nt.Group, nt.Event)
+	case evtrigger.EnableHist, evtrigger.DisableHist:
+		cc.Targets = c.histSlots(nt.Group, nt.Event)
+	case evtrigger.Hist:
+		prog, err := c.newHist(nt.Hist)
+		if err != nil {
+			return cc, "", fmt.Errorf("%s/%s: trigger %q: %w", ch.group, ch.name, ch.text, err)
+		}
+		cc.Hist, cc.Alloc = prog, true
+	}
+	if kept {
+		return cc, nt.Text, nil
+	}
+	return cc, nt.String(), nil
 }
 
 // HistOps says how many pauses, conts and clears of existing histograms the change

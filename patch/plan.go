@@ -147,6 +147,10 @@ type Point struct {
 	Exit     bool
 	ExitInsn uint64
 	ExitTail bool
+	// Withheld: a live point (Withhold): its site keeps the original bytes in the
+	// output; the runtime writes its int3 or jmp while some probe on it is enabled, and
+	// an int3 on its first byte while it writes a jmp (so it needs the SIGTRAP handler).
+	Withheld bool
 }
 
 // Optimized reports whether the point is jump-optimized.
@@ -212,14 +216,20 @@ type Plan struct {
 // takes no more edits.
 func (pl *Plan) Commit() []elfio.Patch { return pl.patcher.Commit() }
 
-// Withhold drops the int3 edit of point pi, whose site then keeps its original byte in
-// the output: a live point, which the runtime arms by writing the int3 itself.
+// Withhold drops the site edit of point pi (its int3, or a jump-optimized point's jmp,
+// which SetSiteJmp then leaves out), whose site then keeps its original bytes in the
+// output: a live point, which the runtime arms by writing the edit itself. A jump's
+// redirected jumps into the DCR keep theirs: the copies they reach run the same code.
 func (pl *Plan) Withhold(pi int) error {
 	pt := &pl.Points[pi]
-	if pt.Optimized() || pt.Verify || pt.Exit {
-		return fmt.Errorf("%w %#x: only an int3 point's edit can be withheld", ErrEdit, pt.Site)
+	if pt.Verify || pt.Exit {
+		return fmt.Errorf("%w %#x: a --verify-regions or exit point's edits cannot be withheld", ErrEdit, pt.Site)
 	}
-	return pl.patcher.Undo(pt.Site)
+	if err := pl.patcher.Undo(pt.Site); err != nil {
+		return err
+	}
+	pt.Withheld = true
+	return nil
 }
 
 // AddEdits records edits of the file's own structures that the rewrite makes besides
@@ -249,6 +259,9 @@ func (pl *Plan) SetSiteJmp(pi int, b []byte) error {
 	pt := &pl.Points[pi]
 	if !pt.Optimized() || len(b) != pt.DCRLen {
 		return fmt.Errorf("%w %#x: %d bytes for a point of mode %v with a %d-byte DCR", ErrEdit, pt.Site, len(b), pt.Mode(), pt.DCRLen)
+	}
+	if pt.Withheld {
+		return nil // a live point: the runtime writes the jmp
 	}
 	return pl.patcher.Replace(pt.Site, b)
 }

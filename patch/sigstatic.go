@@ -111,7 +111,7 @@ func definesSignalFuncs(f *elfio.File) bool {
 // anyInt3 reports whether some point of the plan traps (int3, not jump-optimized).
 func (pl *Plan) anyInt3() bool {
 	for i := range pl.Points {
-		if !pl.Points[i].Optimized() {
+		if !pl.Points[i].Optimized() || pl.Points[i].Withheld {
 			return true
 		}
 	}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "f0858adbb7071b96be3df1e33ab718bd1f600a948bde29038bb12abce2551028"
+const ObjectSHA256 = "3120c9775c6ec8408e8a643d75b64f8dd298f700018da91a2e7a7dc97e77420d"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

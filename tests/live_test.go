@@ -116,11 +116,32 @@ func waitByte(t *testing.T, pid int, bin string, addr uint64, want byte) {
 	t.Fatalf("the site %#x still holds %#x, want %#x", addr, memByte(t, pid, bin, addr), want)
 }
 
+// liveKinds are the two kinds of live probe: the rewrite flags, the kind list shows,
+// and the site's first byte when armed.
+var liveKinds = []struct {
+	name  string
+	flags []string
+	list  string
+	armed byte
+}{
+	{"int3", []string{"--no-optimize"}, "[BOOSTED]", 0xcc},
+	{"jump", nil, "[OPTIMIZED]", 0xe9},
+}
+
 func TestLiveProbeArmDisarm(t *testing.T) {
 	prog := testprog.Build(t, livePhasedSrc, "c", "-O2")
+	for _, k := range liveKinds {
+		t.Run(k.name, func(t *testing.T) { testLiveArmDisarm(t, prog, k.flags, k.list, k.armed) })
+	}
+}
+
+func testLiveArmDisarm(t *testing.T, prog string, flags []string, kind string, armed byte) {
 	bin := filepath.Join(t.TempDir(), "live.kp")
 	tr := bin + ".trace"
-	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64 b=%si:s64"}, "--no-optimize", "--disable", "t/w")
+	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64 b=%si:s64"}, append(flags, "--disable", "t/w")...)
+	if _, list, _ := kp("list", bin); !strings.Contains(list, kind) {
+		t.Fatalf("list: %q, want the kind %s", list, kind)
+	}
 	addr, orig := siteOf(t, prog, "work")
 	if _, b := siteOf(t, bin, "work"); b != orig {
 		t.Fatalf("the rewritten file holds %#x at work, want the original %#x", b, orig)
@@ -155,7 +176,7 @@ func TestLiveProbeArmDisarm(t *testing.T) {
 		t.Fatalf("disarmed: the running program holds %#x at work, want the original %#x", b, orig)
 	}
 	run("enable", tr, "t/w")
-	waitByte(t, pid, bin, addr, 0xcc)
+	waitByte(t, pid, bin, addr, armed)
 	stdin.Write([]byte{'x'})
 	step(1) // 100 calls armed
 	if n := records(); n != 100 {
@@ -169,7 +190,7 @@ func TestLiveProbeArmDisarm(t *testing.T) {
 		t.Fatalf("disarmed for 50 calls: %d records, want the 100 before", n)
 	}
 	run("enable", tr, "t/w")
-	waitByte(t, pid, bin, addr, 0xcc)
+	waitByte(t, pid, bin, addr, armed)
 	stdin.Write([]byte{'x'})
 	step(3) // 25 calls armed again
 	lastArgs := readTrace(t, tr, bin)
@@ -205,6 +226,8 @@ static void *loop(void *arg) {
 	for (long i = 0; !stop; i++, n++) {
 		long r = work(i, id);
 		if (r != i * 3 + id) { fprintf(stderr, "work(%ld, %ld) = %ld\n", i, id, r); exit(3); }
+		for (volatile int k = 0; k < 20000; k++) /* tens of us a call: the trace stays small */
+			;
 	}
 	return (void *)n;
 }
@@ -248,14 +271,20 @@ int main(void) {
 }
 `
 
-// TestLiveProbeStress arms and disarms the site while eight threads and a signal
-// handler run through it: the program's own checks pass, and every hit of the armed
-// probe is a record.
+// TestLiveProbeStress arms and disarms the site 10,000 times while eight threads, a
+// signal handler and forked children run through it, for each kind: the program's own
+// checks pass, and every hit of the armed probe is a record.
 func TestLiveProbeStress(t *testing.T) {
 	prog := testprog.Build(t, liveStressSrc, "c", "-O2", "-pthread")
+	for _, k := range liveKinds {
+		t.Run(k.name, func(t *testing.T) { testLiveStress(t, prog, k.flags) })
+	}
+}
+
+func testLiveStress(t *testing.T, prog string, flags []string) {
 	bin := filepath.Join(t.TempDir(), "stress.kp")
 	tr := bin + ".trace"
-	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"}, "--no-optimize", "--disable", "t/w")
+	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"}, append(flags, "--disable", "t/w")...)
 	cmd := exec.Command(bin)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -301,7 +330,7 @@ func TestLiveProbeStress(t *testing.T) {
 	n := len(readTrace(t, tr, bin))
 	if hits := p["w"][0]; hits == 0 || uint64(n) != hits {
 		_, head, _ := kp("trace", "-b", bin, tr)
-		t.Errorf("%d records for %d hits\n%s", n, hits, testprog.Clip(head, 600))
+		t.Errorf("%d records for %d hits (%d missed)\n%s", n, hits, p["w"][1], testprog.Clip(head, 600))
 	}
 	t.Logf("%d toggles, %d hits recorded", toggles, n)
 }

@@ -74,8 +74,12 @@ func (g *gen) prepare() error {
 	}
 	g.warnUnreferencedReturns()
 	g.warnGoReturns()
+	g.markLive()
 	if err := g.planStaticSigGuard(); err != nil {
 		return fmt.Errorf("%s: signal guard: %w", f.Path, err)
+	}
+	if err := g.withholdLive(); err != nil {
+		return err
 	}
 	if err := g.makeTables(); err != nil {
 		return err

@@ -507,7 +507,8 @@ func (g *gen) liveEvents(targets map[string]bool) map[string]bool {
 	named := slices.DeleteFunc(slices.Clone(g.opt.Disable), func(t string) bool { return t == "all" })
 	eligible := func(ri int) bool {
 		p := &g.probes[ri]
-		return matchesAny(named, p.Def.Group, p.Def.Event) && len(p.Triggers) == 0 && !targets[key(ri)] && p.Handler == nil
+		return matchesAny(named, p.Def.Group, p.Def.Event) && len(p.Triggers) == 0 && !targets[key(ri)] && p.Handler == nil &&
+			p.Filter == ""
 	}
 	live := map[string]bool{}
 	for ri := range g.probes {
@@ -520,9 +521,8 @@ func (g *gen) liveEvents(targets map[string]bool) map[string]bool {
 		if pi < 0 || !live[key(ri)] {
 			continue
 		}
-		pt := &g.plan.Points[pi]
-		ok := !pt.Optimized() && !pt.Verify && !pt.Exit && !g.opt.CountOnly
-		for _, rj := range pt.Requests {
+		ok := g.liveKindOK(&g.plan.Points[pi])
+		for _, rj := range g.plan.Points[pi].Requests {
 			ok = ok && eligible(rj)
 		}
 		if !ok { // a probe of the event that must stay armed: the event is not live
@@ -532,15 +532,69 @@ func (g *gen) liveEvents(targets map[string]bool) map[string]bool {
 	return live
 }
 
-// livePoint says whether point pi is live: every probe on it is of a live event.
-func (g *gen) livePoint(pi int) bool {
-	pt := &g.plan.Points[pi]
-	for _, ri := range pt.Requests {
-		if g.evOf[ri] < 0 || !g.live[g.probes[ri].Def.Group+"/"+g.probes[ri].Def.Event] {
+// liveKindOK says whether point pt's kind can be armed and disarmed live: an int3
+// point, or a jump-optimized one whose DCR's copy keeps every instruction's offset (a
+// thread the runtime finds paused inside the DCR goes on at the same offset of the
+// copy) and holds no system call (a thread blocked in one would resume inside); not a
+// count-only, --verify-regions or exit point.
+func (g *gen) liveKindOK(pt *patch.Point) bool {
+	if pt.Verify || pt.Exit || g.opt.CountOnly {
+		return false
+	}
+	if !pt.Optimized() {
+		return true
+	}
+	if pt.DCRLen < 5 || pt.DCRLen > 16 {
+		return false
+	}
+	reg, err := trampolines.RelocateRegion(pt.DCRCode, pt.Site, pt.Site, patch.DCROptions(g.f))
+	if err != nil || len(reg.Code) != pt.DCRLen {
+		return false
+	}
+	for i, o := range reg.OrigOffsets {
+		b := pt.DCRCode[o:]
+		if reg.Offsets[i] != o || len(b) >= 2 && b[0] == 0x0f && (b[1] == 0x05 || b[1] == 0x34) {
 			return false
 		}
 	}
-	return len(pt.Requests) > 0 && !pt.Optimized() && !pt.Verify && !pt.Exit && !g.opt.CountOnly
+	return true
+}
+
+// markLive marks the live points (every probe on them of a live event) Withheld, so
+// that the static signal guard's plan knows they need the SIGTRAP handler.
+func (g *gen) markLive() {
+	for pi := range g.plan.Points {
+		pt := &g.plan.Points[pi]
+		live := len(pt.Requests) > 0
+		for _, ri := range pt.Requests {
+			live = live && g.evOf[ri] >= 0 && g.live[g.probes[ri].Def.Group+"/"+g.probes[ri].Def.Event]
+		}
+		pt.Withheld = live && g.liveKindOK(pt)
+	}
+}
+
+// withholdLive drops the site edits of the live points, but for a point the static
+// signal guard redirects (its DCR's copy is the guard's): that one keeps its jmp, and
+// its events' switches act on its records only.
+func (g *gen) withholdLive() error {
+	hooked := map[int]bool{}
+	for _, h := range g.hooks.list {
+		hooked[h.Point] = true
+	}
+	for pi := range g.plan.Points {
+		pt := &g.plan.Points[pi]
+		if !pt.Withheld {
+			continue
+		}
+		pt.Withheld = false
+		if hooked[pi] {
+			continue
+		}
+		if err := g.plan.Withhold(pi); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // makeTables fills the runtime tables and the slot area from the plan.
@@ -627,11 +681,8 @@ func (g *gen) makeTables() error {
 			}
 			rp.Probes = append(rp.Probes, q)
 		}
-		if g.livePoint(i) {
-			if err := pl.Withhold(i); err != nil {
-				return err
-			}
-			rp.DFlags |= kprt.DFLive
+		if pt.Withheld {
+			rp.DFlags |= kprt.DFLive // withholdLive
 		}
 		if count {
 			rp.PFlags |= kprt.PFCount

@@ -19,7 +19,7 @@ func (g *gen) addSigGuard() error {
 	}
 	int3 := false
 	for _, pt := range g.tables.Points {
-		if pt.XMode != kprt.XOptimized {
+		if pt.XMode != kprt.XOptimized || pt.DFlags&kprt.DFLive != 0 {
 			int3 = true
 			break
 		}

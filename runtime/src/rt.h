@@ -403,6 +403,7 @@ unsigned long kprw_copy_nofault(void *dst, const void *src, unsigned long n); /*
 int kprw_copy_fixup(struct k_sigcontext *mc); /* a fault in kprw_copy_nofault: resume at its fixup */
 void *kprw_mmap_anon(unsigned long size);
 void kprw_live_init(void); /* rt_live.c: live probes' start-up */
+int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc); /* rt_live.c */
 
 /* ---- probes (rt_trap.c, rt_kretprobe.c; the trace file's records: rt_trace.h) ---- */
 void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc);

@@ -85,16 +85,24 @@ static inline __attribute__((always_inline)) u64 entry_sp_word(const struct pt_r
 	return (u64)regs->sp | (*(const u64 *)regs->sp == (u64)(uptr)kprewrite_rt_rettramp);
 }
 
-/* closed: no record of event e may be written now: tracing is off (traceoff) or the
- * event is soft-disabled (enable_event/disable_event, --disable with triggers); a live
- * event's hit decided whether it is on as it began (kprw_run_probes) */
+/* closed: whether a record of event e may be written now: 0 yes; 1 no, tracing is off
+ * (traceoff) or the event is soft-disabled (enable_event/disable_event, --disable with
+ * triggers); 2 no, a live event switched off (src/rt_live.c): its probe is off, its
+ * site being put back or kept by a fork child, so the hit is none. One load of the
+ * event's word decides both, so a switch in between cannot split them. */
 static inline __attribute__((always_inline)) int closed(u32 e)
 {
 	const u32 *ctl = kprw_rt.ev_ctl;
-	return unlikely(__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) != 0) ||
-	       (ctl && e < kprw_rt.nevents && unlikely(__atomic_load_n(&ctl[e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED) &&
-		!(kprw_rt.events[e].flags & KPRW_EF_LIVE));
+	if (unlikely(__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) != 0))
+		return 1;
+	if (ctl && e < kprw_rt.nevents && unlikely(__atomic_load_n(&ctl[e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED))
+		return (kprw_rt.events[e].flags & KPRW_EF_LIVE) ? 2 : 1;
+	return 0;
 }
+
+/* closed_result is what a record path returns for a closed hit (closed's c): 0, so that
+ * the caller counts the hit, or 1 for a live event's, which counts none */
+#define closed_result(c) ((c) - 1)
 
 /* trace_hit is kprw_trace_hit's body, inlined twice: without a filter or triggers (flt
  * and tg NULL, their code and buffer folded away, so the frame on the probed thread's
@@ -124,9 +132,10 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 	const struct kprw_hit hit = {pi, regs, c};
 	if (tg && !cond)
 		kprw_triggers_run(tg, NULL);
-	if ((flt || tg) && closed(p->event)) { /* (without either, kprw_trace_hit checked) */
+	int cl = (flt || tg) ? closed(p->event) : 0;
+	if (cl) { /* (without either, kprw_trace_hit checked) */
 		if (!cond)
-			return 0; /* the caller counts the hit */
+			return closed_result(cl); /* the caller counts the hit */
 		/* conditional triggers still see the hit (the kernel's temp buffer); the record
 		 * is not written when tracing is off, and not when the event is soft-disabled
 		 * after its triggers ran */
@@ -294,8 +303,9 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 		kprw_ctl_sync(); /* filters or triggers changed while it runs (rt_ctl.c) */
 	if (unlikely(e < kprw_rt.nevents && kprw_rt.ev_filter && (kprw_rt.ev_filter[e] || kprw_rt.ev_trig[e])))
 		return trace_hit_filtered(pi, regs, type, ret_ip, edata, elen, c);
-	if (kprw_rt.trace && closed(e))
-		return 0; /* the caller counts the hit */
+	int cl = kprw_rt.trace ? closed(e) : 0;
+	if (cl)
+		return closed_result(cl); /* the caller counts the hit */
 	return trace_hit(pi, regs, type, ret_ip, edata, elen, c, NULL, NULL);
 }
 
@@ -396,7 +406,10 @@ static __attribute__((noinline)) int trace_event_filtered(u32 pi, const struct k
 	filter_env(&fe, flt->needs, kprw_tctx_tid_fast(c), c->comm, kprw_rt.events[p->event].id, regs->ip, 0, 0);
 	fe.data = (const u8 *)tmp;
 	fe.dlen = dlen;
-	if (!kprw_filter_match(flt, &fe) || closed(p->event))
+	int cl = closed(p->event);
+	if (cl)
+		return closed_result(cl); /* the caller counts the hit */
+	if (!kprw_filter_match(flt, &fe))
 		return 0; /* the caller counts the hit */
 	return emit_event(pi, p, pl, regs, c, dlen, tmp);
 }
@@ -414,8 +427,9 @@ int kprw_trace_event(u32 pi, const struct pt_regs *regs, struct kprw_tctx *c)
 		if (kprw_rt.ev_trig[p->event]) /* triggers now: they run on kprw_trace_hit's path */
 			return kprw_trace_hit(pi, (struct pt_regs *)regs, KPRW_REC_KPROBE, 0, NULL, 0, c);
 	}
-	if (closed(p->event))
-		return 0; /* the caller counts the hit */
+	int cl = closed(p->event);
+	if (cl)
+		return closed_result(cl); /* the caller counts the hit */
 	const struct kprw_fplan *pl = &kprw_rt.ev_plan[p->event];
 	const struct kprw_fprog *flt = kprw_rt.ev_filter[p->event];
 	if (unlikely(flt != NULL))
@@ -437,8 +451,9 @@ int kprw_trace_exit(u32 pi, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *
 		     kprw_rt.ev_filter[e] || (kprw_rt.ev_trig && kprw_rt.ev_trig[e]) ||
 		     (kprw_rt.events[e].fetch_len && (kprw_rt.ev_plan[e].n == ~0u || kprw_rt.ev_fixed[e] < 0))))
 		return kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, ret_ip, NULL, 0, c);
-	if (closed(e))
-		return 0; /* the caller counts the hit */
+	int cl = closed(e);
+	if (cl)
+		return closed_result(cl); /* the caller counts the hit */
 	const struct kprw_fplan *pl = &kprw_rt.ev_plan[e];
 	return emit_record(pi, p, pl, regs, c, pl->n == ~0u ? 0 : pl->fixed, NULL, KPRW_REC_KRETPROBE,
 			   kprw_rt.points[p->point].site, 1, ret_ip);
@@ -452,8 +467,9 @@ int kprw_trace_event_hot(const struct kprw_hot *h, const struct pt_regs *regs, s
 	if (unlikely(__atomic_load_n(&h->deleg, __ATOMIC_RELAXED) ||
 		     __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen))
 		return kprw_trace_event(h->pi, regs, c);
-	if (closed(h->e))
-		return 0; /* the caller counts the hit */
+	int cl = closed(h->e);
+	if (cl)
+		return closed_result(cl); /* the caller counts the hit */
 	if (unlikely(h->nops == KPRW_HOT_PLAN))
 		return emit_event(h->pi, &kprw_rt.probes[h->pi], &kprw_rt.ev_plan[h->e], regs, c, h->dlen, NULL);
 	if (h->spev) {
@@ -471,8 +487,9 @@ int kprw_trace_exit_hot(const struct kprw_hot *h, struct pt_regs *regs, u64 ret_
 	if (unlikely(__atomic_load_n(&h->deleg, __ATOMIC_RELAXED) || h->nops == KPRW_HOT_PLAN ||
 		     (kprw_rt.ctl_gen && __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen)))
 		return kprw_trace_exit(h->pi, regs, ret_ip, c);
-	if (closed(h->e))
-		return 0; /* the caller counts the hit */
+	int cl = closed(h->e);
+	if (cl)
+		return closed_result(cl); /* the caller counts the hit */
 	return emit_record_ops(h->pi, h->evid, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KRETPROBE, h->site, 1,
 			       ret_ip);
 }

@@ -278,6 +278,8 @@ static int validate(const struct kprw_header *h)
 		}
 		if (!validate_point(h, pt))
 			return 0;
+		if (pt->dflags & KPRW_DF_LIVE)
+			has |= KPRW_HAS_TRAPS; /* (a live jump site is an int3 while it is written) */
 		if (pt->xmode != KPRW_X_OPTIMIZED)
 			has |= KPRW_HAS_TRAPS;
 		else if (pt->pflags & KPRW_PF_COUNT)

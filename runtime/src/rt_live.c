@@ -2,8 +2,8 @@
  * rt_live.c - live probes: sites that hold the original instruction while their probes
  * are off, armed and disarmed while the program runs (docs/runtime.md, "Live probes").
  *
- * A point the rewriter marked KPRW_DF_LIVE (an int3 point whose every probe was
- * rewritten --disable'd) keeps its original bytes in the file. Its probes are armed
+ * A point the rewriter marked KPRW_DF_LIVE (every probe on it rewritten --disable'd)
+ * keeps its original bytes in the file. Its probes are armed
  * when some probe on it is enabled: its event switched on in the trace file's control
  * area (`kprewrite enable FILE EVENT`, soft-disabled until then) and not disabled in
  * the process (KPREWRITE_DISABLE). Start-up arms what is wanted then; an agent thread
@@ -20,6 +20,21 @@
  * removed finds its point in the tables and runs the original instruction out of line
  * as any hit does (its probes are off: nothing else happens).
  *
+ * A jump-optimized site is written in the kernel's text_poke_bp order: an int3 on its
+ * first byte, synchronised; the rest of the jmp, synchronised; the jmp's first byte,
+ * synchronised. A thread that meets the int3 meanwhile is sent to the detour
+ * (rt_trap.c), which runs the probes or, its gate closed, the DCR's copy. Putting the
+ * original bytes back is the same order, and nothing can be inside the jmp. Arming has
+ * one more step, before the rest of the jmp is written: no thread may be paused inside
+ * the DCR (between two of its instructions), where it would resume in the middle of
+ * the jmp. Every thread that may be there (running, or stopped at an address inside:
+ * /proc/self/task/TID/syscall) gets a safepoint signal (SIGTRAP from our agent, with a
+ * cookie) whose handler moves it to the same instruction of the detour's DCR copy
+ * (its relocation keeps every instruction's offset: the rewriter checks); a thread
+ * blocked in a system call is elsewhere and left alone. When some thread does not
+ * answer in time, the site stays an int3 into the detour (armed, not yet optimized, as
+ * the kernel's kprobes wait for their optimizer) and the agent tries again later.
+ *
  * The agent is a thread of our own (clone with a stack and a thread pointer of its
  * own, every signal blocked, so no signal of the program's ever reaches it); it runs
  * runtime code only and ends with the process. A fork child has no agent: its sites
@@ -34,6 +49,8 @@
 #define MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE 32
 #define MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE 64
 #define O_RDWR 2
+#define O_RDONLY_ 0
+#define O_DIRECTORY_ 0200000
 #define O_CLOEXEC 02000000
 #define PR_SET_NAME 15
 #define SIG_SETMASK 2
@@ -48,10 +65,26 @@
 
 long kprw_spawn_agent(unsigned long flags, void *stack_top, void *tls, void (*fn)(void));
 
-static u8 *live_armed;  /* per point: 1 when its site holds the int3 */
+#define LIVE_OFF 0
+#define LIVE_INT3 1 /* the int3 at the site: an int3 point armed, or a jump point pending */
+#define LIVE_JUMP 2 /* a jump point's jmp */
+
+#define SYS_getdents64 217
+#define SYS_rt_tgsigqueueinfo 297
+#define SI_QUEUE (-1)
+#define SIGTRAP_ 5
+#define FUTEX_WAKE 1
+
+static u8 *live_armed;  /* per point: LIVE_* */
 static int live_sync;   /* membarrier's SYNC_CORE is registered */
+static int live_pending; /* jump points left at LIVE_INT3 for want of a safepoint */
 static u64 agent_stack[2048] __attribute__((aligned(16))); /* 16 KiB */
 static u64 agent_tcb[8] __attribute__((aligned(64)));      /* %fs:0 points here */
+
+/* the safepoint of a jump point being armed (arming: its index, ~0 for none) */
+static u32 arming = ~0u;
+static u32 sp_acks;   /* futex: threads that ran the safepoint handler */
+static u64 sp_cookie; /* si_value of our safepoint signals */
 
 /* sync_cores has every thread of the process serialise its instruction stream before
  * it runs on: none keeps bytes it fetched before the last write. */
@@ -61,19 +94,21 @@ static void sync_cores(void)
 		sys2(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0);
 }
 
-/* poke writes one byte of code at run-time address at; 0 on success. */
-static int poke(uptr at, u8 b)
+/* pokes writes n bytes of code at run-time address at, then synchronises; 0 on success. */
+static int pokes(uptr at, const u8 *b, long n)
 {
 	long fd = sys3(SYS_open, (long)"/proc/self/mem", O_RDWR | O_CLOEXEC, 0);
 	if (fd < 0)
 		return (int)fd;
-	long n = sys6(SYS_pwrite64, fd, (long)&b, 1, (long)at, 0, 0);
+	long w = sys6(SYS_pwrite64, fd, (long)b, n, (long)at, 0, 0);
 	sys1(SYS_close, fd);
-	if (n != 1)
-		return n < 0 ? (int)n : -5;
+	if (w != n)
+		return w < 0 ? (int)w : -5;
 	sync_cores();
 	return 0;
 }
+
+static int poke(uptr at, u8 b) { return pokes(at, &b, 1); }
 
 /* wanted says whether point i's probes should be armed: some probe on it enabled in
  * the process whose event is not soft-disabled in the control area. */
@@ -96,26 +131,211 @@ static int wanted(const struct kprw_point *pt)
 	return 0;
 }
 
+/* cat copies s to d and returns the end of d (a NUL there). */
+static char *cat(char *d, const char *s)
+{
+	while ((*d = *s++) != 0)
+		d++;
+	return d;
+}
+
+/* number parses a decimal thread id. */
+static long number(const char *s)
+{
+	long n = 0;
+	while (*s >= '0' && *s <= '9')
+		n = n * 10 + (*s++ - '0');
+	return n;
+}
+
+/* read_small reads a small /proc file into buf (NUL-terminated); its length or -1. */
+static long read_small(const char *path, char *buf, long size)
+{
+	long fd = sys3(SYS_open, (long)path, O_RDONLY_ | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	long n = sys3(SYS_read, fd, (long)buf, size - 1);
+	sys1(SYS_close, fd);
+	if (n < 0)
+		return -1;
+	buf[n] = 0;
+	return n;
+}
+
+/* may_be_inside says whether thread tid may be paused inside [lo, hi): it is running
+ * (or runnable), or stopped outside a system call at an address there (a page fault);
+ * one blocked in a system call is at its syscall instruction, which no DCR holds. */
+static int may_be_inside(const char *tid, uptr lo, uptr hi)
+{
+	char path[64], buf[256];
+	cat(cat(cat(path, "/proc/self/task/"), tid), "/syscall");
+	if (read_small(path, buf, sizeof buf) <= 0)
+		return 0; /* gone */
+	if (buf[0] == 'r')
+		return 1; /* "running" */
+	const char *pc = buf; /* "NR args... sp pc" or "-1 sp pc": the last word */
+	for (const char *q = buf; *q; q++)
+		if (*q == ' ' && q[1] && q[1] != '\n')
+			pc = q + 1;
+	u64 ip = 0;
+	if (pc[0] == '0' && pc[1] == 'x')
+		for (pc += 2; (*pc >= '0' && *pc <= '9') || (*pc >= 'a' && *pc <= 'f'); pc++)
+			ip = ip * 16 + (u64)(*pc <= '9' ? *pc - '0' : *pc - 'a' + 10);
+	return buf[0] == '-' && ip >= lo && ip < hi;
+}
+
+/* signal_threads sends the safepoint signal to every other thread that may be inside
+ * the DCR of point i; it returns how many were sent one. */
+static u32 signal_threads(const struct kprw_point *pt)
+{
+	uptr lo = RT_ADDR(pt->site) + 1, hi = RT_ADDR(pt->site) + pt->insn_len;
+	long me = sys0(SYS_gettid), pid = sys0(SYS_getpid);
+	long fd = sys3(SYS_open, (long)"/proc/self/task", O_RDONLY_ | O_DIRECTORY_ | O_CLOEXEC, 0);
+	if (fd < 0)
+		return ~0u;
+	u32 sent = 0;
+	char buf[2048];
+	for (;;) {
+		long n = sys3(SYS_getdents64, fd, (long)buf, sizeof buf);
+		if (n <= 0)
+			break;
+		for (long off = 0; off < n;) {
+			const char *name = buf + off + 19; /* d_ino, d_off, d_reclen, d_type */
+			off += *(const u16 *)(buf + off + 16);
+			if (name[0] < '0' || name[0] > '9' || number(name) == me || !may_be_inside(name, lo, hi))
+				continue;
+			u64 info[16] = {0}; /* siginfo: signo, errno, code; pid, uid; value */
+			info[0] = SIGTRAP_ | (u64)(u32)SI_QUEUE << 32;
+			info[2] = (u64)(u32)pid | (u64)sys0(SYS_getuid) << 32;
+			info[3] = sp_cookie;
+			if (sys4(SYS_rt_tgsigqueueinfo, pid, number(name), SIGTRAP_, (long)info) == 0)
+				sent++;
+		}
+	}
+	sys1(SYS_close, fd);
+	return sent;
+}
+
+/* safepoint has no thread stay paused inside point i's DCR: each that may be is moved
+ * to the DCR's copy by its signal handler; 1 when every one answered in time. */
+static int safepoint(u32 i)
+{
+	__atomic_store_n(&sp_acks, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&arming, i, __ATOMIC_RELEASE);
+	u32 sent = signal_threads(&kprw_rt.points[i]);
+	for (int tries = 0; sent != ~0u && tries < 50; tries++) { /* at most ~100 ms */
+		u32 got = __atomic_load_n(&sp_acks, __ATOMIC_ACQUIRE);
+		if (got >= sent)
+			break;
+		struct { long s, ns; } ts = {0, 2000000};
+		sys6(SYS_futex, (long)&sp_acks, FUTEX_WAIT, got, (long)&ts, 0, 0);
+	}
+	int ok = sent != ~0u && __atomic_load_n(&sp_acks, __ATOMIC_ACQUIRE) >= sent;
+	__atomic_store_n(&arming, ~0u, __ATOMIC_RELEASE);
+	return ok;
+}
+
+/* fix_saved moves the contexts saved on the thread's stack above sp that are paused
+ * inside point pt's DCR to the DCR's copy: a signal that interrupted the thread there
+ * and whose handler still runs (the kernel restores that ip when the handler returns).
+ * Such a context is a struct k_ucontext of the signal frame: found by its ip inside the
+ * DCR with cs 0x33 and ss 0x2b beside it and flags' always-set bit 1, in the 64 KiB
+ * above sp (read with process_vm_readv: the stack may end sooner). */
+static void fix_saved(uptr sp, const struct kprw_point *pt)
+{
+	enum { CHUNK = 64, OVERLAP = 4 }; /* words */
+	uptr site = RT_ADDR(pt->site), end = site + pt->insn_len;
+	uptr copy = RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len;
+	u64 w[CHUNK];
+	for (uptr at = sp & ~7ul; at < (sp & ~7ul) + 65536; at += (CHUNK - OVERLAP) * 8) {
+		struct k_iovec l = {w, sizeof w}, r = {(void *)at, sizeof w};
+		if (sys6(SYS_process_vm_readv, sys0(SYS_getpid), (long)&l, 1, (long)&r, 1, 0) != (long)sizeof w)
+			return;
+		for (int k = 1; k + 3 < CHUNK; k++) { /* w[k] the ip: sp before it, flags and cs|gs|fs|ss after */
+			if (w[k] <= site || w[k] >= end || !(w[k + 1] & 2) || (u16)w[k + 2] != 0x33 || (u16)(w[k + 2] >> 48) != 0x2b)
+				continue;
+			u64 fixed = copy + (w[k] - site);
+			*(volatile u64 *)(at + (uptr)k * 8) = fixed; /* the thread's own stack */
+			w[k] = fixed;
+		}
+	}
+}
+
+/* kprw_live_safepoint runs a safepoint signal of our agent (a SIGTRAP with si_code
+ * SI_QUEUE, our pid and cookie): a thread paused inside the DCR being armed goes on at
+ * the same instruction of its copy. 1 when the signal was ours. */
+int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc)
+{
+	const u8 *b = (const u8 *)si;
+	if (!live_armed || *(const u32 *)(b + 16) != kprw_pid() || *(const u64 *)(b + 24) != sp_cookie)
+		return 0;
+	u32 i = __atomic_load_n(&arming, __ATOMIC_ACQUIRE);
+	if (i < kprw_rt.npoints) {
+		const struct kprw_point *pt = &kprw_rt.points[i];
+		uptr site = RT_ADDR(pt->site);
+		if (uc->mc.ip > site && uc->mc.ip < site + pt->insn_len)
+			uc->mc.ip = RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len + (uc->mc.ip - site);
+		fix_saved(uc->mc.sp, pt);
+	}
+	__atomic_add_fetch(&sp_acks, 1, __ATOMIC_RELEASE);
+	sys6(SYS_futex, (long)&sp_acks, FUTEX_WAKE, 1, 0, 0, 0);
+	return 1;
+}
+
+/* set_jump brings jump point i from state from to want (text_poke_bp's order); it
+ * returns the state reached. */
+static u8 set_jump(u32 i, u8 from, u8 want)
+{
+	const struct kprw_point *pt = &kprw_rt.points[i];
+	uptr site = RT_ADDR(pt->site);
+	u32 n = pt->insn_len;
+	if (from != LIVE_INT3 && poke(site, 0xcc)) /* first: the int3 on the first byte */
+		return from;
+	if (want == LIVE_OFF) {
+		if (from == LIVE_JUMP && pokes(site + 1, pt->orig + 1, n - 1))
+			return LIVE_INT3;
+		return poke(site, pt->orig[0]) ? LIVE_INT3 : LIVE_OFF;
+	}
+	if (!safepoint(i))
+		return LIVE_INT3; /* armed through the int3; optimized later */
+	u8 jmp[16];
+	u32 rel = (u32)(pt->slot - pt->site - 5);
+	jmp[0] = 0xe9;
+	kprw_memcpy(jmp + 1, &rel, 4);
+	for (u32 k = 5; k < n; k++)
+		jmp[k] = 0xcc;
+	if (pokes(site + 1, jmp + 1, n - 1) || poke(site, 0xe9))
+		return LIVE_INT3; /* (the tail is not reached from the int3) */
+	return LIVE_JUMP;
+}
+
 /* reconcile arms the live points that are wanted and disarms the others. */
 static void reconcile(void)
 {
+	int pending = 0;
 	for (u32 i = 0; i < kprw_rt.npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		if (!(pt->dflags & KPRW_DF_LIVE))
 			continue;
-		u8 want = (u8)wanted(pt);
-		if (want == live_armed[i])
-			continue;
-		int err = poke(RT_ADDR(pt->site), want ? 0xcc : pt->orig[0]);
-		if (err) {
+		u8 now = live_armed[i], want;
+		if (pt->xmode == KPRW_X_OPTIMIZED) {
+			want = wanted(pt) ? LIVE_JUMP : LIVE_OFF;
+			if (want != now)
+				now = set_jump(i, now, want);
+		} else {
+			want = wanted(pt) ? LIVE_INT3 : LIVE_OFF;
+			if (want != now && poke(RT_ADDR(pt->site), want ? 0xcc : pt->orig[0]) == 0)
+				now = want;
+		}
+		if (now != want && !(pt->xmode == KPRW_X_OPTIMIZED && now == LIVE_INT3 && want == LIVE_JUMP)) {
 			kprw_puts("kprewrite: cannot write the probe site at ");
 			kprw_put_hex(pt->site);
-			kprw_puts(" (/proc/self/mem): it stays ");
-			kprw_puts(live_armed[i] ? "armed\n" : "disarmed\n");
-			continue;
+			kprw_puts(" (/proc/self/mem)\n");
 		}
-		__atomic_store_n(&live_armed[i], want, __ATOMIC_RELEASE);
+		pending |= now != want;
+		__atomic_store_n(&live_armed[i], now, __ATOMIC_RELEASE);
 	}
+	live_pending = pending;
 }
 
 /* agent waits for changes of the controls and applies them to the live sites. */
@@ -125,8 +345,10 @@ static void agent(void)
 	for (;;) {
 		u32 seen = __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_ACQUIRE);
 		reconcile();
-		/* a change after the load makes the wait return at once (EAGAIN) */
-		sys6(SYS_futex, (long)kprw_rt.ctl_gen, FUTEX_WAIT, seen, 0, 0, 0);
+		/* a change after the load makes the wait return at once (EAGAIN); a jump
+		 * point left pending is tried again after 50 ms */
+		struct { long s, ns; } ts = {0, 50000000};
+		sys6(SYS_futex, (long)kprw_rt.ctl_gen, FUTEX_WAIT, seen, live_pending ? (long)&ts : 0, 0, 0);
 	}
 }
 
@@ -153,6 +375,9 @@ void kprw_live_init(void)
 	if (!n || !(live_armed = kprw_mmap_anon(kprw_rt.npoints)))
 		return;
 	live_sync = sys2(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0) == 0;
+	u64 tsc;
+	__asm__ volatile("rdtsc; shl $32, %%rdx; or %%rdx, %%rax" : "=a"(tsc) : : "rdx");
+	sp_cookie = tsc ^ (u64)(uptr)&sp_cookie ^ (u64)sys0(SYS_getpid) << 40;
 	reconcile();
 	if (kprw_rt.ctl_gen && kprw_rt.ev_ctl)
 		spawn();

@@ -392,6 +392,8 @@ int kprw_trap_own(struct k_siginfo *si, struct k_ucontext *uc)
 		return 0;
 	u32 pid = kprw_pid(), tid = kprw_gettid();
 
+	if (si->si_code == -1 && kprw_live_safepoint(si, uc)) /* SI_QUEUE */
+		return 1;
 	if (si->si_code == TRAP_TRACE) {
 		struct kprw_thread *t = kprw_thread_find(pid, tid);
 		if (t && t->nstep) {
@@ -407,8 +409,14 @@ int kprw_trap_own(struct k_siginfo *si, struct k_ucontext *uc)
 			violation(pt, mc);
 			return 1;
 		}
-		if (pt && pt->xmode != KPRW_X_OPTIMIZED) { /* an optimized site has no int3 */
+		if (pt && pt->xmode != KPRW_X_OPTIMIZED) {
 			hit(pt, uc, pid, tid);
+			return 1;
+		}
+		if (pt && (pt->dflags & KPRW_DF_LIVE)) {
+			/* the int3 of a live jump site being written (rt_live.c): on through the
+			 * detour, which runs the probes or, its gate closed, the DCR's copy */
+			mc->ip = RT_ADDR(pt->slot);
 			return 1;
 		}
 		if (!pt && (pt = kprw_istep_find(mc->ip - 1 - kprw_rt.bias)) != NULL) {

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "3120c9775c6ec8408e8a643d75b64f8dd298f700018da91a2e7a7dc97e77420d"
+const ObjectSHA256 = "919068c05e60c4dfeb26adcbd125dfd92a21c0200b29e252d71faa9e31dc1ba3"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

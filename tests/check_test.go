@@ -173,7 +173,7 @@ func TestBadInput(t *testing.T) {
 		{"rewrite not ELF", []string{"rewrite", "-o", out, notELF}, 1, []string{notELF, "not an ELF file"}},
 		{"rewrite truncated", []string{"rewrite", "-o", out, truncated}, 1, []string{truncated}},
 		{"rewrite without -o", []string{"rewrite", prog}, 2, []string{"-o"}},
-		{"rewrite onto input", []string{"rewrite", "-o", prog, prog}, 2, []string{"input"}},
+		{"rewrite onto input", []string{"rewrite", "-o", prog, prog}, 1, []string{"is the input"}},
 		{"rewrite bad def", []string{"rewrite", "-o", out, "-e", "p:g/e plain $retval", prog}, 1, []string{"$retval"}},
 	}
 	for _, c := range cases {

@@ -63,7 +63,7 @@
 #define CLONE_SYSVSEM 0x40000
 #define CLONE_SETTLS 0x80000
 
-long kprw_spawn_agent(unsigned long flags, void *stack_top, void *tls, void (*fn)(void));
+__attribute__((visibility("hidden"))) long kprw_spawn_agent(unsigned long flags, void *stack_top, void *tls, void (*fn)(void));
 
 #define LIVE_OFF 0
 #define LIVE_INT3 1 /* the int3 at the site: an int3 point armed, or a jump point pending */

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# python3.11 with an entry and a return event on every function, rewritten switched off
+# and live (`--calls '*' --disable 'calls/*'`: every site keeps its original bytes),
+# against the installed binary and a fresh copy of it (which starts a little faster:
+# large page-cache folios), the way a user runs it: each run timed from posix_spawn to
+# waitpid by scripts/bench/spawn.c, with a new trace file each run, the variants taking
+# turns, ROUNDS rounds (default 21): `-c pass` (start-up) and a JSON dumps/loads
+# workload. Then the events are switched on in a running python3.11 and off again
+# (`kprewrite enable|disable`), and the records it wrote while they were on counted.
+# Prints Markdown for docs/benchmarks.md.
+#
+#   scripts/bench-live-python.sh [ROUNDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-21}
+KP=/tmp/kprewrite.bench-live-python
+go build -o "$KP" ./cmd/kprewrite
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+py=/usr/bin/python3.11
+gcc -O2 -o "$tmp/spawn" scripts/bench/spawn.c
+mkdir "$tmp/orig" "$tmp/live"
+dd if="$py" of="$tmp/orig/python3.11" bs=2M iflag=fullblock status=none
+chmod 755 "$tmp/orig/python3.11"
+rw=$("$KP" rewrite --calls '*' --disable 'calls/*' -o "$tmp/live/python3.11" "$py" 2>&1 | grep -o -- '--calls: .*' || true)
+live=$("$KP" list "$tmp/live/python3.11" | grep -c '\[SOFT\]' || true)
+cat >"$tmp/work.py" <<'PY'
+import json
+d = {"k%d" % i: [i, i * 2.5, str(i), {"x": [1, 2, 3], "y": None}] for i in range(200)}
+for _ in range(40):
+    assert json.loads(json.dumps(d)) == d
+PY
+row() { # label, line of spawn's output
+	awk -v l="$1" '{for (i = 1; i <= NF; i++) {if ($i == "median") m = $(i+1); if ($i == "(quartiles") q = $(i+1); if ($i == "mean") a = $(i+1); if ($i == "ratio") r = $(i+1)}
+		sub(/\)/, "", q); printf "| %s | %s | %s | %s | %s |\n", l, m, q, a, r}' <<<"$2"
+}
+table() { # title, args
+	local out
+	out=$("$tmp/spawn" "$rounds" "$py $2" "$tmp/orig/python3.11 $2" "KPREWRITE_TRACE=$tmp/new.trace $tmp/live/python3.11 $2")
+	echo
+	echo "$1, $rounds interleaved rounds, load $(cut -d' ' -f1 /proc/loadavg) at the start:"
+	echo
+	echo "| variant | median ms | quartiles ms | mean ms | median / installed |"
+	echo "| --- | --- | --- | --- | --- |"
+	row "installed /usr/bin/python3.11" "$(sed -n 1p <<<"$out")"
+	row "fresh copy of it" "$(sed -n 2p <<<"$out")"
+	row "live rewrite, every event off (a new trace file each run)" "$(sed -n 3p <<<"$out")"
+}
+echo "python3.11 rewritten with --calls '*' --disable 'calls/*' ($rw; $live live probes), $(date -u '+%Y-%m-%d %H:%M')"
+table "python3.11 -c pass" "-c pass"
+table "JSON workload" "$tmp/work.py"
+
+# live: switched on and off while it runs
+cat >"$tmp/loop.py" <<'PY'
+import json, sys, time
+d = {"k%d" % i: [i, str(i)] for i in range(50)}
+for line in sys.stdin:
+    for _ in range(20):
+        json.loads(json.dumps(d))
+    print("round", flush=True)
+PY
+rm -f "$tmp/on.trace"
+coproc P { KPREWRITE_TRACE="$tmp/on.trace" "$tmp/live/python3.11" "$tmp/loop.py"; }
+step() { echo go >&"${P[1]}"; read -r _ <&"${P[0]}"; }
+step
+n0=$("$KP" trace "$tmp/on.trace" | grep -vc '^#' || true)
+t0=$(date +%s.%N)
+"$KP" enable "$tmp/on.trace" 'calls/*' >/dev/null
+t1=$(date +%s.%N)
+sleep 1 # the switch is asynchronous: let the agent arm every site
+step
+"$KP" disable "$tmp/on.trace" 'calls/*' >/dev/null
+sleep 1
+n1=$("$KP" trace "$tmp/on.trace" | grep -vc '^#' || true)
+step
+n2=$("$KP" trace "$tmp/on.trace" | grep -vc '^#' || true)
+exec {P[1]}>&-
+wait
+echo
+echo "Switched on while it ran: $n0 records before (off), $((n1 - n0)) while on (one round of the loop), $((n2 - n1)) after switching off; \`kprewrite enable 'calls/*'\` took $(echo "$t1 - $t0" | bc) s."

@@ -10,7 +10,7 @@
 //	p[:[GRP/][EVENT]] SYM[+offs]|0xADDR [FETCHARGS]
 //	r[MAXACTIVE][:[GRP/][EVENT]] SYM[+0]|0xADDR [FETCHARGS]
 //	p[:[GRP/][EVENT]] SYM[+0]%return [FETCHARGS]
-//	-:[GRP/]EVENT
+//	-:[GRP/][EVENT] [SYM[+offs]|0xADDR [NAME=BODY...]]
 //
 // Fetch arguments are [NAME=]FETCHARG[:TYPE] with FETCHARG one of %REG,
 // @ADDR, @SYM[+|-offs], $stackN, $stack, $argN, $retval, $comm,
@@ -32,6 +32,8 @@
 //     print through FormatOptions.Symbolize;
 //   - $argN works on function entries (SYM or SYM+0) and on return probes
 //     (read from values saved at entry), as kprobes do; uprobes refuse it;
+//   - $stackN stops at PARAM_MAX_STACK (2048), as kprobes' does
+//     (kprobe_syntax_errors.tc); uprobes take any N;
 //   - an immediate string prints its text (the kernel's uprobe tracer
 //     prints "(fault)", reading the kernel pointer as a user one);
 //   - a failed dereference stores zeros (the kernel leaves the slot stale)

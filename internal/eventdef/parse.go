@@ -13,7 +13,7 @@ const (
 	MaxArrayLen     = 64   // MAX_ARRAY_LEN
 	MaxEventNameLen = 64   // MAX_EVENT_NAME_LEN, including the NUL
 	MaxActive       = 4096 // KRETPROBE_MAXACTIVE_MAX
-	MaxParamStack   = 2048 // PARAM_MAX_STACK: highest N in $argN (THREAD_SIZE/8)
+	MaxParamStack   = 2048 // PARAM_MAX_STACK: highest N in $argN and $stackN (THREAD_SIZE/8)
 	fetchInsnMax    = 16   // FETCH_INSN_MAX: fetch instructions per argument
 )
 
@@ -29,8 +29,15 @@ var reservedNames = []string{
 
 // Probe is one parsed probe event definition.
 type Probe struct {
-	Def       string // the definition as given
-	Delete    bool   // "-:[GRP/]EVENT": remove the event; only Group and Event are set
+	Def string // the definition as given
+	// Delete: "-:[GRP/][EVENT] [SITE [NAME=BODY...]]" removes the probes it matches (see
+	// Set.Add); only Group, Event and Match are set, Group "" (none given) and Event ""
+	// ("GRP/") matching any.
+	Delete bool
+	// Match is a deletion's words after its event: the probe point as the kernel writes
+	// it back (SYM, SYM+OFFS in decimal, 0xADDR, LIB: before either) and the leading
+	// arguments, NAME=BODY, of the probes it removes.
+	Match     []string
 	Return    bool   // a return probe ("r", or "%return")
 	MaxActive int    // rN: instances tracked at once; 0 for the default
 	Group     string // DefaultGroup when not given
@@ -248,27 +255,23 @@ func (ps *parser) parse() (*Probe, *ParseError) {
 	return p, nil
 }
 
+// parseDelete parses "-:[GRP/][EVENT] [SITE [NAME=BODY...]]", what the kernel's
+// dyn_event_release() takes: without a group it names the event in any group, with
+// "GRP/" every event of the group; the words after it are kept to be matched (Match).
 func (ps *parser) parseDelete(p *Probe) (*Probe, *ParseError) {
 	a0 := ps.argv[0]
 	if len(a0) < 2 || a0[1] != ':' {
 		return nil, ps.errAt(0, 0, ErrBadCommand)
 	}
-	if len(ps.argv) > 1 {
-		return nil, ps.errAt(1, 0, ErrBadCommand)
-	}
 	g, e, perr := ps.parseEventName(a0[2:], 2)
 	if perr != nil {
 		return nil, perr
 	}
-	if e == "" {
-		return nil, ps.errAt(0, 2, ErrNoEventName)
-	}
 	p.Delete = true
-	p.Group = DefaultGroup
-	if g != "" {
-		p.Group = g
+	p.Group, p.Event = g, e
+	if len(ps.argv) > 1 {
+		p.Match = ps.argv[1:]
 	}
-	p.Event = e
 	return p, nil
 }
 
@@ -963,7 +966,9 @@ func (ap *argParser) parseVars(arg string) *ParseError {
 			if !ok {
 				return ap.err(ap.offset, ErrBadVar)
 			}
-			if n > 0xffffffff { // the kernel silently truncates to 32 bits
+			// kprobes refuse a slot past PARAM_MAX_STACK (kprobe_syntax_errors.tc:
+			// "p vfs_read ^$stack10000"); the uprobe tracer takes any, truncated to 32 bits
+			if n > MaxParamStack {
 				return ap.err(ap.offset, ErrBadStackNum)
 			}
 			code[ap.pc] = insn{op: opStack, param: uint32(n)}

@@ -139,9 +139,11 @@ var parseCases = []parseCase{
 	// $-variables.
 	{pa("$stack"), 0, 0, true, ""},
 	{pa("$stack0"), 0, 0, true, ""},
-	{pa("$stack99999"), 0, 0, true, ""},
+	{pa("$stack2048"), 0, 0, true, ""},
+	{pa("$stack2049"), ErrBadStackNum, 29, false, "kprobes' PARAM_MAX_STACK; the uprobe tracer takes any"},
+	{pa("$stack99999"), ErrBadStackNum, 29, false, "kprobes' PARAM_MAX_STACK; the uprobe tracer takes any"},
 	{pa("$stack99999999999999999999999"), ErrBadVar, 29, true, ""},
-	{pa("$stack4294967296"), ErrBadStackNum, 29, false, "the kernel truncates to 32 bits"},
+	{pa("$stack4294967296"), ErrBadStackNum, 29, false, "the uprobe tracer truncates to 32 bits"},
 	{pa("$stackx"), ErrBadVar, 29, true, ""},
 	{pa("$stack0x1"), ErrBadVar, 29, true, ""},
 	{pa("$retval"), ErrRetvalOnProbe, 29, true, ""},

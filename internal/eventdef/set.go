@@ -13,7 +13,11 @@ func (p *Probe) String() string {
 	var sb strings.Builder
 	switch {
 	case p.Delete:
-		return "-:" + p.Group + "/" + p.Event
+		s := "-:" + p.Event
+		if p.Group != "" {
+			s = "-:" + p.Group + "/" + p.Event
+		}
+		return strings.Join(append([]string{s}, p.Match...), " ")
 	case p.Return:
 		sb.WriteByte('r')
 		if p.MaxActive > 0 {
@@ -60,9 +64,9 @@ func (p *Probe) UprobeDefinition(path string, fileOffset uint64) string {
 }
 
 // Set is a list of definitions read as the kernel reads writes to its events file:
-// "-:" definitions delete an event defined earlier, and a definition reusing an event
-// name adds a probe point to that event (a multi-probe event) when its kind and
-// arguments agree, as the kernel's append_trace_kprobe() requires; otherwise the
+// "-:" definitions delete probes defined earlier (see Add), and a definition reusing
+// an event name adds a probe point to that event (a multi-probe event) when its kind
+// and arguments agree, as the kernel's append_trace_kprobe() requires; otherwise the
 // kernel's DIFF_PROBE_TYPE, DIFF_ARG_TYPE or SAME_PROBE, at its caret.
 type Set struct {
 	Probes []*Probe // the probes left, in order
@@ -71,7 +75,13 @@ type Set struct {
 	byEvent map[[2]string][]*Probe
 }
 
-// Add parses def and applies it to the set. A deletion returns the probes it removed.
+// Add parses def and applies it to the set. A deletion returns the probes it removed:
+// as the kernel's dyn_event_release() with trace_kprobe_match(), "-:GRP/EVENT" removes
+// every probe of the event, "-:EVENT" the event in any group, "-:GRP/" every event of
+// the group, and words after the event remove only the probes whose point and leading
+// arguments the kernel would write back as those words ("-:GRP/EVENT SYM" removes one
+// probe of a multi-probe event, the event going with its last probe; see Match). None
+// matched is ErrNoSuchEvent (the kernel's ENOENT).
 func (s *Set) Add(def string) (p *Probe, removed []*Probe, err error) {
 	p, err = Parse(def)
 	if err != nil {
@@ -84,24 +94,14 @@ func (s *Set) Add(def string) (p *Probe, removed []*Probe, err error) {
 			s.byEvent[k] = append(s.byEvent[k], q)
 		}
 	}
-	key := [2]string{p.Group, p.Event}
-	same := s.byEvent[key]
 	if p.Delete {
-		if len(same) == 0 {
+		if removed = s.remove(p); len(removed) == 0 {
 			return nil, nil, p.ErrAt(0, 0, ErrNoSuchEvent)
 		}
-		kept := s.Probes[:0]
-		for _, q := range s.Probes {
-			if q.Group != p.Group || q.Event != p.Event {
-				kept = append(kept, q)
-			} else {
-				removed = append(removed, q)
-			}
-		}
-		s.Probes = kept
-		delete(s.byEvent, key)
 		return p, removed, nil
 	}
+	key := [2]string{p.Group, p.Event}
+	same := s.byEvent[key]
 	if len(same) > 0 {
 		// as append_trace_kprobe(): the kind and the arguments of the event's first
 		// probe, and no probe of the event at the same point with the same fetches
@@ -121,6 +121,80 @@ func (s *Set) Add(def string) (p *Probe, removed []*Probe, err error) {
 	s.Probes = append(s.Probes, p)
 	s.byEvent[key] = append(same, p)
 	return p, nil, nil
+}
+
+// remove takes the probes deletion d matches out of the set and returns them.
+func (s *Set) remove(d *Probe) (removed []*Probe) {
+	var probes []*Probe
+	if d.Group != "" && d.Event != "" {
+		probes = s.byEvent[[2]string{d.Group, d.Event}] // the common case, without a scan
+	} else {
+		probes = s.Probes
+	}
+	gone := map[*Probe]bool{}
+	for _, q := range probes {
+		if (d.Group == "" || q.Group == d.Group) && (d.Event == "" || q.Event == d.Event) && q.matchHead(d.Match) {
+			removed = append(removed, q)
+			gone[q] = true
+		}
+	}
+	if len(removed) == 0 {
+		return nil
+	}
+	s.Probes = slices.DeleteFunc(s.Probes, func(q *Probe) bool { return gone[q] })
+	for _, q := range removed {
+		k := [2]string{q.Group, q.Event}
+		if left := slices.DeleteFunc(s.byEvent[k], func(q *Probe) bool { return gone[q] }); len(left) > 0 {
+			s.byEvent[k] = left
+		} else {
+			delete(s.byEvent, k)
+		}
+	}
+	return removed
+}
+
+// matchHead is the kernel's trace_kprobe_match_command_head() and
+// trace_probe_match_command_args(): words, if any, start with p's probe point as the
+// kernel writes it (SYM with offset 0, SYM+OFFS in decimal; an address as 0x and hex,
+// which the kernel's hashed %p never matches; LIB: before either), then the first
+// arguments as NAME=BODY, each compared whole, in at most MaxArgStrLen bytes as the
+// kernel's buffer holds.
+func (p *Probe) matchHead(words []string) bool {
+	if len(words) == 0 {
+		return true
+	}
+	if len(words)-1 > len(p.Args) {
+		return false
+	}
+	var site string
+	switch {
+	case p.Symbol == "":
+		site = hexStr(p.Addr)
+	case p.Offset != 0:
+		site = p.Symbol + "+" + strconv.FormatUint(p.Offset, 10)
+	default:
+		site = p.Symbol
+	}
+	if p.Lib != "" {
+		site = p.Lib + ":" + site
+	}
+	if words[0] != clip(site) {
+		return false
+	}
+	for i, w := range words[1:] {
+		if w != clip(p.Args[i].Name+"="+p.Args[i].Body) {
+			return false
+		}
+	}
+	return true
+}
+
+// clip cuts s to what snprintf() leaves of it in the kernel's MAX_ARGSTR_LEN+1 buffer.
+func clip(s string) string {
+	if len(s) > MaxArgStrLen {
+		return s[:MaxArgStrLen]
+	}
+	return s
 }
 
 // ParseList parses a list of definitions, one a line, into a Set: text after '#' is a

@@ -166,19 +166,28 @@ type srcArg struct {
 	isChain  bool
 	keyword  string // "$params", "$vars", "$retval"
 	position int    // 1-based, for the kernel's argN names of unnamed raw arguments
+	// badName: NAME=BODY whose NAME is no C identifier ("var.1=@11"), a kernel-form
+	// argument left for eventdef to refuse with the kernel's BAD_ARG_NAME and caret
+	badName bool
 }
 
 // parseArg splits NAME=BODY:TYPE and classifies BODY.
 func parseArg(s string, pos int) srcArg {
 	a := srcArg{text: s, position: pos}
 	body := s
-	if eq := strings.IndexByte(s, '='); eq > 0 && isIdent(s[:eq]) {
+	eq := strings.IndexByte(s, '=')
+	if eq > 0 && isIdent(s[:eq]) {
 		a.name, body = s[:eq], s[eq+1:]
+	} else if eq > 0 && !strings.Contains(s[:eq], ":") { // not an enum table's '='
+		a.name, body, a.badName = s[:eq], s[eq+1:], true
 	}
 	if c := strings.LastIndexByte(body, ':'); c > 0 {
 		a.typ, body = body[c+1:], body[:c]
 	}
 	a.body = body
+	if a.badName {
+		return a
+	}
 	switch body {
 	case "$params", "$arg*", "$vars", "$retval":
 		a.keyword = body

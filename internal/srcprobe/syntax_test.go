@@ -49,6 +49,8 @@ func TestParseArg(t *testing.T) {
 		{"x=%di:u32", "x", "u32", "", "", false},
 		{"+8(%sp):string", "", "string", "", "", false},
 		{"@counter", "", "", "", "", false},
+		{"var.1=@11", "var.1", "", "", "", false},
+		{"a-b=n:u8", "a-b", "u8", "", "", false},
 	} {
 		a := parseArg(tc.in, 1)
 		if a.name != tc.name || a.typ != tc.typ || a.keyword != tc.keyword || a.sourceLevel() != tc.sourceLevel {
@@ -80,6 +82,11 @@ func TestIsSourceLevel(t *testing.T) {
 		"-:g/e":                            false,
 		"p:g/e libc.so.6:malloc %di":       false,
 		"p:g/e handle x=+0(%di):u32 $vars": true,
+		// a NAME= that is no C identifier is the kernel form's BAD_ARG_NAME (eventdef)
+		"p work var.1=@11":      false,
+		"p work a-b=%di":        false,
+		"p work var.1=n":        false,
+		"p work n:u32{A=1,B=2}": true,
 	} {
 		if got := IsSourceLevel(def); got != want {
 			t.Errorf("IsSourceLevel(%q) = %v, want %v", def, got, want)

@@ -192,7 +192,7 @@ func (r *Resolver) ownDebugInfo() bool {
 
 func (a srcArg) bad() bool {
 	b := a.body
-	return !a.isChain && a.keyword == "" && b != "" && (b[0] == '_' || b[0] >= 'a' && b[0] <= 'z' || b[0] >= 'A' && b[0] <= 'Z')
+	return !a.badName && !a.isChain && a.keyword == "" && b != "" && (b[0] == '_' || b[0] >= 'a' && b[0] <= 'z' || b[0] >= 'A' && b[0] <= 'Z')
 }
 
 // Translate returns the kernel-form definitions of def, one per probed address

@@ -68,6 +68,8 @@ func runEnableDisable(on bool) func(args []string, stdout, stderr io.Writer) err
 			}
 			evs = append(evs, e...)
 		}
+		f.Hold() // the programs' live-probe threads woken once, after every switch
+		defer f.Release()
 		for _, ev := range evs {
 			if err := f.SetEnabled(ev, on); err != nil {
 				return fmt.Errorf("%s: %w", pos[0], err)

@@ -498,10 +498,12 @@ func (g *gen) planEarlyStart(needed *elfio.NeededPlan) (*elfio.EarlyStart, error
 	return early, nil
 }
 
-// liveEvents names the events whose every probe can be live ("GROUP/EVENT"): disabled
-// by name with --disable (not "all", which the runtime's switch serves), no triggers
-// and named by none, no C handler, and on int3 points that hold only such probes. Their
-// sites keep the original bytes until the event is enabled at run time (rt_live.c).
+// liveEvents names the events that are switched live ("GROUP/EVENT"): disabled by name
+// with --disable (not "all", which the runtime's switch serves), no filter, no triggers
+// and named by none, no C handler, on points that hold only such probes. Their points
+// that can change live (liveKindOK) keep their original bytes until the event is
+// enabled at run time; their other jump-optimized points keep the jmp, whose detour's
+// gate the runtime opens and closes instead (rt_live.c).
 func (g *gen) liveEvents(targets map[string]bool) map[string]bool {
 	key := func(ri int) string { return g.probes[ri].Def.Group + "/" + g.probes[ri].Def.Event }
 	named := slices.DeleteFunc(slices.Clone(g.opt.Disable), func(t string) bool { return t == "all" })
@@ -521,8 +523,9 @@ func (g *gen) liveEvents(targets map[string]bool) map[string]bool {
 		if pi < 0 || !live[key(ri)] {
 			continue
 		}
-		ok := g.liveKindOK(&g.plan.Points[pi])
-		for _, rj := range g.plan.Points[pi].Requests {
+		pt := &g.plan.Points[pi]
+		ok := g.liveKindOK(pt) || pt.Optimized() && !pt.Verify && !g.opt.CountOnly // else: its gate follows
+		for _, rj := range pt.Requests {
 			ok = ok && eligible(rj)
 		}
 		if !ok { // a probe of the event that must stay armed: the event is not live

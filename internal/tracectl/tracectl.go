@@ -27,6 +27,8 @@ type File struct {
 	Path   string
 	data   []byte // shared, writable mapping of the whole file
 	images []image
+	// held, pending: Hold is in effect; an event was switched meanwhile
+	held, pending bool
 }
 
 type image struct {
@@ -196,7 +198,7 @@ func (f *File) SetEnabled(ev Event, on bool) error {
 		}
 		if atomic.CompareAndSwapUint32(ev.ctl, old, nw) {
 			if old != nw {
-				f.bumpGen() // live sites follow their events' switches
+				f.changed() // live sites follow their events' switches
 			}
 			return nil
 		}
@@ -316,6 +318,28 @@ func (f *File) Commit(ev Event, c *Controls) error {
 	atomic.StoreUint64(f.word64(offCtlLast), coff+at)
 	f.bumpGen()
 	return nil
+}
+
+// Hold defers the wake-ups of the programs' live-probe threads that switching events
+// makes until Release: a switch of many events wakes them once.
+func (f *File) Hold() { f.held = true }
+
+// Release ends Hold, waking the programs once if an event was switched meanwhile.
+func (f *File) Release() {
+	f.held = false
+	if f.pending {
+		f.pending = false
+		f.bumpGen()
+	}
+}
+
+// changed wakes the programs' live-probe threads, or notes it for Release.
+func (f *File) changed() {
+	if f.held {
+		f.pending = true
+		return
+	}
+	f.bumpGen()
 }
 
 // bumpGen changes ctl_gen and wakes the live-probe threads of the programs writing into

@@ -309,14 +309,32 @@ static u8 set_jump(u32 i, u8 from, u8 want)
 	return LIVE_JUMP;
 }
 
+/* gated_live says whether pt is a jump-optimized point that cannot change live (its
+ * DCR's copy moves instructions) whose probes are of live events: its gate is switched
+ * instead of its bytes. */
+static int gated_live(const struct kprw_point *pt)
+{
+	if (pt->xmode != KPRW_X_OPTIMIZED || (pt->pflags & KPRW_PF_COUNT))
+		return 0;
+	for (u32 k = 0; k < pt->nprobes; k++) {
+		u32 e = kprw_rt.probes[pt->first_probe + k].event;
+		if (e >= kprw_rt.nevents || !(kprw_rt.events[e].flags & KPRW_EF_LIVE))
+			return 0;
+	}
+	return 1;
+}
+
 /* reconcile arms the live points that are wanted and disarms the others. */
 static void reconcile(void)
 {
 	int pending = 0;
 	for (u32 i = 0; i < kprw_rt.npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
-		if (!(pt->dflags & KPRW_DF_LIVE))
+		if (!(pt->dflags & KPRW_DF_LIVE)) {
+			if (gated_live(pt)) /* the jmp stays: the detour's gate follows */
+				__atomic_store_n(&kprw_rt.state[pt->first_probe].gate, (u32)wanted(pt), __ATOMIC_RELEASE);
 			continue;
+		}
 		u8 now = live_armed[i], want;
 		if (pt->xmode == KPRW_X_OPTIMIZED) {
 			want = wanted(pt) ? LIVE_JUMP : LIVE_OFF;
@@ -371,7 +389,7 @@ void kprw_live_init(void)
 {
 	u32 n = 0;
 	for (u32 i = 0; i < kprw_rt.npoints; i++)
-		n += (kprw_rt.points[i].dflags & KPRW_DF_LIVE) != 0;
+		n += (kprw_rt.points[i].dflags & KPRW_DF_LIVE) || gated_live(&kprw_rt.points[i]);
 	if (!n || !(live_armed = kprw_mmap_anon(kprw_rt.npoints)))
 		return;
 	live_sync = sys2(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0) == 0;

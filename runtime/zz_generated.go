@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "8bd613d9783b2e9500b0d38b56338f8ea25b9b3a5ee4b3f1f6038fa8466fc15f"
+const ObjectSHA256 = "406a16c2dc2ba40026bf861e05b0e91d94c9e18e2b7ae9283bf41b2892c88912"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -208,6 +208,7 @@ struct kprw_rt {
 	u32 tsc_ok;        /* CPUID: invariant TSC, timestamps extrapolate from it */
 	u32 reads_xmm;     /* some event's fetch reads %xmmN: int3 hits load the SSE registers */
 	u32 opt_tmpl_len;  /* bytes of the detour template (the DCR copy follows) */
+	u32 records_late;  /* every event live: records readied at the first switch on */
 	unsigned long old_trap_handler; /* SIGTRAP disposition before ours */
 	u32 fast_read;     /* fetches read with the fault-catching copy (rt_init.c, rt_fault.c) */
 	u32 minsigstk;     /* AT_MINSIGSTKSZ: bytes a signal frame may need */
@@ -403,6 +404,8 @@ unsigned long kprw_copy_nofault(void *dst, const void *src, unsigned long n); /*
 int kprw_copy_fixup(struct k_sigcontext *mc); /* a fault in kprw_copy_nofault: resume at its fixup */
 void *kprw_mmap_anon(unsigned long size);
 void kprw_live_init(void); /* rt_live.c: live probes' start-up */
+int kprw_live_only(void);   /* rt_live.c: every event is live (records may start late) */
+int kprw_live_records(void); /* rt_init.c: records started late, before the first arm */
 int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc); /* rt_live.c */
 
 /* ---- probes (rt_trap.c, rt_kretprobe.c; the trace file's records: rt_trace.h) ---- */

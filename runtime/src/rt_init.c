@@ -430,6 +430,27 @@ static void arm_detours(void)
 	}
 }
 
+static void records_init(void);
+
+/* kprw_live_records readies records started late, from the live-probe thread before
+ * it arms the first site (every event live: kprw_live_only): the clock, the record area,
+ * the fetch plans and what hits need. Once; 0 when records can be written. */
+int kprw_live_records(void)
+{
+	static int done, ok;
+	if (done)
+		return ok ? 0 : -1;
+	done = 1;
+	if (!kprw_rt.records_late)
+		return ok = 1, 0;
+	kprw_clock_init();
+	if (kprw_trace_records_late() < 0)
+		return -1;
+	records_init();
+	ok = 1;
+	return 0;
+}
+
 /* records_init prepares what writing records needs (rt_dispatch.c): each event's record
  * size when fixed and its compiled fetch plan, once; and, when some event's size is not
  * fixed (strings), the per-thread-context buffers its records are fetched into once:
@@ -775,8 +796,8 @@ static void start_early(const struct kprw_header *h, char **envp)
 	/* the TSC calibration (CPUID, which a VM traps, and system calls): only for what
 	 * timestamps records or reads the clock and CPU number for C handlers; everything
 	 * else reads them, rarely, by system call */
-	if (kprw_rt.has & (KPRW_HAS_RECORDS | KPRW_HAS_USER))
-		kprw_clock_init();
+	if ((kprw_rt.has & (KPRW_HAS_RECORDS | KPRW_HAS_USER)) && !kprw_live_only())
+		kprw_clock_init(); /* (live only: when the first event is switched on) */
 	const char *tk = getenv_(envp, "KPREWRITE_THREADKEY"); /* diagnostics: fs0 | tid */
 	if (!one_of("KPREWRITE_THREADKEY", tk, "fs0", "tid", "want fs0 or tid; ignored"))
 		tk = NULL;
@@ -802,6 +823,11 @@ static void start_early(const struct kprw_header *h, char **envp)
 
 	/* events (records or, --count-only, counters), or violations to report */
 	int records = (kprw_rt.has & KPRW_HAS_RECORDS) != 0; /* else the record area is not populated */
+	/* every event live: nothing records until one is switched on, so the record area,
+	 * the fetch plans and the clock wait for that (kprw_live_records) */
+	int late = records && kprw_live_only();
+	if (late)
+		records = 0;
 	int tracing = records || (kprw_rt.has & KPRW_HAS_EVENTS);
 	const char *path = getenv_(envp, "KPREWRITE_TRACE");
 	u64 size = h->trace_size;
@@ -826,6 +852,7 @@ static void start_early(const struct kprw_header *h, char **envp)
 	}
 	if (kprw_rt.trace && records)
 		records_init();
+	kprw_rt.records_late = late && kprw_rt.trace;
 	int traps = (kprw_rt.has & KPRW_HAS_TRAPS) != 0;
 	if (traps) {
 		install_sigtrap();

@@ -324,6 +324,21 @@ static int gated_live(const struct kprw_point *pt)
 	return 1;
 }
 
+/* kprw_live_only says whether every probe of the image is of a live event, so that
+ * nothing records until one is switched on (start-up then leaves the record area and
+ * the fetch plans for kprw_live_records). */
+int kprw_live_only(void)
+{
+	if (!kprw_rt.nprobes || (kprw_rt.has & KPRW_HAS_USER))
+		return 0;
+	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
+		u32 e = kprw_rt.probes[i].event;
+		if (e >= kprw_rt.nevents || !(kprw_rt.events[e].flags & KPRW_EF_LIVE))
+			return 0;
+	}
+	return 1;
+}
+
 /* reconcile arms the live points that are wanted and disarms the others. */
 static void reconcile(void)
 {
@@ -331,12 +346,16 @@ static void reconcile(void)
 	for (u32 i = 0; i < kprw_rt.npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		if (!(pt->dflags & KPRW_DF_LIVE)) {
-			if (gated_live(pt)) /* the jmp stays: the detour's gate follows */
-				__atomic_store_n(&kprw_rt.state[pt->first_probe].gate, (u32)wanted(pt), __ATOMIC_RELEASE);
+			if (gated_live(pt)) { /* the jmp stays: the detour's gate follows */
+				u32 open = (u32)wanted(pt) && kprw_live_records() == 0;
+				__atomic_store_n(&kprw_rt.state[pt->first_probe].gate, open, __ATOMIC_RELEASE);
+			}
 			continue;
 		}
 		u8 now = live_armed[i], want;
-		if (pt->xmode == KPRW_X_OPTIMIZED) {
+		if (wanted(pt) && now == LIVE_OFF && kprw_live_records() < 0) {
+			continue; /* no records can be written: it stays off */
+		} else if (pt->xmode == KPRW_X_OPTIMIZED) {
 			want = wanted(pt) ? LIVE_JUMP : LIVE_OFF;
 			if (want != now)
 				now = set_jump(i, now, want);

@@ -12,6 +12,7 @@ int kprw_trace_fault(uptr addr);
 /* kprw_trace_hit writes probe pi's record; 1 when the record is the hit (written, into
  * a file where this image has its counters: the caller does not count it), else 0 (the
  * caller counts the hit) */
+int kprw_trace_records_late(void); /* rt_tracefile.c: records started after start-up */
 int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *edata, u32 elen,
 		   struct kprw_tctx *c);
 void kprw_trace_violation(const struct kprw_point *pt, struct kprw_tctx *c);

@@ -531,3 +531,39 @@ out:
 	sys2(SYS_flock, fd, LOCK_UN);
 	sys1(SYS_close, fd);
 }
+
+/* kprw_trace_records_late readies an open trace file for records that start later
+ * than start-up (live probes switched on, src/rt_live.c): the record area reserved when
+ * the file was made without it (KPRW_TRACE_UNRESERVED), under the file lock, and its
+ * first chunks made present. 0 on success; else the trace is closed for records. */
+int kprw_trace_records_late(void)
+{
+	struct kprw_trace_hdr *h = kprw_rt.trace;
+	if (!h)
+		return -1;
+	if (h->flags & KPRW_TRACE_UNRESERVED) {
+		long fd = sys3(SYS_open, (long)kprw_rt.trace_path, O_RDWR | O_CLOEXEC | (kprw_rt.secure ? O_NOFOLLOW : 0), 0);
+		if (fd < 0) {
+			warn("cannot open", kprw_rt.trace_path, fd);
+			return -1;
+		}
+		sys2(SYS_flock, fd, LOCK_EX);
+		long r = 0;
+		if (h->flags & KPRW_TRACE_UNRESERVED)
+			r = reserve_blocks(fd, h->data_off, h->data_size);
+		if (r >= 0)
+			h->flags &= ~KPRW_TRACE_UNRESERVED;
+		sys2(SYS_flock, fd, LOCK_UN);
+		sys1(SYS_close, fd);
+		if (r < 0) {
+			warn("has no space for its record area (KPREWRITE_TRACE_SIZE sets a smaller one)", kprw_rt.trace_path, r);
+			return -1;
+		}
+	}
+	if (!h->ring_nblocks) {
+		kprw_rt.populate = 1;
+		u64 head = atomic_load(&h->head);
+		populate(head & ~((1ull << CHUNK_SHIFT) - 1), 2ull << CHUNK_SHIFT);
+	}
+	return 0;
+}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "406a16c2dc2ba40026bf861e05b0e91d94c9e18e2b7ae9283bf41b2892c88912"
+const ObjectSHA256 = "e780027e067552d5ccefbe75d39710a78de9b7580d150318a19b26084cb2d746"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

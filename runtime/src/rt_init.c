@@ -441,10 +441,12 @@ int kprw_live_records(void)
 	if (done)
 		return ok ? 0 : -1;
 	done = 1;
-	if (!kprw_rt.records_late)
-		return ok = 1, 0;
+	if (!kprw_rt.records_late) { /* no trace file: the instances still wait */
+		ok = kprw_kretprobe_init() >= 0;
+		return ok ? 0 : -1;
+	}
 	kprw_clock_init();
-	if (kprw_trace_records_late() < 0)
+	if (kprw_kretprobe_init() < 0 || kprw_trace_records_late() < 0)
 		return -1;
 	records_init();
 	ok = 1;
@@ -818,7 +820,8 @@ static void start_early(const struct kprw_header *h, char **envp)
 		apply_disable(dis);
 	kprw_user_prepare(); /* C handler probes start unregistered; the disables so far are forced */
 
-	if (kprw_kretprobe_init() < 0)
+	/* (every event live: the instances wait for the first switch on, kprw_live_records) */
+	if (!kprw_live_only() && kprw_kretprobe_init() < 0)
 		kprw_fatal("cannot allocate kretprobe instances, probes:", kprw_rt.nprobes);
 
 	/* events (records or, --count-only, counters), or violations to report */

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -13,42 +14,8 @@ import (
 
 // stackSrc reaches leaf() through known call chains: recursion of a depth given on the
 // command line, a call through a function pointer, and a second thread.
-const stackSrc = `
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-volatile int sink;
-__attribute__((noinline)) int leaf(int n) { sink += n; __asm__ volatile("" ::: "memory"); return sink; }
-__attribute__((noinline)) int rec(int d, int n)
-{
-	if (d == 0)
-		return leaf(n) + 1;
-	int r = rec(d - 1, n) + 1;
-	__asm__ volatile("" ::: "memory");
-	return r;
-}
-__attribute__((noinline)) int viaptr(int (*f)(int, int), int d)
-{
-	int r = f(d, 7);
-	__asm__ volatile("" ::: "memory");
-	return r + 1;
-}
-__attribute__((noinline)) void *thr(void *a)
-{
-	sink += rec(3, (int)(long)a);
-	return NULL;
-}
-int main(int argc, char **argv)
-{
-	int depth = argc > 1 ? atoi(argv[1]) : 5;
-	sink += viaptr(rec, depth);
-	pthread_t t;
-	pthread_create(&t, NULL, thr, (void *)9L);
-	pthread_join(t, NULL);
-	printf("%d\n", sink);
-	return 0;
-}
-`
+// stackSrc is tests/testdata/stack.c (the cases under tests/cases use it too).
+var stackSrc = mustReadTestdata("stack.c")
 
 var (
 	gdbFrameRE = regexp.MustCompile(`^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) \(`)
@@ -227,4 +194,14 @@ func TestHistStacktraceKey(t *testing.T) {
 	if len(entries) != 2 || entries[main] != want[main] || entries[thread] != want[thread] {
 		t.Fatalf("entries %q, want %q\n%s", entries, want, stdout)
 	}
+}
+
+// mustReadTestdata is the text of tests/testdata/NAME, a program the Go tests and the
+// cases under tests/cases share.
+func mustReadTestdata(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

@@ -51,12 +51,10 @@ func siteOf(t *testing.T, path, fn string) (addr uint64, b byte) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range syms {
-		if s.Name != fn {
+	syms, _ := f.Symbols()
+	dyn, _ := f.DynamicSymbols() // (a library's functions are there)
+	for _, s := range append(syms, dyn...) {
+		if s.Name != fn || s.Value == 0 {
 			continue
 		}
 		for _, p := range f.Progs {
@@ -333,4 +331,89 @@ func testLiveStress(t *testing.T, prog string, flags []string) {
 		t.Errorf("%d records for %d hits (%d missed)\n%s", n, hits, p["w"][1], testprog.Clip(head, 600))
 	}
 	t.Logf("%d toggles, %d hits recorded", toggles, n)
+}
+
+// liveLibSrc calls malloc a number of times per phase, reporting each phase and waiting
+// for a byte on stdin before the next.
+const liveLibSrc = `#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+void *volatile sink;
+int main(void) {
+	static const int calls[] = {0, 100, 50};
+	char c;
+	for (int phase = 0; phase < 3; phase++) {
+		for (int i = 0; i < calls[phase]; i++) {
+			sink = malloc(1000 + i);
+			free(sink);
+		}
+		printf("phase %d\n", phase);
+		fflush(stdout);
+		if (read(0, &c, 1) != 1)
+			return 2;
+	}
+	return 0;
+}
+`
+
+// TestLiveProbeLibrary: a live event in a library the program's definitions name
+// (libc.so.6:malloc): the copy in OUT.libs keeps malloc's original bytes, and the
+// library's runtime arms and disarms it as the program's would.
+func TestLiveProbeLibrary(t *testing.T) {
+	prog := testprog.Build(t, liveLibSrc, "c", "-O2")
+	for _, k := range liveKinds {
+		t.Run(k.name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "lib.kp")
+			tr := bin + ".trace"
+			rewriteWith(t, prog, bin, []string{"p:lib/malloc libc.so.6:malloc size=%di:u64"}, append(k.flags, "--disable", "lib/malloc")...)
+			libc := strings.TrimSpace(testprog.MustRun(t, "sh", "-c", "ldd "+prog+" | awk '/libc.so.6/ {print $3}'"))
+			_, orig := siteOf(t, libc, "malloc")
+			if _, b := siteOf(t, filepath.Join(bin+".libs", "libc.so.6"), "malloc"); b != orig {
+				t.Fatalf("the library's copy holds %#x at malloc, want the original %#x", b, orig)
+			}
+			cmd := exec.Command(bin)
+			stdin, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			lines := bufio.NewScanner(out)
+			step := func(phase int) {
+				t.Helper()
+				if !lines.Scan() || lines.Text() != fmt.Sprintf("phase %d", phase) {
+					t.Fatalf("phase %d: the program said %q", phase, lines.Text())
+				}
+			}
+			sizes := func() []string {
+				var got []string
+				for _, l := range readTrace(t, tr) {
+					if strings.Contains(l.Args, "size=") && !strings.HasPrefix(strings.TrimSpace(l.Args), "size=1") {
+						continue // (stdio's own mallocs)
+					}
+					got = append(got, strings.TrimSpace(l.Args))
+				}
+				return got
+			}
+			step(0)
+			if code, o, e := kp("enable", tr, "lib/malloc"); code != 0 {
+				t.Fatalf("enable: %d %s%s", code, o, e)
+			}
+			time.Sleep(200 * time.Millisecond) // the switch is asynchronous
+			stdin.Write([]byte{'x'})
+			step(1)
+			on := sizes()
+			if code, o, e := kp("disable", tr, "lib/malloc"); code != 0 {
+				t.Fatalf("disable: %d %s%s", code, o, e)
+			}
+			time.Sleep(200 * time.Millisecond)
+			stdin.Write([]byte{'x'})
+			step(2)
+			if n := len(sizes()); len(on) < 100 || n != len(on) || on[0] != "size=1000" || on[99] != "size=1099" {
+				t.Fatalf("armed: %d records (first %v), disarmed: %d; want 100 from size=1000 to size=1099, none after", len(on), on[:min(len(on), 3)], n)
+			}
+			stdin.Close()
+			cmd.Wait()
+		})
+	}
 }

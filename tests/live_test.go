@@ -137,8 +137,8 @@ func testLiveArmDisarm(t *testing.T, prog string, flags []string, kind string, a
 	bin := filepath.Join(t.TempDir(), "live.kp")
 	tr := bin + ".trace"
 	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64 b=%si:s64"}, append(flags, "--disable", "t/w")...)
-	if _, list, _ := kp("list", bin); !strings.Contains(list, kind) {
-		t.Fatalf("list: %q, want the kind %s", list, kind)
+	if _, list, _ := kp("list", bin); !strings.Contains(list, kind+"[DISABLED][LIVE]") {
+		t.Fatalf("list: %q, want %s[DISABLED][LIVE]", list, kind)
 	}
 	addr, orig := siteOf(t, prog, "work")
 	if _, b := siteOf(t, bin, "work"); b != orig {
@@ -169,11 +169,19 @@ func testLiveArmDisarm(t *testing.T, prog string, flags []string, kind string, a
 	}
 	records := func() int { return len(readTrace(t, tr, bin)) }
 
+	listed := func(want string) {
+		t.Helper()
+		if _, out, _ := kp("list", tr); !strings.Contains(out, want) {
+			t.Fatalf("list %s: %q, want %q", tr, out, want)
+		}
+	}
 	step(0)
 	if b := memByte(t, pid, bin, addr); b != orig {
 		t.Fatalf("disarmed: the running program holds %#x at work, want the original %#x", b, orig)
 	}
+	listed(kind + "[DISABLED][LIVE]")
 	run("enable", tr, "t/w")
+	listed(kind + "[LIVE]")
 	waitByte(t, pid, bin, addr, armed)
 	stdin.Write([]byte{'x'})
 	step(1) // 100 calls armed

@@ -1,19 +1,22 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/tracectl"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 func runList(args []string, stdout, _ io.Writer) error {
-	fs := helpFlagSet("list", "list [-v] BINARY", stdout)
+	fs := helpFlagSet("list", "list [-v] BINARY|TRACEFILE", stdout)
 	verbose := fs.Bool("v", false, "add each probe's event, definition and filter")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -21,6 +24,9 @@ func runList(args []string, stdout, _ io.Writer) error {
 	}
 	if len(pos) != 1 {
 		return usageErr("want exactly one BINARY, got %d arguments (see kprewrite list -h)", len(pos))
+	}
+	if isTraceFile(pos[0]) {
+		return listTrace(pos[0], *verbose, stdout)
 	}
 	f, err := elfio.Open(pos[0])
 	if err != nil {
@@ -55,6 +61,86 @@ func runList(args []string, stdout, _ io.Writer) error {
 	return nil
 }
 
+// listTrace lists the probes of every image writing into the trace file at path as
+// the running programs have them now, from the images' descriptions in the file: an
+// event switched off in the file's control area is [DISABLED]; a live one ([LIVE]) has
+// its sites armed while it is on and the original bytes while it is off (within
+// milliseconds of the switch).
+func listTrace(path string, verbose bool, stdout io.Writer) error {
+	f, err := tracectl.OpenRead(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	evs, err := f.Events("all")
+	if err != nil {
+		return err
+	}
+	off := map[[2]int]bool{}
+	for _, ev := range evs {
+		off[[2]int{ev.ImageIndex(), int(ev.Index)}] = ev.Off()
+	}
+	for k, d := range f.Descs() {
+		if d == nil {
+			continue
+		}
+		probes := slices.Clone(d.Probes)
+		slices.SortStableFunc(probes, func(a, b tracefile.DescProbe) int { return cmp.Compare(a.Site, b.Site) })
+		for _, dp := range probes {
+			if dp.Kind == tracefile.KindVerify || dp.Event < 0 || dp.Event >= len(d.Events) {
+				continue
+			}
+			typ := "k"
+			if strings.HasPrefix(dp.Kind, "r") || dp.Exit {
+				typ = "r"
+			}
+			fmt.Fprintln(stdout, probeLine(d, dp, typ, off[[2]int{k, dp.Event}], verbose))
+		}
+	}
+	return nil
+}
+
+// probeLine is one line of list: ADDRESS  k|r  SYMBOL+0xOFFSET  IMAGE [FLAGS].
+func probeLine(d *tracefile.Desc, dp tracefile.DescProbe, typ string, disabled, verbose bool) string {
+	sym := fmt.Sprintf("%#x", dp.Site)
+	if dp.Symbol != "" {
+		sym = fmt.Sprintf("%s+%#x", dp.Symbol, dp.Offset)
+	}
+	flags := ""
+	switch dp.Kind {
+	case "b", "rb":
+		flags += "[BOOSTED]"
+	case "o", "ro":
+		flags += "[OPTIMIZED]"
+	}
+	if dp.Verify {
+		flags += "[VERIFY]"
+	}
+	if dp.Exit {
+		flags += "[EXIT]"
+	}
+	if disabled {
+		flags += "[DISABLED]"
+	}
+	if dp.Event >= 0 && d.Events[dp.Event].Live {
+		flags += "[LIVE]" // its sites hold the original bytes while it is off
+	} else if dp.Event >= 0 && d.Events[dp.Event].Soft {
+		flags += "[SOFT]"
+	}
+	line := fmt.Sprintf("%016x  %s  %s  %s %s", dp.Site, typ, sym, d.Image, flags)
+	if verbose && dp.Event >= 0 {
+		e := d.Events[dp.Event]
+		line += fmt.Sprintf("  %s/%s  %s", e.Group, e.Name, e.Def)
+		if e.Filter != "" {
+			line += "  filter: " + e.Filter
+		}
+		if len(e.Triggers) > 0 {
+			line += "  triggers: " + strings.Join(e.Triggers, "; ")
+		}
+	}
+	return line
+}
+
 // libraryCopies returns the paths of the library copies a program rewritten with
 // LIB:SITE definitions loads: its DT_NEEDED entries $ORIGIN/OUT.libs/LIB.
 func libraryCopies(f *elfio.File) []string {
@@ -80,7 +166,9 @@ func libraryCopies(f *elfio.File) []string {
 // violations), [EXIT] (a --count-only return probe counted where its function
 // returns: one line per ret or tail call, at that address, instead of a return-address
 // hook at the entry) and [DISABLED] (registered disabled; KPREWRITE_DISABLE disables
-// more at run time). Probes come in address order.
+// more at run time), [SOFT] (disabled but armed: triggers run) and [LIVE] (its sites
+// hold the original bytes while it is off, and a switch arms them in the running
+// program). Probes come in address order.
 func listLines(im *tracefile.Image, verbose bool) []string {
 	d := im.Desc
 	var lines []string
@@ -98,44 +186,12 @@ func listLines(im *tracefile.Image, verbose bool) []string {
 			if im.Probes[i].Type == kprt.TKretprobe || dp.Exit {
 				typ = "r"
 			}
-			sym := fmt.Sprintf("%#x", pt.Site)
-			if dp.Symbol != "" {
-				sym = fmt.Sprintf("%s+%#x", dp.Symbol, dp.Offset)
-			}
-			flags := ""
-			switch dp.Kind {
-			case "b", "rb":
-				flags += "[BOOSTED]"
-			case "o", "ro":
-				flags += "[OPTIMIZED]"
-			}
-			if dp.Verify {
-				flags += "[VERIFY]"
-			}
-			if dp.Exit {
-				flags += "[EXIT]"
-			}
 			disabled := im.Probes[i].Flags&kprt.FDisabled != 0 || im.Header.Flags&kprt.HFDisableAll != 0
 			if dp.Event >= 0 && d.Events[dp.Event].Disabled {
 				disabled = true
 			}
-			if disabled {
-				flags += "[DISABLED]"
-			}
-			if dp.Event >= 0 && d.Events[dp.Event].Soft {
-				flags += "[SOFT]"
-			}
-			line := fmt.Sprintf("%016x  %s  %s  %s %s", pt.Site, typ, sym, d.Image, flags)
-			if verbose && dp.Event >= 0 {
-				e := d.Events[dp.Event]
-				line += fmt.Sprintf("  %s/%s  %s", e.Group, e.Name, e.Def)
-				if e.Filter != "" {
-					line += "  filter: " + e.Filter
-				}
-				if len(e.Triggers) > 0 {
-					line += "  triggers: " + strings.Join(e.Triggers, "; ")
-				}
-			}
+			dp.Site = pt.Site
+			line := probeLine(d, dp, typ, disabled, verbose)
 			lines = append(lines, line)
 		}
 	}

@@ -102,6 +102,16 @@ func open(p string, write bool) (*File, error) {
 	return &File{Path: p, data: data, images: imgs}, nil
 }
 
+// Descs are the descriptions of the file's images, in the header's order (nil for an
+// image whose description the file lacks).
+func (f *File) Descs() []*tracefile.Desc {
+	out := make([]*tracefile.Desc, len(f.images))
+	for k, im := range f.images {
+		out[k] = im.desc
+	}
+	return out
+}
+
 // Close unmaps the file.
 func (f *File) Close() error {
 	if f.data == nil {
@@ -435,3 +445,7 @@ func zeroFile(fd *os.File, off, n uint64) error {
 
 // ImageIndex is the entry of ev's image in the file's header.
 func (ev Event) ImageIndex() int { return ev.img }
+
+// Off says whether the event is switched off in its image's control area now (not
+// armed, or soft-disabled): the state `kprewrite list` of a trace file shows.
+func (ev Event) Off() bool { return !ev.Enabled }

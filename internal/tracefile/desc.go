@@ -104,7 +104,11 @@ type DescEvent struct {
 	Disabled bool   `json:"disabled,omitempty"` // registered disabled
 	// Soft: disabled but armed (it has triggers or a trigger names it): its triggers
 	// run, and enable_event or kprewrite enable switches its records on
-	Soft   bool   `json:"soft,omitempty"`
+	Soft bool `json:"soft,omitempty"`
+	// Live: its sites keep their original bytes while it is off; switching it arms and
+	// disarms them in the running program (rewrite --disable EVENT; docs/runtime.md,
+	// "Live probes")
+	Live   bool   `json:"live,omitempty"`
 	Filter string `json:"filter,omitempty"` // the event's filter (kernel grammar), "" for none
 	// Triggers are the event's triggers as the kernel's trigger file lists them, in
 	// the order they run ("traceoff:count=1 if a > 3").
@@ -201,6 +205,7 @@ type leanEvent struct {
 	Triggers []string `json:"triggers,omitempty"`
 	CtlSlots []uint32 `json:"ctl_slots,omitempty"`
 	Soft     bool     `json:"soft,omitempty"`
+	Live     bool     `json:"live,omitempty"`
 }
 
 // nextOrigin is the origin an event after one from origin has by default.
@@ -221,7 +226,7 @@ func leanEvents(evs []DescEvent) []leanEvent {
 	id, origin := uint32(1), ""
 	for i, e := range evs {
 		l := leanEvent{Group: e.Group, Name: e.Name, Def: e.Def, Return: e.Return, Disabled: e.Disabled, Filter: e.Filter,
-			Triggers: e.Triggers, CtlSlots: e.CtlSlots, Soft: e.Soft}
+			Triggers: e.Triggers, CtlSlots: e.CtlSlots, Soft: e.Soft, Live: e.Live}
 		if e.ID != id {
 			l.ID = &evs[i].ID
 		}
@@ -239,7 +244,7 @@ func fullEvents(ls []leanEvent) []DescEvent {
 	id, origin := uint32(1), ""
 	for i, l := range ls {
 		e := DescEvent{ID: id, Group: l.Group, Name: l.Name, Def: l.Def, Origin: nextOrigin(origin), Return: l.Return, Disabled: l.Disabled,
-			Filter: l.Filter, Triggers: l.Triggers, CtlSlots: l.CtlSlots, Soft: l.Soft}
+			Filter: l.Filter, Triggers: l.Triggers, CtlSlots: l.CtlSlots, Soft: l.Soft, Live: l.Live}
 		if i == 0 {
 			e.Origin = ""
 		}

@@ -354,7 +354,10 @@ const (
 	// before running more of the library's (probeable) code (static programs).
 	SGBlockAllSigs = 17
 	SGBlockAppSigs = 18
-	SGMax          = 18
+	// SGFork: fork, so that a child of an image with live probes starts a live-probe
+	// thread of its own; the rewriter lists it only for such images.
+	SGFork = 19
+	SGMax  = 19
 )
 
 // SigGuardFuncs maps the dynamic symbol names the rewriter looks for (the relocation's
@@ -364,7 +367,7 @@ var SigGuardFuncs = map[string]uint32{
 	"__sysv_signal": SGSysvSignal, "sigset": SGSigset, "sighold": SGSighold, "sigignore": SGSigignore,
 	"sigprocmask": SGSigprocmask, "pthread_sigmask": SGPthreadSigmask, "sigsuspend": SGSigsuspend,
 	"ppoll": SGPpoll, "__ppoll_chk": SGPpollChk, "pselect": SGPselect, "epoll_pwait": SGEpollPwait,
-	"epoll_pwait2": SGEpollPwait2, "syscall": SGSyscall,
+	"epoll_pwait2": SGEpollPwait2, "syscall": SGSyscall, "fork": SGFork,
 }
 
 // SigGuardStaticFuncs maps the names static C libraries give the same functions (their

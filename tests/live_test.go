@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -422,6 +423,90 @@ func TestLiveProbeLibrary(t *testing.T) {
 			}
 			stdin.Close()
 			cmd.Wait()
+		})
+	}
+}
+
+// liveForkSrc forks at once; the child runs livePhasedSrc's phases (it reads the
+// shared stdin) after printing its pid, and the parent waits for it.
+const liveForkSrc = `#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }
+int main(void) {
+	pid_t pid = fork();
+	if (pid > 0) {
+		int st;
+		waitpid(pid, &st, 0);
+		return WIFEXITED(st) ? WEXITSTATUS(st) : 9;
+	}
+	static const int calls[] = {0, 100, 50};
+	long s = 0;
+	char c;
+	printf("child %d\n", getpid());
+	for (int phase = 0; phase < 3; phase++) {
+		for (int i = 0; i < calls[phase]; i++)
+			s += work(i, phase);
+		printf("phase %d\n", phase);
+		fflush(stdout);
+		if (read(0, &c, 1) != 1)
+			return 2;
+	}
+	printf("sum %ld\n", s);
+	return 0;
+}
+`
+
+// TestLiveProbeForkChild: a child forked before the event is switched on arms and
+// disarms its own sites (the signal guard's fork wrapper starts its live-probe thread).
+func TestLiveProbeForkChild(t *testing.T) {
+	prog := testprog.Build(t, liveForkSrc, "c", "-O2")
+	for _, k := range liveKinds {
+		t.Run(k.name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "fork.kp")
+			tr := bin + ".trace"
+			rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"}, append(k.flags, "--disable", "t/w")...)
+			addr, orig := siteOf(t, prog, "work")
+			cmd := exec.Command(bin)
+			stdin, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			lines := bufio.NewScanner(out)
+			var child int
+			if !lines.Scan() || func() bool { _, err := fmt.Sscanf(lines.Text(), "child %d", &child); return err != nil }() {
+				t.Fatalf("the program said %q", lines.Text())
+			}
+			defer syscall.Kill(child, syscall.SIGKILL)
+			step := func(phase int) {
+				t.Helper()
+				if !lines.Scan() || lines.Text() != fmt.Sprintf("phase %d", phase) {
+					t.Fatalf("phase %d: the program said %q", phase, lines.Text())
+				}
+			}
+			step(0)
+			if code, o, e := kp("enable", tr, "t/w"); code != 0 {
+				t.Fatalf("enable: %d %s%s", code, o, e)
+			}
+			waitByte(t, child, bin, addr, k.armed)
+			stdin.Write([]byte{'x'})
+			step(1)
+			if code, o, e := kp("disable", tr, "t/w"); code != 0 {
+				t.Fatalf("disable: %d %s%s", code, o, e)
+			}
+			waitByte(t, child, bin, addr, orig)
+			stdin.Write([]byte{'x'})
+			step(2)
+			if n := len(readTrace(t, tr, bin)); n != 100 {
+				t.Fatalf("%d records, want the 100 of the child's armed phase", n)
+			}
+			stdin.Write([]byte{'x'})
+			stdin.Close()
+			if err := cmd.Wait(); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }

@@ -2,6 +2,7 @@ package rewriter
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kprewrite/kprewrite/patch"
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -17,12 +18,10 @@ func (g *gen) addSigGuard() error {
 	if g.fastRead && !patch.IsStatic(g.f) {
 		g.tables.Flags |= kprt.HFFastRead
 	}
-	int3 := false
+	int3, live := false, false
 	for _, pt := range g.tables.Points {
-		if pt.XMode != kprt.XOptimized || pt.DFlags&kprt.DFLive != 0 {
-			int3 = true
-			break
-		}
+		int3 = int3 || pt.XMode != kprt.XOptimized || pt.DFlags&kprt.DFLive != 0
+		live = live || pt.DFlags&kprt.DFLive != 0
 	}
 	if !int3 && !g.fastRead {
 		return nil
@@ -30,6 +29,9 @@ func (g *gen) addSigGuard() error {
 	sg, err := patch.SigGuardSlots(g.f)
 	if err != nil {
 		return fmt.Errorf("signal guard: %w", err)
+	}
+	if !live { // fork's word is wrapped for live probes only (a child starts its live-probe thread)
+		sg.Slots = slices.DeleteFunc(sg.Slots, func(s kprt.GotSlot) bool { return s.Func == kprt.SGFork })
 	}
 	g.tables.SigGuard = sg
 	return nil

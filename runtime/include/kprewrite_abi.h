@@ -356,7 +356,9 @@ struct kprw_unwind {
  * probed before they restore the mask) */
 #define KPRW_SG_BLOCK_ALL_SIGS 17
 #define KPRW_SG_BLOCK_APP_SIGS 18
-#define KPRW_SG_MAX 18
+#define KPRW_SG_FORK 19 /* fork: a child of an image with live probes starts a live-probe
+                         * thread of its own (src/rt_live.c); listed only for such images */
+#define KPRW_SG_MAX 19
 
 /* kprw_got_slot.flags */
 #define KPRW_GS_ENTRY 1 /* the entry of a function defined in the image (static programs) */

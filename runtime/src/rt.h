@@ -405,6 +405,7 @@ int kprw_copy_fixup(struct k_sigcontext *mc); /* a fault in kprw_copy_nofault: r
 void *kprw_mmap_anon(unsigned long size);
 void kprw_live_init(void); /* rt_live.c: live probes' start-up */
 int kprw_live_only(void);   /* rt_live.c: every event is live (records may start late) */
+void kprw_live_child(void); /* rt_live.c: a fork child starts its live-probe thread */
 int kprw_live_records(void); /* rt_init.c: records started late, before the first arm */
 int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc); /* rt_live.c */
 

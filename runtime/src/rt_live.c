@@ -37,8 +37,10 @@
  *
  * The agent is a thread of our own (clone with a stack and a thread pointer of its
  * own, every signal blocked, so no signal of the program's ever reaches it); it runs
- * runtime code only and ends with the process. A fork child has no agent: its sites
- * stay as they were at the fork.
+ * runtime code only and ends with the process. A fork copies only the calling thread:
+ * the signal guard's fork wrapper starts the child's own agent (kprw_live_child; a
+ * fork by raw system call or from a library's GOT leaves the child's sites as they
+ * were).
  */
 #include "rt.h"
 
@@ -400,6 +402,17 @@ static void spawn(void)
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8);
 	if (tid < 0)
 		kprw_puts("kprewrite: cannot start the live-probe thread: live probes keep their start-up state\n");
+}
+
+/* kprw_live_child starts the agent of a fork child (the signal guard's fork wrapper):
+ * the parent's did not come along. */
+void kprw_live_child(void)
+{
+	if (!live_armed)
+		return;
+	__atomic_store_n(&arming, ~0u, __ATOMIC_RELAXED);
+	if (kprw_rt.ctl_gen && kprw_rt.ev_ctl)
+		spawn();
 }
 
 /* kprw_live_init arms the live points wanted at start-up and, when a trace file can

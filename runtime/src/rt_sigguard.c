@@ -371,6 +371,17 @@ static long w_syscall(long n, long a, long b, long c, long d, long e, long g)
 	return f(n, a, b, c, d, e, g);
 }
 
+/* fork: the child of an image with live probes has no live-probe thread (a fork copies
+ * only the calling thread): it starts its own (rt_live.c) */
+static long w_fork(void)
+{
+	long (*f)(void) = (void *)sg_real[KPRW_SG_FORK];
+	long pid = f();
+	if (pid == 0)
+		kprw_live_child();
+	return pid;
+}
+
 static uptr wrapper(u32 func)
 {
 	switch (func) {
@@ -391,6 +402,7 @@ static uptr wrapper(u32 func)
 	case KPRW_SG_EPOLL_PWAIT2: return (uptr)w_epoll_pwait2;
 	case KPRW_SG_BLOCK_ALL_SIGS: return (uptr)w_block_all_sigs;
 	case KPRW_SG_BLOCK_APP_SIGS: return (uptr)w_block_app_sigs;
+	case KPRW_SG_FORK: return (uptr)w_fork;
 	}
 	return 0;
 }

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "92a3b71efc884099ba33028bacba42a274300ef1e450edbc682be92c0835c53c"
+const ObjectSHA256 = "4a77613b8d3cb6ef2a437bbc5853cd8ebf4b396afd760e784a3c27a5928ecdba"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

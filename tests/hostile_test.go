@@ -2,10 +2,13 @@ package tests
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
@@ -106,4 +109,109 @@ func TestFileSizeLimit(t *testing.T) {
 			t.Errorf("profile: %d %s\n%s", code, stderr, out)
 		}
 	})
+}
+
+// startIgnoring starts bin with args under sh with the signals sigs ignored (trap ""),
+// as a non-interactive script's `cmd &` or nohup starts it; the process is bin's once
+// sh has exec'd it.
+func startIgnoring(t *testing.T, env []string, sigs string, bin string, args ...string) (*exec.Cmd, chan error) {
+	t.Helper()
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = "'" + a + "'"
+	}
+	cmd := exec.Command("sh", "-c", "trap '' "+sigs+"; exec "+bin+" "+strings.Join(q, " "))
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		if t.Failed() {
+			t.Logf("output: %s", out.String())
+		}
+	})
+	return cmd, done
+}
+
+// waitFor polls ready every millisecond for up to a minute.
+func waitFor(t *testing.T, what string, ready func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !ready(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after a minute", what)
+		}
+	}
+}
+
+// TestIgnoredSignals: kprewrite started with SIGINT or SIGHUP ignored (`cmd &` in a
+// script, nohup) goes on ignoring them: a rewrite completes, record ends with its
+// program. Before, it caught them anyway, and its re-raise of one to end itself was
+// ignored: rewrite removed its handlers' build, then waited forever; record stayed
+// after its program had exited (issue 50).
+func TestIgnoredSignals(t *testing.T) {
+	testprog.Need(t, "gcc", "go", "sh", "sleep")
+	dir := t.TempDir()
+	bin := buildKprewrite(t, dir)
+	// a gcc that says it started, then takes its time
+	wrap := filepath.Join(dir, "wrap")
+	os.Mkdir(wrap, 0o755)
+	real, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, "gcc-started")
+	script := "#!/bin/sh\n: > " + marker + "\nsleep 1\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(wrap, "gcc"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "target")
+	if out, err := exec.Command("gcc", "-O1", "-o", target, "../examples/kprobe/target.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
+		name := map[syscall.Signal]string{syscall.SIGINT: "INT", syscall.SIGHUP: "HUP"}[sig]
+		t.Run("rewrite "+name, func(t *testing.T) {
+			os.Remove(marker)
+			tmp := t.TempDir()
+			out := filepath.Join(tmp, "out")
+			env := append(os.Environ(), "TMPDIR="+tmp, "PATH="+wrap+":"+os.Getenv("PATH"))
+			cmd, done := startIgnoring(t, env, name, bin, "rewrite", "--handlers", "../examples/kprobe/kprobe_example.c", "-o", out, target)
+			waitFor(t, "the compiler started", func() bool { _, err := os.Stat(marker); return err == nil })
+			syscall.Kill(cmd.Process.Pid, sig)
+			select {
+			case err := <-done:
+				done <- err
+				if err != nil {
+					t.Fatalf("rewrite with %v ignored, sent %v: %v", sig, sig, err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("rewrite with %v ignored, sent %v: still running after a minute", sig, sig)
+			}
+			if st, err := os.Stat(out); err != nil || st.Size() == 0 {
+				t.Errorf("no output: %v", err)
+			}
+		})
+		t.Run("record "+name, func(t *testing.T) {
+			trace := filepath.Join(t.TempDir(), "r.trace")
+			cmd, done := startIgnoring(t, os.Environ(), name, bin, "record", "-q", "-o", trace, "--", "sleep", "1")
+			waitFor(t, "the trace file", func() bool { _, err := os.Stat(trace); return err == nil })
+			syscall.Kill(cmd.Process.Pid, sig)
+			select {
+			case err := <-done:
+				done <- err
+				if err != nil {
+					t.Fatalf("record with %v ignored, sent %v: %v", sig, sig, err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("record with %v ignored, sent %v: still running 30 s after, its program ran for 1 s", sig, sig)
+			}
+		})
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kprewrite/kprewrite/internal/cleanup"
 	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/recorder"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
@@ -82,7 +83,7 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	// the terminal's signals reach the program; the recorder stays to copy what it
 	// wrote until it has exited
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2)
+	cleanup.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2) // (not those ignored at start)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		mine := rec.Check() == nil // (not another file put there meanwhile)

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "4a77613b8d3cb6ef2a437bbc5853cd8ebf4b396afd760e784a3c27a5928ecdba"
+const ObjectSHA256 = "63ea767f43538edd9e5851eb22aed05973e2e90943d5ded5b12d2f5a8f52ffd2"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

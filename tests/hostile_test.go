@@ -215,3 +215,55 @@ func TestIgnoredSignals(t *testing.T) {
 		})
 	}
 }
+
+// TestFIFOInputs: a FIFO (with no writer) given as an input is refused at once, named,
+// "not a regular file (a FIFO)", exit 1, no output; the runtime ignores one given as
+// KPREWRITE_CONTROL with one line. Before, format, check and rewrite with --debug-file,
+// -f, and the program at its start waited forever for a writer; --handlers failed
+// naming a temporary file (issue 50).
+func TestFIFOInputs(t *testing.T) {
+	testprog.Need(t, "gcc")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prog := hostileProg(t, dir, filepath.Join(dir, "p.trace"), "f")
+	orig := testprog.Build(t, hostileSrc, "c", "-O2", "-g")
+	out := filepath.Join(dir, "out")
+	for _, args := range [][]string{
+		{"format", fifo},
+		{"check", "--debug-file", fifo, orig},
+		{"check", "--lines", "main", "--debug-file", fifo, orig},
+		{"check", "-f", fifo, orig},
+		{"rewrite", "-o", out, "--debug-file", fifo, "-e", "p:g main", orig},
+		{"rewrite", "-o", out, "-f", fifo, orig},
+		{"rewrite", "-o", out, "--handlers", fifo, orig},
+	} {
+		type result struct {
+			code           int
+			stdout, stderr string
+		}
+		done := make(chan result, 1)
+		go func() {
+			code, stdout, stderr := kp(args...)
+			done <- result{code, stdout, stderr}
+		}()
+		select {
+		case r := <-done:
+			if r.code != 1 || !strings.Contains(r.stderr, fifo+": not a regular file (a FIFO)") || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("%s: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: still waiting after 20 s", strings.Join(args, " "))
+		}
+		if _, err := os.Lstat(out); err == nil {
+			t.Errorf("%s: wrote %s", strings.Join(args, " "), out)
+			os.Remove(out)
+		}
+	}
+	r := testprog.Run(t, testprog.Cmd{Path: prog, Extra: []string{"KPREWRITE_CONTROL=" + fifo}, Timeout: 20 * time.Second})
+	if r.Exit != 0 || r.Stdout != "90\n" || r.Stderr != "kprewrite: KPREWRITE_CONTROL "+fifo+": is not a regular file; ignored\n" {
+		t.Errorf("KPREWRITE_CONTROL=FIFO: %s", r)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kprewrite/kprewrite/internal/cleanup"
+	"github.com/kprewrite/kprewrite/internal/infile"
 	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/recorder"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
@@ -205,7 +206,7 @@ func recordInputs(argv []string) []string {
 
 // isTraceFile reports whether the file at path starts as a trace file does.
 func isTraceFile(path string) bool {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return false
 	}

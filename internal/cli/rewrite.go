@@ -59,6 +59,15 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	if err := outfile.Check(*out, append(inputs, hfiles...)...); err != nil {
 		return err
 	}
+	if err := regularInputs("--debug-file", *debugFile); err != nil {
+		return err
+	}
+	if err := regularInputs("-f", files...); err != nil {
+		return err
+	}
+	if err := regularInputs("--handlers", hfiles...); err != nil {
+		return err
+	}
 	opt := kprewrite.RewriteOptions{Definitions: exprs, DefinitionFiles: files, HandlerFiles: hfiles, Filters: filters, Triggers: triggers,
 		NoOptimize: *noOpt, NoBoost: *noBoost, SingleStep: *singleStep, VerifyRegions: *verify, OptimizedOnly: *optOnly,
 		SkipRefused: *skip, Exclude: excludes, Calls: calls, CountOnly: *countOnly, ExitsOnly: *exitsOnly, Exits: *exits, TracePath: *trace, Debug: *debug, DebugFile: *debugFile}

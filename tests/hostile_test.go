@@ -267,3 +267,116 @@ func TestFIFOInputs(t *testing.T) {
 		t.Errorf("KPREWRITE_CONTROL=FIFO: %s", r)
 	}
 }
+
+// TestRewriteOptionsChecked: --disable with a name or glob no event has, --trace-size
+// outside the runtime's 4K to 64G, a size too large to parse: refused with the text
+// the user gave, no output. Before, the first three were accepted (the event stayed
+// enabled; 1 became 4 KiB; 100G made a 0-byte trace file and a "no space" line at run
+// time) and 1000000G was reported as "1000000" (issue 50).
+func TestRewriteOptionsChecked(t *testing.T) {
+	testprog.Need(t, "gcc")
+	dir := t.TempDir()
+	orig := testprog.Build(t, hostileSrc, "c", "-O2")
+	out := filepath.Join(dir, "out")
+	for _, c := range []struct {
+		opt  []string
+		code int
+		want string
+	}{
+		{[]string{"--disable", "nosuch/ev"}, 1, "--disable nosuch/ev: no event of the definitions matches it"},
+		{[]string{"--disable", "uprobes/fx"}, 1, "--disable uprobes/fx: no event of the definitions matches it (did you mean uprobes/f?)"},
+		{[]string{"--disable", "uprobe/*"}, 1, "(did you mean uprobes/*?)"},
+		{[]string{"--disable", "f,nosuch"}, 1, "--disable nosuch: no event"},
+		{[]string{"--trace-size", "1"}, 2, "--trace-size 1: out of range: the runtime's record area is 4K to 64G"},
+		{[]string{"--trace-size", "100G"}, 2, "--trace-size 100G: out of range: the runtime's record area is 4K to 64G"},
+		{[]string{"--trace-size", "1000000G"}, 2, `bad size "1000000G"`},
+	} {
+		args := append(append([]string{"rewrite", "-o", out, "-e", "p:f f x=%di"}, c.opt...), orig)
+		code, _, stderr := kp(args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, %q; want exit %d and %q", strings.Join(c.opt, " "), code, stderr, c.code, c.want)
+		}
+		if _, err := os.Lstat(out); err == nil {
+			t.Errorf("%s: wrote %s", strings.Join(c.opt, " "), out)
+			os.Remove(out)
+		}
+	}
+	for _, ok := range [][]string{{"--disable", "f"}, {"--disable", "uprobes/*"}, {"--disable", "all"}, {"--trace-size", "4K"}, {"--trace-size", "64G"}} {
+		if code, _, stderr := kp(append(append([]string{"rewrite", "-o", out, "-e", "p:f f x=%di"}, ok...), orig)...); code != 0 {
+			t.Errorf("%s: %s", strings.Join(ok, " "), stderr)
+		}
+	}
+}
+
+// TestFollowNotATrace: trace --follow of a file that is not a trace file fails at once
+// with the reason (it waited silently); an empty file, which a starting program is
+// about to make a trace file, is still waited for (issue 50).
+func TestFollowNotATrace(t *testing.T) {
+	testprog.Need(t, "gcc")
+	dir := t.TempDir()
+	txt := filepath.Join(dir, "txt")
+	os.WriteFile(txt, []byte("hello world, not a trace\n"), 0o644)
+	elf := testprog.Build(t, hostileSrc, "c", "-O2")
+	for path, want := range map[string]string{txt: txt + ": not a kprewrite trace file: 25 bytes", elf: elf + `: not a kprewrite trace file: bad magic "\x7fELF`} {
+		type result struct {
+			code   int
+			stderr string
+		}
+		done := make(chan result, 1)
+		go func() { code, _, stderr := kp("trace", "--follow", path); done <- result{code, stderr} }()
+		select {
+		case r := <-done:
+			if r.code != 1 || !strings.Contains(r.stderr, want) {
+				t.Errorf("trace --follow %s: exit %d %q, want %q", path, r.code, r.stderr, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("trace --follow %s: still waiting after 20 s", path)
+		}
+	}
+}
+
+// TestRecordLiveReaderGone: record --live | head -1: the recorder no longer dies of
+// SIGPIPE when head exits (its program ran on with no one copying its records); it
+// says the reader is gone once and records to the file until the program ends, with
+// the program's status (issue 50).
+func TestRecordLiveReaderGone(t *testing.T) {
+	testprog.Need(t, "gcc", "go", "sh", "head")
+	dir := t.TempDir()
+	bin := buildKprewrite(t, dir)
+	slow := testprog.Build(t, `
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((noinline)) int f(int x) { return x * 2; }
+int main(void) {
+	int s = 0;
+	for (int i = 0; i < 1000; i++) {
+		s += f(i);
+		usleep(1000);
+	}
+	fprintf(stderr, "sum %d\n", s);
+	return 0;
+}
+`, "c", "-O2")
+	prog := filepath.Join(dir, "slow.kp")
+	if code, _, stderr := kp("rewrite", "-o", prog, "-e", "p:f f x=%di", slow); code != 0 {
+		t.Fatal(stderr)
+	}
+	trace := filepath.Join(dir, "s.trace")
+	status := filepath.Join(dir, "status")
+	r := testprog.Run(t, testprog.Cmd{Path: "sh", Args: []string{"-c",
+		"(" + bin + " record --live -o " + trace + " -- " + prog + "; echo $? > " + status + ") | head -1"}, Timeout: time.Minute})
+	if r.Exit != 0 || strings.Count(r.Stdout, "\n") != 1 || !strings.Contains(r.Stdout, " f: (") {
+		t.Fatalf("pipeline: %s", r)
+	}
+	st, err := os.ReadFile(status)
+	if err != nil || string(st) != "0\n" {
+		t.Fatalf("record's status %q (%v), want 0\n%s", st, err, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "sum 999000") || strings.Count(r.Stderr, "its reader is gone") != 1 {
+		t.Errorf("stderr:\n%s", r.Stderr)
+	}
+	code, out, stderr := kp("trace", trace)
+	if code != 0 || strings.Count(out, " f: (") != 1000 {
+		t.Errorf("trace: exit %d, %d records, want 1000\n%s", code, strings.Count(out, " f: ("), stderr)
+	}
+}

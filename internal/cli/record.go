@@ -100,6 +100,21 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	var follow *tracefile.Follower
 	if *live {
 		follow = tracefile.NewFollower(path, nil)
+		// a reader of the records that goes away (record --live | head -1) is EPIPE,
+		// not the recorder's death by SIGPIPE, which left its program running with no
+		// one to copy its records: the records go on to the file, the program runs on
+		pipe := make(chan os.Signal, 1)
+		signal.Notify(pipe, syscall.SIGPIPE)
+		defer signal.Stop(pipe)
+	}
+	poll := func() {
+		if follow == nil {
+			return
+		}
+		if err := follow.Poll(stdout, stderr); errors.Is(err, syscall.EPIPE) {
+			follow = nil
+			fmt.Fprintf(stderr, "kprewrite record: --live: its reader is gone (%v); records go on to %s only\n", err, *out)
+		}
 	}
 	progress := newRecordProgress(stderr, *quiet)
 	idle := time.Millisecond
@@ -134,15 +149,11 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 		} else if idle = max(2*idle, time.Millisecond); idle > 10*time.Millisecond {
 			idle = 10 * time.Millisecond
 		}
-		if follow != nil {
-			follow.Poll(stdout, stderr)
-		}
+		poll()
 		progress.show(rec.Stats())
 	}
 	rec.Drain(true, false)
-	if follow != nil {
-		follow.Poll(stdout, stderr)
-	}
+	poll()
 	progress.clear()
 	gone := rec.Check() // the path still names the file written?
 	ferr := rec.Finish()

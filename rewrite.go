@@ -10,6 +10,7 @@ import (
 	"github.com/kprewrite/kprewrite/internal/pipeline"
 	"github.com/kprewrite/kprewrite/internal/rewriter"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // ErrOptions is wrapped by the error of options that contradict each other.
@@ -197,6 +198,9 @@ func (opt *RewriteOptions) internal(output string) (rewriter.Options, error) {
 	ro := rewriter.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused, Debug: opt.Debug, ImageName: filepath.Base(output),
 		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: opt.Exclude, OptimizedOnly: opt.OptimizedOnly,
 		CountOnly: opt.CountOnly, ExitsOnly: opt.ExitsOnly, TraceExits: opt.Exits, TraceSize: opt.TraceSize, Disable: opt.Disable}
+	if opt.TraceSize != 0 && (opt.TraceSize < kprt.MinTraceSize || opt.TraceSize > kprt.MaxTraceSize) {
+		return ro, fmt.Errorf("trace size %d bytes: the runtime's record area is 4K to 64G", opt.TraceSize)
+	}
 	if opt.ExitsOnly && (!opt.CountOnly && !opt.Exits || opt.NoOptimize) {
 		return ro, fmt.Errorf("%w: --exits-only needs --count-only or --exits (and jump-optimized probes: not --no-optimize)", ErrOptions)
 	}

@@ -230,6 +230,8 @@ const (
 	MaxDataSize        = 4096
 	MaxMaxActive       = 4096
 	DefaultTraceSize   = 64 << 20
+	MinTraceSize       = 4 << 10  // the least record area (rt_init.c's TRACE_SIZE_MIN)
+	MaxTraceSize       = 64 << 30 // the largest (rt_init.c's TRACE_SIZE_MAX)
 	MaxRecordData      = 4096
 	SlotJmpBackLen     = 5  // jmp rel32 after the copy in a slot
 	DefaultMaxActiveLo = 10 // maxactive 0 means max(10, 2*ncpus), decided at start-up

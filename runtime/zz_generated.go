@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "074c071d61b6244502fbb2e25166acaa4aa10eeb796125ea6dbc4cc7f72b144f"
+const ObjectSHA256 = "3915eabea7ce0979f2337395f2843e8470fae8455e0705e8e49fc802e7fff7fa"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

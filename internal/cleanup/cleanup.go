@@ -67,18 +67,50 @@ func removeAll() {
 	}
 }
 
+// Catchable returns the signals of sigs that were not ignored when the process started
+// (or since): a command started with SIGINT or SIGHUP ignored (`cmd &` in a script,
+// nohup) must go on ignoring them, not catch them and then find it cannot end by them.
+// Call it before the process's own signal.Notify of the signals.
+func Catchable(sigs ...os.Signal) []os.Signal {
+	var c []os.Signal
+	for _, s := range sigs {
+		if !signal.Ignored(s) {
+			c = append(c, s)
+		}
+	}
+	return c
+}
+
+// Notify is signal.Notify(c, sigs...) for the signals of sigs that are Catchable; with
+// none it does nothing (signal.Notify with no signal would relay them all).
+func Notify(c chan<- os.Signal, sigs ...os.Signal) {
+	if sigs = Catchable(sigs...); len(sigs) > 0 {
+		signal.Notify(c, sigs...)
+	}
+}
+
 // OnSignal makes SIGINT, SIGTERM and SIGHUP remove the registered paths, then end the
 // process as the signal would have (its default action: the shell sees 128+signal).
-// Only a command-line program calls it; a library leaves signals to its host.
+// A signal ignored when the process started stays ignored. If raising the signal again
+// does not end the process, it exits with status 128+signal. Only a command-line
+// program calls it; a library leaves signals to its host.
 func OnSignal() {
+	sigs := Catchable(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	if len(sigs) == 0 {
+		return
+	}
 	c := make(chan os.Signal, 1)
-	signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(c, sigs...)
 	go func() {
 		sig := <-c
 		signaled.Store(true)
 		removeAll()
 		signal.Reset(sig)
 		syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+		// still here: the signal did not end the process (its disposition is not the
+		// default one after all); end it as a shell reports a death by it
+		time.Sleep(time.Second)
+		os.Exit(128 + int(sig.(syscall.Signal)))
 	}()
 }
 
@@ -94,7 +126,7 @@ func Exit(code int) {
 		}
 	}
 	if signaled.Load() {
-		select {} // OnSignal's goroutine kills the process
+		select {} // OnSignal's goroutine ends the process, by the signal or by os.Exit
 	}
 	os.Exit(code)
 }

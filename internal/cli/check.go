@@ -48,6 +48,12 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 1 {
 		return usageErr("want exactly one BINARY, got %d arguments (see kprewrite check -h)", len(pos))
 	}
+	if err := regularInputs("--debug-file", *debugFile); err != nil {
+		return err
+	}
+	if err := regularInputs("-f", files...); err != nil {
+		return err
+	}
 	if *lines != "" || *vars != "" {
 		if *lines != "" && *vars != "" || len(exprs)+len(files)+len(filters)+len(triggers) > 0 {
 			return usageErr("--lines and --vars go alone (no definitions, not both)")

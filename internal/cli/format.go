@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/evhist"
+	"github.com/kprewrite/kprewrite/internal/infile"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
@@ -72,10 +72,12 @@ func runFormat(args []string, stdout, _ io.Writer) error {
 // trace file holds (ordered by image id).
 func readDescs(path string) ([]*tracefile.Desc, error) {
 	head := make([]byte, 4)
-	if f, err := os.Open(path); err == nil {
-		_, _ = io.ReadFull(f, head)
-		f.Close()
+	f, err := infile.Open(path) // not a FIFO: its open and read would wait for a writer
+	if err != nil {
+		return nil, err
 	}
+	_, _ = io.ReadFull(f, head)
+	f.Close()
 	if bytes.Equal(head, []byte("\x7fELF")) {
 		f, err := elfio.Open(path)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite"
+	"github.com/kprewrite/kprewrite/internal/infile"
 )
 
 // Exit codes shared by every subcommand.
@@ -106,6 +107,21 @@ func usage(w io.Writer) {
 
 func usageErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+}
+
+// regularInputs refuses an input file that is not a regular file (a FIFO would block
+// its reader forever, a device might never end) before anything reads it: what is
+// refused is named with its kind; "" (an option not given) is skipped.
+func regularInputs(what string, paths ...string) error {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		if err := infile.Check(p); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	return nil
 }
 
 // multiFlag collects a repeatable string flag such as -e.

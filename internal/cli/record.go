@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kprewrite/kprewrite/internal/cleanup"
+	"github.com/kprewrite/kprewrite/internal/infile"
 	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/recorder"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
@@ -49,7 +51,7 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	// the terminal's signals reach the program; the recorder stays to copy what it
 	// wrote until it has exited
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2)
+	cleanup.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2) // (not those ignored at start)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		mine := rec.Check() == nil // (not another file put there meanwhile)
@@ -65,12 +67,16 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	r := &recordRun{rec: rec, cmd: cmd, opt: opt, progress: newRecordProgress(stderr, opt.quiet), stdout: stdout, stderr: stderr}
 	if opt.live {
 		r.follow = tracefile.NewFollower(path, nil)
+		// a reader of the records that goes away (record --live | head -1) is EPIPE,
+		// not the recorder's death by SIGPIPE, which left its program running with no
+		// one to copy its records: the records go on to the file, the program runs on
+		pipe := make(chan os.Signal, 1)
+		signal.Notify(pipe, syscall.SIGPIPE)
+		defer signal.Stop(pipe)
 	}
 	werr := r.copyRecords(exited, sigs)
 	rec.Drain(true, false)
-	if r.follow != nil {
-		r.follow.Poll(stdout, stderr)
-	}
+	r.poll()
 	r.progress.clear()
 	gone := rec.Check() // the path still names the file written?
 	ferr := rec.Finish()
@@ -189,12 +195,22 @@ func (r *recordRun) copyRecords(exited <-chan error, sigs <-chan os.Signal) erro
 		} else if idle = max(2*idle, time.Millisecond); idle > 10*time.Millisecond {
 			idle = 10 * time.Millisecond
 		}
-		if r.follow != nil {
-			r.follow.Poll(r.stdout, stderr)
-		}
+		r.poll()
 		r.progress.show(rec.Stats())
 	}
 	return werr
+}
+
+// poll shows the records written since the last poll (--live); a reader that went away
+// (EPIPE) ends the showing, not the recording.
+func (r *recordRun) poll() {
+	if r.follow == nil {
+		return
+	}
+	if err := r.follow.Poll(r.stdout, r.stderr); errors.Is(err, syscall.EPIPE) {
+		r.follow = nil
+		fmt.Fprintf(r.stderr, "kprewrite record: --live: its reader is gone (%v); records go on to %s only\n", err, r.opt.out)
+	}
 }
 
 // recordSummary says, unless -q, what the trace file holds (for --overwrite, where
@@ -267,7 +283,7 @@ func recordInputs(argv []string) []string {
 
 // isTraceFile reports whether the file at path starts as a trace file does.
 func isTraceFile(path string) bool {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return false
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/kprewrite/kprewrite"
 	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // TraceSuffix is appended to the output path to make the default trace file path.
@@ -37,7 +38,7 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&excludes, "exclude", "no probe in this code: a function-name glob ('Builtins_*') or an address range 0xLO-0xHI or 0xLO+SIZE (repeatable); for code the program copies and runs elsewhere")
 	skip := fs.Bool("skip-refused", false, "leave out probes the analysis refuses (reported on stderr) instead of failing")
 	trace := fs.String("trace", "", "default trace file of the rewritten program (default: OUT"+TraceSuffix+", absolute; \"none\" for no default); KPREWRITE_TRACE overrides it at run time")
-	traceSize := fs.String("trace-size", "", "record area of a new trace file, e.g. 64M (default 64M); KPREWRITE_TRACE_SIZE overrides it")
+	traceSize := fs.String("trace-size", "", "record area of a new trace file, 4K to 64G, e.g. 64M (default 64M); KPREWRITE_TRACE_SIZE overrides it")
 	var disables multiFlag
 	fs.Var(&disables, "disable", "register events disabled: all, or a comma-separated list of EVENT, GROUP/EVENT, GROUP/* (repeatable)")
 	countOnly := fs.Bool("count-only", false, "events write no trace records: every hit is counted in the trace file's counters (kprewrite profile); a jump-optimized probe whose probes are all such events costs one lock incq (~1 ns); a return event is counted at its function's exits where the analysis sees them all ([EXIT] in list)")
@@ -59,6 +60,15 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	if err := outfile.Check(*out, append(inputs, hfiles...)...); err != nil {
 		return err
 	}
+	if err := regularInputs("--debug-file", *debugFile); err != nil {
+		return err
+	}
+	if err := regularInputs("-f", files...); err != nil {
+		return err
+	}
+	if err := regularInputs("--handlers", hfiles...); err != nil {
+		return err
+	}
 	opt := kprewrite.RewriteOptions{Definitions: exprs, DefinitionFiles: files, HandlerFiles: hfiles, Filters: filters, Triggers: triggers,
 		NoOptimize: *noOpt, NoBoost: *noBoost, SingleStep: *singleStep, VerifyRegions: *verify, OptimizedOnly: *optOnly,
 		SkipRefused: *skip, Exclude: excludes, Calls: calls, CountOnly: *countOnly, ExitsOnly: *exitsOnly, Exits: *exits, TracePath: *trace, Debug: *debug, DebugFile: *debugFile}
@@ -66,6 +76,9 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 		n, err := parseSize(*traceSize)
 		if err != nil {
 			return usageErr("--trace-size: %v", err)
+		}
+		if n < kprt.MinTraceSize || n > kprt.MaxTraceSize {
+			return usageErr("--trace-size %s: out of range: the runtime's record area is 4K to 64G", *traceSize)
 		}
 		opt.TraceSize = n
 	}
@@ -98,8 +111,8 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 }
 
 // parseSize reads a byte count with an optional K, M or G suffix.
-func parseSize(s string) (uint64, error) {
-	mult := uint64(1)
+func parseSize(text string) (uint64, error) {
+	s, mult := text, uint64(1)
 	switch {
 	case strings.HasSuffix(s, "K"), strings.HasSuffix(s, "k"):
 		mult = 1 << 10
@@ -113,7 +126,7 @@ func parseSize(s string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || n == 0 || n > (1<<40)/mult {
-		return 0, fmt.Errorf("bad size %q (want a positive number with an optional K, M or G suffix, at most 1T)", s)
+		return 0, fmt.Errorf("bad size %q (want a positive number with an optional K, M or G suffix, at most 1T)", text)
 	}
 	return n * mult, nil
 }

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
+	"github.com/kprewrite/kprewrite/internal/infile"
 	"github.com/kprewrite/kprewrite/internal/srcprobe"
 )
 
@@ -99,7 +99,7 @@ func printFuncLines(w io.Writer, fl srcprobe.FuncLines) {
 
 // readLines reads a source file's lines, or nil.
 func readLines(path string) []string {
-	f, err := os.Open(path)
+	f, err := infile.Open(path) // (a FIFO named by the debug information would block)
 	if err != nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kprewrite/kprewrite/internal/cleanup"
 	"github.com/kprewrite/kprewrite/internal/export"
 	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
@@ -20,7 +21,7 @@ func followTrace(path string, bins []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	cleanup.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	f := tracefile.NewFollower(path, bins)
 	tick := time.NewTicker(50 * time.Millisecond)

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/ehframe"
+	"github.com/kprewrite/kprewrite/internal/infile"
 )
 
 // ErrNoDebugInfo says no DWARF was found for a binary.
@@ -27,7 +28,13 @@ var DebugRoot = "/usr/lib/debug"
 // else from the file its .gnu_debuglink names (beside it, in its .debug directory
 // or under DebugRoot). The code addresses (and .eh_frame) are the binary's.
 func Load(path, debugFile string) (*Info, error) {
-	bin, err := elf.Open(path)
+	var files []*os.File // what openELF opened
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	bin, err := openELF(path, &files)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -39,7 +46,7 @@ func Load(path, debugFile string) (*Info, error) {
 	var dbg *elf.File
 	switch {
 	case debugFile != "":
-		if dbg, err = elf.Open(debugFile); err != nil {
+		if dbg, err = openELF(debugFile, &files); err != nil {
 			return nil, fmt.Errorf("open debug file: %w", err)
 		}
 		if id, did := buildID(bin), buildID(dbg); id != nil && did != nil && !bytes.Equal(id, did) {
@@ -55,7 +62,7 @@ func Load(path, debugFile string) (*Info, error) {
 			return nil, fmt.Errorf("%s: %w (no .debug_info section; looked for %s): build it with -g or give --debug-file",
 				path, ErrNoDebugInfo, strings.Join(tried, ", "))
 		}
-		if dbg, err = elf.Open(src); err != nil {
+		if dbg, err = openELF(src, &files); err != nil {
 			return nil, fmt.Errorf("open debug file: %w", err)
 		}
 	}
@@ -93,6 +100,17 @@ func Load(path, debugFile string) (*Info, error) {
 		return nil, fmt.Errorf("%s: %w", src, err)
 	}
 	return in, nil
+}
+
+// openELF is elf.Open of a regular file (a FIFO or a device is refused before it is
+// read); the file it reads is added to files, for the caller to close
+func openELF(path string, files *[]*os.File) (*elf.File, error) {
+	f, err := infile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	*files = append(*files, f)
+	return elf.NewFile(f)
 }
 
 func hasDWARF(f *elf.File) bool {
@@ -156,7 +174,7 @@ func findSeparate(path string, bin *elf.File) (string, []string) {
 						tried = append(tried, p)
 						continue
 					}
-					if data, err := os.ReadFile(p); err == nil && crc32.ChecksumIEEE(data) == want {
+					if data, err := infile.ReadFile(p); err == nil && crc32.ChecksumIEEE(data) == want {
 						return p, nil
 					}
 					tried = append(tried, p+" (CRC differs)")

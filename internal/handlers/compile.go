@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kprewrite/kprewrite/internal/cleanup"
+	"github.com/kprewrite/kprewrite/internal/infile"
 	"github.com/kprewrite/kprewrite/internal/objlink"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
@@ -113,6 +114,11 @@ func Compile(ctx context.Context, files []string, opt Options) (*Set, error) {
 	}
 	if opt.Timeout == 0 {
 		opt.Timeout = 2 * time.Minute
+	}
+	for _, f := range files {
+		if err := infile.Check(f); err != nil { // gcc would wait on a FIFO
+			return nil, fmt.Errorf("compile handlers: %w", err)
+		}
 	}
 	if _, err := exec.LookPath(opt.CC); err != nil {
 		return nil, fmt.Errorf("compile handlers: %s is needed to compile C handlers: %w", opt.CC, err)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/kprewrite/kprewrite/internal/infile"
 )
 
 // CachePath is the loader's cache of the system's libraries (ldconfig writes it).
@@ -32,7 +34,7 @@ type Cache map[string]string
 // ReadCache reads the loader's cache at path; a missing file is an empty cache, as
 // for the loader.
 func ReadCache(path string) (Cache, error) {
-	b, err := os.ReadFile(path)
+	b, err := infile.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return Cache{}, nil
 	}

@@ -4,9 +4,10 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/kprewrite/kprewrite/internal/infile"
 )
 
 // SystemDirs are the loader's built-in search path after the cache (Debian's glibc on
@@ -164,7 +165,7 @@ func (s *Search) searchFrom(o *object, name string) (string, error) {
 
 // checkELF accepts what the loader would load: a readable x86-64 ELF64 file.
 func checkELF(path string) error {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/handlers"
+	"github.com/kprewrite/kprewrite/internal/infile"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
@@ -82,7 +82,7 @@ func ParseDefs(exprs, files, filters, triggers []string, src Translator) ([]Prob
 		}
 	}
 	for _, name := range files {
-		data, err := os.ReadFile(name)
+		data, err := infile.ReadFile(name)
 		if err != nil {
 			return nil, nil, fmt.Errorf("read definitions: %w", err)
 		}

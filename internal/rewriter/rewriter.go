@@ -264,6 +264,9 @@ func (g *gen) makeEvents() error {
 			g.anyRet = true
 		}
 	}
+	if err := checkDisables(g.opt.Disable, g.probes, g.opt.Synthetic); err != nil {
+		return err
+	}
 	disableAll := false
 	for _, d := range g.opt.Disable {
 		if d == "all" {

@@ -1,6 +1,7 @@
 package tracefile
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sort"
@@ -50,7 +51,9 @@ func NewFollower(path string, bins []string) *Follower {
 const missingPolls = 20
 
 // Poll prints the records committed since the last poll to w (errors, once each, to
-// errw). A file that is not (yet) a version 3 trace file prints nothing.
+// errw). A file that is not yet a trace file (empty, or its magic still zero: a program
+// is making it) prints nothing; one that is something else, or a trace file of another
+// version, is an error.
 func (f *Follower) Poll(w, errw io.Writer) error {
 	data, err := mmapfile.Map(f.path, MaxTraceFile, "a trace file")
 	if err != nil {
@@ -59,7 +62,13 @@ func (f *Follower) Poll(w, errw io.Writer) error {
 	defer mmapfile.Unmap(data)
 	t, err := parseHeader(data)
 	if err != nil || t.Header.Version != kprt.TraceVersion {
-		return nil
+		if head := data[:min(len(data), len(kprt.TraceMagic))]; bytes.Count(head, []byte{0}) == len(head) {
+			return nil // not yet
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.path, err)
+		}
+		return fmt.Errorf("%s: %w: version %d; --follow reads version %d files (without --follow it reads this one)", f.path, ErrTrace, t.Header.Version, kprt.TraceVersion)
 	}
 	if f.fm == nil || t.Header.NImages != f.nimages {
 		// new images registered: their descriptions

@@ -257,7 +257,8 @@ void kprw_ctl_install(long fd, struct kprw_trace_hdr *h)
 		ctl_warn("the trace file has no control area for this program; ignored");
 		return;
 	}
-	long cf = sys3(SYS_open, (long)kprw_rt.ctl_path, 0 /* O_RDONLY */ | 02000000 /* O_CLOEXEC */, 0);
+	/* O_NONBLOCK: a FIFO without a writer would hold the program at its start */
+	long cf = sys3(SYS_open, (long)kprw_rt.ctl_path, 0 /* O_RDONLY */ | 04000 /* O_NONBLOCK */ | 02000000 /* O_CLOEXEC */, 0);
 	if (cf < 0) {
 		ctl_warn("cannot be opened; ignored");
 		return;
@@ -266,8 +267,12 @@ void kprw_ctl_install(long fd, struct kprw_trace_hdr *h)
 	kprw_memset(&st, 0, sizeof st);
 	u8 *buf = NULL;
 	u64 len = 0;
-	if (sys2(SYS_fstat, cf, (long)&st) == 0 && (st.st_mode & 0170000) == 0100000 && st.st_size >= 8 &&
-	    st.st_size <= 16 * KPRW_CTLFRAME_MAX) {
+	if (sys2(SYS_fstat, cf, (long)&st) == 0 && (st.st_mode & 0170000) != 0100000) {
+		sys1(SYS_close, cf);
+		ctl_warn("is not a regular file; ignored");
+		return;
+	}
+	if ((st.st_mode & 0170000) == 0100000 && st.st_size >= 8 && st.st_size <= 16 * KPRW_CTLFRAME_MAX) {
 		len = (u64)st.st_size;
 		buf = kprw_mmap_anon(len);
 		u64 got = 0;

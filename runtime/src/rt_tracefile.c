@@ -72,6 +72,24 @@ int kprw_trace_fault(uptr addr)
 }
 
 #define SYS_pwrite64 18
+#define SYS_rt_sigpending 127
+#define SYS_rt_sigtimedwait 128
+#define SYS_getrlimit 97
+#define K_RLIMIT_FSIZE 1
+#define K_SIGXFSZ 25
+
+/* fsize_limit is RLIMIT_FSIZE's soft limit in bytes (ulimit -f), ~0 for none, read when
+ * the file is opened. Growing a file past it (ftruncate, fallocate, a write) raises
+ * SIGXFSZ, which kills a program that does not handle it: the runtime never grows the
+ * trace file past it (grow_ok), sizes a new file to fit it, and takes a growth that would
+ * not fit as a full disk. */
+static u64 fsize_limit = ~0ull;
+static const char *open_path; /* the file kprw_trace_open opens */
+
+static int grow_ok(u64 end)
+{
+	return end <= fsize_limit;
+}
 
 /* add_desc appends the image description frame (kprw_header.desc) at the end of the
  * file, which grows; the caller holds the file lock. Returns its offset, 0 if none. */
@@ -85,6 +103,13 @@ static u64 add_desc(long fd)
 	if (sys2(SYS_fstat, fd, (long)&st) < 0)
 		return 0;
 	u64 off = ((u64)st.st_size + 7) & ~7ull, done = 0;
+	if (!grow_ok(off + hdr->desc_size)) {
+		kprw_puts("kprewrite: trace file ");
+		kprw_puts(open_path);
+		kprw_puts(": no room for this program's description under the file size limit (ulimit -f): "
+			  "its readers need -b BINARY\n");
+		return 0;
+	}
 	const u8 *p = (const u8 *)RT_ADDR(hdr->desc);
 	while (done < hdr->desc_size) {
 		long n = sys4(SYS_pwrite64, fd, (long)(p + done), (long)(hdr->desc_size - done), (long)(off + done));
@@ -153,6 +178,8 @@ static u64 append_counters(long fd, u64 need)
 		return 0;
 	u64 off = ((u64)st.st_size + 4095) & ~4095ull;
 	u64 len = (need + 4095) & ~4095ull;
+	if (!grow_ok(off + len))
+		return 0;
 	if (sys2(SYS_ftruncate, fd, (long)(off + len)) < 0)
 		return 0;
 	if (reserve_blocks(fd, off, len) < 0) {
@@ -177,6 +204,8 @@ static u64 append_shards(long fd, u64 n, u64 stride)
 	if (sys2(SYS_fstat, fd, (long)&st) < 0)
 		return 0;
 	u64 off = ((u64)st.st_size + 4095) & ~4095ull;
+	if (!grow_ok(off + n * stride))
+		return 0;
 	if (sys2(SYS_ftruncate, fd, (long)(off + n * stride)) < 0)
 		return 0;
 	if (reserve_blocks(fd, off, n * stride) < 0) {
@@ -233,15 +262,29 @@ static u8 *file_span(long fd, u8 *map, u64 mapped, u64 off, u64 len)
 
 /* write_ctl writes a new image's control area (its events' first KPRW_CTL_* flags and
  * its triggers' counts, rt_trigger.c) at off; 0 when it could not */
-static int write_ctl(long fd, u64 off, u64 size)
+/* put writes len bytes at off of the file, which holds them already: with pwrite, or,
+ * past the file size limit (where a write fails with SIGXFSZ whatever the file's size),
+ * through a mapping. 0 when it could not. */
+static int put(long fd, u8 *map, u64 mapped, const void *buf, u64 len, u64 off)
+{
+	if (grow_ok(off + len))
+		return sys4(SYS_pwrite64, fd, (long)buf, (long)len, (long)off) == (long)len;
+	u8 *p = file_span(fd, map, mapped, off, len);
+	if (!p)
+		return 0;
+	kprw_memcpy(p, buf, len);
+	return 1;
+}
+
+static int write_ctl(long fd, u8 *map, u64 mapped, u64 off, u64 size)
 {
 	u8 *buf = kprw_mmap_anon(size);
 	if (!buf)
 		return 0;
 	kprw_ctl_fill(buf);
-	long n = sys4(SYS_pwrite64, fd, (long)buf, (long)size, (long)off);
+	int ok = put(fd, map, mapped, buf, size, off);
 	sys2(SYS_munmap, (long)buf, (long)size);
-	return n == (long)size;
+	return ok;
 }
 
 static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
@@ -268,7 +311,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 		if (start <= h->counters_size && need <= h->counters_size - start) {
 			off = h->counters_off + start;
 			h->counters_used = start + need;
-			if (!counts_only())
+			if (!counts_only() && grow_ok(off + need))
 				fill_zero(fd, off, (need + 4095) & ~4095ull); /* fresh pages of the area */
 		} else {
 			off = append_counters(fd, need); /* the area is full: grow the file */
@@ -282,9 +325,9 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 				ext.shards_stride = ext.shards_off ? stride : 0;
 				ext.shards_n = ext.shards_off ? kprw_rt.rseq_shards : 0;
 			}
-			if (ctl && write_ctl(fd, off + cbytes + sizeof ext, ctl))
+			if (ctl && write_ctl(fd, (u8 *)h, mapped, off + cbytes + sizeof ext, ctl))
 				ext.ctl_size = (u32)ctl;
-			if (sys4(SYS_pwrite64, fd, (long)&ext, sizeof ext, (long)(off + cbytes)) == (long)sizeof ext) {
+			if (put(fd, (u8 *)h, mapped, &ext, sizeof ext, off + cbytes)) {
 				im = &h->images[h->nimages];
 				im->image_id = hdr->image_id;
 				im->nprobes = hdr->nprobes;
@@ -362,10 +405,15 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
  * records its size in counters_size, so readers and later runtimes never assume it. */
 #define COUNTERS_SLACK_MAX (256ull << 20)
 
-static u64 counters_area(void)
+static u64 counters_need(void)
 {
 	u64 ctl = (kprw_rt.has & KPRW_HAS_RECORDS) ? kprw_ctl_size() : 0;
-	u64 need = ((u64)kprw_rt.hdr->nprobes * 16 + sizeof(struct kprw_trace_image_ext) + ctl + 4095) & ~4095ull;
+	return ((u64)kprw_rt.hdr->nprobes * 16 + sizeof(struct kprw_trace_image_ext) + ctl + 4095) & ~4095ull;
+}
+
+static u64 counters_area(void)
+{
+	u64 need = counters_need();
 	u64 slack = 3 * need;
 	if (slack > COUNTERS_SLACK_MAX)
 		slack = COUNTERS_SLACK_MAX;
@@ -373,6 +421,49 @@ static u64 counters_area(void)
 	if (area < KPRW_TRACE_COUNTERS_SIZE)
 		area = KPRW_TRACE_COUNTERS_SIZE;
 	return (area + 4095) & ~4095ull;
+}
+
+/* fit_limit sizes a new file's record area (size) and counters area (csize) to fit
+ * fsize_limit with what register_image appends to it (the description, the shards):
+ * the counters area's slack goes first, then the record area shrinks, saying so; 0 when
+ * not even a page of records fits (said: the run is untraced, as with a full disk) */
+static int fit_limit(const char *path, u64 *size, u64 *csize, int records)
+{
+	const struct kprw_header *hdr = kprw_rt.hdr;
+	u64 tail = (u64)hdr->desc_size + 8 + 4096, cneed = counters_need();
+	if (kprw_rt.rseq_shards)
+		tail += (u64)kprw_rt.rseq_shards * (((u64)hdr->nprobes * 8 + 4095) & ~4095ull);
+	u64 fixed = KPRW_TRACE_HDR_SIZE + cneed + tail;
+	if (fixed <= fsize_limit && *size + *csize - cneed <= fsize_limit - fixed)
+		return 1;
+	if (fixed > fsize_limit || ((fsize_limit - fixed) & ~4095ull) < 4096) {
+		kprw_puts("kprewrite: trace file ");
+		kprw_puts(path);
+		kprw_puts(": does not fit the file size limit (ulimit -f: ");
+		kprw_put_dec(fsize_limit);
+		kprw_puts(" bytes); tracing off\n");
+		return 0;
+	}
+	u64 room = (fsize_limit - fixed) & ~4095ull; /* the record area and the slack */
+	if (*size <= room) {
+		if (*csize - cneed > room - *size)
+			*csize = cneed + (room - *size);
+		return 1;
+	}
+	if (records) {
+		kprw_puts("kprewrite: trace file ");
+		kprw_puts(path);
+		kprw_puts(": record area of ");
+		kprw_put_dec(room);
+		kprw_puts(" bytes, not ");
+		kprw_put_dec(*size);
+		kprw_puts(", to fit the file size limit (ulimit -f: ");
+		kprw_put_dec(fsize_limit);
+		kprw_puts(" bytes)\n");
+	}
+	*size = room;
+	*csize = cneed;
+	return 1;
 }
 
 /* big_block: 64 KiB, less in a small file (at least 16 of them fit), never less than two
@@ -406,7 +497,33 @@ static void unmap_trace(u8 *map, u64 total)
 	kprw_rt.ntrace_maps = 0;
 }
 
+static void open_file(const char *path, u64 size, int prefault, int records);
+
+/* kprw_trace_open opens, sizes and maps the trace file. Under a file size limit,
+ * SIGXFSZ is blocked while it does (and one it raised discarded): the sizes are checked
+ * against the limit first, so this is only a second guard. */
 void kprw_trace_open(const char *path, u64 size, int prefault, int records)
+{
+	u64 lim[2] = {~0ull, ~0ull};
+	open_path = path;
+	if (sys2(SYS_getrlimit, K_RLIMIT_FSIZE, (long)lim) < 0 || lim[0] == ~0ull) {
+		open_file(path, size, prefault, records);
+		return;
+	}
+	fsize_limit = lim[0];
+	u64 set = SIGBIT(K_SIGXFSZ), old = 0, before = 0, after = 0;
+	sys4(SYS_rt_sigprocmask, 0 /* SIG_BLOCK */, (long)&set, (long)&old, 8);
+	sys2(SYS_rt_sigpending, (long)&before, 8);
+	open_file(path, size, prefault, records);
+	sys2(SYS_rt_sigpending, (long)&after, 8);
+	if ((after & set) && !(before & set)) {
+		struct k_timespec zero = {0, 0};
+		sys4(SYS_rt_sigtimedwait, (long)&set, 0, (long)&zero, 8);
+	}
+	sys4(SYS_rt_sigprocmask, 2 /* SIG_SETMASK */, (long)&old, 0, 8);
+}
+
+static void open_file(const char *path, u64 size, int prefault, int records)
 {
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC | (kprw_rt.secure ? O_NOFOLLOW : 0);
 	long fd = sys3(SYS_open, (long)path, flags, 0644);
@@ -430,6 +547,8 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 			size = 4096;
 		size = (size + 4095) & ~4095ull;
 		csize = counters_area();
+		if (fsize_limit != ~0ull && !fit_limit(path, &size, &csize, records))
+			goto out;
 		total = KPRW_TRACE_HDR_SIZE + size + csize;
 		r = sys2(SYS_ftruncate, fd, (long)total);
 		if (r < 0) {

@@ -30,7 +30,7 @@ func (g *gen) addSigGuard() error {
 	if err != nil {
 		return fmt.Errorf("signal guard: %w", err)
 	}
-	if !live { // fork's word is wrapped for live probes only (a child starts its live-probe thread)
+	if !live && sg != nil { // fork's word is wrapped for live probes only (a child starts its live-probe thread)
 		sg.Slots = slices.DeleteFunc(sg.Slots, func(s kprt.GotSlot) bool { return s.Func == kprt.SGFork })
 	}
 	g.tables.SigGuard = sg

@@ -327,14 +327,23 @@ func TestTraceControlRunning(t *testing.T) {
 			if hits := profile(t, tr, kpd); hits["w"][0] != 40 || hits["o"][0] != 40 {
 				t.Errorf("hits w %d o %d, want 40 each", hits["w"][0], hits["o"][0])
 			}
-			// an event rewritten disabled (no trigger names it) cannot be switched on
-			rewriteWith(t, prog, kpd, []string{"p:ctl/w work a=%di:s32"}, "--disable", "w")
+			// an event rewritten disabled is live (its sites keep the original bytes): it
+			// records nothing until switched on, and a run after the switch arms it at
+			// start-up and records every hit
+			rewriteWith(t, prog, kpd, []string{"p:ctl/w work a=%di:s32"}, append(flags, "--disable", "w")...)
 			os.Remove(tr)
-			if res := testprog.Run(t, testprog.Cmd{Path: kpd, Stdin: "xxxx"}); res.Exit != 0 {
-				t.Fatal(res)
-			}
-			if code, _, e := kp("enable", tr, "w"); code == 0 || !strings.Contains(e, "not armed") {
-				t.Errorf("enable of a disarmed event: exit %d %s", code, e)
+			for run := 0; run < 2; run++ {
+				if res := testprog.Run(t, testprog.Cmd{Path: kpd, Stdin: "xxxx"}); res.Exit != 0 {
+					t.Fatal(res)
+				}
+				if n := len(readTrace(t, tr, kpd)); n != 40*run {
+					t.Errorf("run %d: %d records, want %d", run, n, 40*run)
+				}
+				if run == 0 {
+					if code, _, e := kp("enable", tr, "w"); code != 0 {
+						t.Errorf("enable of a live event: exit %d %s", code, e)
+					}
+				}
 			}
 			if code, _, e := kp("disable", tr, "nosuch"); code == 0 || !strings.Contains(e, "no event nosuch") {
 				t.Errorf("disable of no event: exit %d %s", code, e)

@@ -17,7 +17,7 @@
 // .kprewrite.rodata, then an optional new .eh_frame_hdr that PT_GNU_EH_FRAME is pointed
 // at, see PlanLayoutEH), R-X (.kprewrite.text), RW- (.kprewrite.data, .kprewrite.bss);
 // never RWX. An R or R-X segment of 512 KiB or more starts on a 2 MiB boundary of file
-// and memory and covers whole 2 MiB pages (p_align 2 MiB), and WriteFileAtomic writes in
+// and memory and covers whole 2 MiB pages (p_align 2 MiB), and Output.WriteTo writes in
 // 2 MiB pieces, so the kernel can map the probe tables and detours of a big rewrite with
 // 2 MiB pages from the page cache's large folios (fewer faults and TLB misses at the
 // cost of up to 2 MiB of zeros per segment). The program header table is rewritten at the end of the file with the new

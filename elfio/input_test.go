@@ -67,51 +67,6 @@ func TestOpenMapsAndCloses(t *testing.T) {
 	}
 }
 
-// An existing output that is not a regular file (or a link to one) is never replaced:
-// as root, "-o /dev/null" replaced the machine's /dev/null (issue 13).
-func TestWriteFileAtomicRefusesNonRegular(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(dir, "null")
-	if err := os.Symlink("/dev/null", link); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{fifo, link, "/dev/null"} {
-		before, _ := os.Lstat(p)
-		err := WriteFileAtomic(p, bytes.NewReader([]byte("x")), 0o755)
-		if err == nil || !strings.Contains(err.Error(), "is not a regular file") {
-			t.Errorf("%s: %v", p, err)
-		}
-		after, _ := os.Lstat(p)
-		if !os.SameFile(before, after) || before.Mode() != after.Mode() {
-			t.Errorf("%s was replaced", p)
-		}
-	}
-	// a link to a regular file is replaced by the new file; its target is untouched
-	target := filepath.Join(dir, "target")
-	os.WriteFile(target, []byte("old"), 0o644)
-	link2 := filepath.Join(dir, "link2")
-	os.Symlink(target, link2)
-	if err := WriteFileAtomic(link2, bytes.NewReader([]byte("new")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(target); string(b) != "old" {
-		t.Errorf("the link's target was written: %q", b)
-	}
-	if st, _ := os.Lstat(link2); !st.Mode().IsRegular() {
-		t.Errorf("the link was not replaced by a regular file: %v", st.Mode())
-	}
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if strings.Contains(e.Name(), ".tmp-") {
-			t.Errorf("temporary file %s left behind", e.Name())
-		}
-	}
-}
-
 // recorder records the sizes of the writes it gets.
 type recorder struct {
 	bytes.Buffer
@@ -125,7 +80,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 // An Output writes what Bytes returns, in writes of writeChunk bytes (the last
 // shorter), whatever its pieces: the kernel then keeps the new segments in large
-// page-cache folios (WriteFileAtomic).
+// page-cache folios (writeChunk).
 func TestOutputWriteTo(t *testing.T) {
 	base := bytes.Repeat([]byte("input..."), writeChunk/4)
 	var released int // bytes of the input handed to release (copied before), a chunk at most each

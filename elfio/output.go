@@ -46,8 +46,14 @@ func (o *Output) Bytes() []byte {
 	return out
 }
 
+// writeChunk is the size of an Output's writes: one write(2) that meets a source page
+// it cannot copy without a fault goes on in smaller page-cache folios to its end; each
+// write starts over with the largest, so the kernel can map the new segments with
+// 2 MiB pages (layout.go, hugePage).
+const writeChunk = 2 << 20
+
 // WriteTo writes the image to w in writes of writeChunk bytes (the last shorter), each
-// starting at a multiple of writeChunk: see WriteFileAtomic for why.
+// starting at a multiple of writeChunk (see writeChunk).
 func (o *Output) WriteTo(w io.Writer) (int64, error) {
 	cw := chunkWriter{w: w, buf: make([]byte, 0, writeChunk)}
 	pos := uint64(0)

@@ -307,7 +307,7 @@ func runExit42(t *testing.T, image []byte) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "prog")
-	if err := WriteFileAtomic(path, bytes.NewReader(image), 0o755); err != nil {
+	if err := os.WriteFile(path, image, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	err := exec.Command(path).Run()
@@ -582,39 +582,6 @@ func TestBadInputs(t *testing.T) {
 	f := mustParse(t, "info", bad)
 	if _, err := f.PlanLayout(16, 0, 0, 0); err == nil || !strings.Contains(err.Error(), "sh_info") {
 		t.Errorf("got %v", err)
-	}
-}
-
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "out")
-	if err := WriteFileAtomic(path, bytes.NewReader([]byte("one")), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFileAtomic(path, bytes.NewReader([]byte("two")), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	st, _ := os.Stat(path)
-	if err != nil || string(b) != "two" || st.Mode().Perm() != 0o700 {
-		t.Fatalf("got %q %v %v", b, st.Mode(), err)
-	}
-	// Failure: renaming over a directory fails and leaves no temporary file.
-	sub := filepath.Join(dir, "sub")
-	os.MkdirAll(filepath.Join(sub, "x"), 0o755)
-	if err := WriteFileAtomic(sub, bytes.NewReader([]byte("three")), 0o755); err == nil || !strings.Contains(err.Error(), sub) {
-		t.Fatalf("got %v", err)
-	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 2 {
-		var names []string
-		for _, e := range ents {
-			names = append(names, e.Name())
-		}
-		t.Errorf("directory holds %v after a failed write", names)
-	}
-	if err := WriteFileAtomic(filepath.Join(dir, "missing", "out"), nil, 0o644); err == nil {
-		t.Error("write into a missing directory succeeded")
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/atomicfile"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
@@ -59,7 +60,7 @@ func segNullRewrite(t *testing.T, in, name string) (string, elfio.Layout) {
 	}
 	rewritten := time.Now()
 	outPath := filepath.Join(t.TempDir(), name)
-	if err := elfio.WriteFileAtomic(outPath, bytes.NewReader(out), 0o755); err != nil {
+	if err := atomicfile.WriteFile(outPath, bytes.NewReader(out), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s: %d -> %d bytes (phdrs at old bias: %v); open %v, rewrite %v, write %v", name, len(f.Data), len(out), l.PhdrAtOldBias,
@@ -486,9 +487,9 @@ func TestFailedRewriteLeavesNoFile(t *testing.T) {
 	if !strings.Contains(err.Error(), orig) {
 		t.Errorf("error %q does not name the file", err)
 	}
-	// WriteFileAtomic onto a directory fails without leaving anything behind.
+	// atomicfile.WriteFile onto a directory fails without leaving anything behind.
 	os.MkdirAll(filepath.Join(outPath, "busy"), 0o755)
-	if err := elfio.WriteFileAtomic(outPath, bytes.NewReader([]byte("x")), 0o755); err == nil {
+	if err := atomicfile.WriteFile(outPath, bytes.NewReader([]byte("x")), 0o755); err == nil {
 		t.Fatal("wrote over a directory")
 	}
 	ents, _ := os.ReadDir(filepath.Dir(outPath))

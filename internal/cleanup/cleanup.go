@@ -1,5 +1,5 @@
 // Package cleanup removes kprewrite's temporary files when it is interrupted: the
-// output being written (elfio.WriteFileAtomic) and the C handlers' build directory
+// output being written (atomicfile.WriteFile) and the C handlers' build directory
 // would otherwise stay behind after a SIGINT or SIGTERM.
 package cleanup
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/atomicfile"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/tracectl"
@@ -288,7 +289,7 @@ func runControl(args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := elfio.WriteFileAtomic(*out, bytes.NewReader(b), 0o644); err != nil {
+	if err := atomicfile.WriteFile(*out, bytes.NewReader(b), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: controls for %d events of %s (KPREWRITE_CONTROL=%s at start-up)\n", *out, len(c.Frame().Entries)+len(c.Frame().Switches), pos[0], *out)

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/atomicfile"
 	"github.com/kprewrite/kprewrite/internal/export"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
@@ -28,7 +28,7 @@ func writeTo(path string, stdout io.Writer, fn func(io.Writer) error) error {
 	if path == "" || path == "-" {
 		return fn(stdout)
 	}
-	return elfio.WriteFileAtomic(path, writerTo(fn), 0o644)
+	return atomicfile.WriteFile(path, writerTo(fn), 0o644)
 }
 
 type writerTo func(io.Writer) error

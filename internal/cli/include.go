@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/atomicfile"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
@@ -31,7 +31,7 @@ func runInclude(args []string, stdout, _ io.Writer) error {
 		return fmt.Errorf("include: %w", err)
 	}
 	path := filepath.Join(*dir, kprt.HandlerHeaderName)
-	if err := elfio.WriteFileAtomic(path, bytes.NewReader(kprt.HandlerHeader), 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, bytes.NewReader(kprt.HandlerHeader), 0o644); err != nil {
 		return fmt.Errorf("include: %w", err)
 	}
 	fmt.Fprintln(stdout, path)

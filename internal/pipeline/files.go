@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/atomicfile"
 	"github.com/kprewrite/kprewrite/internal/rewriter"
 )
 
@@ -28,13 +28,13 @@ func writeAll(input, output string, res *rewriter.Result, copies []libraryCopy) 
 			undo()
 			return fmt.Errorf("library copies: %w", err)
 		}
-		if err := elfio.WriteFileAtomic(c.path, c.res.Image, outputMode(c.input)); err != nil {
+		if err := atomicfile.WriteFile(c.path, c.res.Image, outputMode(c.input)); err != nil {
 			undo()
 			return err
 		}
 		written = append(written, c.path)
 	}
-	if err := elfio.WriteFileAtomic(output, res.Image, outputMode(input)); err != nil {
+	if err := atomicfile.WriteFile(output, res.Image, outputMode(input)); err != nil {
 		undo()
 		return err
 	}

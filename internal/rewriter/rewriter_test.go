@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/atomicfile"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/probedefs"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
@@ -76,7 +77,7 @@ func TestRewrite(t *testing.T) {
 		t.Fatalf("a second rewrite differs (%v)", err)
 	}
 	out := filepath.Join(t.TempDir(), "small.kp")
-	if err := elfio.WriteFileAtomic(out, res.Image, 0o755); err != nil {
+	if err := atomicfile.WriteFile(out, res.Image, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	g, err := elfio.Open(out)

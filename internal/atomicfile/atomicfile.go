@@ -1,4 +1,7 @@
-package elfio
+// Package atomicfile writes an output file so that its path holds either what was there
+// or the whole new contents, never a part: a temporary file beside it, synced, renamed
+// over it, removed on an error or an interrupting signal (internal/cleanup).
+package atomicfile
 
 import (
 	"errors"
@@ -13,8 +16,6 @@ import (
 	"github.com/kprewrite/kprewrite/internal/cleanup"
 	"github.com/kprewrite/kprewrite/internal/mmapfile"
 )
-
-const writeChunk = 2 << 20
 
 // createTemp creates a new file dir/prefixNNN registered for removal on an
 // interrupting signal before it exists (os.CreateTemp then cleanup.Add left it behind
@@ -38,14 +39,14 @@ func createTemp(dir, prefix string) (*os.File, func(), error) {
 	}
 }
 
-// WriteFileAtomic writes src to path so that path is either untouched or holds all of
+// WriteFile writes src to path so that path is either untouched or holds all of
 // it: it writes a temporary file in the same directory, syncs it, sets perm and
 // renames it over path. On error the temporary file is removed and path is unchanged.
 //
 // An existing path must be a regular file or a symbolic link to one (the link is
 // replaced, its target left alone): a device, FIFO, socket or directory there, or a
 // link to one, is refused, so that "-o /dev/null" cannot replace /dev/null.
-func WriteFileAtomic(path string, src io.WriterTo, perm os.FileMode) (err error) {
+func WriteFile(path string, src io.WriterTo, perm os.FileMode) (err error) {
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
 		return fmt.Errorf("write %s: exists and is not a regular file (%s); not replaced", path, mmapfile.Kind(st.Mode()))
 	}
@@ -65,10 +66,8 @@ func WriteFileAtomic(path string, src io.WriterTo, perm os.FileMode) (err error)
 			err = fmt.Errorf("write %s: %w", path, err)
 		}
 	}()
-	// An Output writes in 2 MiB writes: one write(2) that meets a source page it cannot
-	// copy without a fault goes on in smaller page-cache folios to its end; each write
-	// starts over with the largest, so the kernel can map the new segments with 2 MiB
-	// pages (layout.go, hugePage)
+	// (an elfio.Output writes in 2 MiB writes, so that the page cache keeps the new
+	// segments in large folios: see elfio/output.go)
 	if _, err = src.WriteTo(tmp); err != nil {
 		return err
 	}

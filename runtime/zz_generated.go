@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "e780027e067552d5ccefbe75d39710a78de9b7580d150318a19b26084cb2d746"
+const ObjectSHA256 = "0da10d963049e4244e7b49a5d9cff1602fdd70c9bc5afc4f7fa8420674f8bd94"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

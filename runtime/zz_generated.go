@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "3915eabea7ce0979f2337395f2843e8470fae8455e0705e8e49fc802e7fff7fa"
+const ObjectSHA256 = "cee6102d88483114b48194d300fdb8b795afc75a4ed15b92295d0876d8fe676c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -315,15 +315,39 @@ void kprw_ctl_install(long fd, struct kprw_trace_hdr *h)
 	const u8 *slots = (const u8 *)kprw_rt.trig_count;
 	u64 slot0 = slots > (const u8 *)h && slots < (const u8 *)h + kprw_rt.trace_mapped ? (u64)(slots - (const u8 *)h)
 											     : ~0ull; /* (no table can be placed) */
+	/* where its new triggers' counts and tables may be: the spare slots, the tables placed */
+	struct kprw_trig_bounds bd = {kprw_trig_spare(), kprw_rt.trig_nslots, 0, 0};
+	if (slot0 != ~0ull && at >= slot0 && (at - slot0) / 8 < (1u << 24))
+		bd.lo = bd.hi = (u32)((at - slot0 + 7) / 8);
 	struct ent en;
-	u32 off = sizeof(struct kprw_ctlframe);
-	for (u32 k = 0; k < ((const struct kprw_ctlframe *)f)->nentries && ent_next(f, size, &off, &en); k++) {
+	u32 off = sizeof(struct kprw_ctlframe), k = 0;
+	for (; k < ((const struct kprw_ctlframe *)f)->nentries && ent_next(f, size, &off, &en); k++) {
 		if (!(en.flags & KPRW_CE_TRIG) || !en.tlen)
 			continue;
 		if (kprw_trig_place((u8 *)en.trig, en.tlen, slot0, &at, end) != 0) {
-			ctl_warn("has a histogram that does not fit the trace file's counters area; ignored");
+			ctl_warn("has a histogram that does not fit the trace file's counters area (or is malformed); ignored");
 			return;
 		}
+	}
+	if (slot0 != ~0ull && bd.hi && at >= slot0 && (at - slot0) / 8 < (1u << 24))
+		bd.hi = (u32)((at - slot0) / 8);
+	/* nothing is written before the whole frame is known good: every entry in bounds and
+	 * for a known event, every filter and trigger program well-formed, every count and
+	 * table where it was given room, the switches inside the frame (the file is another
+	 * program's writing, and may be damaged) */
+	int bad = k != ((const struct kprw_ctlframe *)f)->nentries;
+	off = sizeof(struct kprw_ctlframe);
+	for (u32 j = 0; !bad && j < ((const struct kprw_ctlframe *)f)->nentries; j++) {
+		if (!ent_next(f, size, &off, &en) ||
+		    ((en.event & KPRW_CTL_SYNTH) && (en.flags & (KPRW_CE_ENABLE | KPRW_CE_DISABLE))) ||
+		    ((en.flags & KPRW_CE_FILTER) && en.flen && !kprw_filter_size(en.filter, en.flen)) ||
+		    ((en.flags & KPRW_CE_TRIG) && en.tlen && kprw_trig_check(en.trig, en.tlen, &bd) != 0))
+			bad = 1;
+	}
+	u32 nsw = ((const struct kprw_ctlframe *)f)->nswitches;
+	if (bad || off > size || nsw > (size - off) / sizeof(struct kprw_ctlswitch)) {
+		ctl_warn("is malformed (damaged?); ignored");
+		return;
 	}
 	at = (at - h->counters_off + 7) & ~7ull;
 	if (at > h->counters_size || size > h->counters_size - at) {
@@ -338,17 +362,17 @@ void kprw_ctl_install(long fd, struct kprw_trace_hdr *h)
 	h->counters_used = at + size;
 	__atomic_store_n(&h->ctl_last, h->counters_off + at, __ATOMIC_RELEASE);
 	off = sizeof(struct kprw_ctlframe);
-	u32 k = 0;
-	for (; k < ((const struct kprw_ctlframe *)f)->nentries && ent_next(f, size, &off, &en); k++) {
+	for (k = 0; k < ((const struct kprw_ctlframe *)f)->nentries && ent_next(f, size, &off, &en); k++) {
 		if ((en.flags & KPRW_CE_TRIG) && en.tlen)
-			kprw_trig_counts(en.trig, en.tlen, kprw_trig_spare());
+			kprw_trig_counts(en.trig, en.tlen, &bd);
+		if (en.event & KPRW_CTL_SYNTH)
+			continue;
 		if (en.flags & KPRW_CE_ENABLE)
 			__atomic_and_fetch(&kprw_rt.ev_ctl[en.event], ~(u32)KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
 		if (en.flags & KPRW_CE_DISABLE)
 			__atomic_or_fetch(&kprw_rt.ev_ctl[en.event], KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
 	}
 	/* the synthetic events' switches, after the entries */
-	u32 nsw = ((const struct kprw_ctlframe *)f)->nswitches;
 	for (u32 j = 0; k == ((const struct kprw_ctlframe *)f)->nentries && j < nsw; j++) {
 		struct kprw_ctlswitch sw;
 		if (off > size || size - off < sizeof sw)

@@ -59,9 +59,10 @@ static const struct kprw_trig *kept(const struct kprw_evtrig *orig, u32 slot)
  * from on). Returns the bytes its decoded form needs (filters included), 0 when
  * malformed; *slots is raised past its highest count slot. orig: the event's triggers
  * as rewritten, whose hist triggers a program may keep (a run-time control frame), NULL
- * for none. */
+ * for none. bd (NULL: none): where the counts of triggers from bd->from on may be, checked
+ * before any count is stored (a control file's frame, kprw_trig_counts). */
 static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struct kprw_evtrig *out, u8 **fmem,
-		     u32 *slots, u64 *counts, u32 from)
+		     u32 *slots, u64 *counts, u32 from, const struct kprw_trig_bounds *bd)
 {
 	u32 cnt = rd16(b + 4), off = TRIG_HDR;
 	u64 need = sizeof(struct kprw_evtrig) + (u64)cnt * sizeof(struct kprw_trig);
@@ -99,13 +100,13 @@ static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struc
 		const u8 *targets = b + off;
 		u64 words = 1; /* the slots it takes: a count, or a histogram */
 		u32 hsize = 0;
+		u64 hend = 0;
 		if (hist) { /* targets: the histogram's program (internal/evhist) */
-			u64 end = 0;
-			words = kprw_hist_words(targets, 4 * nt, &hsize, &end);
-			if (!words || words > MAX_SLOTS - slot || end > MAX_SLOTS)
+			words = kprw_hist_words(targets, 4 * nt, &hsize, &hend);
+			if (!words || words > MAX_SLOTS - slot || hend > MAX_SLOTS)
 				return 0;
-			if (end > *slots) /* the synthetic events' tables it feeds */
-				*slots = (u32)end;
+			if (hend > *slots) /* the synthetic events' tables it feeds */
+				*slots = (u32)hend;
 			need += (hsize + 7) & ~7u;
 		} else {
 			for (u32 j = 0; j < nt; j++) /* events, or enable_hist's table slots */
@@ -121,6 +122,9 @@ static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struc
 		need += (fsz + 7) & ~7u;
 		if (slot + words > *slots)
 			*slots = (u32)(slot + words);
+		if (bd && (hist ? slot < bd->from || slot < bd->lo || bd->hi < slot || words > bd->hi - slot || hend
+				: slot >= bd->from && slot >= bd->nslots))
+			return 0; /* a count or table where none was given out (a new histogram's is placed) */
 		if (counts && slot >= from) /* a histogram's first word is its flags: paused or not */
 			counts[slot] = hist ? (targets[2] & 1) : rd64(h + 8);
 		if (counts && hist) /* and the synthetic events' histograms it feeds */
@@ -164,7 +168,7 @@ static u64 walk(u32 i, struct kprw_evtrig *out, u8 **fmem, u32 *slots, u64 *coun
 {
 	u32 len;
 	const u8 *b = blob(i, &len);
-	return b ? walk_blob(b, len, NULL, out, fmem, slots, counts, 0) : 0;
+	return b ? walk_blob(b, len, NULL, out, fmem, slots, counts, 0, NULL) : 0;
 }
 
 static u32 nslots(void)
@@ -228,7 +232,7 @@ const struct kprw_evtrig *kprw_trig_decode(u32 e, const u8 *b, u32 len)
 	const struct kprw_evtrig *orig = kprw_rt.ev_trig0 && e < kprw_rt.nevents ? kprw_rt.ev_trig0[e] : NULL;
 	if (!sane(b, len))
 		return NULL;
-	u64 n = walk_blob(b, len, orig, NULL, NULL, &s, NULL, 0);
+	u64 n = walk_blob(b, len, orig, NULL, NULL, &s, NULL, 0, NULL);
 	if (!n || s > kprw_trig_place_limit() || !kprw_rt.trig_count)
 		return NULL;
 	u8 *mem = kprw_mmap_anon(n);
@@ -236,20 +240,35 @@ const struct kprw_evtrig *kprw_trig_decode(u32 e, const u8 *b, u32 len)
 		return NULL;
 	struct kprw_evtrig *tg = (struct kprw_evtrig *)mem;
 	u8 *fmem = mem + sizeof(struct kprw_evtrig) + (u64)rd16(b + 4) * sizeof(struct kprw_trig);
-	if (!walk_blob(b, len, orig, tg, &fmem, &s, NULL, 0)) {
+	if (!walk_blob(b, len, orig, tg, &fmem, &s, NULL, 0, NULL)) {
 		sys2(SYS_munmap, (long)mem, (long)n);
 		return NULL;
 	}
 	return tg;
 }
 
-/* kprw_trig_counts stores the first counts of a control frame's new triggers (those in
- * the spare slots, from first on): KPREWRITE_CONTROL at start-up */
-void kprw_trig_counts(const u8 *b, u32 len, u32 first)
+/* kprw_trig_check checks a control file frame's trigger program (b, len bytes, its
+ * histograms placed) before it is installed: well-formed, every new trigger's count
+ * (slot bd->from on) in the control area's spare slots and every new histogram's table
+ * among those placed for it, no slot past what a hit may name. 0 when it may be
+ * installed, -1 when not. */
+int kprw_trig_check(const u8 *b, u32 len, const struct kprw_trig_bounds *bd)
 {
 	u32 s = 0;
-	if (sane(b, len) && kprw_rt.trig_count)
-		walk_blob(b, len, NULL, NULL, NULL, &s, kprw_rt.trig_count, first);
+	if (!sane(b, len) || !kprw_rt.trig_count || !walk_blob(b, len, NULL, NULL, NULL, &s, NULL, 0, bd))
+		return -1;
+	return s > kprw_trig_place_limit() ? -1 : 0;
+}
+
+/* kprw_trig_counts stores the first counts of a control frame's new triggers (those in
+ * the spare slots, bd->from on; kprw_trig_check passed it): KPREWRITE_CONTROL at
+ * start-up */
+void kprw_trig_counts(const u8 *b, u32 len, const struct kprw_trig_bounds *bd)
+{
+	if (kprw_trig_check(b, len, bd) == 0) {
+		u32 s = 0;
+		walk_blob(b, len, NULL, NULL, NULL, &s, kprw_rt.trig_count, bd->from, bd);
+	}
 }
 
 static inline void wr32(u8 *p, u32 v)

@@ -35,7 +35,13 @@ void kprw_ctl_fill(u8 *p);
 void kprw_ctl_attach(u8 *p);
 void kprw_trig_init(void);
 const struct kprw_evtrig *kprw_trig_decode(u32 e, const u8 *b, u32 len); /* e ~0u: a synthetic event's */
-void kprw_trig_counts(const u8 *b, u32 len, u32 first);
+/* where a control file frame's new triggers may keep their counts and tables (slots of
+ * trig_count): those from from on are new; a count below nslots, a table in [lo, hi) */
+struct kprw_trig_bounds {
+	u32 from, nslots, lo, hi;
+};
+int kprw_trig_check(const u8 *b, u32 len, const struct kprw_trig_bounds *bd);
+void kprw_trig_counts(const u8 *b, u32 len, const struct kprw_trig_bounds *bd);
 u32 kprw_trig_place_limit(void);
 int kprw_trig_place(u8 *b, u32 len, u64 slot0, u64 *at, u64 end);
 u32 kprw_trig_spare(void);

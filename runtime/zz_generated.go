@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "e780027e067552d5ccefbe75d39710a78de9b7580d150318a19b26084cb2d746"
+const ObjectSHA256 = "21509258e5dea10ca49b5f7c2d6224243db6271cd7bb0397ce1681edbbc72ec2"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -60,6 +60,19 @@ var valgrindDefs = []string{
 
 var valgrindWant = map[string]int{"work": 60, "sum": 5, "pushf": 4, "indcall": 4, "dup": 1}
 
+// valgrindHandlers: a kprobe with a post handler (single-stepped with the trap flag,
+// which valgrind lacks) and a pre-only one (jump-optimized), counting their calls.
+const valgrindHandlers = `
+#include <kprewrite.h>
+static int pre, post, dups;
+static int pre_work(struct kprobe *p, struct pt_regs *regs) { (void)p; (void)regs; pre++; return 0; }
+static void post_work(struct kprobe *p, struct pt_regs *regs, unsigned long flags) { (void)p; (void)regs; (void)flags; post++; }
+static int pre_dup(struct kprobe *p, struct pt_regs *regs) { (void)p; (void)regs; dups++; return 0; }
+DEFINE_KPROBE(kp_work, "work", .pre_handler = pre_work, .post_handler = post_work);
+DEFINE_KPROBE(kp_dup, "dup", .pre_handler = pre_dup);
+void kprewrite_exit(void) { pr_info("handlers: pre=%d post=%d dup=%d\n", pre, post, dups); }
+`
+
 // TestValgrind: a rewritten program died under valgrind, which test suites run programs
 // under: SIGILL at the runtime's CPU number (rdpid, which valgrind may advertise in
 // CPUID, and lsl: it implements neither), and SIGTRAP at the first int3 probe (valgrind
@@ -87,6 +100,28 @@ func TestValgrind(t *testing.T) {
 	if want.Exit != 0 || want.Signal != "" || want.Stderr != "" {
 		t.Fatalf("original under valgrind: %s", want)
 	}
+	// C handlers: the pre handlers run, the post handler cannot, and one line says so
+	t.Run("post-handler", func(t *testing.T) {
+		h := filepath.Join(dir, "h.c")
+		if err := os.WriteFile(h, []byte(valgrindHandlers), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "prog.handlers")
+		if code, _, stderr := kp("rewrite", "--handlers", h, "-o", out, prog); code != 0 {
+			t.Fatalf("rewrite --handlers: %s", stderr)
+		}
+		got := vg(out, out+".trace")
+		const line = "kprewrite: valgrind has no trap-flag single-step: the post handlers of int3 probes do not run under it\n"
+		if got.Exit != 0 || got.Signal != "" || got.Stdout != want.Stdout ||
+			strings.Count(got.Stderr, line) != 1 || !strings.Contains(got.Stderr, "handlers: pre=60 post=0 dup=1") {
+			t.Fatalf("under valgrind: %s\nwant the original's output, the line %q once, and pre=60 post=0 dup=1", got, line)
+		}
+		// natively every post handler runs and nothing is said
+		nat := testprog.Run(t, testprog.Cmd{Path: out, Extra: []string{"KPREWRITE_TRACE=" + out + ".trace"}})
+		if nat.Exit != 0 || strings.Contains(nat.Stderr, "valgrind") || !strings.Contains(nat.Stderr, "handlers: pre=60 post=60 dup=1") {
+			t.Fatalf("natively: %s", nat)
+		}
+	})
 	for _, m := range []struct{ name, flags string }{
 		{"default", ""},
 		{"no-optimize", "--no-optimize"},

@@ -105,7 +105,10 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 		return s
 	}
 	if req.Return {
-		if at, why := b.returnSlotUse(fi, entry); why != "" {
+		if at, why, switched := b.returnSlotUse(fi, entry); switched {
+			s.refuse(RuleStackSwitch, at, fmt.Sprintf("%s: %s; a return probe puts the trampoline's address in that word", fn.Name, why))
+			return s
+		} else if why != "" {
 			s.refuse(RuleRetAddrUse, at, fmt.Sprintf("%s: %s; a return probe puts the trampoline's address there", fn.Name, why))
 			return s
 		}

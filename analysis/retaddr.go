@@ -28,17 +28,24 @@ import (
 // moves %rsp past it; and, when the walk saw a frame pointer set up
 // (push %rbp; mov %rsp,%rbp), any instruction of the function that accesses the slot
 // through %rbp (__builtin_return_address(0) at -O0, or with -fno-omit-frame-pointer).
-func (b *Binary) returnSlotUse(fi int, entry uint64) (uint64, string) {
+// switched is true when the instruction found sets %rsp to a value that does not come
+// from the stack pointer (stackSwitch): the function moves to another stack.
+func (b *Binary) returnSlotUse(fi int, entry uint64) (at uint64, why string, switched bool) {
 	fn := &b.Funcs.List[fi]
 	if !b.Referenced(fn.Addr) {
 		// only jumped to: a fragment of another function (a cold part with its own
 		// FDE), entered with that function's frame on the stack, not a return address
-		return 0, ""
+		return 0, "", false
 	}
-	depth := int64(0)    // bytes below the return address slot
-	frameAt := int64(-1) // %rbp = %rsp at this depth (the slot is at depth(%rbp))
-	frame := int64(-1)   // frameAt as it was set up, for frameSlotUse after the epilogue
+	depth := int64(0)      // bytes below the return address slot
+	frameAt := int64(-1)   // %rbp = %rsp at this depth (the slot is at depth(%rbp))
+	frame := int64(-1)     // frameAt as it was set up, for frameSlotUse after the epilogue
+	onStack := famBit(rSP) // the registers that hold an address derived from %rsp's
 	pc, hops := entry, 0
+	slotUse := func(fn *elfio.Func, frame int64) (uint64, string, bool) {
+		at, why := b.frameSlotUse(fn, frame)
+		return at, why, false
+	}
 	for steps := 0; steps < 2048; steps++ {
 		code := b.codeFrom(pc)
 		if code == nil {
@@ -53,14 +60,18 @@ func (b *Binary) returnSlotUse(fi int, entry uint64) (uint64, string) {
 			break
 		}
 		if m, ok := accessedMem(&xi); ok && isSP(m.Base) && m.Index == 0 && m.Disp == depth {
-			return pc, fmt.Sprintf("%s at %#x accesses the return address slot %#x(%%rsp)", strings.ToLower(xi.Op.String()), pc, depth)
+			return pc, fmt.Sprintf("%s at %#x accesses the return address slot %#x(%%rsp)", strings.ToLower(xi.Op.String()), pc, depth), false
 		}
+		if src, ok := stackSwitch(&xi, onStack); ok {
+			return pc, fmt.Sprintf("%s at %#x sets %%rsp from %s, not from the stack pointer: the function moves to another stack, where the word at its entry's %%rsp may be read as data and its return may never come", strings.ToLower(xi.Op.String()), pc, src), true
+		}
+		onStack = stackRegsAfter(&xi, onStack)
 		switch xi.Op {
 		case x86asm.RET, x86asm.IRETQ:
-			return b.frameSlotUse(fn, frame)
+			return slotUse(fn, frame)
 		case x86asm.POP, x86asm.POPFQ:
 			if depth == 0 {
-				return pc, fmt.Sprintf("pop at %#x takes the return address off the stack", pc)
+				return pc, fmt.Sprintf("pop at %#x takes the return address off the stack", pc), false
 			}
 			depth -= 8
 			if r, ok := xi.Args[0].(x86asm.Reg); ok && r == x86asm.RBP {
@@ -71,15 +82,15 @@ func (b *Binary) returnSlotUse(fi int, entry uint64) (uint64, string) {
 		case x86asm.CALL:
 			// the callee may not return (abort, a throw): what follows may be another
 			// block, reached at another depth
-			return b.frameSlotUse(fn, frame)
+			return slotUse(fn, frame)
 		case x86asm.LEAVE:
 			if frameAt < 8 {
-				return b.frameSlotUse(fn, frame)
+				return slotUse(fn, frame)
 			}
 			depth, frameAt = frameAt-8, -1
 		case x86asm.JMP:
 			if !in.Kind.IsDirectBranch() || hops == 4 {
-				return b.frameSlotUse(fn, frame)
+				return slotUse(fn, frame)
 			}
 			hops++
 			pc = in.Target
@@ -95,16 +106,16 @@ func (b *Binary) returnSlotUse(fi int, entry uint64) (uint64, string) {
 			if gprWrites(&xi)&famBit(rSP) != 0 {
 				d, ok := spAdjust(&xi)
 				if !ok {
-					return b.frameSlotUse(fn, frame) // %rsp no longer known
+					return slotUse(fn, frame) // %rsp no longer known
 				}
 				if depth += d; depth < 0 {
-					return pc, fmt.Sprintf("%s at %#x moves the stack pointer past the return address", strings.ToLower(xi.Op.String()), pc)
+					return pc, fmt.Sprintf("%s at %#x moves the stack pointer past the return address", strings.ToLower(xi.Op.String()), pc), false
 				}
 			}
 		}
 		pc += uint64(in.Len)
 	}
-	return b.frameSlotUse(fn, frame)
+	return slotUse(fn, frame)
 }
 
 // frameSlotUse: with a frame pointer set up at depth frameAt (its return address slot
@@ -139,6 +150,76 @@ func (b *Binary) frameSlotUse(fn *elfio.Func, frameAt int64) (uint64, string) {
 		return 0, ""
 	}
 	return hit, fmt.Sprintf("the instruction at %#x accesses the return address slot %#x(%%rbp)", hit, frameAt)
+}
+
+// stackSwitch: xi sets %rsp to a value not derived from the stack pointer (onStack: the
+// registers that hold one): a mov, cmov or xchg from memory or from another register,
+// a lea off another register, a pop into %rsp. It returns the source as printed.
+// Arithmetic on %rsp itself (and, sub of a register: alloca, alignment) is not a switch.
+func stackSwitch(xi *x86asm.Inst, onStack regMask) (string, bool) {
+	if xi.Args[0] != x86asm.RSP && !(xi.Op == x86asm.XCHG && xi.Args[1] == x86asm.RSP) {
+		return "", false
+	}
+	src := xi.Args[1]
+	if xi.Op == x86asm.XCHG && xi.Args[1] == x86asm.RSP {
+		src = xi.Args[0]
+	}
+	switch xi.Op {
+	case x86asm.POP:
+		return "the stack's top word", true
+	case x86asm.MOV, x86asm.XCHG, x86asm.CMOVA, x86asm.CMOVAE, x86asm.CMOVB, x86asm.CMOVBE, x86asm.CMOVE,
+		x86asm.CMOVG, x86asm.CMOVGE, x86asm.CMOVL, x86asm.CMOVLE, x86asm.CMOVNE, x86asm.CMOVNO, x86asm.CMOVNP,
+		x86asm.CMOVNS, x86asm.CMOVO, x86asm.CMOVP, x86asm.CMOVS:
+		switch a := src.(type) {
+		case x86asm.Mem:
+			return "memory", true
+		case x86asm.Reg:
+			if f, _, ok := gpr(a); ok && onStack&famBit(f) == 0 {
+				return "%" + strings.ToLower(a.String()), true
+			}
+		}
+	case x86asm.LEA:
+		if m, ok := src.(x86asm.Mem); ok {
+			if f, _, ok := gpr(m.Base); !ok || onStack&famBit(f) == 0 {
+				return "an address off %" + strings.ToLower(m.Base.String()), true
+			}
+		}
+	}
+	return "", false
+}
+
+// stackRegsAfter is onStack after xi: a register written by a mov of one that holds a
+// stack address, a lea off one, or an immediate add, sub or and of itself still holds
+// one; any other write ends that (%rsp stays: stackSwitch judges its writes).
+func stackRegsAfter(xi *x86asm.Inst, onStack regMask) regMask {
+	w := gprWrites(xi) &^ famBit(rSP)
+	if w == 0 {
+		return onStack
+	}
+	keep := regMask(0)
+	if d, ok := xi.Args[0].(x86asm.Reg); ok {
+		if f, width, ok := gpr(d); ok && width == 8 && w == famBit(f) {
+			switch xi.Op {
+			case x86asm.MOV:
+				if r, ok := xi.Args[1].(x86asm.Reg); ok {
+					if g, gw, ok := gpr(r); ok && gw == 8 && onStack&famBit(g) != 0 {
+						keep = famBit(f)
+					}
+				}
+			case x86asm.LEA:
+				if m, ok := xi.Args[1].(x86asm.Mem); ok {
+					if g, _, ok := gpr(m.Base); ok && onStack&famBit(g) != 0 {
+						keep = famBit(f)
+					}
+				}
+			case x86asm.ADD, x86asm.SUB, x86asm.AND:
+				if _, ok := xi.Args[1].(x86asm.Imm); ok && onStack&famBit(f) != 0 {
+					keep = famBit(f)
+				}
+			}
+		}
+	}
+	return onStack&^w | keep
 }
 
 // accessedMem returns the memory operand xi reads or writes (not lea's, nop's or a

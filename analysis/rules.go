@@ -11,6 +11,7 @@ const (
 	RuleRetprobeStart  = "retprobe-process-entry"  // refuse: the ELF entry point has no return address
 	RuleRetAddrUse     = "retprobe-return-address" // refuse: the function reads, pops or rewrites its own return address
 	RuleNoRetprobe     = "retprobe-do-not-probe"   // refuse: the function is on the do-not-probe list for return probes
+	RuleStackSwitch    = "retprobe-stack-switch"   // refuse: the function sets %rsp to another stack (setcontext, makecontext's __start_context)
 	RuleSignalsBlocked = "signals-blocked"         // refuse an int3 or return probe: the code runs with every signal blocked (posix_spawn's child)
 	RuleNotBoundary    = "not-boundary"            // refuse (rule 1): not an instruction boundary of the decoded function
 	RuleDecodeError    = "decode-error"            // rule 1: an instruction does not decode
@@ -62,6 +63,7 @@ var Rules = []RuleInfo{
 	{RuleRetprobeStart, "site", "the process entry point (_start) is jumped to by the kernel: (%rsp) is argc, not a return address"},
 	{RuleRetAddrUse, "site", "a return probe replaces the return address: the function reads, pops or rewrites that word itself (setjmp, vfork, __builtin_return_address)"},
 	{RuleNoRetprobe, "site", "the function's return cannot be judged from its code (entered by a jmp, returns twice, rewrites its callers' frames): the do-not-probe list"},
+	{RuleStackSwitch, "site", "a return probe replaces the word at the entry's stack pointer: the function sets %rsp to a value that does not come from it (another stack: setcontext, longjmp, makecontext's __start_context, which is entered by a ret and reads its uc_link from that word), so that word may be data and the return may never come"},
 	{RuleSignalsBlocked, "site", "the code runs with every signal blocked (posix_spawn's child before its exec, a new thread's start, what pthread_create calls while it blocks every signal; found by name, or by the inline rt_sigprocmask that blocks them all in a stripped C library): an int3 there kills the process, so only a jump-optimized probe is placed; its return is not probed (the child shares its parent's memory)"},
 	{RuleNotBoundary, "1", "the address is not an instruction boundary of the decoded function"},
 	{RuleDecodeError, "1", "an instruction of the function does not decode"},

@@ -835,7 +835,8 @@ func TestEveryRuleFires(t *testing.T) {
 	lib := staticLibcBinary(t)
 	for _, r := range []SiteRequest{{Addr: symAddr(t, lib, "__sigsetjmp"), Return: true},
 		{Addr: symAddr(t, lib, "_dl_runtime_resolve_xsavec"), Return: true},
-		{Addr: symAddr(t, lib, "__spawni_child")}, {Addr: symAddr(t, lib, "__spawni_child"), Return: true}} {
+		{Addr: symAddr(t, lib, "__spawni_child")}, {Addr: symAddr(t, lib, "__spawni_child"), Return: true},
+		{Addr: symAddr(t, lib, "__longjmp"), Return: true}} {
 		add(lib.Check(r))
 	}
 	skip := map[string]bool{}

@@ -46,6 +46,7 @@ typedef unsigned long uptr;
 #define SYS_clock_gettime 228
 #define SYS_tgkill 234
 #define SYS_sched_getaffinity 204
+#define SYS_getcpu 309
 #define SYS_process_vm_readv 310
 #define SYS_openat 257
 #define O_RDONLY 0
@@ -205,6 +206,7 @@ struct kprw_rt {
 	u32 library;       /* started from a shared library's DT_INIT (kprewrite_rt_lib_init) */
 	u32 keymode;       /* KPRW_KEY_*: how rt_thread.c finds the thread pointer */
 	u32 has_rdpid;     /* CPUID: rdpid reads the CPU number in ~1 ns */
+	u32 valgrind;      /* kprw_valgrind's answer + 1, 0 before it is asked */
 	u32 tsc_ok;        /* CPUID: invariant TSC, timestamps extrapolate from it */
 	u32 reads_xmm;     /* some event's fetch reads %xmmN: int3 hits load the SSE registers */
 	u32 opt_tmpl_len;  /* bytes of the detour template (the DCR copy follows) */
@@ -383,6 +385,7 @@ u32 kprw_getpid(void);
 u32 kprw_gettid(void);
 u64 kprw_now_ns(void);   /* CLOCK_MONOTONIC by system call */
 u32 kprw_cpu(void);
+int kprw_valgrind(void); /* rt_clock.c: running under valgrind (no rdpid, lsl or trap flag) */
 /* ---- clock (rt_clock.c) ---- */
 void kprw_clock_init(void);
 u64 kprw_clock(void);    /* CLOCK_MONOTONIC ns, extrapolated from the TSC when it is invariant */

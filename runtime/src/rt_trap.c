@@ -190,6 +190,15 @@ static void post_in_signal(const struct kprw_point *pt, struct k_ucontext *uc, s
 /* execute resumes the probed instruction after the pre handlers. t may be NULL (no
  * thread entry: then there are no post handlers to run and single-steps fall back to
  * boosting when the slot allows it). */
+/* valgrind_no_post says once that post handlers do not run under valgrind */
+static void valgrind_no_post(void)
+{
+	static u32 said;
+	if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		return;
+	kprw_puts("kprewrite: valgrind has no trap-flag single-step: the post handlers of int3 probes do not run under it\n");
+}
+
 static void execute(const struct kprw_point *pt, struct k_ucontext *uc,
 		    struct kprw_thread *t, int post)
 {
@@ -209,6 +218,16 @@ static void execute(const struct kprw_point *pt, struct k_ucontext *uc,
 	uptr slot = RT_ADDR(pt->slot);
 	int want_step = pt->xmode == KPRW_X_SSTEP || post;
 	int have_state = t && t->nstep < KPRW_MAX_STEP;
+	if (unlikely(want_step) && kprw_valgrind()) {
+		/* valgrind has no trap flag (the copy would run on unstepped): the slot's jmp
+		 * back, which every stepped slot has, ends the copy instead; post handlers
+		 * cannot run, and a copied call pushes the slot's address */
+		if (post)
+			valgrind_no_post();
+		mc->ip = slot;
+		atomic_add(&kprewrite_rt_stats.boosts, 1);
+		return;
+	}
 	if (!(want_step && have_state) && !(pt->pflags & KPRW_PF_NOBOOST)) {
 		mc->ip = slot; /* boost: the slot runs the copy and jumps back */
 		atomic_add(&kprewrite_rt_stats.boosts, 1);
@@ -402,7 +421,9 @@ int kprw_trap_own(struct k_siginfo *si, struct k_ucontext *uc)
 		}
 		return foreign_step(uc);
 	}
-	if (si->si_code == SI_KERNEL) {
+	/* an int3: SI_KERNEL from the kernel, TRAP_BRKPT from valgrind (which natively
+	 * means int1 or a debug register breakpoint) */
+	if (si->si_code == SI_KERNEL || (si->si_code == TRAP_BRKPT && kprw_valgrind())) {
 		const struct kprw_point *pt = find_point(mc->ip - 1 - kprw_rt.bias);
 		if (pt && (pt->pflags & KPRW_PF_INNER)) {
 			mc->ip -= 1;

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "2e1b04401cc2b229203b667eba46b61f57691e05e385db13d36f85250f2a61a5"
+const ObjectSHA256 = "88fdd62dee174826635f922ba23f41f0a738d6f341ac41f2111118daf9f06c65"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

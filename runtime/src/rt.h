@@ -385,7 +385,7 @@ u32 kprw_getpid(void);
 u32 kprw_gettid(void);
 u64 kprw_now_ns(void);   /* CLOCK_MONOTONIC by system call */
 u32 kprw_cpu(void);
-int kprw_valgrind(void); /* rt_clock.c: running under valgrind (no rdpid, lsl or trap flag) */
+int kprw_valgrind(void); /* rt_util.c: running under valgrind (no rdpid, lsl or trap flag) */
 /* ---- clock (rt_clock.c) ---- */
 void kprw_clock_init(void);
 u64 kprw_clock(void);    /* CLOCK_MONOTONIC ns, extrapolated from the TSC when it is invariant */

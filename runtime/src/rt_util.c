@@ -120,12 +120,43 @@ u64 kprw_now_ns(void)
 /* The CPU number the way the vDSO's getcpu finds it: rdpid reads TSC_AUX, which Linux
  * sets to node<<12 | cpu; without rdpid, the limit of the per-CPU GDT entry (selector
  * 0x7b) holds the same. lsl leaves 0 if the entry is missing. */
+/* on_valgrind: valgrind's client request RUNNING_ON_VALGRIND (valgrind.h: the
+ * "special instruction preamble", four rotations of %rdi by 128 bits in all, then
+ * xchgq %rbx,%rbx; %rax points at the request, the answer comes back in %rdx). Natively
+ * the sequence changes nothing and %rdx keeps its 0; valgrind's JIT recognises it and
+ * answers 1 (or more when valgrind runs under valgrind). Valgrind implements neither
+ * rdpid (which it may advertise in CPUID, passing the host's bit through) nor lsl: both
+ * raise SIGILL there, so the CPU number comes from the getcpu system call (kprw_cpu);
+ * nor the trap flag, and its int3 traps come with si_code TRAP_BRKPT (rt_trap.c). */
+static int on_valgrind(void)
+{
+	volatile unsigned long req[6] = {0x1001 /* VG_USERREQ__RUNNING_ON_VALGRIND */, 0, 0, 0, 0, 0};
+	unsigned long res = 0;
+	__asm__ volatile("rolq $3, %%rdi\n\trolq $13, %%rdi\n\trolq $61, %%rdi\n\trolq $51, %%rdi\n\t"
+			 "xchgq %%rbx, %%rbx"
+			 : "+d"(res)
+			 : "a"(req)
+			 : "cc", "memory");
+	return res != 0;
+}
+
+/* kprw_valgrind: on_valgrind, asked once (the answer cannot change) */
+int kprw_valgrind(void)
+{
+	u32 v = __atomic_load_n(&kprw_rt.valgrind, __ATOMIC_RELAXED);
+	if (likely(v))
+		return (int)v - 1;
+	v = 1 + (u32)on_valgrind();
+	__atomic_store_n(&kprw_rt.valgrind, v, __ATOMIC_RELAXED);
+	return (int)v - 1;
+}
+
 u32 kprw_cpu(void)
 {
 	unsigned long p = 0;
 	if (likely(kprw_rt.has_rdpid)) /* TSC_AUX, the same node<<12 | cpu, in ~1 ns instead of ~18 */
 		__asm__ volatile("rdpid %0" : "=r"(p));
-	else if (unlikely(kprw_valgrind())) { /* neither instruction exists there (rt_clock.c) */
+	else if (unlikely(kprw_valgrind())) { /* neither instruction exists there */
 		u32 c = 0;
 		sys3(SYS_getcpu, (long)&c, 0, 0);
 		p = c;

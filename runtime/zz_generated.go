@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "88fdd62dee174826635f922ba23f41f0a738d6f341ac41f2111118daf9f06c65"
+const ObjectSHA256 = "7ed504ebfa5d43240dfbb119156656fd790507be779575effbf2b683ddbe5380"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -377,7 +377,9 @@ void kprw_memset(void *d, int c, unsigned long n);
 unsigned long kprw_strlen(const char *s);
 int kprw_strcmp(const char *a, const char *b);
 int kprw_strncmp(const char *a, const char *b, unsigned long n);
-void kprw_puts(const char *s);          /* to stderr */
+void kprw_puts(const char *s);          /* to stderr, while fd 2 is the one at start-up */
+void kprw_stderr_init(void);            /* rt_util.c: note fd 2 as the program's stderr */
+int kprw_stderr_ok(void);               /* rt_util.c: fd 2 is still that file */
 void kprw_put_hex(unsigned long v);
 void kprw_put_dec(unsigned long v);
 void kprw_fatal(const char *msg, unsigned long v) __attribute__((noreturn));

@@ -760,6 +760,7 @@ static int sig_own(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 
 static void start_early(const struct kprw_header *h, char **envp)
 {
+	kprw_stderr_init(); /* before any diagnostic: the stderr the program starts with */
 	kprw_proc_join(sig_own); /* the process's other images, if any (rt_proc.c) */
 	kprw_rt.hdr = h;
 	kprw_rt.image_id = h->image_id;

@@ -49,9 +49,36 @@ int kprw_strcmp(const char *a, const char *b)
 	return kprw_strncmp(a, b, ~0ul);
 }
 
+/* The program's stderr as the runtime found it at start-up (fd 2's device and inode):
+ * diagnostics go to fd 2 only while it is still that file, never into a data file a
+ * daemon opened as fd 2 after closing the one it was started with. */
+static unsigned long err_dev, err_ino;
+static int err_state; /* 0 not looked at yet, 1 recorded, 2 fd 2 was closed */
+
+void kprw_stderr_init(void)
+{
+	struct k_stat st;
+	if (err_state)
+		return;
+	err_state = 2;
+	if (sys2(SYS_fstat, 2, (long)&st) == 0) {
+		err_dev = st.st_dev;
+		err_ino = st.st_ino;
+		err_state = 1;
+	}
+}
+
+int kprw_stderr_ok(void)
+{
+	struct k_stat st;
+	kprw_stderr_init(); /* (before start-up: fd 2 as it is) */
+	return err_state == 1 && sys2(SYS_fstat, 2, (long)&st) == 0 && st.st_dev == err_dev && st.st_ino == err_ino;
+}
+
 void kprw_puts(const char *s)
 {
-	sys3(SYS_write, 2, (long)s, (long)kprw_strlen(s));
+	if (kprw_stderr_ok())
+		sys3(SYS_write, 2, (long)s, (long)kprw_strlen(s));
 }
 
 void kprw_put_hex(unsigned long v)

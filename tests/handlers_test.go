@@ -8,7 +8,7 @@ package tests
 // disable/enable, return values injected, instance data), kprewrite_exit's report shows
 // the counters, `kprewrite list` the kinds, `kprewrite trace` the trace_printk line. Bad
 // handler files give a clear error and no output file. The examples of examples/ run with
-// the one command the README gives.
+// the one command docs/handlers.md gives (examples/run.sh).
 
 import (
 	"fmt"

@@ -340,7 +340,7 @@ func (s *Spec) writeTrack(b *bytes.Buffer, e *Entry) {
 			k += f.Words()
 			if f.String {
 				fmt.Fprintf(b, "  %s: %-32s", f.Name, keyString(words))
-			} else if f.Signed { // signed as keys are (README: different on purpose)
+			} else if f.Signed { // signed as keys are (docs/triggers.md: different on purpose)
 				fmt.Fprintf(b, "  %s: %10d", f.Name, int64(words[0]))
 			} else {
 				fmt.Fprintf(b, "  %s: %10d", f.Name, words[0])

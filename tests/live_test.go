@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"debug/elf"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,23 +146,11 @@ func testLiveArmDisarm(t *testing.T, prog string, flags []string, kind string, a
 	if _, b := siteOf(t, bin, "work"); b != orig {
 		t.Fatalf("the rewritten file holds %#x at work, want the original %#x", b, orig)
 	}
-	cmd := exec.Command(bin)
-	stdin, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	lines := bufio.NewScanner(out)
-	pid := cmd.Process.Pid
-	step := func(phase int) {
-		t.Helper()
-		if !lines.Scan() || lines.Text() != fmt.Sprintf("phase %d", phase) {
-			t.Fatalf("phase %d: the program said %q (%s)", phase, lines.Text(), stderr.String())
-		}
-	}
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	cmd, stdin, lines, pid := p.cmd, p.stdin, p.lines, p.cmd.Process.Pid
+	stderr := &p.stderr
+	step := func(phase int) { t.Helper(); p.step(t, phase) }
 	run := func(args ...string) {
 		t.Helper()
 		if code, o, e := kp(args...); code != 0 {
@@ -380,20 +369,10 @@ func TestLiveProbeLibrary(t *testing.T) {
 			if _, b := siteOf(t, filepath.Join(bin+".libs", "libc.so.6"), "malloc"); b != orig {
 				t.Fatalf("the library's copy holds %#x at malloc, want the original %#x", b, orig)
 			}
-			cmd := exec.Command(bin)
-			stdin, _ := cmd.StdinPipe()
-			out, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
-			lines := bufio.NewScanner(out)
-			step := func(phase int) {
-				t.Helper()
-				if !lines.Scan() || lines.Text() != fmt.Sprintf("phase %d", phase) {
-					t.Fatalf("phase %d: the program said %q", phase, lines.Text())
-				}
-			}
+			p := startPhased(t, bin)
+			defer p.cmd.Process.Kill()
+			cmd, stdin := p.cmd, p.stdin
+			step := func(phase int) { t.Helper(); p.step(t, phase) }
 			sizes := func() []string {
 				var got []string
 				for _, l := range readTrace(t, tr) {
@@ -467,25 +446,15 @@ func TestLiveProbeForkChild(t *testing.T) {
 			tr := bin + ".trace"
 			rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"}, append(k.flags, "--disable", "t/w")...)
 			addr, orig := siteOf(t, prog, "work")
-			cmd := exec.Command(bin)
-			stdin, _ := cmd.StdinPipe()
-			out, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
-			lines := bufio.NewScanner(out)
+			p := startPhased(t, bin)
+			defer p.cmd.Process.Kill()
+			cmd, stdin, lines := p.cmd, p.stdin, p.lines
 			var child int
 			if !lines.Scan() || func() bool { _, err := fmt.Sscanf(lines.Text(), "child %d", &child); return err != nil }() {
 				t.Fatalf("the program said %q", lines.Text())
 			}
 			defer syscall.Kill(child, syscall.SIGKILL)
-			step := func(phase int) {
-				t.Helper()
-				if !lines.Scan() || lines.Text() != fmt.Sprintf("phase %d", phase) {
-					t.Fatalf("phase %d: the program said %q", phase, lines.Text())
-				}
-			}
+			step := func(phase int) { t.Helper(); p.step(t, phase) }
 			step(0)
 			if code, o, e := kp("enable", tr, "t/w"); code != 0 {
 				t.Fatalf("enable: %d %s%s", code, o, e)
@@ -508,5 +477,36 @@ func TestLiveProbeForkChild(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// phased is a program of these tests running under their control: it reports each
+// phase on stdout and waits for a byte on stdin before the next.
+type phased struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  *bufio.Scanner
+	stderr strings.Builder
+}
+
+// startPhased starts bin; the caller defers p.cmd.Process.Kill().
+func startPhased(t *testing.T, bin string) *phased {
+	t.Helper()
+	p := &phased{cmd: exec.Command(bin)}
+	p.stdin, _ = p.cmd.StdinPipe()
+	out, _ := p.cmd.StdoutPipe()
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.lines = bufio.NewScanner(out)
+	return p
+}
+
+// step waits for the program to report the phase.
+func (p *phased) step(t *testing.T, phase int) {
+	t.Helper()
+	if !p.lines.Scan() || p.lines.Text() != fmt.Sprintf("phase %d", phase) {
+		t.Fatalf("phase %d: the program said %q (%s)", phase, p.lines.Text(), p.stderr.String())
 	}
 }

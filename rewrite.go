@@ -42,6 +42,11 @@ type RewriteOptions struct {
 	// chrome` show as calls; a function whose probe the analysis refuses is left out
 	// (RewriteResult.Calls), never an error.
 	Calls []string
+	// Prepare are function-name globs: each function proper that matches gets
+	// placeholders at its entry and return (group "prepared", recording nothing) on which
+	// `kprewrite probe` adds events to the running program; their sites keep the
+	// original bytes while no event rides them, where the analysis allows it.
+	Prepare []string
 	// DebugFile is the program's separate debug information for source-level
 	// definitions (FUNC:LINE, FILE:LINE, FUNC@FILE, variables by name); "" looks in
 	// the program, then /usr/lib/debug/.build-id, then its .gnu_debuglink file.
@@ -126,7 +131,7 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	res, err := pipeline.Rewrite(input, output, pipeline.Options{
 		Definitions: pipeline.Definitions{Exprs: opt.Definitions, Files: opt.DefinitionFiles, Filters: opt.Filters,
 			Triggers: opt.Triggers, DebugFile: opt.DebugFile},
-		HandlerFiles: opt.HandlerFiles, Calls: opt.Calls, Assembly: ro})
+		HandlerFiles: opt.HandlerFiles, Calls: opt.Calls, Prepare: opt.Prepare, Assembly: ro})
 	if err != nil {
 		return nil, err
 	}

@@ -209,6 +209,10 @@ const (
 	// switch arms and disarms the sites, and a hit decides once, as it starts, whether
 	// the event is on.
 	EFLive EventFlags = 0x10
+	// EFSpare: with EFSoftDisabled, a prepared site's placeholder (rewrite --prepare):
+	// it records nothing itself; events added at run time (kprewrite probe) ride its
+	// probe, and its site is armed while it has any.
+	EFSpare EventFlags = 0x20
 )
 
 const (
@@ -565,12 +569,17 @@ const (
 // and triggers as changed after the rewrite.
 const (
 	CtlFrameMagic = "KPRWCTL1"
-	CtlFileMagic  = "KPRWCTLF"
-	CtlFrameMax   = 1 << 20
-	CEFilter      = 0x1
-	CETrig        = 0x2
-	CEEnable      = 0x4
-	CEDisable     = 0x8
+	// LiveFrameMagic heads a live-event frame (struct kprw_ctlframe's header, then
+	// RawLiveEnt entries): the events kprewrite probe added to an image.
+	LiveFrameMagic = "KPRWLIV1"
+	LiveMax        = 256 // live events of one image
+	LEReturn       = 0x1 // RawLiveEnt.Flags: a return event
+	CtlFileMagic   = "KPRWCTLF"
+	CtlFrameMax    = 1 << 20
+	CEFilter       = 0x1
+	CETrig         = 0x2
+	CEEnable       = 0x4
+	CEDisable      = 0x8
 	// CtlSynth marks a frame entry of a synthetic event (RawCtlEnt.Event: this bit and
 	// the event's index among the description's synthetic events, below CtlMaxSynth):
 	// histograms added at run time, fed after the rewrite's.
@@ -609,6 +618,18 @@ type RawCtlEnt struct {
 	TrigLen   uint32 `c:"trig_len"`
 	TextLen   uint32 `c:"text_len"`
 	Reserved  uint32 `c:"reserved"`
+}
+
+// RawLiveEnt is struct kprw_liveent: one event of a live-event frame, followed by its
+// fetch program and its definition's text, each padded to 8.
+type RawLiveEnt struct {
+	Probe    uint32 `c:"probe"`
+	ID       uint32 `c:"id"`
+	FetchLen uint32 `c:"fetch_len"`
+	TextLen  uint32 `c:"text_len"`
+	HitsOff  uint64 `c:"hits_off"`
+	Flags    uint32 `c:"flags"`
+	Reserved uint32 `c:"reserved"`
 }
 
 // RawTraceHeader is struct kprw_trace_hdr, the first 4096 bytes of a trace file.

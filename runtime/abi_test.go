@@ -48,6 +48,7 @@ var abiStructs = []struct {
 	{"kprw_chunk", RawChunk{}},
 	{"kprw_ctlframe", RawCtlFrame{}},
 	{"kprw_ctlent", RawCtlEnt{}},
+	{"kprw_liveent", RawLiveEnt{}},
 	{"kprw_ctlswitch", RawCtlSwitch{}},
 	{"kprw_unwind", RawUnwind{}},
 }
@@ -94,7 +95,7 @@ func TestABILayout(t *testing.T) {
 		fmt.Fprintf(&src, "printf(\"KPRW_TRACE_MAGIC[%d] %%d\\n\", KPRW_TRACE_MAGIC[%d]);\n", i, i)
 		want[fmt.Sprintf("KPRW_TRACE_MAGIC[%d]", i)] = int(TraceMagic[i])
 	}
-	for name, magic := range map[string]string{"KPRW_CHUNK_MAGIC": ChunkMagic, "KPRW_CTLFRAME_MAGIC": CtlFrameMagic, "KPRW_CTLFILE_MAGIC": CtlFileMagic} {
+	for name, magic := range map[string]string{"KPRW_CHUNK_MAGIC": ChunkMagic, "KPRW_CTLFRAME_MAGIC": CtlFrameMagic, "KPRW_CTLFILE_MAGIC": CtlFileMagic, "KPRW_LIVEFRAME_MAGIC": LiveFrameMagic} {
 		fmt.Fprintf(&src, "printf(\"%s_LEN %%zu\\n\", sizeof(%s) - 1);\n", name, name)
 		want[name+"_LEN"] = len(magic)
 		for i := range magic {
@@ -166,7 +167,7 @@ var abiConsts = map[string]any{
 	"KPRW_T_KPROBE": TKprobe, "KPRW_T_KRETPROBE": TKretprobe, "KPRW_T_VERIFY": TVerify,
 	"KPRW_F_DISABLED": FDisabled, "KPRW_F_TRACE": FTrace,
 	"KPRW_EF_DISABLED": EFDisabled, "KPRW_EF_RETPROBE": EFRetprobe,
-	"KPRW_EF_SOFT": EFSoftDisabled, "KPRW_EF_TRIGGERS": EFTriggers, "KPRW_EF_LIVE": EFLive, "KPRW_CTL_SOFT_DISABLED": CtlEvSoftDisabled,
+	"KPRW_EF_SOFT": EFSoftDisabled, "KPRW_EF_TRIGGERS": EFTriggers, "KPRW_EF_LIVE": EFLive, "KPRW_EF_SPARE": EFSpare, "KPRW_LIVE_MAX": LiveMax, "KPRW_LE_RETURN": LEReturn, "KPRW_CTL_SOFT_DISABLED": CtlEvSoftDisabled,
 	"KPRW_CTL_SPARE": CtlSpare, "KPRW_TIF_SPARE": TIFSpare, "KPRW_CTLFRAME_MAX": CtlFrameMax,
 	"KPRW_CE_FILTER": CEFilter, "KPRW_CE_TRIG": CETrig, "KPRW_CE_ENABLE": CEEnable, "KPRW_CTL_SYNTH": CtlSynth, "KPRW_CTL_MAX_SYNTH": CtlMaxSynth, "KPRW_CE_DISABLE": CEDisable,
 
@@ -204,6 +205,7 @@ var cOnlyDefines = map[string]string{
 	"KPRW_TRACE_MAGIC":     "a string: checked byte by byte by TestABILayout",
 	"KPRW_CHUNK_MAGIC":     "a string: checked byte by byte by TestABILayout",
 	"KPRW_CTLFRAME_MAGIC":  "a string: checked byte by byte by TestABILayout",
+	"KPRW_LIVEFRAME_MAGIC": "a string: checked byte by byte by TestABILayout",
 	"KPRW_CTLFILE_MAGIC":   "a string: checked byte by byte by TestABILayout",
 }
 

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "7ed504ebfa5d43240dfbb119156656fd790507be779575effbf2b683ddbe5380"
+const ObjectSHA256 = "2f667b3d2934216a3745d84db4e7dca0d0b20b8686888ccc029b4712bff79827"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -87,14 +87,52 @@ func listTrace(path string, verbose bool, stdout io.Writer) error {
 		probes := slices.Clone(d.Probes)
 		slices.SortStableFunc(probes, func(a, b tracefile.DescProbe) int { return cmp.Compare(a.Site, b.Site) })
 		for _, dp := range probes {
-			if dp.Kind == tracefile.KindVerify || dp.Event < 0 || dp.Event >= len(d.Events) {
+			if dp.Kind == tracefile.KindVerify || dp.Event < 0 || dp.Event >= len(d.Events) || d.Events[dp.Event].Spare {
+				continue // (a prepared site's placeholders: the events added show below)
+			}
+			fmt.Fprintln(stdout, probeLine(d, dp, probeType(dp), off[[2]int{k, dp.Event}], verbose))
+		}
+	}
+	return listLive(f, verbose, stdout)
+}
+
+// probeType is list's type column of a probe: k, or r for a return probe.
+func probeType(dp tracefile.DescProbe) string {
+	if strings.HasPrefix(dp.Kind, "r") || dp.Exit {
+		return "r"
+	}
+	return "k"
+}
+
+// listLive lists the events added at run time (kprewrite probe), at their prepared
+// sites: [LIVE], and [GONE] for one removed.
+func listLive(f *tracectl.File, verbose bool, stdout io.Writer) error {
+	evs, err := f.Live()
+	if err != nil {
+		return err
+	}
+	descs := f.Descs()
+	for _, e := range evs {
+		d := descs[e.ImageIndex()]
+		at := -1
+		for i, de := range d.Events {
+			if de.ID == e.ID && de.At > 0 {
+				at = i
+			}
+		}
+		if at < 0 {
+			continue
+		}
+		for _, dp := range d.Probes {
+			if dp.Event != d.Events[at].At-1 {
 				continue
 			}
-			typ := "k"
-			if strings.HasPrefix(dp.Kind, "r") || dp.Exit {
-				typ = "r"
+			dp.Event = at
+			line := probeLine(d, dp, probeType(dp), false, verbose)
+			if e.Gone {
+				line = strings.Replace(line, "[LIVE]", "[LIVE][GONE]", 1)
 			}
-			fmt.Fprintln(stdout, probeLine(d, dp, typ, off[[2]int{k, dp.Event}], verbose))
+			fmt.Fprintln(stdout, line)
 		}
 	}
 	return nil
@@ -119,10 +157,13 @@ func probeLine(d *tracefile.Desc, dp tracefile.DescProbe, typ string, disabled, 
 	if dp.Exit {
 		flags += "[EXIT]"
 	}
-	if disabled {
+	spare := dp.Event >= 0 && d.Events[dp.Event].Spare
+	if disabled && !spare {
 		flags += "[DISABLED]"
 	}
-	if dp.Event >= 0 && d.Events[dp.Event].Live {
+	if spare {
+		flags += "[PREPARED]" // a placeholder for events added at run time (kprewrite probe)
+	} else if dp.Event >= 0 && d.Events[dp.Event].Live {
 		flags += "[LIVE]" // its sites hold the original bytes while it is off
 	} else if dp.Event >= 0 && d.Events[dp.Event].Soft {
 		flags += "[SOFT]"

@@ -43,6 +43,7 @@ func commands() []command {
 		{"traceoff", "turn tracing off in a trace file: hits are counted, nothing is recorded", runTraceOnOff(false)},
 		{"enable", "switch events of a trace file on, for the programs writing into it (an event's enable)", runEnableDisable(true)},
 		{"disable", "switch events of a trace file off: their hits are counted, not recorded", runEnableDisable(false)},
+		{"probe", "add or remove events in running programs at the sites a rewrite prepared (--prepare), or list those added (kprobe_events)", runProbe},
 		{"filter", "change (or print) events' filters in a trace file, for the programs writing into it now and later (an event's filter file)", runFilter},
 		{"trigger", "add, remove (or print) events' triggers in a trace file, for the programs writing into it now and later (an event's trigger file)", runTrigger},
 		{"control", "write a KPREWRITE_CONTROL file: the filters, triggers and switches a rewritten program's next runs start with", runControl},

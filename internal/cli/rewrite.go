@@ -34,6 +34,8 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	optOnly := fs.Bool("optimized-only", false, "refuse probes that cannot be jump-optimized (with --skip-refused: leave them out); for programs that take SIGTRAP over, such as Go programs")
 	var calls multiFlag
 	fs.Var(&calls, "calls", "`GLOB`: an entry and a return event, calls/NAME and calls/NAME__return, on every function whose name matches GLOB ('*': all; repeatable), for report, flamegraph and trace --format chrome; functions whose probes the analysis refuses, or that nothing calls (fragments, where a return probe would break the program), are left out and counted, never an error")
+	var prepare multiFlag
+	fs.Var(&prepare, "prepare", "`GLOB`: prepare the entry and the return of every function whose name matches GLOB for events added while the program runs (kprewrite probe TRACE 'p:grp/ev FUNC ...'): detours, copies and tables are written, the sites keep their original bytes until an event is added (repeatable)")
 	var excludes multiFlag
 	fs.Var(&excludes, "exclude", "no probe in this code: a function-name glob ('Builtins_*') or an address range 0xLO-0xHI or 0xLO+SIZE (repeatable); for code the program copies and runs elsewhere")
 	skip := fs.Bool("skip-refused", false, "leave out probes the analysis refuses (reported on stderr) instead of failing")
@@ -71,7 +73,7 @@ func runRewrite(args []string, stdout, stderr io.Writer) error {
 	}
 	opt := kprewrite.RewriteOptions{Definitions: exprs, DefinitionFiles: files, HandlerFiles: hfiles, Filters: filters, Triggers: triggers,
 		NoOptimize: *noOpt, NoBoost: *noBoost, SingleStep: *singleStep, VerifyRegions: *verify, OptimizedOnly: *optOnly,
-		SkipRefused: *skip, Exclude: excludes, Calls: calls, CountOnly: *countOnly, ExitsOnly: *exitsOnly, Exits: *exits, TracePath: *trace, Debug: *debug, DebugFile: *debugFile}
+		SkipRefused: *skip, Exclude: excludes, Calls: calls, Prepare: prepare, CountOnly: *countOnly, ExitsOnly: *exitsOnly, Exits: *exits, TracePath: *trace, Debug: *debug, DebugFile: *debugFile}
 	if *traceSize != "" {
 		n, err := parseSize(*traceSize)
 		if err != nil {

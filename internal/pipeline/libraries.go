@@ -143,7 +143,7 @@ func rewriteEachLibrary(input, output string, libs []probedefs.LibraryDefs, hand
 			lro.Handlers = ro.Handlers
 		}
 		lro.ImageName = c.soname // the program's trace file: ro.TracePath
-		if c.res, err = rewriteImage(lf, g.Defs, nil, lro); err != nil {
+		if c.res, err = rewriteImage(lf, g.Defs, funcGlobs{}, lro); err != nil {
 			return copies, err
 		}
 	}

@@ -30,6 +30,7 @@ type Options struct {
 	Definitions
 	HandlerFiles []string // C handler files, compiled with gcc
 	Calls        []string // --calls globs
+	Prepare      []string // --prepare globs
 	Assembly     rewriter.Options
 }
 
@@ -67,7 +68,7 @@ func Rewrite(input, output string, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := rewriteImage(f, own, opt.Calls, opt.Assembly)
+	res, err := rewriteImage(f, own, funcGlobs{opt.Calls, opt.Prepare}, opt.Assembly)
 	if err != nil {
 		return nil, err
 	}
@@ -113,21 +114,17 @@ func parseDefinitions(path string, d Definitions) ([]probedefs.Probe, *probedefs
 
 // rewriteImage analyses f, adds the --calls probes, resolves defs (f's own
 // definitions) and assembles the rewritten image.
-func rewriteImage(f *elfio.File, defs []probedefs.Probe, calls []string, ro rewriter.Options) (*rewriter.Result, error) {
+func rewriteImage(f *elfio.File, defs []probedefs.Probe, fg funcGlobs, ro rewriter.Options) (*rewriter.Result, error) {
 	if err := CheckRewritable(f, defs); err != nil {
 		return nil, err
 	}
-	if len(defs) > 0 || len(calls) > 0 {
+	if len(defs) > 0 || len(fg.calls) > 0 || len(fg.prepare) > 0 {
 		bin, err := analysis.Analyze(f, analysis.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("analyse %s: %w", f.Path, err)
 		}
-		if len(calls) > 0 {
-			gen, err := probedefs.CallProbes(bin, calls, defs)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrOptions, err)
-			}
-			defs = append(defs, gen...)
+		if defs, err = fg.add(bin, defs); err != nil {
+			return nil, err
 		}
 		if err := probedefs.Resolve(f, bin.Funcs, defs); err != nil {
 			return nil, err
@@ -156,4 +153,27 @@ func CheckRewritable(f *elfio.File, probes []probedefs.Probe) error {
 		}
 	}
 	return nil
+}
+
+// funcGlobs are the function globs of --calls and --prepare.
+type funcGlobs struct{ calls, prepare []string }
+
+// add appends the probes of fg's globs to defs: --calls events, then --prepare
+// placeholders.
+func (fg funcGlobs) add(bin *analysis.Binary, defs []probedefs.Probe) ([]probedefs.Probe, error) {
+	if len(fg.calls) > 0 {
+		gen, err := probedefs.CallProbes(bin, fg.calls, defs)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+		}
+		defs = append(defs, gen...)
+	}
+	if len(fg.prepare) > 0 {
+		gen, err := probedefs.PrepareProbes(bin, fg.prepare, defs)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+		}
+		defs = append(defs, gen...)
+	}
+	return defs, nil
 }

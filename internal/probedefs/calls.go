@@ -27,14 +27,33 @@ const CallsReturnSuffix = "__return"
 // names are the symbol with every byte that is not a letter, digit or '_' made '_', cut
 // to fit, and made unique against the events of have with _2, _3...
 func CallProbes(b *analysis.Binary, globs []string, have []Probe) ([]Probe, error) {
+	return functionProbes(b, globs, have, CallsGroup, "--calls")
+}
+
+// PrepareGroup is the event group of the placeholders --prepare makes.
+const PrepareGroup = "prepared"
+
+// PrepareProbes returns, as CallProbes does, an entry and a return probe on every
+// function matching globs, as placeholders (Spare, group PrepareGroup): they record
+// nothing; the events `kprewrite probe` adds to the running program ride them.
+func PrepareProbes(b *analysis.Binary, globs []string, have []Probe) ([]Probe, error) {
+	ps, err := functionProbes(b, globs, have, PrepareGroup, "--prepare")
+	for i := range ps {
+		ps[i].Spare = true
+	}
+	return ps, err
+}
+
+// functionProbes is CallProbes with the events in group, origin flag.
+func functionProbes(b *analysis.Binary, globs []string, have []Probe, group, flag string) ([]Probe, error) {
 	for _, g := range globs {
 		if _, err := path.Match(g, ""); err != nil {
-			return nil, fmt.Errorf("--calls %q: %w", g, err)
+			return nil, fmt.Errorf("%s %q: %w", flag, g, err)
 		}
 	}
 	taken := map[string]bool{}
 	for _, p := range have {
-		if p.Def != nil && p.Def.Group == CallsGroup {
+		if p.Def != nil && p.Def.Group == group {
 			taken[p.Def.Event] = true
 		}
 	}
@@ -56,10 +75,10 @@ func CallProbes(b *analysis.Binary, globs []string, have []Probe) ([]Probe, erro
 			continue // (the entry point never returns: a return probe there is refused)
 		}
 		name := callEventName(fn.Name, taken)
-		origin := "--calls " + fn.Name
+		origin := flag + " " + fn.Name
 		for _, def := range []string{
-			fmt.Sprintf("p:%s/%s %#x", CallsGroup, name, fn.Addr),
-			fmt.Sprintf("r:%s/%s%s %#x", CallsGroup, name, CallsReturnSuffix, fn.Addr),
+			fmt.Sprintf("p:%s/%s %#x", group, name, fn.Addr),
+			fmt.Sprintf("r:%s/%s%s %#x", group, name, CallsReturnSuffix, fn.Addr),
 		} {
 			d, err := eventdef.Parse(def)
 			if err != nil {

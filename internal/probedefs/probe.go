@@ -24,6 +24,9 @@ type Probe struct {
 	// Optional: a refused probe is left out (the rewrite's refusals) without failing
 	// the rewrite, with or without SkipRefused (the probes --calls makes, CallProbes).
 	Optional bool
+	// Spare: a prepared site's placeholder (PrepareProbes): it records nothing; events
+	// added at run time ride its probe (kprewrite probe).
+	Spare bool
 }
 
 // NoExit says why return probe p must hook the return address even with --exits ("":
@@ -37,6 +40,8 @@ func NoExit(p Probe) string {
 		return ""
 	case p.Handler != nil:
 		return "a C handler's kretprobe keeps its instance"
+	case p.Spare:
+		return "a prepared function's return events are added at run time, on the return address"
 	}
 	prog, err := eventdef.Compile(p.Def, func(string) (uint64, bool) { return 0, true })
 	if err != nil || len(prog) < 3 || prog[2]&eventdef.FlagEntryData != 0 {

@@ -319,6 +319,14 @@ func (g *gen) makeEvents() error {
 		}
 		disabled := disableAll || matchesAny(g.opt.Disable, p.Def.Group, p.Def.Event)
 		switch key := p.Def.Group + "/" + p.Def.Event; {
+		case p.Spare:
+			// a prepared site's placeholder: armed (soft) while events ride it, its
+			// sites held original while none does, if they can change live
+			ev.Flags |= kprt.EFSoftDisabled | kprt.EFSpare
+			if live[key] {
+				ev.Flags |= kprt.EFLive
+			}
+			disabled, needSyms = true, true // (events added name symbols: @SYM, :symbol)
 		case disabled && live[key]:
 			// its sites keep their original bytes until it is enabled (rt_live.c)
 			ev.Flags |= kprt.EFSoftDisabled | kprt.EFLive
@@ -342,7 +350,7 @@ func (g *gen) makeEvents() error {
 		g.events = append(g.events, ev)
 		g.desc.Events = append(g.desc.Events, tracefile.DescEvent{ID: id, Group: p.Def.Group, Name: p.Def.Event, Def: p.Def.Def,
 			Origin: p.Origin, Return: p.Def.Return, Filter: p.Filter, Disabled: disabled || (p.Handler != nil && p.Handler.Disabled),
-			Soft: ev.Flags&kprt.EFSoftDisabled != 0, Live: ev.Flags&kprt.EFLive != 0})
+			Soft: ev.Flags&kprt.EFSoftDisabled != 0, Live: ev.Flags&kprt.EFLive != 0, Spare: p.Spare})
 	}
 	if err := g.makeTriggers(); err != nil {
 		return err
@@ -512,7 +520,7 @@ func (g *gen) liveEvents(targets map[string]bool) map[string]bool {
 	named := slices.DeleteFunc(slices.Clone(g.opt.Disable), func(t string) bool { return t == "all" })
 	eligible := func(ri int) bool {
 		p := &g.probes[ri]
-		return matchesAny(named, p.Def.Group, p.Def.Event) && len(p.Triggers) == 0 && !targets[key(ri)] && p.Handler == nil &&
+		return (p.Spare || matchesAny(named, p.Def.Group, p.Def.Event)) && len(p.Triggers) == 0 && !targets[key(ri)] && p.Handler == nil &&
 			p.Filter == ""
 	}
 	live := map[string]bool{}

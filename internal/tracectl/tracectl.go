@@ -146,8 +146,8 @@ func (f *File) Events(pattern string) ([]Event, error) {
 			continue
 		}
 		for i, e := range im.desc.Events {
-			if !eventdef.MatchesName(pattern, e.Group, e.Name) {
-				continue
+			if e.Spare || e.At > 0 || !eventdef.MatchesName(pattern, e.Group, e.Name) {
+				continue // (prepared sites' placeholders, and events added at run time: Live)
 			}
 			ev := Event{Group: e.Group, Name: e.Name, Image: im.desc.Input, Armed: !e.Disabled || e.Soft, Index: uint32(i), img: k}
 			if uint64(i)*4+4 <= uint64(im.ctlSize) {
@@ -234,12 +234,14 @@ func (f *File) latestFrame(id uint64) (*Frame, error) {
 		if off%8 != 0 || off < kprt.TraceHeaderSize || off >= uint64(len(f.data)) || steps > 65536 {
 			return nil, fmt.Errorf("%s: run-time control frame at %d: out of the file", f.Path, off)
 		}
-		fr, _, err := DecodeFrame(f.data[off:])
-		if err != nil {
-			return nil, fmt.Errorf("%s: at byte %d: %w", f.Path, off, err)
-		}
-		if fr.ImageID == id {
-			return fr, nil
+		if string(f.data[off:min(off+8, uint64(len(f.data)))]) != kprt.LiveFrameMagic { // (events added: live.go)
+			fr, _, err := DecodeFrame(f.data[off:])
+			if err != nil {
+				return nil, fmt.Errorf("%s: at byte %d: %w", f.Path, off, err)
+			}
+			if fr.ImageID == id {
+				return fr, nil
+			}
 		}
 		prev := binary.LittleEndian.Uint64(f.data[off+8:])
 		if prev >= off {

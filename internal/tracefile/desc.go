@@ -63,6 +63,7 @@ type Desc struct {
 	Synthetic []DescSynthetic `json:"synthetic,omitempty"`
 
 	tablesAddr uint64
+	nLive      int // events added from the trace file's live-event frames (at the end)
 }
 
 // DescSynthetic is a synthetic event: its definition ("NAME TYPE FIELD; ...") and its
@@ -108,8 +109,16 @@ type DescEvent struct {
 	// Live: its sites keep their original bytes while it is off; switching it arms and
 	// disarms them in the running program (rewrite --disable EVENT; docs/runtime.md,
 	// "Live probes")
-	Live   bool   `json:"live,omitempty"`
-	Filter string `json:"filter,omitempty"` // the event's filter (kernel grammar), "" for none
+	Live bool `json:"live,omitempty"`
+	// Spare: a prepared site's placeholder (rewrite --prepare), which records nothing;
+	// events added at run time (kprewrite probe) ride its probe. At is, for such an
+	// event (Live, from the trace file's frames), 1 + the index of that placeholder.
+	Spare bool `json:"spare,omitempty"`
+	At    int  `json:"at,omitempty"`
+	// liveHits: an event added at run time, its hits when the file was opened (its
+	// count is in the trace file, not among the probes' counters)
+	liveHits uint64
+	Filter   string `json:"filter,omitempty"` // the event's filter (kernel grammar), "" for none
 	// Triggers are the event's triggers as the kernel's trigger file lists them, in
 	// the order they run ("traceoff:count=1 if a > 3").
 	Triggers []string `json:"triggers,omitempty"`
@@ -206,6 +215,7 @@ type leanEvent struct {
 	CtlSlots []uint32 `json:"ctl_slots,omitempty"`
 	Soft     bool     `json:"soft,omitempty"`
 	Live     bool     `json:"live,omitempty"`
+	Spare    bool     `json:"spare,omitempty"`
 }
 
 // nextOrigin is the origin an event after one from origin has by default.
@@ -226,7 +236,7 @@ func leanEvents(evs []DescEvent) []leanEvent {
 	id, origin := uint32(1), ""
 	for i, e := range evs {
 		l := leanEvent{Group: e.Group, Name: e.Name, Def: e.Def, Return: e.Return, Disabled: e.Disabled, Filter: e.Filter,
-			Triggers: e.Triggers, CtlSlots: e.CtlSlots, Soft: e.Soft, Live: e.Live}
+			Triggers: e.Triggers, CtlSlots: e.CtlSlots, Soft: e.Soft, Live: e.Live, Spare: e.Spare}
 		if e.ID != id {
 			l.ID = &evs[i].ID
 		}
@@ -244,7 +254,7 @@ func fullEvents(ls []leanEvent) []DescEvent {
 	id, origin := uint32(1), ""
 	for i, l := range ls {
 		e := DescEvent{ID: id, Group: l.Group, Name: l.Name, Def: l.Def, Origin: nextOrigin(origin), Return: l.Return, Disabled: l.Disabled,
-			Filter: l.Filter, Triggers: l.Triggers, CtlSlots: l.CtlSlots, Soft: l.Soft, Live: l.Live}
+			Filter: l.Filter, Triggers: l.Triggers, CtlSlots: l.CtlSlots, Soft: l.Soft, Live: l.Live, Spare: l.Spare}
 		if i == 0 {
 			e.Origin = ""
 		}

@@ -61,6 +61,11 @@ func (fm *Formatter) siteAddrs(d *Desc) []map[uint64]uint64 {
 			m[p.Event][p.Site] = p.Addr
 		}
 	}
+	for i, e := range d.Events { // an event added at run time: its prepared site's
+		if e.At > 0 && e.At <= len(m) {
+			m[i] = m[e.At-1]
+		}
+	}
 	if fm.addrs == nil {
 		fm.addrs = map[*Desc][]map[uint64]uint64{}
 	}
@@ -500,7 +505,7 @@ func Profile(tr *Trace, descs Descs) (lines []ProfileLine, unknown int) {
 		}
 		per := make([]ProfileLine, len(d.Events))
 		for i, e := range d.Events {
-			per[i] = ProfileLine{Image: d.Image, Event: e.Group + "/" + e.Name, Name: e.Name}
+			per[i] = ProfileLine{Image: d.Image, Event: e.Group + "/" + e.Name, Name: e.Name, Hit: e.liveHits}
 		}
 		for i, c := range im.Counters {
 			if ev := d.Probes[i].Event; ev >= 0 {
@@ -508,7 +513,11 @@ func Profile(tr *Trace, descs Descs) (lines []ProfileLine, unknown int) {
 				per[ev].NMissed += c.NMissed
 			}
 		}
-		lines = append(lines, per...)
+		for i, e := range d.Events {
+			if !e.Spare { // (a prepared site's placeholder counts nothing)
+				lines = append(lines, per[i])
+			}
+		}
 	}
 	return lines, unknown
 }

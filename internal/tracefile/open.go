@@ -72,6 +72,7 @@ func OpenStream(path string, bins []string) (*Stream, Descs, error) {
 		s.Close()
 		return nil, nil, err
 	}
+	addLiveEvents(s.file, s.Header.CtlLast, descs)
 	return s, descs, nil
 }
 

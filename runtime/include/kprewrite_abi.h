@@ -237,6 +237,10 @@ typedef unsigned long long kprw_u64;
                                * KPRW_DF_LIVE point, so its switch arms and disarms the sites:
                                * a hit decides once, as it starts, whether the event is on
                                * (src/rt_live.c) */
+#define KPRW_EF_SPARE 0x20    /* with KPRW_EF_SOFT: a prepared site's placeholder (rewrite
+                               * --prepare): it records nothing itself; the events `kprewrite
+                               * probe` adds at run time ride its probe (struct kprw_liveent,
+                               * src/rt_livedef.c), and its site is armed while it has any */
 
 #define KPRW_NO_EVENT KPRW_U(0xffffffff)
 #define KPRW_NO_PROBE KPRW_U(0xffffffff) /* kprw_rec.probe of a record that counts no hit */
@@ -632,6 +636,27 @@ struct kprw_ctlent {
 #define KPRW_CTL_SYNTH 0x80000000u
 #define KPRW_CTL_MAX_SYNTH 256
 #define KPRW_CE_DISABLE 0x8 /* KPREWRITE_CONTROL: switch the event off at start-up */
+
+/* A live-event frame: the events `kprewrite probe` added to an image at run time, on
+ * its prepared sites (KPRW_EF_SPARE events' probes). Its header is a struct
+ * kprw_ctlframe with this magic (nswitches 0), in the same chain as the control frames
+ * (walkers of either kind step over the other); nentries struct kprw_liveent follow,
+ * each followed by its fetch program and its definition's text, each padded to 8. Only
+ * an image's newest live frame counts (an event removed is one left out); readers take
+ * every frame's definitions, so the records of an event removed still have a name.
+ * Record ids are never reused within a file. */
+#define KPRW_LIVEFRAME_MAGIC "KPRWLIV1"
+#define KPRW_LIVE_MAX 256 /* live events of one image */
+struct kprw_liveent {
+	kprw_u32 probe;     /* runtime index of the KPRW_EF_SPARE probe it rides */
+	kprw_u32 id;        /* the id its records carry */
+	kprw_u32 fetch_len; /* bytes of its fetch program (internal/eventdef) */
+	kprw_u32 text_len;  /* bytes of its definition (no NUL) */
+	kprw_u64 hits_off;  /* file offset of its u64 hit count, in the counters area */
+	kprw_u32 flags;     /* KPRW_LE_* */
+	kprw_u32 reserved;
+};
+#define KPRW_LE_RETURN 0x1 /* a return event (r:): its probe is a kretprobe */
 #define KPRW_RSEQ_MAXCPU 254 /* per-CPU counting with at most this many possible CPUs */
 /* count-only detours of at most this many probes skip their per-CPU calls with a jrcxz
  * rel8 (the short form); src/countprobe.S, kprt.CountShortN */

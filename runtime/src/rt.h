@@ -290,6 +290,9 @@ struct kprw_rt {
 	/* and their filters set at run time (KPRW_CTL_MAX_SYNTH; NULL: none) */
 	const struct kprw_synthflt *synth_filter;
 	u64 trace_mapped;  /* bytes of the trace file's first mapping (the header's) */
+	/* per probe: the events kprewrite probe added on a prepared site's placeholder
+	 * (rt_livedef.c), NULL: none; the array is NULL in an image without such sites */
+	struct kprw_livelist **live_lists;
 	const char *ctl_path; /* KPREWRITE_CONTROL */
 	u32 has;           /* KPRW_HAS_*: what the tables hold, from validate() (start-up passes
 	                      over 10,000s of probes are skipped when they have nothing to do) */
@@ -649,6 +652,26 @@ static inline void *kprw_user_obj(const struct kprw_probe *p)
 	return p->user ? (void *)RT_ADDR(p->user) : (void *)p;
 }
 
+int kprw_live_wants(u32 pi); /* rt_livedef.c: spare probe pi has events now */
+int kprw_live_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, struct kprw_tctx *c);
+void kprw_livedef_init(void);
+void kprw_livedef_sync(void);
+
+/* kprw_probe_live_off says whether probe i of pt is off for now although enabled: a
+ * live point's probe hit while its event was being switched off (its site is being
+ * put back), or a prepared site's placeholder without events (rt_livedef.c); nothing
+ * runs and nothing counts */
+static inline int kprw_probe_live_off(const struct kprw_point *pt, u32 i)
+{
+	u32 e = kprw_rt.probes[i].event;
+	if (e >= kprw_rt.nevents)
+		return 0;
+	if (kprw_rt.events[e].flags & KPRW_EF_SPARE)
+		return !kprw_live_wants(i);
+	return (pt->dflags & KPRW_DF_LIVE) && kprw_rt.ev_ctl &&
+	       (__atomic_load_n(&kprw_rt.ev_ctl[e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED);
+}
+
 /* kprw_run_return_events hijacks the return address for the enabled return events
  * (kretprobes without an entry handler: r: definitions) of pt: after the point's other probes, as
  * the kernel's uprobe handler chain prepares the uretprobe after every consumer ran, so
@@ -672,10 +695,7 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 		const struct kprw_probe *p = &kprw_rt.probes[i];
 		if (!kprw_probe_enabled(i))
 			continue;
-		/* a live point hit while its event was being switched off: the probe is off
-		 * (its site is being put back), so nothing runs and nothing counts */
-		if (unlikely(pt->dflags & KPRW_DF_LIVE) && kprw_rt.ev_ctl && p->event < kprw_rt.nevents &&
-		    (__atomic_load_n(&kprw_rt.ev_ctl[p->event], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED))
+		if (unlikely((pt->dflags & KPRW_DF_LIVE) || kprw_rt.live_lists) && kprw_probe_live_off(pt, i))
 			continue;
 		*any = 1;
 		if (p->type == KPRW_T_KRETPROBE) {

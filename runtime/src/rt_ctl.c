@@ -63,9 +63,10 @@ static u64 newest(const u8 *base, u64 mapped, u64 off, struct kprw_ctlframe *h)
 		if (off < KPRW_TRACE_HDR_SIZE || (off & 7) || off > mapped || mapped - off < sizeof *h)
 			return 0;
 		kprw_memcpy(h, base + off, sizeof *h);
-		if (kprw_strncmp(h->magic, KPRW_CTLFRAME_MAGIC, 8) != 0)
+		int live = kprw_strncmp(h->magic, KPRW_LIVEFRAME_MAGIC, 8) == 0; /* (rt_livedef.c's) */
+		if (!live && kprw_strncmp(h->magic, KPRW_CTLFRAME_MAGIC, 8) != 0)
 			return 0;
-		if (h->image_id == kprw_rt.image_id)
+		if (!live && h->image_id == kprw_rt.image_id)
 			return off;
 		if (h->prev >= off) /* frames link backwards: no loop */
 			return 0;

@@ -299,6 +299,8 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 		   struct kprw_tctx *c)
 {
 	u32 e = kprw_rt.probes[pi].event;
+	if (unlikely(kprw_rt.live_lists != NULL) && e < kprw_rt.nevents && (kprw_rt.events[e].flags & KPRW_EF_SPARE))
+		return kprw_live_hit(pi, regs, type, ret_ip, c); /* a prepared site's events (rt_livedef.c) */
 	if (unlikely(kprw_rt.ctl_gen && __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen))
 		kprw_ctl_sync(); /* filters or triggers changed while it runs (rt_ctl.c) */
 	if (unlikely(e < kprw_rt.nevents && kprw_rt.ev_filter && (kprw_rt.ev_filter[e] || kprw_rt.ev_trig[e])))
@@ -447,6 +449,7 @@ int kprw_trace_exit(u32 pi, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
 	u32 e = p->event;
 	if (unlikely(e >= kprw_rt.nevents || !kprw_rt.ev_plan || !kprw_rt.ev_fixed || !kprw_rt.ev_filter ||
+		     (kprw_rt.events[e].flags & KPRW_EF_SPARE) ||
 		     (kprw_rt.ctl_gen && __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen) ||
 		     kprw_rt.ev_filter[e] || (kprw_rt.ev_trig && kprw_rt.ev_trig[e]) ||
 		     (kprw_rt.events[e].fetch_len && (kprw_rt.ev_plan[e].n == ~0u || kprw_rt.ev_fixed[e] < 0))))
@@ -518,6 +521,8 @@ void kprw_hot_init(void)
 			continue;
 		const struct kprw_event *ev = &kprw_rt.events[e];
 		const struct kprw_fplan *pl = &kprw_rt.ev_plan[e];
+		if (ev->flags & KPRW_EF_SPARE)
+			continue;
 		if (pt->dflags & KPRW_DF_EXIT) {
 			if (kprw_rt.probes[i].type == KPRW_T_KRETPROBE)
 				continue; /* a tail call's jmp: its return address is hooked */
@@ -567,6 +572,8 @@ void kprw_fastev_init(void)
 		    p->event >= kprw_rt.nevents)
 			continue;
 		const struct kprw_event *ev = &kprw_rt.events[p->event];
+		if (ev->flags & KPRW_EF_SPARE) /* its events: kprw_trace_hit */
+			continue;
 		if (ev->fetch_len && (kprw_rt.ev_plan[p->event].n == ~0u || kprw_rt.ev_fixed[p->event] < 0))
 			continue;
 		if (kprw_rt.ev_trig && kprw_rt.ev_trig[p->event]) /* triggers: kprw_trace_hit */

@@ -222,7 +222,8 @@ void kprw_run_return_events(const struct kprw_point *pt, struct pt_regs *regs, s
 	for (u32 k = pt->nprobes; k-- > 0;) {
 		u32 i = pt->first_probe + k;
 		const struct kprw_probe *p = &kprw_rt.probes[i];
-		if (p->type == KPRW_T_KRETPROBE && !(p->flags & KPRW_F_USER) && !p->entry_handler && kprw_probe_enabled(i))
+		if (p->type == KPRW_T_KRETPROBE && !(p->flags & KPRW_F_USER) && !p->entry_handler && kprw_probe_enabled(i) &&
+		    !kprw_probe_live_off(pt, i))
 			kprw_kretprobe_entry(i, regs, c);
 	}
 }

@@ -123,6 +123,11 @@ static int wanted(const struct kprw_point *pt)
 		u32 e = kprw_rt.probes[i].event;
 		if (e >= kprw_rt.nevents)
 			return 1;
+		if (kprw_rt.events[e].flags & KPRW_EF_SPARE) { /* a prepared site (rt_livedef.c) */
+			if (kprw_live_wants(i))
+				return 1;
+			continue;
+		}
 		if (kprw_rt.ev_ctl) {
 			if (!(__atomic_load_n(&kprw_rt.ev_ctl[e], __ATOMIC_ACQUIRE) & KPRW_CTL_SOFT_DISABLED))
 				return 1;
@@ -383,6 +388,7 @@ static void agent(void)
 	sys2(SYS_prctl, PR_SET_NAME, (long)"kprewrite-live");
 	for (;;) {
 		u32 seen = __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_ACQUIRE);
+		kprw_livedef_sync(); /* events added or removed (kprewrite probe) */
 		reconcile();
 		/* a change after the load makes the wait return at once (EAGAIN); a jump
 		 * point left pending is tried again after 50 ms */
@@ -428,6 +434,8 @@ void kprw_live_init(void)
 	u64 tsc;
 	__asm__ volatile("rdtsc; shl $32, %%rdx; or %%rdx, %%rax" : "=a"(tsc) : : "rdx");
 	sp_cookie = tsc ^ (u64)(uptr)&sp_cookie ^ (u64)sys0(SYS_getpid) << 40;
+	kprw_livedef_init();
+	kprw_livedef_sync(); /* events the trace file holds already */
 	reconcile();
 	if (kprw_rt.ctl_gen && kprw_rt.ev_ctl)
 		spawn();

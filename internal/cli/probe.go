@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/kprewrite/kprewrite/internal/tracectl"
+)
+
+// runProbe is `kprewrite probe TARGET DEF...`: kprobe_events for running programs.
+// TARGET is a trace file or the PID of a program writing into one; each DEF adds an
+// event (p:[GRP/]EV SITE [FETCHARGS], r:...) at a site the rewrite prepared
+// (--prepare), or removes one added so (-:[GRP/]EV). Without a DEF it lists the events
+// added. The programs arm and disarm the sites within milliseconds.
+func runProbe(args []string, stdout, _ io.Writer) error {
+	fs := helpFlagSet("probe", "probe TARGET [DEF...]", stdout)
+	if err := fs.Parse(args); err != nil { // (a DEF may start with '-': flags only before TARGET)
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErr("%v", err)
+	}
+	pos := fs.Args()
+	if len(pos) < 1 {
+		return usageErr("want a TARGET (a trace file or a PID) and definitions (see kprewrite probe -h)")
+	}
+	path, err := traceTarget(pos[0])
+	if err != nil {
+		return err
+	}
+	f, err := tracectl.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if len(pos) == 1 {
+		return printLive(f, stdout)
+	}
+	for _, def := range pos[1:] {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(def), "-:"); ok {
+			gone, err := f.RemoveLive(strings.TrimSpace(rest))
+			if err != nil {
+				return err
+			}
+			for _, e := range gone {
+				fmt.Fprintf(stdout, "%s: %s/%s (%s): removed\n", path, e.Group, e.Name, e.Image)
+			}
+			continue
+		}
+		e, err := f.AddLive(def)
+		if err != nil {
+			return fmt.Errorf("%s: %w", def, err)
+		}
+		fmt.Fprintf(stdout, "%s: %s/%s (%s): added\n", path, e.Group, e.Name, e.Image)
+	}
+	return nil
+}
+
+// printLive lists the events added at run time: GROUP/EVENT IMAGE HITS DEF, [GONE]
+// for one removed.
+func printLive(f *tracectl.File, stdout io.Writer) error {
+	evs, err := f.Live()
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		gone := ""
+		if e.Gone {
+			gone = " [GONE]"
+		}
+		fmt.Fprintf(stdout, "%s/%s  %s  %d hits  %s%s\n", e.Group, e.Name, e.Image, e.Hits, e.Def, gone)
+	}
+	return nil
+}
+
+// traceTarget is the trace file TARGET names: a path, or the PID of a program writing
+// into a trace file (a number that is not a file's name).
+func traceTarget(target string) (string, error) {
+	pid, err := strconv.Atoi(target)
+	if err != nil || pid <= 0 {
+		return target, nil
+	}
+	if _, err := os.Stat(target); err == nil {
+		return target, nil
+	}
+	return tracectl.TracePathOf(pid)
+}

@@ -1,0 +1,306 @@
+package tracectl
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+)
+
+// Events added to running programs (kprewrite probe): kprobe_events for a trace file.
+// An event rides a prepared site's placeholder probe (rewrite --prepare: an entry
+// kprobe and a kretprobe whose events are Spare); adding or removing one writes the
+// image's whole list of live events as a new frame (tracefile.LiveFrame) under the
+// file lock, links it and wakes the programs' live-probe threads, which arm the sites
+// that have events and disarm the others (runtime src/rt_livedef.c).
+
+// LiveEvent is an event added at run time, as the file holds it.
+type LiveEvent struct {
+	Image       string // the image's input name
+	Group, Name string
+	Def         string
+	Return      bool
+	ID          uint32
+	Hits        uint64
+	Gone        bool // removed (its records stay in the file)
+	img         int
+	ent         tracefile.LiveEvent
+}
+
+// ErrNotPrepared is returned for a site that no image of the file prepared.
+var ErrNotPrepared = errors.New("is not a prepared site of the programs writing into the file (rewrite them with --prepare FUNC, or give the event at rewrite time)")
+
+// firstLiveID is the least record id of an event added at run time: far above the
+// ids an image's events and synthetic events take.
+const firstLiveID = 1 << 20
+
+// Live lists the events added at run time to the file's images: those in each image's
+// newest frame, then those removed (Gone), each once.
+func (f *File) Live() ([]LiveEvent, error) {
+	frames, _, err := tracefile.LiveFrames(f.data, atomic.LoadUint64(f.word64(offCtlLast)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	var out []LiveEvent
+	seen := map[[2]uint64]bool{}
+	newest := map[uint64]bool{}
+	for _, fr := range frames { // newest first
+		k := f.imageOf(fr.ImageID)
+		if k < 0 {
+			continue
+		}
+		gone := newest[fr.ImageID]
+		newest[fr.ImageID] = true
+		for _, e := range fr.Events {
+			key := [2]uint64{fr.ImageID, uint64(e.ID)}
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			g, n := liveName(e.Def)
+			le := LiveEvent{Image: f.images[k].desc.Input, Group: g, Name: n, Def: e.Def, Return: e.Return, ID: e.ID,
+				Gone: gone, img: k, ent: e}
+			if e.HitsOff+8 <= uint64(len(f.data)) && e.HitsOff%8 == 0 {
+				le.Hits = atomic.LoadUint64(f.word64(uintptr(e.HitsOff)))
+			}
+			out = append(out, le)
+		}
+	}
+	return out, nil
+}
+
+func liveName(def string) (string, string) {
+	p, err := eventdef.Parse(def)
+	if err != nil {
+		return "?", "?"
+	}
+	return p.Group, p.Event
+}
+
+func (f *File) imageOf(id uint64) int {
+	for k, im := range f.images {
+		if im.desc != nil && im.desc.ImageID == id {
+			return k
+		}
+	}
+	return -1
+}
+
+// AddLive adds the event def defines (p: or r:, the kprobe-event syntax) at a prepared
+// site of one of the file's images.
+func (f *File) AddLive(def string) (LiveEvent, error) {
+	p, err := eventdef.Parse(def)
+	if err != nil {
+		return LiveEvent{}, err
+	}
+	if p.Delete {
+		return LiveEvent{}, fmt.Errorf("%q removes an event: use RemoveLive", def)
+	}
+	if err := f.checkNewName(p); err != nil {
+		return LiveEvent{}, err
+	}
+	k, probe, err := f.preparedSite(p)
+	if err != nil {
+		return LiveEvent{}, err
+	}
+	d := f.images[k].desc
+	prog, err := eventdef.Compile(p, func(sym string) (uint64, bool) {
+		for _, s := range d.Symbols {
+			if s.Name == sym {
+				return s.Addr, true
+			}
+		}
+		return 0, false
+	})
+	if err != nil {
+		return LiveEvent{}, err
+	}
+	if p.Return && len(prog) >= 8 && binary.LittleEndian.Uint16(prog[6:]) != 0 {
+		return LiveEvent{}, fmt.Errorf("%s/%s: a return event added at run time cannot keep values of the entry (give it at rewrite time)", p.Group, p.Event)
+	}
+	e := tracefile.LiveEvent{Probe: uint32(probe), Return: p.Return, Def: strings.TrimSpace(def), Fetch: prog}
+	le := LiveEvent{Image: d.Input, Group: p.Group, Name: p.Event, Def: e.Def, Return: p.Return, img: k}
+	err = f.commitLive(k, func(cur []tracefile.LiveEvent, id uint32, hits uint64) ([]tracefile.LiveEvent, error) {
+		if len(cur) >= kprt.LiveMax {
+			return nil, fmt.Errorf("%s: %d events added at run time already (the most)", d.Input, len(cur))
+		}
+		e.ID, e.HitsOff = id, hits
+		le.ID, le.ent = id, e
+		return append(cur, e), nil
+	})
+	return le, err
+}
+
+// RemoveLive removes the events added at run time that match pattern (EVENT,
+// GROUP/EVENT, GROUP/*), from every image: their sites are disarmed once no event
+// rides them; return instances in flight still return (their records are not written).
+func (f *File) RemoveLive(pattern string) ([]LiveEvent, error) {
+	evs, err := f.Live()
+	if err != nil {
+		return nil, err
+	}
+	var out []LiveEvent
+	byImg := map[int]map[uint32]bool{}
+	for _, e := range evs {
+		if e.Gone || !eventdef.MatchesName(pattern, e.Group, e.Name) {
+			continue
+		}
+		if byImg[e.img] == nil {
+			byImg[e.img] = map[uint32]bool{}
+		}
+		byImg[e.img][e.ID] = true
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no event %s was added at run time", f.Path, pattern)
+	}
+	for k, ids := range byImg {
+		err := f.commitLive(k, func(cur []tracefile.LiveEvent, _ uint32, _ uint64) ([]tracefile.LiveEvent, error) {
+			var keep []tracefile.LiveEvent
+			for _, e := range cur {
+				if !ids[e.ID] {
+					keep = append(keep, e)
+				}
+			}
+			return keep, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// checkNewName refuses an event name some image's event, or a live event, has.
+func (f *File) checkNewName(p *eventdef.Probe) error {
+	for _, im := range f.images {
+		if im.desc == nil {
+			continue
+		}
+		for _, e := range im.desc.Events {
+			if e.Group == p.Group && e.Name == p.Event && !e.Live {
+				return fmt.Errorf("%s/%s: an event of %s has that name already", p.Group, p.Event, im.desc.Input)
+			}
+		}
+	}
+	evs, err := f.Live()
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		if !e.Gone && e.Group == p.Group && e.Name == p.Event {
+			return fmt.Errorf("%s/%s: added already (remove it first: -:%s/%s)", p.Group, p.Event, p.Group, p.Event)
+		}
+	}
+	return nil
+}
+
+// preparedSite finds the image and the placeholder probe the event p rides: a
+// prepared function's entry (p:) or return (r:) placeholder at p's site.
+func (f *File) preparedSite(p *eventdef.Probe) (int, int, error) {
+	site := p.Symbol
+	if site == "" {
+		site = fmt.Sprintf("%#x", p.Addr)
+	}
+	if p.Offset != 0 {
+		return 0, 0, fmt.Errorf("%s+%d: %w (prepared sites are function entries)", site, p.Offset, ErrNotPrepared)
+	}
+	for k, im := range f.images {
+		d := im.desc
+		if d == nil || (p.Lib != "" && !sameLib(p.Lib, d.Input)) {
+			continue
+		}
+		for pi, dp := range d.Probes {
+			if dp.Event < 0 || dp.Event >= len(d.Events) || !d.Events[dp.Event].Spare || d.Events[dp.Event].Return != p.Return {
+				continue
+			}
+			if (p.Symbol != "" && dp.Symbol == p.Symbol) || (p.Symbol == "" && dp.Addr == p.Addr) || (p.Symbol != "" && symbolAt(d, p.Symbol) == dp.Addr) {
+				return k, pi, nil
+			}
+		}
+	}
+	if p.Lib != "" {
+		site = p.Lib + ":" + site
+	}
+	return 0, 0, fmt.Errorf("%s: %w", site, ErrNotPrepared)
+}
+
+// symbolAt is the address of symbol name in d's symbols (^0: none).
+func symbolAt(d *tracefile.Desc, name string) uint64 {
+	for _, s := range d.Symbols {
+		if s.Name == name {
+			return s.Addr
+		}
+	}
+	return ^uint64(0)
+}
+
+// sameLib says whether LIB of LIB:SITE names the image whose input is input.
+func sameLib(lib, input string) bool {
+	b := filepath.Base(lib)
+	return b == input || strings.HasPrefix(input, b+".")
+}
+
+// commitLive writes image k's new list of live events, edit(current, a new id, the
+// offset of a new zeroed hit count), as a frame under the file lock, links it and
+// wakes the programs.
+func (f *File) commitLive(k int, edit func([]tracefile.LiveEvent, uint32, uint64) ([]tracefile.LiveEvent, error)) error {
+	d := f.images[k].desc
+	fd, err := os.OpenFile(f.Path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open trace file: %w", err)
+	}
+	defer fd.Close()
+	if err := syscall.Flock(int(fd.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock trace file: %w", err)
+	}
+	defer syscall.Flock(int(fd.Fd()), syscall.LOCK_UN)
+	frames, _, err := tracefile.LiveFrames(f.data, atomic.LoadUint64(f.word64(offCtlLast)))
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	var cur []tracefile.LiveEvent
+	id := uint32(firstLiveID)
+	for _, fr := range frames {
+		if fr.ImageID == d.ImageID && cur == nil {
+			cur = append([]tracefile.LiveEvent{}, fr.Events...)
+		}
+		for _, e := range fr.Events {
+			id = max(id, e.ID+1)
+		}
+	}
+	coff, csize := atomic.LoadUint64(f.word64(offCountersOff)), atomic.LoadUint64(f.word64(offCountersSize))
+	at := (atomic.LoadUint64(f.word64(offCountersUsed)) + 7) &^ 7
+	if coff+csize > uint64(len(f.data)) {
+		return fmt.Errorf("%s: its counters area is not where the header says", f.Path)
+	}
+	hits := coff + at
+	next, err := edit(cur, id, hits)
+	if err != nil {
+		return err
+	}
+	fr := &tracefile.LiveFrame{ImageID: d.ImageID, NEvents: uint32(d.RuntimeEvents()), Events: next}
+	b := fr.Encode()
+	if at+8 > csize || uint64(len(b)) > csize-at-8 {
+		return fmt.Errorf("%s: no room left for run-time events in its counters area (%d bytes used of %d)", f.Path, at, csize)
+	}
+	binary.LittleEndian.PutUint64(b[8:], atomic.LoadUint64(f.word64(offCtlLast)))
+	if _, err := fd.WriteAt(append(make([]byte, 8), b...), int64(hits)); err != nil {
+		return fmt.Errorf("write trace file: %w", err)
+	}
+	atomic.StoreUint64(f.word64(offCountersUsed), at+8+uint64(len(b)))
+	atomic.StoreUint64(f.word64(offCtlLast), hits+8)
+	f.bumpGen()
+	return nil
+}
+
+// ImageIndex is the index of the event's image among the file's (Descs).
+func (e LiveEvent) ImageIndex() int { return e.img }

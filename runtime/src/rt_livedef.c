@@ -1,0 +1,224 @@
+/*
+ * rt_livedef.c - events added to a running program (kprewrite probe): the kernel's
+ * `echo 'p:...' >> kprobe_events` for the sites a rewrite prepared (--prepare).
+ *
+ * A prepared site carries placeholder probes (an entry kprobe and a kretprobe whose
+ * events are KPRW_EF_SPARE): they record nothing of their own. `kprewrite probe`
+ * compiles an event's fetch program, names a spare probe for it and writes the image's
+ * whole list of live events as a frame (struct kprw_liveent) into the trace file's
+ * counters area, linked into the control frames' chain, then bumps ctl_gen. The
+ * live-probe thread (rt_live.c) reads the image's newest live frame into memory of its
+ * own, checks it, builds each spare probe's list (struct kprw_livelist, immutable) and
+ * publishes it with a release store before it arms the sites that now have events and
+ * disarms those that have none. A hit of a spare probe reads its list once and writes
+ * one record per event (the kernel's aggregated probe): the record carries the event's
+ * id (the ext part), so readers name it from the frames. Lists are never freed: a
+ * thread may still be walking an old one (changes are made by hand, a page each).
+ */
+#include "rt.h"
+#include "rt_ring.h"
+
+#define MAX_STEPS 65536
+
+struct kprw_livedef {
+	u32 id, flags;
+	const u8 *fetch;
+	u32 fetch_len;
+	long fixed; /* kprw_fetch_fixed_size: its data's size, -1 when it varies */
+	u64 *hits;  /* in the trace file: every hit of the event */
+};
+
+struct kprw_livelist {
+	u32 n;
+	struct kprw_livedef d[];
+};
+
+static u64 applied;     /* file offset of the live frame applied (0: none) */
+static u32 pad8(u32 n) { return (n + 7) & ~7u; }
+
+/* spare says whether probe pi is a prepared site's placeholder */
+static int spare(u32 pi)
+{
+	u32 e = kprw_rt.probes[pi].event;
+	return e < kprw_rt.nevents && (kprw_rt.events[e].flags & KPRW_EF_SPARE);
+}
+
+/* kprw_livedef_init makes room for the spare probes' lists (start-up). */
+void kprw_livedef_init(void)
+{
+	u32 n = 0;
+	for (u32 i = 0; i < kprw_rt.nprobes; i++)
+		n += spare(i);
+	if (n)
+		kprw_rt.live_lists = kprw_mmap_anon((u64)kprw_rt.nprobes * sizeof(void *));
+}
+
+/* newest_live finds this image's newest live frame, walking the control frames' chain
+ * back from off: its offset (0: none, or a broken chain) and header */
+static u64 newest_live(const u8 *base, u64 mapped, u64 off, struct kprw_ctlframe *h)
+{
+	for (u32 steps = 0; off && steps < MAX_STEPS; steps++) {
+		if (off < KPRW_TRACE_HDR_SIZE || (off & 7) || off > mapped || mapped - off < sizeof *h)
+			return 0;
+		kprw_memcpy(h, base + off, sizeof *h);
+		int live = kprw_strncmp(h->magic, KPRW_LIVEFRAME_MAGIC, 8) == 0;
+		if (!live && kprw_strncmp(h->magic, KPRW_CTLFRAME_MAGIC, 8) != 0)
+			return 0;
+		if (live && h->image_id == kprw_rt.image_id)
+			return off;
+		if (h->prev >= off) /* frames link backwards: no loop */
+			return 0;
+		off = h->prev;
+	}
+	return 0;
+}
+
+/* ent_ok checks live entry e of a private copy of a frame (size bytes) at *off and
+ * moves *off past it: 1 when it is sound for this image */
+static int ent_ok(const u8 *f, u32 size, u32 *off, const struct kprw_liveent **e)
+{
+	if (*off > size || size - *off < sizeof(struct kprw_liveent))
+		return 0;
+	const struct kprw_liveent *le = (const struct kprw_liveent *)(f + *off);
+	u64 end = *off + sizeof *le + (u64)pad8(le->fetch_len) + pad8(le->text_len);
+	if (le->fetch_len > size || le->text_len > size || end > size || le->probe >= kprw_rt.nprobes ||
+	    !spare(le->probe))
+		return 0;
+	int ret = kprw_rt.probes[le->probe].type == KPRW_T_KRETPROBE;
+	if (ret != !!(le->flags & KPRW_LE_RETURN))
+		return 0;
+	u64 c0 = kprw_rt.trace->counters_off;
+	if ((le->hits_off & 7) || le->hits_off < c0 || le->hits_off > kprw_rt.trace_mapped - 8)
+		return 0;
+	*e = le;
+	*off = (u32)end;
+	return 1;
+}
+
+/* build makes the per-probe lists of frame f (a checked private copy); NULL when an
+ * entry is unsound (the frame is ignored whole, said once) */
+static struct kprw_livelist **build(const u8 *f, u32 size, u32 n)
+{
+	struct kprw_livelist **ls = kprw_mmap_anon((u64)kprw_rt.nprobes * sizeof(void *));
+	if (!ls)
+		return NULL;
+	u32 off = sizeof(struct kprw_ctlframe);
+	const struct kprw_liveent *le;
+	for (u32 k = 0; k < n; k++) {
+		if (!ent_ok(f, size, &off, &le))
+			return NULL;
+		struct kprw_livelist *l = ls[le->probe];
+		if (!l) { /* room for every entry: frames are small */
+			l = ls[le->probe] = kprw_mmap_anon(sizeof *l + (u64)n * sizeof l->d[0]);
+			if (!l)
+				return NULL;
+		}
+		struct kprw_livedef *d = &l->d[l->n++];
+		d->id = le->id;
+		d->flags = le->flags;
+		d->fetch = (const u8 *)(le + 1);
+		d->fetch_len = le->fetch_len;
+		d->fixed = le->fetch_len ? kprw_fetch_fixed_size(d->fetch, d->fetch_len) : 0;
+		d->hits = (u64 *)((u8 *)kprw_rt.trace + le->hits_off);
+		if (d->fixed > KPRW_MAX_REC_DATA)
+			return NULL;
+	}
+	return ls;
+}
+
+/* kprw_livedef_sync applies the image's newest live frame, if it changed: from the
+ * live-probe thread, before it arms and disarms (rt_live.c). */
+void kprw_livedef_sync(void)
+{
+	if (!kprw_rt.live_lists || !kprw_rt.trace)
+		return;
+	const u8 *base = (const u8 *)kprw_rt.trace;
+	u64 mapped = kprw_rt.trace_mapped;
+	struct kprw_ctlframe h;
+	u64 off = newest_live(base, mapped, __atomic_load_n(&kprw_rt.trace->ctl_last, __ATOMIC_ACQUIRE), &h);
+	if (off == applied)
+		return;
+	applied = off;
+	struct kprw_livelist **ls = NULL;
+	if (off) {
+		if (h.size < sizeof h || h.size > KPRW_CTLFRAME_MAX || h.size > mapped - off || (h.size & 7) ||
+		    h.nevents != kprw_rt.nevents || h.nentries > KPRW_LIVE_MAX)
+			goto bad;
+		u8 *f = kprw_mmap_anon(h.size);
+		if (!f)
+			return;
+		kprw_memcpy(f, base + off, h.size);
+		if (!(ls = build(f, h.size, h.nentries)))
+			goto bad;
+	}
+	for (u32 i = 0; i < kprw_rt.nprobes; i++)
+		if (spare(i))
+			__atomic_store_n(&kprw_rt.live_lists[i], ls ? ls[i] : NULL, __ATOMIC_RELEASE);
+	return;
+bad:
+	kprw_puts("kprewrite: a live-event frame of the trace file is malformed: its events are not added\n");
+}
+
+/* kprw_live_wants says whether spare probe pi has events now */
+int kprw_live_wants(u32 pi)
+{
+	return kprw_rt.live_lists && __atomic_load_n(&kprw_rt.live_lists[pi], __ATOMIC_ACQUIRE) != NULL;
+}
+
+/* live_record writes event d's record of a hit of spare probe pi */
+static void live_record(u32 pi, const struct kprw_livedef *d, struct pt_regs *regs, u8 type, u64 ret_ip,
+			struct kprw_tctx *c)
+{
+	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	struct who w;
+	who(&w, c);
+	int fast = kprw_fast_ok(c);
+	u32 dlen = 0;
+	const u8 *once = NULL;
+	if (d->fixed > 0) {
+		dlen = (u32)d->fixed;
+	} else if (d->fixed < 0 && c && kprw_rt.scratch) {
+		u8 *buf = kprw_rt.scratch + (uptr)(c - kprw_tctx_tab) * KPRW_MAX_REC_DATA;
+		long m = kprw_fetch_run(d->fetch, d->fetch_len, regs, NULL, 0, w.comm, buf, KPRW_MAX_REC_DATA, fast);
+		dlen = m > 0 ? (u32)m : 0;
+		once = buf;
+	} else if (d->fixed < 0) {
+		long m = kprw_fetch_run(d->fetch, d->fetch_len, regs, NULL, 0, w.comm, NULL, KPRW_MAX_REC_DATA, fast);
+		dlen = m > 0 ? (u32)m : 0;
+	}
+	int ret = type == KPRW_REC_KRETPROBE;
+	u64 word = ret_ip;
+	if (type == KPRW_REC_KPROBE && kprw_rt.spev && (kprw_rt.spev[p->point / 64] >> (p->point % 64) & 1)) {
+		word = (u64)regs->sp | (*(const u64 *)regs->sp == (u64)(uptr)kprewrite_rt_rettramp);
+		ret = 1; /* the entry of a function with a return event: its stack pointer */
+	}
+	/* the ext part names the event (a compact record's probe would name the spare's);
+	 * no probe: the record is not the spare's hit */
+	struct kprw_crec *rec = reserve(rec_size(dlen, ret, 1), c, &w);
+	if (!rec)
+		return;
+	u8 *out = fill(rec, dlen, KPRW_NO_PROBE, ret, 1, type, d->id, kprw_rt.points[p->point].site, word, &w);
+	long got = dlen;
+	if (once)
+		kprw_memcpy(out, once, dlen);
+	else if (dlen)
+		got = kprw_fetch_run(d->fetch, d->fetch_len, regs, NULL, 0, w.comm, out, dlen, fast);
+	commit(rec, got > 0 ? (u32)got : 0, KPRW_CREC_COMMITTED);
+}
+
+/* kprw_live_hit is a hit of spare probe pi (type KPRW_REC_KPROBE at its entry,
+ * KPRW_REC_KRETPROBE at its return): a record of each of its events. It returns 1: the
+ * spare itself counts no hit (each event counts its own). */
+int kprw_live_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, struct kprw_tctx *c)
+{
+	const struct kprw_livelist *l = kprw_rt.live_lists ? __atomic_load_n(&kprw_rt.live_lists[pi], __ATOMIC_ACQUIRE) : NULL;
+	if (!l)
+		return 1;
+	for (u32 k = 0; k < l->n; k++) {
+		const struct kprw_livedef *d = &l->d[k];
+		__atomic_add_fetch(d->hits, 1, __ATOMIC_RELAXED);
+		if (kprw_rt.trace && !__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED))
+			live_record(pi, d, regs, type, ret_ip, c);
+	}
+	return 1;
+}

@@ -1,0 +1,120 @@
+package tests
+
+// Events added to a running program (issue 46): a rewrite with --prepare work keeps
+// work's original bytes; `kprewrite probe PID|FILE DEF` adds entry and return events
+// there while the program runs and `-:EV` removes them, the site back to the original
+// bytes when nothing rides it; an event added live prints what the same definition
+// given at rewrite time prints, and its hits are its records.
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+func TestLiveProbeAddRemove(t *testing.T) {
+	prog := testprog.Build(t, livePhasedSrc, "c", "-O2")
+	for _, k := range liveKinds {
+		t.Run(k.name, func(t *testing.T) { testLiveAddRemove(t, prog, k.flags, k.armed) })
+	}
+}
+
+func testLiveAddRemove(t *testing.T, prog string, flags []string, armed byte) {
+	bin := filepath.Join(t.TempDir(), "live.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"}, append(flags, "--disable", "t/w", "--prepare", "work")...)
+	if _, list, _ := kp("list", bin); strings.Count(list, "[PREPARED]") != 2 {
+		t.Fatalf("list: %q, want the entry and the return placeholders [PREPARED]", list)
+	}
+	addr, orig := siteOf(t, prog, "work")
+	if _, b := siteOf(t, bin, "work"); b != orig {
+		t.Fatalf("the rewritten file holds %#x at work, want the original %#x", b, orig)
+	}
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	pid := p.cmd.Process.Pid
+	run := func(args ...string) string {
+		t.Helper()
+		code, o, e := kp(args...)
+		if code != 0 {
+			t.Fatalf("kprewrite %v: exit %d\n%s%s", args, code, o, e)
+		}
+		return o
+	}
+	next := func(phase int) {
+		t.Helper()
+		p.stdin.Write([]byte{'x'})
+		p.step(t, phase)
+	}
+	p.step(t, 0)
+	if b := memByte(t, pid, bin, addr); b != orig {
+		t.Fatalf("nothing added: the running program holds %#x at work, want the original %#x", b, orig)
+	}
+	// by PID: the trace file the program maps
+	run("probe", fmt.Sprint(pid), "p:t/n work a=%di:s64", "r:t/r work $retval")
+	waitByte(t, pid, bin, addr, armed)
+	next(1) // 100 calls: t/n and t/r, not t/w (off)
+	run("enable", tr, "t/w")
+	next(2) // 50 calls: t/w, t/n, t/r
+	run("probe", tr, "-:t/n", "-:t/r")
+	if b := memByte(t, pid, bin, addr); b == orig {
+		t.Fatal("t/w still on: the site must stay armed")
+	}
+	run("disable", tr, "t/w")
+	waitByte(t, pid, bin, addr, orig)
+	next(3) // 25 calls: nothing
+	if out := run("list", "-v", tr); strings.Count(out, "[GONE]") != 2 || !strings.Contains(out, "t/n  p:t/n work a=%di:s64") {
+		t.Fatalf("list %s: %q, want t/n and t/r [GONE]", tr, out)
+	}
+	checkLiveRecords(t, readTrace(t, tr, bin))
+	prof := profile(t, tr, bin)
+	if prof["n"][0] != 150 || prof["r"][0] != 150 || prof["w"][0] != 50 {
+		t.Errorf("profile: %v, want t/n and t/r 150 hits, t/w 50", prof)
+	}
+	p.stdin.Write([]byte{'x'})
+	p.stdin.Close()
+	if !p.lines.Scan() || p.lines.Text() != "sum 19700" {
+		t.Errorf("the program's result: %q, want sum 19700", p.lines.Text())
+	}
+	if err := p.cmd.Wait(); err != nil || p.stderr.Len() > 0 {
+		t.Errorf("the program: %v, stderr %q", err, p.stderr.String())
+	}
+}
+
+// checkLiveRecords checks the records of testLiveAddRemove: t/n's 150, each a line
+// equal to t/w's for the same call while both ran (the same definition, given live
+// and at rewrite time), and t/r's return values work's own (a*3 + phase).
+func checkLiveRecords(t *testing.T, recs []traceLine) {
+	t.Helper()
+	var n, r, w []traceLine
+	for _, l := range recs {
+		switch l.Event {
+		case "n":
+			n = append(n, l)
+		case "r":
+			r = append(r, l)
+		case "w":
+			w = append(w, l)
+		}
+	}
+	if len(n) != 150 || len(r) != 150 || len(w) != 50 {
+		t.Fatalf("%d t/n, %d t/r, %d t/w records; want 150, 150, 50", len(n), len(r), len(w))
+	}
+	for i := range w {
+		if got, want := n[100+i].Head+n[100+i].Args, w[i].Head+w[i].Args; got != want {
+			t.Errorf("call %d of phase 2: live t/n %q, rewrite-time t/w %q", i, got, want)
+		}
+	}
+	for i, l := range r {
+		a, phase := i, 1
+		if i >= 100 {
+			a, phase = i-100, 2
+		}
+		if want := fmt.Sprintf(" arg1=%#x", a*3+phase); l.Args != want {
+			t.Fatalf("t/r record %d: %q, want %q", i, l.Args, want)
+		}
+	}
+}

@@ -171,6 +171,12 @@ const DFSpEntry DetourFlags = 0x8
 // none is (src/rt_live.c; its events were rewritten --disable'd and start soft-disabled).
 const DFLive DetourFlags = 0x10
 
+// DFReopt marks a jump-optimized point of an image with live points whose kind can
+// change while the program runs (its DCR's copy keeps every instruction's offset and
+// holds no system call): `kprewrite optimize FILE off` turns its jmp into an int3 into
+// the detour, `on` puts the jmp back (src/rt_live.c).
+const DFReopt DetourFlags = 0x20
+
 // ProbeType is a probe's type (RawProbe.Type, KPRW_T_*).
 type ProbeType uint8
 
@@ -670,6 +676,10 @@ type RawTraceHeader struct {
 // TraceUnreserved in RawTraceHeader.Flags: the record area's blocks are not reserved
 // yet (a count-only image made the file; the first image that records reserves them).
 const TraceUnreserved = 0x1
+
+// TraceNoOpt in RawTraceHeader.Flags: `kprewrite optimize FILE off` is in effect: the
+// programs' live-capable jump points (DFLive, DFReopt) are int3s into their detours.
+const TraceNoOpt = 0x4
 
 // RawBlock is struct kprw_blk, the header of a block of compact records.
 type RawBlock struct {

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "2f667b3d2934216a3745d84db4e7dca0d0b20b8686888ccc029b4712bff79827"
+const ObjectSHA256 = "ee03793e7c55645ffc2e458c2b7e47e6f3d9a6ef10dd45a9f676552442fbbf1c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -118,3 +118,93 @@ func checkLiveRecords(t *testing.T, recs []traceLine) {
 		}
 	}
 }
+
+// liveTwoSrc is livePhasedSrc with a second function, other(), beside work().
+const liveTwoSrc = `#include <stdio.h>
+#include <unistd.h>
+__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }
+__attribute__((noinline)) long other(long a) { return a + 1; }
+int main(void) {
+	static const int calls[] = {0, 100, 50, 25};
+	long s = 0;
+	char c;
+	for (int phase = 0; phase < 4; phase++) {
+		for (int i = 0; i < calls[phase]; i++)
+			s += work(i, phase) + other(i);
+		printf("phase %d\n", phase);
+		fflush(stdout);
+		if (read(0, &c, 1) != 1)
+			return 2;
+	}
+	printf("sum %ld\n", s);
+	return 0;
+}
+`
+
+// TestLiveOptimizeOffOn: `kprewrite optimize FILE off` turns the jmps of a running
+// program's live-capable jump points (a live event's and an always-armed one's) into
+// int3s into their detours, `on` puts the jmps back; every hit is recorded in both
+// kinds, and list shows the kind of now.
+func TestLiveOptimizeOffOn(t *testing.T) {
+	prog := testprog.Build(t, liveTwoSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "two.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64", "p:t/o other a=%di:s64"}, "--disable", "t/w")
+	wAddr, _ := siteOf(t, prog, "work")
+	oAddr, _ := siteOf(t, prog, "other")
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	pid := p.cmd.Process.Pid
+	run := func(args ...string) string {
+		t.Helper()
+		code, o, e := kp(args...)
+		if code != 0 {
+			t.Fatalf("kprewrite %v: exit %d\n%s%s", args, code, o, e)
+		}
+		return o
+	}
+	next := func(phase int) {
+		t.Helper()
+		p.stdin.Write([]byte{'x'})
+		p.step(t, phase)
+	}
+	p.step(t, 0)
+	run("enable", tr, "t/w")
+	waitByte(t, pid, bin, wAddr, 0xe9)
+	if b := memByte(t, pid, bin, oAddr); b != 0xe9 {
+		t.Fatalf("other: %#x, want the jmp", b)
+	}
+	next(1) // 100 calls optimized
+	if out := run("optimize", fmt.Sprint(pid), "off"); !strings.Contains(out, "optimization off (was on)") {
+		t.Fatalf("optimize off: %q", out)
+	}
+	waitByte(t, pid, bin, wAddr, 0xcc)
+	waitByte(t, pid, bin, oAddr, 0xcc)
+	if out := run("list", tr); strings.Contains(out, "[OPTIMIZED]") {
+		t.Fatalf("list with optimization off: %q", out)
+	}
+	next(2) // 50 calls through int3s
+	run("optimize", tr, "on")
+	waitByte(t, pid, bin, wAddr, 0xe9)
+	waitByte(t, pid, bin, oAddr, 0xe9)
+	if out := run("list", tr); strings.Count(out, "[OPTIMIZED]") != 2 {
+		t.Fatalf("list with optimization on: %q", out)
+	}
+	next(3) // 25 calls optimized again
+	recs := readTrace(t, tr, bin)
+	n := map[string]int{}
+	for _, l := range recs {
+		n[l.Event]++
+	}
+	if n["w"] != 175 || n["o"] != 175 {
+		t.Fatalf("records: %v, want 175 of t/w and of t/o", n)
+	}
+	p.stdin.Write([]byte{'x'})
+	p.stdin.Close()
+	if !p.lines.Scan() || p.lines.Text() != "sum 26350" {
+		t.Errorf("the program's result: %q, want sum 26350", p.lines.Text())
+	}
+	if err := p.cmd.Wait(); err != nil || p.stderr.Len() > 0 {
+		t.Errorf("the program: %v, stderr %q", err, p.stderr.String())
+	}
+}

@@ -123,7 +123,8 @@ func (b *Builder) Threads() []*Thread {
 }
 
 // role finds the role of an event's records: an image's functions with both an entry
-// probe at their address (the first entry event that has one opens) and a return
+// probe at their address (the first entry event that has one opens, or the return
+// event's own, NAME for NAME__return in its group: --calls, --prepare) and a return
 // probe (the first return event ends) are calls.
 func (b *Builder) role(image uint64, id uint32) *eventRole {
 	key := [2]uint64{image, uint64(id)}
@@ -136,7 +137,10 @@ func (b *Builder) role(image uint64, id uint32) *eventRole {
 		return nil
 	}
 	// every event of the image at once: which opens and which ends each function
-	type pair struct{ entry, ret int }
+	type pair struct {
+		entry, ret int
+		entries    []int
+	}
 	pairs := map[uint64]*pair{}
 	for _, p := range d.Probes {
 		if p.Event < 0 || p.Event >= len(d.Events) || p.Kind == tracefile.KindVerify {
@@ -144,7 +148,7 @@ func (b *Builder) role(image uint64, id uint32) *eventRole {
 		}
 		pr := pairs[p.Addr]
 		if pr == nil {
-			pr = &pair{-1, -1}
+			pr = &pair{entry: -1, ret: -1}
 			pairs[p.Addr] = pr
 		}
 		if d.Events[p.Event].Return {
@@ -153,6 +157,16 @@ func (b *Builder) role(image uint64, id uint32) *eventRole {
 			}
 		} else if pr.entry < 0 || p.Event < pr.entry {
 			pr.entry = p.Event
+		}
+		if !d.Events[p.Event].Return {
+			pr.entries = append(pr.entries, p.Event)
+		}
+	}
+	for _, pr := range pairs { // the return event's own entry event opens, when there is one
+		for _, e := range pr.entries {
+			if pr.ret >= 0 && d.Events[e].Group == d.Events[pr.ret].Group && d.Events[e].Name+"__return" == d.Events[pr.ret].Name {
+				pr.entry = e
+			}
 		}
 	}
 	roles := make([]*eventRole, len(d.Events))

@@ -80,11 +80,17 @@ func listTrace(path string, verbose bool, stdout io.Writer) error {
 	for _, ev := range evs {
 		off[[2]int{ev.ImageIndex(), int(ev.Index)}] = ev.Off()
 	}
+	noopt := !f.Optimized()
 	for k, d := range f.Descs() {
 		if d == nil {
 			continue
 		}
 		probes := slices.Clone(d.Probes)
+		for i := range probes {
+			if k, ok := map[string]string{"o": "k", "ro": "r"}[probes[i].Kind]; ok && noopt && probes[i].Switchable {
+				probes[i].Kind = k // optimize off: an int3 into its detour
+			}
+		}
 		slices.SortStableFunc(probes, func(a, b tracefile.DescProbe) int { return cmp.Compare(a.Site, b.Site) })
 		for _, dp := range probes {
 			if dp.Kind == tracefile.KindVerify || dp.Event < 0 || dp.Event >= len(d.Events) || d.Events[dp.Event].Spare {

@@ -44,6 +44,7 @@ func commands() []command {
 		{"enable", "switch events of a trace file on, for the programs writing into it (an event's enable)", runEnableDisable(true)},
 		{"disable", "switch events of a trace file off: their hits are counted, not recorded", runEnableDisable(false)},
 		{"probe", "add or remove events in running programs at the sites a rewrite prepared (--prepare), or list those added (kprobe_events)", runProbe},
+		{"optimize", "turn jump optimization of running programs' live-capable probes off (int3s into their detours) or on (debug.kprobes-optimization)", runOptimize},
 		{"filter", "change (or print) events' filters in a trace file, for the programs writing into it now and later (an event's filter file)", runFilter},
 		{"trigger", "add, remove (or print) events' triggers in a trace file, for the programs writing into it now and later (an event's trigger file)", runTrigger},
 		{"control", "write a KPREWRITE_CONTROL file: the filters, triggers and switches a rewritten program's next runs start with", runControl},

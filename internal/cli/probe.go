@@ -78,6 +78,36 @@ func printLive(f *tracectl.File, stdout io.Writer) error {
 	return nil
 }
 
+// runOptimize is `kprewrite optimize TARGET [on|off]`: jump optimization of the running
+// programs' live-capable probes switched (the kernel's debug.kprobes-optimization), or
+// printed.
+func runOptimize(args []string, stdout, _ io.Writer) error {
+	fs := helpFlagSet("optimize", "optimize TARGET [on|off]", stdout)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 || len(pos) > 2 || (len(pos) == 2 && pos[1] != "on" && pos[1] != "off") {
+		return usageErr("want a TARGET (a trace file or a PID) and on or off (see kprewrite optimize -h)")
+	}
+	path, err := traceTarget(pos[0])
+	if err != nil {
+		return err
+	}
+	f, err := tracectl.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if len(pos) == 1 {
+		fmt.Fprintf(stdout, "%s: optimization %s\n", path, onOff(f.Optimized()))
+		return nil
+	}
+	was := f.SetOptimized(pos[1] == "on")
+	fmt.Fprintf(stdout, "%s: optimization %s (was %s)\n", path, pos[1], onOff(was))
+	return nil
+}
+
 // traceTarget is the trace file TARGET names: a path, or the PID of a program writing
 // into a trace file (a number that is not a file's name).
 func traceTarget(target string) (string, error) {

@@ -251,6 +251,8 @@ type gen struct {
 	fastRead bool
 	// live: the events whose sites keep their original bytes until enabled (liveEvents)
 	live map[string]bool
+	// reopt: points whose kind `kprewrite optimize` switches live (markReopt)
+	reopt map[int]bool
 	// warnings for Result.Warnings
 	warnings []string
 }
@@ -595,6 +597,7 @@ func (g *gen) withholdLive() error {
 	for _, h := range g.hooks.list {
 		hooked[h.Point] = true
 	}
+	any := false
 	for pi := range g.plan.Points {
 		pt := &g.plan.Points[pi]
 		if !pt.Withheld {
@@ -607,8 +610,23 @@ func (g *gen) withholdLive() error {
 		if err := g.plan.Withhold(pi); err != nil {
 			return err
 		}
+		any = true
 	}
+	g.markReopt(any, hooked)
 	return nil
+}
+
+// markReopt notes, in an image with live points (whose runtime runs the live-probe
+// thread), the other jump-optimized points whose kind can change while it runs:
+// `kprewrite optimize FILE off|on` switches them between their jmp and an int3.
+func (g *gen) markReopt(live bool, hooked map[int]bool) {
+	g.reopt = map[int]bool{}
+	for pi := range g.plan.Points {
+		pt := &g.plan.Points[pi]
+		if live && !pt.Withheld && !hooked[pi] && pt.Optimized() && g.liveKindOK(pt) {
+			g.reopt[pi] = true
+		}
+	}
 }
 
 // makeTables fills the runtime tables and the slot area from the plan.
@@ -697,6 +715,8 @@ func (g *gen) makeTables() error {
 		}
 		if pt.Withheld {
 			rp.DFlags |= kprt.DFLive // withholdLive
+		} else if g.reopt[i] {
+			rp.DFlags |= kprt.DFReopt // markReopt
 		}
 		if count {
 			rp.PFlags |= kprt.PFCount
@@ -770,7 +790,8 @@ func (g *gen) fillDescProbes(enc *kprt.Encoded) {
 		pt := &pl.Points[pi]
 		for j, ri := range runOrder(pt) {
 			k := enc.ProbeIndex[pi][j]
-			dp := tracefile.DescProbe{Index: k, Event: g.evOf[ri], Kind: pl.Kind(ri), Addr: pl.Requests[ri].Addr, Site: pt.Site, Verify: pt.Verify, Exit: pt.Exit}
+			dp := tracefile.DescProbe{Index: k, Event: g.evOf[ri], Kind: pl.Kind(ri), Addr: pl.Requests[ri].Addr, Site: pt.Site, Verify: pt.Verify, Exit: pt.Exit,
+				Switchable: pt.Withheld && pt.Optimized() || g.reopt[pi]}
 			if pt.Func != nil {
 				dp.Symbol, dp.Offset = pt.Func.Name, pt.Site-pt.Func.Addr
 			}

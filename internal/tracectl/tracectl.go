@@ -146,8 +146,8 @@ func (f *File) Events(pattern string) ([]Event, error) {
 			continue
 		}
 		for i, e := range im.desc.Events {
-			if e.Spare || e.At > 0 || !eventdef.MatchesName(pattern, e.Group, e.Name) {
-				continue // (prepared sites' placeholders, and events added at run time: Live)
+			if e.At > 0 || (e.Spare && pattern == "all") || !eventdef.MatchesName(pattern, e.Group, e.Name) {
+				continue // (events added at run time: Live; prepared sites' own events, named only)
 			}
 			ev := Event{Group: e.Group, Name: e.Name, Image: im.desc.Input, Armed: !e.Disabled || e.Soft, Index: uint32(i), img: k}
 			if uint64(i)*4+4 <= uint64(im.ctlSize) {
@@ -451,3 +451,30 @@ func (ev Event) ImageIndex() int { return ev.img }
 // Off says whether the event is switched off in its image's control area now (not
 // armed, or soft-disabled): the state `kprewrite list` of a trace file shows.
 func (ev Event) Off() bool { return !ev.Enabled }
+
+var offFlags = unsafe.Offsetof(kprt.RawTraceHeader{}.Flags)
+
+// Optimized says whether jump optimization is on (no `optimize off` in effect).
+func (f *File) Optimized() bool {
+	return atomic.LoadUint32(f.word(offFlags))&kprt.TraceNoOpt == 0
+}
+
+// SetOptimized turns jump optimization on or off for every program writing into the
+// file (the kernel's debug.kprobes-optimization): off, their live-capable jump points
+// become int3s into their detours; on, jmps again. It returns whether it was on.
+func (f *File) SetOptimized(on bool) bool {
+	w := f.word(offFlags)
+	for {
+		old := atomic.LoadUint32(w)
+		nw := old | kprt.TraceNoOpt
+		if on {
+			nw = old &^ kprt.TraceNoOpt
+		}
+		if atomic.CompareAndSwapUint32(w, old, nw) {
+			if old != nw {
+				f.changed()
+			}
+			return old&kprt.TraceNoOpt == 0
+		}
+	}
+}

@@ -143,6 +143,9 @@ type DescProbe struct {
 	// returns (a ret, the straight-line code before one, or a tail call: Site) instead
 	// of hooking the return address at Addr.
 	Exit bool `json:"exit,omitempty"`
+	// Switchable: a jump-optimized probe whose kind can change while the program
+	// runs (kprewrite optimize FILE off|on: an int3 into its detour, or its jmp).
+	Switchable bool `json:"switchable,omitempty"`
 }
 
 // KindVerify is the kind of the pseudo-probe on an inner byte of a would-be DCR
@@ -197,6 +200,7 @@ type leanProbe struct {
 	Offset uint64  `json:"offset,omitempty"`
 	Verify bool    `json:"verify,omitempty"`
 	Exit   bool    `json:"exit,omitempty"`
+	Switch bool    `json:"sw,omitempty"`
 }
 
 // leanEvent is a DescEvent without what follows from the one before it: an absent id
@@ -274,7 +278,7 @@ func leanProbes(ps []DescProbe) []leanProbe {
 	out := make([]leanProbe, len(ps))
 	index, event := 0, 0
 	for i, p := range ps {
-		l := leanProbe{Kind: p.Kind, Addr: p.Addr, Symbol: p.Symbol, Offset: p.Offset, Verify: p.Verify, Exit: p.Exit}
+		l := leanProbe{Kind: p.Kind, Addr: p.Addr, Symbol: p.Symbol, Offset: p.Offset, Verify: p.Verify, Exit: p.Exit, Switch: p.Switchable}
 		if p.Index != index {
 			l.Index = &ps[i].Index
 		}
@@ -294,7 +298,7 @@ func fullProbes(ls []leanProbe) []DescProbe {
 	out := make([]DescProbe, len(ls))
 	index, event := 0, 0
 	for i, l := range ls {
-		p := DescProbe{Index: index, Event: event, Kind: l.Kind, Addr: l.Addr, Site: l.Addr, Symbol: l.Symbol, Offset: l.Offset, Verify: l.Verify, Exit: l.Exit}
+		p := DescProbe{Index: index, Event: event, Kind: l.Kind, Addr: l.Addr, Site: l.Addr, Symbol: l.Symbol, Offset: l.Offset, Verify: l.Verify, Exit: l.Exit, Switchable: l.Switch}
 		if l.Index != nil {
 			p.Index = *l.Index
 		}

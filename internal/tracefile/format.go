@@ -514,7 +514,7 @@ func Profile(tr *Trace, descs Descs) (lines []ProfileLine, unknown int) {
 			}
 		}
 		for i, e := range d.Events {
-			if !e.Spare { // (a prepared site's placeholder counts nothing)
+			if !e.Spare || per[i].Hit+per[i].NMissed > 0 { // (a prepared site's own event, once switched on)
 				lines = append(lines, per[i])
 			}
 		}

@@ -207,6 +207,10 @@ typedef unsigned long long kprw_u64;
 #define KPRW_DF_LIVE 0x10 /* an int3 point whose site holds its original byte in the file:
                            * the runtime writes the int3 while some probe on it is enabled
                            * and puts the byte back when none is (src/rt_live.c) */
+#define KPRW_DF_REOPT 0x20 /* KPRW_X_OPTIMIZED in an image with KPRW_DF_LIVE points, its kind
+                            * able to change live (the DCR's copy keeps offsets, no syscall):
+                            * `kprewrite optimize FILE off` makes its jmp an int3 into the
+                            * detour, `on` the jmp again (src/rt_live.c) */
 
 /* kprw_probe.type */
 #define KPRW_T_KPROBE 1
@@ -711,6 +715,9 @@ struct kprw_trace_hdr {
 #define KPRW_TRACE_UNRESERVED 0x1 /* the record area's blocks are not reserved yet: a
                                      count-only image made the file, and the first image
                                      that records reserves them (under the file lock) */
+#define KPRW_TRACE_NOOPT 0x4 /* `kprewrite optimize FILE off`: live-capable jump points (KPRW_DF_LIVE,
+                                KPRW_DF_REOPT) are int3s into their detours (the kernel's
+                                debug.kprobes-optimization = 0) */
 #define KPRW_RING_OVERWRITE 0x1 /* a writer puts the block it leaves back in the queue and
                                    zeroes the one it takes: the ring keeps the most recent
                                    records (a flight recorder) */

@@ -596,6 +596,9 @@ static inline int kprw_fast_ok(const struct kprw_tctx *c)
 
 static inline int kprw_probe_enabled(u32 i)
 {
+	/* (nothing disabled and no C handler, which may: the state's bss pages unread) */
+	if (likely(!(kprw_rt.has & (KPRW_HAS_DISABLED | KPRW_HAS_USER))))
+		return !kprw_rt.disable_all;
 	return !kprw_rt.disable_all && !(kprw_rt.state[i].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG));
 }
 
@@ -659,16 +662,19 @@ void kprw_livedef_sync(void);
 
 /* kprw_probe_live_off says whether probe i of pt is off for now although enabled: a
  * live point's probe hit while its event was being switched off (its site is being
- * put back), or a prepared site's placeholder without events (rt_livedef.c); nothing
- * runs and nothing counts */
+ * put back), or a prepared site's placeholder without events added (rt_livedef.c) and
+ * its own event (prepared/FUNC) off; nothing runs and nothing counts */
 static inline int kprw_probe_live_off(const struct kprw_point *pt, u32 i)
 {
 	u32 e = kprw_rt.probes[i].event;
 	if (e >= kprw_rt.nevents)
 		return 0;
-	if (kprw_rt.events[e].flags & KPRW_EF_SPARE)
-		return !kprw_live_wants(i);
-	return (pt->dflags & KPRW_DF_LIVE) && kprw_rt.ev_ctl &&
+	u32 spare = kprw_rt.events[e].flags & KPRW_EF_SPARE;
+	if (spare && kprw_live_wants(i))
+		return 0;
+	if (spare && !kprw_rt.ev_ctl)
+		return 1; /* (its own event starts soft-disabled, and nothing can switch it) */
+	return (spare || (pt->dflags & KPRW_DF_LIVE)) && kprw_rt.ev_ctl &&
 	       (__atomic_load_n(&kprw_rt.ev_ctl[e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED);
 }
 

@@ -299,8 +299,11 @@ int kprw_trace_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, const u8 *
 		   struct kprw_tctx *c)
 {
 	u32 e = kprw_rt.probes[pi].event;
-	if (unlikely(kprw_rt.live_lists != NULL) && e < kprw_rt.nevents && (kprw_rt.events[e].flags & KPRW_EF_SPARE))
-		return kprw_live_hit(pi, regs, type, ret_ip, c); /* a prepared site's events (rt_livedef.c) */
+	if (unlikely(kprw_rt.live_lists != NULL) && e < kprw_rt.nevents && (kprw_rt.events[e].flags & KPRW_EF_SPARE)) {
+		kprw_live_hit(pi, regs, type, ret_ip, c); /* the events added at a prepared site (rt_livedef.c) */
+		if (!kprw_rt.ev_ctl || (__atomic_load_n(&kprw_rt.ev_ctl[e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED))
+			return 1; /* its own event (prepared/FUNC) is off: no hit of its own */
+	}
 	if (unlikely(kprw_rt.ctl_gen && __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen))
 		kprw_ctl_sync(); /* filters or triggers changed while it runs (rt_ctl.c) */
 	if (unlikely(e < kprw_rt.nevents && kprw_rt.ev_filter && (kprw_rt.ev_filter[e] || kprw_rt.ev_trig[e])))

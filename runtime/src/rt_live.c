@@ -123,11 +123,8 @@ static int wanted(const struct kprw_point *pt)
 		u32 e = kprw_rt.probes[i].event;
 		if (e >= kprw_rt.nevents)
 			return 1;
-		if (kprw_rt.events[e].flags & KPRW_EF_SPARE) { /* a prepared site (rt_livedef.c) */
-			if (kprw_live_wants(i))
-				return 1;
-			continue;
-		}
+		if ((kprw_rt.events[e].flags & KPRW_EF_SPARE) && kprw_live_wants(i))
+			return 1; /* a prepared site with events added (rt_livedef.c) */
 		if (kprw_rt.ev_ctl) {
 			if (!(__atomic_load_n(&kprw_rt.ev_ctl[e], __ATOMIC_ACQUIRE) & KPRW_CTL_SOFT_DISABLED))
 				return 1;
@@ -298,6 +295,11 @@ static u8 set_jump(u32 i, u8 from, u8 want)
 	u32 n = pt->insn_len;
 	if (from != LIVE_INT3 && poke(site, 0xcc)) /* first: the int3 on the first byte */
 		return from;
+	if (want == LIVE_INT3) { /* un-optimized (optimize off): int3, then the original tail */
+		if (from == LIVE_JUMP && pokes(site + 1, pt->orig + 1, n - 1))
+			return LIVE_JUMP; /* (an int3 before a jmp's tail: still the detour's) */
+		return LIVE_INT3;
+	}
 	if (want == LIVE_OFF) {
 		if (from == LIVE_JUMP && pokes(site + 1, pt->orig + 1, n - 1))
 			return LIVE_INT3;
@@ -336,22 +338,40 @@ static int gated_live(const struct kprw_point *pt)
  * the fetch plans for kprw_live_records). */
 int kprw_live_only(void)
 {
-	if (!kprw_rt.nprobes || (kprw_rt.has & KPRW_HAS_USER))
-		return 0;
-	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
+	static int only = -1; /* (the tables do not change: one pass over them) */
+	if (only >= 0)
+		return only;
+	only = kprw_rt.nprobes && !(kprw_rt.has & KPRW_HAS_USER);
+	for (u32 i = 0; only && i < kprw_rt.nprobes; i++) {
 		u32 e = kprw_rt.probes[i].event;
 		if (e >= kprw_rt.nevents || !(kprw_rt.events[e].flags & KPRW_EF_LIVE))
-			return 0;
+			only = 0;
 	}
-	return 1;
+	return only;
 }
 
-/* reconcile arms the live points that are wanted and disarms the others. */
+/* noopt says whether `kprewrite optimize FILE off` is in effect */
+static int noopt(void)
+{
+	return kprw_rt.trace && (__atomic_load_n(&kprw_rt.trace->flags, __ATOMIC_ACQUIRE) & KPRW_TRACE_NOOPT);
+}
+
+/* reconcile arms the live points that are wanted and disarms the others, as jmps or,
+ * with optimization off, as int3s; and un-optimizes or re-optimizes the other jump
+ * points that can change. */
 static void reconcile(void)
 {
-	int pending = 0;
+	int pending = 0, off = noopt();
 	for (u32 i = 0; i < kprw_rt.npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
+		if (pt->dflags & KPRW_DF_REOPT) { /* always armed: its kind follows the switch */
+			u8 want = off ? LIVE_INT3 : LIVE_JUMP, now = live_armed[i];
+			if (now != want)
+				now = set_jump(i, now, want);
+			pending |= now != want;
+			__atomic_store_n(&live_armed[i], now, __ATOMIC_RELEASE);
+			continue;
+		}
 		if (!(pt->dflags & KPRW_DF_LIVE)) {
 			if (gated_live(pt)) { /* the jmp stays: the detour's gate follows */
 				u32 open = (u32)wanted(pt) && kprw_live_records() == 0;
@@ -363,7 +383,9 @@ static void reconcile(void)
 		if (wanted(pt) && now == LIVE_OFF && kprw_live_records() < 0) {
 			continue; /* no records can be written: it stays off */
 		} else if (pt->xmode == KPRW_X_OPTIMIZED) {
-			want = wanted(pt) ? LIVE_JUMP : LIVE_OFF;
+			want = wanted(pt) ? (off ? LIVE_INT3 : LIVE_JUMP) : LIVE_OFF;
+			if (want != LIVE_OFF) /* (start-up leaves a live point's gate closed) */
+				__atomic_store_n(&kprw_rt.state[pt->first_probe].gate, 1, __ATOMIC_RELEASE);
 			if (want != now)
 				now = set_jump(i, now, want);
 		} else {
@@ -430,6 +452,9 @@ void kprw_live_init(void)
 		n += (kprw_rt.points[i].dflags & KPRW_DF_LIVE) || gated_live(&kprw_rt.points[i]);
 	if (!n || !(live_armed = kprw_mmap_anon(kprw_rt.npoints)))
 		return;
+	for (u32 i = 0; i < kprw_rt.npoints; i++)
+		if (kprw_rt.points[i].dflags & KPRW_DF_REOPT)
+			live_armed[i] = LIVE_JUMP; /* (the file holds its jmp) */
 	live_sync = sys2(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0) == 0;
 	u64 tsc;
 	__asm__ volatile("rdtsc; shl $32, %%rdx; or %%rdx, %%rax" : "=a"(tsc) : : "rdx");

@@ -34,6 +34,7 @@ struct kprw_livelist {
 };
 
 static u64 applied;     /* file offset of the live frame applied (0: none) */
+static int live_any;    /* some list is published */
 static u32 pad8(u32 n) { return (n + 7) & ~7u; }
 
 /* spare says whether probe pi is a prepared site's placeholder */
@@ -151,9 +152,12 @@ void kprw_livedef_sync(void)
 		if (!(ls = build(f, h.size, h.nentries)))
 			goto bad;
 	}
-	for (u32 i = 0; i < kprw_rt.nprobes; i++)
-		if (spare(i))
-			__atomic_store_n(&kprw_rt.live_lists[i], ls ? ls[i] : NULL, __ATOMIC_RELEASE);
+	if (ls || live_any) {
+		for (u32 i = 0; i < kprw_rt.nprobes; i++)
+			if (spare(i))
+				__atomic_store_n(&kprw_rt.live_lists[i], ls ? ls[i] : NULL, __ATOMIC_RELEASE);
+		__atomic_store_n(&live_any, ls != NULL, __ATOMIC_RELEASE); /* (none: the lists' pages are never read) */
+	}
 	return;
 bad:
 	kprw_puts("kprewrite: a live-event frame of the trace file is malformed: its events are not added\n");
@@ -162,7 +166,8 @@ bad:
 /* kprw_live_wants says whether spare probe pi has events now */
 int kprw_live_wants(u32 pi)
 {
-	return kprw_rt.live_lists && __atomic_load_n(&kprw_rt.live_lists[pi], __ATOMIC_ACQUIRE) != NULL;
+	return kprw_rt.live_lists && __atomic_load_n(&live_any, __ATOMIC_ACQUIRE) &&
+	       __atomic_load_n(&kprw_rt.live_lists[pi], __ATOMIC_ACQUIRE) != NULL;
 }
 
 /* live_record writes event d's record of a hit of spare probe pi */

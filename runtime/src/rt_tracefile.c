@@ -358,7 +358,8 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 		if (p)
 			kprw_ctl_attach(p);
 	}
-	int lazy = counts_only() && kprewrite_rt_rseq_off != 0;
+	/* (nothing counts until a live event is switched on: the pages fault in then) */
+	int lazy = (counts_only() && kprewrite_rt_rseq_off != 0) || kprw_live_only();
 	if (hdr->counters && !(im->counters_off & 4095)) {
 		/* the file's counters over the window: counting code addresses them at link-time
 		 * addresses (count-only detours), everything else through ctr_base */
@@ -395,7 +396,8 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 	}
 	kprw_rt.ctr_stride = 16;
 	uptr lo = (uptr)kprw_rt.ctr_base & ~4095ul, hi = ((uptr)kprw_rt.ctr_base + cbytes + 4095) & ~4095ul;
-	sys3(SYS_madvise, (long)lo, (long)(hi - lo), MADV_POPULATE_WRITE); /* as above */
+	if (!lazy)
+		sys3(SYS_madvise, (long)lo, (long)(hi - lo), MADV_POPULATE_WRITE); /* as above */
 }
 
 /* counters_area sizes the counters area of a new file: room for the creating image's

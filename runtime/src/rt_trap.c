@@ -434,9 +434,10 @@ int kprw_trap_own(struct k_siginfo *si, struct k_ucontext *uc)
 			hit(pt, uc, pid, tid);
 			return 1;
 		}
-		if (pt && (pt->dflags & KPRW_DF_LIVE)) {
-			/* the int3 of a live jump site being written (rt_live.c): on through the
-			 * detour, which runs the probes or, its gate closed, the DCR's copy */
+		if (pt && (pt->dflags & (KPRW_DF_LIVE | KPRW_DF_REOPT))) {
+			/* the int3 of a live jump site being written or un-optimized (rt_live.c):
+			 * on through the detour, which runs the probes or, its gate closed, the
+			 * DCR's copy */
 			mc->ip = RT_ADDR(pt->slot);
 			return 1;
 		}

@@ -681,6 +681,11 @@ const TraceUnreserved = 0x1
 // programs' live-capable jump points (DFLive, DFReopt) are int3s into their detours.
 const TraceNoOpt = 0x4
 
+// TraceDisarmed in RawTraceHeader.Flags: `kprewrite disable FILE all` is in effect:
+// every probe of the programs writing into the file is disarmed, C handlers included
+// (the kernel's kprobes/enabled = 0).
+const TraceDisarmed = 0x8
+
 // RawBlock is struct kprw_blk, the header of a block of compact records.
 type RawBlock struct {
 	Magic   uint32   `c:"magic"`

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "ee03793e7c55645ffc2e458c2b7e47e6f3d9a6ef10dd45a9f676552442fbbf1c"
+const ObjectSHA256 = "0c4d0328a6338b53f4a3dd5d8507f588fb3be56a2f52df082ff226cf8f59da9a"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

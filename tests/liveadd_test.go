@@ -8,6 +8,7 @@ package tests
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -198,6 +199,87 @@ func TestLiveOptimizeOffOn(t *testing.T) {
 	}
 	if n["w"] != 175 || n["o"] != 175 {
 		t.Fatalf("records: %v, want 175 of t/w and of t/o", n)
+	}
+	p.stdin.Write([]byte{'x'})
+	p.stdin.Close()
+	if !p.lines.Scan() || p.lines.Text() != "sum 26350" {
+		t.Errorf("the program's result: %q, want sum 26350", p.lines.Text())
+	}
+	if err := p.cmd.Wait(); err != nil || p.stderr.Len() > 0 {
+		t.Errorf("the program: %v, stderr %q", err, p.stderr.String())
+	}
+}
+
+// liveHandlerSrc counts other()'s hits with a C handler, as trace_printk lines.
+const liveHandlerSrc = `#include <kprewrite.h>
+static int pre(struct kprobe *p, struct pt_regs *regs)
+{
+	trace_printk("other %ld\n", (long)regs->di);
+	return 0;
+}
+DEFINE_KPROBE(kp, "other", .pre_handler = pre);
+`
+
+// TestLiveDisarmAll: `kprewrite disable TARGET all` is kprobes/enabled = 0: a live
+// event's site gets its original bytes back, a C handler stops running; an event
+// switched off meanwhile stays off when `enable TARGET all` arms the rest again.
+func TestLiveDisarmAll(t *testing.T) {
+	prog := testprog.Build(t, liveTwoSrc, "c", "-O2")
+	dir := t.TempDir()
+	handlers := filepath.Join(dir, "h.c")
+	if err := os.WriteFile(handlers, []byte(liveHandlerSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "two.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"}, "--disable", "t/w", "--handlers", handlers)
+	wAddr, orig := siteOf(t, prog, "work")
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	pid := p.cmd.Process.Pid
+	run := func(args ...string) string {
+		t.Helper()
+		code, o, e := kp(args...)
+		if code != 0 {
+			t.Fatalf("kprewrite %v: exit %d\n%s%s", args, code, o, e)
+		}
+		return o
+	}
+	next := func(phase int) {
+		t.Helper()
+		p.stdin.Write([]byte{'x'})
+		p.step(t, phase)
+	}
+	count := func() (w, o int) {
+		code, out, _ := kp("trace", tr)
+		if code != 0 {
+			t.Fatalf("trace: exit %d", code)
+		}
+		return strings.Count(out, " w: ("), strings.Count(out, ": other ")
+	}
+	p.step(t, 0)
+	run("enable", tr, "t/w")
+	waitByte(t, pid, bin, wAddr, 0xe9)
+	next(1) // 100 calls: both
+	if out := run("disable", fmt.Sprint(pid), "all"); !strings.Contains(out, "every probe disarmed (was armed)") {
+		t.Fatalf("disable all: %q", out)
+	}
+	waitByte(t, pid, bin, wAddr, orig)
+	if out := run("list", tr); strings.Count(out, "[DISABLED]") != 2 {
+		t.Fatalf("list, every probe disarmed: %q", out)
+	}
+	run("disable", tr, "t/w") // its own switch, kept when the rest is armed again
+	next(2)                   // 50 calls: nothing
+	if w, o := count(); w != 100 || o != 100 {
+		t.Fatalf("disarmed: %d t/w records and %d handler lines, want the 100 of before", w, o)
+	}
+	run("enable", tr, "all")
+	next(3) // 25 calls: the handler, not t/w
+	if w, o := count(); w != 100 || o != 125 {
+		t.Fatalf("armed again: %d t/w records and %d handler lines, want 100 (t/w stays off) and 125", w, o)
+	}
+	if b := memByte(t, pid, bin, wAddr); b != orig {
+		t.Fatalf("t/w off: work holds %#x, want the original %#x", b, orig)
 	}
 	p.stdin.Write([]byte{'x'})
 	p.stdin.Close()

@@ -43,21 +43,31 @@ func runTraceOnOff(on bool) func(args []string, stdout, stderr io.Writer) error 
 func runEnableDisable(on bool) func(args []string, stdout, stderr io.Writer) error {
 	name := map[bool]string{true: "enable", false: "disable"}[on]
 	return func(args []string, stdout, _ io.Writer) error {
-		fs := helpFlagSet(name, name+" FILE EVENT...", stdout)
+		fs := helpFlagSet(name, name+" TARGET EVENT...|all", stdout)
 		pos, err := parseFlags(fs, args)
 		if err != nil {
 			return err
 		}
 		if len(pos) < 2 {
-			return usageErr("want a trace FILE and at least one EVENT (EVENT, GROUP/EVENT, GROUP/* or all), got %d arguments (see kprewrite %s -h)", len(pos), name)
+			return usageErr("want a trace FILE (or a PID) and at least one EVENT (EVENT, GROUP/EVENT, GROUP/*, */*), or all, got %d arguments (see kprewrite %s -h)", len(pos), name)
 		}
-		f, err := tracectl.Open(pos[0])
+		path, err := traceTarget(pos[0])
+		if err != nil {
+			return err
+		}
+		f, err := tracectl.Open(path)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
+		pos[0] = path
 		var evs []tracectl.Event
+		all := false
 		for _, pat := range pos[1:] { // every name checked before anything changes
+			if pat == "all" { // the switch of every probe (kprobes/enabled), not the events'
+				all = true
+				continue
+			}
 			e, err := f.Events(pat)
 			if err != nil {
 				return err
@@ -71,6 +81,10 @@ func runEnableDisable(on bool) func(args []string, stdout, stderr io.Writer) err
 		}
 		f.Hold() // the programs' live-probe threads woken once, after every switch
 		defer f.Release()
+		if all {
+			was := f.SetArmed(on)
+			fmt.Fprintf(stdout, "%s: every probe %s (was %s)\n", pos[0], map[bool]string{true: "armed", false: "disarmed"}[on], map[bool]string{true: "armed", false: "disarmed"}[was])
+		}
 		for _, ev := range evs {
 			if err := f.SetEnabled(ev, on); err != nil {
 				return fmt.Errorf("%s: %w", pos[0], err)

@@ -72,13 +72,10 @@ func listTrace(path string, verbose bool, stdout io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	evs, err := f.Events("all")
-	if err != nil {
-		return err
-	}
+	evs, _ := f.Events("all") // (none: a program with prepared sites only)
 	off := map[[2]int]bool{}
 	for _, ev := range evs {
-		off[[2]int{ev.ImageIndex(), int(ev.Index)}] = ev.Off()
+		off[[2]int{ev.ImageIndex(), int(ev.Index)}] = ev.Off() || !f.Armed() // (disable FILE all)
 	}
 	noopt := !f.Optimized()
 	for k, d := range f.Descs() {
@@ -134,7 +131,7 @@ func listLive(f *tracectl.File, verbose bool, stdout io.Writer) error {
 				continue
 			}
 			dp.Event = at
-			line := probeLine(d, dp, probeType(dp), false, verbose)
+			line := probeLine(d, dp, probeType(dp), !f.Armed(), verbose)
 			if e.Gone {
 				line = strings.Replace(line, "[LIVE]", "[LIVE][GONE]", 1)
 			}

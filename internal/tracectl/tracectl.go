@@ -478,3 +478,29 @@ func (f *File) SetOptimized(on bool) bool {
 		}
 	}
 }
+
+// Armed says whether the switch of every probe is on (no `disable FILE all`).
+func (f *File) Armed() bool {
+	return atomic.LoadUint32(f.word(offFlags))&kprt.TraceDisarmed == 0
+}
+
+// SetArmed turns the switch of every probe of the programs writing into the file on or
+// off (the kernel's kprobes/enabled): off, every probe is disarmed, C handlers
+// included, live sites get their original bytes back; on, each probe is as its own
+// switches say. It returns whether it was on.
+func (f *File) SetArmed(on bool) bool {
+	w := f.word(offFlags)
+	for {
+		old := atomic.LoadUint32(w)
+		nw := old | kprt.TraceDisarmed
+		if on {
+			nw = old &^ kprt.TraceDisarmed
+		}
+		if atomic.CompareAndSwapUint32(w, old, nw) {
+			if old != nw {
+				f.changed()
+			}
+			return old&kprt.TraceDisarmed == 0
+		}
+	}
+}

@@ -718,6 +718,10 @@ struct kprw_trace_hdr {
 #define KPRW_TRACE_NOOPT 0x4 /* `kprewrite optimize FILE off`: live-capable jump points (KPRW_DF_LIVE,
                                 KPRW_DF_REOPT) are int3s into their detours (the kernel's
                                 debug.kprobes-optimization = 0) */
+#define KPRW_TRACE_DISARMED 0x8 /* `kprewrite disable FILE all`: every probe of the programs
+                                   writing into the file is disarmed, C handlers included
+                                   (the kernel's kprobes/enabled = 0); each keeps its own
+                                   state for `enable FILE all` */
 #define KPRW_RING_OVERWRITE 0x1 /* a writer puts the block it leaves back in the queue and
                                    zeroes the one it takes: the ring keeps the most recent
                                    records (a flight recorder) */

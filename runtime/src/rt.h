@@ -191,7 +191,7 @@ struct kprw_rt {
 	struct kprw_probe_state *state;
 	u32 npoints, nprobes, nevents;
 	u32 secure;        /* AT_SECURE */
-	u32 disable_all;   /* KPREWRITE_DISABLE=all or KPRW_HF_DISABLE_ALL */
+	u32 disable_all;   /* 1: KPREWRITE_DISABLE=all or KPRW_HF_DISABLE_ALL; | KPRW_DISARM */
 	u32 debug;
 	u32 ncpus;
 	int init_done;     /* start-up's first part ran: probes fire (start_early) */
@@ -594,12 +594,19 @@ static inline int kprw_fast_ok(const struct kprw_tctx *c)
 	return kprw_rt.fast_read && c && !c->slow_read;
 }
 
+#define KPRW_DISARM 2u /* disable_all: the trace file's switch of every probe is off (rt_ctl.c) */
+int kprw_disarm_recheck(void);
+void kprw_disarm_sync(void);
+
 static inline int kprw_probe_enabled(u32 i)
 {
+	u32 d = kprw_rt.disable_all;
+	if (unlikely(d == KPRW_DISARM))
+		d = !kprw_disarm_recheck(); /* (switched back on since?) */
 	/* (nothing disabled and no C handler, which may: the state's bss pages unread) */
 	if (likely(!(kprw_rt.has & (KPRW_HAS_DISABLED | KPRW_HAS_USER))))
-		return !kprw_rt.disable_all;
-	return !kprw_rt.disable_all && !(kprw_rt.state[i].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG));
+		return !d;
+	return !d && !(kprw_rt.state[i].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG));
 }
 
 static inline void kprw_count_hit(u32 i)
@@ -696,6 +703,8 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 {
 	uptr site = RT_ADDR(pt->site);
 	int rets = 0;
+	if (unlikely(kprw_rt.ctl_gen && __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen))
+		kprw_ctl_sync(); /* (the switch of every probe among the changes: C handlers too) */
 	for (u32 k = 0; k < pt->nprobes; k++) {
 		u32 i = pt->first_probe + k;
 		const struct kprw_probe *p = &kprw_rt.probes[i];

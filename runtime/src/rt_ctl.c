@@ -223,6 +223,7 @@ void kprw_ctl_sync(void)
 		}
 	}
 	__atomic_store_n(&kprw_rt.ctl_seen, gen, __ATOMIC_RELEASE);
+	kprw_disarm_sync();
 	kprw_pf_update(); /* inline filters: valid under the new generation, or not at all */
 	__atomic_store_n(&kprw_rt.ctl_lock, 0, __ATOMIC_RELEASE);
 }
@@ -388,4 +389,26 @@ void kprw_ctl_install(long fd, struct kprw_trace_hdr *h)
 			__atomic_and_fetch(&kprw_rt.trig_count[sw.slot], ~1ull, __ATOMIC_RELAXED);
 	}
 	__atomic_add_fetch(&h->ctl_gen, 1, __ATOMIC_RELEASE);
+}
+
+/* kprw_disarm_sync applies the trace file's switch of every probe (KPRW_TRACE_DISARMED,
+ * `kprewrite disable FILE all`: the kernel's kprobes/enabled) to disable_all: from a hit
+ * that sees ctl_gen change, or the live-probe thread. */
+void kprw_disarm_sync(void)
+{
+	if (!kprw_rt.trace)
+		return;
+	if (__atomic_load_n(&kprw_rt.trace->flags, __ATOMIC_ACQUIRE) & KPRW_TRACE_DISARMED)
+		__atomic_or_fetch(&kprw_rt.disable_all, KPRW_DISARM, __ATOMIC_RELAXED);
+	else
+		__atomic_and_fetch(&kprw_rt.disable_all, ~KPRW_DISARM, __ATOMIC_RELAXED);
+}
+
+/* kprw_disarm_recheck is kprw_probe_enabled's look at the switch while it is off (a
+ * disarmed probe's hit sees no ctl_gen change): whether probes are enabled again. */
+int kprw_disarm_recheck(void)
+{
+	if (kprw_rt.trace && !(__atomic_load_n(&kprw_rt.trace->flags, __ATOMIC_ACQUIRE) & KPRW_TRACE_DISARMED))
+		__atomic_and_fetch(&kprw_rt.disable_all, ~KPRW_DISARM, __ATOMIC_RELAXED);
+	return !__atomic_load_n(&kprw_rt.disable_all, __ATOMIC_RELAXED);
 }

@@ -364,8 +364,9 @@ static void reconcile(void)
 	int pending = 0, off = noopt();
 	for (u32 i = 0; i < kprw_rt.npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
-		if (pt->dflags & KPRW_DF_REOPT) { /* always armed: its kind follows the switch */
-			u8 want = off ? LIVE_INT3 : LIVE_JUMP, now = live_armed[i];
+		if (pt->dflags & KPRW_DF_REOPT) { /* armed unless every probe is off: its kind follows the switch */
+			u8 want = (kprw_rt.disable_all & KPRW_DISARM) ? LIVE_OFF : off ? LIVE_INT3 : LIVE_JUMP;
+			u8 now = live_armed[i];
 			if (now != want)
 				now = set_jump(i, now, want);
 			pending |= now != want;
@@ -411,6 +412,7 @@ static void agent(void)
 	for (;;) {
 		u32 seen = __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_ACQUIRE);
 		kprw_livedef_sync(); /* events added or removed (kprewrite probe) */
+		kprw_disarm_sync();  /* the switch of every probe */
 		reconcile();
 		/* a change after the load makes the wait return at once (EAGAIN); a jump
 		 * point left pending is tried again after 50 ms */

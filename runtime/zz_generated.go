@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "0c4d0328a6338b53f4a3dd5d8507f588fb3be56a2f52df082ff226cf8f59da9a"
+const ObjectSHA256 = "ed0075b8d87ae705f511099025cb85ec0cb3da96e2c0c5b45ab5315d17b8ed09"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

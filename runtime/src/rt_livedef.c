@@ -219,7 +219,7 @@ int kprw_live_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, struct kprw
 	const struct kprw_livelist *l = kprw_rt.live_lists ? __atomic_load_n(&kprw_rt.live_lists[pi], __ATOMIC_ACQUIRE) : NULL;
 	if (!l)
 		return 1;
-	for (u32 k = 0; k < l->n; k++) {
+	for (u32 k = l->n; k-- > 0;) { /* newest first, as the uprobe tracer runs its consumers */
 		const struct kprw_livedef *d = &l->d[k];
 		__atomic_add_fetch(d->hits, 1, __ATOMIC_RELAXED);
 		if (kprw_rt.trace && !__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED))

@@ -16,6 +16,9 @@ type Trace struct {
 	Lost        uint64
 	Torn        int
 	Undescribed int
+	// Overwritten counts records a `record --overwrite` ring's writers wrote over
+	// (written, not kept: the flight recorder keeps the most recent ones).
+	Overwritten uint64
 	// Profile is what `kprewrite profile` prints: hits and misses per event.
 	Profile []ProfileLine
 }
@@ -108,7 +111,7 @@ func ReadTrace(path string, binaries ...string) (*Trace, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Trace{Lost: tr.Lost, Torn: tr.Torn}
+	out := &Trace{Lost: tr.Lost, Torn: tr.Torn, Overwritten: tr.Overwritten}
 	fm := tracefile.NewFormatter(descs)
 	for i := range tr.Records {
 		r := &tr.Records[i]

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "7ed504ebfa5d43240dfbb119156656fd790507be779575effbf2b683ddbe5380"
+const ObjectSHA256 = "3c09fc2367463f2522a306e4498fbd75c851f1a9de3b3209672c098f31ea93a4"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -225,6 +225,9 @@ func recordSummary(stderr io.Writer, rec *recorder.Recorder, opt *recordOptions,
 		if st.Records > 0 {
 			fmt.Fprintf(stderr, ", %d records copied by snapshots and SIGUSR2", st.Records)
 		}
+		if st.Overwritten > 0 {
+			fmt.Fprintf(stderr, ", %d older ones overwritten", st.Overwritten)
+		}
 		fmt.Fprintln(stderr)
 	} else if !opt.quiet {
 		fmt.Fprintf(stderr, "kprewrite record: %d records (%s) written to %s", st.Records, sizeString(st.Bytes), opt.out)

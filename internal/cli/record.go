@@ -76,7 +76,8 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	}
 	werr := r.copyRecords(exited, sigs)
 	rec.Drain(true, false)
-	r.poll()
+	for r.poll(); r.follow != nil && r.follow.More; r.poll() { // everything, a budget a poll
+	}
 	r.progress.clear()
 	gone := rec.Check() // the path still names the file written?
 	ferr := rec.Finish()

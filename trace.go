@@ -16,6 +16,9 @@ type Trace struct {
 	Lost        uint64
 	Torn        int
 	Undescribed int
+	// Overwritten counts records a `record --overwrite` ring's writers wrote over
+	// (written, not kept: the flight recorder keeps the most recent ones).
+	Overwritten uint64
 	// Profile is what `kprewrite profile` prints: hits and misses per event.
 	Profile []ProfileLine
 }
@@ -102,86 +105,130 @@ type ProfileLine struct {
 // from the file itself (a rewritten program copies its image's description in), or
 // from the rewritten binaries given, or from path without its ".trace" suffix.
 // Every record `kprewrite trace` prints is there, in the same order: events' hits, C
-// handlers' trace_printk and --verify-regions violations (Record.Kind).
+// handlers' trace_printk and --verify-regions violations (Record.Kind). The records
+// are all in memory (a few hundred bytes each, their fields decoded): EachRecord reads
+// a trace of any length in memory bounded by its threads.
 func ReadTrace(path string, binaries ...string) (*Trace, error) {
-	tr, descs, err := tracefile.Open(path, binaries)
+	var recs []Record
+	out, err := eachRecord(path, binaries, func(n int) { recs = make([]Record, 0, n) }, func(r *Record) error {
+		recs = append(recs, *r)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := &Trace{Lost: tr.Lost, Torn: tr.Torn}
-	fm := tracefile.NewFormatter(descs)
-	for i := range tr.Records {
-		r := &tr.Records[i]
-		rec := Record{Comm: r.CommString(), PID: r.PID, TID: r.TID, CPU: uint32(r.CPU), Time: time.Duration(r.TsNs)}
-		if d := descs[r.ImageID]; d != nil {
-			rec.Image = d.Image
-		}
-		switch r.Type {
-		case kprt.RecKprobe, kprt.RecKretprobe:
-		case kprt.RecPrintk:
-			rec.Kind = KindPrintk
-			rec.Event, rec.Text = tracefile.DecodePrintk(r)
-			if r.IP != 0 {
-				rec.Addr = r.Bias + r.IP
-			}
-			rec.RetAddr = r.RetIP
-			rec.Line, _ = fm.Line(r)
-			out.Records = append(out.Records, rec)
-			continue
-		case kprt.RecSynth:
-			name, fields, err := fm.Synth(r)
-			if err != nil {
-				out.Undescribed++
-				continue
-			}
-			rec.Kind, rec.Group, rec.Event, rec.Addr = KindSynthetic, "synthetic", name, r.Bias+r.IP
-			for _, f := range fields {
-				if f.Signed {
-					rec.Fields = append(rec.Fields, Field{Name: f.Name, Value: f.Value})
-				} else {
-					rec.Fields = append(rec.Fields, Field{Name: f.Name, Value: uint64(f.Value)})
-				}
-			}
-			rec.Line, _ = fm.Line(r)
-			out.Records = append(out.Records, rec)
-			continue
-		case kprt.RecViolation:
-			v, err := fm.DecodeViolation(r)
-			if err != nil {
-				out.Undescribed++
-				continue
-			}
-			rec.Kind, rec.Event, rec.Addr = KindViolation, tracefile.ViolationEvent, v.At
-			rec.Fields = append(rec.Fields, Field{Name: "site", Value: v.Site})
-			if v.Symbol != "" {
-				rec.Fields = append(rec.Fields, Field{Name: "sym", Value: v.Symbol})
-			}
-			rec.Line, _ = fm.Line(r)
-			out.Records = append(out.Records, rec)
-			continue
-		default:
-			out.Undescribed++
-			continue
-		}
-		ev, err := fm.Decode(r)
-		if err != nil {
-			out.Undescribed++
-			continue
-		}
-		line, err := fm.Line(r)
-		if err != nil {
-			out.Undescribed++
-			continue
-		}
-		rec.Image, rec.Group, rec.Event, rec.Return, rec.Addr, rec.RetAddr, rec.Line = ev.Image, ev.Group, ev.Name, ev.Return, ev.Addr, ev.RetAddr, line
-		for _, v := range ev.Fields {
-			rec.Fields = append(rec.Fields, Field{Name: v.Name, Value: v.Value})
-		}
-		out.Records = append(out.Records, rec)
+	out.Records = recs
+	return out, nil
+}
+
+// EachRecord calls fn with each record of the trace file at path, in ReadTrace's
+// order, without holding them: the record is fn's to keep. An error from fn ends the
+// reading and is returned. The Trace returned has no Records, the rest as ReadTrace's
+// (Undescribed and the counts of the records read).
+func EachRecord(path string, fn func(*Record) error, binaries ...string) (*Trace, error) {
+	return eachRecord(path, binaries, func(int) {}, fn)
+}
+
+// eachRecord is EachRecord; count is told how many records the file holds first.
+func eachRecord(path string, bins []string, count func(int), fn func(*Record) error) (*Trace, error) {
+	s, descs, err := tracefile.OpenStream(path, bins)
+	if err != nil {
+		return nil, err
 	}
-	lines, _ := tracefile.Profile(tr, descs)
+	defer s.Close()
+	count(s.Count)
+	out := &Trace{Lost: s.Lost, Torn: s.Torn, Overwritten: s.Overwritten}
+	c := converter{fm: tracefile.NewFormatter(descs), descs: descs, comms: map[[16]byte]string{}}
+	err = s.Each(func(r *tracefile.Record) error {
+		rec, ok := c.record(r)
+		if !ok {
+			out.Undescribed++
+			return nil
+		}
+		return fn(&rec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	lines, _ := tracefile.Profile(s.Trace, descs)
 	for _, l := range lines {
 		out.Profile = append(out.Profile, ProfileLine{Image: l.Image, Event: l.Event, Hits: l.Hit, NMissed: l.NMissed})
 	}
 	return out, nil
+}
+
+// converter makes Records of a file's raw records.
+type converter struct {
+	fm    *tracefile.Formatter
+	descs tracefile.Descs
+	comms map[[16]byte]string // one string per thread name, not one per record
+}
+
+// record converts r; false when it cannot be decoded (no description, another type).
+func (c *converter) record(r *tracefile.Record) (Record, bool) {
+	comm, ok := c.comms[r.Comm]
+	if !ok {
+		comm = r.CommString()
+		c.comms[r.Comm] = comm
+	}
+	rec := Record{Comm: comm, PID: r.PID, TID: r.TID, CPU: uint32(r.CPU), Time: time.Duration(r.TsNs)}
+	if d := c.descs[r.ImageID]; d != nil {
+		rec.Image = d.Image
+	}
+	switch r.Type {
+	case kprt.RecKprobe, kprt.RecKretprobe:
+		return c.event(r, rec)
+	case kprt.RecPrintk:
+		rec.Kind = KindPrintk
+		rec.Event, rec.Text = tracefile.DecodePrintk(r)
+		if r.IP != 0 {
+			rec.Addr = r.Bias + r.IP
+		}
+		rec.RetAddr = r.RetIP
+	case kprt.RecSynth:
+		name, fields, err := c.fm.Synth(r)
+		if err != nil {
+			return rec, false
+		}
+		rec.Kind, rec.Group, rec.Event, rec.Addr = KindSynthetic, "synthetic", name, r.Bias+r.IP
+		for _, f := range fields {
+			if f.Signed {
+				rec.Fields = append(rec.Fields, Field{Name: f.Name, Value: f.Value})
+			} else {
+				rec.Fields = append(rec.Fields, Field{Name: f.Name, Value: uint64(f.Value)})
+			}
+		}
+	case kprt.RecViolation:
+		v, err := c.fm.DecodeViolation(r)
+		if err != nil {
+			return rec, false
+		}
+		rec.Kind, rec.Event, rec.Addr = KindViolation, tracefile.ViolationEvent, v.At
+		rec.Fields = append(rec.Fields, Field{Name: "site", Value: v.Site})
+		if v.Symbol != "" {
+			rec.Fields = append(rec.Fields, Field{Name: "sym", Value: v.Symbol})
+		}
+	default:
+		return rec, false
+	}
+	rec.Line, _ = c.fm.Line(r)
+	return rec, true
+}
+
+// event completes rec, an event's hit.
+func (c *converter) event(r *tracefile.Record, rec Record) (Record, bool) {
+	ev, err := c.fm.Decode(r)
+	if err != nil {
+		return rec, false
+	}
+	line, err := c.fm.Line(r)
+	if err != nil {
+		return rec, false
+	}
+	rec.Image, rec.Group, rec.Event, rec.Return, rec.Addr, rec.RetAddr, rec.Line = ev.Image, ev.Group, ev.Name, ev.Return, ev.Addr, ev.RetAddr, line
+	rec.Fields = make([]Field, 0, len(ev.Fields))
+	for _, v := range ev.Fields {
+		rec.Fields = append(rec.Fields, Field{Name: v.Name, Value: v.Value})
+	}
+	return rec, true
 }

@@ -670,7 +670,8 @@ type RawTraceHeader struct {
 	RingQueueOff uint64 `c:"ring_queue_off"` // file offset of u32 queue[RingBlocks]
 	ChunkLast    uint64 `c:"chunk_last"`     // file offset of the recorder's last chunk
 	RecorderPID  uint32 `c:"recorder_pid"`
-	Flags        uint32 `c:"flags"` // TraceUnreserved
+	Flags        uint32 `c:"flags"`       // TraceUnreserved
+	Overwritten  uint64 `c:"overwritten"` // records of an overwrite ring writers took again uncopied
 }
 
 // TraceUnreserved in RawTraceHeader.Flags: the record area's blocks are not reserved

@@ -76,7 +76,8 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	}
 	werr := r.copyRecords(exited, sigs)
 	rec.Drain(true, false)
-	r.poll()
+	for r.poll(); r.follow != nil && r.follow.More; r.poll() { // everything, a budget a poll
+	}
 	r.progress.clear()
 	gone := rec.Check() // the path still names the file written?
 	ferr := rec.Finish()
@@ -224,6 +225,9 @@ func recordSummary(stderr io.Writer, rec *recorder.Recorder, opt *recordOptions,
 		fmt.Fprintf(stderr, "kprewrite record: the most recent records are in %s's ring (up to %s)", opt.out, sizeString(opt.size))
 		if st.Records > 0 {
 			fmt.Fprintf(stderr, ", %d records copied by snapshots and SIGUSR2", st.Records)
+		}
+		if st.Overwritten > 0 {
+			fmt.Fprintf(stderr, ", %d older ones overwritten", st.Overwritten)
 		}
 		fmt.Fprintln(stderr)
 	} else if !opt.quiet {

@@ -33,6 +33,9 @@ func followTrace(path string, bins []string, stdout, stderr io.Writer) error {
 		if f.Done {
 			return f.Poll(stdout, stderr)
 		}
+		if f.More { // a poll's budget of records printed: more are there now
+			continue
+		}
 		select {
 		case <-sigs:
 			return f.Poll(stdout, stderr)

@@ -78,11 +78,14 @@ func (e *Error) Message() string {
 
 // Column is where the kernel's filter file puts the caret under the expression.
 func (e *Error) Column() int {
-	if e.Code == ErrNone && e.Detail == "" {
+	if e.Code == ErrNone && e.Detail == "" || e.Pos < 0 {
 		return -1
 	}
 	return min(e.Pos, len(e.Expr))
 }
+
+// maxShown is how much of an expression refused as a whole an error shows.
+const maxShown = 200
 
 // FilterFile is what the kernel's filter file shows after the filter was refused:
 // the expression, a caret, the message.
@@ -90,7 +93,11 @@ func (e *Error) FilterFile() string {
 	if c := e.Column(); c >= 0 {
 		return fmt.Sprintf("%s\n%s^\n%s\n", e.Expr, strings.Repeat(" ", c), e.Error())
 	}
-	return fmt.Sprintf("%s\n%s\n", e.Expr, e.Error())
+	expr := e.Expr
+	if len(expr) > maxShown { // a refusal of the whole (too long): its start says which
+		expr = fmt.Sprintf("%s... (%d bytes)", expr[:maxShown], len(expr))
+	}
+	return fmt.Sprintf("%s\n%s\n", expr, e.Error())
 }
 
 // Symbols resolves the functions a .function predicate names (link-time addresses).
@@ -182,6 +189,9 @@ func Parse(expr string, fields []Field, syms Symbols) (*Filter, error) {
 	}
 	f := &Filter{Expr: expr}
 	if err := p.predicateParse(f, nparens, npreds); err != nil {
+		return nil, err
+	}
+	if err := f.checkSize(); err != nil {
 		return nil, err
 	}
 	return f, nil

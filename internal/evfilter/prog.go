@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 )
 
 // Program layout; see the package documentation.
@@ -16,6 +17,31 @@ const (
 	NeedCPU  = 1 << 0 // some entry reads the CPU
 	NeedComm = 1 << 1 // some entry reads the thread's name
 )
+
+// MaxProgram is the most bytes a program may have: the header's length, the branch
+// targets and the patterns' offsets are 16-bit (about 2,040 predicates without strings).
+const MaxProgram = 0xffff &^ 7
+
+// programSize is the bytes Program returns.
+func (f *Filter) programSize() int {
+	n := HeaderSize + len(f.prog)*EntrySize
+	for _, e := range f.prog {
+		if pr := &f.preds[e.pred]; pr.fn == FnString {
+			n += len(pr.pattern) + 1
+		}
+	}
+	return (n + 7) &^ 7
+}
+
+// checkSize refuses a filter whose program the runtime could not hold (Parse).
+func (f *Filter) checkSize() error {
+	if size := f.programSize(); size > MaxProgram {
+		return &Error{Expr: f.Expr, Pos: -1, Code: ErrTooManyPreds, Detail: fmt.Sprintf(
+			"Too many terms in predicate expression: %d predicates make a filter program of %d bytes, the runtime's limit is %d (about %d predicates)",
+			len(f.prog), size, MaxProgram, (MaxProgram-HeaderSize)/EntrySize)}
+	}
+	return nil
+}
 
 // Program is the filter compiled for the runtime.
 func (f *Filter) Program() []byte {

@@ -1,8 +1,6 @@
 package probedefs
 
 import (
-	"bufio"
-	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -86,10 +84,11 @@ func ParseDefs(exprs, files, filters, triggers []string, src Translator) ([]Prob
 		if err != nil {
 			return nil, nil, fmt.Errorf("read definitions: %w", err)
 		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 64*1024), 1<<20)
-		for line := 1; sc.Scan(); line++ {
-			text := strings.TrimSpace(sc.Text())
+		// the file is in memory: its lines are split there, with no limit on a line's
+		// length (a bufio.Scanner refused a long filter line without saying which)
+		for i, raw := range strings.Split(string(data), "\n") {
+			line := i + 1
+			text := strings.TrimSpace(raw)
 			if text == "" || strings.HasPrefix(text, "#") {
 				continue
 			}
@@ -104,9 +103,6 @@ func ParseDefs(exprs, files, filters, triggers []string, src Translator) ([]Prob
 			if err := add(text, fmt.Sprintf("%s:%d", name, line)); err != nil {
 				return nil, nil, err
 			}
-		}
-		if err := sc.Err(); err != nil {
-			return nil, nil, fmt.Errorf("read definitions %s: %w", name, err)
 		}
 	}
 	defs := make([]Probe, 0, len(set.Probes))

@@ -63,6 +63,8 @@ type Stats struct {
 	Bytes   uint64 // bytes of chunks appended
 	Chunks  uint64
 	Lost    uint64 // records the programs could not write (no free block): the header's count
+	// Overwritten is the header's count of records an overwrite ring's writers wrote over
+	Overwritten uint64
 }
 
 // Recorder drains one ring file.
@@ -129,6 +131,7 @@ type piece struct {
 // header field offsets (the Go mirror has the C layout: TestABILayout)
 var (
 	offLost      = unsafe.Offsetof(kprt.RawTraceHeader{}.Lost)
+	offOverwrite = unsafe.Offsetof(kprt.RawTraceHeader{}.Overwritten)
 	offRingFlags = unsafe.Offsetof(kprt.RawTraceHeader{}.RingFlags)
 	offRingTake  = unsafe.Offsetof(kprt.RawTraceHeader{}.RingTake)
 	offRingGive  = unsafe.Offsetof(kprt.RawTraceHeader{}.RingGive)
@@ -445,6 +448,7 @@ func (r *Recorder) Stats() Stats {
 	s := r.stats
 	if r.m != nil {
 		s.Lost = atomic.LoadUint64(r.u64(uint64(offLost)))
+		s.Overwritten = atomic.LoadUint64(r.u64(uint64(offOverwrite)))
 	}
 	return s
 }
@@ -786,6 +790,7 @@ func (r *Recorder) close() error {
 	r.endPopulate()
 	if r.m != nil {
 		r.stats.Lost = atomic.LoadUint64(r.u64(uint64(offLost)))
+		r.stats.Overwritten = atomic.LoadUint64(r.u64(uint64(offOverwrite)))
 		syscall.Munmap(r.m)
 		r.m = nil
 	}

@@ -406,7 +406,11 @@ func WriteTrace(w, errw io.Writer, s *Stream, descs Descs, header bool) error {
 		fmt.Fprintf(w, "#\n#           TASK-PID     CPU#   TIMESTAMP  FUNCTION\n#              | |         |       |         |\n")
 	}
 	if header {
-		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# entries-in-buffer/entries-written: %d/%d\n", s.Count, uint64(s.Count)+s.Lost+uint64(s.Torn))
+		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# entries-in-buffer/entries-written: %d/%d\n", s.Count, uint64(s.Count)+s.Lost+uint64(s.Torn)+s.Overwritten)
+		if s.Overwritten > 0 {
+			// record --overwrite: the flight recorder keeps the most recent ones
+			fmt.Fprintf(w, "# overwritten: %d records were overwritten by later ones in the ring (record --overwrite)\n", s.Overwritten)
+		}
 		if s.Lost > 0 && s.Header.RingBlocks != 0 {
 			// kprewrite record's ring: a writer found no free block
 			fmt.Fprintf(w, "# lost: %d records found the ring full (the recorder fell behind, was stopped or had finished)\n", s.Lost)

@@ -19,6 +19,9 @@ type Trace struct {
 	Torn int
 	// Lost is the number of records that did not fit (the header's lost count).
 	Lost uint64
+	// Overwritten is the number of records a `record --overwrite` ring's writers wrote
+	// over before anything copied them (the header's count): written, not kept.
+	Overwritten uint64
 }
 
 // TraceImage holds the counters of one rewritten image in a trace file.
@@ -89,7 +92,7 @@ func parseHeader(b []byte) (*Trace, error) {
 	if h.DataSize > size-kprt.TraceHeaderSize {
 		return nil, fmt.Errorf("%w: record area of %d bytes in a %d-byte file", ErrTrace, h.DataSize, size)
 	}
-	t.Lost = h.Lost
+	t.Lost, t.Overwritten = h.Lost, h.Overwritten
 	if h.NImages > kprt.TraceMaxImages {
 		return nil, fmt.Errorf("%w: %d images", ErrTrace, h.NImages)
 	}

@@ -71,6 +71,29 @@ static void ring_give(u64 off)
 	__atomic_store_n(&kprw_rt.ring_queue[g % n], (off / kprw_rt.trace_block) | (g / n) << 32, __ATOMIC_RELEASE);
 }
 
+/* overwritten counts the committed records of the ring block b (n bytes) that a writer
+ * is taking again, past what the recorder copied of it (drained): they were written, and
+ * go now. The walk stops where the records end, or at a size that does not fit. */
+static u64 overwritten(const struct kprw_blk *b, u64 n)
+{
+	if (__atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != KPRW_BLK_MAGIC || b->size != n)
+		return 0;
+	u64 off = b->drained > sizeof *b ? b->drained : sizeof *b, count = 0;
+	while (off + sizeof(struct kprw_crec) <= n) {
+		const struct kprw_crec *r = (const struct kprw_crec *)((const u8 *)b + off);
+		if (r->ts_lo == 0 && r->ts_hi == 0)
+			break;
+		u64 size = (sizeof *r + (r->rlen & KPRW_CREC_EXT ? sizeof(struct kprw_crec_ext) : 0) +
+			    (r->rlen & KPRW_CREC_RET ? 8 : 0) + (r->rlen & KPRW_CREC_LEN) + 7) & ~7ull;
+		if (size > n - off)
+			break;
+		if ((r->commit & KPRW_CREC_COMMITTED) && !(r->commit & KPRW_CREC_DISCARDED))
+			count++;
+		off += size;
+	}
+	return count;
+}
+
 /* kprw_new_block takes a block for a record of size bytes (a larger one for a record larger
  * than a block) and makes it c's (none: the record has it alone; the context table is
  * full). Returns the record's place, or NULL (counted as lost). */
@@ -107,7 +130,10 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 		}
 		if (kprw_rt.ring_over) { /* its old records go: readers see no magic first */
 			struct kprw_blk *b = (struct kprw_blk *)(kprw_rt.trace_data + off);
+			u64 gone = overwritten(b, n);
 			atomic_store(&b->magic, 0);
+			if (gone)
+				atomic_add(&h->overwritten, gone);
 			kprw_memset((u8 *)b + 4, 0, n - 4);
 		}
 	} else {

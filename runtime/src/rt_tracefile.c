@@ -342,9 +342,11 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 		warn_counters("has no room for this program's counters (counted in memory only)");
 		return;
 	}
-	/* records name the image's entry, and count their probes' hits there */
+	/* records name the image's entry, and count their probes' hits there; not in an
+	 * overwrite ring, whose writers take blocks again unread: a hit that a record stood
+	 * for would go with it, so there every hit is counted (per CPU where the shards are) */
 	kprw_rt.trace_image = (u32)(im - h->images);
-	kprw_rt.rec_hits = 1;
+	kprw_rt.rec_hits = !(h->ring_nblocks && (h->ring_flags & KPRW_RING_OVERWRITE));
 	kprw_rt.rec_ext = !ext.desc_off || !ext.desc_size;
 	map_shards(fd, &ext);
 	/* with the shards armed, every hit that is counted (a count-only image's, and one a

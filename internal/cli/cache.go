@@ -29,6 +29,6 @@ func runCache(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "kprewrite cache: %d rewritten programs (%s) removed from %s\n", n, sizeString(uint64(bytes)), c.Dir)
+	fmt.Fprintf(stderr, "kprewrite cache: %d rewritten program(s) (%s) removed from %s\n", n, sizeString(uint64(bytes)), c.Dir)
 	return nil
 }

@@ -169,12 +169,12 @@ func runRecorded(ctx context.Context, rec *recorder.Recorder, res *RecordResult,
 		rec.Drain(done, false)
 	}
 	images := rec.Images()
-	if images == 0 && !hasProbes(&opt.Rewrite) {
-		rec.Discard()
-	}
 	st := rec.Stats()
 	res.Records, res.Lost, res.ExitCode = st.Records, st.Lost, exitCode(werr)
 	gone := rec.Check()
+	if images == 0 && !hasProbes(&opt.Rewrite) {
+		rec.Discard()
+	}
 	if err := errors.Join(rec.Err(), rec.Finish(), gone); err != nil {
 		return images, fmt.Errorf("%s: %w", res.Trace, err)
 	}

@@ -1,6 +1,7 @@
 package kprewrite_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"os"
@@ -71,4 +72,65 @@ func ExampleRewrite() {
 	// add_ret [{ret 3}]
 	// add [{a 2} {b 3}]
 	// add_ret [{ret 5}]
+}
+
+// RecordProgram rewrites a program with an event into a cache, runs it under the
+// recorder, and Records reads its trace back one record at a time.
+func ExampleRecordProgram() {
+	dir, _ := os.MkdirTemp("", "kprewrite-example")
+	defer os.RemoveAll(dir)
+	prog := build(dir)
+
+	res, err := kprewrite.RecordProgram(context.Background(), kprewrite.RecordOptions{
+		Program:  prog,
+		Args:     []string{"3"},
+		Rewrite:  kprewrite.RewriteOptions{Definitions: []string{"r:ex/add_ret add ret=$retval:s32"}},
+		Output:   filepath.Join(dir, "example.trace"),
+		CacheDir: filepath.Join(dir, "cache"), // (default: the user's, ~/.cache/kprewrite)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("exit status", res.ExitCode, "records", res.Records)
+	for r, err := range kprewrite.Records(res.Trace) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		ret, _ := r.Field("ret")
+		fmt.Println(r.Comm, r.Event, ret)
+	}
+	// Output:
+	// exit status 0 records 3
+	// example add_ret 1
+	// example add_ret 3
+	// example add_ret 5
+}
+
+// Records reads a trace of any length in bounded memory: here, the sum of add's
+// arguments over 100,000 calls, without holding the records.
+func ExampleRecords() {
+	dir, _ := os.MkdirTemp("", "kprewrite-example")
+	defer os.RemoveAll(dir)
+	prog := build(dir)
+
+	res, err := kprewrite.RecordProgram(context.Background(), kprewrite.RecordOptions{
+		Program:  prog,
+		Args:     []string{"100000"},
+		Rewrite:  kprewrite.RewriteOptions{Definitions: []string{"p:ex/add add a=%di:s32"}},
+		Output:   filepath.Join(dir, "example.trace"),
+		CacheDir: filepath.Join(dir, "cache"),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var n, sum int64
+	for r, err := range kprewrite.Records(res.Trace) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		a, _ := r.Field("a")
+		n, sum = n+1, sum+a.(int64)
+	}
+	fmt.Println(n, "calls, sum of a:", sum)
+	// Output: 100000 calls, sum of a: 4999950000
 }

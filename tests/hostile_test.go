@@ -166,6 +166,7 @@ func TestIgnoredSignals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	prog := recordProg(t)
 	marker := filepath.Join(dir, "gcc-started")
 	script := "#!/bin/sh\n: > " + marker + "\nsleep 1\nexec " + real + " \"$@\"\n"
 	if err := os.WriteFile(filepath.Join(wrap, "gcc"), []byte(script), 0o755); err != nil {
@@ -200,7 +201,8 @@ func TestIgnoredSignals(t *testing.T) {
 		})
 		t.Run("record "+name, func(t *testing.T) {
 			trace := filepath.Join(t.TempDir(), "r.trace")
-			cmd, done := startIgnoring(t, os.Environ(), name, bin, "record", "-q", "-o", trace, "--", "sleep", "1")
+			// (a program that runs a rewritten one: one with no probes is an error)
+			cmd, done := startIgnoring(t, os.Environ(), name, bin, "record", "-q", "-o", trace, "--", "sh", "-c", `sleep 1; "$0" 1 0 > /dev/null; true`, prog)
 			waitFor(t, "the trace file", func() bool { _, err := os.Stat(trace); return err == nil })
 			syscall.Kill(cmd.Process.Pid, sig)
 			select {

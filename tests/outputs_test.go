@@ -110,8 +110,9 @@ func TestOutputIsInput(t *testing.T) {
 	f := setUp("other")
 	other := filepath.Join(f.dir, "out")
 	for _, args := range [][]string{
-		{"record", "-q", "-o", f.trace, "--", "true", f.trace},
-		{"record", "-q", "-o", other + ".trace", "--", "true", other + ".trace"},
+		// (a program that runs a rewritten one: one with no probes is an error)
+		{"record", "-q", "-o", f.trace, "--", "sh", "-c", `"$0" 1 0 > /dev/null; true`, f.prog, f.trace},
+		{"record", "-q", "-o", other + ".trace", "--", "sh", "-c", `"$0" 1 0 > /dev/null; true`, f.prog, other + ".trace"},
 		{"trace", "--format", "chrome", "-o", other, f.trace},
 		{"flamegraph", "-o", other, f.trace},
 		{"control", "-o", other, f.prog},
@@ -179,7 +180,7 @@ func TestRecordOutputHeld(t *testing.T) {
 	// two started at once: one runs, the other is refused before its program starts
 	started := filepath.Join(dir, "started")
 	os.Mkdir(started, 0o755)
-	wait := fmt.Sprintf(`: > '%s'/$$; while [ ! -e '%s'/go ]; do sleep 0.01; done`, started, started)
+	wait := fmt.Sprintf(`: > '%s'/$$; while [ ! -e '%s'/go ]; do sleep 0.01; done; '%s' 1 0 > /dev/null; true`, started, started, prog)
 	type result struct {
 		i      int
 		err    error

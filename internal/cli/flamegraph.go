@@ -10,7 +10,7 @@ import (
 )
 
 func runFlamegraph(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("flamegraph", "flamegraph [-b BINARY]... [--format svg|folded] [--threads] [--title T] [-o OUT] FILE", stdout)
+	fs := helpFlagSet("flamegraph", "flamegraph [-b BINARY]... [--format svg|folded] [--threads] [--title T] [-o OUT] [FILE]", stdout)
 	var bins multiFlag
 	fs.Var(&bins, "b", "a rewritten binary whose events the trace holds (repeatable; default: FILE without "+TraceSuffix+")")
 	format := fs.String("format", "svg", "svg: a flame graph a browser shows; folded: flamegraph.pl's folded stacks (self nanoseconds)")
@@ -21,8 +21,8 @@ func runFlamegraph(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite flamegraph -h)", len(pos))
+	if pos, err = traceArg("flamegraph", pos); err != nil {
+		return err
 	}
 	if *format != "svg" && *format != "folded" {
 		return usageErr("unknown --format %q (svg or folded)", *format)

@@ -11,7 +11,7 @@ import (
 // kernel's events/GROUP/EVENT/hist files for a trace file, and the ":pause", ":cont"
 // and ":clear" a write into the trigger file applies to a running histogram.
 func runHist(args []string, stdout, _ io.Writer) error {
-	fs := helpFlagSet("hist", "hist [--event PATTERN] [--pause|--cont|--clear] FILE", stdout)
+	fs := helpFlagSet("hist", "hist [--event PATTERN] [--pause|--cont|--clear] [FILE]", stdout)
 	pattern := fs.String("event", "all", "the events whose histograms to print or change: EVENT, GROUP/EVENT, GROUP/* or all")
 	pause := fs.Bool("pause", false, "pause the histograms: hits are not added until --cont (for every program writing into FILE)")
 	cont := fs.Bool("cont", false, "continue paused histograms")
@@ -20,8 +20,8 @@ func runHist(args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite hist -h)", len(pos))
+	if pos, err = traceArg("hist", pos); err != nil {
+		return err
 	}
 	n := 0
 	for _, b := range []bool{*pause, *cont, *clear} {

@@ -10,7 +10,7 @@ import (
 )
 
 func runProfile(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("profile", "profile [-b BINARY]... [--format text|pprof] [-o OUT] FILE", stdout)
+	fs := helpFlagSet("profile", "profile [-b BINARY]... [--format text|pprof] [-o OUT] [FILE]", stdout)
 	var bins multiFlag
 	fs.Var(&bins, "b", "a rewritten binary whose events the trace holds (repeatable; default: FILE without "+TraceSuffix+")")
 	format := fs.String("format", "text", "text: hits and misses per event, like kprobe_profile; pprof: the calls as a gzipped pprof profile (go tool pprof)")
@@ -19,8 +19,8 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite profile -h)", len(pos))
+	if pos, err = traceArg("profile", pos); err != nil {
+		return err
 	}
 	if err := outfile.Check(*out, tracefile.Inputs(pos[0], bins)...); err != nil {
 		return err

@@ -36,18 +36,22 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := outfile.Check(opt.out, append(recordInputs(opt.argv), opt.rw.inputs()...)...); err != nil {
+		return err
+	}
+	prog, err := recordProgram(opt, stderr)
+	if err != nil {
+		return err
+	}
 	path, err := filepath.Abs(opt.out)
 	if err != nil {
 		return err
 	}
-	if err := outfile.Check(opt.out, recordInputs(opt.argv)...); err != nil {
-		return err
-	}
-	rec, err := recorder.Create(path, recorder.Options{BufferSize: opt.size, BlockSize: opt.blockSize, Overwrite: opt.overwrite})
+	rec, err := recorder.Create(path, recorder.Options{BufferSize: opt.size, BlockSize: opt.blockSize, Overwrite: opt.overwrite, KeepOld: true})
 	if err != nil {
 		return fmt.Errorf("%s: %w", opt.out, err)
 	}
-	cmd, stdout, stderr := recordedCommand(opt.argv, path, stdout, stderr)
+	cmd, stdout, stderr := recordedCommand(prog, opt.argv, path, stdout, stderr)
 	// the terminal's signals reach the program; the recorder stays to copy what it
 	// wrote until it has exited
 	sigs := make(chan os.Signal, 4)
@@ -80,6 +84,9 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	}
 	r.progress.clear()
 	gone := rec.Check() // the path still names the file written?
+	if gone == nil && rec.Images() == 0 && !opt.rw.probes() {
+		return noProbes(rec, opt, werr, stderr)
+	}
 	ferr := rec.Finish()
 	recordSummary(stderr, rec, opt, gone, ferr)
 	return recordedExit(werr, rec, opt.argv[0], gone)
@@ -91,14 +98,16 @@ type recordOptions struct {
 	size, blockSize uint64
 	overwrite       bool
 	live, quiet     bool
+	rw              *rewriteFlags // the probes to put in the program, and rewrite's options
 	argv            []string
 }
 
 // parseRecordArgs reads record's command line: the flags, then the program and its
 // arguments.
 func parseRecordArgs(args []string, stdout io.Writer) (*recordOptions, error) {
-	fs := helpFlagSet("record", "record [-o FILE] [--buffer-size SIZE] [--overwrite] [--live] [-q] [--] PROGRAM [ARGS]...", stdout)
-	out := fs.String("o", DefaultRecordFile, "the trace file to write (a regular file there is replaced; locked while written: a second record of it is refused)")
+	fs := helpFlagSet("record", "record [-e DEF]... [-f DEFFILE]... [--calls GLOB]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--handlers FILE.c]... [rewrite options] [-o FILE] [--buffer-size SIZE] [--block-size SIZE] [--overwrite] [--live] [-q] [--] PROGRAM [ARGS]...", stdout)
+	out := fs.String("o", DefaultRecordFile, "the trace file to write (a regular file there is kept as FILE.old; locked while written: a second record of it is refused)")
+	rw := addRewriteFlags(fs, false)
 	bufSize := fs.String("buffer-size", "32M", "the ring the programs write into, in memory shared with the recorder (K, M, G suffixes)")
 	blockSize := fs.String("block-size", "64K", "the size of each ring block a thread writes into (a power of two from 8K)")
 	over := fs.Bool("overwrite", false, "keep only the most recent records, as much as the buffer holds (a flight recorder); SIGUSR2 to the recorder copies what the ring holds")
@@ -123,15 +132,19 @@ func parseRecordArgs(args []string, stdout io.Writer) (*recordOptions, error) {
 	if err != nil {
 		return nil, usageErr("--block-size: %v", err)
 	}
-	return &recordOptions{out: *out, size: size, blockSize: bsize, overwrite: *over, live: *live, quiet: *quiet, argv: argv}, nil
+	if err := rewriteFlagsAlone(fs, rw); err != nil {
+		return nil, err
+	}
+	return &recordOptions{out: *out, size: size, blockSize: bsize, overwrite: *over, live: *live, quiet: *quiet, rw: rw, argv: argv}, nil
 }
 
-// recordedCommand is the program to record, told the trace file's path
+// recordedCommand is the program to record (prog: argv[0] or its rewrite), told the trace file's path
 // (KPREWRITE_TRACE), with the terminal as its standard streams; writers that are not
 // the process's own are shared with --live's output, so they get a lock (the
 // returned stdout and stderr are what record writes to from then on).
-func recordedCommand(argv []string, path string, stdout, stderr io.Writer) (*exec.Cmd, io.Writer, io.Writer) {
-	cmd := exec.Command(argv[0], argv[1:]...)
+func recordedCommand(prog string, argv []string, path string, stdout, stderr io.Writer) (*exec.Cmd, io.Writer, io.Writer) {
+	cmd := exec.Command(prog, argv[1:]...)
+	cmd.Args[0] = argv[0] // a rewrite in the cache runs under the name it was given
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if stdout != io.Writer(os.Stdout) {
 		// the program's output is copied by another goroutine while --live writes too

@@ -8,7 +8,7 @@ import (
 )
 
 func runReport(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("report", "report [-b BINARY]... [-s KEY] [--threads] [-n N] [--diff BASE] FILE", stdout)
+	fs := helpFlagSet("report", "report [-b BINARY]... [-s KEY] [--threads] [-n N] [--diff BASE] [FILE]", stdout)
 	var bins multiFlag
 	fs.Var(&bins, "b", "a rewritten binary whose events the trace holds (repeatable; default: FILE without "+TraceSuffix+")")
 	sortBy := fs.String("s", "total", "sort by "+strings.Join(export.SortKeys, ", "))
@@ -19,8 +19,8 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite report -h)", len(pos))
+	if pos, err = traceArg("report", pos); err != nil {
+		return err
 	}
 	if err := (&export.Report{}).Sort(*sortBy); err != nil {
 		return usageErr("-s: %v", err)

@@ -45,7 +45,7 @@ func followTrace(path string, bins []string, stdout, stderr io.Writer) error {
 }
 
 func runTrace(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("trace", "trace [-b BINARY]... [--no-header] [--snapshot] [--format text|json|chrome] [-o OUT] FILE", stdout)
+	fs := helpFlagSet("trace", "trace [-b BINARY]... [--no-header] [--snapshot] [--format text|json|chrome] [-o OUT] [FILE]", stdout)
 	var bins multiFlag
 	fs.Var(&bins, "b", "a rewritten binary whose events the trace holds (repeatable; default: FILE without "+TraceSuffix+")")
 	noHeader := fs.Bool("no-header", false, "print only the event lines (text)")
@@ -57,8 +57,8 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite trace -h)", len(pos))
+	if pos, err = traceArg("trace", pos); err != nil {
+		return err
 	}
 	if *follow {
 		if *snapshot {

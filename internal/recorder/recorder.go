@@ -28,6 +28,9 @@ type Options struct {
 	// out: full blocks are given back unread when the ring runs short (a flight
 	// recorder). Snapshot copies what the ring holds.
 	Overwrite bool
+	// KeepOld keeps a file the new one replaces as PATH.old (perf record's rule),
+	// replacing an older PATH.old: the previous trace survives one more recording.
+	KeepOld bool
 }
 
 const (
@@ -69,9 +72,10 @@ type Stats struct {
 
 // Recorder drains one ring file.
 type Recorder struct {
-	Path   string
-	f      *os.File
-	direct *os.File // the file opened with O_DIRECT for chunks (nil: f): written data
+	Path    string
+	keptOld bool // the file it replaced is Path.old
+	f       *os.File
+	direct  *os.File // the file opened with O_DIRECT for chunks (nil: f): written data
 	// bypasses the page cache, whose page allocation costs more here than the disk
 	// (buffered 440 MB/s, direct 2.8 GB/s), and leaves the ring's pages alone
 	m        []byte // header, ring and queue, shared and writable
@@ -132,6 +136,7 @@ type piece struct {
 var (
 	offLost      = unsafe.Offsetof(kprt.RawTraceHeader{}.Lost)
 	offOverwrite = unsafe.Offsetof(kprt.RawTraceHeader{}.Overwritten)
+	offNImages   = unsafe.Offsetof(kprt.RawTraceHeader{}.NImages)
 	offRingFlags = unsafe.Offsetof(kprt.RawTraceHeader{}.RingFlags)
 	offRingTake  = unsafe.Offsetof(kprt.RawTraceHeader{}.RingTake)
 	offRingGive  = unsafe.Offsetof(kprt.RawTraceHeader{}.RingGive)
@@ -187,7 +192,7 @@ func Create(path string, opt Options) (*Recorder, error) {
 		os.Remove(f.Name())
 		return nil, err
 	}
-	if err := place(f.Name(), path); err != nil {
+	if err := place(f.Name(), path, opt.KeepOld, &r.keptOld); err != nil {
 		r.close()
 		os.Remove(f.Name())
 		if errors.Is(err, ErrHeld) {
@@ -238,8 +243,8 @@ func held(path string) bool {
 // is there. The file at path is locked while it is replaced, and checked to be the one
 // path names once locked, so that of two Recorders of one path the second finds the
 // first one's file, never replaces it; where nothing is, tmp is placed only if nothing
-// is there still.
-func place(tmp, path string) error {
+// is there still. With keepOld, a non-empty file replaced is linked to path.old first.
+func place(tmp, path string, keepOld bool, kept *bool) error {
 	for try := 0; try < 100; try++ {
 		old, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		typ := int16(syscall.F_WRLCK)
@@ -274,6 +279,12 @@ func place(tmp, path string) error {
 			if now, err := os.Lstat(path); err != nil || !os.SameFile(st, now) {
 				return true, nil // replaced meanwhile
 			}
+			if keepOld && st.Size() > 0 {
+				if err := keep(path); err != nil {
+					return false, err
+				}
+				*kept = true
+			}
 			return false, os.Rename(tmp, path)
 		}()
 		if !again {
@@ -281,6 +292,19 @@ func place(tmp, path string) error {
 		}
 	}
 	return fmt.Errorf("%s keeps changing", path)
+}
+
+// keep links the file at path to path.old, in place of what was there: the file stays
+// whole under its new name, locked by nobody once its recorder is gone.
+func keep(path string) error {
+	old := path + ".old"
+	if err := os.Remove(old); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("keep the previous trace as %s: %w", old, err)
+	}
+	if err := os.Link(path, old); err != nil {
+		return fmt.Errorf("keep the previous trace as %s: %w", old, err)
+	}
+	return nil
 }
 
 // renameNoReplace renames from to to unless to exists (os.ErrExist): renameat2's
@@ -451,6 +475,28 @@ func (r *Recorder) Stats() Stats {
 		s.Overwritten = atomic.LoadUint64(r.u64(uint64(offOverwrite)))
 	}
 	return s
+}
+
+// Discard, before Finish, removes the Recorder's file if the path still names it, and
+// puts back the file it replaced (KeepOld): a recording that is no trace leaves the
+// previous one where it was.
+func (r *Recorder) Discard() {
+	if r.Check() != nil {
+		return
+	}
+	os.Remove(r.Path)
+	if r.keptOld {
+		renameNoReplace(r.Path+".old", r.Path)
+	}
+}
+
+// Images is how many rewritten images have joined the trace file so far: none after
+// the program ran means nothing the recorder ran had probes. 0 once finished.
+func (r *Recorder) Images() int {
+	if r.m == nil {
+		return 0
+	}
+	return int(atomic.LoadUint32(r.u32(uint64(offNImages))))
 }
 
 // Snapshots is how many snapshots the programs took (snapshot triggers, onmax()

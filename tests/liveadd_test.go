@@ -70,6 +70,9 @@ func testLiveAddRemove(t *testing.T, prog string, flags []string, armed byte) {
 	if out := run("list", "-v", tr); strings.Count(out, "[GONE]") != 2 || !strings.Contains(out, "t/n  p:t/n work a=%di:s64") {
 		t.Fatalf("list %s: %q, want t/n and t/r [GONE]", tr, out)
 	}
+	_, probes, _ := kp("probe", tr)
+	_, profText, _ := kp("profile", tr)
+	t.Logf("probe: %s\nprofile: %s\nthe program's stderr: %s", probes, profText, p.stderr.String()) // (shown when it fails)
 	checkLiveRecords(t, readTrace(t, tr, bin))
 	prof := profile(t, tr, bin)
 	if prof["n"][0] != 150 || prof["r"][0] != 150 || prof["w"][0] != 50 {

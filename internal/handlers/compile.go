@@ -250,8 +250,9 @@ func (s *Set) check() error {
 			return &Error{File: u.File, Text: undefinedMessage(u.File, bad)}
 		}
 	}
-	if len(s.Probes) == 0 {
-		return &Error{File: s.Units[0].File, Text: "the handler files declare no probe (use DEFINE_KPROBE or DEFINE_KRETPROBE from kprewrite.h)"}
+	if len(s.Probes) == 0 && definedBy["kprewrite_init"] == "" {
+		// (with an init, it may register struct kprobes by name at prepared sites)
+		return &Error{File: s.Units[0].File, Text: "the handler files declare no probe (use DEFINE_KPROBE or DEFINE_KRETPROBE from kprewrite.h, or register_kprobe() in module_init at a site prepared with --prepare)"}
 	}
 	return nil
 }

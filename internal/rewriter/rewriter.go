@@ -706,6 +706,9 @@ func (g *gen) makeTables() error {
 				q.Type = kprt.TKretprobe
 				q.MaxActive = uint32(def.MaxActive)
 				count = false
+				if g.probes[ri].Spare && g.opt.Handlers != nil {
+					q.DataSize = spareDataSize // a kretprobe registered by name (C handlers)
+				}
 			}
 			if g.probes[ri].Handler != nil {
 				g.handlerProbe(&q, ri, len(g.tables.Points), len(rp.Probes))
@@ -929,3 +932,7 @@ func (g *gen) warnGoReturns() {
 			"Go's stack growth and unwinder fail on it; record or count returns at their exits instead (--exits --exits-only, or --count-only --exits-only)", n))
 	}
 }
+
+// spareDataSize is the per-instance data a prepared function's return placeholder
+// offers a struct kretprobe a C handler file registers on it by name at run time.
+const spareDataSize = 64

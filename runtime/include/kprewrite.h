@@ -302,6 +302,42 @@ static inline void unregister_kretprobes(struct kretprobe **rps, int num)
 		unregister_kretprobe(rps[i]);
 }
 
+/* ---- jprobes (the 2.6 API) ----
+ * A jprobe's entry has the probed function's signature and sees its arguments; it ends
+ * with jprobe_return(). Here the entry is called from the probe's pre handler with the
+ * six integer argument registers (rdi, rsi, rdx, rcx, r8, r9): arguments passed on the
+ * stack or in vector registers are not seen. jprobe_return() returns to the probe, which
+ * goes on with the function (the kernel's int3 and break_handler dance is not needed:
+ * the entry runs on its own frame, not the probed function's). jp->kp.symbol_name names
+ * a function declared with DEFINE_JPROBE, or prepared (rewrite --prepare FUNC). */
+typedef unsigned long (*kprw_jprobe_entry_t)(unsigned long, unsigned long, unsigned long, unsigned long,
+					     unsigned long, unsigned long);
+struct jprobe {
+	struct kprobe kp;
+	void *entry; /* the probed function's signature */
+};
+#define JPROBE_ENTRY(fn) ((void *)(fn))
+#define DEFINE_JPROBE(name, site, fn)          \
+	KPREWRITE_DECL_("kprobe", name, site); \
+	struct jprobe name = {.kp = {.symbol_name = site}, .entry = JPROBE_ENTRY(fn)}
+
+static inline void jprobe_return(void) {}
+
+static inline int kprw_jprobe_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	struct jprobe *jp = (struct jprobe *)p; /* (kp is its first member) */
+	((kprw_jprobe_entry_t)jp->entry)(regs->di, regs->si, regs->dx, regs->cx, regs->r8, regs->r9);
+	return 0;
+}
+
+static inline int register_jprobe(struct jprobe *jp)
+{
+	jp->kp.pre_handler = kprw_jprobe_pre;
+	return register_kprobe(&jp->kp);
+}
+
+static inline void unregister_jprobe(struct jprobe *jp) { unregister_kprobe(&jp->kp); }
+
 /* ---- start-up and exit ---- */
 int kprewrite_init(void);
 void kprewrite_exit(void);
@@ -310,6 +346,13 @@ void kprewrite_exit(void);
 #define module_exit(fn) \
 	void kprewrite_exit(void) { fn(); }
 #define MODULE_LICENSE(x) extern int kprewrite_module_info_unused_
+#define MODULE_PARM_DESC(p, d) extern int kprewrite_module_info_unused_
+#define module_param_string(name, s, len, perm) extern int kprewrite_module_info_unused_
+#define module_param(name, type, perm) extern int kprewrite_module_info_unused_
+#ifndef NAME_MAX
+#define NAME_MAX 255
+#endif
+#define S_IRUGO 0444
 #define MODULE_AUTHOR(x) extern int kprewrite_module_info_unused_
 #define MODULE_DESCRIPTION(x) extern int kprewrite_module_info_unused_
 #define __init
@@ -389,6 +432,7 @@ struct task_struct {
 	pid_t pid;                 /* the thread id (gettid), as the kernel's task pid */
 	pid_t tgid;                /* the process id (getpid) */
 	char comm[TASK_COMM_LEN];  /* the thread's name */
+	void *mm;                  /* never NULL: every thread here is a user task */
 };
 /* kprewrite_current describes the calling thread; the pointer is valid until the handler
  * returns. */

@@ -293,6 +293,10 @@ struct kprw_rt {
 	/* per probe: the events kprewrite probe added on a prepared site's placeholder
 	 * (rt_livedef.c), NULL: none; the array is NULL in an image without such sites */
 	struct kprw_livelist **live_lists;
+	/* per probe: the struct kprobe register_kprobe() put on a prepared site's
+	 * placeholder by its symbol_name (rt_user.c), NULL: none; spare_bound counts them */
+	void **spare_user;
+	u32 spare_bound;
 	const char *ctl_path; /* KPREWRITE_CONTROL */
 	u32 has;           /* KPRW_HAS_*: what the tables hold, from validate() (start-up passes
 	                      over 10,000s of probes are skipped when they have nothing to do) */
@@ -650,10 +654,17 @@ static inline void kprw_count_miss(u32 i)
 
 /* kprw_count_miss_pool counts a kretprobe entry that found no free instance (a C handler
  * kretprobe's rp->nmissed, as maxactive too low shows in the kernel). */
+/* kprw_spare_user says whether probe i is a placeholder a C handler's struct kprobe was
+ * registered on at run time (rt_user.c) */
+static inline int kprw_spare_user(u32 i)
+{
+	return unlikely(kprw_rt.spare_bound != 0) && __atomic_load_n(&kprw_rt.spare_user[i], __ATOMIC_ACQUIRE) != NULL;
+}
+
 static inline void kprw_count_miss_pool(u32 i)
 {
 	atomic_add((u64 *)(kprw_rt.ctr_base + (u64)i * kprw_rt.ctr_stride + 8), 1);
-	if (unlikely(kprw_rt.probes[i].flags & KPRW_F_USER))
+	if (unlikely(kprw_rt.probes[i].flags & KPRW_F_USER) || kprw_spare_user(i))
 		kprw_user_missed(i, 1);
 }
 
@@ -666,6 +677,8 @@ int kprw_live_wants(u32 pi); /* rt_livedef.c: spare probe pi has events now */
 int kprw_live_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, struct kprw_tctx *c);
 void kprw_livedef_init(void);
 void kprw_livedef_sync(void);
+int kprw_live_kick(void); /* rt_live.c: the live-probe thread reconciles now (0), or there is none */
+
 
 /* kprw_probe_live_off says whether probe i of pt is off for now although enabled: a
  * live point's probe hit while its event was being switched off (its site is being
@@ -714,7 +727,7 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 			continue;
 		*any = 1;
 		if (p->type == KPRW_T_KRETPROBE) {
-			if ((p->flags & KPRW_F_USER) || p->entry_handler)
+			if ((p->flags & KPRW_F_USER) || p->entry_handler || kprw_spare_user(i))
 				kprw_kretprobe_entry(i, regs, c);
 			else
 				rets = 1;
@@ -746,6 +759,10 @@ kprw_run_probes(const struct kprw_point *pt, struct pt_regs *regs, struct kprw_t
 					kprw_run_return_events(pt, regs, c);
 				return 1;
 			}
+		} else if (kprw_spare_user(i) && kprw_user_pre(i, regs)) { /* registered by name */
+			if (rets)
+				kprw_run_return_events(pt, regs, c);
+			return 1;
 		}
 	}
 	if (unlikely(rets))

@@ -296,6 +296,9 @@ static int validate(const struct kprw_header *h)
 	}
 	if (next != h->nprobes)
 		return 0;
+	/* a kprewrite_init() may register struct kprobes by name at prepared sites */
+	if (h->hooks && ((const struct kprw_hooks *)RT_ADDR(h->hooks))->init)
+		has |= KPRW_HAS_USER;
 	kprw_rt.has = has;
 	return 1;
 }

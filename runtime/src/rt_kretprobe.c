@@ -223,7 +223,7 @@ void kprw_run_return_events(const struct kprw_point *pt, struct pt_regs *regs, s
 		u32 i = pt->first_probe + k;
 		const struct kprw_probe *p = &kprw_rt.probes[i];
 		if (p->type == KPRW_T_KRETPROBE && !(p->flags & KPRW_F_USER) && !p->entry_handler && kprw_probe_enabled(i) &&
-		    !kprw_probe_live_off(pt, i))
+		    !kprw_probe_live_off(pt, i) && !kprw_spare_user(i)) /* (a C handler's: pushed already) */
 			kprw_kretprobe_entry(i, regs, c);
 	}
 }
@@ -265,7 +265,8 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 	r->gen = (r->gen + 1) & 0xffff;
 	if (r->gen == 0)
 		r->gen = 1;
-	r->ri.rp = p->user ? (void *)RT_ADDR(p->user) : (void *)p;
+	void *by_name = kprw_spare_user(pi) ? __atomic_load_n(&kprw_rt.spare_user[pi], __ATOMIC_ACQUIRE) : NULL;
+	r->ri.rp = by_name ? by_name : p->user ? (void *)RT_ADDR(p->user) : (void *)p;
 	r->ri.ret_addr = *(u64 *)K;
 	r->ri.entry_sp = K;
 	r->ri.tid = c ? kprw_tctx_tid(c) : kprw_gettid();
@@ -294,7 +295,7 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 				 kprw_rt.ri_elen[pi], kprw_fast_ok(c));
 		regs->ip = ip;
 	}
-	if (p->flags & KPRW_F_USER) {
+	if ((p->flags & KPRW_F_USER) || by_name) {
 		if (kprw_user_entry(pi, &r->ri, regs)) {
 			atomic_store(&keys[g], 0);
 			return;
@@ -367,7 +368,7 @@ void kprw_rethook(struct pt_regs *regs)
 					kprw_count_hit(pi); /* a written record is the hit */
 				regs->ip = resume;
 			}
-			if (p->flags & KPRW_F_USER) {
+			if ((p->flags & KPRW_F_USER) || kprw_spare_user(pi)) {
 				kprw_user_ret(pi, &r->ri, regs);
 			} else if (p->ret_handler) {
 				int (*h)(struct kretprobe_instance *, struct pt_regs *) =

@@ -80,6 +80,9 @@ __attribute__((visibility("hidden"))) long kprw_spawn_agent(unsigned long flags,
 static u8 *live_armed;  /* per point: LIVE_* */
 static int live_sync;   /* membarrier's SYNC_CORE is registered */
 static int live_pending; /* jump points left at LIVE_INT3 for want of a safepoint */
+static int agent_started; /* the live-probe thread runs */
+static u32 agent_done;    /* futex: the ctl_gen its last reconcile started from */
+#define FUTEX_PRIVATE 128
 static u64 agent_stack[2048] __attribute__((aligned(16))); /* 16 KiB */
 static u64 agent_tcb[8] __attribute__((aligned(64)));      /* %fs:0 points here */
 
@@ -414,11 +417,35 @@ static void agent(void)
 		kprw_livedef_sync(); /* events added or removed (kprewrite probe) */
 		kprw_disarm_sync();  /* the switch of every probe */
 		reconcile();
+		__atomic_store_n(&agent_done, seen, __ATOMIC_RELEASE); /* (kprw_live_kick waits) */
+		sys6(SYS_futex, (long)&agent_done, FUTEX_WAKE | FUTEX_PRIVATE, 0x7fffffff, 0, 0, 0);
 		/* a change after the load makes the wait return at once (EAGAIN); a jump
 		 * point left pending is tried again after 50 ms */
 		struct { long s, ns; } ts = {0, 50000000};
 		sys6(SYS_futex, (long)kprw_rt.ctl_gen, FUTEX_WAIT, seen, live_pending ? (long)&ts : 0, 0, 0);
 	}
+}
+
+/* kprw_live_kick has the live-probe thread reconcile now (a C handler registered or
+ * unregistered a probe on a prepared site): ctl_gen bumped and woken, which the other
+ * programs writing into the trace file see as a change of nothing. -1: no thread. */
+int kprw_live_kick(void)
+{
+	if (!live_armed || !agent_started || !kprw_rt.ctl_gen)
+		return -1;
+	u32 g = __atomic_add_fetch(kprw_rt.ctl_gen, 1, __ATOMIC_RELEASE);
+	sys6(SYS_futex, (long)kprw_rt.ctl_gen, FUTEX_WAKE, 0x7fffffff, 0, 0, 0);
+	/* register_kprobe() returns with the site armed, as the kernel's does: wait for a
+	 * reconcile that started after the bump (at most ~2 s: a thread that never answers
+	 * the safepoint leaves a jump site an int3 into the detour, armed all the same) */
+	for (int tries = 0; tries < 20; tries++) {
+		u32 d = __atomic_load_n(&agent_done, __ATOMIC_ACQUIRE);
+		if ((int)(d - g) >= 0)
+			return 0;
+		struct { long s, ns; } ts = {0, 100000000};
+		sys6(SYS_futex, (long)&agent_done, FUTEX_WAIT | FUTEX_PRIVATE, d, (long)&ts, 0, 0);
+	}
+	return 0;
 }
 
 /* spawn starts the agent with every signal blocked (the mask it inherits). */
@@ -432,6 +459,8 @@ static void spawn(void)
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8);
 	if (tid < 0)
 		kprw_puts("kprewrite: cannot start the live-probe thread: live probes keep their start-up state\n");
+	else
+		agent_started = 1;
 }
 
 /* kprw_live_child starts the agent of a fork child (the signal guard's fork wrapper):

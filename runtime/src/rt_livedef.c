@@ -50,8 +50,10 @@ void kprw_livedef_init(void)
 	u32 n = 0;
 	for (u32 i = 0; i < kprw_rt.nprobes; i++)
 		n += spare(i);
-	if (n)
+	if (n) {
 		kprw_rt.live_lists = kprw_mmap_anon((u64)kprw_rt.nprobes * sizeof(void *));
+		kprw_rt.spare_user = kprw_mmap_anon((u64)kprw_rt.nprobes * sizeof(void *));
+	}
 }
 
 /* newest_live finds this image's newest live frame, walking the control frames' chain
@@ -166,6 +168,8 @@ bad:
 /* kprw_live_wants says whether spare probe pi has events now */
 int kprw_live_wants(u32 pi)
 {
+	if (kprw_spare_user(pi))
+		return 1; /* a C handler's struct kprobe registered on it by name */
 	return kprw_rt.live_lists && __atomic_load_n(&live_any, __ATOMIC_ACQUIRE) &&
 	       __atomic_load_n(&kprw_rt.live_lists[pi], __ATOMIC_ACQUIRE) != NULL;
 }

@@ -65,7 +65,8 @@ static int point_has_post(const struct kprw_point *pt)
 	for (u32 k = 0; k < pt->nprobes; k++) {
 		u32 i = pt->first_probe + k;
 		const struct kprw_probe *p = &kprw_rt.probes[i];
-		if ((p->post_handler || ((p->flags & KPRW_F_USER) && kprw_user_has_post(i))) && kprw_probe_enabled(i))
+		if ((p->post_handler || (((p->flags & KPRW_F_USER) || kprw_spare_user(i)) && kprw_user_has_post(i))) &&
+		    kprw_probe_enabled(i))
 			return 1;
 	}
 	return 0;
@@ -76,7 +77,7 @@ static void run_post(const struct kprw_point *pt, struct pt_regs *regs)
 	for (u32 k = 0; k < pt->nprobes; k++) {
 		u32 i = pt->first_probe + k;
 		const struct kprw_probe *p = &kprw_rt.probes[i];
-		if (p->type == KPRW_T_KPROBE && (p->flags & KPRW_F_USER) && kprw_probe_enabled(i)) {
+		if (p->type == KPRW_T_KPROBE && ((p->flags & KPRW_F_USER) || kprw_spare_user(i)) && kprw_probe_enabled(i)) {
 			kprw_user_post(i, regs);
 			continue;
 		}

@@ -50,18 +50,21 @@ __attribute__((visibility("hidden"))) long kprw_ucall_asm(struct kprw_ucall *u, 
 static struct task_struct task_outside; /* `current` outside any handler (init, exit) */
 static u32 reg_lock;
 static u32 start_pid;
+static int init_failed; /* kprewrite_init() failed: kprewrite_exit() is not run */
 static u64 ld_fini;        /* the %rdx the process entry got (the dynamic linker's fini) */
 static u32 fault_reports;
 #define MAX_FAULT_REPORTS 20
 
 static inline struct kprobe *ukp(u32 i)
 {
+	if (kprw_spare_user(i)) /* registered by name on a prepared site */
+		return (struct kprobe *)__atomic_load_n(&kprw_rt.spare_user[i], __ATOMIC_ACQUIRE);
 	return (struct kprobe *)RT_ADDR(kprw_rt.probes[i].user);
 }
 
 static inline struct kretprobe *urp(u32 i)
 {
-	return (struct kretprobe *)RT_ADDR(kprw_rt.probes[i].user);
+	return (struct kretprobe *)ukp(i); /* (a struct kretprobe starts with its struct kprobe) */
 }
 
 static const struct kprw_hooks *hooks(void)
@@ -222,10 +225,106 @@ static void say_site(const char *what, const struct kprobe *kp, const char *why)
 	kprw_puts("\n");
 }
 
+/* ---- struct kprobes registered by name on prepared sites (rewrite --prepare) ---- */
+
+/* The placeholder kprobe at a prepared function's entry is named by its event,
+ * prepared/FUNC: register_kprobe() of a struct kprobe that no DEFINE_KPROBE declared
+ * binds it there by its symbol_name (offset 0), as the kernel resolves symbol_name at
+ * registration. kp->kprw_private[0] holds 1 + the placeholder's index while it is
+ * registered; the binding is kprw_rt.spare_user[index], NULL while disabled. */
+
+static int name_is(u64 vaddr, const char *s)
+{
+	const char *n = (const char *)RT_ADDR(vaddr);
+	while (*n && *n == *s)
+		n++, s++;
+	return *n == 0 && *s == 0;
+}
+
+/* name_is_ret says whether the event name at vaddr is s followed by "__return" */
+static int name_is_ret(u64 vaddr, const char *s)
+{
+	const char *n = (const char *)RT_ADDR(vaddr);
+	while (*s && *n == *s)
+		n++, s++;
+	return *s == 0 && kprw_strcmp(n, "__return") == 0;
+}
+
+/* spare_site is the placeholder of type of the prepared function kp names (its entry
+ * kprobe, or its kretprobe, event FUNC__return), -1: none */
+static int spare_site(const struct kprobe *kp, u8 type)
+{
+	if (!kprw_rt.spare_user || !kp->symbol_name || kp->offset)
+		return -1;
+	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
+		const struct kprw_probe *p = &kprw_rt.probes[i];
+		if (p->type != type || p->event >= kprw_rt.nevents)
+			continue;
+		const struct kprw_event *ev = &kprw_rt.events[p->event];
+		if ((ev->flags & KPRW_EF_SPARE) &&
+		    (type == KPRW_T_KPROBE ? name_is(ev->name, kp->symbol_name) : name_is_ret(ev->name, kp->symbol_name)))
+			return (int)i;
+	}
+	return -1;
+}
+
+/* spare_bind sets placeholder i's struct kprobe (NULL: none) and has the live-probe
+ * thread arm or disarm the site */
+static void spare_bind(u32 i, struct kprobe *kp)
+{
+	void *was = __atomic_exchange_n(&kprw_rt.spare_user[i], (void *)kp, __ATOMIC_ACQ_REL);
+	if (!was && kp)
+		__atomic_add_fetch(&kprw_rt.spare_bound, 1, __ATOMIC_RELEASE);
+	else if (was && !kp)
+		__atomic_sub_fetch(&kprw_rt.spare_bound, 1, __ATOMIC_RELEASE);
+	kprw_live_kick();
+}
+
+static int spare_register(struct kprobe *kp, u8 type)
+{
+	if (kp->kprw_private[0])
+		return -EINVAL; /* already registered */
+	int found = spare_site(kp, type);
+	if (found < 0)
+		return -ENOENT; /* neither declared nor prepared: no site was patched for it */
+	u32 i = (u32)found;
+	const struct kprw_point *pt = &kprw_rt.points[kprw_rt.probes[i].point];
+	if (kprw_rt.spare_user[i])
+		return -EBUSY; /* one struct kprobe a prepared site */
+	if (kp->post_handler && pt->xmode == KPRW_X_OPTIMIZED) {
+		say_site("register_kprobe", kp,
+			 "a post_handler on a jump-optimized prepared site; prepare it with --no-optimize");
+		return -EINVAL;
+	}
+	if (type == KPRW_T_KRETPROBE) {
+		struct kretprobe *rp = (struct kretprobe *)kp;
+		if (rp->data_size > kprw_rt.probes[i].data_size) {
+			say_site("register_kretprobe", kp, "data_size is larger than a prepared site's (64 bytes, with --handlers)");
+			return -EINVAL;
+		}
+		if (kprw_rt.ri_count)
+			rp->maxactive = (int)kprw_rt.ri_count[i];
+		rp->nmissed = 0;
+	}
+	if (kprw_live_kick() < 0) {
+		say_site("register_kprobe", kp, "a prepared site is armed by the live-probe thread, which needs a trace file");
+		return -ENOENT;
+	}
+	kp->addr = (kprobe_opcode_t *)RT_ADDR(pt->site);
+	kp->nmissed = 0;
+	kp->flags = (kp->flags & ~(u32)KPROBE_FLAG_OPTIMIZED) | (pt->xmode == KPRW_X_OPTIMIZED ? KPROBE_FLAG_OPTIMIZED : 0);
+	kp->kprw_private[0] = i + 1;
+	if (!(kp->flags & KPROBE_FLAG_DISABLED))
+		spare_bind(i, kp);
+	return 0;
+}
+
 static int do_register(void *obj, u8 type)
 {
 	struct kprobe *kp = obj; /* a struct kretprobe starts with its struct kprobe */
 	int found = find(obj, type);
+	if (found < 0 && kp && kprw_rt.init_done)
+		return spare_register(kp, type);
 	if (found < 0)
 		return -ENOENT; /* not declared: no site was patched for it */
 	u32 i = (u32)found;
@@ -268,6 +367,11 @@ static void do_unregister(void *obj, u8 type)
 {
 	struct kprobe *kp = obj;
 	int i = find(obj, type);
+	if (i < 0 && kp && kp->kprw_private[0] && kprw_rt.spare_user) {
+		spare_bind((u32)(kp->kprw_private[0] - 1), NULL);
+		kp->kprw_private[0] = 0;
+		return;
+	}
 	if (i < 0 || (kprw_rt.state[i].flags & KPRW_SF_UNREG)) {
 		if (kp)
 			kp->addr = NULL; /* as the kernel does with an incorrect probe */
@@ -280,6 +384,11 @@ static void do_unregister(void *obj, u8 type)
 static int do_enable(struct kprobe *kp, int on)
 {
 	int i = find(kp, 0);
+	if (i < 0 && kp && kp->kprw_private[0] && kprw_rt.spare_user) { /* registered by name */
+		kp->flags = on ? kp->flags & ~(u32)KPROBE_FLAG_DISABLED : kp->flags | KPROBE_FLAG_DISABLED;
+		spare_bind((u32)(kp->kprw_private[0] - 1), on ? kp : NULL);
+		return 0;
+	}
 	if (i < 0 || (kprw_rt.state[i].flags & KPRW_SF_UNREG))
 		return -EINVAL;
 	u32 st = kprw_rt.state[i].flags;
@@ -408,10 +517,14 @@ void kprw_user_start(void)
 				put_int(r);
 			}
 			kprw_puts(": every probe of the C handlers is unregistered; the program runs without them\n");
+			init_failed = 1; /* no kprewrite_exit() either: a module whose init failed is not loaded */
 			reg_take();
-			for (u32 i = 0; i < kprw_rt.nprobes; i++)
+			for (u32 i = 0; i < kprw_rt.nprobes; i++) {
 				if (kprw_rt.probes[i].flags & KPRW_F_USER)
 					do_unregister((void *)RT_ADDR(kprw_rt.probes[i].user), kprw_rt.probes[i].type);
+				else if (kprw_spare_user(i)) /* registered by name before it failed */
+					spare_bind(i, NULL);
+			}
 			reg_give();
 		}
 		return;
@@ -435,7 +548,7 @@ void kprw_user_start(void)
 static void run_exit(void)
 {
 	const struct kprw_hooks *h = hooks();
-	if (h && h->exit && kprw_pid() == start_pid) {
+	if (h && h->exit && kprw_pid() == start_pid && !init_failed) {
 		struct kprw_tctx *c = kprw_tctx_get();
 		if (c)
 			c->busy++;
@@ -615,6 +728,7 @@ __attribute__((visibility("hidden"))) struct task_struct *kprewrite_current(void
 		sys2(SYS_prctl, 16 /* PR_GET_NAME */, (long)t->comm);
 	}
 	t->comm[TASK_COMM_LEN - 1] = 0;
+	t->mm = (void *)t; /* (any non-NULL: a user task, not a kernel thread) */
 	return t;
 }
 

@@ -643,7 +643,10 @@ type RawTraceHeader struct {
 	RingQueueOff uint64 `c:"ring_queue_off"` // file offset of u32 queue[RingBlocks]
 	ChunkLast    uint64 `c:"chunk_last"`     // file offset of the recorder's last chunk
 	RecorderPID  uint32 `c:"recorder_pid"`
-	Flags        uint32 `c:"flags"` // TraceUnreserved
+	Flags        uint32 `c:"flags"`     // TraceUnreserved
+	RunPID       uint32 `c:"run_pid"`   // the process that started the file's run (0: none)
+	RunPad       uint32 `c:"run_pad"`   //
+	RunStart     uint64 `c:"run_start"` // its start time, /proc/PID/stat's starttime
 }
 
 // TraceUnreserved in RawTraceHeader.Flags: the record area's blocks are not reserved

@@ -126,7 +126,7 @@ func parseRecordArgs(args []string, stdout io.Writer) (*recordOptions, error) {
 }
 
 // recordedCommand is the program to record, told the trace file's path
-// (KPREWRITE_TRACE), with the terminal as its standard streams; writers that are not
+// (KPREWRITE_TRACE) and to be quiet about it (KPREWRITE_QUIET), with the terminal as its standard streams; writers that are not
 // the process's own are shared with --live's output, so they get a lock (the
 // returned stdout and stderr are what record writes to from then on).
 func recordedCommand(argv []string, path string, stdout, stderr io.Writer) (*exec.Cmd, io.Writer, io.Writer) {
@@ -141,7 +141,9 @@ func recordedCommand(argv []string, path string, stdout, stderr io.Writer) (*exe
 		stderr = &lockedWriter{w: stderr}
 		cmd.Stderr = stderr
 	}
-	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+path)
+	// quiet: record says where the trace goes; its programs join the recorder's run
+	// (the trace header's recorder_pid is their ancestor) rather than start their own
+	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+path, "KPREWRITE_QUIET=1")
 	return cmd, stdout, stderr
 }
 

@@ -87,7 +87,7 @@ func (f *Follower) Poll(w, errw io.Writer) error {
 	if f.refs == nil {
 		f.refs = map[uint8][]probeRef{}
 	}
-	s := &Stream{Trace: t, data: data, file: data, v3: true, refs: f.refs}
+	s := &Stream{Trace: t, data: data, file: data, v3: true, refs: f.refs, holes: fileHoles(f.path)}
 	f.pending = f.pending[:0]
 	if t.Header.RingBlocks == 0 {
 		f.pollDirect(s)
@@ -148,13 +148,16 @@ func (f *Follower) pollDirect(s *Stream) {
 	}
 	for f.scan < end {
 		var blk kprt.RawBlock
-		if !decodeBlock(s.data, f.scan, end, &blk) {
+		// a hole is not read (see holes.go): a block its writer is readying, or one
+		// lost to a full disk when it stays one
+		hole := holeEnd(s.holes, f.scan)
+		if hole != 0 || !decodeBlock(s.data, f.scan, end, &blk) {
 			f.missing[f.scan]++
 			if f.missing[f.scan] < missingPolls {
 				break // its writer is writing its header
 			}
 			delete(f.missing, f.scan)
-			f.scan += granule
+			f.scan = max(f.scan+granule, (hole+granule-1)/granule*granule)
 			continue
 		}
 		delete(f.missing, f.scan)

@@ -693,7 +693,9 @@ struct kprw_trace_hdr {
 };
 #define KPRW_TRACE_UNRESERVED 0x1 /* the record area's blocks are not reserved yet: a
                                      count-only image made the file, and the first image
-                                     that records reserves them (under the file lock) */
+                                     that records reserves them (under the file lock).
+                                     Older runtimes' only: the record area now takes
+                                     blocks chunk by chunk as it is written (src/rt_tracefile.c) */
 #define KPRW_RING_OVERWRITE 0x1 /* a writer puts the block it leaves back in the queue and
                                    zeroes the one it takes: the ring keeps the most recent
                                    records (a flight recorder) */

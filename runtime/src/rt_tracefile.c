@@ -723,12 +723,19 @@ static int ready_to(u64 to)
  * it is less than a chunk from kprw_trace_ready): to a chunk past end's chunk, or, on a
  * full disk, to end only. -1 when not even that: the block's records are lost, counted
  * (a page of a hole written on a full disk would be a SIGBUS). */
+static u32 said_full; /* the line below, once per process */
+
 int kprw_trace_grow(u64 end)
 {
 	u64 c = 1ull << CHUNK_SHIFT;
-	if (!kprw_rt.populate || ready_to((end + 2 * c - 1) & ~(c - 1)))
+	if (!kprw_rt.populate || ready_to((end + 2 * c - 1) & ~(c - 1)) || ready_to((end + 4095) & ~4095ull))
 		return 0;
-	return ready_to((end + 4095) & ~4095ull) ? 0 : -1;
+	if (!__atomic_exchange_n(&said_full, 1, __ATOMIC_RELAXED)) {
+		kprw_puts("kprewrite: trace file ");
+		kprw_puts(kprw_rt.trace_path ? kprw_rt.trace_path : open_path);
+		kprw_puts(": no space left for records (disk full?): they are lost, counted\n");
+	}
+	return -1;
 }
 
 /* ready_from starts this process's ready mark at head's chunk and readies two chunks

@@ -126,7 +126,8 @@ func parseRecordArgs(args []string, stdout io.Writer) (*recordOptions, error) {
 }
 
 // recordedCommand is the program to record, told the trace file's path
-// (KPREWRITE_TRACE) and to be quiet about it (KPREWRITE_QUIET), with the terminal as its standard streams; writers that are not
+// (KPREWRITE_TRACE), to write into it whatever its ancestry (KPREWRITE_APPEND) and to
+// be quiet about it (KPREWRITE_QUIET), with the terminal as its standard streams; writers that are not
 // the process's own are shared with --live's output, so they get a lock (the
 // returned stdout and stderr are what record writes to from then on).
 func recordedCommand(argv []string, path string, stdout, stderr io.Writer) (*exec.Cmd, io.Writer, io.Writer) {
@@ -141,9 +142,10 @@ func recordedCommand(argv []string, path string, stdout, stderr io.Writer) (*exe
 		stderr = &lockedWriter{w: stderr}
 		cmd.Stderr = stderr
 	}
-	// quiet: record says where the trace goes; its programs join the recorder's run
-	// (the trace header's recorder_pid is their ancestor) rather than start their own
-	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+path, "KPREWRITE_QUIET=1")
+	// quiet: record says where the trace goes. Its programs join the recorder's run
+	// (the trace header's recorder_pid is their ancestor); appending, they join it
+	// also when orphaned (the recorder killed), never moving its file to .old.
+	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+path, "KPREWRITE_QUIET=1", "KPREWRITE_APPEND=1")
 	return cmd, stdout, stderr
 }
 

@@ -788,6 +788,7 @@ func TestSyntheticRecords(t *testing.T) {
 // the calls; switched on with `kprewrite enable`, the same histograms keep counting on
 // the general path beside the records.
 func TestHistOnlyPath(t *testing.T) {
+	t.Setenv("KPREWRITE_APPEND", "1") // switched on for the next run, which adds to the file
 	prog := testprog.Build(t, histSrc, "c", "-O2", "-pthread")
 	const n = 2000
 	var all []uint64

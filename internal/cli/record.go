@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -105,10 +104,7 @@ func parseRecordArgs(args []string, stdout io.Writer) (*recordOptions, error) {
 	quiet := fs.Bool("q", false, "no summary and no progress on standard error")
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, usageErr("%v", err)
+		return nil, flagErr(fs, err)
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {

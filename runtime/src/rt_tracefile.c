@@ -1,10 +1,11 @@
 /*
- * rt_tracefile.c - the trace file: opening, sizing and mapping it, its header, the
- * image's counters, description, shards and control area in it, and what a SIGBUS in
- * its mappings means. The file is MAP_SHARED: every thread and process of the run
- * appends to it (fork children share the mapping; exec'd rewritten programs open the
- * same path again), so nothing is lost on a crash, abort or _exit: the kernel owns the
- * pages. The file also holds per-image {hit, nmissed} counters (kprobe_profile), shared
+ * rt_tracefile.c - the trace file: which run it holds (a new run moves the previous
+ * file to FILE.old), opening, sizing and mapping it, its header, the image's counters,
+ * description, shards and control area in it, readying its record area chunk by chunk,
+ * and what a SIGBUS in its mappings means. The file is MAP_SHARED: every thread and
+ * process of the run appends to it (fork children share the mapping; exec'd rewritten
+ * programs open the same path again and join the run), so nothing is lost on a crash,
+ * abort or _exit: the kernel owns the pages. The file also holds per-image {hit, nmissed} counters (kprobe_profile), shared
  * the same way; a probe's hit that writes a record is counted by the record. Its record
  * area is written by rt_ring.c (blocks, the ring) and rt_dispatch.c (a hit's records).
  */

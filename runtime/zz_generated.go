@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "75b51854d9f7cd139697ff401edaa9448b7ecc7ab3ef9527c3c86528546727bf"
+const ObjectSHA256 = "3abf35fa23c880a197098c705a6651e4145db9542b69005623fe7007513f99bf"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -5,9 +5,10 @@
  * and what a SIGBUS in its mappings means. The file is MAP_SHARED: every thread and
  * process of the run appends to it (fork children share the mapping; exec'd rewritten
  * programs open the same path again and join the run), so nothing is lost on a crash,
- * abort or _exit: the kernel owns the pages. The file also holds per-image {hit, nmissed} counters (kprobe_profile), shared
- * the same way; a probe's hit that writes a record is counted by the record. Its record
- * area is written by rt_ring.c (blocks, the ring) and rt_dispatch.c (a hit's records).
+ * abort or _exit: the kernel owns the pages. The file also holds per-image {hit,
+ * nmissed} counters (kprobe_profile), shared the same way; a probe's hit that writes a
+ * record is counted by the record. Its record area is written by rt_ring.c (blocks,
+ * the ring) and rt_dispatch.c (a hit's records).
  */
 #include "rt.h"
 #include "rt_ring.h"

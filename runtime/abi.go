@@ -670,12 +670,17 @@ type RawTraceHeader struct {
 	RingQueueOff uint64 `c:"ring_queue_off"` // file offset of u32 queue[RingBlocks]
 	ChunkLast    uint64 `c:"chunk_last"`     // file offset of the recorder's last chunk
 	RecorderPID  uint32 `c:"recorder_pid"`
-	Flags        uint32 `c:"flags"`       // TraceUnreserved
+	Flags        uint32 `c:"flags"`       // TraceUnreserved, TraceNoOpt, TraceDisarmed
 	Overwritten  uint64 `c:"overwritten"` // records of an overwrite ring writers took again uncopied
+	RunPID       uint32 `c:"run_pid"`     // the process that started the file's run (0: none)
+	RunPad       uint32 `c:"run_pad"`
+	RunStart     uint64 `c:"run_start"` // its start time, /proc/PID/stat's starttime
 }
 
 // TraceUnreserved in RawTraceHeader.Flags: the record area's blocks are not reserved
 // yet (a count-only image made the file; the first image that records reserves them).
+// Set by older runtimes only: the record area now takes blocks chunk by chunk as it is
+// written, in every file.
 const TraceUnreserved = 0x1
 
 // TraceNoOpt in RawTraceHeader.Flags: `kprewrite optimize FILE off` is in effect: the

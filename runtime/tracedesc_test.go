@@ -45,7 +45,7 @@ func TestTraceCopiesDesc(t *testing.T) {
 	tr := b.path + ".trace"
 	for i := 0; i < 2; i++ {
 		cmd := exec.Command(b.path, "basic")
-		cmd.Env = []string{"KPREWRITE_TRACE=" + tr}
+		cmd.Env = []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_APPEND=1"}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
@@ -122,7 +122,7 @@ func TestTraceManyProbes(t *testing.T) {
 	tr := filepath.Join(t.TempDir(), "shared.trace")
 	for _, exe := range []string{small.path, b.path} {
 		cmd := exec.Command(exe, "basic")
-		cmd.Env = []string{"KPREWRITE_TRACE=" + tr}
+		cmd.Env = []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_APPEND=1"}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v: %s", exe, err, out)
 		}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "08d7a18dbbbd0a3e032d66ac53b9f672348f31d6cc6f675fdf04bc79f169f429"
+const ObjectSHA256 = "912c3764d7dfa393a6ddff32b38f348c96cd2fef72e97f1ee9541e2cf633220e"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -215,6 +215,9 @@ func runCase(t *testing.T, c *endToEndCase) {
 			}
 			tr := filepath.Join(dir, "prog.trace")
 			env := append([]string{"KPREWRITE_TRACE=" + tr}, c.env...)
+			if c.runs > 1 { // every run into the one trace, not a new trace each
+				env = append(env, "KPREWRITE_APPEND=1")
+			}
 			var res testprog.Result
 			for r := 0; r < c.runs; r++ {
 				res = testprog.Same(t, prog, out, testprog.Cmd{Args: c.args, Extra: env}, nil)

@@ -319,6 +319,7 @@ func checkCounts(t *testing.T, b histBlock, want map[string]uint64, hits uint64)
 // `kprewrite hist --cont`; it persists in the trace file across runs; --clear empties
 // it; a recorded (not soft-disabled) event keeps its records beside its histogram.
 func TestHistPauseContClear(t *testing.T) {
+	t.Setenv("KPREWRITE_APPEND", "1") // later runs add to the first run's trace
 	prog := testprog.Build(t, histSrc, "c", "-O2", "-pthread")
 	kpd := filepath.Join(t.TempDir(), "hist")
 	rewriteWith(t, prog, kpd, []string{"p:h/w work size=%di kind=%si:s32"},
@@ -693,6 +694,7 @@ func synthRewrite(t *testing.T, prog string, flags []string) (kpd string) {
 // rewritten with --disable writes none until `kprewrite enable` switches it on; `format`
 // describes it and the JSON export carries its fields.
 func TestSyntheticRecords(t *testing.T) {
+	t.Setenv("KPREWRITE_APPEND", "1") // later runs add to the first run's trace
 	prog := testprog.Build(t, synthSrc, "c", "-O2")
 	forProbeModes(t, func(t *testing.T, modeFlags []string) {
 		kpd := synthRewrite(t, prog, append([]string{
@@ -786,6 +788,7 @@ func TestSyntheticRecords(t *testing.T) {
 // the calls; switched on with `kprewrite enable`, the same histograms keep counting on
 // the general path beside the records.
 func TestHistOnlyPath(t *testing.T) {
+	t.Setenv("KPREWRITE_APPEND", "1") // switched on for the next run, which adds to the file
 	prog := testprog.Build(t, histSrc, "c", "-O2", "-pthread")
 	const n = 2000
 	var all []uint64
@@ -857,6 +860,7 @@ func TestHistOnlyPath(t *testing.T) {
 // action generates, beside the rewrite's, and are paused, continued and removed the
 // kernel's way; the rewrite's stays (the generating histogram feeds it).
 func TestSyntheticRunTimeHist(t *testing.T) {
+	t.Setenv("KPREWRITE_APPEND", "1") // later runs add to the first run's trace
 	prog := testprog.Build(t, synthSrc, "c", "-O2")
 	forProbeModes(t, func(t *testing.T, modeFlags []string) {
 		kpd := synthRewrite(t, prog, append([]string{
@@ -936,6 +940,7 @@ func TestSyntheticRunTimeHist(t *testing.T) {
 // program's next hits (kprewrite filter FILE synthetic/NAME EXPR, 0 removing it) and for
 // the next run (kprewrite control --filter).
 func TestSyntheticFilter(t *testing.T) {
+	t.Setenv("KPREWRITE_APPEND", "1") // later runs add to the first run's trace
 	prog := testprog.Build(t, synthSrc, "c", "-O2")
 	forProbeModes(t, func(t *testing.T, modeFlags []string) {
 		kpd := synthRewrite(t, prog, append([]string{

@@ -100,7 +100,7 @@ func TestFileSizeLimit(t *testing.T) {
 			t.Fatal(r)
 		}
 		other := hostileProg(t, dir, trace, "g")
-		r := testprog.Run(t, testprog.Cmd{Path: "sh", Args: []string{"-c", "ulimit -f 1024 && exec " + other}})
+		r := testprog.Run(t, testprog.Cmd{Path: "sh", Args: []string{"-c", "ulimit -f 1024 && exec " + other}, Extra: []string{"KPREWRITE_APPEND=1"}})
 		if r.Exit != 0 || r.Signal != "" || r.Stdout != "90\n" || !strings.Contains(r.Stderr, "its readers need -b BINARY") {
 			t.Fatalf("second program under ulimit -f 1024: %s", r)
 		}

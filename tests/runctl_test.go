@@ -71,6 +71,7 @@ func runPhased(t *testing.T, bin string, env []string, steps [][][]string) {
 // of the same trace file starts with them, and a KPREWRITE_CONTROL file made by
 // kprewrite control gives a fresh trace file its filters, triggers and switches.
 func TestRunTimeFilterTrigger(t *testing.T) {
+	t.Setenv("KPREWRITE_APPEND", "1") // later runs add to the first run's trace
 	prog := testprog.Build(t, phasedSrc, "c", "-O2")
 	for _, mode := range []string{"int3", "optimize"} {
 		t.Run(mode, func(t *testing.T) {
@@ -203,6 +204,7 @@ func TestRunTimeFilterTrigger(t *testing.T) {
 // installed once for every run of the same trace file; what cannot be added at run
 // time refused with the reason.
 func TestRunTimeHist(t *testing.T) {
+	t.Setenv("KPREWRITE_APPEND", "1") // later runs add to the first run's trace
 	prog := testprog.Build(t, phasedSrc, "c", "-O2")
 	for _, mode := range []string{"int3", "optimize"} {
 		t.Run(mode, func(t *testing.T) {

@@ -156,6 +156,7 @@ func TestStackTraceDepth(t *testing.T) {
 // each at its own load address (ASLR), add to the same two entries, one per call chain,
 // printed as the kernel prints stacktrace keys.
 func TestHistStacktraceKey(t *testing.T) {
+	t.Setenv("KPREWRITE_APPEND", "1") // three runs into one histogram
 	prog := testprog.Build(t, stackSrc, "c", "-O2", "-pthread")
 	out := filepath.Join(t.TempDir(), "stack.kp")
 	rewriteWith(t, prog, out, []string{"p:st/leaf leaf n=%di:s32"}, "--trigger", "st/leaf:hist:keys=stacktrace:vals=n")

@@ -22,7 +22,7 @@ func TestTraceDescribesItself(t *testing.T) {
 	rewriteWith(t, other, b, []string{"p:sg/work work a=%di:s32 b=%si:s32"}, "--no-optimize")
 	// two images append to one trace file
 	tr := filepath.Join(dir, "run.trace")
-	env := []string{"KPREWRITE_TRACE=" + tr}
+	env := []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_APPEND=1"}
 	testprog.Run(t, testprog.Cmd{Path: a, Args: []string{"basic"}, Extra: env})
 	testprog.Run(t, testprog.Cmd{Path: b, Args: []string{"block"}, Extra: env})
 	withBins := readTrace(t, tr, a, b)

@@ -295,6 +295,7 @@ int main(void)
 // TestTraceControlRunning: kprewrite traceoff/traceon/disable/enable change what a
 // running program records, between its phases; every hit is still counted.
 func TestTraceControlRunning(t *testing.T) {
+	t.Setenv("KPREWRITE_APPEND", "1") // enable before a run: the run after adds to the file
 	prog := testprog.Build(t, phasedSrc, "c", "-O2")
 	for _, mode := range []string{"int3", "optimize"} {
 		t.Run(mode, func(t *testing.T) {

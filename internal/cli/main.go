@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/kprewrite/kprewrite"
 	"github.com/kprewrite/kprewrite/internal/infile"
@@ -140,10 +141,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usageErr("%v", err)
+			return nil, flagErr(fs, err)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -157,16 +155,43 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// helpFlagSet makes a FlagSet whose -h prints the command's usage to w.
+// helpFlagSet makes a FlagSet whose -h prints the command's usage to w (flagErr).
 func helpFlagSet(name, synopsis string, w io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(w, "usage: kprewrite %s\n\noptions:\n", synopsis)
-		fs.SetOutput(w)
+	fs.Usage = func() {} // the flag package calls it on every error too: flagErr decides
+	helps.Store(fs, help{synopsis, w})
+	return fs
+}
+
+// help is a helpFlagSet's command: its usage line and where -h prints.
+type help struct {
+	synopsis string
+	w        io.Writer
+}
+
+// helps maps the FlagSets helpFlagSet made to their help.
+var helps sync.Map
+
+// flagErr is the error of fs.Parse: for -h, the command's usage line and options
+// printed (flag.ErrHelp); else the error and the usage line, two lines, not every
+// option (an unknown flag printed 47 lines).
+func flagErr(fs *flag.FlagSet, err error) error {
+	v, ok := helps.Load(fs)
+	if !ok {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErr("%v", err)
+	}
+	h := v.(help)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(h.w, "usage: kprewrite %s\n\noptions:\n", h.synopsis)
+		fs.SetOutput(h.w)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
+		return err
 	}
-	return fs
+	return usageErr("%v\nusage: kprewrite %s", err, h.synopsis)
 }
 
 func runVersion(args []string, stdout, _ io.Writer) error {

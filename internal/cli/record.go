@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -115,10 +114,7 @@ func parseRecordArgs(args []string, stdout io.Writer) (*recordOptions, error) {
 	quiet := fs.Bool("q", false, "no summary and no progress on standard error")
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, usageErr("%v", err)
+		return nil, flagErr(fs, err)
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
@@ -138,8 +134,10 @@ func parseRecordArgs(args []string, stdout io.Writer) (*recordOptions, error) {
 	return &recordOptions{out: *out, size: size, blockSize: bsize, overwrite: *over, live: *live, quiet: *quiet, rw: rw, argv: argv}, nil
 }
 
-// recordedCommand is the program to record (prog: argv[0] or its rewrite), told the trace file's path
-// (KPREWRITE_TRACE), with the terminal as its standard streams; writers that are not
+// recordedCommand is the program to record (prog: argv[0] or its rewrite), told the
+// trace file's path (KPREWRITE_TRACE), to write into it whatever its ancestry
+// (KPREWRITE_APPEND) and to be quiet about it (KPREWRITE_QUIET), with the terminal as
+// its standard streams; writers that are not
 // the process's own are shared with --live's output, so they get a lock (the
 // returned stdout and stderr are what record writes to from then on).
 func recordedCommand(prog string, argv []string, path string, stdout, stderr io.Writer) (*exec.Cmd, io.Writer, io.Writer) {
@@ -155,7 +153,10 @@ func recordedCommand(prog string, argv []string, path string, stdout, stderr io.
 		stderr = &lockedWriter{w: stderr}
 		cmd.Stderr = stderr
 	}
-	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+path)
+	// quiet: record says where the trace goes. Its programs join the recorder's run
+	// (the trace header's recorder_pid is their ancestor); appending, they join it
+	// also when orphaned (the recorder killed), never moving its file to .old.
+	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+path, "KPREWRITE_QUIET=1", "KPREWRITE_APPEND=1")
 	return cmd, stdout, stderr
 }
 

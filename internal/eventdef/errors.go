@@ -152,13 +152,18 @@ type ParseError struct {
 	Pos     int       // 0-based position in Command of the caret
 	Code    ErrorCode // what is wrong
 	Line    int       // 1-based line, for ParseList; 0 otherwise
+	Hint    string    // what was meant ("did you mean %di?"), after the message; not in Caret
 }
 
 func (e *ParseError) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("line %d: bad probe definition %q at position %d: %s", e.Line, e.Command, e.Pos, e.Code.Error())
+	msg := e.Code.Error()
+	if e.Hint != "" {
+		msg += "; " + e.Hint
 	}
-	return fmt.Sprintf("bad probe definition %q at position %d: %s", e.Command, e.Pos, e.Code.Error())
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d: bad probe definition %q at position %d: %s", e.Line, e.Command, e.Pos, msg)
+	}
+	return fmt.Sprintf("bad probe definition %q at position %d: %s", e.Command, e.Pos, msg)
 }
 
 // Unwrap lets errors.Is match the ErrorCode.

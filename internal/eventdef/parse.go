@@ -807,7 +807,14 @@ func (ap *argParser) parseProbeArg(arg string) *ParseError {
 		}
 		off, ok := RegOffset(arg[1:])
 		if !ok {
-			return ap.err(ap.offset, ErrBadRegName)
+			perr := ap.err(ap.offset, ErrBadRegName)
+			if near := Nearest(arg[1:], ptRegs[:]); len(near) > 0 {
+				for i := range near {
+					near[i] = "%" + near[i]
+				}
+				perr.Hint = "did you mean " + OrList(near) + "?"
+			}
+			return perr
 		}
 		code[ap.pc] = insn{op: opReg, param: uint32(off)}
 	case '@':

@@ -313,6 +313,9 @@ func resolveAddrs(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 			byName = definedSymbols(f)
 		}
 		base, code, why := symbolAddr(f, fns, byName[p.Symbol], p.Symbol)
+		if code == eventdef.ErrBadProbeAddr { // not there: where it is, or what was meant
+			why += missingHint(f, byName, p.Symbol)
+		}
 		if code != 0 {
 			return defError(d.Origin, p.ErrAt(1, 0, code), why)
 		}

@@ -118,7 +118,7 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 		}
 	}
 	if !matched {
-		return nil, fmt.Errorf("%s: no event %s", f.Path, pattern)
+		return nil, fmt.Errorf("%s: no event %s%s", f.Path, pattern, f.eventHint(pattern))
 	}
 	return out, nil
 }

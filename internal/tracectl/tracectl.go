@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -171,9 +172,31 @@ func (f *File) Events(pattern string) ([]Event, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no event %s", f.Path, pattern)
+		return nil, fmt.Errorf("%s: no event %s%s", f.Path, pattern, f.eventHint(pattern))
 	}
 	return out, nil
+}
+
+// eventHint is what follows "no event PATTERN": the file's event names within a typing
+// error of it (GROUP/EVENT when PATTERN has a group, EVENT else), or "".
+func (f *File) eventHint(pattern string) string {
+	var names []string
+	for _, im := range f.images {
+		if im.desc == nil {
+			continue
+		}
+		for _, e := range im.desc.Events {
+			if strings.Contains(pattern, "/") {
+				names = append(names, e.Group+"/"+e.Name)
+			} else {
+				names = append(names, e.Name)
+			}
+		}
+	}
+	if near := eventdef.Nearest(pattern, names); len(near) > 0 {
+		return "; did you mean " + eventdef.OrList(near) + "?"
+	}
+	return ""
 }
 
 // ErrNotArmed is returned for an event whose probes do not run (rewritten with

@@ -45,6 +45,7 @@ func decodeTraceHeader(b []byte, h *kprt.RawTraceHeader) {
 	h.RingBS, h.RingTake, h.RingGive, h.RingQueueOff, h.ChunkLast = c.u64(), c.u64(), c.u64(), c.u64(), c.u64()
 	h.RecorderPID, h.Flags = c.u32(), c.u32()
 	h.Overwritten = c.u64()
+	h.RunPID, h.RunPad, h.RunStart = c.u32(), c.u32(), c.u64()
 }
 
 // decodeRecord decodes b, at least kprt.RecordSize bytes.

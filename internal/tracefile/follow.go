@@ -42,6 +42,7 @@ type Follower struct {
 	refs               map[uint8][]probeRef
 	fm                 *Formatter
 	nimages            uint32
+	ctlLast            uint64 // the header's ctl_last the descriptions were made under
 	pending            []Record
 	errs               map[string]bool
 	Printed            uint64 // records printed
@@ -94,8 +95,8 @@ func (f *Follower) Poll(w, errw io.Writer) error {
 		}
 		return fmt.Errorf("%s: %w: version %d; --follow reads version %d files (without --follow it reads this one)", f.path, ErrTrace, t.Header.Version, kprt.TraceVersion)
 	}
-	f.describe(t)
-	s := &Stream{Trace: t, data: data, file: data, v3: true, refs: f.refs}
+	f.describe(t, data)
+	s := &Stream{Trace: t, data: data, file: data, v3: true, refs: f.refs, holes: fileHoles(f.path)}
 	f.pending = f.pending[:0]
 	f.More = false
 	if t.Header.RingBlocks == 0 {
@@ -108,11 +109,11 @@ func (f *Follower) Poll(w, errw io.Writer) error {
 }
 
 // describe reads the descriptions of the images registered since the last poll.
-func (f *Follower) describe(t *Trace) {
-	if f.fm != nil && t.Header.NImages == f.nimages {
+func (f *Follower) describe(t *Trace, data []byte) {
+	if f.fm != nil && t.Header.NImages == f.nimages && t.Header.CtlLast == f.ctlLast {
 		return
 	}
-	f.nimages = t.Header.NImages
+	f.nimages, f.ctlLast = t.Header.NImages, t.Header.CtlLast
 	f.descs = Descs{}
 	for _, d := range ownDescs(t) {
 		f.descs.Add(d)
@@ -122,6 +123,7 @@ func (f *Follower) describe(t *Trace) {
 			f.descs.Add(im.Desc)
 		}
 	}
+	addLiveEvents(data, t.Header.CtlLast, f.descs) // (events added at run time: kprewrite probe)
 	f.fm = NewFormatter(f.descs)
 	f.refs = map[uint8][]probeRef{}
 }
@@ -195,12 +197,16 @@ func (f *Follower) pollDirect(s *Stream) {
 	f.scan = max(f.scan, base)
 	for f.scan < end && !f.full() {
 		var blk kprt.RawBlock
-		if !decodeBlock(s.data, f.scan, end, &blk) {
-			if f.missing[f.scan]++; f.missing[f.scan] < missingPolls {
+		// a hole is not read (see holes.go): a block its writer is readying, or one
+		// lost to a full disk when it stays one
+		hole := holeEnd(s.holes, f.scan)
+		if hole != 0 || !decodeBlock(s.data, f.scan, end, &blk) {
+			f.missing[f.scan]++
+			if f.missing[f.scan] < missingPolls {
 				break // its writer is writing its header
 			}
 			delete(f.missing, f.scan)
-			f.scan += granule
+			f.scan = max(f.scan+granule, (hole+granule-1)/granule*granule)
 			continue
 		}
 		delete(f.missing, f.scan)

@@ -41,7 +41,7 @@ func OpenStream(path string, bins []string) (*Stream, Descs, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := newStream(data, true)
+	s, err := newStream(data, true, fileHoles(path))
 	if err != nil {
 		mmapfile.Unmap(data)
 		return nil, nil, fmt.Errorf("%s: %w", path, err)

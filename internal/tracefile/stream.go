@@ -36,6 +36,7 @@ type Stream struct {
 	dropped uint64 // the first pass gave back the pages before this offset
 	mapped  bool   // data is a file's mapping: dropPages gives back what was read
 	bs      uint64
+	holes   []span       // the file's holes (OpenStream): never read, they hold no records
 	done    atomic.Int64 // records Each gave, updated every few thousand (Done)
 	// Until, when not 0, ends Each at the first record later than it: the trace as it
 	// was at that time (Snapshot).
@@ -88,17 +89,17 @@ type run struct {
 
 // NewStream parses b's header and indexes its records. b must stay readable (and
 // unchanged) while the stream is used.
-func NewStream(b []byte) (*Stream, error) { return newStream(b, false) }
+func NewStream(b []byte) (*Stream, error) { return newStream(b, false, nil) }
 
 // newStream is NewStream; mapped says b is a file's read-only mapping, whose pages
-// are given back once read (dropPages).
-func newStream(b []byte, mapped bool) (*Stream, error) {
+// are given back once read (dropPages), holes the file's holes.
+func newStream(b []byte, mapped bool, holes []span) (*Stream, error) {
 	t, err := parseHeader(b)
 	if err != nil {
 		return nil, err
 	}
 	h := &t.Header
-	s := &Stream{Trace: t, data: b[kprt.TraceHeaderSize : kprt.TraceHeaderSize+h.DataSize], v1: h.Version == traceVersion1, mapped: mapped, file: b}
+	s := &Stream{Trace: t, data: b[kprt.TraceHeaderSize : kprt.TraceHeaderSize+h.DataSize], v1: h.Version == traceVersion1, mapped: mapped, file: b, holes: holes}
 	if h.Version == kprt.TraceVersion {
 		s.v3 = true
 		s.index3()

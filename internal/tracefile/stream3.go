@@ -173,6 +173,10 @@ func (s *Stream) index3() {
 	if h.RingBlocks == 0 {
 		end := base + min(h.Head, h.DataSize)
 		for off := base; off < end; {
+			if to := holeEnd(s.holes, off); to != 0 { // blocks lost to a full disk
+				off = (to + granule - 1) / granule * granule
+				continue
+			}
 			var blk kprt.RawBlock
 			if !decodeBlock(s.data, off, end, &blk) {
 				off += granule // never written: its writer died as it took it

@@ -714,10 +714,20 @@ struct kprw_trace_hdr {
 	kprw_u64 overwritten;    /* atomic: records of an overwrite ring's blocks that writers
 	                            took again before anything copied them (they were written:
 	                            entries-written counts them; 0 in older files) */
+	/* the run the file holds (0: none, a file of an older runtime): the process that
+	 * started it, by pid and start time (/proc/PID/stat's starttime, clock ticks since
+	 * boot; 0 where /proc is not mounted). A process that opens the file joins the run
+	 * when it or an ancestor is that process (or the recorder); else it starts a new
+	 * run: the file is renamed FILE.old first (src/rt_tracefile.c) */
+	kprw_u32 run_pid;
+	kprw_u32 run_pad;
+	kprw_u64 run_start;
 };
 #define KPRW_TRACE_UNRESERVED 0x1 /* the record area's blocks are not reserved yet: a
                                      count-only image made the file, and the first image
-                                     that records reserves them (under the file lock) */
+                                     that records reserves them (under the file lock).
+                                     Older runtimes' only: the record area now takes
+                                     blocks chunk by chunk as it is written (src/rt_tracefile.c) */
 #define KPRW_TRACE_NOOPT 0x4 /* `kprewrite optimize FILE off`: live-capable jump points (KPRW_DF_LIVE,
                                 KPRW_DF_REOPT) are int3s into their detours (the kernel's
                                 debug.kprobes-optimization = 0) */

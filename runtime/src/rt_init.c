@@ -22,6 +22,9 @@
  * Environment (ignored when AT_SECURE is set, i.e. setuid/setgid/capabilities):
  *   KPREWRITE_TRACE=path        trace file instead of the rewrite-time default; "" = off
  *   KPREWRITE_TRACE_SIZE=n[KMG] record area of a NEW trace file (default: header's), 4K to 64G
+ *   KPREWRITE_APPEND=1          a new run appends to the trace file there instead of moving
+ *                               it to FILE.old (rt_tracefile.c, "the run")
+ *   KPREWRITE_QUIET=1           a new run does not say on stderr where its trace goes
  *
  * A value a switch does not understand is said on stderr, with what is done instead;
  * boolean switches take 1/yes/on/true (or empty) and 0/no/off/false.
@@ -859,7 +862,10 @@ static void start_early(const struct kprw_header *h, char **envp)
 		    !on_switch(envp, "KPREWRITE_NO_RSEQ"))
 			kprw_rseq_probe(kprw_rt.at_reloc);
 		kprw_rt.ctl_path = getenv_(envp, "KPREWRITE_CONTROL");
-		kprw_trace_open(path, size, on_switch(envp, "KPREWRITE_TRACE_PREFAULT"), records);
+		int flags = (on_switch(envp, "KPREWRITE_TRACE_PREFAULT") ? KPRW_OPEN_PREFAULT : 0) |
+			    (on_switch(envp, "KPREWRITE_APPEND") ? KPRW_OPEN_APPEND : 0) |
+			    (on_switch(envp, "KPREWRITE_QUIET") ? KPRW_OPEN_QUIET : 0);
+		kprw_trace_open(path, size, flags, records);
 	}
 	if (kprw_rt.trace && records)
 		records_init();

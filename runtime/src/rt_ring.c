@@ -142,10 +142,11 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 		off = atomic_add(&h->head, n);
 		if (off + n > kprw_rt.trace_data_size || off + n < off)
 			goto lost;
-		/* the writer that takes a block starting or crossing into a chunk makes the next
-		 * chunk's pages present */
-		if (unlikely(!(off & ((1ull << CHUNK_SHIFT) - 1)) || (off >> CHUNK_SHIFT) != ((off + n - 1) >> CHUNK_SHIFT)))
-			populate((((off + n - 1) >> CHUNK_SHIFT) + 1) << CHUNK_SHIFT, 1ull << CHUNK_SHIFT);
+		/* the block's pages ready in the file before it is written, and the next chunk's
+		 * (rt_tracefile.c: the writer that nears the ready mark readies a chunk ahead;
+		 * on a full disk the block's records are lost, not the program) */
+		if (unlikely(off + n + (1ull << CHUNK_SHIFT) > kprw_trace_ready) && kprw_trace_grow(off + n) < 0)
+			goto lost;
 	}
 	blk_init(off, n, seq, w);
 	off += sizeof(struct kprw_blk);

@@ -7,7 +7,15 @@
 #error "included by rt.h"
 #endif
 
-void kprw_trace_open(const char *path, u64 size, int prefault, int records);
+/* kprw_trace_open's flags (KPREWRITE_TRACE_PREFAULT, KPREWRITE_APPEND, KPREWRITE_QUIET) */
+#define KPRW_OPEN_PREFAULT 0x1 /* the whole record area ready at start-up */
+#define KPRW_OPEN_APPEND 0x2   /* a new run appends to the file there, not moves it to FILE.old */
+#define KPRW_OPEN_QUIET 0x4    /* a new run does not say where its trace goes */
+void kprw_trace_open(const char *path, u64 size, int flags, int records);
+/* the record area is ready in the file below kprw_trace_ready; kprw_trace_grow readies it
+ * for a block ending at end, -1 when the disk is full (rt_tracefile.c) */
+extern u64 kprw_trace_ready;
+int kprw_trace_grow(u64 end);
 int kprw_trace_fault(uptr addr);
 /* kprw_trace_hit writes probe pi's record; 1 when the record is the hit (written, into
  * a file where this image has its counters: the caller does not count it), else 0 (the

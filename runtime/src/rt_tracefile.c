@@ -1,12 +1,14 @@
 /*
- * rt_tracefile.c - the trace file: opening, sizing and mapping it, its header, the
- * image's counters, description, shards and control area in it, and what a SIGBUS in
- * its mappings means. The file is MAP_SHARED: every thread and process of the run
- * appends to it (fork children share the mapping; exec'd rewritten programs open the
- * same path again), so nothing is lost on a crash, abort or _exit: the kernel owns the
- * pages. The file also holds per-image {hit, nmissed} counters (kprobe_profile), shared
- * the same way; a probe's hit that writes a record is counted by the record. Its record
- * area is written by rt_ring.c (blocks, the ring) and rt_dispatch.c (a hit's records).
+ * rt_tracefile.c - the trace file: which run it holds (a new run moves the previous
+ * file to FILE.old), opening, sizing and mapping it, its header, the image's counters,
+ * description, shards and control area in it, readying its record area chunk by chunk,
+ * and what a SIGBUS in its mappings means. The file is MAP_SHARED: every thread and
+ * process of the run appends to it (fork children share the mapping; exec'd rewritten
+ * programs open the same path again and join the run), so nothing is lost on a crash,
+ * abort or _exit: the kernel owns the pages. The file also holds per-image {hit,
+ * nmissed} counters (kprobe_profile), shared the same way; a probe's hit that writes a
+ * record is counted by the record. Its record area is written by rt_ring.c (blocks,
+ * the ring) and rt_dispatch.c (a hit's records).
  */
 #include "rt.h"
 #include "rt_ring.h"
@@ -310,8 +312,13 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 		u64 off = 0;
 		if (start <= h->counters_size && need <= h->counters_size - start) {
 			off = h->counters_off + start;
-			h->counters_used = start + need;
-			if (!counts_only() && grow_ok(off + need))
+			/* the area is a hole but for what images took: this image's blocks, or no
+			 * room (a counter written on a full disk would be a SIGBUS) */
+			if (reserve_blocks(fd, off, (need + 4095) & ~4095ull) < 0)
+				off = 0;
+			else
+				h->counters_used = start + need;
+			if (off && !counts_only() && grow_ok(off + need))
 				fill_zero(fd, off, (need + 4095) & ~4095ull); /* fresh pages of the area */
 		} else {
 			off = append_counters(fd, need); /* the area is full: grow the file */
@@ -493,6 +500,259 @@ static int ring_ok(const struct kprw_trace_hdr *h, u64 total)
 	       n * 8 <= total - h->ring_queue_off;
 }
 
+/* ---- the run: which process starts a new trace, which joins the one there ----
+ *
+ * A rewritten program run directly starts a new trace (the previous file kept as
+ * FILE.old, perf record's rule); the processes it starts join it. The header records
+ * the run's first process by pid and start time (run_pid, run_start); a process that
+ * opens the file joins the run when it, or an ancestor, is that process (a fork child
+ * that execs, an exec without fork, a rewritten library in the same process) or the
+ * recorder that made the file (kprewrite record). Else it starts a new run, or, with
+ * KPREWRITE_APPEND=1, appends and leads the run from then on. No environment marker:
+ * the runtime runs before the C library and cannot add to the environment, and what
+ * the program does to its environment cannot break the rule. A child whose run
+ * ancestors all exited before it opened the file (a daemon's, reparented) starts a
+ * new run. */
+#define SYS_rename 82
+#define SYS_getppid 110
+#define RUN_DEPTH 64 /* ancestors looked at */
+
+static char old_path[4096 + 8]; /* FILE.old */
+static int run_rotated;       /* this process moved the previous trace to FILE.old */
+
+/* put_dec_str writes v in decimal at p, returns the end */
+static char *put_dec_str(char *p, u64 v)
+{
+	char t[24];
+	int n = 0;
+	do
+		t[n++] = (char)('0' + v % 10);
+	while ((v /= 10) && n < 24);
+	while (n)
+		*p++ = t[--n];
+	return p;
+}
+
+/* proc_stat reads /proc/PID/stat (pid 0: this process): its parent and its start time
+ * (fields 4 and 22, after the command name, which may hold spaces and parentheses).
+ * 0 when it cannot be read (no /proc, the process is gone). */
+static int proc_stat(u32 pid, u32 *ppid, u64 *start)
+{
+	char path[40], buf[512];
+	char *p = path;
+	kprw_memcpy(p, "/proc/", 6);
+	p += 6;
+	if (pid) {
+		p = put_dec_str(p, pid);
+	} else {
+		kprw_memcpy(p, "self", 4);
+		p += 4;
+	}
+	kprw_memcpy(p, "/stat", 6);
+	long fd = sys3(SYS_open, (long)path, O_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	long n = sys3(SYS_read, fd, (long)buf, sizeof buf - 1);
+	sys1(SYS_close, fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *q = NULL;
+	for (long i = 0; i < n; i++)
+		if (buf[i] == ')')
+			q = buf + i;
+	if (!q)
+		return 0;
+	u64 field[23];
+	int f = 2;
+	kprw_memset(field, 0, sizeof field); /* q ends field 2, the command */
+	for (q++; *q && f < 22; q++) {
+		if (*q == ' ') {
+			f++;
+			continue;
+		}
+		if (*q >= '0' && *q <= '9')
+			field[f] = field[f] * 10 + (u64)(*q - '0');
+	}
+	if (f < 22)
+		return 0;
+	*ppid = (u32)field[4];
+	*start = field[22];
+	return 1;
+}
+
+/* in_run: this process or an ancestor started the run of the file whose header says
+ * run_pid/run_start/recorder_pid */
+static int in_run(u32 run_pid, u64 run_start, u32 recorder)
+{
+	u32 pid, ppid = 0;
+	u64 start = 0;
+	if (!proc_stat(0, &ppid, &start)) { /* no /proc: by pid, self and parent only */
+		u32 self = kprw_getpid(), parent = (u32)sys0(SYS_getppid);
+		return (run_pid && (self == run_pid || parent == run_pid)) || (recorder && parent == recorder);
+	}
+	pid = kprw_getpid();
+	for (int depth = 0; depth < RUN_DEPTH; depth++) {
+		if ((run_pid && pid == run_pid && start == run_start) || (recorder && pid == recorder))
+			return 1;
+		u32 parent = ppid; /* 0: pid was the first process (init) */
+		if (!parent || !proc_stat(parent, &ppid, &start))
+			return 0;
+		pid = parent;
+	}
+	return 0;
+}
+
+#define SYS_stat 4
+
+/* run_decide: fd is the file at path, locked, st its status. Returns 1 when this process
+ * writes into it: a new file or one it appends to (*lead: this process starts the run),
+ * the file of its run, or not a trace file (open_file says so); 0 when it moved the file
+ * to FILE.old, or another process moved or replaced it meanwhile: open the path again. */
+static int run_decide(long fd, const char *path, const struct k_stat *st, int flags, int *lead)
+{
+	char magic[8];
+	struct {
+		u32 recorder_pid, flags, run_pid, run_pad;
+		u64 run_start;
+	} run;
+	*lead = 1;
+	if (st->st_size == 0)
+		return 1;
+	*lead = 0;
+	if (st->st_size < KPRW_TRACE_HDR_SIZE || sys4(SYS_pread64, fd, (long)magic, 8, 0) != 8 ||
+	    kprw_strncmp(magic, KPRW_TRACE_MAGIC, 8) != 0 ||
+	    sys4(SYS_pread64, fd, (long)&run, sizeof run, __builtin_offsetof(struct kprw_trace_hdr, recorder_pid)) !=
+		    (long)sizeof run)
+		return 1;
+	if (in_run(run.run_pid, run.run_start, run.recorder_pid))
+		return 1;
+	*lead = 1;
+	if (flags & KPRW_OPEN_APPEND)
+		return 1;
+	struct k_stat now;
+	kprw_memset(&now, 0, sizeof now);
+	if (sys2(SYS_stat, (long)path, (long)&now) < 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
+		return 0;
+	unsigned long n = kprw_strlen(path);
+	long r = -36; /* ENAMETOOLONG */
+	if (n + 5 <= sizeof old_path - 1) {
+		kprw_memcpy(old_path, path, n);
+		kprw_memcpy(old_path + n, ".old", 5);
+		r = sys2(SYS_rename, (long)path, (long)old_path);
+	}
+	if (r < 0) {
+		kprw_puts("kprewrite: trace file ");
+		kprw_puts(path);
+		kprw_puts(": cannot keep the previous trace as FILE.old (errno ");
+		kprw_put_dec((unsigned long)-r);
+		kprw_puts("); this run is appended to it\n");
+		return 1;
+	}
+	run_rotated = 1;
+	return 0;
+}
+
+/* open_run opens the trace file at path and locks it: the file of this process's run,
+ * or a new run's (see run_decide). Returns the descriptor, st its status, or a negative
+ * errno. */
+static long open_run(const char *path, int flags, struct k_stat *st, int *lead)
+{
+	int oflags = O_RDWR | O_CREAT | O_CLOEXEC | (kprw_rt.secure ? O_NOFOLLOW : 0);
+	for (int tries = 0;; tries++) {
+		long fd = sys3(SYS_open, (long)path, oflags, 0644);
+		if (fd < 0)
+			return fd;
+		sys2(SYS_flock, fd, LOCK_EX);
+		kprw_memset(st, 0, sizeof *st);
+		long r = sys2(SYS_fstat, fd, (long)st);
+		*lead = 0;
+		if (r >= 0 && (tries == 4 || run_decide(fd, path, st, flags, lead)))
+			return fd; /* (four unrelated runs started at once: this one appends) */
+		sys2(SYS_flock, fd, LOCK_UN);
+		sys1(SYS_close, fd);
+		if (r < 0)
+			return r;
+	}
+}
+
+/* lead_run makes this process the run's first in the header and says once, on stderr,
+ * where the run's trace goes (unless KPREWRITE_QUIET) */
+static void lead_run(struct kprw_trace_hdr *h, const char *path, int flags, int appended)
+{
+	u32 ppid;
+	u64 start = 0;
+	proc_stat(0, &ppid, &start);
+	h->run_pid = kprw_getpid();
+	h->run_start = start;
+	if (flags & KPRW_OPEN_QUIET)
+		return;
+	kprw_puts(appended ? "kprewrite: appending this run's trace to " : "kprewrite: tracing into ");
+	kprw_puts(path);
+	if (run_rotated) {
+		kprw_puts(" (the previous trace is ");
+		kprw_puts(old_path);
+		kprw_puts(")");
+	}
+	kprw_puts("\n");
+}
+
+/* The record area takes the disk its records need: its pages are made present for
+ * writing (MADV_POPULATE_WRITE, which reserves their blocks in the file, or fails on a
+ * full disk rather than raise SIGBUS) a chunk ahead of the blocks given out, never the
+ * whole area at once (a 10-record trace took 64 MiB before). kprw_trace_ready: the area is
+ * ready in the file below it, from the chunk of head when this process opened the file
+ * (every block it takes lies past that); it only grows, from any thread. */
+u64 kprw_trace_ready;
+
+/* ready_to makes the record area ready up to to; 0 when the disk is full */
+static int ready_to(u64 to)
+{
+	u64 from = __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED);
+	if (to > kprw_rt.trace_data_size)
+		to = kprw_rt.trace_data_size;
+	if (from >= to)
+		return 1;
+	long r = sys3(SYS_madvise, (long)(kprw_rt.trace_data + from), (long)(to - from), MADV_POPULATE_WRITE);
+	if (r == -22) { /* EINVAL: a kernel before 5.14; pages fault in as written */
+		kprw_rt.populate = 0;
+		return 1;
+	}
+	if (r < 0)
+		return 0;
+	while (from < to && !__atomic_compare_exchange_n(&kprw_trace_ready, &from, to, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return 1;
+}
+
+/* kprw_trace_grow readies the record area for a block that ends at end (rt_ring.c, when
+ * it is less than a chunk from kprw_trace_ready): to a chunk past end's chunk, or, on a
+ * full disk, to end only. -1 when not even that: the block's records are lost, counted
+ * (a page of a hole written on a full disk would be a SIGBUS). */
+static u32 said_full; /* the line below, once per process */
+
+int kprw_trace_grow(u64 end)
+{
+	u64 c = 1ull << CHUNK_SHIFT;
+	if (!kprw_rt.populate || ready_to((end + 2 * c - 1) & ~(c - 1)) || ready_to((end + 4095) & ~4095ull))
+		return 0;
+	if (!__atomic_exchange_n(&said_full, 1, __ATOMIC_RELAXED)) {
+		kprw_puts("kprewrite: trace file ");
+		kprw_puts(kprw_rt.trace_path ? kprw_rt.trace_path : open_path);
+		kprw_puts(": no space left for records (disk full?): they are lost, counted\n");
+	}
+	return -1;
+}
+
+/* ready_from starts this process's ready mark at head's chunk and readies two chunks
+ * from there (with prefault, the whole area) */
+static void ready_from(u64 head, int prefault)
+{
+	u64 lo = head & ~((1ull << CHUNK_SHIFT) - 1);
+	kprw_trace_ready = lo < kprw_rt.trace_data_size ? lo : kprw_rt.trace_data_size;
+	kprw_trace_grow(prefault ? kprw_rt.trace_data_size : kprw_trace_ready + 1);
+}
+
 /* unmap_trace gives up the file's mapping kprw_trace_open made (start-up: nothing
  * else has it yet) */
 static void unmap_trace(u8 *map, u64 total)
@@ -501,24 +761,24 @@ static void unmap_trace(u8 *map, u64 total)
 	kprw_rt.ntrace_maps = 0;
 }
 
-static void open_file(const char *path, u64 size, int prefault, int records);
+static void open_file(const char *path, u64 size, int flags, int records);
 
 /* kprw_trace_open opens, sizes and maps the trace file. Under a file size limit,
  * SIGXFSZ is blocked while it does (and one it raised discarded): the sizes are checked
  * against the limit first, so this is only a second guard. */
-void kprw_trace_open(const char *path, u64 size, int prefault, int records)
+void kprw_trace_open(const char *path, u64 size, int flags, int records)
 {
 	u64 lim[2] = {~0ull, ~0ull};
 	open_path = path;
 	if (sys2(SYS_getrlimit, K_RLIMIT_FSIZE, (long)lim) < 0 || lim[0] == ~0ull) {
-		open_file(path, size, prefault, records);
+		open_file(path, size, flags, records);
 		return;
 	}
 	fsize_limit = lim[0];
 	u64 set = SIGBIT(K_SIGXFSZ), old = 0, before = 0, after = 0;
 	sys4(SYS_rt_sigprocmask, 0 /* SIG_BLOCK */, (long)&set, (long)&old, 8);
 	sys2(SYS_rt_sigpending, (long)&before, 8);
-	open_file(path, size, prefault, records);
+	open_file(path, size, flags, records);
 	sys2(SYS_rt_sigpending, (long)&after, 8);
 	if ((after & set) && !(before & set)) {
 		struct k_timespec zero = {0, 0};
@@ -527,24 +787,17 @@ void kprw_trace_open(const char *path, u64 size, int prefault, int records)
 	sys4(SYS_rt_sigprocmask, 2 /* SIG_SETMASK */, (long)&old, 0, 8);
 }
 
-static void open_file(const char *path, u64 size, int prefault, int records)
+static void open_file(const char *path, u64 size, int flags, int records)
 {
-	int flags = O_RDWR | O_CREAT | O_CLOEXEC | (kprw_rt.secure ? O_NOFOLLOW : 0);
-	long fd = sys3(SYS_open, (long)path, flags, 0644);
 	struct k_stat st;
 	u8 *map = NULL;
 	u64 total, csize = 0;
+	int lead = 0;
+	long r, fd = open_run(path, flags, &st, &lead);
 
 	if (fd < 0) {
 		warn("cannot open", path, fd);
 		return;
-	}
-	sys2(SYS_flock, fd, LOCK_EX);
-	kprw_memset(&st, 0, sizeof st);
-	long r = sys2(SYS_fstat, fd, (long)&st);
-	if (r < 0) {
-		warn("cannot stat", path, r);
-		goto out;
 	}
 	if (st.st_size == 0) {
 		if (size < 4096)
@@ -559,19 +812,17 @@ static void open_file(const char *path, u64 size, int prefault, int records)
 			warn("cannot size", path, r);
 			goto out;
 		}
-		/* an image that only counts reserves the header and the counters, not the record
-		 * area it never writes (64 MiB of extents on ext4, of memory on tmpfs, every
-		 * first run): the first image that records reserves it (KPRW_TRACE_UNRESERVED) */
-		r = reserve_blocks(fd, 0, records ? total : KPRW_TRACE_HDR_SIZE);
-		if (r >= 0 && !records)
-			r = reserve_blocks(fd, KPRW_TRACE_HDR_SIZE + size, csize);
+		/* the file takes the disk it needs: the header's blocks now, an image's counters
+		 * when it registers (register_image), the record area's chunk by chunk as it is
+		 * written (kprw_trace_grow); the rest is a hole */
+		r = reserve_blocks(fd, 0, KPRW_TRACE_HDR_SIZE);
 		if (r < 0) { /* a full disk: no tracing, rather than a SIGBUS at the first record */
 			sys2(SYS_ftruncate, fd, 0);
-			warn("has no space for its record area (KPREWRITE_TRACE_SIZE sets a smaller one)", path, r);
+			warn("has no space (disk full?)", path, r);
 			goto out;
 		}
 		fill_zero(fd, 0, KPRW_TRACE_HDR_SIZE);
-		if (records) /* the chunks populate() makes present first */
+		if (records) /* the chunks ready_from readies first */
 			fill_zero(fd, KPRW_TRACE_HDR_SIZE, size < (2ull << CHUNK_SHIFT) ? size : 2ull << CHUNK_SHIFT);
 	} else {
 		total = (u64)st.st_size;
@@ -603,7 +854,7 @@ static void open_file(const char *path, u64 size, int prefault, int records)
 		/* a second before: a process whose clock runs a little behind the creator's
 		 * still writes times after it */
 		h->ts_base = h->created_mono_ns > 1000000000ull ? h->created_mono_ns - 1000000000ull : 0;
-		h->flags = records ? 0 : KPRW_TRACE_UNRESERVED;
+		h->flags = 0;
 		kprw_memcpy(h->magic, KPRW_TRACE_MAGIC, 8);
 	} else if (kprw_strncmp(h->magic, KPRW_TRACE_MAGIC, 8) != 0 || h->version != KPRW_TRACE_VERSION ||
 		   h->data_off != KPRW_TRACE_HDR_SIZE || h->data_size > total ||
@@ -614,15 +865,8 @@ static void open_file(const char *path, u64 size, int prefault, int records)
 		unmap_trace(map, total);
 		goto out;
 	}
-	if (records && (h->flags & KPRW_TRACE_UNRESERVED)) {
-		r = reserve_blocks(fd, h->data_off, h->data_size);
-		if (r < 0) {
-			warn("has no space for its record area (KPREWRITE_TRACE_SIZE sets a smaller one)", path, r);
-			unmap_trace(map, total);
-			goto out;
-		}
-		h->flags &= ~KPRW_TRACE_UNRESERVED;
-	}
+	if (lead)
+		lead_run(h, path, flags, st.st_size != 0);
 	register_image(h, fd, total);
 	kprw_rt.trace_mapped = total;
 	kprw_rt.trace = h;
@@ -644,11 +888,8 @@ static void open_file(const char *path, u64 size, int prefault, int records)
 		kprw_rt.trace_block = h->ring_bs;
 		kprw_rt.ring_mapped = kprw_mmap_anon(((u64)h->ring_nblocks + 63) / 64 * 8);
 		kprw_rt.populate = 0;
-	} else if (records && prefault) {
-		populate(0, h->data_size);
 	} else if (records) {
-		u64 head = atomic_load(&h->head);
-		populate(head & ~((1ull << CHUNK_SHIFT) - 1), 2ull << CHUNK_SHIFT);
+		ready_from(atomic_load(&h->head), flags & KPRW_OPEN_PREFAULT);
 	}
 out:
 	sys2(SYS_flock, fd, LOCK_UN);
@@ -656,37 +897,16 @@ out:
 }
 
 /* kprw_trace_records_late readies an open trace file for records that start later
- * than start-up (live probes switched on, src/rt_live.c): the record area reserved when
- * the file was made without it (KPRW_TRACE_UNRESERVED), under the file lock, and its
- * first chunks made present. 0 on success; else the trace is closed for records. */
+ * than start-up (live probes switched on, src/rt_live.c): the record area's first chunks
+ * from head ready (kprw_trace_grow). 0 on success; else the trace is closed for records. */
 int kprw_trace_records_late(void)
 {
 	struct kprw_trace_hdr *h = kprw_rt.trace;
 	if (!h)
 		return -1;
-	if (h->flags & KPRW_TRACE_UNRESERVED) {
-		long fd = sys3(SYS_open, (long)kprw_rt.trace_path, O_RDWR | O_CLOEXEC | (kprw_rt.secure ? O_NOFOLLOW : 0), 0);
-		if (fd < 0) {
-			warn("cannot open", kprw_rt.trace_path, fd);
-			return -1;
-		}
-		sys2(SYS_flock, fd, LOCK_EX);
-		long r = 0;
-		if (h->flags & KPRW_TRACE_UNRESERVED)
-			r = reserve_blocks(fd, h->data_off, h->data_size);
-		if (r >= 0)
-			h->flags &= ~KPRW_TRACE_UNRESERVED;
-		sys2(SYS_flock, fd, LOCK_UN);
-		sys1(SYS_close, fd);
-		if (r < 0) {
-			warn("has no space for its record area (KPREWRITE_TRACE_SIZE sets a smaller one)", kprw_rt.trace_path, r);
-			return -1;
-		}
-	}
 	if (!h->ring_nblocks) {
 		kprw_rt.populate = 1;
-		u64 head = atomic_load(&h->head);
-		populate(head & ~((1ull << CHUNK_SHIFT) - 1), 2ull << CHUNK_SHIFT);
+		ready_from(atomic_load(&h->head), 0);
 	}
 	return 0;
 }

@@ -69,6 +69,11 @@ func Build(t testing.TB, src, lang string, flags ...string) string {
 	return out
 }
 
+// Quiet is the environment entry that keeps a rewritten program from saying where its
+// trace goes (once per run, on stderr). Run adds it first; the tests package's
+// TestMain sets it for every other program a test starts.
+const Quiet = "KPREWRITE_QUIET=1"
+
 // Cmd describes one program run.
 type Cmd struct {
 	Path    string
@@ -157,10 +162,12 @@ func Run(t testing.TB, c Cmd) Result {
 		cmd.Args[0] = c.Argv0
 	}
 	cmd.Dir = c.Dir
+	// quiet first (Env or Extra may set it again): a rewritten program that starts a
+	// trace says where on stderr, which tests compare with the original's
 	if c.Env != nil {
-		cmd.Env = append(append([]string(nil), c.Env...), c.Extra...)
-	} else if len(c.Extra) > 0 {
-		cmd.Env = append(os.Environ(), c.Extra...)
+		cmd.Env = append(append([]string{Quiet}, c.Env...), c.Extra...)
+	} else {
+		cmd.Env = append(append([]string{Quiet}, os.Environ()...), c.Extra...)
 	}
 	if c.Stdin != "" {
 		cmd.Stdin = strings.NewReader(c.Stdin)

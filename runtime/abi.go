@@ -671,10 +671,10 @@ type RawTraceHeader struct {
 	ChunkLast    uint64 `c:"chunk_last"`     // file offset of the recorder's last chunk
 	RecorderPID  uint32 `c:"recorder_pid"`
 	Flags        uint32 `c:"flags"`       // TraceUnreserved, TraceNoOpt, TraceDisarmed
-	Overwritten  uint64 `c:"overwritten"` // records of an overwrite ring writers took again uncopied
 	RunPID       uint32 `c:"run_pid"`     // the process that started the file's run (0: none)
-	RunPad       uint32 `c:"run_pad"`
-	RunStart     uint64 `c:"run_start"` // its start time, /proc/PID/stat's starttime
+	RunPad       uint32 `c:"run_pad"`     // (run_pid, run_pad, run_start follow flags: rt_tracefile.c reads them as one)
+	RunStart     uint64 `c:"run_start"`   // its start time, /proc/PID/stat's starttime
+	Overwritten  uint64 `c:"overwritten"` // records of an overwrite ring writers took again uncopied
 }
 
 // TraceUnreserved in RawTraceHeader.Flags: the record area's blocks are not reserved

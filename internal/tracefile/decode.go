@@ -44,8 +44,8 @@ func decodeTraceHeader(b []byte, h *kprt.RawTraceHeader) {
 	h.TsBase, h.RingBlocks, h.RingFlags = c.u64(), c.u32(), c.u32()
 	h.RingBS, h.RingTake, h.RingGive, h.RingQueueOff, h.ChunkLast = c.u64(), c.u64(), c.u64(), c.u64(), c.u64()
 	h.RecorderPID, h.Flags = c.u32(), c.u32()
-	h.Overwritten = c.u64()
 	h.RunPID, h.RunPad, h.RunStart = c.u32(), c.u32(), c.u64()
+	h.Overwritten = c.u64()
 }
 
 // decodeRecord decodes b, at least kprt.RecordSize bytes.

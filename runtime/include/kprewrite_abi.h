@@ -711,9 +711,6 @@ struct kprw_trace_hdr {
 	kprw_u64 chunk_last;     /* file offset of the last chunk the recorder appended (0: none) */
 	kprw_u32 recorder_pid;   /* the recorder's pid (0: none) */
 	kprw_u32 flags;          /* KPRW_TRACE_* (was reserved1, 0) */
-	kprw_u64 overwritten;    /* atomic: records of an overwrite ring's blocks that writers
-	                            took again before anything copied them (they were written:
-	                            entries-written counts them; 0 in older files) */
 	/* the run the file holds (0: none, a file of an older runtime): the process that
 	 * started it, by pid and start time (/proc/PID/stat's starttime, clock ticks since
 	 * boot; 0 where /proc is not mounted). A process that opens the file joins the run
@@ -722,6 +719,9 @@ struct kprw_trace_hdr {
 	kprw_u32 run_pid;
 	kprw_u32 run_pad;
 	kprw_u64 run_start;
+	kprw_u64 overwritten;    /* atomic: records of an overwrite ring's blocks that writers
+	                            took again before anything copied them (they were written:
+	                            entries-written counts them; 0 in older files) */
 };
 #define KPRW_TRACE_UNRESERVED 0x1 /* the record area's blocks are not reserved yet: a
                                      count-only image made the file, and the first image

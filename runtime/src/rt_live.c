@@ -89,7 +89,9 @@ static u64 agent_tcb[8] __attribute__((aligned(64)));      /* %fs:0 points here 
 /* the safepoint of a jump point being armed (arming: its index, ~0 for none) */
 static u32 arming = ~0u;
 static u32 sp_acks;   /* futex: threads that ran the safepoint handler */
-static u64 sp_cookie; /* si_value of our safepoint signals */
+static u64 sp_cookie; /* si_value of our safepoint signals: the cookie ^ the round */
+static u64 sp_round;  /* safepoints so far: an answer counts for its own round only (a
+                         signal of a round that timed out may be handled in the next) */
 
 /* sync_cores has every thread of the process serialise its instruction stream before
  * it runs on: none keeps bytes it fetched before the last write. */
@@ -169,9 +171,23 @@ static long read_small(const char *path, char *buf, long size)
 	return n;
 }
 
+static int saved_inside(uptr sp, uptr lo, uptr hi);
+
+/* hexword parses the 0x-prefixed hex number at s */
+static u64 hexword(const char *s)
+{
+	u64 v = 0;
+	if (s[0] == '0' && s[1] == 'x')
+		for (s += 2; (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f'); s++)
+			v = v * 16 + (u64)(*s <= '9' ? *s - '0' : *s - 'a' + 10);
+	return v;
+}
+
 /* may_be_inside says whether thread tid may be paused inside [lo, hi): it is running
- * (or runnable), or stopped outside a system call at an address there (a page fault);
- * one blocked in a system call is at its syscall instruction, which no DCR holds. */
+ * (or runnable), or stopped outside a system call at an address there (a page fault),
+ * or blocked in a system call (at its syscall instruction, which no DCR holds) with a
+ * context saved on its stack that is: a signal interrupted it inside, and its handler
+ * made the call (a C handler's, or the runtime's own for a probe the handler hit). */
 static int may_be_inside(const char *tid, uptr lo, uptr hi)
 {
 	char path[64], buf[256];
@@ -180,15 +196,16 @@ static int may_be_inside(const char *tid, uptr lo, uptr hi)
 		return 0; /* gone */
 	if (buf[0] == 'r')
 		return 1; /* "running" */
-	const char *pc = buf; /* "NR args... sp pc" or "-1 sp pc": the last word */
+	const char *pc = buf, *sp = buf; /* "NR args... sp pc" or "-1 sp pc": the last words */
 	for (const char *q = buf; *q; q++)
-		if (*q == ' ' && q[1] && q[1] != '\n')
+		if (*q == ' ' && q[1] && q[1] != '\n') {
+			sp = pc;
 			pc = q + 1;
-	u64 ip = 0;
-	if (pc[0] == '0' && pc[1] == 'x')
-		for (pc += 2; (*pc >= '0' && *pc <= '9') || (*pc >= 'a' && *pc <= 'f'); pc++)
-			ip = ip * 16 + (u64)(*pc <= '9' ? *pc - '0' : *pc - 'a' + 10);
-	return buf[0] == '-' && ip >= lo && ip < hi;
+		}
+	u64 ip = hexword(pc);
+	if (buf[0] == '-')
+		return ip >= lo && ip < hi;
+	return saved_inside((uptr)hexword(sp), lo, hi);
 }
 
 /* signal_threads sends the safepoint signal to every other thread that may be inside
@@ -214,7 +231,7 @@ static u32 signal_threads(const struct kprw_point *pt)
 			u64 info[16] = {0}; /* siginfo: signo, errno, code; pid, uid; value */
 			info[0] = SIGTRAP_ | (u64)(u32)SI_QUEUE << 32;
 			info[2] = (u64)(u32)pid | (u64)sys0(SYS_getuid) << 32;
-			info[3] = sp_cookie;
+			info[3] = sp_cookie ^ __atomic_load_n(&sp_round, __ATOMIC_RELAXED);
 			if (sys4(SYS_rt_tgsigqueueinfo, pid, number(name), SIGTRAP_, (long)info) == 0)
 				sent++;
 		}
@@ -227,6 +244,7 @@ static u32 signal_threads(const struct kprw_point *pt)
  * to the DCR's copy by its signal handler; 1 when every one answered in time. */
 static int safepoint(u32 i)
 {
+	__atomic_add_fetch(&sp_round, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&sp_acks, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&arming, i, __ATOMIC_RELEASE);
 	u32 sent = signal_threads(&kprw_rt.points[i]);
@@ -242,30 +260,44 @@ static int safepoint(u32 i)
 	return ok;
 }
 
-/* fix_saved moves the contexts saved on the thread's stack above sp that are paused
- * inside point pt's DCR to the DCR's copy: a signal that interrupted the thread there
- * and whose handler still runs (the kernel restores that ip when the handler returns).
- * Such a context is a struct k_ucontext of the signal frame: found by its ip inside the
- * DCR with cs 0x33 and ss 0x2b beside it and flags' always-set bit 1, in the 64 KiB
- * above sp (read with process_vm_readv: the stack may end sooner). */
-static void fix_saved(uptr sp, const struct kprw_point *pt)
+/* scan_saved finds the contexts saved on a thread's stack above sp whose ip is inside
+ * [lo, hi): a signal that interrupted the thread there and whose handler still runs (the
+ * kernel restores that ip when the handler returns). Such a context is a struct
+ * k_ucontext of the signal frame: found by its ip with cs 0x33 and ss 0x2b beside it and
+ * flags' always-set bit 1, in the 64 KiB above sp (read with process_vm_readv: the stack
+ * may end sooner). With copy, each is moved to the same offset of copy (the thread's own
+ * stack: only the thread itself calls it so); without, the count found is returned. */
+static int scan_saved(uptr sp, uptr lo, uptr hi, uptr copy)
 {
 	enum { CHUNK = 64, OVERLAP = 4 }; /* words */
-	uptr site = RT_ADDR(pt->site), end = site + pt->insn_len;
-	uptr copy = RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len;
 	u64 w[CHUNK];
+	int found = 0;
 	for (uptr at = sp & ~7ul; at < (sp & ~7ul) + 65536; at += (CHUNK - OVERLAP) * 8) {
 		struct k_iovec l = {w, sizeof w}, r = {(void *)at, sizeof w};
 		if (sys6(SYS_process_vm_readv, sys0(SYS_getpid), (long)&l, 1, (long)&r, 1, 0) != (long)sizeof w)
-			return;
+			return found;
 		for (int k = 1; k + 3 < CHUNK; k++) { /* w[k] the ip: sp before it, flags and cs|gs|fs|ss after */
-			if (w[k] <= site || w[k] >= end || !(w[k + 1] & 2) || (u16)w[k + 2] != 0x33 || (u16)(w[k + 2] >> 48) != 0x2b)
+			if (w[k] < lo || w[k] >= hi || !(w[k + 1] & 2) || (u16)w[k + 2] != 0x33 || (u16)(w[k + 2] >> 48) != 0x2b)
 				continue;
-			u64 fixed = copy + (w[k] - site);
-			*(volatile u64 *)(at + (uptr)k * 8) = fixed; /* the thread's own stack */
+			found++;
+			if (!copy)
+				continue;
+			u64 fixed = copy + (w[k] - (lo - 1));
+			*(volatile u64 *)(at + (uptr)k * 8) = fixed;
 			w[k] = fixed;
 		}
 	}
+	return found;
+}
+
+static int saved_inside(uptr sp, uptr lo, uptr hi) { return sp && scan_saved(sp, lo, hi, 0) > 0; }
+
+/* fix_saved moves the contexts saved on the calling thread's stack above sp that are
+ * paused inside point pt's DCR (after its first byte) to the DCR's copy */
+static void fix_saved(uptr sp, const struct kprw_point *pt)
+{
+	uptr site = RT_ADDR(pt->site);
+	scan_saved(sp, site + 1, site + pt->insn_len, RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len);
 }
 
 /* kprw_live_safepoint runs a safepoint signal of our agent (a SIGTRAP with si_code
@@ -274,7 +306,8 @@ static void fix_saved(uptr sp, const struct kprw_point *pt)
 int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc)
 {
 	const u8 *b = (const u8 *)si;
-	if (!live_armed || *(const u32 *)(b + 16) != kprw_pid() || *(const u64 *)(b + 24) != sp_cookie)
+	u64 round = *(const u64 *)(b + 24) ^ sp_cookie, now = __atomic_load_n(&sp_round, __ATOMIC_ACQUIRE);
+	if (!live_armed || *(const u32 *)(b + 16) != kprw_pid() || round == 0 || round > now)
 		return 0;
 	u32 i = __atomic_load_n(&arming, __ATOMIC_ACQUIRE);
 	if (i < kprw_rt.npoints) {
@@ -284,6 +317,8 @@ int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc)
 			uc->mc.ip = RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len + (uc->mc.ip - site);
 		fix_saved(uc->mc.sp, pt);
 	}
+	if (round != now)
+		return 1; /* a late answer of a round that timed out: it does not count now */
 	__atomic_add_fetch(&sp_acks, 1, __ATOMIC_RELEASE);
 	sys6(SYS_futex, (long)&sp_acks, FUTEX_WAKE, 1, 0, 0, 0);
 	return 1;

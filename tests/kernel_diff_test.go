@@ -83,9 +83,10 @@ func TestKernelDifferential(t *testing.T) {
 		t.Run(build.name, func(t *testing.T) {
 			prog := testprog.Build(t, src, "c", build.flags...)
 			dir, orig, kpd := sameNamePair(t, prog, "probed")
-			for _, mode := range []string{"boost", "no-boost", "optimize", "exits"} {
+			for _, mode := range []string{"boost", "no-boost", "optimize", "exits", "live"} {
 				t.Run(mode, func(t *testing.T) {
 					flags := []string{"--no-optimize"}
+					defs := diffDefs
 					switch mode {
 					case "no-boost":
 						flags = append(flags, "--no-boost")
@@ -93,8 +94,10 @@ func TestKernelDifferential(t *testing.T) {
 						flags = nil // jump-optimized where the analysis allows it
 					case "exits":
 						flags = []string{"--exits"} // return events recorded at the rets
+					case "live": // the same definitions added to the trace file by kprewrite probe
+						flags, defs = []string{"--prepare", "add", "--prepare", "greet", "--prepare", "fact"}, nil
 					}
-					rewriteWith(t, orig, kpd, diffDefs, flags...)
+					rewriteWith(t, orig, kpd, defs, flags...)
 					if mode == "exits" {
 						mustExit(t, kpd, "fact")
 					}
@@ -103,6 +106,15 @@ func TestKernelDifferential(t *testing.T) {
 					want := testprog.Run(t, noASLR(orig, "diff"))
 					c := noASLR(kpd, "diff")
 					c.Extra = []string{"KPREWRITE_TRACE=" + tr}
+					if mode == "live" {
+						// a first run makes the trace file, the events go into it, and the
+						// next run, appending, starts with them (and records only them)
+						testprog.Run(t, c)
+						if code, o, e := kp(append([]string{"probe", tr}, diffDefs...)...); code != 0 {
+							t.Fatalf("kprewrite probe: exit %d\n%s%s", code, o, e)
+						}
+						c.Extra = append(c.Extra, "KPREWRITE_APPEND=1")
+					}
 					if got := testprog.Run(t, c); want.Diff(got) != "" {
 						t.Fatalf("rewritten program behaves differently: %s", want.Diff(got))
 					}

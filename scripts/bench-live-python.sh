@@ -24,6 +24,7 @@ prepare) rwflags=(--prepare '*') group=prepared marker='\[PREPARED\]' ;;
 *) echo "MODE: calls or prepare" >&2; exit 2 ;;
 esac
 KP=/tmp/kprewrite.bench-live-python
+export KPREWRITE_QUIET=1 # (a new trace each run says so on stderr)
 go build -o "$KP" ./cmd/kprewrite
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/ehframe"
@@ -52,6 +53,12 @@ func Load(path, debugFile string) (*Info, error) {
 		if id, did := buildID(bin), buildID(dbg); id != nil && did != nil && !bytes.Equal(id, did) {
 			dbg.Close()
 			return nil, fmt.Errorf("debug file %s has build-id %x, %s has %x", debugFile, did, path, id)
+		} else if id == nil || did == nil {
+			// no build-id to compare: the functions both name must be at the same places
+			if err := sameFunctions(bin, dbg); err != nil {
+				dbg.Close()
+				return nil, fmt.Errorf("debug file %s does not describe %s: %w (and they have no build-ids to compare)", debugFile, path, err)
+			}
 		}
 		src = debugFile
 	case hasDWARF(bin):
@@ -134,13 +141,13 @@ func buildID(f *elf.File) []byte {
 		for len(b) >= 12 {
 			nsz, dsz, typ := binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:]), binary.LittleEndian.Uint32(b[8:])
 			n := 12 + int(align4(nsz))
-			if uint64(len(b)) < uint64(n)+uint64(align4(dsz)) {
+			if uint64(len(b)) < uint64(n)+uint64(dsz) { // (the last descriptor's padding may be cut)
 				break
 			}
 			if typ == 3 && nsz == 4 && string(b[12:15]) == "GNU" {
 				return b[n : n+int(dsz)]
 			}
-			b = b[n+int(align4(dsz)):]
+			b = b[min(len(b), n+int(align4(dsz))):]
 		}
 	}
 	return nil
@@ -241,4 +248,52 @@ func (in *Info) readBinary(bin, dbg *elf.File) error {
 	}
 	in.pie = bin.Type == elf.ET_DYN
 	return nil
+}
+
+// sameFunctions checks that two ELF files give the functions they both name the same
+// addresses (a binary and a debug file of it); with no function in common, that they
+// name none (a stripped binary, whose functions no symbol can check, passes).
+func sameFunctions(bin, dbg *elf.File) error {
+	bs, ds := funcSymbols(bin), funcSymbols(dbg)
+	common := 0
+	names := make([]string, 0, len(ds))
+	for n := range ds {
+		names = append(names, n)
+	}
+	sort.Strings(names) // (the same file gives the same message)
+	for _, n := range names {
+		a, ok := bs[n]
+		if !ok {
+			continue
+		}
+		common++
+		if a != ds[n] {
+			return fmt.Errorf("%s is at %#x in the debug file, %#x in the binary", n, ds[n], a)
+		}
+	}
+	if common == 0 && len(bs) > 0 && len(ds) > 0 {
+		return fmt.Errorf("no function of the binary's %d is named in the debug file's %d", len(bs), len(ds))
+	}
+	return nil
+}
+
+// funcSymbols are f's defined function symbols, by name (the static and the dynamic
+// table's; a name defined twice, a local in two files, is left out).
+func funcSymbols(f *elf.File) map[string]uint64 {
+	out, dup := map[string]uint64{}, map[string]bool{}
+	syms, _ := f.Symbols()
+	dyn, _ := f.DynamicSymbols()
+	for _, s := range append(syms, dyn...) {
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 || s.Section == elf.SHN_UNDEF || s.Name == "" {
+			continue
+		}
+		if a, ok := out[s.Name]; ok && a != s.Value {
+			dup[s.Name] = true
+		}
+		out[s.Name] = s.Value
+	}
+	for n := range dup {
+		delete(out, n)
+	}
+	return out
 }

@@ -37,19 +37,8 @@ func testLiveAddRemove(t *testing.T, prog string, flags []string, armed byte) {
 	p := startPhased(t, bin)
 	defer p.cmd.Process.Kill()
 	pid := p.cmd.Process.Pid
-	run := func(args ...string) string {
-		t.Helper()
-		code, o, e := kp(args...)
-		if code != 0 {
-			t.Fatalf("kprewrite %v: exit %d\n%s%s", args, code, o, e)
-		}
-		return o
-	}
-	next := func(phase int) {
-		t.Helper()
-		p.stdin.Write([]byte{'x'})
-		p.step(t, phase)
-	}
+	run := func(args ...string) string { t.Helper(); return kpOK(t, args...) }
+	next := func(phase int) { t.Helper(); p.next(t, phase) }
 	p.step(t, 0)
 	if b := memByte(t, pid, bin, addr); b != orig {
 		t.Fatalf("nothing added: the running program holds %#x at work, want the original %#x", b, orig)
@@ -78,14 +67,7 @@ func testLiveAddRemove(t *testing.T, prog string, flags []string, armed byte) {
 	if prof["n"][0] != 150 || prof["r"][0] != 150 || prof["w"][0] != 50 {
 		t.Errorf("profile: %v, want t/n and t/r 150 hits, t/w 50", prof)
 	}
-	p.stdin.Write([]byte{'x'})
-	p.stdin.Close()
-	if !p.lines.Scan() || p.lines.Text() != "sum 19700" {
-		t.Errorf("the program's result: %q, want sum 19700", p.lines.Text())
-	}
-	if err := p.cmd.Wait(); err != nil || p.stderr.Len() > 0 {
-		t.Errorf("the program: %v, stderr %q", err, p.stderr.String())
-	}
+	p.finish(t, "sum 19700")
 }
 
 // checkLiveRecords checks the records of testLiveAddRemove: t/n's 150, each a line
@@ -159,19 +141,8 @@ func TestLiveOptimizeOffOn(t *testing.T) {
 	p := startPhased(t, bin)
 	defer p.cmd.Process.Kill()
 	pid := p.cmd.Process.Pid
-	run := func(args ...string) string {
-		t.Helper()
-		code, o, e := kp(args...)
-		if code != 0 {
-			t.Fatalf("kprewrite %v: exit %d\n%s%s", args, code, o, e)
-		}
-		return o
-	}
-	next := func(phase int) {
-		t.Helper()
-		p.stdin.Write([]byte{'x'})
-		p.step(t, phase)
-	}
+	run := func(args ...string) string { t.Helper(); return kpOK(t, args...) }
+	next := func(phase int) { t.Helper(); p.next(t, phase) }
 	p.step(t, 0)
 	run("enable", tr, "t/w")
 	waitByte(t, pid, bin, wAddr, 0xe9)
@@ -203,14 +174,7 @@ func TestLiveOptimizeOffOn(t *testing.T) {
 	if n["w"] != 175 || n["o"] != 175 {
 		t.Fatalf("records: %v, want 175 of t/w and of t/o", n)
 	}
-	p.stdin.Write([]byte{'x'})
-	p.stdin.Close()
-	if !p.lines.Scan() || p.lines.Text() != "sum 26350" {
-		t.Errorf("the program's result: %q, want sum 26350", p.lines.Text())
-	}
-	if err := p.cmd.Wait(); err != nil || p.stderr.Len() > 0 {
-		t.Errorf("the program: %v, stderr %q", err, p.stderr.String())
-	}
+	p.finish(t, "sum 26350")
 }
 
 // liveHandlerSrc counts other()'s hits with a C handler, as trace_printk lines.
@@ -240,19 +204,8 @@ func TestLiveDisarmAll(t *testing.T) {
 	p := startPhased(t, bin)
 	defer p.cmd.Process.Kill()
 	pid := p.cmd.Process.Pid
-	run := func(args ...string) string {
-		t.Helper()
-		code, o, e := kp(args...)
-		if code != 0 {
-			t.Fatalf("kprewrite %v: exit %d\n%s%s", args, code, o, e)
-		}
-		return o
-	}
-	next := func(phase int) {
-		t.Helper()
-		p.stdin.Write([]byte{'x'})
-		p.step(t, phase)
-	}
+	run := func(args ...string) string { t.Helper(); return kpOK(t, args...) }
+	next := func(phase int) { t.Helper(); p.next(t, phase) }
 	count := func() (w, o int) {
 		code, out, _ := kp("trace", tr)
 		if code != 0 {
@@ -284,10 +237,33 @@ func TestLiveDisarmAll(t *testing.T) {
 	if b := memByte(t, pid, bin, wAddr); b != orig {
 		t.Fatalf("t/w off: work holds %#x, want the original %#x", b, orig)
 	}
+	p.finish(t, "sum 26350")
+}
+
+// kpOK runs kprewrite with args and fails the test unless it exits 0; its stdout.
+func kpOK(t *testing.T, args ...string) string {
+	t.Helper()
+	code, o, e := kp(args...)
+	if code != 0 {
+		t.Fatalf("kprewrite %v: exit %d\n%s%s", args, code, o, e)
+	}
+	return o
+}
+
+// next lets the phased program run its next phase and waits for it to say so.
+func (p *phased) next(t *testing.T, phase int) {
+	t.Helper()
+	p.stdin.Write([]byte{'x'})
+	p.step(t, phase)
+}
+
+// finish lets the phased program end and checks its result line and its exit.
+func (p *phased) finish(t *testing.T, want string) {
+	t.Helper()
 	p.stdin.Write([]byte{'x'})
 	p.stdin.Close()
-	if !p.lines.Scan() || p.lines.Text() != "sum 26350" {
-		t.Errorf("the program's result: %q, want sum 26350", p.lines.Text())
+	if !p.lines.Scan() || p.lines.Text() != want {
+		t.Errorf("the program's result: %q, want %s", p.lines.Text(), want)
 	}
 	if err := p.cmd.Wait(); err != nil || p.stderr.Len() > 0 {
 		t.Errorf("the program: %v, stderr %q", err, p.stderr.String())

@@ -51,11 +51,7 @@ func runEnableDisable(on bool) func(args []string, stdout, stderr io.Writer) err
 		if len(pos) < 2 {
 			return usageErr("want a trace FILE (or a PID) and at least one EVENT (EVENT, GROUP/EVENT, GROUP/*, */*), or all, got %d arguments (see kprewrite %s -h)", len(pos), name)
 		}
-		path, err := traceTarget(pos[0])
-		if err != nil {
-			return err
-		}
-		f, err := tracectl.Open(path)
+		f, path, err := openTarget(pos[0])
 		if err != nil {
 			return err
 		}

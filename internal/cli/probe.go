@@ -29,11 +29,7 @@ func runProbe(args []string, stdout, _ io.Writer) error {
 	if len(pos) < 1 {
 		return usageErr("want a TARGET (a trace file or a PID) and definitions (see kprewrite probe -h)")
 	}
-	path, err := traceTarget(pos[0])
-	if err != nil {
-		return err
-	}
-	f, err := tracectl.Open(path)
+	f, path, err := openTarget(pos[0])
 	if err != nil {
 		return err
 	}
@@ -90,11 +86,7 @@ func runOptimize(args []string, stdout, _ io.Writer) error {
 	if len(pos) < 1 || len(pos) > 2 || (len(pos) == 2 && pos[1] != "on" && pos[1] != "off") {
 		return usageErr("want a TARGET (a trace file or a PID) and on or off (see kprewrite optimize -h)")
 	}
-	path, err := traceTarget(pos[0])
-	if err != nil {
-		return err
-	}
-	f, err := tracectl.Open(path)
+	f, path, err := openTarget(pos[0])
 	if err != nil {
 		return err
 	}
@@ -106,6 +98,20 @@ func runOptimize(args []string, stdout, _ io.Writer) error {
 	was := f.SetOptimized(pos[1] == "on")
 	fmt.Fprintf(stdout, "%s: optimization %s (was %s)\n", path, pos[1], onOff(was))
 	return nil
+}
+
+// openTarget opens the trace file TARGET names (traceTarget) for its switches; it
+// returns the file and its path.
+func openTarget(target string) (*tracectl.File, string, error) {
+	path, err := traceTarget(target)
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := tracectl.Open(path)
+	if err != nil {
+		return nil, "", err
+	}
+	return f, path, nil
 }
 
 // traceTarget is the trace file TARGET names: a path, or the PID of a program writing

@@ -485,19 +485,23 @@ func (f *File) Optimized() bool {
 // SetOptimized turns jump optimization on or off for every program writing into the
 // file (the kernel's debug.kprobes-optimization): off, their live-capable jump points
 // become int3s into their detours; on, jmps again. It returns whether it was on.
-func (f *File) SetOptimized(on bool) bool {
+func (f *File) SetOptimized(on bool) bool { return !f.setFlag(kprt.TraceNoOpt, !on) }
+
+// setFlag sets or clears bit in the header's flags and wakes the programs' live-probe
+// threads when it changed; it returns whether it was set.
+func (f *File) setFlag(bit uint32, set bool) bool {
 	w := f.word(offFlags)
 	for {
 		old := atomic.LoadUint32(w)
-		nw := old | kprt.TraceNoOpt
-		if on {
-			nw = old &^ kprt.TraceNoOpt
+		nw := old &^ bit
+		if set {
+			nw = old | bit
 		}
 		if atomic.CompareAndSwapUint32(w, old, nw) {
 			if old != nw {
 				f.changed()
 			}
-			return old&kprt.TraceNoOpt == 0
+			return old&bit != 0
 		}
 	}
 }
@@ -511,19 +515,4 @@ func (f *File) Armed() bool {
 // off (the kernel's kprobes/enabled): off, every probe is disarmed, C handlers
 // included, live sites get their original bytes back; on, each probe is as its own
 // switches say. It returns whether it was on.
-func (f *File) SetArmed(on bool) bool {
-	w := f.word(offFlags)
-	for {
-		old := atomic.LoadUint32(w)
-		nw := old | kprt.TraceDisarmed
-		if on {
-			nw = old &^ kprt.TraceDisarmed
-		}
-		if atomic.CompareAndSwapUint32(w, old, nw) {
-			if old != nw {
-				f.changed()
-			}
-			return old&kprt.TraceDisarmed == 0
-		}
-	}
-}
+func (f *File) SetArmed(on bool) bool { return !f.setFlag(kprt.TraceDisarmed, !on) }

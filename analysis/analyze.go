@@ -62,7 +62,11 @@ type Binary struct {
 	fdes        []fdeRange // sorted by start, for "is this site covered by a parsed FDE"
 	ehBroken    error      // .eh_frame had entries we could not parse and the binary has LSDAs
 	detourLo    uint64
-	detourHi    uint64
+	// copiedLo, copiedHi: code the program copies and runs elsewhere (copiedCode), which
+	// no probe may be put in; copiedWhat says what it is
+	copiedLo, copiedHi uint64
+	copiedWhat         string
+	detourHi           uint64
 	// referenced[i]: function i's start is called, or its address taken, or exported
 	// somewhere (what addTarget leaves out of the edges); a start that is only jumped to
 	// may be a fragment of the function that jumps to it (Exits)
@@ -115,6 +119,7 @@ func Analyze(f *elfio.File, opt Options) (*Binary, error) {
 	}
 	b := &Binary{File: f, workers: w, strictCalls: opt.StrictCalls, names: &funcNames{}, blocked: &blockedFuncs{}}
 	b.detourLo, b.detourHi = DetourWindow(f)
+	b.copiedLo, b.copiedHi, b.copiedWhat = b.copiedCode()
 	b.secs = codeSections(f)
 	if len(b.secs) == 0 {
 		return nil, fmt.Errorf("analyze %s: no executable code", f.Path)

@@ -91,6 +91,10 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 		}
 	}
 	s.Offset = s.Addr - fn.Addr
+	if s.Addr >= b.copiedLo && s.Addr < b.copiedHi {
+		s.refuse(RuleCopiedCode, s.Addr, fmt.Sprintf("%s is in %s", fn.Name, b.copiedWhat))
+		return s
+	}
 	if req.Return && s.Addr != entry {
 		s.refuse(RuleRetprobeEntry, s.Addr, fmt.Sprintf("return probes go at a function entry (%s at %#x)", fn.Name, entry))
 		return s

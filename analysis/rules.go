@@ -6,6 +6,7 @@ const (
 	// Where the site is.
 	RuleNotCode        = "not-code"                // refuse: address outside every executable section
 	RuleNoFunction     = "no-function"             // refuse: code that belongs to no known function (PLT, stray bytes)
+	RuleCopiedCode     = "copied-code"             // refuse: the program copies this code and runs the copy (V8's embedded builtins)
 	RuleEndbrSkip      = "endbr64-skip"            // note: probe moved after the entry endbr64 (rule 1)
 	RuleRetprobeEntry  = "retprobe-not-entry"      // refuse: a return probe must sit at a function entry
 	RuleRetprobeStart  = "retprobe-process-entry"  // refuse: the ELF entry point has no return address
@@ -63,6 +64,7 @@ var Rules = []RuleInfo{
 	{RuleRetprobeStart, "site", "the process entry point (_start) is jumped to by the kernel: (%rsp) is argc, not a return address"},
 	{RuleRetAddrUse, "site", "a return probe replaces the return address: the function reads, pops or rewrites that word itself (setjmp, vfork, __builtin_return_address)"},
 	{RuleNoRetprobe, "site", "the function's return cannot be judged from its code (entered by a jmp, returns twice, rewrites its callers' frames): the do-not-probe list"},
+	{RuleCopiedCode, "site", "the program copies this code and runs the copy, where no probe is: V8's embedded builtins (node's Builtins_* functions, the blob from v8_Default_embedded_blob_code_), which V8 remaps at start-up; a probe in the original never fires, and a return probe's entry there would leave its instance waiting for a return that comes from the copy"},
 	{RuleStackSwitch, "site", "a return probe replaces the word at the entry's stack pointer: the function sets %rsp to a value that does not come from it (another stack: setcontext, longjmp, makecontext's __start_context, which is entered by a ret and reads its uc_link from that word), so that word may be data and the return may never come"},
 	{RuleSignalsBlocked, "site", "the code runs with every signal blocked (posix_spawn's child before its exec, a new thread's start, what pthread_create calls while it blocks every signal; found by name, or by the inline rt_sigprocmask that blocks them all in a stripped C library): an int3 there kills the process, so only a jump-optimized probe is placed; its return is not probed (the child shares its parent's memory)"},
 	{RuleNotBoundary, "1", "the address is not an instruction boundary of the decoded function"},

@@ -839,6 +839,8 @@ func TestEveryRuleFires(t *testing.T) {
 		{Addr: symAddr(t, lib, "__longjmp"), Return: true}} {
 		add(lib.Check(r))
 	}
+	v8 := analyzeFile(t, build(t, copiedSrc, "c", "-O1", "-no-pie", "-fcf-protection=none"), Options{})
+	add(v8.Check(SiteRequest{Addr: symAddr(t, v8, "Builtins_Add")}))
 	skip := map[string]bool{}
 	for _, r := range Rules {
 		if !fired[r.ID] && !skip[r.ID] {

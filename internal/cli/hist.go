@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/tracectl"
 )
 
@@ -11,7 +12,8 @@ import (
 // kernel's events/GROUP/EVENT/hist files for a trace file, and the ":pause", ":cont"
 // and ":clear" a write into the trigger file applies to a running histogram.
 func runHist(args []string, stdout, _ io.Writer) error {
-	fs := helpFlagSet("hist", "hist [--event PATTERN] [--pause|--cont|--clear] [FILE]", stdout)
+	fs := helpFlagSet("hist", "hist [--event PATTERN] [--pause|--cont|--clear] [-o OUT] [FILE]", stdout)
+	out := fs.String("o", "", "write the histograms to OUT (atomically) instead of standard output")
 	pattern := fs.String("event", "all", "the events whose histograms to print or change: EVENT, GROUP/EVENT, GROUP/* or all")
 	pause := fs.Bool("pause", false, "pause the histograms: hits are not added until --cont (for every program writing into FILE)")
 	cont := fs.Bool("cont", false, "continue paused histograms")
@@ -21,6 +23,9 @@ func runHist(args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	if pos, err = traceArg("hist", pos); err != nil {
+		return err
+	}
+	if err := outfile.Check(*out, pos[0]); err != nil {
 		return err
 	}
 	n := 0
@@ -63,6 +68,12 @@ func runHist(args []string, stdout, _ io.Writer) error {
 		}
 		return nil
 	}
+	return writeTo(*out, stdout, func(w io.Writer) error { return printHists(w, pos[0], hs) })
+}
+
+// printHists prints the histograms as the kernel's hist files, a heading for each
+// event when there are several.
+func printHists(w io.Writer, path string, hs []tracectl.Hist) error {
 	events := map[string]bool{}
 	for _, h := range hs {
 		events[h.Image+"\x00"+h.Group+"/"+h.Name] = true
@@ -72,20 +83,20 @@ func runHist(args []string, stdout, _ io.Writer) error {
 		h := &hs[i]
 		t, err := h.Read()
 		if err != nil {
-			return fmt.Errorf("%s: %s/%s: %w", pos[0], h.Group, h.Name, err)
+			return fmt.Errorf("%s: %s/%s: %w", path, h.Group, h.Name, err)
 		}
 		key := h.Image + "\x00" + h.Group + "/" + h.Name
 		switch {
 		case key == last: // another histogram of the same event, as the kernel separates them
-			fmt.Fprint(stdout, "\n\n")
+			fmt.Fprint(w, "\n\n")
 		case len(events) > 1:
 			if last != "" {
-				fmt.Fprintln(stdout)
+				fmt.Fprintln(w)
 			}
-			fmt.Fprintf(stdout, "# events/%s/%s/hist (%s)\n", h.Group, h.Name, h.Image)
+			fmt.Fprintf(w, "# events/%s/%s/hist (%s)\n", h.Group, h.Name, h.Image)
 		}
 		last = key
-		h.Spec.Print(stdout, t, h.Desc.Symbolize)
+		h.Spec.Print(w, t, h.Desc.Symbolize)
 	}
 	return nil
 }

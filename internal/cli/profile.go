@@ -37,6 +37,18 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	lines, unknown := tracefile.Profile(tr, descs)
+	if err := writeTo(*out, stdout, func(w io.Writer) error { printProfile(w, tr, descs, lines); return nil }); err != nil {
+		return err
+	}
+	if unknown > 0 {
+		fmt.Fprintf(stderr, "kprewrite profile: %d image(s) in %s have no description; name their binaries with -b\n", unknown, pos[0])
+	}
+	return nil
+}
+
+// printProfile prints kprobe_profile's lines, and a --verify-regions rewrite's
+// violations.
+func printProfile(stdout io.Writer, tr *tracefile.Trace, descs tracefile.Descs, lines []tracefile.ProfileLine) {
 	images := map[string]bool{}
 	for _, l := range lines {
 		images[l.Image] = true
@@ -62,10 +74,6 @@ func runProfile(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "  violation: %s: %#x%s, inside the DCR of the probe at %#x: %d hits\n", v.Image, v.Byte, sym, v.Site, v.Hits)
 		}
 	}
-	if unknown > 0 {
-		fmt.Fprintf(stderr, "kprewrite profile: %d image(s) in %s have no description; name their binaries with -b\n", unknown, pos[0])
-	}
-	return nil
 }
 
 // writePprof writes the calls of the trace at path as a pprof profile.

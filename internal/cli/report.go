@@ -5,10 +5,13 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/export"
+	"github.com/kprewrite/kprewrite/internal/outfile"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
 
 func runReport(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("report", "report [-b BINARY]... [-s KEY] [--threads] [-n N] [--diff BASE] [FILE]", stdout)
+	fs := helpFlagSet("report", "report [-b BINARY]... [-s KEY] [--threads] [-n N] [--diff BASE] [-o OUT] [FILE]", stdout)
+	out := fs.String("o", "", "write to OUT (atomically) instead of standard output")
 	var bins multiFlag
 	fs.Var(&bins, "b", "a rewritten binary whose events the trace holds (repeatable; default: FILE without "+TraceSuffix+")")
 	sortBy := fs.String("s", "total", "sort by "+strings.Join(export.SortKeys, ", "))
@@ -20,6 +23,13 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if pos, err = traceArg("report", pos); err != nil {
+		return err
+	}
+	inputs := tracefile.Inputs(pos[0], bins)
+	if *diff != "" {
+		inputs = append(inputs, *diff)
+	}
+	if err := outfile.Check(*out, inputs...); err != nil {
 		return err
 	}
 	if err := (&export.Report{}).Sort(*sortBy); err != nil {
@@ -42,11 +52,11 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *diff == "" {
-		return rep.Write(stdout, *limit)
+		return writeTo(*out, stdout, func(w io.Writer) error { return rep.Write(w, *limit) })
 	}
 	base, err := build(*diff)
 	if err != nil {
 		return err
 	}
-	return rep.WriteDiff(stdout, base, *limit)
+	return writeTo(*out, stdout, func(w io.Writer) error { return rep.WriteDiff(w, base, *limit) })
 }

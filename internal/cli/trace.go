@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"io"
 	"os"
 	"os/signal"
@@ -45,13 +46,14 @@ func followTrace(path string, bins []string, stdout, stderr io.Writer) error {
 }
 
 func runTrace(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("trace", "trace [-b BINARY]... [--no-header] [--snapshot] [--format text|json|chrome] [-o OUT] [FILE]", stdout)
+	fs := helpFlagSet("trace", "trace [-b BINARY]... [--no-header] [--snapshot] [--event PATTERN] [--format text|json|chrome] [-o OUT] [--follow] [FILE]", stdout)
 	var bins multiFlag
 	fs.Var(&bins, "b", "a rewritten binary whose events the trace holds (repeatable; default: FILE without "+TraceSuffix+")")
 	noHeader := fs.Bool("no-header", false, "print only the event lines (text)")
 	format := fs.String("format", "text", "text: the kernel tracer's lines; json: one JSON object per record; chrome: the Trace Event Format (Perfetto, chrome://tracing, speedscope)")
 	out := fs.String("o", "", "write to OUT (atomically) instead of standard output")
 	snapshot := fs.Bool("snapshot", false, "print the trace as it was at its latest snapshot (a snapshot trigger or an onmax()/onchange() snapshot() action): the records written up to it, as the kernel's snapshot file")
+	event := fs.String("event", "", "print only the records of the events matching `PATTERN` (EVENT, GROUP/EVENT, GROUP/*; text format)")
 	follow := fs.Bool("follow", false, "print records as the programs write them, like reading trace_pipe, until interrupted (or, for a file kprewrite record writes, until the recording ends)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -72,11 +74,18 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 	if err := outfile.Check(*out, tracefile.Inputs(pos[0], bins)...); err != nil {
 		return err
 	}
+	if *event != "" && *format != "text" {
+		return usageErr("--event selects text lines (--format text)")
+	}
 	var write func(io.Writer, *export.Input) error
 	switch *format {
 	case "text":
+		var match func(group, name string) bool
+		if *event != "" {
+			match = func(group, name string) bool { return eventdef.MatchesName(*event, group, name) }
+		}
 		write = func(w io.Writer, in *export.Input) error {
-			return tracefile.WriteTrace(w, stderr, in.Stream, in.Descs, !*noHeader)
+			return tracefile.WriteTraceEvents(w, stderr, in.Stream, in.Descs, !*noHeader, match)
 		}
 	case "json":
 		write = export.WriteJSONLines

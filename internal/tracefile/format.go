@@ -399,6 +399,14 @@ const ViolationEvent = "kprewrite_violation"
 // trace file has. Records it cannot format are reported on errw (once per event) and
 // left out.
 func WriteTrace(w, errw io.Writer, s *Stream, descs Descs, header bool) error {
+	return WriteTraceEvents(w, errw, s, descs, header, nil)
+}
+
+// WriteTraceEvents is WriteTrace of the records of the events match accepts (nil:
+// every record): a probe's record by its event's group and name, a stack trace with
+// the record it follows, a synthetic event's as group "synthetic"; with match, a C
+// handler's trace_printk text and a violation are left out.
+func WriteTraceEvents(w, errw io.Writer, s *Stream, descs Descs, header bool, match func(group, name string) bool) error {
 	if header && s.Until != 0 {
 		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# snapshot: the records written up to %d.%06d, the latest of %d snapshots\n",
 			s.Until/1e9, s.Until%1e9/1e3, s.Header.SnapCount)
@@ -425,7 +433,11 @@ func WriteTrace(w, errw io.Writer, s *Stream, descs Descs, header bool) error {
 	fm := NewFormatter(descs)
 	reported := map[string]bool{}
 	var sb strings.Builder
+	keepStack := true
 	err := s.Each(func(r *Record) error {
+		if match != nil && !fm.keep(r, match, &keepStack) {
+			return nil
+		}
 		line, err := fm.Line(r)
 		if err != nil {
 			if msg := err.Error(); !reported[msg] {
@@ -540,4 +552,22 @@ func printkLine(r *Record) string {
 func DecodePrintk(r *Record) (fn, text string) {
 	f, t, _ := bytes.Cut(r.Data, []byte{0})
 	return string(f), strings.TrimRight(string(t), "\n")
+}
+
+// keep says whether record r is of an event match accepts; *stack carries, from a
+// probe's record to the stack trace after it, whether it was kept.
+func (fm *Formatter) keep(r *Record, match func(group, name string) bool, stack *bool) bool {
+	switch r.Type {
+	case kprt.RecKprobe, kprt.RecKretprobe:
+		d, err := fm.Head(r)
+		*stack = err == nil && match(d.Group, d.Name)
+		return *stack
+	case kprt.RecStack:
+		return *stack
+	case kprt.RecSynth:
+		if name, _, err := fm.Synth(r); err == nil {
+			return match("synthetic", name)
+		}
+	}
+	return false
 }

@@ -54,7 +54,7 @@ func TestFilterSizeLimit(t *testing.T) {
 	trace := filepath.Join(dir, "t.trace")
 	run := func() {
 		t.Helper()
-		r := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{"5000", "0"}, Extra: []string{"KPREWRITE_TRACE=" + trace}})
+		r := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{"5000", "0"}, Extra: []string{"KPREWRITE_TRACE=" + trace, "KPREWRITE_APPEND=1"}}) // (both runs in one trace)
 		if r.Exit != 7 || r.Stderr != "" {
 			t.Fatalf("run: %s", r)
 		}

@@ -221,7 +221,7 @@ func TestRealZstd(t *testing.T) {
 		src := filepath.Join(dir, "in.txt")
 		os.WriteFile(src, []byte(in.String()), 0o644)
 		tr := filepath.Join(dir, "zstd.trace")
-		env := append([]string{"KPREWRITE_TRACE=" + tr}, m.env...)
+		env := append([]string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_APPEND=1"}, m.env...)
 		testprog.Same(t, bin, kpd, testprog.Cmd{Args: []string{"-q", "-c", "-3", src}, Extra: env}, nil)
 		// with worker threads
 		testprog.Same(t, bin, kpd, testprog.Cmd{Args: []string{"-q", "-c", "-T2", "-6", "--long", src}, Extra: env}, nil)
@@ -268,7 +268,7 @@ func TestRealXz(t *testing.T) {
 		src := filepath.Join(dir, "in.txt")
 		os.WriteFile(src, []byte(in.String()), 0o644)
 		tr := filepath.Join(dir, "xz.trace")
-		env := append([]string{"KPREWRITE_TRACE=" + tr}, m.env...)
+		env := append([]string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_APPEND=1"}, m.env...)
 		testprog.Same(t, bin, kpd, testprog.Cmd{Args: []string{"-c", "-6", src}, Extra: env}, nil)
 		testprog.Same(t, bin, kpd, testprog.Cmd{Args: []string{"-c", "-T2", "-3", src}, Extra: env}, nil)
 		xzf := filepath.Join(dir, "in.xz")
@@ -314,7 +314,7 @@ select upper(substr(b, 1, 3)), count(*) from t group by 1;
 		dir := t.TempDir()
 		kpd, n := m.rewriteAll(t, bin, dir)
 		tr := filepath.Join(dir, "sqlite3.trace")
-		env := append([]string{"KPREWRITE_TRACE=" + tr}, m.env...)
+		env := append([]string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_APPEND=1"}, m.env...)
 		res := testprog.Same(t, bin, kpd, testprog.Cmd{Args: []string{":memory:"}, Stdin: script, Extra: env}, nil)
 		if !strings.Contains(res.Stdout, "2000|2001000|") {
 			t.Fatalf("unexpected output: %s", res)
@@ -343,7 +343,7 @@ func TestRealGit(t *testing.T) {
 		os.Mkdir(home, 0o755)
 		env := append([]string{"HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=K P", "GIT_AUTHOR_EMAIL=kp@example.com",
 			"GIT_COMMITTER_NAME=K P", "GIT_COMMITTER_EMAIL=kp@example.com", "GIT_AUTHOR_DATE=2026-01-02T03:04:05Z",
-			"GIT_COMMITTER_DATE=2026-01-02T03:04:05Z", "PATH=" + os.Getenv("PATH"), "LC_ALL=C", "KPREWRITE_TRACE=" + tr}, m.env...)
+			"GIT_COMMITTER_DATE=2026-01-02T03:04:05Z", "PATH=" + os.Getenv("PATH"), "LC_ALL=C", "KPREWRITE_TRACE=" + tr, "KPREWRITE_APPEND=1"}, m.env...)
 		// Commands that run no child process: a probe hit in a child between fork and
 		// exec, after git blocked every signal and reset their handlers, is fatal to
 		// int3 probes (see the report); auto maintenance would be such a child.
@@ -421,7 +421,7 @@ sys.exit(4)
 		dir := t.TempDir()
 		kpd, n := m.rewriteAll(t, bin, dir)
 		tr := filepath.Join(dir, "python.trace")
-		env := append([]string{"KPREWRITE_TRACE=" + tr, "PYTHONHASHSEED=0", "PYTHONDONTWRITEBYTECODE=1"}, m.env...)
+		env := append([]string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_APPEND=1", "PYTHONHASHSEED=0", "PYTHONDONTWRITEBYTECODE=1"}, m.env...)
 		res := testprog.Same(t, bin, kpd, testprog.Cmd{Args: []string{"-c", script}, Extra: env}, nil)
 		if res.Exit != 4 || !strings.Contains(res.Stdout, "KeyError 'missing'") {
 			t.Fatalf("unexpected run: %s", res)
@@ -496,7 +496,7 @@ func TestRealNode(t *testing.T) {
 		}
 		kpd, n := rewriteEntriesEvery(t, bin, dir, m.returns, every, m.flags...)
 		tr := filepath.Join(dir, "node.trace")
-		env := append([]string{"KPREWRITE_TRACE=" + tr}, m.env...)
+		env := append([]string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_APPEND=1"}, m.env...)
 		res := testprog.Same(t, bin, kpd, testprog.Cmd{Args: []string{"-e", nodeWork}, Extra: env}, nil)
 		if res.Exit != 3 || !strings.Contains(res.Stdout, "55208 2000 ") || !strings.Contains(res.Stdout, "TypeError") {
 			t.Fatalf("unexpected run: %s", res)
@@ -574,7 +574,7 @@ func testRealGo(t *testing.T, bin, mode string) {
 		t.Fatalf("original go build: %s", want)
 	}
 	run := func(args ...string) testprog.Result {
-		got := testprog.Run(t, testprog.Cmd{Path: kpd, Args: args, Dir: mod, Env: env, Extra: []string{"KPREWRITE_TRACE=" + tr}})
+		got := testprog.Run(t, testprog.Cmd{Path: kpd, Args: args, Dir: mod, Env: env, Extra: []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_APPEND=1"}})
 		ref := testprog.Run(t, testprog.Cmd{Path: bin, Args: args, Dir: mod, Env: env})
 		if d := ref.Diff(got); d != "" {
 			t.Fatalf("go %s: %s\noriginal: %s\nrewritten: %s", strings.Join(args, " "), d, ref, got)

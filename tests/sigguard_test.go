@@ -566,7 +566,8 @@ func TestSigGuardRealGit(t *testing.T) {
 	os.Mkdir(home, 0o755)
 	env := []string{"HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=K P", "GIT_AUTHOR_EMAIL=kp@example.com",
 		"GIT_COMMITTER_NAME=K P", "GIT_COMMITTER_EMAIL=kp@example.com", "GIT_AUTHOR_DATE=2026-01-02T03:04:05Z",
-		"GIT_COMMITTER_DATE=2026-01-02T03:04:05Z", "PATH=" + os.Getenv("PATH"), "LC_ALL=C", "KPREWRITE_TRACE=" + tr}
+		"GIT_COMMITTER_DATE=2026-01-02T03:04:05Z", "PATH=" + os.Getenv("PATH"), "LC_ALL=C", "KPREWRITE_TRACE=" + tr,
+		"KPREWRITE_APPEND=1"} // (every git command's records in one trace)
 	repos := map[string]string{}
 	for _, which := range []string{"orig", "kp", "off"} {
 		r := filepath.Join(dir, which)

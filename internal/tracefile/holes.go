@@ -43,7 +43,7 @@ func fileHoles(path string) []span {
 		if err != nil { // ENXIO: a hole to the end
 			d = size
 		}
-		if d > h {
+		if d > h && !bytesAt(f, h) {
 			holes = append(holes, span{uint64(h), uint64(d)})
 		}
 		off = d
@@ -58,4 +58,19 @@ func holeEnd(holes []span, off uint64) uint64 {
 		return holes[i].to
 	}
 	return 0
+}
+
+// bytesAt says whether the file holds non-zero bytes at off although SEEK_HOLE called
+// it a hole (a file system that reports a written page as a hole before it allocates
+// it): such a hole is read like data, or its records would be lost. pread of a real
+// hole reads zeros and never faults.
+func bytesAt(f *os.File, off int64) bool {
+	var b [64]byte
+	n, _ := f.ReadAt(b[:], off)
+	for _, c := range b[:n] {
+		if c != 0 {
+			return true
+		}
+	}
+	return false
 }

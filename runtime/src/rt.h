@@ -607,9 +607,6 @@ static inline int kprw_probe_enabled(u32 i)
 	u32 d = kprw_rt.disable_all;
 	if (unlikely(d == KPRW_DISARM))
 		d = !kprw_disarm_recheck(); /* (switched back on since?) */
-	/* (nothing disabled and no C handler, which may: the state's bss pages unread) */
-	if (likely(!(kprw_rt.has & (KPRW_HAS_DISABLED | KPRW_HAS_USER))))
-		return !d;
 	return !d && !(kprw_rt.state[i].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG));
 }
 

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
@@ -254,15 +253,13 @@ func sameLib(lib, input string) bool {
 // wakes the programs.
 func (f *File) commitLive(k int, edit func([]tracefile.LiveEvent, uint32, uint64) ([]tracefile.LiveEvent, error)) error {
 	d := f.images[k].desc
-	fd, err := os.OpenFile(f.Path, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("open trace file: %w", err)
-	}
-	defer fd.Close()
-	if err := syscall.Flock(int(fd.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("lock trace file: %w", err)
-	}
-	defer syscall.Flock(int(fd.Fd()), syscall.LOCK_UN)
+	return f.withCounters(func(fd *os.File, coff, csize, at uint64) error {
+		return f.writeLive(fd, d, coff, csize, at, edit)
+	})
+}
+
+// writeLive is commitLive under the lock.
+func (f *File) writeLive(fd *os.File, d *tracefile.Desc, coff, csize, at uint64, edit func([]tracefile.LiveEvent, uint32, uint64) ([]tracefile.LiveEvent, error)) error {
 	frames, _, err := tracefile.LiveFrames(f.data, atomic.LoadUint64(f.word64(offCtlLast)))
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)
@@ -276,11 +273,6 @@ func (f *File) commitLive(k int, edit func([]tracefile.LiveEvent, uint32, uint64
 		for _, e := range fr.Events {
 			id = max(id, e.ID+1)
 		}
-	}
-	coff, csize := atomic.LoadUint64(f.word64(offCountersOff)), atomic.LoadUint64(f.word64(offCountersSize))
-	at := (atomic.LoadUint64(f.word64(offCountersUsed)) + 7) &^ 7
-	if coff+csize > uint64(len(f.data)) {
-		return fmt.Errorf("%s: its counters area is not where the header says", f.Path)
 	}
 	hits := coff + at
 	next, err := edit(cur, id, hits)

@@ -316,6 +316,37 @@ func (f *File) Commit(ev Event, c *Controls) error {
 	if !c.dirty {
 		return nil
 	}
+	return f.withCounters(func(fd *os.File, coff, csize, at uint64) error {
+		at, err := f.placeHists(fd, c, coff, csize, at, slotBase)
+		if err != nil {
+			return err
+		}
+		b, err := c.Frame().Encode()
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Path, err)
+		}
+		at = (at + 7) &^ 7
+		if at > csize || uint64(len(b)) > csize-at {
+			return fmt.Errorf("%s: no room left for run-time controls in its counters area (%d bytes used of %d)", f.Path, at, csize)
+		}
+		binary.LittleEndian.PutUint64(b[8:], atomic.LoadUint64(f.word64(offCtlLast)))
+		if _, err := fd.WriteAt(b, int64(coff+at)); err != nil {
+			return fmt.Errorf("write trace file: %w", err)
+		}
+		for slot, n := range c.Counts() {
+			atomic.StoreUint64(f.word64(uintptr(slotBase+uint64(slot)*8)), n)
+		}
+		atomic.StoreUint64(f.word64(offCountersUsed), at+uint64(len(b)))
+		atomic.StoreUint64(f.word64(offCtlLast), coff+at)
+		f.bumpGen()
+		return nil
+	})
+}
+
+// withCounters runs fn under the trace file's lock with the file open for writing, the
+// counters area's file offset and size, and its first free byte (8-aligned): where a
+// change writes what it adds (run-time controls, live events).
+func (f *File) withCounters(fn func(fd *os.File, coff, csize, at uint64) error) error {
 	fd, err := os.OpenFile(f.Path, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("open trace file: %w", err)
@@ -330,29 +361,7 @@ func (f *File) Commit(ev Event, c *Controls) error {
 	if coff+csize > uint64(len(f.data)) {
 		return fmt.Errorf("%s: its counters area is not where the header says", f.Path)
 	}
-	at, err = f.placeHists(fd, c, coff, csize, at, slotBase)
-	if err != nil {
-		return err
-	}
-	b, err := c.Frame().Encode()
-	if err != nil {
-		return fmt.Errorf("%s: %w", f.Path, err)
-	}
-	at = (at + 7) &^ 7
-	if at > csize || uint64(len(b)) > csize-at {
-		return fmt.Errorf("%s: no room left for run-time controls in its counters area (%d bytes used of %d)", f.Path, at, csize)
-	}
-	binary.LittleEndian.PutUint64(b[8:], atomic.LoadUint64(f.word64(offCtlLast)))
-	if _, err := fd.WriteAt(b, int64(coff+at)); err != nil {
-		return fmt.Errorf("write trace file: %w", err)
-	}
-	for slot, n := range c.Counts() {
-		atomic.StoreUint64(f.word64(uintptr(slotBase+uint64(slot)*8)), n)
-	}
-	atomic.StoreUint64(f.word64(offCountersUsed), at+uint64(len(b)))
-	atomic.StoreUint64(f.word64(offCtlLast), coff+at)
-	f.bumpGen()
-	return nil
+	return fn(fd, coff, csize, at)
 }
 
 // Hold defers the wake-ups of the programs' live-probe threads that switching events

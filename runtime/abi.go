@@ -675,6 +675,8 @@ type RawTraceHeader struct {
 	RunPad       uint32 `c:"run_pad"`     // (run_pid, run_pad, run_start follow flags: rt_tracefile.c reads them as one)
 	RunStart     uint64 `c:"run_start"`   // its start time, /proc/PID/stat's starttime
 	Overwritten  uint64 `c:"overwritten"` // records of an overwrite ring writers took again uncopied
+	LiveDone     uint32 `c:"live_done"`   // 1 + the ctl_gen a live-probe thread last applied (0: none)
+	LivePad      uint32 `c:"live_pad"`
 }
 
 // TraceUnreserved in RawTraceHeader.Flags: the record area's blocks are not reserved

@@ -722,6 +722,10 @@ struct kprw_trace_hdr {
 	kprw_u64 overwritten;    /* atomic: records of an overwrite ring's blocks that writers
 	                            took again before anything copied them (they were written:
 	                            entries-written counts them; 0 in older files) */
+	kprw_u32 live_done;      /* atomic: 1 + the ctl_gen a program's live-probe thread last
+	                            applied every change up to (the latest of the programs); 0:
+	                            none ever did. `kprewrite probe` waits for it */
+	kprw_u32 live_pad;
 };
 #define KPRW_TRACE_UNRESERVED 0x1 /* the record area's blocks are not reserved yet: a
                                      count-only image made the file, and the first image

@@ -44,7 +44,7 @@ func (f *File) GoFuncs() ([]gopclntab.Func, error) {
 	}
 	if first, last := fns[0], fns[len(fns)-1]; !f.inExec(first.Entry, last.End) {
 		return nil, fmt.Errorf("%s: .gopclntab: %w: functions %#x-%#x (text base %#x) are not all in one executable section",
-			f.Path, ErrFormat, first.Entry, last.End, text)
+			f.Path, gopclntab.ErrFormat, first.Entry, last.End, text)
 	}
 	return fns, nil
 }
@@ -90,7 +90,7 @@ func (f *File) goText(pcAddr uint64, h gopclntab.Header) (uint64, error) {
 	if text := moduledataText(at, readRel, pcAddr, h); text != 0 {
 		return text, nil
 	}
-	return 0, fmt.Errorf("%w: no runtime moduledata points at the table (%#x): the text base its entries are offsets from is unknown", ErrFormat, pcAddr)
+	return 0, fmt.Errorf("%w: no runtime moduledata points at the table (%#x): the text base its entries are offsets from is unknown", gopclntab.ErrFormat, pcAddr)
 }
 
 // moduledataText returns the text field of the first candidate that is the

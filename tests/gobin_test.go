@@ -2,6 +2,7 @@ package tests
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -266,5 +267,45 @@ func TestGoRace(t *testing.T) {
 		if n := len(readTrace(t, tr, out)); n != 2 {
 			t.Fatalf("%v: %d calls of bump traced, want 2", mode, n)
 		}
+	}
+}
+
+// zeroModuledata zeroes the words of the runtime's moduledata that locate it and
+// hold the text base (at the start of .go.module, Go 1.26's home of it), as an
+// external linker may leave a PIE's relocated words.
+func zeroModuledata(t *testing.T, prog string) {
+	t.Helper()
+	ef, err := elf.Open(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, pcln := ef.Section(".go.module"), ef.Section(".gopclntab")
+	ef.Close()
+	if md == nil {
+		t.Skip("no .go.module section (a Go before 1.26)")
+	}
+	data, _ := os.ReadFile(prog)
+	if binary.LittleEndian.Uint64(data[md.Offset:]) != pcln.Addr {
+		t.Fatalf(".go.module does not start with the moduledata")
+	}
+	clear(data[md.Offset : md.Offset+23*8])
+	os.WriteFile(prog, data, 0o755)
+}
+
+// TestGoStrippedModuledata: the text base comes from the moduledata's relocations
+// when the file's words are 0 (a PIE), and a program without either is refused with
+// the reason.
+func TestGoStrippedModuledata(t *testing.T) {
+	testprog.Need(t, "go")
+	dir := goProgDir(t, goBinSrc)
+	want := mainFuncs(t, buildGo(t, dir, "full", "-buildmode=pie"))
+	pie := buildGo(t, dir, "pie", "-buildmode=pie", "-ldflags=-s -w")
+	zeroModuledata(t, pie)
+	checkSays(t, pie, "main.fib", want["main.fib"])
+	exe := buildGo(t, dir, "exe", "-ldflags=-s -w")
+	zeroModuledata(t, exe)
+	code, _, stderr := kp("check", exe)
+	if code != 1 || !strings.Contains(stderr, exe+": .gopclntab: bad Go function table: no runtime moduledata points at the table") {
+		t.Fatalf("exit %d, want 1 and the moduledata missing: %s", code, stderr)
 	}
 }

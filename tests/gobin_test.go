@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
@@ -308,4 +309,60 @@ func TestGoStrippedModuledata(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, exe+": .gopclntab: bad Go function table: no runtime moduledata points at the table") {
 		t.Fatalf("exit %d, want 1 and the moduledata missing: %s", code, stderr)
 	}
+}
+
+// TestGoStrippedGoTool: the go tool (this machine's, 14,000 functions), stripped by
+// binutils' strip: every function its symbol table names in .text is a function of
+// the stripped copy, at the same entry, by the same name (but for the .abi0 suffix
+// the symbol table gives assembly functions and its spelling of the middle dot), and
+// the copy has no function the symbol table lacks.
+func TestGoStrippedGoTool(t *testing.T) {
+	testprog.Need(t, "go", "strip")
+	goTool := strings.TrimSpace(testprog.MustRun(t, "go", "env", "GOROOT")) + "/bin/go"
+	stripped := filepath.Join(t.TempDir(), "go")
+	testprog.MustRun(t, "strip", "-o", stripped, goTool)
+	want := textFuncs(t, goTool)
+	f, err := elfio.Open(stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fns := f.Functions()
+	if fns.GoErr != nil || len(fns.List) < 10000 {
+		t.Fatalf("%d functions: %v", len(fns.List), fns.GoErr)
+	}
+	for _, fn := range fns.List {
+		name, ok := want[fn.Addr]
+		if !ok || fn.Source != elfio.FromGopclntab || name != fn.Name && name != strings.ReplaceAll(fn.Name, "·", ".") {
+			t.Fatalf("%s at %#x (from %s): the symbol table says %q", fn.Name, fn.Addr, fn.Source, name)
+		}
+		delete(want, fn.Addr)
+	}
+	if len(want) > 0 {
+		t.Fatalf("%d functions of the symbol table missing, e.g. %v", len(want), want)
+	}
+}
+
+// textFuncs is the functions the symbol table of path names in .text, address to
+// name (without .abi0), but the linker's markers of the text's bounds.
+func textFuncs(t *testing.T, path string) map[uint64]string {
+	t.Helper()
+	ef, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	syms, err := ef.Symbols()
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	text := ef.Section(".text")
+	m := map[uint64]string{}
+	for _, s := range syms {
+		marker := s.Name == "runtime.text" || s.Name == "runtime.etext"
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && !marker && s.Value >= text.Addr && s.Value < text.Addr+text.Size {
+			m[s.Value] = strings.TrimSuffix(s.Name, ".abi0")
+		}
+	}
+	return m
 }

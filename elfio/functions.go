@@ -188,7 +188,7 @@ func (f *File) Functions() *Functions {
 		}
 	}
 	if f.goFuncsWanted() {
-		fs.GoErr = f.addGoFuncs(byAddr, secOf)
+		fs.GoErr = f.addGoFuncs(byAddr, aliases, secOf)
 	}
 	fdeAt := map[uint64]*ehframe.FDE{}
 	for i := range fs.FDEs {
@@ -249,13 +249,19 @@ func (f *File) Functions() *Functions {
 	return fs
 }
 
-// addGoFuncs adds the functions of .gopclntab at the addresses no symbol names (a
-// stripped PIE's .dynsym may name a few).
-func (f *File) addGoFuncs(byAddr map[uint64]*cand, secOf func(uint64) *Section) error {
+// addGoFuncs adds the functions of .gopclntab; where a symbol names the address (a
+// stripped PIE's or library's .dynsym), its Go name becomes an alias.
+func (f *File) addGoFuncs(byAddr map[uint64]*cand, aliases map[uint64][]string, secOf func(uint64) *Section) error {
 	gofns, err := f.GoFuncs()
 	for _, g := range gofns {
+		if c := byAddr[g.Entry]; c != nil {
+			if c.Name != g.Name {
+				aliases[g.Entry] = append(aliases[g.Entry], g.Name)
+			}
+			continue
+		}
 		sec := secOf(g.Entry)
-		if byAddr[g.Entry] != nil || sec == nil || g.End <= g.Entry {
+		if sec == nil || g.End <= g.Entry {
 			continue
 		}
 		size := min(g.End, sec.Addr+sec.Size) - g.Entry

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "e78756e062f1b2e0df3f85215a784ad74e38da19f52eb7d578628d33d28f4410"
+const ObjectSHA256 = "552ba7cdd8a3edbcb74ae34de5a8e4772610f6dee8e73e5931042f5a0d0fcc98"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

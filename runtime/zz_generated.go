@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "552ba7cdd8a3edbcb74ae34de5a8e4772610f6dee8e73e5931042f5a0d0fcc98"
+const ObjectSHA256 = "da3155c2d4eccf4ccb99858aae4de2e650e1b3a7c5689cef05e55a570b91667a"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -78,14 +78,53 @@ void kprw_clock_init(void)
 	kprw_rt.clk_tsc = kprw_rt.tsc_ok && kprw_rt.clock_mode == KPRW_CLOCK_TSC;
 }
 
-/* renew takes a fresh anchor (if no other thread is doing it) and returns the system
- * call's reading as this timestamp. */
+static u64 last_sys; /* the largest system-call reading returned as a timestamp */
+
+/* at_ns is the anchor (at, an)'s extrapolation at tsc t with rate m */
+static inline u64 at_ns(u64 at, u64 an, u64 m, u64 t)
+{
+	return an + (u64)(((unsigned __int128)(t - at) * m) >> 32);
+}
+
+/* stamp is a timestamp for a thread that does not renew: the current anchor's
+ * extrapolation, held at the end of its span (the most any thread read from it), or,
+ * before a rate is measured, the system call's reading ns, never below one returned
+ * before. So a thread's timestamps never step back, neither here nor when the anchor
+ * moves (renew). */
+static u64 stamp(u64 ns)
+{
+	for (;;) {
+		u32 s = __atomic_load_n(&clk.seq, __ATOMIC_ACQUIRE);
+		u64 at = __atomic_load_n(&clk.tsc, __ATOMIC_RELAXED);
+		u64 an = __atomic_load_n(&clk.ns, __ATOMIC_RELAXED);
+		u64 m = __atomic_load_n(&clk.mult, __ATOMIC_RELAXED);
+		u64 span = __atomic_load_n(&clk.span, __ATOMIC_RELAXED);
+		u64 t = rdtsc();
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if ((s & 1) || __atomic_load_n(&clk.seq, __ATOMIC_ACQUIRE) != s)
+			continue; /* a renewal is writing: a few stores */
+		if (m && t >= at)
+			return at_ns(at, an, m, t - at < span ? t : at + span);
+		break;
+	}
+	u64 cur = __atomic_load_n(&last_sys, __ATOMIC_RELAXED);
+	while (cur < ns && !__atomic_compare_exchange_n(&last_sys, &cur, ns, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return cur > ns ? cur : ns;
+}
+
+/* renew takes a fresh anchor (if no other thread is doing it) and returns this
+ * timestamp. The anchor it publishes is the present (a TSC read just before), its time
+ * the new rate's extrapolation from the system call's reading, but never below the old
+ * anchor's at the end of its span nor a system-call reading returned before: the
+ * timestamps a thread reads before and after the move do not step back (the rate
+ * measured over the next interval takes the difference up). */
 static u64 renew(void)
 {
-	u64 tsc, ns = sys_pair(&tsc);
+	u64 tsc, ns = sys_pair(&tsc), ret = 0;
 	u32 z = 0;
 	if (!atomic_cas(&clk.lock, &z, 1))
-		return ns;
+		return stamp(ns);
 	u64 at = clk.tsc, an = clk.ns;
 	if (ns > an && tsc > at) {
 		u64 dn = ns - an, dt = tsc - at;
@@ -99,18 +138,24 @@ static u64 renew(void)
 			if (interval < MIN_RATE_NS)
 				interval = MIN_RATE_NS;
 		}
+		u64 t = mult ? rdtsc() : tsc, v = mult ? at_ns(tsc, ns, mult, t) : ns;
+		u64 held = clk.mult ? at_ns(at, an, clk.mult, at + clk.span) : 0;
+		u64 sys = __atomic_load_n(&last_sys, __ATOMIC_RELAXED);
+		v = v > held ? v : held;
+		v = v > sys ? v : sys;
 		atomic_store(&clk.seq, clk.seq + 1);
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		clk.tsc = tsc;
-		clk.ns = ns;
+		clk.tsc = t;
+		clk.ns = v;
 		clk.mult = mult;
 		clk.interval_ns = interval;
 		clk.span = mult ? (interval << 32) / mult : 0;
 		atomic_store(&clk.seq, clk.seq + 1);
+		ret = v;
 	}
 out:
 	atomic_store(&clk.lock, 0);
-	return ns;
+	return ret ? ret : stamp(ns);
 }
 
 /* ---- the record clocks (the kernel's trace_clock): tsc, mono, counter ----

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/kprewrite/kprewrite"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
@@ -115,6 +116,11 @@ func checkClockTrace(t *testing.T, file, bin, clock string, start, end uint64) {
 				t.Fatalf("%s: thread %d: call %d at %d after call %d at %d (0: no record)", file, a, b, ts[b], b-1, ts[b-1])
 			}
 		}
+	}
+	if tr, err := kprewrite.EachRecord(file, func(*kprewrite.Record) error { return nil }, bin); err != nil {
+		t.Error(err)
+	} else if tr.Clock != clock {
+		t.Errorf("%s: the API's Trace.Clock %q, want %s", file, tr.Clock, clock)
 	}
 	checkClockOutputs(t, file, bin, clock)
 }

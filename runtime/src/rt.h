@@ -401,7 +401,7 @@ u32 kprw_cpu(void);
 int kprw_valgrind(void); /* rt_util.c: running under valgrind (no rdpid, lsl or trap flag) */
 /* ---- clock (rt_clock.c) ---- */
 void kprw_clock_init(void);
-void kprw_clock_set(u32 mode, u32 *counter); /* the record clock, KPRW_CLOCK_* */
+void kprw_clock_set(u32 mode, u64 *counter); /* the record clock, KPRW_CLOCK_* */
 u32 kprw_clock_want(const char *env, u32 hflags); /* the clock a new trace file takes */
 u64 kprw_clock(void);    /* the record clock: kprw_clock_fast, not inlined */
 u64 kprw_clock_ns(void); /* CLOCK_MONOTONIC ns, extrapolated from the TSC when it is invariant */

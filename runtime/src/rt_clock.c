@@ -169,9 +169,11 @@ out:
  * fork, a pipe: the later record took the larger count); it costs one locked add on a
  * line the writers share. */
 
+/* the vDSO is built with the kernel's -mno-sse -mno-avx: like the runtime's own code it
+ * leaves the vector registers alone, so a detour may call it */
 typedef long (*gettime_fn)(long clk, struct k_timespec *ts);
 static gettime_fn vdso_gettime;
-static u32 *clk_counter; /* (u64, the header's counter; u32 * only to keep rt.h's include free of it) */
+static u64 *clk_counter; /* the trace file header's counter */
 
 struct elf_sym {
 	u32 name;
@@ -228,7 +230,7 @@ u32 kprw_clock_want(const char *env, u32 hflags)
 
 /* kprw_clock_set makes mode the record clock (the trace file's: rt_tracefile.c);
  * counter is the header's count */
-void kprw_clock_set(u32 mode, u32 *counter)
+void kprw_clock_set(u32 mode, u64 *counter)
 {
 	kprw_rt.clock_mode = mode == KPRW_CLOCK_UNSET ? KPRW_CLOCK_TSC : mode;
 	clk_counter = counter;
@@ -248,7 +250,7 @@ static u64 mono_ns(void)
 u64 kprw_clock_slow(void)
 {
 	if (kprw_rt.clock_mode == KPRW_CLOCK_COUNTER && clk_counter)
-		return __atomic_add_fetch((u64 *)clk_counter, 1, __ATOMIC_RELAXED);
+		return __atomic_add_fetch(clk_counter, 1, __ATOMIC_RELAXED);
 	if (kprw_rt.clock_mode == KPRW_CLOCK_MONO)
 		return mono_ns();
 	return kprw_rt.tsc_ok ? renew() : kprw_now_ns();

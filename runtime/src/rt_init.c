@@ -869,7 +869,7 @@ static void start_early(const struct kprw_header *h, char **envp)
 		int flags = (on_switch(envp, "KPREWRITE_TRACE_PREFAULT") ? KPRW_OPEN_PREFAULT : 0) |
 			    (on_switch(envp, "KPREWRITE_APPEND") ? KPRW_OPEN_APPEND : 0) |
 			    (on_switch(envp, "KPREWRITE_QUIET") ? KPRW_OPEN_QUIET : 0);
-		const char *ck = getenv_(envp, "KPREWRITE_CLOCK");
+		const char *ck = getenv_(envp, "KPREWRITE_CLOCK"); /* (one_of takes two names) */
 		if (ck && ck[0] && kprw_strcmp(ck, "counter") != 0 &&
 		    !one_of("KPREWRITE_CLOCK", ck, "tsc", "mono", "want tsc, mono or counter; the rewrite's is used"))
 			ck = NULL;

@@ -774,7 +774,7 @@ static void adopt_clock(struct kprw_trace_hdr *h)
 		if (h->clock == KPRW_CLOCK_COUNTER)
 			h->ts_base = 0;
 	}
-	kprw_clock_set(h->clock, (u32 *)&h->counter);
+	kprw_clock_set(h->clock, &h->counter);
 }
 
 /* kprw_trace_open opens, sizes and maps the trace file. Under a file size limit,

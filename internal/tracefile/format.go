@@ -427,8 +427,12 @@ func WriteTrace(w, errw io.Writer, s *Stream, descs Descs, header bool) error {
 // handler's trace_printk text and a violation are left out.
 func WriteTraceEvents(w, errw io.Writer, s *Stream, descs Descs, header bool, match func(group, name string) bool) error {
 	if header && s.Until != 0 {
-		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# snapshot: the records written up to %d.%06d, the latest of %d snapshots\n# clock: %s\n",
-			s.Until/1e9, s.Until%1e9/1e3, s.Header.SnapCount, ClockName(&s.Header))
+		until := fmt.Sprintf("%d.%06d", s.Until/1e9, s.Until%1e9/1e3)
+		if s.Header.Clock == kprt.ClockCounter {
+			until = fmt.Sprint(s.Until)
+		}
+		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# snapshot: the records written up to %s, the latest of %d snapshots\n# clock: %s\n",
+			until, s.Header.SnapCount, ClockName(&s.Header))
 		header = false
 		fmt.Fprintf(w, "#\n#           TASK-PID     CPU#   TIMESTAMP  FUNCTION\n#              | |         |       |         |\n")
 	}

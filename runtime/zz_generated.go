@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "8af81b061101f779ed291949901980df56f8b9415ba33f37249ab24c3fbf71b6"
+const ObjectSHA256 = "b799ea46bea8bef6cee11c91704931534bd7d7d751b0d13e0a8d7e2aa4886b63"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

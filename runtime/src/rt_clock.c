@@ -118,7 +118,11 @@ static u64 stamp(u64 ns)
  * the new rate's extrapolation from the system call's reading, but never below the old
  * anchor's at the end of its span nor a system-call reading returned before: the
  * timestamps a thread reads before and after the move do not step back (the rate
- * measured over the next interval takes the difference up). */
+ * measured over the next interval takes the difference up). One window is left: a
+ * system-call reading returned while the first rate is published (the first
+ * millisecond of tracing) may be ahead of the extrapolations after it by the
+ * extrapolation's error, and a CPU whose TSC runs behind the anchor's reads the system
+ * call. */
 static u64 renew(void)
 {
 	u64 tsc, ns = sys_pair(&tsc), ret = 0;

@@ -203,6 +203,17 @@ func (r *Report) formatTime(ns uint64) string {
 	return formatNs(ns)
 }
 
+// diffClock is what a diff of two reports says of their clocks: a counter in either
+// leaves no times to compare; else the clock that is not the default tsc, if any.
+func diffClock(base, r *Report) *Report {
+	for _, c := range []string{"counter", "mono"} {
+		if base.Clock == c || r.Clock == c {
+			return &Report{Clock: c}
+		}
+	}
+	return &Report{Clock: r.Clock}
+}
+
 // WriteDiff prints how each function changed from base to r (r is the new trace):
 // total and self time and calls of both, and the change in per cent, in r's order
 // (functions only in base last).
@@ -216,10 +227,7 @@ func (r *Report) WriteDiff(w io.Writer, base *Report, limit int) error {
 	for _, s := range r.Funcs {
 		cur[key(s)] = s
 	}
-	clock := &Report{Clock: r.Clock} // (either trace's counter: no times)
-	if base.Clock == "counter" || base.Clock == "mono" && r.Clock != "counter" {
-		clock.Clock = base.Clock
-	}
+	clock := diffClock(base, r)
 	clock.writeClock(w)
 	ns, chg := clock.formatTime, change
 	if clock.Clock == "counter" {

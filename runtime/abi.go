@@ -678,7 +678,9 @@ type RawTraceHeader struct {
 	RunPad       uint32 `c:"run_pad"`     // (run_pid, run_pad, run_start follow flags: rt_tracefile.c reads them as one)
 	RunStart     uint64 `c:"run_start"`   // its start time, /proc/PID/stat's starttime
 	Overwritten  uint64 `c:"overwritten"` // records of an overwrite ring writers took again uncopied
-	Clock        uint32 `c:"clock"`       // ClockTSC, ClockMono, ClockCounter (ClockUnset: older files, tsc)
+	LiveDone     uint32 `c:"live_done"`   // 1 + the ctl_gen a live-probe thread last applied (0: none)
+	LivePad      uint32 `c:"live_pad"`
+	Clock        uint32 `c:"clock"` // ClockTSC, ClockMono, ClockCounter (ClockUnset: older files, tsc)
 	ClockPad     uint32 `c:"clock_pad"`
 	Counter      uint64 `c:"counter"` // ClockCounter's last value
 }

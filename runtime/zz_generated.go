@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b799ea46bea8bef6cee11c91704931534bd7d7d751b0d13e0a8d7e2aa4886b63"
+const ObjectSHA256 = "ee9db696c3bd398cd229326824d8708b3f1406394c9de11006e43f1612ad67a2"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

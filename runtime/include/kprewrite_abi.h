@@ -726,6 +726,10 @@ struct kprw_trace_hdr {
 	kprw_u64 overwritten;    /* atomic: records of an overwrite ring's blocks that writers
 	                            took again before anything copied them (they were written:
 	                            entries-written counts them; 0 in older files) */
+	kprw_u32 live_done;      /* atomic: 1 + the ctl_gen a program's live-probe thread last
+	                            applied every change up to (the latest of the programs); 0:
+	                            none ever did. `kprewrite probe` waits for it */
+	kprw_u32 live_pad;
 	kprw_u32 clock;          /* KPRW_CLOCK_*: what record times are (0 in older files:
 	                            tsc); set by the file's first image while no record is
 	                            written, adopted by every later one (src/rt_tracefile.c) */

@@ -347,11 +347,26 @@ struct kprw_tctx {
 /* what a thread context holds for one image: its block of the trace file, which names
  * the image (rt_ring.c). kprw_tblk_tab[i] goes with kprw_tctx_tab[i]. */
 struct kprw_tblk {
-	u32 rec_end;  /* the end of this thread's block of the trace file's record area, in
-	                 4 KiB units (rt_ring.c); 0 = none */
-	u32 pad;
-	u64 rec_next; /* where its next record goes: an offset in the record area */
+	u64 rec; /* this thread's block of the trace file's record area, in one word (rt_ring.h):
+	            where its next record goes (an offset in the record area, bits 0..38) and
+	            the block's end (in 4 KiB units, bits 39..63; 0 = none) */
+	u64 pad;
 };
+/* struct kprw_tblk's rec: the record area ends below REC_AREA_MAX bytes */
+#define REC_END_SHIFT 39
+#define REC_NEXT_MASK ((1ull << REC_END_SHIFT) - 1)
+#define REC_AREA_MAX (1ull << (64 - REC_END_SHIFT + 12)) /* 128 GiB */
+
+static inline u64 rec_word(u64 next, u64 end)
+{
+	return (end >> 12) << REC_END_SHIFT | next;
+}
+
+static inline u64 rec_end(u64 word)
+{
+	return (word >> REC_END_SHIFT) << 12;
+}
+
 #define KPRW_SLOW_STACK 0x80000000u /* too little sigaltstack left for a fault's frame */
 #define KPRW_SHORT_STACK 0x40000000u /* too little sigaltstack left for the C handlers */
 /* the most stack the SIGTRAP handler uses below a C handler's frames (TestStackUsage in

@@ -63,7 +63,7 @@ int kprw_trace_fault(uptr addr)
 		return 1; /* another thread is replacing them: retry until it has */
 	kprw_rt.trace_data_size = 0; /* kprw_new_block refuses, populate does nothing */
 	for (u32 i = 0; kprw_tblk_tab && i < KPRW_NTCTX; i++)
-		__atomic_store_n(&kprw_tblk_tab[i].rec_end, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&kprw_tblk_tab[i].rec, 0, __ATOMIC_RELAXED);
 	for (k = 0; k < n; k++)
 		sys6(SYS_mmap, (long)kprw_rt.trace_maps[k].addr, (long)kprw_rt.trace_maps[k].len, 3,
 		     0x22 /* MAP_PRIVATE | MAP_ANONYMOUS */ | 0x10 /* MAP_FIXED */, -1, 0);
@@ -889,7 +889,8 @@ static void open_file(const char *path, u64 size, int flags, int records)
 	kprw_rt.tracing_off = &h->tracing_off;
 	kprw_rt.trace_path = path;
 	kprw_rt.trace_data = map + h->data_off;
-	kprw_rt.trace_data_size = h->data_size;
+	/* (a larger area, which no kprewrite makes, is written in its first REC_AREA_MAX bytes) */
+	kprw_rt.trace_data_size = h->data_size < REC_AREA_MAX ? h->data_size : REC_AREA_MAX;
 	kprw_rt.trace_block = big_block(h->data_size);
 	adopt_clock(h);
 	kprw_rt.ts_base = h->ts_base;

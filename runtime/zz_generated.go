@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "7842c248dd0636c89ab699d0015c788d82bb875136697741c68f89fae28093a5"
+const ObjectSHA256 = "ee9db696c3bd398cd229326824d8708b3f1406394c9de11006e43f1612ad67a2"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

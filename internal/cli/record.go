@@ -8,10 +8,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/kprewrite/kprewrite"
 	"github.com/kprewrite/kprewrite/internal/cleanup"
 	"github.com/kprewrite/kprewrite/internal/infile"
 	"github.com/kprewrite/kprewrite/internal/outfile"
@@ -51,6 +53,9 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %w", opt.out, err)
 	}
 	cmd, stdout, stderr := recordedCommand(prog, opt.argv, path, stdout, stderr)
+	if c := *opt.rw.clock; c != "" { // a program rewritten before takes it too
+		cmd.Env = append(cmd.Env, "KPREWRITE_CLOCK="+c)
+	}
 	// the terminal's signals reach the program; the recorder stays to copy what it
 	// wrote until it has exited
 	sigs := make(chan os.Signal, 4)
@@ -137,6 +142,9 @@ func parseRecordArgs(args []string, stdout io.Writer) (*recordOptions, error) {
 	}
 	if err := rewriteFlagsAlone(fs, rw); err != nil {
 		return nil, err
+	}
+	if c := *rw.clock; c != "" && !slices.Contains(kprewrite.Clocks, c) {
+		return nil, usageErr("--clock %s: want tsc, mono or counter", c)
 	}
 	return &recordOptions{out: *out, size: size, blockSize: bsize, overwrite: *over, live: *live, quiet: *quiet, rw: rw, argv: argv}, nil
 }

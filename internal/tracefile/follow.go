@@ -134,6 +134,7 @@ func (f *Follower) describe(t *Trace, data []byte) {
 	}
 	addLiveEvents(data, t.Header.CtlLast, f.descs) // (events added at run time: kprewrite probe)
 	f.fm = NewFormatter(f.descs)
+	f.fm.Counter = t.Header.Clock == kprt.ClockCounter
 	f.refs = map[uint8][]probeRef{}
 }
 

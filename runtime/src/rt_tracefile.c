@@ -763,6 +763,20 @@ static void unmap_trace(u8 *map, u64 total)
 
 static void open_file(const char *path, u64 size, int flags, int records);
 
+/* adopt_clock makes the file's record clock this image's: the first image to open a file
+ * without records (a new one, or kprewrite record's ring) sets it to its own (rewrite
+ * --clock, KPREWRITE_CLOCK), every later one adopts it, so all of a file's times are of
+ * one clock. Counter times start at 1: their base is 0. Under the file lock. */
+static void adopt_clock(struct kprw_trace_hdr *h)
+{
+	if (h->clock == KPRW_CLOCK_UNSET && atomic_load(&h->head) == 0 && atomic_load(&h->ring_take) == 0) {
+		h->clock = kprw_rt.clock_want;
+		if (h->clock == KPRW_CLOCK_COUNTER)
+			h->ts_base = 0;
+	}
+	kprw_clock_set(h->clock, &h->counter);
+}
+
 /* kprw_trace_open opens, sizes and maps the trace file. Under a file size limit,
  * SIGXFSZ is blocked while it does (and one it raised discarded): the sizes are checked
  * against the limit first, so this is only a second guard. */
@@ -878,6 +892,7 @@ static void open_file(const char *path, u64 size, int flags, int records)
 	/* (a larger area, which no kprewrite makes, is written in its first REC_AREA_MAX bytes) */
 	kprw_rt.trace_data_size = h->data_size < REC_AREA_MAX ? h->data_size : REC_AREA_MAX;
 	kprw_rt.trace_block = big_block(h->data_size);
+	adopt_clock(h);
 	kprw_rt.ts_base = h->ts_base;
 	kprw_rt.populate = records; /* count-only runs write no records: nothing to populate */
 	if (h->ring_nblocks) {

@@ -90,6 +90,17 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 			s.note(RuleEndbrSkip, fn.Addr, fmt.Sprintf("%s starts with endbr64: the probe goes at %#x", fn.Name, entry))
 		}
 	}
+	if why := b.goNoProbeReason(fn.Addr); why != "" {
+		s.refuse(RuleGoNoProbe, s.Addr, why)
+		return s
+	}
+	// Go: an entry probe after the stack check, which morestack restarts
+	if s.Addr == fn.Addr && !req.Return {
+		if at, why := b.goEntry(fn.Addr, fn.Name, code); why != "" {
+			s.Addr = at
+			s.note(RuleGoStackCheck, fn.Addr, why)
+		}
+	}
 	s.Offset = s.Addr - fn.Addr
 	if s.Addr >= b.copiedLo && s.Addr < b.copiedHi {
 		s.refuse(RuleCopiedCode, s.Addr, fmt.Sprintf("%s is in %s", fn.Name, b.copiedWhat))

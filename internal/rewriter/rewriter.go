@@ -149,7 +149,7 @@ func Rewrite(f *elfio.File, probes []probedefs.Probe, opt Options) (*Result, err
 		}
 		// a C handler's post_handler needs the probed instruction single-stepped
 		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return, NeedPost: p.Handler != nil && p.Handler.Post,
-			Optional: p.Optional, NoExit: probedefs.NoExit(p)}
+			Optional: p.Optional, NoExit: probedefs.NoExit(p), Go: p.Def.Return && b.IsGoCode(p.Addr)}
 	}
 	excl, err := patch.ParseExcludes(opt.Exclude, b.Funcs)
 	if err != nil {
@@ -244,8 +244,9 @@ type gen struct {
 	desc    *tracefile.Desc
 	anyRet  bool
 	symbols map[string]uint64
-	hrefs   []handlerRef // C handler probes in the tables (handlers.go)
-	hooks   sigHooks     // a static program's redirected signal functions (sigstatic.go)
+	hrefs   []handlerRef  // C handler probes in the tables (handlers.go)
+	hooks   sigHooks      // a static program's redirected signal functions (sigstatic.go)
+	goSig   []elfio.Patch // a Go program's SIGTRAP entry in runtime.sigtable, with int3 points (gosig.go)
 	// fastRead: fetch arguments or C handlers read memory, so the signal guard should
 	// cover SIGSEGV and SIGBUS for the runtime's fault-catching reads (sigguard.go)
 	fastRead bool

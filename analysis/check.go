@@ -119,6 +119,10 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 		s.refuse(RuleSignalsBlocked, s.Addr, s.SignalsBlocked+": a return probe there would take its instance from the parent thread, whose memory the child shares")
 		return s
 	}
+	if req.Return && b.IsGoCode(fn.Addr) {
+		s.note(RuleGoReturn, s.Addr, fmt.Sprintf("%s is Go code: its return events go at its exits (recorded, or counted with --count-only), "+
+			"never by hooking its return address, which Go's stack copying and unwinder reject; refused where the exits cannot take them", fn.Name))
+	}
 	if req.Return {
 		if at, why, switched := b.returnSlotUse(fi, entry); switched {
 			s.refuse(RuleStackSwitch, at, fmt.Sprintf("%s: %s; a return probe puts the trampoline's address in that word", fn.Name, why))

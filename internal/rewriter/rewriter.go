@@ -284,7 +284,7 @@ func (g *gen) makeEvents() error {
 	if disableAll && !anyTriggers {
 		g.tables.Flags |= kprt.HFDisableAll
 	}
-	g.desc = &tracefile.Desc{Input: filepath.Base(g.f.Path), PIE: g.f.IsPIE(), TracePath: g.opt.TracePath}
+	g.desc = &tracefile.Desc{Input: filepath.Base(g.f.Path), PIE: g.f.IsPIE(), TracePath: g.opt.TracePath, Go: g.b.IsGo()}
 	live := g.liveEvents(targets)
 	g.live = live
 	needSyms := false

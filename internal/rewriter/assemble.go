@@ -73,7 +73,6 @@ func (g *gen) prepare() error {
 		return err
 	}
 	g.warnUnreferencedReturns()
-	g.warnGoReturns()
 	g.markLive()
 	if err := g.planStaticSigGuard(); err != nil {
 		return fmt.Errorf("%s: signal guard: %w", f.Path, err)

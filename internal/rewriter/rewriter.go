@@ -915,25 +915,6 @@ func (g *gen) warnUnreferencedReturns() {
 		strings.Join(names, ", "), more))
 }
 
-// warnGoReturns warns when a Go program gets return probes that hook the return
-// address: Go's stack copying and unwinder reject a return address that is not in a Go
-// function (the kernel's uretprobes break Go programs the same way).
-func (g *gen) warnGoReturns() {
-	if g.f.Section(".gopclntab") == nil && g.f.Section(".go.buildinfo") == nil {
-		return
-	}
-	n := 0
-	for i, p := range g.probes {
-		if pi := g.plan.PointOf[i]; p.Def.Return && pi >= 0 && !g.plan.Points[pi].Exit {
-			n++
-		}
-	}
-	if n > 0 {
-		g.warnings = append(g.warnings, fmt.Sprintf("a Go program with %d return probes that hook the return address: "+
-			"Go's stack growth and unwinder fail on it; record or count returns at their exits instead (--exits --exits-only, or --count-only --exits-only)", n))
-	}
-}
-
 // spareDataSize is the per-instance data a prepared function's return placeholder
 // offers a struct kretprobe a C handler file registers on it by name at run time.
 const spareDataSize = 64

@@ -119,7 +119,8 @@ func reportTimes(t *testing.T, rep, fn string) (total, self float64) {
 // first hit; the rewrite now keeps ours (runtime.sigtable). fib's entry, after its
 // stack check, fires once a call whatever morestack does, with its argument in %ax;
 // greet's string argument is its pointer and length in %ax and %bx, n in %cx. A Go
-// function's return probe is refused (no jump-optimized exits), never hooked.
+// function's return probe is refused (no jump-optimized exits), never hooked. The
+// HTTP server's 400 requests each hit two int3 probes on the server's threads.
 func TestGoInt3(t *testing.T) {
 	prog := buildGoProg(t)
 	out := prog + ".k"
@@ -127,11 +128,12 @@ func TestGoInt3(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "a Go function, whose return address is never hooked") {
 		t.Errorf("a Go return probe with --no-optimize: exit %d, want 1 and the reason\n%s", code, stderr)
 	}
-	rewriteWith(t, prog, out, []string{"p:g/fib main.fib n=%ax:s64", "p:g/greet main.greet len=%bx:s64 n=%cx:s64 s=+0(%ax):u8"}, "--no-optimize")
+	rewriteWith(t, prog, out, []string{"p:g/fib main.fib n=%ax:s64", "p:g/greet main.greet len=%bx:s64 n=%cx:s64 s=+0(%ax):u8",
+		"p:g/serve net/http.serverHandler.ServeHTTP", "p:g/handle main.handle"}, "--no-optimize")
 	trace := filepath.Join(t.TempDir(), "go.trace")
 	res := testprog.Same(t, prog, out, testprog.Cmd{Extra: []string{"KPREWRITE_TRACE=" + trace}}, nil)
 	want := goCounts(t, res.Stdout)
-	fibs, greets := 0, 0
+	fibs, greets, serves, handles := 0, 0, 0, 0
 	fibArg := regexp.MustCompile(`^ n=(\d+)$`)
 	for _, l := range readTrace(t, trace, out) {
 		switch l.Event {
@@ -147,10 +149,15 @@ func TestGoInt3(t *testing.T) {
 				t.Fatalf("greet: %q: want len=16, n in 0..3 and s's first byte 'h' (%d)", l.Args, 'h')
 			}
 			greets++
+		case "serve":
+			serves++
+		case "handle":
+			handles++
 		}
 	}
-	if fibs != want["main.fib"] || greets != want["main.greet"] {
-		t.Errorf("%d fib and %d greet records, the program counted %d and %d", fibs, greets, want["main.fib"], want["main.greet"])
+	if fibs != want["main.fib"] || greets != want["main.greet"] || serves != 400 || handles != 400 {
+		t.Errorf("%d fib, %d greet, %d serve and %d handle records; the program counted %d, %d, 400 and 400",
+			fibs, greets, serves, handles, want["main.fib"], want["main.greet"])
 	}
 }
 
@@ -175,5 +182,64 @@ func TestGoCheck(t *testing.T) {
 	}
 	if n := strings.Count(out, "refuse      runtime."); n != 3 {
 		t.Errorf("%d runtime functions refused, want 3:\n%s", n, out)
+	}
+}
+
+// TestGoCgo: in a cgo program the Go function's return is recorded at its exits and
+// the C function's, outside runtime.text..runtime.etext, hooks its return address as
+// in any C program (C runs on the thread's g0 stack, which Go neither copies nor
+// unwinds); both are counted once.
+func TestGoCgo(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool in PATH")
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module cg\n\ngo 1.22\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(`package main
+
+/*
+int cadd(int a, int b) { return a + b; }
+*/
+import "C"
+import "fmt"
+
+//go:noinline
+func gadd(a, b int) int { return int(C.cadd(C.int(a), C.int(b))) }
+
+func main() {
+	s := 0
+	for i := 0; i < 100; i++ {
+		s += gadd(i, 1)
+	}
+	fmt.Println(s)
+}
+`), 0o644)
+	prog := filepath.Join(dir, "cg")
+	cmd := exec.Command(goBin, "build", "-o", prog, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=", "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out := prog + ".k"
+	rewriteWith(t, prog, out, nil, "--calls", "main.gadd", "--calls", "cadd")
+	_, list, _ := kp("list", out)
+	if !regexp.MustCompile(`(?m) r  main\.gadd\+0x[0-9a-f]+ .*\[EXIT\]$`).MatchString(list) ||
+		!regexp.MustCompile(`(?m) r  cadd\+0x0 +\S+ \[OPTIMIZED\]$`).MatchString(list) {
+		t.Errorf("want gadd's return at its exits and cadd's hooked:\n%s", list)
+	}
+	trace := filepath.Join(dir, "cg.trace")
+	res := testprog.Same(t, prog, out, testprog.Cmd{Extra: []string{"KPREWRITE_TRACE=" + trace}}, nil)
+	if res.Stdout != "5050\n" {
+		t.Fatalf("unexpected run: %s", res)
+	}
+	code, rep, stderr := kp("report", trace)
+	if code != 0 {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	calls, lost := reportCalls(t, rep)
+	if calls["main.gadd"] != 100 || calls["cadd"] != 100 || len(lost) != 0 {
+		t.Errorf("calls %v, lost %v; want 100 of each, none lost\n%s", calls, lost, rep)
 	}
 }

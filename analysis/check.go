@@ -115,7 +115,8 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 		return s
 	}
 	s.SignalsBlocked = b.signalsBlocked(fi)
-	if req.Return && s.SignalsBlocked != "" {
+	// (a Go function's return goes at its exits: no instance to take)
+	if req.Return && s.SignalsBlocked != "" && !b.IsGoCode(fn.Addr) {
 		s.refuse(RuleSignalsBlocked, s.Addr, s.SignalsBlocked+": a return probe there would take its instance from the parent thread, whose memory the child shares")
 		return s
 	}

@@ -161,12 +161,13 @@ func TestGoInt3(t *testing.T) {
 	}
 }
 
-// TestGoCheck: check names the Go runtime's functions no probe may go in, and says
-// where a Go function's entry and return probes go.
+// TestGoCheck: check names the Go runtime's functions no probe may go in, says where
+// a Go function's entry and return probes go, and that Go's signal handler takes no
+// int3 (it runs with every signal blocked).
 func TestGoCheck(t *testing.T) {
 	prog := buildGoProg(t)
 	code, out, stderr := kp("check", "-e", "p:g/m runtime.morestack.abi0", "-e", "p:g/s runtime.systemstack.abi0", "-e", "p:g/x runtime.goexit.abi0",
-		"-e", "p:g/f main.fib", "-e", "r:g/r main.fib", prog)
+		"-e", "p:g/f main.fib", "-e", "r:g/r main.fib", "-e", "p:g/h runtime.sighandler", prog)
 	if code != 0 {
 		t.Fatalf("check: exit %d: %s", code, stderr)
 	}
@@ -175,6 +176,7 @@ func TestGoCheck(t *testing.T) {
 		"runtime.systemstack.abi0 switches between the goroutine's stack and the thread's g0 stack",
 		"runtime.goexit.abi0 every goroutine's first frame returns to goexit+1",
 		"note: go-stack-check-skip", "main.fib+0x6 [g/f]", "note: go-return-at-exits", "--exits: recorded at its 2 exits",
+		"note: signals-blocked at 0x", "(Go's signal handler, which runs with every signal blocked): only a jump-optimized probe",
 	} {
 		if !strings.Contains(out, w) {
 			t.Errorf("check does not say %q:\n%s", w, out)

@@ -91,6 +91,7 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 		}
 	}
 	if why := b.goNoProbeReason(fn.Addr); why != "" {
+		s.Offset = s.Addr - fn.Addr
 		s.refuse(RuleGoNoProbe, s.Addr, why)
 		return s
 	}

@@ -245,3 +245,31 @@ func main() {
 		t.Errorf("calls %v, lost %v; want 100 of each, none lost\n%s", calls, lost, rep)
 	}
 }
+
+// TestGoCountOnly: --count-only --calls 'main.*' on a Go program counts each call once
+// at the entry after the stack check and once at the exits, as the program counts
+// them.
+func TestGoCountOnly(t *testing.T) {
+	prog := buildGoProg(t)
+	out := prog + ".k"
+	rewriteWith(t, prog, out, nil, "--count-only", "--calls", "main.*")
+	trace := filepath.Join(t.TempDir(), "go.trace")
+	res := testprog.Same(t, prog, out, testprog.Cmd{Extra: []string{"KPREWRITE_TRACE=" + trace}}, nil)
+	want := goCounts(t, res.Stdout)
+	code, prof, stderr := kp("profile", trace)
+	if code != 0 {
+		t.Fatalf("profile: exit %d: %s", code, stderr)
+	}
+	hits := map[string]int{}
+	for _, l := range strings.Split(prof, "\n") {
+		if f := strings.Fields(l); len(f) == 3 {
+			hits[f[0]], _ = strconv.Atoi(f[1])
+		}
+	}
+	for fn, n := range want {
+		ev := strings.ReplaceAll(fn, ".", "_")
+		if hits[ev] != n || hits[ev+"__return"] != n {
+			t.Errorf("%s: %d entries and %d returns counted, the program counted %d\n%s", fn, hits[ev], hits[ev+"__return"], n, prof)
+		}
+	}
+}

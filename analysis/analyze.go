@@ -73,6 +73,7 @@ type Binary struct {
 	referenced []atomic.Bool
 	names      *funcNames    // retaddr.go
 	blocked    *blockedFuncs // blocked.go
+	goinfo     *goInfo       // golang.go
 }
 
 type codeSec struct {
@@ -118,7 +119,7 @@ func Analyze(f *elfio.File, opt Options) (*Binary, error) {
 	if w <= 0 {
 		w = runtime.GOMAXPROCS(0)
 	}
-	b := &Binary{File: f, workers: w, strictCalls: opt.StrictCalls, names: &funcNames{}, blocked: &blockedFuncs{}}
+	b := &Binary{File: f, workers: w, strictCalls: opt.StrictCalls, names: &funcNames{}, blocked: &blockedFuncs{}, goinfo: &goInfo{}}
 	b.detourLo, b.detourHi = DetourWindow(f)
 	b.copiedLo, b.copiedHi, b.copiedWhat = b.copiedCode()
 	b.secs = codeSections(f)

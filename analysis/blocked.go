@@ -18,7 +18,10 @@ import (
 // mask is restored (start_thread), clone's child. A dynamic program has none of that
 // code in the executable. Such a function gets a jump-optimized probe or none; its
 // return is not probed either: posix_spawn's child shares the parent's memory and
-// thread pointer, so return-probe instances it took would be the parent thread's.
+// thread pointer, so return-probe instances it took would be the parent thread's. A
+// Go program's runtime has such code too (its signal handlers, a new thread's start,
+// fork and exec); a Go function's return goes at its exits, with no instance, and
+// stays.
 
 // blockedRoots are where such code starts: with walk, every function reached from the
 // root through direct calls and jumps runs so too; otherwise the function alone.
@@ -38,6 +41,14 @@ var blockedRoots = []struct {
 	{"__clone3", "clone, whose child starts with the mask its parent blocked", false, false},
 	{"__clone_internal", "clone, whose child starts with the mask its parent blocked", false, false},
 	{"clone3", "clone, whose child starts with the mask its parent blocked", false, false},
+	// Go's runtime: its signal handlers run with every signal blocked (it sets a full
+	// sa_mask), and a new thread starts with every signal blocked until minit
+	{"runtime.sigtramp.abi0", "Go's signal handler, which runs with every signal blocked", true, false},
+	{"runtime.cgoSigtramp.abi0", "Go's signal handler, which runs with every signal blocked", true, false},
+	{"runtime.mstart.abi0", "a new Go thread's start, which runs with every signal blocked until minit", false, false},
+	{"runtime.mstart0", "a new Go thread's start, which runs with every signal blocked until minit", false, false},
+	{"runtime.clone.abi0", "clone, whose child starts with the mask its parent blocked", false, false},
+	{"syscall.forkAndExecInChild1", "Go's fork and exec, which runs with every signal blocked (runtime_BeforeFork) in the parent until the child is made, and in the child until its exec", true, false},
 }
 
 // signalsBlocked says why function fi runs with every signal blocked, or "".

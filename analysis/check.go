@@ -90,6 +90,18 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 			s.note(RuleEndbrSkip, fn.Addr, fmt.Sprintf("%s starts with endbr64: the probe goes at %#x", fn.Name, entry))
 		}
 	}
+	if why := b.goNoProbeReason(fn.Addr); why != "" {
+		s.Offset = s.Addr - fn.Addr
+		s.refuse(RuleGoNoProbe, s.Addr, why)
+		return s
+	}
+	// Go: an entry probe after the stack check, which morestack restarts
+	if s.Addr == fn.Addr && !req.Return {
+		if at, why := b.goEntry(fn.Addr, fn.Name, code); why != "" {
+			s.Addr = at
+			s.note(RuleGoStackCheck, fn.Addr, why)
+		}
+	}
 	s.Offset = s.Addr - fn.Addr
 	if s.Addr >= b.copiedLo && s.Addr < b.copiedHi {
 		s.refuse(RuleCopiedCode, s.Addr, fmt.Sprintf("%s is in %s", fn.Name, b.copiedWhat))
@@ -104,9 +116,14 @@ func (b *Binary) check(fi int, req SiteRequest) Site {
 		return s
 	}
 	s.SignalsBlocked = b.signalsBlocked(fi)
-	if req.Return && s.SignalsBlocked != "" {
+	// (a Go function's return goes at its exits: no instance to take)
+	if req.Return && s.SignalsBlocked != "" && !b.IsGoCode(fn.Addr) {
 		s.refuse(RuleSignalsBlocked, s.Addr, s.SignalsBlocked+": a return probe there would take its instance from the parent thread, whose memory the child shares")
 		return s
+	}
+	if req.Return && b.IsGoCode(fn.Addr) {
+		s.note(RuleGoReturn, s.Addr, fmt.Sprintf("%s is Go code: its return events go at its exits (recorded, or counted with --count-only), "+
+			"never by hooking its return address, which Go's stack copying and unwinder reject; refused where the exits cannot take them", fn.Name))
 	}
 	if req.Return {
 		if at, why, switched := b.returnSlotUse(fi, entry); switched {

@@ -8,6 +8,9 @@ const (
 	RuleNoFunction     = "no-function"             // refuse: code that belongs to no known function (PLT, stray bytes)
 	RuleCopiedCode     = "copied-code"             // refuse: the program copies this code and runs the copy (V8's embedded builtins)
 	RuleEndbrSkip      = "endbr64-skip"            // note: probe moved after the entry endbr64 (rule 1)
+	RuleGoStackCheck   = "go-stack-check-skip"     // note: an entry probe of a Go function moved after its stack check
+	RuleGoNoProbe      = "go-do-not-probe"         // refuse: a Go runtime function no probe may go in
+	RuleGoReturn       = "go-return-at-exits"      // note: a Go function's return probe goes at its exits, never hooked
 	RuleRetprobeEntry  = "retprobe-not-entry"      // refuse: a return probe must sit at a function entry
 	RuleRetprobeStart  = "retprobe-process-entry"  // refuse: the ELF entry point has no return address
 	RuleRetAddrUse     = "retprobe-return-address" // refuse: the function reads, pops or rewrites its own return address
@@ -60,6 +63,9 @@ var Rules = []RuleInfo{
 	{RuleNotCode, "site", "the address is not inside an executable section"},
 	{RuleNoFunction, "site", "the address is code but inside no known function (symbols, .eh_frame FDEs)"},
 	{RuleEndbrSkip, "1", "the function starts with endbr64: the probe goes after it"},
+	{RuleGoStackCheck, "note", "a Go function starts with its stack check (cmp against g's stack guard, jbe to a call of runtime.morestack that jumps back to the first byte): its entry probe goes after the check, so a call whose stack grows is counted once; the arguments are still in their registers there"},
+	{RuleGoReturn, "note", "a Go function's return events go at its exits (recorded as with --exits --exits-only, counted with --count-only) and are refused where the exits cannot take them: a hooked return address breaks Go's stack copying and unwinder (\"unexpected return pc\", then a crash)"},
+	{RuleGoNoProbe, "site", "a function of Go's runtime where no probe may go: the stack-growth entry (morestack), the scheduler's assembly that switches stacks (systemstack, mcall, gogo, asmcgocall, cgocallback), goexit, the program's start, the signal entry and return, asynchronous preemption"},
 	{RuleRetprobeEntry, "site", "a return probe must be placed at a function entry"},
 	{RuleRetprobeStart, "site", "the process entry point (_start) is jumped to by the kernel: (%rsp) is argc, not a return address"},
 	{RuleRetAddrUse, "site", "a return probe replaces the return address: the function reads, pops or rewrites that word itself (setjmp, vfork, __builtin_return_address)"},

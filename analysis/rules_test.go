@@ -842,6 +842,14 @@ func TestEveryRuleFires(t *testing.T) {
 	v8 := analyzeFile(t, build(t, copiedSrc, "c", "-O1", "-no-pie", "-fcf-protection=none"), Options{})
 	add(v8.Check(SiteRequest{Addr: symAddr(t, v8, "Builtins_Add")}))
 	skip := map[string]bool{}
+	if g := goToolBinary(t); g != nil { // Go's: the go tool's runtime and main
+		for _, r := range []SiteRequest{{Addr: symAddr(t, g, "runtime.morestack.abi0")}, {Addr: symAddr(t, g, "main.main")},
+			{Addr: symAddr(t, g, "main.main"), Return: true}} {
+			add(g.Check(r))
+		}
+	} else {
+		skip[RuleGoNoProbe], skip[RuleGoStackCheck], skip[RuleGoReturn] = true, true, true
+	}
 	for _, r := range Rules {
 		if !fired[r.ID] && !skip[r.ID] {
 			t.Errorf("rule %s never fired", r.ID)
@@ -854,12 +862,12 @@ func TestEveryRuleFires(t *testing.T) {
 	t.Logf("fired: %s", buf.String())
 }
 
-// TestGoexitReturnAddress: Go goroutines return to runtime.goexit+1, an address no
-// instruction of the binary names, so goexit's entry must never be jump-optimized.
-func TestGoexitReturnAddress(t *testing.T) {
+// goToolBinary analyses this machine's go tool, a Go program (nil when there is none).
+func goToolBinary(t *testing.T) *Binary {
+	t.Helper()
 	const goTool = "/usr/local/go/bin/go"
 	if _, err := os.Stat(goTool); err != nil {
-		t.Skip("no Go toolchain binary to analyse")
+		return nil
 	}
 	f, err := elfio.Open(goTool)
 	if err != nil {
@@ -869,13 +877,33 @@ func TestGoexitReturnAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !b.IsGo() {
+		t.Fatalf("%s is not taken for a Go program", goTool)
+	}
+	return b
+}
+
+// TestGoexitReturnAddress: Go goroutines return to runtime.goexit+1, an address no
+// instruction of the binary names, so goexit's entry must never be jump-optimized:
+// the do-not-probe list of Go's runtime refuses it, and without the list the
+// address-taken rule does.
+func TestGoexitReturnAddress(t *testing.T) {
+	b := goToolBinary(t)
+	if b == nil {
+		t.Skip("no Go toolchain binary to analyse")
+	}
 	fn, ok := b.Funcs.ByName("runtime.goexit.abi0")
 	if !ok {
 		t.Skip("runtime.goexit.abi0 not in the Go binary")
 	}
 	s := b.Check(SiteRequest{Addr: fn.Addr})
-	if s.Verdict == Optimize || !s.Has(RuleAddrTakenInDCR) {
+	if s.Verdict != Refuse || !s.Has(RuleGoNoProbe) {
 		t.Errorf("runtime.goexit: %s", s.String())
+	}
+	b.goinfo.noProbes = nil
+	s = b.Check(SiteRequest{Addr: fn.Addr})
+	if s.Verdict == Optimize || !s.Has(RuleAddrTakenInDCR) {
+		t.Errorf("runtime.goexit without the do-not-probe list: %s", s.String())
 	}
 }
 

@@ -40,15 +40,18 @@ const (
 // requests whose neighbourhood holds an exit site are analysed again, so no DCR
 // covers an exit site.
 func (p *planner) planExits() exitPlan {
-	if !p.opt.CountExits && !p.opt.TraceExits || p.opt.NoOptimize || p.opt.TraceExits && p.opt.VerifyRegions {
-		return exitPlan{whyNot: map[int]string{}}
-	}
 	pl := p.pl
 	whyNot := map[int]string{} // return requests whose exits are not looked for
 	near := func(a uint64) []uint64 { return neighbours(p.addrs, a) }
 	var cands []exitCand
 	for i, r := range pl.Requests {
 		if !r.Return || p.refused[i] {
+			continue
+		}
+		if why, ok := p.exitsAllowed(r); !ok {
+			if why != "" {
+				whyNot[i] = why
+			}
 			continue
 		}
 		if r.NeedPost {
@@ -65,7 +68,7 @@ func (p *planner) planExits() exitPlan {
 			exits = p.b.ExitsAfter // the records come after the code before the exit
 		}
 		sites, why := exits(entry, near)
-		if why == "" && p.opt.TraceExits && p.opt.ExitsOnly {
+		if why == "" && p.traced(r) && (p.opt.ExitsOnly || r.Go) {
 			why = tailCallHook(sites)
 		}
 		if why != "" {
@@ -79,7 +82,8 @@ func (p *planner) planExits() exitPlan {
 	stayEnd := map[uint64]uint64{} // entry -> the end of the DCR of the probes staying there
 	for j, r := range pl.Requests {
 		if !r.Return && !p.refused[j] && pl.Sites[j].Verdict == analysis.Optimize {
-			stayEnd[r.Addr] = max(stayEnd[r.Addr], r.Addr+uint64(pl.Sites[j].DCRLen))
+			// (the site may be after the requested entry: endbr64, Go's stack check)
+			stayEnd[r.Addr] = max(stayEnd[r.Addr], pl.Sites[j].Addr+uint64(pl.Sites[j].DCRLen))
 		}
 	}
 	deny := map[int]bool{}
@@ -114,6 +118,35 @@ func (p *planner) planExits() exitPlan {
 	return ex
 }
 
+// exitsAllowed says whether return request r may be placed at its function's exits
+// (ok), and when it may not, why, for a Go function's request, which is then refused
+// ("" for others, which hook their return address).
+func (p *planner) exitsAllowed(r Request) (string, bool) {
+	switch {
+	case !p.opt.CountExits && !p.opt.TraceExits && !r.Go:
+		return "", false
+	case p.opt.NoOptimize:
+		return goWhy(r, "--no-optimize: exits are counted or recorded by jump-optimized points only")
+	case p.traced(r) && p.opt.VerifyRegions:
+		return goWhy(r, "--verify-regions: returns are recorded at exits by jump-optimized points only")
+	}
+	return "", true
+}
+
+// goWhy is why for a Go function's request (refused), "" for another (hooked).
+func goWhy(r Request, why string) (string, bool) {
+	if r.Go {
+		return why, false
+	}
+	return "", false
+}
+
+// traced: return request r writes records at its exits (TraceExits, or a Go
+// function's return without CountExits).
+func (p *planner) traced(r Request) bool {
+	return !p.opt.CountExits && (p.opt.TraceExits || r.Go)
+}
+
 // chooseExits gives each candidate, in request order, its exits unless it is denied,
 // a request's address (other than its own entry) is on or before the ret of one of
 // them, one lies inside the DCR of the probes staying at its entry (stayEnd: entry ->
@@ -133,7 +166,7 @@ func (p *planner) chooseExits(cands []exitCand, deny map[int]bool, stayEnd map[u
 				ok = false
 			}
 			end := exitEnd(&s)
-			if p.opt.TraceExits {
+			if p.traced(p.pl.Requests[c.req]) {
 				// the detour runs a copy of everything up to the ret, the ret too
 				end = max(end, s.ExitInsn+1)
 			}

@@ -27,6 +27,10 @@ type Request struct {
 	// NoExit, for a return probe, says why it must hook the return address even with
 	// Options.TraceExits (a C handler, fetches at the entry).
 	NoExit string
+	// Go: a return probe of a Go function, whose return address may not be hooked
+	// (Go's stack copying and unwinder reject it): it is recorded at the function's
+	// exits (counted with CountExits) as with TraceExits and ExitsOnly, or refused.
+	Go bool
 	// Optional: a refusal leaves it out (Plan.Refused) as Options.SkipRefused does,
 	// without failing the plan (probes the rewrite made up itself, --calls).
 	Optional bool
@@ -400,12 +404,18 @@ func (p *planner) checkSites() {
 func (p *planner) group(ex exitPlan) (map[uint64][]int, error) {
 	pl := p.pl
 	notExits := map[int]error{}
-	if p.opt.ExitsOnly {
-		for i, why := range ex.whyNot {
-			s := &pl.Sites[i]
+	for i, why := range ex.whyNot {
+		s := &pl.Sites[i]
+		switch {
+		case pl.Requests[i].Go:
+			notExits[i] = fmt.Errorf("%s: %w at %#x (%s): %s (a Go function, whose return address is never hooked: "+
+				"Go's stack copying and unwinder fail on it): %s", pl.Requests[i].Name, ErrRefused, s.Addr, s.FuncName, RuleNotExits, why)
+		case p.opt.ExitsOnly:
 			notExits[i] = fmt.Errorf("%s: %w at %#x (%s): %s (--exits-only): %s", pl.Requests[i].Name, ErrRefused, s.Addr, s.FuncName, RuleNotExits, why)
-			p.refused[i] = true
+		default:
+			continue
 		}
+		p.refused[i] = true
 	}
 	for i, r := range pl.Requests {
 		pl.PointOf[i] = -1
@@ -432,7 +442,7 @@ func (p *planner) bySite(ex exitPlan) map[uint64][]int {
 	pl := p.pl
 	m := map[uint64][]int{}
 	for i := range pl.Requests {
-		if _, out := ex.whyNot[i]; p.refused[i] || (out && p.opt.ExitsOnly) {
+		if _, out := ex.whyNot[i]; p.refused[i] || (out && (p.opt.ExitsOnly || pl.Requests[i].Go)) {
 			continue
 		}
 		if sites := ex.of[i]; len(sites) > 0 {

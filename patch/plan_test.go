@@ -309,3 +309,44 @@ func TestPlanExitAtEntry(t *testing.T) {
 		t.Fatalf("--exits-only: refused %+v", pl.Refused)
 	}
 }
+
+// TestPlanGoReturn: a Go function's return probe (Request.Go) is recorded at its
+// exits without TraceExits or ExitsOnly, and refused, saying why, where it would hook
+// its return address: beside an entry probe whose region covers its exit, with
+// NoOptimize, with a fetch at the entry (NoExit).
+func TestPlanGoReturn(t *testing.T) {
+	p := buildPlanBin(t)
+	ret := Request{Name: "r", Addr: p.syms["f_plain"], Return: true, Go: true}
+	pl, err := MakePlan(p.b, []Request{ret}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt := pl.Points[pl.PointOf[0]]; !pt.Exit || !pt.Optimized() || pl.Kind(0) != "ro" {
+		t.Fatalf("point %#x exit=%v kind %q, want a jump-optimized exit", pt.Site, pt.Exit, pl.Kind(0))
+	}
+	noExit := ret
+	noExit.NoExit = "it fetches at the function's entry ($argN)"
+	rip := Request{Name: "r", Addr: p.syms["f_rip"], Return: true, Go: true}
+	for _, c := range []struct {
+		name string
+		reqs []Request
+		opt  Options
+		why  string
+	}{
+		{"entry probe over the exit", []Request{p.req("f_rip", 0), rip}, Options{}, whyExitTaken},
+		{"no-optimize", []Request{ret}, Options{NoOptimize: true}, "--no-optimize"},
+		{"entry fetch", []Request{noExit}, Options{}, "$argN"},
+	} {
+		c.opt.SkipRefused = true
+		pl, err := MakePlan(p.b, c.reqs, c.opt)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		r := len(c.reqs) - 1
+		if len(pl.Refused) != 1 || pl.Refused[0].Request != r || pl.PointOf[r] >= 0 ||
+			!strings.Contains(pl.Refused[0].Err.Error(), "a Go function, whose return address is never hooked") ||
+			!strings.Contains(pl.Refused[0].Err.Error(), c.why) {
+			t.Errorf("%s: refused %+v, want the return probe, saying %q", c.name, pl.Refused, c.why)
+		}
+	}
+}

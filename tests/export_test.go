@@ -130,7 +130,7 @@ func checkChrome(t *testing.T, data []byte) []chromeSlice {
 func reportCalls(t *testing.T, text string) (calls, lost map[string]int) {
 	t.Helper()
 	calls, lost = map[string]int{}, map[string]int{}
-	line := regexp.MustCompile(`^\s+\S+ \S+\s+\S+ \S+\s+(\d+)\s+\S+ \S+\s+\S+ \S+\s+\S+ \S+\s+(\S+)(?:\s+\((\d+) lost returns\))?$`)
+	line := regexp.MustCompile(`^\s+\S+ +\S+\s+\S+ +\S+\s+(\d+)\s+\S+ +\S+\s+\S+ +\S+\s+\S+ +\S+\s+(\S+)(?:\s+\((\d+) lost returns\))?$`) // ("1.234  s")
 	for _, l := range strings.Split(text, "\n")[2:] {
 		if l == "" {
 			continue

@@ -132,10 +132,6 @@ func listedEntries(t *testing.T, bin string) map[string]uint64 {
 	return m
 }
 
-// restartsAllowed is how many more entries than calls TestGoStripped accepts of a
-// function: morestack's restarts (2 of 6 runs had one).
-const restartsAllowed = 3
-
 // checkSays fails unless kprewrite check lists fn's entry at addr.
 func checkSays(t *testing.T, prog, fn string, addr uint64) {
 	t.Helper()
@@ -191,12 +187,10 @@ func TestGoStripped(t *testing.T) {
 			for _, l := range readTrace(t, tr, out) {
 				calls[l.Event]++
 			}
-			// Returns are exact. An entry probe sits before Go's stack check, so a
-			// function that morestack restarts (its stack grown, or the goroutine
-			// preempted there) is entered again: a few entries too many, until the
-			// entry event goes after the check (issue 48, item 1).
+			// Exact: the entry probe sits after Go's stack check, so a function
+			// morestack restarts is counted once.
 			for ev, n := range map[string]int{"main_fib": fibs, "main_square": squares, "main___acc__add": adds, "main_work": 4, "main_main": 1} {
-				if calls[ev+"__return"] != n || calls[ev] < n || calls[ev] > n+restartsAllowed {
+				if calls[ev+"__return"] != n || calls[ev] != n {
 					t.Errorf("%s: %d calls and %d returns traced, the program counted %d", ev, calls[ev], calls[ev+"__return"], n)
 				}
 			}
@@ -277,8 +271,8 @@ func TestGoRace(t *testing.T) {
 		if res.Exit != 66 || res.Stdout != "done\n" || !strings.Contains(res.Stderr, "WARNING: DATA RACE") {
 			t.Fatalf("%v: want the race reported (exit 66): %s", mode, res)
 		}
-		if n := len(readTrace(t, tr, out)); n < 2 || n > 2+restartsAllowed {
-			t.Fatalf("%v: %d calls of bump traced, want 2 (and morestack's restarts)", mode, n)
+		if n := len(readTrace(t, tr, out)); n != 2 {
+			t.Fatalf("%v: %d calls of bump traced, want 2", mode, n)
 		}
 	}
 }

@@ -90,6 +90,7 @@ type Builder struct {
 // opens or ends (none: instant).
 type eventRole struct {
 	ret   bool
+	movSP bool // the image's stacks move (a Go program): entry stack pointers are not compared
 	sites map[uint64]*Function
 	// site and fn are the one entry of sites when it has one (most events)
 	site uint64
@@ -171,7 +172,7 @@ func (b *Builder) role(image uint64, id uint32) *eventRole {
 	}
 	roles := make([]*eventRole, len(d.Events))
 	for i, e := range d.Events {
-		roles[i] = &eventRole{ret: e.Return, sites: map[uint64]*Function{}}
+		roles[i] = &eventRole{ret: e.Return, movSP: d.Go, sites: map[uint64]*Function{}}
 	}
 	addrs := make([]uint64, 0, len(pairs))
 	for a := range pairs {
@@ -274,7 +275,11 @@ func (b *Builder) Add(r *tracefile.Record) {
 				if er.ret {
 					role, c = b.ret(t, fn, r)
 				} else {
-					role, c = Entry, b.enter(t, fn, r)
+					sp := r.EntrySP
+					if er.movSP {
+						sp = 0
+					}
+					role, c = Entry, b.enter(t, fn, r, sp)
 				}
 			}
 		}
@@ -284,8 +289,10 @@ func (b *Builder) Add(r *tracefile.Record) {
 	}
 }
 
-func (b *Builder) enter(t *Thread, fn *Function, r *tracefile.Record) *Call {
-	if sp := r.EntrySP; sp != 0 {
+// enter opens fn's call on t; sp is the entry's stack pointer (0: unknown, or a Go
+// program's, whose stacks move).
+func (b *Builder) enter(t *Thread, fn *Function, r *tracefile.Record, sp uint64) *Call {
+	if sp != 0 {
 		// A call whose return-address word is below this entry's, or is this entry's
 		// (a call made from the same frame, unless it is a tail call from that one),
 		// has ended: a longjmp or an exception left it, or its return was not hooked
@@ -305,7 +312,7 @@ func (b *Builder) enter(t *Thread, fn *Function, r *tracefile.Record) *Call {
 	} else {
 		c = new(Call)
 	}
-	c.Func, c.Start, c.sp = fn, r.TsNs, r.EntrySP
+	c.Func, c.Start, c.sp = fn, r.TsNs, sp
 	t.Stack = append(t.Stack, c)
 	if b.OnEnter != nil {
 		b.OnEnter(t, c, r)

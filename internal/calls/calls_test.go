@@ -134,3 +134,35 @@ func TestBuilderEntrySP(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestBuilderGoStacks: in a Go program's image (Desc.Go) entry stack pointers are not
+// compared: a goroutine's stack that grew was copied to other addresses, higher ones
+// too, and the calls made there nest in the calls open on the old stack.
+func TestBuilderGoStacks(t *testing.T) {
+	d := desc()
+	d.Go = true
+	b := NewBuilder(tracefile.Descs{d.ImageID: d})
+	var log []string
+	b.OnExit = func(th *Thread, c *Call, r *tracefile.Record) {
+		log = append(log, fmt.Sprintf("%s[%d-%d lost %v]", c.Func.Name, c.Start, c.End, c.Lost))
+	}
+	at := func(r *tracefile.Record, sp uint64) *tracefile.Record {
+		r.EntrySP = sp
+		return r
+	}
+	for _, r := range []*tracefile.Record{
+		at(rec(d, "f", 1, 10), 0x1000),
+		at(rec(d, "g", 1, 11), 0xf00),
+		at(rec(d, "h", 1, 12), 0x8f00), // the stack was copied higher: still g's callee
+		rec(d, "h_ret", 1, 13),
+		rec(d, "g_ret", 1, 14),
+		rec(d, "f_ret", 1, 15),
+	} {
+		b.Add(r)
+	}
+	b.Finish()
+	want := "h[12-13 lost false] g[11-14 lost false] f[10-15 lost false]"
+	if got := strings.Join(log, " "); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -191,6 +191,10 @@ func printExits(w io.Writer, done string, ex *CheckExits) {
 		fmt.Fprintf(w, "      %s at its %s %s\n", done, what, strings.Join(ex.Sites, " "))
 	default:
 		opt, _, _ := strings.Cut(done, ":")
+		if strings.HasPrefix(ex.Reason, "refused ") { // a Go function's: never hooked
+			fmt.Fprintf(w, "      %s: %s\n", opt, ex.Reason)
+			return
+		}
 		fmt.Fprintf(w, "      %s: hooks the return address: %s\n", opt, ex.Reason)
 	}
 }

@@ -115,8 +115,23 @@ func checkDef(bin *analysis.Binary, defs []probedefs.Probe, i int) CheckedSite {
 		cs.TraceExits, cs.TraceWhy = bin.ExitsAfter(cs.Addr, othersAt)
 		sortSites(cs.TraceExits)
 	}
+	if bin.IsGoCode(cs.Addr) { // never hooked: refused instead
+		cs.ExitsWhy, cs.TraceWhy = goRefused(cs.ExitsWhy), goRefused(cs.TraceWhy)
+	}
 	return cs
 }
+
+// goRefused is why a Go function's return probe is refused ("" stays "").
+func goRefused(why string) string {
+	if why == "" {
+		return ""
+	}
+	return GoRefusedPrefix + why
+}
+
+// GoRefusedPrefix starts the reason a Go function's return probe cannot go at its
+// exits: it is refused, never hooked.
+const GoRefusedPrefix = "refused (a Go function's return address is never hooked): "
 
 func sortSites(s []analysis.Site) {
 	sort.Slice(s, func(i, j int) bool { return s[i].Addr < s[j].Addr })

@@ -73,7 +73,6 @@ func (g *gen) prepare() error {
 		return err
 	}
 	g.warnUnreferencedReturns()
-	g.warnGoReturns()
 	g.markLive()
 	if err := g.planStaticSigGuard(); err != nil {
 		return fmt.Errorf("%s: signal guard: %w", f.Path, err)
@@ -88,6 +87,10 @@ func (g *gen) prepare() error {
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
 	g.addStaticSlots()
+	var err error
+	if g.goSig, err = g.goSigtrapEdit(); err != nil {
+		return err
+	}
 	g.b, g.opt.Analysis = nil, nil
 	return nil
 }
@@ -354,6 +357,9 @@ func (g *gen) collectEdits(a *assembly) error {
 		if err := g.plan.AddEdits("dynamic section", ps); err != nil {
 			return err
 		}
+	}
+	if err := g.plan.AddEdits("Go's SIGTRAP entry in runtime.sigtable", g.goSig); err != nil {
+		return err
 	}
 	if g.anyRet || g.dcrs.anyDetour {
 		ps, err := g.f.ClearShadowStack()

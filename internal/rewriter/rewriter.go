@@ -152,7 +152,7 @@ func Rewrite(f *elfio.File, probes []probedefs.Probe, opt Options) (*Result, err
 		}
 		// a C handler's post_handler needs the probed instruction single-stepped
 		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return, NeedPost: p.Handler != nil && p.Handler.Post,
-			Optional: p.Optional, NoExit: probedefs.NoExit(p)}
+			Optional: p.Optional, NoExit: probedefs.NoExit(p), Go: p.Def.Return && b.IsGoCode(p.Addr)}
 	}
 	excl, err := patch.ParseExcludes(opt.Exclude, b.Funcs)
 	if err != nil {
@@ -247,8 +247,9 @@ type gen struct {
 	desc    *tracefile.Desc
 	anyRet  bool
 	symbols map[string]uint64
-	hrefs   []handlerRef // C handler probes in the tables (handlers.go)
-	hooks   sigHooks     // a static program's redirected signal functions (sigstatic.go)
+	hrefs   []handlerRef  // C handler probes in the tables (handlers.go)
+	hooks   sigHooks      // a static program's redirected signal functions (sigstatic.go)
+	goSig   []elfio.Patch // a Go program's SIGTRAP entry in runtime.sigtable, with int3 points (gosig.go)
 	// fastRead: fetch arguments or C handlers read memory, so the signal guard should
 	// cover SIGSEGV and SIGBUS for the runtime's fault-catching reads (sigguard.go)
 	fastRead bool
@@ -292,7 +293,7 @@ func (g *gen) makeEvents() error {
 	case "counter":
 		g.tables.Flags |= kprt.HFClockCounter
 	}
-	g.desc = &tracefile.Desc{Input: filepath.Base(g.f.Path), PIE: g.f.IsPIE(), TracePath: g.opt.TracePath}
+	g.desc = &tracefile.Desc{Input: filepath.Base(g.f.Path), PIE: g.f.IsPIE(), TracePath: g.opt.TracePath, Go: g.b.IsGo()}
 	live := g.liveEvents(targets)
 	g.live = live
 	needSyms := false
@@ -921,25 +922,6 @@ func (g *gen) warnUnreferencedReturns() {
 	g.warnings = append(g.warnings, fmt.Sprintf("return probes on %s%s: nothing calls these functions or takes their address; "+
 		"if one is a fragment of another function (a .cold part, a shared epilogue), the word at its stack pointer is no return address and hooking it breaks the program",
 		strings.Join(names, ", "), more))
-}
-
-// warnGoReturns warns when a Go program gets return probes that hook the return
-// address: Go's stack copying and unwinder reject a return address that is not in a Go
-// function (the kernel's uretprobes break Go programs the same way).
-func (g *gen) warnGoReturns() {
-	if g.f.Section(".gopclntab") == nil && g.f.Section(".go.buildinfo") == nil {
-		return
-	}
-	n := 0
-	for i, p := range g.probes {
-		if pi := g.plan.PointOf[i]; p.Def.Return && pi >= 0 && !g.plan.Points[pi].Exit {
-			n++
-		}
-	}
-	if n > 0 {
-		g.warnings = append(g.warnings, fmt.Sprintf("a Go program with %d return probes that hook the return address: "+
-			"Go's stack growth and unwinder fail on it; record or count returns at their exits instead (--exits --exits-only, or --count-only --exits-only)", n))
-	}
 }
 
 // spareDataSize is the per-instance data a prepared function's return placeholder

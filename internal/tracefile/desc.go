@@ -61,6 +61,10 @@ type Desc struct {
 	// Synthetic are the image's synthetic events (hist triggers' onmatch() targets)
 	// and their histograms.
 	Synthetic []DescSynthetic `json:"synthetic,omitempty"`
+	// Go: the image is a Go program, whose goroutine stacks move (runtime.morestack
+	// copies a stack that grows) and share threads: an entry's stack pointer says
+	// nothing about which calls have ended (internal/calls).
+	Go bool `json:"go,omitempty"`
 
 	tablesAddr uint64
 	nLive      int // events added from the trace file's live-event frames (at the end)

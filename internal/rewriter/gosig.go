@@ -43,25 +43,20 @@ func (g *gen) goSigtrapEdit() ([]elfio.Patch, error) {
 	if !int3 {
 		return nil, nil
 	}
-	var tab *elfio.Symbol
-	for i := range g.f.Symbols {
-		if s := &g.f.Symbols[i]; s.Name == "runtime.sigtable" && s.Shndx != 0 {
-			tab = s
-		}
-	}
+	tab, ok := g.f.GoSigtable()
 	const fix = "use --optimized-only, which places no int3"
-	if tab == nil {
-		return nil, fmt.Errorf("%s: a Go program without the symbol runtime.sigtable (stripped?): its runtime would take over SIGTRAP and "+
+	if !ok {
+		return nil, fmt.Errorf("%s: a Go program whose runtime.sigtable is not found (no symbol, and no one table of the runtime's signal names): its runtime would take over SIGTRAP and "+
 			"die at the first int3 probe; %s", g.f.Path, fix)
 	}
-	addr := tab.Value + goSIGTRAP*goSigtabEntry
+	addr := tab + goSIGTRAP*goSigtabEntry
 	b, err := g.f.Bytes(addr, 4)
-	if err != nil || tab.Size < (goSIGTRAP+1)*goSigtabEntry {
-		return nil, fmt.Errorf("%s: runtime.sigtable at %#x: SIGTRAP's entry cannot be read; %s", g.f.Path, tab.Value, fix)
+	if err != nil {
+		return nil, fmt.Errorf("%s: runtime.sigtable at %#x: SIGTRAP's entry cannot be read; %s", g.f.Path, tab, fix)
 	}
 	if v := binary.LittleEndian.Uint32(b); v != goSigtrapFlags {
 		return nil, fmt.Errorf("%s: runtime.sigtable at %#x: SIGTRAP's flags are %#x, not the %#x of the Go runtimes known (_SigThrow|_SigUnblock); %s",
-			g.f.Path, tab.Value, v, goSigtrapFlags, fix)
+			g.f.Path, tab, v, goSigtrapFlags, fix)
 	}
 	return []elfio.Patch{{Addr: addr, Bytes: binary.LittleEndian.AppendUint32(nil, goSigtrapOurs)}}, nil
 }

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "ee9db696c3bd398cd229326824d8708b3f1406394c9de11006e43f1612ad67a2"
+const ObjectSHA256 = "913f2b4613a92d382ae9e9e8d329674622fc96eea60e69bb14d745b16e1e8ce5"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/tracectl"
 )
 
@@ -19,7 +20,8 @@ import (
 // (--prepare), or removes one added so (-:[GRP/]EV). Without a DEF it lists the events
 // added. The programs arm and disarm the sites within milliseconds.
 func runProbe(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("probe", "probe TARGET [DEF...]", stdout)
+	fs := helpFlagSet("probe", "probe [--startup] TARGET [DEF...]", stdout)
+	startup := fs.Bool("startup", false, "add the events of the environment's "+bootEnv+" (the kernel's kprobe_event= boot parameter: ';' between definitions, ',' for spaces), each that fails said on stderr and skipped; a rewritten program's runtime runs this at start-up, before main")
 	if err := fs.Parse(args); err != nil { // (a DEF may start with '-': flags only before TARGET)
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -35,6 +37,12 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
+	if *startup {
+		if len(pos) > 1 {
+			return usageErr("--startup takes its definitions from %s, not the command line", bootEnv)
+		}
+		return addBootEvents(f, path, os.Getenv(bootEnv), stderr)
+	}
 	if len(pos) == 1 {
 		return printLive(f, stdout)
 	}
@@ -56,6 +64,45 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s: %s/%s (%s): added\n", path, e.Group, e.Name, e.Image)
 	}
 	waitApplied(f, path, stderr)
+	return nil
+}
+
+// bootEnv is the environment variable whose events a rewritten program adds at
+// start-up (runtime/src/rt_liveboot.c runs probe --startup)
+const bootEnv = "KPREWRITE_EVENTS"
+
+// bootDefs splits a kprobe_event= value into definitions as the kernel's
+// setup_boot_kprobe_events does: every ',' a space, ';' between definitions
+func bootDefs(v string) []string {
+	var defs []string
+	for _, d := range strings.Split(strings.ReplaceAll(v, ",", " "), ";") {
+		if d = strings.TrimSpace(d); d != "" {
+			defs = append(defs, d)
+		}
+	}
+	return defs
+}
+
+// addBootEvents adds the events of a kprobe_event= value to the trace file at path, as
+// the kernel adds its boot events: one that fails is said and skipped, and one whose
+// name the file has already (a process of the same run added it) is left as it is. It
+// does not wait for the programs to apply them: the program that runs it is waiting
+// for it, and applies them once it returns.
+func addBootEvents(f *tracectl.File, path, v string, stderr io.Writer) error {
+	have := map[string]bool{}
+	if evs, err := f.Live(); err == nil {
+		for _, e := range evs {
+			have[e.Group+"/"+e.Name] = !e.Gone
+		}
+	}
+	for _, def := range bootDefs(v) {
+		if g, n := liveDefName(def); have[g+"/"+n] {
+			continue
+		}
+		if _, err := f.AddLive(def); err != nil {
+			fmt.Fprintf(stderr, "kprewrite: %s: %s: %v: not added\n", bootEnv, def, err)
+		}
+	}
 	return nil
 }
 
@@ -140,4 +187,14 @@ func traceTarget(target string) (string, error) {
 		return target, nil
 	}
 	return tracectl.TracePathOf(pid)
+}
+
+// liveDefName is a definition's group and event ("" when it does not parse: adding
+// it says why)
+func liveDefName(def string) (string, string) {
+	p, err := eventdef.Parse(def)
+	if err != nil {
+		return "", ""
+	}
+	return p.Group, p.Event
 }

@@ -707,6 +707,9 @@ int kprw_live_wants(u32 pi); /* rt_livedef.c: spare probe pi has events now */
 int kprw_live_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, struct kprw_tctx *c);
 void kprw_livedef_init(void);
 void kprw_livedef_sync(void);
+int kprw_livedef_boot_wanted(void);
+/* rt_liveboot.c: KPREWRITE_EVENTS added by the tool before main */
+void kprw_live_boot(char **envp, const char *events, const char *tool, const char *path);
 int kprw_live_kick(void); /* rt_live.c: the live-probe thread reconciles now (0), or there is none */
 
 

@@ -891,6 +891,7 @@ static void start_early(const struct kprw_header *h, char **envp)
 	sw_sigguard = getenv_(envp, "KPREWRITE_SIGGUARD");
 	sw_safe_read = getenv_(envp, "KPREWRITE_SAFE_READ");
 	arm_detours();
+	kprw_live_boot(envp, getenv_(envp, "KPREWRITE_EVENTS"), getenv_(envp, "KPREWRITE_TOOL"), getenv_(envp, "PATH"));
 	kprw_live_init();
 	kprw_rt.trace_path_shown = path;
 	kprw_rt.init_done = 1;

@@ -165,6 +165,20 @@ bad:
 	kprw_puts("kprewrite: a live-event frame of the trace file is malformed: its events are not added\n");
 }
 
+/* kprw_livedef_boot_wanted says whether this image has prepared sites and no live frame
+ * in the trace file yet: start-up events (rt_liveboot.c) are added for it */
+int kprw_livedef_boot_wanted(void)
+{
+	u32 n = 0;
+	for (u32 i = 0; i < kprw_rt.nprobes && !n; i++)
+		n += spare(i);
+	if (!n || !kprw_rt.trace)
+		return 0;
+	struct kprw_ctlframe h;
+	return newest_live((const u8 *)kprw_rt.trace, kprw_rt.trace_mapped,
+			   __atomic_load_n(&kprw_rt.trace->ctl_last, __ATOMIC_ACQUIRE), &h) == 0;
+}
+
 /* kprw_live_wants says whether spare probe pi has events now */
 int kprw_live_wants(u32 pi)
 {

@@ -630,15 +630,16 @@ type RawCtlEnt struct {
 }
 
 // RawLiveEnt is struct kprw_liveent: one event of a live-event frame, followed by its
-// fetch program and its definition's text, each padded to 8.
+// fetch program, its definition's text (then a newline and its filter's expression
+// when it has one) and its filter program, each padded to 8.
 type RawLiveEnt struct {
-	Probe    uint32 `c:"probe"`
-	ID       uint32 `c:"id"`
-	FetchLen uint32 `c:"fetch_len"`
-	TextLen  uint32 `c:"text_len"`
-	HitsOff  uint64 `c:"hits_off"`
-	Flags    uint32 `c:"flags"`
-	Reserved uint32 `c:"reserved"`
+	Probe     uint32 `c:"probe"`
+	ID        uint32 `c:"id"`
+	FetchLen  uint32 `c:"fetch_len"`
+	TextLen   uint32 `c:"text_len"`
+	HitsOff   uint64 `c:"hits_off"`
+	Flags     uint32 `c:"flags"`
+	FilterLen uint32 `c:"filter_len"` // its filter program's bytes (0: none)
 }
 
 // RawTraceHeader is struct kprw_trace_hdr, the first 4096 bytes of a trace file.

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "913f2b4613a92d382ae9e9e8d329674622fc96eea60e69bb14d745b16e1e8ce5"
+const ObjectSHA256 = "b87c0549e0af9ccc45e5a8c9d1129b054ef614c8c7cfd6912497ece919fd865a"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -269,3 +269,43 @@ func (p *phased) finish(t *testing.T, want string) {
 		t.Errorf("the program: %v, stderr %q", err, p.stderr.String())
 	}
 }
+
+// TestLiveFilter: `kprewrite filter FILE EV EXPR` on an event added at run time: the
+// program records only the hits the filter accepts while it is set, every hit is
+// counted, `filter FILE EV` shows it, and `0` removes it.
+func TestLiveFilter(t *testing.T) {
+	prog := testprog.Build(t, livePhasedSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "live.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, nil, "--prepare", "work")
+	addr, orig := siteOf(t, prog, "work")
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	run := func(args ...string) string { t.Helper(); return kpOK(t, args...) }
+	p.step(t, 0)
+	run("probe", tr, "p:t/n work a=%di:s64 b=%si:s64")
+	waitByte(t, p.cmd.Process.Pid, bin, addr, liveKinds[1].armed) // (jump: the default)
+	if out := run("filter", tr, "t/n", "a >= 40 && b == 1"); !strings.Contains(out, "filter a >= 40 && b == 1 (was none)") {
+		t.Fatalf("filter: %q", out)
+	}
+	if out := run("filter", tr, "t/n"); !strings.Contains(out, "t/n (prog): a >= 40 && b == 1") {
+		t.Fatalf("filter shown: %q", out)
+	}
+	p.next(t, 1) // 100 calls, a = 0..99, b = 1: 60 accepted
+	run("filter", tr, "t/n", "0")
+	p.next(t, 2) // 50 calls, all recorded
+	run("probe", tr, "-:t/n")
+	waitByte(t, p.cmd.Process.Pid, bin, addr, orig)
+	p.next(t, 3)
+	var got []string
+	for _, l := range readTrace(t, tr, bin) {
+		got = append(got, strings.TrimSpace(l.Args))
+	}
+	if len(got) != 110 || got[0] != "a=40 b=1" || got[59] != "a=99 b=1" || got[60] != "a=0 b=2" || got[109] != "a=49 b=2" {
+		t.Fatalf("%d records (want 110: a=40..99 of phase 1, then phase 2's 50): %v", len(got), got)
+	}
+	if _, list, _ := kp("probe", tr); !strings.Contains(list, "150 hits") {
+		t.Errorf("probe: %q, want 150 hits (the filter refuses records, not hits)", list)
+	}
+	p.finish(t, "sum 19700")
+}

@@ -182,7 +182,10 @@ func editControls(name, usage string, args []string, stdout io.Writer,
 
 // runFilter is `kprewrite filter FILE EVENT [EXPR]`: the events' filter file, for every
 // program writing into the trace file, running or to come.
-func runFilter(args []string, stdout, _ io.Writer) error {
+func runFilter(args []string, stdout, stderr io.Writer) error {
+	if done, err := liveFilter(args, stdout, stderr); done {
+		return err
+	}
 	return editControls("filter", "a filter EXPR (0 removes it; none prints it)", args, stdout,
 		func(_ *tracectl.File, c *tracectl.Controls, ev tracectl.Event, expr *string) (func(), error) {
 			get, set := c.Filter, c.SetFilter
@@ -452,6 +455,55 @@ func synthSpec(d *tracefile.Desc, spec, what string, k int, bin string, apply fu
 	}
 	if !found {
 		return true, fmt.Errorf("--%s %q: %s has no event %s", what, spec, bin, target)
+	}
+	return true, nil
+}
+
+// liveFilter is `kprewrite filter FILE EVENT [EXPR]` for events added at run time
+// (kprewrite probe), when EVENT names such events and none of the rewrite's: done
+// says it was (its error is the command's).
+func liveFilter(args []string, stdout, stderr io.Writer) (done bool, err error) {
+	if len(args) != 2 && len(args) != 3 || strings.HasPrefix(args[0], "-") {
+		return false, nil
+	}
+	f, err := tracectl.Open(args[0])
+	if err != nil {
+		return false, nil // (editControls says why)
+	}
+	defer f.Close()
+	if evs, err := f.Events(args[1]); err == nil && len(evs) > 0 {
+		return false, nil
+	}
+	live, err := f.Live()
+	if err != nil {
+		return false, nil
+	}
+	var match []tracectl.LiveEvent
+	for _, e := range live {
+		if !e.Gone && eventdef.MatchesName(args[1], e.Group, e.Name) {
+			match = append(match, e)
+		}
+	}
+	if len(match) == 0 {
+		return false, nil
+	}
+	if len(args) == 2 {
+		for _, e := range match {
+			fmt.Fprintf(stdout, "%s/%s (%s): %s\n", e.Group, e.Name, e.Image, orNone(e.Filter()))
+		}
+		return true, nil
+	}
+	changed, err := f.SetLiveFilter(args[1], args[2])
+	if err != nil {
+		return true, fmt.Errorf("%s: %w", args[0], err)
+	}
+	waitApplied(f, args[0], stderr)
+	for _, e := range changed {
+		now := strings.TrimSpace(args[2])
+		if now == "0" {
+			now = ""
+		}
+		fmt.Fprintf(stdout, "%s/%s (%s): filter %s (was %s)\n", e.Group, e.Name, e.Image, orNone(now), orNone(e.Filter()))
 	}
 	return true, nil
 }

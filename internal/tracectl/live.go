@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/evfilter"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
@@ -296,3 +297,75 @@ func (f *File) writeLive(fd *os.File, d *tracefile.Desc, coff, csize, at uint64,
 
 // ImageIndex is the index of the event's image among the file's (Descs).
 func (e LiveEvent) ImageIndex() int { return e.img }
+
+// SetLiveFilter gives the events added at run time that match pattern (EVENT,
+// GROUP/EVENT, GROUP/*) the filter expr, in the kernel's grammar over each event's own
+// fields ("0" removes it, as writing 0 into the kernel's filter file does): the
+// programs record only the hits it accepts; every hit is still counted. It returns the
+// events changed, their Filter the expression they had.
+func (f *File) SetLiveFilter(pattern, expr string) ([]LiveEvent, error) {
+	evs, err := f.Live()
+	if err != nil {
+		return nil, err
+	}
+	var out []LiveEvent
+	set := map[int]map[uint32][]byte{}
+	for _, e := range evs {
+		if e.Gone || !eventdef.MatchesName(pattern, e.Group, e.Name) {
+			continue
+		}
+		prog, err := liveFilterProgram(f.images[e.img].desc, e, expr)
+		if err != nil {
+			return nil, err
+		}
+		if set[e.img] == nil {
+			set[e.img] = map[uint32][]byte{}
+		}
+		set[e.img][e.ID] = prog
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no event %s was added at run time", f.Path, pattern)
+	}
+	for k, progs := range set {
+		err := f.commitLive(k, func(cur []tracefile.LiveEvent, _ uint32, _ uint64) ([]tracefile.LiveEvent, error) {
+			next := append([]tracefile.LiveEvent(nil), cur...)
+			for i := range next {
+				if prog, ok := progs[next[i].ID]; ok {
+					next[i].Filter, next[i].FilterText = prog, strings.TrimSpace(expr)
+					if prog == nil {
+						next[i].FilterText = ""
+					}
+				}
+			}
+			return next, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// liveFilterProgram compiles expr against live event e's fields (nil for "0": none)
+func liveFilterProgram(d *tracefile.Desc, e LiveEvent, expr string) ([]byte, error) {
+	if strings.TrimSpace(expr) == "0" {
+		return nil, nil
+	}
+	p, err := eventdef.Parse(e.Def)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
+	}
+	var syms evfilter.Symbols = noSymbols{} // (a filter naming a function is refused)
+	if len(d.Symbols) > 0 {
+		syms = descSymbols(d.Symbols)
+	}
+	flt, err := evfilter.Parse(expr, evfilter.Fields(p), syms)
+	if err != nil {
+		return nil, evfilter.EventError(e.Group, e.Name, err)
+	}
+	return flt.Program(), nil
+}
+
+// Filter is the event's filter expression ("" for none).
+func (e LiveEvent) Filter() string { return e.ent.FilterText }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -31,6 +32,10 @@ type LiveEvent struct {
 	HitsOff uint64 // file offset of its hit count
 	Def     string // its definition, as given
 	Fetch   []byte // its fetch program (internal/eventdef)
+	// Filter is its filter's program (internal/evfilter; nil: none), FilterText the
+	// expression it was compiled from (kprewrite filter)
+	Filter     []byte
+	FilterText string
 }
 
 const (
@@ -52,17 +57,22 @@ func (fr *LiveFrame) Encode() []byte {
 		var h [liveEntHdr]byte
 		binary.LittleEndian.PutUint32(h[0:], e.Probe)
 		binary.LittleEndian.PutUint32(h[4:], e.ID)
+		text := e.Def
+		if e.Filter != nil {
+			text += "\n" + e.FilterText
+		}
 		binary.LittleEndian.PutUint32(h[8:], uint32(len(e.Fetch)))
-		binary.LittleEndian.PutUint32(h[12:], uint32(len(e.Def)))
+		binary.LittleEndian.PutUint32(h[12:], uint32(len(text)))
 		binary.LittleEndian.PutUint64(h[16:], e.HitsOff)
 		if e.Return {
 			binary.LittleEndian.PutUint32(h[24:], kprt.LEReturn)
 		}
+		binary.LittleEndian.PutUint32(h[28:], uint32(len(e.Filter)))
 		b = append(b, h[:]...)
-		b = append(b, e.Fetch...)
-		b = append(b, make([]byte, pad8len(len(e.Fetch)))...)
-		b = append(b, e.Def...)
-		b = append(b, make([]byte, pad8len(len(e.Def)))...)
+		for _, part := range [][]byte{e.Fetch, []byte(text), e.Filter} {
+			b = append(b, part...)
+			b = append(b, make([]byte, pad8len(len(part)))...)
+		}
 	}
 	binary.LittleEndian.PutUint32(b[24:], uint32(len(b)))
 	return b
@@ -92,8 +102,9 @@ func DecodeLiveFrame(b []byte) (*LiveFrame, int, error) {
 		}
 		h := b[off : off+liveEntHdr]
 		fl, tl := int(binary.LittleEndian.Uint32(h[8:])), int(binary.LittleEndian.Uint32(h[12:]))
+		pl := int(binary.LittleEndian.Uint32(h[28:]))
 		off += liveEntHdr
-		if fl > size || tl > size || off+fl+pad8len(fl)+tl+pad8len(tl) > size {
+		if fl > size || tl > size || pl > size || off+fl+pad8len(fl)+tl+pad8len(tl)+pl+pad8len(pl) > size {
 			return nil, 0, fmt.Errorf("%w: event %d runs past the frame", ErrLiveFrame, k)
 		}
 		e := LiveEvent{Probe: binary.LittleEndian.Uint32(h), ID: binary.LittleEndian.Uint32(h[4:]),
@@ -102,6 +113,11 @@ func DecodeLiveFrame(b []byte) (*LiveFrame, int, error) {
 		off += fl + pad8len(fl)
 		e.Def = string(b[off : off+tl])
 		off += tl + pad8len(tl)
+		if pl > 0 {
+			e.Def, e.FilterText, _ = strings.Cut(e.Def, "\n")
+			e.Filter = b[off : off+pl]
+			off += pl + pad8len(pl)
+		}
 		fr.Events = append(fr.Events, e)
 	}
 	return fr, size, nil

@@ -662,7 +662,9 @@ struct kprw_liveent {
 	kprw_u32 text_len;  /* bytes of its definition (no NUL) */
 	kprw_u64 hits_off;  /* file offset of its u64 hit count, in the counters area */
 	kprw_u32 flags;     /* KPRW_LE_* */
-	kprw_u32 reserved;
+	kprw_u32 filter_len; /* bytes of its filter program (internal/evfilter; 0: none), after
+	                        the definition; the definition's text is followed by a newline
+	                        and the filter's expression when it has one (was reserved, 0) */
 };
 #define KPRW_LE_RETURN 0x1 /* a return event (r:): its probe is a kretprobe */
 #define KPRW_RSEQ_MAXCPU 254 /* per-CPU counting with at most this many possible CPUs */

@@ -26,6 +26,7 @@ struct kprw_livedef {
 	u32 fetch_len;
 	long fixed; /* kprw_fetch_fixed_size: its data's size, -1 when it varies */
 	u64 *hits;  /* in the trace file: every hit of the event */
+	const struct kprw_fprog *filter; /* its filter (kprewrite filter), NULL: none */
 };
 
 struct kprw_livelist {
@@ -83,9 +84,9 @@ static int ent_ok(const u8 *f, u32 size, u32 *off, const struct kprw_liveent **e
 	if (*off > size || size - *off < sizeof(struct kprw_liveent))
 		return 0;
 	const struct kprw_liveent *le = (const struct kprw_liveent *)(f + *off);
-	u64 end = *off + sizeof *le + (u64)pad8(le->fetch_len) + pad8(le->text_len);
-	if (le->fetch_len > size || le->text_len > size || end > size || le->probe >= kprw_rt.nprobes ||
-	    !spare(le->probe))
+	u64 end = *off + sizeof *le + (u64)pad8(le->fetch_len) + pad8(le->text_len) + pad8(le->filter_len);
+	if (le->fetch_len > size || le->text_len > size || le->filter_len > size || end > size ||
+	    le->probe >= kprw_rt.nprobes || !spare(le->probe))
 		return 0;
 	int ret = kprw_rt.probes[le->probe].type == KPRW_T_KRETPROBE;
 	if (ret != !!(le->flags & KPRW_LE_RETURN))
@@ -125,6 +126,15 @@ static struct kprw_livelist **build(const u8 *f, u32 size, u32 n)
 		d->hits = (u64 *)((u8 *)kprw_rt.trace + le->hits_off);
 		if (d->fixed > KPRW_MAX_REC_DATA)
 			return NULL;
+		d->filter = NULL;
+		if (le->filter_len) { /* after the fetch program and the text */
+			const u8 *prog = d->fetch + pad8(le->fetch_len) + pad8(le->text_len);
+			u32 sz = kprw_filter_size(prog, le->filter_len);
+			struct kprw_fprog *fp = sz ? kprw_mmap_anon(sz) : NULL;
+			if (!fp || kprw_filter_compile(prog, le->filter_len, fp) != 0)
+				return NULL;
+			d->filter = fp;
+		}
 	}
 	return ls;
 }
@@ -188,6 +198,27 @@ int kprw_live_wants(u32 pi)
 	       __atomic_load_n(&kprw_rt.live_lists[pi], __ATOMIC_ACQUIRE) != NULL;
 }
 
+/* live_refused says whether event d's filter refuses the hit whose data (dlen bytes
+ * at data) is fetched: the common fields as the rewrite's events' filters see them */
+static int live_refused(const struct kprw_livedef *d, u32 pi, const u8 *data, u32 dlen, u64 ret_ip,
+			const struct who *w)
+{
+	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	struct kprw_fenv fe;
+	kprw_memset(&fe, 0, sizeof fe);
+	fe.data = data;
+	fe.dlen = dlen;
+	fe.tid = w->tid;
+	fe.comm = w->comm;
+	fe.type = d->id;
+	fe.ip = kprw_rt.points[p->point].site + kprw_rt.bias;
+	fe.ret_ip = ret_ip;
+	fe.bias = kprw_rt.bias;
+	fe.ts = w->now;
+	fe.cpu = (d->filter->needs & KPRW_FNEED_CPU) ? kprw_cpu_fast() : 0;
+	return !kprw_filter_match(d->filter, &fe);
+}
+
 /* live_record writes event d's record of a hit of spare probe pi */
 static void live_record(u32 pi, const struct kprw_livedef *d, struct pt_regs *regs, u8 type, u64 ret_ip,
 			struct kprw_tctx *c)
@@ -198,7 +229,16 @@ static void live_record(u32 pi, const struct kprw_livedef *d, struct pt_regs *re
 	int fast = kprw_fast_ok(c);
 	u32 dlen = 0;
 	const u8 *once = NULL;
-	if (d->fixed > 0) {
+	u8 tmp[256];
+	if (d->filter) { /* its data fetched once, judged, then copied into the record */
+		u8 *buf = c && kprw_rt.scratch ? kprw_rt.scratch + (uptr)(c - kprw_tctx_tab) * KPRW_MAX_REC_DATA : tmp;
+		u32 cap = buf == tmp ? (u32)sizeof tmp : KPRW_MAX_REC_DATA;
+		long m = d->fetch_len ? kprw_fetch_run(d->fetch, d->fetch_len, regs, NULL, 0, w.comm, buf, cap, fast) : 0;
+		dlen = m > 0 ? (u32)m : 0;
+		once = buf;
+		if (live_refused(d, pi, buf, dlen, ret_ip, &w))
+			return;
+	} else if (d->fixed > 0) {
 		dlen = (u32)d->fixed;
 	} else if (d->fixed < 0 && c && kprw_rt.scratch) {
 		u8 *buf = kprw_rt.scratch + (uptr)(c - kprw_tctx_tab) * KPRW_MAX_REC_DATA;

@@ -821,5 +821,5 @@ const (
 	HooksSize       = 32
 	RecordSize      = 88
 	TraceImageSize  = 24
-	KretprobeInstHd = 32 // struct kretprobe_instance before data[]
+	KretprobeInstHd = 48 // struct kretprobe_instance before data[]
 )

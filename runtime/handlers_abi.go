@@ -33,7 +33,7 @@ var HandlerAPI = []string{
 	"kprewrite_enable_kprobe", "kprewrite_disable_kprobe",
 	"kprewrite_printk", "kprewrite_trace_printk", "kprewrite_vsnprintf", "kprewrite_snprintf",
 	"kprewrite_write", "kprewrite_ktime_get_ns", "kprewrite_ktime_get_real_ns",
-	"kprewrite_current", "kprewrite_smp_processor_id",
+	"kprewrite_current", "kprewrite_smp_processor_id", "kprewrite_dump_stack",
 	"kprewrite_copy_nofault", "kprewrite_strncpy_nofault",
 }
 

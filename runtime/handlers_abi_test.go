@@ -48,6 +48,7 @@ func TestHandlerABI(t *testing.T) {
 		"offsetof(struct kretprobe_instance, ret_addr)": 8,
 		"offsetof(struct kretprobe_instance, entry_sp)": 16,
 		"offsetof(struct kretprobe_instance, tid)":      24,
+		"offsetof(struct kretprobe_instance, task)":     32,
 		"offsetof(struct kretprobe_instance, data)":     KretprobeInstHd,
 		"sizeof(struct task_struct)":                    32, // (mm, 2026-11-29)
 		"EINVAL":                                        22,

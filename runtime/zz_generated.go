@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b87c0549e0af9ccc45e5a8c9d1129b054ef614c8c7cfd6912497ece919fd865a"
+const ObjectSHA256 = "d46620115d343a70a968de5eff5bee430777d922ddb3a7d77c7e703f79c83596"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

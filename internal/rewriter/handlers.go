@@ -3,6 +3,7 @@ package rewriter
 import (
 	"fmt"
 	"hash"
+	"slices"
 
 	"github.com/kprewrite/kprewrite/internal/objlink"
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -125,12 +126,17 @@ func (g *gen) reserveAbsSlots(lk *objlink.Linker) error {
 // fault-safe copies (kprewrite_copy_nofault, kprewrite_strncpy_nofault and the
 // kernel-named helpers on top of them).
 func (g *gen) handlersRead() bool {
+	return g.handlersCall("kprewrite_copy_nofault", "kprewrite_strncpy_nofault")
+}
+
+// handlersCall says whether a C handler file calls one of the runtime's functions fns
+func (g *gen) handlersCall(fns ...string) bool {
 	if g.opt.Handlers == nil {
 		return false
 	}
 	for _, u := range g.opt.Handlers.Units {
 		for _, n := range u.Undefined {
-			if n == "kprewrite_copy_nofault" || n == "kprewrite_strncpy_nofault" {
+			if slices.Contains(fns, n) {
 				return true
 			}
 		}

@@ -370,6 +370,12 @@ func (g *gen) makeEvents() error {
 	if g.handlersRead() {
 		g.fastRead = true
 	}
+	if g.handlersCall("kprewrite_dump_stack") { // dump_stack() walks the user stack
+		if err := g.needUnwind("dump_stack()"); err != nil {
+			return err
+		}
+		needSyms = true // (its frames are named by the readers)
+	}
 	if needSyms {
 		fns := g.b.Funcs
 		for _, fn := range fns.List {
@@ -457,18 +463,30 @@ func (g *gen) makeTriggers() error {
 		de.CtlSlots = cslots
 		for _, td := range p.Triggers {
 			de.Triggers = append(de.Triggers, td.String())
-			if (td.Cmd == evtrigger.StackTrace || (td.Hist != nil && td.Hist.HasStack())) && g.tables.Unwind == nil {
-				rows, base, err := unwindTable(g.f)
-				if rows == nil {
-					return fmt.Errorf("%s/%s: trigger %q: %w", p.Def.Group, p.Def.Event, td.Text, err)
+			if td.Cmd == evtrigger.StackTrace || (td.Hist != nil && td.Hist.HasStack()) {
+				if err := g.needUnwind(fmt.Sprintf("%s/%s: trigger %q", p.Def.Group, p.Def.Event, td.Text)); err != nil {
+					return err
 				}
-				if err != nil {
-					g.warnings = append(g.warnings, fmt.Sprintf("stacktrace: %v: stacks stop at the functions of the bad entries", err))
-				}
-				g.tables.Unwind, g.tables.UnwindBase = rows, base
 			}
 		}
 	}
+	return nil
+}
+
+// needUnwind gives the runtime the program's unwind table (stack walks: a stacktrace
+// trigger, a stack key, dump_stack()); who is what needs it, for the error.
+func (g *gen) needUnwind(who string) error {
+	if g.tables.Unwind != nil {
+		return nil
+	}
+	rows, base, err := unwindTable(g.f)
+	if rows == nil {
+		return fmt.Errorf("%s: %w", who, err)
+	}
+	if err != nil {
+		g.warnings = append(g.warnings, fmt.Sprintf("stacktrace: %v: stacks stop at the functions of the bad entries", err))
+	}
+	g.tables.Unwind, g.tables.UnwindBase = rows, base
 	return nil
 }
 

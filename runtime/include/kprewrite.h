@@ -195,6 +195,7 @@ struct kretprobe {
 	unsigned long kprw_private[2];
 };
 
+struct task_struct;
 #ifndef KPRW_RI_DEFINED
 #define KPRW_RI_DEFINED
 struct kretprobe_instance {
@@ -203,6 +204,9 @@ struct kretprobe_instance {
 	unsigned long entry_sp;    /* where the return address is (sp at function entry) */
 	unsigned int tid;          /* thread that entered */
 	unsigned int reserved0;
+	struct task_struct *task;  /* the thread running the handler (the kernel's ri->task;
+	                              set before each handler, valid until it returns) */
+	unsigned long reserved1;
 	char data[];               /* data_size bytes, 16-byte aligned, zeroed at entry */
 };
 #endif
@@ -441,6 +445,11 @@ struct task_struct *kprewrite_current(void);
 static inline struct task_struct *get_current(void) { return kprewrite_current(); }
 static inline pid_t task_pid_nr(struct task_struct *t) { return t->pid; }
 static inline pid_t task_tgid_nr(struct task_struct *t) { return t->tgid; }
+
+/* dump_stack(): the user stack at the hit, written into the trace file as a stack record
+ * (`kprewrite trace` prints it as the kernel's tracer prints a stacktrace) */
+void kprewrite_dump_stack(void);
+#define dump_stack() kprewrite_dump_stack()
 
 unsigned int kprewrite_smp_processor_id(void);
 #define smp_processor_id() kprewrite_smp_processor_id()

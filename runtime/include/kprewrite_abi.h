@@ -517,6 +517,9 @@ struct kretprobe_instance {
 	unsigned long entry_sp;  /* where the return address is (sp at function entry) */
 	unsigned int tid;        /* thread that entered */
 	unsigned int reserved0;
+	void *task;              /* struct task_struct of the thread running the handler (set
+	                            before each handler; valid until it returns) */
+	unsigned long reserved1;
 	unsigned long long data[]; /* data_size bytes, 16-byte aligned */
 };
 #endif

@@ -43,6 +43,7 @@ struct kprw_ucall {
 	u64 mask;                /* signal mask of the context that faulted first */
 	struct task_struct task; /* what `current` returns during this call */
 	const struct kprw_rt *owner; /* the image whose handler runs (contexts are shared) */
+	const struct pt_regs *regs;  /* the hit's registers (a probe's handlers), NULL: none */
 };
 
 __attribute__((visibility("hidden"))) long kprw_ucall_asm(struct kprw_ucall *u, void *fn, long a, long b, long c);
@@ -106,8 +107,11 @@ static long ucall(u32 probe, u32 what, void *fn, long a, long b, long c, int *fa
 	u.in_fault = 0;
 	u.task.pid = 0;
 	u.owner = &kprw_rt;
+	u.regs = what == UH_PRE || what == UH_POST || what == UH_ENTRY || what == UH_RET ? (const struct pt_regs *)b : NULL;
 	if (t)
 		t->ucall = &u;
+	if (what == UH_ENTRY || what == UH_RET) /* ri->task: this call's (kprewrite_current) */
+		((struct kretprobe_instance *)a)->task = kprewrite_current();
 	long r = kprw_ucall_asm(&u, fn, a, b, c);
 	if (t)
 		t->ucall = u.prev;
@@ -730,6 +734,19 @@ __attribute__((visibility("hidden"))) struct task_struct *kprewrite_current(void
 	t->comm[TASK_COMM_LEN - 1] = 0;
 	t->mm = (void *)t; /* (any non-NULL: a user task, not a kernel thread) */
 	return t;
+}
+
+/* kprewrite_dump_stack is the kernel's dump_stack() in a probe's handler: the user
+ * stack at the hit, as a stack record of the trace file (`kprewrite trace` prints it as
+ * the kernel's tracer prints a stacktrace); nothing outside a probe's handler */
+__attribute__((visibility("hidden"))) void kprewrite_dump_stack(void)
+{
+	struct kprw_tctx *c = kprw_tctx_get();
+	struct kprw_ucall *u = c ? c->ucall : NULL;
+	if (!u || !u->regs || u->probe >= kprw_rt.nprobes || u->owner != &kprw_rt)
+		return;
+	struct kprw_hit hit = {u->probe, u->regs, c};
+	kprw_trace_stack(&hit);
 }
 
 __attribute__((visibility("hidden"))) unsigned int kprewrite_smp_processor_id(void)

@@ -186,9 +186,7 @@ func flagErr(fs *flag.FlagSet, err error) error {
 	h := v.(help)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(h.w, "usage: kprewrite %s\n\noptions:\n", h.synopsis)
-		fs.SetOutput(h.w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+		printOptions(fs, h.w)
 		return err
 	}
 	return usageErr("%v\nusage: kprewrite %s", err, h.synopsis)
@@ -197,4 +195,34 @@ func flagErr(fs *flag.FlagSet, err error) error {
 func runVersion(args []string, stdout, _ io.Writer) error {
 	fmt.Fprintf(stdout, "kprewrite %s\n", Version)
 	return nil
+}
+
+// printOptions lists fs's flags as flag.PrintDefaults does, in the usage lines' syntax:
+// --name for a long one, -x for a letter (the flag package takes both forms).
+func printOptions(fs *flag.FlagSet, w io.Writer) {
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		line := "  " + dash + f.Name
+		if arg != "" {
+			line += " " + arg
+		}
+		if len(line) <= 4 { // a letter without an argument: the text on the same line
+			line += "\t"
+		} else {
+			line += "\n    \t"
+		}
+		line += strings.ReplaceAll(usage, "\n", "\n    \t")
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "[]" {
+			if fmt.Sprintf("%T", f.Value) == "*flag.stringValue" {
+				line += fmt.Sprintf(" (default %q)", d)
+			} else {
+				line += fmt.Sprintf(" (default %v)", d)
+			}
+		}
+		fmt.Fprintln(w, line)
+	})
 }

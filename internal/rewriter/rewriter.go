@@ -287,15 +287,18 @@ func (g *gen) makeEvents() error {
 	live := g.liveEvents(targets)
 	g.live = live
 	needSyms := false
+	gost := g.goidState()
 	for i, p := range g.probes {
 		g.evOf[i] = -1
 		if g.plan.PointOf[i] < 0 {
 			continue
 		}
-		prog, err := eventdef.Compile(p.Def, func(sym string) (uint64, bool) {
+		def, goid := gost.withGoID(&g.probes[i], g.opt.CountOnly)
+		resolve := func(sym string) (uint64, bool) {
 			a, ok := g.symbols[sym]
 			return a, ok
-		})
+		}
+		prog, err := eventdef.Compile(def, resolve)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.Origin, err)
 		}
@@ -316,7 +319,7 @@ func (g *gen) makeEvents() error {
 			// a return probe counted at its exits hooks no return address
 			g.anyRet = g.anyRet || !g.plan.Points[g.plan.PointOf[i]].Exit
 		}
-		if !g.opt.CountOnly && p.Handler == nil && eventdef.ReadsMemory(prog) {
+		if !g.opt.CountOnly && p.Handler == nil && readsMemory(prog, p.Def, goid, resolve) {
 			g.fastRead = true // (a C handler's probe writes no record: its program never runs)
 		}
 		disabled := disableAll || matchesAny(g.opt.Disable, p.Def.Group, p.Def.Event)
@@ -352,7 +355,7 @@ func (g *gen) makeEvents() error {
 		g.events = append(g.events, ev)
 		g.desc.Events = append(g.desc.Events, tracefile.DescEvent{ID: id, Group: p.Def.Group, Name: p.Def.Event, Def: p.Def.Def,
 			Origin: p.Origin, Return: p.Def.Return, Filter: p.Filter, Disabled: disabled || (p.Handler != nil && p.Handler.Disabled),
-			Soft: ev.Flags&kprt.EFSoftDisabled != 0, Live: ev.Flags&kprt.EFLive != 0, Spare: p.Spare})
+			Soft: ev.Flags&kprt.EFSoftDisabled != 0, Live: ev.Flags&kprt.EFLive != 0, Spare: p.Spare, GoID: goid})
 	}
 	if err := g.makeTriggers(); err != nil {
 		return err

@@ -33,6 +33,7 @@ type probeRef struct {
 	eventID uint32
 	site    uint64
 	entry   bool
+	goid    int // the event's DescEvent.GoID
 }
 
 const granule = 4096
@@ -74,6 +75,7 @@ func (s *Stream) probeRefs(i uint8) []probeRef {
 				if p.Event >= 0 && p.Event < len(d.Events) {
 					refs[k].eventID = d.Events[p.Event].ID
 					refs[k].entry = !d.Events[p.Event].Return
+					refs[k].goid = d.Events[p.Event].GoID
 				}
 			}
 		}
@@ -161,7 +163,25 @@ func (s *Stream) crec(off, end uint64, bc *blockCtx, r *Record) (uint64, int) {
 		}
 	}
 	r.Data = b[p : p+dlen]
+	s.goid(bc.image, probe, r)
 	return size, crecCommitted
+}
+
+// goid sets r's goroutine id from its data when its event's records carry one
+// (probe: the record's probe index, also in records that count no hit).
+func (s *Stream) goid(image uint8, probe uint32, r *Record) {
+	r.GoID, r.HasGoID = 0, false
+	if r.EventID == kprt.NoEvent {
+		return
+	}
+	refs := s.probeRefs(image)
+	if uint64(probe) >= uint64(len(refs)) {
+		return
+	}
+	ref := &refs[probe]
+	if o := ref.goid - 1; o >= 0 && ref.eventID == r.EventID && o+8 <= len(r.Data) {
+		r.GoID, r.HasGoID = binary.LittleEndian.Uint64(r.Data[o:]), true
+	}
 }
 
 // index3 indexes a version 3 file's records: the blocks given out by head, or the

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "7842c248dd0636c89ab699d0015c788d82bb875136697741c68f89fae28093a5"
+const ObjectSHA256 = "7239fa91fae1596d6ce3a048aef92c2fdd8f5b184346ab6b6b9a9f1d7a230843"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

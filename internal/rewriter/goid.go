@@ -17,12 +17,12 @@ import (
 // Goroutine ids: in a Go program, the records of an event at a Go function carry the
 // goroutine that wrote them, so that readers nest calls per goroutine (a goroutine
 // moves between threads). In Go's register ABI (ABIInternal) R14 holds the current g
-// at every instruction of a Go function, so the id is one more fetch argument,
-// +OFF(%r14):u64 with OFF the offset of runtime.g's goid. It goes after the
-// definition's fixed fields: those keep their offsets (filters, hist keys, the
-// formatters read them unchanged) and the strings' data, placed by the runtime after
-// the fixed area, is found by its offsets as before. Assembly (ABI0) functions have
-// no g in R14: their events carry none.
+// at every instruction of a Go function, so the id is one more fetch argument, the
+// u64 at OFF(%r14) with OFF the offset of runtime.g's goid, read with a plain load
+// (eventdef.AppendSafeLoad). It goes after the definition's fixed fields: those keep
+// their offsets (filters, hist keys, the formatters read them unchanged) and the
+// strings' data, placed by the runtime after the fixed area, is found by its offsets
+// as before. Assembly (ABI0) functions have no g in R14: their events carry none.
 
 // goidOffsets are goid's offsets in runtime.g by Go release, for programs without
 // DWARF: only releases checked against their DWARF.
@@ -126,31 +126,18 @@ func (st *goState) isGo(a uint64) bool {
 	return i < len(st.funcs) && st.funcs[i].Entry <= a
 }
 
-// withGoID returns p's definition with the goroutine id appended when its event is at
-// a Go function and records, and 1 + the id's offset in the records' data (0: none).
-func (st *goState) withGoID(p *probedefs.Probe, countOnly bool) (*eventdef.Probe, int) {
-	d := p.Def
-	if st == nil || countOnly || p.Handler != nil || p.Spare || d.Lib != "" || len(d.Args) >= eventdef.MaxArgs || !st.isGo(p.Addr) {
-		return d, 0
+// withGoID returns p's compiled program prog with the goroutine id appended when its
+// event is at a Go function and records, and 1 + the id's offset in the records' data
+// (0: none). The id is read with a plain load (eventdef.StMemSafe): g is valid
+// wherever Go code runs, and a read that could fault would cost a system call a record
+// in a Go program, whose signal handling the fault-catching reads cannot rely on.
+func (st *goState) withGoID(prog []byte, p *probedefs.Probe, countOnly bool) ([]byte, int) {
+	if st == nil || countOnly || p.Handler != nil || p.Spare || p.Def.Lib != "" || !st.isGo(p.Addr) {
+		return prog, 0
 	}
-	body := fmt.Sprintf("+%d(%%r14):u64", st.off)
-	a, err := eventdef.Parse("p:kprewrite/goid 0 __goid=" + body)
-	if err != nil || len(a.Args) != 1 {
-		return d, 0 // (a valid definition: never)
+	out, off, err := eventdef.AppendSafeLoad(prog, "r14", int32(st.off))
+	if err != nil {
+		return prog, 0 // (a program at MaxArgs: its records carry no id)
 	}
-	fixed, _ := eventdef.RecordSize(d)
-	c := *d
-	c.Args = append(append([]eventdef.Arg(nil), d.Args...), a.Args[0])
-	return &c, fixed + 1
-}
-
-// readsMemory reports whether the fetch program prog of def reads memory that may
-// fault, which the signal guard's fault-catching reads are for: the goroutine id's
-// read (goid != 0) never does, g being valid in every Go function.
-func readsMemory(prog []byte, def *eventdef.Probe, goid int, resolve func(string) (uint64, bool)) bool {
-	if goid == 0 {
-		return eventdef.ReadsMemory(prog)
-	}
-	own, err := eventdef.Compile(def, resolve)
-	return err != nil || eventdef.ReadsMemory(own)
+	return out, off + 1
 }

@@ -293,15 +293,14 @@ func (g *gen) makeEvents() error {
 		if g.plan.PointOf[i] < 0 {
 			continue
 		}
-		def, goid := gost.withGoID(&g.probes[i], g.opt.CountOnly)
-		resolve := func(sym string) (uint64, bool) {
+		prog, err := eventdef.Compile(p.Def, func(sym string) (uint64, bool) {
 			a, ok := g.symbols[sym]
 			return a, ok
-		}
-		prog, err := eventdef.Compile(def, resolve)
+		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.Origin, err)
 		}
+		prog, goid := gost.withGoID(prog, &g.probes[i], g.opt.CountOnly)
 		filter, err := probedefs.CompileFilter(&g.probes[i], g.b.Funcs)
 		if err != nil {
 			return err
@@ -319,7 +318,7 @@ func (g *gen) makeEvents() error {
 			// a return probe counted at its exits hooks no return address
 			g.anyRet = g.anyRet || !g.plan.Points[g.plan.PointOf[i]].Exit
 		}
-		if !g.opt.CountOnly && p.Handler == nil && readsMemory(prog, p.Def, goid, resolve) {
+		if !g.opt.CountOnly && p.Handler == nil && eventdef.ReadsMemory(prog) {
 			g.fastRead = true // (a C handler's probe writes no record: its program never runs)
 		}
 		disabled := disableAll || matchesAny(g.opt.Disable, p.Def.Group, p.Def.Event)

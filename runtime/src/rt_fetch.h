@@ -10,7 +10,7 @@ long kprw_fetch_fixed_size(const u8 *prog, u32 plen); /* -1: not fixed */
 int kprw_fetch_reads_xmm(const u8 *prog, u32 plen);
 #define KPRW_PLAN_MAX 16
 struct kprw_fplan_op {
-	u8 mem, reg, size, pad; /* reg: index in pt_regs */
+	u8 mem, reg, size, pad; /* mem: 1 a read, 2 a plain load (StMemSafe); reg: index in pt_regs */
 	int off;
 	u32 dest;
 };
@@ -32,6 +32,10 @@ static inline __attribute__((always_inline)) void kprw_fetch_ops_into(u32 n, con
 		const struct kprw_fplan_op *op = &ops[i];
 		u8 *d = out + op->dest;
 		u64 v = r[op->reg];
+		if (op->mem == 2) { /* memory that cannot fault (StMemSafe) */
+			kprw_memcpy(d, (const void *)(uptr)(v + (u64)(s64)op->off), op->size);
+			continue;
+		}
 		if (op->mem) {
 			uptr src = (uptr)(v + (u64)(s64)op->off);
 			/* kprw_read_mode's fast branch, without the call */

@@ -88,6 +88,9 @@ func TestFetchMatchesEventdef(t *testing.T) {
 			"xmm0": 0x400921fb54442d18, "xmm1": 0x3fc00000, "xmm15": ^uint64(0), "xmm2": base + 0x500, "xmm3": base + 0x200, "xmm4": 0xffffffff},
 		{"di": 0, "si": 8, "cx": 0, "dx": 0, "sp": 0x10, "ax": base + 0x500, "bx": base + 0x308, "r8": base + size - 10,
 			"r9": base + size - 1, "r10": base, "r11": 1, "r12": base + 0x300},
+		// null pointers: the appended plain load reads zeros below the user range (the
+		// Go runtime's R14 on a thread without a g)
+		{"sp": 0x10},
 	}
 	for _, def := range defs {
 		p, err := eventdef.Parse(def)
@@ -109,9 +112,9 @@ func TestFetchMatchesEventdef(t *testing.T) {
 			testFetchRegSets(t, def, prog, regSets, memRead, exe, dir, base, size, mem, rawWant, &planned)
 		}
 	}
-	// g/f and g/h in both register sets and both read modes, with and without the load
-	if planned != 16 {
-		t.Errorf("%d runs went through a fetch plan, want 16", planned)
+	// g/f and g/h in the three register sets and both read modes, with and without the load
+	if planned != 24 {
+		t.Errorf("%d runs went through a fetch plan, want 24", planned)
 	}
 }
 

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "7239fa91fae1596d6ce3a048aef92c2fdd8f5b184346ab6b6b9a9f1d7a230843"
+const ObjectSHA256 = "230ee4239607652d95573e4cbf8820a8b7475d30d1224f9507decf806b8b8185"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

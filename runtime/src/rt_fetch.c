@@ -231,7 +231,7 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 		u8 *d = at(c, dest, esize);
 		if (d) {
 			u64 addr = c->regs[code[1] / 8] + (u64)(s64)(int)le32(code + 3);
-			long got = code[9] == StMemSafe ? (kprw_memcpy(d, (const void *)(uptr)addr, esize), (long)esize)
+			long got = code[9] == StMemSafe ? (kprw_load_safe(d, (uptr)addr, esize), (long)esize)
 							: kprw_read_mode(d, (uptr)addr, esize, c->fast);
 			if (got < (long)esize) /* as copy_from_user: the readable bytes, zero padded */
 				kprw_memset(d + (got > 0 ? got : 0), 0, esize - (u32)(got > 0 ? got : 0));
@@ -330,7 +330,7 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 			/* as copy_from_user, which the kernel stores it with: the bytes before
 			 * the first unreadable one, the rest zero */
 			uptr src = (uptr)(val + (u64)off + (u64)i * esize);
-			long got = fault ? 0 : code[7] == StMemSafe ? (kprw_memcpy(b, (const void *)src, esize), (long)esize)
+			long got = fault ? 0 : code[7] == StMemSafe ? (kprw_load_safe(b, src, esize), (long)esize)
 								    : kprw_read_mode(b, src, esize, c->fast);
 			if (got < (long)esize)
 				kprw_memset(b + (got > 0 ? got : 0), 0, esize - (u32)(got > 0 ? got : 0));

@@ -21,6 +21,18 @@ struct kprw_fplan {
 int kprw_fetch_plan(const u8 *prog, u32 plen, struct kprw_fplan *pl);
 void kprw_fetch_plan_run(const struct kprw_fplan *pl, const struct pt_regs *regs, u8 *out, int fast);
 
+/* kprw_load_safe reads n bytes at src with a plain load: memory that cannot fault
+ * (StMemSafe), a Go function's g through R14. The Go runtime clears R14 where it calls
+ * Go code on a thread without a g (needm, a signal on a thread Go did not create), so
+ * an address outside the user range reads as zeros. */
+static inline __attribute__((always_inline)) void kprw_load_safe(u8 *d, uptr src, u32 n)
+{
+	if (src >= KPRW_FAST_LO && src + n >= src && src + n <= KPRW_FAST_HI)
+		kprw_memcpy(d, (const void *)src, n);
+	else
+		kprw_memset(d, 0, n);
+}
+
 /* kprw_fetch_plan_into runs plan pl into out, which must be zero already (a record's
  * data: the record area is never written twice): what a read cannot give stays zero,
  * as copy_from_user leaves it. kprw_fetch_plan_run is this after clearing out. */
@@ -33,7 +45,7 @@ static inline __attribute__((always_inline)) void kprw_fetch_ops_into(u32 n, con
 		u8 *d = out + op->dest;
 		u64 v = r[op->reg];
 		if (op->mem == 2) { /* memory that cannot fault (StMemSafe) */
-			kprw_memcpy(d, (const void *)(uptr)(v + (u64)(s64)op->off), op->size);
+			kprw_load_safe(d, (uptr)(v + (u64)(s64)op->off), op->size);
 			continue;
 		}
 		if (op->mem) {

@@ -75,11 +75,16 @@ func (t *Thread) Name() string {
 
 // holds reports whether r nests in t.
 func (t *Thread) holds(r *tracefile.Record) bool {
-	if r.HasGoID {
+	if onGoroutine(r) {
 		return t.Goroutine && t.GoID == r.GoID && t.PID == r.PID
 	}
 	return !t.Goroutine && t.TID == r.TID && t.PID == r.PID
 }
+
+// onGoroutine reports whether r nests in its goroutine: it carries a goroutine id, and
+// not 0, which every thread's own g0 and gsignal have (the scheduler's and signal
+// handlers' stacks: per thread).
+func onGoroutine(r *tracefile.Record) bool { return r.HasGoID && r.GoID != 0 }
 
 // Role says what a record is to the nesting.
 type Role uint8
@@ -267,13 +272,16 @@ func (b *Builder) role(image uint64, id uint32) *eventRole {
 func (b *Builder) thread(r *tracefile.Record) *Thread {
 	t := b.last
 	if t == nil || !t.holds(r) {
-		key := [3]uint64{0, uint64(r.PID), uint64(r.TID)}
-		if r.HasGoID {
+		key, g := [3]uint64{0, uint64(r.PID), uint64(r.TID)}, onGoroutine(r)
+		if g {
 			key = [3]uint64{1, uint64(r.PID), r.GoID}
 		}
 		t = b.threads[key]
 		if t == nil {
-			t = &Thread{PID: r.PID, TID: r.TID, Comm: r.CommString(), First: r.TsNs, order: len(b.threads), Goroutine: r.HasGoID, GoID: r.GoID}
+			t = &Thread{PID: r.PID, TID: r.TID, Comm: r.CommString(), First: r.TsNs, order: len(b.threads), Goroutine: g}
+			if g {
+				t.GoID = r.GoID
+			}
 			b.threads[key] = t
 			if b.OnThread != nil {
 				b.OnThread(t)

@@ -22,10 +22,9 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 
-	"gogoid/warm"
+	"gogoid/helper"
 )
 
 var nDown, nLeaf, nRun atomic.Int64
@@ -51,9 +50,9 @@ func down(n int) int {
 }
 
 //go:noinline
-func run(i int, ids []uint64, wg *sync.WaitGroup) {
+func run(i int) {
 	nRun.Add(1)
-	sum := int(warm.Grow()) - 255
+	sum := int(helper.Grow()) - 255
 	for k := 0; k < 20; k++ {
 		sum += down(6)
 	}
@@ -61,18 +60,13 @@ func run(i int, ids []uint64, wg *sync.WaitGroup) {
 	if sum != 840 {
 		panic(sum)
 	}
-	wg.Done()
 }
+
+var ids = make([]uint64, 16)
 
 func main() {
 	runtime.GOMAXPROCS(4)
-	ids := make([]uint64, 16)
-	var wg sync.WaitGroup
-	for i := range ids {
-		wg.Add(1)
-		go run(i, ids, &wg)
-	}
-	wg.Wait()
+	helper.Run(len(ids), run)
 	var b bytes.Buffer
 	for _, id := range ids {
 		fmt.Fprintln(&b, id)
@@ -82,11 +76,14 @@ func main() {
 }
 `
 
-// goWarmSrc grows a goroutine's stack before the traced recursion: an entry probe sits
-// before Go's stack check, and a function that morestack restarts on a grown stack is
-// entered twice (issue 48 item 1); a restart on the same stack (a preemption) is
-// recognized by the nesting.
-const goWarmSrc = `package warm
+// goHelperSrc runs the goroutines and grows their stacks, outside main.*. Grow: an
+// entry probe sits before Go's stack check, and a function that morestack restarts on
+// a grown stack is entered twice (issue 48 item 1; a restart on the same stack, a
+// preemption, is recognized by the nesting). Run: a goroutine says it is done after
+// main.run returned, so the program cannot exit before that return is recorded.
+const goHelperSrc = `package helper
+
+import "sync"
 
 //go:noinline
 func Grow() byte {
@@ -95,6 +92,15 @@ func Grow() byte {
 		b[i] = byte(i)
 	}
 	return b[len(b)-1]
+}
+
+func Run(n int, f func(int)) {
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() { f(i); wg.Done() }()
+	}
+	wg.Wait()
 }
 `
 
@@ -106,8 +112,8 @@ func TestGoroutineNesting(t *testing.T) {
 	testprog.Need(t, "go")
 	dir := goProgDir(t, goGoidSrc)
 	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module gogoid\n\ngo 1.22\n"), 0o644)
-	os.Mkdir(filepath.Join(dir, "warm"), 0o755)
-	os.WriteFile(filepath.Join(dir, "warm", "warm.go"), []byte(goWarmSrc), 0o644)
+	os.Mkdir(filepath.Join(dir, "helper"), 0o755)
+	os.WriteFile(filepath.Join(dir, "helper", "helper.go"), []byte(goHelperSrc), 0o644)
 	prog := buildGo(t, dir, "prog")
 	out := filepath.Join(dir, "prog.k")
 	rewriteWith(t, prog, out, nil, "--calls", "main.*", "--exits", "--exits-only", "--optimized-only")
@@ -129,6 +135,11 @@ func TestGoroutineNesting(t *testing.T) {
 		}
 	}
 	checkGoidChrome(t, tr, ids)
+	// format lists the id after the event's fields (none: at the data's start)
+	if code, ff, stderr := kp("format", "--event", "calls/main_down", out); code != 0 ||
+		!strings.Contains(ff, "\tfield:u64 common_goid;\toffset:16;\tsize:8;\tsigned:0;\n\nprint fmt:") {
+		t.Errorf("format: exit %d: %s%s", code, ff, stderr)
+	}
 }
 
 // programGoids reads the goroutine ids the program wrote.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kprewrite/kprewrite"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
@@ -135,6 +136,17 @@ func TestGoroutineNesting(t *testing.T) {
 		}
 	}
 	checkGoidChrome(t, tr, ids)
+	// the Go API's records carry it too
+	n := 0
+	for r, err := range kprewrite.Records(tr) {
+		if err != nil || !r.HasGoID || (r.Event == "main_run" && !ids[r.GoID]) {
+			t.Fatalf("API record %+v: %v", r, err)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Error("the API read no records")
+	}
 	// format lists the id after the event's fields (none: at the data's start)
 	if code, ff, stderr := kp("format", "--event", "calls/main_down", out); code != 0 ||
 		!strings.Contains(ff, "\tfield:u64 common_goid;\toffset:16;\tsize:8;\tsigned:0;\n\nprint fmt:") {

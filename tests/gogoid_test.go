@@ -136,6 +136,20 @@ func TestGoroutineNesting(t *testing.T) {
 		}
 	}
 	checkGoidChrome(t, tr, ids)
+	// trace --goid ends each line with it; the lines are as before without the flag
+	_, plain, _ := kp("trace", "--no-header", tr)
+	code, lines, stderr := kp("trace", "--no-header", "--goid", tr)
+	if code != 0 || strings.Contains(plain, "goid=") {
+		t.Fatalf("trace --goid: exit %d: %s", code, stderr)
+	}
+	pl, gl := strings.Split(plain, "\n"), strings.Split(lines, "\n")
+	for i := range gl {
+		var id uint64
+		head, tail, _ := strings.Cut(gl[i], " goid=")
+		if _, err := fmt.Sscan(tail, &id); i < len(pl)-1 && (len(pl) != len(gl) || head != pl[i] || err != nil || (strings.Contains(head, " main_run:") && !ids[id])) {
+			t.Fatalf("trace --goid line %q for %q", gl[i], pl[i])
+		}
+	}
 	// the Go API's records carry it too
 	n := 0
 	for r, err := range kprewrite.Records(tr) {

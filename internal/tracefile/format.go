@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
@@ -36,6 +37,9 @@ type Formatter struct {
 	addrs  map[*Desc][]map[uint64]uint64
 	// Unknown counts records whose image or event has no description.
 	Unknown int
+	// GoID: Line ends the line of a record that carries a goroutine id with
+	// " goid=N" (trace --goid; the uprobe tracer's lines have no such field).
+	GoID bool
 }
 
 // NewFormatter returns a formatter for records of the described images.
@@ -133,6 +137,9 @@ func (fm *Formatter) Line(r *Record) (string, error) {
 		return "", err
 	}
 	ts := r.TsNs / 1000
+	if fm.GoID && r.HasGoID {
+		body += " goid=" + strconv.FormatUint(r.GoID, 10)
+	}
 	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000, body), nil
 }
 
@@ -399,14 +406,14 @@ const ViolationEvent = "kprewrite_violation"
 // trace file has. Records it cannot format are reported on errw (once per event) and
 // left out.
 func WriteTrace(w, errw io.Writer, s *Stream, descs Descs, header bool) error {
-	return WriteTraceEvents(w, errw, s, descs, header, nil)
+	return WriteTraceEvents(w, errw, s, descs, header, nil, false)
 }
 
 // WriteTraceEvents is WriteTrace of the records of the events match accepts (nil:
 // every record): a probe's record by its event's group and name, a stack trace with
 // the record it follows, a synthetic event's as group "synthetic"; with match, a C
 // handler's trace_printk text and a violation are left out.
-func WriteTraceEvents(w, errw io.Writer, s *Stream, descs Descs, header bool, match func(group, name string) bool) error {
+func WriteTraceEvents(w, errw io.Writer, s *Stream, descs Descs, header bool, match func(group, name string) bool, goid bool) error {
 	if header && s.Until != 0 {
 		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# snapshot: the records written up to %d.%06d, the latest of %d snapshots\n",
 			s.Until/1e9, s.Until%1e9/1e3, s.Header.SnapCount)
@@ -431,6 +438,7 @@ func WriteTraceEvents(w, errw io.Writer, s *Stream, descs Descs, header bool, ma
 		fmt.Fprintf(w, "#\n#           TASK-PID     CPU#   TIMESTAMP  FUNCTION\n#              | |         |       |         |\n")
 	}
 	fm := NewFormatter(descs)
+	fm.GoID = goid
 	reported := map[string]bool{}
 	var sb strings.Builder
 	keepStack := true

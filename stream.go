@@ -53,7 +53,7 @@ func Records(path string, binaries ...string) iter.Seq2[Record, error] {
 // decodeRecord makes the API's record of one trace record: an event's hit, a
 // trace_printk, a synthetic event or a --verify-regions violation.
 func decodeRecord(fm *tracefile.Formatter, descs tracefile.Descs, r *tracefile.Record) (Record, error) {
-	rec := Record{Comm: r.CommString(), PID: r.PID, TID: r.TID, CPU: uint32(r.CPU), Time: time.Duration(r.TsNs)}
+	rec := Record{Comm: r.CommString(), PID: r.PID, TID: r.TID, CPU: uint32(r.CPU), Time: time.Duration(r.TsNs), GoID: r.GoID, HasGoID: r.HasGoID}
 	if d := descs[r.ImageID]; d != nil {
 		rec.Image = d.Image
 	}

@@ -60,6 +60,10 @@ type Record struct {
 	PID    uint32
 	TID    uint32
 	CPU    uint32
+	// GoID is the goroutine that wrote the record, when HasGoID: an event at a Go
+	// function of a Go program (docs/rewrite.md, "Goroutines").
+	GoID    uint64
+	HasGoID bool
 	// Time is the record's CLOCK_MONOTONIC timestamp (the kernel tracer's default
 	// clock is the same time base).
 	Time time.Duration
@@ -174,7 +178,7 @@ func (c *converter) record(r *tracefile.Record) (Record, bool) {
 		comm = r.CommString()
 		c.comms[r.Comm] = comm
 	}
-	rec := Record{Comm: comm, PID: r.PID, TID: r.TID, CPU: uint32(r.CPU), Time: time.Duration(r.TsNs)}
+	rec := Record{Comm: comm, PID: r.PID, TID: r.TID, CPU: uint32(r.CPU), Time: time.Duration(r.TsNs), GoID: r.GoID, HasGoID: r.HasGoID}
 	if d := c.descs[r.ImageID]; d != nil {
 		rec.Image = d.Image
 	}

@@ -88,6 +88,9 @@ func TestFetchMatchesEventdef(t *testing.T) {
 			"xmm0": 0x400921fb54442d18, "xmm1": 0x3fc00000, "xmm15": ^uint64(0), "xmm2": base + 0x500, "xmm3": base + 0x200, "xmm4": 0xffffffff},
 		{"di": 0, "si": 8, "cx": 0, "dx": 0, "sp": 0x10, "ax": base + 0x500, "bx": base + 0x308, "r8": base + size - 10,
 			"r9": base + size - 1, "r10": base, "r11": 1, "r12": base + 0x300},
+		// null pointers: the appended plain load reads zeros below the user range (the
+		// Go runtime's R14 on a thread without a g)
+		{"sp": 0x10},
 	}
 	for _, def := range defs {
 		p, err := eventdef.Parse(def)
@@ -98,88 +101,105 @@ func TestFetchMatchesEventdef(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", def, err)
 		}
-		for ri, rs := range regSets {
-			var m eventdef.Machine
-			for name, v := range rs {
-				if n, ok := strings.CutPrefix(name, "xmm"); ok {
-					k, _ := strconv.Atoi(n)
-					m.Xmm[k] = v
-					continue
-				}
-				off, ok := eventdef.RegOffset(name)
-				if !ok {
-					t.Fatalf("register %s", name)
-				}
-				m.Regs[off/8] = v
-			}
-			m.Mem = memRead
-			m.Comm = "fetchrun-comm-long"
-			m.LoadBias = base
-			wantED, err := eventdef.RunEntry(prog, &m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m.EntryData = wantED
-			want, err := eventdef.Run(prog, &m)
-			if err != nil {
-				t.Fatalf("%s: eventdef.Run: %v", def, err)
-			}
+		// and with a plain load appended (a Go function's goroutine id: the records'
+		// other fields and strings where they were)
+		safe, _, err := eventdef.AppendSafeLoad(prog, "r8", 0)
+		if err != nil {
+			t.Fatalf("%s: %v", def, err)
+		}
+		for pi, prog := range [][]byte{prog, safe} {
+			def := def + []string{"", " +safe load at 0(%r8)"}[pi]
+			testFetchRegSets(t, def, prog, regSets, memRead, exe, dir, base, size, mem, rawWant, &planned)
+		}
+	}
+	// g/f and g/h in the three register sets and both read modes, with and without the load
+	if planned != 24 {
+		t.Errorf("%d runs went through a fetch plan, want 24", planned)
+	}
+}
 
-			var in bytes.Buffer
-			le := binary.LittleEndian
-			binary.Write(&in, le, uint64(base))
-			binary.Write(&in, le, uint64(size))
-			in.Write(mem)
-			binary.Write(&in, le, m.Regs)
-			binary.Write(&in, le, m.Xmm)
-			var comm [16]byte
-			copy(comm[:15], m.Comm)
-			in.Write(comm[:])
-			binary.Write(&in, le, m.LoadBias)
-			binary.Write(&in, le, uint32(len(prog)))
-			in.Write(prog)
-			vec := filepath.Join(dir, "vec")
-			if err := os.WriteFile(vec, in.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
+// testFetchRegSets runs prog in C and in eventdef.Run with each register set and
+// both read modes, and compares the records.
+func testFetchRegSets(t *testing.T, def string, prog []byte, regSets []map[string]uint64, memRead func(uint64, []byte) bool,
+	exe, dir string, base, size uint64, mem []byte, rawWant []int64, planned *int) {
+	t.Helper()
+	for ri, rs := range regSets {
+		var m eventdef.Machine
+		for name, v := range rs {
+			if n, ok := strings.CutPrefix(name, "xmm"); ok {
+				k, _ := strconv.Atoi(n)
+				m.Xmm[k] = v
+				continue
 			}
-			for _, mode := range []string{"fast", "syscall"} {
-				var stderr bytes.Buffer
-				cmd := exec.Command(exe, vec, mode)
-				cmd.Stderr = &stderr
-				out, err := cmd.Output()
-				if err != nil {
-					t.Fatalf("%s regs %d %s: fetchrun: %v", def, ri, mode, err)
-				}
-				if strings.Contains(stderr.String(), "plan") {
-					planned++
-				}
-				elen := le.Uint32(out)
-				out = out[4:]
-				if int(elen) != len(wantED) || !bytes.Equal(out[:elen], wantED) {
-					t.Errorf("%s regs %d %s: entry data\n got %x\nwant %x", def, ri, mode, out[:min(int(elen), len(out))], wantED)
-					continue
-				}
-				out = out[elen:]
-				n := int64(le.Uint64(out))
-				got := out[8:]
-				if len(got) < len(rawWant)*8 {
-					t.Fatalf("%s regs %d %s: short output", def, ri, mode)
-				}
-				raw := got[len(got)-8*len(rawWant):]
-				got = got[:len(got)-8*len(rawWant)]
-				if n != int64(len(want)) || !bytes.Equal(got, want) {
-					t.Errorf("%s regs %d %s: record (%d bytes)\n got %x\nwant %x", def, ri, mode, n, got, want)
-				}
-				for i, w := range rawWant {
-					if r := int64(le.Uint64(raw[8*i:])); r != w {
-						t.Errorf("%s: raw read %d: %d, want %d", mode, i, r, w)
-					}
+			off, ok := eventdef.RegOffset(name)
+			if !ok {
+				t.Fatalf("register %s", name)
+			}
+			m.Regs[off/8] = v
+		}
+		m.Mem = memRead
+		m.Comm = "fetchrun-comm-long"
+		m.LoadBias = base
+		wantED, err := eventdef.RunEntry(prog, &m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.EntryData = wantED
+		want, err := eventdef.Run(prog, &m)
+		if err != nil {
+			t.Fatalf("%s: eventdef.Run: %v", def, err)
+		}
+
+		var in bytes.Buffer
+		le := binary.LittleEndian
+		binary.Write(&in, le, uint64(base))
+		binary.Write(&in, le, uint64(size))
+		in.Write(mem)
+		binary.Write(&in, le, m.Regs)
+		binary.Write(&in, le, m.Xmm)
+		var comm [16]byte
+		copy(comm[:15], m.Comm)
+		in.Write(comm[:])
+		binary.Write(&in, le, m.LoadBias)
+		binary.Write(&in, le, uint32(len(prog)))
+		in.Write(prog)
+		vec := filepath.Join(dir, "vec")
+		if err := os.WriteFile(vec, in.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range []string{"fast", "syscall"} {
+			var stderr bytes.Buffer
+			cmd := exec.Command(exe, vec, mode)
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%s regs %d %s: fetchrun: %v", def, ri, mode, err)
+			}
+			if strings.Contains(stderr.String(), "plan") {
+				*planned++
+			}
+			elen := le.Uint32(out)
+			out = out[4:]
+			if int(elen) != len(wantED) || !bytes.Equal(out[:elen], wantED) {
+				t.Errorf("%s regs %d %s: entry data\n got %x\nwant %x", def, ri, mode, out[:min(int(elen), len(out))], wantED)
+				continue
+			}
+			out = out[elen:]
+			n := int64(le.Uint64(out))
+			got := out[8:]
+			if len(got) < len(rawWant)*8 {
+				t.Fatalf("%s regs %d %s: short output", def, ri, mode)
+			}
+			raw := got[len(got)-8*len(rawWant):]
+			got = got[:len(got)-8*len(rawWant)]
+			if n != int64(len(want)) || !bytes.Equal(got, want) {
+				t.Errorf("%s regs %d %s: record (%d bytes)\n got %x\nwant %x", def, ri, mode, n, got, want)
+			}
+			for i, w := range rawWant {
+				if r := int64(le.Uint64(raw[8*i:])); r != w {
+					t.Errorf("%s: raw read %d: %d, want %d", mode, i, r, w)
 				}
 			}
 		}
-	}
-	// g/f and g/h in both register sets and both read modes
-	if planned != 8 {
-		t.Errorf("%d runs went through a fetch plan, want 8", planned)
 	}
 }

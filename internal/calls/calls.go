@@ -2,6 +2,7 @@ package calls
 
 import (
 	"sort"
+	"strconv"
 
 	"github.com/ianlancetaylor/demangle"
 	"github.com/kprewrite/kprewrite/internal/recentid"
@@ -37,16 +38,53 @@ type Call struct {
 	sp       uint64 // the entry's stack pointer (Record.EntrySP), 0 when unknown
 }
 
-// Thread is one thread of the trace.
+// Thread is one thread of the trace, or one goroutine of a Go program: the records
+// that carry a goroutine id (Record.HasGoID) nest per goroutine, which moves between
+// threads (TID is then the thread of its first record).
 type Thread struct {
 	PID, TID uint32
 	Comm     string
+	// Goroutine: the unit is the goroutine GoID, not the thread TID.
+	Goroutine bool
+	GoID      uint64
 	// Stack is the calls in progress, outermost first.
 	Stack []*Call
 	// First and Last are the times of its first and last records.
 	First, Last uint64
 	order       int
+	// entrySP is the EntrySP of the unit's last record when it opened a call, else 0
+	// (restarted)
+	entrySP uint64
 }
+
+// Track is the unit's id among its process's: the thread id, or the goroutine id.
+func (t *Thread) Track() uint64 {
+	if t.Goroutine {
+		return t.GoID
+	}
+	return uint64(t.TID)
+}
+
+// Name names the unit as reports and flame graphs show it: comm-tid, or goroutine N.
+func (t *Thread) Name() string {
+	if t.Goroutine {
+		return "goroutine " + strconv.FormatUint(t.GoID, 10)
+	}
+	return t.Comm + "-" + strconv.FormatUint(uint64(t.TID), 10)
+}
+
+// holds reports whether r nests in t.
+func (t *Thread) holds(r *tracefile.Record) bool {
+	if onGoroutine(r) {
+		return t.Goroutine && t.GoID == r.GoID && t.PID == r.PID
+	}
+	return !t.Goroutine && t.TID == r.TID && t.PID == r.PID
+}
+
+// onGoroutine reports whether r nests in its goroutine: it carries a goroutine id, and
+// not 0, which every thread's own g0 and gsignal have (the scheduler's and signal
+// handlers' stacks: per thread).
+func onGoroutine(r *tracefile.Record) bool { return r.HasGoID && r.GoID != 0 }
 
 // Role says what a record is to the nesting.
 type Role uint8
@@ -63,6 +101,10 @@ const (
 	// Orphan is a return record whose call is not on its thread's stack (entered
 	// before the trace began, or in the parent of a forked child).
 	Orphan
+	// Restart is a goroutine's entry record that restarts the call it just opened:
+	// Go's stack check sent the function to morestack before its body ran (to grow
+	// the stack, or to preempt the goroutine), which runs it again from its entry.
+	Restart
 )
 
 // Builder rebuilds calls from records given in time order.
@@ -81,7 +123,7 @@ type Builder struct {
 	roles   map[[2]uint64]*eventRole  // (image id, event id)
 	recent  recentid.Cache[eventRole] // the last image's roles by event id
 	funcs   []*Function
-	threads map[uint64]*Thread
+	threads map[[3]uint64]*Thread // (1 for a goroutine, pid, tid or goroutine id)
 	last    *Thread
 	free    []*Call
 }
@@ -107,7 +149,7 @@ func (er *eventRole) function(site uint64) *Function {
 
 // NewBuilder returns a builder for records of the described images.
 func NewBuilder(descs tracefile.Descs) *Builder {
-	return &Builder{descs: descs, roles: map[[2]uint64]*eventRole{}, threads: map[uint64]*Thread{}}
+	return &Builder{descs: descs, roles: map[[2]uint64]*eventRole{}, threads: map[[3]uint64]*Thread{}}
 }
 
 // Functions returns the functions seen, by ID.
@@ -227,14 +269,20 @@ func (b *Builder) role(image uint64, id uint32) *eventRole {
 	return b.roles[key]
 }
 
-// thread returns r's thread, noting its comm.
+// thread returns r's thread (or goroutine), noting its comm.
 func (b *Builder) thread(r *tracefile.Record) *Thread {
 	t := b.last
-	if t == nil || t.TID != r.TID || t.PID != r.PID {
-		key := uint64(r.PID)<<32 | uint64(r.TID)
+	if t == nil || !t.holds(r) {
+		key, g := [3]uint64{0, uint64(r.PID), uint64(r.TID)}, onGoroutine(r)
+		if g {
+			key = [3]uint64{1, uint64(r.PID), r.GoID}
+		}
 		t = b.threads[key]
 		if t == nil {
-			t = &Thread{PID: r.PID, TID: r.TID, Comm: r.CommString(), First: r.TsNs, order: len(b.threads)}
+			t = &Thread{PID: r.PID, TID: r.TID, Comm: r.CommString(), First: r.TsNs, order: len(b.threads), Goroutine: g}
+			if g {
+				t.GoID = r.GoID
+			}
 			b.threads[key] = t
 			if b.OnThread != nil {
 				b.OnThread(t)
@@ -272,21 +320,38 @@ func (b *Builder) Add(r *tracefile.Record) {
 					fn.ID = len(b.funcs)
 					b.funcs = append(b.funcs, fn)
 				}
-				if er.ret {
+				switch {
+				case er.ret:
 					role, c = b.ret(t, fn, r)
-				} else {
+				case b.restarted(t, fn, r):
+					role, c = Restart, t.Stack[len(t.Stack)-1]
+				default:
 					sp := r.EntrySP
-					if er.movSP {
-						sp = 0
+					if er.movSP || t.Goroutine {
+						sp = 0 // a Go program's stacks move when they grow: their addresses order nothing
 					}
 					role, c = Entry, b.enter(t, fn, r, sp)
 				}
 			}
 		}
 	}
+	t.entrySP = 0
+	if role == Entry || role == Restart {
+		t.entrySP = r.EntrySP
+	}
 	if b.OnRecord != nil {
 		b.OnRecord(t, r, role, c)
 	}
+}
+
+// restarted reports whether r, an entry of fn on goroutine t, restarts the call t
+// just opened: fn's, with the same stack pointer, and no record of t since (a call
+// of fn from fn has a lower one; a grown stack's restart is at another address, and
+// goes as a call whose return is lost). (An entry probe after Go's stack check sees
+// no restart: this keeps older rewrites' traces right.)
+func (b *Builder) restarted(t *Thread, fn *Function, r *tracefile.Record) bool {
+	n := len(t.Stack)
+	return t.Goroutine && r.EntrySP != 0 && t.entrySP == r.EntrySP && n > 0 && t.Stack[n-1].Func == fn
 }
 
 // enter opens fn's call on t; sp is the entry's stack pointer (0: unknown, or a Go

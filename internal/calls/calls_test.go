@@ -166,3 +166,48 @@ func TestBuilderGoStacks(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestGoroutines: records with a goroutine id nest per goroutine whatever thread wrote
+// them; goroutine 0 (each thread's g0 and gsignal) and records without an id nest per
+// thread; an entry that repeats the call just opened at the same stack pointer is a
+// restart, not a call; a goroutine's stack pointers end no call (its stack moves).
+func TestGoroutines(t *testing.T) {
+	d := desc()
+	b := NewBuilder(tracefile.Descs{d.ImageID: d})
+	var log []string
+	b.OnExit = func(th *Thread, c *Call, r *tracefile.Record) {
+		log = append(log, fmt.Sprintf("%s:%s[%d-%d lost %v]", th.Name(), c.Func.Name, c.Start, c.End, c.Lost))
+	}
+	restarts := 0
+	b.OnRecord = func(th *Thread, r *tracefile.Record, role Role, c *Call) {
+		if role == Restart {
+			restarts++
+		}
+	}
+	g := func(name string, tid uint32, ts, goid, sp uint64) *tracefile.Record {
+		r := rec(d, name, tid, ts)
+		r.GoID, r.HasGoID, r.EntrySP = goid, true, sp
+		return r
+	}
+	for _, r := range []*tracefile.Record{
+		g("f", 1, 10, 7, 0x9000),
+		g("f", 1, 11, 7, 0x9000), // morestack restarted f
+		g("g", 1, 12, 8, 0x5000), // goroutine 8 on thread 1 while 7 waits
+		g("g", 2, 13, 7, 0x1000), // goroutine 7 moved to thread 2; its stack moved too
+		g("h", 2, 14, 0, 0x100),  // g0 of thread 2
+		g("h", 1, 15, 0, 0x200),  // g0 of thread 1
+		g("h_ret", 2, 16, 0, 0),
+		g("h_ret", 1, 17, 0, 0),
+		g("g_ret", 1, 18, 7, 0), // goroutine 7 back on thread 1
+		g("g_ret", 2, 19, 8, 0),
+		g("f_ret", 2, 20, 7, 0),
+	} {
+		b.Add(r)
+	}
+	b.Finish()
+	want := "prog-2:h[14-16 lost false] prog-1:h[15-17 lost false] goroutine 7:g[13-18 lost false] " +
+		"goroutine 8:g[12-19 lost false] goroutine 7:f[10-20 lost false]"
+	if got := strings.Join(log, " "); got != want || restarts != 1 {
+		t.Errorf("calls (%d restarts):\n got %s\nwant %s", restarts, got, want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/kprewrite/kprewrite/elfio"
 	"github.com/kprewrite/kprewrite/internal/eventdef"
@@ -43,7 +44,7 @@ func runFormat(args []string, stdout, _ io.Writer) error {
 			if n > 0 {
 				fmt.Fprintln(stdout)
 			}
-			fmt.Fprint(stdout, eventdef.FormatFile(p, e.ID))
+			fmt.Fprint(stdout, withGoID(eventdef.FormatFile(p, e.ID), e))
 			n++
 		}
 		for _, sy := range d.Synthetic {
@@ -66,6 +67,24 @@ func runFormat(args []string, stdout, _ io.Writer) error {
 		return fmt.Errorf("%s: no event %s", pos[0], *only)
 	}
 	return nil
+}
+
+// withGoID adds to the format file ff of event e, when its records carry a goroutine
+// id (a Go function's event: DescEvent.GoID), the id's field after the event's own:
+// at its offset in the kernel's layout (the entry header's 16 bytes, 24 for a return
+// event, then the data), left out of print fmt as the trace lines leave it out.
+func withGoID(ff string, e tracefile.DescEvent) string {
+	i := strings.LastIndex(ff, "\n\nprint fmt:")
+	if e.GoID <= 0 || i < 0 {
+		return ff
+	}
+	off := 16 + e.GoID - 1
+	if e.Return {
+		off += 8
+	}
+	var b strings.Builder
+	eventdef.FormatField(&b, "u64", "common_goid", off, 8, false)
+	return ff[:i+1] + b.String() + ff[i+1:]
 }
 
 // readDescs reads the image descriptions of a rewritten binary, or of every image a

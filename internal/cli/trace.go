@@ -46,7 +46,7 @@ func followTrace(path string, bins []string, stdout, stderr io.Writer) error {
 }
 
 func runTrace(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("trace", "trace [-b BINARY]... [--no-header] [--snapshot] [--event PATTERN] [--format text|json|chrome] [-o OUT] [--follow] [FILE]", stdout)
+	fs := helpFlagSet("trace", "trace [-b BINARY]... [--no-header] [--snapshot] [--event PATTERN] [--goid] [--format text|json|chrome] [-o OUT] [--follow] [FILE]", stdout)
 	var bins multiFlag
 	fs.Var(&bins, "b", "a rewritten binary whose events the trace holds (repeatable; default: FILE without "+TraceSuffix+")")
 	noHeader := fs.Bool("no-header", false, "print only the event lines (text)")
@@ -54,6 +54,7 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("o", "", "write to OUT (atomically) instead of standard output")
 	snapshot := fs.Bool("snapshot", false, "print the trace as it was at its latest snapshot (a snapshot trigger or an onmax()/onchange() snapshot() action): the records written up to it, as the kernel's snapshot file")
 	event := fs.String("event", "", "print only the records of the events matching `PATTERN` (EVENT, GROUP/EVENT, GROUP/*; text format)")
+	goid := fs.Bool("goid", false, "end the text line of a record that carries a goroutine id (an event at a Go function) with goid=N")
 	follow := fs.Bool("follow", false, "print records as the programs write them, like reading trace_pipe, until interrupted (or, for a file kprewrite record writes, until the recording ends)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -77,6 +78,9 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 	if *event != "" && *format != "text" {
 		return usageErr("--event selects text lines (--format text)")
 	}
+	if *goid && *format != "text" {
+		return usageErr("--goid adds to text lines (--format text; json has goid, chrome a track per goroutine)")
+	}
 	var write func(io.Writer, *export.Input) error
 	switch *format {
 	case "text":
@@ -85,7 +89,7 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 			match = func(group, name string) bool { return eventdef.MatchesName(*event, group, name) }
 		}
 		write = func(w io.Writer, in *export.Input) error {
-			return tracefile.WriteTraceEvents(w, stderr, in.Stream, in.Descs, !*noHeader, match)
+			return tracefile.WriteTraceEvents(w, stderr, in.Stream, in.Descs, !*noHeader, match, *goid)
 		}
 	case "json":
 		write = export.WriteJSONLines

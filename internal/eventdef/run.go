@@ -323,7 +323,7 @@ func (r *runner) block(prog []byte, pos int) (int, error) {
 		elems = s
 		code = code[2:]
 	case OpStMem:
-		if len(code) < 8 || !validSize(code[5]) || code[6] == 0 || code[7] > 1 {
+		if len(code) < 8 || !validSize(code[5]) || code[6] == 0 || code[7] > StMemSafe {
 			return 0, bad
 		}
 		off := int64(int32(le.Uint32(code[1:])))
@@ -475,8 +475,9 @@ func ReadsMemory(prog []byte) bool {
 		if k >= len(code) {
 			return true
 		}
-		switch code[k] {
-		case OpStRaw:
+		switch {
+		case code[k] == OpStRaw:
+		case code[k] == OpStMem && k+7 < len(code) && code[k+7] == StMemSafe: // cannot fault
 		default: // a dereference, OpStMem, OpStStr, OpStStrArr, or something unknown
 			return true
 		}

@@ -12,7 +12,7 @@ import (
 // WriteChrome writes the trace in the Trace Event Format (the JSON object form), which
 // Perfetto UI, chrome://tracing and speedscope open:
 //   - a call (an entry event and the return event of the same function on the same
-//     thread, package calls) is a duration slice, B then E, named by its function, the
+//     thread, or goroutine in a Go program, package calls) is a duration slice, B then E, named by its function, the
 //     entry's fields as the B's args and the return's as the E's; a call whose return
 //     was lost ends where the trace shows it (package calls: the next call from its
 //     frame or further out, or an enclosing call's return), with "lost_return": true
@@ -21,7 +21,7 @@ import (
 //     fields as args (a return whose call began before the trace also has
 //     "orphan_return": true);
 //   - process_name and thread_name metadata from each thread's comm, again when a comm
-//     changes;
+//     changes; a goroutine's track has its id as tid and "goroutine N" as name;
 //   - at the end, each image's per-event hits and nmissed as counter events (what
 //     `kprewrite profile` prints), and an instant event counting lost records.
 //
@@ -87,7 +87,7 @@ func (cw *chromeWriter) head(ph string, name string, t *calls.Thread, ts uint64)
 	o.buf = append(o.buf, `,"pid":`...)
 	o.buf = strconv.AppendUint(o.buf, uint64(t.PID), 10)
 	o.buf = append(o.buf, `,"tid":`...)
-	o.buf = strconv.AppendUint(o.buf, uint64(t.TID), 10)
+	o.buf = strconv.AppendUint(o.buf, t.Track(), 10)
 	o.buf = append(o.buf, `,"ts":`...)
 	o.buf = appendMicros(o.buf, ts)
 }
@@ -96,7 +96,7 @@ func (cw *chromeWriter) head(ph string, name string, t *calls.Thread, ts uint64)
 // first time the process is seen or when its main thread's comm changes.
 func (cw *chromeWriter) threadNames(t *calls.Thread) {
 	o := cw.o
-	if !cw.pids[t.PID] || t.PID == t.TID {
+	if !cw.pids[t.PID] || (t.PID == t.TID && !t.Goroutine) {
 		cw.pids[t.PID] = true
 		cw.sep()
 		o.buf = append(o.buf, `{"ph":"M","name":"process_name","pid":`...)
@@ -111,9 +111,9 @@ func (cw *chromeWriter) threadNames(t *calls.Thread) {
 	o.buf = append(o.buf, `{"ph":"M","name":"thread_name","pid":`...)
 	o.buf = strconv.AppendUint(o.buf, uint64(t.PID), 10)
 	o.buf = append(o.buf, `,"tid":`...)
-	o.buf = strconv.AppendUint(o.buf, uint64(t.TID), 10)
+	o.buf = strconv.AppendUint(o.buf, t.Track(), 10)
 	o.buf = append(o.buf, `,"args":{"name":`...)
-	o.buf = appendString(o.buf, t.Comm+"-"+strconv.FormatUint(uint64(t.TID), 10))
+	o.buf = appendString(o.buf, t.Name())
 	o.buf = append(o.buf, "}}"...)
 }
 
@@ -163,7 +163,7 @@ func (cw *chromeWriter) exit(t *calls.Thread, c *calls.Call, r *tracefile.Record
 func (cw *chromeWriter) record(t *calls.Thread, r *tracefile.Record, role calls.Role, c *calls.Call) {
 	cw.lastTs = r.TsNs
 	switch role {
-	case calls.Entry, calls.Return:
+	case calls.Entry, calls.Return, calls.Restart: // (a restart is its call's entry again)
 		return
 	}
 	var err error

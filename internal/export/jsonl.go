@@ -77,8 +77,8 @@ func (jw *jsonlWriter) appendRecord(b []byte, r *tracefile.Record) (_ []byte, ok
 	return b, true
 }
 
-// appendCommon appends the members every record has: time, CPU, pid, tid, comm and
-// image.
+// appendCommon appends the members every record has: time, CPU, pid, tid (and the
+// goroutine id of a record that carries one), comm and image.
 func (jw *jsonlWriter) appendCommon(b []byte, r *tracefile.Record) []byte {
 	b = append(b, `{"time_ns":`...)
 	b = strconv.AppendUint(b, r.TsNs, 10)
@@ -88,6 +88,10 @@ func (jw *jsonlWriter) appendCommon(b []byte, r *tracefile.Record) []byte {
 	b = strconv.AppendUint(b, uint64(r.PID), 10)
 	b = append(b, `,"tid":`...)
 	b = strconv.AppendUint(b, uint64(r.TID), 10)
+	if r.HasGoID {
+		b = append(b, `,"goid":`...)
+		b = strconv.AppendUint(b, r.GoID, 10)
+	}
 	b = append(b, `,"comm":`...)
 	b = appendString(b, commBytes(r))
 	if r.ImageID != jw.lastID || jw.lastImage == nil {

@@ -1,8 +1,6 @@
 package export
 
 import (
-	"strconv"
-
 	"github.com/kprewrite/kprewrite/internal/calls"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 )
@@ -112,5 +110,5 @@ func BuildStacks(in *Input, threads bool) (*Stacks, error) {
 
 // threadName names a thread as the flame graphs and reports show it.
 func threadName(t *calls.Thread) string {
-	return t.Comm + "-" + strconv.FormatUint(uint64(t.TID), 10)
+	return t.Name()
 }

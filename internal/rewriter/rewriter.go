@@ -297,6 +297,7 @@ func (g *gen) makeEvents() error {
 	live := g.liveEvents(targets)
 	g.live = live
 	needSyms := false
+	gost := g.goidState()
 	for i, p := range g.probes {
 		g.evOf[i] = -1
 		if g.plan.PointOf[i] < 0 {
@@ -309,6 +310,7 @@ func (g *gen) makeEvents() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.Origin, err)
 		}
+		prog, goid := gost.withGoID(prog, &g.probes[i], g.opt.CountOnly)
 		filter, err := probedefs.CompileFilter(&g.probes[i], g.b.Funcs)
 		if err != nil {
 			return err
@@ -362,7 +364,7 @@ func (g *gen) makeEvents() error {
 		g.events = append(g.events, ev)
 		g.desc.Events = append(g.desc.Events, tracefile.DescEvent{ID: id, Group: p.Def.Group, Name: p.Def.Event, Def: p.Def.Def,
 			Origin: p.Origin, Return: p.Def.Return, Filter: p.Filter, Disabled: disabled || (p.Handler != nil && p.Handler.Disabled),
-			Soft: ev.Flags&kprt.EFSoftDisabled != 0, Live: ev.Flags&kprt.EFLive != 0, Spare: p.Spare})
+			Soft: ev.Flags&kprt.EFSoftDisabled != 0, Live: ev.Flags&kprt.EFLive != 0, Spare: p.Spare, GoID: goid})
 	}
 	if err := g.makeTriggers(); err != nil {
 		return err

@@ -129,6 +129,10 @@ type DescEvent struct {
 	// CtlSlots are the slots of the triggers' counts in the image's control area, in
 	// the order of Triggers.
 	CtlSlots []uint32 `json:"ctl_slots,omitempty"`
+	// GoID is, for an event at a Go function of a Go program, 1 + the offset in its
+	// records' data of the goroutine id the rewrite appended after the definition's
+	// fixed fields (Record.GoID); 0 when its records carry none.
+	GoID int `json:"goid,omitempty"`
 }
 
 // DescProbe is one probe, indexed by its runtime index (the trace file's counters).
@@ -224,6 +228,7 @@ type leanEvent struct {
 	Soft     bool     `json:"soft,omitempty"`
 	Live     bool     `json:"live,omitempty"`
 	Spare    bool     `json:"spare,omitempty"`
+	GoID     int      `json:"goid,omitempty"`
 }
 
 // nextOrigin is the origin an event after one from origin has by default.
@@ -244,7 +249,7 @@ func leanEvents(evs []DescEvent) []leanEvent {
 	id, origin := uint32(1), ""
 	for i, e := range evs {
 		l := leanEvent{Group: e.Group, Name: e.Name, Def: e.Def, Return: e.Return, Disabled: e.Disabled, Filter: e.Filter,
-			Triggers: e.Triggers, CtlSlots: e.CtlSlots, Soft: e.Soft, Live: e.Live, Spare: e.Spare}
+			Triggers: e.Triggers, CtlSlots: e.CtlSlots, Soft: e.Soft, Live: e.Live, Spare: e.Spare, GoID: e.GoID}
 		if e.ID != id {
 			l.ID = &evs[i].ID
 		}
@@ -262,7 +267,7 @@ func fullEvents(ls []leanEvent) []DescEvent {
 	id, origin := uint32(1), ""
 	for i, l := range ls {
 		e := DescEvent{ID: id, Group: l.Group, Name: l.Name, Def: l.Def, Origin: nextOrigin(origin), Return: l.Return, Disabled: l.Disabled,
-			Filter: l.Filter, Triggers: l.Triggers, CtlSlots: l.CtlSlots, Soft: l.Soft, Live: l.Live, Spare: l.Spare}
+			Filter: l.Filter, Triggers: l.Triggers, CtlSlots: l.CtlSlots, Soft: l.Soft, Live: l.Live, Spare: l.Spare, GoID: l.GoID}
 		if i == 0 {
 			e.Origin = ""
 		}

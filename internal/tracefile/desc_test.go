@@ -13,14 +13,15 @@ import (
 // that skip, events -1, sites apart from addresses, origins that do not follow a
 // line of the same file (another file, none, a name without a line, a line with a
 // leading zero). Version 4 has the image id in the frame's header, where SetImageID
-// changes it without compressing again; version 3 and 2 frames still read.
+// changes it without compressing again; version 3 and 2 frames still read. Events'
+// goroutine-id offsets (GoID) survive.
 func TestDescLean(t *testing.T) {
 	d := &Desc{ImageID: 7, Image: "x", Input: "y", PIE: true,
 		Events: []DescEvent{
-			{ID: 1, Group: "g", Name: "a", Def: "p:g/a f", Origin: "defs:1"},
+			{ID: 1, Group: "g", Name: "a", Def: "p:g/a f", Origin: "defs:1", GoID: 1},
 			{ID: 2, Group: "g", Name: "b", Def: "p:g/b f+1", Origin: "defs:2"},
 			{ID: 3, Group: "g", Name: "c", Def: "p:g/c h", Origin: "defs:4"},
-			{ID: 9, Group: "g", Name: "d", Def: "r:g/d h", Origin: "", Return: true},
+			{ID: 9, Group: "g", Name: "d", Def: "r:g/d h", Origin: "", Return: true, GoID: 9},
 			{ID: 10, Group: "g", Name: "e", Def: "p:g/e h", Origin: "-e #1"},
 			{ID: 11, Group: "g", Name: "f", Def: "p:g/f h", Origin: "defs:05"},
 			{ID: 12, Group: "g", Name: "g", Def: "p:g/g h", Origin: "defs:6", Disabled: true, Filter: `a == 1 && s ~ "x*"`},

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
@@ -39,6 +40,9 @@ type Formatter struct {
 	// Counter: record times are counts (kprt.ClockCounter), printed as the count the
 	// way the kernel prints its counter clock, not as seconds.
 	Counter bool
+	// GoID: Line ends the line of a record that carries a goroutine id with
+	// " goid=N" (trace --goid; the uprobe tracer's lines have no such field).
+	GoID bool
 }
 
 // ClockName is the name of the clock the times of a trace with header h are of (the
@@ -155,6 +159,9 @@ func (fm *Formatter) Line(r *Record) (string, error) {
 	body, err := eventdef.FormatEvent(e.def, r.Bias+e.funcAddr(r.IP), r.RetIP, r.Data, opt)
 	if err != nil {
 		return "", err
+	}
+	if fm.GoID && r.HasGoID {
+		body += " goid=" + strconv.FormatUint(r.GoID, 10)
 	}
 	return fm.head(r) + ": " + body, nil
 }
@@ -418,14 +425,14 @@ const ViolationEvent = "kprewrite_violation"
 // trace file has. Records it cannot format are reported on errw (once per event) and
 // left out.
 func WriteTrace(w, errw io.Writer, s *Stream, descs Descs, header bool) error {
-	return WriteTraceEvents(w, errw, s, descs, header, nil)
+	return WriteTraceEvents(w, errw, s, descs, header, nil, false)
 }
 
 // WriteTraceEvents is WriteTrace of the records of the events match accepts (nil:
 // every record): a probe's record by its event's group and name, a stack trace with
 // the record it follows, a synthetic event's as group "synthetic"; with match, a C
 // handler's trace_printk text and a violation are left out.
-func WriteTraceEvents(w, errw io.Writer, s *Stream, descs Descs, header bool, match func(group, name string) bool) error {
+func WriteTraceEvents(w, errw io.Writer, s *Stream, descs Descs, header bool, match func(group, name string) bool, goid bool) error {
 	if header && s.Until != 0 {
 		until := fmt.Sprintf("%d.%06d", s.Until/1e9, s.Until%1e9/1e3)
 		if s.Header.Clock == kprt.ClockCounter {
@@ -456,6 +463,7 @@ func WriteTraceEvents(w, errw io.Writer, s *Stream, descs Descs, header bool, ma
 	}
 	fm := NewFormatter(descs)
 	fm.Counter = s.Header.Clock == kprt.ClockCounter
+	fm.GoID = goid
 	reported := map[string]bool{}
 	var sb strings.Builder
 	keepStack := true

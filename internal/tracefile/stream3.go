@@ -33,6 +33,7 @@ type probeRef struct {
 	eventID uint32
 	site    uint64
 	entry   bool
+	goid    int // the event's DescEvent.GoID
 }
 
 const granule = 4096
@@ -74,6 +75,7 @@ func (s *Stream) probeRefs(i uint8) []probeRef {
 				if p.Event >= 0 && p.Event < len(d.Events) {
 					refs[k].eventID = d.Events[p.Event].ID
 					refs[k].entry = !d.Events[p.Event].Return
+					refs[k].goid = d.Events[p.Event].GoID
 				}
 			}
 		}
@@ -131,6 +133,7 @@ func (s *Stream) crec(off, end uint64, bc *blockCtx, r *Record) (uint64, int) {
 		rr.Probe = probe
 	}
 	p := off + kprt.CRecSize
+	goid := 0 // the event's DescEvent.GoID
 	if rlen&kprt.CRecExt != 0 {
 		x := b[p : p+kprt.CRecExtSize]
 		rr.Type = x[0]
@@ -144,7 +147,7 @@ func (s *Stream) crec(off, end uint64, bc *blockCtx, r *Record) (uint64, int) {
 		rr.EventID, rr.IP = kprt.NoEvent, 0
 		entry := false
 		if refs := s.probeRefs(bc.image); uint64(probe) < uint64(len(refs)) {
-			rr.EventID, rr.IP, entry = refs[probe].eventID, refs[probe].site, refs[probe].entry
+			rr.EventID, rr.IP, entry, goid = refs[probe].eventID, refs[probe].site, refs[probe].entry, refs[probe].goid
 		}
 		if rlen&kprt.CRecRet != 0 && !entry {
 			rr.Type = kprt.RecKretprobe
@@ -161,7 +164,24 @@ func (s *Stream) crec(off, end uint64, bc *blockCtx, r *Record) (uint64, int) {
 		}
 	}
 	r.Data = b[p : p+dlen]
+	if rlen&kprt.CRecExt != 0 && rr.EventID != kprt.NoEvent {
+		goid = s.extGoID(bc.image, probe, rr.EventID)
+	}
+	r.GoID, r.HasGoID = 0, false
+	if o := goid - 1; o >= 0 && o+8 <= len(r.Data) {
+		r.GoID, r.HasGoID = binary.LittleEndian.Uint64(r.Data[o:]), true
+	}
 	return size, crecCommitted
+}
+
+// extGoID is the DescEvent.GoID of an ext record's event (its time past the compact
+// form's): its probe's, when the image's description names that event there.
+func (s *Stream) extGoID(image uint8, probe, eventID uint32) int {
+	refs := s.probeRefs(image)
+	if uint64(probe) < uint64(len(refs)) && refs[probe].eventID == eventID {
+		return refs[probe].goid
+	}
+	return 0
 }
 
 // index3 indexes a version 3 file's records: the blocks given out by head, or the

@@ -59,6 +59,11 @@ type Record struct {
 	// return-probed frame, whose stack pointer it shares.
 	EntrySP  uint64
 	TailCall bool
+	// GoID is the goroutine that wrote the record, when HasGoID: the record is an
+	// event's at a Go function of a Go program (DescEvent.GoID), whose data holds it
+	// after the definition's fixed fields. Calls nest per goroutine (internal/calls).
+	GoID    uint64
+	HasGoID bool
 }
 
 // CommString returns the record's comm as a string.

@@ -31,6 +31,11 @@ enum {
 	OpSBitfield = 0x31, /* arithmetic right shift: a signed bitfield */
 };
 
+/* OpStMem's last byte (after the user flag's 0 and 1): memory that cannot fault, read
+ * with a plain load (eventdef.StMemSafe: a Go function's g through R14, for the
+ * goroutine id the rewrite appends to its events' records) */
+#define StMemSafe 2
+
 struct fctx {
 	const u64 *regs;
 	const u8 *edata;
@@ -219,14 +224,15 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 
 	/* the common memory argument, +OFF(%REG):TYPE, read straight into its slot */
 	if (n == 10 && code[0] == OpReg && code[2] == OpStMem && code[1] % 8 == 0 && code[1] < PT_REGS_SIZE &&
-	    valid_size(code[7]) && code[8] == 1 && code[9] <= 1) {
+	    valid_size(code[7]) && code[8] == 1 && code[9] <= StMemSafe) {
 		u32 esize = code[7];
 		if (!slot_ok(c, dest, esize))
 			return -1;
 		u8 *d = at(c, dest, esize);
 		if (d) {
 			u64 addr = c->regs[code[1] / 8] + (u64)(s64)(int)le32(code + 3);
-			long got = kprw_read_mode(d, (uptr)addr, esize, c->fast);
+			long got = code[9] == StMemSafe ? (kprw_load_safe(d, (uptr)addr, esize), (long)esize)
+							: kprw_read_mode(d, (uptr)addr, esize, c->fast);
 			if (got < (long)esize) /* as copy_from_user: the readable bytes, zero padded */
 				kprw_memset(d + (got > 0 ? got : 0), 0, esize - (u32)(got > 0 ? got : 0));
 		}
@@ -312,7 +318,7 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 		code += 2;
 		break;
 	case OpStMem: {
-		if (end - code < 8 || !valid_size(code[5]) || code[6] == 0 || code[7] > 1)
+		if (end - code < 8 || !valid_size(code[5]) || code[6] == 0 || code[7] > StMemSafe)
 			return -1;
 		s64 off = (int)le32(code + 1);
 		u32 cnt = code[6];
@@ -323,7 +329,9 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 		for (u32 i = 0; c->rec && i < cnt; i++) {
 			/* as copy_from_user, which the kernel stores it with: the bytes before
 			 * the first unreadable one, the rest zero */
-			long got = fault ? 0 : kprw_read_mode(b, (uptr)(val + (u64)off + (u64)i * esize), esize, c->fast);
+			uptr src = (uptr)(val + (u64)off + (u64)i * esize);
+			long got = fault ? 0 : code[7] == StMemSafe ? (kprw_load_safe(b, src, esize), (long)esize)
+								    : kprw_read_mode(b, src, esize, c->fast);
 			if (got < (long)esize)
 				kprw_memset(b + (got > 0 ? got : 0), 0, esize - (u32)(got > 0 ? got : 0));
 			wr(c, dest + i * esize, b, esize);
@@ -527,8 +535,8 @@ int kprw_fetch_plan(const u8 *prog, u32 plen, struct kprw_fplan *pl)
 			op->mem = 0;
 			op->size = code[3];
 			op->off = 0;
-		} else if (n == 10 && code[2] == OpStMem && valid_size(code[7]) && code[8] == 1 && code[9] <= 1) {
-			op->mem = 1;
+		} else if (n == 10 && code[2] == OpStMem && valid_size(code[7]) && code[8] == 1 && code[9] <= StMemSafe) {
+			op->mem = code[9] == StMemSafe ? 2 : 1;
 			op->size = code[7];
 			op->off = (int)le32(code + 3);
 		} else {

@@ -10,7 +10,7 @@ long kprw_fetch_fixed_size(const u8 *prog, u32 plen); /* -1: not fixed */
 int kprw_fetch_reads_xmm(const u8 *prog, u32 plen);
 #define KPRW_PLAN_MAX 16
 struct kprw_fplan_op {
-	u8 mem, reg, size, pad; /* reg: index in pt_regs */
+	u8 mem, reg, size, pad; /* mem: 1 a read, 2 a plain load (StMemSafe); reg: index in pt_regs */
 	int off;
 	u32 dest;
 };
@@ -20,6 +20,18 @@ struct kprw_fplan {
 };
 int kprw_fetch_plan(const u8 *prog, u32 plen, struct kprw_fplan *pl);
 void kprw_fetch_plan_run(const struct kprw_fplan *pl, const struct pt_regs *regs, u8 *out, int fast);
+
+/* kprw_load_safe reads n bytes at src with a plain load: memory that cannot fault
+ * (StMemSafe), a Go function's g through R14. The Go runtime clears R14 where it calls
+ * Go code on a thread without a g (needm, a signal on a thread Go did not create), so
+ * an address outside the user range reads as zeros. */
+static inline __attribute__((always_inline)) void kprw_load_safe(u8 *d, uptr src, u32 n)
+{
+	if (src >= KPRW_FAST_LO && src + n >= src && src + n <= KPRW_FAST_HI)
+		kprw_memcpy(d, (const void *)src, n);
+	else
+		kprw_memset(d, 0, n);
+}
 
 /* kprw_fetch_plan_into runs plan pl into out, which must be zero already (a record's
  * data: the record area is never written twice): what a read cannot give stays zero,
@@ -32,6 +44,10 @@ static inline __attribute__((always_inline)) void kprw_fetch_ops_into(u32 n, con
 		const struct kprw_fplan_op *op = &ops[i];
 		u8 *d = out + op->dest;
 		u64 v = r[op->reg];
+		if (op->mem == 2) { /* memory that cannot fault (StMemSafe) */
+			kprw_load_safe(d, (uptr)(v + (u64)(s64)op->off), op->size);
+			continue;
+		}
 		if (op->mem) {
 			uptr src = (uptr)(v + (u64)(s64)op->off);
 			/* kprw_read_mode's fast branch, without the call */

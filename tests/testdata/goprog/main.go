@@ -1,10 +1,9 @@
 // Command goprog is the Go program of TestGoCalls: goroutines, recursion that grows
 // their stacks (fib, and deep with a 4 KiB frame), a string argument, and an HTTP
 // server on 127.0.0.1 with 8 client goroutines making 400 requests. It counts its own
-// calls and prints the counts. The goroutines that make calls lock their threads
-// (runtime.LockOSThread): kprewrite nests calls per thread until records carry the
-// goroutine, and a goroutine that stays on its thread nests the same either way. It
-// ends when every other goroutine has, so that every traced call has returned.
+// calls and prints the counts. Its goroutines move between threads freely: records
+// carry the goroutine, and calls nest per goroutine. It ends when every other
+// goroutine has, so that every traced call has returned.
 package main
 
 import (
@@ -63,13 +62,11 @@ func handle(w http.ResponseWriter, r *http.Request) {
 }
 
 func main() {
-	runtime.LockOSThread()
 	var wg sync.WaitGroup
 	var sum atomic.Int64
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
 		go func(g int) {
-			runtime.LockOSThread()
 			defer wg.Done()
 			sum.Add(int64(fib(18 + g)))
 			sum.Add(int64(deep(1000 * (g + 1))))
@@ -85,7 +82,6 @@ func main() {
 	srv := &http.Server{Handler: http.HandlerFunc(handle)}
 	served := make(chan error)
 	go func() {
-		runtime.LockOSThread()
 		served <- srv.Serve(ln)
 	}()
 	url := "http://" + ln.Addr().String() + "/"
@@ -93,7 +89,6 @@ func main() {
 	for c := 0; c < 8; c++ {
 		wg.Add(1)
 		go func(c int) {
-			runtime.LockOSThread()
 			defer wg.Done()
 			for i := 0; i < 50; i++ {
 				want := fmt.Sprintf("c%di%d", c, i)

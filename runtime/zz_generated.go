@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "e78756e062f1b2e0df3f85215a784ad74e38da19f52eb7d578628d33d28f4410"
+const ObjectSHA256 = "69466c87e1ec95019b670f162a3f4d4fb879e89e9765361ec2c75067914e432b"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

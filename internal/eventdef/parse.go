@@ -68,7 +68,8 @@ type Arg struct {
 	// prints as the name, others as TYPE prints them.
 	Enum []EnumValue
 
-	code []insn // the kernel-style fetch instructions, ended by opEnd
+	code    []insn // the kernel-style fetch instructions, ended by opEnd
+	lenCode []insn // PTR,LEN:gostring: the fetch of LEN, ended by opEnd
 }
 
 // Bitfield is a b<bit-width>@<bit-offset>/<container-size> type.
@@ -118,6 +119,10 @@ const (
 	opLpArray
 	opEnd
 	opXmm // kprewrite: the low 64 bits of SSE register xmm<param>
+	// opStGoString (kprewrite) stores a Go string: param 0, its {pointer, length}
+	// header is at the value plus offset; param 1, the value is the pointer and the
+	// argument's lenCode fetches the length
+	opStGoString
 )
 
 type insn struct {
@@ -496,11 +501,14 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 		return perr
 	}
 
-	for k := range ap.code {
-		ap.code[k] = insn{}
+	if ft.name == "gostring" {
+		if perr := ap.parseGoString(arg, t, base); perr != nil {
+			return perr
+		}
+		arg.Type, arg.Kind, arg.Size = ft.name, ft.kind, ft.size
+		return nil
 	}
-	ap.code[fetchInsnMax-1].op = opEnd
-	ap.pc = 0
+	ap.resetCode()
 	if perr := ap.parseProbeArg(t.expr); perr != nil {
 		return perr
 	}
@@ -529,6 +537,61 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 		}
 		arg.Enum = enum
 	}
+	return nil
+}
+
+func (ap *argParser) resetCode() {
+	for k := range ap.code {
+		ap.code[k] = insn{}
+	}
+	ap.code[fetchInsnMax-1].op = opEnd
+	ap.pc = 0
+}
+
+// parseGoString parses the body of a gostring (a kprewrite type, no array, no
+// table): +OFF(...) is the address of the string's {pointer, length} header, and
+// PTR,LEN are two fetches that give the pointer and the length (where Go's register
+// ABI and its DWARF put the two words in two places).
+func (ap *argParser) parseGoString(arg *Arg, t argType, base int) *ParseError {
+	if t.count > 0 {
+		return ap.err(base+t.tOff, ErrBadString)
+	}
+	ptr, length, pair := strings.Cut(t.expr, ",")
+	ap.resetCode()
+	if perr := ap.parseProbeArg(ptr); perr != nil {
+		return perr
+	}
+	if !pair {
+		last := &ap.code[ap.pc]
+		if last.op != opDeref && last.op != opUDeref {
+			return ap.err(base+t.tOff, ErrBadString)
+		}
+		last.op = opStGoString
+	} else {
+		ap.pc++
+		if ap.code[ap.pc].op != opNop {
+			return ap.err(ap.offset, ErrTooManyOps)
+		}
+		ap.code[ap.pc] = insn{op: opStGoString, param: 1}
+	}
+	ap.pc++
+	ap.code[ap.pc] = insn{op: opEnd}
+	arg.code = append([]insn(nil), ap.code[:ap.pc+1]...)
+	if !pair {
+		return nil
+	}
+	ap.resetCode()
+	ap.offset = base + len(ptr) + 1
+	if perr := ap.parseProbeArg(length); perr != nil {
+		return perr
+	}
+	switch ap.code[0].op {
+	case opComm, opData, opXmm:
+		return ap.err(base+len(ptr)+1, ErrBadString)
+	}
+	ap.pc++
+	ap.code[ap.pc] = insn{op: opEnd}
+	arg.lenCode = append([]insn(nil), ap.code[:ap.pc+1]...)
 	return nil
 }
 

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "69466c87e1ec95019b670f162a3f4d4fb879e89e9765361ec2c75067914e432b"
+const ObjectSHA256 = "04c99e91b3bb957bfff007c010fa0a416f60bfaf935e76a00d54ce5f10d8bbf3"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

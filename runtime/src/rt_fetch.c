@@ -230,7 +230,7 @@ static int source(struct fctx *c, const u8 **code, const u8 *end, u64 *val, int 
 
 /* go_string stores a Go string (OpStGoStr at code): min(length, room) bytes at its
  * pointer and a NUL, or a fault; returns the code past it, NULL if malformed. */
-static const u8 *go_string(struct fctx *c, const u8 *code, const u8 *end, u32 dest, u64 val, int fault)
+__attribute__((noinline)) static const u8 *go_string(struct fctx *c, const u8 *code, const u8 *end, u32 dest, u64 val, int fault)
 {
 	u8 b[8];
 	if (end - code < 6 || code[5] > 1 || !slot_ok(c, dest, 4))

@@ -49,6 +49,7 @@ type unit struct {
 	loclistsBase uint64
 	optimized    bool // compiled with optimization (-O1 and up, by DW_AT_producer)
 	producer     string
+	golang       bool // DW_AT_language is Go
 	lines        []Row // its line table, rows in sequence order
 	files        []*dwarf.LineFile
 	globals      []*dwarf.Entry // its file-scope variables
@@ -92,6 +93,13 @@ func (f *Func) Contains(pc uint64) bool {
 	}
 	return false
 }
+
+// langGo is DW_LANG_Go.
+const langGo = 0x16
+
+// Go says f was compiled by Go: its parameters follow Go's register ABI, and its
+// results are formal parameters with DW_AT_variable_parameter.
+func (f *Func) Go() bool { return f.u.golang }
 
 // Producer is the DW_AT_producer of f's unit (compiler and options).
 func (f *Func) Producer() string { return f.u.producer }
@@ -152,6 +160,8 @@ func (in *Info) readUnits() error {
 		}
 		u.producer, _ = e.Val(dwarf.AttrProducer).(string)
 		u.optimized = optimizedProducer(u.producer)
+		lang, _ := e.Val(dwarf.AttrLanguage).(int64)
+		u.golang = lang == langGo
 		in.units = append(in.units, u)
 		if err := in.readLines(u); err != nil {
 			return err

@@ -3,6 +3,7 @@ package srcprobe
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/debuginfo"
 )
@@ -147,10 +148,14 @@ func (r *Resolver) Vars(spec string, globals bool) ([]PointVars, error) {
 			vi := VarInfo{Name: v.Name, Type: typeName(v.Type), Param: v.Param, Global: v.Global}
 			if v.Err != nil {
 				vi.Reason = v.Err.Error()
-			} else if body, typ, err := placeOf(v).fetch("", in.DataSymbol); err != nil {
+			} else if fs, err := fields(v.Name, placeOf(v), "", in.DataSymbol, fn.Go()); err != nil {
 				vi.Reason = err.Error()
 			} else {
-				vi.Fetch = v.Name + "=" + body + ":" + typ
+				var w []string
+				for _, f := range fs {
+					w = append(w, f.name+"="+f.body+":"+f.typ)
+				}
+				vi.Fetch = strings.Join(w, " ")
 			}
 			pv.Vars = append(pv.Vars, vi)
 		}

@@ -49,7 +49,7 @@ type unit struct {
 	loclistsBase uint64
 	optimized    bool // compiled with optimization (-O1 and up, by DW_AT_producer)
 	producer     string
-	golang       bool // DW_AT_language is Go
+	golang       bool  // DW_AT_language is Go
 	lines        []Row // its line table, rows in sequence order
 	files        []*dwarf.LineFile
 	globals      []*dwarf.Entry // its file-scope variables

@@ -33,6 +33,7 @@ type Info struct {
 	exec    [][2]uint64 // the executable segments
 	objects []object    // data symbols, for static variables
 	pie     bool
+	goTypes map[string]uint64 // Go types' descriptor offsets by name (goTypeIndex)
 }
 
 type object struct {

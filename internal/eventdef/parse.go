@@ -760,7 +760,8 @@ const maxEnumValues = 1 << 16
 
 // parseEnumTable parses "{NAME=VALUE,...}" for elements of type ft; it returns the
 // table, or the offset of its first error (else -1). Names are C identifiers (C++
-// scopes allowed) and unique; values are integers that fit ft.
+// scopes allowed; and Go's type names, main.T, *net/http.Request, which name an
+// interface's dynamic type) and unique; values are integers that fit ft.
 func parseEnumTable(s string, ft *fetchType) ([]EnumValue, int) {
 	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
 		return nil, 0
@@ -804,7 +805,7 @@ func isEnumName(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		if !(c == '_' || c == ':' || c == '.' || c == '/' || c == '-' || c == '*' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
 			return false
 		}
 	}

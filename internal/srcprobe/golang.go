@@ -4,6 +4,7 @@ import (
 	"debug/dwarf"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/debuginfo"
@@ -115,6 +116,48 @@ func fieldNames(st *dwarf.StructType) string {
 	return strings.Join(n, ",")
 }
 
+// fetchCtx is what rendering values needs besides their places.
+type fetchCtx struct {
+	sym    symbolizer
+	golang bool            // the function is Go's: Go's values print as Go's
+	in     *debuginfo.Info // for interfaces' dynamic type names (nil: none)
+	tables map[string]string
+}
+
+func newFetchCtx(in *debuginfo.Info, golang bool) *fetchCtx {
+	return &fetchCtx{sym: in.DataSymbol, golang: golang, in: in, tables: map[string]string{}}
+}
+
+// dynTable is the enum table that names an interface type's dynamic types
+// ({nil=0,main.T=ADDR,...}), "" when they cannot be known: the value then prints
+// as the descriptor's address.
+func (cx *fetchCtx) dynTable(t dwarf.Type) string {
+	td, ok := t.(*dwarf.TypedefType)
+	if !ok || cx.in == nil {
+		return ""
+	}
+	if tb, ok := cx.tables[td.Name]; ok {
+		return tb
+	}
+	names, err := cx.in.DynTypes(td.Name)
+	tb := ""
+	if err == nil && len(names) > 0 {
+		addrs := make([]uint64, 0, len(names))
+		for a := range names {
+			addrs = append(addrs, a)
+		}
+		slices.Sort(addrs)
+		var b strings.Builder
+		b.WriteString("{nil=0")
+		for _, a := range addrs {
+			fmt.Fprintf(&b, ",%s=%#x", names[a], a)
+		}
+		tb = b.String() + "}"
+	}
+	cx.tables[td.Name] = tb
+	return tb
+}
+
 // field is one fetcharg: NAME=BODY:TYPE.
 type field struct{ name, body, typ string }
 
@@ -128,8 +171,9 @@ const maxStructFields = 16
 // string, and for Go's values (golang: the unit is Go's) a slice as its length and
 // first elements, an interface as its dynamic type, a struct by value as its
 // fields (NAME_FIELD).
-func fields(name string, p place, userType string, sym symbolizer, golang bool) ([]field, error) {
-	if userType != "" || !golang {
+func fields(name string, p place, userType string, cx *fetchCtx) ([]field, error) {
+	sym := cx.sym
+	if userType != "" || !cx.golang {
 		body, typ, err := p.fetch(userType, sym)
 		return []field{{name, body, typ}}, err
 	}
@@ -141,10 +185,10 @@ func fields(name string, p place, userType string, sym symbolizer, golang bool) 
 		return sliceFields(name, p, sym)
 	case goIface, goEface:
 		body, err := dynTypeBody(p, sym)
-		return []field{{name, body, "x64"}}, err
+		return []field{{name, body, "x64" + cx.dynTable(p.typ)}}, err
 	}
 	if st, ok := strip(p.typ).(*dwarf.StructType); ok && p.piece == 0 {
-		return structFields(name, p, st, sym)
+		return structFields(name, p, st, cx)
 	}
 	body, typ, err := p.fetch("", sym)
 	return []field{{name, body, typ}}, err
@@ -231,14 +275,14 @@ func dynTypeBody(p place, sym symbolizer) (string, error) {
 }
 
 // structFields expands a Go struct by value into its fields, NAME_FIELD.
-func structFields(name string, p place, st *dwarf.StructType, sym symbolizer) ([]field, error) {
+func structFields(name string, p place, st *dwarf.StructType, cx *fetchCtx) ([]field, error) {
 	var out []field
 	for _, f := range st.Field {
 		sp, err := p.sub(f.ByteOffset, f.Type)
 		if err != nil {
 			return nil, fmt.Errorf(".%s: %w", f.Name, err)
 		}
-		fs, err := fields(name+"_"+sanitize(f.Name), sp, "", sym, true)
+		fs, err := fields(name+"_"+sanitize(f.Name), sp, "", cx)
 		if err != nil {
 			return nil, fmt.Errorf(".%s: %w", f.Name, err)
 		}

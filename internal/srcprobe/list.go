@@ -137,6 +137,7 @@ func (r *Resolver) Vars(spec string, globals bool) ([]PointVars, error) {
 		if err != nil {
 			return nil, fmt.Errorf("at %s: %w", pt.where(), err)
 		}
+		cx := newFetchCtx(in, fn.Go())
 		pv := PointVars{Addr: pt.addr, Where: fmt.Sprintf("%s+%d", fn.Name, pt.addr-fn.Entry)}
 		if row, ok := in.LineAt(pt.addr); ok {
 			pv.Where += fmt.Sprintf(" (%s:%d)", row.File, row.Line)
@@ -148,7 +149,7 @@ func (r *Resolver) Vars(spec string, globals bool) ([]PointVars, error) {
 			vi := VarInfo{Name: v.Name, Type: typeName(v.Type), Param: v.Param, Global: v.Global}
 			if v.Err != nil {
 				vi.Reason = v.Err.Error()
-			} else if fs, err := fields(v.Name, placeOf(v), "", in.DataSymbol, fn.Go()); err != nil {
+			} else if fs, err := fields(v.Name, placeOf(v), "", cx); err != nil {
 				vi.Reason = err.Error()
 			} else {
 				var w []string

@@ -526,7 +526,7 @@ func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret bool) (
 	if err != nil {
 		return nil, nil, err
 	}
-	sym := symbolizer(in.DataSymbol)
+	cx := newFetchCtx(in, golang)
 	var out, names []string
 	seen := map[string]bool{}
 	emit := func(fs []field) error {
@@ -553,7 +553,7 @@ func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret bool) (
 				if v.Err != nil {
 					continue // not available here: left out, as perf probe leaves it out
 				}
-				fs, err := fields(v.Name, places[i], "", sym, golang)
+				fs, err := fields(v.Name, places[i], "", cx)
 				if err != nil {
 					continue
 				}
@@ -562,7 +562,7 @@ func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret bool) (
 				}
 			}
 		case a.keyword == "$retval":
-			fs, err := retvalFields(in, pt, a, ret, golang, sym)
+			fs, err := retvalFields(in, pt, a, ret, cx)
 			if err != nil {
 				return nil, nil, fmt.Errorf("$retval: %w", err)
 			}
@@ -578,7 +578,7 @@ func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret bool) (
 			if name == "" {
 				name = a.chain.argName()
 			}
-			fs, err := fields(name, p, a.typ, sym, golang)
+			fs, err := fields(name, p, a.typ, cx)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", a.body, err)
 			}
@@ -631,13 +631,13 @@ func pointVars(in *debuginfo.Info, pt point, args []srcArg, ret, golang bool) ([
 
 // retvalFields types $retval from the function's return type at a return probe;
 // a Go function's every result, from Go's result registers.
-func retvalFields(in *debuginfo.Info, pt point, a srcArg, ret, golang bool, sym symbolizer) ([]field, error) {
+func retvalFields(in *debuginfo.Info, pt point, a srcArg, ret bool, cx *fetchCtx) ([]field, error) {
 	name := argName(a)
 	if a.typ != "" || !ret || pt.fn == nil {
 		return []field{{name, "$retval", a.typ}}, nil
 	}
-	if golang {
-		return goRetval(in, pt.fn, a, sym)
+	if cx.golang {
+		return goRetval(in, pt.fn, a, cx)
 	}
 	t := in.ReturnType(pt.fn)
 	switch {
@@ -655,7 +655,7 @@ func retvalFields(in *debuginfo.Info, pt point, a srcArg, ret, golang bool, sym 
 
 // goRetval is every result of a Go function: one result named as $retval is
 // (NAME= or argN), several by their names (rN for ~rN), after NAME_ when given.
-func goRetval(in *debuginfo.Info, f *debuginfo.Func, a srcArg, sym symbolizer) ([]field, error) {
+func goRetval(in *debuginfo.Info, f *debuginfo.Func, a srcArg, cx *fetchCtx) ([]field, error) {
 	rs, places, err := goResults(in, f)
 	if err != nil {
 		return nil, err
@@ -675,7 +675,7 @@ func goRetval(in *debuginfo.Info, f *debuginfo.Func, a srcArg, sym symbolizer) (
 		if v.Err != nil {
 			return nil, fmt.Errorf("%s: %w", v.Name, v.Err)
 		}
-		fs, err := fields(name, places[i], "", sym, true)
+		fs, err := fields(name, places[i], "", cx)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", v.Name, err)
 		}

@@ -1,0 +1,211 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// goArgEvent is one event of TestGoArgsMatchGDB: its definition and, for gdb, each
+// traced field's path and kind (see testdata/gogdb.py).
+type goArgEvent struct {
+	def    string
+	fields [][3]string
+	// results are read at the return: gdb finds them only where the build keeps
+	// them in stack slots (-N -l)
+	ret bool
+}
+
+var goArgEvents = []goArgEvent{
+	{def: "p:g/greet main.greet s n", fields: [][3]string{{"s", "s", "val"}, {"n", "n", "val"}}},
+	{def: "p:g/sum main.sum xs xs[2]", fields: [][3]string{{"xs_len", "xs", "len"}, {"xs", "xs", "elems"}, {"xs_2", "xs", "at2"}}},
+	{def: "p:g/move main.move p q.X q.Y", fields: [][3]string{{"p_X", "p.X", "val"}, {"p_Y", "p.Y", "val"}, {"X", "q.X", "val"}, {"Y", "q.Y", "val"}}},
+	{def: "p:g/handle main.handle req.Method req.URL.Path host=req.URL.Host req.N",
+		fields: [][3]string{{"Method", "req.Method", "val"}, {"Path", "req.URL.Path", "val"}, {"host", "req.URL.Host", "val"}, {"N", "req.N", "val"}}},
+	{def: "p:g/area main.area s", fields: [][3]string{{"s", "s", "dyn"}}},
+	{def: "p:g/describe main.describe s e", fields: [][3]string{{"s", "s", "dyn"}, {"e", "e", "dyn"}}},
+	{def: "p:g/div main.divmod $params", fields: [][3]string{{"a", "a", "val"}, {"b", "b", "val"}}},
+	{def: "r:g/greetr main.greet $retval", ret: true, fields: [][3]string{{"arg1", "~r0", "val"}}},
+	{def: "r:g/divr main.divmod $retval", ret: true, fields: [][3]string{{"q", "q", "val"}, {"r", "r", "val"}, {"err", "err", "dyn"}}},
+	{def: "r:g/divq main.divmod q err", ret: true, fields: [][3]string{{"q", "q", "val"}, {"err", "err", "dyn"}}},
+	{def: "r:g/labelr main.label $retval", ret: true, fields: [][3]string{{"r0", "~r0", "val"}, {"r1", "~r1", "val"}, {"r2", "~r2", "val"}}},
+}
+
+// TestGoArgsMatchGDB: a Go program (testdata/goargs) built with go build, without
+// optimization (-N -l) and with the default one, traced by name: strings, ints, a
+// slice's length and elements, a struct by value and through pointers, interfaces and
+// errors by their dynamic type, every result of a function ($retval) and results by
+// name at its return. gdb stops the same program at the same addresses (the entries,
+// and the exits where the return events record) and reads the same values through
+// the program's DWARF: every traced record must be one gdb saw, and every record gdb
+// saw must be traced. At -O the results have no DWARF location at the return (gdb
+// says <optimized out>), so there they are checked against what the program prints.
+func TestGoArgsMatchGDB(t *testing.T) {
+	testprog.Need(t, "go", "gdb")
+	for _, build := range []struct{ name, gcflags string }{{"N", "all=-N -l"}, {"O", ""}} {
+		t.Run(build.name, func(t *testing.T) {
+			bin := buildGo(t, "testdata/goargs", build.gcflags)
+			orig := testprog.Run(t, testprog.Cmd{Path: bin})
+			if orig.Exit != 0 {
+				t.Fatalf("program: %s", orig)
+			}
+			out := filepath.Join(t.TempDir(), "prog.kp")
+			var defs []string
+			for _, e := range goArgEvents {
+				defs = append(defs, e.def)
+			}
+			rewriteWith(t, bin, out, defs, "--exits", "--exits-only")
+			traced := map[string][]string{}
+			for _, l := range readTraceAfterRun(t, out, orig.Stdout) {
+				traced[l.Event] = append(traced[l.Event], l.Event+":"+l.Args)
+			}
+			gdbSaw := goGDB(t, bin, out, build.name == "O")
+			for _, e := range goArgEvents {
+				ev := strings.TrimPrefix(strings.Fields(e.def)[0][2:], "g/")
+				want := gdbSaw[ev]
+				if e.ret && build.name == "O" {
+					want = resultsPrinted(ev, orig.Stdout)
+				}
+				got := dedupe(traced[ev])
+				t.Logf("%s: %d records, %d distinct, each as gdb (or the program) says", ev, len(traced[ev]), len(got))
+				if len(got) == 0 || !slices.Equal(got, dedupe(want)) {
+					t.Errorf("%s: traced\n  %s\nwant (gdb, or the program's output for results at -O)\n  %s", ev, strings.Join(got, "\n  "), strings.Join(dedupe(want), "\n  "))
+				}
+			}
+		})
+	}
+}
+
+// buildGo builds the Go program in dir with this machine's toolchain.
+func buildGo(t *testing.T, dir, gcflags string) string {
+	t.Helper()
+	tmp := t.TempDir()
+	src, err := os.ReadFile(filepath.Join(dir, "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"main.go": string(src), "go.mod": "module goargs\n\ngo 1.22\n"} {
+		if err := os.WriteFile(filepath.Join(tmp, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(tmp, "prog")
+	args := []string{"build", "-o", bin}
+	if gcflags != "" {
+		args = append(args, "-gcflags="+gcflags)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0", "GOFLAGS=")
+	if o, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, o)
+	}
+	return bin
+}
+
+// readTraceAfterRun runs the rewritten program, which must print stdout, and reads
+// its trace.
+func readTraceAfterRun(t *testing.T, out, stdout string) []traceLine {
+	t.Helper()
+	r := testprog.Run(t, testprog.Cmd{Path: out})
+	if r.Exit != 0 || r.Stdout != stdout {
+		t.Fatalf("rewritten program: %s\nwant stdout %q", r, stdout)
+	}
+	return readTrace(t, out+".trace")
+}
+
+// goGDB runs bin under gdb with breakpoints at the addresses the rewritten program
+// out probes (by `kprewrite list`), and returns what gdb read there by event, as
+// "EVENT: ARGS" lines. skipRet leaves the return events out.
+func goGDB(t *testing.T, bin, out string, skipRet bool) map[string][]string {
+	t.Helper()
+	spec := map[string][][3]string{}
+	ret := map[string]bool{}
+	for _, e := range goArgEvents {
+		ev := strings.TrimPrefix(strings.Fields(e.def)[0][2:], "g/")
+		spec[ev], ret[ev] = e.fields, e.ret
+	}
+	req := map[string][][2]any{}
+	n := 0
+	for _, line := range strings.Split(kpOK(t, "list", "-v", out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		for _, w := range f {
+			ev, ok := strings.CutPrefix(w, "g/")
+			if ok && spec[ev] != nil && !(skipRet && ret[ev]) {
+				addr := "0x" + strings.TrimLeft(f[0], "0")
+				req[addr] = append(req[addr], [2]any{ev, spec[ev]})
+				n++
+			}
+		}
+	}
+	if n < len(spec)-4 {
+		t.Fatalf("kprewrite list gives %d probes of %d events:\n%s", n, len(spec), kpOK(t, "list", "-v", out))
+	}
+	dir := t.TempDir()
+	reqPath, outPath := filepath.Join(dir, "req.json"), filepath.Join(dir, "out.txt")
+	b, _ := json.Marshal(req)
+	if err := os.WriteFile(reqPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script, _ := filepath.Abs("testdata/gogdb.py")
+	cmd := exec.Command("gdb", "-batch", "-nx", "-x", script, "--args", bin)
+	cmd.Env = append(os.Environ(), "GOGDB_REQ="+reqPath, "GOGDB_OUT="+outPath)
+	if o, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gdb: %v\n%s", err, testprog.Clip(string(o), 4000))
+	}
+	data, err := os.ReadFile(outPath)
+	if err != nil {
+		t.Fatalf("gdb wrote no values: %v", err)
+	}
+	saw := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		ev, _, _ := strings.Cut(l, ":")
+		saw[ev] = append(saw[ev], l)
+	}
+	return saw
+}
+
+// resultsPrinted is what the return event ev records, from the program's own
+// lines ("divmod Q R ERR", "label S F OK", "greet N").
+func resultsPrinted(ev, stdout string) []string {
+	var out []string
+	for _, l := range strings.Split(stdout, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case ev == "greetr" && len(f) == 2 && f[0] == "greet":
+			out = append(out, fmt.Sprintf("greetr: arg1=%s", f[1]))
+		case (ev == "divr" || ev == "divq") && len(f) >= 4 && f[0] == "divmod":
+			err := "nil"
+			if f[3] != "<nil>" {
+				err = "*main.CodeErr"
+			}
+			if ev == "divr" {
+				out = append(out, fmt.Sprintf("divr: q=%s r=%s err=%s", f[1], f[2], err))
+			} else {
+				out = append(out, fmt.Sprintf("divq: q=%s err=%s", f[1], err))
+			}
+		case ev == "labelr" && len(f) == 4 && f[0] == "label":
+			ok := map[string]string{"true": "1", "false": "0"}[f[3]]
+			out = append(out, fmt.Sprintf(`labelr: r0="%s" r1=%s r2=%s`, f[1], f[2], ok))
+		}
+	}
+	return out
+}
+
+// dedupe sorts lines and drops repeats: Go's morestack runs a function's entry
+// again when its goroutine's stack grows, and gdb and the probe both see both.
+func dedupe(lines []string) []string {
+	s := slices.Clone(lines)
+	slices.Sort(s)
+	return slices.Compact(s)
+}

@@ -1,0 +1,107 @@
+// Package main is the Go program of TestGoArgsMatchGDB: functions that take strings,
+// ints, slices, structs by value and by pointer, interfaces and errors, and return
+// several results; every call prints what it returned.
+package main
+
+import (
+	"fmt"
+	"strconv"
+)
+
+type Point struct{ X, Y int }
+
+type URL struct{ Host, Path string }
+
+type Req struct {
+	Method string
+	URL    *URL
+	N      int
+}
+
+type Shape interface{ Area() float64 }
+
+type Sq struct{ S float64 }
+
+func (s Sq) Area() float64 { return s.S * s.S }
+
+type Circle struct{ R float64 }
+
+func (c *Circle) Area() float64 { return 3 * c.R * c.R }
+
+type CodeErr struct{ Code int }
+
+func (e *CodeErr) Error() string { return "code " + strconv.Itoa(e.Code) }
+
+//go:noinline
+func greet(s string, n int) int { return len(s) + n }
+
+//go:noinline
+func sum(xs []int) int {
+	t := 0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+//go:noinline
+func move(p Point, q *Point) int { return p.X*q.Y - p.Y*q.X }
+
+//go:noinline
+func handle(req *Req) int { return len(req.Method) + len(req.URL.Path) + req.N }
+
+//go:noinline
+func area(s Shape) float64 { return s.Area() }
+
+//go:noinline
+func describe(s Shape, e error) int {
+	n := 0
+	if s != nil {
+		n++
+	}
+	if e != nil {
+		n += 2
+	}
+	return n
+}
+
+//go:noinline
+func divmod(a, b int) (q, r int, err error) {
+	if b == 0 {
+		return 0, 0, &CodeErr{Code: a}
+	}
+	return a / b, a % b, nil
+}
+
+//go:noinline
+func label(i int, ok bool) (string, float64, bool) {
+	return "n" + strconv.Itoa(i*7), float64(i) / 4, !ok
+}
+
+func main() {
+	words := []string{"hello, world", "", "kprobes"}
+	methods := []string{"GET", "POST", "PUT"}
+	for i := 0; i < 3; i++ {
+		fmt.Println("greet", greet(words[i], i))
+		xs := []int{i, i * 2, i*3 + 1, 40, 50}
+		fmt.Println("sum", sum(xs[:4+i%2]))
+		fmt.Println("move", move(Point{i, i + 1}, &Point{7, -8 * i}))
+		req := &Req{Method: methods[i], URL: &URL{Host: "h" + strconv.Itoa(i), Path: "/p/" + strconv.Itoa(i)}, N: i * 10}
+		fmt.Println("handle", handle(req))
+		var s Shape = Sq{float64(i) + 0.5}
+		if i == 1 {
+			s = &Circle{R: 2}
+		}
+		fmt.Println("area", area(s))
+		var e error
+		if i == 2 {
+			e = &CodeErr{Code: 9}
+			s = nil
+		}
+		fmt.Println("describe", describe(s, e))
+		q, r, err := divmod(17+i, i)
+		fmt.Println("divmod", q, r, err)
+		str, f, ok := label(i, i%2 == 0)
+		fmt.Println("label", str, f, ok)
+	}
+}

@@ -209,3 +209,27 @@ func dedupe(lines []string) []string {
 	slices.Sort(s)
 	return slices.Compact(s)
 }
+
+// TestGoArgsRefused: what a Go function's arguments cannot give is refused with the
+// place and the reason, exit 1 and no output.
+func TestGoArgsRefused(t *testing.T) {
+	testprog.Need(t, "go")
+	bin := buildGo(t, "testdata/goargs", "")
+	for _, c := range []struct{ def, want string }{
+		{"p:g/x main.greet s.foo", "s.foo: .foo: struct string has no member foo"},
+		{"p:g/x main.greet s:u8", "s: it is in 2 pieces here (name a member: VAR.FIELD)"},
+		{"p:g/x main.move p:u64", "p: it is in 2 pieces here"},
+		{"r:g/x main.main $retval", "$retval: main.main returns nothing"},
+		{"p:g/x main.greet nope", "nope: no variable nope is visible here"},
+		{"p:g/x main.greet s=%ax:gostring", "String accepts only memory argument"},
+	} {
+		out := filepath.Join(t.TempDir(), "prog.kp")
+		code, _, stderr := kp("rewrite", "-o", out, "--exits", "--exits-only", "-e", c.def, bin)
+		if code != 1 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "-e #1") {
+			t.Errorf("%s: exit %d, stderr %q; want exit 1 and %q", c.def, code, stderr, c.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s: wrote %s", c.def, out)
+		}
+	}
+}

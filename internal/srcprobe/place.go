@@ -195,6 +195,9 @@ func (p place) fetch(userType string, sym symbolizer) (body, typ string, err err
 		if err != nil {
 			return "", "", fmt.Errorf("split in pieces: %w", err)
 		}
+		if whole.parts != nil {
+			return "", "", fmt.Errorf("it is in %d pieces here (name a member: VAR.FIELD)", len(whole.parts))
+		}
 		return whole.fetch(userType, sym)
 	}
 	t := strip(p.typ)

@@ -78,6 +78,17 @@ func label(i int, ok bool) (string, float64, bool) {
 	return "n" + strconv.Itoa(i*7), float64(i) / 4, !ok
 }
 
+//go:noinline
+func mid(a, b Point) Point { return Point{(a.X + b.X) / 2, (a.Y + b.Y) / 2} }
+
+// many returns more results than Go's nine integer result registers hold: the tenth
+// is returned on the stack.
+//
+//go:noinline
+func many(i int) (a, b, c, d, e, f, g, h, j, k int) {
+	return i, i + 1, i + 2, i + 3, i + 4, i + 5, i + 6, i + 7, i + 8, i + 9
+}
+
 func main() {
 	words := []string{"hello, world", "", "kprobes"}
 	methods := []string{"GET", "POST", "PUT"}
@@ -103,5 +114,9 @@ func main() {
 		fmt.Println("divmod", q, r, err)
 		str, f, ok := label(i, i%2 == 0)
 		fmt.Println("label", str, f, ok)
+		m := mid(Point{i, 2 * i}, Point{10, -4})
+		fmt.Println("mid", m.X, m.Y)
+		_, _, _, _, _, _, _, _, _, k := many(i)
+		fmt.Println("many", k)
 	}
 }

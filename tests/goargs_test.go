@@ -38,6 +38,9 @@ var goArgEvents = []goArgEvent{
 	{gdbRet: true, def: "r:g/divr main.divmod $retval", ret: true, fields: [][3]string{{"q", "q", "val"}, {"r", "r", "val"}, {"err", "err", "dyn"}}},
 	{gdbRet: true, def: "r:g/divq main.divmod q err", ret: true, fields: [][3]string{{"q", "q", "val"}, {"err", "err", "dyn"}}},
 	{gdbRet: true, def: "r:g/labelr main.label $retval", ret: true, fields: [][3]string{{"r0", "~r0", "val"}, {"r1", "~r1", "val"}, {"r2", "~r2", "val"}}},
+	// a line of a function (FUNC:RELLINE) and of the source file (FILE:LINE)
+	{def: "p:g/sumline main.sum:3 xs", fields: [][3]string{{"xs_len", "xs", "len"}, {"xs", "xs", "elems"}}},
+	{def: "p:g/fileline main.go:42 xs[1]", fields: [][3]string{{"xs_1", "xs", "at1"}}},
 	{def: "p:g/mid main.mid a b.Y", fields: [][3]string{{"a_X", "a.X", "val"}, {"a_Y", "a.Y", "val"}, {"Y", "b.Y", "val"}}},
 	{def: "r:g/midr main.mid $retval", ret: true, fields: [][3]string{{"arg1_X", "~r0.X", "val"}, {"arg1_Y", "~r0.Y", "val"}}},
 }

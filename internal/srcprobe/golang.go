@@ -17,15 +17,67 @@ type part struct {
 	loc       debuginfo.Loc
 }
 
-// partsOf lays out the pieces of a location one after the other.
-func partsOf(pieces []debuginfo.Loc) []part {
+// partsOf lays out the pieces of a value of type t: one after the other, as DWARF
+// says, unless they are t's scalar fields one by one without its padding, as Go's
+// compiler describes a struct in registers (struct{int8; bool; float32} is three
+// pieces of 1, 1 and 4 bytes, the float32 at offset 4).
+func partsOf(pieces []debuginfo.Loc, t dwarf.Type) []part {
 	var out []part
 	var off int64
 	for _, l := range pieces {
 		out = append(out, part{off: off, size: int64(l.Piece), loc: l})
 		off += int64(l.Piece)
 	}
+	var lv []part
+	if t == nil || !leaves(t, 0, &lv, 0) || len(lv) != len(out) {
+		return out
+	}
+	for i := range lv {
+		if lv[i].size != out[i].size {
+			return out
+		}
+	}
+	for i := range out {
+		out[i].off = lv[i].off
+	}
 	return out
+}
+
+// leaves appends the offset and size of each scalar of a value of type t, in
+// order; false for a type with an array of more than one element (never in
+// registers) or nothing known.
+func leaves(t dwarf.Type, off int64, out *[]part, depth int) bool {
+	if depth > 8 {
+		return false
+	}
+	switch x := strip(t).(type) {
+	case *dwarf.StructType:
+		for _, f := range x.Field {
+			if !leaves(f.Type, off+f.ByteOffset, out, depth+1) {
+				return false
+			}
+		}
+		return true
+	case *dwarf.ArrayType:
+		switch x.Count {
+		case 0:
+			return true
+		case 1:
+			return leaves(x.Type, off, out, depth+1)
+		}
+		return false
+	case *dwarf.ComplexType:
+		h := x.ByteSize / 2
+		*out = append(*out, part{off: off, size: h}, part{off: off + h, size: h})
+		return true
+	case nil:
+		return false
+	}
+	if size := t.Size(); size > 0 && size <= 8 {
+		*out = append(*out, part{off: off, size: size})
+		return true
+	}
+	return false
 }
 
 // sub is the place of bytes [off, off+size) of p, read as typ: a member of a
@@ -129,18 +181,18 @@ func newFetchCtx(in *debuginfo.Info, golang bool) *fetchCtx {
 }
 
 // dynTable is the enum table that names an interface type's dynamic types
-// ({nil=0,main.T=ADDR,...}), "" when they cannot be known: the value then prints
-// as the descriptor's address.
+// ({nil=0,main.T=ADDR,...}); {nil=0} when they cannot be known: a value then prints
+// as its descriptor's address.
 func (cx *fetchCtx) dynTable(t dwarf.Type) string {
 	td, ok := t.(*dwarf.TypedefType)
 	if !ok || cx.in == nil {
-		return ""
+		return "{nil=0}"
 	}
 	if tb, ok := cx.tables[td.Name]; ok {
 		return tb
 	}
 	names, err := cx.in.DynTypes(td.Name)
-	tb := ""
+	tb := "{nil=0}"
 	if err == nil && len(names) > 0 {
 		addrs := make([]uint64, 0, len(names))
 		for a := range names {

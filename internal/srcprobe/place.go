@@ -20,7 +20,7 @@ type place struct {
 
 func placeOf(v debuginfo.Var) place {
 	if v.Loc.Pieces != nil {
-		return place{typ: v.Type, parts: partsOf(v.Loc.Pieces)}
+		return place{typ: v.Type, parts: partsOf(v.Loc.Pieces, v.Type)}
 	}
 	return place{typ: v.Type, reg: v.Loc.Reg, value: v.Loc.Value, addr: v.Loc.Addr, piece: v.Loc.Piece}
 }

@@ -78,6 +78,19 @@ func label(i int, ok bool) (string, float64, bool) {
 	return "n" + strconv.Itoa(i*7), float64(i) / 4, !ok
 }
 
+// Mixed has padding between B and F: Go's DWARF describes a Mixed in registers as
+// one piece per field with no piece for the padding (gdb, which lays the pieces
+// end to end as DWARF says, shows F and U wrong).
+type Mixed struct {
+	A int8
+	B bool
+	F float32
+	U URL
+}
+
+//go:noinline
+func mixed(m Mixed) int { return int(m.A) + len(m.U.Host) }
+
 //go:noinline
 func mid(a, b Point) Point { return Point{(a.X + b.X) / 2, (a.Y + b.Y) / 2} }
 
@@ -118,5 +131,7 @@ func main() {
 		fmt.Println("mid", m.X, m.Y)
 		_, _, _, _, _, _, _, _, _, k := many(i)
 		fmt.Println("many", k)
+		mx := Mixed{A: int8(-i), B: i == 1, F: float32(i) + 0.25, U: URL{Host: methods[i], Path: "/m"}}
+		fmt.Println("mixed", mixed(mx), mx.A, map[bool]int{true: 1}[mx.B], mx.F, mx.U.Host, mx.U.Path)
 	}
 }

@@ -67,6 +67,20 @@ func (in *Info) goTypeIndex() map[string]uint64 {
 // whose descriptors move; no type data; an interface without methods, or more than
 // MaxDynTypes types).
 func (in *Info) DynTypes(iface string) (map[uint64]string, error) {
+	if m, ok := in.dynTypes[iface]; ok {
+		return m, nil
+	}
+	m, err := in.dynTypesOf(iface)
+	if err == nil {
+		if in.dynTypes == nil {
+			in.dynTypes = map[string]map[uint64]string{}
+		}
+		in.dynTypes[iface] = m
+	}
+	return m, err
+}
+
+func (in *Info) dynTypesOf(iface string) (map[uint64]string, error) {
 	idx := in.goTypeIndex()
 	ioff, ok := idx[iface]
 	if !ok || in.pie {

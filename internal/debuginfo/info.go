@@ -27,13 +27,14 @@ type Info struct {
 	fdes                   []ehframe.FDE
 	// .debug_frame, for the functions .eh_frame does not describe (programs built
 	// with -fno-asynchronous-unwind-tables)
-	dframe  []byte
-	dfdes   []ehframe.FDE
-	split   []string    // the .dwo files of split units (not read)
-	exec    [][2]uint64 // the executable segments
-	objects []object    // data symbols, for static variables
-	pie     bool
-	goTypes map[string]uint64 // Go types' descriptor offsets by name (goTypeIndex)
+	dframe   []byte
+	dfdes    []ehframe.FDE
+	split    []string    // the .dwo files of split units (not read)
+	exec     [][2]uint64 // the executable segments
+	objects  []object    // data symbols, for static variables
+	pie      bool
+	goTypes  map[string]uint64            // Go types' descriptor offsets by name (goTypeIndex)
+	dynTypes map[string]map[uint64]string // DynTypes by interface
 }
 
 type object struct {

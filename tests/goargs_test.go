@@ -267,3 +267,34 @@ func TestGoArgsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestGoArgsHTTP: net/http's own types by name in a server on 127.0.0.1 (its client in
+// the same program): the request's method and path through two pointers
+// (req.URL.Path), the ResponseWriter's dynamic type, at the library's
+// serverHandler.ServeHTTP and at the program's handler, one record per request.
+func TestGoArgsHTTP(t *testing.T) {
+	testprog.Need(t, "go")
+	bin := buildGo(t, "testdata/gohttp", "")
+	orig := testprog.Run(t, testprog.Cmd{Path: bin})
+	if orig.Exit != 0 {
+		t.Fatalf("program: %s", orig)
+	}
+	out := filepath.Join(t.TempDir(), "prog.kp")
+	rewriteWith(t, bin, out, []string{
+		"p:g/sh net/http.serverHandler.ServeHTTP rw req.Method req.URL.Path req.Proto",
+		"p:g/h main.handle w r.Method path=r.URL.Path",
+	}, "--exits", "--exits-only")
+	var got []string
+	for _, l := range readTraceAfterRun(t, out, orig.Stdout) {
+		got = append(got, l.Event+":"+l.Args)
+	}
+	var want []string
+	for i := 0; i < 3; i++ {
+		want = append(want,
+			fmt.Sprintf(`sh: rw=*net/http.response Method="GET" Path="/p/%d" Proto="HTTP/1.1"`, i),
+			fmt.Sprintf(`h: w=*net/http.response Method="GET" path="/p/%d"`, i))
+	}
+	if !slices.Equal(dedupe(got), dedupe(want)) || len(got) != len(want) {
+		t.Errorf("trace:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}

@@ -44,6 +44,8 @@ var goArgEvents = []goArgEvent{
 	{def: "p:g/sumline main.sum:3 xs", fields: [][3]string{{"xs_len", "xs", "len"}, {"xs", "xs", "elems"}}},
 	{def: "p:g/fileline main.go:42 xs[1]", fields: [][3]string{{"xs_1", "xs", "at1"}}},
 	{noGDB: true, def: "p:g/mixed main.mixed m"},
+	// a variable moved to the heap (&x in DWARF), by name and in $vars
+	{def: "p:g/esc main.escape:4 x", fields: [][3]string{{"x", "x", "val"}}},
 	{def: "p:g/mid main.mid a b.Y", fields: [][3]string{{"a_X", "a.X", "val"}, {"a_Y", "a.Y", "val"}, {"Y", "b.Y", "val"}}},
 	{def: "r:g/midr main.mid $retval", ret: true, fields: [][3]string{{"arg1_X", "~r0.X", "val"}, {"arg1_Y", "~r0.Y", "val"}}},
 }
@@ -296,5 +298,25 @@ func TestGoArgsHTTP(t *testing.T) {
 	}
 	if !slices.Equal(dedupe(got), dedupe(want)) || len(got) != len(want) {
 		t.Errorf("trace:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// TestGoVarsNamed: $vars of a Go function names what Go's DWARF names otherwise: &x (a
+// variable moved to the heap) is x, read through the address DWARF gives.
+func TestGoVarsNamed(t *testing.T) {
+	testprog.Need(t, "go")
+	bin := buildGo(t, "testdata/goargs", "all=-N -l")
+	out := filepath.Join(t.TempDir(), "prog.kp")
+	rewriteWith(t, bin, out, []string{"p:g/escv main.escape:4 $vars"}, "--exits", "--exits-only")
+	list := kpOK(t, "list", "-v", out)
+	for _, want := range []string{" n=", " x=+0(", " r0="} {
+		if !strings.Contains(list, want) {
+			t.Errorf("list -v has no %q:\n%s", want, list)
+		}
+	}
+	for _, l := range readTraceAfterRun(t, out, testprog.Run(t, testprog.Cmd{Path: bin}).Stdout) {
+		if !strings.Contains(l.Args, " x=") {
+			t.Errorf("record without x: %s", l.Args)
+		}
 	}
 }

@@ -447,6 +447,35 @@ func goResults(in *debuginfo.Info, f *debuginfo.Func) ([]debuginfo.Var, []place,
 	return rs, ps, nil
 }
 
+// deref is the value a pointer at p points to.
+func (p place) deref() (place, error) {
+	pt, ok := strip(p.typ).(*dwarf.PtrType)
+	if !ok {
+		return place{}, fmt.Errorf("not a pointer (%s)", typeName(p.typ))
+	}
+	base, err := p.valueExpr()
+	if err != nil {
+		return place{}, err
+	}
+	return place{typ: pt.Type, addr: base}, nil
+}
+
+// varPlace is where $params and $vars read v, and its field name: Go's names that
+// are no identifiers are made ones (&x, a variable moved to the heap whose address
+// DWARF gives, is x read through it; ~r0 is r0; .param3, an unnamed parameter, is
+// param3).
+func varPlace(v debuginfo.Var, p place) (place, string, error) {
+	name := v.Name
+	if n, ok := strings.CutPrefix(name, "&"); ok {
+		q, err := p.deref()
+		if err != nil {
+			return place{}, "", err
+		}
+		p, name = q, n
+	}
+	return p, sanitize(strings.TrimLeft(name, "~.")), nil
+}
+
 // resultName is a result's field name: ~rN (unnamed) is rN.
 func resultName(n string) string { return strings.TrimPrefix(n, "~") }
 

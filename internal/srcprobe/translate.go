@@ -553,7 +553,11 @@ func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret bool) (
 				if v.Err != nil {
 					continue // not available here: left out, as perf probe leaves it out
 				}
-				fs, err := fields(v.Name, places[i], "", cx)
+				p, name, err := varPlace(v, places[i])
+				if err != nil {
+					continue
+				}
+				fs, err := fields(name, p, "", cx)
 				if err != nil {
 					continue
 				}
@@ -687,13 +691,19 @@ func goRetval(in *debuginfo.Info, f *debuginfo.Func, a srcArg, cx *fetchCtx) ([]
 // resolveChain finds a chain's variable among vars and follows its accesses.
 func resolveChain(vars []debuginfo.Var, places []place, c chain) (place, error) {
 	for i, v := range vars {
-		if v.Name != c.name {
+		if v.Name != c.name && v.Name != "&"+c.name {
 			continue
 		}
 		if v.Err != nil {
 			return place{}, v.Err
 		}
 		p := places[i]
+		if v.Name != c.name { // Go's &x: x moved to the heap, DWARF gives its address
+			var err error
+			if p, err = p.deref(); err != nil {
+				return place{}, err
+			}
+		}
 		for _, a := range c.path {
 			var err error
 			if p, err = p.step(a); err != nil {

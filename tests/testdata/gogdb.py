@@ -21,7 +21,10 @@ for addr in req:
 
 def walk(frame, path):
     parts = path.split(".")
-    v = frame.read_var(parts[0])
+    try:
+        v = frame.read_var(parts[0])
+    except ValueError:  # &x: x moved to the heap, DWARF gives its address
+        v = frame.read_var("&" + parts[0]).dereference()
     for p in parts[1:]:
         if v.type.strip_typedefs().code == gdb.TYPE_CODE_PTR:
             v = v.dereference()

@@ -91,6 +91,18 @@ type Mixed struct {
 //go:noinline
 func mixed(m Mixed) int { return int(m.A) + len(m.U.Host) }
 
+var sink *int
+
+// escape's x moves to the heap (its address outlives the call): DWARF names it &x.
+//
+//go:noinline
+func escape(n int) int {
+	x := n * 3
+	sink = &x
+	x++
+	return x + 1
+}
+
 //go:noinline
 func mid(a, b Point) Point { return Point{(a.X + b.X) / 2, (a.Y + b.Y) / 2} }
 
@@ -131,6 +143,7 @@ func main() {
 		fmt.Println("mid", m.X, m.Y)
 		_, _, _, _, _, _, _, _, _, k := many(i)
 		fmt.Println("many", k)
+		fmt.Println("escape", escape(i))
 		mx := Mixed{A: int8(-i), B: i == 1, F: float32(i) + 0.25, U: URL{Host: methods[i], Path: "/m"}}
 		fmt.Println("mixed", mixed(mx), mx.A, map[bool]int{true: 1}[mx.B], mx.F, mx.U.Host, mx.U.Path)
 	}

@@ -239,8 +239,14 @@ func fields(name string, p place, userType string, cx *fetchCtx) ([]field, error
 		body, err := dynTypeBody(p, sym)
 		return []field{{name, body, "x64" + cx.dynTable(p.typ)}}, err
 	}
-	if st, ok := strip(p.typ).(*dwarf.StructType); ok && p.piece == 0 {
-		return structFields(name, p, st, cx)
+	switch st := strip(p.typ).(type) {
+	case *dwarf.StructType:
+		if p.piece == 0 {
+			return structFields(name, p, st, cx)
+		}
+	case *dwarf.FuncType: // a func value: a pointer to its closure
+		body, typ, err := p.fetch("x64", sym)
+		return []field{{name, body, typ}}, err
 	}
 	body, typ, err := p.fetch("", sym)
 	return []field{{name, body, typ}}, err

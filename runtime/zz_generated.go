@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "04c99e91b3bb957bfff007c010fa0a416f60bfaf935e76a00d54ce5f10d8bbf3"
+const ObjectSHA256 = "e8c6ba87ce6d35a45fad5f1e756f453819b2061314e598eb183ec213fe5d55ee"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -44,7 +44,11 @@ const (
 	// gives, no NUL needed. Mode 0: the {pointer, length} header is at the value
 	// plus offset. Mode 1: the value is the pointer; the rest of the block, a
 	// source and its dereferences, fetches the length.
-	OpStGoStr  = 0x26
+	OpStGoStr = 0x26
+	// OpStMemN (kprewrite): u8 size, u8 count, then a source and its dereferences
+	// that give n: the first min(n, count) elements of size bytes at the value
+	// (read as STMEM reads them), zeros for the rest.
+	OpStMemN   = 0x27
 	OpBitfield = 0x30
 	// OpSBitfield is OpBitfield with an arithmetic right shift: a signed bitfield.
 	OpSBitfield = 0x31
@@ -272,6 +276,12 @@ func (c *compiler) arg(a *Arg) ([]byte, error) {
 				}
 				out = append(out, lc...)
 			}
+		case opStMemN:
+			lc, err := c.lengthCode(a)
+			if err != nil {
+				return nil, err
+			}
+			out = append(append(out, OpStMemN, byte(in.size), byte(count)), lc...)
 		case opModBF:
 			op := byte(OpBitfield)
 			if in.signed {
@@ -286,20 +296,20 @@ func (c *compiler) arg(a *Arg) ([]byte, error) {
 	return out, nil
 }
 
-// lengthCode compiles the LEN fetch of a PTR,LEN:gostring: a source and its
-// dereferences, without a store.
+// lengthCode compiles the LEN fetch of a PTR,LEN:gostring or PTR,LEN:TYPE[N]: a
+// source and its dereferences, without a store.
 func (c *compiler) lengthCode(a *Arg) ([]byte, error) {
 	if len(a.lenCode) == 0 {
-		return nil, fmt.Errorf("gostring: no length fetch")
+		return nil, fmt.Errorf("no length fetch")
 	}
 	code := append([]insn(nil), a.lenCode[:len(a.lenCode)-1]...)
 	la := Arg{Kind: KindUnsigned, Size: 8, code: append(code, insn{op: opStRaw, size: 8}, insn{op: opEnd})}
 	out, err := c.arg(&la)
 	if err != nil {
-		return nil, fmt.Errorf("gostring length: %w", err)
+		return nil, fmt.Errorf("length: %w", err)
 	}
 	if n := len(out); n < 2 || out[n-2] != OpStRaw || out[0] == OpStComm || out[0] == OpStData || out[0] == OpXmm {
-		return nil, fmt.Errorf("gostring length: %w", ErrUnsupported)
+		return nil, fmt.Errorf("length: %w", ErrUnsupported)
 	}
 	return out[:len(out)-2], nil
 }

@@ -289,3 +289,28 @@ func TestRunGoString(t *testing.T) {
 		}
 	}
 }
+
+// TestRunCountedArray reads PTR,LEN:TYPE[N]: the first LEN elements, zeros after
+// them (a Go slice never read past its length).
+func TestRunCountedArray(t *testing.T) {
+	mem := cat(u64le(11), u64le(22), u64le(33), u64le(44))
+	m := &Machine{Mem: memFrom(0x1000, mem)}
+	m.Regs[10], m.Regs[5] = 0x1000, 2 // ax: the array, bx: its length
+	m.Regs[11] = ^uint64(0)           // cx: a negative length
+	for _, c := range []struct{ def, want string }{
+		{"p:e f xs=%ax,%bx:s64[4]", ` xs={11,22,0,0}`},
+		{"p:e f xs=%ax,\\9:u64[3] ys=%ax,%cx:s64[2] zs=+0(%sp),\\2:s64[2]", ` xs={11,22,33} ys={0,0} zs={0,0}`},
+		{"p:e f xs=%ax,%bx:u64[2]{ONE=11}", ` xs={ONE,22}`},
+	} {
+		p, rec := parseRun(t, c.def, m)
+		got, err := FormatArgs(p, rec)
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %q (%v), want %q", c.def, got, err, c.want)
+		}
+	}
+	for _, def := range []string{"p:e f %ax,%bx:b3@1/8[2]", "p:e f %ax,$comm:u8[2]"} {
+		if _, err := Parse(def); err == nil {
+			t.Errorf("%s: accepted", def)
+		}
+	}
+}

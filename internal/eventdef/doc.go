@@ -121,6 +121,11 @@
 //	                                      sought, as a string; a fault in the
 //	                                      header, the length or the bytes, or
 //	                                      a negative length, faults it
+//	0x27 STMEMN   u8 size, u8 count, source, derefs
+//	                                      (kprewrite) PTR,LEN:TYPE[N]: the
+//	                                      rest of the block gives n; element
+//	                                      i < n as STMEM reads it at
+//	                                      val+i*size, zeros for i >= n
 //	0x30 BITFIELD u8 lshift, u8 rshift    after STRAW/STMEM, each stored
 //	                                      element x (unsigned, of the store's
 //	                                      size) becomes (x << lshift) >> rshift

@@ -123,6 +123,9 @@ const (
 	// header is at the value plus offset; param 1, the value is the pointer and the
 	// argument's lenCode fetches the length
 	opStGoString
+	// opStMemN (kprewrite) stores the elements at the value, as many as the
+	// argument's lenCode says (at most the array's count), zeros after them
+	opStMemN
 )
 
 type insn struct {
@@ -508,15 +511,22 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 		arg.Type, arg.Kind, arg.Size = ft.name, ft.kind, ft.size
 		return nil
 	}
-	ap.resetCode()
-	if perr := ap.parseProbeArg(t.expr); perr != nil {
-		return perr
-	}
-	// The kernel leaves ctx->offset just inside the outermost '(' of a
-	// dereference, and measures the errors below from there.
-	bf, perr := ap.finishCode(ft, t)
-	if perr != nil {
-		return perr
+	var bf *Bitfield
+	if strings.Contains(t.expr, ",") && t.count > 0 && !ft.isString {
+		if perr := ap.parseCountedArray(arg, t, ft, base); perr != nil {
+			return perr
+		}
+	} else {
+		ap.resetCode()
+		if perr := ap.parseProbeArg(t.expr); perr != nil {
+			return perr
+		}
+		// The kernel leaves ctx->offset just inside the outermost '(' of a
+		// dereference, and measures the errors below from there.
+		if bf, perr = ap.finishCode(ft, t); perr != nil {
+			return perr
+		}
+		arg.code = append([]insn(nil), ap.code[:ap.pc+1]...)
 	}
 
 	arg.Type = ft.name
@@ -524,7 +534,6 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 	arg.Size = ft.size
 	arg.Count = t.count
 	arg.Bitfield = bf
-	arg.code = append([]insn(nil), ap.code[:ap.pc+1]...)
 	if tableOff > 0 {
 		switch ft.kind {
 		case KindUnsigned, KindSigned, KindHex:
@@ -556,7 +565,7 @@ func (ap *argParser) parseGoString(arg *Arg, t argType, base int) *ParseError {
 	if t.count > 0 {
 		return ap.err(base+t.tOff, ErrBadString)
 	}
-	ptr, length, pair := strings.Cut(t.expr, ",")
+	ptr, _, pair := strings.Cut(t.expr, ",")
 	ap.resetCode()
 	if perr := ap.parseProbeArg(ptr); perr != nil {
 		return perr
@@ -580,6 +589,13 @@ func (ap *argParser) parseGoString(arg *Arg, t argType, base int) *ParseError {
 	if !pair {
 		return nil
 	}
+	return ap.parseLength(arg, t.expr, base)
+}
+
+// parseLength parses the LEN of a PTR,LEN body (gostring, or a counted array) into
+// the argument's lenCode: a value, no string.
+func (ap *argParser) parseLength(arg *Arg, expr string, base int) *ParseError {
+	ptr, length, _ := strings.Cut(expr, ",")
 	ap.resetCode()
 	ap.offset = base + len(ptr) + 1
 	if perr := ap.parseProbeArg(length); perr != nil {
@@ -593,6 +609,33 @@ func (ap *argParser) parseGoString(arg *Arg, t argType, base int) *ParseError {
 	ap.code[ap.pc] = insn{op: opEnd}
 	arg.lenCode = append([]insn(nil), ap.code[:ap.pc+1]...)
 	return nil
+}
+
+// parseCountedArray parses PTR,LEN:TYPE[N] (kprewrite): the N elements at the
+// address PTR gives, of which the first LEN are read and the rest stored as zeros
+// (a Go slice's array: its length, never past it).
+func (ap *argParser) parseCountedArray(arg *Arg, t argType, ft *fetchType, base int) *ParseError {
+	if strings.HasPrefix(t.typ, "b") || strings.HasPrefix(t.typ, "sb") {
+		return ap.err(base+t.tOff, ErrBadBitfield)
+	}
+	ptr, _, _ := strings.Cut(t.expr, ",")
+	ap.resetCode()
+	if perr := ap.parseProbeArg(ptr); perr != nil {
+		return perr
+	}
+	switch ap.code[ap.pc].op {
+	case opComm, opData, opXmm:
+		return ap.err(base, ErrBadString)
+	}
+	if ap.pc+3 >= fetchInsnMax {
+		return ap.err(ap.offset, ErrTooManyOps)
+	}
+	ap.code[ap.pc+1] = insn{op: opStMemN, size: ft.size}
+	ap.code[ap.pc+2] = insn{op: opLpArray, param: uint32(t.count)}
+	ap.code[ap.pc+3] = insn{op: opEnd}
+	ap.pc += 3
+	arg.code = append([]insn(nil), ap.code[:ap.pc+1]...)
+	return ap.parseLength(arg, t.expr, base)
 }
 
 // argType is an argument's body split at its type: the fetch expression, the type's

@@ -329,6 +329,29 @@ func (r *runner) block(prog []byte, pos int) (int, error) {
 		if code, ok = r.goString(code, val, fault, slot); !ok {
 			return 0, bad
 		}
+	case OpStMemN:
+		if len(code) < 3 || !validSize(code[1]) || code[2] == 0 {
+			return 0, bad
+		}
+		esize = int(code[1])
+		cnt := int(code[2])
+		s, ok := slot(esize * cnt)
+		if !ok {
+			return 0, bad
+		}
+		n, lf, rest, ok := r.source(code[3:])
+		if !ok {
+			return 0, bad
+		}
+		for i := 0; i < cnt; i++ {
+			e := s[i*esize : (i+1)*esize]
+			if fault || lf || int64(n) <= int64(i) {
+				clear(e)
+			} else {
+				r.readPartial(val+uint64(i*esize), e)
+			}
+		}
+		elems, code = s, rest
 	default:
 		return 0, bad
 	}

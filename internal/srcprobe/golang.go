@@ -284,7 +284,8 @@ func goStringBody(p place, sym symbolizer) (string, error) {
 	return ptr + "," + n, nil
 }
 
-// sliceFields are a slice's length (NAME_len) and its first elements (NAME).
+// sliceFields are a slice's length (NAME_len) and its first elements (NAME), never
+// read past its length (PTR,LEN:TYPE[N]: zeros after it).
 func sliceFields(name string, p place, sym symbolizer) ([]field, error) {
 	n, err := p.wordBody(8, sym)
 	if err != nil {
@@ -300,19 +301,11 @@ func sliceFields(name string, p place, sym symbolizer) ([]field, error) {
 	if err != nil || pt.Type.Size() <= 0 {
 		return out, nil // elements of aggregate types: index them (NAME[N])
 	}
-	w, err := p.word(0)
+	ptr, err := p.wordBody(0, sym)
 	if err != nil {
 		return nil, err
 	}
-	base, err := w.valueExpr()
-	if err != nil {
-		return nil, err
-	}
-	body, err := memBody(base, sym)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, field{name, body, withCount(et, sliceElems)}), nil
+	return append(out, field{name, ptr + "," + n, withCount(et, sliceElems)}), nil
 }
 
 // dynTypeBody reads an interface's dynamic type: the type descriptor's address

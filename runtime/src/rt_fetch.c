@@ -27,7 +27,7 @@ enum {
 	OpReg = 0x01, OpStack = 0x02, OpStackP = 0x03, OpImm = 0x04, OpImage = 0x05, OpEData = 0x06,
 	OpXmm = 0x07,
 	OpDeref = 0x10, OpUDeref = 0x11, OpStRaw = 0x20, OpStMem = 0x21, OpStStr = 0x22,
-	OpStStrArr = 0x23, OpStComm = 0x24, OpStData = 0x25, OpStGoStr = 0x26, OpBitfield = 0x30,
+	OpStStrArr = 0x23, OpStComm = 0x24, OpStData = 0x25, OpStGoStr = 0x26, OpStMemN = 0x27, OpBitfield = 0x30,
 	OpSBitfield = 0x31, /* arithmetic right shift: a signed bitfield */
 };
 
@@ -420,6 +420,27 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 		if (!(code = go_string(c, code, end, dest, val, fault)))
 			return -1;
 		break;
+	case OpStMemN: {
+		/* a Go slice's first elements: as OpStMem, but zeros past the length n */
+		if (end - code < 3 || !valid_size(code[1]) || code[2] == 0)
+			return -1;
+		esize = code[1];
+		u32 cnt = code[2];
+		ebytes = esize * cnt;
+		if (!slot_ok(c, dest, ebytes))
+			return -1;
+		u64 n = 0;
+		code += 3;
+		if (!source(c, &code, end, &n, &fault))
+			return -1;
+		for (u32 i = 0; c->rec && i < cnt; i++) {
+			long got = fault || (s64)n <= (s64)i ? 0 : kprw_read_mode(b, (uptr)(val + (u64)i * esize), esize, c->fast);
+			if (got < (long)esize)
+				kprw_memset(b + (got > 0 ? got : 0), 0, esize - (u32)(got > 0 ? got : 0));
+			wr(c, dest + i * esize, b, esize);
+		}
+		break;
+	}
 	default:
 		return -1;
 	}

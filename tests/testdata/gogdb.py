@@ -3,7 +3,7 @@
 # trace prints them ("EVENT: name=value ..."), one line a hit, into GOGDB_OUT.
 # GOGDB_REQ is JSON: {"ADDR": [["EVENT", [[field, path, kind], ...]], ...], ...}; a path is
 # VAR(.FIELD)* (through pointers as Go does); kind is "val" (an int, bool, float or
-# string), "len" (a slice's length), "elems" (a slice's first 4 elements), "atN" (its
+# string), "len" (a slice's length), "elems" (a slice's first 4 elements, 0 past its length), "atN" (its
 # element N) or "dyn" (an interface's dynamic type, named by the itab's symbol; nil
 # for nil).
 import json
@@ -66,7 +66,8 @@ def show(frame, field, path, kind):
     if kind == "len":
         return str(int(v["len"]))
     if kind == "elems":
-        return "{" + ",".join(str(int(v["array"][i])) for i in range(4)) + "}"
+        n = int(v["len"])
+        return "{" + ",".join(str(int(v["array"][i])) if i < n else "0" for i in range(4)) + "}"
     if kind == "dyn":
         return dyn(v)
     if kind.startswith("at"):

@@ -120,7 +120,7 @@ func main() {
 	for i := 0; i < 3; i++ {
 		fmt.Println("greet", greet(words[i], i))
 		xs := []int{i, i * 2, i*3 + 1, 40, 50}
-		fmt.Println("sum", sum(xs[:4+i%2]))
+		fmt.Println("sum", sum(xs[:2+i]))
 		fmt.Println("move", move(Point{i, i + 1}, &Point{7, -8 * i}))
 		req := &Req{Method: methods[i], URL: &URL{Host: "h" + strconv.Itoa(i), Path: "/p/" + strconv.Itoa(i)}, N: i * 10}
 		fmt.Println("handle", handle(req))

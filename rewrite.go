@@ -3,6 +3,7 @@ package kprewrite
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -73,7 +74,14 @@ type RewriteOptions struct {
 	TraceSize uint64   // record area of a new trace file (0: the runtime's 64 MiB)
 	Disable   []string // events registered disabled: "all", "EVENT", "GROUP/EVENT", "GROUP/*"
 	Debug     bool     // the rewritten program reports its probe start-up on stderr
+	// Clock is what record times are (the kernel's trace_clock): "tsc" (the default,
+	// CLOCK_MONOTONIC from rdtsc), "mono" (clock_gettime), "counter" (an order, no
+	// time); KPREWRITE_CLOCK overrides it at run time.
+	Clock string
 }
+
+// Clocks are the record clocks RewriteOptions.Clock takes.
+var Clocks = []string{"tsc", "mono", "counter"}
 
 // RewriteResult is what a rewrite did.
 type RewriteResult struct {
@@ -202,7 +210,10 @@ func refusals(res *rewriter.Result) (skipped []string, calls CallsResult) {
 func (opt *RewriteOptions) internal(output string) (rewriter.Options, error) {
 	ro := rewriter.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused, Debug: opt.Debug, ImageName: filepath.Base(output),
 		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: opt.Exclude, OptimizedOnly: opt.OptimizedOnly,
-		CountOnly: opt.CountOnly, ExitsOnly: opt.ExitsOnly, TraceExits: opt.Exits, TraceSize: opt.TraceSize, Disable: opt.Disable}
+		CountOnly: opt.CountOnly, ExitsOnly: opt.ExitsOnly, TraceExits: opt.Exits, TraceSize: opt.TraceSize, Disable: opt.Disable, Clock: opt.Clock}
+	if opt.Clock != "" && !slices.Contains(Clocks, opt.Clock) {
+		return ro, fmt.Errorf("%w: clock %q: want tsc, mono or counter", ErrOptions, opt.Clock)
+	}
 	if opt.TraceSize != 0 && (opt.TraceSize < kprt.MinTraceSize || opt.TraceSize > kprt.MaxTraceSize) {
 		return ro, fmt.Errorf("trace size %d bytes: the runtime's record area is 4K to 64G", opt.TraceSize)
 	}

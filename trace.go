@@ -21,6 +21,9 @@ type Trace struct {
 	Overwritten uint64
 	// Profile is what `kprewrite profile` prints: hits and misses per event.
 	Profile []ProfileLine
+	// Clock is the clock of the records' times (RewriteOptions.Clock): "tsc", "mono"
+	// or "counter", under which a Record's Time is a count, an order, not a duration.
+	Clock string
 }
 
 // RecordKind says what a record is.
@@ -137,7 +140,7 @@ func eachRecord(path string, bins []string, count func(int), fn func(*Record) er
 	}
 	defer s.Close()
 	count(s.Count)
-	out := &Trace{Lost: s.Lost, Torn: s.Torn, Overwritten: s.Overwritten}
+	out := &Trace{Lost: s.Lost, Torn: s.Torn, Overwritten: s.Overwritten, Clock: tracefile.ClockName(&s.Header)}
 	c := converter{fm: tracefile.NewFormatter(descs), descs: descs, comms: map[[16]byte]string{}}
 	err = s.Each(func(r *tracefile.Record) error {
 		rec, ok := c.record(r)

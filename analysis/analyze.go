@@ -110,7 +110,8 @@ func (fi *funcInfo) fail(addr uint64, rule, detail string) {
 
 // Analyze decodes every function of f, builds the branch-target index over all
 // executable code, classifies every indirect jump and reads the exception
-// tables. It fails only when f has no executable code at all.
+// tables. It fails only when f has no executable code at all, or is a Go program
+// without a symbol table whose .gopclntab is unreadable.
 func Analyze(f *elfio.File, opt Options) (*Binary, error) {
 	t0 := time.Now()
 	w := opt.Workers
@@ -125,6 +126,9 @@ func Analyze(f *elfio.File, opt Options) (*Binary, error) {
 		return nil, fmt.Errorf("analyze %s: no executable code", f.Path)
 	}
 	b.Funcs = f.Functions()
+	if b.Funcs.GoErr != nil {
+		return nil, b.Funcs.GoErr // a stripped Go program whose functions cannot be known
+	}
 	b.starts = make([]uint64, len(b.Funcs.List))
 	for i := range b.Funcs.List {
 		b.starts[i] = b.Funcs.List[i].Addr

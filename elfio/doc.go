@@ -7,8 +7,9 @@
 // loader itself (IsDynamicLoader) runs no DT_INIT and is not rewritten.
 //
 // Reading validates every offset and size itself (debug/elf is only used for its
-// constants), discovers functions from .symtab, .dynsym and .eh_frame FDEs, and gives the
-// analysis byte-level access to loaded code.
+// constants), discovers functions from .symtab, .dynsym and .eh_frame FDEs (and, for a
+// Go program stripped of its symbol table, from .gopclntab), and gives the analysis
+// byte-level access to loaded code.
 //
 // Writing is two steps. PlanLayout fixes where the new code and data will live before
 // any of it is generated (trampolines encode these addresses); Rewrite then produces the

@@ -16,6 +16,7 @@ const (
 	FromSymtab FuncSource = iota
 	FromDynsym
 	FromEHFrame
+	FromGopclntab // a Go program's own function table (a stripped Go binary)
 )
 
 func (s FuncSource) String() string {
@@ -24,6 +25,8 @@ func (s FuncSource) String() string {
 		return "symtab"
 	case FromDynsym:
 		return "dynsym"
+	case FromGopclntab:
+		return "gopclntab"
 	default:
 		return "eh_frame"
 	}
@@ -51,6 +54,9 @@ type Functions struct {
 	// parsing them (the good entries are still used).
 	FDEs   []ehframe.FDE
 	FDEErr error
+	// GoErr is why the function table of a Go program without a symbol table
+	// (.gopclntab) could not be read; its functions are then missing.
+	GoErr error
 }
 
 // ByName returns the function called name (or with name as an alias).
@@ -114,7 +120,14 @@ func (f *File) UnwindRows() ([]ehframe.UnwindRow, error) {
 	return rows, err
 }
 
-// Functions discovers functions from .symtab, .dynsym and .eh_frame FDEs. Symbol bounds
+// cand is a function found, with the rank of the symbol naming it.
+type cand struct {
+	Func
+	rank int // lower wins among symbols at one address
+}
+
+// Functions discovers functions from .symtab, .dynsym and .eh_frame FDEs, and from
+// .gopclntab for a Go program whose symbol table names none of its code. Symbol bounds
 // win; FDEs supply bounds for stripped code and for symbols without a size. PLT stubs are
 // not functions.
 func (f *File) Functions() *Functions {
@@ -129,10 +142,6 @@ func (f *File) Functions() *Functions {
 	fs := &Functions{byName: map[string]int{}}
 	fs.FDEs, fs.FDEErr = f.FDEs()
 
-	type cand struct {
-		Func
-		rank int // lower wins among symbols at one address
-	}
 	byAddr := map[uint64]*cand{}
 	var aliases = map[uint64][]string{}
 	for _, sym := range f.Symbols {
@@ -177,6 +186,9 @@ func (f *File) Functions() *Functions {
 		} else if sym.Name != c.Name {
 			aliases[sym.Value] = append(aliases[sym.Value], sym.Name)
 		}
+	}
+	if f.goFuncsWanted() {
+		fs.GoErr = f.addGoFuncs(byAddr, aliases, secOf)
 	}
 	fdeAt := map[uint64]*ehframe.FDE{}
 	for i := range fs.FDEs {
@@ -235,6 +247,27 @@ func (f *File) Functions() *Functions {
 		}
 	}
 	return fs
+}
+
+// addGoFuncs adds the functions of .gopclntab; where a symbol names the address (a
+// stripped PIE's or library's .dynsym), its Go name becomes an alias.
+func (f *File) addGoFuncs(byAddr map[uint64]*cand, aliases map[uint64][]string, secOf func(uint64) *Section) error {
+	gofns, err := f.GoFuncs()
+	for _, g := range gofns {
+		if c := byAddr[g.Entry]; c != nil {
+			if c.Name != g.Name {
+				aliases[g.Entry] = append(aliases[g.Entry], g.Name)
+			}
+			continue
+		}
+		sec := secOf(g.Entry)
+		if sec == nil || g.End <= g.Entry {
+			continue
+		}
+		size := min(g.End, sec.Addr+sec.Size) - g.Entry
+		byAddr[g.Entry] = &cand{Func: Func{Name: g.Name, Addr: g.Entry, Size: size, Source: FromGopclntab, Section: sec.Name}}
+	}
+	return err
 }
 
 func dedupe(names []string, primary string) []string {

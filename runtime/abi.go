@@ -87,6 +87,9 @@ const (
 	// HFFastRead: fetch arguments (or C handlers) read memory and the signal guard
 	// covers SIGSEGV and SIGBUS, so the runtime may read with its fault-catching copy.
 	HFFastRead HeaderFlags = 0x4
+	// HFClockMono, HFClockCounter: the record clock rewrite --clock chose (neither: tsc).
+	HFClockMono    HeaderFlags = 0x10
+	HFClockCounter HeaderFlags = 0x20
 )
 
 // XMode is how a probepoint runs (RawPoint.XMode, KPRW_X_*).
@@ -675,7 +678,20 @@ type RawTraceHeader struct {
 	RunPad       uint32 `c:"run_pad"`     // (run_pid, run_pad, run_start follow flags: rt_tracefile.c reads them as one)
 	RunStart     uint64 `c:"run_start"`   // its start time, /proc/PID/stat's starttime
 	Overwritten  uint64 `c:"overwritten"` // records of an overwrite ring writers took again uncopied
+	LiveDone     uint32 `c:"live_done"`   // 1 + the ctl_gen a live-probe thread last applied (0: none)
+	LivePad      uint32 `c:"live_pad"`
+	Clock        uint32 `c:"clock"` // ClockTSC, ClockMono, ClockCounter (ClockUnset: older files, tsc)
+	ClockPad     uint32 `c:"clock_pad"`
+	Counter      uint64 `c:"counter"` // ClockCounter's last value
 }
+
+// Trace clocks (RawTraceHeader.Clock, KPRW_CLOCK_*): what record times are.
+const (
+	ClockUnset   = 0 // a file of an older runtime (its times are tsc's), or one no image has opened
+	ClockTSC     = 1 // CLOCK_MONOTONIC nanoseconds extrapolated from rdtsc
+	ClockMono    = 2 // CLOCK_MONOTONIC nanoseconds from clock_gettime
+	ClockCounter = 3 // no time: a count over every writer of the file, for order only
+)
 
 // TraceUnreserved in RawTraceHeader.Flags: the record area's blocks are not reserved
 // yet (a count-only image made the file; the first image that records reserves them).

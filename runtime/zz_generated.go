@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "e8c6ba87ce6d35a45fad5f1e756f453819b2061314e598eb183ec213fe5d55ee"
+const ObjectSHA256 = "9e6bf0045c5965b99a624e4f3cde9a402b9fb369f9dcb2a0c550049486a9f983"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

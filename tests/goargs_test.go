@@ -63,7 +63,7 @@ func TestGoArgsMatchGDB(t *testing.T) {
 	testprog.Need(t, "go", "gdb")
 	for _, build := range []struct{ name, gcflags string }{{"N", "all=-N -l"}, {"O", ""}} {
 		t.Run(build.name, func(t *testing.T) {
-			bin := buildGo(t, "testdata/goargs", build.gcflags)
+			bin := buildGoTestdata(t, "testdata/goargs", build.gcflags)
 			orig := testprog.Run(t, testprog.Cmd{Path: bin})
 			if orig.Exit != 0 {
 				t.Fatalf("program: %s", orig)
@@ -100,8 +100,8 @@ func TestGoArgsMatchGDB(t *testing.T) {
 	}
 }
 
-// buildGo builds the Go program in dir with this machine's toolchain.
-func buildGo(t *testing.T, dir, gcflags string) string {
+// buildGoTestdata builds the Go program in dir with this machine's toolchain.
+func buildGoTestdata(t *testing.T, dir, gcflags string) string {
 	t.Helper()
 	tmp := t.TempDir()
 	src, err := os.ReadFile(filepath.Join(dir, "main.go"))
@@ -249,7 +249,7 @@ func dedupe(lines []string) []string {
 // place and the reason, exit 1 and no output.
 func TestGoArgsRefused(t *testing.T) {
 	testprog.Need(t, "go")
-	bin := buildGo(t, "testdata/goargs", "")
+	bin := buildGoTestdata(t, "testdata/goargs", "")
 	for _, c := range []struct{ def, want string }{
 		{"p:g/x main.greet s.foo", "s.foo: .foo: struct string has no member foo"},
 		{"p:g/x main.greet s:u8", "s: it is in 2 pieces here (name a member: VAR.FIELD)"},
@@ -276,7 +276,7 @@ func TestGoArgsRefused(t *testing.T) {
 // serverHandler.ServeHTTP and at the program's handler, one record per request.
 func TestGoArgsHTTP(t *testing.T) {
 	testprog.Need(t, "go")
-	bin := buildGo(t, "testdata/gohttp", "")
+	bin := buildGoTestdata(t, "testdata/gohttp", "")
 	orig := testprog.Run(t, testprog.Cmd{Path: bin})
 	if orig.Exit != 0 {
 		t.Fatalf("program: %s", orig)
@@ -305,7 +305,7 @@ func TestGoArgsHTTP(t *testing.T) {
 // variable moved to the heap) is x, read through the address DWARF gives.
 func TestGoVarsNamed(t *testing.T) {
 	testprog.Need(t, "go")
-	bin := buildGo(t, "testdata/goargs", "all=-N -l")
+	bin := buildGoTestdata(t, "testdata/goargs", "all=-N -l")
 	out := filepath.Join(t.TempDir(), "prog.kp")
 	rewriteWith(t, bin, out, []string{"p:g/escv main.escape:4 $vars"}, "--exits", "--exits-only")
 	list := kpOK(t, "list", "-v", out)

@@ -537,7 +537,9 @@ func TestSigGuardRealPython(t *testing.T) {
 	bin := realBin(t, "python3.11")
 	dir := t.TempDir()
 	kpd, _ := rewriteAllEntries(t, bin, dir, "--no-optimize")
-	script := "import faulthandler; faulthandler.dump_traceback_later(5); import json; print(json.dumps([1,2]))"
+	// (the watchdog starts whatever its timeout; a long one, so that a slow run on a
+	// loaded machine never reaches it and prints a traceback)
+	script := "import faulthandler; faulthandler.dump_traceback_later(3600); import json; print(json.dumps([1,2]))"
 	tr := filepath.Join(dir, "py.trace")
 	env := []string{"KPREWRITE_TRACE=" + tr, "PYTHONDONTWRITEBYTECODE=1"}
 	res := testprog.Same(t, bin, kpd, testprog.Cmd{Args: []string{"-c", script}, Extra: env}, nil)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kprewrite/kprewrite/internal/tracectl"
 )
@@ -17,7 +18,7 @@ import (
 // event (p:[GRP/]EV SITE [FETCHARGS], r:...) at a site the rewrite prepared
 // (--prepare), or removes one added so (-:[GRP/]EV). Without a DEF it lists the events
 // added. The programs arm and disarm the sites within milliseconds.
-func runProbe(args []string, stdout, _ io.Writer) error {
+func runProbe(args []string, stdout, stderr io.Writer) error {
 	fs := helpFlagSet("probe", "probe TARGET [DEF...]", stdout)
 	if err := fs.Parse(args); err != nil { // (a DEF may start with '-': flags only before TARGET)
 		if errors.Is(err, flag.ErrHelp) {
@@ -54,7 +55,20 @@ func runProbe(args []string, stdout, _ io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s: %s/%s (%s): added\n", path, e.Group, e.Name, e.Image)
 	}
+	waitApplied(f, path, stderr)
 	return nil
+}
+
+// appliedWait bounds how long a change to running programs waits for them to apply it
+// (their live-probe thread does it within milliseconds; a stopped program never does)
+const appliedWait = 2 * time.Second
+
+// waitApplied returns once the running programs have applied the change just written
+// (armed or disarmed their sites), or says on stderr that they have not yet.
+func waitApplied(f *tracectl.File, path string, stderr io.Writer) {
+	if !f.WaitApplied(appliedWait) {
+		fmt.Fprintf(stderr, "kprewrite: %s: the running programs have not applied the change after %v (stopped?): they apply it when their live-probe thread runs\n", path, appliedWait)
+	}
 }
 
 // printLive lists the events added at run time: GROUP/EVENT IMAGE HITS DEF, [GONE]
@@ -77,7 +91,7 @@ func printLive(f *tracectl.File, stdout io.Writer) error {
 // runOptimize is `kprewrite optimize TARGET [on|off]`: jump optimization of the running
 // programs' live-capable probes switched (the kernel's debug.kprobes-optimization), or
 // printed.
-func runOptimize(args []string, stdout, _ io.Writer) error {
+func runOptimize(args []string, stdout, stderr io.Writer) error {
 	fs := helpFlagSet("optimize", "optimize TARGET [on|off]", stdout)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -96,6 +110,7 @@ func runOptimize(args []string, stdout, _ io.Writer) error {
 		return nil
 	}
 	was := f.SetOptimized(pos[1] == "on")
+	waitApplied(f, path, stderr)
 	fmt.Fprintf(stdout, "%s: optimization %s (was %s)\n", path, pos[1], onOff(was))
 	return nil
 }

@@ -112,7 +112,7 @@ func rewriteFlagsAlone(fs *flag.FlagSet, rw *rewriteFlags) error {
 	}
 	var set string
 	fs.Visit(func(f *flag.Flag) {
-		if names[f.Name] && set == "" {
+		if names[f.Name] && f.Name != "clock" && set == "" { // (--clock: KPREWRITE_CLOCK for the program)
 			set = f.Name
 		}
 	})

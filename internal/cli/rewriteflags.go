@@ -2,6 +2,7 @@ package cli
 
 import (
 	"flag"
+	"slices"
 	"strings"
 
 	"github.com/kprewrite/kprewrite"
@@ -13,7 +14,7 @@ type rewriteFlags struct {
 	exprs, files, filters, triggers, hfiles, calls, prepare, excludes, disables multiFlag
 
 	noBoost, noOpt, verify, optOnly, skip, countOnly, exitsOnly, exits, debug *bool
-	singleStep, trace, traceSize, debugFile                                   *string
+	singleStep, trace, traceSize, debugFile, clock                            *string
 }
 
 // addRewriteFlags defines rewrite's flags but -o in fs; --trace (the rewritten
@@ -43,6 +44,7 @@ func addRewriteFlags(fs *flag.FlagSet, withTrace bool) *rewriteFlags {
 	f.countOnly = fs.Bool("count-only", false, "events write no trace records: every hit is counted in the trace file's counters (kprewrite profile); a jump-optimized probe whose probes are all such events costs one lock incq (~1 ns); a return event is counted at its function's exits where the analysis sees them all ([EXIT] in list)")
 	f.exitsOnly = fs.Bool("exits-only", false, "with --count-only or --exits: refuse return probes that cannot be counted or recorded at their exits instead of hooking the return address (with --exits also those with a tail call, hooked there; with --skip-refused: leave them out); for programs whose stacks a hooked return address breaks, such as Go programs")
 	f.exits = fs.Bool("exits", false, "record return events at their functions' rets where the analysis sees every exit (no tail call) instead of hooking the return address: no return trampoline, no instances, no maxactive misses ([EXIT] in list); events with a C handler or $argN keep hooking")
+	f.clock = fs.String("clock", "", "what record times are, as the kernel's trace_clock: tsc (the default: CLOCK_MONOTONIC nanoseconds from rdtsc), mono (clock_gettime(CLOCK_MONOTONIC) through the vDSO) or counter (no time: a count shared by every thread and process writing the trace file, for order, call counts and nesting); KPREWRITE_CLOCK overrides it at run time, and a trace file keeps the clock of the image that made it")
 	f.debug = fs.Bool("debug", false, "the rewritten program reports its probe start-up on stderr")
 	f.debugFile = fs.String("debug-file", "", "the program's separate debug information, for source-level definitions (FUNC:RELLINE, FILE:LINE, FUNC@FILE, variables by name; default: in the program, /usr/lib/debug/.build-id, or its .gnu_debuglink file)")
 	return f
@@ -84,7 +86,11 @@ func (f *rewriteFlags) options() (kprewrite.RewriteOptions, error) {
 	opt = kprewrite.RewriteOptions{Definitions: f.exprs, DefinitionFiles: f.files, HandlerFiles: f.hfiles, Filters: f.filters,
 		Triggers: f.triggers, NoOptimize: *f.noOpt, NoBoost: *f.noBoost, SingleStep: *f.singleStep, VerifyRegions: *f.verify,
 		OptimizedOnly: *f.optOnly, SkipRefused: *f.skip, Exclude: f.excludes, Calls: f.calls, Prepare: f.prepare, CountOnly: *f.countOnly,
-		ExitsOnly: *f.exitsOnly, Exits: *f.exits, TracePath: *f.trace, Debug: *f.debug, DebugFile: *f.debugFile}
+		ExitsOnly: *f.exitsOnly, Exits: *f.exits, TracePath: *f.trace, Debug: *f.debug, DebugFile: *f.debugFile,
+		Clock: *f.clock}
+	if *f.clock != "" && !slices.Contains(kprewrite.Clocks, *f.clock) {
+		return opt, usageErr("--clock %s: want tsc, mono or counter", *f.clock)
+	}
 	if *f.traceSize != "" {
 		n, err := parseSize(*f.traceSize)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -197,4 +198,32 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("%q -> %s -> %q, want %q", s, out, back, want)
 		}
 	})
+}
+
+// TestReportClock: a report names a clock other than tsc, and under counter (times
+// that are counts) prints calls and no time, alone or in a diff with a timed trace.
+func TestReportClock(t *testing.T) {
+	fn := func() []*FuncStats {
+		return []*FuncStats{{Func: "f", Image: "prog", Calls: 3, Total: 3000, Self: 2000, Min: 500, Max: 1500, Avg: 1000}}
+	}
+	timed := regexp.MustCompile(`\d (ns|us|ms)|%`)
+	for _, c := range []struct {
+		clock, first string
+		times        bool
+	}{{"tsc", "  Total ", true}, {"mono", "# clock: mono\n", true}, {"counter", "# clock: counter: ", false}} {
+		var out, diff bytes.Buffer
+		r := &Report{Funcs: fn(), Clock: c.clock}
+		if err := r.Write(&out, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(out.String(), c.first) || timed.MatchString(out.String()) != c.times || !strings.Contains(out.String(), " 3 ") {
+			t.Errorf("%s: report\n%s", c.clock, out.String())
+		}
+		if err := r.WriteDiff(&diff, &Report{Funcs: fn(), Clock: "tsc"}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(diff.String(), c.first) || timed.MatchString(diff.String()) != c.times {
+			t.Errorf("%s: diff with a tsc trace\n%s", c.clock, diff.String())
+		}
+	}
 }

@@ -32,6 +32,9 @@ type Report struct {
 	// Total is the sum of the functions' self times: the time spent in probed
 	// functions.
 	Total uint64
+	// Clock is the trace's clock (tracefile.ClockName): under "counter" its times are
+	// counts, not time, and are not printed.
+	Clock string
 }
 
 // BuildReport reads the trace and sums its calls per function, or per thread and
@@ -83,7 +86,7 @@ func BuildReport(in *Input, threads bool) (*Report, error) {
 		return nil, err
 	}
 	b.Finish()
-	rep := &Report{Funcs: order}
+	rep := &Report{Funcs: order, Clock: tracefile.ClockName(&in.Stream.Header)}
 	for _, st := range order {
 		st.Avg = st.sum / st.Calls
 		rep.Total += st.Self
@@ -154,6 +157,8 @@ func (r *Report) labels() func(*FuncStats) string {
 // counts; limit > 0 prints only that many lines.
 func (r *Report) Write(w io.Writer, limit int) error {
 	label := r.labels()
+	r.writeClock(w)
+	ns := r.formatTime
 	thread := ""
 	if len(r.Funcs) > 0 && r.Funcs[0].Thread != "" {
 		thread = fmt.Sprintf("%-20s ", "Thread")
@@ -168,8 +173,8 @@ func (r *Report) Write(w io.Writer, limit int) error {
 		if s.Lost > 0 {
 			lost = fmt.Sprintf("  (%d lost returns)", s.Lost)
 		}
-		if _, err := fmt.Fprintf(w, "  %10s  %10s  %10d  %10s  %10s  %10s  %s%s\n", formatNs(s.Total), formatNs(s.Self), s.Calls,
-			formatNs(s.Avg), formatNs(s.Min), formatNs(s.Max), label(s), lost); err != nil {
+		if _, err := fmt.Fprintf(w, "  %10s  %10s  %10d  %10s  %10s  %10s  %s%s\n", ns(s.Total), ns(s.Self), s.Calls,
+			ns(s.Avg), ns(s.Min), ns(s.Max), label(s), lost); err != nil {
 			return err
 		}
 	}
@@ -177,6 +182,37 @@ func (r *Report) Write(w io.Writer, limit int) error {
 }
 
 func eq(n int) string { return strings.Repeat("=", n) }
+
+// writeClock names the trace's clock when it is not the default (tsc): under counter,
+// whose times are an order and not a duration, it says why no time is printed.
+func (r *Report) writeClock(w io.Writer) {
+	switch r.Clock {
+	case "", "tsc":
+	case "counter":
+		fmt.Fprintf(w, "# clock: counter: the trace has an order, not times (rewrite --clock counter): calls are counted, times are not shown\n")
+	default:
+		fmt.Fprintf(w, "# clock: %s\n", r.Clock)
+	}
+}
+
+// formatTime is formatNs, or "-" for a trace whose clock is a counter.
+func (r *Report) formatTime(ns uint64) string {
+	if r.Clock == "counter" {
+		return "-"
+	}
+	return formatNs(ns)
+}
+
+// diffClock is what a diff of two reports says of their clocks: a counter in either
+// leaves no times to compare; else the clock that is not the default tsc, if any.
+func diffClock(base, r *Report) *Report {
+	for _, c := range []string{"counter", "mono"} {
+		if base.Clock == c || r.Clock == c {
+			return &Report{Clock: c}
+		}
+	}
+	return &Report{Clock: r.Clock}
+}
 
 // WriteDiff prints how each function changed from base to r (r is the new trace):
 // total and self time and calls of both, and the change in per cent, in r's order
@@ -190,6 +226,12 @@ func (r *Report) WriteDiff(w io.Writer, base *Report, limit int) error {
 	}
 	for _, s := range r.Funcs {
 		cur[key(s)] = s
+	}
+	clock := diffClock(base, r)
+	clock.writeClock(w)
+	ns, chg := clock.formatTime, change
+	if clock.Clock == "counter" {
+		chg = func(a, b uint64) string { return "-" }
 	}
 	fmt.Fprintf(w, "  %10s  %10s  %8s   %10s  %10s  %8s   %10s  %10s  %s\n", "Total base", "Total new", "change", "Self base", "Self new", "change", "Calls base", "Calls new", "Function")
 	fmt.Fprintf(w, "  %s  %s  %s   %s  %s  %s   %s  %s  %s\n", eq(10), eq(10), eq(8), eq(10), eq(10), eq(8), eq(10), eq(10), eq(20))
@@ -217,8 +259,8 @@ func (r *Report) WriteDiff(w io.Writer, base *Report, limit int) error {
 			ol = *o
 		}
 		if _, err := fmt.Fprintf(w, "  %10s  %10s  %8s   %10s  %10s  %8s   %10d  %10d  %s\n",
-			formatNs(ol.Total), formatNs(nw.Total), change(ol.Total, nw.Total),
-			formatNs(ol.Self), formatNs(nw.Self), change(ol.Self, nw.Self),
+			ns(ol.Total), ns(nw.Total), chg(ol.Total, nw.Total),
+			ns(ol.Self), ns(nw.Self), chg(ol.Self, nw.Self),
 			ol.Calls, nw.Calls, label(s)); err != nil {
 			return err
 		}

@@ -67,6 +67,9 @@ type Options struct {
 	Disable   []string
 	ImageName string // names the image in trace files (default: the input's base name)
 	Debug     bool   // the runtime reports its start-up on stderr
+	// Clock is the record clock of the trace files the image creates (--clock): "" or
+	// "tsc", "mono", "counter" (docs/tracing.md, "Clocks").
+	Clock string
 	// Analysis is the input's analysis when the caller already has it.
 	Analysis *analysis.Binary
 	// Synthetic are the synthetic events of the definitions and their histograms.
@@ -282,6 +285,12 @@ func (g *gen) makeEvents() error {
 	}
 	if disableAll && !anyTriggers {
 		g.tables.Flags |= kprt.HFDisableAll
+	}
+	switch g.opt.Clock {
+	case "mono":
+		g.tables.Flags |= kprt.HFClockMono
+	case "counter":
+		g.tables.Flags |= kprt.HFClockCounter
 	}
 	g.desc = &tracefile.Desc{Input: filepath.Base(g.f.Path), PIE: g.f.IsPIE(), TracePath: g.opt.TracePath}
 	live := g.liveEvents(targets)

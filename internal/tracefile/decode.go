@@ -46,6 +46,8 @@ func decodeTraceHeader(b []byte, h *kprt.RawTraceHeader) {
 	h.RecorderPID, h.Flags = c.u32(), c.u32()
 	h.RunPID, h.RunPad, h.RunStart = c.u32(), c.u32(), c.u64()
 	h.Overwritten = c.u64()
+	h.LiveDone, h.LivePad = c.u32(), c.u32()
+	h.Clock, h.ClockPad, h.Counter = c.u32(), c.u32(), c.u64()
 }
 
 // decodeRecord decodes b, at least kprt.RecordSize bytes.

@@ -42,6 +42,7 @@ type Follower struct {
 	refs               map[uint8][]probeRef
 	fm                 *Formatter
 	nimages            uint32
+	described          uint32 // of them, with their description in the file at the last read
 	ctlLast            uint64 // the header's ctl_last the descriptions were made under
 	pending            []Record
 	errs               map[string]bool
@@ -50,6 +51,10 @@ type Follower struct {
 	More bool
 	// Done is set once the recorder finished (a ring file) and everything was printed.
 	Done bool
+	// ChunksOnly: of a ring file, read only what the recorder copied into its chunks,
+	// never the ring's blocks, which a recorder in the same process (record --live)
+	// refills while a lagging follower reads them; it copies every record there.
+	ChunksOnly bool
 }
 
 // dcursor is a block of a direct file being followed: where its next record is, and
@@ -110,12 +115,16 @@ func (f *Follower) Poll(w, errw io.Writer) error {
 
 // describe reads the descriptions of the images registered since the last poll.
 func (f *Follower) describe(t *Trace, data []byte) {
-	if f.fm != nil && t.Header.NImages == f.nimages && t.Header.CtlLast == f.ctlLast {
+	if f.fm != nil && t.Header.NImages == f.nimages && t.Header.CtlLast == f.ctlLast && f.described >= f.nimages {
 		return
 	}
+	// (an image is registered before its description is written: a poll between the
+	// two reads the descriptions again next time, or its records had no names)
 	f.nimages, f.ctlLast = t.Header.NImages, t.Header.CtlLast
 	f.descs = Descs{}
-	for _, d := range ownDescs(t) {
+	own := ownDescs(t)
+	f.described = uint32(len(own))
+	for _, d := range own {
 		f.descs.Add(d)
 	}
 	for _, b := range f.bins {
@@ -125,6 +134,7 @@ func (f *Follower) describe(t *Trace, data []byte) {
 	}
 	addLiveEvents(data, t.Header.CtlLast, f.descs) // (events added at run time: kprewrite probe)
 	f.fm = NewFormatter(f.descs)
+	f.fm.Counter = t.Header.Clock == kprt.ClockCounter
 	f.refs = map[uint8][]probeRef{}
 }
 
@@ -270,7 +280,9 @@ func (f *Follower) pollRing(s *Stream) {
 		}
 		f.chunkDone = off
 	}
-	f.pollBlocks(s)
+	if !f.ChunksOnly {
+		f.pollBlocks(s)
+	}
 	f.More = f.full()
 }
 

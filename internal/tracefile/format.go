@@ -36,6 +36,30 @@ type Formatter struct {
 	addrs  map[*Desc][]map[uint64]uint64
 	// Unknown counts records whose image or event has no description.
 	Unknown int
+	// Counter: record times are counts (kprt.ClockCounter), printed as the count the
+	// way the kernel prints its counter clock, not as seconds.
+	Counter bool
+}
+
+// ClockName is the name of the clock the times of a trace with header h are of (the
+// kernel's trace_clock names; see rewrite --clock).
+func ClockName(h *kprt.RawTraceHeader) string {
+	switch h.Clock {
+	case kprt.ClockMono:
+		return "mono"
+	case kprt.ClockCounter:
+		return "counter"
+	}
+	return "tsc"
+}
+
+// head is a line's start: the thread, its CPU and the record's time.
+func (fm *Formatter) head(r *Record) string {
+	if fm.Counter {
+		return fmt.Sprintf("%16s-%-7d [%03d] %12d", r.CommString(), r.TID, r.CPU, r.TsNs)
+	}
+	ts := r.TsNs / 1000
+	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000)
 }
 
 // NewFormatter returns a formatter for records of the described images.
@@ -116,7 +140,7 @@ func (fm *Formatter) Line(r *Record) (string, error) {
 		return fm.violationLine(r)
 	}
 	if r.Type == kprt.RecPrintk {
-		return printkLine(r), nil // trace_printk() of a C handler (handlers.go)
+		return fm.printkLine(r), nil // trace_printk() of a C handler (handlers.go)
 	}
 	if r.Type == kprt.RecStack {
 		return fm.stackLines(r)
@@ -132,8 +156,7 @@ func (fm *Formatter) Line(r *Record) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ts := r.TsNs / 1000
-	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000, body), nil
+	return fm.head(r) + ": " + body, nil
 }
 
 // recordEvent finds the event a probe's record is a hit of, and how its addresses are
@@ -251,8 +274,7 @@ func (fm *Formatter) stackLines(r *Record) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	ts := r.TsNs / 1000
-	fmt.Fprintf(&b, "%16s-%-7d [%03d] %5d.%06d: <stack trace>", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000)
+	b.WriteString(fm.head(r) + ": <stack trace>")
 	for _, f := range fr {
 		if f.Func != "" {
 			fmt.Fprintf(&b, "\n => %s", f.Func)
@@ -332,8 +354,7 @@ func (fm *Formatter) synthLine(r *Record) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	ts := r.TsNs / 1000
-	fmt.Fprintf(&b, "%16s-%-7d [%03d] %5d.%06d: %s:", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000, name)
+	fmt.Fprintf(&b, "%s: %s:", fm.head(r), name)
 	for _, f := range fields {
 		if f.Signed {
 			fmt.Fprintf(&b, " %s=%d", f.Name, f.Value)
@@ -359,9 +380,7 @@ func (fm *Formatter) violationLine(r *Record) (string, error) {
 	if v.Symbol != "" {
 		sym = " sym=" + v.Symbol
 	}
-	ts := r.TsNs / 1000
-	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s: (%#x) site=%#x%s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000,
-		ViolationEvent, v.At, v.Site, sym), nil
+	return fmt.Sprintf("%s: %s: (%#x) site=%#x%s", fm.head(r), ViolationEvent, v.At, v.Site, sym), nil
 }
 
 // ViolationHit is a --verify-regions violation record decoded: control reached At (a
@@ -408,13 +427,18 @@ func WriteTrace(w, errw io.Writer, s *Stream, descs Descs, header bool) error {
 // handler's trace_printk text and a violation are left out.
 func WriteTraceEvents(w, errw io.Writer, s *Stream, descs Descs, header bool, match func(group, name string) bool) error {
 	if header && s.Until != 0 {
-		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# snapshot: the records written up to %d.%06d, the latest of %d snapshots\n",
-			s.Until/1e9, s.Until%1e9/1e3, s.Header.SnapCount)
+		until := fmt.Sprintf("%d.%06d", s.Until/1e9, s.Until%1e9/1e3)
+		if s.Header.Clock == kprt.ClockCounter {
+			until = fmt.Sprint(s.Until)
+		}
+		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# snapshot: the records written up to %s, the latest of %d snapshots\n# clock: %s\n",
+			until, s.Header.SnapCount, ClockName(&s.Header))
 		header = false
 		fmt.Fprintf(w, "#\n#           TASK-PID     CPU#   TIMESTAMP  FUNCTION\n#              | |         |       |         |\n")
 	}
 	if header {
 		fmt.Fprintf(w, "# tracer: kprewrite\n#\n# entries-in-buffer/entries-written: %d/%d\n", s.Count, uint64(s.Count)+s.Lost+uint64(s.Torn)+s.Overwritten)
+		fmt.Fprintf(w, "# clock: %s\n", ClockName(&s.Header))
 		if s.Overwritten > 0 {
 			// record --overwrite: the flight recorder keeps the most recent ones
 			fmt.Fprintf(w, "# overwritten: %d records were overwritten by later ones in the ring (record --overwrite)\n", s.Overwritten)
@@ -431,6 +455,7 @@ func WriteTraceEvents(w, errw io.Writer, s *Stream, descs Descs, header bool, ma
 		fmt.Fprintf(w, "#\n#           TASK-PID     CPU#   TIMESTAMP  FUNCTION\n#              | |         |       |         |\n")
 	}
 	fm := NewFormatter(descs)
+	fm.Counter = s.Header.Clock == kprt.ClockCounter
 	reported := map[string]bool{}
 	var sb strings.Builder
 	keepStack := true
@@ -541,10 +566,9 @@ func Profile(tr *Trace, descs Descs) (lines []ProfileLine, unknown int) {
 // printkLine formats a trace_printk record as the kernel's tracer prints one:
 //
 //	<comm>-<pid> [cpu] <sec>.<usec>: <function>: <text>
-func printkLine(r *Record) string {
+func (fm *Formatter) printkLine(r *Record) string {
 	fn, text := DecodePrintk(r)
-	ts := r.TsNs / 1000
-	return fmt.Sprintf("%16s-%-7d [%03d] %5d.%06d: %s: %s", r.CommString(), r.TID, r.CPU, ts/1000000, ts%1000000, fn, text)
+	return fm.head(r) + ": " + fn + ": " + text
 }
 
 // DecodePrintk splits a trace_printk record (RecPrintk) into the name of the function

@@ -97,6 +97,7 @@ func TestWriteTrace(t *testing.T) {
 	want := `# tracer: kprewrite
 #
 # entries-in-buffer/entries-written: 4/7
+# clock: tsc
 # lost: 3 records did not fit in the trace file
 #
 #           TASK-PID     CPU#   TIMESTAMP  FUNCTION

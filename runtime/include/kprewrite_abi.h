@@ -155,6 +155,10 @@ typedef unsigned long long kprw_u64;
  * process_vm_readv, if it could wrap every word and KPREWRITE_SAFE_READ is not
  * "syscall" (see "Fast reads" in runtime/doc.go). */
 #define KPRW_HF_FAST_READ KPRW_U(0x4)
+/* the record clock the rewrite chose (rewrite --clock; neither bit: tsc); KPREWRITE_CLOCK
+ * overrides it at run time, and a trace file that has one keeps it */
+#define KPRW_HF_CLOCK_MONO KPRW_U(0x10)
+#define KPRW_HF_CLOCK_COUNTER KPRW_U(0x20)
 
 /* kprw_point.xmode: how the probed instruction is executed after the pre handlers. */
 #define KPRW_X_SSTEP 1   /* "k": single-step the copy in the slot with TF, post handlers after */
@@ -722,7 +726,22 @@ struct kprw_trace_hdr {
 	kprw_u64 overwritten;    /* atomic: records of an overwrite ring's blocks that writers
 	                            took again before anything copied them (they were written:
 	                            entries-written counts them; 0 in older files) */
+	kprw_u32 live_done;      /* atomic: 1 + the ctl_gen a program's live-probe thread last
+	                            applied every change up to (the latest of the programs); 0:
+	                            none ever did. `kprewrite probe` waits for it */
+	kprw_u32 live_pad;
+	kprw_u32 clock;          /* KPRW_CLOCK_*: what record times are (0 in older files:
+	                            tsc); set by the file's first image while no record is
+	                            written, adopted by every later one (src/rt_tracefile.c) */
+	kprw_u32 clock_pad;
+	kprw_u64 counter;        /* atomic: KPRW_CLOCK_COUNTER's last value (records' times are
+	                            1, 2, ...: one increasing count over every writer) */
 };
+/* kprw_trace_hdr.clock: the kernel's trace_clock names */
+#define KPRW_CLOCK_UNSET 0   /* older files (their times are tsc's); a file without records */
+#define KPRW_CLOCK_TSC 1     /* CLOCK_MONOTONIC ns extrapolated from rdtsc (src/rt_clock.c) */
+#define KPRW_CLOCK_MONO 2    /* CLOCK_MONOTONIC ns from clock_gettime (vDSO, else the system call) */
+#define KPRW_CLOCK_COUNTER 3 /* no time: a count shared by every writer of the file, order only */
 #define KPRW_TRACE_UNRESERVED 0x1 /* the record area's blocks are not reserved yet: a
                                      count-only image made the file, and the first image
                                      that records reserves them (under the file lock).

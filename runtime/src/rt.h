@@ -201,6 +201,7 @@ struct kprw_rt {
 	u32 proc_shared;   /* joined another image's runtime state (rt_proc.c) */
 	const char *trace_path_shown; /* for KPREWRITE_DEBUG */
 	u64 hwcap2;        /* AT_HWCAP2 */
+	u64 at_vdso;       /* AT_SYSINFO_EHDR: the vDSO's ELF header (0: none) */
 	u64 at_base;       /* AT_BASE: the dynamic linker's load address (0: static) */
 	u64 at_entry;      /* AT_ENTRY: the executable's entry point */
 	u32 library;       /* started from a shared library's DT_INIT (kprewrite_rt_lib_init) */
@@ -208,6 +209,9 @@ struct kprw_rt {
 	u32 has_rdpid;     /* CPUID: rdpid reads the CPU number in ~1 ns */
 	u32 valgrind;      /* kprw_valgrind's answer + 1, 0 before it is asked */
 	u32 tsc_ok;        /* CPUID: invariant TSC, timestamps extrapolate from it */
+	u32 clock_mode;    /* KPRW_CLOCK_*: the record clock (the trace file's; rt_clock.c) */
+	u32 clk_tsc;       /* tsc_ok and the record clock is tsc: kprw_clock_fast's fast path */
+	u32 clock_want;    /* KPRW_CLOCK_*: the clock a trace file this image creates takes */
 	u32 reads_xmm;     /* some event's fetch reads %xmmN: int3 hits load the SSE registers */
 	u32 opt_tmpl_len;  /* bytes of the detour template (the DCR copy follows) */
 	u32 records_late;  /* every event live: records readied at the first switch on */
@@ -343,11 +347,26 @@ struct kprw_tctx {
 /* what a thread context holds for one image: its block of the trace file, which names
  * the image (rt_ring.c). kprw_tblk_tab[i] goes with kprw_tctx_tab[i]. */
 struct kprw_tblk {
-	u32 rec_end;  /* the end of this thread's block of the trace file's record area, in
-	                 4 KiB units (rt_ring.c); 0 = none */
-	u32 pad;
-	u64 rec_next; /* where its next record goes: an offset in the record area */
+	u64 rec; /* this thread's block of the trace file's record area, in one word (rt_ring.h):
+	            where its next record goes (an offset in the record area, bits 0..38) and
+	            the block's end (in 4 KiB units, bits 39..63; 0 = none) */
+	u64 pad;
 };
+/* struct kprw_tblk's rec: the record area ends below REC_AREA_MAX bytes */
+#define REC_END_SHIFT 39
+#define REC_NEXT_MASK ((1ull << REC_END_SHIFT) - 1)
+#define REC_AREA_MAX (1ull << (64 - REC_END_SHIFT + 12)) /* 128 GiB */
+
+static inline u64 rec_word(u64 next, u64 end)
+{
+	return (end >> 12) << REC_END_SHIFT | next;
+}
+
+static inline u64 rec_end(u64 word)
+{
+	return (word >> REC_END_SHIFT) << 12;
+}
+
 #define KPRW_SLOW_STACK 0x80000000u /* too little sigaltstack left for a fault's frame */
 #define KPRW_SHORT_STACK 0x40000000u /* too little sigaltstack left for the C handlers */
 /* the most stack the SIGTRAP handler uses below a C handler's frames (TestStackUsage in
@@ -397,7 +416,10 @@ u32 kprw_cpu(void);
 int kprw_valgrind(void); /* rt_util.c: running under valgrind (no rdpid, lsl or trap flag) */
 /* ---- clock (rt_clock.c) ---- */
 void kprw_clock_init(void);
-u64 kprw_clock(void);    /* CLOCK_MONOTONIC ns, extrapolated from the TSC when it is invariant */
+void kprw_clock_set(u32 mode, u64 *counter); /* the record clock, KPRW_CLOCK_* */
+u32 kprw_clock_want(const char *env, u32 hflags); /* the clock a new trace file takes */
+u64 kprw_clock(void);    /* the record clock: kprw_clock_fast, not inlined */
+u64 kprw_clock_ns(void); /* CLOCK_MONOTONIC ns, extrapolated from the TSC when it is invariant */
 u64 kprw_clock_slow(void); /* kprw_clock when the inlined extrapolation cannot answer */
 struct kprw_clk {
 	u32 seq;  /* odd while a renewal writes */
@@ -502,22 +524,33 @@ static inline __attribute__((always_inline)) struct kprw_tctx *kprw_tctx_get(voi
 	return kprw_tctx_slow(k);
 }
 
-/* kprw_clock_fast is kprw_clock inlined: the extrapolation from the TSC (rt_clock.c) */
+/* kprw_tsc_ns is CLOCK_MONOTONIC ns extrapolated from the TSC (rt_clock.c), 0 when the
+ * extrapolation cannot answer (a renewal is due or under way) */
+static inline __attribute__((always_inline)) int kprw_tsc_ns(u64 *ns)
+{
+	u32 s = __atomic_load_n(&kprw_clk.seq, __ATOMIC_ACQUIRE);
+	u64 at = __atomic_load_n(&kprw_clk.tsc, __ATOMIC_RELAXED);
+	u64 an = __atomic_load_n(&kprw_clk.ns, __ATOMIC_RELAXED);
+	u64 m = __atomic_load_n(&kprw_clk.mult, __ATOMIC_RELAXED);
+	u64 span = __atomic_load_n(&kprw_clk.span, __ATOMIC_RELAXED);
+	u32 lo, hi;
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	u64 t = (u64)hi << 32 | lo;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (likely(!(s & 1) && __atomic_load_n(&kprw_clk.seq, __ATOMIC_ACQUIRE) == s && m && t - at < span)) {
+		*ns = an + (u64)(((unsigned __int128)(t - at) * m) >> 32);
+		return 1;
+	}
+	return 0;
+}
+
+/* kprw_clock_fast is kprw_clock inlined: the record clock, for tsc the extrapolation
+ * from the TSC; mono, counter and a TSC that cannot answer call kprw_clock_slow */
 static inline __attribute__((always_inline)) u64 kprw_clock_fast(void)
 {
-	if (likely(kprw_rt.tsc_ok)) {
-		u32 s = __atomic_load_n(&kprw_clk.seq, __ATOMIC_ACQUIRE);
-		u64 at = __atomic_load_n(&kprw_clk.tsc, __ATOMIC_RELAXED);
-		u64 an = __atomic_load_n(&kprw_clk.ns, __ATOMIC_RELAXED);
-		u64 m = __atomic_load_n(&kprw_clk.mult, __ATOMIC_RELAXED);
-		u64 span = __atomic_load_n(&kprw_clk.span, __ATOMIC_RELAXED);
-		u32 lo, hi;
-		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-		u64 t = (u64)hi << 32 | lo;
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (likely(!(s & 1) && __atomic_load_n(&kprw_clk.seq, __ATOMIC_ACQUIRE) == s && m && t - at < span))
-			return an + (u64)(((unsigned __int128)(t - at) * m) >> 32);
-	}
+	u64 ns;
+	if (likely(kprw_rt.clk_tsc) && likely(kprw_tsc_ns(&ns)))
+		return ns;
 	return kprw_clock_slow();
 }
 

@@ -73,16 +73,62 @@ void kprw_clock_init(void)
 		clk.ns = sys_pair(&clk.tsc);
 		clk.interval_ns = MIN_RATE_NS;
 	}
+	if (kprw_rt.clock_mode == KPRW_CLOCK_UNSET)
+		kprw_rt.clock_mode = KPRW_CLOCK_TSC; /* (no trace file says another) */
+	kprw_rt.clk_tsc = kprw_rt.tsc_ok && kprw_rt.clock_mode == KPRW_CLOCK_TSC;
 }
 
-/* renew takes a fresh anchor (if no other thread is doing it) and returns the system
- * call's reading as this timestamp. */
+static u64 last_sys; /* the largest system-call reading returned as a timestamp */
+
+/* at_ns is the anchor (at, an)'s extrapolation at tsc t with rate m */
+static inline u64 at_ns(u64 at, u64 an, u64 m, u64 t)
+{
+	return an + (u64)(((unsigned __int128)(t - at) * m) >> 32);
+}
+
+/* stamp is a timestamp for a thread that does not renew: the current anchor's
+ * extrapolation, held at the end of its span (the most any thread read from it), or,
+ * before a rate is measured, the system call's reading ns, never below one returned
+ * before. So a thread's timestamps never step back, neither here nor when the anchor
+ * moves (renew). */
+static u64 stamp(u64 ns)
+{
+	for (;;) {
+		u32 s = __atomic_load_n(&clk.seq, __ATOMIC_ACQUIRE);
+		u64 at = __atomic_load_n(&clk.tsc, __ATOMIC_RELAXED);
+		u64 an = __atomic_load_n(&clk.ns, __ATOMIC_RELAXED);
+		u64 m = __atomic_load_n(&clk.mult, __ATOMIC_RELAXED);
+		u64 span = __atomic_load_n(&clk.span, __ATOMIC_RELAXED);
+		u64 t = rdtsc();
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if ((s & 1) || __atomic_load_n(&clk.seq, __ATOMIC_ACQUIRE) != s)
+			continue; /* a renewal is writing: a few stores */
+		if (m && t >= at)
+			return at_ns(at, an, m, t - at < span ? t : at + span);
+		break;
+	}
+	u64 cur = __atomic_load_n(&last_sys, __ATOMIC_RELAXED);
+	while (cur < ns && !__atomic_compare_exchange_n(&last_sys, &cur, ns, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return cur > ns ? cur : ns;
+}
+
+/* renew takes a fresh anchor (if no other thread is doing it) and returns this
+ * timestamp. The anchor it publishes is the present (a TSC read just before), its time
+ * the new rate's extrapolation from the system call's reading, but never below the old
+ * anchor's at the end of its span nor a system-call reading returned before: the
+ * timestamps a thread reads before and after the move do not step back (the rate
+ * measured over the next interval takes the difference up). One window is left: a
+ * system-call reading returned while the first rate is published (the first
+ * millisecond of tracing) may be ahead of the extrapolations after it by the
+ * extrapolation's error, and a CPU whose TSC runs behind the anchor's reads the system
+ * call. */
 static u64 renew(void)
 {
-	u64 tsc, ns = sys_pair(&tsc);
+	u64 tsc, ns = sys_pair(&tsc), ret = 0;
 	u32 z = 0;
 	if (!atomic_cas(&clk.lock, &z, 1))
-		return ns;
+		return stamp(ns);
 	u64 at = clk.tsc, an = clk.ns;
 	if (ns > an && tsc > at) {
 		u64 dn = ns - an, dt = tsc - at;
@@ -96,26 +142,136 @@ static u64 renew(void)
 			if (interval < MIN_RATE_NS)
 				interval = MIN_RATE_NS;
 		}
+		u64 t = mult ? rdtsc() : tsc, v = mult ? at_ns(tsc, ns, mult, t) : ns;
+		u64 held = clk.mult ? at_ns(at, an, clk.mult, at + clk.span) : 0;
+		u64 sys = __atomic_load_n(&last_sys, __ATOMIC_RELAXED);
+		v = v > held ? v : held;
+		v = v > sys ? v : sys;
 		atomic_store(&clk.seq, clk.seq + 1);
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		clk.tsc = tsc;
-		clk.ns = ns;
+		clk.tsc = t;
+		clk.ns = v;
 		clk.mult = mult;
 		clk.interval_ns = interval;
 		clk.span = mult ? (interval << 32) / mult : 0;
 		atomic_store(&clk.seq, clk.seq + 1);
+		ret = v;
 	}
 out:
 	atomic_store(&clk.lock, 0);
-	return ns;
+	return ret ? ret : stamp(ns);
+}
+
+/* ---- the record clocks (the kernel's trace_clock): tsc, mono, counter ----
+ *
+ * tsc is the extrapolation above, inlined into the record path (kprw_clock_fast's first
+ * branch: the only clock whose read is not a call). mono reads CLOCK_MONOTONIC with the
+ * vDSO's clock_gettime (~20-25 ns), or the system call where the vDSO has none. counter
+ * reads no clock: one count in the trace file's header, taken with an atomic add by
+ * every thread of every process writing the file, so records sort in one order that
+ * agrees with each thread's own and with whatever ordered two threads (a lock, a
+ * fork, a pipe: the later record took the larger count); it costs one locked add on a
+ * line the writers share. */
+
+/* the vDSO is built with the kernel's -mno-sse -mno-avx: like the runtime's own code it
+ * leaves the vector registers alone, so a detour may call it */
+typedef long (*gettime_fn)(long clk, struct k_timespec *ts);
+static gettime_fn vdso_gettime;
+static u64 *clk_counter; /* the trace file header's counter */
+
+struct elf_sym {
+	u32 name;
+	u8 info, other;
+	u16 shndx;
+	u64 value, size;
+};
+
+/* vdso_lookup finds a function the vDSO exports by its section headers (the vDSO is a
+ * whole ELF file in memory): its dynamic symbol table and that table's strings. */
+static void *vdso_lookup(const char *want)
+{
+	const u8 *b = (const u8 *)(uptr)kprw_rt.at_vdso;
+	if (!b || kprw_strncmp((const char *)b, "\177ELF", 4) != 0)
+		return NULL;
+	u64 shoff = *(const u64 *)(b + 0x28), phoff = *(const u64 *)(b + 0x20);
+	u16 shnum = *(const u16 *)(b + 0x3c), phnum = *(const u16 *)(b + 0x38);
+	s64 bias = -1;
+	for (u16 i = 0; i < phnum && bias < 0; i++) {
+		const u8 *ph = b + phoff + i * 56ull;
+		if (*(const u32 *)ph == 1 /* PT_LOAD */)
+			bias = (s64)(*(const u64 *)(ph + 8) - *(const u64 *)(ph + 16)); /* p_offset - p_vaddr */
+	}
+	for (u16 i = 0; i < shnum && bias >= 0; i++) {
+		const u8 *sh = b + shoff + i * 64ull;
+		if (*(const u32 *)(sh + 4) != 11 /* SHT_DYNSYM */)
+			continue;
+		const struct elf_sym *sym = (const struct elf_sym *)(b + *(const u64 *)(sh + 0x18));
+		u64 n = *(const u64 *)(sh + 0x20) / sizeof *sym;
+		const u8 *str = b + shoff + *(const u32 *)(sh + 0x28) * 64ull;
+		const char *names = (const char *)(b + *(const u64 *)(str + 0x18));
+		for (u64 k = 0; k < n; k++)
+			if (sym[k].shndx != 0 && (sym[k].info & 0xf) == 2 /* STT_FUNC */ &&
+			    kprw_strcmp(names + sym[k].name, want) == 0)
+				return (void *)(b + bias + sym[k].value);
+	}
+	return NULL;
+}
+
+/* kprw_clock_want is the clock a trace file this image creates takes: KPREWRITE_CLOCK
+ * (tsc, mono or counter), else the rewrite's (KPRW_HF_CLOCK_*) */
+u32 kprw_clock_want(const char *env, u32 hflags)
+{
+	if (env && kprw_strcmp(env, "tsc") == 0)
+		return KPRW_CLOCK_TSC;
+	if (env && kprw_strcmp(env, "mono") == 0)
+		return KPRW_CLOCK_MONO;
+	if (env && kprw_strcmp(env, "counter") == 0)
+		return KPRW_CLOCK_COUNTER;
+	if (hflags & KPRW_HF_CLOCK_COUNTER)
+		return KPRW_CLOCK_COUNTER;
+	return hflags & KPRW_HF_CLOCK_MONO ? KPRW_CLOCK_MONO : KPRW_CLOCK_TSC;
+}
+
+/* kprw_clock_set makes mode the record clock (the trace file's: rt_tracefile.c);
+ * counter is the header's count */
+void kprw_clock_set(u32 mode, u64 *counter)
+{
+	kprw_rt.clock_mode = mode == KPRW_CLOCK_UNSET ? KPRW_CLOCK_TSC : mode;
+	clk_counter = counter;
+	if (kprw_rt.clock_mode == KPRW_CLOCK_MONO && !vdso_gettime && !kprw_valgrind())
+		vdso_gettime = (gettime_fn)vdso_lookup("__vdso_clock_gettime");
+	kprw_rt.clk_tsc = kprw_rt.tsc_ok && kprw_rt.clock_mode == KPRW_CLOCK_TSC;
+}
+
+static u64 mono_ns(void)
+{
+	struct k_timespec ts = {0, 0};
+	if (!vdso_gettime || vdso_gettime(1 /* CLOCK_MONOTONIC */, &ts) != 0)
+		return kprw_now_ns();
+	return (u64)ts.sec * 1000000000ull + (u64)ts.nsec;
 }
 
 u64 kprw_clock_slow(void)
 {
+	if (kprw_rt.clock_mode == KPRW_CLOCK_COUNTER && clk_counter)
+		return __atomic_add_fetch(clk_counter, 1, __ATOMIC_RELAXED);
+	if (kprw_rt.clock_mode == KPRW_CLOCK_MONO)
+		return mono_ns();
 	return kprw_rt.tsc_ok ? renew() : kprw_now_ns();
 }
 
 u64 kprw_clock(void)
 {
 	return kprw_clock_fast();
+}
+
+/* kprw_clock_ns is nanoseconds whatever the record clock (C handlers' ktime_get_ns) */
+u64 kprw_clock_ns(void)
+{
+	u64 ns;
+	if (kprw_rt.clock_mode == KPRW_CLOCK_MONO)
+		return mono_ns();
+	if (kprw_rt.tsc_ok && kprw_tsc_ns(&ns))
+		return ns;
+	return kprw_rt.tsc_ok ? renew() : kprw_now_ns();
 }

@@ -25,6 +25,8 @@
  *   KPREWRITE_APPEND=1          a new run appends to the trace file there instead of moving
  *                               it to FILE.old (rt_tracefile.c, "the run")
  *   KPREWRITE_QUIET=1           a new run does not say on stderr where its trace goes
+ *   KPREWRITE_CLOCK=tsc|mono|counter  the record clock of a trace file this run creates
+ *                               (rewrite --clock; a file that has one keeps it: rt_clock.c)
  *
  * A value a switch does not understand is said on stderr, with what is done instead;
  * boolean switches take 1/yes/on/true (or empty) and 0/no/off/false.
@@ -576,6 +578,8 @@ static void aux_value(uptr type, uptr val)
 		kprw_rt.minsigstk = (u32)val;
 	else if (type == AT_ENTRY)
 		kprw_rt.at_entry = val;
+	else if (type == 33 /* AT_SYSINFO_EHDR */)
+		kprw_rt.at_vdso = val;
 }
 
 /* own_header finds this image's tables (PC-relatively, through kprewrite_rt_hdr_rel)
@@ -865,6 +869,11 @@ static void start_early(const struct kprw_header *h, char **envp)
 		int flags = (on_switch(envp, "KPREWRITE_TRACE_PREFAULT") ? KPRW_OPEN_PREFAULT : 0) |
 			    (on_switch(envp, "KPREWRITE_APPEND") ? KPRW_OPEN_APPEND : 0) |
 			    (on_switch(envp, "KPREWRITE_QUIET") ? KPRW_OPEN_QUIET : 0);
+		const char *ck = getenv_(envp, "KPREWRITE_CLOCK"); /* (one_of takes two names) */
+		if (ck && ck[0] && kprw_strcmp(ck, "counter") != 0 &&
+		    !one_of("KPREWRITE_CLOCK", ck, "tsc", "mono", "want tsc, mono or counter; the rewrite's is used"))
+			ck = NULL;
+		kprw_rt.clock_want = kprw_clock_want(ck, h->flags);
 		kprw_trace_open(path, size, flags, records);
 	}
 	if (kprw_rt.trace && records)

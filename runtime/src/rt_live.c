@@ -443,6 +443,19 @@ static void reconcile(void)
 	live_pending = pending;
 }
 
+/* publish_done tells `kprewrite probe`, through the trace file, that this program has
+ * applied every change up to generation seen: live_done becomes seen + 1 unless another
+ * program's agent published a later one */
+static void publish_done(u32 seen)
+{
+	if (!kprw_rt.trace)
+		return;
+	u32 *d = &kprw_rt.trace->live_done, cur = __atomic_load_n(d, __ATOMIC_RELAXED);
+	while ((cur == 0 || (int)(seen + 1 - cur) > 0) &&
+	       !__atomic_compare_exchange_n(d, &cur, seen + 1, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+}
+
 /* agent waits for changes of the controls and applies them to the live sites. */
 static void agent(void)
 {
@@ -453,6 +466,7 @@ static void agent(void)
 		kprw_disarm_sync();  /* the switch of every probe */
 		reconcile();
 		__atomic_store_n(&agent_done, seen, __ATOMIC_RELEASE); /* (kprw_live_kick waits) */
+		publish_done(seen);
 		sys6(SYS_futex, (long)&agent_done, FUTEX_WAKE | FUTEX_PRIVATE, 0x7fffffff, 0, 0, 0);
 		/* a change after the load makes the wait return at once (EAGAIN); a jump
 		 * point left pending is tried again after 50 ms */

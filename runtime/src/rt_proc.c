@@ -184,7 +184,8 @@ void kprw_proc_tblk(struct kprw_tblk *t)
 static void leave(struct kprw_tblk *b)
 {
 	/* its block looks full: rt_ring.c's kprw_new_block leaves it */
-	__atomic_store_n(&b->rec_next, (u64)__atomic_load_n(&b->rec_end, __ATOMIC_RELAXED) << 12, __ATOMIC_RELAXED);
+	u64 end = rec_end(__atomic_load_n(&b->rec, __ATOMIC_RELAXED));
+	__atomic_store_n(&b->rec, rec_word(end, end), __ATOMIC_RELAXED);
 }
 
 /* kprw_proc_tblk_leave: context i has a new thread, or its thread a new name; a trace

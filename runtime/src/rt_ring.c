@@ -103,7 +103,7 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 	u64 need = sizeof(struct kprw_blk) + size, off, n;
 	u32 seq = 0;
 	struct kprw_tblk *b = c ? kprw_tblk(c) : NULL;
-	u64 old = b ? (u64)__atomic_load_n(&b->rec_end, __ATOMIC_RELAXED) << 12 : 0;
+	u64 old = b ? rec_end(__atomic_load_n(&b->rec, __ATOMIC_RELAXED)) : 0;
 	if (kprw_rt.ring_queue) {
 		/* every block of the ring is trace_block bytes (more than any record needs) */
 		n = kprw_rt.trace_block;
@@ -123,9 +123,11 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 			if (kprw_rt.ring_over)
 				ring_give(old - n);
 		}
+		if (off != ~0ull && off + n > kprw_rt.trace_data_size)
+			off = ~0ull; /* (past REC_AREA_MAX: rt_tracefile.c) */
 		if (off == ~0ull) {
 			if (b) /* nothing more into the block left */
-				__atomic_store_n(&b->rec_end, 0, __ATOMIC_RELAXED);
+				__atomic_store_n(&b->rec, 0, __ATOMIC_RELAXED);
 			goto lost;
 		}
 		if (kprw_rt.ring_over) { /* its old records go: readers see no magic first */
@@ -142,21 +144,21 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 		off = atomic_add(&h->head, n);
 		if (off + n > kprw_rt.trace_data_size || off + n < off)
 			goto lost;
-		/* the block's pages ready in the file before it is written, and the next chunk's
-		 * (rt_tracefile.c: the writer that nears the ready mark readies a chunk ahead;
+		/* the block's pages ready in the file before it is written (rt_tracefile.c;
 		 * on a full disk the block's records are lost, not the program) */
-		if (unlikely(off + n + (1ull << CHUNK_SHIFT) > kprw_trace_ready) && kprw_trace_grow(off + n) < 0)
+		if (unlikely(off + n > kprw_trace_ready) && kprw_trace_grow(off + n) < 0)
 			goto lost;
 	}
 	blk_init(off, n, seq, w);
+	u64 end = off + n;
 	off += sizeof(struct kprw_blk);
-	if (b) {
-		/* next before end: a signal handler of this thread that writes a record in
-		 * between finds its place past the old end and takes a block of its own */
-		__atomic_store_n(&b->rec_next, off + size, __ATOMIC_RELAXED);
-		__asm__ volatile("" ::: "memory");
-		__atomic_store_n(&b->rec_end, (u32)((off - sizeof(struct kprw_blk) + n) >> 12), __ATOMIC_RELAXED);
-	}
+	if (b) /* one store: a signal handler of this thread sees the old block or this one */
+		__atomic_store_n(&b->rec, rec_word(off + size, end), __ATOMIC_RELAXED);
+	/* the next chunk ready once the block is this thread's: the writer that nears the
+	 * ready mark readies a chunk ahead, and signal handlers that write meanwhile (a
+	 * populate takes ~50 us) write into this block rather than take one each */
+	if (!kprw_rt.ring_queue && unlikely(end + (1ull << CHUNK_SHIFT) > kprw_trace_ready))
+		kprw_trace_grow(end);
 	return (struct kprw_crec *)(kprw_rt.trace_data + off);
 lost:
 	atomic_add(&h->lost, 1);

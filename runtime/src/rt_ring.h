@@ -51,22 +51,27 @@ struct who {
 /* rt_ring.c: a new block, when the thread's is full or it has none */
 struct kprw_crec *kprw_new_block(u32 size, struct kprw_tctx *c, const struct who *w);
 
+/* A thread's block is one word, struct kprw_tblk's rec: the next record's place and the
+ * block's end together, so that the xadd that takes a place also says in which block it
+ * lies. (With the two in separate words, a signal handler that took a new block between
+ * a writer's read of the end and its xadd made the writer judge a good place by the old
+ * end and leave it unwritten, and a second handler then wrote past the hole, where
+ * readers, which stop at a record of zeros, never looked: TestTraceSignalStorm lost a
+ * few handlers' records under load.) rt.h: rec_word, rec_end. */
 /* reserve returns room for a record of size bytes (a multiple of 8) in the calling
  * thread's block, or NULL (counted as lost). No atomic operation: the place is taken with
- * one xadd without lock, which a signal handler of the same thread cannot split, and the
- * end is read before it, so a handler that took a new block in between makes this record
- * take one too rather than write outside its block: the place must lie in the trace_block
- * bytes before the end read (a ring's blocks are anywhere in it; a first block, smaller,
- * and a block for a larger record, are only given out by head, which grows). */
+ * one xadd without lock, which a signal handler of the same thread cannot split, and
+ * which returns the block's end with the place. A place that does not fit is never
+ * written, and nothing is written after it: every later place in that block is past it
+ * too (the writer takes a new block, and replaces the whole word). */
 static inline struct kprw_crec *reserve(u32 size, struct kprw_tctx *c, const struct who *w)
 {
 	if (likely(c != NULL)) {
 		struct kprw_tblk *b = kprw_tblk(c);
-		u64 end = (u64)__atomic_load_n(&b->rec_end, __ATOMIC_RELAXED) << 12, bs = kprw_rt.trace_block;
-		__asm__ volatile("" ::: "memory");
-		u64 off = size;
-		__asm__ volatile("xaddq %0, %1" : "+r"(off), "+m"(b->rec_next));
-		if (likely(off - (end - bs) <= bs - size))
+		u64 word = size;
+		__asm__ volatile("xaddq %0, %1" : "+r"(word), "+m"(b->rec));
+		u64 off = word & REC_NEXT_MASK;
+		if (likely(off + size <= rec_end(word)))
 			return (struct kprw_crec *)(kprw_rt.trace_data + off);
 	}
 	return kprw_new_block(size, c, w);

@@ -63,7 +63,7 @@ int kprw_trace_fault(uptr addr)
 		return 1; /* another thread is replacing them: retry until it has */
 	kprw_rt.trace_data_size = 0; /* kprw_new_block refuses, populate does nothing */
 	for (u32 i = 0; kprw_tblk_tab && i < KPRW_NTCTX; i++)
-		__atomic_store_n(&kprw_tblk_tab[i].rec_end, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&kprw_tblk_tab[i].rec, 0, __ATOMIC_RELAXED);
 	for (k = 0; k < n; k++)
 		sys6(SYS_mmap, (long)kprw_rt.trace_maps[k].addr, (long)kprw_rt.trace_maps[k].len, 3,
 		     0x22 /* MAP_PRIVATE | MAP_ANONYMOUS */ | 0x10 /* MAP_FIXED */, -1, 0);
@@ -763,6 +763,20 @@ static void unmap_trace(u8 *map, u64 total)
 
 static void open_file(const char *path, u64 size, int flags, int records);
 
+/* adopt_clock makes the file's record clock this image's: the first image to open a file
+ * without records (a new one, or kprewrite record's ring) sets it to its own (rewrite
+ * --clock, KPREWRITE_CLOCK), every later one adopts it, so all of a file's times are of
+ * one clock. Counter times start at 1: their base is 0. Under the file lock. */
+static void adopt_clock(struct kprw_trace_hdr *h)
+{
+	if (h->clock == KPRW_CLOCK_UNSET && atomic_load(&h->head) == 0 && atomic_load(&h->ring_take) == 0) {
+		h->clock = kprw_rt.clock_want;
+		if (h->clock == KPRW_CLOCK_COUNTER)
+			h->ts_base = 0;
+	}
+	kprw_clock_set(h->clock, &h->counter);
+}
+
 /* kprw_trace_open opens, sizes and maps the trace file. Under a file size limit,
  * SIGXFSZ is blocked while it does (and one it raised discarded): the sizes are checked
  * against the limit first, so this is only a second guard. */
@@ -875,8 +889,10 @@ static void open_file(const char *path, u64 size, int flags, int records)
 	kprw_rt.tracing_off = &h->tracing_off;
 	kprw_rt.trace_path = path;
 	kprw_rt.trace_data = map + h->data_off;
-	kprw_rt.trace_data_size = h->data_size;
+	/* (a larger area, which no kprewrite makes, is written in its first REC_AREA_MAX bytes) */
+	kprw_rt.trace_data_size = h->data_size < REC_AREA_MAX ? h->data_size : REC_AREA_MAX;
 	kprw_rt.trace_block = big_block(h->data_size);
+	adopt_clock(h);
 	kprw_rt.ts_base = h->ts_base;
 	kprw_rt.populate = records; /* count-only runs write no records: nothing to populate */
 	if (h->ring_nblocks) {

@@ -739,7 +739,7 @@ __attribute__((visibility("hidden"))) unsigned int kprewrite_smp_processor_id(vo
 
 __attribute__((visibility("hidden"))) u64 kprewrite_ktime_get_ns(void)
 {
-	return kprw_clock();
+	return kprw_clock_ns();
 }
 
 __attribute__((visibility("hidden"))) u64 kprewrite_ktime_get_real_ns(void)

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The floor under a record, per clock (issue 49): what a hot traced event costs above
+# the unprobed loop, against the least a timestamped record can cost.
+#
+# One thread calls work(a, b) HITS times (bench-record.sh's program) and times its own
+# loop (ns per hit): its CPU time (CLOCK_PROCESS_CPUTIME_ID, user and system: what the
+# process itself spent, page faults included, not the time other work on a shared
+# machine took its CPU), and its wall time. Taking turns in each round:
+#   - the unprobed program;
+#   - the floor program of each clock: the same loop, each call followed by the clock's
+#     read and a 32-byte store into a reused 32 MiB ring (tsc: rdtsc; mono:
+#     clock_gettime(CLOCK_MONOTONIC) through the vDSO; counter: a locked add on one
+#     line, no clock);
+#   - the program rewritten with `p:b/w work a=%di b=%si` and `--clock CLOCK`, under
+#     `kprewrite record` (a 32 MiB ring drained into the trace file) and run directly
+#     (its own trace file, sized for every record, not pre-populated).
+# Each cost is the run's ns per hit minus the same round's unprobed loop; a table (CPU
+# time, then wall time) gives the median over the rounds, the ratio to the clock's
+# floor, direct over `record`, and the records kept/written of the last round (nothing
+# lost, nothing torn). Under `record` the recorder's own CPU time is not the program's.
+#
+# usage: scripts/bench-floor.sh [ROUNDS [HITS]]   (default 3 rounds of 20000000 hits;
+#        needs gcc and go; writes HITS*32 bytes of trace at a time in $TMPDIR)
+set -euo pipefail
+rounds=${1:-3}
+hits=${2:-20000000}
+clocks=(tsc mono counter)
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/bench-floor.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+(cd "$root" && go build -o "$work/kp" ./cmd/kprewrite)
+
+# the program: its loop, and with a clock argument the floor of that clock per call
+cat > b.c <<'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+__attribute__((noinline)) long work(long a, long b) { __asm__ volatile(""); return a + b; }
+struct rec { unsigned long ts, a, b, id; }; /* 32 bytes, as kprewrite's compact record */
+#define RING_RECS ((32ul << 20) / sizeof(struct rec))
+static struct rec ring[RING_RECS] __attribute__((aligned(64)));
+static unsigned long count __attribute__((aligned(64)));
+static double now(clockid_t c) { struct timespec t; clock_gettime(c, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+static inline unsigned long tsc(void) { unsigned lo, hi; __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi)); return (unsigned long)hi << 32 | lo; }
+static inline unsigned long mono(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000ul + t.tv_nsec; }
+static inline unsigned long counter(void) { return __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED); }
+#define LOOP(CLOCK) for (long i = 0; i < n; i++) { \
+	s += work(1, i); \
+	struct rec *r = &ring[i & (RING_RECS - 1)]; \
+	r->ts = CLOCK; r->a = 1; r->b = i; r->id = 7; }
+int main(int argc, char **argv) {
+	long n = atol(argv[1]), s = 0;
+	const char *floor = argc > 2 ? argv[2] : "";
+	memset(ring, 0, sizeof ring); /* present, as the recorder's ring is */
+	double c0 = now(CLOCK_PROCESS_CPUTIME_ID), t0 = now(CLOCK_MONOTONIC);
+	if (!strcmp(floor, "tsc"))
+		LOOP(tsc())
+	else if (!strcmp(floor, "mono"))
+		LOOP(mono())
+	else if (!strcmp(floor, "counter"))
+		LOOP(counter())
+	else
+		for (long i = 0; i < n; i++)
+			s += work(1, i);
+	double c1 = now(CLOCK_PROCESS_CPUTIME_ID), t1 = now(CLOCK_MONOTONIC);
+	printf("%.2f %.2f\n", (c1 - c0) / n, (t1 - t0) / n);
+	return s == 42; /* (s used) */
+}
+EOF
+gcc -O2 -o b b.c
+for c in "${clocks[@]}"; do
+	./kp rewrite --clock "$c" -o "b.$c" -e 'p:b/w work a=%di b=%si' b >/dev/null
+done
+
+median() { sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
+kept() { ./kp trace "$1" 2>/dev/null | sed -n '/entries-in-buffer/{s/^.*: //p;q}' || true; }
+
+declare -A above last
+size=$((hits * 33 / 1048576 + 64))M
+# add KEY "CPU WALL" adds a run's ns per hit above the round's unprobed loop ($base)
+add() { above["cpu $1"]+="$(echo "$2 $base" | awk '{print $1 - $3}')"$'\n'; above["wall $1"]+="$(echo "$2 $base" | awk '{print $2 - $4}')"$'\n'; }
+for r in $(seq "$rounds"); do
+	base=$(./b "$hits")
+	above["cpu base"]+="${base% *}"$'\n'
+	above["wall base"]+="${base#* }"$'\n'
+	for c in "${clocks[@]}"; do
+		add "floor $c" "$(./b "$hits" "$c")"
+		rm -f r.trace d.trace
+		add "record $c" "$(./kp record -q -o r.trace -- "./b.$c" "$hits")"
+		last["record $c"]=$(kept r.trace)
+		rm -f r.trace
+		add "direct $c" "$(KPREWRITE_QUIET=1 KPREWRITE_TRACE=d.trace KPREWRITE_TRACE_SIZE=$size "./b.$c" "$hits")"
+		last["direct $c"]=$(kept d.trace)
+		rm -f d.trace
+	done
+done
+
+for m in cpu wall; do
+	echo "$m time: the unprobed loop $(printf '%s' "${above["$m base"]}" | median) ns/hit (median of $rounds rounds of $hits hits); above it:"
+	echo
+	echo "| clock | floor ns/hit | \`record\` ns/hit | x floor | kept/written | direct ns/hit | x floor | direct / \`record\` | kept/written |"
+	echo "|---|---|---|---|---|---|---|---|---|"
+	for c in "${clocks[@]}"; do
+		f=$(printf '%s' "${above["$m floor $c"]}" | median)
+		rec=$(printf '%s' "${above["$m record $c"]}" | median)
+		dir=$(printf '%s' "${above["$m direct $c"]}" | median)
+		echo "$c $f $rec $dir ${last["record $c"]} ${last["direct $c"]}" |
+			awk '{printf "| %s | %.2f | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %s |\n", $1, $2, $3, $3 / $2, $5, $4, $4 / $2, $4 / $3, $6}'
+	done
+	echo
+done

@@ -78,6 +78,10 @@ func TestFetchMatchesEventdef(t *testing.T) {
 		`p:g/h f`,
 		// kprewrite's extensions: signed bitfields, floats, enum tables
 		`p:g/j f a=%xmm0:f64 b=%xmm1:f32 c=%xmm15:u64 d=+0(%xmm2):u32 e=+0(%xmm3):string g=%xmm4:s32{M=-1}`,
+		// Go strings: a header in memory, {pointer, length} from two fetches, never past the length
+		// Go slices' first elements, never past the length
+		`p:g/l f a=%r8,\3:u8[8] b=%r8,%si:u64[3] c=%r8,+0(%di):x16[2] d=%r9,\4:u32[2]`,
+		`p:g/k f a=+8(%bx):gostring c=%di,\3:gostring d=%r9,\8:gostring e=%di,+8(%bx):gostring z=%di,\0:gostring b=+0(%bx):gostring`,
 		`p:g/i f sb=+0(%r8):sb3@2/8[4] sw=+4(%cx):sb5@27/32 ub=+4(%cx):b5@27/32 fl=+0(%r8):f32 db=+0(%r8):f64 en=+0(%r8):u32{A=1,B=2} es=+1(%r8):s8[3]{M=-1,Z=0}`,
 	}
 	planned := 0

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "140826c67349b1ea25a71982f163e0d32a32b7d495088e2d3b72f09f156f9baa"
+const ObjectSHA256 = "37f98c887319d7f916d4547f5cbbe3d57e022ccc06c52680a1053ffd945feeb5"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -117,13 +117,14 @@ func FuzzEval(f *testing.F) {
 	f.Add([]byte{0xa3, 0x01, 0x55, 0x9f}, uint64(0x1000)) // entry_value(reg5)
 	f.Add([]byte{0x03, 1, 2, 3, 4, 5, 6, 7, 8, 0x06, 0x23, 8}, uint64(0))
 	f.Add([]byte{0x04, 0x00, 0x10, 0x02, 0x55, 0x00}, uint64(5))
+	f.Add([]byte{0x50, 0x93, 8, 0x53, 0x93, 8}, uint64(0)) // reg0 piece 8 reg3 piece 8
 	f.Fuzz(func(t *testing.T, b []byte, pc uint64) {
 		in := &Info{sec: map[string][]byte{"loc": b, "loclists": b, "addr": b}}
 		u := &unit{version: 5}
 		ctx := &exprCtx{in: in, pc: pc, atEntry: pc&1 == 0,
 			frame: func() (*Expr, error) { return &Expr{Kind: ExprReg, Reg: 7, Offset: 8}, nil }}
 		loc, err := ctx.eval(b)
-		if err == nil && loc.Reg == nil && loc.Value == nil && loc.Addr == nil {
+		if err == nil && loc.Empty() {
 			t.Fatalf("%x: no location and no error", b)
 		}
 		for off := uint64(0); off < 4 && off < uint64(len(b)); off++ {
@@ -131,4 +132,28 @@ func FuzzEval(f *testing.F) {
 			in.loclist4(u, off, pc)
 		}
 	})
+}
+
+// TestEvalPieces: a value in pieces (Go's string in RAX and RBX, a struct with a
+// piece on the stack and one optimized out) is read as its parts, each with its
+// size; one piece alone is the location itself, as before pieces were read.
+func TestEvalPieces(t *testing.T) {
+	ctx := &exprCtx{in: &Info{}, frame: func() (*Expr, error) { return &Expr{Kind: ExprReg, Reg: 7, Offset: 8}, nil }}
+	loc, err := ctx.eval([]byte{0x50, 0x93, 8, 0x53, 0x93, 8}) // reg0 piece 8, reg3 piece 8
+	if err != nil || len(loc.Pieces) != 2 || *loc.Pieces[0].Reg != 0 || *loc.Pieces[1].Reg != 3 || loc.Pieces[1].Piece != 8 {
+		t.Errorf("string in two registers: %+v, %v", loc, err)
+	}
+	loc, err = ctx.eval([]byte{0x93, 8, 0x91, 0x10, 0x93, 8, 0x52, 0x93, 4}) // piece 8 (none), fbreg 16 piece 8, reg2 piece 4
+	if err != nil || len(loc.Pieces) != 3 || !loc.Pieces[0].Empty() || loc.Pieces[1].Addr == nil || loc.Pieces[1].Addr.Offset != 24 || loc.Pieces[2].Piece != 4 {
+		t.Errorf("pieces on the stack and optimized out: %+v, %v", loc, err)
+	}
+	loc, err = ctx.eval([]byte{0x55, 0x93, 4}) // reg5 piece 4
+	if err != nil || loc.Reg == nil || *loc.Reg != 5 || loc.Piece != 4 || loc.Pieces != nil {
+		t.Errorf("one piece: %+v, %v", loc, err)
+	}
+	for _, b := range [][]byte{{0x93, 8}, {0x50, 0x93, 8, 0x53}, {0x50, 0x53, 0x93, 8}} {
+		if _, err := ctx.eval(b); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%x: %v, want unavailable", b, err)
+		}
+	}
 }

@@ -39,7 +39,15 @@ type Loc struct {
 	// Piece is the size in bytes of the one piece the location describes
 	// (DW_OP_piece), 0 if the expression describes the whole variable.
 	Piece int
+	// Pieces, when the value is split in several (DW_OP_piece: Go's register ABI
+	// passes a string as two registers, a struct as one per field), are its parts
+	// in order, each with its Piece size; a part with no Reg, Value or Addr is not
+	// available there.
+	Pieces []Loc
 }
+
+// Empty says whether l locates nothing (a piece the program no longer keeps).
+func (l Loc) Empty() bool { return l.Reg == nil && l.Value == nil && l.Addr == nil && l.Pieces == nil }
 
 // ErrUnavailable is wrapped by every error that says a variable cannot be read at
 // an address (optimized out, not live there, or kept where no fetch reaches).
@@ -116,8 +124,13 @@ func (c *exprCtx) eval(b []byte) (Loc, error) {
 		stack = stack[:len(stack)-1]
 		return e, nil
 	}
+	var pieces []Loc
+	var pending *Loc // a register or a value, which only DW_OP_piece or the end may follow
 	for !r.done() {
 		op := r.u8()
+		if pending != nil && op != opPiece {
+			return Loc{}, unavailable("a register location followed by more operations")
+		}
 		switch {
 		case op >= opReg0 && op <= opReg31 || op == opRegx:
 			reg := uint64(op - opReg0)
@@ -127,11 +140,7 @@ func (c *exprCtx) eval(b []byte) (Loc, error) {
 			if reg > maxReg && (reg < xmm0 || reg > xmm15) {
 				return Loc{}, unavailable("in DWARF register %d, which is neither a general nor an SSE register", reg)
 			}
-			piece, err := c.pieceAfter(&r)
-			if err != nil {
-				return Loc{}, err
-			}
-			return Loc{Reg: &reg, Piece: piece}, nil
+			pending = &Loc{Reg: &reg}
 		case op >= opBreg0 && op <= opBreg31 || op == opBregx:
 			reg := uint64(op - opBreg0)
 			if op == opBregx {
@@ -203,11 +212,7 @@ func (c *exprCtx) eval(b []byte) (Loc, error) {
 			if err != nil {
 				return Loc{}, err
 			}
-			piece, err := c.pieceAfter(&r)
-			if err != nil {
-				return Loc{}, err
-			}
-			return Loc{Value: v, Piece: piece}, nil
+			pending, stack = &Loc{Value: v}, nil
 		case op == opImplicitValue:
 			n := r.uleb()
 			if n == 0 || n > 8 || uint64(len(r.b)-r.pos) < n {
@@ -216,11 +221,7 @@ func (c *exprCtx) eval(b []byte) (Loc, error) {
 			var buf [8]byte
 			copy(buf[:], r.b[r.pos:r.pos+int(n)])
 			r.pos += int(n)
-			piece, err := c.pieceAfter(&r)
-			if err != nil {
-				return Loc{}, err
-			}
-			return Loc{Value: &Expr{Kind: ExprConst, Offset: int64(binary.LittleEndian.Uint64(buf[:]))}, Piece: piece}, nil
+			pending = &Loc{Value: &Expr{Kind: ExprConst, Offset: int64(binary.LittleEndian.Uint64(buf[:]))}}
 		case op == opEntryValue || op == opGNUEntryValue:
 			n := r.uleb()
 			if uint64(len(r.b)-r.pos) < n {
@@ -237,7 +238,12 @@ func (c *exprCtx) eval(b []byte) (Loc, error) {
 			}
 			push(&Expr{Kind: ExprReg, Reg: reg})
 		case op == opPiece:
-			return Loc{}, unavailable("split in pieces (DW_OP_piece)")
+			l, err := pieceLoc(pending, stack)
+			if err != nil {
+				return Loc{}, err
+			}
+			l.Piece = int(r.uleb())
+			pieces, pending, stack = append(pieces, l), nil, nil
 		case op == opImplicitPointer || op == 0xf2:
 			return Loc{}, unavailable("a pointer to a value that is not in memory (DW_OP_implicit_pointer)")
 		default:
@@ -250,6 +256,12 @@ func (c *exprCtx) eval(b []byte) (Loc, error) {
 	if r.err != nil {
 		return Loc{}, r.err
 	}
+	if len(pieces) > 0 {
+		return whole(pieces, pending != nil || len(stack) > 0)
+	}
+	if pending != nil {
+		return *pending, nil
+	}
 	if len(stack) == 0 {
 		return Loc{}, unavailable("empty location (optimized out)")
 	}
@@ -260,20 +272,35 @@ func (c *exprCtx) eval(b []byte) (Loc, error) {
 	return Loc{Addr: a}, nil
 }
 
-// pieceAfter accepts what may follow a register or a value: nothing, or a single
-// DW_OP_piece that ends the expression.
-func (c *exprCtx) pieceAfter(r *exprReader) (int, error) {
-	if r.done() {
-		return 0, nil
+// pieceLoc is the location of one piece: the register or value before its
+// DW_OP_piece, else the address on the stack, else nothing (not available).
+func pieceLoc(pending *Loc, stack []*Expr) (Loc, error) {
+	switch {
+	case pending != nil:
+		return *pending, nil
+	case len(stack) == 0:
+		return Loc{}, nil
 	}
-	if r.u8() != opPiece {
-		return 0, unavailable("a register location followed by more operations")
+	a := stack[len(stack)-1]
+	if a.Kind == ExprConst {
+		return Loc{}, unavailable("a piece at a constant address")
 	}
-	n := r.uleb()
-	if !r.done() || r.err != nil {
-		return 0, unavailable("split in pieces (DW_OP_piece)")
+	return Loc{Addr: a}, nil
+}
+
+// whole is the location of a value described in pieces: the one piece itself (as
+// before pieces were read), or the pieces.
+func whole(pieces []Loc, trailing bool) (Loc, error) {
+	if trailing {
+		return Loc{}, unavailable("operations after the last piece (DW_OP_piece)")
 	}
-	return int(n), nil
+	if len(pieces) == 1 {
+		if pieces[0].Empty() {
+			return Loc{}, unavailable("empty location (optimized out)")
+		}
+		return pieces[0], nil
+	}
+	return Loc{Pieces: pieces}, nil
 }
 
 // singleReg reads an expression that is one DW_OP_reg.

@@ -27,12 +27,14 @@ type Info struct {
 	fdes                   []ehframe.FDE
 	// .debug_frame, for the functions .eh_frame does not describe (programs built
 	// with -fno-asynchronous-unwind-tables)
-	dframe  []byte
-	dfdes   []ehframe.FDE
-	split   []string    // the .dwo files of split units (not read)
-	exec    [][2]uint64 // the executable segments
-	objects []object    // data symbols, for static variables
-	pie     bool
+	dframe   []byte
+	dfdes    []ehframe.FDE
+	split    []string    // the .dwo files of split units (not read)
+	exec     [][2]uint64 // the executable segments
+	objects  []object    // data symbols, for static variables
+	pie      bool
+	goTypes  map[string]uint64            // Go types' descriptor offsets by name (goTypeIndex)
+	dynTypes map[string]map[uint64]string // DynTypes by interface
 }
 
 type object struct {
@@ -49,6 +51,7 @@ type unit struct {
 	loclistsBase uint64
 	optimized    bool // compiled with optimization (-O1 and up, by DW_AT_producer)
 	producer     string
+	golang       bool  // DW_AT_language is Go
 	lines        []Row // its line table, rows in sequence order
 	files        []*dwarf.LineFile
 	globals      []*dwarf.Entry // its file-scope variables
@@ -92,6 +95,13 @@ func (f *Func) Contains(pc uint64) bool {
 	}
 	return false
 }
+
+// langGo is DW_LANG_Go.
+const langGo = 0x16
+
+// Go says f was compiled by Go: its parameters follow Go's register ABI, and its
+// results are formal parameters with DW_AT_variable_parameter.
+func (f *Func) Go() bool { return f.u.golang }
 
 // Producer is the DW_AT_producer of f's unit (compiler and options).
 func (f *Func) Producer() string { return f.u.producer }
@@ -152,6 +162,8 @@ func (in *Info) readUnits() error {
 		}
 		u.producer, _ = e.Val(dwarf.AttrProducer).(string)
 		u.optimized = optimizedProducer(u.producer)
+		lang, _ := e.Val(dwarf.AttrLanguage).(int64)
+		u.golang = lang == langGo
 		in.units = append(in.units, u)
 		if err := in.readLines(u); err != nil {
 			return err

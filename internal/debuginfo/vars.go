@@ -12,6 +12,9 @@ type Var struct {
 	Type   dwarf.Type // nil when the debug information gives none
 	Param  bool
 	Global bool
+	// Result: a Go function's result (a formal parameter with
+	// DW_AT_variable_parameter, named ~rN when the source names none)
+	Result bool
 	Loc    Loc   // where it is there, when Err is nil
 	Err    error // why it cannot be read there (wraps ErrUnavailable)
 }
@@ -146,6 +149,9 @@ func (in *Info) scopeVars(r *dwarf.Reader, pc uint64, depth int, out *[]scoped) 
 // readVar reads a variable's name, type and location at ctx.pc.
 func (in *Info) readVar(e *dwarf.Entry, u *unit, ctx *exprCtx) Var {
 	v := Var{Param: e.Tag == dwarf.TagFormalParameter}
+	if vp, _ := e.Val(dwarf.AttrVarParam).(bool); vp && v.Param && u.golang {
+		v.Result = true
+	}
 	decl := e
 	for i := 0; i < 4 && (v.Name == "" || v.Type == nil); i++ {
 		if n, ok := decl.Val(dwarf.AttrName).(string); ok && v.Name == "" {

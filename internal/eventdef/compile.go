@@ -40,6 +40,15 @@ const (
 	OpStStrArr = 0x23
 	OpStComm   = 0x24
 	OpStData   = 0x25
+	// OpStGoStr (kprewrite): u32 offset, u8 mode; a Go string of the length it
+	// gives, no NUL needed. Mode 0: the {pointer, length} header is at the value
+	// plus offset. Mode 1: the value is the pointer; the rest of the block, a
+	// source and its dereferences, fetches the length.
+	OpStGoStr = 0x26
+	// OpStMemN (kprewrite): u8 size, u8 count, then a source and its dereferences
+	// that give n: the first min(n, count) elements of size bytes at the value
+	// (read as STMEM reads them), zeros for the rest.
+	OpStMemN   = 0x27
 	OpBitfield = 0x30
 	// OpSBitfield is OpBitfield with an arithmetic right shift: a signed bitfield.
 	OpSBitfield = 0x31
@@ -257,6 +266,22 @@ func (c *compiler) arg(a *Arg) ([]byte, error) {
 			out = le.AppendUint32(append(out, OpStStrArr), uint32(d.offset))
 			out = le.AppendUint32(out, uint32(in.offset))
 			out = append(out, byte(count), b2u(user))
+		case opStGoString:
+			out = le.AppendUint32(append(out, OpStGoStr), uint32(in.offset))
+			out = append(out, byte(in.param))
+			if in.param == 1 {
+				lc, err := c.lengthCode(a)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, lc...)
+			}
+		case opStMemN:
+			lc, err := c.lengthCode(a)
+			if err != nil {
+				return nil, err
+			}
+			out = append(append(out, OpStMemN, byte(in.size), byte(count)), lc...)
 		case opModBF:
 			op := byte(OpBitfield)
 			if in.signed {
@@ -269,6 +294,24 @@ func (c *compiler) arg(a *Arg) ([]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// lengthCode compiles the LEN fetch of a PTR,LEN:gostring or PTR,LEN:TYPE[N]: a
+// source and its dereferences, without a store.
+func (c *compiler) lengthCode(a *Arg) ([]byte, error) {
+	if len(a.lenCode) == 0 {
+		return nil, fmt.Errorf("no length fetch")
+	}
+	code := append([]insn(nil), a.lenCode[:len(a.lenCode)-1]...)
+	la := Arg{Kind: KindUnsigned, Size: 8, code: append(code, insn{op: opStRaw, size: 8}, insn{op: opEnd})}
+	out, err := c.arg(&la)
+	if err != nil {
+		return nil, fmt.Errorf("length: %w", err)
+	}
+	if n := len(out); n < 2 || out[n-2] != OpStRaw || out[0] == OpStComm || out[0] == OpStData || out[0] == OpXmm {
+		return nil, fmt.Errorf("length: %w", ErrUnsupported)
+	}
+	return out[:len(out)-2], nil
 }
 
 func b2u(b bool) byte {

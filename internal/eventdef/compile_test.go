@@ -261,3 +261,56 @@ func TestReadsMemory(t *testing.T) {
 		t.Error("a malformed program must count as reading memory")
 	}
 }
+
+// TestRunGoString reads Go strings (no NUL ends them) from a header in memory and
+// from two fetches, never past their length, and faults as a string does.
+func TestRunGoString(t *testing.T) {
+	// at 0x1000: the header {0x1010, 5}; at 0x1010 "hello, world" with no NUL
+	mem := cat(u64le(0x1010), u64le(5), []byte("hello, world"))
+	m := &Machine{Mem: memFrom(0x1000, mem)}
+	m.Regs[14] = 0x1000               // di: the header
+	m.Regs[10], m.Regs[5] = 0x1017, 5 // ax, bx: "world"
+	m.Regs[11] = 0x9000               // cx: unmapped
+	for _, c := range []struct{ def, want string }{
+		{"p:e f +0(%di):gostring", ` arg1="hello"`},
+		{"p:e f s=%ax,%bx:gostring e=%ax,\\0:gostring", ` s="world" e=""`},
+		{"p:e f s=+0(%di),+8(%di):gostring", ` s="hello"`},
+		{"p:e f a=%cx,%bx:gostring b=+0(%cx):gostring c=%ax,+0(%cx):gostring", ` a=(fault) b=(fault) c=(fault)`},
+	} {
+		p, rec := parseRun(t, c.def, m)
+		got, err := FormatArgs(p, rec)
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %q (%v), want %q", c.def, got, err, c.want)
+		}
+	}
+	for _, def := range []string{"p:e f %ax:gostring", "p:e f +0(%ax):gostring[2]", "p:e f %ax,$comm:gostring"} {
+		if _, err := Parse(def); err == nil {
+			t.Errorf("%s: accepted", def)
+		}
+	}
+}
+
+// TestRunCountedArray reads PTR,LEN:TYPE[N]: the first LEN elements, zeros after
+// them (a Go slice never read past its length).
+func TestRunCountedArray(t *testing.T) {
+	mem := cat(u64le(11), u64le(22), u64le(33), u64le(44))
+	m := &Machine{Mem: memFrom(0x1000, mem)}
+	m.Regs[10], m.Regs[5] = 0x1000, 2 // ax: the array, bx: its length
+	m.Regs[11] = ^uint64(0)           // cx: a negative length
+	for _, c := range []struct{ def, want string }{
+		{"p:e f xs=%ax,%bx:s64[4]", ` xs={11,22,0,0}`},
+		{"p:e f xs=%ax,\\9:u64[3] ys=%ax,%cx:s64[2] zs=+0(%sp),\\2:s64[2]", ` xs={11,22,33} ys={0,0} zs={0,0}`},
+		{"p:e f xs=%ax,%bx:u64[2]{ONE=11}", ` xs={ONE,22}`},
+	} {
+		p, rec := parseRun(t, c.def, m)
+		got, err := FormatArgs(p, rec)
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %q (%v), want %q", c.def, got, err, c.want)
+		}
+	}
+	for _, def := range []string{"p:e f %ax,%bx:b3@1/8[2]", "p:e f %ax,$comm:u8[2]"} {
+		if _, err := Parse(def); err == nil {
+			t.Errorf("%s: accepted", def)
+		}
+	}
+}

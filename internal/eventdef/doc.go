@@ -111,6 +111,21 @@
 //	0x24 STCOMM                           the thread's comm (at most 15
 //	                                      bytes) as a string
 //	0x25 STDATA   u16 n, n bytes          the immediate string
+//	0x26 STGOSTR  s32 off, u8 mode [, source, derefs]
+//	                                      a Go string (gostring, kprewrite):
+//	                                      mode 0, its {ptr, len} header at
+//	                                      val+off; mode 1 (off 0), ptr is val
+//	                                      and the block's rest (a source and
+//	                                      its dereferences) gives len. The
+//	                                      min(len, room) bytes at ptr, no NUL
+//	                                      sought, as a string; a fault in the
+//	                                      header, the length or the bytes, or
+//	                                      a negative length, faults it
+//	0x27 STMEMN   u8 size, u8 count, source, derefs
+//	                                      (kprewrite) PTR,LEN:TYPE[N]: the
+//	                                      rest of the block gives n; element
+//	                                      i < n as STMEM reads it at
+//	                                      val+i*size, zeros for i >= n
 //	0x30 BITFIELD u8 lshift, u8 rshift    after STRAW/STMEM, each stored
 //	                                      element x (unsigned, of the store's
 //	                                      size) becomes (x << lshift) >> rshift

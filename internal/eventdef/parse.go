@@ -68,7 +68,8 @@ type Arg struct {
 	// prints as the name, others as TYPE prints them.
 	Enum []EnumValue
 
-	code []insn // the kernel-style fetch instructions, ended by opEnd
+	code    []insn // the kernel-style fetch instructions, ended by opEnd
+	lenCode []insn // PTR,LEN:gostring: the fetch of LEN, ended by opEnd
 }
 
 // Bitfield is a b<bit-width>@<bit-offset>/<container-size> type.
@@ -118,6 +119,13 @@ const (
 	opLpArray
 	opEnd
 	opXmm // kprewrite: the low 64 bits of SSE register xmm<param>
+	// opStGoString (kprewrite) stores a Go string: param 0, its {pointer, length}
+	// header is at the value plus offset; param 1, the value is the pointer and the
+	// argument's lenCode fetches the length
+	opStGoString
+	// opStMemN (kprewrite) stores the elements at the value, as many as the
+	// argument's lenCode says (at most the array's count), zeros after them
+	opStMemN
 )
 
 type insn struct {
@@ -496,19 +504,29 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 		return perr
 	}
 
-	for k := range ap.code {
-		ap.code[k] = insn{}
+	if ft.name == "gostring" {
+		if perr := ap.parseGoString(arg, t, base); perr != nil {
+			return perr
+		}
+		arg.Type, arg.Kind, arg.Size = ft.name, ft.kind, ft.size
+		return nil
 	}
-	ap.code[fetchInsnMax-1].op = opEnd
-	ap.pc = 0
-	if perr := ap.parseProbeArg(t.expr); perr != nil {
-		return perr
-	}
-	// The kernel leaves ctx->offset just inside the outermost '(' of a
-	// dereference, and measures the errors below from there.
-	bf, perr := ap.finishCode(ft, t)
-	if perr != nil {
-		return perr
+	var bf *Bitfield
+	if strings.Contains(t.expr, ",") && t.count > 0 && !ft.isString {
+		if perr := ap.parseCountedArray(arg, t, ft, base); perr != nil {
+			return perr
+		}
+	} else {
+		ap.resetCode()
+		if perr := ap.parseProbeArg(t.expr); perr != nil {
+			return perr
+		}
+		// The kernel leaves ctx->offset just inside the outermost '(' of a
+		// dereference, and measures the errors below from there.
+		if bf, perr = ap.finishCode(ft, t); perr != nil {
+			return perr
+		}
+		arg.code = append([]insn(nil), ap.code[:ap.pc+1]...)
 	}
 
 	arg.Type = ft.name
@@ -516,7 +534,6 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 	arg.Size = ft.size
 	arg.Count = t.count
 	arg.Bitfield = bf
-	arg.code = append([]insn(nil), ap.code[:ap.pc+1]...)
 	if tableOff > 0 {
 		switch ft.kind {
 		case KindUnsigned, KindSigned, KindHex:
@@ -530,6 +547,95 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 		arg.Enum = enum
 	}
 	return nil
+}
+
+func (ap *argParser) resetCode() {
+	for k := range ap.code {
+		ap.code[k] = insn{}
+	}
+	ap.code[fetchInsnMax-1].op = opEnd
+	ap.pc = 0
+}
+
+// parseGoString parses the body of a gostring (a kprewrite type, no array, no
+// table): +OFF(...) is the address of the string's {pointer, length} header, and
+// PTR,LEN are two fetches that give the pointer and the length (where Go's register
+// ABI and its DWARF put the two words in two places).
+func (ap *argParser) parseGoString(arg *Arg, t argType, base int) *ParseError {
+	if t.count > 0 {
+		return ap.err(base+t.tOff, ErrBadString)
+	}
+	ptr, _, pair := strings.Cut(t.expr, ",")
+	ap.resetCode()
+	if perr := ap.parseProbeArg(ptr); perr != nil {
+		return perr
+	}
+	if !pair {
+		last := &ap.code[ap.pc]
+		if last.op != opDeref && last.op != opUDeref {
+			return ap.err(base+t.tOff, ErrBadString)
+		}
+		last.op = opStGoString
+	} else {
+		ap.pc++
+		if ap.code[ap.pc].op != opNop {
+			return ap.err(ap.offset, ErrTooManyOps)
+		}
+		ap.code[ap.pc] = insn{op: opStGoString, param: 1}
+	}
+	ap.pc++
+	ap.code[ap.pc] = insn{op: opEnd}
+	arg.code = append([]insn(nil), ap.code[:ap.pc+1]...)
+	if !pair {
+		return nil
+	}
+	return ap.parseLength(arg, t.expr, base)
+}
+
+// parseLength parses the LEN of a PTR,LEN body (gostring, or a counted array) into
+// the argument's lenCode: a value, no string.
+func (ap *argParser) parseLength(arg *Arg, expr string, base int) *ParseError {
+	ptr, length, _ := strings.Cut(expr, ",")
+	ap.resetCode()
+	ap.offset = base + len(ptr) + 1
+	if perr := ap.parseProbeArg(length); perr != nil {
+		return perr
+	}
+	switch ap.code[0].op {
+	case opComm, opData, opXmm:
+		return ap.err(base+len(ptr)+1, ErrBadString)
+	}
+	ap.pc++
+	ap.code[ap.pc] = insn{op: opEnd}
+	arg.lenCode = append([]insn(nil), ap.code[:ap.pc+1]...)
+	return nil
+}
+
+// parseCountedArray parses PTR,LEN:TYPE[N] (kprewrite): the N elements at the
+// address PTR gives, of which the first LEN are read and the rest stored as zeros
+// (a Go slice's array: its length, never past it).
+func (ap *argParser) parseCountedArray(arg *Arg, t argType, ft *fetchType, base int) *ParseError {
+	if strings.HasPrefix(t.typ, "b") || strings.HasPrefix(t.typ, "sb") {
+		return ap.err(base+t.tOff, ErrBadBitfield)
+	}
+	ptr, _, _ := strings.Cut(t.expr, ",")
+	ap.resetCode()
+	if perr := ap.parseProbeArg(ptr); perr != nil {
+		return perr
+	}
+	switch ap.code[ap.pc].op {
+	case opComm, opData, opXmm:
+		return ap.err(base, ErrBadString)
+	}
+	if ap.pc+3 >= fetchInsnMax {
+		return ap.err(ap.offset, ErrTooManyOps)
+	}
+	ap.code[ap.pc+1] = insn{op: opStMemN, size: ft.size}
+	ap.code[ap.pc+2] = insn{op: opLpArray, param: uint32(t.count)}
+	ap.code[ap.pc+3] = insn{op: opEnd}
+	ap.pc += 3
+	arg.code = append([]insn(nil), ap.code[:ap.pc+1]...)
+	return ap.parseLength(arg, t.expr, base)
 }
 
 // argType is an argument's body split at its type: the fetch expression, the type's
@@ -697,7 +803,8 @@ const maxEnumValues = 1 << 16
 
 // parseEnumTable parses "{NAME=VALUE,...}" for elements of type ft; it returns the
 // table, or the offset of its first error (else -1). Names are C identifiers (C++
-// scopes allowed) and unique; values are integers that fit ft.
+// scopes allowed; and Go's type names, main.T, *net/http.Request, which name an
+// interface's dynamic type) and unique; values are integers that fit ft.
 func parseEnumTable(s string, ft *fetchType) ([]EnumValue, int) {
 	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
 		return nil, 0
@@ -741,7 +848,7 @@ func isEnumName(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		if !(c == '_' || c == ':' || c == '.' || c == '/' || c == '-' || c == '*' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
 			return false
 		}
 	}

@@ -234,69 +234,9 @@ func (r *runner) block(prog []byte, pos int) (int, error) {
 		return next, nil
 	}
 
-	// Source.
-	var val uint64
-	fault := false
-	regs := &r.m.Regs
-	switch code[0] {
-	case OpReg:
-		if !need(2) || code[1]%8 != 0 || int(code[1]) >= PtRegsSize {
-			return 0, bad
-		}
-		val = regs[code[1]/8]
-		code = code[2:]
-	case OpXmm:
-		if !need(2) || code[1] >= 16 {
-			return 0, bad
-		}
-		val = r.m.Xmm[code[1]]
-		code = code[2:]
-	case OpStack:
-		if !need(5) {
-			return 0, bad
-		}
-		v, ok := r.readU64(regs[offSP/8] + 8*uint64(le.Uint32(code[1:])))
-		if ok {
-			val = v
-		}
-		code = code[5:]
-	case OpStackP:
-		val = regs[offSP/8]
-		code = code[1:]
-	case OpImm, OpImage:
-		if !need(9) {
-			return 0, bad
-		}
-		val = le.Uint64(code[1:])
-		if code[0] == OpImage {
-			val += r.m.LoadBias
-		}
-		code = code[9:]
-	case OpEData:
-		if !need(5) {
-			return 0, bad
-		}
-		off := int(le.Uint32(code[1:]))
-		if off < 0 || off+8 > len(r.m.EntryData) {
-			return 0, bad
-		}
-		val = le.Uint64(r.m.EntryData[off:])
-		code = code[5:]
-	default:
+	val, fault, code, ok := r.source(code)
+	if !ok {
 		return 0, bad
-	}
-
-	// Dereferences.
-	for len(code) > 0 && (code[0] == OpDeref || code[0] == OpUDeref) {
-		if len(code) < 5 {
-			return 0, bad
-		}
-		off := int64(int32(le.Uint32(code[1:])))
-		if !fault {
-			v, ok := r.readU64(val + uint64(off))
-			val, fault = v, !ok
-		}
-		code = code[5:]
 	}
 
 	// Store.
@@ -385,6 +325,33 @@ func (r *runner) block(prog []byte, pos int) (int, error) {
 			le.PutUint32(s[4*i:], r.putString(str, f))
 		}
 		code = code[11:]
+	case OpStGoStr:
+		if code, ok = r.goString(code, val, fault, slot); !ok {
+			return 0, bad
+		}
+	case OpStMemN:
+		if len(code) < 3 || !validSize(code[1]) || code[2] == 0 {
+			return 0, bad
+		}
+		esize = int(code[1])
+		cnt := int(code[2])
+		s, ok := slot(esize * cnt)
+		if !ok {
+			return 0, bad
+		}
+		n, lf, rest, ok := r.source(code[3:])
+		if !ok {
+			return 0, bad
+		}
+		for i := 0; i < cnt; i++ {
+			e := s[i*esize : (i+1)*esize]
+			if fault || lf || int64(n) <= int64(i) {
+				clear(e)
+			} else {
+				r.readPartial(val+uint64(i*esize), e)
+			}
+		}
+		elems, code = s, rest
 	default:
 		return 0, bad
 	}
@@ -422,6 +389,116 @@ func (r *runner) block(prog []byte, pos int) (int, error) {
 		return 0, bad
 	}
 	return next, nil
+}
+
+// goString stores a Go string (OpStGoStr) and returns the rest of the code.
+func (r *runner) goString(code []byte, val uint64, fault bool, slot func(int) ([]byte, bool)) ([]byte, bool) {
+	le := binary.LittleEndian
+	if len(code) < 6 || code[5] > 1 {
+		return nil, false
+	}
+	off, mode := int64(int32(le.Uint32(code[1:]))), code[5]
+	code = code[6:]
+	s, ok := slot(4)
+	if !ok {
+		return nil, false
+	}
+	var ptr, n uint64
+	if mode == 0 {
+		hdr := val + uint64(off)
+		var ok1, ok2 bool
+		ptr, ok1 = r.readU64(hdr)
+		n, ok2 = r.readU64(hdr + 8)
+		fault = fault || !ok1 || !ok2
+	} else {
+		if off != 0 {
+			return nil, false
+		}
+		var lf bool
+		if n, lf, code, ok = r.source(code); !ok {
+			return nil, false
+		}
+		ptr, fault = val, fault || lf
+	}
+	var str []byte
+	if !fault && int64(n) >= 0 {
+		str = make([]byte, min(n, uint64(r.room())))
+		fault = len(str) > 0 && !r.read(ptr, str)
+	}
+	le.PutUint32(s, r.putString(str, fault || int64(n) < 0))
+	return code, true
+}
+
+// source runs a block's source and its dereferences: the value, whether a read
+// faulted, the rest of the code; ok is false for malformed code.
+func (r *runner) source(code []byte) (val uint64, fault bool, rest []byte, ok bool) {
+	le := binary.LittleEndian
+	if len(code) == 0 {
+		return 0, false, nil, false
+	}
+	regs := &r.m.Regs
+	switch code[0] {
+	case OpReg:
+		if len(code) < 2 || code[1]%8 != 0 || int(code[1]) >= PtRegsSize {
+			return 0, false, nil, false
+		}
+		val = regs[code[1]/8]
+		code = code[2:]
+	case OpXmm:
+		if len(code) < 2 || code[1] >= 16 {
+			return 0, false, nil, false
+		}
+		val = r.m.Xmm[code[1]]
+		code = code[2:]
+	case OpStack:
+		if len(code) < 5 {
+			return 0, false, nil, false
+		}
+		v, ok := r.readU64(regs[offSP/8] + 8*uint64(le.Uint32(code[1:])))
+		if ok {
+			val = v
+		}
+		code = code[5:]
+	case OpStackP:
+		val = regs[offSP/8]
+		code = code[1:]
+	case OpImm, OpImage:
+		if len(code) < 9 {
+			return 0, false, nil, false
+		}
+		val = le.Uint64(code[1:])
+		if code[0] == OpImage {
+			val += r.m.LoadBias
+		}
+		code = code[9:]
+	case OpEData:
+		if len(code) < 5 {
+			return 0, false, nil, false
+		}
+		off := int(le.Uint32(code[1:]))
+		if off < 0 || off+8 > len(r.m.EntryData) {
+			return 0, false, nil, false
+		}
+		val = le.Uint64(r.m.EntryData[off:])
+		code = code[5:]
+	default:
+		return 0, false, nil, false
+	}
+
+	// Dereferences.
+	for len(code) > 0 && (code[0] == OpDeref || code[0] == OpUDeref) {
+		if len(code) < 5 {
+			return 0, false, nil, false
+		}
+		off := int64(int32(le.Uint32(code[1:])))
+		if !fault {
+			v, ok := r.readU64(val + uint64(off))
+			val, fault = v, !ok
+		}
+		code = code[5:]
+	}
+
+	return val, fault, code, true
 }
 
 func validSize(s byte) bool { return s == 1 || s == 2 || s == 4 || s == 8 }

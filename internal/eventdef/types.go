@@ -32,6 +32,10 @@ type fetchType struct {
 var fetchTypes = []fetchType{
 	{"string", KindString, 4, true},
 	{"ustring", KindUString, 4, true},
+	// gostring (kprewrite): a Go string, {pointer, length}, printed as a string of
+	// its length (no NUL ends it): +OFF(...):gostring reads the two words at the
+	// address, PTR,LEN:gostring takes them from two fetches
+	{"gostring", KindString, 4, true},
 	{"symstr", KindSymstr, 8, true},
 	{"u8", KindUnsigned, 1, false},
 	{"u16", KindUnsigned, 2, false},

@@ -3,6 +3,7 @@ package srcprobe
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/debuginfo"
 )
@@ -136,6 +137,7 @@ func (r *Resolver) Vars(spec string, globals bool) ([]PointVars, error) {
 		if err != nil {
 			return nil, fmt.Errorf("at %s: %w", pt.where(), err)
 		}
+		cx := newFetchCtx(in, fn.Go())
 		pv := PointVars{Addr: pt.addr, Where: fmt.Sprintf("%s+%d", fn.Name, pt.addr-fn.Entry)}
 		if row, ok := in.LineAt(pt.addr); ok {
 			pv.Where += fmt.Sprintf(" (%s:%d)", row.File, row.Line)
@@ -147,10 +149,14 @@ func (r *Resolver) Vars(spec string, globals bool) ([]PointVars, error) {
 			vi := VarInfo{Name: v.Name, Type: typeName(v.Type), Param: v.Param, Global: v.Global}
 			if v.Err != nil {
 				vi.Reason = v.Err.Error()
-			} else if body, typ, err := placeOf(v).fetch("", in.DataSymbol); err != nil {
+			} else if fs, err := fields(v.Name, placeOf(v), "", cx); err != nil {
 				vi.Reason = err.Error()
 			} else {
-				vi.Fetch = v.Name + "=" + body + ":" + typ
+				var w []string
+				for _, f := range fs {
+					w = append(w, f.name+"="+f.body+":"+f.typ)
+				}
+				vi.Fetch = strings.Join(w, " ")
 			}
 			pv.Vars = append(pv.Vars, vi)
 		}

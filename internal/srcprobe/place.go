@@ -14,15 +14,26 @@ type place struct {
 	reg   *uint64
 	value *debuginfo.Expr
 	addr  *debuginfo.Expr
-	piece int // bytes the location covers, 0 for all
+	piece int    // bytes the location covers, 0 for all
+	parts []part // a value split in pieces: where each is
 }
 
 func placeOf(v debuginfo.Var) place {
+	if v.Loc.Pieces != nil {
+		return place{typ: v.Type, parts: partsOf(v.Loc.Pieces, v.Type)}
+	}
 	return place{typ: v.Type, reg: v.Loc.Reg, value: v.Loc.Value, addr: v.Loc.Addr, piece: v.Loc.Piece}
 }
 
 // valueExpr is the place's value as an expression (for following a pointer).
 func (p place) valueExpr() (*debuginfo.Expr, error) {
+	if p.parts != nil {
+		w, err := p.word(0)
+		if err != nil {
+			return nil, err
+		}
+		return w.valueExpr()
+	}
 	switch {
 	case p.reg != nil:
 		return &debuginfo.Expr{Kind: debuginfo.ExprReg, Reg: *p.reg}, nil
@@ -51,7 +62,10 @@ func (p place) step(a access) (place, error) {
 		}
 		return member(place{typ: pt.Type, addr: base}, a.field, "->")
 	case '.':
-		if p.addr == nil {
+		if _, ok := t.(*dwarf.PtrType); ok { // Go's p.F through a pointer
+			return p.step(access{kind: '>', field: a.field})
+		}
+		if p.addr == nil && p.parts == nil {
 			return place{}, fmt.Errorf(".%s: the aggregate is not in memory here", a.field)
 		}
 		return member(p, a.field, ".")
@@ -75,6 +89,14 @@ func (p place) step(a access) (place, error) {
 				return place{}, fmt.Errorf("[%d]: the pointed-to type has no size", a.index)
 			}
 			return offsetBy(place{typ: x.Type, addr: base}, a.index*size), nil
+		}
+		if kindOf(p.typ) == goSlice { // a Go slice: its array's element
+			arr := t.(*dwarf.StructType).Field[0]
+			w, err := p.sub(0, arr.Type)
+			if err != nil {
+				return place{}, fmt.Errorf("[%d]: %w", a.index, err)
+			}
+			return w.step(a)
 		}
 		return place{}, fmt.Errorf("[%d]: not an array or a pointer (%s)", a.index, typeName(p.typ))
 	}
@@ -102,10 +124,13 @@ func member(p place, name, how string) (place, error) {
 			if f.BitSize > 0 {
 				return bitfield(p, f)
 			}
-			np := offsetBy(place{typ: f.Type, addr: p.addr}, f.ByteOffset)
+			np, err := p.sub(f.ByteOffset, f.Type)
+			if err != nil {
+				return place{}, fmt.Errorf("%s%s: %w", how, name, err)
+			}
 			return np, nil
 		}
-		if f.Name == "" { // an anonymous struct or union member: look inside
+		if f.Name == "" && p.addr != nil { // an anonymous struct or union member: look inside
 			if inner, err := member(offsetBy(place{typ: f.Type, addr: p.addr}, f.ByteOffset), name, how); err == nil {
 				return inner, nil
 			}
@@ -162,6 +187,19 @@ func bitfield(p place, f *dwarf.StructField) (place, error) {
 // fetch renders the place as a fetcharg body and kernel type; userType, when not
 // "", is the type the user gave.
 func (p place) fetch(userType string, sym symbolizer) (body, typ string, err error) {
+	if p.parts != nil {
+		if p.typ == nil {
+			return "", "", fmt.Errorf("its type is unknown")
+		}
+		whole, err := p.sub(0, p.typ)
+		if err != nil {
+			return "", "", fmt.Errorf("split in pieces: %w", err)
+		}
+		if whole.parts != nil {
+			return "", "", fmt.Errorf("it is in %d pieces here (name a member: VAR.FIELD)", len(whole.parts))
+		}
+		return whole.fetch(userType, sym)
+	}
 	t := strip(p.typ)
 	if b, ok := p.typ.(*bitfieldType); ok {
 		body, err := memBody(p.addr, sym)

@@ -6,7 +6,7 @@ import (
 )
 
 // sourceExts are the file name endings that make SITE:N a source line.
-var sourceExts = []string{".c", ".h", ".cc", ".cpp", ".cxx", ".c++", ".hh", ".hpp", ".hxx", ".C", ".H", ".S", ".s", ".i", ".ii", ".inc", ".def"}
+var sourceExts = []string{".go", ".c", ".h", ".cc", ".cpp", ".cxx", ".c++", ".hh", ".hpp", ".hxx", ".C", ".H", ".S", ".s", ".i", ".ii", ".inc", ".def"}
 
 // site is a parsed probe point.
 type site struct {
@@ -43,7 +43,7 @@ func parseSite(s string) site {
 		st.file, st.line = base, line
 		return st
 	}
-	if strings.ContainsAny(base, "/:") || !isIdent(base) {
+	if strings.ContainsAny(base, "/:") || !isIdent(base) && !isGoFuncName(base) {
 		st.raw = true
 		return st
 	}
@@ -73,6 +73,28 @@ func isDecimal(s string) bool {
 }
 
 func isIdent(s string) bool { return s != "" && identEnd(s, 0) == len(s) }
+
+// isGoFuncName says whether s is a Go function's name as its DWARF gives it:
+// identifiers joined by dots, a pointer receiver in parentheses (main.greet,
+// main.(*Server).Serve), so that FUNC:RELLINE takes it.
+func isGoFuncName(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	for _, p := range parts {
+		if q, ok := strings.CutPrefix(p, "(*"); ok {
+			p, ok = strings.CutSuffix(q, ")")
+			if !ok {
+				return false
+			}
+		}
+		if !isIdent(p) {
+			return false
+		}
+	}
+	return true
+}
 
 // access is one step of a variable chain.
 type access struct {

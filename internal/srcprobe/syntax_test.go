@@ -19,6 +19,12 @@ func TestParseSite(t *testing.T) {
 		{"libz.so.1:1234", site{raw: true}},
 		{"/usr/lib/x/libz.so:0x10", site{raw: true}},
 		{"/bin/prog:4096", site{raw: true}},
+		// Go: qualified function names, .go files
+		{"main.sum:3", site{fn: "main.sum", line: 3, rel: true}},
+		{"main.(*Server).Serve:2", site{fn: "main.(*Server).Serve", line: 2, rel: true}},
+		{"main.go:42", site{file: "main.go", line: 42}},
+		{"main.sum", site{raw: true}},
+		{"main.(*S:2", site{raw: true}},
 	} {
 		got := parseSite(tc.in)
 		tc.want.text = tc.in

@@ -427,7 +427,7 @@ func hexSite(a uint64) string { return "0x" + strconv.FormatUint(a, 16) }
 func isHex(s string) bool { return strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X") }
 
 // rawPoint resolves a kernel-form site (SYM[+OFFS] or 0xADDR) whose arguments are
-// source-level. A function named alone, in code compiled without optimization,
+// source-level. A function named alone, in C compiled without optimization,
 // is probed after its prologue, as gdb and perf probe do: before it the
 // parameters are not yet in the stack slots the debug information gives.
 func (r *Resolver) rawPoint(in *debuginfo.Info, st site, ret bool) ([]point, string, error) {
@@ -465,7 +465,9 @@ func (r *Resolver) rawPoint(in *debuginfo.Info, st site, ret bool) ([]point, str
 		return nil, "", fmt.Errorf("%s: no out-of-line function %s in the debug information of %s", s, sym, in.Binary)
 	}
 	a := fn.Entry + off
-	if off == 0 && !ret && !fn.Optimized() {
+	// Go's location lists describe the parameters at the entry itself (in the
+	// registers of its ABI), at every optimization level: no prologue to skip
+	if off == 0 && !ret && !fn.Optimized() && !fn.Go() {
 		if b := in.AfterPrologue(fn); b != a {
 			return []point{{addr: b, site: sym + "+" + strconv.FormatUint(b-fn.Entry, 10), fn: fn, frame: fn}}, "", nil
 		}
@@ -519,80 +521,60 @@ func sanitize(s string) string {
 // args renders the arguments at one point; it returns the NAME=BODY:TYPE words and
 // their names.
 func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret bool) ([]string, []string, error) {
-	var vars []debuginfo.Var
-	needVars := slices.ContainsFunc(args, srcArg.sourceLevel)
-	if needVars {
-		if ret {
-			return nil, nil, errors.New("a return probe fetches at the return, where the function's variables are gone: use $retval (and an entry probe for the rest)")
-		}
-		var err error
-		if _, vars, err = in.VarsIn(pt.addr, pt.frame); err != nil {
-			return nil, nil, err
-		}
+	golang := pt.fn != nil && pt.fn.Go()
+	vars, places, err := pointVars(in, pt, args, ret, golang)
+	if err != nil {
+		return nil, nil, err
 	}
-	sym := symbolizer(in.DataSymbol)
+	cx := newFetchCtx(in, golang)
 	var out, names []string
 	seen := map[string]bool{}
-	emit := func(name, body, typ string) error {
-		if seen[name] {
-			return fmt.Errorf("two arguments are named %s: name one (NAME=%s)", name, body)
+	emit := func(fs []field) error {
+		for _, f := range fs {
+			if seen[f.name] {
+				return fmt.Errorf("two arguments are named %s: name one (NAME=%s)", f.name, f.body)
+			}
+			seen[f.name] = true
+			w := f.name + "=" + f.body
+			if f.typ != "" {
+				w += ":" + f.typ
+			}
+			out, names = append(out, w), append(names, f.name)
 		}
-		seen[name] = true
-		w := name + "=" + body
-		if typ != "" {
-			w += ":" + typ
-		}
-		out, names = append(out, w), append(names, name)
 		return nil
 	}
 	for _, a := range args {
 		switch {
 		case a.keyword == "$params" || a.keyword == "$vars":
-			for _, v := range vars {
-				if v.Global || (a.keyword == "$params" && !v.Param) || seen[v.Name] {
+			for i, v := range vars {
+				if v.Global || (a.keyword == "$params" && (!v.Param || v.Result)) || seen[v.Name] {
 					continue
 				}
 				if v.Err != nil {
 					continue // not available here: left out, as perf probe leaves it out
 				}
-				body, typ, err := placeOf(v).fetch("", sym)
+				p, name, err := varPlace(v, places[i])
 				if err != nil {
 					continue
 				}
-				if err := emit(v.Name, body, typ); err != nil {
+				fs, err := fields(name, p, "", cx)
+				if err != nil {
+					continue
+				}
+				if err := emit(fs); err != nil {
 					return nil, nil, err
 				}
 			}
 		case a.keyword == "$retval":
-			typ := a.typ
-			body := "$retval"
-			if typ == "" && ret && pt.fn != nil {
-				t := in.ReturnType(pt.fn)
-				switch {
-				case t == nil:
-					return nil, nil, fmt.Errorf("$retval: %s returns nothing", pt.fn.Name)
-				case isCharPtr(t):
-					body, typ = "+0($retval)", "string"
-				default:
-					var err error
-					if typ, err = scalarType(t); err != nil {
-						return nil, nil, fmt.Errorf("$retval: %w", err)
-					}
-				}
+			fs, err := retvalFields(in, pt, a, ret, cx)
+			if err != nil {
+				return nil, nil, fmt.Errorf("$retval: %w", err)
 			}
-			name := a.name
-			if name == "" {
-				name = "arg" + strconv.Itoa(a.position)
-			}
-			if err := emit(name, body, typ); err != nil {
+			if err := emit(fs); err != nil {
 				return nil, nil, err
 			}
 		case a.isChain:
-			p, err := resolveChain(vars, a.chain)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", a.body, err)
-			}
-			body, typ, err := p.fetch(a.typ, sym)
+			p, err := resolveChain(vars, places, a.chain)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", a.body, err)
 			}
@@ -600,19 +582,19 @@ func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret bool) (
 			if name == "" {
 				name = a.chain.argName()
 			}
-			if err := emit(name, body, typ); err != nil {
+			fs, err := fields(name, p, a.typ, cx)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", a.body, err)
+			}
+			if err := emit(fs); err != nil {
 				return nil, nil, err
 			}
 		default: // a kernel fetcharg: as written, named as the kernel would name it
-			name := a.name
-			if name == "" {
-				name = "arg" + strconv.Itoa(a.position)
-			}
 			body := a.body
 			if a.typ != "" {
 				body += ":" + a.typ
 			}
-			if err := emit(name, body, ""); err != nil {
+			if err := emit([]field{{argName(a), body, ""}}); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -620,16 +602,108 @@ func (r *Resolver) args(in *debuginfo.Info, pt point, args []srcArg, ret bool) (
 	return out, names, nil
 }
 
+// argName is an unnamed argument's name, as the kernel names it.
+func argName(a srcArg) string {
+	if a.name != "" {
+		return a.name
+	}
+	return "arg" + strconv.Itoa(a.position)
+}
+
+// pointVars are the variables the arguments may name at pt, and where each is: at
+// a Go function's return, its results in the registers Go returns them in.
+func pointVars(in *debuginfo.Info, pt point, args []srcArg, ret, golang bool) ([]debuginfo.Var, []place, error) {
+	if !slices.ContainsFunc(args, srcArg.sourceLevel) {
+		return nil, nil, nil
+	}
+	if ret && golang && pt.fn != nil {
+		return goResults(in, pt.fn)
+	}
+	if ret {
+		return nil, nil, errors.New("a return probe fetches at the return, where the function's variables are gone: use $retval (and an entry probe for the rest)")
+	}
+	_, vars, err := in.VarsIn(pt.addr, pt.frame)
+	if err != nil {
+		return nil, nil, err
+	}
+	places := make([]place, len(vars))
+	for i, v := range vars {
+		places[i] = placeOf(v)
+	}
+	return vars, places, nil
+}
+
+// retvalFields types $retval from the function's return type at a return probe;
+// a Go function's every result, from Go's result registers.
+func retvalFields(in *debuginfo.Info, pt point, a srcArg, ret bool, cx *fetchCtx) ([]field, error) {
+	name := argName(a)
+	if a.typ != "" || !ret || pt.fn == nil {
+		return []field{{name, "$retval", a.typ}}, nil
+	}
+	if cx.golang {
+		return goRetval(in, pt.fn, a, cx)
+	}
+	t := in.ReturnType(pt.fn)
+	switch {
+	case t == nil:
+		return nil, fmt.Errorf("%s %w", pt.fn.Name, errNoResults)
+	case isCharPtr(t):
+		return []field{{name, "+0($retval)", "string"}}, nil
+	}
+	typ, err := scalarType(t)
+	if err != nil {
+		return nil, err
+	}
+	return []field{{name, "$retval", typ}}, nil
+}
+
+// goRetval is every result of a Go function: one result named as $retval is
+// (NAME= or argN), several by their names (rN for ~rN), after NAME_ when given.
+func goRetval(in *debuginfo.Info, f *debuginfo.Func, a srcArg, cx *fetchCtx) ([]field, error) {
+	rs, places, err := goResults(in, f)
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("%s %w", f.Name, errNoResults)
+	}
+	var out []field
+	for i, v := range rs {
+		name := argName(a)
+		if len(rs) > 1 {
+			name = resultName(v.Name)
+			if a.name != "" {
+				name = a.name + "_" + name
+			}
+		}
+		if v.Err != nil {
+			return nil, fmt.Errorf("%s: %w", v.Name, v.Err)
+		}
+		fs, err := fields(name, places[i], "", cx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", v.Name, err)
+		}
+		out = append(out, fs...)
+	}
+	return out, nil
+}
+
 // resolveChain finds a chain's variable among vars and follows its accesses.
-func resolveChain(vars []debuginfo.Var, c chain) (place, error) {
-	for _, v := range vars {
-		if v.Name != c.name {
+func resolveChain(vars []debuginfo.Var, places []place, c chain) (place, error) {
+	for i, v := range vars {
+		if v.Name != c.name && v.Name != "&"+c.name {
 			continue
 		}
 		if v.Err != nil {
 			return place{}, v.Err
 		}
-		p := placeOf(v)
+		p := places[i]
+		if v.Name != c.name { // Go's &x: x moved to the heap, DWARF gives its address
+			var err error
+			if p, err = p.deref(); err != nil {
+				return place{}, err
+			}
+		}
 		for _, a := range c.path {
 			var err error
 			if p, err = p.step(a); err != nil {

@@ -27,7 +27,7 @@ enum {
 	OpReg = 0x01, OpStack = 0x02, OpStackP = 0x03, OpImm = 0x04, OpImage = 0x05, OpEData = 0x06,
 	OpXmm = 0x07,
 	OpDeref = 0x10, OpUDeref = 0x11, OpStRaw = 0x20, OpStMem = 0x21, OpStStr = 0x22,
-	OpStStrArr = 0x23, OpStComm = 0x24, OpStData = 0x25, OpBitfield = 0x30,
+	OpStStrArr = 0x23, OpStComm = 0x24, OpStData = 0x25, OpStGoStr = 0x26, OpStMemN = 0x27, OpBitfield = 0x30,
 	OpSBitfield = 0x31, /* arithmetic right shift: a signed bitfield */
 };
 
@@ -165,6 +165,120 @@ static int valid_size(u32 s)
 	return s == 1 || s == 2 || s == 4 || s == 8;
 }
 
+/* source runs a block's source and its dereferences from *code (moved past them) into
+ * *val; *fault is set when a read faulted. 0: malformed. */
+static int source(struct fctx *c, const u8 **code, const u8 *end, u64 *val, int *fault)
+{
+	if (*code >= end)
+		return 0;
+	switch ((*code)[0]) {
+	case OpReg:
+		if (end - *code < 2 || (*code)[1] % 8 || (*code)[1] >= PT_REGS_SIZE)
+			return 0;
+		*val = c->regs[(*code)[1] / 8];
+		*code += 2;
+		break;
+	case OpXmm:
+		if (end - *code < 2 || (*code)[1] >= 16)
+			return 0;
+		*val = read_xmm((*code)[1]);
+		*code += 2;
+		break;
+	case OpStack:
+		if (end - *code < 5)
+			return 0;
+		if (!rd64(c, c->regs[SP_OFF / 8] + 8 * (u64)le32(*code + 1), val))
+			*val = 0;
+		*code += 5;
+		break;
+	case OpStackP:
+		*val = c->regs[SP_OFF / 8];
+		*code += 1;
+		break;
+	case OpImm:
+	case OpImage:
+		if (end - *code < 9)
+			return 0;
+		*val = le64(*code + 1);
+		if ((*code)[0] == OpImage)
+			*val += kprw_rt.bias;
+		*code += 9;
+		break;
+	case OpEData: {
+		if (end - *code < 5)
+			return 0;
+		u32 off = le32(*code + 1);
+		if ((u64)off + 8 > c->elen)
+			return 0;
+		*val = le64(c->edata + off);
+		*code += 5;
+		break;
+	}
+	default:
+		return 0;
+	}
+
+	/* dereferences */
+	while (*code < end && ((*code)[0] == OpDeref || (*code)[0] == OpUDeref)) {
+		if (end - *code < 5)
+			return 0;
+		s64 off = (int)le32(*code + 1);
+		if (!*fault && !rd64(c, *val + (u64)off, val)) {
+			*val = 0;
+			*fault = 1;
+		}
+		*code += 5;
+	}
+
+	return 1;
+}
+
+/* go_string stores a Go string (OpStGoStr at code): min(length, room) bytes at its
+ * pointer and a NUL, or a fault; returns the code past it, NULL if malformed. */
+__attribute__((noinline)) static const u8 *go_string(struct fctx *c, const u8 *code, const u8 *end, u32 dest, u64 val, int fault)
+{
+	u8 b[8];
+	if (end - code < 6 || code[5] > 1 || !slot_ok(c, dest, 4))
+		return NULL;
+	s64 off = (int)le32(code + 1);
+	u64 ptr = 0, n = 0;
+	int mode = code[5];
+	code += 6;
+	if (mode == 0) {
+		fault = fault || !rd64(c, val + (u64)off, &ptr) || !rd64(c, val + (u64)off + 8, &n);
+	} else {
+		if (off != 0 || !source(c, &code, end, &n, &fault))
+			return NULL;
+		ptr = val;
+	}
+	u32 boff = c->len;
+	if (fault || (s64)n < 0) {
+		put32(b, boff & 0xffff);
+		wr(c, dest, b, 4);
+		return code;
+	}
+	u32 len = n < room(c) ? (u32)n : room(c);
+	u8 tmp[64];
+	for (u32 k = 0; k < len;) { /* as put_user_string: measuring reads too, to fault alike */
+		u64 a = ptr + k;
+		u32 chunk = len - k;
+		if (chunk > sizeof tmp)
+			chunk = sizeof tmp;
+		if (chunk > 4096 - (a & 4095))
+			chunk = (u32)(4096 - (a & 4095));
+		if (!rd(c, tmp, a, chunk)) {
+			put32(b, boff & 0xffff);
+			wr(c, dest, b, 4);
+			return code;
+		}
+		wr(c, boff + k, tmp, chunk);
+		k += chunk;
+	}
+	put32(b, put_bytes(c, NULL, len));
+	wr(c, dest, b, 4);
+	return code;
+}
+
 /* block runs one block at prog[pos]; returns the next position or -1 if malformed */
 static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 {
@@ -242,64 +356,8 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 	/* source */
 	u64 val = 0;
 	int fault = 0;
-	switch (code[0]) {
-	case OpReg:
-		if (n < 2 || code[1] % 8 || code[1] >= PT_REGS_SIZE)
-			return -1;
-		val = c->regs[code[1] / 8];
-		code += 2;
-		break;
-	case OpXmm:
-		if (n < 2 || code[1] >= 16)
-			return -1;
-		val = read_xmm(code[1]);
-		code += 2;
-		break;
-	case OpStack:
-		if (n < 5)
-			return -1;
-		if (!rd64(c, c->regs[SP_OFF / 8] + 8 * (u64)le32(code + 1), &val))
-			val = 0;
-		code += 5;
-		break;
-	case OpStackP:
-		val = c->regs[SP_OFF / 8];
-		code += 1;
-		break;
-	case OpImm:
-	case OpImage:
-		if (n < 9)
-			return -1;
-		val = le64(code + 1);
-		if (code[0] == OpImage)
-			val += kprw_rt.bias;
-		code += 9;
-		break;
-	case OpEData: {
-		if (n < 5)
-			return -1;
-		u32 off = le32(code + 1);
-		if ((u64)off + 8 > c->elen)
-			return -1;
-		val = le64(c->edata + off);
-		code += 5;
-		break;
-	}
-	default:
+	if (!source(c, &code, end, &val, &fault))
 		return -1;
-	}
-
-	/* dereferences */
-	while (code < end && (code[0] == OpDeref || code[0] == OpUDeref)) {
-		if (end - code < 5)
-			return -1;
-		s64 off = (int)le32(code + 1);
-		if (!fault && !rd64(c, val + (u64)off, &val)) {
-			val = 0;
-			fault = 1;
-		}
-		code += 5;
-	}
 
 	/* store */
 	if (code >= end)
@@ -364,6 +422,31 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 			wr(c, dest + 4 * i, b, 4);
 		}
 		code += 11;
+		break;
+	}
+	case OpStGoStr:
+		if (!(code = go_string(c, code, end, dest, val, fault)))
+			return -1;
+		break;
+	case OpStMemN: {
+		/* a Go slice's first elements: as OpStMem, but zeros past the length n */
+		if (end - code < 3 || !valid_size(code[1]) || code[2] == 0)
+			return -1;
+		esize = code[1];
+		u32 cnt = code[2];
+		ebytes = esize * cnt;
+		if (!slot_ok(c, dest, ebytes))
+			return -1;
+		u64 n = 0;
+		code += 3;
+		if (!source(c, &code, end, &n, &fault))
+			return -1;
+		for (u32 i = 0; c->rec && i < cnt; i++) {
+			long got = fault || (s64)n <= (s64)i ? 0 : kprw_read_mode(b, (uptr)(val + (u64)i * esize), esize, c->fast);
+			if (got < (long)esize)
+				kprw_memset(b + (got > 0 ? got : 0), 0, esize - (u32)(got > 0 ? got : 0));
+			wr(c, dest + i * esize, b, esize);
+		}
 		break;
 	}
 	default:

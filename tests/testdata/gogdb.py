@@ -1,0 +1,91 @@
+# gdb script of TestGoArgsMatchGDB: runs a Go program to breakpoints at the given
+# addresses and prints, at every hit, the values of the given paths as kprewrite's
+# trace prints them ("EVENT: name=value ..."), one line a hit, into GOGDB_OUT.
+# GOGDB_REQ is JSON: {"ADDR": [["EVENT", [[field, path, kind], ...]], ...], ...}; a path is
+# VAR(.FIELD)* (through pointers as Go does); kind is "val" (an int, bool, float or
+# string), "len" (a slice's length), "elems" (a slice's first 4 elements, 0 past its length), "atN" (its
+# element N) or "dyn" (an interface's dynamic type, named by the itab's symbol; nil
+# for nil).
+import json
+import os
+
+import gdb
+
+req = json.load(open(os.environ["GOGDB_REQ"]))
+out = open(os.environ["GOGDB_OUT"], "w")
+gdb.execute("set pagination off")
+gdb.execute("set confirm off")
+for addr in req:
+    gdb.execute("break *" + addr, to_string=True)
+
+
+def walk(frame, path):
+    parts = path.split(".")
+    try:
+        v = frame.read_var(parts[0])
+    except ValueError:  # &x: x moved to the heap, DWARF gives its address
+        v = frame.read_var("&" + parts[0]).dereference()
+    for p in parts[1:]:
+        if v.type.strip_typedefs().code == gdb.TYPE_CODE_PTR:
+            v = v.dereference()
+        v = v[p]
+    return v
+
+
+def is_string(t):
+    t = t.strip_typedefs()
+    return t.code == gdb.TYPE_CODE_STRUCT and [f.name for f in t.fields()] == ["str", "len"]
+
+
+def val(v):
+    t = v.type.strip_typedefs()
+    if is_string(v.type):
+        n = int(v["len"])
+        if n == 0:
+            return '""'
+        b = gdb.selected_inferior().read_memory(int(v["str"]), n)
+        return '"' + bytes(b).decode("latin-1") + '"'
+    if t.code == gdb.TYPE_CODE_BOOL:
+        return "1" if bool(v) else "0"
+    if t.code == gdb.TYPE_CODE_FLT:
+        f = float(v)
+        return str(int(f)) if f == int(f) else repr(f)
+    return str(int(v))
+
+
+def dyn(v):
+    tab = int(v["tab"])
+    if tab == 0:
+        return "nil"
+    sym = gdb.execute("info symbol %#x" % tab, to_string=True).split()[0]
+    return sym[len("go:itab."):].split(",")[0]
+
+
+def show(frame, field, path, kind):
+    v = walk(frame, path)
+    if kind == "len":
+        return str(int(v["len"]))
+    if kind == "elems":
+        n = int(v["len"])
+        return "{" + ",".join(str(int(v["array"][i])) if i < n else "0" for i in range(4)) + "}"
+    if kind == "dyn":
+        return dyn(v)
+    if kind.startswith("at"):
+        return str(int(v["array"][int(kind[2:])]))
+    return val(v)
+
+
+gdb.execute("run > /dev/null", to_string=True)
+while True:
+    try:
+        frame = gdb.selected_frame()
+    except gdb.error:
+        break
+    key = "%#x" % frame.pc()
+    for event, fields in req.get(key, []):
+        out.write(event + ": " + " ".join(f + "=" + show(frame, f, p, k) for f, p, k in fields) + "\n")
+    try:
+        gdb.execute("continue", to_string=True)
+    except gdb.error:
+        break
+out.close()

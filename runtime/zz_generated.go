@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "37f98c887319d7f916d4547f5cbbe3d57e022ccc06c52680a1053ffd945feeb5"
+const ObjectSHA256 = "36d4bfd321355dbd629f01c65d4d760ebfcd40cf5242451be53456837bd979ea"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

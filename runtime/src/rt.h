@@ -596,7 +596,7 @@ static inline struct kprw_tblk *kprw_tblk(const struct kprw_tctx *c)
 static inline int kprw_tctx_tcb_holds(const struct kprw_tctx *c, u32 live)
 {
 	for (u32 i = 0; live; i++, live >>= 1)
-		if ((live & 1) && *(const volatile u32 *)(uptr)(c->key + kprw_tid_off[i]) != c->tid)
+		if ((live & 1) && *(const volatile u32 *)(uptr)(c->key + (u64)(s64)(int)kprw_tid_off[i]) != c->tid)
 			return 0;
 	return 1;
 }

@@ -26,7 +26,7 @@
  *    or its memory (musl) to a new thread. The new thread then finds the dead thread's
  *    context, whose tid, comm and busy are wrong. To see that cheaply, the runtime learns
  *    where libc keeps the tid in the TCB: each time a context is claimed (a system call
- *    is made then anyway) it reads the first 1 KiB at the thread pointer and keeps the
+ *    is made then anyway) it reads 512 bytes below and 1 KiB above the thread pointer and keeps the
  *    offsets that hold the tid (glibc: struct pthread.tid, set by CLONE_PARENT_SETTID
  *    before the thread runs; musl: pthread.tid; Go: m.procid), intersected over every
  *    thread seen. A context's tid is trusted only while the word at each surviving
@@ -52,6 +52,8 @@
 #define KEY_CLAIMING 1ull
 #define KEY_TID KPRW_KEY_TID
 #define TIDSCAN 1024 /* bytes after the thread pointer searched for the tid */
+#define TIDNEG 512   /* and before it: Go's m.procid lies below the thread pointer (Go's
+                        FS base is &m.tls[1]; procid comes before tls in struct m) */
 #define TIDCAND KPRW_TIDCAND
 #define COMM_REFRESH_NS KPRW_COMM_REFRESH_NS
 
@@ -178,8 +180,10 @@ static void tid_sample(u64 k, u32 tid)
 	if (!tid_learned) {
 		u8 buf[256];
 		u32 n = 0, live = 0;
-		for (u32 off = 0; off < TIDSCAN; off += sizeof buf) {
-			long r = kprw_read_mode(buf, (uptr)(k + off), sizeof buf, 0); /* (no context yet) */
+		for (int off = -TIDNEG; off < TIDSCAN; off += (int)sizeof buf) {
+			long r = kprw_read_mode(buf, (uptr)(k + (u64)(s64)off), sizeof buf, 0); /* (no context yet) */
+			if (r < (long)sizeof buf && off < 0)
+				continue; /* (nothing mapped below the thread pointer) */
 			for (long j = 0; j + 4 <= r; j += 4) {
 				u32 v;
 				kprw_memcpy(&v, buf + j, 4);
@@ -189,7 +193,7 @@ static void tid_sample(u64 k, u32 tid)
 					live = 0; /* too many: no reliable offset */
 					break;
 				}
-				tid_off[n] = off + (u32)j;
+				tid_off[n] = (u32)(off + (int)j); /* (signed: below the thread pointer) */
 				live |= 1u << n++;
 			}
 			if (r < (long)sizeof buf || n == TIDCAND)
@@ -202,7 +206,7 @@ static void tid_sample(u64 k, u32 tid)
 		for (u32 i = 0; i < TIDCAND; i++) {
 			u32 v = 0;
 			if ((live & (1u << i)) &&
-			    (kprw_read_mode(&v, (uptr)(k + tid_off[i]), 4, 0) != 4 || v != tid))
+			    (kprw_read_mode(&v, (uptr)(k + (u64)(s64)(int)tid_off[i]), 4, 0) != 4 || v != tid))
 				__atomic_fetch_and(&tid_live, ~(1u << i), __ATOMIC_RELEASE);
 		}
 	}

@@ -45,8 +45,16 @@ import (
 	"time"
 )
 
+// work has Go's stack check (it may call itself), so its entry event goes after the
+// check and its return event at its ret: a call's two records
+//
 //go:noinline
-func work(a, b int) int { return a + b }
+func work(a, b int) int {
+	if a < 0 {
+		return work(a+1, b)
+	}
+	return a + b
+}
 
 func main() {
 	n, _ := strconv.Atoi(os.Args[1])

@@ -93,17 +93,8 @@ func buildGo(t *testing.T, dir, name string, flags ...string) string {
 // name to entry.
 func mainFuncs(t *testing.T, path string) map[string]uint64 {
 	t.Helper()
-	ef, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ef.Close()
-	syms, err := ef.Symbols()
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
 	m := map[string]uint64{}
-	for _, s := range syms {
+	for _, s := range elfSymbols(t, path) {
 		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && strings.HasPrefix(s.Name, "main.") {
 			m[s.Name] = s.Value
 		}
@@ -370,14 +361,10 @@ func textFuncs(t *testing.T, path string) map[uint64]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ef.Close()
-	syms, err := ef.Symbols()
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
 	text := ef.Section(".text")
+	ef.Close()
 	m := map[uint64]string{}
-	for _, s := range syms {
+	for _, s := range elfSymbols(t, path) {
 		marker := s.Name == "runtime.text" || s.Name == "runtime.etext"
 		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && !marker && s.Value >= text.Addr && s.Value < text.Addr+text.Size {
 			m[s.Value] = strings.TrimSuffix(s.Name, ".abi0")

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/tracectl"
 )
 
@@ -96,7 +95,7 @@ func addBootEvents(f *tracectl.File, path, v string, stderr io.Writer) error {
 		}
 	}
 	for _, def := range bootDefs(v) {
-		if g, n := liveDefName(def); have[g+"/"+n] {
+		if g, n := tracectl.LiveDefName(def); have[g+"/"+n] {
 			continue
 		}
 		if _, err := f.AddLive(def); err != nil {
@@ -187,14 +186,4 @@ func traceTarget(target string) (string, error) {
 		return target, nil
 	}
 	return tracectl.TracePathOf(pid)
-}
-
-// liveDefName is a definition's group and event ("" when it does not parse: adding
-// it says why)
-func liveDefName(def string) (string, string) {
-	p, err := eventdef.Parse(def)
-	if err != nil {
-		return "", ""
-	}
-	return p.Group, p.Event
 }

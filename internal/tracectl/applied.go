@@ -41,7 +41,10 @@ func (f *File) WaitApplied(timeout time.Duration) bool {
 func (f *File) runAlive() bool {
 	for _, off := range []uintptr{offRunPID, offRecorderPID} {
 		pid := int(atomic.LoadUint32(f.word(off)))
-		if pid > 0 && (syscall.Kill(pid, 0) == nil || syscall.Kill(pid, 0) == syscall.EPERM) {
+		if pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); err == nil || err == syscall.EPERM {
 			return true
 		}
 	}

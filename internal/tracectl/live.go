@@ -65,7 +65,7 @@ func (f *File) Live() ([]LiveEvent, error) {
 				continue
 			}
 			seen[key] = true
-			g, n := liveName(e.Def)
+			g, n := LiveDefName(e.Def)
 			le := LiveEvent{Image: f.images[k].desc.Input, Group: g, Name: n, Def: e.Def, Return: e.Return, ID: e.ID,
 				Gone: gone, img: k, ent: e}
 			if e.HitsOff+8 <= uint64(len(f.data)) && e.HitsOff%8 == 0 {
@@ -77,7 +77,8 @@ func (f *File) Live() ([]LiveEvent, error) {
 	return out, nil
 }
 
-func liveName(def string) (string, string) {
+// LiveDefName is a definition's group and event ("?" when it does not parse).
+func LiveDefName(def string) (string, string) {
 	p, err := eventdef.Parse(def)
 	if err != nil {
 		return "?", "?"

@@ -10,23 +10,6 @@
 #include "rt.h"
 #include "rt_ring.h"
 
-/* filter_env fills what the event's filter reads besides the data */
-static inline __attribute__((always_inline)) void filter_env(struct kprw_fenv *e, u32 needs, u32 tid,
-							      const char *comm, u32 id, u64 ip, u64 ret_ip, u64 now)
-{
-	e->ts = now;
-	e->tid = tid;
-	e->comm = comm;
-	e->type = id;
-	e->ip = ip;
-	e->ret_ip = ret_ip;
-	e->bias = kprw_rt.bias;
-	e->cpu = (needs & KPRW_FNEED_CPU) ? kprw_cpu_fast() : 0;
-	e->regs = NULL;
-	e->fast = 0;
-	e->synthq = NULL;
-}
-
 /* synth_write writes a synthetic event's record (KPRW_REC_SYNTH): its fields, n u64,
  * and the site of the hit whose trigger generated it */
 static __attribute__((noinline)) void synth_write(u32 id, u64 site, const u64 *data, u32 n, struct kprw_tctx *c)

@@ -205,17 +205,10 @@ static int live_refused(const struct kprw_livedef *d, u32 pi, const u8 *data, u3
 {
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
 	struct kprw_fenv fe;
-	kprw_memset(&fe, 0, sizeof fe);
+	filter_env(&fe, d->filter->needs, w->tid, w->comm, d->id, kprw_rt.points[p->point].site + kprw_rt.bias, ret_ip,
+		   w->now);
 	fe.data = data;
 	fe.dlen = dlen;
-	fe.tid = w->tid;
-	fe.comm = w->comm;
-	fe.type = d->id;
-	fe.ip = kprw_rt.points[p->point].site + kprw_rt.bias;
-	fe.ret_ip = ret_ip;
-	fe.bias = kprw_rt.bias;
-	fe.ts = w->now;
-	fe.cpu = (d->filter->needs & KPRW_FNEED_CPU) ? kprw_cpu_fast() : 0;
 	return !kprw_filter_match(d->filter, &fe);
 }
 

@@ -181,5 +181,23 @@ static inline int need_ext(u64 now)
 	return unlikely(rel - 1 >= TS_MAX - 2 || kprw_rt.rec_ext);
 }
 
+/* (the writers of records that filters judge: rt_dispatch.c, rt_livedef.c) */
+/* filter_env fills what the event's filter reads besides the data */
+static inline __attribute__((always_inline)) void filter_env(struct kprw_fenv *e, u32 needs, u32 tid,
+							      const char *comm, u32 id, u64 ip, u64 ret_ip, u64 now)
+{
+	e->ts = now;
+	e->tid = tid;
+	e->comm = comm;
+	e->type = id;
+	e->ip = ip;
+	e->ret_ip = ret_ip;
+	e->bias = kprw_rt.bias;
+	e->cpu = (needs & KPRW_FNEED_CPU) ? kprw_cpu_fast() : 0;
+	e->regs = NULL;
+	e->fast = 0;
+	e->synthq = NULL;
+}
+
 #pragma GCC visibility pop
 #endif

@@ -74,6 +74,7 @@ __attribute__((visibility("hidden"))) long kprw_spawn_agent(unsigned long flags,
 #define SYS_getdents64 217
 #define SYS_rt_tgsigqueueinfo 297
 #define SI_QUEUE (-1)
+#define ESRCH_ 3
 #define SIGTRAP_ 5
 #define FUTEX_WAKE 1
 
@@ -88,10 +89,13 @@ static u64 agent_tcb[8] __attribute__((aligned(64)));      /* %fs:0 points here 
 
 /* the safepoint of a jump point being armed (arming: its index, ~0 for none) */
 static u32 arming = ~0u;
-static u32 sp_acks;   /* futex: threads that ran the safepoint handler */
+/* sp_state: the current safepoint round (high half) and the threads that answered it
+ * (low half, the futex the agent waits on). One word, so that an answer counts for its
+ * own round only: a handler of a round that timed out, preempted between its check of
+ * the round and its count, would otherwise count for the next round, which then wrote
+ * the jmp while a thread it had signalled still stood inside the DCR. */
+static u64 sp_state;
 static u64 sp_cookie; /* si_value of our safepoint signals: the cookie ^ the round */
-static u64 sp_round;  /* safepoints so far: an answer counts for its own round only (a
-                         signal of a round that timed out may be handled in the next) */
 
 /* sync_cores has every thread of the process serialise its instruction stream before
  * it runs on: none keeps bytes it fetched before the last write. */
@@ -209,7 +213,8 @@ static int may_be_inside(const char *tid, uptr lo, uptr hi)
 }
 
 /* signal_threads sends the safepoint signal to every other thread that may be inside
- * the DCR of point i; it returns how many were sent one. */
+ * the DCR of point i; it returns how many were sent one, or ~0u when one could not be
+ * sent (a thread that ended meanwhile excepted). */
 static u32 signal_threads(const struct kprw_point *pt)
 {
 	uptr lo = RT_ADDR(pt->site) + 1, hi = RT_ADDR(pt->site) + pt->insn_len;
@@ -217,7 +222,7 @@ static u32 signal_threads(const struct kprw_point *pt)
 	long fd = sys3(SYS_open, (long)"/proc/self/task", O_RDONLY_ | O_DIRECTORY_ | O_CLOEXEC, 0);
 	if (fd < 0)
 		return ~0u;
-	u32 sent = 0;
+	u32 sent = 0, failed = 0;
 	char buf[2048];
 	for (;;) {
 		long n = sys3(SYS_getdents64, fd, (long)buf, sizeof buf);
@@ -228,34 +233,42 @@ static u32 signal_threads(const struct kprw_point *pt)
 			off += *(const u16 *)(buf + off + 16);
 			if (name[0] < '0' || name[0] > '9' || number(name) == me || !may_be_inside(name, lo, hi))
 				continue;
-			u64 info[16] = {0}; /* siginfo: signo, errno, code; pid, uid; value */
-			info[0] = SIGTRAP_ | (u64)(u32)SI_QUEUE << 32;
-			info[2] = (u64)(u32)pid | (u64)sys0(SYS_getuid) << 32;
-			info[3] = sp_cookie ^ __atomic_load_n(&sp_round, __ATOMIC_RELAXED);
-			if (sys4(SYS_rt_tgsigqueueinfo, pid, number(name), SIGTRAP_, (long)info) == 0)
+			struct k_siginfo info = {0}; /* SI_QUEUE's: pid, uid, then the value */
+			info.si_signo = SIGTRAP_;
+			info.si_code = SI_QUEUE;
+			u64 *rt = (u64 *)&info.si_addr;
+			rt[0] = (u64)(u32)pid | (u64)sys0(SYS_getuid) << 32;
+			rt[1] = sp_cookie ^ (__atomic_load_n(&sp_state, __ATOMIC_RELAXED) >> 32);
+			long err = sys4(SYS_rt_tgsigqueueinfo, pid, number(name), SIGTRAP_, (long)&info);
+			if (err == 0)
 				sent++;
+			else if (err != -ESRCH_)
+				failed = 1; /* a thread that may be inside cannot be moved */
 		}
 	}
 	sys1(SYS_close, fd);
-	return sent;
+	return failed ? ~0u : sent;
 }
 
 /* safepoint has no thread stay paused inside point i's DCR: each that may be is moved
  * to the DCR's copy by its signal handler; 1 when every one answered in time. */
 static int safepoint(u32 i)
 {
-	__atomic_add_fetch(&sp_round, 1, __ATOMIC_RELEASE);
-	__atomic_store_n(&sp_acks, 0, __ATOMIC_RELAXED);
+	u64 round = (__atomic_load_n(&sp_state, __ATOMIC_RELAXED) >> 32) + 1;
+	if ((u32)round == 0)
+		round = 1; /* (0 is no round) */
+	__atomic_store_n(&sp_state, round << 32, __ATOMIC_RELEASE);
 	__atomic_store_n(&arming, i, __ATOMIC_RELEASE);
 	u32 sent = signal_threads(&kprw_rt.points[i]);
+	u32 *acks = (u32 *)&sp_state; /* the low half (little-endian) */
 	for (int tries = 0; sent != ~0u && tries < 50; tries++) { /* at most ~100 ms */
-		u32 got = __atomic_load_n(&sp_acks, __ATOMIC_ACQUIRE);
+		u32 got = __atomic_load_n(acks, __ATOMIC_ACQUIRE);
 		if (got >= sent)
 			break;
 		struct { long s, ns; } ts = {0, 2000000};
-		sys6(SYS_futex, (long)&sp_acks, FUTEX_WAIT, got, (long)&ts, 0, 0);
+		sys6(SYS_futex, (long)acks, FUTEX_WAIT, got, (long)&ts, 0, 0);
 	}
-	int ok = sent != ~0u && __atomic_load_n(&sp_acks, __ATOMIC_ACQUIRE) >= sent;
+	int ok = sent != ~0u && __atomic_load_n(acks, __ATOMIC_ACQUIRE) >= sent;
 	__atomic_store_n(&arming, ~0u, __ATOMIC_RELEASE);
 	return ok;
 }
@@ -306,9 +319,10 @@ static void fix_saved(uptr sp, const struct kprw_point *pt)
 int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc)
 {
 	const u8 *b = (const u8 *)si;
-	u64 round = *(const u64 *)(b + 24) ^ sp_cookie, now = __atomic_load_n(&sp_round, __ATOMIC_ACQUIRE);
+	u64 round = *(const u64 *)(b + 24) ^ sp_cookie, now = __atomic_load_n(&sp_state, __ATOMIC_ACQUIRE) >> 32;
 	if (!live_armed || *(const u32 *)(b + 16) != kprw_pid() || round == 0 || round > now)
 		return 0;
+	kprw_trap_lost_int3(uc); /* an int3 whose trap the kernel merged into this signal */
 	u32 i = __atomic_load_n(&arming, __ATOMIC_ACQUIRE);
 	if (i < kprw_rt.npoints) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
@@ -317,10 +331,14 @@ int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc)
 			uc->mc.ip = RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len + (uc->mc.ip - site);
 		fix_saved(uc->mc.sp, pt);
 	}
-	if (round != now)
-		return 1; /* a late answer of a round that timed out: it does not count now */
-	__atomic_add_fetch(&sp_acks, 1, __ATOMIC_RELEASE);
-	sys6(SYS_futex, (long)&sp_acks, FUTEX_WAKE, 1, 0, 0, 0);
+	/* counted only while its round is the current one (a late answer of a round that
+	 * timed out does not count for the next) */
+	u64 s = __atomic_load_n(&sp_state, __ATOMIC_ACQUIRE);
+	while (s >> 32 == round)
+		if (__atomic_compare_exchange_n(&sp_state, &s, s + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			sys6(SYS_futex, (long)&sp_state, FUTEX_WAKE, 1, 0, 0, 0);
+			break;
+		}
 	return 1;
 }
 

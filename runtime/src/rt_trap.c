@@ -403,11 +403,81 @@ static int foreign_step(struct k_ucontext *uc)
 	return 0;
 }
 
+/* own_int3 handles an int3 trap at ip - 1 that is this image's: 1, else 0. */
+static int own_int3(struct k_ucontext *uc, u32 pid, u32 tid)
+{
+	struct k_sigcontext *mc = &uc->mc;
+	const struct kprw_point *pt = find_point(mc->ip - 1 - kprw_rt.bias);
+	if (pt && (pt->pflags & KPRW_PF_INNER)) {
+		mc->ip -= 1;
+		violation(pt, mc);
+		return 1;
+	}
+	if (pt && pt->xmode != KPRW_X_OPTIMIZED) {
+		hit(pt, uc, pid, tid);
+		return 1;
+	}
+	if (pt && (pt->dflags & (KPRW_DF_LIVE | KPRW_DF_REOPT))) {
+		/* the int3 of a live jump site being written or un-optimized (rt_live.c):
+		 * on through the detour, which runs the probes or, its gate closed, the
+		 * DCR's copy */
+		mc->ip = RT_ADDR(pt->slot);
+		return 1;
+	}
+	if (!pt && (pt = kprw_istep_find(mc->ip - 1 - kprw_rt.bias)) != NULL) {
+		istep_end(pt, uc, pid, tid);
+		return 1;
+	}
+	return 0;
+}
+
+/* one_byte says whether op alone is a whole instruction (no prefix, ModRM or
+ * immediate follows): then ip = site + 1 is also where that instruction ends. */
+static int one_byte(u8 op)
+{
+	return (op >= 0x50 && op <= 0x5f) || (op >= 0x90 && op <= 0x99) || (op >= 0x9b && op <= 0x9f) ||
+	       (op >= 0xa4 && op <= 0xa7) || (op >= 0xaa && op <= 0xaf) || (op >= 0x6c && op <= 0x6f) ||
+	       op == 0xc3 || op == 0xc9 || op == 0xcb || op == 0xcf || op == 0xd7 || (op >= 0xec && op <= 0xef) ||
+	       op == 0xf1 || op == 0xf4 || op == 0xf5 || (op >= 0xf8 && op <= 0xfd);
+}
+
+/* pushed says whether the top of the stack holds what `push` opcode op (0x50-0x57)
+ * would have pushed: the thread ran the original push. */
+static int pushed(u8 op, const struct k_sigcontext *mc)
+{
+	const unsigned long r[8] = {mc->ax, mc->cx, mc->dx, mc->bx, mc->sp + 8, mc->bp, mc->si, mc->di};
+	return *(const unsigned long *)mc->sp == r[op - 0x50];
+}
+
+/* kprw_trap_lost_int3 handles, in a thread that takes our safepoint signal (rt_live.c),
+ * the int3 it may have hit while that signal was pending: the kernel does not queue a
+ * second SIGTRAP, so the int3's trap is merged into ours and the thread stands at
+ * site + 1 as after any int3. Taken for a lost int3 when the site holds one of ours and
+ * site + 1 cannot be where a thread ran the original instruction to (a live site whose
+ * first instruction is one byte long: unless the last trap was no int3, or a push
+ * already stands on the stack). 1 when it was one (handled as the int3 would be). */
+int kprw_trap_lost_int3(struct k_ucontext *uc)
+{
+	struct k_sigcontext *mc = &uc->mc;
+	uptr at = mc->ip - 1;
+	const struct kprw_point *pt = find_point(at - kprw_rt.bias);
+	if (!pt) {
+		if (!kprw_istep_find(at - kprw_rt.bias))
+			return 0;
+	} else if (*(const volatile u8 *)at != 0xcc) {
+		return 0;
+	} else if ((pt->dflags & (KPRW_DF_LIVE | KPRW_DF_REOPT)) && one_byte(pt->orig[0])) {
+		u8 op = pt->orig[0];
+		if (mc->trapno != 3 || (op >= 0x50 && op <= 0x57 && pushed(op, mc)))
+			return 0;
+	}
+	return own_int3(uc, kprw_pid(), kprw_gettid());
+}
+
 /* kprw_trap_own handles a SIGTRAP that is this image's (a hit at one of its int3s, the
  * end of one of its single-steps): 1, else 0 (another image's, or the program's). */
 int kprw_trap_own(struct k_siginfo *si, struct k_ucontext *uc)
 {
-	struct k_sigcontext *mc = &uc->mc;
 	if (!kprw_rt.npoints)
 		return 0;
 	u32 pid = kprw_pid(), tid = kprw_gettid();
@@ -424,29 +494,8 @@ int kprw_trap_own(struct k_siginfo *si, struct k_ucontext *uc)
 	}
 	/* an int3: SI_KERNEL from the kernel, TRAP_BRKPT from valgrind (which natively
 	 * means int1 or a debug register breakpoint) */
-	if (si->si_code == SI_KERNEL || (si->si_code == TRAP_BRKPT && kprw_valgrind())) {
-		const struct kprw_point *pt = find_point(mc->ip - 1 - kprw_rt.bias);
-		if (pt && (pt->pflags & KPRW_PF_INNER)) {
-			mc->ip -= 1;
-			violation(pt, mc);
-			return 1;
-		}
-		if (pt && pt->xmode != KPRW_X_OPTIMIZED) {
-			hit(pt, uc, pid, tid);
-			return 1;
-		}
-		if (pt && (pt->dflags & (KPRW_DF_LIVE | KPRW_DF_REOPT))) {
-			/* the int3 of a live jump site being written or un-optimized (rt_live.c):
-			 * on through the detour, which runs the probes or, its gate closed, the
-			 * DCR's copy */
-			mc->ip = RT_ADDR(pt->slot);
-			return 1;
-		}
-		if (!pt && (pt = kprw_istep_find(mc->ip - 1 - kprw_rt.bias)) != NULL) {
-			istep_end(pt, uc, pid, tid);
-			return 1;
-		}
-	}
+	if (si->si_code == SI_KERNEL || (si->si_code == TRAP_BRKPT && kprw_valgrind()))
+		return own_int3(uc, pid, tid);
 	return 0;
 }
 

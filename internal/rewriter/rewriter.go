@@ -311,7 +311,7 @@ func (g *gen) makeEvents() error {
 			return fmt.Errorf("%s: %w", p.Origin, err)
 		}
 		prog, goid := gost.withGoID(prog, &g.probes[i], g.opt.CountOnly)
-		filter, err := probedefs.CompileFilter(&g.probes[i], g.b.Funcs)
+		filter, err := probedefs.CompileFilter(&g.probes[i], g.b.Funcs, goid > 0)
 		if err != nil {
 			return err
 		}
@@ -453,7 +453,7 @@ func (g *gen) makeTriggers() error {
 			continue
 		}
 		p := &g.probes[i]
-		prog, cslots, err := probedefs.CompileTriggers(p, probedefs.SymbolsOf(g.b.Funcs), symLimit, evIdx, slotOf, histSlots)
+		prog, cslots, err := probedefs.CompileTriggers(p, g.desc.Events[g.evOf[i]].GoID > 0, probedefs.SymbolsOf(g.b.Funcs), symLimit, evIdx, slotOf, histSlots)
 		if err != nil {
 			return err
 		}

@@ -160,10 +160,10 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 		}
 		return sg, nil
 	}
-	funcs := sgFuncs(b)
+	funcs := sgFuncs(b, fastRead)
 	hasSigaction := false
 	for _, sf := range funcs {
-		hasSigaction = hasSigaction || sf.class == kprt.SGSigaction
+		hasSigaction = hasSigaction || isSigaction(sf.class)
 	}
 	if len(funcs) == 0 || (!int3 && !hasSigaction) {
 		if fastRead {
@@ -208,6 +208,8 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 			sf.ok = true
 		case taken[sf.class] != "":
 			sf.why = fmt.Sprintf("%s of the same kind is already redirected and the runtime holds one original function per kind", taken[sf.class])
+		case goStubMismatch(b.File, sf) != "":
+			sf.why = goStubMismatch(b.File, sf)
 		default:
 			h, why := pl.hookable(b, sf, sites, pointAt, excl)
 			if h != nil {
@@ -227,7 +229,7 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 		sf := funcs[a]
 		if !decide(a) {
 			missed = append(missed, fmt.Sprintf("%s (%s)", strings.Join(sf.names, "/"), sf.why))
-		} else if sf.class == kprt.SGSigaction {
+		} else if isSigaction(sf.class) {
 			sigaction = true
 		}
 	}
@@ -254,11 +256,16 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 }
 
 // sgFuncs finds the functions named in kprt.SigGuardStaticFuncs, by address, with
-// the system calls they make and the other such functions they call or jump to.
-func sgFuncs(b *analysis.Binary) map[uint64]*sgFunc {
+// the system calls they make and the other such functions they call or jump to. Go's
+// runtime functions only for fast reads (goStubs): a Go program's SIGTRAP is kept by
+// its runtime.sigtable (internal/rewriter, gosig.go).
+func sgFuncs(b *analysis.Binary, fastRead bool) map[uint64]*sgFunc {
 	funcs := map[uint64]*sgFunc{}
 	for _, s := range b.File.Symbols {
 		class, ok := kprt.SigGuardStaticFuncs[s.Name]
+		if _, isGo := goStubs[class]; isGo && !fastRead {
+			continue
+		}
 		if !ok || s.Type != elf.STT_FUNC || s.Shndx == uint16(elf.SHN_UNDEF) || s.Value == 0 ||
 			(s.Bind != elf.STB_GLOBAL && s.Bind != elf.STB_WEAK && s.Bind != elf.STB_LOCAL) {
 			continue
@@ -327,6 +334,44 @@ func sgFuncs(b *analysis.Binary) map[uint64]*sgFunc {
 		}
 	}
 	return funcs
+}
+
+// isSigaction says whether functions of class set signal dispositions as sigaction does.
+func isSigaction(class uint32) bool {
+	return class == kprt.SGSigaction || class == kprt.SGGoSigaction
+}
+
+// goStubs are the code of Go's runtime.rt_sigaction and runtime.rtsigprocmask
+// (go1.17 to go1.26, ABI0: arguments on the stack) that the runtime's stubs (gosig.S)
+// replace, doing the same system calls with the guarded signals kept: the stubs are
+// written for exactly this code, so other code is not redirected.
+var goStubs = map[uint32][]byte{
+	kprt.SGGoSigaction: { // runtime.rt_sigaction(sig uintptr, new, old *sigactiont, size uintptr) int32
+		0x48, 0x8b, 0x7c, 0x24, 0x08, 0x48, 0x8b, 0x74, 0x24, 0x10, 0x48, 0x8b, 0x54, 0x24, 0x18, // mov 8,16,24(%rsp)
+		0x4c, 0x8b, 0x54, 0x24, 0x20, 0xb8, 0x0d, 0x00, 0x00, 0x00, 0x0f, 0x05, // mov 32(%rsp),%r10; mov $13,%eax; syscall
+		0x89, 0x44, 0x24, 0x28, 0xc3, // mov %eax,40(%rsp); ret
+	},
+	kprt.SGGoSigprocmask: { // runtime.rtsigprocmask(how int32, new, old *sigset, size int32)
+		0x8b, 0x7c, 0x24, 0x08, 0x48, 0x8b, 0x74, 0x24, 0x10, 0x48, 0x8b, 0x54, 0x24, 0x18, // mov 8,16,24(%rsp)
+		0x44, 0x8b, 0x54, 0x24, 0x20, 0xb8, 0x0e, 0x00, 0x00, 0x00, 0x0f, 0x05, // mov 32(%rsp),%r10d; mov $14,%eax; syscall
+		0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff, 0x76, 0x0b, // cmp $-4095,%rax; jbe ret
+		0xc7, 0x04, 0x25, 0xf1, 0x00, 0x00, 0x00, 0xf1, 0x00, 0x00, 0x00, 0xc3, // movl $0xf1,0xf1; ret
+	},
+}
+
+// goStubMismatch says why sf, a Go runtime function of goStubs, cannot be redirected
+// to its stub: its code is not the one the stub replaces ("" when it is, or sf is not
+// Go's).
+func goStubMismatch(f *elfio.File, sf *sgFunc) string {
+	want, ok := goStubs[sf.class]
+	if !ok {
+		return ""
+	}
+	code, err := f.Bytes(sf.fn.Addr, uint64(len(want)))
+	if err != nil || !bytes.Equal(code, want) {
+		return "its code is not the Go runtime's that the runtime's stub replaces (go1.17 to go1.26's)"
+	}
+	return ""
 }
 
 // hookable plans the redirection of sf's entry, or says why it cannot be done safely.

@@ -1,0 +1,119 @@
+package tests
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// goFaultSrc recovers from a nil dereference (a SIGSEGV that Go's runtime turns into a
+// panic) 400 times while main.probe's argument is a bad pointer, and every tenth time
+// a good one (to a word holding 42); with an argument it ends in an unrecovered nil
+// dereference. It exits 3 (the kernel's tracer helpers want it).
+const goFaultSrc = `package main
+
+import (
+	"fmt"
+	"os"
+	"unsafe"
+)
+
+type T struct{ x, y int }
+
+var good = 42
+
+//go:noinline
+func deref(p *T) (v int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	return p.y, nil
+}
+
+//go:noinline
+func probe(p uintptr) uintptr { return p + 1 }
+
+func main() {
+	panics, sum := 0, uintptr(0)
+	for i := 0; i < 400; i++ {
+		if _, err := deref(nil); err != nil {
+			panics++
+		}
+		p := uintptr(0xdead0000 + 8*i)
+		if i%10 == 0 {
+			p = uintptr(unsafe.Pointer(&good))
+		}
+		sum += probe(p) - p
+	}
+	fmt.Println(panics, sum)
+	if len(os.Args) > 1 {
+		var p *T
+		fmt.Println(p.x)
+	}
+	os.Exit(3)
+}
+`
+
+// TestGoFastReadFaults: a static Go program's fetches read memory with the
+// fault-catching copy (its runtime's raw rt_sigaction and rtsigprocmask redirected to
+// the runtime's stubs), and the program's own nil dereferences still reach Go's handler
+// and become panics it recovers from: output unchanged, an unrecovered one dies as
+// before, and the records are the kernel's uprobe tracer's (a faulting read stored as 0),
+// with jump-optimized and int3 probes.
+func TestGoFastReadFaults(t *testing.T) {
+	testprog.Need(t, "go")
+	dir := goProgDir(t, goFaultSrc)
+	prog := buildGo(t, dir, "prog")
+	defs := []string{"p:" + diffGroup + "/probe main.probe v=+0(%ax):u64 p=%ax:x64"}
+	for _, mode := range []string{"optimize", "int3"} {
+		t.Run(mode, func(t *testing.T) {
+			out := filepath.Join(dir, "prog."+mode)
+			var flags []string
+			if mode == "int3" {
+				flags = []string{"--no-optimize"}
+			}
+			rewriteWith(t, prog, out, defs, flags...)
+			tr := filepath.Join(dir, mode+".trace")
+			res := testprog.Run(t, testprog.Cmd{Path: out, Extra: []string{"KPREWRITE_DEBUG=1", "KPREWRITE_TRACE=" + tr}})
+			if !strings.Contains(res.Stderr, "signal guard: 2 function entries wrapped, 0 not") || !strings.Contains(res.Stderr, ", fast reads") {
+				t.Fatalf("the runtime does not read fast:\n%s", res)
+			}
+			res = testprog.Same(t, prog, out, testprog.Cmd{Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
+			if res.Stdout != "400 400\n" || res.Exit != 3 {
+				t.Fatalf("unexpected run: %s", res)
+			}
+			checkGoFaultTrace(t, readTrace(t, tr, out))
+			crash := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{"crash"}, Extra: []string{"KPREWRITE_TRACE=" + tr}})
+			if crash.Exit != 2 || !strings.Contains(crash.Stderr, "panic: runtime error: invalid memory address or nil pointer dereference\n[signal SIGSEGV: segmentation violation code=0x1 addr=0x0") {
+				t.Errorf("an unrecovered nil dereference: %s", crash)
+			}
+		})
+	}
+	t.Run("kernel", func(t *testing.T) {
+		needUprobeTracer(t)
+		checkGoFaultTrace(t, kernelTraceDefs(t, prog, defs, nil))
+	})
+}
+
+// checkGoFaultTrace checks the 400 records of goFaultSrc's main.probe: the good word
+// read as 42, the bad pointers' reads as 0.
+func checkGoFaultTrace(t *testing.T, lines []traceLine) {
+	t.Helper()
+	if len(lines) != 400 {
+		t.Fatalf("%d records, the program made 400 calls", len(lines))
+	}
+	for i, l := range lines {
+		want := fmt.Sprintf(" v=0 p=%#x", 0xdead0000+8*i)
+		if i%10 == 0 {
+			want = " v=42 p="
+		}
+		if !strings.HasPrefix(l.Args, want) {
+			t.Fatalf("record %d: %q, want %q", i, l.Args, want)
+		}
+	}
+}

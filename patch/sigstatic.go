@@ -55,6 +55,9 @@ type StaticGuard struct {
 	// sigaction's among them, so the runtime may use its fault-catching reads
 	// (kprt.HFFastRead).
 	FastRead bool
+	// GoDynamic: the plan is of a dynamic Go program's runtime functions only (its C
+	// library's are its GOT words'); without FastRead its reads are by system call.
+	GoDynamic bool
 }
 
 // sgFunc is a function of the program that a static-libc signal name names.
@@ -136,14 +139,25 @@ const slowReadWarning = "fetch arguments that read memory use the system-call re
 // there, so the guard covers the whole process, not only the library's own calls
 // through its GOT (a program that blocks SIGTRAP in its threads, as xz does, would
 // otherwise die at the library's first int3 hit in them). Its fetches' fast reads
-// stay the GOT guard's business (addSigGuard).
+// stay the GOT guard's business (addSigGuard). A dynamic Go program whose fetches read
+// memory gets its runtime's functions redirected (GoDynamic: Go's runtime makes its
+// signal system calls itself, not through its GOT).
 func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range) (*StaticGuard, error) {
 	f := b.File
 	sg := &StaticGuard{}
 	int3 := pl.anyInt3()
-	if f.IsSharedLibrary() && definesSignalFuncs(f) {
+	switch {
+	case f.IsSharedLibrary() && definesSignalFuncs(f):
 		fastRead = false
-	} else if !IsStatic(f) {
+	case !IsStatic(f) && fastRead && b.IsGo() && !f.IsSharedLibrary():
+		// a dynamic Go program (PIE, cgo): its runtime's raw calls still need their
+		// redirection; SIGTRAP is its runtime.sigtable's and its GOT words'
+		sg.GoDynamic, int3 = true, false
+		if !hasSymtab(f) {
+			sg.Warnings = append(sg.Warnings, slowReadWarning+"the Go program has no symbol table (stripped) to find its runtime's signal functions by")
+			return sg, nil
+		}
+	case !IsStatic(f):
 		return sg, nil
 	}
 	if !int3 && !fastRead {
@@ -160,14 +174,14 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 		}
 		return sg, nil
 	}
-	funcs := sgFuncs(b, fastRead)
+	funcs := sgFuncs(b, fastRead, sg.GoDynamic)
 	hasSigaction := false
 	for _, sf := range funcs {
 		hasSigaction = hasSigaction || isSigaction(sf.class)
 	}
 	if len(funcs) == 0 || (!int3 && !hasSigaction) {
 		if fastRead {
-			sg.Warnings = append(sg.Warnings, slowReadWarning+"the static program has no known sigaction function: it may install signal handlers by raw system calls")
+			sg.Warnings = append(sg.Warnings, slowReadWarning+noSigaction(sg))
 		}
 		return sg, nil
 	}
@@ -246,7 +260,7 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 		case len(missed) > 0:
 			sg.Warnings = append(sg.Warnings, slowReadWarning+"the signal guard cannot cover "+strings.Join(missed, "; "))
 		case !sigaction:
-			sg.Warnings = append(sg.Warnings, slowReadWarning+"the static program has no known sigaction function: it may install signal handlers by raw system calls")
+			sg.Warnings = append(sg.Warnings, slowReadWarning+noSigaction(sg))
 		default:
 			sg.FastRead = true
 		}
@@ -258,12 +272,13 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 // sgFuncs finds the functions named in kprt.SigGuardStaticFuncs, by address, with
 // the system calls they make and the other such functions they call or jump to. Go's
 // runtime functions only for fast reads (goStubs): a Go program's SIGTRAP is kept by
-// its runtime.sigtable (internal/rewriter, gosig.go).
-func sgFuncs(b *analysis.Binary, fastRead bool) map[uint64]*sgFunc {
+// its runtime.sigtable (internal/rewriter, gosig.go). goOnly: Go's functions only (a
+// dynamic program, whose C library's are wrapped through its GOT).
+func sgFuncs(b *analysis.Binary, fastRead, goOnly bool) map[uint64]*sgFunc {
 	funcs := map[uint64]*sgFunc{}
 	for _, s := range b.File.Symbols {
 		class, ok := kprt.SigGuardStaticFuncs[s.Name]
-		if _, isGo := goStubs[class]; isGo && !fastRead {
+		if _, isGo := goStubs[class]; (isGo && !fastRead) || (goOnly && !isGo) {
 			continue
 		}
 		if !ok || s.Type != elf.STT_FUNC || s.Shndx == uint16(elf.SHN_UNDEF) || s.Value == 0 ||
@@ -372,6 +387,14 @@ func goStubMismatch(f *elfio.File, sf *sgFunc) string {
 		return "its code is not the Go runtime's that the runtime's stub replaces (go1.17 to go1.26's)"
 	}
 	return ""
+}
+
+// noSigaction says why a program's reads are slow when no sigaction function is found.
+func noSigaction(sg *StaticGuard) string {
+	if sg.GoDynamic {
+		return "the Go program's runtime.rt_sigaction is not found: its runtime installs signal handlers by raw system calls"
+	}
+	return "the static program has no known sigaction function: it may install signal handlers by raw system calls"
 }
 
 // hookable plans the redirection of sf's entry, or says why it cannot be done safely.

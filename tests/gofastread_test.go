@@ -59,45 +59,69 @@ func main() {
 }
 `
 
-// TestGoFastReadFaults: a static Go program's fetches read memory with the
-// fault-catching copy (its runtime's raw rt_sigaction and rtsigprocmask redirected to
-// the runtime's stubs), and the program's own nil dereferences still reach Go's handler
-// and become panics it recovers from: output unchanged, an unrecovered one dies as
-// before, and the records are the kernel's uprobe tracer's (a faulting read stored as 0),
-// with jump-optimized and int3 probes.
+// TestGoFastReadFaults: a Go program's fetches read memory with the fault-catching copy
+// (its runtime's raw rt_sigaction and rtsigprocmask redirected to the runtime's stubs),
+// static or PIE, and the program's own nil dereferences still reach Go's handler and
+// become panics it recovers from: output unchanged, an unrecovered one dies as before,
+// and the records are the kernel's uprobe tracer's (a faulting read stored as 0), with
+// jump-optimized and int3 probes. A stripped build reads by system call, and says so.
 func TestGoFastReadFaults(t *testing.T) {
 	testprog.Need(t, "go")
 	dir := goProgDir(t, goFaultSrc)
 	prog := buildGo(t, dir, "prog")
 	defs := []string{"p:" + diffGroup + "/probe main.probe v=+0(%ax):u64 p=%ax:x64"}
-	for _, mode := range []string{"optimize", "int3"} {
-		t.Run(mode, func(t *testing.T) {
-			out := filepath.Join(dir, "prog."+mode)
-			var flags []string
-			if mode == "int3" {
-				flags = []string{"--no-optimize"}
+	for _, c := range []struct {
+		name  string
+		build []string
+		flags []string
+	}{
+		{"optimize", nil, nil},
+		{"int3", nil, []string{"--no-optimize"}},
+		{"pie", []string{"-buildmode=pie"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prog := prog
+			if c.build != nil {
+				prog = buildGo(t, dir, "prog-"+c.name, c.build...)
 			}
-			rewriteWith(t, prog, out, defs, flags...)
-			tr := filepath.Join(dir, mode+".trace")
+			out := filepath.Join(dir, "prog."+c.name)
+			rewriteWith(t, prog, out, defs, c.flags...)
+			tr := filepath.Join(dir, c.name+".trace")
 			res := testprog.Run(t, testprog.Cmd{Path: out, Extra: []string{"KPREWRITE_DEBUG=1", "KPREWRITE_TRACE=" + tr}})
 			if !strings.Contains(res.Stderr, "signal guard: 2 function entries wrapped, 0 not") || !strings.Contains(res.Stderr, ", fast reads") {
 				t.Fatalf("the runtime does not read fast:\n%s", res)
 			}
-			res = testprog.Same(t, prog, out, testprog.Cmd{Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
-			if res.Stdout != "400 400\n" || res.Exit != 3 {
-				t.Fatalf("unexpected run: %s", res)
-			}
-			checkGoFaultTrace(t, readTrace(t, tr, out))
-			crash := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{"crash"}, Extra: []string{"KPREWRITE_TRACE=" + tr}})
-			if crash.Exit != 2 || !strings.Contains(crash.Stderr, "panic: runtime error: invalid memory address or nil pointer dereference\n[signal SIGSEGV: segmentation violation code=0x1 addr=0x0") {
-				t.Errorf("an unrecovered nil dereference: %s", crash)
-			}
+			runGoFault(t, prog, out, tr)
 		})
 	}
+	t.Run("stripped", func(t *testing.T) {
+		prog := buildGo(t, dir, "prog-stripped", "-ldflags=-s -w")
+		out := filepath.Join(dir, "prog.stripped")
+		code, _, stderr := kp(append([]string{"rewrite", "-o", out, "-e", defs[0]}, prog)...)
+		if code != 0 || !strings.Contains(stderr, "use the system-call read") || !strings.Contains(stderr, "no symbol table (stripped)") {
+			t.Fatalf("rewrite: exit %d: %s", code, stderr)
+		}
+		runGoFault(t, prog, out, filepath.Join(dir, "stripped.trace"))
+	})
 	t.Run("kernel", func(t *testing.T) {
 		needUprobeTracer(t)
 		checkGoFaultTrace(t, kernelTraceDefs(t, prog, defs, nil))
 	})
+}
+
+// runGoFault runs goFaultSrc's build prog and its rewrite out (tracing into tr): the
+// same output, the records, and an unrecovered nil dereference's death.
+func runGoFault(t *testing.T, prog, out, tr string) {
+	t.Helper()
+	res := testprog.Same(t, prog, out, testprog.Cmd{Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
+	if res.Stdout != "400 400\n" || res.Exit != 3 {
+		t.Fatalf("unexpected run: %s", res)
+	}
+	checkGoFaultTrace(t, readTrace(t, tr, out))
+	crash := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{"crash"}, Extra: []string{"KPREWRITE_TRACE=" + tr}})
+	if crash.Exit != 2 || !strings.Contains(crash.Stderr, "panic: runtime error: invalid memory address or nil pointer dereference\n[signal SIGSEGV: segmentation violation code=0x1 addr=0x0") {
+		t.Errorf("an unrecovered nil dereference: %s", crash)
+	}
 }
 
 // checkGoFaultTrace checks the 400 records of goFaultSrc's main.probe: the good word

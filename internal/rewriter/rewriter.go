@@ -253,6 +253,9 @@ type gen struct {
 	// fastRead: fetch arguments or C handlers read memory, so the signal guard should
 	// cover SIGSEGV and SIGBUS for the runtime's fault-catching reads (sigguard.go)
 	fastRead bool
+	// slowGo: a dynamic Go program whose runtime's signal calls are not redirected: its
+	// reads stay system calls (planStaticSigGuard)
+	slowGo bool
 	// live: the events whose sites keep their original bytes until enabled (liveEvents)
 	live map[string]bool
 	// reopt: points whose kind `kprewrite optimize` switches live (markReopt)

@@ -153,17 +153,16 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 		// a dynamic Go program (PIE, cgo): its runtime's raw calls still need their
 		// redirection; SIGTRAP is its runtime.sigtable's and its GOT words'
 		sg.GoDynamic, int3 = true, false
-		if !hasSymtab(f) {
-			sg.Warnings = append(sg.Warnings, slowReadWarning+"the Go program has no symbol table (stripped) to find its runtime's signal functions by")
-			return sg, nil
-		}
 	case !IsStatic(f):
 		return sg, nil
 	}
 	if !int3 && !fastRead {
 		return sg, nil
 	}
-	if !hasSymtab(f) {
+	stripped := !hasSymtab(f)
+	if stripped && fastRead && b.IsGo() {
+		// its runtime's functions are named by .gopclntab (sgFuncs)
+	} else if stripped {
 		if int3 {
 			sg.Warnings = append(sg.Warnings, "static program without a symbol table (stripped): the signal guard cannot find its C library's "+
 				"signal functions, so if it blocks SIGTRAP (sigprocmask, pthread_sigmask, a handler's sa_mask) or installs its own SIGTRAP "+
@@ -275,6 +274,9 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 // its runtime.sigtable (internal/rewriter, gosig.go). goOnly: Go's functions only (a
 // dynamic program, whose C library's are wrapped through its GOT).
 func sgFuncs(b *analysis.Binary, fastRead, goOnly bool) map[uint64]*sgFunc {
+	if !hasSymtab(b.File) {
+		return goTableFuncs(b)
+	}
 	funcs := map[uint64]*sgFunc{}
 	for _, s := range b.File.Symbols {
 		class, ok := kprt.SigGuardStaticFuncs[s.Name]
@@ -346,6 +348,18 @@ func sgFuncs(b *analysis.Binary, fastRead, goOnly bool) map[uint64]*sgFunc {
 			if _, ok := funcs[t]; ok {
 				sf.calls = append(sf.calls, t)
 			}
+		}
+	}
+	return funcs
+}
+
+// goTableFuncs finds Go's runtime functions of goStubs in a stripped Go program, by the
+// names .gopclntab gives them (no ".abi0": elfio).
+func goTableFuncs(b *analysis.Binary) map[uint64]*sgFunc {
+	funcs := map[uint64]*sgFunc{}
+	for name, class := range map[string]uint32{"runtime.rt_sigaction": kprt.SGGoSigaction, "runtime.rtsigprocmask": kprt.SGGoSigprocmask} {
+		if fn, ok := b.Funcs.ByName(name); ok {
+			funcs[fn.Addr] = &sgFunc{fn: fn, names: []string{name}, class: class, strong: true, named: true, sys: true}
 		}
 	}
 	return funcs

@@ -74,7 +74,25 @@ func TestGoGoidFilterHist(t *testing.T) {
 	if res.Stdout != "done\n" {
 		t.Fatalf("unexpected run: %s", res)
 	}
-	want := goidCounts(t, counts) // the rewritten program's: it ran last
+	checkGoidFilterHist(t, out, tr, goidCounts(t, counts)) // the rewritten program's: it ran last
+	// the same given at run time, in a control file
+	plain, ctl := filepath.Join(dir, "plain.k"), filepath.Join(dir, "ctl")
+	rewriteWith(t, prog, plain, []string{"p:g/work main.work"})
+	if code, _, stderr := kp("control", "-o", ctl, "--filter", "g/work:common_goid == 1", "--trigger", "g/work:hist:keys=common_goid:sort=common_goid", plain); code != 0 {
+		t.Fatalf("control: exit %d: %s", code, stderr)
+	}
+	tr = filepath.Join(dir, "ctl.trace")
+	if res := testprog.Run(t, testprog.Cmd{Path: plain, Args: []string{counts}, Extra: []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_CONTROL=" + ctl}}); res.Stdout != "done\n" {
+		t.Fatalf("unexpected run: %s", res)
+	}
+	checkGoidFilterHist(t, plain, tr, goidCounts(t, counts))
+}
+
+// checkGoidFilterHist checks trace tr of goFilterSrc's rewrite out with the filter
+// common_goid == 1 and the histogram keyed by common_goid: the main goroutine's records
+// only, and each goroutine's calls (want, as the program counted them) in the table.
+func checkGoidFilterHist(t *testing.T, out, tr string, want map[uint64]int) {
+	t.Helper()
 	if want[1] != 5 || len(want) != 5 {
 		t.Fatalf("the program's calls by goroutine: %v (the main goroutine's id is 1)", want)
 	}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "ded27b806d7b2be3713339d708430c56fadc81e7befb1476a601e5b7637cc297"
+const ObjectSHA256 = "5013ba669fe657cced05eaa6b251b5420ab0c773e5980bc2a24400f241e356c3"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -11,13 +11,18 @@ import (
 
 // goFaultSrc recovers from a nil dereference (a SIGSEGV that Go's runtime turns into a
 // panic) 400 times while main.probe's argument is a bad pointer, and every tenth time
-// a good one (to a word holding 42); with an argument it ends in an unrecovered nil
-// dereference. It exits 3 (the kernel's tracer helpers want it).
+// a good one (to a word holding 42); every 40th time it runs a program (os/exec's child
+// shares its memory and resets Go's handlers before exec) and takes a SIGUSR1 through
+// signal.Notify. With an argument it ends in an unrecovered nil dereference. It exits
+// 3 (the kernel's tracer helpers want it).
 const goFaultSrc = `package main
 
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
 	"unsafe"
 )
 
@@ -39,8 +44,17 @@ func deref(p *T) (v int, err error) {
 func probe(p uintptr) uintptr { return p + 1 }
 
 func main() {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGUSR1)
 	panics, sum := 0, uintptr(0)
 	for i := 0; i < 400; i++ {
+		if i%40 == 0 {
+			if err := exec.Command("/bin/true").Run(); err != nil {
+				panic(err)
+			}
+			syscall.Kill(os.Getpid(), syscall.SIGUSR1)
+			<-c
+		}
 		if _, err := deref(nil); err != nil {
 			panics++
 		}

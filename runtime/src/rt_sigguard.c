@@ -377,12 +377,19 @@ static long w_syscall(long n, long a, long b, long c, long d, long e, long g)
 }
 
 /* Go's runtime.rt_sigaction of a guarded signal (gosig.S): sig's disposition, in the
- * kernel's layout, is kept as the program's */
+ * kernel's layout, is kept as the program's. But in a child that shares our memory:
+ * os/exec forks with clone(CLONE_VM|CLONE_VFORK), and the child resets every handler
+ * of Go's to SIG_DFL before it execs (clearSignalHandlers), which kept here would be
+ * its parent's; the child's own dispositions are the kernel's. Such a child is told by
+ * the cached pid, which a fork's child loses (MADV_WIPEONFORK) and a CLONE_VM child
+ * shares with its parent. */
 int kprw_go_sigaction(long sig, const struct k_sigaction *n, struct k_sigaction *o, long size)
 {
 	struct k_sigaction cur;
 	if (size != 8)
 		return -22; /* EINVAL */
+	if (kprw_pid() != kprw_getpid())
+		return (int)sys4(SYS_rt_sigaction, sig, (long)n, (long)o, size);
 	prog_swap((int)sig, n, &cur);
 	if (o)
 		*o = cur;

@@ -371,7 +371,7 @@ func isSigaction(class uint32) bool {
 }
 
 // goStubs are the code of Go's runtime.rt_sigaction and runtime.rtsigprocmask
-// (go1.17 to go1.26, ABI0: arguments on the stack) that the runtime's stubs (gosig.S)
+// (go1.26's, ABI0: arguments on the stack; another release's may differ) that the runtime's stubs (gosig.S)
 // replace, doing the same system calls with the guarded signals kept: the stubs are
 // written for exactly this code, so other code is not redirected.
 var goStubs = map[uint32][]byte{
@@ -398,7 +398,7 @@ func goStubMismatch(f *elfio.File, sf *sgFunc) string {
 	}
 	code, err := f.Bytes(sf.fn.Addr, uint64(len(want)))
 	if err != nil || !bytes.Equal(code, want) {
-		return "its code is not the Go runtime's that the runtime's stub replaces (go1.17 to go1.26's)"
+		return "its code is not the Go runtime's that the runtime's stub replaces (go1.26's)"
 	}
 	return ""
 }

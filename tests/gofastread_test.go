@@ -1,7 +1,9 @@
 package tests
 
 import (
+	"debug/elf"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -111,10 +113,47 @@ func TestGoFastReadFaults(t *testing.T) {
 			runGoFault(t, prog, out, tr)
 		})
 	}
+	t.Run("other-code", func(t *testing.T) {
+		// rt_sigaction's last byte changed (ret to int3; the program is not run): its
+		// code is not the one the runtime's stub replaces, so it is not redirected and
+		// reads are by system call, said
+		other := filepath.Join(dir, "prog-other")
+		if err := os.WriteFile(other, withByte(t, prog, "runtime.rt_sigaction.abi0", 31, 0xcc), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := kp("rewrite", "-o", other+".k", "-e", defs[0], other)
+		if code != 0 || !strings.Contains(stderr, "use the system-call read") ||
+			!strings.Contains(stderr, "runtime.rt_sigaction.abi0 (its code is not the Go runtime's that the runtime's stub replaces") {
+			t.Errorf("rewrite: exit %d: %s", code, stderr)
+		}
+	})
 	t.Run("kernel", func(t *testing.T) {
 		needUprobeTracer(t)
 		checkGoFaultTrace(t, kernelTraceDefs(t, prog, defs, nil))
 	})
+}
+
+// withByte returns the bytes of the ELF file path with the byte at off of function fn
+// set to b.
+func withByte(t *testing.T, path, fn string, off uint64, b byte) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	for _, s := range elfSymbols(t, path) {
+		if sec := ef.Section(".text"); s.Name == fn && sec != nil && s.Value >= sec.Addr && s.Value+off < sec.Addr+sec.Size {
+			data[sec.Offset+s.Value-sec.Addr+off] = b
+			return data
+		}
+	}
+	t.Fatalf("%s: no %s in .text", path, fn)
+	return nil
 }
 
 // runGoFault runs goFaultSrc's build prog and its rewrite out (tracing into tr): the

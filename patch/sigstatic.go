@@ -370,10 +370,10 @@ func isSigaction(class uint32) bool {
 	return class == kprt.SGSigaction || class == kprt.SGGoSigaction
 }
 
-// goStubs are the code of Go's runtime.rt_sigaction and runtime.rtsigprocmask
-// (go1.26's, ABI0: arguments on the stack; another release's may differ) that the runtime's stubs (gosig.S)
-// replace, doing the same system calls with the guarded signals kept: the stubs are
-// written for exactly this code, so other code is not redirected.
+// goStubs are the code of Go's runtime.rt_sigaction and runtime.rtsigprocmask (go1.26's,
+// ABI0: arguments on the stack; another release's may differ) that the runtime's stubs
+// (gosig.S) replace, doing the same system calls with the guarded signals kept: the
+// stubs are written for exactly this code, so other code is not redirected.
 var goStubs = map[uint32][]byte{
 	kprt.SGGoSigaction: { // runtime.rt_sigaction(sig uintptr, new, old *sigactiont, size uintptr) int32
 		0x48, 0x8b, 0x7c, 0x24, 0x08, 0x48, 0x8b, 0x74, 0x24, 0x10, 0x48, 0x8b, 0x54, 0x24, 0x18, // mov 8,16,24(%rsp)

@@ -55,6 +55,9 @@ type StaticGuard struct {
 	// sigaction's among them, so the runtime may use its fault-catching reads
 	// (kprt.HFFastRead).
 	FastRead bool
+	// GoDynamic: the plan is of a dynamic Go program's runtime functions only (its C
+	// library's are its GOT words'); without FastRead its reads are by system call.
+	GoDynamic bool
 }
 
 // sgFunc is a function of the program that a static-libc signal name names.
@@ -136,20 +139,30 @@ const slowReadWarning = "fetch arguments that read memory use the system-call re
 // there, so the guard covers the whole process, not only the library's own calls
 // through its GOT (a program that blocks SIGTRAP in its threads, as xz does, would
 // otherwise die at the library's first int3 hit in them). Its fetches' fast reads
-// stay the GOT guard's business (addSigGuard).
+// stay the GOT guard's business (addSigGuard). A dynamic Go program whose fetches read
+// memory gets its runtime's functions redirected (GoDynamic: Go's runtime makes its
+// signal system calls itself, not through its GOT).
 func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range) (*StaticGuard, error) {
 	f := b.File
 	sg := &StaticGuard{}
 	int3 := pl.anyInt3()
-	if f.IsSharedLibrary() && definesSignalFuncs(f) {
+	switch {
+	case f.IsSharedLibrary() && definesSignalFuncs(f):
 		fastRead = false
-	} else if !IsStatic(f) {
+	case !IsStatic(f) && fastRead && b.IsGo() && !f.IsSharedLibrary():
+		// a dynamic Go program (PIE, cgo): its runtime's raw calls still need their
+		// redirection; SIGTRAP is its runtime.sigtable's and its GOT words'
+		sg.GoDynamic, int3 = true, false
+	case !IsStatic(f):
 		return sg, nil
 	}
 	if !int3 && !fastRead {
 		return sg, nil
 	}
-	if !hasSymtab(f) {
+	stripped := !hasSymtab(f)
+	if stripped && fastRead && b.IsGo() {
+		// its runtime's functions are named by .gopclntab (sgFuncs)
+	} else if stripped {
 		if int3 {
 			sg.Warnings = append(sg.Warnings, "static program without a symbol table (stripped): the signal guard cannot find its C library's "+
 				"signal functions, so if it blocks SIGTRAP (sigprocmask, pthread_sigmask, a handler's sa_mask) or installs its own SIGTRAP "+
@@ -160,14 +173,14 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 		}
 		return sg, nil
 	}
-	funcs := sgFuncs(b)
+	funcs := sgFuncs(b, fastRead, sg.GoDynamic)
 	hasSigaction := false
 	for _, sf := range funcs {
-		hasSigaction = hasSigaction || sf.class == kprt.SGSigaction
+		hasSigaction = hasSigaction || isSigaction(sf.class)
 	}
 	if len(funcs) == 0 || (!int3 && !hasSigaction) {
 		if fastRead {
-			sg.Warnings = append(sg.Warnings, slowReadWarning+"the static program has no known sigaction function: it may install signal handlers by raw system calls")
+			sg.Warnings = append(sg.Warnings, slowReadWarning+noSigaction(sg))
 		}
 		return sg, nil
 	}
@@ -208,6 +221,8 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 			sf.ok = true
 		case taken[sf.class] != "":
 			sf.why = fmt.Sprintf("%s of the same kind is already redirected and the runtime holds one original function per kind", taken[sf.class])
+		case goStubMismatch(b.File, sf) != "":
+			sf.why = goStubMismatch(b.File, sf)
 		default:
 			h, why := pl.hookable(b, sf, sites, pointAt, excl)
 			if h != nil {
@@ -227,7 +242,7 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 		sf := funcs[a]
 		if !decide(a) {
 			missed = append(missed, fmt.Sprintf("%s (%s)", strings.Join(sf.names, "/"), sf.why))
-		} else if sf.class == kprt.SGSigaction {
+		} else if isSigaction(sf.class) {
 			sigaction = true
 		}
 	}
@@ -244,7 +259,7 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 		case len(missed) > 0:
 			sg.Warnings = append(sg.Warnings, slowReadWarning+"the signal guard cannot cover "+strings.Join(missed, "; "))
 		case !sigaction:
-			sg.Warnings = append(sg.Warnings, slowReadWarning+"the static program has no known sigaction function: it may install signal handlers by raw system calls")
+			sg.Warnings = append(sg.Warnings, slowReadWarning+noSigaction(sg))
 		default:
 			sg.FastRead = true
 		}
@@ -254,11 +269,20 @@ func (pl *Plan) PlanStaticGuard(b *analysis.Binary, fastRead bool, excl []Range)
 }
 
 // sgFuncs finds the functions named in kprt.SigGuardStaticFuncs, by address, with
-// the system calls they make and the other such functions they call or jump to.
-func sgFuncs(b *analysis.Binary) map[uint64]*sgFunc {
+// the system calls they make and the other such functions they call or jump to. Go's
+// runtime functions only for fast reads (goStubs): a Go program's SIGTRAP is kept by
+// its runtime.sigtable (internal/rewriter, gosig.go). goOnly: Go's functions only (a
+// dynamic program, whose C library's are wrapped through its GOT).
+func sgFuncs(b *analysis.Binary, fastRead, goOnly bool) map[uint64]*sgFunc {
+	if !hasSymtab(b.File) {
+		return goTableFuncs(b)
+	}
 	funcs := map[uint64]*sgFunc{}
 	for _, s := range b.File.Symbols {
 		class, ok := kprt.SigGuardStaticFuncs[s.Name]
+		if _, isGo := goStubs[class]; (isGo && !fastRead) || (goOnly && !isGo) {
+			continue
+		}
 		if !ok || s.Type != elf.STT_FUNC || s.Shndx == uint16(elf.SHN_UNDEF) || s.Value == 0 ||
 			(s.Bind != elf.STB_GLOBAL && s.Bind != elf.STB_WEAK && s.Bind != elf.STB_LOCAL) {
 			continue
@@ -327,6 +351,64 @@ func sgFuncs(b *analysis.Binary) map[uint64]*sgFunc {
 		}
 	}
 	return funcs
+}
+
+// goTableFuncs finds Go's runtime functions of goStubs in a stripped Go program, by the
+// names .gopclntab gives them (no ".abi0": elfio).
+func goTableFuncs(b *analysis.Binary) map[uint64]*sgFunc {
+	funcs := map[uint64]*sgFunc{}
+	for name, class := range map[string]uint32{"runtime.rt_sigaction": kprt.SGGoSigaction, "runtime.rtsigprocmask": kprt.SGGoSigprocmask} {
+		if fn, ok := b.Funcs.ByName(name); ok {
+			funcs[fn.Addr] = &sgFunc{fn: fn, names: []string{name}, class: class, strong: true, named: true, sys: true}
+		}
+	}
+	return funcs
+}
+
+// isSigaction says whether functions of class set signal dispositions as sigaction does.
+func isSigaction(class uint32) bool {
+	return class == kprt.SGSigaction || class == kprt.SGGoSigaction
+}
+
+// goStubs are the code of Go's runtime.rt_sigaction and runtime.rtsigprocmask (go1.26's,
+// ABI0: arguments on the stack; another release's may differ) that the runtime's stubs
+// (gosig.S) replace, doing the same system calls with the guarded signals kept: the
+// stubs are written for exactly this code, so other code is not redirected.
+var goStubs = map[uint32][]byte{
+	kprt.SGGoSigaction: { // runtime.rt_sigaction(sig uintptr, new, old *sigactiont, size uintptr) int32
+		0x48, 0x8b, 0x7c, 0x24, 0x08, 0x48, 0x8b, 0x74, 0x24, 0x10, 0x48, 0x8b, 0x54, 0x24, 0x18, // mov 8,16,24(%rsp)
+		0x4c, 0x8b, 0x54, 0x24, 0x20, 0xb8, 0x0d, 0x00, 0x00, 0x00, 0x0f, 0x05, // mov 32(%rsp),%r10; mov $13,%eax; syscall
+		0x89, 0x44, 0x24, 0x28, 0xc3, // mov %eax,40(%rsp); ret
+	},
+	kprt.SGGoSigprocmask: { // runtime.rtsigprocmask(how int32, new, old *sigset, size int32)
+		0x8b, 0x7c, 0x24, 0x08, 0x48, 0x8b, 0x74, 0x24, 0x10, 0x48, 0x8b, 0x54, 0x24, 0x18, // mov 8,16,24(%rsp)
+		0x44, 0x8b, 0x54, 0x24, 0x20, 0xb8, 0x0e, 0x00, 0x00, 0x00, 0x0f, 0x05, // mov 32(%rsp),%r10d; mov $14,%eax; syscall
+		0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff, 0x76, 0x0b, // cmp $-4095,%rax; jbe ret
+		0xc7, 0x04, 0x25, 0xf1, 0x00, 0x00, 0x00, 0xf1, 0x00, 0x00, 0x00, 0xc3, // movl $0xf1,0xf1; ret
+	},
+}
+
+// goStubMismatch says why sf, a Go runtime function of goStubs, cannot be redirected
+// to its stub: its code is not the one the stub replaces ("" when it is, or sf is not
+// Go's).
+func goStubMismatch(f *elfio.File, sf *sgFunc) string {
+	want, ok := goStubs[sf.class]
+	if !ok {
+		return ""
+	}
+	code, err := f.Bytes(sf.fn.Addr, uint64(len(want)))
+	if err != nil || !bytes.Equal(code, want) {
+		return "its code is not the Go runtime's that the runtime's stub replaces (go1.26's)"
+	}
+	return ""
+}
+
+// noSigaction says why a program's reads are slow when no sigaction function is found.
+func noSigaction(sg *StaticGuard) string {
+	if sg.GoDynamic {
+		return "the Go program's runtime.rt_sigaction is not found: its runtime installs signal handlers by raw system calls"
+	}
+	return "the static program has no known sigaction function: it may install signal handlers by raw system calls"
 }
 
 // hookable plans the redirection of sf's entry, or says why it cannot be done safely.

@@ -372,7 +372,12 @@ const (
 	// SGFork: fork, so that a child of an image with live probes starts a live-probe
 	// thread of its own; the rewriter lists it only for such images.
 	SGFork = 19
-	SGMax  = 19
+	// SGGoSigaction and SGGoSigprocmask are Go's runtime.rt_sigaction and
+	// runtime.rtsigprocmask (ABI0 assembly making the raw system calls), so that a
+	// static Go program's fast reads keep SIGSEGV and SIGBUS (src/gosig.S).
+	SGGoSigaction   = 20
+	SGGoSigprocmask = 21
+	SGMax           = 21
 )
 
 // SigGuardFuncs maps the dynamic symbol names the rewriter looks for (the relocation's
@@ -406,6 +411,7 @@ var SigGuardStaticFuncs = map[string]uint32{
 	"epoll_pwait": SGEpollPwait, "epoll_pwait2": SGEpollPwait2,
 	"syscall":          SGSyscall,
 	"__block_all_sigs": SGBlockAllSigs, "__block_app_sigs": SGBlockAppSigs,
+	"runtime.rt_sigaction.abi0": SGGoSigaction, "runtime.rtsigprocmask.abi0": SGGoSigprocmask,
 }
 
 // RawGotSlot is struct kprw_got_slot.

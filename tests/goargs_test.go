@@ -48,12 +48,14 @@ var goArgEvents = []goArgEvent{
 	{def: "p:g/esc main.escape:4 x", fields: [][3]string{{"x", "x", "val"}}},
 	{def: "p:g/mid main.mid a b.Y", fields: [][3]string{{"a_X", "a.X", "val"}, {"a_Y", "a.Y", "val"}, {"Y", "b.Y", "val"}}},
 	{def: "r:g/midr main.mid $retval", ret: true, fields: [][3]string{{"arg1_X", "~r0.X", "val"}, {"arg1_Y", "~r0.Y", "val"}}},
+	// a map by its length (nil: 0)
+	{def: "p:g/size main.size m", fields: [][3]string{{"m_len", "m", "maplen"}}},
 }
 
 // TestGoArgsMatchGDB: a Go program (testdata/goargs) built with go build, without
 // optimization (-N -l) and with the default one, traced by name: strings, ints, a
 // slice's length and elements, a struct by value and through pointers, interfaces and
-// errors by their dynamic type, every result of a function ($retval) and results by
+// errors by their dynamic type, a map by its length, every result of a function ($retval) and results by
 // name at its return. gdb stops the same program at the same addresses (the entries,
 // and the exits where the return events record) and reads the same values through
 // the program's DWARF: every traced record must be one gdb saw, and every record gdb

@@ -529,6 +529,21 @@ func TestRealNode(t *testing.T) {
 	})
 }
 
+// sameBuild builds c's module with the rewritten go tool kpd (c gives its directory
+// and environment) and checks that the binary is byte for byte ref, the original go
+// tool's build.
+func sameBuild(t *testing.T, kpd string, c testprog.Cmd, ref string) {
+	t.Helper()
+	out := ref + ".rewritten-go"
+	c.Path, c.Args = kpd, []string{"build", "-o", out, "."}
+	if res := testprog.Run(t, c); res.Exit != 0 {
+		t.Fatalf("rewritten go build: %s", res)
+	}
+	if want, got := testprog.HashFile(t, ref), testprog.HashFile(t, out); want != got {
+		t.Errorf("the rewritten go tool built %s with sha256 %s, the original %s", filepath.Base(out), got, want)
+	}
+}
+
 // TestRealGo: the go tool building programs. Go's runtime installs its own SIGTRAP
 // handler (and the go tool is static: there is no libc call to interpose), so an int3
 // probe kills it after start-up: only jump-optimized probes can be used
@@ -540,20 +555,23 @@ func TestRealGo(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		bin = realBin(t, "go")
 	}
-	for _, name := range []string{"optimize", "count-returns", "trace-returns"} {
+	for _, name := range []string{"optimize", "count-entries", "count-returns", "trace-returns"} {
 		t.Run(name, func(t *testing.T) { testRealGo(t, bin, name) })
 	}
 }
 
 // testRealGo rewrites the go tool with a probe on every function entry, jump-optimized
-// only (mode optimize), or with return events counted (count-returns) or recorded
-// (trace-returns) at their exits only (a hooked return address breaks Go's stack
-// copying and unwinding), and builds programs with it.
+// only, recorded (mode optimize) or counted (count-entries), or with return events
+// counted (count-returns) or recorded (trace-returns) at their exits only (a hooked
+// return address breaks Go's stack copying and unwinding), and builds programs with
+// it: byte for byte the programs the original builds.
 func testRealGo(t *testing.T, bin, mode string) {
 	dir := t.TempDir()
 	flags := []string{"--optimized-only", "--exclude", "runtime.goexit*"}
 	returns := mode != "optimize"
 	switch mode {
+	case "count-entries":
+		flags = append(flags, "--count-only")
 	case "count-returns":
 		flags = append(flags, "--count-only", "--exits-only")
 	case "trace-returns":
@@ -585,6 +603,7 @@ func testRealGo(t *testing.T, bin, mode string) {
 	if out := testprog.MustRun(t, filepath.Join(dir, "h2")); out != "hello, world\n" {
 		t.Fatalf("the program the rewritten go tool built prints %q", out)
 	}
+	sameBuild(t, kpd, testprog.Cmd{Dir: mod, Env: env, Extra: []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_APPEND=1"}}, filepath.Join(dir, "h1"))
 	run("vet", ".")
 	run("list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".")
 	// a program that needs packages the cache does not have yet: the rewritten go
@@ -594,6 +613,7 @@ func testRealGo(t *testing.T, bin, mode string) {
 	if out := testprog.MustRun(t, filepath.Join(dir, "h3")); out != "{\"a\":1}\n" {
 		t.Fatalf("json program prints %q", out)
 	}
+	sameBuild(t, kpd, testprog.Cmd{Dir: mod, Env: env, Extra: []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_APPEND=1"}}, filepath.Join(dir, "h3")) // (run's last build is the original's)
 	hits, missed, events := totalHits(t, tr, kpd)
 	t.Logf("go: %d probes, %d hits of %d events, %d missed (hits while a handler of ours runs: Go's signal handlers)", n, hits, events, missed)
 	if hits < 100000 {

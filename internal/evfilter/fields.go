@@ -86,6 +86,30 @@ func Fields(p *eventdef.Probe) []Field {
 	return fs
 }
 
+// GoIDName is the goroutine id's field: the u64 the rewrite appends to the records of
+// an event at a Go function, after the event's own fields (internal/rewriter, goid.go).
+const GoIDName = "common_goid"
+
+// FieldsGo is Fields of an event whose records carry a goroutine id: the event's own
+// fields, then common_goid (where the format file lists it). The id is data like a
+// fetcharg, so filters and hist keys read it as one, with no help from the runtime.
+func FieldsGo(p *eventdef.Probe) []Field {
+	fs := Fields(p)
+	off := 0
+	for i := range p.Args {
+		off += p.Args[i].SlotSize()
+	}
+	return append(fs, Field{Name: GoIDName, Type: "u64", Size: 8, Src: SrcData, Off: off})
+}
+
+// EventFields is FieldsGo when the event's records carry a goroutine id, else Fields.
+func EventFields(p *eventdef.Probe, goid bool) []Field {
+	if goid {
+		return FieldsGo(p)
+	}
+	return Fields(p)
+}
+
 func findField(fs []Field, name string) *Field {
 	for i := range fs {
 		if fs[i].Name == name {

@@ -230,10 +230,11 @@ func Resolve(f *elfio.File, fns *elfio.Functions, defs []Probe) error {
 		if _, err := eventdef.Compile(d.Def, lookup); err != nil {
 			return fmt.Errorf("%s: %w", d.Origin, err)
 		}
-		if _, err := CompileFilter(d, fns); err != nil {
+		// (the rewrite knows which records carry a goroutine id, and checks again)
+		if _, err := CompileFilter(d, fns, true); err != nil {
 			return err
 		}
-		if _, _, err := CompileTriggers(d, SymbolsOf(fns), 0, nil, func(string, uint32) uint32 { return 0 }, func(string, string) []uint32 { return nil }); err != nil {
+		if _, _, err := CompileTriggers(d, true, SymbolsOf(fns), 0, nil, func(string, uint32) uint32 { return 0 }, func(string, string) []uint32 { return nil }); err != nil {
 			return err
 		}
 		if perSite[d.Addr]++; perSite[d.Addr] > kprt.MaxProbesPerPoint {

@@ -2,6 +2,7 @@ package probedefs
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/kprewrite/kprewrite/elfio"
@@ -53,7 +54,8 @@ func attachFilters(defs []Probe, synth *Synthetics, specs []FilterSpec) error {
 				d.Filter, d.FilterOrigin = "", ""
 				continue
 			}
-			if _, err := evfilter.Parse(expr, evfilter.Fields(d.Def), evfilter.AnySymbols{}); err != nil {
+			// (common_goid is known here; CompileFilter refuses it where records have none)
+			if _, err := evfilter.Parse(expr, evfilter.FieldsGo(d.Def), evfilter.AnySymbols{}); err != nil {
 				return filterError(s.Origin, d, expr, err)
 			}
 			d.Filter, d.FilterOrigin = expr, s.Origin
@@ -77,14 +79,25 @@ func SymbolsOf(fns *elfio.Functions) evfilter.Symbols {
 }
 
 // CompileFilter parses the probe's filter against the binary's functions: its program
-// for the runtime, nil when it has none.
-func CompileFilter(d *Probe, fns *elfio.Functions) ([]byte, error) {
+// for the runtime, nil when it has none. goid says whether the probe's records carry a
+// goroutine id (common_goid).
+func CompileFilter(d *Probe, fns *elfio.Functions, goid bool) ([]byte, error) {
 	if d.Filter == "" {
 		return nil, nil
 	}
-	f, err := evfilter.Parse(d.Filter, evfilter.Fields(d.Def), SymbolsOf(fns))
+	f, err := evfilter.Parse(d.Filter, evfilter.EventFields(d.Def, goid), SymbolsOf(fns))
 	if err != nil {
+		if _, errGo := evfilter.Parse(d.Filter, evfilter.FieldsGo(d.Def), SymbolsOf(fns)); !goid && errGo == nil {
+			return nil, noGoID(d.FilterOrigin, d, "filter "+strconv.Quote(d.Filter))
+		}
 		return nil, filterError(d.FilterOrigin, d, d.Filter, err)
 	}
 	return f.Program(), nil
+}
+
+// noGoID refuses what (a filter, a trigger) of probe d, given at origin, that names
+// common_goid where the probe's records carry none.
+func noGoID(origin string, d *Probe, what string) error {
+	return fmt.Errorf("%s: %s of %s/%s names %s, but its records carry no goroutine id at %#x: only an event at a Go function of a Go program (not assembly, not in a library) has one, and none with --count-only",
+		origin, what, d.Def.Group, d.Def.Event, evfilter.GoIDName, d.Addr)
 }

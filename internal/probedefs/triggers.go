@@ -3,6 +3,7 @@ package probedefs
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/kprewrite/kprewrite/internal/evfilter"
@@ -47,7 +48,7 @@ func attachTriggers(defs []Probe, synth *Synthetics, specs []FilterSpec) error {
 			if d.Handler != nil {
 				return fmt.Errorf("%s: %s/%s runs a C handler and writes no records: give it triggers in its C code", s.Origin, d.Def.Group, d.Def.Event)
 			}
-			t, err := evtrigger.Parse(text, evtrigger.Env{Fields: evfilter.Fields(d.Def), Syms: evfilter.AnySymbols{}, Exists: exists})
+			t, err := evtrigger.Parse(text, evtrigger.Env{Fields: evfilter.FieldsGo(d.Def), Syms: evfilter.AnySymbols{}, Exists: exists})
 			if err != nil {
 				return fmt.Errorf("%s: %s/%s: %w", s.Origin, d.Def.Group, d.Def.Event, err)
 			}
@@ -115,17 +116,21 @@ func eventsNamed(defs []Probe, s FilterSpec, what, form string) ([]int, error) {
 // compiled against the binary's functions, targets as runtime event indexes (evIdx:
 // every runtime event of a GROUP/EVENT), count slots from slotOf (one per trigger of
 // a logical event, shared by its probes; a histogram's table takes a run of them).
-// symLimit is the image's highest link-time address (.sym keys).
-func CompileTriggers(d *Probe, syms evfilter.Symbols, symLimit uint64, evIdx map[string][]uint32, slotOf func(key string, words uint32) uint32, histSlots func(group, event string) []uint32) ([]byte, []uint32, error) {
+// symLimit is the image's highest link-time address (.sym keys). goid says whether the
+// probe's records carry a goroutine id (common_goid).
+func CompileTriggers(d *Probe, goid bool, syms evfilter.Symbols, symLimit uint64, evIdx map[string][]uint32, slotOf func(key string, words uint32) uint32, histSlots func(group, event string) []uint32) ([]byte, []uint32, error) {
 	if len(d.Triggers) == 0 {
 		return nil, nil, nil
 	}
 	var cs []evtrigger.Compiled
 	var slots []uint32
 	for _, td := range d.Triggers {
+		if err := checkGoID(d, goid, td); err != nil {
+			return nil, nil, err
+		}
 		c := evtrigger.Compiled{Trigger: td.Trigger}
 		if td.Filter != "" {
-			f, err := evfilter.Parse(td.Filter, evfilter.Fields(d.Def), syms)
+			f, err := evfilter.Parse(td.Filter, evfilter.EventFields(d.Def, goid), syms)
 			if err != nil {
 				var fe *evfilter.Error
 				if errors.As(err, &fe) {
@@ -157,6 +162,20 @@ func CompileTriggers(d *Probe, syms evfilter.Symbols, symLimit uint64, evIdx map
 		return nil, nil, fmt.Errorf("%s: %s/%s: %w", d.Triggers[0].Origin, d.Def.Group, d.Def.Event, err)
 	}
 	return prog, slots, nil
+}
+
+// checkGoID refuses trigger td of probe d when it names common_goid and the probe's
+// records carry none (goid false): it was parsed with the id's field (attachTriggers),
+// as the binary was not read yet, so it is parsed again without it.
+func checkGoID(d *Probe, goid bool, td TriggerDef) error {
+	if goid {
+		return nil
+	}
+	env := evtrigger.Env{Fields: evfilter.Fields(d.Def), Syms: evfilter.AnySymbols{}, Exists: func(string, string) bool { return true }}
+	if _, err := evtrigger.Parse(td.Text, env); err != nil {
+		return noGoID(td.Origin, d, "trigger "+strconv.Quote(td.Text))
+	}
+	return nil
 }
 
 // TriggerTargets says which events are the targets of some enable_event or

@@ -129,8 +129,8 @@ func (st *goState) isGo(a uint64) bool {
 // withGoID returns p's compiled program prog with the goroutine id appended when its
 // event is at a Go function and records, and 1 + the id's offset in the records' data
 // (0: none). The id is read with a plain load (eventdef.StMemSafe): g is valid
-// wherever Go code runs, and a read that could fault would cost a system call a record
-// in a Go program, whose signal handling the fault-catching reads cannot rely on.
+// wherever Go code runs, and a read that could fault would need the fault-catching copy
+// (the signal guard's Go stubs, and a signal a bad read) or a system call a record.
 func (st *goState) withGoID(prog []byte, p *probedefs.Probe, countOnly bool) ([]byte, int) {
 	if st == nil || countOnly || p.Handler != nil || p.Spare || p.Def.Lib != "" || !st.isGo(p.Addr) {
 		return prog, 0

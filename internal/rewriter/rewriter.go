@@ -253,6 +253,9 @@ type gen struct {
 	// fastRead: fetch arguments or C handlers read memory, so the signal guard should
 	// cover SIGSEGV and SIGBUS for the runtime's fault-catching reads (sigguard.go)
 	fastRead bool
+	// slowGo: a dynamic Go program whose runtime's signal calls are not redirected: its
+	// reads stay system calls (planStaticSigGuard)
+	slowGo bool
 	// live: the events whose sites keep their original bytes until enabled (liveEvents)
 	live map[string]bool
 	// reopt: points whose kind `kprewrite optimize` switches live (markReopt)
@@ -311,7 +314,7 @@ func (g *gen) makeEvents() error {
 			return fmt.Errorf("%s: %w", p.Origin, err)
 		}
 		prog, goid := gost.withGoID(prog, &g.probes[i], g.opt.CountOnly)
-		filter, err := probedefs.CompileFilter(&g.probes[i], g.b.Funcs)
+		filter, err := probedefs.CompileFilter(&g.probes[i], g.b.Funcs, goid > 0)
 		if err != nil {
 			return err
 		}
@@ -453,7 +456,7 @@ func (g *gen) makeTriggers() error {
 			continue
 		}
 		p := &g.probes[i]
-		prog, cslots, err := probedefs.CompileTriggers(p, probedefs.SymbolsOf(g.b.Funcs), symLimit, evIdx, slotOf, histSlots)
+		prog, cslots, err := probedefs.CompileTriggers(p, g.desc.Events[g.evOf[i]].GoID > 0, probedefs.SymbolsOf(g.b.Funcs), symLimit, evIdx, slotOf, histSlots)
 		if err != nil {
 			return err
 		}

@@ -12,10 +12,11 @@ import (
 // probe is an int3 or some fetch reads memory. A dynamic program whose fetches read
 // memory gets kprt.HFFastRead: the runtime checks at start-up that it could wrap every
 // word (a program without any is covered: it can change its signal dispositions only by
-// raw system calls or through shared libraries, the guard's known limits). A static
-// program's flag comes from planStaticSigGuard.
+// raw system calls or through shared libraries, the guard's known limits), but for a
+// Go program whose runtime's raw calls planStaticSigGuard could not redirect (slowGo).
+// A static program's flag comes from planStaticSigGuard.
 func (g *gen) addSigGuard() error {
-	if g.fastRead && !patch.IsStatic(g.f) {
+	if g.fastRead && !patch.IsStatic(g.f) && !g.slowGo {
 		g.tables.Flags |= kprt.HFFastRead
 	}
 	int3, live := false, false

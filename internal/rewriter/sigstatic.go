@@ -53,6 +53,7 @@ func (g *gen) planStaticSigGuard() error {
 	if sg.FastRead {
 		g.tables.Flags |= kprt.HFFastRead
 	}
+	g.slowGo = sg.GoDynamic && !sg.FastRead
 	off := uint64(0)
 	for i, h := range sg.Hooks {
 		off = align.Up(off, hookAlign)

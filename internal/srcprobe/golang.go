@@ -138,11 +138,17 @@ const (
 	goSlice
 	goIface // runtime.iface: {itab, data}; the dynamic type is itab's second word
 	goEface // runtime.eface (any): {type, data}
+	goMap   // map[K]V: a pointer to the map's header, whose first word is its length
 )
 
-// kindOf recognizes Go's strings, slices and interfaces by their DWARF layout (Go's
-// compiler names them so: "string", "[]T", runtime.iface and runtime.eface).
+// kindOf recognizes Go's strings, slices, interfaces and maps by their DWARF layout
+// (Go's compiler names them so: "string", "[]T", runtime.iface, runtime.eface, and
+// "map[K]V" for a pointer to a header that starts with the count: go1.24's swiss map
+// "used", the older hmap's "count").
 func kindOf(t dwarf.Type) goKind {
+	if isGoMap(t) {
+		return goMap
+	}
 	st, ok := strip(t).(*dwarf.StructType)
 	if !ok {
 		return goPlain
@@ -158,6 +164,23 @@ func kindOf(t dwarf.Type) goKind {
 		return goEface
 	}
 	return goPlain
+}
+
+func isGoMap(t dwarf.Type) bool {
+	td, ok := t.(*dwarf.TypedefType)
+	if !ok || !strings.HasPrefix(td.Name, "map[") {
+		return false
+	}
+	pt, ok := strip(td.Type).(*dwarf.PtrType)
+	if !ok {
+		return false
+	}
+	st, ok := strip(pt.Type).(*dwarf.StructType)
+	if !ok || len(st.Field) == 0 {
+		return false
+	}
+	f := st.Field[0]
+	return (f.Name == "used" || f.Name == "count") && f.ByteOffset == 0 && f.Type.Size() == 8
 }
 
 func fieldNames(st *dwarf.StructType) string {
@@ -238,6 +261,9 @@ func fields(name string, p place, userType string, cx *fetchCtx) ([]field, error
 	case goIface, goEface:
 		body, err := dynTypeBody(p, sym)
 		return []field{{name, body, "x64" + cx.dynTable(p.typ)}}, err
+	case goMap:
+		body, err := mapLenBody(p, sym)
+		return []field{{name + "_len", body, "s64"}}, err
 	}
 	switch st := strip(p.typ).(type) {
 	case *dwarf.StructType:
@@ -306,6 +332,16 @@ func sliceFields(name string, p place, sym symbolizer) ([]field, error) {
 		return nil, err
 	}
 	return append(out, field{name, ptr + "," + n, withCount(et, sliceElems)}), nil
+}
+
+// mapLenBody reads a map's length: the first word of its header; a nil map's read of
+// address 0 faults and stores 0, its length.
+func mapLenBody(p place, sym symbolizer) (string, error) {
+	base, err := p.valueExpr()
+	if err != nil {
+		return "", err
+	}
+	return memBody(base, sym)
 }
 
 // dynTypeBody reads an interface's dynamic type: the type descriptor's address

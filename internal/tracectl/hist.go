@@ -94,7 +94,7 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 				if err != nil {
 					return nil, err
 				}
-				return evfilter.Fields(p), nil
+				return evfilter.EventFields(p, e.GoID > 0), nil
 			})
 			if err != nil {
 				return nil, err

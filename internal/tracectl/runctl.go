@@ -115,7 +115,7 @@ func eventFields(e *tracefile.DescEvent) ([]evfilter.Field, error) {
 	if err != nil {
 		return nil, err
 	}
-	return evfilter.Fields(p), nil
+	return evfilter.EventFields(p, e.GoID > 0), nil
 }
 
 // named are the runtime events of GROUP/NAME (a multi-probe event has several).

@@ -370,7 +370,11 @@ struct kprw_unwind {
 #define KPRW_SG_BLOCK_APP_SIGS 18
 #define KPRW_SG_FORK 19 /* fork: a child of an image with live probes starts a live-probe
                          * thread of its own (src/rt_live.c); listed only for such images */
-#define KPRW_SG_MAX 19
+/* Go's runtime.rt_sigaction and runtime.rtsigprocmask (ABI0, arguments on the stack,
+ * the kernel's layouts): a static Go program's raw signal system calls (src/gosig.S) */
+#define KPRW_SG_GO_SIGACTION 20
+#define KPRW_SG_GO_SIGPROCMASK 21
+#define KPRW_SG_MAX 21
 
 /* kprw_got_slot.flags */
 #define KPRW_GS_ENTRY 1 /* the entry of a function defined in the image (static programs) */

@@ -469,6 +469,11 @@ int kprw_sigguard_init(const char *mode, int traps, int faults);
 void kprw_sg_guard(unsigned long sigs); /* the signals whose dispositions the guard keeps */
 void kprw_sg_initial(int sig, const struct k_sigaction *a); /* the disposition before ours */
 void kprw_sg_deliver(int sig, struct k_siginfo *si, struct k_ucontext *uc); /* a signal not ours */
+/* a static Go program's raw signal system calls (gosig.S; ABI0, not C: only their addresses) */
+void kprw_go_rt_sigaction(void);
+void kprw_go_rtsigprocmask(void);
+int kprw_go_sigaction(long sig, const struct k_sigaction *n, struct k_sigaction *o, long size);
+extern unsigned long kprw_go_sg_sigs;
 extern u32 kprw_sg_wrapped;
 /* a synthetic event's filter given at run time (set: it replaces the rewrite's; f NULL:
  * none) */

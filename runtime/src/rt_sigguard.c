@@ -172,9 +172,14 @@ static const void *strip(const void *set, struct usigset *tmp)
 	return tmp;
 }
 
+/* kprw_go_sg_sigs: kprw_sg_sigs as this image's Go stubs read it (gosig.S: a static
+ * program, the one image of its process) */
+unsigned long kprw_go_sg_sigs;
+
 void kprw_sg_guard(unsigned long sigs)
 {
 	__atomic_fetch_or(&kprw_sg_sigs, sigs, __ATOMIC_RELEASE); /* every image's */
+	__atomic_fetch_or(&kprw_go_sg_sigs, sigs, __ATOMIC_RELEASE);
 }
 
 /* kprw_sg_initial records the disposition sig had before the runtime's handler (start-up). */
@@ -371,6 +376,26 @@ static long w_syscall(long n, long a, long b, long c, long d, long e, long g)
 	return f(n, a, b, c, d, e, g);
 }
 
+/* Go's runtime.rt_sigaction of a guarded signal (gosig.S): sig's disposition, in the
+ * kernel's layout, is kept as the program's. But in a child that shares our memory:
+ * os/exec forks with clone(CLONE_VM|CLONE_VFORK), and the child resets every handler
+ * of Go's to SIG_DFL before it execs (clearSignalHandlers), which kept here would be
+ * its parent's; the child's own dispositions are the kernel's. Such a child is told by
+ * the cached pid, which a fork's child loses (MADV_WIPEONFORK) and a CLONE_VM child
+ * shares with its parent. */
+int kprw_go_sigaction(long sig, const struct k_sigaction *n, struct k_sigaction *o, long size)
+{
+	struct k_sigaction cur;
+	if (size != 8)
+		return -22; /* EINVAL */
+	if (kprw_pid() != kprw_getpid())
+		return (int)sys4(SYS_rt_sigaction, sig, (long)n, (long)o, size);
+	prog_swap((int)sig, n, &cur);
+	if (o)
+		*o = cur;
+	return 0;
+}
+
 /* fork: the child of an image with live probes has no live-probe thread (a fork copies
  * only the calling thread): it starts its own (rt_live.c) */
 static long w_fork(void)
@@ -403,6 +428,8 @@ static uptr wrapper(u32 func)
 	case KPRW_SG_BLOCK_ALL_SIGS: return (uptr)w_block_all_sigs;
 	case KPRW_SG_BLOCK_APP_SIGS: return (uptr)w_block_app_sigs;
 	case KPRW_SG_FORK: return (uptr)w_fork;
+	case KPRW_SG_GO_SIGACTION: return (uptr)kprw_go_rt_sigaction;
+	case KPRW_SG_GO_SIGPROCMASK: return (uptr)kprw_go_rtsigprocmask;
 	}
 	return 0;
 }

@@ -4,8 +4,8 @@
 # GOGDB_REQ is JSON: {"ADDR": [["EVENT", [[field, path, kind], ...]], ...], ...}; a path is
 # VAR(.FIELD)* (through pointers as Go does); kind is "val" (an int, bool, float or
 # string), "len" (a slice's length), "elems" (a slice's first 4 elements, 0 past its length), "atN" (its
-# element N) or "dyn" (an interface's dynamic type, named by the itab's symbol; nil
-# for nil).
+# element N), "dyn" (an interface's dynamic type, named by the itab's symbol; nil
+# for nil) or "maplen" (a map's length).
 import json
 import os
 
@@ -70,6 +70,11 @@ def show(frame, field, path, kind):
         return "{" + ",".join(str(int(v["array"][i])) if i < n else "0" for i in range(4)) + "}"
     if kind == "dyn":
         return dyn(v)
+    if kind == "maplen":  # a map: a pointer to its header, whose first word counts
+        if int(v) == 0:
+            return "0"
+        h = v.dereference()
+        return str(int(h[h.type.strip_typedefs().fields()[0].name]))
     if kind.startswith("at"):
         return str(int(v["array"][int(kind[2:])]))
     return val(v)

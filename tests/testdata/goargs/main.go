@@ -1,5 +1,5 @@
 // Package main is the Go program of TestGoArgsMatchGDB: functions that take strings,
-// ints, slices, structs by value and by pointer, interfaces and errors, and return
+// ints, slices, structs by value and by pointer, interfaces, errors and maps, and return
 // several results; every call prints what it returned.
 package main
 
@@ -114,6 +114,11 @@ func many(i int) (a, b, c, d, e, f, g, h, j, k int) {
 	return i, i + 1, i + 2, i + 3, i + 4, i + 5, i + 6, i + 7, i + 8, i + 9
 }
 
+// size takes a map: traced by its length (nil, then 1 and 3 entries).
+//
+//go:noinline
+func size(m map[string]int) int { return len(m) }
+
 func main() {
 	words := []string{"hello, world", "", "kprobes"}
 	methods := []string{"GET", "POST", "PUT"}
@@ -146,5 +151,13 @@ func main() {
 		fmt.Println("escape", escape(i))
 		mx := Mixed{A: int8(-i), B: i == 1, F: float32(i) + 0.25, U: URL{Host: methods[i], Path: "/m"}}
 		fmt.Println("mixed", mixed(mx), mx.A, map[bool]int{true: 1}[mx.B], mx.F, mx.U.Host, mx.U.Path)
+		var ms map[string]int
+		for k := 0; k < 2*i-1; k++ {
+			if ms == nil {
+				ms = map[string]int{}
+			}
+			ms[strconv.Itoa(k)] = k
+		}
+		fmt.Println("size", size(ms))
 	}
 }

@@ -309,3 +309,71 @@ func TestLiveFilter(t *testing.T) {
 	}
 	p.finish(t, "sum 19700")
 }
+
+// TestLiveTrigger: `kprewrite trigger FILE EV TRIGGER` on an event added at run time:
+// counted, conditional traceoff, traceon, disable_event and enable_event (of t/o, a
+// rewrite-time event of other(), called with the same a as work(), whose filter leaves
+// out the calls the switches happen at, so the order of the two calls does not matter) fire at
+// the hits their conditions name, in the kernel's order (traceoff after the record of
+// the hit that stops tracing); `trigger FILE EV` lists them with the fires left; `!CMD`
+// removes one; a second of a kind and the commands live frames do not carry are
+// refused, nothing written.
+func TestLiveTrigger(t *testing.T) {
+	prog := testprog.Build(t, liveTwoSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "live.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, []string{"p:t/o other a=%di:s64"}, "--prepare", "work", "--filter", "t/o:a != 20 && a != 30")
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	run := func(args ...string) string { t.Helper(); return kpOK(t, args...) }
+	p.step(t, 0)
+	run("probe", tr, "p:t/n work a=%di:s64 b=%si:s64")
+	run("trigger", tr, "t/n", "traceoff:1 if a == 39")
+	out := run("trigger", tr, "t/n", "disable_event:t:o:1 if a == 20")
+	if !strings.Contains(out, "  disable_event:t:o:count=1 if a == 20\n  traceoff:count=1 if a == 39\n") {
+		t.Fatalf("trigger: %q", out)
+	}
+	for bad, why := range map[string]string{
+		"traceon":                      "EEXIST",
+		"enable_event:t:o if a == 30":  "EEXIST", // (one per target event)
+		"hist:keys=a":                  "hist triggers are not supported on events added at run time",
+		"stacktrace":                   "stacktrace triggers are not supported",
+		"traceon if nope>1":            "nope",
+		"enable_event:t:nosuch if a>1": "no event t:nosuch",
+	} {
+		if code, o, e := kp("trigger", tr, "t/n", bad); code != 1 || !strings.Contains(e, "t/n") || !strings.Contains(e, why) || o != "" {
+			t.Errorf("trigger %q: exit %d, stdout %q, stderr %q; want exit 1 and %q", bad, code, o, e, why)
+		}
+	}
+	// a = 0..99, b = 1: t/n a=0..39 (tracing off after a=39's record), t/o a=0..19
+	p.next(t, 1)
+	if out := run("trigger", tr, "t/n"); out != "t/n (prog):\ndisable_event:t:o:count=0 if a == 20\ntraceoff:count=0 if a == 39\n" {
+		t.Fatalf("triggers after phase 1: %q", out)
+	}
+	run("trigger", tr, "t/n", "!traceoff")
+	run("trigger", tr, "t/n", "traceon:1")
+	run("trigger", tr, "t/n", "!disable_event:t:o")
+	run("trigger", tr, "t/n", "enable_event:t:o:1 if a == 30")
+	// a = 0..49, b = 2: traceon at the first hit, t/n all 50; t/o a=31..49
+	p.next(t, 2)
+	if out := run("trigger", tr, "t/n"); out != "t/n (prog):\nenable_event:t:o:count=0 if a == 30\ntraceon:count=0\n" {
+		t.Fatalf("triggers after phase 2: %q", out)
+	}
+	run("probe", tr, "-:t/n")
+	p.next(t, 3) // a = 0..24: t/o a != 20
+	counts := map[string][]string{}
+	for _, l := range readTrace(t, tr, bin) {
+		counts[l.Event] = append(counts[l.Event], strings.TrimSpace(l.Args))
+	}
+	n, w := counts["n"], counts["o"]
+	if len(n) != 90 || n[0] != "a=0 b=1" || n[39] != "a=39 b=1" || n[40] != "a=0 b=2" || n[89] != "a=49 b=2" {
+		t.Errorf("t/n: %d records (want 90: a=0..39 of phase 1, then phase 2's 50): %v", len(n), n)
+	}
+	if len(w) != 20+19+24 || w[0] != "a=0" || w[19] != "a=19" || w[20] != "a=31" || w[38] != "a=49" || w[39] != "a=0" {
+		t.Errorf("t/o: %d records, want 63 (a=0..19, a=31..49, then phase 3's but a=20): %v", len(w), w)
+	}
+	if _, list, _ := kp("probe", tr); !strings.Contains(list, "150 hits") {
+		t.Errorf("probe: %q, want 150 hits of t/n (every hit counted, recorded or not)", list)
+	}
+	p.finish(t, "sum 26350")
+}

@@ -1,0 +1,244 @@
+package tracectl
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/kprewrite/kprewrite/internal/eventdef"
+	"github.com/kprewrite/kprewrite/internal/evfilter"
+	"github.com/kprewrite/kprewrite/internal/evtrigger"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+)
+
+// Triggers on events added at run time (kprewrite trigger FILE EVENT TRIGGER): the
+// trigger file of a live event. Its triggers are an evtrigger program in its entry of
+// the live frame, with their texts; their counts are words of the counters area given
+// out when a trigger is added, named by their slot from the image's control area, as the
+// rewrite's triggers' counts are (the runtime's rt_trigger.c runs them).
+
+// liveTriggerCmds are the commands a live event's trigger may have: those whose state is
+// the trace file's switches and a count (a histogram's table, a stack's unwind table
+// and a live event's switch are not carried by live frames).
+var liveTriggerCmds = map[evtrigger.Command]bool{
+	evtrigger.TraceOn: true, evtrigger.TraceOff: true, evtrigger.Snapshot: true,
+	evtrigger.EnableEvent: true, evtrigger.DisableEvent: true,
+}
+
+// SetLiveTrigger writes trigger text to the trigger files of the events added at run
+// time that match pattern (EVENT, GROUP/EVENT, GROUP/*), as the kernel's: a new trigger
+// (EEXIST for a second of its kind), or "!CMD" removing one. The programs run it from
+// their next hit on. It returns the events changed.
+func (f *File) SetLiveTrigger(pattern, text string) ([]LiveEvent, error) {
+	if strings.ContainsAny(text, "\n\x00") {
+		return nil, fmt.Errorf("trigger %q: a trigger is one line", text)
+	}
+	evs, err := f.Live()
+	if err != nil {
+		return nil, err
+	}
+	var out []LiveEvent
+	byImg := map[int][]LiveEvent{}
+	for _, e := range evs {
+		if !e.Gone && eventdef.MatchesName(pattern, e.Group, e.Name) {
+			byImg[e.img] = append(byImg[e.img], e)
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no event %s was added at run time", f.Path, pattern)
+	}
+	for k, es := range byImg {
+		slotBase, err := f.liveSlotBase(k)
+		if err != nil {
+			return nil, err
+		}
+		changes := map[uint32]*liveTrigChange{}
+		for _, e := range es {
+			ch, err := f.liveTrigChange(e, text)
+			if err != nil {
+				return nil, err
+			}
+			changes[e.ID] = ch
+		}
+		err = f.commitLive(k, func(cur []tracefile.LiveEvent, _ uint32, alloc func(uint64) uint64) ([]tracefile.LiveEvent, error) {
+			next := append([]tracefile.LiveEvent(nil), cur...)
+			for i := range next {
+				if ch := changes[next[i].ID]; ch != nil {
+					if err := ch.apply(&next[i], slotBase, alloc); err != nil {
+						return nil, err
+					}
+				}
+			}
+			return next, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// liveSlotBase is the file offset of image k's control area's slot 0, from which the
+// counts of its live events' triggers are named.
+func (f *File) liveSlotBase(k int) (uint64, error) {
+	im := f.images[k]
+	if im.ctlSize == 0 {
+		return 0, fmt.Errorf("%s: %s has no control area in the file (rewrite it again)", f.Path, im.desc.Input)
+	}
+	return im.ctlOff + kprt.CtlFlagBytes(im.desc.RuntimeEvents()), nil
+}
+
+// liveTrigChange is one event's new set of triggers, compiled but for the counts of
+// those it adds (given out under the file lock: liveTrigChange.apply).
+type liveTrigChange struct {
+	e      LiveEvent
+	next   evtrigger.Set
+	kept   map[string]uint32 // the slot of each trigger kept, by its listed text
+	filter map[string][]byte // the condition programs, by listed text
+	target map[string][]uint32
+}
+
+// liveTrigChange applies trigger text to live event e's triggers, checked as the
+// kernel's trigger file checks a write, against the event's own fields.
+func (f *File) liveTrigChange(e LiveEvent, text string) (*liveTrigChange, error) {
+	d := f.images[e.img].desc
+	p, err := eventdef.Parse(e.Def)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
+	}
+	fs := evfilter.Fields(p)
+	var syms evfilter.Symbols = noSymbols{}
+	if len(d.Symbols) > 0 {
+		syms = descSymbols(d.Symbols)
+	}
+	env := evtrigger.Env{Fields: fs, Syms: syms, Exists: func(g, n string) bool { return len(rewriteEvents(d, g, n)) > 0 }}
+	t, err := evtrigger.Parse(text, env)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
+	}
+	if !t.Remove && !liveTriggerCmds[t.Cmd] {
+		return nil, fmt.Errorf("%s/%s: trigger %q: %s triggers are not supported on events added at run time (traceon, traceoff, snapshot, enable_event and disable_event are); give the event at rewrite time", e.Group, e.Name, text, t.Cmd)
+	}
+	if t.Cmd.Switches() && !t.Remove {
+		for _, x := range rewriteEvents(d, t.Group, t.Event) {
+			if ev := d.Events[x]; ev.Disabled && !ev.Soft {
+				return nil, fmt.Errorf("%s/%s: trigger %q: %s/%s: %w", e.Group, e.Name, text, t.Group, t.Event, ErrNotArmed)
+			}
+		}
+	}
+	ch := &liveTrigChange{e: e, kept: map[string]uint32{}, filter: map[string][]byte{}, target: map[string][]uint32{}}
+	cur, err := ch.current(env, d.RuntimeEvents())
+	if err != nil {
+		return nil, err
+	}
+	if ch.next, err = cur.Apply(t); err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
+	}
+	for _, nt := range ch.next {
+		key := ch.key(nt)
+		if nt.Filter != "" {
+			flt, err := evfilter.Parse(nt.Filter, fs, syms)
+			if err != nil {
+				return nil, fmt.Errorf("%s/%s: trigger %q: %w", e.Group, e.Name, nt.Text, err)
+			}
+			ch.filter[key] = flt.Program()
+		}
+		if nt.Cmd.Switches() {
+			ch.target[key] = rewriteEvents(d, nt.Group, nt.Event)
+		}
+	}
+	return ch, nil
+}
+
+// current reads the event's triggers back as a set, each kept with its slot.
+func (ch *liveTrigChange) current(env evtrigger.Env, nevents int) (evtrigger.Set, error) {
+	e := ch.e
+	if e.ent.Trig == nil {
+		return nil, nil
+	}
+	cs, err := evtrigger.Decode(e.ent.Trig, nevents)
+	if err != nil || len(cs) != len(e.ent.Triggers) {
+		return nil, fmt.Errorf("%s/%s: its triggers in the file do not decode (%v)", e.Group, e.Name, err)
+	}
+	set := make(evtrigger.Set, len(cs))
+	for k, listed := range e.ent.Triggers {
+		old, err := evtrigger.Parse(unlisted(listed), env)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s: its trigger %q: %w", e.Group, e.Name, listed, err)
+		}
+		old.Text = listed
+		set[k] = old
+		ch.kept[listed] = cs[k].Slot
+	}
+	return set, nil
+}
+
+// key is how a trigger of the new set is listed: a kept one as it was, a new one as
+// the kernel lists it.
+func (ch *liveTrigChange) key(nt evtrigger.Trigger) string {
+	if _, ok := ch.kept[nt.Text]; ok {
+		return nt.Text
+	}
+	return nt.String()
+}
+
+// apply writes the change into entry en of the new frame: kept triggers keep their
+// counts, a new one gets a word of the counters area (alloc) holding its first count.
+func (ch *liveTrigChange) apply(en *tracefile.LiveEvent, slotBase uint64, alloc func(uint64) uint64) error {
+	var cs []evtrigger.Compiled
+	var listed []string
+	for _, nt := range ch.next {
+		key := ch.key(nt)
+		slot, ok := ch.kept[key]
+		if !ok {
+			off := alloc(nt.Count)
+			if off < slotBase || (off-slotBase)/8 >= evtrigger.MaxSlots {
+				return fmt.Errorf("%s/%s: trigger %q: no count word the programs can name is left in the counters area", ch.e.Group, ch.e.Name, nt.Text)
+			}
+			slot = uint32((off - slotBase) / 8)
+		}
+		cs = append(cs, evtrigger.Compiled{Trigger: nt, Slot: slot, Filter: ch.filter[key], Targets: ch.target[key]})
+		listed = append(listed, key)
+	}
+	prog, err := evtrigger.Program(cs)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", ch.e.Group, ch.e.Name, err)
+	}
+	en.Trig, en.Triggers = prog, listed
+	return nil
+}
+
+// rewriteEvents are the runtime indexes of the image's events (not those added at run
+// time, which follow them in the description) named GROUP/NAME.
+func rewriteEvents(d *tracefile.Desc, group, name string) []uint32 {
+	var out []uint32
+	for i := range d.Events[:d.RuntimeEvents()] {
+		if ev := d.Events[i]; ev.Group == group && ev.Name == name {
+			out = append(out, uint32(i))
+		}
+	}
+	return out
+}
+
+// LiveTriggers are the event's triggers as its trigger file lists them: a counted one
+// with the fires it has left.
+func (f *File) LiveTriggers(e LiveEvent) []string {
+	if e.ent.Trig == nil {
+		return nil
+	}
+	out := append([]string(nil), e.ent.Triggers...)
+	base, err := f.liveSlotBase(e.img)
+	cs, derr := evtrigger.Decode(e.ent.Trig, f.images[e.img].desc.RuntimeEvents())
+	if err != nil || derr != nil || len(cs) != len(out) {
+		return out
+	}
+	for k := range out {
+		off := base + uint64(cs[k].Slot)*8
+		if off+8 <= uint64(len(f.data)) {
+			out[k] = withCount(out[k], atomic.LoadUint64(f.word64(uintptr(off))))
+		}
+	}
+	return out
+}

@@ -304,6 +304,14 @@ func TestLiveFilter(t *testing.T) {
 	if len(got) != 110 || got[0] != "a=40 b=1" || got[59] != "a=99 b=1" || got[60] != "a=0 b=2" || got[109] != "a=49 b=2" {
 		t.Fatalf("%d records (want 110: a=40..99 of phase 1, then phase 2's 50): %v", len(got), got)
 	}
+	// the snapshot taken at a=20 of phase 1 (a conditional one keeps its hit's record)
+	snap := map[string]int{}
+	for _, l := range readTraceArgs(t, "--snapshot", tr) {
+		snap[l.Event]++
+	}
+	if snap["n"] != 21 || snap["o"] != 20 {
+		t.Errorf("the snapshot: %d t/n and %d t/o records, want 21 (a=0..20) and 20 (a=0..19)", snap["n"], snap["o"])
+	}
 	if _, list, _ := kp("probe", tr); !strings.Contains(list, "150 hits") {
 		t.Errorf("probe: %q, want 150 hits (the filter refuses records, not hits)", list)
 	}
@@ -311,13 +319,13 @@ func TestLiveFilter(t *testing.T) {
 }
 
 // TestLiveTrigger: `kprewrite trigger FILE EV TRIGGER` on an event added at run time:
-// counted, conditional traceoff, traceon, disable_event and enable_event (of t/o, a
-// rewrite-time event of other(), called with the same a as work(), whose filter leaves
-// out the calls the switches happen at, so the order of the two calls does not matter) fire at
-// the hits their conditions name, in the kernel's order (traceoff after the record of
-// the hit that stops tracing); `trigger FILE EV` lists them with the fires left; `!CMD`
-// removes one; a second of a kind and the commands live frames do not carry are
-// refused, nothing written.
+// counted, conditional traceoff, traceon, snapshot, disable_event and enable_event (of
+// t/o, a rewrite-time event of other(), called with the same a as work(), whose filter
+// leaves out the calls the switches happen at, so the order of the two calls does not
+// matter) fire at the hits their conditions name, in the kernel's order (traceoff after
+// the record of the hit that stops tracing); `trigger FILE EV` lists them with the
+// fires left; `!CMD` removes one; a second of a kind and the commands live frames do
+// not carry are refused, nothing written.
 func TestLiveTrigger(t *testing.T) {
 	prog := testprog.Build(t, liveTwoSrc, "c", "-O2")
 	bin := filepath.Join(t.TempDir(), "live.kp")
@@ -329,8 +337,9 @@ func TestLiveTrigger(t *testing.T) {
 	p.step(t, 0)
 	run("probe", tr, "p:t/n work a=%di:s64 b=%si:s64")
 	run("trigger", tr, "t/n", "traceoff:1 if a == 39")
-	out := run("trigger", tr, "t/n", "disable_event:t:o:1 if a == 20")
-	if !strings.Contains(out, "  disable_event:t:o:count=1 if a == 20\n  traceoff:count=1 if a == 39\n") {
+	run("trigger", tr, "t/n", "disable_event:t:o:1 if a == 20")
+	out := run("trigger", tr, "t/n", "snapshot:1 if a == 20")
+	if !strings.HasSuffix(out, "  snapshot:count=1 if a == 20\n  disable_event:t:o:count=1 if a == 20\n  traceoff:count=1 if a == 39\n") {
 		t.Fatalf("trigger: %q", out)
 	}
 	for bad, why := range map[string]string{
@@ -347,7 +356,7 @@ func TestLiveTrigger(t *testing.T) {
 	}
 	// a = 0..99, b = 1: t/n a=0..39 (tracing off after a=39's record), t/o a=0..19
 	p.next(t, 1)
-	if out := run("trigger", tr, "t/n"); out != "t/n (prog):\ndisable_event:t:o:count=0 if a == 20\ntraceoff:count=0 if a == 39\n" {
+	if out := run("trigger", tr, "t/n"); out != "t/n (prog):\nsnapshot:count=0 if a == 20\ndisable_event:t:o:count=0 if a == 20\ntraceoff:count=0 if a == 39\n" {
 		t.Fatalf("triggers after phase 1: %q", out)
 	}
 	run("trigger", tr, "t/n", "!traceoff")
@@ -356,7 +365,7 @@ func TestLiveTrigger(t *testing.T) {
 	run("trigger", tr, "t/n", "enable_event:t:o:1 if a == 30")
 	// a = 0..49, b = 2: traceon at the first hit, t/n all 50; t/o a=31..49
 	p.next(t, 2)
-	if out := run("trigger", tr, "t/n"); out != "t/n (prog):\nenable_event:t:o:count=0 if a == 30\ntraceon:count=0\n" {
+	if out := run("trigger", tr, "t/n"); out != "t/n (prog):\nenable_event:t:o:count=0 if a == 30\ntraceon:count=0\nsnapshot:count=0 if a == 20\n" {
 		t.Fatalf("triggers after phase 2: %q", out)
 	}
 	run("probe", tr, "-:t/n")
@@ -371,6 +380,14 @@ func TestLiveTrigger(t *testing.T) {
 	}
 	if len(w) != 20+19+24 || w[0] != "a=0" || w[19] != "a=19" || w[20] != "a=31" || w[38] != "a=49" || w[39] != "a=0" {
 		t.Errorf("t/o: %d records, want 63 (a=0..19, a=31..49, then phase 3's but a=20): %v", len(w), w)
+	}
+	// the snapshot taken at a=20 of phase 1 (a conditional one keeps its hit's record)
+	snap := map[string]int{}
+	for _, l := range readTraceArgs(t, "--snapshot", tr) {
+		snap[l.Event]++
+	}
+	if snap["n"] != 21 || snap["o"] != 20 {
+		t.Errorf("the snapshot: %d t/n and %d t/o records, want 21 (a=0..20) and 20 (a=0..19)", snap["n"], snap["o"])
 	}
 	if _, list, _ := kp("probe", tr); !strings.Contains(list, "150 hits") {
 		t.Errorf("probe: %q, want 150 hits of t/n (every hit counted, recorded or not)", list)

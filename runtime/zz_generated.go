@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "dc20fb0e7f1d7cf30c2ec86f6c51ca87b91b6edd22f623ab620855100cf83192"
+const ObjectSHA256 = "cbc85ec9c7a5d6d3497c73d8ab5ab2b60539f67d914fa1f3a1d3215152b73dc6"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -346,7 +346,7 @@ func TestLiveTrigger(t *testing.T) {
 		"traceon":                      "EEXIST",
 		"enable_event:t:o if a == 30":  "EEXIST", // (one per target event)
 		"hist:keys=a":                  "hist triggers are not supported on events added at run time",
-		"stacktrace":                   "stacktrace triggers are not supported",
+		"stacktrace":                   "no unwind table",
 		"traceon if nope>1":            "nope",
 		"enable_event:t:nosuch if a>1": "no event t:nosuch",
 	} {
@@ -391,6 +391,42 @@ func TestLiveTrigger(t *testing.T) {
 	}
 	if _, list, _ := kp("probe", tr); !strings.Contains(list, "150 hits") {
 		t.Errorf("probe: %q, want 150 hits of t/n (every hit counted, recorded or not)", list)
+	}
+	p.finish(t, "sum 26350")
+}
+
+// TestLiveTriggerStack: a stacktrace trigger on an event added at run time, in a
+// program whose rewrite carries the unwind table (a stacktrace trigger of its own that
+// never fires): the stack follows the record of each hit it fires at, under the live
+// event's name, with main among its frames.
+func TestLiveTriggerStack(t *testing.T) {
+	prog := testprog.Build(t, liveTwoSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "live.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, []string{"p:t/o other a=%di:s64"}, "--prepare", "work", "--trigger", "t/o:stacktrace if a == 1000")
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	p.step(t, 0)
+	kpOK(t, "probe", tr, "p:t/n work a=%di:s64 b=%si:s64")
+	kpOK(t, "trigger", tr, "t/n", "stacktrace:2 if a >= 5")
+	p.next(t, 1)
+	kpOK(t, "probe", tr, "-:t/n")
+	p.next(t, 2)
+	p.next(t, 3)
+	var after []string
+	lines := readTrace(t, tr, bin)
+	for k, l := range lines {
+		if l.Event != "<stack trace>" {
+			continue
+		}
+		if k == 0 || !strings.Contains(l.Stack, "main") {
+			t.Errorf("stack %d: %q, want main among its frames", k, l.Stack)
+			continue
+		}
+		after = append(after, lines[k-1].Event+" "+strings.TrimSpace(lines[k-1].Args))
+	}
+	if strings.Join(after, ", ") != "n a=5 b=1, n a=6 b=1" {
+		t.Errorf("stacks after %q, want after t/n's a=5 and a=6 of phase 1", after)
 	}
 	p.finish(t, "sum 26350")
 }

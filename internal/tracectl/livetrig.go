@@ -19,11 +19,11 @@ import (
 // rewrite's triggers' counts are (the runtime's rt_trigger.c runs them).
 
 // liveTriggerCmds are the commands a live event's trigger may have: those whose state is
-// the trace file's switches and a count (a histogram's table, a stack's unwind table
-// and a live event's switch are not carried by live frames).
+// the trace file's switches and a count (a histogram's table is not carried by live
+// frames, and an event added live has no switch of its own), and stacktrace.
 var liveTriggerCmds = map[evtrigger.Command]bool{
 	evtrigger.TraceOn: true, evtrigger.TraceOff: true, evtrigger.Snapshot: true,
-	evtrigger.EnableEvent: true, evtrigger.DisableEvent: true,
+	evtrigger.EnableEvent: true, evtrigger.DisableEvent: true, evtrigger.StackTrace: true,
 }
 
 // SetLiveTrigger writes trigger text to the trigger files of the events added at run
@@ -119,7 +119,10 @@ func (f *File) liveTrigChange(e LiveEvent, text string) (*liveTrigChange, error)
 		return nil, fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
 	}
 	if !t.Remove && !liveTriggerCmds[t.Cmd] {
-		return nil, fmt.Errorf("%s/%s: trigger %q: %s triggers are not supported on events added at run time (traceon, traceoff, snapshot, enable_event and disable_event are); give the event at rewrite time", e.Group, e.Name, text, t.Cmd)
+		return nil, fmt.Errorf("%s/%s: trigger %q: %s triggers are not supported on events added at run time (traceon, traceoff, snapshot, stacktrace, enable_event and disable_event are); give the event at rewrite time", e.Group, e.Name, text, t.Cmd)
+	}
+	if t.Cmd == evtrigger.StackTrace && !t.Remove && !hasUnwind(d) {
+		return nil, fmt.Errorf("%s/%s: trigger %q: the program has no unwind table to walk stacks with (the rewrite adds one to programs with a stacktrace trigger or key): rewrite it with one", e.Group, e.Name, text)
 	}
 	if t.Cmd.Switches() && !t.Remove {
 		for _, x := range rewriteEvents(d, t.Group, t.Event) {

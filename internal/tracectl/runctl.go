@@ -277,8 +277,11 @@ func (c *Controls) Armed(i uint32) bool {
 
 // hasUnwind says whether the image has the unwind table stacktrace triggers walk with
 // (the rewrite adds it to images with stacktrace triggers or keys)
-func (c *Controls) hasUnwind() bool {
-	for _, e := range c.Desc.Events {
+func (c *Controls) hasUnwind() bool { return hasUnwind(c.Desc) }
+
+// hasUnwind says whether image d has the unwind table (Controls.hasUnwind).
+func hasUnwind(d *tracefile.Desc) bool {
+	for _, e := range d.Events {
 		for _, t := range e.Triggers {
 			if strings.Contains(t, "stacktrace") {
 				return true

@@ -287,7 +287,7 @@ static __attribute__((noinline)) void live_record(u32 pi, const struct kprw_live
  * frame not on top of this one: the probed thread's stack may be a goroutine's); else
  * the data is fetched once, the triggers whose conditions hold run on it, the record is
  * written (tracing on, its filter taking it), those that run after the record
- * (traceoff) run last, and it returns 1. */
+ * (traceoff, stacktrace) run last, and it returns 1. */
 static __attribute__((noinline)) int live_triggered(u32 pi, const struct kprw_livedef *d, struct pt_regs *regs,
 						    u8 type, u64 ret_ip, struct kprw_tctx *c)
 {
@@ -313,7 +313,7 @@ static __attribute__((noinline)) int live_triggered(u32 pi, const struct kprw_li
 	if (!__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) && (!d->filter || kprw_filter_match(d->filter, &fe)))
 		live_write(pi, d, regs, type, ret_ip, c, &w, once, dlen);
 	if (tt) {
-		const struct kprw_hit hit = {pi, regs, c};
+		const struct kprw_hit hit = {pi, regs, c, d->id}; /* a stack names the live event */
 		kprw_triggers_post(tg, tt, &hit);
 	}
 	return 1;

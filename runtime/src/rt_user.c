@@ -773,7 +773,7 @@ __attribute__((visibility("hidden"))) void kprewrite_dump_stack(void)
 	struct kprw_ucall *u = c ? c->ucall : NULL;
 	if (!u || !u->regs || u->probe >= kprw_rt.nprobes || u->owner != &kprw_rt)
 		return;
-	struct kprw_hit hit = {u->probe, u->regs, c};
+	struct kprw_hit hit = {u->probe, u->regs, c, 0};
 	kprw_trace_stack(&hit);
 }
 

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "cbc85ec9c7a5d6d3497c73d8ab5ab2b60539f67d914fa1f3a1d3215152b73dc6"
+const ObjectSHA256 = "55b84ef0bd0ce324e74f825ea101dc321c8bd31761daf4aa8d8e0c57d4dd116c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

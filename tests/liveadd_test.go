@@ -430,3 +430,29 @@ func TestLiveTriggerStack(t *testing.T) {
 	}
 	p.finish(t, "sum 26350")
 }
+
+// TestLiveProbeBesideEvent: an event added at a prepared site that a rewrite-time event
+// keeps armed (so no point of the program is live) records every hit beside it; until
+// 2026-11-29 such a program had no live-probe thread and the event recorded nothing.
+func TestLiveProbeBesideEvent(t *testing.T) {
+	prog := testprog.Build(t, livePhasedSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "live.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"}, "--prepare", "work")
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	p.step(t, 0)
+	kpOK(t, "probe", tr, "p:t/n work a=%di:s64 b=%si:s64")
+	p.next(t, 1) // 100 calls: both
+	kpOK(t, "probe", tr, "-:t/n")
+	p.next(t, 2) // 50: t/w
+	p.next(t, 3) // 25: t/w
+	counts := map[string]int{}
+	for _, l := range readTrace(t, tr, bin) {
+		counts[l.Event]++
+	}
+	if counts["n"] != 100 || counts["w"] != 175 {
+		t.Errorf("records %v, want 100 of t/n (phase 1) and 175 of t/w", counts)
+	}
+	p.finish(t, "sum 19700")
+}

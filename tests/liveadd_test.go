@@ -337,7 +337,7 @@ func TestLiveTrigger(t *testing.T) {
 	for bad, why := range map[string]string{
 		"traceon":                      "EEXIST",
 		"enable_event:t:o if a == 30":  "EEXIST", // (one per target event)
-		"hist:keys=a":                  "hist triggers are not supported on events added at run time",
+		"enable_hist:t:o":              "enable_hist triggers are not supported on events added at run time",
 		"stacktrace":                   "no unwind table",
 		"traceon if nope>1":            "nope",
 		"enable_event:t:nosuch if a>1": "no event t:nosuch",
@@ -446,5 +446,37 @@ func TestLiveProbeBesideEvent(t *testing.T) {
 	if counts["n"] != 100 || counts["w"] != 175 {
 		t.Errorf("records %v, want 100 of t/n (phase 1) and 175 of t/w", counts)
 	}
+	p.finish(t, "sum 19700")
+}
+
+// TestLiveTriggerHist: a conditional histogram on an event added at run time, paused and
+// continued by writing the kernel's forms: `kprewrite hist --event` reads exactly the hits
+// of the phases it was active in; `trigger FILE EV` shows its state; one with a
+// variable is refused with the reason.
+func TestLiveTriggerHist(t *testing.T) {
+	prog := testprog.Build(t, livePhasedSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "live.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, nil, "--prepare", "work")
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	run := func(args ...string) string { t.Helper(); return kpOK(t, args...) }
+	p.step(t, 0)
+	run("probe", tr, "p:t/n work a=%di:s64 b=%si:s64")
+	run("trigger", tr, "t/n", "hist:keys=b:vals=hitcount,a if a < 10")
+	if code, o, e := kp("trigger", tr, "t/n", "hist:keys=b:ts0=common_timestamp.usecs"); code != 1 || o != "" ||
+		!strings.Contains(e, `t/n: trigger "hist:keys=b:ts0=common_timestamp.usecs": histogram variables are linked`) {
+		t.Errorf("a histogram with a variable: exit %d, stdout %q, stderr %q; want exit 1 and the reason", code, o, e)
+	}
+	p.next(t, 1) // b = 1, a = 0..99: 10 hits
+	run("trigger", tr, "t/n", "hist:keys=b:vals=hitcount,a:pause if a < 10")
+	if out := run("trigger", tr, "t/n"); !strings.Contains(out, "hist:keys=b:vals=hitcount,a:sort=hitcount:size=2048 if a < 10 [paused]\n") {
+		t.Fatalf("paused: %q", out)
+	}
+	p.next(t, 2) // paused: nothing
+	run("trigger", tr, "t/n", "hist:keys=b:vals=hitcount,a:cont if a < 10")
+	p.next(t, 3) // b = 3, a = 0..24: 10 hits
+	checkCounts(t, findHist(t, histOf(t, tr, "--event", "t/n"), "hist:keys=b:vals=hitcount,a:sort=hitcount:size=2048 if a < 10 [active]"),
+		map[string]uint64{"b: 1": 10, "b: 3": 10}, 20)
 	p.finish(t, "sum 19700")
 }

@@ -531,7 +531,7 @@ func liveTrigger(args []string, stdout, stderr io.Writer) (done bool, err error)
 	list := func(e tracectl.LiveEvent, indent string) {
 		ts := f.LiveTriggers(e)
 		if len(ts) == 0 {
-			fmt.Fprintf(stdout, "%s# Available triggers:\n%s# traceon traceoff snapshot stacktrace enable_event disable_event\n", indent, indent)
+			fmt.Fprintf(stdout, "%s# Available triggers:\n%s# traceon traceoff snapshot stacktrace enable_event disable_event hist\n", indent, indent)
 		}
 		for _, t := range ts {
 			fmt.Fprintf(stdout, "%s%s\n", indent, t)

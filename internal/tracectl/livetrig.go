@@ -1,12 +1,14 @@
 package tracectl
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 
 	"github.com/kprewrite/kprewrite/internal/eventdef"
 	"github.com/kprewrite/kprewrite/internal/evfilter"
+	"github.com/kprewrite/kprewrite/internal/evhist"
 	"github.com/kprewrite/kprewrite/internal/evtrigger"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -14,16 +16,16 @@ import (
 
 // Triggers on events added at run time (kprewrite trigger FILE EVENT TRIGGER): the
 // trigger file of a live event. Its triggers are an evtrigger program in its entry of
-// the live frame, with their texts; their counts are words of the counters area given
-// out when a trigger is added, named by their slot from the image's control area, as the
-// rewrite's triggers' counts are (the runtime's rt_trigger.c runs them).
+// the live frame, with their texts; their counts and histograms' tables are words of
+// the counters area given out when a trigger is added, named by their slot from the
+// image's control area, as the rewrite's are (the runtime's rt_trigger.c runs them).
 
-// liveTriggerCmds are the commands a live event's trigger may have: those whose state is
-// the trace file's switches and a count (a histogram's table is not carried by live
-// frames, and an event added live has no switch of its own), and stacktrace.
+// liveTriggerCmds are the commands a live event's trigger may have: all but
+// enable_hist and disable_hist, whose targets are the rewrite's tables.
 var liveTriggerCmds = map[evtrigger.Command]bool{
 	evtrigger.TraceOn: true, evtrigger.TraceOff: true, evtrigger.Snapshot: true,
 	evtrigger.EnableEvent: true, evtrigger.DisableEvent: true, evtrigger.StackTrace: true,
+	evtrigger.Hist: true,
 }
 
 // SetLiveTrigger writes trigger text to the trigger files of the events added at run
@@ -60,9 +62,18 @@ func (f *File) SetLiveTrigger(pattern, text string) ([]LiveEvent, error) {
 			if err != nil {
 				return nil, err
 			}
+			if ch.op != nil { // :pause, :cont or :clear of one it has: its table, no new frame
+				if err := f.liveHistOp(k, slotBase, ch.op); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			changes[e.ID] = ch
 		}
-		err = f.commitLive(k, func(cur []tracefile.LiveEvent, _ uint32, alloc func(uint64) uint64) ([]tracefile.LiveEvent, error) {
+		if len(changes) == 0 {
+			continue
+		}
+		err = f.commitLive(k, func(cur []tracefile.LiveEvent, _ uint32, alloc *liveAlloc) ([]tracefile.LiveEvent, error) {
 			next := append([]tracefile.LiveEvent(nil), cur...)
 			for i := range next {
 				if ch := changes[next[i].ID]; ch != nil {
@@ -90,14 +101,17 @@ func (f *File) liveSlotBase(k int) (uint64, error) {
 	return im.ctlOff + kprt.CtlFlagBytes(im.desc.RuntimeEvents()), nil
 }
 
-// liveTrigChange is one event's new set of triggers, compiled but for the counts of
-// those it adds (given out under the file lock: liveTrigChange.apply).
+// liveTrigChange is one event's new set of triggers, compiled but for the counts and
+// tables of those it adds (given out under the file lock: liveTrigChange.apply), or a
+// pause, cont or clear of one of its histograms (op).
 type liveTrigChange struct {
 	e      LiveEvent
 	next   evtrigger.Set
 	kept   map[string]uint32 // the slot of each trigger kept, by its listed text
+	hist   map[string][]byte // the histograms' programs, by listed text
 	filter map[string][]byte // the condition programs, by listed text
 	target map[string][]uint32
+	op     *histOp
 }
 
 // liveTrigChange applies trigger text to live event e's triggers, checked as the
@@ -119,7 +133,7 @@ func (f *File) liveTrigChange(e LiveEvent, text string) (*liveTrigChange, error)
 		return nil, fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
 	}
 	if !t.Remove && !liveTriggerCmds[t.Cmd] {
-		return nil, fmt.Errorf("%s/%s: trigger %q: %s triggers are not supported on events added at run time (traceon, traceoff, snapshot, stacktrace, enable_event and disable_event are); give the event at rewrite time", e.Group, e.Name, text, t.Cmd)
+		return nil, fmt.Errorf("%s/%s: trigger %q: %s triggers are not supported on events added at run time (the others are); give the event at rewrite time", e.Group, e.Name, text, t.Cmd)
 	}
 	if t.Cmd == evtrigger.StackTrace && !t.Remove && !hasUnwind(d) {
 		return nil, fmt.Errorf("%s/%s: trigger %q: the program has no unwind table to walk stacks with (the rewrite adds one to programs with a stacktrace trigger or key): rewrite it with one", e.Group, e.Name, text)
@@ -131,16 +145,25 @@ func (f *File) liveTrigChange(e LiveEvent, text string) (*liveTrigChange, error)
 			}
 		}
 	}
-	ch := &liveTrigChange{e: e, kept: map[string]uint32{}, filter: map[string][]byte{}, target: map[string][]uint32{}}
-	cur, err := ch.current(env, d.RuntimeEvents())
+	ch := &liveTrigChange{e: e, kept: map[string]uint32{}, hist: map[string][]byte{}, filter: map[string][]byte{},
+		target: map[string][]uint32{}}
+	cur, err := ch.current(env, fs, d.RuntimeEvents())
 	if err != nil {
 		return nil, err
+	}
+	if ch.op = ch.histOp(cur, t); ch.op != nil {
+		return ch, nil
 	}
 	if ch.next, err = cur.Apply(t); err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
 	}
 	for _, nt := range ch.next {
 		key := ch.key(nt)
+		if _, kept := ch.kept[key]; nt.Cmd == evtrigger.Hist && !kept {
+			if ch.hist[key], err = liveHistProgram(d, nt.Hist); err != nil {
+				return nil, fmt.Errorf("%s/%s: trigger %q: %w", e.Group, e.Name, text, err)
+			}
+		}
 		if nt.Filter != "" {
 			flt, err := evfilter.Parse(nt.Filter, fs, syms)
 			if err != nil {
@@ -155,8 +178,10 @@ func (f *File) liveTrigChange(e LiveEvent, text string) (*liveTrigChange, error)
 	return ch, nil
 }
 
-// current reads the event's triggers back as a set, each kept with its slot.
-func (ch *liveTrigChange) current(env evtrigger.Env, nevents int) (evtrigger.Set, error) {
+// current reads the event's triggers back as a set, each kept with its slot (and a
+// histogram with its program): a histogram from its info line, any other by parsing it
+// again.
+func (ch *liveTrigChange) current(env evtrigger.Env, fs []evfilter.Field, nevents int) (evtrigger.Set, error) {
 	e := ch.e
 	if e.ent.Trig == nil {
 		return nil, nil
@@ -168,6 +193,15 @@ func (ch *liveTrigChange) current(env evtrigger.Env, nevents int) (evtrigger.Set
 	set := make(evtrigger.Set, len(cs))
 	for k, listed := range e.ent.Triggers {
 		old, err := evtrigger.Parse(unlisted(listed), env)
+		if isHist(listed) {
+			var spec *evhist.Spec
+			spec, err = parseHist(listed, fs)
+			old = evtrigger.Trigger{Cmd: evtrigger.Hist, Count: evtrigger.Unlimited, Hist: spec}
+			if spec != nil {
+				old.Filter = spec.Filter
+			}
+			ch.hist[listed] = cs[k].Hist
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s/%s: its trigger %q: %w", e.Group, e.Name, listed, err)
 		}
@@ -176,6 +210,48 @@ func (ch *liveTrigChange) current(env evtrigger.Env, nevents int) (evtrigger.Set
 		ch.kept[listed] = cs[k].Slot
 	}
 	return set, nil
+}
+
+// histOp is t as a pause, cont or clear of a histogram the event has (nil: t is not).
+func (ch *liveTrigChange) histOp(cur evtrigger.Set, t evtrigger.Trigger) *histOp {
+	if t.Cmd != evtrigger.Hist || t.Remove || !(t.Hist.Pause || t.Hist.Cont || t.Hist.Clear) {
+		return nil
+	}
+	for _, o := range cur {
+		if o.Cmd == evtrigger.Hist && o.Hist.Same(t.Hist) {
+			return &histOp{slot: ch.kept[o.Text], spec: o.Hist, pause: t.Hist.Pause, cont: t.Hist.Cont, clear: t.Hist.Clear}
+		}
+	}
+	return nil
+}
+
+// liveHistProgram is the program of a histogram added to a live event of image d: one
+// with its own table only (no variables, actions or name), as a histogram added at run
+// time to a rewrite's event.
+func liveHistProgram(d *tracefile.Desc, spec *evhist.Spec) ([]byte, error) {
+	if err := spec.SelfContained(); err != nil {
+		return nil, fmt.Errorf("%w: give the event at rewrite time", err)
+	}
+	if spec.HasStack() && !hasUnwind(d) {
+		return nil, errors.New("the program has no unwind table to walk stacks with (the rewrite adds one to programs with a stacktrace trigger or key): rewrite it with one")
+	}
+	return histProgram(d, spec)
+}
+
+// liveHistOp pauses, continues or clears the table of a live event's histogram in
+// image k.
+func (f *File) liveHistOp(k int, slotBase uint64, op *histOp) error {
+	im := f.images[k]
+	h, err := f.hist(im, slotBase-im.ctlOff, op.slot, op.spec)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	if op.clear {
+		h.Clear()
+	} else {
+		h.SetPaused(op.pause)
+	}
+	return nil
 }
 
 // key is how a trigger of the new set is listed: a kept one as it was, a new one as
@@ -188,21 +264,30 @@ func (ch *liveTrigChange) key(nt evtrigger.Trigger) string {
 }
 
 // apply writes the change into entry en of the new frame: kept triggers keep their
-// counts, a new one gets a word of the counters area (alloc) holding its first count.
-func (ch *liveTrigChange) apply(en *tracefile.LiveEvent, slotBase uint64, alloc func(uint64) uint64) error {
+// counts and tables, a new one gets a word of the counters area (alloc) holding its
+// first count, a new histogram its table there.
+func (ch *liveTrigChange) apply(en *tracefile.LiveEvent, slotBase uint64, alloc *liveAlloc) error {
 	var cs []evtrigger.Compiled
 	var listed []string
 	for _, nt := range ch.next {
 		key := ch.key(nt)
 		slot, ok := ch.kept[key]
 		if !ok {
-			off := alloc(nt.Count)
-			if off < slotBase || (off-slotBase)/8 >= evtrigger.MaxSlots {
-				return fmt.Errorf("%s/%s: trigger %q: no count word the programs can name is left in the counters area", ch.e.Group, ch.e.Name, nt.Text)
+			var off uint64
+			words := 1
+			if nt.Cmd == evtrigger.Hist {
+				words = nt.Hist.TableWords()
+				off = alloc.table(words, uint64(ch.hist[key][2]&evhist.FlagPaused))
+			} else {
+				off = alloc.word(nt.Count)
+			}
+			if off < slotBase || (off-slotBase)/8+uint64(words) > evtrigger.MaxSlots {
+				return fmt.Errorf("%s/%s: trigger %q: no room the programs can name is left in the counters area", ch.e.Group, ch.e.Name, nt.Text)
 			}
 			slot = uint32((off - slotBase) / 8)
 		}
-		cs = append(cs, evtrigger.Compiled{Trigger: nt, Slot: slot, Filter: ch.filter[key], Targets: ch.target[key]})
+		cs = append(cs, evtrigger.Compiled{Trigger: nt, Slot: slot, Filter: ch.filter[key], Targets: ch.target[key],
+			Hist: ch.hist[key]})
 		listed = append(listed, key)
 	}
 	prog, err := evtrigger.Program(cs)
@@ -239,9 +324,62 @@ func (f *File) LiveTriggers(e LiveEvent) []string {
 	}
 	for k := range out {
 		off := base + uint64(cs[k].Slot)*8
-		if off+8 <= uint64(len(f.data)) {
-			out[k] = withCount(out[k], atomic.LoadUint64(f.word64(uintptr(off))))
+		if off+8 > uint64(len(f.data)) {
+			continue
 		}
+		w := atomic.LoadUint64(f.word64(uintptr(off)))
+		if !isHist(out[k]) {
+			out[k] = withCount(out[k], w)
+			continue
+		}
+		state := " [active]" // (its table's first word, as Listed shows the rewrite's)
+		if w&evhist.FlagPaused != 0 {
+			state = " [paused]"
+		}
+		out[k] = strings.TrimSuffix(strings.TrimSuffix(out[k], " [active]"), " [paused]") + state
 	}
 	return out
+}
+
+// LiveHists are the histograms of the events added at run time that match pattern.
+func (f *File) LiveHists(pattern string) ([]Hist, error) {
+	evs, err := f.Live()
+	if err != nil {
+		return nil, err
+	}
+	var out []Hist
+	for _, e := range evs {
+		if e.Gone || e.ent.Trig == nil || !eventdef.MatchesName(pattern, e.Group, e.Name) {
+			continue
+		}
+		d := f.images[e.img].desc
+		base, err := f.liveSlotBase(e.img)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := evtrigger.Decode(e.ent.Trig, d.RuntimeEvents())
+		if err != nil || len(cs) != len(e.ent.Triggers) {
+			return nil, fmt.Errorf("%s: %s/%s: its triggers do not decode (%v)", f.Path, e.Group, e.Name, err)
+		}
+		p, err := eventdef.Parse(e.Def)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s/%s: %w", f.Path, e.Group, e.Name, err)
+		}
+		for k, listed := range e.ent.Triggers {
+			if !isHist(listed) {
+				continue
+			}
+			spec, err := parseHist(listed, evfilter.Fields(p))
+			var h Hist
+			if err == nil {
+				h, err = f.hist(f.images[e.img], base-f.images[e.img].ctlOff, cs[k].Slot, spec)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s/%s: %w", f.Path, e.Group, e.Name, err)
+			}
+			h.Group, h.Name, h.Image, h.Desc = e.Group, e.Name, d.Input, d
+			out = append(out, h)
+		}
+	}
+	return out, nil
 }

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "55b84ef0bd0ce324e74f825ea101dc321c8bd31761daf4aa8d8e0c57d4dd116c"
+const ObjectSHA256 = "cc6b29ddbe13561780515d8b978628b5d32d53523b007c12e9cb74c934fdb9ec"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -478,5 +478,8 @@ func TestLiveTriggerHist(t *testing.T) {
 	p.next(t, 3) // b = 3, a = 0..24: 10 hits
 	checkCounts(t, findHist(t, histOf(t, tr, "--event", "t/n"), "hist:keys=b:vals=hitcount,a:sort=hitcount:size=2048 if a < 10 [active]"),
 		map[string]uint64{"b: 1": 10, "b: 3": 10}, 20)
+	if t.Failed() {
+		t.Logf("the program's stderr: %s", p.stderr.String())
+	}
 	p.finish(t, "sum 19700")
 }

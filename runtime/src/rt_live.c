@@ -555,9 +555,15 @@ void kprw_live_init(void)
 	u64 tsc;
 	__asm__ volatile("rdtsc; shl $32, %%rdx; or %%rdx, %%rax" : "=a"(tsc) : : "rdx");
 	sp_cookie = tsc ^ (u64)(uptr)&sp_cookie ^ (u64)sys0(SYS_getpid) << 40;
+	u32 seen = kprw_rt.ctl_gen ? __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_ACQUIRE) : 0;
 	kprw_livedef_init();
 	kprw_livedef_sync(); /* events the trace file holds already */
 	reconcile();
-	if (kprw_rt.ctl_gen && kprw_rt.ev_ctl)
+	if (kprw_rt.ctl_gen && kprw_rt.ev_ctl) {
+		/* what start-up applied, published now: a live_done of 0 tells `kprewrite probe`
+		 * that no program will apply its change, so a change made before the agent's
+		 * first pass (a loaded machine) returned before it was applied */
+		publish_done(seen);
 		spawn();
+	}
 }

@@ -51,44 +51,62 @@ func (f *File) SetLiveTrigger(pattern, text string) ([]LiveEvent, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no event %s was added at run time", f.Path, pattern)
 	}
+	// every change checked and compiled first: nothing is written unless all are accepted
+	type imageChange struct {
+		slotBase uint64
+		changes  map[uint32]*liveTrigChange
+		ops      []*histOp
+	}
+	plan := map[int]*imageChange{}
 	for k, es := range byImg {
 		slotBase, err := f.liveSlotBase(k)
 		if err != nil {
 			return nil, err
 		}
-		changes := map[uint32]*liveTrigChange{}
+		ic := &imageChange{slotBase: slotBase, changes: map[uint32]*liveTrigChange{}}
 		for _, e := range es {
 			ch, err := f.liveTrigChange(e, text)
 			if err != nil {
 				return nil, err
 			}
 			if ch.op != nil { // :pause, :cont or :clear of one it has: its table, no new frame
-				if err := f.liveHistOp(k, slotBase, ch.op); err != nil {
-					return nil, err
-				}
-				continue
+				ic.ops = append(ic.ops, ch.op)
+			} else {
+				ic.changes[e.ID] = ch
 			}
-			changes[e.ID] = ch
 		}
-		if len(changes) == 0 {
-			continue
-		}
-		err = f.commitLive(k, func(cur []tracefile.LiveEvent, _ uint32, alloc *liveAlloc) ([]tracefile.LiveEvent, error) {
-			next := append([]tracefile.LiveEvent(nil), cur...)
-			for i := range next {
-				if ch := changes[next[i].ID]; ch != nil {
-					if err := ch.apply(&next[i], slotBase, alloc); err != nil {
-						return nil, err
-					}
-				}
-			}
-			return next, nil
-		})
-		if err != nil {
+		plan[k] = ic
+	}
+	for k, ic := range plan {
+		if err := f.commitLiveTriggers(k, ic.slotBase, ic.changes, ic.ops); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// commitLiveTriggers makes the changes of image k's live events' triggers: the
+// histograms' pauses, conts and clears in their tables, the new sets in a new frame.
+func (f *File) commitLiveTriggers(k int, slotBase uint64, changes map[uint32]*liveTrigChange, ops []*histOp) error {
+	for _, op := range ops {
+		if err := f.liveHistOp(k, slotBase, op); err != nil {
+			return err
+		}
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	return f.commitLive(k, func(cur []tracefile.LiveEvent, _ uint32, alloc *liveAlloc) ([]tracefile.LiveEvent, error) {
+		next := append([]tracefile.LiveEvent(nil), cur...)
+		for i := range next {
+			if ch := changes[next[i].ID]; ch != nil {
+				if err := ch.apply(&next[i], slotBase, alloc); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return next, nil
+	})
 }
 
 // liveSlotBase is the file offset of image k's control area's slot 0, from which the
@@ -132,18 +150,8 @@ func (f *File) liveTrigChange(e LiveEvent, text string) (*liveTrigChange, error)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
 	}
-	if !t.Remove && !liveTriggerCmds[t.Cmd] {
-		return nil, fmt.Errorf("%s/%s: trigger %q: %s triggers are not supported on events added at run time (the others are); give the event at rewrite time", e.Group, e.Name, text, t.Cmd)
-	}
-	if t.Cmd == evtrigger.StackTrace && !t.Remove && !hasUnwind(d) {
-		return nil, fmt.Errorf("%s/%s: trigger %q: the program has no unwind table to walk stacks with (the rewrite adds one to programs with a stacktrace trigger or key): rewrite it with one", e.Group, e.Name, text)
-	}
-	if t.Cmd.Switches() && !t.Remove {
-		for _, x := range rewriteEvents(d, t.Group, t.Event) {
-			if ev := d.Events[x]; ev.Disabled && !ev.Soft {
-				return nil, fmt.Errorf("%s/%s: trigger %q: %s/%s: %w", e.Group, e.Name, text, t.Group, t.Event, ErrNotArmed)
-			}
-		}
+	if err := liveRunnable(d, t); err != nil {
+		return nil, fmt.Errorf("%s/%s: trigger %q: %w", e.Group, e.Name, text, err)
 	}
 	ch := &liveTrigChange{e: e, kept: map[string]uint32{}, hist: map[string][]byte{}, filter: map[string][]byte{},
 		target: map[string][]uint32{}}
@@ -157,17 +165,27 @@ func (f *File) liveTrigChange(e LiveEvent, text string) (*liveTrigChange, error)
 	if ch.next, err = cur.Apply(t); err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
 	}
+	if err := ch.compile(d, fs, syms); err != nil {
+		return nil, fmt.Errorf("%s/%s: trigger %q: %w", e.Group, e.Name, text, err)
+	}
+	return ch, nil
+}
+
+// compile compiles the new set's conditions, new histograms and switch targets.
+func (ch *liveTrigChange) compile(d *tracefile.Desc, fs []evfilter.Field, syms evfilter.Symbols) error {
 	for _, nt := range ch.next {
 		key := ch.key(nt)
 		if _, kept := ch.kept[key]; nt.Cmd == evtrigger.Hist && !kept {
-			if ch.hist[key], err = liveHistProgram(d, nt.Hist); err != nil {
-				return nil, fmt.Errorf("%s/%s: trigger %q: %w", e.Group, e.Name, text, err)
+			prog, err := liveHistProgram(d, nt.Hist)
+			if err != nil {
+				return err
 			}
+			ch.hist[key] = prog
 		}
 		if nt.Filter != "" {
 			flt, err := evfilter.Parse(nt.Filter, fs, syms)
 			if err != nil {
-				return nil, fmt.Errorf("%s/%s: trigger %q: %w", e.Group, e.Name, nt.Text, err)
+				return err
 			}
 			ch.filter[key] = flt.Program()
 		}
@@ -175,7 +193,28 @@ func (f *File) liveTrigChange(e LiveEvent, text string) (*liveTrigChange, error)
 			ch.target[key] = rewriteEvents(d, nt.Group, nt.Event)
 		}
 	}
-	return ch, nil
+	return nil
+}
+
+// liveRunnable refuses a new trigger a live event cannot carry: enable_hist and
+// disable_hist (their targets are the rewrite's tables), a stacktrace without the
+// unwind table, enabling or disabling an event that is not armed.
+func liveRunnable(d *tracefile.Desc, t evtrigger.Trigger) error {
+	switch {
+	case t.Remove:
+		return nil
+	case !liveTriggerCmds[t.Cmd]:
+		return fmt.Errorf("%s triggers are not supported on events added at run time (the others are); give the event at rewrite time", t.Cmd)
+	case t.Cmd == evtrigger.StackTrace && !hasUnwind(d):
+		return errors.New("the program has no unwind table to walk stacks with (the rewrite adds one to programs with a stacktrace trigger or key): rewrite it with one")
+	case t.Cmd.Switches():
+		for _, x := range rewriteEvents(d, t.Group, t.Event) {
+			if ev := d.Events[x]; ev.Disabled && !ev.Soft {
+				return fmt.Errorf("%s/%s: %w", t.Group, t.Event, ErrNotArmed)
+			}
+		}
+	}
+	return nil
 }
 
 // current reads the event's triggers back as a set, each kept with its slot (and a

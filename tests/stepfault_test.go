@@ -5,6 +5,7 @@ package tests
 // load faults every third call and recovers with its own SIGSEGV handler and
 // siglongjmp runs as the original does when the fault_handler returns 0, and sees the
 // fault at its own instruction; one returning 1 after moving ip past the load handles it.
+// A struct kprobe registered by name at a prepared site has its fault_handler called too.
 
 import (
 	"fmt"
@@ -83,6 +84,23 @@ void kprewrite_exit(void) { pr_info("pres=%%d faults=%%d bad=%%d\n", pres, fault
 `, handle)
 }
 
+// stepFaultRegistered is stepFaultHandlers' counting with a plain struct kprobe
+// registered by name in kprewrite_init, at a prepared site.
+const stepFaultRegistered = `#include <kprewrite.h>
+static int pres, faults, bad;
+static int pre(struct kprobe *p, struct pt_regs *regs) { (void)p; (void)regs; pres++; return 0; }
+static int fault(struct kprobe *p, struct pt_regs *regs, int trapnr)
+{
+	faults++;
+	if (trapnr != 14 || regs->ip != (unsigned long)p->addr || regs->di != 8)
+		bad++;
+	return 0;
+}
+static struct kprobe kp = {.symbol_name = "load", .pre_handler = pre, .fault_handler = fault};
+int kprewrite_init(void) { return register_kprobe(&kp); }
+void kprewrite_exit(void) { unregister_kprobe(&kp); pr_info("pres=%d faults=%d bad=%d\n", pres, faults, bad); }
+`
+
 func TestHandlersStepFault(t *testing.T) {
 	testprog.Need(t, "gcc")
 	prog := testprog.Build(t, stepFaultSrc, "c", "-O2")
@@ -96,12 +114,21 @@ func TestHandlersStepFault(t *testing.T) {
 	}{
 		{"tf", []string{"--no-optimize", "--no-boost"}},
 		{"int3", []string{"--no-optimize", "--no-boost", "--single-step", "int3"}},
+		{"registered", []string{"--no-optimize", "--no-boost", "--single-step", "int3", "--prepare", "load"}},
 	} {
 		for _, skip := range []bool{false, true} {
+			registered := m.name == "registered"
+			if registered && skip {
+				continue
+			}
 			t.Run(fmt.Sprintf("%s/skip=%v", m.name, skip), func(t *testing.T) {
 				dir := t.TempDir()
 				h := filepath.Join(dir, "h.c")
-				if err := os.WriteFile(h, []byte(stepFaultHandlers(skip)), 0o644); err != nil {
+				src := stepFaultHandlers(skip)
+				if registered {
+					src = stepFaultRegistered
+				}
+				if err := os.WriteFile(h, []byte(src), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				out := filepath.Join(dir, "sf.kp")
@@ -109,8 +136,13 @@ func TestHandlersStepFault(t *testing.T) {
 				if code, stdout, stderr := kp(append(args, prog)...); code != 0 {
 					t.Fatalf("rewrite: %s%s", stdout, stderr)
 				}
-				checkKinds(t, out, map[string]string{"kp": "k"})
-				r := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{"30"}, Extra: []string{"KPREWRITE_TRACE="}})
+				env := []string{"KPREWRITE_TRACE="}
+				if registered { // (armed by the live-probe thread, which needs a trace file)
+					env = []string{"KPREWRITE_QUIET=1"}
+				} else {
+					checkKinds(t, out, map[string]string{"kp": "k"})
+				}
+				r := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{"30"}, Extra: env})
 				want, wantExit := orig.Stdout, "pres=30 faults=10 bad=0"
 				if skip { // handled: load returned -1 ten times, the program saw no fault
 					want = "sum=90 faults=0 elsewhere=0\n"

@@ -637,7 +637,8 @@ type RawCtlEnt struct {
 
 // RawLiveEnt is struct kprw_liveent: one event of a live-event frame, followed by its
 // fetch program, its definition's text (then a newline and its filter's expression
-// when it has one) and its filter program, each padded to 8.
+// when it has one, then its triggers' texts, one a line), its filter program and its
+// trigger program, each padded to 8.
 type RawLiveEnt struct {
 	Probe     uint32 `c:"probe"`
 	ID        uint32 `c:"id"`
@@ -646,6 +647,8 @@ type RawLiveEnt struct {
 	HitsOff   uint64 `c:"hits_off"`
 	Flags     uint32 `c:"flags"`
 	FilterLen uint32 `c:"filter_len"` // its filter program's bytes (0: none)
+	TrigLen   uint32 `c:"trig_len"`   // its trigger program's bytes (0: none), after the filter's
+	Reserved  uint32 `c:"reserved"`
 }
 
 // RawTraceHeader is struct kprw_trace_hdr, the first 4096 bytes of a trace file.

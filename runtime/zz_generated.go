@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "ae4b5af6013c9f681e872c17235cdb7087e6cbb6b287e5ed6220e9af3e3f0413"
+const ObjectSHA256 = "adebb77348cc6489c9aef5ddadb528d9f6e81292cd86663054cb4fcf2b05be83"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -309,3 +309,177 @@ func TestLiveFilter(t *testing.T) {
 	}
 	p.finish(t, "sum 19700")
 }
+
+// TestLiveTrigger: `kprewrite trigger FILE EV TRIGGER` on an event added at run time:
+// counted, conditional traceoff, traceon, snapshot, disable_event and enable_event (of
+// t/o, a rewrite-time event of other(), called with the same a as work(), whose filter
+// leaves out the calls the switches happen at, so the order of the two calls does not
+// matter) fire at the hits their conditions name, in the kernel's order (traceoff after
+// the record of the hit that stops tracing); `trigger FILE EV` lists them with the
+// fires left; `!CMD` removes one; a second of a kind and the commands live frames do
+// not carry are refused, nothing written.
+func TestLiveTrigger(t *testing.T) {
+	prog := testprog.Build(t, liveTwoSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "live.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, []string{"p:t/o other a=%di:s64"}, "--prepare", "work", "--filter", "t/o:a != 20 && a != 30")
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	run := func(args ...string) string { t.Helper(); return kpOK(t, args...) }
+	p.step(t, 0)
+	run("probe", tr, "p:t/n work a=%di:s64 b=%si:s64")
+	run("trigger", tr, "t/n", "traceoff:1 if a == 39")
+	run("trigger", tr, "t/n", "disable_event:t:o:1 if a == 20")
+	out := run("trigger", tr, "t/n", "snapshot:1 if a == 20")
+	if !strings.HasSuffix(out, "  snapshot:count=1 if a == 20\n  disable_event:t:o:count=1 if a == 20\n  traceoff:count=1 if a == 39\n") {
+		t.Fatalf("trigger: %q", out)
+	}
+	for bad, why := range map[string]string{
+		"traceon":                      "EEXIST",
+		"enable_event:t:o if a == 30":  "EEXIST", // (one per target event)
+		"enable_hist:t:o":              "enable_hist triggers are not supported on events added at run time",
+		"stacktrace":                   "no unwind table",
+		"traceon if nope>1":            "nope",
+		"enable_event:t:nosuch if a>1": "no event t:nosuch",
+	} {
+		if code, o, e := kp("trigger", tr, "t/n", bad); code != 1 || !strings.Contains(e, "t/n") || !strings.Contains(e, why) || o != "" {
+			t.Errorf("trigger %q: exit %d, stdout %q, stderr %q; want exit 1 and %q", bad, code, o, e, why)
+		}
+	}
+	// a = 0..99, b = 1: t/n a=0..39 (tracing off after a=39's record), t/o a=0..19
+	p.next(t, 1)
+	if out := run("trigger", tr, "t/n"); out != "t/n (prog):\nsnapshot:count=0 if a == 20\ndisable_event:t:o:count=0 if a == 20\ntraceoff:count=0 if a == 39\n" {
+		t.Fatalf("triggers after phase 1: %q", out)
+	}
+	run("trigger", tr, "t/n", "!traceoff")
+	run("trigger", tr, "t/n", "traceon:1")
+	run("trigger", tr, "t/n", "!disable_event:t:o")
+	run("trigger", tr, "t/n", "enable_event:t:o:1 if a == 30")
+	// a = 0..49, b = 2: traceon at the first hit, t/n all 50; t/o a=31..49
+	p.next(t, 2)
+	if out := run("trigger", tr, "t/n"); out != "t/n (prog):\nenable_event:t:o:count=0 if a == 30\ntraceon:count=0\nsnapshot:count=0 if a == 20\n" {
+		t.Fatalf("triggers after phase 2: %q", out)
+	}
+	run("probe", tr, "-:t/n")
+	p.next(t, 3) // a = 0..24: t/o a != 20
+	counts := map[string][]string{}
+	for _, l := range readTrace(t, tr, bin) {
+		counts[l.Event] = append(counts[l.Event], strings.TrimSpace(l.Args))
+	}
+	n, w := counts["n"], counts["o"]
+	if len(n) != 90 || n[0] != "a=0 b=1" || n[39] != "a=39 b=1" || n[40] != "a=0 b=2" || n[89] != "a=49 b=2" {
+		t.Errorf("t/n: %d records (want 90: a=0..39 of phase 1, then phase 2's 50): %v", len(n), n)
+	}
+	if len(w) != 20+19+24 || w[0] != "a=0" || w[19] != "a=19" || w[20] != "a=31" || w[38] != "a=49" || w[39] != "a=0" {
+		t.Errorf("t/o: %d records, want 63 (a=0..19, a=31..49, then phase 3's but a=20): %v", len(w), w)
+	}
+	// the snapshot taken at a=20 of phase 1 (a conditional one keeps its hit's record)
+	snap := map[string]int{}
+	for _, l := range readTraceArgs(t, "--snapshot", tr) {
+		snap[l.Event]++
+	}
+	if snap["n"] != 21 || snap["o"] != 20 {
+		t.Errorf("the snapshot: %d t/n and %d t/o records, want 21 (a=0..20) and 20 (a=0..19)", snap["n"], snap["o"])
+	}
+	if _, list, _ := kp("probe", tr); !strings.Contains(list, "150 hits") {
+		t.Errorf("probe: %q, want 150 hits of t/n (every hit counted, recorded or not)", list)
+	}
+	p.finish(t, "sum 26350")
+}
+
+// TestLiveTriggerStack: a stacktrace trigger on an event added at run time, in a
+// program whose rewrite carries the unwind table (a stacktrace trigger of its own that
+// never fires): the stack follows the record of each hit it fires at, under the live
+// event's name, with main among its frames.
+func TestLiveTriggerStack(t *testing.T) {
+	prog := testprog.Build(t, liveTwoSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "live.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, []string{"p:t/o other a=%di:s64"}, "--prepare", "work", "--trigger", "t/o:stacktrace if a == 1000")
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	p.step(t, 0)
+	kpOK(t, "probe", tr, "p:t/n work a=%di:s64 b=%si:s64")
+	kpOK(t, "trigger", tr, "t/n", "stacktrace:2 if a >= 5")
+	p.next(t, 1)
+	kpOK(t, "probe", tr, "-:t/n")
+	p.next(t, 2)
+	p.next(t, 3)
+	var after []string
+	lines := readTrace(t, tr, bin)
+	for k, l := range lines {
+		if l.Event != "<stack trace>" {
+			continue
+		}
+		if k == 0 || !strings.Contains(l.Stack, "main") {
+			t.Errorf("stack %d: %q, want main among its frames", k, l.Stack)
+			continue
+		}
+		after = append(after, lines[k-1].Event+" "+strings.TrimSpace(lines[k-1].Args))
+	}
+	if strings.Join(after, ", ") != "n a=5 b=1, n a=6 b=1" {
+		t.Errorf("stacks after %q, want after t/n's a=5 and a=6 of phase 1", after)
+	}
+	p.finish(t, "sum 26350")
+}
+
+// TestLiveProbeBesideEvent: an event added at a prepared site that a rewrite-time event
+// keeps armed (so no point of the program is live) records every hit beside it; until
+// 2026-11-29 such a program had no live-probe thread and the event recorded nothing.
+func TestLiveProbeBesideEvent(t *testing.T) {
+	prog := testprog.Build(t, livePhasedSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "live.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"}, "--prepare", "work")
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	p.step(t, 0)
+	kpOK(t, "probe", tr, "p:t/n work a=%di:s64 b=%si:s64")
+	p.next(t, 1) // 100 calls: both
+	kpOK(t, "probe", tr, "-:t/n")
+	p.next(t, 2) // 50: t/w
+	p.next(t, 3) // 25: t/w
+	counts := map[string]int{}
+	for _, l := range readTrace(t, tr, bin) {
+		counts[l.Event]++
+	}
+	if counts["n"] != 100 || counts["w"] != 175 {
+		t.Errorf("records %v, want 100 of t/n (phase 1) and 175 of t/w", counts)
+	}
+	p.finish(t, "sum 19700")
+}
+
+// TestLiveTriggerHist: a conditional histogram on an event added at run time, paused and
+// continued by writing the kernel's forms: `kprewrite hist --event` reads exactly the hits
+// of the phases it was active in; `trigger FILE EV` shows its state; one with a
+// variable is refused with the reason.
+func TestLiveTriggerHist(t *testing.T) {
+	prog := testprog.Build(t, livePhasedSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "live.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, nil, "--prepare", "work")
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	run := func(args ...string) string { t.Helper(); return kpOK(t, args...) }
+	p.step(t, 0)
+	run("probe", tr, "p:t/n work a=%di:s64 b=%si:s64")
+	run("trigger", tr, "t/n", "hist:keys=b:vals=hitcount,a if a < 10")
+	if code, o, e := kp("trigger", tr, "t/n", "hist:keys=b:ts0=common_timestamp.usecs"); code != 1 || o != "" ||
+		!strings.Contains(e, `t/n: trigger "hist:keys=b:ts0=common_timestamp.usecs": histogram variables are linked`) {
+		t.Errorf("a histogram with a variable: exit %d, stdout %q, stderr %q; want exit 1 and the reason", code, o, e)
+	}
+	p.next(t, 1) // b = 1, a = 0..99: 10 hits
+	run("trigger", tr, "t/n", "hist:keys=b:vals=hitcount,a:pause if a < 10")
+	if out := run("trigger", tr, "t/n"); !strings.Contains(out, "hist:keys=b:vals=hitcount,a:sort=hitcount:size=2048 if a < 10 [paused]\n") {
+		t.Fatalf("paused: %q", out)
+	}
+	p.next(t, 2) // paused: nothing
+	run("trigger", tr, "t/n", "hist:keys=b:vals=hitcount,a:cont if a < 10")
+	p.next(t, 3) // b = 3, a = 0..24: 10 hits
+	checkCounts(t, findHist(t, histOf(t, tr, "--event", "t/n"), "hist:keys=b:vals=hitcount,a:sort=hitcount:size=2048 if a < 10 [active]"),
+		map[string]uint64{"b: 1": 10, "b: 3": 10}, 20)
+	if t.Failed() {
+		t.Logf("the program's stderr: %s", p.stderr.String())
+	}
+	p.finish(t, "sum 19700")
+}

@@ -216,7 +216,10 @@ func orNone(s string) string {
 
 // runTrigger is `kprewrite trigger FILE EVENT [TRIGGER]`: the events' trigger file, for
 // every program writing into the trace file, running or to come.
-func runTrigger(args []string, stdout, _ io.Writer) error {
+func runTrigger(args []string, stdout, stderr io.Writer) error {
+	if done, err := liveTrigger(args, stdout, stderr); done {
+		return err
+	}
 	done := map[*tracectl.Controls]map[string]bool{} // a multi-probe event's runtime events change together
 	return editControls("trigger", "a TRIGGER ('!CMD' removes one; none prints them)", args, stdout,
 		func(f *tracectl.File, c *tracectl.Controls, ev tracectl.Event, text *string) (func(), error) {
@@ -459,34 +462,43 @@ func synthSpec(d *tracefile.Desc, spec, what string, k int, bin string, apply fu
 	return true, nil
 }
 
+// liveMatch opens the trace file of `kprewrite filter|trigger FILE EVENT [VALUE]` and
+// finds the events added at run time (kprewrite probe) EVENT names, when it names such
+// events and none of the rewrite's (else nil: the rewrite's events' command runs, and
+// says what is wrong). The caller closes f.
+func liveMatch(args []string) (*tracectl.File, []tracectl.LiveEvent) {
+	if len(args) != 2 && len(args) != 3 || strings.HasPrefix(args[0], "-") {
+		return nil, nil
+	}
+	f, err := tracectl.Open(args[0])
+	if err != nil {
+		return nil, nil
+	}
+	var match []tracectl.LiveEvent
+	if evs, err := f.Events(args[1]); err != nil || len(evs) == 0 {
+		live, _ := f.Live()
+		for _, e := range live {
+			if !e.Gone && eventdef.MatchesName(args[1], e.Group, e.Name) {
+				match = append(match, e)
+			}
+		}
+	}
+	if len(match) == 0 {
+		f.Close()
+		return nil, nil
+	}
+	return f, match
+}
+
 // liveFilter is `kprewrite filter FILE EVENT [EXPR]` for events added at run time
 // (kprewrite probe), when EVENT names such events and none of the rewrite's: done
 // says it was (its error is the command's).
 func liveFilter(args []string, stdout, stderr io.Writer) (done bool, err error) {
-	if len(args) != 2 && len(args) != 3 || strings.HasPrefix(args[0], "-") {
+	f, match := liveMatch(args)
+	if f == nil {
 		return false, nil
-	}
-	f, err := tracectl.Open(args[0])
-	if err != nil {
-		return false, nil // (editControls says why)
 	}
 	defer f.Close()
-	if evs, err := f.Events(args[1]); err == nil && len(evs) > 0 {
-		return false, nil
-	}
-	live, err := f.Live()
-	if err != nil {
-		return false, nil
-	}
-	var match []tracectl.LiveEvent
-	for _, e := range live {
-		if !e.Gone && eventdef.MatchesName(args[1], e.Group, e.Name) {
-			match = append(match, e)
-		}
-	}
-	if len(match) == 0 {
-		return false, nil
-	}
 	if len(args) == 2 {
 		for _, e := range match {
 			fmt.Fprintf(stdout, "%s/%s (%s): %s\n", e.Group, e.Name, e.Image, orNone(e.Filter()))
@@ -504,6 +516,50 @@ func liveFilter(args []string, stdout, stderr io.Writer) (done bool, err error) 
 			now = ""
 		}
 		fmt.Fprintf(stdout, "%s/%s (%s): filter %s (was %s)\n", e.Group, e.Name, e.Image, orNone(now), orNone(e.Filter()))
+	}
+	return true, nil
+}
+
+// liveTrigger is `kprewrite trigger FILE EVENT [TRIGGER]` for events added at run time,
+// as liveFilter is for their filters.
+func liveTrigger(args []string, stdout, stderr io.Writer) (done bool, err error) {
+	f, match := liveMatch(args)
+	if f == nil {
+		return false, nil
+	}
+	defer f.Close()
+	list := func(e tracectl.LiveEvent, indent string) {
+		ts := f.LiveTriggers(e)
+		if len(ts) == 0 {
+			fmt.Fprintf(stdout, "%s# Available triggers:\n%s# traceon traceoff snapshot stacktrace enable_event disable_event hist\n", indent, indent)
+		}
+		for _, t := range ts {
+			fmt.Fprintf(stdout, "%s%s\n", indent, t)
+		}
+	}
+	if len(args) == 2 {
+		for _, e := range match {
+			fmt.Fprintf(stdout, "%s/%s (%s):\n", e.Group, e.Name, e.Image)
+			list(e, "")
+		}
+		return true, nil
+	}
+	changed, err := f.SetLiveTrigger(args[1], args[2])
+	if err != nil {
+		return true, fmt.Errorf("%s: %w", args[0], err)
+	}
+	waitApplied(f, args[0], stderr)
+	now, err := f.Live()
+	if err != nil {
+		return true, err
+	}
+	for _, c := range changed {
+		for _, e := range now {
+			if e.ID == c.ID && e.ImageIndex() == c.ImageIndex() && !e.Gone {
+				fmt.Fprintf(stdout, "%s: %s/%s (%s): triggers now:\n", args[0], e.Group, e.Name, e.Image)
+				list(e, "  ")
+			}
+		}
 	}
 	return true, nil
 }

@@ -47,9 +47,14 @@ func runHist(args []string, stdout, _ io.Writer) error {
 	}
 	defer f.Close()
 	hs, err := f.Hists(*pattern)
-	if err != nil {
+	live, lerr := f.LiveHists(*pattern) // (events added at run time: kprewrite probe)
+	if lerr != nil {
+		return lerr
+	}
+	if err != nil && len(live) == 0 {
 		return err
 	}
+	hs = append(hs, live...)
 	if len(hs) == 0 {
 		return fmt.Errorf("%s: no hist trigger on %s (give one with rewrite --trigger 'GROUP/EVENT:hist:keys=...')", pos[0], *pattern)
 	}

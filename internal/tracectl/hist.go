@@ -214,13 +214,7 @@ func (f *File) Listed(ev Event, c *Controls) []string {
 			continue
 		}
 		if !isHist(t) { // a counted trigger: the fires it has left, as the kernel lists it
-			if i := strings.Index(t, ":count="); i >= 0 {
-				end := i + len(":count=")
-				for end < len(t) && t[end] >= '0' && t[end] <= '9' {
-					end++
-				}
-				out[k] = t[:i] + fmt.Sprintf(":count=%d", atomic.LoadUint64(f.word64(uintptr(off)))) + t[end:]
-			}
+			out[k] = withCount(t, atomic.LoadUint64(f.word64(uintptr(off))))
 			continue
 		}
 		state := " [active]"
@@ -230,4 +224,18 @@ func (f *File) Listed(ev Event, c *Controls) []string {
 		out[k] = strings.TrimSuffix(strings.TrimSuffix(t, " [active]"), " [paused]") + state
 	}
 	return out
+}
+
+// withCount is listed trigger t with the fires it has left (n), as the kernel lists a
+// counted trigger; t unchanged when it has no count.
+func withCount(t string, n uint64) string {
+	i := strings.Index(t, ":count=")
+	if i < 0 {
+		return t
+	}
+	end := i + len(":count=")
+	for end < len(t) && t[end] >= '0' && t[end] <= '9' {
+		end++
+	}
+	return t[:i] + fmt.Sprintf(":count=%d", n) + t[end:]
 }

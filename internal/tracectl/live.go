@@ -129,11 +129,11 @@ func (f *File) AddLive(def string) (LiveEvent, error) {
 	}
 	e := tracefile.LiveEvent{Probe: uint32(probe), Return: p.Return, Def: strings.TrimSpace(def), Fetch: prog}
 	le := LiveEvent{Image: d.Input, Group: p.Group, Name: p.Event, Def: e.Def, Return: p.Return, img: k}
-	err = f.commitLive(k, func(cur []tracefile.LiveEvent, id uint32, hits uint64) ([]tracefile.LiveEvent, error) {
+	err = f.commitLive(k, func(cur []tracefile.LiveEvent, id uint32, alloc *liveAlloc) ([]tracefile.LiveEvent, error) {
 		if len(cur) >= kprt.LiveMax {
 			return nil, fmt.Errorf("%s: %d events added at run time already (the most)", d.Input, len(cur))
 		}
-		e.ID, e.HitsOff = id, hits
+		e.ID, e.HitsOff = id, alloc.word(0)
 		le.ID, le.ent = id, e
 		return append(cur, e), nil
 	})
@@ -164,7 +164,7 @@ func (f *File) RemoveLive(pattern string) ([]LiveEvent, error) {
 		return nil, fmt.Errorf("%s: no event %s was added at run time", f.Path, pattern)
 	}
 	for k, ids := range byImg {
-		err := f.commitLive(k, func(cur []tracefile.LiveEvent, _ uint32, _ uint64) ([]tracefile.LiveEvent, error) {
+		err := f.commitLive(k, func(cur []tracefile.LiveEvent, _ uint32, _ *liveAlloc) ([]tracefile.LiveEvent, error) {
 			var keep []tracefile.LiveEvent
 			for _, e := range cur {
 				if !ids[e.ID] {
@@ -250,10 +250,34 @@ func sameLib(lib, input string) bool {
 	return b == input || strings.HasPrefix(input, b+".")
 }
 
-// commitLive writes image k's new list of live events, edit(current, a new id, the
-// offset of a new zeroed hit count), as a frame under the file lock, links it and
-// wakes the programs.
-func (f *File) commitLive(k int, edit func([]tracefile.LiveEvent, uint32, uint64) ([]tracefile.LiveEvent, error)) error {
+// liveAlloc gives out words of the counters area, written before a live frame (hit
+// counts, triggers' counts, histograms' tables).
+type liveAlloc struct {
+	base  uint64 // the file offset of the first
+	words []byte
+}
+
+// word gives out a word holding v: its file offset.
+func (a *liveAlloc) word(v uint64) uint64 {
+	a.words = binary.LittleEndian.AppendUint64(a.words, v)
+	return a.base + uint64(len(a.words)) - 8
+}
+
+// table gives out n words on cache lines of their own, the first holding first: the
+// file offset of the first.
+func (a *liveAlloc) table(n int, first uint64) uint64 {
+	for (a.base+uint64(len(a.words)))%64 != 0 {
+		a.word(0)
+	}
+	at := a.word(first)
+	a.words = append(a.words, make([]byte, 8*(n-1))...)
+	return at
+}
+
+// commitLive writes image k's new list of live events, edit(current, a new id, alloc),
+// as a frame under the file lock, links it and wakes the programs. alloc gives out new
+// words of the counters area.
+func (f *File) commitLive(k int, edit func([]tracefile.LiveEvent, uint32, *liveAlloc) ([]tracefile.LiveEvent, error)) error {
 	d := f.images[k].desc
 	return f.withCounters(func(fd *os.File, coff, csize, at uint64) error {
 		return f.writeLive(fd, d, coff, csize, at, edit)
@@ -261,7 +285,7 @@ func (f *File) commitLive(k int, edit func([]tracefile.LiveEvent, uint32, uint64
 }
 
 // writeLive is commitLive under the lock.
-func (f *File) writeLive(fd *os.File, d *tracefile.Desc, coff, csize, at uint64, edit func([]tracefile.LiveEvent, uint32, uint64) ([]tracefile.LiveEvent, error)) error {
+func (f *File) writeLive(fd *os.File, d *tracefile.Desc, coff, csize, at uint64, edit func([]tracefile.LiveEvent, uint32, *liveAlloc) ([]tracefile.LiveEvent, error)) error {
 	frames, _, err := tracefile.LiveFrames(f.data, atomic.LoadUint64(f.word64(offCtlLast)))
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)
@@ -276,22 +300,24 @@ func (f *File) writeLive(fd *os.File, d *tracefile.Desc, coff, csize, at uint64,
 			id = max(id, e.ID+1)
 		}
 	}
-	hits := coff + at
-	next, err := edit(cur, id, hits)
+	alloc := &liveAlloc{base: coff + at} // the words given out, then the frame
+	next, err := edit(cur, id, alloc)
 	if err != nil {
 		return err
 	}
 	fr := &tracefile.LiveFrame{ImageID: d.ImageID, NEvents: uint32(d.RuntimeEvents()), Events: next}
 	b := fr.Encode()
-	if at+8 > csize || uint64(len(b)) > csize-at-8 {
+	words := alloc.words
+	n := uint64(len(words))
+	if at+n > csize || uint64(len(b)) > csize-at-n {
 		return fmt.Errorf("%s: no room left for run-time events in its counters area (%d bytes used of %d)", f.Path, at, csize)
 	}
 	binary.LittleEndian.PutUint64(b[8:], atomic.LoadUint64(f.word64(offCtlLast)))
-	if _, err := fd.WriteAt(append(make([]byte, 8), b...), int64(hits)); err != nil {
+	if _, err := fd.WriteAt(append(words, b...), int64(coff+at)); err != nil {
 		return fmt.Errorf("write trace file: %w", err)
 	}
-	atomic.StoreUint64(f.word64(offCountersUsed), at+8+uint64(len(b)))
-	atomic.StoreUint64(f.word64(offCtlLast), hits+8)
+	atomic.StoreUint64(f.word64(offCountersUsed), at+n+uint64(len(b)))
+	atomic.StoreUint64(f.word64(offCtlLast), coff+at+n)
 	f.bumpGen()
 	return nil
 }
@@ -329,7 +355,7 @@ func (f *File) SetLiveFilter(pattern, expr string) ([]LiveEvent, error) {
 		return nil, fmt.Errorf("%s: no event %s was added at run time", f.Path, pattern)
 	}
 	for k, progs := range set {
-		err := f.commitLive(k, func(cur []tracefile.LiveEvent, _ uint32, _ uint64) ([]tracefile.LiveEvent, error) {
+		err := f.commitLive(k, func(cur []tracefile.LiveEvent, _ uint32, _ *liveAlloc) ([]tracefile.LiveEvent, error) {
 			next := append([]tracefile.LiveEvent(nil), cur...)
 			for i := range next {
 				if prog, ok := progs[next[i].ID]; ok {

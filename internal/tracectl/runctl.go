@@ -277,8 +277,11 @@ func (c *Controls) Armed(i uint32) bool {
 
 // hasUnwind says whether the image has the unwind table stacktrace triggers walk with
 // (the rewrite adds it to images with stacktrace triggers or keys)
-func (c *Controls) hasUnwind() bool {
-	for _, e := range c.Desc.Events {
+func (c *Controls) hasUnwind() bool { return hasUnwind(c.Desc) }
+
+// hasUnwind says whether image d has the unwind table (Controls.hasUnwind).
+func hasUnwind(d *tracefile.Desc) bool {
+	for _, e := range d.Events {
 		for _, t := range e.Triggers {
 			if strings.Contains(t, "stacktrace") {
 				return true
@@ -534,9 +537,14 @@ func (c *Controls) newHist(spec *evhist.Spec) ([]byte, error) {
 	if spec.HasStack() && !c.hasUnwind() {
 		return nil, errors.New("the program has no unwind table to walk stacks with (the rewrite adds one to programs with a stacktrace trigger or key): rewrite it with the trigger")
 	}
+	return histProgram(c.Desc, spec)
+}
+
+// histProgram is the program of a self-contained histogram spec of image d.
+func histProgram(d *tracefile.Desc, spec *evhist.Spec) ([]byte, error) {
 	h := *spec
 	if h.NeedsSymbols() {
-		lim, err := c.symLimit()
+		lim, err := symLimit(d)
 		if err != nil {
 			return nil, err
 		}
@@ -548,16 +556,16 @@ func (c *Controls) newHist(spec *evhist.Spec) ([]byte, error) {
 	return h.Program(nil), nil
 }
 
-// symLimit is the image's highest link-time address (.sym keys, as the rewrite gives
+// symLimit is image d's highest link-time address (.sym keys, as the rewrite gives
 // them): from the rewritten binary, else its description's functions when it is not a
 // PIE (whose addresses are the run-time ones).
-func (c *Controls) symLimit() (uint64, error) {
-	if f, err := elfio.Open(c.Desc.Image); err == nil {
+func symLimit(d *tracefile.Desc) (uint64, error) {
+	if f, err := elfio.Open(d.Image); err == nil {
 		defer f.Close()
 		return f.ImageEnd(), nil
 	}
-	if c.Desc.PIE {
-		return 0, fmt.Errorf(".sym keys of a PIE need the rewritten binary %s to name its addresses, and it cannot be read", c.Desc.Image)
+	if d.PIE {
+		return 0, fmt.Errorf(".sym keys of a PIE need the rewritten binary %s to name its addresses, and it cannot be read", d.Image)
 	}
 	return 0, nil
 }

@@ -36,11 +36,15 @@ type LiveEvent struct {
 	// expression it was compiled from (kprewrite filter)
 	Filter     []byte
 	FilterText string
+	// Trig is its trigger program (internal/evtrigger; nil: none), Triggers their texts
+	// as the trigger file lists them (kprewrite trigger)
+	Trig     []byte
+	Triggers []string
 }
 
 const (
 	liveHdr    = 48
-	liveEntHdr = 32
+	liveEntHdr = 40
 )
 
 // ErrLiveFrame reports a live-event frame that does not decode.
@@ -57,10 +61,7 @@ func (fr *LiveFrame) Encode() []byte {
 		var h [liveEntHdr]byte
 		binary.LittleEndian.PutUint32(h[0:], e.Probe)
 		binary.LittleEndian.PutUint32(h[4:], e.ID)
-		text := e.Def
-		if e.Filter != nil {
-			text += "\n" + e.FilterText
-		}
+		text := e.text()
 		binary.LittleEndian.PutUint32(h[8:], uint32(len(e.Fetch)))
 		binary.LittleEndian.PutUint32(h[12:], uint32(len(text)))
 		binary.LittleEndian.PutUint64(h[16:], e.HitsOff)
@@ -68,8 +69,9 @@ func (fr *LiveFrame) Encode() []byte {
 			binary.LittleEndian.PutUint32(h[24:], kprt.LEReturn)
 		}
 		binary.LittleEndian.PutUint32(h[28:], uint32(len(e.Filter)))
+		binary.LittleEndian.PutUint32(h[32:], uint32(len(e.Trig)))
 		b = append(b, h[:]...)
-		for _, part := range [][]byte{e.Fetch, []byte(text), e.Filter} {
+		for _, part := range [][]byte{e.Fetch, []byte(text), e.Filter, e.Trig} {
 			b = append(b, part...)
 			b = append(b, make([]byte, pad8len(len(part)))...)
 		}
@@ -79,6 +81,19 @@ func (fr *LiveFrame) Encode() []byte {
 }
 
 func pad8len(n int) int { return (8 - n%8) % 8 }
+
+// text is what the entry's text holds: the definition, then its filter's expression
+// when it has one, then its triggers, one a line.
+func (e *LiveEvent) text() string {
+	lines := []string{e.Def}
+	if e.Filter != nil {
+		lines = append(lines, e.FilterText)
+	}
+	if e.Trig != nil {
+		lines = append(lines, e.Triggers...)
+	}
+	return strings.Join(lines, "\n")
+}
 
 // DecodeLiveFrame reads a live-event frame at the start of b, checked as the runtime
 // checks it; it returns the frame and its size.
@@ -102,22 +117,28 @@ func DecodeLiveFrame(b []byte) (*LiveFrame, int, error) {
 		}
 		h := b[off : off+liveEntHdr]
 		fl, tl := int(binary.LittleEndian.Uint32(h[8:])), int(binary.LittleEndian.Uint32(h[12:]))
-		pl := int(binary.LittleEndian.Uint32(h[28:]))
+		pl, gl := int(binary.LittleEndian.Uint32(h[28:])), int(binary.LittleEndian.Uint32(h[32:]))
 		off += liveEntHdr
-		if fl > size || tl > size || pl > size || off+fl+pad8len(fl)+tl+pad8len(tl)+pl+pad8len(pl) > size {
+		if fl > size || tl > size || pl > size || gl > size ||
+			off+fl+pad8len(fl)+tl+pad8len(tl)+pl+pad8len(pl)+gl+pad8len(gl) > size {
 			return nil, 0, fmt.Errorf("%w: event %d runs past the frame", ErrLiveFrame, k)
 		}
 		e := LiveEvent{Probe: binary.LittleEndian.Uint32(h), ID: binary.LittleEndian.Uint32(h[4:]),
 			HitsOff: binary.LittleEndian.Uint64(h[16:]), Return: binary.LittleEndian.Uint32(h[24:])&kprt.LEReturn != 0}
 		e.Fetch = b[off : off+fl]
 		off += fl + pad8len(fl)
-		e.Def = string(b[off : off+tl])
+		lines := strings.Split(string(b[off:off+tl]), "\n")
+		e.Def, lines = lines[0], lines[1:]
 		off += tl + pad8len(tl)
-		if pl > 0 {
-			e.Def, e.FilterText, _ = strings.Cut(e.Def, "\n")
+		if pl > 0 && len(lines) > 0 {
+			e.FilterText, lines = lines[0], lines[1:]
 			e.Filter = b[off : off+pl]
-			off += pl + pad8len(pl)
 		}
+		off += pl + pad8len(pl)
+		if gl > 0 {
+			e.Trig, e.Triggers = b[off:off+gl], lines
+		}
+		off += gl + pad8len(gl)
 		fr.Events = append(fr.Events, e)
 	}
 	return fr, size, nil

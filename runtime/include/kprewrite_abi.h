@@ -656,7 +656,8 @@ struct kprw_ctlent {
  * its prepared sites (KPRW_EF_SPARE events' probes). Its header is a struct
  * kprw_ctlframe with this magic (nswitches 0), in the same chain as the control frames
  * (walkers of either kind step over the other); nentries struct kprw_liveent follow,
- * each followed by its fetch program and its definition's text, each padded to 8. Only
+ * each followed by its fetch program, its text, its filter program and its trigger
+ * program, each padded to 8. Only
  * an image's newest live frame counts (an event removed is one left out); readers take
  * every frame's definitions, so the records of an event removed still have a name.
  * Record ids are never reused within a file. */
@@ -672,6 +673,10 @@ struct kprw_liveent {
 	kprw_u32 filter_len; /* bytes of its filter program (internal/evfilter; 0: none), after
 	                        the definition; the definition's text is followed by a newline
 	                        and the filter's expression when it has one (was reserved, 0) */
+	kprw_u32 trig_len;   /* bytes of its trigger program (internal/evtrigger; 0: none), after
+	                        the filter program; its triggers' texts follow the text's
+	                        other lines, one a line (kprewrite trigger) */
+	kprw_u32 reserved;
 };
 #define KPRW_LE_RETURN 0x1 /* a return event (r:): its probe is a kretprobe */
 #define KPRW_RSEQ_MAXCPU 254 /* per-CPU counting with at most this many possible CPUs */

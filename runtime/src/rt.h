@@ -463,6 +463,7 @@ long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx);
 /* ---- signal guard (rt_sigguard.c) ---- */
 void kprw_istep_init(void); /* rt_istep.c: int3-ended single-steps (KPRW_PF_INT3STEP) */
 const struct kprw_point *kprw_istep_find(u64 vaddr);
+const struct kprw_point *kprw_istep_within(u64 vaddr);
 /* KPREWRITE_SIGGUARD: "off" wraps nothing; returns 1 when every signal function listed
  * was wrapped (or none is listed) */
 int kprw_sigguard_init(const char *mode, int traps, int faults);
@@ -678,6 +679,8 @@ int kprw_user_any(void);       /* are there KPRW_F_USER probes */
 u32 kprw_user_current_probe(void); /* probe whose handler this thread runs, or ~0u */
 /* a fault while this thread runs a C handler: handled (1), or not a handler's (0) */
 int kprw_user_fault(int sig, struct k_siginfo *si, struct k_ucontext *uc);
+int kprw_user_step_fault(const struct kprw_point *pt, struct pt_regs *regs, int trapnr);
+int kprw_step_fault(struct k_ucontext *uc);
 
 /* kprw_count_miss counts a hit that ran nothing (a handler was running on this thread);
  * a C handler probe's struct counts it too (kp->nmissed; rp->kp.nmissed). */

@@ -112,7 +112,7 @@ static inline __attribute__((always_inline)) int trace_hit(u32 pi, struct pt_reg
 		return 0;
 	}
 	int cond = tg && tg->cond, norec = 0;
-	const struct kprw_hit hit = {pi, regs, c};
+	const struct kprw_hit hit = {pi, regs, c, 0};
 	if (tg && !cond)
 		kprw_triggers_run(tg, NULL);
 	int cl = (flt || tg) ? closed(p->event) : 0;
@@ -319,9 +319,8 @@ void kprw_trace_stack(const struct kprw_hit *hit)
 	struct kprw_crec *rec = reserve(rec_size(n * 8, 0, 1), c, &w);
 	if (!rec)
 		return;
-	u8 *d = fill(rec, n * 8, KPRW_NO_PROBE, 0, 1, KPRW_REC_STACK,
-		     p->event < kprw_rt.nevents ? kprw_rt.events[p->event].id : KPRW_NO_EVENT,
-		     kprw_rt.points[p->point].site, 0, &w);
+	u32 id = hit->id ? hit->id : p->event < kprw_rt.nevents ? kprw_rt.events[p->event].id : KPRW_NO_EVENT;
+	u8 *d = fill(rec, n * 8, KPRW_NO_PROBE, 0, 1, KPRW_REC_STACK, id, kprw_rt.points[p->point].site, 0, &w);
 	kprw_memcpy(d, buf, n * 8);
 	commit(rec, n * 8, KPRW_CREC_COMMITTED);
 }

@@ -10,7 +10,9 @@
  *      gives the fixup, which returns the bytes not copied. A fetch from a bad pointer
  *      costs one signal (~2 us here) instead of a crash;
  *   2. a fault while this thread runs a C handler (rt_user.c: its fault_handler, or the
- *      handler is abandoned);
+ *      handler is abandoned), or of a probed instruction's copy being single-stepped
+ *      (rt_trap.c: the C handlers' fault_handlers, then the program's, the fault moved
+ *      back to the probed instruction);
  *   3. anything else is not ours: the program gets exactly what it would have got
  *      without the runtime, through the signal guard's delivery (rt_sigguard.c): its
  *      own handler (chained with its flags, mask and SA_SIGINFO arguments; kept by the
@@ -48,7 +50,7 @@ int kprw_fault_own(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 	struct kprw_tctx *c = kprw_rt.fast_read ? kprw_tctx_get() : NULL;
 	if (c)
 		c->slow_read = (c->slow_read & ~(u32)KPRW_FAULT_SIGS) | (u32)(uc->sigmask & KPRW_FAULT_SIGS);
-	return si->si_code > 0 && kprw_user_fault(sig, si, uc);
+	return si->si_code > 0 && (kprw_user_fault(sig, si, uc) || kprw_step_fault(uc));
 }
 
 static void fault_signal(int sig, struct k_siginfo *si, struct k_ucontext *uc)

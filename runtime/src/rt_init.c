@@ -935,7 +935,10 @@ static void start_late(const struct kprw_header *h)
 	if (user || fast || tbus) /* before any C handler runs, kprewrite_init included */
 		kprw_fault_install((fast ? KPRW_FAULT_SIGS : 0) | tbus |
 				   (user ? SIGBIT(SIGSEGV) | SIGBIT(SIGBUS) | SIGBIT(SIGFPE) | SIGBIT(SIGILL) : 0));
-	kprw_sg_guard((traps ? SIGBIT(SIGTRAP) : 0) | (fast ? KPRW_FAULT_SIGS : 0) | tbus);
+	/* C handlers with int3 probes: a fault of a single-stepped copy is theirs first (their
+	 * fault_handler, rt_trap.c's kprw_step_fault) however the program sets its handlers */
+	unsigned long ufaults = user && traps ? SIGBIT(SIGSEGV) | SIGBIT(SIGBUS) | SIGBIT(SIGFPE) | SIGBIT(SIGILL) : 0;
+	kprw_sg_guard((traps ? SIGBIT(SIGTRAP) : 0) | (fast ? KPRW_FAULT_SIGS : 0) | tbus | ufaults);
 	if (fast) {
 		/* a blocked SIGSEGV/SIGBUS inherited across exec would turn a bad fetch into a kill */
 		unsigned long fs = KPRW_FAULT_SIGS;

@@ -68,3 +68,21 @@ const struct kprw_point *kprw_istep_find(u64 vaddr)
 	}
 	return NULL;
 }
+
+/* kprw_istep_within returns the int3-step point whose slot copy holds vaddr (a fault of
+ * the copy: rt_trap.c's kprw_step_fault), or NULL. */
+const struct kprw_point *kprw_istep_within(u64 vaddr)
+{
+	u32 lo = 0, hi = nends;
+	while (lo < hi) { /* the first slot whose int3 is past vaddr */
+		u32 mid = lo + (hi - lo) / 2;
+		if (end_of(ends[mid]) <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == nends)
+		return NULL;
+	const struct kprw_point *pt = &kprw_rt.points[ends[lo]];
+	return vaddr >= pt->slot ? pt : NULL;
+}

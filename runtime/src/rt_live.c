@@ -541,13 +541,29 @@ void kprw_live_child(void)
 		spawn();
 }
 
+/* has_spare says whether point pt carries a prepared site's placeholder (rewrite
+ * --prepare): events may be added there, whatever its kind */
+static int has_spare(const struct kprw_point *pt)
+{
+	for (u32 k = 0; k < pt->nprobes; k++) {
+		u32 e = kprw_rt.probes[pt->first_probe + k].event;
+		if (e < kprw_rt.nevents && (kprw_rt.events[e].flags & KPRW_EF_SPARE))
+			return 1;
+	}
+	return 0;
+}
+
 /* kprw_live_init arms the live points wanted at start-up and, when a trace file can
- * switch them later, starts the agent. Start-up, after the SIGTRAP handler is in. */
+ * switch them later, starts the agent. A prepared site that is not live (another event
+ * at it keeps it armed) needs the agent too: it applies the frames of the events added
+ * there. Start-up, after the SIGTRAP handler is in. */
 void kprw_live_init(void)
 {
 	u32 n = 0;
-	for (u32 i = 0; i < kprw_rt.npoints; i++)
-		n += (kprw_rt.points[i].dflags & KPRW_DF_LIVE) || gated_live(&kprw_rt.points[i]);
+	for (u32 i = 0; i < kprw_rt.npoints; i++) {
+		const struct kprw_point *pt = &kprw_rt.points[i];
+		n += (pt->dflags & KPRW_DF_LIVE) || gated_live(pt) || has_spare(pt);
+	}
 	if (!n || !(live_armed = kprw_mmap_anon(kprw_rt.npoints)))
 		return;
 	for (u32 i = 0; i < kprw_rt.npoints; i++)
@@ -557,9 +573,15 @@ void kprw_live_init(void)
 	u64 tsc;
 	__asm__ volatile("rdtsc; shl $32, %%rdx; or %%rdx, %%rax" : "=a"(tsc) : : "rdx");
 	sp_cookie = tsc ^ (u64)(uptr)&sp_cookie ^ (u64)sys0(SYS_getpid) << 40;
+	u32 seen = kprw_rt.ctl_gen ? __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_ACQUIRE) : 0;
 	kprw_livedef_init();
 	kprw_livedef_sync(); /* events the trace file holds already */
 	reconcile();
-	if (kprw_rt.ctl_gen && kprw_rt.ev_ctl)
+	if (kprw_rt.ctl_gen && kprw_rt.ev_ctl) {
+		/* what start-up applied, published now: a live_done of 0 tells `kprewrite probe`
+		 * that no program will apply its change, so a change made before the agent's
+		 * first pass (a loaded machine) returned before it was applied */
+		publish_done(seen);
 		spawn();
+	}
 }

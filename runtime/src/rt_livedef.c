@@ -27,6 +27,7 @@ struct kprw_livedef {
 	long fixed; /* kprw_fetch_fixed_size: its data's size, -1 when it varies */
 	u64 *hits;  /* in the trace file: every hit of the event */
 	const struct kprw_fprog *filter; /* its filter (kprewrite filter), NULL: none */
+	const struct kprw_evtrig *trig;  /* its triggers (kprewrite trigger), NULL: none */
 };
 
 struct kprw_livelist {
@@ -84,8 +85,9 @@ static int ent_ok(const u8 *f, u32 size, u32 *off, const struct kprw_liveent **e
 	if (*off > size || size - *off < sizeof(struct kprw_liveent))
 		return 0;
 	const struct kprw_liveent *le = (const struct kprw_liveent *)(f + *off);
-	u64 end = *off + sizeof *le + (u64)pad8(le->fetch_len) + pad8(le->text_len) + pad8(le->filter_len);
-	if (le->fetch_len > size || le->text_len > size || le->filter_len > size || end > size ||
+	u64 end = *off + sizeof *le + (u64)pad8(le->fetch_len) + pad8(le->text_len) + pad8(le->filter_len) +
+		  pad8(le->trig_len);
+	if (le->fetch_len > size || le->text_len > size || le->filter_len > size || le->trig_len > size || end > size ||
 	    le->probe >= kprw_rt.nprobes || !spare(le->probe))
 		return 0;
 	int ret = kprw_rt.probes[le->probe].type == KPRW_T_KRETPROBE;
@@ -134,6 +136,12 @@ static struct kprw_livelist **build(const u8 *f, u32 size, u32 n)
 			if (!fp || kprw_filter_compile(prog, le->filter_len, fp) != 0)
 				return NULL;
 			d->filter = fp;
+		}
+		d->trig = NULL;
+		if (le->trig_len) { /* after the filter program; its counts in the counters area */
+			const u8 *prog = d->fetch + pad8(le->fetch_len) + pad8(le->text_len) + pad8(le->filter_len);
+			if (!(d->trig = kprw_trig_decode(~0u, prog, le->trig_len)))
+				return NULL;
 		}
 	}
 	return ls;
@@ -212,36 +220,24 @@ static int live_refused(const struct kprw_livedef *d, u32 pi, const u8 *data, u3
 	return !kprw_filter_match(d->filter, &fe);
 }
 
-/* live_record writes event d's record of a hit of spare probe pi */
-static void live_record(u32 pi, const struct kprw_livedef *d, struct pt_regs *regs, u8 type, u64 ret_ip,
-			struct kprw_tctx *c)
+/* live_fetch fetches event d's data once, into the thread's scratch buffer or tmp (256
+ * bytes): its length */
+static u32 live_fetch(const struct kprw_livedef *d, struct pt_regs *regs, struct kprw_tctx *c, const char *comm,
+		      u8 *tmp, const u8 **out)
+{
+	u8 *buf = c && kprw_rt.scratch ? kprw_rt.scratch + (uptr)(c - kprw_tctx_tab) * KPRW_MAX_REC_DATA : tmp;
+	u32 cap = buf == tmp ? 256 : KPRW_MAX_REC_DATA;
+	long m = d->fetch_len ? kprw_fetch_run(d->fetch, d->fetch_len, regs, NULL, 0, comm, buf, cap, kprw_fast_ok(c)) : 0;
+	*out = buf;
+	return m > 0 ? (u32)m : 0;
+}
+
+/* live_write writes event d's record of a hit of spare probe pi: its data fetched
+ * already (once, dlen bytes), or fetched into the record (once NULL) */
+static void live_write(u32 pi, const struct kprw_livedef *d, struct pt_regs *regs, u8 type, u64 ret_ip,
+		       struct kprw_tctx *c, const struct who *w, const u8 *once, u32 dlen)
 {
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
-	struct who w;
-	who(&w, c);
-	int fast = kprw_fast_ok(c);
-	u32 dlen = 0;
-	const u8 *once = NULL;
-	u8 tmp[256];
-	if (d->filter) { /* its data fetched once, judged, then copied into the record */
-		u8 *buf = c && kprw_rt.scratch ? kprw_rt.scratch + (uptr)(c - kprw_tctx_tab) * KPRW_MAX_REC_DATA : tmp;
-		u32 cap = buf == tmp ? (u32)sizeof tmp : KPRW_MAX_REC_DATA;
-		long m = d->fetch_len ? kprw_fetch_run(d->fetch, d->fetch_len, regs, NULL, 0, w.comm, buf, cap, fast) : 0;
-		dlen = m > 0 ? (u32)m : 0;
-		once = buf;
-		if (live_refused(d, pi, buf, dlen, ret_ip, &w))
-			return;
-	} else if (d->fixed > 0) {
-		dlen = (u32)d->fixed;
-	} else if (d->fixed < 0 && c && kprw_rt.scratch) {
-		u8 *buf = kprw_rt.scratch + (uptr)(c - kprw_tctx_tab) * KPRW_MAX_REC_DATA;
-		long m = kprw_fetch_run(d->fetch, d->fetch_len, regs, NULL, 0, w.comm, buf, KPRW_MAX_REC_DATA, fast);
-		dlen = m > 0 ? (u32)m : 0;
-		once = buf;
-	} else if (d->fixed < 0) {
-		long m = kprw_fetch_run(d->fetch, d->fetch_len, regs, NULL, 0, w.comm, NULL, KPRW_MAX_REC_DATA, fast);
-		dlen = m > 0 ? (u32)m : 0;
-	}
 	int ret = type == KPRW_REC_KRETPROBE;
 	u64 word = ret_ip;
 	if (type == KPRW_REC_KPROBE && kprw_rt.spev && (kprw_rt.spev[p->point / 64] >> (p->point % 64) & 1)) {
@@ -250,16 +246,77 @@ static void live_record(u32 pi, const struct kprw_livedef *d, struct pt_regs *re
 	}
 	/* the ext part names the event (a compact record's probe would name the spare's);
 	 * no probe: the record is not the spare's hit */
-	struct kprw_crec *rec = reserve(rec_size(dlen, ret, 1), c, &w);
+	struct kprw_crec *rec = reserve(rec_size(dlen, ret, 1), c, w);
 	if (!rec)
 		return;
-	u8 *out = fill(rec, dlen, KPRW_NO_PROBE, ret, 1, type, d->id, kprw_rt.points[p->point].site, word, &w);
+	u8 *out = fill(rec, dlen, KPRW_NO_PROBE, ret, 1, type, d->id, kprw_rt.points[p->point].site, word, w);
 	long got = dlen;
 	if (once)
 		kprw_memcpy(out, once, dlen);
 	else if (dlen)
-		got = kprw_fetch_run(d->fetch, d->fetch_len, regs, NULL, 0, w.comm, out, dlen, fast);
+		got = kprw_fetch_run(d->fetch, d->fetch_len, regs, NULL, 0, w->comm, out, dlen, kprw_fast_ok(c));
 	commit(rec, got > 0 ? (u32)got : 0, KPRW_CREC_COMMITTED);
+}
+
+/* live_record writes event d's record of a hit of spare probe pi, if its filter takes it */
+static __attribute__((noinline)) void live_record(u32 pi, const struct kprw_livedef *d, struct pt_regs *regs,
+						  u8 type, u64 ret_ip, struct kprw_tctx *c)
+{
+	struct who w;
+	who(&w, c);
+	u32 dlen = 0;
+	const u8 *once = NULL;
+	u8 tmp[256];
+	if (d->filter || (d->fixed < 0 && c && kprw_rt.scratch)) { /* fetched once: judged, or measured */
+		dlen = live_fetch(d, regs, c, w.comm, tmp, &once);
+		if (d->filter && live_refused(d, pi, once, dlen, ret_ip, &w))
+			return;
+	} else if (d->fixed > 0) {
+		dlen = (u32)d->fixed;
+	} else if (d->fixed < 0) {
+		long m = kprw_fetch_run(d->fetch, d->fetch_len, regs, NULL, 0, w.comm, NULL, KPRW_MAX_REC_DATA,
+					kprw_fast_ok(c));
+		dlen = m > 0 ? (u32)m : 0;
+	}
+	live_write(pi, d, regs, type, ret_ip, c, &w, once, dlen);
+}
+
+/* live_triggered is a hit of event d, which has triggers, in the kernel's order (as
+ * rt_dispatch.c's trace_hit): without conditions they all run first, whether tracing
+ * is on or not, and it returns 0: the record is the caller's, as without them (its
+ * frame not on top of this one: the probed thread's stack may be a goroutine's); else
+ * the data is fetched once, the triggers whose conditions hold run on it, the record is
+ * written (tracing on, its filter taking it), those that run after the record
+ * (traceoff, stacktrace) run last, and it returns 1. */
+static __attribute__((noinline)) int live_triggered(u32 pi, const struct kprw_livedef *d, struct pt_regs *regs,
+						    u8 type, u64 ret_ip, struct kprw_tctx *c)
+{
+	const struct kprw_evtrig *tg = d->trig;
+	if (!tg->cond) {
+		kprw_triggers_run(tg, NULL);
+		return 0;
+	}
+	struct who w;
+	who(&w, c);
+	u8 tmp[256];
+	const u8 *once;
+	u32 dlen = live_fetch(d, regs, c, w.comm, tmp, &once);
+	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	struct kprw_fenv fe;
+	filter_env(&fe, tg->needs | (d->filter ? d->filter->needs : 0), w.tid, w.comm, d->id,
+		   kprw_rt.points[p->point].site + kprw_rt.bias, ret_ip, w.now);
+	fe.data = once;
+	fe.dlen = dlen;
+	fe.regs = regs;
+	fe.fast = kprw_fast_ok(c);
+	u32 tt = kprw_triggers_run(tg, &fe);
+	if (!__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) && (!d->filter || kprw_filter_match(d->filter, &fe)))
+		live_write(pi, d, regs, type, ret_ip, c, &w, once, dlen);
+	if (tt) {
+		const struct kprw_hit hit = {pi, regs, c, d->id}; /* a stack names the live event */
+		kprw_triggers_post(tg, tt, &hit);
+	}
+	return 1;
 }
 
 /* kprw_live_hit is a hit of spare probe pi (type KPRW_REC_KPROBE at its entry,
@@ -273,7 +330,11 @@ int kprw_live_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, struct kprw
 	for (u32 k = l->n; k-- > 0;) { /* newest first, as the uprobe tracer runs its consumers */
 		const struct kprw_livedef *d = &l->d[k];
 		__atomic_add_fetch(d->hits, 1, __ATOMIC_RELAXED);
-		if (kprw_rt.trace && !__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED))
+		if (!kprw_rt.trace)
+			continue;
+		if (d->trig && live_triggered(pi, d, regs, type, ret_ip, c))
+			continue;
+		if (!__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED))
 			live_record(pi, d, regs, type, ret_ip, c);
 	}
 	return 1;

@@ -385,6 +385,76 @@ static void istep_end(const struct kprw_point *pt, struct k_ucontext *uc, u32 pi
 	post_in_signal(pt, uc, c);
 }
 
+/* in_copy says whether ip is in point pt's out-of-line copy */
+static int in_copy(const struct kprw_point *pt, u64 ip)
+{
+	return pt->slot && ip >= RT_ADDR(pt->slot) && ip < RT_ADDR(pt->slot) + pt->slot_len;
+}
+
+/* step_fault_run runs the fault_handlers of pt's C handler probes (rt_user.c) on the
+ * registers as at the probed instruction (ip its address, the trap flag as the program
+ * had it): 1 when one handled the fault, and the frame then holds its registers */
+static int step_fault_run(const struct kprw_point *pt, struct k_ucontext *uc, u32 saved_tf)
+{
+	struct kprw_tctx *c = kprw_tctx_get();
+	if (!c || kprw_tctx_busy(c))
+		return 0; /* the copy of a missed hit, inside a handler of ours */
+	struct pt_regs regs;
+	regs_from_mc(&regs, &uc->mc);
+	regs.ip = RT_ADDR(pt->site);
+	regs.flags = (regs.flags & ~X86_TF) | (saved_tf & X86_TF);
+	c->busy++;
+	c->slow_read = slow_read(uc);
+	int handled = kprw_user_step_fault(pt, &regs, (int)uc->mc.trapno);
+	c->slow_read = (u32)(uc->sigmask & KPRW_FAULT_SIGS);
+	c->busy--;
+	if (handled)
+		regs_to_mc(&uc->mc, &regs);
+	return handled;
+}
+
+/* kprw_step_fault handles a fault (rt_fault.c) of a probed instruction's copy while it
+ * is single-stepped (a trap-flag step this thread has in flight, or an int3-step slot),
+ * as kprobes.txt of 2.6 says: the fault_handlers of the point's C handler probes run
+ * first. One returning non-zero handled it: the thread resumes at the registers it left
+ * (ip left at the probed instruction retries the copy, still stepped; elsewhere the step
+ * ends there, without post handlers). Else the fault is the program's, at the probed
+ * instruction (ip back at the site, the trap flag as it had it, the step forgotten), as
+ * the kernel shows a fault of a single-stepped kprobe: returns 0, and the program's
+ * handler (or the default action) gets it. */
+int kprw_step_fault(struct k_ucontext *uc)
+{
+	struct k_sigcontext *mc = &uc->mc;
+	if (!kprw_rt.npoints)
+		return 0;
+	struct kprw_thread *t = kprw_thread_find(kprw_pid(), kprw_gettid());
+	const struct kprw_point *pt = NULL;
+	u32 saved_tf = (u32)(mc->flags & X86_TF);
+	if (t && t->nstep && in_copy(&kprw_rt.points[t->step[t->nstep - 1].point], mc->ip)) {
+		pt = &kprw_rt.points[t->step[t->nstep - 1].point];
+		saved_tf = t->step[t->nstep - 1].saved_tf;
+	} else if ((pt = kprw_istep_within(mc->ip - kprw_rt.bias)) == NULL) {
+		return 0;
+	}
+	int tfstep = !(pt->pflags & KPRW_PF_INT3STEP);
+	int handled = step_fault_run(pt, uc, saved_tf);
+	if (handled && mc->ip == RT_ADDR(pt->site)) {
+		mc->ip = RT_ADDR(pt->slot); /* the copy again, still stepped */
+		if (tfstep)
+			mc->flags |= X86_TF;
+		return 1;
+	}
+	if (!handled)
+		mc->ip = RT_ADDR(pt->site);
+	if (tfstep) { /* the step is over */
+		t->nstep--;
+		if (!(saved_tf & X86_TF))
+			mc->flags &= ~X86_TF;
+		kprw_thread_idle(t);
+	}
+	return handled;
+}
+
 /* foreign_step: a SIGTRAP at the end of one of this image's slots with no step record.
  * A thread or fork child born from a single-stepped syscall (clone/fork) inherits TF and
  * has no step record: finish the step for it. */

@@ -49,11 +49,14 @@ u32 kprw_trig_spare(void);
 void kprw_ctl_sync(void);
 void kprw_ctl_install(long fd, struct kprw_trace_hdr *h);
 /* kprw_hit is what a trigger that runs after the record needs of its hit: the probe,
- * the registers (ip the site, or a return probe's return address) and the thread */
+ * the registers (ip the site, or a return probe's return address), the thread, and the
+ * event id its records carry when it is not the probe's event's (an event added at run
+ * time, src/rt_livedef.c; 0: the probe's) */
 struct kprw_hit {
 	u32 pi;
 	const struct pt_regs *regs;
 	struct kprw_tctx *c;
+	u32 id;
 };
 u32 kprw_triggers_run(const struct kprw_evtrig *tg, const struct kprw_fenv *fe);
 void kprw_triggers_post(const struct kprw_evtrig *tg, u32 tt, const struct kprw_hit *hit);

@@ -107,7 +107,9 @@ static long ucall(u32 probe, u32 what, void *fn, long a, long b, long c, int *fa
 	u.in_fault = 0;
 	u.task.pid = 0;
 	u.owner = &kprw_rt;
-	u.regs = what == UH_PRE || what == UH_POST || what == UH_ENTRY || what == UH_RET ? (const struct pt_regs *)b : NULL;
+	u.regs = what == UH_PRE || what == UH_POST || what == UH_ENTRY || what == UH_RET || what == UH_FAULT
+			 ? (const struct pt_regs *)b
+			 : NULL;
 	if (t)
 		t->ucall = &u;
 	if (what == UH_ENTRY || what == UH_RET) /* ri->task: this call's (kprewrite_current) */
@@ -619,6 +621,7 @@ static const char *what_name(u32 what)
 	case UH_RET: return "handler";
 	case UH_INIT: return "kprewrite_init()";
 	case UH_EXIT: return "kprewrite_exit()";
+	case UH_FAULT: return "fault_handler";
 	}
 	return "handler";
 }
@@ -684,6 +687,8 @@ int kprw_user_fault(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 	atomic_add(&kprewrite_rt_stats.handler_faults, 1);
 	if (!u->in_fault) {
 		u->mask = uc->sigmask;
+		if (u->what == UH_FAULT) /* a fault_handler called for a step's fault faulted */
+			goto abandon;
 		struct kprobe *kp = u->probe < kprw_rt.nprobes ? ukp(u->probe) : NULL;
 		kprobe_fault_handler_t fh = kp ? READ_ONCE(kp->fault_handler) : NULL;
 		if (fh) {
@@ -698,6 +703,7 @@ int kprw_user_fault(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 			}
 		}
 	}
+abandon:
 	report(u, sig, si, mc);
 	/* return from kprw_ucall_asm: callee-saved registers, sp and ip as it recorded them */
 	mc->bx = u->jb[0];
@@ -713,6 +719,28 @@ int kprw_user_fault(int sig, struct k_siginfo *si, struct k_ucontext *uc)
 	u->faulted = 1;
 	uc->sigmask = u->mask; /* a nested fault (in the fault_handler) restores the first mask */
 	return 1;
+}
+
+/* kprw_user_step_fault runs the fault_handlers of point pt's C handler probes for a
+ * fault (trap trapnr) of its instruction's out-of-line copy while it is single-stepped
+ * (rt_trap.c's kprw_step_fault; regs as at the probed instruction), in the point's
+ * order, until one returns non-zero: 1 then (the fault is handled, the thread resumes at
+ * regs), else 0. A fault_handler that faults is abandoned as returning 0. */
+int kprw_user_step_fault(const struct kprw_point *pt, struct pt_regs *regs, int trapnr)
+{
+	for (u32 k = 0; k < pt->nprobes; k++) {
+		u32 i = pt->first_probe + k;
+		const struct kprw_probe *p = &kprw_rt.probes[i];
+		if (p->type != KPRW_T_KPROBE || !((p->flags & KPRW_F_USER) || kprw_spare_user(i)) ||
+		    !kprw_probe_enabled(i))
+			continue;
+		struct kprobe *kp = ukp(i);
+		kprobe_fault_handler_t fh = READ_ONCE(kp->fault_handler);
+		int faulted = 0;
+		if (fh && (int)ucall(i, UH_FAULT, (void *)fh, (long)kp, (long)regs, trapnr, &faulted) != 0 && !faulted)
+			return 1;
+	}
+	return 0;
 }
 
 /* ---- helpers for handlers (kprewrite.h) ---- */
@@ -745,7 +773,7 @@ __attribute__((visibility("hidden"))) void kprewrite_dump_stack(void)
 	struct kprw_ucall *u = c ? c->ucall : NULL;
 	if (!u || !u->regs || u->probe >= kprw_rt.nprobes || u->owner != &kprw_rt)
 		return;
-	struct kprw_hit hit = {u->probe, u->regs, c};
+	struct kprw_hit hit = {u->probe, u->regs, c, 0};
 	kprw_trace_stack(&hit);
 }
 

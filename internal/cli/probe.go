@@ -36,6 +36,9 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
+	if pid, err := strconv.Atoi(pos[0]); err == nil && path != pos[0] {
+		f.AddProcessBinaries(pid) // (an event at an unprepared site: the analysis reads the binary)
+	}
 	if *startup {
 		if len(pos) > 1 {
 			return usageErr("--startup takes its definitions from %s, not the command line", bootEnv)

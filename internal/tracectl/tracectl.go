@@ -30,6 +30,8 @@ type File struct {
 	images []image
 	// held, pending: Hold is in effect; an event was switched meanwhile
 	held, pending bool
+	// binaries may be the images' rewritten binaries (AddBinary: livefree.go)
+	binaries []string
 }
 
 type image struct {

@@ -31,6 +31,8 @@ struct kprw_livedef {
 
 struct kprw_livelist {
 	u32 n;
+	const struct kprw_point *at; /* a free live point's: where the tool placed it */
+	const u8 *slot;              /* and its slot's KPRW_FREE_SLOT bytes */
 	struct kprw_livedef d[];
 };
 
@@ -85,8 +87,11 @@ static int ent_ok(const u8 *f, u32 size, u32 *off, const struct kprw_liveent **e
 		return 0;
 	const struct kprw_liveent *le = (const struct kprw_liveent *)(f + *off);
 	u64 end = *off + sizeof *le + (u64)pad8(le->fetch_len) + pad8(le->text_len) + pad8(le->filter_len);
+	int at = (le->flags & KPRW_LE_POINT) != 0; /* a free live point's: its point and slot follow */
+	if (at)
+		end += sizeof(struct kprw_point) + KPRW_FREE_SLOT;
 	if (le->fetch_len > size || le->text_len > size || le->filter_len > size || end > size ||
-	    le->probe >= kprw_rt.nprobes || !spare(le->probe))
+	    le->probe >= kprw_rt.nprobes || !spare(le->probe) || at != (kprw_rt.probes[le->probe].point >= kprw_rt.npoints))
 		return 0;
 	int ret = kprw_rt.probes[le->probe].type == KPRW_T_KRETPROBE;
 	if (ret != !!(le->flags & KPRW_LE_RETURN))
@@ -116,6 +121,13 @@ static struct kprw_livelist **build(const u8 *f, u32 size, u32 n)
 			l = ls[le->probe] = kprw_mmap_anon(sizeof *l + (u64)n * sizeof l->d[0]);
 			if (!l)
 				return NULL;
+		}
+		if (le->flags & KPRW_LE_POINT) { /* (the first entry's place is the site's) */
+			const u8 *tail = (const u8 *)(le + 1) + pad8(le->fetch_len) + pad8(le->text_len) + pad8(le->filter_len);
+			if (!l->at) {
+				l->at = (const struct kprw_point *)tail;
+				l->slot = tail + sizeof(struct kprw_point);
+			}
 		}
 		struct kprw_livedef *d = &l->d[l->n++];
 		d->id = le->id;
@@ -189,6 +201,20 @@ int kprw_livedef_boot_wanted(void)
 			   __atomic_load_n(&kprw_rt.trace->ctl_last, __ATOMIC_ACQUIRE), &h) == 0;
 }
 
+/* kprw_livedef_free is where the newest live frame places free live point k (its
+ * point as the tool made it, *slot its slot's bytes), NULL: no event rides it */
+const struct kprw_point *kprw_livedef_free(u32 k, const u8 **slot)
+{
+	if (!kprw_rt.live_lists || k >= kprw_rt.nfree || !__atomic_load_n(&live_any, __ATOMIC_ACQUIRE))
+		return NULL;
+	u32 pi = kprw_rt.points[kprw_rt.npoints + k].first_probe;
+	const struct kprw_livelist *l = __atomic_load_n(&kprw_rt.live_lists[pi], __ATOMIC_ACQUIRE);
+	if (!l || !l->at)
+		return NULL;
+	*slot = l->slot;
+	return l->at;
+}
+
 /* kprw_live_wants says whether spare probe pi has events now */
 int kprw_live_wants(u32 pi)
 {
@@ -244,7 +270,8 @@ static void live_record(u32 pi, const struct kprw_livedef *d, struct pt_regs *re
 	}
 	int ret = type == KPRW_REC_KRETPROBE;
 	u64 word = ret_ip;
-	if (type == KPRW_REC_KPROBE && kprw_rt.spev && (kprw_rt.spev[p->point / 64] >> (p->point % 64) & 1)) {
+	if (type == KPRW_REC_KPROBE && kprw_rt.spev && p->point < kprw_rt.npoints &&
+	    (kprw_rt.spev[p->point / 64] >> (p->point % 64) & 1)) {
 		word = (u64)regs->sp | (*(const u64 *)regs->sp == (u64)(uptr)kprewrite_rt_rettramp);
 		ret = 1; /* the entry of a function with a return event: its stack pointer */
 	}

@@ -33,7 +33,7 @@ static const struct kprw_point *find_point(u64 vaddr)
 		else
 			hi = mid;
 	}
-	return NULL;
+	return kprw_rt.nfree ? kprw_free_find(vaddr) : NULL; /* an int3 placed live (rt_live.c) */
 }
 
 static void regs_from_mc(struct pt_regs *r, const struct k_sigcontext *mc)
@@ -391,9 +391,9 @@ static void istep_end(const struct kprw_point *pt, struct k_ucontext *uc, u32 pi
 static int foreign_step(struct k_ucontext *uc)
 {
 	struct k_sigcontext *mc = &uc->mc;
-	for (u32 i = 0; i < kprw_rt.npoints; i++) {
+	for (u32 i = 0; i < kprw_rt.npoints + kprw_rt.nfree; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
-		if ((pt->xmode == KPRW_X_SSTEP || pt->xmode == KPRW_X_BOOST) &&
+		if (pt->site && (pt->xmode == KPRW_X_SSTEP || pt->xmode == KPRW_X_BOOST) &&
 		    mc->ip == RT_ADDR(pt->slot) + pt->slot_len) {
 			mc->ip = RT_ADDR(pt->site) + pt->insn_len;
 			mc->flags &= ~X86_TF;

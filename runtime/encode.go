@@ -15,12 +15,12 @@ import (
 // events, and start-up settings. All addresses are link-time virtual addresses.
 type Tables struct {
 	Flags     HeaderFlags
-	OrigEntry uint64   // the original ELF entry point
-	Points    []Point  // any order; Encode sorts them by Site
+	OrigEntry uint64  // the original ELF entry point
+	Points    []Point // any order; Encode sorts them by Site
 	// Free are the free live points (RawHeader.NFree): after the sorted points, site
 	// 0, each with one placeholder kprobe (its probe the last ones) and its slot of
 	// FreeSlot bytes, where `kprewrite probe` places an event at an unprepared site.
-	Free []Point
+	Free      []Point
 	Events    []Event  // indexed by Probe.Event
 	AbsSlots  []uint64 // writable 8-byte words holding link-time addresses (objlink AbsSlots)
 	TracePath string   // default trace file ("" = no trace unless KPREWRITE_TRACE)

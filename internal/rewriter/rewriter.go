@@ -393,7 +393,7 @@ func (g *gen) makeEvents() error {
 // Free live points: kprewrite probe places events at sites no rewrite prepared on them
 // (runtime src/rt_live.c, "Free live points").
 const (
-	NFree     = 64         // free live points of a live-capable image
+	NFree     = 64          // free live points of a live-capable image
 	FreeGroup = "kprewrite" // their placeholder event's group and name
 	FreeEvent = "free"
 )

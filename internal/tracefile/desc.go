@@ -128,7 +128,7 @@ type DescEvent struct {
 	// freeSite, freeAddr: an event added at run time at a site no rewrite prepared (a
 	// free live point): its site and the address asked for (freeSite 0: none)
 	freeSite, freeAddr uint64
-	Filter   string `json:"filter,omitempty"` // the event's filter (kernel grammar), "" for none
+	Filter             string `json:"filter,omitempty"` // the event's filter (kernel grammar), "" for none
 	// Triggers are the event's triggers as the kernel's trigger file lists them, in
 	// the order they run ("traceoff:count=1 if a > 3").
 	Triggers []string `json:"triggers,omitempty"`

@@ -112,7 +112,7 @@ func (f *File) AddLive(def string) (LiveEvent, error) {
 	k, probe, err := f.preparedSite(p)
 	if errors.Is(err, ErrNotPrepared) { // the analysis decides (livefree.go)
 		if k, err = f.freeImage(p); err == nil {
-			free, err = f.planFree(k, p, strings.TrimSpace(def))
+			free, err = f.planFree(k, p)
 		}
 	}
 	if err != nil {

@@ -87,12 +87,12 @@ func (f *File) imageBinary(k int) (*elfio.File, *tracefile.Image, error) {
 	return nil, nil, fmt.Errorf("the rewritten binary of %s (image %#x) is not found beside %s: give the PID of a program running it", d.Image, d.ImageID, f.Path)
 }
 
-// planFree runs the rewriter's analysis for event p (definition def) at a site of
+// planFree runs the rewriter's analysis for event p at a site of
 // image k that no rewrite prepared: where its int3 goes and how it runs, or the
 // analysis's refusal.
-func (f *File) planFree(k int, p *eventdef.Probe, def string) (*freeSite, error) {
+func (f *File) planFree(k int, p *eventdef.Probe) (*freeSite, error) {
 	if p.Return {
-		return nil, fmt.Errorf("%w (a return event needs the function's entry prepared: --prepare FUNC)", ErrNotPrepared)
+		return nil, fmt.Errorf("%s: %w (a return event needs the function's entry prepared)", p.Symbol, ErrNotPrepared)
 	}
 	ef, im, err := f.imageBinary(k)
 	if err != nil {
@@ -107,7 +107,7 @@ func (f *File) planFree(k int, p *eventdef.Probe, def string) (*freeSite, error)
 	if err != nil {
 		return nil, fmt.Errorf("analyse %s: %w", ef.Path, err)
 	}
-	defs := []probedefs.Probe{{Origin: def, Def: p}}
+	defs := []probedefs.Probe{{Origin: p.Group + "/" + p.Event, Def: p}}
 	if err := probedefs.Resolve(ef, b.Funcs, defs); err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (f *File) planFree(k int, p *eventdef.Probe, def string) (*freeSite, error)
 			return nil, fmt.Errorf("%#x is inside the probe site at %#x that the rewrite patched (give the event at rewrite time, or prepare the function)", addr, pt.Site)
 		}
 	}
-	pl, err := patch.MakePlan(b, []patch.Request{{Name: def, Addr: addr}}, patch.Options{NoOptimize: true})
+	pl, err := patch.MakePlan(b, []patch.Request{{Name: p.Group + "/" + p.Event, Addr: addr}}, patch.Options{NoOptimize: true})
 	if err != nil {
 		return nil, err
 	}

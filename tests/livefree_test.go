@@ -7,10 +7,13 @@ package tests
 import (
 	"debug/elf"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kprewrite/kprewrite/internal/tracectl"
 	"github.com/kprewrite/kprewrite/internal/x86dec"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
@@ -148,4 +151,135 @@ func compareLiveFree(t *testing.T, got, want []traceLine, sites map[string]uint6
 			}
 		}
 	}
+}
+
+// liveFreeStressSrc runs four threads calling many(i) until stdin closes, each result
+// checked against an unprobed copy of the same code (manyCheck): a slot run wrong, or
+// an int3 the runtime does not know, shows. many() has more instructions than an
+// image has free live points.
+var liveFreeStressSrc = `#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+#define STEP a = a * 7 + 3; a ^= a >> 5;
+#define STEPS STEP STEP STEP STEP STEP STEP STEP STEP STEP STEP
+__attribute__((noinline)) long many(long a) { STEPS STEPS STEPS return a; }
+__attribute__((noinline)) long manyCheck(long a) { STEPS STEPS STEPS return a; }
+__attribute__((noinline)) long prepare(long a) { return a - 1; }
+static volatile int stop, bad;
+static void *loop(void *arg) {
+	(void)arg;
+	for (long i = 0; !stop; i++)
+		if (many(i) != manyCheck(i))
+			bad = 1;
+	return NULL;
+}
+int main(void) {
+	pthread_t t[4];
+	char c;
+	for (int k = 0; k < 4; k++)
+		pthread_create(&t[k], NULL, loop, NULL);
+	while (read(0, &c, 1) == 1)
+		;
+	stop = 1;
+	for (int k = 0; k < 4; k++)
+		pthread_join(t[k], NULL);
+	printf("%s %ld\n", bad ? "bad" : "ok", prepare(1));
+	return 0;
+}
+`
+
+// insnOffsets are the offsets in function fn of the ELF file at path of its first n
+// instructions.
+func insnOffsets(t *testing.T, path, fn string, n int) []uint64 {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	addr, _ := siteOf(t, path, fn)
+	text := f.Section(".text")
+	code, err := text.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []uint64
+	for off := uint64(0); len(offs) < n; {
+		in, err := x86dec.Decode(code[addr-text.Addr+off:], addr+off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offs = append(offs, off)
+		off += uint64(in.Len)
+	}
+	return offs
+}
+
+// TestLiveProbeUnpreparedReuse adds and removes an event at one instruction of many()
+// after another, more than there are free live points, while four threads call it: a
+// free point is placed at another site only once no thread is at its old one. The
+// program computes right throughout, every event is armed, and every hit of an event
+// armed is a record.
+func TestLiveProbeUnpreparedReuse(t *testing.T) {
+	prog := testprog.Build(t, liveFreeStressSrc, "c", "-O2", "-pthread")
+	const cycles = 70 // (64 free points: the last ones are placed again elsewhere)
+	offs := insnOffsets(t, prog, "many", cycles)
+	bin := filepath.Join(t.TempDir(), "reuse.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, nil, "--prepare", "prepare")
+	cmd := exec.Command(bin)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdin, _ := cmd.StdinPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	f := openWhenThere(t, tr)
+	defer f.Close()
+	f.AddBinary(bin)
+	for i, off := range offs {
+		name := fmt.Sprintf("t/e%d", i)
+		if _, err := f.AddLive(fmt.Sprintf("p:%s many+%d a=%%di:s64", name, off)); err != nil {
+			t.Fatalf("cycle %d: %v (stderr %q)", i, err, stderr.String())
+		}
+		f.WaitApplied(2 * time.Second)
+		time.Sleep(3 * time.Millisecond)
+		if _, err := f.RemoveLive(name); err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		f.WaitApplied(2 * time.Second)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil || strings.TrimSpace(stdout.String()) != "ok 0" {
+		t.Fatalf("the program: %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
+	}
+	var hits uint64
+	evs, _ := f.Live()
+	for _, e := range evs {
+		if e.Hits == 0 {
+			t.Errorf("t/%s: no hit: it was not armed (stderr %q)", e.Name, stderr.String())
+		}
+		hits += e.Hits
+	}
+	if recs := readTrace(t, tr, bin); uint64(len(recs)) != hits {
+		t.Errorf("%d records for %d hits", len(recs), hits)
+	}
+	t.Logf("%d events added and removed, %d hits recorded", len(evs), hits)
+}
+// openWhenThere opens the trace file at tr once the program has made it and
+// described its image there.
+func openWhenThere(t *testing.T, tr string) *tracectl.File {
+	t.Helper()
+	for try := 0; try < 2000; try++ {
+		if f, err := tracectl.Open(tr); err == nil {
+			if ds := f.Descs(); len(ds) > 0 && ds[0] != nil {
+				return f
+			}
+			f.Close()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("%s: no trace file", tr)
+	return nil
 }

@@ -135,7 +135,7 @@ func (f *File) AddLive(def string) (LiveEvent, error) {
 	}
 	e := tracefile.LiveEvent{Probe: uint32(probe), Return: p.Return, Def: strings.TrimSpace(def), Fetch: prog}
 	le := LiveEvent{Image: d.Input, Group: p.Group, Name: p.Event, Def: e.Def, Return: p.Return, img: k}
-	var used []uint32
+	var used []freeUse
 	if free != nil {
 		used = f.freeUses(d.ImageID)
 	}

@@ -130,10 +130,11 @@ func (f *File) planFree(k int, p *eventdef.Probe) (*freeSite, error) {
 }
 
 // place puts fs at a free live point: the one an event at the same site rides
-// already, else the one least recently used by the image's frames (used: the probes
-// of the newest frames first) that cur does not use. It returns the entry's probe,
-// point and slot.
-func (fs *freeSite) place(cur []tracefile.LiveEvent, used []uint32) (uint32, []byte, []byte, error) {
+// already, else the one the programs left placed there (the newest use of a point
+// stays placed after its events are removed), else the one least recently used by
+// the image's frames (used, newest first) that cur does not use. It returns the
+// entry's probe, point and slot.
+func (fs *freeSite) place(cur []tracefile.LiveEvent, used []freeUse) (uint32, []byte, []byte, error) {
 	taken := map[uint32]bool{}
 	for _, e := range cur {
 		if site, _, ok := e.At(); ok && site == fs.plan.Site {
@@ -143,7 +144,15 @@ func (fs *freeSite) place(cur []tracefile.LiveEvent, used []uint32) (uint32, []b
 	}
 	k := -1
 	for c := range fs.slots { // never used first, then the oldest use
-		if !taken[fs.first+uint32(c)] && (k < 0 || lastUse(used, fs.first+uint32(c)) > lastUse(used, fs.first+uint32(k))) {
+		pi := fs.first + uint32(c)
+		if taken[pi] {
+			continue
+		}
+		if at, site := lastUse(used, pi); at < len(used) && site == fs.plan.Site {
+			k = c // placed there still
+			break
+		}
+		if k < 0 || lastUseAt(used, pi) > lastUseAt(used, fs.first+uint32(k)) {
 			k = c
 		}
 	}
@@ -154,16 +163,24 @@ func (fs *freeSite) place(cur []tracefile.LiveEvent, used []uint32) (uint32, []b
 	return fs.first + uint32(k), point, slot, err
 }
 
+// freeUse is a free live point's probe used by an event of a frame, at site.
+type freeUse struct {
+	probe uint32
+	site  uint64
+}
+
 // lastUse is how recently probe was used by the frames (used, newest first): its
-// index there, len(used) when never (the largest: the best to take)
-func lastUse(used []uint32, probe uint32) int {
+// index there, len(used) when never (the largest: the best to take), and the site.
+func lastUse(used []freeUse, probe uint32) (int, uint64) {
 	for i, u := range used {
-		if u == probe {
-			return i
+		if u.probe == probe {
+			return i, u.site
 		}
 	}
-	return len(used)
+	return len(used), 0
 }
+
+func lastUseAt(used []freeUse, probe uint32) int { i, _ := lastUse(used, probe); return i }
 
 // encode is fs's point as the runtime's table holds it at free entry free (its slot
 // and probe), and the slot's bytes: the relocated copy, then the jmp back when it is
@@ -207,23 +224,26 @@ func (f *File) freeImage(p *eventdef.Probe) (int, error) {
 			return k, nil
 		}
 	}
-	if first < 0 {
+	if first < 0 && p.Lib != "" {
 		return 0, fmt.Errorf("%s: no image of the file is %s", f.Path, p.Lib)
+	}
+	if first < 0 {
+		return 0, fmt.Errorf("%s: no program has described its image in the file yet", f.Path)
 	}
 	return first, nil
 }
 
-// freeUses lists the free live points' probes image id's frames used, newest first.
-func (f *File) freeUses(id uint64) []uint32 {
+// freeUses lists the free live points image id's frames used, newest first.
+func (f *File) freeUses(id uint64) []freeUse {
 	frames, _, err := tracefile.LiveFrames(f.data, atomic.LoadUint64(f.word64(offCtlLast)))
 	if err != nil {
 		return nil
 	}
-	var used []uint32
+	var used []freeUse
 	for _, fr := range frames {
 		for _, e := range fr.Events {
-			if fr.ImageID == id && e.Point != nil {
-				used = append(used, e.Probe)
+			if site, _, ok := e.At(); ok && fr.ImageID == id {
+				used = append(used, freeUse{e.Probe, site})
 			}
 		}
 	}

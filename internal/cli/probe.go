@@ -16,7 +16,9 @@ import (
 // runProbe is `kprewrite probe TARGET DEF...`: kprobe_events for running programs.
 // TARGET is a trace file or the PID of a program writing into one; each DEF adds an
 // event (p:[GRP/]EV SITE [FETCHARGS], r:...) at a site the rewrite prepared
-// (--prepare), or removes one added so (-:[GRP/]EV). Without a DEF it lists the events
+// (--prepare) or, p: only, at any other site the rewriter's analysis accepts for an
+// int3 (a free live point of a live-capable image), or removes one added so
+// (-:[GRP/]EV). Without a DEF it lists the events
 // added. The programs arm and disarm the sites within milliseconds.
 func runProbe(args []string, stdout, stderr io.Writer) error {
 	fs := helpFlagSet("probe", "probe [--startup] TARGET [DEF...]", stdout)
@@ -40,6 +42,7 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 		f.AddProcessBinaries(pid) // (an event at an unprepared site: the analysis reads the binary)
 	}
 	if *startup {
+		f.AddProcessBinaries(os.Getppid()) // (the program that runs it waits for it)
 		if len(pos) > 1 {
 			return usageErr("--startup takes its definitions from %s, not the command line", bootEnv)
 		}

@@ -74,6 +74,7 @@ func (g *gen) prepare() error {
 	}
 	g.warnUnreferencedReturns()
 	g.markLive()
+	g.plan.LiveInt3 = len(g.tables.Free) > 0
 	if err := g.planStaticSigGuard(); err != nil {
 		return fmt.Errorf("%s: signal guard: %w", f.Path, err)
 	}

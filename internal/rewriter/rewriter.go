@@ -411,6 +411,9 @@ func (g *gen) addFreePoints() {
 	if !liveCapable || g.opt.CountOnly || g.opt.VerifyRegions {
 		return
 	}
+	if _, ok := g.f.GoSigtable(); g.b.IsGo() && !ok {
+		return // (its runtime would take the int3s: goSigtrapEdit)
+	}
 	ev := len(g.events)
 	id := uint32(ev + 1)
 	g.events = append(g.events, kprt.Event{Group: FreeGroup, Name: FreeEvent, ID: id, Flags: kprt.EFSoftDisabled | kprt.EFSpare | kprt.EFLive})

@@ -267,6 +267,7 @@ func TestLiveProbeUnpreparedReuse(t *testing.T) {
 	}
 	t.Logf("%d events added and removed, %d hits recorded", len(evs), hits)
 }
+
 // openWhenThere opens the trace file at tr once the program has made it and
 // described its image there.
 func openWhenThere(t *testing.T, tr string) *tracectl.File {

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "abf9e101d3a26087935359020e5a1977d5feb5161222547d788d1b229b756019"
+const ObjectSHA256 = "20a95500efe14380e56d18f4e453ffd12cb0f98abfaacc1b5fe9fe2b6d75b97f"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

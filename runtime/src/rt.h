@@ -716,6 +716,7 @@ const struct kprw_point *kprw_free_find(u64 vaddr);
 /* rt_livedef.c: what the newest live frame places at free point k (its point and
  * slot bytes), NULL: nothing */
 const struct kprw_point *kprw_livedef_free(u32 k, const u8 **slot);
+void kprw_livedef_placed(u32 k); /* rt_livedef.c: free point k is placed: its list is published */
 int kprw_live_kick(void); /* rt_live.c: the live-probe thread reconciles now (0), or there is none */
 
 

@@ -504,6 +504,8 @@ static int reconcile_free(void)
 				continue;
 			}
 		}
+		if (want)
+			kprw_livedef_placed(k); /* its events are recorded from now on */
 		u8 on = want && kprw_probe_enabled(cur->first_probe) ? LIVE_INT3 : LIVE_OFF;
 		if (on && now == LIVE_OFF && kprw_live_records() < 0)
 			continue; /* no records can be written: it stays off */

@@ -37,6 +37,10 @@ struct kprw_livelist {
 };
 
 static u64 applied;     /* file offset of the live frame applied (0: none) */
+/* per free live point: the newest frame's list, published once the point is placed
+ * where the list says (kprw_livedef_placed), so that a hit at its old site records
+ * none of its events */
+static struct kprw_livelist **free_next;
 static int live_any;    /* some list is published */
 static u32 pad8(u32 n) { return (n + 7) & ~7u; }
 
@@ -57,6 +61,8 @@ void kprw_livedef_init(void)
 		kprw_rt.live_lists = kprw_mmap_anon((u64)kprw_rt.nprobes * sizeof(void *));
 		kprw_rt.spare_user = kprw_mmap_anon((u64)kprw_rt.nprobes * sizeof(void *));
 	}
+	if (kprw_rt.nfree && kprw_rt.live_lists && !(free_next = kprw_mmap_anon((u64)kprw_rt.nfree * sizeof(void *))))
+		kprw_rt.nfree = 0; /* (out of memory: no event is placed at an unprepared site) */
 }
 
 /* newest_live finds this image's newest live frame, walking the control frames' chain
@@ -151,6 +157,37 @@ static struct kprw_livelist **build(const u8 *f, u32 size, u32 n)
 	return ls;
 }
 
+/* same says whether the n bytes at a and b are equal */
+static int same(const void *a, const void *b, u32 n)
+{
+	const u8 *x = a, *y = b;
+	for (u32 k = 0; k < n; k++)
+		if (x[k] != y[k])
+			return 0;
+	return 1;
+}
+
+/* held is list l of spare probe i as it is published now: a free live point's is
+ * kept back (NULL) until the point is placed where it says */
+static struct kprw_livelist *held(u32 i, struct kprw_livelist *l)
+{
+	u32 pt = kprw_rt.probes[i].point;
+	if (pt < kprw_rt.npoints || !free_next)
+		return l;
+	free_next[pt - kprw_rt.npoints] = l;
+	return l && same(&kprw_rt.points[pt], l->at, sizeof *l->at) ? l : NULL;
+}
+
+/* kprw_livedef_placed publishes the list of free live point k, placed now where the
+ * newest frame wants it (rt_live.c) */
+void kprw_livedef_placed(u32 k)
+{
+	struct kprw_livelist *l = free_next ? free_next[k] : NULL;
+	u32 pi = kprw_rt.points[kprw_rt.npoints + k].first_probe;
+	if (l && __atomic_load_n(&kprw_rt.live_lists[pi], __ATOMIC_RELAXED) != l)
+		__atomic_store_n(&kprw_rt.live_lists[pi], l, __ATOMIC_RELEASE);
+}
+
 /* kprw_livedef_sync applies the image's newest live frame, if it changed: from the
  * live-probe thread, before it arms and disarms (rt_live.c). */
 void kprw_livedef_sync(void)
@@ -179,7 +216,7 @@ void kprw_livedef_sync(void)
 	if (ls || live_any) {
 		for (u32 i = 0; i < kprw_rt.nprobes; i++)
 			if (spare(i))
-				__atomic_store_n(&kprw_rt.live_lists[i], ls ? ls[i] : NULL, __ATOMIC_RELEASE);
+				__atomic_store_n(&kprw_rt.live_lists[i], held(i, ls ? ls[i] : NULL), __ATOMIC_RELEASE);
 		__atomic_store_n(&live_any, ls != NULL, __ATOMIC_RELEASE); /* (none: the lists' pages are never read) */
 	}
 	return;
@@ -205,10 +242,7 @@ int kprw_livedef_boot_wanted(void)
  * point as the tool made it, *slot its slot's bytes), NULL: no event rides it */
 const struct kprw_point *kprw_livedef_free(u32 k, const u8 **slot)
 {
-	if (!kprw_rt.live_lists || k >= kprw_rt.nfree || !__atomic_load_n(&live_any, __ATOMIC_ACQUIRE))
-		return NULL;
-	u32 pi = kprw_rt.points[kprw_rt.npoints + k].first_probe;
-	const struct kprw_livelist *l = __atomic_load_n(&kprw_rt.live_lists[pi], __ATOMIC_ACQUIRE);
+	const struct kprw_livelist *l = free_next && k < kprw_rt.nfree ? free_next[k] : NULL;
 	if (!l || !l->at)
 		return NULL;
 	*slot = l->slot;

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "20a95500efe14380e56d18f4e453ffd12cb0f98abfaacc1b5fe9fe2b6d75b97f"
+const ObjectSHA256 = "745390bc83a6c916359308ed8e484ed4eb9a3cc70ce820508ba23a702c7aae67"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

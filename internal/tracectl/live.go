@@ -236,7 +236,7 @@ func (f *File) preparedSite(p *eventdef.Probe) (int, int, error) {
 			continue
 		}
 		for pi, dp := range d.Probes {
-			if dp.Event < 0 || dp.Event >= len(d.Events) || !d.Events[dp.Event].Spare || d.Events[dp.Event].Return != p.Return {
+			if dp.Event < 0 || dp.Event >= len(d.Events) || !d.Events[dp.Event].Spare || d.Events[dp.Event].Free || d.Events[dp.Event].Return != p.Return {
 				continue
 			}
 			if (p.Symbol != "" && dp.Symbol == p.Symbol) || (p.Symbol == "" && dp.Addr == p.Addr) || (p.Symbol != "" && symbolAt(d, p.Symbol) == dp.Addr) {

@@ -465,7 +465,9 @@ static int free_ok(u32 k, const struct kprw_point *want)
 	for (u32 i = 0; i < kprw_rt.npoints + kprw_rt.nfree; i++)
 		if (kprw_rt.points[i].site == want->site && i != kprw_rt.npoints + k)
 			return 0;
-	return same((const void *)RT_ADDR(want->site), want->orig, want->insn_len);
+	u8 code[16]; /* (read by system call: a frame's site may be anywhere) */
+	return kprw_read_mode(code, RT_ADDR(want->site), want->insn_len, 0) == want->insn_len &&
+	       same(code, want->orig, want->insn_len);
 }
 
 /* place writes free point k as want (its slot's bytes at slot), once no thread is at

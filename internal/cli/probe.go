@@ -51,7 +51,14 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 	if len(pos) == 1 {
 		return printLive(f, stdout)
 	}
-	for _, def := range pos[1:] {
+	err = applyDefs(f, path, pos[1:], stdout)
+	waitApplied(f, path, stderr) // (the definitions before a failing one are applied)
+	return err
+}
+
+// applyDefs adds or removes the events of defs in order, up to the first that fails.
+func applyDefs(f *tracectl.File, path string, defs []string, stdout io.Writer) error {
+	for _, def := range defs {
 		if rest, ok := strings.CutPrefix(strings.TrimSpace(def), "-:"); ok {
 			gone, err := f.RemoveLive(strings.TrimSpace(rest))
 			if err != nil {
@@ -68,7 +75,6 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s: %s/%s (%s): added\n", path, e.Group, e.Name, e.Image)
 	}
-	waitApplied(f, path, stderr)
 	return nil
 }
 

@@ -65,14 +65,45 @@ func secondInsn(t *testing.T, path, fn string) (uint64, byte) {
 	return uint64(in.Len), code[off+uint64(in.Len)]
 }
 
+// retOffset is the offset of the first ret in function fn of the ELF file at path.
+func retOffset(t *testing.T, path, fn string) uint64 {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	addr, _ := siteOf(t, path, fn)
+	text := f.Section(".text")
+	code, err := text.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := uint64(0); off < 256; {
+		in, err := x86dec.Decode(code[addr-text.Addr+off:], addr+off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Kind == x86dec.KindRet {
+			return off
+		}
+		off += uint64(in.Len)
+	}
+	t.Fatalf("%s: no ret in %s", path, fn)
+	return 0
+}
+
 // TestLiveProbeUnprepared: events added to a running program at an instruction in the
-// middle of a function and at another function's entry, neither prepared, record what
-// the same definitions given at rewrite time record; removing them puts the original
-// bytes back; a site the analysis refuses is an error that changes nothing.
+// middle of a function (boosted), at its ret (emulated) and at another function's
+// entry, none prepared, record what the same definitions given at rewrite time
+// record; removing them puts the original bytes back; a site the analysis refuses is
+// an error that changes nothing.
 func TestLiveProbeUnprepared(t *testing.T) {
 	prog := testprog.Build(t, liveFreeSrc, "c", "-O2")
 	n, midOrig := secondInsn(t, prog, "work")
-	defs := []string{fmt.Sprintf("p:t/m work+%d a=%%di:s64 b=%%si:s64", n), "p:t/o other a=%di:s64"}
+	ret := retOffset(t, prog, "work")
+	defs := []string{fmt.Sprintf("p:t/m work+%d a=%%di:s64 b=%%si:s64", n), "p:t/o other a=%di:s64",
+		fmt.Sprintf("p:t/x work+%d r=%%ax:s64", ret)}
 	dir := t.TempDir()
 
 	// the same definitions given at rewrite time: the records to match
@@ -109,11 +140,11 @@ func TestLiveProbeUnprepared(t *testing.T) {
 	kpOK(t, append([]string{"probe", fmt.Sprint(pid)}, defs...)...)
 	waitByte(t, pid, bin, workAddr+n, 0xcc)
 	waitByte(t, pid, bin, otherAddr, 0xcc)
-	if out := kpOK(t, "list", tr); strings.Count(out, "[LIVE]") != 2 || !strings.Contains(out, fmt.Sprintf("work+%#x", n)) || !strings.Contains(out, "other+0x0") {
-		t.Fatalf("list %s: %q, want t/m at work+%#x and t/o at other, [LIVE]", tr, out, n)
+	if out := kpOK(t, "list", tr); strings.Count(out, "[LIVE]") != 3 || !strings.Contains(out, fmt.Sprintf("work+%#x", n)) || !strings.Contains(out, "other+0x0") {
+		t.Fatalf("list %s: %q, want t/m at work+%#x, t/x at its ret and t/o at other, [LIVE]", tr, out, n)
 	}
 	q.next(t, 1) // 100 calls of each
-	kpOK(t, "probe", tr, "-:t/m", "-:t/o")
+	kpOK(t, "probe", tr, "-:t/m", "-:t/o", "-:t/x")
 	if b := memByte(t, pid, bin, workAddr+n); b != midOrig {
 		t.Errorf("t/m removed: work+%d holds %#x, want the original %#x", n, b, midOrig)
 	}
@@ -123,7 +154,7 @@ func TestLiveProbeUnprepared(t *testing.T) {
 	q.next(t, 2)
 	q.next(t, 3)
 	q.finish(t, "sum 39300")
-	compareLiveFree(t, readTrace(t, tr, bin), want, map[string]uint64{"m": workAddr + n, "o": otherAddr})
+	compareLiveFree(t, readTrace(t, tr, bin), want, map[string]uint64{"m": workAddr + n, "o": otherAddr, "x": workAddr + ret})
 }
 
 // compareLiveFree checks the live run's records against the first 100 of each event

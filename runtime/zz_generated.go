@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "745390bc83a6c916359308ed8e484ed4eb9a3cc70ce820508ba23a702c7aae67"
+const ObjectSHA256 = "c92b068b0e60fc735139826be29e690cdbe41695bf210a1c7212af1edb59705b"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

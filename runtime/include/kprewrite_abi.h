@@ -657,7 +657,8 @@ struct kprw_ctlent {
 #define KPRW_CE_DISABLE 0x8 /* KPREWRITE_CONTROL: switch the event off at start-up */
 
 /* A live-event frame: the events `kprewrite probe` added to an image at run time, on
- * its prepared sites (KPRW_EF_SPARE events' probes). Its header is a struct
+ * its prepared sites (KPRW_EF_SPARE events' probes) or its free live points
+ * (KPRW_LE_POINT). Its header is a struct
  * kprw_ctlframe with this magic (nswitches 0), in the same chain as the control frames
  * (walkers of either kind step over the other); nentries struct kprw_liveent follow,
  * each followed by its fetch program and its definition's text, each padded to 8. Only

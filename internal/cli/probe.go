@@ -21,7 +21,9 @@ import (
 // (-:[GRP/]EV). Without a DEF it lists the events
 // added. The programs arm and disarm the sites within milliseconds.
 func runProbe(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("probe", "probe [--startup] TARGET [DEF...]", stdout)
+	fs := helpFlagSet("probe", "probe [--startup] [-b BINARY]... TARGET [DEF...]", stdout)
+	var bins multiFlag
+	fs.Var(&bins, "b", "`BINARY`: a rewritten binary (or library copy) writing into the trace file, which the analysis of an event at a site it did not prepare reads (otherwise found through the PID, or beside the trace file) (repeatable)")
 	startup := fs.Bool("startup", false, "add the events of the environment's "+bootEnv+" (the kernel's kprobe_event= boot parameter: ';' between definitions, ',' for spaces), each that fails said on stderr and skipped; a rewritten program's runtime runs this at start-up, before main")
 	if err := fs.Parse(args); err != nil { // (a DEF may start with '-': flags only before TARGET)
 		if errors.Is(err, flag.ErrHelp) {
@@ -38,6 +40,9 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
+	for _, b := range bins {
+		f.AddBinary(b)
+	}
 	if pid, err := strconv.Atoi(pos[0]); err == nil && path != pos[0] {
 		f.AddProcessBinaries(pid) // (an event at an unprepared site: the analysis reads the binary)
 	}

@@ -84,7 +84,7 @@ func (f *File) imageBinary(k int) (*elfio.File, *tracefile.Image, error) {
 		}
 		ef.Close()
 	}
-	return nil, nil, fmt.Errorf("the rewritten binary of %s (image %#x) is not found beside %s: give the PID of a program running it", d.Image, d.ImageID, f.Path)
+	return nil, nil, fmt.Errorf("the rewritten binary of %s (image %#x) is not found beside %s: name it (probe -b BINARY) or give the PID of a program running it", d.Image, d.ImageID, f.Path)
 }
 
 // planFree runs the rewriter's analysis for event p at a site of

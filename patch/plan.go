@@ -209,6 +209,10 @@ type Plan struct {
 	Points   []Point         // sorted by Site
 	Inner    []Inner         // --verify-regions: inner DCR bytes, sorted by Addr
 	Refused  []Refusal
+	// LiveInt3: the image takes int3s placed while it runs at sites no point holds
+	// (free live points, kprewrite probe): the signal guard is needed as for an int3
+	// point.
+	LiveInt3 bool
 	// patcher holds the edits until committed: one int3 per int3 point and inner
 	// byte, and for each jump-optimized point (and each entry the static signal guard
 	// redirects) a placeholder over its whole DCR that the rewriter replaces with the

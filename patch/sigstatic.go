@@ -111,14 +111,15 @@ func definesSignalFuncs(f *elfio.File) bool {
 	return false
 }
 
-// anyInt3 reports whether some point of the plan traps (int3, not jump-optimized).
+// anyInt3 reports whether some point of the plan traps (int3, not jump-optimized), or
+// an int3 may be placed live.
 func (pl *Plan) anyInt3() bool {
 	for i := range pl.Points {
 		if !pl.Points[i].Optimized() || pl.Points[i].Withheld {
 			return true
 		}
 	}
-	return len(pl.Inner) > 0
+	return len(pl.Inner) > 0 || pl.LiveInt3
 }
 
 // slowReadWarning says why fetches read memory by system call in a static program.

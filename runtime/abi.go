@@ -323,7 +323,7 @@ type RawHeader struct {
 	Unwind     uint64 `c:"unwind"`      // vaddr of RawUnwind[NUnwind], 0 = none
 	UnwindBase uint64 `c:"unwind_base"` // the vaddr its rows' PC are relative to
 	NUnwind    uint32 `c:"nunwind"`
-	Reserved3  uint32 `c:"reserved3"`
+	NFree      uint32 `c:"nfree"` // free live points after the NPoints sorted ones (was Reserved3)
 }
 
 // RawUnwind is struct kprw_unwind, a row of the unwind table (stacktrace triggers).
@@ -589,6 +589,8 @@ const (
 	LiveFrameMagic = "KPRWLIV1"
 	LiveMax        = 256 // live events of one image
 	LEReturn       = 0x1 // RawLiveEnt.Flags: a return event
+	LEPoint        = 0x2 // RawLiveEnt.Flags: at a free live point; the point and its slot follow
+	FreeSlot       = 32  // bytes of a free live point's slot
 	CtlFileMagic   = "KPRWCTLF"
 	CtlFrameMax    = 1 << 20
 	CEFilter       = 0x1

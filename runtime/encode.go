@@ -15,8 +15,12 @@ import (
 // events, and start-up settings. All addresses are link-time virtual addresses.
 type Tables struct {
 	Flags     HeaderFlags
-	OrigEntry uint64   // the original ELF entry point
-	Points    []Point  // any order; Encode sorts them by Site
+	OrigEntry uint64  // the original ELF entry point
+	Points    []Point // any order; Encode sorts them by Site
+	// Free are the free live points (RawHeader.NFree): after the sorted points, site
+	// 0, each with one placeholder kprobe (its probe the last ones) and its slot of
+	// FreeSlot bytes, where `kprewrite probe` places an event at an unprepared site.
+	Free      []Point
 	Events    []Event  // indexed by Probe.Event
 	AbsSlots  []uint64 // writable 8-byte words holding link-time addresses (objlink AbsSlots)
 	TracePath string   // default trace file ("" = no trace unless KPREWRITE_TRACE)
@@ -236,6 +240,12 @@ func (t *Tables) Prepare() (*Encoded, error) {
 		}
 		nprobes += len(p.Probes)
 	}
+	for _, p := range t.Free {
+		if p.Site != 0 || len(p.Probes) != 1 || p.Probes[0].Type != TKprobe {
+			return nil, fmt.Errorf("%w: a free live point must be unplaced with one kprobe", ErrTables)
+		}
+		nprobes++
+	}
 	if nprobes > math.MaxUint32/2 || len(t.Events) > math.MaxUint32/2 || len(t.AbsSlots) > math.MaxUint32/2 {
 		return nil, fmt.Errorf("%w: too many entries", ErrTables)
 	}
@@ -260,7 +270,7 @@ func (t *Tables) Prepare() (*Encoded, error) {
 	// and fetch programs
 	off := uint64(HeaderSize)
 	e.pointsOff = off
-	off += uint64(len(t.Points)) * PointSize
+	off += uint64(len(t.Points)+len(t.Free)) * PointSize
 	e.probesOff = off
 	off += uint64(nprobes) * ProbeSize
 	e.eventsOff = off
@@ -347,7 +357,7 @@ var errChanged = fmt.Errorf("%w: the tables changed between Prepare and Encode",
 // state at stateBase.
 func (e *Encoded) Encode(roBase, stateBase uint64) error {
 	t := e.t
-	nprobes := 0
+	nprobes := len(t.Free)
 	for _, p := range t.Points {
 		nprobes += len(p.Probes)
 	}
@@ -360,7 +370,7 @@ func (e *Encoded) Encode(roBase, stateBase uint64) error {
 		NAbs: uint32(len(t.AbsSlots)), Self: roBase, OrigEntry: t.OrigEntry,
 		Points: roBase + e.pointsOff, Probes: roBase + e.probesOff, Events: roBase + e.eventsOff,
 		AbsSlots: roBase + e.absOff, State: stateBase, TraceSize: t.TraceSize, ImageID: t.ImageID,
-		Desc: t.Desc, DescSize: t.DescSize, Hooks: roBase + e.hooksOff,
+		Desc: t.Desc, DescSize: t.DescSize, Hooks: roBase + e.hooksOff, NFree: uint32(len(t.Free)),
 	}
 	if t.Counters != 0 {
 		if t.Counters%4096 != 0 {
@@ -387,8 +397,14 @@ func (e *Encoded) Encode(roBase, stateBase uint64) error {
 	put(&h)
 	e.header = h
 	probes := make([]RawProbe, 0, nprobes)
-	for k, i := range e.order {
-		p := &t.Points[i]
+	points := make([]*Point, 0, len(t.Points)+len(t.Free))
+	for _, i := range e.order {
+		points = append(points, &t.Points[i])
+	}
+	for i := range t.Free {
+		points = append(points, &t.Free[i])
+	}
+	for k, p := range points {
 		rp := RawPoint{
 			Site: p.Site, Slot: p.Slot, Target: p.Target, FirstProbe: uint32(len(probes)),
 			NProbes: uint16(len(p.Probes)), XMode: p.XMode, InsnLen: p.InsnLen, SlotLen: p.SlotLen,

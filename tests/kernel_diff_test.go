@@ -83,7 +83,7 @@ func TestKernelDifferential(t *testing.T) {
 		t.Run(build.name, func(t *testing.T) {
 			prog := testprog.Build(t, src, "c", build.flags...)
 			dir, orig, kpd := sameNamePair(t, prog, "probed")
-			for _, mode := range []string{"boost", "no-boost", "optimize", "exits", "live"} {
+			for _, mode := range []string{"boost", "no-boost", "optimize", "exits", "live", "live-unprepared"} {
 				t.Run(mode, func(t *testing.T) {
 					flags := []string{"--no-optimize"}
 					defs := diffDefs
@@ -96,6 +96,8 @@ func TestKernelDifferential(t *testing.T) {
 						flags = []string{"--exits"} // return events recorded at the rets
 					case "live": // the same definitions added to the trace file by kprewrite probe
 						flags, defs = []string{"--prepare", "add", "--prepare", "greet", "--prepare", "fact"}, nil
+					case "live-unprepared": // likewise, add's event at an int3 placed live
+						flags, defs = []string{"--prepare", "greet", "--prepare", "fact"}, nil
 					}
 					rewriteWith(t, orig, kpd, defs, flags...)
 					if mode == "exits" {
@@ -106,11 +108,11 @@ func TestKernelDifferential(t *testing.T) {
 					want := testprog.Run(t, noASLR(orig, "diff"))
 					c := noASLR(kpd, "diff")
 					c.Extra = []string{"KPREWRITE_TRACE=" + tr}
-					if mode == "live" {
+					if strings.HasPrefix(mode, "live") {
 						// a first run makes the trace file, the events go into it, and the
 						// next run, appending, starts with them (and records only them)
 						testprog.Run(t, c)
-						if code, o, e := kp(append([]string{"probe", tr}, diffDefs...)...); code != 0 {
+						if code, o, e := kp(append([]string{"probe", "-b", kpd, tr}, diffDefs...)...); code != 0 {
 							t.Fatalf("kprewrite probe: exit %d\n%s%s", code, o, e)
 						}
 						c.Extra = append(c.Extra, "KPREWRITE_APPEND=1")

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
@@ -230,6 +231,11 @@ func TestLiveDisarmAll(t *testing.T) {
 		t.Fatalf("disarmed: %d t/w records and %d handler lines, want the 100 of before", w, o)
 	}
 	run("enable", tr, "all")
+	// (enable returns before the live-probe thread has armed the handler's site again)
+	oAddr, oOrig := siteOf(t, prog, "other")
+	for try := 0; try < 1000 && memByte(t, pid, bin, oAddr) == oOrig; try++ {
+		time.Sleep(2 * time.Millisecond)
+	}
 	next(3) // 25 calls: the handler, not t/w
 	if w, o := count(); w != 100 || o != 125 {
 		t.Fatalf("armed again: %d t/w records and %d handler lines, want 100 (t/w stays off) and 125", w, o)

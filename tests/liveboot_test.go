@@ -59,7 +59,8 @@ func TestLiveBootEvents(t *testing.T) {
 	if err != nil || string(out) != "sum 590\n" {
 		t.Fatalf("run: %v %q %s", err, out, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "KPREWRITE_EVENTS: p:t/bad nosuch: nosuch: is not a prepared site") {
+	if !strings.Contains(stderr.String(), "KPREWRITE_EVENTS: p:t/bad nosuch: t/bad: bad probe definition") ||
+		!strings.Contains(stderr.String(), "no symbol nosuch") {
 		t.Errorf("stderr %q: want the failing definition said", stderr.String())
 	}
 	got := readTrace(t, tr, bin)

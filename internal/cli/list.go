@@ -126,6 +126,18 @@ func listLive(f *tracectl.File, verbose bool, stdout io.Writer) error {
 		if at < 0 {
 			continue
 		}
+		if site, addr, ok := e.At(); ok { // at a free live point: its own site
+			dp := tracefile.DescProbe{Event: at, Kind: e.Kind(), Addr: addr, Site: site}
+			if name, off, _, ok := d.Symbolize(site); ok {
+				dp.Symbol, dp.Offset = name, off
+			}
+			line := probeLine(d, dp, "k", !f.Armed(), verbose)
+			if e.Gone {
+				line = strings.Replace(line, "[LIVE]", "[LIVE][GONE]", 1)
+			}
+			fmt.Fprintln(stdout, line)
+			continue
+		}
 		for _, dp := range d.Probes {
 			if dp.Event != d.Events[at].At-1 {
 				continue
@@ -223,8 +235,8 @@ func listLines(im *tracefile.Image, verbose bool) []string {
 				continue
 			}
 			dp := d.Probes[i]
-			if dp.Kind == tracefile.KindVerify {
-				continue // --verify-regions pseudo-probe on an inner byte
+			if dp.Kind == tracefile.KindVerify || dp.Event >= 0 && d.Events[dp.Event].Free {
+				continue // --verify-regions pseudo-probe on an inner byte; a free live point
 			}
 			typ := "k"
 			if im.Probes[i].Type == kprt.TKretprobe || dp.Exit {

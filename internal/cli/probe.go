@@ -16,10 +16,14 @@ import (
 // runProbe is `kprewrite probe TARGET DEF...`: kprobe_events for running programs.
 // TARGET is a trace file or the PID of a program writing into one; each DEF adds an
 // event (p:[GRP/]EV SITE [FETCHARGS], r:...) at a site the rewrite prepared
-// (--prepare), or removes one added so (-:[GRP/]EV). Without a DEF it lists the events
+// (--prepare) or, p: only, at any other site the rewriter's analysis accepts for an
+// int3 (a free live point of a live-capable image), or removes one added so
+// (-:[GRP/]EV). Without a DEF it lists the events
 // added. The programs arm and disarm the sites within milliseconds.
 func runProbe(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("probe", "probe [--startup] TARGET [DEF...]", stdout)
+	fs := helpFlagSet("probe", "probe [--startup] [-b BINARY]... TARGET [DEF...]", stdout)
+	var bins multiFlag
+	fs.Var(&bins, "b", "`BINARY`: a rewritten binary (or library copy) writing into the trace file, which the analysis of an event at a site it did not prepare reads (otherwise found through the PID, or beside the trace file) (repeatable)")
 	startup := fs.Bool("startup", false, "add the events of the environment's "+bootEnv+" (the kernel's kprobe_event= boot parameter: ';' between definitions, ',' for spaces), each that fails said on stderr and skipped; a rewritten program's runtime runs this at start-up, before main")
 	if err := fs.Parse(args); err != nil { // (a DEF may start with '-': flags only before TARGET)
 		if errors.Is(err, flag.ErrHelp) {
@@ -36,7 +40,14 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
+	for _, b := range bins {
+		f.AddBinary(b)
+	}
+	if pid, err := strconv.Atoi(pos[0]); err == nil && path != pos[0] {
+		f.AddProcessBinaries(pid) // (an event at an unprepared site: the analysis reads the binary)
+	}
 	if *startup {
+		f.AddProcessBinaries(os.Getppid()) // (the program that runs it waits for it)
 		if len(pos) > 1 {
 			return usageErr("--startup takes its definitions from %s, not the command line", bootEnv)
 		}
@@ -45,7 +56,14 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 	if len(pos) == 1 {
 		return printLive(f, stdout)
 	}
-	for _, def := range pos[1:] {
+	err = applyDefs(f, path, pos[1:], stdout)
+	waitApplied(f, path, stderr) // (the definitions before a failing one are applied)
+	return err
+}
+
+// applyDefs adds or removes the events of defs in order, up to the first that fails.
+func applyDefs(f *tracectl.File, path string, defs []string, stdout io.Writer) error {
+	for _, def := range defs {
 		if rest, ok := strings.CutPrefix(strings.TrimSpace(def), "-:"); ok {
 			gone, err := f.RemoveLive(strings.TrimSpace(rest))
 			if err != nil {
@@ -62,7 +80,6 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s: %s/%s (%s): added\n", path, e.Group, e.Name, e.Image)
 	}
-	waitApplied(f, path, stderr)
 	return nil
 }
 

@@ -24,7 +24,7 @@ type assembly struct {
 	rodata, text, bss                         *areaSection
 	desc, tables, rtRodata, dynstr, earlyRela *area // in rodata
 	fix                                       *area // rodata: the rseq descriptors' fixes (PIC)
-	rtText, slots, dcrs, hooks                *area // in text
+	rtText, slots, free, dcrs, hooks          *area // in text
 	cs, state, words, earlyWord, window       *area // in bss
 	windowSize                                uint64
 
@@ -74,6 +74,7 @@ func (g *gen) prepare() error {
 	}
 	g.warnUnreferencedReturns()
 	g.markLive()
+	g.plan.LiveInt3 = len(g.tables.Free) > 0
 	if err := g.planStaticSigGuard(); err != nil {
 		return fmt.Errorf("%s: signal guard: %w", f.Path, err)
 	}
@@ -183,6 +184,7 @@ func (g *gen) textAndBSSAreas(a *assembly) {
 	a.text = &areaSection{name: elfio.SecText, fill: trampolines.Int3}
 	a.rtText = a.text.add("", a.rs.Text, 1)
 	a.slots = a.text.add("", g.slots.Size(), areaAlign)
+	a.free = a.text.add(SymFreeSlots, uint64(len(g.tables.Free))*kprt.FreeSlot, areaAlign) // (int3s until placed)
 	a.dcrs = a.text.add("", g.dcrs.total(), areaAlign)
 	a.hooks = a.text.add("", g.hooks.size, areaAlign)
 	if g.dcrs.pic && g.dcrs.ncs > 0 {
@@ -227,6 +229,9 @@ func (g *gen) place(a *assembly) error {
 		if si := g.slotOf[i]; si >= 0 {
 			g.tables.Points[i].Slot = g.slots.Slot(si).Addr
 		}
+	}
+	for k := range g.tables.Free {
+		g.tables.Free[k].Slot = text.at(a.free) + uint64(k)*kprt.FreeSlot
 	}
 	if err := g.dcrs.place(g, text.at(a.dcrs)); err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)
@@ -386,6 +391,9 @@ func (g *gen) write(a *assembly) (*elfio.Output, error) {
 	}
 	if a.early != nil {
 		areaSyms = append(areaSyms, a.rodata.symbol(a.earlyRela))
+	}
+	if a.free.size > 0 {
+		areaSyms = append(areaSyms, a.text.symbol(a.free))
 	}
 	syms := g.newSymbols(a.out, symPlaces{rtRodata: a.rtRodata.off, slots: a.slots.off, dcrs: a.dcrs.off, areas: areaSyms})
 	return g.f.Rewrite(&elfio.Addition{

@@ -36,7 +36,7 @@ func (g *gen) goSigtrapEdit() ([]elfio.Patch, error) {
 	if !g.b.IsGo() {
 		return nil, nil
 	}
-	int3 := false
+	int3 := len(g.tables.Free) > 0 // (an int3 placed live: kprewrite probe)
 	for _, pt := range g.tables.Points {
 		int3 = int3 || pt.XMode != kprt.XOptimized || pt.DFlags&kprt.DFLive != 0
 	}

@@ -104,6 +104,8 @@ const (
 	SymDynstr     = "kprewrite_dynstr"   // the dynamic string table with the library copies' paths
 	SymEarlyRela  = "kprewrite_rela"     // the DT_RELA table with the early start's relocation
 	SymSlotPrefix = "kprewrite_slot."
+	// SymFreeSlots names the free live points' slots (kprewrite probe at unprepared sites).
+	SymFreeSlots = "kprewrite_free_slots"
 	// SymDetourPrefix names the detour buffer of a jump-optimized probe.
 	SymDetourPrefix = "kprewrite_detour."
 	// SymFilterPrefix names the inline filter of a jump-optimized probe's detour (where
@@ -369,6 +371,7 @@ func (g *gen) makeEvents() error {
 			Origin: p.Origin, Return: p.Def.Return, Filter: p.Filter, Disabled: disabled || (p.Handler != nil && p.Handler.Disabled),
 			Soft: ev.Flags&kprt.EFSoftDisabled != 0, Live: ev.Flags&kprt.EFLive != 0, Spare: p.Spare, GoID: goid})
 	}
+	g.addFreePoints()
 	if err := g.makeTriggers(); err != nil {
 		return err
 	}
@@ -388,6 +391,41 @@ func (g *gen) makeEvents() error {
 		}
 	}
 	return nil
+}
+
+// Free live points: kprewrite probe places events at sites no rewrite prepared on them
+// (runtime src/rt_live.c, "Free live points").
+const (
+	NFree     = 64          // free live points of a live-capable image
+	FreeGroup = "kprewrite" // their placeholder event's group and name
+	FreeEvent = "free"
+)
+
+// addFreePoints reserves, in an image whose runtime runs the live-probe thread (it has
+// prepared sites or live events), the free live points: NFree unplaced points, each
+// with a placeholder kprobe of one event (FreeGroup/FreeEvent, Spare and Free) and a
+// slot the assembly places in the text. Before makeTriggers: the synthetic events'
+// ids follow the events'.
+func (g *gen) addFreePoints() {
+	liveCapable := len(g.live) > 0
+	for i, p := range g.probes {
+		liveCapable = liveCapable || (p.Spare && g.evOf[i] >= 0)
+	}
+	if !liveCapable || g.opt.CountOnly || g.opt.VerifyRegions {
+		return
+	}
+	if _, ok := g.f.GoSigtable(); g.b.IsGo() && !ok {
+		return // (its runtime would take the int3s: goSigtrapEdit)
+	}
+	ev := len(g.events)
+	id := uint32(ev + 1)
+	g.events = append(g.events, kprt.Event{Group: FreeGroup, Name: FreeEvent, ID: id, Flags: kprt.EFSoftDisabled | kprt.EFSpare | kprt.EFLive})
+	g.desc.Events = append(g.desc.Events, tracefile.DescEvent{ID: id, Group: FreeGroup, Name: FreeEvent, Def: "p:" + FreeGroup + "/" + FreeEvent + " 0",
+		Origin: "free live points", Disabled: true, Soft: true, Live: true, Spare: true, Free: true})
+	for range NFree {
+		g.tables.Free = append(g.tables.Free, kprt.Point{XMode: kprt.XBoost, Slot: 1, // (placed with the text)
+			Probes: []kprt.Probe{{Type: kprt.TKprobe, Flags: kprt.FTrace, Event: ev}}})
+	}
 }
 
 // makeTriggers compiles each event's triggers once every event has its runtime index
@@ -821,7 +859,10 @@ func (g *gen) fillDescProbes(enc *kprt.Encoded) {
 	for _, idx := range enc.ProbeIndex {
 		n += len(idx)
 	}
-	g.desc.Probes = make([]tracefile.DescProbe, n)
+	g.desc.Probes = make([]tracefile.DescProbe, n+len(g.tables.Free))
+	for k, fp := range g.tables.Free { // (their slots are read from the tables)
+		g.desc.Probes[n+k] = tracefile.DescProbe{Index: n + k, Event: fp.Probes[0].Event, Kind: "b"}
+	}
 	for pi := range pl.Points {
 		pt := &pl.Points[pi]
 		for j, ri := range runOrder(pt) {

@@ -19,7 +19,7 @@ func (g *gen) addSigGuard() error {
 	if g.fastRead && !patch.IsStatic(g.f) && !g.slowGo {
 		g.tables.Flags |= kprt.HFFastRead
 	}
-	int3, live := false, false
+	int3, live := len(g.tables.Free) > 0, false // (free live points: an int3 placed live)
 	for _, pt := range g.tables.Points {
 		int3 = int3 || pt.XMode != kprt.XOptimized || pt.DFlags&kprt.DFLive != 0
 		live = live || pt.DFlags&kprt.DFLive != 0

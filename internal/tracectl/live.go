@@ -108,7 +108,13 @@ func (f *File) AddLive(def string) (LiveEvent, error) {
 	if err := f.checkNewName(p); err != nil {
 		return LiveEvent{}, err
 	}
+	var free *freeSite
 	k, probe, err := f.preparedSite(p)
+	if errors.Is(err, ErrNotPrepared) { // the analysis decides (livefree.go)
+		if k, err = f.freeImage(p); err == nil {
+			free, err = f.planFree(k, p)
+		}
+	}
 	if err != nil {
 		return LiveEvent{}, err
 	}
@@ -129,9 +135,19 @@ func (f *File) AddLive(def string) (LiveEvent, error) {
 	}
 	e := tracefile.LiveEvent{Probe: uint32(probe), Return: p.Return, Def: strings.TrimSpace(def), Fetch: prog}
 	le := LiveEvent{Image: d.Input, Group: p.Group, Name: p.Event, Def: e.Def, Return: p.Return, img: k}
+	var used []freeUse
+	if free != nil {
+		used = f.freeUses(d.ImageID)
+	}
 	err = f.commitLive(k, func(cur []tracefile.LiveEvent, id uint32, alloc *liveAlloc) ([]tracefile.LiveEvent, error) {
 		if len(cur) >= kprt.LiveMax {
 			return nil, fmt.Errorf("%s: %d events added at run time already (the most)", d.Input, len(cur))
+		}
+		if free != nil {
+			var err error
+			if e.Probe, e.Point, e.Slot, err = free.place(cur, used); err != nil {
+				return nil, fmt.Errorf("%s: %w", d.Input, err)
+			}
 		}
 		e.ID, e.HitsOff = id, alloc.word(0)
 		le.ID, le.ent = id, e
@@ -220,7 +236,7 @@ func (f *File) preparedSite(p *eventdef.Probe) (int, int, error) {
 			continue
 		}
 		for pi, dp := range d.Probes {
-			if dp.Event < 0 || dp.Event >= len(d.Events) || !d.Events[dp.Event].Spare || d.Events[dp.Event].Return != p.Return {
+			if dp.Event < 0 || dp.Event >= len(d.Events) || !d.Events[dp.Event].Spare || d.Events[dp.Event].Free || d.Events[dp.Event].Return != p.Return {
 				continue
 			}
 			if (p.Symbol != "" && dp.Symbol == p.Symbol) || (p.Symbol == "" && dp.Addr == p.Addr) || (p.Symbol != "" && symbolAt(d, p.Symbol) == dp.Addr) {

@@ -30,6 +30,8 @@ type File struct {
 	images []image
 	// held, pending: Hold is in effect; an event was switched meanwhile
 	held, pending bool
+	// binaries may be the images' rewritten binaries (AddBinary: livefree.go)
+	binaries []string
 }
 
 type image struct {
@@ -147,7 +149,7 @@ func (f *File) Events(pattern string) ([]Event, error) {
 			continue
 		}
 		for i, e := range im.desc.Events {
-			if e.At > 0 || (e.Spare && pattern == "all") || !eventdef.MatchesName(pattern, e.Group, e.Name) {
+			if e.At > 0 || e.Free || (e.Spare && pattern == "all") || !eventdef.MatchesName(pattern, e.Group, e.Name) {
 				continue // (events added at run time: Live; prepared sites' own events, named only)
 			}
 			ev := Event{Group: e.Group, Name: e.Name, Image: im.desc.Input, Armed: !e.Disabled || e.Soft, Index: uint32(i), img: k}

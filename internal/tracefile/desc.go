@@ -119,10 +119,16 @@ type DescEvent struct {
 	// event (Live, from the trace file's frames), 1 + the index of that placeholder.
 	Spare bool `json:"spare,omitempty"`
 	At    int  `json:"at,omitempty"`
+	// Free: the placeholder of the free live points (Spare too), where kprewrite probe
+	// places events at sites no rewrite prepared; its probes have no site of their own.
+	Free bool `json:"free,omitempty"`
 	// liveHits: an event added at run time, its hits when the file was opened (its
 	// count is in the trace file, not among the probes' counters)
 	liveHits uint64
-	Filter   string `json:"filter,omitempty"` // the event's filter (kernel grammar), "" for none
+	// freeSite, freeAddr: an event added at run time at a site no rewrite prepared (a
+	// free live point): its site and the address asked for (freeSite 0: none)
+	freeSite, freeAddr uint64
+	Filter             string `json:"filter,omitempty"` // the event's filter (kernel grammar), "" for none
 	// Triggers are the event's triggers as the kernel's trigger file lists them, in
 	// the order they run ("traceoff:count=1 if a > 3").
 	Triggers []string `json:"triggers,omitempty"`
@@ -228,6 +234,7 @@ type leanEvent struct {
 	Soft     bool     `json:"soft,omitempty"`
 	Live     bool     `json:"live,omitempty"`
 	Spare    bool     `json:"spare,omitempty"`
+	Free     bool     `json:"free,omitempty"`
 	GoID     int      `json:"goid,omitempty"`
 }
 
@@ -249,7 +256,7 @@ func leanEvents(evs []DescEvent) []leanEvent {
 	id, origin := uint32(1), ""
 	for i, e := range evs {
 		l := leanEvent{Group: e.Group, Name: e.Name, Def: e.Def, Return: e.Return, Disabled: e.Disabled, Filter: e.Filter,
-			Triggers: e.Triggers, CtlSlots: e.CtlSlots, Soft: e.Soft, Live: e.Live, Spare: e.Spare, GoID: e.GoID}
+			Triggers: e.Triggers, CtlSlots: e.CtlSlots, Soft: e.Soft, Live: e.Live, Spare: e.Spare, Free: e.Free, GoID: e.GoID}
 		if e.ID != id {
 			l.ID = &evs[i].ID
 		}
@@ -267,7 +274,7 @@ func fullEvents(ls []leanEvent) []DescEvent {
 	id, origin := uint32(1), ""
 	for i, l := range ls {
 		e := DescEvent{ID: id, Group: l.Group, Name: l.Name, Def: l.Def, Origin: nextOrigin(origin), Return: l.Return, Disabled: l.Disabled,
-			Filter: l.Filter, Triggers: l.Triggers, CtlSlots: l.CtlSlots, Soft: l.Soft, Live: l.Live, Spare: l.Spare, GoID: l.GoID}
+			Filter: l.Filter, Triggers: l.Triggers, CtlSlots: l.CtlSlots, Soft: l.Soft, Live: l.Live, Spare: l.Spare, Free: l.Free, GoID: l.GoID}
 		if i == 0 {
 			e.Origin = ""
 		}

@@ -90,7 +90,9 @@ func (fm *Formatter) siteAddrs(d *Desc) []map[uint64]uint64 {
 		}
 	}
 	for i, e := range d.Events { // an event added at run time: its prepared site's
-		if e.At > 0 && e.At <= len(m) {
+		if e.freeSite != 0 {
+			m[i] = map[uint64]uint64{e.freeSite: e.freeAddr} // (at a free live point: its own)
+		} else if e.At > 0 && e.At <= len(m) {
 			m[i] = m[e.At-1]
 		}
 	}

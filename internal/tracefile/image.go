@@ -18,7 +18,7 @@ var ErrNoProbes = errors.New("not a binary rewritten by kprewrite with probes")
 type Image struct {
 	Desc   *Desc
 	Header kprt.RawHeader
-	Points []kprt.RawPoint // sorted by site
+	Points []kprt.RawPoint // sorted by site, then the Header.NFree free live points (site 0)
 	Probes []kprt.RawProbe // by runtime index
 	Events []kprt.RawEvent
 }
@@ -83,11 +83,12 @@ func parseTables(data []byte, base, hdrAddr uint64) (*Image, error) {
 	if h.Magic != kprt.Magic || h.Version != kprt.Version || (h.HeaderSize != kprt.HeaderSize && h.HeaderSize != headerSize168) || h.Self != hdrAddr {
 		return nil, fmt.Errorf("bad header (magic %#x version %d size %d self %#x)", h.Magic, h.Version, h.HeaderSize, h.Self)
 	}
-	if h.NPoints > kprt.MaxPoints {
-		return nil, fmt.Errorf("%d points (max %d)", h.NPoints, kprt.MaxPoints)
+	if h.NPoints > kprt.MaxPoints || h.NFree > 1024 {
+		return nil, fmt.Errorf("%d points and %d free ones (max %d)", h.NPoints, h.NFree, kprt.MaxPoints)
 	}
+	npoints := h.NPoints + h.NFree
 	// check that each array is inside the section before allocating it
-	pb, err := at(h.Points, uint64(h.NPoints)*kprt.PointSize)
+	pb, err := at(h.Points, uint64(npoints)*kprt.PointSize)
 	if err != nil {
 		return nil, fmt.Errorf("points: %w", err)
 	}
@@ -99,7 +100,7 @@ func parseTables(data []byte, base, hdrAddr uint64) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	im.Points = make([]kprt.RawPoint, h.NPoints)
+	im.Points = make([]kprt.RawPoint, npoints)
 	im.Probes = make([]kprt.RawProbe, h.NProbes)
 	im.Events = make([]kprt.RawEvent, h.NEvents)
 	for _, r := range []struct {
@@ -111,8 +112,8 @@ func parseTables(data []byte, base, hdrAddr uint64) (*Image, error) {
 		}
 	}
 	for i, p := range im.Probes {
-		if p.Point >= h.NPoints {
-			return nil, fmt.Errorf("probe %d: point %d of %d", i, p.Point, h.NPoints)
+		if p.Point >= npoints {
+			return nil, fmt.Errorf("probe %d: point %d of %d", i, p.Point, npoints)
 		}
 		if p.Event != kprt.NoEvent && p.Event >= h.NEvents {
 			return nil, fmt.Errorf("probe %d: event %d of %d", i, p.Event, h.NEvents)

@@ -40,6 +40,20 @@ type LiveEvent struct {
 	// as the trigger file lists them (kprewrite trigger)
 	Trig     []byte
 	Triggers []string
+	// Point and Slot: an event at a site no rewrite prepared (kprt.LEPoint): Probe
+	// is a free live point's, Point the struct kprw_point the tool made for it
+	// (kprt.PointSize bytes; its Reserved1 the address asked for) and Slot its slot's
+	// kprt.FreeSlot bytes; nil for an event at a prepared site.
+	Point, Slot []byte
+}
+
+// At is where an event at a free live point is placed: its site and the address
+// asked for (ok false: an event at a prepared site).
+func (e *LiveEvent) At() (site, addr uint64, ok bool) {
+	if len(e.Point) != kprt.PointSize {
+		return 0, 0, false
+	}
+	return binary.LittleEndian.Uint64(e.Point), binary.LittleEndian.Uint64(e.Point[kprt.PointSize-8:]), true
 }
 
 const (
@@ -65,13 +79,18 @@ func (fr *LiveFrame) Encode() []byte {
 		binary.LittleEndian.PutUint32(h[8:], uint32(len(e.Fetch)))
 		binary.LittleEndian.PutUint32(h[12:], uint32(len(text)))
 		binary.LittleEndian.PutUint64(h[16:], e.HitsOff)
+		var fl uint32
 		if e.Return {
-			binary.LittleEndian.PutUint32(h[24:], kprt.LEReturn)
+			fl |= kprt.LEReturn
 		}
+		if e.Point != nil {
+			fl |= kprt.LEPoint
+		}
+		binary.LittleEndian.PutUint32(h[24:], fl)
 		binary.LittleEndian.PutUint32(h[28:], uint32(len(e.Filter)))
 		binary.LittleEndian.PutUint32(h[32:], uint32(len(e.Trig)))
 		b = append(b, h[:]...)
-		for _, part := range [][]byte{e.Fetch, []byte(text), e.Filter, e.Trig} {
+		for _, part := range [][]byte{e.Fetch, []byte(text), e.Filter, e.Trig, e.Point, e.Slot} {
 			b = append(b, part...)
 			b = append(b, make([]byte, pad8len(len(part)))...)
 		}
@@ -123,8 +142,12 @@ func DecodeLiveFrame(b []byte) (*LiveFrame, int, error) {
 			off+fl+pad8len(fl)+tl+pad8len(tl)+pl+pad8len(pl)+gl+pad8len(gl) > size {
 			return nil, 0, fmt.Errorf("%w: event %d runs past the frame", ErrLiveFrame, k)
 		}
+		flags := binary.LittleEndian.Uint32(h[24:])
+		if flags&kprt.LEPoint != 0 && off+fl+pad8len(fl)+tl+pad8len(tl)+pl+pad8len(pl)+gl+pad8len(gl)+kprt.PointSize+kprt.FreeSlot > size {
+			return nil, 0, fmt.Errorf("%w: event %d's point runs past the frame", ErrLiveFrame, k)
+		}
 		e := LiveEvent{Probe: binary.LittleEndian.Uint32(h), ID: binary.LittleEndian.Uint32(h[4:]),
-			HitsOff: binary.LittleEndian.Uint64(h[16:]), Return: binary.LittleEndian.Uint32(h[24:])&kprt.LEReturn != 0}
+			HitsOff: binary.LittleEndian.Uint64(h[16:]), Return: flags&kprt.LEReturn != 0}
 		e.Fetch = b[off : off+fl]
 		off += fl + pad8len(fl)
 		lines := strings.Split(string(b[off:off+tl]), "\n")
@@ -139,6 +162,11 @@ func DecodeLiveFrame(b []byte) (*LiveFrame, int, error) {
 			e.Trig, e.Triggers = b[off:off+gl], lines
 		}
 		off += gl + pad8len(gl)
+		if flags&kprt.LEPoint != 0 {
+			e.Point = b[off : off+kprt.PointSize]
+			e.Slot = b[off+kprt.PointSize : off+kprt.PointSize+kprt.FreeSlot]
+			off += kprt.PointSize + kprt.FreeSlot
+		}
 		fr.Events = append(fr.Events, e)
 	}
 	return fr, size, nil
@@ -208,8 +236,10 @@ func (d *Desc) addLive(e LiveEvent, hits uint64) {
 		return
 	}
 	group, name, _ := liveName(e.Def)
-	d.Events = append(d.Events, DescEvent{ID: e.ID, Group: group, Name: name, Def: e.Def, Origin: "kprewrite probe",
-		Return: e.Return, Live: true, At: at + 1, liveHits: hits})
+	de := DescEvent{ID: e.ID, Group: group, Name: name, Def: e.Def, Origin: "kprewrite probe",
+		Return: e.Return, Live: true, At: at + 1, liveHits: hits}
+	de.freeSite, de.freeAddr, _ = e.At()
+	d.Events = append(d.Events, de)
 	d.nLive++
 }
 

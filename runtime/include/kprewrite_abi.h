@@ -310,8 +310,15 @@ struct kprw_header {
 	                         (only images with stacktrace triggers have one) */
 	kprw_u64 unwind_base; /* link-time vaddr the rows' pc fields are relative to */
 	kprw_u32 nunwind;
-	kprw_u32 reserved3;
+	kprw_u32 nfree;       /* free live points after the npoints sorted ones (was reserved3):
+	                         struct kprw_point entries whose site is 0 until `kprewrite
+	                         probe` places an int3 event there (an unprepared site), each
+	                         with one KPRW_EF_SPARE kprobe (the last nfree probes) and a
+	                         slot of KPRW_FREE_SLOT bytes of int3s in the image's text;
+	                         the runtime writes the entry and the slot through
+	                         /proc/self/mem (src/rt_live.c, "Free live points") */
 };
+#define KPRW_FREE_SLOT 32 /* bytes of a free live point's slot */
 
 /*
  * The unwind table: the kernel's ORC, made by the rewriter from .eh_frame
@@ -437,7 +444,8 @@ struct kprw_point {
 	kprw_u16 ret_imm;     /* ret imm16 */
 	kprw_u16 dflags;      /* KPRW_DF_* (was reserved0) */
 	kprw_u8 orig[16];     /* original instruction bytes (insn_len used) */
-	kprw_u64 reserved1;
+	kprw_u64 reserved1;   /* a free live point's (kprw_header.nfree) as kprewrite probe
+	                         placed it: the address asked for, for the readers */
 };
 
 /* One registered probe (struct kprobe or struct kretprobe). */
@@ -653,7 +661,8 @@ struct kprw_ctlent {
 #define KPRW_CE_DISABLE 0x8 /* KPREWRITE_CONTROL: switch the event off at start-up */
 
 /* A live-event frame: the events `kprewrite probe` added to an image at run time, on
- * its prepared sites (KPRW_EF_SPARE events' probes). Its header is a struct
+ * its prepared sites (KPRW_EF_SPARE events' probes) or its free live points
+ * (KPRW_LE_POINT). Its header is a struct
  * kprw_ctlframe with this magic (nswitches 0), in the same chain as the control frames
  * (walkers of either kind step over the other); nentries struct kprw_liveent follow,
  * each followed by its fetch program, its text, its filter program and its trigger
@@ -679,6 +688,11 @@ struct kprw_liveent {
 	kprw_u32 reserved;
 };
 #define KPRW_LE_RETURN 0x1 /* a return event (r:): its probe is a kretprobe */
+#define KPRW_LE_POINT 0x2  /* an event at an unprepared site: its probe is a free live
+                            * point's (kprw_header.nfree), and after its filter program
+                            * come the point as the tool placed it (struct kprw_point: its
+                            * site, kind, original bytes and slot, the table entry's
+                            * first_probe and nprobes) and its slot's KPRW_FREE_SLOT bytes */
 #define KPRW_RSEQ_MAXCPU 254 /* per-CPU counting with at most this many possible CPUs */
 /* count-only detours of at most this many probes skip their per-CPU calls with a jrcxz
  * rel8 (the short form); src/countprobe.S, kprt.CountShortN */

@@ -190,6 +190,7 @@ struct kprw_rt {
 	const struct kprw_event *events;
 	struct kprw_probe_state *state;
 	u32 npoints, nprobes, nevents;
+	u32 nfree;         /* free live points after points[npoints - 1] (rt_live.c) */
 	u32 secure;        /* AT_SECURE */
 	u32 disable_all;   /* 1: KPREWRITE_DISABLE=all or KPRW_HF_DISABLE_ALL; | KPRW_DISARM */
 	u32 debug;
@@ -719,6 +720,12 @@ void kprw_livedef_sync(void);
 int kprw_livedef_boot_wanted(void);
 /* rt_liveboot.c: KPREWRITE_EVENTS added by the tool before main */
 void kprw_live_boot(char **envp, const char *events, const char *tool, const char *path);
+/* rt_live.c: the free live point placed at vaddr (link-time), NULL: none */
+const struct kprw_point *kprw_free_find(u64 vaddr);
+/* rt_livedef.c: what the newest live frame places at free point k (its point and
+ * slot bytes), NULL: nothing */
+const struct kprw_point *kprw_livedef_free(u32 k, const u8 **slot);
+void kprw_livedef_placed(u32 k); /* rt_livedef.c: free point k is placed: its list is published */
 int kprw_live_kick(void); /* rt_live.c: the live-probe thread reconciles now (0), or there is none */
 
 

@@ -240,6 +240,26 @@ static int validate_point(const struct kprw_header *h, const struct kprw_point *
 	return 1;
 }
 
+/* validate_free checks the free live points after the sorted ones (kprw_header.nfree):
+ * each unplaced (site 0), its one probe a KPRW_EF_SPARE kprobe, the last probes from
+ * next on; 1 when they (and the count of every probe) are sound */
+static int validate_free(const struct kprw_header *h, u32 next)
+{
+	if (h->header_size < sizeof *h || h->nfree > 1024)
+		return next == h->nprobes;
+	for (u32 k = 0; k < h->nfree; k++) {
+		const struct kprw_point *pt = &kprw_rt.points[h->npoints + k];
+		if (pt->site || pt->first_probe != next || pt->nprobes != 1 || next >= h->nprobes || !pt->slot)
+			return 0;
+		const struct kprw_probe *p = &kprw_rt.probes[next++];
+		if (p->point != h->npoints + k || p->type != KPRW_T_KPROBE || p->event >= h->nevents ||
+		    !(kprw_rt.events[p->event].flags & KPRW_EF_SPARE))
+			return 0;
+	}
+	kprw_rt.nfree = h->nfree;
+	return next == h->nprobes;
+}
+
 /* validate checks the tables and sums up what they hold in kprw_rt.has: the one pass over
  * every probe and point start-up makes (python3.11 with a probe on every function has
  * 1.4 MB of them; each further pass cost ~0.1 ms) */
@@ -299,8 +319,10 @@ static int validate(const struct kprw_header *h)
 			has |= KPRW_HAS_PREFILTER;
 		}
 	}
-	if (next != h->nprobes)
+	if (!validate_free(h, next))
 		return 0;
+	if (kprw_rt.nfree)
+		has |= KPRW_HAS_TRAPS; /* (an int3 placed live at an unprepared site) */
 	/* a kprewrite_init() may register struct kprobes by name at prepared sites */
 	if (h->hooks && ((const struct kprw_hooks *)RT_ADDR(h->hooks))->init)
 		has |= KPRW_HAS_USER;

@@ -96,6 +96,9 @@ static u32 arming = ~0u;
  * the jmp while a thread it had signalled still stood inside the DCR. */
 static u64 sp_state;
 static u64 sp_cookie; /* si_value of our safepoint signals: the cookie ^ the round */
+#define DRAINING (~1u) /* arming: a free live point being drained (drained) */
+static uptr drain_lo[2], drain_hi[2]; /* its int3 and its slot */
+static u32 sp_busy;   /* threads of a draining round found at the point */
 
 /* sync_cores has every thread of the process serialise its instruction stream before
  * it runs on: none keeps bytes it fetched before the last write. */
@@ -187,12 +190,13 @@ static u64 hexword(const char *s)
 	return v;
 }
 
-/* may_be_inside says whether thread tid may be paused inside [lo, hi): it is running
- * (or runnable), or stopped outside a system call at an address there (a page fault),
- * or blocked in a system call (at its syscall instruction, which no DCR holds) with a
- * context saved on its stack that is: a signal interrupted it inside, and its handler
- * made the call (a C handler's, or the runtime's own for a probe the handler hit). */
-static int may_be_inside(const char *tid, uptr lo, uptr hi)
+/* may_be_inside says whether thread tid may be paused inside [lo, hi) or [lo2, hi2):
+ * it is running (or runnable), or stopped outside a system call at an address there (a
+ * page fault), or blocked in a system call (at its syscall instruction, which no DCR
+ * holds) with a context saved on its stack that is: a signal interrupted it inside, and
+ * its handler made the call (a C handler's, or the runtime's own for a probe the
+ * handler hit). */
+static int may_be_inside(const char *tid, uptr lo, uptr hi, uptr lo2, uptr hi2)
 {
 	char path[64], buf[256];
 	cat(cat(cat(path, "/proc/self/task/"), tid), "/syscall");
@@ -208,16 +212,15 @@ static int may_be_inside(const char *tid, uptr lo, uptr hi)
 		}
 	u64 ip = hexword(pc);
 	if (buf[0] == '-')
-		return ip >= lo && ip < hi;
-	return saved_inside((uptr)hexword(sp), lo, hi);
+		return (ip >= lo && ip < hi) || (ip >= lo2 && ip < hi2);
+	return saved_inside((uptr)hexword(sp), lo, hi) || saved_inside((uptr)hexword(sp), lo2, hi2);
 }
 
 /* signal_threads sends the safepoint signal to every other thread that may be inside
- * the DCR of point i; it returns how many were sent one, or ~0u when one could not be
- * sent (a thread that ended meanwhile excepted). */
-static u32 signal_threads(const struct kprw_point *pt)
+ * [lo, hi) or [lo2, hi2) (a DCR: after its first byte); it returns how many were sent
+ * one, or ~0u when one could not be sent (a thread that ended meanwhile excepted). */
+static u32 signal_threads(uptr lo, uptr hi, uptr lo2, uptr hi2)
 {
-	uptr lo = RT_ADDR(pt->site) + 1, hi = RT_ADDR(pt->site) + pt->insn_len;
 	long me = sys0(SYS_gettid), pid = sys0(SYS_getpid);
 	long fd = sys3(SYS_open, (long)"/proc/self/task", O_RDONLY_ | O_DIRECTORY_ | O_CLOEXEC, 0);
 	if (fd < 0)
@@ -231,7 +234,7 @@ static u32 signal_threads(const struct kprw_point *pt)
 		for (long off = 0; off < n;) {
 			const char *name = buf + off + 19; /* d_ino, d_off, d_reclen, d_type */
 			off += *(const u16 *)(buf + off + 16);
-			if (name[0] < '0' || name[0] > '9' || number(name) == me || !may_be_inside(name, lo, hi))
+			if (name[0] < '0' || name[0] > '9' || number(name) == me || !may_be_inside(name, lo, hi, lo2, hi2))
 				continue;
 			struct k_siginfo info = {0}; /* SI_QUEUE's: pid, uid, then the value */
 			info.si_signo = SIGTRAP_;
@@ -252,14 +255,30 @@ static u32 signal_threads(const struct kprw_point *pt)
 
 /* safepoint has no thread stay paused inside point i's DCR: each that may be is moved
  * to the DCR's copy by its signal handler; 1 when every one answered in time. */
-static int safepoint(u32 i)
+static int answered(u32 sent);
+
+/* new_round starts a safepoint round: its number in sp_state's high half, no answer yet */
+static void new_round(void)
 {
 	u64 round = (__atomic_load_n(&sp_state, __ATOMIC_RELAXED) >> 32) + 1;
 	if ((u32)round == 0)
 		round = 1; /* (0 is no round) */
 	__atomic_store_n(&sp_state, round << 32, __ATOMIC_RELEASE);
+}
+
+static int safepoint(u32 i)
+{
+	new_round();
 	__atomic_store_n(&arming, i, __ATOMIC_RELEASE);
-	u32 sent = signal_threads(&kprw_rt.points[i]);
+	const struct kprw_point *pt = &kprw_rt.points[i];
+	u32 sent = signal_threads(RT_ADDR(pt->site) + 1, RT_ADDR(pt->site) + pt->insn_len, 0, 0);
+	return answered(sent);
+}
+
+/* answered waits for the answers of a safepoint round to sent threads (at most ~100
+ * ms), then ends the round: 1 when every one answered. */
+static int answered(u32 sent)
+{
 	u32 *acks = (u32 *)&sp_state; /* the low half (little-endian) */
 	for (int tries = 0; sent != ~0u && tries < 50; tries++) { /* at most ~100 ms */
 		u32 got = __atomic_load_n(acks, __ATOMIC_ACQUIRE);
@@ -313,6 +332,18 @@ static void fix_saved(uptr sp, const struct kprw_point *pt)
 	scan_saved(sp, site + 1, site + pt->insn_len, RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len);
 }
 
+/* draining_here says whether the thread of context uc is at the free live point being
+ * drained: its int3 or its slot, or a context saved on its stack there (its SIGTRAP
+ * handler, or a signal handler that interrupted the slot's copy, still runs) */
+static int draining_here(const struct k_ucontext *uc)
+{
+	uptr ip = uc->mc.ip;
+	for (int r = 0; r < 2; r++)
+		if ((ip >= drain_lo[r] && ip < drain_hi[r]) || saved_inside(uc->mc.sp, drain_lo[r], drain_hi[r]))
+			return 1;
+	return 0;
+}
+
 /* kprw_live_safepoint runs a safepoint signal of our agent (a SIGTRAP with si_code
  * SI_QUEUE, our pid and cookie): a thread paused inside the DCR being armed goes on at
  * the same instruction of its copy. 1 when the signal was ours. */
@@ -324,6 +355,8 @@ int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc)
 		return 0;
 	kprw_trap_lost_int3(uc); /* an int3 whose trap the kernel merged into this signal */
 	u32 i = __atomic_load_n(&arming, __ATOMIC_ACQUIRE);
+	if (i == DRAINING && draining_here(uc))
+		__atomic_add_fetch(&sp_busy, 1, __ATOMIC_RELAXED);
 	if (i < kprw_rt.npoints) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		uptr site = RT_ADDR(pt->site);
@@ -372,6 +405,139 @@ static u8 set_jump(u32 i, u8 from, u8 want)
 	if (pokes(site + 1, jmp + 1, n - 1) || poke(site, 0xe9))
 		return LIVE_INT3; /* (the tail is not reached from the int3) */
 	return LIVE_JUMP;
+}
+
+
+/* same says whether the n bytes at a and b are equal */
+static int same(const void *a, const void *b, u32 n)
+{
+	const u8 *x = a, *y = b;
+	for (u32 k = 0; k < n; k++)
+		if (x[k] != y[k])
+			return 0;
+	return 1;
+}
+
+/* say_free says on stderr, once a point, that the point the tool made at want's site
+ * is refused */
+static void say_free(const struct kprw_point *want, const char *what)
+{
+	static const struct kprw_point *said;
+	if (said == want)
+		return;
+	said = want;
+	kprw_puts("kprewrite: the live event at ");
+	kprw_put_hex(want->site);
+	kprw_puts(" ");
+	kprw_puts(what);
+	kprw_puts(" (its point does not check against the program): not armed\n");
+}
+
+/*
+ * Free live points (kprw_header.nfree): events at sites no rewrite prepared. The
+ * rewrite leaves nfree table entries after the sorted points, unplaced (site 0), each
+ * with one placeholder kprobe and a slot of KPRW_FREE_SLOT bytes of int3s in the text.
+ * `kprewrite probe` runs the rewriter's analysis on the binary, makes the point (an
+ * int3 boosted, single-stepped or emulated, as `check` decides) and its slot's bytes
+ * for a free entry's slot address, and hands both over in the live frame
+ * (KPRW_LE_POINT). The live-probe thread writes the slot, then the table entry, through
+ * /proc/self/mem (the table is read-only: the kernel copies its page, as for the
+ * code), then the int3: one byte, so no text_poke_bp tail. Removing the event puts the
+ * original byte back and leaves the entry placed, so that a thread that trapped just
+ * before finds its point; an entry is placed elsewhere only once a safepoint round
+ * (drained) found no thread at its int3, in its slot or in a handler interrupted there.
+ */
+
+/* kprw_free_find is the free live point placed at link-time address vaddr (NULL: none):
+ * the trap path's search after the sorted points' */
+const struct kprw_point *kprw_free_find(u64 vaddr)
+{
+	for (u32 k = 0; k < kprw_rt.nfree; k++) {
+		const struct kprw_point *pt = &kprw_rt.points[kprw_rt.npoints + k];
+		if (vaddr && __atomic_load_n(&pt->site, __ATOMIC_ACQUIRE) == vaddr)
+			return pt;
+	}
+	return NULL;
+}
+
+/* drained says, after a safepoint round, whether no thread is at free point pt: its
+ * int3 (ip site or site + 1), its slot, or a handler that interrupted either */
+static int drained(const struct kprw_point *pt)
+{
+	uptr s = RT_ADDR(pt->site), sl = RT_ADDR(pt->slot);
+	drain_lo[0] = s, drain_hi[0] = s + 2, drain_lo[1] = sl, drain_hi[1] = sl + KPRW_FREE_SLOT;
+	__atomic_store_n(&sp_busy, 0, __ATOMIC_RELAXED);
+	new_round();
+	__atomic_store_n(&arming, DRAINING, __ATOMIC_RELEASE);
+	u32 sent = signal_threads(drain_lo[0], drain_hi[0], drain_lo[1], drain_hi[1]);
+	return answered(sent) && __atomic_load_n(&sp_busy, __ATOMIC_ACQUIRE) == 0;
+}
+
+/* free_ok checks the point the tool made for free point k (want): the entry's slot
+ * and probe, an int3 kind, a copy that fits the slot, and a site that holds the
+ * point's original bytes and no other point */
+static int free_ok(u32 k, const struct kprw_point *want)
+{
+	const struct kprw_point *cur = &kprw_rt.points[kprw_rt.npoints + k];
+	const u32 pf = KPRW_PF_CALL | KPRW_PF_BRANCH | KPRW_PF_ADDR32 | KPRW_PF_PUSHF | KPRW_PF_NOBOOST;
+	if (want->slot != cur->slot || want->first_probe != cur->first_probe || want->nprobes != 1 || !want->site ||
+	    want->xmode < KPRW_X_SSTEP || want->xmode > KPRW_X_EMULATE || (want->pflags & ~pf) || want->dflags ||
+	    !want->insn_len || want->insn_len > 15 || want->slot_len + 5 > KPRW_FREE_SLOT)
+		return 0;
+	for (u32 i = 0; i < kprw_rt.npoints + kprw_rt.nfree; i++)
+		if (kprw_rt.points[i].site == want->site && i != kprw_rt.npoints + k)
+			return 0;
+	u8 code[16]; /* (read by system call: a frame's site may be anywhere) */
+	return kprw_read_mode(code, RT_ADDR(want->site), want->insn_len, 0) == want->insn_len &&
+	       same(code, want->orig, want->insn_len);
+}
+
+/* place writes free point k as want (its slot's bytes at slot), once no thread is at
+ * its old place: 1 when it is placed */
+static int place(u32 k, const struct kprw_point *want, const u8 *slot)
+{
+	const struct kprw_point *cur = &kprw_rt.points[kprw_rt.npoints + k];
+	if (cur->site && !drained(cur))
+		return 0;
+	if (pokes(RT_ADDR(cur->slot), slot, KPRW_FREE_SLOT))
+		return 0;
+	return pokes((uptr)cur, (const u8 *)want, sizeof *want) == 0;
+}
+
+/* reconcile_free places the free live points the newest live frame wants where it
+ * wants them and arms those with events (int3s); 1 when one waits for a safepoint */
+static int reconcile_free(void)
+{
+	int pending = 0;
+	for (u32 k = 0; k < kprw_rt.nfree; k++) {
+		u32 i = kprw_rt.npoints + k;
+		const struct kprw_point *cur = &kprw_rt.points[i];
+		const u8 *slot = NULL;
+		const struct kprw_point *want = kprw_livedef_free(k, &slot);
+		u8 now = live_armed[i];
+		if (want && !same(cur, want, sizeof *want)) { /* to be placed, or elsewhere */
+			if (now != LIVE_OFF && poke(RT_ADDR(cur->site), cur->orig[0]) == 0)
+				now = LIVE_OFF;
+			__atomic_store_n(&live_armed[i], now, __ATOMIC_RELEASE);
+			if (now != LIVE_OFF || !free_ok(k, want)) {
+				say_free(want, "cannot be placed");
+				continue;
+			}
+			if (!place(k, want, slot)) {
+				pending = 1; /* a thread is at its old place: tried again later */
+				continue;
+			}
+		}
+		if (want)
+			kprw_livedef_placed(k); /* its events are recorded from now on */
+		u8 on = want && kprw_probe_enabled(cur->first_probe) ? LIVE_INT3 : LIVE_OFF;
+		if (on && now == LIVE_OFF && kprw_live_records() < 0)
+			continue; /* no records can be written: it stays off */
+		if (on != now && cur->site && poke(RT_ADDR(cur->site), on ? 0xcc : cur->orig[0]) == 0)
+			now = on;
+		__atomic_store_n(&live_armed[i], now, __ATOMIC_RELEASE);
+	}
+	return pending;
 }
 
 /* gated_live says whether pt is a jump-optimized point that cannot change live (its
@@ -458,6 +624,8 @@ static void reconcile(void)
 		pending |= now != want;
 		__atomic_store_n(&live_armed[i], now, __ATOMIC_RELEASE);
 	}
+	if (kprw_rt.nfree)
+		pending |= reconcile_free();
 	live_pending = pending;
 }
 
@@ -559,12 +727,12 @@ static int has_spare(const struct kprw_point *pt)
  * there. Start-up, after the SIGTRAP handler is in. */
 void kprw_live_init(void)
 {
-	u32 n = 0;
+	u32 n = kprw_rt.nfree;
 	for (u32 i = 0; i < kprw_rt.npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		n += (pt->dflags & KPRW_DF_LIVE) || gated_live(pt) || has_spare(pt);
 	}
-	if (!n || !(live_armed = kprw_mmap_anon(kprw_rt.npoints)))
+	if (!n || !(live_armed = kprw_mmap_anon((u64)kprw_rt.npoints + kprw_rt.nfree)))
 		return;
 	for (u32 i = 0; i < kprw_rt.npoints; i++)
 		if (kprw_rt.points[i].dflags & KPRW_DF_REOPT)

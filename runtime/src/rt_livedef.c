@@ -32,10 +32,16 @@ struct kprw_livedef {
 
 struct kprw_livelist {
 	u32 n;
+	const struct kprw_point *at; /* a free live point's: where the tool placed it */
+	const u8 *slot;              /* and its slot's KPRW_FREE_SLOT bytes */
 	struct kprw_livedef d[];
 };
 
 static u64 applied;     /* file offset of the live frame applied (0: none) */
+/* per free live point: the newest frame's list, published once the point is placed
+ * where the list says (kprw_livedef_placed), so that a hit at its old site records
+ * none of its events */
+static struct kprw_livelist **free_next;
 static int live_any;    /* some list is published */
 static u32 pad8(u32 n) { return (n + 7) & ~7u; }
 
@@ -56,6 +62,8 @@ void kprw_livedef_init(void)
 		kprw_rt.live_lists = kprw_mmap_anon((u64)kprw_rt.nprobes * sizeof(void *));
 		kprw_rt.spare_user = kprw_mmap_anon((u64)kprw_rt.nprobes * sizeof(void *));
 	}
+	if (kprw_rt.nfree && kprw_rt.live_lists && !(free_next = kprw_mmap_anon((u64)kprw_rt.nfree * sizeof(void *))))
+		kprw_rt.nfree = 0; /* (out of memory: no event is placed at an unprepared site) */
 }
 
 /* newest_live finds this image's newest live frame, walking the control frames' chain
@@ -87,8 +95,11 @@ static int ent_ok(const u8 *f, u32 size, u32 *off, const struct kprw_liveent **e
 	const struct kprw_liveent *le = (const struct kprw_liveent *)(f + *off);
 	u64 end = *off + sizeof *le + (u64)pad8(le->fetch_len) + pad8(le->text_len) + pad8(le->filter_len) +
 		  pad8(le->trig_len);
+	int at = (le->flags & KPRW_LE_POINT) != 0; /* a free live point's: its point and slot follow */
+	if (at)
+		end += sizeof(struct kprw_point) + KPRW_FREE_SLOT;
 	if (le->fetch_len > size || le->text_len > size || le->filter_len > size || le->trig_len > size || end > size ||
-	    le->probe >= kprw_rt.nprobes || !spare(le->probe))
+	    le->probe >= kprw_rt.nprobes || !spare(le->probe) || at != (kprw_rt.probes[le->probe].point >= kprw_rt.npoints))
 		return 0;
 	int ret = kprw_rt.probes[le->probe].type == KPRW_T_KRETPROBE;
 	if (ret != !!(le->flags & KPRW_LE_RETURN))
@@ -119,6 +130,14 @@ static struct kprw_livelist **build(const u8 *f, u32 size, u32 n)
 			if (!l)
 				return NULL;
 		}
+		if (le->flags & KPRW_LE_POINT) { /* (the first entry's place is the site's) */
+			const u8 *tail = (const u8 *)(le + 1) + pad8(le->fetch_len) + pad8(le->text_len) + pad8(le->filter_len) +
+				       pad8(le->trig_len);
+			if (!l->at) {
+				l->at = (const struct kprw_point *)tail;
+				l->slot = tail + sizeof(struct kprw_point);
+			}
+		}
 		struct kprw_livedef *d = &l->d[l->n++];
 		d->id = le->id;
 		d->flags = le->flags;
@@ -145,6 +164,37 @@ static struct kprw_livelist **build(const u8 *f, u32 size, u32 n)
 		}
 	}
 	return ls;
+}
+
+/* same says whether the n bytes at a and b are equal */
+static int same(const void *a, const void *b, u32 n)
+{
+	const u8 *x = a, *y = b;
+	for (u32 k = 0; k < n; k++)
+		if (x[k] != y[k])
+			return 0;
+	return 1;
+}
+
+/* held is list l of spare probe i as it is published now: a free live point's is
+ * kept back (NULL) until the point is placed where it says */
+static struct kprw_livelist *held(u32 i, struct kprw_livelist *l)
+{
+	u32 pt = kprw_rt.probes[i].point;
+	if (pt < kprw_rt.npoints || !free_next)
+		return l;
+	free_next[pt - kprw_rt.npoints] = l;
+	return l && same(&kprw_rt.points[pt], l->at, sizeof *l->at) ? l : NULL;
+}
+
+/* kprw_livedef_placed publishes the list of free live point k, placed now where the
+ * newest frame wants it (rt_live.c) */
+void kprw_livedef_placed(u32 k)
+{
+	struct kprw_livelist *l = free_next ? free_next[k] : NULL;
+	u32 pi = kprw_rt.points[kprw_rt.npoints + k].first_probe;
+	if (l && __atomic_load_n(&kprw_rt.live_lists[pi], __ATOMIC_RELAXED) != l)
+		__atomic_store_n(&kprw_rt.live_lists[pi], l, __ATOMIC_RELEASE);
 }
 
 /* kprw_livedef_sync applies the image's newest live frame, if it changed: from the
@@ -175,7 +225,7 @@ void kprw_livedef_sync(void)
 	if (ls || live_any) {
 		for (u32 i = 0; i < kprw_rt.nprobes; i++)
 			if (spare(i))
-				__atomic_store_n(&kprw_rt.live_lists[i], ls ? ls[i] : NULL, __ATOMIC_RELEASE);
+				__atomic_store_n(&kprw_rt.live_lists[i], held(i, ls ? ls[i] : NULL), __ATOMIC_RELEASE);
 		__atomic_store_n(&live_any, ls != NULL, __ATOMIC_RELEASE); /* (none: the lists' pages are never read) */
 	}
 	return;
@@ -195,6 +245,17 @@ int kprw_livedef_boot_wanted(void)
 	struct kprw_ctlframe h;
 	return newest_live((const u8 *)kprw_rt.trace, kprw_rt.trace_mapped,
 			   __atomic_load_n(&kprw_rt.trace->ctl_last, __ATOMIC_ACQUIRE), &h) == 0;
+}
+
+/* kprw_livedef_free is where the newest live frame places free live point k (its
+ * point as the tool made it, *slot its slot's bytes), NULL: no event rides it */
+const struct kprw_point *kprw_livedef_free(u32 k, const u8 **slot)
+{
+	const struct kprw_livelist *l = free_next && k < kprw_rt.nfree ? free_next[k] : NULL;
+	if (!l || !l->at)
+		return NULL;
+	*slot = l->slot;
+	return l->at;
 }
 
 /* kprw_live_wants says whether spare probe pi has events now */
@@ -240,7 +301,8 @@ static void live_write(u32 pi, const struct kprw_livedef *d, struct pt_regs *reg
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
 	int ret = type == KPRW_REC_KRETPROBE;
 	u64 word = ret_ip;
-	if (type == KPRW_REC_KPROBE && kprw_rt.spev && (kprw_rt.spev[p->point / 64] >> (p->point % 64) & 1)) {
+	if (type == KPRW_REC_KPROBE && kprw_rt.spev && p->point < kprw_rt.npoints &&
+	    (kprw_rt.spev[p->point / 64] >> (p->point % 64) & 1)) {
 		word = (u64)regs->sp | (*(const u64 *)regs->sp == (u64)(uptr)kprewrite_rt_rettramp);
 		ret = 1; /* the entry of a function with a return event: its stack pointer */
 	}

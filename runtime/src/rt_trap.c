@@ -33,7 +33,7 @@ static const struct kprw_point *find_point(u64 vaddr)
 		else
 			hi = mid;
 	}
-	return NULL;
+	return kprw_rt.nfree ? kprw_free_find(vaddr) : NULL; /* an int3 placed live (rt_live.c) */
 }
 
 static void regs_from_mc(struct pt_regs *r, const struct k_sigcontext *mc)
@@ -461,9 +461,9 @@ int kprw_step_fault(struct k_ucontext *uc)
 static int foreign_step(struct k_ucontext *uc)
 {
 	struct k_sigcontext *mc = &uc->mc;
-	for (u32 i = 0; i < kprw_rt.npoints; i++) {
+	for (u32 i = 0; i < kprw_rt.npoints + kprw_rt.nfree; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
-		if ((pt->xmode == KPRW_X_SSTEP || pt->xmode == KPRW_X_BOOST) &&
+		if (pt->site && (pt->xmode == KPRW_X_SSTEP || pt->xmode == KPRW_X_BOOST) &&
 		    mc->ip == RT_ADDR(pt->slot) + pt->slot_len) {
 			mc->ip = RT_ADDR(pt->site) + pt->insn_len;
 			mc->flags &= ~X86_TF;
@@ -536,7 +536,8 @@ int kprw_trap_lost_int3(struct k_ucontext *uc)
 			return 0;
 	} else if (*(const volatile u8 *)at != 0xcc) {
 		return 0;
-	} else if ((pt->dflags & (KPRW_DF_LIVE | KPRW_DF_REOPT)) && one_byte(pt->orig[0])) {
+	} else if ((pt->dflags & (KPRW_DF_LIVE | KPRW_DF_REOPT) || pt >= kprw_rt.points + kprw_rt.npoints) &&
+		   one_byte(pt->orig[0])) { /* (a live site, or a free live point placed live) */
 		u8 op = pt->orig[0];
 		if (mc->trapno != 3 || (op >= 0x50 && op <= 0x57 && pushed(op, mc)))
 			return 0;

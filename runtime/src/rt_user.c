@@ -264,8 +264,8 @@ static int spare_site(const struct kprobe *kp, u8 type)
 		return -1;
 	for (u32 i = 0; i < kprw_rt.nprobes; i++) {
 		const struct kprw_probe *p = &kprw_rt.probes[i];
-		if (p->type != type || p->event >= kprw_rt.nevents)
-			continue;
+		if (p->type != type || p->event >= kprw_rt.nevents || p->point >= kprw_rt.npoints)
+			continue; /* (a free live point's placeholder has no function) */
 		const struct kprw_event *ev = &kprw_rt.events[p->event];
 		if ((ev->flags & KPRW_EF_SPARE) &&
 		    (type == KPRW_T_KPROBE ? name_is(ev->name, kp->symbol_name) : name_is_ret(ev->name, kp->symbol_name)))

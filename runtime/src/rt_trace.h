@@ -55,8 +55,7 @@ struct kprw_hot {
 #define KPRW_HOT_PLAN 0xff
 _Static_assert(sizeof(struct kprw_hot) == 64, "kprw_hot is a cache line");
 void kprw_hot_init(void);
-int kprw_trace_event_hot(const struct kprw_hot *h, const struct pt_regs *regs, struct kprw_tctx *c);
-int kprw_trace_exit_hot(const struct kprw_hot *h, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c);
+/* the record paths of the kprw_hot lines: rt_hot.h (inlined into rt_opt.c) */
 /* records of no probe's event: a synthetic event's (rt_hist.c's trace actions), a
  * stacktrace trigger's, a C handler's trace_printk (rt_printf.c) */
 void kprw_trace_synth(u32 id, u64 site, const u64 *data, u32 n, const struct kprw_fenv *e);

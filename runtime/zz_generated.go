@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "954d4bd08aa8001e92e44e9d86cf9b769923735c11c74b56db8b75bb7d2cbcad"
+const ObjectSHA256 = "71c332251a52b232f1bbd2242040b01ed8da0a3d7867903eb7126c19bbcff4be"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "71c332251a52b232f1bbd2242040b01ed8da0a3d7867903eb7126c19bbcff4be"
+const ObjectSHA256 = "df0ca72be903aa8c8f3443722ffde6b1f33a55e8fd0d2ca813e8e426c76ec7b3"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

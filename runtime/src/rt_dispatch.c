@@ -446,6 +446,11 @@ void kprw_hot_init(void)
 		} else if (pl->n <= KPRW_HOT_OPS) {
 			h->nops = (u8)pl->n;
 			kprw_memcpy(h->op, pl->op, pl->n * sizeof pl->op[0]);
+			u32 regs8 = pl->n > 0;
+			for (u32 j = 0; j < pl->n; j++)
+				regs8 &= pl->op[j].mem == 0 && pl->op[j].size == 8;
+			if (regs8)
+				h->nops |= KPRW_HOT_REGS8;
 		}
 	}
 	kprw_rt.hot = hot;

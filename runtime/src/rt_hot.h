@@ -56,10 +56,15 @@ static inline __attribute__((always_inline)) int emit_record_ops(u32 pi, u32 evi
 	if (unlikely(!rec))
 		return 0;
 	u8 *d = fill(rec, dlen, pi, ret, ext, type, evid, site, word, &w);
-	if (data)
+	if (data) {
 		kprw_memcpy(d, data, dlen);
-	else if (dlen)
+	} else if (nops & KPRW_HOT_REGS8) { /* (a kprw_hot line's) */
+		const u64 *r = (const u64 *)regs;
+		for (u32 i = 0; i < (nops & KPRW_HOT_NOPS); i++)
+			__builtin_memcpy(d + ops[i].dest, &r[ops[i].reg], 8);
+	} else if (dlen) {
 		kprw_fetch_ops_into(nops, ops, regs, d, kprw_fast_ok(c));
+	}
 	commit(rec, dlen, KPRW_CREC_COMMITTED);
 	return (int)kprw_rt.rec_hits;
 }

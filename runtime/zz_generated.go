@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "a96339fa052737c482e0f797515d186f21a0d5b090bb120be9ca034d5528dde7"
+const ObjectSHA256 = "b8315bfc00671ad68ecbceed2c9830789ea82f3269f280fea81bd7676f34cb19"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

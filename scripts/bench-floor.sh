@@ -19,8 +19,11 @@
 # floor, direct over `record`, and the records kept/written of the last round (nothing
 # lost, nothing torn). Under `record` the recorder's own CPU time is not the program's.
 #
-# usage: scripts/bench-floor.sh [ROUNDS [HITS]]   (default 3 rounds of 20000000 hits;
-#        needs gcc and go; writes HITS*32 bytes of trace at a time in $TMPDIR)
+# With BASE=/path/to/another/kprewrite, the program rewritten by it (tsc) runs in the
+# same rounds too, under its own `record` and directly (row "tsc-BASE": a before/after).
+#
+# usage: [BASE=kprewrite] scripts/bench-floor.sh [ROUNDS [HITS]]   (default 3 rounds of
+#        20000000 hits; needs gcc and go; writes HITS*32 bytes of trace at a time in $TMPDIR)
 set -euo pipefail
 rounds=${1:-3}
 hits=${2:-20000000}
@@ -73,6 +76,11 @@ gcc -O2 -o b b.c
 for c in "${clocks[@]}"; do
 	./kp rewrite --clock "$c" -o "b.$c" -e 'p:b/w work a=%di b=%si' b >/dev/null
 done
+rows=("${clocks[@]}")
+if [ -n "${BASE:-}" ]; then
+	"$BASE" rewrite --clock tsc -o b.base -e 'p:b/w work a=%di b=%si' b >/dev/null
+	rows+=(base)
+fi
 
 median() { sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 kept() { ./kp trace "$1" 2>/dev/null | sed -n '/entries-in-buffer/{s/^.*: //p;q}' || true; }
@@ -95,6 +103,16 @@ for r in $(seq "$rounds"); do
 		last["direct $c"]=$(kept d.trace)
 		rm -f d.trace
 	done
+	if [ -n "${BASE:-}" ]; then
+		above["cpu floor base"]+="$(printf '%s' "${above["cpu floor tsc"]}" | tail -1)"$'\n'
+		above["wall floor base"]+="$(printf '%s' "${above["wall floor tsc"]}" | tail -1)"$'\n'
+		add "record base" "$("$BASE" record -q -o r.trace -- ./b.base "$hits")"
+		last["record base"]=$(kept r.trace)
+		rm -f r.trace
+		add "direct base" "$(KPREWRITE_QUIET=1 KPREWRITE_TRACE=d.trace KPREWRITE_TRACE_SIZE=$size ./b.base "$hits")"
+		last["direct base"]=$(kept d.trace)
+		rm -f d.trace
+	fi
 done
 
 for m in cpu wall; do
@@ -102,12 +120,12 @@ for m in cpu wall; do
 	echo
 	echo "| clock | floor ns/hit | \`record\` ns/hit | x floor | kept/written | direct ns/hit | x floor | direct / \`record\` | kept/written |"
 	echo "|---|---|---|---|---|---|---|---|---|"
-	for c in "${clocks[@]}"; do
+	for c in "${rows[@]}"; do
 		f=$(printf '%s' "${above["$m floor $c"]}" | median)
 		rec=$(printf '%s' "${above["$m record $c"]}" | median)
 		dir=$(printf '%s' "${above["$m direct $c"]}" | median)
 		echo "$c $f $rec $dir ${last["record $c"]} ${last["direct $c"]}" |
-			awk '{printf "| %s | %.2f | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %s |\n", $1, $2, $3, $3 / $2, $5, $4, $4 / $2, $4 / $3, $6}'
+			sed 's/^base /tsc-BASE /' | awk '{printf "| %s | %.2f | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %s |\n", $1, $2, $3, $3 / $2, $5, $4, $4 / $2, $4 / $3, $6}'
 	done
 	echo
 done

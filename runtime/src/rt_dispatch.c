@@ -9,6 +9,7 @@
  */
 #include "rt.h"
 #include "rt_ring.h"
+#include "rt_hot.h"
 
 /* synth_write writes a synthetic event's record (KPRW_REC_SYNTH): its fields, n u64,
  * and the site of the hit whose trigger generated it */
@@ -57,35 +58,6 @@ static inline __attribute__((always_inline)) void synth_flush(struct kprw_synthq
  * filter, so that a filtered-out hit writes nothing (with strings: the thread's scratch
  * buffer) */
 #define FILTER_STACK 256
-
-/* entry_sp_word is the word an entry record of a function with a return event carries:
- * the stack pointer (the word the return address is in) lets readers end the calls a
- * longjmp or a missed return left open; bit 0: that word holds the return trampoline
- * already, this entry is a tail call from a return-probed frame (this hit's own return
- * events run after its records) */
-static inline __attribute__((always_inline)) u64 entry_sp_word(const struct pt_regs *regs)
-{
-	return (u64)regs->sp | (*(const u64 *)regs->sp == (u64)(uptr)kprewrite_rt_rettramp);
-}
-
-/* closed: whether a record of event e may be written now: 0 yes; 1 no, tracing is off
- * (traceoff) or the event is soft-disabled (enable_event/disable_event, --disable with
- * triggers); 2 no, a live event switched off (src/rt_live.c): its probe is off, its
- * site being put back or kept by a fork child, so the hit is none. One load of the
- * event's word decides both, so a switch in between cannot split them. */
-static inline __attribute__((always_inline)) int closed(u32 e)
-{
-	const u32 *ctl = kprw_rt.ev_ctl;
-	if (unlikely(__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) != 0))
-		return 1;
-	if (ctl && e < kprw_rt.nevents && unlikely(__atomic_load_n(&ctl[e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED))
-		return (kprw_rt.events[e].flags & KPRW_EF_LIVE) ? 2 : 1;
-	return 0;
-}
-
-/* closed_result is what a record path returns for a closed hit (closed's c): 0, so that
- * the caller counts the hit, or 1 for a live event's, which counts none */
-#define closed_result(c) ((c) - 1)
 
 /* trace_hit is kprw_trace_hit's body, inlined twice: without a filter or triggers (flt
  * and tg NULL, their code and buffer folded away, so the frame on the probed thread's
@@ -325,30 +297,6 @@ void kprw_trace_stack(const struct kprw_hit *hit)
 	commit(rec, n * 8, KPRW_CREC_COMMITTED);
 }
 
-/* emit_record writes a record of type at site (link-time) whose data (dlen bytes) is
- * fetched already, or NULL to fetch with the plan into the record; with ret, the word
- * (a return's return address, an entry's stack pointer) */
-static inline __attribute__((always_inline)) int emit_record_ops(u32 pi, u32 evid, u32 nops,
-								 const struct kprw_fplan_op *ops,
-								 const struct pt_regs *regs, struct kprw_tctx *c,
-								 u32 dlen, const void *data, u8 type, u64 site, int ret,
-								 u64 word)
-{
-	struct who w;
-	who(&w, c);
-	int ext = need_ext(w.now);
-	struct kprw_crec *rec = reserve(rec_size(dlen, ret, ext), c, &w);
-	if (unlikely(!rec))
-		return 0;
-	u8 *d = fill(rec, dlen, pi, ret, ext, type, evid, site, word, &w);
-	if (data)
-		kprw_memcpy(d, data, dlen);
-	else if (dlen)
-		kprw_fetch_ops_into(nops, ops, regs, d, kprw_fast_ok(c));
-	commit(rec, dlen, KPRW_CREC_COMMITTED);
-	return (int)kprw_rt.rec_hits;
-}
-
 static inline __attribute__((always_inline)) int emit_record(u32 pi, const struct kprw_probe *p,
 							     const struct kprw_fplan *pl, const struct pt_regs *regs,
 							     struct kprw_tctx *c, u32 dlen, const void *data, u8 type,
@@ -447,41 +395,6 @@ int kprw_trace_exit(u32 pi, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *
 			   kprw_rt.points[p->point].site, 1, ret_ip);
 }
 
-/* kprw_trace_event_hot is kprw_trace_event for a KPRW_HOT_EVENT point, from its kprw_hot
- * line instead of the point's, probe's, event's and plan's: what can change while the
- * program runs (controls, filters, triggers) sends it to kprw_trace_event. */
-int kprw_trace_event_hot(const struct kprw_hot *h, const struct pt_regs *regs, struct kprw_tctx *c)
-{
-	if (unlikely(__atomic_load_n(&h->deleg, __ATOMIC_RELAXED) ||
-		     __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen))
-		return kprw_trace_event(h->pi, regs, c);
-	int cl = closed(h->e);
-	if (cl)
-		return closed_result(cl); /* the caller counts the hit */
-	if (unlikely(h->nops == KPRW_HOT_PLAN))
-		return emit_event(h->pi, &kprw_rt.probes[h->pi], &kprw_rt.ev_plan[h->e], regs, c, h->dlen, NULL);
-	if (h->spev) {
-		u64 word = entry_sp_word(regs);
-		return emit_record_ops(h->pi, h->evid, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KPROBE, h->site,
-				       1, word);
-	}
-	return emit_record_ops(h->pi, h->evid, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KPROBE, h->site, 0, 0);
-}
-
-/* kprw_trace_exit_hot is kprw_trace_exit for a KPRW_HOT_EXIT point, as
- * kprw_trace_event_hot is kprw_trace_event */
-int kprw_trace_exit_hot(const struct kprw_hot *h, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c)
-{
-	if (unlikely(__atomic_load_n(&h->deleg, __ATOMIC_RELAXED) || h->nops == KPRW_HOT_PLAN ||
-		     (kprw_rt.ctl_gen && __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen)))
-		return kprw_trace_exit(h->pi, regs, ret_ip, c);
-	int cl = closed(h->e);
-	if (cl)
-		return closed_result(cl); /* the caller counts the hit */
-	return emit_record_ops(h->pi, h->evid, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KRETPROBE, h->site, 1,
-			       ret_ip);
-}
-
 /* kprw_hot_init fills kprw_rt.hot (or, out of memory, takes kprw_rt.fastev away): a
  * KPRW_HOT_EVENT line for each kprw_rt.fastev point,
  * a KPRW_HOT_EXIT line for each exit point at a ret whose one return event
@@ -532,6 +445,11 @@ void kprw_hot_init(void)
 		} else if (pl->n <= KPRW_HOT_OPS) {
 			h->nops = (u8)pl->n;
 			kprw_memcpy(h->op, pl->op, pl->n * sizeof pl->op[0]);
+			u32 regs8 = pl->n > 0;
+			for (u32 j = 0; j < pl->n; j++)
+				regs8 &= pl->op[j].mem == 0 && pl->op[j].size == 8;
+			if (regs8)
+				h->nops |= KPRW_HOT_REGS8;
 		}
 	}
 	kprw_rt.hot = hot;

@@ -20,6 +20,8 @@
  * leaves through iretq; the common case returns 0 and it restores by popping.
  */
 #include "rt.h"
+#include "rt_ring.h"
+#include "rt_hot.h"
 
 #define FLAGS_ARITH 0x8d5ul /* CF PF AF ZF SF OF */
 #define FLAGS_DF 0x400ul
@@ -58,7 +60,8 @@ static long exit_resume(const struct kprw_point *pt, struct pt_regs *regs);
  * address, sp above it). Nothing in regs changes. With h, the point's KPRW_HOT_EXIT
  * line: its one return event at a ret, read from the line alone (the point's own line
  * only on the rare paths). */
-static long exit_hit(const struct kprw_point *pt, const struct kprw_hot *h, struct pt_regs *regs)
+static inline __attribute__((always_inline)) long exit_hit(const struct kprw_point *pt, const struct kprw_hot *h,
+							    struct pt_regs *regs)
 {
 	unsigned long sp = regs->sp;
 	u64 ret = *(const u64 *)sp;
@@ -109,38 +112,15 @@ static long exit_resume(const struct kprw_point *pt, struct pt_regs *regs)
 	return slow_exit(regs);
 }
 
-__attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx)
+/* optcall_general is kprewrite_rt_optcall for a point without a kprw_hot line to serve
+ * it: the probes as the int3 path runs them, or the return events of an exit */
+static __attribute__((noinline)) long optcall_general(struct pt_regs *regs, u32 idx)
 {
-	if (unlikely(idx >= kprw_rt.npoints))
-		kprw_fatal("detour with a bad probepoint index:", idx);
-	unsigned long sp = regs->sp, flags = regs->flags;
-	struct kprw_tctx *c;
-	/* the point's kprw_hot line alone, when it has one (kprw_hot_init gives them to
-	 * jump-optimized points only; a kprw_rt.fastev point always has one) */
-	const struct kprw_hot *h = kprw_rt.hot ? &kprw_rt.hot[idx] : NULL;
-	u8 kind = h ? __atomic_load_n(&h->kind, __ATOMIC_RELAXED) : KPRW_HOT_NONE;
-	if (kind == KPRW_HOT_EVENT && likely(!(flags & FLAGS_DF))) {
-		/* an event alone at its point, no handler: nothing in regs can change */
-		u32 i = h->pi;
-		if (unlikely(!kprw_probe_enabled(i)))
-			return 0;
-		c = kprw_tctx_get();
-		if (unlikely(!c || (kprw_tctx_busy(c) && !nestable(c, h->e)))) {
-			kprw_count_miss(i);
-			return 0;
-		}
-		c->busy++;
-		regs->ip = RT_ADDR(h->site); /* what the event's fetches see, as on the other paths */
-		if (!kprw_trace_event_hot(h, regs, c))
-			kprw_count_hit(i); /* a written record is the hit */
-		c->busy--;
-		return 0;
-	}
-	if (kind == KPRW_HOT_EXIT)
-		return exit_hit(&kprw_rt.points[idx], h, regs);
 	if (unlikely(kprw_rt.points[idx].xmode != KPRW_X_OPTIMIZED))
 		kprw_fatal("detour with a bad probepoint index:", idx);
 	const struct kprw_point *pt = &kprw_rt.points[idx];
+	unsigned long sp = regs->sp, flags = regs->flags;
+	struct kprw_tctx *c;
 	int any = 0, moved = 0;
 
 	if (pt->dflags & KPRW_DF_EXIT)
@@ -162,4 +142,40 @@ __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *
 		return slow_exit(regs);
 	}
 	return 0;
+}
+
+/* hot_event_hit is the hit of a KPRW_HOT_EVENT point: an event alone at its point, no
+ * handler, so nothing in regs can change; its record is written inline (rt_hot.h) */
+static inline __attribute__((always_inline)) long hot_event_hit(const struct kprw_hot *h, struct pt_regs *regs)
+{
+	u32 i = h->pi;
+	if (unlikely(!kprw_probe_enabled(i)))
+		return 0;
+	struct kprw_tctx *c = kprw_tctx_get();
+	if (unlikely(!c || (kprw_tctx_busy(c) && !nestable(c, h->e)))) {
+		kprw_count_miss(i);
+		return 0;
+	}
+	c->busy++;
+	regs->ip = RT_ADDR(h->site); /* what the event's fetches see, as on the other paths */
+	if (!kprw_trace_event_hot(h, regs, c))
+		kprw_count_hit(i); /* a written record is the hit */
+	c->busy--;
+	return 0;
+}
+
+/* kprewrite_rt_optcall serves a point from its kprw_hot line alone when it has one
+ * (kprw_hot_init gives them to jump-optimized points only; a kprw_rt.fastev point always
+ * has one), with no further call on a record's path; the rest is optcall_general's */
+__attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx)
+{
+	if (unlikely(idx >= kprw_rt.npoints))
+		kprw_fatal("detour with a bad probepoint index:", idx);
+	const struct kprw_hot *h = kprw_rt.hot ? &kprw_rt.hot[idx] : NULL;
+	u8 kind = h ? __atomic_load_n(&h->kind, __ATOMIC_RELAXED) : KPRW_HOT_NONE;
+	if (kind == KPRW_HOT_EVENT && likely(!(regs->flags & FLAGS_DF)))
+		return hot_event_hit(h, regs);
+	if (kind == KPRW_HOT_EXIT)
+		return exit_hit(&kprw_rt.points[idx], h, regs);
+	return optcall_general(regs, idx);
 }

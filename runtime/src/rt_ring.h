@@ -45,7 +45,9 @@ static inline void populate(u64 off, u64 len)
 struct who {
 	u64 now;
 	u32 tid;
-	char comm[16];
+	const char *comm; /* the context's (a pointer: a record that takes no new block
+			     reads no name), or own */
+	char own[16];     /* the name read by system call, without a context */
 };
 
 /* rt_ring.c: a new block, when the thread's is full or it has none */
@@ -95,11 +97,12 @@ static inline __attribute__((always_inline)) void who(struct who *w, struct kprw
 		w->tid = kprw_tctx_tid_fast(c);
 		if (unlikely(c->comm_ns == 0 || w->now - c->comm_ns > KPRW_COMM_REFRESH_NS))
 			kprw_tctx_comm(c, w->now);
-		__builtin_memcpy(w->comm, c->comm, 16); /* constant size: two moves */
+		w->comm = c->comm;
 	} else {
 		w->tid = kprw_gettid();
-		kprw_memset(w->comm, 0, 16);
-		sys2(SYS_prctl, 16 /* PR_GET_NAME */, (long)w->comm);
+		kprw_memset(w->own, 0, 16);
+		sys2(SYS_prctl, 16 /* PR_GET_NAME */, (long)w->own);
+		w->comm = w->own;
 	}
 }
 
@@ -117,7 +120,7 @@ static inline __attribute__((always_inline)) void who_noclock(struct who *w, str
 	w->tid = kprw_tctx_tid_fast(c);
 	if (unlikely(c->comm_ns == 0))
 		kprw_tctx_comm(c, kprw_clock_fast());
-	__builtin_memcpy(w->comm, c->comm, 16);
+	w->comm = c->comm;
 }
 
 static inline __attribute__((always_inline)) void who_clock(struct who *w, struct kprw_tctx *c)
@@ -125,10 +128,8 @@ static inline __attribute__((always_inline)) void who_clock(struct who *w, struc
 	if (w->now)
 		return;
 	w->now = kprw_clock_fast();
-	if (unlikely(w->now - c->comm_ns > KPRW_COMM_REFRESH_NS)) {
-		kprw_tctx_comm(c, w->now);
-		__builtin_memcpy(w->comm, c->comm, 16);
-	}
+	if (unlikely(w->now - c->comm_ns > KPRW_COMM_REFRESH_NS))
+		kprw_tctx_comm(c, w->now); /* (w->comm is c->comm) */
 }
 
 /* rec_size is the bytes of a record with dlen bytes of data; ext: it carries its event

@@ -49,14 +49,17 @@ struct kprw_hot {
 	u8 deleg;  /* the event has a filter or triggers: kprw_trace_event or kprw_trace_exit
 		      decides (set at start-up and by kprw_ctl_sync) */
 	u8 spev;   /* entry records carry the stack pointer (kprw_rt.spev) */
-	u8 nops;   /* fetches in op[], or KPRW_HOT_PLAN: the event's plan has more */
+	u8 nops;   /* fetches in op[] (| KPRW_HOT_REGS8), or KPRW_HOT_PLAN: the plan has more */
 	struct kprw_fplan_op op[KPRW_HOT_OPS];
 };
 #define KPRW_HOT_PLAN 0xff
+#define KPRW_HOT_REGS8 0x40 /* nops: with the count in its low bits, every op is an 8-byte
+			       register read (the common `%di`): copied without the general
+			       fetch's per-op branches */
+#define KPRW_HOT_NOPS 0x0f
 _Static_assert(sizeof(struct kprw_hot) == 64, "kprw_hot is a cache line");
 void kprw_hot_init(void);
-int kprw_trace_event_hot(const struct kprw_hot *h, const struct pt_regs *regs, struct kprw_tctx *c);
-int kprw_trace_exit_hot(const struct kprw_hot *h, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *c);
+/* the record paths of the kprw_hot lines: rt_hot.h (inlined into rt_opt.c) */
 /* records of no probe's event: a synthetic event's (rt_hist.c's trace actions), a
  * stacktrace trigger's, a C handler's trace_printk (rt_printf.c) */
 void kprw_trace_synth(u32 id, u64 site, const u64 *data, u32 n, const struct kprw_fenv *e);

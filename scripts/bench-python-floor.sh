@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# python3.11 with every function traced as calls, per record, against the floor of a
+# record (issue 49): bench-python-record.sh's JSON workload, the rewritten python under
+# `kprewrite record`, its own CPU time (user + system, /usr/bin/time inside the record:
+# not the recorder's, not the time other work on a shared machine held its CPU) above
+# the original's, over the records it wrote (kept + lost: each paid for its path); the
+# floor is bench-floor.sh's tsc floor (rdtsc and a 32-byte store into a reused 32 MiB
+# ring, above the unprobed loop), measured in the same rounds. Variants take turns:
+#   calls         rewrite --calls '*'
+#   exits         rewrite --exits --calls '*' (return events at the rets where exact)
+# With BASE=/path/to/another/kprewrite, the same two rewritten by it run in the same
+# rounds too (a before/after of the runtime).
+#
+# usage: [BASE=kprewrite] scripts/bench-python-floor.sh [ROUNDS]   (default 3)
+set -euo pipefail
+rounds=${1:-3}
+py=/usr/bin/python3.11
+command -v /usr/bin/time >/dev/null || { echo "bench-python-floor.sh: needs /usr/bin/time" >&2; exit 1; }
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/bench-pyfloor.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+(cd "$root" && go build -o "$work/kp" ./cmd/kprewrite)
+sed -n "/^cat > b.c <<'EOF'/,/^EOF/p" "$root/scripts/bench-floor.sh" | sed '1d;$d' >b.c
+gcc -O2 -o b b.c
+cat >work.py <<'EOF'
+import json
+d = {"k%d" % i: [i, i * 2.5, str(i), {"x": [1, 2, 3], "y": None}] for i in range(200)}
+for _ in range(40):
+    assert json.loads(json.dumps(d)) == d
+EOF
+dd if="$py" of=orig bs=2M iflag=fullblock status=none
+chmod 755 orig
+variants=(calls exits)
+./kp rewrite --calls '*' --trace none -o calls "$py" >/dev/null 2>&1
+./kp rewrite --exits --calls '*' --trace none -o exits "$py" >/dev/null 2>&1
+if [ -n "${BASE:-}" ]; then
+	"$BASE" rewrite --calls '*' --trace none -o base-calls "$py" >/dev/null 2>&1
+	"$BASE" rewrite --exits --calls '*' --trace none -o base-exits "$py" >/dev/null 2>&1
+	variants+=(base-calls base-exits)
+fi
+
+cpu() { /usr/bin/time -f '%U %S' "$@" 2>&1 >/dev/null | tail -1 | awk '{print $1 + $2}'; }
+median() { sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
+declare -A per last
+floors=""
+for r in $(seq "$rounds"); do
+	base=$(./b 10000000)
+	fl=$(./b 10000000 tsc)
+	floors+="$(echo "$fl $base" | awk '{print $1 - $3}')"$'\n'
+	o=$(cpu ./orig work.py)
+	for v in "${variants[@]}"; do
+		rm -f r.trace
+		# the summary (records kept, lost) on stderr, the program's CPU from time
+		out=$(./kp record -o r.trace -- /usr/bin/time -f 'cpu %U %S' "./$v" work.py 2>&1 >/dev/null)
+		c=$(echo "$out" | awk '/^cpu / {print $2 + $3}')
+		kept=$(echo "$out" | sed -n 's/^kprewrite record: \([0-9]*\) records.*/\1/p')
+		lost=$(echo "$out" | sed -n 's/.*, \([0-9]*\) lost.*/\1/p')
+		n=$((kept + ${lost:-0}))
+		per[$v]+="$(echo "$c $o $n" | awk '{printf "%.2f", ($1 - $2) * 1e9 / $3}')"$'\n'
+		last[$v]="$c s, $n records (${lost:-0} lost)"
+		rm -f r.trace
+	done
+done
+f=$(printf '%s' "$floors" | median)
+echo "python3.11 --calls '*', JSON workload, $rounds rounds, $(date -u '+%Y-%m-%d %H:%M'), load $(cut -d' ' -f1 /proc/loadavg); the tsc floor $f ns a record (median)"
+echo
+echo "| variant | CPU ns a record above the original, median | x floor | last round |"
+echo "| --- | --- | --- | --- |"
+for v in "${variants[@]}"; do
+	m=$(printf '%s' "${per[$v]}" | median)
+	echo "| $v | $m | $(echo "$m $f" | awk '{printf "%.2f", $1 / $2}') | ${last[$v]} |"
+done

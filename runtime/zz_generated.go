@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b695f61991c01f1fbfa2f58926567ebf135c9bc39a0caf7aca1093871fcc24a1"
+const ObjectSHA256 = "72998dcf4f6a41146b6e6197258e932f4cb9620590989caa3e05dcf21938373e"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "72998dcf4f6a41146b6e6197258e932f4cb9620590989caa3e05dcf21938373e"
+const ObjectSHA256 = "5db6ace36c3f67efc7fff154004b0c8b41a5e394f845be620a2da7e09a262ff6"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -55,6 +55,7 @@ __attribute__((visibility("hidden"))) long kprw_spawn_agent(unsigned long flags,
 static u64 want;   /* the area should be ready below this (raised by writers) */
 static u32 wakes;  /* futex: bumped by each raise of want */
 static u32 owner;  /* the pid whose thread readies: 0 for none */
+u32 kprw_ahead_tid; /* its thread id (rt_live.c sends it no safepoint signal) */
 static u64 ahead_stack[1024] __attribute__((aligned(16))); /* 8 KiB */
 static u64 ahead_tcb[8] __attribute__((aligned(64)));      /* %fs:0 points here */
 
@@ -130,8 +131,18 @@ void kprw_ahead_start(void)
 	long tid = kprw_spawn_agent(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM | CLONE_SETTLS,
 				    ahead_stack + ARRAY_SIZE(ahead_stack), ahead_tcb, ahead_thread);
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8);
-	if (tid > 0)
+	if (tid > 0) {
+		kprw_ahead_tid = (u32)tid;
 		__atomic_store_n(&owner, kprw_getpid(), __ATOMIC_RELEASE);
+	}
+}
+
+/* kprw_ahead_owned says whether this process's thread readies the area (not in a fork
+ * child, whose parent's thread did not come along) */
+int kprw_ahead_owned(void)
+{
+	u32 me = __atomic_load_n(&owner, __ATOMIC_ACQUIRE);
+	return me && me == kprw_pid_fast();
 }
 
 /* kprw_ahead is called by a writer that took a block ending at end (rt_ring.c): within
@@ -144,8 +155,7 @@ void kprw_ahead(u64 end)
 		return;
 	if (end < c / 2)
 		return; /* the chunks the file was opened with serve a short run (disk it needs) */
-	u32 me = __atomic_load_n(&owner, __ATOMIC_ACQUIRE);
-	if (!me || me != kprw_pid_fast()) {
+	if (!kprw_ahead_owned()) {
 		if (end + c > __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED))
 			kprw_trace_grow(end);
 		return;

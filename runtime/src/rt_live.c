@@ -226,7 +226,10 @@ static u32 signal_threads(const struct kprw_point *pt)
 		for (long off = 0; off < n;) {
 			const char *name = buf + off + 19; /* d_ino, d_off, d_reclen, d_type */
 			off += *(const u16 *)(buf + off + 16);
-			if (name[0] < '0' || name[0] > '9' || number(name) == me || !may_be_inside(name, lo, hi))
+			/* (not the thread that readies the trace file: it runs no code of the
+			 * program's and blocks every signal, rt_ahead.c) */
+			if (name[0] < '0' || name[0] > '9' || number(name) == me || number(name) == kprw_ahead_tid ||
+			    !may_be_inside(name, lo, hi))
 				continue;
 			u64 info[16] = {0}; /* siginfo: signo, errno, code; pid, uid; value */
 			info[0] = SIGTRAP_ | (u64)(u32)SI_QUEUE << 32;

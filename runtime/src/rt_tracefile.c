@@ -728,14 +728,19 @@ int kprw_trace_ready_to(u64 to)
 
 /* kprw_trace_grow readies the record area for a block that ends at end (rt_ring.c, when
  * it is less than a chunk from kprw_trace_ready): to a chunk past end's chunk, or, on a
- * full disk, to end only. -1 when not even that: the block's records are lost, counted
- * (a page of a hole written on a full disk would be a SIGBUS). */
+ * full disk, to end only. With rt_ahead.c's thread readying the chunks (a writer got
+ * past it: a hot loop outruns the disk), to end only: the writer waits for its own
+ * block's pages, the thread readies the rest. -1 when not even that: the block's
+ * records are lost, counted (a page of a hole written on a full disk would be a
+ * SIGBUS). */
 static u32 said_full; /* the line below, once per process */
 
 int kprw_trace_grow(u64 end)
 {
 	u64 c = 1ull << CHUNK_SHIFT;
-	if (!kprw_rt.populate || kprw_trace_ready_to((end + 2 * c - 1) & ~(c - 1)) || kprw_trace_ready_to((end + 4095) & ~4095ull))
+	u64 page = (end + 4095) & ~4095ull;
+	if (!kprw_rt.populate || (!kprw_ahead_owned() && kprw_trace_ready_to((end + 2 * c - 1) & ~(c - 1))) ||
+	    kprw_trace_ready_to(page))
 		return 0;
 	if (!__atomic_exchange_n(&said_full, 1, __ATOMIC_RELAXED)) {
 		kprw_puts("kprewrite: trace file ");

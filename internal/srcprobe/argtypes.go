@@ -133,7 +133,24 @@ func (r *Resolver) entryFunc(siteText string) (*debuginfo.Func, *Resolver) {
 	if err != nil || len(pts) != 1 || !pts[0].entry || pts[0].fn == nil || pts[0].fn.Go() {
 		return nil, nil
 	}
+	if !isHex(st.text) && !res.symbolAt(st.text, pts[0].fn.Entry) {
+		return nil, nil
+	}
 	return pts[0].fn, res
+}
+
+// symbolAt says whether the ELF symbol of the site SYM[+0] is the code at entry, the
+// DWARF function's: DWARF names a function by its source name, and where gcc made a
+// clone with another calling convention (work.isra.0) its parameters are not the
+// symbol's registers.
+func (r *Resolver) symbolAt(site string, entry uint64) bool {
+	sym, _, _ := strings.Cut(site, "+")
+	im, err := r.image()
+	if err != nil {
+		return false
+	}
+	f, ok := im.Functions().ByName(sym)
+	return ok && f.Addr == entry
 }
 
 // cParams are the types of f's formal parameters, in order.

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,5 +76,31 @@ func TestArgTypesFromDWARF(t *testing.T) {
 		if !strings.Contains(format, want) {
 			t.Errorf("format: no %q in\n%s", want, format)
 		}
+	}
+}
+
+// TestArgTypesRecord: record types untyped argument registers from DWARF as rewrite
+// does, and takes --kernel-types for the kernel's hex (a rewrite of its own in the
+// cache: the option is part of the cache key).
+func TestArgTypesRecord(t *testing.T) {
+	prog := testprog.Build(t, argTypesSrc, "c", "-O1", "-g")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	def := "p:t/w work size=%di n=%si"
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, "size=32 n=-1"},
+		{[]string{"--kernel-types"}, "size=0x20 n=0xffffffff"},
+		{nil, "size=32 n=-1"},
+	} {
+		args := append(append([]string{"record", "-q"}, c.flags...), "-e", def, "--", prog)
+		kpOK(t, args...)
+		lines := readTrace(t, "kprewrite.trace")
+		if len(lines) != 1 || strings.TrimSpace(lines[0].Args) != c.want {
+			t.Errorf("kprewrite %s: records %+v, want one with %q", strings.Join(args, " "), lines, c.want)
+		}
+		os.Remove("kprewrite.trace.old")
 	}
 }

@@ -52,6 +52,12 @@ type RewriteOptions struct {
 	// definitions (FUNC:LINE, FILE:LINE, FUNC@FILE, variables by name); "" looks in
 	// the program, then /usr/lib/debug/.build-id, then its .gnu_debuglink file.
 	DebugFile string
+	// KernelTypes keeps the kernel's default types for untyped fetchargs (x64,
+	// $retval too), as the kernel's uprobe tracer prints them. Without it an untyped
+	// argument register (%di, %si, %dx, %cx, %r8, %r9, $argN) at a C function's entry,
+	// and an untyped $retval of a return probe, take the type of the parameter or the
+	// result from the program's own DWARF, where it has some (docs/tracing.md).
+	KernelTypes bool
 
 	NoOptimize    bool     // every probe is an int3 (k, b, r, rb)
 	NoBoost       bool     // int3 probes are single-stepped (k, r)
@@ -138,7 +144,7 @@ func Rewrite(input, output string, opt RewriteOptions) (*RewriteResult, error) {
 	}
 	res, err := pipeline.Rewrite(input, output, pipeline.Options{
 		Definitions: pipeline.Definitions{Exprs: opt.Definitions, Files: opt.DefinitionFiles, Filters: opt.Filters,
-			Triggers: opt.Triggers, DebugFile: opt.DebugFile},
+			Triggers: opt.Triggers, DebugFile: opt.DebugFile, KernelTypes: opt.KernelTypes},
 		HandlerFiles: opt.HandlerFiles, Calls: opt.Calls, Prepare: opt.Prepare, Assembly: ro})
 	if err != nil {
 		return nil, err

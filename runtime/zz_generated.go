@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b8315bfc00671ad68ecbceed2c9830789ea82f3269f280fea81bd7676f34cb19"
+const ObjectSHA256 = "b639dbdad0da92915ad7948c5f0a627c0ce70956c45b14b595e333dc4f195fec"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

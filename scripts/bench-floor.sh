@@ -3,9 +3,12 @@
 # the unprobed loop, against the least a timestamped record can cost.
 #
 # One thread calls work(a, b) HITS times (bench-record.sh's program) and times its own
-# loop (ns per hit): its CPU time (CLOCK_PROCESS_CPUTIME_ID, user and system: what the
-# process itself spent, page faults included, not the time other work on a shared
-# machine took its CPU), and its wall time. Taking turns in each round:
+# loop (ns per hit): its CPU time (CLOCK_THREAD_CPUTIME_ID, user and system: what the
+# program's thread itself spent, page faults included, not the time other work on a
+# shared machine took its CPU; the work of another thread, the recorder's under
+# `record` or the runtime's thread that readies a direct trace file's pages, is not the
+# program thread's and shows in the wall time), and its wall time. Taking turns in each
+# round:
 #   - the unprobed program;
 #   - the floor program of each clock: the same loop, each call followed by the clock's
 #     read and a 32-byte store into a reused 32 MiB ring (tsc: rdtsc; mono:
@@ -22,13 +25,14 @@
 # With BASE=/path/to/another/kprewrite, the program rewritten by it (tsc) runs in the
 # same rounds too, under its own `record` and directly (row "tsc-BASE": a before/after).
 #
-# usage: [BASE=kprewrite] scripts/bench-floor.sh [ROUNDS [HITS]]   (default 3 rounds of
-#        20000000 hits; needs gcc and go; writes HITS*32 bytes of trace at a time in $TMPDIR)
+# usage: [BASE=kprewrite] [KPREWRITE_ROOT=DIR] scripts/bench-floor.sh [ROUNDS [HITS]]
+#        (default 3 rounds of 20000000 hits; needs gcc and go; writes HITS*32 bytes of
+#        trace at a time in $TMPDIR)
 set -euo pipefail
 rounds=${1:-3}
 hits=${2:-20000000}
 clocks=(tsc mono counter)
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=${KPREWRITE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)} # (another checkout: a baseline)
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-floor.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -57,7 +61,7 @@ int main(int argc, char **argv) {
 	long n = atol(argv[1]), s = 0;
 	const char *floor = argc > 2 ? argv[2] : "";
 	memset(ring, 0, sizeof ring); /* present, as the recorder's ring is */
-	double c0 = now(CLOCK_PROCESS_CPUTIME_ID), t0 = now(CLOCK_MONOTONIC);
+	double c0 = now(CLOCK_THREAD_CPUTIME_ID), t0 = now(CLOCK_MONOTONIC);
 	if (!strcmp(floor, "tsc"))
 		LOOP(tsc())
 	else if (!strcmp(floor, "mono"))
@@ -67,7 +71,7 @@ int main(int argc, char **argv) {
 	else
 		for (long i = 0; i < n; i++)
 			s += work(1, i);
-	double c1 = now(CLOCK_PROCESS_CPUTIME_ID), t1 = now(CLOCK_MONOTONIC);
+	double c1 = now(CLOCK_THREAD_CPUTIME_ID), t1 = now(CLOCK_MONOTONIC);
 	printf("%.2f %.2f\n", (c1 - c0) / n, (t1 - t0) / n);
 	return s == 42; /* (s used) */
 }

@@ -36,6 +36,11 @@ var diffDefs = []string{
 	"r:kpwe2e/rip greet ip=%ip",
 }
 
+// kernelTypes is the rewrite's flag for the kernel's default types of untyped
+// fetchargs (x64, $retval too), which the uprobe tracer prints: a program built with
+// DWARF would otherwise print its parameters' types.
+const kernelTypes = "--kernel-types"
+
 func needUprobeTracer(t *testing.T) {
 	t.Helper()
 	testprog.Need(t, "setarch")
@@ -99,7 +104,7 @@ func TestKernelDifferential(t *testing.T) {
 					case "live-unprepared": // likewise, add's event at an int3 placed live
 						flags, defs = []string{"--prepare", "greet", "--prepare", "fact"}, nil
 					}
-					rewriteWith(t, orig, kpd, defs, flags...)
+					rewriteWith(t, orig, kpd, defs, append(flags, kernelTypes)...)
 					if mode == "exits" {
 						mustExit(t, kpd, "fact")
 					}
@@ -160,7 +165,7 @@ func TestKernelDifferentialChainedReturns(t *testing.T) {
 			case "exits":
 				flags = []string{"--exits"}
 			}
-			rewriteWith(t, orig, kpd, defs, flags...)
+			rewriteWith(t, orig, kpd, defs, append(flags, kernelTypes)...)
 			if mode == "exits" {
 				mustExit(t, kpd, "fact")
 			}
@@ -373,7 +378,7 @@ func TestKernelDifferentialFastRead(t *testing.T) {
 				if rw == "int3" {
 					flags = []string{"--no-optimize"}
 				}
-				rewriteWith(t, orig, kpd, defs, flags...)
+				rewriteWith(t, orig, kpd, defs, append(flags, kernelTypes)...)
 				for _, read := range []string{"fast", "syscall"} {
 					t.Run(rw+"/"+read, func(t *testing.T) {
 						tr := filepath.Join(dir, rw+read+".trace")

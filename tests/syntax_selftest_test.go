@@ -67,7 +67,8 @@ func TestKernelSelftestSyntax(t *testing.T) {
 	}
 	out := filepath.Join(dir, "prog.kp")
 	trace := filepath.Join(dir, "t.trace")
-	if code, _, stderr := kp("rewrite", "-o", out, "-f", defs, prog); code != 0 {
+	// (the kernel's default types: the program has DWARF, which would type x)
+	if code, _, stderr := kp("rewrite", "--kernel-types", "-o", out, "-f", defs, prog); code != 0 {
 		t.Fatalf("rewrite: %s", stderr)
 	}
 	r := testprog.Run(t, testprog.Cmd{Path: out, Extra: []string{"KPREWRITE_TRACE=" + trace}})

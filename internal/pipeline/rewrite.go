@@ -23,6 +23,7 @@ type Definitions struct {
 	Exprs, Files      []string // -e definitions, -f files of them
 	Filters, Triggers []string // --filter, --trigger
 	DebugFile         string   // the program's separate debug information (source-level definitions)
+	KernelTypes       bool     // untyped fetchargs keep the kernel's default types (no DWARF types)
 }
 
 // Options are a rewrite's definitions and the assembly's options.
@@ -108,7 +109,7 @@ func readDefinitions(input string, opt *Options) ([]probedefs.Probe, []string, e
 // parseDefinitions parses d, translating source-level definitions with the debug
 // information of the program at path (read at the first one).
 func parseDefinitions(path string, d Definitions) ([]probedefs.Probe, *probedefs.Synthetics, error) {
-	r := &srcprobe.Resolver{Binary: path, DebugFile: d.DebugFile}
+	r := &srcprobe.Resolver{Binary: path, DebugFile: d.DebugFile, KernelTypes: d.KernelTypes}
 	return probedefs.ParseDefs(d.Exprs, d.Files, d.Filters, d.Triggers, r.Translate)
 }
 

@@ -21,12 +21,19 @@ type Resolver struct {
 	// FindLibrary finds the file of a LIB:SITE's library; nil: as the program's
 	// loader would (ldso).
 	FindLibrary func(lib string) (string, error)
+	// KernelTypes keeps the kernel's default types for untyped fetchargs of
+	// kernel-form definitions (x64, $retval too), as the kernel's uprobe tracer prints
+	// them: no types from DWARF (typedArgs, typedRetval).
+	KernelTypes bool
 
 	info    *debuginfo.Info
 	loadErr error
 	loaded  bool
 	libs    map[string]*Resolver // by the library's path
-	elf     *elfio.File          // a library's file, for its file offsets (image)
+	// eventArgs: the arguments of each named event's first kernel-form probe, for
+	// typedArgs' rule that an event's probes take alike types
+	eventArgs map[string]eventTypes
+	elf       *elfio.File // a library's file, for its file offsets (image)
 }
 
 // image returns the binary's ELF file, opened once (kept open: the rewrite reads it
@@ -78,7 +85,7 @@ func (r *Resolver) library(lib string) (*Resolver, error) {
 	}
 	lr := r.libs[path]
 	if lr == nil {
-		lr = &Resolver{Binary: path}
+		lr = &Resolver{Binary: path, KernelTypes: r.KernelTypes}
 		r.libs[path] = lr
 	}
 	return lr, nil
@@ -132,10 +139,11 @@ func IsSourceLevel(def string) bool {
 // LIB:SITE names) carries its own debug information (.debug_info in the file itself:
 // a separate debug file is not looked for, so that an untouched kernel-form
 // definition means the same on every machine, whatever debug packages it has) and
-// that describes the probed function. Otherwise $retval stays the kernel's u64.
+// that describes the probed function, unless KernelTypes. Otherwise $retval stays the
+// kernel's u64.
 func (r *Resolver) typedRetval(def string) bool {
 	w := strings.Fields(def)
-	if len(w) < 3 || strings.HasPrefix(w[0], "-") {
+	if r.KernelTypes || len(w) < 3 || strings.HasPrefix(w[0], "-") {
 		return false
 	}
 	lib, siteText := splitLib(w[1])
@@ -199,6 +207,13 @@ func (a srcArg) bad() bool {
 // (in address order, all of one event), or nil if def is not source-level.
 func (r *Resolver) Translate(def string) ([]string, error) {
 	if !IsSourceLevel(def) {
+		typed, err := r.typedArgs(def)
+		if err != nil {
+			return nil, err
+		}
+		if typed != "" {
+			return []string{typed}, nil
+		}
 		if !r.typedRetval(def) {
 			return nil, nil
 		}

@@ -216,6 +216,21 @@ static int may_be_inside(const char *tid, uptr lo, uptr hi, uptr lo2, uptr hi2)
 	return saved_inside((uptr)hexword(sp), lo, hi) || saved_inside((uptr)hexword(sp), lo2, hi2);
 }
 
+/* runtime_thread says whether thread tid is a thread of a runtime (this image's or
+ * another's: its live-probe thread, the thread that readies the trace file): it runs no
+ * code of the program's and blocks every signal, so it is never inside a DCR and would
+ * never answer (rt_ahead.c) */
+static int runtime_thread(const char *tid)
+{
+	char path[64], comm[32];
+	if (number(tid) == kprw_ahead_tid)
+		return 1;
+	cat(cat(cat(path, "/proc/self/task/"), tid), "/comm");
+	if (read_small(path, comm, sizeof comm) <= 0)
+		return 0;
+	return kprw_strcmp(comm, "kprewrite-live\n") == 0 || kprw_strcmp(comm, "kprw-ahead\n") == 0;
+}
+
 /* signal_threads sends the safepoint signal to every other thread that may be inside
  * [lo, hi) or [lo2, hi2) (a DCR: after its first byte); it returns how many were sent
  * one, or ~0u when one could not be sent (a thread that ended meanwhile excepted). */
@@ -234,7 +249,8 @@ static u32 signal_threads(uptr lo, uptr hi, uptr lo2, uptr hi2)
 		for (long off = 0; off < n;) {
 			const char *name = buf + off + 19; /* d_ino, d_off, d_reclen, d_type */
 			off += *(const u16 *)(buf + off + 16);
-			if (name[0] < '0' || name[0] > '9' || number(name) == me || !may_be_inside(name, lo, hi, lo2, hi2))
+			if (name[0] < '0' || name[0] > '9' || number(name) == me || !may_be_inside(name, lo, hi, lo2, hi2) ||
+			    runtime_thread(name))
 				continue;
 			struct k_siginfo info = {0}; /* SI_QUEUE's: pid, uid, then the value */
 			info.si_signo = SIGTRAP_;

@@ -154,11 +154,12 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 	off += sizeof(struct kprw_blk);
 	if (b) /* one store: a signal handler of this thread sees the old block or this one */
 		__atomic_store_n(&b->rec, rec_word(off + size, end), __ATOMIC_RELAXED);
-	/* the next chunk ready once the block is this thread's: the writer that nears the
-	 * ready mark readies a chunk ahead, and signal handlers that write meanwhile (a
-	 * populate takes ~50 us) write into this block rather than take one each */
-	if (!kprw_rt.ring_queue && unlikely(end + (1ull << CHUNK_SHIFT) > kprw_trace_ready))
-		kprw_trace_grow(end);
+	/* the next chunks ready once the block is this thread's: the writer that nears the
+	 * ready mark has them readied ahead (rt_ahead.c), and signal handlers that write
+	 * meanwhile (a populate takes ~50 us when this thread does it) write into this block
+	 * rather than take one each */
+	if (!kprw_rt.ring_queue && unlikely(end + AHEAD_WAKE * (1ull << CHUNK_SHIFT) > kprw_trace_ready))
+		kprw_ahead(end);
 	return (struct kprw_crec *)(kprw_rt.trace_data + off);
 lost:
 	atomic_add(&h->lost, 1);

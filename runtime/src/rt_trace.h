@@ -16,6 +16,12 @@ void kprw_trace_open(const char *path, u64 size, int flags, int records);
  * for a block ending at end, -1 when the disk is full (rt_tracefile.c) */
 extern u64 kprw_trace_ready;
 int kprw_trace_grow(u64 end);
+int kprw_trace_ready_to(u64 to);
+/* rt_ahead.c: a thread of our own readies the area ahead of a direct trace's writers */
+void kprw_ahead_start(void);
+void kprw_ahead(u64 end);
+int kprw_ahead_owned(void);
+extern u32 kprw_ahead_tid; /* its thread, which runs no code of the program's */
 int kprw_trace_fault(uptr addr);
 /* kprw_trace_hit writes probe pi's record; 1 when the record is the hit (written, into
  * a file where this image has its counters: the caller does not count it), else 0 (the

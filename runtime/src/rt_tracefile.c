@@ -705,8 +705,9 @@ static void lead_run(struct kprw_trace_hdr *h, const char *path, int flags, int 
  * (every block it takes lies past that); it only grows, from any thread. */
 u64 kprw_trace_ready;
 
-/* ready_to makes the record area ready up to to; 0 when the disk is full */
-static int ready_to(u64 to)
+/* kprw_trace_ready_to makes the record area ready up to to; 0 when the disk is full
+ * (also rt_ahead.c's thread) */
+int kprw_trace_ready_to(u64 to)
 {
 	u64 from = __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED);
 	if (to > kprw_rt.trace_data_size)
@@ -727,14 +728,19 @@ static int ready_to(u64 to)
 
 /* kprw_trace_grow readies the record area for a block that ends at end (rt_ring.c, when
  * it is less than a chunk from kprw_trace_ready): to a chunk past end's chunk, or, on a
- * full disk, to end only. -1 when not even that: the block's records are lost, counted
- * (a page of a hole written on a full disk would be a SIGBUS). */
+ * full disk, to end only. With rt_ahead.c's thread readying the chunks (a writer got
+ * past it: a hot loop outruns the disk), to end only: the writer waits for its own
+ * block's pages, the thread readies the rest. -1 when not even that: the block's
+ * records are lost, counted (a page of a hole written on a full disk would be a
+ * SIGBUS). */
 static u32 said_full; /* the line below, once per process */
 
 int kprw_trace_grow(u64 end)
 {
 	u64 c = 1ull << CHUNK_SHIFT;
-	if (!kprw_rt.populate || ready_to((end + 2 * c - 1) & ~(c - 1)) || ready_to((end + 4095) & ~4095ull))
+	u64 page = (end + 4095) & ~4095ull;
+	if (!kprw_rt.populate || (!kprw_ahead_owned() && kprw_trace_ready_to((end + 2 * c - 1) & ~(c - 1))) ||
+	    kprw_trace_ready_to(page))
 		return 0;
 	if (!__atomic_exchange_n(&said_full, 1, __ATOMIC_RELAXED)) {
 		kprw_puts("kprewrite: trace file ");
@@ -906,6 +912,8 @@ static void open_file(const char *path, u64 size, int flags, int records)
 		kprw_rt.populate = 0;
 	} else if (records) {
 		ready_from(atomic_load(&h->head), flags & KPRW_OPEN_PREFAULT);
+		if (kprw_rt.populate && !(flags & KPRW_OPEN_PREFAULT))
+			kprw_ahead_start(); /* the next chunks readied off the writers' threads */
 	}
 out:
 	sys2(SYS_flock, fd, LOCK_UN);

@@ -1,0 +1,170 @@
+/*
+ * rt_ahead.c - readying the record area of a trace file written directly (no
+ * `kprewrite record`) off the writers' threads.
+ *
+ * A page of the record area must be present and writable in the file before a record
+ * lands on it (rt_tracefile.c, kprw_trace_ready): MADV_POPULATE_WRITE over a 128 KiB
+ * chunk. On ext4 that call costs ~50 us on a quiet machine and 2-10 ms under load (the
+ * first write to each page of a hole: block reservation, the journal), and the writer
+ * that crossed into a chunk used to pay it: a 2-19 ms gap at the same record of every
+ * run (issue 47), ~50 ns a record on average (issue 49). Under `kprewrite record` the
+ * ring's blocks are reused and present, and the recorder, another process, pays for
+ * the file.
+ *
+ * Here a thread of our own does what the recorder does for a ring: a writer that takes
+ * a block within AHEAD_WAKE chunks of the ready mark raises the wanted mark to
+ * AHEAD_CHUNKS chunks past its block and wakes the thread (one futex wake per
+ * ~AHEAD_WAKE chunks, ~12,000 records of 32 bytes); the thread readies chunk by chunk
+ * up to the wanted mark and sleeps. A run that stays in the first half chunk (2,000
+ * records) asks for nothing: the two chunks the file was opened with serve it, and a
+ * short run's trace takes no more disk than before. A writer that still reaches an unready page (the
+ * thread was not scheduled in time, or the disk is full) readies it itself, as before
+ * (rt_ring.c), so a record never lands on an unready page.
+ *
+ * The thread is started with the trace file (start-up, every signal blocked, a stack
+ * and thread pointer of its own, like the live-probe agent, rt_live.c); it runs at
+ * SCHED_BATCH, so its wake-up does not preempt the writer that woke it. A fork child
+ * has no such thread (fork copies the calling thread only): it readies chunks itself,
+ * as before. It ends with the process, or, when it finds itself the process's last
+ * thread (the program's threads all ended with SYS_exit), within AHEAD_IDLE_S seconds.
+ */
+#include "rt.h"
+#include "rt_ring.h"
+
+#define SYS_futex 202
+#define SYS_sched_setscheduler 144
+#define FUTEX_WAIT_PRIVATE 128
+#define FUTEX_WAKE_PRIVATE 129
+#define PR_SET_NAME 15
+#define SCHED_BATCH 3
+#define SIG_SETMASK 2
+
+#define CLONE_VM 0x100
+#define CLONE_FS 0x200
+#define CLONE_FILES 0x400
+#define CLONE_SIGHAND 0x800
+#define CLONE_THREAD 0x10000
+#define CLONE_SYSVSEM 0x40000
+#define CLONE_SETTLS 0x80000
+
+#define AHEAD_CHUNKS 6 /* kept ready past the block a writer takes */
+#define AHEAD_IDLE_S 2 /* seconds asleep before it looks whether it is alone */
+
+__attribute__((visibility("hidden"))) long kprw_spawn_agent(unsigned long flags, void *stack_top, void *tls, void (*fn)(void));
+
+static u64 want;   /* the area should be ready below this (raised by writers) */
+static u32 wakes;  /* futex: bumped by each raise of want */
+static u32 owner;  /* the pid whose thread readies: 0 for none */
+u32 kprw_ahead_tid; /* its thread id (rt_live.c sends it no safepoint signal) */
+static u64 ahead_stack[1024] __attribute__((aligned(16))); /* 8 KiB */
+static u64 ahead_tcb[8] __attribute__((aligned(64)));      /* %fs:0 points here */
+
+/* alone says whether the calling thread is the last of its process (/proc/self/stat's
+ * num_threads, field 20, after the command in parentheses) */
+static int alone(void)
+{
+	char buf[512];
+	long fd = sys3(SYS_open, (long)"/proc/self/stat", 02000000 /* O_CLOEXEC */, 0);
+	if (fd < 0)
+		return 0;
+	long n = sys3(SYS_read, fd, (long)buf, sizeof buf - 1);
+	sys1(SYS_close, fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *q = NULL;
+	for (long i = 0; i < n; i++)
+		if (buf[i] == ')')
+			q = buf + i;
+	u64 v = 0;
+	for (int f = 2; q && *q && f <= 20; q++) {
+		if (*q == ' ')
+			f++;
+		else if (f == 20 && *q >= '0' && *q <= '9')
+			v = v * 10 + (u64)(*q - '0');
+	}
+	return v == 1;
+}
+
+/* catch_up readies the area chunk by chunk up to want (a writer waiting for the next
+ * chunk gets it without waiting for the rest); it stops where the disk is full: the
+ * writers that reach that far find out themselves (kprw_trace_grow). */
+static void catch_up(void)
+{
+	u64 c = 1ull << CHUNK_SHIFT;
+	for (;;) {
+		u64 ready = __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED);
+		u64 to = __atomic_load_n(&want, __ATOMIC_RELAXED);
+		if (to > kprw_rt.trace_data_size) /* (0 once the file shrank: rt_tracefile.c) */
+			to = kprw_rt.trace_data_size;
+		if (!kprw_rt.populate || ready >= to)
+			return;
+		u64 next = (ready & ~(c - 1)) + c;
+		if (!kprw_trace_ready_to(next < to ? next : to) || __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED) <= ready)
+			return;
+	}
+}
+
+static void ahead_thread(void)
+{
+	struct { long s, ns; } idle = {AHEAD_IDLE_S, 0};
+	long param = 0;
+	sys3(SYS_sched_setscheduler, 0, SCHED_BATCH, (long)&param);
+	sys2(SYS_prctl, PR_SET_NAME, (long)"kprw-ahead");
+	for (;;) {
+		u32 seen = __atomic_load_n(&wakes, __ATOMIC_ACQUIRE);
+		catch_up();
+		long r = sys6(SYS_futex, (long)&wakes, FUTEX_WAIT_PRIVATE, seen, (long)&idle, 0, 0);
+		if (r == -110 /* ETIMEDOUT */ && alone())
+			return; /* (kprw_spawn_agent's end: this thread's exit) */
+	}
+}
+
+/* kprw_ahead_start starts the thread for this process's direct trace file (start-up,
+ * rt_tracefile.c); without it the writers ready their chunks themselves */
+void kprw_ahead_start(void)
+{
+	unsigned long all = ~0ul, old = 0;
+	want = __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED);
+	ahead_tcb[0] = (u64)(uptr)ahead_tcb; /* the thread pointer points at itself, as a TCB's */
+	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, 8);
+	long tid = kprw_spawn_agent(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM | CLONE_SETTLS,
+				    ahead_stack + ARRAY_SIZE(ahead_stack), ahead_tcb, ahead_thread);
+	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8);
+	if (tid > 0) {
+		kprw_ahead_tid = (u32)tid;
+		__atomic_store_n(&owner, kprw_getpid(), __ATOMIC_RELEASE);
+	}
+}
+
+/* kprw_ahead_owned says whether this process's thread readies the area (not in a fork
+ * child, whose parent's thread did not come along) */
+int kprw_ahead_owned(void)
+{
+	u32 me = __atomic_load_n(&owner, __ATOMIC_ACQUIRE);
+	return me && me == kprw_pid_fast();
+}
+
+/* kprw_ahead is called by a writer that took a block ending at end (rt_ring.c): within
+ * AHEAD_WAKE chunks of the ready mark, it asks for AHEAD_CHUNKS chunks past end, from
+ * this process's thread, or, with none (a fork child), readies the next chunk itself. */
+void kprw_ahead(u64 end)
+{
+	u64 c = 1ull << CHUNK_SHIFT;
+	if (end + AHEAD_WAKE * c <= __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED))
+		return;
+	if (end < c / 2)
+		return; /* the chunks the file was opened with serve a short run (disk it needs) */
+	if (!kprw_ahead_owned()) {
+		if (end + c > __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED))
+			kprw_trace_grow(end);
+		return;
+	}
+	u64 to = ((end + c - 1) & ~(c - 1)) + AHEAD_CHUNKS * c, cur = __atomic_load_n(&want, __ATOMIC_RELAXED);
+	while (cur < to && !__atomic_compare_exchange_n(&want, &cur, to, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	if (cur >= to)
+		return; /* another writer asked for as much already */
+	__atomic_add_fetch(&wakes, 1, __ATOMIC_RELEASE);
+	sys6(SYS_futex, (long)&wakes, FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
+}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "0a7ed3b0b473de8d89d1c2d8cfdef5858dd80241c8a45da599fb709a13d2b6b4"
+const ObjectSHA256 = "3725fbb97b9805920105f71a3a803411b4c6596190b0bb90ec3cad19ef8625da"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -273,6 +273,22 @@ static int safepoint(u32 i)
 	return ok;
 }
 
+/* int3_frame says whether the signal frame whose saved ip is at ipw is a SIGTRAP of an
+ * int3 (SI_KERNEL, or our safepoint signal into which an int3's trap was merged): its
+ * siginfo follows the ucontext, 17 words after the ip. Our SIGTRAP handler runs with
+ * SA_NODEFER, so a safepoint signal can interrupt it before it has sent a thread that hit
+ * the site's int3 (ip = site + 1) to the detour: that context is not paused inside the
+ * DCR, and moving it to the copy's second byte would leave the int3's handler with an ip
+ * it does not know. */
+static int int3_frame(uptr ipw)
+{
+	int w[4];
+	struct k_iovec l = {w, sizeof w}, r = {(void *)(ipw + 17 * 8), sizeof w};
+	if (sys6(SYS_process_vm_readv, sys0(SYS_getpid), (long)&l, 1, (long)&r, 1, 0) != (long)sizeof w)
+		return 0;
+	return w[0] == SIGTRAP_ && (w[2] == 0x80 || w[2] == SI_QUEUE); /* signo, errno, code */
+}
+
 /* scan_saved finds the contexts saved on a thread's stack above sp whose ip is inside
  * [lo, hi): a signal that interrupted the thread there and whose handler still runs (the
  * kernel restores that ip when the handler returns). Such a context is a struct
@@ -295,6 +311,8 @@ static int scan_saved(uptr sp, uptr lo, uptr hi, uptr copy)
 			found++;
 			if (!copy)
 				continue;
+			if (w[k] == lo && int3_frame(at + (uptr)k * 8))
+				continue; /* an int3 hit at the site, its handler interrupted: it goes on there */
 			u64 fixed = copy + (w[k] - (lo - 1));
 			*(volatile u64 *)(at + (uptr)k * 8) = fixed;
 			w[k] = fixed;

@@ -444,6 +444,7 @@ void kprw_live_child(void); /* rt_live.c: a fork child starts its live-probe thr
 int kprw_live_records(void); /* rt_init.c: records started late, before the first arm */
 int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc); /* rt_live.c */
 int kprw_trap_lost_int3(struct k_ucontext *uc); /* rt_trap.c */
+int kprw_trap_int3(struct k_ucontext *uc, u32 pid, u32 tid); /* rt_trap.c (not static: the stack test sees its calls) */
 
 /* ---- probes (rt_trap.c, rt_kretprobe.c; the trace file's records: rt_trace.h) ---- */
 void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc);

@@ -473,8 +473,8 @@ static int foreign_step(struct k_ucontext *uc)
 	return 0;
 }
 
-/* own_int3 handles an int3 trap at ip - 1 that is this image's: 1, else 0. */
-static int own_int3(struct k_ucontext *uc, u32 pid, u32 tid)
+/* kprw_trap_int3 handles an int3 trap at ip - 1 that is this image's: 1, else 0. */
+int kprw_trap_int3(struct k_ucontext *uc, u32 pid, u32 tid)
 {
 	struct k_sigcontext *mc = &uc->mc;
 	const struct kprw_point *pt = find_point(mc->ip - 1 - kprw_rt.bias);
@@ -542,7 +542,7 @@ int kprw_trap_lost_int3(struct k_ucontext *uc)
 		if (mc->trapno != 3 || (op >= 0x50 && op <= 0x57 && pushed(op, mc)))
 			return 0;
 	}
-	return own_int3(uc, kprw_pid(), kprw_gettid());
+	return kprw_trap_int3(uc, kprw_pid(), kprw_gettid());
 }
 
 /* kprw_trap_own handles a SIGTRAP that is this image's (a hit at one of its int3s, the
@@ -566,7 +566,7 @@ int kprw_trap_own(struct k_siginfo *si, struct k_ucontext *uc)
 	/* an int3: SI_KERNEL from the kernel, TRAP_BRKPT from valgrind (which natively
 	 * means int1 or a debug register breakpoint) */
 	if (si->si_code == SI_KERNEL || (si->si_code == TRAP_BRKPT && kprw_valgrind()))
-		return own_int3(uc, pid, tid);
+		return kprw_trap_int3(uc, pid, tid);
 	return 0;
 }
 

@@ -139,10 +139,26 @@ type FuncStats struct {
 	LostReturns uint64
 }
 
-// String is the report as `kprewrite report` prints it.
+// String is the report as `kprewrite report` prints it ("" for a CallReport that
+// Report did not make).
 func (r *CallReport) String() string {
+	if r.rep == nil {
+		return ""
+	}
 	var b strings.Builder
 	r.rep.Write(&b, 0)
+	return b.String()
+}
+
+// Diff is how each function changed from base (the trace before a change) to r, as
+// `kprewrite report --diff BASE` prints it: total and self time and calls of both and
+// the change in per cent, in r's order, functions only in base last.
+func (r *CallReport) Diff(base *CallReport) string {
+	if r.rep == nil || base == nil || base.rep == nil {
+		return ""
+	}
+	var b strings.Builder
+	r.rep.WriteDiff(&b, base.rep, 0)
 	return b.String()
 }
 
@@ -165,7 +181,7 @@ func Report(path string, opt ReportOptions, binaries ...string) (*CallReport, er
 	if err != nil {
 		return nil, fmt.Errorf("report %s: %w", path, err)
 	}
-	rep.Sort(opt.Sort)
+	rep.Sort(opt.Sort) // (the key is known good: checked above)
 	out := &CallReport{Total: time.Duration(rep.Total), Clock: rep.Clock, rep: rep}
 	for _, s := range rep.Funcs {
 		out.Funcs = append(out.Funcs, FuncStats{Func: s.Func, Image: s.Image, Thread: s.Thread, Calls: s.Calls,

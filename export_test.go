@@ -153,8 +153,9 @@ func TestExportMatchesCLI(t *testing.T) {
 	}
 }
 
-// TestReport: the report counts the program's calls, and String is what `kprewrite
-// report` prints, per function and per thread, under each sort.
+// TestReport: the report counts the program's calls, String is what `kprewrite
+// report` prints, per function and per thread, under each sort, and Diff what
+// `report --diff` prints.
 func TestReport(t *testing.T) {
 	tr := recordNested(t, "20")
 	rep, err := kprewrite.Report(tr, kprewrite.ReportOptions{Sort: "calls"})
@@ -186,6 +187,19 @@ func TestReport(t *testing.T) {
 		if want := runCLI(t, append(append([]string{"report"}, c.args...), tr)...); rep.String() != want {
 			t.Errorf("Report %+v:\n%s\nkprewrite report %v:\n%s", c.opt, rep, c.args, want)
 		}
+	}
+	baseTrace := recordNested(t, "5")
+	base, err := kprewrite.Report(baseTrace, kprewrite.ReportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = kprewrite.Report(tr, kprewrite.ReportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := runCLI(t, "report", "--diff", baseTrace, tr)
+	if d := rep.Diff(base); d != want || !strings.Contains(d, "Calls base") {
+		t.Errorf("Diff:\n%s\nkprewrite report --diff:\n%s", d, want)
 	}
 	if _, err := kprewrite.Report(tr, kprewrite.ReportOptions{Sort: "size"}); err == nil || !strings.Contains(err.Error(), `unknown sort key "size"`) {
 		t.Errorf("Report sorted by size: %v, want an unknown sort key error", err)

@@ -53,6 +53,11 @@ type ExportOptions struct {
 // binaries, path without ".trace"). Export streams: memory grows with the threads
 // and distinct call stacks, not with the trace's length.
 func Export(path string, w io.Writer, format ExportFormat, opt ExportOptions, binaries ...string) error {
+	switch format {
+	case FormatChrome, FormatJSONL, FormatPprof, FormatFolded, FormatFlameSVG:
+	default:
+		return fmt.Errorf("export %s: unknown format %q (chrome, jsonl, pprof, folded or svg)", path, format)
+	}
 	in, done, err := openExport(path, binaries, opt.Warnings)
 	if err != nil {
 		return err
@@ -63,10 +68,8 @@ func Export(path string, w io.Writer, format ExportFormat, opt ExportOptions, bi
 		err = export.WriteChrome(w, in)
 	case FormatJSONL:
 		err = export.WriteJSONLines(w, in)
-	case FormatPprof, FormatFolded, FormatFlameSVG:
-		err = exportStacks(path, w, format, opt, in)
 	default:
-		return fmt.Errorf("export %s: unknown format %q (chrome, jsonl, pprof, folded or svg)", path, format)
+		err = exportStacks(path, w, format, opt, in)
 	}
 	if err != nil {
 		return fmt.Errorf("export %s: %w", path, err)

@@ -50,8 +50,8 @@ func recordNested(t *testing.T, n string) string {
 	res, err := kprewrite.RecordProgram(context.Background(), kprewrite.RecordOptions{
 		Program: prog, Args: []string{n},
 		Rewrite: kprewrite.RewriteOptions{
-			Definitions: []string{"p:ex/inner inner v=%di:s32"},
-			Triggers:    []string{"ex/inner:hist:keys=v:vals=hitcount"},
+			Definitions: []string{"p:ex/inner inner v=%di:s32 w=%di:u64"},
+			Triggers:    []string{"ex/inner:hist:keys=v:vals=w"},
 			Calls:       []string{"main", "outer", "inner"},
 		},
 		Output: filepath.Join(dir, "nested.trace"), CacheDir: filepath.Join(dir, "cache"),
@@ -76,7 +76,8 @@ func runCLI(t *testing.T, args ...string) string {
 }
 
 // TestHist: the histogram's entries are the program's calls (inner's argument 0, 1
-// and 2, each once per call of outer), and String is what `kprewrite hist` prints.
+// and 2, each once per call of outer, with the sums of a value), and String is what
+// `kprewrite hist` prints.
 func TestHist(t *testing.T) {
 	tr := recordNested(t, "50")
 	hs, err := kprewrite.Hist(tr, kprewrite.HistOptions{})
@@ -90,12 +91,15 @@ func TestHist(t *testing.T) {
 	if h.Group != "ex" || h.Event != "inner" || strings.Join(h.Keys, ",") != "v" || h.Hits != 150 || h.Dropped != 0 {
 		t.Errorf("histogram %s/%s keys %v hits %d dropped %d, want ex/inner keys [v] hits 150 dropped 0", h.Group, h.Event, h.Keys, h.Hits, h.Dropped)
 	}
-	got := map[int64]uint64{}
-	for _, e := range h.Entries {
-		got[e.Key[0].(int64)] = e.Hitcount
+	if strings.Join(h.Vals, ",") != "w" {
+		t.Errorf("values %v, want [w]", h.Vals)
 	}
-	if len(got) != 3 || got[0] != 50 || got[1] != 50 || got[2] != 50 {
-		t.Errorf("entries %v, want v 0, 1 and 2 with hitcount 50 each", got)
+	got := map[int64]string{}
+	for _, e := range h.Entries {
+		got[e.Key[0].(int64)] = fmt.Sprint(e.Hitcount, e.Vals)
+	}
+	if len(got) != 3 || got[0] != "50 [0]" || got[1] != "50 [50]" || got[2] != "50 [100]" {
+		t.Errorf("entries %v, want v 0, 1 and 2 with hitcount 50 each, w summing to 50 v", got)
 	}
 	if cl := runCLI(t, "hist", tr); hs.String() != cl || h.String() != cl {
 		t.Errorf("Hist's text:\n%s\nkprewrite hist's:\n%s", hs, cl)
@@ -121,7 +125,8 @@ func TestHistErrors(t *testing.T) {
 	}
 }
 
-// TestExportMatchesCLI: each format is the bytes of the command that writes it.
+// TestExportMatchesCLI: each format is the bytes of the command that writes it; an
+// unknown format and a missing file are errors.
 func TestExportMatchesCLI(t *testing.T) {
 	tr := recordNested(t, "20")
 	for _, c := range []struct {
@@ -150,6 +155,13 @@ func TestExportMatchesCLI(t *testing.T) {
 	var b bytes.Buffer
 	if err := kprewrite.Export(tr, &b, "svgz", kprewrite.ExportOptions{}); err == nil || !strings.Contains(err.Error(), `unknown format "svgz"`) {
 		t.Errorf("Export svgz: %v, want an unknown format error", err)
+	}
+	missing := tr + ".missing"
+	if err := kprewrite.Export(missing, &b, kprewrite.FormatChrome, kprewrite.ExportOptions{}); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Export of a missing file: %v, want an error naming it", err)
+	}
+	if _, err := kprewrite.Report(missing, kprewrite.ReportOptions{}); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Report of a missing file: %v, want an error naming it", err)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package kprewrite is the Go API of the kprewrite command (Check, Rewrite,
-// ReadTrace), for build pipelines and test suites that rewrite binaries, run them and
-// read their traces.
+// RecordProgram, ReadTrace, Hist, Report, Export), for build pipelines and test
+// suites that rewrite binaries, run them and read their traces.
 //
 // kprewrite brings Linux kprobes to user-space x86-64 ELF programs, offline.
 //
@@ -11,7 +11,11 @@
 //     ("p:grp/ev func+off a=%di", "r:grp/ev func $retval") and C handler files.
 //   - ReadTrace reads the trace file a rewritten program wrote: typed records (event,
 //     pid, tid, cpu, timestamp, fields as Go values; C handlers' trace_printk text;
-//     --verify-regions violations) and the per-event profile.
+//     --verify-regions violations) and the per-event profile; Records reads them one
+//     at a time, and RecordProgram rewrites a program, runs it and records its trace.
+//   - Hist, Report and Export give what `kprewrite hist`, `report`, `trace --format
+//     chrome|json`, `profile --format pprof` and `flamegraph` print: histograms and
+//     per-function calls as data, the exports as the commands' bytes.
 //
 // The packages under internal/, analysis/, elfio/, patch/, trampolines/ and runtime/
 // are the implementation (docs/design.md's layout table gives each one's role); this

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/kprewrite/kprewrite"
 )
@@ -133,4 +134,99 @@ func ExampleRecords() {
 	}
 	fmt.Println(n, "calls, sum of a:", sum)
 	// Output: 100000 calls, sum of a: 4999950000
+}
+
+// recordExample records the example program run with n under opt, for the examples
+// of what reads a trace file.
+func recordExample(dir, n string, opt kprewrite.RewriteOptions) string {
+	res, err := kprewrite.RecordProgram(context.Background(), kprewrite.RecordOptions{
+		Program:  build(dir),
+		Args:     []string{n},
+		Rewrite:  opt,
+		Output:   filepath.Join(dir, "example.trace"),
+		CacheDir: filepath.Join(dir, "cache"),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return res.Trace
+}
+
+// Hist reads the histogram a hist trigger kept while the program ran: here, add's
+// first argument in log2 buckets over 100 calls, as data and as `kprewrite hist`
+// prints it.
+func ExampleHist() {
+	dir, _ := os.MkdirTemp("", "kprewrite-example")
+	defer os.RemoveAll(dir)
+	trace := recordExample(dir, "100", kprewrite.RewriteOptions{
+		Definitions: []string{"p:ex/add add a=%di:s32"},
+		Triggers:    []string{"ex/add:hist:keys=a.log2:sort=a"},
+	})
+
+	hs, err := kprewrite.Hist(trace, kprewrite.HistOptions{Event: "ex/add"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := hs[0]
+	fmt.Println(h.Group, h.Event, h.Keys, len(h.Entries), "entries,", h.Hits, "hits")
+	fmt.Print(h)
+	// Output:
+	// ex add [a.log2] 8 entries, 100 hits
+	// # event histogram
+	// #
+	// # trigger info: hist:keys=a.log2:vals=hitcount:sort=a.log2:size=2048 [active]
+	// #
+	//
+	// { a: ~ 2^0  } hitcount:          2
+	// { a: ~ 2^1  } hitcount:          1
+	// { a: ~ 2^2  } hitcount:          2
+	// { a: ~ 2^3  } hitcount:          4
+	// { a: ~ 2^4  } hitcount:          8
+	// { a: ~ 2^5  } hitcount:         16
+	// { a: ~ 2^6  } hitcount:         32
+	// { a: ~ 2^7  } hitcount:         35
+	//
+	// Totals:
+	//     Hits: 100
+	//     Entries: 8
+	//     Dropped: 0
+}
+
+// Export writes what other tools read; here the folded stacks of flamegraph.pl,
+// their self nanoseconds left out (they differ from run to run).
+func ExampleExport() {
+	dir, _ := os.MkdirTemp("", "kprewrite-example")
+	defer os.RemoveAll(dir)
+	trace := recordExample(dir, "3", kprewrite.RewriteOptions{Calls: []string{"main", "add"}})
+
+	var folded strings.Builder
+	if err := kprewrite.Export(trace, &folded, kprewrite.FormatFolded, kprewrite.ExportOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(folded.String()), "\n") {
+		stack, _, _ := strings.Cut(line, " ")
+		fmt.Println(stack)
+	}
+	// Output:
+	// main
+	// main;add
+}
+
+// Report sums the calls per function, with their total and self times, as
+// `kprewrite report` prints them (String).
+func ExampleReport() {
+	dir, _ := os.MkdirTemp("", "kprewrite-example")
+	defer os.RemoveAll(dir)
+	trace := recordExample(dir, "1000", kprewrite.RewriteOptions{Calls: []string{"main", "add"}})
+
+	rep, err := kprewrite.Report(trace, kprewrite.ReportOptions{Sort: "calls"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, f := range rep.Funcs {
+		fmt.Println(f.Func, f.Calls, f.Self <= f.Total)
+	}
+	// Output:
+	// add 1000 true
+	// main 1 true
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/kprewrite/kprewrite"
 	"github.com/kprewrite/kprewrite/internal/outfile"
 	"github.com/kprewrite/kprewrite/internal/tracectl"
 )
@@ -37,11 +38,17 @@ func runHist(args []string, stdout, _ io.Writer) error {
 	if n > 1 {
 		return usageErr("--pause, --cont and --clear are one change at a time")
 	}
-	open := tracectl.OpenRead
-	if n > 0 {
-		open = tracectl.Open
+	if n == 0 {
+		hs, err := kprewrite.Hist(pos[0], kprewrite.HistOptions{Event: *pattern})
+		if err != nil {
+			return err
+		}
+		return writeTo(*out, stdout, func(w io.Writer) error {
+			_, err := io.WriteString(w, hs.String())
+			return err
+		})
 	}
-	f, err := open(pos[0])
+	f, err := tracectl.Open(pos[0])
 	if err != nil {
 		return err
 	}
@@ -58,50 +65,17 @@ func runHist(args []string, stdout, _ io.Writer) error {
 	if len(hs) == 0 {
 		return fmt.Errorf("%s: no hist trigger on %s (give one with rewrite --trigger 'GROUP/EVENT:hist:keys=...')", pos[0], *pattern)
 	}
-	if n > 0 {
-		for i := range hs {
-			h := &hs[i]
-			switch {
-			case *pause:
-				h.SetPaused(true)
-			case *cont:
-				h.SetPaused(false)
-			case *clear:
-				h.Clear()
-			}
-			fmt.Fprintf(stdout, "%s: %s/%s (%s): %s\n", pos[0], h.Group, h.Name, h.Image, h.Spec.Info())
-		}
-		return nil
-	}
-	return writeTo(*out, stdout, func(w io.Writer) error { return printHists(w, pos[0], hs) })
-}
-
-// printHists prints the histograms as the kernel's hist files, a heading for each
-// event when there are several.
-func printHists(w io.Writer, path string, hs []tracectl.Hist) error {
-	events := map[string]bool{}
-	for _, h := range hs {
-		events[h.Image+"\x00"+h.Group+"/"+h.Name] = true
-	}
-	last := ""
 	for i := range hs {
 		h := &hs[i]
-		t, err := h.Read()
-		if err != nil {
-			return fmt.Errorf("%s: %s/%s: %w", path, h.Group, h.Name, err)
-		}
-		key := h.Image + "\x00" + h.Group + "/" + h.Name
 		switch {
-		case key == last: // another histogram of the same event, as the kernel separates them
-			fmt.Fprint(w, "\n\n")
-		case len(events) > 1:
-			if last != "" {
-				fmt.Fprintln(w)
-			}
-			fmt.Fprintf(w, "# events/%s/%s/hist (%s)\n", h.Group, h.Name, h.Image)
+		case *pause:
+			h.SetPaused(true)
+		case *cont:
+			h.SetPaused(false)
+		case *clear:
+			h.Clear()
 		}
-		last = key
-		h.Spec.Print(w, t, h.Desc.Symbolize)
+		fmt.Fprintf(stdout, "%s: %s/%s (%s): %s\n", pos[0], h.Group, h.Name, h.Image, h.Spec.Info())
 	}
 	return nil
 }

@@ -106,3 +106,45 @@ func TestRewriteRunRead(t *testing.T) {
 		t.Errorf("profile %+v: %d hits, want 6", tr.Profile, hits)
 	}
 }
+
+// TestHistReport: the histogram a hist trigger kept and the per-function report, as
+// data, from another module.
+func TestHistReport(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "greet.c"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prog, out := filepath.Join(dir, "greet"), filepath.Join(dir, "greet.kp")
+	if o, err := exec.Command("gcc", "-O2", "-o", prog, filepath.Join(dir, "greet.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, o)
+	}
+	_, err := kprewrite.Rewrite(prog, out, kprewrite.RewriteOptions{
+		Definitions: []string{"p:api/greet greet n=%si:s64"},
+		Triggers:    []string{"api/greet:hist:keys=n:sort=n"},
+		Calls:       []string{"greet"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := exec.Command(out).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", out, err, o)
+	}
+	hs, err := kprewrite.Hist(out+".trace", kprewrite.HistOptions{Event: "api/greet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []any
+	for _, e := range hs[0].Entries {
+		keys = append(keys, e.Key[0])
+	}
+	if len(hs) != 1 || len(keys) != 3 || keys[0] != int64(-1) || keys[1] != int64(0) || keys[2] != int64(1) {
+		t.Errorf("histogram keys %v, want n -1, 0 and 1:\n%s", keys, hs)
+	}
+	rep, err := kprewrite.Report(out+".trace", kprewrite.ReportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Funcs) != 1 || rep.Funcs[0].Func != "greet" || rep.Funcs[0].Calls != 3 {
+		t.Errorf("report %+v, want greet's 3 calls:\n%s", rep.Funcs, rep)
+	}
+}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "1fbfe86ecc8044f6635cad108db546a47ecdc1515d046125191d5f9d955fd177"
+const ObjectSHA256 = "01445d9bd911280c125e7eb872b9b47f024b127311891c91ba8936e8ca8ab3d8"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,22 +75,7 @@ func siteOf(t *testing.T, path, fn string) (addr uint64, b byte) {
 // memByte reads the byte at link-time address addr of the PIE image bin in process pid.
 func memByte(t *testing.T, pid int, bin string, addr uint64) byte {
 	t.Helper()
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	abs, _ := filepath.Abs(bin)
-	var base uint64
-	for _, line := range strings.Split(string(maps), "\n") {
-		if strings.HasSuffix(line, " "+abs) {
-			lo, _, _ := strings.Cut(line, "-")
-			base, _ = strconv.ParseUint(lo, 16, 64)
-			break
-		}
-	}
-	if base == 0 {
-		t.Fatalf("%s is not mapped in %d", abs, pid)
-	}
+	base := imageBase(t, pid, bin)
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 	if err != nil {
 		t.Fatal(err)

@@ -444,6 +444,12 @@ void kprw_live_child(void); /* rt_live.c: a fork child starts its live-probe thr
 int kprw_live_records(void); /* rt_init.c: records started late, before the first arm */
 int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc); /* rt_live.c */
 int kprw_trap_lost_int3(struct k_ucontext *uc); /* rt_trap.c */
+
+/* a thread of the runtime's own (the live-probe thread, the trace file's readier): the
+ * process's memory, files and signal actions, its own thread pointer (kprw_spawn_agent,
+ * live.S, runs fn on stack_top and ends the thread when fn returns) */
+#define KPRW_CLONE_RT_THREAD (0x100 | 0x200 | 0x400 | 0x800 | 0x10000 | 0x40000 | 0x80000) /* VM FS FILES SIGHAND THREAD SYSVSEM SETTLS */
+__attribute__((visibility("hidden"))) long kprw_spawn_agent(unsigned long flags, void *stack_top, void *tls, void (*fn)(void));
 int kprw_trap_int3(struct k_ucontext *uc, u32 pid, u32 tid); /* rt_trap.c (not static: the stack test sees its calls) */
 
 /* ---- probes (rt_trap.c, rt_kretprobe.c; the trace file's records: rt_trace.h) ---- */

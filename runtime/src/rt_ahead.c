@@ -39,18 +39,10 @@
 #define SCHED_BATCH 3
 #define SIG_SETMASK 2
 
-#define CLONE_VM 0x100
-#define CLONE_FS 0x200
-#define CLONE_FILES 0x400
-#define CLONE_SIGHAND 0x800
-#define CLONE_THREAD 0x10000
-#define CLONE_SYSVSEM 0x40000
-#define CLONE_SETTLS 0x80000
 
 #define AHEAD_CHUNKS 6 /* kept ready past the block a writer takes */
 #define AHEAD_IDLE_S 2 /* seconds asleep before it looks whether it is alone */
 
-__attribute__((visibility("hidden"))) long kprw_spawn_agent(unsigned long flags, void *stack_top, void *tls, void (*fn)(void));
 
 static u64 want;   /* the area should be ready below this (raised by writers) */
 static u32 wakes;  /* futex: bumped by each raise of want */
@@ -128,7 +120,7 @@ void kprw_ahead_start(void)
 	want = __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED);
 	ahead_tcb[0] = (u64)(uptr)ahead_tcb; /* the thread pointer points at itself, as a TCB's */
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, 8);
-	long tid = kprw_spawn_agent(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM | CLONE_SETTLS,
+	long tid = kprw_spawn_agent(KPRW_CLONE_RT_THREAD,
 				    ahead_stack + ARRAY_SIZE(ahead_stack), ahead_tcb, ahead_thread);
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8);
 	if (tid > 0) {

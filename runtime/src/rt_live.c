@@ -57,15 +57,7 @@
 #define PR_SET_NAME 15
 #define SIG_SETMASK 2
 
-#define CLONE_VM 0x100
-#define CLONE_FS 0x200
-#define CLONE_FILES 0x400
-#define CLONE_SIGHAND 0x800
-#define CLONE_THREAD 0x10000
-#define CLONE_SYSVSEM 0x40000
-#define CLONE_SETTLS 0x80000
 
-__attribute__((visibility("hidden"))) long kprw_spawn_agent(unsigned long flags, void *stack_top, void *tls, void (*fn)(void));
 
 #define LIVE_OFF 0
 #define LIVE_INT3 1 /* the int3 at the site: an int3 point armed, or a jump point pending */
@@ -723,7 +715,7 @@ static void spawn(void)
 	unsigned long all = ~0ul, old = 0;
 	agent_tcb[0] = (u64)(uptr)agent_tcb; /* the thread pointer points at itself, as a TCB's */
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, 8);
-	long tid = kprw_spawn_agent(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM | CLONE_SETTLS,
+	long tid = kprw_spawn_agent(KPRW_CLONE_RT_THREAD,
 				    agent_stack + sizeof agent_stack / sizeof agent_stack[0], agent_tcb, agent);
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8);
 	if (tid < 0)

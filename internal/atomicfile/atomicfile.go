@@ -56,6 +56,13 @@ func WriteFile(path string, src io.WriterTo, perm os.FileMode) (err error) {
 	}
 	tmp, done, err := createTemp(dir, "."+base+".tmp-")
 	if err != nil {
+		// the user named path, not our temporary file: say what is wrong with its directory
+		var pe *fs.PathError
+		if errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("write %s: directory %s does not exist: %w", path, filepath.Clean(dir), pe.Err)
+		} else if errors.As(err, &pe) {
+			return fmt.Errorf("write %s: cannot create a file in %s: %w", path, filepath.Clean(dir), pe.Err)
+		}
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer done() // removed on SIGINT or SIGTERM until renamed

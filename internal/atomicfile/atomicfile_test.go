@@ -2,6 +2,8 @@ package atomicfile
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,5 +86,28 @@ func TestWriteFile(t *testing.T) {
 	}
 	if err := WriteFile(filepath.Join(dir, "missing", "out"), nil, 0o644); err == nil {
 		t.Error("write into a missing directory succeeded")
+	}
+}
+
+// TestWriteFileNamesTheUsersPath: a directory that does not exist, or a file where a
+// directory should be, is reported with the user's path and its directory, never the
+// temporary file's name (issue 47: "reported under a temporary file's name").
+func TestWriteFileNamesTheUsersPath(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plain")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{filepath.Join(dir, "nodir", "out"), "write " + filepath.Join(dir, "nodir", "out") + ": directory " + filepath.Join(dir, "nodir") + " does not exist"},
+		{filepath.Join(file, "out"), "write " + filepath.Join(file, "out") + ": cannot create a file in " + file + ": not a directory"},
+	} {
+		err := WriteFile(c.path, bytes.NewReader([]byte("x")), 0o644)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), ".tmp-") {
+			t.Errorf("WriteFile(%s): %v, want %q and no temporary name", c.path, err, c.want)
+		}
+	}
+	if err := WriteFile(filepath.Join(dir, "nodir", "out"), bytes.NewReader(nil), 0o644); !os.IsNotExist(err) && !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the error no longer says ErrNotExist: %v", err)
 	}
 }

@@ -79,7 +79,7 @@ func buildGo(t *testing.T, dir, name string, flags ...string) string {
 	cmd := exec.Command("go", append(append([]string{"build", "-o", out}, flags...), ".")...)
 	cmd.Dir = dir
 	cgo := "CGO_ENABLED=0"
-	if slices.Contains(flags, "-race") {
+	if slices.Contains(flags, "-race") || usesCgo(dir) {
 		cgo = "CGO_ENABLED=1"
 	}
 	cmd.Env = append(os.Environ(), cgo, "GOFLAGS=", "GOTOOLCHAIN=local")
@@ -87,6 +87,17 @@ func buildGo(t *testing.T, dir, name string, flags ...string) string {
 		t.Fatalf("go build %s: %v\n%s", strings.Join(flags, " "), err, b)
 	}
 	return out
+}
+
+// usesCgo says whether a Go file of dir imports "C".
+func usesCgo(dir string) bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	for _, f := range files {
+		if b, _ := os.ReadFile(f); strings.Contains(string(b), "import \"C\"") {
+			return true
+		}
+	}
+	return false
 }
 
 // mainFuncs is the oracle: the main.* functions of an unstripped build's .symtab,

@@ -75,6 +75,19 @@ func main() {
 }
 `
 
+// goFaultCgo makes goFaultSrc a cgo program: a C function it calls once.
+const goFaultCgo = `package main
+
+// static int twice(int x) { return 2 * x; }
+import "C"
+
+func init() {
+	if C.twice(21) != 42 {
+		panic("cgo")
+	}
+}
+`
+
 // TestGoFastReadFaults: a Go program's fetches read memory with the fault-catching copy
 // (its runtime's raw rt_sigaction and rtsigprocmask redirected to the runtime's stubs),
 // static or PIE, stripped or not, and the program's own nil dereferences still reach
@@ -113,6 +126,25 @@ func TestGoFastReadFaults(t *testing.T) {
 			runGoFault(t, prog, out, tr)
 		})
 	}
+	t.Run("cgo", func(t *testing.T) {
+		// the same program linked with C code (and so with libc, its runtime's signal
+		// calls going through cgo's sigaction): the program's sigaction is libc's
+		testprog.Need(t, "gcc")
+		cdir := goProgDir(t, goFaultSrc)
+		os.WriteFile(filepath.Join(cdir, "cgo.go"), []byte(goFaultCgo), 0o644)
+		prog := buildGo(t, cdir, "prog-cgo")
+		if !strings.Contains(testprog.MustRun(t, "readelf", "-d", prog), "libc.so") {
+			t.Fatalf("%s is not linked with libc: no cgo", prog)
+		}
+		out := filepath.Join(cdir, "prog.cgo")
+		rewriteWith(t, prog, out, defs)
+		tr := filepath.Join(cdir, "cgo.trace")
+		res := testprog.Run(t, testprog.Cmd{Path: out, Extra: []string{"KPREWRITE_DEBUG=1", "KPREWRITE_TRACE=" + tr}})
+		if !strings.Contains(res.Stderr, ", fast reads") {
+			t.Fatalf("the runtime does not read fast:\n%s", res)
+		}
+		runGoFault(t, prog, out, tr)
+	})
 	t.Run("other-code", func(t *testing.T) {
 		// rt_sigaction's last byte changed (ret to int3; the program is not run): its
 		// code is not the one the runtime's stub replaces, so it is not redirected and

@@ -118,6 +118,11 @@ int kprw_thread_init(void)
 			atomic_store(&kprw_proc->tsh, sh);
 	}
 	kprw_tsh = sh;
+	/* the pid cached now, not at its first use: a first use in a CLONE_VM child (Go's
+	 * os/exec forks with clone(CLONE_VM|CLONE_VFORK) and sets its signal handlers there)
+	 * would cache the child's pid in the memory it shares with its parent, for both */
+	if (sh != &tsh_fallback && !atomic_load(&sh->pid))
+		atomic_store(&sh->pid, kprw_getpid());
 	kprw_tctx_tab = sh->c;
 	kprw_pid_cache = sh != &tsh_fallback ? &sh->pid : NULL;
 	kprw_proc_tblk(ts->b);

@@ -2,7 +2,6 @@ package kprewrite
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -160,7 +159,7 @@ func histKey(s *evhist.Spec, words []uint64) []any {
 			}
 			key = append(key, append([]uint64(nil), w[:n]...))
 		case f.String || f.Comm:
-			key = append(key, wordsString(w))
+			key = append(key, evhist.KeyString(w))
 		case f.Signed && f.Mod == evhist.ModNone:
 			v := int64(w[0])
 			if f.Size > 0 && f.Size < 8 { // sign-extended from the field's size
@@ -173,16 +172,4 @@ func histKey(s *evhist.Spec, words []uint64) []any {
 		}
 	}
 	return key
-}
-
-// wordsString is a string key's text: its bytes up to the first NUL.
-func wordsString(words []uint64) string {
-	b := make([]byte, 8*len(words))
-	for i, w := range words {
-		binary.LittleEndian.PutUint64(b[8*i:], w)
-	}
-	if n := bytes.IndexByte(b, 0); n >= 0 {
-		b = b[:n]
-	}
-	return string(b)
 }

@@ -137,7 +137,8 @@ func (s *Spec) keyOffsets() []int {
 	return off
 }
 
-func keyString(words []uint64) string {
+// KeyString is a string key's text: its words' bytes up to the first NUL.
+func KeyString(words []uint64) string {
 	b := make([]byte, 8*len(words))
 	for i, w := range words {
 		binary.LittleEndian.PutUint64(b[8*i:], w)
@@ -161,7 +162,7 @@ func (s *Spec) SortEntries(es []Entry) {
 	cmpKey := func(a, b *Entry, k int) int {
 		f := &s.Keys[k]
 		if f.String {
-			x, y := keyString(a.Key[off[k]:off[k]+f.Words()]), keyString(b.Key[off[k]:off[k]+f.Words()])
+			x, y := KeyString(a.Key[off[k]:off[k]+f.Words()]), KeyString(b.Key[off[k]:off[k]+f.Words()])
 			return cmp.Compare(x, y)
 		}
 		x, y := a.Key[off[k]], b.Key[off[k]]
@@ -339,7 +340,7 @@ func (s *Spec) writeTrack(b *bytes.Buffer, e *Entry) {
 			words := e.Saved[k : k+f.Words()]
 			k += f.Words()
 			if f.String {
-				fmt.Fprintf(b, "  %s: %-32s", f.Name, keyString(words))
+				fmt.Fprintf(b, "  %s: %-32s", f.Name, KeyString(words))
 			} else if f.Signed { // signed as keys are (docs/triggers.md: different on purpose)
 				fmt.Fprintf(b, "  %s: %10d", f.Name, int64(words[0]))
 			} else {
@@ -368,7 +369,7 @@ func (s *Spec) printKey(b *bytes.Buffer, f *Field, e *Entry, words []uint64, sym
 		return
 	}
 	if f.String {
-		fmt.Fprintf(b, "%s: %-50s", name, keyString(words))
+		fmt.Fprintf(b, "%s: %-50s", name, KeyString(words))
 		return
 	}
 	v := words[0]

@@ -1,12 +1,17 @@
 package tests
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+	"unsafe"
 
+	kprt "github.com/kprewrite/kprewrite/runtime"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
@@ -155,5 +160,110 @@ func TestSmallTraceSmallFile(t *testing.T) {
 		t.Errorf("%s: %d bytes on disk (size %d), want at most 1 MiB", trace, disk, fi.Size())
 	} else {
 		t.Logf("%d bytes on disk, size %d", disk, fi.Size())
+	}
+}
+
+// TestRunStartTimeDecidesAncestry: a process joins the run of the trace whose header
+// names an ancestor by pid and start time, not by pid alone (a pid the kernel reused for
+// an unrelated process must not claim the file). The header's run is set to this test
+// process (an ancestor of the next run) with its real start time, then with another.
+func TestRunStartTimeDecidesAncestry(t *testing.T) {
+	kpd, trace := runProg(t)
+	runIt(t, kpd, nil, "2")
+	setRun := func(start uint64) {
+		t.Helper()
+		f, err := os.OpenFile(trace, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var h kprt.RawTraceHeader
+		b := make([]byte, 8)
+		binary.LittleEndian.PutUint32(b, uint32(os.Getpid()))
+		if _, err := f.WriteAt(b[:4], int64(unsafe.Offsetof(h.RunPID))); err != nil {
+			t.Fatal(err)
+		}
+		binary.LittleEndian.PutUint64(b, start)
+		if _, err := f.WriteAt(b, int64(unsafe.Offsetof(h.RunStart))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self := procStartTime(t)
+	if self == 0 {
+		t.Fatal("this process's start time reads 0")
+	}
+	setRun(self) // an ancestor's run: the next process joins it
+	runIt(t, kpd, nil, "3")
+	if _, err := os.Stat(trace + ".old"); err == nil {
+		t.Fatalf("a run of an ancestor (pid and start time) was moved to .old")
+	}
+	if n := len(readTrace(t, trace, kpd)); n != 2+3 {
+		t.Fatalf("joined run: %d records, want 2 + 3", n)
+	}
+	setRun(self + 1) // the same pid, another process: a new run
+	runIt(t, kpd, nil, "1")
+	if n := len(readTrace(t, trace+".old", kpd)); n != 5 {
+		t.Errorf("%s.old: %d records, want the 5 of the run a reused pid named", trace, n)
+	}
+	if n := len(readTrace(t, trace, kpd)); n != 1 {
+		t.Errorf("new run: %d records, want 1", n)
+	}
+}
+
+// procStartTime is this process's start time, /proc/self/stat's field 22.
+func procStartTime(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // f[0] is field 3
+	v, err := strconv.ParseUint(f[22-3], 10, 64)
+	if err != nil {
+		t.Fatalf("/proc/self/stat: %v", err)
+	}
+	return v
+}
+
+// exitSrc ends with the thread-only exit system call (status 3), as a program whose
+// threads all end that way does: glibc's exit is never called.
+const exitSrc = `#include <stdio.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+__attribute__((noinline)) int work(int a) { return a * 2 + 1; }
+
+int main(void)
+{
+	int s = 0;
+	for (int i = 0; i < 1000; i++)
+		s += work(i);
+	printf("%d\n", s);
+	fflush(stdout);
+	syscall(SYS_exit, 3);
+	return 1;
+}
+`
+
+// TestRuntimeThreadsEndWithTheProgram: when the program's threads have all ended with
+// SYS_exit, the runtime's own threads (the one readying a direct trace file, the
+// live-probe thread) end too and the process exits with the program's status; they
+// kept it alive for ever before (its leader a zombie, a SIGTERM blocked).
+func TestRuntimeThreadsEndWithTheProgram(t *testing.T) {
+	prog := testprog.Build(t, exitSrc, "c", "-O1")
+	for name, defs := range map[string][]string{"event": {"p:t/w work a=%di:s32"}, "prepared": nil} {
+		t.Run(name, func(t *testing.T) {
+			kpd := filepath.Join(t.TempDir(), "prog.kp")
+			var flags []string
+			if defs == nil {
+				flags = []string{"--prepare", "work"}
+			}
+			rewriteWith(t, prog, kpd, defs, flags...)
+			r := testprog.Run(t, testprog.Cmd{Path: kpd, Timeout: time.Minute})
+			if r.TimedOut || r.Exit != 3 || r.Stdout != "1000000\n" {
+				t.Fatalf("%s: %s, want exit 3 and its output", kpd, r)
+			}
+		})
 	}
 }

@@ -411,6 +411,7 @@ void kprw_put_hex(unsigned long v);
 void kprw_put_dec(unsigned long v);
 void kprw_fatal(const char *msg, unsigned long v) __attribute__((noreturn));
 u32 kprw_getpid(void);
+void kprw_end_if_program_gone(void); /* rt_live.c: only runtime threads are left */
 u32 kprw_gettid(void);
 u64 kprw_now_ns(void);   /* CLOCK_MONOTONIC by system call */
 u32 kprw_cpu(void);

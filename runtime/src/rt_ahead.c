@@ -25,8 +25,10 @@
  * and thread pointer of its own, like the live-probe agent, rt_live.c); it runs at
  * SCHED_BATCH, so its wake-up does not preempt the writer that woke it. A fork child
  * has no such thread (fork copies the calling thread only): it readies chunks itself,
- * as before. It ends with the process, or, when it finds itself the process's last
- * thread (the program's threads all ended with SYS_exit), within AHEAD_IDLE_S seconds.
+ * as before. It ends with the process, or, when it finds the program's threads all
+ * ended (each with SYS_exit: glibc's last thread calls exit, which ends the process;
+ * the leader stays a zombie until then) and only runtime threads left, within
+ * AHEAD_IDLE_S seconds (kprw_end_if_program_gone, rt_live.c).
  */
 #include "rt.h"
 #include "rt_ring.h"
@@ -41,7 +43,7 @@
 
 
 #define AHEAD_CHUNKS 6 /* kept ready past the block a writer takes */
-#define AHEAD_IDLE_S 2 /* seconds asleep before it looks whether it is alone */
+#define AHEAD_IDLE_S 2 /* seconds asleep before it looks whether the program is gone */
 
 
 static u64 want;   /* the area should be ready below this (raised by writers) */
@@ -50,33 +52,6 @@ static u32 owner;  /* the pid whose thread readies: 0 for none */
 u32 kprw_ahead_tid; /* its thread id (rt_live.c sends it no safepoint signal) */
 static u64 ahead_stack[1024] __attribute__((aligned(16))); /* 8 KiB */
 static u64 ahead_tcb[8] __attribute__((aligned(64)));      /* %fs:0 points here */
-
-/* alone says whether the calling thread is the last of its process (/proc/self/stat's
- * num_threads, field 20, after the command in parentheses) */
-static int alone(void)
-{
-	char buf[512];
-	long fd = sys3(SYS_open, (long)"/proc/self/stat", 02000000 /* O_CLOEXEC */, 0);
-	if (fd < 0)
-		return 0;
-	long n = sys3(SYS_read, fd, (long)buf, sizeof buf - 1);
-	sys1(SYS_close, fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *q = NULL;
-	for (long i = 0; i < n; i++)
-		if (buf[i] == ')')
-			q = buf + i;
-	u64 v = 0;
-	for (int f = 2; q && *q && f <= 20; q++) {
-		if (*q == ' ')
-			f++;
-		else if (f == 20 && *q >= '0' && *q <= '9')
-			v = v * 10 + (u64)(*q - '0');
-	}
-	return v == 1;
-}
 
 /* catch_up readies the area chunk by chunk up to want (a writer waiting for the next
  * chunk gets it without waiting for the rest); it stops where the disk is full: the
@@ -107,8 +82,8 @@ static void ahead_thread(void)
 		u32 seen = __atomic_load_n(&wakes, __ATOMIC_ACQUIRE);
 		catch_up();
 		long r = sys6(SYS_futex, (long)&wakes, FUTEX_WAIT_PRIVATE, seen, (long)&idle, 0, 0);
-		if (r == -110 /* ETIMEDOUT */ && alone())
-			return; /* (kprw_spawn_agent's end: this thread's exit) */
+		if (r == -110 /* ETIMEDOUT */)
+			kprw_end_if_program_gone();
 	}
 }
 

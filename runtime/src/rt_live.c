@@ -56,6 +56,7 @@
 #define O_CLOEXEC 02000000
 #define PR_SET_NAME 15
 #define SIG_SETMASK 2
+#define AGENT_IDLE_S 2 /* seconds idle before the agent looks whether it is alone */
 
 
 
@@ -64,6 +65,7 @@
 #define LIVE_JUMP 2 /* a jump point's jmp */
 
 #define SYS_getdents64 217
+#define SYS_exit 60
 #define SYS_rt_tgsigqueueinfo 297
 #define SI_QUEUE (-1)
 #define ESRCH_ 3
@@ -221,6 +223,67 @@ static int runtime_thread(const char *tid)
 	if (read_small(path, comm, sizeof comm) <= 0)
 		return 0;
 	return kprw_strcmp(comm, "kprewrite-live\n") == 0 || kprw_strcmp(comm, "kprw-ahead\n") == 0;
+}
+
+/* stat_word is field f (3 on: after the command, which may hold spaces and
+ * parentheses) of a /proc stat line, as a number (0: none, or not a number) */
+static u64 stat_word(const char *buf, int f)
+{
+	const char *q = NULL;
+	for (const char *c = buf; *c; c++)
+		if (*c == ')')
+			q = c;
+	u64 v = 0;
+	for (int at = 2; q && *q && at <= f; q++)
+		if (*q == ' ')
+			at++;
+		else if (at == f && *q >= '0' && *q <= '9')
+			v = v * 10 + (u64)(*q - '0');
+	return v;
+}
+
+/* exited says whether thread tid has ended but is still listed (a zombie: the thread
+ * group's leader stays after its own exit until the last thread's); *status is then its
+ * exit status (field 52, as waitpid reports it) */
+static int exited(const char *tid, int *status)
+{
+	char path[64], buf[1024];
+	cat(cat(cat(path, "/proc/self/task/"), tid), "/stat");
+	if (read_small(path, buf, sizeof buf) <= 0)
+		return 1; /* gone meanwhile */
+	const char *q = NULL;
+	for (const char *c = buf; *c; c++)
+		if (*c == ')')
+			q = c;
+	if (!q || q[1] != ' ' || (q[2] != 'Z' && q[2] != 'X'))
+		return 0;
+	*status = (int)stat_word(buf, 52);
+	return 1;
+}
+
+/* kprw_end_if_program_gone ends the calling runtime thread when every thread of the program has ended (each with
+ * SYS_exit, the leader a zombie) and only runtime threads are left, which block every
+ * signal: they must then end too, or the process would never exit and a SIGTERM would
+ * stay pending forever (rt_ahead.c, agent below). It ends the calling runtime thread
+ * then, with the leader's exit code: this kernel reports the last thread's as the
+ * process's (6.x), which the program's last thread would have been. */
+void kprw_end_if_program_gone(void)
+{
+	long fd = sys3(SYS_open, (long)"/proc/self/task", O_RDONLY_ | O_DIRECTORY_ | O_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	int gone = 1, status = 0;
+	char buf[2048];
+	for (long n; gone && (n = sys3(SYS_getdents64, fd, (long)buf, sizeof buf)) > 0;)
+		for (long off = 0; gone && off < n;) {
+			const char *name = buf + off + 19; /* d_ino, d_off, d_reclen, d_type */
+			off += *(const u16 *)(buf + off + 16);
+			if (name[0] >= '0' && name[0] <= '9' && !runtime_thread(name) && !exited(name, &status))
+				gone = 0;
+		}
+	sys1(SYS_close, fd);
+	if (gone)
+		sys1(SYS_exit, (status >> 8) & 0xff); /* (this thread only) */
 }
 
 /* signal_threads sends the safepoint signal to every other thread that may be inside
@@ -681,9 +744,12 @@ static void agent(void)
 		publish_done(seen);
 		sys6(SYS_futex, (long)&agent_done, FUTEX_WAKE | FUTEX_PRIVATE, 0x7fffffff, 0, 0, 0);
 		/* a change after the load makes the wait return at once (EAGAIN); a jump
-		 * point left pending is tried again after 50 ms */
-		struct { long s, ns; } ts = {0, 50000000};
-		sys6(SYS_futex, (long)kprw_rt.ctl_gen, FUTEX_WAIT, seen, live_pending ? (long)&ts : 0, 0, 0);
+		 * point left pending is tried again after 50 ms; idle, it looks every
+		 * AGENT_IDLE_S seconds whether the program's threads all ended */
+		struct { long s, ns; } ts = {0, 50000000}, idle = {AGENT_IDLE_S, 0};
+		long r = sys6(SYS_futex, (long)kprw_rt.ctl_gen, FUTEX_WAIT, seen, live_pending ? (long)&ts : (long)&idle, 0, 0);
+		if (r == -110 /* ETIMEDOUT */ && !live_pending)
+			kprw_end_if_program_gone();
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -335,7 +336,11 @@ func TestLiveTrigger(t *testing.T) {
 	p.step(t, 0)
 	run("probe", tr, "p:t/n work a=%di:s64 b=%si:s64")
 	run("trigger", tr, "t/n", "traceoff:1 if a == 39")
-	run("trigger", tr, "t/n", "disable_event:t:o:1 if a == 20")
+	pid := strconv.Itoa(p.cmd.Process.Pid) // a TARGET is the trace file or the program's PID
+	run("trigger", pid, "t/n", "disable_event:t:o:1 if a == 20")
+	if out := run("filter", pid, "t/o"); out != "t/o (prog): a != 20 && a != 30\n" {
+		t.Errorf("filter PID t/o: %q", out)
+	}
 	out := run("trigger", tr, "t/n", "snapshot:1 if a == 20")
 	if !strings.HasSuffix(out, "  snapshot:count=1 if a == 20\n  disable_event:t:o:count=1 if a == 20\n  traceoff:count=1 if a == 39\n") {
 		t.Fatalf("trigger: %q", out)
@@ -354,7 +359,7 @@ func TestLiveTrigger(t *testing.T) {
 	}
 	// a = 0..99, b = 1: t/n a=0..39 (tracing off after a=39's record), t/o a=0..19
 	p.next(t, 1)
-	if out := run("trigger", tr, "t/n"); out != "t/n (prog):\nsnapshot:count=0 if a == 20\ndisable_event:t:o:count=0 if a == 20\ntraceoff:count=0 if a == 39\n" {
+	if out := run("trigger", pid, "t/n"); out != "t/n (prog):\nsnapshot:count=0 if a == 20\ndisable_event:t:o:count=0 if a == 20\ntraceoff:count=0 if a == 39\n" {
 		t.Fatalf("triggers after phase 1: %q", out)
 	}
 	run("trigger", tr, "t/n", "!traceoff")

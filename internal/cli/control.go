@@ -19,21 +19,21 @@ import (
 func runTraceOnOff(on bool) func(args []string, stdout, stderr io.Writer) error {
 	name := map[bool]string{true: "traceon", false: "traceoff"}[on]
 	return func(args []string, stdout, _ io.Writer) error {
-		fs := helpFlagSet(name, name+" FILE", stdout)
+		fs := helpFlagSet(name, name+" TARGET", stdout)
 		pos, err := parseFlags(fs, args)
 		if err != nil {
 			return err
 		}
 		if len(pos) != 1 {
-			return usageErr("want exactly one trace FILE, got %d arguments (see kprewrite %s -h)", len(pos), name)
+			return usageErr("want exactly one TARGET (a trace file or the PID of a program writing one), got %d arguments (see kprewrite %s -h)", len(pos), name)
 		}
-		f, err := tracectl.Open(pos[0])
+		f, path, err := openTarget(pos[0])
 		if err != nil {
 			return err
 		}
 		defer f.Close()
 		was := f.SetTracing(on)
-		fmt.Fprintf(stdout, "%s: tracing %s (was %s)\n", pos[0], onOff(on), onOff(was))
+		fmt.Fprintf(stdout, "%s: tracing %s (was %s)\n", path, onOff(on), onOff(was))
 		return nil
 	}
 }
@@ -120,19 +120,19 @@ func imageEvents(evs []tracectl.Event) [][]tracectl.Event {
 // it is in the file. Nothing is written unless every change was accepted.
 func editControls(name, usage string, args []string, stdout io.Writer,
 	each func(f *tracectl.File, c *tracectl.Controls, ev tracectl.Event, value *string) (func(), error)) error {
-	fs := helpFlagSet(name, name+" FILE EVENT ["+strings.ToUpper(name)+"]", stdout)
+	fs := helpFlagSet(name, name+" TARGET EVENT ["+strings.ToUpper(name)+"]", stdout)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 2 && len(pos) != 3 {
-		return usageErr("want a trace FILE, an EVENT (EVENT, GROUP/EVENT, GROUP/* or all) and %s, got %d arguments (see kprewrite %s -h)", usage, len(pos), name)
+		return usageErr("want a TARGET (a trace file or a PID), an EVENT (EVENT, GROUP/EVENT, GROUP/* or all) and %s, got %d arguments (see kprewrite %s -h)", usage, len(pos), name)
 	}
 	var value *string
 	if len(pos) == 3 {
 		value = &pos[2]
 	}
-	f, err := tracectl.Open(pos[0])
+	f, _, err := openTarget(pos[0])
 	if err != nil {
 		return err
 	}
@@ -470,7 +470,7 @@ func liveMatch(args []string) (*tracectl.File, []tracectl.LiveEvent) {
 	if len(args) != 2 && len(args) != 3 || strings.HasPrefix(args[0], "-") {
 		return nil, nil
 	}
-	f, err := tracectl.Open(args[0])
+	f, _, err := openTarget(args[0])
 	if err != nil {
 		return nil, nil
 	}

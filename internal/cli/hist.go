@@ -13,7 +13,7 @@ import (
 // kernel's events/GROUP/EVENT/hist files for a trace file, and the ":pause", ":cont"
 // and ":clear" a write into the trigger file applies to a running histogram.
 func runHist(args []string, stdout, _ io.Writer) error {
-	fs := helpFlagSet("hist", "hist [--event PATTERN] [--pause|--cont|--clear] [-o OUT] [FILE]", stdout)
+	fs := helpFlagSet("hist", "hist [--event PATTERN] [--pause|--cont|--clear] [-o OUT] [FILE|PID]", stdout)
 	out := fs.String("o", "", "write the histograms to OUT (atomically) instead of standard output")
 	pattern := fs.String("event", "all", "the events whose histograms to print or change: EVENT, GROUP/EVENT, GROUP/* or all")
 	pause := fs.Bool("pause", false, "pause the histograms: hits are not added until --cont (for every program writing into FILE)")
@@ -24,6 +24,9 @@ func runHist(args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	if pos, err = traceArg("hist", pos); err != nil {
+		return err
+	}
+	if pos[0], err = traceTarget(pos[0]); err != nil { // (a PID names its program's file)
 		return err
 	}
 	if err := outfile.Check(*out, pos[0]); err != nil {

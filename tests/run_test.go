@@ -267,3 +267,24 @@ func TestRuntimeThreadsEndWithTheProgram(t *testing.T) {
 		})
 	}
 }
+
+// TestRotationKeepsNonRegularOld: a FILE.old that is not a regular file (a FIFO here)
+// is never written over: the new run is appended to the trace, saying why, and the FIFO
+// stays.
+func TestRotationKeepsNonRegularOld(t *testing.T) {
+	kpd, trace := runProg(t)
+	runIt(t, kpd, nil, "2")
+	if err := syscall.Mkfifo(trace+".old", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := runIt(t, kpd, []string{"KPREWRITE_QUIET=0"}, "3")
+	if !strings.Contains(e, "cannot keep the previous trace as FILE.old (it exists and is not a regular file)") {
+		t.Errorf("stderr %q, want the reason the run is appended", e)
+	}
+	if fi, err := os.Lstat(trace + ".old"); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("%s.old: %v %v, want the FIFO kept", trace, fi, err)
+	}
+	if n := len(readTrace(t, trace, kpd)); n != 2+3 {
+		t.Errorf("%d records, want both runs' 2 + 3", n)
+	}
+}

@@ -412,6 +412,8 @@ void kprw_put_dec(unsigned long v);
 void kprw_fatal(const char *msg, unsigned long v) __attribute__((noreturn));
 u32 kprw_getpid(void);
 void kprw_end_if_program_gone(void); /* rt_live.c: only runtime threads are left */
+void kprw_trace_release_old(void);     /* rt_tracefile.c: the replaced FILE.old closed */
+int kprw_live_running(void);           /* rt_live.c: the live-probe thread was started */
 u32 kprw_gettid(void);
 u64 kprw_now_ns(void);   /* CLOCK_MONOTONIC by system call */
 u32 kprw_cpu(void);

@@ -78,6 +78,7 @@ static void ahead_thread(void)
 	long param = 0;
 	sys3(SYS_sched_setscheduler, 0, SCHED_BATCH, (long)&param);
 	sys2(SYS_prctl, PR_SET_NAME, (long)"kprw-ahead");
+	kprw_trace_release_old(); /* (its blocks freed here, not in the program's start-up) */
 	for (;;) {
 		u32 seen = __atomic_load_n(&wakes, __ATOMIC_ACQUIRE);
 		catch_up();

@@ -915,6 +915,8 @@ static void start_early(const struct kprw_header *h, char **envp)
 	arm_detours();
 	kprw_live_boot(envp, getenv_(envp, "KPREWRITE_EVENTS"), getenv_(envp, "KPREWRITE_TOOL"), getenv_(envp, "PATH"));
 	kprw_live_init();
+	if (!kprw_ahead_tid && !kprw_live_running())
+		kprw_trace_release_old(); /* no runtime thread to do it off the program's path */
 	kprw_rt.trace_path_shown = path;
 	kprw_rt.init_done = 1;
 	/* C handler probes declared without a kprewrite_init() fire from here on too (a

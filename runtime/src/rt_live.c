@@ -735,6 +735,7 @@ static void publish_done(u32 seen)
 static void agent(void)
 {
 	sys2(SYS_prctl, PR_SET_NAME, (long)"kprewrite-live");
+	kprw_trace_release_old(); /* (its blocks freed here, not in the program's start-up) */
 	for (;;) {
 		u32 seen = __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_ACQUIRE);
 		kprw_livedef_sync(); /* events added or removed (kprewrite probe) */
@@ -751,6 +752,12 @@ static void agent(void)
 		if (r == -110 /* ETIMEDOUT */ && !live_pending)
 			kprw_end_if_program_gone();
 	}
+}
+
+/* kprw_live_running says whether this process's live-probe thread was started */
+int kprw_live_running(void)
+{
+	return agent_started;
 }
 
 /* kprw_live_kick has the live-probe thread reconcile now (a C handler registered or

@@ -35,7 +35,7 @@ func Records(path string, binaries ...string) iter.Seq2[Record, error] {
 		defer s.Close()
 		fm := tracefile.NewFormatter(descs)
 		err = s.Each(func(r *tracefile.Record) error {
-			rec, err := decodeRecord(fm, descs, r)
+			rec, err := decodeRecord(fm, descs, r, r.CommString())
 			if err != nil {
 				err = fmt.Errorf("%s: %w", path, err)
 			}
@@ -50,10 +50,11 @@ func Records(path string, binaries ...string) iter.Seq2[Record, error] {
 	}
 }
 
-// decodeRecord makes the API's record of one trace record: an event's hit, a
-// trace_printk, a synthetic event or a --verify-regions violation.
-func decodeRecord(fm *tracefile.Formatter, descs tracefile.Descs, r *tracefile.Record) (Record, error) {
-	rec := Record{Comm: r.CommString(), PID: r.PID, TID: r.TID, CPU: uint32(r.CPU), Time: time.Duration(r.TsNs), GoID: r.GoID, HasGoID: r.HasGoID}
+// decodeRecord makes the API's record of one trace record (its thread named comm): an
+// event's hit, a trace_printk, a synthetic event or a --verify-regions violation.
+// Records and ReadTrace both decode with it.
+func decodeRecord(fm *tracefile.Formatter, descs tracefile.Descs, r *tracefile.Record, comm string) (Record, error) {
+	rec := Record{Comm: comm, PID: r.PID, TID: r.TID, CPU: uint32(r.CPU), Time: time.Duration(r.TsNs), GoID: r.GoID, HasGoID: r.HasGoID}
 	if d := descs[r.ImageID]; d != nil {
 		rec.Image = d.Image
 	}
@@ -91,6 +92,7 @@ func decodeEvent(fm *tracefile.Formatter, r *tracefile.Record, rec *Record) erro
 		return err
 	}
 	rec.Image, rec.Group, rec.Event, rec.Return, rec.Addr, rec.RetAddr = ev.Image, ev.Group, ev.Name, ev.Return, ev.Addr, ev.RetAddr
+	rec.Fields = make([]Field, 0, len(ev.Fields))
 	for _, v := range ev.Fields {
 		rec.Fields = append(rec.Fields, Field{Name: v.Name, Value: v.Value})
 	}

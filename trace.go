@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/kprewrite/kprewrite/internal/tracefile"
-	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // Trace is a trace file read back: its records in time order and its counters.
@@ -171,71 +170,14 @@ type converter struct {
 	comms map[[16]byte]string // one string per thread name, not one per record
 }
 
-// record converts r; false when it cannot be decoded (no description, another type).
+// record converts r (decodeRecord, the thread's name shared); false when it cannot be
+// decoded (no description, another type).
 func (c *converter) record(r *tracefile.Record) (Record, bool) {
 	comm, ok := c.comms[r.Comm]
 	if !ok {
 		comm = r.CommString()
 		c.comms[r.Comm] = comm
 	}
-	rec := Record{Comm: comm, PID: r.PID, TID: r.TID, CPU: uint32(r.CPU), Time: time.Duration(r.TsNs), GoID: r.GoID, HasGoID: r.HasGoID}
-	if d := c.descs[r.ImageID]; d != nil {
-		rec.Image = d.Image
-	}
-	switch r.Type {
-	case kprt.RecKprobe, kprt.RecKretprobe:
-		return c.event(r, rec)
-	case kprt.RecPrintk:
-		rec.Kind = KindPrintk
-		rec.Event, rec.Text = tracefile.DecodePrintk(r)
-		if r.IP != 0 {
-			rec.Addr = r.Bias + r.IP
-		}
-		rec.RetAddr = r.RetIP
-	case kprt.RecSynth:
-		name, fields, err := c.fm.Synth(r)
-		if err != nil {
-			return rec, false
-		}
-		rec.Kind, rec.Group, rec.Event, rec.Addr = KindSynthetic, "synthetic", name, r.Bias+r.IP
-		for _, f := range fields {
-			if f.Signed {
-				rec.Fields = append(rec.Fields, Field{Name: f.Name, Value: f.Value})
-			} else {
-				rec.Fields = append(rec.Fields, Field{Name: f.Name, Value: uint64(f.Value)})
-			}
-		}
-	case kprt.RecViolation:
-		v, err := c.fm.DecodeViolation(r)
-		if err != nil {
-			return rec, false
-		}
-		rec.Kind, rec.Event, rec.Addr = KindViolation, tracefile.ViolationEvent, v.At
-		rec.Fields = append(rec.Fields, Field{Name: "site", Value: v.Site})
-		if v.Symbol != "" {
-			rec.Fields = append(rec.Fields, Field{Name: "sym", Value: v.Symbol})
-		}
-	default:
-		return rec, false
-	}
-	rec.Line, _ = c.fm.Line(r)
-	return rec, true
-}
-
-// event completes rec, an event's hit.
-func (c *converter) event(r *tracefile.Record, rec Record) (Record, bool) {
-	ev, err := c.fm.Decode(r)
-	if err != nil {
-		return rec, false
-	}
-	line, err := c.fm.Line(r)
-	if err != nil {
-		return rec, false
-	}
-	rec.Image, rec.Group, rec.Event, rec.Return, rec.Addr, rec.RetAddr, rec.Line = ev.Image, ev.Group, ev.Name, ev.Return, ev.Addr, ev.RetAddr, line
-	rec.Fields = make([]Field, 0, len(ev.Fields))
-	for _, v := range ev.Fields {
-		rec.Fields = append(rec.Fields, Field{Name: v.Name, Value: v.Value})
-	}
-	return rec, true
+	rec, err := decodeRecord(c.fm, c.descs, r, comm)
+	return rec, err == nil
 }

@@ -587,10 +587,11 @@ const (
 	// LiveFrameMagic heads a live-event frame (struct kprw_ctlframe's header, then
 	// RawLiveEnt entries): the events kprewrite probe added to an image.
 	LiveFrameMagic = "KPRWLIV1"
-	LiveMax        = 256 // live events of one image
-	LEReturn       = 0x1 // RawLiveEnt.Flags: a return event
-	LEPoint        = 0x2 // RawLiveEnt.Flags: at a free live point; the point and its slot follow
-	FreeSlot       = 32  // bytes of a free live point's slot
+	LiveMax        = 256  // live events of one image
+	LEReturn       = 0x1  // RawLiveEnt.Flags: a return event
+	LEPoint        = 0x2  // RawLiveEnt.Flags: at a free live point; the point and its slot follow
+	FreeSlot       = 32   // bytes of a free live point's slot
+	MaxFree        = 2048 // the most free live points of an image (return points included)
 	CtlFileMagic   = "KPRWCTLF"
 	CtlFrameMax    = 1 << 20
 	CEFilter       = 0x1

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "d2e63c5dead25ec23a2ebc7d0e33ee86c107e5b95802e286424283a2f269429d"
+const ObjectSHA256 = "92d52427f1a6c380d55fb7362baff2a5307e617a7dfb296630d32372d8796b9c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -313,12 +313,15 @@ struct kprw_header {
 	kprw_u32 nfree;       /* free live points after the npoints sorted ones (was reserved3):
 	                         struct kprw_point entries whose site is 0 until `kprewrite
 	                         probe` places an int3 event there (an unprepared site), each
-	                         with one KPRW_EF_SPARE kprobe (the last nfree probes) and a
+	                         with one KPRW_EF_SPARE kprobe or kretprobe (a free return
+	                         point, for r: events; the last nfree probes) and a
 	                         slot of KPRW_FREE_SLOT bytes of int3s in the image's text;
 	                         the runtime writes the entry and the slot through
 	                         /proc/self/mem (src/rt_live.c, "Free live points") */
 };
 #define KPRW_FREE_SLOT 32 /* bytes of a free live point's slot */
+#define KPRW_MAX_FREE 2048 /* the most free live points (rewrite --live-points and their
+                            * return points) */
 
 /*
  * The unwind table: the kernel's ORC, made by the rewriter from .eh_frame

@@ -499,9 +499,43 @@ static int drained(const struct kprw_point *pt)
 	return answered(sent) && __atomic_load_n(&sp_busy, __ATOMIC_ACQUIRE) == 0;
 }
 
+/* unplace takes free point j off its site (site 0: the trap path no longer finds it),
+ * once no thread is at its int3 or in its slot: 1 when done. Its byte is the original
+ * already (disarmed). */
+static int unplace(u32 j)
+{
+	const struct kprw_point *cur = &kprw_rt.points[kprw_rt.npoints + j];
+	struct kprw_point off = *cur;
+	off.site = 0;
+	return drained(cur) && pokes((uptr)cur, (const u8 *)&off, sizeof off) == 0;
+}
+
+/* site_taken says whether another point than free point k is at site: 0 none, 1 a
+ * point of the rewrite's or a free point wanted there (the tool's frame is wrong), 2 a
+ * free point another event left placed there (an entry point where a return event goes
+ * now, or the reverse), still armed or with a thread at it: tried again later. Such a
+ * point is taken off the site once it is idle. */
+static int site_taken(u32 k, u64 site)
+{
+	for (u32 i = 0; i < kprw_rt.npoints + kprw_rt.nfree; i++) {
+		if (kprw_rt.points[i].site != site || i == kprw_rt.npoints + k)
+			continue;
+		if (i < kprw_rt.npoints)
+			return 1;
+		const u8 *slot;
+		const struct kprw_point *w = kprw_livedef_free(i - kprw_rt.npoints, &slot);
+		if (w && w->site == site)
+			return 1;
+		if (__atomic_load_n(&live_armed[i], __ATOMIC_ACQUIRE) != LIVE_OFF || !unplace(i - kprw_rt.npoints))
+			return 2;
+	}
+	return 0;
+}
+
 /* free_ok checks the point the tool made for free point k (want): the entry's slot
  * and probe, an int3 kind, a copy that fits the slot, and a site that holds the
- * point's original bytes and no other point */
+ * point's original bytes and no other point: 1 when it does, 0 when it does not, 2
+ * when another free point must leave the site first (site_taken) */
 static int free_ok(u32 k, const struct kprw_point *want)
 {
 	const struct kprw_point *cur = &kprw_rt.points[kprw_rt.npoints + k];
@@ -510,9 +544,9 @@ static int free_ok(u32 k, const struct kprw_point *want)
 	    want->xmode < KPRW_X_SSTEP || want->xmode > KPRW_X_EMULATE || (want->pflags & ~pf) || want->dflags ||
 	    !want->insn_len || want->insn_len > 15 || want->slot_len + 5 > KPRW_FREE_SLOT)
 		return 0;
-	for (u32 i = 0; i < kprw_rt.npoints + kprw_rt.nfree; i++)
-		if (kprw_rt.points[i].site == want->site && i != kprw_rt.npoints + k)
-			return 0;
+	int taken = site_taken(k, want->site);
+	if (taken)
+		return taken == 2 ? 2 : 0;
 	u8 code[16]; /* (read by system call: a frame's site may be anywhere) */
 	return kprw_read_mode(code, RT_ADDR(want->site), want->insn_len, 0) == want->insn_len &&
 	       same(code, want->orig, want->insn_len);
@@ -545,7 +579,12 @@ static int reconcile_free(void)
 			if (now != LIVE_OFF && poke(RT_ADDR(cur->site), cur->orig[0]) == 0)
 				now = LIVE_OFF;
 			__atomic_store_n(&live_armed[i], now, __ATOMIC_RELEASE);
-			if (now != LIVE_OFF || !free_ok(k, want)) {
+			int ok = now == LIVE_OFF ? free_ok(k, want) : 0;
+			if (ok == 2) {
+				pending = 1; /* another free point leaves the site first */
+				continue;
+			}
+			if (!ok) {
 				say_free(want, "cannot be placed");
 				continue;
 			}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "92d52427f1a6c380d55fb7362baff2a5307e617a7dfb296630d32372d8796b9c"
+const ObjectSHA256 = "0915aae69f4569f5518d5e0845c44b9b9deada186812117c9af3042256a61043"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -11,7 +11,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
@@ -234,4 +236,75 @@ func TestLivePointsOption(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "--live-points 5000") {
 		t.Errorf("--live-points 5000: exit %d, %q; want an error naming it", code, stderr)
 	}
+}
+
+// TestLiveListState: `kprewrite list TARGET` shows the state of each live event's site
+// in the running program: [PENDING] while the program (stopped) has not applied the
+// events, then armed; a prepared jump site armed as an int3 (optimize off) without
+// [OPTIMIZED], with it again once optimization is back on.
+func TestLiveListState(t *testing.T) {
+	prog := testprog.Build(t, liveFreeSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "state.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, nil, "--prepare", "work")
+	workAddr, _ := siteOf(t, prog, "work")
+	otherAddr, _ := siteOf(t, prog, "other")
+	q := startPhased(t, bin)
+	defer q.cmd.Process.Kill()
+	pid := q.cmd.Process.Pid
+	q.step(t, 0)
+	if err := q.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	kp("probe", tr, "p:t/n work a=%di:s64", "r:t/r other $retval:s64") // (returns after 2 s, unapplied)
+	lines := func() map[string]string {
+		t.Helper()
+		m := map[string]string{}
+		for _, l := range strings.Split(kpOK(t, "list", tr), "\n") {
+			for _, fn := range []string{"work", "other"} {
+				if strings.Contains(l, fn+"+0x0") && strings.Contains(l, "[LIVE]") {
+					m[fn] = l
+				}
+			}
+		}
+		return m
+	}
+	stopped := lines()
+	if len(stopped) != 2 {
+		t.Fatalf("list, the program stopped: %q, want t/n at work and t/r at other", stopped)
+	}
+	for fn, l := range stopped {
+		if !strings.Contains(l, "[LIVE][PENDING]") || strings.Contains(l, "[OPTIMIZED]") {
+			t.Errorf("%s, the program stopped: %q, want [LIVE][PENDING]", fn, l)
+		}
+	}
+	if err := q.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitByte(t, pid, bin, workAddr, 0xe9)
+	waitByte(t, pid, bin, otherAddr, 0xcc)
+	waitList := func(want func(map[string]string) bool, what string) {
+		t.Helper()
+		var m map[string]string
+		for try := 0; try < 100; try++ {
+			if m = lines(); want(m) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("list: %q, want %s", m, what)
+	}
+	waitList(func(m map[string]string) bool {
+		return len(m) == 2 && strings.HasSuffix(m["work"], "[OPTIMIZED][LIVE]") && strings.HasSuffix(m["other"], "[BOOSTED][LIVE]")
+	}, "work [OPTIMIZED][LIVE] and other [BOOSTED][LIVE]")
+	kpOK(t, "optimize", tr, "off")
+	waitByte(t, pid, bin, workAddr, 0xcc)
+	waitList(func(m map[string]string) bool { return strings.HasSuffix(m["work"], " [LIVE]") }, "work [LIVE] (an int3)")
+	kpOK(t, "optimize", tr, "on")
+	waitByte(t, pid, bin, workAddr, 0xe9)
+	waitList(func(m map[string]string) bool { return strings.HasSuffix(m["work"], "[OPTIMIZED][LIVE]") }, "work [OPTIMIZED][LIVE]")
+	q.next(t, 1)
+	q.next(t, 2)
+	q.next(t, 3)
+	q.finish(t, "sum 39300")
 }

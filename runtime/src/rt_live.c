@@ -74,6 +74,7 @@ static u8 *live_armed;  /* per point: LIVE_* */
 static int live_sync;   /* membarrier's SYNC_CORE is registered */
 static int live_pending; /* jump points left at LIVE_INT3 for want of a safepoint */
 static int agent_started; /* the live-probe thread runs */
+static u8 free_state[KPRW_MAX_FREE]; /* per free live point: KPRW_LS_* of its last reconcile */
 static u32 agent_done;    /* futex: the ctl_gen its last reconcile started from */
 #define FUTEX_PRIVATE 128
 static u64 agent_stack[2048] __attribute__((aligned(16))); /* 16 KiB */
@@ -580,6 +581,7 @@ static int reconcile_free(void)
 				now = LIVE_OFF;
 			__atomic_store_n(&live_armed[i], now, __ATOMIC_RELEASE);
 			int ok = now == LIVE_OFF ? free_ok(k, want) : 0;
+			free_state[k] = ok == 2 ? KPRW_LS_PENDING : KPRW_LS_REFUSED;
 			if (ok == 2) {
 				pending = 1; /* another free point leaves the site first */
 				continue;
@@ -589,6 +591,7 @@ static int reconcile_free(void)
 				continue;
 			}
 			if (!place(k, want, slot)) {
+				free_state[k] = KPRW_LS_PENDING;
 				pending = 1; /* a thread is at its old place: tried again later */
 				continue;
 			}
@@ -596,11 +599,14 @@ static int reconcile_free(void)
 		if (want)
 			kprw_livedef_placed(k); /* its events are recorded from now on */
 		u8 on = want && kprw_probe_enabled(cur->first_probe) ? LIVE_INT3 : LIVE_OFF;
-		if (on && now == LIVE_OFF && kprw_live_records() < 0)
+		if (on && now == LIVE_OFF && kprw_live_records() < 0) {
+			free_state[k] = KPRW_LS_OFF;
 			continue; /* no records can be written: it stays off */
+		}
 		if (on != now && cur->site && poke(RT_ADDR(cur->site), on ? 0xcc : cur->orig[0]) == 0)
 			now = on;
 		__atomic_store_n(&live_armed[i], now, __ATOMIC_RELEASE);
+		free_state[k] = now == LIVE_INT3 ? KPRW_LS_INT3 : KPRW_LS_OFF;
 	}
 	return pending;
 }
@@ -694,6 +700,36 @@ static void reconcile(void)
 	live_pending = pending;
 }
 
+/* site_state is what point i is now, for the live events on it (KPRW_LS_*) */
+static u64 site_state(u32 i)
+{
+	const struct kprw_point *pt = &kprw_rt.points[i];
+	if (i >= kprw_rt.npoints)
+		return free_state[i - kprw_rt.npoints];
+	if (kprw_rt.disable_all & KPRW_DISARM)
+		return KPRW_LS_OFF;
+	if (!(pt->dflags & (KPRW_DF_LIVE | KPRW_DF_REOPT))) /* (its bytes never change: a gate, or an int3) */
+		return pt->xmode == KPRW_X_OPTIMIZED ? KPRW_LS_JUMP : KPRW_LS_INT3;
+	u8 a = live_armed[i];
+	return a == LIVE_JUMP ? KPRW_LS_JUMP : a == LIVE_INT3 ? KPRW_LS_INT3 : KPRW_LS_OFF;
+}
+
+/* report_states writes each live event's site state into the trace file (the words
+ * `kprewrite list TARGET` reads): after each reconcile */
+static void report_states(void)
+{
+	if (!kprw_rt.live_lists)
+		return;
+	for (u32 i = 0; i < kprw_rt.npoints + kprw_rt.nfree; i++) {
+		const struct kprw_point *pt = &kprw_rt.points[i];
+		for (u32 k = 0; k < pt->nprobes; k++) {
+			u32 pi = pt->first_probe + k, e = kprw_rt.probes[pi].event;
+			if (e < kprw_rt.nevents && (kprw_rt.events[e].flags & KPRW_EF_SPARE))
+				kprw_livedef_state(pi, site_state(i));
+		}
+	}
+}
+
 /* publish_done tells `kprewrite probe`, through the trace file, that this program has
  * applied every change up to generation seen: live_done becomes seen + 1 unless another
  * program's agent published a later one */
@@ -716,6 +752,7 @@ static void agent(void)
 		kprw_livedef_sync(); /* events added or removed (kprewrite probe) */
 		kprw_disarm_sync();  /* the switch of every probe */
 		reconcile();
+		report_states();
 		__atomic_store_n(&agent_done, seen, __ATOMIC_RELEASE); /* (kprw_live_kick waits) */
 		publish_done(seen);
 		sys6(SYS_futex, (long)&agent_done, FUTEX_WAKE | FUTEX_PRIVATE, 0x7fffffff, 0, 0, 0);
@@ -810,6 +847,7 @@ void kprw_live_init(void)
 	kprw_livedef_init();
 	kprw_livedef_sync(); /* events the trace file holds already */
 	reconcile();
+	report_states();
 	if (kprw_rt.ctl_gen && kprw_rt.ev_ctl) {
 		/* what start-up applied, published now: a live_done of 0 tells `kprewrite probe`
 		 * that no program will apply its change, so a change made before the agent's

@@ -908,7 +908,8 @@ func (g *gen) fillDescProbes(enc *kprt.Encoded) {
 	}
 	g.desc.Probes = make([]tracefile.DescProbe, n+len(g.tables.Free))
 	for k, fp := range g.tables.Free { // (their slots are read from the tables)
-		g.desc.Probes[n+k] = tracefile.DescProbe{Index: n + k, Event: fp.Probes[0].Event, Kind: "b"}
+		kind := map[bool]string{false: "b", true: "rb"}[fp.Probes[0].Type == kprt.TKretprobe]
+		g.desc.Probes[n+k] = tracefile.DescProbe{Index: n + k, Event: fp.Probes[0].Event, Kind: kind}
 	}
 	for pi := range pl.Points {
 		pt := &pl.Points[pi]

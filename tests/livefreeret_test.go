@@ -308,3 +308,22 @@ func TestLiveListState(t *testing.T) {
 	q.next(t, 3)
 	q.finish(t, "sum 39300")
 }
+
+// TestLiveProbeReturnGo: a return event added live at a Go function no rewrite
+// prepared is refused naming the rule (its return address is never hooked), nothing
+// added; an entry event there is taken.
+func TestLiveProbeReturnGo(t *testing.T) {
+	prog := buildGoProg(t)
+	out := filepath.Join(t.TempDir(), "go.kp")
+	tr := out + ".trace"
+	rewriteWith(t, prog, out, nil, "--prepare", "main.leaf")
+	testprog.Same(t, prog, out, testprog.Cmd{Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
+	code, _, stderr := kp("probe", "-b", out, tr, "r:g/r main.fib $retval")
+	if code != 1 || !strings.Contains(stderr, "is a Go function") || !strings.Contains(stderr, "return address is never hooked") {
+		t.Errorf("r: at a Go function: exit %d, %q; want 1 and the rule", code, stderr)
+	}
+	if o := kpOK(t, "probe", tr); strings.Contains(o, "g/r") {
+		t.Errorf("after the refusal the file lists %q", o)
+	}
+	kpOK(t, "probe", "-b", out, tr, "p:g/e main.fib n=%ax:s64")
+}

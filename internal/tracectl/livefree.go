@@ -145,8 +145,8 @@ func freeAllowed(path string, b *analysis.Binary, im *tracefile.Image, p *eventd
 		}
 	}
 	if p.Return && b.IsGoCode(addr) {
-		return fmt.Errorf("%s/%s: %s: %#x is a Go function: a return event added live would hook its return address, which is never done to a Go function (Go's stack copying and unwinder fail on it); give the event at rewrite time, where it is recorded at the function's exits",
-			p.Group, p.Event, path, addr)
+		return fmt.Errorf("%s/%s: %s: %s (%#x) is a Go function: a Go function's return address is never hooked (Go's stack copying and unwinder fail on it), and a return event added live would hook it; give the event at rewrite time, where it is recorded at the function's exits",
+			p.Group, p.Event, path, p.Symbol, addr)
 	}
 	return nil
 }

@@ -327,3 +327,61 @@ func TestLiveProbeReturnGo(t *testing.T) {
 	}
 	kpOK(t, "probe", "-b", out, tr, "p:g/e main.fib n=%ax:s64")
 }
+
+// liveSelfPatchSrc rewrites the first two bytes of patched() (nop; nop) into a
+// two-byte nop through /proc/self/mem before it says phase 0: code the binary's
+// analysis did not see.
+const liveSelfPatchSrc = `#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+long patched(long);
+__asm__(".text\n.globl patched\n.type patched, @function\npatched:\n\tnop\n\tnop\n\tmov %rdi, %rax\n\tret\n.size patched, .-patched\n");
+__attribute__((noinline)) long prepare(long a) { return a - 1; }
+int main(void) {
+	static const unsigned char nop2[2] = {0x66, 0x90};
+	char c;
+	long s = 0;
+	int fd = open("/proc/self/mem", O_RDWR);
+	if (fd < 0 || pwrite(fd, nop2, 2, (long)(void *)patched) != 2)
+		return 3;
+	close(fd);
+	printf("phase 0\n");
+	fflush(stdout);
+	if (read(0, &c, 1) != 1)
+		return 2;
+	for (int i = 0; i < 10; i++)
+		s += patched(i);
+	printf("sum %ld\n", prepare(s));
+	return 0;
+}
+`
+
+// TestLiveProbeUnplaced: an event at an unprepared site whose bytes in the running
+// program are not the binary's (the program patched its own code) is not armed: the
+// program says so on its stderr, probe says so, list shows [LIVE][UNPLACED], and the
+// program runs its own code.
+func TestLiveProbeUnplaced(t *testing.T) {
+	prog := testprog.Build(t, liveSelfPatchSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "self.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, nil, "--prepare", "prepare")
+	q := startPhased(t, bin)
+	defer q.cmd.Process.Kill()
+	q.step(t, 0)
+	code, _, stderr := kp("probe", fmt.Sprint(q.cmd.Process.Pid), "p:t/p patched a=%di:s64")
+	if code != 0 || !strings.Contains(stderr, "t/p: the program refused its point") {
+		t.Errorf("probe at a site the program changed: exit %d, %q; want 0 and that it is not armed", code, stderr)
+	}
+	if out := kpOK(t, "list", tr); !strings.Contains(out, "patched+0x0") || !strings.Contains(out, "[LIVE][UNPLACED]") {
+		t.Errorf("list: %q, want patched+0x0 [LIVE][UNPLACED]", out)
+	}
+	q.stdin.Write([]byte{'x'})
+	q.stdin.Close()
+	q.say(t, "sum 44")
+	if err := q.cmd.Wait(); err != nil || !strings.Contains(q.stderr.String(), "cannot be placed") {
+		t.Errorf("the program: %v, stderr %q; want it to say the event cannot be placed", err, q.stderr.String())
+	}
+	if n := len(readTrace(t, tr, bin)); n != 0 {
+		t.Errorf("%d records of an event not armed", n)
+	}
+}

@@ -385,3 +385,67 @@ func TestLiveProbeUnplaced(t *testing.T) {
 		t.Errorf("%d records of an event not armed", n)
 	}
 }
+
+// TestLiveProbeReturnReuse adds and removes return events at two functions four
+// threads call, one after the other, through the image's only free return point
+// (--live-points 2), which therefore moves between them while the threads run: the
+// program computes right throughout, every event is armed, every hit counted is a
+// record, and each function's records carry its own call site's return address. (A
+// call in flight across a move is TestLiveProbeReturnInFlight's: calls here are too
+// short to outlive the removal and the next placement.)
+func TestLiveProbeReturnReuse(t *testing.T) {
+	prog := testprog.Build(t, liveFreeStressSrc, "c", "-O2", "-pthread")
+	bin := filepath.Join(t.TempDir(), "reuse.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, nil, "--prepare", "prepare", "--live-points", "2")
+	cmd := exec.Command(bin)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdin, _ := cmd.StdinPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	f := openWhenThere(t, tr)
+	defer f.Close()
+	f.AddBinary(bin)
+	for i := range 20 {
+		name := fmt.Sprintf("t/r%d", i)
+		fn := []string{"many", "manyCheck"}[i%2]
+		if _, err := f.AddLive(fmt.Sprintf("r:%s %s $retval:s64", name, fn)); err != nil {
+			t.Fatalf("cycle %d: %v (stderr %q)", i, err, stderr.String())
+		}
+		f.WaitApplied(2 * time.Second)
+		waitHits(t, f, name)
+		if _, err := f.RemoveLive(name); err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		f.WaitApplied(2 * time.Second)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil || strings.TrimSpace(stdout.String()) != "ok 0" {
+		t.Fatalf("the program: %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
+	}
+	var hits uint64
+	evs, _ := f.Live()
+	for _, e := range evs {
+		hits += e.Hits
+	}
+	recs := readTrace(t, tr, bin)
+	if uint64(len(recs)) != hits {
+		t.Errorf("%d records for %d hits", len(recs), hits)
+	}
+	// one call site each in loop(): a return recorded under the other function's event
+	// (an instance of the point's old place) shows the other return address
+	rets := [2]map[string]bool{{}, {}}
+	for _, l := range recs {
+		var k int
+		fmt.Sscanf(l.Event, "r%d", &k)
+		ret, _, _ := strings.Cut(strings.TrimPrefix(l.Head, "("), " <- ")
+		rets[k%2][ret] = true
+	}
+	if len(rets[0]) != 1 || len(rets[1]) != 1 {
+		t.Errorf("return addresses of many's events %v and of manyCheck's %v, want one each", rets[0], rets[1])
+	}
+	t.Logf("%d return events added and removed, %d hits recorded", len(evs), hits)
+}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "0915aae69f4569f5518d5e0845c44b9b9deada186812117c9af3042256a61043"
+const ObjectSHA256 = "0a8297341f1d64e63112443e89d21105b2697605110c61af0b40be5ac78f707c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -241,7 +241,8 @@ func TestLivePointsOption(t *testing.T) {
 // TestLiveListState: `kprewrite list TARGET` shows the state of each live event's site
 // in the running program: [PENDING] while the program (stopped) has not applied the
 // events, then armed; a prepared jump site armed as an int3 (optimize off) without
-// [OPTIMIZED], with it again once optimization is back on.
+// [OPTIMIZED], with it again once optimization is back on; [DISARMED] while every
+// probe is (disable TARGET all).
 func TestLiveListState(t *testing.T) {
 	prog := testprog.Build(t, liveFreeSrc, "c", "-O2")
 	bin := filepath.Join(t.TempDir(), "state.kp")
@@ -303,6 +304,14 @@ func TestLiveListState(t *testing.T) {
 	kpOK(t, "optimize", tr, "on")
 	waitByte(t, pid, bin, workAddr, 0xe9)
 	waitList(func(m map[string]string) bool { return strings.HasSuffix(m["work"], "[OPTIMIZED][LIVE]") }, "work [OPTIMIZED][LIVE]")
+	kpOK(t, "disable", tr, "all")
+	waitList(func(m map[string]string) bool {
+		return strings.Contains(m["work"], "[LIVE][DISARMED]") && strings.Contains(m["other"], "[LIVE][DISARMED]")
+	}, "both [LIVE][DISARMED]")
+	kpOK(t, "enable", tr, "all")
+	waitList(func(m map[string]string) bool {
+		return strings.HasSuffix(m["work"], "[OPTIMIZED][LIVE]") && strings.HasSuffix(m["other"], "[BOOSTED][LIVE]")
+	}, "both armed again")
 	q.next(t, 1)
 	q.next(t, 2)
 	q.next(t, 3)

@@ -715,10 +715,11 @@ static u64 site_state(u32 i)
 }
 
 /* report_states writes each live event's site state into the trace file (the words
- * `kprewrite list TARGET` reads): after each reconcile */
+ * `kprewrite list TARGET` reads): after each reconcile (no pass over the points of an
+ * image no event was added to: python3.11 with every function prepared has 13,418) */
 static void report_states(void)
 {
-	if (!kprw_rt.live_lists)
+	if (!kprw_rt.live_lists || !kprw_livedef_any())
 		return;
 	for (u32 i = 0; i < kprw_rt.npoints + kprw_rt.nfree; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];

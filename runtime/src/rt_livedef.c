@@ -404,6 +404,13 @@ int kprw_live_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, struct kprw
 	return 1;
 }
 
+/* kprw_livedef_any says whether some live frame's lists are published (an event was
+ * added to this image) */
+int kprw_livedef_any(void)
+{
+	return __atomic_load_n(&live_any, __ATOMIC_ACQUIRE);
+}
+
 /* kprw_livedef_state writes s (KPRW_LS_*) into the state word of each event of spare
  * probe pi's newest list (a free point's: the one its frame wants, placed or not), for
  * `kprewrite list TARGET`; a word that holds s already is not written */

@@ -48,6 +48,11 @@ type RewriteOptions struct {
 	// `kprewrite probe` adds events to the running program; their sites keep the
 	// original bytes while no event rides them, where the analysis allows it.
 	Prepare []string
+	// LivePoints is how many free live points an image with prepared sites or live
+	// events reserves for events `kprewrite probe` adds at sites no rewrite prepared:
+	// 0 the default (64), -1 none, at most 1024; a quarter as many more (at least one)
+	// take return events (r:) at unprepared functions.
+	LivePoints int
 	// DebugFile is the program's separate debug information for source-level
 	// definitions (FUNC:LINE, FILE:LINE, FUNC@FILE, variables by name); "" looks in
 	// the program, then /usr/lib/debug/.build-id, then its .gnu_debuglink file.
@@ -216,7 +221,11 @@ func refusals(res *rewriter.Result) (skipped []string, calls CallsResult) {
 func (opt *RewriteOptions) internal(output string) (rewriter.Options, error) {
 	ro := rewriter.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused, Debug: opt.Debug, ImageName: filepath.Base(output),
 		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: opt.Exclude, OptimizedOnly: opt.OptimizedOnly,
-		CountOnly: opt.CountOnly, ExitsOnly: opt.ExitsOnly, TraceExits: opt.Exits, TraceSize: opt.TraceSize, Disable: opt.Disable, Clock: opt.Clock}
+		CountOnly: opt.CountOnly, ExitsOnly: opt.ExitsOnly, TraceExits: opt.Exits, TraceSize: opt.TraceSize, Disable: opt.Disable, Clock: opt.Clock,
+		LivePoints: opt.LivePoints}
+	if opt.LivePoints < -1 || opt.LivePoints > rewriter.MaxFree {
+		return ro, fmt.Errorf("%w: live points %d: want 0 (the default, 64), -1 (none) or up to %d", ErrOptions, opt.LivePoints, rewriter.MaxFree)
+	}
 	if opt.Clock != "" && !slices.Contains(Clocks, opt.Clock) {
 		return ro, fmt.Errorf("%w: clock %q: want tsc, mono or counter", ErrOptions, opt.Clock)
 	}

@@ -587,10 +587,18 @@ const (
 	// LiveFrameMagic heads a live-event frame (struct kprw_ctlframe's header, then
 	// RawLiveEnt entries): the events kprewrite probe added to an image.
 	LiveFrameMagic = "KPRWLIV1"
-	LiveMax        = 256 // live events of one image
-	LEReturn       = 0x1 // RawLiveEnt.Flags: a return event
-	LEPoint        = 0x2 // RawLiveEnt.Flags: at a free live point; the point and its slot follow
-	FreeSlot       = 32  // bytes of a free live point's slot
+	LiveMax        = 256  // live events of one image
+	LEReturn       = 0x1  // RawLiveEnt.Flags: a return event
+	LEPoint        = 0x2  // RawLiveEnt.Flags: at a free live point; the point and its slot follow
+	LEState        = 0x4  // RawLiveEnt.Flags: the word after its hit count is its site's state (LS*)
+	LSNone         = 0    // a live event's state: no program has applied it yet
+	LSInt3         = 1    // armed, an int3
+	LSJump         = 2    // armed, jump-optimized
+	LSPending      = 3    // its free point waits for no thread to be at its old place
+	LSRefused      = 4    // its free point does not check against the program
+	LSOff          = 5    // not armed: every probe disarmed, or no records can be written
+	FreeSlot       = 32   // bytes of a free live point's slot
+	MaxFree        = 2048 // the most free live points of an image (return points included)
 	CtlFileMagic   = "KPRWCTLF"
 	CtlFrameMax    = 1 << 20
 	CEFilter       = 0x1

@@ -241,8 +241,8 @@ func (t *Tables) Prepare() (*Encoded, error) {
 		nprobes += len(p.Probes)
 	}
 	for _, p := range t.Free {
-		if p.Site != 0 || len(p.Probes) != 1 || p.Probes[0].Type != TKprobe {
-			return nil, fmt.Errorf("%w: a free live point must be unplaced with one kprobe", ErrTables)
+		if p.Site != 0 || len(p.Probes) != 1 || (p.Probes[0].Type != TKprobe && p.Probes[0].Type != TKretprobe) {
+			return nil, fmt.Errorf("%w: a free live point must be unplaced with one kprobe or kretprobe", ErrTables)
 		}
 		nprobes++
 	}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b00529be179b26ea8fdbcbddf53fc7f37e78cf5d8efa297c7fce45878c3adf5b"
+const ObjectSHA256 = "e837e1171a8cbadde432f220188447b6cdfcc99e666167beba90cdbbd871f00f"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -131,11 +131,11 @@ func listLive(f *tracectl.File, verbose bool, stdout io.Writer) error {
 			if name, off, _, ok := d.Symbolize(site); ok {
 				dp.Symbol, dp.Offset = name, off
 			}
-			line := probeLine(d, dp, "k", !f.Armed(), verbose)
-			if e.Gone {
-				line = strings.Replace(line, "[LIVE]", "[LIVE][GONE]", 1)
+			typ := "k"
+			if e.Return {
+				typ = "r"
 			}
-			fmt.Fprintln(stdout, line)
+			fmt.Fprintln(stdout, liveLine(e, probeLine(d, dp, typ, !f.Armed(), verbose)))
 			continue
 		}
 		for _, dp := range d.Probes {
@@ -143,14 +143,29 @@ func listLive(f *tracectl.File, verbose bool, stdout io.Writer) error {
 				continue
 			}
 			dp.Event = at
-			line := probeLine(d, dp, probeType(dp), !f.Armed(), verbose)
-			if e.Gone {
-				line = strings.Replace(line, "[LIVE]", "[LIVE][GONE]", 1)
-			}
-			fmt.Fprintln(stdout, line)
+			fmt.Fprintln(stdout, liveLine(e, probeLine(d, dp, probeType(dp), !f.Armed(), verbose)))
 		}
 	}
 	return nil
+}
+
+// liveLine is list's line of live event e with its state in the running program: [GONE]
+// once removed; else, when its site is not armed as its kind says, [PENDING] (not
+// applied yet, or waiting for a safepoint), [UNPLACED] or [DISARMED] instead of its
+// kind's flag, and no [OPTIMIZED] for a jump site armed as an int3.
+func liveLine(e tracectl.LiveEvent, line string) string {
+	if e.Gone {
+		return strings.Replace(line, "[LIVE]", "[LIVE][GONE]", 1)
+	}
+	armed, flag := e.Armed()
+	if flag == "" {
+		return line
+	}
+	line = strings.Replace(line, "[OPTIMIZED]", "", 1) // (an int3 now, or not armed)
+	if armed {
+		return line
+	}
+	return strings.Replace(line, "[LIVE]", "[LIVE]"+flag, 1)
 }
 
 // probeLine is one line of list: ADDRESS  k|r  SYMBOL+0xOFFSET  IMAGE [FLAGS].

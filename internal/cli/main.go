@@ -45,7 +45,7 @@ func commands() []command {
 		{"traceoff", "turn tracing off in a trace file: hits are counted, nothing is recorded", runTraceOnOff(false)},
 		{"enable", "switch events of a trace file (or a PID's) on, for the programs writing into it (an event's enable); all: every probe armed again (kprobes/enabled)", runEnableDisable(true)},
 		{"disable", "switch events of a trace file off: their hits are counted, not recorded; all: every probe disarmed, C handlers included (kprobes/enabled 0)", runEnableDisable(false)},
-		{"probe", "add or remove events in running programs at the sites a rewrite prepared (--prepare), or list those added (kprobe_events)", runProbe},
+		{"probe", "add or remove events in running programs (kprobe_events): at the sites a rewrite prepared (--prepare), or elsewhere at free live points (rewrite --live-points); or list those added", runProbe},
 		{"optimize", "turn jump optimization of running programs' live-capable probes off (int3s into their detours) or on (debug.kprobes-optimization)", runOptimize},
 		{"filter", "change (or print) events' filters in a trace file, for the programs writing into it now and later (an event's filter file)", runFilter},
 		{"trigger", "add, remove (or print) events' triggers in a trace file, for the programs writing into it now and later (an event's trigger file)", runTrigger},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kprewrite/kprewrite/internal/tracectl"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
 // runProbe is `kprewrite probe TARGET DEF...`: kprobe_events for running programs.
@@ -56,18 +57,40 @@ func runProbe(args []string, stdout, stderr io.Writer) error {
 	if len(pos) == 1 {
 		return printLive(f, stdout)
 	}
-	err = applyDefs(f, path, pos[1:], stdout)
+	added, err := applyDefs(f, path, pos[1:], stdout)
 	waitApplied(f, path, stderr) // (the definitions before a failing one are applied)
+	sayUnarmed(f, path, added, stderr)
 	return err
 }
 
-// applyDefs adds or removes the events of defs in order, up to the first that fails.
-func applyDefs(f *tracectl.File, path string, defs []string, stdout io.Writer) error {
+// sayUnarmed says on stderr which of the events just added (ids) a running program
+// has not armed although it applied them: a free live point waiting for a thread to
+// leave its old place, or one the program refused.
+func sayUnarmed(f *tracectl.File, path string, ids map[uint32]bool, stderr io.Writer) {
+	evs, err := f.Live()
+	if err != nil {
+		return
+	}
+	for _, e := range evs {
+		switch {
+		case !ids[e.ID] || e.Gone:
+		case e.State == kprt.LSPending:
+			fmt.Fprintf(stderr, "kprewrite: %s: %s/%s: pending: its site waits for a thread to leave the place its free live point had (armed when it does; list shows [PENDING])\n", path, e.Group, e.Name)
+		case e.State == kprt.LSRefused:
+			fmt.Fprintf(stderr, "kprewrite: %s: %s/%s: the program refused its point (see its stderr): not armed (list shows [UNPLACED])\n", path, e.Group, e.Name)
+		}
+	}
+}
+
+// applyDefs adds or removes the events of defs in order, up to the first that fails:
+// the ids of the events added.
+func applyDefs(f *tracectl.File, path string, defs []string, stdout io.Writer) (map[uint32]bool, error) {
+	added := map[uint32]bool{}
 	for _, def := range defs {
 		if rest, ok := strings.CutPrefix(strings.TrimSpace(def), "-:"); ok {
 			gone, err := f.RemoveLive(strings.TrimSpace(rest))
 			if err != nil {
-				return err
+				return added, err
 			}
 			for _, e := range gone {
 				fmt.Fprintf(stdout, "%s: %s/%s (%s): removed\n", path, e.Group, e.Name, e.Image)
@@ -76,11 +99,12 @@ func applyDefs(f *tracectl.File, path string, defs []string, stdout io.Writer) e
 		}
 		e, err := f.AddLive(def)
 		if err != nil {
-			return fmt.Errorf("%s: %w", def, err)
+			return added, fmt.Errorf("%s: %w", def, err)
 		}
+		added[e.ID] = true
 		fmt.Fprintf(stdout, "%s: %s/%s (%s): added\n", path, e.Group, e.Name, e.Image)
 	}
-	return nil
+	return added, nil
 }
 
 // bootEnv is the environment variable whose events a rewritten program adds at

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite"
+	"github.com/kprewrite/kprewrite/internal/rewriter"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
@@ -15,6 +16,7 @@ type rewriteFlags struct {
 
 	noBoost, noOpt, verify, optOnly, skip, countOnly, exitsOnly, exits, debug, kernelTypes *bool
 	singleStep, trace, traceSize, debugFile, clock                                         *string
+	livePoints                                                                             *int
 }
 
 // addRewriteFlags defines rewrite's flags but -o in fs; --trace (the rewritten
@@ -33,6 +35,7 @@ func addRewriteFlags(fs *flag.FlagSet, withTrace bool) *rewriteFlags {
 	f.optOnly = fs.Bool("optimized-only", false, "refuse probes that cannot be jump-optimized (with --skip-refused: leave them out); for programs that take SIGTRAP over, such as Go programs")
 	fs.Var(&f.calls, "calls", "`GLOB`: an entry and a return event, calls/NAME and calls/NAME__return, on every function whose name matches GLOB ('*': all; repeatable), for report, flamegraph and trace --format chrome; functions whose probes the analysis refuses, or that nothing calls (fragments, where a return probe would break the program), are left out and counted, never an error")
 	fs.Var(&f.prepare, "prepare", "`GLOB`: prepare the entry and the return of every function whose name matches GLOB for events added while the program runs (kprewrite probe TRACE 'p:grp/ev FUNC ...'): detours, copies and tables are written, the sites keep their original bytes until an event is added (repeatable)")
+	f.livePoints = fs.Int("live-points", rewriter.NFree, "`N` free live points a program with prepared sites or --disable'd events reserves for events kprewrite probe adds at sites no rewrite prepared (0: none, at most 1024); N/4 more (at least one) take return events at unprepared functions")
 	fs.Var(&f.excludes, "exclude", "no probe in this code: a function-name glob ('Builtins_*') or an address range 0xLO-0xHI or 0xLO+SIZE (repeatable); for code the program copies and runs elsewhere")
 	f.skip = fs.Bool("skip-refused", false, "leave out probes the analysis refuses (reported on stderr) instead of failing")
 	f.trace = new(string)
@@ -88,7 +91,13 @@ func (f *rewriteFlags) options() (kprewrite.RewriteOptions, error) {
 		Triggers: f.triggers, NoOptimize: *f.noOpt, NoBoost: *f.noBoost, SingleStep: *f.singleStep, VerifyRegions: *f.verify,
 		OptimizedOnly: *f.optOnly, SkipRefused: *f.skip, Exclude: f.excludes, Calls: f.calls, Prepare: f.prepare, CountOnly: *f.countOnly,
 		ExitsOnly: *f.exitsOnly, Exits: *f.exits, TracePath: *f.trace, Debug: *f.debug, DebugFile: *f.debugFile,
-		Clock: *f.clock, KernelTypes: *f.kernelTypes}
+		Clock: *f.clock, KernelTypes: *f.kernelTypes, LivePoints: *f.livePoints}
+	switch n := *f.livePoints; {
+	case n < 0 || n > rewriter.MaxFree:
+		return opt, usageErr("--live-points %d: want 0 (none) to %d", n, rewriter.MaxFree)
+	case n == 0:
+		opt.LivePoints = -1
+	}
 	if *f.clock != "" && !slices.Contains(kprewrite.Clocks, *f.clock) {
 		return opt, usageErr("--clock %s: want tsc, mono or counter", *f.clock)
 	}

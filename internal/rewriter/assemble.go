@@ -141,7 +141,7 @@ func (g *gen) layOut(a *assembly) error {
 		s.layout()
 	}
 	var ehSize uint64
-	if g.anyRet {
+	if g.anyRet || g.freeRet { // (a free return point hooks return addresses)
 		a.eh = planEHHdr(g.f)
 		ehSize = a.eh.size
 	}
@@ -366,7 +366,7 @@ func (g *gen) collectEdits(a *assembly) error {
 	if err := g.plan.AddEdits("Go's SIGTRAP entry in runtime.sigtable", g.goSig); err != nil {
 		return err
 	}
-	if g.anyRet || g.dcrs.anyDetour {
+	if g.anyRet || g.freeRet || g.dcrs.anyDetour {
 		ps, err := g.f.ClearShadowStack()
 		if err != nil {
 			return err

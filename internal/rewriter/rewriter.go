@@ -66,7 +66,11 @@ type Options struct {
 	// "grp/ev", "grp/*".
 	Disable   []string
 	ImageName string // names the image in trace files (default: the input's base name)
-	Debug     bool   // the runtime reports its start-up on stderr
+	// LivePoints is how many free live points a live-capable image reserves for events
+	// at sites no rewrite prepared (--live-points): 0 the default (NFree), negative none;
+	// FreeRet(n) more take return events.
+	LivePoints int
+	Debug      bool // the runtime reports its start-up on stderr
 	// Clock is the record clock of the trace files the image creates (--clock): "" or
 	// "tsc", "mono", "counter" (docs/tracing.md, "Clocks").
 	Clock string
@@ -262,6 +266,8 @@ type gen struct {
 	live map[string]bool
 	// reopt: points whose kind `kprewrite optimize` switches live (markReopt)
 	reopt map[int]bool
+	// freeRet: free return points may hook return addresses (the trampoline's FDE)
+	freeRet bool
 	// warnings for Result.Warnings
 	warnings []string
 }
@@ -396,35 +402,76 @@ func (g *gen) makeEvents() error {
 // Free live points: kprewrite probe places events at sites no rewrite prepared on them
 // (runtime src/rt_live.c, "Free live points").
 const (
-	NFree     = 64          // free live points of a live-capable image
-	FreeGroup = "kprewrite" // their placeholder event's group and name
-	FreeEvent = "free"
+	NFree         = 64          // free live points of a live-capable image (Options.LivePoints 0)
+	MaxFree       = 1024        // the most Options.LivePoints may ask for
+	FreeGroup     = "kprewrite" // their placeholder events' group and names
+	FreeEvent     = "free"
+	FreeRetEvent  = "free_return"
+	freeRetPerOne = 4 // one free return point per this many free entry points
 )
 
+// FreeRet is how many free return points (r: events) an image with n free live points
+// has: a quarter of them, at least one: a return event needs an entry int3 of its own.
+func FreeRet(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return max(1, n/freeRetPerOne)
+}
+
+// livePoints is the number of free live points the options ask for.
+func (o *Options) livePoints() int {
+	switch {
+	case o.LivePoints == 0:
+		return NFree
+	case o.LivePoints < 0:
+		return 0
+	}
+	return o.LivePoints
+}
+
 // addFreePoints reserves, in an image whose runtime runs the live-probe thread (it has
-// prepared sites or live events), the free live points: NFree unplaced points, each
-// with a placeholder kprobe of one event (FreeGroup/FreeEvent, Spare and Free) and a
-// slot the assembly places in the text. Before makeTriggers: the synthetic events'
-// ids follow the events'.
+// prepared sites or live events), the free live points: Options.LivePoints unplaced
+// points, each with a placeholder kprobe of one event (FreeGroup/FreeEvent, Spare and
+// Free) and a slot the assembly places in the text, then FreeRet of them for return
+// events, each with a placeholder kretprobe (FreeGroup/FreeRetEvent): placed at a
+// function's entry it hooks the return address as any kretprobe. Before makeTriggers:
+// the synthetic events' ids follow the events'.
 func (g *gen) addFreePoints() {
 	liveCapable := len(g.live) > 0
 	for i, p := range g.probes {
 		liveCapable = liveCapable || (p.Spare && g.evOf[i] >= 0)
 	}
-	if !liveCapable || g.opt.CountOnly || g.opt.VerifyRegions {
+	n := g.opt.livePoints()
+	if !liveCapable || g.opt.CountOnly || g.opt.VerifyRegions || n == 0 {
 		return
 	}
 	if _, ok := g.f.GoSigtable(); g.b.IsGo() && !ok {
 		return // (its runtime would take the int3s: goSigtrapEdit)
 	}
+	g.addFreeKind(FreeEvent, kprt.TKprobe, n)
+	if !g.b.IsGo() { // (a Go function's return address is never hooked)
+		g.addFreeKind(FreeRetEvent, kprt.TKretprobe, FreeRet(n))
+		g.freeRet = true
+	}
+}
+
+// addFreeKind adds n free live points whose placeholder probes are of type typ, of a
+// new event name.
+func (g *gen) addFreeKind(name string, typ kprt.ProbeType, n int) {
+	ret := typ == kprt.TKretprobe
 	ev := len(g.events)
 	id := uint32(ev + 1)
-	g.events = append(g.events, kprt.Event{Group: FreeGroup, Name: FreeEvent, ID: id, Flags: kprt.EFSoftDisabled | kprt.EFSpare | kprt.EFLive})
-	g.desc.Events = append(g.desc.Events, tracefile.DescEvent{ID: id, Group: FreeGroup, Name: FreeEvent, Def: "p:" + FreeGroup + "/" + FreeEvent + " 0",
-		Origin: "free live points", Disabled: true, Soft: true, Live: true, Spare: true, Free: true})
-	for range NFree {
+	flags, def := kprt.EFSoftDisabled|kprt.EFSpare|kprt.EFLive, "p:"+FreeGroup+"/"+name+" 0"
+	if ret {
+		flags, def = flags|kprt.EFRetprobe, "r:"+FreeGroup+"/"+name+" 0"
+	}
+	g.events = append(g.events, kprt.Event{Group: FreeGroup, Name: name, ID: id, Flags: flags})
+	g.desc.Events = append(g.desc.Events, tracefile.DescEvent{ID: id, Group: FreeGroup, Name: name, Def: def,
+		Origin: "free live points", Return: ret, Disabled: true, Soft: true, Live: true, Spare: true, Free: true})
+	for range n {
 		g.tables.Free = append(g.tables.Free, kprt.Point{XMode: kprt.XBoost, Slot: 1, // (placed with the text)
-			Probes: []kprt.Probe{{Type: kprt.TKprobe, Flags: kprt.FTrace, Event: ev}}})
+			Probes: []kprt.Probe{{Type: typ, Flags: kprt.FTrace, Event: ev}}})
 	}
 }
 
@@ -861,7 +908,8 @@ func (g *gen) fillDescProbes(enc *kprt.Encoded) {
 	}
 	g.desc.Probes = make([]tracefile.DescProbe, n+len(g.tables.Free))
 	for k, fp := range g.tables.Free { // (their slots are read from the tables)
-		g.desc.Probes[n+k] = tracefile.DescProbe{Index: n + k, Event: fp.Probes[0].Event, Kind: "b"}
+		kind := map[bool]string{false: "b", true: "rb"}[fp.Probes[0].Type == kprt.TKretprobe]
+		g.desc.Probes[n+k] = tracefile.DescProbe{Index: n + k, Event: fp.Probes[0].Event, Kind: kind}
 	}
 	for pi := range pl.Points {
 		pt := &pl.Points[pi]

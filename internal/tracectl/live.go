@@ -31,8 +31,11 @@ type LiveEvent struct {
 	ID          uint32
 	Hits        uint64
 	Gone        bool // removed (its records stay in the file)
-	img         int
-	ent         tracefile.LiveEvent
+	// State is what its site is now in the program that applied it last (kprt.LS*;
+	// -1: not known, an event added by an older kprewrite)
+	State int
+	img   int
+	ent   tracefile.LiveEvent
 }
 
 // ErrNotPrepared is returned for a site that no image of the file prepared.
@@ -68,8 +71,12 @@ func (f *File) Live() ([]LiveEvent, error) {
 			g, n := LiveDefName(e.Def)
 			le := LiveEvent{Image: f.images[k].desc.Input, Group: g, Name: n, Def: e.Def, Return: e.Return, ID: e.ID,
 				Gone: gone, img: k, ent: e}
+			le.State = -1
 			if e.HitsOff+8 <= uint64(len(f.data)) && e.HitsOff%8 == 0 {
 				le.Hits = atomic.LoadUint64(f.word64(uintptr(e.HitsOff)))
+				if e.State && e.HitsOff+16 <= uint64(len(f.data)) {
+					le.State = int(atomic.LoadUint64(f.word64(uintptr(e.HitsOff + 8))))
+				}
 			}
 			out = append(out, le)
 		}
@@ -149,7 +156,8 @@ func (f *File) AddLive(def string) (LiveEvent, error) {
 				return nil, fmt.Errorf("%s: %w", d.Input, err)
 			}
 		}
-		e.ID, e.HitsOff = id, alloc.word(0)
+		e.ID, e.HitsOff, e.State = id, alloc.word(0), true
+		alloc.word(kprt.LSNone) // (its state, after its hit count: the programs write it)
 		le.ID, le.ent = id, e
 		return append(cur, e), nil
 	})
@@ -412,3 +420,23 @@ func liveFilterProgram(d *tracefile.Desc, e LiveEvent, expr string) ([]byte, err
 
 // Filter is the event's filter expression ("" for none).
 func (e LiveEvent) Filter() string { return e.ent.FilterText }
+
+// Armed says whether the event's site is armed in the program that applied it last,
+// and how: "" armed as its kind says, or the flag list shows instead: [PENDING] (no
+// program has applied it yet, or its free point waits for a safepoint), [UNPLACED]
+// (the program refused the point: said on its stderr), [DISARMED] (every probe
+// disarmed, or no records can be written), [INT3] (a jump-optimized site armed as an
+// int3: waiting for a safepoint, or optimization off).
+func (e LiveEvent) Armed() (armed bool, flag string) {
+	switch e.State {
+	case kprt.LSNone, kprt.LSPending:
+		return false, "[PENDING]"
+	case kprt.LSRefused:
+		return false, "[UNPLACED]"
+	case kprt.LSOff:
+		return false, "[DISARMED]"
+	case kprt.LSInt3:
+		return true, "[INT3]"
+	}
+	return true, "" // (LSJump, or not known)
+}

@@ -34,10 +34,12 @@ import (
 
 // freeSite is an event's place at a free live point, before a slot is chosen.
 type freeSite struct {
-	plan  patch.Point // the point the analysis made (an int3 kind)
-	addr  uint64      // the address asked for
-	slots []kprt.RawPoint
-	first uint32 // the runtime index of the first free point's probe
+	plan  patch.Point     // the point the analysis made (an int3 kind)
+	addr  uint64          // the address asked for
+	slots []kprt.RawPoint // the free points of its kind (entry or return)
+	first uint32          // the runtime index of the first free point's probe
+	ret   bool            // a return event's: slots are free return points
+	nfree int             // the image's free entry points (rewrite --live-points)
 }
 
 // ErrNoFreePoints is returned for a binary rewritten without free live points.
@@ -89,11 +91,9 @@ func (f *File) imageBinary(k int) (*elfio.File, *tracefile.Image, error) {
 
 // planFree runs the rewriter's analysis for event p at a site of
 // image k that no rewrite prepared: where its int3 goes and how it runs, or the
-// analysis's refusal.
+// analysis's refusal. A return event (r:) takes a free return point, whose int3 at the
+// function's entry hooks the return address.
 func (f *File) planFree(k int, p *eventdef.Probe) (*freeSite, error) {
-	if p.Return {
-		return nil, fmt.Errorf("%s: %w (a return event needs the function's entry prepared)", p.Symbol, ErrNotPrepared)
-	}
 	ef, im, err := f.imageBinary(k)
 	if err != nil {
 		return nil, err
@@ -112,21 +112,63 @@ func (f *File) planFree(k int, p *eventdef.Probe) (*freeSite, error) {
 		return nil, err
 	}
 	addr := defs[0].Addr
-	for _, pt := range im.Points[:h.NPoints] {
-		if addr >= pt.Site && addr < pt.Site+uint64(pt.InsnLen) {
-			return nil, fmt.Errorf("%#x is inside the probe site at %#x that the rewrite patched (give the event at rewrite time, or prepare the function)", addr, pt.Site)
-		}
+	if err := freeAllowed(ef.Path, b, im, p, addr); err != nil {
+		return nil, err
 	}
-	pl, err := patch.MakePlan(b, []patch.Request{{Name: p.Group + "/" + p.Event, Addr: addr}}, patch.Options{NoOptimize: true})
+	req := patch.Request{Name: p.Group + "/" + p.Event, Addr: addr, Return: p.Return}
+	pl, err := patch.MakePlan(b, []patch.Request{req}, patch.Options{NoOptimize: true})
 	if err != nil {
 		return nil, err
 	}
-	if len(pl.Points) != 1 || pl.Points[0].Optimized() || pl.Points[0].PFlags&(kprt.PFInt3Step|kprt.PFInner|kprt.PFCount) != 0 {
+	if len(pl.Points) != 1 || pl.Points[0].Optimized() || pl.Points[0].Exit || pl.Points[0].PFlags&(kprt.PFInt3Step|kprt.PFInner|kprt.PFCount) != 0 {
 		return nil, fmt.Errorf("%#x: the analysis made no int3 point there", addr)
 	}
-	fs := &freeSite{plan: pl.Points[0], addr: addr, slots: im.Points[h.NPoints:]}
+	fs := &freeSite{plan: pl.Points[0], addr: addr, slots: freeSlots(im, p.Return), ret: p.Return,
+		nfree: len(freeSlots(im, false))}
+	if len(fs.slots) == 0 {
+		return nil, fmt.Errorf("%s: %w", ef.Path, errNoFreeRet)
+	}
 	fs.first = fs.slots[0].FirstProbe
 	return fs, nil
+}
+
+// errNoFreeRet is returned for a return event in a binary without free return points.
+var errNoFreeRet = errors.New("has no free return points for return events at functions it did not prepare (rewrite it with --prepare FUNC, or a newer kprewrite, which reserves them)")
+
+// freeAllowed refuses an event at addr that no free point can take: inside a site the
+// rewrite patched, or a return event of a Go function (its return address is never
+// hooked, and a live event has no exits to record at).
+func freeAllowed(path string, b *analysis.Binary, im *tracefile.Image, p *eventdef.Probe, addr uint64) error {
+	for _, pt := range im.Points[:im.Header.NPoints] {
+		if addr >= pt.Site && addr < pt.Site+uint64(pt.InsnLen) {
+			return fmt.Errorf("%#x is inside the probe site at %#x that the rewrite patched (give the event at rewrite time, or prepare the function)", addr, pt.Site)
+		}
+	}
+	if p.Return && b.IsGoCode(addr) {
+		return fmt.Errorf("%s/%s: %s: %s (%#x) is a Go function: a Go function's return address is never hooked (Go's stack copying and unwinder fail on it), and a return event added live would hook it; give the event at rewrite time, where it is recorded at the function's exits",
+			p.Group, p.Event, path, p.Symbol, addr)
+	}
+	return nil
+}
+
+// freeSlots are the free points of im that take an entry event (ret false) or a
+// return event: the free entry points, then the free return points, each contiguous.
+func freeSlots(im *tracefile.Image, ret bool) []kprt.RawPoint {
+	free := im.Points[im.Header.NPoints:]
+	lo, hi := -1, 0
+	for c, pt := range free {
+		isRet := int(pt.FirstProbe) < len(im.Probes) && im.Probes[pt.FirstProbe].Type == kprt.TKretprobe
+		if isRet == ret {
+			if lo < 0 {
+				lo = c
+			}
+			hi = c + 1
+		}
+	}
+	if lo < 0 {
+		return nil
+	}
+	return free[lo:hi]
 }
 
 // place puts fs at a free live point: the one an event at the same site rides
@@ -138,6 +180,10 @@ func (fs *freeSite) place(cur []tracefile.LiveEvent, used []freeUse) (uint32, []
 	taken := map[uint32]bool{}
 	for _, e := range cur {
 		if site, _, ok := e.At(); ok && site == fs.plan.Site {
+			if e.Return != fs.ret { // (one int3 a site: its point runs one kind of probe)
+				return 0, nil, nil, fmt.Errorf("%#x carries %s added live already: an entry and a return event at a function no rewrite prepared cannot be live together (rewrite it with --prepare FUNC)",
+					fs.addr, e.Def)
+			}
 			return e.Probe, e.Point, e.Slot, nil
 		}
 		taken[e.Probe] = true
@@ -157,7 +203,12 @@ func (fs *freeSite) place(cur []tracefile.LiveEvent, used []freeUse) (uint32, []
 		}
 	}
 	if k < 0 {
-		return 0, nil, nil, fmt.Errorf("every one of the %d free live points carries an event (remove one first)", len(fs.slots))
+		kind := "free live points"
+		if fs.ret {
+			kind = "free return points (r: events)"
+		}
+		return 0, nil, nil, fmt.Errorf("every one of the %d %s carries an event: remove one first, or rewrite the program with --live-points N for more (now %d)",
+			len(fs.slots), kind, fs.nfree)
 	}
 	point, slot, err := fs.encode(fs.slots[k])
 	return fs.first + uint32(k), point, slot, err
@@ -255,10 +306,18 @@ func (f *File) freeUses(id uint64) []freeUse {
 func (e LiveEvent) At() (site, addr uint64, ok bool) { return e.ent.At() }
 
 // Kind is how the int3 of an event at a free live point runs its instruction, as
-// list's kinds say: k single-stepped, b boosted or emulated.
+// list's kinds say: k single-stepped, b boosted or emulated; r and rb for a return
+// event's.
 func (e LiveEvent) Kind() string {
+	k := "b"
 	if len(e.ent.Point) == kprt.PointSize && kprt.XMode(e.ent.Point[30]) == kprt.XSStep {
-		return "k"
+		k = "k"
 	}
-	return "b"
+	switch {
+	case e.Return && k == "k":
+		return "r"
+	case e.Return:
+		return "rb"
+	}
+	return k
 }

@@ -83,7 +83,7 @@ func parseTables(data []byte, base, hdrAddr uint64) (*Image, error) {
 	if h.Magic != kprt.Magic || h.Version != kprt.Version || (h.HeaderSize != kprt.HeaderSize && h.HeaderSize != headerSize168) || h.Self != hdrAddr {
 		return nil, fmt.Errorf("bad header (magic %#x version %d size %d self %#x)", h.Magic, h.Version, h.HeaderSize, h.Self)
 	}
-	if h.NPoints > kprt.MaxPoints || h.NFree > 1024 {
+	if h.NPoints > kprt.MaxPoints || h.NFree > kprt.MaxFree {
 		return nil, fmt.Errorf("%d points and %d free ones (max %d)", h.NPoints, h.NFree, kprt.MaxPoints)
 	}
 	npoints := h.NPoints + h.NFree

@@ -30,8 +30,11 @@ type LiveEvent struct {
 	ID      uint32 // the id its records carry
 	Return  bool
 	HitsOff uint64 // file offset of its hit count
-	Def     string // its definition, as given
-	Fetch   []byte // its fetch program (internal/eventdef)
+	// State: the word after its hit count is its site's state (kprt.LEState), which
+	// the programs write
+	State bool
+	Def   string // its definition, as given
+	Fetch []byte // its fetch program (internal/eventdef)
 	// Filter is its filter's program (internal/evfilter; nil: none), FilterText the
 	// expression it was compiled from (kprewrite filter)
 	Filter     []byte
@@ -85,6 +88,9 @@ func (fr *LiveFrame) Encode() []byte {
 		}
 		if e.Point != nil {
 			fl |= kprt.LEPoint
+		}
+		if e.State {
+			fl |= kprt.LEState
 		}
 		binary.LittleEndian.PutUint32(h[24:], fl)
 		binary.LittleEndian.PutUint32(h[28:], uint32(len(e.Filter)))
@@ -147,7 +153,8 @@ func DecodeLiveFrame(b []byte) (*LiveFrame, int, error) {
 			return nil, 0, fmt.Errorf("%w: event %d's point runs past the frame", ErrLiveFrame, k)
 		}
 		e := LiveEvent{Probe: binary.LittleEndian.Uint32(h), ID: binary.LittleEndian.Uint32(h[4:]),
-			HitsOff: binary.LittleEndian.Uint64(h[16:]), Return: flags&kprt.LEReturn != 0}
+			HitsOff: binary.LittleEndian.Uint64(h[16:]), Return: flags&kprt.LEReturn != 0,
+			State: flags&kprt.LEState != 0}
 		e.Fetch = b[off : off+fl]
 		off += fl + pad8len(fl)
 		lines := strings.Split(string(b[off:off+tl]), "\n")

@@ -313,12 +313,15 @@ struct kprw_header {
 	kprw_u32 nfree;       /* free live points after the npoints sorted ones (was reserved3):
 	                         struct kprw_point entries whose site is 0 until `kprewrite
 	                         probe` places an int3 event there (an unprepared site), each
-	                         with one KPRW_EF_SPARE kprobe (the last nfree probes) and a
+	                         with one KPRW_EF_SPARE kprobe or kretprobe (a free return
+	                         point, for r: events; the last nfree probes) and a
 	                         slot of KPRW_FREE_SLOT bytes of int3s in the image's text;
 	                         the runtime writes the entry and the slot through
 	                         /proc/self/mem (src/rt_live.c, "Free live points") */
 };
 #define KPRW_FREE_SLOT 32 /* bytes of a free live point's slot */
+#define KPRW_MAX_FREE 2048 /* the most free live points (rewrite --live-points and their
+                            * return points) */
 
 /*
  * The unwind table: the kernel's ORC, made by the rewriter from .eh_frame
@@ -693,6 +696,16 @@ struct kprw_liveent {
                             * come the point as the tool placed it (struct kprw_point: its
                             * site, kind, original bytes and slot, the table entry's
                             * first_probe and nprobes) and its slot's KPRW_FREE_SLOT bytes */
+#define KPRW_LE_STATE 0x4  /* the u64 word after its hit count (hits_off + 8) is its state:
+                            * the live-probe thread of the program that applied the frame
+                            * last writes there what its site is now (KPRW_LS_*), for
+                            * `kprewrite list TARGET` */
+#define KPRW_LS_NONE 0     /* no program has applied it yet */
+#define KPRW_LS_INT3 1     /* armed, an int3 (a jump site waiting for a safepoint too) */
+#define KPRW_LS_JUMP 2     /* armed, jump-optimized */
+#define KPRW_LS_PENDING 3  /* its free point waits for no thread to be at its old place */
+#define KPRW_LS_REFUSED 4  /* its free point does not check against the program: not armed */
+#define KPRW_LS_OFF 5      /* not armed: every probe disarmed, or no records can be written */
 #define KPRW_RSEQ_MAXCPU 254 /* per-CPU counting with at most this many possible CPUs */
 /* count-only detours of at most this many probes skip their per-CPU calls with a jrcxz
  * rel8 (the short form); src/countprobe.S, kprt.CountShortN */

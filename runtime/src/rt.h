@@ -749,6 +749,8 @@ const struct kprw_point *kprw_free_find(u64 vaddr);
  * slot bytes), NULL: nothing */
 const struct kprw_point *kprw_livedef_free(u32 k, const u8 **slot);
 void kprw_livedef_placed(u32 k); /* rt_livedef.c: free point k is placed: its list is published */
+int kprw_livedef_any(void); /* rt_livedef.c: an event was added to this image */
+void kprw_livedef_state(u32 pi, u64 s); /* rt_livedef.c: pi's events' sites are in state s (KPRW_LS_*) */
 int kprw_live_kick(void); /* rt_live.c: the live-probe thread reconciles now (0), or there is none */
 
 

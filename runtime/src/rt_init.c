@@ -241,20 +241,23 @@ static int validate_point(const struct kprw_header *h, const struct kprw_point *
 }
 
 /* validate_free checks the free live points after the sorted ones (kprw_header.nfree):
- * each unplaced (site 0), its one probe a KPRW_EF_SPARE kprobe, the last probes from
- * next on; 1 when they (and the count of every probe) are sound */
-static int validate_free(const struct kprw_header *h, u32 next)
+ * each unplaced (site 0), its one probe a KPRW_EF_SPARE kprobe or kretprobe (a free
+ * return point: *has gets KPRW_HAS_KRET, its instances), the last probes from next on;
+ * 1 when they (and the count of every probe) are sound */
+static int validate_free(const struct kprw_header *h, u32 next, u32 *has)
 {
-	if (h->header_size < sizeof *h || h->nfree > 1024)
+	if (h->header_size < sizeof *h || h->nfree > KPRW_MAX_FREE)
 		return next == h->nprobes;
 	for (u32 k = 0; k < h->nfree; k++) {
 		const struct kprw_point *pt = &kprw_rt.points[h->npoints + k];
 		if (pt->site || pt->first_probe != next || pt->nprobes != 1 || next >= h->nprobes || !pt->slot)
 			return 0;
 		const struct kprw_probe *p = &kprw_rt.probes[next++];
-		if (p->point != h->npoints + k || p->type != KPRW_T_KPROBE || p->event >= h->nevents ||
-		    !(kprw_rt.events[p->event].flags & KPRW_EF_SPARE))
+		if (p->point != h->npoints + k || (p->type != KPRW_T_KPROBE && p->type != KPRW_T_KRETPROBE) ||
+		    p->event >= h->nevents || !(kprw_rt.events[p->event].flags & KPRW_EF_SPARE))
 			return 0;
+		if (p->type == KPRW_T_KRETPROBE)
+			*has |= KPRW_HAS_KRET;
 	}
 	kprw_rt.nfree = h->nfree;
 	return next == h->nprobes;
@@ -319,7 +322,7 @@ static int validate(const struct kprw_header *h)
 			has |= KPRW_HAS_PREFILTER;
 		}
 	}
-	if (!validate_free(h, next))
+	if (!validate_free(h, next, &has))
 		return 0;
 	if (kprw_rt.nfree)
 		has |= KPRW_HAS_TRAPS; /* (an int3 placed live at an unprepared site) */

@@ -33,6 +33,7 @@ struct kprw_ri {
 	u64 seq;  /* from ri_seq: the newest instance of a word K has the highest */
 	u64 real_ret; /* the frame's real return address: ri.ret_addr, or in a chain (where
 	                 ri.ret_addr is the trampoline) the older instance's real one */
+	u64 at;       /* a free return point's probe: its site at the entry (moved: see moved) */
 	struct kretprobe_instance ri; /* what handlers see; data follows */
 };
 
@@ -272,6 +273,7 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 	r->ri.tid = c ? kprw_tctx_tid(c) : kprw_gettid();
 	r->prev = 0;
 	r->real_ret = r->ri.ret_addr;
+	r->at = p->point >= kprw_rt.npoints ? __atomic_load_n(&kprw_rt.points[p->point].site, __ATOMIC_ACQUIRE) : 0;
 	if (unlikely(r->ri.ret_addr == tramp)) {
 		/* a chain at K (another return probe of this frame, or a tail call from a
 		 * return-probed function): the newest instance there knows the real address */
@@ -315,6 +317,17 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 
 static u64 shown_ret(const struct kprw_ri *r, uptr K);
 
+/* moved says whether instance r is of a free return point placed at another site since
+ * its entry (rt_live.c reuses a point once no thread is at its int3, not once its
+ * instances returned): the frame returns as always, the events now riding the point
+ * are not this call's, so nothing runs and nothing counts (the kernel's orphaned
+ * instance) */
+static int moved(const struct kprw_ri *r, const struct kprw_probe *p)
+{
+	return p->point >= kprw_rt.npoints &&
+	       r->at != __atomic_load_n(&kprw_rt.points[p->point].site, __ATOMIC_ACQUIRE);
+}
+
 void kprw_rethook(struct pt_regs *regs)
 {
 	uptr K = regs->sp - 8;
@@ -346,7 +359,7 @@ void kprw_rethook(struct pt_regs *regs)
 	struct kprw_ri *r = inst(best, pi);
 	const struct kprw_probe *p = &kprw_rt.probes[pi];
 	regs->ip = r->ri.ret_addr;
-	if (kprw_probe_enabled(pi)) {
+	if (kprw_probe_enabled(pi) && !moved(r, p)) {
 		struct kprw_tctx *c = kprw_tctx_get();
 		if (c && !kprw_tctx_busy(c)) {
 			c->busy++;

@@ -76,6 +76,7 @@ static u8 *live_armed;  /* per point: LIVE_* */
 static int live_sync;   /* membarrier's SYNC_CORE is registered */
 static int live_pending; /* jump points left at LIVE_INT3 for want of a safepoint */
 static int agent_started; /* the live-probe thread runs */
+static u8 free_state[KPRW_MAX_FREE]; /* per free live point: KPRW_LS_* of its last reconcile */
 static u32 agent_done;    /* futex: the ctl_gen its last reconcile started from */
 #define FUTEX_PRIVATE 128
 static u64 agent_stack[2048] __attribute__((aligned(16))); /* 16 KiB */
@@ -562,9 +563,43 @@ static int drained(const struct kprw_point *pt)
 	return answered(sent) && __atomic_load_n(&sp_busy, __ATOMIC_ACQUIRE) == 0;
 }
 
+/* unplace takes free point j off its site (site 0: the trap path no longer finds it),
+ * once no thread is at its int3 or in its slot: 1 when done. Its byte is the original
+ * already (disarmed). */
+static int unplace(u32 j)
+{
+	const struct kprw_point *cur = &kprw_rt.points[kprw_rt.npoints + j];
+	struct kprw_point off = *cur;
+	off.site = 0;
+	return drained(cur) && pokes((uptr)cur, (const u8 *)&off, sizeof off) == 0;
+}
+
+/* site_taken says whether another point than free point k is at site: 0 none, 1 a
+ * point of the rewrite's or a free point wanted there (the tool's frame is wrong), 2 a
+ * free point another event left placed there (an entry point where a return event goes
+ * now, or the reverse), still armed or with a thread at it: tried again later. Such a
+ * point is taken off the site once it is idle. */
+static int site_taken(u32 k, u64 site)
+{
+	for (u32 i = 0; i < kprw_rt.npoints + kprw_rt.nfree; i++) {
+		if (kprw_rt.points[i].site != site || i == kprw_rt.npoints + k)
+			continue;
+		if (i < kprw_rt.npoints)
+			return 1;
+		const u8 *slot;
+		const struct kprw_point *w = kprw_livedef_free(i - kprw_rt.npoints, &slot);
+		if (w && w->site == site)
+			return 1;
+		if (__atomic_load_n(&live_armed[i], __ATOMIC_ACQUIRE) != LIVE_OFF || !unplace(i - kprw_rt.npoints))
+			return 2;
+	}
+	return 0;
+}
+
 /* free_ok checks the point the tool made for free point k (want): the entry's slot
  * and probe, an int3 kind, a copy that fits the slot, and a site that holds the
- * point's original bytes and no other point */
+ * point's original bytes and no other point: 1 when it does, 0 when it does not, 2
+ * when another free point must leave the site first (site_taken) */
 static int free_ok(u32 k, const struct kprw_point *want)
 {
 	const struct kprw_point *cur = &kprw_rt.points[kprw_rt.npoints + k];
@@ -573,9 +608,9 @@ static int free_ok(u32 k, const struct kprw_point *want)
 	    want->xmode < KPRW_X_SSTEP || want->xmode > KPRW_X_EMULATE || (want->pflags & ~pf) || want->dflags ||
 	    !want->insn_len || want->insn_len > 15 || want->slot_len + 5 > KPRW_FREE_SLOT)
 		return 0;
-	for (u32 i = 0; i < kprw_rt.npoints + kprw_rt.nfree; i++)
-		if (kprw_rt.points[i].site == want->site && i != kprw_rt.npoints + k)
-			return 0;
+	int taken = site_taken(k, want->site);
+	if (taken)
+		return taken == 2 ? 2 : 0;
 	u8 code[16]; /* (read by system call: a frame's site may be anywhere) */
 	return kprw_read_mode(code, RT_ADDR(want->site), want->insn_len, 0) == want->insn_len &&
 	       same(code, want->orig, want->insn_len);
@@ -608,11 +643,18 @@ static int reconcile_free(void)
 			if (now != LIVE_OFF && poke(RT_ADDR(cur->site), cur->orig[0]) == 0)
 				now = LIVE_OFF;
 			__atomic_store_n(&live_armed[i], now, __ATOMIC_RELEASE);
-			if (now != LIVE_OFF || !free_ok(k, want)) {
+			int ok = now == LIVE_OFF ? free_ok(k, want) : 0;
+			free_state[k] = ok == 2 ? KPRW_LS_PENDING : KPRW_LS_REFUSED;
+			if (ok == 2) {
+				pending = 1; /* another free point leaves the site first */
+				continue;
+			}
+			if (!ok) {
 				say_free(want, "cannot be placed");
 				continue;
 			}
 			if (!place(k, want, slot)) {
+				free_state[k] = KPRW_LS_PENDING;
 				pending = 1; /* a thread is at its old place: tried again later */
 				continue;
 			}
@@ -620,11 +662,14 @@ static int reconcile_free(void)
 		if (want)
 			kprw_livedef_placed(k); /* its events are recorded from now on */
 		u8 on = want && kprw_probe_enabled(cur->first_probe) ? LIVE_INT3 : LIVE_OFF;
-		if (on && now == LIVE_OFF && kprw_live_records() < 0)
+		if (on && now == LIVE_OFF && kprw_live_records() < 0) {
+			free_state[k] = KPRW_LS_OFF;
 			continue; /* no records can be written: it stays off */
+		}
 		if (on != now && cur->site && poke(RT_ADDR(cur->site), on ? 0xcc : cur->orig[0]) == 0)
 			now = on;
 		__atomic_store_n(&live_armed[i], now, __ATOMIC_RELEASE);
+		free_state[k] = now == LIVE_INT3 ? KPRW_LS_INT3 : KPRW_LS_OFF;
 	}
 	return pending;
 }
@@ -718,6 +763,37 @@ static void reconcile(void)
 	live_pending = pending;
 }
 
+/* site_state is what point i is now, for the live events on it (KPRW_LS_*) */
+static u64 site_state(u32 i)
+{
+	const struct kprw_point *pt = &kprw_rt.points[i];
+	if (i >= kprw_rt.npoints)
+		return free_state[i - kprw_rt.npoints];
+	if (kprw_rt.disable_all & KPRW_DISARM)
+		return KPRW_LS_OFF;
+	if (!(pt->dflags & (KPRW_DF_LIVE | KPRW_DF_REOPT))) /* (its bytes never change: a gate, or an int3) */
+		return pt->xmode == KPRW_X_OPTIMIZED ? KPRW_LS_JUMP : KPRW_LS_INT3;
+	u8 a = live_armed[i];
+	return a == LIVE_JUMP ? KPRW_LS_JUMP : a == LIVE_INT3 ? KPRW_LS_INT3 : KPRW_LS_OFF;
+}
+
+/* report_states writes each live event's site state into the trace file (the words
+ * `kprewrite list TARGET` reads): after each reconcile (no pass over the points of an
+ * image no event was added to: python3.11 with every function prepared has 13,418) */
+static void report_states(void)
+{
+	if (!kprw_rt.live_lists || !kprw_livedef_any())
+		return;
+	for (u32 i = 0; i < kprw_rt.npoints + kprw_rt.nfree; i++) {
+		const struct kprw_point *pt = &kprw_rt.points[i];
+		for (u32 k = 0; k < pt->nprobes; k++) {
+			u32 pi = pt->first_probe + k, e = kprw_rt.probes[pi].event;
+			if (e < kprw_rt.nevents && (kprw_rt.events[e].flags & KPRW_EF_SPARE))
+				kprw_livedef_state(pi, site_state(i));
+		}
+	}
+}
+
 /* publish_done tells `kprewrite probe`, through the trace file, that this program has
  * applied every change up to generation seen: live_done becomes seen + 1 unless another
  * program's agent published a later one */
@@ -741,6 +817,7 @@ static void agent(void)
 		kprw_livedef_sync(); /* events added or removed (kprewrite probe) */
 		kprw_disarm_sync();  /* the switch of every probe */
 		reconcile();
+		report_states();
 		__atomic_store_n(&agent_done, seen, __ATOMIC_RELEASE); /* (kprw_live_kick waits) */
 		publish_done(seen);
 		sys6(SYS_futex, (long)&agent_done, FUTEX_WAKE | FUTEX_PRIVATE, 0x7fffffff, 0, 0, 0);
@@ -844,6 +921,7 @@ void kprw_live_init(void)
 	kprw_livedef_init();
 	kprw_livedef_sync(); /* events the trace file holds already */
 	reconcile();
+	report_states();
 	if (kprw_rt.ctl_gen && kprw_rt.ev_ctl) {
 		/* what start-up applied, published now: a live_done of 0 tells `kprewrite probe`
 		 * that no program will apply its change, so a change made before the agent's

@@ -26,6 +26,7 @@ struct kprw_livedef {
 	u32 fetch_len;
 	long fixed; /* kprw_fetch_fixed_size: its data's size, -1 when it varies */
 	u64 *hits;  /* in the trace file: every hit of the event */
+	u64 *state; /* in the trace file: its site's state (KPRW_LE_STATE), NULL: none */
 	const struct kprw_fprog *filter; /* its filter (kprewrite filter), NULL: none */
 	const struct kprw_evtrig *trig;  /* its triggers (kprewrite trigger), NULL: none */
 };
@@ -145,6 +146,7 @@ static struct kprw_livelist **build(const u8 *f, u32 size, u32 n)
 		d->fetch_len = le->fetch_len;
 		d->fixed = le->fetch_len ? kprw_fetch_fixed_size(d->fetch, d->fetch_len) : 0;
 		d->hits = (u64 *)((u8 *)kprw_rt.trace + le->hits_off);
+		d->state = (le->flags & KPRW_LE_STATE) && le->hits_off + 16 <= kprw_rt.trace_mapped ? d->hits + 1 : NULL;
 		if (d->fixed > KPRW_MAX_REC_DATA)
 			return NULL;
 		d->filter = NULL;
@@ -400,4 +402,27 @@ int kprw_live_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, struct kprw
 			live_record(pi, d, regs, type, ret_ip, c);
 	}
 	return 1;
+}
+
+/* kprw_livedef_any says whether some live frame's lists are published (an event was
+ * added to this image) */
+int kprw_livedef_any(void)
+{
+	return __atomic_load_n(&live_any, __ATOMIC_ACQUIRE);
+}
+
+/* kprw_livedef_state writes s (KPRW_LS_*) into the state word of each event of spare
+ * probe pi's newest list (a free point's: the one its frame wants, placed or not), for
+ * `kprewrite list TARGET`; a word that holds s already is not written */
+void kprw_livedef_state(u32 pi, u64 s)
+{
+	u32 pt = kprw_rt.probes[pi].point;
+	const struct kprw_livelist *l = NULL;
+	if (pt >= kprw_rt.npoints)
+		l = free_next ? free_next[pt - kprw_rt.npoints] : NULL;
+	else if (kprw_rt.live_lists && __atomic_load_n(&live_any, __ATOMIC_ACQUIRE))
+		l = __atomic_load_n(&kprw_rt.live_lists[pi], __ATOMIC_ACQUIRE);
+	for (u32 k = 0; l && k < l->n; k++)
+		if (l->d[k].state && __atomic_load_n(l->d[k].state, __ATOMIC_RELAXED) != s)
+			__atomic_store_n(l->d[k].state, s, __ATOMIC_RELAXED);
 }

@@ -3,6 +3,7 @@ package kprt_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,36 @@ func TestFetchMatchesEventdef(t *testing.T) {
 	put64(0x400, base+0x300) // pointer chain
 	for i := 0; i < 64; i++ {
 		mem[0x500+i] = byte(i * 7)
+	}
+	// Go errors (eventdef's goerr): an *errors.errorString, an itab of syscall.Errno,
+	// an *fs.PathError, Errnos, syscall's errors table, a message longer than a record
+	put64(0x800, base+0x900)
+	put64(0x808, 19)
+	copy(mem[0x900:], "file does not exist")
+	put64(0x828, 0x5300)
+	for i, v := range []uint64{base + 0x920, 4, base + 0x930, 8, base + 0x820, base + 0x880} {
+		put64(0x840+8*i, v)
+	}
+	copy(mem[0x920:], "open")
+	copy(mem[0x930:], "/missing")
+	put64(0x880, 2)
+	put64(0x888, 7)
+	put64(0x890, ^uint64(2))
+	for i, v := range []uint64{0, 0, base + 0x9a0, 5, base + 0x9b0, 25} {
+		put64(0xa00+8*i, v)
+	}
+	copy(mem[0x9a0:], "perm!")
+	copy(mem[0x9b0:], "no such file or directory")
+	put64(0x8c0, base+0x1000)
+	put64(0x8c8, 1<<20)
+	goErrTable := fmt.Sprintf("goerr{nil=0,*errors.errorString=0x5000/str/0,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/%#x/3,*main.CodeErr=0x5400}", base+0xa00)
+	goErrDef := func(args string) string {
+		var b strings.Builder
+		b.WriteString("p:g/m f")
+		for _, a := range strings.Fields(args) {
+			b.WriteString(" " + a + ":" + goErrTable)
+		}
+		return b.String()
 	}
 	copy(mem[size-4:], "end\x00")   // ends exactly at the last mapped byte
 	copy(mem[size-3:size], "abc")   // (overwritten) no NUL before the unmapped page
@@ -82,6 +113,10 @@ func TestFetchMatchesEventdef(t *testing.T) {
 		// Go slices' first elements, never past the length
 		`p:g/l f a=%r8,\3:u8[8] b=%r8,%si:u64[3] c=%r8,+0(%di):x16[2] d=%r9,\4:u32[2]`,
 		`p:g/k f a=+8(%bx):gostring c=%di,\3:gostring d=%r9,\8:gostring e=%di,+8(%bx):gostring z=%di,\0:gostring b=+0(%bx):gostring`,
+		// Go errors: messages, nil, names, faults, a message cut at the record's room
+		goErrDef(fmt.Sprintf(`a=\0x5000,\%#x b=\0x5200,\%#x c=\0x5300,\%#x d=+8(\%#x),\%#x e=%%ax,%%bx n=\0,\0 x=\0x5400,%%di bad=\0x5000,\0x9000`,
+			base+0x800, base+0x840, base+0x890, base+0x820, base+0x888)),
+		goErrDef(fmt.Sprintf(`long=\0x5000,\%#x next=\0x5000,\%#x`, base+0x8c0, base+0x800)),
 		`p:g/i f sb=+0(%r8):sb3@2/8[4] sw=+4(%cx):sb5@27/32 ub=+4(%cx):b5@27/32 fl=+0(%r8):f32 db=+0(%r8):f64 en=+0(%r8):u32{A=1,B=2} es=+1(%r8):s8[3]{M=-1,Z=0}`,
 	}
 	planned := 0

@@ -35,6 +35,7 @@ func (in *Info) goTypeIndex() map[string]uint64 {
 		return in.goTypes
 	}
 	in.goTypes = map[string]uint64{}
+	in.goDwarf = map[string]dwarf.Offset{}
 	r := in.d.Reader()
 	for {
 		e, err := r.Next()
@@ -52,6 +53,7 @@ func (in *Info) goTypeIndex() map[string]uint64 {
 		if name != "" && off != 0 {
 			if _, dup := in.goTypes[name]; !dup {
 				in.goTypes[name] = off
+				in.goDwarf[name] = e.Offset
 			}
 		}
 		if e.Tag == dwarf.TagSubprogram && e.Children {
@@ -225,4 +227,33 @@ func hasMethods(name string, methods []string, funcs map[string]bool) bool {
 		return false
 	}
 	return true
+}
+
+// GoType is the DWARF type of the Go type named name (errors.errorString), nil
+// when DWARF describes none.
+func (in *Info) GoType(name string) dwarf.Type {
+	off, ok := in.goTypeIndex()[name]
+	if !ok || off == 0 {
+		return nil
+	}
+	t, err := in.d.Type(in.goDwarf[name])
+	if err != nil {
+		return nil
+	}
+	return t
+}
+
+// DataObject is the link-time address and size of the data symbol name (Go's
+// syscall.errors); ok is false without one, or in a position-independent program,
+// where the address moves.
+func (in *Info) DataObject(name string) (addr, size uint64, ok bool) {
+	if in.pie {
+		return 0, 0, false
+	}
+	for _, o := range in.objects {
+		if o.name == name {
+			return o.addr, o.size, true
+		}
+	}
+	return 0, 0, false
 }

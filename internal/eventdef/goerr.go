@@ -72,10 +72,11 @@ func parseGoErrTable(s string, ft *fetchType) ([]EnumValue, []GoErrCase, int) {
 	var cases []GoErrCase
 	at := 1
 	for _, ent := range strings.Split(s[1:len(s)-1], ",") {
-		nv, recipe, has := strings.Cut(ent, "/")
+		name, val, _ := strings.Cut(ent, "=")
+		v, recipe, has := strings.Cut(val, "/")
+		nv := name + "=" + v
 		plain = append(plain, nv)
 		if has {
-			_, v, _ := strings.Cut(nv, "=")
 			typ, ok := kstrtoul(v, 0)
 			c, ok2 := parseGoErrRecipe(recipe)
 			if !ok || !ok2 || typ == 0 {

@@ -32,7 +32,7 @@ func TestRunGoErr(t *testing.T) {
 	put(0x320, base+0x100, 1<<20)   // a message longer than the record
 	m := &Machine{Mem: memFrom(base, mem)}
 	m.Regs[10], m.Regs[5] = 0x5000, base // ax, bx
-	table := fmt.Sprintf("{nil=0,*errors.errorString=0x5000/str/0,*fmt.wrapError=0x5100/str/16,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/%#x/3,*main.CodeErr=0x5400}", base+0x200)
+	table := fmt.Sprintf("{nil=0,net/x.E=0x5600,*errors.errorString=0x5000/str/0,*fmt.wrapError=0x5100/str/16,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/%#x/3,*main.CodeErr=0x5400}", base+0x200)
 	for _, c := range []struct{ args, want string }{
 		{`a=%ax,%bx b=\0x5100,\0x1300 c=\0x5200,\0x1040 d=\0x5300,\0x1088 e=\0x5300,\0x1090 f=\0x5300,\0x1080`,
 			` a="file does not exist" b="file" c="open /missing: no such file or directory" d="errno 7" e="errno -3" f="no such file or directory"`},

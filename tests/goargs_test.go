@@ -25,6 +25,9 @@ type goArgEvent struct {
 	ret, gdbRet bool
 	// noGDB: checked against the program's output only (gdb misreads the value)
 	noGDB bool
+	// printed: checked against the program's output too (an error's message, which
+	// the program prints with its Error method)
+	printed bool
 }
 
 var goArgEvents = []goArgEvent{
@@ -42,7 +45,7 @@ var goArgEvents = []goArgEvent{
 	{gdbRet: true, def: "r:g/labelr main.label $retval", ret: true, fields: [][3]string{{"r0", "~r0", "val"}, {"r1", "~r1", "val"}, {"r2", "~r2", "val"}}},
 	// a line of a function (FUNC:RELLINE) and of the source file (FILE:LINE)
 	{def: "p:g/sumline main.sum:3 xs", fields: [][3]string{{"xs_len", "xs", "len"}, {"xs", "xs", "elems"}}},
-	{def: "p:g/fileline main.go:42 xs[1]", fields: [][3]string{{"xs_1", "xs", "at1"}}},
+	{def: "p:g/fileline main.go:45 xs[1]", fields: [][3]string{{"xs_1", "xs", "at1"}}},
 	{noGDB: true, def: "p:g/mixed main.mixed m"},
 	// a variable moved to the heap (&x in DWARF), by name and in $vars
 	{def: "p:g/esc main.escape:4 x", fields: [][3]string{{"x", "x", "val"}}},
@@ -50,12 +53,15 @@ var goArgEvents = []goArgEvent{
 	{def: "r:g/midr main.mid $retval", ret: true, fields: [][3]string{{"arg1_X", "~r0.X", "val"}, {"arg1_Y", "~r0.Y", "val"}}},
 	// a map by its length (nil: 0)
 	{def: "p:g/size main.size m", fields: [][3]string{{"m_len", "m", "maplen"}}},
+	// errors by their message where it is in memory, else by their dynamic type
+	{printed: true, def: "p:g/check main.check k err", fields: [][3]string{{"k", "k", "val"}, {"err", "err", "errmsg"}}},
+	{gdbRet: true, def: "r:g/openr main.openFile $retval", ret: true, fields: [][3]string{{"r0", "~r0", "val"}, {"r1", "~r1", "errmsg"}}},
 }
 
 // TestGoArgsMatchGDB: a Go program (testdata/goargs) built with go build, without
 // optimization (-N -l) and with the default one, traced by name: strings, ints, a
 // slice's length and elements, a struct by value and through pointers, interfaces and
-// errors by their dynamic type, a map by its length, every result of a function ($retval) and results by
+// errors by their message (or their dynamic type), a map by its length, every result of a function ($retval) and results by
 // name at its return. gdb stops the same program at the same addresses (the entries,
 // and the exits where the return events record) and reads the same values through
 // the program's DWARF: every traced record must be one gdb saw, and every record gdb
@@ -88,7 +94,7 @@ func TestGoArgsMatchGDB(t *testing.T) {
 				if !e.ret && !e.noGDB || e.gdbRet && build.name == "N" {
 					wants["gdb"] = gdbSaw[ev]
 				}
-				if e.ret || e.noGDB {
+				if e.ret || e.noGDB || e.printed {
 					wants["the program's output"] = resultsPrinted(ev, orig.Stdout)
 				}
 				for by, want := range wants {
@@ -209,12 +215,16 @@ func isRet(ev string) bool {
 
 // resultsPrinted is what the event ev records, from the program's own
 // lines ("divmod Q R ERR", "label S F OK", "greet N", "mid X Y", "mixed N A B F HOST
-// PATH").
+// PATH", "check K N ERR", "open N ERR").
 func resultsPrinted(ev, stdout string) []string {
 	var out []string
 	for _, l := range strings.Split(stdout, "\n") {
 		f := strings.Fields(l)
 		switch {
+		case ev == "check" && len(f) >= 4 && f[0] == "check":
+			out = append(out, fmt.Sprintf("check: k=%s err=%s", f[1], errTraced(strings.SplitN(l, " ", 4)[3])))
+		case ev == "openr" && len(f) >= 3 && f[0] == "open":
+			out = append(out, fmt.Sprintf("openr: r0=%s r1=%s", f[1], errTraced(strings.SplitN(l, " ", 3)[2])))
 		case ev == "greetr" && len(f) == 2 && f[0] == "greet":
 			out = append(out, fmt.Sprintf("greetr: arg1=%s", f[1]))
 		case (ev == "divr" || ev == "divq") && len(f) >= 4 && f[0] == "divmod":
@@ -237,6 +247,18 @@ func resultsPrinted(ev, stdout string) []string {
 		}
 	}
 	return out
+}
+
+// errTraced is how the trace shows an error the program printed as msg: nil, a
+// main.CodeErr by its type (its message is computed), others by their message.
+func errTraced(msg string) string {
+	switch {
+	case msg == "<nil>":
+		return "nil"
+	case strings.HasPrefix(msg, "code "):
+		return "*main.CodeErr"
+	}
+	return `"` + msg + `"`
 }
 
 // dedupe sorts lines and drops repeats: Go's morestack runs a function's entry

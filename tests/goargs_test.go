@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -343,6 +345,33 @@ func TestGoVarsNamed(t *testing.T) {
 	for _, l := range readTraceAfterRun(t, out, testprog.Run(t, testprog.Cmd{Path: bin}).Stdout) {
 		if !strings.Contains(l.Args, " x=") {
 			t.Errorf("record without x: %s", l.Args)
+		}
+	}
+}
+
+// TestGoErrorFilterHist: an error's message is the field's text for filters and hist
+// keys (a value without a message, nil or a custom type, is ""): the filter keeps the
+// calls whose error mentions a file, the histogram counts every hit by message.
+func TestGoErrorFilterHist(t *testing.T) {
+	testprog.Need(t, "go")
+	bin := buildGoTestdata(t, "testdata/goargs", "")
+	out := filepath.Join(t.TempDir(), "prog.kp")
+	rewriteWith(t, bin, out, []string{"p:g/check main.check k err"}, "--exits", "--exits-only", "--optimized-only",
+		"--filter", `g/check:err ~ "*file*"`, "--trigger", "g/check:hist:keys=err")
+	var got []string
+	for _, l := range readTraceAfterRun(t, out, testprog.Run(t, testprog.Cmd{Path: bin}).Stdout) {
+		got = append(got, l.Args)
+	}
+	want := []string{` k=1 err="file does not exist"`, ` k=2 err="wrapped 0: file does not exist"`, ` k=2 err="wrapped 1: file does not exist"`,
+		` k=2 err="wrapped 2: file does not exist"`, ` k=3 err="both: file does not exist, other"`, ` k=6 err="no such file or directory"`}
+	if len(got) != 12 || !slices.Equal(dedupe(got), want) {
+		t.Errorf("filtered records:\n  %s\nwant 12 of\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	hist := kpOK(t, "hist", out+".trace")
+	for key, n := range map[string]int{"file does not exist": 3, "errno 4000": 3, "close of nil channel": 3, "wrapped 1: file does not exist": 1, "": 6} {
+		re := regexp.MustCompile(`\{ err: ` + regexp.QuoteMeta(key) + ` *\} hitcount: *` + strconv.Itoa(n) + `\n`)
+		if !re.MatchString(hist) {
+			t.Errorf("hist has no %q with %d hits:\n%s", key, n, hist)
 		}
 	}
 }

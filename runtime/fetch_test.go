@@ -61,6 +61,11 @@ func TestFetchMatchesEventdef(t *testing.T) {
 	}
 	copy(mem[0x9a0:], "perm!")
 	copy(mem[0x9b0:], "no such file or directory")
+	// a position-independent program's: type words moved by the load bias (base)
+	for i, v := range []uint64{base + 0x920, 4, base + 0x930, 8, base + 0xb40, base + 0x880} {
+		put64(0xb00+8*i, v)
+	}
+	put64(0xb48, base+0x5300)
 	put64(0x8c0, base+0x1000)
 	put64(0x8c8, 1<<20)
 	goErrTable := fmt.Sprintf("goerr{nil=0,*errors.errorString=0x5000/str/0,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/%#x/3,*main.CodeErr=0x5400}", base+0xa00)
@@ -117,6 +122,9 @@ func TestFetchMatchesEventdef(t *testing.T) {
 		goErrDef(fmt.Sprintf(`a=\0x5000,\%#x b=\0x5200,\%#x c=\0x5300,\%#x d=+8(\%#x),\%#x e=%%ax,%%bx n=\0,\0 x=\0x5400,%%di bad=\0x5000,\0x9000`,
 			base+0x800, base+0x840, base+0x890, base+0x820, base+0x888)),
 		goErrDef(fmt.Sprintf(`long=\0x5000,\%#x next=\0x5000,\%#x`, base+0x8c0, base+0x800)),
+		fmt.Sprintf(`p:g/p f a=\%#[1]x,\%#[2]x:%[3]s b=\%#[4]x,\%#[5]x:%[3]s x=\%#[6]x,\%#[7]x:%[3]s n=\0,\0:%[3]s`, base+0x5000, base+0x800,
+			"goerr{@image,nil=0,*errors.errorString=0x5000/str/0,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/0xa00/3,*main.CodeErr=0x5400}",
+			base+0x5200, base+0xb00, base+0x5400, base+0x800),
 		`p:g/i f sb=+0(%r8):sb3@2/8[4] sw=+4(%cx):sb5@27/32 ub=+4(%cx):b5@27/32 fl=+0(%r8):f32 db=+0(%r8):f64 en=+0(%r8):u32{A=1,B=2} es=+1(%r8):s8[3]{M=-1,Z=0}`,
 	}
 	planned := 0

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "a75918562f7418a9f360b258a8b07cd34d07273a98f9f4134da1917ed059e66b"
+const ObjectSHA256 = "63d5b92ae269ea60de4dd03cc023fe80be6a09d9c62bf9ddb943fd98fd56665d"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

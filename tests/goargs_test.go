@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -110,8 +111,9 @@ func TestGoArgsMatchGDB(t *testing.T) {
 	}
 }
 
-// buildGoTestdata builds the Go program in dir with this machine's toolchain.
-func buildGoTestdata(t *testing.T, dir, gcflags string) string {
+// buildGoTestdata builds the Go program in dir with this machine's toolchain (and
+// go build's extra arguments).
+func buildGoTestdata(t *testing.T, dir, gcflags string, extra ...string) string {
 	t.Helper()
 	tmp := t.TempDir()
 	src, err := os.ReadFile(filepath.Join(dir, "main.go"))
@@ -128,6 +130,7 @@ func buildGoTestdata(t *testing.T, dir, gcflags string) string {
 	if gcflags != "" {
 		args = append(args, "-gcflags="+gcflags)
 	}
+	args = append(args, extra...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0", "GOFLAGS=")
@@ -372,6 +375,30 @@ func TestGoErrorFilterHist(t *testing.T) {
 		re := regexp.MustCompile(`\{ err: ` + regexp.QuoteMeta(key) + ` *\} hitcount: *` + strconv.Itoa(n) + `\n`)
 		if !re.MatchString(hist) {
 			t.Errorf("hist has no %q with %d hits:\n%s", key, n, hist)
+		}
+	}
+}
+
+// TestGoErrorsPIE: in a position-independent build (-buildmode=pie), whose type
+// descriptors move by the load bias, errors print their messages and a custom one its
+// type's name, as the program prints them.
+func TestGoErrorsPIE(t *testing.T) {
+	testprog.Need(t, "go")
+	bin := buildGoTestdata(t, "testdata/goargs", "", "-buildmode=pie")
+	if f, err := elf.Open(bin); err != nil || f.Type != elf.ET_DYN {
+		t.Fatalf("not a position-independent program: %v", err)
+	}
+	orig := testprog.Run(t, testprog.Cmd{Path: bin})
+	out := filepath.Join(t.TempDir(), "prog.kp")
+	rewriteWith(t, bin, out, []string{"p:g/check main.check k err", "r:g/openr main.openFile $retval"}, "--exits", "--exits-only", "--optimized-only")
+	traced := map[string][]string{}
+	for _, l := range readTraceAfterRun(t, out, orig.Stdout) {
+		traced[l.Event] = append(traced[l.Event], l.Event+":"+l.Args)
+	}
+	for _, ev := range []string{"check", "openr"} {
+		want := resultsPrinted(ev, orig.Stdout)
+		if got := traced[ev]; len(got) != len(want) || !slices.Equal(dedupe(got), dedupe(want)) {
+			t.Errorf("%s: traced\n  %s\nwant (the program's output)\n  %s", ev, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 		}
 	}
 }

@@ -69,6 +69,15 @@ func (in *Info) goTypeIndex() map[string]uint64 {
 // whose descriptors move; no type data; an interface without methods, or more than
 // MaxDynTypes types).
 func (in *Info) DynTypes(iface string) (map[uint64]string, error) {
+	if in.pie {
+		return nil, nil
+	}
+	return in.LinkedDynTypes(iface)
+}
+
+// LinkedDynTypes is DynTypes in a position-independent program too, by link-time
+// addresses (which the load bias moves: see PIE).
+func (in *Info) LinkedDynTypes(iface string) (map[uint64]string, error) {
 	if m, ok := in.dynTypes[iface]; ok {
 		return m, nil
 	}
@@ -85,7 +94,7 @@ func (in *Info) DynTypes(iface string) (map[uint64]string, error) {
 func (in *Info) dynTypesOf(iface string) (map[uint64]string, error) {
 	idx := in.goTypeIndex()
 	ioff, ok := idx[iface]
-	if !ok || in.pie {
+	if !ok {
 		return nil, nil
 	}
 	f, err := infile.Open(in.Binary)
@@ -243,13 +252,13 @@ func (in *Info) GoType(name string) dwarf.Type {
 	return t
 }
 
+// PIE says whether the program is position-independent: its link-time addresses
+// move by its load bias.
+func (in *Info) PIE() bool { return in.pie }
+
 // DataObject is the link-time address and size of the data symbol name (Go's
-// syscall.errors); ok is false without one, or in a position-independent program,
-// where the address moves.
+// syscall.errors); ok is false without one.
 func (in *Info) DataObject(name string) (addr, size uint64, ok bool) {
-	if in.pie {
-		return 0, 0, false
-	}
 	for _, o := range in.objects {
 		if o.name == name {
 			return o.addr, o.size, true

@@ -23,11 +23,14 @@ import (
 //	                  array of LEN entries at TAB (syscall's errors), else
 //	                  "errno N", as Errno.Error says
 //
+// In a position-independent program the table starts with @image: its addresses (the
+// types' and syscall's table) are link-time ones, which the load bias moves.
+//
 // The record's slot is a data_loc; its bytes are the message (cut at the record's
 // room) and its NUL, a flag byte (1: a message was read), and the dynamic type's
 // word (8 bytes). A value whose message was not read (nil, a type without a recipe,
 // a fault) prints as its type's name from the table, else the word in hex; one with
-// a message prints it as a string.
+// a message prints it as a string. The type word is the link-time one (@image).
 
 // GoErrKind says how a dynamic type's message is read.
 type GoErrKind uint8
@@ -48,10 +51,16 @@ type GoErrCase struct {
 	A, B uint64
 }
 
-// OpStGoErr (kprewrite): u16 n, n cases {u64 type, u8 kind, u64 a, u64 b}, then a
-// source and its dereferences that give the data word; the block's value is the
-// type word.
+// OpStGoErr (kprewrite): u8 flags, u16 n, n cases {u64 type, u8 kind, u64 a, u64 b},
+// then a source and its dereferences that give the data word; the block's value is
+// the type word.
 const OpStGoErr = 0x28
+
+// GoErrImage, in OpStGoErr's flags: the addresses are link-time ones (@image).
+const GoErrImage = 1
+
+// goErrImage is the table entry that marks link-time addresses.
+const goErrImage = "@image"
 
 // goErrCaseSize is the encoded size of a GoErrCase.
 const goErrCaseSize = 25
@@ -64,14 +73,19 @@ const goErrDepth = 3
 
 // parseGoErrTable parses goerr's table: the names and values (as an enum's) and the
 // recipes. It returns the offset of the first error, else -1.
-func parseGoErrTable(s string, ft *fetchType) ([]EnumValue, []GoErrCase, int) {
+func parseGoErrTable(s string, ft *fetchType) ([]EnumValue, []GoErrCase, bool, int) {
 	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
-		return nil, nil, 0
+		return nil, nil, false, 0
 	}
 	var plain []string
 	var cases []GoErrCase
 	at := 1
-	for _, ent := range strings.Split(s[1:len(s)-1], ",") {
+	ents := strings.Split(s[1:len(s)-1], ",")
+	image := ents[0] == goErrImage
+	if image {
+		ents, at = ents[1:], at+len(goErrImage)+1
+	}
+	for _, ent := range ents {
 		name, val, _ := strings.Cut(ent, "=")
 		v, recipe, has := strings.Cut(val, "/")
 		nv := name + "=" + v
@@ -80,7 +94,7 @@ func parseGoErrTable(s string, ft *fetchType) ([]EnumValue, []GoErrCase, int) {
 			typ, ok := kstrtoul(v, 0)
 			c, ok2 := parseGoErrRecipe(recipe)
 			if !ok || !ok2 || typ == 0 {
-				return nil, nil, at + len(nv)
+				return nil, nil, false, at + len(nv)
 			}
 			c.Type = typ
 			cases = append(cases, c)
@@ -89,9 +103,9 @@ func parseGoErrTable(s string, ft *fetchType) ([]EnumValue, []GoErrCase, int) {
 	}
 	enum, bad := parseEnumTable("{"+strings.Join(plain, ",")+"}", ft)
 	if bad >= 0 {
-		return nil, nil, 0
+		return nil, nil, false, 0
 	}
-	return enum, cases, -1
+	return enum, cases, image, -1
 }
 
 // parseGoErrRecipe parses KIND/A[/B].
@@ -142,11 +156,11 @@ func (ap *argParser) parseGoErr(arg *Arg, t argType, table string, tableOff, bas
 	if perr := ap.parseLength(arg, t.expr, base); perr != nil {
 		return perr
 	}
-	enum, cases, bad := parseGoErrTable(table, findFetchType("x64"))
+	enum, cases, image, bad := parseGoErrTable(table, findFetchType("x64"))
 	if bad >= 0 {
 		return ap.err(base+tableOff+bad, ErrBadGoErr)
 	}
-	arg.Enum, arg.GoErr = enum, cases
+	arg.Enum, arg.GoErr, arg.GoErrImage = enum, cases, image
 	return nil
 }
 
@@ -156,7 +170,12 @@ func (c *compiler) goErrCode(a *Arg) ([]byte, error) {
 		return nil, ErrUnsupported
 	}
 	le := binary.LittleEndian
-	out := le.AppendUint16([]byte{OpStGoErr}, uint16(len(a.GoErr)))
+	var flags byte
+	if a.GoErrImage {
+		flags = GoErrImage
+		c.flags |= FlagLoadBias
+	}
+	out := le.AppendUint16([]byte{OpStGoErr, flags}, uint16(len(a.GoErr)))
 	for _, k := range a.GoErr {
 		out = le.AppendUint64(out, k.Type)
 		out = append(out, byte(k.Kind))
@@ -172,15 +191,18 @@ func (c *compiler) goErrCode(a *Arg) ([]byte, error) {
 // goErr stores a goerr (OpStGoErr at code[0]); tw is the type word.
 func (r *runner) goErr(code []byte, tw uint64, fault bool, slot func(int) ([]byte, bool)) bool {
 	le := binary.LittleEndian
-	if len(code) < 3 {
+	if len(code) < 4 || code[1] > GoErrImage {
 		return false
 	}
-	n := int(le.Uint16(code[1:]))
-	if len(code) < 3+n*goErrCaseSize {
+	n := int(le.Uint16(code[2:]))
+	if len(code) < 4+n*goErrCaseSize {
 		return false
 	}
-	cases := decodeGoErrCases(code[3:], n)
-	data, dfault, rest, ok := r.source(code[3+n*goErrCaseSize:])
+	g := goErrRun{r: r, cases: decodeGoErrCases(code[4:], n)}
+	if code[1] == GoErrImage {
+		g.bias = r.m.LoadBias
+	}
+	data, dfault, rest, ok := r.source(code[4+n*goErrCaseSize:])
 	s, sok := slot(4)
 	if !ok || len(rest) != 0 || !sok {
 		return false
@@ -188,6 +210,7 @@ func (r *runner) goErr(code []byte, tw uint64, fault bool, slot func(int) ([]byt
 	if fault {
 		tw = 0
 	}
+	tw = g.linked(tw)
 	off := len(r.rec)
 	avail := r.recmax - off
 	if avail < goErrTrailer {
@@ -195,7 +218,7 @@ func (r *runner) goErr(code []byte, tw uint64, fault bool, slot func(int) ([]byt
 		return true
 	}
 	var msg []byte
-	ok = !dfault && r.errMsg(cases, tw, data, avail-goErrTrailer, &msg)
+	ok = !dfault && g.errMsg(tw, data, avail-goErrTrailer, &msg)
 	if !ok {
 		msg = msg[:0]
 	}
@@ -215,12 +238,28 @@ func decodeGoErrCases(b []byte, n int) []GoErrCase {
 	return out
 }
 
+// goErrRun is one goerr's message being built.
+type goErrRun struct {
+	r     *runner
+	cases []GoErrCase
+	bias  uint64 // the load bias (@image), else 0
+}
+
+// linked is the link-time type word of run-time word w (0 stays nil).
+func (g *goErrRun) linked(w uint64) uint64 {
+	if w == 0 {
+		return 0
+	}
+	return w - g.bias
+}
+
 // errMsg appends the message of the error (tw, data) to *msg, at most max bytes in
 // all; false when it cannot be read. A PathError's message ends with its Err's (a
 // loop, as the C runtime's, whose stack must stay bounded).
-func (r *runner) errMsg(cases []GoErrCase, tw, data uint64, max int, msg *[]byte) bool {
+func (g *goErrRun) errMsg(tw, data uint64, max int, msg *[]byte) bool {
+	r := g.r
 	for range goErrDepth {
-		k := findGoErrCase(cases, tw)
+		k := findGoErrCase(g.cases, tw)
 		if k == nil {
 			return false
 		}
@@ -228,7 +267,7 @@ func (r *runner) errMsg(cases []GoErrCase, tw, data uint64, max int, msg *[]byte
 		case GoErrStr:
 			return r.msgGoString(data+k.A, max, msg)
 		case GoErrErrno:
-			return r.msgErrno(k, data, max, msg)
+			return r.msgErrno(k.A+g.bias, k.B, data, max, msg)
 		case GoErrPath:
 			if !r.msgGoString(data+k.A, max, msg) || !msgLit(" ", max, msg) ||
 				!r.msgGoString(data+k.B, max, msg) || !msgLit(": ", max, msg) {
@@ -239,11 +278,11 @@ func (r *runner) errMsg(cases []GoErrCase, tw, data uint64, max int, msg *[]byte
 			if !ok1 || !ok2 || tab == 0 {
 				return false
 			}
-			var ok bool
-			if tw, ok = r.readU64(tab + 8); !ok {
+			w, ok := r.readU64(tab + 8)
+			if !ok {
 				return false
 			}
-			data = d2
+			tw, data = g.linked(w), d2
 			continue
 		}
 		return false
@@ -262,18 +301,18 @@ func findGoErrCase(cases []GoErrCase, tw uint64) *GoErrCase {
 
 // msgErrno appends syscall.Errno's text, as Errno.Error gives it: its entry in
 // syscall's table, else "errno N".
-func (r *runner) msgErrno(k *GoErrCase, data uint64, max int, msg *[]byte) bool {
+func (r *runner) msgErrno(tab, n, data uint64, max int, msg *[]byte) bool {
 	v, ok := r.readU64(data)
 	if !ok {
 		return false
 	}
-	if int64(v) >= 0 && v < k.B {
-		ln, ok := r.readU64(k.A + 16*v + 8)
+	if int64(v) >= 0 && v < n {
+		ln, ok := r.readU64(tab + 16*v + 8)
 		if !ok {
 			return false
 		}
 		if ln != 0 {
-			return r.msgGoString(k.A+16*v, max, msg)
+			return r.msgGoString(tab+16*v, max, msg)
 		}
 	}
 	return msgLit("errno "+strconv.FormatInt(int64(v), 10), max, msg)

@@ -50,8 +50,21 @@ func TestRunGoErr(t *testing.T) {
 			t.Errorf("%s:\n got %q (%v)\nwant %q", c.args, got, err, c.want)
 		}
 	}
+	// @image: link-time addresses, moved by the load bias; the record keeps the
+	// link-time type word, which the table names
+	put(0x400, 0, 0x6300)                                            // an itab of syscall.Errno, moved
+	put(0x440, base+0x120, 4, base+0x130, 8, base+0x400, base+0x080) // a PathError with it
+	pie := *m
+	pie.LoadBias = 0x1000
+	ptable := "{@image,nil=0,*errors.errorString=0x5000/str/0,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/0x200/3,*main.CodeErr=0x5400}"
+	p, rec := parseRun(t, `p:e f a=\0x6000,\0x1000:goerr`+ptable+` b=\0x6200,\0x1440:goerr`+ptable+` c=\0x6400,\0:goerr`+ptable+
+		` d=\0x5000,\0x1000:goerr`+ptable+` n=\0,\0:goerr`+ptable, &pie)
+	want := ` a="file does not exist" b="open /missing: no such file or directory" c=*main.CodeErr d=0x4000 n=nil`
+	if got, err := FormatArgs(p, rec); err != nil || got != want {
+		t.Errorf("@image:\n got %q (%v)\nwant %q", got, err, want)
+	}
 	// a message is cut at the record's room, and a value with no room left faults
-	p, rec := parseRun(t, "p:e f long=\\0x5000,\\0x1320:goerr"+table+" next=%ax,%bx:goerr"+table, m)
+	p, rec = parseRun(t, "p:e f long=\\0x5000,\\0x1320:goerr"+table+" next=%ax,%bx:goerr"+table, m)
 	got, err := FormatArgs(p, rec)
 	if err != nil || !strings.HasPrefix(got, ` long="file`) || !strings.HasSuffix(got, `" next=(fault)`) || len(rec) != RecordLimit-16 {
 		t.Errorf("long message: %d-byte record, %.60q...%q (%v)", len(rec), got, got[max(0, len(got)-30):], err)
@@ -61,7 +74,7 @@ func TestRunGoErr(t *testing.T) {
 		t.Errorf("DecodeArgs: %v, %v", vals[1], err)
 	}
 	for _, def := range []string{"p:e f %ax:goerr{nil=0}", "p:e f %ax,%bx:goerr", "p:e f %ax,%bx:goerr{a=1/str}",
-		"p:e f %ax,%bx:goerr{a=1/nope/2}", "p:e f %ax,%bx:goerr[2]{nil=0}", "p:e f %ax,$comm:goerr{nil=0}", "p:e f $comm,%ax:goerr{nil=0}"} {
+		"p:e f %ax,%bx:goerr{a=1/nope/2}", "p:e f %ax,%bx:goerr[2]{nil=0}", "p:e f %ax,$comm:goerr{nil=0}", "p:e f $comm,%ax:goerr{nil=0}", "p:e f %ax,%bx:goerr{nil=0,@image}"} {
 		if _, err := Parse(def); err == nil {
 			t.Errorf("%s: accepted", def)
 		}

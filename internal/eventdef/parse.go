@@ -67,8 +67,10 @@ type Arg struct {
 	// extension that source-level probes write for C enums): a value with a name
 	// prints as the name, others as TYPE prints them.
 	Enum []EnumValue
-	// GoErr are the recipes of a goerr argument's messages, by dynamic type.
-	GoErr []GoErrCase
+	// GoErr are the recipes of a goerr argument's messages, by dynamic type;
+	// GoErrImage says their addresses are link-time ones (@image).
+	GoErr      []GoErrCase
+	GoErrImage bool
 
 	code    []insn // the kernel-style fetch instructions, ended by opEnd
 	lenCode []insn // PTR,LEN:gostring: the fetch of LEN, ended by opEnd

@@ -75,8 +75,9 @@ func goField(in *debuginfo.Info, typ, field string) *dwarf.StructField {
 }
 
 // errTable is goerr's table for the interface type t: its dynamic types by name,
-// with their recipes; false when t is not error or its types are not known (a
-// position-independent program), where the value prints as dynTable says.
+// with their recipes (by link-time addresses, @image, in a position-independent
+// program); false when t is not error or its types are not known, where the value
+// prints as dynTable says.
 func (cx *fetchCtx) errTable(t dwarf.Type) (string, bool) {
 	td, ok := t.(*dwarf.TypedefType)
 	if !ok || td.Name != "error" || cx.in == nil {
@@ -85,7 +86,7 @@ func (cx *fetchCtx) errTable(t dwarf.Type) (string, bool) {
 	if tb, ok := cx.tables["goerr:error"]; ok {
 		return tb, tb != ""
 	}
-	names, err := cx.in.DynTypes(td.Name)
+	names, err := cx.in.LinkedDynTypes(td.Name)
 	if err != nil || len(names) == 0 {
 		cx.tables["goerr:error"] = ""
 		return "", false
@@ -96,7 +97,11 @@ func (cx *fetchCtx) errTable(t dwarf.Type) (string, bool) {
 	}
 	slices.Sort(addrs)
 	var b strings.Builder
-	b.WriteString("{nil=0")
+	b.WriteString("{")
+	if cx.in.PIE() {
+		b.WriteString("@image,")
+	}
+	b.WriteString("nil=0")
 	for _, a := range addrs {
 		fmt.Fprintf(&b, ",%s=%#x", names[a], a)
 		if r := goErrRecipes[names[a]]; r != nil {

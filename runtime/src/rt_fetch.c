@@ -282,10 +282,12 @@ __attribute__((noinline)) static const u8 *go_string(struct fctx *c, const u8 *c
 /* A Go error's message (OpStGoErr, eventdef's goerr.go): cases of GOERR_CASE bytes
  * {u64 type, u8 kind, u64 a, u64 b} say how the dynamic types they name keep their
  * message in memory; the data_loc's bytes are the message, its NUL, a flag (1: read)
- * and the type word. */
+ * and the type word. With GOERR_IMAGE the cases' addresses are link-time ones: type
+ * words are compared and stored less the load bias. */
 #define GOERR_CASE 25
 #define GOERR_TRAILER 10
 #define GOERR_DEPTH 3
+#define GOERR_IMAGE 1
 enum { GoErrStr = 1, GoErrPath = 2, GoErrErrno = 3 };
 
 struct gomsg {
@@ -359,7 +361,7 @@ static int msg_errno(struct fctx *c, struct gomsg *m, u64 data, u64 tab, u64 tle
 /* go_errmsg appends the message of the error (tw, data) as its case says; 0 when
  * it has none or cannot be read. A PathError's message ends with its Err's: a loop,
  * not a recursion, so that the stack's bound stays known. */
-static int go_errmsg(struct fctx *c, struct gomsg *m, const u8 *cases, u32 ncase, u64 tw, u64 data)
+static int go_errmsg(struct fctx *c, struct gomsg *m, const u8 *cases, u32 ncase, u64 bias, u64 tw, u64 data)
 {
 	for (int depth = 0; depth < GOERR_DEPTH; depth++) {
 		const u8 *k = NULL;
@@ -375,13 +377,15 @@ static int go_errmsg(struct fctx *c, struct gomsg *m, const u8 *cases, u32 ncase
 		case GoErrStr:
 			return msg_gostr(c, m, data + a);
 		case GoErrErrno:
-			return msg_errno(c, m, data, a, b);
+			return msg_errno(c, m, data, a + bias, b);
 		case GoErrPath:
 			if (!msg_gostr(c, m, data + a) || !msg_lit(c, m, " ", 1) || !msg_gostr(c, m, data + b) ||
 			    !msg_lit(c, m, ": ", 2))
 				return 0;
 			if (!rd64(c, data + b + 16, &tab) || !rd64(c, data + b + 24, &data) || !tab || !rd64(c, tab + 8, &tw))
 				return 0;
+			if (tw)
+				tw -= bias;
 			continue;
 		}
 		return 0;
@@ -394,12 +398,13 @@ static int go_errmsg(struct fctx *c, struct gomsg *m, const u8 *cases, u32 ncase
 __attribute__((noinline)) static const u8 *go_err(struct fctx *c, const u8 *code, const u8 *end, u32 dest, u64 tw, int fault)
 {
 	u8 b[GOERR_TRAILER];
-	if (end - code < 3)
+	if (end - code < 4 || code[1] > GOERR_IMAGE)
 		return NULL;
-	u32 ncase = le16(code + 1);
-	if ((u64)(end - code) < 3 + (u64)ncase * GOERR_CASE)
+	u64 bias = code[1] == GOERR_IMAGE ? kprw_rt.bias : 0;
+	u32 ncase = le16(code + 2);
+	if ((u64)(end - code) < 4 + (u64)ncase * GOERR_CASE)
 		return NULL;
-	const u8 *cases = code + 3;
+	const u8 *cases = code + 4;
 	code = cases + ncase * GOERR_CASE;
 	u64 data = 0;
 	int dfault = 0;
@@ -407,6 +412,8 @@ __attribute__((noinline)) static const u8 *go_err(struct fctx *c, const u8 *code
 		return NULL;
 	if (fault)
 		tw = 0;
+	if (tw)
+		tw -= bias;
 	u32 off = c->len, avail = c->recmax > off ? c->recmax - off : 0;
 	if (avail < GOERR_TRAILER) {
 		put32(b, off & 0xffff);
@@ -414,7 +421,7 @@ __attribute__((noinline)) static const u8 *go_err(struct fctx *c, const u8 *code
 		return code;
 	}
 	struct gomsg m = {off, 0, avail - GOERR_TRAILER};
-	int ok = !dfault && go_errmsg(c, &m, cases, ncase, tw, data);
+	int ok = !dfault && go_errmsg(c, &m, cases, ncase, bias, tw, data);
 	if (!ok)
 		m.n = 0;
 	b[0] = 0;

@@ -75,20 +75,22 @@ func goField(in *debuginfo.Info, typ, field string) *dwarf.StructField {
 }
 
 // errTable is goerr's table for the interface type t: its dynamic types by name,
-// with their recipes (by link-time addresses, @image, in a position-independent
-// program); false when t is not error or its types are not known, where the value
-// prints as dynTable says.
+// with their recipes if t is error. Only errors, and in a position-independent
+// program every interface with methods, are read as goerr (by link-time addresses,
+// @image: an enum table cannot name a word the load bias moves); false for the
+// others, which print as dynTable says.
 func (cx *fetchCtx) errTable(t dwarf.Type) (string, bool) {
 	td, ok := t.(*dwarf.TypedefType)
-	if !ok || td.Name != "error" || cx.in == nil {
+	if !ok || cx.in == nil || td.Name != "error" && !(cx.in.PIE() && kindOf(t) == goIface) {
 		return "", false
 	}
-	if tb, ok := cx.tables["goerr:error"]; ok {
+	key := "goerr:" + td.Name
+	if tb, ok := cx.tables[key]; ok {
 		return tb, tb != ""
 	}
 	names, err := cx.in.LinkedDynTypes(td.Name)
 	if err != nil || len(names) == 0 {
-		cx.tables["goerr:error"] = ""
+		cx.tables[key] = ""
 		return "", false
 	}
 	addrs := make([]uint64, 0, len(names))
@@ -104,12 +106,12 @@ func (cx *fetchCtx) errTable(t dwarf.Type) (string, bool) {
 	b.WriteString("nil=0")
 	for _, a := range addrs {
 		fmt.Fprintf(&b, ",%s=%#x", names[a], a)
-		if r := goErrRecipes[names[a]]; r != nil {
+		if r := goErrRecipes[names[a]]; r != nil && td.Name == "error" {
 			b.WriteString(r(cx.in))
 		}
 	}
 	tb := b.String() + "}"
-	cx.tables["goerr:error"] = tb
+	cx.tables[key] = tb
 	return tb, true
 }
 

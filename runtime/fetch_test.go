@@ -66,9 +66,12 @@ func TestFetchMatchesEventdef(t *testing.T) {
 		put64(0xb00+8*i, v)
 	}
 	put64(0xb48, base+0x5300)
+	for i, v := range []uint64{base + 0x920, 4, base + 0x820, base + 0x888} { // an *os.SyscallError
+		put64(0xb80+8*i, v)
+	}
 	put64(0x8c0, base+0x1000)
 	put64(0x8c8, 1<<20)
-	goErrTable := fmt.Sprintf("goerr{nil=0,*errors.errorString=0x5000/str/0,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/%#x/3,*main.CodeErr=0x5400}", base+0xa00)
+	goErrTable := fmt.Sprintf("goerr{nil=0,*os.SyscallError=0x5100/wrap/0/16,*errors.errorString=0x5000/str/0,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/%#x/3,*main.CodeErr=0x5400}", base+0xa00)
 	goErrDef := func(args string) string {
 		var b strings.Builder
 		b.WriteString("p:g/m f")
@@ -119,8 +122,8 @@ func TestFetchMatchesEventdef(t *testing.T) {
 		`p:g/l f a=%r8,\3:u8[8] b=%r8,%si:u64[3] c=%r8,+0(%di):x16[2] d=%r9,\4:u32[2]`,
 		`p:g/k f a=+8(%bx):gostring c=%di,\3:gostring d=%r9,\8:gostring e=%di,+8(%bx):gostring z=%di,\0:gostring b=+0(%bx):gostring`,
 		// Go errors: messages, nil, names, faults, a message cut at the record's room
-		goErrDef(fmt.Sprintf(`a=\0x5000,\%#x b=\0x5200,\%#x c=\0x5300,\%#x d=+8(\%#x),\%#x e=%%ax,%%bx n=\0,\0 x=\0x5400,%%di bad=\0x5000,\0x9000`,
-			base+0x800, base+0x840, base+0x890, base+0x820, base+0x888)),
+		goErrDef(fmt.Sprintf(`a=\0x5000,\%#x b=\0x5200,\%#x c=\0x5300,\%#x d=+8(\%#x),\%#x e=%%ax,%%bx n=\0,\0 x=\0x5400,%%di bad=\0x5000,\0x9000 s=\0x5100,\%#x`,
+			base+0x800, base+0x840, base+0x890, base+0x820, base+0x888, base+0xb80)),
 		goErrDef(fmt.Sprintf(`long=\0x5000,\%#x next=\0x5000,\%#x`, base+0x8c0, base+0x800)),
 		fmt.Sprintf(`p:g/p f a=\%#[1]x,\%#[2]x:%[3]s b=\%#[4]x,\%#[5]x:%[3]s x=\%#[6]x,\%#[7]x:%[3]s n=\0,\0:%[3]s`, base+0x5000, base+0x800,
 			"goerr{@image,nil=0,*errors.errorString=0x5000/str/0,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/0xa00/3,*main.CodeErr=0x5400}",

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "63d5b92ae269ea60de4dd03cc023fe80be6a09d9c62bf9ddb943fd98fd56665d"
+const ObjectSHA256 = "2f76f7b38515b68b9ea2cc87cca66d5b132a76afa35ad1f6403d003f226e8531"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

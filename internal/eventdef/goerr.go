@@ -19,6 +19,9 @@ import (
 //	/path/OP/PATH     *fs.PathError: the strings at DATA+OP and DATA+PATH, then the
 //	                  message of the error interface after PATH's string
 //	                  ("open /x: no such file or directory")
+//	/wrap/S/ERR       *os.SyscallError: the string at DATA+S, then the message of
+//	                  the error interface at DATA+ERR ("open: no such file or
+//	                  directory")
 //	/errno/TAB/LEN    syscall.Errno: the number at DATA, its text from the string
 //	                  array of LEN entries at TAB (syscall's errors), else
 //	                  "errno N", as Errno.Error says
@@ -40,9 +43,10 @@ const (
 	GoErrStr   GoErrKind = 1 // the Go string at DATA+A
 	GoErrPath  GoErrKind = 2 // DATA+A " " DATA+B ": " the error at DATA+B+16
 	GoErrErrno GoErrKind = 3 // the number at DATA, named by the table of B strings at A
+	GoErrWrap  GoErrKind = 4 // DATA+A ": " the error at DATA+B
 )
 
-var goErrKinds = map[string]GoErrKind{"str": GoErrStr, "path": GoErrPath, "errno": GoErrErrno}
+var goErrKinds = map[string]GoErrKind{"str": GoErrStr, "path": GoErrPath, "errno": GoErrErrno, "wrap": GoErrWrap}
 
 // GoErrCase is a dynamic type whose message a goerr argument reads.
 type GoErrCase struct {
@@ -112,7 +116,7 @@ func parseGoErrTable(s string, ft *fetchType) ([]EnumValue, []GoErrCase, bool, i
 func parseGoErrRecipe(s string) (GoErrCase, bool) {
 	f := strings.Split(s, "/")
 	k, ok := goErrKinds[f[0]]
-	want := map[GoErrKind]int{GoErrStr: 2, GoErrPath: 3, GoErrErrno: 3}[k]
+	want := map[GoErrKind]int{GoErrStr: 2, GoErrPath: 3, GoErrErrno: 3, GoErrWrap: 3}[k]
 	if !ok || len(f) != want {
 		return GoErrCase{}, false
 	}
@@ -254,8 +258,8 @@ func (g *goErrRun) linked(w uint64) uint64 {
 }
 
 // errMsg appends the message of the error (tw, data) to *msg, at most max bytes in
-// all; false when it cannot be read. A PathError's message ends with its Err's (a
-// loop, as the C runtime's, whose stack must stay bounded).
+// all; false when it cannot be read. A PathError's or a SyscallError's message ends
+// with its Err's (a loop, as the C runtime's, whose stack must stay bounded).
 func (g *goErrRun) errMsg(tw, data uint64, max int, msg *[]byte) bool {
 	r := g.r
 	for range goErrDepth {
@@ -268,13 +272,19 @@ func (g *goErrRun) errMsg(tw, data uint64, max int, msg *[]byte) bool {
 			return r.msgGoString(data+k.A, max, msg)
 		case GoErrErrno:
 			return r.msgErrno(k.A+g.bias, k.B, data, max, msg)
-		case GoErrPath:
-			if !r.msgGoString(data+k.A, max, msg) || !msgLit(" ", max, msg) ||
-				!r.msgGoString(data+k.B, max, msg) || !msgLit(": ", max, msg) {
+		case GoErrPath, GoErrWrap:
+			s, e := k.A, k.B // the last string's and the inner error's offsets
+			if k.Kind == GoErrPath {
+				if !r.msgGoString(data+k.A, max, msg) || !msgLit(" ", max, msg) {
+					return false
+				}
+				s, e = k.B, k.B+16
+			}
+			if !r.msgGoString(data+s, max, msg) || !msgLit(": ", max, msg) {
 				return false
 			}
-			tab, ok1 := r.readU64(data + k.B + 16)
-			d2, ok2 := r.readU64(data + k.B + 24)
+			tab, ok1 := r.readU64(data + e)
+			d2, ok2 := r.readU64(data + e + 8)
 			if !ok1 || !ok2 || tab == 0 {
 				return false
 			}

@@ -28,16 +28,17 @@ func TestRunGoErr(t *testing.T) {
 	put(0x200, 0, 0, base+0x1a0, 5, base+0x1b0, 25) // syscall's errors: "", "perm!", ...
 	str(0x1a0, "perm!")
 	str(0x1b0, "no such file or directory")
-	put(0x300, 0, 0, base+0x100, 4) // *fmt.wrapError's msg at 16
-	put(0x320, base+0x100, 1<<20)   // a message longer than the record
+	put(0x300, 0, 0, base+0x100, 4)                      // *fmt.wrapError's msg at 16
+	put(0x340, 0, base+0x120, 4, base+0x020, base+0x088) // *os.SyscallError{_, Syscall, Err} (at 8, 24)
+	put(0x320, base+0x100, 1<<20)                        // a message longer than the record
 	m := &Machine{Mem: memFrom(base, mem)}
 	m.Regs[10], m.Regs[5] = 0x5000, base // ax, bx
-	table := fmt.Sprintf("{nil=0,net/x.E=0x5600,*errors.errorString=0x5000/str/0,*fmt.wrapError=0x5100/str/16,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/%#x/3,*main.CodeErr=0x5400}", base+0x200)
+	table := fmt.Sprintf("{nil=0,net/x.E=0x5600,*errors.errorString=0x5000/str/0,*fmt.wrapError=0x5100/str/16,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/%#x/3,*main.CodeErr=0x5400,*os.SyscallError=0x5700/wrap/8/24}", base+0x200)
 	for _, c := range []struct{ args, want string }{
 		{`a=%ax,%bx b=\0x5100,\0x1300 c=\0x5200,\0x1040 d=\0x5300,\0x1088 e=\0x5300,\0x1090 f=\0x5300,\0x1080`,
 			` a="file does not exist" b="file" c="open /missing: no such file or directory" d="errno 7" e="errno -3" f="no such file or directory"`},
-		{`n=\0,\0 custom=\0x5400,%bx unknown=\0x5500,%bx bad=\0x5000,\0x9000 viaitab=+8(\0x1020),\0x1088`,
-			` n=nil custom=*main.CodeErr unknown=0x5500 bad=*errors.errorString viaitab="errno 7"`},
+		{`n=\0,\0 custom=\0x5400,%bx unknown=\0x5500,%bx bad=\0x5000,\0x9000 viaitab=+8(\0x1020),\0x1088 sys=\0x5700,\0x1340`,
+			` n=nil custom=*main.CodeErr unknown=0x5500 bad=*errors.errorString viaitab="errno 7" sys="open: errno 7"`},
 	} {
 		var def strings.Builder
 		def.WriteString("p:e f")

@@ -25,8 +25,10 @@ var goErrRecipes = map[string]func(in *debuginfo.Info) string{
 		}
 		return ""
 	},
-	"*io/fs.PathError": pathRecipe,
-	"syscall.Errno":    errnoRecipe,
+	"*io/fs.PathError":           pathRecipe,
+	"*os.SyscallError":           syscallRecipe,
+	"*encoding/json.SyntaxError": func(in *debuginfo.Info) string { return strFieldRecipe(in, "encoding/json.SyntaxError", "msg") },
+	"syscall.Errno":              errnoRecipe,
 }
 
 // strFieldRecipe reads the string field of the struct typ (the error is a pointer
@@ -47,6 +49,15 @@ func pathRecipe(in *debuginfo.Info) string {
 		return ""
 	}
 	return fmt.Sprintf("/path/%d/%d", op.ByteOffset, path.ByteOffset)
+}
+
+// syscallRecipe is *os.SyscallError's: Syscall + ": " + Err.Error().
+func syscallRecipe(in *debuginfo.Info) string {
+	sc, err := goField(in, "os.SyscallError", "Syscall"), goField(in, "os.SyscallError", "Err")
+	if sc == nil || err == nil || kindOf(sc.Type) != goString || kindOf(err.Type) != goIface {
+		return ""
+	}
+	return fmt.Sprintf("/wrap/%d/%d", sc.ByteOffset, err.ByteOffset)
 }
 
 // errnoRecipe is syscall.Errno's: its text in syscall's table of strings (the

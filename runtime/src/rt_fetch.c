@@ -288,7 +288,7 @@ __attribute__((noinline)) static const u8 *go_string(struct fctx *c, const u8 *c
 #define GOERR_TRAILER 10
 #define GOERR_DEPTH 3
 #define GOERR_IMAGE 1
-enum { GoErrStr = 1, GoErrPath = 2, GoErrErrno = 3 };
+enum { GoErrStr = 1, GoErrPath = 2, GoErrErrno = 3, GoErrWrap = 4 };
 
 struct gomsg {
 	u32 start, n, max; /* record offset, bytes so far, limit */
@@ -359,8 +359,8 @@ static int msg_errno(struct fctx *c, struct gomsg *m, u64 data, u64 tab, u64 tle
 }
 
 /* go_errmsg appends the message of the error (tw, data) as its case says; 0 when
- * it has none or cannot be read. A PathError's message ends with its Err's: a loop,
- * not a recursion, so that the stack's bound stays known. */
+ * it has none or cannot be read. A PathError's or a SyscallError's message ends
+ * with its Err's: a loop, not a recursion, so that the stack's bound stays known. */
 static int go_errmsg(struct fctx *c, struct gomsg *m, const u8 *cases, u32 ncase, u64 bias, u64 tw, u64 data)
 {
 	for (int depth = 0; depth < GOERR_DEPTH; depth++) {
@@ -372,17 +372,22 @@ static int go_errmsg(struct fctx *c, struct gomsg *m, const u8 *cases, u32 ncase
 			}
 		if (!k)
 			return 0;
-		u64 a = le64(k + 9), b = le64(k + 17), tab;
+		u64 a = le64(k + 9), b = le64(k + 17), tab, s = a, e = b; /* the last string, the inner error */
 		switch (k[8]) {
 		case GoErrStr:
 			return msg_gostr(c, m, data + a);
 		case GoErrErrno:
 			return msg_errno(c, m, data, a + bias, b);
 		case GoErrPath:
-			if (!msg_gostr(c, m, data + a) || !msg_lit(c, m, " ", 1) || !msg_gostr(c, m, data + b) ||
-			    !msg_lit(c, m, ": ", 2))
+			if (!msg_gostr(c, m, data + a) || !msg_lit(c, m, " ", 1))
 				return 0;
-			if (!rd64(c, data + b + 16, &tab) || !rd64(c, data + b + 24, &data) || !tab || !rd64(c, tab + 8, &tw))
+			s = b;
+			e = b + 16;
+			/* fall through */
+		case GoErrWrap:
+			if (!msg_gostr(c, m, data + s) || !msg_lit(c, m, ": ", 2))
+				return 0;
+			if (!rd64(c, data + e, &tab) || !rd64(c, data + e + 8, &data) || !tab || !rd64(c, tab + 8, &tw))
 				return 0;
 			if (tw)
 				tw -= bias;

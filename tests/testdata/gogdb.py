@@ -78,7 +78,7 @@ def errtext(name, data):
     """the message of the error (name, data), None where kprewrite reads none"""
     if name == "*errors.errorString":
         return gostr(at(data, "errors.errorString")["s"])
-    if name in ("*fmt.wrapError", "*fmt.wrapErrors"):
+    if name in ("*fmt.wrapError", "*fmt.wrapErrors", "*encoding/json.SyntaxError"):
         return gostr(at(data, name[1:])["msg"])
     if name == "runtime.plainError":  # type plainError string: its header at data
         hdr = bytes(gdb.selected_inferior().read_memory(data, 16))
@@ -93,6 +93,11 @@ def errtext(name, data):
         if inner is None:
             return None
         return gostr(p["Op"]) + " " + gostr(p["Path"]) + ": " + inner
+    if name == "*os.SyscallError":
+        p = at(data, "os.SyscallError")
+        err = p["Err"]
+        inner = errtext(dyn(err), int(err["data"])) if int(err["tab"]) else None
+        return None if inner is None else gostr(p["Syscall"]) + ": " + inner
     if name == "syscall.Errno":
         n = int(at(data, "uintptr"))
         table = gdb.parse_and_eval("'syscall.errors'")

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -123,7 +124,8 @@ func many(i int) (a, b, c, d, e, f, g, h, j, k int) {
 func size(m map[string]int) int { return len(m) }
 
 // check takes errors: the kinds whose message is in memory (errors.New, fmt.Errorf
-// with and without %w, a PathError, Errnos, a runtime.plainError), a custom one and nil.
+// with and without %w, Errnos, a runtime.plainError, an os.SyscallError, a
+// json.SyntaxError), a custom one and nil.
 //
 //go:noinline
 func check(k int, err error) int {
@@ -157,7 +159,8 @@ func plainErr() (err error) {
 func errorsOf(i int) []error {
 	base := errors.New("file does not exist")
 	return []error{nil, base, fmt.Errorf("wrapped %d: %w", i, base), fmt.Errorf("both: %w, %w", base, errors.New("other")),
-		fmt.Errorf("plain %d", i), &CodeErr{Code: i}, syscall.Errno(2), syscall.Errno(0), syscall.Errno(4000), plainErr()}
+		fmt.Errorf("plain %d", i), &CodeErr{Code: i}, syscall.Errno(2), syscall.Errno(0), syscall.Errno(4000), plainErr(),
+		os.NewSyscallError("read", syscall.Errno(9)), json.Unmarshal([]byte("{"), new(any))}
 }
 
 func main() {

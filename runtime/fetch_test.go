@@ -166,6 +166,76 @@ func TestFetchMatchesEventdef(t *testing.T) {
 	if planned != 24 {
 		t.Errorf("%d runs went through a fetch plan, want 24", planned)
 	}
+	for _, def := range defs {
+		if strings.HasPrefix(def, "p:g/m f a=") || strings.HasPrefix(def, "p:g/p ") {
+			testGoErrMutations(t, exe, filepath.Join(dir, "mvec"), base, size, mem, memRead, def)
+		}
+	}
+}
+
+// writeVec writes fetchrun's input: the memory at base, the machine and the program.
+func writeVec(t *testing.T, path string, base, size uint64, mem []byte, m *eventdef.Machine, prog []byte) {
+	t.Helper()
+	var in bytes.Buffer
+	le := binary.LittleEndian
+	binary.Write(&in, le, uint64(base))
+	binary.Write(&in, le, uint64(size))
+	in.Write(mem)
+	binary.Write(&in, le, m.Regs)
+	binary.Write(&in, le, m.Xmm)
+	var comm [16]byte
+	copy(comm[:15], m.Comm)
+	in.Write(comm[:])
+	binary.Write(&in, le, m.LoadBias)
+	binary.Write(&in, le, uint32(len(prog)))
+	in.Write(prog)
+	if err := os.WriteFile(path, in.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testGoErrMutations sets each byte of the first block's code of def (a goerr's: its
+// cases, flags and sources) to a few values in turn: the C interpreter must refuse the
+// program where eventdef.Run does, and write the same record where it does not.
+func testGoErrMutations(t *testing.T, exe, vec string, base, size uint64, mem []byte, memRead func(uint64, []byte) bool, def string) {
+	p, err := eventdef.Parse(def)
+	if err != nil || !strings.Contains(def, "goerr") {
+		t.Fatalf("%s: %v", def, err)
+	}
+	prog, err := eventdef.Compile(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	code := eventdef.HeaderSize + eventdef.BlockHeader
+	m := eventdef.Machine{Mem: memRead, LoadBias: base}
+	runs, refused := 0, 0
+	for i := code; i < code+int(le.Uint16(prog[eventdef.HeaderSize+4:])); i++ {
+		for _, v := range []byte{0, 1, 2, 4, 0x10, 0x28, 0xff} {
+			if prog[i] == v {
+				continue
+			}
+			q := bytes.Clone(prog)
+			q[i] = v
+			want, err := eventdef.Run(q, &m)
+			wantLen := int64(len(want))
+			if err != nil {
+				wantLen, refused = -1, refused+1
+			}
+			writeVec(t, vec, base, size, mem, &m, q)
+			out, err := exec.Command(exe, vec, "fast").Output()
+			if err != nil {
+				t.Fatalf("byte %d = %#x: fetchrun: %v", i, v, err)
+			}
+			elen := le.Uint32(out)
+			n := int64(le.Uint64(out[4+elen:]))
+			if got := out[12+elen:]; n != wantLen || n > 0 && !bytes.Equal(got[:n], want) {
+				t.Errorf("byte %d = %#x: C wrote %d bytes %x, eventdef %d bytes %x", i, v, n, got[:max(n, 0)], wantLen, want)
+			}
+			runs++
+		}
+	}
+	t.Logf("%d changed goerr programs, %d refused by both", runs, refused)
 }
 
 // testFetchRegSets runs prog in C and in eventdef.Run with each register set and
@@ -200,23 +270,9 @@ func testFetchRegSets(t *testing.T, def string, prog []byte, regSets []map[strin
 			t.Fatalf("%s: eventdef.Run: %v", def, err)
 		}
 
-		var in bytes.Buffer
 		le := binary.LittleEndian
-		binary.Write(&in, le, uint64(base))
-		binary.Write(&in, le, uint64(size))
-		in.Write(mem)
-		binary.Write(&in, le, m.Regs)
-		binary.Write(&in, le, m.Xmm)
-		var comm [16]byte
-		copy(comm[:15], m.Comm)
-		in.Write(comm[:])
-		binary.Write(&in, le, m.LoadBias)
-		binary.Write(&in, le, uint32(len(prog)))
-		in.Write(prog)
 		vec := filepath.Join(dir, "vec")
-		if err := os.WriteFile(vec, in.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeVec(t, vec, base, size, mem, &m, prog)
 		for _, mode := range []string{"fast", "syscall"} {
 			var stderr bytes.Buffer
 			cmd := exec.Command(exe, vec, mode)

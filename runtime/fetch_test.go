@@ -3,6 +3,7 @@ package kprt_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,44 @@ func TestFetchMatchesEventdef(t *testing.T) {
 	put64(0x400, base+0x300) // pointer chain
 	for i := 0; i < 64; i++ {
 		mem[0x500+i] = byte(i * 7)
+	}
+	// Go errors (eventdef's goerr): an *errors.errorString, an itab of syscall.Errno,
+	// an *fs.PathError, Errnos, syscall's errors table, a message longer than a record
+	put64(0x800, base+0x900)
+	put64(0x808, 19)
+	copy(mem[0x900:], "file does not exist")
+	put64(0x828, 0x5300)
+	for i, v := range []uint64{base + 0x920, 4, base + 0x930, 8, base + 0x820, base + 0x880} {
+		put64(0x840+8*i, v)
+	}
+	copy(mem[0x920:], "open")
+	copy(mem[0x930:], "/missing")
+	put64(0x880, 2)
+	put64(0x888, 7)
+	put64(0x890, ^uint64(2))
+	for i, v := range []uint64{0, 0, base + 0x9a0, 5, base + 0x9b0, 25} {
+		put64(0xa00+8*i, v)
+	}
+	copy(mem[0x9a0:], "perm!")
+	copy(mem[0x9b0:], "no such file or directory")
+	// a position-independent program's: type words moved by the load bias (base)
+	for i, v := range []uint64{base + 0x920, 4, base + 0x930, 8, base + 0xb40, base + 0x880} {
+		put64(0xb00+8*i, v)
+	}
+	put64(0xb48, base+0x5300)
+	for i, v := range []uint64{base + 0x920, 4, base + 0x820, base + 0x888} { // an *os.SyscallError
+		put64(0xb80+8*i, v)
+	}
+	put64(0x8c0, base+0x1000)
+	put64(0x8c8, 1<<20)
+	goErrTable := fmt.Sprintf("goerr{nil=0,*os.SyscallError=0x5100/wrap/0/16,*errors.errorString=0x5000/str/0,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/%#x/3,*main.CodeErr=0x5400}", base+0xa00)
+	goErrDef := func(args string) string {
+		var b strings.Builder
+		b.WriteString("p:g/m f")
+		for _, a := range strings.Fields(args) {
+			b.WriteString(" " + a + ":" + goErrTable)
+		}
+		return b.String()
 	}
 	copy(mem[size-4:], "end\x00")   // ends exactly at the last mapped byte
 	copy(mem[size-3:size], "abc")   // (overwritten) no NUL before the unmapped page
@@ -82,6 +121,13 @@ func TestFetchMatchesEventdef(t *testing.T) {
 		// Go slices' first elements, never past the length
 		`p:g/l f a=%r8,\3:u8[8] b=%r8,%si:u64[3] c=%r8,+0(%di):x16[2] d=%r9,\4:u32[2]`,
 		`p:g/k f a=+8(%bx):gostring c=%di,\3:gostring d=%r9,\8:gostring e=%di,+8(%bx):gostring z=%di,\0:gostring b=+0(%bx):gostring`,
+		// Go errors: messages, nil, names, faults, a message cut at the record's room
+		goErrDef(fmt.Sprintf(`a=\0x5000,\%#x b=\0x5200,\%#x c=\0x5300,\%#x d=+8(\%#x),\%#x e=%%ax,%%bx n=\0,\0 x=\0x5400,%%di bad=\0x5000,\0x9000 s=\0x5100,\%#x`,
+			base+0x800, base+0x840, base+0x890, base+0x820, base+0x888, base+0xb80)),
+		goErrDef(fmt.Sprintf(`long=\0x5000,\%#x next=\0x5000,\%#x`, base+0x8c0, base+0x800)),
+		fmt.Sprintf(`p:g/p f a=\%#[1]x,\%#[2]x:%[3]s b=\%#[4]x,\%#[5]x:%[3]s x=\%#[6]x,\%#[7]x:%[3]s n=\0,\0:%[3]s`, base+0x5000, base+0x800,
+			"goerr{@image,nil=0,*errors.errorString=0x5000/str/0,*fs.PathError=0x5200/path/0/16,syscall.Errno=0x5300/errno/0xa00/3,*main.CodeErr=0x5400}",
+			base+0x5200, base+0xb00, base+0x5400, base+0x800),
 		`p:g/i f sb=+0(%r8):sb3@2/8[4] sw=+4(%cx):sb5@27/32 ub=+4(%cx):b5@27/32 fl=+0(%r8):f32 db=+0(%r8):f64 en=+0(%r8):u32{A=1,B=2} es=+1(%r8):s8[3]{M=-1,Z=0}`,
 	}
 	planned := 0
@@ -120,6 +166,76 @@ func TestFetchMatchesEventdef(t *testing.T) {
 	if planned != 24 {
 		t.Errorf("%d runs went through a fetch plan, want 24", planned)
 	}
+	for _, def := range defs {
+		if strings.HasPrefix(def, "p:g/m f a=") || strings.HasPrefix(def, "p:g/p ") {
+			testGoErrMutations(t, exe, filepath.Join(dir, "mvec"), base, size, mem, memRead, def)
+		}
+	}
+}
+
+// writeVec writes fetchrun's input: the memory at base, the machine and the program.
+func writeVec(t *testing.T, path string, base, size uint64, mem []byte, m *eventdef.Machine, prog []byte) {
+	t.Helper()
+	var in bytes.Buffer
+	le := binary.LittleEndian
+	binary.Write(&in, le, uint64(base))
+	binary.Write(&in, le, uint64(size))
+	in.Write(mem)
+	binary.Write(&in, le, m.Regs)
+	binary.Write(&in, le, m.Xmm)
+	var comm [16]byte
+	copy(comm[:15], m.Comm)
+	in.Write(comm[:])
+	binary.Write(&in, le, m.LoadBias)
+	binary.Write(&in, le, uint32(len(prog)))
+	in.Write(prog)
+	if err := os.WriteFile(path, in.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testGoErrMutations sets each byte of the first block's code of def (a goerr's: its
+// cases, flags and sources) to a few values in turn: the C interpreter must refuse the
+// program where eventdef.Run does, and write the same record where it does not.
+func testGoErrMutations(t *testing.T, exe, vec string, base, size uint64, mem []byte, memRead func(uint64, []byte) bool, def string) {
+	p, err := eventdef.Parse(def)
+	if err != nil || !strings.Contains(def, "goerr") {
+		t.Fatalf("%s: %v", def, err)
+	}
+	prog, err := eventdef.Compile(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	code := eventdef.HeaderSize + eventdef.BlockHeader
+	m := eventdef.Machine{Mem: memRead, LoadBias: base}
+	runs, refused := 0, 0
+	for i := code; i < code+int(le.Uint16(prog[eventdef.HeaderSize+4:])); i++ {
+		for _, v := range []byte{0, 1, 2, 4, 0x10, 0x28, 0xff} {
+			if prog[i] == v {
+				continue
+			}
+			q := bytes.Clone(prog)
+			q[i] = v
+			want, err := eventdef.Run(q, &m)
+			wantLen := int64(len(want))
+			if err != nil {
+				wantLen, refused = -1, refused+1
+			}
+			writeVec(t, vec, base, size, mem, &m, q)
+			out, err := exec.Command(exe, vec, "fast").Output()
+			if err != nil {
+				t.Fatalf("byte %d = %#x: fetchrun: %v", i, v, err)
+			}
+			elen := le.Uint32(out)
+			n := int64(le.Uint64(out[4+elen:]))
+			if got := out[12+elen:]; n != wantLen || n > 0 && !bytes.Equal(got[:n], want) {
+				t.Errorf("byte %d = %#x: C wrote %d bytes %x, eventdef %d bytes %x", i, v, n, got[:max(n, 0)], wantLen, want)
+			}
+			runs++
+		}
+	}
+	t.Logf("%d changed goerr programs, %d refused by both", runs, refused)
 }
 
 // testFetchRegSets runs prog in C and in eventdef.Run with each register set and
@@ -154,23 +270,9 @@ func testFetchRegSets(t *testing.T, def string, prog []byte, regSets []map[strin
 			t.Fatalf("%s: eventdef.Run: %v", def, err)
 		}
 
-		var in bytes.Buffer
 		le := binary.LittleEndian
-		binary.Write(&in, le, uint64(base))
-		binary.Write(&in, le, uint64(size))
-		in.Write(mem)
-		binary.Write(&in, le, m.Regs)
-		binary.Write(&in, le, m.Xmm)
-		var comm [16]byte
-		copy(comm[:15], m.Comm)
-		in.Write(comm[:])
-		binary.Write(&in, le, m.LoadBias)
-		binary.Write(&in, le, uint32(len(prog)))
-		in.Write(prog)
 		vec := filepath.Join(dir, "vec")
-		if err := os.WriteFile(vec, in.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeVec(t, vec, base, size, mem, &m, prog)
 		for _, mode := range []string{"fast", "syscall"} {
 			var stderr bytes.Buffer
 			cmd := exec.Command(exe, vec, mode)

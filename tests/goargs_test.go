@@ -1,12 +1,15 @@
 package tests
 
 import (
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -25,6 +28,9 @@ type goArgEvent struct {
 	ret, gdbRet bool
 	// noGDB: checked against the program's output only (gdb misreads the value)
 	noGDB bool
+	// printed: checked against the program's output too (an error's message, which
+	// the program prints with its Error method)
+	printed bool
 }
 
 var goArgEvents = []goArgEvent{
@@ -42,7 +48,7 @@ var goArgEvents = []goArgEvent{
 	{gdbRet: true, def: "r:g/labelr main.label $retval", ret: true, fields: [][3]string{{"r0", "~r0", "val"}, {"r1", "~r1", "val"}, {"r2", "~r2", "val"}}},
 	// a line of a function (FUNC:RELLINE) and of the source file (FILE:LINE)
 	{def: "p:g/sumline main.sum:3 xs", fields: [][3]string{{"xs_len", "xs", "len"}, {"xs", "xs", "elems"}}},
-	{def: "p:g/fileline main.go:42 xs[1]", fields: [][3]string{{"xs_1", "xs", "at1"}}},
+	{def: "p:g/fileline main.go:46 xs[1]", fields: [][3]string{{"xs_1", "xs", "at1"}}},
 	{noGDB: true, def: "p:g/mixed main.mixed m"},
 	// a variable moved to the heap (&x in DWARF), by name and in $vars
 	{def: "p:g/esc main.escape:4 x", fields: [][3]string{{"x", "x", "val"}}},
@@ -50,12 +56,15 @@ var goArgEvents = []goArgEvent{
 	{def: "r:g/midr main.mid $retval", ret: true, fields: [][3]string{{"arg1_X", "~r0.X", "val"}, {"arg1_Y", "~r0.Y", "val"}}},
 	// a map by its length (nil: 0)
 	{def: "p:g/size main.size m", fields: [][3]string{{"m_len", "m", "maplen"}}},
+	// errors by their message where it is in memory, else by their dynamic type
+	{printed: true, def: "p:g/check main.check k err", fields: [][3]string{{"k", "k", "val"}, {"err", "err", "errmsg"}}},
+	{gdbRet: true, def: "r:g/openr main.openFile $retval", ret: true, fields: [][3]string{{"r0", "~r0", "val"}, {"r1", "~r1", "errmsg"}}},
 }
 
 // TestGoArgsMatchGDB: a Go program (testdata/goargs) built with go build, without
 // optimization (-N -l) and with the default one, traced by name: strings, ints, a
 // slice's length and elements, a struct by value and through pointers, interfaces and
-// errors by their dynamic type, a map by its length, every result of a function ($retval) and results by
+// errors by their message (or their dynamic type), a map by its length, every result of a function ($retval) and results by
 // name at its return. gdb stops the same program at the same addresses (the entries,
 // and the exits where the return events record) and reads the same values through
 // the program's DWARF: every traced record must be one gdb saw, and every record gdb
@@ -88,7 +97,7 @@ func TestGoArgsMatchGDB(t *testing.T) {
 				if !e.ret && !e.noGDB || e.gdbRet && build.name == "N" {
 					wants["gdb"] = gdbSaw[ev]
 				}
-				if e.ret || e.noGDB {
+				if e.ret || e.noGDB || e.printed {
 					wants["the program's output"] = resultsPrinted(ev, orig.Stdout)
 				}
 				for by, want := range wants {
@@ -102,8 +111,9 @@ func TestGoArgsMatchGDB(t *testing.T) {
 	}
 }
 
-// buildGoTestdata builds the Go program in dir with this machine's toolchain.
-func buildGoTestdata(t *testing.T, dir, gcflags string) string {
+// buildGoTestdata builds the Go program in dir with this machine's toolchain (and
+// go build's extra arguments).
+func buildGoTestdata(t *testing.T, dir, gcflags string, extra ...string) string {
 	t.Helper()
 	tmp := t.TempDir()
 	src, err := os.ReadFile(filepath.Join(dir, "main.go"))
@@ -120,6 +130,7 @@ func buildGoTestdata(t *testing.T, dir, gcflags string) string {
 	if gcflags != "" {
 		args = append(args, "-gcflags="+gcflags)
 	}
+	args = append(args, extra...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0", "GOFLAGS=")
@@ -209,12 +220,16 @@ func isRet(ev string) bool {
 
 // resultsPrinted is what the event ev records, from the program's own
 // lines ("divmod Q R ERR", "label S F OK", "greet N", "mid X Y", "mixed N A B F HOST
-// PATH").
+// PATH", "check K N ERR", "open N ERR").
 func resultsPrinted(ev, stdout string) []string {
 	var out []string
 	for _, l := range strings.Split(stdout, "\n") {
 		f := strings.Fields(l)
 		switch {
+		case ev == "check" && len(f) >= 4 && f[0] == "check":
+			out = append(out, fmt.Sprintf("check: k=%s err=%s", f[1], errTraced(strings.SplitN(l, " ", 4)[3])))
+		case ev == "openr" && len(f) >= 3 && f[0] == "open":
+			out = append(out, fmt.Sprintf("openr: r0=%s r1=%s", f[1], errTraced(strings.SplitN(l, " ", 3)[2])))
 		case ev == "greetr" && len(f) == 2 && f[0] == "greet":
 			out = append(out, fmt.Sprintf("greetr: arg1=%s", f[1]))
 		case (ev == "divr" || ev == "divq") && len(f) >= 4 && f[0] == "divmod":
@@ -237,6 +252,18 @@ func resultsPrinted(ev, stdout string) []string {
 		}
 	}
 	return out
+}
+
+// errTraced is how the trace shows an error the program printed as msg: nil, a
+// main.CodeErr by its type (its message is computed), others by their message.
+func errTraced(msg string) string {
+	switch {
+	case msg == "<nil>":
+		return "nil"
+	case strings.HasPrefix(msg, "code "):
+		return "*main.CodeErr"
+	}
+	return `"` + msg + `"`
 }
 
 // dedupe sorts lines and drops repeats: Go's morestack runs a function's entry
@@ -321,6 +348,69 @@ func TestGoVarsNamed(t *testing.T) {
 	for _, l := range readTraceAfterRun(t, out, testprog.Run(t, testprog.Cmd{Path: bin}).Stdout) {
 		if !strings.Contains(l.Args, " x=") {
 			t.Errorf("record without x: %s", l.Args)
+		}
+	}
+}
+
+// TestGoErrorFilterHist: an error's message is the field's text for filters and hist
+// keys (a value without a message, nil or a custom type, is ""): the filter keeps the
+// calls whose error mentions a file, the histogram counts every hit by message.
+func TestGoErrorFilterHist(t *testing.T) {
+	testprog.Need(t, "go")
+	bin := buildGoTestdata(t, "testdata/goargs", "")
+	out := filepath.Join(t.TempDir(), "prog.kp")
+	rewriteWith(t, bin, out, []string{"p:g/check main.check k err"}, "--exits", "--exits-only", "--optimized-only",
+		"--filter", `g/check:err ~ "*file*"`, "--trigger", "g/check:hist:keys=err")
+	var got []string
+	for _, l := range readTraceAfterRun(t, out, testprog.Run(t, testprog.Cmd{Path: bin}).Stdout) {
+		got = append(got, l.Args)
+	}
+	want := []string{` k=1 err="file does not exist"`, ` k=2 err="wrapped 0: file does not exist"`, ` k=2 err="wrapped 1: file does not exist"`,
+		` k=2 err="wrapped 2: file does not exist"`, ` k=3 err="both: file does not exist, other"`, ` k=6 err="no such file or directory"`, ` k=10 err="read: bad file descriptor"`}
+	if len(got) != 15 || !slices.Equal(dedupe(got), dedupe(want)) { // check is a leaf: no morestack restarts
+		t.Errorf("filtered records:\n  %s\nwant 15 of\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	hist := kpOK(t, "hist", out+".trace")
+	for key, n := range map[string]int{"file does not exist": 3, "errno 4000": 3, "close of nil channel": 3, "wrapped 1: file does not exist": 1, "": 6} {
+		re := regexp.MustCompile(`\{ err: ` + regexp.QuoteMeta(key) + ` *\} hitcount: *` + strconv.Itoa(n) + `\n`)
+		if !re.MatchString(hist) {
+			t.Errorf("hist has no %q with %d hits:\n%s", key, n, hist)
+		}
+	}
+}
+
+// TestGoInterfacesPIE: in a position-independent build (-buildmode=pie), whose type
+// descriptors move by the load bias, errors print their messages and a custom one its
+// type's name, as the program prints them, and interfaces their dynamic types by name,
+// as the same program built without -buildmode=pie traces them (which
+// TestGoArgsMatchGDB checks against gdb).
+func TestGoInterfacesPIE(t *testing.T) {
+	testprog.Need(t, "go")
+	defs := []string{"p:g/check main.check k err", "r:g/openr main.openFile $retval", "p:g/area main.area s", "p:g/describe main.describe s e"}
+	traces := map[string]map[string][]string{}
+	var stdout string
+	for _, mode := range []string{"exe", "pie"} {
+		bin := buildGoTestdata(t, "testdata/goargs", "", "-buildmode="+mode)
+		if f, err := elf.Open(bin); err != nil || (f.Type == elf.ET_DYN) != (mode == "pie") {
+			t.Fatalf("-buildmode=%s: ELF type %v (%v)", mode, f.Type, err)
+		}
+		orig := testprog.Run(t, testprog.Cmd{Path: bin})
+		out := filepath.Join(t.TempDir(), "prog.kp")
+		rewriteWith(t, bin, out, defs, "--exits", "--exits-only", "--optimized-only")
+		traces[mode] = map[string][]string{}
+		for _, l := range readTraceAfterRun(t, out, orig.Stdout) {
+			traces[mode][l.Event] = append(traces[mode][l.Event], l.Event+":"+l.Args)
+		}
+		stdout = orig.Stdout
+	}
+	for _, ev := range []string{"check", "openr", "area", "describe"} {
+		got, want, by := traces["pie"][ev], traces["exe"][ev], "the build without -buildmode=pie"
+		if ev == "check" || ev == "openr" {
+			want, by = resultsPrinted(ev, stdout), "the program's output"
+		}
+		// as sets: morestack's restarts of an entry vary from run to run
+		if len(got) == 0 || !slices.Equal(dedupe(got), dedupe(want)) {
+			t.Errorf("%s: traced\n  %s\nwant (%s)\n  %s", ev, strings.Join(got, "\n  "), by, strings.Join(want, "\n  "))
 		}
 	}
 }

@@ -35,6 +35,7 @@ func (in *Info) goTypeIndex() map[string]uint64 {
 		return in.goTypes
 	}
 	in.goTypes = map[string]uint64{}
+	in.goDwarf = map[string]dwarf.Offset{}
 	r := in.d.Reader()
 	for {
 		e, err := r.Next()
@@ -52,6 +53,7 @@ func (in *Info) goTypeIndex() map[string]uint64 {
 		if name != "" && off != 0 {
 			if _, dup := in.goTypes[name]; !dup {
 				in.goTypes[name] = off
+				in.goDwarf[name] = e.Offset
 			}
 		}
 		if e.Tag == dwarf.TagSubprogram && e.Children {
@@ -67,6 +69,15 @@ func (in *Info) goTypeIndex() map[string]uint64 {
 // whose descriptors move; no type data; an interface without methods, or more than
 // MaxDynTypes types).
 func (in *Info) DynTypes(iface string) (map[uint64]string, error) {
+	if in.pie {
+		return nil, nil
+	}
+	return in.LinkedDynTypes(iface)
+}
+
+// LinkedDynTypes is DynTypes in a position-independent program too, by link-time
+// addresses (which the load bias moves: see PIE).
+func (in *Info) LinkedDynTypes(iface string) (map[uint64]string, error) {
 	if m, ok := in.dynTypes[iface]; ok {
 		return m, nil
 	}
@@ -83,7 +94,7 @@ func (in *Info) DynTypes(iface string) (map[uint64]string, error) {
 func (in *Info) dynTypesOf(iface string) (map[uint64]string, error) {
 	idx := in.goTypeIndex()
 	ioff, ok := idx[iface]
-	if !ok || in.pie {
+	if !ok {
 		return nil, nil
 	}
 	f, err := infile.Open(in.Binary)
@@ -225,4 +236,33 @@ func hasMethods(name string, methods []string, funcs map[string]bool) bool {
 		return false
 	}
 	return true
+}
+
+// GoType is the DWARF type of the Go type named name (errors.errorString), nil
+// when DWARF describes none.
+func (in *Info) GoType(name string) dwarf.Type {
+	off, ok := in.goTypeIndex()[name]
+	if !ok || off == 0 {
+		return nil
+	}
+	t, err := in.d.Type(in.goDwarf[name])
+	if err != nil {
+		return nil
+	}
+	return t
+}
+
+// PIE says whether the program is position-independent: its link-time addresses
+// move by its load bias.
+func (in *Info) PIE() bool { return in.pie }
+
+// DataObject is the link-time address and size of the data symbol name (Go's
+// syscall.errors); ok is false without one.
+func (in *Info) DataObject(name string) (addr, size uint64, ok bool) {
+	for _, o := range in.objects {
+		if o.name == name {
+			return o.addr, o.size, true
+		}
+	}
+	return 0, 0, false
 }

@@ -35,6 +35,7 @@ type Info struct {
 	pie      bool
 	goTypes  map[string]uint64            // Go types' descriptor offsets by name (goTypeIndex)
 	dynTypes map[string]map[uint64]string // DynTypes by interface
+	goDwarf  map[string]dwarf.Offset      // Go's named types' DWARF entries (goTypeIndex)
 }
 
 type object struct {

@@ -48,7 +48,8 @@ const (
 	// OpStMemN (kprewrite): u8 size, u8 count, then a source and its dereferences
 	// that give n: the first min(n, count) elements of size bytes at the value
 	// (read as STMEM reads them), zeros for the rest.
-	OpStMemN   = 0x27
+	OpStMemN = 0x27
+	// OpStGoErr = 0x28 (kprewrite), goerr.go
 	OpBitfield = 0x30
 	// OpSBitfield is OpBitfield with an arithmetic right shift: a signed bitfield.
 	OpSBitfield = 0x31
@@ -64,7 +65,9 @@ func (a *Arg) SlotSize() int {
 }
 
 // dynamic reports whether the argument stores strings after the fixed area.
-func (a *Arg) dynamic() bool { return a.Kind == KindString || a.Kind == KindUString }
+func (a *Arg) dynamic() bool {
+	return a.Kind == KindString || a.Kind == KindUString || a.Kind == KindGoErr
+}
 
 // RecordSize returns the size of a record's fixed area for the probe, and
 // the largest record its program may write (fixed area plus strings).
@@ -288,6 +291,12 @@ func (c *compiler) arg(a *Arg) ([]byte, error) {
 				op = OpSBitfield
 			}
 			out = append(out, op, in.lshift, in.rshift)
+		case opStGoErr:
+			gc, err := c.goErrCode(a)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, gc...)
 		case opLpArray, opEnd:
 		default:
 			return nil, fmt.Errorf("unexpected fetch operation %d", in.op)

@@ -51,6 +51,13 @@ func DecodeArgs(p *Probe, record []byte, opt FormatOptions) ([]Value, error) {
 
 func decodeValue(a *Arg, rec []byte, off int, opt FormatOptions) (any, error) {
 	u := element(a, rec, off)
+	if a.Kind == KindGoErr {
+		text, _, ok, err := goErrText(a, u, rec)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return text, nil
+	}
 	if name, ok := a.EnumName(u); ok {
 		return name, nil
 	}

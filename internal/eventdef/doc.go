@@ -126,6 +126,17 @@
 //	                                      rest of the block gives n; element
 //	                                      i < n as STMEM reads it at
 //	                                      val+i*size, zeros for i >= n
+//	0x28 STGOERR  u8 flags, u16 n, n cases {u64 type, u8 kind, u64 a,
+//	              u64 b}, source, derefs  (kprewrite) a Go error (goerr):
+//	                                      val is its type word (0 if it
+//	                                      faulted), the rest of the block
+//	                                      gives its data word; the message
+//	                                      the case of val says how to build
+//	                                      (goerr.go), its NUL, a flag (1: a
+//	                                      message) and val, as one data_loc;
+//	                                      flags 1 (@image): the cases'
+//	                                      addresses are link-time ones, type
+//	                                      words are less the load bias
 //	0x30 BITFIELD u8 lshift, u8 rshift    after STRAW/STMEM, each stored
 //	                                      element x (unsigned, of the store's
 //	                                      size) becomes (x << lshift) >> rshift

@@ -71,6 +71,7 @@ const (
 	ErrNoSymbol
 	ErrUnsupported
 	ErrBadEnum
+	ErrBadGoErr
 )
 
 var errorText = map[ErrorCode]string{
@@ -132,6 +133,7 @@ var errorText = map[ErrorCode]string{
 	ErrNoSymbol:     "Symbol is not found",
 	ErrUnsupported:  "This fetch argument is not supported by kprewrite",
 	ErrBadEnum:      "Invalid enum table (TYPE{NAME=VALUE,...} on an integer type)",
+	ErrBadGoErr:     "goerr takes TYPE,DATA and a table (TYPE,DATA:goerr{NAME=VALUE[/RECIPE],...})",
 }
 
 // Error returns the kernel's message text for the code.

@@ -104,7 +104,7 @@ func recordString(u uint64, rec []byte) (s []byte, ok bool, err error) {
 
 func formatValue(sb *strings.Builder, a *Arg, rec []byte, off int, opt FormatOptions) error {
 	u := element(a, rec, off)
-	if name, ok := a.EnumName(u); ok {
+	if name, ok := a.EnumName(u); ok && a.Kind != KindGoErr {
 		sb.WriteString(name)
 		return nil
 	}
@@ -132,6 +132,18 @@ func formatValue(sb *strings.Builder, a *Arg, rec []byte, off int, opt FormatOpt
 		sb.WriteByte('"')
 		sb.Write(s)
 		sb.WriteByte('"')
+	case KindGoErr:
+		text, msg, ok, err := goErrText(a, u, rec)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			sb.WriteString("(fault)")
+		case msg:
+			sb.WriteString(`"` + text + `"`)
+		default:
+			sb.WriteString(text)
+		}
 	case KindSymbol:
 		sb.WriteString(symbolize(u, opt))
 	case KindSymstr:

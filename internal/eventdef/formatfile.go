@@ -79,7 +79,7 @@ func FormatFile(p *Probe, id uint32) string {
 // element in the kernel's record, and whether it is a string (a __data_loc word).
 func FieldType(a *Arg) (string, int, bool) {
 	switch a.Kind {
-	case KindString, KindUString, KindSymstr:
+	case KindString, KindUString, KindSymstr, KindGoErr:
 		if a.Kind == KindSymstr {
 			return "unsigned long", 8, false
 		}
@@ -117,7 +117,7 @@ func printSymbolic(a *Arg, ref string) string {
 // printFmt is the kernel's print format of one element of the argument.
 func printFmt(a *Arg) string {
 	wide := a.Size == 8
-	if len(a.Enum) > 0 {
+	if len(a.Enum) > 0 && a.Kind != KindGoErr {
 		return "%s"
 	}
 	switch a.Kind {

@@ -19,7 +19,8 @@ func fuzzSeeds() []string {
 	}
 	// kprewrite's own types
 	return append(s, "p:e f a=+0(%di):u32{A=1,B=2} b=%xmm3:f64 c=+4(%si):sb3@2/8 d=+8(%di):s8[3]{M=-1}",
-		"r:e f $retval:f32 x=%xmm15:x64", "p:e f a=+0(%xmm0):string b=%di:sb5@0/8{Z=0,N=-1}")
+		"r:e f $retval:f32 x=%xmm15:x64", "p:e f a=+0(%xmm0):string b=%di:sb5@0/8{Z=0,N=-1}",
+		"p:e f e=+8(%bx),%cx:goerr{nil=0,a/b.E=0x10010/str/8,P=0x10020/path/0/16,N=0x10030/errno/0x10040/3,C=0x10050}")
 }
 
 // fuzzMachine returns a machine with every register pointing into a

@@ -67,6 +67,10 @@ type Arg struct {
 	// extension that source-level probes write for C enums): a value with a name
 	// prints as the name, others as TYPE prints them.
 	Enum []EnumValue
+	// GoErr are the recipes of a goerr argument's messages, by dynamic type;
+	// GoErrImage says their addresses are link-time ones (@image).
+	GoErr      []GoErrCase
+	GoErrImage bool
 
 	code    []insn // the kernel-style fetch instructions, ended by opEnd
 	lenCode []insn // PTR,LEN:gostring: the fetch of LEN, ended by opEnd
@@ -126,6 +130,9 @@ const (
 	// opStMemN (kprewrite) stores the elements at the value, as many as the
 	// argument's lenCode says (at most the array's count), zeros after them
 	opStMemN
+	// opStGoErr (kprewrite) stores a Go error (goerr): the value is the type word,
+	// the argument's lenCode fetches the data word
+	opStGoErr
 )
 
 type insn struct {
@@ -504,6 +511,13 @@ func (ap *argParser) parseBody(arg *Arg, body string) *ParseError {
 		return perr
 	}
 
+	if ft.name == "goerr" {
+		if perr := ap.parseGoErr(arg, t, table, tableOff, base); perr != nil {
+			return perr
+		}
+		arg.Type, arg.Kind, arg.Size = ft.name, ft.kind, ft.size
+		return nil
+	}
 	if ft.name == "gostring" {
 		if perr := ap.parseGoString(arg, t, base); perr != nil {
 			return perr

@@ -329,6 +329,11 @@ func (r *runner) block(prog []byte, pos int) (int, error) {
 		if code, ok = r.goString(code, val, fault, slot); !ok {
 			return 0, bad
 		}
+	case OpStGoErr:
+		if !r.goErr(code, val, fault, slot) {
+			return 0, bad
+		}
+		code = nil
 	case OpStMemN:
 		if len(code) < 3 || !validSize(code[1]) || code[2] == 0 {
 			return 0, bad

@@ -19,6 +19,7 @@ const (
 	KindSymbol                       // symbol: sym+0xoff/0xsize (kprewrite extension for user space)
 	KindSymstr                       // symstr: "sym+0xoff/0xsize" (kprewrite extension for user space)
 	KindFloat                        // f32, f64: the shortest decimal that reads back (kprewrite extension)
+	KindGoErr                        // goerr: a Go error's message, else its dynamic type (kprewrite extension)
 )
 
 // fetchType is one entry of the kernel's probe_fetch_types table.
@@ -36,6 +37,9 @@ var fetchTypes = []fetchType{
 	// its length (no NUL ends it): +OFF(...):gostring reads the two words at the
 	// address, PTR,LEN:gostring takes them from two fetches
 	{"gostring", KindString, 4, true},
+	// goerr (kprewrite): a Go error's message where its dynamic type keeps it in
+	// memory, else the type's name (goerr.go)
+	{"goerr", KindGoErr, 4, true},
 	{"symstr", KindSymstr, 8, true},
 	{"u8", KindUnsigned, 1, false},
 	{"u16", KindUnsigned, 2, false},

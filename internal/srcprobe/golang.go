@@ -259,6 +259,10 @@ func fields(name string, p place, userType string, cx *fetchCtx) ([]field, error
 	case goSlice:
 		return sliceFields(name, p, sym)
 	case goIface, goEface:
+		if tb, ok := cx.errTable(p.typ); ok {
+			body, err := goErrBody(p, sym)
+			return []field{{name, body, "goerr" + tb}}, err
+		}
 		body, err := dynTypeBody(p, sym)
 		return []field{{name, body, "x64" + cx.dynTable(p.typ)}}, err
 	case goMap:

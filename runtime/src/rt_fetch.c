@@ -27,7 +27,7 @@ enum {
 	OpReg = 0x01, OpStack = 0x02, OpStackP = 0x03, OpImm = 0x04, OpImage = 0x05, OpEData = 0x06,
 	OpXmm = 0x07,
 	OpDeref = 0x10, OpUDeref = 0x11, OpStRaw = 0x20, OpStMem = 0x21, OpStStr = 0x22,
-	OpStStrArr = 0x23, OpStComm = 0x24, OpStData = 0x25, OpStGoStr = 0x26, OpStMemN = 0x27, OpBitfield = 0x30,
+	OpStStrArr = 0x23, OpStComm = 0x24, OpStData = 0x25, OpStGoStr = 0x26, OpStMemN = 0x27, OpStGoErr = 0x28, OpBitfield = 0x30,
 	OpSBitfield = 0x31, /* arithmetic right shift: a signed bitfield */
 };
 
@@ -279,6 +279,167 @@ __attribute__((noinline)) static const u8 *go_string(struct fctx *c, const u8 *c
 	return code;
 }
 
+/* A Go error's message (OpStGoErr, eventdef's goerr.go): cases of GOERR_CASE bytes
+ * {u64 type, u8 kind, u64 a, u64 b} say how the dynamic types they name keep their
+ * message in memory; the data_loc's bytes are the message, its NUL, a flag (1: read)
+ * and the type word. With GOERR_IMAGE the cases' addresses are link-time ones: type
+ * words are compared and stored less the load bias. */
+#define GOERR_CASE 25
+#define GOERR_TRAILER 10
+#define GOERR_DEPTH 3
+#define GOERR_IMAGE 1
+enum { GoErrStr = 1, GoErrPath = 2, GoErrErrno = 3, GoErrWrap = 4 };
+
+struct gomsg {
+	u32 start, n, max; /* record offset, bytes so far, limit */
+};
+
+/* msg_mem appends the len bytes at addr, cut at the limit; 0 if they fault */
+static int msg_mem(struct fctx *c, struct gomsg *m, u64 addr, u64 len)
+{
+	u32 k = len < (u64)(m->max - m->n) ? (u32)len : m->max - m->n;
+	u8 tmp[64];
+	for (u32 i = 0; i < k;) {
+		u64 a = addr + i;
+		u32 chunk = k - i;
+		if (chunk > sizeof tmp)
+			chunk = sizeof tmp;
+		if (chunk > 4096 - (a & 4095))
+			chunk = (u32)(4096 - (a & 4095));
+		if (!rd(c, tmp, a, chunk))
+			return 0;
+		wr(c, m->start + m->n + i, tmp, chunk);
+		i += chunk;
+	}
+	m->n += k;
+	return 1;
+}
+
+static int msg_lit(struct fctx *c, struct gomsg *m, const char *s, u32 len)
+{
+	u32 k = len < m->max - m->n ? len : m->max - m->n;
+	wr(c, m->start + m->n, s, k);
+	m->n += k;
+	return 1;
+}
+
+/* msg_gostr appends the Go string whose {pointer, length} header is at hdr */
+static int msg_gostr(struct fctx *c, struct gomsg *m, u64 hdr)
+{
+	u64 ptr, n;
+	if (!rd64(c, hdr, &ptr) || !rd64(c, hdr + 8, &n) || (s64)n < 0)
+		return 0;
+	return msg_mem(c, m, ptr, n);
+}
+
+/* msg_errno appends syscall.Errno's text: its entry of the table of tlen strings at
+ * tab, else "errno N" (Errno.Error) */
+static int msg_errno(struct fctx *c, struct gomsg *m, u64 data, u64 tab, u64 tlen)
+{
+	u64 v, n;
+	if (!rd64(c, data, &v))
+		return 0;
+	if ((s64)v >= 0 && v < tlen) {
+		if (!rd64(c, tab + 16 * v + 8, &n))
+			return 0;
+		if (n)
+			return msg_gostr(c, m, tab + 16 * v);
+	}
+	char t[32] = "errno ", d[24];
+	u32 k = 0, len = 6;
+	u64 u = (s64)v < 0 ? -v : v;
+	do
+		d[k++] = (char)('0' + u % 10);
+	while ((u /= 10));
+	if ((s64)v < 0)
+		t[len++] = '-';
+	while (k)
+		t[len++] = d[--k];
+	return msg_lit(c, m, t, len);
+}
+
+/* go_errmsg appends the message of the error (tw, data) as its case says; 0 when
+ * it has none or cannot be read. A PathError's or a SyscallError's message ends
+ * with its Err's: a loop, not a recursion, so that the stack's bound stays known. */
+static int go_errmsg(struct fctx *c, struct gomsg *m, const u8 *cases, u32 ncase, u64 bias, u64 tw, u64 data)
+{
+	for (int depth = 0; depth < GOERR_DEPTH; depth++) {
+		const u8 *k = NULL;
+		for (u32 i = 0; i < ncase && tw; i++)
+			if (le64(cases + i * GOERR_CASE) == tw) {
+				k = cases + i * GOERR_CASE;
+				break;
+			}
+		if (!k)
+			return 0;
+		u64 a = le64(k + 9), b = le64(k + 17), tab, s = a, e = b; /* the last string, the inner error */
+		switch (k[8]) {
+		case GoErrStr:
+			return msg_gostr(c, m, data + a);
+		case GoErrErrno:
+			return msg_errno(c, m, data, a + bias, b);
+		case GoErrPath:
+			if (!msg_gostr(c, m, data + a) || !msg_lit(c, m, " ", 1))
+				return 0;
+			s = b;
+			e = b + 16;
+			/* fall through */
+		case GoErrWrap:
+			if (!msg_gostr(c, m, data + s) || !msg_lit(c, m, ": ", 2))
+				return 0;
+			if (!rd64(c, data + e, &tab) || !rd64(c, data + e + 8, &data) || !tab || !rd64(c, tab + 8, &tw))
+				return 0;
+			if (tw)
+				tw -= bias;
+			continue;
+		}
+		return 0;
+	}
+	return 0;
+}
+
+/* go_err stores a Go error (OpStGoErr at code; tw the type word); returns the code
+ * past it, NULL if malformed. */
+__attribute__((noinline)) static const u8 *go_err(struct fctx *c, const u8 *code, const u8 *end, u32 dest, u64 tw, int fault)
+{
+	u8 b[GOERR_TRAILER];
+	if (end - code < 4 || code[1] > GOERR_IMAGE)
+		return NULL;
+	u64 bias = code[1] == GOERR_IMAGE ? kprw_rt.bias : 0;
+	u32 ncase = le16(code + 2);
+	if ((u64)(end - code) < 4 + (u64)ncase * GOERR_CASE)
+		return NULL;
+	const u8 *cases = code + 4;
+	code = cases + ncase * GOERR_CASE;
+	u64 data = 0;
+	int dfault = 0;
+	if (!source(c, &code, end, &data, &dfault) || code != end || !slot_ok(c, dest, 4))
+		return NULL;
+	if (fault)
+		tw = 0;
+	if (tw)
+		tw -= bias;
+	u32 off = c->len, avail = c->recmax > off ? c->recmax - off : 0;
+	if (avail < GOERR_TRAILER) {
+		put32(b, off & 0xffff);
+		wr(c, dest, b, 4);
+		return code;
+	}
+	struct gomsg m = {off, 0, avail - GOERR_TRAILER};
+	int ok = !dfault && go_errmsg(c, &m, cases, ncase, bias, tw, data);
+	if (!ok)
+		m.n = 0;
+	b[0] = 0;
+	b[1] = (u8)ok;
+	for (u32 i = 0; i < 8; i++)
+		b[2 + i] = (u8)(tw >> (8 * i));
+	wr(c, off + m.n, b, GOERR_TRAILER);
+	c->len = off + m.n + GOERR_TRAILER;
+	put32(b, (m.n + GOERR_TRAILER) << 16 | (off & 0xffff));
+	wr(c, dest, b, 4);
+	return code;
+}
+
 /* block runs one block at prog[pos]; returns the next position or -1 if malformed */
 static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 {
@@ -426,6 +587,10 @@ static long block(struct fctx *c, const u8 *prog, u32 plen, u32 pos)
 	}
 	case OpStGoStr:
 		if (!(code = go_string(c, code, end, dest, val, fault)))
+			return -1;
+		break;
+	case OpStGoErr:
+		if (!(code = go_err(c, code, end, dest, val, fault)))
 			return -1;
 		break;
 	case OpStMemN: {

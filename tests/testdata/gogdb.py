@@ -5,7 +5,9 @@
 # VAR(.FIELD)* (through pointers as Go does); kind is "val" (an int, bool, float or
 # string), "len" (a slice's length), "elems" (a slice's first 4 elements, 0 past its length), "atN" (its
 # element N), "dyn" (an interface's dynamic type, named by the itab's symbol; nil
-# for nil) or "maplen" (a map's length).
+# for nil), "errmsg" (an error's message, read through gdb's types as its Error
+# method builds it, for the types kprewrite reads; else as "dyn") or "maplen" (a
+# map's length).
 import json
 import os
 
@@ -61,6 +63,58 @@ def dyn(v):
     return sym[len("go:itab."):].split(",")[0]
 
 
+def gostr(v):
+    n = int(v["len"])
+    if n == 0:
+        return ""
+    return bytes(gdb.selected_inferior().read_memory(int(v["str"]), n)).decode("latin-1")
+
+
+def at(data, typ):
+    return gdb.Value(data).cast(gdb.lookup_type(typ).pointer()).dereference()
+
+
+def errtext(name, data):
+    """the message of the error (name, data), None where kprewrite reads none"""
+    if name == "*errors.errorString":
+        return gostr(at(data, "errors.errorString")["s"])
+    if name in ("*fmt.wrapError", "*fmt.wrapErrors", "*encoding/json.SyntaxError"):
+        return gostr(at(data, name[1:])["msg"])
+    if name == "runtime.plainError":  # type plainError string: its header at data
+        hdr = bytes(gdb.selected_inferior().read_memory(data, 16))
+        ptr, n = int.from_bytes(hdr[:8], "little"), int.from_bytes(hdr[8:], "little")
+        return bytes(gdb.selected_inferior().read_memory(ptr, n)).decode("latin-1") if n else ""
+    if name == "*io/fs.PathError":
+        p = at(data, "io/fs.PathError")
+        err = p["Err"]
+        if int(err["tab"]) == 0:
+            return None
+        inner = errtext(dyn(err), int(err["data"]))
+        if inner is None:
+            return None
+        return gostr(p["Op"]) + " " + gostr(p["Path"]) + ": " + inner
+    if name == "*os.SyscallError":
+        p = at(data, "os.SyscallError")
+        err = p["Err"]
+        inner = errtext(dyn(err), int(err["data"])) if int(err["tab"]) else None
+        return None if inner is None else gostr(p["Syscall"]) + ": " + inner
+    if name == "syscall.Errno":
+        n = int(at(data, "uintptr"))
+        table = gdb.parse_and_eval("'syscall.errors'")
+        if n < table.type.range()[1] + 1 and int(table[n]["len"]) > 0:
+            return gostr(table[n])
+        return "errno %d" % n
+    return None
+
+
+def errmsg(v):
+    if int(v["tab"]) == 0:
+        return "nil"
+    name = dyn(v)
+    text = errtext(name, int(v["data"]))
+    return name if text is None else '"' + text + '"'
+
+
 def show(frame, field, path, kind):
     v = walk(frame, path)
     if kind == "len":
@@ -70,6 +124,8 @@ def show(frame, field, path, kind):
         return "{" + ",".join(str(int(v["array"][i])) if i < n else "0" for i in range(4)) + "}"
     if kind == "dyn":
         return dyn(v)
+    if kind == "errmsg":
+        return errmsg(v)
     if kind == "maplen":  # a map: a pointer to its header, whose first word counts
         if int(v) == 0:
             return "0"

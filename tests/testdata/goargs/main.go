@@ -1,11 +1,15 @@
 // Package main is the Go program of TestGoArgsMatchGDB: functions that take strings,
 // ints, slices, structs by value and by pointer, interfaces, errors and maps, and return
-// several results; every call prints what it returned.
+// several results; every call prints what it returned (and every error its message).
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"syscall"
 )
 
 type Point struct{ X, Y int }
@@ -119,6 +123,46 @@ func many(i int) (a, b, c, d, e, f, g, h, j, k int) {
 //go:noinline
 func size(m map[string]int) int { return len(m) }
 
+// check takes errors: the kinds whose message is in memory (errors.New, fmt.Errorf
+// with and without %w, Errnos, a runtime.plainError, an os.SyscallError, a
+// json.SyntaxError), a custom one and nil.
+//
+//go:noinline
+func check(k int, err error) int {
+	if err != nil {
+		return k + 1
+	}
+	return k
+}
+
+// openFile returns os.Open's error: an *fs.PathError whose Err is a syscall.Errno.
+//
+//go:noinline
+func openFile(name string) (int, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return -1, err
+	}
+	f.Close()
+	return 1, nil
+}
+
+// plainErr is the runtime.plainError a close of a nil channel panics with.
+func plainErr() (err error) {
+	defer func() { err = recover().(error) }()
+	var c chan int
+	close(c)
+	return nil
+}
+
+// errorsOf are check's errors in round i.
+func errorsOf(i int) []error {
+	base := errors.New("file does not exist")
+	return []error{nil, base, fmt.Errorf("wrapped %d: %w", i, base), fmt.Errorf("both: %w, %w", base, errors.New("other")),
+		fmt.Errorf("plain %d", i), &CodeErr{Code: i}, syscall.Errno(2), syscall.Errno(0), syscall.Errno(4000), plainErr(),
+		os.NewSyscallError("read", syscall.Errno(9)), json.Unmarshal([]byte("{"), new(any))}
+}
+
 func main() {
 	words := []string{"hello, world", "", "kprobes"}
 	methods := []string{"GET", "POST", "PUT"}
@@ -159,5 +203,14 @@ func main() {
 			ms[strconv.Itoa(k)] = k
 		}
 		fmt.Println("size", size(ms))
+		for k, e := range errorsOf(i) {
+			fmt.Println("check", k, check(k, e), e)
+		}
+		name := "/nonexistent/kprewrite-" + strconv.Itoa(i)
+		if i == 1 {
+			name = "/"
+		}
+		n, err := openFile(name)
+		fmt.Println("open", n, err)
 	}
 }

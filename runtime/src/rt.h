@@ -747,6 +747,14 @@ const struct kprw_point *kprw_free_find(u64 vaddr);
 const struct kprw_point *kprw_livedef_free(u32 k, const u8 **slot);
 void kprw_livedef_placed(u32 k); /* rt_livedef.c: free point k is placed: its list is published */
 int kprw_live_kick(void); /* rt_live.c: the live-probe thread reconciles now (0), or there is none */
+/* rt_usersite.c: register_kprobe() at a site no rewrite prepared (the embedded analysis) */
+struct kprobe;
+struct kretprobe;
+int kprw_usersite_register(struct kprobe *kp);
+int kprw_usersite_kretprobe(struct kretprobe *rp);
+void kprw_usersite_release(u32 pi);
+/* the point and slot a C handler wants at free point k, NULL: none (rt_live.c) */
+const struct kprw_point *kprw_usersite_free(u32 k, const u8 **slot);
 
 
 /* kprw_probe_live_off says whether probe i of pt is off for now although enabled: a

@@ -286,13 +286,29 @@ static void spare_bind(u32 i, struct kprobe *kp)
 	kprw_live_kick();
 }
 
+/* unprepared registers kp at an unprepared site the embedded analysis describes
+ * (rt_usersite.c) and has the live-probe thread place and arm it */
+static int unprepared(struct kprobe *kp)
+{
+	if (kprw_live_kick() < 0) /* (before: no point is held for nothing) */
+		return -ENOENT;
+	int r = kprw_usersite_register(kp);
+	if (r == 0 && !(kp->flags & KPROBE_FLAG_DISABLED))
+		spare_bind((u32)(kp->kprw_private[0] - 1), kp);
+	else if (r == 0)
+		kprw_live_kick(); /* placed, not armed */
+	return r;
+}
+
 static int spare_register(struct kprobe *kp, u8 type)
 {
 	if (kp->kprw_private[0])
 		return -EINVAL; /* already registered */
 	int found = spare_site(kp, type);
+	if (found < 0 && type == KPRW_T_KRETPROBE)
+		return kprw_usersite_kretprobe((struct kretprobe *)kp); /* (no free kretprobe points yet) */
 	if (found < 0)
-		return -ENOENT; /* neither declared nor prepared: no site was patched for it */
+		return unprepared(kp);
 	u32 i = (u32)found;
 	const struct kprw_point *pt = &kprw_rt.points[kprw_rt.probes[i].point];
 	if (kprw_rt.spare_user[i])
@@ -374,6 +390,7 @@ static void do_unregister(void *obj, u8 type)
 	struct kprobe *kp = obj;
 	int i = find(obj, type);
 	if (i < 0 && kp && kp->kprw_private[0] && kprw_rt.spare_user) {
+		kprw_usersite_release((u32)(kp->kprw_private[0] - 1)); /* (a free point's: given back) */
 		spare_bind((u32)(kp->kprw_private[0] - 1), NULL);
 		kp->kprw_private[0] = 0;
 		return;
@@ -528,8 +545,10 @@ void kprw_user_start(void)
 			for (u32 i = 0; i < kprw_rt.nprobes; i++) {
 				if (kprw_rt.probes[i].flags & KPRW_F_USER)
 					do_unregister((void *)RT_ADDR(kprw_rt.probes[i].user), kprw_rt.probes[i].type);
-				else if (kprw_spare_user(i)) /* registered by name before it failed */
+				else if (kprw_spare_user(i)) { /* registered by name before it failed */
+					kprw_usersite_release(i);
 					spare_bind(i, NULL);
+				}
 			}
 			reg_give();
 		}

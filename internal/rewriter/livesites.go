@@ -198,6 +198,9 @@ func refusalText(err error, where string) string {
 	t := strings.TrimPrefix(err.Error(), where+": ")
 	if errors.Is(err, patch.ErrRefused) {
 		t = strings.TrimPrefix(t, patch.ErrRefused.Error()+" ")
+		if _, rule, ok := strings.Cut(t, "): "); ok && strings.HasPrefix(t, "at ") {
+			t = rule // ("at ADDR (FUNC+OFF): RULE at ADDR: SENTENCE": the runtime names the site)
+		}
 	}
 	return t
 }

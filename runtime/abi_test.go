@@ -168,7 +168,7 @@ var abiConsts = map[string]any{
 	"KPRW_T_KPROBE": TKprobe, "KPRW_T_KRETPROBE": TKretprobe, "KPRW_T_VERIFY": TVerify,
 	"KPRW_F_DISABLED": FDisabled, "KPRW_F_TRACE": FTrace,
 	"KPRW_EF_DISABLED": EFDisabled, "KPRW_EF_RETPROBE": EFRetprobe,
-	"KPRW_EF_SOFT": EFSoftDisabled, "KPRW_EF_TRIGGERS": EFTriggers, "KPRW_EF_LIVE": EFLive, "KPRW_EF_SPARE": EFSpare, "KPRW_LIVE_MAX": LiveMax, "KPRW_LE_RETURN": LEReturn, "KPRW_LE_POINT": LEPoint, "KPRW_FREE_SLOT": FreeSlot, "KPRW_CTL_SOFT_DISABLED": CtlEvSoftDisabled,
+	"KPRW_EF_SOFT": EFSoftDisabled, "KPRW_EF_TRIGGERS": EFTriggers, "KPRW_EF_LIVE": EFLive, "KPRW_EF_SPARE": EFSpare, "KPRW_LIVE_MAX": LiveMax, "KPRW_LE_RETURN": LEReturn, "KPRW_LE_POINT": LEPoint, "KPRW_FREE_SLOT": FreeSlot, "KPRW_SITE_SLOT": SiteSlot, "KPRW_SITE_TARGET": SiteTarget, "KPRW_CTL_SOFT_DISABLED": CtlEvSoftDisabled,
 	"KPRW_CTL_SPARE": CtlSpare, "KPRW_TIF_SPARE": TIFSpare, "KPRW_CTLFRAME_MAX": CtlFrameMax,
 	"KPRW_CE_FILTER": CEFilter, "KPRW_CE_TRIG": CETrig, "KPRW_CE_ENABLE": CEEnable, "KPRW_CTL_SYNTH": CtlSynth, "KPRW_CTL_MAX_SYNTH": CtlMaxSynth, "KPRW_CE_DISABLE": CEDisable,
 

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "97130f907cc522bd9df62383a3343fb9ffc982622ccd280e0b04b5886e256acf"
+const ObjectSHA256 = "df827bce505eac8669d4ceace99fc567f6a353a38e8ed839276531dfacdb11f1"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

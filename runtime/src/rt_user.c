@@ -293,6 +293,10 @@ static int unprepared(struct kprobe *kp)
 	if (kprw_live_kick() < 0) /* (before: no point is held for nothing) */
 		return -ENOENT;
 	int r = kprw_usersite_register(kp);
+	if (r == -ENOENT)
+		say_site("register_kprobe", kp,
+			 "neither a prepared function (--prepare) nor one the handler files name in a string "
+			 "(the rewrite describes those): -ENOENT");
 	if (r == 0 && !(kp->flags & KPROBE_FLAG_DISABLED))
 		spare_bind((u32)(kp->kprw_private[0] - 1), kp);
 	else if (r == 0)

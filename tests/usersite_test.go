@@ -131,7 +131,8 @@ func syscallOffset(t *testing.T, path string) uint64 {
 }
 
 // workSites are offsets of work's instructions in the ELF file at path: its entry,
-// its second instruction, every RIP-relative one; and an offset inside an instruction.
+// its second instruction, every RIP-relative one, its ret; and an offset inside an
+// instruction.
 func workSites(t *testing.T, path string) (offs []uint64, rip []uint64, mid uint64) {
 	t.Helper()
 	f, err := elf.Open(path)
@@ -150,7 +151,7 @@ func workSites(t *testing.T, path string) (offs []uint64, rip []uint64, mid uint
 		if err != nil {
 			t.Fatal(err)
 		}
-		if off == 0 || len(offs) == 1 || in.RIPRel {
+		if off == 0 || len(offs) == 1 || in.RIPRel || in.Kind == x86dec.KindRet { // (a ret is emulated)
 			offs = append(offs, off)
 		}
 		if in.RIPRel {
@@ -176,6 +177,7 @@ func TestUserSiteRegister(t *testing.T) {
 	_, first := siteOf(t, prog, "work")
 	offs, rip, mid := workSites(t, prog)
 	sys := syscallOffset(t, prog)
+	t.Logf("work+%v (RIP-relative: %v), inside an instruction work+%d, a syscall myid+%d", offs, rip, mid, sys)
 	dir := t.TempDir()
 	h := filepath.Join(dir, "h.c")
 	if err := os.WriteFile(h, []byte(userSiteHandler(offs, mid, sys)), 0o644); err != nil {

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "df827bce505eac8669d4ceace99fc567f6a353a38e8ed839276531dfacdb11f1"
+const ObjectSHA256 = "7689492ac8b4c77a046fd7ca1f1463ef266a227b6b698b775b804b21cdad2e39"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -84,6 +84,8 @@ static int init(void)
 	}
 	bad.offset = %d;
 	bad.pre_handler = pre;
+	unregister_kprobe(&kp[0]); /* (its free point is taken again) */
+	printk("rereg %%d\n", register_kprobe(&kp[0]));
 	printk("regbad %%d\n", register_kprobe(&bad));
 	refused.offset = %d;
 	refused.pre_handler = pre;
@@ -198,6 +200,9 @@ func TestUserSiteRegister(t *testing.T) {
 		if !strings.Contains(r.Stderr, fmt.Sprintf("reg %d 0\n", i)) || !strings.Contains(r.Stderr, fmt.Sprintf("hits %d 1000\n", i)) {
 			t.Errorf("work+%d (RIP-relative ones: %v): want registered and 1000 hits, stderr:\n%s", o, rip, r.Stderr)
 		}
+	}
+	if !strings.Contains(r.Stderr, "rereg 0\n") {
+		t.Errorf("work+0 registered again after unregister_kprobe: want 0, stderr:\n%s", r.Stderr)
 	}
 	want := fmt.Sprintf("register_kprobe(work+%d): not the start of an instruction", mid)
 	if !strings.Contains(r.Stderr, "regbad -22\n") || !strings.Contains(r.Stderr, want) {

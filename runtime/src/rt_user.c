@@ -6,7 +6,9 @@
  * hit, as the kernel reads kp->pre_handler, so a kprewrite_init() may set them before it
  * registers the probe. Registration is a state bit (KPRW_SF_UNREG): every site was
  * patched at rewrite time, so register_kprobe() only arms an already-patched probe and
- * unregister_kprobe() disarms it (a jump-optimized point's gate follows). A probe hit
+ * unregister_kprobe() disarms it (a jump-optimized point's gate follows); a struct
+ * no file declares is bound by its symbol_name to a prepared site's placeholder, or
+ * placed at a free live point from the embedded analysis (rt_usersite.c). A probe hit
  * while its thread runs any handler is missed; the struct's nmissed counts it, as the
  * kernel's kprobes_inc_nmissed_count() does.
  *

@@ -128,15 +128,19 @@ static int build(const struct kprw_site_func *f, const struct kprw_site *s, cons
 	return 0;
 }
 
-/* taken says whether some point of the image, or a C handler's want, is at site */
+/* taken says whether a point of the rewrite, or a free point a C handler or the newest
+ * live frame wants, is at site (a free point left placed there with nothing on it is
+ * not: pick takes it again) */
 static int taken(u64 site)
 {
-	for (u32 i = 0; i < kprw_rt.npoints + kprw_rt.nfree; i++)
+	for (u32 i = 0; i < kprw_rt.npoints; i++)
 		if (kprw_rt.points[i].site == site)
 			return 1;
 	for (u32 k = 0; k < kprw_rt.nfree; k++) {
+		const u8 *slot;
 		const struct want *w = __atomic_load_n(&held[k], __ATOMIC_ACQUIRE);
-		if (w && w->pt.site == site)
+		const struct kprw_point *tool = kprw_livedef_free(k, &slot);
+		if ((w && w->pt.site == site) || (tool && tool->site == site))
 			return 1;
 	}
 	return 0;

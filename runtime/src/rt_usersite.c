@@ -31,17 +31,48 @@ static struct want **held; /* per free point: the C handler's want, NULL: none *
 static u8 *arena;          /* where the next wants are made */
 static u32 arena_left;
 
-static const struct kprw_sites *table(void)
-{
-	const struct kprw_hooks *h = kprw_rt.hdr->hooks ? (const struct kprw_hooks *)RT_ADDR(kprw_rt.hdr->hooks) : NULL;
-	return h && h->sites ? (const struct kprw_sites *)RT_ADDR(h->sites) : NULL;
-}
-
 static const struct kprw_site_func *funcs(const struct kprw_sites *t) { return (const void *)(t + 1); }
 
 static const struct kprw_site *sites(const struct kprw_sites *t)
 {
 	return (const void *)(funcs(t) + t->nfuncs);
+}
+
+/* sound says whether table t keeps within its size: every function's sites, every
+ * name and refusal inside it (its last byte a NUL, which ends them), every site an
+ * instruction whose displacement is inside it */
+static int sound(const struct kprw_sites *t)
+{
+	u64 fixed = sizeof *t + (u64)t->nfuncs * sizeof(struct kprw_site_func) + (u64)t->nsites * sizeof(struct kprw_site);
+	if (t->nfuncs > (1u << 24) || t->nsites > (1u << 28) || fixed >= t->size || ((const u8 *)t)[t->size - 1])
+		return 0;
+	for (u32 i = 0; i < t->nfuncs; i++) {
+		const struct kprw_site_func *f = &funcs(t)[i];
+		if (f->name < fixed || f->name >= t->size || f->first > t->nsites || f->nsites > t->nsites - f->first)
+			return 0;
+	}
+	for (u32 k = 0; k < t->nsites; k++) {
+		const struct kprw_site *s = &sites(t)[k];
+		if ((s->why && (s->why < fixed || s->why >= t->size)) || !s->insn_len || s->insn_len > 15 ||
+		    (s->disp && s->disp + 4u > s->insn_len))
+			return 0;
+	}
+	return 1;
+}
+
+/* table is the image's embedded analysis, NULL: none, or not sound (said once) */
+static const struct kprw_sites *table(void)
+{
+	static int checked; /* 1 sound, -1 not (registrations hold the lock) */
+	const struct kprw_hooks *h = kprw_rt.hdr->hooks ? (const struct kprw_hooks *)RT_ADDR(kprw_rt.hdr->hooks) : NULL;
+	const struct kprw_sites *t = h && h->sites ? (const struct kprw_sites *)RT_ADDR(h->sites) : NULL;
+	if (t && !checked) {
+		checked = sound(t) ? 1 : -1;
+		if (checked < 0)
+			kprw_puts("kprewrite: the embedded analysis of the image is malformed: register_kprobe() "
+				  "places no probe at an unprepared site\n");
+	}
+	return checked > 0 ? t : NULL;
 }
 
 static const char *str(const struct kprw_sites *t, u32 off) { return (const char *)t + off; }

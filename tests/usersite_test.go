@@ -71,7 +71,7 @@ func userSiteHandler(offs []uint64, mid, sys uint64) string {
 	return fmt.Sprintf(`#include <kprewrite.h>
 #define N %d
 static const unsigned offs[N] = {%s};
-static struct kprobe kp[N], bad = {.symbol_name = "work"}, refused = {.symbol_name = "myid"};
+static struct kprobe kp[N], bad = {.symbol_name = "work"}, refused = {.symbol_name = "myid"}, dup = {.symbol_name = "work"};
 static long hits[N];
 static int pre(struct kprobe *p, struct pt_regs *regs) { (void)regs; hits[p - kp]++; return 0; }
 static int init(void)
@@ -86,6 +86,8 @@ static int init(void)
 	bad.pre_handler = pre;
 	unregister_kprobe(&kp[0]); /* (its free point is taken again) */
 	printk("rereg %%d\n", register_kprobe(&kp[0]));
+	dup.pre_handler = pre;
+	printk("regdup %%d\n", register_kprobe(&dup));
 	printk("regbad %%d\n", register_kprobe(&bad));
 	refused.offset = %d;
 	refused.pre_handler = pre;
@@ -201,6 +203,9 @@ func TestUserSiteRegister(t *testing.T) {
 			t.Errorf("work+%d (RIP-relative ones: %v): want registered and 1000 hits, stderr:\n%s", o, rip, r.Stderr)
 		}
 	}
+	if !strings.Contains(r.Stderr, "regdup -16\n") || !strings.Contains(r.Stderr, "register_kprobe(work+0): another probe is at this instruction") {
+		t.Errorf("a second struct kprobe at work+0: want -EBUSY and why, stderr:\n%s", r.Stderr)
+	}
 	if !strings.Contains(r.Stderr, "rereg 0\n") {
 		t.Errorf("work+0 registered again after unregister_kprobe: want 0, stderr:\n%s", r.Stderr)
 	}
@@ -216,6 +221,18 @@ func TestUserSiteRegister(t *testing.T) {
 		t.Errorf("after unregister_kprobe: want %q (the original byte back), stderr:\n%s", w, r.Stderr)
 	}
 	t.Run("slots", func(t *testing.T) { testUserSiteSlots(t, bin, len(offs)) })
+	t.Run("patched", func(t *testing.T) {
+		// an event of the rewrite at work's entry: its site is no free point's
+		bin := filepath.Join(t.TempDir(), "prog.kp")
+		if code, o, e := kp("rewrite", "-e", "p:t/w work", "--no-optimize", "--handlers", h, "-o", bin, prog); code != 0 {
+			t.Fatalf("rewrite: exit %d\n%s%s", code, o, e)
+		}
+		r := testprog.Run(t, testprog.Cmd{Path: bin})
+		if r.Stdout != orig.Stdout || !strings.Contains(r.Stderr, "reg 0 -16\n") || !strings.Contains(r.Stderr, "reg 1 0\n") ||
+			!strings.Contains(r.Stderr, "hits 1 1000\n") {
+			t.Errorf("the program: %q, want %q, work+0 -EBUSY and work+%d placed; stderr:\n%s", r.Stdout, orig.Stdout, offs[1], r.Stderr)
+		}
+	})
 }
 
 // testUserSiteSlots runs bin until it waits, and compares each free live point the

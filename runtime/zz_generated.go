@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "d094ad072e1ade09999c02373c68437c6e7cafba55b5531019fa809e50aa1e32"
+const ObjectSHA256 = "e7afdfad8c824510e477462f24c7a33aad1f3afcfdf6c986b967aa44937fccac"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

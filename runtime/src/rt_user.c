@@ -551,11 +551,10 @@ void kprw_user_start(void)
 			for (u32 i = 0; i < kprw_rt.nprobes; i++) {
 				if (kprw_rt.probes[i].flags & KPRW_F_USER)
 					do_unregister((void *)RT_ADDR(kprw_rt.probes[i].user), kprw_rt.probes[i].type);
-				else if (kprw_spare_user(i)) { /* registered by name before it failed */
-					kprw_usersite_release(i);
+				else if (kprw_spare_user(i)) /* registered by name before it failed */
 					spare_bind(i, NULL);
-				}
 			}
+			kprw_usersite_release(~0u); /* (a disabled one too: every free point given back) */
 			reg_give();
 		}
 		return;

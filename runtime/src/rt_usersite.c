@@ -276,12 +276,13 @@ int kprw_usersite_register(struct kprobe *kp)
 	return 0;
 }
 
-/* kprw_usersite_release gives back the free point whose probe is pi (unregister): the
- * live-probe thread puts the original byte back at the next reconcile */
+/* kprw_usersite_release gives back the free point whose probe is pi (unregister; ~0u:
+ * every one, kprewrite_init failed): the live-probe thread puts the original byte back
+ * at the next reconcile */
 void kprw_usersite_release(u32 pi)
 {
 	for (u32 k = 0; held && k < kprw_rt.nfree; k++)
-		if (kprw_rt.points[kprw_rt.npoints + k].first_probe == pi)
+		if (pi == ~0u || kprw_rt.points[kprw_rt.npoints + k].first_probe == pi)
 			__atomic_store_n(&held[k], NULL, __ATOMIC_RELEASE);
 }
 

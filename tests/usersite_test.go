@@ -221,6 +221,13 @@ func TestUserSiteRegister(t *testing.T) {
 		t.Errorf("after unregister_kprobe: want %q (the original byte back), stderr:\n%s", w, r.Stderr)
 	}
 	t.Run("slots", func(t *testing.T) { testUserSiteSlots(t, bin, len(offs)) })
+	t.Run("notrace", func(t *testing.T) {
+		// no trace file, no live-probe thread to place the sites: -ENOENT, said
+		r := testprog.Run(t, testprog.Cmd{Path: bin, Extra: []string{"KPREWRITE_TRACE="}})
+		if r.Stdout != orig.Stdout || !strings.Contains(r.Stderr, "reg 0 -2\n") || !strings.Contains(r.Stderr, "which needs a trace file") {
+			t.Errorf("the program: %q, want %q and -ENOENT with why; stderr:\n%s", r.Stdout, orig.Stdout, r.Stderr)
+		}
+	})
 	t.Run("patched", func(t *testing.T) {
 		// an event of the rewrite at work's entry: its site is no free point's
 		bin := filepath.Join(t.TempDir(), "prog.kp")

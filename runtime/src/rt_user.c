@@ -292,8 +292,12 @@ static void spare_bind(u32 i, struct kprobe *kp)
  * (rt_usersite.c) and has the live-probe thread place and arm it */
 static int unprepared(struct kprobe *kp)
 {
-	if (kprw_live_kick() < 0) /* (before: no point is held for nothing) */
+	if (kprw_live_kick() < 0) { /* (before: no point is held for nothing) */
+		if (kprw_rt.nfree)
+			say_site("register_kprobe", kp,
+				 "an unprepared site is placed by the live-probe thread, which needs a trace file: -ENOENT");
 		return -ENOENT;
+	}
 	int r = kprw_usersite_register(kp);
 	if (r == -ENOENT)
 		say_site("register_kprobe", kp,

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "acdb9dc5b1c69a807be81d181542234275c7898c923bdaa5a74affe15f9e4bb5"
+const ObjectSHA256 = "04ee017895a0eab78a00eb9be61618b764d95a7456a26312b7723f7d48304653"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -71,9 +71,13 @@ func userSiteHandler(offs []uint64, mid, sys uint64) string {
 	return fmt.Sprintf(`#include <kprewrite.h>
 #define N %d
 static const unsigned offs[N] = {%s};
-static struct kprobe kp[N], bad = {.symbol_name = "work"}, refused = {.symbol_name = "myid"}, dup = {.symbol_name = "work"};
+long myid(void);
+KPREWRITE_PROGRAM_SYMBOL(myid);
+static struct kprobe kp[N], bad = {.symbol_name = "work"}, refused = {.symbol_name = "myid"}, dup = {.symbol_name = "work"}, byaddr;
 static long hits[N];
 static int pre(struct kprobe *p, struct pt_regs *regs) { (void)regs; hits[p - kp]++; return 0; }
+static long myid_hits;
+static int pre1(struct kprobe *p, struct pt_regs *regs) { (void)p; (void)regs; myid_hits++; return 0; }
 static int init(void)
 {
 	for (int i = 0; i < N; i++) {
@@ -92,14 +96,19 @@ static int init(void)
 	refused.offset = %d;
 	refused.pre_handler = pre;
 	printk("regrefused %%d\n", register_kprobe(&refused));
+	byaddr.addr = (kprobe_opcode_t *)myid; /* (no symbol_name: the function holding the address) */
+	byaddr.pre_handler = pre1;
+	printk("regaddr %%d\n", register_kprobe(&byaddr));
 	return 0;
 }
 static void fini(void)
 {
 	for (int i = 0; i < N; i++)
 		unregister_kprobe(&kp[i]);
+	unregister_kprobe(&byaddr);
 	for (int i = 0; i < N; i++)
 		printk("hits %%d %%ld\n", i, hits[i]);
+	printk("myid hits %%ld\n", myid_hits);
 }
 module_init(init)
 module_exit(fini)
@@ -206,6 +215,9 @@ func TestUserSiteRegister(t *testing.T) {
 	if !strings.Contains(r.Stderr, "regdup -16\n") || !strings.Contains(r.Stderr, "register_kprobe(work+0): another probe is at this instruction") {
 		t.Errorf("a second struct kprobe at work+0: want -EBUSY and why, stderr:\n%s", r.Stderr)
 	}
+	if !strings.Contains(r.Stderr, "regaddr 0\n") || !strings.Contains(r.Stderr, "myid hits 1\n") {
+		t.Errorf("kp->addr = myid (no symbol_name): want registered and one hit, stderr:\n%s", r.Stderr)
+	}
 	if !strings.Contains(r.Stderr, "rereg 0\n") {
 		t.Errorf("work+0 registered again after unregister_kprobe: want 0, stderr:\n%s", r.Stderr)
 	}
@@ -220,7 +232,7 @@ func TestUserSiteRegister(t *testing.T) {
 	if w := fmt.Sprintf("after %02x\n", first); !strings.Contains(r.Stderr, w) {
 		t.Errorf("after unregister_kprobe: want %q (the original byte back), stderr:\n%s", w, r.Stderr)
 	}
-	t.Run("slots", func(t *testing.T) { testUserSiteSlots(t, bin, len(offs)) })
+	t.Run("slots", func(t *testing.T) { testUserSiteSlots(t, bin, len(offs)+1) }) // (and myid, by address)
 	t.Run("notrace", func(t *testing.T) {
 		// no trace file, no live-probe thread to place the sites: -ENOENT, said
 		r := testprog.Run(t, testprog.Cmd{Path: bin, Extra: []string{"KPREWRITE_TRACE="}})

@@ -19,8 +19,8 @@ import (
 // struct kprobe at a site no rewrite prepared has no tool to ask where an int3 may go,
 // so the rewrite embeds what `kprewrite probe` would decide there (kprt.EncodeSites),
 // and the runtime builds the point and its slot at a free live point itself (runtime
-// src/rt_usersite.c). Only the functions the handler files name in their strings are
-// described: a register_kprobe() names its function by a string (symbol_name), and
+// src/rt_usersite.c). Only the functions the handler files name in their strings (or
+// use, KPREWRITE_PROGRAM_SYMBOL) are described: a register_kprobe() names its function by a string (symbol_name), and
 // every instruction boundary of every function would cost ~24 bytes an instruction
 // (docs/runtime.md has python3.11's figure).
 
@@ -64,14 +64,20 @@ func registersOnly(opt Options) bool {
 	return opt.Handlers != nil && g.handlersCall(registerFuncs...)
 }
 
-// namedFuncs are the functions of the binary the handler files name in their strings,
-// when they register probes.
+// namedFuncs are the functions of the binary the handler files name in their strings
+// or use (KPREWRITE_PROGRAM_SYMBOL: a kp->addr), when they register probes.
 func (g *gen) namedFuncs() []string {
 	if !g.handlersCall(registerFuncs...) {
 		return nil
 	}
 	var out []string
-	for _, name := range g.handlerStrings() {
+	names := g.handlerStrings()
+	for _, u := range g.opt.Handlers.Units { // (a kp->addr of a program function)
+		for _, e := range u.Externs {
+			names = append(names, e.Name)
+		}
+	}
+	for _, name := range names {
 		if fn, ok := g.b.Funcs.ByName(name); ok && fn.Size > 0 {
 			out = append(out, name)
 		}

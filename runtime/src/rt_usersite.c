@@ -99,6 +99,26 @@ static u16 site_sum(const u8 *b, u32 n)
 	return (u16)h;
 }
 
+/* by_addr names the function holding run-time address addr (kp->addr without a
+ * symbol_name) and sets *off to addr's offset in it: 0 on success */
+static int by_addr(const struct kprw_sites *t, uptr addr, char *name, u32 cap, u64 *off)
+{
+	u64 v = (u64)addr - kprw_rt.bias;
+	for (u32 i = 0; i < t->nfuncs; i++) {
+		const struct kprw_site_func *f = &funcs(t)[i];
+		if (v >= f->addr && v - f->addr < f->size) {
+			const char *n = str(t, f->name);
+			u32 k = 0;
+			for (; n[k] && k + 1 < cap; k++)
+				name[k] = n[k];
+			name[k] = 0;
+			*off = v - f->addr;
+			return 0;
+		}
+	}
+	return -1;
+}
+
 /* lookup is the site at name+off (*fn its function), NULL: not a boundary there */
 static const struct kprw_site *lookup(const struct kprw_sites *t, const char *name, u64 off,
 				      const struct kprw_site_func **fn)
@@ -234,36 +254,46 @@ int kprw_usersite_register(struct kprobe *kp)
 {
 	const struct kprw_sites *t = table();
 	char name[256];
-	long nl = kp->symbol_name ? kprw_read_user(name, (uptr)kp->symbol_name, sizeof name - 1) : -1;
-	if (!t || nl <= 0 || !kprw_rt.nfree)
+	u64 off = kp->offset;
+	if (!t || !kprw_rt.nfree)
 		return -ENOENT;
-	name[nl] = 0;
+	int named = kp->symbol_name != NULL; /* (else kp->addr says where) */
+	if (!named && (!kp->addr || by_addr(t, (uptr)kp->addr, name, sizeof name, &off) < 0))
+		return -ENOENT;
+	if (named) {
+		long nl = kp->symbol_name ? kprw_read_user(name, (uptr)kp->symbol_name, sizeof name - 1) : -1;
+		if (nl <= 0)
+			return -ENOENT;
+		name[nl] = 0;
+	}
 	const struct kprw_site_func *f;
-	const struct kprw_site *s = lookup(t, name, (u64)kp->offset, &f);
+	const struct kprw_site *s = lookup(t, name, off, &f);
 	if (!f)
 		return -ENOENT; /* (not a function the handler files name) */
 	if (!s) {
-		say(name, (u64)kp->offset, "not the start of an instruction", "");
+		say(name, off, "not the start of an instruction", "");
 		return -EINVAL;
 	}
+	if (named && kp->addr && (uptr)kp->addr != RT_ADDR(f->addr + s->off))
+		return -EINVAL; /* another address than symbol_name's (a struct registered before keeps its own) */
 	if (!held && !(held = kprw_mmap_anon((u64)kprw_rt.nfree * sizeof *held)))
 		return -ENOMEM;
 	u8 orig[16];
 	int err;
 	const char *why = check(t, s, f, kp, orig, &err);
 	if (why) {
-		say(name, (u64)kp->offset, why, err == -EINVAL ? ": not registered (-EINVAL)" : ": not registered (-EBUSY)");
+		say(name, off, why, err == -EINVAL ? ": not registered (-EINVAL)" : ": not registered (-EBUSY)");
 		return err;
 	}
 	int k = pick(f->addr + s->off);
 	struct want *w = k < 0 ? NULL : alloc();
 	if (!w) {
-		say(name, (u64)kp->offset, "every free live point carries a probe", ": not registered (-EBUSY)");
+		say(name, off, "every free live point carries a probe", ": not registered (-EBUSY)");
 		return -EBUSY;
 	}
 	const struct kprw_point *cur = &kprw_rt.points[kprw_rt.npoints + (u32)k];
 	if (build(f, s, cur, orig, w) < 0) {
-		say(name, (u64)kp->offset, "its copy's RIP-relative displacement does not reach from the slot", "");
+		say(name, off, "its copy's RIP-relative displacement does not reach from the slot", "");
 		return -EINVAL;
 	}
 	if (kp->post_handler && w->pt.xmode == KPRW_X_BOOST)

@@ -450,6 +450,61 @@ type RawHooks struct {
 	// Fini is a library's own DT_FINI (0 = none) when its DT_FINI is
 	// kprewrite_rt_lib_fini, which runs kprewrite_exit() and then calls it.
 	Fini uint64 `c:"fini"`
+	// Sites is the vaddr of the embedded analysis (RawSites), 0 = none: the handler
+	// files call register_kprobe() and the runtime places their unprepared sites.
+	Sites uint64 `c:"sites"`
+}
+
+// RawSites is struct kprw_sites: the header of the embedded analysis, followed by
+// NFuncs RawSiteFunc, NSites RawSite and the NUL-terminated names and reasons.
+type RawSites struct {
+	NFuncs   uint32 `c:"nfuncs"`
+	NSites   uint32 `c:"nsites"`
+	Size     uint32 `c:"size"` // bytes of the whole table, strings included
+	Reserved uint32 `c:"reserved"`
+}
+
+// RawSiteFunc is struct kprw_site_func: one function of the embedded analysis.
+type RawSiteFunc struct {
+	Addr   uint64 `c:"addr"`   // link-time vaddr
+	Name   uint32 `c:"name"`   // offset of its NUL-terminated name from the RawSites
+	First  uint32 `c:"first"`  // index of its first RawSite
+	NSites uint32 `c:"nsites"` // its instruction boundaries, by offset
+	Size   uint32 `c:"size"`   // its bytes
+}
+
+// RawSite is struct kprw_site: one instruction boundary and what the analysis decided
+// for an int3 there (kprewrite probe's rules, --no-optimize).
+type RawSite struct {
+	Off      uint32     `c:"off"`    // from the function's start
+	Why      uint32     `c:"why"`    // 0: an int3 may go here; else the offset of the refusal's text
+	Target   int32      `c:"target"` // an emulated branch's target - the site (SiteTarget)
+	RetImm   uint16     `c:"ret_imm"`
+	XMode    XMode      `c:"xmode"`
+	InsnLen  uint8      `c:"insn_len"`
+	EmuOp    EmuOp      `c:"emu_op"`
+	EmuCC    uint8      `c:"emu_cc"`
+	PFlags   PointFlags `c:"pflags"`
+	Disp     uint8      `c:"disp"`  // offset of a RIP-relative disp32 in the instruction, 0 = none
+	Flags    uint8      `c:"flags"` // Site*
+	Reserved uint8      `c:"reserved"`
+	Sum      uint16     `c:"sum"` // SiteSum of the instruction's bytes: the runtime's check that they are the original
+}
+
+// RawSite flags.
+const (
+	SiteSlot   = 1 // the copy runs in a slot: the instruction, then a jmp back
+	SiteTarget = 2 // Target is set (an emulated relative branch)
+)
+
+// SiteSum is the check sum of an instruction's bytes in RawSite.Sum (the runtime's
+// site_sum computes the same).
+func SiteSum(b []byte) uint16 {
+	h := uint32(0x811c)
+	for _, c := range b {
+		h = (h*31 + uint32(c)) & 0xffff
+	}
+	return uint16(h)
 }
 
 // RawPoint is struct kprw_point.
@@ -837,7 +892,10 @@ const (
 	ProbeStateSize  = 32
 	PtRegsSize      = 168
 	StatsSize       = 104 // was 64 before OptSlow and Violations, 80 before HandlerFaults, 88 before RPFlushed, 96 before ReadFaults
-	HooksSize       = 32
+	HooksSize       = 40
+	SitesSize       = 16
+	SiteFuncSize    = 24
+	SiteSize        = 24
 	RecordSize      = 88
 	TraceImageSize  = 24
 	KretprobeInstHd = 48 // struct kretprobe_instance before data[]

@@ -34,6 +34,8 @@ type Tables struct {
 	Fini uint64
 	// HandlerStack is the most stack a C handler entry can use (handlers.Set.Stack).
 	HandlerStack uint64
+	// Sites is the embedded analysis (EncodeSites; RawHooks.Sites), nil = none.
+	Sites []byte
 	// Desc and DescSize locate the image description frame ("KPRWDESC") in the
 	// rewritten image (0 = none); the runtime copies it into trace files.
 	Desc     uint64
@@ -317,6 +319,9 @@ func (t *Tables) Prepare() (*Encoded, error) {
 			e.addStr(g.Name, true)
 		}
 	}
+	if len(t.Sites) > 0 {
+		e.addStr(string(t.Sites), false)
+	}
 	e.Size = align.Up(off+uint64(len(e.strs)), 8)
 	return e, nil
 }
@@ -443,7 +448,11 @@ func (e *Encoded) Encode(roBase, stateBase uint64) error {
 	for _, a := range t.AbsSlots {
 		put(a)
 	}
-	put(&RawHooks{Init: t.Init, Exit: t.Exit, Stack: t.HandlerStack, Fini: t.Fini})
+	hooks := RawHooks{Init: t.Init, Exit: t.Exit, Stack: t.HandlerStack, Fini: t.Fini}
+	if len(t.Sites) > 0 {
+		hooks.Sites = e.str(roBase, string(t.Sites), false)
+	}
+	put(&hooks)
 	if sg := t.SigGuard; sg != nil {
 		put(&RawSigGuard{Slots: roBase + e.sgOff + SigGuardSize, NSlots: uint32(len(sg.Slots)), Relro: sg.Relro,
 			RelroSize: sg.RelroSize, PLTGOT: sg.PLTGOT})

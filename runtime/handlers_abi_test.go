@@ -62,9 +62,17 @@ func TestHandlerABI(t *testing.T) {
 		"offsetof(struct kprw_header, hooks)":         binaryOffset(t, RawHeader{}, "Hooks"),
 		"offsetof(struct kprw_stats, handler_faults)": binaryOffset(t, RawStats{}, "HandlerFaults"),
 		"sizeof(struct kprw_stats)":                   StatsSize,
+		"offsetof(struct kprw_hooks, sites)":          32,
+		"sizeof(struct kprw_sites)":                   SitesSize,
+		"sizeof(struct kprw_site_func)":               SiteFuncSize,
+		"sizeof(struct kprw_site)":                    SiteSize,
+		"offsetof(struct kprw_site, sum)":             binaryOffset(t, RawSite{}, "Sum"),
 	}
 	for k, v := range handlerConsts {
 		abiChecks[k] = v
+	}
+	if binary.Size(RawSites{}) != SitesSize || binary.Size(RawSiteFunc{}) != SiteFuncSize || binary.Size(RawSite{}) != SiteSize {
+		t.Errorf("RawSites, RawSiteFunc, RawSite are %d, %d, %d bytes", binary.Size(RawSites{}), binary.Size(RawSiteFunc{}), binary.Size(RawSite{}))
 	}
 	if binary.Size(RawHooks{}) != HooksSize {
 		t.Errorf("RawHooks is %d bytes, HooksSize %d", binary.Size(RawHooks{}), HooksSize)

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "af54f4b32d041c51c75905be82254e90ab1182411c2d857a193366c677ca9eaa"
+const ObjectSHA256 = "e0aa816def701938eb3a22f230bc13aa3e44e9598ffeab4505c4d7b9f632060a"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

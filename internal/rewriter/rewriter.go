@@ -138,7 +138,7 @@ const areaAlign = 64
 // probes and options always give the same bytes. The caller has checked that f can
 // be rewritten (internal/pipeline) and resolved the probes (probedefs.Resolve).
 func Rewrite(f *elfio.File, probes []probedefs.Probe, opt Options) (*Result, error) {
-	if len(probes) == 0 {
+	if len(probes) == 0 && !registersOnly(opt) {
 		if f.IsSharedLibrary() {
 			return &Result{Image: f.Copy()}, nil // no entry point to take over
 		}
@@ -170,7 +170,7 @@ func Rewrite(f *elfio.File, probes []probedefs.Probe, opt Options) (*Result, err
 	if err != nil {
 		return nil, err
 	}
-	if len(plan.Points) == 0 {
+	if len(plan.Points) == 0 && len(plan.Refused) > 0 {
 		return nil, fmt.Errorf("%s: every probe was refused (first: %w)", f.Path, plan.Refused[0].Err)
 	}
 	// the analysis read the whole input; what is read from here on is a few pages
@@ -378,6 +378,9 @@ func (g *gen) makeEvents() error {
 			Soft: ev.Flags&kprt.EFSoftDisabled != 0, Live: ev.Flags&kprt.EFLive != 0, Spare: p.Spare, GoID: goid})
 	}
 	g.addFreePoints()
+	if err := g.makeLiveSites(); err != nil {
+		return err
+	}
 	if err := g.makeTriggers(); err != nil {
 		return err
 	}
@@ -438,7 +441,8 @@ func (o *Options) livePoints() int {
 // function's entry it hooks the return address as any kretprobe. Before makeTriggers:
 // the synthetic events' ids follow the events'.
 func (g *gen) addFreePoints() {
-	liveCapable := len(g.live) > 0
+	// (a handler file that calls register_kprobe() places its unprepared sites there)
+	liveCapable := len(g.live) > 0 || len(g.namedFuncs()) > 0
 	for i, p := range g.probes {
 		liveCapable = liveCapable || (p.Spare && g.evOf[i] >= 0)
 	}

@@ -174,10 +174,13 @@ typedef int (*kretprobe_handler_t)(struct kretprobe_instance *, struct pt_regs *
 #define KPROBE_FLAG_FTRACE 8    /* not used in user space */
 
 struct kprobe {
-	const char *symbol_name;     /* the declared site: SYMBOL, SYMBOL+OFFSET or 0xADDR */
-	unsigned int offset;         /* added to the site at rewrite time */
+	const char *symbol_name;     /* the declared site: SYMBOL, SYMBOL+OFFSET or 0xADDR; a
+	                                struct no DEFINE_KPROBE declares: the function */
+	unsigned int offset;         /* added to the site at rewrite time; or at run time, to
+	                                the function of an undeclared struct's symbol_name */
 	unsigned int flags;          /* KPROBE_FLAG_* */
-	kprobe_opcode_t *addr;       /* set by register_kprobe(): the probed instruction */
+	kprobe_opcode_t *addr;       /* set by register_kprobe(): the probed instruction; an
+	                                undeclared struct without symbol_name may give it */
 	kprobe_pre_handler_t pre_handler;
 	kprobe_post_handler_t post_handler;
 	kprobe_fault_handler_t fault_handler;

@@ -427,7 +427,53 @@ struct kprw_hooks {
 	kprw_u64 fini;        /* a library with a kprewrite_exit(): its own DT_FINI (vaddr, 0 =
 	                         none), which kprewrite_rt_lib_fini, its DT_FINI now, calls
 	                         after kprewrite_exit() (was reserved) */
+	kprw_u64 sites;       /* vaddr of struct kprw_sites, 0 = none: the embedded analysis
+	                         register_kprobe() places unprepared sites with (appended) */
 };
+
+/*
+ * The embedded analysis (kprw_hooks.sites): made when the handler files call
+ * register_kprobe(), for the functions they name (src/rt_usersite.c, docs/runtime.md
+ * "register_kprobe at unprepared sites"). struct kprw_sites, then nfuncs struct
+ * kprw_site_func sorted by name, then nsites struct kprw_site, then the
+ * NUL-terminated names and refusals the offsets point at (from the kprw_sites).
+ */
+struct kprw_sites {
+	kprw_u32 nfuncs;
+	kprw_u32 nsites;
+	kprw_u32 size;        /* bytes of the whole table, strings included */
+	kprw_u32 reserved;
+};
+
+struct kprw_site_func {
+	kprw_u64 addr;        /* link-time vaddr of the function */
+	kprw_u32 name;        /* offset of its name */
+	kprw_u32 first;       /* index of its first site */
+	kprw_u32 nsites;      /* its instruction boundaries, in address order */
+	kprw_u32 size;        /* its bytes */
+};
+
+/* One instruction boundary and what `kprewrite probe`'s analysis decides for an int3
+ * there (the fields of the struct kprw_point it would make) */
+struct kprw_site {
+	kprw_u32 off;         /* from the function's start */
+	kprw_u32 why;         /* 0: an int3 may go here; else the offset of the refusal ("rule:
+	                         sentence", as check says it) */
+	kprw_u32 target;      /* (signed) an emulated branch's target - the site (KPRW_SITE_TARGET) */
+	kprw_u16 ret_imm;
+	kprw_u8 xmode;
+	kprw_u8 insn_len;
+	kprw_u8 emu_op;
+	kprw_u8 emu_cc;
+	kprw_u8 pflags;
+	kprw_u8 disp;         /* offset of a RIP-relative disp32 in the instruction, 0 = none */
+	kprw_u8 flags;        /* KPRW_SITE_* */
+	kprw_u8 reserved;
+	kprw_u16 sum;         /* the instruction bytes' sum (SiteSum in runtime/abi.go): they are
+	                         the original's, not a patched site's */
+};
+#define KPRW_SITE_SLOT 1   /* the copy runs in a slot: the instruction, then a jmp back */
+#define KPRW_SITE_TARGET 2 /* target is set */
 
 /* One probepoint: an instruction whose first byte is int3, with every probe on it. */
 struct kprw_point {

@@ -752,6 +752,14 @@ void kprw_livedef_placed(u32 k); /* rt_livedef.c: free point k is placed: its li
 int kprw_livedef_any(void); /* rt_livedef.c: an event was added to this image */
 void kprw_livedef_state(u32 pi, u64 s); /* rt_livedef.c: pi's events' sites are in state s (KPRW_LS_*) */
 int kprw_live_kick(void); /* rt_live.c: the live-probe thread reconciles now (0), or there is none */
+/* rt_usersite.c: register_kprobe() at a site no rewrite prepared (the embedded analysis) */
+struct kprobe;
+struct kretprobe;
+int kprw_usersite_register(struct kprobe *kp);
+int kprw_usersite_kretprobe(struct kretprobe *rp);
+void kprw_usersite_release(u32 pi);
+/* the point and slot a C handler wants at free point k, NULL: none (rt_live.c) */
+const struct kprw_point *kprw_usersite_free(u32 k, const u8 **slot);
 
 
 /* kprw_probe_live_off says whether probe i of pt is off for now although enabled: a

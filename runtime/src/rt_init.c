@@ -326,6 +326,8 @@ static int validate(const struct kprw_header *h)
 		return 0;
 	if (kprw_rt.nfree)
 		has |= KPRW_HAS_TRAPS; /* (an int3 placed live at an unprepared site) */
+	if (kprw_rt.nfree && !h->npoints) /* a handler file's image with no probe of its own: the */
+		has |= KPRW_HAS_EVENTS | KPRW_HAS_RECORDS; /* trace file carries the live-probe thread's controls */
 	/* a kprewrite_init() may register struct kprobes by name at prepared sites */
 	if (h->hooks && ((const struct kprw_hooks *)RT_ADDR(h->hooks))->init)
 		has |= KPRW_HAS_USER;

@@ -636,8 +636,13 @@ static int reconcile_free(void)
 	for (u32 k = 0; k < kprw_rt.nfree; k++) {
 		u32 i = kprw_rt.npoints + k;
 		const struct kprw_point *cur = &kprw_rt.points[i];
-		const u8 *slot = NULL;
-		const struct kprw_point *want = kprw_livedef_free(k, &slot);
+		const u8 *slot = NULL, *other;
+		const struct kprw_point *want = kprw_usersite_free(k, &slot); /* a C handler's (rt_usersite.c) */
+		int user = want != NULL;
+		if (!user)
+			want = kprw_livedef_free(k, &slot);
+		else if (kprw_livedef_free(k, &other))
+			say_free(kprw_livedef_free(k, &other), "is on a free point a C handler's register_kprobe() holds");
 		u8 now = live_armed[i];
 		if (want && !same(cur, want, sizeof *want)) { /* to be placed, or elsewhere */
 			if (now != LIVE_OFF && poke(RT_ADDR(cur->site), cur->orig[0]) == 0)
@@ -659,9 +664,11 @@ static int reconcile_free(void)
 				continue;
 			}
 		}
-		if (want)
+		if (want && !user)
 			kprw_livedef_placed(k); /* its events are recorded from now on */
-		u8 on = want && kprw_probe_enabled(cur->first_probe) ? LIVE_INT3 : LIVE_OFF;
+		u8 on = want && kprw_probe_enabled(cur->first_probe) && (!user || kprw_spare_user(cur->first_probe))
+				? LIVE_INT3
+				: LIVE_OFF;
 		if (on && now == LIVE_OFF && kprw_live_records() < 0) {
 			free_state[k] = KPRW_LS_OFF;
 			continue; /* no records can be written: it stays off */

@@ -425,7 +425,7 @@ static int step_fault_run(const struct kprw_point *pt, struct k_ucontext *uc, u3
 int kprw_step_fault(struct k_ucontext *uc)
 {
 	struct k_sigcontext *mc = &uc->mc;
-	if (!kprw_rt.npoints)
+	if (!kprw_rt.npoints && !kprw_rt.nfree)
 		return 0;
 	struct kprw_thread *t = kprw_thread_find(kprw_pid(), kprw_gettid());
 	const struct kprw_point *pt = NULL;
@@ -549,7 +549,7 @@ int kprw_trap_lost_int3(struct k_ucontext *uc)
  * end of one of its single-steps): 1, else 0 (another image's, or the program's). */
 int kprw_trap_own(struct k_siginfo *si, struct k_ucontext *uc)
 {
-	if (!kprw_rt.npoints)
+	if (!kprw_rt.npoints && !kprw_rt.nfree) /* (free live points: placed at run time) */
 		return 0;
 	u32 pid = kprw_pid(), tid = kprw_gettid();
 

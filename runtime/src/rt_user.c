@@ -6,7 +6,9 @@
  * hit, as the kernel reads kp->pre_handler, so a kprewrite_init() may set them before it
  * registers the probe. Registration is a state bit (KPRW_SF_UNREG): every site was
  * patched at rewrite time, so register_kprobe() only arms an already-patched probe and
- * unregister_kprobe() disarms it (a jump-optimized point's gate follows). A probe hit
+ * unregister_kprobe() disarms it (a jump-optimized point's gate follows); a struct
+ * no file declares is bound by its symbol_name to a prepared site's placeholder, or
+ * placed at a free live point from the embedded analysis (rt_usersite.c). A probe hit
  * while its thread runs any handler is missed; the struct's nmissed counts it, as the
  * kernel's kprobes_inc_nmissed_count() does.
  *
@@ -286,13 +288,37 @@ static void spare_bind(u32 i, struct kprobe *kp)
 	kprw_live_kick();
 }
 
+/* unprepared registers kp at an unprepared site the embedded analysis describes
+ * (rt_usersite.c) and has the live-probe thread place and arm it */
+static int unprepared(struct kprobe *kp)
+{
+	if (kprw_live_kick() < 0) { /* (before: no point is held for nothing) */
+		if (kprw_rt.nfree)
+			say_site("register_kprobe", kp,
+				 "an unprepared site is placed by the live-probe thread, which needs a trace file: -ENOENT");
+		return -ENOENT;
+	}
+	int r = kprw_usersite_register(kp);
+	if (r == -ENOENT)
+		say_site("register_kprobe", kp,
+			 "neither a prepared function (--prepare) nor one the handler files name in a string "
+			 "(the rewrite describes those): -ENOENT");
+	if (r == 0 && !(kp->flags & KPROBE_FLAG_DISABLED))
+		spare_bind((u32)(kp->kprw_private[0] - 1), kp);
+	else if (r == 0)
+		kprw_live_kick(); /* placed, not armed */
+	return r;
+}
+
 static int spare_register(struct kprobe *kp, u8 type)
 {
 	if (kp->kprw_private[0])
 		return -EINVAL; /* already registered */
 	int found = spare_site(kp, type);
+	if (found < 0 && type == KPRW_T_KRETPROBE)
+		return kprw_usersite_kretprobe((struct kretprobe *)kp); /* (no free kretprobe points yet) */
 	if (found < 0)
-		return -ENOENT; /* neither declared nor prepared: no site was patched for it */
+		return unprepared(kp);
 	u32 i = (u32)found;
 	const struct kprw_point *pt = &kprw_rt.points[kprw_rt.probes[i].point];
 	if (kprw_rt.spare_user[i])
@@ -374,6 +400,7 @@ static void do_unregister(void *obj, u8 type)
 	struct kprobe *kp = obj;
 	int i = find(obj, type);
 	if (i < 0 && kp && kp->kprw_private[0] && kprw_rt.spare_user) {
+		kprw_usersite_release((u32)(kp->kprw_private[0] - 1)); /* (a free point's: given back) */
 		spare_bind((u32)(kp->kprw_private[0] - 1), NULL);
 		kp->kprw_private[0] = 0;
 		return;
@@ -531,6 +558,7 @@ void kprw_user_start(void)
 				else if (kprw_spare_user(i)) /* registered by name before it failed */
 					spare_bind(i, NULL);
 			}
+			kprw_usersite_release(~0u); /* (a disabled one too: every free point given back) */
 			reg_give();
 		}
 		return;

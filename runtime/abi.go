@@ -466,11 +466,13 @@ type RawSites struct {
 
 // RawSiteFunc is struct kprw_site_func: one function of the embedded analysis.
 type RawSiteFunc struct {
-	Addr   uint64 `c:"addr"`   // link-time vaddr
-	Name   uint32 `c:"name"`   // offset of its NUL-terminated name from the RawSites
-	First  uint32 `c:"first"`  // index of its first RawSite
-	NSites uint32 `c:"nsites"` // its instruction boundaries, by offset
-	Size   uint32 `c:"size"`   // its bytes
+	Addr   uint64 `c:"addr"`    // link-time vaddr
+	Name   uint32 `c:"name"`    // offset of its NUL-terminated name from the RawSites
+	First  uint32 `c:"first"`   // index of its first RawSite
+	NSites uint32 `c:"nsites"`  // its instruction boundaries, by offset
+	Size   uint32 `c:"size"`    // its bytes
+	RetWhy uint32 `c:"ret_why"` // 0: a return probe may hook its entry; else the offset of the refusal's text
+	Pad    uint32 `c:"reserved"`
 }
 
 // RawSite is struct kprw_site: one instruction boundary and what the analysis decided
@@ -894,7 +896,7 @@ const (
 	StatsSize       = 104 // was 64 before OptSlow and Violations, 80 before HandlerFaults, 88 before RPFlushed, 96 before ReadFaults
 	HooksSize       = 40
 	SitesSize       = 16
-	SiteFuncSize    = 24
+	SiteFuncSize    = 32
 	SiteSize        = 24
 	RecordSize      = 88
 	TraceImageSize  = 24

@@ -15,6 +15,9 @@ type SiteFunc struct {
 	Addr  uint64
 	Size  uint64
 	Sites []Site // in address order
+	// RetRefusal is why a return probe may not hook its entry ("": it may), as check
+	// says it (register_kretprobe at an unprepared function).
+	RetRefusal string
 }
 
 // Site is one instruction boundary: RawSite with its refusal as text ("" = an int3
@@ -52,6 +55,9 @@ func EncodeSites(funcs []SiteFunc) ([]byte, error) {
 			return nil, fmt.Errorf("embedded analysis: function %s is %d bytes", f.Name, f.Size)
 		}
 		rf[k] = RawSiteFunc{Addr: f.Addr, Name: str(f.Name), First: uint32(len(rs)), NSites: uint32(len(f.Sites)), Size: uint32(f.Size)}
+		if f.RetRefusal != "" {
+			rf[k].RetWhy = str(f.RetRefusal)
+		}
 		for _, s := range f.Sites {
 			r := s.RawSite
 			r.Why = 0

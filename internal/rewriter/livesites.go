@@ -142,7 +142,26 @@ func (g *gen) siteFunc(name string, fn *elfio.Func) (kprt.SiteFunc, error) {
 		sf.Sites = append(sf.Sites, g.decideSite(name, fn.Addr+off, uint32(off), code[off:off+uint64(in.Len)], &in))
 		off += uint64(in.Len)
 	}
+	sf.RetRefusal = g.decideReturn(name, fn.Addr, sf.Sites)
 	return sf, nil
+}
+
+// decideReturn is why a C handler's kretprobe may not hook fn's entry ("": it may): its
+// entry refuses an int3, or the return-probe rules (a function that reads or pops its
+// return address, one of the do-not-probe list) refuse a return probe, as `kprewrite
+// probe 'r:...'` and check say.
+func (g *gen) decideReturn(name string, addr uint64, sites []kprt.Site) string {
+	if len(sites) == 0 || sites[0].Off != 0 {
+		return "its entry is not an instruction the analysis decodes"
+	}
+	if sites[0].Refusal != "" {
+		return sites[0].Refusal
+	}
+	req := patch.Request{Name: name, Addr: addr, Return: true, NoExit: "a C handler's kretprobe hooks the return address"}
+	if _, err := patch.MakePlan(g.b, []patch.Request{req}, patch.Options{NoOptimize: true}); err != nil {
+		return refusalText(err, name)
+	}
+	return ""
 }
 
 // decideSite is what `kprewrite probe` decides for an event at addr (tracectl's

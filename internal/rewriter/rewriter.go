@@ -473,9 +473,13 @@ func (g *gen) addFreeKind(name string, typ kprt.ProbeType, n int) {
 	g.events = append(g.events, kprt.Event{Group: FreeGroup, Name: name, ID: id, Flags: flags})
 	g.desc.Events = append(g.desc.Events, tracefile.DescEvent{ID: id, Group: FreeGroup, Name: name, Def: def,
 		Origin: "free live points", Return: ret, Disabled: true, Soft: true, Live: true, Spare: true, Free: true})
+	q := kprt.Probe{Type: typ, Flags: kprt.FTrace, Event: ev}
+	if ret && g.opt.Handlers != nil && g.handlersCall(registerFuncs...) {
+		q.DataSize = spareDataSize // a C handler's struct kretprobe (register_kretprobe, rt_usersite.c)
+	}
 	for range n {
 		g.tables.Free = append(g.tables.Free, kprt.Point{XMode: kprt.XBoost, Slot: 1, // (placed with the text)
-			Probes: []kprt.Probe{{Type: typ, Flags: kprt.FTrace, Event: ev}}})
+			Probes: []kprt.Probe{q}})
 	}
 }
 

@@ -451,6 +451,9 @@ struct kprw_site_func {
 	kprw_u32 first;       /* index of its first site */
 	kprw_u32 nsites;      /* its instruction boundaries, in address order */
 	kprw_u32 size;        /* its bytes */
+	kprw_u32 ret_why;     /* 0: a return probe may hook its entry (register_kretprobe); else
+	                         the offset of the refusal ("rule: sentence") */
+	kprw_u32 reserved;
 };
 
 /* One instruction boundary and what `kprewrite probe`'s analysis decides for an int3

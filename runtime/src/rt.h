@@ -755,8 +755,7 @@ int kprw_live_kick(void); /* rt_live.c: the live-probe thread reconciles now (0)
 /* rt_usersite.c: register_kprobe() at a site no rewrite prepared (the embedded analysis) */
 struct kprobe;
 struct kretprobe;
-int kprw_usersite_register(struct kprobe *kp);
-int kprw_usersite_kretprobe(struct kretprobe *rp);
+int kprw_usersite_register(struct kprobe *kp, u8 type);
 void kprw_usersite_release(u32 pi);
 /* the point and slot a C handler wants at free point k, NULL: none (rt_live.c) */
 const struct kprw_point *kprw_usersite_free(u32 k, const u8 **slot);

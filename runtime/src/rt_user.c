@@ -288,19 +288,21 @@ static void spare_bind(u32 i, struct kprobe *kp)
 	kprw_live_kick();
 }
 
-/* unprepared registers kp at an unprepared site the embedded analysis describes
- * (rt_usersite.c) and has the live-probe thread place and arm it */
-static int unprepared(struct kprobe *kp)
+/* unprepared registers kp (a struct kprobe, or a struct kretprobe's: type) at an
+ * unprepared site the embedded analysis describes (rt_usersite.c) and has the
+ * live-probe thread place and arm it */
+static int unprepared(struct kprobe *kp, u8 type)
 {
+	const char *fn = type == KPRW_T_KRETPROBE ? "register_kretprobe" : "register_kprobe";
 	if (kprw_live_kick() < 0) { /* (before: no point is held for nothing) */
 		if (kprw_rt.nfree)
-			say_site("register_kprobe", kp,
+			say_site(fn, kp,
 				 "an unprepared site is placed by the live-probe thread, which needs a trace file: -ENOENT");
 		return -ENOENT;
 	}
-	int r = kprw_usersite_register(kp);
+	int r = kprw_usersite_register(kp, type);
 	if (r == -ENOENT)
-		say_site("register_kprobe", kp,
+		say_site(fn, kp,
 			 "neither a prepared function (--prepare) nor one the handler files name in a string "
 			 "(the rewrite describes those): -ENOENT");
 	if (r == 0 && !(kp->flags & KPROBE_FLAG_DISABLED))
@@ -315,10 +317,8 @@ static int spare_register(struct kprobe *kp, u8 type)
 	if (kp->kprw_private[0])
 		return -EINVAL; /* already registered */
 	int found = spare_site(kp, type);
-	if (found < 0 && type == KPRW_T_KRETPROBE)
-		return kprw_usersite_kretprobe((struct kretprobe *)kp); /* (no free kretprobe points yet) */
 	if (found < 0)
-		return unprepared(kp);
+		return unprepared(kp, type); /* (a kretprobe: at a free return point) */
 	u32 i = (u32)found;
 	const struct kprw_point *pt = &kprw_rt.points[kprw_rt.probes[i].point];
 	if (kprw_rt.spare_user[i])

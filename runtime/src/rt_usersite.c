@@ -48,7 +48,8 @@ static int sound(const struct kprw_sites *t)
 		return 0;
 	for (u32 i = 0; i < t->nfuncs; i++) {
 		const struct kprw_site_func *f = &funcs(t)[i];
-		if (f->name < fixed || f->name >= t->size || f->first > t->nsites || f->nsites > t->nsites - f->first)
+		if (f->name < fixed || f->name >= t->size || f->first > t->nsites || f->nsites > t->nsites - f->first ||
+		    (f->ret_why && (f->ret_why < fixed || f->ret_why >= t->size)))
 			return 0;
 	}
 	for (u32 k = 0; k < t->nsites; k++) {
@@ -77,10 +78,10 @@ static const struct kprw_sites *table(void)
 
 static const char *str(const struct kprw_sites *t, u32 off) { return (const char *)t + off; }
 
-/* say tells stderr why register_kprobe(name+off) failed */
-static void say(const char *name, u64 off, const char *why, const char *more)
+/* say tells stderr why register_kprobe(name+off) (or register_kretprobe) failed */
+static void say(u8 type, const char *name, u64 off, const char *why, const char *more)
 {
-	kprw_puts("kprewrite: register_kprobe(");
+	kprw_puts(type == KPRW_T_KRETPROBE ? "kprewrite: register_kretprobe(" : "kprewrite: register_kprobe(");
 	kprw_puts(name);
 	kprw_puts("+");
 	kprw_put_dec(off);
@@ -197,17 +198,17 @@ static int taken(u64 site)
 	return 0;
 }
 
-/* pick is the free point a C handler takes: one placed at site already, else the last
- * one neither a handler nor the newest live frame uses; -1: none */
-static int pick(u64 site)
+/* pick is the free point of probe type type a C handler takes: one placed at site
+ * already, else the last one neither a handler nor the newest live frame uses; -1: none */
+static int pick(u64 site, u8 type)
 {
 	int k = -1;
 	for (u32 j = kprw_rt.nfree; j-- > 0;) {
 		const u8 *slot;
 		u32 fp = kprw_rt.points[kprw_rt.npoints + j].first_probe;
 		if (held[j] || kprw_livedef_free(j, &slot) || fp >= kprw_rt.nprobes ||
-		    kprw_rt.probes[fp].type != KPRW_T_KPROBE)
-			continue; /* (a free return point's probe is a kretprobe: r: events only) */
+		    kprw_rt.probes[fp].type != type)
+			continue; /* (a free return point's probe is a kretprobe: kretprobes only) */
 		if (kprw_rt.points[kprw_rt.npoints + j].site == site)
 			return (int)j;
 		if (k < 0)
@@ -233,11 +234,15 @@ static struct want *alloc(void)
 
 /* check says why site s of name cannot take kp (NULL: it can); orig gets its bytes */
 static const char *check(const struct kprw_sites *t, const struct kprw_site *s, const struct kprw_site_func *f,
-			 const struct kprobe *kp, u8 *orig, int *err)
+			 const struct kprobe *kp, u8 type, u8 *orig, int *err)
 {
 	*err = -EINVAL;
 	if (s->why)
 		return str(t, s->why);
+	if (type == KPRW_T_KRETPROBE && s->off)
+		return "a kretprobe goes at a function's entry (offset 0)";
+	if (type == KPRW_T_KRETPROBE && f->ret_why)
+		return str(t, f->ret_why);
 	if (kp->post_handler && s->xmode == KPRW_X_EMULATE)
 		return "a post_handler needs a single-stepped copy, and this instruction is emulated";
 	*err = -EBUSY;
@@ -248,11 +253,12 @@ static const char *check(const struct kprw_sites *t, const struct kprw_site *s, 
 	return NULL;
 }
 
-/* kprw_usersite_register registers kp at kp->symbol_name + kp->offset, an unprepared
+/* kprw_usersite_register registers kp, a struct kprobe or (type KPRW_T_KRETPROBE) the
+ * struct kprobe of a struct kretprobe, at kp->symbol_name + kp->offset, an unprepared
  * site the embedded analysis describes (rt_user.c's register_kprobe, its lock held):
  * 0, -ENOENT (not described), -EINVAL (not an instruction boundary, or refused: the
  * rule is said), -EBUSY (another probe is there, or no free point is left). */
-int kprw_usersite_register(struct kprobe *kp)
+int kprw_usersite_register(struct kprobe *kp, u8 type)
 {
 	const struct kprw_sites *t = table();
 	char name[256];
@@ -273,7 +279,7 @@ int kprw_usersite_register(struct kprobe *kp)
 	if (!f)
 		return -ENOENT; /* (not a function the handler files name) */
 	if (!s) {
-		say(name, off, "not the start of an instruction", "");
+		say(type, name, off, "not the start of an instruction", "");
 		return -EINVAL;
 	}
 	if (named && kp->addr && (uptr)kp->addr != RT_ADDR(f->addr + s->off))
@@ -282,20 +288,24 @@ int kprw_usersite_register(struct kprobe *kp)
 		return -ENOMEM;
 	u8 orig[16];
 	int err;
-	const char *why = check(t, s, f, kp, orig, &err);
+	const char *why = check(t, s, f, kp, type, orig, &err);
 	if (why) {
-		say(name, off, why, err == -EINVAL ? ": not registered (-EINVAL)" : ": not registered (-EBUSY)");
+		say(type, name, off, why, err == -EINVAL ? ": not registered (-EINVAL)" : ": not registered (-EBUSY)");
 		return err;
 	}
-	int k = pick(f->addr + s->off);
+	int k = pick(f->addr + s->off, type);
 	struct want *w = k < 0 ? NULL : alloc();
 	if (!w) {
-		say(name, off, "every free live point carries a probe", ": not registered (-EBUSY)");
+		say(type, name, off, "every free live point carries a probe", ": not registered (-EBUSY)");
 		return -EBUSY;
 	}
 	const struct kprw_point *cur = &kprw_rt.points[kprw_rt.npoints + (u32)k];
+	if (type == KPRW_T_KRETPROBE && ((struct kretprobe *)kp)->data_size > kprw_rt.probes[cur->first_probe].data_size) {
+		say(type, name, off, "data_size is larger than a free return point's", ": not registered (-EINVAL)");
+		return -EINVAL;
+	}
 	if (build(f, s, cur, orig, w) < 0) {
-		say(name, off, "its copy's RIP-relative displacement does not reach from the slot", "");
+		say(type, name, off, "its copy's RIP-relative displacement does not reach from the slot", "");
 		return -EINVAL;
 	}
 	if (kp->post_handler && w->pt.xmode == KPRW_X_BOOST)
@@ -305,6 +315,12 @@ int kprw_usersite_register(struct kprobe *kp)
 	kp->nmissed = 0;
 	kp->flags &= ~(u32)KPROBE_FLAG_OPTIMIZED;
 	kp->kprw_private[0] = cur->first_probe + 1;
+	if (type == KPRW_T_KRETPROBE) {
+		struct kretprobe *rp = (struct kretprobe *)kp;
+		if (kprw_rt.ri_count)
+			rp->maxactive = (int)kprw_rt.ri_count[cur->first_probe];
+		rp->nmissed = 0;
+	}
 	return 0;
 }
 
@@ -327,13 +343,4 @@ const struct kprw_point *kprw_usersite_free(u32 k, const u8 **slot)
 		return NULL;
 	*slot = w->slot;
 	return &w->pt;
-}
-
-/* kprw_usersite_kretprobe is where register_kretprobe() of an unprepared function goes:
- * a kretprobe needs a free point that hooks the return address, which free points do
- * not have yet (`kprewrite probe r:` at unprepared functions is the same work) */
-int kprw_usersite_kretprobe(struct kretprobe *rp)
-{
-	(void)rp;
-	return -ENOENT;
 }

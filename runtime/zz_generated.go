@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "e837e1171a8cbadde432f220188447b6cdfcc99e666167beba90cdbbd871f00f"
+const ObjectSHA256 = "11ec36c72c6740158d9dad5c2ea99c09e41f8cfef6e0c33344d2f357b92b58b2"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

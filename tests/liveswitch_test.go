@@ -57,6 +57,14 @@ func TestLiveSwitchTrigger(t *testing.T) {
 		t.Fatalf("disable t/n: %q", out)
 	}
 	checkListed(t, tr, true)
+	for _, bad := range [][]string{ // an event that does not exist (yet): refused, nothing written
+		{"trigger", tr, "t/o", "enable_event:t:later"}, {"trigger", tr, "t/n", "disable_event:t:later"},
+		{"disable", tr, "t/later"},
+	} {
+		if code, o, e := kp(bad...); code != 1 || o != "" || !strings.Contains(e, "t:later") && !strings.Contains(e, "t/later") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 naming t/later", bad, code, o, e)
+		}
+	}
 	run("trigger", tr, "t/o", "enable_event:t:n if a == 5")
 	refuseRemove(t, tr, `enable_event:t:n:unlimited if a == 5" of t/o`)
 	p.next(t, 1) // a = 0..99, b = 1: t/n enabled at other(5)

@@ -644,10 +644,14 @@ const (
 	// LiveFrameMagic heads a live-event frame (struct kprw_ctlframe's header, then
 	// RawLiveEnt entries): the events kprewrite probe added to an image.
 	LiveFrameMagic = "KPRWLIV1"
-	LiveMax        = 256  // live events of one image
-	LEReturn       = 0x1  // RawLiveEnt.Flags: a return event
-	LEPoint        = 0x2  // RawLiveEnt.Flags: at a free live point; the point and its slot follow
-	LEState        = 0x4  // RawLiveEnt.Flags: the word after its hit count is its site's state (LS*)
+	LiveMax        = 256 // live events of one image
+	LEReturn       = 0x1 // RawLiveEnt.Flags: a return event
+	LEPoint        = 0x2 // RawLiveEnt.Flags: at a free live point; the point and its slot follow
+	LEState        = 0x4 // RawLiveEnt.Flags: the word after its hit count is its site's state (LS*)
+	LECtl          = 0x8 // RawLiveEnt.Flags: the word after its state is its switch (CtlEvSoftDisabled)
+	// TrigLiveTarget marks an enable_event/disable_event target that is the slot of a
+	// live event's LECtl word, not a runtime event index
+	TrigLiveTarget = 0x80000000
 	LSNone         = 0    // a live event's state: no program has applied it yet
 	LSInt3         = 1    // armed, an int3
 	LSJump         = 2    // armed, jump-optimized

@@ -58,6 +58,7 @@ func runEnableDisable(on bool) func(args []string, stdout, stderr io.Writer) err
 		defer f.Close()
 		pos[0] = path
 		var evs []tracectl.Event
+		var live []tracectl.LiveEvent // events added at run time (kprewrite probe)
 		all := false
 		for _, pat := range pos[1:] { // every name checked before anything changes
 			if pat == "all" { // the switch of every probe (kprobes/enabled), not the events'
@@ -65,8 +66,12 @@ func runEnableDisable(on bool) func(args []string, stdout, stderr io.Writer) err
 				continue
 			}
 			e, err := f.Events(pat)
-			if err != nil {
+			le, lerr := f.LiveSwitches(pat)
+			if err != nil && lerr != nil {
 				return err
+			}
+			if lerr == nil {
+				live = append(live, le...)
 			}
 			for _, ev := range e {
 				if on && !ev.Armed {
@@ -86,6 +91,12 @@ func runEnableDisable(on bool) func(args []string, stdout, stderr io.Writer) err
 				return fmt.Errorf("%s: %w", pos[0], err)
 			}
 			fmt.Fprintf(stdout, "%s: %s/%s (%s): %sd (was %s)\n", pos[0], ev.Group, ev.Name, ev.Image, name, map[bool]string{true: "enabled", false: "disabled"}[ev.Enabled])
+		}
+		for _, e := range live { // soft: its site stays armed, its triggers run
+			if err := f.SetLiveEnabled(e, on); err != nil {
+				return fmt.Errorf("%s: %w", pos[0], err)
+			}
+			fmt.Fprintf(stdout, "%s: %s/%s (%s): %sd (was %s)\n", pos[0], e.Group, e.Name, e.Image, name, map[bool]string{true: "disabled", false: "enabled"}[e.Disabled])
 		}
 		return nil
 	}

@@ -108,7 +108,8 @@ func probeType(dp tracefile.DescProbe) string {
 }
 
 // listLive lists the events added at run time (kprewrite probe), at their prepared
-// sites: [LIVE], and [GONE] for one removed.
+// sites: [LIVE], [DISABLED] for one soft-disabled (kprewrite disable, a trigger), and
+// [GONE] for one removed.
 func listLive(f *tracectl.File, verbose bool, stdout io.Writer) error {
 	evs, err := f.Live()
 	if err != nil {
@@ -135,7 +136,7 @@ func listLive(f *tracectl.File, verbose bool, stdout io.Writer) error {
 			if e.Return {
 				typ = "r"
 			}
-			fmt.Fprintln(stdout, liveLine(e, probeLine(d, dp, typ, !f.Armed(), verbose)))
+			fmt.Fprintln(stdout, liveLine(e, probeLine(d, dp, typ, !f.Armed() || e.Disabled, verbose)))
 			continue
 		}
 		for _, dp := range d.Probes {
@@ -143,7 +144,7 @@ func listLive(f *tracectl.File, verbose bool, stdout io.Writer) error {
 				continue
 			}
 			dp.Event = at
-			fmt.Fprintln(stdout, liveLine(e, probeLine(d, dp, probeType(dp), !f.Armed(), verbose)))
+			fmt.Fprintln(stdout, liveLine(e, probeLine(d, dp, probeType(dp), !f.Armed() || e.Disabled, verbose)))
 		}
 	}
 	return nil

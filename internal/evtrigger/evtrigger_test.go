@@ -150,6 +150,31 @@ func TestProgramRoundTrip(t *testing.T) {
 	}
 }
 
+// TestLiveTargetRoundTrip: an enable_event target naming a live event's switch word
+// (LiveTarget and its slot) decodes whatever the number of events; a slot past
+// MaxSlots does not.
+func TestLiveTargetRoundTrip(t *testing.T) {
+	tr, err := Parse("enable_event:g:x", testEnv(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		target uint32
+		ok     bool
+	}{{LiveTarget | 12, true}, {LiveTarget | (MaxSlots - 1), true}, {LiveTarget | MaxSlots, false}} {
+		b, err := Program([]Compiled{{Trigger: tr, Targets: []uint32{2, c.target}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Decode(b, 3)
+		if (err == nil) != c.ok {
+			t.Errorf("target %#x: decoded %v, want %v (%v)", c.target, err == nil, c.ok, err)
+		} else if c.ok && !reflect.DeepEqual(back[0].Targets, []uint32{2, c.target}) {
+			t.Errorf("target %#x: decoded targets %v", c.target, back[0].Targets)
+		}
+	}
+}
+
 // FuzzParse: no input panics; an accepted trigger's listing parses back to the same
 // trigger (without the count's "count=" spelling, which the kernel does not read).
 func FuzzParse(f *testing.F) {

@@ -35,7 +35,8 @@ type Compiled struct {
 //
 // A hist trigger's "targets" are its evhist program (ntargets 4-byte units), and its
 // slot is the first word of its table in the control area (evhist's doc.go).
-// enable_event's and disable_event's targets are runtime event indexes; enable_hist's
+// enable_event's and disable_event's targets are runtime event indexes, or LiveTarget
+// and the slot of a live event's switch word; enable_hist's
 // and disable_hist's the slots of the target event's histogram tables.
 //
 // cond is the kernel's TRIGGER_COND: some trigger has a condition or runs after the
@@ -51,6 +52,10 @@ const (
 	MaxTriggers = 1024
 	// MaxSlots bounds a control area's count and histogram words (src/rt_trigger.c).
 	MaxSlots = 1 << 24
+	// LiveTarget marks an enable_event/disable_event target that is not a runtime event
+	// index but the slot of an event added at run time's switch word (the runtime's
+	// KPRW_TRIG_LIVE_TARGET)
+	LiveTarget = 1 << 31
 )
 
 // Keep is a hist trigger that a run-time control frame keeps as the rewrite made it:
@@ -185,6 +190,10 @@ func Decode(b []byte, nevents int) ([]Compiled, error) {
 			if c.Cmd == EnableHist || c.Cmd == DisableHist { // histograms' table slots
 				if x >= MaxSlots {
 					return nil, fmt.Errorf("trigger program: trigger %d: target slot %d", i, x)
+				}
+			} else if x&LiveTarget != 0 { // a live event's switch word
+				if x&^LiveTarget >= MaxSlots {
+					return nil, fmt.Errorf("trigger program: trigger %d: target slot %d", i, x&^LiveTarget)
 				}
 			} else if int(x) >= nevents {
 				return nil, fmt.Errorf("trigger program: trigger %d: target event %d of %d", i, x, nevents)

@@ -36,7 +36,7 @@ func (f *File) Hists(pattern string) ([]Hist, error) {
 		if im.desc == nil {
 			continue
 		}
-		flagBytes := kprt.CtlFlagBytes(len(im.desc.Events))
+		flagBytes := kprt.CtlFlagBytes(im.desc.RuntimeEvents())
 		// a multi-probe event lists its histograms once; a named one (name=) is
 		// listed under each event that feeds it, as each event's hist file shows it
 		type listed struct {
@@ -203,7 +203,7 @@ func (f *File) Listed(ev Event, c *Controls) []string {
 			return c.Triggers(ev.Index)
 		}
 	}
-	flagBytes := kprt.CtlFlagBytes(len(im.desc.Events))
+	flagBytes := kprt.CtlFlagBytes(im.desc.RuntimeEvents())
 	out := append([]string(nil), ts...)
 	for k, t := range ts {
 		if k >= len(slots) || slots[k] == unplaced {

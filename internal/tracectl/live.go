@@ -34,8 +34,12 @@ type LiveEvent struct {
 	// State is what its site is now in the program that applied it last (kprt.LS*;
 	// -1: not known, an event added by an older kprewrite)
 	State int
-	img   int
-	ent   tracefile.LiveEvent
+	// Switch: it has a switch word (kprewrite disable, enable_event and disable_event
+	// triggers naming it; an event added by an older kprewrite has none), Disabled: it is
+	// soft-disabled now (its hits run its triggers and write no record)
+	Switch, Disabled bool
+	img              int
+	ent              tracefile.LiveEvent
 }
 
 // ErrNotPrepared is returned for a site that no image of the file prepared.
@@ -76,6 +80,10 @@ func (f *File) Live() ([]LiveEvent, error) {
 				le.Hits = atomic.LoadUint64(f.word64(uintptr(e.HitsOff)))
 				if e.State && e.HitsOff+16 <= uint64(len(f.data)) {
 					le.State = int(atomic.LoadUint64(f.word64(uintptr(e.HitsOff + 8))))
+				}
+				if e.Ctl && e.HitsOff+24 <= uint64(len(f.data)) {
+					le.Switch = true
+					le.Disabled = atomic.LoadUint64(f.word64(uintptr(e.HitsOff+16)))&kprt.CtlEvSoftDisabled != 0
 				}
 			}
 			out = append(out, le)
@@ -156,8 +164,9 @@ func (f *File) AddLive(def string) (LiveEvent, error) {
 				return nil, fmt.Errorf("%s: %w", d.Input, err)
 			}
 		}
-		e.ID, e.HitsOff, e.State = id, alloc.word(0), true
+		e.ID, e.HitsOff, e.State, e.Ctl = id, alloc.word(0), true, true
 		alloc.word(kprt.LSNone) // (its state, after its hit count: the programs write it)
+		alloc.word(0)           // (its switch, after its state: on)
 		le.ID, le.ent = id, e
 		return append(cur, e), nil
 	})
@@ -186,6 +195,9 @@ func (f *File) RemoveLive(pattern string) ([]LiveEvent, error) {
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no event %s was added at run time", f.Path, pattern)
+	}
+	if err := f.checkUntargeted(out, evs); err != nil {
+		return nil, err
 	}
 	for k, ids := range byImg {
 		err := f.commitLive(k, func(cur []tracefile.LiveEvent, _ uint32, _ *liveAlloc) ([]tracefile.LiveEvent, error) {

@@ -145,7 +145,9 @@ func (f *File) liveTrigChange(e LiveEvent, text string) (*liveTrigChange, error)
 	if len(d.Symbols) > 0 {
 		syms = descSymbols(d.Symbols)
 	}
-	env := evtrigger.Env{Fields: fs, Syms: syms, Exists: func(g, n string) bool { return len(rewriteEvents(d, g, n)) > 0 }}
+	env := evtrigger.Env{Fields: fs, Syms: syms, Exists: func(g, n string) bool {
+		return len(rewriteEvents(d, g, n)) > 0 || f.liveExists(e.img, g, n) // (a live event's switch too)
+	}}
 	t, err := evtrigger.Parse(text, env)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
@@ -165,14 +167,16 @@ func (f *File) liveTrigChange(e LiveEvent, text string) (*liveTrigChange, error)
 	if ch.next, err = cur.Apply(t); err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", e.Group, e.Name, err)
 	}
-	if err := ch.compile(d, fs, syms); err != nil {
+	live := func(g, n string) ([]uint32, error) { return f.liveNamed(e.img, g, n) }
+	if err := ch.compile(d, fs, syms, live); err != nil {
 		return nil, fmt.Errorf("%s/%s: trigger %q: %w", e.Group, e.Name, text, err)
 	}
 	return ch, nil
 }
 
-// compile compiles the new set's conditions, new histograms and switch targets.
-func (ch *liveTrigChange) compile(d *tracefile.Desc, fs []evfilter.Field, syms evfilter.Symbols) error {
+// compile compiles the new set's conditions, new histograms and switch targets (the
+// rewrite's events, and the switches of the live events live names).
+func (ch *liveTrigChange) compile(d *tracefile.Desc, fs []evfilter.Field, syms evfilter.Symbols, live func(g, n string) ([]uint32, error)) error {
 	for _, nt := range ch.next {
 		key := ch.key(nt)
 		if _, kept := ch.kept[key]; nt.Cmd == evtrigger.Hist && !kept {
@@ -190,7 +194,11 @@ func (ch *liveTrigChange) compile(d *tracefile.Desc, fs []evfilter.Field, syms e
 			ch.filter[key] = flt.Program()
 		}
 		if nt.Cmd.Switches() {
-			ch.target[key] = rewriteEvents(d, nt.Group, nt.Event)
+			lt, err := live(nt.Group, nt.Event)
+			if err != nil {
+				return err
+			}
+			ch.target[key] = append(rewriteEvents(d, nt.Group, nt.Event), lt...)
 		}
 	}
 	return nil

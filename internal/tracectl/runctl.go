@@ -25,6 +25,9 @@ type Controls struct {
 	histOps   []histOp          // pause, cont, clear of existing histograms
 	dirty     bool              // the frame changed
 	syms      evfilter.Symbols
+	// Live gives the enable_event/disable_event targets of the image's events added at
+	// run time named GROUP/NAME (their switches: File.Controls sets it; nil: none)
+	Live func(group, name string) ([]uint32, error)
 }
 
 // NewControls starts from fr (nil: the rewrite's controls only).
@@ -34,8 +37,8 @@ func NewControls(d *tracefile.Desc, fr *Frame) (*Controls, error) {
 		return nil, err
 	}
 	c := &Controls{Desc: d, SpareBase: base, counts: map[uint32]uint64{}}
-	c.frame = &Frame{ImageID: d.ImageID, NEvents: uint32(len(d.Events)), Entries: map[uint32]*Entry{}}
-	if fr != nil && fr.ImageID == d.ImageID && fr.NEvents == uint32(len(d.Events)) {
+	c.frame = &Frame{ImageID: d.ImageID, NEvents: uint32(d.RuntimeEvents()), Entries: map[uint32]*Entry{}}
+	if fr != nil && fr.ImageID == d.ImageID && fr.NEvents == uint32(d.RuntimeEvents()) {
 		for e, en := range fr.Entries {
 			cp := *en
 			c.frame.Entries[e] = &cp
@@ -118,10 +121,29 @@ func eventFields(e *tracefile.DescEvent) ([]evfilter.Field, error) {
 	return evfilter.EventFields(p, e.GoID > 0), nil
 }
 
-// named are the runtime events of GROUP/NAME (a multi-probe event has several).
+// exists says whether a trigger may name GROUP/NAME: an event of the image's, or one
+// added to it at run time (Live).
+func (c *Controls) exists(group, name string) bool {
+	if len(c.named(group, name)) > 0 {
+		return true
+	}
+	lt, err := c.liveTargets(group, name)
+	return err != nil || len(lt) > 0 // (an error is the compile's to say)
+}
+
+// liveTargets are the switches of the image's live events GROUP/NAME (Live).
+func (c *Controls) liveTargets(group, name string) ([]uint32, error) {
+	if c.Live == nil {
+		return nil, nil
+	}
+	return c.Live(group, name)
+}
+
+// named are the runtime events of GROUP/NAME (a multi-probe event has several; the
+// description's entries of events added at run time, after them, are not).
 func (c *Controls) named(group, name string) []uint32 {
 	var out []uint32
-	for i, e := range c.Desc.Events {
+	for i, e := range c.Desc.Events[:c.Desc.RuntimeEvents()] {
 		if e.Group == group && e.Name == name {
 			out = append(out, uint32(i))
 		}
@@ -179,7 +201,7 @@ func (c *Controls) triggers(i uint32) ([]string, []uint32, error) {
 	if en.Trig == nil {
 		return nil, nil, nil
 	}
-	cs, err := evtrigger.Decode(en.Trig, len(c.Desc.Events))
+	cs, err := evtrigger.Decode(en.Trig, c.Desc.RuntimeEvents())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -311,7 +333,7 @@ func (c *Controls) ApplyTrigger(group, name, text string) error {
 		return fmt.Errorf("%s/%s: %w", group, name, err)
 	}
 	ch := &triggerChange{c: c, group: group, name: name, text: text, fs: fs}
-	env := evtrigger.Env{Fields: fs, Syms: c.symbols(), Exists: func(g, e string) bool { return len(c.named(g, e)) > 0 }}
+	env := evtrigger.Env{Fields: fs, Syms: c.symbols(), Exists: c.exists}
 	t, err := evtrigger.Parse(text, env)
 	if err != nil {
 		return fmt.Errorf("%s/%s: %w", group, name, err)
@@ -441,7 +463,7 @@ func (c *Controls) usedSlots() (map[uint32]bool, error) {
 	used := map[uint32]bool{}
 	for _, en := range c.frame.Entries {
 		if en.Flags&kprt.CETrig != 0 && en.Trig != nil {
-			cs, err := evtrigger.Decode(en.Trig, len(c.Desc.Events))
+			cs, err := evtrigger.Decode(en.Trig, c.Desc.RuntimeEvents())
 			if err != nil {
 				return nil, err
 			}
@@ -498,7 +520,11 @@ func (ch *triggerChange) compile(nt evtrigger.Trigger) (evtrigger.Compiled, stri
 	}
 	switch nt.Cmd {
 	case evtrigger.EnableEvent, evtrigger.DisableEvent:
-		cc.Targets = c.named(nt.Group, nt.Event)
+		lt, err := c.liveTargets(nt.Group, nt.Event)
+		if err != nil {
+			return cc, "", fmt.Errorf("%s/%s: trigger %q: %w", ch.group, ch.name, nt.Text, err)
+		}
+		cc.Targets = append(c.named(nt.Group, nt.Event), lt...)
 	case evtrigger.EnableHist, evtrigger.DisableHist:
 		cc.Targets = c.histSlots(nt.Group, nt.Event)
 	case evtrigger.Hist:
@@ -577,7 +603,7 @@ func (c *Controls) compiled(i uint32) ([]evtrigger.Compiled, error) {
 	if en == nil || en.Flags&kprt.CETrig == 0 || en.Trig == nil {
 		return nil, nil
 	}
-	return evtrigger.Decode(en.Trig, len(c.Desc.Events))
+	return evtrigger.Decode(en.Trig, c.Desc.RuntimeEvents())
 }
 
 // SetSynthSwitch records that KPREWRITE_CONTROL switches the records of synthetic

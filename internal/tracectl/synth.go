@@ -37,7 +37,7 @@ func (c *Controls) SynthTriggers(k int) ([]string, []uint32, error) {
 	if en == nil || en.Flags&kprt.CETrig == 0 || en.Trig == nil {
 		return ts, slots, nil
 	}
-	cs, err := evtrigger.Decode(en.Trig, len(c.Desc.Events))
+	cs, err := evtrigger.Decode(en.Trig, c.Desc.RuntimeEvents())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,7 +113,7 @@ func (c *Controls) ApplySynthTrigger(k int, text string) error {
 	en := c.frame.Entries[synthKey(k)]
 	var prev []evtrigger.Compiled
 	if en != nil && en.Flags&kprt.CETrig != 0 && en.Trig != nil {
-		if prev, err = evtrigger.Decode(en.Trig, len(c.Desc.Events)); err != nil {
+		if prev, err = evtrigger.Decode(en.Trig, c.Desc.RuntimeEvents()); err != nil {
 			return fmt.Errorf("synthetic/%s: %w", sy.Name, err)
 		}
 	}

@@ -160,7 +160,7 @@ func (f *File) Events(pattern string) ([]Event, error) {
 			}
 			out = append(out, ev)
 		}
-		flagBytes := kprt.CtlFlagBytes(len(im.desc.Events))
+		flagBytes := kprt.CtlFlagBytes(im.desc.RuntimeEvents())
 		for i, sy := range im.desc.Synthetic {
 			if sy.ID == 0 || !eventdef.MatchesName(pattern, "synthetic", sy.Name) {
 				continue // (an older rewrite's synthetic events write no records)
@@ -288,6 +288,7 @@ func (f *File) Controls(ev Event) (*Controls, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", f.Path, im.desc.Input, err)
 	}
+	c.Live = func(g, n string) ([]uint32, error) { return f.liveNamed(ev.img, g, n) }
 	return c, nil
 }
 
@@ -297,7 +298,7 @@ func (f *File) Controls(ev Event) (*Controls, error) {
 // at their next hit. Pause, cont and clear of existing histograms change their tables.
 func (f *File) Commit(ev Event, c *Controls) error {
 	im := f.images[ev.img]
-	flagBytes := kprt.CtlFlagBytes(len(im.desc.Events))
+	flagBytes := kprt.CtlFlagBytes(im.desc.RuntimeEvents())
 	flags := atomic.LoadUint32((*uint32)(unsafe.Pointer(&f.data[offImages+uintptr(ev.img)*unsafe.Sizeof(kprt.RawTraceImage{})+offImageFlags])))
 	if flags&kprt.TIFSpare == 0 || uint64(im.ctlSize) != flagBytes+(uint64(c.SpareBase)+kprt.CtlSpare)*8 {
 		return fmt.Errorf("%s: %s was rewritten by a kprewrite without run-time controls (rewrite it again)", f.Path, im.desc.Input)
@@ -418,7 +419,7 @@ func (f *File) placeHists(fd *os.File, c *Controls, coff, csize, at, slotBase ui
 			en.Trig = p
 			continue
 		}
-		cs, err := evtrigger.Decode(en.Trig, len(c.Desc.Events))
+		cs, err := evtrigger.Decode(en.Trig, c.Desc.RuntimeEvents())
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", f.Path, err)
 		}

@@ -33,6 +33,9 @@ type LiveEvent struct {
 	// State: the word after its hit count is its site's state (kprt.LEState), which
 	// the programs write
 	State bool
+	// Ctl: the word after its state is its switch (kprt.LECtl: kprt.CtlEvSoftDisabled,
+	// kprewrite disable and enable_event/disable_event triggers), which State needs
+	Ctl   bool
 	Def   string // its definition, as given
 	Fetch []byte // its fetch program (internal/eventdef)
 	// Filter is its filter's program (internal/evfilter; nil: none), FilterText the
@@ -91,6 +94,9 @@ func (fr *LiveFrame) Encode() []byte {
 		}
 		if e.State {
 			fl |= kprt.LEState
+		}
+		if e.Ctl {
+			fl |= kprt.LECtl
 		}
 		binary.LittleEndian.PutUint32(h[24:], fl)
 		binary.LittleEndian.PutUint32(h[28:], uint32(len(e.Filter)))
@@ -154,7 +160,7 @@ func DecodeLiveFrame(b []byte) (*LiveFrame, int, error) {
 		}
 		e := LiveEvent{Probe: binary.LittleEndian.Uint32(h), ID: binary.LittleEndian.Uint32(h[4:]),
 			HitsOff: binary.LittleEndian.Uint64(h[16:]), Return: flags&kprt.LEReturn != 0,
-			State: flags&kprt.LEState != 0}
+			State: flags&kprt.LEState != 0, Ctl: flags&kprt.LEState != 0 && flags&kprt.LECtl != 0}
 		e.Fetch = b[off : off+fl]
 		off += fl + pad8len(fl)
 		lines := strings.Split(string(b[off:off+tl]), "\n")

@@ -749,6 +749,13 @@ struct kprw_liveent {
                             * the live-probe thread of the program that applied the frame
                             * last writes there what its site is now (KPRW_LS_*), for
                             * `kprewrite list TARGET` */
+#define KPRW_LE_CTL 0x8    /* the u64 word after its state (hits_off + 16) is its switch:
+                            * KPRW_CTL_SOFT_DISABLED set, its hits run its triggers and
+                            * write no record (kprewrite disable, and enable_event and
+                            * disable_event triggers naming it: KPRW_TRIG_LIVE_TARGET) */
+#define KPRW_TRIG_LIVE_TARGET 0x80000000u /* an enable_event/disable_event target: the low
+                            * bits are the slot (of the control area's trig_count words) of
+                            * a live event's KPRW_LE_CTL word, not a runtime event index */
 #define KPRW_LS_NONE 0     /* no program has applied it yet */
 #define KPRW_LS_INT3 1     /* armed, an int3 (a jump site waiting for a safepoint too) */
 #define KPRW_LS_JUMP 2     /* armed, jump-optimized */

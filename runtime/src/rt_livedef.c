@@ -27,6 +27,7 @@ struct kprw_livedef {
 	long fixed; /* kprw_fetch_fixed_size: its data's size, -1 when it varies */
 	u64 *hits;  /* in the trace file: every hit of the event */
 	u64 *state; /* in the trace file: its site's state (KPRW_LE_STATE), NULL: none */
+	u64 *ctl;   /* in the trace file: its switch (KPRW_LE_CTL), NULL: none */
 	const struct kprw_fprog *filter; /* its filter (kprewrite filter), NULL: none */
 	const struct kprw_evtrig *trig;  /* its triggers (kprewrite trigger), NULL: none */
 };
@@ -147,6 +148,7 @@ static struct kprw_livelist **build(const u8 *f, u32 size, u32 n)
 		d->fixed = le->fetch_len ? kprw_fetch_fixed_size(d->fetch, d->fetch_len) : 0;
 		d->hits = (u64 *)((u8 *)kprw_rt.trace + le->hits_off);
 		d->state = (le->flags & KPRW_LE_STATE) && le->hits_off + 16 <= kprw_rt.trace_mapped ? d->hits + 1 : NULL;
+		d->ctl = d->state && (le->flags & KPRW_LE_CTL) && le->hits_off + 24 <= kprw_rt.trace_mapped ? d->hits + 2 : NULL;
 		if (d->fixed > KPRW_MAX_REC_DATA)
 			return NULL;
 		d->filter = NULL;
@@ -350,10 +352,10 @@ static __attribute__((noinline)) void live_record(u32 pi, const struct kprw_live
  * is on or not, and it returns 0: the record is the caller's, as without them (its
  * frame not on top of this one: the probed thread's stack may be a goroutine's); else
  * the data is fetched once, the triggers whose conditions hold run on it, the record is
- * written (tracing on, its filter taking it), those that run after the record
- * (traceoff, stacktrace) run last, and it returns 1. */
+ * written (tracing on, the event not soft-disabled: off 0, its filter taking it), those
+ * that run after the record (traceoff, stacktrace) run last, and it returns 1. */
 static __attribute__((noinline)) int live_triggered(u32 pi, const struct kprw_livedef *d, struct pt_regs *regs,
-						    u8 type, u64 ret_ip, struct kprw_tctx *c)
+						    u8 type, u64 ret_ip, struct kprw_tctx *c, int off)
 {
 	const struct kprw_evtrig *tg = d->trig;
 	if (!tg->cond) {
@@ -374,7 +376,7 @@ static __attribute__((noinline)) int live_triggered(u32 pi, const struct kprw_li
 	fe.regs = regs;
 	fe.fast = kprw_fast_ok(c);
 	u32 tt = kprw_triggers_run(tg, &fe);
-	if (!__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) && (!d->filter || kprw_filter_match(d->filter, &fe)))
+	if (!off && !__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) && (!d->filter || kprw_filter_match(d->filter, &fe)))
 		live_write(pi, d, regs, type, ret_ip, c, &w, once, dlen);
 	if (tt) {
 		const struct kprw_hit hit = {pi, regs, c, d->id}; /* a stack names the live event */
@@ -396,9 +398,11 @@ int kprw_live_hit(u32 pi, struct pt_regs *regs, u8 type, u64 ret_ip, struct kprw
 		__atomic_add_fetch(d->hits, 1, __ATOMIC_RELAXED);
 		if (!kprw_rt.trace)
 			continue;
-		if (d->trig && live_triggered(pi, d, regs, type, ret_ip, c))
+		/* soft-disabled (the kernel's SOFT_DISABLED): its triggers run, no record */
+		int off = d->ctl && (__atomic_load_n(d->ctl, __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED);
+		if (d->trig && live_triggered(pi, d, regs, type, ret_ip, c, off))
 			continue;
-		if (!__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED))
+		if (!off && !__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED))
 			live_record(pi, d, regs, type, ret_ip, c);
 	}
 	return 1;

@@ -109,9 +109,15 @@ static u64 walk_blob(const u8 *b, u32 len, const struct kprw_evtrig *orig, struc
 				*slots = (u32)hend;
 			need += (hsize + 7) & ~7u;
 		} else {
-			for (u32 j = 0; j < nt; j++) /* events, or enable_hist's table slots */
-				if (rd32(targets + 4 * j) >= (hsw ? MAX_SLOTS : kprw_rt.nevents))
+			for (u32 j = 0; j < nt; j++) { /* events (or live events' words), or enable_hist's table slots */
+				u32 x = rd32(targets + 4 * j);
+				if (!hsw && (x & KPRW_TRIG_LIVE_TARGET))
+					x &= ~KPRW_TRIG_LIVE_TARGET;
+				else if (!hsw && x >= kprw_rt.nevents)
 					return 0;
+				if (x >= MAX_SLOTS)
+					return 0;
+			}
 		}
 		off += 4 * nt;
 		if (fl > len - off)
@@ -400,6 +406,43 @@ static inline u32 kind(u32 cmd)
 	return cmd == KPRW_TRIG_TRACEON || cmd == KPRW_TRIG_TRACEOFF ? KIND_ONOFF : KIND_ENABLE;
 }
 
+/* live_word is the switch word of the live event enable_event/disable_event target x
+ * names (KPRW_TRIG_LIVE_TARGET: a slot of trig_count), NULL when it is past the words a
+ * hit may name (a program is checked when installed; the mapping is checked now) */
+static u64 *live_word(u32 x)
+{
+	u32 slot = x & ~KPRW_TRIG_LIVE_TARGET;
+	return kprw_rt.trig_count && slot < kprw_trig_place_limit() ? &kprw_rt.trig_count[slot] : NULL;
+}
+
+/* switched_off says whether target x (an event index, or a live event's word) is
+ * soft-disabled: 1, 0, or -1 when it names nothing */
+static int switched_off(u32 x)
+{
+	if (!(x & KPRW_TRIG_LIVE_TARGET))
+		return (__atomic_load_n(&kprw_rt.ev_ctl[x], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED) != 0;
+	u64 *w = live_word(x);
+	return w ? (__atomic_load_n(w, __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED) != 0 : -1;
+}
+
+/* switch_target soft-enables or soft-disables target x */
+static void switch_target(u32 x, int enable)
+{
+	if (x & KPRW_TRIG_LIVE_TARGET) {
+		u64 *w = live_word(x);
+		if (w && enable)
+			__atomic_and_fetch(w, ~(u64)KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
+		else if (w)
+			__atomic_or_fetch(w, (u64)KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
+		return;
+	}
+	u32 *w = &kprw_rt.ev_ctl[x];
+	if (enable)
+		__atomic_and_fetch(w, ~(u32)KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
+	else
+		__atomic_or_fetch(w, KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
+}
+
 /* fire runs one trigger as the kernel's count variants do: traceon and traceoff do
  * nothing (and keep their count) when tracing is already in the state they set, a
  * counted enable_event/disable_event likewise when its event is */
@@ -444,23 +487,16 @@ static void fire(const struct kprw_trig *t, const struct kprw_hit *hit, u64 ts)
 			__atomic_store_n(off, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	u32 *ctl = kprw_rt.ev_ctl;
-	if (!t->ntargets || !ctl)
+	if (!t->ntargets || !kprw_rt.ev_ctl)
 		return;
 	int enable = t->cmd == KPRW_TRIG_ENABLE;
-	u32 first = rd32(t->targets);
-	int soft = (__atomic_load_n(&ctl[first], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED) != 0;
-	if (__atomic_load_n(cnt, __ATOMIC_RELAXED) != UNLIMITED && enable == !soft)
+	int soft = switched_off(rd32(t->targets));
+	if (soft < 0 || (__atomic_load_n(cnt, __ATOMIC_RELAXED) != UNLIMITED && enable == !soft))
 		return;
 	if (!take(cnt))
 		return;
-	for (u32 j = 0; j < t->ntargets; j++) {
-		u32 *w = &ctl[rd32(t->targets + 4 * j)];
-		if (enable)
-			__atomic_and_fetch(w, ~(u32)KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
-		else
-			__atomic_or_fetch(w, KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
-	}
+	for (u32 j = 0; j < t->ntargets; j++)
+		switch_target(rd32(t->targets + 4 * j), enable);
 }
 
 /* kprw_triggers_run runs an event's triggers at a hit, in their order (the kernel's

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "0e23d4e50011f67c082763727e97e28becda3ecabcef2498b196a3d51dde8237"
+const ObjectSHA256 = "06b859965bc5b91ae71423a91b28e4d15bd49670d3b6cf6095bb833ea05402c2"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

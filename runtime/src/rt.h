@@ -414,6 +414,7 @@ u32 kprw_getpid(void);
 void kprw_end_if_program_gone(void); /* rt_live.c: only runtime threads are left */
 void kprw_trace_release_old(void);     /* rt_tracefile.c: the replaced FILE.old closed */
 int kprw_live_running(void);           /* rt_live.c: the live-probe thread was started */
+int kprw_live_gated(const struct kprw_point *pt); /* rt_live.c: its live events switch its gate */
 u32 kprw_gettid(void);
 u64 kprw_now_ns(void);   /* CLOCK_MONOTONIC by system call */
 u32 kprw_cpu(void);

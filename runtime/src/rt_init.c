@@ -457,10 +457,10 @@ static void arm_detours(void)
 			continue;
 		if (pt->pflags & (KPRW_PF_COUNT))
 			continue;
-		if (pt->dflags & KPRW_DF_LIVE)
-			continue; /* the live-probe thread opens its gate before it writes its jmp: the
-				   * probes' state of 10,000s of prepared sites stays untouched (bss
-				   * pages a write would fault in) */
+		if ((pt->dflags & KPRW_DF_LIVE) || kprw_live_gated(pt))
+			continue; /* the live-probe thread opens its gate before it writes its jmp (or,
+				   * a gated one, when an event wants it): the probes' state of 10,000s
+				   * of prepared sites stays untouched (bss pages a write would fault in) */
 		u32 armed = 0;
 		for (u32 k = 0; k < pt->nprobes; k++)
 			if (kprw_probe_enabled(pt->first_probe + k))

@@ -681,10 +681,11 @@ static int reconcile_free(void)
 	return pending;
 }
 
-/* gated_live says whether pt is a jump-optimized point that cannot change live (its
- * DCR's copy moves instructions) whose probes are of live events: its gate is switched
- * instead of its bytes. */
-static int gated_live(const struct kprw_point *pt)
+/* gated_live (kprw_live_gated) says whether pt is a jump-optimized point that cannot
+ * change live (its DCR's copy moves instructions) whose probes are of live events: its
+ * gate is switched instead of its bytes, by reconcile only (start-up's arm_detours leaves
+ * it: the probes' state of hundreds of such prepared sites stays untouched) */
+int kprw_live_gated(const struct kprw_point *pt)
 {
 	if (pt->xmode != KPRW_X_OPTIMIZED || (pt->pflags & KPRW_PF_COUNT))
 		return 0;
@@ -737,9 +738,11 @@ static void reconcile(void)
 			continue;
 		}
 		if (!(pt->dflags & KPRW_DF_LIVE)) {
-			if (gated_live(pt)) { /* the jmp stays: the detour's gate follows */
+			if (kprw_live_gated(pt)) { /* the jmp stays: the detour's gate follows */
 				u32 open = (u32)wanted(pt) && kprw_live_records() == 0;
-				__atomic_store_n(&kprw_rt.state[pt->first_probe].gate, open, __ATOMIC_RELEASE);
+				u32 *gate = &kprw_rt.state[pt->first_probe].gate;
+				if (__atomic_load_n(gate, __ATOMIC_RELAXED) != open) /* (no write: no page for a closed one) */
+					__atomic_store_n(gate, open, __ATOMIC_RELEASE);
 			}
 			continue;
 		}
@@ -911,9 +914,9 @@ static int has_spare(const struct kprw_point *pt)
 void kprw_live_init(void)
 {
 	u32 n = kprw_rt.nfree;
-	for (u32 i = 0; i < kprw_rt.npoints; i++) {
+	for (u32 i = 0; !n && i < kprw_rt.npoints; i++) { /* (one is enough: the table stays unread) */
 		const struct kprw_point *pt = &kprw_rt.points[i];
-		n += (pt->dflags & KPRW_DF_LIVE) || gated_live(pt) || has_spare(pt);
+		n += (pt->dflags & KPRW_DF_LIVE) || kprw_live_gated(pt) || has_spare(pt);
 	}
 	if (!n || !(live_armed = kprw_mmap_anon((u64)kprw_rt.npoints + kprw_rt.nfree)))
 		return;

@@ -58,7 +58,7 @@ static int spare(u32 pi)
 void kprw_livedef_init(void)
 {
 	u32 n = 0;
-	for (u32 i = 0; i < kprw_rt.nprobes; i++)
+	for (u32 i = 0; !n && i < kprw_rt.nprobes; i++) /* (one is enough: the table stays unread) */
 		n += spare(i);
 	if (n) {
 		kprw_rt.live_lists = kprw_mmap_anon((u64)kprw_rt.nprobes * sizeof(void *));

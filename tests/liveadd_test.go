@@ -494,3 +494,86 @@ func TestLiveTriggerHist(t *testing.T) {
 	}
 	p.finish(t, "sum 19700")
 }
+
+// liveGatedSrc's gfn starts with a test and a short js, which its detour's copy of the
+// displaced instructions moves (the js becomes a rel32 one): a prepared gfn keeps its
+// jmp in the file and its live events switch its detour's gate instead of its bytes.
+const liveGatedSrc = `#include <stdio.h>
+#include <unistd.h>
+__attribute__((noinline)) long slowpath(long a) { return a - 1; }
+__attribute__((noinline)) long gfn(long a) { if (__builtin_expect(a < 0, 0)) return slowpath(a); return a * 3 + 1; }
+int main(void) {
+	static const int calls[] = {0, 100, 50, 25};
+	long s = 0;
+	char c;
+	for (int phase = 0; phase < 4; phase++) {
+		for (int i = 0; i < calls[phase]; i++)
+			s += gfn(i - 5 * phase);
+		printf("phase %d\n", phase);
+		fflush(stdout);
+		if (read(0, &c, 1) != 1)
+			return 2;
+	}
+	printf("sum %ld\n", s);
+	return 0;
+}
+`
+
+// TestLiveGatedPoint: a prepared function whose jmp cannot come and go live (a gated
+// point) records nothing until an event is added there, every call while it is on
+// (values right, slow path included) and nothing after its removal; the program's result
+// is the original's.
+func TestLiveGatedPoint(t *testing.T) {
+	prog := testprog.Build(t, liveGatedSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "gated.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, nil, "--prepare", "gfn")
+	addr, orig := siteOf(t, prog, "gfn")
+	if _, b := siteOf(t, bin, "gfn"); b != 0xe9 || orig == 0xe9 {
+		t.Skipf("gfn's site holds %#x in the rewrite (original %#x): this compiler's gfn is not a gated point", b, orig)
+	}
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	p.step(t, 0)
+	kpOK(t, "probe", tr, "p:t/g gfn a=%di:s64")
+	p.next(t, 1) // a = -5..94
+	kpOK(t, "probe", tr, "-:t/g")
+	p.next(t, 2) // 50 calls: none recorded
+	kpOK(t, "probe", tr, "p:t/h gfn a=%di:s64")
+	p.next(t, 3) // a = -15..9
+	if b := memByte(t, p.cmd.Process.Pid, bin, addr); b != 0xe9 {
+		t.Errorf("gfn holds %#x while running, want its jmp", b)
+	}
+	var g, h []string
+	for _, l := range readTrace(t, tr, bin) {
+		switch l.Event {
+		case "g":
+			g = append(g, strings.TrimSpace(l.Args))
+		case "h":
+			h = append(h, strings.TrimSpace(l.Args))
+		}
+	}
+	if len(g) != 100 || g[0] != "a=-5" || g[99] != "a=94" || len(h) != 25 || h[0] != "a=-15" || h[24] != "a=9" {
+		t.Errorf("t/g %d records (%v...), t/h %d (%v...); want a=-5..94 and a=-15..9", len(g), first(g), len(h), first(h))
+	}
+	p.finish(t, "sum "+gatedSum())
+}
+
+func first(s []string) []string { return s[:min(len(s), 3)] }
+
+// gatedSum is liveGatedSrc's result, computed as it does.
+func gatedSum() string {
+	gfn := func(a int64) int64 {
+		if a < 0 {
+			return a - 1
+		}
+		return a*3 + 1
+	}
+	var s int64
+	for phase, n := range []int{0, 100, 50, 25} {
+		for i := 0; i < n; i++ {
+			s += gfn(int64(i - 5*phase))
+		}
+	}
+	return strconv.FormatInt(s, 10)
+}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "06b859965bc5b91ae71423a91b28e4d15bd49670d3b6cf6095bb833ea05402c2"
+const ObjectSHA256 = "1bf3047a6da48ba24107e74521f59a7df020df35adb7d1ceeb813415cea4b736"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

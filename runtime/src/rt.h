@@ -330,6 +330,8 @@ extern void kprw_restorer(void);
 #define KPRW_KEY_FSBASE 1  /* rdfsbase */
 #define KPRW_KEY_FS0 2     /* %fs:0, TLS is set up */
 #define KPRW_KEY_PENDING 3 /* no TLS at start-up: ask ARCH_GET_FS until there is */
+#define KPRW_KEY_GOM 4     /* a static Go program's thread: %fs:0 is 0, the key is g->m (rt_thread.c) */
+#define KPRW_GO_G_M 0x30   /* runtime.g's m: after stack (16), stackguard0/1, _panic, _defer */
 
 /* A thread context: one per thread that hit a probe, found by the thread pointer. */
 struct kprw_tctx {
@@ -520,9 +522,19 @@ static inline u64 kprw_tkey(void)
 		__asm__("rdfsbase %0" : "=r"(k));
 		return k;
 	}
+	/* (volatile: a %fs read must not be hoisted above the mode's check, where a thread
+	 * without TLS yet, PENDING, would fault) */
 	if (kprw_rt.keymode == KPRW_KEY_FS0) {
-		__asm__("movq %%fs:0, %0" : "=r"(k));
+		__asm__ volatile("movq %%fs:0, %0" : "=r"(k));
 		return k;
+	}
+	if (kprw_rt.keymode == KPRW_KEY_GOM) {
+		__asm__ volatile("movq %%fs:0, %0" : "=r"(k));
+		if (k)
+			return k; /* a runtime thread's TCB (its own pointer) */
+		u64 g;
+		__asm__ volatile("movq %%fs:-8, %0" : "=r"(g)); /* Go's g, where its runtime keeps it */
+		return g ? *(const volatile u64 *)(uptr)(g + KPRW_GO_G_M) : 0;
 	}
 	return 0;
 }

@@ -153,6 +153,19 @@ u32 kprw_pid(void)
 
 /* ---- thread contexts ---- */
 
+/* go_thread says whether the thread whose FS base is base is a static Go program's:
+ * no TCB pointer at %fs:0, a g at %fs:-8 whose m's g0 names the same m (read without
+ * faulting: anything else is not taken for Go) */
+static int go_thread(u64 base)
+{
+	u64 self, g = 0, m = 0, g0 = 0, m2 = 0;
+	__asm__ volatile("movq %%fs:0, %0" : "=r"(self));
+	return !self && kprw_read_mode(&g, (uptr)(base - 8), 8, 0) == 8 && g &&
+	       kprw_read_mode(&m, (uptr)(g + KPRW_GO_G_M), 8, 0) == 8 && m &&
+	       kprw_read_mode(&g0, (uptr)m, 8, 0) == 8 && g0 &&
+	       kprw_read_mode(&m2, (uptr)(g0 + KPRW_GO_G_M), 8, 0) == 8 && m2 == m;
+}
+
 static u64 key_slow(void)
 {
 	if (kprw_rt.keymode == KPRW_KEY_PENDING) {
@@ -160,14 +173,11 @@ static u64 key_slow(void)
 		sys2(SYS_arch_prctl, ARCH_GET_FS, (long)&base);
 		if (!base)
 			return 0;
-		kprw_rt.keymode = KPRW_KEY_FS0; /* libc has set up TLS: every later thread has it */
+		/* libc has set up TLS (every later thread has it), or Go its m.tls: a Go
+		 * thread is keyed by its M, so a record needs no gettid */
+		kprw_rt.keymode = go_thread(base) ? KPRW_KEY_GOM : KPRW_KEY_FS0;
 	}
-	if (kprw_rt.keymode == KPRW_KEY_FS0) {
-		u64 k;
-		__asm__ volatile("movq %%fs:0, %0" : "=r"(k));
-		return k;
-	}
-	return 0;
+	return kprw_tkey();
 }
 
 static inline u32 thash(u64 k)

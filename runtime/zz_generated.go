@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "d2e63c5dead25ec23a2ebc7d0e33ee86c107e5b95802e286424283a2f269429d"
+const ObjectSHA256 = "36a432763b9c1d68317d08cd26984f3931bac46dd435ccec013dbfe4125fe7e7"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

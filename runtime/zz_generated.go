@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "11aa18be85c73ebe6077fa95e81a21ced9dbaa2d754ca0d772f8ce7edd7e496d"
+const ObjectSHA256 = "8b82b8eced74c7b5953e2fafbaac49be0dbfe0b5dec95766ac7c947fca199497"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -89,3 +89,26 @@ func callsView(t *testing.T, trace string, view []string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestCallsHookRunTimeTrigger: a function whose entry and hooked return events share a
+// jump-optimized point (the runtime's KPRW_HOT_CALL line) runs a trigger added to its
+// entry event while the program runs, at every hit after: a histogram of the hits of
+// phases 1-3 counts 30; every hit is recorded and counted.
+func TestCallsHookRunTimeTrigger(t *testing.T) {
+	prog := testprog.Build(t, phasedSrc, "c", "-O2")
+	kpd := filepath.Join(t.TempDir(), "phased")
+	rewriteWith(t, prog, kpd, []string{"p:ctl/w work", "r:ctl/wr work"})
+	if _, l, _ := kp("list", kpd); strings.Contains(l, "[EXIT]") || strings.Count(l, "[OPTIMIZED]") != 2 {
+		t.Fatalf("want both events at work's jump-optimized entry:\n%s", l)
+	}
+	tr := kpd + ".trace"
+	runPhased(t, kpd, nil, [][][]string{{{"trigger", tr, "ctl/w", "hist:keys=common_pid"}}})
+	_, out, _ := kp("trace", tr)
+	if w, wr := strings.Count(out, " w: "), strings.Count(out, " wr: "); w != 40 || wr != 40 {
+		t.Errorf("records: %d of w, %d of wr; want 40 each", w, wr)
+	}
+	code, h, e := kp("hist", tr)
+	if code != 0 || !regexp.MustCompile(`hitcount: +30\b`).MatchString(h) {
+		t.Errorf("hist: exit %d, want hitcount 30 (phases 1-3)\n%s%s", code, h, e)
+	}
+}

@@ -78,6 +78,13 @@ type RewriteOptions struct {
 	// no maxactive misses, no return trampoline ([EXIT] in list). Return events with
 	// a C handler or a fetch at the entry ($argN) keep hooking.
 	Exits bool
+	// CallsHook makes the return events of Calls hook the return address of every
+	// function, as Exits off does for the others. By default they are recorded at the
+	// rets of each function whose exits the analysis sees all (no return trampoline, no
+	// misprediction at the return), and hook the others; a call that longjmp or an
+	// exception leaves then writes no return and counts no miss (report ends it by the
+	// stack pointer either way: "lost returns").
+	CallsHook bool
 
 	// TracePath is the default trace file of the rewritten program: "" for the output's
 	// absolute path plus ".trace", "none" for none (KPREWRITE_TRACE still names one).
@@ -221,7 +228,7 @@ func refusals(res *rewriter.Result) (skipped []string, calls CallsResult) {
 func (opt *RewriteOptions) internal(output string) (rewriter.Options, error) {
 	ro := rewriter.Options{NoBoost: opt.NoBoost, SkipRefused: opt.SkipRefused, Debug: opt.Debug, ImageName: filepath.Base(output),
 		NoOptimize: opt.NoOptimize, VerifyRegions: opt.VerifyRegions, Exclude: opt.Exclude, OptimizedOnly: opt.OptimizedOnly,
-		CountOnly: opt.CountOnly, ExitsOnly: opt.ExitsOnly, TraceExits: opt.Exits, TraceSize: opt.TraceSize, Disable: opt.Disable, Clock: opt.Clock,
+		CountOnly: opt.CountOnly, ExitsOnly: opt.ExitsOnly, TraceExits: opt.Exits, CallsHook: opt.CallsHook, TraceSize: opt.TraceSize, Disable: opt.Disable, Clock: opt.Clock,
 		LivePoints: opt.LivePoints}
 	if opt.LivePoints < -1 || opt.LivePoints > rewriter.MaxFree {
 		return ro, fmt.Errorf("%w: live points %d: want 0 (the default, 64), -1 (none) or up to %d", ErrOptions, opt.LivePoints, rewriter.MaxFree)
@@ -234,6 +241,9 @@ func (opt *RewriteOptions) internal(output string) (rewriter.Options, error) {
 	}
 	if opt.ExitsOnly && (!opt.CountOnly && !opt.Exits || opt.NoOptimize) {
 		return ro, fmt.Errorf("%w: --exits-only needs --count-only or --exits (and jump-optimized probes: not --no-optimize)", ErrOptions)
+	}
+	if opt.CallsHook && opt.Exits {
+		return ro, fmt.Errorf("%w: --calls-hook and --exits exclude each other", ErrOptions)
 	}
 	if opt.Exits && (opt.CountOnly || opt.NoOptimize || opt.VerifyRegions) {
 		return ro, fmt.Errorf("%w: --exits records return events at jump-optimized exits: not with --count-only (which counts at exits already), --no-optimize or --verify-regions", ErrOptions)

@@ -123,7 +123,7 @@ func (p *planner) planExits() exitPlan {
 // ("" for others, which hook their return address).
 func (p *planner) exitsAllowed(r Request) (string, bool) {
 	switch {
-	case !p.opt.CountExits && !p.opt.TraceExits && !r.Go:
+	case !p.opt.CountExits && !p.opt.TraceExits && !r.Go && !r.Exits:
 		return "", false
 	case p.opt.NoOptimize:
 		return goWhy(r, "--no-optimize: exits are counted or recorded by jump-optimized points only")
@@ -141,10 +141,10 @@ func goWhy(r Request, why string) (string, bool) {
 	return "", false
 }
 
-// traced: return request r writes records at its exits (TraceExits, or a Go
-// function's return without CountExits).
+// traced: return request r writes records at its exits (TraceExits, a Go function's
+// return or a request with Exits, without CountExits).
 func (p *planner) traced(r Request) bool {
-	return !p.opt.CountExits && (p.opt.TraceExits || r.Go)
+	return !p.opt.CountExits && (p.opt.TraceExits || r.Go || r.Exits)
 }
 
 // chooseExits gives each candidate, in request order, its exits unless it is denied,

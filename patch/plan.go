@@ -31,6 +31,10 @@ type Request struct {
 	// (Go's stack copying and unwinder reject it): it is recorded at the function's
 	// exits (counted with CountExits) as with TraceExits and ExitsOnly, or refused.
 	Go bool
+	// Exits: a return probe recorded at its function's exits where the analysis sees
+	// them all, as with Options.TraceExits, else hooking its return address (the return
+	// events --calls makes: a hooked return mispredicts at every return).
+	Exits bool
 	// Optional: a refusal leaves it out (Plan.Refused) as Options.SkipRefused does,
 	// without failing the plan (probes the rewrite made up itself, --calls).
 	Optional bool

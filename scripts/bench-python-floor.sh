@@ -6,8 +6,9 @@
 # the original's, over the records it wrote (kept + lost: each paid for its path); the
 # floor is bench-floor.sh's tsc floor (rdtsc and a 32-byte store into a reused 32 MiB
 # ring, above the unprobed loop), measured in the same rounds. Variants take turns:
-#   calls         rewrite --calls '*'
-#   exits         rewrite --exits --calls '*' (return events at the rets where exact)
+#   calls         rewrite --calls '*' (return events at the rets where exact, else hooked)
+#   hook          rewrite --calls-hook --calls '*' (every return address hooked: what
+#                 --calls did before 2026-11-29)
 # With BASE=/path/to/another/kprewrite, the same two rewritten by it run in the same
 # rounds too (a before/after of the runtime).
 #
@@ -31,9 +32,9 @@ for _ in range(40):
 EOF
 dd if="$py" of=orig bs=2M iflag=fullblock status=none
 chmod 755 orig
-variants=(calls exits)
+variants=(calls hook)
 ./kp rewrite --calls '*' --trace none -o calls "$py" >/dev/null 2>&1
-./kp rewrite --exits --calls '*' --trace none -o exits "$py" >/dev/null 2>&1
+./kp rewrite --calls-hook --calls '*' --trace none -o hook "$py" >/dev/null 2>&1
 if [ -n "${BASE:-}" ]; then
 	"$BASE" rewrite --calls '*' --trace none -o base-calls "$py" >/dev/null 2>&1
 	"$BASE" rewrite --exits --calls '*' --trace none -o base-exits "$py" >/dev/null 2>&1

@@ -15,7 +15,7 @@ import (
 const TraceSuffix = tracefile.Suffix
 
 func runRewrite(args []string, stdout, stderr io.Writer) error {
-	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--optimized-only] [--skip-refused] [--verify-regions] [--exclude PATTERN]... [--calls GLOB]... [--prepare GLOB]... [--live-points N] [--disable EVENTS]... [--no-boost] [--single-step tf|int3] [--count-only | --exits [--exits-only]] [--handlers FILE.c]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--trace PATH] [--trace-size SIZE] [--clock tsc|mono|counter] [--kernel-types] [--debug-file FILE] BINARY", stdout)
+	fs := helpFlagSet("rewrite", "rewrite -o OUT [-e DEF]... [-f DEFFILE]... [--no-optimize] [--optimized-only] [--skip-refused] [--verify-regions] [--exclude PATTERN]... [--calls GLOB]... [--calls-hook] [--prepare GLOB]... [--live-points N] [--disable EVENTS]... [--no-boost] [--single-step tf|int3] [--count-only | --exits [--exits-only]] [--handlers FILE.c]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--trace PATH] [--trace-size SIZE] [--clock tsc|mono|counter] [--kernel-types] [--debug-file FILE] BINARY", stdout)
 	out := fs.String("o", "", "output file (written atomically; required)")
 	rf := addRewriteFlags(fs, true)
 	pos, err := parseFlags(fs, args)

@@ -14,9 +14,9 @@ import (
 type rewriteFlags struct {
 	exprs, files, filters, triggers, hfiles, calls, prepare, excludes, disables multiFlag
 
-	noBoost, noOpt, verify, optOnly, skip, countOnly, exitsOnly, exits, debug, kernelTypes *bool
-	singleStep, trace, traceSize, debugFile, clock                                         *string
-	livePoints                                                                             *int
+	noBoost, noOpt, verify, optOnly, skip, countOnly, exitsOnly, exits, callsHook, debug, kernelTypes *bool
+	singleStep, trace, traceSize, debugFile, clock                                                    *string
+	livePoints                                                                                        *int
 }
 
 // addRewriteFlags defines rewrite's flags but -o in fs; --trace (the rewritten
@@ -47,6 +47,7 @@ func addRewriteFlags(fs *flag.FlagSet, withTrace bool) *rewriteFlags {
 	f.countOnly = fs.Bool("count-only", false, "events write no trace records: every hit is counted in the trace file's counters (kprewrite profile); a jump-optimized probe whose probes are all such events costs one lock incq (~1 ns); a return event is counted at its function's exits where the analysis sees them all ([EXIT] in list)")
 	f.exitsOnly = fs.Bool("exits-only", false, "with --count-only or --exits: refuse return probes that cannot be counted or recorded at their exits instead of hooking the return address (with --exits also those with a tail call, hooked there; with --skip-refused: leave them out); for programs whose stacks a hooked return address breaks, such as Go programs")
 	f.exits = fs.Bool("exits", false, "record return events at their functions' rets where the analysis sees every exit (no tail call) instead of hooking the return address: no return trampoline, no instances, no maxactive misses ([EXIT] in list); events with a C handler or $argN keep hooking")
+	f.callsHook = fs.Bool("calls-hook", false, "--calls' return events hook the return address of every function (a return trampoline, instances, a mispredicted return a call) instead of being recorded at the rets of each function whose exits the analysis sees all, the default; not with --exits")
 	f.clock = fs.String("clock", "", "what record times are, as the kernel's trace_clock: tsc (the default: CLOCK_MONOTONIC nanoseconds from rdtsc), mono (clock_gettime(CLOCK_MONOTONIC) through the vDSO) or counter (no time: a count shared by every thread and process writing the trace file, for order, call counts and nesting); KPREWRITE_CLOCK overrides it at run time, and a trace file keeps the clock of the image that made it")
 	f.debug = fs.Bool("debug", false, "the rewritten program reports its probe start-up on stderr")
 	f.kernelTypes = fs.Bool("kernel-types", false, "untyped fetchargs keep the kernel's default types (x64, $retval too), as the kernel's uprobe tracer prints them; without it an untyped argument register (%di, %si, %dx, %cx, %r8, %r9, $argN) at a C function's entry and an untyped $retval take their type from the program's own DWARF (int: s32, size_t: u64, pointers x64)")
@@ -90,7 +91,7 @@ func (f *rewriteFlags) options() (kprewrite.RewriteOptions, error) {
 	opt = kprewrite.RewriteOptions{Definitions: f.exprs, DefinitionFiles: f.files, HandlerFiles: f.hfiles, Filters: f.filters,
 		Triggers: f.triggers, NoOptimize: *f.noOpt, NoBoost: *f.noBoost, SingleStep: *f.singleStep, VerifyRegions: *f.verify,
 		OptimizedOnly: *f.optOnly, SkipRefused: *f.skip, Exclude: f.excludes, Calls: f.calls, Prepare: f.prepare, CountOnly: *f.countOnly,
-		ExitsOnly: *f.exitsOnly, Exits: *f.exits, TracePath: *f.trace, Debug: *f.debug, DebugFile: *f.debugFile,
+		ExitsOnly: *f.exitsOnly, Exits: *f.exits, CallsHook: *f.callsHook, TracePath: *f.trace, Debug: *f.debug, DebugFile: *f.debugFile,
 		Clock: *f.clock, KernelTypes: *f.kernelTypes, LivePoints: *f.livePoints}
 	switch n := *f.livePoints; {
 	case n < 0 || n > rewriter.MaxFree:

@@ -417,8 +417,8 @@ func (g *gen) result(img *elfio.Output, layout elfio.Layout) *Result {
 	if g.anyRet && g.f.Section(".gcc_except_table") != nil {
 		w := "the program uses exceptions: when a C++ exception or a forced unwind (pthread_cancel, pthread_exit) " +
 			"leaves a return-probed function, that call's return event is lost (counted as a miss); calls the exception does not leave keep theirs"
-		if g.opt.TraceExits {
-			w += " (with --exits, a call recorded at its function's rets leaves neither)"
+		if g.opt.TraceExits || g.anyExit() {
+			w += " (a call recorded at its function's rets, [EXIT] in list, leaves neither)"
 		}
 		res.Warnings = append(res.Warnings, w)
 	}
@@ -451,4 +451,14 @@ func lookupRuntime(out *objlink.Output) (runtimeSymbols, error) {
 		*w.at = a
 	}
 	return s, nil
+}
+
+// anyExit reports whether some return event is recorded at its function's rets.
+func (g *gen) anyExit() bool {
+	for i := range g.plan.Points {
+		if pt := &g.plan.Points[i]; pt.Exit && !pt.ExitTail {
+			return true
+		}
+	}
+	return false
 }

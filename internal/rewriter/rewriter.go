@@ -53,6 +53,11 @@ type Options struct {
 	// the return address only at its tail calls, instead of at its entry
 	// (patch.Options.TraceExits).
 	TraceExits bool
+	// CallsHook (--calls-hook): the return events --calls makes hook the return address
+	// of every function, as explicit return events without TraceExits do; without it
+	// they are recorded at the exits where the analysis sees them all
+	// (patch.Request.Exits).
+	CallsHook bool
 	// Int3Step (--single-step int3): single-stepped copies of boostable instructions
 	// end with an int3 instead of running under the trap flag (see patch.Options).
 	Int3Step    bool
@@ -158,7 +163,8 @@ func Rewrite(f *elfio.File, probes []probedefs.Probe, opt Options) (*Result, err
 		}
 		// a C handler's post_handler needs the probed instruction single-stepped
 		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return, NeedPost: p.Handler != nil && p.Handler.Post,
-			Optional: p.Optional, NoExit: probedefs.NoExit(p), Go: p.Def.Return && b.IsGoCode(p.Addr)}
+			Optional: p.Optional, NoExit: probedefs.NoExit(p), Go: p.Def.Return && b.IsGoCode(p.Addr),
+			Exits: p.Def.Return && p.Optional && !opt.CallsHook} // (Optional: --calls' events)
 	}
 	excl, err := patch.ParseExcludes(opt.Exclude, b.Funcs)
 	if err != nil {

@@ -594,7 +594,8 @@ struct kprw_stats {
 	kprw_u64 steps;       /* single-step traps (TRAP_TRACE) handled */
 	kprw_u64 boosts;      /* hits resumed in a slot without a second trap */
 	kprw_u64 emulated;    /* hits resumed by emulation */
-	kprw_u64 rettramps;   /* return trampolines run */
+	kprw_u64 rettramps;   /* return trampolines run (a plain add: threads returning at the
+	                         same instant may count one) */
 	kprw_u64 foreign;     /* SIGTRAPs that were not ours */
 	kprw_u64 records;     /* trace records written */
 	kprw_u64 lost;        /* trace records lost (file full or unavailable) */

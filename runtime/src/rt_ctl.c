@@ -183,12 +183,13 @@ static void apply(const u8 *f, u32 size)
 			__atomic_and_fetch(&kprw_rt.fastev[k / 64], ~(1ull << (k % 64)), __ATOMIC_RELAXED);
 	}
 	/* and off the kprw_hot lines' paths: a filter or triggers are for kprw_trace_event
-	 * or kprw_trace_exit to run, an event's triggers for kprw_trace_hit */
+	 * or kprw_trace_exit to run, an event's triggers for kprw_trace_hit (an entry
+	 * event's, of an EVENT or a CALL line, on the general path) */
 	for (u32 k = 0; kprw_rt.hot && k < kprw_rt.npoints; k++) {
 		struct kprw_hot *h = &kprw_rt.hot[k];
 		if (h->kind == KPRW_HOT_NONE || h->e >= n)
 			continue;
-		if (h->kind == KPRW_HOT_EVENT && nt[h->e])
+		if ((h->kind == KPRW_HOT_EVENT || h->kind == KPRW_HOT_CALL) && nt[h->e])
 			__atomic_store_n(&h->kind, KPRW_HOT_NONE, __ATOMIC_RELAXED);
 		__atomic_store_n(&h->deleg, nf[h->e] || nt[h->e], __ATOMIC_RELAXED);
 	}

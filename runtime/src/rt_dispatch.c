@@ -395,8 +395,55 @@ int kprw_trace_exit(u32 pi, struct pt_regs *regs, u64 ret_ip, struct kprw_tctx *
 			   kprw_rt.points[p->point].site, 1, ret_ip);
 }
 
+/* plain_event says whether probe p's event is one kprw_trace_event serves alone
+ * (kprw_fastev_init's conditions, but the point's) */
+static int plain_event(const struct kprw_probe *p)
+{
+	if (p->type != KPRW_T_KPROBE || p->flags != KPRW_F_TRACE || p->pre_handler || p->post_handler ||
+	    p->event >= kprw_rt.nevents)
+		return 0;
+	const struct kprw_event *ev = &kprw_rt.events[p->event];
+	if (ev->flags & KPRW_EF_SPARE) /* its events: kprw_trace_hit */
+		return 0;
+	if (ev->fetch_len && (kprw_rt.ev_plan[p->event].n == ~0u || kprw_rt.ev_fixed[p->event] < 0))
+		return 0;
+	return !(kprw_rt.ev_trig && kprw_rt.ev_trig[p->event]); /* triggers: kprw_trace_hit */
+}
+
+/* hooked_return says whether probe p is a return event (no handler of any kind) that
+ * kprw_run_probes hooks after the point's other probes (kprw_run_return_events) */
+static int hooked_return(const struct kprw_probe *p)
+{
+	return p->type == KPRW_T_KRETPROBE && p->flags == KPRW_F_TRACE && !p->entry_handler && !p->pre_handler &&
+	       !p->post_handler && !p->ret_handler && p->event < kprw_rt.nevents && !(kprw_rt.events[p->event].flags & KPRW_EF_SPARE);
+}
+
+/* call_pair says whether point pt takes a KPRW_HOT_CALL line: the entry of a function
+ * whose return event hooks the return address (a --calls pair the exits could not
+ * take), with an event without fetches and that return event (*ev, *ret: their probes) */
+static int call_pair(const struct kprw_point *pt, u32 *ev, u32 *ret)
+{
+	if (pt->nprobes != 2 || (pt->dflags & (KPRW_DF_EXIT | KPRW_DF_LIVE)))
+		return 0;
+	u32 a = pt->first_probe, b = a + 1;
+	if (hooked_return(&kprw_rt.probes[a])) {
+		a = b;
+		b = pt->first_probe;
+	}
+	const struct kprw_probe *p = &kprw_rt.probes[a];
+	if (!plain_event(p) || !hooked_return(&kprw_rt.probes[b]))
+		return 0;
+	u32 n = kprw_rt.ev_plan[p->event].n; /* no fetches: the line's ops hold rpi */
+	if (n != 0 && n != ~0u)
+		return 0;
+	*ev = a;
+	*ret = b;
+	return 1;
+}
+
 /* kprw_hot_init fills kprw_rt.hot (or, out of memory, takes kprw_rt.fastev away): a
- * KPRW_HOT_EVENT line for each kprw_rt.fastev point,
+ * KPRW_HOT_EVENT line for each kprw_rt.fastev point, a KPRW_HOT_CALL line for each
+ * call_pair point,
  * a KPRW_HOT_EXIT line for each exit point at a ret whose one return event
  * kprw_trace_exit writes on its own path (no filter or trigger now, a compiled plan or
  * none). Start-up, after kprw_fastev_init and kprw_spev_init. */
@@ -412,9 +459,10 @@ void kprw_hot_init(void)
 	for (u32 k = 0; k < kprw_rt.npoints; k++) {
 		const struct kprw_point *pt = &kprw_rt.points[k];
 		struct kprw_hot *h = &hot[k];
-		if (pt->xmode != KPRW_X_OPTIMIZED || pt->nprobes != 1)
+		u32 i = pt->first_probe, rpi = 0;
+		if (pt->xmode != KPRW_X_OPTIMIZED || (pt->nprobes != 1 && !call_pair(pt, &i, &rpi)))
 			continue;
-		u32 i = pt->first_probe, e = kprw_rt.probes[i].event;
+		u32 e = kprw_rt.probes[i].event;
 		if (e >= kprw_rt.nevents)
 			continue;
 		const struct kprw_event *ev = &kprw_rt.events[e];
@@ -427,6 +475,8 @@ void kprw_hot_init(void)
 			if (ev->fetch_len && (pl->n == ~0u || kprw_rt.ev_fixed[e] < 0))
 				continue;
 			h->kind = KPRW_HOT_EXIT;
+		} else if (pt->nprobes == 2) {
+			h->kind = KPRW_HOT_CALL;
 		} else if (kprw_rt.fastev && (kprw_rt.fastev[k / 64] >> (k % 64) & 1)) {
 			h->kind = KPRW_HOT_EVENT;
 		} else {
@@ -451,6 +501,8 @@ void kprw_hot_init(void)
 			if (regs8)
 				h->nops |= KPRW_HOT_REGS8;
 		}
+		if (h->kind == KPRW_HOT_CALL)
+			h->rpi = rpi; /* (nops 0: the event has no fetches) */
 	}
 	kprw_rt.hot = hot;
 }
@@ -470,18 +522,8 @@ void kprw_fastev_init(void)
 		const struct kprw_point *pt = &kprw_rt.points[k];
 		if (pt->xmode != KPRW_X_OPTIMIZED || pt->nprobes != 1 || (pt->dflags & KPRW_DF_EXIT))
 			continue;
-		const struct kprw_probe *p = &kprw_rt.probes[pt->first_probe];
-		if (p->type != KPRW_T_KPROBE || p->flags != KPRW_F_TRACE || p->pre_handler || p->post_handler ||
-		    p->event >= kprw_rt.nevents)
-			continue;
-		const struct kprw_event *ev = &kprw_rt.events[p->event];
-		if (ev->flags & KPRW_EF_SPARE) /* its events: kprw_trace_hit */
-			continue;
-		if (ev->fetch_len && (kprw_rt.ev_plan[p->event].n == ~0u || kprw_rt.ev_fixed[p->event] < 0))
-			continue;
-		if (kprw_rt.ev_trig && kprw_rt.ev_trig[p->event]) /* triggers: kprw_trace_hit */
-			continue;
-		bits[k / 64] |= 1ull << (k % 64);
+		if (plain_event(&kprw_rt.probes[pt->first_probe]))
+			bits[k / 64] |= 1ull << (k % 64);
 	}
 	kprw_rt.fastev = bits;
 }

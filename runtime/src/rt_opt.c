@@ -164,6 +164,29 @@ static inline __attribute__((always_inline)) long hot_event_hit(const struct kpr
 	return 0;
 }
 
+/* hot_call_hit is the hit of a KPRW_HOT_CALL point, as kprw_run_probes runs its two
+ * probes: the entry's record written inline, then the return address hooked for the
+ * return event. What is rare (controls changed, live lists, the thread in a handler of
+ * ours) takes optcall_general. */
+static inline __attribute__((always_inline)) long hot_call_hit(const struct kprw_hot *h, struct pt_regs *regs, u32 idx)
+{
+	if (unlikely((kprw_rt.ctl_gen && __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen) ||
+		     kprw_rt.live_lists))
+		return optcall_general(regs, idx);
+	struct kprw_tctx *c = kprw_tctx_get();
+	if (unlikely(!c || kprw_tctx_busy(c)))
+		return optcall_general(regs, idx); /* (counts the point's miss) */
+	c->busy++;
+	regs->ip = RT_ADDR(h->site); /* what the event's fetches see, as on the other paths */
+	if (likely(kprw_probe_enabled(h->pi)) && !kprw_trace_event_hot(h, regs, c))
+		kprw_count_hit(h->pi); /* a written record is the hit */
+	regs->ip = RT_ADDR(h->site) + 1; /* as after an int3, for the entry work */
+	if (likely(kprw_probe_enabled(h->rpi)))
+		kprw_kretprobe_entry(h->rpi, regs, c);
+	c->busy--;
+	return 0;
+}
+
 /* kprewrite_rt_optcall serves a point from its kprw_hot line alone when it has one
  * (kprw_hot_init gives them to jump-optimized points only; a kprw_rt.fastev point always
  * has one), with no further call on a record's path; the rest is optcall_general's */
@@ -177,5 +200,7 @@ __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *
 		return hot_event_hit(h, regs);
 	if (kind == KPRW_HOT_EXIT)
 		return exit_hit(&kprw_rt.points[idx], h, regs);
+	if (kind == KPRW_HOT_CALL && likely(!(regs->flags & FLAGS_DF)))
+		return hot_call_hit(h, regs, idx);
 	return optcall_general(regs, idx);
 }

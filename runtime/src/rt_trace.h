@@ -42,7 +42,7 @@ void kprw_spev_init(void);
  * hot points (python3.11 with every function probed) would otherwise touch the point's,
  * the probe's, the event's and the plan's lines, one miss each, for every record. */
 #define KPRW_HOT_OPS 3
-enum { KPRW_HOT_NONE, KPRW_HOT_EVENT, KPRW_HOT_EXIT };
+enum { KPRW_HOT_NONE, KPRW_HOT_EVENT, KPRW_HOT_EXIT, KPRW_HOT_CALL };
 struct kprw_hot {
 	u64 site;  /* the point's site (link-time) */
 	u32 pi;    /* its one probe */
@@ -51,12 +51,18 @@ struct kprw_hot {
 	u32 dlen;  /* its record's data: the plan's fixed size, 0 without a plan */
 	u8 kind;   /* KPRW_HOT_*: EVENT, an event alone at its point (kprw_rt.fastev) that
 		      kprw_trace_event serves; EXIT, a KPRW_DF_EXIT point at a ret with one
-		      return event that kprw_trace_exit serves; NONE, neither (the general path) */
+		      return event that kprw_trace_exit serves; CALL, an entry point with two
+		      probes, an event without fetches EVENT would serve and a return event
+		      that hooks the return address (rpi): a function of --calls whose exits
+		      could not be taken; NONE, none of them (the general path) */
 	u8 deleg;  /* the event has a filter or triggers: kprw_trace_event or kprw_trace_exit
 		      decides (set at start-up and by kprw_ctl_sync) */
 	u8 spev;   /* entry records carry the stack pointer (kprw_rt.spev) */
 	u8 nops;   /* fetches in op[] (| KPRW_HOT_REGS8), or KPRW_HOT_PLAN: the plan has more */
-	struct kprw_fplan_op op[KPRW_HOT_OPS];
+	union {
+		struct kprw_fplan_op op[KPRW_HOT_OPS];
+		u32 rpi; /* CALL (nops 0): the return event's probe */
+	};
 };
 #define KPRW_HOT_PLAN 0xff
 #define KPRW_HOT_REGS8 0x40 /* nops: with the count in its low bits, every op is an 8-byte

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "cb3360cd3358c26a89aa3db25620467ec98d0cf754f2f53d37d6571c7a08b14b"
+const ObjectSHA256 = "c9bee2da20f0d5bffe5c7c75c213b8ffed50955304f6f88e5ebccf5eeb21742e"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

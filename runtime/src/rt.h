@@ -519,7 +519,7 @@ static inline u64 kprw_tkey(void)
 {
 	u64 k;
 	if (likely(kprw_rt.keymode == KPRW_KEY_FSBASE)) {
-		__asm__("rdfsbase %0" : "=r"(k));
+		__asm__ volatile("rdfsbase %0" : "=r"(k)); /* (volatile: never run before the check: #UD without FSGSBASE) */
 		return k;
 	}
 	/* (volatile: a %fs read must not be hoisted above the mode's check, where a thread

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "c9bee2da20f0d5bffe5c7c75c213b8ffed50955304f6f88e5ebccf5eeb21742e"
+const ObjectSHA256 = "7f7cc4021b45236192139d07d240bd6a49e39efe9e6eb78916c786d04005cb4e"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -747,16 +747,17 @@ static void reconcile(void)
 			continue;
 		}
 		u8 now = live_armed[i], want;
-		if (wanted(pt) && now == LIVE_OFF && kprw_live_records() < 0) {
+		int w = wanted(pt); /* (once: it reads the probes', state's and events' tables) */
+		if (w && now == LIVE_OFF && kprw_live_records() < 0) {
 			continue; /* no records can be written: it stays off */
 		} else if (pt->xmode == KPRW_X_OPTIMIZED) {
-			want = wanted(pt) ? (off ? LIVE_INT3 : LIVE_JUMP) : LIVE_OFF;
+			want = w ? (off ? LIVE_INT3 : LIVE_JUMP) : LIVE_OFF;
 			if (want != LIVE_OFF) /* (start-up leaves a live point's gate closed) */
 				__atomic_store_n(&kprw_rt.state[pt->first_probe].gate, 1, __ATOMIC_RELEASE);
 			if (want != now)
 				now = set_jump(i, now, want);
 		} else {
-			want = wanted(pt) ? LIVE_INT3 : LIVE_OFF;
+			want = w ? LIVE_INT3 : LIVE_OFF;
 			if (want != now && poke(RT_ADDR(pt->site), want ? 0xcc : pt->orig[0]) == 0)
 				now = want;
 		}
@@ -833,11 +834,17 @@ static void agent(void)
 		sys6(SYS_futex, (long)&agent_done, FUTEX_WAKE | FUTEX_PRIVATE, 0x7fffffff, 0, 0, 0);
 		/* a change after the load makes the wait return at once (EAGAIN); a jump
 		 * point left pending is tried again after 50 ms; idle, it looks every
-		 * AGENT_IDLE_S seconds whether the program's threads all ended */
+		 * AGENT_IDLE_S seconds whether the program's threads all ended, and waits on
+		 * without a pass over the points while nothing changed */
 		struct { long s, ns; } ts = {0, 50000000}, idle = {AGENT_IDLE_S, 0};
-		long r = sys6(SYS_futex, (long)kprw_rt.ctl_gen, FUTEX_WAIT, seen, live_pending ? (long)&ts : (long)&idle, 0, 0);
-		if (r == -110 /* ETIMEDOUT */ && !live_pending)
+		for (;;) {
+			long r = sys6(SYS_futex, (long)kprw_rt.ctl_gen, FUTEX_WAIT, seen, live_pending ? (long)&ts : (long)&idle, 0, 0);
+			if (r != -110 /* ETIMEDOUT */ || live_pending)
+				break;
 			kprw_end_if_program_gone();
+			if (__atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_ACQUIRE) != seen)
+				break;
+		}
 	}
 }
 

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "7f7cc4021b45236192139d07d240bd6a49e39efe9e6eb78916c786d04005cb4e"
+const ObjectSHA256 = "aab0c95849d277b4bea3eeea18aedb8c9c0fd4fb958c6d6589b52ecd9a9d6a22"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

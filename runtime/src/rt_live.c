@@ -226,23 +226,6 @@ static int runtime_thread(const char *tid)
 	return kprw_strcmp(comm, "kprewrite-live\n") == 0 || kprw_strcmp(comm, "kprw-ahead\n") == 0;
 }
 
-/* stat_word is field f (3 on: after the command, which may hold spaces and
- * parentheses) of a /proc stat line, as a number (0: none, or not a number) */
-static u64 stat_word(const char *buf, int f)
-{
-	const char *q = NULL;
-	for (const char *c = buf; *c; c++)
-		if (*c == ')')
-			q = c;
-	u64 v = 0;
-	for (int at = 2; q && *q && at <= f; q++)
-		if (*q == ' ')
-			at++;
-		else if (at == f && *q >= '0' && *q <= '9')
-			v = v * 10 + (u64)(*q - '0');
-	return v;
-}
-
 /* exited says whether thread tid has ended but is still listed (a zombie: the thread
  * group's leader stays after its own exit until the last thread's); *status is then its
  * exit status (field 52, as waitpid reports it) */
@@ -252,13 +235,12 @@ static int exited(const char *tid, int *status)
 	cat(cat(cat(path, "/proc/self/task/"), tid), "/stat");
 	if (read_small(path, buf, sizeof buf) <= 0)
 		return 1; /* gone meanwhile */
-	const char *q = NULL;
-	for (const char *c = buf; *c; c++)
-		if (*c == ')')
-			q = c;
+	const char *q = kprw_stat_comm_end(buf);
 	if (!q || q[1] != ' ' || (q[2] != 'Z' && q[2] != 'X'))
 		return 0;
-	*status = (int)stat_word(buf, 52);
+	u64 st;
+	kprw_stat_field(buf, 52, &st);
+	*status = (int)st;
 	return 1;
 }
 

@@ -533,13 +533,10 @@ static char *put_dec_str(char *p, u64 v)
 	return p;
 }
 
-#define STAT_FIELDS 23 /* fields 0-22 */
-
-/* stat_fields reads the numeric fields 3 to 22 of /proc/PID/stat (pid 0: this
- * process) into field[] (a field that is not a number reads 0), after the command name,
- * which may hold spaces and parentheses. 0 when it cannot be read (no /proc, the
- * process is gone). */
-static int stat_fields(u32 pid, u64 field[STAT_FIELDS])
+/* proc_stat reads the parent and the start time of process pid (pid 0: this process;
+ * /proc/PID/stat's fields 4 and 22): 0 when it cannot be read (no /proc, the process is
+ * gone) */
+static int proc_stat(u32 pid, u32 *ppid, u64 *start)
 {
 	char path[40], buf[512];
 	char *p = path;
@@ -560,33 +557,10 @@ static int stat_fields(u32 pid, u64 field[STAT_FIELDS])
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
-	char *q = NULL;
-	for (long i = 0; i < n; i++)
-		if (buf[i] == ')')
-			q = buf + i;
-	if (!q)
+	u64 parent;
+	if (!kprw_stat_field(buf, 4, &parent) || !kprw_stat_field(buf, 22, start))
 		return 0;
-	int f = 2;
-	kprw_memset(field, 0, STAT_FIELDS * sizeof *field); /* q ends field 2, the command */
-	for (q++; *q && f < STAT_FIELDS; q++) { /* (up to the space that ends the last) */
-		if (*q == ' ') {
-			f++;
-			continue;
-		}
-		if (*q >= '0' && *q <= '9')
-			field[f] = field[f] * 10 + (u64)(*q - '0');
-	}
-	return f >= STAT_FIELDS - 1;
-}
-
-/* proc_stat: the parent and the start time of process pid (fields 4 and 22) */
-static int proc_stat(u32 pid, u32 *ppid, u64 *start)
-{
-	u64 field[STAT_FIELDS];
-	if (!stat_fields(pid, field))
-		return 0;
-	*ppid = (u32)field[4];
-	*start = field[22];
+	*ppid = (u32)parent;
 	return 1;
 }
 

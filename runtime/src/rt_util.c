@@ -243,3 +243,35 @@ void *kprw_mmap_anon(unsigned long size)
 		return NULL;
 	return (void *)r;
 }
+
+/* kprw_stat_comm_end is where the command of a /proc stat line ends (its last ')':
+ * the command may hold spaces and parentheses), NULL: none */
+const char *kprw_stat_comm_end(const char *buf)
+{
+	const char *q = NULL;
+	for (const char *c = buf; *c; c++)
+		if (*c == ')')
+			q = c;
+	return q;
+}
+
+/* kprw_stat_field sets *v to field f (3 on) of a /proc stat line as a number (0 when
+ * it is not one): 1 when the line has that field */
+int kprw_stat_field(const char *buf, int f, u64 *v)
+{
+	const char *q = kprw_stat_comm_end(buf);
+	int at = 2, seen = 0;
+	*v = 0;
+	for (; q && *q && at <= f; q++) {
+		if (*q == ' ') {
+			at++;
+			continue;
+		}
+		if (at == f) {
+			seen = 1;
+			if (*q >= '0' && *q <= '9')
+				*v = *v * 10 + (u64)(*q - '0');
+		}
+	}
+	return seen;
+}

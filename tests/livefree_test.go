@@ -42,9 +42,10 @@ int main(void) {
 }
 `
 
-// secondInsn is the offset in function fn of the ELF file at path of its second
-// instruction, and that instruction's first byte.
-func secondInsn(t *testing.T, path, fn string) (uint64, byte) {
+// eachInsn decodes function fn of the ELF file at path from its start, calling each
+// with an instruction's offset in fn, the instruction and fn's code from its start,
+// until each says stop.
+func eachInsn(t *testing.T, path, fn string, each func(off uint64, in x86dec.Inst, code []byte) bool) {
 	t.Helper()
 	f, err := elf.Open(path)
 	if err != nil {
@@ -57,40 +58,46 @@ func secondInsn(t *testing.T, path, fn string) (uint64, byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := addr - text.Addr
-	in, err := x86dec.Decode(code[off:], addr)
-	if err != nil {
-		t.Fatal(err)
+	code = code[addr-text.Addr:]
+	for off := uint64(0); ; {
+		in, err := x86dec.Decode(code[off:], addr+off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !each(off, in, code) {
+			return
+		}
+		off += uint64(in.Len)
 	}
-	return uint64(in.Len), code[off+uint64(in.Len)]
+}
+
+// secondInsn is the offset in function fn of the ELF file at path of its second
+// instruction, and that instruction's first byte.
+func secondInsn(t *testing.T, path, fn string) (uint64, byte) {
+	t.Helper()
+	var off uint64
+	var b byte
+	eachInsn(t, path, fn, func(o uint64, in x86dec.Inst, code []byte) bool {
+		off, b = uint64(in.Len), code[in.Len]
+		return false
+	})
+	return off, b
 }
 
 // retOffset is the offset of the first ret in function fn of the ELF file at path.
 func retOffset(t *testing.T, path, fn string) uint64 {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	addr, _ := siteOf(t, path, fn)
-	text := f.Section(".text")
-	code, err := text.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for off := uint64(0); off < 256; {
-		in, err := x86dec.Decode(code[addr-text.Addr+off:], addr+off)
-		if err != nil {
-			t.Fatal(err)
-		}
+	at := ^uint64(0)
+	eachInsn(t, path, fn, func(off uint64, in x86dec.Inst, _ []byte) bool {
 		if in.Kind == x86dec.KindRet {
-			return off
+			at = off
 		}
-		off += uint64(in.Len)
+		return at == ^uint64(0) && off < 256
+	})
+	if at == ^uint64(0) {
+		t.Fatalf("%s: no ret in %s", path, fn)
 	}
-	t.Fatalf("%s: no ret in %s", path, fn)
-	return 0
+	return at
 }
 
 // TestLiveProbeUnprepared: events added to a running program at an instruction in the
@@ -223,26 +230,11 @@ int main(void) {
 // instructions.
 func insnOffsets(t *testing.T, path, fn string, n int) []uint64 {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	addr, _ := siteOf(t, path, fn)
-	text := f.Section(".text")
-	code, err := text.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var offs []uint64
-	for off := uint64(0); len(offs) < n; {
-		in, err := x86dec.Decode(code[addr-text.Addr+off:], addr+off)
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachInsn(t, path, fn, func(off uint64, _ x86dec.Inst, _ []byte) bool {
 		offs = append(offs, off)
-		off += uint64(in.Len)
-	}
+		return len(offs) < n
+	})
 	return offs
 }
 
@@ -258,6 +250,19 @@ func TestLiveProbeUnpreparedReuse(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "reuse.kp")
 	tr := bin + ".trace"
 	rewriteWith(t, prog, bin, nil, "--prepare", "prepare")
+	_, hits, nev := cycleLive(t, bin, tr, len(offs), func(i int) (string, string) {
+		name := fmt.Sprintf("t/e%d", i)
+		return name, fmt.Sprintf("p:%s many+%d a=%%di:s64", name, offs[i])
+	})
+	t.Logf("%d events added and removed, %d hits recorded", nev, hits)
+}
+
+// cycleLive runs bin (liveFreeStressSrc rewritten), adds n events one after another
+// (def(i): the event's name and definition), waits for each to be armed (a hit) and
+// removes it, then lets the program end: it computed right (ok 0), and every hit
+// counted is a record. It returns the records, the hits and the events added.
+func cycleLive(t *testing.T, bin, tr string, n int, def func(i int) (name, def string)) ([]traceLine, uint64, int) {
+	t.Helper()
 	cmd := exec.Command(bin)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -269,9 +274,9 @@ func TestLiveProbeUnpreparedReuse(t *testing.T) {
 	f := openWhenThere(t, tr)
 	defer f.Close()
 	f.AddBinary(bin)
-	for i, off := range offs {
-		name := fmt.Sprintf("t/e%d", i)
-		if _, err := f.AddLive(fmt.Sprintf("p:%s many+%d a=%%di:s64", name, off)); err != nil {
+	for i := range n {
+		name, d := def(i)
+		if _, err := f.AddLive(d); err != nil {
 			t.Fatalf("cycle %d: %v (stderr %q)", i, err, stderr.String())
 		}
 		f.WaitApplied(2 * time.Second)
@@ -290,10 +295,11 @@ func TestLiveProbeUnpreparedReuse(t *testing.T) {
 	for _, e := range evs {
 		hits += e.Hits
 	}
-	if recs := readTrace(t, tr, bin); uint64(len(recs)) != hits {
+	recs := readTrace(t, tr, bin)
+	if uint64(len(recs)) != hits {
 		t.Errorf("%d records for %d hits", len(recs), hits)
 	}
-	t.Logf("%d events added and removed, %d hits recorded", len(evs), hits)
+	return recs, hits, len(evs)
 }
 
 // waitHits waits until the event added at run time named name has a hit: it is armed

@@ -407,43 +407,10 @@ func TestLiveProbeReturnReuse(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "reuse.kp")
 	tr := bin + ".trace"
 	rewriteWith(t, prog, bin, nil, "--prepare", "prepare", "--live-points", "2")
-	cmd := exec.Command(bin)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	stdin, _ := cmd.StdinPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	f := openWhenThere(t, tr)
-	defer f.Close()
-	f.AddBinary(bin)
-	for i := range 20 {
+	recs, hits, nev := cycleLive(t, bin, tr, 20, func(i int) (string, string) {
 		name := fmt.Sprintf("t/r%d", i)
-		fn := []string{"many", "manyCheck"}[i%2]
-		if _, err := f.AddLive(fmt.Sprintf("r:%s %s $retval:s64", name, fn)); err != nil {
-			t.Fatalf("cycle %d: %v (stderr %q)", i, err, stderr.String())
-		}
-		f.WaitApplied(2 * time.Second)
-		waitHits(t, f, name)
-		if _, err := f.RemoveLive(name); err != nil {
-			t.Fatalf("cycle %d: %v", i, err)
-		}
-		f.WaitApplied(2 * time.Second)
-	}
-	stdin.Close()
-	if err := cmd.Wait(); err != nil || strings.TrimSpace(stdout.String()) != "ok 0" {
-		t.Fatalf("the program: %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
-	}
-	var hits uint64
-	evs, _ := f.Live()
-	for _, e := range evs {
-		hits += e.Hits
-	}
-	recs := readTrace(t, tr, bin)
-	if uint64(len(recs)) != hits {
-		t.Errorf("%d records for %d hits", len(recs), hits)
-	}
+		return name, fmt.Sprintf("r:%s %s $retval:s64", name, []string{"many", "manyCheck"}[i%2])
+	})
 	// one call site each in loop(): a return recorded under the other function's event
 	// (an instance of the point's old place) shows the other return address
 	rets := [2]map[string]bool{{}, {}}
@@ -456,5 +423,5 @@ func TestLiveProbeReturnReuse(t *testing.T) {
 	if len(rets[0]) != 1 || len(rets[1]) != 1 {
 		t.Errorf("return addresses of many's events %v and of manyCheck's %v, want one each", rets[0], rets[1])
 	}
-	t.Logf("%d return events added and removed, %d hits recorded", len(evs), hits)
+	t.Logf("%d return events added and removed, %d hits recorded", nev, hits)
 }

@@ -118,29 +118,17 @@ module_exit(fini)
 // syscallOffset is the offset of the syscall instruction of myid in the ELF file at path.
 func syscallOffset(t *testing.T, path string) uint64 {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	addr, _ := siteOf(t, path, "myid")
-	text := f.Section(".text")
-	code, err := text.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for off := uint64(0); off < 64; {
-		in, err := x86dec.Decode(code[addr-text.Addr+off:], addr+off)
-		if err != nil {
-			t.Fatal(err)
-		}
+	at := ^uint64(0)
+	eachInsn(t, path, "myid", func(off uint64, in x86dec.Inst, _ []byte) bool {
 		if in.Kind == x86dec.KindSyscall {
-			return off
+			at = off
 		}
-		off += uint64(in.Len)
+		return at == ^uint64(0) && off < 64
+	})
+	if at == ^uint64(0) {
+		t.Fatal("myid has no syscall")
 	}
-	t.Fatal("myid has no syscall")
-	return 0
+	return at
 }
 
 // workSites are offsets of work's instructions in the ELF file at path: its entry,

@@ -24,16 +24,24 @@ import (
 
 // livePhasedSrc calls work() a number of times per phase, reports the phase and waits
 // for a byte on stdin before the next; it prints its own sum at the end.
-const livePhasedSrc = `#include <stdio.h>
+var livePhasedSrc = livePhased(`__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }`,
+	`s += work(i, phase);`)
+
+// livePhased is a C program of the live tests: funcs, then a main that runs call (with i
+// and phase) 0, 100, 50 and 25 times in phases 0 to 3, adding to s, says "phase N" after
+// each and waits for a byte on stdin before the next, and ends printing "sum S".
+func livePhased(funcs, call string) string {
+	return `#include <stdio.h>
 #include <unistd.h>
-__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }
+` + funcs + `
 int main(void) {
 	static const int calls[] = {0, 100, 50, 25};
 	long s = 0;
 	char c;
 	for (int phase = 0; phase < 4; phase++) {
-		for (int i = 0; i < calls[phase]; i++)
-			s += work(i, phase);
+		for (int i = 0; i < calls[phase]; i++) {
+			` + call + `
+		}
 		printf("phase %d\n", phase);
 		fflush(stdout);
 		if (read(0, &c, 1) != 1)
@@ -43,6 +51,7 @@ int main(void) {
 	return 0;
 }
 `
+}
 
 // siteOf is work's address and its first byte in the ELF file at path.
 func siteOf(t *testing.T, path, fn string) (addr uint64, b byte) {

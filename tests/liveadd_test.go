@@ -108,26 +108,8 @@ func checkLiveRecords(t *testing.T, recs []traceLine) {
 }
 
 // liveTwoSrc is livePhasedSrc with a second function, other(), beside work().
-const liveTwoSrc = `#include <stdio.h>
-#include <unistd.h>
-__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }
-__attribute__((noinline)) long other(long a) { return a + 1; }
-int main(void) {
-	static const int calls[] = {0, 100, 50, 25};
-	long s = 0;
-	char c;
-	for (int phase = 0; phase < 4; phase++) {
-		for (int i = 0; i < calls[phase]; i++)
-			s += work(i, phase) + other(i);
-		printf("phase %d\n", phase);
-		fflush(stdout);
-		if (read(0, &c, 1) != 1)
-			return 2;
-	}
-	printf("sum %ld\n", s);
-	return 0;
-}
-`
+var liveTwoSrc = livePhased(`__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }
+__attribute__((noinline)) long other(long a) { return a + 1; }`, `s += work(i, phase) + other(i);`)
 
 // TestLiveOptimizeOffOn: `kprewrite optimize FILE off` turns the jmps of a running
 // program's live-capable jump points (a live event's and an always-armed one's) into
@@ -498,26 +480,9 @@ func TestLiveTriggerHist(t *testing.T) {
 // liveGatedSrc's gfn starts with a test and a short js, which its detour's copy of the
 // displaced instructions moves (the js becomes a rel32 one): a prepared gfn keeps its
 // jmp in the file and its live events switch its detour's gate instead of its bytes.
-const liveGatedSrc = `#include <stdio.h>
-#include <unistd.h>
-__attribute__((noinline)) long slowpath(long a) { return a - 1; }
-__attribute__((noinline)) long gfn(long a) { if (__builtin_expect(a < 0, 0)) return slowpath(a); return a * 3 + 1; }
-int main(void) {
-	static const int calls[] = {0, 100, 50, 25};
-	long s = 0;
-	char c;
-	for (int phase = 0; phase < 4; phase++) {
-		for (int i = 0; i < calls[phase]; i++)
-			s += gfn(i - 5 * phase);
-		printf("phase %d\n", phase);
-		fflush(stdout);
-		if (read(0, &c, 1) != 1)
-			return 2;
-	}
-	printf("sum %ld\n", s);
-	return 0;
-}
-`
+var liveGatedSrc = livePhased(`__attribute__((noinline)) long slowpath(long a) { return a - 1; }
+__attribute__((noinline)) long gfn(long a) { if (__builtin_expect(a < 0, 0)) return slowpath(a); return a * 3 + 1; }`,
+	`s += gfn(i - 5 * phase);`)
 
 // TestLiveGatedPoint: a prepared function whose jmp cannot come and go live (a gated
 // point) records nothing until an event is added there, every call while it is on

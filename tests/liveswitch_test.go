@@ -11,28 +11,9 @@ import (
 
 // liveOrderSrc calls work() then other() with the same a, in that order: a trigger of
 // other()'s event at a == N switches work()'s events from work's call with a == N+1 on.
-const liveOrderSrc = `#include <stdio.h>
-#include <unistd.h>
-__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }
-__attribute__((noinline)) long other(long a) { return a + 1; }
-int main(void) {
-	static const int calls[] = {0, 100, 50, 25};
-	long s = 0;
-	char c;
-	for (int phase = 0; phase < 4; phase++) {
-		for (int i = 0; i < calls[phase]; i++) {
-			s += work(i, phase);
-			s += other(i);
-		}
-		printf("phase %d\n", phase);
-		fflush(stdout);
-		if (read(0, &c, 1) != 1)
-			return 2;
-	}
-	printf("sum %ld\n", s);
-	return 0;
-}
-`
+var liveOrderSrc = livePhased(`__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }
+__attribute__((noinline)) long other(long a) { return a + 1; }`, `s += work(i, phase);
+			s += other(i);`)
 
 // TestLiveSwitchTrigger: enable_event and disable_event triggers whose target is an
 // event added at run time (the kernel's `enable_event:grp:ev` on a kprobe_events

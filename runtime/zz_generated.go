@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "aab0c95849d277b4bea3eeea18aedb8c9c0fd4fb958c6d6589b52ecd9a9d6a22"
+const ObjectSHA256 = "777246f1f064b8ea502a437730d94898034e35214e0af8cf71128b48ac7f649d"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

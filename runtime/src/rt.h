@@ -316,6 +316,7 @@ struct kprw_rt {
 #define KPRW_HAS_GATED 0x80    /* jump-optimized points with a gate (not count-only) */
 #define KPRW_HAS_COUNT 0x100   /* count-only points */
 #define KPRW_HAS_PREFILTER 0x200 /* detours with an inline filter (their refusals count per CPU) */
+#define KPRW_HAS_LIVE_ON 0x400 /* live points with a probe that starts wanted (not soft-disabled) */
 
 extern struct kprw_rt kprw_rt;
 extern struct kprw_stats kprewrite_rt_stats;

@@ -263,6 +263,19 @@ static int validate_free(const struct kprw_header *h, u32 next, u32 *has)
 	return next == h->nprobes;
 }
 
+/* live_on says whether live point pt starts wanted with the file's default controls:
+ * a probe on it that is not of a soft-disabled event (a C handler's, or an event
+ * rewritten enabled). Without one, the start-up reconcile has nothing to arm. */
+static int live_on(const struct kprw_point *pt)
+{
+	for (u32 k = pt->first_probe; k < pt->first_probe + pt->nprobes; k++) {
+		u32 e = kprw_rt.probes[k].event;
+		if (e == KPRW_NO_EVENT || !(kprw_rt.events[e].flags & KPRW_EF_SOFT))
+			return 1;
+	}
+	return 0;
+}
+
 /* validate checks the tables and sums up what they hold in kprw_rt.has: the one pass over
  * every probe and point start-up makes (python3.11 with a probe on every function has
  * 1.4 MB of them; each further pass cost ~0.1 ms) */
@@ -306,8 +319,11 @@ static int validate(const struct kprw_header *h)
 		}
 		if (!validate_point(h, pt))
 			return 0;
-		if (pt->dflags & KPRW_DF_LIVE)
+		if (pt->dflags & KPRW_DF_LIVE) {
 			has |= KPRW_HAS_TRAPS; /* (a live jump site is an int3 while it is written) */
+			if (live_on(pt))
+				has |= KPRW_HAS_LIVE_ON;
+		}
 		if (pt->xmode != KPRW_X_OPTIMIZED)
 			has |= KPRW_HAS_TRAPS;
 		else if (pt->pflags & KPRW_PF_COUNT)

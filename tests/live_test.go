@@ -56,6 +56,13 @@ int main(void) {
 // siteOf is work's address and its first byte in the ELF file at path.
 func siteOf(t *testing.T, path, fn string) (addr uint64, b byte) {
 	t.Helper()
+	addr, code := siteBytes(t, path, fn, 1)
+	return addr, code[0]
+}
+
+// siteBytes is fn's address and its first n bytes in the ELF file at path.
+func siteBytes(t *testing.T, path, fn string, n int) (addr uint64, code []byte) {
+	t.Helper()
 	f, err := elf.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -69,16 +76,16 @@ func siteOf(t *testing.T, path, fn string) (addr uint64, b byte) {
 		}
 		for _, p := range f.Progs {
 			if p.Type == elf.PT_LOAD && s.Value >= p.Vaddr && s.Value < p.Vaddr+p.Filesz {
-				buf := make([]byte, 1)
+				buf := make([]byte, n)
 				if _, err := p.ReadAt(buf, int64(s.Value-p.Vaddr)); err != nil {
 					t.Fatal(err)
 				}
-				return s.Value, buf[0]
+				return s.Value, buf
 			}
 		}
 	}
 	t.Fatalf("%s: no %s", path, fn)
-	return 0, 0
+	return 0, nil
 }
 
 // memByte reads the byte at link-time address addr of the PIE image bin in process pid.

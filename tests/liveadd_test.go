@@ -7,6 +7,7 @@ package tests
 // given at rewrite time prints, and its hits are its records.
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -481,34 +482,66 @@ func TestLiveTriggerHist(t *testing.T) {
 // displaced instructions moves (the js becomes a rel32 one): a prepared gfn keeps its
 // jmp in the file and its live events switch its detour's gate instead of its bytes.
 var liveGatedSrc = livePhased(`__attribute__((noinline)) long slowpath(long a) { return a - 1; }
-__attribute__((noinline)) long gfn(long a) { if (__builtin_expect(a < 0, 0)) return slowpath(a); return a * 3 + 1; }`,
-	`s += gfn(i - 5 * phase);`)
+__attribute__((noinline)) long gfn(long a) { if (__builtin_expect(a < 0, 0)) return slowpath(a); return a * 3 + 1; }
+__attribute__((noinline)) int islow(int a) { return a - 1; }
+__attribute__((noinline)) int ifn(int a) { if (__builtin_expect(a < 0, 0)) return islow(a); return a * 3 + 1; }`,
+	`s += gfn(i - 5 * phase) + ifn(i - 5 * phase);`)
 
 // TestLiveGatedPoint: a prepared function whose jmp cannot come and go live (a gated
-// point) records nothing until an event is added there, every call while it is on
-// (values right, slow path included) and nothing after its removal; the program's result
-// is the original's.
+// point: ifn's DCR is test, js rel8, lea, and the js's rel32 copy moves the lea) records
+// nothing until an event is added there, every call while it is on (values right, slow
+// path included) and nothing after its removal; the program's result is the original's.
 func TestLiveGatedPoint(t *testing.T) {
+	liveJumpCycle(t, "ifn", true, []byte{0x85, 0xff, 0x78}) // test %edi,%edi; js
+}
+
+// TestLiveJumpLongerCopy: a prepared function whose DCR's copy is longer only in its last
+// instruction (gfn: test, js rel8; the copy's js is a rel32) keeps every instruction's
+// offset, so it is a live jump point: its original bytes in the file and in memory while
+// no event is on it, its jmp while one is, the original bytes again after the removal.
+func TestLiveJumpLongerCopy(t *testing.T) {
+	liveJumpCycle(t, "gfn", false, []byte{0x48, 0x85, 0xff, 0x78}) // test %rdi,%rdi; js
+}
+
+// liveJumpCycle runs liveGatedSrc rewritten --prepare fn (whose code starts with
+// prefix): an event added at fn, removed, another added; records checked, and fn's first
+// byte in the file and in memory: a jmp throughout when gated, else the original's but
+// while an event is on it.
+func liveJumpCycle(t *testing.T, fn string, gated bool, prefix []byte) {
 	prog := testprog.Build(t, liveGatedSrc, "c", "-O2")
 	bin := filepath.Join(t.TempDir(), "gated.kp")
 	tr := bin + ".trace"
-	rewriteWith(t, prog, bin, nil, "--prepare", "gfn")
-	addr, orig := siteOf(t, prog, "gfn")
-	if _, b := siteOf(t, bin, "gfn"); b != 0xe9 || orig == 0xe9 {
-		t.Skipf("gfn's site holds %#x in the rewrite (original %#x): this compiler's gfn is not a gated point", b, orig)
+	rewriteWith(t, prog, bin, nil, "--prepare", fn)
+	addr, code := siteBytes(t, prog, fn, len(prefix))
+	if !bytes.Equal(code, prefix) {
+		t.Skipf("%s starts with % x here, not % x: not the DCR this test is about", fn, code, prefix)
+	}
+	orig := code[0]
+	if _, b := siteOf(t, bin, fn); (b == 0xe9) != gated {
+		t.Fatalf("%s's site holds %#x in the rewrite (original %#x); gated %v", fn, b, orig, gated)
+	}
+	want := orig // (while no event is on it)
+	if gated {
+		want = 0xe9
 	}
 	p := startPhased(t, bin)
 	defer p.cmd.Process.Kill()
 	p.step(t, 0)
-	kpOK(t, "probe", tr, "p:t/g gfn a=%di:s64")
+	if b := memByte(t, p.cmd.Process.Pid, bin, addr); b != want {
+		t.Errorf("%s holds %#x before any event, want %#x", fn, b, want)
+	}
+	kpOK(t, "probe", tr, "p:t/g "+fn+" a=%di:s64")
 	p.next(t, 1) // a = -5..94
+	if b := memByte(t, p.cmd.Process.Pid, bin, addr); b != 0xe9 {
+		t.Errorf("%s holds %#x with an event on it, want its jmp", fn, b)
+	}
 	kpOK(t, "probe", tr, "-:t/g")
 	p.next(t, 2) // 50 calls: none recorded
-	kpOK(t, "probe", tr, "p:t/h gfn a=%di:s64")
-	p.next(t, 3) // a = -15..9
-	if b := memByte(t, p.cmd.Process.Pid, bin, addr); b != 0xe9 {
-		t.Errorf("gfn holds %#x while running, want its jmp", b)
+	if b := memByte(t, p.cmd.Process.Pid, bin, addr); b != want {
+		t.Errorf("%s holds %#x after the removal, want %#x", fn, b, want)
 	}
+	kpOK(t, "probe", tr, "p:t/h "+fn+" a=%di:s64")
+	p.next(t, 3) // a = -15..9
 	var g, h []string
 	for _, l := range readTrace(t, tr, bin) {
 		switch l.Event {
@@ -537,7 +570,7 @@ func gatedSum() string {
 	var s int64
 	for phase, n := range []int{0, 100, 50, 25} {
 		for i := 0; i < n; i++ {
-			s += gfn(int64(i - 5*phase))
+			s += 2 * gfn(int64(i-5*phase)) // (ifn computes the same in 32 bits)
 		}
 	}
 	return strconv.FormatInt(s, 10)

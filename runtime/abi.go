@@ -90,6 +90,10 @@ const (
 	// HFClockMono, HFClockCounter: the record clock rewrite --clock chose (neither: tsc).
 	HFClockMono    HeaderFlags = 0x10
 	HFClockCounter HeaderFlags = 0x20
+	// HFIdle: nothing of the image is armed at start-up and nothing reads its probe
+	// tables before an event is added or switched on (Tables.idle, set by Encode): the
+	// runtime's start-up takes them unchecked and its live-probe thread checks them.
+	HFIdle HeaderFlags = 0x40
 )
 
 // XMode is how a probepoint runs (RawPoint.XMode, KPRW_X_*).

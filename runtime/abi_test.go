@@ -157,7 +157,7 @@ func TestABILayout(t *testing.T) {
 // neither here, in handlerConsts, nor in cOnlyDefines.
 var abiConsts = map[string]any{
 	"KPRW_MAGIC": Magic, "KPRW_VERSION": Version,
-	"KPRW_HF_DISABLE_ALL": HFDisableAll, "KPRW_HF_DEBUG": HFDebug, "KPRW_HF_FAST_READ": HFFastRead, "KPRW_HF_LIBRARY": HFLibrary, "KPRW_HF_CLOCK_MONO": HFClockMono, "KPRW_HF_CLOCK_COUNTER": HFClockCounter,
+	"KPRW_HF_DISABLE_ALL": HFDisableAll, "KPRW_HF_DEBUG": HFDebug, "KPRW_HF_FAST_READ": HFFastRead, "KPRW_HF_LIBRARY": HFLibrary, "KPRW_HF_CLOCK_MONO": HFClockMono, "KPRW_HF_CLOCK_COUNTER": HFClockCounter, "KPRW_HF_IDLE": HFIdle,
 	"KPRW_CLOCK_UNSET": ClockUnset, "KPRW_CLOCK_TSC": ClockTSC, "KPRW_CLOCK_MONO": ClockMono, "KPRW_CLOCK_COUNTER": ClockCounter,
 	"KPRW_X_SSTEP": XSStep, "KPRW_X_BOOST": XBoost, "KPRW_X_EMULATE": XEmulate, "KPRW_X_OPTIMIZED": XOptimized,
 	"KPRW_EMU_NOP": EmuNop, "KPRW_EMU_JMP": EmuJmp, "KPRW_EMU_JCC": EmuJcc, "KPRW_EMU_CALL": EmuCall,

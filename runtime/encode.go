@@ -369,8 +369,12 @@ func (e *Encoded) Encode(roBase, stateBase uint64) error {
 	if len(e.order) != len(t.Points) || nprobes != e.nprobes {
 		return errChanged
 	}
+	flags := t.Flags
+	if t.idle() {
+		flags |= HFIdle
+	}
 	h := RawHeader{
-		Magic: Magic, Version: Version, HeaderSize: HeaderSize, Flags: t.Flags,
+		Magic: Magic, Version: Version, HeaderSize: HeaderSize, Flags: flags,
 		NPoints: uint32(len(t.Points)), NProbes: uint32(nprobes), NEvents: uint32(len(t.Events)),
 		NAbs: uint32(len(t.AbsSlots)), Self: roBase, OrigEntry: t.OrigEntry,
 		Points: roBase + e.pointsOff, Probes: roBase + e.probesOff, Events: roBase + e.eventsOff,
@@ -596,4 +600,32 @@ func checkPoint(p *Point, nevents int) error {
 // given that word's link-time address and the header's.
 func HdrRel(hdrRelAddr, headerAddr uint64) int64 {
 	return int64(headerAddr - hdrRelAddr)
+}
+
+// idle says whether nothing of t is armed at start-up, so that nothing reads its probe
+// tables before the live-probe thread has checked them (HFIdle): every point a live one
+// (DFLive) or a jump-optimized one whose probes are all of live events (a gated live
+// point: its jmp stays, its gate closed), every probe of a soft-disabled live event
+// without triggers, no C handler, no count-only, verify, exit or inline-filter point.
+func (t *Tables) idle() bool {
+	if t.Init != 0 || t.Exit != 0 || len(t.Points) == 0 {
+		return false
+	}
+	for _, p := range t.Points {
+		if p.PFlags&(PFCount|PFInner) != 0 || p.DFlags&(DFPrefilter|DFInlineHist|DFExit|DFReopt) != 0 {
+			return false
+		}
+		if p.DFlags&DFLive == 0 && p.XMode != XOptimized {
+			return false
+		}
+		for _, q := range p.Probes {
+			if q.Event < 0 || q.Event >= len(t.Events) || q.Flags&FUser != 0 || q.Type == TVerify {
+				return false
+			}
+			if f := t.Events[q.Event].Flags; f&(EFSoftDisabled|EFLive) != EFSoftDisabled|EFLive || f&EFTriggers != 0 {
+				return false
+			}
+		}
+	}
+	return true
 }

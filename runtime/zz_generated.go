@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "777246f1f064b8ea502a437730d94898034e35214e0af8cf71128b48ac7f649d"
+const ObjectSHA256 = "66426e4f271f5c476333434a0ffb3b52af6d81b9bde5f36d36269e85fdde0bce"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -159,6 +159,12 @@ typedef unsigned long long kprw_u64;
  * overrides it at run time, and a trace file that has one keeps it */
 #define KPRW_HF_CLOCK_MONO KPRW_U(0x10)
 #define KPRW_HF_CLOCK_COUNTER KPRW_U(0x20)
+/* KPRW_HF_IDLE: nothing of the image is armed at start-up and nothing reads its probe
+ * tables before an event is added or switched on: every point a live point or a gated
+ * live one, every probe of a soft-disabled live event without triggers, no C handler,
+ * count-only, verify or exit point. Start-up takes them unchecked; the live-probe
+ * thread checks them (as start-up checks any other image's) before its first pass. */
+#define KPRW_HF_IDLE KPRW_U(0x40)
 
 /* kprw_point.xmode: how the probed instruction is executed after the pre handlers. */
 #define KPRW_X_SSTEP 1   /* "k": single-step the copy in the slot with TF, post handlers after */

@@ -303,6 +303,8 @@ struct kprw_rt {
 	void **spare_user;
 	u32 spare_bound;
 	const char *ctl_path; /* KPREWRITE_CONTROL */
+	u32 tables_late;   /* an idle image's tables (KPRW_HF_IDLE), taken unchecked at start-up:
+	                      kprw_tables_check() checks them before they are read */
 	u32 has;           /* KPRW_HAS_*: what the tables hold, from validate() (start-up passes
 	                      over 10,000s of probes are skipped when they have nothing to do) */
 };
@@ -317,6 +319,11 @@ struct kprw_rt {
 #define KPRW_HAS_COUNT 0x100   /* count-only points */
 #define KPRW_HAS_PREFILTER 0x200 /* detours with an inline filter (their refusals count per CPU) */
 #define KPRW_HAS_LIVE_ON 0x400 /* live points with a probe that starts wanted (not soft-disabled) */
+
+/* what start-up takes an idle image to hold (KPRW_HF_IDLE): live int3 and jump points,
+ * prepared returns, gated live points, events that record once switched on */
+#define KPRW_HAS_IDLE (KPRW_HAS_TRAPS | KPRW_HAS_EVENTS | KPRW_HAS_RECORDS | KPRW_HAS_KRET | KPRW_HAS_GATED)
+int kprw_tables_check(void); /* rt_init.c: an idle image's tables, before the first read */
 
 extern struct kprw_rt kprw_rt;
 extern struct kprw_stats kprewrite_rt_stats;

@@ -279,7 +279,64 @@ static int live_on(const struct kprw_point *pt)
 /* validate checks the tables and sums up what they hold in kprw_rt.has: the one pass over
  * every probe and point start-up makes (python3.11 with a probe on every function has
  * 1.4 MB of them; each further pass cost ~0.1 ms) */
+static int check_tables(const struct kprw_header *h, u32 *hasp);
+
 static int validate(const struct kprw_header *h)
+{
+	u32 has;
+	if (!check_tables(h, &has))
+		return 0;
+	kprw_rt.has = has;
+	return 1;
+}
+
+/* start_idle takes an idle image's tables (KPRW_HF_IDLE) unchecked, but for its header
+ * and its free points: the pass over every point and probe (~1 ms of python3.11's start-up
+ * with every function prepared) is the live-probe thread's (kprw_tables_check). */
+static int start_idle(const struct kprw_header *h)
+{
+	if (!(h->flags & KPRW_HF_IDLE) || h->npoints > KPRW_MAX_POINTS || h->nfree > h->nprobes ||
+	    (h->hooks && ((const struct kprw_hooks *)RT_ADDR(h->hooks))->init))
+		return 0;
+	u32 has = KPRW_HAS_IDLE;
+	if (!validate_free(h, h->nprobes - h->nfree, &has))
+		return 0;
+	kprw_rt.has = has;
+	kprw_rt.tables_late = 1;
+	return 1;
+}
+
+/* all_live says whether every point is a live point or a gated live one (nothing armed
+ * at start-up), as an idle image's must be */
+static int all_live(void)
+{
+	for (u32 i = 0; i < kprw_rt.npoints; i++)
+		if (!(kprw_rt.points[i].dflags & KPRW_DF_LIVE) && !kprw_live_gated(&kprw_rt.points[i]))
+			return 0;
+	return 1;
+}
+
+/* kprw_tables_check checks an idle image's tables as start-up checks any other's, once,
+ * before anything reads them (the live-probe thread's first pass, or start-up's when a
+ * control or live frame wants a site already): 1 when they are sound and idle as the
+ * rewrite said, so that the start-up that skipped them did right; else it says so and
+ * no live probe is armed. Its int3-step index is made here too. */
+int kprw_tables_check(void)
+{
+	static int state; /* 0: not yet, 1 sound, -1 not */
+	if (!kprw_rt.tables_late || state)
+		return state >= 0;
+	u32 has;
+	int ok = check_tables(kprw_rt.hdr, &has) && !(has & ~(KPRW_HAS_IDLE | KPRW_HAS_ISTEP)) && all_live();
+	if (ok && (has & KPRW_HAS_ISTEP))
+		kprw_istep_init();
+	if (!ok)
+		kprw_puts("kprewrite: inconsistent kprewrite probe tables (an idle image's): no live probe is armed\n");
+	state = ok ? 1 : -1;
+	return ok;
+}
+
+static int check_tables(const struct kprw_header *h, u32 *hasp)
 {
 	u32 has = 0, next = 0; /* the probes of each point follow those of the one before */
 	if (h->npoints > KPRW_MAX_POINTS)
@@ -347,7 +404,7 @@ static int validate(const struct kprw_header *h)
 	/* a kprewrite_init() may register struct kprobes by name at prepared sites */
 	if (h->hooks && ((const struct kprw_hooks *)RT_ADDR(h->hooks))->init)
 		has |= KPRW_HAS_USER;
-	kprw_rt.has = has;
+	*hasp = has;
 	return 1;
 }
 
@@ -467,7 +524,8 @@ static void count_disable(void)
 static void arm_detours(void)
 {
 	count_disable();
-	for (u32 i = 0; (kprw_rt.has & KPRW_HAS_GATED) && i < kprw_rt.npoints; i++) {
+	/* (an idle image's gated points are all live ones: nothing to open here) */
+	for (u32 i = 0; (kprw_rt.has & KPRW_HAS_GATED) && !kprw_rt.tables_late && i < kprw_rt.npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		if (pt->xmode != KPRW_X_OPTIMIZED)
 			continue;
@@ -836,7 +894,7 @@ static void start_early(const struct kprw_header *h, char **envp)
 		kprw_rt.ctr_base = (u8 *)RT_ADDR(h->counters);
 		kprw_rt.ctr_stride = 16;
 	}
-	if (!validate(h))
+	if (!start_idle(h) && !validate(h))
 		kprw_fatal("inconsistent kprewrite probe tables at", (unsigned long)h);
 
 	/* absolute words in writable data (function pointers of user handlers) */

@@ -696,7 +696,7 @@ int kprw_live_only(void)
 	if (only >= 0)
 		return only;
 	only = kprw_rt.nprobes && !(kprw_rt.has & KPRW_HAS_USER);
-	for (u32 i = 0; only && i < kprw_rt.nprobes; i++) {
+	for (u32 i = 0; only && !kprw_rt.tables_late && i < kprw_rt.nprobes; i++) { /* (idle: every one) */
 		u32 e = kprw_rt.probes[i].event;
 		if (e >= kprw_rt.nevents || !(kprw_rt.events[e].flags & KPRW_EF_LIVE))
 			only = 0;
@@ -815,6 +815,12 @@ static void agent(void)
 {
 	sys2(SYS_prctl, PR_SET_NAME, (long)"kprewrite-live");
 	kprw_trace_release_old(); /* (its blocks freed here, not in the program's start-up) */
+	if (!kprw_tables_check()) /* (an idle image's, checked here rather than at start-up) */
+		for (;;) {
+			struct { long s, ns; } idle = {AGENT_IDLE_S, 0};
+			sys6(SYS_futex, (long)&agent_done, FUTEX_WAIT | FUTEX_PRIVATE, agent_done, (long)&idle, 0, 0);
+			kprw_end_if_program_gone();
+		}
 	for (;;) {
 		u32 seen = __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_ACQUIRE);
 		kprw_livedef_sync(); /* events added or removed (kprewrite probe) */
@@ -922,14 +928,14 @@ static int starts_cold(void)
  * there. Start-up, after the SIGTRAP handler is in. */
 void kprw_live_init(void)
 {
-	u32 n = kprw_rt.nfree;
+	u32 n = kprw_rt.nfree || kprw_rt.tables_late; /* (idle: every point is live) */
 	for (u32 i = 0; !n && i < kprw_rt.npoints; i++) { /* (one is enough: the table stays unread) */
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		n += (pt->dflags & KPRW_DF_LIVE) || kprw_live_gated(pt) || has_spare(pt);
 	}
 	if (!n || !(live_armed = kprw_mmap_anon((u64)kprw_rt.npoints + kprw_rt.nfree)))
 		return;
-	for (u32 i = 0; i < kprw_rt.npoints; i++)
+	for (u32 i = 0; !kprw_rt.tables_late && i < kprw_rt.npoints; i++) /* (idle: none) */
 		if (kprw_rt.points[i].dflags & KPRW_DF_REOPT)
 			live_armed[i] = LIVE_JUMP; /* (the file holds its jmp) */
 	live_sync = sys2(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0) == 0;
@@ -939,11 +945,14 @@ void kprw_live_init(void)
 	u32 seen = kprw_rt.ctl_gen ? __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_ACQUIRE) : 0;
 	cold = starts_cold(); /* (after seen: a change from now on makes ctl_gen differ) */
 	cold_gen = seen;
+	int agent = kprw_rt.ctl_gen && kprw_rt.ev_ctl;
+	if ((!cold || !agent) && !kprw_tables_check())
+		return; /* (an idle image's tables, read by this pass or by no thread later) */
 	kprw_livedef_init();
 	kprw_livedef_sync(); /* events the trace file holds already */
 	reconcile(seen);
 	report_states();
-	if (kprw_rt.ctl_gen && kprw_rt.ev_ctl) {
+	if (agent) {
 		/* what start-up applied, published now: a live_done of 0 tells `kprewrite probe`
 		 * that no program will apply its change, so a change made before the agent's
 		 * first pass (a loaded machine) returned before it was applied */

@@ -1,0 +1,172 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// idleSrc calls two functions a prepared rewrite may take events at.
+const idleSrc = `#include <stdio.h>
+#include <unistd.h>
+__attribute__((noinline)) long work(long a) { return a * 3 + 1; }
+__attribute__((noinline)) long other(long a) { return a - 7; }
+int main(void) {
+	char c;
+	long s = read(0, &c, 1); /* (a test's go: 0 at the end of its input) */
+	s = 0;
+	for (int i = 0; i < 1000; i++)
+		s += work(i) + other(i);
+	printf("sum %ld\n", s);
+	return 0;
+}
+`
+
+// idleImage reads the probe tables' header of the rewritten binary at path.
+func idleImage(t *testing.T, path string) *tracefile.Image {
+	t.Helper()
+	f, err := elfio.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	im, err := tracefile.ReadImage(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return im
+}
+
+// TestIdleImageFlag: an image whose every probe is of a live event switched off
+// (--prepare, --calls with every event --disable'd and its returns hooked) is idle
+// (HFIdle: start-up leaves its tables to the live-probe thread); one with an event
+// armed at start-up, or with return events at exits, is not.
+func TestIdleImageFlag(t *testing.T) {
+	prog := testprog.Build(t, idleSrc, "c", "-O2")
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name  string
+		defs  []string
+		flags []string
+		idle  bool
+	}{
+		{"prepare", nil, []string{"--prepare", "work", "--prepare", "other"}, true},
+		{"disabled", []string{"p:t/w work a=%di:s64"}, []string{"--disable", "t/w"}, true},
+		{"armed", []string{"p:t/w work a=%di:s64"}, nil, false},
+		{"prepare-and-armed", []string{"p:t/o other"}, []string{"--prepare", "work"}, false},
+		{"calls-exits", nil, []string{"--calls", "work", "--disable", "calls/*"}, false},
+		{"calls-hooked", nil, []string{"--calls", "work", "--calls-hook", "--disable", "calls/*"}, true},
+	} {
+		bin := filepath.Join(dir, c.name)
+		rewriteWith(t, prog, bin, c.defs, c.flags...)
+		if idle := idleImage(t, bin).Header.Flags&kprt.HFIdle != 0; idle != c.idle {
+			t.Errorf("%s: idle %v, want %v", c.name, idle, c.idle)
+		}
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+bin+".trace", "KPREWRITE_QUIET=1")
+		if out, err := cmd.CombinedOutput(); err != nil || string(out) != "sum 1992000\n" {
+			t.Errorf("%s: %v, output %q", c.name, err, out)
+		}
+	}
+}
+
+// TestIdleImageBadTables: the live-probe thread checks an idle image's tables, which
+// start-up took unchecked: with a point's sites out of order (the second point's site
+// made the first's), the program runs as the original, says the tables are inconsistent
+// and arms nothing; its code keeps the original bytes.
+func TestIdleImageBadTables(t *testing.T) {
+	prog := testprog.Build(t, idleSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "idle")
+	rewriteWith(t, prog, bin, nil, "--prepare", "work", "--prepare", "other")
+	im := idleImage(t, bin)
+	if im.Header.Flags&kprt.HFIdle == 0 || im.Header.NPoints < 2 {
+		t.Fatalf("flags %#x, %d points: want an idle image with two points", im.Header.Flags, im.Header.NPoints)
+	}
+	corruptSite(t, bin, im.Header.Points+kprt.PointSize, im.Points[0].Site)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+bin+".trace", "KPREWRITE_QUIET=1")
+	stdin, _ := cmd.StdinPipe()
+	errs, _ := cmd.StderrPipe()
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// the live-probe thread says it while main waits for its go (or never: the
+	// program then waits until the test's deadline kills it)
+	said := bufio.NewScanner(errs)
+	const want = "inconsistent kprewrite probe tables (an idle image's): no live probe is armed"
+	var lines []string
+	for said.Scan() && !strings.Contains(said.Text(), want) {
+		lines = append(lines, said.Text())
+	}
+	if !strings.Contains(said.Text(), want) {
+		t.Fatalf("stderr %q, want the inconsistent tables said", lines)
+	}
+	stdin.Close()
+	go io.Copy(io.Discard, errs)
+	if err := cmd.Wait(); err != nil || stdout.String() != "sum 1992000\n" {
+		t.Fatalf("the program: %v, output %q", err, stdout.String())
+	}
+	if b := fileByte(t, bin, im.Points[0].Site); b != im.Points[0].Orig[0] {
+		t.Errorf("work's site holds %#x in the file, want the original %#x", b, im.Points[0].Orig[0])
+	}
+}
+
+// fileByte is the byte at vaddr in the ELF at path.
+func fileByte(t *testing.T, path string, vaddr uint64) byte {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
+			var b [1]byte
+			if _, err := p.ReadAt(b[:], int64(vaddr-p.Vaddr)); err != nil {
+				t.Fatal(err)
+			}
+			return b[0]
+		}
+	}
+	t.Fatalf("%s: %#x is not in the file", path, vaddr)
+	return 0
+}
+
+// corruptSite writes site over the site field of the point at vaddr in the ELF at path.
+func corruptSite(t *testing.T, path string, vaddr, site uint64) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Section(elfio.SecRodata)
+	f.Close()
+	if s == nil || vaddr < s.Addr || vaddr+8 > s.Addr+s.Size {
+		t.Fatalf("%s: no %s holding %#x", path, elfio.SecRodata, vaddr)
+	}
+	w, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], site)
+	if _, err := w.WriteAt(b[:], int64(s.Offset+vaddr-s.Addr)); err != nil {
+		t.Fatal(err)
+	}
+}

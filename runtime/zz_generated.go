@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "66426e4f271f5c476333434a0ffb3b52af6d81b9bde5f36d36269e85fdde0bce"
+const ObjectSHA256 = "2d2b26240db89f97ceca067b33938188c13884e13706396ec5f5d49753bddb16"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -214,9 +214,28 @@ static u64 append_shards(long fd, u64 n, u64 stride)
 		sys2(SYS_ftruncate, fd, st.st_size);
 		return 0;
 	}
-	if (n * stride <= SHARDS_POPULATE_MAX) /* the CPUs' shards: no first write fault on a */
-		fill_zero(fd, off, (n - 1) * stride); /* hole (see fill_zero); the last is rarely used */
+	if (n * stride <= SHARDS_POPULATE_MAX && !kprw_live_only()) /* the CPUs' shards: no first */
+		fill_zero(fd, off, (n - 1) * stride); /* write fault on a hole (see fill_zero); the last
+						       * is rarely used (live only: late_pages) */
 	return off;
+}
+
+/* Pages a live-only image's hits will write (its counters, its CPUs' shards): start-up
+ * neither writes them nor makes them present (~0.5 ms of python3.11's with every
+ * function prepared); kprw_trace_records_late does, before the first site is armed, with
+ * MADV_POPULATE_WRITE, which keeps what another process of the image counted there. */
+static struct { long at; u64 len; } late_pages[2]; /* the counters, the shards */
+
+/* late_or_now makes [at, at+len) present and writable now, or, live only, notes it as
+ * late_pages[k] */
+static void late_or_now(u32 k, long at, u64 len)
+{
+	if (kprw_live_only()) {
+		late_pages[k].at = at;
+		late_pages[k].len = len;
+		return;
+	}
+	sys3(SYS_madvise, at, (long)len, MADV_POPULATE_WRITE);
 }
 
 /* map_shards maps the image's shards, if the file has enough of them and this thread
@@ -232,7 +251,7 @@ static void map_shards(long fd, const struct kprw_trace_image_ext *ext)
 		return;
 	map_add(r, n * stride);
 	if (n * stride <= SHARDS_POPULATE_MAX) /* the CPUs' shards, present and writable */
-		sys3(SYS_madvise, r, (long)((kprw_rt.rseq_shards - 1) * stride), MADV_POPULATE_WRITE);
+		late_or_now(1, r, (kprw_rt.rseq_shards - 1) * stride);
 	kprw_rseq_arm((u8 *)r, stride);
 }
 
@@ -318,7 +337,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 				off = 0;
 			else
 				h->counters_used = start + need;
-			if (off && !counts_only() && grow_ok(off + need))
+			if (off && !counts_only() && !kprw_live_only() && grow_ok(off + need))
 				fill_zero(fd, off, (need + 4095) & ~4095ull); /* fresh pages of the area */
 		} else {
 			off = append_counters(fd, need); /* the area is full: grow the file */
@@ -378,8 +397,8 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 			map_add(r, hdr->counters_size);
 			/* the counters' pages present and writable in one call, not a write fault
 			 * (and the file system's page_mkwrite) at the first hit of each */
-			if (!lazy)
-				sys3(SYS_madvise, r, (long)((cbytes + 4095) & ~4095ull), MADV_POPULATE_WRITE);
+			if (!lazy || kprw_live_only())
+				late_or_now(0, r, (cbytes + 4095) & ~4095ull);
 			return; /* ctr_base is the window already */
 		}
 		/* whatever a failed MAP_FIXED left there, the window is memory again */
@@ -405,8 +424,8 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 	}
 	kprw_rt.ctr_stride = 16;
 	uptr lo = (uptr)kprw_rt.ctr_base & ~4095ul, hi = ((uptr)kprw_rt.ctr_base + cbytes + 4095) & ~4095ul;
-	if (!lazy)
-		sys3(SYS_madvise, (long)lo, (long)(hi - lo), MADV_POPULATE_WRITE); /* as above */
+	if (!lazy || kprw_live_only())
+		late_or_now(0, (long)lo, hi - lo); /* as above */
 }
 
 /* counters_area sizes the counters area of a new file: room for the creating image's
@@ -960,5 +979,8 @@ int kprw_trace_records_late(void)
 		kprw_rt.populate = 1;
 		ready_from(atomic_load(&h->head), 0);
 	}
+	for (u32 k = 0; k < 2; k++) /* (the counters and shards start-up left) */
+		if (late_pages[k].len)
+			sys3(SYS_madvise, late_pages[k].at, (long)late_pages[k].len, MADV_POPULATE_WRITE);
 	return 0;
 }

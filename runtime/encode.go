@@ -606,10 +606,16 @@ func HdrRel(hdrRelAddr, headerAddr uint64) int64 {
 // tables before the live-probe thread has checked them (HFIdle): every point a live one
 // (DFLive) or a jump-optimized one whose probes are all of live events (a gated live
 // point: its jmp stays, its gate closed), every probe of a soft-disabled live event
-// without triggers, no C handler, no count-only, verify, exit or inline-filter point.
+// without triggers (every event is one), no C handler, no count-only, verify, exit or
+// inline-filter point.
 func (t *Tables) idle() bool {
 	if t.Init != 0 || t.Exit != 0 || len(t.Points) == 0 {
 		return false
+	}
+	for _, e := range t.Events { // (the runtime's start-up fills their control words unread)
+		if e.Flags&(EFSoftDisabled|EFLive) != EFSoftDisabled|EFLive || e.Flags&EFTriggers != 0 {
+			return false
+		}
 	}
 	for _, p := range t.Points {
 		if p.PFlags&(PFCount|PFInner) != 0 || p.DFlags&(DFPrefilter|DFInlineHist|DFExit|DFReopt) != 0 {
@@ -620,9 +626,6 @@ func (t *Tables) idle() bool {
 		}
 		for _, q := range p.Probes {
 			if q.Event < 0 || q.Event >= len(t.Events) || q.Flags&FUser != 0 || q.Type == TVerify {
-				return false
-			}
-			if f := t.Events[q.Event].Flags; f&(EFSoftDisabled|EFLive) != EFSoftDisabled|EFLive || f&EFTriggers != 0 {
 				return false
 			}
 		}

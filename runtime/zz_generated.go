@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "2d2b26240db89f97ceca067b33938188c13884e13706396ec5f5d49753bddb16"
+const ObjectSHA256 = "083525353dc1e15dfc2bde586b7758086390bfa2883af2c9c0a42524db1bb8a9"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

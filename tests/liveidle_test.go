@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"io"
@@ -25,6 +24,8 @@ __attribute__((noinline)) long work(long a) { return a * 3 + 1; }
 __attribute__((noinline)) long other(long a) { return a - 7; }
 int main(void) {
 	char c;
+	printf("ready\n");
+	fflush(stdout);
 	long s = read(0, &c, 1); /* (a test's go: 0 at the end of its input) */
 	s = 0;
 	for (int i = 0; i < 1000; i++)
@@ -76,19 +77,20 @@ func TestIdleImageFlag(t *testing.T) {
 		}
 		cmd := exec.Command(bin)
 		cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+bin+".trace", "KPREWRITE_QUIET=1")
-		if out, err := cmd.CombinedOutput(); err != nil || string(out) != "sum 1992000\n" {
+		if out, err := cmd.CombinedOutput(); err != nil || string(out) != "ready\nsum 1992000\n" {
 			t.Errorf("%s: %v, output %q", c.name, err, out)
 		}
 	}
 }
 
 // TestIdleImageBadTables: the live-probe thread checks an idle image's tables, which
-// start-up took unchecked: with a point's sites out of order (the second point's site
-// made the first's), the program runs as the original, says the tables are inconsistent
-// and arms nothing; its code keeps the original bytes.
+// start-up took unchecked, when an event is first added: with a point's sites out of
+// order (the second point's site made the first's), the program runs as the original,
+// says the tables are inconsistent and arms nothing; its code keeps the original bytes.
 func TestIdleImageBadTables(t *testing.T) {
 	prog := testprog.Build(t, idleSrc, "c", "-O2")
 	bin := filepath.Join(t.TempDir(), "idle")
+	tr := bin + ".trace"
 	rewriteWith(t, prog, bin, nil, "--prepare", "work", "--prepare", "other")
 	im := idleImage(t, bin)
 	if im.Header.Flags&kprt.HFIdle == 0 || im.Header.NPoints < 2 {
@@ -96,30 +98,38 @@ func TestIdleImageBadTables(t *testing.T) {
 	}
 	corruptSite(t, bin, im.Header.Points+kprt.PointSize, im.Points[0].Site)
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+bin+".trace", "KPREWRITE_QUIET=1")
+	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+tr, "KPREWRITE_QUIET=1")
 	stdin, _ := cmd.StdinPipe()
 	errs, _ := cmd.StderrPipe()
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
+	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	// the live-probe thread says it while main waits for its go (or never: the
-	// program then waits until the test's deadline kills it)
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("the program: %q", lines.Text())
+	}
+	kp("probe", tr, "p:t/w work a=%di:s64") // (whatever it answers: the program must say why nothing is armed)
 	said := bufio.NewScanner(errs)
 	const want = "inconsistent kprewrite probe tables (an idle image's): no live probe is armed"
-	var lines []string
+	var seen []string
 	for said.Scan() && !strings.Contains(said.Text(), want) {
-		lines = append(lines, said.Text())
+		seen = append(seen, said.Text())
 	}
 	if !strings.Contains(said.Text(), want) {
-		t.Fatalf("stderr %q, want the inconsistent tables said", lines)
+		t.Fatalf("stderr %q, want the inconsistent tables said", seen)
+	}
+	if b := memByte(t, cmd.Process.Pid, bin, im.Points[0].Site); b != im.Points[0].Orig[0] {
+		t.Errorf("work's site holds %#x in memory, want the original %#x", b, im.Points[0].Orig[0])
 	}
 	stdin.Close()
 	go io.Copy(io.Discard, errs)
-	if err := cmd.Wait(); err != nil || stdout.String() != "sum 1992000\n" {
-		t.Fatalf("the program: %v, output %q", err, stdout.String())
+	if !lines.Scan() || lines.Text() != "sum 1992000" {
+		t.Errorf("the program: %q, want sum 1992000", lines.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the program: %v", err)
 	}
 	if b := fileByte(t, bin, im.Points[0].Site); b != im.Points[0].Orig[0] {
 		t.Errorf("work's site holds %#x in the file, want the original %#x", b, im.Points[0].Orig[0])

@@ -307,11 +307,15 @@ static int start_idle(const struct kprw_header *h)
 }
 
 /* all_live says whether every point is a live point or a gated live one (nothing armed
- * at start-up), as an idle image's must be */
+ * at start-up) and every event a soft-disabled live one without triggers (start-up
+ * filled their control words so), as an idle image's must be */
 static int all_live(void)
 {
 	for (u32 i = 0; i < kprw_rt.npoints; i++)
 		if (!(kprw_rt.points[i].dflags & KPRW_DF_LIVE) && !kprw_live_gated(&kprw_rt.points[i]))
+			return 0;
+	for (u32 e = 0; e < kprw_rt.nevents; e++)
+		if ((kprw_rt.events[e].flags & (KPRW_EF_SOFT | KPRW_EF_LIVE | KPRW_EF_TRIGGERS)) != (KPRW_EF_SOFT | KPRW_EF_LIVE))
 			return 0;
 	return 1;
 }

@@ -186,6 +186,8 @@ static u32 nslots(void)
 	u32 m = __atomic_load_n(&memo, __ATOMIC_RELAXED);
 	if (m)
 		return m - 1;
+	if (kprw_rt.tables_late)
+		return 0; /* an idle image's events have no triggers (kprw_tables_check) */
 	u32 s = 0;
 	for (u32 i = 0; i < kprw_rt.nevents; i++)
 		walk(i, NULL, NULL, &s, NULL);
@@ -208,6 +210,12 @@ void kprw_ctl_fill(u8 *p)
 	u32 *fl = (u32 *)p;
 	u64 *cnt = (u64 *)(p + flags_bytes());
 	u32 s = 0;
+	if (kprw_rt.tables_late) { /* an idle image's events all start soft-disabled (its tables
+				    * checked later: kprw_tables_check), their table unread */
+		for (u32 i = 0; i < kprw_rt.nevents; i++)
+			fl[i] = KPRW_CTL_SOFT_DISABLED;
+		return;
+	}
 	for (u32 i = 0; i < kprw_rt.nevents; i++) {
 		u32 f = kprw_rt.events[i].flags;
 		fl[i] = (f & KPRW_EF_SOFT) ? KPRW_CTL_SOFT_DISABLED : 0;

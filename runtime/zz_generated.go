@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "083525353dc1e15dfc2bde586b7758086390bfa2883af2c9c0a42524db1bb8a9"
+const ObjectSHA256 = "b0859f82903b301519b35bc49333713d123c56cbf27b26c6140654ca83a58dc3"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -4,7 +4,9 @@
 # against the installed binary and a fresh copy of it (which starts a little faster:
 # large page-cache folios), the way a user runs it: each run timed from posix_spawn to
 # waitpid by scripts/bench/spawn.c, with a new trace file each run, the variants taking
-# turns, ROUNDS rounds (default 21): `-c pass` (start-up) and a JSON dumps/loads
+# turns, ROUNDS rounds (default 21), every run on one CPU (BENCH_CPU, default 0: this VM's
+# second vCPU runs ~25% slower and the scheduler's placement of the variants' runs made
+# whichever variant landed there look slow): `-c pass` (start-up) and a JSON dumps/loads
 # workload. Then the events are switched on in a running python3.11 and off again
 # (`kprewrite enable|disable`), and the records it wrote while they were on counted.
 # Prints Markdown for docs/benchmarks.md.
@@ -30,6 +32,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 py=/usr/bin/python3.11
 gcc -O2 -o "$tmp/spawn" scripts/bench/spawn.c
+pin=""
+if command -v taskset >/dev/null; then pin="taskset -c ${BENCH_CPU:-0}"; fi
 mkdir "$tmp/orig" "$tmp/live"
 dd if="$py" of="$tmp/orig/python3.11" bs=2M iflag=fullblock status=none
 chmod 755 "$tmp/orig/python3.11"
@@ -47,9 +51,9 @@ row() { # label, line of spawn's output
 }
 table() { # title, args
 	local out
-	out=$("$tmp/spawn" "$rounds" "$py $2" "$tmp/orig/python3.11 $2" "KPREWRITE_TRACE=$tmp/new.trace $tmp/live/python3.11 $2")
+	out=$($pin "$tmp/spawn" "$rounds" "$py $2" "$tmp/orig/python3.11 $2" "KPREWRITE_TRACE=$tmp/new.trace $tmp/live/python3.11 $2")
 	echo
-	echo "$1, $rounds interleaved rounds, load $(cut -d' ' -f1 /proc/loadavg) at the start:"
+	echo "$1, $rounds interleaved rounds${pin:+ ($pin)}, load $(cut -d' ' -f1 /proc/loadavg) at the start:"
 	echo
 	echo "| variant | median ms | quartiles ms | mean ms | median / installed |"
 	echo "| --- | --- | --- | --- | --- |"

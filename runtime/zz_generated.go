@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b0859f82903b301519b35bc49333713d123c56cbf27b26c6140654ca83a58dc3"
+const ObjectSHA256 = "d96023b56d43a2382541d09c55e14f21c6ad1548b111af0bafb17906a6301741"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -180,3 +180,28 @@ func corruptSite(t *testing.T, path string, vaddr, site uint64) {
 		t.Fatal(err)
 	}
 }
+
+// TestTraceNone: KPREWRITE_TRACE=none is off, as `rewrite --trace none` and an empty
+// value are: the program runs as the original and no file is written, neither one named
+// none in its directory nor the rewrite's default trace file.
+func TestTraceNone(t *testing.T) {
+	prog := testprog.Build(t, idleSrc, "c", "-O2")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "traced")
+	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"})
+	cmd := exec.Command(bin)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE=none")
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "ready\nsum 1992000\n" {
+		t.Fatalf("the program: %v, output %q", err, out)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != "traced" {
+			t.Errorf("%s written with KPREWRITE_TRACE=none", e.Name())
+		}
+	}
+}

@@ -303,6 +303,9 @@ struct kprw_rt {
 	void **spare_user;
 	u32 spare_bound;
 	const char *ctl_path; /* KPREWRITE_CONTROL */
+	u32 ctl_fresh;     /* this process made its image's control area: its words are the
+	                      defaults as of trace->ctl_gen == ctl_fresh_gen (rt_live.c's cold) */
+	u32 ctl_fresh_gen;
 	u32 tables_late;   /* an idle image's tables (KPRW_HF_IDLE), taken unchecked at start-up:
 	                      kprw_tables_check() checks them before they are read */
 	u32 has;           /* KPRW_HAS_*: what the tables hold, from validate() (start-up passes

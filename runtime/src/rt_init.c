@@ -953,6 +953,8 @@ static void start_early(const struct kprw_header *h, char **envp)
 		records = 0;
 	int tracing = records || (kprw_rt.has & KPRW_HAS_EVENTS);
 	const char *path = getenv_(envp, "KPREWRITE_TRACE");
+	if (path && kprw_strcmp(path, "none") == 0)
+		path = ""; /* off, as `rewrite --trace none` (not a file named none) */
 	u64 size = h->trace_size;
 	static char exe_path[4096]; /* a library's: the rewritten executable's trace file */
 	if (!path && tracing && kprw_rt.library && exe_trace(exe_path, sizeof exe_path, &size))

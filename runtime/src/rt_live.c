@@ -78,10 +78,12 @@ static int live_pending; /* jump points left at LIVE_INT3 for want of a safepoin
 static int agent_started; /* the live-probe thread runs */
 /* cold: every live point is as the file holds it (off; jmps as written; gates closed)
  * and nothing can want one until the controls change: no live point starts wanted
- * (KPRW_HAS_LIVE_ON), the trace file has no control or live frame, optimization and
- * the switch of every probe are on. Then reconcile skips the pass over the points
- * (python3.11 with every function prepared: 13,418, ~2 ms of its start-up) until
- * ctl_gen differs from cold_gen, and for good from then on. */
+ * (KPRW_HAS_LIVE_ON), this process made its image's control area (its words the
+ * defaults; an area an earlier process of the run made may hold events switched on),
+ * the trace file has no control or live frame, optimization and the switch of every
+ * probe are on. Then reconcile skips the pass over the points (python3.11 with every
+ * function prepared: 13,418, ~2 ms of its start-up) until ctl_gen differs from
+ * cold_gen (its value when the area was made), and for good from then on. */
 static int cold;
 static u32 cold_gen;
 static u8 free_state[KPRW_MAX_FREE]; /* per free live point: KPRW_LS_* of its last reconcile */
@@ -918,7 +920,7 @@ static int starts_cold(void)
 	if ((kprw_rt.has & KPRW_HAS_LIVE_ON) || (kprw_rt.disable_all & KPRW_DISARM))
 		return 0;
 	const struct kprw_trace_hdr *h = kprw_rt.trace;
-	return !h || (__atomic_load_n(&h->ctl_last, __ATOMIC_ACQUIRE) == 0 &&
+	return !h || (kprw_rt.ctl_fresh && __atomic_load_n(&h->ctl_last, __ATOMIC_ACQUIRE) == 0 &&
 		      !(__atomic_load_n(&h->flags, __ATOMIC_ACQUIRE) & (KPRW_TRACE_NOOPT | KPRW_TRACE_DISARMED)));
 }
 
@@ -943,8 +945,8 @@ void kprw_live_init(void)
 	__asm__ volatile("rdtsc; shl $32, %%rdx; or %%rdx, %%rax" : "=a"(tsc) : : "rdx");
 	sp_cookie = tsc ^ (u64)(uptr)&sp_cookie ^ (u64)sys0(SYS_getpid) << 40;
 	u32 seen = kprw_rt.ctl_gen ? __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_ACQUIRE) : 0;
-	cold = starts_cold(); /* (after seen: a change from now on makes ctl_gen differ) */
-	cold_gen = seen;
+	cold = starts_cold();
+	cold_gen = kprw_rt.trace ? kprw_rt.ctl_fresh_gen : seen; /* (a switch since makes ctl_gen differ) */
 	int agent = kprw_rt.ctl_gen && kprw_rt.ev_ctl;
 	if ((!cold || !agent) && !kprw_tables_check())
 		return; /* (an idle image's tables, read by this pass or by no thread later) */

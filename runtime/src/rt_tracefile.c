@@ -380,8 +380,13 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 				ext.shards_stride = ext.shards_off ? stride : 0;
 				ext.shards_n = ext.shards_off ? kprw_rt.rseq_shards : 0;
 			}
-			if (ctl && write_ctl(fd, (u8 *)h, mapped, off + cbytes + sizeof ext, ctl))
+			u32 gen = __atomic_load_n(&h->ctl_gen, __ATOMIC_ACQUIRE); /* (before: a switch after
+										   * it bumps ctl_gen past) */
+			if (ctl && write_ctl(fd, (u8 *)h, mapped, off + cbytes + sizeof ext, ctl)) {
 				ext.ctl_size = (u32)ctl;
+				kprw_rt.ctl_fresh = 1;
+				kprw_rt.ctl_fresh_gen = gen;
+			}
 			if (put(fd, (u8 *)h, mapped, &ext, sizeof ext, off + cbytes)) {
 				im = &h->images[h->nimages];
 				im->image_id = hdr->image_id;

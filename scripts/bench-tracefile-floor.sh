@@ -24,7 +24,7 @@ dd if=/usr/bin/python3.11 of="$tmp/python3.11" bs=2M iflag=fullblock status=none
 chmod 755 "$tmp/python3.11"
 "$KP" rewrite --prepare '*' -o "$tmp/prepared" "$tmp/python3.11" >/dev/null 2>&1
 out=$($pin "$tmp/spawn" "$rounds" "$tmp/python3.11 -c pass" "$tmp/floor $tmp/python3.11 -c pass" \
-	"FLOOR_TRACE=$tmp/floor.trace $tmp/floor $tmp/python3.11 -c pass" \
+	"KPREWRITE_TRACE=$tmp/floor.trace $tmp/floor $tmp/python3.11 -c pass" \
 	"KPREWRITE_TRACE=$tmp/new.trace $tmp/prepared -c pass")
 row() { # label, line of spawn's output
 	awk -v l="$1" '{for (i = 1; i <= NF; i++) {if ($i == "median") m = $(i+1); if ($i == "(quartiles") q = $(i+1); if ($i == "ratio") r = $(i+1)}

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"io"
@@ -67,8 +68,9 @@ func TestIdleImageFlag(t *testing.T) {
 		{"disabled", []string{"p:t/w work a=%di:s64"}, []string{"--disable", "t/w"}, true},
 		{"armed", []string{"p:t/w work a=%di:s64"}, nil, false},
 		{"prepare-and-armed", []string{"p:t/o other"}, []string{"--prepare", "work"}, false},
-		{"calls-exits", nil, []string{"--calls", "work", "--disable", "calls/*"}, false},
+		{"calls-disabled", nil, []string{"--calls", "work", "--disable", "calls/*"}, true},
 		{"calls-hooked", nil, []string{"--calls", "work", "--calls-hook", "--disable", "calls/*"}, true},
+		{"calls-exits", nil, []string{"--calls", "work"}, false},
 	} {
 		bin := filepath.Join(dir, c.name)
 		rewriteWith(t, prog, bin, c.defs, c.flags...)
@@ -204,4 +206,82 @@ func TestTraceNone(t *testing.T) {
 			t.Errorf("%s written with KPREWRITE_TRACE=none", e.Name())
 		}
 	}
+}
+
+// liveCallsSrc's work has its ret far enough from its entry for an exit point (its
+// return event at its exit, as --calls records it when the event is not live); its
+// result is livePhasedSrc's.
+var liveCallsSrc = livePhased(`static volatile long g;
+__attribute__((noinline)) long work(long a, long b) { g += a; g ^= b; return a * 3 + b; }`,
+	`s += work(i, phase);`)
+
+// TestLiveCallsDisabled: `--calls FUNC --disable 'calls/*'` leaves the original bytes
+// everywhere in the function (its return event hooks the return address at the entry
+// instead of taking its exits, whose jmps would stay: a live event's sites must be the
+// original's while it is off), records nothing until `enable 'calls/*'`, then an entry
+// and a return a call, nothing after `disable`; the program's result is the original's.
+func TestLiveCallsDisabled(t *testing.T) {
+	prog := testprog.Build(t, liveCallsSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "calls")
+	tr := bin + ".trace"
+	if _, list, _ := kp("list", rewriteOut(t, prog, "--calls", "work")); !strings.Contains(list, "[EXIT]") {
+		t.Skipf("work's return event is not at its exit when it is armed (list:\n%s): not the case this test is about", list)
+	}
+	rewriteWith(t, prog, bin, nil, "--calls", "work", "--disable", "calls/*")
+	if _, list, _ := kp("list", bin); strings.Contains(list, "[EXIT]") || strings.Count(list, "[LIVE]") != 2 {
+		t.Errorf("list:\n%s\nwant work's entry and return events live, none at an exit", list)
+	}
+	addr, size := funcSize(t, prog, "work")
+	_, orig := siteBytes(t, prog, "work", int(size))
+	if _, code := siteBytes(t, bin, "work", int(size)); !bytes.Equal(code, orig) {
+		t.Errorf("work in the rewrite: % x\nwant the original's % x", code, orig)
+	}
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	p.step(t, 0)
+	kpOK(t, "enable", tr, "calls/*")
+	waitByte(t, p.cmd.Process.Pid, bin, addr, 0xe9) // (the switch is asynchronous)
+	p.next(t, 1) // 100 calls
+	kpOK(t, "disable", tr, "calls/*")
+	waitByte(t, p.cmd.Process.Pid, bin, addr, orig[0])
+	p.next(t, 2) // 50 calls: none recorded
+	p.next(t, 3)
+	p.finish(t, "sum 19700")
+	entries, returns := 0, 0
+	for _, l := range readTrace(t, tr, bin) {
+		if strings.HasSuffix(l.Event, "__return") || strings.Contains(l.Event, "return") {
+			returns++
+		} else {
+			entries++
+		}
+	}
+	if entries != 100 || returns != 100 {
+		t.Errorf("%d entry and %d return records, want 100 each (the calls of phase 1)", entries, returns)
+	}
+}
+
+// funcSize is fn's address and size in the ELF at path.
+func funcSize(t *testing.T, path, fn string) (uint64, uint64) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, _ := f.Symbols()
+	for _, s := range syms {
+		if s.Name == fn && s.Size > 0 {
+			return s.Value, s.Size
+		}
+	}
+	t.Fatalf("%s: no %s with a size", path, fn)
+	return 0, 0
+}
+
+// rewriteOut rewrites prog with flags into a new file and returns its path.
+func rewriteOut(t *testing.T, prog string, flags ...string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	rewriteWith(t, prog, out, nil, flags...)
+	return out
 }

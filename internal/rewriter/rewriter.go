@@ -157,6 +157,7 @@ func Rewrite(f *elfio.File, probes []probedefs.Probe, opt Options) (*Result, err
 		}
 	}
 	reqs := make([]patch.Request, len(probes))
+	named := slices.DeleteFunc(slices.Clone(opt.Disable), func(t string) bool { return t == "all" })
 	for i, p := range probes {
 		if p.Def == nil || p.Def.Delete {
 			return nil, fmt.Errorf("%s: not a probe definition", p.Origin)
@@ -164,7 +165,7 @@ func Rewrite(f *elfio.File, probes []probedefs.Probe, opt Options) (*Result, err
 		// a C handler's post_handler needs the probed instruction single-stepped
 		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return, NeedPost: p.Handler != nil && p.Handler.Post,
 			Optional: p.Optional, NoExit: probedefs.NoExit(p), Go: p.Def.Return && b.IsGoCode(p.Addr),
-			Exits: p.Def.Return && p.Optional && !opt.CallsHook} // (Optional: --calls' events)
+			Exits: p.Def.Return && p.Optional && !opt.CallsHook && !mayBeLive(p, named)} // (Optional: --calls' events)
 	}
 	excl, err := patch.ParseExcludes(opt.Exclude, b.Funcs)
 	if err != nil {
@@ -678,6 +679,15 @@ func (g *gen) liveEvents(targets map[string]bool) map[string]bool {
 		}
 	}
 	return live
+}
+
+// mayBeLive says whether probe p's event is one --disable makes live (liveEvents'
+// eligibility but for the trigger targets, unknown before the plan): its return event
+// then hooks the return address at the entry, a point that can change live, and not
+// the exits, whose jmps would stay (item 2 of live probes: `--calls GLOB --disable
+// 'calls/*'` leaves the original bytes everywhere).
+func mayBeLive(p probedefs.Probe, named []string) bool {
+	return (p.Spare || matchesAny(named, p.Def.Group, p.Def.Event)) && len(p.Triggers) == 0 && p.Handler == nil && p.Filter == ""
 }
 
 // liveKindOK says whether point pt's kind can be armed and disarmed live: an int3

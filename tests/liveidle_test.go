@@ -241,7 +241,7 @@ func TestLiveCallsDisabled(t *testing.T) {
 	p.step(t, 0)
 	kpOK(t, "enable", tr, "calls/*")
 	waitByte(t, p.cmd.Process.Pid, bin, addr, 0xe9) // (the switch is asynchronous)
-	p.next(t, 1) // 100 calls
+	p.next(t, 1)                                    // 100 calls
 	kpOK(t, "disable", tr, "calls/*")
 	waitByte(t, p.cmd.Process.Pid, bin, addr, orig[0])
 	p.next(t, 2) // 50 calls: none recorded

@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 rounds=${1:-21}
 mode=${2:-calls}
 case $mode in
-calls) rwflags=(--calls '*' --disable 'calls/*') group=calls marker='\[SOFT\]' ;;
+calls) rwflags=(--calls '*' --disable 'calls/*') group=calls marker='\[LIVE\]' ;;
 prepare) rwflags=(--prepare '*') group=prepared marker='\[PREPARED\]' ;;
 *) echo "MODE: calls or prepare" >&2; exit 2 ;;
 esac

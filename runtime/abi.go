@@ -529,7 +529,9 @@ type RawPoint struct {
 	RetImm     uint16      `c:"ret_imm"`
 	DFlags     DetourFlags `c:"dflags"` // was reserved0
 	Orig       [16]byte    `c:"orig"`
-	Reserved1  uint64      `c:"reserved1"`
+	// Aux (was reserved1): a free live point's address asked for (the readers'); a live
+	// jump point's DCR map (Point.DCRMap)
+	Aux uint64 `c:"aux"`
 }
 
 // RawProbe is struct kprw_probe.

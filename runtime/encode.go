@@ -88,7 +88,12 @@ type Point struct {
 	DFlags  DetourFlags
 	RetImm  uint16
 	Orig    []byte // original instruction bytes (up to 16)
-	Probes  []Probe
+	// DCRMap, for a live jump point (DFLive, DFReopt) whose DCR's copy moves
+	// instructions: where the copy's offsets step, up to four (start, delta) byte pairs
+	// from the low bytes, a start 0 ending them: an instruction at DCR offset o >= start
+	// is at o + delta in the copy (the last such pair's). 0: every offset the same.
+	DCRMap uint64
+	Probes []Probe
 }
 
 // Probe is one kprobe or kretprobe at a point.
@@ -418,6 +423,7 @@ func (e *Encoded) Encode(roBase, stateBase uint64) error {
 			Site: p.Site, Slot: p.Slot, Target: p.Target, FirstProbe: uint32(len(probes)),
 			NProbes: uint16(len(p.Probes)), XMode: p.XMode, InsnLen: p.InsnLen, SlotLen: p.SlotLen,
 			EmuOp: p.EmuOp, EmuCC: p.EmuCC, PFlags: p.PFlags, DFlags: p.DFlags, RetImm: p.RetImm,
+			Aux: p.DCRMap,
 		}
 		copy(rp.Orig[:], p.Orig)
 		put(&rp)

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "d96023b56d43a2382541d09c55e14f21c6ad1548b111af0bafb17906a6301741"
+const ObjectSHA256 = "a2adf2ed30fd5d6f182bb489f8d822e7f2996d39941b66ecc8f7006ac93cfc98"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

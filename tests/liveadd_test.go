@@ -484,15 +484,27 @@ func TestLiveTriggerHist(t *testing.T) {
 var liveGatedSrc = livePhased(`__attribute__((noinline)) long slowpath(long a) { return a - 1; }
 __attribute__((noinline)) long gfn(long a) { if (__builtin_expect(a < 0, 0)) return slowpath(a); return a * 3 + 1; }
 __attribute__((noinline)) int islow(int a) { return a - 1; }
-__attribute__((noinline)) int ifn(int a) { if (__builtin_expect(a < 0, 0)) return islow(a); return a * 3 + 1; }`,
-	`s += gfn(i - 5 * phase) + ifn(i - 5 * phase);`)
+__attribute__((noinline)) int ifn(int a) { if (__builtin_expect(a < 0, 0)) return islow(a); return a * 3 + 1; }
+long sfn(long a); /* a loop back to its second instruction: a 21-byte DCR, a gated point */
+__asm__(".text\n.globl sfn\n.type sfn,@function\nsfn:\n\txor %eax,%eax\n1:\tcmp %rdi,%rax\n\tjge 2f\n"
+	"\tadd $1,%rax\n\tadd $0,%rdx\n\tadd $0,%rcx\n\tjmp 1b\n2:\txor %eax,%eax\n\tret\n.size sfn,.-sfn\n");`,
+	`s += gfn(i - 5 * phase) + ifn(i - 5 * phase) + sfn(i - 5 * phase);`)
 
 // TestLiveGatedPoint: a prepared function whose jmp cannot come and go live (a gated
-// point: ifn's DCR is test, js rel8, lea, and the js's rel32 copy moves the lea) records
-// nothing until an event is added there, every call while it is on (values right, slow
-// path included) and nothing after its removal; the program's result is the original's.
+// point: sfn's loop jumps back into its first five bytes, so its DCR is the whole loop,
+// 21 bytes, more than a live jump point's 16) records nothing until an event is added
+// there, every call while it is on (values right) and nothing after its removal; the
+// program's result is the original's.
 func TestLiveGatedPoint(t *testing.T) {
-	liveJumpCycle(t, "ifn", true, []byte{0x85, 0xff, 0x78}) // test %edi,%edi; js
+	liveJumpCycle(t, "sfn", true, []byte{0x31, 0xc0, 0x48, 0x39, 0xf8, 0x7d}) // xor, cmp %rdi,%rax, jge
+}
+
+// TestLiveJumpMovedCopy: a prepared function whose DCR's copy moves an instruction
+// (ifn: test, js rel8, lea; the js's rel32 copy moves the lea) is a live jump point all
+// the same (its DCR map says where each instruction is in the copy): original bytes
+// while no event is on it, its jmp while one is.
+func TestLiveJumpMovedCopy(t *testing.T) {
+	liveJumpCycle(t, "ifn", false, []byte{0x85, 0xff, 0x78}) // test %edi,%edi; js
 }
 
 // TestLiveJumpLongerCopy: a prepared function whose DCR's copy is longer only in its last

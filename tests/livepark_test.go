@@ -21,7 +21,17 @@ import (
 // liveParkSrc: work's DCR is lea + add (%rsi); a thread calls it with a pointer into a
 // userfaultfd page, so its load faults and the thread waits at work+4 until main, told
 // by a byte on stdin, supplies the page. Exit 77: no userfaultfd here.
-const liveParkSrc = `#define _GNU_SOURCE
+var liveParkSrc = strings.Replace(liveParkMain, "WORK", "__attribute__((noinline)) long work(long a, long *p) { return a * 3 + *p; }", 1)
+
+// liveParkMovedSrc: work's DCR is test, js rel8 and the load of *p (asm: the layout is
+// the test's), so the load, where the thread waits (work+4), is at work+8 in the DCR's
+// copy, whose js is a rel32: the safepoint must move the thread by the point's DCR map.
+var liveParkMovedSrc = strings.Replace(liveParkMain, "WORK", `long work(long a, long *p);
+__asm__(".text\n.globl work\n.type work,@function\nwork:\n"
+	"\ttest %edi,%edi\n\tjs 1f\n\tmov (%rsi),%rax\n\tadd %rdi,%rax\n\tret\n"
+	"1:\txor %eax,%eax\n\tret\n.size work,.-work\n");`, 1)
+
+const liveParkMain = `#define _GNU_SOURCE
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <pthread.h>
@@ -30,7 +40,7 @@ const liveParkSrc = `#define _GNU_SOURCE
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-__attribute__((noinline)) long work(long a, long *p) { return a * 3 + *p; }
+WORK
 static long *page;
 static long result;
 static void *parked(void *arg) { (void)arg; result = work(5, page); return 0; }
@@ -65,7 +75,21 @@ int main(void) {
 // kernel refused every one (EPERM), no thread was ever moved, and this thread resumed in
 // the middle of the jmp.
 func TestLiveJumpMovesParkedThread(t *testing.T) {
-	prog := testprog.Build(t, liveParkSrc, "c", "-O2", "-pthread")
+	parkAndArm(t, liveParkSrc, "work(5, &7) = 22")
+}
+
+// TestLiveJumpMovesParkedThreadMoved: the same with a DCR whose copy moves the
+// instruction the thread waits at (a js rel8 before it copied as a rel32): the thread
+// resumes at that instruction's place in the copy (the point's DCR map), not at its
+// offset, which in the copy is the middle of the js.
+func TestLiveJumpMovesParkedThreadMoved(t *testing.T) {
+	parkAndArm(t, liveParkMovedSrc, "work(5, &7) = 12")
+}
+
+// parkAndArm runs src rewritten with a live event at work, parks a thread at work+4,
+// arms the event, lets the thread go on and checks the program's result line.
+func parkAndArm(t *testing.T, src, want string) {
+	prog := testprog.Build(t, src, "c", "-O2", "-pthread")
 	bin := filepath.Join(t.TempDir(), "park.kp")
 	tr := bin + ".trace"
 	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"}, "--disable", "t/w")
@@ -104,9 +128,9 @@ func TestLiveJumpMovesParkedThread(t *testing.T) {
 	}
 	stdin.Write([]byte{'x'})
 	stdin.Close()
-	if !lines.Scan() || lines.Text() != "work(5, &7) = 22" {
+	if !lines.Scan() || lines.Text() != want {
 		cmd.Wait()
-		t.Fatalf("the program: %q, %v, stderr %q", lines.Text(), cmd.ProcessState, stderr.String())
+		t.Fatalf("the program: %q, %v, stderr %q; want %s", lines.Text(), cmd.ProcessState, stderr.String(), want)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the program: %v, stderr %q", err, stderr.String())

@@ -705,19 +705,36 @@ func (g *gen) liveKindOK(pt *patch.Point) bool {
 	if pt.DCRLen < 5 || pt.DCRLen > 16 {
 		return false
 	}
-	// (the copy may end longer: a last jcc rel8 becomes a rel32; no instruction starts
-	// inside the grown part, and no thread is moved past the DCR's last instruction)
+	_, ok := g.dcrMap(pt)
+	return ok
+}
+
+// dcrMap is the DCR map of jump point pt (kprt.Point.DCRMap): where the offsets of its
+// DCR's copy step, a jcc rel8 before an instruction copied as a rel32 (the runtime
+// moves a thread paused at an instruction of the DCR to the same instruction of the
+// copy). Not ok when the DCR holds a system call (a thread blocked in one would resume
+// inside) or its offsets step more than four times.
+func (g *gen) dcrMap(pt *patch.Point) (uint64, bool) {
 	reg, err := trampolines.RelocateRegion(pt.DCRCode, pt.Site, pt.Site, patch.DCROptions(g.f))
 	if err != nil {
-		return false
+		return 0, false
 	}
+	var m uint64
+	steps, delta := 0, 0
 	for i, o := range reg.OrigOffsets {
 		b := pt.DCRCode[o:]
-		if reg.Offsets[i] != o || len(b) >= 2 && b[0] == 0x0f && (b[1] == 0x05 || b[1] == 0x34) {
-			return false
+		if len(b) >= 2 && b[0] == 0x0f && (b[1] == 0x05 || b[1] == 0x34) {
+			return 0, false
+		}
+		if d := reg.Offsets[i] - o; d != delta {
+			if d < 0 || d > 255 || o == 0 || steps == 4 {
+				return 0, false
+			}
+			m |= (uint64(o) | uint64(d)<<8) << (16 * steps)
+			steps, delta = steps+1, d
 		}
 	}
-	return true
+	return m, true
 }
 
 // markLive marks the live points (every probe on them of a live event) Withheld, so
@@ -864,6 +881,9 @@ func (g *gen) makeTables() error {
 			rp.DFlags |= kprt.DFLive // withholdLive
 		} else if g.reopt[i] {
 			rp.DFlags |= kprt.DFReopt // markReopt
+		}
+		if rp.DFlags&(kprt.DFLive|kprt.DFReopt) != 0 && pt.Optimized() {
+			rp.DCRMap, _ = g.dcrMap(pt) // (liveKindOK said ok)
 		}
 		if count {
 			rp.PFlags |= kprt.PFCount

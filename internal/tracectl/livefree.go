@@ -241,7 +241,7 @@ func (fs *freeSite) encode(free kprt.RawPoint) ([]byte, []byte, error) {
 	slot := bytes.Repeat([]byte{trampolines.Int3}, kprt.FreeSlot)
 	rp := kprt.RawPoint{Site: pt.Site, Slot: free.Slot, Target: pt.Target, FirstProbe: free.FirstProbe, NProbes: 1,
 		XMode: pt.XMode, InsnLen: pt.InsnLen, EmuOp: pt.EmuOp, EmuCC: pt.EmuCC, PFlags: pt.PFlags, RetImm: pt.RetImm,
-		Reserved1: fs.addr}
+		Aux: fs.addr}
 	copy(rp.Orig[:], pt.Orig)
 	if pt.NeedsSlot {
 		s, err := trampolines.BuildSlot(pt.Orig, pt.Site, free.Slot, pt.SlotOpt)

@@ -48,7 +48,7 @@ type LiveEvent struct {
 	Triggers []string
 	// Point and Slot: an event at a site no rewrite prepared (kprt.LEPoint): Probe
 	// is a free live point's, Point the struct kprw_point the tool made for it
-	// (kprt.PointSize bytes; its Reserved1 the address asked for) and Slot its slot's
+	// (kprt.PointSize bytes; its Aux the address asked for) and Slot its slot's
 	// kprt.FreeSlot bytes; nil for an event at a prepared site.
 	Point, Slot []byte
 }

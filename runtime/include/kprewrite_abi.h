@@ -502,8 +502,12 @@ struct kprw_point {
 	kprw_u16 ret_imm;     /* ret imm16 */
 	kprw_u16 dflags;      /* KPRW_DF_* (was reserved0) */
 	kprw_u8 orig[16];     /* original instruction bytes (insn_len used) */
-	kprw_u64 reserved1;   /* a free live point's (kprw_header.nfree) as kprewrite probe
-	                         placed it: the address asked for, for the readers */
+	kprw_u64 aux;         /* a free live point's (kprw_header.nfree) as kprewrite probe
+	                         placed it: the address asked for, for the readers; a live
+	                         jump point's DCR map (was reserved1): where the offsets of
+	                         its DCR's copy step, up to four (start, delta) byte pairs
+	                         from the low bytes, a start 0 ending them (an instruction at
+	                         DCR offset o >= start is at o + delta in the copy); 0: none */
 };
 
 /* One registered probe (struct kprobe or struct kretprobe). */

@@ -372,14 +372,27 @@ static int int3_frame(uptr ipw)
 	return w[0] == SIGTRAP_ && (w[2] == 0x80 || w[2] == SI_QUEUE); /* signo, errno, code */
 }
 
+/* copy_off is where the instruction at offset o of point pt's DCR starts in the DCR's
+ * copy: o, moved by the point's DCR map (kprw_point.aux: a jcc rel8 before it copied
+ * as a rel32) */
+static uptr copy_off(const struct kprw_point *pt, uptr o)
+{
+	u64 m = pt->aux;
+	uptr d = 0;
+	for (int k = 0; k < 4 && (u8)m && (u8)m <= o; k++, m >>= 16)
+		d = (u8)(m >> 8);
+	return o + d;
+}
+
 /* scan_saved finds the contexts saved on a thread's stack above sp whose ip is inside
  * [lo, hi): a signal that interrupted the thread there and whose handler still runs (the
  * kernel restores that ip when the handler returns). Such a context is a struct
  * k_ucontext of the signal frame: found by its ip with cs 0x33 and ss 0x2b beside it and
  * flags' always-set bit 1, in the 64 KiB above sp (read with process_vm_readv: the stack
- * may end sooner). With copy, each is moved to the same offset of copy (the thread's own
- * stack: only the thread itself calls it so); without, the count found is returned. */
-static int scan_saved(uptr sp, uptr lo, uptr hi, uptr copy)
+ * may end sooner). With copy, each is moved to the same instruction of copy (copy_off
+ * with pt; the thread's own stack: only the thread itself calls it so); without, the
+ * count found is returned. */
+static int scan_saved(uptr sp, uptr lo, uptr hi, uptr copy, const struct kprw_point *pt)
 {
 	enum { CHUNK = 64, OVERLAP = 4 }; /* words */
 	u64 w[CHUNK];
@@ -396,7 +409,7 @@ static int scan_saved(uptr sp, uptr lo, uptr hi, uptr copy)
 				continue;
 			if (w[k] == lo && int3_frame(at + (uptr)k * 8))
 				continue; /* an int3 hit at the site, its handler interrupted: it goes on there */
-			u64 fixed = copy + (w[k] - (lo - 1));
+			u64 fixed = copy + copy_off(pt, w[k] - (lo - 1));
 			*(volatile u64 *)(at + (uptr)k * 8) = fixed;
 			w[k] = fixed;
 		}
@@ -404,14 +417,14 @@ static int scan_saved(uptr sp, uptr lo, uptr hi, uptr copy)
 	return found;
 }
 
-static int saved_inside(uptr sp, uptr lo, uptr hi) { return sp && scan_saved(sp, lo, hi, 0) > 0; }
+static int saved_inside(uptr sp, uptr lo, uptr hi) { return sp && scan_saved(sp, lo, hi, 0, NULL) > 0; }
 
 /* fix_saved moves the contexts saved on the calling thread's stack above sp that are
  * paused inside point pt's DCR (after its first byte) to the DCR's copy */
 static void fix_saved(uptr sp, const struct kprw_point *pt)
 {
 	uptr site = RT_ADDR(pt->site);
-	scan_saved(sp, site + 1, site + pt->insn_len, RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len);
+	scan_saved(sp, site + 1, site + pt->insn_len, RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len, pt);
 }
 
 /* draining_here says whether the thread of context uc is at the free live point being
@@ -443,7 +456,7 @@ int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc)
 		const struct kprw_point *pt = &kprw_rt.points[i];
 		uptr site = RT_ADDR(pt->site);
 		if (uc->mc.ip > site && uc->mc.ip < site + pt->insn_len)
-			uc->mc.ip = RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len + (uc->mc.ip - site);
+			uc->mc.ip = RT_ADDR(pt->slot) + kprw_rt.opt_tmpl_len + copy_off(pt, uc->mc.ip - site);
 		fix_saved(uc->mc.sp, pt);
 	}
 	/* counted only while its round is the current one (a late answer of a round that

@@ -158,7 +158,7 @@ static int build(const struct kprw_site_func *f, const struct kprw_site *s, cons
 	pt->emu_cc = s->emu_cc;
 	pt->pflags = s->pflags;
 	pt->ret_imm = s->ret_imm;
-	pt->reserved1 = site; /* the address asked for */
+	pt->aux = site; /* the address asked for */
 	kprw_memcpy(pt->orig, orig, s->insn_len);
 	if (!(s->flags & KPRW_SITE_SLOT))
 		return 0;

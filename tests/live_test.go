@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kprewrite/kprewrite/internal/tracectl"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
@@ -266,6 +267,30 @@ int main(void) {
 	return 0;
 }
 `
+
+// liveStressMovedSrc is liveStressSrc with a work whose DCR's copy moves its third
+// instruction (test, js rel8, lea: the js copied as a rel32), so that threads the
+// safepoint finds there are moved by the point's DCR map.
+var liveStressMovedSrc = strings.Replace(liveStressSrc,
+	"__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }", `long work(long a, long b);
+__asm__(".text\n.globl work\n.type work,@function\nwork:\n\ttest %edi,%edi\n\tjs 1f\n"
+	"\tlea (%rdi,%rdi,2),%rax\n\tadd %rsi,%rax\n\tret\n"
+	"1:\tlea (%rdi,%rdi,2),%rax\n\tadd %rsi,%rax\n\tret\n.size work,.-work\n");`, 1)
+
+// TestLiveProbeStressMoved: the jump kind's stress test on a DCR whose copy moves an
+// instruction.
+func TestLiveProbeStressMoved(t *testing.T) {
+	if !strings.Contains(liveStressMovedSrc, "js 1f") {
+		t.Fatal("liveStressSrc's work changed: liveStressMovedSrc has nothing to replace")
+	}
+	prog := testprog.Build(t, liveStressMovedSrc, "c", "-O2", "-pthread")
+	probe := filepath.Join(t.TempDir(), "map.kp")
+	rewriteWith(t, prog, probe, []string{"p:t/w work a=%di:s64"}, "--disable", "t/w")
+	if im := idleImage(t, probe); im.Points[0].Aux == 0 || im.Points[0].DFlags&kprt.DFLive == 0 {
+		t.Fatalf("work's point: dflags %#x, DCR map %#x; want a live jump point with a map", im.Points[0].DFlags, im.Points[0].Aux)
+	}
+	testLiveStress(t, prog, nil)
+}
 
 // TestLiveProbeStress arms and disarms the site 10,000 times while eight threads, a
 // signal handler and forked children run through it, for each kind: the program's own

@@ -133,30 +133,9 @@ func TestIdleImageBadTables(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the program: %v", err)
 	}
-	if b := fileByte(t, bin, im.Points[0].Site); b != im.Points[0].Orig[0] {
+	if b := bytesAt(t, bin, im.Points[0].Site, 1)[0]; b != im.Points[0].Orig[0] {
 		t.Errorf("work's site holds %#x in the file, want the original %#x", b, im.Points[0].Orig[0])
 	}
-}
-
-// fileByte is the byte at vaddr in the ELF at path.
-func fileByte(t *testing.T, path string, vaddr uint64) byte {
-	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
-			var b [1]byte
-			if _, err := p.ReadAt(b[:], int64(vaddr-p.Vaddr)); err != nil {
-				t.Fatal(err)
-			}
-			return b[0]
-		}
-	}
-	t.Fatalf("%s: %#x is not in the file", path, vaddr)
-	return 0
 }
 
 // corruptSite writes site over the site field of the point at vaddr in the ELF at path.

@@ -157,7 +157,7 @@ func Rewrite(f *elfio.File, probes []probedefs.Probe, opt Options) (*Result, err
 		}
 	}
 	reqs := make([]patch.Request, len(probes))
-	named := slices.DeleteFunc(slices.Clone(opt.Disable), func(t string) bool { return t == "all" })
+	named := namedDisables(opt.Disable)
 	for i, p := range probes {
 		if p.Def == nil || p.Def.Delete {
 			return nil, fmt.Errorf("%s: not a probe definition", p.Origin)
@@ -165,7 +165,7 @@ func Rewrite(f *elfio.File, probes []probedefs.Probe, opt Options) (*Result, err
 		// a C handler's post_handler needs the probed instruction single-stepped
 		reqs[i] = patch.Request{Name: p.Origin, Addr: p.Addr, Return: p.Def.Return, NeedPost: p.Handler != nil && p.Handler.Post,
 			Optional: p.Optional, NoExit: probedefs.NoExit(p), Go: p.Def.Return && b.IsGoCode(p.Addr),
-			Exits: p.Def.Return && p.Optional && !opt.CallsHook && !mayBeLive(p, named)} // (Optional: --calls' events)
+			Exits: p.Def.Return && p.Optional && !opt.CallsHook && !mayBeLive(&p, named)} // (Optional: --calls' events)
 	}
 	excl, err := patch.ParseExcludes(opt.Exclude, b.Funcs)
 	if err != nil {
@@ -652,12 +652,8 @@ func (g *gen) planEarlyStart(needed *elfio.NeededPlan) (*elfio.EarlyStart, error
 // gate the runtime opens and closes instead (rt_live.c).
 func (g *gen) liveEvents(targets map[string]bool) map[string]bool {
 	key := func(ri int) string { return g.probes[ri].Def.Group + "/" + g.probes[ri].Def.Event }
-	named := slices.DeleteFunc(slices.Clone(g.opt.Disable), func(t string) bool { return t == "all" })
-	eligible := func(ri int) bool {
-		p := &g.probes[ri]
-		return (p.Spare || matchesAny(named, p.Def.Group, p.Def.Event)) && len(p.Triggers) == 0 && !targets[key(ri)] && p.Handler == nil &&
-			p.Filter == ""
-	}
+	named := namedDisables(g.opt.Disable)
+	eligible := func(ri int) bool { return mayBeLive(&g.probes[ri], named) && !targets[key(ri)] }
 	live := map[string]bool{}
 	for ri := range g.probes {
 		if g.plan.PointOf[ri] >= 0 && eligible(ri) {
@@ -686,8 +682,13 @@ func (g *gen) liveEvents(targets map[string]bool) map[string]bool {
 // then hooks the return address at the entry, a point that can change live, and not
 // the exits, whose jmps would stay (item 2 of live probes: `--calls GLOB --disable
 // 'calls/*'` leaves the original bytes everywhere).
-func mayBeLive(p probedefs.Probe, named []string) bool {
+func mayBeLive(p *probedefs.Probe, named []string) bool {
 	return (p.Spare || matchesAny(named, p.Def.Group, p.Def.Event)) && len(p.Triggers) == 0 && p.Handler == nil && p.Filter == ""
+}
+
+// namedDisables is the --disable patterns that name events (not "all").
+func namedDisables(disable []string) []string {
+	return slices.DeleteFunc(slices.Clone(disable), func(t string) bool { return t == "all" })
 }
 
 // liveKindOK says whether point pt's kind can be armed and disarmed live: an int3

@@ -129,49 +129,17 @@ static void warn_counters(const char *what)
 	kprw_puts("\n");
 }
 
-/* fill_zero writes zeros over [off, off+len) of the file with pwritev. Pages a new file
- * will have touched through the mapping are written this way first: on ext4 the first
- * write fault on a hole of a file costs ~2 ms here (a write(2) of the same page ~20 us),
- * which would double the start-up time of a short program. */
+/* fill_page writes [off, off+len) of the file with copies of one page (pwritev of up to
+ * 16 at a time); 1 when all was written. */
 #define SYS_pwritev 296
-static const u8 zero_page[4096];
-
-static void fill_zero(long fd, u64 off, u64 len)
+static int fill_page(long fd, u64 off, u64 len, const void *page)
 {
 	struct k_iovec iov[16];
-	for (u32 i = 0; i < 16; i++) {
-		iov[i].base = (void *)zero_page;
-		iov[i].len = sizeof zero_page;
-	}
-	while (len) {
-		u64 n = len < sizeof iov / sizeof iov[0] * sizeof zero_page ? len : sizeof iov / sizeof iov[0] * sizeof zero_page;
-		u32 k = (u32)((n + sizeof zero_page - 1) / sizeof zero_page);
-		iov[k - 1].len = n - (u64)(k - 1) * sizeof zero_page;
-		long r = sys6(SYS_pwritev, fd, (long)iov, k, (long)off, 0, 0);
-		iov[k - 1].len = sizeof zero_page;
-		if (r <= 0)
-			return;
-		off += (u64)r;
-		len -= (u64)r;
-	}
-}
-
-/* fill_soft writes the control words of n events that all start soft-disabled at off
- * (an idle image's, kprw_ctl_fill's words without its buffer: 14 page faults fewer for
- * python3.11 prepared whole) with pwritev of one page of them; the trigger counts after
- * them are the area's zeros. 1 when written. */
-static const u32 soft_page[1024] = {[0 ... 1023] = KPRW_CTL_SOFT_DISABLED};
-
-static int fill_soft(long fd, u64 off, u32 n)
-{
-	struct k_iovec iov[16];
-	u64 len = (u64)n * 4;
 	while (len) {
 		u32 k = 0;
-		u64 part = 0;
-		for (; k < 16 && part < len; k++) {
-			iov[k].base = (void *)soft_page;
-			iov[k].len = len - part < sizeof soft_page ? len - part : sizeof soft_page;
+		for (u64 part = 0; k < 16 && part < len; k++) {
+			iov[k].base = (void *)page;
+			iov[k].len = len - part < 4096 ? len - part : 4096;
 			part += iov[k].len;
 		}
 		long r = sys6(SYS_pwritev, fd, (long)iov, k, (long)off, 0, 0);
@@ -182,6 +150,21 @@ static int fill_soft(long fd, u64 off, u32 n)
 	}
 	return 1;
 }
+
+/* fill_zero writes zeros over [off, off+len) of the file. Pages a new file will have
+ * touched through the mapping are written this way first: on ext4 the first write
+ * fault on a hole of a file costs ~2 ms here (a write(2) of the same page ~20 us),
+ * which would double the start-up time of a short program. */
+static const u8 zero_page[4096];
+
+static void fill_zero(long fd, u64 off, u64 len) { fill_page(fd, off, len, zero_page); }
+
+/* fill_soft writes the control words of n events that all start soft-disabled at off
+ * (an idle image's: kprw_ctl_fill's words without its buffer, 14 page faults fewer for
+ * python3.11 prepared whole); the trigger counts after them are the area's zeros. */
+static const u32 soft_page[1024] = {[0 ... 1023] = KPRW_CTL_SOFT_DISABLED};
+
+static int fill_soft(long fd, u64 off, u32 n) { return fill_page(fd, off, (u64)n * 4, soft_page); }
 
 /* reserve_blocks allocates the file's blocks for [off, off+len): a page of a mapped file
  * without blocks, written when the disk is full, is a SIGBUS, which would kill the

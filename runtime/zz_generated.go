@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "5455948991e370db87d3c3cf5942062a66c854c3096a56d431f263d88facc02b"
+const ObjectSHA256 = "d5d5794dc0059ec423af7f63dec6d53ccc61319fd6aacfc07165c2000b1c5752"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

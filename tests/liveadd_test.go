@@ -485,18 +485,31 @@ var liveGatedSrc = livePhased(`__attribute__((noinline)) long slowpath(long a) {
 __attribute__((noinline)) long gfn(long a) { if (__builtin_expect(a < 0, 0)) return slowpath(a); return a * 3 + 1; }
 __attribute__((noinline)) int islow(int a) { return a - 1; }
 __attribute__((noinline)) int ifn(int a) { if (__builtin_expect(a < 0, 0)) return islow(a); return a * 3 + 1; }
-long sfn(long a); /* a loop back to its second instruction: a 21-byte DCR, a gated point */
+long sfn(long a); /* a loop back to its second instruction: a 21-byte DCR */
 __asm__(".text\n.globl sfn\n.type sfn,@function\nsfn:\n\txor %eax,%eax\n1:\tcmp %rdi,%rax\n\tjge 2f\n"
-	"\tadd $1,%rax\n\tadd $0,%rdx\n\tadd $0,%rcx\n\tjmp 1b\n2:\txor %eax,%eax\n\tret\n.size sfn,.-sfn\n");`,
-	`s += gfn(i - 5 * phase) + ifn(i - 5 * phase) + sfn(i - 5 * phase);`)
+	"\tadd $1,%rax\n\tadd $0,%rdx\n\tadd $0,%rcx\n\tjmp 1b\n2:\txor %eax,%eax\n\tret\n.size sfn,.-sfn\n");
+long yfn(long a); /* a loop of five tests: a 27-byte DCR whose copy steps five times, a gated point */
+__asm__(".text\n.globl yfn\n.type yfn,@function\nyfn:\n\txor %eax,%eax\n1:\tcmp %edi,%eax\n\tjge 2f\n"
+	"\tcmp %edi,%eax\n\tjge 2f\n\tcmp %edi,%eax\n\tjge 2f\n\tcmp %edi,%eax\n\tjge 2f\n\tcmp %edi,%eax\n\tjge 2f\n"
+	"\tadd $1,%eax\n\tjmp 1b\n2:\txor %eax,%eax\n\tret\n.size yfn,.-yfn\n");`,
+	`s += gfn(i - 5 * phase) + ifn(i - 5 * phase) + sfn(i - 5 * phase) + yfn(i - 5 * phase);`)
 
 // TestLiveGatedPoint: a prepared function whose jmp cannot come and go live (a gated
-// point: sfn's loop jumps back into its first five bytes, so its DCR is the whole loop,
-// 21 bytes, more than a live jump point's 16) records nothing until an event is added
-// there, every call while it is on (values right) and nothing after its removal; the
-// program's result is the original's.
+// point: yfn's loop is its DCR, and its copy moves the loop's instructions by five
+// different steps, more than a point's DCR map holds) records nothing until an event is added there, every call
+// while it is on (values right) and nothing after its removal; the program's result is
+// the original's.
 func TestLiveGatedPoint(t *testing.T) {
-	liveJumpCycle(t, "sfn", true, []byte{0x31, 0xc0, 0x48, 0x39, 0xf8, 0x7d}) // xor, cmp %rdi,%rax, jge
+	liveJumpCycle(t, "yfn", true, []byte{0x31, 0xc0, 0x39, 0xf8, 0x7d}) // xor, cmp %edi,%eax, jge
+}
+
+// TestLiveJumpWholeLoop: a prepared function whose DCR is longer than a point's 16
+// original bytes (sfn's loop jumps back into its first five bytes, so its DCR is the
+// whole loop, 21 bytes, and its copy moves the loop's body) is a live jump point: the
+// original bytes while no event is on it, its jmp while one is (the DCR's tail past the
+// 16th byte never written).
+func TestLiveJumpWholeLoop(t *testing.T) {
+	liveJumpCycle(t, "sfn", false, []byte{0x31, 0xc0, 0x48, 0x39, 0xf8, 0x7d}) // xor, cmp %rdi,%rax, jge
 }
 
 // TestLiveJumpMovedCopy: a prepared function whose DCR's copy moves an instruction

@@ -31,6 +31,16 @@ __asm__(".text\n.globl work\n.type work,@function\nwork:\n"
 	"\ttest %edi,%edi\n\tjs 1f\n\tmov (%rsi),%rax\n\tadd %rdi,%rax\n\tret\n"
 	"1:\txor %eax,%eax\n\tret\n.size work,.-work\n");`, 1)
 
+// liveParkLoopSrc: work's DCR is its whole loop, 22 bytes (the loop branches back into
+// the first five), longer than the 16 bytes the runtime writes when it arms the point;
+// the load of *p, where the thread waits, is at work+17, in the DCR's tail that keeps
+// the original bytes, at work+21 in the copy (the jge's rel32 moves it). Left there,
+// the thread would run on into the loop's jmp back to work+2, the middle of the jmp.
+var liveParkLoopSrc = strings.Replace(liveParkMain, "WORK", `long work(long a, long *p);
+__asm__(".text\n.globl work\n.type work,@function\nwork:\n"
+	"\txor %eax,%eax\n1:\tcmp %edi,%eax\n\tjge 2f\n\tadd $1,%eax\n\tadd $0,%rcx\n\tadd $0,%rcx\n"
+	"\tmov (%rsi),%rcx\n\tjmp 1b\n2:\tadd (%rsi),%rax\n\tret\n.size work,.-work\n");`, 1)
+
 const liveParkMain = `#define _GNU_SOURCE
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -75,7 +85,7 @@ int main(void) {
 // kernel refused every one (EPERM), no thread was ever moved, and this thread resumed in
 // the middle of the jmp.
 func TestLiveJumpMovesParkedThread(t *testing.T) {
-	parkAndArm(t, liveParkSrc, "work(5, &7) = 22")
+	parkAndArm(t, liveParkSrc, 4, "work(5, &7) = 22")
 }
 
 // TestLiveJumpMovesParkedThreadMoved: the same with a DCR whose copy moves the
@@ -83,12 +93,19 @@ func TestLiveJumpMovesParkedThread(t *testing.T) {
 // resumes at that instruction's place in the copy (the point's DCR map), not at its
 // offset, which in the copy is the middle of the js.
 func TestLiveJumpMovesParkedThreadMoved(t *testing.T) {
-	parkAndArm(t, liveParkMovedSrc, "work(5, &7) = 12")
+	parkAndArm(t, liveParkMovedSrc, 4, "work(5, &7) = 12")
 }
 
-// parkAndArm runs src rewritten with a live event at work, parks a thread at work+4,
+// TestLiveJumpMovesParkedThreadTail: the same with a DCR longer than the bytes the
+// runtime writes (work's whole loop, 22 bytes) and the thread waiting at work+17, past
+// them: moved to the copy all the same.
+func TestLiveJumpMovesParkedThreadTail(t *testing.T) {
+	parkAndArm(t, liveParkLoopSrc, 17, "work(5, &7) = 12")
+}
+
+// parkAndArm runs src rewritten with a live event at work, parks a thread at work+at,
 // arms the event, lets the thread go on and checks the program's result line.
-func parkAndArm(t *testing.T, src, want string) {
+func parkAndArm(t *testing.T, src string, at uint64, want string) {
 	prog := testprog.Build(t, src, "c", "-O2", "-pthread")
 	bin := filepath.Join(t.TempDir(), "park.kp")
 	tr := bin + ".trace"
@@ -116,15 +133,15 @@ func parkAndArm(t *testing.T, src, want string) {
 	}
 	pid := cmd.Process.Pid
 	base := imageBase(t, pid, bin)
-	if tid := threadAt(t, pid, base+addr+4); tid == 0 {
-		t.Fatalf("no thread of %d waits at work+4", pid)
+	if tid := threadAt(t, pid, base+addr+at); tid == 0 {
+		t.Fatalf("no thread of %d waits at work+%d", pid, at)
 	}
 	if code, o, e := kp("enable", tr, "t/w"); code != 0 {
 		t.Fatalf("enable: %d %s%s", code, o, e)
 	}
 	waitByte(t, pid, bin, addr, 0xe9)
-	if tid := threadAt(t, pid, base+addr+4); tid != 0 {
-		t.Fatalf("thread %d still waits at work+4 with the jmp written", tid)
+	if tid := threadAt(t, pid, base+addr+at); tid != 0 {
+		t.Fatalf("thread %d still waits at work+%d with the jmp written", tid, at)
 	}
 	stdin.Write([]byte{'x'})
 	stdin.Close()

@@ -692,10 +692,11 @@ func namedDisables(disable []string) []string {
 }
 
 // liveKindOK says whether point pt's kind can be armed and disarmed live: an int3
-// point, or a jump-optimized one whose DCR's copy keeps every instruction's offset (a
-// thread the runtime finds paused inside the DCR goes on at the same offset of the
-// copy) and holds no system call (a thread blocked in one would resume inside); not a
-// count-only, --verify-regions or exit point.
+// point, or a jump-optimized one whose DCR's copy has a DCR map (a thread the runtime
+// finds paused inside the DCR goes on at the same instruction of the copy) and holds
+// no system call (a thread blocked in one would resume inside); not a count-only,
+// --verify-regions or exit point. A DCR longer than the point's 16 original bytes
+// keeps its tail while armed (the runtime writes the jmp and int3s to the 16th byte).
 func (g *gen) liveKindOK(pt *patch.Point) bool {
 	if pt.Verify || pt.Exit || g.opt.CountOnly {
 		return false
@@ -703,7 +704,7 @@ func (g *gen) liveKindOK(pt *patch.Point) bool {
 	if !pt.Optimized() {
 		return true
 	}
-	if pt.DCRLen < 5 || pt.DCRLen > 16 {
+	if pt.DCRLen < 5 || pt.DCRLen > 255 { // (the DCR map's offsets are bytes)
 		return false
 	}
 	_, ok := g.dcrMap(pt)

@@ -476,7 +476,10 @@ static u8 set_jump(u32 i, u8 from, u8 want)
 {
 	const struct kprw_point *pt = &kprw_rt.points[i];
 	uptr site = RT_ADDR(pt->site);
-	u32 n = pt->insn_len;
+	/* the bytes written: the jmp, int3s after it to the DCR's end or its 16th byte (a
+	 * longer DCR's tail keeps the original's, as the kernel's optprobes leave it: no
+	 * thread enters the DCR but at its site, and one paused there was moved out) */
+	u32 n = pt->insn_len < sizeof pt->orig ? pt->insn_len : sizeof pt->orig;
 	if (from != LIVE_INT3 && poke(site, 0xcc)) /* first: the int3 on the first byte */
 		return from;
 	if (want == LIVE_INT3) { /* un-optimized (optimize off): int3, then the original tail */

@@ -622,6 +622,23 @@ const TIFExt = 0x1
 // slots for triggers added at run time.
 const TIFSpare = 0x2
 
+// TIFUser in RawTraceImage.Flags: an image with C handlers, whose control area ends,
+// after those slots, with two u64 a probe (runtime index) saying how a C handler
+// registered it now: UR* | pid << 32 of the process that registered it last (0: not
+// registered), then, for one at a free live point (URFree), its site's link-time
+// address.
+const TIFUser = 0x4
+
+// C handlers' registrations (TIFUser words).
+const (
+	URKprobe    = 1 // register_kprobe()
+	URKretprobe = 2 // register_kretprobe()
+	URJprobe    = 3 // register_jprobe()
+	URType      = 3
+	URDisabled  = 0x4 // registered disabled, or disable_kprobe() since
+	URFree      = 0x8 // at a free live point: the second word is its site, bits 8..15 its XMode
+)
+
 // RawTraceImageExt is struct kprw_trace_image_ext.
 type RawTraceImageExt struct {
 	DescOff  uint64 `c:"desc_off"` // file offset of the image's KPRWDESC frame, 0 = none

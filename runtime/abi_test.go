@@ -169,7 +169,7 @@ var abiConsts = map[string]any{
 	"KPRW_F_DISABLED": FDisabled, "KPRW_F_TRACE": FTrace,
 	"KPRW_EF_DISABLED": EFDisabled, "KPRW_EF_RETPROBE": EFRetprobe,
 	"KPRW_EF_SOFT": EFSoftDisabled, "KPRW_EF_TRIGGERS": EFTriggers, "KPRW_EF_LIVE": EFLive, "KPRW_EF_SPARE": EFSpare, "KPRW_LIVE_MAX": LiveMax, "KPRW_LE_RETURN": LEReturn, "KPRW_LE_POINT": LEPoint, "KPRW_LE_STATE": LEState, "KPRW_LE_CTL": LECtl, "KPRW_TRIG_LIVE_TARGET": TrigLiveTarget, "KPRW_LS_NONE": LSNone, "KPRW_LS_INT3": LSInt3, "KPRW_LS_JUMP": LSJump, "KPRW_LS_PENDING": LSPending, "KPRW_LS_REFUSED": LSRefused, "KPRW_LS_OFF": LSOff, "KPRW_FREE_SLOT": FreeSlot, "KPRW_MAX_FREE": MaxFree, "KPRW_SITE_SLOT": SiteSlot, "KPRW_SITE_TARGET": SiteTarget, "KPRW_CTL_SOFT_DISABLED": CtlEvSoftDisabled,
-	"KPRW_CTL_SPARE": CtlSpare, "KPRW_TIF_SPARE": TIFSpare, "KPRW_CTLFRAME_MAX": CtlFrameMax,
+	"KPRW_CTL_SPARE": CtlSpare, "KPRW_TIF_SPARE": TIFSpare, "KPRW_TIF_USER": TIFUser, "KPRW_UR_KPROBE": URKprobe, "KPRW_UR_KRETPROBE": URKretprobe, "KPRW_UR_JPROBE": URJprobe, "KPRW_UR_TYPE": URType, "KPRW_UR_DISABLED": URDisabled, "KPRW_UR_FREE": URFree, "KPRW_CTLFRAME_MAX": CtlFrameMax,
 	"KPRW_CE_FILTER": CEFilter, "KPRW_CE_TRIG": CETrig, "KPRW_CE_ENABLE": CEEnable, "KPRW_CTL_SYNTH": CtlSynth, "KPRW_CTL_MAX_SYNTH": CtlMaxSynth, "KPRW_CE_DISABLE": CEDisable,
 
 	"KPRW_NO_EVENT": NoEvent, "KPRW_NO_PROBE": NoProbe,
@@ -202,6 +202,7 @@ var cOnlyDefines = map[string]string{
 	"KPRW_STR":             "stringification helper",
 	"KPRW_STR_":            "stringification helper",
 	"KPRW_PT_REGS_DEFINED": "include guard shared by kprewrite.h and kprewrite_abi.h",
+	"KPRW_KPROBE_JPROBE":   "a struct kprobe flag between kprewrite.h's register_jprobe and the runtime, which publishes it as KPRW_UR_JPROBE",
 	"KPRW_RI_DEFINED":      "include guard shared by kprewrite.h and kprewrite_abi.h",
 	"KPRW_TRACE_MAGIC":     "a string: checked byte by byte by TestABILayout",
 	"KPRW_CHUNK_MAGIC":     "a string: checked byte by byte by TestABILayout",

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/handlers"
 	"github.com/kprewrite/kprewrite/internal/tracectl"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -89,20 +90,82 @@ func listTrace(path string, verbose bool, stdout io.Writer) error {
 			}
 		}
 		slices.SortStableFunc(probes, func(a, b tracefile.DescProbe) int { return cmp.Compare(a.Site, b.Site) })
-		for _, dp := range probes {
-			if dp.Kind == tracefile.KindVerify || dp.Event < 0 || dp.Event >= len(d.Events) || d.Events[dp.Event].Spare {
-				continue // (a prepared site's placeholders: the events added show below)
-			}
-			fmt.Fprintln(stdout, probeLine(d, dp, probeType(dp), off[[2]int{k, dp.Event}], verbose))
+		for _, l := range imageLines(f, k, d, probes, off, verbose) {
+			fmt.Fprintln(stdout, l.text)
 		}
 	}
 	return listLive(f, verbose, stdout)
 }
 
-// probeType is list's type column of a probe: k, or r for a return probe.
-func probeType(dp tracefile.DescProbe) string {
-	if strings.HasPrefix(dp.Kind, "r") || dp.Exit {
+// siteLine is a line of list and the site it is about.
+type siteLine struct {
+	site uint64
+	text string
+}
+
+// imageLines are list's lines of image k (description d, its probes sorted by site) as
+// the running programs have them now, in site order: its events' probes ([DISABLED]
+// when off says so) and the probes C handlers have registered now (a declared one that
+// is not registered left out).
+func imageLines(f *tracectl.File, k int, d *tracefile.Desc, probes []tracefile.DescProbe, off map[[2]int]bool, verbose bool) []siteLine {
+	regs, user := map[int]tracectl.UserReg{}, f.HasUserRegs(k)
+	for _, r := range f.UserRegs(k) {
+		regs[r.Probe] = r
+	}
+	var out []siteLine
+	for _, dp := range probes {
+		if dp.Kind == tracefile.KindVerify || dp.Event < 0 || dp.Event >= len(d.Events) {
+			continue
+		}
+		disabled := off[[2]int{k, dp.Event}] || !f.Armed()
+		r, ok := regs[dp.Index]
+		switch e := d.Events[dp.Event]; {
+		case ok && r.Free: // a free live point's, at the site the registration placed it
+			dp.Site, dp.Addr, dp.Kind, dp.Symbol, dp.Offset = r.Site, r.Site, "k", "", 0
+			if r.XMode == kprt.XBoost || r.XMode == kprt.XEmulate {
+				dp.Kind = "b"
+			}
+			if name, off, _, ok := d.Symbolize(r.Site); ok {
+				dp.Symbol, dp.Offset = name, off
+			}
+			out = append(out, siteLine{dp.Site, userLine(d, dp, r, disabled, verbose)})
+		case ok: // declared, or registered by name at a prepared site
+			out = append(out, siteLine{dp.Site, userLine(d, dp, r, disabled, verbose)})
+		case e.Spare || (user && e.Group == handlers.EventGroup):
+			// a prepared site's placeholder (the events added show after), a declared C
+			// handler probe not registered now
+		default:
+			out = append(out, siteLine{dp.Site, probeLine(d, dp, probeType(d, dp), disabled, verbose)})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b siteLine) int { return cmp.Compare(a.site, b.site) })
+	return out
+}
+
+// userLine is list's line of probe dp as C handler registration r has it: its type (k,
+// r or j), [DISABLED] when disable_kprobe() or the file's switch says so, no
+// [PREPARED] for a prepared site's placeholder it took.
+func userLine(d *tracefile.Desc, dp tracefile.DescProbe, r tracectl.UserReg, disabled, verbose bool) string {
+	disabled = disabled || r.Disabled
+	line := probeLine(d, dp, r.Type, disabled, verbose)
+	if !d.Events[dp.Event].Spare {
+		return line
+	}
+	flag := "" // (probeLine says no [DISABLED] for a placeholder)
+	if disabled {
+		flag = "[DISABLED]"
+	}
+	return strings.Replace(line, "[PREPARED]", flag, 1)
+}
+
+// probeType is list's type column of a probe of d: k, r for a return probe, j for a
+// C handler's jprobe (DEFINE_JPROBE).
+func probeType(d *tracefile.Desc, dp tracefile.DescProbe) string {
+	switch {
+	case strings.HasPrefix(dp.Kind, "r") || dp.Exit:
 		return "r"
+	case dp.Event >= 0 && dp.Event < len(d.Events) && d.Events[dp.Event].Jprobe:
+		return "j"
 	}
 	return "k"
 }
@@ -144,7 +207,7 @@ func listLive(f *tracectl.File, verbose bool, stdout io.Writer) error {
 				continue
 			}
 			dp.Event = at
-			fmt.Fprintln(stdout, liveLine(e, probeLine(d, dp, probeType(dp), !f.Armed() || e.Disabled, verbose)))
+			fmt.Fprintln(stdout, liveLine(e, probeLine(d, dp, probeType(d, dp), !f.Armed() || e.Disabled, verbose)))
 		}
 	}
 	return nil
@@ -230,8 +293,8 @@ func libraryCopies(f *elfio.File) []string {
 //
 //	ADDRESS  k|r  SYMBOL+0xOFFSET  IMAGE [FLAGS]
 //
-// with the probe's link-time address (add the load bias of a PIE), "k" for a kprobe
-// and "r" for a kretprobe, and the flags [BOOSTED] (one trap per hit: the copy runs
+// with the probe's link-time address (add the load bias of a PIE), "k" for a kprobe,
+// "r" for a kretprobe and "j" for a jprobe, and the flags [BOOSTED] (one trap per hit: the copy runs
 // with a jmp back, or the branch is emulated), [OPTIMIZED] (a jmp to a detour
 // buffer, no trap), [VERIFY] (a would-be-optimized probe of a --verify-regions
 // rewrite: a boosted int3, the other bytes of its DCR int3s that report
@@ -254,8 +317,8 @@ func listLines(im *tracefile.Image, verbose bool) []string {
 			if dp.Kind == tracefile.KindVerify || dp.Event >= 0 && d.Events[dp.Event].Free {
 				continue // --verify-regions pseudo-probe on an inner byte; a free live point
 			}
-			typ := "k"
-			if im.Probes[i].Type == kprt.TKretprobe || dp.Exit {
+			typ := probeType(d, dp)
+			if im.Probes[i].Type == kprt.TKretprobe {
 				typ = "r"
 			}
 			disabled := im.Probes[i].Flags&kprt.FDisabled != 0 || im.Header.Flags&kprt.HFDisableAll != 0

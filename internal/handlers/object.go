@@ -21,6 +21,7 @@ type Kind string
 const (
 	KindKprobe    Kind = "kprobe"    // DEFINE_KPROBE: struct kprobe
 	KindKretprobe Kind = "kretprobe" // DEFINE_KRETPROBE: struct kretprobe
+	KindJprobe    Kind = "jprobe"    // DEFINE_JPROBE: struct jprobe, a struct kprobe and its entry
 	kindExtern         = "extern"    // KPREWRITE_PROGRAM_SYMBOL
 )
 
@@ -140,7 +141,7 @@ func parseDecls(b []byte) ([]decl, error) {
 		}
 		d := decl{kind: f[0], name: f[1], site: f[2], file: f[3], line: n}
 		switch {
-		case d.kind != string(KindKprobe) && d.kind != string(KindKretprobe) && d.kind != kindExtern:
+		case d.kind != string(KindKprobe) && d.kind != string(KindKretprobe) && d.kind != string(KindJprobe) && d.kind != kindExtern:
 			return nil, fmt.Errorf("%s:%d: unknown declaration kind %q", d.file, d.line, d.kind)
 		case !isIdent(d.name):
 			return nil, fmt.Errorf("%s:%d: %q is not a C identifier", d.file, d.line, d.name)
@@ -252,8 +253,11 @@ func ParseObject(name string, obj []byte) (u *Unit, err error) {
 func readProbe(f *elf.File, byName map[string]elf.Symbol, d decl) (*Probe, error) {
 	p := &Probe{Kind: Kind(d.kind), Name: d.name, Site: d.site, File: d.file, Line: d.line}
 	size := uint64(kprt.KprobeSize)
-	if p.Kind == KindKretprobe {
+	switch p.Kind {
+	case KindKretprobe:
 		size = kprt.KretprobeSize
+	case KindJprobe:
+		size = kprt.KprobeSize + 8 // (its entry)
 	}
 	s, ok := byName[d.name]
 	switch {
@@ -288,7 +292,7 @@ func readProbe(f *elf.File, byName map[string]elf.Symbol, d decl) (*Probe, error
 	set := func(off int) bool { return relocated[uint64(off)] || le.Uint64(init[off:]) != 0 }
 	p.Offset = le.Uint32(init[kprt.KprobeOffOffset:])
 	p.Disabled = le.Uint32(init[kprt.KprobeOffFlags:])&kprt.KprobeFlagDisabled != 0
-	if p.Kind == KindKprobe {
+	if p.Kind != KindKretprobe {
 		p.Pre, p.Post, p.Fault = set(kprt.KprobeOffPre), set(kprt.KprobeOffPost), set(kprt.KprobeOffFault)
 	} else {
 		p.Fault = set(kprt.KprobeOffFault)

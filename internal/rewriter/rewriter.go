@@ -382,7 +382,8 @@ func (g *gen) makeEvents() error {
 		g.events = append(g.events, ev)
 		g.desc.Events = append(g.desc.Events, tracefile.DescEvent{ID: id, Group: p.Def.Group, Name: p.Def.Event, Def: p.Def.Def,
 			Origin: p.Origin, Return: p.Def.Return, Filter: p.Filter, Disabled: disabled || (p.Handler != nil && p.Handler.Disabled),
-			Soft: ev.Flags&kprt.EFSoftDisabled != 0, Live: ev.Flags&kprt.EFLive != 0, Spare: p.Spare, GoID: goid})
+			Soft: ev.Flags&kprt.EFSoftDisabled != 0, Live: ev.Flags&kprt.EFLive != 0, Spare: p.Spare, GoID: goid,
+			Jprobe: p.Handler != nil && p.Handler.Kind == handlers.KindJprobe})
 	}
 	g.addFreePoints()
 	if err := g.makeLiveSites(); err != nil {

@@ -38,6 +38,7 @@ type image struct {
 	desc    *tracefile.Desc
 	ctlOff  uint64
 	ctlSize uint32
+	nprobes int
 }
 
 // Event is one event of one image, as Events finds it.
@@ -70,7 +71,7 @@ func open(p string, write bool) (*File, error) {
 	tr := s.Trace
 	var imgs []image
 	for _, im := range tr.Images {
-		imgs = append(imgs, image{desc: descs[im.ImageID], ctlOff: im.CtlOff, ctlSize: im.CtlSize})
+		imgs = append(imgs, image{desc: descs[im.ImageID], ctlOff: im.CtlOff, ctlSize: im.CtlSize, nprobes: len(im.Counters)})
 	}
 	s.Close()
 	mode, prot := os.O_RDONLY, syscall.PROT_READ
@@ -299,8 +300,7 @@ func (f *File) Controls(ev Event) (*Controls, error) {
 func (f *File) Commit(ev Event, c *Controls) error {
 	im := f.images[ev.img]
 	flagBytes := kprt.CtlFlagBytes(im.desc.RuntimeEvents())
-	flags := atomic.LoadUint32((*uint32)(unsafe.Pointer(&f.data[offImages+uintptr(ev.img)*unsafe.Sizeof(kprt.RawTraceImage{})+offImageFlags])))
-	if flags&kprt.TIFSpare == 0 || uint64(im.ctlSize) != flagBytes+(uint64(c.SpareBase)+kprt.CtlSpare)*8 {
+	if f.imageFlags(ev.img)&kprt.TIFSpare == 0 || uint64(im.ctlSize) != flagBytes+(uint64(c.SpareBase)+kprt.CtlSpare)*8+f.userBytes(ev.img) {
 		return fmt.Errorf("%s: %s was rewritten by a kprewrite without run-time controls (rewrite it again)", f.Path, im.desc.Input)
 	}
 	slotBase := im.ctlOff + flagBytes // file offset of the control area's slot 0

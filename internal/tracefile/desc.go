@@ -122,6 +122,9 @@ type DescEvent struct {
 	// Free: the placeholder of the free live points (Spare too), where kprewrite probe
 	// places events at sites no rewrite prepared; its probes have no site of their own.
 	Free bool `json:"free,omitempty"`
+	// Jprobe: a C handler's DEFINE_JPROBE (a kprobe whose handler calls the probed
+	// function's entry): `list` says j, as the kernel's kprobes/list did.
+	Jprobe bool `json:"jprobe,omitempty"`
 	// liveHits: an event added at run time, its hits when the file was opened (its
 	// count is in the trace file, not among the probes' counters)
 	liveHits uint64
@@ -235,6 +238,7 @@ type leanEvent struct {
 	Live     bool     `json:"live,omitempty"`
 	Spare    bool     `json:"spare,omitempty"`
 	Free     bool     `json:"free,omitempty"`
+	Jprobe   bool     `json:"jprobe,omitempty"`
 	GoID     int      `json:"goid,omitempty"`
 }
 
@@ -256,7 +260,7 @@ func leanEvents(evs []DescEvent) []leanEvent {
 	id, origin := uint32(1), ""
 	for i, e := range evs {
 		l := leanEvent{Group: e.Group, Name: e.Name, Def: e.Def, Return: e.Return, Disabled: e.Disabled, Filter: e.Filter,
-			Triggers: e.Triggers, CtlSlots: e.CtlSlots, Soft: e.Soft, Live: e.Live, Spare: e.Spare, Free: e.Free, GoID: e.GoID}
+			Triggers: e.Triggers, CtlSlots: e.CtlSlots, Soft: e.Soft, Live: e.Live, Spare: e.Spare, Free: e.Free, Jprobe: e.Jprobe, GoID: e.GoID}
 		if e.ID != id {
 			l.ID = &evs[i].ID
 		}
@@ -274,7 +278,7 @@ func fullEvents(ls []leanEvent) []DescEvent {
 	id, origin := uint32(1), ""
 	for i, l := range ls {
 		e := DescEvent{ID: id, Group: l.Group, Name: l.Name, Def: l.Def, Origin: nextOrigin(origin), Return: l.Return, Disabled: l.Disabled,
-			Filter: l.Filter, Triggers: l.Triggers, CtlSlots: l.CtlSlots, Soft: l.Soft, Live: l.Live, Spare: l.Spare, Free: l.Free, GoID: l.GoID}
+			Filter: l.Filter, Triggers: l.Triggers, CtlSlots: l.CtlSlots, Soft: l.Soft, Live: l.Live, Spare: l.Spare, Free: l.Free, Jprobe: l.Jprobe, GoID: l.GoID}
 		if i == 0 {
 			e.Origin = ""
 		}

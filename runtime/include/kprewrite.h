@@ -172,6 +172,7 @@ typedef int (*kretprobe_handler_t)(struct kretprobe_instance *, struct pt_regs *
 #define KPROBE_FLAG_DISABLED 2  /* registered disabled / disabled by disable_kprobe() */
 #define KPROBE_FLAG_OPTIMIZED 4 /* set by register_kprobe() on a jump-optimized site */
 #define KPROBE_FLAG_FTRACE 8    /* not used in user space */
+#define KPRW_KPROBE_JPROBE 0x10000 /* (kprewrite's) a jprobe's kprobe: `kprewrite list` says j */
 
 struct kprobe {
 	const char *symbol_name;     /* the declared site: SYMBOL, SYMBOL+OFFSET or 0xADDR; a
@@ -311,35 +312,27 @@ static inline void unregister_kretprobes(struct kretprobe **rps, int num)
 
 /* ---- jprobes (the 2.6 API) ----
  * A jprobe's entry has the probed function's signature and sees its arguments; it ends
- * with jprobe_return(). Here the entry is called from the probe's pre handler with the
- * six integer argument registers (rdi, rsi, rdx, rcx, r8, r9): arguments passed on the
- * stack or in vector registers are not seen. jprobe_return() returns to the probe, which
- * goes on with the function (the kernel's int3 and break_handler dance is not needed:
- * the entry runs on its own frame, not the probed function's). jp->kp.symbol_name names
+ * with jprobe_return(). Here the runtime calls the entry at each hit, as a C handler,
+ * with the six integer argument registers (rdi, rsi, rdx, rcx, r8, r9): arguments passed
+ * on the stack or in vector registers are not seen. jprobe_return() returns to the
+ * probe, which goes on with the function (the kernel's int3 and break_handler dance is
+ * not needed: the entry runs on its own frame, not the probed function's). A jprobe's
+ * kprobe carries KPRW_KPROBE_JPROBE (`kprewrite list` says j). jp->kp.symbol_name names
  * a function declared with DEFINE_JPROBE, or prepared (rewrite --prepare FUNC). */
-typedef unsigned long (*kprw_jprobe_entry_t)(unsigned long, unsigned long, unsigned long, unsigned long,
-					     unsigned long, unsigned long);
 struct jprobe {
 	struct kprobe kp;
 	void *entry; /* the probed function's signature */
 };
 #define JPROBE_ENTRY(fn) ((void *)(fn))
 #define DEFINE_JPROBE(name, site, fn)          \
-	KPREWRITE_DECL_("kprobe", name, site); \
-	struct jprobe name = {.kp = {.symbol_name = site}, .entry = JPROBE_ENTRY(fn)}
+	KPREWRITE_DECL_("jprobe", name, site); \
+	struct jprobe name = {.kp = {.symbol_name = site, .flags = KPRW_KPROBE_JPROBE}, .entry = JPROBE_ENTRY(fn)}
 
 static inline void jprobe_return(void) {}
 
-static inline int kprw_jprobe_pre(struct kprobe *p, struct pt_regs *regs)
-{
-	struct jprobe *jp = (struct jprobe *)p; /* (kp is its first member) */
-	((kprw_jprobe_entry_t)jp->entry)(regs->di, regs->si, regs->dx, regs->cx, regs->r8, regs->r9);
-	return 0;
-}
-
 static inline int register_jprobe(struct jprobe *jp)
 {
-	jp->kp.pre_handler = kprw_jprobe_pre;
+	jp->kp.flags |= KPRW_KPROBE_JPROBE;
 	return register_kprobe(&jp->kp);
 }
 

@@ -651,6 +651,18 @@ struct kprw_trace_image {
 #define KPRW_TIF_EXT 0x1 /* a struct kprw_trace_image_ext follows the image's counters */
 #define KPRW_TIF_SPARE 0x2 /* its control area ends with KPRW_CTL_SPARE count slots for
                             * triggers added at run time (struct kprw_ctlframe) */
+#define KPRW_TIF_USER 0x4  /* an image with C handlers: after those slots, two u64 per
+                            * probe (runtime index) saying how a C handler registered it,
+                            * for `kprewrite list TARGET`: KPRW_UR_* | pid << 32 of the
+                            * process that registered it last (0: none), then the site's
+                            * link-time address for one at a free live point */
+#define KPRW_UR_KPROBE 1    /* register_kprobe() */
+#define KPRW_UR_KRETPROBE 2 /* register_kretprobe() */
+#define KPRW_UR_JPROBE 3    /* register_jprobe() */
+#define KPRW_UR_TYPE 3
+#define KPRW_UR_DISABLED 0x4 /* registered disabled, or disable_kprobe() since */
+#define KPRW_UR_FREE 0x8     /* at a free live point (an unprepared site): the second word
+                              * is its site, bits 8..15 its point's KPRW_X_* */
 
 /* Per-image data that does not fit the header page: right after the counters. The
  * description frame itself is appended at the end of the file (which grows, under the

@@ -278,6 +278,8 @@ struct kprw_rt {
 	u32 *ev_ctl;       /* per event: KPRW_CTL_* flags, in the trace file's control area
 	                      (shared by every process of the file) or in memory; NULL: none */
 	u64 *trig_count;   /* per trigger slot: fires left (~0: unlimited), after ev_ctl */
+	u64 *user_regs;    /* per probe: two words, how a C handler registered it (KPRW_UR_*),
+			      after trig_count (KPRW_TIF_USER); NULL: none */
 	u32 trig_nslots;   /* slots of trig_count, the spare ones for run-time triggers included */
 	u32 trig_limit;    /* slots enable_hist may switch: trig_nslots, raised to the trace file's
 			      mapping when run-time controls are applied (rt_ctl.c) */

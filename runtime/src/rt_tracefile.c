@@ -375,7 +375,8 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 				im->image_id = hdr->image_id;
 				im->nprobes = hdr->nprobes;
 				im->counters_off = off;
-				im->flags = KPRW_TIF_EXT | (ext.ctl_size ? KPRW_TIF_SPARE : 0);
+				im->flags = KPRW_TIF_EXT | (ext.ctl_size ? KPRW_TIF_SPARE : 0) |
+					    (ext.ctl_size && (kprw_rt.has & KPRW_HAS_USER) ? KPRW_TIF_USER : 0);
 				h->nimages++;
 			}
 		}

@@ -197,10 +197,14 @@ static u32 nslots(void)
 
 static u64 flags_bytes(void) { return ((u64)kprw_rt.nevents * 4 + 7) & ~7ull; }
 
+/* user_bytes is the bytes of the C handlers' registrations at a control area's end
+ * (KPRW_TIF_USER) */
+static u64 user_bytes(void) { return (kprw_rt.has & KPRW_HAS_USER) ? (u64)kprw_rt.nprobes * 16 : 0; }
+
 /* kprw_ctl_size is the bytes of this image's control area */
 u64 kprw_ctl_size(void)
 {
-	return flags_bytes() + ((u64)nslots() + KPRW_CTL_SPARE) * 8;
+	return flags_bytes() + ((u64)nslots() + KPRW_CTL_SPARE) * 8 + user_bytes();
 }
 
 /* kprw_ctl_fill writes the control area's first contents: the events that start
@@ -230,6 +234,8 @@ void kprw_ctl_attach(u8 *p)
 	kprw_rt.trig_count = (u64 *)(p + flags_bytes());
 	kprw_rt.trig_nslots = nslots() + KPRW_CTL_SPARE;
 	kprw_rt.trig_limit = kprw_rt.trig_nslots;
+	if (user_bytes())
+		kprw_rt.user_regs = kprw_rt.trig_count + kprw_rt.trig_nslots;
 }
 
 /* kprw_trig_place_limit is the slots a run-time trigger program may name: the control

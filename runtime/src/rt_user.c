@@ -33,7 +33,7 @@
 #define FLAGS_ARITH 0x8d5ul
 
 /* what a ucall is running, for reports */
-enum { UH_PRE = 1, UH_POST, UH_ENTRY, UH_RET, UH_INIT, UH_EXIT, UH_FAULT };
+enum { UH_PRE = 1, UH_POST, UH_ENTRY, UH_RET, UH_INIT, UH_EXIT, UH_FAULT, UH_JPROBE };
 
 struct kprw_ucall {
 	u64 jb[8];               /* rbx rbp r12 r13 r14 r15, sp and ip after the call (user.S) */
@@ -126,11 +126,21 @@ static long ucall(u32 probe, u32 what, void *fn, long a, long b, long c, int *fa
 
 /* ---- the probe paths (called from rt.h, rt_trap.c, rt_kretprobe.c) ---- */
 
+void kprw_jprobe_enter(const struct pt_regs *regs, void *entry); /* user.S */
+
 int kprw_user_pre(u32 i, struct pt_regs *regs)
 {
 	struct kprobe *kp = ukp(i);
+	if (kprw_rt.probes[i].type != KPRW_T_KPROBE)
+		return 0;
+	if (READ_ONCE(kp->flags) & KPRW_KPROBE_JPROBE) { /* a jprobe: its entry, with the arguments */
+		void *entry = READ_ONCE(((struct jprobe *)kp)->entry);
+		if (entry)
+			ucall(i, UH_JPROBE, (void *)kprw_jprobe_enter, (long)regs, (long)entry, 0, NULL);
+		return 0;
+	}
 	kprobe_pre_handler_t fn = READ_ONCE(kp->pre_handler);
-	if (!fn || kprw_rt.probes[i].type != KPRW_T_KPROBE)
+	if (!fn)
 		return 0;
 	return (int)ucall(i, UH_PRE, (void *)fn, (long)kp, (long)regs, 0, NULL) != 0;
 }
@@ -233,6 +243,39 @@ static void say_site(const char *what, const struct kprobe *kp, const char *why)
 	kprw_puts("\n");
 }
 
+/* ---- C handlers' registrations in the trace file (KPRW_TIF_USER) ----
+ * `kprewrite list TARGET` shows the probes C handlers have registered now, as the
+ * kernel's kprobes/list shows modules' kprobes: the process says so in its image's
+ * control area, two words a probe. A word carries its process's pid, so an
+ * unregistration clears only its own (a forked child's exit leaves its parent's) and
+ * the tool skips a word of a process that died without unregistering. */
+
+/* publish says how a C handler registered probe i: kp of type, or (kp NULL) not */
+static void publish(u32 i, const struct kprobe *kp, u8 type)
+{
+	u64 *w = kprw_rt.user_regs;
+	if (!w || i >= kprw_rt.nprobes)
+		return;
+	u64 pid = (u64)kprw_pid() << 32;
+	if (!kp) {
+		if ((__atomic_load_n(&w[2 * i], __ATOMIC_RELAXED) & ~0xffffffffull) == pid)
+			__atomic_store_n(&w[2 * i], 0, __ATOMIC_RELEASE);
+		return;
+	}
+	u64 v = pid | (type == KPRW_T_KRETPROBE		     ? KPRW_UR_KRETPROBE
+		       : (kp->flags & KPRW_KPROBE_JPROBE) ? KPRW_UR_JPROBE
+							  : KPRW_UR_KPROBE);
+	if (kp->flags & KPROBE_FLAG_DISABLED)
+		v |= KPRW_UR_DISABLED;
+	u32 at = kprw_rt.probes[i].point;
+	const u8 *slot;
+	const struct kprw_point *want = at >= kprw_rt.npoints ? kprw_usersite_free(at - kprw_rt.npoints, &slot) : NULL;
+	if (want) /* a free live point's: its site as the C handler's registration placed it */
+		v |= KPRW_UR_FREE | (u64)want->xmode << 8;
+	__atomic_store_n(&w[2 * i + 1], want ? want->site : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&w[2 * i], v, __ATOMIC_RELEASE);
+}
+
 /* ---- struct kprobes registered by name on prepared sites (rewrite --prepare) ---- */
 
 /* The placeholder kprobe at a prepared function's entry is named by its event,
@@ -305,6 +348,8 @@ static int unprepared(struct kprobe *kp, u8 type)
 		say_site(fn, kp,
 			 "neither a prepared function (--prepare) nor one the handler files name in a string "
 			 "(the rewrite describes those): -ENOENT");
+	if (r == 0)
+		publish((u32)(kp->kprw_private[0] - 1), kp, type);
 	if (r == 0 && !(kp->flags & KPROBE_FLAG_DISABLED))
 		spare_bind((u32)(kp->kprw_private[0] - 1), kp);
 	else if (r == 0)
@@ -346,6 +391,7 @@ static int spare_register(struct kprobe *kp, u8 type)
 	kp->nmissed = 0;
 	kp->flags = (kp->flags & ~(u32)KPROBE_FLAG_OPTIMIZED) | (pt->xmode == KPRW_X_OPTIMIZED ? KPROBE_FLAG_OPTIMIZED : 0);
 	kp->kprw_private[0] = i + 1;
+	publish(i, kp, type);
 	if (!(kp->flags & KPROBE_FLAG_DISABLED))
 		spare_bind(i, kp);
 	return 0;
@@ -391,6 +437,7 @@ static int do_register(void *obj, u8 type)
 	if ((kp->flags & KPROBE_FLAG_DISABLED) || (st & KPRW_SF_FORCED))
 		nst |= KPRW_SF_DISABLED;
 	atomic_store(&kprw_rt.state[i].flags, nst);
+	publish(i, kp, type);
 	rearm(pt);
 	return 0;
 }
@@ -400,6 +447,7 @@ static void do_unregister(void *obj, u8 type)
 	struct kprobe *kp = obj;
 	int i = find(obj, type);
 	if (i < 0 && kp && kp->kprw_private[0] && kprw_rt.spare_user) {
+		publish((u32)(kp->kprw_private[0] - 1), NULL, type);
 		kprw_usersite_release((u32)(kp->kprw_private[0] - 1)); /* (a free point's: given back) */
 		spare_bind((u32)(kp->kprw_private[0] - 1), NULL);
 		kp->kprw_private[0] = 0;
@@ -411,6 +459,7 @@ static void do_unregister(void *obj, u8 type)
 		return;
 	}
 	atomic_store(&kprw_rt.state[i].flags, kprw_rt.state[i].flags | KPRW_SF_UNREG);
+	publish((u32)i, NULL, type);
 	rearm(&kprw_rt.points[kprw_rt.probes[i].point]);
 }
 
@@ -419,7 +468,9 @@ static int do_enable(struct kprobe *kp, int on)
 	int i = find(kp, 0);
 	if (i < 0 && kp && kp->kprw_private[0] && kprw_rt.spare_user) { /* registered by name */
 		kp->flags = on ? kp->flags & ~(u32)KPROBE_FLAG_DISABLED : kp->flags | KPROBE_FLAG_DISABLED;
-		spare_bind((u32)(kp->kprw_private[0] - 1), on ? kp : NULL);
+		u32 pi = (u32)(kp->kprw_private[0] - 1);
+		publish(pi, kp, kprw_rt.probes[pi].type);
+		spare_bind(pi, on ? kp : NULL);
 		return 0;
 	}
 	if (i < 0 || (kprw_rt.state[i].flags & KPRW_SF_UNREG))
@@ -435,6 +486,7 @@ static int do_enable(struct kprobe *kp, int on)
 		st |= KPRW_SF_DISABLED;
 	}
 	atomic_store(&kprw_rt.state[i].flags, st);
+	publish((u32)i, kp, kprw_rt.probes[i].type);
 	rearm(&kprw_rt.points[kprw_rt.probes[i].point]);
 	return 0;
 }
@@ -557,6 +609,7 @@ void kprw_user_start(void)
 					do_unregister((void *)RT_ADDR(kprw_rt.probes[i].user), kprw_rt.probes[i].type);
 				else if (kprw_spare_user(i)) /* registered by name before it failed */
 					spare_bind(i, NULL);
+				publish(i, NULL, 0); /* (a disabled one too) */
 			}
 			kprw_usersite_release(~0u); /* (a disabled one too: every free point given back) */
 			reg_give();
@@ -644,6 +697,7 @@ static const char *what_name(u32 what)
 {
 	switch (what) {
 	case UH_PRE: return "pre_handler";
+	case UH_JPROBE: return "jprobe entry";
 	case UH_POST: return "post_handler";
 	case UH_ENTRY: return "entry_handler";
 	case UH_RET: return "handler";

@@ -34,3 +34,24 @@ kprw_ucall_asm:
 	addq $8, %rsp
 	ret
 	.size kprw_ucall_asm, .-kprw_ucall_asm
+
+/*
+ * void kprw_jprobe_enter(const struct pt_regs *regs, void *entry) - a jprobe's entry
+ * (struct jprobe.entry, the probed function's signature) called with the hit's six
+ * integer argument registers; called by kprw_ucall_asm as a C handler, so a fault in the
+ * entry is caught as in any handler. A tail jump: the entry returns to kprw_ucall_asm.
+ */
+	.globl kprw_jprobe_enter
+	.hidden kprw_jprobe_enter
+	.type kprw_jprobe_enter,@function
+	.balign 16
+kprw_jprobe_enter:
+	movq %rsi, %rax
+	movq 64(%rdi), %r9
+	movq 72(%rdi), %r8
+	movq 88(%rdi), %rcx
+	movq 96(%rdi), %rdx
+	movq 104(%rdi), %rsi
+	movq 112(%rdi), %rdi
+	jmp *%rax
+	.size kprw_jprobe_enter, .-kprw_jprobe_enter

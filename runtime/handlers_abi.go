@@ -40,7 +40,7 @@ var HandlerAPI = []string{
 // Layout of struct kprobe and struct kretprobe in kprewrite.h (abi_test.go checks it):
 // the rewriter reads static initializers of declared probes at these offsets.
 const (
-	KprobeSize          = 72
+	KprobeSize          = 80
 	KprobeOffSymbolName = 0
 	KprobeOffOffset     = 8 // u32
 	KprobeOffFlags      = 12
@@ -48,14 +48,15 @@ const (
 	KprobeOffPre        = 24
 	KprobeOffPost       = 32
 	KprobeOffFault      = 40
-	KprobeOffNMissed    = 48
+	KprobeOffBreak      = 48
+	KprobeOffNMissed    = 56
 
-	KretprobeSize         = 120
-	KretprobeOffHandler   = 72
-	KretprobeOffEntry     = 80
-	KretprobeOffMaxActive = 88 // s32
-	KretprobeOffNMissed   = 92 // s32
-	KretprobeOffDataSize  = 96 // u64
+	KretprobeSize         = 128
+	KretprobeOffHandler   = 80
+	KretprobeOffEntry     = 88
+	KretprobeOffMaxActive = 96  // s32
+	KretprobeOffNMissed   = 100 // s32
+	KretprobeOffDataSize  = 104 // u64
 
 	// struct kprobe.flags
 	KprobeFlagDisabled  = 2

@@ -31,6 +31,7 @@ func TestHandlerABI(t *testing.T) {
 		"offsetof(struct kprobe, pre_handler)":          KprobeOffPre,
 		"offsetof(struct kprobe, post_handler)":         KprobeOffPost,
 		"offsetof(struct kprobe, fault_handler)":        KprobeOffFault,
+		"offsetof(struct kprobe, break_handler)":        KprobeOffBreak,
 		"offsetof(struct kprobe, nmissed)":              KprobeOffNMissed,
 		"sizeof(struct kretprobe)":                      KretprobeSize,
 		"offsetof(struct kretprobe, handler)":           KretprobeOffHandler,

@@ -165,6 +165,7 @@ struct kretprobe_instance;
 typedef int (*kprobe_pre_handler_t)(struct kprobe *, struct pt_regs *);
 typedef void (*kprobe_post_handler_t)(struct kprobe *, struct pt_regs *, unsigned long flags);
 typedef int (*kprobe_fault_handler_t)(struct kprobe *, struct pt_regs *, int trapnr);
+typedef int (*kprobe_break_handler_t)(struct kprobe *, struct pt_regs *);
 typedef int (*kretprobe_handler_t)(struct kretprobe_instance *, struct pt_regs *);
 
 /* kprobe.flags */
@@ -185,6 +186,9 @@ struct kprobe {
 	kprobe_pre_handler_t pre_handler;
 	kprobe_post_handler_t post_handler;
 	kprobe_fault_handler_t fault_handler;
+	kprobe_break_handler_t break_handler; /* (2.6) a hit of this probe while its own handler
+	                                runs on the thread: non-zero, the hit is taken (not
+	                                counted in nmissed); its instruction runs either way */
 	unsigned long nmissed;       /* hits not run because a handler was running */
 	unsigned long kprw_private[2];
 };

@@ -475,7 +475,7 @@ int kprw_trap_int3(struct k_ucontext *uc, u32 pid, u32 tid); /* rt_trap.c (not s
 
 /* ---- probes (rt_trap.c, rt_kretprobe.c; the trace file's records: rt_trace.h) ---- */
 void kprw_sigtrap(int sig, struct k_siginfo *si, struct k_ucontext *uc);
-void kprw_miss_point(const struct kprw_point *pt);
+void kprw_miss_point(const struct kprw_point *pt, struct pt_regs *regs); /* regs: the hit's, for a break_handler */
 void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c);
 int kprw_kretprobe_init(void);
 void kprw_rethook(struct pt_regs *regs);
@@ -728,6 +728,8 @@ void kprw_user_prepare(void);  /* start-up: every KPRW_F_USER probe starts unreg
 void kprw_user_start(void);    /* start-up: register them, or run kprewrite_init */
 int kprw_user_has_init(void);  /* is there a kprewrite_init */
 int kprw_user_any(void);       /* are there KPRW_F_USER probes */
+int kprw_user_break(u32 i, struct pt_regs *regs); /* a reentrant hit taken by its break_handler */
+void kprw_jprobe_enter(const struct pt_regs *regs, void *entry); /* user.S: a jprobe's entry called */
 u32 kprw_user_current_probe(void); /* probe whose handler this thread runs, or ~0u */
 /* a fault while this thread runs a C handler: handled (1), or not a handler's (0) */
 int kprw_user_fault(int sig, struct k_siginfo *si, struct k_ucontext *uc);

@@ -67,7 +67,7 @@ static inline __attribute__((always_inline)) long exit_hit(const struct kprw_poi
 	u64 ret = *(const u64 *)sp;
 	struct kprw_tctx *c = kprw_tctx_get();
 	if (unlikely(!c || kprw_tctx_busy(c))) {
-		kprw_miss_point(pt);
+		kprw_miss_point(pt, regs);
 		return exit_resume(pt, regs);
 	}
 	c->busy++;
@@ -128,7 +128,7 @@ static __attribute__((noinline)) long optcall_general(struct pt_regs *regs, u32 
 	regs->ip = RT_ADDR(pt->site) + 1; /* as after an int3, like the kernel's optimized_callback */
 	c = kprw_tctx_get();
 	if (unlikely(!c || kprw_tctx_busy(c))) {
-		kprw_miss_point(pt);
+		kprw_miss_point(pt, regs);
 	} else {
 		c->busy++;
 		moved = kprw_run_probes(pt, regs, c, &any);

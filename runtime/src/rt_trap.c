@@ -243,10 +243,10 @@ static void execute(const struct kprw_point *pt, struct k_ucontext *uc,
 	mc->ip = slot;
 }
 
-void kprw_miss_point(const struct kprw_point *pt)
+void kprw_miss_point(const struct kprw_point *pt, struct pt_regs *regs)
 {
 	for (u32 k = 0; k < pt->nprobes; k++)
-		if (kprw_probe_enabled(pt->first_probe + k))
+		if (kprw_probe_enabled(pt->first_probe + k) && !kprw_user_break(pt->first_probe + k, regs))
 			kprw_count_miss(pt->first_probe + k);
 }
 
@@ -303,8 +303,10 @@ static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32
 	atomic_add(&kprewrite_rt_stats.traps, 1);
 	mc->ip = RT_ADDR(pt->site);
 	if (!t || !c || kprw_tctx_busy(c) || t->nstep) {
-		/* reentered: count, run nothing, just execute the instruction */
-		kprw_miss_point(pt);
+		/* reentered: count, run nothing (but a break_handler), just execute the instruction */
+		struct pt_regs r;
+		regs_from_mc(&r, mc);
+		kprw_miss_point(pt, &r);
 		execute(pt, uc, t, 0);
 		kprw_thread_put(t);
 		return;

@@ -33,7 +33,7 @@
 #define FLAGS_ARITH 0x8d5ul
 
 /* what a ucall is running, for reports */
-enum { UH_PRE = 1, UH_POST, UH_ENTRY, UH_RET, UH_INIT, UH_EXIT, UH_FAULT, UH_JPROBE };
+enum { UH_PRE = 1, UH_POST, UH_ENTRY, UH_RET, UH_INIT, UH_EXIT, UH_FAULT, UH_JPROBE, UH_BREAK };
 
 struct kprw_ucall {
 	u64 jb[8];               /* rbx rbp r12 r13 r14 r15, sp and ip after the call (user.S) */
@@ -109,9 +109,10 @@ static long ucall(u32 probe, u32 what, void *fn, long a, long b, long c, int *fa
 	u.in_fault = 0;
 	u.task.pid = 0;
 	u.owner = &kprw_rt;
-	u.regs = what == UH_PRE || what == UH_POST || what == UH_ENTRY || what == UH_RET || what == UH_FAULT
+	u.regs = what == UH_PRE || what == UH_POST || what == UH_ENTRY || what == UH_RET || what == UH_FAULT || what == UH_BREAK
 			 ? (const struct pt_regs *)b
-			 : NULL;
+		 : what == UH_JPROBE ? (const struct pt_regs *)a /* (kprw_jprobe_enter's) */
+				     : NULL;
 	if (t)
 		t->ucall = &u;
 	if (what == UH_ENTRY || what == UH_RET) /* ri->task: this call's (kprewrite_current) */
@@ -125,8 +126,6 @@ static long ucall(u32 probe, u32 what, void *fn, long a, long b, long c, int *fa
 }
 
 /* ---- the probe paths (called from rt.h, rt_trap.c, rt_kretprobe.c) ---- */
-
-void kprw_jprobe_enter(const struct pt_regs *regs, void *entry); /* user.S */
 
 int kprw_user_pre(u32 i, struct pt_regs *regs)
 {
@@ -143,6 +142,19 @@ int kprw_user_pre(u32 i, struct pt_regs *regs)
 	if (!fn)
 		return 0;
 	return (int)ucall(i, UH_PRE, (void *)fn, (long)kp, (long)regs, 0, NULL) != 0;
+}
+
+/* kprw_user_break runs probe i's break_handler for a hit of it while this thread runs
+ * its own handler (the 2.6 kernel's reentrant hit): 1 when the handler took the hit (it
+ * returned non-zero: no miss) */
+int kprw_user_break(u32 i, struct pt_regs *regs)
+{
+	if (!(kprw_rt.has & KPRW_HAS_USER) || kprw_rt.probes[i].type != KPRW_T_KPROBE ||
+	    !((kprw_rt.probes[i].flags & KPRW_F_USER) || kprw_spare_user(i)) || kprw_user_current_probe() != i)
+		return 0;
+	struct kprobe *kp = ukp(i);
+	kprobe_break_handler_t fn = READ_ONCE(kp->break_handler);
+	return fn && ucall(i, UH_BREAK, (void *)fn, (long)kp, (long)regs, 0, NULL) != 0;
 }
 
 int kprw_user_has_post(u32 i)
@@ -698,6 +710,7 @@ static const char *what_name(u32 what)
 	switch (what) {
 	case UH_PRE: return "pre_handler";
 	case UH_JPROBE: return "jprobe entry";
+	case UH_BREAK: return "break_handler";
 	case UH_POST: return "post_handler";
 	case UH_ENTRY: return "entry_handler";
 	case UH_RET: return "handler";

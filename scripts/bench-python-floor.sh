@@ -14,6 +14,11 @@
 #
 # usage: [BASE=kprewrite] scripts/bench-python-floor.sh [ROUNDS]   (default 3)
 set -euo pipefail
+# every measured program on one CPU (BENCH_CPU, default 0: this VM's second vCPU runs
+# ~25% slower, and where the scheduler put a run moved its figure); the recorder is not
+# pinned
+pin=""
+if command -v taskset >/dev/null; then pin="taskset -c ${BENCH_CPU:-0}"; fi
 rounds=${1:-3}
 py=/usr/bin/python3.11
 command -v /usr/bin/time >/dev/null || { echo "bench-python-floor.sh: needs /usr/bin/time" >&2; exit 1; }
@@ -46,14 +51,14 @@ median() { sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 declare -A per last
 floors=""
 for r in $(seq "$rounds"); do
-	base=$(./b 10000000)
-	fl=$(./b 10000000 tsc)
+	base=$($pin ./b 10000000)
+	fl=$($pin ./b 10000000 tsc)
 	floors+="$(echo "$fl $base" | awk '{print $1 - $3}')"$'\n'
-	o=$(cpu ./orig work.py)
+	o=$(cpu $pin ./orig work.py)
 	for v in "${variants[@]}"; do
 		rm -f r.trace
 		# the summary (records kept, lost) on stderr, the program's CPU from time
-		out=$(./kp record -o r.trace -- /usr/bin/time -f 'cpu %U %S' "./$v" work.py 2>&1 >/dev/null)
+		out=$(./kp record -o r.trace -- /usr/bin/time -f 'cpu %U %S' $pin "./$v" work.py 2>&1 >/dev/null)
 		c=$(echo "$out" | awk '/^cpu / {print $2 + $3}')
 		kept=$(echo "$out" | sed -n 's/^kprewrite record: \([0-9]*\) records.*/\1/p')
 		lost=$(echo "$out" | sed -n 's/.*, \([0-9]*\) lost.*/\1/p')

@@ -191,6 +191,14 @@ func Build(units []Unit, opt Options) *Graph {
 		}
 		return -1
 	}
+	funcStart := func(ui, sec int, off uint64) int { // the function that starts at off, -1: none
+		s := bySec[[2]int{ui, sec}]
+		i := sort.Search(len(s), func(i int) bool { return s[i].end > off })
+		if i < len(s) && s[i].off == off {
+			return s[i].id
+		}
+		return -1
+	}
 	takenSet := map[int]bool{}
 	for ui, u := range units {
 		refs := u.Object.Refs()
@@ -273,6 +281,14 @@ func Build(units []Unit, opt Options) *Graph {
 				case x86dec.KindCallFar, x86dec.KindJmpFar:
 					if g.ptrEdge {
 						n.edges = append(n.edges, edge{to: -2, byPtr: true}) // every address-taken function
+					}
+				default:
+					// lea fn(%rip) of a function of the same section: the assembler left no
+					// relocation, yet its address is taken (kp.pre_handler = fn in an init)
+					if _, ok := at[place{ui, f.Section, f.Offset + uint64(pos+in.DispOff)}]; in.RIPRel && !ok {
+						if id := funcStart(ui, f.Section, in.RIPTarget); id >= 0 {
+							takenSet[id] = true
+						}
 					}
 				}
 				pos += in.Len

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "60a5e4c61c351ae119381743ec99cd01fbe1d207058d31813d50d39ce5c2c2fb"
+const ObjectSHA256 = "504209cfbb1c971cedb382f957cd704ace1614e4f7450493fadcda80a741e44c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -600,3 +600,46 @@ func gatedSum() string {
 	}
 	return strconv.FormatInt(s, 10)
 }
+
+// TestDisarmAllWholeLoop: `disable FILE all` on an image with live points disarms its
+// other jump points too; one whose DCR is a whole loop longer than the 16 original bytes
+// a point keeps (sfn, 21 bytes, armed at rewrite time: the file holds its jmp and int3s
+// over the whole DCR) must stay a gated jmp, not have 16 bytes put back before int3s
+// (the program's loop would trap on them). The program runs its phases with every
+// probe disarmed and again armed, its result the original's.
+func TestDisarmAllWholeLoop(t *testing.T) {
+	prog := testprog.Build(t, liveGatedSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "loop.kp")
+	tr := bin + ".trace"
+	rewriteWith(t, prog, bin, []string{"p:t/s sfn a=%di:s64"}, "--prepare", "gfn")
+	if _, b := siteOf(t, bin, "sfn"); b != 0xe9 {
+		t.Fatalf("sfn's site holds %#x in the rewrite, want its jmp", b)
+	}
+	orig := testprog.Run(t, testprog.Cmd{Path: prog, Stdin: "xxxx"})
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	p.step(t, 0)
+	kpOK(t, "disable", tr, "all")
+	time.Sleep(100 * time.Millisecond) // (the live-probe thread disarms asynchronously)
+	p.next(t, 1)
+	kpOK(t, "enable", tr, "all")
+	p.next(t, 2)
+	p.next(t, 3)
+	p.stdin.Write([]byte{'x'})
+	p.stdin.Close()
+	if !p.lines.Scan() || !strings.HasSuffix(orig.Stdout, "\n"+p.lines.Text()+"\n") {
+		t.Errorf("the program's result: %q, the original's %q (stderr %q)", p.lines.Text(), orig.Stdout, p.stderr.String())
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("the program: %v, stderr %q", err, p.stderr.String())
+	}
+	n := 0
+	for _, l := range readTrace(t, tr, bin) {
+		if l.Event == "s" {
+			n++
+		}
+	}
+	if n != 75 { // phases 2 and 3 (50 + 25 calls); none while disarmed
+		t.Errorf("%d records of t/s, want 75 (phases 2 and 3)", n)
+	}
+}

@@ -31,25 +31,28 @@ static long j_fourth(long a) { seen += a; calls++; jprobe_return(); return 0; }
 DEFINE_JPROBE(jp, "fourth", j_fourth);
 static int never(struct kprobe *p, struct pt_regs *regs) { return 0; }
 DEFINE_KPROBE(unused, "fourth", .pre_handler = never);          /* declared, never registered */
+DEFINE_KPROBE(later, "fourth", .pre_handler = never, .flags = KPROBE_FLAG_DISABLED); /* enabled in init */
 static int pre(struct kprobe *p, struct pt_regs *regs) { return 0; }
 static int ret(struct kretprobe_instance *ri, struct pt_regs *regs) { return 0; }
 int kprewrite_init(void) {
 	kp.pre_handler = off.pre_handler = free3.pre_handler = pre;
 	rp.handler = ret;
 	int r = register_kprobe(&kp) | register_kretprobe(&rp) | register_kprobe(&off) | register_kprobe(&free3) | register_jprobe(&jp);
+	r |= register_kprobe(&later) | enable_kprobe(&later);
 	printk("registered %d\n", r);
 	return r;
 }
 void kprewrite_exit(void) {
-	unregister_kprobe(&kp); unregister_kretprobe(&rp); unregister_kprobe(&off); unregister_kprobe(&free3); unregister_jprobe(&jp);
+	unregister_kprobe(&kp); unregister_kretprobe(&rp); unregister_kprobe(&off); unregister_kprobe(&free3); unregister_jprobe(&jp); unregister_kprobe(&later);
 	printk("jprobe: %ld calls, arguments summed %ld\n", calls, seen);
 }
 `
 
 // TestListUserRegistrations: while the program runs, `list TARGET` shows its C
 // handlers' registered probes (a kprobe and a kretprobe by name at a prepared site,
-// one registered disabled, one at an unprepared site, a jprobe as j) and not a
-// declared probe that was never registered; `disable FILE all` marks them all
+// one registered disabled, one at an unprepared site, a jprobe as j, a declared one
+// registered disabled and enabled since) and not a declared probe that was never
+// registered; `disable FILE all` marks them all
 // [DISABLED]; once the program has unregistered them at its exit, or was killed,
 // none is shown. The jprobe's entry saw every call's argument.
 func TestListUserRegistrations(t *testing.T) {
@@ -73,6 +76,7 @@ func TestListUserRegistrations(t *testing.T) {
 		`  r  do_work\+0x0  ul\.kp \[OPTIMIZED\]$`,
 		`  k  other\+0x0  ul\.kp \[OPTIMIZED\]\[DISABLED\]$`,
 		`  k  third\+0x0  ul\.kp \[BOOSTED\]$`,
+		`  k  fourth\+0x0  ul\.kp \[OPTIMIZED\]$`, // declared registered disabled, enabled since
 		`  j  fourth\+0x0  ul\.kp \[OPTIMIZED\]$`,
 	}
 	checkList := func(when string, want []string) {

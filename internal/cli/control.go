@@ -42,7 +42,7 @@ func runTraceOnOff(on bool) func(args []string, stdout, stderr io.Writer) error 
 // an event's enable file in soft mode, for every program writing into the trace file.
 func runEnableDisable(on bool) func(args []string, stdout, stderr io.Writer) error {
 	name := map[bool]string{true: "enable", false: "disable"}[on]
-	return func(args []string, stdout, _ io.Writer) error {
+	return func(args []string, stdout, stderr io.Writer) error {
 		fs := helpFlagSet(name, name+" TARGET EVENT...|all", stdout)
 		pos, err := parseFlags(fs, args)
 		if err != nil {
@@ -81,7 +81,12 @@ func runEnableDisable(on bool) func(args []string, stdout, stderr io.Writer) err
 			evs = append(evs, e...)
 		}
 		f.Hold() // the programs' live-probe threads woken once, after every switch
-		defer f.Release()
+		defer func() {
+			f.Release()
+			// returns once the running programs have armed or disarmed their sites, as
+			// a write of kprobes/enabled or an event's enable file does
+			waitApplied(f, pos[0], stderr)
+		}()
 		if all {
 			was := f.SetArmed(on)
 			fmt.Fprintf(stdout, "%s: every probe %s (was %s)\n", pos[0], map[bool]string{true: "armed", false: "disarmed"}[on], map[bool]string{true: "armed", false: "disarmed"}[was])

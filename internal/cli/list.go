@@ -129,8 +129,9 @@ func imageLines(f *tracectl.File, k int, d *tracefile.Desc, probes []tracefile.D
 				dp.Symbol, dp.Offset = name, off
 			}
 			out = append(out, siteLine{dp.Site, userLine(d, dp, r, disabled, verbose)})
-		case ok: // declared, or registered by name at a prepared site
-			out = append(out, siteLine{dp.Site, userLine(d, dp, r, disabled, verbose)})
+		case ok: // declared, or registered by name at a prepared site: the word says
+			// whether it is disabled (a declared one's event says how it started)
+			out = append(out, siteLine{dp.Site, userLine(d, dp, r, !f.Armed(), verbose)})
 		case e.Spare || (user && e.Group == handlers.EventGroup):
 			// a prepared site's placeholder (the events added show after), a declared C
 			// handler probe not registered now

@@ -787,7 +787,9 @@ func (g *gen) markReopt(live bool, hooked map[int]bool) {
 	g.reopt = map[int]bool{}
 	for pi := range g.plan.Points {
 		pt := &g.plan.Points[pi]
-		if live && !pt.Withheld && !hooked[pi] && pt.Optimized() && g.liveKindOK(pt) {
+		// (a DCR longer than the 16 original bytes a point keeps is not: its jmp and
+		// int3s fill the whole DCR in the file, and disarming restores 16)
+		if live && !pt.Withheld && !hooked[pi] && pt.Optimized() && pt.DCRLen <= 16 && g.liveKindOK(pt) {
 			g.reopt[pi] = true
 		}
 	}

@@ -306,6 +306,7 @@ static void hit(const struct kprw_point *pt, struct k_ucontext *uc, u32 pid, u32
 		/* reentered: count, run nothing (but a break_handler), just execute the instruction */
 		struct pt_regs r;
 		regs_from_mc(&r, mc);
+		r.ip = mc->ip + 1; /* (as every handler sees it: after the int3) */
 		kprw_miss_point(pt, &r);
 		execute(pt, uc, t, 0);
 		kprw_thread_put(t);

@@ -31,6 +31,7 @@
 
 #define X86_DF 0x400ul
 #define FLAGS_ARITH 0x8d5ul
+#define SYS_sigaltstack 131
 
 /* what a ucall is running, for reports */
 enum { UH_PRE = 1, UH_POST, UH_ENTRY, UH_RET, UH_INIT, UH_EXIT, UH_FAULT, UH_JPROBE, UH_BREAK };
@@ -144,13 +145,26 @@ int kprw_user_pre(u32 i, struct pt_regs *regs)
 	return (int)ucall(i, UH_PRE, (void *)fn, (long)kp, (long)regs, 0, NULL) != 0;
 }
 
+/* on_altstack says whether this thread runs on its signal stack (or cannot tell): a
+ * second handler there could pass its end, which was measured for one */
+static int on_altstack(void)
+{
+	struct {
+		void *sp;
+		int flags;
+		unsigned long size;
+	} ss;
+	return sys2(SYS_sigaltstack, 0, (long)&ss) != 0 || (ss.flags & 1 /* SS_ONSTACK */);
+}
+
 /* kprw_user_break runs probe i's break_handler for a hit of it while this thread runs
  * its own handler (the 2.6 kernel's reentrant hit): 1 when the handler took the hit (it
  * returned non-zero: no miss) */
 int kprw_user_break(u32 i, struct pt_regs *regs)
 {
 	if (!(kprw_rt.has & KPRW_HAS_USER) || kprw_rt.probes[i].type != KPRW_T_KPROBE ||
-	    !((kprw_rt.probes[i].flags & KPRW_F_USER) || kprw_spare_user(i)) || kprw_user_current_probe() != i)
+	    !((kprw_rt.probes[i].flags & KPRW_F_USER) || kprw_spare_user(i)) || kprw_user_current_probe() != i ||
+	    on_altstack())
 		return 0;
 	struct kprobe *kp = ukp(i);
 	kprobe_break_handler_t fn = READ_ONCE(kp->break_handler);
@@ -269,16 +283,19 @@ static void publish(u32 i, const struct kprobe *kp, u8 type)
 	if (!w || i >= kprw_rt.nprobes)
 		return;
 	u64 pid = (u64)kprw_pid() << 32;
-	if (!kp) {
-		if ((__atomic_load_n(&w[2 * i], __ATOMIC_RELAXED) & ~0xffffffffull) == pid)
-			__atomic_store_n(&w[2 * i], 0, __ATOMIC_RELEASE);
+	if (!kp) { /* (only this process's word: another's may have replaced it) */
+		u64 was = __atomic_load_n(&w[2 * i], __ATOMIC_RELAXED);
+		while ((was & ~0xffffffffull) == pid &&
+		       !__atomic_compare_exchange_n(&w[2 * i], &was, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			;
 		return;
 	}
 	u64 v = pid | (type == KPRW_T_KRETPROBE		     ? KPRW_UR_KRETPROBE
 		       : (kp->flags & KPRW_KPROBE_JPROBE) ? KPRW_UR_JPROBE
 							  : KPRW_UR_KPROBE);
-	if (kp->flags & KPROBE_FLAG_DISABLED)
-		v |= KPRW_UR_DISABLED;
+	if ((kp->flags & KPROBE_FLAG_DISABLED) ||
+	    ((kprw_rt.probes[i].flags & KPRW_F_USER) && (kprw_rt.state[i].flags & KPRW_SF_DISABLED)))
+		v |= KPRW_UR_DISABLED; /* (a declared one KPREWRITE_DISABLE names too) */
 	u32 at = kprw_rt.probes[i].point;
 	const u8 *slot;
 	const struct kprw_point *want = at >= kprw_rt.npoints ? kprw_usersite_free(at - kprw_rt.npoints, &slot) : NULL;

@@ -5,12 +5,14 @@ package tests
 // 5): by name at a prepared site, at an unprepared one, declared, a jprobe (j).
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
@@ -129,4 +131,58 @@ func TestListUserRegistrations(t *testing.T) {
 	q.cmd.Process.Signal(syscall.SIGKILL)
 	q.cmd.Wait()
 	checkList("killed", nil)
+}
+
+const userExecSrc = `#include <stdio.h>
+#include <unistd.h>
+__attribute__((noinline)) long do_work(long a, long b) { return a * 3 + b; }
+int main(void) {
+	char c;
+	printf("ready %ld\n", do_work(1, 2));
+	fflush(stdout);
+	if (read(0, &c, 1) != 1)
+		return 2;
+	execl("/bin/sleep", "sleep", "30", (char *)0);
+	return 3;
+}
+`
+
+// TestListUserRegistrationsExec: a program whose C handler registered a probe, then
+// exec'd another program (same pid, no kprewrite_exit): `list TARGET` no longer shows
+// the registration (the pid no longer maps the trace file).
+func TestListUserRegistrationsExec(t *testing.T) {
+	if _, err := os.Stat("/bin/sleep"); err != nil {
+		t.Skip("no /bin/sleep")
+	}
+	dir := t.TempDir()
+	prog := testprog.Build(t, userExecSrc, "c", "-O2")
+	h := filepath.Join(dir, "h.c")
+	src := "#include <kprewrite.h>\nstatic struct kprobe kp = {.symbol_name = \"do_work\"};\n" +
+		"static int pre(struct kprobe *p, struct pt_regs *regs) { return 0; }\n" +
+		"int kprewrite_init(void) { kp.pre_handler = pre; return register_kprobe(&kp); }\n" +
+		"void kprewrite_exit(void) { unregister_kprobe(&kp); }\n"
+	if err := os.WriteFile(h, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "ex.kp")
+	tr := bin + ".trace"
+	kpOK(t, "rewrite", "--prepare", "do_work", "--handlers", h, "-o", bin, prog)
+	p := startPhased(t, bin)
+	defer p.cmd.Process.Kill()
+	p.say(t, "ready 5")
+	if out := kpOK(t, "list", tr); !regexp.MustCompile(`(?m)^[0-9a-f]{16}  k  do_work\+0x0  ex\.kp \[OPTIMIZED\]$`).MatchString(out) {
+		t.Fatalf("list %s before the exec: %q, want do_work's kprobe", tr, out)
+	}
+	p.stdin.Write([]byte{'x'})
+	exe := ""
+	for try := 0; try < 500 && exe != "/usr/bin/sleep" && exe != "/bin/sleep"; try++ {
+		time.Sleep(2 * time.Millisecond)
+		exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", p.cmd.Process.Pid))
+	}
+	if exe != "/usr/bin/sleep" && exe != "/bin/sleep" {
+		t.Fatalf("the program did not exec sleep (exe %q)", exe)
+	}
+	if out := strings.TrimSpace(kpOK(t, "list", tr)); out != "" {
+		t.Errorf("list %s after the exec: %q, want nothing", tr, out)
+	}
 }

@@ -1,9 +1,12 @@
 package tracectl
 
 import (
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -45,8 +48,9 @@ func (f *File) userBytes(k int) uint64 {
 // image with C handlers, of a runtime that does).
 func (f *File) HasUserRegs(k int) bool { return f.userBytes(k) != 0 }
 
-// UserRegs are image k's probes registered by C handlers now, of processes still
-// alive (a process killed before it unregistered leaves its words behind).
+// UserRegs are image k's probes registered by C handlers now, of processes that still
+// write into the file (one killed before it unregistered, or that exec'd another
+// program, leaves its words behind).
 func (f *File) UserRegs(k int) []UserReg {
 	n := f.userBytes(k)
 	if n == 0 {
@@ -55,9 +59,17 @@ func (f *File) UserRegs(k int) []UserReg {
 	im := f.images[k]
 	at := im.ctlOff + uint64(im.ctlSize) - n
 	var out []UserReg
+	writes := map[int]bool{}
 	for i := uint64(0); i < n/16; i++ {
 		w := atomic.LoadUint64((*uint64)(unsafe.Pointer(&f.data[at+16*i])))
-		if w&kprt.URType == 0 || !alive(int(w>>32)) {
+		if w&kprt.URType == 0 {
+			continue
+		}
+		pid := int(w >> 32)
+		if _, ok := writes[pid]; !ok {
+			writes[pid] = f.mappedBy(pid)
+		}
+		if !writes[pid] {
 			continue
 		}
 		r := UserReg{Probe: int(i), Type: string("kkrj"[w&kprt.URType]), Disabled: w&kprt.URDisabled != 0, PID: int(w >> 32)}
@@ -70,11 +82,25 @@ func (f *File) UserRegs(k int) []UserReg {
 	return out
 }
 
-// alive says whether process pid exists.
-func alive(pid int) bool {
-	if pid <= 0 {
+// mappedBy says whether process pid maps the trace file (its runtime does while it
+// runs; not after an exec of another program, nor a process that reused the pid).
+func (f *File) mappedBy(pid int) bool {
+	st, err := os.Stat(f.Path)
+	if pid <= 0 || err != nil {
 		return false
 	}
-	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-	return err == nil
+	sys := st.Sys().(*syscall.Stat_t)
+	ino, d := sys.Ino, uint64(sys.Dev)
+	dev := fmt.Sprintf("%02x:%02x", (d>>8)&0xfff|(d>>32)&^0xfff, d&0xff|(d>>12)&^0xff)
+	maps, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(maps), "\n") {
+		// ADDR PERMS OFFSET DEV INODE PATH
+		if fs := strings.Fields(l); len(fs) >= 5 && fs[3] == dev && fs[4] == strconv.FormatUint(ino, 10) {
+			return true
+		}
+	}
+	return false
 }

@@ -517,7 +517,14 @@ type phased struct {
 // startPhased starts bin; the caller defers p.cmd.Process.Kill().
 func startPhased(t *testing.T, bin string) *phased {
 	t.Helper()
-	p := &phased{cmd: exec.Command(bin)}
+	return startCmd(t, exec.Command(bin))
+}
+
+// startCmd starts cmd under the tests' control (its stdin, stdout lines and stderr);
+// the caller defers p.cmd.Process.Kill().
+func startCmd(t *testing.T, cmd *exec.Cmd) *phased {
+	t.Helper()
+	p := &phased{cmd: cmd}
 	p.stdin, _ = p.cmd.StdinPipe()
 	out, _ := p.cmd.StdoutPipe()
 	p.cmd.Stderr = &p.stderr

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"bytes"
 	"debug/elf"
 	"fmt"
@@ -49,20 +48,13 @@ func TestLivePythonPrepared(t *testing.T) {
 
 	cmd := exec.Command(kpd, "-c", livePyLoop)
 	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE="+tr)
-	stdin, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := startCmd(t, cmd)
 	defer cmd.Process.Kill()
-	lines := bufio.NewScanner(out)
 	round := func(what string) {
 		t.Helper()
-		stdin.Write([]byte("go\n"))
-		if !lines.Scan() || lines.Text() != want[0] {
-			t.Fatalf("%s: python said %q, want %q (stderr %q)", what, lines.Text(), want[0], stderr.String())
+		p.stdin.Write([]byte("go\n"))
+		if !p.lines.Scan() || p.lines.Text() != want[0] {
+			t.Fatalf("%s: python said %q, want %q (stderr %q)", what, p.lines.Text(), want[0], p.stderr.String())
 		}
 	}
 	round("before any event")
@@ -120,9 +112,9 @@ func TestLivePythonPrepared(t *testing.T) {
 	if n := recordCount(t, tr); n != onRecs {
 		t.Errorf("%d records written after every event was switched off", n-onRecs)
 	}
-	stdin.Close()
+	p.stdin.Close()
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("python: %v, stderr %q", err, stderr.String())
+		t.Fatalf("python: %v, stderr %q", err, p.stderr.String())
 	}
 }
 

@@ -32,6 +32,8 @@ type File struct {
 	held, pending bool
 	// binaries may be the images' rewritten binaries (AddBinary: livefree.go)
 	binaries []string
+	// mapsID is the file as /proc/PID/maps names it, "DEV INODE" (mappedBy)
+	mapsID string
 }
 
 type image struct {
@@ -103,7 +105,7 @@ func open(p string, write bool) (*File, error) {
 			return nil, fmt.Errorf("%s: changed while it was opened", p)
 		}
 	}
-	return &File{Path: p, data: data, images: imgs}, nil
+	return &File{Path: p, data: data, images: imgs, mapsID: mapsID(st)}, nil
 }
 
 // Descs are the descriptions of the file's images, in the header's order (nil for an

@@ -72,7 +72,7 @@ func (f *File) UserRegs(k int) []UserReg {
 		if !writes[pid] {
 			continue
 		}
-		r := UserReg{Probe: int(i), Type: string("kkrj"[w&kprt.URType]), Disabled: w&kprt.URDisabled != 0, PID: int(w >> 32)}
+		r := UserReg{Probe: int(i), Type: string("kkrj"[w&kprt.URType]), Disabled: w&kprt.URDisabled != 0, PID: pid}
 		if w&kprt.URFree != 0 {
 			r.Free, r.XMode = true, kprt.XMode(uint8(w>>8))
 			r.Site = atomic.LoadUint64((*uint64)(unsafe.Pointer(&f.data[at+16*i+8])))
@@ -85,22 +85,25 @@ func (f *File) UserRegs(k int) []UserReg {
 // mappedBy says whether process pid maps the trace file (its runtime does while it
 // runs; not after an exec of another program, nor a process that reused the pid).
 func (f *File) mappedBy(pid int) bool {
-	st, err := os.Stat(f.Path)
-	if pid <= 0 || err != nil {
-		return false
-	}
-	sys := st.Sys().(*syscall.Stat_t)
-	ino, d := sys.Ino, uint64(sys.Dev)
-	dev := fmt.Sprintf("%02x:%02x", (d>>8)&0xfff|(d>>32)&^0xfff, d&0xff|(d>>12)&^0xff)
 	maps, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
-	if err != nil {
+	if pid <= 0 || err != nil {
 		return false
 	}
 	for _, l := range strings.Split(string(maps), "\n") {
 		// ADDR PERMS OFFSET DEV INODE PATH
-		if fs := strings.Fields(l); len(fs) >= 5 && fs[3] == dev && fs[4] == strconv.FormatUint(ino, 10) {
+		if fs := strings.Fields(l); len(fs) >= 5 && fs[3]+" "+fs[4] == f.mapsID {
 			return true
 		}
 	}
 	return false
+}
+
+// mapsID is the file st as /proc/PID/maps names it: "MAJOR:MINOR INODE", hex and decimal.
+func mapsID(st os.FileInfo) string {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	d := uint64(sys.Dev)
+	return fmt.Sprintf("%02x:%02x %d", (d>>8)&0xfff|(d>>32)&^0xfff, d&0xff|(d>>12)&^0xff, sys.Ino)
 }

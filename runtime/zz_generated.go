@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "504209cfbb1c971cedb382f957cd704ace1614e4f7450493fadcda80a741e44c"
+const ObjectSHA256 = "7ef2a89f489be7325dd4cf828253cee5ae249f3419421622ecee41d2ca697098"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -107,5 +107,105 @@ static inline __attribute__((always_inline)) int kprw_trace_exit_hot(const struc
 			       ret_ip);
 }
 
+/* hot_fast_tctx is the calling thread's context when the fast path may use it as it is:
+ * found at its hash's own slot, no handler of ours running on the thread, its tid still
+ * the TCB's; NULL sends the hit to the full path, which finds, renews or claims it */
+static inline __attribute__((always_inline)) struct kprw_tctx *hot_fast_tctx(void)
+{
+	u64 k;
+	if (likely(kprw_rt.keymode == KPRW_KEY_FS0))
+		__asm__ volatile("movq %%fs:0, %0" : "=r"(k));
+	else if (kprw_rt.keymode == KPRW_KEY_FSBASE)
+		__asm__ volatile("rdfsbase %0" : "=r"(k));
+	else
+		return NULL;
+	struct kprw_tctx *c = &kprw_tctx_tab[(u32)((k * 0x9E3779B97F4A7C15ull) >> 54) & (KPRW_NTCTX - 1)];
+	u32 live = __atomic_load_n(&kprw_tid_live, __ATOMIC_ACQUIRE);
+	if (unlikely(k == 0 || (k & KPRW_KEY_TID) || __atomic_load_n(&c->key, __ATOMIC_RELAXED) != k || c->busy ||
+		     !live || !kprw_tctx_tcb_holds(c, live)))
+		return NULL;
+	return c;
+}
+
+/* hot_fast writes the record of a KPRW_HOT_EVENT line's hit (exit 0) or a KPRW_HOT_EXIT
+ * line's at a ret (exit 1) when nothing is unusual, with a fraction of the full path's
+ * instructions (issue 49: on this machine a record's cost above its clock grows with
+ * the instructions it runs, since the clock's read lets nothing overlap it): the event
+ * switched on, no control changed, no filter or trigger, tracing on, a thread context
+ * found at once and not busy, the clock extrapolated from the TSC, a CPU number without
+ * a call, room in the thread's block, fetches that are 8-byte registers. Returns 0: the
+ * record is written and is the hit; 1: nothing done that matters (at most a place taken
+ * past its block's end, which is never written: reserve's rule), the full path decides. */
+static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot *h, struct pt_regs *regs, int exit)
+{
+	u32 pi = h->pi, nops = h->nops;
+	if (unlikely(h->deleg || (h->dlen && !(nops & KPRW_HOT_REGS8)) || nops == KPRW_HOT_PLAN ||
+		     kprw_rt.disable_all || (kprw_rt.state[pi].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG)) ||
+		     !kprw_rt.rec_hits || kprw_rt.rec_ext || !kprw_rt.clk_tsc || !kprw_rt.ctl_gen))
+		return 1;
+	if (unlikely(__atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen ||
+		     __atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) ||
+		     (kprw_rt.ev_ctl && __atomic_load_n(&kprw_rt.ev_ctl[h->e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED)))
+		return 1;
+	u64 sp = regs->sp, word = 0;
+	int ret = exit || h->spev;
+	if (exit) {
+		word = *(const u64 *)sp; /* the return address */
+		if (unlikely(word == (u64)(uptr)kprewrite_rt_rettramp))
+			return 1;
+	} else if (h->spev) {
+		word = entry_sp_word(regs);
+	}
+	u32 cpu;
+	if (kprw_rt.has_rdpid) {
+		unsigned long p;
+		__asm__ volatile("rdpid %0" : "=r"(p));
+		cpu = (u32)p;
+	} else {
+		u64 off = __atomic_load_n(&kprewrite_rt_rseq_off, __ATOMIC_RELAXED);
+		if (unlikely(off == 0))
+			return 1;
+		__asm__ volatile("movl %%fs:4(%1), %0" : "=r"(cpu) : "r"(off));
+		if (unlikely((int)cpu < 0))
+			return 1;
+	}
+	struct kprw_tctx *c = hot_fast_tctx();
+	u64 now;
+	if (unlikely(!c || !kprw_tsc_ns(&now)))
+		return 1;
+	u64 rel = now - kprw_rt.ts_base;
+	if (unlikely(now - c->comm_ns > KPRW_COMM_REFRESH_NS || rel - 1 >= TS_MAX - 2))
+		return 1;
+	u32 dlen = h->dlen, size = rec_size(dlen, ret, 0);
+	u64 rw = size;
+	__asm__ volatile("xaddq %0, %1" : "+r"(rw), "+m"(kprw_tblk(c)->rec));
+	u64 at = rw & REC_NEXT_MASK;
+	if (unlikely(at + size > rec_end(rw)))
+		return 1; /* (this place is never written: reserve's rule) */
+	struct kprw_crec *rec = (struct kprw_crec *)(kprw_rt.trace_data + at);
+	rec->rlen = (u16)(dlen | (ret ? KPRW_CREC_RET : 0) | KPRW_CREC_HIT);
+	rec->cpu = (u16)(cpu & 0xfff);
+	rec->probe = pi;
+	rec->ts_hi = (u16)(rel >> 32);
+	rec->ts_lo = (u32)rel;
+	u8 *d = (u8 *)(rec + 1);
+	if (ret) {
+		__builtin_memcpy(d, &word, 8);
+		d += 8;
+	}
+	if (exit) {
+		regs->ip = word; /* what a return event's fetches see: after the ret */
+		regs->sp = sp + 8;
+	} else {
+		regs->ip = RT_ADDR(h->site);
+	}
+	const u64 *r = (const u64 *)regs;
+	for (u32 i = 0; i < (nops & KPRW_HOT_NOPS); i++)
+		__builtin_memcpy(d + h->op[i].dest, &r[h->op[i].reg], 8);
+	regs->sp = sp;
+	commit(rec, dlen, KPRW_CREC_COMMITTED);
+	return 0;
+}
+
 #pragma GCC visibility pop
 #endif

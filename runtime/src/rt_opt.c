@@ -187,10 +187,10 @@ static inline __attribute__((always_inline)) long hot_call_hit(const struct kprw
 	return 0;
 }
 
-/* kprewrite_rt_optcall serves a point from its kprw_hot line alone when it has one
+/* optcall_hot serves a point from its kprw_hot line alone when it has one
  * (kprw_hot_init gives them to jump-optimized points only; a kprw_rt.fastev point always
  * has one), with no further call on a record's path; the rest is optcall_general's */
-__attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx)
+static __attribute__((noinline)) long optcall_hot(struct pt_regs *regs, u32 idx)
 {
 	if (unlikely(idx >= kprw_rt.npoints))
 		kprw_fatal("detour with a bad probepoint index:", idx);
@@ -203,4 +203,19 @@ __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *
 	if (kind == KPRW_HOT_CALL && likely(!(regs->flags & FLAGS_DF)))
 		return hot_call_hit(h, regs, idx);
 	return optcall_general(regs, idx);
+}
+
+/* kprewrite_rt_optcall serves a KPRW_HOT_EVENT or KPRW_HOT_EXIT hit in the steady state
+ * with hot_fast (rt_hot.h) and no other call; everything else, and what hot_fast
+ * declines, is optcall_hot's */
+__attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx)
+{
+	const struct kprw_hot *h = kprw_rt.hot;
+	if (likely(h != NULL && idx < kprw_rt.npoints && !(regs->flags & FLAGS_DF))) {
+		h += idx;
+		u8 kind = __atomic_load_n(&h->kind, __ATOMIC_RELAXED);
+		if ((kind == KPRW_HOT_EVENT || kind == KPRW_HOT_EXIT) && likely(!hot_fast(h, regs, kind == KPRW_HOT_EXIT)))
+			return 0;
+	}
+	return optcall_hot(regs, idx);
 }

@@ -8,7 +8,8 @@
  *         record, whose 128 KiB chunks a second thread makes present ahead of the
  *         writer with MADV_POPULATE_WRITE, 6 chunks ahead (the runtime's rt_ahead.c;
  *         the writer readies a chunk itself when it gets there first).
- * Prints the calling thread's CPU ns and the wall ns per call.
+ * Prints the calling thread's CPU ns and the wall ns per call. With BENCH_CPU=N the
+ * calling thread runs on CPU N (the readier, like the runtime's thread, anywhere).
  *
  *   gcc -O2 -o direct scripts/bench/direct.c -lpthread
  *   ./direct 20000000 none; ./direct 20000000 ring; ./direct 20000000 file /var/tmp/f
@@ -16,6 +17,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,18 @@ static void *readier(void *p)
 			usleep(50);
 	}
 }
+/* pin_self puts the calling thread (only: threads made before keep their CPUs) on
+ * BENCH_CPU when it is set */
+static void pin_self(void)
+{
+	const char *c = getenv("BENCH_CPU");
+	if (c) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(atoi(c), &set);
+		sched_setaffinity(0, sizeof set, &set);
+	}
+}
 int main(int argc, char **argv)
 {
 	long n = atol(argv[1]), s = 0;
@@ -54,6 +68,7 @@ int main(int argc, char **argv)
 	unsigned long mask;
 	pthread_t th;
 	if (!strcmp(mode, "none")) {
+		pin_self();
 		double c0 = now(CLOCK_THREAD_CPUTIME_ID), t0 = now(CLOCK_MONOTONIC);
 		for (long i = 0; i < n; i++)
 			s += work(1, i);
@@ -79,6 +94,7 @@ int main(int argc, char **argv)
 		want = 2 * CHUNK;
 		pthread_create(&th, 0, readier, 0);
 	}
+	pin_self(); /* (after the readier's creation: it runs where it can, as the runtime's) */
 	double c0 = now(CLOCK_THREAD_CPUTIME_ID), t0 = now(CLOCK_MONOTONIC);
 	for (long i = 0; i < n; i++) {
 		s += work(1, i);

@@ -138,22 +138,30 @@ func TestStackUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// calls[f][g]: f calls g (g's frames below f's); tails[f][g]: f ends in a jmp to g,
+	// its own frame popped first (a sibling call: g's frames in place of f's)
 	calls := map[string]map[string]bool{}
+	tails := map[string]map[string]bool{}
 	fn := regexp.MustCompile(`^[0-9a-f]+ <([^>]+)>:$`)
 	rel := regexp.MustCompile(`R_X86_64_PLT32\s+([A-Za-z_][A-Za-z0-9_.]*)`)
 	// a call or tail jump to a hidden function of the same section has no relocation
 	// (only the runtime's own names: a static name may be another file's too)
-	direct := regexp.MustCompile(`\s(?:call|jmp)\s+[0-9a-f]+ <(kprw_[A-Za-z0-9_]*)>$`)
+	direct := regexp.MustCompile(`\s(call|jmp)\s+[0-9a-f]+ <(kprw_[A-Za-z0-9_]*)>$`)
 	cur := ""
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		if m := fn.FindStringSubmatch(sc.Text()); m != nil {
 			cur = strings.Split(m[1], ".")[0]
 			calls[cur] = map[string]bool{}
+			tails[cur] = map[string]bool{}
 		} else if m := rel.FindStringSubmatch(sc.Text()); m != nil && cur != "" {
 			calls[cur][strings.Split(m[1], ".")[0]] = true
-		} else if m := direct.FindStringSubmatch(sc.Text()); m != nil && cur != "" && m[1] != cur {
-			calls[cur][m[1]] = true
+		} else if m := direct.FindStringSubmatch(sc.Text()); m != nil && cur != "" && m[2] != cur {
+			if m[1] == "jmp" {
+				tails[cur][m[2]] = true
+			} else {
+				calls[cur][m[2]] = true
+			}
 		}
 	}
 	var depth func(f string, seen map[string]bool) int
@@ -164,11 +172,14 @@ func TestStackUsage(t *testing.T) {
 		}
 		seen[f] = true
 		defer delete(seen, f)
-		deepest := 0
+		deepest, sibling := 0, 0
 		for c := range calls[f] {
 			deepest = max(deepest, depth(c, seen))
 		}
-		return frame[f] + deepest
+		for c := range tails[f] {
+			sibling = max(sibling, depth(c, seen))
+		}
+		return max(frame[f]+deepest, sibling)
 	}
 	sig := depth("kprw_sigtrap", map[string]bool{})
 	// a detour: 128 bytes of red zone, pt_regs, alignment, the call's return address

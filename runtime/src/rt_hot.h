@@ -127,25 +127,52 @@ static inline __attribute__((always_inline)) struct kprw_tctx *hot_fast_tctx(voi
 	return c;
 }
 
+/* hot_fast_open says whether a record of line h's event may be written on the fast
+ * path: the event switched on, no control changed since this process applied them, no
+ * filter or trigger, tracing on, the fetches 8-byte registers, records that count their
+ * hits and name their event by probe, the TSC clock */
+static inline __attribute__((always_inline)) int hot_fast_open(const struct kprw_hot *h)
+{
+	u32 nops = h->nops;
+	if (unlikely(h->deleg || (h->dlen && !(nops & KPRW_HOT_REGS8)) || nops == KPRW_HOT_PLAN ||
+		     kprw_rt.disable_all || (kprw_rt.state[h->pi].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG)) ||
+		     !kprw_rt.rec_hits || kprw_rt.rec_ext || !kprw_rt.clk_tsc || !kprw_rt.ctl_gen))
+		return 0;
+	return likely(__atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) == kprw_rt.ctl_seen &&
+		      !__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) &&
+		      !(kprw_rt.ev_ctl && __atomic_load_n(&kprw_rt.ev_ctl[h->e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED));
+}
+
+/* hot_fast_cpu reads the CPU number as kprw_cpu_fast does without its call: 0 when only
+ * the call would know */
+static inline __attribute__((always_inline)) int hot_fast_cpu(u32 *cpu)
+{
+	if (kprw_rt.has_rdpid) {
+		unsigned long p;
+		__asm__ volatile("rdpid %0" : "=r"(p));
+		*cpu = (u32)p & 0xfff;
+		return 1;
+	}
+	u64 off = __atomic_load_n(&kprewrite_rt_rseq_off, __ATOMIC_RELAXED);
+	if (unlikely(off == 0))
+		return 0;
+	u32 v;
+	__asm__ volatile("movl %%fs:4(%1), %0" : "=r"(v) : "r"(off));
+	*cpu = v & 0xfff;
+	return likely((int)v >= 0);
+}
+
 /* hot_fast writes the record of a KPRW_HOT_EVENT line's hit (exit 0) or a KPRW_HOT_EXIT
- * line's at a ret (exit 1) when nothing is unusual, with a fraction of the full path's
- * instructions (issue 49: on this machine a record's cost above its clock grows with
- * the instructions it runs, since the clock's read lets nothing overlap it): the event
- * switched on, no control changed, no filter or trigger, tracing on, a thread context
- * found at once and not busy, the clock extrapolated from the TSC, a CPU number without
- * a call, room in the thread's block, fetches that are 8-byte registers. Returns 0: the
- * record is written and is the hit; 1: nothing done that matters (at most a place taken
- * past its block's end, which is never written: reserve's rule), the full path decides. */
+ * line's at a ret (exit 1) when nothing is unusual, in about half the full path's
+ * instructions (issue 49: here the work around the clock's read adds nearly its whole
+ * latency to a record; docs/benchmarks.md): hot_fast_open, a thread context found at
+ * once and not busy, the TSC's extrapolation valid, a CPU number without a call, room in
+ * the thread's block. Returns 0: the record is written and is the hit; 1: nothing done
+ * that matters (at most a place taken past its block's end, which is never written:
+ * reserve's rule), the full path decides. */
 static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot *h, struct pt_regs *regs, int exit)
 {
-	u32 pi = h->pi, nops = h->nops;
-	if (unlikely(h->deleg || (h->dlen && !(nops & KPRW_HOT_REGS8)) || nops == KPRW_HOT_PLAN ||
-		     kprw_rt.disable_all || (kprw_rt.state[pi].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG)) ||
-		     !kprw_rt.rec_hits || kprw_rt.rec_ext || !kprw_rt.clk_tsc || !kprw_rt.ctl_gen))
-		return 1;
-	if (unlikely(__atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen ||
-		     __atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) ||
-		     (kprw_rt.ev_ctl && __atomic_load_n(&kprw_rt.ev_ctl[h->e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED)))
+	if (!hot_fast_open(h))
 		return 1;
 	u64 sp = regs->sp, word = 0;
 	int ret = exit || h->spev;
@@ -157,21 +184,9 @@ static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot 
 		word = entry_sp_word(regs);
 	}
 	u32 cpu;
-	if (kprw_rt.has_rdpid) {
-		unsigned long p;
-		__asm__ volatile("rdpid %0" : "=r"(p));
-		cpu = (u32)p;
-	} else {
-		u64 off = __atomic_load_n(&kprewrite_rt_rseq_off, __ATOMIC_RELAXED);
-		if (unlikely(off == 0))
-			return 1;
-		__asm__ volatile("movl %%fs:4(%1), %0" : "=r"(cpu) : "r"(off));
-		if (unlikely((int)cpu < 0))
-			return 1;
-	}
-	struct kprw_tctx *c = hot_fast_tctx();
+	struct kprw_tctx *c;
 	u64 now;
-	if (unlikely(!c || !kprw_tsc_ns(&now)))
+	if (unlikely(!hot_fast_cpu(&cpu) || !(c = hot_fast_tctx()) || !kprw_tsc_ns(&now)))
 		return 1;
 	u64 rel = now - kprw_rt.ts_base;
 	if (unlikely(now - c->comm_ns > KPRW_COMM_REFRESH_NS || rel - 1 >= TS_MAX - 2))
@@ -184,8 +199,8 @@ static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot 
 		return 1; /* (this place is never written: reserve's rule) */
 	struct kprw_crec *rec = (struct kprw_crec *)(kprw_rt.trace_data + at);
 	rec->rlen = (u16)(dlen | (ret ? KPRW_CREC_RET : 0) | KPRW_CREC_HIT);
-	rec->cpu = (u16)(cpu & 0xfff);
-	rec->probe = pi;
+	rec->cpu = (u16)cpu;
+	rec->probe = h->pi;
 	rec->ts_hi = (u16)(rel >> 32);
 	rec->ts_lo = (u32)rel;
 	u8 *d = (u8 *)(rec + 1);
@@ -200,7 +215,7 @@ static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot 
 		regs->ip = RT_ADDR(h->site);
 	}
 	const u64 *r = (const u64 *)regs;
-	for (u32 i = 0; i < (nops & KPRW_HOT_NOPS); i++)
+	for (u32 i = 0; i < (h->nops & KPRW_HOT_NOPS); i++)
 		__builtin_memcpy(d + h->op[i].dest, &r[h->op[i].reg], 8);
 	regs->sp = sp;
 	commit(rec, dlen, KPRW_CREC_COMMITTED);

@@ -112,9 +112,9 @@ static long exit_resume(const struct kprw_point *pt, struct pt_regs *regs)
 	return slow_exit(regs);
 }
 
-/* optcall_general is kprewrite_rt_optcall for a point without a kprw_hot line to serve
+/* kprw_optcall_general is kprewrite_rt_optcall for a point without a kprw_hot line to serve
  * it: the probes as the int3 path runs them, or the return events of an exit */
-static __attribute__((noinline)) long optcall_general(struct pt_regs *regs, u32 idx)
+static __attribute__((noinline)) long kprw_optcall_general(struct pt_regs *regs, u32 idx)
 {
 	if (unlikely(kprw_rt.points[idx].xmode != KPRW_X_OPTIMIZED))
 		kprw_fatal("detour with a bad probepoint index:", idx);
@@ -167,15 +167,15 @@ static inline __attribute__((always_inline)) long hot_event_hit(const struct kpr
 /* hot_call_hit is the hit of a KPRW_HOT_CALL point, as kprw_run_probes runs its two
  * probes: the entry's record written inline, then the return address hooked for the
  * return event. What is rare (controls changed, live lists, the thread in a handler of
- * ours) takes optcall_general. */
+ * ours) takes kprw_optcall_general. */
 static inline __attribute__((always_inline)) long hot_call_hit(const struct kprw_hot *h, struct pt_regs *regs, u32 idx)
 {
 	if (unlikely((kprw_rt.ctl_gen && __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen) ||
 		     kprw_rt.live_lists))
-		return optcall_general(regs, idx);
+		return kprw_optcall_general(regs, idx);
 	struct kprw_tctx *c = kprw_tctx_get();
 	if (unlikely(!c || kprw_tctx_busy(c)))
-		return optcall_general(regs, idx); /* (counts the point's miss) */
+		return kprw_optcall_general(regs, idx); /* (counts the point's miss) */
 	c->busy++;
 	regs->ip = RT_ADDR(h->site); /* what the event's fetches see, as on the other paths */
 	if (likely(kprw_probe_enabled(h->pi)) && !kprw_trace_event_hot(h, regs, c))
@@ -187,10 +187,10 @@ static inline __attribute__((always_inline)) long hot_call_hit(const struct kprw
 	return 0;
 }
 
-/* optcall_hot serves a point from its kprw_hot line alone when it has one
+/* kprw_optcall_hot serves a point from its kprw_hot line alone when it has one
  * (kprw_hot_init gives them to jump-optimized points only; a kprw_rt.fastev point always
- * has one), with no further call on a record's path; the rest is optcall_general's */
-static __attribute__((noinline)) long optcall_hot(struct pt_regs *regs, u32 idx)
+ * has one), with no further call on a record's path; the rest is kprw_optcall_general's */
+static __attribute__((noinline)) long kprw_optcall_hot(struct pt_regs *regs, u32 idx)
 {
 	if (unlikely(idx >= kprw_rt.npoints))
 		kprw_fatal("detour with a bad probepoint index:", idx);
@@ -202,12 +202,12 @@ static __attribute__((noinline)) long optcall_hot(struct pt_regs *regs, u32 idx)
 		return exit_hit(&kprw_rt.points[idx], h, regs);
 	if (kind == KPRW_HOT_CALL && likely(!(regs->flags & FLAGS_DF)))
 		return hot_call_hit(h, regs, idx);
-	return optcall_general(regs, idx);
+	return kprw_optcall_general(regs, idx);
 }
 
 /* kprewrite_rt_optcall serves a KPRW_HOT_EVENT or KPRW_HOT_EXIT hit in the steady state
  * with hot_fast (rt_hot.h) and no other call; everything else, and what hot_fast
- * declines, is optcall_hot's */
+ * declines, is kprw_optcall_hot's */
 __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx)
 {
 	const struct kprw_hot *h = kprw_rt.hot;
@@ -217,5 +217,5 @@ __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *
 		if ((kind == KPRW_HOT_EVENT || kind == KPRW_HOT_EXIT) && likely(!hot_fast(h, regs, kind == KPRW_HOT_EXIT)))
 			return 0;
 	}
-	return optcall_hot(regs, idx);
+	return kprw_optcall_hot(regs, idx);
 }

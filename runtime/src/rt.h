@@ -554,13 +554,19 @@ static inline u64 kprw_tkey(void)
 	return 0;
 }
 
+/* kprw_tctx_hash is the slot of kprw_tctx_tab where key k's window starts */
+static inline u32 kprw_tctx_hash(u64 k)
+{
+	return (u32)((k * 0x9E3779B97F4A7C15ull) >> 54); /* 10 bits: KPRW_NTCTX */
+}
+
 /* kprw_tctx_get is the calling thread's context, NULL only if the table is full of live
  * threads. */
 static inline __attribute__((always_inline)) struct kprw_tctx *kprw_tctx_get(void)
 {
 	u64 k = kprw_tkey();
 	if (likely(k != 0 && !(k & KPRW_KEY_TID))) {
-		u32 h = (u32)((k * 0x9E3779B97F4A7C15ull) >> 54); /* 10 bits: KPRW_NTCTX */
+		u32 h = kprw_tctx_hash(k);
 		for (u32 i = 0; i < KPRW_TCTX_WINDOW; i++) {
 			struct kprw_tctx *c = &kprw_tctx_tab[(h + i) & (KPRW_NTCTX - 1)];
 			if (likely(__atomic_load_n(&c->key, __ATOMIC_RELAXED) == k))

@@ -40,6 +40,16 @@ static inline __attribute__((always_inline)) int closed(u32 e)
  * the caller counts the hit, or 1 for a live event's, which counts none */
 #define closed_result(c) ((c) - 1)
 
+/* copy_regs8 copies a kprw_hot line's fetches that are all 8-byte registers
+ * (KPRW_HOT_REGS8) into a record's data d */
+static inline __attribute__((always_inline)) void copy_regs8(u8 *d, u32 nops, const struct kprw_fplan_op *ops,
+							      const struct pt_regs *regs)
+{
+	const u64 *r = (const u64 *)regs;
+	for (u32 i = 0; i < (nops & KPRW_HOT_NOPS); i++)
+		__builtin_memcpy(d + ops[i].dest, &r[ops[i].reg], 8);
+}
+
 /* emit_record writes a record of type at site (link-time) whose data (dlen bytes) is
  * fetched already, or NULL to fetch with the plan into the record; with ret, the word
  * (a return's return address, an entry's stack pointer) */
@@ -59,9 +69,7 @@ static inline __attribute__((always_inline)) int emit_record_ops(u32 pi, u32 evi
 	if (data) {
 		kprw_memcpy(d, data, dlen);
 	} else if (nops & KPRW_HOT_REGS8) { /* (a kprw_hot line's) */
-		const u64 *r = (const u64 *)regs;
-		for (u32 i = 0; i < (nops & KPRW_HOT_NOPS); i++)
-			__builtin_memcpy(d + ops[i].dest, &r[ops[i].reg], 8);
+		copy_regs8(d, nops, ops, regs);
 	} else if (dlen) {
 		kprw_fetch_ops_into(nops, ops, regs, d, kprw_fast_ok(c));
 	}
@@ -112,14 +120,8 @@ static inline __attribute__((always_inline)) int kprw_trace_exit_hot(const struc
  * the TCB's; NULL sends the hit to the full path, which finds, renews or claims it */
 static inline __attribute__((always_inline)) struct kprw_tctx *hot_fast_tctx(void)
 {
-	u64 k;
-	if (likely(kprw_rt.keymode == KPRW_KEY_FS0))
-		__asm__ volatile("movq %%fs:0, %0" : "=r"(k));
-	else if (kprw_rt.keymode == KPRW_KEY_FSBASE)
-		__asm__ volatile("rdfsbase %0" : "=r"(k));
-	else
-		return NULL;
-	struct kprw_tctx *c = &kprw_tctx_tab[(u32)((k * 0x9E3779B97F4A7C15ull) >> 54) & (KPRW_NTCTX - 1)];
+	u64 k = kprw_tkey();
+	struct kprw_tctx *c = &kprw_tctx_tab[kprw_tctx_hash(k) & (KPRW_NTCTX - 1)];
 	u32 live = __atomic_load_n(&kprw_tid_live, __ATOMIC_ACQUIRE);
 	if (unlikely(k == 0 || (k & KPRW_KEY_TID) || __atomic_load_n(&c->key, __ATOMIC_RELAXED) != k || c->busy ||
 		     !live || !kprw_tctx_tcb_holds(c, live)))
@@ -143,31 +145,12 @@ static inline __attribute__((always_inline)) int hot_fast_open(const struct kprw
 		      !(kprw_rt.ev_ctl && __atomic_load_n(&kprw_rt.ev_ctl[h->e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED));
 }
 
-/* hot_fast_cpu reads the CPU number as kprw_cpu_fast does without its call: 0 when only
- * the call would know */
-static inline __attribute__((always_inline)) int hot_fast_cpu(u32 *cpu)
-{
-	if (kprw_rt.has_rdpid) {
-		unsigned long p;
-		__asm__ volatile("rdpid %0" : "=r"(p));
-		*cpu = (u32)p & 0xfff;
-		return 1;
-	}
-	u64 off = __atomic_load_n(&kprewrite_rt_rseq_off, __ATOMIC_RELAXED);
-	if (unlikely(off == 0))
-		return 0;
-	u32 v;
-	__asm__ volatile("movl %%fs:4(%1), %0" : "=r"(v) : "r"(off));
-	*cpu = v & 0xfff;
-	return likely((int)v >= 0);
-}
-
 /* hot_fast writes the record of a KPRW_HOT_EVENT line's hit (exit 0) or a KPRW_HOT_EXIT
  * line's at a ret (exit 1) when nothing is unusual, in about half the full path's
  * instructions (issue 49: here the work around the clock's read adds nearly its whole
  * latency to a record; docs/benchmarks.md): hot_fast_open, a thread context found at
- * once and not busy, the TSC's extrapolation valid, a CPU number without a call, room in
- * the thread's block. Returns 0: the record is written and is the hit; 1: nothing done
+ * once and not busy, the TSC's extrapolation valid, a time that needs no ext part, room
+ * in the thread's block (fill writes the fixed part as every record's). Returns 0: the record is written and is the hit; 1: nothing done
  * that matters (at most a place taken past its block's end, which is never written:
  * reserve's rule), the full path decides. */
 static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot *h, struct pt_regs *regs, int exit)
@@ -183,13 +166,9 @@ static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot 
 	} else if (h->spev) {
 		word = entry_sp_word(regs);
 	}
-	u32 cpu;
-	struct kprw_tctx *c;
-	u64 now;
-	if (unlikely(!hot_fast_cpu(&cpu) || !(c = hot_fast_tctx()) || !kprw_tsc_ns(&now)))
-		return 1;
-	u64 rel = now - kprw_rt.ts_base;
-	if (unlikely(now - c->comm_ns > KPRW_COMM_REFRESH_NS || rel - 1 >= TS_MAX - 2))
+	struct kprw_tctx *c = hot_fast_tctx();
+	struct who w;
+	if (unlikely(!c || !kprw_tsc_ns(&w.now) || w.now - c->comm_ns > KPRW_COMM_REFRESH_NS || need_ext(w.now)))
 		return 1;
 	u32 dlen = h->dlen, size = rec_size(dlen, ret, 0);
 	u64 rw = size;
@@ -198,25 +177,14 @@ static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot 
 	if (unlikely(at + size > rec_end(rw)))
 		return 1; /* (this place is never written: reserve's rule) */
 	struct kprw_crec *rec = (struct kprw_crec *)(kprw_rt.trace_data + at);
-	rec->rlen = (u16)(dlen | (ret ? KPRW_CREC_RET : 0) | KPRW_CREC_HIT);
-	rec->cpu = (u16)cpu;
-	rec->probe = h->pi;
-	rec->ts_hi = (u16)(rel >> 32);
-	rec->ts_lo = (u32)rel;
-	u8 *d = (u8 *)(rec + 1);
-	if (ret) {
-		__builtin_memcpy(d, &word, 8);
-		d += 8;
-	}
+	u8 *d = fill(rec, dlen, h->pi, ret, 0, 0, 0, 0, word, &w);
 	if (exit) {
 		regs->ip = word; /* what a return event's fetches see: after the ret */
 		regs->sp = sp + 8;
 	} else {
 		regs->ip = RT_ADDR(h->site);
 	}
-	const u64 *r = (const u64 *)regs;
-	for (u32 i = 0; i < (h->nops & KPRW_HOT_NOPS); i++)
-		__builtin_memcpy(d + h->op[i].dest, &r[h->op[i].reg], 8);
+	copy_regs8(d, h->nops, h->op, regs);
 	regs->sp = sp;
 	commit(rec, dlen, KPRW_CREC_COMMITTED);
 	return 0;

@@ -180,11 +180,6 @@ static u64 key_slow(void)
 	return kprw_tkey();
 }
 
-static inline u32 thash(u64 k)
-{
-	return (u32)((k * 0x9E3779B97F4A7C15ull) >> 54); /* 10 bits: KPRW_NTCTX */
-}
-
 /* tid_sample learns (first call) or narrows (later calls) the TCB offsets holding the
  * tid, from thread pointer k of the thread whose tid is tid. Slow path only. */
 static void tid_sample(u64 k, u32 tid)
@@ -251,7 +246,7 @@ static void renew(struct kprw_tctx *c, u32 tid)
 
 static struct kprw_tctx *claim_ctx(u64 k, u32 tid, u32 pid)
 {
-	u32 h = thash(k);
+	u32 h = kprw_tctx_hash(k);
 	/* pass 0: a free slot in the window; 1: a dead thread's slot in the window;
 	 * 2 and 3: the same anywhere (that thread then always takes the slow path) */
 	for (u32 pass = 0; pass < 4; pass++) {
@@ -289,7 +284,7 @@ struct kprw_tctx *kprw_tctx_slow(u64 k)
 	int ptr = k != 0 && !(k & KEY_TID);
 	if (!ptr)
 		k = KEY_TID | tid;
-	u32 h = thash(k), span = atomic_load(&far_claims) ? KPRW_NTCTX : TCTX_WINDOW;
+	u32 h = kprw_tctx_hash(k), span = atomic_load(&far_claims) ? KPRW_NTCTX : TCTX_WINDOW;
 	for (u32 i = 0; i < span; i++) {
 		struct kprw_tctx *c = &kprw_tsh->c[(h + i) & (KPRW_NTCTX - 1)];
 		if (atomic_load(&c->key) == k) {

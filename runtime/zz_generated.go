@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "083b37578fea73491f9a721d4a240d0979bfc7ac2ebf7070069c3bc3a3c0947c"
+const ObjectSHA256 = "d4e6bceef400252318e8ad28559a3d0f4ba1ebcfe9fbffd80a09790fda930c2e"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

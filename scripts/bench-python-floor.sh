@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # python3.11 with every function traced as calls, per record, against the floor of a
 # record (issue 49): bench-python-record.sh's JSON workload, the rewritten python under
-# `kprewrite record`, its own CPU time (user + system, /usr/bin/time inside the record:
-# not the recorder's, not the time other work on a shared machine held its CPU) above
-# the original's, over the records it wrote (kept + lost: each paid for its path); the
-# floor is bench-floor.sh's tsc floor (rdtsc and a 32-byte store into a reused 32 MiB
-# ring, above the unprobed loop), measured in the same rounds. Variants take turns:
+# `kprewrite record`, its own CPU time (user + system, to the microsecond: scripts/bench/
+# cputime.c inside the record; not the recorder's, not the time other work on a shared
+# machine held its CPU) above the original's, over the records it wrote (kept + lost:
+# each paid for its path); the floor is bench-floor.sh's tsc floor (rdtsc and a 32-byte
+# store into a reused 32 MiB ring, above the unprobed loop), measured in the same rounds.
+# Variants take turns:
 #   calls         rewrite --calls '*' (return events at the rets where exact, else hooked)
 #   hook          rewrite --calls-hook --calls '*' (every return address hooked: what
 #                 --calls did before 2026-11-29)
@@ -21,7 +22,6 @@ pin=""
 if command -v taskset >/dev/null; then pin="taskset -c ${BENCH_CPU:-0}"; fi
 rounds=${1:-3}
 py=/usr/bin/python3.11
-command -v /usr/bin/time >/dev/null || { echo "bench-python-floor.sh: needs /usr/bin/time" >&2; exit 1; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-pyfloor.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -29,6 +29,7 @@ cd "$work"
 (cd "$root" && go build -o "$work/kp" ./cmd/kprewrite)
 sed -n "/^cat > b.c <<'EOF'/,/^EOF/p" "$root/scripts/bench-floor.sh" | sed '1d;$d' >b.c
 gcc -O2 -o b b.c
+gcc -O2 -o cputime "$root/scripts/bench/cputime.c"
 cat >work.py <<'EOF'
 import json
 d = {"k%d" % i: [i, i * 2.5, str(i), {"x": [1, 2, 3], "y": None}] for i in range(200)}
@@ -46,7 +47,7 @@ if [ -n "${BASE:-}" ]; then
 	variants+=(base-calls base-exits)
 fi
 
-cpu() { /usr/bin/time -f '%U %S' "$@" 2>&1 >/dev/null | tail -1 | awk '{print $1 + $2}'; }
+cpu() { ./cputime "$@" 2>&1 >/dev/null | awk '/^cpu / {print $2 + $3}'; }
 median() { sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 declare -A per last
 floors=""
@@ -58,7 +59,7 @@ for r in $(seq "$rounds"); do
 	for v in "${variants[@]}"; do
 		rm -f r.trace
 		# the summary (records kept, lost) on stderr, the program's CPU from time
-		out=$(./kp record -o r.trace -- /usr/bin/time -f 'cpu %U %S' $pin "./$v" work.py 2>&1 >/dev/null)
+		out=$(./kp record -o r.trace -- ./cputime $pin "./$v" work.py 2>&1 >/dev/null)
 		c=$(echo "$out" | awk '/^cpu / {print $2 + $3}')
 		kept=$(echo "$out" | sed -n 's/^kprewrite record: \([0-9]*\) records.*/\1/p')
 		lost=$(echo "$out" | sed -n 's/.*, \([0-9]*\) lost.*/\1/p')

@@ -208,6 +208,7 @@ struct kprw_rt {
 	u32 library;       /* started from a shared library's DT_INIT (kprewrite_rt_lib_init) */
 	u32 keymode;       /* KPRW_KEY_*: how rt_thread.c finds the thread pointer */
 	u32 has_rdpid;     /* CPUID: rdpid reads the CPU number in ~1 ns */
+	u32 has_prefetchw; /* CPUID: prefetchw (rt_ring.h's rec_at) */
 	u32 valgrind;      /* kprw_valgrind's answer + 1, 0 before it is asked */
 	u32 tsc_ok;        /* CPUID: invariant TSC, timestamps extrapolate from it */
 	u32 clock_mode;    /* KPRW_CLOCK_*: the record clock (the trace file's; rt_clock.c) */

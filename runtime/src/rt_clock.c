@@ -60,7 +60,12 @@ void kprw_clock_init(void)
 {
 	u32 a, b, c, d;
 	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000000u), "c"(0));
-	if (a >= 0x80000007u) {
+	u32 ext = a;
+	if (ext >= 0x80000001u) {
+		__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000001u), "c"(0));
+		kprw_rt.has_prefetchw = (c >> 8) & 1;
+	}
+	if (ext >= 0x80000007u) {
 		__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000007u), "c"(0));
 		kprw_rt.tsc_ok = (d >> 8) & 1;
 	}

@@ -176,7 +176,7 @@ static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot 
 	u64 at = rw & REC_NEXT_MASK;
 	if (unlikely(at + size > rec_end(rw)))
 		return 1; /* (this place is never written: reserve's rule) */
-	struct kprw_crec *rec = (struct kprw_crec *)(kprw_rt.trace_data + at);
+	struct kprw_crec *rec = rec_at(at);
 	u8 *d = fill(rec, dlen, h->pi, ret, 0, 0, 0, 0, word, &w);
 	if (exit) {
 		regs->ip = word; /* what a return event's fetches see: after the ret */

@@ -61,6 +61,26 @@ struct kprw_crec *kprw_new_block(u32 size, struct kprw_tctx *c, const struct who
  * end and leave it unwritten, and a second handler then wrote past the hole, where
  * readers, which stop at a record of zeros, never looked: TestTraceSignalStorm lost a
  * few handlers' records under load.) rt.h: rec_word, rec_end. */
+/* rec_at is the record at offset off of the record area, and asks for the line
+ * REC_AHEAD bytes further (a later record of the same writer, 32 records of 32 bytes)
+ * to be made exclusive to this CPU (prefetchw). A record's stores go to a line no
+ * cache of this CPU holds (a ring block last written by the recorder's zeroing, or a
+ * new page), and the ~60 stores of a detour's hit (its pt_regs, the record) fill the
+ * store buffer behind the first one that waits for the line: under `kprewrite record`
+ * a hot event's record took 28.6 ns with the line waited for, 24.3 with it asked for
+ * ahead (issue 49, docs/benchmarks.md); prefetcht0, which fetches the line shared,
+ * saves nothing. A prefetch never faults, past the area's end or on a page not yet
+ * present either. has_prefetchw: CPUID's PRFCHW (every x86-64 CPU of AMD and Intel's
+ * since Broadwell; on older ones the instruction may be undefined). */
+#define REC_AHEAD 1024
+static inline __attribute__((always_inline)) struct kprw_crec *rec_at(u64 off)
+{
+	const u8 *p = kprw_rt.trace_data + off;
+	if (likely(kprw_rt.has_prefetchw))
+		__asm__ volatile("prefetchw %0" : : "m"(p[REC_AHEAD]));
+	return (struct kprw_crec *)p;
+}
+
 /* reserve returns room for a record of size bytes (a multiple of 8) in the calling
  * thread's block, or NULL (counted as lost). No atomic operation: the place is taken with
  * one xadd without lock, which a signal handler of the same thread cannot split, and
@@ -75,7 +95,7 @@ static inline struct kprw_crec *reserve(u32 size, struct kprw_tctx *c, const str
 		__asm__ volatile("xaddq %0, %1" : "+r"(word), "+m"(b->rec));
 		u64 off = word & REC_NEXT_MASK;
 		if (likely(off + size <= rec_end(word)))
-			return (struct kprw_crec *)(kprw_rt.trace_data + off);
+			return rec_at(off);
 	}
 	return kprw_new_block(size, c, w);
 }

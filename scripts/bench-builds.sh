@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A hot event's record cost for several kprewrite builds taking turns (issue 49): each
+# round runs the unprobed loop (scripts/bench/direct.c, `work(1, i)` HITS times), then
+# each build's rewrite of it with `p:b/w work a=%di b=%si`, under `record` or directly
+# (its own trace file, not pre-populated); the loop's thread pins itself to BENCH_CPU
+# (default 0). Prints each build's CPU ns a hit above the round's unprobed loop: the
+# median and every round. For runtime experiments: build variants of the runtime
+# (`go generate ./runtime && go build -o /tmp/kp-X ./cmd/kprewrite`) and compare them
+# here; scripts/bench-pair.sh is the two-build form with both modes.
+#
+# usage: scripts/bench-builds.sh ROUNDS HITS record|direct KPREWRITE...
+set -euo pipefail
+[ $# -ge 4 ] || { echo "usage: $0 ROUNDS HITS record|direct KPREWRITE..." >&2; exit 2; }
+rounds=$1 hits=$2 mode=$3
+shift 3
+export BENCH_CPU=${BENCH_CPU:-0}
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/bench-builds.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+gcc -O2 -o "$work/d" "$root/scripts/bench/direct.c" -lpthread
+i=0
+for k in "$@"; do
+	"$k" rewrite -o "$work/d.$i" -e 'p:b/w work a=%di b=%si' "$work/d" >/dev/null
+	i=$((i + 1))
+done
+cd "$work"
+size=$((hits * 33 / 1048576 + 64))M
+declare -A runs
+for r in $(seq "$rounds"); do
+	base=$(./d "$hits" none | cut -d' ' -f1)
+	i=0
+	for k in "$@"; do
+		if [ "$mode" = record ]; then
+			v=$("$k" record -q -o r.trace -- "./d.$i" "$hits" none | cut -d' ' -f1)
+			rm -f r.trace
+		else
+			v=$(KPREWRITE_QUIET=1 KPREWRITE_TRACE=t.trace KPREWRITE_TRACE_SIZE=$size "./d.$i" "$hits" none | cut -d' ' -f1)
+			rm -f t.trace
+		fi
+		runs[$i]+="$(echo "$v $base" | awk '{printf "%.2f", $1 - $2}') "
+		i=$((i + 1))
+	done
+done
+echo "CPU ns a hit above the unprobed loop, $mode, $rounds rounds of $hits hits, $(date '+%F %H:%M'), load $(cut -d' ' -f1 /proc/loadavg)"
+i=0
+for k in "$@"; do
+	m=$(echo "${runs[$i]}" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}')
+	echo "$k: $m  [${runs[$i]% }]"
+	i=$((i + 1))
+done

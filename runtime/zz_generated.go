@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "d4e6bceef400252318e8ad28559a3d0f4ba1ebcfe9fbffd80a09790fda930c2e"
+const ObjectSHA256 = "b63ea7b7ffbc533a33ddd60abe4d8857321639cc998a0220778827b43cfd1167"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -281,7 +281,10 @@ func TestProbesThreads(t *testing.T) {
 }
 
 // TestProbesRecursion: a recursion deeper than maxactive misses exactly the instances
-// it has no room for; rb and r alike.
+// it has no room for; rb and r alike. A maxactive above the default (r20, as --calls'
+// r64) has room for the whole recursion: its instances past the default's 10 live in
+// the pools' second part (src/rt_kretprobe.c), and each frame's return event sees its
+// own value.
 func TestProbesRecursion(t *testing.T) {
 	prog := testprog.Build(t, probedSource(t), "c", "-O2")
 	for _, mode := range []string{"boost", "no-boost"} {
@@ -292,23 +295,33 @@ func TestProbesRecursion(t *testing.T) {
 			if mode == "no-boost" {
 				flags = []string{"--no-boost"}
 			}
-			rewriteWith(t, prog, out, []string{"r3:kpw/deep fact ret=$retval:s64", "r:kpw/all fact n=$arg1:s32", "p:kpw/entry fact n=%di:s32"}, flags...)
+			rewriteWith(t, prog, out, []string{"r3:kpw/deep fact ret=$retval:s64", "r:kpw/all fact n=$arg1:s32", "p:kpw/entry fact n=%di:s32",
+				"r20:kpw/wide fact ret=$retval:s64"}, flags...)
 			tr := filepath.Join(dir, "run.trace")
 			testprog.Same(t, prog, out, testprog.Cmd{Args: []string{"recurse", "12"}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
 			p := profile(t, tr, out)
 			// fact(12): 12 frames; maxactive 3 -> 3 hits, 9 missed; the default
 			// (at least 10) misses 2 at most
-			if p["deep"] != [2]uint64{3, 9} || p["entry"] != [2]uint64{12, 0} || p["all"][0]+p["all"][1] != 12 {
+			if p["deep"] != [2]uint64{3, 9} || p["entry"] != [2]uint64{12, 0} || p["all"][0]+p["all"][1] != 12 ||
+				p["wide"] != [2]uint64{12, 0} {
 				t.Fatalf("profile %v", p)
 			}
-			var deep []string
+			var deep, wide, want []string
 			for _, l := range readTrace(t, tr, out) {
-				if l.Event == "deep" {
+				switch l.Event {
+				case "deep":
 					deep = append(deep, l.Args)
+				case "wide":
+					wide = append(wide, l.Args)
 				}
 			}
 			// the three outermost frames got the instances: fact(10), (11), (12)
 			sameLines(t, deep, []string{" ret=3628800", " ret=39916800", " ret=479001600"})
+			for n, f := 1, int64(1); n <= 12; n++ {
+				f *= int64(n)
+				want = append(want, fmt.Sprintf(" ret=%d", f))
+			}
+			sameLines(t, wide, want) // innermost first: fact(1) .. fact(12)
 		})
 	}
 }

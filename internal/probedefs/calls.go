@@ -16,8 +16,18 @@ const CallsGroup = "calls"
 // return probe: FUNC__return).
 const CallsReturnSuffix = "__return"
 
+// CallsMaxActive is the maxactive of a --calls return event (r64:): the frames of one
+// function it follows at once where it hooks the return address. The kernel's default
+// (max(10, 2*CPUs)) lost 633 of python3.11's 1,371 _PyEval_EvalFrameDefault returns on
+// a JSON workload (a recursion deeper than 10), and each deeper call searched its pool
+// for stale instances by system call; 64 is the uprobe tracer's bound on a task's
+// hooked returns (MAX_URETPROBE_DEPTH). The instances past the default cost nothing
+// until a recursion reaches them (the runtime lays them out after every probe's first
+// ones).
+const CallsMaxActive = 64
+
 // CallProbes returns an entry event and a return event (p:calls/NAME ADDR and
-// r:calls/NAME__return ADDR), optional probes (refused ones are left out, not an
+// r64:calls/NAME__return ADDR), optional probes (refused ones are left out, not an
 // error), on every function of b whose name or an alias matches one of globs (path.Match
 // patterns: "*" is every function) and that is a function proper: called, its address
 // taken or exported (analysis.Binary.Referenced), not the entry point. A start that is
@@ -76,9 +86,13 @@ func functionProbes(b *analysis.Binary, globs []string, have []Probe, group, fla
 		}
 		name := callEventName(fn.Name, taken)
 		origin := flag + " " + fn.Name
+		ret := "r"
+		if group == CallsGroup {
+			ret = "r" + strconv.Itoa(CallsMaxActive)
+		}
 		for _, def := range []string{
 			fmt.Sprintf("p:%s/%s %#x", group, name, fn.Addr),
-			fmt.Sprintf("r:%s/%s%s %#x", group, name, CallsReturnSuffix, fn.Addr),
+			fmt.Sprintf("%s:%s/%s%s %#x", ret, group, name, CallsReturnSuffix, fn.Addr),
 		} {
 			d, err := eventdef.Parse(def)
 			if err != nil {

@@ -264,10 +264,13 @@ struct kprw_rt {
 	u64 *ri_keys;      /* ri_total keys: address of the replaced return address, 0 = free */
 	u8 *ri_mem;        /* instance memory */
 	u32 ri_total;
+	u32 ri_lo;         /* instances per probe in the first part (the default maxactive) */
 	u32 *ri_first;     /* per probe: first instance index (kretprobes) */
-	u32 *ri_count;     /* per probe: instances */
+	u32 *ri_count;     /* per probe: instances (its maxactive) */
 	u32 *ri_stride;    /* per probe: bytes per instance */
 	u64 *ri_off;       /* per probe: byte offset of its first instance in ri_mem */
+	u32 *ri_first_hi;  /* per probe: index of its instance ri_lo (second part) */
+	u64 *ri_off_hi;    /* per probe: byte offset of its instance ri_lo in ri_mem */
 	u32 *ri_elen;      /* per probe: fetch-program entry data bytes per instance */
 	long *ev_fixed;    /* per event: kprw_fetch_fixed_size of its program, computed once
 	                      (NULL: computed per record) */

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b63ea7b7ffbc533a33ddd60abe4d8857321639cc998a0220778827b43cfd1167"
+const ObjectSHA256 = "82880ba6ed0b709ac8ca7fddae300079c6cd93c1994f96418229b3422d5f102f"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

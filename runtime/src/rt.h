@@ -182,6 +182,20 @@ struct k_stat {
 	__atomic_compare_exchange_n((p), (o), (n), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 
 /* ---- runtime global state (rt_init.c) ---- */
+/* A kretprobe's instance pool (rt_kretprobe.c): what its entry and return read to find
+ * an instance, in one cache line (as separate per-probe arrays, four or five lines each
+ * time, cold in a program with thousands of return probes) */
+struct kprw_pool {
+	u64 off;      /* byte offset of its first instance in ri_mem */
+	u64 off_hi;   /* of its instance ri_lo (the second part of a larger maxactive) */
+	u32 first;    /* index of its first instance */
+	u32 first_hi; /* of its instance ri_lo */
+	u32 count;    /* instances (its maxactive); 0: no kretprobe */
+	u32 stride;   /* bytes per instance */
+	u32 elen;     /* fetch-program entry data bytes per instance */
+	u32 pad;
+};
+
 struct kprw_rt {
 	const struct kprw_header *hdr;
 	u64 bias;
@@ -265,13 +279,7 @@ struct kprw_rt {
 	u8 *ri_mem;        /* instance memory */
 	u32 ri_total;
 	u32 ri_lo;         /* instances per probe in the first part (the default maxactive) */
-	u32 *ri_first;     /* per probe: first instance index (kretprobes) */
-	u32 *ri_count;     /* per probe: instances (its maxactive) */
-	u32 *ri_stride;    /* per probe: bytes per instance */
-	u64 *ri_off;       /* per probe: byte offset of its first instance in ri_mem */
-	u32 *ri_first_hi;  /* per probe: index of its instance ri_lo (second part) */
-	u64 *ri_off_hi;    /* per probe: byte offset of its instance ri_lo in ri_mem */
-	u32 *ri_elen;      /* per probe: fetch-program entry data bytes per instance */
+	struct kprw_pool *ri_pool; /* per probe: its instances (zero for a probe that is no kretprobe) */
 	long *ev_fixed;    /* per event: kprw_fetch_fixed_size of its program, computed once
 	                      (NULL: computed per record) */
 	struct kprw_fplan *ev_plan; /* per event: its compiled fetch plan, n = ~0u: none */

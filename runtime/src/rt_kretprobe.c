@@ -71,24 +71,25 @@ static inline u32 *hint_set(uptr K)
  * start-up laid out one probe after another, where 10 each cost nothing more). */
 static inline u32 lo_count(u32 pi)
 {
-	u32 c = kprw_rt.ri_count[pi];
+	u32 c = kprw_rt.ri_pool[pi].count;
 	return c < kprw_rt.ri_lo ? c : kprw_rt.ri_lo;
 }
 
 /* slot is the global index of probe pi's j-th instance */
 static inline u32 slot(u32 pi, u32 j)
 {
+	const struct kprw_pool *q = &kprw_rt.ri_pool[pi];
 	u32 lo = lo_count(pi);
-	return j < lo ? kprw_rt.ri_first[pi] + j : kprw_rt.ri_first_hi[pi] + (j - lo);
+	return j < lo ? q->first + j : q->first_hi + (j - lo);
 }
 
-static struct kprw_ri *inst(u32 g, u32 pi)
+static inline __attribute__((always_inline)) struct kprw_ri *inst(u32 g, u32 pi)
 {
-	u32 j = g - kprw_rt.ri_first[pi];
+	const struct kprw_pool *q = &kprw_rt.ri_pool[pi];
+	u32 j = g - q->first;
 	if (likely(j < lo_count(pi)))
-		return (struct kprw_ri *)(kprw_rt.ri_mem + kprw_rt.ri_off[pi] + (u64)j * kprw_rt.ri_stride[pi]);
-	return (struct kprw_ri *)(kprw_rt.ri_mem + kprw_rt.ri_off_hi[pi] +
-				  (u64)(g - kprw_rt.ri_first_hi[pi]) * kprw_rt.ri_stride[pi]);
+		return (struct kprw_ri *)(kprw_rt.ri_mem + q->off + (u64)j * q->stride);
+	return (struct kprw_ri *)(kprw_rt.ri_mem + q->off_hi + (u64)(g - q->first_hi) * q->stride);
 }
 
 static inline u32 owner(u32 g);
@@ -172,13 +173,12 @@ static inline u32 owner(u32 g)
 	return ri_owner[g];
 }
 
-/* pool_size sets probe i's maxactive, stride and entry data bytes (0 instances for a
- * probe that is no kretprobe) */
+/* pool_size sets probe i's maxactive, stride and entry data bytes (a probe that is no
+ * kretprobe keeps its pool zero: no instances, and its line untouched) */
 static void pool_size(u32 i, u32 def)
 {
 	const struct kprw_probe *p = &kprw_rt.probes[i];
-	if (p->type != KPRW_T_KRETPROBE)
-		return; /* (the arrays are zero) */
+	struct kprw_pool *q = &kprw_rt.ri_pool[i];
 	u32 c = p->maxactive ? p->maxactive : def;
 	if (c > KPRW_MAX_MAXACTIVE)
 		c = KPRW_MAX_MAXACTIVE;
@@ -187,9 +187,9 @@ static void pool_size(u32 i, u32 def)
 		const struct kprw_event *ev = &kprw_rt.events[p->event];
 		elen = kprw_fetch_edata_size((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len);
 	}
-	kprw_rt.ri_elen[i] = elen;
-	kprw_rt.ri_count[i] = c;
-	kprw_rt.ri_stride[i] = (u32)((sizeof(struct kprw_ri) + ((p->data_size + 15) & ~15ul) + elen + 15) & ~15ul);
+	q->elen = elen;
+	q->count = c;
+	q->stride = (u32)((sizeof(struct kprw_ri) + ((p->data_size + 15) & ~15ul) + elen + 15) & ~15ul);
 }
 
 int kprw_kretprobe_init(void)
@@ -198,44 +198,35 @@ int kprw_kretprobe_init(void)
 	u64 tramp = (u64)(uptr)kprewrite_rt_rettramp;
 	kprw_memcpy(kprw_eh_tramp_addr, &tramp, 8);
 
-	u32 n = kprw_rt.nprobes, total = 0;
+	u32 n = kprw_rt.nprobes, total = 0, more = 0;
 	u64 mem = 0;
 	u32 def = kprw_rt.ncpus * 2 > 10 ? kprw_rt.ncpus * 2 : 10;
 	if (!(kprw_rt.has & KPRW_HAS_KRET))
 		return 0;
-	u8 *a = kprw_mmap_anon((u64)n * (8 + 4 + 4 + 4 + 4));
-	if (!a)
+	kprw_rt.ri_pool = kprw_mmap_anon((u64)n * sizeof(struct kprw_pool));
+	if (!kprw_rt.ri_pool)
 		return -1;
-	kprw_rt.ri_off = (u64 *)a;
-	kprw_rt.ri_first = (u32 *)(a + (u64)n * 8);
-	kprw_rt.ri_count = kprw_rt.ri_first + n;
-	kprw_rt.ri_stride = kprw_rt.ri_count + n;
-	kprw_rt.ri_elen = kprw_rt.ri_stride + n;
 	kprw_rt.ri_lo = def;
-	u32 more = 0;
 	for (u32 i = 0; i < n; i++) { /* the first parts */
+		struct kprw_pool *q = &kprw_rt.ri_pool[i];
+		if (kprw_rt.probes[i].type != KPRW_T_KRETPROBE)
+			continue;
 		pool_size(i, def);
-		kprw_rt.ri_first[i] = total;
-		kprw_rt.ri_off[i] = mem;
+		q->first = total;
+		q->off = mem;
 		total += lo_count(i);
-		mem += (u64)lo_count(i) * kprw_rt.ri_stride[i];
-		more |= kprw_rt.ri_count[i] > def;
+		mem += (u64)lo_count(i) * q->stride;
+		more |= q->count > def;
 	}
-	if (more) { /* the rest, after them (arrays only a larger maxactive needs) */
-		u8 *b = kprw_mmap_anon((u64)n * (8 + 4));
-		if (!b)
-			return -1;
-		kprw_rt.ri_off_hi = (u64 *)b;
-		kprw_rt.ri_first_hi = (u32 *)(b + (u64)n * 8);
-		for (u32 i = 0; i < n; i++) {
-			u32 hi = kprw_rt.ri_count[i] - lo_count(i);
-			if (!hi)
-				continue; /* (never read) */
-			kprw_rt.ri_first_hi[i] = total;
-			kprw_rt.ri_off_hi[i] = mem;
-			total += hi;
-			mem += (u64)hi * kprw_rt.ri_stride[i];
-		}
+	for (u32 i = 0; more && i < n; i++) { /* the rest, after them */
+		struct kprw_pool *q = &kprw_rt.ri_pool[i];
+		u32 hi = q->count - lo_count(i);
+		if (!hi)
+			continue;
+		q->first_hi = total;
+		q->off_hi = mem;
+		total += hi;
+		mem += (u64)hi * q->stride;
 	}
 	u64 head = ((u64)total * 12 + 15) & ~15ull; /* keys, owners; instances 16-byte aligned */
 	u8 *m = kprw_mmap_anon(head + mem);
@@ -287,7 +278,7 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 	u64 *keys = kprw_rt.ri_keys;
 	u64 tramp = (u64)(uptr)kprewrite_rt_rettramp;
 	u32 pid = kprw_pid();
-	u32 count = kprw_rt.ri_count[pi];
+	u32 count = kprw_rt.ri_pool[pi].count;
 
 	if (!keys || count == 0)
 		return;
@@ -341,13 +332,13 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 	}
 	if (p->data_size)
 		kprw_memset(r->ri.data, 0, p->data_size);
-	if (kprw_rt.ri_elen[pi]) {
+	if (kprw_rt.ri_pool[pi].elen) {
 		/* the fetch program sees ip = site (the entry handler, site + 1) */
 		const struct kprw_event *ev = &kprw_rt.events[p->event];
 		uptr ip = regs->ip;
 		regs->ip = RT_ADDR(kprw_rt.points[p->point].site);
 		kprw_fetch_entry((const u8 *)RT_ADDR(ev->fetch), ev->fetch_len, regs, edata_of(r, p),
-				 kprw_rt.ri_elen[pi], kprw_fast_ok(c));
+				 kprw_rt.ri_pool[pi].elen, kprw_fast_ok(c));
 		regs->ip = ip;
 	}
 	if ((p->flags & KPRW_F_USER) || by_name) {
@@ -429,7 +420,7 @@ void kprw_rethook(struct pt_regs *regs)
 				/* the fetches see ip = the real return address, also in a chain (where
 				 * we resume into the trampoline), as the uprobe tracer shows it */
 				u64 resume = regs->ip, shown = shown_ret(r, K);
-				u32 elen = kprw_rt.ri_elen[pi];
+				u32 elen = kprw_rt.ri_pool[pi].elen;
 				regs->ip = shown;
 				/* (no entry data: the path of a return event at an exit, fast when the
 				 * event has nothing else) */

@@ -408,8 +408,8 @@ static int spare_register(struct kprobe *kp, u8 type)
 			say_site("register_kretprobe", kp, "data_size is larger than a prepared site's (64 bytes, with --handlers)");
 			return -EINVAL;
 		}
-		if (kprw_rt.ri_count)
-			rp->maxactive = (int)kprw_rt.ri_count[i];
+		if (kprw_rt.ri_pool)
+			rp->maxactive = (int)kprw_rt.ri_pool[i].count;
 		rp->nmissed = 0;
 	}
 	if (kprw_live_kick() < 0) {
@@ -454,8 +454,8 @@ static int do_register(void *obj, u8 type)
 			say_site("register_kretprobe", kp, "data_size is larger than at rewrite time");
 			return -EINVAL;
 		}
-		if (kprw_rt.ri_count)
-			rp->maxactive = (int)kprw_rt.ri_count[i];
+		if (kprw_rt.ri_pool)
+			rp->maxactive = (int)kprw_rt.ri_pool[i].count;
 		rp->nmissed = 0;
 	}
 	kp->addr = (kprobe_opcode_t *)site;

@@ -317,8 +317,8 @@ int kprw_usersite_register(struct kprobe *kp, u8 type)
 	kp->kprw_private[0] = cur->first_probe + 1;
 	if (type == KPRW_T_KRETPROBE) {
 		struct kretprobe *rp = (struct kretprobe *)kp;
-		if (kprw_rt.ri_count)
-			rp->maxactive = (int)kprw_rt.ri_count[cur->first_probe];
+		if (kprw_rt.ri_pool)
+			rp->maxactive = (int)kprw_rt.ri_pool[cur->first_probe].count;
 		rp->nmissed = 0;
 	}
 	return 0;

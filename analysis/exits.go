@@ -302,8 +302,14 @@ func (b *Binary) exitSite(fi int, fc *fcode, k int, others func(addr uint64) []u
 		if (in.in.Kind != x86dec.KindOther || !in.in.fall) && !jccOut {
 			return Site{}, fmt.Sprintf("ret-site: the %s at %#x follows a %s at %#x too closely for a jmp", ret.in.Kind, ret.addr, in.in.Kind, in.addr)
 		}
-		if b.edges.any(fc.insts[j+1].addr, fc.insts[j+1].addr+1) {
-			return Site{}, fmt.Sprintf("ret-site: the %s at %#x: %#x before it is a branch target", ret.in.Kind, ret.addr, fc.insts[j+1].addr)
+		if t := fc.insts[j+1].addr; b.edges.any(t, t+1) {
+			// a jump lands there: a site may start there (what jumps in runs the
+			// detour as what falls in does) when the bytes from it through the ret and
+			// the padding after it have room for the jmp
+			if s, ok := try(t); ok {
+				return s, ""
+			}
+			return Site{}, fmt.Sprintf("ret-site: the %s at %#x: %#x before it is a branch target", ret.in.Kind, ret.addr, t)
 		}
 		n += in.in.Len
 		if n >= jmpLen {
@@ -345,6 +351,6 @@ var ExitRules = []ExitRule{
 	{ID: "entered-inside", Text: "code outside the function (and its fragments) jumps inside it"},
 	{ID: "address-taken-inside", Text: "an address inside the function is taken (lea, immediate, data word, relocation, symbol; a data word or immediate inside an instruction is a number, not an address)"},
 	{ID: "no-ret", Text: "the function never returns"},
-	{ID: "ret-site", Text: "an exit has no room for a jump-optimized site: the straight-line code before its ret or tail call is shorter than 5 bytes before a branch target, a call, a jmp or another exit (with `--exits` a jcc leaving the range may be part of it: the record is written after that code ran)"},
+	{ID: "ret-site", Text: "an exit has no room for a jump-optimized site: the straight-line code before its ret or tail call is shorter than 5 bytes before a branch target (a site may start at the target itself when the target, the ret and the padding after it hold 5 bytes), a call, a jmp or another exit (with `--exits` a jcc leaving the range may be part of it: the record is written after that code ran)"},
 	{ID: "tail-call", Text: "(`--exits --exits-only`) an exit is a tail call, where `--exits` hooks the return address so that the record follows the callee's"},
 }

@@ -154,6 +154,40 @@ func TestExitsAfter(t *testing.T) {
 	}
 }
 
+// brTailSrc's one ret is preceded by an instruction that a jne also reaches, and
+// followed by padding: no 5 bytes end at the ret without covering that branch target.
+const brTailSrc = `
+__asm__(".text\n.globl brtail\n.type brtail,@function\nbrtail:\n.cfi_startproc\n"
+	"movl $1,%eax\n testl %edi,%edi\n jne 1f\n movl $3,%eax\n"
+	"1: xorl %edx,%edx\n ret\n .byte 0x0f,0x1f,0x00\n"
+	".cfi_endproc\n.size brtail,.-brtail\n");
+extern int brtail(int);
+int main(int argc, char **argv) { (void)argv; return brtail(argc); }
+`
+
+// TestExitsAtBranchTarget: when the code before a ret is a branch target, the exit site
+// starts at that target if it, the ret and the padding after it hold a jmp: whatever
+// jumps there runs the detour as what falls through does.
+func TestExitsAtBranchTarget(t *testing.T) {
+	b := analyzeFile(t, build(t, brTailSrc, "c", "-O2", "-no-pie"), Options{})
+	f := fn(t, b, "brtail")
+	for _, after := range []bool{false, true} {
+		exits := b.Exits
+		if after {
+			exits = b.ExitsAfter
+		}
+		sites, why := exits(f.Addr, nil)
+		// movl(5) testl(2) jne(2) movl(5): the target at +14, the ret at +16
+		if why != "" || len(sites) != 1 || sites[0].Addr != f.Addr+14 || sites[0].ExitInsn != f.Addr+16 || sites[0].DCRLen < jmpLen {
+			t.Fatalf("after %v: %d sites %+v (%s), want one at %#x leading to the ret at %#x", after, len(sites), sites, why, f.Addr+14, f.Addr+16)
+		}
+	}
+	// with a probe on the padding the site has no room: the reason names the target
+	if _, why := b.ExitsAfter(f.Addr, func(uint64) []uint64 { return []uint64{f.Addr + 17} }); !strings.Contains(why, "is a branch target") {
+		t.Errorf("a probe on the padding: %q, want the branch target named", why)
+	}
+}
+
 // checkExitRule returns the rule id a reason of Exits starts with, failing t unless
 // ExitRules (docs/rules.md) lists it.
 func checkExitRule(t *testing.T, reason string) string {

@@ -426,3 +426,50 @@ func main() { fmt.Println(fib(10)) }
 		t.Fatalf("%d calls, %d not returned; want 177 and 0", calls, len(args))
 	}
 }
+
+// brTailProg's brtail has one ret whose preceding instruction a jne also reaches, with
+// padding after the ret: the exit site starts at that branch target (analysis'
+// TestExitsAtBranchTarget). Both paths in.
+const brTailProg = `
+#include <stdio.h>
+#include <stdlib.h>
+__asm__(".text\n.globl brtail\n.type brtail,@function\nbrtail:\n.cfi_startproc\n"
+	"movl $1,%eax\n testl %edi,%edi\n jne 1f\n movl $3,%eax\n"
+	"1: xorl %edx,%edx\n ret\n .byte 0x0f,0x1f,0x00\n"
+	".cfi_endproc\n.size brtail,.-brtail\n");
+extern int brtail(int);
+int main(int argc, char **argv) {
+	int n = argc > 1 ? atoi(argv[1]) : 10, s = 0;
+	for (int i = 0; i < n; i++)
+		s += brtail(i & 1);
+	printf("%d\n", s);
+	return 0;
+}
+`
+
+// TestTraceExitsBranchTarget: a return event whose exit site starts at a branch target
+// before the ret is recorded there ([EXIT]) for both paths, each with the value the ret
+// returns, the same records as the hooked rewrite's.
+func TestTraceExitsBranchTarget(t *testing.T) {
+	prog := testprog.Build(t, brTailProg, "c", "-O2")
+	dir := t.TempDir()
+	kh, ke := filepath.Join(dir, "hooked"), filepath.Join(dir, "exits")
+	def := []string{"r:kpw/b brtail ret=$retval:s32"}
+	rewriteWith(t, prog, kh, def)
+	rewriteWith(t, prog, ke, def, "--exits")
+	mustExit(t, ke, "brtail")
+	var traces [2][]string
+	for i, bin := range []string{kh, ke} {
+		tr := bin + ".trace"
+		testprog.Same(t, prog, bin, testprog.Cmd{Args: []string{"20"}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
+		for _, l := range readTrace(t, tr, bin) {
+			traces[i] = append(traces[i], l.Event+l.Args)
+		}
+	}
+	var want []string
+	for i := 0; i < 20; i++ {
+		want = append(want, "b ret="+strconv.Itoa(map[int]int{0: 3, 1: 1}[i&1]))
+	}
+	sameLines(t, traces[0], want)
+	sameLines(t, traces[1], want)
+}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "82880ba6ed0b709ac8ca7fddae300079c6cd93c1994f96418229b3422d5f102f"
+const ObjectSHA256 = "e61c5b91650c0b11196c2a6bf3ec64ee7ca34b8a3693a478461b58812ca46321"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

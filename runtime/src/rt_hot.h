@@ -145,17 +145,20 @@ static inline __attribute__((always_inline)) int hot_fast_open(const struct kprw
 		      !(kprw_rt.ev_ctl && __atomic_load_n(&kprw_rt.ev_ctl[h->e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED));
 }
 
-/* hot_fast writes the record of a KPRW_HOT_EVENT line's hit (exit 0) or a KPRW_HOT_EXIT
- * line's at a ret (exit 1) when nothing is unusual, in about half the full path's
- * instructions (issue 49: here the work around the clock's read adds nearly its whole
- * latency to a record; docs/benchmarks.md): hot_fast_open, a thread context found at
- * once and not busy, the TSC's extrapolation valid, a time that needs no ext part, room
- * in the thread's block (fill writes the fixed part as every record's). Returns 0: the record is written and is the hit; 1: nothing done
- * that matters (at most a place taken past its block's end, which is never written:
- * reserve's rule), the full path decides. */
-static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot *h, struct pt_regs *regs, int exit)
+/* hot_fast_in writes the record of a KPRW_HOT_EVENT line's hit (exit 0) or a
+ * KPRW_HOT_EXIT line's at a ret (exit 1), or a KPRW_HOT_CALL line's entry (exit 0), when
+ * nothing is unusual, in about half the full path's instructions (issue 49: here the
+ * work around the clock's read adds nearly its whole latency to a record;
+ * docs/benchmarks.md): hot_fast_open, the thread's context c as hot_fast_tctx found it
+ * (NULL: declined), the TSC's extrapolation valid, a time that needs no ext part, room
+ * in the thread's block (fill writes the fixed part as every record's). Returns 0: the
+ * record is written and is the hit; 1: nothing done that matters (at most a place
+ * taken past its block's end, which is never written: reserve's rule), the full path
+ * decides. */
+static inline __attribute__((always_inline)) int hot_fast_in(const struct kprw_hot *h, struct pt_regs *regs, int exit,
+							 struct kprw_tctx *c)
 {
-	if (!hot_fast_open(h))
+	if (!c || !hot_fast_open(h))
 		return 1;
 	u64 sp = regs->sp, word = 0;
 	int ret = exit || h->spev;
@@ -166,9 +169,8 @@ static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot 
 	} else if (h->spev) {
 		word = entry_sp_word(regs);
 	}
-	struct kprw_tctx *c = hot_fast_tctx();
 	struct who w;
-	if (unlikely(!c || !kprw_tsc_ns(&w.now) || w.now - c->comm_ns > KPRW_COMM_REFRESH_NS || need_ext(w.now)))
+	if (unlikely(!kprw_tsc_ns(&w.now) || w.now - c->comm_ns > KPRW_COMM_REFRESH_NS || need_ext(w.now)))
 		return 1;
 	u32 dlen = h->dlen, size = rec_size(dlen, ret, 0);
 	u64 rw = size;
@@ -187,6 +189,31 @@ static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot 
 	copy_regs8(d, h->nops, h->op, regs);
 	regs->sp = sp;
 	commit(rec, dlen, KPRW_CREC_COMMITTED);
+	return 0;
+}
+
+/* hot_fast is hot_fast_in with the calling thread's context as hot_fast_tctx finds it */
+static inline __attribute__((always_inline)) int hot_fast(const struct kprw_hot *h, struct pt_regs *regs, int exit)
+{
+	return hot_fast_in(h, regs, exit, hot_fast_tctx());
+}
+
+/* hot_call_fast is a KPRW_HOT_CALL line's hit in the steady state: the entry's record
+ * by hot_fast_in, then the return address hooked (kprw_kretprobe_entry, with the
+ * thread's busy raised as the general path raises it: the instance's set-up is not
+ * run nested). 1: nothing done, the full path decides (live lists, or what hot_fast_in
+ * declines: its entry record is then written there). */
+static inline __attribute__((always_inline)) int hot_call_fast(const struct kprw_hot *h, struct pt_regs *regs)
+{
+	struct kprw_tctx *c = hot_fast_tctx();
+	if (unlikely(kprw_rt.live_lists) || hot_fast_in(h, regs, 0, c))
+		return 1;
+	if (likely(kprw_probe_enabled(h->rpi))) {
+		c->busy++;
+		regs->ip = RT_ADDR(h->site) + 1; /* as after an int3, for the entry work */
+		kprw_kretprobe_entry(h->rpi, regs, c);
+		c->busy--;
+	}
 	return 0;
 }
 

@@ -206,8 +206,9 @@ static __attribute__((noinline)) long kprw_optcall_hot(struct pt_regs *regs, u32
 }
 
 /* kprewrite_rt_optcall serves a KPRW_HOT_EVENT or KPRW_HOT_EXIT hit in the steady state
- * with hot_fast (rt_hot.h) and no other call; everything else, and what hot_fast
- * declines, is kprw_optcall_hot's */
+ * with hot_fast (rt_hot.h) and no other call, a KPRW_HOT_CALL hit with hot_call_fast
+ * (the entry's record the same way, then the return address hooked); everything else,
+ * and what they decline, is kprw_optcall_hot's */
 __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *regs, u32 idx)
 {
 	const struct kprw_hot *h = kprw_rt.hot;
@@ -215,6 +216,8 @@ __attribute__((visibility("hidden"))) long kprewrite_rt_optcall(struct pt_regs *
 		h += idx;
 		u8 kind = __atomic_load_n(&h->kind, __ATOMIC_RELAXED);
 		if ((kind == KPRW_HOT_EVENT || kind == KPRW_HOT_EXIT) && likely(!hot_fast(h, regs, kind == KPRW_HOT_EXIT)))
+			return 0;
+		if (kind == KPRW_HOT_CALL && likely(!hot_call_fast(h, regs)))
 			return 0;
 	}
 	return kprw_optcall_hot(regs, idx);

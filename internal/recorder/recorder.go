@@ -599,7 +599,7 @@ func (r *Recorder) Drain(final, snapshot bool) uint64 {
 	r.collect(final)
 	now := time.Now()
 	r.pieces = r.pieces[:0]
-	for i := uint64(0); i < r.n; i++ {
+	for i, n := uint64(0), r.taken(); i < n; i++ {
 		if r.inflight[i] || atomic.LoadUint32(r.u32(r.blockOff(i))) != kprt.BlockMagic {
 			continue
 		}
@@ -624,6 +624,16 @@ func (r *Recorder) Drain(final, snapshot bool) uint64 {
 		r.collect(true)
 	}
 	return gathered
+}
+
+// taken bounds the blocks Drain looks at: the queue's first round hands out block i as
+// its entry i, so while writers have taken fewer than n entries, the blocks from there
+// on were never written, and looking at their headers would fault in pages the
+// populating goroutine has not reached (the first drain of a 256 MiB ring took 241 ms
+// over its 4,096 blocks while a program filled the ring, and lost 1.7 million of 20
+// million records; issue 49).
+func (r *Recorder) taken() uint64 {
+	return min(r.n, atomic.LoadUint64(r.u64(uint64(offRingTake))))
 }
 
 // job is a chunk on its way to the file.

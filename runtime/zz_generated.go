@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "e61c5b91650c0b11196c2a6bf3ec64ee7ca34b8a3693a478461b58812ca46321"
+const ObjectSHA256 = "f0afe4a2fab2809effcf60bb7ef2e2496736eb0830798bc107462ab1b0c7c058"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -112,3 +112,24 @@ func TestCallsHookRunTimeTrigger(t *testing.T) {
 		t.Errorf("hist: exit %d, want hitcount 30 (phases 1-3)\n%s%s", code, h, e)
 	}
 }
+
+// TestCallsHookReturnControls: the return event of a hooked pair (a KPRW_HOT_CALL line,
+// whose returns the trampoline records on the fast path, hot_ret_fast) follows the
+// controls changed while the program runs: after phase 0 a filter that refuses every
+// record, after phase 1 the filter gone and the event switched off, after phase 2 on
+// again. Entry records: all 40; return records: phases 0 and 3, 20.
+func TestCallsHookReturnControls(t *testing.T) {
+	prog := testprog.Build(t, phasedSrc, "c", "-O2")
+	kpd := filepath.Join(t.TempDir(), "phased")
+	rewriteWith(t, prog, kpd, []string{"p:ctl/w work", "r:ctl/wr work"})
+	tr := kpd + ".trace"
+	runPhased(t, kpd, nil, [][][]string{
+		{{"filter", tr, "ctl/wr", "common_pid == 0"}},
+		{{"filter", tr, "ctl/wr", "0"}, {"disable", tr, "ctl/wr"}},
+		{{"enable", tr, "ctl/wr"}},
+	})
+	_, out, _ := kp("trace", tr)
+	if w, wr := strings.Count(out, " w: "), strings.Count(out, " wr: "); w != 40 || wr != 20 {
+		t.Errorf("records: %d of w, %d of wr; want 40 and 20\n%s", w, wr, out)
+	}
+}

@@ -501,8 +501,13 @@ void kprw_hot_init(void)
 			if (regs8)
 				h->nops |= KPRW_HOT_REGS8;
 		}
-		if (h->kind == KPRW_HOT_CALL)
-			h->rpi = rpi; /* (nops 0: the event has no fetches) */
+		if (h->kind == KPRW_HOT_CALL) { /* (nops 0: the event has no fetches) */
+			h->rpi = rpi;
+			h->re = kprw_rt.probes[rpi].event; /* (hooked_return: < nevents) */
+			const struct kprw_fplan *rpl = &kprw_rt.ev_plan[h->re];
+			h->rplain = rpl->n == ~0u ? kprw_rt.events[h->re].fetch_len == 0 : rpl->n == 0 && rpl->fixed == 0;
+			h->rdeleg = kprw_rt.ev_filter[h->re] || (kprw_rt.ev_trig && kprw_rt.ev_trig[h->re]);
+		}
 	}
 	kprw_rt.hot = hot;
 }

@@ -145,6 +145,32 @@ static inline __attribute__((always_inline)) int hot_fast_open(const struct kprw
 		      !(kprw_rt.ev_ctl && __atomic_load_n(&kprw_rt.ev_ctl[h->e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED));
 }
 
+/* hot_record writes the record of probe pi (dlen bytes of data fetched by the line's
+ * 8-byte register ops from regs; with ret, the word) for hot_fast_in and hot_ret_fast:
+ * the TSC's extrapolation valid, the comm younger than its refresh, a time that needs
+ * no ext part, room in the thread's block (fill writes the fixed part as every
+ * record's). 0: written, the hit; 1: nothing done that matters (at most a place taken
+ * past its block's end, which is never written: reserve's rule). */
+static inline __attribute__((always_inline)) int hot_record(struct kprw_tctx *c, u32 pi, u32 dlen, u32 nops,
+							const struct kprw_fplan_op *ops, const struct pt_regs *regs,
+							int ret, u64 word)
+{
+	struct who w;
+	if (unlikely(!kprw_tsc_ns(&w.now) || w.now - c->comm_ns > KPRW_COMM_REFRESH_NS || need_ext(w.now)))
+		return 1;
+	u32 size = rec_size(dlen, ret, 0);
+	u64 rw = size;
+	__asm__ volatile("xaddq %0, %1" : "+r"(rw), "+m"(kprw_tblk(c)->rec));
+	u64 at = rw & REC_NEXT_MASK;
+	if (unlikely(at + size > rec_end(rw)))
+		return 1; /* (this place is never written: reserve's rule) */
+	struct kprw_crec *rec = rec_at(at);
+	u8 *d = fill(rec, dlen, pi, ret, 0, 0, 0, 0, word, &w);
+	copy_regs8(d, nops, ops, regs);
+	commit(rec, dlen, KPRW_CREC_COMMITTED);
+	return 0;
+}
+
 /* hot_fast_in writes the record of a KPRW_HOT_EVENT line's hit (exit 0) or a
  * KPRW_HOT_EXIT line's at a ret (exit 1), or a KPRW_HOT_CALL line's entry (exit 0), when
  * nothing is unusual, in about half the full path's instructions (issue 49: here the
@@ -161,35 +187,20 @@ static inline __attribute__((always_inline)) int hot_fast_in(const struct kprw_h
 	if (!c || !hot_fast_open(h))
 		return 1;
 	u64 sp = regs->sp, word = 0;
-	int ret = exit || h->spev;
 	if (exit) {
 		word = *(const u64 *)sp; /* the return address */
 		if (unlikely(word == (u64)(uptr)kprewrite_rt_rettramp))
 			return 1;
-	} else if (h->spev) {
-		word = entry_sp_word(regs);
-	}
-	struct who w;
-	if (unlikely(!kprw_tsc_ns(&w.now) || w.now - c->comm_ns > KPRW_COMM_REFRESH_NS || need_ext(w.now)))
-		return 1;
-	u32 dlen = h->dlen, size = rec_size(dlen, ret, 0);
-	u64 rw = size;
-	__asm__ volatile("xaddq %0, %1" : "+r"(rw), "+m"(kprw_tblk(c)->rec));
-	u64 at = rw & REC_NEXT_MASK;
-	if (unlikely(at + size > rec_end(rw)))
-		return 1; /* (this place is never written: reserve's rule) */
-	struct kprw_crec *rec = rec_at(at);
-	u8 *d = fill(rec, dlen, h->pi, ret, 0, 0, 0, 0, word, &w);
-	if (exit) {
 		regs->ip = word; /* what a return event's fetches see: after the ret */
 		regs->sp = sp + 8;
 	} else {
+		if (h->spev)
+			word = entry_sp_word(regs);
 		regs->ip = RT_ADDR(h->site);
 	}
-	copy_regs8(d, h->nops, h->op, regs);
+	int r = hot_record(c, h->pi, h->dlen, h->nops, h->op, regs, exit || h->spev, word);
 	regs->sp = sp;
-	commit(rec, dlen, KPRW_CREC_COMMITTED);
-	return 0;
+	return r;
 }
 
 /* hot_fast is hot_fast_in with the calling thread's context as hot_fast_tctx finds it */
@@ -215,6 +226,23 @@ static inline __attribute__((always_inline)) int hot_call_fast(const struct kprw
 		c->busy--;
 	}
 	return 0;
+}
+
+/* hot_ret_fast writes the return record of a KPRW_HOT_CALL line's hooked return (probe
+ * pi, from kprw_rethook, the thread's busy raised there) on hot_record's way when
+ * nothing is unusual: the line's return event without fetches, no filter or trigger
+ * (rdeleg, kept by kprw_ctl_sync), switched on, no control changed, tracing on. 1:
+ * nothing done, kprw_trace_exit decides. */
+static inline __attribute__((always_inline)) int hot_ret_fast(const struct kprw_hot *h, u32 pi,
+							  const struct pt_regs *regs, u64 shown, struct kprw_tctx *c)
+{
+	if (h->kind != KPRW_HOT_CALL || h->rpi != pi || !h->rplain || h->rdeleg || kprw_rt.disable_all ||
+	    (kprw_rt.state[pi].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG)) || !kprw_rt.rec_hits || kprw_rt.rec_ext ||
+	    !kprw_rt.clk_tsc || !kprw_rt.ctl_gen || __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen ||
+	    __atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) ||
+	    (kprw_rt.ev_ctl && __atomic_load_n(&kprw_rt.ev_ctl[h->re], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED))
+		return 1;
+	return hot_record(c, pi, 0, 0, NULL, regs, 1, shown);
 }
 
 #pragma GCC visibility pop

@@ -24,6 +24,8 @@
  * the trampoline as its return address, so each handler runs, newest first.
  */
 #include "rt.h"
+#include "rt_ring.h"
+#include "rt_hot.h"
 
 struct kprw_ri {
 	u32 probe;
@@ -423,9 +425,11 @@ void kprw_rethook(struct pt_regs *regs)
 				u32 elen = kprw_rt.ri_pool[pi].elen;
 				regs->ip = shown;
 				/* (no entry data: the path of a return event at an exit, fast when the
-				 * event has nothing else) */
-				if (!(elen ? kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, shown, edata_of(r, p), elen, c)
-					   : kprw_trace_exit(pi, regs, shown, c)))
+				 * event has nothing else; a CALL line's return event, faster still) */
+				const struct kprw_hot *h = kprw_rt.hot && p->point < kprw_rt.npoints ? &kprw_rt.hot[p->point] : NULL;
+				int written = !elen && h && !hot_ret_fast(h, pi, regs, shown, c);
+				if (!written && !(elen ? kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, shown, edata_of(r, p), elen, c)
+							: kprw_trace_exit(pi, regs, shown, c)))
 					kprw_count_hit(pi); /* a written record is the hit */
 				regs->ip = resume;
 			}

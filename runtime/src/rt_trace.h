@@ -61,7 +61,12 @@ struct kprw_hot {
 	u8 nops;   /* fetches in op[] (| KPRW_HOT_REGS8), or KPRW_HOT_PLAN: the plan has more */
 	union {
 		struct kprw_fplan_op op[KPRW_HOT_OPS];
-		u32 rpi; /* CALL (nops 0): the return event's probe */
+		struct { /* CALL (nops 0): */
+			u32 rpi;   /* the return event's probe */
+			u32 re;    /* its event */
+			u8 rplain; /* it has no fetches: hot_ret_fast may write its records */
+			u8 rdeleg; /* it has a filter or triggers (kprw_ctl_sync keeps it) */
+		};
 	};
 };
 #define KPRW_HOT_PLAN 0xff

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "f0afe4a2fab2809effcf60bb7ef2e2496736eb0830798bc107462ab1b0c7c058"
+const ObjectSHA256 = "e350d93b2d028a6fbba1abc3e924bd407ee769499a668a811cf51e1d2008d26f"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -129,20 +129,28 @@ static inline __attribute__((always_inline)) struct kprw_tctx *hot_fast_tctx(voi
 	return c;
 }
 
-/* hot_fast_open says whether a record of line h's event may be written on the fast
- * path: the event switched on, no control changed since this process applied them, no
- * filter or trigger, tracing on, the fetches 8-byte registers, records that count their
- * hits and name their event by probe, the TSC clock */
-static inline __attribute__((always_inline)) int hot_fast_open(const struct kprw_hot *h)
+/* hot_open says whether a record of probe pi's event e may be written on the fast path
+ * as far as the process's state goes: the probe and the event switched on, no control
+ * changed since this process applied them, tracing on, records that count their hits
+ * and name their event by probe, the TSC clock */
+static inline __attribute__((always_inline)) int hot_open(u32 pi, u32 e)
 {
-	u32 nops = h->nops;
-	if (unlikely(h->deleg || (h->dlen && !(nops & KPRW_HOT_REGS8)) || nops == KPRW_HOT_PLAN ||
-		     kprw_rt.disable_all || (kprw_rt.state[h->pi].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG)) ||
+	if (unlikely(kprw_rt.disable_all || (kprw_rt.state[pi].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG)) ||
 		     !kprw_rt.rec_hits || kprw_rt.rec_ext || !kprw_rt.clk_tsc || !kprw_rt.ctl_gen))
 		return 0;
 	return likely(__atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) == kprw_rt.ctl_seen &&
 		      !__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) &&
-		      !(kprw_rt.ev_ctl && __atomic_load_n(&kprw_rt.ev_ctl[h->e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED));
+		      !(kprw_rt.ev_ctl && __atomic_load_n(&kprw_rt.ev_ctl[e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED));
+}
+
+/* hot_fast_open is hot_open for line h's event, which also has no filter or trigger and
+ * fetches 8-byte registers only */
+static inline __attribute__((always_inline)) int hot_fast_open(const struct kprw_hot *h)
+{
+	u32 nops = h->nops;
+	if (unlikely(h->deleg || (h->dlen && !(nops & KPRW_HOT_REGS8)) || nops == KPRW_HOT_PLAN))
+		return 0;
+	return hot_open(h->pi, h->e);
 }
 
 /* hot_record writes the record of probe pi (dlen bytes of data fetched by the line's
@@ -236,11 +244,7 @@ static inline __attribute__((always_inline)) int hot_call_fast(const struct kprw
 static inline __attribute__((always_inline)) int hot_ret_fast(const struct kprw_hot *h, u32 pi,
 							  const struct pt_regs *regs, u64 shown, struct kprw_tctx *c)
 {
-	if (h->kind != KPRW_HOT_CALL || h->rpi != pi || !h->rplain || h->rdeleg || kprw_rt.disable_all ||
-	    (kprw_rt.state[pi].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG)) || !kprw_rt.rec_hits || kprw_rt.rec_ext ||
-	    !kprw_rt.clk_tsc || !kprw_rt.ctl_gen || __atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) != kprw_rt.ctl_seen ||
-	    __atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) ||
-	    (kprw_rt.ev_ctl && __atomic_load_n(&kprw_rt.ev_ctl[h->re], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED))
+	if (h->kind != KPRW_HOT_CALL || h->rpi != pi || !h->rplain || h->rdeleg || !hot_open(pi, h->re))
 		return 1;
 	return hot_record(c, pi, 0, 0, NULL, regs, 1, shown);
 }

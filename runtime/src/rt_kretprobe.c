@@ -65,9 +65,9 @@ static inline u32 *hint_set(uptr K)
 #define KEY_MATCH(k, K) (((k) >> 16) == ((u64)(K) >> 3) && (k) > KEY_SETUP)
 
 /* A probe's instances are in two parts: the first ri_lo (the default maxactive, or its
- * maxactive when smaller) together with every other probe's first part, indexes
- * 0..ri_lo_total and memory from ri_mem on; the rest, a larger maxactive's (--calls'
- * return events: 64), after every first part. A program with thousands of return probes
+ * maxactive when smaller) together with every other probe's first part, the lowest
+ * indexes and memory from ri_mem on; the rest, a larger maxactive's (--calls' return
+ * events: 64), after every first part. A program with thousands of return probes
  * touches only the first parts' keys and memory unless a recursion goes deeper (python3.11
  * with 3,508 hooked functions: 224,512 instances of 64 cost 11 ms of page faults at
  * start-up laid out one probe after another, where 10 each cost nothing more). */

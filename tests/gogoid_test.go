@@ -119,12 +119,21 @@ func TestGoroutineNesting(t *testing.T) {
 	out := filepath.Join(dir, "prog.k")
 	rewriteWith(t, prog, out, nil, "--calls", "main.*", "--exits", "--exits-only", "--optimized-only")
 	tr, idFile := filepath.Join(dir, "prog.trace"), filepath.Join(dir, "ids")
-	res := testprog.Same(t, prog, out, testprog.Cmd{Args: []string{idFile}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
-	if res.Stdout != "16 2240 2240\n" {
-		t.Fatalf("unexpected run: %s", res)
+	// the nesting across threads is what is checked, so a run where the scheduler kept
+	// every goroutine on one thread (a short run on a busy machine: about one in ten
+	// here) is run again, up to 4 runs, each one's records checked
+	var ids map[uint64]bool
+	for run, moved := 1, 0; moved == 0; run++ {
+		os.Remove(tr)
+		res := testprog.Same(t, prog, out, testprog.Cmd{Args: []string{idFile}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
+		if res.Stdout != "16 2240 2240\n" {
+			t.Fatalf("unexpected run: %s", res)
+		}
+		ids = programGoids(t, idFile) // the rewritten program's: it ran last
+		if moved = checkGoidRecords(t, tr, ids); moved == 0 && run == 4 {
+			t.Fatalf("in %d runs no goroutine ran on two threads", run)
+		}
 	}
-	ids := programGoids(t, idFile) // the rewritten program's: it ran last
-	checkGoidRecords(t, tr, ids)
 	code, rep, stderr := kp("report", tr)
 	if code != 0 {
 		t.Fatalf("report: exit %d: %s", code, stderr)
@@ -191,9 +200,9 @@ func programGoids(t *testing.T, file string) map[uint64]bool {
 
 // checkGoidRecords checks the records' goroutine ids (trace --format json): each of
 // the program's goroutines returned 140 times from main.down (returns: an entry
-// restarted by morestack is recorded twice), every record has an id, and some
-// goroutine's records came from two threads.
-func checkGoidRecords(t *testing.T, tr string, ids map[uint64]bool) {
+// restarted by morestack is recorded twice) and every record has an id; it
+// returns how many goroutines' records came from two threads or more.
+func checkGoidRecords(t *testing.T, tr string, ids map[uint64]bool) int {
 	t.Helper()
 	code, jl, stderr := kp("trace", "--format", "json", tr)
 	if code != 0 {
@@ -230,10 +239,8 @@ func checkGoidRecords(t *testing.T, tr string, ids map[uint64]bool) {
 			moved++
 		}
 	}
-	if moved == 0 {
-		t.Errorf("no goroutine ran on two threads: %v", threads)
-	}
-	t.Logf("%d of %d goroutines ran on more than one thread", moved, len(ids))
+	t.Logf("%d of %d goroutines ran on more than one thread: %v", moved, len(ids), threads)
+	return moved
 }
 
 // checkGoidChrome checks the Chrome JSON: nested and closed slices on each track, one

@@ -27,9 +27,10 @@
  *     call   rel32 to kprewrite_rt_optprobe_body;
  * and the entry at kprw_optt_entry. trampolines/detour.go does all of it (Detour). The
  * detour steps over the red zone, tests the gate (no flags touched) and calls the
- * shared body with the index in %ecx, which saves the flags and every register as
- * struct pt_regs, calls kprewrite_rt_optcall(regs, index) on a 16-byte aligned stack,
- * restores and returns; the detour falls into the relocated DCR. Fields of the
+ * shared body with the index in %ecx, which writes a hot event's record itself when it
+ * can (its fast path: the registers it uses saved, no C), else saves the flags and
+ * every register as struct pt_regs, calls kprewrite_rt_optcall(regs, index) on a
+ * 16-byte aligned stack, restores and returns; the detour falls into the relocated DCR. Fields of the
  * point: site, slot (detour vaddr), insn_len = L, slot_len = relocated DCR length,
  * orig = the first min(L, 16) original bytes, probes without post handlers.
  *

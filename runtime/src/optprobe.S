@@ -20,7 +20,9 @@
  *      a push, a load, a pop and two jumps, and runs correctly before start-up (an
  *      IRELATIVE resolver or a library constructor calling in).
  *   3. %ecx = the point index, call the body: the stack holds the return address into
- *      the stub and the program's %rcx (S-144, S-136). The body builds struct pt_regs
+ *      the stub and the program's %rcx (S-144, S-136). The body first tries its fast
+ *      path (below: a hot event's or exit's record in assembly, with 8 registers and
+ *      the flags saved, no C). When that declines, it builds struct pt_regs
  *      below them in the kernel's layout (ip is filled in by C: site + 1, as after an
  *      int3; cs 0x33, ss 0x2b, sp = S, orig_ax -1), aligns the stack to 16, clears DF
  *      and calls kprewrite_rt_optcall(regs, point index). 184 bytes + up to 8 of
@@ -39,6 +41,7 @@
  *      the stub).
  */
 #include "ptregs.h"
+#include "optfast.h"
 	.section .note.GNU-stack,"",@progbits
 
 	.text
@@ -69,16 +72,298 @@ kprewrite_rt_optprobe_template_end:
 	.size kprewrite_rt_optprobe_template, .-kprewrite_rt_optprobe_template
 
 
+/* FAST_RESTORE puts back what the fast path saved: the arithmetic flags (lahf's SF ZF
+ * AF PF CF by sahf, seto's OF by "add $0x7f" on 0 or 1: no popfq, 5 ns here) and the
+ * registers it uses */
+	.macro FAST_RESTORE
+	popq %rax
+	addb $0x7f, %al
+	sahf
+	popq %r11
+	popq %r10
+	popq %r9
+	popq %r8
+	popq %rdi
+	popq %rsi
+	popq %rdx
+	popq %rax
+	.endm
+
+/* GPR is one 16-byte entry of the fast path's register table: a general register's
+ * value at the probe into %r11 (pt_regs' order: r15 first; those the fast path saved
+ * from its frame) */
+	.macro GPR src
+	movq \src, %r11
+	jmp .Lgpr_back
+	.balign 16
+	.endm
+
 /* the shared body: %ecx = point index; (%rsp) the return address into the stub,
- * 8(%rsp) the program's %rcx, 16(%rsp) = S - 128 */
+ * 8(%rsp) the program's %rcx, 16(%rsp) = S - 128.
+ *
+ * First the fast path (issue 49): the record of a KPRW_HOT_EVENT or KPRW_HOT_EXIT line
+ * whose fetches read general registers only (KPRW_HOT_FAST), written as rt_hot.h's
+ * hot_fast writes it, with what it uses saved and nothing else: the C path's register
+ * traffic and checks were half of a hot event's cost. It runs the same checks in the
+ * same order (the line, the process's state as hot_open, the thread's context as
+ * hot_fast_tctx, the CPU as kprw_cpu_fast, the clock as kprw_tsc_ns, the comm's age
+ * and the ext test as hot_record) and declines to the full path (.Lslow: everything
+ * put back, %ecx still the index) on the first that fails, before it takes a place;
+ * after the xadd it declines only for a place past its block's end, which is never
+ * written (reserve's rule). optfast.h holds the layout it reads, checked against C.
+ * Its frame: 0 flags (lahf, seto), 8 r11, 16 r10, 24 r9, 32 r8, 40 rdi, 48 rsi, 56 rdx,
+ * 64 rax, 72 the return address into the stub, 80 the program's rcx; S = 216(%rsp).
+ * It uses no string instruction (DF as it is), calls nothing, and writes below the
+ * red zone only. */
 	.globl kprewrite_rt_optprobe_body
 	.hidden kprewrite_rt_optprobe_body
 	.type kprewrite_rt_optprobe_body,@function
 	.balign 16
 kprewrite_rt_optprobe_body:
+	pushq %rax
+	lahf
+	seto %al
+	pushq %rdx
+	pushq %rsi
+	pushq %rdi
+	pushq %r8
+	pushq %r9
+	pushq %r10
+	pushq %r11
+	pushq %rax
+	/* the point's line: an event alone or an exit, no filter or trigger, fast fetches */
+	movq kprw_rt+OF_RT_HOT(%rip), %rdi
+	testq %rdi, %rdi
+	jz .Lslow
+	cmpl kprw_rt+OF_RT_NPOINTS(%rip), %ecx
+	jae .Lslow
+	movl %ecx, %eax
+	shlq $SH_HOT, %rax
+	addq %rax, %rdi
+	movl OF_HOT_KIND(%rdi), %r8d	/* kind deleg spev nops, one load */
+	testl $0xff00, %r8d
+	jnz .Lslow
+	movl %r8d, %eax
+	shrl $24, %eax
+	cmpl $FC_HOT_PLAN, %eax
+	je .Lslow
+	testl $FC_HOT_FAST, %eax
+	jz .Lslow
+	cmpb $FC_HOT_EVENT, %r8b
+	je 1f
+	cmpb $FC_HOT_EXIT, %r8b
+	jne .Lslow
+	/* the process's state (hot_open) */
+1:	movl OF_HOT_PI(%rdi), %eax
+	shlq $SH_STATE, %rax
+	addq kprw_rt+OF_RT_STATE(%rip), %rax
+	testl $FC_SF_OFF, OF_STATE_FLAGS(%rax)
+	jnz .Lslow
+	cmpl $0, kprw_rt+OF_RT_DISABLE_ALL(%rip)
+	jne .Lslow
+	cmpl $0, kprw_rt+OF_RT_REC_HITS(%rip)
+	je .Lslow
+	cmpl $0, kprw_rt+OF_RT_REC_EXT(%rip)
+	jne .Lslow
+	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
+	je .Lslow
+	movq kprw_rt+OF_RT_CTL_GEN(%rip), %rax
+	testq %rax, %rax
+	jz .Lslow
+	movl (%rax), %eax
+	cmpl kprw_rt+OF_RT_CTL_SEEN(%rip), %eax
+	jne .Lslow
+	movq kprw_rt+OF_RT_TRACING_OFF(%rip), %rax
+	cmpl $0, (%rax)
+	jne .Lslow
+	movq kprw_rt+OF_RT_EV_CTL(%rip), %rax
+	testq %rax, %rax
+	jz 2f
+	movl OF_HOT_E(%rdi), %edx
+	testl $FC_CTL_SOFT_DISABLED, (%rax,%rdx,4)
+	jnz .Lslow
+	/* the thread's context at its hash's slot, no handler of ours running, its tid
+	 * still the TCB's (hot_fast_tctx): %rsi */
+2:	movl kprw_rt+OF_RT_KEYMODE(%rip), %eax
+	cmpl $FC_KEY_FS0, %eax
+	jne 13f
+	movq %fs:0, %r9		/* (TLS is set up: the mode says so) */
+	jmp 14f
+13:	cmpl $FC_KEY_FSBASE, %eax
+	jne .Lslow
+	rdfsbase %r9
+14:	testq %r9, %r9
+	jle .Lslow		/* none, or a tid key */
+	movabsq $FC_TCTX_HASH, %rsi
+	imulq %r9, %rsi
+	shrq $FC_TCTX_HASH_SHIFT, %rsi
+	shlq $SH_TCTX, %rsi
+	addq kprw_tctx_tab(%rip), %rsi
+	cmpq %r9, (%rsi)
+	jne .Lslow
+	cmpl $0, OF_TCTX_BUSY(%rsi)
+	jne .Lslow
+	movq kprw_tsh(%rip), %r10
+	movl OF_TSH_LIVE(%r10), %edx
+	testl %edx, %edx
+	jz .Lslow
+3:	bsfl %edx, %eax
+	movslq OF_TSH_OFF(%r10,%rax,4), %rax
+	movl (%r9,%rax), %eax
+	cmpl OF_TCTX_TID(%rsi), %eax
+	jne .Lslow
+	leal -1(%rdx), %eax
+	andl %eax, %edx
+	jnz 3b
+	/* the CPU (kprw_cpu_fast) into %r9's bits 32-47: the record's first word */
+	cmpl $0, kprw_rt+OF_RT_HAS_RDPID(%rip)
+	je 4f
+	rdpid %rax
+	andl $0xfff, %eax
+	jmp 5f
+4:	movq kprewrite_rt_rseq_off(%rip), %rax
+	testq %rax, %rax
+	jz .Lslow
+	movl %fs:4(%rax), %eax	/* struct rseq's cpu_id */
+	testl %eax, %eax
+	js .Lslow
+	andl $0xfff, %eax
+5:	shlq $32, %rax
+	movq %rax, %r9
+	/* the clock (kprw_tsc_ns): %rax = now */
+	movl kprw_clk(%rip), %r10d
+	testl $1, %r10d
+	jnz .Lslow
+	rdtsc
+	shlq $32, %rdx
+	orq %rdx, %rax
+	subq kprw_clk+OF_CLK_TSC(%rip), %rax
+	cmpq kprw_clk+OF_CLK_SPAN(%rip), %rax
+	jae .Lslow
+	movq kprw_clk+OF_CLK_MULT(%rip), %rdx
+	testq %rdx, %rdx
+	jz .Lslow
+	mulq %rdx
+	shrdq $32, %rdx, %rax
+	addq kprw_clk+OF_CLK_NS(%rip), %rax
+	cmpl kprw_clk(%rip), %r10d
+	jne .Lslow
+	/* the comm younger than its refresh, a time that needs no ext part (hot_record) */
+	movq %rax, %rdx
+	subq OF_TCTX_COMM_NS(%rsi), %rdx
+	cmpq $FC_COMM_REFRESH_NS, %rdx
+	ja .Lslow
+	subq kprw_rt+OF_RT_TS_BASE(%rip), %rax
+	leaq -1(%rax), %rdx
+	movabsq $FC_TS_MAX_2, %r10
+	cmpq %r10, %rdx
+	jae .Lslow
+	movq %rax, %rdx		/* ts_hi into the first word, ts_lo and the probe the second */
+	shrq $32, %rdx
+	shlq $48, %rdx
+	orq %rdx, %r9
+	movl %eax, %eax
+	movl OF_HOT_PI(%rdi), %edx
+	shlq $32, %rdx
+	orq %rdx, %rax
+	/* the word after the fixed part (%r8): an exit's return address (one hooked already
+	 * goes the full way), or an entry's stack pointer with spev (entry_sp_word) */
+	movl OF_HOT_DLEN(%rdi), %edx
+	orl $FC_CREC_HIT, %edx
+	leaq kprewrite_rt_rettramp(%rip), %r10
+	cmpb $FC_HOT_EXIT, %r8b
+	jne 6f
+	movq 216(%rsp), %r8
+	cmpq %r10, %r8
+	je .Lslow
+	jmp 7f
+6:	testl $0xff0000, %r8d
+	jz 8f
+	xorl %r11d, %r11d
+	cmpq %r10, 216(%rsp)
+	sete %r11b
+	leaq 216(%rsp), %r8
+	orq %r11, %r8
+7:	orl $FC_CREC_RET, %edx
+8:	orq %rdx, %r9		/* rlen */
+	andl $FC_CREC_RET, %edx
+	shrl $10, %edx		/* 8 with the word */
+	movl OF_HOT_DLEN(%rdi), %r11d
+	leal 23(%r11,%rdx), %r11d
+	andl $-8, %r11d		/* the record's size (rec_size) */
+	/* the place: one xadd on the thread's block word, which says the block's end too
+	 * (reserve) */
+	movq %rsi, %r10
+	subq kprw_tctx_tab(%rip), %r10
+	shrq $2, %r10		/* the context's index * 16: its struct kprw_tblk */
+	addq kprw_tblk_tab(%rip), %r10
+	movq %r11, %rdx
+	xaddq %rdx, (%r10)
+	movq %rdx, %r10
+	shrq $FC_REC_END_SHIFT, %r10
+	shlq $12, %r10
+	shlq $(64 - FC_REC_END_SHIFT), %rdx
+	shrq $(64 - FC_REC_END_SHIFT), %rdx
+	addq %rdx, %r11
+	cmpq %r10, %r11
+	ja .Lslow		/* past the block's end: never written */
+	addq kprw_rt+OF_RT_TRACE_DATA(%rip), %rdx
+	cmpl $0, kprw_rt+OF_RT_HAS_PREFETCHW(%rip)
+	je 9f
+	prefetchw FC_REC_AHEAD(%rdx)	/* (rec_at) */
+9:	testl $FC_CREC_RET, %r9d
+	movq %r9, (%rdx)	/* rlen, commit 0, cpu, ts_hi */
+	movq %rax, 8(%rdx)	/* ts_lo, probe */
+	leaq 16(%rdx), %r9
+	jz 10f
+	movq %r8, 16(%rdx)
+	addq $8, %r9
+	/* the data: each op's register at its place (copy_regs8) */
+10:	movzbl OF_HOT_KIND+3(%rdi), %ecx
+	andl $FC_HOT_NOPS, %ecx
+	jz 12f
+	leaq OF_HOT_OP(%rdi), %r10
+11:	movzbl OF_OP_REG(%r10), %eax
+	shll $4, %eax
+	leaq .Lgpr(%rip), %r11
+	addq %r11, %rax
+	jmp *%rax
+.Lgpr_back:
+	movl OF_OP_DEST(%r10), %eax
+	movq %r11, (%r9,%rax)
+	addq $SZ_OP, %r10
+	decl %ecx
+	jnz 11b
+	/* the commit word last, then the count (commit) */
+12:	movl OF_HOT_DLEN(%rdi), %eax
+	orl $FC_CREC_COMMITTED, %eax
+	movw %ax, 2(%rdx)
+	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
+	FAST_RESTORE
+	ret
+	.balign 16
+.Lgpr:
+	GPR %r15
+	GPR %r14
+	GPR %r13
+	GPR %r12
+	GPR %rbp
+	GPR %rbx
+	GPR 8(%rsp)
+	GPR 16(%rsp)
+	GPR 24(%rsp)
+	GPR 32(%rsp)
+	GPR 64(%rsp)
+	GPR 80(%rsp)
+	GPR 56(%rsp)
+	GPR 48(%rsp)
+	GPR 40(%rsp)
+.Lslow:
+	FAST_RESTORE
+	/* the full path: struct pt_regs and kprewrite_rt_optcall */
 	pushq $0x2b		/* ss */
 	leaq -8(%rsp), %rsp	/* sp: below */
-	pushfq			/* flags: nothing above changed them */
+	pushfq			/* flags: as at the probe (FAST_RESTORE put them back) */
 	pushq $0x33		/* cs */
 	leaq -16(%rsp), %rsp	/* ip (C), orig_ax (below) */
 	pushq %rdi

@@ -23,6 +23,77 @@
 #include "rt_ring.h"
 #include "rt_hot.h"
 
+#include "optfast.h"
+
+/* optprobe.S's fast path reads these by number (optfast.h) */
+#define OF(s, f, v) _Static_assert(__builtin_offsetof(struct s, f) == (v), "optfast.h: " #s "." #f)
+OF(kprw_rt, bias, OF_RT_BIAS);
+OF(kprw_rt, state, OF_RT_STATE);
+OF(kprw_rt, npoints, OF_RT_NPOINTS);
+OF(kprw_rt, disable_all, OF_RT_DISABLE_ALL);
+OF(kprw_rt, keymode, OF_RT_KEYMODE);
+OF(kprw_rt, has_rdpid, OF_RT_HAS_RDPID);
+OF(kprw_rt, has_prefetchw, OF_RT_HAS_PREFETCHW);
+OF(kprw_rt, clk_tsc, OF_RT_CLK_TSC);
+OF(kprw_rt, trace_data, OF_RT_TRACE_DATA);
+OF(kprw_rt, rec_hits, OF_RT_REC_HITS);
+OF(kprw_rt, rec_ext, OF_RT_REC_EXT);
+OF(kprw_rt, ts_base, OF_RT_TS_BASE);
+OF(kprw_rt, hot, OF_RT_HOT);
+OF(kprw_rt, ev_ctl, OF_RT_EV_CTL);
+OF(kprw_rt, tracing_off, OF_RT_TRACING_OFF);
+OF(kprw_rt, ctl_gen, OF_RT_CTL_GEN);
+OF(kprw_rt, ctl_seen, OF_RT_CTL_SEEN);
+OF(kprw_probe_state, flags, OF_STATE_FLAGS);
+OF(kprw_hot, pi, OF_HOT_PI);
+OF(kprw_hot, e, OF_HOT_E);
+OF(kprw_hot, dlen, OF_HOT_DLEN);
+OF(kprw_hot, kind, OF_HOT_KIND);
+OF(kprw_hot, deleg, OF_HOT_KIND + 1);
+OF(kprw_hot, spev, OF_HOT_KIND + 2);
+OF(kprw_hot, nops, OF_HOT_KIND + 3);
+OF(kprw_hot, op, OF_HOT_OP);
+OF(kprw_fplan_op, reg, OF_OP_REG);
+OF(kprw_fplan_op, dest, OF_OP_DEST);
+OF(kprw_tctx, key, 0);
+OF(kprw_tctx, tid, OF_TCTX_TID);
+OF(kprw_tctx, busy, OF_TCTX_BUSY);
+OF(kprw_tctx, comm_ns, OF_TCTX_COMM_NS);
+OF(kprw_tshare, tid_live, OF_TSH_LIVE);
+OF(kprw_tshare, tid_off, OF_TSH_OFF);
+OF(kprw_clk, seq, 0);
+OF(kprw_clk, tsc, OF_CLK_TSC);
+OF(kprw_clk, ns, OF_CLK_NS);
+OF(kprw_clk, mult, OF_CLK_MULT);
+OF(kprw_clk, span, OF_CLK_SPAN);
+OF(kprw_stats, records, OF_STATS_RECORDS);
+OF(kprw_crec, rlen, 0);
+OF(kprw_crec, commit, 2);
+OF(kprw_crec, cpu, 4);
+OF(kprw_crec, ts_hi, 6);
+OF(kprw_crec, ts_lo, 8);
+OF(kprw_crec, probe, 12);
+#undef OF
+_Static_assert(sizeof(struct kprw_probe_state) == 1 << SH_STATE, "optfast.h: SH_STATE");
+_Static_assert(sizeof(struct kprw_hot) == 1 << SH_HOT, "optfast.h: SH_HOT");
+_Static_assert(sizeof(struct kprw_fplan_op) == SZ_OP, "optfast.h: SZ_OP");
+_Static_assert(sizeof(struct kprw_tctx) == 1 << SH_TCTX && sizeof(struct kprw_tblk) == 16, "optfast.h: SH_TCTX");
+_Static_assert(sizeof(struct kprw_crec) == 16, "optfast.h: the record's fixed part");
+_Static_assert(sizeof(((struct kprw_probe_state *)0)->flags) == 4 && sizeof(kprw_rt.disable_all) == 4 &&
+		       sizeof(kprw_rt.rec_hits) == 4 && sizeof(kprw_rt.rec_ext) == 4 && sizeof(kprw_rt.clk_tsc) == 4 &&
+		       sizeof(kprw_rt.keymode) == 4 && sizeof(kprw_rt.has_rdpid) == 4 &&
+		       sizeof(kprw_rt.has_prefetchw) == 4 && sizeof(kprw_rt.npoints) == 4 && sizeof(kprw_rt.ctl_seen) == 4,
+	       "optfast.h: the words the fast path compares are 32-bit");
+_Static_assert(FC_HOT_EVENT == KPRW_HOT_EVENT && FC_HOT_EXIT == KPRW_HOT_EXIT && FC_HOT_PLAN == KPRW_HOT_PLAN &&
+		       FC_HOT_FAST == KPRW_HOT_FAST && FC_HOT_NOPS == KPRW_HOT_NOPS &&
+		       FC_SF_OFF == (KPRW_SF_DISABLED | KPRW_SF_UNREG) && FC_CTL_SOFT_DISABLED == KPRW_CTL_SOFT_DISABLED &&
+		       FC_KEY_FSBASE == KPRW_KEY_FSBASE && FC_KEY_FS0 == KPRW_KEY_FS0 && FC_COMM_REFRESH_NS == KPRW_COMM_REFRESH_NS &&
+		       FC_TS_MAX_2 == TS_MAX - 2 && FC_REC_END_SHIFT == REC_END_SHIFT && FC_REC_AHEAD == REC_AHEAD &&
+		       FC_CREC_RET == KPRW_CREC_RET && FC_CREC_HIT == KPRW_CREC_HIT &&
+		       FC_CREC_COMMITTED == KPRW_CREC_COMMITTED && FC_TCTX_HASH == 0x9E3779B97F4A7C15ull &&
+		       FC_TCTX_HASH_SHIFT == 54 && KPRW_NTCTX == 1024 && KPRW_CREC_LEN >= 0x1fff,
+	       "optfast.h: a constant differs");
+
 #define FLAGS_ARITH 0x8d5ul /* CF PF AF ZF SF OF */
 #define FLAGS_DF 0x400ul
 

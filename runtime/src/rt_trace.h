@@ -73,6 +73,9 @@ struct kprw_hot {
 #define KPRW_HOT_REGS8 0x40 /* nops: with the count in its low bits, every op is an 8-byte
 			       register read (the common `%di`): copied without the general
 			       fetch's per-op branches */
+#define KPRW_HOT_FAST 0x20 /* nops: the line's record reads general registers only (struct
+			      pt_regs' words r15..di: with REGS8), or nothing (no ops, no data):
+			      optprobe.S's fast path may write it */
 #define KPRW_HOT_NOPS 0x0f
 _Static_assert(sizeof(struct kprw_hot) == 64, "kprw_hot is a cache line");
 void kprw_hot_init(void);

@@ -1,0 +1,78 @@
+/*
+ * optfast.h - the layout optprobe.S's fast path reads: offsets into struct kprw_rt,
+ * struct kprw_hot, the thread contexts, the clock and the record, as numbers the
+ * assembler can use. rt_opt.c checks every one against the C definitions
+ * (_Static_assert), so a change of a struct that moves a field fails the build.
+ */
+#ifndef KPRW_OPTFAST_H
+#define KPRW_OPTFAST_H
+
+/* struct kprw_rt */
+#define OF_RT_BIAS 8
+#define OF_RT_STATE 40
+#define OF_RT_NPOINTS 48
+#define OF_RT_DISABLE_ALL 68
+#define OF_RT_KEYMODE 148
+#define OF_RT_HAS_RDPID 152
+#define OF_RT_HAS_PREFETCHW 156
+#define OF_RT_CLK_TSC 172
+#define OF_RT_TRACE_DATA 248
+#define OF_RT_REC_HITS 284
+#define OF_RT_REC_EXT 288
+#define OF_RT_TS_BASE 296
+#define OF_RT_HOT 344
+#define OF_RT_EV_CTL 552
+#define OF_RT_TRACING_OFF 584
+#define OF_RT_CTL_GEN 592
+#define OF_RT_CTL_SEEN 600
+/* struct kprw_probe_state: 32 bytes (a shift of 5), flags */
+#define SH_STATE 5
+#define OF_STATE_FLAGS 16
+/* struct kprw_hot: 64 bytes (a shift of 6) */
+#define SH_HOT 6
+#define OF_HOT_PI 8
+#define OF_HOT_E 12
+#define OF_HOT_DLEN 20
+#define OF_HOT_KIND 24 /* kind, deleg, spev, nops: one 32-bit word */
+#define OF_HOT_OP 28
+/* struct kprw_fplan_op: 12 bytes */
+#define SZ_OP 12
+#define OF_OP_REG 1
+#define OF_OP_DEST 8
+/* struct kprw_tctx: 64 bytes (a shift of 6); struct kprw_tblk: 16 (tctx offset >> 2) */
+#define SH_TCTX 6
+#define OF_TCTX_TID 8
+#define OF_TCTX_BUSY 12
+#define OF_TCTX_COMM_NS 16
+/* struct kprw_tshare */
+#define OF_TSH_LIVE 65552
+#define OF_TSH_OFF 65556
+/* struct kprw_clk */
+#define OF_CLK_TSC 8
+#define OF_CLK_NS 16
+#define OF_CLK_MULT 24
+#define OF_CLK_SPAN 32
+/* struct kprw_stats */
+#define OF_STATS_RECORDS 48
+
+/* constants of rt.h, rt_trace.h, rt_ring.h and the ABI header */
+#define FC_HOT_EVENT 1          /* KPRW_HOT_EVENT */
+#define FC_HOT_EXIT 2           /* KPRW_HOT_EXIT */
+#define FC_HOT_PLAN 0xff        /* KPRW_HOT_PLAN */
+#define FC_HOT_FAST 0x20        /* KPRW_HOT_FAST */
+#define FC_HOT_NOPS 0x0f        /* KPRW_HOT_NOPS */
+#define FC_SF_OFF 3             /* KPRW_SF_DISABLED | KPRW_SF_UNREG */
+#define FC_CTL_SOFT_DISABLED 1  /* KPRW_CTL_SOFT_DISABLED */
+#define FC_KEY_FSBASE 1         /* KPRW_KEY_FSBASE */
+#define FC_KEY_FS0 2            /* KPRW_KEY_FS0 */
+#define FC_TCTX_HASH 0x9E3779B97F4A7C15 /* kprw_tctx_hash: k * this >> 54 */
+#define FC_TCTX_HASH_SHIFT 54
+#define FC_COMM_REFRESH_NS 1000000 /* KPRW_COMM_REFRESH_NS */
+#define FC_TS_MAX_2 0xfffffffffffe /* TS_MAX - 2 (need_ext) */
+#define FC_REC_END_SHIFT 39     /* REC_END_SHIFT */
+#define FC_REC_AHEAD 1024       /* REC_AHEAD */
+#define FC_CREC_RET 0x2000      /* KPRW_CREC_RET */
+#define FC_CREC_HIT 0x8000      /* KPRW_CREC_HIT */
+#define FC_CREC_COMMITTED 0x8000 /* KPRW_CREC_COMMITTED */
+
+#endif

@@ -1,0 +1,143 @@
+package tests
+
+import (
+	"debug/elf"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// regsiteProg's regsite(a, b, out) gives every general register a known value (rdi =
+// a, rsi = b, the others regK below), makes the flags those of a - b, runs five
+// 5-byte nops (regsite_s1..s5: five probe sites) and stores every register and the
+// flags before and after them in out. main calls it with operands whose flags cover
+// CF, PF, AF, ZF, SF and OF, and says "bad" for any register or flag the sites
+// changed.
+const regsiteProg = `
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+__asm__(
+	".text\n.globl regsite\n.type regsite,@function\nregsite:\n"
+	"push %rbx\npush %rbp\npush %r12\npush %r13\npush %r14\npush %r15\npush %rdx\n"
+	"movabs $0x1a1a1a1a1a1a, %rax\nmovabs $0x1b1b1b1b1b1b, %rbx\nmovabs $0x1c1c1c1c1c1c, %rcx\n"
+	"movabs $0x1d1d1d1d1d1d, %rdx\nmovabs $0x1e1e1e1e1e1e, %rbp\nmovabs $0x808080808080, %r8\n"
+	"movabs $0x909090909090, %r9\nmovabs $0x101010101010, %r10\nmovabs $0x111111111111, %r11\n"
+	"movabs $0x121212121212, %r12\nmovabs $0x131313131313, %r13\nmovabs $0x141414141414, %r14\n"
+	"movabs $0x151515151515, %r15\n"
+	"cmp %rsi, %rdi\npushfq\n"
+	".globl regsite_s1\nregsite_s1: .byte 0x0f,0x1f,0x44,0x00,0x00\n"
+	".globl regsite_s2\nregsite_s2: .byte 0x0f,0x1f,0x44,0x00,0x00\n"
+	".globl regsite_s3\nregsite_s3: .byte 0x0f,0x1f,0x44,0x00,0x00\n"
+	".globl regsite_s4\nregsite_s4: .byte 0x0f,0x1f,0x44,0x00,0x00\n"
+	".globl regsite_s5\nregsite_s5: .byte 0x0f,0x1f,0x44,0x00,0x00\n"
+	"pushfq\npush %rax\npush %rbx\npush %rcx\npush %rdx\npush %rbp\npush %rsi\npush %rdi\n"
+	"push %r8\npush %r9\npush %r10\npush %r11\npush %r12\npush %r13\npush %r14\npush %r15\n"
+	"mov 136(%rsp), %rax\nxor %ecx, %ecx\n"
+	"1: mov (%rsp,%rcx,8), %rdx\nmov %rdx, (%rax,%rcx,8)\ninc %rcx\ncmp $17, %rcx\njne 1b\n"
+	"add $144, %rsp\npop %r15\npop %r14\npop %r13\npop %r12\npop %rbp\npop %rbx\nret\n"
+	".size regsite, .-regsite\n");
+void regsite(long a, long b, unsigned long *out);
+static const unsigned long want[15] = {0x151515151515, 0x141414141414, 0x131313131313, 0x121212121212,
+	0x111111111111, 0x101010101010, 0x909090909090, 0x808080808080, 0, 0, 0x1e1e1e1e1e1e, 0x1d1d1d1d1d1d,
+	0x1c1c1c1c1c1c, 0x1b1b1b1b1b1b, 0x1a1a1a1a1a1a};
+int main(int argc, char **argv)
+{
+	static const long ops[][2] = {{LONG_MAX, -1}, {LONG_MIN, 1}, {0, 0}, {1, 2}, {0x10, 1}, {3, 0}, {-5, -5}, {7, 0x40}};
+	int n = argc > 1 ? atoi(argv[1]) : 8, bad = 0;
+	for (int i = 0; i < n; i++) {
+		long a = ops[i % 8][0], b = ops[i % 8][1];
+		unsigned long out[17];
+		regsite(a, b, out);
+		for (int r = 0; r < 15; r++) {
+			unsigned long w = r == 8 ? (unsigned long)a : r == 9 ? (unsigned long)b : want[r];
+			if (out[r] != w)
+				bad++, printf("bad: call %d register %d %#lx\n", i, r, out[r]);
+		}
+		if ((out[15] ^ out[16]) & 0xcd5) /* CF PF AF ZF SF OF DF */
+			bad++, printf("bad: call %d flags %#lx before, %#lx after\n", i, out[16], out[15]);
+	}
+	printf("%d calls, %d bad\n", n, bad);
+	return bad != 0;
+}
+`
+
+// TestOptFastPath: the detour's fast path (optprobe.S: a hot event's record written in
+// assembly, the registers it uses saved, the flags by lahf/sahf) at five jump-optimized
+// sites that between them fetch every general register: each record holds the value
+// the register had, the program sees every register and flag as it was (the flags of
+// operands that set each arithmetic flag, OF included), and the hits do not reach
+// the C side of the detour (gdb counts kprewrite_rt_optcall), so it is the fast path
+// that wrote them.
+func TestOptFastPath(t *testing.T) {
+	prog := testprog.Build(t, regsiteProg, "c", "-O2")
+	f, err := elf.Open(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := f.Symbols()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := map[string]uint64{}
+	for _, s := range syms {
+		addr[s.Name] = s.Value
+	}
+	fetch := [5]string{"r15=%r15 r14=%r14 r13=%r13", "r12=%r12 bp=%bp bx=%bx", "r11=%r11 r10=%r10 r9=%r9",
+		"r8=%r8 ax=%ax cx=%cx", "dx=%dx si=%si di=%di"}
+	var defs []string
+	for i, args := range fetch {
+		defs = append(defs, fmt.Sprintf("p:fp/s%d regsite+%d %s", i+1, addr[fmt.Sprintf("regsite_s%d", i+1)]-addr["regsite"], args))
+	}
+	out := filepath.Join(t.TempDir(), "fast")
+	rewriteWith(t, prog, out, defs)
+	if _, l, _ := kp("list", out); strings.Count(l, "[OPTIMIZED]") != 5 {
+		t.Fatalf("want five jump-optimized sites:\n%s", l)
+	}
+	const n = 800
+	tr := out + ".trace"
+	testprog.Same(t, prog, out, testprog.Cmd{Args: []string{strconv.Itoa(n)}, Extra: []string{"KPREWRITE_TRACE=" + tr}}, nil)
+	ops := [8][2]int64{{1<<63 - 1, -1}, {-1 << 63, 1}, {0, 0}, {1, 2}, {0x10, 1}, {3, 0}, {-5, -5}, {7, 0x40}}
+	var want []string
+	for i := 0; i < n; i++ {
+		a, b := ops[i%8][0], ops[i%8][1]
+		want = append(want, "s1 r15=0x151515151515 r14=0x141414141414 r13=0x131313131313",
+			"s2 r12=0x121212121212 bp=0x1e1e1e1e1e1e bx=0x1b1b1b1b1b1b",
+			"s3 r11=0x111111111111 r10=0x101010101010 r9=0x909090909090",
+			"s4 r8=0x808080808080 ax=0x1a1a1a1a1a1a cx=0x1c1c1c1c1c1c",
+			fmt.Sprintf("s5 dx=0x1d1d1d1d1d1d si=0x%x di=0x%x", uint64(b), uint64(a)))
+	}
+	var got []string
+	for _, l := range readTrace(t, tr, out) {
+		got = append(got, l.EA())
+	}
+	sameLines(t, got, want)
+
+	// the C side of the detour ran for a few hits at most (a thread's first, a comm
+	// older than its refresh), not for each
+	testprog.Need(t, "gdb")
+	gtr := out + ".gdb.trace"
+	cmd := exec.Command("gdb", "-batch", "-nx", "-ex", "set pagination off", "-ex", "set startup-with-shell off",
+		"-ex", "break kprewrite_rt_optcall", "-ex", "ignore 1 100000000", "-ex", "run", "-ex", "info breakpoints",
+		"--args", out, strconv.Itoa(n))
+	cmd.Env = append(cmd.Environ(), "KPREWRITE_TRACE="+gtr)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, testprog.Clip(string(b), 3000))
+	}
+	calls := 0
+	if m := regexp.MustCompile(`breakpoint already hit (\d+) time`).FindSubmatch(b); m != nil {
+		calls, _ = strconv.Atoi(string(m[1]))
+	}
+	if len(readTrace(t, gtr, out)) != 5*n || calls > 5*n/10 {
+		t.Errorf("%d records, %d calls of the detour's C side for %d hits: the fast path took too few", len(readTrace(t, gtr, out)), calls, 5*n)
+	}
+	t.Logf("%d hits, %d of them through kprewrite_rt_optcall", 5*n, calls)
+}

@@ -13,6 +13,9 @@
 # With BASE=/path/to/another/kprewrite, the same two rewritten by it run in the same
 # rounds too (a before/after of the runtime).
 #
+# Each round's figures (ns a record, records lost) are printed as it ends, then the
+# table of medians.
+#
 # usage: [BASE=kprewrite] scripts/bench-python-floor.sh [ROUNDS]   (default 3)
 set -euo pipefail
 # every measured program on one CPU (BENCH_CPU, default 0: this VM's second vCPU runs
@@ -50,7 +53,7 @@ fi
 cpu() { ./cputime "$@" 2>&1 >/dev/null | awk '/^cpu / {print $2 + $3}'; }
 median() { sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 declare -A per last
-floors=""
+floors="" round=""
 for r in $(seq "$rounds"); do
 	base=$($pin ./b 10000000)
 	fl=$($pin ./b 10000000 tsc)
@@ -66,9 +69,13 @@ for r in $(seq "$rounds"); do
 		n=$((kept + ${lost:-0}))
 		per[$v]+="$(echo "$c $o $n" | awk '{printf "%.2f", ($1 - $2) * 1e9 / $3}')"$'\n'
 		last[$v]="$c s, $n records (${lost:-0} lost)"
+		round+="$v $(echo "$c $o $n" | awk '{printf "%.2f", ($1 - $2) * 1e9 / $3}') (${lost:-0} lost)  "
 		rm -f r.trace
 	done
+	echo "round $r: $round"
+	round=""
 done
+echo
 f=$(printf '%s' "$floors" | median)
 echo "python3.11 --calls '*', JSON workload, $rounds rounds, $(date -u '+%Y-%m-%d %H:%M'), load $(cut -d' ' -f1 /proc/loadavg); the tsc floor $f ns a record (median)"
 echo

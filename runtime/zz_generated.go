@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "aa321950aa8a0e3ad2905c23201edc04f5b5555076d045f20fb75244dbf136a0"
+const ObjectSHA256 = "13fcdce25aaf974f93e164f79d96ac549c5b4982e6f02d5bffa4fe969d82244b"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

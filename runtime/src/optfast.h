@@ -8,7 +8,6 @@
 #define KPRW_OPTFAST_H
 
 /* struct kprw_rt */
-#define OF_RT_BIAS 8
 #define OF_RT_STATE 40
 #define OF_RT_NPOINTS 48
 #define OF_RT_DISABLE_ALL 68

@@ -441,16 +441,6 @@ static int call_pair(const struct kprw_point *pt, u32 *ev, u32 *ret)
 	return 1;
 }
 
-/* gpr_ops says whether plan pl's ops read general registers only (struct pt_regs' words
- * before orig_ax), which optprobe.S's fast path reads where they are */
-static int gpr_ops(const struct kprw_fplan *pl)
-{
-	for (u32 j = 0; j < pl->n; j++)
-		if (pl->op[j].reg >= __builtin_offsetof(struct pt_regs, orig_ax) / 8)
-			return 0;
-	return 1;
-}
-
 /* kprw_hot_init fills kprw_rt.hot (or, out of memory, takes kprw_rt.fastev away): a
  * KPRW_HOT_EVENT line for each kprw_rt.fastev point, a KPRW_HOT_CALL line for each
  * call_pair point,
@@ -505,11 +495,15 @@ void kprw_hot_init(void)
 		} else if (pl->n <= KPRW_HOT_OPS) {
 			h->nops = (u8)pl->n;
 			kprw_memcpy(h->op, pl->op, pl->n * sizeof pl->op[0]);
-			u32 regs8 = pl->n > 0;
-			for (u32 j = 0; j < pl->n; j++)
+			/* gpr: general registers only (pt_regs' words before orig_ax), which
+			 * optprobe.S's fast path reads where they are */
+			u32 regs8 = pl->n > 0, gpr = 1;
+			for (u32 j = 0; j < pl->n; j++) {
 				regs8 &= pl->op[j].mem == 0 && pl->op[j].size == 8;
+				gpr &= pl->op[j].reg < __builtin_offsetof(struct pt_regs, orig_ax) / 8;
+			}
 			if (regs8)
-				h->nops |= KPRW_HOT_REGS8 | (gpr_ops(pl) ? KPRW_HOT_FAST : 0);
+				h->nops |= KPRW_HOT_REGS8 | (gpr ? KPRW_HOT_FAST : 0);
 		}
 		if (h->nops == 0 && h->dlen == 0)
 			h->nops = KPRW_HOT_FAST;

@@ -27,7 +27,6 @@
 
 /* optprobe.S's fast path reads these by number (optfast.h) */
 #define OF(s, f, v) _Static_assert(__builtin_offsetof(struct s, f) == (v), "optfast.h: " #s "." #f)
-OF(kprw_rt, bias, OF_RT_BIAS);
 OF(kprw_rt, state, OF_RT_STATE);
 OF(kprw_rt, npoints, OF_RT_NPOINTS);
 OF(kprw_rt, disable_all, OF_RT_DISABLE_ALL);

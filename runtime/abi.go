@@ -787,6 +787,12 @@ type RawTraceHeader struct {
 	Clock        uint32 `c:"clock"` // ClockTSC, ClockMono, ClockCounter (ClockUnset: older files, tsc)
 	ClockPad     uint32 `c:"clock_pad"`
 	Counter      uint64 `c:"counter"` // ClockCounter's last value
+	// Spilled counts the records of ring blocks the recorder gave back once they were
+	// copied into a chunk buffer, before the chunk was written; each chunk written
+	// carries the count's low 32 bits with its own as its mark (RawChunk.Mark), so
+	// readers count Spilled - the last chunk's mark as lost (a recorder killed, a write
+	// that failed)
+	Spilled uint64 `c:"spilled"`
 }
 
 // Trace clocks (RawTraceHeader.Clock, KPRW_CLOCK_*): what record times are.
@@ -849,11 +855,11 @@ type RawCRecExt struct {
 
 // RawChunk is struct kprw_chunk, the header of a chunk the recorder appended.
 type RawChunk struct {
-	Magic    [8]byte `c:"magic"`
-	Prev     uint64  `c:"prev"`
-	Size     uint64  `c:"size"`
-	NPieces  uint32  `c:"npieces"`
-	Reserved uint32  `c:"reserved"`
+	Magic   [8]byte `c:"magic"`
+	Prev    uint64  `c:"prev"`
+	Size    uint64  `c:"size"`
+	NPieces uint32  `c:"npieces"`
+	Mark    uint32  `c:"mark"` // the header's Spilled, low 32 bits, with this chunk's records
 }
 
 // CRecBytes is the size of a compact record whose rlen word (reserved data length and

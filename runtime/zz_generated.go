@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "13fcdce25aaf974f93e164f79d96ac549c5b4982e6f02d5bffa4fe969d82244b"
+const ObjectSHA256 = "b3e621439ed9200e5313a66171806812e42da4b225920a0ea5dc07d64623d3b5"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/internal/recorder"
 	"github.com/kprewrite/kprewrite/internal/tracefile"
+	kprt "github.com/kprewrite/kprewrite/runtime"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
@@ -130,6 +133,7 @@ func TestRecord(t *testing.T) {
 			ids = []int{1, 2, 3, 4}
 		}
 		checkSequences(t, lines, ids, n)
+		checkSpilled(t, file)
 	}
 	// the same records as the program writes on its own
 	direct := filepath.Join(dir, "direct.trace")
@@ -149,6 +153,27 @@ func TestRecord(t *testing.T) {
 		if a[i].EA() != b[i].EA() || a[i].Comm != b[i].Comm {
 			t.Fatalf("record %d: direct %+v, recorded %+v", i, a[i], b[i])
 		}
+	}
+}
+
+// checkSpilled: the recorder gave the ring's finished blocks back once copied, before
+// their chunks were written (the header's spilled counts their records), and the last
+// chunk written carries that count as its mark: every one reached the file.
+func checkSpilled(t *testing.T, file string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h kprt.RawTraceHeader
+	if err := binary.Read(bytes.NewReader(b), binary.LittleEndian, &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Spilled == 0 || h.ChunkLast == 0 || h.ChunkLast+kprt.ChunkSize > uint64(len(b)) {
+		t.Fatalf("%s: spilled %d, last chunk at %d of %d bytes", file, h.Spilled, h.ChunkLast, len(b))
+	}
+	if mark := binary.LittleEndian.Uint32(b[h.ChunkLast+28:]); mark != uint32(h.Spilled) {
+		t.Errorf("%s: %d records spilled, the last chunk's mark %d", file, h.Spilled, mark)
 	}
 }
 

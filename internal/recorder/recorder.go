@@ -52,8 +52,15 @@ const (
 	populateStep = 256 << 10
 	// hugePage is the size of a transparent huge page (x86-64).
 	hugePage = 2 << 20
-	// chunkBuffers is how many chunks may be under way at once.
+	// chunkBuffers is how many chunk buffers the recorder has at least; it makes more,
+	// up to spillFactor times the ring's bytes, while the disk is behind.
 	chunkBuffers = 3
+	// spillFactor bounds the records the recorder holds copied and not yet written: a
+	// finished block goes back to the writers once its records are in a chunk buffer, not
+	// once the chunk is on disk, so a disk that stalls (a 29 MB chunk took 38 ms here,
+	// while python3.11 writes ~400 MB/s) is met by the recorder's memory before the ring
+	// fills and records are lost.
+	spillFactor = 4
 	// graceTorn is how long a block its writer left may hold a record that is not
 	// committed before the record counts as torn (a signal handler's block change can
 	// leave the record it interrupted to be finished after it).
@@ -91,6 +98,12 @@ type Recorder struct {
 	blocks   []blockState
 	free     [][]byte // chunk buffers not under way: page-aligned, maxChunk bytes (O_DIRECT)
 	bufs     [][]byte // the chunk buffers' mappings (each a little larger, for alignment)
+	maxBufs  int      // how many chunk buffers it may make
+	// spilled counts the records of blocks given back before their chunk was written
+	// (the header's spilled, whose low 32 bits each chunk carries as its mark once
+	// written: readers count spilled records no written chunk holds as lost); written
+	// is the mark of the last chunk written
+	spilled, written uint64
 	jobs     chan *job
 	results  chan *job
 	pending  int
@@ -137,6 +150,7 @@ type piece struct {
 	from, to uint64
 	records  uint64 // committed records in [from, to)
 	free     bool   // the block is finished: zero it and give it back once copied
+	spilled  bool   // given back once copied, before its chunk was written
 }
 
 // header field offsets (the Go mirror has the C layout: TestABILayout)
@@ -148,6 +162,7 @@ var (
 	offRingTake  = unsafe.Offsetof(kprt.RawTraceHeader{}.RingTake)
 	offRingGive  = unsafe.Offsetof(kprt.RawTraceHeader{}.RingGive)
 	offChunkLast = unsafe.Offsetof(kprt.RawTraceHeader{}.ChunkLast)
+	offSpilled   = unsafe.Offsetof(kprt.RawTraceHeader{}.Spilled)
 	offSnapCount = unsafe.Offsetof(kprt.RawTraceHeader{}.SnapCount)
 	offBlkDone   = unsafe.Offsetof(kprt.RawBlock{}.Done)
 	offBlkDrain  = unsafe.Offsetof(kprt.RawBlock{}.Drained)
@@ -432,6 +447,13 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	// and the first blocks now; the rest by a goroutine in the queue's order, ahead of
 	// the writers, while the program starts (populating all of a 32 MiB ring here took
 	// ~70 ms, which every `record` run paid before its program started).
+	// on 2 MiB pages where the file system gives them (ext4's large folios; the kernel
+	// aligns the mapping): populating a 32 MiB ring took ~70 ms on 4 KiB pages here, so
+	// a fast writer met pages not yet there and allocated them itself (python3.11
+	// --calls '*': 54 against 40 ns a record, issue 49), and each 4 KiB page's first
+	// touch costs a process ~7 us on this VM even when present. The runtime asks the
+	// same for its mapping.
+	syscall.Madvise(m, 14 /* MADV_HUGEPAGE */)
 	first := min(n, populateFirst/bs)
 	syscall.Madvise(m[:kprt.TraceHeaderSize+first*bs], 23 /* MADV_POPULATE_WRITE */)
 	syscall.Madvise(m[qoff:qoff+qbytes], 23)
@@ -439,30 +461,38 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(total), preallocAhead)
 	r := &Recorder{f: f, m: m, n: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, n), prealloc: total + preallocAhead,
 		inflight: make([]bool, n),
-		jobs:     make(chan *job, chunkBuffers), results: make(chan *job, chunkBuffers),
+		maxBufs:   max(chunkBuffers, int(spillFactor*ring/maxChunk)),
 		populated: make(chan struct{})}
+	r.jobs, r.results = make(chan *job, r.maxBufs), make(chan *job, r.maxBufs)
 	go r.populate(kprt.TraceHeaderSize+first*bs, qoff)
 	for k := 0; k < chunkBuffers; k++ {
-		// made present as they are first filled (on the recorder's CPU, not before the
-		// program starts; a short run needs one), on 2 MiB pages where the kernel gives
-		// them (transparent huge pages): an O_DIRECT write pins 4 pages of a chunk
-		// instead of 2048, and the copy into it misses the TLB 512 times less
-		raw, err := syscall.Mmap(-1, 0, maxChunk+hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
-		if err != nil {
+		if err := r.newBuf(); err != nil {
 			r.close()
-			return nil, fmt.Errorf("chunk buffer: %w", err)
+			return nil, err
 		}
-		r.bufs = append(r.bufs, raw)
-		at := (hugePage - uint64(uintptr(unsafe.Pointer(&raw[0])))%hugePage) % hugePage
-		buf := raw[at : at+maxChunk : at+maxChunk]
-		syscall.Madvise(buf, 14 /* MADV_HUGEPAGE */)
-		r.free = append(r.free, buf)
 	}
 	go r.writer()
 	if d, err := os.OpenFile(f.Name(), os.O_WRONLY|syscall.O_DIRECT, 0); err == nil {
 		r.direct = d
 	}
 	return r, nil
+}
+
+// newBuf makes a chunk buffer, present as it is first filled (on the recorder's CPU,
+// not before the program starts; a short run needs one), on 2 MiB pages where the
+// kernel gives them (transparent huge pages): an O_DIRECT write pins 4 pages of a
+// chunk instead of 2048, and the copy into it misses the TLB 512 times less.
+func (r *Recorder) newBuf() error {
+	raw, err := syscall.Mmap(-1, 0, maxChunk+hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return fmt.Errorf("chunk buffer: %w", err)
+	}
+	r.bufs = append(r.bufs, raw)
+	at := (hugePage - uint64(uintptr(unsafe.Pointer(&raw[0])))%hugePage) % hugePage
+	buf := raw[at : at+maxChunk : at+maxChunk]
+	syscall.Madvise(buf, 14 /* MADV_HUGEPAGE */)
+	r.free = append(r.free, buf)
+	return nil
 }
 
 func monoNow() uint64 {
@@ -673,13 +703,14 @@ type job struct {
 	np     uint32
 	pieces []piece
 	off    uint64 // where it was written
+	mark   uint64 // the recorder's spilled count with this chunk's pieces
 	err    error
 }
 
 // writer writes the chunks Drain gathers, in order.
 func (r *Recorder) writer() {
 	for j := range r.jobs {
-		j.off, j.err = r.appendChunk(j.buf, j.size, j.np)
+		j.off, j.err = r.appendChunk(j.buf, j.size, j.np, uint32(j.mark))
 		r.results <- j
 	}
 }
@@ -708,7 +739,16 @@ func (r *Recorder) finish(j *job) {
 	if j.err != nil && r.err == nil {
 		r.err = j.err
 	}
+	if j.err == nil && r.err == nil {
+		r.written = j.mark
+	}
 	for _, p := range j.pieces {
+		if p.spilled {
+			if r.err == nil {
+				r.stats.Records += p.records
+			}
+			continue // (the block is the writers' again)
+		}
 		r.inflight[p.block] = false
 		if r.err != nil {
 			continue // the records stay in the ring
@@ -731,6 +771,9 @@ func (r *Recorder) gather() uint64 {
 	var gathered uint64
 	for start := 0; start < len(r.pieces) && r.err == nil; {
 		if len(r.free) == 0 {
+			if len(r.bufs) < r.maxBufs && r.newBuf() == nil {
+				continue
+			}
 			r.finish(<-r.results)
 			continue
 		}
@@ -757,9 +800,10 @@ func (r *Recorder) gather() uint64 {
 			np++
 			gathered += p.to - p.from
 		}
-		j := &job{buf: buf, size: w, np: np, pieces: append([]piece(nil), r.pieces[start:end]...)}
+		r.spill(r.pieces[start:end])
+		j := &job{buf: buf, size: w, np: np, mark: r.spilled, pieces: append([]piece(nil), r.pieces[start:end]...)}
 		for _, p := range j.pieces {
-			r.inflight[p.block] = true
+			r.inflight[p.block] = !p.spilled
 		}
 		r.pending++
 		r.jobs <- j
@@ -768,11 +812,30 @@ func (r *Recorder) gather() uint64 {
 	return gathered
 }
 
+// spill gives the finished blocks among pieces back now that their records are in a
+// chunk buffer (not in overwrite mode, whose writers give blocks back): the header's
+// spilled counts their records first, so a recorder killed before their chunk is
+// written leaves them counted as lost (a kill between that store and the block's
+// magic going would count them twice: in the ring and as lost), and a chunk written
+// carries the count as its mark.
+func (r *Recorder) spill(pieces []piece) {
+	for i := range pieces {
+		p := &pieces[i]
+		if !p.free {
+			continue
+		}
+		r.spilled += p.records
+		atomic.StoreUint64(r.u64(uint64(offSpilled)), r.spilled)
+		p.free, p.spilled = false, true
+		r.give(p.block)
+	}
+}
+
 // appendChunk writes the chunk in buf (w bytes, np pieces after room for the chunk
-// header) at the end of the file, under the file lock the runtimes take to append, and
-// links it. With O_DIRECT the chunk starts on a page and is padded to whole pages. A
-// chunk of no pieces writes nothing.
-func (r *Recorder) appendChunk(buf []byte, w uint64, np uint32) (uint64, error) {
+// header, mark its spilled mark) at the end of the file, under the file lock the
+// runtimes take to append, and links it. With O_DIRECT the chunk starts on a page and
+// is padded to whole pages. A chunk of no pieces writes nothing.
+func (r *Recorder) appendChunk(buf []byte, w uint64, np, mark uint32) (uint64, error) {
 	if np == 0 {
 		return 0, nil
 	}
@@ -803,7 +866,7 @@ func (r *Recorder) appendChunk(buf []byte, w uint64, np uint32) (uint64, error) 
 	binary.LittleEndian.PutUint64(buf[8:], prev)
 	binary.LittleEndian.PutUint64(buf[16:], size)
 	binary.LittleEndian.PutUint32(buf[24:], np)
-	binary.LittleEndian.PutUint32(buf[28:], 0)
+	binary.LittleEndian.PutUint32(buf[28:], mark)
 	_, err = out.WriteAt(buf[:size], int64(off))
 	if err != nil && r.direct != nil && errors.Is(err, syscall.EINVAL) {
 		// the file system took the O_DIRECT open but not the write: through the cache
@@ -875,7 +938,8 @@ func (r *Recorder) close() error {
 	r.bufs, r.free = nil, nil
 	r.endPopulate()
 	if r.m != nil {
-		r.stats.Lost = atomic.LoadUint64(r.u64(uint64(offLost)))
+		// (records given back copied whose chunk a write error kept out of the file)
+		r.stats.Lost = atomic.LoadUint64(r.u64(uint64(offLost))) + r.spilled - r.written
 		r.stats.Overwritten = atomic.LoadUint64(r.u64(uint64(offOverwrite)))
 		syscall.Munmap(r.m)
 		r.m = nil

@@ -3,6 +3,7 @@ package tracefile
 import (
 	"bytes"
 	"encoding/binary"
+	"os"
 	"testing"
 
 	. "github.com/kprewrite/kprewrite/runtime"
@@ -132,5 +133,47 @@ func TestParseRingV3(t *testing.T) {
 	}
 	if len(tr.Records) != 2 || tr.Records[0].Data[0] != 1 || tr.Records[1].Data[0] != 2 || tr.Records[1].TsNs != 1200 {
 		t.Fatalf("records %+v", tr.Records)
+	}
+}
+
+// TestSpilledLost: records the recorder gave back to the ring once copied (the
+// header's Spilled) count as lost when no written chunk holds them (its mark is
+// Spilled's low 32 bits with its own) and the recording is over; while the recorder
+// that spilled them runs they are on their way to the file.
+func TestSpilledLost(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		spilled     uint64
+		mark        uint32
+		done, alive bool
+		want        uint64
+	}{
+		{"finished, all written", 7, 7, true, false, 3},
+		{"finished, 2 unwritten", 7, 5, true, false, 5},
+		{"recorder killed, 4 unwritten", 1<<32 + 3, 0xffffffff, false, false, 7},
+		{"recorder running", 7, 5, false, true, 3},
+	} {
+		b := synthRingV3()
+		h := v3Header(2 * 8192)
+		h.RingBlocks, h.RingBS = 2, 8192
+		h.ChunkLast = uint64(TraceHeaderSize + 2*8192 + 64)
+		h.Lost, h.Spilled = 3, c.spilled
+		if c.done {
+			h.RingFlags |= RingDone
+		}
+		if c.alive {
+			h.RecorderPID = uint32(os.Getpid())
+		}
+		var hb bytes.Buffer
+		binary.Write(&hb, binary.LittleEndian, &h)
+		copy(b, hb.Bytes())
+		binary.LittleEndian.PutUint32(b[h.ChunkLast+28:], c.mark)
+		tr, err := ParseTrace(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Lost != c.want {
+			t.Errorf("%s: lost %d, want %d", c.name, tr.Lost, c.want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"syscall"
 
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
@@ -78,6 +79,25 @@ func (r *Record) CommString() string {
 // ErrTrace reports a file that is not a valid trace file.
 var ErrTrace = errors.New("not a kprewrite trace file")
 
+// unwritten counts the records a recorder gave back to the ring copied (the header's
+// Spilled) that no chunk in the file holds: lost, once the recording is over (the ring
+// finished, or its recorder gone: killed before it wrote them). While a recorder runs
+// they are on their way to the file.
+func unwritten(b []byte, h *kprt.RawTraceHeader) uint64 {
+	if h.Spilled == 0 || h.RingBlocks == 0 {
+		return 0
+	}
+	pid := h.RecorderPID
+	if h.RingFlags&kprt.RingDone == 0 && pid > 0 && pid < 1<<22 && !errors.Is(syscall.Kill(int(pid), 0), syscall.ESRCH) {
+		return 0
+	}
+	var mark uint32
+	if off := h.ChunkLast; off != 0 && off <= uint64(len(b)) && uint64(len(b))-off >= kprt.ChunkSize && string(b[off:off+8]) == kprt.ChunkMagic {
+		mark = binary.LittleEndian.Uint32(b[off+28:])
+	}
+	return uint64(uint32(h.Spilled) - mark)
+}
+
 // parseHeader parses a trace file's header and its images' counters (without the hits
 // the records count).
 func parseHeader(b []byte) (*Trace, error) {
@@ -97,7 +117,7 @@ func parseHeader(b []byte) (*Trace, error) {
 	if h.DataSize > size-kprt.TraceHeaderSize {
 		return nil, fmt.Errorf("%w: record area of %d bytes in a %d-byte file", ErrTrace, h.DataSize, size)
 	}
-	t.Lost, t.Overwritten = h.Lost, h.Overwritten
+	t.Lost, t.Overwritten = h.Lost+unwritten(b, h), h.Overwritten
 	if h.NImages > kprt.TraceMaxImages {
 		return nil, fmt.Errorf("%w: %d images", ErrTrace, h.NImages)
 	}

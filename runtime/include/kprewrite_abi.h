@@ -857,6 +857,10 @@ struct kprw_trace_hdr {
 	kprw_u32 clock_pad;
 	kprw_u64 counter;        /* atomic: KPRW_CLOCK_COUNTER's last value (records' times are
 	                            1, 2, ...: one increasing count over every writer) */
+	kprw_u64 spilled;        /* the recorder's: records of ring blocks it gave back once
+	                            copied, before their chunk was written; a chunk carries
+	                            the low 32 bits as its mark (readers: lost += spilled -
+	                            the last chunk's mark) */
 };
 /* kprw_trace_hdr.clock: the kernel's trace_clock names */
 #define KPRW_CLOCK_UNSET 0   /* older files (their times are tsc's); a file without records */
@@ -941,7 +945,8 @@ struct kprw_chunk {
 	kprw_u64 prev;     /* file offset of the previous chunk, 0 = none */
 	kprw_u64 size;     /* bytes of the chunk, header included */
 	kprw_u32 npieces;
-	kprw_u32 reserved;
+	kprw_u32 mark;     /* kprw_trace_hdr.spilled's low 32 bits with this chunk's records
+	                      (0 in older files: none spilled) */
 };
 #define KPRW_CHUNK_MAGIC "KPRWCHNK"
 

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b3e621439ed9200e5313a66171806812e42da4b225920a0ea5dc07d64623d3b5"
+const ObjectSHA256 = "85ce494fa9b68b77464e05e9410fd1134328caa2bb1d6c69ac8603fc687930e5"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -707,10 +707,18 @@ type job struct {
 	err    error
 }
 
-// writer writes the chunks Drain gathers, in order.
+// writer writes the chunks Drain gathers, in order. After a write fails it writes no
+// more: a later chunk that fitted would carry a mark that counts the failed one's
+// spilled records as written.
 func (r *Recorder) writer() {
+	var failed error
 	for j := range r.jobs {
-		j.off, j.err = r.appendChunk(j.buf, j.size, j.np, uint32(j.mark))
+		if failed != nil {
+			j.err = failed
+		} else {
+			j.off, j.err = r.appendChunk(j.buf, j.size, j.np, uint32(j.mark))
+			failed = j.err
+		}
 		r.results <- j
 	}
 }

@@ -91,27 +91,27 @@ type Recorder struct {
 	direct  *os.File // the file opened with O_DIRECT for chunks (nil: f): written data
 	// bypasses the page cache, whose page allocation costs more here than the disk
 	// (buffered 440 MB/s, direct 2.8 GB/s), and leaves the ring's pages alone
-	m        []byte // header, ring and queue, shared and writable
-	n, bs    uint64
-	qoff     uint64 // the queue's offset in the file
-	over     bool
-	blocks   []blockState
-	free     [][]byte // chunk buffers not under way: page-aligned, maxChunk bytes (O_DIRECT)
-	bufs     [][]byte // the chunk buffers' mappings (each a little larger, for alignment)
-	maxBufs  int      // how many chunk buffers it may make
+	m       []byte // header, ring and queue, shared and writable
+	n, bs   uint64
+	qoff    uint64 // the queue's offset in the file
+	over    bool
+	blocks  []blockState
+	free    [][]byte // chunk buffers not under way: page-aligned, maxChunk bytes (O_DIRECT)
+	bufs    [][]byte // the chunk buffers' mappings (each a little larger, for alignment)
+	maxBufs int      // how many chunk buffers it may make
 	// spilled counts the records of blocks given back before their chunk was written
 	// (the header's spilled, whose low 32 bits each chunk carries as its mark once
 	// written: readers count spilled records no written chunk holds as lost); written
 	// is the mark of the last chunk written
 	spilled, written uint64
-	jobs     chan *job
-	results  chan *job
-	pending  int
-	inflight []bool // per block: a chunk holding its records is being written
-	prealloc uint64 // the file's blocks are reserved up to here (writer goroutine)
-	pieces   []piece
-	stats    Stats
-	err      error // the first write error: nothing more is copied
+	jobs             chan *job
+	results          chan *job
+	pending          int
+	inflight         []bool // per block: a chunk holding its records is being written
+	prealloc         uint64 // the file's blocks are reserved up to here (writer goroutine)
+	pieces           []piece
+	stats            Stats
+	err              error // the first write error: nothing more is copied
 	// populated is closed when the background population of the ring has ended;
 	// stopPopulate ends it early (the ring is unmapped after it)
 	populated    chan struct{}
@@ -460,7 +460,7 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	// the first chunks' blocks reserved beyond the end (appendChunk goes on)
 	syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(total), preallocAhead)
 	r := &Recorder{f: f, m: m, n: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, n), prealloc: total + preallocAhead,
-		inflight: make([]bool, n),
+		inflight:  make([]bool, n),
 		maxBufs:   max(chunkBuffers, int(spillFactor*ring/maxChunk)),
 		populated: make(chan struct{})}
 	r.jobs, r.results = make(chan *job, r.maxBufs), make(chan *job, r.maxBufs)

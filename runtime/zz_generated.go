@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "85ce494fa9b68b77464e05e9410fd1134328caa2bb1d6c69ac8603fc687930e5"
+const ObjectSHA256 = "be369292af0418b2f318d28ecf144b5b35f5ddf0280ab9725828af35c6289905"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

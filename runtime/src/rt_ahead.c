@@ -14,7 +14,7 @@
  * Here a thread of our own does what the recorder does for a ring: a writer that takes
  * a block within AHEAD_WAKE chunks of the ready mark raises the wanted mark to
  * AHEAD_CHUNKS chunks past its block and wakes the thread (one futex wake per
- * ~AHEAD_WAKE chunks, ~12,000 records of 32 bytes); the thread readies chunk by chunk
+ * ~AHEAD_WAKE chunks, ~65,000 records of 32 bytes); the thread readies chunk by chunk
  * up to the wanted mark and sleeps. A run that stays in the first half chunk (2,000
  * records) asks for nothing: the two chunks the file was opened with serve it, and a
  * short run's trace takes no more disk than before. A writer that still reaches an unready page (the
@@ -42,7 +42,11 @@
 #define SIG_SETMASK 2
 
 
-#define AHEAD_CHUNKS 6 /* kept ready past the block a writer takes */
+/* kept ready past the block a writer takes: 4 MiB, two of the 2 MiB pages the file is
+ * mapped on (rt_tracefile.c, huge_pages), since readying a chunk of a page not there
+ * yet makes the whole page; 768 KiB left the writer to wait for pages the thread was
+ * still making (issue 49: direct runs in 16 pairs in turns, lower in 12) */
+#define AHEAD_CHUNKS 32
 #define AHEAD_IDLE_S 2 /* seconds asleep before it looks whether the program is gone */
 
 

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "be369292af0418b2f318d28ecf144b5b35f5ddf0280ab9725828af35c6289905"
+const ObjectSHA256 = "117f702331837e2076a071529edcc9db820530e69fa83061dd421447576b285b"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kprewrite/kprewrite/internal/tracefile"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
@@ -121,23 +122,42 @@ func TestOptFastPath(t *testing.T) {
 	sameLines(t, got, want)
 
 	// the C side of the detour ran for a few hits at most (a thread's first, a comm
-	// older than its refresh), not for each
+	// older than its refresh), not for each: with the TSC clock, and with the counter
+	// clock, whose records' times are then the counts 1, 2, ... in the records' order
 	testprog.Need(t, "gdb")
-	gtr := out + ".gdb.trace"
-	cmd := exec.Command("gdb", "-batch", "-nx", "-ex", "set pagination off", "-ex", "set startup-with-shell off",
-		"-ex", "break kprewrite_rt_optcall", "-ex", "ignore 1 100000000", "-ex", "run", "-ex", "info breakpoints",
-		"--args", out, strconv.Itoa(n))
-	cmd.Env = append(cmd.Environ(), "KPREWRITE_TRACE="+gtr)
-	b, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("gdb: %v\n%s", err, testprog.Clip(string(b), 3000))
+	for _, clock := range []string{"tsc", "counter"} {
+		gtr := out + "." + clock + ".trace"
+		cmd := exec.Command("gdb", "-batch", "-nx", "-ex", "set pagination off", "-ex", "set startup-with-shell off",
+			"-ex", "break kprewrite_rt_optcall", "-ex", "ignore 1 100000000", "-ex", "run", "-ex", "info breakpoints",
+			"--args", out, strconv.Itoa(n))
+		cmd.Env = append(cmd.Environ(), "KPREWRITE_TRACE="+gtr, "KPREWRITE_CLOCK="+clock)
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("gdb: %v\n%s", err, testprog.Clip(string(b), 3000))
+		}
+		calls := 0
+		if m := regexp.MustCompile(`breakpoint already hit (\d+) time`).FindSubmatch(b); m != nil {
+			calls, _ = strconv.Atoi(string(m[1]))
+		}
+		s, _, err := tracefile.OpenStream(gtr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		records := 0
+		err = s.Each(func(r *tracefile.Record) error {
+			records++
+			if clock == "counter" && r.TsNs != uint64(records) {
+				return fmt.Errorf("record %d's time is %d, want %d", records, r.TsNs, records)
+			}
+			return nil
+		})
+		s.Close()
+		if err != nil {
+			t.Errorf("%s: %v", clock, err)
+		}
+		if records != 5*n || calls > 5*n/10 {
+			t.Errorf("%s: %d records, %d calls of the detour's C side for %d hits: the fast path took too few", clock, records, calls, 5*n)
+		}
+		t.Logf("%s: %d hits, %d of them through kprewrite_rt_optcall", clock, 5*n, calls)
 	}
-	calls := 0
-	if m := regexp.MustCompile(`breakpoint already hit (\d+) time`).FindSubmatch(b); m != nil {
-		calls, _ = strconv.Atoi(string(m[1]))
-	}
-	if len(readTrace(t, gtr, out)) != 5*n || calls > 5*n/10 {
-		t.Errorf("%d records, %d calls of the detour's C side for %d hits: the fast path took too few", len(readTrace(t, gtr, out)), calls, 5*n)
-	}
-	t.Logf("%d hits, %d of them through kprewrite_rt_optcall", 5*n, calls)
 }

@@ -106,7 +106,8 @@ kprewrite_rt_optprobe_template_end:
  * hot_fast writes it, with what it uses saved and nothing else: the C path's register
  * traffic and checks were half of a hot event's cost. It runs the same checks in the
  * same order (the line, the process's state as hot_open, the thread's context as
- * hot_fast_tctx, the CPU as kprw_cpu_fast, the clock as kprw_tsc_ns, the comm's age
+ * hot_fast_tctx, the CPU as kprw_cpu_fast, the clock as kprw_tsc_ns (or the counter
+ * clock as kprw_clock_slow takes it, which hot_fast leaves to the C path), the comm's age
  * and the ext test as hot_record) and declines to the full path (.Lslow: everything
  * put back, %ecx still the index) on the first that fails, before it takes a place;
  * after the xadd it declines only for a place past its block's end, which is never
@@ -166,8 +167,10 @@ kprewrite_rt_optprobe_body:
 	cmpl $0, kprw_rt+OF_RT_REC_EXT(%rip)
 	jne .Lslow
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
+	jne 15f
+	cmpq $0, kprw_clk_counter(%rip)	/* or the counter clock */
 	je .Lslow
-	movq kprw_rt+OF_RT_CTL_GEN(%rip), %rax
+15:	movq kprw_rt+OF_RT_CTL_GEN(%rip), %rax
 	testq %rax, %rax
 	jz .Lslow
 	movl (%rax), %eax
@@ -230,7 +233,9 @@ kprewrite_rt_optprobe_body:
 	andl $0xfff, %eax
 5:	shlq $32, %rax
 	movq %rax, %r9
-	/* the clock (kprw_tsc_ns): %rax = now */
+	/* the clock (kprw_tsc_ns, or the counter: .Lcounter): %rax = now */
+	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
+	je .Lcounter
 	movl kprw_clk(%rip), %r10d
 	testl $1, %r10d
 	jnz .Lslow
@@ -249,6 +254,7 @@ kprewrite_rt_optprobe_body:
 	cmpl kprw_clk(%rip), %r10d
 	jne .Lslow
 	/* the comm younger than its refresh, a time that needs no ext part (hot_record) */
+.Lnow:
 	movq %rax, %rdx
 	subq OF_TCTX_COMM_NS(%rsi), %rdx
 	cmpq $FC_COMM_REFRESH_NS, %rdx
@@ -341,6 +347,32 @@ kprewrite_rt_optprobe_body:
 	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
 	FAST_RESTORE
 	ret
+/* the counter clock (kprw_clock_slow's): one count of the trace file's, taken with lock
+ * xadd, for a thread whose comm was read already (its age is then counted in counts, as
+ * the C path counts it) and whose block has room for the record: a count taken and then
+ * declined would leave a gap in the counts (the block word decoded as at the xadd) */
+.Lcounter:
+	cmpq $0, OF_TCTX_COMM_NS(%rsi)
+	je .Lslow
+	movq %rsi, %r10
+	subq kprw_tctx_tab(%rip), %r10
+	shrq $2, %r10
+	addq kprw_tblk_tab(%rip), %r10
+	movq (%r10), %rdx
+	movq %rdx, %rax
+	shrq $FC_REC_END_SHIFT, %rax
+	shlq $12, %rax
+	shlq $(64 - FC_REC_END_SHIFT), %rdx
+	shrq $(64 - FC_REC_END_SHIFT), %rdx
+	movl OF_HOT_DLEN(%rdi), %r11d
+	leaq 32(%rdx,%r11), %rdx	/* the place and the largest size this record takes */
+	cmpq %rax, %rdx
+	ja .Lslow
+	movq kprw_clk_counter(%rip), %r10
+	movl $1, %eax
+	lock xaddq %rax, (%r10)
+	incq %rax
+	jmp .Lnow
 	.balign 16
 .Lgpr:
 	GPR %r15

@@ -465,6 +465,7 @@ struct kprw_clk {
 	u64 interval_ns;
 };
 extern struct kprw_clk kprw_clk;
+extern u64 *kprw_clk_counter;
 /* fault-safe reads: bytes read (partial when a fault stops them), or -EFAULT */
 long kprw_read_user(void *dst, uptr src, unsigned long n); /* the mode this thread may use */
 long kprw_read_mode(void *dst, uptr src, unsigned long n, int fast);

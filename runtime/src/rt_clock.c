@@ -183,6 +183,9 @@ out:
 typedef long (*gettime_fn)(long clk, struct k_timespec *ts);
 static gettime_fn vdso_gettime;
 static u64 *clk_counter; /* the trace file header's counter */
+/* the counter when it is the record clock, else NULL: optprobe.S's fast path takes it
+ * with lock xadd, as kprw_clock_slow does */
+u64 *kprw_clk_counter;
 
 struct elf_sym {
 	u32 name;
@@ -243,6 +246,7 @@ void kprw_clock_set(u32 mode, u64 *counter)
 {
 	kprw_rt.clock_mode = mode == KPRW_CLOCK_UNSET ? KPRW_CLOCK_TSC : mode;
 	clk_counter = counter;
+	kprw_clk_counter = kprw_rt.clock_mode == KPRW_CLOCK_COUNTER ? counter : NULL;
 	if (kprw_rt.clock_mode == KPRW_CLOCK_MONO && !vdso_gettime && !kprw_valgrind())
 		vdso_gettime = (gettime_fn)vdso_lookup("__vdso_clock_gettime");
 	kprw_rt.clk_tsc = kprw_rt.tsc_ok && kprw_rt.clock_mode == KPRW_CLOCK_TSC;

@@ -61,6 +61,9 @@ const (
 	// while python3.11 writes ~400 MB/s) is met by the recorder's memory before the ring
 	// fills and records are lost.
 	spillFactor = 4
+	// maxSpill bounds that memory whatever the ring: a 16 GiB ring would otherwise let a
+	// stalled disk take 64 GiB of the machine's
+	maxSpill = 512 << 20
 	// graceTorn is how long a block its writer left may hold a record that is not
 	// committed before the record counts as torn (a signal handler's block change can
 	// leave the record it interrupted to be finished after it).
@@ -461,7 +464,7 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(total), preallocAhead)
 	r := &Recorder{f: f, m: m, n: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, n), prealloc: total + preallocAhead,
 		inflight:  make([]bool, n),
-		maxBufs:   max(chunkBuffers, int(spillFactor*ring/maxChunk)),
+		maxBufs:   max(chunkBuffers, int(min(spillFactor*ring, maxSpill)/maxChunk)),
 		populated: make(chan struct{})}
 	r.jobs, r.results = make(chan *job, r.maxBufs), make(chan *job, r.maxBufs)
 	go r.populate(kprt.TraceHeaderSize+first*bs, qoff)

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "117f702331837e2076a071529edcc9db820530e69fa83061dd421447576b285b"
+const ObjectSHA256 = "7c1b52de99070aabb990ef5de11b09ee83d0b2673faf764d0279b02384e81803"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

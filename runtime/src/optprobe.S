@@ -89,6 +89,24 @@ kprewrite_rt_optprobe_template_end:
 	popq %rax
 	.endm
 
+/* TBLK puts the address of the thread's struct kprw_tblk (its context at %rsi) in reg */
+	.macro TBLK reg
+	movq %rsi, \reg
+	subq kprw_tctx_tab(%rip), \reg
+	shrq $2, \reg		/* the context's index * 16 */
+	addq kprw_tblk_tab(%rip), \reg
+	.endm
+
+/* REC_SPLIT splits a thread's block word in place into its place, and the block's end
+ * into end (rec_end) */
+	.macro REC_SPLIT place, end
+	movq \place, \end
+	shrq $FC_REC_END_SHIFT, \end
+	shlq $12, \end
+	shlq $(64 - FC_REC_END_SHIFT), \place
+	shrq $(64 - FC_REC_END_SHIFT), \place
+	.endm
+
 /* GPR is one 16-byte entry of the fast path's register table: a general register's
  * value at the probe into %r11 (pt_regs' order: r15 first; those the fast path saved
  * from its frame) */
@@ -299,17 +317,10 @@ kprewrite_rt_optprobe_body:
 	andl $-8, %r11d		/* the record's size (rec_size) */
 	/* the place: one xadd on the thread's block word, which says the block's end too
 	 * (reserve) */
-	movq %rsi, %r10
-	subq kprw_tctx_tab(%rip), %r10
-	shrq $2, %r10		/* the context's index * 16: its struct kprw_tblk */
-	addq kprw_tblk_tab(%rip), %r10
+	TBLK %r10
 	movq %r11, %rdx
 	xaddq %rdx, (%r10)
-	movq %rdx, %r10
-	shrq $FC_REC_END_SHIFT, %r10
-	shlq $12, %r10
-	shlq $(64 - FC_REC_END_SHIFT), %rdx
-	shrq $(64 - FC_REC_END_SHIFT), %rdx
+	REC_SPLIT %rdx, %r10
 	addq %rdx, %r11
 	cmpq %r10, %r11
 	ja .Lslow		/* past the block's end: never written */
@@ -350,20 +361,13 @@ kprewrite_rt_optprobe_body:
 /* the counter clock (kprw_clock_slow's): one count of the trace file's, taken with lock
  * xadd, for a thread whose comm was read already (its age is then counted in counts, as
  * the C path counts it) and whose block has room for the record: a count taken and then
- * declined would leave a gap in the counts (the block word decoded as at the xadd) */
+ * declined would leave a gap in the counts */
 .Lcounter:
 	cmpq $0, OF_TCTX_COMM_NS(%rsi)
 	je .Lslow
-	movq %rsi, %r10
-	subq kprw_tctx_tab(%rip), %r10
-	shrq $2, %r10
-	addq kprw_tblk_tab(%rip), %r10
+	TBLK %r10
 	movq (%r10), %rdx
-	movq %rdx, %rax
-	shrq $FC_REC_END_SHIFT, %rax
-	shlq $12, %rax
-	shlq $(64 - FC_REC_END_SHIFT), %rdx
-	shrq $(64 - FC_REC_END_SHIFT), %rdx
+	REC_SPLIT %rdx, %rax
 	movl OF_HOT_DLEN(%rdi), %r11d
 	leaq 32(%rdx,%r11), %rdx	/* the place and the largest size this record takes */
 	cmpq %rax, %rdx

@@ -182,9 +182,8 @@ out:
  * leaves the vector registers alone, so a detour may call it */
 typedef long (*gettime_fn)(long clk, struct k_timespec *ts);
 static gettime_fn vdso_gettime;
-static u64 *clk_counter; /* the trace file header's counter */
-/* the counter when it is the record clock, else NULL: optprobe.S's fast path takes it
- * with lock xadd, as kprw_clock_slow does */
+/* the trace file header's counter when it is the record clock, else NULL: taken with
+ * lock xadd by kprw_clock_slow and by optprobe.S's fast path */
 u64 *kprw_clk_counter;
 
 struct elf_sym {
@@ -245,7 +244,6 @@ u32 kprw_clock_want(const char *env, u32 hflags)
 void kprw_clock_set(u32 mode, u64 *counter)
 {
 	kprw_rt.clock_mode = mode == KPRW_CLOCK_UNSET ? KPRW_CLOCK_TSC : mode;
-	clk_counter = counter;
 	kprw_clk_counter = kprw_rt.clock_mode == KPRW_CLOCK_COUNTER ? counter : NULL;
 	if (kprw_rt.clock_mode == KPRW_CLOCK_MONO && !vdso_gettime && !kprw_valgrind())
 		vdso_gettime = (gettime_fn)vdso_lookup("__vdso_clock_gettime");
@@ -262,8 +260,8 @@ static u64 mono_ns(void)
 
 u64 kprw_clock_slow(void)
 {
-	if (kprw_rt.clock_mode == KPRW_CLOCK_COUNTER && clk_counter)
-		return __atomic_add_fetch(clk_counter, 1, __ATOMIC_RELAXED);
+	if (kprw_clk_counter)
+		return __atomic_add_fetch(kprw_clk_counter, 1, __ATOMIC_RELAXED);
 	if (kprw_rt.clock_mode == KPRW_CLOCK_MONO)
 		return mono_ns();
 	return kprw_rt.tsc_ok ? renew() : kprw_now_ns();

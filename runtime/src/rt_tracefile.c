@@ -978,6 +978,8 @@ static void open_file(const char *path, u64 size, int flags, int records)
 	adopt_clock(h);
 	kprw_rt.ts_base = h->ts_base;
 	kprw_rt.populate = records; /* count-only runs write no records: nothing to populate */
+	if (h->ring_nblocks || records)
+		huge_pages(map, total);
 	if (h->ring_nblocks) {
 		/* kprewrite record's ring: its blocks are reused, so making them all present
 		 * once is what keeps a record from ever paying for a page */
@@ -987,9 +989,7 @@ static void open_file(const char *path, u64 size, int flags, int records)
 		kprw_rt.trace_block = h->ring_bs;
 		kprw_rt.ring_mapped = kprw_mmap_anon(((u64)h->ring_nblocks + 63) / 64 * 8);
 		kprw_rt.populate = 0;
-		huge_pages(map, total);
 	} else if (records) {
-		huge_pages(map, total);
 		ready_from(atomic_load(&h->head), flags & KPRW_OPEN_PREFAULT);
 		if (kprw_rt.populate && !(flags & KPRW_OPEN_PREFAULT))
 			kprw_ahead_start(); /* the next chunks readied off the writers' threads */

@@ -193,7 +193,7 @@ struct kprw_pool {
 	u32 count;    /* instances (its maxactive); 0: no kretprobe */
 	u32 stride;   /* bytes per instance */
 	u32 elen;     /* fetch-program entry data bytes per instance */
-	u32 pad;
+	u32 rs;       /* a trace-only return event: its frames may go on the return stack */
 };
 
 struct kprw_rt {
@@ -472,6 +472,10 @@ long kprw_read_mode(void *dst, uptr src, unsigned long n, int fast);
 unsigned long kprw_copy_nofault(void *dst, const void *src, unsigned long n); /* nofault.S: bytes left */
 int kprw_copy_fixup(struct k_sigcontext *mc); /* a fault in kprw_copy_nofault: resume at its fixup */
 void *kprw_mmap_anon(unsigned long size);
+#define KPRW_HUGE (2ul << 20) /* a 2 MiB page */
+#define MADV_HUGEPAGE 14
+void *kprw_mmap_dense(unsigned long size); /* on 2 MiB pages from 512 KiB */
+unsigned long kprw_dense_len(unsigned long size);
 void kprw_live_init(void); /* rt_live.c: live probes' start-up */
 int kprw_live_only(void);   /* rt_live.c: every event is live (records may start late) */
 void kprw_live_child(void); /* rt_live.c: a fork child starts its live-probe thread */
@@ -493,6 +497,23 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c);
 int kprw_kretprobe_init(void);
 void kprw_rethook(struct pt_regs *regs);
 u64 kprw_kretprobe_real_ret(uptr K); /* a trampoline's real return address at word K, 0: none */
+/* rt_rstack.c: the return stack, trace-only hooked returns in a thread's own memory */
+struct kprw_rent {
+	u64 K;    /* the return-address word */
+	u64 ret;  /* what it held: the return address, or the trampoline (a chain) */
+	u64 real; /* the frame's real return address (a chain: its oldest entry's) */
+	u32 pi;   /* the return probe */
+	u32 flags;
+};
+void kprw_rstack_init(void);
+int kprw_rstack_push(struct kprw_tctx *c, u32 pi, uptr K);
+int kprw_rstack_take(struct kprw_tctx *c, uptr K, int force, struct kprw_rent *out);
+int kprw_rstack_take_any(uptr K, struct kprw_rent *out);
+void kprw_rstack_chain(struct kprw_tctx *c, uptr K, int set);
+void kprw_rstack_purge(struct kprw_tctx *c, uptr K);
+u64 kprw_rstack_real(struct kprw_tctx *c, uptr K);
+uptr kprw_rstack_lowest(struct kprw_tctx *c, uptr lo);
+u64 kprw_rstack_unwind(struct kprw_tctx *c, uptr K, int *chained);
 /* kprw_stack_walk writes the pcs of the user stack at regs (innermost first, at most max)
  * into out and returns how many; 0 without an unwind table (rt_stack.c) */
 u32 kprw_stack_walk(const struct pt_regs *regs, u64 *out, u32 max, int fast);

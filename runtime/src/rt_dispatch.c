@@ -451,7 +451,7 @@ void kprw_hot_init(void)
 {
 	if (!kprw_rt.ev_plan || !kprw_rt.ev_fixed || !kprw_rt.ev_filter || !kprw_rt.npoints)
 		return;
-	struct kprw_hot *hot = kprw_mmap_anon((u64)kprw_rt.npoints * sizeof *hot);
+	struct kprw_hot *hot = kprw_mmap_dense((u64)kprw_rt.npoints * sizeof *hot);
 	if (!hot) {
 		kprw_rt.fastev = NULL; /* its points take the general path (kprewrite_rt_optcall) */
 		return;

@@ -582,7 +582,7 @@ static void records_init(void)
 		if (ev->filter_len)
 			fbytes += (kprw_filter_size((const u8 *)RT_ADDR(ev->fetch) + ev->fetch_len, ev->filter_len) + 7) & ~7u;
 	}
-	long *fixed = kprw_mmap_anon(n * (sizeof(long) + sizeof(struct kprw_fplan) + 2 * sizeof(void *)) + fbytes + 1);
+	long *fixed = kprw_mmap_dense(n * (sizeof(long) + sizeof(struct kprw_fplan) + 2 * sizeof(void *)) + fbytes + 1);
 	struct kprw_fplan *plan = fixed ? (struct kprw_fplan *)(fixed + n) : NULL;
 	const struct kprw_fprog **filter = fixed ? (const struct kprw_fprog **)(plan + n) : NULL;
 	const struct kprw_evtrig **trig = fixed ? (const struct kprw_evtrig **)(filter + n) : NULL;

@@ -191,6 +191,14 @@ static void pool_size(u32 i, u32 def)
 	}
 	q->elen = elen;
 	q->count = c;
+	/* the return stack keeps K, the return address and the probe: nothing a handler,
+	 * entry data or a free live point (moved) needs. It bounds a thread's depth, not a
+	 * probe's frames: a maxactive asked below the uprobe tracer's per-task bound
+	 * (MAX_URETPROBE_DEPTH, 64: also --calls') keeps the instances, whose pool it limits
+	 * (r3:, and misses past 3 frames, as the kernel's kretprobe) */
+	q->rs = p->flags == KPRW_F_TRACE && !p->entry_handler && !p->ret_handler && !p->pre_handler &&
+		!p->post_handler && !p->data_size && !elen && p->point < kprw_rt.npoints &&
+		p->event < kprw_rt.nevents && (p->maxactive == 0 || p->maxactive >= 64);
 	q->stride = (u32)((sizeof(struct kprw_ri) + ((p->data_size + 15) & ~15ul) + elen + 15) & ~15ul);
 }
 
@@ -205,10 +213,11 @@ int kprw_kretprobe_init(void)
 	u32 def = kprw_rt.ncpus * 2 > 10 ? kprw_rt.ncpus * 2 : 10;
 	if (!(kprw_rt.has & KPRW_HAS_KRET))
 		return 0;
-	kprw_rt.ri_pool = kprw_mmap_anon((u64)n * sizeof(struct kprw_pool));
+	kprw_rt.ri_pool = kprw_mmap_dense((u64)n * sizeof(struct kprw_pool));
 	if (!kprw_rt.ri_pool)
 		return -1;
 	kprw_rt.ri_lo = def;
+	kprw_rstack_init();
 	for (u32 i = 0; i < n; i++) { /* the first parts */
 		struct kprw_pool *q = &kprw_rt.ri_pool[i];
 		if (kprw_rt.probes[i].type != KPRW_T_KRETPROBE)
@@ -231,7 +240,7 @@ int kprw_kretprobe_init(void)
 		mem += (u64)hi * q->stride;
 	}
 	u64 head = ((u64)total * 12 + 15) & ~15ull; /* keys, owners; instances 16-byte aligned */
-	u8 *m = kprw_mmap_anon(head + mem);
+	u8 *m = kprw_mmap_anon(head + mem); /* (sparse: most instances never taken) */
 	if (!m)
 		return -1;
 	kprw_rt.ri_keys = (u64 *)m;
@@ -284,6 +293,8 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 
 	if (!keys || count == 0)
 		return;
+	if (c && kprw_rt.ri_pool[pi].rs && !kprw_spare_user(pi) && kprw_rstack_push(c, pi, K))
+		return;
 
 	u32 g = 0, got = 0, tid = 0;
 	for (int pass = 0; pass < 2 && !got; pass++) {
@@ -322,15 +333,21 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 	r->at = p->point >= kprw_rt.npoints ? __atomic_load_n(&kprw_rt.points[p->point].site, __ATOMIC_ACQUIRE) : 0;
 	if (unlikely(r->ri.ret_addr == tramp)) {
 		/* a chain at K (another return probe of this frame, or a tail call from a
-		 * return-probed function): the newest instance there knows the real address */
+		 * return-probed function): the newest instance there knows the real address,
+		 * else this thread's return stack, whose entry then returns after this one */
 		u32 a = hint_at(K);
+		u64 rs = a == ~0u ? kprw_rstack_real(c, K) : 0;
 		if (a != ~0u) {
 			r->prev = a + 1;
 			r->real_ret = inst(a, owner(a))->real_ret;
+		} else if (rs) {
+			r->real_ret = rs;
 		} else {
 			u32 b = real_inst(K, pid, r->ri.tid);
 			r->real_ret = b == ~0u ? 0 : inst(b, owner(b))->ri.ret_addr;
 		}
+	} else {
+		kprw_rstack_purge(c, K); /* (stale: the word did not hold the trampoline) */
 	}
 	if (p->data_size)
 		kprw_memset(r->ri.data, 0, p->data_size);
@@ -356,6 +373,8 @@ void kprw_kretprobe_entry(u32 pi, struct pt_regs *regs, struct kprw_tctx *c)
 			return;
 		}
 	}
+	if (r->ri.ret_addr == tramp)
+		kprw_rstack_chain(c, K, 1);
 	*(u64 *)K = tramp;
 	atomic_store(&keys[g], ((u64)K >> 3) << 16 | r->gen);
 	hint_put(g, K);
@@ -374,79 +393,122 @@ static int moved(const struct kprw_ri *r, const struct kprw_probe *p)
 	       r->at != __atomic_load_n(&kprw_rt.points[p->point].site, __ATOMIC_ACQUIRE);
 }
 
+/* ret_record writes probe pi's return event for a frame returning to shown (the real
+ * return address, also in a chain, where we resume into the trampoline: the fetches see
+ * it, as the uprobe tracer shows it), with instance r's entry data (NULL: a return
+ * stack entry, none); thread context c's handlers raised */
+static void ret_record(u32 pi, struct pt_regs *regs, u64 shown, struct kprw_ri *r, struct kprw_tctx *c)
+{
+	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	u64 resume = regs->ip;
+	u32 elen = r ? kprw_rt.ri_pool[pi].elen : 0;
+	regs->ip = shown;
+	/* (no entry data: the path of a return event at an exit, fast when the event has
+	 * nothing else; a CALL line's return event, faster still) */
+	const struct kprw_hot *h = kprw_rt.hot && p->point < kprw_rt.npoints ? &kprw_rt.hot[p->point] : NULL;
+	int written = !elen && h && !hot_ret_fast(h, pi, regs, shown, c);
+	if (!written && !(elen ? kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, shown, edata_of(r, p), elen, c)
+			       : kprw_trace_exit(pi, regs, shown, c)))
+		kprw_count_hit(pi); /* a written record is the hit */
+	regs->ip = resume;
+}
+
+/* ret_work runs probe pi's return work (its event, its handlers) for instance r (NULL:
+ * a return stack entry) and sets regs->ip to resume at ret, the word K's old value */
+static void ret_work(u32 pi, struct pt_regs *regs, u64 ret, u64 shown, struct kprw_ri *r, struct kprw_tctx *c)
+{
+	const struct kprw_probe *p = &kprw_rt.probes[pi];
+	regs->ip = ret;
+	if (!kprw_probe_enabled(pi) || (r && moved(r, p)))
+		return;
+	if (!c || kprw_tctx_busy(c)) {
+		kprw_count_miss(pi);
+		return;
+	}
+	c->busy++;
+	if (!(p->flags & KPRW_F_TRACE)) {
+		kprw_count_hit(pi);
+	} else if (unlikely(!kprw_rt.trace)) {
+		kprw_count_hit(pi);
+		kprw_trace_lost();
+	} else {
+		ret_record(pi, regs, shown, r, c);
+	}
+	if (r && ((p->flags & KPRW_F_USER) || kprw_spare_user(pi))) {
+		kprw_user_ret(pi, &r->ri, regs);
+	} else if (r && p->ret_handler) {
+		int (*h)(struct kretprobe_instance *, struct pt_regs *) = (void *)RT_ADDR(p->ret_handler);
+		h(&r->ri, regs);
+	}
+	c->busy--;
+}
+
+/* rs_take is kprw_rstack_take with the thread's handlers raised (a signal handler's
+ * probes are missed meanwhile: its entries cannot interleave with the stack's change) */
+static int rs_take(struct kprw_tctx *c, uptr K, int force, struct kprw_rent *e)
+{
+	if (!c)
+		return force && kprw_rstack_take_any(K, e);
+	c->busy++;
+	int got = kprw_rstack_take(c, K, force, e) || (force && kprw_rstack_take_any(K, e));
+	c->busy--;
+	return got;
+}
+
+/* find_inst is the live instance of word K (the newest there), ~0u: none; *pi its probe */
+static u32 find_inst(uptr K, u32 *pi)
+{
+	u64 *keys = kprw_rt.ri_keys;
+	u32 best = ~0u;
+	u64 bestseq = 0;
+	if (keys && (best = hint_at(K)) != ~0u) {
+		*pi = owner(best);
+		return best;
+	}
+	for (u32 g = 0; keys && g < kprw_rt.ri_total; g++) {
+		u64 k = atomic_load(&keys[g]);
+		if (KEY_MATCH(k, K)) {
+			u32 o = owner(g);
+			u64 s = inst(g, o)->seq;
+			if (best == ~0u || s > bestseq) {
+				best = g;
+				bestseq = s;
+				*pi = o;
+			}
+		}
+	}
+	return best;
+}
+
 void kprw_rethook(struct pt_regs *regs)
 {
 	uptr K = regs->sp - 8;
-	u64 *keys = kprw_rt.ri_keys;
-	u32 best = ~0u, pi = 0;
-	u64 bestseq = 0;
+	u32 pi = 0;
 	unsigned long flags = regs->flags;
+	struct kprw_tctx *c = kprw_tctx_get();
+	struct kprw_rent e;
 
 	/* a diagnostic, counted with a plain add as records are (rt_ring.h's commit): a
 	 * locked one was a third of this function's time in a program returning through
 	 * here a million times (two threads at the same instant may count one) */
 	__atomic_store_n(&kprewrite_rt_stats.rettramps,
 			 __atomic_load_n(&kprewrite_rt_stats.rettramps, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-	if (keys && (best = hint_at(K)) != ~0u) {
-		pi = owner(best);
+	/* this thread's return stack first; an instance, else one the stack holds under a
+	 * chain since gone (or a fork child's, in its parent's thread's slot) */
+	u32 best = ~0u;
+	int rs = rs_take(c, K, 0, &e) || ((best = find_inst(K, &pi)) == ~0u && rs_take(c, K, 1, &e));
+	if (rs) {
+		ret_work(e.pi, regs, e.ret, e.real, NULL, c);
 	} else {
-		for (u32 g = 0; keys && g < kprw_rt.ri_total; g++) {
-			u64 k = atomic_load(&keys[g]);
-			if (KEY_MATCH(k, K)) {
-				u32 o = owner(g);
-				u64 s = inst(g, o)->seq;
-				if (best == ~0u || s > bestseq) {
-					best = g;
-					bestseq = s;
-					pi = o;
-				}
-			}
-		}
+		if (best == ~0u)
+			kprw_fatal("kretprobe BUG!: no instance for the return address at", K);
+		struct kprw_ri *r = inst(best, pi);
+		ret_work(pi, regs, r->ri.ret_addr, shown_ret(r, K), r, c);
+		if (r->ri.ret_addr == (u64)(uptr)kprewrite_rt_rettramp && !r->prev)
+			kprw_rstack_chain(c, K, 0); /* the oldest instance of a chain: next, the stack's entry */
+		hint_drop(best, K, r->prev);
+		atomic_store(&kprw_rt.ri_keys[best], 0);
 	}
-	if (best == ~0u)
-		kprw_fatal("kretprobe BUG!: no instance for the return address at", K);
-
-	struct kprw_ri *r = inst(best, pi);
-	const struct kprw_probe *p = &kprw_rt.probes[pi];
-	regs->ip = r->ri.ret_addr;
-	if (kprw_probe_enabled(pi) && !moved(r, p)) {
-		struct kprw_tctx *c = kprw_tctx_get();
-		if (c && !kprw_tctx_busy(c)) {
-			c->busy++;
-			if (!(p->flags & KPRW_F_TRACE)) {
-				kprw_count_hit(pi);
-			} else if (unlikely(!kprw_rt.trace)) {
-				kprw_count_hit(pi);
-				kprw_trace_lost();
-			} else {
-				/* the fetches see ip = the real return address, also in a chain (where
-				 * we resume into the trampoline), as the uprobe tracer shows it */
-				u64 resume = regs->ip, shown = shown_ret(r, K);
-				u32 elen = kprw_rt.ri_pool[pi].elen;
-				regs->ip = shown;
-				/* (no entry data: the path of a return event at an exit, fast when the
-				 * event has nothing else; a CALL line's return event, faster still) */
-				const struct kprw_hot *h = kprw_rt.hot && p->point < kprw_rt.npoints ? &kprw_rt.hot[p->point] : NULL;
-				int written = !elen && h && !hot_ret_fast(h, pi, regs, shown, c);
-				if (!written && !(elen ? kprw_trace_hit(pi, regs, KPRW_REC_KRETPROBE, shown, edata_of(r, p), elen, c)
-							: kprw_trace_exit(pi, regs, shown, c)))
-					kprw_count_hit(pi); /* a written record is the hit */
-				regs->ip = resume;
-			}
-			if ((p->flags & KPRW_F_USER) || kprw_spare_user(pi)) {
-				kprw_user_ret(pi, &r->ri, regs);
-			} else if (p->ret_handler) {
-				int (*h)(struct kretprobe_instance *, struct pt_regs *) =
-					(void *)RT_ADDR(p->ret_handler);
-				h(&r->ri, regs);
-			}
-			c->busy--;
-		} else {
-			kprw_count_miss(pi);
-		}
-	}
-	hint_drop(best, K, r->prev);
-	atomic_store(&keys[best], 0);
 	*(u64 *)K = regs->ip;
 	/* handlers may change the arithmetic flags, nothing else (as on the other paths) */
 	regs->flags = (flags & ~0x8d5ul) | (regs->flags & 0x8d5ul);
@@ -532,6 +594,31 @@ static void unwound(u32 g, u64 k)
 	}
 }
 
+/* unwind_at releases this thread's instances at word K (the unwind leaves the frame) */
+static void unwind_at(uptr K, u32 pid, u32 tid)
+{
+	for (u32 g = 0; g < kprw_rt.ri_total; g++) {
+		u64 k = atomic_load(&kprw_rt.ri_keys[g]);
+		if (KEY_MATCH(k, K) && inst(g, owner(g))->ri.entry_sp == K && mine(inst(g, owner(g)), pid, tid))
+			unwound(g, k);
+	}
+}
+
+/* unwind_rstack releases frame K's entries on this thread's return stack, and the
+ * instances chained on them, writing its real return address back into K: 1, or 0 when
+ * the stack has none */
+static int unwind_rstack(struct kprw_tctx *c, uptr K, u32 pid, u32 tid)
+{
+	int chained = 0;
+	u64 real = c ? kprw_rstack_unwind(c, K, &chained) : 0;
+	if (!real)
+		return 0;
+	*(volatile u64 *)K = real;
+	if (chained)
+		unwind_at(K, pid, tid);
+	return 1;
+}
+
 /* lowest_frame is the lowest K above lo of this thread's instances (0: none) */
 static uptr lowest_frame(uptr lo, u32 pid, u32 tid)
 {
@@ -572,6 +659,8 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 	 * word of the live frame being unwound, readable) */
 	if (cr[1] == tramp && cr[0] > 8 && (cr[0] & 7) == 0 && *(const volatile u64 *)(uptr)(cr[0] - 8) == tramp) {
 		uptr C = cr[0] - 8;
+		if (unwind_rstack(c, C, pid, tid))
+			return URC_CONTINUE_UNWIND;
 		/* the common case in O(1): the hint names the newest instance at C, and it saved
 		 * a real return address (no chain at C) */
 		u32 h = hint_at(C);
@@ -591,7 +680,9 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 		}
 	}
 	for (uptr lo = sp; !K;) {
-		uptr next = lowest_frame(lo, pid, tid);
+		uptr next = lowest_frame(lo, pid, tid), rn = kprw_rstack_lowest(c, lo);
+		if (rn && (!next || rn < next))
+			next = rn;
 		if (!next)
 			break;
 		if (kprw_read_user(&word, next, 8) == 8 && word == tramp)
@@ -602,6 +693,8 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 		kprw_puts("kprewrite: an unwind reached a return probe's trampoline that has no instance: it stops there\n");
 		return URC_CONTINUE_UNWIND;
 	}
+	if (unwind_rstack(c, K, pid, tid))
+		return URC_CONTINUE_UNWIND;
 
 	u32 best = real_inst(K, pid, tid);
 	if (best == ~0u) {
@@ -609,11 +702,7 @@ __attribute__((visibility("hidden"))) int kprw_unwind_personality(int version, i
 		return URC_CONTINUE_UNWIND;
 	}
 	*(volatile u64 *)K = inst(best, owner(best))->ri.ret_addr;
-	for (u32 g = 0; g < kprw_rt.ri_total; g++) {
-		u64 k = atomic_load(&keys[g]);
-		if (KEY_MATCH(k, K) && inst(g, owner(g))->ri.entry_sp == K && mine(inst(g, owner(g)), pid, tid))
-			unwound(g, k);
-	}
+	unwind_at(K, pid, tid);
 	return URC_CONTINUE_UNWIND;
 }
 
@@ -642,6 +731,9 @@ u64 kprw_kretprobe_real_ret(uptr K)
 	u64 tramp = (u64)(uptr)kprewrite_rt_rettramp;
 	if (!keys)
 		return 0;
+	u64 rs = kprw_rstack_real(kprw_tctx_get(), K);
+	if (rs)
+		return rs;
 	u32 h = hint_at(K);
 	if (h != ~0u) {
 		struct kprw_ri *r = inst(h, owner(h));

@@ -18,7 +18,6 @@
  * records fault as before. */
 #define CHUNK_SHIFT 17 /* 128 KiB */
 #define MADV_POPULATE_WRITE 23
-#define MADV_HUGEPAGE 14
 #define AHEAD_WAKE 16 /* chunks: a writer this close to the ready mark asks for more (rt_ahead.c) */
 
 static inline void populate(u64 off, u64 len)

@@ -1,0 +1,105 @@
+package tests
+
+import (
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// TestReturnStack: trace-only return events keep their frames on the thread's return
+// stack (runtime/src/rt_rstack.c, 127 entries) before the probe's instances, in order,
+// with the kernel's accounting past both: rec(300) with r64 records the returns of its
+// 127 + 64 outermost frames (retvals 110..300, ascending) and misses the other 110; a
+// longjmp out of dive(200) leaves stale entries that rec(50) sweeps (its 51 returns all
+// recorded, 0..50); a tail call from tail_a (on the stack) to tail_b (r3: an instance)
+// returns tail_b first, both showing main's return address; a fork inside forker
+// returns through the parent's frame in the child too (its records under its pid).
+func TestReturnStack(t *testing.T) {
+	prog := testprog.Build(t, readSource(t, "rstack.c"), "c", "-O2")
+	out := filepath.Join(t.TempDir(), "rstack.kp")
+	rewriteWith(t, prog, out, []string{
+		"p:t/rec rec n=%di:s32", "r64:t/rec_ret rec ret=$retval:s32",
+		"p:t/dive dive", "r:t/dive_ret dive",
+		"p:t/tail_a tail_a", "r:t/tail_a_ret tail_a",
+		"p:t/tail_b tail_b", "r3:t/tail_b_ret tail_b",
+		"p:t/forker forker", "r:t/forker_ret forker ret=$retval:s32",
+	})
+	testprog.Same(t, prog, out, testprog.Cmd{}, nil)
+	code, text, stderr := kp("trace", out+".trace")
+	if code != 0 {
+		t.Fatalf("trace: exit %d: %s", code, stderr)
+	}
+	lines := parseTraceLines(t, text)
+	parent := 0
+	for _, l := range lines {
+		if l.Event == "forker_ret" && strings.Contains(l.Args, "ret=42") {
+			parent = l.PID
+		}
+	}
+	if parent == 0 {
+		t.Fatalf("no forker_ret ret=42 (the parent's):\n%s", text)
+	}
+	var recRets, childRets []int
+	var order []string
+	shown := map[string]string{}
+	for _, l := range lines {
+		switch l.Event {
+		case "rec_ret":
+			v, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(l.Args), "ret="))
+			if err != nil {
+				t.Fatalf("rec_ret args %q", l.Args)
+			}
+			if l.PID == parent {
+				recRets = append(recRets, v)
+			} else {
+				childRets = append(childRets, v)
+			}
+		case "tail_a_ret", "tail_b_ret", "forker_ret", "dive_ret":
+			order = append(order, l.Event+l.Args+"@"+strconv.Itoa(l.PID))
+			if strings.HasPrefix(l.Event, "tail") {
+				shown[l.Event] = strings.SplitN(strings.Trim(l.Head, "()"), " <- ", 2)[0]
+			}
+		}
+	}
+	want := []int{}
+	for v := 110; v <= 300; v++ {
+		want = append(want, v)
+	}
+	for v := 0; v <= 50; v++ {
+		want = append(want, v)
+	}
+	if !slices.Equal(recRets, want) {
+		t.Errorf("the parent's rec returns: %v\nwant 110..300 (the stack's 127 frames and r64's pool), then 0..50", recRets)
+	}
+	if !slices.Equal(childRets, []int{0, 1, 2, 3}) {
+		t.Errorf("the child's rec returns: %v, want 0..3", childRets)
+	}
+	child := 0
+	for _, l := range lines {
+		if l.PID != parent {
+			child = l.PID
+		}
+	}
+	wantOrder := []string{"tail_b_ret@" + strconv.Itoa(parent), "tail_a_ret@" + strconv.Itoa(parent),
+		"forker_ret ret=7@" + strconv.Itoa(child), "forker_ret ret=42@" + strconv.Itoa(parent)}
+	if strings.Join(order, " ") != strings.Join(wantOrder, " ") {
+		t.Errorf("returns %v, want %v (no dive_ret: longjmp left every frame)", order, wantOrder)
+	}
+	if shown["tail_a_ret"] == "" || shown["tail_a_ret"] != shown["tail_b_ret"] {
+		t.Errorf("tail call: return addresses shown %v, want main's for both", shown)
+	}
+	code, prof, _ := kp("profile", out+".trace")
+	if code != 0 {
+		t.Fatalf("profile: exit %d", code)
+	}
+	for _, f := range strings.Split(prof, "\n") {
+		w := strings.Fields(f)
+		if len(w) == 3 && w[0] == "rec_ret" && (w[1] != "246" || w[2] != "110") {
+			t.Errorf("rec_ret: %s hits, %s missed; want 246 (191 + 51 + the child's 4) and 110", w[1], w[2])
+		}
+	}
+}

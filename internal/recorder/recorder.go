@@ -430,16 +430,6 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	h.RecorderPID = uint32(os.Getpid())
 	var hb bytes.Buffer
 	binary.Write(&hb, binary.LittleEndian, &h)
-	if _, err := f.WriteAt(hb.Bytes(), 0); err != nil {
-		return nil, fmt.Errorf("write the trace header: %w", err)
-	}
-	q := make([]byte, n*8)
-	for i := uint64(0); i < n; i++ { // entry i of round 0: block i
-		binary.LittleEndian.PutUint64(q[i*8:], i)
-	}
-	if _, err := f.WriteAt(q, int64(qoff)); err != nil {
-		return nil, fmt.Errorf("write the ring's queue: %w", err)
-	}
 	m, err := syscall.Mmap(fd, 0, int(qoff+qbytes), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map trace file: %w", err)
@@ -460,6 +450,15 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	first := min(n, populateFirst/bs)
 	syscall.Madvise(m[:kprt.TraceHeaderSize+first*bs], 23 /* MADV_POPULATE_WRITE */)
 	syscall.Madvise(m[qoff:qoff+qbytes], 23)
+	// The header and the queue are written through the mapping, after the pages are
+	// there: a write(2) first gave offset 0 a small folio, so the ring's first 4 MiB
+	// were on 4 KiB pages in every process (a program's first 16 MiB of records took
+	// ~1,000 page faults, issue 49).
+	copy(m, hb.Bytes())
+	q := m[qoff : qoff+n*8]
+	for i := uint64(0); i < n; i++ { // entry i of round 0: block i
+		binary.LittleEndian.PutUint64(q[i*8:], i)
+	}
 	// the first chunks' blocks reserved beyond the end (appendChunk goes on)
 	syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(total), preallocAhead)
 	r := &Recorder{f: f, m: m, n: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, n), prealloc: total + preallocAhead,

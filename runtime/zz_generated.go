@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "c64164ad7adec42d1090e7e7711736effbcf5341179121b436884372023b33f5"
+const ObjectSHA256 = "1e1592fe0dc734a9e912408a25bfceaeead2aa6049809af8e2bbb3cdabeb7c20"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -13,7 +13,9 @@ import (
 // TestReturnStack: trace-only return events keep their frames on the thread's return
 // stack (runtime/src/rt_rstack.c, 127 entries) before the probe's instances, in order,
 // with the kernel's accounting past both: rec(300) with r64 records the returns of its
-// 127 + 64 outermost frames (retvals 110..300, ascending) and misses the other 110; a
+// 127 + 64 outermost frames (retvals 110..300, ascending) and misses the other 110, and
+// so does deep(300), whose entries the detour's assembly pushes (an entry event without
+// fetches: a CALL line, optprobe.S); a
 // longjmp out of dive(200) leaves stale entries that rec(50) sweeps (its 51 returns all
 // recorded, 0..50); a tail call from tail_a (on the stack) to tail_b (r3: an instance)
 // returns tail_b first, both showing main's return address; a fork inside forker
@@ -23,6 +25,7 @@ func TestReturnStack(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "rstack.kp")
 	rewriteWith(t, prog, out, []string{
 		"p:t/rec rec n=%di:s32", "r64:t/rec_ret rec ret=$retval:s32",
+		"p:t/deep deep", "r64:t/deep_ret deep ret=$retval:s32",
 		"p:t/dive dive", "r:t/dive_ret dive",
 		"p:t/tail_a tail_a", "r:t/tail_a_ret tail_a",
 		"p:t/tail_b tail_b", "r3:t/tail_b_ret tail_b",
@@ -43,11 +46,17 @@ func TestReturnStack(t *testing.T) {
 	if parent == 0 {
 		t.Fatalf("no forker_ret ret=42 (the parent's):\n%s", text)
 	}
-	var recRets, childRets []int
+	var recRets, childRets, deepRets []int
 	var order []string
 	shown := map[string]string{}
 	for _, l := range lines {
 		switch l.Event {
+		case "deep_ret":
+			v, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(l.Args), "ret="))
+			if err != nil {
+				t.Fatalf("deep_ret args %q", l.Args)
+			}
+			deepRets = append(deepRets, v)
 		case "rec_ret":
 			v, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(l.Args), "ret="))
 			if err != nil {
@@ -74,6 +83,9 @@ func TestReturnStack(t *testing.T) {
 	}
 	if !slices.Equal(recRets, want) {
 		t.Errorf("the parent's rec returns: %v\nwant 110..300 (the stack's 127 frames and r64's pool), then 0..50", recRets)
+	}
+	if !slices.Equal(deepRets, want[:191]) {
+		t.Errorf("deep returns: %v\nwant 110..300 (the stack's frames pushed by the detour's assembly, then the pool's)", deepRets)
 	}
 	if !slices.Equal(childRets, []int{0, 1, 2, 3}) {
 		t.Errorf("the child's rec returns: %v, want 0..3", childRets)

@@ -24,6 +24,16 @@
 #define OF_RT_TRACING_OFF 584
 #define OF_RT_CTL_GEN 592
 #define OF_RT_CTL_SEEN 600
+#define OF_RT_LIVE_LISTS 648
+#define OF_RT_CTR_BASE 224
+#define OF_RT_CTR_STRIDE 232
+/* struct kprw_rstack: 4080 bytes, its entries (struct kprw_rent, 32: a shift of 5)
+ * from 16; KPRW_RSTACK_N of them */
+#define SZ_RSTACK 4080
+#define OF_RS_N 8
+#define OF_RS_E 16
+#define SH_RENT 5
+#define FC_RSTACK_N 127
 /* struct kprw_probe_state: 32 bytes (a shift of 5), flags */
 #define SH_STATE 5
 #define OF_STATE_FLAGS 16
@@ -34,6 +44,8 @@
 #define OF_HOT_DLEN 20
 #define OF_HOT_KIND 24 /* kind, deleg, spev, nops: one 32-bit word */
 #define OF_HOT_OP 28
+#define OF_HOT_RPI 28 /* CALL: the return event's probe */
+#define OF_HOT_RS 38  /* CALL: its frames may go on the return stack */
 /* struct kprw_fplan_op: 12 bytes */
 #define SZ_OP 12
 #define OF_OP_REG 1
@@ -57,6 +69,7 @@
 /* constants of rt.h, rt_trace.h, rt_ring.h and the ABI header */
 #define FC_HOT_EVENT 1          /* KPRW_HOT_EVENT */
 #define FC_HOT_EXIT 2           /* KPRW_HOT_EXIT */
+#define FC_HOT_CALL 3           /* KPRW_HOT_CALL */
 #define FC_HOT_PLAN 0xff        /* KPRW_HOT_PLAN */
 #define FC_HOT_FAST 0x20        /* KPRW_HOT_FAST */
 #define FC_HOT_NOPS 0x0f        /* KPRW_HOT_NOPS */

@@ -107,6 +107,16 @@ kprewrite_rt_optprobe_template_end:
 	shrq $(64 - FC_REC_END_SHIFT), \place
 	.endm
 
+/* RSTACK puts the address of this image's return stack of the thread (its context at
+ * %rsi) in reg: kprw_rs_tab[the context's index] */
+	.macro RSTACK reg
+	movq %rsi, \reg
+	subq kprw_tctx_tab(%rip), \reg
+	shrq $SH_TCTX, \reg
+	imulq $SZ_RSTACK, \reg, \reg
+	addq kprw_rs_tab(%rip), \reg
+	.endm
+
 /* GPR is one 16-byte entry of the fast path's register table: a general register's
  * value at the probe into %r11 (pt_regs' order: r15 first; those the fast path saved
  * from its frame) */
@@ -171,7 +181,22 @@ kprewrite_rt_optprobe_body:
 	cmpb $FC_HOT_EVENT, %r8b
 	je 1f
 	cmpb $FC_HOT_EXIT, %r8b
+	je 1f
+	/* a CALL line: its return event's frame goes on the thread's return stack too
+	 * (.Lcall_push), when the line says it may and that probe is on (hot_call_fast) */
+	cmpb $FC_HOT_CALL, %r8b
 	jne .Lslow
+	cmpb $0, OF_HOT_RS(%rdi)
+	je .Lslow
+	cmpq $0, kprw_rt+OF_RT_LIVE_LISTS(%rip)
+	jne .Lslow
+	cmpq $0, kprw_rs_tab(%rip)
+	je .Lslow
+	movl OF_HOT_RPI(%rdi), %eax
+	shlq $SH_STATE, %rax
+	addq kprw_rt+OF_RT_STATE(%rip), %rax
+	testl $FC_SF_OFF, OF_STATE_FLAGS(%rax)
+	jnz .Lslow
 	/* the process's state (hot_open) */
 1:	movl OF_HOT_PI(%rdi), %eax
 	shlq $SH_STATE, %rax
@@ -236,6 +261,19 @@ kprewrite_rt_optprobe_body:
 	leal -1(%rdx), %eax
 	andl %eax, %edx
 	jnz 3b
+	/* a CALL line: the thread's return stack is its key's, with room, and the word at
+	 * S not hooked yet (a chain: kprw_kretprobe_entry's) */
+	cmpb $FC_HOT_CALL, %r8b
+	jne 16f
+	RSTACK %rax
+	cmpq %r9, (%rax)
+	jne .Lslow
+	cmpl $FC_RSTACK_N, OF_RS_N(%rax)
+	jae .Lslow
+	leaq kprewrite_rt_rettramp(%rip), %rdx
+	cmpq %rdx, 216(%rsp)
+	je .Lslow
+16:
 	/* the CPU (kprw_cpu_fast) into %r9's bits 32-47: the record's first word */
 	cmpl $0, kprw_rt+OF_RT_HAS_RDPID(%rip)
 	je 4f
@@ -356,8 +394,54 @@ kprewrite_rt_optprobe_body:
 	orl $FC_CREC_COMMITTED, %eax
 	movw %ax, 2(%rdx)
 	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
+	cmpb $FC_HOT_CALL, OF_HOT_KIND(%rdi)
+	je .Lcall_push
+.Lfast_done:
 	FAST_RESTORE
 	ret
+
+/* .Lcall_push hooks a CALL line's return address as kprw_rstack_push does, the entry's
+ * record written: with the thread's handlers raised (a signal handler's probes are
+ * missed meanwhile, so its frames cannot interleave with the push), the entry {K = S,
+ * the return address, the same as the real one, the return probe, no flags}, one more
+ * entry, the trampoline at S. A signal handler that changed the stack since the checks
+ * (left frames there, longjmp) leaves the call unhooked: a miss of the return probe,
+ * as the kernel's nmissed when no instance is free. */
+.Lcall_push:
+	incl OF_TCTX_BUSY(%rsi)
+	RSTACK %r10
+	movq (%rsi), %rax
+	cmpq %rax, (%r10)
+	jne .Lcall_miss
+	movl OF_RS_N(%r10), %r11d
+	cmpl $FC_RSTACK_N, %r11d
+	jae .Lcall_miss
+	movq 216(%rsp), %rcx
+	leaq kprewrite_rt_rettramp(%rip), %rax
+	cmpq %rax, %rcx
+	je .Lcall_miss
+	movl %r11d, %edx
+	shlq $SH_RENT, %rdx
+	leaq OF_RS_E(%r10,%rdx), %rdx
+	leaq 216(%rsp), %r8
+	movq %r8, (%rdx)
+	movq %rcx, 8(%rdx)
+	movq %rcx, 16(%rdx)
+	movl OF_HOT_RPI(%rdi), %r9d
+	movl %r9d, 24(%rdx)
+	movl $0, 28(%rdx)
+	incl %r11d
+	movl %r11d, OF_RS_N(%r10)
+	movq %rax, (%r8)
+	decl OF_TCTX_BUSY(%rsi)
+	jmp .Lfast_done
+.Lcall_miss:
+	decl OF_TCTX_BUSY(%rsi)
+	movl OF_HOT_RPI(%rdi), %eax
+	imulq kprw_rt+OF_RT_CTR_STRIDE(%rip), %rax
+	addq kprw_rt+OF_RT_CTR_BASE(%rip), %rax
+	lock incq 8(%rax)
+	jmp .Lfast_done
 /* the counter clock (kprw_clock_slow's): one count of the trace file's, taken with lock
  * xadd, for a thread whose comm was read already (its age is then counted in counts, as
  * the C path counts it) and whose block has room for the record: a count taken and then

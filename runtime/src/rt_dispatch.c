@@ -513,6 +513,7 @@ void kprw_hot_init(void)
 			const struct kprw_fplan *rpl = &kprw_rt.ev_plan[h->re];
 			h->rplain = rpl->n == ~0u ? kprw_rt.events[h->re].fetch_len == 0 : rpl->n == 0 && rpl->fixed == 0;
 			h->rdeleg = kprw_rt.ev_filter[h->re] || (kprw_rt.ev_trig && kprw_rt.ev_trig[h->re]);
+			h->rs = kprw_rt.ri_pool && kprw_rt.ri_pool[rpi].rs;
 		}
 	}
 	kprw_rt.hot = hot;

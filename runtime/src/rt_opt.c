@@ -43,6 +43,19 @@ OF(kprw_rt, ev_ctl, OF_RT_EV_CTL);
 OF(kprw_rt, tracing_off, OF_RT_TRACING_OFF);
 OF(kprw_rt, ctl_gen, OF_RT_CTL_GEN);
 OF(kprw_rt, ctl_seen, OF_RT_CTL_SEEN);
+OF(kprw_rt, live_lists, OF_RT_LIVE_LISTS);
+OF(kprw_rt, ctr_base, OF_RT_CTR_BASE);
+OF(kprw_rt, ctr_stride, OF_RT_CTR_STRIDE);
+OF(kprw_hot, rpi, OF_HOT_RPI);
+OF(kprw_hot, rs, OF_HOT_RS);
+OF(kprw_rstack, key, 0);
+OF(kprw_rstack, n, OF_RS_N);
+OF(kprw_rstack, e, OF_RS_E);
+OF(kprw_rent, K, 0);
+OF(kprw_rent, ret, 8);
+OF(kprw_rent, real, 16);
+OF(kprw_rent, pi, 24);
+OF(kprw_rent, flags, 28);
 OF(kprw_probe_state, flags, OF_STATE_FLAGS);
 OF(kprw_hot, pi, OF_HOT_PI);
 OF(kprw_hot, e, OF_HOT_E);
@@ -78,12 +91,16 @@ _Static_assert(sizeof(struct kprw_hot) == 1 << SH_HOT, "optfast.h: SH_HOT");
 _Static_assert(sizeof(struct kprw_fplan_op) == SZ_OP, "optfast.h: SZ_OP");
 _Static_assert(sizeof(struct kprw_tctx) == 1 << SH_TCTX && sizeof(struct kprw_tblk) == 16, "optfast.h: SH_TCTX");
 _Static_assert(sizeof(struct kprw_crec) == 16, "optfast.h: the record's fixed part");
+_Static_assert(sizeof(struct kprw_rstack) == SZ_RSTACK && sizeof(struct kprw_rent) == 1 << SH_RENT &&
+		       FC_RSTACK_N == KPRW_RSTACK_N && sizeof(((struct kprw_rstack *)0)->n) == 4,
+	       "optfast.h: the return stack");
 _Static_assert(sizeof(((struct kprw_probe_state *)0)->flags) == 4 && sizeof(kprw_rt.disable_all) == 4 &&
 		       sizeof(kprw_rt.rec_hits) == 4 && sizeof(kprw_rt.rec_ext) == 4 && sizeof(kprw_rt.clk_tsc) == 4 &&
 		       sizeof(kprw_rt.keymode) == 4 && sizeof(kprw_rt.has_rdpid) == 4 &&
 		       sizeof(kprw_rt.has_prefetchw) == 4 && sizeof(kprw_rt.npoints) == 4 && sizeof(kprw_rt.ctl_seen) == 4,
 	       "optfast.h: the words the fast path compares are 32-bit");
-_Static_assert(FC_HOT_EVENT == KPRW_HOT_EVENT && FC_HOT_EXIT == KPRW_HOT_EXIT && FC_HOT_PLAN == KPRW_HOT_PLAN &&
+_Static_assert(FC_HOT_EVENT == KPRW_HOT_EVENT && FC_HOT_EXIT == KPRW_HOT_EXIT && FC_HOT_CALL == KPRW_HOT_CALL &&
+		       FC_HOT_PLAN == KPRW_HOT_PLAN &&
 		       FC_HOT_FAST == KPRW_HOT_FAST && FC_HOT_NOPS == KPRW_HOT_NOPS &&
 		       FC_SF_OFF == (KPRW_SF_DISABLED | KPRW_SF_UNREG) && FC_CTL_SOFT_DISABLED == KPRW_CTL_SOFT_DISABLED &&
 		       FC_KEY_FSBASE == KPRW_KEY_FSBASE && FC_KEY_FS0 == KPRW_KEY_FS0 && FC_COMM_REFRESH_NS == KPRW_COMM_REFRESH_NS &&

@@ -33,17 +33,11 @@
  */
 #include "rt.h"
 
-#define RSTACK_N 127 /* entries a thread: 4 KiB with the header */
-#define RS_CHAINED 1u /* an instance hooked this frame's word since: it returns first */
+#define RSTACK_N KPRW_RSTACK_N
+#define RS_CHAINED KPRW_RS_CHAINED
 
-struct kprw_rstack {
-	u64 key; /* the thread context's key when the entries were pushed */
-	u32 n;
-	u32 pad;
-	struct kprw_rent e[RSTACK_N];
-};
-
-static struct kprw_rstack *rs_tab; /* [KPRW_NTCTX], with kprw_tctx_tab's slots */
+struct kprw_rstack *kprw_rs_tab;
+#define rs_tab kprw_rs_tab
 
 void kprw_rstack_init(void)
 {

@@ -66,6 +66,8 @@ struct kprw_hot {
 			u32 re;    /* its event */
 			u8 rplain; /* it has no fetches: hot_ret_fast may write its records */
 			u8 rdeleg; /* it has a filter or triggers (kprw_ctl_sync keeps it) */
+			u8 rs;     /* its frames may go on the return stack (optprobe.S pushes
+				      them there: rt_rstack.c) */
 		};
 	};
 };

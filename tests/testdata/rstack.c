@@ -20,6 +20,15 @@ CALLS int rec(int n)
 		return 0;
 	return rec(n - 1) + 1;
 }
+/* deep: a CALL line (its entry event reads nothing): the detour's assembly pushes its
+ * frames (optprobe.S, .Lcall_push) until the stack is full */
+CALLS int deep(int n)
+{
+	sink++;
+	if (n == 0)
+		return 0;
+	return deep(n - 1) + 1;
+}
 CALLS void dive(int n)
 {
 	sink++;
@@ -50,6 +59,7 @@ CALLS int forker(void)
 int main(void)
 {
 	printf("rec %d\n", rec(300));
+	printf("deep %d\n", deep(300));
 	if (!setjmp(env))
 		dive(200);
 	printf("rec %d\n", rec(50));

@@ -174,6 +174,12 @@ kprw_restorer:
 	int3
 kprewrite_rt_rettramp:
 	leaq -8(%rsp), %rsp	/* %rsp = K: pushes go below K */
+	/* a frame on the thread's return stack whose return event is plain: written in
+	 * assembly (optprobe.S), which comes back here otherwise, %rsp = K, all as it was */
+	jmp kprw_rethook_fast
+	.globl kprw_rethook_slow
+	.hidden kprw_rethook_slow
+kprw_rethook_slow:
 	leaq -16(%rsp), %rsp	/* room for ss, sp (filled below, after flags are saved) */
 	pushfq			/* flags, before anything changes them */
 	pushq $0x33		/* cs */

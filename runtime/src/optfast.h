@@ -25,6 +25,9 @@
 #define OF_RT_CTL_GEN 592
 #define OF_RT_CTL_SEEN 600
 #define OF_RT_LIVE_LISTS 648
+#define OF_RT_PROBES 24
+/* struct kprw_probe: 80 bytes, its point first */
+#define SZ_PROBE 80
 #define OF_RT_CTR_BASE 224
 #define OF_RT_CTR_STRIDE 232
 /* struct kprw_rstack: 4080 bytes, its entries (struct kprw_rent, 32: a shift of 5)
@@ -45,6 +48,9 @@
 #define OF_HOT_KIND 24 /* kind, deleg, spev, nops: one 32-bit word */
 #define OF_HOT_OP 28
 #define OF_HOT_RPI 28 /* CALL: the return event's probe */
+#define OF_HOT_RE 32  /* CALL: its event */
+#define OF_HOT_RPLAIN 36 /* CALL: it has no fetches */
+#define OF_HOT_RDELEG 37 /* CALL: it has a filter or triggers */
 #define OF_HOT_RS 38  /* CALL: its frames may go on the return stack */
 /* struct kprw_fplan_op: 12 bytes */
 #define SZ_OP 12
@@ -65,6 +71,7 @@
 #define OF_CLK_SPAN 32
 /* struct kprw_stats */
 #define OF_STATS_RECORDS 48
+#define OF_STATS_RETTRAMPS 32
 
 /* constants of rt.h, rt_trace.h, rt_ring.h and the ABI header */
 #define FC_HOT_EVENT 1          /* KPRW_HOT_EVENT */

@@ -117,6 +117,150 @@ kprewrite_rt_optprobe_template_end:
 	addq kprw_rs_tab(%rip), \reg
 	.endm
 
+/* HOT_OPEN checks the process's state for the line's probe at pi(%rdi), its event at
+ * e(%rdi) (hot_open): the probe on, records hit, no ext part, the TSC or the counter
+ * clock, no control change, tracing on, the event not soft-disabled; else to fail */
+	.macro HOT_OPEN pi, e, fail
+	movl \pi(%rdi), %eax
+	shlq $SH_STATE, %rax
+	addq kprw_rt+OF_RT_STATE(%rip), %rax
+	testl $FC_SF_OFF, OF_STATE_FLAGS(%rax)
+	jnz \fail
+	cmpl $0, kprw_rt+OF_RT_DISABLE_ALL(%rip)
+	jne \fail
+	cmpl $0, kprw_rt+OF_RT_REC_HITS(%rip)
+	je \fail
+	cmpl $0, kprw_rt+OF_RT_REC_EXT(%rip)
+	jne \fail
+	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
+	jne 15f
+	cmpq $0, kprw_clk_counter(%rip)	/* or the counter clock */
+	je \fail
+15:	movq kprw_rt+OF_RT_CTL_GEN(%rip), %rax
+	testq %rax, %rax
+	jz \fail
+	movl (%rax), %eax
+	cmpl kprw_rt+OF_RT_CTL_SEEN(%rip), %eax
+	jne \fail
+	movq kprw_rt+OF_RT_TRACING_OFF(%rip), %rax
+	cmpl $0, (%rax)
+	jne \fail
+	movq kprw_rt+OF_RT_EV_CTL(%rip), %rax
+	testq %rax, %rax
+	jz 17f
+	movl \e(%rdi), %edx
+	testl $FC_CTL_SOFT_DISABLED, (%rax,%rdx,4)
+	jnz \fail
+17:
+	.endm
+
+/* TCTX_FIND finds the thread's context at its hash's slot, no handler of ours running,
+ * its tid still the TCB's (hot_fast_tctx): %rsi, its key in %r9; else to fail */
+	.macro TCTX_FIND fail
+	movl kprw_rt+OF_RT_KEYMODE(%rip), %eax
+	cmpl $FC_KEY_FS0, %eax
+	jne 13f
+	movq %fs:0, %r9		/* (TLS is set up: the mode says so) */
+	jmp 14f
+13:	cmpl $FC_KEY_FSBASE, %eax
+	jne \fail
+	rdfsbase %r9
+14:	testq %r9, %r9
+	jle \fail		/* none, or a tid key */
+	movabsq $FC_TCTX_HASH, %rsi
+	imulq %r9, %rsi
+	shrq $FC_TCTX_HASH_SHIFT, %rsi
+	shlq $SH_TCTX, %rsi
+	addq kprw_tctx_tab(%rip), %rsi
+	cmpq %r9, (%rsi)
+	jne \fail
+	cmpl $0, OF_TCTX_BUSY(%rsi)
+	jne \fail
+	movq kprw_tsh(%rip), %r10
+	movl OF_TSH_LIVE(%r10), %edx
+	testl %edx, %edx
+	jz \fail
+3:	bsfl %edx, %eax
+	movslq OF_TSH_OFF(%r10,%rax,4), %rax
+	movl (%r9,%rax), %eax
+	cmpl OF_TCTX_TID(%rsi), %eax
+	jne \fail
+	leal -1(%rdx), %eax
+	andl %eax, %edx
+	jnz 3b
+	.endm
+
+/* CPU_WORD puts the CPU (kprw_cpu_fast) in %r9's bits 32-47, the record's first word */
+	.macro CPU_WORD fail
+	cmpl $0, kprw_rt+OF_RT_HAS_RDPID(%rip)
+	je 4f
+	rdpid %rax
+	andl $0xfff, %eax
+	jmp 5f
+4:	movq kprewrite_rt_rseq_off(%rip), %rax
+	testq %rax, %rax
+	jz \fail
+	movl %fs:4(%rax), %eax	/* struct rseq's cpu_id */
+	testl %eax, %eax
+	js \fail
+	andl $0xfff, %eax
+5:	shlq $32, %rax
+	movq %rax, %r9
+	.endm
+
+/* TSC_NOW puts kprw_tsc_ns's time in %rax, else to fail */
+	.macro TSC_NOW fail
+	movl kprw_clk(%rip), %r10d
+	testl $1, %r10d
+	jnz \fail
+	rdtsc
+	shlq $32, %rdx
+	orq %rdx, %rax
+	subq kprw_clk+OF_CLK_TSC(%rip), %rax
+	cmpq kprw_clk+OF_CLK_SPAN(%rip), %rax
+	jae \fail
+	movq kprw_clk+OF_CLK_MULT(%rip), %rdx
+	testq %rdx, %rdx
+	jz \fail
+	mulq %rdx
+	shrdq $32, %rdx, %rax
+	addq kprw_clk+OF_CLK_NS(%rip), %rax
+	cmpl kprw_clk(%rip), %r10d
+	jne \fail
+	.endm
+
+/* NOW_CHECK: the comm younger than its refresh, a time (%rax, made relative to ts_base)
+ * that needs no ext part (hot_record) */
+	.macro NOW_CHECK fail
+	movq %rax, %rdx
+	subq OF_TCTX_COMM_NS(%rsi), %rdx
+	cmpq $FC_COMM_REFRESH_NS, %rdx
+	ja \fail
+	subq kprw_rt+OF_RT_TS_BASE(%rip), %rax
+	leaq -1(%rax), %rdx
+	movabsq $FC_TS_MAX_2, %r10
+	cmpq %r10, %rdx
+	jae \fail
+	.endm
+
+/* PLACE takes the record's place (%r11 bytes): one xadd on the thread's block word,
+ * which says the block's end too (reserve): its address in %rdx; past the block's end
+ * (never written) to fail */
+	.macro PLACE fail
+	TBLK %r10
+	movq %r11, %rdx
+	xaddq %rdx, (%r10)
+	REC_SPLIT %rdx, %r10
+	addq %rdx, %r11
+	cmpq %r10, %r11
+	ja \fail		/* past the block's end: never written */
+	addq kprw_rt+OF_RT_TRACE_DATA(%rip), %rdx
+	cmpl $0, kprw_rt+OF_RT_HAS_PREFETCHW(%rip)
+	je 9f
+	prefetchw FC_REC_AHEAD(%rdx)	/* (rec_at) */
+9:
+	.endm
+
 /* GPR is one 16-byte entry of the fast path's register table: a general register's
  * value at the probe into %r11 (pt_regs' order: r15 first; those the fast path saved
  * from its frame) */
@@ -125,6 +269,111 @@ kprewrite_rt_optprobe_template_end:
 	jmp .Lgpr_back
 	.balign 16
 	.endm
+
+/* kprw_rethook_fast is the return trampoline's fast path (entry.S jumps here with %rsp = K,
+ * the word that held the return address, and the trampoline's address still there):
+ * the return of a frame on this thread's return stack (rt_rstack.c) whose newest entry
+ * it is, no chain and no instance over it, whose probe is a CALL line's return event
+ * without fetches, filter or trigger (hot_ret_fast), switched on, tracing on, the TSC
+ * clock: the record as kprw_rethook's hot_ret_fast writes it (the real return address
+ * as its word), the entry popped, the real return address at K, every register and the
+ * arithmetic flags as they were, and a jmp through K as the trampoline's. Anything
+ * else goes back to kprw_rethook_slow (entry.S) with everything as it came, before a
+ * place is taken. Its frame: 0 flags (lahf, seto), 8 r11, 16 r10, 24 r9, 32 r8, 40
+ * rdi, 48 rsi, 56 rdx, 64 rax; K = 72(%rsp). */
+	.globl kprw_rethook_fast
+	.hidden kprw_rethook_fast
+	.type kprw_rethook_fast,@function
+	.balign 16
+kprw_rethook_fast:
+	pushq %rax
+	lahf
+	seto %al
+	pushq %rdx
+	pushq %rsi
+	pushq %rdi
+	pushq %r8
+	pushq %r9
+	pushq %r10
+	pushq %r11
+	pushq %rax
+	cmpq $0, kprw_rs_tab(%rip)
+	je .Lrslow
+	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
+	je .Lrslow
+	TCTX_FIND .Lrslow
+	/* this thread's newest entry (%r8): frame K's, no flags, no chain */
+	RSTACK %r10
+	cmpq %r9, (%r10)
+	jne .Lrslow
+	movl OF_RS_N(%r10), %r11d
+	testl %r11d, %r11d
+	jz .Lrslow
+	decl %r11d
+	shlq $SH_RENT, %r11
+	leaq OF_RS_E(%r10,%r11), %r8
+	leaq 72(%rsp), %rax
+	cmpq %rax, (%r8)
+	jne .Lrslow
+	cmpl $0, 28(%r8)
+	jne .Lrslow
+	movq 8(%r8), %rax
+	cmpq 16(%r8), %rax
+	jne .Lrslow
+	/* the line of its probe's point (%rdi): a CALL line whose return event it is */
+	movl 24(%r8), %edx
+	movq kprw_rt+OF_RT_PROBES(%rip), %rdi
+	imulq $SZ_PROBE, %rdx, %rax
+	movl (%rdi,%rax), %eax
+	cmpl kprw_rt+OF_RT_NPOINTS(%rip), %eax
+	jae .Lrslow
+	movq kprw_rt+OF_RT_HOT(%rip), %rdi
+	testq %rdi, %rdi
+	jz .Lrslow
+	shlq $SH_HOT, %rax
+	addq %rax, %rdi
+	cmpb $FC_HOT_CALL, OF_HOT_KIND(%rdi)
+	jne .Lrslow
+	cmpl %edx, OF_HOT_RPI(%rdi)
+	jne .Lrslow
+	cmpb $0, OF_HOT_RPLAIN(%rdi)
+	je .Lrslow
+	cmpb $0, OF_HOT_RDELEG(%rdi)
+	jne .Lrslow
+	HOT_OPEN OF_HOT_RPI, OF_HOT_RE, .Lrslow
+	CPU_WORD .Lrslow
+	TSC_NOW .Lrslow
+	NOW_CHECK .Lrslow
+	movq %rax, %rdx		/* ts_hi into the first word, ts_lo and the probe the second */
+	shrq $32, %rdx
+	shlq $48, %rdx
+	orq %rdx, %r9
+	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
+	movl %eax, %eax
+	movl OF_HOT_RPI(%rdi), %edx
+	shlq $32, %rdx
+	orq %rdx, %rax
+	movl $24, %r11d		/* the record's size: the fixed part and the word */
+	PLACE .Lrslow
+	movq %r9, (%rdx)
+	movq %rax, 8(%rdx)
+	movq 16(%r8), %r11	/* the real return address: the word */
+	movq %r11, 16(%rdx)
+	movw $FC_CREC_COMMITTED, 2(%rdx)
+	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
+	incq kprewrite_rt_stats+OF_STATS_RETTRAMPS(%rip)
+	/* the entry popped (one store: a signal handler's pushes go above it and its pops
+	 * come back to it), the real return address at K */
+	RSTACK %r10
+	decl OF_RS_N(%r10)
+	movq %r11, 72(%rsp)
+	FAST_RESTORE
+	leaq 8(%rsp), %rsp
+	jmp *-8(%rsp)
+.Lrslow:
+	FAST_RESTORE
+	jmp kprw_rethook_slow
+	.size kprw_rethook_fast, .-kprw_rethook_fast
 
 /* the shared body: %ecx = point index; (%rsp) the return address into the stub,
  * 8(%rsp) the program's %rcx, 16(%rsp) = S - 128.
@@ -198,69 +447,10 @@ kprewrite_rt_optprobe_body:
 	testl $FC_SF_OFF, OF_STATE_FLAGS(%rax)
 	jnz .Lslow
 	/* the process's state (hot_open) */
-1:	movl OF_HOT_PI(%rdi), %eax
-	shlq $SH_STATE, %rax
-	addq kprw_rt+OF_RT_STATE(%rip), %rax
-	testl $FC_SF_OFF, OF_STATE_FLAGS(%rax)
-	jnz .Lslow
-	cmpl $0, kprw_rt+OF_RT_DISABLE_ALL(%rip)
-	jne .Lslow
-	cmpl $0, kprw_rt+OF_RT_REC_HITS(%rip)
-	je .Lslow
-	cmpl $0, kprw_rt+OF_RT_REC_EXT(%rip)
-	jne .Lslow
-	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
-	jne 15f
-	cmpq $0, kprw_clk_counter(%rip)	/* or the counter clock */
-	je .Lslow
-15:	movq kprw_rt+OF_RT_CTL_GEN(%rip), %rax
-	testq %rax, %rax
-	jz .Lslow
-	movl (%rax), %eax
-	cmpl kprw_rt+OF_RT_CTL_SEEN(%rip), %eax
-	jne .Lslow
-	movq kprw_rt+OF_RT_TRACING_OFF(%rip), %rax
-	cmpl $0, (%rax)
-	jne .Lslow
-	movq kprw_rt+OF_RT_EV_CTL(%rip), %rax
-	testq %rax, %rax
-	jz 2f
-	movl OF_HOT_E(%rdi), %edx
-	testl $FC_CTL_SOFT_DISABLED, (%rax,%rdx,4)
-	jnz .Lslow
+1:	HOT_OPEN OF_HOT_PI, OF_HOT_E, .Lslow
 	/* the thread's context at its hash's slot, no handler of ours running, its tid
 	 * still the TCB's (hot_fast_tctx): %rsi */
-2:	movl kprw_rt+OF_RT_KEYMODE(%rip), %eax
-	cmpl $FC_KEY_FS0, %eax
-	jne 13f
-	movq %fs:0, %r9		/* (TLS is set up: the mode says so) */
-	jmp 14f
-13:	cmpl $FC_KEY_FSBASE, %eax
-	jne .Lslow
-	rdfsbase %r9
-14:	testq %r9, %r9
-	jle .Lslow		/* none, or a tid key */
-	movabsq $FC_TCTX_HASH, %rsi
-	imulq %r9, %rsi
-	shrq $FC_TCTX_HASH_SHIFT, %rsi
-	shlq $SH_TCTX, %rsi
-	addq kprw_tctx_tab(%rip), %rsi
-	cmpq %r9, (%rsi)
-	jne .Lslow
-	cmpl $0, OF_TCTX_BUSY(%rsi)
-	jne .Lslow
-	movq kprw_tsh(%rip), %r10
-	movl OF_TSH_LIVE(%r10), %edx
-	testl %edx, %edx
-	jz .Lslow
-3:	bsfl %edx, %eax
-	movslq OF_TSH_OFF(%r10,%rax,4), %rax
-	movl (%r9,%rax), %eax
-	cmpl OF_TCTX_TID(%rsi), %eax
-	jne .Lslow
-	leal -1(%rdx), %eax
-	andl %eax, %edx
-	jnz 3b
+2:	TCTX_FIND .Lslow
 	/* a CALL line: the thread's return stack is its key's, with room, and the word at
 	 * S not hooked yet (a chain: kprw_kretprobe_entry's) */
 	cmpb $FC_HOT_CALL, %r8b
@@ -275,51 +465,14 @@ kprewrite_rt_optprobe_body:
 	je .Lslow
 16:
 	/* the CPU (kprw_cpu_fast) into %r9's bits 32-47: the record's first word */
-	cmpl $0, kprw_rt+OF_RT_HAS_RDPID(%rip)
-	je 4f
-	rdpid %rax
-	andl $0xfff, %eax
-	jmp 5f
-4:	movq kprewrite_rt_rseq_off(%rip), %rax
-	testq %rax, %rax
-	jz .Lslow
-	movl %fs:4(%rax), %eax	/* struct rseq's cpu_id */
-	testl %eax, %eax
-	js .Lslow
-	andl $0xfff, %eax
-5:	shlq $32, %rax
-	movq %rax, %r9
+	CPU_WORD .Lslow
 	/* the clock (kprw_tsc_ns, or the counter: .Lcounter): %rax = now */
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
 	je .Lcounter
-	movl kprw_clk(%rip), %r10d
-	testl $1, %r10d
-	jnz .Lslow
-	rdtsc
-	shlq $32, %rdx
-	orq %rdx, %rax
-	subq kprw_clk+OF_CLK_TSC(%rip), %rax
-	cmpq kprw_clk+OF_CLK_SPAN(%rip), %rax
-	jae .Lslow
-	movq kprw_clk+OF_CLK_MULT(%rip), %rdx
-	testq %rdx, %rdx
-	jz .Lslow
-	mulq %rdx
-	shrdq $32, %rdx, %rax
-	addq kprw_clk+OF_CLK_NS(%rip), %rax
-	cmpl kprw_clk(%rip), %r10d
-	jne .Lslow
+	TSC_NOW .Lslow
 	/* the comm younger than its refresh, a time that needs no ext part (hot_record) */
 .Lnow:
-	movq %rax, %rdx
-	subq OF_TCTX_COMM_NS(%rsi), %rdx
-	cmpq $FC_COMM_REFRESH_NS, %rdx
-	ja .Lslow
-	subq kprw_rt+OF_RT_TS_BASE(%rip), %rax
-	leaq -1(%rax), %rdx
-	movabsq $FC_TS_MAX_2, %r10
-	cmpq %r10, %rdx
-	jae .Lslow
+	NOW_CHECK .Lslow
 	movq %rax, %rdx		/* ts_hi into the first word, ts_lo and the probe the second */
 	shrq $32, %rdx
 	shlq $48, %rdx
@@ -355,18 +508,8 @@ kprewrite_rt_optprobe_body:
 	andl $-8, %r11d		/* the record's size (rec_size) */
 	/* the place: one xadd on the thread's block word, which says the block's end too
 	 * (reserve) */
-	TBLK %r10
-	movq %r11, %rdx
-	xaddq %rdx, (%r10)
-	REC_SPLIT %rdx, %r10
-	addq %rdx, %r11
-	cmpq %r10, %r11
-	ja .Lslow		/* past the block's end: never written */
-	addq kprw_rt+OF_RT_TRACE_DATA(%rip), %rdx
-	cmpl $0, kprw_rt+OF_RT_HAS_PREFETCHW(%rip)
-	je 9f
-	prefetchw FC_REC_AHEAD(%rdx)	/* (rec_at) */
-9:	testl $FC_CREC_RET, %r9d
+	PLACE .Lslow
+	testl $FC_CREC_RET, %r9d
 	movq %r9, (%rdx)	/* rlen, commit 0, cpu, ts_hi */
 	movq %rax, 8(%rdx)	/* ts_lo, probe */
 	leaq 16(%rdx), %r9

@@ -48,6 +48,12 @@ OF(kprw_rt, ctr_base, OF_RT_CTR_BASE);
 OF(kprw_rt, ctr_stride, OF_RT_CTR_STRIDE);
 OF(kprw_hot, rpi, OF_HOT_RPI);
 OF(kprw_hot, rs, OF_HOT_RS);
+OF(kprw_hot, re, OF_HOT_RE);
+OF(kprw_hot, rplain, OF_HOT_RPLAIN);
+OF(kprw_hot, rdeleg, OF_HOT_RDELEG);
+OF(kprw_rt, probes, OF_RT_PROBES);
+OF(kprw_probe, point, 0);
+OF(kprw_stats, rettramps, OF_STATS_RETTRAMPS);
 OF(kprw_rstack, key, 0);
 OF(kprw_rstack, n, OF_RS_N);
 OF(kprw_rstack, e, OF_RS_E);
@@ -92,7 +98,8 @@ _Static_assert(sizeof(struct kprw_fplan_op) == SZ_OP, "optfast.h: SZ_OP");
 _Static_assert(sizeof(struct kprw_tctx) == 1 << SH_TCTX && sizeof(struct kprw_tblk) == 16, "optfast.h: SH_TCTX");
 _Static_assert(sizeof(struct kprw_crec) == 16, "optfast.h: the record's fixed part");
 _Static_assert(sizeof(struct kprw_rstack) == SZ_RSTACK && sizeof(struct kprw_rent) == 1 << SH_RENT &&
-		       FC_RSTACK_N == KPRW_RSTACK_N && sizeof(((struct kprw_rstack *)0)->n) == 4,
+		       FC_RSTACK_N == KPRW_RSTACK_N && sizeof(((struct kprw_rstack *)0)->n) == 4 &&
+		       sizeof(struct kprw_probe) == SZ_PROBE && sizeof(((struct kprw_rent *)0)->flags) == 4,
 	       "optfast.h: the return stack");
 _Static_assert(sizeof(((struct kprw_probe_state *)0)->flags) == 4 && sizeof(kprw_rt.disable_all) == 4 &&
 		       sizeof(kprw_rt.rec_hits) == 4 && sizeof(kprw_rt.rec_ext) == 4 && sizeof(kprw_rt.clk_tsc) == 4 &&

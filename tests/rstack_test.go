@@ -96,11 +96,15 @@ func TestReturnStack(t *testing.T) {
 			child = l.PID
 		}
 	}
-	wantOrder := []string{"tail_b_ret@" + strconv.Itoa(parent), "tail_a_ret@" + strconv.Itoa(parent),
-		"forker_ret ret=7@" + strconv.Itoa(child), "forker_ret ret=42@" + strconv.Itoa(parent)}
-	if strings.Join(order, " ") != strings.Join(wantOrder, " ") {
-		t.Errorf("returns %v, want %v (no dive_ret: longjmp left every frame)", order, wantOrder)
+	wantOrder := []string{}
+	for i := 0; i < 1001; i++ {
+		wantOrder = append(wantOrder, "tail_b_ret@"+strconv.Itoa(parent), "tail_a_ret@"+strconv.Itoa(parent))
 	}
+	wantOrder = append(wantOrder, "forker_ret ret=7@"+strconv.Itoa(child), "forker_ret ret=42@"+strconv.Itoa(parent))
+	if strings.Join(order, " ") != strings.Join(wantOrder, " ") {
+		t.Errorf("returns %.300v, want %.300v (no dive_ret: longjmp left every frame)", order, wantOrder)
+	}
+	tailCalls(t, prog)
 	if shown["tail_a_ret"] == "" || shown["tail_a_ret"] != shown["tail_b_ret"] {
 		t.Errorf("tail call: return addresses shown %v, want main's for both", shown)
 	}
@@ -112,6 +116,36 @@ func TestReturnStack(t *testing.T) {
 		w := strings.Fields(f)
 		if len(w) == 3 && w[0] == "rec_ret" && (w[1] != "246" || w[2] != "110") {
 			t.Errorf("rec_ret: %s hits, %s missed; want 246 (191 + 51 + the child's 4) and 110", w[1], w[2])
+		}
+	}
+}
+
+// tailCalls: with --calls, tail_a's tail call to tail_b is an exit point that hooks the
+// return address (a TAIL line: the detour's assembly pushes the frame on the return
+// stack, the trampoline's pops it), tail_b returns at its ret: 1,001 calls of each,
+// tail_b's return before tail_a's every time, both showing tail_a's caller.
+func tailCalls(t *testing.T, prog string) {
+	out := filepath.Join(t.TempDir(), "tails.kp")
+	rewriteWith(t, prog, out, nil, "--calls", "tail_*")
+	testprog.Same(t, prog, out, testprog.Cmd{}, nil)
+	code, text, stderr := kp("trace", out+".trace")
+	if code != 0 {
+		t.Fatalf("trace: exit %d: %s", code, stderr)
+	}
+	var seq []string
+	for _, l := range parseTraceLines(t, text) {
+		if strings.HasSuffix(l.Event, "__return") {
+			head := strings.SplitN(strings.Trim(l.Head, "()"), " <- ", 2)[0]
+			seq = append(seq, l.Event+"@"+head)
+		}
+	}
+	if len(seq) != 2*1001 {
+		t.Fatalf("%d return records, want 2,002", len(seq))
+	}
+	for i := 0; i+1 < len(seq); i += 2 {
+		b, a := strings.SplitN(seq[i], "@", 2), strings.SplitN(seq[i+1], "@", 2)
+		if b[0] != "tail_b__return" || a[0] != "tail_a__return" || a[1] != b[1] {
+			t.Fatalf("return records %d and %d: %s, %s; want tail_b__return then tail_a__return, one return address", i, i+1, seq[i], seq[i+1])
 		}
 	}
 }

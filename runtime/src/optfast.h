@@ -77,6 +77,7 @@
 #define FC_HOT_EVENT 1          /* KPRW_HOT_EVENT */
 #define FC_HOT_EXIT 2           /* KPRW_HOT_EXIT */
 #define FC_HOT_CALL 3           /* KPRW_HOT_CALL */
+#define FC_HOT_TAIL 4           /* KPRW_HOT_TAIL */
 #define FC_HOT_PLAN 0xff        /* KPRW_HOT_PLAN */
 #define FC_HOT_FAST 0x20        /* KPRW_HOT_FAST */
 #define FC_HOT_NOPS 0x0f        /* KPRW_HOT_NOPS */

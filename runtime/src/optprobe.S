@@ -332,9 +332,12 @@ kprw_rethook_fast:
 	jz .Lrslow
 	shlq $SH_HOT, %rax
 	addq %rax, %rdi
-	cmpb $FC_HOT_CALL, OF_HOT_KIND(%rdi)
+	movzbl OF_HOT_KIND(%rdi), %eax
+	cmpl $FC_HOT_CALL, %eax
+	je 1f
+	cmpl $FC_HOT_TAIL, %eax
 	jne .Lrslow
-	cmpl %edx, OF_HOT_RPI(%rdi)
+1:	cmpl %edx, OF_HOT_RPI(%rdi)
 	jne .Lrslow
 	cmpb $0, OF_HOT_RPLAIN(%rdi)
 	je .Lrslow
@@ -419,6 +422,8 @@ kprewrite_rt_optprobe_body:
 	shlq $SH_HOT, %rax
 	addq %rax, %rdi
 	movl OF_HOT_KIND(%rdi), %r8d	/* kind deleg spev nops, one load */
+	cmpb $FC_HOT_TAIL, %r8b
+	je .Ltail
 	testl $0xff00, %r8d
 	jnz .Lslow
 	movl %r8d, %eax
@@ -578,6 +583,33 @@ kprewrite_rt_optprobe_body:
 	movq %rax, (%r8)
 	decl OF_TCTX_BUSY(%rsi)
 	jmp .Lfast_done
+/* .Ltail is a TAIL line's hit: the tail call's return address (the caller's, at S) is
+ * hooked on the thread's return stack as .Lcall_push does, no record (the C path:
+ * exit_hit, kprw_run_return_events), when the line says it may and its probe is on */
+.Ltail:
+	cmpb $0, OF_HOT_RS(%rdi)
+	je .Lslow
+	cmpq $0, kprw_rt+OF_RT_LIVE_LISTS(%rip)
+	jne .Lslow
+	cmpq $0, kprw_rs_tab(%rip)
+	je .Lslow
+	cmpl $0, kprw_rt+OF_RT_DISABLE_ALL(%rip)
+	jne .Lslow
+	movl OF_HOT_RPI(%rdi), %eax
+	shlq $SH_STATE, %rax
+	addq kprw_rt+OF_RT_STATE(%rip), %rax
+	testl $FC_SF_OFF, OF_STATE_FLAGS(%rax)
+	jnz .Lslow
+	TCTX_FIND .Lslow
+	RSTACK %rax
+	cmpq %r9, (%rax)
+	jne .Lslow
+	cmpl $FC_RSTACK_N, OF_RS_N(%rax)
+	jae .Lslow
+	leaq kprewrite_rt_rettramp(%rip), %rdx
+	cmpq %rdx, 216(%rsp)
+	je .Lslow
+	jmp .Lcall_push
 .Lcall_miss:
 	decl OF_TCTX_BUSY(%rsi)
 	movl OF_HOT_RPI(%rdi), %eax

@@ -192,7 +192,7 @@ static void apply(const u8 *f, u32 size)
 		if ((h->kind == KPRW_HOT_EVENT || h->kind == KPRW_HOT_CALL) && nt[h->e])
 			__atomic_store_n(&h->kind, KPRW_HOT_NONE, __ATOMIC_RELAXED);
 		__atomic_store_n(&h->deleg, nf[h->e] || nt[h->e], __ATOMIC_RELAXED);
-		if (h->kind == KPRW_HOT_CALL && h->re < n)
+		if ((h->kind == KPRW_HOT_CALL || h->kind == KPRW_HOT_TAIL) && h->re < n)
 			__atomic_store_n(&h->rdeleg, nf[h->re] || nt[h->re], __ATOMIC_RELAXED);
 	}
 }

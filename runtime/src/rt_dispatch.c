@@ -441,10 +441,29 @@ static int call_pair(const struct kprw_point *pt, u32 *ev, u32 *ret)
 	return 1;
 }
 
+/* tail_line makes h a KPRW_HOT_TAIL line: exit point pt at a tail call's jmp, whose one
+ * probe rpi is a return event that hooks the return address there (hooked_return) */
+static void tail_line(struct kprw_hot *h, const struct kprw_point *pt, u32 rpi)
+{
+	u32 re = kprw_rt.probes[rpi].event;
+	const struct kprw_fplan *rpl = &kprw_rt.ev_plan[re];
+	h->site = pt->site;
+	h->pi = rpi;
+	h->e = re;
+	h->evid = kprw_rt.events[re].id;
+	h->rpi = rpi;
+	h->re = re;
+	h->rplain = rpl->n == ~0u ? kprw_rt.events[re].fetch_len == 0 : rpl->n == 0 && rpl->fixed == 0;
+	h->rdeleg = kprw_rt.ev_filter[re] || (kprw_rt.ev_trig && kprw_rt.ev_trig[re]);
+	h->rs = kprw_rt.ri_pool && kprw_rt.ri_pool[rpi].rs;
+	h->kind = KPRW_HOT_TAIL;
+}
+
 /* kprw_hot_init fills kprw_rt.hot (or, out of memory, takes kprw_rt.fastev away): a
  * KPRW_HOT_EVENT line for each kprw_rt.fastev point, a KPRW_HOT_CALL line for each
  * call_pair point,
- * a KPRW_HOT_EXIT line for each exit point at a ret whose one return event
+ * a KPRW_HOT_TAIL line for each exit point at a tail call's jmp with one hooking return
+ * event, a KPRW_HOT_EXIT line for each exit point at a ret whose one return event
  * kprw_trace_exit writes on its own path (no filter or trigger now, a compiled plan or
  * none). Start-up, after kprw_fastev_init and kprw_spev_init. */
 void kprw_hot_init(void)
@@ -470,8 +489,12 @@ void kprw_hot_init(void)
 		if (ev->flags & KPRW_EF_SPARE)
 			continue;
 		if (pt->dflags & KPRW_DF_EXIT) {
-			if (kprw_rt.probes[i].type == KPRW_T_KRETPROBE)
-				continue; /* a tail call's jmp: its return address is hooked */
+			if (kprw_rt.probes[i].type == KPRW_T_KRETPROBE) {
+				/* a tail call's jmp: its return address is hooked */
+				if (hooked_return(&kprw_rt.probes[i]) && !(pt->dflags & KPRW_DF_LIVE))
+					tail_line(h, pt, i);
+				continue;
+			}
 			if (ev->fetch_len && (pl->n == ~0u || kprw_rt.ev_fixed[e] < 0))
 				continue;
 			h->kind = KPRW_HOT_EXIT;

@@ -244,7 +244,8 @@ static inline __attribute__((always_inline)) int hot_call_fast(const struct kprw
 static inline __attribute__((always_inline)) int hot_ret_fast(const struct kprw_hot *h, u32 pi,
 							  const struct pt_regs *regs, u64 shown, struct kprw_tctx *c)
 {
-	if (h->kind != KPRW_HOT_CALL || h->rpi != pi || !h->rplain || h->rdeleg || !hot_open(pi, h->re))
+	if ((h->kind != KPRW_HOT_CALL && h->kind != KPRW_HOT_TAIL) || h->rpi != pi || !h->rplain || h->rdeleg ||
+	    !hot_open(pi, h->re))
 		return 1;
 	return hot_record(c, pi, 0, 0, NULL, regs, 1, shown);
 }

@@ -42,7 +42,7 @@ void kprw_spev_init(void);
  * hot points (python3.11 with every function probed) would otherwise touch the point's,
  * the probe's, the event's and the plan's lines, one miss each, for every record. */
 #define KPRW_HOT_OPS 3
-enum { KPRW_HOT_NONE, KPRW_HOT_EVENT, KPRW_HOT_EXIT, KPRW_HOT_CALL };
+enum { KPRW_HOT_NONE, KPRW_HOT_EVENT, KPRW_HOT_EXIT, KPRW_HOT_CALL, KPRW_HOT_TAIL };
 struct kprw_hot {
 	u64 site;  /* the point's site (link-time) */
 	u32 pi;    /* its one probe */
@@ -54,14 +54,16 @@ struct kprw_hot {
 		      return event that kprw_trace_exit serves; CALL, an entry point with two
 		      probes, an event without fetches EVENT would serve and a return event
 		      that hooks the return address (rpi): a function of --calls whose exits
-		      could not be taken; NONE, none of them (the general path) */
+		      could not be taken; TAIL, a KPRW_DF_EXIT point at a tail call's jmp whose
+		      one probe is such a return event (rpi: its frame is hooked there, no
+		      record); NONE, none of them (the general path) */
 	u8 deleg;  /* the event has a filter or triggers: kprw_trace_event or kprw_trace_exit
 		      decides (set at start-up and by kprw_ctl_sync) */
 	u8 spev;   /* entry records carry the stack pointer (kprw_rt.spev) */
 	u8 nops;   /* fetches in op[] (| KPRW_HOT_REGS8), or KPRW_HOT_PLAN: the plan has more */
 	union {
 		struct kprw_fplan_op op[KPRW_HOT_OPS];
-		struct { /* CALL (nops 0): */
+		struct { /* CALL (nops 0), TAIL: */
 			u32 rpi;   /* the return event's probe */
 			u32 re;    /* its event */
 			u8 rplain; /* it has no fetches: hot_ret_fast may write its records */

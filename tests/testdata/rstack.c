@@ -65,6 +65,10 @@ int main(void)
 	printf("rec %d\n", rec(50));
 	sink = 0;
 	printf("tail %ld\n", tail_a(4));
+	long acc = 0;
+	for (int i = 0; i < 1000; i++)
+		acc += tail_a(i);
+	printf("tails %ld\n", acc);
 	int r = forker();
 	if (r == 7) {
 		printf("child %d\n", rec(3));

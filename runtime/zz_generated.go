@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "728b6ef6874d9a34e5d9ae423e9c9c2704219d24b06f57be9d85a1c927fc734e"
+const ObjectSHA256 = "9a8e7021b26ff36148cb5672d0c15065164dc3383b72a5cc2362b9cf504b18d0"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

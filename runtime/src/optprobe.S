@@ -72,6 +72,22 @@ kprewrite_rt_optprobe_template_end:
 	.size kprewrite_rt_optprobe_template, .-kprewrite_rt_optprobe_template
 
 
+/* FAST_SAVE saves what the fast paths use: %rax, the arithmetic flags (lahf's SF ZF AF
+ * PF CF, seto's OF), %rdx %rsi %rdi %r8-%r11; 72 bytes (FAST_RESTORE's frame) */
+	.macro FAST_SAVE
+	pushq %rax
+	lahf
+	seto %al
+	pushq %rdx
+	pushq %rsi
+	pushq %rdi
+	pushq %r8
+	pushq %r9
+	pushq %r10
+	pushq %r11
+	pushq %rax
+	.endm
+
 /* FAST_RESTORE puts back what the fast path saved: the arithmetic flags (lahf's SF ZF
  * AF PF CF by sahf, seto's OF by "add $0x7f" on 0 or 1: no popfq, 5 ns here) and the
  * registers it uses */
@@ -261,6 +277,39 @@ kprewrite_rt_optprobe_template_end:
 9:
 	.endm
 
+/* RS_OK checks that a CALL or TAIL line (%rdi) may push on the return stack: the line
+ * says its return probe may (kprw_hot.rs), no live lists, the table there, every probe
+ * armed and the return probe on (kprw_probe_enabled, hot_call_fast); else to fail */
+	.macro RS_OK fail
+	cmpb $0, OF_HOT_RS(%rdi)
+	je \fail
+	cmpq $0, kprw_rt+OF_RT_LIVE_LISTS(%rip)
+	jne \fail
+	cmpq $0, kprw_rs_tab(%rip)
+	je \fail
+	cmpl $0, kprw_rt+OF_RT_DISABLE_ALL(%rip)
+	jne \fail
+	movl OF_HOT_RPI(%rdi), %eax
+	shlq $SH_STATE, %rax
+	addq kprw_rt+OF_RT_STATE(%rip), %rax
+	testl $FC_SF_OFF, OF_STATE_FLAGS(%rax)
+	jnz \fail
+	.endm
+
+/* RS_ROOM checks that the thread's return stack (its context at %rsi, its key in %r9)
+ * is its key's, has room, and that the word at S is not hooked yet (a chain:
+ * kprw_kretprobe_entry's); else to fail */
+	.macro RS_ROOM fail
+	RSTACK %rax
+	cmpq %r9, (%rax)
+	jne \fail
+	cmpl $FC_RSTACK_N, OF_RS_N(%rax)
+	jae \fail
+	leaq kprewrite_rt_rettramp(%rip), %rdx
+	cmpq %rdx, 216(%rsp)
+	je \fail
+	.endm
+
 /* GPR is one 16-byte entry of the fast path's register table: a general register's
  * value at the probe into %r11 (pt_regs' order: r15 first; those the fast path saved
  * from its frame) */
@@ -286,17 +335,7 @@ kprewrite_rt_optprobe_template_end:
 	.type kprw_rethook_fast,@function
 	.balign 16
 kprw_rethook_fast:
-	pushq %rax
-	lahf
-	seto %al
-	pushq %rdx
-	pushq %rsi
-	pushq %rdi
-	pushq %r8
-	pushq %r9
-	pushq %r10
-	pushq %r11
-	pushq %rax
+	FAST_SAVE
 	cmpq $0, kprw_rs_tab(%rip)
 	je .Lrslow
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
@@ -401,17 +440,7 @@ kprw_rethook_fast:
 	.type kprewrite_rt_optprobe_body,@function
 	.balign 16
 kprewrite_rt_optprobe_body:
-	pushq %rax
-	lahf
-	seto %al
-	pushq %rdx
-	pushq %rsi
-	pushq %rdi
-	pushq %r8
-	pushq %r9
-	pushq %r10
-	pushq %r11
-	pushq %rax
+	FAST_SAVE
 	/* the point's line: an event alone or an exit, no filter or trigger, fast fetches */
 	movq kprw_rt+OF_RT_HOT(%rip), %rdi
 	testq %rdi, %rdi
@@ -440,17 +469,7 @@ kprewrite_rt_optprobe_body:
 	 * (.Lcall_push), when the line says it may and that probe is on (hot_call_fast) */
 	cmpb $FC_HOT_CALL, %r8b
 	jne .Lslow
-	cmpb $0, OF_HOT_RS(%rdi)
-	je .Lslow
-	cmpq $0, kprw_rt+OF_RT_LIVE_LISTS(%rip)
-	jne .Lslow
-	cmpq $0, kprw_rs_tab(%rip)
-	je .Lslow
-	movl OF_HOT_RPI(%rdi), %eax
-	shlq $SH_STATE, %rax
-	addq kprw_rt+OF_RT_STATE(%rip), %rax
-	testl $FC_SF_OFF, OF_STATE_FLAGS(%rax)
-	jnz .Lslow
+	RS_OK .Lslow
 	/* the process's state (hot_open) */
 1:	HOT_OPEN OF_HOT_PI, OF_HOT_E, .Lslow
 	/* the thread's context at its hash's slot, no handler of ours running, its tid
@@ -460,14 +479,7 @@ kprewrite_rt_optprobe_body:
 	 * S not hooked yet (a chain: kprw_kretprobe_entry's) */
 	cmpb $FC_HOT_CALL, %r8b
 	jne 16f
-	RSTACK %rax
-	cmpq %r9, (%rax)
-	jne .Lslow
-	cmpl $FC_RSTACK_N, OF_RS_N(%rax)
-	jae .Lslow
-	leaq kprewrite_rt_rettramp(%rip), %rdx
-	cmpq %rdx, 216(%rsp)
-	je .Lslow
+	RS_ROOM .Lslow
 16:
 	/* the CPU (kprw_cpu_fast) into %r9's bits 32-47: the record's first word */
 	CPU_WORD .Lslow
@@ -587,28 +599,9 @@ kprewrite_rt_optprobe_body:
  * hooked on the thread's return stack as .Lcall_push does, no record (the C path:
  * exit_hit, kprw_run_return_events), when the line says it may and its probe is on */
 .Ltail:
-	cmpb $0, OF_HOT_RS(%rdi)
-	je .Lslow
-	cmpq $0, kprw_rt+OF_RT_LIVE_LISTS(%rip)
-	jne .Lslow
-	cmpq $0, kprw_rs_tab(%rip)
-	je .Lslow
-	cmpl $0, kprw_rt+OF_RT_DISABLE_ALL(%rip)
-	jne .Lslow
-	movl OF_HOT_RPI(%rdi), %eax
-	shlq $SH_STATE, %rax
-	addq kprw_rt+OF_RT_STATE(%rip), %rax
-	testl $FC_SF_OFF, OF_STATE_FLAGS(%rax)
-	jnz .Lslow
+	RS_OK .Lslow
 	TCTX_FIND .Lslow
-	RSTACK %rax
-	cmpq %r9, (%rax)
-	jne .Lslow
-	cmpl $FC_RSTACK_N, OF_RS_N(%rax)
-	jae .Lslow
-	leaq kprewrite_rt_rettramp(%rip), %rdx
-	cmpq %rdx, 216(%rsp)
-	je .Lslow
+	RS_ROOM .Lslow
 	jmp .Lcall_push
 .Lcall_miss:
 	decl OF_TCTX_BUSY(%rsi)

@@ -193,12 +193,12 @@ static void pool_size(u32 i, u32 def)
 	q->count = c;
 	/* the return stack keeps K, the return address and the probe: nothing a handler,
 	 * entry data or a free live point (moved) needs. It bounds a thread's depth, not a
-	 * probe's frames: a maxactive asked below the uprobe tracer's per-task bound
-	 * (MAX_URETPROBE_DEPTH, 64: also --calls') keeps the instances, whose pool it limits
-	 * (r3:, and misses past 3 frames, as the kernel's kretprobe) */
+	 * probe's frames, so it only adds to the pool: a maxactive asked below the default
+	 * keeps the instances alone, whose pool it limits (r3:, and misses past 3 frames, as
+	 * the kernel's kretprobe); the default and more (r32:, --calls' r64:) get both */
 	q->rs = p->flags == KPRW_F_TRACE && !p->entry_handler && !p->ret_handler && !p->pre_handler &&
 		!p->post_handler && !p->data_size && !elen && p->point < kprw_rt.npoints &&
-		p->event < kprw_rt.nevents && (p->maxactive == 0 || p->maxactive >= 64);
+		p->event < kprw_rt.nevents && (p->maxactive == 0 || p->maxactive >= def);
 	q->stride = (u32)((sizeof(struct kprw_ri) + ((p->data_size + 15) & ~15ul) + elen + 15) & ~15ul);
 }
 

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "e224b774897844cd035d8c06bf3e732d00c24a9e165becd4e2d0f6a30b7d5af2"
+const ObjectSHA256 = "8395a395bfc3dd56cf793645a80d30e34cf21f851f36e8c185db60540a392d52"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -18,7 +18,7 @@
  * thread's newest entry for K when it has one, else the instance path. Order with
  * chains: a chain (the word at K already holds the trampoline: a tail call between
  * hooked functions) on an entry here is pushed here too (the newest returns first, as
- * the stack pops); a chain an instance makes on an entry here marks it RS_CHAINED, so
+ * the stack pops); a chain an instance makes on an entry here marks it KPRW_RS_CHAINED, so
  * the instances at K return before it.
  *
  * Entries that never return (longjmp, a vfork child's exec) stay until the stack is
@@ -33,15 +33,11 @@
  */
 #include "rt.h"
 
-#define RSTACK_N KPRW_RSTACK_N
-#define RS_CHAINED KPRW_RS_CHAINED
-
 struct kprw_rstack *kprw_rs_tab;
-#define rs_tab kprw_rs_tab
 
 void kprw_rstack_init(void)
 {
-	rs_tab = kprw_mmap_anon((u64)KPRW_NTCTX * sizeof(struct kprw_rstack));
+	kprw_rs_tab = kprw_mmap_anon((u64)KPRW_NTCTX * sizeof(struct kprw_rstack));
 }
 
 /* rs_of is thread context c's stack; claim: for a push (a stack another key left is
@@ -49,12 +45,12 @@ void kprw_rstack_init(void)
  * without TLS yet) gets none: its key changes once TLS is set. */
 static struct kprw_rstack *rs_of(struct kprw_tctx *c, int claim)
 {
-	if (!rs_tab || !c)
+	if (!kprw_rs_tab || !c)
 		return NULL;
 	u64 key = __atomic_load_n(&c->key, __ATOMIC_RELAXED);
 	if (key <= 1 || (key & KPRW_KEY_TID))
 		return NULL;
-	struct kprw_rstack *s = &rs_tab[c - kprw_tctx_tab];
+	struct kprw_rstack *s = &kprw_rs_tab[c - kprw_tctx_tab];
 	if (s->key != key) {
 		if (!claim)
 			return NULL;
@@ -82,7 +78,7 @@ static int sweep(struct kprw_rstack *s)
 		s->e[j++] = s->e[i];
 	}
 	s->n = j;
-	return j < RSTACK_N;
+	return j < KPRW_RSTACK_N;
 }
 
 /* newest is the index of s's newest entry for K, or -1 */
@@ -116,7 +112,7 @@ int kprw_rstack_push(struct kprw_tctx *c, u32 pi, uptr K)
 			return 0;
 		real = s->e[s->n - 1].real;
 	}
-	if (s->n == RSTACK_N && !sweep(s))
+	if (s->n == KPRW_RSTACK_N && !sweep(s))
 		return 0;
 	struct kprw_rent *e = &s->e[s->n];
 	e->K = K;
@@ -137,7 +133,7 @@ int kprw_rstack_take(struct kprw_tctx *c, uptr K, int force, struct kprw_rent *o
 	if (!s || !s->n)
 		return 0;
 	int i = s->e[s->n - 1].K == K ? (int)s->n - 1 : newest(s, K);
-	if (i < 0 || ((s->e[i].flags & RS_CHAINED) && !force))
+	if (i < 0 || ((s->e[i].flags & KPRW_RS_CHAINED) && !force))
 		return 0;
 	*out = s->e[i];
 	drop(s, i);
@@ -149,10 +145,10 @@ int kprw_rstack_take(struct kprw_tctx *c, uptr K, int force, struct kprw_rent *o
 int kprw_rstack_take_any(uptr K, struct kprw_rent *out)
 {
 	u64 key = kprw_tkey();
-	if (!rs_tab || !key)
+	if (!kprw_rs_tab || !key)
 		return 0;
 	for (u32 j = 0; j < KPRW_NTCTX; j++) {
-		struct kprw_rstack *s = &rs_tab[j];
+		struct kprw_rstack *s = &kprw_rs_tab[j];
 		int i = s->key == key ? newest(s, K) : -1;
 		if (i >= 0) {
 			*out = s->e[i];
@@ -173,9 +169,9 @@ void kprw_rstack_chain(struct kprw_tctx *c, uptr K, int set)
 	if (i < 0)
 		return;
 	if (set)
-		s->e[i].flags |= RS_CHAINED;
+		s->e[i].flags |= KPRW_RS_CHAINED;
 	else
-		s->e[i].flags &= ~RS_CHAINED;
+		s->e[i].flags &= ~KPRW_RS_CHAINED;
 }
 
 /* kprw_rstack_purge drops this thread's entries for K: an instance hooks the word
@@ -221,7 +217,7 @@ u64 kprw_rstack_unwind(struct kprw_tctx *c, uptr K, int *chained)
 	*chained = 0;
 	for (int i; s && (i = newest(s, K)) >= 0;) {
 		real = s->e[i].real;
-		*chained |= (s->e[i].flags & RS_CHAINED) != 0;
+		*chained |= (s->e[i].flags & KPRW_RS_CHAINED) != 0;
 		atomic_add((u64 *)(kprw_rt.ctr_base + (u64)s->e[i].pi * kprw_rt.ctr_stride + 8), 1);
 		atomic_add(&kprewrite_rt_stats.rp_flushed, 1);
 		drop(s, i);

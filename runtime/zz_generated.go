@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "8395a395bfc3dd56cf793645a80d30e34cf21f851f36e8c185db60540a392d52"
+const ObjectSHA256 = "8e6ea8eda66f8ddf82421d6cf58ff45f8f799b94ff6386ecf0c02818a35df03e"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

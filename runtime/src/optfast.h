@@ -55,6 +55,7 @@
 /* struct kprw_fplan_op: 12 bytes */
 #define SZ_OP 12
 #define OF_OP_REG 1
+#define OF_OP_SLOT 3
 #define OF_OP_DEST 8
 /* struct kprw_tctx: 64 bytes (a shift of 6); struct kprw_tblk: 16 (tctx offset >> 2) */
 #define SH_TCTX 6
@@ -72,6 +73,17 @@
 /* struct kprw_stats */
 #define OF_STATS_RECORDS 48
 #define OF_STATS_RETTRAMPS 32
+
+/* the fast path's frame: where FAST_SAVE and the stub leave the registers it saves */
+#define FF_R11 8
+#define FF_R10 16
+#define FF_R9 24
+#define FF_R8 32
+#define FF_RDI 40
+#define FF_RSI 48
+#define FF_RDX 56
+#define FF_RAX 64
+#define FF_RCX 80
 
 /* constants of rt.h, rt_trace.h, rt_ring.h and the ABI header */
 #define FC_HOT_EVENT 1          /* KPRW_HOT_EVENT */

@@ -450,28 +450,31 @@ kprewrite_rt_optprobe_body:
 	movl %ecx, %eax
 	shlq $SH_HOT, %rax
 	addq %rax, %rdi
-	movl OF_HOT_KIND(%rdi), %r8d	/* kind deleg spev nops, one load */
+	/* kind deleg spev nops, one load; an EVENT, EXIT or CALL line with no deleg and
+	 * KPRW_HOT_FAST in nops but not KPRW_HOT_PLAN (the one nops with 0x80) is one
+	 * compare of the word's kind, deleg and those two bits */
+	movl OF_HOT_KIND(%rdi), %r8d
+	movl %r8d, %eax
+	andl $(0x8000ffff | FC_HOT_FAST << 24), %eax
+	cmpl $(FC_HOT_FAST << 24 | FC_HOT_EVENT), %eax
+	je 1f
+	cmpl $(FC_HOT_FAST << 24 | FC_HOT_EXIT), %eax
+	je 1f
 	cmpb $FC_HOT_TAIL, %r8b
 	je .Ltail
-	testl $0xff00, %r8d
-	jnz .Lslow
-	movl %r8d, %eax
-	shrl $24, %eax
-	cmpl $FC_HOT_PLAN, %eax
-	je .Lslow
-	testl $FC_HOT_FAST, %eax
-	jz .Lslow
-	cmpb $FC_HOT_EVENT, %r8b
-	je 1f
-	cmpb $FC_HOT_EXIT, %r8b
-	je 1f
 	/* a CALL line: its return event's frame goes on the thread's return stack too
 	 * (.Lcall_push), when the line says it may and that probe is on (hot_call_fast) */
-	cmpb $FC_HOT_CALL, %r8b
+	cmpl $(FC_HOT_FAST << 24 | FC_HOT_CALL), %eax
 	jne .Lslow
 	RS_OK .Lslow
-	/* the process's state (hot_open) */
-1:	HOT_OPEN OF_HOT_PI, OF_HOT_E, .Lslow
+	/* the clock first (kprw_tsc_ns; the counter: .Lcounter, later): rdtsc's latency
+	 * overlaps the checks below, which do not depend on it; %r11 = now */
+1:	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
+	je 18f
+	TSC_NOW .Lslow
+	movq %rax, %r11
+18:	/* the process's state (hot_open) */
+	HOT_OPEN OF_HOT_PI, OF_HOT_E, .Lslow
 	/* the thread's context at its hash's slot, no handler of ours running, its tid
 	 * still the TCB's (hot_fast_tctx): %rsi */
 2:	TCTX_FIND .Lslow
@@ -486,7 +489,7 @@ kprewrite_rt_optprobe_body:
 	/* the clock (kprw_tsc_ns, or the counter: .Lcounter): %rax = now */
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
 	je .Lcounter
-	TSC_NOW .Lslow
+	movq %r11, %rax
 	/* the comm younger than its refresh, a time that needs no ext part (hot_record) */
 .Lnow:
 	NOW_CHECK .Lslow
@@ -533,16 +536,16 @@ kprewrite_rt_optprobe_body:
 	jz 10f
 	movq %r8, 16(%rdx)
 	addq $8, %r9
-	/* the data: each op's register at its place (copy_regs8) */
+	/* the data: each op's register at its place (copy_regs8), from this frame where
+	 * it holds the register (the op's slot), else through the register table */
 10:	movzbl OF_HOT_KIND+3(%rdi), %ecx
 	andl $FC_HOT_NOPS, %ecx
 	jz 12f
 	leaq OF_HOT_OP(%rdi), %r10
-11:	movzbl OF_OP_REG(%r10), %eax
-	shll $4, %eax
-	leaq .Lgpr(%rip), %r11
-	addq %r11, %rax
-	jmp *%rax
+11:	movzbl OF_OP_SLOT(%r10), %eax
+	testl %eax, %eax
+	jz 19f
+	movq (%rsp,%rax), %r11
 .Lgpr_back:
 	movl OF_OP_DEST(%r10), %eax
 	movq %r11, (%r9,%rax)
@@ -559,6 +562,11 @@ kprewrite_rt_optprobe_body:
 .Lfast_done:
 	FAST_RESTORE
 	ret
+19:	movzbl OF_OP_REG(%r10), %eax
+	shll $4, %eax
+	leaq .Lgpr(%rip), %r11
+	addq %r11, %rax
+	jmp *%rax
 
 /* .Lcall_push hooks a CALL line's return address as kprw_rstack_push does, the entry's
  * record written: with the thread's handlers raised (a signal handler's probes are

@@ -10,6 +10,7 @@
 #include "rt.h"
 #include "rt_ring.h"
 #include "rt_hot.h"
+#include "optfast.h"
 
 /* synth_write writes a synthetic event's record (KPRW_REC_SYNTH): its fields, n u64,
  * and the site of the hit whose trigger generated it */
@@ -459,6 +460,28 @@ static void tail_line(struct kprw_hot *h, const struct kprw_point *pt, u32 rpi)
 	h->kind = KPRW_HOT_TAIL;
 }
 
+/* fast_slot is where optprobe.S's fast path finds the pt_regs word reg in its own frame
+ * (the registers it saved, %rcx the stub's), so that it copies a fetched register with
+ * one load instead of a jump through its register table; 0: the frame does not hold it
+ * (the callee-saved registers, which the fast path never changes: the table reads them) */
+static u8 fast_slot(u8 reg)
+{
+#define PR(r) (__builtin_offsetof(struct pt_regs, r) / 8)
+	switch (reg) {
+	case PR(r11): return FF_R11;
+	case PR(r10): return FF_R10;
+	case PR(r9): return FF_R9;
+	case PR(r8): return FF_R8;
+	case PR(di): return FF_RDI;
+	case PR(si): return FF_RSI;
+	case PR(dx): return FF_RDX;
+	case PR(ax): return FF_RAX;
+	case PR(cx): return FF_RCX;
+	default: return 0;
+	}
+#undef PR
+}
+
 /* kprw_hot_init fills kprw_rt.hot (or, out of memory, takes kprw_rt.fastev away): a
  * KPRW_HOT_EVENT line for each kprw_rt.fastev point, a KPRW_HOT_CALL line for each
  * call_pair point,
@@ -518,6 +541,8 @@ void kprw_hot_init(void)
 		} else if (pl->n <= KPRW_HOT_OPS) {
 			h->nops = (u8)pl->n;
 			kprw_memcpy(h->op, pl->op, pl->n * sizeof pl->op[0]);
+			for (u32 j = 0; j < pl->n; j++)
+				h->op[j].slot = fast_slot(pl->op[j].reg);
 			/* gpr: general registers only (pt_regs' words before orig_ax), which
 			 * optprobe.S's fast path reads where they are */
 			u32 regs8 = pl->n > 0, gpr = 1;

@@ -9,8 +9,11 @@ u32 kprw_fetch_edata_size(const u8 *prog, u32 plen);
 long kprw_fetch_fixed_size(const u8 *prog, u32 plen); /* -1: not fixed */
 int kprw_fetch_reads_xmm(const u8 *prog, u32 plen);
 #define KPRW_PLAN_MAX 16
+/* mem: 1 a read, 2 a plain load (StMemSafe); reg: index in pt_regs */
 struct kprw_fplan_op {
-	u8 mem, reg, size, pad; /* mem: 1 a read, 2 a plain load (StMemSafe); reg: index in pt_regs */
+	u8 mem, reg, size;
+	u8 slot; /* a kprw_hot line's copy: the register's place in optprobe.S's fast frame,
+		    0 where that frame does not hold it (rt_dispatch.c's fast_slot) */
 	int off;
 	u32 dest;
 };

@@ -72,6 +72,7 @@ OF(kprw_hot, spev, OF_HOT_KIND + 2);
 OF(kprw_hot, nops, OF_HOT_KIND + 3);
 OF(kprw_hot, op, OF_HOT_OP);
 OF(kprw_fplan_op, reg, OF_OP_REG);
+OF(kprw_fplan_op, slot, OF_OP_SLOT);
 OF(kprw_fplan_op, dest, OF_OP_DEST);
 OF(kprw_tctx, key, 0);
 OF(kprw_tctx, tid, OF_TCTX_TID);

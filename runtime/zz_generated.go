@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "8e6ea8eda66f8ddf82421d6cf58ff45f8f799b94ff6386ecf0c02818a35df03e"
+const ObjectSHA256 = "6b7bd3addb6088405b345279a2928eef5510300896e7b862268e3e04567de891"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -340,17 +340,20 @@ kprw_rethook_fast:
 	je .Lrslow
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
 	je .Lrslow
+	/* the clock first: rdtsc's latency overlaps the checks (%r11 = now) */
+	TSC_NOW .Lrslow
+	movq %rax, %r11
 	TCTX_FIND .Lrslow
 	/* this thread's newest entry (%r8): frame K's, no flags, no chain */
 	RSTACK %r10
 	cmpq %r9, (%r10)
 	jne .Lrslow
-	movl OF_RS_N(%r10), %r11d
-	testl %r11d, %r11d
+	movl OF_RS_N(%r10), %r8d
+	testl %r8d, %r8d
 	jz .Lrslow
-	decl %r11d
-	shlq $SH_RENT, %r11
-	leaq OF_RS_E(%r10,%r11), %r8
+	decl %r8d
+	shlq $SH_RENT, %r8
+	leaq OF_RS_E(%r10,%r8), %r8
 	leaq 72(%rsp), %rax
 	cmpq %rax, (%r8)
 	jne .Lrslow
@@ -384,7 +387,7 @@ kprw_rethook_fast:
 	jne .Lrslow
 	HOT_OPEN OF_HOT_RPI, OF_HOT_RE, .Lrslow
 	CPU_WORD .Lrslow
-	TSC_NOW .Lrslow
+	movq %r11, %rax
 	NOW_CHECK .Lrslow
 	movq %rax, %rdx		/* ts_hi into the first word, ts_lo and the probe the second */
 	shrq $32, %rdx

@@ -25,7 +25,10 @@
 # With BASE=/path/to/another/kprewrite, the program rewritten by it (tsc) runs in the
 # same rounds too, under its own `record` and directly (row "tsc-BASE": a before/after).
 #
-# usage: [BASE=kprewrite] [KPREWRITE_ROOT=DIR] scripts/bench-floor.sh [ROUNDS [HITS]]
+# Then, unless PYTHON=0, scripts/bench-python-floor.sh's python3.11 `--calls '*'` table
+# (tsc and counter clocks, uftrace) for the same number of rounds.
+#
+# usage: [BASE=kprewrite] [KPREWRITE_ROOT=DIR] [PYTHON=0] scripts/bench-floor.sh [ROUNDS [HITS]]
 #        (default 3 rounds of 20000000 hits; needs gcc and go; writes HITS*32 bytes of
 #        trace at a time in $TMPDIR)
 set -euo pipefail
@@ -148,3 +151,10 @@ for m in cpu wall; do
 	done
 	echo
 done
+
+# python3.11 --calls '*' (and --clock counter, and uftrace) in the same script, its rounds
+# after these (PYTHON=0: the hot event alone)
+if [ "${PYTHON:-1}" != 0 ]; then
+	echo
+	"$root/scripts/bench-python-floor.sh" "$rounds"
+fi

@@ -10,6 +10,12 @@
 #   calls         rewrite --calls '*' (return events at the rets where exact, else hooked)
 #   hook          rewrite --calls-hook --calls '*' (every return address hooked: what
 #                 --calls did before 2026-11-29)
+#   counter       calls with --clock counter (no clock read: a count for order only;
+#                 its floor is the counter floor, a locked add, bench-floor.sh's)
+#   uftrace       `uftrace record -P .` of the original (where uftrace is installed,
+#                 Debian package uftrace), the program's own CPU time as for the others
+#                 (uftrace's writer is its recorder), its records the 16-byte entries
+#                 and exits of its data files
 # With BASE=/path/to/another/kprewrite, the same two rewritten by it run in the same
 # rounds too (a before/after of the runtime).
 #
@@ -41,9 +47,15 @@ for _ in range(40):
 EOF
 dd if="$py" of=orig bs=2M iflag=fullblock status=none
 chmod 755 orig
-variants=(calls hook)
+variants=(calls hook counter)
 ./kp rewrite --calls '*' --trace none -o calls "$py" >/dev/null 2>&1
 ./kp rewrite --calls-hook --calls '*' --trace none -o hook "$py" >/dev/null 2>&1
+./kp rewrite --clock counter --calls '*' --trace none -o counter "$py" >/dev/null 2>&1
+if command -v uftrace >/dev/null; then
+	variants+=(uftrace)
+else
+	echo "(uftrace is not installed: no uftrace row; apt-get install uftrace)" >&2
+fi
 if [ -n "${BASE:-}" ]; then
 	"$BASE" rewrite --calls '*' --trace none -o base-calls "$py" >/dev/null 2>&1
 	"$BASE" rewrite --exits --calls '*' --trace none -o base-exits "$py" >/dev/null 2>&1
@@ -53,35 +65,47 @@ fi
 cpu() { ./cputime "$@" 2>&1 >/dev/null | awk '/^cpu / {print $2 + $3}'; }
 median() { sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 declare -A per last
-floors="" round=""
+floors="" cfloors="" round=""
 for r in $(seq "$rounds"); do
 	base=$($pin ./b 10000000)
 	fl=$($pin ./b 10000000 tsc)
 	floors+="$(echo "$fl $base" | awk '{print $1 - $3}')"$'\n'
+	fl=$($pin ./b 10000000 counter)
+	cfloors+="$(echo "$fl $base" | awk '{print $1 - $3}')"$'\n'
 	o=$(cpu $pin ./orig work.py)
 	for v in "${variants[@]}"; do
-		rm -f r.trace
-		# the summary (records kept, lost) on stderr, the program's CPU from time
-		out=$(./kp record -o r.trace -- ./cputime $pin "./$v" work.py 2>&1 >/dev/null)
+		rm -rf r.trace u.data
+		if [ "$v" = uftrace ]; then
+			# uftrace traces the program cputime runs (libmcount follows the exec)
+			out=$(uftrace record -P . -d u.data ./cputime $pin ./orig work.py 2>&1 >/dev/null)
+			kept=$(cat u.data/[0-9]*.dat | wc -c | awk '{print int($1 / 16)}')
+			lost=0
+		else
+			# the summary (records kept, lost) on stderr, the program's CPU from time
+			out=$(./kp record -o r.trace -- ./cputime $pin "./$v" work.py 2>&1 >/dev/null)
+			kept=$(echo "$out" | sed -n 's/^kprewrite record: \([0-9]*\) records.*/\1/p')
+			lost=$(echo "$out" | sed -n 's/.*, \([0-9]*\) lost.*/\1/p')
+		fi
 		c=$(echo "$out" | awk '/^cpu / {print $2 + $3}')
-		kept=$(echo "$out" | sed -n 's/^kprewrite record: \([0-9]*\) records.*/\1/p')
-		lost=$(echo "$out" | sed -n 's/.*, \([0-9]*\) lost.*/\1/p')
 		n=$((kept + ${lost:-0}))
 		per[$v]+="$(echo "$c $o $n" | awk '{printf "%.2f", ($1 - $2) * 1e9 / $3}')"$'\n'
 		last[$v]="$c s, $n records (${lost:-0} lost)"
 		round+="$v $(echo "$c $o $n" | awk '{printf "%.2f", ($1 - $2) * 1e9 / $3}') (${lost:-0} lost)  "
-		rm -f r.trace
+		rm -rf r.trace u.data
 	done
 	echo "round $r: $round"
 	round=""
 done
 echo
 f=$(printf '%s' "$floors" | median)
-echo "python3.11 --calls '*', JSON workload, $rounds rounds, $(date -u '+%Y-%m-%d %H:%M'), load $(cut -d' ' -f1 /proc/loadavg); the tsc floor $f ns a record (median)"
+cf=$(printf '%s' "$cfloors" | median)
+echo "python3.11 --calls '*', JSON workload, $rounds rounds, $(date -u '+%Y-%m-%d %H:%M'), load $(cut -d' ' -f1 /proc/loadavg); the tsc floor $f ns a record, the counter floor $cf (medians); the original's CPU time $o s (last round)"
 echo
-echo "| variant | CPU ns a record above the original, median | x floor | last round |"
+echo "| variant | CPU ns a record above the original, median | x floor | last round: CPU time, records |"
 echo "| --- | --- | --- | --- |"
 for v in "${variants[@]}"; do
 	m=$(printf '%s' "${per[$v]}" | median)
-	echo "| $v | $m | $(echo "$m $f" | awk '{printf "%.2f", $1 / $2}') | ${last[$v]} |"
+	vf=$f
+	[ "$v" = counter ] && vf=$cf
+	echo "| $v | $m | $(echo "$m $vf" | awk '{printf "%.2f", $1 / $2}') | ${last[$v]} |"
 done

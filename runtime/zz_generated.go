@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "6b7bd3addb6088405b345279a2928eef5510300896e7b862268e3e04567de891"
+const ObjectSHA256 = "8538a1a33ee7a8b010cf59d0917ff501aaa064c1ca811f61b900acfe1153235f"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -234,12 +234,12 @@ kprewrite_rt_optprobe_template_end:
 	orq %rdx, %rax
 	subq kprw_clk+OF_CLK_TSC(%rip), %rax
 	cmpq kprw_clk+OF_CLK_SPAN(%rip), %rax
-	jae \fail
-	movq kprw_clk+OF_CLK_MULT(%rip), %rdx
-	testq %rdx, %rdx
-	jz \fail
-	mulq %rdx
-	shrdq $32, %rdx, %rax
+	jae \fail		/* (the span is 0 while no rate is measured) */
+	/* below the span, delta * mult < the interval << 32 <= 2^58 (rt_clock.c): the
+	 * product's low word is all of it, and imul's chain is shorter than mul's and shrd's,
+	 * which waited for rdtsc's result (each cycle after it counts in full) */
+	imulq kprw_clk+OF_CLK_MULT(%rip), %rax
+	shrq $32, %rax
 	addq kprw_clk+OF_CLK_NS(%rip), %rax
 	cmpl kprw_clk(%rip), %r10d
 	jne \fail
@@ -257,6 +257,20 @@ kprewrite_rt_optprobe_template_end:
 	movabsq $FC_TS_MAX_2, %r10
 	cmpq %r10, %rdx
 	jae \fail
+	.endm
+
+/* TS_STORE writes the record's fixed part at %rdx: the first word (%r9: rlen, commit 0,
+ * the CPU), the time (%rax) as ts_hi and ts_lo apart, and the probe at pi(%rdi). Two
+ * stores of the time as it came, not one word packed with the probe: what waits for
+ * rdtsc's result (the shifts and ors of the packing did) is what a record pays in full.
+ * Uses %rax, flags. */
+	.macro TS_STORE pi
+	movq %r9, (%rdx)
+	movl %eax, 8(%rdx)
+	shrq $32, %rax
+	movw %ax, 6(%rdx)
+	movl \pi(%rdi), %eax
+	movl %eax, 12(%rdx)
 	.endm
 
 /* PLACE takes the record's place (%r11 bytes): one xadd on the thread's block word,
@@ -389,19 +403,10 @@ kprw_rethook_fast:
 	CPU_WORD .Lrslow
 	movq %r11, %rax
 	NOW_CHECK .Lrslow
-	movq %rax, %rdx		/* ts_hi into the first word, ts_lo and the probe the second */
-	shrq $32, %rdx
-	shlq $48, %rdx
-	orq %rdx, %r9
 	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
-	movl %eax, %eax
-	movl OF_HOT_RPI(%rdi), %edx
-	shlq $32, %rdx
-	orq %rdx, %rax
 	movl $24, %r11d		/* the record's size: the fixed part and the word */
 	PLACE .Lrslow
-	movq %r9, (%rdx)
-	movq %rax, 8(%rdx)
+	TS_STORE OF_HOT_RPI
 	movq 16(%r8), %r11	/* the real return address: the word */
 	movq %r11, 16(%rdx)
 	movw $FC_CREC_COMMITTED, 2(%rdx)
@@ -495,15 +500,7 @@ kprewrite_rt_optprobe_body:
 	movq %r11, %rax
 	/* the comm younger than its refresh, a time that needs no ext part (hot_record) */
 .Lnow:
-	NOW_CHECK .Lslow
-	movq %rax, %rdx		/* ts_hi into the first word, ts_lo and the probe the second */
-	shrq $32, %rdx
-	shlq $48, %rdx
-	orq %rdx, %r9
-	movl %eax, %eax
-	movl OF_HOT_PI(%rdi), %edx
-	shlq $32, %rdx
-	orq %rdx, %rax
+	NOW_CHECK .Lslow	/* %rax: the time (ts_hi and ts_lo, stored apart below) */
 	/* the word after the fixed part (%r8): an exit's return address (one hooked already
 	 * goes the full way), or an entry's stack pointer with spev (entry_sp_word) */
 	movl OF_HOT_DLEN(%rdi), %edx
@@ -532,9 +529,8 @@ kprewrite_rt_optprobe_body:
 	/* the place: one xadd on the thread's block word, which says the block's end too
 	 * (reserve) */
 	PLACE .Lslow
+	TS_STORE OF_HOT_PI
 	testl $FC_CREC_RET, %r9d
-	movq %r9, (%rdx)	/* rlen, commit 0, cpu, ts_hi */
-	movq %rax, 8(%rdx)	/* ts_lo, probe */
 	leaq 16(%rdx), %r9
 	jz 10f
 	movq %r8, 16(%rdx)

@@ -224,7 +224,8 @@ kprewrite_rt_optprobe_template_end:
 	movq %rax, %r9
 	.endm
 
-/* TSC_NOW puts kprw_tsc_ns's time in %rax, else to fail */
+/* TSC_NOW puts kprw_tsc_ns's time, less the trace file's ts_base (the record's time), in
+ * %rax, else to fail */
 	.macro TSC_NOW fail
 	movl kprw_clk(%rip), %r10d
 	testl $1, %r10d
@@ -240,19 +241,21 @@ kprewrite_rt_optprobe_template_end:
 	 * which waited for rdtsc's result (each cycle after it counts in full) */
 	imulq kprw_clk+OF_CLK_MULT(%rip), %rax
 	shrq $32, %rax
-	addq kprw_clk+OF_CLK_NS(%rip), %rax
+	movq kprw_clk+OF_CLK_NS(%rip), %rdx	/* (the anchor less ts_base: one add */
+	subq kprw_rt+OF_RT_TS_BASE(%rip), %rdx	/* after the product, not two) */
+	addq %rdx, %rax
 	cmpl kprw_clk(%rip), %r10d
 	jne \fail
 	.endm
 
-/* NOW_CHECK: the comm younger than its refresh, a time (%rax, made relative to ts_base)
+/* NOW_CHECK: the comm younger than its refresh, a time (%rax, relative to ts_base)
  * that needs no ext part (hot_record) */
 	.macro NOW_CHECK fail
-	movq %rax, %rdx
+	movq kprw_rt+OF_RT_TS_BASE(%rip), %rdx
+	addq %rax, %rdx
 	subq OF_TCTX_COMM_NS(%rsi), %rdx
 	cmpq $FC_COMM_REFRESH_NS, %rdx
 	ja \fail
-	subq kprw_rt+OF_RT_TS_BASE(%rip), %rax
 	leaq -1(%rax), %rdx
 	movabsq $FC_TS_MAX_2, %r10
 	cmpq %r10, %rdx
@@ -635,6 +638,7 @@ kprewrite_rt_optprobe_body:
 	movl $1, %eax
 	lock xaddq %rax, (%r10)
 	incq %rax
+	subq kprw_rt+OF_RT_TS_BASE(%rip), %rax	/* (TSC_NOW's form) */
 	jmp .Lnow
 	.balign 16
 .Lgpr:

@@ -110,8 +110,13 @@ kept() { ./kp trace "$1" 2>/dev/null | sed -n '/entries-in-buffer/{s/^.*: //p;q}
 declare -A above last
 size=$((hits * 33 / 1048576 + 64))M
 # add KEY "CPU WALL" adds a run's ns per hit above the round's unprobed loop ($base)
-add() { above["cpu $1"]+="$(echo "$2 $base" | awk '{print $1 - $3}')"$'\n'; above["wall $1"]+="$(echo "$2 $base" | awk '{print $2 - $4}')"$'\n'; }
+add() {
+	above["cpu $1"]+="$(echo "$2 $base" | awk '{print $1 - $3}')"$'\n'
+	above["wall $1"]+="$(echo "$2 $base" | awk '{print $2 - $4}')"$'\n'
+	round+="$1 $(echo "$2 $base" | awk '{printf "%.2f", $1 - $3}')  "
+}
 for r in $(seq "$rounds"); do
+	round=""
 	base=$(./b "$hits")
 	above["cpu base"]+="${base% *}"$'\n'
 	above["wall base"]+="${base#* }"$'\n'
@@ -120,6 +125,7 @@ for r in $(seq "$rounds"); do
 		rm -f r.trace d.trace
 		add "record $c" "$(./kp record -q -o r.trace -- "./b.$c" "$hits")"
 		last["record $c"]=$(kept r.trace)
+		round+="[${last["record $c"]}]  "
 		rm -f r.trace
 		add "direct $c" "$(KPREWRITE_QUIET=1 KPREWRITE_TRACE=d.trace KPREWRITE_TRACE_SIZE=$size "./b.$c" "$hits")"
 		last["direct $c"]=$(kept d.trace)
@@ -130,12 +136,15 @@ for r in $(seq "$rounds"); do
 		above["wall floor base"]+="$(printf '%s' "${above["wall floor tsc"]}" | tail -1)"$'\n'
 		add "record base" "$("$BASE" record -q -o r.trace -- ./b.base "$hits")"
 		last["record base"]=$(kept r.trace)
+		round+="[${last["record base"]}]  "
 		rm -f r.trace
 		add "direct base" "$(KPREWRITE_QUIET=1 KPREWRITE_TRACE=d.trace KPREWRITE_TRACE_SIZE=$size ./b.base "$hits")"
 		last["direct base"]=$(kept d.trace)
 		rm -f d.trace
 	fi
+	echo "round $r (CPU ns a hit above the loop): $round"
 done
+echo
 
 for m in cpu wall; do
 	echo "$m time: the unprobed loop $(printf '%s' "${above["$m base"]}" | median) ns/hit (median of $rounds rounds of $hits hits); above it:"

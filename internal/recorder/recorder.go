@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -59,11 +60,15 @@ const (
 	// finished block goes back to the writers once its records are in a chunk buffer, not
 	// once the chunk is on disk, so a disk that stalls (a 29 MB chunk took 38 ms here,
 	// while python3.11 writes ~400 MB/s) is met by the recorder's memory before the ring
-	// fills and records are lost.
-	spillFactor = 4
-	// maxSpill bounds that memory whatever the ring: a 16 GiB ring would otherwise let a
-	// stalled disk take 64 GiB of the machine's
-	maxSpill = 512 << 20
+	// fills and records are lost. At 4 (128 MiB for the default ring) python3.11's
+	// `--calls '*'` runs reached all 16 of their buffers in a disk stall (issue 49,
+	// 2026-11-30); the memory is taken only while the disk is behind.
+	spillFactor = 16
+	// maxSpill bounds that memory whatever the ring (a 16 GiB ring would otherwise let a
+	// stalled disk take 256 GiB of the machine's), and spillShare of the memory the
+	// system has available when the recording starts bounds it too.
+	maxSpill   = 512 << 20
+	spillShare = 4
 	// graceTorn is how long a block its writer left may hold a record that is not
 	// committed before the record counts as torn (a signal handler's block change can
 	// leave the record it interrupted to be finished after it).
@@ -472,7 +477,7 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(total), preallocAhead)
 	r := &Recorder{f: f, m: m, n: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, n), prealloc: total + preallocAhead,
 		inflight:  make([]bool, n),
-		maxBufs:   max(chunkBuffers, int(min(spillFactor*ring, maxSpill)/maxChunk)),
+		maxBufs:   max(chunkBuffers, int(min(spillFactor*ring, maxSpill, memAvailable()/spillShare)/maxChunk)),
 		populated: make(chan struct{})}
 	r.jobs, r.results = make(chan *job, r.maxBufs), make(chan *job, r.maxBufs)
 	r.spare, r.want, r.made = make(chan spareBuf, r.maxBufs), make(chan struct{}, r.maxBufs), make(chan struct{})
@@ -508,6 +513,24 @@ func (r *Recorder) newBuf() error {
 	r.bufs = append(r.bufs, raw)
 	r.free = append(r.free, buf)
 	return nil
+}
+
+// memAvailable is /proc/meminfo's MemAvailable in bytes (maxSpill where it cannot be
+// read: the bound is then maxSpill's alone)
+func memAvailable() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return maxSpill * spillShare
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 3 && f[0] == "MemAvailable:" && f[2] == "kB" {
+			if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return maxSpill * spillShare
 }
 
 func makeBuf() (raw, buf []byte, err error) {

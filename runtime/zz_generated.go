@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "d873f4726a7118b540ce8a656f356b913783c01760f2f393058887363c0f8e02"
+const ObjectSHA256 = "2210e7dba5f037b4c4c77eb9a6bc5e009eec7f8b036fd6a32ce2c83fc534f944"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

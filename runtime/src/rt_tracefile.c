@@ -782,6 +782,17 @@ static void huge_pages(u8 *map, u64 len)
  * (every block it takes lies past that); it only grows, from any thread. */
 u64 kprw_trace_ready;
 
+/* touch_pages reads a byte of each 4 KiB page of [p, p+len): on this VM a page's first
+ * touch in a process costs ~6.4 us even after MADV_POPULATE_WRITE made it present
+ * (issue 49), so the thread that readies pages (rt_ahead.c's, off the writers' path)
+ * takes that too; on 2 MiB pages it costs one touch a huge page. Reads only: the bytes
+ * may be records another thread is writing. */
+static void touch_pages(const u8 *p, u64 len)
+{
+	for (u64 o = 0; o < len; o += 4096)
+		(void)*(volatile const u8 *)(p + o);
+}
+
 /* kprw_trace_ready_to makes the record area ready up to to; 0 when the disk is full
  * (also rt_ahead.c's thread) */
 int kprw_trace_ready_to(u64 to)
@@ -798,6 +809,7 @@ int kprw_trace_ready_to(u64 to)
 	}
 	if (r < 0)
 		return 0;
+	touch_pages(kprw_rt.trace_data + from, to - from);
 	while (from < to && !__atomic_compare_exchange_n(&kprw_trace_ready, &from, to, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
 	return 1;

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "2210e7dba5f037b4c4c77eb9a6bc5e009eec7f8b036fd6a32ce2c83fc534f944"
+const ObjectSHA256 = "199c53ceb3ba5f77b3bfce9169513b966f51455853d14986d5e113f96b824c2c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

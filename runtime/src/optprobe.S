@@ -434,11 +434,12 @@ kprw_rethook_fast:
  * First the fast path (issue 49): the record of a KPRW_HOT_EVENT or KPRW_HOT_EXIT line
  * whose fetches read general registers only (KPRW_HOT_FAST), written as rt_hot.h's
  * hot_fast writes it, with what it uses saved and nothing else: the C path's register
- * traffic and checks were half of a hot event's cost. It runs the same checks in the
- * same order (the line, the process's state as hot_open, the thread's context as
- * hot_fast_tctx, the CPU as kprw_cpu_fast, the clock as kprw_tsc_ns (or the counter
- * clock as kprw_clock_slow takes it, which hot_fast leaves to the C path), the comm's age
- * and the ext test as hot_record) and declines to the full path (.Lslow: everything
+ * traffic and checks were half of a hot event's cost. It runs the same checks (the
+ * line, the clock as kprw_tsc_ns, first, so that rdtsc's ~11 ns overlap the checks that
+ * do not depend on it, the process's state as hot_open, the thread's context as
+ * hot_fast_tctx, the CPU as kprw_cpu_fast, the counter clock as kprw_clock_slow takes it
+ * (which hot_fast leaves to the C path), the comm's age and the ext test as hot_record)
+ * and declines to the full path (.Lslow: everything
  * put back, %ecx still the index) on the first that fails, before it takes a place;
  * after the xadd it declines only for a place past its block's end, which is never
  * written (reserve's rule). optfast.h holds the layout it reads, checked against C.
@@ -480,7 +481,8 @@ kprewrite_rt_optprobe_body:
 	RS_OK .Lslow
 	/* the clock first (kprw_tsc_ns; the counter: .Lcounter, later): rdtsc's latency
 	 * overlaps the checks below, which do not depend on it; %r11 = now */
-1:	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
+1:	xorl %r11d, %r11d	/* (0: the clock is not read here, below too) */
+	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
 	je 18f
 	TSC_NOW .Lslow
 	movq %rax, %r11
@@ -497,9 +499,10 @@ kprewrite_rt_optprobe_body:
 16:
 	/* the CPU (kprw_cpu_fast) into %r9's bits 32-47: the record's first word */
 	CPU_WORD .Lslow
-	/* the clock (kprw_tsc_ns, or the counter: .Lcounter): %rax = now */
-	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
-	je .Lcounter
+	/* the clock read above (kprw_tsc_ns), or the counter (.Lcounter): %rax = now; the
+	 * choice made above holds, whatever clk_tsc says now */
+	testq %r11, %r11
+	jz .Lcounter
 	movq %r11, %rax
 	/* the comm younger than its refresh, a time that needs no ext part (hot_record) */
 .Lnow:

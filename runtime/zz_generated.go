@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "199c53ceb3ba5f77b3bfce9169513b966f51455853d14986d5e113f96b824c2c"
+const ObjectSHA256 = "8313fe093f381b8736609d24299dbb2f3531dc1bf9d39c893a213225146acade"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

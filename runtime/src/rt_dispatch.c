@@ -442,21 +442,28 @@ static int call_pair(const struct kprw_point *pt, u32 *ev, u32 *ret)
 	return 1;
 }
 
-/* tail_line makes h a KPRW_HOT_TAIL line: exit point pt at a tail call's jmp, whose one
- * probe rpi is a return event that hooks the return address there (hooked_return) */
-static void tail_line(struct kprw_hot *h, const struct kprw_point *pt, u32 rpi)
+/* ret_fields fills a CALL or TAIL line's part for its hooking return event, probe rpi
+ * (hooked_return: its event < nevents) */
+static void ret_fields(struct kprw_hot *h, u32 rpi)
 {
 	u32 re = kprw_rt.probes[rpi].event;
 	const struct kprw_fplan *rpl = &kprw_rt.ev_plan[re];
-	h->site = pt->site;
-	h->pi = rpi;
-	h->e = re;
-	h->evid = kprw_rt.events[re].id;
 	h->rpi = rpi;
 	h->re = re;
 	h->rplain = rpl->n == ~0u ? kprw_rt.events[re].fetch_len == 0 : rpl->n == 0 && rpl->fixed == 0;
 	h->rdeleg = kprw_rt.ev_filter[re] || (kprw_rt.ev_trig && kprw_rt.ev_trig[re]);
 	h->rs = kprw_rt.ri_pool && kprw_rt.ri_pool[rpi].rs;
+}
+
+/* tail_line makes h a KPRW_HOT_TAIL line: exit point pt at a tail call's jmp, whose one
+ * probe rpi is a return event that hooks the return address there (hooked_return) */
+static void tail_line(struct kprw_hot *h, const struct kprw_point *pt, u32 rpi)
+{
+	h->site = pt->site;
+	h->pi = rpi;
+	h->e = kprw_rt.probes[rpi].event;
+	h->evid = kprw_rt.events[h->e].id;
+	ret_fields(h, rpi);
 	h->kind = KPRW_HOT_TAIL;
 }
 
@@ -555,14 +562,8 @@ void kprw_hot_init(void)
 		}
 		if (h->nops == 0 && h->dlen == 0)
 			h->nops = KPRW_HOT_FAST;
-		if (h->kind == KPRW_HOT_CALL) { /* (nops 0: the event has no fetches) */
-			h->rpi = rpi;
-			h->re = kprw_rt.probes[rpi].event; /* (hooked_return: < nevents) */
-			const struct kprw_fplan *rpl = &kprw_rt.ev_plan[h->re];
-			h->rplain = rpl->n == ~0u ? kprw_rt.events[h->re].fetch_len == 0 : rpl->n == 0 && rpl->fixed == 0;
-			h->rdeleg = kprw_rt.ev_filter[h->re] || (kprw_rt.ev_trig && kprw_rt.ev_trig[h->re]);
-			h->rs = kprw_rt.ri_pool && kprw_rt.ri_pool[rpi].rs;
-		}
+		if (h->kind == KPRW_HOT_CALL) /* (nops 0: the event has no fetches) */
+			ret_fields(h, rpi);
 	}
 	kprw_rt.hot = hot;
 }

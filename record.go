@@ -48,6 +48,11 @@ type RecordOptions struct {
 	// BufferSize is the ring the program writes into, in memory shared with the
 	// recorder (0: 32 MiB).
 	BufferSize uint64
+	// BufferMax is what the ring may grow to when the program outruns the recorder
+	// (its writers make the new blocks present instead of losing records; 0: 16
+	// times BufferSize, within a quarter of the memory available; BufferSize: the
+	// ring does not grow).
+	BufferMax uint64
 	// CacheDir holds rewritten programs ("": $XDG_CACHE_HOME/kprewrite, else
 	// ~/.cache/kprewrite, at most KPREWRITE_CACHE_MAX bytes, 2G by default).
 	CacheDir string
@@ -91,7 +96,7 @@ func RecordProgram(ctx context.Context, opt RecordOptions) (*RecordResult, error
 	if res.Trace, err = filepath.Abs(out); err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
-	rec, err := recorder.Create(res.Trace, recorder.Options{BufferSize: opt.BufferSize, KeepOld: true})
+	rec, err := recorder.Create(res.Trace, recorder.Options{BufferSize: opt.BufferSize, RingMax: opt.BufferMax, KeepOld: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", out, err)
 	}

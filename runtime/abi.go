@@ -793,6 +793,11 @@ type RawTraceHeader struct {
 	// readers count Spilled - the last chunk's mark as lost (a recorder killed, a write
 	// that failed)
 	Spilled uint64 `c:"spilled"`
+	// RingGrown is how many of the ring's blocks are in use: the queue starts with the
+	// first RingGrown of RingBlocks, and a writer that finds the queue empty claims the
+	// next block (an atomic add) instead of losing its record, up to RingBlocks. 0: the
+	// ring does not grow (an older recorder, overwrite mode).
+	RingGrown uint64 `c:"ring_grown"`
 }
 
 // Trace clocks (RawTraceHeader.Clock, KPRW_CLOCK_*): what record times are.

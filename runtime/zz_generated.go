@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "8313fe093f381b8736609d24299dbb2f3531dc1bf9d39c893a213225146acade"
+const ObjectSHA256 = "0b5f40ff77f9f4f7db70c546b665b43a646275b44c8c97b194924c8614d16e9f"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

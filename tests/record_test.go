@@ -212,16 +212,82 @@ func TestRecordCompact(t *testing.T) {
 
 // TestRecordDrainStopped: a recorder that stops draining (stopped, or too slow) costs
 // records, never the program, and every record is either in the file or counted as
-// lost: the four threads' records and the lost count add up exactly.
+// lost: the four threads' records and the lost count add up exactly. The ring may
+// not grow here (RingMax: its size), or grows to 2 MiB and no further: the records it
+// could not hold are lost, counted, and the reader finds those of the grown blocks.
 func TestRecordDrainStopped(t *testing.T) {
+	for _, max := range []uint64{1 << 20, 2 << 20} {
+		t.Run(fmt.Sprint(max>>20, "M"), func(t *testing.T) {
+			st := drainStopped(t, 50000, 4, max)
+			if want := max - 1<<20; st.Lost == 0 || st.Grown != want {
+				t.Errorf("the ring grew by %d bytes, want %d; %d lost, want some", st.Grown, want, st.Lost)
+			}
+		})
+	}
+}
+
+// TestRecordRingGrows: a recorder that does not drain while the program runs, with a
+// ring of 1 MiB that may grow to 16 MiB: the program's 6.4 MB of records all wait in
+// the blocks its writers took when the queue ran empty, none lost (issue 49).
+func TestRecordRingGrows(t *testing.T) {
+	st := drainStopped(t, 50000, 4, 16<<20)
+	if st.Lost != 0 || st.Grown < 5<<20 || st.Grown > 15<<20 {
+		t.Errorf("%d lost, the ring grew by %d bytes: want none lost, 5-15 MiB grown", st.Lost, st.Grown)
+	}
+}
+
+// TestRecordRingFull: four threads outrun a recorder whose ring (256 KiB of 8 KiB
+// blocks) may grow to 512 KiB only, while it drains: records may be lost, counted, and
+// every other one is in the file once; no block is handed to two writers (a queue
+// entry not yet filled read as block 0 once, and a block's records went missing).
+func TestRecordRingFull(t *testing.T) {
 	testprog.Need(t, "gcc")
 	prog := recordProg(t)
-	file := filepath.Join(t.TempDir(), "s.trace")
-	rec, err := recorder.Create(file, recorder.Options{BufferSize: 1 << 20, BlockSize: 8 << 10})
+	file := filepath.Join(t.TempDir(), "f.trace")
+	const n, threads = 200000, 4
+	code, stdout, stderr := kp("record", "--buffer-size", "256K", "--buffer-max", "512K", "--block-size", "8K", "-o", file, "--", prog, strconv.Itoa(n), strconv.Itoa(threads))
+	if code != 7 || stdout != fmt.Sprintf("done %d\n", n) {
+		t.Fatalf("record: exit %d, stdout %q: %s", code, stdout, stderr)
+	}
+	s, _, err := tracefile.OpenStream(file, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n, threads = 50000, 4
+	defer s.Close()
+	if uint64(s.Count)+s.Lost != n*threads || s.Torn != 0 {
+		t.Fatalf("%d records + %d lost, %d torn, want %d in all", s.Count, s.Lost, s.Torn, n*threads)
+	}
+	seen := map[[2]int64]bool{}
+	re := regexp.MustCompile(`^ a=0x([0-9a-f]+) b=0x([0-9a-f]+)$`)
+	for _, l := range readTrace(t, file) {
+		m := re.FindStringSubmatch(l.Args)
+		if m == nil {
+			t.Fatalf("unexpected line %+v", l)
+		}
+		a, _ := strconv.ParseInt(m[1], 16, 64)
+		b, _ := strconv.ParseInt(m[2], 16, 64)
+		if k := [2]int64{a, b}; a < 1 || a > threads || b >= n || seen[k] {
+			t.Fatalf("record a=%d b=%d: not the program's, or twice", a, b)
+		} else {
+			seen[k] = true
+		}
+	}
+	t.Logf("%d records, %d lost: %s", s.Count, s.Lost, stderr)
+}
+
+// drainStopped runs recordProg's n calls in each of threads threads into a ring of 1
+// MiB in 8 KiB blocks that may grow to max bytes, and drains it only once they are
+// done; every record is in the file or counted as lost, none torn, and the recorder
+// copied what the file holds.
+func drainStopped(t *testing.T, n, threads int, max uint64) recorder.Stats {
+	t.Helper()
+	testprog.Need(t, "gcc")
+	prog := recordProg(t)
+	file := filepath.Join(t.TempDir(), "s.trace")
+	rec, err := recorder.Create(file, recorder.Options{BufferSize: 1 << 20, BlockSize: 8 << 10, RingMax: max})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{strconv.Itoa(n), strconv.Itoa(threads)}, Env: []string{"KPREWRITE_TRACE=" + file}})
 	if r.Exit != 7 || r.Stdout != fmt.Sprintf("done %d\n", n) {
 		t.Fatalf("program under a stopped recorder: %s", r)
@@ -236,10 +302,11 @@ func TestRecordDrainStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if st.Lost == 0 || uint64(s.Count)+s.Lost != n*threads || s.Torn != 0 || st.Records != uint64(s.Count) {
-		t.Errorf("%d records in the file + %d lost (recorder: %d copied, %d lost), %d torn; want %d in all, some lost",
+	if uint64(s.Count)+s.Lost != uint64(n*threads) || s.Torn != 0 || st.Records != uint64(s.Count) || st.Lost != s.Lost {
+		t.Errorf("%d records in the file + %d lost (recorder: %d copied, %d lost), %d torn; want %d in all",
 			s.Count, s.Lost, st.Records, st.Lost, s.Torn, n*threads)
 	}
+	return st
 }
 
 // TestRecordKilled: kprewrite record killed with SIGKILL while the program runs: the

@@ -48,7 +48,7 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rec, err := recorder.Create(path, recorder.Options{BufferSize: opt.size, BlockSize: opt.blockSize, Overwrite: opt.overwrite, KeepOld: true})
+	rec, err := recorder.Create(path, recorder.Options{BufferSize: opt.size, RingMax: opt.sizeMax, BlockSize: opt.blockSize, Overwrite: opt.overwrite, KeepOld: true})
 	if err != nil {
 		return fmt.Errorf("%s: %w", opt.out, err)
 	}
@@ -107,6 +107,7 @@ func runRecord(args []string, stdout, stderr io.Writer) error {
 type recordOptions struct {
 	out             string
 	size, blockSize uint64
+	sizeMax         uint64 // --buffer-max (0: the default)
 	overwrite       bool
 	live, quiet     bool
 	rw              *rewriteFlags // the probes to put in the program, and rewrite's options
@@ -116,10 +117,11 @@ type recordOptions struct {
 // parseRecordArgs reads record's command line: the flags, then the program and its
 // arguments.
 func parseRecordArgs(args []string, stdout io.Writer) (*recordOptions, error) {
-	fs := helpFlagSet("record", "record [-e DEF]... [-f DEFFILE]... [--calls GLOB]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--handlers FILE.c]... [rewrite options] [-o FILE] [--buffer-size SIZE] [--block-size SIZE] [--overwrite] [--live] [-q] [--] PROGRAM [ARGS]...", stdout)
+	fs := helpFlagSet("record", "record [-e DEF]... [-f DEFFILE]... [--calls GLOB]... [--filter GROUP/EVENT:EXPR]... [--trigger GROUP/EVENT:TRIGGER]... [--handlers FILE.c]... [rewrite options] [-o FILE] [--buffer-size SIZE] [--buffer-max SIZE] [--block-size SIZE] [--overwrite] [--live] [-q] [--] PROGRAM [ARGS]...", stdout)
 	out := fs.String("o", DefaultRecordFile, "the trace file to write (a regular file there is kept as FILE.old; locked while written: a second record of it is refused)")
 	rw := addRewriteFlags(fs, false)
 	bufSize := fs.String("buffer-size", "32M", "the ring the programs write into, in memory shared with the recorder (K, M, G suffixes)")
+	bufMax := fs.String("buffer-max", "", "what the ring may grow to when the programs outrun the recorder: a writer that finds it full makes a new block present itself instead of losing its record (default 16 times --buffer-size, within a quarter of the memory available; --buffer-size's value: no growth)")
 	blockSize := fs.String("block-size", "64K", "the size of each ring block a thread writes into (a power of two from 8K)")
 	over := fs.Bool("overwrite", false, "keep only the most recent records, as much as the buffer holds (a flight recorder); SIGUSR2 to the recorder copies what the ring holds")
 	live := fs.Bool("live", false, "print records as they arrive, as trace --follow does")
@@ -140,13 +142,25 @@ func parseRecordArgs(args []string, stdout io.Writer) (*recordOptions, error) {
 	if err != nil {
 		return nil, usageErr("--block-size: %v", err)
 	}
+	var bmax uint64
+	if *bufMax != "" {
+		if bmax, err = parseSize(*bufMax); err != nil {
+			return nil, usageErr("--buffer-max: %v", err)
+		}
+		if bmax < size {
+			return nil, usageErr("--buffer-max %s: less than --buffer-size %s", *bufMax, *bufSize)
+		}
+		if *over {
+			return nil, usageErr("--buffer-max: an --overwrite ring keeps its --buffer-size")
+		}
+	}
 	if err := rewriteFlagsAlone(fs, rw); err != nil {
 		return nil, err
 	}
 	if c := *rw.clock; c != "" && !slices.Contains(kprewrite.Clocks, c) {
 		return nil, usageErr("--clock %s: want tsc, mono or counter", c)
 	}
-	return &recordOptions{out: *out, size: size, blockSize: bsize, overwrite: *over, live: *live, quiet: *quiet, rw: rw, argv: argv}, nil
+	return &recordOptions{out: *out, size: size, sizeMax: bmax, blockSize: bsize, overwrite: *over, live: *live, quiet: *quiet, rw: rw, argv: argv}, nil
 }
 
 // recordedCommand is the program to record (prog: argv[0] or its rewrite), told the
@@ -283,8 +297,11 @@ func recordSummary(stderr io.Writer, rec *recorder.Recorder, opt *recordOptions,
 		fmt.Fprintln(stderr)
 	} else if !opt.quiet {
 		fmt.Fprintf(stderr, "kprewrite record: %d records (%s) written to %s", st.Records, sizeString(st.Bytes), opt.out)
+		if st.Grown > 0 {
+			fmt.Fprintf(stderr, "; the ring grew by %s (the program outran the recorder)", sizeString(st.Grown))
+		}
 		if st.Lost > 0 {
-			fmt.Fprintf(stderr, ", %d lost (the ring was full: a larger --buffer-size keeps them)", st.Lost)
+			fmt.Fprintf(stderr, ", %d lost (the ring was full: a larger --buffer-max or --buffer-size keeps them)", st.Lost)
 		}
 		fmt.Fprintln(stderr)
 	}

@@ -32,6 +32,13 @@ type Options struct {
 	// KeepOld keeps a file the new one replaces as PATH.old (perf record's rule),
 	// replacing an older PATH.old: the previous trace survives one more recording.
 	KeepOld bool
+	// RingMax is what the ring may grow to, in bytes, when the programs outrun the
+	// recorder: a writer that finds no free block takes one the ring has not used yet
+	// (making its pages present itself) instead of losing its record. 0: growFactor
+	// times BufferSize, within MaxBufferSize and a quarter of the memory available;
+	// BufferSize or less: the ring does not grow. Never in overwrite mode. The file's
+	// blocks for all of it are reserved, and given back at Finish.
+	RingMax uint64
 }
 
 const (
@@ -69,6 +76,13 @@ const (
 	// system has available when the recording starts bounds it too.
 	maxSpill   = 512 << 20
 	spillShare = 4
+	// growFactor is how many times BufferSize the ring may grow to by default: a
+	// hot event's burst of 20 million records (690 MB in 0.3-0.5 s, twice what this
+	// disk takes) lost records in most runs with a ring of 32 MiB, since the backlog
+	// needs memory the recorder, on the one CPU the program leaves, could not make
+	// present fast enough (a fresh page costs ~1-2 ns a byte on this VM; issue 49).
+	// Growing costs nothing until a writer finds the ring full.
+	growFactor = 16
 	// graceTorn is how long a block its writer left may hold a record that is not
 	// committed before the record counts as torn (a signal handler's block change can
 	// leave the record it interrupted to be finished after it).
@@ -87,6 +101,9 @@ type Stats struct {
 	Bytes   uint64 // bytes of chunks appended
 	Chunks  uint64
 	Lost    uint64 // records the programs could not write (no free block): the header's count
+	// Grown is the bytes the ring grew by past its BufferSize: blocks writers took
+	// when they found no free one
+	Grown uint64
 	// Overwritten is the header's count of records an overwrite ring's writers wrote over
 	Overwritten uint64
 }
@@ -100,7 +117,8 @@ type Recorder struct {
 	// bypasses the page cache, whose page allocation costs more here than the disk
 	// (buffered 440 MB/s, direct 2.8 GB/s), and leaves the ring's pages alone
 	m       []byte // header, ring and queue, shared and writable
-	n, bs   uint64
+	n, bs   uint64 // the ring's blocks (those it may grow to) and their size
+	n0      uint64 // the blocks the queue starts with (the ring grows from there)
 	qoff    uint64 // the queue's offset in the file
 	over    bool
 	blocks  []blockState
@@ -200,6 +218,7 @@ var (
 	offRingGive  = unsafe.Offsetof(kprt.RawTraceHeader{}.RingGive)
 	offChunkLast = unsafe.Offsetof(kprt.RawTraceHeader{}.ChunkLast)
 	offSpilled   = unsafe.Offsetof(kprt.RawTraceHeader{}.Spilled)
+	offRingGrown = unsafe.Offsetof(kprt.RawTraceHeader{}.RingGrown)
 	offSnapCount = unsafe.Offsetof(kprt.RawTraceHeader{}.SnapCount)
 	offBlkDone   = unsafe.Offsetof(kprt.RawBlock{}.Done)
 	offBlkDrain  = unsafe.Offsetof(kprt.RawBlock{}.Drained)
@@ -228,6 +247,7 @@ func Create(path string, opt Options) (*Recorder, error) {
 	if n < 4 {
 		return nil, fmt.Errorf("buffer size %d: room for %d blocks of %d bytes, want at least 4", opt.BufferSize, n, bs)
 	}
+	nmax := ringBlocks(opt, n, bs)
 	if st, err := os.Lstat(path); err == nil && !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file; refusing to replace it", path)
 	}
@@ -242,7 +262,11 @@ func Create(path string, opt Options) (*Recorder, error) {
 	// locked before it is anyone's to see (where the file system has no locks, the
 	// recording goes on without; Check still finds a file replaced)
 	lockOFD(f, syscall.F_WRLCK)
-	r, err := setUp(f, n, bs, opt.Overwrite)
+	r, err := setUp(f, n, nmax, bs, opt.Overwrite)
+	if nmax > n && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, errNoReserve)) {
+		// no room to grow on this disk, or no way to reserve it: a ring that does not
+		r, err = setUp(f, n, n, bs, opt.Overwrite)
+	}
 	if err == nil {
 		err = f.Chmod(0o644)
 	}
@@ -419,10 +443,29 @@ var (
 	ErrReplaced = errors.New("was replaced by another file while recording (left as it is)")
 )
 
-func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
-	ring := n * bs
+// ringBlocks is how many blocks the ring may grow to (Options.RingMax).
+func ringBlocks(opt Options, n, bs uint64) uint64 {
+	if opt.Overwrite {
+		return n
+	}
+	limit := opt.RingMax
+	if limit == 0 {
+		limit = min(growFactor*opt.BufferSize, MaxBufferSize, memAvailable()/spillShare)
+	}
+	// (the blocks' count is a u32 in the header, and seqs from 2^31 name grown blocks)
+	return min(max(n, limit/bs), 1<<31)
+}
+
+// errNoReserve: the file system cannot reserve a file's blocks (fallocate).
+var errNoReserve = errors.New("the file system cannot reserve blocks")
+
+// setUp lays out the file: the header, the ring of nmax blocks of bs bytes (the queue
+// holds the first n; writers take the others when it runs empty), the queue, room for
+// counters.
+func setUp(f *os.File, n, nmax, bs uint64, over bool) (*Recorder, error) {
+	ring := nmax * bs
 	qoff := kprt.TraceHeaderSize + ring
-	qbytes := (n*8 + 4095) &^ 4095
+	qbytes := (nmax*8 + 4095) &^ 4095
 	csize := qbytes + countersSlack
 	total := qoff + csize
 	if err := f.Truncate(int64(total)); err != nil {
@@ -433,6 +476,9 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	// blocks, written when the disk is full, would be a SIGBUS in the program
 	noReserve := false
 	if err := syscall.Fallocate(fd, 0, 0, int64(qoff+qbytes)); errors.Is(err, syscall.EOPNOTSUPP) {
+		if nmax > n {
+			return nil, errNoReserve // (the ring would be written whole: not its growth)
+		}
 		noReserve = true
 	} else if err != nil {
 		return nil, fmt.Errorf("reserve %d bytes for the ring: %w", qoff+qbytes, err)
@@ -457,7 +503,10 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	h.CreatedRealNs = uint64(time.Now().UnixNano())
 	h.CreatedMonoNs = monoNow()
 	h.TsBase = h.CreatedMonoNs - min(h.CreatedMonoNs, 1e9)
-	h.RingBlocks, h.RingBS, h.RingQueueOff, h.RingGive = uint32(n), bs, qoff, n
+	h.RingBlocks, h.RingBS, h.RingQueueOff, h.RingGive = uint32(nmax), bs, qoff, n
+	if nmax > n {
+		h.RingGrown = n
+	}
 	if over {
 		h.RingFlags = kprt.RingOverwrite
 	}
@@ -489,20 +538,26 @@ func setUp(f *os.File, n, bs uint64, over bool) (*Recorder, error) {
 	// were on 4 KiB pages in every process (a program's first 16 MiB of records took
 	// ~1,000 page faults, issue 49).
 	copy(m, hb.Bytes())
-	q := m[qoff : qoff+n*8]
-	for i := uint64(0); i < n; i++ { // entry i of round 0: block i
-		binary.LittleEndian.PutUint64(q[i*8:], i)
+	q := m[qoff : qoff+nmax*8]
+	for i := uint64(0); i < nmax; i++ { // entry i of round 0: block i
+		e := i
+		if i >= n {
+			// not filled yet: a generation no round has (as zero, it would read as
+			// round 0's block 0 to a taker between a give's count and its entry)
+			e = 0xffffffff << 32
+		}
+		binary.LittleEndian.PutUint64(q[i*8:], e)
 	}
 	// the first chunks' blocks reserved beyond the end (appendChunk goes on)
 	syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(total), preallocAhead)
-	r := &Recorder{f: f, m: m, n: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, n), prealloc: total + preallocAhead,
-		inflight:  make([]bool, n),
+	r := &Recorder{f: f, m: m, n: nmax, n0: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, nmax), prealloc: total + preallocAhead,
+		inflight:  make([]bool, nmax),
 		maxBufs:   max(chunkBuffers, int(min(spillFactor*ring, maxSpill, memAvailable()/spillShare)/maxChunk)),
 		populated: make(chan struct{})}
 	r.jobs, r.results = make(chan *job, r.maxBufs), make(chan *job, r.maxBufs)
 	r.spare, r.want, r.made = make(chan spareBuf, r.maxBufs), make(chan struct{}, r.maxBufs), make(chan struct{})
 	go r.maker()
-	go r.populate(kprt.TraceHeaderSize+first*bs, qoff)
+	go r.populate(kprt.TraceHeaderSize+first*bs, kprt.TraceHeaderSize+n*bs) // (not what it may grow to)
 	// one buffer now, filled as it is first used (a short run needs no other); the
 	// others made present by the maker while the program starts
 	if err := r.newBuf(); err != nil {
@@ -624,6 +679,7 @@ func (r *Recorder) Stats() Stats {
 	if r.m != nil {
 		s.Lost = atomic.LoadUint64(r.u64(uint64(offLost)))
 		s.Overwritten = atomic.LoadUint64(r.u64(uint64(offOverwrite)))
+		s.Grown = (r.grown() - r.n0) * r.bs
 	}
 	return s
 }
@@ -679,16 +735,19 @@ func (r *Recorder) scan(i uint64, now time.Time, final bool) (from, to, records 
 	}
 	from = max(uint64(atomic.LoadUint32(r.u32(b+uint64(offBlkDrain)))), kprt.BlockSize)
 	left := atomic.LoadUint32(r.u32(b+uint64(offBlkDone))) != 0
+	// the block in a local slice: the walk's loads need no reload of r.m after each
+	// atomic load
+	blk := r.m[b : b+r.bs : b+r.bs]
 	to = from
-	for to+kprt.CRecSize <= r.bs {
-		w := atomic.LoadUint64(r.u64(b + to))
-		tsLo := atomic.LoadUint32(r.u32(b + to + 8))
+	for to+kprt.CRecSize <= uint64(len(blk)) {
+		w := atomic.LoadUint64((*uint64)(unsafe.Pointer(&blk[to])))
+		tsLo := atomic.LoadUint32((*uint32)(unsafe.Pointer(&blk[to+8])))
 		rlen, commit, tsHi := uint16(w), uint16(w>>16), uint16(w>>48)
 		if tsLo == 0 && tsHi == 0 {
 			break // the records end here, for now
 		}
 		size := kprt.CRecBytes(rlen)
-		if size > r.bs-to {
+		if size > uint64(len(blk))-to {
 			break // corrupt
 		}
 		if commit&kprt.CRecCommitted != 0 && commit&kprt.CRecDiscarded == 0 {
@@ -770,7 +829,14 @@ func (r *Recorder) Drain(final, snapshot bool) uint64 {
 	r.collect(final)
 	now := time.Now()
 	r.pieces = r.pieces[:0]
-	for i, n := uint64(0), r.taken(); i < n; i++ {
+	first, grown := r.live()
+	for i := uint64(0); i < grown; i++ {
+		if i == first {
+			i = r.n0 // (blocks first..n0 were never taken)
+			if i >= grown {
+				break
+			}
+		}
 		if r.inflight[i] || atomic.LoadUint32(r.u32(r.blockOff(i))) != kprt.BlockMagic {
 			continue
 		}
@@ -800,14 +866,22 @@ func (r *Recorder) Drain(final, snapshot bool) uint64 {
 	return gathered
 }
 
-// taken bounds the blocks Drain looks at: the queue's first round hands out block i as
-// its entry i, so while writers have taken fewer than n entries, the blocks from there
-// on were never written, and looking at their headers would fault in pages the
-// populating goroutine has not reached (the first drain of a 256 MiB ring took 241 ms
-// over its 4,096 blocks while a program filled the ring, and lost 1.7 million of 20
-// million records; issue 49).
-func (r *Recorder) taken() uint64 {
-	return min(r.n, atomic.LoadUint64(r.u64(uint64(offRingTake))))
+// live bounds the blocks Drain looks at: blocks [0, first) and [n0, grown). The
+// queue's first round hands out block i as its entry i, so while writers have taken
+// fewer than n0 entries, the blocks from there on were never written, and looking at
+// their headers would fault in pages the populating goroutine has not reached (the
+// first drain of a 256 MiB ring took 241 ms over its 4,096 blocks while a program
+// filled the ring, and lost 1.7 million of 20 million records; issue 49). The blocks
+// the ring grew by are claimed in order from n0.
+func (r *Recorder) live() (first, grown uint64) {
+	first = min(r.n0, atomic.LoadUint64(r.u64(uint64(offRingTake))))
+	return first, max(first, r.grown())
+}
+
+// grown is how many of the ring's blocks are in use: n0, and those writers claimed
+// when the queue ran empty.
+func (r *Recorder) grown() uint64 {
+	return min(r.n, max(r.n0, atomic.LoadUint64(r.u64(uint64(offRingGrown)))))
 }
 
 // job is a chunk on its way to the file.
@@ -1035,9 +1109,13 @@ func (r *Recorder) Finish() error {
 	}
 	take := atomic.LoadUint64(r.u64(uint64(offRingTake)))
 	give := atomic.LoadUint64(r.u64(uint64(offRingGive)))
-	if !r.over && give-take == r.n && r.err == nil {
+	if !r.over && give-take == r.grown() && r.err == nil {
 		// every block is free: zero, copied out
 		syscall.Fallocate(int(r.f.Fd()), 0x1|0x2 /* KEEP_SIZE | PUNCH_HOLE */, kprt.TraceHeaderSize, int64(r.n*r.bs))
+	} else if !r.over && r.grown() < r.n {
+		// the blocks the ring did not grow into hold nothing: reserved for nothing
+		off := kprt.TraceHeaderSize + r.grown()*r.bs
+		syscall.Fallocate(int(r.f.Fd()), 0x1|0x2 /* KEEP_SIZE | PUNCH_HOLE */, int64(off), int64((r.n-r.grown())*r.bs))
 	}
 	return r.close()
 }
@@ -1070,6 +1148,7 @@ func (r *Recorder) close() error {
 		// (records given back copied whose chunk a write error kept out of the file)
 		r.stats.Lost = atomic.LoadUint64(r.u64(uint64(offLost))) + r.spilled - r.written
 		r.stats.Overwritten = atomic.LoadUint64(r.u64(uint64(offOverwrite)))
+		r.stats.Grown = (r.grown() - r.n0) * r.bs
 		syscall.Munmap(r.m)
 		r.m = nil
 	}

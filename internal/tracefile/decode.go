@@ -48,7 +48,7 @@ func decodeTraceHeader(b []byte, h *kprt.RawTraceHeader) {
 	h.Overwritten = c.u64()
 	h.LiveDone, h.LivePad = c.u32(), c.u32()
 	h.Clock, h.ClockPad, h.Counter = c.u32(), c.u32(), c.u64()
-	h.Spilled = c.u64()
+	h.Spilled, h.RingGrown = c.u64(), c.u64()
 }
 
 // decodeRecord decodes b, at least kprt.RecordSize bytes.

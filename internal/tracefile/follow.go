@@ -295,6 +295,7 @@ func (f *Follower) pollBlocks(s *Stream) {
 	if bs < 2*granule || n > h.DataSize/bs {
 		return
 	}
+	n = ringInUse(h, n)
 	held := make(map[uint32]bool, n)
 	for i := uint64(0); i < n; i++ {
 		off := uint64(kprt.TraceHeaderSize) + i*bs

@@ -212,6 +212,7 @@ func (s *Stream) index3() {
 	if bs < 2*granule || n > h.DataSize/bs {
 		return
 	}
+	n = ringInUse(h, n)
 	for i := uint64(0); i < n; i++ {
 		off := base + i*bs
 		var blk kprt.RawBlock
@@ -223,6 +224,16 @@ func (s *Stream) index3() {
 			s.walkBlock(off+from, off+uint64(blk.Size), &blk)
 		}
 	}
+}
+
+// ringInUse is how many of a ring's n blocks can hold records: those the ring grew to
+// (the header's RingGrown; 0 in older files and rings that do not grow, n then), so a
+// reader does not look at the header of each block the ring could have grown into.
+func ringInUse(h *kprt.RawTraceHeader, n uint64) uint64 {
+	if g := h.RingGrown; g > 0 && g < n {
+		return g
+	}
+	return n
 }
 
 // maxChunks bounds the chunks a reader follows (a loop in a corrupt file ends).

@@ -861,6 +861,11 @@ struct kprw_trace_hdr {
 	                            copied, before their chunk was written; a chunk carries
 	                            the low 32 bits as its mark (readers: lost += spilled -
 	                            the last chunk's mark) */
+	kprw_u64 ring_grown;     /* atomic: the ring's blocks in use. The queue starts with
+	                            blocks 0 .. ring_grown - 1; a writer that finds it empty
+	                            claims block ring_grown (an add) rather than lose its
+	                            record, while ring_grown < ring_nblocks. 0: the ring does
+	                            not grow (an older recorder; overwrite mode) */
 };
 /* kprw_trace_hdr.clock: the kernel's trace_clock names */
 #define KPRW_CLOCK_UNSET 0   /* older files (their times are tsc's); a file without records */

@@ -25,11 +25,56 @@ static void blk_init(u64 off, u64 n, u32 seq, const struct who *w)
 	atomic_store(&b->magic, KPRW_BLK_MAGIC);
 }
 
+/* ring_block is ring block blk's offset, its pages made present and writable in this
+ * process at its first take: a ring block is reused, so after this no record pays for a
+ * page */
+static u64 ring_block(u64 blk)
+{
+	u64 off = blk * kprw_rt.trace_block;
+	u64 *bits = kprw_rt.ring_mapped;
+	if (bits && !(__atomic_load_n(&bits[blk / 64], __ATOMIC_RELAXED) & (1ull << (blk % 64)))) {
+		__atomic_fetch_or(&bits[blk / 64], 1ull << (blk % 64), __ATOMIC_RELAXED);
+		sys3(SYS_madvise, (long)(kprw_rt.trace_data + off), (long)kprw_rt.trace_block, MADV_POPULATE_WRITE);
+	}
+	return off;
+}
+
+/* ring_done says whether the recorder has finished. Read after a take or a claim: a
+ * recorder that finished (and may give the ring's pages back) saw it, or this writer
+ * sees that it finished. */
+static int ring_done(const struct kprw_trace_hdr *h)
+{
+	return (__atomic_load_n(&h->ring_flags, __ATOMIC_SEQ_CST) & KPRW_RING_DONE) != 0;
+}
+
+/* ring_grow claims the ring's next unused block for a writer that found the queue
+ * empty (the programs outran the recorder): the record waits in memory the writer makes
+ * present, instead of being lost, while the ring has blocks left (ring_grown <
+ * ring_nblocks; ring_grown 0: it does not grow). Returns the block's offset, or ~0. */
+static u64 ring_grow(u32 *seq)
+{
+	struct kprw_trace_hdr *h = kprw_rt.trace;
+	u64 g = __atomic_load_n(&h->ring_grown, __ATOMIC_RELAXED);
+	while (g && g < kprw_rt.ring_nblocks) {
+		if (__atomic_compare_exchange_n(&h->ring_grown, &g, g + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+			if (ring_done(h))
+				return ~0ull;
+			/* a seq no take through the queue has (theirs count up from 0: they
+			 * reach 2^31 after 16 TiB of 8 KiB blocks): readers know a block's
+			 * records by it */
+			*seq = 0x80000000u | (u32)g;
+			return ring_block(g);
+		}
+	}
+	return ~0ull;
+}
+
 /* ring_take hands out a free block of the ring (ring mode: kprewrite record drains the
  * ring and gives the blocks back through the queue). The queue entry is read before the
  * take is claimed: the recorder refills entry t only once take is past t. Returns the
- * block's offset and its seq, or ~0 when the ring has no free block (the recorder fell
- * behind, or is gone): the record is lost, counted. */
+ * block's offset and its seq, or, when the queue has no free block (the recorder fell
+ * behind, or is gone), a block the ring grows by, or ~0 when it cannot grow: the record
+ * is lost, counted. */
 static u64 ring_take(u32 *seq)
 {
 	struct kprw_trace_hdr *h = kprw_rt.trace;
@@ -37,26 +82,16 @@ static u64 ring_take(u32 *seq)
 	u64 t = __atomic_load_n(&h->ring_take, __ATOMIC_RELAXED);
 	for (;;) {
 		if (t >= __atomic_load_n(&h->ring_give, __ATOMIC_ACQUIRE))
-			return ~0ull;
+			return ring_grow(seq);
 		u64 e = __atomic_load_n(&kprw_rt.ring_queue[t % n], __ATOMIC_ACQUIRE);
 		if ((e >> 32) != ((t / n) & 0xffffffffull))
-			return ~0ull; /* its giver has not stored it yet */
+			return ring_grow(seq); /* its giver has not stored it yet */
 		if (__atomic_compare_exchange_n(&h->ring_take, &t, t + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
 			u32 blk = (u32)e;
-			/* after the take: a recorder that finished (and may give the ring's pages
-			 * back) saw this take, or this writer sees that it finished */
-			if (blk >= n || (__atomic_load_n(&h->ring_flags, __ATOMIC_SEQ_CST) & KPRW_RING_DONE))
+			if (blk >= n || ring_done(h))
 				return ~0ull;
 			*seq = (u32)t;
-			u64 off = (u64)blk * kprw_rt.trace_block;
-			/* the block's pages present and writable in this process, once: a ring
-			 * block is reused, so after this no record pays for a page */
-			u64 *bits = kprw_rt.ring_mapped;
-			if (bits && !(__atomic_load_n(&bits[blk / 64], __ATOMIC_RELAXED) & (1ull << (blk % 64)))) {
-				__atomic_fetch_or(&bits[blk / 64], 1ull << (blk % 64), __ATOMIC_RELAXED);
-				sys3(SYS_madvise, (long)(kprw_rt.trace_data + off), (long)kprw_rt.trace_block, MADV_POPULATE_WRITE);
-			}
-			return off;
+			return ring_block(blk);
 		}
 	}
 }

@@ -1,0 +1,68 @@
+package recorder
+
+import (
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+)
+
+// TestQueueGrowth: a ring that may grow starts with its first blocks in the queue,
+// and the entries past them read as not filled yet to a taker that comes between a
+// giver's count and its entry (as zero they read as round 0's block 0: two writers
+// had one block). The header says how far the ring may grow, and a give fills the
+// next entry.
+func TestQueueGrowth(t *testing.T) {
+	const bs = 8 << 10
+	r, err := Create(filepath.Join(t.TempDir(), "q.trace"), Options{BufferSize: 64 * bs, BlockSize: bs, RingMax: 256 * bs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Finish()
+	if r.n0 != 64 || r.n != 256 {
+		t.Fatalf("ring of %d blocks growing to %d, want 64 and 256", r.n0, r.n)
+	}
+	h := func(off uintptr) uint64 { return atomic.LoadUint64(r.u64(uint64(off))) }
+	if g, give := h(offRingGrown), h(offRingGive); g != 64 || give != 64 {
+		t.Fatalf("header: ring_grown %d, ring_give %d, want 64 and 64", g, give)
+	}
+	// the runtime's ring_take: entry t is due when its generation is t / n
+	due := func(t uint64) (uint64, bool) {
+		e := atomic.LoadUint64(r.u64(r.qoff + (t%r.n)*8))
+		return uint64(uint32(e)), e>>32 == t/r.n
+	}
+	for t0 := uint64(0); t0 < r.n; t0++ {
+		blk, ok := due(t0)
+		if want := t0 < 64; ok != want || ok && blk != t0 {
+			t.Fatalf("entry %d: block %d, due %v; want due %v", t0, blk, ok, want)
+		}
+	}
+	r.push(7)
+	if blk, ok := due(64); !ok || blk != 7 {
+		t.Errorf("entry 64 after a give of block 7: block %d, due %v", blk, ok)
+	}
+	if blk, ok := due(65); ok {
+		t.Errorf("entry 65 is due (block %d) before any give filled it", blk)
+	}
+}
+
+// TestRingBlocks: how far a ring may grow: RingMax, within MaxBufferSize; never in
+// overwrite mode; not below its size.
+func TestRingBlocks(t *testing.T) {
+	const bs = 64 << 10
+	for _, c := range []struct {
+		opt  Options
+		want uint64
+	}{
+		{Options{BufferSize: 32 << 20, RingMax: 64 << 20}, 1024},
+		{Options{BufferSize: 32 << 20, RingMax: 32 << 20}, 512},
+		{Options{BufferSize: 32 << 20, RingMax: 1 << 20}, 512},
+		{Options{BufferSize: 32 << 20, RingMax: 64 << 20, Overwrite: true}, 512},
+	} {
+		if got := ringBlocks(c.opt, c.opt.BufferSize/bs, bs); got != c.want {
+			t.Errorf("%+v: %d blocks, want %d", c.opt, got, c.want)
+		}
+	}
+	if got := ringBlocks(Options{BufferSize: 32 << 20}, 512, bs); got < 512 || got > growFactor*512 {
+		t.Errorf("the default: %d blocks, want 512 to %d", got, growFactor*512)
+	}
+}

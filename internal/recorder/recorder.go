@@ -248,6 +248,11 @@ func Create(path string, opt Options) (*Recorder, error) {
 		return nil, fmt.Errorf("buffer size %d: room for %d blocks of %d bytes, want at least 4", opt.BufferSize, n, bs)
 	}
 	nmax := ringBlocks(opt, n, bs)
+	if opt.RingMax == 0 && inMemory(filepath.Dir(path)) {
+		// on tmpfs a reserved block is memory taken now: 16 times the ring's, held
+		// for the whole recording, for a growth most recordings never need
+		nmax = n
+	}
 	if st, err := os.Lstat(path); err == nil && !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file; refusing to replace it", path)
 	}
@@ -454,6 +459,17 @@ func ringBlocks(opt Options, n, bs uint64) uint64 {
 	}
 	// (the blocks' count is a u32 in the header, and seqs from 2^31 name grown blocks)
 	return min(max(n, limit/bs), 1<<31)
+}
+
+// inMemory says whether dir is on a file system whose files are memory (tmpfs,
+// ramfs), where fallocate takes the pages themselves, not blocks of a disk.
+func inMemory(dir string) bool {
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil {
+		return false
+	}
+	const tmpfsMagic, ramfsMagic = 0x01021994, 0x858458f6
+	return st.Type == tmpfsMagic || st.Type == ramfsMagic
 }
 
 // errNoReserve: the file system cannot reserve a file's blocks (fallocate).

@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -64,5 +65,32 @@ func TestRingBlocks(t *testing.T) {
 	}
 	if got := ringBlocks(Options{BufferSize: 32 << 20}, 512, bs); got < 512 || got > growFactor*512 {
 		t.Errorf("the default: %d blocks, want 512 to %d", got, growFactor*512)
+	}
+}
+
+// TestRingInMemory: on tmpfs, where a reserved block is memory taken at once, a ring
+// grows only when asked to (RingMax).
+func TestRingInMemory(t *testing.T) {
+	dir := "/dev/shm"
+	if !inMemory(dir) {
+		t.Skip("/dev/shm is not a tmpfs here")
+	}
+	dir, err := os.MkdirTemp(dir, "kprewrite-ring-test")
+	if err != nil {
+		t.Skipf("cannot write into /dev/shm: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	const bs = 8 << 10
+	for _, c := range []struct {
+		max, want uint64
+	}{{0, 64}, {128 * bs, 128}} {
+		r, err := Create(filepath.Join(dir, "m.trace"), Options{BufferSize: 64 * bs, BlockSize: bs, RingMax: c.max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.n != c.want {
+			t.Errorf("RingMax %d on tmpfs: a ring of %d blocks, want %d", c.max, r.n, c.want)
+		}
+		r.Finish()
 	}
 }

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "0b5f40ff77f9f4f7db70c546b665b43a646275b44c8c97b194924c8614d16e9f"
+const ObjectSHA256 = "b13abad8f2c4ab0f200f2164ebcab6cdebb44258aa66828d04333350244f4ce3"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

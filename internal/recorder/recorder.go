@@ -36,8 +36,9 @@ type Options struct {
 	// recorder: a writer that finds no free block takes one the ring has not used yet
 	// (making its pages present itself) instead of losing its record. 0: growFactor
 	// times BufferSize, within MaxBufferSize and a quarter of the memory available;
-	// BufferSize or less: the ring does not grow. Never in overwrite mode. The file's
-	// blocks for all of it are reserved, and given back at Finish.
+	// BufferSize or less: the ring does not grow. Never in overwrite mode. The blocks
+	// it may grow into take no disk (or tmpfs memory) until a writer takes them; the
+	// file's size counts them, as a hole.
 	RingMax uint64
 }
 
@@ -248,11 +249,6 @@ func Create(path string, opt Options) (*Recorder, error) {
 		return nil, fmt.Errorf("buffer size %d: room for %d blocks of %d bytes, want at least 4", opt.BufferSize, n, bs)
 	}
 	nmax := ringBlocks(opt, n, bs)
-	if opt.RingMax == 0 && inMemory(filepath.Dir(path)) {
-		// on tmpfs a reserved block is memory taken now: 16 times the ring's, held
-		// for the whole recording, for a growth most recordings never need
-		nmax = n
-	}
 	if st, err := os.Lstat(path); err == nil && !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file; refusing to replace it", path)
 	}
@@ -268,10 +264,6 @@ func Create(path string, opt Options) (*Recorder, error) {
 	// recording goes on without; Check still finds a file replaced)
 	lockOFD(f, syscall.F_WRLCK)
 	r, err := setUp(f, n, nmax, bs, opt.Overwrite)
-	if nmax > n && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, errNoReserve)) {
-		// no room to grow on this disk, or no way to reserve it: a ring that does not
-		r, err = setUp(f, n, n, bs, opt.Overwrite)
-	}
 	if err == nil {
 		err = f.Chmod(0o644)
 	}
@@ -461,20 +453,6 @@ func ringBlocks(opt Options, n, bs uint64) uint64 {
 	return min(max(n, limit/bs), 1<<31)
 }
 
-// inMemory says whether dir is on a file system whose files are memory (tmpfs,
-// ramfs), where fallocate takes the pages themselves, not blocks of a disk.
-func inMemory(dir string) bool {
-	var st syscall.Statfs_t
-	if syscall.Statfs(dir, &st) != nil {
-		return false
-	}
-	const tmpfsMagic, ramfsMagic = 0x01021994, 0x858458f6
-	return st.Type == tmpfsMagic || st.Type == ramfsMagic
-}
-
-// errNoReserve: the file system cannot reserve a file's blocks (fallocate).
-var errNoReserve = errors.New("the file system cannot reserve blocks")
-
 // setUp lays out the file: the header, the ring of nmax blocks of bs bytes (the queue
 // holds the first n; writers take the others when it runs empty), the queue, room for
 // counters.
@@ -488,24 +466,28 @@ func setUp(f *os.File, n, nmax, bs uint64, over bool) (*Recorder, error) {
 		return nil, fmt.Errorf("size trace file: %w", err)
 	}
 	fd := int(f.Fd())
-	// the header, ring and queue get their blocks now: a page of a mapped file without
-	// blocks, written when the disk is full, would be a SIGBUS in the program
-	noReserve := false
-	if err := syscall.Fallocate(fd, 0, 0, int64(qoff+qbytes)); errors.Is(err, syscall.EOPNOTSUPP) {
-		if nmax > n {
-			return nil, errNoReserve // (the ring would be written whole: not its growth)
-		}
-		noReserve = true
-	} else if err != nil {
-		return nil, fmt.Errorf("reserve %d bytes for the ring: %w", qoff+qbytes, err)
+	// the header, the ring's first n blocks and the queue get their blocks now: a page
+	// of a mapped file without blocks, written when the disk is full, would be a SIGBUS
+	// in the program. Not the blocks the ring may grow into: reserved now, they would
+	// be taken from the trace's own room on the disk for the whole recording (and on
+	// tmpfs be memory); a writer's populate of a grown block allocates them, and where
+	// that fails the block is not used (rt_ring.c's ring_block).
+	ringEnd := kprt.TraceHeaderSize + n*bs
+	err := syscall.Fallocate(fd, 0, 0, int64(ringEnd))
+	noReserve := errors.Is(err, syscall.EOPNOTSUPP)
+	if err == nil {
+		err = syscall.Fallocate(fd, 0, int64(qoff), int64(qbytes))
+	}
+	if err != nil && !noReserve {
+		return nil, fmt.Errorf("reserve %d bytes for the ring: %w", ringEnd+qbytes, err)
 	}
 	// Where the file system cannot reserve blocks, the ring is written once, so that a
 	// program's write to a page never needs a block the full disk cannot give (a SIGBUS).
 	// Reserved blocks read as zeros without it.
 	if noReserve {
 		zero := make([]byte, 1<<20)
-		for off := uint64(0); off < qoff; off += uint64(len(zero)) {
-			k := min(uint64(len(zero)), qoff-off)
+		for off := uint64(0); off < ringEnd; off += uint64(len(zero)) {
+			k := min(uint64(len(zero)), ringEnd-off)
 			if _, err := f.WriteAt(zero[:k], int64(off)); err != nil {
 				return nil, fmt.Errorf("write the ring: %w", err)
 			}
@@ -1129,7 +1111,8 @@ func (r *Recorder) Finish() error {
 		// every block is free: zero, copied out
 		syscall.Fallocate(int(r.f.Fd()), 0x1|0x2 /* KEEP_SIZE | PUNCH_HOLE */, kprt.TraceHeaderSize, int64(r.n*r.bs))
 	} else if !r.over && r.grown() < r.n {
-		// the blocks the ring did not grow into hold nothing: reserved for nothing
+		// (the blocks the ring did not grow into: holes already, save a block a
+		// writer made present and then could not claim)
 		off := kprt.TraceHeaderSize + r.grown()*r.bs
 		syscall.Fallocate(int(r.f.Fd()), 0x1|0x2 /* KEEP_SIZE | PUNCH_HOLE */, int64(off), int64((r.n-r.grown())*r.bs))
 	}

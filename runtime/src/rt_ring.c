@@ -27,15 +27,22 @@ static void blk_init(u64 off, u64 n, u32 seq, const struct who *w)
 
 /* ring_block is ring block blk's offset, its pages made present and writable in this
  * process at its first take: a ring block is reused, so after this no record pays for a
- * page */
-static u64 ring_block(u64 blk)
+ * page. A block the ring grows by (grown) has no disk blocks reserved for it (the
+ * recorder reserves the ring it starts with only: a reserve taken at the start would be
+ * taken from the trace's own room on the disk): its populate allocates them, and where
+ * it fails (a full disk, where the write's page fault would be a SIGBUS; a kernel
+ * without MADV_POPULATE_WRITE) it is ~0, and the ring does not grow into it. */
+static u64 ring_block(u64 blk, int grown)
 {
 	u64 off = blk * kprw_rt.trace_block;
-	u64 *bits = kprw_rt.ring_mapped;
-	if (bits && !(__atomic_load_n(&bits[blk / 64], __ATOMIC_RELAXED) & (1ull << (blk % 64)))) {
-		__atomic_fetch_or(&bits[blk / 64], 1ull << (blk % 64), __ATOMIC_RELAXED);
-		sys3(SYS_madvise, (long)(kprw_rt.trace_data + off), (long)kprw_rt.trace_block, MADV_POPULATE_WRITE);
-	}
+	u64 *bits = kprw_rt.ring_mapped, bit = 1ull << (blk % 64);
+	if (bits && (__atomic_load_n(&bits[blk / 64], __ATOMIC_RELAXED) & bit))
+		return off;
+	long r = sys3(SYS_madvise, (long)(kprw_rt.trace_data + off), (long)kprw_rt.trace_block, MADV_POPULATE_WRITE);
+	if (grown && r < 0)
+		return ~0ull;
+	if (bits)
+		__atomic_fetch_or(&bits[blk / 64], bit, __ATOMIC_RELAXED);
 	return off;
 }
 
@@ -50,12 +57,18 @@ static int ring_done(const struct kprw_trace_hdr *h)
 /* ring_grow claims the ring's next unused block for a writer that found the queue
  * empty (the programs outran the recorder): the record waits in memory the writer makes
  * present, instead of being lost, while the ring has blocks left (ring_grown <
- * ring_nblocks; ring_grown 0: it does not grow). Returns the block's offset, or ~0. */
+ * ring_nblocks; ring_grown 0: it does not grow). The block is made present before it is
+ * claimed: every block below ring_grown has its pages, so the recorder and readers can
+ * read its header (a hole of a full tmpfs is a SIGBUS even to a read). Returns the
+ * block's offset, or ~0. */
 static u64 ring_grow(u32 *seq)
 {
 	struct kprw_trace_hdr *h = kprw_rt.trace;
 	u64 g = __atomic_load_n(&h->ring_grown, __ATOMIC_RELAXED);
 	while (g && g < kprw_rt.ring_nblocks) {
+		u64 off = ring_block(g, 1);
+		if (off == ~0ull)
+			return ~0ull; /* nothing claimed: the next writer tries again */
 		if (__atomic_compare_exchange_n(&h->ring_grown, &g, g + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
 			if (ring_done(h))
 				return ~0ull;
@@ -63,7 +76,7 @@ static u64 ring_grow(u32 *seq)
 			 * reach 2^31 after 16 TiB of 8 KiB blocks): readers know a block's
 			 * records by it */
 			*seq = 0x80000000u | (u32)g;
-			return ring_block(g);
+			return off;
 		}
 	}
 	return ~0ull;
@@ -91,7 +104,7 @@ static u64 ring_take(u32 *seq)
 			if (blk >= n || ring_done(h))
 				return ~0ull;
 			*seq = (u32)t;
-			return ring_block(blk);
+			return ring_block(blk, 0);
 		}
 	}
 }

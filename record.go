@@ -50,8 +50,8 @@ type RecordOptions struct {
 	BufferSize uint64
 	// BufferMax is what the ring may grow to when the program outruns the recorder
 	// (its writers make the new blocks present instead of losing records; 0: 16
-	// times BufferSize, within a quarter of the memory available; BufferSize: the
-	// ring does not grow).
+	// times BufferSize, at most 512 MiB and a quarter of the memory available;
+	// BufferSize: the ring does not grow).
 	BufferMax uint64
 	// CacheDir holds rewritten programs ("": $XDG_CACHE_HOME/kprewrite, else
 	// ~/.cache/kprewrite, at most KPREWRITE_CACHE_MAX bytes, 2G by default).

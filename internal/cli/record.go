@@ -121,7 +121,7 @@ func parseRecordArgs(args []string, stdout io.Writer) (*recordOptions, error) {
 	out := fs.String("o", DefaultRecordFile, "the trace file to write (a regular file there is kept as FILE.old; locked while written: a second record of it is refused)")
 	rw := addRewriteFlags(fs, false)
 	bufSize := fs.String("buffer-size", "32M", "the ring the programs write into, in memory shared with the recorder (K, M, G suffixes)")
-	bufMax := fs.String("buffer-max", "", "what the ring may grow to when the programs outrun the recorder: a writer that finds it full makes a new block present itself instead of losing its record (default 16 times --buffer-size, within a quarter of the memory available; --buffer-size's value: no growth)")
+	bufMax := fs.String("buffer-max", "", "what the ring may grow to when the programs outrun the recorder: a writer that finds it full makes a new block present itself instead of losing its record (default 16 times --buffer-size, at most 512M and a quarter of the memory available; --buffer-size's value: no growth)")
 	blockSize := fs.String("block-size", "64K", "the size of each ring block a thread writes into (a power of two from 8K)")
 	over := fs.Bool("overwrite", false, "keep only the most recent records, as much as the buffer holds (a flight recorder); SIGUSR2 to the recorder copies what the ring holds")
 	live := fs.Bool("live", false, "print records as they arrive, as trace --follow does")

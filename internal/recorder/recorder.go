@@ -35,7 +35,7 @@ type Options struct {
 	// RingMax is what the ring may grow to, in bytes, when the programs outrun the
 	// recorder: a writer that finds no free block takes one the ring has not used yet
 	// (making its pages present itself) instead of losing its record. 0: growFactor
-	// times BufferSize, within MaxBufferSize and a quarter of the memory available;
+	// times BufferSize, at most 512 MiB and a quarter of the memory available;
 	// BufferSize or less: the ring does not grow. Never in overwrite mode. The blocks
 	// it may grow into take no disk (or tmpfs memory) until a writer takes them; the
 	// file's size counts them, as a hole.
@@ -82,8 +82,11 @@ const (
 	// disk takes) lost records in most runs with a ring of 32 MiB, since the backlog
 	// needs memory the recorder, on the one CPU the program leaves, could not make
 	// present fast enough (a fresh page costs ~1-2 ns a byte on this VM; issue 49).
-	// Growing costs nothing until a writer finds the ring full.
+	// Growing costs nothing until a writer finds the ring full; the file's size counts
+	// the blocks it may grow into (a hole), so by default the ring grows to maxGrow at
+	// most, or stays as large as a ring already larger.
 	growFactor = 16
+	maxGrow    = 512 << 20
 	// graceTorn is how long a block its writer left may hold a record that is not
 	// committed before the record counts as torn (a signal handler's block change can
 	// leave the record it interrupted to be finished after it).
@@ -447,7 +450,7 @@ func ringBlocks(opt Options, n, bs uint64) uint64 {
 	}
 	limit := opt.RingMax
 	if limit == 0 {
-		limit = min(growFactor*opt.BufferSize, MaxBufferSize, memAvailable()/spillShare)
+		limit = min(growFactor*opt.BufferSize, maxGrow, memAvailable()/spillShare)
 	}
 	// (the blocks' count is a u32 in the header, and seqs from 2^31 name grown blocks)
 	return min(max(n, limit/bs), 1<<31)

@@ -66,6 +66,10 @@ func TestRingBlocks(t *testing.T) {
 	if got := ringBlocks(Options{BufferSize: 32 << 20}, 512, bs); got < 512 || got > growFactor*512 {
 		t.Errorf("the default: %d blocks, want 512 to %d", got, growFactor*512)
 	}
+	// a ring already larger than the default's bound does not grow by default
+	if got := ringBlocks(Options{BufferSize: 1 << 30}, 16384, bs); got != 16384 {
+		t.Errorf("the default for a 1 GiB ring: %d blocks, want 16384", got)
+	}
 }
 
 // TestRingReserveLazy: the blocks a ring may grow into take no room on the disk (or,

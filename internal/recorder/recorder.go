@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -456,6 +457,17 @@ func ringBlocks(opt Options, n, bs uint64) uint64 {
 	return min(max(n, limit/bs), 1<<31)
 }
 
+// inMemory says whether the file fd is on a file system whose files are memory
+// (tmpfs, ramfs), where fallocate takes the pages themselves.
+func inMemory(fd int) bool {
+	var st syscall.Statfs_t
+	if syscall.Fstatfs(fd, &st) != nil {
+		return false
+	}
+	const tmpfsMagic, ramfsMagic = 0x01021994, 0x858458f6
+	return st.Type == tmpfsMagic || st.Type == ramfsMagic
+}
+
 // setUp lays out the file: the header, the ring of nmax blocks of bs bytes (the queue
 // holds the first n; writers take the others when it runs empty), the queue, room for
 // counters.
@@ -549,9 +561,15 @@ func setUp(f *os.File, n, nmax, bs uint64, over bool) (*Recorder, error) {
 		}
 		binary.LittleEndian.PutUint64(q[i*8:], e)
 	}
-	// the first chunks' blocks reserved beyond the end (appendChunk goes on)
-	syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(total), preallocAhead)
-	r := &Recorder{f: f, m: m, n: nmax, n0: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, nmax), prealloc: total + preallocAhead,
+	// the first chunks' blocks reserved beyond the end (appendChunk goes on); not on
+	// tmpfs, where a reserved block is memory taken now (256 MiB for a trace of a few
+	// records) and an extending write waits for no journal
+	prealloc := uint64(math.MaxUint64)
+	if !inMemory(fd) {
+		prealloc = total + preallocAhead
+		syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(total), preallocAhead)
+	}
+	r := &Recorder{f: f, m: m, n: nmax, n0: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, nmax), prealloc: prealloc,
 		inflight:  make([]bool, nmax),
 		maxBufs:   max(chunkBuffers, int(min(spillFactor*ring, maxSpill, memAvailable()/spillShare)/maxChunk)),
 		populated: make(chan struct{})}

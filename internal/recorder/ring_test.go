@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
@@ -92,5 +93,35 @@ func TestRingReserveLazy(t *testing.T) {
 	}
 	if used, most := uint64(st.Blocks)*512, uint64(preallocAhead+countersSlack+8<<20); used > most {
 		t.Errorf("the file takes %d MiB after Create, want at most %d", used>>20, most>>20)
+	}
+}
+
+// TestRingInMemory: on tmpfs, where a reserved block is memory taken at once, Create
+// reserves no blocks ahead of the chunks (it took 256 MiB for any trace) and none for
+// the ring's growth: the file takes its ring, its queue and little more.
+func TestRingInMemory(t *testing.T) {
+	dir := "/dev/shm"
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil || st.Type != 0x01021994 {
+		t.Skip("/dev/shm is not a tmpfs here")
+	}
+	dir, err := os.MkdirTemp(dir, "kprewrite-ring-test")
+	if err != nil {
+		t.Skipf("cannot write into /dev/shm: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	const bs = 64 << 10
+	path := filepath.Join(dir, "m.trace")
+	r, err := Create(path, Options{BufferSize: 8 * bs, BlockSize: bs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Finish()
+	var fst syscall.Stat_t
+	if err := syscall.Stat(path, &fst); err != nil {
+		t.Fatal(err)
+	}
+	if used := uint64(fst.Blocks) * 512; used > 8<<20 {
+		t.Errorf("the file takes %d MiB of tmpfs after Create, want at most 8", used>>20)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"os"
 	"path/filepath"
@@ -848,14 +849,7 @@ func (r *Recorder) Drain(final, snapshot bool) uint64 {
 	r.collect(final)
 	now := time.Now()
 	r.pieces = r.pieces[:0]
-	first, grown := r.live()
-	for i := uint64(0); i < grown; i++ {
-		if i == first {
-			i = r.n0 // (blocks first..n0 were never taken)
-			if i >= grown {
-				break
-			}
-		}
+	for i := range r.live() {
 		if r.inflight[i] || atomic.LoadUint32(r.u32(r.blockOff(i))) != kprt.BlockMagic {
 			continue
 		}
@@ -885,16 +879,28 @@ func (r *Recorder) Drain(final, snapshot bool) uint64 {
 	return gathered
 }
 
-// live bounds the blocks Drain looks at: blocks [0, first) and [n0, grown). The
-// queue's first round hands out block i as its entry i, so while writers have taken
-// fewer than n0 entries, the blocks from there on were never written, and looking at
-// their headers would fault in pages the populating goroutine has not reached (the
-// first drain of a 256 MiB ring took 241 ms over its 4,096 blocks while a program
-// filled the ring, and lost 1.7 million of 20 million records; issue 49). The blocks
-// the ring grew by are claimed in order from n0.
-func (r *Recorder) live() (first, grown uint64) {
-	first = min(r.n0, atomic.LoadUint64(r.u64(uint64(offRingTake))))
-	return first, max(first, r.grown())
+// live yields the blocks Drain looks at: [0, taken) and [n0, grown). The queue's first
+// round hands out block i as its entry i, so while writers have taken fewer than n0
+// entries, the blocks from there on were never written, and looking at their headers
+// would fault in pages the populating goroutine has not reached (the first drain of a
+// 256 MiB ring took 241 ms over its 4,096 blocks while a program filled the ring, and
+// lost 1.7 million of 20 million records; issue 49). The blocks the ring grew by are
+// claimed in order from n0.
+func (r *Recorder) live() iter.Seq[uint64] {
+	taken := min(r.n0, atomic.LoadUint64(r.u64(uint64(offRingTake))))
+	grown := r.grown()
+	return func(yield func(uint64) bool) {
+		for i := uint64(0); i < taken; i++ {
+			if !yield(i) {
+				return
+			}
+		}
+		for i := r.n0; i < grown; i++ {
+			if !yield(i) {
+				return
+			}
+		}
+	}
 }
 
 // grown is how many of the ring's blocks are in use: n0, and those writers claimed
@@ -1128,14 +1134,15 @@ func (r *Recorder) Finish() error {
 	}
 	take := atomic.LoadUint64(r.u64(uint64(offRingTake)))
 	give := atomic.LoadUint64(r.u64(uint64(offRingGive)))
-	if !r.over && give-take == r.grown() && r.err == nil {
-		// every block is free: zero, copied out
-		syscall.Fallocate(int(r.f.Fd()), 0x1|0x2 /* KEEP_SIZE | PUNCH_HOLE */, kprt.TraceHeaderSize, int64(r.n*r.bs))
-	} else if !r.over && r.grown() < r.n {
-		// (the blocks the ring did not grow into: holes already, save a block a
-		// writer made present and then could not claim)
-		off := kprt.TraceHeaderSize + r.grown()*r.bs
-		syscall.Fallocate(int(r.f.Fd()), 0x1|0x2 /* KEEP_SIZE | PUNCH_HOLE */, int64(off), int64((r.n-r.grown())*r.bs))
+	// every block free: zero, copied out; else the blocks the ring did not grow into
+	// (holes already, save a block a writer made present and then could not claim)
+	from := r.grown()
+	if give-take == from && r.err == nil {
+		from = 0
+	}
+	if !r.over && from < r.n {
+		off := kprt.TraceHeaderSize + from*r.bs
+		syscall.Fallocate(int(r.f.Fd()), 0x1|0x2 /* KEEP_SIZE | PUNCH_HOLE */, int64(off), int64((r.n-from)*r.bs))
 	}
 	return r.close()
 }

@@ -785,8 +785,13 @@ type RawTraceHeader struct {
 	LiveDone     uint32 `c:"live_done"`   // 1 + the ctl_gen a live-probe thread last applied (0: none)
 	LivePad      uint32 `c:"live_pad"`
 	Clock        uint32 `c:"clock"` // ClockTSC, ClockMono, ClockCounter (ClockUnset: older files, tsc)
-	ClockPad     uint32 `c:"clock_pad"`
-	Counter      uint64 `c:"counter"` // ClockCounter's last value
+	// RingExtBlocks, non-zero, says the blocks a ring grows by (from DataSize/RingBS on)
+	// are not in the file's ring but appended to the file in extents of RingExtBlocks
+	// blocks by the writer that first needs one, extent k at the file offset ext[k] (0:
+	// not yet) of the u64 ext[] after the queue (RingExtOff). 0: every block is in the
+	// file's ring (older files).
+	RingExtBlocks uint32 `c:"ring_ext_blocks"`
+	Counter       uint64 `c:"counter"` // ClockCounter's last value
 	// Spilled counts the records of ring blocks the recorder gave back once they were
 	// copied into a chunk buffer, before the chunk was written; each chunk written
 	// carries the count's low 32 bits with its own as its mark (RawChunk.Mark), so
@@ -798,6 +803,12 @@ type RawTraceHeader struct {
 	// next block (an atomic add) instead of losing its record, up to RingBlocks. 0: the
 	// ring does not grow (an older recorder, overwrite mode).
 	RingGrown uint64 `c:"ring_grown"`
+}
+
+// RingExtOff is the file offset of a ring's table of extents (RingExtBlocks): after its
+// queue.
+func (h *RawTraceHeader) RingExtOff() uint64 {
+	return h.RingQueueOff + uint64(h.RingBlocks)*8
 }
 
 // Trace clocks (RawTraceHeader.Clock, KPRW_CLOCK_*): what record times are.

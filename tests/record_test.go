@@ -236,6 +236,62 @@ func TestRecordRingGrows(t *testing.T) {
 	}
 }
 
+// TestRecordRingGrownReused: the blocks a ring grew by, in extents one program's writers
+// appended to the file, are given back by the recorder and taken by the next program,
+// which maps them from the file: two runs of 200,000 records each, under a recorder
+// that drains only between them, lose none.
+func TestRecordRingGrownReused(t *testing.T) {
+	testprog.Need(t, "gcc")
+	prog := recordProg(t)
+	file := filepath.Join(t.TempDir(), "g.trace")
+	rec, err := recorder.Create(file, recorder.Options{BufferSize: 1 << 20, BlockSize: 8 << 10, RingMax: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, threads = 50000, 4
+	var grown []uint64
+	for run := 0; run < 2; run++ {
+		r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{strconv.Itoa(n), strconv.Itoa(threads)}, Env: []string{"KPREWRITE_TRACE=" + file}})
+		if r.Exit != 7 || r.Stdout != fmt.Sprintf("done %d\n", n) {
+			t.Fatalf("run %d: %s", run, r)
+		}
+		rec.Drain(true, false)
+		grown = append(grown, ringGrown(t, file))
+	}
+	if err := rec.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	st := rec.Stats()
+	s, _, err := tracefile.OpenStream(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Count != 2*n*threads || s.Lost != 0 || s.Torn != 0 || st.Records != 2*n*threads {
+		t.Errorf("%d records in the file, %d lost, %d torn (recorder: %d copied); want %d, none lost", s.Count, s.Lost, s.Torn, st.Records, 2*n*threads)
+	}
+	// the first run grew the ring, the second took the blocks it grew by from the queue
+	// (a run that could not would have grown it as much again)
+	if n0 := uint64(1 << 20 / (8 << 10)); grown[0] <= n0 || grown[1]-n0 > (grown[0]-n0)*3/2 {
+		t.Errorf("blocks in use after each run: %d, want more than %d after the first, and not half as many again after the second", grown, n0)
+	}
+}
+
+// ringGrown is the header's count of a ring's blocks in use.
+func ringGrown(t *testing.T, file string) uint64 {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var h kprt.RawTraceHeader
+	if err := binary.Read(f, binary.LittleEndian, &h); err != nil {
+		t.Fatal(err)
+	}
+	return h.RingGrown
+}
+
 // TestRecordRingFull: four threads outrun a recorder whose ring (256 KiB of 8 KiB
 // blocks) may grow to 512 KiB only, while it drains: records may be lost, counted, and
 // every other one is in the file once; no block is handed to two writers (a queue
@@ -311,7 +367,8 @@ func drainStopped(t *testing.T, n, threads int, max uint64) recorder.Stats {
 
 // TestRecordKilled: kprewrite record killed with SIGKILL while the program runs: the
 // program goes on to its usual end, and the file holds what was copied and what the
-// ring still holds, the rest counted as lost: nothing twice, nothing torn.
+// ring still holds (grown by extents), the rest counted as lost: nothing twice, nothing
+// torn.
 func TestRecordKilled(t *testing.T) {
 	testprog.Need(t, "gcc", "go")
 	prog := recordProg(t)
@@ -355,6 +412,11 @@ func TestRecordKilled(t *testing.T) {
 	defer s.Close()
 	if uint64(s.Count)+s.Lost != n*threads || s.Torn != 0 || s.Count == 0 {
 		t.Errorf("%d records + %d lost, %d torn, want %d in all", s.Count, s.Lost, s.Torn, n*threads)
+	}
+	// with no recorder the ring (1 MiB) grew by the extents its writers appended to the
+	// file (to 16 MiB), and the reader found their records there: more than the ring holds
+	if s.Count < 2<<20/32 {
+		t.Errorf("%d records: want more than the 1 MiB ring holds, from the extents it grew by", s.Count)
 	}
 	_, text, _ := kp("trace", file)
 	if !strings.Contains(text, fmt.Sprintf("# lost: %d records", s.Lost)) {

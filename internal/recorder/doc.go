@@ -8,9 +8,9 @@
 // records into chunks appended to the same file, then zeroes the block and gives it
 // back. The programs write into memory they have written before (no page allocation
 // per record once warm) and never wait: a writer that finds no free block takes one
-// the ring has not used yet (Options.RingMax: the ring grows, the writer making its
-// pages present), and only where the ring cannot grow loses its record, counted in the
-// header. Since the ring is in the file, a recorder that is
+// the ring has not used yet (Options.RingMax: the ring grows by extents the writers
+// append to the file, making their pages present), and only where the ring cannot grow
+// loses its record, counted in the header. Since the ring is in the file, a recorder that is
 // killed leaves what it had not copied there, and readers take both
 // (internal/tracefile's version 3 reader).
 package recorder

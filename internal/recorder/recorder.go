@@ -39,8 +39,8 @@ type Options struct {
 	// (making its pages present itself) instead of losing its record. 0: growFactor
 	// times BufferSize, at most 512 MiB and a quarter of the memory available;
 	// BufferSize or less: the ring does not grow. Never in overwrite mode. The blocks
-	// it may grow into take no disk (or tmpfs memory) until a writer takes them; the
-	// file's size counts them, as a hole.
+	// it may grow into are not in the file until a writer needs them: it appends them,
+	// extentBytes at a time, as the recorder appends its chunks.
 	RingMax uint64
 }
 
@@ -84,11 +84,15 @@ const (
 	// disk takes) lost records in most runs with a ring of 32 MiB, since the backlog
 	// needs memory the recorder, on the one CPU the program leaves, could not make
 	// present fast enough (a fresh page costs ~1-2 ns a byte on this VM; issue 49).
-	// Growing costs nothing until a writer finds the ring full; the file's size counts
-	// the blocks it may grow into (a hole), so by default the ring grows to maxGrow at
-	// most, or stays as large as a ring already larger.
+	// Growing costs nothing until a writer finds the ring full; by default the ring
+	// grows to maxGrow at most (memory the backlog may take), or stays as large as a
+	// ring already larger.
 	growFactor = 16
 	maxGrow    = 512 << 20
+	// extentBytes is how much the ring grows by at once: a writer that needs a block
+	// past the extents there appends the next to the file (on 2 MiB pages where the
+	// file system gives them; an extent's blocks are claimed one by one).
+	extentBytes = 2 << 20
 	// graceTorn is how long a block its writer left may hold a record that is not
 	// committed before the record counts as torn (a signal handler's block change can
 	// leave the record it interrupted to be finished after it).
@@ -122,10 +126,15 @@ type Recorder struct {
 	direct  *os.File // the file opened with O_DIRECT for chunks (nil: f): written data
 	// bypasses the page cache, whose page allocation costs more here than the disk
 	// (buffered 440 MB/s, direct 2.8 GB/s), and leaves the ring's pages alone
-	m       []byte // header, ring and queue, shared and writable
-	n, bs   uint64 // the ring's blocks (those it may grow to) and their size
-	n0      uint64 // the blocks the queue starts with (the ring grows from there)
-	qoff    uint64 // the queue's offset in the file
+	m     []byte // header, ring and queue, shared and writable
+	n, bs uint64 // the ring's blocks (those it may grow to) and their size
+	n0    uint64 // the blocks the queue starts with, the file's ring (it grows from there)
+	qoff  uint64 // the queue's offset in the file
+	// the extents the ring grew by, e blocks each, mapped once a writer appended them
+	// (their file offsets in the table at extOff, after the queue)
+	ext     [][]byte
+	e       uint64
+	extOff  uint64
 	over    bool
 	blocks  []blockState
 	free    [][]byte // chunk buffers not under way: page-aligned, maxChunk bytes (O_DIRECT)
@@ -469,26 +478,26 @@ func inMemory(fd int) bool {
 	return st.Type == tmpfsMagic || st.Type == ramfsMagic
 }
 
-// setUp lays out the file: the header, the ring of nmax blocks of bs bytes (the queue
-// holds the first n; writers take the others when it runs empty), the queue, room for
-// counters.
+// setUp lays out the file: the header, the ring of n blocks of bs bytes, the queue of
+// nmax entries and the table of the extents the ring may grow by to nmax blocks (writers
+// append them when the queue runs empty), room for counters.
 func setUp(f *os.File, n, nmax, bs uint64, over bool) (*Recorder, error) {
-	ring := nmax * bs
+	ring := n * bs
 	qoff := kprt.TraceHeaderSize + ring
-	qbytes := (nmax*8 + 4095) &^ 4095
+	e, next := extents(n, nmax, bs)
+	qbytes := (nmax*8 + next*8 + 4095) &^ 4095
 	csize := qbytes + countersSlack
 	total := qoff + csize
 	if err := f.Truncate(int64(total)); err != nil {
 		return nil, fmt.Errorf("size trace file: %w", err)
 	}
 	fd := int(f.Fd())
-	// the header, the ring's first n blocks and the queue get their blocks now: a page
-	// of a mapped file without blocks, written when the disk is full, would be a SIGBUS
-	// in the program. Not the blocks the ring may grow into: reserved now, they would
-	// be taken from the trace's own room on the disk for the whole recording (and on
-	// tmpfs be memory); a writer's populate of a grown block allocates them, and where
-	// that fails the block is not used (rt_ring.c's ring_block).
-	ringEnd := kprt.TraceHeaderSize + n*bs
+	// the header, the ring and the queue get their blocks now: a page of a mapped file
+	// without blocks, written when the disk is full, would be a SIGBUS in the program.
+	// Not the blocks the ring may grow by: they are not in the file until a writer
+	// appends them (rt_tracefile.c's kprw_ring_extend), and where that fails the ring
+	// does not grow.
+	ringEnd := kprt.TraceHeaderSize + ring
 	err := syscall.Fallocate(fd, 0, 0, int64(ringEnd))
 	noReserve := errors.Is(err, syscall.EOPNOTSUPP)
 	if err == nil {
@@ -519,7 +528,7 @@ func setUp(f *os.File, n, nmax, bs uint64, over bool) (*Recorder, error) {
 	h.TsBase = h.CreatedMonoNs - min(h.CreatedMonoNs, 1e9)
 	h.RingBlocks, h.RingBS, h.RingQueueOff, h.RingGive = uint32(nmax), bs, qoff, n
 	if nmax > n {
-		h.RingGrown = n
+		h.RingGrown, h.RingExtBlocks = n, uint32(e)
 	}
 	if over {
 		h.RingFlags = kprt.RingOverwrite
@@ -571,6 +580,7 @@ func setUp(f *os.File, n, nmax, bs uint64, over bool) (*Recorder, error) {
 		syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(total), preallocAhead)
 	}
 	r := &Recorder{f: f, m: m, n: nmax, n0: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, nmax), prealloc: prealloc,
+		ext: make([][]byte, next), e: e, extOff: h.RingExtOff(),
 		inflight:  make([]bool, nmax),
 		maxBufs:   max(chunkBuffers, int(min(spillFactor*ring, maxSpill, memAvailable()/spillShare)/maxChunk)),
 		populated: make(chan struct{})}
@@ -740,24 +750,57 @@ func (r *Recorder) Snapshots() uint64 {
 // stay in the ring, later ones are lost and counted).
 func (r *Recorder) Err() error { return r.err }
 
-// blockOff is ring block i's offset in the file.
-func (r *Recorder) blockOff(i uint64) uint64 { return kprt.TraceHeaderSize + i*r.bs }
+// extents is how many blocks an extent of a ring growing from n to nmax blocks of bs
+// bytes holds, and how many extents it may grow by.
+func extents(n, nmax, bs uint64) (e, next uint64) {
+	e = max(1, extentBytes/bs)
+	return e, (nmax - n + e - 1) / e
+}
+
+// block is ring block i: in the file's ring, or in the extent the ring grew by that holds
+// it, mapped here once a writer appended it (nil before).
+func (r *Recorder) block(i uint64) []byte {
+	if i < r.n0 {
+		b := kprt.TraceHeaderSize + i*r.bs
+		return r.m[b : b+r.bs : b+r.bs]
+	}
+	k, j := (i-r.n0)/r.e, (i-r.n0)%r.e
+	if r.ext[k] == nil && !r.mapExtent(k) {
+		return nil
+	}
+	return r.ext[k][j*r.bs : (j+1)*r.bs : (j+1)*r.bs]
+}
+
+// mapExtent maps extent k, if a writer has appended it.
+func (r *Recorder) mapExtent(k uint64) bool {
+	at := atomic.LoadUint64(r.u64(r.extOff + k*8))
+	if at == 0 {
+		return false
+	}
+	m, err := syscall.Mmap(int(r.f.Fd()), int64(at), int(r.e*r.bs), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return false
+	}
+	syscall.Madvise(m, 14 /* MADV_HUGEPAGE */)
+	r.ext[k] = m
+	return true
+}
+
+// word32 and word64 are the words at off in a block, for atomic access.
+func word32(b []byte, off uintptr) *uint32 { return (*uint32)(unsafe.Pointer(&b[off])) }
+func word64(b []byte, off uint64) *uint64  { return (*uint64)(unsafe.Pointer(&b[off])) }
 
 // scan finds how far block i's records are committed from its drained offset: the
 // end of the committed prefix, and whether the block is finished (its writer left it
 // or is gone, and every record in it is committed or torn for good).
-func (r *Recorder) scan(i uint64, now time.Time, final bool) (from, to, records uint64, finished bool) {
-	b := r.blockOff(i)
+func (r *Recorder) scan(i uint64, blk []byte, now time.Time, final bool) (from, to, records uint64, finished bool) {
 	st := &r.blocks[i]
-	seq := atomic.LoadUint32(r.u32(b + uint64(offBlkSeq)))
+	seq := atomic.LoadUint32(word32(blk, offBlkSeq))
 	if seq != st.seq {
 		*st = blockState{seq: seq}
 	}
-	from = max(uint64(atomic.LoadUint32(r.u32(b+uint64(offBlkDrain)))), kprt.BlockSize)
-	left := atomic.LoadUint32(r.u32(b+uint64(offBlkDone))) != 0
-	// the block in a local slice: the walk's loads need no reload of r.m after each
-	// atomic load
-	blk := r.m[b : b+r.bs : b+r.bs]
+	from = max(uint64(atomic.LoadUint32(word32(blk, offBlkDrain))), kprt.BlockSize)
+	left := atomic.LoadUint32(word32(blk, offBlkDone)) != 0
 	to = from
 	for to+kprt.CRecSize <= uint64(len(blk)) {
 		w := atomic.LoadUint64((*uint64)(unsafe.Pointer(&blk[to])))
@@ -789,12 +832,12 @@ func (r *Recorder) scan(i uint64, now time.Time, final bool) (from, to, records 
 	}
 	if !left && !st.gone && now.Sub(st.checked) > 50*time.Millisecond {
 		st.checked = now
-		pid := atomic.LoadUint32(r.u32(b + 8))
-		tid := atomic.LoadUint32(r.u32(b + 12))
+		pid := atomic.LoadUint32(word32(blk, 8))
+		tid := atomic.LoadUint32(word32(blk, 12))
 		st.gone = writerGone(pid, tid)
 	}
 	// finished: left (or gone), and nothing after the copied records but zeros
-	end := to+kprt.CRecSize > r.bs || atomic.LoadUint64(r.u64(b+to)) == 0 && atomic.LoadUint64(r.u64(b+to+8)) == 0
+	end := to+kprt.CRecSize > r.bs || atomic.LoadUint64(word64(blk, to)) == 0 && atomic.LoadUint64(word64(blk, to+8)) == 0
 	finished = (left || st.gone) && end
 	return from, to, records, finished
 }
@@ -802,13 +845,12 @@ func (r *Recorder) scan(i uint64, now time.Time, final bool) (from, to, records 
 // held says whether block i is still its writer's and was copied from (or taken) less
 // than heldPeek ago: Drain leaves it alone until its writer leaves it or heldPeek
 // passes, so a slow writer's records still reach the file (and --live) within it.
-func (r *Recorder) held(i uint64, now time.Time) bool {
-	b := r.blockOff(i)
-	if atomic.LoadUint32(r.u32(b+uint64(offBlkDone))) != 0 {
+func (r *Recorder) held(i uint64, blk []byte, now time.Time) bool {
+	if atomic.LoadUint32(word32(blk, offBlkDone)) != 0 {
 		return false
 	}
 	st := &r.blocks[i]
-	if seq := atomic.LoadUint32(r.u32(b + uint64(offBlkSeq))); seq != st.seq {
+	if seq := atomic.LoadUint32(word32(blk, offBlkSeq)); seq != st.seq {
 		*st = blockState{seq: seq, peeked: now} // newly taken: its first copy waits
 		return true
 	}
@@ -850,20 +892,24 @@ func (r *Recorder) Drain(final, snapshot bool) uint64 {
 	now := time.Now()
 	r.pieces = r.pieces[:0]
 	for i := range r.live() {
-		if r.inflight[i] || atomic.LoadUint32(r.u32(r.blockOff(i))) != kprt.BlockMagic {
+		if r.inflight[i] {
 			continue
 		}
-		if !final && !snapshot && r.held(i, now) {
+		blk := r.block(i)
+		if blk == nil || atomic.LoadUint32(word32(blk, 0)) != kprt.BlockMagic {
 			continue
 		}
-		from, to, nrec, fin := r.scan(i, now, final)
+		if !final && !snapshot && r.held(i, blk, now) {
+			continue
+		}
+		from, to, nrec, fin := r.scan(i, blk, now, final)
 		if r.over && !snapshot {
 			// writers give the blocks they leave back themselves; a block whose
 			// writer is gone (without leaving it) is given back here, once
 			st := &r.blocks[i]
-			if fin && st.gone && !st.given && atomic.LoadUint32(r.u32(r.blockOff(i)+uint64(offBlkDone))) == 0 {
+			if fin && st.gone && !st.given && atomic.LoadUint32(word32(blk, offBlkDone)) == 0 {
 				st.given = true
-				atomic.StoreUint32(r.u32(r.blockOff(i)+uint64(offBlkDone)), 1)
+				atomic.StoreUint32(word32(blk, offBlkDone), 1)
 				r.push(i)
 			}
 			continue
@@ -974,8 +1020,7 @@ func (r *Recorder) finish(j *job) {
 		if r.err != nil {
 			continue // the records stay in the ring
 		}
-		b := r.blockOff(p.block)
-		atomic.StoreUint32(r.u32(b+uint64(offBlkDrain)), uint32(p.to))
+		atomic.StoreUint32(word32(r.block(p.block), offBlkDrain), uint32(p.to))
 		r.stats.Records += p.records
 		if p.free {
 			r.give(p.block)
@@ -1011,11 +1056,11 @@ func (r *Recorder) gather() uint64 {
 			if w+need > maxChunk {
 				break
 			}
-			b := r.blockOff(p.block)
-			copy(buf[w:], r.m[b:b+kprt.BlockSize])
+			blk := r.block(p.block)
+			copy(buf[w:], blk[:kprt.BlockSize])
 			binary.LittleEndian.PutUint32(buf[w+4:], uint32(kprt.BlockSize+p.to-p.from))
 			binary.LittleEndian.PutUint32(buf[w+uint64(offBlkDrain):], uint32(p.from))
-			k := copy(buf[w+kprt.BlockSize:], r.m[b+p.from:b+p.to])
+			k := copy(buf[w+kprt.BlockSize:], blk[p.from:p.to])
 			clear(buf[w+kprt.BlockSize+uint64(k) : w+need])
 			w += need
 			np++
@@ -1106,9 +1151,9 @@ func (r *Recorder) appendChunk(buf []byte, w uint64, np, mark uint32) (uint64, e
 
 // give zeroes block i (writers rely on a zero block) and puts it in the queue.
 func (r *Recorder) give(i uint64) {
-	b := r.blockOff(i)
-	atomic.StoreUint32(r.u32(b), 0) // no magic first: readers skip it from now
-	clear(r.m[b : b+r.bs])
+	blk := r.block(i)
+	atomic.StoreUint32(word32(blk, 0), 0) // no magic first: readers skip it from now
+	clear(blk)
 	r.blocks[i] = blockState{}
 	r.push(i)
 }
@@ -1121,8 +1166,9 @@ func (r *Recorder) push(i uint64) {
 }
 
 // Finish marks the ring finished (a program that starts writing now loses its
-// records, counted) and closes the file. When no block is held, the ring's pages are
-// given back to the file system: the file keeps its size, the ring reads as zeros.
+// records, counted) and closes the file. When no block is held, the pages of the ring
+// and of the extents it grew by are given back to the file system: the file keeps its
+// size, they read as zeros.
 func (r *Recorder) Finish() error {
 	r.endPopulate() // before the hole: a page populated after it would take a block again
 	fl := r.u32(uint64(offRingFlags))
@@ -1134,17 +1180,21 @@ func (r *Recorder) Finish() error {
 	}
 	take := atomic.LoadUint64(r.u64(uint64(offRingTake)))
 	give := atomic.LoadUint64(r.u64(uint64(offRingGive)))
-	// every block free: zero, copied out; else the blocks the ring did not grow into
-	// (holes already, save a block a writer made present and then could not claim)
-	from := r.grown()
-	if give-take == from && r.err == nil {
-		from = 0
-	}
-	if !r.over && from < r.n {
-		off := kprt.TraceHeaderSize + from*r.bs
-		syscall.Fallocate(int(r.f.Fd()), 0x1|0x2 /* KEEP_SIZE | PUNCH_HOLE */, int64(off), int64((r.n-from)*r.bs))
+	if give-take == r.grown() && r.err == nil && !r.over { // every block free: zero, copied out
+		r.punch(kprt.TraceHeaderSize, r.n0*r.bs)
+		for k := range r.ext {
+			if at := atomic.LoadUint64(r.u64(r.extOff + uint64(k)*8)); at != 0 {
+				r.punch(at, r.e*r.bs)
+			}
+		}
 	}
 	return r.close()
+}
+
+// punch gives the file's blocks in [off, off+n) back to the file system (they read as
+// zeros).
+func (r *Recorder) punch(off, n uint64) {
+	syscall.Fallocate(int(r.f.Fd()), 0x1|0x2 /* KEEP_SIZE | PUNCH_HOLE */, int64(off), int64(n))
 }
 
 func (r *Recorder) close() error {
@@ -1178,6 +1228,12 @@ func (r *Recorder) close() error {
 		r.stats.Grown = (r.grown() - r.n0) * r.bs
 		syscall.Munmap(r.m)
 		r.m = nil
+		for k, m := range r.ext {
+			if m != nil {
+				syscall.Munmap(m)
+				r.ext[k] = nil
+			}
+		}
 	}
 	return r.f.Close()
 }

@@ -47,7 +47,7 @@ func decodeTraceHeader(b []byte, h *kprt.RawTraceHeader) {
 	h.RunPID, h.RunPad, h.RunStart = c.u32(), c.u32(), c.u64()
 	h.Overwritten = c.u64()
 	h.LiveDone, h.LivePad = c.u32(), c.u32()
-	h.Clock, h.ClockPad, h.Counter = c.u32(), c.u32(), c.u64()
+	h.Clock, h.RingExtBlocks, h.Counter = c.u32(), c.u32(), c.u64()
 	h.Spilled, h.RingGrown = c.u64(), c.u64()
 }
 

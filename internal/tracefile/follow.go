@@ -291,14 +291,9 @@ func (f *Follower) pollRing(s *Stream) {
 // is linked before the block is given back, so the next poll has read it).
 func (f *Follower) pollBlocks(s *Stream) {
 	h := &s.Header
-	n, bs := uint64(h.RingBlocks), h.RingBS
-	if bs < 2*granule || n > h.DataSize/bs {
-		return
-	}
-	n = ringInUse(h, n)
-	held := make(map[uint32]bool, n)
-	for i := uint64(0); i < n; i++ {
-		off := uint64(kprt.TraceHeaderSize) + i*bs
+	bs := h.RingBS
+	held := make(map[uint32]bool, h.RingBlocks)
+	for off := range ringBlocks(s.data, h) {
 		var blk kprt.RawBlock
 		if !decodeBlock(s.data, off, off+bs, &blk) {
 			continue

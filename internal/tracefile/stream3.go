@@ -2,6 +2,7 @@ package tracefile
 
 import (
 	"encoding/binary"
+	"iter"
 	"slices"
 
 	kprt "github.com/kprewrite/kprewrite/runtime"
@@ -208,13 +209,8 @@ func (s *Stream) index3() {
 		return
 	}
 	drained := s.indexChunks()
-	n, bs := uint64(h.RingBlocks), h.RingBS
-	if bs < 2*granule || n > h.DataSize/bs {
-		return
-	}
-	n = ringInUse(h, n)
-	for i := uint64(0); i < n; i++ {
-		off := base + i*bs
+	bs := h.RingBS
+	for off := range ringBlocks(s.data, h) {
 		var blk kprt.RawBlock
 		if !decodeBlock(s.data, off, off+bs, &blk) {
 			continue
@@ -226,14 +222,43 @@ func (s *Stream) index3() {
 	}
 }
 
-// ringInUse is how many of a ring's n blocks can hold records: those the ring grew to
-// (the header's RingGrown; 0 in older files and rings that do not grow, n then), so a
-// reader does not look at the header of each block the ring could have grown into.
-func ringInUse(h *kprt.RawTraceHeader, n uint64) uint64 {
-	if g := h.RingGrown; g > 0 && g < n {
-		return g
+// ringBlocks yields the file offsets of the ring's blocks that can hold records (in
+// data, the file): the blocks of the file's ring, then those it grew by (up to the
+// header's RingGrown, in the extents appended to the file, RingExtOff's table; in older
+// files, in the file's ring), never the header of a block it could have grown into.
+func ringBlocks(data []byte, h *kprt.RawTraceHeader) iter.Seq[uint64] {
+	n, bs := uint64(h.RingBlocks), h.RingBS
+	n0, e, size, table := n, uint64(h.RingExtBlocks), uint64(len(data)), h.RingExtOff()
+	if e != 0 {
+		n0 = h.DataSize / bs
 	}
-	return n
+	if g := h.RingGrown; g > 0 && g < n {
+		n = g
+	}
+	return func(yield func(uint64) bool) {
+		if bs < 2*granule || n0 > h.DataSize/bs {
+			return
+		}
+		for i := uint64(0); i < min(n, n0); i++ {
+			if !yield(kprt.TraceHeaderSize + i*bs) {
+				return
+			}
+		}
+		for i := n0; i < n; i++ {
+			t := table + (i-n0)/e*8
+			if t < table || size < 8 || t > size-8 {
+				return
+			}
+			ext := binary.LittleEndian.Uint64(data[t:])
+			at := ext + (i-n0)%e*bs
+			if ext == 0 || at < ext || size < bs || at > size-bs {
+				continue // not appended (or corrupt)
+			}
+			if !yield(at) {
+				return
+			}
+		}
+	}
 }
 
 // maxChunks bounds the chunks a reader follows (a loop in a corrupt file ends).

@@ -854,7 +854,13 @@ struct kprw_trace_hdr {
 	kprw_u32 clock;          /* KPRW_CLOCK_*: what record times are (0 in older files:
 	                            tsc); set by the file's first image while no record is
 	                            written, adopted by every later one (src/rt_tracefile.c) */
-	kprw_u32 clock_pad;
+	kprw_u32 ring_ext_blocks; /* non-zero: the blocks the ring grows by are not in the
+	                            file's ring (data_size holds its first data_size /
+	                            ring_bs) but appended to the file in extents of
+	                            ring_ext_blocks blocks by the writer that first needs
+	                            one (src/rt_ring.c), extent k at the file offset
+	                            ext[k] (0: not yet) of the u64 ext[] after the queue.
+	                            0: every block is in the file's ring */
 	kprw_u64 counter;        /* atomic: KPRW_CLOCK_COUNTER's last value (records' times are
 	                            1, 2, ...: one increasing count over every writer) */
 	kprw_u64 spilled;        /* the recorder's: records of ring blocks it gave back once

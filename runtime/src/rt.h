@@ -324,6 +324,17 @@ struct kprw_rt {
 	                      kprw_tables_check() checks them before they are read */
 	u32 has;           /* KPRW_HAS_*: what the tables hold, from validate() (start-up passes
 	                      over 10,000s of probes are skipped when they have nothing to do) */
+	/* a ring that grows by extents appended to the file (kprw_trace_hdr.ring_ext_blocks;
+	 * rt_ring.c): block b from ring_n0 on is at trace_data + ring_g0 + (b - ring_n0) *
+	 * trace_block, in extent (b - ring_n0) / ring_ext_blocks, which this process maps at
+	 * ring_grow_va + k * the extent's bytes once it needs it (a bit of ring_ext_mapped) */
+	u32 ring_n0;       /* the blocks in the file's ring (all of them: ring_nblocks) */
+	u32 ring_ext_blocks;
+	u64 ring_g0;
+	u64 *ring_ext;     /* the header's ext[]; NULL: the ring does not grow by extents */
+	u64 *ring_ext_mapped;
+	u8 *ring_grow_va;
+	unsigned long trace_dev, trace_ino; /* the file mapped: an extent is mapped from it only */
 };
 #define KPRW_HAS_USER 0x1      /* KPRW_F_USER probes (C handlers) */
 #define KPRW_HAS_KRET 0x2      /* KPRW_T_KRETPROBE probes */

@@ -25,19 +25,54 @@ static void blk_init(u64 off, u64 n, u32 seq, const struct who *w)
 	atomic_store(&b->magic, KPRW_BLK_MAGIC);
 }
 
+/* blk_off is ring block blk's offset from trace_data: in the file's ring, or in the
+ * room for the extents the ring grows by (rt_tracefile.c's ring_reserve) */
+static u64 blk_off(u64 blk)
+{
+	u64 n0 = kprw_rt.ring_n0;
+	return blk < n0 ? blk * kprw_rt.trace_block : kprw_rt.ring_g0 + (blk - n0) * kprw_rt.trace_block;
+}
+
+/* ring_extend appends extent k (rt_tracefile.c), but not within EXTEND_RETRY of a
+ * failure (a full disk: every record would pay for the system calls that find it full) */
+#define EXTEND_RETRY 10000000ull /* ns */
+static u64 extend_failed; /* when it last failed (kprw_now_ns) */
+static int ring_extend(u64 k)
+{
+	u64 then = __atomic_load_n(&extend_failed, __ATOMIC_RELAXED);
+	if (then && kprw_now_ns() - then < EXTEND_RETRY)
+		return -1;
+	int r = kprw_ring_extend(k);
+	if (r < 0)
+		__atomic_store_n(&extend_failed, kprw_now_ns(), __ATOMIC_RELAXED);
+	return r;
+}
+
 /* ring_block is ring block blk's offset, its pages made present and writable in this
  * process at its first take: a ring block is reused, so after this no record pays for a
- * page. A block the ring grows by (grown) has no disk blocks reserved for it (the
- * recorder reserves the ring it starts with only: a reserve taken at the start would be
- * taken from the trace's own room on the disk): its populate allocates them, and where
- * it fails (a full disk, where the write's page fault would be a SIGBUS; a kernel
- * without MADV_POPULATE_WRITE) it is ~0, and the ring does not grow into it. */
+ * page. A block the ring grows by (grown) has no disk blocks reserved for it until its
+ * extent is appended to the file (the recorder reserves the ring it starts with only: a
+ * reserve taken at the start would be taken from the trace's own room on the disk); its
+ * populate makes its pages, and where that or the extent fails (a full disk, where the
+ * write's page fault would be a SIGBUS; a kernel without MADV_POPULATE_WRITE) it is ~0,
+ * and the ring does not grow into it. A grown block another writer gave back is mapped
+ * here first, once per extent. */
 static u64 ring_block(u64 blk, int grown)
 {
-	u64 off = blk * kprw_rt.trace_block;
+	u64 off = blk_off(blk);
 	u64 *bits = kprw_rt.ring_mapped, bit = 1ull << (blk % 64);
 	if (bits && (__atomic_load_n(&bits[blk / 64], __ATOMIC_RELAXED) & bit))
 		return off;
+	if (blk >= kprw_rt.ring_n0) {
+		if (!kprw_rt.ring_ext)
+			return ~0ull;
+		u64 k = (blk - kprw_rt.ring_n0) / kprw_rt.ring_ext_blocks;
+		int r = kprw_ring_map(k); /* (mapped already: 0) */
+		if (r < 0 && grown)
+			r = ring_extend(k);
+		if (r < 0)
+			return ~0ull;
+	}
 	long r = sys3(SYS_madvise, (long)(kprw_rt.trace_data + off), (long)kprw_rt.trace_block, MADV_POPULATE_WRITE);
 	if (grown && r < 0)
 		return ~0ull;

@@ -23,6 +23,9 @@ void kprw_ahead(u64 end);
 int kprw_ahead_owned(void);
 extern u32 kprw_ahead_tid; /* its thread, which runs no code of the program's */
 int kprw_trace_fault(uptr addr);
+/* rt_tracefile.c: extent k of a ring that grows by extents, appended and mapped, or mapped */
+int kprw_ring_extend(u64 k);
+int kprw_ring_map(u64 k);
 /* kprw_trace_hit writes probe pi's record; 1 when the record is the hit (written, into
  * a file where this image has its counters: the caller does not count it), else 0 (the
  * caller counts the hit) */

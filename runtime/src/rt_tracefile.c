@@ -525,16 +525,183 @@ static u64 big_block(u64 size)
 }
 
 /* ring_ok checks a ring file's geometry (kprewrite record made it): blocks of a power of
- * two bytes, at least two granules, filling the record area, the queue inside the
- * file's first mapping */
+ * two bytes, at least two granules, filling the record area (or, in a ring that grows by
+ * extents, its first data_size / ring_bs, the extents' table inside the file's first
+ * mapping), the queue inside the file's first mapping */
 static int ring_ok(const struct kprw_trace_hdr *h, u64 total)
 {
 	u64 n = h->ring_nblocks, bs = h->ring_bs;
 	if (!n)
 		return 1;
-	return bs >= 2 * GRANULE && bs <= (1ull << 30) && !(bs & (bs - 1)) && n * bs == h->data_size &&
-	       !(h->ring_queue_off & 7) && h->ring_queue_off >= sizeof *h && h->ring_queue_off <= total &&
-	       n * 8 <= total - h->ring_queue_off;
+	if (!(bs >= 2 * GRANULE && bs <= (1ull << 30) && !(bs & (bs - 1)) && !(h->ring_queue_off & 7) &&
+	      h->ring_queue_off >= sizeof *h && h->ring_queue_off <= total && n * 8 <= total - h->ring_queue_off))
+		return 0;
+	u64 n0 = h->data_size / bs, e = h->ring_ext_blocks, ext = h->ring_queue_off + n * 8;
+	if (!e)
+		return n * bs == h->data_size;
+	return h->data_size % bs == 0 && n0 && n0 < n && e * bs <= (1ull << 30) &&
+	       !(h->ring_flags & KPRW_RING_OVERWRITE) && (n - n0 + e - 1) / e * 8 <= total - ext;
+}
+
+/* ---- a ring that grows by extents (kprw_trace_hdr.ring_ext_blocks) ----
+ *
+ * The blocks a ring grows by are not in the file's ring: a file that held them all from
+ * the start would be as large as the ring could grow (hundreds of MB for a trace of a few
+ * records, holes that copies without hole support pay for). The writer that first needs
+ * an extent appends it to the file, as the recorder appends its chunks, and each process
+ * maps an extent where ring_reserve left room after the file's mapping, so a block's
+ * offset from trace_data stays what a thread's block word holds (rt_ring.c). */
+#define RING_ALIGN (2ull << 20) /* extents and their room start on 2 MiB pages */
+static void huge_pages(u8 *map, u64 len);
+
+static u64 ring_ext_bytes(void) { return (u64)kprw_rt.ring_ext_blocks * kprw_rt.trace_block; }
+
+/* ring_reserve moves the file's mapping (total bytes at map, h's) to the start
+ * of a reservation with room after it for every extent the ring may grow by, and sets
+ * ring_g0. Returns the new mapping, or map when there is no room (this process does not
+ * map extents: a grown block it takes is lost, counted). */
+static u8 *ring_reserve(long fd, u8 *map, u64 total, const struct kprw_trace_hdr *h)
+{
+	u64 bs = h->ring_bs, n0 = h->data_size / bs, e = h->ring_ext_blocks;
+	u64 room = (h->ring_nblocks - n0 + e - 1) / e * e * bs;
+	u64 mlen = (total + RING_ALIGN - 1) & ~(RING_ALIGN - 1), g0 = mlen - h->data_off;
+	if (g0 + room > REC_AREA_MAX)
+		return map;
+	u64 len = RING_ALIGN + mlen + room;
+	long r = sys6(SYS_mmap, 0, (long)len, 0 /* PROT_NONE */, 0x4022 /* PRIVATE|ANONYMOUS|NORESERVE */, -1, 0);
+	if (r < 0 && r > -4096)
+		return map;
+	u64 a = ((u64)r + RING_ALIGN - 1) & ~(RING_ALIGN - 1);
+	long m = sys6(SYS_mmap, (long)a, (long)total, 3, 0x11 /* SHARED|FIXED */, fd, 0);
+	if (m != (long)a) {
+		sys2(SYS_munmap, r, (long)len);
+		return map;
+	}
+	if (a > (u64)r) /* (the reservation's unaligned head) */
+		sys2(SYS_munmap, r, (long)(a - (u64)r));
+	sys2(SYS_munmap, (long)map, (long)total);
+	for (u32 k = 0; k < kprw_rt.ntrace_maps; k++)
+		if (kprw_rt.trace_maps[k].addr == (uptr)map)
+			kprw_rt.trace_maps[k].addr = a;
+	kprw_rt.ring_grow_va = (u8 *)(a + mlen);
+	kprw_rt.ring_g0 = g0; /* (h is gone with map) */
+	map_add((long)kprw_rt.ring_grow_va, room); /* (a fault there: the file shrank) */
+	return (u8 *)a;
+}
+
+/* ring_fd opens the trace file again, checked to be the file this process mapped: -1
+ * when it is not (removed, replaced) */
+static long ring_fd(void)
+{
+	const char *path = kprw_rt.trace_path;
+	long fd = path ? sys3(SYS_open, (long)path, O_RDWR | O_CLOEXEC, 0) : -1;
+	if (fd < 0)
+		return -1;
+	struct k_stat st;
+	kprw_memset(&st, 0, sizeof st);
+	if (sys2(SYS_fstat, fd, (long)&st) < 0 || st.st_dev != kprw_rt.trace_dev || st.st_ino != kprw_rt.trace_ino) {
+		sys1(SYS_close, fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* ext_mmap maps extent k, at file offset at, where ring_reserve left its room */
+static int ext_mmap(u64 k, u64 at, long fd)
+{
+	u64 len = ring_ext_bytes();
+	u8 *va = kprw_rt.ring_grow_va + k * len;
+	if (__atomic_load_n(&kprw_rt.trace_detached, __ATOMIC_ACQUIRE))
+		return -1;
+	long r = sys6(SYS_mmap, (long)va, (long)len, 3, 0x11 /* SHARED|FIXED */, fd, (long)at);
+	if (r != (long)va)
+		return -1;
+	huge_pages(va, len);
+	__atomic_fetch_or(&kprw_rt.ring_ext_mapped[k / 64], 1ull << (k % 64), __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* kprw_ring_map maps extent k in this process (another writer appended it). 0, or -1. */
+int kprw_ring_map(u64 k)
+{
+	if (__atomic_load_n(&kprw_rt.ring_ext_mapped[k / 64], __ATOMIC_ACQUIRE) & (1ull << (k % 64)))
+		return 0;
+	u64 at = __atomic_load_n(&kprw_rt.ring_ext[k], __ATOMIC_ACQUIRE);
+	long fd = at ? ring_fd() : -1;
+	if (fd < 0)
+		return -1;
+	int r = ext_mmap(k, at, fd);
+	sys1(SYS_close, fd);
+	return r;
+}
+
+/* lock_append takes the file lock appends take, without waiting for ever: the holder may
+ * be this thread, interrupted by the signal whose handler asks (a recorder's chunk write
+ * holds it for milliseconds). 0, or -1 after ~100 ms. */
+static int lock_append(long fd)
+{
+	for (int tries = 0; tries < 2000; tries++) {
+		long r = sys2(SYS_flock, fd, LOCK_EX | 4 /* LOCK_NB */);
+		if (r == 0)
+			return 0;
+		if (r != -11 /* EWOULDBLOCK */)
+			return -1;
+		struct k_timespec ts = {0, 50000};
+		sys2(35 /* SYS_nanosleep */, (long)&ts, 0);
+	}
+	return -1;
+}
+
+/* kprw_ring_extend appends extent k to the file (unless another writer did: then it only
+ * maps it), its blocks reserved on the disk, and maps it. 0, or -1: a full disk, the file
+ * size limit, a file removed or replaced (the record is lost, counted). */
+int kprw_ring_extend(u64 k)
+{
+	long fd = ring_fd();
+	if (fd < 0)
+		return -1;
+	u64 len = ring_ext_bytes(), at = 0;
+	if (lock_append(fd) == 0) {
+		at = __atomic_load_n(&kprw_rt.ring_ext[k], __ATOMIC_ACQUIRE);
+		struct k_stat st;
+		kprw_memset(&st, 0, sizeof st);
+		if (!at && sys2(SYS_fstat, fd, (long)&st) >= 0) {
+			u64 size = (u64)st.st_size, end;
+			at = (size + RING_ALIGN - 1) & ~(RING_ALIGN - 1);
+			end = at + len;
+			if (!grow_ok(end) || sys2(SYS_ftruncate, fd, (long)end) < 0)
+				at = 0;
+			else if (reserve_blocks(fd, at, len) < 0) {
+				sys2(SYS_ftruncate, fd, (long)size);
+				at = 0;
+			} else {
+				__atomic_store_n(&kprw_rt.ring_ext[k], at, __ATOMIC_RELEASE);
+			}
+		}
+		sys2(SYS_flock, fd, LOCK_UN);
+	}
+	int r = -1;
+	if (__atomic_load_n(&kprw_rt.ring_ext_mapped[k / 64], __ATOMIC_ACQUIRE) & (1ull << (k % 64)))
+		r = 0; /* (another thread of this process appended it) */
+	else if (at)
+		r = ext_mmap(k, at, fd);
+	sys1(SYS_close, fd);
+	return r;
+}
+
+/* ring_extents sets this process up for a ring that grows by extents (ring_reserve made
+ * room for them) */
+static void ring_extents(const struct kprw_trace_hdr *h, u8 *map, const struct k_stat *st)
+{
+	u64 e = h->ring_ext_blocks, next = (h->ring_nblocks - kprw_rt.ring_n0 + e - 1) / e;
+	kprw_rt.ring_ext_mapped = kprw_mmap_anon((next + 63) / 64 * 8);
+	if (!kprw_rt.ring_ext_mapped)
+		return;
+	kprw_rt.ring_ext_blocks = (u32)e;
+	kprw_rt.trace_dev = st->st_dev;
+	kprw_rt.trace_ino = st->st_ino;
+	kprw_rt.trace_data_size = kprw_rt.ring_g0 + next * e * h->ring_bs;
+	__atomic_store_n(&kprw_rt.ring_ext, (u64 *)(map + h->ring_queue_off) + h->ring_nblocks, __ATOMIC_RELEASE);
 }
 
 /* ---- the run: which process starts a new trace, which joins the one there ----
@@ -974,6 +1141,10 @@ static void open_file(const char *path, u64 size, int flags, int records)
 		unmap_trace(map, total);
 		goto out;
 	}
+	if (h->ring_nblocks && h->ring_ext_blocks) { /* before anything keeps a pointer into map */
+		map = ring_reserve(fd, map, total, h);
+		h = (struct kprw_trace_hdr *)map;
+	}
 	if (lead)
 		lead_run(h, path, flags, st.st_size != 0);
 	register_image(h, fd, total);
@@ -1001,6 +1172,9 @@ static void open_file(const char *path, u64 size, int flags, int records)
 		kprw_rt.trace_block = h->ring_bs;
 		kprw_rt.ring_mapped = kprw_mmap_anon(((u64)h->ring_nblocks + 63) / 64 * 8);
 		kprw_rt.populate = 0;
+		kprw_rt.ring_n0 = (u32)(h->data_size / h->ring_bs);
+		if (h->ring_ext_blocks && kprw_rt.ring_grow_va)
+			ring_extents(h, map, &st);
 	} else if (records) {
 		ready_from(atomic_load(&h->head), flags & KPRW_OPEN_PREFAULT);
 		if (kprw_rt.populate && !(flags & KPRW_OPEN_PREFAULT))

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -50,5 +52,29 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 	if code := Main(nil, &o, &e); code != ExitUsage {
 		t.Errorf("no args: exit %d", code)
+	}
+}
+
+// TestRewritten: record's error for a program that wrote nothing tells a rewritten
+// program (kprewrite's sections) from another one: a binary with a .kprewrite.text
+// section is one, /bin/sh and a missing program are not.
+func TestRewritten(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc")
+	}
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "r.c"), filepath.Join(dir, "r")
+	os.WriteFile(src, []byte(`__attribute__((section(".kprewrite.text"), used)) static void f(void) {}
+int main(void) { return 0; }
+`), 0o644)
+	if out, err := exec.Command(gcc, "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v %s", err, out)
+	}
+	if !rewritten(bin) {
+		t.Errorf("%s: not taken for a rewritten program", bin)
+	}
+	if rewritten("sh") || rewritten(filepath.Join(dir, "none")) {
+		t.Errorf("sh or a missing program taken for a rewritten program")
 	}
 }

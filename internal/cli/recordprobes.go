@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"debug/elf"
 	"errors"
 	"flag"
 	"fmt"
@@ -129,6 +130,9 @@ func noProbes(rec *recorder.Recorder, opt *recordOptions, werr error, stderr io.
 	rec.Discard()
 	rec.Finish()
 	err := fmt.Errorf("%s: no probes: it is no rewritten program and ran none, so nothing was recorded and %s is not written (give probes: -e DEF, -f DEFFILE, --calls GLOB or --handlers FILE.c)", opt.argv[0], opt.out)
+	if rewritten(opt.argv[0]) {
+		err = fmt.Errorf("%s: a rewritten program, but no runtime joined the trace, so nothing was recorded and %s is not written (a rewrite by another kprewrite version, whose trace files differ, does not: rewrite it again, or give the probes and record rewrites it)", opt.argv[0], opt.out)
+	}
 	var ee *exec.ExitError
 	if errors.As(werr, &ee) {
 		fmt.Fprintf(stderr, "kprewrite record: %v\n", err)
@@ -138,6 +142,21 @@ func noProbes(rec *recorder.Recorder, opt *recordOptions, werr error, stderr io.
 		return exitStatus(ee.ExitCode())
 	}
 	return err
+}
+
+// rewritten says whether the program exec finds as name is a rewritten binary (it has
+// kprewrite's sections).
+func rewritten(name string) bool {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return false
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return f.Section(".kprewrite.text") != nil
 }
 
 // traceArg is the trace FILE of a command that reads one, from its positional

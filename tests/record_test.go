@@ -22,7 +22,8 @@ import (
 )
 
 // recordSrc calls work(t, i) n times in each of THREADS threads (none: the main
-// thread), then exits 7; with a fourth argument it aborts after its calls instead.
+// thread), then exits 7; with a fourth argument it aborts after its calls instead, or,
+// with "env", writes over its environment's strings first (as setproctitle does).
 const recordSrc = `
 #include <pthread.h>
 #include <stdio.h>
@@ -35,8 +36,13 @@ static void *run(void *arg) {
 		s += work(t, i);
 	return (void *)s;
 }
+extern char **environ;
 int main(int argc, char **argv) {
 	n = atol(argv[1]);
+	int env = argc > 3 && argv[3][0] == 'e';
+	for (char **e = environ; env && *e; e++)
+		for (char *p = *e; *p; p++)
+			*p = 'x';
 	int threads = atoi(argv[2]);
 	if (threads == 0) {
 		run(0);
@@ -49,7 +55,7 @@ int main(int argc, char **argv) {
 	}
 	printf("done %ld\n", n);
 	fflush(stdout);
-	if (argc > 3)
+	if (argc > 3 && !env)
 		abort();
 	return 7;
 }
@@ -292,6 +298,25 @@ func ringGrown(t *testing.T, file string) uint64 {
 	return h.RingGrown
 }
 
+// TestRecordRingGrowsEnvGone: a program that writes over its environment (setproctitle:
+// nginx, postgres), where KPREWRITE_TRACE's value was, still grows its ring: the
+// runtime appends extents to the file by the path it copied when it opened the file. A
+// static program: its runtime starts from the entry point and reads the environment
+// where the kernel put it (a dynamic one's reads a copy of /proc/self/environ).
+func TestRecordRingGrowsEnvGone(t *testing.T) {
+	testprog.Need(t, "gcc")
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libc.a"); err != nil {
+		t.Skip("no static libc (libc6-dev's libc.a)")
+	}
+	bin := testprog.Build(t, recordSrc, "c", "-O2", "-pthread", "-static")
+	prog := filepath.Join(t.TempDir(), "static.kp")
+	rewriteWith(t, bin, prog, []string{recordDef})
+	st := drainStoppedProg(t, prog, 50000, 4, 16<<20, "env")
+	if st.Lost != 0 || st.Grown < 5<<20 {
+		t.Errorf("%d lost, the ring grew by %d bytes: want none lost, 5 MiB or more grown", st.Lost, st.Grown)
+	}
+}
+
 // TestRecordRingFull: four threads outrun a recorder whose ring (256 KiB of 8 KiB
 // blocks) may grow to 512 KiB only, while it drains: records may be lost, counted, and
 // every other one is in the file once; no block is handed to two writers (a queue
@@ -338,13 +363,19 @@ func TestRecordRingFull(t *testing.T) {
 func drainStopped(t *testing.T, n, threads int, max uint64) recorder.Stats {
 	t.Helper()
 	testprog.Need(t, "gcc")
-	prog := recordProg(t)
+	return drainStoppedProg(t, recordProg(t), n, threads, max)
+}
+
+// drainStoppedProg is drainStopped of prog, a rewrite of recordSrc, given extra arguments.
+func drainStoppedProg(t *testing.T, prog string, n, threads int, max uint64, extra ...string) recorder.Stats {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "s.trace")
 	rec, err := recorder.Create(file, recorder.Options{BufferSize: 1 << 20, BlockSize: 8 << 10, RingMax: max})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{strconv.Itoa(n), strconv.Itoa(threads)}, Env: []string{"KPREWRITE_TRACE=" + file}})
+	args := append([]string{strconv.Itoa(n), strconv.Itoa(threads)}, extra...)
+	r := testprog.Run(t, testprog.Cmd{Path: prog, Args: args, Env: []string{"KPREWRITE_TRACE=" + file}})
 	if r.Exit != 7 || r.Stdout != fmt.Sprintf("done %d\n", n) {
 		t.Fatalf("program under a stopped recorder: %s", r)
 	}

@@ -1106,34 +1106,24 @@ func (r *Recorder) spill(pieces []piece) {
 }
 
 // appendChunk writes the chunk in buf (w bytes, np pieces after room for the chunk
-// header, mark its spilled mark) at the end of the file, under the file lock the
-// runtimes take to append, and links it. With O_DIRECT the chunk starts on a page and
+// header, mark its spilled mark) at the end of the file and links it. Its room is taken
+// under the file lock the runtimes take to append (the file's size moved past it), and
+// written after: a writer that appends an extent to a growing ring waits for the lock,
+// and a chunk's write takes milliseconds. With O_DIRECT the chunk starts on a page and
 // is padded to whole pages. A chunk of no pieces writes nothing.
 func (r *Recorder) appendChunk(buf []byte, w uint64, np, mark uint32) (uint64, error) {
 	if np == 0 {
 		return 0, nil
 	}
-	fd := int(r.f.Fd())
-	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
-		return 0, fmt.Errorf("lock trace file: %w", err)
-	}
-	defer syscall.Flock(fd, syscall.LOCK_UN)
-	st, err := r.f.Stat()
-	if err != nil {
-		return 0, fmt.Errorf("trace file: %w", err)
-	}
 	out, align := r.f, uint64(8)
 	if r.direct != nil {
 		out, align = r.direct, 4096
 	}
-	off := (uint64(st.Size()) + align - 1) &^ (align - 1)
 	size := (w + align - 1) &^ (align - 1)
 	clear(buf[w:size])
-	if off+size > r.prealloc {
-		// blocks reserved ahead of the chunks (the size unchanged): a write that extends
-		// the file would allocate them, and wait for the journal, every time
-		r.prealloc = off + preallocAhead
-		syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(off), preallocAhead)
+	off, was, err := r.room(size, align)
+	if err != nil {
+		return 0, err
 	}
 	prev := atomic.LoadUint64(r.u64(uint64(offChunkLast)))
 	copy(buf, kprt.ChunkMagic)
@@ -1149,11 +1139,50 @@ func (r *Recorder) appendChunk(buf []byte, w uint64, np, mark uint32) (uint64, e
 		_, err = r.f.WriteAt(buf[:size], int64(off))
 	}
 	if err != nil {
-		r.f.Truncate(st.Size()) // no half chunk
+		r.unroom(off+size, was) // no half chunk
 		return 0, fmt.Errorf("write trace file: %w", err)
 	}
 	atomic.StoreUint64(r.u64(uint64(offChunkLast)), off)
 	return off, nil
+}
+
+// room takes size bytes at the end of the file, aligned to align, under the file lock:
+// their offset, and the file's size before.
+func (r *Recorder) room(size, align uint64) (off, was uint64, err error) {
+	fd := int(r.f.Fd())
+	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
+		return 0, 0, fmt.Errorf("lock trace file: %w", err)
+	}
+	defer syscall.Flock(fd, syscall.LOCK_UN)
+	st, err := r.f.Stat()
+	if err != nil {
+		return 0, 0, fmt.Errorf("trace file: %w", err)
+	}
+	was = uint64(st.Size())
+	off = (was + align - 1) &^ (align - 1)
+	if off+size > r.prealloc {
+		// blocks reserved ahead of the chunks (the size unchanged): a write that extends
+		// the file would allocate them, and wait for the journal, every time
+		r.prealloc = off + preallocAhead
+		syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(off), preallocAhead)
+	}
+	if err := r.f.Truncate(int64(off + size)); err != nil {
+		return 0, 0, fmt.Errorf("write trace file: %w", err)
+	}
+	return off, was, nil
+}
+
+// unroom gives back the room of a chunk that was not written (ending at end), unless
+// something was appended after it: the size before (was) again.
+func (r *Recorder) unroom(end, was uint64) {
+	fd := int(r.f.Fd())
+	if syscall.Flock(fd, syscall.LOCK_EX) != nil {
+		return
+	}
+	defer syscall.Flock(fd, syscall.LOCK_UN)
+	if st, err := r.f.Stat(); err == nil && uint64(st.Size()) == end {
+		r.f.Truncate(int64(was))
+	}
 }
 
 // give zeroes block i (writers rely on a zero block) and puts it in the queue.
@@ -1204,15 +1233,26 @@ func (r *Recorder) punch(off, n uint64) {
 	syscall.Fallocate(int(r.f.Fd()), 0x1|0x2 /* KEEP_SIZE | PUNCH_HOLE */, int64(off), int64(n))
 }
 
+// trimReserve gives back the blocks reserved past the file's end, under the file lock
+// (a writer appending an extent meanwhile would lose it to the size read before).
+func (r *Recorder) trimReserve() {
+	fd := int(r.f.Fd())
+	if syscall.Flock(fd, syscall.LOCK_EX) != nil {
+		return
+	}
+	defer syscall.Flock(fd, syscall.LOCK_UN)
+	if st, err := r.f.Stat(); err == nil {
+		r.f.Truncate(st.Size())
+	}
+}
+
 func (r *Recorder) close() error {
 	if r.jobs != nil {
 		r.collect(true)
 		close(r.jobs)
 		r.jobs = nil
 	}
-	if st, err := r.f.Stat(); err == nil {
-		r.f.Truncate(st.Size()) // gives back the blocks reserved past the end
-	}
+	r.trimReserve()
 	if r.direct != nil {
 		r.direct.Close()
 		r.direct = nil

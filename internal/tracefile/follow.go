@@ -292,7 +292,7 @@ func (f *Follower) pollRing(s *Stream) {
 func (f *Follower) pollBlocks(s *Stream) {
 	h := &s.Header
 	bs := h.RingBS
-	held := make(map[uint32]bool, h.RingBlocks)
+	held := make(map[uint32]bool)
 	for off := range ringBlocks(s.data, h) {
 		var blk kprt.RawBlock
 		if !decodeBlock(s.data, off, off+bs, &blk) {

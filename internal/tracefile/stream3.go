@@ -226,36 +226,49 @@ func (s *Stream) index3() {
 // data, the file): the blocks of the file's ring, then those it grew by (up to the
 // header's RingGrown, in the extents appended to the file, RingExtOff's table; in older
 // files, in the file's ring), never the header of a block it could have grown into.
+// A corrupt header or table yields fewer blocks, each inside the file.
 func ringBlocks(data []byte, h *kprt.RawTraceHeader) iter.Seq[uint64] {
-	n, bs := uint64(h.RingBlocks), h.RingBS
-	n0, e, size, table := n, uint64(h.RingExtBlocks), uint64(len(data)), h.RingExtOff()
-	if e != 0 {
-		n0 = h.DataSize / bs
-	}
-	if g := h.RingGrown; g > 0 && g < n {
-		n = g
-	}
 	return func(yield func(uint64) bool) {
-		if bs < 2*granule || n0 > h.DataSize/bs {
+		n, bs, e, size := uint64(h.RingBlocks), h.RingBS, uint64(h.RingExtBlocks), uint64(len(data))
+		if bs < 2*granule || bs > 1<<30 || h.DataSize > size {
 			return
+		}
+		n0 := n
+		if e != 0 {
+			n0 = h.DataSize / bs
+		}
+		if n0 > h.DataSize/bs {
+			return
+		}
+		if g := h.RingGrown; g > 0 && g < n {
+			n = g
 		}
 		for i := uint64(0); i < min(n, n0); i++ {
 			if !yield(kprt.TraceHeaderSize + i*bs) {
 				return
 			}
 		}
-		for i := n0; i < n; i++ {
-			t := table + (i-n0)/e*8
-			if t < table || size < 8 || t > size-8 {
-				return
-			}
-			ext := binary.LittleEndian.Uint64(data[t:])
-			at := ext + (i-n0)%e*bs
-			if ext == 0 || at < ext || size < bs || at > size-bs {
+		if n <= n0 || e*bs > 1<<30 {
+			return
+		}
+		// the extents' table inside the file, and the extents in it in the order they
+		// were appended, none over another: a corrupt table cannot make the walk longer
+		// than the file's blocks
+		table := h.RingExtOff()
+		if h.RingQueueOff > size || uint64(h.RingBlocks)*8 > size-h.RingQueueOff {
+			return
+		}
+		next, end := (n-n0+e-1)/e, uint64(0)
+		for k := uint64(0); k < next && table+k*8 <= size-8; k++ {
+			at := binary.LittleEndian.Uint64(data[table+k*8:])
+			if at == 0 || at < end || at > size || e*bs > size-at {
 				continue // not appended (or corrupt)
 			}
-			if !yield(at) {
-				return
+			end = at + e*bs
+			for j := uint64(0); j < e && n0+k*e+j < n; j++ {
+				if !yield(at + j*bs) {
+					return
+				}
 			}
 		}
 	}

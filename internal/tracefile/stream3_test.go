@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"os"
+	"slices"
 	"testing"
 
 	. "github.com/kprewrite/kprewrite/runtime"
@@ -174,6 +175,43 @@ func TestSpilledLost(t *testing.T) {
 		}
 		if tr.Lost != c.want {
 			t.Errorf("%s: lost %d, want %d", c.name, tr.Lost, c.want)
+		}
+	}
+}
+
+// TestRingBlocksExtents: the blocks of a ring grown by extents are found through the
+// table after the queue, in the extents appended (not one not appended yet), up to
+// RingGrown; a corrupt header or table yields fewer blocks, never a panic or a walk
+// longer than the file (a block size of 0 divided by zero; a queue offset that wraps
+// the table's walked 4 billion entries).
+func TestRingBlocksExtents(t *testing.T) {
+	const bs = 16 << 10
+	data := make([]byte, 1<<20)
+	h := RawTraceHeader{RingBlocks: 10, RingBS: bs, DataSize: 2 * bs, RingExtBlocks: 2, RingGrown: 7,
+		RingQueueOff: TraceHeaderSize + 2*bs}
+	table := h.RingExtOff()
+	binary.LittleEndian.PutUint64(data[table:], 256<<10)   // extent 0: blocks 2, 3
+	binary.LittleEndian.PutUint64(data[table+8:], 512<<10) // extent 1: blocks 4, 5
+	binary.LittleEndian.PutUint64(data[table+16:], 0)      // extent 2 (block 6): not appended
+	var got []uint64
+	for off := range ringBlocks(data, &h) {
+		got = append(got, off)
+	}
+	want := []uint64{TraceHeaderSize, TraceHeaderSize + bs, 256 << 10, 256<<10 + bs, 512 << 10, 512<<10 + bs}
+	if !slices.Equal(got, want) {
+		t.Errorf("blocks at %v, want %v", got, want)
+	}
+	for _, bad := range []RawTraceHeader{
+		{RingBlocks: 4, RingExtBlocks: 1, RingBS: 0},
+		{RingBlocks: 1<<32 - 1, RingBS: bs, DataSize: 2 * bs, RingExtBlocks: 1, RingQueueOff: 1<<64 - (1<<32-1)*8 + 8192},
+		{RingBlocks: 1<<32 - 1, RingBS: bs, DataSize: 2 * bs, RingExtBlocks: 1 << 31},
+	} {
+		n := 0
+		for range ringBlocks(data, &bad) {
+			n++
+		}
+		if n > len(data)/bs {
+			t.Errorf("%+v: %d blocks in a file of %d bytes", bad, n, len(data))
 		}
 	}
 }

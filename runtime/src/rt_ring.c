@@ -48,6 +48,15 @@ static int ring_extend(u64 k)
 	return r;
 }
 
+/* ring_extent_mapped makes sure the extent that holds grown block blk is mapped in this
+ * process (another writer appended it). 0, or -1. */
+static int ring_extent_mapped(u64 blk)
+{
+	if (!kprw_rt.ring_ext)
+		return -1;
+	return kprw_ring_map((blk - kprw_rt.ring_n0) / kprw_rt.ring_ext_blocks); /* (mapped already: 0) */
+}
+
 /* ring_block is ring block blk's offset, its pages made present and writable in this
  * process at its first take: a ring block is reused, so after this no record pays for a
  * page. A block the ring grows by (grown) has no disk blocks reserved for it until its
@@ -64,12 +73,9 @@ static u64 ring_block(u64 blk, int grown)
 	if (bits && (__atomic_load_n(&bits[blk / 64], __ATOMIC_RELAXED) & bit))
 		return off;
 	if (blk >= kprw_rt.ring_n0) {
-		if (!kprw_rt.ring_ext)
-			return ~0ull;
-		u64 k = (blk - kprw_rt.ring_n0) / kprw_rt.ring_ext_blocks;
-		int r = kprw_ring_map(k); /* (mapped already: 0) */
-		if (r < 0 && grown)
-			r = ring_extend(k);
+		int r = ring_extent_mapped(blk);
+		if (r < 0 && grown && kprw_rt.ring_ext)
+			r = ring_extend((blk - kprw_rt.ring_n0) / kprw_rt.ring_ext_blocks);
 		if (r < 0)
 			return ~0ull;
 	}
@@ -100,6 +106,8 @@ static u64 ring_grow(u32 *seq)
 {
 	struct kprw_trace_hdr *h = kprw_rt.trace;
 	u64 g = __atomic_load_n(&h->ring_grown, __ATOMIC_RELAXED);
+	if (ring_done(h)) /* (a program that outlives its recorder appends no extents) */
+		return ~0ull;
 	while (g && g < kprw_rt.ring_nblocks) {
 		u64 off = ring_block(g, 1);
 		if (off == ~0ull)
@@ -134,6 +142,10 @@ static u64 ring_take(u32 *seq)
 		u64 e = __atomic_load_n(&kprw_rt.ring_queue[t % n], __ATOMIC_ACQUIRE);
 		if ((e >> 32) != ((t / n) & 0xffffffffull))
 			return ring_grow(seq); /* its giver has not stored it yet */
+		/* a block of an extent this process has not mapped is mapped before the take
+		 * is claimed: a block claimed and not written would never be given back */
+		if ((u32)e >= kprw_rt.ring_n0 && (u32)e < n && ring_extent_mapped((u32)e) < 0)
+			return ~0ull;
 		if (__atomic_compare_exchange_n(&h->ring_take, &t, t + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
 			u32 blk = (u32)e;
 			if (blk >= n || ring_done(h))

@@ -589,12 +589,15 @@ static u8 *ring_reserve(long fd, u8 *map, u64 total, const struct kprw_trace_hdr
 	return (u8 *)a;
 }
 
+/* ring_path is the trace file's path, copied at open: KPREWRITE_TRACE's value is in the
+ * program's environment block, which a program may write over (setproctitle) */
+static char ring_path[4096];
+
 /* ring_fd opens the trace file again, checked to be the file this process mapped: -1
  * when it is not (removed, replaced) */
 static long ring_fd(void)
 {
-	const char *path = kprw_rt.trace_path;
-	long fd = path ? sys3(SYS_open, (long)path, O_RDWR | O_CLOEXEC, 0) : -1;
+	long fd = ring_path[0] ? sys3(SYS_open, (long)ring_path, O_RDWR | O_CLOEXEC, 0) : -1;
 	if (fd < 0)
 		return -1;
 	struct k_stat st;
@@ -616,6 +619,12 @@ static int ext_mmap(u64 k, u64 at, long fd)
 	long r = sys6(SYS_mmap, (long)va, (long)len, 3, 0x11 /* SHARED|FIXED */, fd, (long)at);
 	if (r != (long)va)
 		return -1;
+	if (__atomic_load_n(&kprw_rt.trace_detached, __ATOMIC_ACQUIRE)) {
+		/* the file shrank meanwhile (kprw_trace_fault made the mappings memory): this
+		 * one too, or a writer in it would fault for ever */
+		sys6(SYS_mmap, (long)va, (long)len, 3, 0x32 /* PRIVATE|ANONYMOUS|FIXED */, -1, 0);
+		return -1;
+	}
 	huge_pages(va, len);
 	__atomic_fetch_or(&kprw_rt.ring_ext_mapped[k / 64], 1ull << (k % 64), __ATOMIC_RELEASE);
 	return 0;
@@ -633,6 +642,15 @@ int kprw_ring_map(u64 k)
 	int r = ext_mmap(k, at, fd);
 	sys1(SYS_close, fd);
 	return r;
+}
+
+/* fsize_fits says whether the file may grow to end under RLIMIT_FSIZE as it is now (a
+ * program may have lowered it since the file was opened): past it, ftruncate raises
+ * SIGXFSZ, which kills a program that does not handle it */
+static int fsize_fits(u64 end)
+{
+	u64 lim[2] = {~0ull, ~0ull};
+	return sys2(SYS_getrlimit, K_RLIMIT_FSIZE, (long)lim) < 0 || end <= lim[0];
 }
 
 /* lock_append takes the file lock appends take, without waiting for ever: the holder may
@@ -665,11 +683,13 @@ int kprw_ring_extend(u64 k)
 		at = __atomic_load_n(&kprw_rt.ring_ext[k], __ATOMIC_ACQUIRE);
 		struct k_stat st;
 		kprw_memset(&st, 0, sizeof st);
-		if (!at && sys2(SYS_fstat, fd, (long)&st) >= 0) {
+		/* (not once the recorder has finished: its punch would miss the extent) */
+		int done = (__atomic_load_n(&kprw_rt.trace->ring_flags, __ATOMIC_ACQUIRE) & KPRW_RING_DONE) != 0;
+		if (!at && !done && sys2(SYS_fstat, fd, (long)&st) >= 0) {
 			u64 size = (u64)st.st_size, end;
 			at = (size + RING_ALIGN - 1) & ~(RING_ALIGN - 1);
 			end = at + len;
-			if (!grow_ok(end) || sys2(SYS_ftruncate, fd, (long)end) < 0)
+			if (!fsize_fits(end) || sys2(SYS_ftruncate, fd, (long)end) < 0)
 				at = 0;
 			else if (reserve_blocks(fd, at, len) < 0) {
 				sys2(SYS_ftruncate, fd, (long)size);
@@ -697,6 +717,12 @@ static void ring_extents(const struct kprw_trace_hdr *h, u8 *map, const struct k
 	kprw_rt.ring_ext_mapped = kprw_mmap_anon((next + 63) / 64 * 8);
 	if (!kprw_rt.ring_ext_mapped)
 		return;
+	u32 i = 0;
+	for (const char *p = kprw_rt.trace_path; p && *p && i < sizeof ring_path - 1; p++)
+		ring_path[i++] = *p;
+	if (kprw_rt.trace_path && kprw_rt.trace_path[i])
+		return; /* (a path longer than the copy: no extents) */
+	ring_path[i] = 0;
 	kprw_rt.ring_ext_blocks = (u32)e;
 	kprw_rt.trace_dev = st->st_dev;
 	kprw_rt.trace_ino = st->st_ino;

@@ -264,15 +264,7 @@ func TestRecordRingGrownReused(t *testing.T) {
 		rec.Drain(true, false)
 		grown = append(grown, ringGrown(t, file))
 	}
-	if err := rec.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	st := rec.Stats()
-	s, _, err := tracefile.OpenStream(file, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	st, s := finishOpen(t, rec, file)
 	if s.Count != 2*n*threads || s.Lost != 0 || s.Torn != 0 || st.Records != 2*n*threads {
 		t.Errorf("%d records in the file, %d lost, %d torn (recorder: %d copied); want %d, none lost", s.Count, s.Lost, s.Torn, st.Records, 2*n*threads)
 	}
@@ -281,6 +273,21 @@ func TestRecordRingGrownReused(t *testing.T) {
 	if n0 := uint64(1 << 20 / (8 << 10)); grown[0] <= n0 || grown[1]-n0 > (grown[0]-n0)*3/2 {
 		t.Errorf("blocks in use after each run: %d, want more than %d after the first, and not half as many again after the second", grown, n0)
 	}
+}
+
+// finishOpen finishes rec's recording into file and opens the trace (closed at the
+// test's end): the recorder's counts and the reader's.
+func finishOpen(t *testing.T, rec *recorder.Recorder, file string) (recorder.Stats, *tracefile.Stream) {
+	t.Helper()
+	if err := rec.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := tracefile.OpenStream(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return rec.Stats(), s
 }
 
 // ringGrown is the header's count of a ring's blocks in use.
@@ -380,15 +387,7 @@ func drainStoppedProg(t *testing.T, prog string, n, threads int, max uint64, ext
 		t.Fatalf("program under a stopped recorder: %s", r)
 	}
 	rec.Drain(true, false)
-	if err := rec.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	st := rec.Stats()
-	s, _, err := tracefile.OpenStream(file, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	st, s := finishOpen(t, rec, file)
 	if uint64(s.Count)+s.Lost != uint64(n*threads) || s.Torn != 0 || st.Records != uint64(s.Count) || st.Lost != s.Lost {
 		t.Errorf("%d records in the file + %d lost (recorder: %d copied, %d lost), %d torn; want %d in all",
 			s.Count, s.Lost, st.Records, st.Lost, s.Torn, n*threads)

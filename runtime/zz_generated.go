@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "f4d23bb0c3e86a346d79af1490f1823b5ec8092dfdb942e70cefc8ad0a28aa77"
+const ObjectSHA256 = "c8c087f1343a1737c97308f43a8bdd5905f42ada732a9095897bd9916253e8ee"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

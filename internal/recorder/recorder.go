@@ -776,9 +776,12 @@ func (r *Recorder) block(i uint64) []byte {
 	return r.ext[k][j*r.bs : (j+1)*r.bs : (j+1)*r.bs]
 }
 
+// extentAt is extent k's file offset, 0 until a writer has appended it.
+func (r *Recorder) extentAt(k uint64) uint64 { return atomic.LoadUint64(r.u64(r.extOff + k*8)) }
+
 // mapExtent maps extent k, if a writer has appended it.
 func (r *Recorder) mapExtent(k uint64) bool {
-	at := atomic.LoadUint64(r.u64(r.extOff + k*8))
+	at := r.extentAt(k)
 	if at == 0 {
 		return false
 	}
@@ -1146,43 +1149,49 @@ func (r *Recorder) appendChunk(buf []byte, w uint64, np, mark uint32) (uint64, e
 	return off, nil
 }
 
-// room takes size bytes at the end of the file, aligned to align, under the file lock:
-// their offset, and the file's size before.
-func (r *Recorder) room(size, align uint64) (off, was uint64, err error) {
+// atEnd runs fn with the file's size under the file lock the runtimes take to append
+// (their appends, and the recorder's, compute where they go from the size).
+func (r *Recorder) atEnd(fn func(size uint64) error) error {
 	fd := int(r.f.Fd())
 	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
-		return 0, 0, fmt.Errorf("lock trace file: %w", err)
+		return fmt.Errorf("lock trace file: %w", err)
 	}
 	defer syscall.Flock(fd, syscall.LOCK_UN)
 	st, err := r.f.Stat()
 	if err != nil {
-		return 0, 0, fmt.Errorf("trace file: %w", err)
+		return fmt.Errorf("trace file: %w", err)
 	}
-	was = uint64(st.Size())
-	off = (was + align - 1) &^ (align - 1)
-	if off+size > r.prealloc {
-		// blocks reserved ahead of the chunks (the size unchanged): a write that extends
-		// the file would allocate them, and wait for the journal, every time
-		r.prealloc = off + preallocAhead
-		syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(off), preallocAhead)
-	}
-	if err := r.f.Truncate(int64(off + size)); err != nil {
-		return 0, 0, fmt.Errorf("write trace file: %w", err)
-	}
-	return off, was, nil
+	return fn(uint64(st.Size()))
+}
+
+// room takes size bytes at the end of the file, aligned to align, under the file lock:
+// their offset, and the file's size before.
+func (r *Recorder) room(size, align uint64) (off, was uint64, err error) {
+	err = r.atEnd(func(end uint64) error {
+		was, off = end, (end+align-1)&^(align-1)
+		if off+size > r.prealloc {
+			// blocks reserved ahead of the chunks (the size unchanged): a write that
+			// extends the file would allocate them, and wait for the journal, every time
+			r.prealloc = off + preallocAhead
+			syscall.Fallocate(int(r.f.Fd()), 0x1 /* KEEP_SIZE */, int64(off), preallocAhead)
+		}
+		if err := r.f.Truncate(int64(off + size)); err != nil {
+			return fmt.Errorf("write trace file: %w", err)
+		}
+		return nil
+	})
+	return off, was, err
 }
 
 // unroom gives back the room of a chunk that was not written (ending at end), unless
 // something was appended after it: the size before (was) again.
 func (r *Recorder) unroom(end, was uint64) {
-	fd := int(r.f.Fd())
-	if syscall.Flock(fd, syscall.LOCK_EX) != nil {
-		return
-	}
-	defer syscall.Flock(fd, syscall.LOCK_UN)
-	if st, err := r.f.Stat(); err == nil && uint64(st.Size()) == end {
-		r.f.Truncate(int64(was))
-	}
+	r.atEnd(func(size uint64) error {
+		if size == end {
+			r.f.Truncate(int64(was))
+		}
+		return nil
+	})
 }
 
 // give zeroes block i (writers rely on a zero block) and puts it in the queue.
@@ -1219,7 +1228,7 @@ func (r *Recorder) Finish() error {
 	if give-take == r.grown() && r.err == nil && !r.over { // every block free: zero, copied out
 		r.punch(kprt.TraceHeaderSize, r.n0*r.bs)
 		for k := range r.ext {
-			if at := atomic.LoadUint64(r.u64(r.extOff + uint64(k)*8)); at != 0 {
+			if at := r.extentAt(uint64(k)); at != 0 {
 				r.punch(at, r.e*r.bs)
 			}
 		}
@@ -1236,14 +1245,7 @@ func (r *Recorder) punch(off, n uint64) {
 // trimReserve gives back the blocks reserved past the file's end, under the file lock
 // (a writer appending an extent meanwhile would lose it to the size read before).
 func (r *Recorder) trimReserve() {
-	fd := int(r.f.Fd())
-	if syscall.Flock(fd, syscall.LOCK_EX) != nil {
-		return
-	}
-	defer syscall.Flock(fd, syscall.LOCK_UN)
-	if st, err := r.f.Stat(); err == nil {
-		r.f.Truncate(st.Size())
-	}
+	r.atEnd(func(size uint64) error { return r.f.Truncate(int64(size)) })
 }
 
 func (r *Recorder) close() error {

@@ -48,13 +48,16 @@ static int ring_extend(u64 k)
 	return r;
 }
 
+/* ring_extent is the extent that holds grown block blk */
+static u64 ring_extent(u64 blk) { return (blk - kprw_rt.ring_n0) / kprw_rt.ring_ext_blocks; }
+
 /* ring_extent_mapped makes sure the extent that holds grown block blk is mapped in this
  * process (another writer appended it). 0, or -1. */
 static int ring_extent_mapped(u64 blk)
 {
 	if (!kprw_rt.ring_ext)
 		return -1;
-	return kprw_ring_map((blk - kprw_rt.ring_n0) / kprw_rt.ring_ext_blocks); /* (mapped already: 0) */
+	return kprw_ring_map(ring_extent(blk)); /* (mapped already: 0) */
 }
 
 /* ring_block is ring block blk's offset, its pages made present and writable in this
@@ -75,7 +78,7 @@ static u64 ring_block(u64 blk, int grown)
 	if (blk >= kprw_rt.ring_n0) {
 		int r = ring_extent_mapped(blk);
 		if (r < 0 && grown && kprw_rt.ring_ext)
-			r = ring_extend((blk - kprw_rt.ring_n0) / kprw_rt.ring_ext_blocks);
+			r = ring_extend(ring_extent(blk));
 		if (r < 0)
 			return ~0ull;
 	}

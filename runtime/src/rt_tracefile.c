@@ -630,10 +630,16 @@ static int ext_mmap(u64 k, u64 at, long fd)
 	return 0;
 }
 
+/* ext_is_mapped says whether this process has mapped extent k */
+static int ext_is_mapped(u64 k)
+{
+	return (__atomic_load_n(&kprw_rt.ring_ext_mapped[k / 64], __ATOMIC_ACQUIRE) & (1ull << (k % 64))) != 0;
+}
+
 /* kprw_ring_map maps extent k in this process (another writer appended it). 0, or -1. */
 int kprw_ring_map(u64 k)
 {
-	if (__atomic_load_n(&kprw_rt.ring_ext_mapped[k / 64], __ATOMIC_ACQUIRE) & (1ull << (k % 64)))
+	if (ext_is_mapped(k))
 		return 0;
 	u64 at = __atomic_load_n(&kprw_rt.ring_ext[k], __ATOMIC_ACQUIRE);
 	long fd = at ? ring_fd() : -1;
@@ -701,7 +707,7 @@ int kprw_ring_extend(u64 k)
 		sys2(SYS_flock, fd, LOCK_UN);
 	}
 	int r = -1;
-	if (__atomic_load_n(&kprw_rt.ring_ext_mapped[k / 64], __ATOMIC_ACQUIRE) & (1ull << (k % 64)))
+	if (ext_is_mapped(k))
 		r = 0; /* (another thread of this process appended it) */
 	else if (at)
 		r = ext_mmap(k, at, fd);
@@ -717,12 +723,10 @@ static void ring_extents(const struct kprw_trace_hdr *h, u8 *map, const struct k
 	kprw_rt.ring_ext_mapped = kprw_mmap_anon((next + 63) / 64 * 8);
 	if (!kprw_rt.ring_ext_mapped)
 		return;
-	u32 i = 0;
-	for (const char *p = kprw_rt.trace_path; p && *p && i < sizeof ring_path - 1; p++)
-		ring_path[i++] = *p;
-	if (kprw_rt.trace_path && kprw_rt.trace_path[i])
+	u64 plen = kprw_rt.trace_path ? kprw_strlen(kprw_rt.trace_path) : 0;
+	if (!plen || plen >= sizeof ring_path)
 		return; /* (a path longer than the copy: no extents) */
-	ring_path[i] = 0;
+	kprw_memcpy(ring_path, kprw_rt.trace_path, plen + 1);
 	kprw_rt.ring_ext_blocks = (u32)e;
 	kprw_rt.trace_dev = st->st_dev;
 	kprw_rt.trace_ino = st->st_ino;

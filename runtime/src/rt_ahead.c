@@ -76,6 +76,35 @@ static void catch_up(void)
 	}
 }
 
+/* ---- a ring that grows (kprewrite record's): its blocks readied ahead (rt_ring.c's
+ * grow_ahead) ---- */
+static u64 ring_want;  /* the ring's blocks below this wanted present here */
+static u64 ring_ready; /* from here (the thread's own: blocks below it are present) */
+
+static void ring_catch_up(void)
+{
+	u64 to = __atomic_load_n(&ring_want, __ATOMIC_RELAXED);
+	if (ring_ready < kprw_rt.ring_n0)
+		ring_ready = kprw_rt.ring_n0; /* (the base ring: a block at its first take) */
+	if (ring_ready < to)
+		ring_ready = kprw_ring_ready(ring_ready, to);
+}
+
+/* kprw_ahead_ring asks this process's thread for the ring's blocks below to (rt_ring.c);
+ * a fork child has none: its writers make their blocks themselves */
+void kprw_ahead_ring(u64 to)
+{
+	u64 cur = __atomic_load_n(&ring_want, __ATOMIC_RELAXED);
+	if (cur >= to || !kprw_ahead_owned())
+		return;
+	while (cur < to && !__atomic_compare_exchange_n(&ring_want, &cur, to, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	if (cur >= to)
+		return;
+	__atomic_add_fetch(&wakes, 1, __ATOMIC_RELEASE);
+	sys6(SYS_futex, (long)&wakes, FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
+}
+
 static void ahead_thread(void)
 {
 	struct { long s, ns; } idle = {AHEAD_IDLE_S, 0};
@@ -85,7 +114,10 @@ static void ahead_thread(void)
 	kprw_trace_release_old(); /* (its blocks freed here, not in the program's start-up) */
 	for (;;) {
 		u32 seen = __atomic_load_n(&wakes, __ATOMIC_ACQUIRE);
-		catch_up();
+		if (kprw_rt.ring_queue)
+			ring_catch_up();
+		else
+			catch_up();
 		long r = sys6(SYS_futex, (long)&wakes, FUTEX_WAIT_PRIVATE, seen, (long)&idle, 0, 0);
 		if (r == -110 /* ETIMEDOUT */)
 			kprw_end_if_program_gone();

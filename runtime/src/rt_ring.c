@@ -48,6 +48,9 @@ static int ring_extend(u64 k)
 	return r;
 }
 
+#define GROW_LOW 4   /* the queue runs low with fewer than a GROW_LOW-th of the ring free */
+#define GROW_AHEAD 2 /* extents readied ahead of the ring's growth */
+
 /* ring_extent is the extent that holds grown block blk */
 static u64 ring_extent(u64 blk) { return (blk - kprw_rt.ring_n0) / kprw_rt.ring_ext_blocks; }
 
@@ -98,6 +101,32 @@ static int ring_done(const struct kprw_trace_hdr *h)
 	return (__atomic_load_n(&h->ring_flags, __ATOMIC_SEQ_CST) & KPRW_RING_DONE) != 0;
 }
 
+/* grow_ahead asks this process's thread (rt_ahead.c) to have the extents that hold
+ * the next GROW_AHEAD blocks the ring would grow by appended, mapped and their pages
+ * made, when the queue runs low (fewer than a GROW_LOW-th of the ring free) or the ring
+ * grows: a grown block's pages are new memory, ~5 ms a 2 MiB page on this VM (the host
+ * backs a page the guest gave back anew), which the writer that claimed it paid
+ * (issue 49: half of a hot burst's CPU time when the recorder fell behind). A writer
+ * that claims a block the thread has not readied yet makes it itself, as before. */
+static void grow_ahead(const struct kprw_trace_hdr *h)
+{
+	u64 g = __atomic_load_n(&h->ring_grown, __ATOMIC_RELAXED);
+	if (g && g < kprw_rt.ring_nblocks)
+		kprw_ahead_ring(g + GROW_AHEAD * kprw_rt.ring_ext_blocks);
+}
+
+/* kprw_ring_ready makes the ring's blocks [from, to) present in this process ahead of
+ * their takes, grown ones appended first (rt_ahead.c's thread): how far it got (it
+ * stops at a block it cannot make, or once the recorder has finished) */
+u64 kprw_ring_ready(u64 from, u64 to)
+{
+	u64 b = from;
+	for (; b < to && b < kprw_rt.ring_nblocks; b++)
+		if (ring_done(kprw_rt.trace) || ring_block(b, b >= kprw_rt.ring_n0) == ~0ull)
+			break;
+	return b;
+}
+
 /* ring_grow claims the ring's next unused block for a writer that found the queue
  * empty (the programs outran the recorder): the record waits in memory the writer makes
  * present, instead of being lost, while the ring has blocks left (ring_grown <
@@ -122,6 +151,8 @@ static u64 ring_grow(u32 *seq)
 			 * reach 2^31 after 16 TiB of 8 KiB blocks): readers know a block's
 			 * records by it */
 			*seq = 0x80000000u | (u32)g;
+			if (kprw_rt.ring_ext)
+				grow_ahead(h);
 			return off;
 		}
 	}
@@ -140,8 +171,11 @@ static u64 ring_take(u32 *seq)
 	u64 n = kprw_rt.ring_nblocks;
 	u64 t = __atomic_load_n(&h->ring_take, __ATOMIC_RELAXED);
 	for (;;) {
-		if (t >= __atomic_load_n(&h->ring_give, __ATOMIC_ACQUIRE))
+		u64 give = __atomic_load_n(&h->ring_give, __ATOMIC_ACQUIRE);
+		if (t >= give)
 			return ring_grow(seq);
+		if (give - t < kprw_rt.ring_n0 / GROW_LOW && kprw_rt.ring_ext)
+			grow_ahead(h);
 		u64 e = __atomic_load_n(&kprw_rt.ring_queue[t % n], __ATOMIC_ACQUIRE);
 		if ((e >> 32) != ((t / n) & 0xffffffffull))
 			return ring_grow(seq); /* its giver has not stored it yet */

@@ -1205,6 +1205,8 @@ static void open_file(const char *path, u64 size, int flags, int records)
 		kprw_rt.ring_n0 = (u32)(h->data_size / h->ring_bs);
 		if (h->ring_ext_blocks && kprw_rt.ring_grow_va)
 			ring_extents(h, map, &st);
+		if (kprw_rt.ring_ext && h->ring_grown)
+			kprw_ahead_start(); /* the ring's growth readied off the writers' threads */
 	} else if (records) {
 		ready_from(atomic_load(&h->head), flags & KPRW_OPEN_PREFAULT);
 		if (kprw_rt.populate && !(flags & KPRW_OPEN_PREFAULT))

@@ -257,7 +257,8 @@ const (
 // Trace file.
 const (
 	TraceMagic        = "KPRWTRC1"
-	TraceVersion      = 3 // compact records after a block header (RawBlock, RawCRec)
+	TraceVersion      = 4 // as 3; a ring's writers zero the blocks they take again, not the recorder
+	TraceVersion3     = 3 // compact records after a block header (RawBlock, RawCRec)
 	TraceVersion2     = 2 // RawRecord in per-thread blocks, each counting its probe's hit
 	TraceHeaderSize   = 4096
 	TraceMaxImages    = 160

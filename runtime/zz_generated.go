@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "e3f48d3ee6fd15415c614ed0e2f7f73952e8d6884d56743112e85e9af1e8db4b"
+const ObjectSHA256 = "51ed8bc43f1e2cffe42191933d89e91defeb18c23e6c068eb4eac68cf064322b"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

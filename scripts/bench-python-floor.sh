@@ -17,7 +17,7 @@
 #                 (uftrace's writer is its recorder), its records the 16-byte entries
 #                 and exits of its data files
 # With BASE=/path/to/another/kprewrite, the same two rewritten by it run in the same
-# rounds too (a before/after of the runtime).
+# rounds too, under its own `record` (a before/after of the runtime and recorder).
 #
 # Each round's figures (ns a record, records lost) are printed as it ends, then the
 # table of medians.
@@ -81,8 +81,12 @@ for r in $(seq "$rounds"); do
 			kept=$(cat u.data/[0-9]*.dat | wc -c | awk '{print int($1 / 16)}')
 			lost=0
 		else
-			# the summary (records kept, lost) on stderr, the program's CPU from time
-			out=$(./kp record -o r.trace -- ./cputime $pin "./$v" work.py 2>&1 >/dev/null)
+			# the summary (records kept, lost) on stderr, the program's CPU from time;
+			# BASE's rewrites under BASE's own record (its runtime may not take this
+			# build's trace file: the format's version moves)
+			rec=./kp
+			[[ $v == base-* ]] && rec=$BASE
+			out=$("$rec" record -o r.trace -- ./cputime $pin "./$v" work.py 2>&1 >/dev/null)
 			kept=$(echo "$out" | sed -n 's/^kprewrite record: \([0-9]*\) records.*/\1/p')
 			lost=$(echo "$out" | sed -n 's/.*, \([0-9]*\) lost.*/\1/p')
 		fi

@@ -245,7 +245,9 @@ func TestRecordRingGrows(t *testing.T) {
 // TestRecordRingGrownReused: the blocks a ring grew by, in extents one program's writers
 // appended to the file, are given back by the recorder and taken by the next program,
 // which maps them from the file: two runs of 200,000 records each, under a recorder
-// that drains only between them, lose none.
+// that drains only between them, lose none. The recorder gives blocks back unzeroed: a
+// writer that took one again without zeroing it would leave the first run's records
+// after its own, read twice.
 func TestRecordRingGrownReused(t *testing.T) {
 	testprog.Need(t, "gcc")
 	prog := recordProg(t)

@@ -220,7 +220,7 @@ type piece struct {
 	block    uint64
 	from, to uint64
 	records  uint64 // committed records in [from, to)
-	free     bool   // the block is finished: zero it and give it back once copied
+	free     bool   // the block is finished: give it back once copied
 	spilled  bool   // given back once copied, before its chunk was written
 }
 
@@ -1194,11 +1194,12 @@ func (r *Recorder) unroom(end, was uint64) {
 	})
 }
 
-// give zeroes block i (writers rely on a zero block) and puts it in the queue.
+// give puts block i back in the queue, its magic cleared (readers skip it from now) and
+// its records left: the writer that takes it again zeroes it (trace version 4; the
+// recorder's zeroing was 2 GB/s of its stores in a hot burst, which let it fall
+// behind, issue 49).
 func (r *Recorder) give(i uint64) {
-	blk := r.block(i)
-	atomic.StoreUint32(word32(blk, 0), 0) // no magic first: readers skip it from now
-	clear(blk)
+	atomic.StoreUint32(word32(r.block(i), 0), 0)
 	r.blocks[i] = blockState{}
 	r.push(i)
 }

@@ -91,14 +91,14 @@ func (f *Follower) Poll(w, errw io.Writer) error {
 	}
 	defer mmapfile.Unmap(data)
 	t, err := parseHeader(data)
-	if err != nil || t.Header.Version != kprt.TraceVersion {
+	if err != nil || !compact(t.Header.Version) {
 		if head := data[:min(len(data), len(kprt.TraceMagic))]; bytes.Count(head, []byte{0}) == len(head) {
 			return nil // not yet
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.path, err)
 		}
-		return fmt.Errorf("%s: %w: version %d; --follow reads version %d files (without --follow it reads this one)", f.path, ErrTrace, t.Header.Version, kprt.TraceVersion)
+		return fmt.Errorf("%s: %w: version %d; --follow reads version %d and %d files (without --follow it reads this one)", f.path, ErrTrace, t.Header.Version, kprt.TraceVersion3, kprt.TraceVersion)
 	}
 	f.describe(t, data)
 	s := &Stream{Trace: t, data: data, file: data, v3: true, refs: f.refs, holes: fileHoles(f.path)}

@@ -100,7 +100,7 @@ func newStream(b []byte, mapped bool, holes []span) (*Stream, error) {
 	}
 	h := &t.Header
 	s := &Stream{Trace: t, data: b[kprt.TraceHeaderSize : kprt.TraceHeaderSize+h.DataSize], v1: h.Version == traceVersion1, mapped: mapped, file: b, holes: holes}
-	if h.Version == kprt.TraceVersion {
+	if compact(h.Version) {
 		s.v3 = true
 		s.index3()
 		s.dropPages(s.dropped, uint64(len(s.data)))

@@ -110,7 +110,7 @@ func parseHeader(b []byte) (*Trace, error) {
 	if string(h.Magic[:]) != kprt.TraceMagic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrTrace, h.Magic[:])
 	}
-	if (h.Version != kprt.TraceVersion && h.Version != kprt.TraceVersion2 && h.Version != traceVersion1) || h.DataOff != kprt.TraceHeaderSize {
+	if (!compact(h.Version) && h.Version != kprt.TraceVersion2 && h.Version != traceVersion1) || h.DataOff != kprt.TraceHeaderSize {
 		return nil, fmt.Errorf("%w: version %d, data offset %d", ErrTrace, h.Version, h.DataOff)
 	}
 	size := uint64(len(b))
@@ -156,6 +156,10 @@ func ParseTrace(b []byte) (*Trace, error) {
 // traceVersion1 is the format before per-thread blocks: records back to back in the
 // order of their reservation, hits all in the counters.
 const traceVersion1 = 1
+
+// compact says whether a trace file of version v holds compact records after block
+// headers: versions 3 and 4 (4 differs in who zeroes a ring's reused blocks only).
+func compact(v uint32) bool { return v == kprt.TraceVersion || v == kprt.TraceVersion3 }
 
 // countHit adds a committed record that is a probe's hit to that probe's hit counter in
 // its writer's image: the runtime counts a hit that writes a record by the record alone.

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "51ed8bc43f1e2cffe42191933d89e91defeb18c23e6c068eb4eac68cf064322b"
+const ObjectSHA256 = "a28ea3d9f7f5bf5a956aa0a21f14a83d1a2e8fe15ce6373adabed5ecb05e945f"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -644,3 +644,37 @@ func TestRecordRingGrowsAhead(t *testing.T) {
 	}
 	t.Logf("the ring grew by %d bytes; the thread's minor faults: %d", st.Grown, faults)
 }
+
+// TestRecordNoBurstNoThread: a program that never outruns its recorder gets no runtime
+// thread (kprw-ahead starts at the ring's first growth need: a process with one more
+// thread cannot unshare(CLONE_NEWUSER)); the recorder's file is of format 4, a file
+// the program writes alone of format 3 (the same records, which older readers take).
+func TestRecordNoBurstNoThread(t *testing.T) {
+	testprog.Need(t, "gcc")
+	bin := testprog.Build(t, aheadSrc, "c", "-O2")
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "ahead.kp")
+	rewriteWith(t, bin, prog, []string{recordDef})
+	file := filepath.Join(dir, "n.trace")
+	code, stdout, stderr := kp("record", "-q", "-o", file, "--", prog, "1000")
+	if code != 7 || !strings.HasPrefix(stdout, "ahead none") {
+		t.Fatalf("record: exit %d, stdout %q (want no kprw-ahead thread): %s", code, stdout, stderr)
+	}
+	direct := filepath.Join(dir, "d.trace")
+	if r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{"1000"}, Env: []string{"KPREWRITE_TRACE=" + direct}}); r.Exit != 7 {
+		t.Fatal(r)
+	}
+	for f, want := range map[string]uint32{file: kprt.TraceVersion, direct: kprt.TraceVersion3} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h kprt.RawTraceHeader
+		if err := binary.Read(bytes.NewReader(b), binary.LittleEndian, &h); err != nil || h.Version != want {
+			t.Errorf("%s: version %d (%v), want %d", f, h.Version, err, want)
+		}
+		if s := readTrace(t, f); len(s) != 1000 {
+			t.Errorf("%s: %d records, want 1000", f, len(s))
+		}
+	}
+}

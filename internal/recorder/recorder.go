@@ -1217,21 +1217,35 @@ func (r *Recorder) push(i uint64) {
 // size, they read as zeros.
 func (r *Recorder) Finish() error {
 	r.endPopulate() // before the hole: a page populated after it would take a block again
-	fl := r.u32(uint64(offRingFlags))
-	for {
-		old := atomic.LoadUint32(fl)
-		if atomic.CompareAndSwapUint32(fl, old, old|kprt.RingDone) {
-			break
+	// done, and the extents' table read, under the file lock a runtime appends an extent
+	// under (it looks at done there): an extent appended meanwhile (a runtime's thread
+	// readies them ahead of its writers) is in the table read here, or never appended
+	var exts []uint64
+	done := func(uint64) error {
+		fl := r.u32(uint64(offRingFlags))
+		for {
+			old := atomic.LoadUint32(fl)
+			if atomic.CompareAndSwapUint32(fl, old, old|kprt.RingDone) {
+				break
+			}
 		}
+		exts = exts[:0]
+		for k := range r.ext {
+			if at := r.extentAt(uint64(k)); at != 0 {
+				exts = append(exts, at)
+			}
+		}
+		return nil
+	}
+	if r.atEnd(done) != nil {
+		done(0) // (no lock: done all the same)
 	}
 	take := atomic.LoadUint64(r.u64(uint64(offRingTake)))
 	give := atomic.LoadUint64(r.u64(uint64(offRingGive)))
 	if give-take == r.grown() && r.err == nil && !r.over { // every block free: zero, copied out
 		r.punch(kprt.TraceHeaderSize, r.n0*r.bs)
-		for k := range r.ext {
-			if at := r.extentAt(uint64(k)); at != 0 {
-				r.punch(at, r.e*r.bs)
-			}
+		for _, at := range exts {
+			r.punch(at, r.e*r.bs)
 		}
 	}
 	return r.close()

@@ -12,7 +12,7 @@ import (
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
-// A Follower prints a version 3 trace file's records as they are committed, while
+// A Follower prints a version 3 or 4 trace file's records as they are committed, while
 // programs write it (`kprewrite trace --follow`, `record --live`): each Poll maps the
 // file again, reads only what is new since the last one (per block, where it stopped)
 // and prints it in time order, as reading trace_pipe does. Records that two polls see

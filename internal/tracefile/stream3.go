@@ -185,7 +185,7 @@ func (s *Stream) extGoID(image uint8, probe, eventID uint32) int {
 	return 0
 }
 
-// index3 indexes a version 3 file's records: the blocks given out by head, or the
+// index3 indexes a version 3 or 4 file's records: the blocks given out by head, or the
 // recorder's chunks and the ring.
 func (s *Stream) index3() {
 	h := &s.Header

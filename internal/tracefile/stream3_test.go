@@ -3,6 +3,7 @@ package tracefile
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -77,10 +78,11 @@ func v3File(h RawTraceHeader, data []byte, tail []byte) []byte {
 }
 
 // synthTraceV3: a block of three records (one with its ext part, one a return
-// probe's, one torn), then a block its writer never wrote a header in.
-func synthTraceV3() []byte {
+// probe's, one torn), then a block its writer never wrote a header in; a file of
+// format version v (3 or 4: the same records).
+func synthTraceV3(v uint32) []byte {
 	h := v3Header(8192)
-	h.Head = 8192
+	h.Head, h.Version = 8192, v
 	blk := v3Block(4096, 0, 0,
 		v3Rec(NoProbe, 0, []byte{1, 2, 3, 4, 5}, true, &RawCRecExt{Type: RecPrintk, EventID: NoEvent, IP: 0x40, TsNs: 2000}, 0),
 		v3Rec(1, 500, []byte{9, 9, 9, 9, 9, 9, 9, 9}, true, nil, 0x5555),
@@ -89,7 +91,13 @@ func synthTraceV3() []byte {
 }
 
 func TestParseTraceV3(t *testing.T) {
-	tr, err := ParseTrace(synthTraceV3())
+	for _, v := range []uint32{TraceVersion3, TraceVersion} {
+		t.Run(fmt.Sprint("v", v), func(t *testing.T) { testParseTraceV3(t, v) })
+	}
+}
+
+func testParseTraceV3(t *testing.T, v uint32) {
+	tr, err := ParseTrace(synthTraceV3(v))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,8 @@ func FuzzParseTrace(f *testing.F) {
 	add(good)
 	add(good[:TraceHeaderSize+50])
 	add(synthTraceDesc())
-	add(synthTraceV3())
+	add(synthTraceV3(TraceVersion3))
+	add(synthTraceV3(TraceVersion))
 	add(synthRingV3())
 	bad := append([]byte(nil), good...)
 	binary.LittleEndian.PutUint64(bad[24:], 1<<62) // head far past the data

@@ -638,9 +638,12 @@ struct kprw_stats {
 #define KPRW_TRACE_MAGIC "KPRWTRC1"
 #define KPRW_TRACE_VERSION 4 /* 4: as 3, and a ring's writer zeroes a block it takes again
                                * (the recorder gives blocks back unzeroed: a runtime of
-                               * version 3 must not join); 3: compact records (struct
+                               * version 3 must not join; this one takes 3 too, and a ring
+                               * of 3, whose recorder zeroes, as well); 3: compact records (struct
                                * kprw_crec) after a block header (struct kprw_blk); 2: struct
                                * kprw_rec in per-thread blocks */
+#define KPRW_TRACE_VERSION_DIRECT 3 /* what a rewritten program makes a file it writes alone
+                                      * (no ring: the same as 4), so older kprewrites read it */
 #define KPRW_TRACE_HDR_SIZE 4096
 #define KPRW_TRACE_MAX_IMAGES 160
 #define KPRW_TRACE_COUNTERS_SIZE (1u << 20) /* the least counters_size of a new file */

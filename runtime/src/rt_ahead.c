@@ -40,6 +40,7 @@
 #define PR_SET_NAME 15
 #define SCHED_BATCH 3
 #define SIG_SETMASK 2
+#define SYS_sched_setaffinity 203
 
 
 /* kept ready past the block a writer takes: 4 MiB, two of the 2 MiB pages the file is
@@ -54,7 +55,7 @@ static u64 want;   /* the area should be ready below this (raised by writers) */
 static u32 wakes;  /* futex: bumped by each raise of want */
 static u32 owner;  /* the pid whose thread readies: 0 for none */
 u32 kprw_ahead_tid; /* its thread id (rt_live.c sends it no safepoint signal) */
-static u64 ahead_stack[1024] __attribute__((aligned(16))); /* 8 KiB */
+static u64 ahead_stack[4096] __attribute__((aligned(16))); /* 32 KiB: a SIGBUS's frame too */
 static u64 ahead_tcb[8] __attribute__((aligned(64)));      /* %fs:0 points here */
 
 /* catch_up readies the area chunk by chunk up to want (a writer waiting for the next
@@ -83,19 +84,48 @@ static u64 ring_ready; /* from here (the thread's own: blocks below it are prese
 
 static void ring_catch_up(void)
 {
-	u64 to = __atomic_load_n(&ring_want, __ATOMIC_RELAXED);
-	if (ring_ready < kprw_rt.ring_n0)
-		ring_ready = kprw_rt.ring_n0; /* (the base ring: a block at its first take) */
+	u64 to = __atomic_load_n(&ring_want, __ATOMIC_RELAXED), g = kprw_ring_grown();
+	if (ring_ready < g)
+		ring_ready = g; /* (blocks in use already: a writer maps one at its take) */
 	if (ring_ready < to)
 		ring_ready = kprw_ring_ready(ring_ready, to);
 }
 
-/* kprw_ahead_ring asks this process's thread for the ring's blocks below to (rt_ring.c);
- * a fork child has none: its writers make their blocks themselves */
+/* The thread is started for a ring at the first growth it is asked to ready, not at
+ * start-up: a program that never outruns its recorder keeps its threads its own (a
+ * process with one more thread cannot unshare(CLONE_NEWUSER), and shows it in
+ * /proc/self/task). It takes the CPUs the process had at start-up (spawned from a
+ * writer, it would inherit that thread's, which a program may have pinned). */
+static u64 start_cpus[16]; /* the process's affinity at start-up (1024 CPUs) */
+static long start_ncpus;   /* its size, or 0 */
+
+/* kprw_ahead_ring_prepare notes the start-up's affinity (start-up, rt_tracefile.c) */
+void kprw_ahead_ring_prepare(void)
+{
+	long r = sys3(SYS_sched_getaffinity, 0, sizeof start_cpus, (long)start_cpus);
+	start_ncpus = r > 0 ? r : 0;
+}
+
+/* ring_spawn starts the thread, once in a process image; not in a vfork child, which
+ * shares the parent's memory (its cached pid is the parent's): 1 when it runs */
+static int ring_spawn(void)
+{
+	static u32 tried;
+	if (__atomic_exchange_n(&tried, 1, __ATOMIC_ACQ_REL))
+		return kprw_ahead_owned();
+	if (kprw_pid_fast() != (u32)kprw_getpid())
+		return 0;
+	kprw_ahead_start();
+	return kprw_ahead_owned();
+}
+
+/* kprw_ahead_ring asks this process's thread for the ring's blocks below to (rt_ring.c),
+ * starting it the first time; a fork child has none: its writers make their blocks
+ * themselves */
 void kprw_ahead_ring(u64 to)
 {
 	u64 cur = __atomic_load_n(&ring_want, __ATOMIC_RELAXED);
-	if (cur >= to || !kprw_ahead_owned())
+	if (cur >= to || (!kprw_ahead_owned() && !ring_spawn()))
 		return;
 	while (cur < to && !__atomic_compare_exchange_n(&ring_want, &cur, to, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
@@ -111,6 +141,13 @@ static void ahead_thread(void)
 	long param = 0;
 	sys3(SYS_sched_setscheduler, 0, SCHED_BATCH, (long)&param);
 	sys2(SYS_prctl, PR_SET_NAME, (long)"kprw-ahead");
+	if (start_ncpus)
+		sys3(SYS_sched_setaffinity, 0, start_ncpus, (long)start_cpus);
+	/* a SIGBUS reaches the runtime's handler (rt_fault.c): this thread reads the trace
+	 * file's mapping, and a file that shrank makes that a SIGBUS, which blocked would be
+	 * forced on the process with its default action */
+	unsigned long bus = SIGBIT(SIGBUS);
+	sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&bus, 0, 8);
 	kprw_trace_release_old(); /* (its blocks freed here, not in the program's start-up) */
 	for (;;) {
 		u32 seen = __atomic_load_n(&wakes, __ATOMIC_ACQUIRE);

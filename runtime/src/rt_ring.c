@@ -133,9 +133,16 @@ u64 kprw_ring_ready(u64 from, u64 to)
 {
 	u64 b = from;
 	for (; b < to && b < kprw_rt.ring_nblocks; b++)
-		if (ring_done(kprw_rt.trace) || ring_block(b, b >= kprw_rt.ring_n0) == ~0ull)
+		if (__atomic_load_n(&kprw_rt.trace_detached, __ATOMIC_ACQUIRE) || ring_done(kprw_rt.trace) ||
+		    ring_block(b, b >= kprw_rt.ring_n0) == ~0ull)
 			break;
 	return b;
+}
+
+/* kprw_ring_grown is how many of the ring's blocks are in use (claimed up to there) */
+u64 kprw_ring_grown(void)
+{
+	return __atomic_load_n(&kprw_rt.trace->ring_grown, __ATOMIC_RELAXED);
 }
 
 /* ring_grow claims the ring's next unused block for a writer that found the queue

@@ -681,6 +681,8 @@ static int lock_append(long fd)
  * size limit, a file removed or replaced (the record is lost, counted). */
 int kprw_ring_extend(u64 k)
 {
+	if (__atomic_load_n(&kprw_rt.trace_detached, __ATOMIC_ACQUIRE))
+		return -1; /* (the file shrank: its header and table read as zeros now) */
 	long fd = ring_fd();
 	if (fd < 0)
 		return -1;
@@ -1146,7 +1148,7 @@ static void open_file(const char *path, u64 size, int flags, int records)
 	map_add(r, total);
 	struct kprw_trace_hdr *h = (struct kprw_trace_hdr *)map;
 	if (st.st_size == 0) {
-		h->version = KPRW_TRACE_VERSION;
+		h->version = KPRW_TRACE_VERSION_DIRECT;
 		h->data_off = KPRW_TRACE_HDR_SIZE;
 		h->data_size = size;
 		h->counters_off = KPRW_TRACE_HDR_SIZE + size;
@@ -1162,7 +1164,8 @@ static void open_file(const char *path, u64 size, int flags, int records)
 		h->ts_base = h->created_mono_ns > 1000000000ull ? h->created_mono_ns - 1000000000ull : 0;
 		h->flags = 0;
 		kprw_memcpy(h->magic, KPRW_TRACE_MAGIC, 8);
-	} else if (kprw_strncmp(h->magic, KPRW_TRACE_MAGIC, 8) != 0 || h->version != KPRW_TRACE_VERSION ||
+	} else if (kprw_strncmp(h->magic, KPRW_TRACE_MAGIC, 8) != 0 ||
+		   (h->version != KPRW_TRACE_VERSION && h->version != KPRW_TRACE_VERSION_DIRECT) ||
 		   h->data_off != KPRW_TRACE_HDR_SIZE || h->data_size > total ||
 		   h->counters_off < KPRW_TRACE_HDR_SIZE + h->data_size ||
 		   h->counters_off > total || h->counters_size > total - h->counters_off ||
@@ -1205,8 +1208,8 @@ static void open_file(const char *path, u64 size, int flags, int records)
 		kprw_rt.ring_n0 = (u32)(h->data_size / h->ring_bs);
 		if (h->ring_ext_blocks && kprw_rt.ring_grow_va)
 			ring_extents(h, map, &st);
-		if (kprw_rt.ring_ext && h->ring_grown)
-			kprw_ahead_start(); /* the ring's growth readied off the writers' threads */
+		if (kprw_rt.ring_ext && records)
+			kprw_ahead_ring_prepare(); /* (its thread starts when the ring first grows) */
 	} else if (records) {
 		ready_from(atomic_load(&h->head), flags & KPRW_OPEN_PREFAULT);
 		if (kprw_rt.populate && !(flags & KPRW_OPEN_PREFAULT))

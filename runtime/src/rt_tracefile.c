@@ -609,8 +609,40 @@ static long ring_fd(void)
 	return fd;
 }
 
-/* ext_mmap maps extent k, at file offset at, where ring_reserve left its room */
-static int ext_mmap(u64 k, u64 at, long fd)
+static int ext_is_mapped(u64 k);
+
+/* ext_busy: a bit per extent a thread of this process is mapping (MADV_WIPEONFORK: a
+ * fork child starts with none). Two threads that both found an extent unmapped (a
+ * writer and the runtime's thread readying it) must not both map it: the second
+ * MAP_FIXED would drop the first one's pages under a writer, or, failing, leave a hole
+ * there. */
+static u64 *ext_busy;
+
+/* ext_claim makes this thread the one that maps extent k: 1; 0 when another one mapped
+ * it meanwhile; -1 when another one still holds it after ~100 ms (its holder may be the
+ * thread a signal handler interrupted) */
+static int ext_claim(u64 k)
+{
+	u64 bit = 1ull << (k % 64);
+	for (int tries = 0; ext_busy && (__atomic_fetch_or(&ext_busy[k / 64], bit, __ATOMIC_ACQUIRE) & bit); tries++) {
+		if (ext_is_mapped(k))
+			return 0;
+		if (tries >= 2000)
+			return -1;
+		struct k_timespec ts = {0, 50000};
+		sys2(35 /* SYS_nanosleep */, (long)&ts, 0);
+	}
+	return 1;
+}
+
+static void ext_unclaim(u64 k)
+{
+	if (ext_busy)
+		__atomic_fetch_and(&ext_busy[k / 64], ~(1ull << (k % 64)), __ATOMIC_RELEASE);
+}
+
+/* ext_mmap_once maps extent k, at file offset at (ext_mmap's, claimed) */
+static int ext_mmap_once(u64 k, u64 at, long fd)
 {
 	u64 len = ring_ext_bytes();
 	u8 *va = kprw_rt.ring_grow_va + k * len;
@@ -628,6 +660,18 @@ static int ext_mmap(u64 k, u64 at, long fd)
 	huge_pages(va, len);
 	__atomic_fetch_or(&kprw_rt.ring_ext_mapped[k / 64], 1ull << (k % 64), __ATOMIC_RELEASE);
 	return 0;
+}
+
+/* ext_mmap maps extent k, at file offset at, where ring_reserve left its room, unless
+ * another thread of the process has (0) */
+static int ext_mmap(u64 k, u64 at, long fd)
+{
+	int c = ext_claim(k);
+	if (c <= 0)
+		return c;
+	int r = ext_is_mapped(k) ? 0 : ext_mmap_once(k, at, fd);
+	ext_unclaim(k);
+	return r;
 }
 
 /* ext_is_mapped says whether this process has mapped extent k */
@@ -725,6 +769,9 @@ static void ring_extents(const struct kprw_trace_hdr *h, u8 *map, const struct k
 	kprw_rt.ring_ext_mapped = kprw_mmap_anon((next + 63) / 64 * 8);
 	if (!kprw_rt.ring_ext_mapped)
 		return;
+	ext_busy = kprw_mmap_anon((next + 63) / 64 * 8);
+	if (ext_busy && sys3(SYS_madvise, (long)ext_busy, (long)(((next + 63) / 64 * 8 + 4095) & ~4095ull), 18 /* MADV_WIPEONFORK */) < 0)
+		ext_busy = NULL; /* (a kernel before 4.14: no guard, as before) */
 	u64 plen = kprw_rt.trace_path ? kprw_strlen(kprw_rt.trace_path) : 0;
 	if (!plen || plen >= sizeof ring_path)
 		return; /* (a path longer than the copy: no extents) */

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "2add7b46681d599b4302e3b42dc8eb841202df82fa8af67ced8e744020304d23"
+const ObjectSHA256 = "120f58ff3c1d1a241281424ff32405492a82c0cd5e1543df6ce7bb9c94634d72"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

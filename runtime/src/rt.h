@@ -483,6 +483,7 @@ long kprw_read_mode(void *dst, uptr src, unsigned long n, int fast);
 unsigned long kprw_copy_nofault(void *dst, const void *src, unsigned long n); /* nofault.S: bytes left */
 int kprw_copy_fixup(struct k_sigcontext *mc); /* a fault in kprw_copy_nofault: resume at its fixup */
 void *kprw_mmap_anon(unsigned long size);
+void *kprw_mmap_wipe_on_fork(unsigned long size); /* zeroed in a fork child, or NULL */
 #define KPRW_HUGE (2ul << 20) /* a 2 MiB page */
 #define MADV_HUGEPAGE 14
 void *kprw_mmap_dense(unsigned long size); /* on 2 MiB pages from 512 KiB */

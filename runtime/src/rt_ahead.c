@@ -84,7 +84,7 @@ static u64 ring_ready; /* from here (the thread's own: blocks below it are prese
 
 static void ring_catch_up(void)
 {
-	u64 to = __atomic_load_n(&ring_want, __ATOMIC_RELAXED), g = kprw_ring_grown();
+	u64 to = __atomic_load_n(&ring_want, __ATOMIC_RELAXED), g = __atomic_load_n(&kprw_rt.trace->ring_grown, __ATOMIC_RELAXED);
 	if (ring_ready < g)
 		ring_ready = g; /* (blocks in use already: a writer maps one at its take) */
 	if (ring_ready < to)

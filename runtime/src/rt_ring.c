@@ -139,12 +139,6 @@ u64 kprw_ring_ready(u64 from, u64 to)
 	return b;
 }
 
-/* kprw_ring_grown is how many of the ring's blocks are in use (claimed up to there) */
-u64 kprw_ring_grown(void)
-{
-	return __atomic_load_n(&kprw_rt.trace->ring_grown, __ATOMIC_RELAXED);
-}
-
 /* ring_grow claims the ring's next unused block for a writer that found the queue
  * empty (the programs outran the recorder): the record waits in memory the writer makes
  * present, instead of being lost, while the ring has blocks left (ring_grown <

@@ -87,20 +87,10 @@ u32 *kprw_pid_cache;
 #define tid_off kprw_tid_off
 #define tid_live kprw_tid_live
 
-static void *wipe_on_fork(u64 size)
-{
-	void *p = kprw_mmap_anon(size);
-	if (p && sys3(SYS_madvise, (long)p, (long)((size + 4095) & ~4095ul), 18 /* MADV_WIPEONFORK */) == 0)
-		return p;
-	if (p)
-		sys2(SYS_munmap, (long)p, (long)((size + 4095) & ~4095ul));
-	return NULL;
-}
-
 int kprw_thread_init(void)
 {
 	int ok = 1;
-	ts = wipe_on_fork(sizeof(struct kprw_tstate));
+	ts = kprw_mmap_wipe_on_fork(sizeof(struct kprw_tstate));
 	if (!ts) {
 		ts = &ts_fallback;
 		ok = 0;
@@ -109,7 +99,7 @@ int kprw_thread_init(void)
 	/* the contexts: the process's, made by the first image (rt_proc.c) */
 	struct kprw_tshare *sh = kprw_proc ? atomic_load(&kprw_proc->tsh) : NULL;
 	if (!sh) {
-		sh = wipe_on_fork(sizeof(struct kprw_tshare));
+		sh = kprw_mmap_wipe_on_fork(sizeof(struct kprw_tshare));
 		if (!sh) {
 			sh = &tsh_fallback;
 			ok = 0;

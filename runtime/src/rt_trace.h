@@ -24,7 +24,6 @@ int kprw_ahead_owned(void);
 void kprw_ahead_ring(u64 to);
 void kprw_ahead_ring_prepare(void);
 u64 kprw_ring_ready(u64 from, u64 to); /* rt_ring.c */
-u64 kprw_ring_grown(void);
 extern u32 kprw_ahead_tid; /* its thread, which runs no code of the program's */
 int kprw_trace_fault(uptr addr);
 /* rt_tracefile.c: extent k of a ring that grows by extents, appended and mapped, or mapped */

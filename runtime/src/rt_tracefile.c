@@ -611,6 +611,18 @@ static long ring_fd(void)
 
 static int ext_is_mapped(u64 k);
 
+/* wait_a_while sleeps 50 us before try tries + 1 (none before the first): 0 once ~100 ms
+ * have gone, for a holder that may be the thread a signal handler interrupted */
+static int wait_a_while(int tries)
+{
+	if (tries >= 2000)
+		return 0;
+	struct k_timespec ts = {0, 50000};
+	if (tries)
+		sys2(35 /* SYS_nanosleep */, (long)&ts, 0);
+	return 1;
+}
+
 /* ext_busy: a bit per extent a thread of this process is mapping (MADV_WIPEONFORK: a
  * fork child starts with none). Two threads that both found an extent unmapped (a
  * writer and the runtime's thread readying it) must not both map it: the second
@@ -627,10 +639,8 @@ static int ext_claim(u64 k)
 	for (int tries = 0; ext_busy && (__atomic_fetch_or(&ext_busy[k / 64], bit, __ATOMIC_ACQUIRE) & bit); tries++) {
 		if (ext_is_mapped(k))
 			return 0;
-		if (tries >= 2000)
+		if (!wait_a_while(tries + 1))
 			return -1;
-		struct k_timespec ts = {0, 50000};
-		sys2(35 /* SYS_nanosleep */, (long)&ts, 0);
 	}
 	return 1;
 }
@@ -708,14 +718,12 @@ static int fsize_fits(u64 end)
  * holds it for milliseconds). 0, or -1 after ~100 ms. */
 static int lock_append(long fd)
 {
-	for (int tries = 0; tries < 2000; tries++) {
+	for (int tries = 0; wait_a_while(tries); tries++) {
 		long r = sys2(SYS_flock, fd, LOCK_EX | 4 /* LOCK_NB */);
 		if (r == 0)
 			return 0;
 		if (r != -11 /* EWOULDBLOCK */)
 			return -1;
-		struct k_timespec ts = {0, 50000};
-		sys2(35 /* SYS_nanosleep */, (long)&ts, 0);
 	}
 	return -1;
 }
@@ -766,12 +774,11 @@ int kprw_ring_extend(u64 k)
 static void ring_extents(const struct kprw_trace_hdr *h, u8 *map, const struct k_stat *st)
 {
 	u64 e = h->ring_ext_blocks, next = (h->ring_nblocks - kprw_rt.ring_n0 + e - 1) / e;
-	kprw_rt.ring_ext_mapped = kprw_mmap_anon((next + 63) / 64 * 8);
+	u64 bits = (next + 63) / 64 * 8;
+	kprw_rt.ring_ext_mapped = kprw_mmap_anon(bits);
 	if (!kprw_rt.ring_ext_mapped)
 		return;
-	ext_busy = kprw_mmap_anon((next + 63) / 64 * 8);
-	if (ext_busy && sys3(SYS_madvise, (long)ext_busy, (long)(((next + 63) / 64 * 8 + 4095) & ~4095ull), 18 /* MADV_WIPEONFORK */) < 0)
-		ext_busy = NULL; /* (a kernel before 4.14: no guard, as before) */
+	ext_busy = kprw_mmap_wipe_on_fork(bits); /* (NULL: no guard, as before) */
 	u64 plen = kprw_rt.trace_path ? kprw_strlen(kprw_rt.trace_path) : 0;
 	if (!plen || plen >= sizeof ring_path)
 		return; /* (a path longer than the copy: no extents) */

@@ -244,6 +244,18 @@ void *kprw_mmap_anon(unsigned long size)
 	return (void *)r;
 }
 
+/* kprw_mmap_wipe_on_fork maps memory a fork child gets zeroed (MADV_WIPEONFORK: a
+ * table of what this process's threads hold), or NULL (a kernel before 4.14) */
+void *kprw_mmap_wipe_on_fork(unsigned long size)
+{
+	void *p = kprw_mmap_anon(size);
+	if (p && sys3(SYS_madvise, (long)p, (long)((size + 4095) & ~4095ul), 18 /* MADV_WIPEONFORK */) == 0)
+		return p;
+	if (p)
+		sys2(SYS_munmap, (long)p, (long)((size + 4095) & ~4095ul));
+	return NULL;
+}
+
 /* kprw_mmap_dense maps memory the runtime fills densely (a table of every event or
  *  every point written at start-up, the kretprobe instances) on 2 MiB pages once it is
  * 512 KiB or more: on this kind of VM a 4 KiB page's first touch costs ~7 us even

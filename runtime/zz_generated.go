@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "120f58ff3c1d1a241281424ff32405492a82c0cd5e1543df6ce7bb9c94634d72"
+const ObjectSHA256 = "be3ce94ca2d66d803e66759e6638b8da41b1da35d3052010599323343065a19e"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -138,6 +138,7 @@ func TestPrint(t *testing.T) {
 	put(5, []uint64{4, 1234}, 10, ^uint64(0)-1, "prog") // n sums to -2
 	put(9, []uint64{2, 1234}, 7, 70, "prog")
 	le.PutUint64(tab[(HeaderWords+11*s.EntryWords())*8:], TagBusy) // being filled: left out
+	le.PutUint64(tab[(HeaderWords+12*s.EntryWords())*8:], TagDead) // given up as the table filled: left out
 	tb, err := s.ReadTable(tab)
 	if err != nil {
 		t.Fatal(err)

@@ -40,6 +40,8 @@ const (
 	recFiltered = 2
 
 	TagBusy = 1
+	// TagDead marks a bucket a writer won as the table filled: no entry, skipped.
+	TagDead = 2
 	TagBit  = 1 << 63
 	// HashSeed and HashMul make a key's hash as the runtime does (rt_hist.c's mix): h =
 	// HashSeed, then for each key word w, h = (h ^ w) * HashMul; h ^= h >> 29. Its

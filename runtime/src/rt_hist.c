@@ -13,6 +13,7 @@
 #define H_PAUSED 1
 #define H_COMM 2
 #define TAG_BUSY 1ull
+#define TAG_DEAD 2ull /* a bucket won when the table filled: no entry, never claimed again */
 #define TAG_BIT (1ull << 63)
 #define STRING_WORDS 32 /* evhist.StringKeyLen / 8 */
 #define COMM_WORDS 2
@@ -673,15 +674,27 @@ find_or_claim(const struct kprw_hist *h, u64 *tab, u64 hash, const void *k,
 		u64 *b = base + idx * h->ewords;
 		u64 t = __atomic_load_n(&b[0], __ATOMIC_ACQUIRE);
 		if (t == 0) {
-			if (__atomic_fetch_add(&tab[3], 1, __ATOMIC_RELAXED) >= h->size)
+			/* the count is taken after the bucket is won, so only a writer that holds
+			 * a bucket raises it: once it reaches size the table holds size entries
+			 * and never fewer, and a full count is never a passing one (a count
+			 * raised before the claim and lowered when the claim failed made a third
+			 * writer drop a key the table had room for) */
+			if (__atomic_load_n(&tab[3], __ATOMIC_RELAXED) >= h->size)
 				return NULL; /* the table holds its entries: a drop */
 			u64 zero = 0;
 			if (__atomic_compare_exchange_n(&b[0], &zero, TAG_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+				if (__atomic_fetch_add(&tab[3], 1, __ATOMIC_RELAXED) >= h->size) {
+					/* filled while this bucket was won: given up, but never empty
+					 * again (a writer may have passed it while busy and put its key
+					 * further on; a lookup claims at the first empty bucket) */
+					__atomic_fetch_sub(&tab[3], 1, __ATOMIC_RELAXED);
+					__atomic_store_n(&b[0], TAG_DEAD, __ATOMIC_RELEASE);
+					return NULL;
+				}
 				fill(h, k, b, e);
 				__atomic_store_n(&b[0], tag, __ATOMIC_RELEASE);
 				return b;
 			}
-			__atomic_fetch_sub(&tab[3], 1, __ATOMIC_RELAXED);
 			t = zero;
 		}
 		for (u32 s = 0; t == TAG_BUSY && s < SPIN; s++) {

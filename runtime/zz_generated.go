@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "be3ce94ca2d66d803e66759e6638b8da41b1da35d3052010599323343065a19e"
+const ObjectSHA256 = "c3de01e870ac3ec656664caf1859b68d2ad73a32466dcfde58b930242b48adab"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -283,7 +283,7 @@ struct kprw_rt {
 	long *ev_fixed;    /* per event: kprw_fetch_fixed_size of its program, computed once
 	                      (NULL: computed per record) */
 	struct kprw_fplan *ev_plan; /* per event: its compiled fetch plan, n = ~0u: none (an
-	                         event without fetches: n 0, fixed 0, never written) */
+	                         event that fetches nothing: n 0, fixed 0, never written) */
 	const struct kprw_fprog **ev_filter; /* per event: its filter, decoded once; NULL: none (or
 	                         malformed: every hit is recorded rather than lost) */
 	const struct kprw_evtrig **ev_trig; /* per event: its triggers, decoded once; NULL: none

@@ -686,6 +686,14 @@ long kprw_fetch_fixed_size(const u8 *prog, u32 plen)
 	return h.fixed;
 }
 
+/* kprw_fetch_none says whether the program fetches nothing (no argument, no entry
+ * block): its record has no data, its plan is one of no ops */
+int kprw_fetch_none(const u8 *prog, u32 plen)
+{
+	struct fhdr h;
+	return header(prog, plen, &h) && h.nargs == 0 && h.nentry == 0 && h.recmax == 0;
+}
+
 /* kprw_fetch_entry runs the entry blocks into edata (elen = kprw_fetch_edata_size). */
 int kprw_fetch_entry(const u8 *prog, u32 plen, const struct pt_regs *regs, u8 *edata, u32 elen, int fast)
 {

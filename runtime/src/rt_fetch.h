@@ -7,6 +7,7 @@
 
 u32 kprw_fetch_edata_size(const u8 *prog, u32 plen);
 long kprw_fetch_fixed_size(const u8 *prog, u32 plen); /* -1: not fixed */
+int kprw_fetch_none(const u8 *prog, u32 plen);
 int kprw_fetch_reads_xmm(const u8 *prog, u32 plen);
 #define KPRW_PLAN_MAX 16
 /* mem: 1 a read, 2 a plain load (StMemSafe); reg: index in pt_regs */

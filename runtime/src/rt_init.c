@@ -590,11 +590,11 @@ static void records_init(void)
 	for (u32 i = 0; fixed && i < kprw_rt.nevents; i++) {
 		const struct kprw_event *ev = &kprw_rt.events[i];
 		const u8 *prog = (const u8 *)RT_ADDR(ev->fetch);
-		/* an event without fetches keeps its zeros (size 0, a plan of no ops, which
-		 * every reader takes as it takes none): a table of such events (--calls) is
-		 * never written, and its 2 MiB pages are never made (~1-2 ms each here when
-		 * the host backs them anew; issue 49) */
-		if (ev->fetch_len) {
+		/* an event that fetches nothing keeps its zeros (size 0, a plan of no ops: what
+		 * kprw_fetch_plan would write): a table of such events (--calls) is never
+		 * written, and its 2 MiB pages are never made (~1-2 ms each here when the
+		 * host backs them anew; issue 49) */
+		if (ev->fetch_len && !kprw_fetch_none(prog, ev->fetch_len)) {
 			fixed[i] = kprw_fetch_fixed_size(prog, ev->fetch_len);
 			if (kprw_fetch_reads_xmm(prog, ev->fetch_len))
 				kprw_rt.reads_xmm = 1;

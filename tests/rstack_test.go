@@ -105,6 +105,7 @@ func TestReturnStack(t *testing.T) {
 		t.Errorf("returns %.300v, want %.300v (no dive_ret: longjmp left every frame)", order, wantOrder)
 	}
 	tailCalls(t, prog)
+	chainCalls(t, prog)
 	if shown["tail_a_ret"] == "" || shown["tail_a_ret"] != shown["tail_b_ret"] {
 		t.Errorf("tail call: return addresses shown %v, want main's for both", shown)
 	}
@@ -146,6 +147,43 @@ func tailCalls(t *testing.T, prog string) {
 		b, a := strings.SplitN(seq[i], "@", 2), strings.SplitN(seq[i+1], "@", 2)
 		if b[0] != "tail_b__return" || a[0] != "tail_a__return" || a[1] != b[1] {
 			t.Fatalf("return records %d and %d: %s, %s; want tail_b__return then tail_a__return, one return address", i, i+1, seq[i], seq[i+1])
+		}
+	}
+}
+
+// chainCalls: chain_a's tail call to hooked_c is a TAIL line (--calls chain_a) that
+// hooks main's return address on the return stack; hooked_c's entry and return events
+// (a CALL line) push a second entry on the same word, a chain, and its return through
+// the trampoline records hooked_c's return, then enters the trampoline again for
+// chain_a's: 1,000 calls of each, hooked_c's return first, both showing main's return
+// address (the detour's and the trampoline's assembly, as kprw_rstack_push and
+// kprw_rethook do it).
+func chainCalls(t *testing.T, prog string) {
+	out := filepath.Join(t.TempDir(), "chains.kp")
+	rewriteWith(t, prog, out, []string{"p:t/hc hooked_c", "r:t/hc_ret hooked_c"}, "--calls", "chain_a")
+	testprog.Same(t, prog, out, testprog.Cmd{}, nil)
+	code, text, stderr := kp("trace", out+".trace")
+	if code != 0 {
+		t.Fatalf("trace: exit %d: %s", code, stderr)
+	}
+	var seq []string
+	entries := 0
+	for _, l := range parseTraceLines(t, text) {
+		switch l.Event {
+		case "hc":
+			entries++
+		case "hc_ret", "chain_a__return":
+			head := strings.SplitN(strings.Trim(l.Head, "()"), " <- ", 2)[0]
+			seq = append(seq, l.Event+"@"+head)
+		}
+	}
+	if entries != 1000 || len(seq) != 2*1000 {
+		t.Fatalf("%d hc entries and %d return records, want 1,000 and 2,000:\n%.2000s", entries, len(seq), text)
+	}
+	for i := 0; i+1 < len(seq); i += 2 {
+		c, a := strings.SplitN(seq[i], "@", 2), strings.SplitN(seq[i+1], "@", 2)
+		if c[0] != "hc_ret" || a[0] != "chain_a__return" || a[1] != c[1] {
+			t.Fatalf("return records %d and %d: %s, %s; want hc_ret then chain_a__return, one return address", i, i+1, seq[i], seq[i+1])
 		}
 	}
 }

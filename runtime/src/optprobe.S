@@ -314,8 +314,10 @@ kprewrite_rt_optprobe_template_end:
 	.endm
 
 /* RS_ROOM checks that the thread's return stack (its context at %rsi, its key in %r9)
- * is its key's, has room, and that the word at S is not hooked yet (a chain:
- * kprw_kretprobe_entry's); else to fail */
+ * is its key's and has room, and, when the word at S holds the trampoline already (a
+ * tail call from a frame whose return event hooked it), that the stack's newest entry
+ * is frame S's: the push is then a chain on it (kprw_rstack_push's rule; else an
+ * instance's, kprw_kretprobe_entry's); else to fail. Uses %rax %rdx %r10. */
 	.macro RS_ROOM fail
 	RSTACK %rax
 	cmpq %r9, (%rax)
@@ -324,7 +326,16 @@ kprewrite_rt_optprobe_template_end:
 	jae \fail
 	leaq kprewrite_rt_rettramp(%rip), %rdx
 	cmpq %rdx, 216(%rsp)
-	je \fail
+	jne 21f
+	movl OF_RS_N(%rax), %edx
+	testl %edx, %edx
+	jz \fail
+	decl %edx
+	shlq $SH_RENT, %rdx
+	leaq 216(%rsp), %r10
+	cmpq %r10, OF_RS_E(%rax,%rdx)
+	jne \fail
+21:
 	.endm
 
 /* GPR is one 16-byte entry of the fast path's register table: a general register's
@@ -339,11 +350,13 @@ kprewrite_rt_optprobe_template_end:
 /* kprw_rethook_fast is the return trampoline's fast path (entry.S jumps here with %rsp = K,
  * the word that held the return address, and the trampoline's address still there):
  * the return of a frame on this thread's return stack (rt_rstack.c) whose newest entry
- * it is, no chain and no instance over it, whose probe is a CALL line's return event
- * without fetches, filter or trigger (hot_ret_fast), switched on, tracing on, the TSC
- * clock: the record as kprw_rethook's hot_ret_fast writes it (the real return address
- * as its word), the entry popped, the real return address at K, every register and the
- * arithmetic flags as they were, and a jmp through K as the trampoline's. Anything
+ * it is, no instance over it, whose probe is a CALL line's return event without
+ * fetches, filter or trigger (hot_ret_fast), switched on, tracing on, the TSC clock:
+ * the record as kprw_rethook's hot_ret_fast writes it (the real return address as its
+ * word), the entry popped, what the word held at K (the real return address; in a
+ * chain of entries on one word, a tail call's, the trampoline, which the jmp enters
+ * again for the next entry), every register and the arithmetic flags as they were,
+ * and a jmp through K as the trampoline's. Anything
  * else goes back to kprw_rethook_slow (entry.S) with everything as it came, before a
  * place is taken. Its frame: 0 flags (lahf, seto), 8 r11, 16 r10, 24 r9, 32 r8, 40
  * rdi, 48 rsi, 56 rdx, 64 rax; K = 72(%rsp). */
@@ -376,9 +389,15 @@ kprw_rethook_fast:
 	jne .Lrslow
 	cmpl $0, 28(%r8)
 	jne .Lrslow
+	/* what the word held: the real return address, or the trampoline (a chain: the
+	 * frame's next entry returns through it after this one) */
 	movq 8(%r8), %rax
 	cmpq 16(%r8), %rax
+	je 2f
+	leaq kprewrite_rt_rettramp(%rip), %rdx
+	cmpq %rdx, %rax
 	jne .Lrslow
+2:
 	/* the line of its probe's point (%rdi): a CALL line whose return event it is */
 	movl 24(%r8), %edx
 	movq kprw_rt+OF_RT_PROBES(%rip), %rdi
@@ -416,7 +435,9 @@ kprw_rethook_fast:
 	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
 	incq kprewrite_rt_stats+OF_STATS_RETTRAMPS(%rip)
 	/* the entry popped (one store: a signal handler's pushes go above it and its pops
-	 * come back to it), the real return address at K */
+	 * come back to it), what the word held at K (kprw_rethook's regs->ip: in a chain
+	 * the trampoline, entered again for the next entry) */
+	movq 8(%r8), %r11
 	RSTACK %r10
 	decl OF_RS_N(%r10)
 	movq %r11, 72(%rsp)
@@ -516,7 +537,30 @@ kprewrite_rt_optprobe_body:
 	jne 6f
 	movq 216(%rsp), %r8
 	cmpq %r10, %r8
+	jne 7f
+	/* the word holds the trampoline: this function was tail-called from a frame
+	 * whose return event hooked it (a TAIL line). The real return address is this
+	 * thread's newest return-stack entry's when that entry is frame S's, with no
+	 * flags (exit_hit's kprw_kretprobe_real_ret finds it there); else the full
+	 * path. (%r10, %r11 and %r8 are free here; %rax holds the time.) */
+	cmpq $0, kprw_rs_tab(%rip)
 	je .Lslow
+	RSTACK %r10
+	movq (%rsi), %r11
+	cmpq %r11, (%r10)
+	jne .Lslow
+	movl OF_RS_N(%r10), %r11d
+	testl %r11d, %r11d
+	jz .Lslow
+	decl %r11d
+	shlq $SH_RENT, %r11
+	leaq OF_RS_E(%r10,%r11), %r11
+	leaq 216(%rsp), %r8
+	cmpq %r8, (%r11)
+	jne .Lslow
+	cmpl $0, 28(%r11)
+	jne .Lslow
+	movq 16(%r11), %r8	/* (rent.real) */
 	jmp 7f
 6:	testl $0xff0000, %r8d
 	jz 8f
@@ -590,16 +634,25 @@ kprewrite_rt_optprobe_body:
 	cmpl $FC_RSTACK_N, %r11d
 	jae .Lcall_miss
 	movq 216(%rsp), %rcx
-	leaq kprewrite_rt_rettramp(%rip), %rax
-	cmpq %rax, %rcx
-	je .Lcall_miss
 	movl %r11d, %edx
 	shlq $SH_RENT, %rdx
 	leaq OF_RS_E(%r10,%rdx), %rdx
 	leaq 216(%rsp), %r8
-	movq %r8, (%rdx)
+	movq %rcx, %r9		/* the frame's real return address */
+	leaq kprewrite_rt_rettramp(%rip), %rax
+	cmpq %rax, %rcx
+	jne 22f
+	/* a chain (RS_ROOM allowed it): on the newest entry, frame S's, whose real
+	 * return address this one keeps (kprw_rstack_push); a signal handler that
+	 * changed the stack since leaves the call unhooked */
+	testl %r11d, %r11d
+	jz .Lcall_miss
+	cmpq %r8, -(1 << SH_RENT)(%rdx)
+	jne .Lcall_miss
+	movq 16 - (1 << SH_RENT)(%rdx), %r9
+22:	movq %r8, (%rdx)
 	movq %rcx, 8(%rdx)
-	movq %rcx, 16(%rdx)
+	movq %r9, 16(%rdx)
 	movl OF_HOT_RPI(%rdi), %r9d
 	movl %r9d, 24(%rdx)
 	movl $0, 28(%rdx)

@@ -2,7 +2,8 @@
  * it: a recursion deeper than the stack and the pool after it, a longjmp that leaves
  * every frame of one (stale entries the next calls sweep), a tail call from a function
  * whose frame is on the stack to one whose return event takes an instance (a chain
- * across both), and a fork inside a hooked frame whose child returns through it. */
+ * across both), a tail call to a hooked function from a frame a TAIL line hooked (a
+ * chain on the stack), and a fork inside a hooked frame whose child returns through it. */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,19 @@ __attribute__((noinline)) long tail_a(long x)
 	sink++;
 	return tail_b(x + 1);
 }
+/* hooked_c: an entry and a return event (a CALL line) tail-called from chain_a, whose
+ * tail call a --calls TAIL line hooks: hooked_c's push is a chain on chain_a's entry
+ * (the detour's assembly), its return comes first, and both show main's return address */
+CALLS long hooked_c(long x)
+{
+	sink++;
+	return x * 5 + sink;
+}
+__attribute__((noinline)) long chain_a(long x)
+{
+	sink++;
+	return hooked_c(x + 2);
+}
 CALLS int forker(void)
 {
 	pid_t p = fork();
@@ -69,6 +83,10 @@ int main(void)
 	for (int i = 0; i < 1000; i++)
 		acc += tail_a(i);
 	printf("tails %ld\n", acc);
+	acc = 0;
+	for (int i = 0; i < 1000; i++)
+		acc += chain_a(i);
+	printf("chains %ld\n", acc);
 	int r = forker();
 	if (r == 7) {
 		printf("child %d\n", rec(3));

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "2672250f00d22c1702c2585db1bf419ce71c0ad2c3031280d2e32eb3c0b91e98"
+const ObjectSHA256 = "2c2dc2363433de2c921a1bc32c17097bb8842309116d7b6eff9880945d84885a"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -313,6 +313,27 @@ kprewrite_rt_optprobe_template_end:
 	jnz \fail
 	.endm
 
+/* RS_TOP puts in ent the thread's newest return-stack entry (its context at %rsi, the
+ * stack's address in rs) when the stack is key's and that entry is the frame's whose
+ * return-address word is at off(%rsp), with no flags; else to fail. Uses tmp (written
+ * after key is read: they may be one register). */
+	.macro RS_TOP rs, key, ent, tmp, off, fail
+	RSTACK \rs
+	cmpq \key, (\rs)
+	jne \fail
+	movl OF_RS_N(\rs), \ent\()d
+	testl \ent\()d, \ent\()d
+	jz \fail
+	decl \ent\()d
+	shlq $SH_RENT, \ent
+	leaq OF_RS_E(\rs,\ent), \ent
+	leaq \off(%rsp), \tmp
+	cmpq \tmp, (\ent)
+	jne \fail
+	cmpl $0, 28(\ent)
+	jne \fail
+	.endm
+
 /* RS_ROOM checks that the thread's return stack (its context at %rsi, its key in %r9)
  * is its key's and has room, and, when the word at S holds the trampoline already (a
  * tail call from a frame whose return event hooked it), that the stack's newest entry
@@ -374,21 +395,8 @@ kprw_rethook_fast:
 	TSC_NOW .Lrslow
 	movq %rax, %r11
 	TCTX_FIND .Lrslow
-	/* this thread's newest entry (%r8): frame K's, no flags, no chain */
-	RSTACK %r10
-	cmpq %r9, (%r10)
-	jne .Lrslow
-	movl OF_RS_N(%r10), %r8d
-	testl %r8d, %r8d
-	jz .Lrslow
-	decl %r8d
-	shlq $SH_RENT, %r8
-	leaq OF_RS_E(%r10,%r8), %r8
-	leaq 72(%rsp), %rax
-	cmpq %rax, (%r8)
-	jne .Lrslow
-	cmpl $0, 28(%r8)
-	jne .Lrslow
+	/* this thread's newest entry (%r8): frame K's, no flags */
+	RS_TOP %r10, %r9, %r8, %rax, 72, .Lrslow
 	/* what the word held: the real return address, or the trampoline (a chain: the
 	 * frame's next entry returns through it after this one) */
 	movq 8(%r8), %rax
@@ -545,21 +553,8 @@ kprewrite_rt_optprobe_body:
 	 * path. (%r10, %r11 and %r8 are free here; %rax holds the time.) */
 	cmpq $0, kprw_rs_tab(%rip)
 	je .Lslow
-	RSTACK %r10
-	movq (%rsi), %r11
-	cmpq %r11, (%r10)
-	jne .Lslow
-	movl OF_RS_N(%r10), %r11d
-	testl %r11d, %r11d
-	jz .Lslow
-	decl %r11d
-	shlq $SH_RENT, %r11
-	leaq OF_RS_E(%r10,%r11), %r11
-	leaq 216(%rsp), %r8
-	cmpq %r8, (%r11)
-	jne .Lslow
-	cmpl $0, 28(%r11)
-	jne .Lslow
+	movq (%rsi), %r8	/* (the context's key) */
+	RS_TOP %r10, %r8, %r11, %r8, 216, .Lslow
 	movq 16(%r11), %r8	/* (rent.real) */
 	jmp 7f
 6:	testl $0xff0000, %r8d

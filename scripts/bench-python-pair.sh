@@ -16,12 +16,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/bench-pypair.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 gcc -O2 -o cputime "$root/scripts/bench/cputime.c"
-cat >work.py <<'EOF'
-import json
-d = {"k%d" % i: [i, i * 2.5, str(i), {"x": [1, 2, 3], "y": None}] for i in range(200)}
-for _ in range(40):
-    assert json.loads(json.dumps(d)) == d
-EOF
+# the workload bench-python-floor.sh runs, taken from it (one copy of it)
+sed -n "/^cat >work.py <<'EOF'/,/^EOF/p" "$root/scripts/bench-python-floor.sh" | sed '1d;$d' >work.py
 "$a" rewrite --calls '*' --trace none -o calls.A "$py" >/dev/null 2>&1
 "$b" rewrite --calls '*' --trace none -o calls.B "$py" >/dev/null 2>&1
 pin=""

@@ -14,6 +14,11 @@
 #     read and a 32-byte store into a reused 32 MiB ring (tsc: rdtsc; mono:
 #     clock_gettime(CLOCK_MONOTONIC) through the vDSO; counter: a locked add on one
 #     line, no clock);
+#   - two more floors of the tsc record: the probe floor (b.c's pfloor_work: the record
+#     kept by the least detour a probe can be, flags and registers saved, the thread's
+#     place in TLS, no point, no check), and keep (scripts/bench/keep.c: the records
+#     written to disk by a second thread, the ring growing into new memory while the
+#     disk is behind: what keeping every record of the burst costs);
 #   - the program rewritten with `p:b/w work a=%di b=%si` and `--clock CLOCK`, under
 #     `kprewrite record` (a 32 MiB ring drained into the trace file) and run directly
 #     (its own trace file, sized for every record, not pre-populated): every clock's
@@ -67,6 +72,22 @@ static double now(clockid_t c) { struct timespec t; clock_gettime(c, &t); return
 static inline unsigned long tsc(void) { unsigned lo, hi; __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi)); return (unsigned long)hi << 32 | lo; }
 static inline unsigned long mono(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000ul + t.tv_nsec; }
 static inline unsigned long counter(void) { return __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED); }
+/* The probe floor: the tsc floor's record kept by a detour on work's entry, the least
+ * any probe that keeps a record costs beside the clock and the stores: the detour saves
+ * the flags and what it uses and gives them back, finds its thread's place in TLS (one
+ * load and store, no lookup), fetches the two arguments from their registers and jumps
+ * to the function; no point, no check, no block. */
+struct rec *ringp = ring;
+__thread unsigned long tidx;
+long pfloor_work(long a, long b);
+_Static_assert(RING_RECS - 1 == 0xfffff, "the probe floor's mask");
+__asm__(".text\n.globl pfloor_work\npfloor_work:\n"
+	"push %rax\n lahf\n seto %al\n push %rax\n push %rdx\n push %rcx\n"
+	"mov %fs:tidx@tpoff, %rcx\n lea 1(%rcx), %rdx\n and $0xfffff, %edx\n mov %rdx, %fs:tidx@tpoff\n"
+	"shl $5, %rcx\n add ringp(%rip), %rcx\n"
+	"rdtsc\n shl $32, %rdx\n or %rdx, %rax\n"
+	"mov %rax, (%rcx)\n mov %rdi, 8(%rcx)\n mov %rsi, 16(%rcx)\n movq $7, 24(%rcx)\n"
+	"pop %rcx\n pop %rdx\n pop %rax\n add $0x7f, %al\n sahf\n pop %rax\n jmp work\n");
 #define LOOP(CLOCK) for (long i = 0; i < n; i++) { \
 	s += work(1, i); \
 	struct rec *r = &ring[i & (RING_RECS - 1)]; \
@@ -88,6 +109,9 @@ int main(int argc, char **argv) {
 		LOOP(mono())
 	else if (!strcmp(floor, "counter"))
 		LOOP(counter())
+	else if (!strcmp(floor, "probe"))
+		for (long i = 0; i < n; i++)
+			s += pfloor_work(1, i);
 	else
 		for (long i = 0; i < n; i++)
 			s += work(1, i);
@@ -97,6 +121,9 @@ int main(int argc, char **argv) {
 }
 EOF
 gcc -O2 -o b b.c
+# the floor of a record that is kept: the tsc floor's loop into blocks a second thread
+# writes to disk, the ring growing into new memory when the burst outruns the disk
+gcc -O2 -pthread -o keep "$root/scripts/bench/keep.c"
 for c in "${clocks[@]}"; do
 	./kp rewrite --clock "$c" -o "b.$c" -e 'p:b/w work a=%di b=%si' b >/dev/null
 done
@@ -124,11 +151,15 @@ for r in $(seq "$rounds"); do
 	above["wall base"]+="${base#* }"$'\n'
 	for c in "${clocks[@]}"; do
 		add "floor $c" "$(./b "$hits" "$c")"
+		[ "$c" != tsc ] || add "probe" "$(./b "$hits" probe)"
 		rm -f r.trace
 		add "record $c" "$(./kp record -q -o r.trace -- "./b.$c" "$hits")"
 		last["record $c"]=$(kept r.trace)
 		round+="[${last["record $c"]}]  "
 		rm -f r.trace
+		# right after the record it is weighed against, so that it, not the record, gets
+		# the memory the run before freed (which can come back backed: the cheaper way)
+		[ "$c" != tsc ] || add "keep" "$(./keep "$hits" keep.out 2>/dev/null)"
 	done
 	if [ -n "${BASE:-}" ]; then
 		above["cpu floor base"]+="$(printf '%s' "${above["cpu floor tsc"]}" | tail -1)"$'\n'
@@ -166,6 +197,16 @@ for m in cpu wall; do
 		dir=$(printf '%s' "${above["$m direct $c"]}" | median)
 		echo "$c $f $rec $dir ${last["record $c"]} ${last["direct $c"]}" |
 			sed 's/^base /tsc-BASE /' | awk '{printf "| %s | %.2f | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %s |\n", $1, $2, $3, $3 / $2, $5, $4, $4 / $2, $4 / $3, $6}'
+	done
+	echo
+	rec=$(printf '%s' "${above["$m record tsc"]}" | median)
+	f=$(printf '%s' "${above["$m floor tsc"]}" | median)
+	echo "| the tsc floor's record | ns/hit | x the tsc floor | tsc under \`record\` x it |"
+	echo "|---|---|---|---|"
+	for k in probe keep; do
+		v=$(printf '%s' "${above["$m $k"]}" | median)
+		echo "$k $v $f $rec" | sed 's/^probe/kept by a minimal detour (the probe floor)/; s/^keep/written to disk, the ring growing (keep.c)/' |
+			awk '{n = NF; printf "| %s", $1; for (i = 2; i <= n - 3; i++) printf " %s", $i; printf " | %.2f | %.2f | %.2f |\n", $(n-2), $(n-2) / $(n-1), $n / $(n-2)}'
 	done
 	echo
 done

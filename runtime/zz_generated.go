@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "2c2dc2363433de2c921a1bc32c17097bb8842309116d7b6eff9880945d84885a"
+const ObjectSHA256 = "2dddbeb582dbc0c637479368ddd331e4e4561c1d297f3f692c0df06e6d2b53c7"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

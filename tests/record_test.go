@@ -647,8 +647,9 @@ func TestRecordRingGrowsAhead(t *testing.T) {
 
 // TestRecordNoBurstNoThread: a program that never outruns its recorder gets no runtime
 // thread (kprw-ahead starts at the ring's first growth need: a process with one more
-// thread cannot unshare(CLONE_NEWUSER)); the recorder's file is of format 4, a file
-// the program writes alone of format 3 (the same records, which older readers take).
+// thread cannot unshare(CLONE_NEWUSER)), nor one whose 1,000 records fit in the chunks
+// its own trace file was opened with; the recorder's file is of format 4, a file the
+// program writes alone of format 3 (the same records, which older readers take).
 func TestRecordNoBurstNoThread(t *testing.T) {
 	testprog.Need(t, "gcc")
 	bin := testprog.Build(t, aheadSrc, "c", "-O2")
@@ -661,8 +662,8 @@ func TestRecordNoBurstNoThread(t *testing.T) {
 		t.Fatalf("record: exit %d, stdout %q (want no kprw-ahead thread): %s", code, stdout, stderr)
 	}
 	direct := filepath.Join(dir, "d.trace")
-	if r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{"1000"}, Env: []string{"KPREWRITE_TRACE=" + direct}}); r.Exit != 7 {
-		t.Fatal(r)
+	if r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{"1000"}, Env: []string{"KPREWRITE_TRACE=" + direct}}); r.Exit != 7 || !strings.HasPrefix(r.Stdout, "ahead none") {
+		t.Fatalf("run directly: %s (want no kprw-ahead thread)", r)
 	}
 	for f, want := range map[string]uint32{file: kprt.TraceVersion, direct: kprt.TraceVersion3} {
 		b, err := os.ReadFile(f)
@@ -676,5 +677,67 @@ func TestRecordNoBurstNoThread(t *testing.T) {
 		if s := readTrace(t, f); len(s) != 1000 {
 			t.Errorf("%s: %d records, want 1000", f, len(s))
 		}
+	}
+}
+
+const unshareSrc = `
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+__attribute__((noinline)) long work(long a, long b) { __asm__ volatile(""); return a + b; }
+int main(int argc, char **argv) {
+	long n = atol(argv[1]), s = 0;
+	for (long i = 0; i < n; i++)
+		s += work(1, i);
+	int threads = 0;
+	DIR *d = opendir("/proc/self/task");
+	for (struct dirent *e; d && (e = readdir(d));)
+		threads += e->d_name[0] != '.';
+	int r = unshare(CLONE_NEWUSER);
+	printf("threads %d unshare %s %ld\n", threads, r ? strerror(errno) : "ok", s & 1);
+	return 0;
+}
+`
+
+// TestDirectRunUnshareUserNS: a rewritten program run directly keeps its threads its
+// own while its records fit in the chunks its trace file was opened with, so that it
+// can still unshare(CLONE_NEWUSER) or setns into a user namespace (both refuse a
+// process with more than one thread: container launchers and sandboxes do this at
+// start-up); the runtime's thread that readies the file ahead of the writers starts
+// when a run records more, and every record is kept either way. Under record the same
+// program keeps one thread.
+func TestDirectRunUnshareUserNS(t *testing.T) {
+	testprog.Need(t, "gcc")
+	bin := testprog.Build(t, unshareSrc, "c", "-O2")
+	if r := testprog.Run(t, testprog.Cmd{Path: bin, Args: []string{"10"}}); r.Exit != 0 || !strings.HasPrefix(r.Stdout, "threads 1 unshare ok") {
+		t.Skipf("unshare(CLONE_NEWUSER) is refused here to the program itself: %s", r)
+	}
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "unshare.kp")
+	rewriteWith(t, bin, prog, []string{recordDef})
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{1000, "threads 1 unshare ok"},
+		{100000, "threads 2 "}, // the thread started, so unshare refuses (docs/limits.md)
+	} {
+		file := filepath.Join(dir, fmt.Sprintf("d%d.trace", c.n))
+		r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{fmt.Sprint(c.n)}, Env: []string{"KPREWRITE_TRACE=" + file}})
+		if r.Exit != 0 || !strings.HasPrefix(r.Stdout, c.want) {
+			t.Errorf("%d records, run directly: %s, want %q first", c.n, r, c.want)
+		}
+		if s := readTrace(t, file); len(s) != c.n {
+			t.Errorf("%d records, run directly: %d in the trace", c.n, len(s))
+		}
+	}
+	file := filepath.Join(dir, "r.trace")
+	code, stdout, stderr := kp("record", "-q", "-o", file, "--", prog, "1000")
+	if code != 0 || !strings.HasPrefix(stdout, "threads 1 unshare ok") {
+		t.Errorf("record: exit %d, stdout %q: %s", code, stdout, stderr)
 	}
 }

@@ -21,11 +21,14 @@
  * thread was not scheduled in time, or the disk is full) readies it itself, as before
  * (rt_ring.c), so a record never lands on an unready page.
  *
- * The thread is started with the trace file (start-up, every signal blocked, a stack
- * and thread pointer of its own, like the live-probe agent, rt_live.c); it runs at
- * SCHED_BATCH, so its wake-up does not preempt the writer that woke it. A fork child
- * has no such thread (fork copies the calling thread only): it readies chunks itself,
- * as before. It ends with the process, or, when it finds the program's threads all
+ * The thread is started by the first writer that asks for chunks, not at start-up (a
+ * process with one more thread cannot unshare(CLONE_NEWUSER) or setns into a user
+ * namespace, and shows it in /proc/self/task: a program that records little keeps its
+ * threads its own), with every signal blocked, a stack and thread pointer of its own,
+ * like the live-probe agent, rt_live.c; it runs at SCHED_BATCH, so its wake-up does
+ * not preempt the writer that woke it. A fork child whose parent had started it has no
+ * such thread (fork copies the calling thread only): it readies chunks itself, as
+ * before. It ends with the process, or, when it finds the program's threads all
  * ended (each with SYS_exit: glibc's last thread calls exit, which ends the process;
  * the leader stays a zombie until then) and only runtime threads left, within
  * AHEAD_IDLE_S seconds (kprw_end_if_program_gone, rt_live.c).
@@ -91,30 +94,46 @@ static void ring_catch_up(void)
 		ring_ready = kprw_ring_ready(ring_ready, to);
 }
 
-/* The thread is started for a ring at the first growth it is asked to ready, not at
- * start-up: a program that never outruns its recorder keeps its threads its own (a
- * process with one more thread cannot unshare(CLONE_NEWUSER), and shows it in
- * /proc/self/task). It takes the CPUs the process had at start-up (spawned from a
- * writer, it would inherit that thread's, which a program may have pinned). */
+/* The thread is started at the first chunks (a direct trace) or the first growth (a
+ * ring) a writer asks for, not at start-up: a program that records little, or never
+ * outruns its recorder, keeps its threads its own. It takes the CPUs the process had at
+ * start-up (spawned from a writer, it would inherit that thread's, which a program may
+ * have pinned). */
 static u64 start_cpus[16]; /* the process's affinity at start-up (1024 CPUs) */
 static long start_ncpus;   /* its size, or 0 */
+static u32 prepared;       /* kprw_ahead_prepare ran: a writer may start the thread */
+static void kprw_ahead_start(void);
 
-/* kprw_ahead_ring_prepare notes the start-up's affinity (start-up, rt_tracefile.c) */
-void kprw_ahead_ring_prepare(void)
+/* kprw_ahead_prepare notes the start-up's affinity, for the thread a writer may start
+ * later (start-up, rt_tracefile.c) */
+void kprw_ahead_prepare(void)
 {
 	long r = sys3(SYS_sched_getaffinity, 0, sizeof start_cpus, (long)start_cpus);
 	start_ncpus = r > 0 ? r : 0;
+	__atomic_store_n(&prepared, 1, __ATOMIC_RELEASE);
 }
 
-/* ring_spawn starts the thread, once in a process image; not in a vfork child, which
+/* kprw_ahead_pending says whether a writer may still start the thread (rt_init.c: the
+ * replaced FILE.old is then left to it, or to the process's exit, not freed in the
+ * program's start-up) */
+int kprw_ahead_pending(void)
+{
+	return __atomic_load_n(&prepared, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* ahead_spawn starts the thread, once in a process image; not in a vfork child, which
  * shares the parent's memory (its cached pid is the parent's): 1 when it runs */
-static int ring_spawn(void)
+static int ahead_spawn(void)
 {
 	static u32 tried;
-	if (__atomic_exchange_n(&tried, 1, __ATOMIC_ACQ_REL))
+	if (!__atomic_load_n(&prepared, __ATOMIC_ACQUIRE))
+		return 0;
+	if (__atomic_load_n(&tried, __ATOMIC_ACQUIRE))
 		return kprw_ahead_owned();
 	if (kprw_pid_fast() != (u32)kprw_getpid())
-		return 0;
+		return 0; /* (before the try: a vfork child's would be its parent's) */
+	if (__atomic_exchange_n(&tried, 1, __ATOMIC_ACQ_REL))
+		return kprw_ahead_owned();
 	kprw_ahead_start();
 	return kprw_ahead_owned();
 }
@@ -125,7 +144,7 @@ static int ring_spawn(void)
 void kprw_ahead_ring(u64 to)
 {
 	u64 cur = __atomic_load_n(&ring_want, __ATOMIC_RELAXED);
-	if (cur >= to || (!kprw_ahead_owned() && !ring_spawn()))
+	if (cur >= to || (!kprw_ahead_owned() && !ahead_spawn()))
 		return;
 	while (cur < to && !__atomic_compare_exchange_n(&ring_want, &cur, to, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
@@ -161,9 +180,9 @@ static void ahead_thread(void)
 	}
 }
 
-/* kprw_ahead_start starts the thread for this process's direct trace file (start-up,
- * rt_tracefile.c); without it the writers ready their chunks themselves */
-void kprw_ahead_start(void)
+/* kprw_ahead_start starts the thread (ahead_spawn: a writer that asks for chunks or a
+ * ring's growth first); without it the writers ready their chunks themselves */
+static void kprw_ahead_start(void)
 {
 	unsigned long all = ~0ul, old = 0;
 	want = __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED);
@@ -188,16 +207,19 @@ int kprw_ahead_owned(void)
 
 /* kprw_ahead is called by a writer that took a block ending at end (rt_ring.c): within
  * AHEAD_WAKE chunks of the ready mark, it asks for AHEAD_CHUNKS chunks past end, from
- * this process's thread, or, with none (a fork child), readies the next chunk itself. */
+ * this process's thread, or, with none (a fork child), readies the next chunk itself.
+ * The thread is started only when a writer comes within a chunk of the ready mark: a
+ * run whose records fit in the chunks the file was opened with (~4,000 records of 32
+ * bytes) stays single-threaded. */
 void kprw_ahead(u64 end)
 {
-	u64 c = 1ull << CHUNK_SHIFT;
-	if (end + AHEAD_WAKE * c <= __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED))
+	u64 c = 1ull << CHUNK_SHIFT, ready = __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED);
+	if (end + AHEAD_WAKE * c <= ready)
 		return;
 	if (end < c / 2)
 		return; /* the chunks the file was opened with serve a short run (disk it needs) */
-	if (!kprw_ahead_owned()) {
-		if (end + c > __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED))
+	if (!kprw_ahead_owned() && (end + c <= ready || !ahead_spawn())) {
+		if (end + c > ready)
 			kprw_trace_grow(end);
 		return;
 	}

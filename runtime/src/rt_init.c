@@ -1006,7 +1006,7 @@ static void start_early(const struct kprw_header *h, char **envp)
 	arm_detours();
 	kprw_live_boot(envp, getenv_(envp, "KPREWRITE_EVENTS"), getenv_(envp, "KPREWRITE_TOOL"), getenv_(envp, "PATH"));
 	kprw_live_init();
-	if (!kprw_ahead_tid && !kprw_live_running())
+	if (!kprw_ahead_tid && !kprw_ahead_pending() && !kprw_live_running())
 		kprw_trace_release_old(); /* no runtime thread to do it off the program's path */
 	kprw_rt.trace_path_shown = path;
 	kprw_rt.init_done = 1;

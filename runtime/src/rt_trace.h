@@ -18,11 +18,11 @@ extern u64 kprw_trace_ready;
 int kprw_trace_grow(u64 end);
 int kprw_trace_ready_to(u64 to);
 /* rt_ahead.c: a thread of our own readies the area ahead of a direct trace's writers */
-void kprw_ahead_start(void);
+void kprw_ahead_prepare(void);
+int kprw_ahead_pending(void);
 void kprw_ahead(u64 end);
 int kprw_ahead_owned(void);
 void kprw_ahead_ring(u64 to);
-void kprw_ahead_ring_prepare(void);
 u64 kprw_ring_ready(u64 from, u64 to); /* rt_ring.c */
 extern u32 kprw_ahead_tid; /* its thread, which runs no code of the program's */
 int kprw_trace_fault(uptr addr);

@@ -910,7 +910,8 @@ static long rotate(const char *path)
 
 /* kprw_trace_release_old closes the replaced FILE.old this process holds (its blocks
  * are freed then): called by the runtime's threads when they start, else at the end of
- * start-up */
+ * start-up; while a writer may still start rt_ahead.c's thread, left to it (a run that
+ * records little never starts it: the process's exit closes the file) */
 void kprw_trace_release_old(void)
 {
 	long fd = __atomic_exchange_n(&old_fd, -1, __ATOMIC_ACQ_REL);
@@ -1263,11 +1264,12 @@ static void open_file(const char *path, u64 size, int flags, int records)
 		if (h->ring_ext_blocks && kprw_rt.ring_grow_va)
 			ring_extents(h, map, &st);
 		if (kprw_rt.ring_ext && records)
-			kprw_ahead_ring_prepare(); /* (its thread starts when the ring first grows) */
+			kprw_ahead_prepare(); /* (its thread starts when the ring first grows) */
 	} else if (records) {
 		ready_from(atomic_load(&h->head), flags & KPRW_OPEN_PREFAULT);
 		if (kprw_rt.populate && !(flags & KPRW_OPEN_PREFAULT))
-			kprw_ahead_start(); /* the next chunks readied off the writers' threads */
+			kprw_ahead_prepare(); /* the next chunks readied off the writers' threads,
+					       * by a thread the first writer to ask starts */
 	}
 out:
 	sys2(SYS_flock, fd, LOCK_UN);

@@ -104,6 +104,8 @@ func TestParseMatchesKernel(t *testing.T) {
 				continue
 			}
 			switch {
+			case kerr == nil && ours != nil && trailingConnective(ours, e):
+				t.Logf("%s: %q: this kernel takes a trailing && or || (newer ones, 6.18 here, refuse it, as ours does)", p.Event, e)
 			case kerr == nil && ours != nil:
 				t.Errorf("%s: %q: kernel accepts, ours: %v", p.Event, e, ours)
 			case kerr != nil && ours == nil:
@@ -120,6 +122,13 @@ func TestParseMatchesKernel(t *testing.T) {
 		os.WriteFile(filterFile, []byte("0"), 0)
 	}
 	t.Logf("%d filters compared with the kernel's", compared)
+}
+
+// trailingConnective says whether err is the refusal of a filter that ends in && or ||,
+// which older kernels took as if it were not there (6.18 refuses it).
+func trailingConnective(err error, expr string) bool {
+	var pe *Error
+	return errors.As(err, &pe) && pe.Code == ErrInvalidFilter && pe.Pos == len(strings.TrimRight(expr, " \t\n"))
 }
 
 // randomExprs makes filters from the grammar's tokens, well and badly formed.

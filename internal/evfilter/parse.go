@@ -314,6 +314,11 @@ func (p *parser) predicateParse(f *Filter, nparens, npreds int) error {
 	if err != nil {
 		return err
 	}
+	if b.stack[len(b.stack)-1]&(flProcessAnd|flProcessOr) != 0 {
+		// a && or || with nothing after it (Linux 6.18 refuses it here; older kernels
+		// took the filter as if it were not there)
+		return p.fail(ErrInvalidFilter, ptr)
+	}
 	if len(b.stack) != 1 {
 		return p.fail(ErrTooManyOpen, ptr)
 	}

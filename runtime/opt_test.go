@@ -498,16 +498,52 @@ func runBench(tb testing.TB, bin *probedBin, env ...string) map[string]float64 {
 	return vals
 }
 
-// TestProbeCost runs the benchmark program once and bounds the costs loosely: far
-// below a system call (~200 ns here), so no path makes one per hit.
+// TestProbeCost runs the benchmark program, logs what each path costs, and requires
+// that no path makes a system call per hit: the program's system calls, counted by
+// strace, do not grow with its hits. (Its times are not bounded: a slower or busier
+// machine moves them, and speed is measured by the scripts of docs/benchmarks.md; a
+// bound of 150 ns for ro held on one machine and not on the next.)
 func TestProbeCost(t *testing.T) {
 	bin := buildRewritten(t, "testdata/optprobed.c", nil, benchSpecs)
 	v := runBench(t, bin)
 	t.Logf("ns per call: bare %.1f, o %.1f, o disarmed %.1f, o traced (2 fetchargs) %.1f, ro %.1f",
 		v["bare"], v["o"], v["off"], v["trace"], v["ro"])
-	if v["o"]-v["bare"] > 100 || v["off"]-v["bare"] > 20 || v["trace"]-v["bare"] > 400 || v["ro"]-v["bare"] > 150 {
-		t.Errorf("a probe path costs like a system call: %v", v)
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Skip("strace is not installed: the probe paths' system calls are not counted")
 	}
+	few, many := benchSyscalls(t, bin, 20000), benchSyscalls(t, bin, 60000)
+	// each of the 40 sites is hit 40,000 times more: one system call a hit on any
+	// path adds 40,000 or more; the trace file's chunks add tens
+	if many-few > 10000 {
+		t.Errorf("a probe path makes system calls per hit: %d system calls with 20,000 hits a site, %d with 60,000", few, many)
+	}
+	t.Logf("system calls: %d with 20,000 hits a site, %d with 60,000", few, many)
+}
+
+// benchSyscalls runs the benchmark program with n calls a site under strace -f -c and
+// returns the system calls its threads made.
+func benchSyscalls(t *testing.T, bin *probedBin, n int) int {
+	dir := t.TempDir()
+	out := dir + "/strace"
+	cmd := exec.Command("strace", "-f", "-c", "-o", out, bin.path, "bench", strconv.Itoa(n))
+	cmd.Env = []string{"KPREWRITE_TRACE=" + dir + "/bench.trace", "KPREWRITE_TRACE_SIZE=160M"}
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("strace of bench %d: %v: %s", n, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// % time, seconds, usecs/call, calls, [errors,] "total"
+		if f := strings.Fields(line); len(f) >= 5 && f[len(f)-1] == "total" {
+			if calls, err := strconv.Atoi(f[3]); err == nil {
+				return calls
+			}
+		}
+	}
+	t.Fatalf("strace -c of bench %d: no total line:\n%s", n, b)
+	return 0
 }
 
 // TestPrepareEncode: Prepare settles the size and indexes that Encode then honours at

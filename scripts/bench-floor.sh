@@ -204,9 +204,10 @@ for m in cpu wall; do
 	echo "| the tsc floor's record | ns/hit | x the tsc floor | tsc under \`record\` x it |"
 	echo "|---|---|---|---|"
 	for k in probe keep; do
-		v=$(printf '%s' "${above["$m $k"]}" | median)
-		echo "$k $v $f $rec" | sed 's/^probe/kept by a minimal detour (the probe floor)/; s/^keep/written to disk, the ring growing (keep.c)/' |
-			awk '{n = NF; printf "| %s", $1; for (i = 2; i <= n - 3; i++) printf " %s", $i; printf " | %.2f | %.2f | %.2f |\n", $(n-2), $(n-2) / $(n-1), $n / $(n-2)}'
+		label="kept by a minimal detour (the probe floor)"
+		[ "$k" = probe ] || label="written to disk, the ring growing (keep.c)"
+		echo "$(printf '%s' "${above["$m $k"]}" | median) $f $rec" |
+			awk -v l="$label" '{printf "| %s | %.2f | %.2f | %.2f |\n", l, $1, $1 / $2, $3 / $1}'
 	done
 	echo
 done

@@ -230,7 +230,12 @@ static void *loop(void *arg) {
 }
 static void *forker(void *arg) {
 	long n = 0;
-	for (; !stop; n++) {
+	while (!stop) {
+		if (n >= 3000) { /* bounded: each child's blocks take ~68 KiB of the trace */
+			usleep(1000);
+			continue;
+		}
+		n++;
 		pid_t pid = fork();
 		if (pid == 0) {
 			for (long i = 0; i < 1000; i++)
@@ -307,6 +312,9 @@ func testLiveStress(t *testing.T, prog string, flags []string) {
 	tr := bin + ".trace"
 	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"}, append(flags, "--disable", "t/w")...)
 	cmd := exec.Command(bin)
+	// the toggles take as long as the machine makes them: a record area larger than
+	// what the bounded forks and the rate-limited threads can fill in that time
+	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE_SIZE=1G")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	stdin, _ := cmd.StdinPipe()

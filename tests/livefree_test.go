@@ -7,6 +7,7 @@ package tests
 import (
 	"debug/elf"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -264,6 +265,9 @@ func TestLiveProbeUnpreparedReuse(t *testing.T) {
 func cycleLive(t *testing.T, bin, tr string, n int, def func(i int) (name, def string)) ([]traceLine, uint64, int) {
 	t.Helper()
 	cmd := exec.Command(bin)
+	// each event records for as long as its removal takes on a loaded machine: room
+	// past the default 64 MiB, so that records == hits does not hang on the scheduler
+	cmd.Env = append(os.Environ(), "KPREWRITE_TRACE_SIZE=1G")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	stdin, _ := cmd.StdinPipe()

@@ -223,7 +223,7 @@ func TestOptKretprobeChain(t *testing.T) {
 
 func TestOptThreads(t *testing.T) {
 	for _, v := range []struct{ name, key string }{{"glibc", ""}, {"musl", ""}, {"glibc-fs0", "fs0"}, {"glibc-static-fs0", "fs0"},
-		{"musl-static-fs0", "fs0"}, {"glibc-tid", "tid"}} {
+		{"musl-static-fs0", "fs0"}, {"glibc-tid", "tid"}, {"glibc-hash", "hash"}, {"glibc-static", ""}} {
 		t.Run(v.name, func(t *testing.T) {
 			var flags []string
 			if strings.HasPrefix(v.name, "musl") {
@@ -237,7 +237,7 @@ func TestOptThreads(t *testing.T) {
 			r := b.run(t, "threads", env...)
 			// static glibc runs the ifunc resolver (which calls o_add) after start-up
 			extra := 0
-			if v.name == "glibc-static-fs0" {
+			if strings.HasPrefix(v.name, "glibc-static") {
 				extra = 1
 			}
 			r.want(t, "bad", "0", "n", strconv.Itoa(40000+extra), "badregs", "0")
@@ -247,6 +247,12 @@ func TestOptThreads(t *testing.T) {
 			want := map[uint32]bool{}
 			for i := 0; i < 8; i++ {
 				want[uint32(r.num(t, fmt.Sprintf("tid%d", i)))] = true
+				// glibc's TCB names each thread's context, unless the key is the tid or
+				// the hash is asked for (musl's word is not read)
+				named := strings.HasPrefix(v.name, "glibc") && v.key != "tid" && v.key != "hash"
+				if w := r.vals[fmt.Sprintf("tcbword%d", i)]; w != "" && (w == "1") != named {
+					t.Errorf("thread %d: TCB word set %s, want %v", i, w, named)
+				}
 			}
 			n := map[uint32]int{}
 			for _, rec := range r.trace.Records {
@@ -257,6 +263,22 @@ func TestOptThreads(t *testing.T) {
 			}
 			if len(r.trace.Records) != 40000+extra || len(n) != 8+extra {
 				t.Errorf("%d records from %d threads", len(r.trace.Records), len(n))
+			}
+
+			// a thread whose TLS block a raw clone set up (not glibc's TCB): its probes
+			// hit, and nothing of the block is written (the TCB's word is glibc's only)
+			if !strings.HasPrefix(v.name, "musl") {
+				r = b.run(t, "rawtls", env...)
+				r.want(t, "bad", "0", "changed", "0", "n", strconv.Itoa(1000+extra))
+				tr := 0
+				for _, rec := range r.trace.Records {
+					if rec.EventID == 104 { // o_tr
+						tr++
+					}
+				}
+				if tr != 1000 {
+					t.Errorf("rawtls: %d records of o_tr, want 1000", tr)
+				}
 			}
 
 			// threads made one after the other reuse each other's TCB: the tid of every

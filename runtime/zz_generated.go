@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "2dddbeb582dbc0c637479368ddd331e4e4561c1d297f3f692c0df06e6d2b53c7"
+const ObjectSHA256 = "ddc6a205af0bd20ab0a21771a5464a05e625f9151a7500aed31bc31a93413379"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -25,6 +25,7 @@
 #define OF_RT_CTL_GEN 592
 #define OF_RT_CTL_SEEN 600
 #define OF_RT_LIVE_LISTS 648
+#define OF_RT_TCB_SLOT 752
 #define OF_RT_PROBES 24
 /* struct kprw_probe: 80 bytes, its point first */
 #define SZ_PROBE 80
@@ -62,6 +63,7 @@
 #define OF_TCTX_TID 8
 #define OF_TCTX_BUSY 12
 #define OF_TCTX_COMM_NS 16
+#define FC_TCTX_BYTES 65536 /* the table: KPRW_NTCTX contexts */
 /* struct kprw_tshare */
 #define OF_TSH_LIVE 65552
 #define OF_TSH_OFF 65556
@@ -99,6 +101,8 @@
 #define FC_KEY_FS0 2            /* KPRW_KEY_FS0 */
 #define FC_TCTX_HASH 0x9E3779B97F4A7C15 /* kprw_tctx_hash: k * this >> 54 */
 #define FC_TCTX_HASH_SHIFT 54
+#define FC_TCB_TID 0x2d0        /* KPRW_GLIBC_TID: glibc's struct pthread tid */
+#define FC_TCB_SELF 0x10        /* KPRW_GLIBC_SELF: tcbhead_t.self */
 #define FC_COMM_REFRESH_NS 1000000 /* KPRW_COMM_REFRESH_NS */
 #define FC_TS_MAX_2 0xfffffffffffe /* TS_MAX - 2 (need_ext) */
 #define FC_REC_END_SHIFT 39     /* REC_END_SHIFT */

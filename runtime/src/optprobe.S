@@ -170,24 +170,68 @@ kprewrite_rt_optprobe_template_end:
 17:
 	.endm
 
-/* TCTX_FIND finds the thread's context at its hash's slot, no handler of ours running,
- * its tid still the TCB's (hot_fast_tctx): %rsi, its key in %r9; else to fail */
-	.macro TCTX_FIND fail
-	movl kprw_rt+OF_RT_KEYMODE(%rip), %eax
-	cmpl $FC_KEY_FS0, %eax
-	jne 13f
-	movq %fs:0, %r9		/* (TLS is set up: the mode says so) */
-	jmp 14f
-13:	cmpl $FC_KEY_FSBASE, %eax
-	jne \fail
-	rdfsbase %r9
-14:	testq %r9, %r9
-	jle \fail		/* none, or a tid key */
+/* TCTX_HASH puts the address of the context slot of key %r9's hash in %rsi */
+	.macro TCTX_HASH
 	movabsq $FC_TCTX_HASH, %rsi
 	imulq %r9, %rsi
 	shrq $FC_TCTX_HASH_SHIFT, %rsi
 	shlq $SH_TCTX, %rsi
 	addq kprw_tctx_tab(%rip), %rsi
+	.endm
+
+/* TCTX_FIND finds the thread's context, no handler of ours running, its tid still the
+ * TCB's (hot_fast_tctx): %rsi, its key in %r9; else to fail. With glibc's TCB
+ * (kprw_rt.tcb_slot, rt_thread.c) the TCB's word names it: one load, checked to point
+ * into the table before anything is read through it, then its key and glibc's tid
+ * (%fs:0 the key, as tcb_slot_check saw); a miss finds it at its hash's slot and names
+ * it there for the thread's next hits once the checks pass. The hash chain (the thread pointer, a multiply,
+ * the slot's key) and the learned tid offsets' loop cost ~5 ns a hit on a Zen 3 (issue 49). */
+	.macro TCTX_FIND fail
+	movl kprw_rt+OF_RT_TCB_SLOT(%rip), %eax
+	testl %eax, %eax
+	jz 13f
+	movq %fs:0, %r9
+	movq %fs:(%rax), %rsi
+	movq %rsi, %rdx
+	subq kprw_tctx_tab(%rip), %rdx
+	cmpq $FC_TCTX_BYTES, %rdx
+	jae 26f			/* (0, or not ours: never read through) */
+	cmpq %r9, (%rsi)
+	jne 26f
+	cmpl $0, OF_TCTX_BUSY(%rsi)
+	jne \fail
+	movl %fs:FC_TCB_TID, %eax
+	cmpl OF_TCTX_TID(%rsi), %eax
+	jne \fail
+	jmp 28f
+	/* not named yet: by its hash, and named once it is the thread's own in a TCB of
+	 * glibc's shape (self at 0x10; a TLS block a raw clone set up is not written) */
+26:	testq %r9, %r9
+	jle \fail
+	TCTX_HASH
+	cmpq %r9, (%rsi)
+	jne \fail
+	cmpl $0, OF_TCTX_BUSY(%rsi)
+	jne \fail
+	movl %fs:FC_TCB_TID, %eax
+	cmpl OF_TCTX_TID(%rsi), %eax
+	jne \fail
+	cmpq %r9, %fs:FC_TCB_SELF
+	jne 28f
+	movl kprw_rt+OF_RT_TCB_SLOT(%rip), %eax
+	movq %rsi, %fs:(%rax)
+	jmp 28f
+13:	movl kprw_rt+OF_RT_KEYMODE(%rip), %eax
+	cmpl $FC_KEY_FS0, %eax
+	jne 14f
+	movq %fs:0, %r9		/* (TLS is set up: the mode says so) */
+	jmp 29f
+14:	cmpl $FC_KEY_FSBASE, %eax
+	jne \fail
+	rdfsbase %r9
+29:	testq %r9, %r9
+	jle \fail		/* none, or a tid key */
+	TCTX_HASH
 	cmpq %r9, (%rsi)
 	jne \fail
 	cmpl $0, OF_TCTX_BUSY(%rsi)
@@ -204,6 +248,7 @@ kprewrite_rt_optprobe_template_end:
 	leal -1(%rdx), %eax
 	andl %eax, %edx
 	jnz 3b
+28:
 	.endm
 
 /* CPU_WORD puts the CPU (kprw_cpu_fast) in %r9's bits 32-47, the record's first word */

@@ -336,6 +336,10 @@ struct kprw_rt {
 	u64 *ring_ext_mapped;
 	u8 *ring_grow_va;
 	unsigned long trace_dev, trace_ino; /* the file mapped: an extent is mapped from it only */
+	/* KPRW_TCB_SLOT when this thread's context is named in glibc's TCB (rt_thread.c's
+	 * tcb_slot_check), else 0: the fast paths then find it at its hash's slot */
+	u32 tcb_slot;
+	u32 no_tcb_slot;   /* KPREWRITE_THREADKEY=hash */
 };
 #define KPRW_HAS_USER 0x1      /* KPRW_F_USER probes (C handlers) */
 #define KPRW_HAS_KRET 0x2      /* KPRW_T_KRETPROBE probes */
@@ -369,6 +373,11 @@ extern void kprw_restorer(void);
 #define KPRW_KEY_PENDING 3 /* no TLS at start-up: ask ARCH_GET_FS until there is */
 #define KPRW_KEY_GOM 4     /* a static Go program's thread: %fs:0 is 0, the key is g->m (rt_thread.c) */
 #define KPRW_GO_G_M 0x30   /* runtime.g's m: after stack (16), stackguard0/1, _panic, _defer */
+/* glibc's x86-64 TCB (struct pthread, tcbhead_t first): where rt_thread.c's
+ * tcb_slot_check and optprobe.S's TCTX_FIND read and name a thread's context */
+#define KPRW_GLIBC_SELF 0x10  /* tcbhead_t.self: the thread pointer */
+#define KPRW_GLIBC_TID 0x2d0  /* struct pthread.tid (after the 0x2c0-byte tcbhead_t and list) */
+#define KPRW_TCB_SLOT 0x278   /* the last word of tcbhead_t.__glibc_unused2 (0x80..0x280) */
 
 /* A thread context: one per thread that hit a probe, found by the thread pointer. */
 struct kprw_tctx {
@@ -431,6 +440,7 @@ struct kprw_thread {
 };
 int kprw_thread_init(void);
 u32 kprw_thread_keymode_fs0(void);
+void kprw_tcb_slot_check(void);
 u32 kprw_pid(void); /* cached getpid() */
 struct kprw_thread *kprw_thread_find(u32 pid, u32 tid);
 struct kprw_thread *kprw_thread_get(u32 pid, u32 tid);
@@ -617,17 +627,45 @@ static inline u32 kprw_tctx_hash(u64 k)
 	return (u32)((k * 0x9E3779B97F4A7C15ull) >> 54); /* 10 bits: KPRW_NTCTX */
 }
 
+/* kprw_tcb_name names context c, the calling thread's (its key the thread pointer), in
+ * its TCB's word for the next lookups (kprw_rt.tcb_slot), when the TCB has glibc's shape
+ * (self at 0x10) and its tid is c's: a TLS block a raw clone set up is not written */
+static inline __attribute__((always_inline)) void kprw_tcb_name(struct kprw_tctx *c)
+{
+	if (!kprw_rt.tcb_slot)
+		return;
+	u64 self;
+	u32 tid;
+	__asm__ volatile("movq %%fs:%c2, %0\n\tmovl %%fs:%c3, %1" : "=r"(self), "=r"(tid) : "i"(KPRW_GLIBC_SELF), "i"(KPRW_GLIBC_TID));
+	if (self == c->key && tid == c->tid)
+		__asm__ volatile("movq %0, %%fs:(%1)" : : "r"(c), "r"((uptr)kprw_rt.tcb_slot) : "memory");
+}
+
 /* kprw_tctx_get is the calling thread's context, NULL only if the table is full of live
  * threads. */
 static inline __attribute__((always_inline)) struct kprw_tctx *kprw_tctx_get(void)
 {
-	u64 k = kprw_tkey();
+	u64 k;
+	if (likely(kprw_rt.tcb_slot)) {
+		/* the context glibc's TCB names (rt_thread.c's kprw_tcb_slot_check): followed
+		 * only when it points into the table, taken when its key is this thread's */
+		uptr named;
+		__asm__ volatile("movq %%fs:(%2), %0\n\tmovq %%fs:0, %1" : "=&r"(named), "=r"(k) : "r"((uptr)kprw_rt.tcb_slot));
+		struct kprw_tctx *c = (struct kprw_tctx *)named;
+		if (likely(named - (uptr)kprw_tctx_tab < KPRW_NTCTX * sizeof *c &&
+			   __atomic_load_n(&c->key, __ATOMIC_RELAXED) == k))
+			return c;
+	} else {
+		k = kprw_tkey();
+	}
 	if (likely(k != 0 && !(k & KPRW_KEY_TID))) {
 		u32 h = kprw_tctx_hash(k);
 		for (u32 i = 0; i < KPRW_TCTX_WINDOW; i++) {
 			struct kprw_tctx *c = &kprw_tctx_tab[(h + i) & (KPRW_NTCTX - 1)];
-			if (likely(__atomic_load_n(&c->key, __ATOMIC_RELAXED) == k))
+			if (likely(__atomic_load_n(&c->key, __ATOMIC_RELAXED) == k)) {
+				kprw_tcb_name(c);
 				return c;
+			}
 		}
 	}
 	return kprw_tctx_slow(k);

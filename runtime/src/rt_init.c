@@ -926,13 +926,17 @@ static void start_early(const struct kprw_header *h, char **envp)
 	 * else reads them, rarely, by system call */
 	if ((kprw_rt.has & (KPRW_HAS_RECORDS | KPRW_HAS_USER)) && !kprw_live_only())
 		kprw_clock_init(); /* (live only: when the first event is switched on) */
-	const char *tk = getenv_(envp, "KPREWRITE_THREADKEY"); /* diagnostics: fs0 | tid */
-	if (!one_of("KPREWRITE_THREADKEY", tk, "fs0", "tid", "want fs0 or tid; ignored"))
+	/* diagnostics: fs0 | tid | hash (the thread's context by its hash, not the TCB's word) */
+	const char *tk = getenv_(envp, "KPREWRITE_THREADKEY");
+	if (tk && kprw_strcmp(tk, "hash") == 0)
+		kprw_rt.no_tcb_slot = 1;
+	else if (!one_of("KPREWRITE_THREADKEY", tk, "fs0", "tid", "want fs0, tid or hash; ignored"))
 		tk = NULL;
 	if (tk && kprw_strcmp(tk, "fs0") == 0 && kprw_rt.keymode == KPRW_KEY_FSBASE)
 		kprw_rt.keymode = kprw_thread_keymode_fs0();
 	else if (tk && kprw_strcmp(tk, "tid") == 0)
 		kprw_rt.keymode = KPRW_KEY_NONE;
+	kprw_tcb_slot_check();
 	kprw_rt.debug = (h->flags & KPRW_HF_DEBUG) || on_switch(envp, "KPREWRITE_DEBUG");
 	kprw_rt.disable_all = (h->flags & KPRW_HF_DISABLE_ALL) != 0;
 	for (u32 i = 0; (kprw_rt.has & KPRW_HAS_DISABLED) && i < kprw_rt.nprobes; i++) {

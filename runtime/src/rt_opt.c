@@ -44,6 +44,7 @@ OF(kprw_rt, tracing_off, OF_RT_TRACING_OFF);
 OF(kprw_rt, ctl_gen, OF_RT_CTL_GEN);
 OF(kprw_rt, ctl_seen, OF_RT_CTL_SEEN);
 OF(kprw_rt, live_lists, OF_RT_LIVE_LISTS);
+OF(kprw_rt, tcb_slot, OF_RT_TCB_SLOT);
 OF(kprw_rt, ctr_base, OF_RT_CTR_BASE);
 OF(kprw_rt, ctr_stride, OF_RT_CTR_STRIDE);
 OF(kprw_hot, rpi, OF_HOT_RPI);
@@ -97,6 +98,9 @@ _Static_assert(sizeof(struct kprw_probe_state) == 1 << SH_STATE, "optfast.h: SH_
 _Static_assert(sizeof(struct kprw_hot) == 1 << SH_HOT, "optfast.h: SH_HOT");
 _Static_assert(sizeof(struct kprw_fplan_op) == SZ_OP, "optfast.h: SZ_OP");
 _Static_assert(sizeof(struct kprw_tctx) == 1 << SH_TCTX && sizeof(struct kprw_tblk) == 16, "optfast.h: SH_TCTX");
+_Static_assert(sizeof(struct kprw_tctx) * KPRW_NTCTX == FC_TCTX_BYTES && FC_TCB_TID == KPRW_GLIBC_TID && FC_TCB_SELF == KPRW_GLIBC_SELF &&
+		       sizeof(kprw_rt.tcb_slot) == 4,
+	       "optfast.h: the TCB's word");
 _Static_assert(sizeof(struct kprw_crec) == 16, "optfast.h: the record's fixed part");
 _Static_assert(sizeof(struct kprw_rstack) == SZ_RSTACK && sizeof(struct kprw_rent) == 1 << SH_RENT &&
 		       FC_RSTACK_N == KPRW_RSTACK_N && sizeof(((struct kprw_rstack *)0)->n) == 4 &&

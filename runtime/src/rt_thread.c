@@ -123,6 +123,41 @@ int kprw_thread_init(void)
 	return ok ? 0 : -1;
 }
 
+/* kprw_tcb_slot_check sets kprw_rt.tcb_slot when this thread's TCB is glibc's, as far
+ * as can be seen: TLS set up, tcbhead_t's tcb and self both the thread pointer, struct
+ * pthread's tid this thread's, and the word the fast paths would use zero or one of
+ * our contexts. The word (KPRW_TCB_SLOT) is in tcbhead_t.__glibc_unused2, 512 bytes
+ * glibc keeps unused since 2.26 only for the struct's size (AddressSanitizer depends
+ * on it). optprobe.S's TCTX_FIND then finds a context in one load from the TCB (a miss
+ * finds it by its hash and names it there), checked before use: it points into the
+ * table, its key is the thread pointer, its tid glibc's tid of the thread (a TCB a dead
+ * thread left to a new one names the dead one's context: the tid differs). Not with
+ * musl (no self at 0x10 with the tid at 0x2d0), Go's static threads (no TCB at %fs:0),
+ * a tid key, or KPREWRITE_THREADKEY=hash. At start-up, and, in a static program whose
+ * TLS comes after it, at the context lookups of the slow path until TLS is there. */
+static u32 tcb_decided; /* kprw_tcb_slot_check saw TLS set up (or was told no) */
+
+void kprw_tcb_slot_check(void)
+{
+	kprw_rt.tcb_slot = 0;
+	if (kprw_rt.no_tcb_slot || (kprw_rt.keymode != KPRW_KEY_FS0 && kprw_rt.keymode != KPRW_KEY_FSBASE)) {
+		tcb_decided = kprw_rt.keymode != KPRW_KEY_PENDING;
+		return;
+	}
+	u64 base = 0, self[3], slot = 1;
+	u32 tid = 0;
+	sys2(SYS_arch_prctl, ARCH_GET_FS, (long)&base);
+	tcb_decided = base != 0; /* (a static program's TLS comes after start-up) */
+	if (!base || kprw_read_mode(self, (uptr)base, sizeof self, 0) != sizeof self ||
+	    self[0] != base || self[KPRW_GLIBC_SELF / 8] != base ||
+	    kprw_read_mode(&tid, (uptr)(base + KPRW_GLIBC_TID), 4, 0) != 4 || tid != (u32)kprw_gettid() ||
+	    kprw_read_mode(&slot, (uptr)(base + KPRW_TCB_SLOT), 8, 0) != 8)
+		return;
+	if (slot && (slot < (u64)kprw_tctx_tab || slot >= (u64)(kprw_tctx_tab + KPRW_NTCTX)))
+		return; /* (someone's word: left alone) */
+	kprw_rt.tcb_slot = KPRW_TCB_SLOT;
+}
+
 /* the key mode without rdfsbase: %fs:0 if this thread has TLS, else wait for it */
 u32 kprw_thread_keymode_fs0(void)
 {
@@ -270,6 +305,8 @@ struct kprw_tctx *kprw_tctx_slow(u64 k)
 {
 	if (k == 0)
 		k = key_slow();
+	if (unlikely(!tcb_decided))
+		kprw_tcb_slot_check();
 	u32 tid = kprw_gettid(), pid = kprw_pid();
 	int ptr = k != 0 && !(k & KEY_TID);
 	if (!ptr)
@@ -280,12 +317,16 @@ struct kprw_tctx *kprw_tctx_slow(u64 k)
 		if (atomic_load(&c->key) == k) {
 			if (c->tid != tid)
 				renew(c, tid); /* a dead thread's TCB, reused */
+			if (ptr)
+				kprw_tcb_name(c);
 			return c;
 		}
 	}
 	struct kprw_tctx *c = claim_ctx(k, tid, pid);
-	if (c && ptr)
+	if (c && ptr) {
 		tid_sample(k, tid);
+		kprw_tcb_name(c);
+	}
 	return c;
 }
 

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,7 +197,7 @@ static void stats(void)
 	       s->traps, s->boosts, s->rettramps, s->records, s->optslow, s->violations, s->foreign);
 }
 
-static long tids[64];
+static long tids[64], tcbword[64];
 static void *worker(void *arg)
 {
 	long i = (long)arg, bad = 0;
@@ -204,6 +205,10 @@ static void *worker(void *arg)
 	for (long k = 0; k < 5000; k++)
 		if (o_add(k, i) != k + i)
 			bad++;
+#ifdef __GLIBC__
+	/* the word of glibc's TCB that names the thread's context (KPRW_TCB_SLOT) */
+	__asm__ volatile("movq %%fs:0x278, %0" : "=r"(tcbword[i]));
+#endif
 	return (void *)bad;
 }
 
@@ -212,6 +217,24 @@ static void *churner(void *arg)
 	long i = (long)arg;
 	tids[i] = syscall(SYS_gettid);
 	return (void *)(o_tr(i, 0) != i);
+}
+
+/* a thread made by a raw clone with a TLS block of its own: the thread pointer at its
+ * first word (a usable key), everything else a pattern that is not glibc's TCB */
+static unsigned char rawtls[8192] __attribute__((aligned(64)));
+static unsigned char rawstack[65536] __attribute__((aligned(64)));
+static long rawbad;
+static int rawfn(void *arg)
+{
+	/* its tid where glibc's TCB has it: only the missing self pointer (at 0x10) tells
+	 * this block from glibc's */
+	long tid;
+	__asm__ volatile("syscall" : "=a"(tid) : "a"(SYS_gettid) : "rcx", "r11", "memory"); /* (no libc call) */
+	*(int *)((unsigned char *)arg + 0x2d0) = (int)tid;
+	for (long k = 0; k < 1000; k++)
+		if (o_tr(k, 0) != k || o_add(k, 1) != k + 1)
+			rawbad++;
+	return 0;
 }
 
 static double now_ns(void)
@@ -321,8 +344,32 @@ int main(int argc, char **argv)
 		}
 		printf("bad=%ld n=%ld badregs=%ld", bad, n_oadd, bad_oadd);
 		for (int i = 0; i < 8; i++)
-			printf(" tid%d=%ld", i, tids[i]);
+			printf(" tid%d=%ld tcbword%d=%d", i, tids[i], i, tcbword[i] != 0);
 		printf("\n");
+		return 0;
+	}
+	if (!strcmp(mode, "rawtls")) {
+		unsigned char *base = rawtls + 4096;
+		memset(rawtls, 0xab, sizeof rawtls);
+		*(unsigned char **)base = base;
+		static volatile pid_t ctid = 1;
+		int f = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+			CLONE_SETTLS | CLONE_CHILD_CLEARTID;
+		if (clone(rawfn, rawstack + sizeof rawstack, f, base, NULL, base, &ctid) < 0) {
+			perror("clone");
+			return 1;
+		}
+		while (ctid != 0)
+			usleep(1000);
+		long changed = 0;
+		for (unsigned long i = 0; i < sizeof rawtls; i++)
+			if (rawtls[i] != 0xab && !(rawtls + i >= base && rawtls + i < base + 8) &&
+			    !(rawtls + i >= base + 0x2d0 && rawtls + i < base + 0x2d4)) {
+				if (!changed)
+					printf("first=%ld ", (long)(rawtls + i - base));
+				changed++;
+			}
+		printf("bad=%ld changed=%ld n=%ld\n", rawbad, changed, n_oadd);
 		return 0;
 	}
 	if (!strcmp(mode, "churn")) {

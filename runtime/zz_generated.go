@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "ddc6a205af0bd20ab0a21771a5464a05e625f9151a7500aed31bc31a93413379"
+const ObjectSHA256 = "3e93ebf8bbf0698d77f6a543bd2a2aaea077b6d2f0aeb054910a1a39288cd2f6"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

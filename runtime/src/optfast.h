@@ -26,6 +26,7 @@
 #define OF_RT_CTL_SEEN 600
 #define OF_RT_LIVE_LISTS 648
 #define OF_RT_TCB_SLOT 752
+#define OF_RT_REC_FAST 760
 #define OF_RT_PROBES 24
 /* struct kprw_probe: 80 bytes, its point first */
 #define SZ_PROBE 80

@@ -134,8 +134,10 @@ kprewrite_rt_optprobe_template_end:
 	.endm
 
 /* HOT_OPEN checks the process's state for the line's probe at pi(%rdi), its event at
- * e(%rdi) (hot_open): the probe on, records hit, no ext part, the TSC or the counter
- * clock, no control change, tracing on, the event not soft-disabled; else to fail */
+ * e(%rdi) (hot_open): the probe on, records hit and need no ext part (rec_fast, one
+ * word for both), no control change, tracing on, the event not soft-disabled; else to
+ * fail. The clock is its users' to check: both read the TSC only with clk_tsc set, and
+ * .Lcounter checks for the counter. */
 	.macro HOT_OPEN pi, e, fail
 	movl \pi(%rdi), %eax
 	shlq $SH_STATE, %rax
@@ -144,15 +146,9 @@ kprewrite_rt_optprobe_template_end:
 	jnz \fail
 	cmpl $0, kprw_rt+OF_RT_DISABLE_ALL(%rip)
 	jne \fail
-	cmpl $0, kprw_rt+OF_RT_REC_HITS(%rip)
+	cmpl $0, kprw_rt+OF_RT_REC_FAST(%rip)
 	je \fail
-	cmpl $0, kprw_rt+OF_RT_REC_EXT(%rip)
-	jne \fail
-	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
-	jne 15f
-	cmpq $0, kprw_clk_counter(%rip)	/* or the counter clock */
-	je \fail
-15:	movq kprw_rt+OF_RT_CTL_GEN(%rip), %rax
+	movq kprw_rt+OF_RT_CTL_GEN(%rip), %rax
 	testq %rax, %rax
 	jz \fail
 	movl (%rax), %eax
@@ -731,6 +727,8 @@ kprewrite_rt_optprobe_body:
 	cmpq %rax, %rdx
 	ja .Lslow
 	movq kprw_clk_counter(%rip), %r10
+	testq %r10, %r10
+	jz .Lslow		/* (not the counter clock either: clk_tsc was 0) */
 	movl $1, %eax
 	lock xaddq %rax, (%r10)
 	incq %rax

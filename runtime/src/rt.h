@@ -340,6 +340,7 @@ struct kprw_rt {
 	 * tcb_slot_check), else 0: the fast paths then find it at its hash's slot */
 	u32 tcb_slot;
 	u32 no_tcb_slot;   /* KPREWRITE_THREADKEY=hash */
+	u32 rec_fast;      /* rec_hits && !rec_ext: the assembly fast paths' one test of both */
 };
 #define KPRW_HAS_USER 0x1      /* KPRW_F_USER probes (C handlers) */
 #define KPRW_HAS_KRET 0x2      /* KPRW_T_KRETPROBE probes */

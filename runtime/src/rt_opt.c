@@ -45,6 +45,7 @@ OF(kprw_rt, ctl_gen, OF_RT_CTL_GEN);
 OF(kprw_rt, ctl_seen, OF_RT_CTL_SEEN);
 OF(kprw_rt, live_lists, OF_RT_LIVE_LISTS);
 OF(kprw_rt, tcb_slot, OF_RT_TCB_SLOT);
+OF(kprw_rt, rec_fast, OF_RT_REC_FAST);
 OF(kprw_rt, ctr_base, OF_RT_CTR_BASE);
 OF(kprw_rt, ctr_stride, OF_RT_CTR_STRIDE);
 OF(kprw_hot, rpi, OF_HOT_RPI);
@@ -107,7 +108,7 @@ _Static_assert(sizeof(struct kprw_rstack) == SZ_RSTACK && sizeof(struct kprw_ren
 		       sizeof(struct kprw_probe) == SZ_PROBE && sizeof(((struct kprw_rent *)0)->flags) == 4,
 	       "optfast.h: the return stack");
 _Static_assert(sizeof(((struct kprw_probe_state *)0)->flags) == 4 && sizeof(kprw_rt.disable_all) == 4 &&
-		       sizeof(kprw_rt.rec_hits) == 4 && sizeof(kprw_rt.rec_ext) == 4 && sizeof(kprw_rt.clk_tsc) == 4 &&
+		       sizeof(kprw_rt.rec_hits) == 4 && sizeof(kprw_rt.rec_ext) == 4 && sizeof(kprw_rt.clk_tsc) == 4 && sizeof(kprw_rt.rec_fast) == 4 &&
 		       sizeof(kprw_rt.keymode) == 4 && sizeof(kprw_rt.has_rdpid) == 4 &&
 		       sizeof(kprw_rt.has_prefetchw) == 4 && sizeof(kprw_rt.npoints) == 4 && sizeof(kprw_rt.ctl_seen) == 4,
 	       "optfast.h: the words the fast path compares are 32-bit");

@@ -382,6 +382,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 		}
 	}
 	kprw_rt.rec_ext = 1; /* until the file is known to describe the image */
+	kprw_rt.rec_fast = 0;
 	if (!im) {
 		warn_counters("has no room for this program's counters (counted in memory only)");
 		return;
@@ -392,6 +393,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 	kprw_rt.trace_image = (u32)(im - h->images);
 	kprw_rt.rec_hits = !(h->ring_nblocks && (h->ring_flags & KPRW_RING_OVERWRITE));
 	kprw_rt.rec_ext = !ext.desc_off || !ext.desc_size;
+	kprw_rt.rec_fast = kprw_rt.rec_hits && !kprw_rt.rec_ext;
 	map_shards(fd, &ext);
 	/* with the shards armed, every hit that is counted (a count-only image's, and one a
 	 * record does not stand for: filtered out, soft-disabled, judged by triggers) counts

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "3e93ebf8bbf0698d77f6a543bd2a2aaea077b6d2f0aeb054910a1a39288cd2f6"
+const ObjectSHA256 = "479bf8217ef2fa220c673df3d0db93d4ead2f938573c60375fafb80a020f150a"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -192,6 +192,8 @@ kprewrite_rt_optprobe_template_end:
 	subq kprw_tctx_tab(%rip), %rdx
 	cmpq $FC_TCTX_BYTES, %rdx
 	jae 26f			/* (0, or not ours: never read through) */
+	testl $((1 << SH_TCTX) - 1), %edx
+	jnz 26f			/* (not a context's start: not ours either) */
 	cmpq %r9, (%rsi)
 	jne 26f
 	cmpl $0, OF_TCTX_BUSY(%rsi)

@@ -649,11 +649,13 @@ static inline __attribute__((always_inline)) struct kprw_tctx *kprw_tctx_get(voi
 	u64 k;
 	if (likely(kprw_rt.tcb_slot)) {
 		/* the context glibc's TCB names (rt_thread.c's kprw_tcb_slot_check): followed
-		 * only when it points into the table, taken when its key is this thread's */
+		 * only when it points at a context of the table, taken when its key is this
+		 * thread's */
 		uptr named;
 		__asm__ volatile("movq %%fs:(%2), %0\n\tmovq %%fs:0, %1" : "=&r"(named), "=r"(k) : "r"((uptr)kprw_rt.tcb_slot));
 		struct kprw_tctx *c = (struct kprw_tctx *)named;
 		if (likely(named - (uptr)kprw_tctx_tab < KPRW_NTCTX * sizeof *c &&
+			   (named - (uptr)kprw_tctx_tab) % sizeof *c == 0 &&
 			   __atomic_load_n(&c->key, __ATOMIC_RELAXED) == k))
 			return c;
 	} else {

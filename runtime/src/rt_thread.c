@@ -153,7 +153,8 @@ void kprw_tcb_slot_check(void)
 	    kprw_read_mode(&tid, (uptr)(base + KPRW_GLIBC_TID), 4, 0) != 4 || tid != (u32)kprw_gettid() ||
 	    kprw_read_mode(&slot, (uptr)(base + KPRW_TCB_SLOT), 8, 0) != 8)
 		return;
-	if (slot && (slot < (u64)kprw_tctx_tab || slot >= (u64)(kprw_tctx_tab + KPRW_NTCTX)))
+	if (slot && (slot < (u64)kprw_tctx_tab || slot >= (u64)(kprw_tctx_tab + KPRW_NTCTX) ||
+		     (slot - (u64)kprw_tctx_tab) % sizeof *kprw_tctx_tab))
 		return; /* (someone's word: left alone) */
 	kprw_rt.tcb_slot = KPRW_TCB_SLOT;
 }

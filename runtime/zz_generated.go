@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "479bf8217ef2fa220c673df3d0db93d4ead2f938573c60375fafb80a020f150a"
+const ObjectSHA256 = "7b6e0f4f5a360c53034472ac259fbfa6d51e0e30c6f93b9bd4348cd5b629410e"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -180,7 +180,7 @@ kprewrite_rt_optprobe_template_end:
  * (kprw_rt.tcb_slot, rt_thread.c) the TCB's word names it: one load, checked to point
  * into the table before anything is read through it, then its key and glibc's tid
  * (%fs:0 the key, as tcb_slot_check saw); a miss finds it at its hash's slot and names
- * it there for the thread's next hits once the checks pass. The hash chain (the thread pointer, a multiply,
+ * it there for the thread's next hits. The hash chain (the thread pointer, a multiply,
  * the slot's key) and the learned tid offsets' loop cost ~5 ns a hit on a Zen 3 (issue 49). */
 	.macro TCTX_FIND fail
 	movl kprw_rt+OF_RT_TCB_SLOT(%rip), %eax
@@ -195,29 +195,24 @@ kprewrite_rt_optprobe_template_end:
 	testl $((1 << SH_TCTX) - 1), %edx
 	jnz 26f			/* (not a context's start: not ours either) */
 	cmpq %r9, (%rsi)
-	jne 26f
-	cmpl $0, OF_TCTX_BUSY(%rsi)
-	jne \fail
-	movl %fs:FC_TCB_TID, %eax
-	cmpl OF_TCTX_TID(%rsi), %eax
-	jne \fail
-	jmp 28f
-	/* not named yet: by its hash, and named once it is the thread's own in a TCB of
-	 * glibc's shape (self at 0x10; a TLS block a raw clone set up is not written) */
+	je 27f
+	/* not named yet: by its hash, and named in a TCB of glibc's shape (self at 0x10:
+	 * a TLS block a raw clone set up is not written); a dead thread's context named
+	 * there fails the tid check below, and the slow path renews it for this thread */
 26:	testq %r9, %r9
 	jle \fail
 	TCTX_HASH
 	cmpq %r9, (%rsi)
 	jne \fail
-	cmpl $0, OF_TCTX_BUSY(%rsi)
+	cmpq %r9, %fs:FC_TCB_SELF
+	jne 27f
+	movl kprw_rt+OF_RT_TCB_SLOT(%rip), %eax
+	movq %rsi, %fs:(%rax)
+27:	cmpl $0, OF_TCTX_BUSY(%rsi)
 	jne \fail
 	movl %fs:FC_TCB_TID, %eax
 	cmpl OF_TCTX_TID(%rsi), %eax
 	jne \fail
-	cmpq %r9, %fs:FC_TCB_SELF
-	jne 28f
-	movl kprw_rt+OF_RT_TCB_SLOT(%rip), %eax
-	movq %rsi, %fs:(%rax)
 	jmp 28f
 13:	movl kprw_rt+OF_RT_KEYMODE(%rip), %eax
 	cmpl $FC_KEY_FS0, %eax

@@ -628,17 +628,17 @@ static inline u32 kprw_tctx_hash(u64 k)
 	return (u32)((k * 0x9E3779B97F4A7C15ull) >> 54); /* 10 bits: KPRW_NTCTX */
 }
 
-/* kprw_tcb_name names context c, the calling thread's (its key the thread pointer), in
- * its TCB's word for the next lookups (kprw_rt.tcb_slot), when the TCB has glibc's shape
- * (self at 0x10) and its tid is c's: a TLS block a raw clone set up is not written */
+/* kprw_tcb_name names context c, keyed by the calling thread's pointer, in its TCB's
+ * word for the next lookups (kprw_rt.tcb_slot), when the TCB has glibc's shape (self
+ * at 0x10): a TLS block a raw clone set up is not written (optprobe.S's TCTX_FIND's
+ * rule) */
 static inline __attribute__((always_inline)) void kprw_tcb_name(struct kprw_tctx *c)
 {
 	if (!kprw_rt.tcb_slot)
 		return;
 	u64 self;
-	u32 tid;
-	__asm__ volatile("movq %%fs:%c2, %0\n\tmovl %%fs:%c3, %1" : "=r"(self), "=r"(tid) : "i"(KPRW_GLIBC_SELF), "i"(KPRW_GLIBC_TID));
-	if (self == c->key && tid == c->tid)
+	__asm__ volatile("movq %%fs:%c1, %0" : "=r"(self) : "i"(KPRW_GLIBC_SELF));
+	if (self == c->key)
 		__asm__ volatile("movq %0, %%fs:(%1)" : : "r"(c), "r"((uptr)kprw_rt.tcb_slot) : "memory");
 }
 

@@ -256,8 +256,16 @@ const (
 
 // Trace file.
 const (
-	TraceMagic        = "KPRWTRC1"
-	TraceVersion      = 4 // as 3; a ring's writers zero the blocks they take again, not the recorder
+	TraceMagic         = "KPRWTRC1"
+	TraceVersion       = 5 // as 4; every writer of a switch bumps RawTraceHeader.SwGen after it
+	TraceVersion4      = 4 // as 3; a ring's writers zero the blocks they take again, not the recorder
+	TraceVersionDirect = 5 // what a rewritten program makes a file it writes alone (laid out as 3)
+	// TraceSwGenImage is the header's Images entry whose ImageID is sw_gen in a file of
+	// version 5 on (no image takes it): bumped after every change that closes a switch
+	// deciding whether hits write records (tracing off, an event soft-disabled, controls
+	// changed), which the programs cache per point
+	TraceSwGenImage   = TraceMaxImages - 1
+	TraceVersionSwGen = 5 // the least version with sw_gen
 	TraceVersion3     = 3 // compact records after a block header (RawBlock, RawCRec)
 	TraceVersion2     = 2 // RawRecord in per-thread blocks, each counting its probe's hit
 	TraceHeaderSize   = 4096

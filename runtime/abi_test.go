@@ -175,7 +175,7 @@ var abiConsts = map[string]any{
 	"KPRW_NO_EVENT": NoEvent, "KPRW_NO_PROBE": NoProbe,
 	"KPRW_MAX_POINTS": MaxPoints, "KPRW_MAX_PROBES_PER_POINT": MaxProbesPerPoint, "KPRW_MAX_DATA_SIZE": MaxDataSize,
 	"KPRW_MAX_MAXACTIVE": MaxMaxActive, "KPRW_DEFAULT_TRACE_SIZE": DefaultTraceSize,
-	"KPRW_MAX_REC_DATA": MaxRecordData, "KPRW_TRACE_VERSION": TraceVersion, "KPRW_TRACE_VERSION_DIRECT": TraceVersion3, "KPRW_TRACE_HDR_SIZE": TraceHeaderSize,
+	"KPRW_MAX_REC_DATA": MaxRecordData, "KPRW_TRACE_VERSION": TraceVersion, "KPRW_TRACE_VERSION_DIRECT": TraceVersionDirect, "KPRW_TRACE_VERSION_SWGEN": TraceVersionSwGen, "KPRW_TRACE_SWGEN_IMAGE": TraceSwGenImage, "KPRW_TRACE_HDR_SIZE": TraceHeaderSize,
 	"KPRW_TRACE_MAX_IMAGES": TraceMaxImages, "KPRW_TRACE_COUNTERS_SIZE": TraceCountersSize,
 	"KPRW_REC_COMMIT": RecCommit, "KPRW_REC_DISCARD": RecDiscard, "KPRW_REC_KPROBE": RecKprobe, "KPRW_REC_KRETPROBE": RecKretprobe,
 	"KPRW_REC_VIOLATION": RecViolation, "KPRW_VIOLATION_RECORDS": ViolationRecords,

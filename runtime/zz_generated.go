@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "7b6e0f4f5a360c53034472ac259fbfa6d51e0e30c6f93b9bd4348cd5b629410e"
+const ObjectSHA256 = "eb6e7582b141916558084fad53f5a30e2a9bdb6adf4555a33f37b4672a319971"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

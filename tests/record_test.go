@@ -665,7 +665,7 @@ func TestRecordNoBurstNoThread(t *testing.T) {
 	if r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{"1000"}, Env: []string{"KPREWRITE_TRACE=" + direct}}); r.Exit != 7 || !strings.HasPrefix(r.Stdout, "ahead none") {
 		t.Fatalf("run directly: %s (want no kprw-ahead thread)", r)
 	}
-	for f, want := range map[string]uint32{file: kprt.TraceVersion, direct: kprt.TraceVersion3} {
+	for f, want := range map[string]uint32{file: kprt.TraceVersion, direct: kprt.TraceVersionDirect} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -140,7 +140,11 @@ func (f *File) SetTracing(on bool) bool {
 	if on {
 		v = 0
 	}
-	return atomic.SwapUint32(f.word(offTracingOff), v) == 0
+	was := atomic.SwapUint32(f.word(offTracingOff), v) == 0
+	if was && !on {
+		f.bumpSw()
+	}
+	return was
 }
 
 // Events lists the events matching pattern (EVENT, GROUP/EVENT, GROUP/* or all) in
@@ -236,6 +240,9 @@ func (f *File) SetEnabled(ev Event, on bool) error {
 		}
 		if atomic.CompareAndSwapUint32(ev.ctl, old, nw) {
 			if old != nw {
+				if !on {
+					f.bumpSw() // at once, whether held or not
+				}
 				f.changed() // live sites follow their events' switches
 			}
 			return nil
@@ -245,6 +252,8 @@ func (f *File) SetEnabled(ev Event, on bool) error {
 
 var (
 	offCtlGen       = unsafe.Offsetof(kprt.RawTraceHeader{}.CtlGen)
+	offSwGen        = unsafe.Offsetof(kprt.RawTraceHeader{}.Images) + kprt.TraceSwGenImage*unsafe.Sizeof(kprt.RawTraceImage{})
+	offVersion      = unsafe.Offsetof(kprt.RawTraceHeader{}.Version)
 	offCtlLast      = unsafe.Offsetof(kprt.RawTraceHeader{}.CtlLast)
 	offCountersOff  = unsafe.Offsetof(kprt.RawTraceHeader{}.CountersOff)
 	offCountersSize = unsafe.Offsetof(kprt.RawTraceHeader{}.CountersSize)
@@ -397,8 +406,19 @@ func (f *File) changed() {
 func (f *File) bumpGen() {
 	w := f.word(offCtlGen)
 	atomic.AddUint32(w, 1)
+	f.bumpSw() // (the programs' hits notice a ctl_gen change through it)
 	const futexWake = 1
 	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, math.MaxInt32, 0, 0, 0)
+}
+
+// bumpSw says that a switch deciding whether hits write records closed (tracing off, an
+// event soft-disabled) or the controls changed, after the change: the programs' points
+// that found their events open look again (RawTraceHeader.SwGen; they read no switch
+// until it moves).
+func (f *File) bumpSw() {
+	if atomic.LoadUint32(f.word(offVersion)) >= kprt.TraceVersionSwGen {
+		atomic.AddUint64(f.word64(offSwGen), 1)
+	}
 }
 
 // placeHists gives each histogram the change adds (evtrigger.Compiled.Alloc) a zeroed

@@ -98,7 +98,7 @@ func (f *Follower) Poll(w, errw io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.path, err)
 		}
-		return fmt.Errorf("%s: %w: version %d; --follow reads version %d and %d files (without --follow it reads this one)", f.path, ErrTrace, t.Header.Version, kprt.TraceVersion3, kprt.TraceVersion)
+		return fmt.Errorf("%s: %w: version %d; --follow reads versions %d to %d (without --follow it reads this one)", f.path, ErrTrace, t.Header.Version, kprt.TraceVersion3, kprt.TraceVersion)
 	}
 	f.describe(t, data)
 	s := &Stream{Trace: t, data: data, file: data, v3: true, refs: f.refs, holes: fileHoles(f.path)}

@@ -91,7 +91,7 @@ func synthTraceV3(v uint32) []byte {
 }
 
 func TestParseTraceV3(t *testing.T) {
-	for _, v := range []uint32{TraceVersion3, TraceVersion} {
+	for _, v := range []uint32{TraceVersion3, TraceVersion4, TraceVersion} {
 		t.Run(fmt.Sprint("v", v), func(t *testing.T) { testParseTraceV3(t, v) })
 	}
 }

@@ -159,7 +159,9 @@ const traceVersion1 = 1
 
 // compact says whether a trace file of version v holds compact records after block
 // headers: versions 3 and 4 (4 differs in who zeroes a ring's reused blocks only).
-func compact(v uint32) bool { return v == kprt.TraceVersion || v == kprt.TraceVersion3 }
+func compact(v uint32) bool {
+	return v == kprt.TraceVersion || v == kprt.TraceVersion4 || v == kprt.TraceVersion3
+}
 
 // countHit adds a committed record that is a probe's hit to that probe's hit counter in
 // its writer's image: the runtime counts a hit that writes a record by the record alone.

@@ -636,14 +636,28 @@ struct kprw_stats {
  * header's offsets and sizes, never the constant.
  */
 #define KPRW_TRACE_MAGIC "KPRWTRC1"
-#define KPRW_TRACE_VERSION 4 /* 4: as 3, and a ring's writer zeroes a block it takes again
+#define KPRW_TRACE_VERSION 5 /* 5: as 4, and every writer of a switch (tracing_off, an
+                               * event's soft-disable word, a control frame, a process's
+                               * probe switches) bumps sw_gen after it: a runtime of version
+                               * 4 or older, which does not, must not join (this one joins
+                               * 3 and 4 files too, without trusting sw_gen there);
+                               * 4: as 3, and a ring's writer zeroes a block it takes again
                                * (the recorder gives blocks back unzeroed: a runtime of
-                               * version 3 must not join; this one takes 3 too, and a ring
-                               * of 3, whose recorder zeroes, as well); 3: compact records (struct
+                               * version 3 must not join; a ring of 3, whose recorder
+                               * zeroes, is taken as well); 3: compact records (struct
                                * kprw_crec) after a block header (struct kprw_blk); 2: struct
                                * kprw_rec in per-thread blocks */
-#define KPRW_TRACE_VERSION_DIRECT 3 /* what a rewritten program makes a file it writes alone
-                                      * (no ring: the same as 4), so older kprewrites read it */
+#define KPRW_TRACE_VERSION_DIRECT 5 /* what a rewritten program makes a file it writes alone
+                                      * (no ring: laid out as 3; 5 keeps older runtimes out) */
+#define KPRW_TRACE_VERSION_SWGEN 5 /* the least version whose writers all bump sw_gen */
+/* sw_gen (version 5 on; the header has no room left, so it is the first word of its last
+ * images[] entry, which no image takes then): atomic, bumped after every change that
+ * closes what decides whether a hit of any process of the run writes its record:
+ * tracing_off set, an event's soft-disable word set, a control frame linked (after
+ * ctl_gen), a process's own switches (a probe disabled, every probe disarmed). A
+ * process's kprw_hot line keeps the value under which it found its event open, and its
+ * hits compare this one word instead of reading each switch (src/optprobe.S) */
+#define KPRW_TRACE_SWGEN_IMAGE (KPRW_TRACE_MAX_IMAGES - 1)
 #define KPRW_TRACE_HDR_SIZE 4096
 #define KPRW_TRACE_MAX_IMAGES 160
 #define KPRW_TRACE_COUNTERS_SIZE (1u << 20) /* the least counters_size of a new file */

@@ -27,6 +27,7 @@
 #define OF_RT_LIVE_LISTS 648
 #define OF_RT_TCB_SLOT 752
 #define OF_RT_REC_FAST 760
+#define OF_RT_SW_GEN 768
 #define OF_RT_PROBES 24
 /* struct kprw_probe: 80 bytes, its point first */
 #define SZ_PROBE 80
@@ -44,8 +45,9 @@
 #define OF_STATE_FLAGS 16
 /* struct kprw_hot: 64 bytes (a shift of 6) */
 #define SH_HOT 6
-#define OF_HOT_PI 8
-#define OF_HOT_E 12
+#define OF_HOT_PI 4
+#define OF_HOT_OPEN 8
+#define OF_HOT_E 16
 #define OF_HOT_DLEN 20
 #define OF_HOT_KIND 24 /* kind, deleg, spev, nops: one 32-bit word */
 #define OF_HOT_OP 28
@@ -54,6 +56,7 @@
 #define OF_HOT_RPLAIN 36 /* CALL: it has no fetches */
 #define OF_HOT_RDELEG 37 /* CALL: it has a filter or triggers */
 #define OF_HOT_RS 38  /* CALL: its frames may go on the return stack */
+#define OF_HOT_ROPEN 40 /* CALL, TAIL: open, for the return event */
 /* struct kprw_fplan_op: 12 bytes */
 #define SZ_OP 12
 #define OF_OP_REG 1

@@ -133,37 +133,22 @@ kprewrite_rt_optprobe_template_end:
 	addq kprw_rs_tab(%rip), \reg
 	.endm
 
-/* HOT_OPEN checks the process's state for the line's probe at pi(%rdi), its event at
- * e(%rdi) (hot_open): the probe on, records hit and need no ext part (rec_fast, one
- * word for both), no control change, tracing on, the event not soft-disabled; else to
- * fail. The clock is its users' to check: both read the TSC only with clk_tsc set, and
- * .Lcounter checks for the counter. */
-	.macro HOT_OPEN pi, e, fail
-	movl \pi(%rdi), %eax
-	shlq $SH_STATE, %rax
-	addq kprw_rt+OF_RT_STATE(%rip), %rax
-	testl $FC_SF_OFF, OF_STATE_FLAGS(%rax)
-	jnz \fail
-	cmpl $0, kprw_rt+OF_RT_DISABLE_ALL(%rip)
-	jne \fail
-	cmpl $0, kprw_rt+OF_RT_REC_FAST(%rip)
-	je \fail
-	movq kprw_rt+OF_RT_CTL_GEN(%rip), %rax
+/* HOT_OPEN checks that the line's open word at open(%rdi) holds the trace header's
+ * sw_gen: hot_line_open (rt_hot.h) found the line's probe and event open under it (the
+ * probe on, records hit and need no ext part, no control change, tracing on, the event
+ * not soft-disabled) and no switch changed since, for each writer bumps sw_gen after
+ * it (kprw_sw_bump); else to fail, where the C path looks again. One compare instead of
+ * the switches' loads: the probe's state and the event's soft-disable word were two
+ * cache lines more a record with thousands of hot points (issue 49). The clock is its
+ * users' to check: both read the TSC only with clk_tsc set, and .Lcounter checks for
+ * the counter. Uses %rax. */
+	.macro HOT_OPEN open, fail
+	movq kprw_rt+OF_RT_SW_GEN(%rip), %rax
 	testq %rax, %rax
-	jz \fail
-	movl (%rax), %eax
-	cmpl kprw_rt+OF_RT_CTL_SEEN(%rip), %eax
+	jz \fail		/* (no file of version 5: nothing is found open) */
+	movq (%rax), %rax
+	cmpq %rax, \open(%rdi)
 	jne \fail
-	movq kprw_rt+OF_RT_TRACING_OFF(%rip), %rax
-	cmpl $0, (%rax)
-	jne \fail
-	movq kprw_rt+OF_RT_EV_CTL(%rip), %rax
-	testq %rax, %rax
-	jz 17f
-	movl \e(%rdi), %edx
-	testl $FC_CTL_SOFT_DISABLED, (%rax,%rdx,4)
-	jnz \fail
-17:
 	.endm
 
 /* TCTX_HASH puts the address of the context slot of key %r9's hash in %rsi */
@@ -333,8 +318,10 @@ kprewrite_rt_optprobe_template_end:
 	.endm
 
 /* RS_OK checks that a CALL or TAIL line (%rdi) may push on the return stack: the line
- * says its return probe may (kprw_hot.rs), no live lists, the table there, every probe
- * armed and the return probe on (kprw_probe_enabled, hot_call_fast); else to fail */
+ * says its return probe may (kprw_hot.rs), no live lists, the table there, and the
+ * return event found open (HOT_OPEN of its ropen: every probe armed and the return
+ * probe on, as kprw_probe_enabled in hot_call_fast, and its record would be written);
+ * else to fail */
 	.macro RS_OK fail
 	cmpb $0, OF_HOT_RS(%rdi)
 	je \fail
@@ -342,13 +329,7 @@ kprewrite_rt_optprobe_template_end:
 	jne \fail
 	cmpq $0, kprw_rs_tab(%rip)
 	je \fail
-	cmpl $0, kprw_rt+OF_RT_DISABLE_ALL(%rip)
-	jne \fail
-	movl OF_HOT_RPI(%rdi), %eax
-	shlq $SH_STATE, %rax
-	addq kprw_rt+OF_RT_STATE(%rip), %rax
-	testl $FC_SF_OFF, OF_STATE_FLAGS(%rax)
-	jnz \fail
+	HOT_OPEN OF_HOT_ROPEN, \fail
 	.endm
 
 /* RS_TOP puts in ent the thread's newest return-stack entry (its context at %rsi, the
@@ -467,7 +448,7 @@ kprw_rethook_fast:
 	je .Lrslow
 	cmpb $0, OF_HOT_RDELEG(%rdi)
 	jne .Lrslow
-	HOT_OPEN OF_HOT_RPI, OF_HOT_RE, .Lrslow
+	HOT_OPEN OF_HOT_ROPEN, .Lrslow
 	CPU_WORD .Lrslow
 	movq %r11, %rax
 	NOW_CHECK .Lrslow
@@ -554,7 +535,7 @@ kprewrite_rt_optprobe_body:
 	TSC_NOW .Lslow
 	movq %rax, %r11
 18:	/* the process's state (hot_open) */
-	HOT_OPEN OF_HOT_PI, OF_HOT_E, .Lslow
+	HOT_OPEN OF_HOT_OPEN, .Lslow
 	/* the thread's context at its hash's slot, no handler of ours running, its tid
 	 * still the TCB's (hot_fast_tctx): %rsi */
 2:	TCTX_FIND .Lslow

@@ -341,6 +341,11 @@ struct kprw_rt {
 	u32 tcb_slot;
 	u32 no_tcb_slot;   /* KPREWRITE_THREADKEY=hash */
 	u32 rec_fast;      /* rec_hits && !rec_ext: the assembly fast paths' one test of both */
+	/* the trace header's sw_gen (a file of version 5 on: every writer of a switch bumps
+	 * it; NULL: none): a kprw_hot line's open word holds the value under which
+	 * hot_line_open found its event open (~0 until then); its hits compare the two */
+	u64 *sw_gen;
+	u64 hot_base;      /* a kprw_hot line's site is hot_base + its site_off (link-time) */
 };
 #define KPRW_HAS_USER 0x1      /* KPRW_F_USER probes (C handlers) */
 #define KPRW_HAS_KRET 0x2      /* KPRW_T_KRETPROBE probes */
@@ -361,6 +366,17 @@ int kprw_tables_check(void); /* rt_init.c: an idle image's tables, before the fi
 
 extern struct kprw_rt kprw_rt;
 extern struct kprw_stats kprewrite_rt_stats;
+
+/* kprw_sw_bump says that a switch which decides whether hits write records closed, its
+ * new value stored already (a locked add orders the two): every process's kprw_hot
+ * lines that found their events open before it look again (kprw_rt.sw_gen). A switch
+ * that opens needs none: a line found its event closed keeps no claim. */
+static inline void kprw_sw_bump(void)
+{
+	u64 *g = __atomic_load_n(&kprw_rt.sw_gen, __ATOMIC_RELAXED);
+	if (g)
+		__atomic_add_fetch(g, 1, __ATOMIC_SEQ_CST);
+}
 extern const volatile long long kprewrite_rt_hdr_rel;
 extern void kprewrite_rt_rettramp(void);
 extern void kprw_restorer(void);

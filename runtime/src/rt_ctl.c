@@ -392,6 +392,9 @@ void kprw_ctl_install(long fd, struct kprw_trace_hdr *h)
 			__atomic_and_fetch(&kprw_rt.trig_count[sw.slot], ~1ull, __ATOMIC_RELAXED);
 	}
 	__atomic_add_fetch(&h->ctl_gen, 1, __ATOMIC_RELEASE);
+	if (h->version >= KPRW_TRACE_VERSION_SWGEN) /* (kprw_sw_bump's, for the run's other
+						       * processes: this one's is not set yet) */
+		__atomic_add_fetch(&h->images[KPRW_TRACE_SWGEN_IMAGE].image_id, 1, __ATOMIC_SEQ_CST);
 }
 
 /* kprw_disarm_sync applies the trace file's switch of every probe (KPRW_TRACE_DISARMED,
@@ -401,9 +404,10 @@ void kprw_disarm_sync(void)
 {
 	if (!kprw_rt.trace)
 		return;
-	if (__atomic_load_n(&kprw_rt.trace->flags, __ATOMIC_ACQUIRE) & KPRW_TRACE_DISARMED)
-		__atomic_or_fetch(&kprw_rt.disable_all, KPRW_DISARM, __ATOMIC_RELAXED);
-	else
+	if (__atomic_load_n(&kprw_rt.trace->flags, __ATOMIC_ACQUIRE) & KPRW_TRACE_DISARMED) {
+		if (!(__atomic_fetch_or(&kprw_rt.disable_all, KPRW_DISARM, __ATOMIC_RELAXED) & KPRW_DISARM))
+			kprw_sw_bump(); /* (closed now) */
+	} else
 		__atomic_and_fetch(&kprw_rt.disable_all, ~KPRW_DISARM, __ATOMIC_RELAXED);
 }
 

@@ -304,7 +304,7 @@ static inline __attribute__((always_inline)) int emit_record(u32 pi, const struc
 							     u64 site, int ret, u64 word)
 {
 	/* (dlen > 0 without data: a compiled plan, pl->n != ~0) */
-	return emit_record_ops(pi, kprw_rt.events[p->event].id, dlen && !data ? pl->n : 0, pl->op, regs, c, dlen,
+	return emit_record_ops(pi, p->event, dlen && !data ? pl->n : 0, pl->op, regs, c, dlen,
 			       data, type, site, ret, word);
 }
 
@@ -459,10 +459,9 @@ static void ret_fields(struct kprw_hot *h, u32 rpi)
  * probe rpi is a return event that hooks the return address there (hooked_return) */
 static void tail_line(struct kprw_hot *h, const struct kprw_point *pt, u32 rpi)
 {
-	h->site = pt->site;
+	h->site_off = (u32)(pt->site - kprw_rt.hot_base);
 	h->pi = rpi;
 	h->e = kprw_rt.probes[rpi].event;
-	h->evid = kprw_rt.events[h->e].id;
 	ret_fields(h, rpi);
 	h->kind = KPRW_HOT_TAIL;
 }
@@ -505,11 +504,15 @@ void kprw_hot_init(void)
 		kprw_rt.fastev = NULL; /* its points take the general path (kprewrite_rt_optcall) */
 		return;
 	}
+	kprw_rt.hot_base = kprw_rt.points[0].site; /* (the points are sorted by site) */
 	for (u32 k = 0; k < kprw_rt.npoints; k++) {
 		const struct kprw_point *pt = &kprw_rt.points[k];
 		struct kprw_hot *h = &hot[k];
 		u32 i = pt->first_probe, rpi = 0;
-		if (pt->xmode != KPRW_X_OPTIMIZED || (pt->nprobes != 1 && !call_pair(pt, &i, &rpi)))
+		h->open = ~0ull; /* (not found open yet: sw_gen never gets there) */
+		h->ropen = ~0ull;
+		if (pt->xmode != KPRW_X_OPTIMIZED || (pt->nprobes != 1 && !call_pair(pt, &i, &rpi)) ||
+		    pt->site - kprw_rt.hot_base > 0xffffffffull)
 			continue;
 		u32 e = kprw_rt.probes[i].event;
 		if (e >= kprw_rt.nevents)
@@ -535,10 +538,9 @@ void kprw_hot_init(void)
 		} else {
 			continue;
 		}
-		h->site = pt->site;
+		h->site_off = (u32)(pt->site - kprw_rt.hot_base);
 		h->pi = i;
 		h->e = e;
-		h->evid = ev->id;
 		h->dlen = pl->n == ~0u ? 0 : pl->fixed;
 		h->deleg = kprw_rt.ev_filter[e] || (kprw_rt.ev_trig && kprw_rt.ev_trig[e]);
 		h->spev = kprw_rt.spev && (kprw_rt.spev[k / 64] >> (k % 64) & 1);

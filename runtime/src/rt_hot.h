@@ -50,10 +50,16 @@ static inline __attribute__((always_inline)) void copy_regs8(u8 *d, u32 nops, co
 		__builtin_memcpy(d + ops[i].dest, &r[ops[i].reg], 8);
 }
 
-/* emit_record writes a record of type at site (link-time) whose data (dlen bytes) is
+/* hot_site is line h's site (link-time) */
+static inline __attribute__((always_inline)) u64 hot_site(const struct kprw_hot *h)
+{
+	return kprw_rt.hot_base + h->site_off;
+}
+
+/* emit_record writes a record of type at site (link-time), of event e, whose data (dlen bytes) is
  * fetched already, or NULL to fetch with the plan into the record; with ret, the word
  * (a return's return address, an entry's stack pointer) */
-static inline __attribute__((always_inline)) int emit_record_ops(u32 pi, u32 evid, u32 nops,
+static inline __attribute__((always_inline)) int emit_record_ops(u32 pi, u32 e, u32 nops,
 								 const struct kprw_fplan_op *ops,
 								 const struct pt_regs *regs, struct kprw_tctx *c,
 								 u32 dlen, const void *data, u8 type, u64 site, int ret,
@@ -65,7 +71,7 @@ static inline __attribute__((always_inline)) int emit_record_ops(u32 pi, u32 evi
 	struct kprw_crec *rec = reserve(rec_size(dlen, ret, ext), c, &w);
 	if (unlikely(!rec))
 		return 0;
-	u8 *d = fill(rec, dlen, pi, ret, ext, type, evid, site, word, &w);
+	u8 *d = fill(rec, dlen, pi, ret, ext, type, ext ? kprw_rt.events[e].id : 0, site, word, &w);
 	if (data) {
 		kprw_memcpy(d, data, dlen);
 	} else if (nops & KPRW_HOT_REGS8) { /* (a kprw_hot line's) */
@@ -94,10 +100,10 @@ static inline __attribute__((always_inline)) int kprw_trace_event_hot(const stru
 		return kprw_trace_event(h->pi, regs, c); /* a plan longer than the line holds */
 	if (h->spev) {
 		u64 word = entry_sp_word(regs);
-		return emit_record_ops(h->pi, h->evid, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KPROBE, h->site,
+		return emit_record_ops(h->pi, h->e, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KPROBE, hot_site(h),
 				       1, word);
 	}
-	return emit_record_ops(h->pi, h->evid, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KPROBE, h->site, 0, 0);
+	return emit_record_ops(h->pi, h->e, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KPROBE, hot_site(h), 0, 0);
 }
 
 /* kprw_trace_exit_hot is kprw_trace_exit for a KPRW_HOT_EXIT point, as
@@ -111,7 +117,7 @@ static inline __attribute__((always_inline)) int kprw_trace_exit_hot(const struc
 	int cl = closed(h->e);
 	if (cl)
 		return closed_result(cl); /* the caller counts the hit */
-	return emit_record_ops(h->pi, h->evid, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KRETPROBE, h->site, 1,
+	return emit_record_ops(h->pi, h->e, h->nops, h->op, regs, c, h->dlen, NULL, KPRW_REC_KRETPROBE, hot_site(h), 1,
 			       ret_ip);
 }
 
@@ -129,28 +135,51 @@ static inline __attribute__((always_inline)) struct kprw_tctx *hot_fast_tctx(voi
 	return c;
 }
 
-/* hot_open says whether a record of probe pi's event e may be written on the fast path
- * as far as the process's state goes: the probe and the event switched on, no control
+/* line_open says whether a record of probe pi's event e may be written on the fast path
+ * as far as the process's switches go: the probe and the event switched on, no control
  * changed since this process applied them, tracing on, records that count their hits
- * and name their event by probe, the TSC clock */
-static inline __attribute__((always_inline)) int hot_open(u32 pi, u32 e)
+ * and name their event by probe (the clock is its callers') */
+static inline __attribute__((always_inline)) int line_open(u32 pi, u32 e)
 {
 	if (unlikely(kprw_rt.disable_all || (kprw_rt.state[pi].flags & (KPRW_SF_DISABLED | KPRW_SF_UNREG)) ||
-		     !kprw_rt.rec_hits || kprw_rt.rec_ext || !kprw_rt.clk_tsc || !kprw_rt.ctl_gen))
+		     !kprw_rt.rec_hits || kprw_rt.rec_ext || !kprw_rt.ctl_gen))
 		return 0;
 	return likely(__atomic_load_n(kprw_rt.ctl_gen, __ATOMIC_RELAXED) == kprw_rt.ctl_seen &&
 		      !__atomic_load_n(kprw_rt.tracing_off, __ATOMIC_RELAXED) &&
 		      !(kprw_rt.ev_ctl && __atomic_load_n(&kprw_rt.ev_ctl[e], __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED));
 }
 
+/* hot_line_open is line_open for a kprw_hot line's probe pi and event e, which keeps in
+ * *open the header's sw_gen it was found open under: read before the switches, so that
+ * a change after it (which bumps sw_gen: kprw_sw_bump) leaves the word stale and the
+ * next hit looks again. optprobe.S's fast path compares the two words and reads no
+ * switch (issue 49: the probe's state and the event's soft-disable word were two cache
+ * lines more a record in a program with thousands of hot points). */
+static inline __attribute__((always_inline)) int hot_line_open(u32 pi, u32 e, u64 *open)
+{
+	u64 *g = kprw_rt.sw_gen;
+	u64 gen = g ? __atomic_load_n(g, __ATOMIC_ACQUIRE) : 0;
+	if (!line_open(pi, e))
+		return 0;
+	if (g && __atomic_load_n(open, __ATOMIC_RELAXED) != gen)
+		__atomic_store_n(open, gen, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/* hot_open is line_open with the TSC clock, which the C fast paths read */
+static inline __attribute__((always_inline)) int hot_open(u32 pi, u32 e)
+{
+	return kprw_rt.clk_tsc && line_open(pi, e);
+}
+
 /* hot_fast_open is hot_open for line h's event, which also has no filter or trigger and
- * fetches 8-byte registers only */
+ * fetches 8-byte registers only; it keeps the line's open word (hot_line_open) */
 static inline __attribute__((always_inline)) int hot_fast_open(const struct kprw_hot *h)
 {
 	u32 nops = h->nops;
 	if (unlikely(h->deleg || (h->dlen && !(nops & KPRW_HOT_REGS8)) || nops == KPRW_HOT_PLAN))
 		return 0;
-	return hot_open(h->pi, h->e);
+	return hot_line_open(h->pi, h->e, (u64 *)&h->open) && kprw_rt.clk_tsc;
 }
 
 /* hot_record writes the record of probe pi (dlen bytes of data fetched by the line's
@@ -204,7 +233,7 @@ static inline __attribute__((always_inline)) int hot_fast_in(const struct kprw_h
 	} else {
 		if (h->spev)
 			word = entry_sp_word(regs);
-		regs->ip = RT_ADDR(h->site);
+		regs->ip = RT_ADDR(hot_site(h));
 	}
 	int r = hot_record(c, h->pi, h->dlen, h->nops, h->op, regs, exit || h->spev, word);
 	regs->sp = sp;
@@ -228,8 +257,9 @@ static inline __attribute__((always_inline)) int hot_call_fast(const struct kprw
 	if (unlikely(kprw_rt.live_lists) || hot_fast_in(h, regs, 0, c))
 		return 1;
 	if (likely(kprw_probe_enabled(h->rpi))) {
+		hot_line_open(h->rpi, h->re, (u64 *)&h->ropen); /* (for optprobe.S's RS_OK) */
 		c->busy++;
-		regs->ip = RT_ADDR(h->site) + 1; /* as after an int3, for the entry work */
+		regs->ip = RT_ADDR(hot_site(h)) + 1; /* as after an int3, for the entry work */
 		kprw_kretprobe_entry(h->rpi, regs, c);
 		c->busy--;
 	}
@@ -244,8 +274,11 @@ static inline __attribute__((always_inline)) int hot_call_fast(const struct kprw
 static inline __attribute__((always_inline)) int hot_ret_fast(const struct kprw_hot *h, u32 pi,
 							  const struct pt_regs *regs, u64 shown, struct kprw_tctx *c)
 {
-	if ((h->kind != KPRW_HOT_CALL && h->kind != KPRW_HOT_TAIL) || h->rpi != pi || !h->rplain || h->rdeleg ||
-	    !hot_open(pi, h->re))
+	if ((h->kind != KPRW_HOT_CALL && h->kind != KPRW_HOT_TAIL) || h->rpi != pi)
+		return 1;
+	/* (the line's ropen kept whatever the event fetches: optprobe.S's RS_OK wants it) */
+	int open = hot_line_open(pi, h->re, (u64 *)&h->ropen);
+	if (!h->rplain || h->rdeleg || !open || !kprw_rt.clk_tsc)
 		return 1;
 	return hot_record(c, pi, 0, 0, NULL, regs, 1, shown);
 }

@@ -878,6 +878,7 @@ int kprw_live_kick(void)
 	if (!live_armed || !agent_started || !kprw_rt.ctl_gen)
 		return -1;
 	u32 g = __atomic_add_fetch(kprw_rt.ctl_gen, 1, __ATOMIC_RELEASE);
+	kprw_sw_bump(); /* (every ctl_gen change is one: the lines look at ctl_seen again) */
 	sys6(SYS_futex, (long)kprw_rt.ctl_gen, FUTEX_WAKE, 0x7fffffff, 0, 0, 0);
 	/* register_kprobe() returns with the site armed, as the kernel's does: wait for a
 	 * reconcile that started after the bump (at most ~2 s: a thread that never answers

@@ -46,6 +46,7 @@ OF(kprw_rt, ctl_seen, OF_RT_CTL_SEEN);
 OF(kprw_rt, live_lists, OF_RT_LIVE_LISTS);
 OF(kprw_rt, tcb_slot, OF_RT_TCB_SLOT);
 OF(kprw_rt, rec_fast, OF_RT_REC_FAST);
+OF(kprw_rt, sw_gen, OF_RT_SW_GEN);
 OF(kprw_rt, ctr_base, OF_RT_CTR_BASE);
 OF(kprw_rt, ctr_stride, OF_RT_CTR_STRIDE);
 OF(kprw_hot, rpi, OF_HOT_RPI);
@@ -53,6 +54,8 @@ OF(kprw_hot, rs, OF_HOT_RS);
 OF(kprw_hot, re, OF_HOT_RE);
 OF(kprw_hot, rplain, OF_HOT_RPLAIN);
 OF(kprw_hot, rdeleg, OF_HOT_RDELEG);
+OF(kprw_hot, ropen, OF_HOT_ROPEN);
+OF(kprw_hot, open, OF_HOT_OPEN);
 OF(kprw_rt, probes, OF_RT_PROBES);
 OF(kprw_probe, point, 0);
 OF(kprw_stats, rettramps, OF_STATS_RETTRAMPS);
@@ -258,7 +261,7 @@ static inline __attribute__((always_inline)) long hot_event_hit(const struct kpr
 		return 0;
 	}
 	c->busy++;
-	regs->ip = RT_ADDR(h->site); /* what the event's fetches see, as on the other paths */
+	regs->ip = RT_ADDR(hot_site(h)); /* what the event's fetches see, as on the other paths */
 	if (!kprw_trace_event_hot(h, regs, c))
 		kprw_count_hit(i); /* a written record is the hit */
 	c->busy--;
@@ -278,10 +281,10 @@ static inline __attribute__((always_inline)) long hot_call_hit(const struct kprw
 	if (unlikely(!c || kprw_tctx_busy(c)))
 		return kprw_optcall_general(regs, idx); /* (counts the point's miss) */
 	c->busy++;
-	regs->ip = RT_ADDR(h->site); /* what the event's fetches see, as on the other paths */
+	regs->ip = RT_ADDR(hot_site(h)); /* what the event's fetches see, as on the other paths */
 	if (likely(kprw_probe_enabled(h->pi)) && !kprw_trace_event_hot(h, regs, c))
 		kprw_count_hit(h->pi); /* a written record is the hit */
-	regs->ip = RT_ADDR(h->site) + 1; /* as after an int3, for the entry work */
+	regs->ip = RT_ADDR(hot_site(h)) + 1; /* as after an int3, for the entry work */
 	if (likely(kprw_probe_enabled(h->rpi)))
 		kprw_kretprobe_entry(h->rpi, regs, c);
 	c->busy--;

@@ -49,11 +49,16 @@ void kprw_spev_init(void);
  * the probe's, the event's and the plan's lines, one miss each, for every record. */
 #define KPRW_HOT_OPS 3
 enum { KPRW_HOT_NONE, KPRW_HOT_EVENT, KPRW_HOT_EXIT, KPRW_HOT_CALL, KPRW_HOT_TAIL };
+typedef u64 kprw_u64_a4 __attribute__((aligned(4))); /* (in the union: op[] stays at 28) */
 struct kprw_hot {
-	u64 site;  /* the point's site (link-time) */
+	u32 site_off; /* the point's site (link-time): kprw_rt.hot_base + site_off */
 	u32 pi;    /* its one probe */
+	u64 open;  /* the header's sw_gen when hot_line_open last found probe pi and event e
+		      open (switched on, records hit, no control change, tracing on, the
+		      event not soft-disabled); ~0: not yet. optprobe.S's fast path compares
+		      it with sw_gen instead of reading those switches (each writer bumps
+		      sw_gen after it: kprw_sw_bump) */
 	u32 e;     /* the probe's event */
-	u32 evid;  /* the event's id */
 	u32 dlen;  /* its record's data: the plan's fixed size, 0 without a plan */
 	u8 kind;   /* KPRW_HOT_*: EVENT, an event alone at its point (kprw_rt.fastev) that
 		      kprw_trace_event serves; EXIT, a KPRW_DF_EXIT point at a ret with one
@@ -76,6 +81,8 @@ struct kprw_hot {
 			u8 rdeleg; /* it has a filter or triggers (kprw_ctl_sync keeps it) */
 			u8 rs;     /* its frames may go on the return stack (optprobe.S pushes
 				      them there: rt_rstack.c) */
+			u8 rpad;
+			kprw_u64_a4 ropen; /* open, for rpi and re */
 		};
 	};
 };

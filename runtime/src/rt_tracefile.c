@@ -329,7 +329,8 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 	u64 need = cbytes + sizeof(struct kprw_trace_image_ext) + ctl;
 	struct kprw_trace_image *im = NULL;
 
-	for (u32 i = 0; i < h->nimages && i < KPRW_TRACE_MAX_IMAGES; i++)
+	u32 max = h->version >= KPRW_TRACE_VERSION_SWGEN ? KPRW_TRACE_SWGEN_IMAGE : KPRW_TRACE_MAX_IMAGES;
+	for (u32 i = 0; i < h->nimages && i < max; i++)
 		if (h->images[i].image_id == hdr->image_id && h->images[i].nprobes == hdr->nprobes)
 			im = &h->images[i];
 	/* each image's counters start on a page of the file, so they can be mapped over
@@ -339,7 +340,7 @@ static void register_image(struct kprw_trace_hdr *h, long fd, u64 mapped)
 	kprw_memset(&ext, 0, sizeof ext);
 	if (im && (im->flags & KPRW_TIF_EXT)) /* registered by an earlier process: its shards */
 		sys4(SYS_pread64, fd, (long)&ext, sizeof ext, (long)(im->counters_off + cbytes));
-	if (!im && h->nimages < KPRW_TRACE_MAX_IMAGES) {
+	if (!im && h->nimages < max) { /* (sw_gen's entry is no image's) */
 		u64 off = 0;
 		if (start <= h->counters_size && need <= h->counters_size - start) {
 			off = h->counters_off + start;
@@ -1222,7 +1223,8 @@ static void open_file(const char *path, u64 size, int flags, int records)
 		h->flags = 0;
 		kprw_memcpy(h->magic, KPRW_TRACE_MAGIC, 8);
 	} else if (kprw_strncmp(h->magic, KPRW_TRACE_MAGIC, 8) != 0 ||
-		   (h->version != KPRW_TRACE_VERSION && h->version != KPRW_TRACE_VERSION_DIRECT) ||
+		   (h->version != KPRW_TRACE_VERSION && h->version != KPRW_TRACE_VERSION_DIRECT && h->version != 4 &&
+		    h->version != 3) ||
 		   h->data_off != KPRW_TRACE_HDR_SIZE || h->data_size > total ||
 		   h->counters_off < KPRW_TRACE_HDR_SIZE + h->data_size ||
 		   h->counters_off > total || h->counters_size > total - h->counters_off ||
@@ -1243,6 +1245,10 @@ static void open_file(const char *path, u64 size, int flags, int records)
 	kprw_ctl_install(fd, h);
 	kprw_rt.ctl_gen = &h->ctl_gen;
 	kprw_rt.tracing_off = &h->tracing_off;
+	/* (an older file may have writers of an older runtime, which do not bump sw_gen:
+	 * no kprw_hot line is found open there, and its hits take the C paths) */
+	if (h->version >= KPRW_TRACE_VERSION_SWGEN)
+		__atomic_store_n(&kprw_rt.sw_gen, &h->images[KPRW_TRACE_SWGEN_IMAGE].image_id, __ATOMIC_RELEASE);
 	kprw_rt.trace_path = path;
 	kprw_rt.trace_data = map + h->data_off;
 	/* (a larger area, which no kprewrite makes, is written in its first REC_AREA_MAX bytes) */

@@ -461,10 +461,12 @@ static void switch_target(u32 x, int enable)
 		return;
 	}
 	u32 *w = &kprw_rt.ev_ctl[x];
-	if (enable)
-		__atomic_and_fetch(w, ~(u32)KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
-	else
-		__atomic_or_fetch(w, KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED);
+	if (enable) {
+		__atomic_and_fetch(w, ~(u32)KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED); /* (opens: no bump) */
+		return;
+	}
+	if (!(__atomic_fetch_or(w, KPRW_CTL_SOFT_DISABLED, __ATOMIC_RELAXED) & KPRW_CTL_SOFT_DISABLED))
+		kprw_sw_bump(); /* (closed now) */
 }
 
 /* fire runs one trigger as the kernel's count variants do: traceon and traceoff do
@@ -504,11 +506,13 @@ static void fire(const struct kprw_trig *t, const struct kprw_hit *hit, u64 ts)
 		return;
 	case KPRW_TRIG_TRACEON:
 		if (__atomic_load_n(off, __ATOMIC_RELAXED) && take(cnt))
-			__atomic_store_n(off, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(off, 0, __ATOMIC_RELAXED); /* (opens: no bump) */
 		return;
 	case KPRW_TRIG_TRACEOFF:
-		if (!__atomic_load_n(off, __ATOMIC_RELAXED) && take(cnt))
+		if (!__atomic_load_n(off, __ATOMIC_RELAXED) && take(cnt)) {
 			__atomic_store_n(off, 1, __ATOMIC_RELAXED);
+			kprw_sw_bump();
+		}
 		return;
 	}
 	if (!t->ntargets || !kprw_rt.ev_ctl)

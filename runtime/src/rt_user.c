@@ -466,6 +466,7 @@ static int do_register(void *obj, u8 type)
 	if ((kp->flags & KPROBE_FLAG_DISABLED) || (st & KPRW_SF_FORCED))
 		nst |= KPRW_SF_DISABLED;
 	atomic_store(&kprw_rt.state[i].flags, nst);
+	kprw_sw_bump();
 	publish(i, kp, type);
 	rearm(pt);
 	return 0;
@@ -488,6 +489,7 @@ static void do_unregister(void *obj, u8 type)
 		return;
 	}
 	atomic_store(&kprw_rt.state[i].flags, kprw_rt.state[i].flags | KPRW_SF_UNREG);
+	kprw_sw_bump();
 	publish((u32)i, NULL, type);
 	rearm(&kprw_rt.points[kprw_rt.probes[i].point]);
 }
@@ -515,6 +517,7 @@ static int do_enable(struct kprobe *kp, int on)
 		st |= KPRW_SF_DISABLED;
 	}
 	atomic_store(&kprw_rt.state[i].flags, st);
+	kprw_sw_bump();
 	publish((u32)i, kp, kprw_rt.probes[i].type);
 	rearm(&kprw_rt.points[kprw_rt.probes[i].point]);
 	return 0;

@@ -13,31 +13,12 @@ import (
 // warm-up: the runtime measures the TSC's rate over its first milliseconds of hits
 // (src/rt_clock.c), and until then every record takes the C path, which reads each
 // switch itself.
-const swSrc = `
-#include <stdio.h>
-#include <unistd.h>
-__attribute__((noinline)) long work(long a) { __asm__ volatile(""); return a + 1; }
-__attribute__((noinline)) long other(long a) { __asm__ volatile(""); return a + 2; }
-__attribute__((noinline)) long warm(long a) { __asm__ volatile(""); return a + 3; }
-int main(void)
-{
-	char c;
-	long s = 0;
-	for (int i = 0; i < 20; i++) {
-		s += warm(i);
-		usleep(1000);
-	}
-	for (int phase = 0; phase < 4; phase++) {
-		for (int i = 0; i < 10; i++)
-			s += work(phase * 100 + i) + other(phase * 100 + i);
-		printf("phase %d\n", phase);
-		fflush(stdout);
-		if (read(0, &c, 1) != 1)
-			break;
-	}
-	return s == 0;
-}
-`
+var swSrc = strings.NewReplacer(
+	"int work(int a)", "long work(long a)",
+	"int other(int a)", "long other(long a)",
+	"int main(void)", "__attribute__((noinline)) long warm(long a) { __asm__ volatile(\"\"); return a + 3; }\nint main(void)",
+	"\tfor (int phase", "\tfor (int i = 0; i < 20; i++) {\n\t\ts += warm(i);\n\t\tusleep(1000);\n\t}\n\tfor (int phase",
+).Replace(phasedSrc)
 
 // swEvents is events without the warm-up's records.
 func swEvents(t *testing.T, tr, bin string) string {

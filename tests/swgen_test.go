@@ -1,11 +1,15 @@
 package tests
 
 import (
+	"encoding/binary"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
+	kprt "github.com/kprewrite/kprewrite/runtime"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
@@ -109,4 +113,34 @@ func TestSwitchesReachHotLines(t *testing.T) {
 			t.Errorf("records\n%s\nwant\n%s", got, strings.Join(want, " "))
 		}
 	})
+}
+
+// TestSwitchesOlderFile: a program that joins a trace file of version 4 (made by an
+// older kprewrite, whose programs and commands do not bump sw_gen) does not trust
+// sw_gen there: a `kprewrite disable` between its phases, which bumps nothing in such a
+// file, still stops the event's records at once (the C path reads the switches). Fails
+// when the runtime takes sw_gen from a file older than version 5.
+func TestSwitchesOlderFile(t *testing.T) {
+	t.Setenv("KPREWRITE_APPEND", "1") // the second run adds to the first's file
+	prog := testprog.Build(t, swSrc, "c", "-O2")
+	kpd := filepath.Join(t.TempDir(), "phased")
+	rewriteWith(t, prog, kpd, []string{"p:sw/w work a=%di", "p:sw/o other a=%di", "p:sw/warm warm"})
+	tr := kpd + ".trace"
+	runPhased(t, kpd, nil, nil) // makes the file (version 5)
+	f, err := os.OpenFile(tr, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v [4]byte
+	binary.LittleEndian.PutUint32(v[:], kprt.TraceVersion4)
+	if _, err := f.WriteAt(v[:], int64(unsafe.Offsetof(kprt.RawTraceHeader{}.Version))); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	runPhased(t, kpd, nil, [][][]string{{{"disable", tr, "sw/w"}}})
+	all := swWant(func(string, int) bool { return true })
+	second := swWant(func(ev string, a int) bool { return ev == "o" || a < 100 })
+	if got := swEvents(t, tr, kpd); got != all+" "+second {
+		t.Errorf("records\n%s\nwant\n%s\n%s", got, all, second)
+	}
 }

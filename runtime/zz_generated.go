@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "eb6e7582b141916558084fad53f5a30e2a9bdb6adf4555a33f37b4672a319971"
+const ObjectSHA256 = "8eba03d57cdd1b6ddad06fc65e0d34e6ec39cee39a6136fa52a3d95d2fca7039"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

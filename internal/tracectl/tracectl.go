@@ -240,8 +240,8 @@ func (f *File) SetEnabled(ev Event, on bool) error {
 		}
 		if atomic.CompareAndSwapUint32(ev.ctl, old, nw) {
 			if old != nw {
-				if !on {
-					f.bumpSw() // at once, whether held or not
+				if !on && f.held {
+					f.bumpSw() // at once: changed() bumps it when it is not held
 				}
 				f.changed() // live sites follow their events' switches
 			}

@@ -392,9 +392,7 @@ void kprw_ctl_install(long fd, struct kprw_trace_hdr *h)
 			__atomic_and_fetch(&kprw_rt.trig_count[sw.slot], ~1ull, __ATOMIC_RELAXED);
 	}
 	__atomic_add_fetch(&h->ctl_gen, 1, __ATOMIC_RELEASE);
-	if (h->version >= KPRW_TRACE_VERSION_SWGEN) /* (kprw_sw_bump's, for the run's other
-						       * processes: this one's is not set yet) */
-		__atomic_add_fetch(&h->images[KPRW_TRACE_SWGEN_IMAGE].image_id, 1, __ATOMIC_SEQ_CST);
+	kprw_sw_bump(); /* (for the run's other processes: h's, set before this) */
 }
 
 /* kprw_disarm_sync applies the trace file's switch of every probe (KPRW_TRACE_DISARMED,

@@ -1223,8 +1223,7 @@ static void open_file(const char *path, u64 size, int flags, int records)
 		h->flags = 0;
 		kprw_memcpy(h->magic, KPRW_TRACE_MAGIC, 8);
 	} else if (kprw_strncmp(h->magic, KPRW_TRACE_MAGIC, 8) != 0 ||
-		   (h->version != KPRW_TRACE_VERSION && h->version != KPRW_TRACE_VERSION_DIRECT && h->version != 4 &&
-		    h->version != 3) ||
+		   h->version < 3 || h->version > KPRW_TRACE_VERSION ||
 		   h->data_off != KPRW_TRACE_HDR_SIZE || h->data_size > total ||
 		   h->counters_off < KPRW_TRACE_HDR_SIZE + h->data_size ||
 		   h->counters_off > total || h->counters_size > total - h->counters_off ||
@@ -1242,13 +1241,13 @@ static void open_file(const char *path, u64 size, int flags, int records)
 	register_image(h, fd, total);
 	kprw_rt.trace_mapped = total;
 	kprw_rt.trace = h;
-	kprw_ctl_install(fd, h);
-	kprw_rt.ctl_gen = &h->ctl_gen;
-	kprw_rt.tracing_off = &h->tracing_off;
 	/* (an older file may have writers of an older runtime, which do not bump sw_gen:
 	 * no kprw_hot line is found open there, and its hits take the C paths) */
 	if (h->version >= KPRW_TRACE_VERSION_SWGEN)
 		__atomic_store_n(&kprw_rt.sw_gen, &h->images[KPRW_TRACE_SWGEN_IMAGE].image_id, __ATOMIC_RELEASE);
+	kprw_ctl_install(fd, h);
+	kprw_rt.ctl_gen = &h->ctl_gen;
+	kprw_rt.tracing_off = &h->tracing_off;
 	kprw_rt.trace_path = path;
 	kprw_rt.trace_data = map + h->data_off;
 	/* (a larger area, which no kprewrite makes, is written in its first REC_AREA_MAX bytes) */

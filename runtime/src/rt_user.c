@@ -465,8 +465,7 @@ static int do_register(void *obj, u8 type)
 	u32 nst = st & ~(u32)(KPRW_SF_UNREG | KPRW_SF_DISABLED);
 	if ((kp->flags & KPROBE_FLAG_DISABLED) || (st & KPRW_SF_FORCED))
 		nst |= KPRW_SF_DISABLED;
-	atomic_store(&kprw_rt.state[i].flags, nst);
-	kprw_sw_bump();
+	atomic_store(&kprw_rt.state[i].flags, nst); /* (opens, or stays closed: no bump) */
 	publish(i, kp, type);
 	rearm(pt);
 	return 0;
@@ -517,7 +516,8 @@ static int do_enable(struct kprobe *kp, int on)
 		st |= KPRW_SF_DISABLED;
 	}
 	atomic_store(&kprw_rt.state[i].flags, st);
-	kprw_sw_bump();
+	if (!on)
+		kprw_sw_bump(); /* (closed now) */
 	publish((u32)i, kp, kprw_rt.probes[i].type);
 	rearm(&kprw_rt.points[kprw_rt.probes[i].point]);
 	return 0;

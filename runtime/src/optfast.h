@@ -99,6 +99,7 @@
 #define FC_HOT_PLAN 0xff        /* KPRW_HOT_PLAN */
 #define FC_HOT_FAST 0x20        /* KPRW_HOT_FAST */
 #define FC_HOT_NOPS 0x0f        /* KPRW_HOT_NOPS */
+#define FC_HOT_SEQ 0x10         /* KPRW_HOT_SEQ */
 #define FC_SF_OFF 3             /* KPRW_SF_DISABLED | KPRW_SF_UNREG */
 #define FC_CTL_SOFT_DISABLED 1  /* KPRW_CTL_SOFT_DISABLED */
 #define FC_KEY_FSBASE 1         /* KPRW_KEY_FSBASE */

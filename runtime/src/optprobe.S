@@ -515,6 +515,9 @@ kprewrite_rt_optprobe_body:
 	 * compare of the word's kind, deleg and those two bits */
 	movl OF_HOT_KIND(%rdi), %r8d
 	movl %r8d, %eax
+	andl $(0xffffff | (0x80 | FC_HOT_FAST | FC_HOT_SEQ) << 24), %eax
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EVENT), %eax
+	je .Lseq
 	andl $(0x8000ffff | FC_HOT_FAST << 24), %eax
 	cmpl $(FC_HOT_FAST << 24 | FC_HOT_EVENT), %eax
 	je 1f
@@ -529,7 +532,9 @@ kprewrite_rt_optprobe_body:
 	RS_OK .Lslow
 	/* the clock first (kprw_tsc_ns; the counter: .Lcounter, later): rdtsc's latency
 	 * overlaps the checks below, which do not depend on it; %r11 = now */
-1:	xorl %r11d, %r11d	/* (0: the clock is not read here, below too) */
+1:
+.Lgeneral:
+	xorl %r11d, %r11d	/* (0: the clock is not read here, below too) */
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
 	je 18f
 	TSC_NOW .Lslow
@@ -712,6 +717,50 @@ kprewrite_rt_optprobe_body:
 	incq %rax
 	subq kprw_rt+OF_RT_TS_BASE(%rip), %rax	/* (TSC_NOW's form) */
 	jmp .Lnow
+/* .Lseq is an EVENT line's record whose shape the line's count says (KPRW_HOT_SEQ): the
+ * general path's checks in its order, then a record of 16 + 8n bytes, rlen 8n, the n
+ * registers from this frame at 16, 24, 32: no size computed from dlen, no word, no loop
+ * over the ops, no kind tested after the place (the kernel's optprobe template has its
+ * probe's work fixed in it; here a line's count fixes it). The counter clock takes the
+ * general path. */
+.Lseq:
+	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
+	je .Lgeneral
+	TSC_NOW .Lslow
+	movq %rax, %r11
+	HOT_OPEN OF_HOT_OPEN, .Lslow
+	TCTX_FIND .Lslow
+	CPU_WORD .Lslow
+	movq %r11, %rax
+	NOW_CHECK .Lslow
+	shrl $24, %r8d
+	andl $FC_HOT_NOPS, %r8d		/* n */
+	leal FC_CREC_HIT(,%r8,8), %edx
+	orq %rdx, %r9			/* rlen */
+	leal 16(,%r8,8), %r11d		/* the record's size */
+	PLACE .Lslow
+	TS_STORE OF_HOT_PI
+	testl %r8d, %r8d
+	jz 12f
+	movzbl OF_HOT_OP + OF_OP_SLOT(%rdi), %eax
+	movq (%rsp,%rax), %r11
+	movq %r11, 16(%rdx)
+	cmpl $2, %r8d
+	jb 12f
+	movzbl OF_HOT_OP + SZ_OP + OF_OP_SLOT(%rdi), %eax
+	movq (%rsp,%rax), %r11
+	movq %r11, 24(%rdx)
+	cmpl $3, %r8d
+	jb 12f
+	movzbl OF_HOT_OP + 2 * SZ_OP + OF_OP_SLOT(%rdi), %eax
+	movq (%rsp,%rax), %r11
+	movq %r11, 32(%rdx)
+	/* the commit word last, then the count (commit) */
+12:	leal FC_CREC_COMMITTED(,%r8,8), %eax
+	movw %ax, 2(%rdx)
+	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
+	FAST_RESTORE
+	ret
 	.balign 16
 .Lgpr:
 	GPR %r15

@@ -488,6 +488,21 @@ static u8 fast_slot(u8 reg)
 #undef PR
 }
 
+/* seq_line says whether line h's record is what optprobe.S's .Lseq writes (KPRW_HOT_SEQ):
+ * an EVENT line's, no spev word, its fetches 8-byte registers of the fast frame stored
+ * in order from the data's start (dlen 8 each), or none */
+static int seq_line(const struct kprw_hot *h)
+{
+	u32 n = h->nops & KPRW_HOT_NOPS;
+	if (h->kind != KPRW_HOT_EVENT || h->spev || !(h->nops & KPRW_HOT_FAST) || h->nops == KPRW_HOT_PLAN ||
+	    h->dlen != 8 * n || (n && !(h->nops & KPRW_HOT_REGS8)))
+		return 0;
+	for (u32 j = 0; j < n; j++)
+		if (h->op[j].slot == 0 || h->op[j].dest != 8 * j)
+			return 0;
+	return 1;
+}
+
 /* kprw_hot_init fills kprw_rt.hot (or, out of memory, takes kprw_rt.fastev away): a
  * KPRW_HOT_EVENT line for each kprw_rt.fastev point, a KPRW_HOT_CALL line for each
  * call_pair point,
@@ -564,6 +579,8 @@ void kprw_hot_init(void)
 		}
 		if (h->nops == 0 && h->dlen == 0)
 			h->nops = KPRW_HOT_FAST;
+		if (seq_line(h))
+			h->nops |= KPRW_HOT_SEQ;
 		if (h->kind == KPRW_HOT_CALL) /* (nops 0: the event has no fetches) */
 			ret_fields(h, rpi);
 	}

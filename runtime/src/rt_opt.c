@@ -115,10 +115,11 @@ _Static_assert(sizeof(((struct kprw_probe_state *)0)->flags) == 4 && sizeof(kprw
 		       sizeof(kprw_rt.keymode) == 4 && sizeof(kprw_rt.has_rdpid) == 4 &&
 		       sizeof(kprw_rt.has_prefetchw) == 4 && sizeof(kprw_rt.npoints) == 4 && sizeof(kprw_rt.ctl_seen) == 4,
 	       "optfast.h: the words the fast path compares are 32-bit");
+_Static_assert(KPRW_HOT_OPS == 3, "optprobe.S: .Lseq writes at most three registers");
 _Static_assert(FC_HOT_EVENT == KPRW_HOT_EVENT && FC_HOT_EXIT == KPRW_HOT_EXIT && FC_HOT_CALL == KPRW_HOT_CALL &&
 		       FC_HOT_TAIL == KPRW_HOT_TAIL &&
 		       FC_HOT_PLAN == KPRW_HOT_PLAN &&
-		       FC_HOT_FAST == KPRW_HOT_FAST && FC_HOT_NOPS == KPRW_HOT_NOPS &&
+		       FC_HOT_FAST == KPRW_HOT_FAST && FC_HOT_NOPS == KPRW_HOT_NOPS && FC_HOT_SEQ == KPRW_HOT_SEQ &&
 		       FC_SF_OFF == (KPRW_SF_DISABLED | KPRW_SF_UNREG) && FC_CTL_SOFT_DISABLED == KPRW_CTL_SOFT_DISABLED &&
 		       FC_KEY_FSBASE == KPRW_KEY_FSBASE && FC_KEY_FS0 == KPRW_KEY_FS0 && FC_COMM_REFRESH_NS == KPRW_COMM_REFRESH_NS &&
 		       FC_TS_MAX_2 == TS_MAX - 2 && FC_REC_END_SHIFT == REC_END_SHIFT && FC_REC_AHEAD == REC_AHEAD &&

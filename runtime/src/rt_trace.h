@@ -93,6 +93,12 @@ struct kprw_hot {
 #define KPRW_HOT_FAST 0x20 /* nops: the line's record reads general registers only (struct
 			      pt_regs' words r15..di: with REGS8), or nothing (no ops, no data):
 			      optprobe.S's fast path may write it */
+#define KPRW_HOT_SEQ 0x10 /* nops: with FAST, an EVENT line without spev whose record is the
+			     fixed part and its ops' registers in order, 8 bytes each, every one
+			     in the fast path's frame (op[].slot): dlen is 8 a fetch, so the
+			     record's size, rlen and commit word follow from the count alone and
+			     optprobe.S's .Lseq writes it without the general fast path's
+			     decisions (issue 49) */
 #define KPRW_HOT_NOPS 0x0f
 _Static_assert(sizeof(struct kprw_hot) == 64, "kprw_hot is a cache line");
 void kprw_hot_init(void);

@@ -904,6 +904,7 @@ func CRecBytes(rlen uint16) uint64 {
 // Version 3 trace files.
 const (
 	BlockMagic    = 0x3342504b // "KPB3"
+	BlockZeroed   = 0x3042504b // "KPB0": given back zeroed by the recorder
 	ChunkMagic    = "KPRWCHNK"
 	CRecLen       = 0x1fff
 	CRecRet       = 0x2000

@@ -188,7 +188,7 @@ var abiConsts = map[string]any{
 	"KPRW_SG_EPOLL_PWAIT2": SGEpollPwait2, "KPRW_SG_BLOCK_ALL_SIGS": SGBlockAllSigs, "KPRW_SG_BLOCK_APP_SIGS": SGBlockAppSigs, "KPRW_SG_FORK": SGFork,
 	"KPRW_SG_GO_SIGACTION": SGGoSigaction, "KPRW_SG_GO_SIGPROCMASK": SGGoSigprocmask, "KPRW_SG_MAX": SGMax, "KPRW_GS_ENTRY": GSEntry,
 	"KPRW_TIF_EXT":   TIFExt,
-	"KPRW_BLK_MAGIC": BlockMagic, "KPRW_CREC_LEN": CRecLen, "KPRW_CREC_RET": CRecRet, "KPRW_CREC_EXT": CRecExt,
+	"KPRW_BLK_MAGIC": BlockMagic, "KPRW_BLK_ZEROED": BlockZeroed, "KPRW_CREC_LEN": CRecLen, "KPRW_CREC_RET": CRecRet, "KPRW_CREC_EXT": CRecExt,
 	"KPRW_CREC_HIT": CRecHit, "KPRW_CREC_COMMITTED": CRecCommitted, "KPRW_CREC_DISCARDED": CRecDiscarded,
 	"KPRW_RING_OVERWRITE": RingOverwrite, "KPRW_RING_DONE": RingDone, "KPRW_TRACE_UNRESERVED": TraceUnreserved,
 	"KPRW_RSEQ_MAXCPU": RseqMaxCPU, "KPRW_COUNT_SHORT_N": CountShortN,

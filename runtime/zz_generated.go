@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "8eba03d57cdd1b6ddad06fc65e0d34e6ec39cee39a6136fa52a3d95d2fca7039"
+const ObjectSHA256 = "79aff54148a9738b5e892392a341a9becc7d09e3a008f04f1f1c8c5b7edca8ee"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

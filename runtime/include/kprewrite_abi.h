@@ -935,6 +935,9 @@ struct kprw_blk {
 	                   takes a new block */
 };
 #define KPRW_BLK_MAGIC KPRW_U(0x3342504b) /* "KPB3" */
+#define KPRW_BLK_ZEROED KPRW_U(0x3042504b) /* "KPB0": a ring block the recorder gave back
+					     zeroed (every byte after this word): a writer
+					     that takes it need not zero it (issue 49) */
 
 /* A compact record (version 3), 16 bytes, then the ext part (KPRW_CREC_EXT), the return
  * address or stack pointer (KPRW_CREC_RET), rlen bytes of data, padding to 8. The pid, tid, comm, image

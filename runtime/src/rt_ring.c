@@ -283,7 +283,9 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 			if (gone)
 				atomic_add(&h->overwritten, gone);
 			kprw_memset((u8 *)b + 4, 0, n - 4);
-		} else if (reused) {
+		} else if (reused && __atomic_load_n((u32 *)(kprw_rt.trace_data + off), __ATOMIC_RELAXED) != KPRW_BLK_ZEROED) {
+			/* (a block the recorder zeroed says so: the queue entry's acquire
+			 * made its stores visible) */
 			zero_block(kprw_rt.trace_data + off, n);
 		}
 	} else {

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "79aff54148a9738b5e892392a341a9becc7d09e3a008f04f1f1c8c5b7edca8ee"
+const ObjectSHA256 = "bfc80b902a7a174f99ee72a71aa4282ad9e81698f527aed6b4fedc73d7b551b1"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -83,3 +83,58 @@ func TestSeqLines(t *testing.T) {
 		}
 	}
 }
+
+// renameSrc renames its thread between two runs of calls, and sleeps past the
+// runtime's comm refresh (1 ms) before the second.
+const renameSrc = `#include <stdio.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+__attribute__((noinline)) long work(long a) { __asm__ volatile(""); return a + 1; }
+int main(void) {
+	long s = 0;
+	for (int i = 0; i < 20; i++) {
+		s += work(-1);
+		usleep(1000);
+	}
+	for (long i = 0; i < 100; i++)
+		s += work(i);
+	prctl(PR_SET_NAME, "renamed");
+	usleep(3000);
+	for (long i = 100; i < 200; i++)
+		s += work(i);
+	printf("%ld\n", s);
+	return 0;
+}
+`
+
+// TestSeqLinesComm: a thread renamed between records shows its new name in the records
+// the fast path writes once the name is older than its refresh (the kernel prints a
+// task's comm as it is at the event), the old one before. Fails when the fast path
+// stops asking for the refresh (NOW_CHECK's comm deadline).
+func TestSeqLinesComm(t *testing.T) {
+	prog := testprog.Build(t, renameSrc, "c", "-O2")
+	out := filepath.Join(t.TempDir(), "ren")
+	rewriteWith(t, prog, out, []string{"p:q/w work a=%di"})
+	r := testprog.Run(t, testprog.Cmd{Path: out, Env: []string{"KPREWRITE_QUIET=1"}})
+	if r.Exit != 0 {
+		t.Fatalf("rewritten program: %s", r)
+	}
+	n := 0
+	for _, l := range readTrace(t, out+".trace") {
+		var a int64
+		if _, err := fmt.Sscanf(l.Args, " a=0x%x", &a); err != nil || l.Args == " a=0xffffffffffffffff" {
+			continue
+		}
+		want := "ren"
+		if a >= 100 {
+			want = "renamed"
+		}
+		if l.Comm != want {
+			t.Errorf("a=%d: comm %q, want %q", a, l.Comm, want)
+		}
+		n++
+	}
+	if n != 200 {
+		t.Errorf("%d records of the two runs, want 200", n)
+	}
+}

@@ -67,6 +67,7 @@
 #define OF_TCTX_TID 8
 #define OF_TCTX_BUSY 12
 #define OF_TCTX_COMM_NS 16
+#define OF_TCTX_COMM_DL 56
 #define FC_TCTX_BYTES 65536 /* the table: KPRW_NTCTX contexts */
 /* struct kprw_tshare */
 #define OF_TSH_LIVE 65552
@@ -109,7 +110,7 @@
 #define FC_TCB_TID 0x2d0        /* KPRW_GLIBC_TID: glibc's struct pthread tid */
 #define FC_TCB_SELF 0x10        /* KPRW_GLIBC_SELF: tcbhead_t.self */
 #define FC_COMM_REFRESH_NS 1000000 /* KPRW_COMM_REFRESH_NS */
-#define FC_TS_MAX_2 0xfffffffffffe /* TS_MAX - 2 (need_ext) */
+#define FC_TS_FAST_BITS 47       /* a time below 1 << this needs no ext part (need_ext: TS_MAX - 2) */
 #define FC_REC_END_SHIFT 39     /* REC_END_SHIFT */
 #define FC_REC_AHEAD 1024       /* REC_AHEAD */
 #define FC_CREC_RET 0x2000      /* KPRW_CREC_RET */

@@ -247,8 +247,8 @@ kprewrite_rt_optprobe_template_end:
 	movq %rax, %r9
 	.endm
 
-/* TSC_NOW puts kprw_tsc_ns's time, less the trace file's ts_base (the record's time), in
- * %rax, else to fail */
+/* TSC_NOW puts kprw_tsc_ns's time in %rax (NOW_CHECK makes it the record's, less the
+ * trace file's ts_base), else to fail */
 	.macro TSC_NOW fail
 	movl kprw_clk(%rip), %r10d
 	testl $1, %r10d
@@ -264,25 +264,22 @@ kprewrite_rt_optprobe_template_end:
 	 * which waited for rdtsc's result (each cycle after it counts in full) */
 	imulq kprw_clk+OF_CLK_MULT(%rip), %rax
 	shrq $32, %rax
-	movq kprw_clk+OF_CLK_NS(%rip), %rdx	/* (the anchor less ts_base: one add */
-	subq kprw_rt+OF_RT_TS_BASE(%rip), %rdx	/* after the product, not two) */
-	addq %rdx, %rax
+	addq kprw_clk+OF_CLK_NS(%rip), %rax
 	cmpl kprw_clk(%rip), %r10d
 	jne \fail
 	.endm
 
-/* NOW_CHECK: the comm younger than its refresh, a time (%rax, relative to ts_base)
- * that needs no ext part (hot_record) */
+/* NOW_CHECK: the comm younger than its refresh (the time %rax at most the context's
+ * comm_dl, which is 0 before the first read), and the time less ts_base, the record's,
+ * in %rax, between 1 and 1 << FC_TS_FAST_BITS: no ext part (hot_record; the C path
+ * writes the rare records past it, 39 hours after ts_base). Uses %rdx. */
 	.macro NOW_CHECK fail
-	movq kprw_rt+OF_RT_TS_BASE(%rip), %rdx
-	addq %rax, %rdx
-	subq OF_TCTX_COMM_NS(%rsi), %rdx
-	cmpq $FC_COMM_REFRESH_NS, %rdx
+	cmpq OF_TCTX_COMM_DL(%rsi), %rax
 	ja \fail
+	subq kprw_rt+OF_RT_TS_BASE(%rip), %rax
 	leaq -1(%rax), %rdx
-	movabsq $FC_TS_MAX_2, %r10
-	cmpq %r10, %rdx
-	jae \fail
+	shrq $FC_TS_FAST_BITS, %rdx
+	jnz \fail
 	.endm
 
 /* TS_STORE writes the record's fixed part at %rdx: the first word (%r9: rlen, commit 0,
@@ -714,8 +711,7 @@ kprewrite_rt_optprobe_body:
 	jz .Lslow		/* (not the counter clock either: clk_tsc was 0) */
 	movl $1, %eax
 	lock xaddq %rax, (%r10)
-	incq %rax
-	subq kprw_rt+OF_RT_TS_BASE(%rip), %rax	/* (TSC_NOW's form) */
+	incq %rax		/* (TSC_NOW's form: NOW_CHECK takes ts_base off) */
 	jmp .Lnow
 /* .Lseq is an EVENT line's record whose shape the line's count says (KPRW_HOT_SEQ): the
  * general path's checks in its order, then a record of 16 + 8n bytes, rlen 8n, the n

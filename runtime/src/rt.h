@@ -408,7 +408,8 @@ struct kprw_tctx {
 	                  blocked (a program's fault handler runs), KPRW_SLOW_STACK; see
 	                  kprw_fast_ok */
 	u32 pad0;
-	u64 pad1;
+	u64 comm_dl;  /* comm_ns + KPRW_COMM_REFRESH_NS, 0 while comm_ns is: optprobe.S's
+	                 NOW_CHECK compares the time with it, one compare */
 };             /* one cache line each; shared by the process's images (rt_proc.c) */
 /* what a thread context holds for one image: its block of the trace file, which names
  * the image (rt_ring.c). kprw_tblk_tab[i] goes with kprw_tctx_tab[i]. */

@@ -83,6 +83,7 @@ OF(kprw_tctx, key, 0);
 OF(kprw_tctx, tid, OF_TCTX_TID);
 OF(kprw_tctx, busy, OF_TCTX_BUSY);
 OF(kprw_tctx, comm_ns, OF_TCTX_COMM_NS);
+OF(kprw_tctx, comm_dl, OF_TCTX_COMM_DL);
 OF(kprw_tshare, tid_live, OF_TSH_LIVE);
 OF(kprw_tshare, tid_off, OF_TSH_OFF);
 OF(kprw_clk, seq, 0);
@@ -122,7 +123,7 @@ _Static_assert(FC_HOT_EVENT == KPRW_HOT_EVENT && FC_HOT_EXIT == KPRW_HOT_EXIT &&
 		       FC_HOT_FAST == KPRW_HOT_FAST && FC_HOT_NOPS == KPRW_HOT_NOPS && FC_HOT_SEQ == KPRW_HOT_SEQ &&
 		       FC_SF_OFF == (KPRW_SF_DISABLED | KPRW_SF_UNREG) && FC_CTL_SOFT_DISABLED == KPRW_CTL_SOFT_DISABLED &&
 		       FC_KEY_FSBASE == KPRW_KEY_FSBASE && FC_KEY_FS0 == KPRW_KEY_FS0 && FC_COMM_REFRESH_NS == KPRW_COMM_REFRESH_NS &&
-		       FC_TS_MAX_2 == TS_MAX - 2 && FC_REC_END_SHIFT == REC_END_SHIFT && FC_REC_AHEAD == REC_AHEAD &&
+		       (1ull << FC_TS_FAST_BITS) < TS_MAX - 2 && FC_REC_END_SHIFT == REC_END_SHIFT && FC_REC_AHEAD == REC_AHEAD &&
 		       FC_CREC_RET == KPRW_CREC_RET && FC_CREC_HIT == KPRW_CREC_HIT &&
 		       FC_CREC_COMMITTED == KPRW_CREC_COMMITTED && FC_TCTX_HASH == 0x9E3779B97F4A7C15ull &&
 		       FC_TCTX_HASH_SHIFT == 54 && KPRW_NTCTX == 1024 && KPRW_CREC_LEN >= 0x1fff,

@@ -266,6 +266,7 @@ static void renew(struct kprw_tctx *c, u32 tid)
 	c->tid = tid;
 	c->busy = 0;
 	c->comm_ns = 0;
+	c->comm_dl = 0;
 	/* a trace block names one thread: the new one takes its own in every image */
 	kprw_proc_tblk_leave((u32)(c - kprw_tctx_tab));
 }
@@ -367,6 +368,7 @@ const char *kprw_tctx_comm(struct kprw_tctx *c, u64 now)
 			kprw_proc_tblk_leave((u32)(c - kprw_tctx_tab));
 		}
 		c->comm_ns = now ? now : 1;
+		c->comm_dl = c->comm_ns + COMM_REFRESH_NS;
 	}
 	return c->comm;
 }

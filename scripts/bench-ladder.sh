@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The hot event's record piece by piece (issue 49): builds kprewrite variants whose
-# detour body (runtime/src/optprobe.S, the fast path of an EVENT line) returns early
-# after each step, and runs them with the build as it is, taking turns
+# detour body (runtime/src/optprobe.S, the fast path of an EVENT line: .Lseq, the path
+# of a line whose record is its registers in order) returns early after each step, and runs them with the build as it is, taking turns
 # (scripts/bench-builds.sh, under `record` or directly, `p:b/w work a=%di b=%si`):
 #   L0    in and out: the detour, the body's registers and flags saved and restored;
 #   L1    + the line's checks and the clock (rdtsc, the conversion);
@@ -36,13 +36,14 @@ ladder() {
 	awk -v n="$1" '
 	function ret() { print "\tjmp .Lfast_done /* bench-ladder */"; done = 1 }
 	/^kprewrite_rt_optprobe_body:/ { inbody = 1 }
-	inbody && !done && n == 1 && /^18:/ { ret() }
-	inbody && !done && n == 2 && /^2:\tTCTX_FIND \.Lslow/ { ret() }
-	inbody && !done && n == 3 && /^\tCPU_WORD \.Lslow/ { ret() }
+	/^\.Lseq:/ { inseq = 1 }
+	inseq && !done && n == 1 && /^\tHOT_OPEN OF_HOT_OPEN, \.Lslow/ { ret() }
+	inseq && !done && n == 2 && /^\tTCTX_FIND \.Lslow/ { ret() }
+	inseq && !done && n == 3 && /^\tCPU_WORD \.Lslow/ { ret() }
 	{ print }
 	inbody && !done && n == 0 && /^\tFAST_SAVE/ { ret() }
-	inbody && !done && n == 4 && /^\tNOW_CHECK \.Lslow/ { ret() }
-	inbody && !done && n == 5 && /^\tPLACE \.Lslow/ { ret() }
+	inseq && !done && n == 4 && /^\tNOW_CHECK \.Lslow/ { ret() }
+	inseq && !done && n == 5 && /^\tPLACE \.Lslow/ { ret() }
 	END { if (!done) exit 1 }' "$work/optprobe.S" >"$body" || { echo "bench-ladder: step $1's marker is not in optprobe.S" >&2; exit 1; }
 }
 builds=()

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "bfc80b902a7a174f99ee72a71aa4282ad9e81698f527aed6b4fedc73d7b551b1"
+const ObjectSHA256 = "12303f31516bf02f16f589cd0799ab2ddfcb831e9af5cb442f5a318a397e95f7"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -22,7 +22,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/declines.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 git -C "$root" worktree add -q --detach "$work/src" HEAD
 trap 'git -C "$root" worktree remove --force "$work/src"; rm -rf "$work"' EXIT
-cp "$root/runtime/src/optprobe.S" "$work/src/runtime/src/optprobe.S"
+cp -r "$root/runtime/src/." "$work/src/runtime/src/" # (uncommitted changes included)
 python3 - "$work/src/runtime/src/optprobe.S" <<'EOF'
 import re, sys
 p = sys.argv[1]

@@ -515,6 +515,10 @@ kprewrite_rt_optprobe_body:
 	andl $(0xffffff | (0x80 | FC_HOT_FAST | FC_HOT_SEQ) << 24), %eax
 	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EVENT), %eax
 	je .Lseq
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | 1 << 16 | FC_HOT_EVENT), %eax
+	je .Lword
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EXIT), %eax
+	je .Lword
 	andl $(0x8000ffff | FC_HOT_FAST << 24), %eax
 	cmpl $(FC_HOT_FAST << 24 | FC_HOT_EVENT), %eax
 	je 1f
@@ -754,6 +758,38 @@ kprewrite_rt_optprobe_body:
 	/* the commit word last, then the count (commit) */
 12:	leal FC_CREC_COMMITTED(,%r8,8), %eax
 	movw %ax, 2(%rdx)
+	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
+	FAST_RESTORE
+	ret
+/* .Lword is the record of a line whose data is the word alone (KPRW_HOT_SEQ without
+ * fetches: --calls' records): an EXIT line's, the return address at S; an EVENT line's
+ * with spev, S itself (entry_sp_word). A word at S that holds the trampoline already (a
+ * tail call from a hooked frame: the exit's real return address is on the return
+ * stack, the entry's word takes bit 0) takes the general path. A 24-byte record, the
+ * word at 16, as .Lseq writes its registers. */
+.Lword:
+	leaq kprewrite_rt_rettramp(%rip), %rax
+	cmpq %rax, 216(%rsp)
+	je .Lgeneral		/* (%r8 still the kind word, as the general path wants) */
+	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
+	je .Lgeneral
+	cmpb $FC_HOT_EXIT, %r8b
+	movq 216(%rsp), %r8	/* (an exit's: the return address) */
+	je 1f
+	leaq 216(%rsp), %r8	/* (an entry's: S, bit 0 clear) */
+1:	TSC_NOW .Lslow
+	movq %rax, %r11
+	HOT_OPEN OF_HOT_OPEN, .Lslow
+	TCTX_FIND .Lslow
+	CPU_WORD .Lslow
+	movq %r11, %rax
+	NOW_CHECK .Lslow
+	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
+	movl $24, %r11d
+	PLACE .Lslow
+	TS_STORE OF_HOT_PI
+	movq %r8, 16(%rdx)
+	movw $FC_CREC_COMMITTED, 2(%rdx)
 	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
 	FAST_RESTORE
 	ret

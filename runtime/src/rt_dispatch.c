@@ -488,14 +488,19 @@ static u8 fast_slot(u8 reg)
 #undef PR
 }
 
-/* seq_line says whether line h's record is what optprobe.S's .Lseq writes (KPRW_HOT_SEQ):
- * an EVENT line's, no spev word, its fetches 8-byte registers of the fast frame stored
- * in order from the data's start (dlen 8 each), or none */
+/* seq_line says whether line h's record is what optprobe.S's .Lseq or .Lword writes
+ * (KPRW_HOT_SEQ): an EVENT line's without the spev word, its fetches 8-byte registers of
+ * the fast frame stored in order from the data's start (dlen 8 each), or none (.Lseq);
+ * or the word alone, no fetch: an EXIT line's return address, an EVENT line's stack
+ * pointer with spev (.Lword: the records of --calls) */
 static int seq_line(const struct kprw_hot *h)
 {
 	u32 n = h->nops & KPRW_HOT_NOPS;
-	if (h->kind != KPRW_HOT_EVENT || h->spev || !(h->nops & KPRW_HOT_FAST) || h->nops == KPRW_HOT_PLAN ||
-	    h->dlen != 8 * n || (n && !(h->nops & KPRW_HOT_REGS8)))
+	if (!(h->nops & KPRW_HOT_FAST) || h->nops == KPRW_HOT_PLAN || h->dlen != 8 * n)
+		return 0;
+	if (h->kind == KPRW_HOT_EXIT || (h->kind == KPRW_HOT_EVENT && h->spev))
+		return n == 0;
+	if (h->kind != KPRW_HOT_EVENT || (n && !(h->nops & KPRW_HOT_REGS8)))
 		return 0;
 	for (u32 j = 0; j < n; j++)
 		if (h->op[j].slot == 0 || h->op[j].dest != 8 * j)

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "12303f31516bf02f16f589cd0799ab2ddfcb831e9af5cb442f5a318a397e95f7"
+const ObjectSHA256 = "1e5635ea5066b0f3a29b9616de39bbe1c4043c0d6dbaaef37abc04e70b9b169e"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -6,7 +6,8 @@
 # by up to 2x from one minute to the next, and a round's two runs share it: prints the
 # medians, the least, and in how many pairs B was lower. More rounds resolve less.
 #
-# usage: scripts/bench-python-pair.sh KPREWRITE_A KPREWRITE_B [ROUNDS]   (default 16)
+# usage: [FLAGS=--calls-hook] scripts/bench-python-pair.sh KPREWRITE_A KPREWRITE_B [ROUNDS]
+#        (default 16 rounds; FLAGS: more rewrite options, e.g. --calls-hook)
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 KPREWRITE_A KPREWRITE_B [ROUNDS]" >&2; exit 2; }
 a=$1 b=$2 rounds=${3:-16}
@@ -18,8 +19,8 @@ cd "$work"
 gcc -O2 -o cputime "$root/scripts/bench/cputime.c"
 # the workload bench-python-floor.sh runs, taken from it (one copy of it)
 sed -n "/^cat >work.py <<'EOF'/,/^EOF/p" "$root/scripts/bench-python-floor.sh" | sed '1d;$d' >work.py
-"$a" rewrite --calls '*' --trace none -o calls.A "$py" >/dev/null 2>&1
-"$b" rewrite --calls '*' --trace none -o calls.B "$py" >/dev/null 2>&1
+"$a" rewrite ${FLAGS:-} --calls '*' --trace none -o calls.A "$py" >/dev/null 2>&1
+"$b" rewrite ${FLAGS:-} --calls '*' --trace none -o calls.B "$py" >/dev/null 2>&1
 pin=""
 if command -v taskset >/dev/null; then pin="taskset -c ${BENCH_CPU:-0}"; fi
 for r in $(seq "$rounds"); do

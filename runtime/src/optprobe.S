@@ -519,6 +519,8 @@ kprewrite_rt_optprobe_body:
 	je .Lword
 	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EXIT), %eax
 	je .Lword
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | 1 << 16 | FC_HOT_CALL), %eax
+	je .Lcallw
 	andl $(0x8000ffff | FC_HOT_FAST << 24), %eax
 	cmpl $(FC_HOT_FAST << 24 | FC_HOT_EVENT), %eax
 	je 1f
@@ -761,26 +763,37 @@ kprewrite_rt_optprobe_body:
 	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
 	FAST_RESTORE
 	ret
-/* .Lword is the record of a line whose data is the word alone (KPRW_HOT_SEQ without
- * fetches: --calls' records): an EXIT line's, the return address at S; an EVENT line's
- * with spev, S itself (entry_sp_word). A word at S that holds the trampoline already (a
- * tail call from a hooked frame: the exit's real return address is on the return
- * stack, the entry's word takes bit 0) takes the general path. A 24-byte record, the
- * word at 16, as .Lseq writes its registers. */
-.Lword:
+/* WORD_PATH writes the record of a line whose data is the word alone (KPRW_HOT_SEQ
+ * without fetches: --calls' records): an EXIT line's, the return address at S; an
+ * EVENT line's with spev, S itself (entry_sp_word); with call, a CALL line's, whose
+ * entry record carries S too and whose frame then goes on the thread's return stack
+ * (RS_ROOM before the place, .Lcall_push after the record, as the general path). A
+ * word at S that holds the trampoline already (a tail call from a hooked frame: the
+ * exit's real return address is on the return stack, the entry's word takes bit 0, a
+ * CALL line's push is a chain) takes the general path, the kind word still in %r8. A
+ * 24-byte record, the word at 16, as .Lseq writes its registers. */
+	.macro WORD_PATH call
 	leaq kprewrite_rt_rettramp(%rip), %rax
 	cmpq %rax, 216(%rsp)
-	je .Lgeneral		/* (%r8 still the kind word, as the general path wants) */
+	je .Lgeneral
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
 	je .Lgeneral
+	.if \call
+	leaq 216(%rsp), %r8	/* (an entry's: S, bit 0 clear) */
+	.else
 	cmpb $FC_HOT_EXIT, %r8b
 	movq 216(%rsp), %r8	/* (an exit's: the return address) */
 	je 1f
 	leaq 216(%rsp), %r8	/* (an entry's: S, bit 0 clear) */
-1:	TSC_NOW .Lslow
+1:
+	.endif
+	TSC_NOW .Lslow
 	movq %rax, %r11
 	HOT_OPEN OF_HOT_OPEN, .Lslow
 	TCTX_FIND .Lslow
+	.if \call
+	RS_ROOM .Lslow
+	.endif
 	CPU_WORD .Lslow
 	movq %r11, %rax
 	NOW_CHECK .Lslow
@@ -791,8 +804,18 @@ kprewrite_rt_optprobe_body:
 	movq %r8, 16(%rdx)
 	movw $FC_CREC_COMMITTED, 2(%rdx)
 	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
+	.if \call
+	jmp .Lcall_push
+	.else
 	FAST_RESTORE
 	ret
+	.endif
+	.endm
+.Lword:
+	WORD_PATH 0
+.Lcallw:
+	RS_OK .Lslow
+	WORD_PATH 1
 	.balign 16
 .Lgpr:
 	GPR %r15

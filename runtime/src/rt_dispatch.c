@@ -491,14 +491,14 @@ static u8 fast_slot(u8 reg)
 /* seq_line says whether line h's record is what optprobe.S's .Lseq or .Lword writes
  * (KPRW_HOT_SEQ): an EVENT line's without the spev word, its fetches 8-byte registers of
  * the fast frame stored in order from the data's start (dlen 8 each), or none (.Lseq);
- * or the word alone, no fetch: an EXIT line's return address, an EVENT line's stack
- * pointer with spev (.Lword: the records of --calls) */
+ * or the word alone, no fetch: an EXIT line's return address, an EVENT or CALL line's
+ * stack pointer with spev (.Lword, .Lcallw: the records of --calls) */
 static int seq_line(const struct kprw_hot *h)
 {
 	u32 n = h->nops & KPRW_HOT_NOPS;
 	if (!(h->nops & KPRW_HOT_FAST) || h->nops == KPRW_HOT_PLAN || h->dlen != 8 * n)
 		return 0;
-	if (h->kind == KPRW_HOT_EXIT || (h->kind == KPRW_HOT_EVENT && h->spev))
+	if (h->kind == KPRW_HOT_EXIT || ((h->kind == KPRW_HOT_EVENT || h->kind == KPRW_HOT_CALL) && h->spev))
 		return n == 0;
 	if (h->kind != KPRW_HOT_EVENT || (n && !(h->nops & KPRW_HOT_REGS8)))
 		return 0;

@@ -98,8 +98,9 @@ struct kprw_hot {
 			     in the fast path's frame (op[].slot): dlen is 8 a fetch, so the
 			     record's size, rlen and commit word follow from the count alone and
 			     optprobe.S's .Lseq writes it without the general fast path's
-			     decisions (issue 49); or an EXIT line, or an EVENT line with spev,
-			     without fetches: the fixed part and the word (.Lword) */
+			     decisions (issue 49); or an EXIT line, or an EVENT or CALL line
+			     with spev, without fetches: the fixed part and the word (.Lword,
+			     .Lcallw) */
 #define KPRW_HOT_NOPS 0x0f
 _Static_assert(sizeof(struct kprw_hot) == 64, "kprw_hot is a cache line");
 void kprw_hot_init(void);

@@ -73,7 +73,10 @@ for r in $(seq "$rounds"); do
 	fl=$($pin ./b 10000000 counter)
 	cfloors+="$(echo "$fl $base" | awk '{print $1 - $3}')"$'\n'
 	o=$(cpu $pin ./orig work.py)
-	for v in "${variants[@]}"; do
+	# each round starts at the next variant: the host's speed drifts within a round, and
+	# a variant always run last would meet it differently from one always run first
+	for k in "${!variants[@]}"; do
+		v=${variants[$(((k + r) % ${#variants[@]}))]}
 		rm -rf r.trace u.data
 		if [ "$v" = uftrace ]; then
 			# uftrace traces the program cputime runs (libmcount follows the exec)

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "1e5635ea5066b0f3a29b9616de39bbe1c4043c0d6dbaaef37abc04e70b9b169e"
+const ObjectSHA256 = "0d2430db1d48031287a5287d8443967f1d5dd4a79ffeb190378f445b1a94aeff"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -62,7 +62,7 @@
 #define OF_OP_REG 1
 #define OF_OP_SLOT 3
 #define OF_OP_DEST 8
-/* struct kprw_tctx: 64 bytes (a shift of 6); struct kprw_tblk: 16 (tctx offset >> 2) */
+/* struct kprw_tctx: 64 bytes (a shift of 6); struct kprw_tblk: 64 too (the tctx offset) */
 #define SH_TCTX 6
 #define OF_TCTX_TID 8
 #define OF_TCTX_BUSY 12

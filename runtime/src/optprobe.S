@@ -108,8 +108,7 @@ kprewrite_rt_optprobe_template_end:
 /* TBLK puts the address of the thread's struct kprw_tblk (its context at %rsi) in reg */
 	.macro TBLK reg
 	movq %rsi, \reg
-	subq kprw_tctx_tab(%rip), \reg
-	shrq $2, \reg		/* the context's index * 16 */
+	subq kprw_tctx_tab(%rip), \reg	/* (the context's index * 64, a kprw_tblk's size too) */
 	addq kprw_tblk_tab(%rip), \reg
 	.endm
 

@@ -412,13 +412,16 @@ struct kprw_tctx {
 	                 NOW_CHECK compares the time with it, one compare */
 };             /* one cache line each; shared by the process's images (rt_proc.c) */
 /* what a thread context holds for one image: its block of the trace file, which names
- * the image (rt_ring.c). kprw_tblk_tab[i] goes with kprw_tctx_tab[i]. */
+ * the image (rt_ring.c). kprw_tblk_tab[i] goes with kprw_tctx_tab[i]. A cache line
+ * each, as the contexts: every record's xadd writes rec, and four threads' words in
+ * one line (16 bytes each until issue 49) moved it between their CPUs on each
+ * record; the fast path's TBLK is then the context's offset, no shift. */
 struct kprw_tblk {
 	u64 rec; /* this thread's block of the trace file's record area, in one word (rt_ring.h):
 	            where its next record goes (an offset in the record area, bits 0..38) and
 	            the block's end (in 4 KiB units, bits 39..63; 0 = none) */
-	u64 pad;
-};
+	u64 pad[7];
+} __attribute__((aligned(64)));
 /* struct kprw_tblk's rec: the record area ends below REC_AREA_MAX bytes */
 #define REC_END_SHIFT 39
 #define REC_NEXT_MASK ((1ull << REC_END_SHIFT) - 1)

@@ -102,7 +102,7 @@ OF(kprw_crec, probe, 12);
 _Static_assert(sizeof(struct kprw_probe_state) == 1 << SH_STATE, "optfast.h: SH_STATE");
 _Static_assert(sizeof(struct kprw_hot) == 1 << SH_HOT, "optfast.h: SH_HOT");
 _Static_assert(sizeof(struct kprw_fplan_op) == SZ_OP, "optfast.h: SZ_OP");
-_Static_assert(sizeof(struct kprw_tctx) == 1 << SH_TCTX && sizeof(struct kprw_tblk) == 16, "optfast.h: SH_TCTX");
+_Static_assert(sizeof(struct kprw_tctx) == 1 << SH_TCTX && sizeof(struct kprw_tblk) == 1 << SH_TCTX, "optfast.h: SH_TCTX");
 _Static_assert(sizeof(struct kprw_tctx) * KPRW_NTCTX == FC_TCTX_BYTES && FC_TCB_TID == KPRW_GLIBC_TID && FC_TCB_SELF == KPRW_GLIBC_SELF &&
 		       sizeof(kprw_rt.tcb_slot) == 4,
 	       "optfast.h: the TCB's word");

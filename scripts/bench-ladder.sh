@@ -36,7 +36,7 @@ ladder() {
 	awk -v n="$1" '
 	function ret() { print "\tjmp .Lfast_done /* bench-ladder */"; done = 1 }
 	/^kprewrite_rt_optprobe_body:/ { inbody = 1 }
-	/^\.Lseq:/ { inseq = 1 }
+	/^\t\.macro SEQ_CHECKS/ { inseq = 1 }
 	inseq && !done && n == 1 && /^\tHOT_OPEN OF_HOT_OPEN, \.Lslow/ { ret() }
 	inseq && !done && n == 2 && /^\tTCTX_FIND \.Lslow/ { ret() }
 	inseq && !done && n == 3 && /^\tCPU_WORD \.Lslow/ { ret() }

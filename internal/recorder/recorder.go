@@ -1203,14 +1203,12 @@ func (r *Recorder) unroom(end, was uint64) {
 // is not hidden in its records' clock reads: ~2 ns a 32-byte record on a Zen 3 (issue 49).
 func (r *Recorder) give(i uint64) {
 	blk := r.block(i)
+	atomic.StoreUint32(word32(blk, 0), 0)
 	take := atomic.LoadUint64(r.u64(uint64(offRingTake)))
 	give := atomic.LoadUint64(r.u64(uint64(offRingGive)))
 	if give-take >= r.n0/4 && !r.over {
-		atomic.StoreUint32(word32(blk, 0), 0)
 		clear(blk[4:])
 		atomic.StoreUint32(word32(blk, 0), kprt.BlockZeroed)
-	} else {
-		atomic.StoreUint32(word32(blk, 0), 0)
 	}
 	r.blocks[i] = blockState{}
 	r.push(i)

@@ -724,16 +724,25 @@ kprewrite_rt_optprobe_body:
  * over the ops, no kind tested after the place (the kernel's optprobe template has its
  * probe's work fixed in it; here a line's count fixes it). The counter clock takes the
  * general path. */
-.Lseq:
-	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
-	je .Lgeneral
+/* SEQ_CHECKS is the general path's checks in its order for .Lseq and WORD_PATH, the
+ * clock first: the time in %rax, the thread's context in %rsi, the CPU word in %r9;
+ * with call, RS_ROOM after the context (a CALL line's push) */
+	.macro SEQ_CHECKS call=0
 	TSC_NOW .Lslow
 	movq %rax, %r11
 	HOT_OPEN OF_HOT_OPEN, .Lslow
 	TCTX_FIND .Lslow
+	.if \call
+	RS_ROOM .Lslow
+	.endif
 	CPU_WORD .Lslow
 	movq %r11, %rax
 	NOW_CHECK .Lslow
+	.endm
+.Lseq:
+	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
+	je .Lgeneral
+	SEQ_CHECKS
 	shrl $24, %r8d
 	andl $FC_HOT_NOPS, %r8d		/* n */
 	leal FC_CREC_HIT(,%r8,8), %edx
@@ -786,16 +795,7 @@ kprewrite_rt_optprobe_body:
 	leaq 216(%rsp), %r8	/* (an entry's: S, bit 0 clear) */
 1:
 	.endif
-	TSC_NOW .Lslow
-	movq %rax, %r11
-	HOT_OPEN OF_HOT_OPEN, .Lslow
-	TCTX_FIND .Lslow
-	.if \call
-	RS_ROOM .Lslow
-	.endif
-	CPU_WORD .Lslow
-	movq %r11, %rax
-	NOW_CHECK .Lslow
+	SEQ_CHECKS \call
 	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
 	movl $24, %r11d
 	PLACE .Lslow

@@ -596,12 +596,15 @@ type PtRegs struct {
 
 // RawStats is struct kprw_stats (the runtime's kprewrite_rt_stats).
 type RawStats struct {
-	Traps      uint64 `c:"traps"`
-	Steps      uint64 `c:"steps"`
-	Boosts     uint64 `c:"boosts"`
-	Emulated   uint64 `c:"emulated"`
-	RetTramps  uint64 `c:"rettramps"`
-	Foreign    uint64 `c:"foreign"`
+	Traps     uint64 `c:"traps"`
+	Steps     uint64 `c:"steps"`
+	Boosts    uint64 `c:"boosts"`
+	Emulated  uint64 `c:"emulated"`
+	RetTramps uint64 `c:"rettramps"`
+	Foreign   uint64 `c:"foreign"`
+	// Records counts trace records written; a thread's records through the
+	// jump-optimized fast paths are added when it takes its next block (those in a
+	// block it still writes are not in it yet; the trace file's counts are exact).
 	Records    uint64 `c:"records"`
 	Lost       uint64 `c:"lost"`
 	OptSlow    uint64 `c:"optslow"`    // detour hits resumed through iretq (redirect, sp change, DF)

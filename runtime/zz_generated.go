@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "6c536632253e7b8498f50690cc2a4e474fe7edd060b97a39d43af4bc69611a5b"
+const ObjectSHA256 = "a910c1ec20f4df82ade4e0d25da4b7c5093dab5e9f060141567f219ac84d773a"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -608,7 +608,10 @@ struct kprw_stats {
 	kprw_u64 rettramps;   /* return trampolines run (a plain add: threads returning at the
 	                         same instant may count one) */
 	kprw_u64 foreign;     /* SIGTRAPs that were not ours */
-	kprw_u64 records;     /* trace records written */
+	kprw_u64 records;     /* trace records written (a thread's records through the jump-optimized
+	                         fast paths are added when it takes its next block: those in a
+	                         block it still writes are not in it yet; the trace file's counts
+	                         are exact) */
 	kprw_u64 lost;        /* trace records lost (file full or unavailable) */
 	/* added for jump-optimized probes and --verify-regions (appended: older readers
 	 * that know the first 64 bytes still work) */

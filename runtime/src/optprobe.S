@@ -179,25 +179,28 @@ kprewrite_rt_optprobe_template_end:
 	testl $((1 << SH_TCTX) - 1), %edx
 	jnz 26f			/* (not a context's start: not ours either) */
 	cmpq %r9, (%rsi)
-	je 27f
+	jne 26f
+	/* no handler running and glibc's tid: busy follows tid (optfast.h), so one compare
+	 * of the two words with the tid zero-extended */
+27:	movl %fs:FC_TCB_TID, %eax
+	cmpq OF_TCTX_TID(%rsi), %rax
+	jne \fail
+28:
+	/* the rest out of the hot path's line (.subsection 1: after the body) */
+	.subsection 1
 	/* not named yet: by its hash, and named in a TCB of glibc's shape (self at 0x10:
 	 * a TLS block a raw clone set up is not written); a dead thread's context named
-	 * there fails the tid check below, and the slow path renews it for this thread */
+	 * there fails the tid check, and the slow path renews it for this thread */
 26:	testq %r9, %r9
 	jle \fail
 	TCTX_HASH
 	cmpq %r9, (%rsi)
 	jne \fail
 	cmpq %r9, %fs:FC_TCB_SELF
-	jne 27f
+	jne 27b
 	movl kprw_rt+OF_RT_TCB_SLOT(%rip), %eax
 	movq %rsi, %fs:(%rax)
-27:	cmpl $0, OF_TCTX_BUSY(%rsi)
-	jne \fail
-	movl %fs:FC_TCB_TID, %eax
-	cmpl OF_TCTX_TID(%rsi), %eax
-	jne \fail
-	jmp 28f
+	jmp 27b
 13:	movl kprw_rt+OF_RT_KEYMODE(%rip), %eax
 	cmpl $FC_KEY_FS0, %eax
 	jne 14f
@@ -225,7 +228,8 @@ kprewrite_rt_optprobe_template_end:
 	leal -1(%rdx), %eax
 	andl %eax, %edx
 	jnz 3b
-28:
+	jmp 28b
+	.subsection 0
 	.endm
 
 /* CPU_WORD puts the CPU (kprw_cpu_fast) in %r9's bits 32-47, the record's first word */
@@ -233,17 +237,18 @@ kprewrite_rt_optprobe_template_end:
 	cmpl $0, kprw_rt+OF_RT_HAS_RDPID(%rip)
 	je 4f
 	rdpid %rax
-	andl $0xfff, %eax
-	jmp 5f
+5:	andl $0xfff, %eax
+	shlq $32, %rax
+	movq %rax, %r9
+	.subsection 1
 4:	movq kprewrite_rt_rseq_off(%rip), %rax
 	testq %rax, %rax
 	jz \fail
 	movl %fs:4(%rax), %eax	/* struct rseq's cpu_id */
 	testl %eax, %eax
 	js \fail
-	andl $0xfff, %eax
-5:	shlq $32, %rax
-	movq %rax, %r9
+	jmp 5b
+	.subsection 0
 	.endm
 
 /* TSC_NOW puts kprw_tsc_ns's time in %rax (NOW_CHECK makes it the record's, less the
@@ -297,11 +302,15 @@ kprewrite_rt_optprobe_template_end:
 
 /* PLACE takes the record's place (%r11 bytes): one xadd on the thread's block word,
  * which says the block's end too (reserve): its address in %rdx; past the block's end
- * (never written) to fail */
+ * (never written) to fail, which takes the count back (PLACE_FAIL). The record is
+ * counted in the thread's kprw_tblk, on the line the xadd writes (kprw_new_block adds
+ * the count to kprewrite_rt_stats.records): one add a record on a line every thread
+ * of the process wrote cost a second thread ~6 ns a record (issue 49) */
 	.macro PLACE fail
 	TBLK %r10
 	movq %r11, %rdx
 	xaddq %rdx, (%r10)
+	incq OF_TBLK_NREC(%r10)
 	REC_SPLIT %rdx, %r10
 	addq %rdx, %r11
 	cmpq %r10, %r11
@@ -311,6 +320,14 @@ kprewrite_rt_optprobe_template_end:
 	je 9f
 	prefetchw FC_REC_AHEAD(%rdx)	/* (rec_at) */
 9:
+	.endm
+
+/* PLACE_FAIL is a PLACE's fail: its count taken back (the context at %rsi), then to
+ * fail, where the C path writes and counts the record */
+	.macro PLACE_FAIL fail
+	TBLK %r10
+	decq OF_TBLK_NREC(%r10)
+	jmp \fail
 	.endm
 
 /* RS_OK checks that a CALL or TAIL line (%rdi) may push on the return stack: the line
@@ -450,12 +467,11 @@ kprw_rethook_fast:
 	NOW_CHECK .Lrslow
 	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
 	movl $24, %r11d		/* the record's size: the fixed part and the word */
-	PLACE .Lrslow
+	PLACE .Lrslow_placed
 	TS_STORE OF_HOT_RPI
 	movq 16(%r8), %r11	/* the real return address: the word */
 	movq %r11, 16(%rdx)
 	movw $FC_CREC_COMMITTED, 2(%rdx)
-	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
 	incq kprewrite_rt_stats+OF_STATS_RETTRAMPS(%rip)
 	/* the entry popped (one store: a signal handler's pushes go above it and its pops
 	 * come back to it), what the word held at K (kprw_rethook's regs->ip: in a chain
@@ -467,6 +483,8 @@ kprw_rethook_fast:
 	FAST_RESTORE
 	leaq 8(%rsp), %rsp
 	jmp *-8(%rsp)
+.Lrslow_placed:
+	PLACE_FAIL .Lrslow
 .Lrslow:
 	FAST_RESTORE
 	jmp kprw_rethook_slow
@@ -599,7 +617,7 @@ kprewrite_rt_optprobe_body:
 	andl $-8, %r11d		/* the record's size (rec_size) */
 	/* the place: one xadd on the thread's block word, which says the block's end too
 	 * (reserve) */
-	PLACE .Lslow
+	PLACE .Lslow_placed
 	TS_STORE OF_HOT_PI
 	testl $FC_CREC_RET, %r9d
 	leaq 16(%rdx), %r9
@@ -622,11 +640,10 @@ kprewrite_rt_optprobe_body:
 	addq $SZ_OP, %r10
 	decl %ecx
 	jnz 11b
-	/* the commit word last, then the count (commit) */
+	/* the commit word last (commit) */
 12:	movl OF_HOT_DLEN(%rdi), %eax
 	orl $FC_CREC_COMMITTED, %eax
 	movw %ax, 2(%rdx)
-	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
 	cmpb $FC_HOT_CALL, OF_HOT_KIND(%rdi)
 	je .Lcall_push
 .Lfast_done:
@@ -720,7 +737,7 @@ kprewrite_rt_optprobe_body:
 	jmp .Lnow
 /* .Lseq is an EVENT line's record whose shape the line's count says (KPRW_HOT_SEQ): the
  * general path's checks in its order, then a record of 16 + 8n bytes, rlen 8n, the n
- * registers from this frame at 16, 24, 32: no size computed from dlen, no word, no loop
+ * registers from this frame at 16, 24, 32: its size dlen + 16 (dlen 8n: seq_line), no word, no loop
  * over the ops, no kind tested after the place (the kernel's optprobe template has its
  * probe's work fixed in it; here a line's count fixes it). The counter clock takes the
  * general path. */
@@ -743,32 +760,30 @@ kprewrite_rt_optprobe_body:
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
 	je .Lgeneral
 	SEQ_CHECKS
-	shrl $24, %r8d
-	andl $FC_HOT_NOPS, %r8d		/* n */
-	leal FC_CREC_HIT(,%r8,8), %edx
+	movl OF_HOT_DLEN(%rdi), %r8d	/* 8n (seq_line) */
+	leal FC_CREC_HIT(%r8), %edx
 	orq %rdx, %r9			/* rlen */
-	leal 16(,%r8,8), %r11d		/* the record's size */
-	PLACE .Lslow
+	leal 16(%r8), %r11d		/* the record's size */
+	PLACE .Lslow_placed
 	TS_STORE OF_HOT_PI
 	testl %r8d, %r8d
 	jz 12f
 	movzbl OF_HOT_OP + OF_OP_SLOT(%rdi), %eax
 	movq (%rsp,%rax), %r11
 	movq %r11, 16(%rdx)
-	cmpl $2, %r8d
+	cmpl $16, %r8d
 	jb 12f
 	movzbl OF_HOT_OP + SZ_OP + OF_OP_SLOT(%rdi), %eax
 	movq (%rsp,%rax), %r11
 	movq %r11, 24(%rdx)
-	cmpl $3, %r8d
+	cmpl $24, %r8d
 	jb 12f
 	movzbl OF_HOT_OP + 2 * SZ_OP + OF_OP_SLOT(%rdi), %eax
 	movq (%rsp,%rax), %r11
 	movq %r11, 32(%rdx)
-	/* the commit word last, then the count (commit) */
-12:	leal FC_CREC_COMMITTED(,%r8,8), %eax
+	/* the commit word last (commit) */
+12:	leal FC_CREC_COMMITTED(%r8), %eax
 	movw %ax, 2(%rdx)
-	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
 	FAST_RESTORE
 	ret
 /* WORD_PATH writes the record of a line whose data is the word alone (KPRW_HOT_SEQ
@@ -798,11 +813,10 @@ kprewrite_rt_optprobe_body:
 	SEQ_CHECKS \call
 	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
 	movl $24, %r11d
-	PLACE .Lslow
+	PLACE .Lslow_placed
 	TS_STORE OF_HOT_PI
 	movq %r8, 16(%rdx)
 	movw $FC_CREC_COMMITTED, 2(%rdx)
-	incq kprewrite_rt_stats+OF_STATS_RECORDS(%rip)
 	.if \call
 	jmp .Lcall_push
 	.else
@@ -832,6 +846,8 @@ kprewrite_rt_optprobe_body:
 	GPR 56(%rsp)
 	GPR 48(%rsp)
 	GPR 40(%rsp)
+.Lslow_placed:
+	PLACE_FAIL .Lslow
 .Lslow:
 	FAST_RESTORE
 	/* the full path: struct pt_regs and kprewrite_rt_optcall */

@@ -420,7 +420,9 @@ struct kprw_tblk {
 	u64 rec; /* this thread's block of the trace file's record area, in one word (rt_ring.h):
 	            where its next record goes (an offset in the record area, bits 0..38) and
 	            the block's end (in 4 KiB units, bits 39..63; 0 = none) */
-	u64 pad[7];
+	u64 nrec; /* records optprobe.S's paths wrote since kprw_new_block last added them to
+	             kprewrite_rt_stats.records (counted here, on this thread's own line) */
+	u64 pad[6];
 } __attribute__((aligned(64)));
 /* struct kprw_tblk's rec: the record area ends below REC_AREA_MAX bytes */
 #define REC_END_SHIFT 39

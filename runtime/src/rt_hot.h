@@ -204,7 +204,7 @@ static inline __attribute__((always_inline)) int hot_record(struct kprw_tctx *c,
 	struct kprw_crec *rec = rec_at(at);
 	u8 *d = fill(rec, dlen, pi, ret, 0, 0, 0, 0, word, &w);
 	copy_regs8(d, nops, ops, regs);
-	commit(rec, dlen, KPRW_CREC_COMMITTED);
+	commit_hot(rec, dlen, KPRW_CREC_COMMITTED, c);
 	return 0;
 }
 

@@ -84,6 +84,7 @@ OF(kprw_tctx, tid, OF_TCTX_TID);
 OF(kprw_tctx, busy, OF_TCTX_BUSY);
 OF(kprw_tctx, comm_ns, OF_TCTX_COMM_NS);
 OF(kprw_tctx, comm_dl, OF_TCTX_COMM_DL);
+OF(kprw_tblk, nrec, OF_TBLK_NREC);
 OF(kprw_tshare, tid_live, OF_TSH_LIVE);
 OF(kprw_tshare, tid_off, OF_TSH_OFF);
 OF(kprw_clk, seq, 0);
@@ -107,6 +108,8 @@ _Static_assert(sizeof(struct kprw_tctx) * KPRW_NTCTX == FC_TCTX_BYTES && FC_TCB_
 		       sizeof(kprw_rt.tcb_slot) == 4,
 	       "optfast.h: the TCB's word");
 _Static_assert(sizeof(struct kprw_crec) == 16, "optfast.h: the record's fixed part");
+_Static_assert(OF_TCTX_BUSY == OF_TCTX_TID + 4 && sizeof(((struct kprw_tctx *)0)->tid) == 4 && sizeof(((struct kprw_tctx *)0)->busy) == 4,
+	       "optprobe.S: TCTX_FIND compares tid and busy as one word");
 _Static_assert(sizeof(struct kprw_rstack) == SZ_RSTACK && sizeof(struct kprw_rent) == 1 << SH_RENT &&
 		       FC_RSTACK_N == KPRW_RSTACK_N && sizeof(((struct kprw_rstack *)0)->n) == 4 &&
 		       sizeof(struct kprw_probe) == SZ_PROBE && sizeof(((struct kprw_rent *)0)->flags) == 4,

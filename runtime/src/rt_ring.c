@@ -250,6 +250,12 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 	int reused = 0;
 	struct kprw_tblk *b = c ? kprw_tblk(c) : NULL;
 	u64 old = b ? rec_end(__atomic_load_n(&b->rec, __ATOMIC_RELAXED)) : 0;
+	if (b) { /* the assembly paths' records, counted in the thread's line (an exchange: a
+		  * signal handler's records counted meanwhile are not lost) */
+		u64 nrec = __atomic_exchange_n(&b->nrec, 0, __ATOMIC_RELAXED);
+		if (nrec)
+			atomic_add(&kprewrite_rt_stats.records, nrec);
+	}
 	if (kprw_rt.ring_queue) {
 		/* every block of the ring is trace_block bytes (more than any record needs) */
 		n = kprw_rt.trace_block;

@@ -111,6 +111,18 @@ static inline void commit(struct kprw_crec *rec, u32 data_len, u16 how)
 			 __ATOMIC_RELAXED);
 }
 
+/* commit_hot is commit for the fast paths' records (rt_hot.h's hot_record; optprobe.S
+ * counts its own the same way): counted in thread c's kprw_tblk, on the line its xadd
+ * wrote, with one incq (a signal handler's count cannot fall between a load and a
+ * store); kprw_new_block adds the count to kprewrite_rt_stats.records. One add on that
+ * shared line by every record of every thread moved it between CPUs on each record
+ * (issue 49). */
+static inline void commit_hot(struct kprw_crec *rec, u32 data_len, u16 how, struct kprw_tctx *c)
+{
+	__atomic_store_n(&rec->commit, (u16)(data_len | how), __ATOMIC_RELEASE);
+	__asm__ volatile("incq %0" : "+m"(kprw_tblk(c)->nrec));
+}
+
 static inline __attribute__((always_inline)) void who(struct who *w, struct kprw_tctx *c)
 {
 	w->now = kprw_clock_fast();

@@ -14,9 +14,11 @@
 #     read and a 32-byte store into a reused 32 MiB ring (tsc: rdtsc; mono:
 #     clock_gettime(CLOCK_MONOTONIC) through the vDSO; counter: a locked add on one
 #     line, no clock);
-#   - two more floors of the tsc record: the probe floor (b.c's pfloor_work: the record
+#   - three more floors of the tsc record: the probe floor (b.c's pfloor_work: the record
 #     kept by the least detour a probe can be, flags and registers saved, the thread's
-#     place in TLS, no point, no check), and keep (scripts/bench/keep.c: the records
+#     place in TLS, no point, no check), checks (the probe floor and 60 compares with
+#     their branches, all predicted: as many instructions as kprewrite's path adds to
+#     it, which shows what this host charges for them in each round), and keep (scripts/bench/keep.c: the records
 #     written to disk by a second thread, the ring growing into new memory while the
 #     disk is behind: what keeping every record of the burst costs);
 #   - the program rewritten with `p:b/w work a=%di b=%si` and `--clock CLOCK`, under
@@ -88,6 +90,23 @@ __asm__(".text\n.globl pfloor_work\npfloor_work:\n"
 	"rdtsc\n shl $32, %rdx\n or %rdx, %rax\n"
 	"mov %rax, (%rcx)\n mov %rdi, 8(%rcx)\n mov %rsi, 16(%rcx)\n movq $7, 24(%rcx)\n"
 	"pop %rcx\n pop %rdx\n pop %rax\n add $0x7f, %al\n sahf\n pop %rax\n jmp work\n");
+/* The probe floor with 120 instructions more (pchecks_work): 60 compares of a word that
+ * holds 0, each with its branch, after the clock read, as many instructions as
+ * kprewrite's path adds to the probe floor (~140 a hot event's record against its ~20),
+ * all of them predicted and on one cache line: what this host charges for instructions
+ * beside rdtsc. In its quick phases the clock's latency hides them; in its slow ones
+ * (runs flip between the two within seconds) they cost 0.05-0.15 ns each (issue 49). */
+long pchecks_work(long a, long b);
+long pchecks_zero;
+__asm__(".text\n.globl pchecks_work\npchecks_work:\n"
+	"push %rax\n lahf\n seto %al\n push %rax\n push %rdx\n push %rcx\n"
+	"mov %fs:tidx@tpoff, %rcx\n lea 1(%rcx), %rdx\n and $0xfffff, %edx\n mov %rdx, %fs:tidx@tpoff\n"
+	"shl $5, %rcx\n add ringp(%rip), %rcx\n"
+	"rdtsc\n shl $32, %rdx\n or %rdx, %rax\n"
+	".rept 60\n cmpq $0, pchecks_zero(%rip)\n jne pchecks_bad\n .endr\n"
+	"mov %rax, (%rcx)\n mov %rdi, 8(%rcx)\n mov %rsi, 16(%rcx)\n movq $7, 24(%rcx)\n"
+	"pop %rcx\n pop %rdx\n pop %rax\n add $0x7f, %al\n sahf\n pop %rax\n jmp work\n"
+	"pchecks_bad: ud2\n");
 #define LOOP(CLOCK) for (long i = 0; i < n; i++) { \
 	s += work(1, i); \
 	struct rec *r = &ring[i & (RING_RECS - 1)]; \
@@ -112,6 +131,9 @@ int main(int argc, char **argv) {
 	else if (!strcmp(floor, "probe"))
 		for (long i = 0; i < n; i++)
 			s += pfloor_work(1, i);
+	else if (!strcmp(floor, "checks"))
+		for (long i = 0; i < n; i++)
+			s += pchecks_work(1, i);
 	else
 		for (long i = 0; i < n; i++)
 			s += work(1, i);
@@ -152,6 +174,7 @@ for r in $(seq "$rounds"); do
 	for c in "${clocks[@]}"; do
 		add "floor $c" "$(./b "$hits" "$c")"
 		[ "$c" != tsc ] || add "probe" "$(./b "$hits" probe)"
+		[ "$c" != tsc ] || add "checks" "$(./b "$hits" checks)"
 		rm -f r.trace
 		add "record $c" "$(./kp record -q -o r.trace -- "./b.$c" "$hits")"
 		last["record $c"]=$(kept r.trace)
@@ -203,9 +226,12 @@ for m in cpu wall; do
 	f=$(printf '%s' "${above["$m floor tsc"]}" | median)
 	echo "| the tsc floor's record | ns/hit | x the tsc floor | tsc under \`record\` x it |"
 	echo "|---|---|---|---|"
-	for k in probe keep; do
-		label="kept by a minimal detour (the probe floor)"
-		[ "$k" = probe ] || label="written to disk, the ring growing (keep.c)"
+	for k in probe checks keep; do
+		case $k in
+		probe) label="kept by a minimal detour (the probe floor)" ;;
+		checks) label="the probe floor and 120 predicted instructions (the host's price for a path as long as kprewrite's)" ;;
+		keep) label="written to disk, the ring growing (keep.c)" ;;
+		esac
 		echo "$(printf '%s' "${above["$m $k"]}" | median) $f $rec" |
 			awk -v l="$label" '{printf "| %s | %.2f | %.2f | %.2f |\n", l, $1, $1 / $2, $3 / $1}'
 	done

@@ -596,10 +596,12 @@ type PtRegs struct {
 
 // RawStats is struct kprw_stats (the runtime's kprewrite_rt_stats).
 type RawStats struct {
-	Traps     uint64 `c:"traps"`
-	Steps     uint64 `c:"steps"`
-	Boosts    uint64 `c:"boosts"`
-	Emulated  uint64 `c:"emulated"`
+	Traps    uint64 `c:"traps"`
+	Steps    uint64 `c:"steps"`
+	Boosts   uint64 `c:"boosts"`
+	Emulated uint64 `c:"emulated"`
+	// RetTramps counts return trampolines run; a thread's runs through the fast path
+	// are added when it takes its next block, as Records.
 	RetTramps uint64 `c:"rettramps"`
 	Foreign   uint64 `c:"foreign"`
 	// Records counts trace records written; a thread's records through the

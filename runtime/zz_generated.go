@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "a910c1ec20f4df82ade4e0d25da4b7c5093dab5e9f060141567f219ac84d773a"
+const ObjectSHA256 = "830ca005a5b2bce279fa219e92a5fc7994d3ce1dd1208d624b27db40cd124627"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

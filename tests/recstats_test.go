@@ -11,17 +11,25 @@ import (
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
-// recstatsSrc: two threads call work 10,000 times each, then main calls done (where
-// gdb stops it, every thread joined).
+// recstatsSrc: two threads call work and hooked 10,000 times each, then main calls done
+// (where gdb stops it, every thread joined).
 const recstatsSrc = `
 #include <pthread.h>
 #include <stdlib.h>
 __attribute__((noinline)) long work(long a, long b) { __asm__ volatile(""); return a + b; }
+__attribute__((noinline)) long hooked(long a) {
+	long s = a;
+	for (int i = 0; i < 3; i++) {
+		__asm__ volatile("" : "+r"(s));
+		s = s * 3 + i;
+	}
+	return s;
+}
 __attribute__((noinline)) void done(void) { __asm__ volatile(""); }
 static void *run(void *arg) {
 	long s = 0;
 	for (long i = 0; i < 10000; i++)
-		s += work((long)arg, i);
+		s += work((long)arg, i) + hooked(i);
 	return (void *)s;
 }
 int main(void) {
@@ -36,42 +44,57 @@ int main(void) {
 `
 
 // TestFastRecordsCounted: the records the fast paths write (optprobe.S's for register
-// fetches, rt_hot.h's hot_record for a %sp fetch) are counted in each thread's
-// kprw_tblk line (no shared line written by every record: issue 49) and added to
-// kprewrite_rt_stats.records when the thread takes its next block. gdb stops the
-// program after both threads wrote their 10,000 records: the runtime's count and what
-// the threads' lines still hold add up to the trace's records exactly (a place past its
-// block's end takes its count back: the C path writes that record and counts it), and
-// the count holds every block a thread left (at most a block's records a thread not
-// in it yet).
+// fetches, rt_hot.h's hot_record for a %sp fetch, and the return trampoline's,
+// kprw_rethook_fast, which counts its runs too) are counted in each thread's kprw_tblk
+// line (no shared line written by every record: issue 49) and added to
+// kprewrite_rt_stats.records (rettramps) when the thread takes its next block. gdb
+// stops the program after both threads wrote their 20,000 records: the runtime's count
+// and what the threads' lines still hold add up to the trace's records exactly (a place
+// past its block's end takes its count back: the C path writes that record and counts
+// it), and the count holds every block a thread left (a thread's block of these
+// records holds ~2,000-2,700 of them); the same for the return trampolines' runs.
 func TestFastRecordsCounted(t *testing.T) {
 	testprog.Need(t, "gcc", "gdb")
 	prog := testprog.Build(t, recstatsSrc, "c", "-O2", "-pthread")
-	for _, def := range []string{"p:rs/w work a=%di b=%si", "p:rs/w work a=%di s=%sp"} {
-		t.Run(def, func(t *testing.T) { fastRecordsCounted(t, prog, def) })
+	for _, c := range []struct {
+		name  string
+		args  []string
+		trams int // return trampolines run
+	}{
+		{"registers", []string{"-e", "p:rs/w work a=%di b=%si"}, 0},
+		{"sp", []string{"-e", "p:rs/w work a=%di s=%sp"}, 0},
+		{"calls-hook", []string{"--calls-hook", "--calls", "hooked"}, 20000},
+	} {
+		t.Run(c.name, func(t *testing.T) { fastRecordsCounted(t, prog, c.args, c.trams) })
 	}
 }
 
-func fastRecordsCounted(t *testing.T, prog, def string) {
+func fastRecordsCounted(t *testing.T, prog string, args []string, trams int) {
 	out := filepath.Join(t.TempDir(), "rs")
-	rewriteWith(t, prog, out, []string{def})
+	if code, _, stderr := kp(append(append([]string{"rewrite", "-o", out}, args...), prog)...); code != 0 {
+		t.Fatalf("rewrite %v: %s", args, stderr)
+	}
 	tr := out + ".trace"
 	script := filepath.Join(t.TempDir(), "sum.gdb")
-	// struct kprw_stats' records is its 7th word; a kprw_tblk is 8 words, nrec its
-	// second, 1024 of them (rt.h)
+	// struct kprw_stats' rettramps and records are its 5th and 7th words; a kprw_tblk
+	// is 8 words, nrec and nret its second and third, 1024 of them (rt.h)
 	err := os.WriteFile(script, []byte(`set pagination off
 set startup-with-shell off
 break done
 run
 printf "records=%lu\n", ((unsigned long *)&kprewrite_rt_stats)[6]
+printf "rettramps=%lu\n", ((unsigned long *)&kprewrite_rt_stats)[4]
 set $t = *(unsigned long **)&kprw_tblk_tab
 set $n = 0
+set $r = 0
 set $i = 0
 while $t != 0 && $i < 1024
   set $n = $n + $t[$i * 8 + 1]
+  set $r = $r + $t[$i * 8 + 2]
   set $i = $i + 1
 end
 printf "pending=%lu\n", $n
+printf "pendret=%lu\n", $r
 kill
 `), 0o644)
 	if err != nil {
@@ -91,17 +114,19 @@ kill
 		v, _ := strconv.Atoi(string(m[1]))
 		return v
 	}
-	records, pending := num("records"), num("pending")
+	records, pending, rettramps, pendret := num("records"), num("pending"), num("rettramps"), num("pendret")
 	written := len(readTrace(t, tr, out))
-	if written != 20000 {
-		t.Fatalf("%d records in the trace, want 20000", written)
+	if want := 20000 + trams; written != want {
+		t.Fatalf("%d records in the trace, want %d", written, want)
 	}
 	if records+pending != written {
 		t.Errorf("kprewrite_rt_stats.records %d + %d in the threads' lines = %d, the trace holds %d", records, pending, records+pending, written)
 	}
-	// a 64 KiB block holds ~2,040 of these 32-byte records: each thread left 4 or more
-	if records < written-2*2048 {
-		t.Errorf("kprewrite_rt_stats.records %d: the blocks the threads left (%d records at least) are not in it", records, written-2*2048)
+	if records < written-2*2731 {
+		t.Errorf("kprewrite_rt_stats.records %d: the blocks the threads left (%d records at least) are not in it", records, written-2*2731)
 	}
-	t.Logf("records %d, pending in the threads' lines %d, in the trace %d", records, pending, written)
+	if rettramps+pendret != trams || rettramps < trams-2*2731 {
+		t.Errorf("kprewrite_rt_stats.rettramps %d, %d in the threads' lines: want %d together, and the blocks the threads left in the first", rettramps, pendret, trams)
+	}
+	t.Logf("records %d, pending in the threads' lines %d, in the trace %d; return trampolines %d + %d", records, pending, written, rettramps, pendret)
 }

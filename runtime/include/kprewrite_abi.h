@@ -606,7 +606,8 @@ struct kprw_stats {
 	kprw_u64 boosts;      /* hits resumed in a slot without a second trap */
 	kprw_u64 emulated;    /* hits resumed by emulation */
 	kprw_u64 rettramps;   /* return trampolines run (a plain add: threads returning at the
-	                         same instant may count one) */
+	                         same instant may count one; a thread's runs through the fast
+	                         path are added when it takes its next block, as records) */
 	kprw_u64 foreign;     /* SIGTRAPs that were not ours */
 	kprw_u64 records;     /* trace records written (a thread's records through the jump-optimized
 	                         fast paths are added when it takes its next block: those in a

@@ -69,6 +69,7 @@
 #define OF_TCTX_COMM_NS 16
 #define OF_TCTX_COMM_DL 56
 #define OF_TBLK_NREC 8          /* struct kprw_tblk's nrec */
+#define OF_TBLK_NRET 16         /* struct kprw_tblk's nret */
 #define FC_TCTX_BYTES 65536 /* the table: KPRW_NTCTX contexts */
 /* struct kprw_tshare */
 #define OF_TSH_LIVE 65552

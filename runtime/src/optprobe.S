@@ -304,13 +304,17 @@ kprewrite_rt_optprobe_template_end:
  * which says the block's end too (reserve): its address in %rdx; past the block's end
  * (never written) to fail, which takes the count back (PLACE_FAIL). The record is
  * counted in the thread's kprw_tblk, on the line the xadd writes (kprw_new_block adds
- * the count to kprewrite_rt_stats.records): one add a record on a line every thread
- * of the process wrote cost a second thread ~6 ns a record (issue 49) */
-	.macro PLACE fail
+ * the count to kprewrite_rt_stats.records), and with ret a return trampoline's run
+ * too (rettramps): one add a record on a line every thread of the process wrote cost
+ * a second thread ~6 ns a record (issue 49) */
+	.macro PLACE fail, ret=0
 	TBLK %r10
 	movq %r11, %rdx
 	xaddq %rdx, (%r10)
 	incq OF_TBLK_NREC(%r10)
+	.if \ret
+	incq OF_TBLK_NRET(%r10)	/* (kprewrite_rt_stats.rettramps the same way) */
+	.endif
 	REC_SPLIT %rdx, %r10
 	addq %rdx, %r11
 	cmpq %r10, %r11
@@ -324,9 +328,12 @@ kprewrite_rt_optprobe_template_end:
 
 /* PLACE_FAIL is a PLACE's fail: its count taken back (the context at %rsi), then to
  * fail, where the C path writes and counts the record */
-	.macro PLACE_FAIL fail
+	.macro PLACE_FAIL fail, ret=0
 	TBLK %r10
 	decq OF_TBLK_NREC(%r10)
+	.if \ret
+	decq OF_TBLK_NRET(%r10)
+	.endif
 	jmp \fail
 	.endm
 
@@ -467,12 +474,11 @@ kprw_rethook_fast:
 	NOW_CHECK .Lrslow
 	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
 	movl $24, %r11d		/* the record's size: the fixed part and the word */
-	PLACE .Lrslow_placed
+	PLACE .Lrslow_placed, 1
 	TS_STORE OF_HOT_RPI
 	movq 16(%r8), %r11	/* the real return address: the word */
 	movq %r11, 16(%rdx)
 	movw $FC_CREC_COMMITTED, 2(%rdx)
-	incq kprewrite_rt_stats+OF_STATS_RETTRAMPS(%rip)
 	/* the entry popped (one store: a signal handler's pushes go above it and its pops
 	 * come back to it), what the word held at K (kprw_rethook's regs->ip: in a chain
 	 * the trampoline, entered again for the next entry) */
@@ -484,7 +490,7 @@ kprw_rethook_fast:
 	leaq 8(%rsp), %rsp
 	jmp *-8(%rsp)
 .Lrslow_placed:
-	PLACE_FAIL .Lrslow
+	PLACE_FAIL .Lrslow, 1
 .Lrslow:
 	FAST_RESTORE
 	jmp kprw_rethook_slow

@@ -422,7 +422,8 @@ struct kprw_tblk {
 	            the block's end (in 4 KiB units, bits 39..63; 0 = none) */
 	u64 nrec; /* records optprobe.S's paths wrote since kprw_new_block last added them to
 	             kprewrite_rt_stats.records (counted here, on this thread's own line) */
-	u64 pad[6];
+	u64 nret; /* return trampolines kprw_rethook_fast ran since, for rettramps the same way */
+	u64 pad[5];
 } __attribute__((aligned(64)));
 /* struct kprw_tblk's rec: the record area ends below REC_AREA_MAX bytes */
 #define REC_END_SHIFT 39

@@ -85,6 +85,7 @@ OF(kprw_tctx, busy, OF_TCTX_BUSY);
 OF(kprw_tctx, comm_ns, OF_TCTX_COMM_NS);
 OF(kprw_tctx, comm_dl, OF_TCTX_COMM_DL);
 OF(kprw_tblk, nrec, OF_TBLK_NREC);
+OF(kprw_tblk, nret, OF_TBLK_NRET);
 OF(kprw_tshare, tid_live, OF_TSH_LIVE);
 OF(kprw_tshare, tid_off, OF_TSH_OFF);
 OF(kprw_clk, seq, 0);

@@ -255,6 +255,9 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 		u64 nrec = __atomic_exchange_n(&b->nrec, 0, __ATOMIC_RELAXED);
 		if (nrec)
 			atomic_add(&kprewrite_rt_stats.records, nrec);
+		u64 nret = __atomic_exchange_n(&b->nret, 0, __ATOMIC_RELAXED);
+		if (nret)
+			atomic_add(&kprewrite_rt_stats.rettramps, nret);
 	}
 	if (kprw_rt.ring_queue) {
 		/* every block of the ring is trace_block bytes (more than any record needs) */

@@ -30,6 +30,10 @@
 # time, then wall time) gives the median over the rounds, the ratio to the clock's
 # floor, direct over `record`, and the records kept/written of the last round (nothing
 # lost, nothing torn). Under `record` the recorder's own CPU time is not the program's.
+# Then the tsc record's medians over the rounds split by the host's rate in each: quick
+# where the checks detour (120 predicted instructions) cost at most 1.2x the round's tsc
+# floor, slow above (this 2-vCPU host runs instructions at two rates, rdtsc at one, and
+# flips within seconds; scripts/bench-budget.sh).
 #
 # With BASE=/path/to/another/kprewrite, the program rewritten by it (tsc) runs in the
 # same rounds too, under its own `record` and directly (row "tsc-BASE": a before/after).
@@ -237,6 +241,29 @@ for m in cpu wall; do
 	done
 	echo
 done
+
+# The rounds by the host's rate: a round whose 120-instruction detour (checks) cost at
+# most 1.2x its tsc floor met the host running instructions at its quick rate (in its
+# slow minutes that detour costs 1.5-2.5x; scripts/bench-budget.sh). The tsc record's
+# medians over each kind of round, CPU time, against the same rounds' floors.
+echo "| rounds (the 120-instruction detour x the tsc floor) | rounds | \`record\` ns/hit | x floor | direct ns/hit | direct / \`record\` |"
+echo "|---|---|---|---|---|---|"
+paste <(printf '%s' "${above["cpu floor tsc"]}") <(printf '%s' "${above["cpu checks"]}") \
+	<(printf '%s' "${above["cpu record tsc"]}") <(printf '%s' "${above["cpu direct tsc"]}") |
+	awk 'function med(a, n,   i, j, t) {
+		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+		return a[int((n + 1) / 2)]
+	}
+	function row(label, k,   n, i) {
+		if (k == "q") n = nq; else n = ns
+		if (n == 0) { printf "| %s | 0 | | | | |\n", label; return }
+		for (i = 1; i <= n; i++) { f[i] = F[k, i]; r[i] = R[k, i]; d[i] = D[k, i] }
+		fm = med(f, n); rm = med(r, n); dm = med(d, n)
+		printf "| %s | %d | %.2f | %.2f | %.2f | %.2f |\n", label, n, rm, rm / fm, dm, dm / rm
+	}
+	{ k = $2 <= 1.2 * $1 ? "q" : "s"; if (k == "q") i = ++nq; else i = ++ns; F[k, i] = $1; R[k, i] = $3; D[k, i] = $4 }
+	END { row("quick (at most 1.2x)", "q"); row("slow (above 1.2x)", "s") }'
+echo
 
 # python3.11 --calls '*' (and --clock counter, and uftrace) in the same script, its rounds
 # after these (PYTHON=0: the hot event alone)

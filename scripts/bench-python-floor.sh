@@ -20,7 +20,9 @@
 # rounds too, under its own `record` (a before/after of the runtime and recorder).
 #
 # Each round's figures (ns a record, records lost) are printed as it ends, then the
-# table of medians.
+# table of medians, then calls' medians over the rounds split by the host's rate in
+# each (bench-floor.sh's split: the round's checks detour, 120 predicted instructions,
+# at most 1.2x its tsc floor, or above).
 #
 # usage: [BASE=kprewrite] scripts/bench-python-floor.sh [ROUNDS]   (default 3)
 set -euo pipefail
@@ -65,11 +67,15 @@ fi
 cpu() { ./cputime "$@" 2>&1 >/dev/null | awk '/^cpu / {print $2 + $3}'; }
 median() { sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 declare -A per last
-floors="" cfloors="" round=""
+floors="" cfloors="" checks="" round=""
 for r in $(seq "$rounds"); do
 	base=$($pin ./b 10000000)
 	fl=$($pin ./b 10000000 tsc)
 	floors+="$(echo "$fl $base" | awk '{print $1 - $3}')"$'\n'
+	# the probe floor and 120 predicted instructions (bench-floor.sh's checks row): the
+	# host's rate for instructions beside rdtsc in this round
+	fl=$($pin ./b 10000000 checks)
+	checks+="$(echo "$fl $base" | awk '{print $1 - $3}')"$'\n'
 	fl=$($pin ./b 10000000 counter)
 	cfloors+="$(echo "$fl $base" | awk '{print $1 - $3}')"$'\n'
 	o=$(cpu $pin ./orig work.py)
@@ -116,3 +122,22 @@ for v in "${variants[@]}"; do
 	[ "$v" = counter ] && vf=$cf
 	echo "| $v | $m | $(echo "$m $vf" | awk '{printf "%.2f", $1 / $2}') | ${last[$v]} |"
 done
+echo
+# calls by the host's rate in each round (bench-floor.sh's split): quick where the
+# 120-instruction detour cost at most 1.2x the round's tsc floor
+echo "| rounds (the 120-instruction detour x the tsc floor) | rounds | calls: CPU ns a record, median | x floor |"
+echo "| --- | --- | --- | --- |"
+paste <(printf '%s' "$floors") <(printf '%s' "$checks") <(printf '%s' "${per[calls]}") |
+	awk 'function med(a, n,   i, j, t) {
+		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+		return a[int((n + 1) / 2)]
+	}
+	function row(label, k,   n, i) {
+		if (k == "q") n = nq; else n = ns
+		if (n == 0) { printf "| %s | 0 | | |\n", label; return }
+		for (i = 1; i <= n; i++) { f[i] = F[k, i]; c[i] = C[k, i] }
+		fm = med(f, n); cm = med(c, n)
+		printf "| %s | %d | %.2f | %.2f |\n", label, n, cm, cm / fm
+	}
+	{ k = $2 <= 1.2 * $1 ? "q" : "s"; if (k == "q") i = ++nq; else i = ++ns; F[k, i] = $1; C[k, i] = $3 }
+	END { row("quick (at most 1.2x)", "q"); row("slow (above 1.2x)", "s") }'

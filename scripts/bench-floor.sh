@@ -250,19 +250,7 @@ echo "| rounds (the 120-instruction detour x the tsc floor) | rounds | \`record\
 echo "|---|---|---|---|---|---|"
 paste <(printf '%s' "${above["cpu floor tsc"]}") <(printf '%s' "${above["cpu checks"]}") \
 	<(printf '%s' "${above["cpu record tsc"]}") <(printf '%s' "${above["cpu direct tsc"]}") |
-	awk 'function med(a, n,   i, j, t) {
-		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-		return a[int((n + 1) / 2)]
-	}
-	function row(label, k,   n, i) {
-		if (k == "q") n = nq; else n = ns
-		if (n == 0) { printf "| %s | 0 | | | | |\n", label; return }
-		for (i = 1; i <= n; i++) { f[i] = F[k, i]; r[i] = R[k, i]; d[i] = D[k, i] }
-		fm = med(f, n); rm = med(r, n); dm = med(d, n)
-		printf "| %s | %d | %.2f | %.2f | %.2f | %.2f |\n", label, n, rm, rm / fm, dm, dm / rm
-	}
-	{ k = $2 <= 1.2 * $1 ? "q" : "s"; if (k == "q") i = ++nq; else i = ++ns; F[k, i] = $1; R[k, i] = $3; D[k, i] = $4 }
-	END { row("quick (at most 1.2x)", "q"); row("slow (above 1.2x)", "s") }'
+	awk -f "$root/scripts/bench/split-rounds.awk"
 echo
 
 # python3.11 --calls '*' (and --clock counter, and uftrace) in the same script, its rounds

@@ -128,16 +128,4 @@ echo
 echo "| rounds (the 120-instruction detour x the tsc floor) | rounds | calls: CPU ns a record, median | x floor |"
 echo "| --- | --- | --- | --- |"
 paste <(printf '%s' "$floors") <(printf '%s' "$checks") <(printf '%s' "${per[calls]}") |
-	awk 'function med(a, n,   i, j, t) {
-		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-		return a[int((n + 1) / 2)]
-	}
-	function row(label, k,   n, i) {
-		if (k == "q") n = nq; else n = ns
-		if (n == 0) { printf "| %s | 0 | | |\n", label; return }
-		for (i = 1; i <= n; i++) { f[i] = F[k, i]; c[i] = C[k, i] }
-		fm = med(f, n); cm = med(c, n)
-		printf "| %s | %d | %.2f | %.2f |\n", label, n, cm, cm / fm
-	}
-	{ k = $2 <= 1.2 * $1 ? "q" : "s"; if (k == "q") i = ++nq; else i = ++ns; F[k, i] = $1; C[k, i] = $3 }
-	END { row("quick (at most 1.2x)", "q"); row("slow (above 1.2x)", "s") }'
+	awk -f "$root/scripts/bench/split-rounds.awk"

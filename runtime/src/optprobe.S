@@ -306,7 +306,7 @@ kprewrite_rt_optprobe_template_end:
  * counted in the thread's kprw_tblk, on the line the xadd writes (kprw_new_block adds
  * the count to kprewrite_rt_stats.records), and with ret a return trampoline's run
  * too (rettramps): one add a record on a line every thread of the process wrote cost
- * a second thread ~6 ns a record (issue 49) */
+ * two threads recording at once 7-9 ns a record (issue 49) */
 	.macro PLACE fail, ret=0
 	TBLK %r10
 	movq %r11, %rdx

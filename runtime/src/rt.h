@@ -420,8 +420,9 @@ struct kprw_tblk {
 	u64 rec; /* this thread's block of the trace file's record area, in one word (rt_ring.h):
 	            where its next record goes (an offset in the record area, bits 0..38) and
 	            the block's end (in 4 KiB units, bits 39..63; 0 = none) */
-	u64 nrec; /* records optprobe.S's paths wrote since kprw_new_block last added them to
-	             kprewrite_rt_stats.records (counted here, on this thread's own line) */
+	u64 nrec; /* records the fast paths (optprobe.S's, hot_record's) wrote since
+	             kprw_new_block last added them to kprewrite_rt_stats.records (counted
+	             here, on this thread's own line) */
 	u64 nret; /* return trampolines kprw_rethook_fast ran since, for rettramps the same way */
 	u64 pad[5];
 } __attribute__((aligned(64)));

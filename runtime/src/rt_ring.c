@@ -239,6 +239,19 @@ static u64 overwritten(const struct kprw_blk *b, u64 n)
 	return count;
 }
 
+/* fold_counts adds what the fast paths counted in thread block b (its records, its
+ * return trampolines' runs) to kprewrite_rt_stats; exchanges, so that a signal
+ * handler's counts taken meanwhile are not lost */
+static void fold_counts(struct kprw_tblk *b)
+{
+	u64 nrec = __atomic_exchange_n(&b->nrec, 0, __ATOMIC_RELAXED);
+	if (nrec)
+		atomic_add(&kprewrite_rt_stats.records, nrec);
+	u64 nret = __atomic_exchange_n(&b->nret, 0, __ATOMIC_RELAXED);
+	if (nret)
+		atomic_add(&kprewrite_rt_stats.rettramps, nret);
+}
+
 /* kprw_new_block takes a block for a record of size bytes (a larger one for a record larger
  * than a block) and makes it c's (none: the record has it alone; the context table is
  * full). Returns the record's place, or NULL (counted as lost). */
@@ -250,15 +263,8 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 	int reused = 0;
 	struct kprw_tblk *b = c ? kprw_tblk(c) : NULL;
 	u64 old = b ? rec_end(__atomic_load_n(&b->rec, __ATOMIC_RELAXED)) : 0;
-	if (b) { /* the assembly paths' records, counted in the thread's line (an exchange: a
-		  * signal handler's records counted meanwhile are not lost) */
-		u64 nrec = __atomic_exchange_n(&b->nrec, 0, __ATOMIC_RELAXED);
-		if (nrec)
-			atomic_add(&kprewrite_rt_stats.records, nrec);
-		u64 nret = __atomic_exchange_n(&b->nret, 0, __ATOMIC_RELAXED);
-		if (nret)
-			atomic_add(&kprewrite_rt_stats.rettramps, nret);
-	}
+	if (b)
+		fold_counts(b);
 	if (kprw_rt.ring_queue) {
 		/* every block of the ring is trace_block bytes (more than any record needs) */
 		n = kprw_rt.trace_block;

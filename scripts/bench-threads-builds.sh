@@ -2,13 +2,14 @@
 # A hot event's record cost when several threads hit it at once, for several kprewrite
 # builds taking turns (issue 49): scripts/bench/threads.c's T threads (default: the
 # CPUs) call target(i) N times each, rewritten by each build with `p:b/t target x=%di`
-# (a record written by optprobe.S's fast path) and run directly, its trace file made
-# present at start-up (KPREWRITE_TRACE_PREFAULT=1: the pages' first touch is not the
-# record path's); a cell is the hit's cost (wall time per call, less the unprobed
-# twin's in the same run). Prints each build's median over the rounds, every round,
-# and in how many rounds each build after the first was lower than the first.
+# (a record written by optprobe.S's fast path), run as a user runs it: under
+# `kprewrite record` (MODE=record, the default: the recorder drains a 32 MiB ring into
+# the trace file) or directly (MODE=direct: its own trace file, not pre-populated). A
+# cell is the hit's cost (wall time per call, less the unprobed twin's in the same
+# run). Prints each build's median over the rounds, every round, and in how many
+# rounds each build after the first was lower than the first.
 #
-# usage: [T=threads] scripts/bench-threads-builds.sh ROUNDS N KPREWRITE...
+# usage: [T=threads] [MODE=record|direct] scripts/bench-threads-builds.sh ROUNDS N KPREWRITE...
 set -euo pipefail
 [ $# -ge 3 ] || { echo "usage: $0 ROUNDS N KPREWRITE..." >&2; exit 2; }
 rounds=$1 n=$2
@@ -18,6 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-threads-builds.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 gcc -O2 -pthread -o "$work/threads" "$root/scripts/bench/threads.c"
+builds=("$@")
 i=0
 for k in "$@"; do
 	"$k" rewrite -o "$work/t.$i" -e 'p:b/t target x=%di' "$work/threads" >/dev/null
@@ -29,13 +31,19 @@ declare -A runs
 for _ in $(seq "$rounds"); do
 	i=0
 	for _ in "$@"; do
-		read -r _ _ _ _ _ h < <(KPREWRITE_QUIET=1 KPREWRITE_TRACE_PREFAULT=1 KPREWRITE_TRACE=t.trace KPREWRITE_TRACE_SIZE=$size "./t.$i" "$n" "$nt")
+		# (a command substitution: the run, the recorder's included, ends before the rm)
+		if [ "${MODE:-record}" = record ]; then
+			out=$("${builds[$i]}" record -q -o t.trace -- "./t.$i" "$n" "$nt")
+		else
+			out=$(KPREWRITE_QUIET=1 KPREWRITE_TRACE=t.trace KPREWRITE_TRACE_SIZE=$size "./t.$i" "$n" "$nt")
+		fi
+		h=${out##* } # "target X twin W hit H"
 		rm -f t.trace
 		runs[$i]+="$h "
 		i=$((i + 1))
 	done
 done
-echo "ns a hit, $nt threads at once, directly, $rounds rounds of $n calls a thread, $(date '+%F %H:%M'), load $(cut -d' ' -f1 /proc/loadavg)"
+echo "ns a hit, $nt threads at once, ${MODE:-record}, $rounds rounds of $n calls a thread, $(date '+%F %H:%M'), load $(cut -d' ' -f1 /proc/loadavg)"
 i=0
 for k in "$@"; do
 	m=$(echo "${runs[$i]}" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}')

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "efb408af0f5f0a3b423d1787c2f1095ec0b0cd799b2a591a1a458e071baa4702"
+const ObjectSHA256 = "e9bb8619e0f93ddf8e62070cf4c8329c0cd60ec65c3e48cb227d6ed76c658455"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -364,6 +364,100 @@ func testLiveStress(t *testing.T, prog string, flags []string) {
 	t.Logf("%d toggles, %d hits recorded", toggles, n)
 }
 
+// liveForkMidSrc forks once; the child waits (a bounded number of yields) until its
+// live-probe thread has put work's site in the state the child's controls want (its
+// first byte no longer an int3), then checks 1,000 calls of work.
+const liveForkMidSrc = `#include <sched.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }
+int main(void) {
+	pid_t pid = fork();
+	if (pid == 0) {
+		volatile unsigned char *site = (volatile unsigned char *)work;
+		for (long k = 0; k < 10000000 && *site == 0xcc; k++)
+			sched_yield();
+		if (*site == 0xcc)
+			_exit(4);
+		for (long i = 0; i < 1000; i++)
+			if (work(i, 9) != i * 3 + 9)
+				_exit(5);
+		_exit(0);
+	}
+	int st = -1;
+	waitpid(pid, &st, 0);
+	printf("child status %#x\n", st);
+	return 0;
+}
+`
+
+// TestLiveForkMidWrite: a fork that copies the process while its live-probe thread is
+// between writing a jump point's bytes and noting the state they make (the thread
+// writes the bytes first) leaves the child's copy with bytes its noted state does not
+// describe. gdb stops the child where it starts its own live-probe thread and gives it
+// that copy: the int3 and the jmp's tail written (the parent's agent was arming the
+// site, its int3 left by a safepoint that had failed), the state still "int3 before the
+// original tail". The child's event is off, so its thread disarms the site: from the
+// noted state it would write the original first byte before the jmp's tail (garbage
+// code: the stress test's forked child that died of SIGSEGV); the child reads its bytes
+// first and works.
+func TestLiveForkMidWrite(t *testing.T) {
+	testprog.Need(t, "gcc", "gdb")
+	prog := testprog.Build(t, liveForkMidSrc, "c", "-O2")
+	bin := filepath.Join(t.TempDir(), "fork.kp")
+	rewriteWith(t, prog, bin, []string{"p:t/w work a=%di:s64"}, "--disable", "t/w")
+	im := idleImage(t, bin)
+	var work uint64
+	for _, sym := range elfSymbols(t, bin) {
+		if sym.Name == "work" {
+			work = sym.Value
+		}
+	}
+	i := 0
+	for i < len(im.Points) && im.Points[i].Site != work {
+		i++
+	}
+	if i == len(im.Points) {
+		t.Fatalf("no point at work (%#x)", work)
+	}
+	pt := im.Points[i]
+	if pt.XMode != kprt.XOptimized || pt.DFlags&kprt.DFLive == 0 || pt.InsnLen < 6 {
+		t.Fatalf("work's point: xmode %v, dflags %#x, DCR %d bytes; want a live jump point of more than a jmp", pt.XMode, pt.DFlags, pt.InsnLen)
+	}
+	// the child's copy: an int3, the jmp's rel32, int3s to the DCR's end (set_jump's)
+	rel := uint32(pt.Slot - pt.Site - 5)
+	var b strings.Builder
+	b.WriteString("set pagination off\nset startup-with-shell off\nset follow-fork-mode child\n")
+	b.WriteString("break kprw_live_child\nrun\nset $s = (unsigned char *)&work\n")
+	for k := 0; k < int(pt.InsnLen) && k < 16; k++ {
+		v := byte(0xcc)
+		if k >= 1 && k <= 4 {
+			v = byte(rel >> (8 * (k - 1)))
+		}
+		fmt.Fprintf(&b, "set var $s[%d] = %d\n", k, v)
+	}
+	// live_armed[i] = LIVE_INT3, changing = i (the point the agent was at), cold = 0
+	// (the parent's agent had applied a change: the child's applies its controls)
+	fmt.Fprintf(&b, "set var (*(unsigned char **)&live_armed)[%d] = 1\nset var *(unsigned int *)&changing = %d\n", i, i)
+	b.WriteString("set var *(int *)&cold = 0\ncontinue\n")
+	script := filepath.Join(t.TempDir(), "fork.gdb")
+	if err := os.WriteFile(script, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("gdb", "-batch", "-nx", "-x", script, "--args", bin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, testprog.Clip(string(out), 3000))
+	}
+	if !strings.Contains(string(out), "Breakpoint 1, ") {
+		t.Fatalf("gdb did not stop the child in kprw_live_child:\n%s", testprog.Clip(string(out), 3000))
+	}
+	if !strings.Contains(string(out), "child status 0\n") || !strings.Contains(string(out), "exited normally") {
+		t.Fatalf("the forked child did not work (4: its site never left the int3, 5: work computed wrong):\n%s", testprog.Clip(string(out), 3000))
+	}
+}
+
 // liveLibSrc calls malloc a number of times per phase, reporting each phase and waiting
 // for a byte on stdin before the next.
 const liveLibSrc = `#include <stdio.h>

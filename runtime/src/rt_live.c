@@ -104,6 +104,10 @@ static u64 sp_cookie; /* si_value of our safepoint signals: the cookie ^ the rou
 #define DRAINING (~1u) /* arming: a free live point being drained (drained) */
 static uptr drain_lo[2], drain_hi[2]; /* its int3 and its slot */
 static u32 sp_busy;   /* threads of a draining round found at the point */
+/* the point the agent is at in its passes (~0: none): the only one whose bytes may be
+ * between two states, or differ from what live_armed says, when a fork copies the
+ * process (the agent writes the bytes, then the state: resync) */
+static u32 changing = ~0u;
 
 /* sync_cores has every thread of the process serialise its instruction stream before
  * it runs on: none keeps bytes it fetched before the last write. */
@@ -470,6 +474,17 @@ int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc)
 	return 1;
 }
 
+/* jump_bytes is what jump point pt's first n bytes are when optimized: the jmp to its
+ * detour, int3s after it */
+static void jump_bytes(const struct kprw_point *pt, u8 *jmp, u32 n)
+{
+	u32 rel = (u32)(pt->slot - pt->site - 5);
+	jmp[0] = 0xe9;
+	kprw_memcpy(jmp + 1, &rel, 4);
+	for (u32 k = 5; k < n; k++)
+		jmp[k] = 0xcc;
+}
+
 /* set_jump brings jump point i from state from to want (text_poke_bp's order); it
  * returns the state reached. */
 static u8 set_jump(u32 i, u8 from, u8 want)
@@ -495,13 +510,13 @@ static u8 set_jump(u32 i, u8 from, u8 want)
 	if (!safepoint(i))
 		return LIVE_INT3; /* armed through the int3; optimized later */
 	u8 jmp[16];
-	u32 rel = (u32)(pt->slot - pt->site - 5);
-	jmp[0] = 0xe9;
-	kprw_memcpy(jmp + 1, &rel, 4);
-	for (u32 k = 5; k < n; k++)
-		jmp[k] = 0xcc;
-	if (pokes(site + 1, jmp + 1, n - 1) || poke(site, 0xe9))
-		return LIVE_INT3; /* (the tail is not reached from the int3) */
+	jump_bytes(pt, jmp, n);
+	if (pokes(site + 1, jmp + 1, n - 1))
+		return LIVE_INT3;
+	if (poke(site, 0xe9)) { /* LIVE_INT3 is an int3 before the original tail */
+		pokes(site + 1, pt->orig + 1, n - 1);
+		return LIVE_INT3;
+	}
 	return LIVE_JUMP;
 }
 
@@ -644,6 +659,7 @@ static int reconcile_free(void)
 	for (u32 k = 0; k < kprw_rt.nfree; k++) {
 		u32 i = kprw_rt.npoints + k;
 		const struct kprw_point *cur = &kprw_rt.points[i];
+		__atomic_store_n(&changing, i, __ATOMIC_RELAXED);
 		const u8 *slot = NULL, *other;
 		const struct kprw_point *want = kprw_usersite_free(k, &slot); /* a C handler's (rt_usersite.c) */
 		int user = want != NULL;
@@ -738,6 +754,7 @@ static void reconcile(u32 gen)
 		cold = 0;
 	for (u32 i = 0; !cold && i < kprw_rt.npoints; i++) {
 		const struct kprw_point *pt = &kprw_rt.points[i];
+		__atomic_store_n(&changing, i, __ATOMIC_RELAXED);
 		if (pt->dflags & KPRW_DF_REOPT) { /* armed unless every probe is off: its kind follows the switch */
 			u8 want = (kprw_rt.disable_all & KPRW_DISARM) ? LIVE_OFF : off ? LIVE_INT3 : LIVE_JUMP;
 			u8 now = live_armed[i];
@@ -781,6 +798,7 @@ static void reconcile(u32 gen)
 	}
 	if (kprw_rt.nfree)
 		pending |= reconcile_free();
+	__atomic_store_n(&changing, ~0u, __ATOMIC_RELAXED);
 	live_pending = pending;
 }
 
@@ -908,12 +926,45 @@ static void spawn(void)
 		agent_started = 1;
 }
 
+/* resync makes the state of the point the parent's agent was changing when the fork
+ * copied the process (changing) what the child's bytes say. The agent writes a site's
+ * bytes, then notes its state: a copy taken between the two would have the child's
+ * agent go on from a state the bytes do not have (an original first byte written
+ * before a jmp's tail: garbage code). Bytes between two states (an int3 before either
+ * tail) become an int3 before the original tail, which every step starts from; the
+ * child runs one thread, in the fork wrapper, so any write is safe. */
+static void resync(void)
+{
+	u32 i = changing;
+	changing = ~0u;
+	if (i >= kprw_rt.npoints + kprw_rt.nfree || !kprw_rt.points[i].site)
+		return;
+	const struct kprw_point *pt = &kprw_rt.points[i];
+	if (i < kprw_rt.npoints && !(pt->dflags & (KPRW_DF_LIVE | KPRW_DF_REOPT)))
+		return; /* (its bytes never change) */
+	const u8 *at = (const u8 *)RT_ADDR(pt->site);
+	if (i >= kprw_rt.npoints || pt->xmode != KPRW_X_OPTIMIZED) { /* an int3 point: one byte */
+		live_armed[i] = at[0] == pt->orig[0] ? LIVE_OFF : LIVE_INT3;
+		return;
+	}
+	u32 n = pt->insn_len < sizeof pt->orig ? pt->insn_len : sizeof pt->orig;
+	u8 jmp[16];
+	jump_bytes(pt, jmp, n);
+	if (same(at, pt->orig, n))
+		live_armed[i] = LIVE_OFF;
+	else if (same(at, jmp, n))
+		live_armed[i] = LIVE_JUMP;
+	else if ((at[0] == 0xcc || poke((uptr)at, 0xcc) == 0) && pokes((uptr)at + 1, pt->orig + 1, n - 1) == 0)
+		live_armed[i] = LIVE_INT3;
+}
+
 /* kprw_live_child starts the agent of a fork child (the signal guard's fork wrapper):
  * the parent's did not come along. */
 void kprw_live_child(void)
 {
 	if (!live_armed)
 		return;
+	resync();
 	__atomic_store_n(&arming, ~0u, __ATOMIC_RELAXED);
 	if (kprw_rt.ctl_gen && kprw_rt.ev_ctl)
 		spawn();

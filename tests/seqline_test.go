@@ -2,7 +2,10 @@ package tests
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -42,6 +45,10 @@ int main(void) {
 // program passed, call by call, as an event beside them that reads %bx (the general
 // fast path: the frame does not hold it). Fails when .Lseq takes a register from
 // the wrong slot, stores it at the wrong place or sizes the record wrong.
+//
+// Each way through .Lseq: the configured one (kprw_rt.fast_cfg: the TCB's word, rdpid,
+// prefetchw, the TSC clock), and the general one (KPREWRITE_THREADKEY=hash: no TCB
+// word), with gdb reading which one the run took.
 func TestSeqLines(t *testing.T) {
 	prog := testprog.Build(t, seqSrc, "c", "-O2")
 	out := filepath.Join(t.TempDir(), "seq")
@@ -49,9 +56,64 @@ func TestSeqLines(t *testing.T) {
 		"p:q/e0 f0", "p:q/e1 f1 a=%di", "p:q/e2 f2 b=%si a=%di", "p:q/e3 f3 a=%di b=%si c=%dx",
 		"p:q/e4 f4 e=%r8 d=%cx", "p:q/e5 f5 x=%bx a=%di", "p:q/warm warm",
 	})
-	r := testprog.Run(t, testprog.Cmd{Path: out, Env: []string{"KPREWRITE_QUIET=1"}})
+	for _, c := range []struct{ key, cfg string }{{"", "1"}, {"hash", "0"}} {
+		if c.cfg == "1" && !cpuHas("rdpid", "3dnowprefetch", "constant_tsc") {
+			c.cfg = "0" // (this CPU: the general way only)
+		}
+		if got := fastCfg(t, out, "KPREWRITE_THREADKEY="+c.key); got != c.cfg {
+			t.Fatalf("KPREWRITE_THREADKEY=%q: kprw_rt.fast_cfg %s, want %s", c.key, got, c.cfg)
+		}
+		os.Remove(out + ".trace")
+		seqLinesCheck(t, out, "KPREWRITE_THREADKEY="+c.key)
+	}
+}
+
+// cpuHas says whether /proc/cpuinfo names every one of flags
+func cpuHas(flags ...string) bool {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	have := map[string]bool{}
+	for _, f := range strings.Fields(string(b)) {
+		have[f] = true
+	}
+	for _, f := range flags {
+		if !have[f] {
+			return false
+		}
+	}
+	return true
+}
+
+// fastCfg runs bin under gdb with env to its first printf (after its hits) and returns
+// kprw_rt.fast_cfg (its offset: runtime/src/optfast.h's OF_RT_FAST_CFG)
+func fastCfg(t *testing.T, bin string, env ...string) string {
+	t.Helper()
+	testprog.Need(t, "gdb")
+	h, err := os.ReadFile(filepath.Join("..", "runtime", "src", "optfast.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`#define OF_RT_FAST_CFG (\d+)`).FindSubmatch(h)
+	if m == nil {
+		t.Fatal("optfast.h: no OF_RT_FAST_CFG")
+	}
+	cmd := exec.Command("gdb", "-batch", "-nx", "-ex", "set startup-with-shell off", "-ex", "break printf", "-ex", "run",
+		"-ex", fmt.Sprintf(`printf "fast_cfg=%%u\n", *(unsigned int *)((char *)&kprw_rt + %s)`, m[1]), "-ex", "kill", "--args", bin)
+	cmd.Env = append(os.Environ(), env...)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, testprog.Clip(string(b), 2000))
+	}
+	f := regexp.MustCompile(`fast_cfg=(\d+)`).FindSubmatch(b)
+	if f == nil {
+		t.Fatalf("gdb printed no fast_cfg:\n%s", testprog.Clip(string(b), 2000))
+	}
+	return string(f[1])
+}
+
+func seqLinesCheck(t *testing.T, out, env string) {
+	r := testprog.Run(t, testprog.Cmd{Path: out, Env: []string{"KPREWRITE_QUIET=1", env}})
 	if r.Exit != 0 {
-		t.Fatalf("rewritten program: %s", r)
+		t.Fatalf("rewritten program (%s): %s", env, r)
 	}
 	var got []string
 	for _, l := range readTrace(t, out+".trace") {
@@ -69,7 +131,7 @@ func TestSeqLines(t *testing.T) {
 			fmt.Sprintf("e5 x=X a=0x%x", i))
 	}
 	if len(got) != len(want) {
-		t.Fatalf("%d records, want %d; first: %q", len(got), len(want), got[:min(len(got), 8)])
+		t.Fatalf("%s: %d records, want %d; first: %q", env, len(got), len(want), got[:min(len(got), 8)])
 	}
 	for i := range want {
 		g := got[i]
@@ -79,7 +141,7 @@ func TestSeqLines(t *testing.T) {
 			}
 		}
 		if g != want[i] {
-			t.Fatalf("record %d: %q, want %q", i, got[i], want[i])
+			t.Fatalf("%s: record %d: %q, want %q", env, i, got[i], want[i])
 		}
 	}
 }

@@ -27,6 +27,7 @@
 #define OF_RT_LIVE_LISTS 648
 #define OF_RT_TCB_SLOT 752
 #define OF_RT_REC_FAST 760
+#define OF_RT_FAST_CFG 764
 #define OF_RT_SW_GEN 768
 #define OF_RT_PROBES 24
 /* struct kprw_probe: 80 bytes, its point first */
@@ -111,6 +112,7 @@
 #define FC_TCTX_HASH_SHIFT 54
 #define FC_TCB_TID 0x2d0        /* KPRW_GLIBC_TID: glibc's struct pthread tid */
 #define FC_TCB_SELF 0x10        /* KPRW_GLIBC_SELF: tcbhead_t.self */
+#define FC_TCB_SLOT 0x278       /* KPRW_TCB_SLOT: the TCB's word that names the context */
 #define FC_COMM_REFRESH_NS 1000000 /* KPRW_COMM_REFRESH_NS */
 #define FC_TS_FAST_BITS 47       /* a time below 1 << this needs no ext part (need_ext: TS_MAX - 2) */
 #define FC_REC_END_SHIFT 39     /* REC_END_SHIFT */

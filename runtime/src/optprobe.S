@@ -140,11 +140,14 @@ kprewrite_rt_optprobe_template_end:
  * the switches' loads: the probe's state and the event's soft-disable word were two
  * cache lines more a record with thousands of hot points (issue 49). The clock is its
  * users' to check: both read the TSC only with clk_tsc set, and .Lcounter checks for
- * the counter. Uses %rax. */
-	.macro HOT_OPEN open, fail
+ * the counter. With cfg (kprw_rt.fast_cfg: sw_gen is there) no test of the pointer.
+ * Uses %rax. */
+	.macro HOT_OPEN open, fail, cfg=0
 	movq kprw_rt+OF_RT_SW_GEN(%rip), %rax
+	.if !\cfg
 	testq %rax, %rax
 	jz \fail		/* (no file of version 5: nothing is found open) */
+	.endif
 	movq (%rax), %rax
 	cmpq %rax, \open(%rdi)
 	jne \fail
@@ -165,13 +168,19 @@ kprewrite_rt_optprobe_template_end:
  * into the table before anything is read through it, then its key and glibc's tid
  * (%fs:0 the key, as tcb_slot_check saw); a miss finds it at its hash's slot and names
  * it there for the thread's next hits. The hash chain (the thread pointer, a multiply,
- * the slot's key) and the learned tid offsets' loop cost ~5 ns a hit on a Zen 3 (issue 49). */
-	.macro TCTX_FIND fail
+ * the slot's key) and the learned tid offsets' loop cost ~5 ns a hit on a Zen 3 (issue 49).
+ * With cfg (kprw_rt.fast_cfg: the TCB's word is in use) the word's place is a constant. */
+	.macro TCTX_FIND fail, cfg=0
+	.if \cfg
+	movq %fs:0, %r9
+	movq %fs:FC_TCB_SLOT, %rsi
+	.else
 	movl kprw_rt+OF_RT_TCB_SLOT(%rip), %eax
 	testl %eax, %eax
 	jz 13f
 	movq %fs:0, %r9
 	movq %fs:(%rax), %rsi
+	.endif
 	movq %rsi, %rdx
 	subq kprw_tctx_tab(%rip), %rdx
 	cmpq $FC_TCTX_BYTES, %rdx
@@ -198,6 +207,10 @@ kprewrite_rt_optprobe_template_end:
 	jne \fail
 	cmpq %r9, %fs:FC_TCB_SELF
 	jne 27b
+	.if \cfg
+	movq %rsi, %fs:FC_TCB_SLOT
+	jmp 27b
+	.else
 	movl kprw_rt+OF_RT_TCB_SLOT(%rip), %eax
 	movq %rsi, %fs:(%rax)
 	jmp 27b
@@ -229,11 +242,19 @@ kprewrite_rt_optprobe_template_end:
 	andl %eax, %edx
 	jnz 3b
 	jmp 28b
+	.endif
 	.subsection 0
 	.endm
 
-/* CPU_WORD puts the CPU (kprw_cpu_fast) in %r9's bits 32-47, the record's first word */
-	.macro CPU_WORD fail
+/* CPU_WORD puts the CPU (kprw_cpu_fast) in %r9's bits 32-47, the record's first word;
+ * with cfg (kprw_rt.fast_cfg: rdpid is there) by rdpid without a test */
+	.macro CPU_WORD fail, cfg=0
+	.if \cfg
+	rdpid %rax
+	andl $0xfff, %eax
+	shlq $32, %rax
+	movq %rax, %r9
+	.else
 	cmpl $0, kprw_rt+OF_RT_HAS_RDPID(%rip)
 	je 4f
 	rdpid %rax
@@ -249,6 +270,7 @@ kprewrite_rt_optprobe_template_end:
 	js \fail
 	jmp 5b
 	.subsection 0
+	.endif
 	.endm
 
 /* TSC_NOW puts kprw_tsc_ns's time in %rax (NOW_CHECK makes it the record's, less the
@@ -306,8 +328,9 @@ kprewrite_rt_optprobe_template_end:
  * counted in the thread's kprw_tblk, on the line the xadd writes (kprw_new_block adds
  * the count to kprewrite_rt_stats.records), and with ret a return trampoline's run
  * too (rettramps): one add a record on a line every thread of the process wrote cost
- * two threads recording at once 7-9 ns a record (issue 49) */
-	.macro PLACE fail, ret=0
+ * two threads recording at once 7-9 ns a record (issue 49). With cfg
+ * (kprw_rt.fast_cfg: prefetchw is there) the prefetch without a test. */
+	.macro PLACE fail, ret=0, cfg=0
 	TBLK %r10
 	movq %r11, %rdx
 	xaddq %rdx, (%r10)
@@ -320,8 +343,10 @@ kprewrite_rt_optprobe_template_end:
 	cmpq %r10, %r11
 	ja \fail		/* past the block's end: never written */
 	addq kprw_rt+OF_RT_TRACE_DATA(%rip), %rdx
+	.if !\cfg
 	cmpl $0, kprw_rt+OF_RT_HAS_PREFETCHW(%rip)
 	je 9f
+	.endif
 	prefetchw FC_REC_AHEAD(%rdx)	/* (rec_at) */
 9:
 	.endm
@@ -342,14 +367,14 @@ kprewrite_rt_optprobe_template_end:
  * return event found open (HOT_OPEN of its ropen: every probe armed and the return
  * probe on, as kprw_probe_enabled in hot_call_fast, and its record would be written);
  * else to fail */
-	.macro RS_OK fail
+	.macro RS_OK fail, cfg=0
 	cmpb $0, OF_HOT_RS(%rdi)
 	je \fail
 	cmpq $0, kprw_rt+OF_RT_LIVE_LISTS(%rip)
 	jne \fail
 	cmpq $0, kprw_rs_tab(%rip)
 	je \fail
-	HOT_OPEN OF_HOT_ROPEN, \fail
+	HOT_OPEN OF_HOT_ROPEN, \fail, \cfg
 	.endm
 
 /* RS_TOP puts in ent the thread's newest return-stack entry (its context at %rsi, the
@@ -521,8 +546,29 @@ kprw_rethook_fast:
 	.balign 16
 kprewrite_rt_optprobe_body:
 	FAST_SAVE
+	/* the configured paths (kprw_rt.fast_cfg: the hot table, sw_gen's word, the TCB's
+	 * word, rdpid, prefetchw and the TSC clock there) for the lines of a count's shape:
+	 * one test instead of one a thing; the index is the rewriter's stub's, below
+	 * npoints (kprewrite_rt_optcall's check) */
+	cmpl $0, kprw_rt+OF_RT_FAST_CFG(%rip)
+	je 17f
+	movl %ecx, %edi
+	shlq $SH_HOT, %rdi
+	addq kprw_rt+OF_RT_HOT(%rip), %rdi
+	movl OF_HOT_KIND(%rdi), %r8d
+	movl %r8d, %eax
+	andl $(0xffffff | (0x80 | FC_HOT_FAST | FC_HOT_SEQ) << 24), %eax
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EVENT), %eax
+	je .Lseq_cfg
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | 1 << 16 | FC_HOT_EVENT), %eax
+	je .Lword_cfg
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EXIT), %eax
+	je .Lword_cfg
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | 1 << 16 | FC_HOT_CALL), %eax
+	je .Lcallw_cfg
+	jmp .Lkinds
 	/* the point's line: an event alone or an exit, no filter or trigger, fast fetches */
-	movq kprw_rt+OF_RT_HOT(%rip), %rdi
+17:	movq kprw_rt+OF_RT_HOT(%rip), %rdi
 	testq %rdi, %rdi
 	jz .Lslow
 	cmpl kprw_rt+OF_RT_NPOINTS(%rip), %ecx
@@ -544,6 +590,7 @@ kprewrite_rt_optprobe_body:
 	je .Lword
 	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | 1 << 16 | FC_HOT_CALL), %eax
 	je .Lcallw
+.Lkinds:
 	andl $(0x8000ffff | FC_HOT_FAST << 24), %eax
 	cmpl $(FC_HOT_FAST << 24 | FC_HOT_EVENT), %eax
 	je 1f
@@ -750,27 +797,31 @@ kprewrite_rt_optprobe_body:
 /* SEQ_CHECKS is the general path's checks in its order for .Lseq and WORD_PATH, the
  * clock first: the time in %rax, the thread's context in %rsi, the CPU word in %r9;
  * with call, RS_ROOM after the context (a CALL line's push) */
-	.macro SEQ_CHECKS call=0
+	.macro SEQ_CHECKS call=0, cfg=0
 	TSC_NOW .Lslow
 	movq %rax, %r11
-	HOT_OPEN OF_HOT_OPEN, .Lslow
-	TCTX_FIND .Lslow
+	HOT_OPEN OF_HOT_OPEN, .Lslow, \cfg
+	TCTX_FIND .Lslow, \cfg
 	.if \call
 	RS_ROOM .Lslow
 	.endif
-	CPU_WORD .Lslow
+	CPU_WORD .Lslow, \cfg
 	movq %r11, %rax
 	NOW_CHECK .Lslow
 	.endm
-.Lseq:
+/* SEQ_PATH is .Lseq's record; with cfg, the configured one (kprw_rt.fast_cfg: the TSC
+ * clock, no test of clk_tsc) */
+	.macro SEQ_PATH cfg
+	.if !\cfg
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
 	je .Lgeneral
-	SEQ_CHECKS
+	.endif
+	SEQ_CHECKS 0, \cfg
 	movl OF_HOT_DLEN(%rdi), %r8d	/* 8n (seq_line) */
 	leal FC_CREC_HIT(%r8), %edx
 	orq %rdx, %r9			/* rlen */
 	leal 16(%r8), %r11d		/* the record's size */
-	PLACE .Lslow_placed
+	PLACE .Lslow_placed, 0, \cfg
 	TS_STORE OF_HOT_PI
 	testl %r8d, %r8d
 	jz 12f
@@ -792,6 +843,11 @@ kprewrite_rt_optprobe_body:
 	movw %ax, 2(%rdx)
 	FAST_RESTORE
 	ret
+	.endm
+.Lseq:
+	SEQ_PATH 0
+.Lseq_cfg:
+	SEQ_PATH 1
 /* WORD_PATH writes the record of a line whose data is the word alone (KPRW_HOT_SEQ
  * without fetches: --calls' records): an EXIT line's, the return address at S; an
  * EVENT line's with spev, S itself (entry_sp_word); with call, a CALL line's, whose
@@ -800,13 +856,16 @@ kprewrite_rt_optprobe_body:
  * word at S that holds the trampoline already (a tail call from a hooked frame: the
  * exit's real return address is on the return stack, the entry's word takes bit 0, a
  * CALL line's push is a chain) takes the general path, the kind word still in %r8. A
- * 24-byte record, the word at 16, as .Lseq writes its registers. */
-	.macro WORD_PATH call
+ * 24-byte record, the word at 16, as .Lseq writes its registers. With cfg, the
+ * configured one (kprw_rt.fast_cfg). */
+	.macro WORD_PATH call, cfg=0
 	leaq kprewrite_rt_rettramp(%rip), %rax
 	cmpq %rax, 216(%rsp)
 	je .Lgeneral
+	.if !\cfg
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
 	je .Lgeneral
+	.endif
 	.if \call
 	leaq 216(%rsp), %r8	/* (an entry's: S, bit 0 clear) */
 	.else
@@ -816,10 +875,10 @@ kprewrite_rt_optprobe_body:
 	leaq 216(%rsp), %r8	/* (an entry's: S, bit 0 clear) */
 1:
 	.endif
-	SEQ_CHECKS \call
+	SEQ_CHECKS \call, \cfg
 	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
 	movl $24, %r11d
-	PLACE .Lslow_placed
+	PLACE .Lslow_placed, 0, \cfg
 	TS_STORE OF_HOT_PI
 	movq %r8, 16(%rdx)
 	movw $FC_CREC_COMMITTED, 2(%rdx)
@@ -835,6 +894,11 @@ kprewrite_rt_optprobe_body:
 .Lcallw:
 	RS_OK .Lslow
 	WORD_PATH 1
+.Lword_cfg:
+	WORD_PATH 0, 1
+.Lcallw_cfg:
+	RS_OK .Lslow, 1
+	WORD_PATH 1, 1
 	.balign 16
 .Lgpr:
 	GPR %r15

@@ -341,6 +341,8 @@ struct kprw_rt {
 	u32 tcb_slot;
 	u32 no_tcb_slot;   /* KPREWRITE_THREADKEY=hash */
 	u32 rec_fast;      /* rec_hits && !rec_ext: the assembly fast paths' one test of both */
+	u32 fast_cfg;      /* the configuration optprobe.S's configured paths assume holds
+	                      (kprw_fast_pick): one test instead of one a thing */
 	/* the trace header's sw_gen (a file of version 5 on: every writer of a switch bumps
 	 * it; NULL: none): a kprw_hot line's open word holds the value under which
 	 * hot_line_open found its event open (~0 until then); its hits compare the two */
@@ -466,6 +468,7 @@ struct kprw_thread {
 int kprw_thread_init(void);
 u32 kprw_thread_keymode_fs0(void);
 void kprw_tcb_slot_check(void);
+void kprw_fast_pick(void); /* rt_opt.c: kprw_rt.fast_cfg from what it assumes */
 u32 kprw_pid(void); /* cached getpid() */
 struct kprw_thread *kprw_thread_find(u32 pid, u32 tid);
 struct kprw_thread *kprw_thread_get(u32 pid, u32 tid);

@@ -83,6 +83,7 @@ void kprw_clock_init(void)
 	if (kprw_rt.clock_mode == KPRW_CLOCK_UNSET)
 		kprw_rt.clock_mode = KPRW_CLOCK_TSC; /* (no trace file says another) */
 	kprw_rt.clk_tsc = kprw_rt.tsc_ok && kprw_rt.clock_mode == KPRW_CLOCK_TSC;
+	kprw_fast_pick();
 }
 
 static u64 last_sys; /* the largest system-call reading returned as a timestamp */
@@ -250,6 +251,7 @@ void kprw_clock_set(u32 mode, u64 *counter)
 	if (kprw_rt.clock_mode == KPRW_CLOCK_MONO && !vdso_gettime && !kprw_valgrind())
 		vdso_gettime = (gettime_fn)vdso_lookup("__vdso_clock_gettime");
 	kprw_rt.clk_tsc = kprw_rt.tsc_ok && kprw_rt.clock_mode == KPRW_CLOCK_TSC;
+	kprw_fast_pick();
 }
 
 static u64 mono_ns(void)

@@ -590,6 +590,7 @@ void kprw_hot_init(void)
 			ret_fields(h, rpi);
 	}
 	kprw_rt.hot = hot;
+	kprw_fast_pick();
 }
 
 /* kprw_fastev_init marks the points kprw_trace_event may serve (kprw_rt.fastev, one bit

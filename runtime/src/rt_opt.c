@@ -46,6 +46,7 @@ OF(kprw_rt, ctl_seen, OF_RT_CTL_SEEN);
 OF(kprw_rt, live_lists, OF_RT_LIVE_LISTS);
 OF(kprw_rt, tcb_slot, OF_RT_TCB_SLOT);
 OF(kprw_rt, rec_fast, OF_RT_REC_FAST);
+OF(kprw_rt, fast_cfg, OF_RT_FAST_CFG);
 OF(kprw_rt, sw_gen, OF_RT_SW_GEN);
 OF(kprw_rt, ctr_base, OF_RT_CTR_BASE);
 OF(kprw_rt, ctr_stride, OF_RT_CTR_STRIDE);
@@ -106,7 +107,7 @@ _Static_assert(sizeof(struct kprw_hot) == 1 << SH_HOT, "optfast.h: SH_HOT");
 _Static_assert(sizeof(struct kprw_fplan_op) == SZ_OP, "optfast.h: SZ_OP");
 _Static_assert(sizeof(struct kprw_tctx) == 1 << SH_TCTX && sizeof(struct kprw_tblk) == 1 << SH_TCTX, "optfast.h: SH_TCTX");
 _Static_assert(sizeof(struct kprw_tctx) * KPRW_NTCTX == FC_TCTX_BYTES && FC_TCB_TID == KPRW_GLIBC_TID && FC_TCB_SELF == KPRW_GLIBC_SELF &&
-		       sizeof(kprw_rt.tcb_slot) == 4,
+		       sizeof(kprw_rt.tcb_slot) == 4 && FC_TCB_SLOT == KPRW_TCB_SLOT && sizeof(kprw_rt.fast_cfg) == 4,
 	       "optfast.h: the TCB's word");
 _Static_assert(sizeof(struct kprw_crec) == 16, "optfast.h: the record's fixed part");
 _Static_assert(OF_TCTX_BUSY == OF_TCTX_TID + 4 && sizeof(((struct kprw_tctx *)0)->tid) == 4 && sizeof(((struct kprw_tctx *)0)->busy) == 4,
@@ -313,6 +314,22 @@ static __attribute__((noinline)) long kprw_optcall_hot(struct pt_regs *regs, u32
 	if (kind == KPRW_HOT_CALL && likely(!(regs->flags & FLAGS_DF)))
 		return hot_call_hit(h, regs, idx);
 	return kprw_optcall_general(regs, idx);
+}
+
+/* kprw_fast_pick sets kprw_rt.fast_cfg when what optprobe.S's configured paths assume
+ * holds: the hot table there, sw_gen's word, the thread's context named in glibc's TCB
+ * (kprw_rt.tcb_slot), rdpid, prefetchw and the TSC clock. Each is a test and a branch
+ * of every record of the general paths (the configured ones test this word once): a
+ * record is paid by its instructions on a host that runs them at half its rate in its
+ * slow minutes (issue 49). Each writer of those calls it after its store; a thread that
+ * read the word just before a change still checks what it reads (a TCB word is
+ * validated before use), and the clock's change has the window the general paths'
+ * own test of clk_tsc has. */
+void kprw_fast_pick(void)
+{
+	u32 f = kprw_rt.hot && kprw_rt.sw_gen && kprw_rt.tcb_slot == KPRW_TCB_SLOT && kprw_rt.has_rdpid &&
+		kprw_rt.has_prefetchw && kprw_rt.clk_tsc;
+	__atomic_store_n(&kprw_rt.fast_cfg, f, __ATOMIC_RELEASE);
 }
 
 /* kprewrite_rt_optcall serves a KPRW_HOT_EVENT or KPRW_HOT_EXIT hit in the steady state

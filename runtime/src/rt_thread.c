@@ -137,7 +137,15 @@ int kprw_thread_init(void)
  * TLS comes after it, at the context lookups of the slow path until TLS is there. */
 static u32 tcb_decided; /* kprw_tcb_slot_check saw TLS set up (or was told no) */
 
+static void tcb_slot_decide(void);
+
 void kprw_tcb_slot_check(void)
+{
+	tcb_slot_decide();
+	kprw_fast_pick();
+}
+
+static void tcb_slot_decide(void)
 {
 	kprw_rt.tcb_slot = 0;
 	if (kprw_rt.no_tcb_slot || (kprw_rt.keymode != KPRW_KEY_FS0 && kprw_rt.keymode != KPRW_KEY_FSBASE)) {

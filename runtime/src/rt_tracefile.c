@@ -1245,6 +1245,7 @@ static void open_file(const char *path, u64 size, int flags, int records)
 	 * no kprw_hot line is found open there, and its hits take the C paths) */
 	if (h->version >= KPRW_TRACE_VERSION_SWGEN)
 		__atomic_store_n(&kprw_rt.sw_gen, &h->images[KPRW_TRACE_SWGEN_IMAGE].image_id, __ATOMIC_RELEASE);
+	kprw_fast_pick();
 	kprw_ctl_install(fd, h);
 	kprw_rt.ctl_gen = &h->ctl_gen;
 	kprw_rt.tracing_off = &h->tracing_off;

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "04c895a3d3c0bb22c3e3f0ba760a90c01aa526e5852c0fda458eb8c0892d5390"
+const ObjectSHA256 = "b428a1f7077817ee10319501add5cfe9abd376f2fd38acff645f26144b4b593c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

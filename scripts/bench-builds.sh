@@ -2,15 +2,17 @@
 # A hot event's record cost for several kprewrite builds taking turns (issue 49): each
 # round runs the unprobed loop (scripts/bench/direct.c, `work(1, i)` HITS times), then
 # each build's rewrite of it with `p:b/w work a=%di b=%si`, under `record` or directly
-# (its own trace file, not pre-populated); the loop's thread pins itself to BENCH_CPU
+# (its own trace file, not pre-populated), or directly into a file too small for them
+# (full: KPREWRITE_TRACE_SIZE=4K, every record past the first block lost, counted);
+# the loop's thread pins itself to BENCH_CPU
 # (default 0). Prints each build's CPU ns a hit above the round's unprobed loop: the
 # median and every round. For runtime experiments: build variants of the runtime
 # (`go generate ./runtime && go build -o /tmp/kp-X ./cmd/kprewrite`) and compare them
 # here; scripts/bench-pair.sh is the two-build form with both modes.
 #
-# usage: scripts/bench-builds.sh ROUNDS HITS record|direct KPREWRITE...
+# usage: scripts/bench-builds.sh ROUNDS HITS record|direct|full KPREWRITE...
 set -euo pipefail
-[ $# -ge 4 ] || { echo "usage: $0 ROUNDS HITS record|direct KPREWRITE..." >&2; exit 2; }
+[ $# -ge 4 ] || { echo "usage: $0 ROUNDS HITS record|direct|full KPREWRITE..." >&2; exit 2; }
 rounds=$1 hits=$2 mode=$3
 shift 3
 export BENCH_CPU=${BENCH_CPU:-0}
@@ -25,6 +27,7 @@ for k in "$@"; do
 done
 cd "$work"
 size=$((hits * 33 / 1048576 + 64))M
+[ "$mode" = full ] && size=4K
 declare -A runs
 for r in $(seq "$rounds"); do
 	base=$(./d "$hits" none | cut -d' ' -f1)

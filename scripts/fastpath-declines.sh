@@ -11,7 +11,8 @@
 # The counters are read at exit by a preloaded library (the program must exit through
 # exit(), and be a non-PIE or keep its runtime at the address nm gives: python3.11 is).
 #
-# usage: scripts/fastpath-declines.sh PROG 'REWRITE OPTIONS' [ARGS...]
+# usage: [MODE=direct] scripts/fastpath-declines.sh PROG 'REWRITE OPTIONS' [ARGS...]
+#   (MODE=direct: the program run directly, tracing into a file of its own)
 #   e.g. scripts/fastpath-declines.sh /usr/bin/python3.11 "--calls '*'" -c 'import json'
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 PROG 'REWRITE OPTIONS' [ARGS...]" >&2; exit 2; }
@@ -68,7 +69,11 @@ EOF
 gcc -shared -fPIC -O2 -o "$work/dump.so" "$work/dump.c"
 eval "\"$work/kp\" rewrite $opts --trace none -o \"$work/prog\" \"$prog\"" >/dev/null
 at=$(nm "$work/prog" | awk '$3 == "kprw_dbg" {print $1}')
-KPRW_DBG_AT=$at LD_PRELOAD="$work/dump.so" "$work/kp" record -o "$work/r.trace" -- "$work/prog" "$@" 2>"$work/err" >/dev/null || true
+if [ "${MODE:-record}" = direct ]; then # (run as a user runs it without record: the file not pre-populated)
+	KPREWRITE_TRACE="$work/r.trace" KPRW_DBG_AT=$at LD_PRELOAD="$work/dump.so" "$work/prog" "$@" 2>"$work/err" >/dev/null || true
+else
+	KPRW_DBG_AT=$at LD_PRELOAD="$work/dump.so" "$work/kp" record -o "$work/r.trace" -- "$work/prog" "$@" 2>"$work/err" >/dev/null || true
+fi
 grep -v '^kprw_dbg' "$work/err" >&2 || true
 grep '^kprw_dbg' "$work/err" | sort -k3 -n -r | while read -r _ k n; do
 	line=$(grep -m1 -n "kprw_dbg+8\*$k(" "$work/lst" | awk '{print $2}')

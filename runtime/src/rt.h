@@ -348,6 +348,10 @@ struct kprw_rt {
 	 * hot_line_open found its event open (~0 until then); its hits compare the two */
 	u64 *sw_gen;
 	u64 hot_base;      /* a kprw_hot line's site is hot_base + its site_off (link-time) */
+	/* the file's record area is used up for good (a file without a ring: its head past
+	 * the area's end): a record that finds no room in its thread's block is lost, and
+	 * optprobe.S's paths count it so without the C path (kprw_new_block) */
+	u32 rec_full;
 };
 #define KPRW_HAS_USER 0x1      /* KPRW_F_USER probes (C handlers) */
 #define KPRW_HAS_KRET 0x2      /* KPRW_T_KRETPROBE probes */

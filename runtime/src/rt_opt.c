@@ -47,6 +47,10 @@ OF(kprw_rt, live_lists, OF_RT_LIVE_LISTS);
 OF(kprw_rt, tcb_slot, OF_RT_TCB_SLOT);
 OF(kprw_rt, rec_fast, OF_RT_REC_FAST);
 OF(kprw_rt, fast_cfg, OF_RT_FAST_CFG);
+OF(kprw_rt, rec_full, OF_RT_REC_FULL);
+OF(kprw_rt, trace, OF_RT_TRACE);
+OF(kprw_trace_hdr, lost, OF_TRACE_LOST);
+OF(kprw_stats, lost, OF_STATS_LOST);
 OF(kprw_rt, sw_gen, OF_RT_SW_GEN);
 OF(kprw_rt, ctr_base, OF_RT_CTR_BASE);
 OF(kprw_rt, ctr_stride, OF_RT_CTR_STRIDE);
@@ -107,7 +111,8 @@ _Static_assert(sizeof(struct kprw_hot) == 1 << SH_HOT, "optfast.h: SH_HOT");
 _Static_assert(sizeof(struct kprw_fplan_op) == SZ_OP, "optfast.h: SZ_OP");
 _Static_assert(sizeof(struct kprw_tctx) == 1 << SH_TCTX && sizeof(struct kprw_tblk) == 1 << SH_TCTX, "optfast.h: SH_TCTX");
 _Static_assert(sizeof(struct kprw_tctx) * KPRW_NTCTX == FC_TCTX_BYTES && FC_TCB_TID == KPRW_GLIBC_TID && FC_TCB_SELF == KPRW_GLIBC_SELF &&
-		       sizeof(kprw_rt.tcb_slot) == 4 && FC_TCB_SLOT == KPRW_TCB_SLOT && sizeof(kprw_rt.fast_cfg) == 4,
+		       sizeof(kprw_rt.tcb_slot) == 4 && FC_TCB_SLOT == KPRW_TCB_SLOT && sizeof(kprw_rt.fast_cfg) == 4 &&
+		       sizeof(kprw_rt.rec_full) == 4,
 	       "optfast.h: the TCB's word");
 _Static_assert(sizeof(struct kprw_crec) == 16, "optfast.h: the record's fixed part");
 _Static_assert(OF_TCTX_BUSY == OF_TCTX_TID + 4 && sizeof(((struct kprw_tctx *)0)->tid) == 4 && sizeof(((struct kprw_tctx *)0)->busy) == 4,

@@ -286,11 +286,8 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 		}
 		if (off != ~0ull && off + n > kprw_rt.trace_data_size)
 			off = ~0ull; /* (past REC_AREA_MAX: rt_tracefile.c) */
-		if (off == ~0ull) {
-			if (b) /* nothing more into the block left */
-				__atomic_store_n(&b->rec, 0, __ATOMIC_RELAXED);
+		if (off == ~0ull)
 			goto lost;
-		}
 		if (kprw_rt.ring_over) { /* its old records go: readers see no magic first */
 			struct kprw_blk *b = (struct kprw_blk *)(kprw_rt.trace_data + off);
 			u64 gone = overwritten(b, n);
@@ -306,9 +303,13 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 	} else {
 		u64 bs = old ? kprw_rt.trace_block : GRANULE;
 		n = ((need + bs - 1) / bs) * bs;
+		if (__atomic_load_n(&kprw_rt.rec_full, __ATOMIC_RELAXED))
+			goto lost; /* (no add on the header's line every lost record) */
 		off = atomic_add(&h->head, n);
-		if (off + n > kprw_rt.trace_data_size || off + n < off)
+		if (off + n > kprw_rt.trace_data_size || off + n < off) {
+			__atomic_store_n(&kprw_rt.rec_full, 1, __ATOMIC_RELAXED);
 			goto lost;
+		}
 		/* the block's pages ready in the file before it is written (rt_tracefile.c;
 		 * on a full disk the block's records are lost, not the program) */
 		if (unlikely(off + n > kprw_trace_ready) && kprw_trace_grow(off + n) < 0)
@@ -327,6 +328,11 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 		kprw_ahead(end);
 	return (struct kprw_crec *)(kprw_rt.trace_data + off);
 lost:
+	/* nothing more into the block left: a full block's word would grow by each record
+	 * the thread tries, and past 2^REC_END_SHIFT bytes of them (a lost record a hit, for
+	 * hours) its place would carry into its end and fit again, at the file's start */
+	if (b)
+		__atomic_store_n(&b->rec, 0, __ATOMIC_RELAXED);
 	atomic_add(&h->lost, 1);
 	atomic_add(&kprewrite_rt_stats.lost, 1);
 	return NULL;

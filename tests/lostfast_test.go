@@ -1,0 +1,85 @@
+package tests
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/kprewrite/kprewrite/tests/internal/testprog"
+)
+
+// lostSrc has two threads call work(i, 1), leaf(i) and gen(i) n times each.
+const lostSrc = `#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) long work(long a, long b) { __asm__ volatile(""); return a + b; }
+/* room for its exit's jmp before the ret: an exit point (a word record), not a hooked
+ * return address */
+__attribute__((noinline)) long leaf(long a) {
+	long r = a * 3;
+	__asm__ volatile("nop; nop; nop; nop; nop" : "+r"(r));
+	return r ^ 5;
+}
+__attribute__((noinline)) long gen(long a) { __asm__ volatile(""); return a - 1; }
+static long n;
+static void *loop(void *arg) {
+	long s = 0;
+	for (long i = 0; i < n; i++)
+		s += work(i, 1) + leaf(i) + gen(i);
+	return (void *)s;
+}
+int main(int argc, char **argv) {
+	n = atol(argv[1]);
+	pthread_t t;
+	pthread_create(&t, 0, loop, 0);
+	long s = (long)loop(0);
+	void *r;
+	pthread_join(t, &r);
+	printf("%ld\n", s + (long)r);
+	return 0;
+}
+`
+
+// TestLostRecordsCounted: a trace file whose record area is used up (4 KiB, run
+// directly) loses the records after it, and counts them: two threads' 2 x 100,000 hits
+// of a two-register event (.Lseq), of one that reads %bx (the general path) and of a
+// function traced as calls (its entry's and its exit's word records) are each a hit
+// of the profile, and the records in the file
+// and those it lost add up to them. optprobe.S counts such a record lost without the C
+// path (.Llost_placed): fails when it forgets the hit (the profile then has only the
+// hits of the records kept), the lost count, or the thread's block word.
+func TestLostRecordsCounted(t *testing.T) {
+	prog := testprog.Build(t, lostSrc, "c", "-O2", "-pthread")
+	bin := filepath.Join(t.TempDir(), "lost")
+	rewriteWith(t, prog, bin, []string{"p:l/w work a=%di b=%si", "p:l/g gen x=%bx a=%di"}, "--calls", "leaf")
+	const n = 100000
+	r := testprog.Run(t, testprog.Cmd{Path: bin, Args: []string{fmt.Sprint(n)},
+		Env: []string{"KPREWRITE_QUIET=1", "KPREWRITE_TRACE_SIZE=4K", "KPREWRITE_TRACE=" + bin + ".trace"}})
+	if r.Exit != 0 {
+		t.Fatalf("rewritten program: %s", r)
+	}
+	p := profile(t, bin+".trace", bin)
+	var hits uint64
+	for _, ev := range []string{"w", "g", "leaf", "leaf__return"} {
+		if got := p[ev]; got != [2]uint64{2 * n, 0} {
+			t.Errorf("%s: %d hits, %d missed; want %d, 0", ev, got[0], got[1], 2*n)
+		}
+		hits += p[ev][0]
+	}
+	code, out, stderr := kp("trace", "-b", bin, bin+".trace")
+	if code != 0 {
+		t.Fatalf("kprewrite trace: exit %d: %s", code, stderr)
+	}
+	m := regexp.MustCompile(`entries-in-buffer/entries-written: (\d+)/(\d+)\n(?:.*\n)*?# lost: (\d+) records`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no entries or lost line in the trace's header:\n%s", testprog.Clip(out, 600))
+	}
+	kept, _ := strconv.ParseUint(m[1], 10, 64)
+	written, _ := strconv.ParseUint(m[2], 10, 64)
+	lost, _ := strconv.ParseUint(m[3], 10, 64)
+	if written != hits || kept+lost != hits || kept == 0 || lost < hits/2 {
+		t.Errorf("entries %d kept of %d written, %d lost; want %d hits in all, most of them lost", kept, written, lost, hits)
+	}
+}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b428a1f7077817ee10319501add5cfe9abd376f2fd38acff645f26144b4b593c"
+const ObjectSHA256 = "f5fbb752d8df306e36705bca906242833efe32c08de10baa24c3e6f22c83ffbf"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -10,7 +10,7 @@ import (
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 )
 
-// lostSrc has two threads call work(i, 1), leaf(i) and gen(i) n times each.
+// lostSrc has two threads call work(i, 1), leaf(i), gen(i) and tiny(i) n times each.
 const lostSrc = `#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,11 +23,14 @@ __attribute__((noinline)) long leaf(long a) {
 	return r ^ 5;
 }
 __attribute__((noinline)) long gen(long a) { __asm__ volatile(""); return a - 1; }
+/* too short for its exit's jmp: its return address is hooked (a CALL line, the
+ * trampoline's return record) */
+__attribute__((noinline)) long tiny(long a) { return a * 2; }
 static long n;
 static void *loop(void *arg) {
 	long s = 0;
 	for (long i = 0; i < n; i++)
-		s += work(i, 1) + leaf(i) + gen(i);
+		s += work(i, 1) + leaf(i) + gen(i) + tiny(i);
 	return (void *)s;
 }
 int main(int argc, char **argv) {
@@ -44,16 +47,17 @@ int main(int argc, char **argv) {
 
 // TestLostRecordsCounted: a trace file whose record area is used up (4 KiB, run
 // directly) loses the records after it, and counts them: two threads' 2 x 100,000 hits
-// of a two-register event (.Lseq), of one that reads %bx (the general path) and of a
-// function traced as calls (its entry's and its exit's word records) are each a hit
-// of the profile, and the records in the file
-// and those it lost add up to them. optprobe.S counts such a record lost without the C
-// path (.Llost_placed): fails when it forgets the hit (the profile then has only the
-// hits of the records kept), the lost count, or the thread's block word.
+// of a two-register event (.Lseq), of one that reads %bx (the general path), of a
+// function traced as calls (its entry's and its exit's word records) and of one whose
+// return address is hooked (its entry's record, its frame pushed all the same; the
+// trampoline's record) are each a hit of the profile, and the records in the file and
+// those it lost add up to them. optprobe.S counts such a record lost without the C
+// path (.Llost_placed, .Lcall_lost_placed, .Lrlost_placed): fails when it forgets the
+// hit (the profile then has only the hits of the records kept) or the lost count.
 func TestLostRecordsCounted(t *testing.T) {
 	prog := testprog.Build(t, lostSrc, "c", "-O2", "-pthread")
 	bin := filepath.Join(t.TempDir(), "lost")
-	rewriteWith(t, prog, bin, []string{"p:l/w work a=%di b=%si", "p:l/g gen x=%bx a=%di"}, "--calls", "leaf")
+	rewriteWith(t, prog, bin, []string{"p:l/w work a=%di b=%si", "p:l/g gen x=%bx a=%di"}, "--calls", "leaf", "--calls", "tiny")
 	const n = 100000
 	r := testprog.Run(t, testprog.Cmd{Path: bin, Args: []string{fmt.Sprint(n)},
 		Env: []string{"KPREWRITE_QUIET=1", "KPREWRITE_TRACE_SIZE=4K", "KPREWRITE_TRACE=" + bin + ".trace"}})
@@ -62,7 +66,7 @@ func TestLostRecordsCounted(t *testing.T) {
 	}
 	p := profile(t, bin+".trace", bin)
 	var hits uint64
-	for _, ev := range []string{"w", "g", "leaf", "leaf__return"} {
+	for _, ev := range []string{"w", "g", "leaf", "leaf__return", "tiny", "tiny__return"} {
 		if got := p[ev]; got != [2]uint64{2 * n, 0} {
 			t.Errorf("%s: %d hits, %d missed; want %d, 0", ev, got[0], got[1], 2*n)
 		}

@@ -362,6 +362,26 @@ kprewrite_rt_optprobe_template_end:
 	jmp \fail
 	.endm
 
+/* LOST_COUNT counts a record lost at its place's fail (PLACE's, the context at %rsi, the
+ * line at %rdi) as kprw_new_block counts one: its count taken back from the thread's
+ * records, the thread's block word emptied (no place grows past its end), the hit of
+ * the line's probe at pi(%rdi) in its counter (a written record is the hit; a lost one
+ * is not: kprw_count_hit's count, in the file's counter rather than this CPU's shard,
+ * which readers add the same), the file's and the runtime's lost counts. Uses %rax
+ * %r10. */
+	.macro LOST_COUNT pi
+	TBLK %r10
+	decq OF_TBLK_NREC(%r10)
+	movq $0, (%r10)
+	movl \pi(%rdi), %eax
+	imulq kprw_rt+OF_RT_CTR_STRIDE(%rip), %rax
+	addq kprw_rt+OF_RT_CTR_BASE(%rip), %rax
+	lock incq (%rax)
+	movq kprw_rt+OF_RT_TRACE(%rip), %rax
+	lock incq OF_TRACE_LOST(%rax)
+	lock incq kprewrite_rt_stats+OF_STATS_LOST(%rip)
+	.endm
+
 /* RS_OK checks that a CALL or TAIL line (%rdi) may push on the return stack: the line
  * says its return probe may (kprw_hot.rs), no live lists, the table there, and the
  * return event found open (HOT_OPEN of its ropen: every probe armed and the return
@@ -432,33 +452,20 @@ kprewrite_rt_optprobe_template_end:
 	.balign 16
 	.endm
 
-/* kprw_rethook_fast is the return trampoline's fast path (entry.S jumps here with %rsp = K,
- * the word that held the return address, and the trampoline's address still there):
- * the return of a frame on this thread's return stack (rt_rstack.c) whose newest entry
- * it is, no instance over it, whose probe is a CALL line's return event without
- * fetches, filter or trigger (hot_ret_fast), switched on, tracing on, the TSC clock:
- * the record as kprw_rethook's hot_ret_fast writes it (the real return address as its
- * word), the entry popped, what the word held at K (the real return address; in a
- * chain of entries on one word, a tail call's, the trampoline, which the jmp enters
- * again for the next entry), every register and the arithmetic flags as they were,
- * and a jmp through K as the trampoline's. Anything
- * else goes back to kprw_rethook_slow (entry.S) with everything as it came, before a
- * place is taken. Its frame: 0 flags (lahf, seto), 8 r11, 16 r10, 24 r9, 32 r8, 40
- * rdi, 48 rsi, 56 rdx, 64 rax; K = 72(%rsp). */
-	.globl kprw_rethook_fast
-	.hidden kprw_rethook_fast
-	.type kprw_rethook_fast,@function
-	.balign 16
-kprw_rethook_fast:
-	FAST_SAVE
+/* RETHOOK_PATH is kprw_rethook_fast's record; with cfg, the configured one
+ * (kprw_rt.fast_cfg: the TSC clock, the hot table, sw_gen's word, the TCB's word, rdpid
+ * and prefetchw there, no test of each) */
+	.macro RETHOOK_PATH cfg
 	cmpq $0, kprw_rs_tab(%rip)
 	je .Lrslow
+	.if !\cfg
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
 	je .Lrslow
+	.endif
 	/* the clock first: rdtsc's latency overlaps the checks (%r11 = now) */
 	TSC_NOW .Lrslow
 	movq %rax, %r11
-	TCTX_FIND .Lrslow
+	TCTX_FIND .Lrslow, \cfg
 	/* this thread's newest entry (%r8): frame K's, no flags */
 	RS_TOP %r10, %r9, %r8, %rax, 72, .Lrslow
 	/* what the word held: the real return address, or the trampoline (a chain: the
@@ -478,8 +485,10 @@ kprw_rethook_fast:
 	cmpl kprw_rt+OF_RT_NPOINTS(%rip), %eax
 	jae .Lrslow
 	movq kprw_rt+OF_RT_HOT(%rip), %rdi
+	.if !\cfg
 	testq %rdi, %rdi
 	jz .Lrslow
+	.endif
 	shlq $SH_HOT, %rax
 	addq %rax, %rdi
 	movzbl OF_HOT_KIND(%rdi), %eax
@@ -493,20 +502,25 @@ kprw_rethook_fast:
 	je .Lrslow
 	cmpb $0, OF_HOT_RDELEG(%rdi)
 	jne .Lrslow
-	HOT_OPEN OF_HOT_ROPEN, .Lrslow
-	CPU_WORD .Lrslow
+	HOT_OPEN OF_HOT_ROPEN, .Lrslow, \cfg
+	CPU_WORD .Lrslow, \cfg
 	movq %r11, %rax
 	NOW_CHECK .Lrslow
 	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
 	movl $24, %r11d		/* the record's size: the fixed part and the word */
-	PLACE .Lrslow_placed, 1
+	PLACE .Lrlost_placed, 1, \cfg
 	TS_STORE OF_HOT_RPI
 	movq 16(%r8), %r11	/* the real return address: the word */
 	movq %r11, 16(%rdx)
 	movw $FC_CREC_COMMITTED, 2(%rdx)
-	/* the entry popped (one store: a signal handler's pushes go above it and its pops
-	 * come back to it), what the word held at K (kprw_rethook's regs->ip: in a chain
-	 * the trampoline, entered again for the next entry) */
+	RS_POP_RET
+	.endm
+
+/* RS_POP_RET pops the thread's newest return-stack entry (at %r8, the context at %rsi:
+ * one store, a signal handler's pushes go above it and its pops come back to it) and
+ * returns through what the word held at K (kprw_rethook's regs->ip: in a chain the
+ * trampoline, entered again for the next entry), everything put back */
+	.macro RS_POP_RET
 	movq 8(%r8), %r11
 	RSTACK %r10
 	decl OF_RS_N(%r10)
@@ -514,12 +528,46 @@ kprw_rethook_fast:
 	FAST_RESTORE
 	leaq 8(%rsp), %rsp
 	jmp *-8(%rsp)
+	.endm
+
+/* kprw_rethook_fast is the return trampoline's fast path (entry.S jumps here with %rsp = K,
+ * the word that held the return address, and the trampoline's address still there):
+ * the return of a frame on this thread's return stack (rt_rstack.c) whose newest entry
+ * it is, no instance over it, whose probe is a CALL line's return event without
+ * fetches, filter or trigger (hot_ret_fast), switched on, tracing on, the TSC clock:
+ * the record as kprw_rethook's hot_ret_fast writes it (the real return address as its
+ * word), the entry popped, what the word held at K (the real return address; in a
+ * chain of entries on one word, a tail call's, the trampoline, which the jmp enters
+ * again for the next entry), every register and the arithmetic flags as they were,
+ * and a jmp through K as the trampoline's. Anything
+ * else goes back to kprw_rethook_slow (entry.S) with everything as it came, before a
+ * place is taken. Its frame: 0 flags (lahf, seto), 8 r11, 16 r10, 24 r9, 32 r8, 40
+ * rdi, 48 rsi, 56 rdx, 64 rax; K = 72(%rsp). */
+	.globl kprw_rethook_fast
+	.hidden kprw_rethook_fast
+	.type kprw_rethook_fast,@function
+	.balign 16
+kprw_rethook_fast:
+	FAST_SAVE
+	cmpl $0, kprw_rt+OF_RT_FAST_CFG(%rip)
+	je .Lrethook_general
+	RETHOOK_PATH 1
+.Lrethook_general:
+	RETHOOK_PATH 0
+/* .Lrlost_placed: a return's record lost while the file is full (.Llost_placed's
+ * rule), the entry popped as after a record; the trampoline's run stays counted */
+.Lrlost_placed:
+	cmpl $0, kprw_rt+OF_RT_REC_FULL(%rip)
+	je .Lrslow_placed
+	LOST_COUNT OF_HOT_RPI
+	RS_POP_RET
 .Lrslow_placed:
 	PLACE_FAIL .Lrslow, 1
 .Lrslow:
 	FAST_RESTORE
 	jmp kprw_rethook_slow
 	.size kprw_rethook_fast, .-kprw_rethook_fast
+
 
 /* the shared body: %ecx = point index; (%rsp) the return address into the stub,
  * 8(%rsp) the program's %rcx, 16(%rsp) = S - 128.
@@ -879,7 +927,7 @@ kprewrite_rt_optprobe_body:
 	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
 	movl $24, %r11d
 	.if \call
-	PLACE .Lslow_placed, 0, \cfg
+	PLACE .Lcall_lost_placed, 0, \cfg
 	.else
 	PLACE .Llost_placed, 0, \cfg
 	.endif
@@ -921,31 +969,26 @@ kprewrite_rt_optprobe_body:
 	GPR 48(%rsp)
 	GPR 40(%rsp)
 /* .Llost_placed is the place's fail of a record with nothing after it (.Lseq, an EXIT's
- * or EVENT's word): while the file's record area is used up for good (kprw_rt.rec_full,
- * a file without a ring), the record is lost and counted here as kprw_new_block counts
- * it, the thread's block word emptied as it empties it, and its hit counted in the
- * probe's counter (a written record is the hit; a lost one is not: kprw_count_hit's
- * count, in the file's counter rather than this CPU's shard, which a reader adds the
- * same); else the C path's take of the next block. A lost record cost ~70-100 ns
- * through C, four to five times a written one. */
-.Lgen_lost_placed:		/* the general path's: a CALL line's push follows its record */
+ * or EVENT's word, the general path's): while the file's record area is used up for
+ * good (kprw_rt.rec_full, a file without a ring), the record is lost and counted here
+ * (LOST_COUNT); else the C path's take of the next block. .Lcall_lost_placed is a CALL
+ * line's, whose frame still goes on the return stack (.Lcall_push: its return event is
+ * then a hit too, as through C). A lost record cost ~70-100 ns through C, four to five
+ * times a written one. */
+.Lgen_lost_placed:		/* the general path's */
 	cmpb $FC_HOT_CALL, OF_HOT_KIND(%rdi)
-	je .Lslow_placed
+	je .Lcall_lost_placed
 .Llost_placed:
 	cmpl $0, kprw_rt+OF_RT_REC_FULL(%rip)
 	je .Lslow_placed
-	TBLK %r10
-	decq OF_TBLK_NREC(%r10)
-	movq $0, (%r10)
-	movl OF_HOT_PI(%rdi), %eax
-	imulq kprw_rt+OF_RT_CTR_STRIDE(%rip), %rax
-	addq kprw_rt+OF_RT_CTR_BASE(%rip), %rax
-	lock incq (%rax)
-	movq kprw_rt+OF_RT_TRACE(%rip), %rax
-	lock incq OF_TRACE_LOST(%rax)
-	lock incq kprewrite_rt_stats+OF_STATS_LOST(%rip)
+	LOST_COUNT OF_HOT_PI
 	FAST_RESTORE
 	ret
+.Lcall_lost_placed:
+	cmpl $0, kprw_rt+OF_RT_REC_FULL(%rip)
+	je .Lslow_placed
+	LOST_COUNT OF_HOT_PI
+	jmp .Lcall_push
 .Lslow_placed:
 	PLACE_FAIL .Lslow
 .Lslow:

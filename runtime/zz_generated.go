@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "f5fbb752d8df306e36705bca906242833efe32c08de10baa24c3e6f22c83ffbf"
+const ObjectSHA256 = "cef06ff2725e4054712f0b22dc0b6f75513c969aca124cc4a90896bd6f25a30c"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

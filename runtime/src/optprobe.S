@@ -443,6 +443,25 @@ kprewrite_rt_optprobe_template_end:
 21:
 	.endm
 
+/* SHAPES loads the kind word of the line at %rdi (kind deleg spev nops, one load: into
+ * %r8d, masked into %eax) and goes to seq, word or callw for the lines whose record a
+ * count fixes: an EVENT, EXIT or CALL line with no deleg and KPRW_HOT_FAST and
+ * KPRW_HOT_SEQ in nops but not KPRW_HOT_PLAN (the one nops with 0x80) is one compare
+ * of the word's kind, deleg and those bits */
+	.macro SHAPES seq, word, callw
+	movl OF_HOT_KIND(%rdi), %r8d
+	movl %r8d, %eax
+	andl $(0xffffff | (0x80 | FC_HOT_FAST | FC_HOT_SEQ) << 24), %eax
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EVENT), %eax
+	je \seq
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | 1 << 16 | FC_HOT_EVENT), %eax
+	je \word
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EXIT), %eax
+	je \word
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | 1 << 16 | FC_HOT_CALL), %eax
+	je \callw
+	.endm
+
 /* GPR is one 16-byte entry of the fast path's register table: a general register's
  * value at the probe into %r11 (pt_regs' order: r15 first; those the fast path saved
  * from its frame) */
@@ -603,17 +622,7 @@ kprewrite_rt_optprobe_body:
 	movl %ecx, %edi
 	shlq $SH_HOT, %rdi
 	addq kprw_rt+OF_RT_HOT(%rip), %rdi
-	movl OF_HOT_KIND(%rdi), %r8d
-	movl %r8d, %eax
-	andl $(0xffffff | (0x80 | FC_HOT_FAST | FC_HOT_SEQ) << 24), %eax
-	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EVENT), %eax
-	je .Lseq_cfg
-	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | 1 << 16 | FC_HOT_EVENT), %eax
-	je .Lword_cfg
-	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EXIT), %eax
-	je .Lword_cfg
-	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | 1 << 16 | FC_HOT_CALL), %eax
-	je .Lcallw_cfg
+	SHAPES .Lseq_cfg, .Lword_cfg, .Lcallw_cfg
 	jmp .Lkinds
 	/* the point's line: an event alone or an exit, no filter or trigger, fast fetches */
 17:	movq kprw_rt+OF_RT_HOT(%rip), %rdi
@@ -624,20 +633,7 @@ kprewrite_rt_optprobe_body:
 	movl %ecx, %eax
 	shlq $SH_HOT, %rax
 	addq %rax, %rdi
-	/* kind deleg spev nops, one load; an EVENT, EXIT or CALL line with no deleg and
-	 * KPRW_HOT_FAST in nops but not KPRW_HOT_PLAN (the one nops with 0x80) is one
-	 * compare of the word's kind, deleg and those two bits */
-	movl OF_HOT_KIND(%rdi), %r8d
-	movl %r8d, %eax
-	andl $(0xffffff | (0x80 | FC_HOT_FAST | FC_HOT_SEQ) << 24), %eax
-	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EVENT), %eax
-	je .Lseq
-	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | 1 << 16 | FC_HOT_EVENT), %eax
-	je .Lword
-	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EXIT), %eax
-	je .Lword
-	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | 1 << 16 | FC_HOT_CALL), %eax
-	je .Lcallw
+	SHAPES .Lseq, .Lword, .Lcallw
 .Lkinds:
 	andl $(0x8000ffff | FC_HOT_FAST << 24), %eax
 	cmpl $(FC_HOT_FAST << 24 | FC_HOT_EVENT), %eax

@@ -57,7 +57,7 @@ func TestSeqLines(t *testing.T) {
 		"p:q/e4 f4 e=%r8 d=%cx", "p:q/e5 f5 x=%bx a=%di", "p:q/warm warm",
 	})
 	for _, c := range []struct{ key, cfg string }{{"", "1"}, {"hash", "0"}} {
-		if c.cfg == "1" && !cpuHas("rdpid", "3dnowprefetch", "constant_tsc") {
+		if c.cfg == "1" && !(cpuHasFlag(t, "rdpid") && cpuHasFlag(t, "3dnowprefetch") && cpuHasFlag(t, "constant_tsc")) {
 			c.cfg = "0" // (this CPU: the general way only)
 		}
 		if got := fastCfg(t, out, "KPREWRITE_THREADKEY="+c.key); got != c.cfg {
@@ -66,21 +66,6 @@ func TestSeqLines(t *testing.T) {
 		os.Remove(out + ".trace")
 		seqLinesCheck(t, out, "KPREWRITE_THREADKEY="+c.key)
 	}
-}
-
-// cpuHas says whether /proc/cpuinfo names every one of flags
-func cpuHas(flags ...string) bool {
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	have := map[string]bool{}
-	for _, f := range strings.Fields(string(b)) {
-		have[f] = true
-	}
-	for _, f := range flags {
-		if !have[f] {
-			return false
-		}
-	}
-	return true
 }
 
 // fastCfg runs bin under gdb with env to its first printf (after its hits) and returns

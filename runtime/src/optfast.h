@@ -28,10 +28,10 @@
 #define OF_RT_TCB_SLOT 752
 #define OF_RT_REC_FAST 760
 #define OF_RT_FAST_CFG 764
+#define OF_RT_SW_GEN 768
 #define OF_RT_REC_FULL 784
 #define OF_RT_TRACE 240
 #define OF_TRACE_LOST 32        /* struct kprw_trace_hdr's lost */
-#define OF_RT_SW_GEN 768
 #define OF_RT_PROBES 24
 /* struct kprw_probe: 80 bytes, its point first */
 #define SZ_PROBE 80

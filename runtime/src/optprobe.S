@@ -362,14 +362,17 @@ kprewrite_rt_optprobe_template_end:
 	jmp \fail
 	.endm
 
-/* LOST_COUNT counts a record lost at its place's fail (PLACE's, the context at %rsi, the
- * line at %rdi) as kprw_new_block counts one: its count taken back from the thread's
+/* LOST_COUNT, while the file's record area is used up for good (kprw_rt.rec_full, a
+ * file without a ring; else to fail), counts a record lost at its place's fail (PLACE's,
+ * the context at %rsi, the line at %rdi) as kprw_new_block counts one: its count taken back from the thread's
  * records, the thread's block word emptied (no place grows past its end), the hit of
  * the line's probe at pi(%rdi) in its counter (a written record is the hit; a lost one
  * is not: kprw_count_hit's count, in the file's counter rather than this CPU's shard,
  * which readers add the same), the file's and the runtime's lost counts. Uses %rax
  * %r10. */
-	.macro LOST_COUNT pi
+	.macro LOST_COUNT pi, fail
+	cmpl $0, kprw_rt+OF_RT_REC_FULL(%rip)
+	je \fail
 	TBLK %r10
 	decq OF_TBLK_NREC(%r10)
 	movq $0, (%r10)
@@ -576,9 +579,7 @@ kprw_rethook_fast:
 /* .Lrlost_placed: a return's record lost while the file is full (.Llost_placed's
  * rule), the entry popped as after a record; the trampoline's run stays counted */
 .Lrlost_placed:
-	cmpl $0, kprw_rt+OF_RT_REC_FULL(%rip)
-	je .Lrslow_placed
-	LOST_COUNT OF_HOT_RPI
+	LOST_COUNT OF_HOT_RPI, .Lrslow_placed
 	RS_POP_RET
 .Lrslow_placed:
 	PLACE_FAIL .Lrslow, 1
@@ -586,7 +587,6 @@ kprw_rethook_fast:
 	FAST_RESTORE
 	jmp kprw_rethook_slow
 	.size kprw_rethook_fast, .-kprw_rethook_fast
-
 
 /* the shared body: %ecx = point index; (%rsp) the return address into the stub,
  * 8(%rsp) the program's %rcx, 16(%rsp) = S - 128.
@@ -975,15 +975,11 @@ kprewrite_rt_optprobe_body:
 	cmpb $FC_HOT_CALL, OF_HOT_KIND(%rdi)
 	je .Lcall_lost_placed
 .Llost_placed:
-	cmpl $0, kprw_rt+OF_RT_REC_FULL(%rip)
-	je .Lslow_placed
-	LOST_COUNT OF_HOT_PI
+	LOST_COUNT OF_HOT_PI, .Lslow_placed
 	FAST_RESTORE
 	ret
 .Lcall_lost_placed:
-	cmpl $0, kprw_rt+OF_RT_REC_FULL(%rip)
-	je .Lslow_placed
-	LOST_COUNT OF_HOT_PI
+	LOST_COUNT OF_HOT_PI, .Lslow_placed
 	jmp .Lcall_push
 .Lslow_placed:
 	PLACE_FAIL .Lslow

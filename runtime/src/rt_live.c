@@ -474,6 +474,14 @@ int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc)
 	return 1;
 }
 
+/* site_len is how many of jump point pt's bytes a live change writes: the DCR, to its
+ * 16th byte (a longer DCR's tail keeps the original's, as the kernel's optprobes leave
+ * it: no thread enters the DCR but at its site, and one paused there was moved out) */
+static u32 site_len(const struct kprw_point *pt)
+{
+	return pt->insn_len < sizeof pt->orig ? pt->insn_len : sizeof pt->orig;
+}
+
 /* jump_bytes is what jump point pt's first n bytes are when optimized: the jmp to its
  * detour, int3s after it */
 static void jump_bytes(const struct kprw_point *pt, u8 *jmp, u32 n)
@@ -491,10 +499,7 @@ static u8 set_jump(u32 i, u8 from, u8 want)
 {
 	const struct kprw_point *pt = &kprw_rt.points[i];
 	uptr site = RT_ADDR(pt->site);
-	/* the bytes written: the jmp, int3s after it to the DCR's end or its 16th byte (a
-	 * longer DCR's tail keeps the original's, as the kernel's optprobes leave it: no
-	 * thread enters the DCR but at its site, and one paused there was moved out) */
-	u32 n = pt->insn_len < sizeof pt->orig ? pt->insn_len : sizeof pt->orig;
+	u32 n = site_len(pt); /* the bytes written: the jmp, int3s after it (jump_bytes) */
 	if (from != LIVE_INT3 && poke(site, 0xcc)) /* first: the int3 on the first byte */
 		return from;
 	if (want == LIVE_INT3) { /* un-optimized (optimize off): int3, then the original tail */
@@ -947,7 +952,7 @@ static void resync(void)
 		live_armed[i] = at[0] == pt->orig[0] ? LIVE_OFF : LIVE_INT3;
 		return;
 	}
-	u32 n = pt->insn_len < sizeof pt->orig ? pt->insn_len : sizeof pt->orig;
+	u32 n = site_len(pt);
 	u8 jmp[16];
 	jump_bytes(pt, jmp, n);
 	if (same(at, pt->orig, n))

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "4310eb50f7b51d5070a44cd437f2282add15148b5e66a70d3d3d33bff9c8cb0f"
+const ObjectSHA256 = "9fcf71b09634c917d6e9c2ac100b5373f65408df39ddcff498004a6924e786a8"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

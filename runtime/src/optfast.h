@@ -74,6 +74,11 @@
 #define OF_TCTX_COMM_DL 56
 #define OF_TBLK_NREC 8          /* struct kprw_tblk's nrec */
 #define OF_TBLK_NRET 16         /* struct kprw_tblk's nret */
+#define OF_TBLK_TSC 24          /* struct kprw_tblk's tc_tsc, tc_span, tc_mult, tc_rel, tc_seq: */
+#define OF_TBLK_TSPAN 32        /* the thread's copy of the clock (TCLK_NOW) */
+#define OF_TBLK_TMULT 40
+#define OF_TBLK_TREL 48
+#define OF_TBLK_TSEQ 56
 #define FC_TCTX_BYTES 65536 /* the table: KPRW_NTCTX contexts */
 /* struct kprw_tshare */
 #define OF_TSH_LIVE 65552

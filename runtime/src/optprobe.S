@@ -308,6 +308,36 @@ kprewrite_rt_optprobe_template_end:
 	jnz \fail
 	.endm
 
+/* RAW_TSC reads the TSC into %r11 (TCLK_NOW converts it), first, so that rdtsc's
+ * latency overlaps the checks that do not depend on it. Uses %rax %rdx. */
+	.macro RAW_TSC
+	rdtsc
+	shlq $32, %rdx
+	orq %rdx, %rax
+	movq %rax, %r11
+	.endm
+
+/* TCLK_NOW makes the TSC read by RAW_TSC (%r11) the record's time, less ts_base, in
+ * %rax with the thread's copy of the clock in its kprw_tblk at %r10 (kprw_tclk_refresh,
+ * rt_clock.c): within the copy's span (which ends within kprw_clk's, before the
+ * thread's comm_dl and below 1 << FC_TS_FAST_BITS) the time TSC_NOW and NOW_CHECK
+ * give, with nine fewer instructions and no line shared with other threads; else to
+ * fail, where the C path refreshes the copy. A span of 0 (none, or a refresh under
+ * way: it is zeroed first) fails the compare; tc_seq moved (a signal handler's refresh
+ * between the loads) fails the last. Uses %rdx. */
+	.macro TCLK_NOW fail
+	movl OF_TBLK_TSEQ(%r10), %edx
+	movq %r11, %rax
+	subq OF_TBLK_TSC(%r10), %rax
+	cmpq OF_TBLK_TSPAN(%r10), %rax
+	jae \fail		/* (a TSC behind the copy's too: the difference wraps) */
+	imulq OF_TBLK_TMULT(%r10), %rax	/* (below the span: < 2^58, as TSC_NOW's) */
+	shrq $32, %rax
+	addq OF_TBLK_TREL(%r10), %rax
+	cmpl OF_TBLK_TSEQ(%r10), %edx
+	jne \fail
+	.endm
+
 /* TS_STORE writes the record's fixed part at %rdx: the first word (%r9: rlen, commit 0,
  * the CPU), the time (%rax) as ts_hi and ts_lo apart, and the probe at pi(%rdi). Two
  * stores of the time as it came, not one word packed with the probe: what waits for
@@ -329,9 +359,12 @@ kprewrite_rt_optprobe_template_end:
  * the count to kprewrite_rt_stats.records), and with ret a return trampoline's run
  * too (rettramps): one add a record on a line every thread of the process wrote cost
  * two threads recording at once 7-9 ns a record (issue 49). With cfg
- * (kprw_rt.fast_cfg: prefetchw is there) the prefetch without a test. */
-	.macro PLACE fail, ret=0, cfg=0
+ * (kprw_rt.fast_cfg: prefetchw is there) the prefetch without a test; with tblk 0 the
+ * kprw_tblk is at %r10 already (TCLK_NOW's). */
+	.macro PLACE fail, ret=0, cfg=0, tblk=1
+	.if \tblk
 	TBLK %r10
+	.endif
 	movq %r11, %rdx
 	xaddq %rdx, (%r10)
 	incq OF_TBLK_NREC(%r10)
@@ -484,9 +517,8 @@ kprewrite_rt_optprobe_template_end:
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
 	je .Lrslow
 	.endif
-	/* the clock first: rdtsc's latency overlaps the checks (%r11 = now) */
-	TSC_NOW .Lrslow
-	movq %rax, %r11
+	/* the TSC first: rdtsc's latency overlaps the checks (%r11 = the TSC) */
+	RAW_TSC
 	TCTX_FIND .Lrslow, \cfg
 	/* this thread's newest entry (%r8): frame K's, no flags */
 	RS_TOP %r10, %r9, %r8, %rax, 72, .Lrslow
@@ -526,11 +558,11 @@ kprewrite_rt_optprobe_template_end:
 	jne .Lrslow
 	HOT_OPEN OF_HOT_ROPEN, .Lrslow, \cfg
 	CPU_WORD .Lrslow, \cfg
-	movq %r11, %rax
-	NOW_CHECK .Lrslow
+	TBLK %r10
+	TCLK_NOW .Lrslow
 	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
 	movl $24, %r11d		/* the record's size: the fixed part and the word */
-	PLACE .Lrlost_placed, 1, \cfg
+	PLACE .Lrlost_placed, 1, \cfg, 0
 	TS_STORE OF_HOT_RPI
 	movq 16(%r8), %r11	/* the real return address: the word */
 	movq %r11, 16(%rdx)
@@ -598,8 +630,10 @@ kprw_rethook_fast:
  * line, the clock as kprw_tsc_ns, first, so that rdtsc's ~11 ns overlap the checks that
  * do not depend on it, the process's state as hot_open, the thread's context as
  * hot_fast_tctx, the CPU as kprw_cpu_fast, the counter clock as kprw_clock_slow takes it
- * (which hot_fast leaves to the C path), the comm's age and the ext test as hot_record)
- * and declines to the full path (.Lslow: everything
+ * (which hot_fast leaves to the C path), the comm's age and the ext test as hot_record;
+ * the lines of a count's shape, .Lseq and WORD_PATH, take the time from the thread's
+ * copy of the clock instead, whose span stands for the clock's, the comm's and the ext
+ * tests: TCLK_NOW) and declines to the full path (.Lslow: everything
  * put back, %ecx still the index) on the first that fails, before it takes a place;
  * after the xadd it declines only for a place past its block's end, which is never
  * written (reserve's rule). optfast.h holds the layout it reads, checked against C.
@@ -839,19 +873,19 @@ kprewrite_rt_optprobe_body:
  * probe's work fixed in it; here a line's count fixes it). The counter clock takes the
  * general path. */
 /* SEQ_CHECKS is the general path's checks in its order for .Lseq and WORD_PATH, the
- * clock first: the time in %rax, the thread's context in %rsi, the CPU word in %r9;
- * with call, RS_ROOM after the context (a CALL line's push) */
+ * TSC first: the time in %rax (the thread's copy of the clock: TCLK_NOW), the thread's
+ * context in %rsi, its kprw_tblk in %r10 (PLACE's, tblk 0), the CPU word in %r9; with
+ * call, RS_ROOM after the context (a CALL line's push) */
 	.macro SEQ_CHECKS call=0, cfg=0
-	TSC_NOW .Lslow
-	movq %rax, %r11
+	RAW_TSC
 	HOT_OPEN OF_HOT_OPEN, .Lslow, \cfg
 	TCTX_FIND .Lslow, \cfg
 	.if \call
 	RS_ROOM .Lslow
 	.endif
 	CPU_WORD .Lslow, \cfg
-	movq %r11, %rax
-	NOW_CHECK .Lslow
+	TBLK %r10
+	TCLK_NOW .Lslow
 	.endm
 /* SEQ_PATH is .Lseq's record; with cfg, the configured one (kprw_rt.fast_cfg: the TSC
  * clock, no test of clk_tsc) */
@@ -865,7 +899,7 @@ kprewrite_rt_optprobe_body:
 	leal FC_CREC_HIT(%r8), %edx
 	orq %rdx, %r9			/* rlen */
 	leal 16(%r8), %r11d		/* the record's size */
-	PLACE .Llost_placed, 0, \cfg
+	PLACE .Llost_placed, 0, \cfg, 0
 	TS_STORE OF_HOT_PI
 	testl %r8d, %r8d
 	jz 12f
@@ -923,9 +957,9 @@ kprewrite_rt_optprobe_body:
 	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
 	movl $24, %r11d
 	.if \call
-	PLACE .Lcall_lost_placed, 0, \cfg
+	PLACE .Lcall_lost_placed, 0, \cfg, 0
 	.else
-	PLACE .Llost_placed, 0, \cfg
+	PLACE .Llost_placed, 0, \cfg, 0
 	.endif
 	TS_STORE OF_HOT_PI
 	movq %r8, 16(%rdx)

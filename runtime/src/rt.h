@@ -415,7 +415,8 @@ struct kprw_tctx {
 	                  kprw_fast_ok */
 	u32 pad0;
 	u64 comm_dl;  /* comm_ns + KPRW_COMM_REFRESH_NS, 0 while comm_ns is: optprobe.S's
-	                 NOW_CHECK compares the time with it, one compare */
+	                 NOW_CHECK compares the time with it, one compare, and a thread's
+	                 copy of the clock ends before it (kprw_tclk_refresh) */
 };             /* one cache line each; shared by the process's images (rt_proc.c) */
 /* what a thread context holds for one image: its block of the trace file, which names
  * the image (rt_ring.c). kprw_tblk_tab[i] goes with kprw_tctx_tab[i]. A cache line
@@ -430,7 +431,20 @@ struct kprw_tblk {
 	             kprw_new_block last added them to kprewrite_rt_stats.records (counted
 	             here, on this thread's own line) */
 	u64 nret; /* return trampolines kprw_rethook_fast ran since, for rettramps the same way */
-	u64 pad[5];
+	/* the thread's copy of the TSC clock for optprobe.S's fast paths (kprw_tclk_refresh,
+	 * rt_clock.c): a record's time, less ts_base, is tc_rel + ((tsc - tc_tsc) * tc_mult
+	 * >> 32) while tsc - tc_tsc < tc_span, a span that ends within kprw_clk's, before the
+	 * thread's comm_dl and below the compact time's range: one compare stands for
+	 * kprw_clk's seqlock and span and NOW_CHECK's comm and range tests (issue 49). Written
+	 * by its thread only: tc_span is zeroed first and set last, and tc_seq bumped, so a
+	 * fast path that a signal handler's refresh interrupted, or that interrupts one,
+	 * declines */
+	u64 tc_tsc;
+	u64 tc_span; /* 0: none (the fast paths decline, the C path refreshes) */
+	u64 tc_mult;
+	u64 tc_rel;
+	u32 tc_seq;
+	u32 pad;
 } __attribute__((aligned(64)));
 /* struct kprw_tblk's rec: the record area ends below REC_AREA_MAX bytes */
 #define REC_END_SHIFT 39
@@ -783,6 +797,17 @@ extern u32 *kprw_pid_cache;
 static inline struct kprw_tblk *kprw_tblk(const struct kprw_tctx *c)
 {
 	return &kprw_tblk_tab[c - kprw_tctx_tab];
+}
+
+/* kprw_tclk_refresh gives thread c's kprw_tblk a copy of the clock valid from now on
+ * (rt_clock.c); kprw_tclk_due says whether the copy has ended by now (the record
+ * clock's ns, tsc mode), for the C paths that write a record then (who, hot_record) */
+void kprw_tclk_refresh(struct kprw_tctx *c);
+static inline __attribute__((always_inline)) int kprw_tclk_due(const struct kprw_tctx *c, u64 now)
+{
+	const struct kprw_tblk *b = kprw_tblk(c);
+	u64 span = __atomic_load_n(&b->tc_span, __ATOMIC_RELAXED);
+	return kprw_rt.clk_tsc && (span == 0 || now - kprw_rt.ts_base >= b->tc_rel + ((span * b->tc_mult) >> 32));
 }
 
 /* kprw_tctx_tcb_holds says whether the thread pointer's TCB still holds c's tid at

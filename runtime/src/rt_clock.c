@@ -19,6 +19,7 @@
  * extrapolating, or use their own system call reading).
  */
 #include "rt.h"
+#include "optfast.h"
 
 #define MAX_INTERVAL_NS (64ull * 1000000)
 /* optprobe.S's TSC_NOW multiplies in 64 bits: below the span, delta * mult < interval << 32 */
@@ -168,6 +169,55 @@ static u64 renew(void)
 out:
 	atomic_store(&clk.lock, 0);
 	return ret ? ret : stamp(ns);
+}
+
+/* tclk_span is the ticks from anchor (at, an, m; span sp) that thread c's copy of the
+ * clock may extrapolate: within the anchor's span, times before c's comm_dl (NOW_CHECK's
+ * rule: a comm older than its refresh is read again) and past ts_base by 1 up to
+ * 1 << FC_TS_FAST_BITS (no ext part); 0 where there is none */
+static u64 tclk_span(const struct kprw_tctx *c, u64 at, u64 an, u64 m, u64 sp)
+{
+	u64 base = kprw_rt.ts_base;
+	if (!kprw_rt.clk_tsc || !kprw_rt.trace || !m || !sp || c->comm_dl <= an || an <= base)
+		return 0;
+	u64 d = c->comm_dl - an; /* below it: ticks k with k * m >> 32 < d */
+	if (d < (1ull << 31)) {
+		u64 k = (d << 32) / m; /* (< 2^63: no 128-bit division, which needs libgcc) */
+		sp = sp < k ? sp : k;
+	}
+	return at_ns(at, an, m, at + sp) - base > (1ull << FC_TS_FAST_BITS) ? 0 : sp;
+}
+
+/* kprw_tclk_refresh copies the current anchor into thread c's kprw_tblk for optprobe.S's
+ * TCLK_NOW (its rule in rt.h's struct kprw_tblk). The copy's times are the anchor's,
+ * the same kprw_tsc_ns gives, held inside its span: a renewal by another thread moves
+ * nothing it wrote. Called by c's thread only, in a C path (who, hot_record); the
+ * stores' order is what a signal handler on this thread sees, so compiler barriers
+ * between them are all it takes. */
+void kprw_tclk_refresh(struct kprw_tctx *c)
+{
+	struct kprw_tblk *b = kprw_tblk(c);
+	u64 at, an, m, sp;
+	for (;;) {
+		u32 s = __atomic_load_n(&clk.seq, __ATOMIC_ACQUIRE);
+		at = __atomic_load_n(&clk.tsc, __ATOMIC_RELAXED);
+		an = __atomic_load_n(&clk.ns, __ATOMIC_RELAXED);
+		m = __atomic_load_n(&clk.mult, __ATOMIC_RELAXED);
+		sp = __atomic_load_n(&clk.span, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (!(s & 1) && __atomic_load_n(&clk.seq, __ATOMIC_ACQUIRE) == s)
+			break;
+	}
+	u64 span = tclk_span(c, at, an, m, sp);
+	__atomic_store_n(&b->tc_span, 0, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&b->tc_seq, b->tc_seq + 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	b->tc_tsc = at;
+	b->tc_mult = m;
+	b->tc_rel = an - kprw_rt.ts_base;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&b->tc_span, span, __ATOMIC_RELAXED);
 }
 
 /* ---- the record clocks (the kernel's trace_clock): tsc, mono, counter ----

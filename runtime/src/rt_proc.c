@@ -186,6 +186,8 @@ static void leave(struct kprw_tblk *b)
 	/* its block looks full: rt_ring.c's kprw_new_block leaves it */
 	u64 end = rec_end(__atomic_load_n(&b->rec, __ATOMIC_RELAXED));
 	__atomic_store_n(&b->rec, rec_word(end, end), __ATOMIC_RELAXED);
+	/* and its copy of the clock ends: it was made before the thread's comm_dl moved */
+	__atomic_store_n(&b->tc_span, 0, __ATOMIC_RELAXED);
 }
 
 /* kprw_proc_tblk_leave: context i has a new thread, or its thread a new name; a trace

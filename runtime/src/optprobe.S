@@ -321,7 +321,7 @@ kprewrite_rt_optprobe_template_end:
  * %rax with the thread's copy of the clock in its kprw_tblk at %r10 (kprw_tclk_refresh,
  * rt_clock.c): within the copy's span (which ends within kprw_clk's, before the
  * thread's comm_dl and below 1 << FC_TS_FAST_BITS) the time TSC_NOW and NOW_CHECK
- * give, with nine fewer instructions and no line shared with other threads; else to
+ * give, with eight fewer instructions and no line shared with other threads; else to
  * fail, where the C path refreshes the copy. A span of 0 (none, or a refresh under
  * way: it is zeroed first) fails the compare; tc_seq moved (a signal handler's refresh
  * between the loads) fails the last. Uses %rdx. */

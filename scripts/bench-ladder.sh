@@ -4,10 +4,10 @@
 # of a line whose record is its registers in order) returns early after each step, and runs them with the build as it is, taking turns
 # (scripts/bench-builds.sh, under `record` or directly, `p:b/w work a=%di b=%si`):
 #   L0    in and out: the detour, the body's registers and flags saved and restored;
-#   L1    + the line's checks and the clock (rdtsc, the conversion);
+#   L1    + the line's checks and the TSC's read (RAW_TSC);
 #   L2    + the process's state (HOT_OPEN);
 #   L3    + the thread's context (TCTX_FIND);
-#   L4    + the CPU and the time's checks (CPU_WORD, NOW_CHECK);
+#   L4    + the CPU and the time (CPU_WORD, TCLK_NOW: the thread's copy of the clock);
 #   L5    + the record's size and place (the xadd on the thread's block word);
 #   full  + the stores, the fetched arguments, the commit and the count.
 # Each row's step is its median less the row above's: what that step costs on this
@@ -42,8 +42,8 @@ ladder() {
 	inseq && !done && n == 3 && /^\tCPU_WORD \.Lslow/ { ret() }
 	{ print }
 	inbody && !done && n == 0 && /^\tFAST_SAVE/ { ret() }
-	inseq && !done && n == 4 && /^\tNOW_CHECK \.Lslow/ { ret() }
-	inseq && !done && n == 5 && /^\tPLACE \.Lslow/ { ret() }
+	inseq && !done && n == 4 && /^\tTCLK_NOW \.Lslow/ { ret() }
+	inseq && !done && n == 5 && /^\tPLACE \.Llost_placed, 0, \\cfg, 0/ { ret() }
 	END { if (!done) exit 1 }' "$work/optprobe.S" >"$body" || { echo "bench-ladder: step $1's marker is not in optprobe.S" >&2; exit 1; }
 }
 builds=()

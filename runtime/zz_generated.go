@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "8315f001bc2e9fb2ccfafe8b688f4507b826fa544bdd7abe0e67c59d1ed56d70"
+const ObjectSHA256 = "b8507ffd1012e9a5696d62eed77da72b0ab6310a01f15b719e2cefa37d7ac202"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

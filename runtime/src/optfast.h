@@ -83,11 +83,6 @@
 /* struct kprw_tshare */
 #define OF_TSH_LIVE 65552
 #define OF_TSH_OFF 65556
-/* struct kprw_clk */
-#define OF_CLK_TSC 8
-#define OF_CLK_NS 16
-#define OF_CLK_MULT 24
-#define OF_CLK_SPAN 32
 /* struct kprw_stats */
 #define OF_STATS_RECORDS 48
 #define OF_STATS_RETTRAMPS 32

@@ -273,30 +273,9 @@ kprewrite_rt_optprobe_template_end:
 	.endif
 	.endm
 
-/* TSC_NOW puts kprw_tsc_ns's time in %rax (NOW_CHECK makes it the record's, less the
- * trace file's ts_base), else to fail */
-	.macro TSC_NOW fail
-	movl kprw_clk(%rip), %r10d
-	testl $1, %r10d
-	jnz \fail
-	rdtsc
-	shlq $32, %rdx
-	orq %rdx, %rax
-	subq kprw_clk+OF_CLK_TSC(%rip), %rax
-	cmpq kprw_clk+OF_CLK_SPAN(%rip), %rax
-	jae \fail		/* (the span is 0 while no rate is measured) */
-	/* below the span, delta * mult < the interval << 32 <= 2^58 (rt_clock.c): the
-	 * product's low word is all of it, and imul's chain is shorter than mul's and shrd's,
-	 * which waited for rdtsc's result (each cycle after it counts in full) */
-	imulq kprw_clk+OF_CLK_MULT(%rip), %rax
-	shrq $32, %rax
-	addq kprw_clk+OF_CLK_NS(%rip), %rax
-	cmpl kprw_clk(%rip), %r10d
-	jne \fail
-	.endm
-
-/* NOW_CHECK: the comm younger than its refresh (the time %rax at most the context's
- * comm_dl, which is 0 before the first read), and the time less ts_base, the record's,
+/* NOW_CHECK (the counter clock's: .Lcounter): the comm younger than its refresh (the
+ * time %rax at most the context's comm_dl, which is 0 before the first read), and the
+ * time less ts_base, the record's,
  * in %rax, between 1 and 1 << FC_TS_FAST_BITS: no ext part (hot_record; the C path
  * writes the rare records past it, 39 hours after ts_base). Uses %rdx. */
 	.macro NOW_CHECK fail
@@ -320,9 +299,10 @@ kprewrite_rt_optprobe_template_end:
 /* TCLK_NOW makes the TSC read by RAW_TSC (%r11) the record's time, less ts_base, in
  * %rax with the thread's copy of the clock in its kprw_tblk at %r10 (kprw_tclk_refresh,
  * rt_clock.c): within the copy's span (which ends within kprw_clk's, before the
- * thread's comm_dl and below 1 << FC_TS_FAST_BITS) the time TSC_NOW and NOW_CHECK
- * give, with eight fewer instructions and no line shared with other threads; else to
- * fail, where the C path refreshes the copy. A span of 0 (none, or a refresh under
+ * thread's comm_dl and below 1 << FC_TS_FAST_BITS) the time kprw_tsc_ns gives, less
+ * ts_base, from the same anchor, with eight fewer instructions than kprw_clk's seqlock
+ * and NOW_CHECK's tests and no line shared with other threads; else to fail, where the
+ * C path refreshes the copy. A span of 0 (none, or a refresh under
  * way: it is zeroed first) fails the compare; tc_seq moved (a signal handler's refresh
  * between the loads) fails the last. Uses %rdx. */
 	.macro TCLK_NOW fail
@@ -331,7 +311,10 @@ kprewrite_rt_optprobe_template_end:
 	subq OF_TBLK_TSC(%r10), %rax
 	cmpq OF_TBLK_TSPAN(%r10), %rax
 	jae \fail		/* (a TSC behind the copy's too: the difference wraps) */
-	imulq OF_TBLK_TMULT(%r10), %rax	/* (below the span: < 2^58, as TSC_NOW's) */
+	/* below the span, delta * mult < the interval << 32 <= 2^58 (rt_clock.c): the
+	 * product's low word is all of it, and imul's chain is shorter than mul's and shrd's,
+	 * which waited for rdtsc's result (each cycle after it counts in full) */
+	imulq OF_TBLK_TMULT(%r10), %rax
 	shrq $32, %rax
 	addq OF_TBLK_TREL(%r10), %rax
 	cmpl OF_TBLK_TSEQ(%r10), %edx
@@ -681,15 +664,15 @@ kprewrite_rt_optprobe_body:
 	cmpl $(FC_HOT_FAST << 24 | FC_HOT_CALL), %eax
 	jne .Lslow
 	RS_OK .Lslow
-	/* the clock first (kprw_tsc_ns; the counter: .Lcounter, later): rdtsc's latency
-	 * overlaps the checks below, which do not depend on it; %r11 = now */
+	/* the TSC first (TCLK_NOW converts it below; the counter: .Lcounter, later):
+	 * rdtsc's latency overlaps the checks below, which do not depend on it; %r11 = the
+	 * TSC, never 0 */
 1:
 .Lgeneral:
-	xorl %r11d, %r11d	/* (0: the clock is not read here, below too) */
+	xorl %r11d, %r11d	/* (0: the TSC is not read here, below too) */
 	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
 	je 18f
-	TSC_NOW .Lslow
-	movq %rax, %r11
+	RAW_TSC
 18:	/* the process's state (hot_open) */
 	HOT_OPEN OF_HOT_OPEN, .Lslow
 	/* the thread's context at its hash's slot, no handler of ours running, its tid
@@ -703,14 +686,15 @@ kprewrite_rt_optprobe_body:
 16:
 	/* the CPU (kprw_cpu_fast) into %r9's bits 32-47: the record's first word */
 	CPU_WORD .Lslow
-	/* the clock read above (kprw_tsc_ns), or the counter (.Lcounter): %rax = now; the
-	 * choice made above holds, whatever clk_tsc says now */
+	/* the TSC read above, turned into the record's time by the thread's copy of the
+	 * clock (TCLK_NOW: its span stands for the comm's age and the ext test too), or the
+	 * counter (.Lcounter): %rax = the time less ts_base (ts_hi and ts_lo, stored apart
+	 * below); the choice made above holds, whatever clk_tsc says now */
 	testq %r11, %r11
 	jz .Lcounter
-	movq %r11, %rax
-	/* the comm younger than its refresh, a time that needs no ext part (hot_record) */
+	TBLK %r10
+	TCLK_NOW .Lslow
 .Lnow:
-	NOW_CHECK .Lslow	/* %rax: the time (ts_hi and ts_lo, stored apart below) */
 	/* the word after the fixed part (%r8): an exit's return address (one hooked already
 	 * goes the full way), or an entry's stack pointer with spev (entry_sp_word) */
 	movl OF_HOT_DLEN(%rdi), %edx
@@ -864,7 +848,9 @@ kprewrite_rt_optprobe_body:
 	jz .Lslow		/* (not the counter clock either: clk_tsc was 0) */
 	movl $1, %eax
 	lock xaddq %rax, (%r10)
-	incq %rax		/* (TSC_NOW's form: NOW_CHECK takes ts_base off) */
+	incq %rax		/* (a time's form: NOW_CHECK takes ts_base off) */
+	/* the comm younger than its refresh, a time that needs no ext part (hot_record) */
+	NOW_CHECK .Lslow
 	jmp .Lnow
 /* .Lseq is an EVENT line's record whose shape the line's count says (KPRW_HOT_SEQ): the
  * general path's checks in its order, then a record of 16 + 8n bytes, rlen 8n, the n

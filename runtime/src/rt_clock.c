@@ -22,8 +22,8 @@
 #include "optfast.h"
 
 #define MAX_INTERVAL_NS (64ull * 1000000)
-/* optprobe.S's TSC_NOW multiplies in 64 bits: below the span, delta * mult < interval << 32 */
-_Static_assert(MAX_INTERVAL_NS < (1ull << 26), "TSC_NOW's product fits 64 bits");
+/* optprobe.S's TCLK_NOW multiplies in 64 bits: below the span, delta * mult < interval << 32 */
+_Static_assert(MAX_INTERVAL_NS < (1ull << 26), "TCLK_NOW's product fits 64 bits");
 #define MIN_RATE_NS 1000000ull
 
 struct kprw_clk kprw_clk; /* read inlined by kprw_clock_fast (rt.h) */

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b8507ffd1012e9a5696d62eed77da72b0ab6310a01f15b719e2cefa37d7ac202"
+const ObjectSHA256 = "4c9abbd7cdbfa30f3b9340e3b04be10a08fd7aec42a6a22e441f9e8ac287e591"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

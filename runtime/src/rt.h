@@ -800,14 +800,16 @@ static inline struct kprw_tblk *kprw_tblk(const struct kprw_tctx *c)
 }
 
 /* kprw_tclk_refresh gives thread c's kprw_tblk a copy of the clock valid from now on
- * (rt_clock.c); kprw_tclk_due says whether the copy has ended by now (the record
- * clock's ns, tsc mode), for the C paths that write a record then (who, hot_record) */
+ * (rt_clock.c); kprw_tclk_check does it when the copy has ended by now (the record
+ * clock's ns, tsc mode), for the C paths that write a record then (who, who_clock,
+ * hot_record): optprobe.S's fast paths decline until it is renewed */
 void kprw_tclk_refresh(struct kprw_tctx *c);
-static inline __attribute__((always_inline)) int kprw_tclk_due(const struct kprw_tctx *c, u64 now)
+static inline __attribute__((always_inline)) void kprw_tclk_check(struct kprw_tctx *c, u64 now)
 {
 	const struct kprw_tblk *b = kprw_tblk(c);
 	u64 span = __atomic_load_n(&b->tc_span, __ATOMIC_RELAXED);
-	return kprw_rt.clk_tsc && (span == 0 || now - kprw_rt.ts_base >= b->tc_rel + ((span * b->tc_mult) >> 32));
+	if (unlikely(kprw_rt.clk_tsc && (span == 0 || now - kprw_rt.ts_base >= b->tc_rel + ((span * b->tc_mult) >> 32))))
+		kprw_tclk_refresh(c);
 }
 
 /* kprw_tctx_tcb_holds says whether the thread pointer's TCB still holds c's tid at

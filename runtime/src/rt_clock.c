@@ -95,6 +95,27 @@ static inline u64 at_ns(u64 at, u64 an, u64 m, u64 t)
 	return an + (u64)(((unsigned __int128)(t - at) * m) >> 32);
 }
 
+/* anchor is kprw_clk's anchor as one renewal left it (anchor_load), and with tsc the
+ * TSC read under the same seqlock */
+struct anchor {
+	u64 at, an, m, span, t;
+};
+
+static void anchor_load(struct anchor *a, int tsc)
+{
+	for (;;) {
+		u32 s = __atomic_load_n(&clk.seq, __ATOMIC_ACQUIRE);
+		a->at = __atomic_load_n(&clk.tsc, __ATOMIC_RELAXED);
+		a->an = __atomic_load_n(&clk.ns, __ATOMIC_RELAXED);
+		a->m = __atomic_load_n(&clk.mult, __ATOMIC_RELAXED);
+		a->span = __atomic_load_n(&clk.span, __ATOMIC_RELAXED);
+		a->t = tsc ? rdtsc() : 0;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (!(s & 1) && __atomic_load_n(&clk.seq, __ATOMIC_ACQUIRE) == s)
+			return; /* (else a renewal is writing: a few stores) */
+	}
+}
+
 /* stamp is a timestamp for a thread that does not renew: the current anchor's
  * extrapolation, held at the end of its span (the most any thread read from it), or,
  * before a rate is measured, the system call's reading ns, never below one returned
@@ -102,20 +123,10 @@ static inline u64 at_ns(u64 at, u64 an, u64 m, u64 t)
  * moves (renew). */
 static u64 stamp(u64 ns)
 {
-	for (;;) {
-		u32 s = __atomic_load_n(&clk.seq, __ATOMIC_ACQUIRE);
-		u64 at = __atomic_load_n(&clk.tsc, __ATOMIC_RELAXED);
-		u64 an = __atomic_load_n(&clk.ns, __ATOMIC_RELAXED);
-		u64 m = __atomic_load_n(&clk.mult, __ATOMIC_RELAXED);
-		u64 span = __atomic_load_n(&clk.span, __ATOMIC_RELAXED);
-		u64 t = rdtsc();
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if ((s & 1) || __atomic_load_n(&clk.seq, __ATOMIC_ACQUIRE) != s)
-			continue; /* a renewal is writing: a few stores */
-		if (m && t >= at)
-			return at_ns(at, an, m, t - at < span ? t : at + span);
-		break;
-	}
+	struct anchor a;
+	anchor_load(&a, 1);
+	if (a.m && a.t >= a.at)
+		return at_ns(a.at, a.an, a.m, a.t - a.at < a.span ? a.t : a.at + a.span);
 	u64 cur = __atomic_load_n(&last_sys, __ATOMIC_RELAXED);
 	while (cur < ns && !__atomic_compare_exchange_n(&last_sys, &cur, ns, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
@@ -171,13 +182,13 @@ out:
 	return ret ? ret : stamp(ns);
 }
 
-/* tclk_span is the ticks from anchor (at, an, m; span sp) that thread c's copy of the
+/* tclk_span is the ticks from anchor a that thread c's copy of the
  * clock may extrapolate: within the anchor's span, times before c's comm_dl (NOW_CHECK's
  * rule: a comm older than its refresh is read again) and past ts_base by 1 up to
  * 1 << FC_TS_FAST_BITS (no ext part); 0 where there is none */
-static u64 tclk_span(const struct kprw_tctx *c, u64 at, u64 an, u64 m, u64 sp)
+static u64 tclk_span(const struct kprw_tctx *c, const struct anchor *a)
 {
-	u64 base = kprw_rt.ts_base;
+	u64 base = kprw_rt.ts_base, at = a->at, an = a->an, m = a->m, sp = a->span;
 	if (!kprw_rt.clk_tsc || !kprw_rt.trace || !m || !sp || c->comm_dl <= an || an <= base)
 		return 0;
 	u64 d = c->comm_dl - an; /* below it: ticks k with k * m >> 32 < d */
@@ -197,25 +208,16 @@ static u64 tclk_span(const struct kprw_tctx *c, u64 at, u64 an, u64 m, u64 sp)
 void kprw_tclk_refresh(struct kprw_tctx *c)
 {
 	struct kprw_tblk *b = kprw_tblk(c);
-	u64 at, an, m, sp;
-	for (;;) {
-		u32 s = __atomic_load_n(&clk.seq, __ATOMIC_ACQUIRE);
-		at = __atomic_load_n(&clk.tsc, __ATOMIC_RELAXED);
-		an = __atomic_load_n(&clk.ns, __ATOMIC_RELAXED);
-		m = __atomic_load_n(&clk.mult, __ATOMIC_RELAXED);
-		sp = __atomic_load_n(&clk.span, __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (!(s & 1) && __atomic_load_n(&clk.seq, __ATOMIC_ACQUIRE) == s)
-			break;
-	}
-	u64 span = tclk_span(c, at, an, m, sp);
+	struct anchor a;
+	anchor_load(&a, 0);
+	u64 span = tclk_span(c, &a);
 	__atomic_store_n(&b->tc_span, 0, __ATOMIC_RELAXED);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	__atomic_store_n(&b->tc_seq, b->tc_seq + 1, __ATOMIC_RELAXED);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	b->tc_tsc = at;
-	b->tc_mult = m;
-	b->tc_rel = an - kprw_rt.ts_base;
+	b->tc_tsc = a.at;
+	b->tc_mult = a.m;
+	b->tc_rel = a.an - kprw_rt.ts_base;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	__atomic_store_n(&b->tc_span, span, __ATOMIC_RELAXED);
 }

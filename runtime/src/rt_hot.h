@@ -195,8 +195,7 @@ static inline __attribute__((always_inline)) int hot_record(struct kprw_tctx *c,
 	struct who w;
 	if (unlikely(!kprw_tsc_ns(&w.now) || w.now - c->comm_ns > KPRW_COMM_REFRESH_NS || need_ext(w.now)))
 		return 1;
-	if (unlikely(kprw_tclk_due(c, w.now)))
-		kprw_tclk_refresh(c); /* (optprobe.S's fast paths declined for it) */
+	kprw_tclk_check(c, w.now); /* (optprobe.S's fast paths declined for it) */
 	u32 size = rec_size(dlen, ret, 0);
 	u64 rw = size;
 	__asm__ volatile("xaddq %0, %1" : "+r"(rw), "+m"(kprw_tblk(c)->rec));

@@ -130,8 +130,7 @@ static inline __attribute__((always_inline)) void who(struct who *w, struct kprw
 		w->tid = kprw_tctx_tid_fast(c);
 		if (unlikely(c->comm_ns == 0 || w->now - c->comm_ns > KPRW_COMM_REFRESH_NS))
 			kprw_tctx_comm(c, w->now);
-		if (unlikely(kprw_tclk_due(c, w->now)))
-			kprw_tclk_refresh(c); /* (optprobe.S's fast paths decline until then) */
+		kprw_tclk_check(c, w->now);
 		w->comm = c->comm;
 	} else {
 		w->tid = kprw_gettid();
@@ -165,8 +164,7 @@ static inline __attribute__((always_inline)) void who_clock(struct who *w, struc
 	w->now = kprw_clock_fast();
 	if (unlikely(w->now - c->comm_ns > KPRW_COMM_REFRESH_NS))
 		kprw_tctx_comm(c, w->now); /* (w->comm is c->comm) */
-	if (unlikely(kprw_tclk_due(c, w->now)))
-		kprw_tclk_refresh(c);
+	kprw_tclk_check(c, w->now);
 }
 
 /* rec_size is the bytes of a record with dlen bytes of data; ext: it carries its event

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "4c9abbd7cdbfa30f3b9340e3b04be10a08fd7aec42a6a22e441f9e8ac287e591"
+const ObjectSHA256 = "cf8bf634351ccba53bb40a7ca2aebb82bd833e4ff88891cdf504aeea4797c133"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

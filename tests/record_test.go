@@ -577,22 +577,20 @@ func TestRecordFullDisk(t *testing.T) {
 	}
 }
 
-// aheadSrc calls work() n times on one thread, then prints the minor faults of the
-// runtime's thread named kprw-ahead ("ahead none" without one): the pages it made.
+// aheadSrc calls work() n times on one thread and, every 10,000 calls, looks at the
+// minor faults of the runtime's thread named kprw-ahead (it ends 50 ms after the last
+// request, so it may be gone by the end); then prints the most it saw ("ahead none"
+// without one): the pages it made.
 const aheadSrc = `
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 __attribute__((noinline)) long work(long a, long b) { __asm__ volatile(""); return a + b; }
-int main(int argc, char **argv) {
-	long n = atol(argv[1]), s = 0;
-	for (long i = 0; i < n; i++)
-		s += work(1, i);
+static long ahead_faults(long faults) {
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
 	char path[64], buf[512];
-	long faults = -1;
 	while (d && (e = readdir(d))) {
 		snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
 		FILE *f = fopen(path, "r");
@@ -602,11 +600,25 @@ int main(int argc, char **argv) {
 		fclose(f);
 		buf[k] = 0;
 		char *end = strrchr(buf, ')');
+		long now = -1;
 		if (!strstr(buf, "(kprw-ahead)") || !end)
 			continue;
 		/* after the comm: state ppid pgrp session tty tpgid flags minflt */
-		sscanf(end + 2, "%*c %*d %*d %*d %*d %*d %*u %ld", &faults);
+		sscanf(end + 2, "%*c %*d %*d %*d %*d %*d %*u %ld", &now);
+		faults = now > faults ? now : faults;
 	}
+	if (d)
+		closedir(d);
+	return faults;
+}
+int main(int argc, char **argv) {
+	long n = atol(argv[1]), s = 0, faults = -1;
+	for (long i = 0; i < n; i++) {
+		s += work(1, i);
+		if (i % 10000 == 9999)
+			faults = ahead_faults(faults);
+	}
+	faults = ahead_faults(faults);
 	if (faults < 0)
 		printf("ahead none %ld\n", s & 1);
 	else
@@ -688,17 +700,38 @@ const unshareSrc = `
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 __attribute__((noinline)) long work(long a, long b) { __asm__ volatile(""); return a + b; }
-int main(int argc, char **argv) {
-	long n = atol(argv[1]), s = 0;
-	for (long i = 0; i < n; i++)
-		s += work(1, i);
-	int threads = 0;
+static int threads(void) {
+	int n = 0;
 	DIR *d = opendir("/proc/self/task");
 	for (struct dirent *e; d && (e = readdir(d));)
-		threads += e->d_name[0] != '.';
-	int r = unshare(CLONE_NEWUSER);
-	printf("threads %d unshare %s %ld\n", threads, r ? strerror(errno) : "ok", s & 1);
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+/* argv[1] calls of work() in each of argv[2] bursts (default 1); the most threads seen
+ * every 1,000 calls; after each burst, waits (at most 10 s) until the process is
+ * single-threaded again; then unshare(CLONE_NEWUSER) */
+int main(int argc, char **argv) {
+	long n = atol(argv[1]), bursts = argc > 2 ? atol(argv[2]) : 1, s = 0;
+	for (long b = 0; b < bursts; b++) {
+		int most = threads();
+		for (long i = 0; i < n; i++) {
+			s += work(1, i);
+			if (i % 1000 == 999) {
+				int t = threads();
+				most = t > most ? t : most;
+			}
+		}
+		struct timespec ms = {0, 10000000};
+		for (int k = 0; k < 1000 && threads() > 1; k++)
+			nanosleep(&ms, 0);
+		printf("burst %d ", most);
+	}
+	int t = threads(), r = unshare(CLONE_NEWUSER);
+	printf("threads %d unshare %s %ld\n", t, r ? strerror(errno) : "ok", s & 1);
 	return 0;
 }
 `
@@ -706,38 +739,93 @@ int main(int argc, char **argv) {
 // TestDirectRunUnshareUserNS: a rewritten program run directly keeps its threads its
 // own while its records fit in the chunks its trace file was opened with, so that it
 // can still unshare(CLONE_NEWUSER) or setns into a user namespace (both refuse a
-// process with more than one thread: container launchers and sandboxes do this at
-// start-up); the runtime's thread that readies the file ahead of the writers starts
-// when a run records more, and every record is kept either way. Under record the same
-// program keeps one thread.
+// process with more than one thread: container launchers and sandboxes do this); the
+// runtime's thread that readies the file ahead of the writers starts when a run records
+// more and ends once nothing was asked of it for 50 ms, so after a burst the program is
+// single-threaded again and unshare works; the next burst starts the thread again; every
+// record is kept either way. Under record the same program keeps one thread.
 func TestDirectRunUnshareUserNS(t *testing.T) {
 	testprog.Need(t, "gcc")
 	bin := testprog.Build(t, unshareSrc, "c", "-O2")
-	if r := testprog.Run(t, testprog.Cmd{Path: bin, Args: []string{"10"}}); r.Exit != 0 || !strings.HasPrefix(r.Stdout, "threads 1 unshare ok") {
+	if r := testprog.Run(t, testprog.Cmd{Path: bin, Args: []string{"10"}}); r.Exit != 0 || !strings.HasPrefix(r.Stdout, "burst 1 threads 1 unshare ok") {
 		t.Skipf("unshare(CLONE_NEWUSER) is refused here to the program itself: %s", r)
 	}
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "unshare.kp")
 	rewriteWith(t, bin, prog, []string{recordDef})
 	for _, c := range []struct {
-		n    int
-		want string
+		n, bursts int
+		want      string
 	}{
-		{1000, "threads 1 unshare ok"},
-		{100000, "threads 2 "}, // the thread started, so unshare refuses (docs/limits.md)
+		{1000, 1, "burst 1 threads 1 unshare ok"},
+		// the thread in each burst, gone after it
+		{100000, 3, "burst 2 burst 2 burst 2 threads 1 unshare ok"},
 	} {
 		file := filepath.Join(dir, fmt.Sprintf("d%d.trace", c.n))
-		r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{fmt.Sprint(c.n)}, Env: []string{"KPREWRITE_TRACE=" + file}})
+		r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{fmt.Sprint(c.n), fmt.Sprint(c.bursts)}, Env: []string{"KPREWRITE_TRACE=" + file}})
 		if r.Exit != 0 || !strings.HasPrefix(r.Stdout, c.want) {
-			t.Errorf("%d records, run directly: %s, want %q first", c.n, r, c.want)
+			t.Errorf("%d records %d times, run directly: %s, want %q first", c.n, c.bursts, r, c.want)
 		}
-		if s := readTrace(t, file); len(s) != c.n {
-			t.Errorf("%d records, run directly: %d in the trace", c.n, len(s))
+		if s := readTrace(t, file); len(s) != c.n*c.bursts {
+			t.Errorf("%d records %d times, run directly: %d in the trace", c.n, c.bursts, len(s))
 		}
 	}
 	file := filepath.Join(dir, "r.trace")
 	code, stdout, stderr := kp("record", "-q", "-o", file, "--", prog, "1000")
-	if code != 0 || !strings.HasPrefix(stdout, "threads 1 unshare ok") {
+	if code != 0 || !strings.HasPrefix(stdout, "burst 1 threads 1 unshare ok") {
 		t.Errorf("record: exit %d, stdout %q: %s", code, stdout, stderr)
+	}
+}
+
+// seccompSrc installs a seccomp filter that kills the process at any clone or clone3
+// (a sandbox's), then calls work() argv[1] times
+const seccompSrc = `
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+__attribute__((noinline)) long work(long a, long b) { __asm__ volatile(""); return a + b; }
+int main(int argc, char **argv) {
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	};
+	struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+		perror("seccomp");
+		return 2;
+	}
+	long n = atol(argv[1]), s = 0;
+	for (long i = 0; i < n; i++)
+		s += work(1, i);
+	printf("done %ld\n", s);
+	return 0;
+}
+`
+
+// TestDirectRunUnderSeccomp: a program under a seccomp filter that kills it at a clone
+// (sandboxes forbid new threads) records 200,000 events directly: the runtime starts no
+// thread to ready the trace file (its writers do it themselves), the program ends
+// normally, and every record is kept.
+func TestDirectRunUnderSeccomp(t *testing.T) {
+	testprog.Need(t, "gcc")
+	bin := testprog.Build(t, seccompSrc, "c", "-O2")
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "seccomp.kp")
+	rewriteWith(t, bin, prog, []string{recordDef})
+	const n = 200000
+	file := filepath.Join(dir, "s.trace")
+	r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{strconv.Itoa(n)}, Env: []string{"KPREWRITE_TRACE=" + file}})
+	if want := fmt.Sprintf("done %d\n", n+n*(n-1)/2); r.Exit != 0 || r.Stdout != want {
+		t.Fatalf("run directly under a seccomp filter: %s, want exit 0 and %q", r, want)
+	}
+	if s := readTrace(t, file); len(s) != n {
+		t.Errorf("%d records in the trace, want %d", len(s), n)
 	}
 }

@@ -226,20 +226,22 @@ func procStartTime(t *testing.T) uint64 {
 	return v
 }
 
-// exitSrc ends with the thread-only exit system call (status 3), as a program whose
-// threads all end that way does: glibc's exit is never called.
+// exitSrc calls work() argv[1] times (default 1000) and ends with the thread-only exit
+// system call (status 3), as a program whose threads all end that way does: glibc's
+// exit is never called.
 const exitSrc = `#include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 
-__attribute__((noinline)) int work(int a) { return a * 2 + 1; }
+__attribute__((noinline)) long work(long a) { return a * 2 + 1; }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	int s = 0;
-	for (int i = 0; i < 1000; i++)
+	long n = argc > 1 ? atol(argv[1]) : 1000, s = 0;
+	for (long i = 0; i < n; i++)
 		s += work(i);
-	printf("%d\n", s);
+	printf("%ld\n", s);
 	fflush(stdout);
 	syscall(SYS_exit, 3);
 	return 1;
@@ -249,20 +251,26 @@ int main(void)
 // TestRuntimeThreadsEndWithTheProgram: when the program's threads have all ended with
 // SYS_exit, the runtime's own threads (the one readying a direct trace file, the
 // live-probe thread) end too and the process exits with the program's status; they
-// kept it alive for ever before (its leader a zombie, a SIGTERM blocked).
+// kept it alive for ever before (its leader a zombie, a SIGTERM blocked). "burst"
+// records 100,000 events directly, so the readying thread runs when the program ends
+// and ends last.
 func TestRuntimeThreadsEndWithTheProgram(t *testing.T) {
 	prog := testprog.Build(t, exitSrc, "c", "-O1")
-	for name, defs := range map[string][]string{"event": {"p:t/w work a=%di:s32"}, "prepared": nil} {
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		defs []string
+		n    int
+	}{{"event", []string{"p:t/w work a=%di:s32"}, 1000}, {"burst", []string{"p:t/w work a=%di:s32"}, 100000}, {"prepared", nil, 1000}} {
+		t.Run(c.name, func(t *testing.T) {
 			kpd := filepath.Join(t.TempDir(), "prog.kp")
 			var flags []string
-			if defs == nil {
+			if c.defs == nil {
 				flags = []string{"--prepare", "work"}
 			}
-			rewriteWith(t, prog, kpd, defs, flags...)
-			r := testprog.Run(t, testprog.Cmd{Path: kpd, Timeout: time.Minute})
-			if r.TimedOut || r.Exit != 3 || r.Stdout != "1000000\n" {
-				t.Fatalf("%s: %s, want exit 3 and its output", kpd, r)
+			rewriteWith(t, prog, kpd, c.defs, flags...)
+			r := testprog.Run(t, testprog.Cmd{Path: kpd, Args: []string{strconv.Itoa(c.n)}, Timeout: time.Minute})
+			if want := strconv.Itoa(c.n*c.n) + "\n"; r.TimedOut || r.Exit != 3 || r.Stdout != want {
+				t.Fatalf("%s: %s, want exit 3 and %q", kpd, r, want)
 			}
 		})
 	}

@@ -1,10 +1,14 @@
 /*
  * live.S - the agent thread's start (see rt_live.c).
  *
- * long kprw_spawn_agent(unsigned long flags, void *stack_top, void *tls, void (*fn)(void))
- * is clone(flags, stack_top, 0, 0, tls): the parent gets the new thread's id (or
+ * long kprw_spawn_agent(unsigned long flags, void *stack_top, void *tls, void (*fn)(void),
+ *                       u32 *tid)
+ * is clone(flags, stack_top, tid, tid, tls): the parent gets the new thread's id (or
  * -errno); the new thread starts on stack_top with fn pushed there, calls it, and
- * ends with the thread-only exit system call if fn ever returns.
+ * ends with the thread-only exit system call if fn ever returns. With
+ * CLONE_PARENT_SETTID and CLONE_CHILD_CLEARTID in flags the kernel writes the thread's
+ * id at tid before it runs and clears it (and wakes a futex there) once it has ended:
+ * off its stack, which another thread may then take.
  */
 	.section .note.GNU-stack,"",@progbits
 
@@ -17,9 +21,9 @@ kprw_spawn_agent:
 	andq $-16, %rsi
 	subq $16, %rsi
 	movq %rcx, 8(%rsi)	/* fn, popped by the child */
+	movq %r8, %r10		/* child_tid: tid */
 	movq %rdx, %r8		/* tls */
-	xorl %edx, %edx		/* parent_tid */
-	xorl %r10d, %r10d	/* child_tid */
+	movq %r10, %rdx		/* parent_tid: tid */
 	movl $56, %eax		/* SYS_clone */
 	syscall
 	testq %rax, %rax

@@ -26,12 +26,16 @@
  * namespace, and shows it in /proc/self/task: a program that records little keeps its
  * threads its own), with every signal blocked, a stack and thread pointer of its own,
  * like the live-probe agent, rt_live.c; it runs at SCHED_BATCH, so its wake-up does
- * not preempt the writer that woke it. A fork child whose parent had started it has no
+ * not preempt the writer that woke it. It ends once nothing was asked of it for
+ * AHEAD_IDLE_MS, so a program is multithreaded while its trace grows fast and shortly
+ * after, not for the rest of its life (a burst, then unshare: TestDirectRunUnshareUserNS);
+ * the next writer that asks starts it again (ahead_wake). Not in a thread under a
+ * seccomp filter (PR_GET_SECCOMP), which may refuse or punish the clone: its writers
+ * ready their pages themselves. A fork child whose parent had started it has no
  * such thread (fork copies the calling thread only): it readies chunks itself, as
- * before. It ends with the process, or, when it finds the program's threads all
- * ended (each with SYS_exit: glibc's last thread calls exit, which ends the process;
- * the leader stays a zombie until then) and only runtime threads left, within
- * AHEAD_IDLE_S seconds (kprw_end_if_program_gone, rt_live.c).
+ * before. An idle end as the process's last thread (the program's threads ended with
+ * SYS_exit, the leader a zombie) exits with the leader's status (kprw_end_if_program_gone,
+ * rt_live.c).
  */
 #include "rt.h"
 #include "rt_ring.h"
@@ -44,6 +48,7 @@
 #define SCHED_BATCH 3
 #define SIG_SETMASK 2
 #define SYS_sched_setaffinity 203
+#define SYS_exit 60
 
 
 /* kept ready past the block a writer takes: 4 MiB, two of the 2 MiB pages the file is
@@ -51,13 +56,19 @@
  * yet makes the whole page; 768 KiB left the writer to wait for pages the thread was
  * still making (issue 49: direct runs in 16 pairs in turns, lower in 12) */
 #define AHEAD_CHUNKS 32
-#define AHEAD_IDLE_S 2 /* seconds asleep before it looks whether the program is gone */
+#define AHEAD_IDLE_MS 50 /* nothing asked for this long: the thread ends */
+#define FUTEX_WAIT_SHARED 0 /* (the kernel's wake at a CLONE_CHILD_CLEARTID exit is not private) */
 
 
 static u64 want;   /* the area should be ready below this (raised by writers) */
 static u32 wakes;  /* futex: bumped by each raise of want */
 static u32 owner;  /* the pid whose thread readies: 0 for none */
-u32 kprw_ahead_tid; /* its thread id (rt_live.c sends it no safepoint signal) */
+/* 1 while the thread runs or is being started; 0 once it ended or is ending, when the
+ * writer that moves it back to 1 starts it again */
+static u32 running;
+/* its thread id (rt_live.c sends it no safepoint signal): set by the kernel before it
+ * runs, cleared once it has ended (CLONE_CHILD_CLEARTID), when its stack is free */
+u32 kprw_ahead_tid;
 static u64 ahead_stack[4096] __attribute__((aligned(16))); /* 32 KiB: a SIGBUS's frame too */
 static u64 ahead_tcb[8] __attribute__((aligned(64)));      /* %fs:0 points here */
 
@@ -102,7 +113,7 @@ static void ring_catch_up(void)
 static u64 start_cpus[16]; /* the process's affinity at start-up (1024 CPUs) */
 static long start_ncpus;   /* its size, or 0 */
 static u32 prepared;       /* kprw_ahead_prepare ran: a writer may start the thread */
-static void kprw_ahead_start(void);
+static int kprw_ahead_start(void);
 
 /* kprw_ahead_prepare notes the start-up's affinity, for the thread a writer may start
  * later (start-up, rt_tracefile.c) */
@@ -121,8 +132,10 @@ int kprw_ahead_pending(void)
 	return __atomic_load_n(&prepared, __ATOMIC_ACQUIRE) != 0;
 }
 
-/* ahead_spawn starts the thread, once in a process image; not in a vfork child, which
- * shares the parent's memory (its cached pid is the parent's): 1 when it runs */
+/* ahead_spawn starts the thread the first time in a process image; not in a vfork
+ * child, which shares the parent's memory (its cached pid is the parent's), nor in a
+ * fork child of a process that had one (its writers ready their pages themselves): 1
+ * when it runs or can be started again (ahead_wake) */
 static int ahead_spawn(void)
 {
 	static u32 tried;
@@ -134,8 +147,36 @@ static int ahead_spawn(void)
 		return 0; /* (before the try: a vfork child's would be its parent's) */
 	if (__atomic_exchange_n(&tried, 1, __ATOMIC_ACQ_REL))
 		return kprw_ahead_owned();
-	kprw_ahead_start();
+	__atomic_store_n(&running, 1, __ATOMIC_SEQ_CST);
+	if (!kprw_ahead_start())
+		__atomic_store_n(&running, 0, __ATOMIC_SEQ_CST);
 	return kprw_ahead_owned();
+}
+
+/* ahead_wake tells the thread that want or ring_want rose: a futex wake while it runs;
+ * when it ended, the writer that moves running back to 1 starts it again, once the one
+ * before has left its stack. The thread marks itself ended before it looks at wakes
+ * for the last time (ahead_idle), and a writer bumps wakes before it looks at running:
+ * one of the two sees the other's store, so a raise is never left with no thread. */
+static void ahead_wake(void)
+{
+	__atomic_add_fetch(&wakes, 1, __ATOMIC_SEQ_CST);
+	u32 z = 0;
+	if (__atomic_load_n(&running, __ATOMIC_SEQ_CST)) {
+		sys6(SYS_futex, (long)&wakes, FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
+		return;
+	}
+	if (!__atomic_compare_exchange_n(&running, &z, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return; /* (another writer starts it, or it went on) */
+	if (kprw_pid_fast() != (u32)kprw_getpid()) {
+		__atomic_store_n(&running, 0, __ATOMIC_SEQ_CST); /* a vfork child: its parent's */
+		return;
+	}
+	if (!kprw_ahead_start()) {
+		/* no thread from now on: the writers ready their pages themselves */
+		__atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&running, 0, __ATOMIC_SEQ_CST);
+	}
 }
 
 /* kprw_ahead_ring asks this process's thread for the ring's blocks below to (rt_ring.c),
@@ -150,13 +191,26 @@ void kprw_ahead_ring(u64 to)
 		;
 	if (cur >= to)
 		return;
-	__atomic_add_fetch(&wakes, 1, __ATOMIC_RELEASE);
-	sys6(SYS_futex, (long)&wakes, FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
+	ahead_wake();
+}
+
+/* ahead_idle is the thread's end after AHEAD_IDLE_MS with nothing asked (seen: wakes
+ * when it last looked): it marks itself ended, then ends unless a writer asked
+ * meanwhile (it returns then, to go on) */
+static void ahead_idle(u32 seen)
+{
+	kprw_end_if_program_gone(); /* (the process's last thread: the leader's status) */
+	__atomic_store_n(&running, 0, __ATOMIC_SEQ_CST);
+	u32 z = 0;
+	if (__atomic_load_n(&wakes, __ATOMIC_SEQ_CST) != seen &&
+	    __atomic_compare_exchange_n(&running, &z, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return;
+	sys1(SYS_exit, 0); /* (a writer that starts the next one waits for kprw_ahead_tid's clear) */
 }
 
 static void ahead_thread(void)
 {
-	struct { long s, ns; } idle = {AHEAD_IDLE_S, 0};
+	struct { long s, ns; } idle = {0, AHEAD_IDLE_MS * 1000000l};
 	long param = 0;
 	sys3(SYS_sched_setscheduler, 0, SCHED_BATCH, (long)&param);
 	sys2(SYS_prctl, PR_SET_NAME, (long)"kprw-ahead");
@@ -176,25 +230,30 @@ static void ahead_thread(void)
 			catch_up();
 		long r = sys6(SYS_futex, (long)&wakes, FUTEX_WAIT_PRIVATE, seen, (long)&idle, 0, 0);
 		if (r == -110 /* ETIMEDOUT */)
-			kprw_end_if_program_gone();
+			ahead_idle(seen);
 	}
 }
 
-/* kprw_ahead_start starts the thread (ahead_spawn: a writer that asks for chunks or a
- * ring's growth first); without it the writers ready their chunks themselves */
-static void kprw_ahead_start(void)
+/* kprw_ahead_start starts the thread (a writer that asks for chunks or a ring's growth
+ * first, or again after it ended), once the one before has left its stack: 1 when it
+ * runs. Without it the writers ready their chunks themselves. */
+static int kprw_ahead_start(void)
 {
+	struct { long s, ns; } ms = {0, 1000000};
+	for (u32 t; (t = __atomic_load_n(&kprw_ahead_tid, __ATOMIC_ACQUIRE)) != 0;)
+		sys6(SYS_futex, (long)&kprw_ahead_tid, FUTEX_WAIT_SHARED, t, (long)&ms, 0, 0);
+	if (kprw_seccomp_filtered())
+		return 0;
 	unsigned long all = ~0ul, old = 0;
-	want = __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED);
 	ahead_tcb[0] = (u64)(uptr)ahead_tcb; /* the thread pointer points at itself, as a TCB's */
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, 8);
-	long tid = kprw_spawn_agent(KPRW_CLONE_RT_THREAD,
-				    ahead_stack + ARRAY_SIZE(ahead_stack), ahead_tcb, ahead_thread);
+	long tid = kprw_spawn_agent(KPRW_CLONE_RT_THREAD | KPRW_CLONE_TID,
+				    ahead_stack + ARRAY_SIZE(ahead_stack), ahead_tcb, ahead_thread, &kprw_ahead_tid);
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8);
-	if (tid > 0) {
-		kprw_ahead_tid = (u32)tid;
-		__atomic_store_n(&owner, kprw_getpid(), __ATOMIC_RELEASE);
-	}
+	if (tid <= 0)
+		return 0;
+	__atomic_store_n(&owner, kprw_getpid(), __ATOMIC_RELEASE);
+	return 1;
 }
 
 /* kprw_ahead_owned says whether this process's thread readies the area (not in a fork
@@ -228,6 +287,5 @@ void kprw_ahead(u64 end)
 		;
 	if (cur >= to)
 		return; /* another writer asked for as much already */
-	__atomic_add_fetch(&wakes, 1, __ATOMIC_RELEASE);
-	sys6(SYS_futex, (long)&wakes, FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
+	ahead_wake();
 }

@@ -916,14 +916,17 @@ int kprw_live_kick(void)
 	return 0;
 }
 
-/* spawn starts the agent with every signal blocked (the mask it inherits). */
+/* spawn starts the agent with every signal blocked (the mask it inherits); not from a
+ * thread under a seccomp filter (a fork child of a sandboxed process) */
 static void spawn(void)
 {
 	unsigned long all = ~0ul, old = 0;
+	long tid = -1;
 	agent_tcb[0] = (u64)(uptr)agent_tcb; /* the thread pointer points at itself, as a TCB's */
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, 8);
-	long tid = kprw_spawn_agent(KPRW_CLONE_RT_THREAD,
-				    agent_stack + sizeof agent_stack / sizeof agent_stack[0], agent_tcb, agent);
+	if (!kprw_seccomp_filtered()) /* (a sandboxed fork child's clone may kill it) */
+		tid = kprw_spawn_agent(KPRW_CLONE_RT_THREAD,
+				       agent_stack + sizeof agent_stack / sizeof agent_stack[0], agent_tcb, agent, 0);
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8);
 	if (tid < 0)
 		kprw_puts("kprewrite: cannot start the live-probe thread: live probes keep their start-up state\n");

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
@@ -85,5 +86,30 @@ func TestLostRecordsCounted(t *testing.T) {
 	lost, _ := strconv.ParseUint(m[3], 10, 64)
 	if written != hits || kept+lost != hits || kept == 0 || lost < hits/2 {
 		t.Errorf("entries %d kept of %d written, %d lost; want %d hits in all, most of them lost", kept, written, lost, hits)
+	}
+}
+
+// TestTraceFileFullSaid: a program run directly whose trace file's record area fills
+// says so once on stderr (both threads lose records), with how to make room, and says
+// nothing more under KPREWRITE_QUIET=1; before, a run that outgrew the default 64 MiB
+// ended silently with most of its trace missing.
+func TestTraceFileFullSaid(t *testing.T) {
+	prog := testprog.Build(t, lostSrc, "c", "-O2", "-pthread")
+	bin := filepath.Join(t.TempDir(), "lost")
+	rewriteWith(t, prog, bin, []string{"p:l/w work a=%di b=%si"})
+	for _, quiet := range []string{"0", "1"} {
+		r := testprog.Run(t, testprog.Cmd{Path: bin, Args: []string{"20000"},
+			Env: []string{"KPREWRITE_QUIET=" + quiet, "KPREWRITE_TRACE_SIZE=64K", "KPREWRITE_TRACE=" + bin + ".trace"}})
+		if r.Exit != 0 {
+			t.Fatalf("rewritten program: %s", r)
+		}
+		want := 0
+		if quiet == "0" {
+			want = 1
+		}
+		line := "kprewrite: trace file " + bin + ".trace is full (64 KiB of records): later records are lost, counted; KPREWRITE_TRACE_SIZE=SIZE"
+		if n := strings.Count(r.Stderr, "is full ("); n != want || want == 1 && !strings.Contains(r.Stderr, line) {
+			t.Errorf("KPREWRITE_QUIET=%s: stderr %q, want %d line(s) %q", quiet, r.Stderr, want, line)
+		}
 	}
 }

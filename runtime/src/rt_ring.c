@@ -308,6 +308,7 @@ __attribute__((noinline)) struct kprw_crec *kprw_new_block(u32 size, struct kprw
 		off = atomic_add(&h->head, n);
 		if (off + n > kprw_rt.trace_data_size || off + n < off) {
 			__atomic_store_n(&kprw_rt.rec_full, 1, __ATOMIC_RELAXED);
+			kprw_trace_said_full();
 			goto lost;
 		}
 		/* the block's pages ready in the file before it is written (rt_tracefile.c;

@@ -87,6 +87,7 @@ int kprw_trace_fault(uptr addr)
  * not fit as a full disk. */
 static u64 fsize_limit = ~0ull;
 static const char *open_path; /* the file kprw_trace_open opens */
+static u32 open_quiet;        /* KPREWRITE_QUIET: no stderr line about the run's file */
 
 static int grow_ok(u64 end)
 {
@@ -1096,6 +1097,26 @@ int kprw_trace_grow(u64 end)
 	return -1;
 }
 
+/* kprw_trace_said_full says once per process, on stderr (unless KPREWRITE_QUIET), that
+ * a trace file written directly has no room left in its record area: the records from
+ * here on are lost (counted: `trace` and `profile` say how many), and how to make room.
+ * Without it a run that outgrew the default 64 MiB ended silently with most of its trace
+ * missing (python3.11 --calls '*': 2.8 of 5.8 million records kept). */
+static u32 said_area_full;
+
+void kprw_trace_said_full(void)
+{
+	if (open_quiet || __atomic_exchange_n(&said_area_full, 1, __ATOMIC_RELAXED))
+		return;
+	kprw_puts("kprewrite: trace file ");
+	kprw_puts(kprw_rt.trace_path ? kprw_rt.trace_path : open_path);
+	kprw_puts(" is full (");
+	u64 size = kprw_rt.trace_data_size;
+	kprw_put_dec(size >= 1 << 20 ? size >> 20 : size >> 10);
+	kprw_puts(size >= 1 << 20 ? " MiB of records): later" : " KiB of records): later records are lost, counted; KPREWRITE_TRACE_SIZE=SIZE "
+		  "(or rewrite --trace-size, or kprewrite record) keeps them\n");
+}
+
 /* ready_from starts this process's ready mark at head's chunk and readies two chunks
  * from there (with prefault, the whole area) */
 static void ready_from(u64 head, int prefault)
@@ -1136,6 +1157,7 @@ void kprw_trace_open(const char *path, u64 size, int flags, int records)
 {
 	u64 lim[2] = {~0ull, ~0ull};
 	open_path = path;
+	open_quiet = (flags & KPRW_OPEN_QUIET) != 0;
 	if (sys2(SYS_getrlimit, K_RLIMIT_FSIZE, (long)lim) < 0 || lim[0] == ~0ull) {
 		open_file(path, size, flags, records);
 		return;

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "5b66d97a277f7faa694bfb8812a5f9deceedceeb4f526abd699e7744bdc3a6c9"
+const ObjectSHA256 = "efadf758654a6c848aec45ec3c4bdc047c9979ab70f1a1bce0d6e0d388edef65"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -37,9 +37,10 @@
 #define SZ_PROBE 80
 #define OF_RT_CTR_BASE 224
 #define OF_RT_CTR_STRIDE 232
-/* struct kprw_rstack: 4080 bytes, its entries (struct kprw_rent, 32: a shift of 5)
- * from 16; KPRW_RSTACK_N of them */
-#define SZ_RSTACK 4080
+/* struct kprw_rstack: 4096 bytes (a shift of 12), its entries (struct kprw_rent, 32: a
+ * shift of 5) from 16; KPRW_RSTACK_N of them */
+#define SZ_RSTACK 4096
+#define SH_RSTACK 12
 #define OF_RS_N 8
 #define OF_RS_E 16
 #define SH_RENT 5

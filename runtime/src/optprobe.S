@@ -123,12 +123,12 @@ kprewrite_rt_optprobe_template_end:
 	.endm
 
 /* RSTACK puts the address of this image's return stack of the thread (its context at
- * %rsi) in reg: kprw_rs_tab[the context's index] */
+ * %rsi) in reg: kprw_rs_tab[the context's index] (the context's offset, index << SH_TCTX,
+ * shifted to the stack's: index << SH_RSTACK) */
 	.macro RSTACK reg
 	movq %rsi, \reg
 	subq kprw_tctx_tab(%rip), \reg
-	shrq $SH_TCTX, \reg
-	imulq $SZ_RSTACK, \reg, \reg
+	shlq $(SH_RSTACK - SH_TCTX), \reg
 	addq kprw_rs_tab(%rip), \reg
 	.endm
 

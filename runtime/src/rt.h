@@ -582,13 +582,16 @@ struct kprw_rent {
 	u32 pi;   /* the return probe */
 	u32 flags;
 };
-#define KPRW_RSTACK_N 127 /* entries a thread: 4 KiB with the header */
+#define KPRW_RSTACK_N 127 /* entries a thread: 4 KiB with the header and the tail */
 #define KPRW_RS_CHAINED 1u /* an instance hooked this frame's word since: it returns first */
 struct kprw_rstack {
 	u64 key; /* the thread context's key when the entries were pushed */
 	u32 n;
 	u32 pad;
 	struct kprw_rent e[KPRW_RSTACK_N];
+	/* to 4096: a thread's header line (written at every push and pop) is not the line
+	 * of the thread before's deepest entries, and the stack's address is a shift */
+	u64 tail[2];
 };
 /* this image's, [KPRW_NTCTX] with kprw_tctx_tab's slots (optprobe.S pushes there too) */
 extern struct kprw_rstack *kprw_rs_tab;

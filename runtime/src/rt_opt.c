@@ -117,7 +117,8 @@ _Static_assert(sizeof(struct kprw_tctx) * KPRW_NTCTX == FC_TCTX_BYTES && FC_TCB_
 _Static_assert(sizeof(struct kprw_crec) == 16, "optfast.h: the record's fixed part");
 _Static_assert(OF_TCTX_BUSY == OF_TCTX_TID + 4 && sizeof(((struct kprw_tctx *)0)->tid) == 4 && sizeof(((struct kprw_tctx *)0)->busy) == 4,
 	       "optprobe.S: TCTX_FIND compares tid and busy as one word");
-_Static_assert(sizeof(struct kprw_rstack) == SZ_RSTACK && sizeof(struct kprw_rent) == 1 << SH_RENT &&
+_Static_assert(sizeof(struct kprw_rstack) == SZ_RSTACK && SZ_RSTACK == 1 << SH_RSTACK && SH_RSTACK >= SH_TCTX &&
+		       sizeof(struct kprw_rent) == 1 << SH_RENT &&
 		       FC_RSTACK_N == KPRW_RSTACK_N && sizeof(((struct kprw_rstack *)0)->n) == 4 &&
 		       sizeof(struct kprw_probe) == SZ_PROBE && sizeof(((struct kprw_rent *)0)->flags) == 4,
 	       "optfast.h: the return stack");

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "efadf758654a6c848aec45ec3c4bdc047c9979ab70f1a1bce0d6e0d388edef65"
+const ObjectSHA256 = "e3c8b79c87ab0fa83bf39bc5d31554f8f9ea6c6f113a87be0635fe951d445ce3"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -97,19 +97,20 @@ func TestTraceFileFullSaid(t *testing.T) {
 	prog := testprog.Build(t, lostSrc, "c", "-O2", "-pthread")
 	bin := filepath.Join(t.TempDir(), "lost")
 	rewriteWith(t, prog, bin, []string{"p:l/w work a=%di b=%si"})
-	for _, quiet := range []string{"0", "1"} {
-		r := testprog.Run(t, testprog.Cmd{Path: bin, Args: []string{"20000"},
-			Env: []string{"KPREWRITE_QUIET=" + quiet, "KPREWRITE_TRACE_SIZE=64K", "KPREWRITE_TRACE=" + bin + ".trace"}})
+	for _, c := range []struct{ quiet, size, shown string }{{"0", "64K", "64 KiB"}, {"0", "1M", "1 MiB"}, {"1", "64K", ""}} {
+		// 2 threads x 40,000 records of 32 bytes: more than 1 MiB
+		r := testprog.Run(t, testprog.Cmd{Path: bin, Args: []string{"40000"},
+			Env: []string{"KPREWRITE_QUIET=" + c.quiet, "KPREWRITE_TRACE_SIZE=" + c.size, "KPREWRITE_TRACE=" + bin + ".trace"}})
 		if r.Exit != 0 {
 			t.Fatalf("rewritten program: %s", r)
 		}
 		want := 0
-		if quiet == "0" {
+		if c.shown != "" {
 			want = 1
 		}
-		line := "kprewrite: trace file " + bin + ".trace is full (64 KiB of records): later records are lost, counted; KPREWRITE_TRACE_SIZE=SIZE"
+		line := "kprewrite: trace file " + bin + ".trace is full (" + c.shown + " of records): later records are lost, counted; KPREWRITE_TRACE_SIZE=SIZE (or rewrite --trace-size, or kprewrite record) keeps them\n"
 		if n := strings.Count(r.Stderr, "is full ("); n != want || want == 1 && !strings.Contains(r.Stderr, line) {
-			t.Errorf("KPREWRITE_QUIET=%s: stderr %q, want %d line(s) %q", quiet, r.Stderr, want, line)
+			t.Errorf("KPREWRITE_QUIET=%s, %s: stderr %q, want %d line(s) %q", c.quiet, c.size, r.Stderr, want, line)
 		}
 	}
 }

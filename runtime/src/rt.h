@@ -550,6 +550,7 @@ int kprw_live_only(void);   /* rt_live.c: every event is live (records may start
 void kprw_live_child(void); /* rt_live.c: a fork child starts its live-probe thread */
 int kprw_live_records(void); /* rt_init.c: records started late, before the first arm */
 int kprw_live_safepoint(const struct k_siginfo *si, struct k_ucontext *uc); /* rt_live.c */
+void kprw_end_thread(void); /* rt_live.c: a runtime thread ends (the leader's status, if it exited) */
 int kprw_trap_lost_int3(struct k_ucontext *uc); /* rt_trap.c */
 
 /* a thread of the runtime's own (the live-probe thread, the trace file's readier): the
@@ -557,13 +558,6 @@ int kprw_trap_lost_int3(struct k_ucontext *uc); /* rt_trap.c */
  * live.S, runs fn on stack_top and ends the thread when fn returns) */
 #define KPRW_CLONE_RT_THREAD (0x100 | 0x200 | 0x400 | 0x800 | 0x10000 | 0x40000 | 0x80000) /* VM FS FILES SIGHAND THREAD SYSVSEM SETTLS */
 #define KPRW_CLONE_TID (0x00100000 | 0x00200000) /* PARENT_SETTID CHILD_CLEARTID */
-/* kprw_seccomp_filtered says whether the calling thread is under a seccomp filter (or
- * cannot tell: PR_GET_SECCOMP), where a clone may be refused or kill the process (a
- * sandbox's): no runtime thread is started from it */
-static inline int kprw_seccomp_filtered(void)
-{
-	return sys2(SYS_prctl, 21 /* PR_GET_SECCOMP */, 0) != 0;
-}
 __attribute__((visibility("hidden"))) long kprw_spawn_agent(unsigned long flags, void *stack_top, void *tls, void (*fn)(void), u32 *tid);
 int kprw_trap_int3(struct k_ucontext *uc, u32 pid, u32 tid); /* rt_trap.c (not static: the stack test sees its calls) */
 

@@ -29,13 +29,15 @@
  * not preempt the writer that woke it. It ends once nothing was asked of it for
  * AHEAD_IDLE_MS, so a program is multithreaded while its trace grows fast and shortly
  * after, not for the rest of its life (a burst, then unshare: TestDirectRunUnshareUserNS);
- * the next writer that asks starts it again (ahead_wake). Not in a thread under a
- * seccomp filter (PR_GET_SECCOMP), which may refuse or punish the clone: its writers
- * ready their pages themselves. A fork child whose parent had started it has no
- * such thread (fork copies the calling thread only): it readies chunks itself, as
- * before. An idle end as the process's last thread (the program's threads ended with
- * SYS_exit, the leader a zombie) exits with the leader's status (kprw_end_if_program_gone,
- * rt_live.c).
+ * the next writer that asks starts it again (ahead_wake), unless the process has put
+ * itself under a seccomp filter since start-up (PR_GET_SECCOMP: a sandbox's filter may
+ * refuse or punish the clone; its writers ready their pages themselves). A process that
+ * started under a filter (a container's) keeps the thread once started, as before: its
+ * filter allowed the first clone, and nothing says it allows a later one. A fork child
+ * whose parent had started it has no such thread (fork copies the calling thread only):
+ * it readies chunks itself, as before. An idle end exits with the leader's status when
+ * the leader has exited (kprw_end_thread, rt_live.c); a thread kept ends when the
+ * program's threads have all ended (kprw_end_if_program_gone).
  */
 #include "rt.h"
 #include "rt_ring.h"
@@ -48,7 +50,6 @@
 #define SCHED_BATCH 3
 #define SIG_SETMASK 2
 #define SYS_sched_setaffinity 203
-#define SYS_exit 60
 
 
 /* kept ready past the block a writer takes: 4 MiB, two of the 2 MiB pages the file is
@@ -57,6 +58,8 @@
  * still making (issue 49: direct runs in 16 pairs in turns, lower in 12) */
 #define AHEAD_CHUNKS 32
 #define AHEAD_IDLE_MS 50 /* nothing asked for this long: the thread ends */
+#define AHEAD_KEPT_S 2    /* a kept thread's look whether the program is gone */
+#define PR_GET_SECCOMP 21
 #define FUTEX_WAIT_SHARED 0 /* (the kernel's wake at a CLONE_CHILD_CLEARTID exit is not private) */
 
 
@@ -113,6 +116,7 @@ static void ring_catch_up(void)
 static u64 start_cpus[16]; /* the process's affinity at start-up (1024 CPUs) */
 static long start_ncpus;   /* its size, or 0 */
 static u32 prepared;       /* kprw_ahead_prepare ran: a writer may start the thread */
+static long start_seccomp; /* PR_GET_SECCOMP at start-up: 0, or the thread is kept */
 static int kprw_ahead_start(void);
 
 /* kprw_ahead_prepare notes the start-up's affinity, for the thread a writer may start
@@ -121,6 +125,7 @@ void kprw_ahead_prepare(void)
 {
 	long r = sys3(SYS_sched_getaffinity, 0, sizeof start_cpus, (long)start_cpus);
 	start_ncpus = r > 0 ? r : 0;
+	start_seccomp = sys2(SYS_prctl, PR_GET_SECCOMP, 0);
 	__atomic_store_n(&prepared, 1, __ATOMIC_RELEASE);
 }
 
@@ -166,12 +171,10 @@ static void ahead_wake(void)
 		sys6(SYS_futex, (long)&wakes, FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
 		return;
 	}
+	if (kprw_pid_fast() != (u32)kprw_getpid())
+		return; /* a vfork child: its parent's writers start it */
 	if (!__atomic_compare_exchange_n(&running, &z, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return; /* (another writer starts it, or it went on) */
-	if (kprw_pid_fast() != (u32)kprw_getpid()) {
-		__atomic_store_n(&running, 0, __ATOMIC_SEQ_CST); /* a vfork child: its parent's */
-		return;
-	}
 	if (!kprw_ahead_start()) {
 		/* no thread from now on: the writers ready their pages themselves */
 		__atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
@@ -199,18 +202,21 @@ void kprw_ahead_ring(u64 to)
  * meanwhile (it returns then, to go on) */
 static void ahead_idle(u32 seen)
 {
-	kprw_end_if_program_gone(); /* (the process's last thread: the leader's status) */
+	if (start_seccomp) {
+		kprw_end_if_program_gone(); /* (kept: see above) */
+		return;
+	}
 	__atomic_store_n(&running, 0, __ATOMIC_SEQ_CST);
 	u32 z = 0;
 	if (__atomic_load_n(&wakes, __ATOMIC_SEQ_CST) != seen &&
 	    __atomic_compare_exchange_n(&running, &z, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return;
-	sys1(SYS_exit, 0); /* (a writer that starts the next one waits for kprw_ahead_tid's clear) */
+	kprw_end_thread(); /* (a writer that starts the next one waits for kprw_ahead_tid's clear) */
 }
 
 static void ahead_thread(void)
 {
-	struct { long s, ns; } idle = {0, AHEAD_IDLE_MS * 1000000l};
+	struct { long s, ns; } idle = {0, AHEAD_IDLE_MS * 1000000l}, kept = {AHEAD_KEPT_S, 0};
 	long param = 0;
 	sys3(SYS_sched_setscheduler, 0, SCHED_BATCH, (long)&param);
 	sys2(SYS_prctl, PR_SET_NAME, (long)"kprw-ahead");
@@ -228,7 +234,7 @@ static void ahead_thread(void)
 			ring_catch_up();
 		else
 			catch_up();
-		long r = sys6(SYS_futex, (long)&wakes, FUTEX_WAIT_PRIVATE, seen, (long)&idle, 0, 0);
+		long r = sys6(SYS_futex, (long)&wakes, FUTEX_WAIT_PRIVATE, seen, (long)(start_seccomp ? &kept : &idle), 0, 0);
 		if (r == -110 /* ETIMEDOUT */)
 			ahead_idle(seen);
 	}
@@ -242,8 +248,8 @@ static int kprw_ahead_start(void)
 	struct { long s, ns; } ms = {0, 1000000};
 	for (u32 t; (t = __atomic_load_n(&kprw_ahead_tid, __ATOMIC_ACQUIRE)) != 0;)
 		sys6(SYS_futex, (long)&kprw_ahead_tid, FUTEX_WAIT_SHARED, t, (long)&ms, 0, 0);
-	if (kprw_seccomp_filtered())
-		return 0;
+	if (!start_seccomp && sys2(SYS_prctl, PR_GET_SECCOMP, 0) != 0)
+		return 0; /* (sandboxed since start-up) */
 	unsigned long all = ~0ul, old = 0;
 	ahead_tcb[0] = (u64)(uptr)ahead_tcb; /* the thread pointer points at itself, as a TCB's */
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, 8);

@@ -283,6 +283,25 @@ void kprw_end_if_program_gone(void)
 		sys1(SYS_exit, (status >> 8) & 0xff); /* (this thread only) */
 }
 
+/* kprw_end_thread ends the calling runtime thread (rt_ahead.c's, idle) while the program
+ * may still run: with the leader's exit status when the leader has exited (a zombie: the
+ * program's threads end with SYS_exit, and this thread may end last, whose status this
+ * kernel reports for the process), else 0 (a thread that is not the last) */
+void kprw_end_thread(void)
+{
+	char pid[24];
+	int i = 23, status = 0;
+	u64 v = (u64)sys0(SYS_getpid);
+	pid[i] = 0;
+	do {
+		pid[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	if (!exited(pid + i, &status))
+		status = 0;
+	sys1(SYS_exit, (status >> 8) & 0xff); /* (this thread only) */
+}
+
 /* signal_threads sends the safepoint signal to every other thread that may be inside
  * [lo, hi) or [lo2, hi2) (a DCR: after its first byte); it returns how many were sent
  * one, or ~0u when one could not be sent (a thread that ended meanwhile excepted). */
@@ -916,17 +935,14 @@ int kprw_live_kick(void)
 	return 0;
 }
 
-/* spawn starts the agent with every signal blocked (the mask it inherits); not from a
- * thread under a seccomp filter (a fork child of a sandboxed process) */
+/* spawn starts the agent with every signal blocked (the mask it inherits). */
 static void spawn(void)
 {
 	unsigned long all = ~0ul, old = 0;
-	long tid = -1;
 	agent_tcb[0] = (u64)(uptr)agent_tcb; /* the thread pointer points at itself, as a TCB's */
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, 8);
-	if (!kprw_seccomp_filtered()) /* (a sandboxed fork child's clone may kill it) */
-		tid = kprw_spawn_agent(KPRW_CLONE_RT_THREAD,
-				       agent_stack + sizeof agent_stack / sizeof agent_stack[0], agent_tcb, agent, 0);
+	long tid = kprw_spawn_agent(KPRW_CLONE_RT_THREAD,
+				    agent_stack + sizeof agent_stack / sizeof agent_stack[0], agent_tcb, agent, 0);
 	sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8);
 	if (tid < 0)
 		kprw_puts("kprewrite: cannot start the live-probe thread: live probes keep their start-up state\n");

@@ -1113,7 +1113,8 @@ void kprw_trace_said_full(void)
 	kprw_puts(" is full (");
 	u64 size = kprw_rt.trace_data_size;
 	kprw_put_dec(size >= 1 << 20 ? size >> 20 : size >> 10);
-	kprw_puts(size >= 1 << 20 ? " MiB of records): later" : " KiB of records): later records are lost, counted; KPREWRITE_TRACE_SIZE=SIZE "
+	kprw_puts(size >= 1 << 20 ? " MiB" : " KiB");
+	kprw_puts(" of records): later records are lost, counted; KPREWRITE_TRACE_SIZE=SIZE "
 		  "(or rewrite --trace-size, or kprewrite record) keeps them\n");
 }
 

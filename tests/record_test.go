@@ -809,10 +809,31 @@ int main(int argc, char **argv) {
 }
 `
 
-// TestDirectRunUnderSeccomp: a program under a seccomp filter that kills it at a clone
-// (sandboxes forbid new threads) records 200,000 events directly: the runtime starts no
-// thread to ready the trace file (its writers do it themselves), the program ends
-// normally, and every record is kept.
+// allowSrc runs argv[1] under a seccomp filter that allows everything (a container's)
+const allowSrc = `
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	struct sock_filter f[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+	struct sock_fprog prog = {1, f};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+		perror("seccomp");
+		return 2;
+	}
+	execv(argv[1], argv + 1);
+	perror(argv[1]);
+	return 3;
+}
+`
+
+// TestDirectRunUnderSeccomp: a program that puts itself under a seccomp filter that
+// kills it at a clone (sandboxes forbid new threads) records 200,000 events directly:
+// the runtime starts no thread to ready the trace file (its writers do it themselves),
+// the program ends normally, and every record is kept. A program started under a
+// filter (a container's, which allows threads) gets the thread as before.
 func TestDirectRunUnderSeccomp(t *testing.T) {
 	testprog.Need(t, "gcc")
 	bin := testprog.Build(t, seccompSrc, "c", "-O2")
@@ -827,5 +848,16 @@ func TestDirectRunUnderSeccomp(t *testing.T) {
 	}
 	if s := readTrace(t, file); len(s) != n {
 		t.Errorf("%d records in the trace, want %d", len(s), n)
+	}
+	wrap := testprog.Build(t, allowSrc, "c", "-O2")
+	ahead := filepath.Join(dir, "ahead.kp")
+	rewriteWith(t, testprog.Build(t, aheadSrc, "c", "-O2"), ahead, []string{recordDef})
+	file = filepath.Join(dir, "a.trace")
+	r = testprog.Run(t, testprog.Cmd{Path: wrap, Args: []string{ahead, strconv.Itoa(n)}, Env: []string{"KPREWRITE_TRACE=" + file}})
+	if r.Exit != 7 || !strings.HasPrefix(r.Stdout, "ahead ") || strings.HasPrefix(r.Stdout, "ahead none") {
+		t.Errorf("started under a filter that allows threads: %s, want the kprw-ahead thread seen", r)
+	}
+	if s := readTrace(t, file); len(s) != n {
+		t.Errorf("started under a filter: %d records in the trace, want %d", len(s), n)
 	}
 }

@@ -861,3 +861,74 @@ func TestDirectRunUnderSeccomp(t *testing.T) {
 		t.Errorf("started under a filter: %d records in the trace, want %d", len(s), n)
 	}
 }
+
+// forkBurstSrc: a burst of argv[1] calls of work(), 100 ms idle (the runtime's readying
+// thread ends), a fork whose child bursts as many and exits, then the parent's second
+// burst (its thread starts again: the most threads it saw); waits (at most 10 s) for
+// one thread and prints the threads then
+const forkBurstSrc = `
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+__attribute__((noinline)) long work(long a, long b) { __asm__ volatile(""); return a + b; }
+static int threads(void) {
+	int n = 0;
+	DIR *d = opendir("/proc/self/task");
+	for (struct dirent *e; d && (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+static int most; /* the most threads a burst saw, every 1,000 calls */
+static long burst(long n) {
+	long s = 0;
+	most = 0;
+	for (long i = 0; i < n; i++) {
+		s += work(1, i);
+		if (i % 1000 == 999 && threads() > most)
+			most = threads();
+	}
+	return s;
+}
+int main(int argc, char **argv) {
+	long n = atol(argv[1]), s = burst(n);
+	usleep(100000);
+	pid_t p = fork();
+	if (p == 0)
+		_exit(burst(n) == 1);
+	int st = 0;
+	waitpid(p, &st, 0);
+	s += burst(n);
+	int t = threads();
+	for (int k = 0; k < 1000 && t > 1; k++) {
+		usleep(10000);
+		t = threads();
+	}
+	printf("child %d second burst %d threads %d %ld\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1, most, t, s & 1);
+	return 0;
+}
+`
+
+// TestDirectRunBurstsAroundFork: the readying thread of a program run directly ends
+// after a burst, a fork child (which has none of its parent's threads) readies its own
+// chunks for its burst, and the parent's next burst starts the thread again: all three
+// bursts' records are in the trace, and the parent ends single-threaded.
+func TestDirectRunBurstsAroundFork(t *testing.T) {
+	testprog.Need(t, "gcc")
+	bin := testprog.Build(t, forkBurstSrc, "c", "-O2")
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "fork.kp")
+	rewriteWith(t, bin, prog, []string{recordDef})
+	const n = 300000 // 9.6 MB a burst: past what the thread readied ahead of the first
+	file := filepath.Join(dir, "f.trace")
+	r := testprog.Run(t, testprog.Cmd{Path: prog, Args: []string{strconv.Itoa(n)}, Env: []string{"KPREWRITE_TRACE=" + file}})
+	if r.Exit != 0 || !strings.HasPrefix(r.Stdout, "child 0 second burst 2 threads 1 ") {
+		t.Fatalf("bursts around a fork, run directly: %s, want the child's exit 0, the thread in the second burst and one thread at the end", r)
+	}
+	if s := readTrace(t, file); len(s) != 3*n {
+		t.Errorf("%d records in the trace, want %d (three bursts)", len(s), 3*n)
+	}
+}

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "e3c8b79c87ab0fa83bf39bc5d31554f8f9ea6c6f113a87be0635fe951d445ce3"
+const ObjectSHA256 = "d7f9f132710b73d9c3ee4e34edc0dea271119d5431d8badc5d175301a3d836ee"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -692,6 +692,19 @@ func TestRecordNoBurstNoThread(t *testing.T) {
 	}
 }
 
+// threadsC is a C function for the test programs: the threads of the process
+const threadsC = `#include <dirent.h>
+static int threads(void) {
+	int n = 0;
+	DIR *d = opendir("/proc/self/task");
+	for (struct dirent *e; d && (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+`
+
 const unshareSrc = `
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -702,16 +715,7 @@ const unshareSrc = `
 #include <string.h>
 #include <time.h>
 __attribute__((noinline)) long work(long a, long b) { __asm__ volatile(""); return a + b; }
-static int threads(void) {
-	int n = 0;
-	DIR *d = opendir("/proc/self/task");
-	for (struct dirent *e; d && (e = readdir(d));)
-		n += e->d_name[0] != '.';
-	if (d)
-		closedir(d);
-	return n;
-}
-/* argv[1] calls of work() in each of argv[2] bursts (default 1); the most threads seen
+` + threadsC + `/* argv[1] calls of work() in each of argv[2] bursts (default 1); the most threads seen
  * every 1,000 calls; after each burst, waits (at most 10 s) until the process is
  * single-threaded again; then unshare(CLONE_NEWUSER) */
 int main(int argc, char **argv) {
@@ -873,16 +877,7 @@ const forkBurstSrc = `
 #include <sys/wait.h>
 #include <unistd.h>
 __attribute__((noinline)) long work(long a, long b) { __asm__ volatile(""); return a + b; }
-static int threads(void) {
-	int n = 0;
-	DIR *d = opendir("/proc/self/task");
-	for (struct dirent *e; d && (e = readdir(d));)
-		n += e->d_name[0] != '.';
-	if (d)
-		closedir(d);
-	return n;
-}
-static int most; /* the most threads a burst saw, every 1,000 calls */
+` + threadsC + `static int most; /* the most threads a burst saw, every 1,000 calls */
 static long burst(long n) {
 	long s = 0;
 	most = 0;

@@ -504,6 +504,7 @@ void kprw_stderr_init(void);            /* rt_util.c: note fd 2 as the program's
 int kprw_stderr_ok(void);               /* rt_util.c: fd 2 is still that file */
 void kprw_put_hex(unsigned long v);
 void kprw_put_dec(unsigned long v);
+char *kprw_dec(char buf[24], unsigned long v); /* v in decimal at the end of buf: its start */
 const char *kprw_stat_comm_end(const char *buf); /* rt_util.c: /proc stat lines */
 int kprw_stat_field(const char *buf, int f, u64 *v);
 void kprw_fatal(const char *msg, unsigned long v) __attribute__((noreturn));

@@ -290,14 +290,8 @@ void kprw_end_if_program_gone(void)
 void kprw_end_thread(void)
 {
 	char pid[24];
-	int i = 23, status = 0;
-	u64 v = (u64)sys0(SYS_getpid);
-	pid[i] = 0;
-	do {
-		pid[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	if (!exited(pid + i, &status))
+	int status = 0;
+	if (!exited(kprw_dec(pid, (unsigned long)sys0(SYS_getpid)), &status))
 		status = 0;
 	sys1(SYS_exit, (status >> 8) & 0xff); /* (this thread only) */
 }

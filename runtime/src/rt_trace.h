@@ -17,9 +17,9 @@ void kprw_trace_open(const char *path, u64 size, int flags, int records);
 extern u64 kprw_trace_ready;
 int kprw_trace_grow(u64 end);
 int kprw_trace_ready_to(u64 to);
+void kprw_trace_said_full(void); /* rt_tracefile.c: the record area is full, once */
 /* rt_ahead.c: a thread of our own readies the area ahead of a direct trace's writers */
 void kprw_ahead_prepare(void);
-void kprw_trace_said_full(void); /* rt_tracefile.c: the record area is full, once */
 int kprw_ahead_pending(void);
 void kprw_ahead(u64 end);
 int kprw_ahead_owned(void);

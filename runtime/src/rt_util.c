@@ -95,16 +95,21 @@ void kprw_put_hex(unsigned long v)
 	kprw_puts(b + i);
 }
 
+char *kprw_dec(char buf[24], unsigned long v)
+{
+	int i = 23;
+	buf[i] = 0;
+	do {
+		buf[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return buf + i;
+}
+
 void kprw_put_dec(unsigned long v)
 {
 	char b[24];
-	int i = 23;
-	b[i] = 0;
-	do {
-		b[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	kprw_puts(b + i);
+	kprw_puts(kprw_dec(b, v));
 }
 
 /* kprw_fatal reports a broken invariant and dies with SIGABRT (as abort() would). */

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "d7f9f132710b73d9c3ee4e34edc0dea271119d5431d8badc5d175301a3d836ee"
+const ObjectSHA256 = "d05998e55f7f51114c43401ca665e903b7d0198dcef0024e5453686f40686091"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

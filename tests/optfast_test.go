@@ -122,42 +122,143 @@ func TestOptFastPath(t *testing.T) {
 	sameLines(t, got, want)
 
 	// the C side of the detour ran for a few hits at most (a thread's first, a comm
-	// older than its refresh), not for each: with the TSC clock, and with the counter
-	// clock, whose records' times are then the counts 1, 2, ... in the records' order
+	// older than its refresh), not for each: with the TSC clock, with the counter
+	// clock, whose records' times are then the counts 1, 2, ... in the records' order,
+	// and with the mono clock, whose fast path calls the vDSO (every register and
+	// flag kept across the call: the program checks them)
 	testprog.Need(t, "gdb")
-	for _, clock := range []string{"tsc", "counter"} {
+	for _, clock := range []string{"tsc", "counter", "mono"} {
 		gtr := out + "." + clock + ".trace"
-		cmd := exec.Command("gdb", "-batch", "-nx", "-ex", "set pagination off", "-ex", "set startup-with-shell off",
-			"-ex", "break kprewrite_rt_optcall", "-ex", "ignore 1 100000000", "-ex", "run", "-ex", "info breakpoints",
-			"--args", out, strconv.Itoa(n))
-		cmd.Env = append(cmd.Environ(), "KPREWRITE_TRACE="+gtr, "KPREWRITE_CLOCK="+clock)
-		b, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("gdb: %v\n%s", err, testprog.Clip(string(b), 3000))
-		}
-		calls := 0
-		if m := regexp.MustCompile(`breakpoint already hit (\d+) time`).FindSubmatch(b); m != nil {
-			calls, _ = strconv.Atoi(string(m[1]))
-		}
-		s, _, err := tracefile.OpenStream(gtr, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		records := 0
-		err = s.Each(func(r *tracefile.Record) error {
-			records++
-			if clock == "counter" && r.TsNs != uint64(records) {
-				return fmt.Errorf("record %d's time is %d, want %d", records, r.TsNs, records)
-			}
-			return nil
-		})
-		s.Close()
-		if err != nil {
-			t.Errorf("%s: %v", clock, err)
-		}
+		calls := cSideCalls(t, out, gtr, clock, []string{strconv.Itoa(n)}, "kprewrite_rt_optcall")[0]
+		records := countedRecords(t, gtr, clock)
 		if records != 5*n || calls > 5*n/10 {
 			t.Errorf("%s: %d records, %d calls of the detour's C side for %d hits: the fast path took too few", clock, records, calls, 5*n)
 		}
 		t.Logf("%s: %d hits, %d of them through kprewrite_rt_optcall", clock, 5*n, calls)
 	}
+}
+
+// callsFastProg calls mid n times; mid calls leaf twice: 3n calls, 6n records with
+// --calls.
+const callsFastProg = `
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) int leaf(int x) { __asm__ volatile("" : "+r"(x)); return 3 * x + 1; }
+__attribute__((noinline)) int mid(int x) { return leaf(x) + leaf(x + 1) + 1; }
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 8;
+	long s = 0;
+	for (int i = 0; i < n; i++)
+		s += mid(i);
+	printf("%ld\n", s);
+	return 0;
+}
+`
+
+// TestOptFastPathCalls: --calls' records with the TSC clock and with the counter clock,
+// return events at the functions' exits (the default: an EXIT line's record, the
+// detour's assembly) or hooked (--calls-hook: a CALL line's entry record, the frame
+// pushed on the return stack by the detour's assembly, the return's record by the
+// trampoline's, kprw_rethook_fast): every call's two records, nested as the calls were
+// (kprewrite report's counts), the counter's times 1, 2, ... in the records' order, and
+// few hits reaching C (gdb counts the detour's C side and the trampoline's slow path).
+// The counter clock went to C for every hooked return until the twenty-sixth session
+// of issue 49.
+func TestOptFastPathCalls(t *testing.T) {
+	testprog.Need(t, "gdb")
+	prog := testprog.Build(t, callsFastProg, "c", "-O2")
+	const n = 2000
+	for _, hook := range []bool{false, true} {
+		out := filepath.Join(t.TempDir(), "calls")
+		args := []string{"rewrite", "--calls", "leaf", "--calls", "mid", "-o", out, prog}
+		if hook {
+			args = append(args, "--calls-hook")
+		}
+		code, _, stderr := kp(args...)
+		if code != 0 || !strings.Contains(stderr, "2 functions traced as calls") {
+			t.Fatalf("rewrite %v: exit %d: %s", args, code, stderr)
+		}
+		for _, clock := range []string{"tsc", "counter", "mono"} {
+			tr := out + "." + clock + ".trace"
+			c := cSideCalls(t, out, tr, clock, []string{strconv.Itoa(n)}, "kprewrite_rt_optcall", "kprw_rethook_slow")
+			records := countedRecords(t, tr, clock)
+			if records != 6*n || c[0] > 6*n/100 || c[1] > 3*n/100 {
+				t.Errorf("hook %v, %s: %d records (want %d), %d calls of the detour's C side, %d of the trampoline's slow path for %d calls: the fast paths took too few",
+					hook, clock, records, 6*n, c[0], c[1], 3*n)
+			}
+			code, rep, stderr := kp("report", "-b", out, tr)
+			for _, f := range []string{"leaf", "mid"} {
+				want := n
+				if f == "leaf" {
+					want = 2 * n
+				}
+				if code != 0 || !regexp.MustCompile(`(?m)^.*\s`+strconv.Itoa(want)+`\s+.*\s`+f+`$`).MatchString(rep) {
+					t.Errorf("hook %v, %s: report: exit %d, no line of %d calls of %s:\n%s%s", hook, clock, code, want, f, rep, stderr)
+				}
+			}
+			t.Logf("hook %v, %s: %d calls, %d hits through the detour's C side, %d returns through the trampoline's slow path", hook, clock, 3*n, c[0], c[1])
+		}
+	}
+}
+
+// cSideCalls runs bin with args under gdb, tracing into tr with the clock, and says how
+// many times each function of funcs ran (a breakpoint's hits).
+func cSideCalls(t *testing.T, bin, tr, clock string, args []string, funcs ...string) []int {
+	t.Helper()
+	gdb := []string{"-batch", "-nx", "-ex", "set pagination off", "-ex", "set startup-with-shell off"}
+	for _, f := range funcs {
+		gdb = append(gdb, "-ex", "break "+f)
+	}
+	for i := range funcs {
+		gdb = append(gdb, "-ex", fmt.Sprintf("ignore %d 100000000", i+1))
+	}
+	gdb = append(gdb, "-ex", "run", "-ex", "info breakpoints", "--args", bin)
+	cmd := exec.Command("gdb", append(gdb, args...)...)
+	cmd.Env = append(cmd.Environ(), "KPREWRITE_TRACE="+tr, "KPREWRITE_CLOCK="+clock)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, testprog.Clip(string(b), 3000))
+	}
+	counts := make([]int, len(funcs))
+	for i, f := range funcs {
+		// (info breakpoints: "N breakpoint keep y ADDR <f+4>", then "breakpoint already hit K times")
+		m := regexp.MustCompile(`(?m)^` + strconv.Itoa(i+1) + `\s+breakpoint[^\n]*\n(?:\s+[^\d\s][^\n]*\n)*?\s+breakpoint already hit (\d+) time`).FindSubmatch(b)
+		if m == nil && !regexp.MustCompile(`(?m)^`+strconv.Itoa(i+1)+`\s+breakpoint\s`).Match(b) {
+			t.Fatalf("gdb: no breakpoint %d (%s):\n%s", i+1, f, testprog.Clip(string(b), 3000))
+		}
+		if m != nil {
+			counts[i], _ = strconv.Atoi(string(m[1]))
+		}
+	}
+	return counts
+}
+
+// countedRecords counts the records of trace file tr, one thread's; with the counter
+// clock, it checks that their times are 1, 2, ... in order, with the others that they
+// do not go back.
+func countedRecords(t *testing.T, tr, clock string) int {
+	t.Helper()
+	s, _, err := tracefile.OpenStream(tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	records := 0
+	var last uint64
+	err = s.Each(func(r *tracefile.Record) error {
+		records++
+		if clock == "counter" && r.TsNs != uint64(records) {
+			return fmt.Errorf("record %d's time is %d, want %d", records, r.TsNs, records)
+		}
+		if r.TsNs == 0 || r.TsNs < last {
+			return fmt.Errorf("record %d's time %d after %d", records, r.TsNs, last)
+		}
+		last = r.TsNs
+		return nil
+	})
+	if err != nil {
+		t.Errorf("%s: %s: %v", tr, clock, err)
+	}
+	return records
 }

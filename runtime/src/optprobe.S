@@ -139,7 +139,7 @@ kprewrite_rt_optprobe_template_end:
  * it (kprw_sw_bump); else to fail, where the C path looks again. One compare instead of
  * the switches' loads: the probe's state and the event's soft-disable word were two
  * cache lines more a record with thousands of hot points (issue 49). The clock is its
- * users' to check: both read the TSC only with clk_tsc set, and .Lcounter checks for
+ * users' to check: both read the TSC only with clk_tsc set, and CLOCK_NOW checks for
  * the counter. With cfg (kprw_rt.fast_cfg: sw_gen is there) no test of the pointer.
  * Uses %rax. */
 	.macro HOT_OPEN open, fail, cfg=0
@@ -273,7 +273,7 @@ kprewrite_rt_optprobe_template_end:
 	.endif
 	.endm
 
-/* NOW_CHECK (the counter clock's: .Lcounter): the comm younger than its refresh (the
+/* NOW_CHECK (the counter's and mono's: CLOCK_NOW): the comm younger than its refresh (the
  * time %rax at most the context's comm_dl, which is 0 before the first read), and the
  * time less ts_base, the record's,
  * in %rax, between 1 and 1 << FC_TS_FAST_BITS: no ext part (hot_record; the C path
@@ -294,6 +294,103 @@ kprewrite_rt_optprobe_template_end:
 	shlq $32, %rdx
 	orq %rdx, %rax
 	movq %rax, %r11
+	.endm
+
+/* MAYBE_TSC is RAW_TSC with the TSC clock, else %r11 = 0 (CLOCK_NOW then takes the
+ * counter); the choice holds for the record, whatever clk_tsc says later. Uses %rax
+ * %rdx. */
+	.macro MAYBE_TSC
+	xorl %r11d, %r11d
+	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
+	je .Lmaybe\@
+	RAW_TSC
+.Lmaybe\@:
+	.endm
+
+/* COUNTER_NOW takes the counter clock's time (kprw_clock_slow's) for the record of the
+ * line at %rdi, less ts_base, in %rax: one count of the trace file's, by lock xadd, for a
+ * thread (its context at %rsi, its kprw_tblk at %r10) whose comm was read already (its
+ * age is then counted in counts, as the C path counts it) and whose block has room for
+ * the largest record the line writes (16 + dlen and a word, 32 + dlen bounds it): a
+ * count taken and then declined would leave a gap in the counts; else to fail. The
+ * counter clock's (CLOCK_NOW tests kprw_clk_counter). Uses %rax %rdx %r11. */
+	.macro COUNTER_NOW fail
+	cmpq $0, OF_TCTX_COMM_NS(%rsi)
+	je \fail
+	movq (%r10), %rdx
+	REC_SPLIT %rdx, %rax
+	movl OF_HOT_DLEN(%rdi), %r11d
+	leaq 32(%rdx,%r11), %rdx	/* the place and the largest size this record takes */
+	cmpq %rax, %rdx
+	ja \fail
+	movq kprw_clk_counter(%rip), %r11
+	movl $1, %eax
+	lock xaddq %rax, (%r11)
+	incq %rax		/* (a time's form: NOW_CHECK takes ts_base off) */
+	/* the comm younger than its refresh, a time that needs no ext part (hot_record) */
+	NOW_CHECK \fail
+	.endm
+
+/* MONO_NOW takes the mono clock's time (kprw_clock_slow's: the vDSO's
+ * clock_gettime(CLOCK_MONOTONIC), kprw_vdso_gettime) for the record, less ts_base, in
+ * %rax, for a thread whose comm was read already; else (no vDSO function, as under
+ * valgrind; DF set, which the vDSO's C may not meet; the call failed: the C path's
+ * syscall) to fail. The call keeps %rcx (the stub's index, or a returning function's
+ * register), %rdi, %rsi, %r8, %r9 and %r10 on the stack, aligned to 16 with the
+ * timespec below the frame; the vDSO leaves the vector registers alone (rt_clock.c).
+ * ~30 ns of the call against ~50 more through C. Uses %rax %rdx %r11. */
+	.macro MONO_NOW fail
+	cmpq $0, kprw_vdso_gettime(%rip)
+	je \fail
+	cmpq $0, OF_TCTX_COMM_NS(%rsi)
+	je \fail
+	pushfq
+	testl $0x400, (%rsp)
+	leaq 8(%rsp), %rsp
+	jnz \fail
+	pushq %rcx
+	pushq %rdi
+	pushq %rsi
+	pushq %r8
+	pushq %r9
+	pushq %r10
+	movq %rsp, %r11
+	andq $-16, %rsp
+	subq $32, %rsp		/* 16(%rsp) the timespec, 8(%rsp) the frame's %rsp */
+	movq %r11, 8(%rsp)
+	movl $1, %edi		/* CLOCK_MONOTONIC */
+	leaq 16(%rsp), %rsi
+	call *kprw_vdso_gettime(%rip)
+	imulq $1000000000, 16(%rsp), %rdx
+	addq 24(%rsp), %rdx
+	movq 8(%rsp), %rsp
+	popq %r10
+	popq %r9
+	popq %r8
+	popq %rsi
+	popq %rdi
+	popq %rcx
+	testq %rax, %rax
+	jnz \fail
+	movq %rdx, %rax
+	NOW_CHECK \fail
+	.endm
+
+/* CLOCK_NOW is the record's time after MAYBE_TSC: TCLK_NOW of the TSC it read, or the
+ * counter's (COUNTER_NOW), or mono's (MONO_NOW) */
+	.macro CLOCK_NOW fail
+	testq %r11, %r11
+	jz .Lcnt\@
+	TCLK_NOW \fail
+	jmp .Lnow\@
+.Lcnt\@:
+	cmpq $0, kprw_clk_counter(%rip)
+	je .Lmono\@
+	COUNTER_NOW \fail
+	jmp .Lnow\@
+.Lmono\@:
+	MONO_NOW \fail
+.Lnow\@:
 	.endm
 
 /* TCLK_NOW makes the TSC read by RAW_TSC (%r11) the record's time, less ts_base, in
@@ -496,12 +593,13 @@ kprewrite_rt_optprobe_template_end:
 	.macro RETHOOK_PATH cfg
 	cmpq $0, kprw_rs_tab(%rip)
 	je .Lrslow
-	.if !\cfg
-	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
-	je .Lrslow
-	.endif
-	/* the TSC first: rdtsc's latency overlaps the checks (%r11 = the TSC) */
+	/* the TSC first: rdtsc's latency overlaps the checks (%r11 = the TSC; without
+	 * cfg, 0 with the counter clock: CLOCK_NOW takes a count below) */
+	.if \cfg
 	RAW_TSC
+	.else
+	MAYBE_TSC
+	.endif
 	TCTX_FIND .Lrslow, \cfg
 	/* this thread's newest entry (%r8): frame K's, no flags */
 	RS_TOP %r10, %r9, %r8, %rax, 72, .Lrslow
@@ -542,7 +640,11 @@ kprewrite_rt_optprobe_template_end:
 	HOT_OPEN OF_HOT_ROPEN, .Lrslow, \cfg
 	CPU_WORD .Lrslow, \cfg
 	TBLK %r10
+	.if \cfg
 	TCLK_NOW .Lrslow
+	.else
+	CLOCK_NOW .Lrslow
+	.endif
 	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
 	movl $24, %r11d		/* the record's size: the fixed part and the word */
 	PLACE .Lrlost_placed, 1, \cfg, 0
@@ -571,7 +673,7 @@ kprewrite_rt_optprobe_template_end:
  * the word that held the return address, and the trampoline's address still there):
  * the return of a frame on this thread's return stack (rt_rstack.c) whose newest entry
  * it is, no instance over it, whose probe is a CALL line's return event without
- * fetches, filter or trigger (hot_ret_fast), switched on, tracing on, the TSC clock:
+ * fetches, filter or trigger (hot_ret_fast), switched on, tracing on, the TSC or the counter clock:
  * the record as kprw_rethook's hot_ret_fast writes it (the real return address as its
  * word), the entry popped, what the word held at K (the real return address; in a
  * chain of entries on one word, a tail call's, the trampoline, which the jmp enters
@@ -664,16 +766,13 @@ kprewrite_rt_optprobe_body:
 	cmpl $(FC_HOT_FAST << 24 | FC_HOT_CALL), %eax
 	jne .Lslow
 	RS_OK .Lslow
-	/* the TSC first (TCLK_NOW converts it below; the counter: .Lcounter, later):
+	/* the TSC first (TCLK_NOW converts it below; the counter and mono: CLOCK_NOW, later):
 	 * rdtsc's latency overlaps the checks below, which do not depend on it; %r11 = the
-	 * TSC, never 0 */
+	 * TSC, never 0, or 0 (MAYBE_TSC) */
 1:
 .Lgeneral:
-	xorl %r11d, %r11d	/* (0: the TSC is not read here, below too) */
-	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
-	je 18f
-	RAW_TSC
-18:	/* the process's state (hot_open) */
+	MAYBE_TSC
+	/* the process's state (hot_open) */
 	HOT_OPEN OF_HOT_OPEN, .Lslow
 	/* the thread's context at its hash's slot, no handler of ours running, its tid
 	 * still the TCB's (hot_fast_tctx): %rsi */
@@ -688,13 +787,11 @@ kprewrite_rt_optprobe_body:
 	CPU_WORD .Lslow
 	/* the TSC read above, turned into the record's time by the thread's copy of the
 	 * clock (TCLK_NOW: its span stands for the comm's age and the ext test too), or the
-	 * counter (.Lcounter): %rax = the time less ts_base (ts_hi and ts_lo, stored apart
-	 * below); the choice made above holds, whatever clk_tsc says now */
-	testq %r11, %r11
-	jz .Lcounter
+	 * counter's or mono's (CLOCK_NOW): %rax = the time less ts_base (ts_hi and ts_lo,
+	 * stored apart below); the choice made above holds, whatever clk_tsc says now */
 	TBLK %r10
-	TCLK_NOW .Lslow
-.Lnow:
+	CLOCK_NOW .Lslow
+
 	/* the word after the fixed part (%r8): an exit's return address (one hooked already
 	 * goes the full way), or an entry's stack pointer with spev (entry_sp_word) */
 	movl OF_HOT_DLEN(%rdi), %edx
@@ -829,41 +926,23 @@ kprewrite_rt_optprobe_body:
 	addq kprw_rt+OF_RT_CTR_BASE(%rip), %rax
 	lock incq 8(%rax)
 	jmp .Lfast_done
-/* the counter clock (kprw_clock_slow's): one count of the trace file's, taken with lock
- * xadd, for a thread whose comm was read already (its age is then counted in counts, as
- * the C path counts it) and whose block has room for the record: a count taken and then
- * declined would leave a gap in the counts */
-.Lcounter:
-	cmpq $0, OF_TCTX_COMM_NS(%rsi)
-	je .Lslow
-	TBLK %r10
-	movq (%r10), %rdx
-	REC_SPLIT %rdx, %rax
-	movl OF_HOT_DLEN(%rdi), %r11d
-	leaq 32(%rdx,%r11), %rdx	/* the place and the largest size this record takes */
-	cmpq %rax, %rdx
-	ja .Lslow
-	movq kprw_clk_counter(%rip), %r10
-	testq %r10, %r10
-	jz .Lslow		/* (not the counter clock either: clk_tsc was 0) */
-	movl $1, %eax
-	lock xaddq %rax, (%r10)
-	incq %rax		/* (a time's form: NOW_CHECK takes ts_base off) */
-	/* the comm younger than its refresh, a time that needs no ext part (hot_record) */
-	NOW_CHECK .Lslow
-	jmp .Lnow
 /* .Lseq is an EVENT line's record whose shape the line's count says (KPRW_HOT_SEQ): the
  * general path's checks in its order, then a record of 16 + 8n bytes, rlen 8n, the n
  * registers from this frame at 16, 24, 32: its size dlen + 16 (dlen 8n: seq_line), no word, no loop
  * over the ops, no kind tested after the place (the kernel's optprobe template has its
- * probe's work fixed in it; here a line's count fixes it). The counter clock takes the
- * general path. */
+ * probe's work fixed in it; here a line's count fixes it). The counter and mono clocks
+ * take it too (CLOCK_NOW). */
 /* SEQ_CHECKS is the general path's checks in its order for .Lseq and WORD_PATH, the
- * TSC first: the time in %rax (the thread's copy of the clock: TCLK_NOW), the thread's
+ * TSC first: the time in %rax (the thread's copy of the clock: TCLK_NOW; or a count of
+ * the counter clock's, taken last: CLOCK_NOW), the thread's
  * context in %rsi, its kprw_tblk in %r10 (PLACE's, tblk 0), the CPU word in %r9; with
  * call, RS_ROOM after the context (a CALL line's push) */
 	.macro SEQ_CHECKS call=0, cfg=0
+	.if \cfg
 	RAW_TSC
+	.else
+	MAYBE_TSC
+	.endif
 	HOT_OPEN OF_HOT_OPEN, .Lslow, \cfg
 	TCTX_FIND .Lslow, \cfg
 	.if \call
@@ -871,15 +950,15 @@ kprewrite_rt_optprobe_body:
 	.endif
 	CPU_WORD .Lslow, \cfg
 	TBLK %r10
+	.if \cfg
 	TCLK_NOW .Lslow
+	.else
+	CLOCK_NOW .Lslow
+	.endif
 	.endm
 /* SEQ_PATH is .Lseq's record; with cfg, the configured one (kprw_rt.fast_cfg: the TSC
  * clock, no test of clk_tsc) */
 	.macro SEQ_PATH cfg
-	.if !\cfg
-	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
-	je .Lgeneral
-	.endif
 	SEQ_CHECKS 0, \cfg
 	movl OF_HOT_DLEN(%rdi), %r8d	/* 8n (seq_line) */
 	leal FC_CREC_HIT(%r8), %edx
@@ -926,10 +1005,6 @@ kprewrite_rt_optprobe_body:
 	leaq kprewrite_rt_rettramp(%rip), %rax
 	cmpq %rax, 216(%rsp)
 	je .Lgeneral
-	.if !\cfg
-	cmpl $0, kprw_rt+OF_RT_CLK_TSC(%rip)
-	je .Lgeneral
-	.endif
 	.if \call
 	leaq 216(%rsp), %r8	/* (an entry's: S, bit 0 clear) */
 	.else

@@ -236,7 +236,8 @@ void kprw_tclk_refresh(struct kprw_tctx *c)
 /* the vDSO is built with the kernel's -mno-sse -mno-avx: like the runtime's own code it
  * leaves the vector registers alone, so a detour may call it */
 typedef long (*gettime_fn)(long clk, struct k_timespec *ts);
-static gettime_fn vdso_gettime;
+/* (optprobe.S's MONO_NOW calls it too: kprw_vdso_gettime) */
+gettime_fn vdso_gettime __asm__("kprw_vdso_gettime");
 /* the trace file header's counter when it is the record clock, else NULL: taken with
  * lock xadd by kprw_clock_slow and by optprobe.S's fast path */
 u64 *kprw_clk_counter;

@@ -63,9 +63,11 @@ const (
 	populateStep = 256 << 10
 	// hugePage is the size of a transparent huge page (x86-64).
 	hugePage = 2 << 20
-	// chunkBuffers is how many chunk buffers the recorder has at least; it makes more,
-	// up to spillFactor times the ring's bytes, while the disk is behind.
-	chunkBuffers = 3
+	// chunkBuffers is how many chunk buffers the recorder has at least (one filled while
+	// the other is written); it makes more, up to spillFactor times the ring's bytes,
+	// while the disk is behind. (3 until the twenty-sixth session of issue 49: each
+	// buffer is 8 MiB of new memory, 100-200 ms of CPU on this VM while a program runs.)
+	chunkBuffers = 2
 	// spillFactor bounds the records the recorder holds copied and not yet written: a
 	// finished block goes back to the writers once its records are in a chunk buffer, not
 	// once the chunk is on disk, so a disk that stalls (a 29 MB chunk took 38 ms here,
@@ -103,6 +105,10 @@ const (
 	// 1.7 ns more (21.68 against 20.02 ns, issue 49); a fast writer leaves a 64 KiB
 	// block within ~50 us, so its blocks are copied once, whole.
 	heldPeek = 10 * time.Millisecond
+	// writeWait is how long Drain waits for a chunk's write to give its buffer back
+	// before it asks the maker for another (awaitBuf): a chunk of up to 8 MiB took
+	// 0.2-7 ms to write here.
+	writeWait = 5 * time.Millisecond
 )
 
 // Stats counts what the recorder did.
@@ -149,11 +155,13 @@ type Recorder struct {
 	results          chan *job
 	pending          int
 	pendingBytes     uint64 // the bytes of the chunks under way
-	inflight         []bool // per block: a chunk holding its records is being written
-	prealloc         uint64 // the file's blocks are reserved up to here (writer goroutine)
-	pieces           []piece
-	stats            Stats
-	err              error // the first write error: nothing more is copied
+	// writeStart is when the writer's write under way started (UnixNano; 0: none)
+	writeStart atomic.Int64
+	inflight   []bool // per block: a chunk holding its records is being written
+	prealloc   uint64 // the file's blocks are reserved up to here (writer goroutine)
+	pieces     []piece
+	stats      Stats
+	err        error // the first write error: nothing more is copied
 	// populated is closed when the background population of the ring has ended;
 	// stopPopulate ends it early (the ring is unmapped after it)
 	populated    chan struct{}
@@ -651,7 +659,7 @@ func makeBuf() (raw, buf []byte, err error) {
 }
 
 // maker makes the chunk buffers Drain asks for ahead of need, present (MADV_POPULATE_WRITE):
-// the second and third at the start, more while the disk is behind. Made on Drain's
+// the second at the start, more while the disk is behind. Made on Drain's
 // path, a buffer's first fill of fresh memory took 8-53 ms a drain on this VM (4 MB in
 // 16 ms) while python3.11 wrote ~540 MB/s of records into a 32 MiB ring, which then
 // filled (442,000-890,000 records lost in 1 of 6 runs, issue 49).
@@ -669,13 +677,19 @@ func (r *Recorder) maker() {
 }
 
 // askSpare asks the maker for one more buffer when the disk is behind (the chunks under
-// way hold a buffer's worth of records or more) and fewer than two are free, within
-// maxBufs. (Asked whenever a chunk was under way, as before 2026-11-30, the maker made
-// 37 buffers of 8 MiB for python3.11's 134 MiB trace, with a disk faster than the
-// program: each drain's chunk, ~1 MiB, holds a buffer while it is written; 296 MiB of
-// new memory, whose zeroing was 27% of the run's samples.)
+// way hold a buffer's worth of records or more, and the write under way has taken
+// writeWait already) and fewer than two are free, within maxBufs. (Asked whenever a
+// chunk was under way, as before 2026-11-30, the maker made 37 buffers of 8 MiB for
+// python3.11's 134 MiB trace, with a disk faster than the program: each drain's chunk,
+// ~1 MiB, holds a buffer while it is written; 296 MiB of new memory, whose zeroing was
+// 27% of the run's samples. Asked with a buffer's worth under way, it still made 11
+// for that trace, whose 8 MiB chunks the disk wrote in 2-7 ms each: 100-200 ms of CPU
+// a buffer while the program ran, the drain starved of the CPU and the ring grown;
+// issue 49, twenty-sixth session.)
 func (r *Recorder) askSpare() {
-	if r.pendingBytes >= maxChunk && len(r.free) < 2 && len(r.bufs)+r.asked < r.maxBufs {
+	started := r.writeStart.Load()
+	slow := started != 0 && time.Now().UnixNano()-started >= int64(writeWait)
+	if slow && r.pendingBytes >= maxChunk && len(r.free) < 2 && len(r.bufs)+r.asked < r.maxBufs {
 		r.asked++
 		r.want <- struct{}{}
 	}
@@ -687,14 +701,62 @@ func (r *Recorder) takeSpare() bool {
 	for {
 		select {
 		case b := <-r.spare:
-			r.asked--
-			if b.raw != nil {
-				r.bufs = append(r.bufs, b.raw)
-				r.free = append(r.free, b.buf)
-				got = true
-			}
+			got = r.addSpare(b) || got
 		default:
 			return got
+		}
+	}
+}
+
+// addSpare adds a buffer the maker made (false: it could not make one).
+func (r *Recorder) addSpare(b spareBuf) bool {
+	r.asked--
+	if b.raw == nil {
+		return false
+	}
+	r.bufs = append(r.bufs, b.raw)
+	r.free = append(r.free, b.buf)
+	return true
+}
+
+// awaitBuf waits, with no buffer free, for a chunk under way to be written (its buffer
+// then free) or for a spare the maker is making; after writeWait with neither, it asks
+// the maker for one (when it may have more) and waits on. False: nothing to wait for
+// (no chunk under way, no spare asked, or the maker could not make one), Drain's path
+// makes one itself. A fresh 8 MiB buffer took 100-200 ms to make present on this VM
+// while the program ran (its pages new to the hypervisor too), a chunk's write 0.2-7
+// ms: made on Drain's path instead of waiting for a write, it stalled the drain that
+// long, the ring filled and grew (new pages again, in the program's threads), and
+// python3.11's `--calls '*'` run under `record` took 1.3 s instead of 0.3 (issue 49,
+// twenty-sixth session).
+func (r *Recorder) awaitBuf() bool {
+	if r.pending == 0 && r.asked == 0 {
+		return false
+	}
+	var wait <-chan time.Time
+	if r.asked == 0 {
+		t := time.NewTimer(writeWait)
+		defer t.Stop()
+		wait = t.C
+	}
+	for {
+		select {
+		case j := <-r.results:
+			r.finish(j)
+			return true
+		case b := <-r.spare:
+			if r.addSpare(b) {
+				return true
+			}
+			if r.pending == 0 && r.asked == 0 {
+				return false
+			}
+		case <-wait:
+			wait = nil
+			if len(r.bufs)+r.asked < r.maxBufs {
+				r.asked++
+				r.want <- struct{}{}
+			}
 		}
 	}
 }
@@ -983,7 +1045,9 @@ func (r *Recorder) writer() {
 		if failed != nil {
 			j.err = failed
 		} else {
+			r.writeStart.Store(time.Now().UnixNano())
 			j.off, j.err = r.appendChunk(j.buf, j.size, j.np, uint32(j.mark))
+			r.writeStart.Store(0)
 			failed = j.err
 		}
 		r.results <- j
@@ -1046,8 +1110,18 @@ func (r *Recorder) gather() uint64 {
 	var gathered uint64
 	for start := 0; start < len(r.pieces) && r.err == nil; {
 		if len(r.free) == 0 {
-			if r.takeSpare() || len(r.bufs)+r.asked < r.maxBufs && r.newBuf() == nil {
+			if r.takeSpare() || r.awaitBuf() {
 				continue
+			}
+			if len(r.bufs)+r.asked < r.maxBufs {
+				err := r.newBuf()
+				if err == nil {
+					continue
+				}
+				if r.pending == 0 {
+					r.err = err // (no chunk under way gives one back)
+					break
+				}
 			}
 			r.finish(<-r.results)
 			continue

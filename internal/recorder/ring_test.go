@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestQueueGrowth: a ring that may grow starts with its first blocks in the queue,
@@ -132,9 +133,10 @@ func TestRingInMemory(t *testing.T) {
 }
 
 // TestAskSpare: the maker is asked for another chunk buffer only when the chunks under
-// way hold a buffer's worth of records (the disk is behind), not whenever one is being
-// written: a drain's chunk of ~1 MiB in flight made python3.11's recorder take 37
-// buffers of 8 MiB for a 134 MiB trace.
+// way hold a buffer's worth of records and the write under way has taken writeWait (the
+// disk is behind), not whenever one is being written: a drain's chunk of ~1 MiB in
+// flight made python3.11's recorder take 37 buffers of 8 MiB for a 134 MiB trace, and
+// 8 MiB under way on a disk that wrote it in 4 ms, 11.
 func TestAskSpare(t *testing.T) {
 	r, err := Create(filepath.Join(t.TempDir(), "s.trace"), Options{})
 	if err != nil {
@@ -152,7 +154,14 @@ func TestAskSpare(t *testing.T) {
 		t.Errorf("asked for a buffer with 1 MiB under way")
 	}
 	r.pending, r.pendingBytes = 2, maxChunk
+	r.writeStart.Store(time.Now().UnixNano())
 	r.askSpare()
+	if r.asked != asked {
+		t.Errorf("asked for a buffer with %d bytes under way in a write just started", maxChunk)
+	}
+	r.writeStart.Store(time.Now().Add(-2 * writeWait).UnixNano())
+	r.askSpare()
+	r.writeStart.Store(0)
 	if r.asked != asked+1 {
 		t.Errorf("did not ask for a buffer with %d bytes under way", maxChunk)
 	}

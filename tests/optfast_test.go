@@ -2,6 +2,7 @@ package tests
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -198,6 +199,86 @@ func TestOptFastPathCalls(t *testing.T) {
 				}
 			}
 			t.Logf("hook %v, %s: %d calls, %d hits through the detour's C side, %d returns through the trampoline's slow path", hook, clock, 3*n, c[0], c[1])
+		}
+	}
+}
+
+// dfsiteProg's dfsite(a, out) sets DF (std), runs a 5-byte nop (dfsite_s: a probe
+// site) with %rdi = a, stores the flags after it in *out and clears DF; main calls it
+// argv[1] times and says "bad" when DF was not set after the site.
+const dfsiteProg = `
+#include <stdio.h>
+#include <stdlib.h>
+__asm__(
+	".text\n.globl dfsite\n.type dfsite,@function\ndfsite:\n"
+	"std\n"
+	".globl dfsite_s\ndfsite_s: .byte 0x0f,0x1f,0x44,0x00,0x00\n"
+	"pushfq\npop %rax\ncld\nmov %rax, (%rsi)\nret\n"
+	".size dfsite, .-dfsite\n");
+void dfsite(long a, unsigned long *out);
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 8, bad = 0;
+	for (int i = 0; i < n; i++) {
+		unsigned long fl = 0;
+		dfsite(i, &fl);
+		if (!(fl & 0x400))
+			bad++;
+	}
+	printf("%d calls, %d bad\n", n, bad);
+	return bad != 0;
+}
+`
+
+// TestOptFastPathDF: a jump-optimized site hit with DF set records as any, with each
+// clock (the mono clock's fast path calls the vDSO, which may not meet DF set: it
+// declines to C, which clears DF for its calls), and the program finds DF still set
+// after the site.
+func TestOptFastPathDF(t *testing.T) {
+	prog := testprog.Build(t, dfsiteProg, "c", "-O2")
+	f, err := elf.Open(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := f.Symbols()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := map[string]uint64{}
+	for _, s := range syms {
+		addr[s.Name] = s.Value
+	}
+	out := filepath.Join(t.TempDir(), "df")
+	rewriteWith(t, prog, out, []string{fmt.Sprintf("p:df/s dfsite+%d a=%%di", addr["dfsite_s"]-addr["dfsite"])})
+	if _, l, _ := kp("list", out); !strings.Contains(l, "[OPTIMIZED]") {
+		t.Fatalf("want a jump-optimized site:\n%s", l)
+	}
+	const n = 300
+	for _, clock := range []string{"tsc", "counter", "mono"} {
+		tr := out + "." + clock + ".trace"
+		r := testprog.Run(t, testprog.Cmd{Path: out, Args: []string{strconv.Itoa(n)}, Env: []string{"KPREWRITE_TRACE=" + tr, "KPREWRITE_CLOCK=" + clock}})
+		if r.Exit != 0 || r.Stdout != fmt.Sprintf("%d calls, 0 bad\n", n) {
+			t.Errorf("%s: %s, want every call to find DF set after the site", clock, r)
+		}
+		if got := countedRecords(t, tr, clock); got != n {
+			t.Errorf("%s: %d records, want %d", clock, got, n)
+		}
+		s, _, err := tracefile.OpenStream(tr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := uint64(0)
+		err = s.Each(func(r *tracefile.Record) error {
+			if len(r.Data) != 8 || binary.LittleEndian.Uint64(r.Data) != i {
+				return fmt.Errorf("record %d: data %x, want a=%d", i, r.Data, i)
+			}
+			i++
+			return nil
+		})
+		s.Close()
+		if err != nil {
+			t.Errorf("%s: %v", clock, err)
 		}
 	}
 }

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "3b2eea45017e9b26a7b165577fd9459bfc61f9596f0a90056083225c4584da00"
+const ObjectSHA256 = "316af08762bb8eea6d272969c16918444802b324674ae573012a6611afa371b9"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

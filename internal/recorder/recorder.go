@@ -155,10 +155,11 @@ type Recorder struct {
 	results          chan *job
 	pending          int
 	pendingBytes     uint64 // the bytes of the chunks under way
-	// writeStart is when the writer's write under way started (UnixNano; 0: none)
+	// writeStart is when the writer's write under way started (clock's; 0: none)
 	writeStart atomic.Int64
-	inflight   []bool // per block: a chunk holding its records is being written
-	prealloc   uint64 // the file's blocks are reserved up to here (writer goroutine)
+	t0         time.Time // writeStart's origin (monotonic)
+	inflight   []bool    // per block: a chunk holding its records is being written
+	prealloc   uint64    // the file's blocks are reserved up to here (writer goroutine)
 	pieces     []piece
 	stats      Stats
 	err        error // the first write error: nothing more is copied
@@ -588,7 +589,7 @@ func setUp(f *os.File, n, nmax, bs uint64, over bool) (*Recorder, error) {
 		prealloc = total + preallocAhead
 		syscall.Fallocate(fd, 0x1 /* KEEP_SIZE */, int64(total), preallocAhead)
 	}
-	r := &Recorder{f: f, m: m, n: nmax, n0: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, nmax), prealloc: prealloc,
+	r := &Recorder{f: f, m: m, n: nmax, n0: n, bs: bs, qoff: qoff, over: over, blocks: make([]blockState, nmax), prealloc: prealloc, t0: time.Now(),
 		ext: make([][]byte, next), e: e, extOff: h.RingExtOff(),
 		inflight:  make([]bool, nmax),
 		maxBufs:   max(chunkBuffers, int(min(spillFactor*ring, maxSpill, memAvailable()/spillShare)/maxChunk)),
@@ -688,7 +689,7 @@ func (r *Recorder) maker() {
 // issue 49, twenty-sixth session.)
 func (r *Recorder) askSpare() {
 	started := r.writeStart.Load()
-	slow := started != 0 && time.Now().UnixNano()-started >= int64(writeWait)
+	slow := started != 0 && r.clock()-started >= int64(writeWait)
 	if slow && r.pendingBytes >= maxChunk && len(r.free) < 2 && len(r.bufs)+r.asked < r.maxBufs {
 		r.asked++
 		r.want <- struct{}{}
@@ -708,6 +709,10 @@ func (r *Recorder) takeSpare() bool {
 	}
 }
 
+// clock is the monotonic time since the recorder was set up, in ns, plus 1 (never 0:
+// writeStart's "none")
+func (r *Recorder) clock() int64 { return int64(time.Since(r.t0)) + 1 }
+
 // addSpare adds a buffer the maker made (false: it could not make one).
 func (r *Recorder) addSpare(b spareBuf) bool {
 	r.asked--
@@ -722,8 +727,9 @@ func (r *Recorder) addSpare(b spareBuf) bool {
 // awaitBuf waits, with no buffer free, for a chunk under way to be written (its buffer
 // then free) or for a spare the maker is making; after writeWait with neither, it asks
 // the maker for one (when it may have more) and waits on. False: nothing to wait for
-// (no chunk under way, no spare asked, or the maker could not make one), Drain's path
-// makes one itself. A fresh 8 MiB buffer took 100-200 ms to make present on this VM
+// (no chunk under way, no spare asked, or the maker could not make one); with no
+// buffer free every buffer is under way, so that is defensive: gather then makes one
+// itself. A fresh 8 MiB buffer took 100-200 ms to make present on this VM
 // while the program ran (its pages new to the hypervisor too), a chunk's write 0.2-7
 // ms: made on Drain's path instead of waiting for a write, it stalled the drain that
 // long, the ring filled and grew (new pages again, in the program's threads), and
@@ -1045,7 +1051,7 @@ func (r *Recorder) writer() {
 		if failed != nil {
 			j.err = failed
 		} else {
-			r.writeStart.Store(time.Now().UnixNano())
+			r.writeStart.Store(r.clock())
 			j.off, j.err = r.appendChunk(j.buf, j.size, j.np, uint32(j.mark))
 			r.writeStart.Store(0)
 			failed = j.err

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestQueueGrowth: a ring that may grow starts with its first blocks in the queue,
@@ -154,12 +153,13 @@ func TestAskSpare(t *testing.T) {
 		t.Errorf("asked for a buffer with 1 MiB under way")
 	}
 	r.pending, r.pendingBytes = 2, maxChunk
-	r.writeStart.Store(time.Now().UnixNano())
+	r.writeStart.Store(r.clock())
 	r.askSpare()
 	if r.asked != asked {
 		t.Errorf("asked for a buffer with %d bytes under way in a write just started", maxChunk)
 	}
-	r.writeStart.Store(time.Now().Add(-2 * writeWait).UnixNano())
+	r.t0 = r.t0.Add(-2 * writeWait) // (the write started 2*writeWait ago)
+	r.writeStart.Store(r.clock() - 2*int64(writeWait))
 	r.askSpare()
 	r.writeStart.Store(0)
 	if r.asked != asked+1 {

@@ -673,7 +673,7 @@ kprewrite_rt_optprobe_template_end:
  * the word that held the return address, and the trampoline's address still there):
  * the return of a frame on this thread's return stack (rt_rstack.c) whose newest entry
  * it is, no instance over it, whose probe is a CALL line's return event without
- * fetches, filter or trigger (hot_ret_fast), switched on, tracing on, the TSC or the counter clock:
+ * fetches, filter or trigger (hot_ret_fast), switched on, tracing on, any clock (CLOCK_NOW):
  * the record as kprw_rethook's hot_ret_fast writes it (the real return address as its
  * word), the entry popped, what the word held at K (the real return address; in a
  * chain of entries on one word, a tail call's, the trampoline, which the jmp enters
@@ -714,17 +714,18 @@ kprw_rethook_fast:
  * traffic and checks were half of a hot event's cost. It runs the same checks (the
  * line, the clock as kprw_tsc_ns, first, so that rdtsc's ~11 ns overlap the checks that
  * do not depend on it, the process's state as hot_open, the thread's context as
- * hot_fast_tctx, the CPU as kprw_cpu_fast, the counter clock as kprw_clock_slow takes it
- * (which hot_fast leaves to the C path), the comm's age and the ext test as hot_record;
- * the lines of a count's shape, .Lseq and WORD_PATH, take the time from the thread's
- * copy of the clock instead, whose span stands for the clock's, the comm's and the ext
- * tests: TCLK_NOW) and declines to the full path (.Lslow: everything
+ * hot_fast_tctx, the CPU as kprw_cpu_fast, the counter and mono clocks as
+ * kprw_clock_slow takes them (which hot_fast leaves to the C path), the comm's age and
+ * the ext test as hot_record; with the TSC the time comes from the thread's copy of the
+ * clock, whose span stands for the clock's, the comm's and the ext tests: TCLK_NOW;
+ * CLOCK_NOW chooses) and declines to the full path (.Lslow: everything
  * put back, %ecx still the index) on the first that fails, before it takes a place;
  * after the xadd it declines only for a place past its block's end, which is never
  * written (reserve's rule). optfast.h holds the layout it reads, checked against C.
  * Its frame: 0 flags (lahf, seto), 8 r11, 16 r10, 24 r9, 32 r8, 40 rdi, 48 rsi, 56 rdx,
  * 64 rax, 72 the return address into the stub, 80 the program's rcx; S = 216(%rsp).
- * It uses no string instruction (DF as it is), calls nothing, and writes below the
+ * It uses no string instruction (DF as it is), calls nothing but the vDSO's
+ * clock_gettime with the mono clock (MONO_NOW: not with DF set), and writes below the
  * red zone only. */
 	.globl kprewrite_rt_optprobe_body
 	.hidden kprewrite_rt_optprobe_body

@@ -278,6 +278,8 @@ int kprw_ahead_owned(void)
  * bytes) stays single-threaded. */
 void kprw_ahead(u64 end)
 {
+	if (!kprw_rt.populate)
+		return; /* (pages fault in as written: nothing to ready, the mark stays) */
 	u64 c = 1ull << CHUNK_SHIFT, ready = __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED);
 	if (end + AHEAD_WAKE * c <= ready)
 		return;

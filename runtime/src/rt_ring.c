@@ -97,7 +97,8 @@ static u64 ring_block(u64 blk, int grown)
 			return ~0ull;
 	}
 	long r = sys3(SYS_madvise, (long)(kprw_rt.trace_data + off), (long)kprw_rt.trace_block, MADV_POPULATE_WRITE);
-	if (grown && r < 0)
+	if (grown && r < 0 && !kprw_refused(r)) /* (refused by a sandbox: its extent's blocks
+						   * were allocated, its pages fault in) */
 		return ~0ull;
 	if (bits)
 		__atomic_fetch_or(&bits[blk / 64], bit, __ATOMIC_RELAXED);

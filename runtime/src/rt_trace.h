@@ -17,6 +17,12 @@ void kprw_trace_open(const char *path, u64 size, int flags, int records);
 extern u64 kprw_trace_ready;
 int kprw_trace_grow(u64 end);
 int kprw_trace_ready_to(u64 to);
+/* kprw_refused says whether a system call's result is a seccomp filter's refusal (EPERM,
+ * EACCES, ENOSYS): a sandbox the program put itself under, not the call's own failure */
+static inline int kprw_refused(long r)
+{
+	return r == -1 || r == -13 || r == -38;
+}
 void kprw_trace_said_full(void); /* rt_tracefile.c: the record area is full, once */
 /* rt_ahead.c: a thread of our own readies the area ahead of a direct trace's writers */
 void kprw_ahead_prepare(void);

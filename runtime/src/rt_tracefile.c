@@ -1061,12 +1061,13 @@ int kprw_trace_ready_to(u64 to)
 	if (from >= to)
 		return 1;
 	long r = sys3(SYS_madvise, (long)(kprw_rt.trace_data + from), (long)(to - from), MADV_POPULATE_WRITE);
-	if (r == -22 || r == -1 || r == -13 || r == -38) {
-		/* EINVAL: a kernel before 5.14; EPERM, EACCES, ENOSYS: a seccomp filter the
-		 * program put itself under (a sandbox) refused it. Pages fault in as written
-		 * (a hole's page written on a full disk is then a SIGBUS, which
-		 * kprw_trace_fault turns into lost records): before, a refusal read as a full
-		 * disk, and every record after the first chunks was lost */
+	if (r == -22 || kprw_refused(r)) {
+		/* EINVAL: a kernel before 5.14; a seccomp filter the program put itself under
+		 * (a sandbox) refused it. Pages fault in as written (a hole's page written on
+		 * a full disk is then a SIGBUS, which kprw_trace_fault takes for a file that
+		 * shrank: the mappings become memory, every later record and count lost, one
+		 * line says so): before, a refusal read as a full disk, and every record
+		 * after the first chunks was lost */
 		kprw_rt.populate = 0;
 		return 1;
 	}

@@ -61,6 +61,16 @@ const (
 	populateFirst = 1 << 20
 	// populateStep is how much of the ring one call makes present in the background.
 	populateStep = 256 << 10
+	// populateLead is how far the background population goes before the writers have
+	// taken populateGo of the ring's blocks, after which it makes all of it present
+	// (Drain looks: pace). All of a 32 MiB ring made present at once, while a short
+	// program started, took its CPU and the host's page-making from it on this VM:
+	// `record` of file(1) (12 records) took 0.26-0.27 s, 0.02-0.03 with 2 MiB made
+	// first, the program's ftruncate of the file waiting 50 ms on a populate; paced by
+	// the writers' progress all the way, a hot burst met pages not yet there (1.2 ns a
+	// record more; issue 49, twenty-sixth session).
+	populateLead = 2 << 20
+	populateGo   = 1 << 20
 	// hugePage is the size of a transparent huge page (x86-64).
 	hugePage = 2 << 20
 	// chunkBuffers is how many chunk buffers the recorder has at least (one filled while
@@ -167,6 +177,10 @@ type Recorder struct {
 	// stopPopulate ends it early (the ring is unmapped after it)
 	populated    chan struct{}
 	stopPopulate atomic.Bool
+	// popTo is how far the population may go (pace); popWake wakes it when that moved
+	// or it should stop
+	popTo   atomic.Uint64
+	popWake chan struct{}
 	// spare: chunk buffers the maker goroutine made present ahead of need while the disk
 	// is behind (asked: how many it was asked for and Drain has not taken)
 	spare chan spareBuf
@@ -179,11 +193,31 @@ type Recorder struct {
 type spareBuf struct{ raw, buf []byte }
 
 // populate makes the ring's pages in [from, to) present and writable, a step at a time
-// in the queue's first order (block i first), until done or stopped.
+// in the queue's first order (block i first), up to popTo (populateLead until the
+// writers have taken populateGo of the ring: pace), until done or stopped.
 func (r *Recorder) populate(from, to uint64) {
 	defer close(r.populated)
-	for off := from; off < to && !r.stopPopulate.Load(); off += populateStep {
-		populateTouched(r.m[off:min(to, off+populateStep)])
+	for off := from; off < to && !r.stopPopulate.Load(); {
+		if off >= r.popTo.Load() {
+			<-r.popWake
+			continue
+		}
+		end := min(to, off+populateStep)
+		populateTouched(r.m[off:end])
+		off = end
+	}
+}
+
+// pace lets the background population make all of the ring present once the writers
+// have taken populateGo of it (Drain's goroutine: the one that stores popTo)
+func (r *Recorder) pace() {
+	taken := atomic.LoadUint64(r.u64(uint64(offRingTake)))
+	if to := uint64(math.MaxUint64); taken*r.bs >= populateGo && to > r.popTo.Load() {
+		r.popTo.Store(to)
+		select {
+		case r.popWake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -211,6 +245,10 @@ func populateTouched(b []byte) {
 func (r *Recorder) endPopulate() {
 	if r.populated != nil {
 		r.stopPopulate.Store(true)
+		select {
+		case r.popWake <- struct{}{}:
+		default:
+		}
 		<-r.populated
 		r.populated = nil
 	}
@@ -596,17 +634,16 @@ func setUp(f *os.File, n, nmax, bs uint64, over bool) (*Recorder, error) {
 		populated: make(chan struct{})}
 	r.jobs, r.results = make(chan *job, r.maxBufs), make(chan *job, r.maxBufs)
 	r.spare, r.want, r.made = make(chan spareBuf, r.maxBufs), make(chan struct{}, r.maxBufs), make(chan struct{})
+	r.popWake = make(chan struct{}, 1)
+	r.popTo.Store(kprt.TraceHeaderSize + first*bs + populateLead)
 	go r.maker()
 	go r.populate(kprt.TraceHeaderSize+first*bs, kprt.TraceHeaderSize+n*bs) // (not what it may grow to)
 	// one buffer now, filled as it is first used (a short run needs no other); the
-	// others made present by the maker while the program starts
+	// next asked of the maker when a write is slow or a drain waits for one (askSpare,
+	// awaitBuf): made at the start, 8 MiB of new memory took a short program's CPU here
 	if err := r.newBuf(); err != nil {
 		r.close()
 		return nil, err
-	}
-	for k := 1; k < chunkBuffers; k++ {
-		r.asked++
-		r.want <- struct{}{}
 	}
 	go r.writer()
 	if d, err := os.OpenFile(f.Name(), os.O_WRONLY|syscall.O_DIRECT, 0); err == nil {
@@ -964,6 +1001,7 @@ func writerGone(pid, tid uint32) bool {
 // again. Final and snapshot drains return once everything is written. It returns the
 // bytes of records it gathered.
 func (r *Recorder) Drain(final, snapshot bool) uint64 {
+	r.pace()
 	r.collect(final)
 	now := time.Now()
 	r.pieces = r.pieces[:0]

@@ -73,10 +73,11 @@ const (
 	populateGo   = 1 << 20
 	// hugePage is the size of a transparent huge page (x86-64).
 	hugePage = 2 << 20
-	// chunkBuffers is how many chunk buffers the recorder has at least (one filled while
-	// the other is written); it makes more, up to spillFactor times the ring's bytes,
-	// while the disk is behind. (3 until the twenty-sixth session of issue 49: each
-	// buffer is 8 MiB of new memory, 100-200 ms of CPU on this VM while a program runs.)
+	// chunkBuffers is how many chunk buffers the recorder may have at least (one filled
+	// while the other is written); it starts with one and makes more, up to spillFactor
+	// times the ring's bytes, when a write is slow or a drain waits for one. (Three made
+	// at the start until the twenty-sixth session of issue 49: each buffer is 8 MiB of
+	// new memory, 100-200 ms of CPU on this VM while a program runs.)
 	chunkBuffers = 2
 	// spillFactor bounds the records the recorder holds copied and not yet written: a
 	// finished block goes back to the writers once its records are in a chunk buffer, not

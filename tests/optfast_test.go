@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"os/exec"
@@ -79,19 +78,7 @@ int main(int argc, char **argv)
 // that wrote them.
 func TestOptFastPath(t *testing.T) {
 	prog := testprog.Build(t, regsiteProg, "c", "-O2")
-	f, err := elf.Open(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syms, err := f.Symbols()
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := map[string]uint64{}
-	for _, s := range syms {
-		addr[s.Name] = s.Value
-	}
+	addr := symbolTable(t, prog)
 	fetch := [5]string{"r15=%r15 r14=%r14 r13=%r13", "r12=%r12 bp=%bp bx=%bx", "r11=%r11 r10=%r10 r9=%r9",
 		"r8=%r8 ax=%ax cx=%cx", "dx=%dx si=%si di=%di"}
 	var defs []string
@@ -236,19 +223,7 @@ int main(int argc, char **argv)
 // after the site.
 func TestOptFastPathDF(t *testing.T) {
 	prog := testprog.Build(t, dfsiteProg, "c", "-O2")
-	f, err := elf.Open(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syms, err := f.Symbols()
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := map[string]uint64{}
-	for _, s := range syms {
-		addr[s.Name] = s.Value
-	}
+	addr := symbolTable(t, prog)
 	out := filepath.Join(t.TempDir(), "df")
 	rewriteWith(t, prog, out, []string{fmt.Sprintf("p:df/s dfsite+%d a=%%di", addr["dfsite_s"]-addr["dfsite"])})
 	if _, l, _ := kp("list", out); !strings.Contains(l, "[OPTIMIZED]") {

@@ -213,8 +213,8 @@ func (r *Recorder) populate(from, to uint64) {
 // have taken populateGo of it (Drain's goroutine: the one that stores popTo)
 func (r *Recorder) pace() {
 	taken := atomic.LoadUint64(r.u64(uint64(offRingTake)))
-	if to := uint64(math.MaxUint64); taken*r.bs >= populateGo && to > r.popTo.Load() {
-		r.popTo.Store(to)
+	if taken*r.bs >= populateGo && r.popTo.Load() != math.MaxUint64 {
+		r.popTo.Store(math.MaxUint64)
 		select {
 		case r.popWake <- struct{}{}:
 		default:
@@ -765,9 +765,8 @@ func (r *Recorder) addSpare(b spareBuf) bool {
 // awaitBuf waits, with no buffer free, for a chunk under way to be written (its buffer
 // then free) or for a spare the maker is making; after writeWait with neither, it asks
 // the maker for one (when it may have more) and waits on. False: nothing to wait for
-// (no chunk under way, no spare asked, or the maker could not make one); with no
-// buffer free every buffer is under way, so that is defensive: gather then makes one
-// itself. A fresh 8 MiB buffer took 100-200 ms to make present on this VM
+// (no chunk under way, no spare asked); with no buffer free every buffer is under way,
+// so that is defensive. A fresh 8 MiB buffer took 100-200 ms to make present on this VM
 // while the program ran (its pages new to the hypervisor too), a chunk's write 0.2-7
 // ms: made on Drain's path instead of waiting for a write, it stalled the drain that
 // long, the ring filled and grew (new pages again, in the program's threads), and
@@ -1155,20 +1154,12 @@ func (r *Recorder) gather() uint64 {
 	var gathered uint64
 	for start := 0; start < len(r.pieces) && r.err == nil; {
 		if len(r.free) == 0 {
-			if r.takeSpare() || r.awaitBuf() {
-				continue
+			if !r.takeSpare() && !r.awaitBuf() {
+				// (not met: with none free every buffer is under way, and its write
+				// gives it back)
+				r.err = errors.New("record: no chunk buffer free and none under way")
+				break
 			}
-			if len(r.bufs)+r.asked < r.maxBufs {
-				err := r.newBuf()
-				if err == nil {
-					continue
-				}
-				if r.pending == 0 {
-					r.err = err // (no chunk under way gives one back)
-					break
-				}
-			}
-			r.finish(<-r.results)
 			continue
 		}
 		buf := r.free[len(r.free)-1]

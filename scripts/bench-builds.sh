@@ -10,7 +10,12 @@
 # (`go generate ./runtime && go build -o /tmp/kp-X ./cmd/kprewrite`) and compare them
 # here; scripts/bench-pair.sh is the two-build form with both modes.
 #
-# usage: scripts/bench-builds.sh ROUNDS HITS record|direct|full KPREWRITE...
+# With PAUSE=S, each build's run comes after S seconds of nothing (a user's run, not one
+# right after another: on a VM the guest hands its free memory back to the host within
+# seconds, and a run that needs new memory then pays for it), and the wall time's
+# medians follow the CPU time's.
+#
+# usage: [PAUSE=S] scripts/bench-builds.sh ROUNDS HITS record|direct|full KPREWRITE...
 set -euo pipefail
 [ $# -ge 4 ] || { echo "usage: $0 ROUNDS HITS record|direct|full KPREWRITE..." >&2; exit 2; }
 rounds=$1 hits=$2 mode=$3
@@ -28,19 +33,22 @@ done
 cd "$work"
 size=$((hits * 33 / 1048576 + 64))M
 [ "$mode" = full ] && size=4K
-declare -A runs
+declare -A runs walls
 for r in $(seq "$rounds"); do
-	base=$(./d "$hits" none | cut -d' ' -f1)
+	basew=$(./d "$hits" none)
+	base=${basew%% *} basew=${basew#* }
 	i=0
 	for k in "$@"; do
+		[ -n "${PAUSE:-}" ] && sleep "$PAUSE"
 		if [ "$mode" = record ]; then
-			v=$("$k" record -q -o r.trace -- "./d.$i" "$hits" none | cut -d' ' -f1)
+			v=$("$k" record -q -o r.trace -- "./d.$i" "$hits" none)
 			rm -f r.trace
 		else
-			v=$(KPREWRITE_QUIET=1 KPREWRITE_TRACE=t.trace KPREWRITE_TRACE_SIZE=$size "./d.$i" "$hits" none | cut -d' ' -f1)
+			v=$(KPREWRITE_QUIET=1 KPREWRITE_TRACE=t.trace KPREWRITE_TRACE_SIZE=$size "./d.$i" "$hits" none)
 			rm -f t.trace
 		fi
-		runs[$i]+="$(echo "$v $base" | awk '{printf "%.2f", $1 - $2}') "
+		runs[$i]+="$(echo "$v $base" | awk '{printf "%.2f", $1 - $3}') "
+		walls[$i]+="$(echo "$v $basew" | awk '{printf "%.2f", $2 - $3}') "
 		i=$((i + 1))
 	done
 done
@@ -49,5 +57,9 @@ i=0
 for k in "$@"; do
 	m=$(echo "${runs[$i]}" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}')
 	echo "$k: $m  [${runs[$i]% }]"
+	if [ -n "${PAUSE:-}" ]; then
+		m=$(echo "${walls[$i]}" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}')
+		echo "$k: wall $m  [${walls[$i]% }]"
+	fi
 	i=$((i + 1))
 done

@@ -24,8 +24,7 @@
 #   - the program rewritten with `p:b/w work a=%di b=%si` and `--clock CLOCK`, under
 #     `kprewrite record` (a 32 MiB ring drained into the trace file) and run directly
 #     (its own trace file, sized for every record, not pre-populated): every clock's
-#     `record` run first, then one direct run that is not counted (see below), then
-#     every clock's direct run.
+#     `record` run first, then every clock's direct run (each counted: see below).
 # Each cost is the run's ns per hit minus the same round's unprobed loop; a table (CPU
 # time, then wall time) gives the median over the rounds, the ratio to the clock's
 # floor, direct over `record`, and the records kept/written of the last round (nothing
@@ -196,14 +195,14 @@ for r in $(seq "$rounds"); do
 		round+="[${last["record base"]}]  "
 		rm -f r.trace
 	fi
-	# The direct runs after the record runs, behind one direct run not counted: on this
-	# VM the first run that writes a new file's pages after a `record` run (whose trace
-	# went to disk with O_DIRECT, not through the page cache, and was deleted) costs
-	# 22-52 ns a hit, the runs after it ~14 (issue 49, 2026-11-30; likely the page cache's
-	# new pages coming from memory the host has to back again), which is this VM's, not
-	# the program's.
-	KPREWRITE_QUIET=1 KPREWRITE_TRACE=d.trace KPREWRITE_TRACE_SIZE=$size ./b.tsc "$hits" >/dev/null
-	rm -f d.trace
+	# The direct runs after the record runs, every one counted, as a user runs them: the
+	# first of them writes its file's pages into memory the host may have to back again
+	# (a `record` run's trace went to disk with O_DIRECT, not through the page cache).
+	# Until 2026-12-02 one direct run before them was not counted: a direct run then took
+	# new page-cache memory for every record, 22-52 ns a hit more in the first run here
+	# and 110-200 after a few seconds' pause; the runtime now gives back the file's pages
+	# behind its writers (rt_tracefile.c, kprw_trace_retire), and a run takes ~36 MiB of
+	# new memory, not the whole trace.
 	for c in "${rows[@]}"; do
 		add "direct $c" "$(KPREWRITE_QUIET=1 KPREWRITE_TRACE=d.trace KPREWRITE_TRACE_SIZE=$size "./b.$c" "$hits")"
 		last["direct $c"]=$(kept d.trace)

@@ -232,8 +232,10 @@ static void ahead_thread(void)
 		u32 seen = __atomic_load_n(&wakes, __ATOMIC_ACQUIRE);
 		if (kprw_rt.ring_queue)
 			ring_catch_up();
-		else
+		else {
 			catch_up();
+			kprw_trace_retire(); /* (what the writers left behind: rt_tracefile.c) */
+		}
 		long r = sys6(SYS_futex, (long)&wakes, FUTEX_WAIT_PRIVATE, seen, (long)(start_seccomp ? &kept : &idle), 0, 0);
 		if (r == -110 /* ETIMEDOUT */)
 			ahead_idle(seen);

@@ -13,6 +13,7 @@
 #include "rt.h"
 #include "rt_ring.h"
 
+#define O_RDONLY 0
 #define O_RDWR 02
 #define O_CREAT 0100
 #define O_NOFOLLOW 0400000
@@ -1124,6 +1125,110 @@ void kprw_trace_said_full(void)
 		  "(or rewrite --trace-size, or kprewrite record) keeps them\n");
 }
 
+/* ---- a direct trace's record area given back behind its writers ----
+ *
+ * A trace file written directly takes page-cache memory for each record, and on a VM
+ * new memory can cost far more than the records: here ~1.1 ms a MiB once the guest has
+ * handed its free pages back to the host, which it does within seconds (issue 49: a hot
+ * event run directly after a 5 s pause paid 110-140 ns a hit, 22-25 right after another
+ * run, 21-26 under `record`, whose ring is reused). So rt_ahead.c's thread, once it has
+ * readied what the writers asked for, gives back what lies more than RETIRE_LAG below
+ * the ready mark: that part of the file is written to the disk (sync_file_range, started
+ * one call and waited for the next), then its pages are dropped from this process's
+ * mapping and from the page cache, and the pages the thread readies next are the ones
+ * just freed. The page cache a direct run holds stays about RETIRE_LAG too. Nothing is
+ * lost: POSIX_FADV_DONTNEED drops only clean pages no one maps; a writer that still
+ * writes below the mark (a thread with an old block) faults its page back in, with what
+ * it wrote, and a write after the write-back makes the page dirty again, kept. The file
+ * is opened again by its path for each call and checked to be the one mapped (a program
+ * may close every descriptor it did not open, or replace the file); on any doubt,
+ * nothing more is given back. */
+#define RETIRE_LAG (16ull << 20)
+#define RETIRE_STEP (2ull << 20) /* (a huge page of the file: 2 MiB folios drop whole) */
+#define RETIRE_MAX (8ull << 20)  /* started a call at most: the thread readies first */
+#define SYS_fadvise64 221
+#define SYS_sync_file_range 277
+#define SYS_getcwd 79
+#define SFR_WAIT_BEFORE 1
+#define SFR_WRITE 2
+#define SFR_WAIT_AFTER 4
+#define K_MADV_DONTNEED 4
+#define K_POSIX_FADV_DONTNEED 4
+static char retire_path[4096]; /* absolute; empty: nothing is given back */
+static u64 retire_dev, retire_ino;
+/* file offsets, multiples of RETIRE_STEP: given back below retired, written back (started)
+ * below started (the thread's own: only it calls kprw_trace_retire) */
+static u64 retired, started;
+
+/* retire_setup notes the file a direct trace's writers write (open_file) */
+static void retire_setup(const char *path, const struct k_stat *st)
+{
+	u64 n = 0, plen = kprw_strlen(path);
+	retire_path[0] = 0;
+	if (path[0] != '/') {
+		long r = sys2(SYS_getcwd, (long)retire_path, sizeof retire_path);
+		if (r <= 0)
+			return;
+		n = kprw_strlen(retire_path);
+		if (n > 1)
+			retire_path[n++] = '/';
+	}
+	if (n + plen >= sizeof retire_path) {
+		retire_path[0] = 0;
+		return;
+	}
+	kprw_memcpy(retire_path + n, path, plen + 1);
+	retire_dev = st->st_dev;
+	retire_ino = st->st_ino;
+	u64 lo = KPRW_TRACE_HDR_SIZE + kprw_trace_ready;
+	retired = started = (lo + RETIRE_STEP - 1) & ~(RETIRE_STEP - 1);
+}
+
+/* retire_drop waits for the write-back of the file's [from, to) and drops its pages: 0
+ * when that cannot be done (a write error keeps them, and nothing more is given back) */
+static int retire_drop(long fd, u64 from, u64 to)
+{
+	if (sys4(SYS_sync_file_range, fd, (long)from, (long)(to - from), SFR_WAIT_BEFORE | SFR_WRITE | SFR_WAIT_AFTER) < 0)
+		return 0;
+	u8 *at = kprw_rt.trace_data + (from - KPRW_TRACE_HDR_SIZE);
+	sys3(SYS_madvise, (long)at, (long)(to - from), K_MADV_DONTNEED);
+	sys4(SYS_fadvise64, fd, (long)from, (long)(to - from), K_POSIX_FADV_DONTNEED);
+	return 1;
+}
+
+/* kprw_trace_retire gives back the record area more than RETIRE_LAG below the ready
+ * mark (rt_ahead.c's thread, after it readied what was asked) */
+void kprw_trace_retire(void)
+{
+	u64 ready = __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED);
+	if (!retire_path[0] || ready < RETIRE_LAG || ready > kprw_rt.trace_data_size)
+		return;
+	u64 to = (KPRW_TRACE_HDR_SIZE + ready - RETIRE_LAG) & ~(RETIRE_STEP - 1);
+	if (to > started + RETIRE_MAX)
+		to = started + RETIRE_MAX;
+	if (to <= started && started <= retired)
+		return;
+	long fd = sys3(SYS_open, (long)retire_path, O_RDONLY | O_CLOEXEC, 0);
+	struct k_stat st;
+	kprw_memset(&st, 0, sizeof st);
+	if (fd < 0 || sys2(SYS_fstat, fd, (long)&st) < 0 || st.st_dev != retire_dev || st.st_ino != retire_ino) {
+		retire_path[0] = 0;
+		if (fd >= 0)
+			sys1(SYS_close, fd);
+		return;
+	}
+	if (started > retired) { /* (started last call: written by now, mostly) */
+		if (!retire_drop(fd, retired, started))
+			retire_path[0] = 0;
+		retired = started;
+	}
+	if (retire_path[0] && to > started) {
+		sys4(SYS_sync_file_range, fd, (long)started, (long)(to - started), SFR_WRITE);
+		started = to;
+	}
+	sys1(SYS_close, fd);
+}
+
 /* ready_from starts this process's ready mark at head's chunk and readies two chunks
  * from there (with prefault, the whole area) */
 static void ready_from(u64 head, int prefault)
@@ -1304,9 +1409,11 @@ static void open_file(const char *path, u64 size, int flags, int records)
 			kprw_ahead_prepare(); /* (its thread starts when the ring first grows) */
 	} else if (records) {
 		ready_from(atomic_load(&h->head), flags & KPRW_OPEN_PREFAULT);
-		if (kprw_rt.populate && !(flags & KPRW_OPEN_PREFAULT))
+		if (kprw_rt.populate && !(flags & KPRW_OPEN_PREFAULT)) {
+			retire_setup(path, &st); /* (and what they wrote given back behind them) */
 			kprw_ahead_prepare(); /* the next chunks readied off the writers' threads,
 					       * by a thread the first writer to ask starts */
+		}
 	}
 out:
 	sys2(SYS_flock, fd, LOCK_UN);

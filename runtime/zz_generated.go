@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "5dd87e344395ee5e7f78386d93502bb0304b816a1809d0f89a02e603f631f8b0"
+const ObjectSHA256 = "fce91ffab8ce15347f94d1b47c133bfd2cd4769f08174dd0b34de215b25fd3a1"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

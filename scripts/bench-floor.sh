@@ -201,8 +201,8 @@ for r in $(seq "$rounds"); do
 	# Until 2026-12-02 one direct run before them was not counted: a direct run then took
 	# new page-cache memory for every record, 22-52 ns a hit more in the first run here
 	# and 110-200 after a few seconds' pause; the runtime now gives back the file's pages
-	# behind its writers (rt_tracefile.c, kprw_trace_retire), and a run takes ~36 MiB of
-	# new memory, not the whole trace.
+	# behind its writers (rt_tracefile.c, kprw_trace_retire), and a run takes ~16-40 MiB
+	# of new memory, not the whole trace.
 	for c in "${rows[@]}"; do
 		add "direct $c" "$(KPREWRITE_QUIET=1 KPREWRITE_TRACE=d.trace KPREWRITE_TRACE_SIZE=$size "./b.$c" "$hits")"
 		last["direct $c"]=$(kept d.trace)

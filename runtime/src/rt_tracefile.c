@@ -1136,16 +1136,16 @@ void kprw_trace_said_full(void)
  * the ready mark: that part of the file is written to the disk (sync_file_range, started
  * one call and waited for the next), then its pages are dropped from this process's
  * mapping and from the page cache, and the pages the thread readies next are the ones
- * just freed. The page cache a direct run holds stays about RETIRE_LAG too. Nothing is
+ * just freed. The page cache a direct run holds stays small too (~16-40 MiB). Nothing is
  * lost: POSIX_FADV_DONTNEED drops only clean pages no one maps; a writer that still
  * writes below the mark (a thread with an old block) faults its page back in, with what
  * it wrote, and a write after the write-back makes the page dirty again, kept. The file
  * is opened again by its path for each call and checked to be the one mapped (a program
  * may close every descriptor it did not open, or replace the file); on any doubt,
  * nothing more is given back. */
-#define RETIRE_LAG (16ull << 20)
+#define RETIRE_LAG (8ull << 20)
 #define RETIRE_STEP (2ull << 20) /* (a huge page of the file: 2 MiB folios drop whole) */
-#define RETIRE_MAX (8ull << 20)  /* started a call at most: the thread readies first */
+#define RETIRE_MAX (4ull << 20)  /* started a call at most: the thread readies first */
 #define SYS_fadvise64 221
 #define SYS_sync_file_range 277
 #define SYS_getcwd 79

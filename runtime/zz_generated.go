@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "fce91ffab8ce15347f94d1b47c133bfd2cd4769f08174dd0b34de215b25fd3a1"
+const ObjectSHA256 = "8966a07014da334c273872ee347e1d6f2fdc49909ce03f4cbf440da3232727d2"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

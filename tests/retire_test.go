@@ -15,13 +15,19 @@ import (
 // retireSrc: the main thread calls work() argv[1] times, then a second thread calls
 // late(k) for k = 0..99 (its records in a block of its own, past the first 2 MiB of the
 // file), then the main thread calls work() argv[2] times more (the runtime gives back
-// the file's pages far behind it, the second thread's block among them), then the
-// second thread calls late(k) for k = 100..1099 into the same block: its page comes
-// back with what it held
+// the file's pages far behind it, the second thread's block among them: the main
+// thread waits, at most 2,000 looks 5 ms apart, for less than half of them to be in the
+// page cache, which a loaded machine's scheduler may take a while to let the runtime's
+// thread do), then the second thread calls late(k) for k = 100..1099 into the same
+// block: its page comes back with what it held
 const retireSrc = `
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 __attribute__((noinline)) long work(long a, long b) { __asm__ volatile(""); return a + b; }
 __attribute__((noinline)) long late(long k) { __asm__ volatile(""); return k; }
 static volatile int step;
@@ -42,6 +48,20 @@ int main(int argc, char **argv) {
 	step = 1;
 	while (step < 2) ;
 	for (long i = 0; i < n2; i++) s += work(1, i);
+	int fd = open(getenv("KPREWRITE_TRACE"), O_RDONLY);
+	struct stat st;
+	fstat(fd, &st);
+	void *m = mmap(0, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	long pages = (st.st_size + 4095) / 4096, res = pages;
+	unsigned char *vec = malloc(pages);
+	for (int k = 0; k < 2000 && res * 4096 > (n1 + n2) * 16; k++) {
+		if (k)
+			usleep(5000);
+		mincore(m, st.st_size, vec);
+		res = 0;
+		for (long p = 0; p < pages; p++)
+			res += vec[p] & 1;
+	}
 	step = 3;
 	void *r;
 	pthread_join(th, &r);

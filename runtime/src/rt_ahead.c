@@ -94,6 +94,15 @@ static void catch_up(void)
 	}
 }
 
+/* asked says whether the writers want more of the area ready than is (up to its end) */
+static int asked(void)
+{
+	u64 to = __atomic_load_n(&want, __ATOMIC_RELAXED);
+	if (to > kprw_rt.trace_data_size)
+		to = kprw_rt.trace_data_size;
+	return __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED) < to;
+}
+
 /* ---- a ring that grows (kprewrite record's): its blocks readied ahead (rt_ring.c's
  * grow_ahead) ---- */
 static u64 ring_want;  /* the ring's blocks below this wanted present here */
@@ -234,7 +243,11 @@ static void ahead_thread(void)
 			ring_catch_up();
 		else {
 			catch_up();
-			kprw_trace_retire(); /* (what the writers left behind: rt_tracefile.c) */
+			/* what the writers left behind (rt_tracefile.c), step by step while
+			 * they ask for nothing more: a burst that outran it is caught up with
+			 * when it pauses or ends */
+			while (!asked() && kprw_trace_retire())
+				;
 		}
 		long r = sys6(SYS_futex, (long)&wakes, FUTEX_WAIT_PRIVATE, seen, (long)(start_seccomp ? &kept : &idle), 0, 0);
 		if (r == -110 /* ETIMEDOUT */)

@@ -17,7 +17,7 @@ void kprw_trace_open(const char *path, u64 size, int flags, int records);
 extern u64 kprw_trace_ready;
 int kprw_trace_grow(u64 end);
 int kprw_trace_ready_to(u64 to);
-void kprw_trace_retire(void); /* rt_ahead.c's thread: the area far below the mark given back */
+int kprw_trace_retire(void); /* rt_ahead.c's thread: a step of the area far below the mark given back */
 /* kprw_refused says whether a system call's result is a seccomp filter's refusal (EPERM,
  * EACCES, ENOSYS): a sandbox the program put itself under, not the call's own failure */
 static inline int kprw_refused(long r)

@@ -1197,17 +1197,18 @@ static int retire_drop(long fd, u64 from, u64 to)
 }
 
 /* kprw_trace_retire gives back the record area more than RETIRE_LAG below the ready
- * mark (rt_ahead.c's thread, after it readied what was asked) */
-void kprw_trace_retire(void)
+ * mark, a step of it (rt_ahead.c's thread, after it readied what was asked, while the
+ * writers ask nothing more): 1 when it did, 0 when nothing is left to give back */
+int kprw_trace_retire(void)
 {
 	u64 ready = __atomic_load_n(&kprw_trace_ready, __ATOMIC_RELAXED);
 	if (!retire_path[0] || ready < RETIRE_LAG || ready > kprw_rt.trace_data_size)
-		return;
+		return 0;
 	u64 to = (KPRW_TRACE_HDR_SIZE + ready - RETIRE_LAG) & ~(RETIRE_STEP - 1);
 	if (to > started + RETIRE_MAX)
 		to = started + RETIRE_MAX;
 	if (to <= started && started <= retired)
-		return;
+		return 0;
 	long fd = sys3(SYS_open, (long)retire_path, O_RDONLY | O_CLOEXEC, 0);
 	struct k_stat st;
 	kprw_memset(&st, 0, sizeof st);
@@ -1215,7 +1216,7 @@ void kprw_trace_retire(void)
 		retire_path[0] = 0;
 		if (fd >= 0)
 			sys1(SYS_close, fd);
-		return;
+		return 0;
 	}
 	if (started > retired) { /* (started last call: written by now, mostly) */
 		if (!retire_drop(fd, retired, started))
@@ -1227,6 +1228,7 @@ void kprw_trace_retire(void)
 		started = to;
 	}
 	sys1(SYS_close, fd);
+	return retire_path[0] != 0;
 }
 
 /* ready_from starts this process's ready mark at head's chunk and readies two chunks

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "8966a07014da334c273872ee347e1d6f2fdc49909ce03f4cbf440da3232727d2"
+const ObjectSHA256 = "8968512063a97542f233701defaf5aaa1f5c1cdf95b57e6b2f698dbfd0935b89"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

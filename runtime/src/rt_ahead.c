@@ -129,13 +129,15 @@ static long start_seccomp; /* PR_GET_SECCOMP at start-up: 0, or the thread is ke
 static int kprw_ahead_start(void);
 
 /* kprw_ahead_prepare notes the start-up's affinity, for the thread a writer may start
- * later (start-up, rt_tracefile.c) */
-void kprw_ahead_prepare(void)
+ * later (start-up, rt_tracefile.c): 1 when the process started under a seccomp filter
+ * (a container's: its thread then makes no more calls than before) */
+int kprw_ahead_prepare(void)
 {
 	long r = sys3(SYS_sched_getaffinity, 0, sizeof start_cpus, (long)start_cpus);
 	start_ncpus = r > 0 ? r : 0;
 	start_seccomp = sys2(SYS_prctl, PR_GET_SECCOMP, 0);
 	__atomic_store_n(&prepared, 1, __ATOMIC_RELEASE);
+	return start_seccomp != 0;
 }
 
 /* kprw_ahead_pending says whether a writer may still start the thread (rt_init.c: the

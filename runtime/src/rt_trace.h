@@ -26,7 +26,7 @@ static inline int kprw_refused(long r)
 }
 void kprw_trace_said_full(void); /* rt_tracefile.c: the record area is full, once */
 /* rt_ahead.c: a thread of our own readies the area ahead of a direct trace's writers */
-void kprw_ahead_prepare(void);
+int kprw_ahead_prepare(void);
 int kprw_ahead_pending(void);
 void kprw_ahead(u64 end);
 int kprw_ahead_owned(void);

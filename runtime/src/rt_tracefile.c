@@ -1411,11 +1411,11 @@ static void open_file(const char *path, u64 size, int flags, int records)
 			kprw_ahead_prepare(); /* (its thread starts when the ring first grows) */
 	} else if (records) {
 		ready_from(atomic_load(&h->head), flags & KPRW_OPEN_PREFAULT);
-		if (kprw_rt.populate && !(flags & KPRW_OPEN_PREFAULT)) {
-			retire_setup(path, &st); /* (and what they wrote given back behind them) */
-			kprw_ahead_prepare(); /* the next chunks readied off the writers' threads,
-					       * by a thread the first writer to ask starts */
-		}
+		/* the next chunks readied off the writers' threads, by a thread the first
+		 * writer to ask starts, and what they wrote given back behind them, not under a
+		 * seccomp filter (a container's may not allow those calls) */
+		if (kprw_rt.populate && !(flags & KPRW_OPEN_PREFAULT) && !kprw_ahead_prepare())
+			retire_setup(path, &st);
 	}
 out:
 	sys2(SYS_flock, fd, LOCK_UN);

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "8968512063a97542f233701defaf5aaa1f5c1cdf95b57e6b2f698dbfd0935b89"
+const ObjectSHA256 = "ae058ebf9bd53ac682883c0a69dced2c5f95a2915120eabcaec2b6b017275093"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -53,13 +53,10 @@ for r in $(seq "$rounds"); do
 	done
 done
 echo "CPU ns a hit above the unprobed loop, $mode, $rounds rounds of $hits hits, $(date '+%F %H:%M'), load $(cut -d' ' -f1 /proc/loadavg)"
+median() { echo "$1" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 i=0
 for k in "$@"; do
-	m=$(echo "${runs[$i]}" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}')
-	echo "$k: $m  [${runs[$i]% }]"
-	if [ -n "${PAUSE:-}" ]; then
-		m=$(echo "${walls[$i]}" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}')
-		echo "$k: wall $m  [${walls[$i]% }]"
-	fi
+	echo "$k: $(median "${runs[$i]}")  [${runs[$i]% }]"
+	[ -z "${PAUSE:-}" ] || echo "$k: wall $(median "${walls[$i]}")  [${walls[$i]% }]"
 	i=$((i + 1))
 done

@@ -598,20 +598,27 @@ static u8 *ring_reserve(long fd, u8 *map, u64 total, const struct kprw_trace_hdr
  * program's environment block, which a program may write over (setproctitle) */
 static char ring_path[4096];
 
-/* ring_fd opens the trace file again, checked to be the file this process mapped: -1
- * when it is not (removed, replaced) */
-static long ring_fd(void)
+/* open_again opens path again (flags), checked to be the file dev and ino name: -1 when
+ * it is not (removed, replaced). Not inlined: its k_stat would grow the frame of
+ * kprw_ring_map, on a writer's path, from 32 bytes to 208. */
+static __attribute__((noinline)) long open_again(const char *path, int flags, u64 dev, u64 ino)
 {
-	long fd = ring_path[0] ? sys3(SYS_open, (long)ring_path, O_RDWR | O_CLOEXEC, 0) : -1;
+	long fd = path[0] ? sys3(SYS_open, (long)path, flags | O_CLOEXEC, 0) : -1;
 	if (fd < 0)
 		return -1;
 	struct k_stat st;
 	kprw_memset(&st, 0, sizeof st);
-	if (sys2(SYS_fstat, fd, (long)&st) < 0 || st.st_dev != kprw_rt.trace_dev || st.st_ino != kprw_rt.trace_ino) {
+	if (sys2(SYS_fstat, fd, (long)&st) < 0 || st.st_dev != dev || st.st_ino != ino) {
 		sys1(SYS_close, fd);
 		return -1;
 	}
 	return fd;
+}
+
+/* ring_fd opens the trace file again, checked to be the file this process mapped */
+static long ring_fd(void)
+{
+	return open_again(ring_path, O_RDWR, kprw_rt.trace_dev, kprw_rt.trace_ino);
 }
 
 static int ext_is_mapped(u64 k);
@@ -1209,13 +1216,9 @@ int kprw_trace_retire(void)
 		to = started + RETIRE_MAX;
 	if (to <= started && started <= retired)
 		return 0;
-	long fd = sys3(SYS_open, (long)retire_path, O_RDONLY | O_CLOEXEC, 0);
-	struct k_stat st;
-	kprw_memset(&st, 0, sizeof st);
-	if (fd < 0 || sys2(SYS_fstat, fd, (long)&st) < 0 || st.st_dev != retire_dev || st.st_ino != retire_ino) {
+	long fd = open_again(retire_path, O_RDONLY, retire_dev, retire_ino);
+	if (fd < 0) {
 		retire_path[0] = 0;
-		if (fd >= 0)
-			sys1(SYS_close, fd);
 		return 0;
 	}
 	if (started > retired) { /* (started last call: written by now, mostly) */

@@ -46,6 +46,12 @@ const (
 	// u64 n, then n times {descriptor, start_ip, post_commit_offset, abort_ip}, as linked;
 	// start-up writes each descriptor with the load bias added (0: none).
 	SymRseqFix = "kprewrite_rt_rseq_fix"
+	// SymRT, SymTctxTab and SymTblkTab are the runtime's struct kprw_rt and its
+	// pointers to the threads' contexts and blocks, which inline records read
+	// (DFInlineRec, src/inlinerec.S).
+	SymRT      = "kprw_rt"
+	SymTctxTab = "kprw_tctx_tab"
+	SymTblkTab = "kprw_tblk_tab"
 	// SymRseqCount is the per-CPU counting routine count-only detours call.
 	SymRseqCount = "kprewrite_rt_rseq_count"
 	// SymRseqShardtab is u64 *[256], each CPU's shard of hit counters by the low byte of
@@ -157,6 +163,15 @@ const DFPrefilter DetourFlags = 0x1
 // event to the event's histogram inline (trampolines.InlineHist; "Inline histograms"
 // in kprewrite_abi.h).
 const DFInlineHist DetourFlags = 0x2
+
+// DFInlineRec marks an XOptimized point whose detour writes its event's record itself
+// first (trampolines.InlineRec; "Inline records" in kprewrite_abi.h).
+const DFInlineRec DetourFlags = 0x40
+
+// InlineRecMax is the most DFInlineRec points an image has: each detour holds its
+// record's whole path (~250 bytes), which thousands would spread over the
+// instruction cache that the shared body keeps small.
+const InlineRecMax = 64
 
 // DFExit marks an XOptimized point at one of a function's exits whose probes are
 // traced return events (rewrite --exits); the detour runs the straight-line code
@@ -583,6 +598,9 @@ type RawProbeState struct {
 	Gate uint32 `c:"gate"`
 	// PFGen, in the probe of a DFPrefilter point, is the trace file's control
 	// generation under which the detour's inline filter is the event's (^0: never).
+	// In the probe of a DFInlineRec point PFGen and Reserved1 are one u64 instead,
+	// iropen: the trace file's switch generation under which the detour may write the
+	// record itself (^0: never).
 	PFGen     uint32 `c:"pfgen"`
 	Reserved1 uint32 `c:"reserved1"`
 }

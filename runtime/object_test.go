@@ -42,7 +42,7 @@ func TestObjectRelocations(t *testing.T) {
 		}
 	}
 	exported := append([]string{SymEntry, SymLibEntry, SymRelocEntry, SymLibFini, SymInit, SymHdrRel, SymRetTramp, SymStats, SymOptCall, SymOptBody, SymOptTemplate, SymOptTemplateEnd, SymEHFrame,
-		SymRseqOff, SymRseqCount, SymRseqShardtab, SymPFCtlGen, SymTrigBase, SymRseqFix},
+		SymRseqOff, SymRseqCount, SymRseqShardtab, SymPFCtlGen, SymTrigBase, SymRseqFix, SymRT, SymTctxTab, SymTblkTab},
 		HandlerAPI...)
 	for _, name := range exported {
 		if !globals[name] {

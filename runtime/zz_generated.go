@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "ae058ebf9bd53ac682883c0a69dced2c5f95a2915120eabcaec2b6b017275093"
+const ObjectSHA256 = "6fb971103b6563d9d554acf02dd31619266c0421a36050eb1d782dffdb8b8056"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kprewrite/kprewrite/analysis"
 	"github.com/kprewrite/kprewrite/elfio"
+	"github.com/kprewrite/kprewrite/internal/rewriter"
 	"github.com/kprewrite/kprewrite/internal/x86dec"
 	"github.com/kprewrite/kprewrite/tests/internal/testprog"
 	"github.com/kprewrite/kprewrite/trampolines"
@@ -207,11 +208,22 @@ func checkDetours(t *testing.T, prog, kpd string) {
 		if !ok {
 			t.Fatalf("no symbol %s", name)
 		}
-		// the site: jmp rel32 to the entry, then int3 filler
+		// the site: jmp rel32 to the entry (an inline record's, when the point has one:
+		// trampolines.InlineRec), then int3 filler
+		entry := det + uint64(tmpl.Entry)
+		irName := fmt.Sprintf("%s%s+%#x", rewriter.SymInlineRecPrefix, s.fn, s.off)
+		ir, hasIR := symAddr[irName]
 		sb := read(site, uint64(chk.DCRLen))
 		j, err := x86dec.Decode(sb, site)
-		if err != nil || j.Kind != x86dec.KindJmp || j.Len != 5 || j.Target != det+uint64(tmpl.Entry) {
-			t.Fatalf("%s: site % x does not jmp to %#x", s.fn, sb, det+uint64(tmpl.Entry))
+		if hasIR {
+			f, _ := trampolines.InlineRecEntry(false)
+			nf, _ := trampolines.InlineRecEntry(true)
+			if j.Target == ir+uint64(f) || j.Target == ir+uint64(nf) {
+				entry = j.Target
+			}
+		}
+		if err != nil || j.Kind != x86dec.KindJmp || j.Len != 5 || j.Target != entry {
+			t.Fatalf("%s: site % x does not jmp to %#x", s.fn, sb, entry)
 		}
 		if !bytes.Equal(sb[5:], bytes.Repeat([]byte{0xcc}, len(sb)-5)) {
 			t.Errorf("%s: filler % x", s.fn, sb[5:])
@@ -221,8 +233,21 @@ func checkDetours(t *testing.T, prog, kpd string) {
 		if !bytes.Equal(code[:tmpl.Gate], tmpl.Code[:tmpl.Gate]) {
 			t.Errorf("%s: the detour does not start with the template", s.fn)
 		}
-		pc := det + uint64(len(tmpl.Code))
-		rel := code[len(tmpl.Code):]
+		checkDCRCopy(t, s.fn, of, chk, site, det+uint64(len(tmpl.Code)), code[len(tmpl.Code):], read)
+		if hasIR { // the inline record's own copy, at its end
+			n := symSize[name] - uint64(len(tmpl.Code))
+			checkDCRCopy(t, s.fn, of, chk, site, ir+symSize[irName]-n, read(ir+symSize[irName]-n, n), read)
+		}
+	}
+}
+
+// checkDCRCopy checks a detour's copy of the DCR of site (its analysis chk), rel at
+// pc: each instruction relocated as the analysis said, then the jmp back.
+func checkDCRCopy(t *testing.T, fn string, of *elfio.File, chk analysis.Site, site, pc uint64, rel []byte,
+	read func(addr, n uint64) []byte) {
+	t.Helper()
+	s := struct{ fn string }{fn}
+	{
 		dec := func() x86dec.Inst {
 			in, err := x86dec.Decode(rel, pc)
 			if err != nil {

@@ -288,7 +288,7 @@ func (g *gen) fillRodata(a *assembly) error {
 // the rseq fix table a PIC image's runtime writes its descriptors from.
 func (g *gen) buildText(a *assembly) error {
 	text := a.text
-	g.dcrs.pfCtlGen, g.dcrs.trigBase = a.rt.pfCtlGen, a.rt.trigBase
+	g.dcrs.pfCtlGen, g.dcrs.trigBase, g.dcrs.irSyms = a.rt.pfCtlGen, a.rt.trigBase, a.rt.ir
 	text.alloc()
 	if a.cs != nil {
 		g.dcrs.picCS = a.bss.at(a.cs)
@@ -430,6 +430,7 @@ func (g *gen) result(img *elfio.Output, layout elfio.Layout) *Result {
 type runtimeSymbols struct {
 	entry, libEntry, libFini, relocEntry, hdrRel, optBody, pfCtlGen, trigBase, rseqFix uint64
 	rseq                                                                               trampolines.CountRseq
+	ir                                                                                 trampolines.InlineRecSyms
 }
 
 // lookupRuntime finds every symbol of runtimeSymbols in the linked runtime.
@@ -443,6 +444,7 @@ func lookupRuntime(out *objlink.Output) (runtimeSymbols, error) {
 		{kprt.SymRelocEntry, &s.relocEntry}, {kprt.SymHdrRel, &s.hdrRel}, {kprt.SymOptBody, &s.optBody},
 		{kprt.SymPFCtlGen, &s.pfCtlGen}, {kprt.SymTrigBase, &s.trigBase}, {kprt.SymRseqFix, &s.rseqFix},
 		{kprt.SymRseqOff, &s.rseq.Off}, {kprt.SymRseqCount, &s.rseq.Count}, {kprt.SymRseqShardtab, &s.rseq.Shardtab},
+		{kprt.SymRT, &s.ir.RT}, {kprt.SymTctxTab, &s.ir.TctxTab}, {kprt.SymTblkTab, &s.ir.TblkTab},
 	} {
 		a, ok := out.Addr(w.name)
 		if !ok || a == 0 {

@@ -38,6 +38,8 @@ type dcrArea struct {
 	pfCtlGen uint64
 	// trigBase is the runtime's SymTrigBase, which inline histogram updates read
 	trigBase uint64
+	// irSyms are the runtime's words inline records read (set before build)
+	irSyms trampolines.InlineRecSyms
 	// the restartable sequences' descriptors: in the area (an image at fixed
 	// addresses), or (pic) in the bss at picCS, written at start-up by the runtime
 	// from fix (SymRseqFix: u64 count, then per descriptor its address, start_ip,
@@ -65,6 +67,11 @@ type dcrEntry struct {
 	pfOff uint64
 	pfLen int
 	reg2  *trampolines.Region
+	// or an inline record (kprt.DFInlineRec) there: irLen bytes at irOff, its own
+	// copy of the DCR (reg2) and jmp back included
+	ir    *trampolines.InlineRecSpec
+	irOff uint64
+	irLen int
 	// redirs: per redirect of the point (patch.Point.Redirects), the copy of the DCR from
 	// the jump's target on, followed by a jmp back, where the redirected jump goes
 	redirs []redirStub
@@ -155,6 +162,8 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 			} else {
 				rp.DFlags |= kprt.DFInlineHist
 			}
+		} else if size, err = g.addInlineRec(&e, i, rp, size); err != nil {
+			return err
 		}
 	}
 	if pt.Optimized() {
@@ -272,9 +281,13 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 		}
 		reg.Insns = nil // only the code and the offsets are needed from here on
 		e.reg = reg
-		if e.pf != nil || e.ih != nil {
-			// the refused hits' count-only detour runs a copy of its own
+		if e.pf != nil || e.ih != nil || e.ir != nil {
+			// the refused hits' count-only detour runs a copy of its own, and an
+			// inline record
 			at2 := at + e.pfOff + uint64(e.pfLen) + uint64(e.layout.Reloc)
+			if e.ir != nil {
+				at2 = e.irRelocAt(base)
+			}
 			if e.reg2, err = trampolines.RelocateRegion(pt.DCRCode, pt.Site, at2, patch.DCROptions(g.f)); err != nil {
 				return fmt.Errorf("probe at %#x: %w", pt.Site, err)
 			}
@@ -380,6 +393,8 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 				code, err = trampolines.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
 				if err == nil && (e.pf != nil || e.ih != nil) {
 					code, entry, err = a.buildPrefilter(g, b, e, code, entry, enc, rs, stub, stubbed)
+				} else if err == nil && e.ir != nil {
+					code, entry, err = a.buildInlineRec(g, e, code, entry, enc, stub, stubbed)
 				}
 			}
 			if err != nil {

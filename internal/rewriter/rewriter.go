@@ -123,6 +123,9 @@ const (
 	// SymHistPrefix names the inline histogram update of a jump-optimized probe's detour
 	// (where its site's jmp lands) and the count-only detour that counts its hits.
 	SymHistPrefix = "kprewrite_hist."
+	// SymInlineRecPrefix names the inline record of a jump-optimized probe's detour
+	// (kprt.DFInlineRec: the site's jmp lands in it; it declines into the detour).
+	SymInlineRecPrefix = "kprewrite_inlinerec."
 	// SymRedirectPrefix names the copy of a DCR's rest that a redirected jump into the
 	// DCR goes to (analysis.Redirect), by the jump's original target.
 	SymRedirectPrefix = "kprewrite_redirect."
@@ -273,6 +276,9 @@ type gen struct {
 	live map[string]bool
 	// reopt: points whose kind `kprewrite optimize` switches live (markReopt)
 	reopt map[int]bool
+	// inlineRec: the plan points whose detours write their records inline
+	// (pickInlineRecs), with the x86 numbers of the registers each record holds
+	inlineRec map[int][]int
 	// freeRet: free return points may hook return addresses (the trampoline's FDE)
 	freeRet bool
 	// warnings for Result.Warnings
@@ -830,6 +836,7 @@ func (g *gen) makeTables() error {
 		g.tables.Flags |= kprt.HFDebug
 	}
 	g.slotOf = make([]int, len(pl.Points))
+	g.pickInlineRecs()
 	// --exits: the entries of the functions whose return events record at their exits
 	// carry the stack pointer (kprt.DFSpEntry), as a hooked return event's entry does
 	spEntry := map[uint64]bool{} // by the address the definitions asked for
@@ -1031,6 +1038,11 @@ func (g *gen) newSymbols(out *objlink.Output, p symPlaces) []elfio.NewSymbol {
 			}
 			syms = append(syms, elfio.NewSymbol{Name: name + where, Section: elfio.SecText, Offset: p.dcrs + d.off + d.pfOff,
 				Size: d.size - d.pfOff, Func: true})
+		}
+		if d.ir != nil { // the full detour, then the inline record
+			size = d.irOff
+			syms = append(syms, elfio.NewSymbol{Name: SymInlineRecPrefix + where, Section: elfio.SecText,
+				Offset: p.dcrs + d.off + d.irOff, Size: uint64(d.irLen), Func: true})
 		}
 		syms = append(syms, elfio.NewSymbol{Name: prefix + where, Section: elfio.SecText, Offset: p.dcrs + d.off, Size: size, Func: true})
 		for k, st := range d.redirs {

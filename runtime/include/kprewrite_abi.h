@@ -115,6 +115,23 @@
  * the probe is enabled, there is a trace file, and the event's filter and triggers are
  * the rewrite's; ~0 otherwise.
  *
+ * Inline records (KPRW_DF_INLINEREC). A jump-optimized point with one probe, an event
+ * kprobe that writes records, no filter or trigger, no return event recorded at the
+ * function's exits, whose every argument is an 8-byte general register (at most three),
+ * in an image without C handlers or live points and with at most KPRW_INLINEREC_MAX such
+ * points (a detour of ~250 bytes each: thousands would crowd the instruction cache the
+ * shared body keeps small): the kernel's optprobe template, its probe's work fixed in
+ * it. Its detour starts with code (src/inlinerec.S, trampolines.InlineRec) that saves
+ * six registers and the flags, reads the TSC, checks kprw_rt.fast_cfg and that the
+ * probe's iropen equals the trace file's switch generation, finds the thread's context
+ * and copy of the clock as optprobe.S's configured paths do, takes the record's place
+ * and writes the record (the registers stored from where they are) as optprobe.S's
+ * count-shaped path would, then runs a copy of the DCR of its own and jumps back;
+ * anything else puts everything back and enters the point's ordinary detour, whose
+ * stub and shared body decide again. The runtime sets iropen to the generation
+ * under which it found the point's KPRW_HOT_EVENT line open and of the count-fixed
+ * shape (KPRW_HOT_SEQ, no filter, trigger or spev word), ~0 at start-up.
+ *
  * Verification mode (--verify-regions). A would-be-optimized site becomes an ordinary
  * KPRW_X_BOOST point whose slot holds the relocated WHOLE DCR then jmp site+L (the tail
  * of the detour it would have had), so sequential flow never touches the other DCR
@@ -222,6 +239,9 @@ typedef unsigned long long kprw_u64;
                             * able to change live (the DCR's copy keeps offsets, no syscall):
                             * `kprewrite optimize FILE off` makes its jmp an int3 into the
                             * detour, `on` the jmp again (src/rt_live.c) */
+#define KPRW_INLINEREC_MAX 64 /* the most KPRW_DF_INLINEREC points in an image */
+#define KPRW_DF_INLINEREC 0x40 /* KPRW_X_OPTIMIZED: the detour writes its event's record
+                                * itself first; see "Inline records" above */
 
 /* kprw_probe.type */
 #define KPRW_T_KPROBE 1
@@ -560,10 +580,17 @@ struct kprw_probe_state {
 	kprw_u32 gate;    /* first probe of a KPRW_X_OPTIMIZED point: the runtime writes 1 at
 	                     start-up when the point is armed; the detour reads it (0 = run the
 	                     relocated DCR only, which is also what happens before start-up) */
-	kprw_u32 pfgen;   /* the probe of a KPRW_DF_PREFILTER point: the trace file's ctl_gen
-	                     under which its detour's inline filter is its filter (~0: never;
-	                     see "Inline filters") */
-	kprw_u32 reserved1;
+	union {
+		struct {
+			kprw_u32 pfgen; /* the probe of a KPRW_DF_PREFILTER point: the trace file's
+			                   ctl_gen under which its detour's inline filter is its
+			                   filter (~0: never; see "Inline filters") */
+			kprw_u32 reserved1;
+		};
+		kprw_u64 iropen; /* the probe of a KPRW_DF_INLINEREC point: the trace file's
+		                    switch generation (sw_gen) under which its detour may write
+		                    the record itself (~0: never; see "Inline records") */
+	};
 };
 #define KPRW_SF_DISABLED 0x1 /* disabled (flags, KPREWRITE_DISABLE, disable_kprobe()) */
 #define KPRW_SF_UNREG 0x2    /* a KPRW_F_USER probe that is not registered */

@@ -531,6 +531,8 @@ void kprw_hot_init(void)
 		u32 i = pt->first_probe, rpi = 0;
 		h->open = ~0ull; /* (not found open yet: sw_gen never gets there) */
 		h->ropen = ~0ull;
+		if (pt->dflags & KPRW_DF_INLINEREC) /* (its detour's inline record: not yet) */
+			__atomic_store_n(&kprw_rt.state[pt->first_probe].iropen, ~0ull, __ATOMIC_RELAXED);
 		if (pt->xmode != KPRW_X_OPTIMIZED || (pt->nprobes != 1 && !call_pair(pt, &i, &rpi)) ||
 		    pt->site - kprw_rt.hot_base > 0xffffffffull)
 			continue;

@@ -172,6 +172,33 @@ static inline __attribute__((always_inline)) int hot_open(u32 pi, u32 e)
 	return kprw_rt.clk_tsc && line_open(pi, e);
 }
 
+/* inline_rec_open lets the detour of line h's point write its record itself
+ * (KPRW_DF_INLINEREC, src/inlinerec.S) once hot_line_open found the line open: the
+ * probe's iropen takes the generation under which it was (every time: optprobe.S's
+ * paths serve the point without C while the line's open word holds, so the two words
+ * must be renewed together), when the line is of the count-fixed shape the detour writes
+ * (KPRW_HOT_SEQ: an EVENT line with no filter, trigger or spev word, 8-byte general
+ * registers at 16, 24, 32). A switch since then bumped sw_gen: the word is stale at
+ * once. The detour checks kprw_rt.fast_cfg itself. */
+static inline __attribute__((always_inline)) void inline_rec_open(const struct kprw_hot *h)
+{
+	if (h->kind != KPRW_HOT_EVENT || likely(!(kprw_rt.points[h - kprw_rt.hot].dflags & KPRW_DF_INLINEREC)))
+		return;
+	u32 want = KPRW_HOT_FAST | KPRW_HOT_SEQ;
+	if (h->deleg || h->spev || h->nops == KPRW_HOT_PLAN || (h->nops & want) != want ||
+	    h->dlen != 8 * (h->nops & KPRW_HOT_NOPS))
+		return;
+	u64 *w = &kprw_rt.state[h->pi].iropen;
+	u64 gen = __atomic_load_n(&h->open, __ATOMIC_RELAXED);
+	u64 cur = __atomic_load_n(w, __ATOMIC_RELAXED);
+	/* forward only (sw_gen only grows): a thread that read an older generation and
+	 * stores after one that read the newer would leave the word stale while the line's
+	 * holds, and optprobe.S's paths would never send the point back here to renew it */
+	while (gen != ~0ull && (cur == ~0ull || cur < gen) &&
+	       !__atomic_compare_exchange_n(w, &cur, gen, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+}
+
 /* hot_fast_open is hot_open for line h's event, which also has no filter or trigger and
  * fetches 8-byte registers only; it keeps the line's open word (hot_line_open) */
 static inline __attribute__((always_inline)) int hot_fast_open(const struct kprw_hot *h)
@@ -179,7 +206,10 @@ static inline __attribute__((always_inline)) int hot_fast_open(const struct kprw
 	u32 nops = h->nops;
 	if (unlikely(h->deleg || (h->dlen && !(nops & KPRW_HOT_REGS8)) || nops == KPRW_HOT_PLAN))
 		return 0;
-	return hot_line_open(h->pi, h->e, (u64 *)&h->open) && kprw_rt.clk_tsc;
+	if (!hot_line_open(h->pi, h->e, (u64 *)&h->open))
+		return 0;
+	inline_rec_open(h);
+	return kprw_rt.clk_tsc;
 }
 
 /* hot_record writes the record of probe pi (dlen bytes of data fetched by the line's

@@ -76,7 +76,7 @@ var inlineRecTemplates struct {
 
 // inlineRecFrame is where the code's saves leave the registers it uses, by x86
 // number: the frame's word index after the flags' (src/inlinerec.S).
-var inlineRecFrame = map[int]int{11: 0, 10: 1, 9: 2, 1: 3, 2: 4, 0: 5}
+var inlineRecFrame = map[int]int{11: 0, 10: 1, 9: 2, 2: 3, 0: 4, 1: 5}
 
 // InlineRecLen is the length of the inline record of spec, its relocated DCR
 // (relocLen bytes) and its jmp back included.
@@ -282,7 +282,7 @@ func parseInlineRecTemplates(obj []byte) (map[string]*inlineRecTemplate, error) 
 
 // inlineRecPlaces are the labels that name places, not fields.
 var inlineRecPlaces = map[string]bool{"start": true, "end": true, "entry": true, "data": true, "decline": true,
-	"decline_placed": true}
+	"decline_placed": true, "early": true}
 
 // inlineRecTemplateOf makes a template from its labels' values in data.
 func inlineRecTemplateOf(raw map[string]uint64, data []byte) (*inlineRecTemplate, error) {

@@ -11,14 +11,15 @@ import (
 // the x86 numbers of its registers, when the point may write its record inline
 // (kprt.DFInlineRec, trampolines.InlineRec): a jump-optimized entry point (not an
 // exit's) of one traced kprobe event without a C handler, filter or trigger, in an
-// image without C handlers and with --count-only off, whose every argument is an
+// image without C handlers, with --count-only off and the TSC clock (the code reads
+// it; another clock chosen at run time, by `record --clock`, makes it decline), whose every argument is an
 // 8-byte general register (at most trampolines.InlineRecMaxRegs) — the record the
 // runtime's line fixes by its count (KPRW_HOT_SEQ), which it checks again before the
 // code may run (iropen).
 func (g *gen) inlineRecRegs(i int) ([]int, bool) {
 	pt := &g.plan.Points[i]
 	if !pt.Optimized() || pt.Exit || pt.Withheld || g.reopt[i] || g.opt.CountOnly || g.opt.Handlers != nil ||
-		len(pt.Requests) != 1 {
+		len(pt.Requests) != 1 || (g.opt.Clock != "" && g.opt.Clock != "tsc") {
 		return nil, false
 	}
 	ri := pt.Requests[0]

@@ -22,7 +22,7 @@
  *                    into kprw_rt); <field>.end, when there, is the instruction's end
  *   rlen, size, pi   imm32 fields: the record's first word's rlen, its size, the probe
  *   commit           imm16: the record's commit word
- * The frame after the saves: [0 the flags,] r11 r10 r9 rcx rdx rax (8 bytes each; the
+ * The frame after the saves: [0 the flags,] r11 r10 r9 rdx rax rcx (8 bytes each; the
  * rewriter reads a saved register from there: InlineRec). Fields are raw bytes where an
  * instruction would need a relocation. The relocated DCR and a jmp back follow each copy.
  *
@@ -50,7 +50,6 @@ kprw_ir.\t\().\name:
 	popq %r11
 	popq %r10
 	popq %r9
-	popq %rcx
 	popq %rdx
 	popq %rax
 .endm
@@ -67,39 +66,42 @@ kprw_ir.\t\().decline_placed:
 	 * its lea (the red zone stepped over already), which decides again */
 kprw_ir.\t\().decline:
 	RESTORE \t, \flags
+kprw_ir.\t\().early:
+	popq %rcx
 	RIP \t, stub, 0, 0xe9			/* jmp stub + 5 */
 
 kprw_ir.\t\().entry:
 	leaq -128(%rsp), %rsp
+	/* the configured paths' conditions (kprw_rt.fast_cfg: the TSC clock, the TCB's
+	 * word, rdpid, prefetchw, sw_gen's word; 0 before start-up), tested with jrcxz
+	 * before anything else is saved: another clock, chosen at run time, costs a
+	 * declining hit six instructions */
+	pushq %rcx
+	RIP \t, rt.1, OF_RT_FAST_CFG, 0x8b, 0x0d	/* movl fast_cfg(%rip), %ecx */
+	jrcxz kprw_ir.\t\().early
 	pushq %rax
 	.if \flags
 	lahf
 	seto %al
 	.endif
 	pushq %rdx
-	pushq %rcx
 	pushq %r9
 	pushq %r10
 	pushq %r11
 	.if \flags
 	pushq %rax
 	.endif
-	/* the TSC first: its latency overlaps the checks (optprobe.S's RAW_TSC) */
-	rdtsc
-	shlq $32, %rdx
-	orq %rdx, %rax
-	movq %rax, %r11
-	/* the configured paths' conditions (kprw_rt.fast_cfg: the TSC clock, the TCB's
-	 * word, rdpid, prefetchw, sw_gen's word; 0 before start-up) */
-	RIP \t, rt.1, OF_RT_FAST_CFG, 0x83, 0x3d	/* cmpl $0, fast_cfg(%rip) */
-kprw_ir.\t\().rt.1.end = . + 1
-	.byte 0
-	je kprw_ir.\t\().decline
-	/* the probe's line found open under the switches' generation and of its shape */
+	/* the probe's line found open under the switches' generation and of its shape
+	 * (before the TSC: a switched-off event declines without reading it) */
 	RIP \t, rt.2, OF_RT_SW_GEN, 0x48, 0x8b, 0x05	/* movq sw_gen(%rip), %rax */
 	movq (%rax), %rax
 	RIP \t, topen, 0, 0x48, 0x39, 0x05	/* cmpq %rax, iropen(%rip) */
 	jne kprw_ir.\t\().decline
+	/* the TSC: its latency overlaps the checks below (optprobe.S's RAW_TSC) */
+	rdtsc
+	shlq $32, %rdx
+	orq %rdx, %rax
+	movq %rax, %r11
 	/* the thread's context named in glibc's TCB, checked to be a context of the
 	 * table, the thread's, no handler of ours running (optprobe.S's TCTX_FIND) */
 	movq %fs:0, %r9
@@ -168,6 +170,7 @@ kprw_ir.\t\().data:
 kprw_ir.\t\().commit:
 	.short 0
 	RESTORE \t, \flags
+	popq %rcx
 	leaq 128(%rsp), %rsp
 kprw_ir.\t\().end:
 .endm

@@ -1,8 +1,6 @@
 package trampolines
 
 import (
-	"bytes"
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -324,51 +322,9 @@ var countTemplates struct {
 
 // parseCountTemplates reads every template of the runtime object's countSection.
 func parseCountTemplates(obj []byte) (map[string]*countTemplate, error) {
-	f, err := elf.NewFile(bytes.NewReader(obj))
+	data, raw, err := templateLabels(obj, countPrefix)
 	if err != nil {
-		return nil, fmt.Errorf("runtime object: %w", err)
-	}
-	sec := f.Section(countSection)
-	if sec == nil {
-		return nil, fmt.Errorf("runtime object: no section %s", countSection)
-	}
-	if sec.Flags&elf.SHF_ALLOC != 0 {
-		return nil, fmt.Errorf("runtime object: section %s is allocated: outputs would carry it", countSection)
-	}
-	data, err := sec.Data()
-	if err != nil {
-		return nil, fmt.Errorf("runtime object %s: %w", countSection, err)
-	}
-	var idx elf.SectionIndex
-	for i, s := range f.Sections {
-		if s == sec {
-			idx = elf.SectionIndex(i)
-		}
-	}
-	if err := noRelocations(f, idx, 0, uint64(len(data))); err != nil {
 		return nil, err
-	}
-	syms, err := f.Symbols()
-	if err != nil {
-		return nil, fmt.Errorf("runtime object symbols: %w", err)
-	}
-	raw := map[string]map[string]uint64{}
-	for _, s := range syms {
-		rest, ok := strings.CutPrefix(s.Name, countPrefix)
-		if !ok {
-			continue
-		}
-		name, label, ok := strings.Cut(rest, ".")
-		if !ok || s.Section != idx {
-			return nil, fmt.Errorf("runtime object: %s is not a template label in %s", s.Name, countSection)
-		}
-		if raw[name] == nil {
-			raw[name] = map[string]uint64{}
-		}
-		if _, dup := raw[name][label]; dup {
-			return nil, fmt.Errorf("runtime object: two symbols %s", s.Name)
-		}
-		raw[name][label] = s.Value
 	}
 	m := map[string]*countTemplate{}
 	for name, labels := range raw {
@@ -488,24 +444,4 @@ func countTemplateOf(name string, raw map[string]uint64, data []byte) (*countTem
 		}
 	}
 	return t, nil
-}
-
-// noRelocations checks that no relocation of f touches [start, end) of section sec:
-// templates' fields are raw bytes, written by the rewriter alone.
-func noRelocations(f *elf.File, sec elf.SectionIndex, start, end uint64) error {
-	for _, s := range f.Sections {
-		if s.Type != elf.SHT_RELA || elf.SectionIndex(s.Info) != sec {
-			continue
-		}
-		rel, err := s.Data()
-		if err != nil {
-			return fmt.Errorf("runtime object %s: %w", s.Name, err)
-		}
-		for i := 0; i+24 <= len(rel); i += 24 {
-			if off := binary.LittleEndian.Uint64(rel[i:]); off >= start && off < end {
-				return fmt.Errorf("runtime object: relocation at template offset %#x", off-start)
-			}
-		}
-	}
-	return nil
 }

@@ -2,7 +2,6 @@ package trampolines
 
 import (
 	"bytes"
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -235,39 +234,9 @@ func inlineRecTemplate1(flagsDead bool) (*inlineRecTemplate, error) {
 // parseInlineRecTemplates reads the inline record templates of the runtime object's
 // countSection by their labels (src/inlinerec.S).
 func parseInlineRecTemplates(obj []byte) (map[string]*inlineRecTemplate, error) {
-	f, err := elf.NewFile(bytes.NewReader(obj))
+	data, raw, err := templateLabels(obj, inlineRecPrefix)
 	if err != nil {
-		return nil, fmt.Errorf("runtime object: %w", err)
-	}
-	sec := f.Section(countSection)
-	if sec == nil || sec.Flags&elf.SHF_ALLOC != 0 {
-		return nil, fmt.Errorf("runtime object: no unallocated section %s", countSection)
-	}
-	data, err := sec.Data()
-	if err != nil {
-		return nil, fmt.Errorf("runtime object %s: %w", countSection, err)
-	}
-	syms, err := f.Symbols()
-	if err != nil {
-		return nil, fmt.Errorf("runtime object symbols: %w", err)
-	}
-	raw := map[string]map[string]uint64{}
-	for _, s := range syms {
-		rest, ok := strings.CutPrefix(s.Name, inlineRecPrefix)
-		if !ok {
-			continue
-		}
-		name, label, ok := strings.Cut(rest, ".")
-		if !ok || f.Sections[s.Section] != sec {
-			return nil, fmt.Errorf("runtime object: %s is not a template label in %s", s.Name, countSection)
-		}
-		if raw[name] == nil {
-			raw[name] = map[string]uint64{}
-		}
-		if _, dup := raw[name][label]; dup {
-			return nil, fmt.Errorf("runtime object: two symbols %s", s.Name)
-		}
-		raw[name][label] = s.Value
+		return nil, err
 	}
 	m := map[string]*inlineRecTemplate{}
 	for name, labels := range raw {

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "b5e43d9839854574132085e2671c1863b7158770e9e24bfea2e7d1cf6e4de64f"
+const ObjectSHA256 = "701955822189cd4b0712f40fc75fe191abc69107a0c2ea3f5c0fbd9edea836ce"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -60,12 +60,11 @@ func (g *gen) pickInlineRecs() {
 
 // addInlineRec reserves plan point i's inline record in its detour entry e (whose
 // size so far is size, its relocated DCR relocLen bytes) when pickInlineRecs chose it
-// and its table entry rp allows it (no spev word: kprt.DFSpEntry); it returns the
-// entry's new size.
+// and its table entry rp has no spev word (kprt.DFSpEntry, which the plan alone does
+// not say; the rest inlineRecRegs checked); it returns the entry's new size.
 func (g *gen) addInlineRec(e *dcrEntry, i int, rp *kprt.Point, size int) (int, error) {
 	regs, ok := g.inlineRec[i]
-	if !ok || rp.DFlags&(kprt.DFSpEntry|kprt.DFExit|kprt.DFLive|kprt.DFReopt) != 0 || rp.PFlags&kprt.PFCount != 0 ||
-		len(rp.Probes) != 1 || rp.Probes[0].Flags != kprt.FTrace || rp.Probes[0].Type != kprt.TKprobe {
+	if !ok || rp.DFlags&kprt.DFSpEntry != 0 {
 		return size, nil
 	}
 	spec := &trampolines.InlineRecSpec{Regs: regs, FlagsDead: g.flagsDead(g.plan.Points[i].Site)}

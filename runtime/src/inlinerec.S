@@ -41,7 +41,7 @@ kprw_ir.\t\().\name:
 	.long \addend
 .endm
 
-.macro RESTORE t, flags
+.macro RESTORE flags
 	.if \flags
 	popq %rax
 	addb $0x7f, %al		/* OF again: 1 + 0x7f overflows, 0 + 0x7f does not */
@@ -65,7 +65,7 @@ kprw_ir.\t\().decline_placed:
 	/* anything the code does not decide: everything back, the point's stub after
 	 * its lea (the red zone stepped over already), which decides again */
 kprw_ir.\t\().decline:
-	RESTORE \t, \flags
+	RESTORE \flags
 kprw_ir.\t\().early:
 	popq %rcx
 	RIP \t, stub, 0, 0xe9			/* jmp stub + 5 */
@@ -169,7 +169,7 @@ kprw_ir.\t\().data:
 	.byte 0x66, 0xc7, 0x42, 0x02		/* movw $commit, 2(%rdx) */
 kprw_ir.\t\().commit:
 	.short 0
-	RESTORE \t, \flags
+	RESTORE \flags
 	popq %rcx
 	leaq 128(%rsp), %rsp
 kprw_ir.\t\().end:

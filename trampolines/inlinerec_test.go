@@ -11,7 +11,9 @@ import (
 // TestInlineRec builds inline records of each form and register set and decodes them
 // whole: every instruction known and trusted, every PC-relative operand aimed at one of
 // the runtime's words (kprw_rt's fields, the two tables, the probe's iropen), every
-// jump inside the code or at the stub or back, and the length the one InlineRecLen said.
+// jump at the stub, back, or inside the code at the start of one of its instructions
+// (a jump the stores moved lands mid-instruction), and the length the one InlineRecLen
+// said.
 func TestInlineRec(t *testing.T) {
 	const at, stub, back = 0x400000, 0x3ff000, 0x1234
 	syms := InlineRecSyms{RT: 0x500000, TctxTab: 0x510000, TblkTab: 0x510008}
@@ -31,7 +33,10 @@ func TestInlineRec(t *testing.T) {
 				t.Fatalf("%v: %d bytes, InlineRecLen said %d", regs, len(b), n)
 			}
 			end := at + uint64(n)
+			starts := map[uint64]bool{}
+			var inside []uint64 // the targets of jumps inside the code
 			for off := 0; off < n-len(reloc)-kprt.SlotJmpBackLen; {
+				starts[at+uint64(off)] = true
 				in, err := x86dec.Decode(b[off:], at+uint64(off))
 				if err != nil || !in.Trusted {
 					t.Fatalf("%v flagsDead %v: at +%#x: %v (trusted %v)", regs, dead, off, err, in.Trusted)
@@ -43,10 +48,19 @@ func TestInlineRec(t *testing.T) {
 						t.Fatalf("%v: at +%#x: a PC-relative operand at %#x", regs, off, tg)
 					}
 				}
-				if in.Kind.IsDirectBranch() && in.Target != stub && (in.Target < at || in.Target >= end) {
-					t.Fatalf("%v: at +%#x: a jump to %#x", regs, off, in.Target)
+				if in.Kind.IsDirectBranch() && in.Target != stub {
+					if in.Target < at || in.Target >= end {
+						t.Fatalf("%v: at +%#x: a jump to %#x", regs, off, in.Target)
+					}
+					inside = append(inside, in.Target)
 				}
 				off += in.Len
+			}
+			starts[end-uint64(len(reloc)+kprt.SlotJmpBackLen)] = true // the DCR's copy
+			for _, tg := range inside {
+				if !starts[tg] {
+					t.Fatalf("%v flagsDead %v: a jump to +%#x, inside an instruction", regs, dead, tg-at)
+				}
 			}
 			jb, err := x86dec.Decode(b[n-kprt.SlotJmpBackLen:], end-kprt.SlotJmpBackLen)
 			if err != nil || jb.Target != back {

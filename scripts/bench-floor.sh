@@ -251,6 +251,12 @@ paste <(printf '%s' "${above["cpu floor tsc"]}") <(printf '%s' "${above["cpu che
 	<(printf '%s' "${above["cpu record tsc"]}") <(printf '%s' "${above["cpu direct tsc"]}") |
 	awk -f "$root/scripts/bench/split-rounds.awk"
 echo
+# the two bounds for the hot event, round by round (CPU time)
+paste <(printf '%s' "${above["cpu floor tsc"]}") <(printf '%s' "${above["cpu record tsc"]}") |
+	awk -v bound=1.5 -v what="tsc under \`record\` x its round's floor" -f "$root/scripts/bench/bound-rounds.awk"
+paste <(printf '%s' "${above["cpu record tsc"]}") <(printf '%s' "${above["cpu direct tsc"]}") |
+	awk -v bound=1.2 -v what="tsc directly x its round's \`record\`" -f "$root/scripts/bench/bound-rounds.awk"
+echo
 
 # python3.11 --calls '*' (and --clock counter, and uftrace) in the same script, its rounds
 # after these (PYTHON=0: the hot event alone)

@@ -129,3 +129,7 @@ echo "| rounds (the 120-instruction detour x the tsc floor) | rounds | calls: CP
 echo "| --- | --- | --- | --- |"
 paste <(printf '%s' "$floors") <(printf '%s' "$checks") <(printf '%s' "${per[calls]}") |
 	awk -f "$root/scripts/bench/split-rounds.awk"
+echo
+# the issue's bound, round by round
+paste <(printf '%s' "$floors") <(printf '%s' "${per[calls]}") |
+	awk -v bound=2.5 -v what="calls x its round's tsc floor" -f "$root/scripts/bench/bound-rounds.awk"

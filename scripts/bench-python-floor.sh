@@ -22,7 +22,8 @@
 # Each round's figures (ns a record, records lost) are printed as it ends, then the
 # table of medians, then calls' medians over the rounds split by the host's rate in
 # each (bench-floor.sh's split: the round's checks detour, 120 predicted instructions,
-# at most 1.2x its tsc floor, or above).
+# at most 1.2x its tsc floor, or above), then calls over its round's floor round by round
+# and how many rounds met the issue's 2.5x (scripts/bench/bound-rounds.awk).
 #
 # usage: [BASE=kprewrite] scripts/bench-python-floor.sh [ROUNDS]   (default 3)
 set -euo pipefail

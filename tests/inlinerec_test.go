@@ -86,12 +86,7 @@ func TestInlineRecords(t *testing.T) {
 	if r.Exit != 0 || r.Stdout != want.Stdout {
 		t.Fatalf("rewritten program: %s\nwant stdout %q", r, want.Stdout)
 	}
-	var got []string
-	for _, l := range readTrace(t, out+".trace") {
-		if l.Event != "warm" {
-			got = append(got, l.Event+strings.TrimRight(l.Args, " "))
-		}
-	}
+	got := eventArgs(t, out+".trace", "warm")
 	var exp []string
 	for i := uint64(0); i < 3000; i++ {
 		exp = append(exp, "r0",

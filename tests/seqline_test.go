@@ -95,17 +95,25 @@ func fastCfg(t *testing.T, bin string, env ...string) string {
 	return string(f[1])
 }
 
+// eventArgs is each line of the trace at path as its event's name and arguments
+// ("e3 a=0x1 b=0x2"), but the lines of event skip.
+func eventArgs(t *testing.T, path, skip string) []string {
+	t.Helper()
+	var got []string
+	for _, l := range readTrace(t, path) {
+		if l.Event != skip {
+			got = append(got, l.Event+strings.TrimRight(l.Args, " "))
+		}
+	}
+	return got
+}
+
 func seqLinesCheck(t *testing.T, out, env string) {
 	r := testprog.Run(t, testprog.Cmd{Path: out, Env: []string{"KPREWRITE_QUIET=1", env}})
 	if r.Exit != 0 {
 		t.Fatalf("rewritten program (%s): %s", env, r)
 	}
-	var got []string
-	for _, l := range readTrace(t, out+".trace") {
-		if l.Event != "warm" {
-			got = append(got, l.Event+strings.TrimRight(l.Args, " "))
-		}
-	}
+	got := eventArgs(t, out+".trace", "warm")
 	var want []string
 	for i := uint64(0); i < 3000; i++ {
 		want = append(want, "e0",

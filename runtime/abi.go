@@ -76,6 +76,14 @@ const (
 	EHFrameFDEs = 1
 )
 
+// SymWordBody[exit][flags] are SymOptBody specialized to the records of --calls
+// (src/optprobe.S's word bodies): an entry's stack pointer (exit 0: an EVENT line with
+// the spev word) or a ret's return address (exit 1: an EXIT line), no fetch; flags 0
+// where the analysis proved the arithmetic flags dead at the site. A detour's call
+// field targets one where the rewriter expects that line; a hit of another shape goes
+// on to SymOptBody.
+var SymWordBody = [2][2]string{{"kprw_word_body00", "kprw_word_body01"}, {"kprw_word_body10", "kprw_word_body11"}}
+
 // Header.
 const (
 	Magic   = 0x5752504b // "KPRW"

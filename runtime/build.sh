@@ -18,7 +18,7 @@ EXPORTS="kprewrite_rt_entry kprewrite_rt_lib_entry kprewrite_rt_reloc_entry kpre
  kprewrite_ktime_get_real_ns kprewrite_current kprewrite_smp_processor_id kprewrite_dump_stack kprewrite_copy_nofault
  kprewrite_strncpy_nofault kprewrite_rt_rseq_off kprewrite_rt_rseq_count
  kprewrite_rt_rseq_shardtab kprewrite_rt_pf_ctlgen kprewrite_rt_trig_base kprewrite_rt_rseq_fix
- kprw_rt kprw_tctx_tab kprw_tblk_tab"
+ kprw_rt kprw_tctx_tab kprw_tblk_tab kprw_word_body00 kprw_word_body01 kprw_word_body10 kprw_word_body11"
 
 # the runtime's build: images whose runtimes come from the same sources share their
 # process-wide state (src/rt_proc.c); others run side by side

@@ -42,7 +42,8 @@ func TestObjectRelocations(t *testing.T) {
 		}
 	}
 	exported := append([]string{SymEntry, SymLibEntry, SymRelocEntry, SymLibFini, SymInit, SymHdrRel, SymRetTramp, SymStats, SymOptCall, SymOptBody, SymOptTemplate, SymOptTemplateEnd, SymEHFrame,
-		SymRseqOff, SymRseqCount, SymRseqShardtab, SymPFCtlGen, SymTrigBase, SymRseqFix, SymRT, SymTctxTab, SymTblkTab},
+		SymRseqOff, SymRseqCount, SymRseqShardtab, SymPFCtlGen, SymTrigBase, SymRseqFix, SymRT, SymTctxTab, SymTblkTab,
+		SymWordBody[0][0], SymWordBody[0][1], SymWordBody[1][0], SymWordBody[1][1]},
 		HandlerAPI...)
 	for _, name := range exported {
 		if !globals[name] {

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "701955822189cd4b0712f40fc75fe191abc69107a0c2ea3f5c0fbd9edea836ce"
+const ObjectSHA256 = "ccf396a8242b8c3818a585b8b06932c6d57d4853f7e79942fe057671237121d0"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

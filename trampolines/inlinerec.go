@@ -293,8 +293,8 @@ func inlineRecTemplateOf(raw map[string]uint64, data []byte) (*inlineRecTemplate
 		}
 		t.fields = append(t.fields, inlineRecField{role: role, off: off, end: fe})
 	}
-	if len(t.fields) != 13 {
-		return nil, fmt.Errorf("%d fields, 13 expected", len(t.fields))
+	if len(t.fields) != 14 {
+		return nil, fmt.Errorf("%d fields, 14 expected", len(t.fields))
 	}
 	return t, nil
 }

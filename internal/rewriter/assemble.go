@@ -293,7 +293,7 @@ func (g *gen) buildText(a *assembly) error {
 	if a.cs != nil {
 		g.dcrs.picCS = a.bss.at(a.cs)
 	}
-	if err := g.dcrs.build(g, text.span(a.dcrs), a.enc, a.rt.optBody, a.rt.rseq); err != nil {
+	if err := g.dcrs.build(g, text.span(a.dcrs), a.enc, a.rt); err != nil {
 		return fmt.Errorf("%s: %w", g.f.Path, err)
 	}
 	if err := g.putRseqFix(a); err != nil {
@@ -431,6 +431,7 @@ type runtimeSymbols struct {
 	entry, libEntry, libFini, relocEntry, hdrRel, optBody, pfCtlGen, trigBase, rseqFix uint64
 	rseq                                                                               trampolines.CountRseq
 	ir                                                                                 trampolines.InlineRecSyms
+	wordBody                                                                           [2][2]uint64 // kprt.SymWordBody's
 }
 
 // lookupRuntime finds every symbol of runtimeSymbols in the linked runtime.
@@ -445,6 +446,8 @@ func lookupRuntime(out *objlink.Output) (runtimeSymbols, error) {
 		{kprt.SymPFCtlGen, &s.pfCtlGen}, {kprt.SymTrigBase, &s.trigBase}, {kprt.SymRseqFix, &s.rseqFix},
 		{kprt.SymRseqOff, &s.rseq.Off}, {kprt.SymRseqCount, &s.rseq.Count}, {kprt.SymRseqShardtab, &s.rseq.Shardtab},
 		{kprt.SymRT, &s.ir.RT}, {kprt.SymTctxTab, &s.ir.TctxTab}, {kprt.SymTblkTab, &s.ir.TblkTab},
+		{kprt.SymWordBody[0][0], &s.wordBody[0][0]}, {kprt.SymWordBody[0][1], &s.wordBody[0][1]},
+		{kprt.SymWordBody[1][0], &s.wordBody[1][0]}, {kprt.SymWordBody[1][1], &s.wordBody[1][1]},
 	} {
 		a, ok := out.Addr(w.name)
 		if !ok || a == 0 {

@@ -72,6 +72,8 @@ type dcrEntry struct {
 	ir    *trampolines.InlineRecSpec
 	irOff uint64
 	irLen int
+	// or, for a record of --calls, the word body its stub calls (wordBody)
+	word wordShape
 	// redirs: per redirect of the point (patch.Point.Redirects), the copy of the DCR from
 	// the jump's target on, followed by a jmp back, where the redirected jump goes
 	redirs []redirStub
@@ -164,6 +166,8 @@ func (a *dcrArea) add(g *gen, i int, rp *kprt.Point) error {
 			}
 		} else if size, err = g.addInlineRec(&e, i, rp, size); err != nil {
 			return err
+		} else if e.ir == nil {
+			e.word = g.wordShapeOf(i, rp)
 		}
 	}
 	if pt.Optimized() {
@@ -329,7 +333,8 @@ func (a *dcrArea) place(g *gen, base uint64) error {
 // build writes the area's bytes into b (a.total() bytes, all int3: the text section's
 // fill, which the gaps between detours keep) and replaces each
 // jump-optimized point's placeholder edit with the jmp to its detour.
-func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs trampolines.CountRseq) error {
+func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, rt runtimeSymbols) error {
+	rs := rt.rseq
 	if uint64(len(b)) != a.total() {
 		return fmt.Errorf("internal error: a %d-byte detour area in %d bytes", a.total(), len(b))
 	}
@@ -390,7 +395,7 @@ func (a *dcrArea) build(g *gen, b []byte, enc *kprt.Encoded, optcall uint64, rs 
 				code, err = trampolines.CountDetour(at, ctrs, shards, ers, e.flagsDead, reloc, back)
 				entry = at + uint64(e.layout.Entry)
 			} else {
-				code, err = trampolines.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), optcall, reloc, back)
+				code, err = trampolines.Detour(at, enc.PointIndex[e.point], enc.GateAddr(e.point), e.body(rt), reloc, back)
 				if err == nil && (e.pf != nil || e.ih != nil) {
 					code, entry, err = a.buildPrefilter(g, b, e, code, entry, enc, rs, stub, stubbed)
 				} else if err == nil && e.ir != nil {

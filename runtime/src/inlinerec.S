@@ -73,7 +73,7 @@ kprw_ir.\t\().early:
 kprw_ir.\t\().entry:
 	leaq -128(%rsp), %rsp
 	/* the configured paths' conditions (kprw_rt.fast_cfg: the TSC clock, the TCB's
-	 * word, rdpid, prefetchw, sw_gen's word; 0 before start-up), tested with jrcxz
+	 * word, the rseq area's CPU, prefetchw, sw_gen's word; 0 before start-up), tested with jrcxz
 	 * before anything else is saved: another clock, chosen at run time, costs a
 	 * declining hit six instructions */
 	pushq %rcx
@@ -118,7 +118,10 @@ kprw_ir.\t\().entry:
 	cmpq OF_TCTX_TID(%rcx), %rax
 	jne kprw_ir.\t\().decline
 	/* the CPU: the record's first word's bits 32-47 */
-	rdpid %r9
+	RIP \t, rt.4, OF_RT_CPU_RSEQ, 0x4c, 0x8b, 0x0d	/* movq cpu_rseq(%rip), %r9 */
+	movl %fs:4(%r9), %r9d
+	testl %r9d, %r9d
+	js kprw_ir.\t\().decline
 	andl $0xfff, %r9d
 	shlq $32, %r9
 	/* the thread's kprw_tblk (the context's index, times 64, into the block table) */

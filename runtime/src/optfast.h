@@ -30,6 +30,7 @@
 #define OF_RT_FAST_CFG 764
 #define OF_RT_SW_GEN 768
 #define OF_RT_REC_FULL 784
+#define OF_RT_CPU_RSEQ 792
 #define OF_RT_TRACE 240
 #define OF_TRACE_LOST 32        /* struct kprw_trace_hdr's lost */
 #define OF_RT_PROBES 24

@@ -247,13 +247,11 @@ kprewrite_rt_optprobe_template_end:
 	.endm
 
 /* CPU_WORD puts the CPU (kprw_cpu_fast) in %r9's bits 32-47, the record's first word;
- * with cfg (kprw_rt.fast_cfg: rdpid is there) by rdpid without a test */
+ * with cfg (kprw_rt.fast_cfg: the rseq area's offset is in kprw_rt.cpu_rseq) the area's
+ * cpu_id, no rdpid (CPU_RSEQ) */
 	.macro CPU_WORD fail, cfg=0
 	.if \cfg
-	rdpid %rax
-	andl $0xfff, %eax
-	shlq $32, %rax
-	movq %rax, %r9
+	CPU_RSEQ %r9, \fail
 	.else
 	cmpl $0, kprw_rt+OF_RT_HAS_RDPID(%rip)
 	je 4f
@@ -271,6 +269,20 @@ kprewrite_rt_optprobe_template_end:
 	jmp 5b
 	.subsection 0
 	.endif
+	.endm
+
+/* CPU_RSEQ puts the CPU in reg's bits 32-47 from the cpu_id of the thread's rseq area
+ * at kprw_rt.cpu_rseq (kprw_cpu_fast's second way: one load on every CPU, where rdpid
+ * is missing on some and on some VMs' CPU models); a thread whose area is not
+ * registered (cpu_id -1 or -2) to fail. The configured paths' (fast_cfg), where the
+ * thread's glibc TCB was checked already (TCTX_FIND): the area is in it. */
+	.macro CPU_RSEQ reg, fail
+	movq kprw_rt+OF_RT_CPU_RSEQ(%rip), \reg
+	movl %fs:4(\reg), \reg\()d
+	testl \reg\()d, \reg\()d
+	js \fail
+	andl $0xfff, \reg\()d
+	shlq $32, \reg
 	.endm
 
 /* NOW_CHECK (the counter's and mono's: CLOCK_NOW): the comm younger than its refresh (the
@@ -588,7 +600,7 @@ kprewrite_rt_optprobe_template_end:
 	.endm
 
 /* RETHOOK_PATH is kprw_rethook_fast's record; with cfg, the configured one
- * (kprw_rt.fast_cfg: the TSC clock, the hot table, sw_gen's word, the TCB's word, rdpid
+ * (kprw_rt.fast_cfg: the TSC clock, the hot table, sw_gen's word, the TCB's word, the rseq area's CPU
  * and prefetchw there, no test of each) */
 	.macro RETHOOK_PATH cfg
 	cmpq $0, kprw_rs_tab(%rip)
@@ -734,7 +746,7 @@ kprw_rethook_fast:
 kprewrite_rt_optprobe_body:
 	FAST_SAVE
 	/* the configured paths (kprw_rt.fast_cfg: the hot table, sw_gen's word, the TCB's
-	 * word, rdpid, prefetchw and the TSC clock there) for the lines of a count's shape:
+	 * word, the rseq area's CPU, prefetchw and the TSC clock there) for the lines of a count's shape:
 	 * one test instead of one a thing; the index is the rewriter's stub's, below
 	 * npoints (kprewrite_rt_optcall's check) */
 	cmpl $0, kprw_rt+OF_RT_FAST_CFG(%rip)
@@ -1134,3 +1146,124 @@ kprewrite_rt_optprobe_body:
 	leaq 8(%rsp), %rsp
 	iretq
 	.size kprewrite_rt_optprobe_body, .-kprewrite_rt_optprobe_body
+
+/* The word bodies: the shared body specialized to one line shape, which the rewriter's
+ * stub calls instead of kprewrite_rt_optprobe_body at the points of --calls whose lines
+ * are .Lword's (runtime.SymWordEntry: an EVENT line with spev, the entry of a function
+ * whose return events are at its exits; runtime.SymWordExit: an EXIT line, a ret's
+ * return event; neither with fetches). The general body chooses a line's path at each
+ * hit (the fast_cfg test, the shape's compares, an exit's or entry's word) and saves
+ * the eight registers any path uses; here the shape is one compare of the kind word
+ * and the work is fixed: six registers saved (the thread's context in %rcx, whose
+ * value the stub saved), the word written by one instruction (issue 49: python3.11's
+ * records are paid instruction by instruction, ~115 a record through the general
+ * body). Anything else (another shape: the rewriter guessed from the definitions and
+ * a live change or the runtime's choice made the line another; a configuration
+ * without fast_cfg; any check of .Lword's that fails) goes to the general body with
+ * everything as the stub left it (%ecx the point's index again), before a place is
+ * taken or with its count taken back, which decides again. With flags 0 the
+ * analysis proved the arithmetic flags dead at the site (the rewriter's choice): not
+ * saved. The frame: [0 flags,] r11 r10 r9 rdi rdx rax (8 bytes each), the return
+ * address into the stub, the program's rcx; S above the red zone. */
+	.macro WORD_BODY exit, flags
+	pushq %rax
+	.if \flags
+	lahf
+	seto %al
+	.endif
+	pushq %rdx
+	pushq %rdi
+	pushq %r9
+	pushq %r10
+	pushq %r11
+	.if \flags
+	pushq %rax
+	.endif
+	.set WB_S, 192 + 8 * \flags
+	cmpl $0, kprw_rt+OF_RT_FAST_CFG(%rip)
+	je 3f
+	movl %ecx, %edi
+	shlq $SH_HOT, %rdi
+	addq kprw_rt+OF_RT_HOT(%rip), %rdi
+	.if \exit
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | FC_HOT_EXIT), OF_HOT_KIND(%rdi)
+	.else
+	cmpl $((FC_HOT_FAST | FC_HOT_SEQ) << 24 | 1 << 16 | FC_HOT_EVENT), OF_HOT_KIND(%rdi)
+	.endif
+	jne 3f
+	/* a word at S that holds the trampoline: .Lgeneral's */
+	leaq kprewrite_rt_rettramp(%rip), %rax
+	cmpq %rax, WB_S(%rsp)
+	je 3f
+	RAW_TSC
+	HOT_OPEN OF_HOT_OPEN, 2f, 1
+	/* the thread's context (TCTX_FIND's named case, in %rcx; a miss: the general
+	 * body's, which names it) */
+	movq %fs:FC_TCB_SLOT, %rcx
+	movq %rcx, %rdx
+	subq kprw_tctx_tab(%rip), %rdx
+	cmpq $FC_TCTX_BYTES, %rdx
+	jae 2f
+	testb $((1 << SH_TCTX) - 1), %dl
+	jnz 2f
+	movq %fs:0, %rax
+	cmpq %rax, (%rcx)
+	jne 2f
+	movl %fs:FC_TCB_TID, %eax
+	cmpq OF_TCTX_TID(%rcx), %rax
+	jne 2f
+	CPU_RSEQ %r9, 2f
+	movq %rdx, %r10
+	addq kprw_tblk_tab(%rip), %r10
+	TCLK_NOW 2f
+	orq $(FC_CREC_HIT | FC_CREC_RET), %r9	/* rlen: no data, the word */
+	movl $24, %r11d
+	PLACE 1f, 0, 1, 0
+	TS_STORE OF_HOT_PI
+	.if \exit
+	movq WB_S(%rsp), %rax	/* the return address */
+	.else
+	leaq WB_S(%rsp), %rax	/* S, bit 0 clear */
+	.endif
+	movq %rax, 16(%rdx)
+	movw $FC_CREC_COMMITTED, 2(%rdx)
+	WORD_RESTORE \flags
+	ret
+	/* past the block's end: the count taken back (PLACE_FAIL's) */
+1:	movq %rcx, %r10
+	subq kprw_tctx_tab(%rip), %r10
+	addq kprw_tblk_tab(%rip), %r10
+	decq OF_TBLK_NREC(%r10)
+	/* the point's index back from its line */
+2:	subq kprw_rt+OF_RT_HOT(%rip), %rdi
+	shrq $SH_HOT, %rdi
+	movl %edi, %ecx
+3:	WORD_RESTORE \flags
+	jmp kprewrite_rt_optprobe_body
+	.endm
+
+	.macro WORD_RESTORE flags
+	.if \flags
+	popq %rax
+	addb $0x7f, %al
+	sahf
+	.endif
+	popq %r11
+	popq %r10
+	popq %r9
+	popq %rdi
+	popq %rdx
+	popq %rax
+	.endm
+
+	.irp exit, 0, 1
+	.irp flags, 0, 1
+	.globl kprw_word_body\exit\flags
+	.hidden kprw_word_body\exit\flags
+	.type kprw_word_body\exit\flags,@function
+	.balign 16
+kprw_word_body\exit\flags:
+	WORD_BODY \exit, \flags
+	.size kprw_word_body\exit\flags, .-kprw_word_body\exit\flags
+	.endr
+	.endr

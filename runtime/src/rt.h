@@ -352,6 +352,10 @@ struct kprw_rt {
 	 * the area's end): a record that finds no room in its thread's block is lost, and
 	 * optprobe.S's paths count it so without the C path (kprw_new_block) */
 	u32 rec_full;
+	/* kprewrite_rt_rseq_off while it is published (kprw_rseq_arm), else 0: where the
+	 * configured paths (fast_cfg) read the CPU, the thread's rseq area's cpu_id, on
+	 * every CPU (rdpid is missing on some, and on some VMs' CPU models) */
+	u64 cpu_rseq;
 };
 #define KPRW_HAS_USER 0x1      /* KPRW_F_USER probes (C handlers) */
 #define KPRW_HAS_KRET 0x2      /* KPRW_T_KRETPROBE probes */

@@ -48,6 +48,7 @@ OF(kprw_rt, tcb_slot, OF_RT_TCB_SLOT);
 OF(kprw_rt, rec_fast, OF_RT_REC_FAST);
 OF(kprw_rt, fast_cfg, OF_RT_FAST_CFG);
 OF(kprw_rt, rec_full, OF_RT_REC_FULL);
+OF(kprw_rt, cpu_rseq, OF_RT_CPU_RSEQ);
 OF(kprw_rt, trace, OF_RT_TRACE);
 OF(kprw_trace_hdr, lost, OF_TRACE_LOST);
 OF(kprw_stats, lost, OF_STATS_LOST);
@@ -324,7 +325,7 @@ static __attribute__((noinline)) long kprw_optcall_hot(struct pt_regs *regs, u32
 
 /* kprw_fast_pick sets kprw_rt.fast_cfg when what optprobe.S's configured paths assume
  * holds: the hot table there, sw_gen's word, the thread's context named in glibc's TCB
- * (kprw_rt.tcb_slot), rdpid, prefetchw and the TSC clock. Each is a test and a branch
+ * (kprw_rt.tcb_slot), the rseq area's CPU (kprw_rt.cpu_rseq), prefetchw and the TSC clock. Each is a test and a branch
  * of every record of the general paths (the configured ones test this word once): a
  * record is paid by its instructions on a host that runs them at half its rate in its
  * slow minutes (issue 49). Each writer of those calls it after its store; a thread that
@@ -333,7 +334,7 @@ static __attribute__((noinline)) long kprw_optcall_hot(struct pt_regs *regs, u32
  * own test of clk_tsc has. */
 void kprw_fast_pick(void)
 {
-	u32 f = kprw_rt.hot && kprw_rt.sw_gen && kprw_rt.tcb_slot == KPRW_TCB_SLOT && kprw_rt.has_rdpid &&
+	u32 f = kprw_rt.hot && kprw_rt.sw_gen && kprw_rt.tcb_slot == KPRW_TCB_SLOT && kprw_rt.cpu_rseq &&
 		kprw_rt.has_prefetchw && kprw_rt.clk_tsc;
 	__atomic_store_n(&kprw_rt.fast_cfg, f, __ATOMIC_RELEASE);
 }

@@ -248,6 +248,8 @@ void kprw_rseq_arm(u8 *shards, u64 stride)
 	kprw_rseq_cs.abort_ip = (u64)(uptr)kprw_rseq_abort;
 	rseq_fix();
 	__atomic_store_n(&kprewrite_rt_rseq_off, (u64)kprw_rt.rseq_off, __ATOMIC_RELEASE);
+	__atomic_store_n(&kprw_rt.cpu_rseq, (u64)kprw_rt.rseq_off, __ATOMIC_RELEASE);
+	kprw_fast_pick();
 }
 
 /* kprw_rseq_verify checks, once the thread library has registered the main thread's
@@ -265,4 +267,6 @@ void kprw_rseq_verify(void)
 		return;
 	__atomic_store_n(&kprw_rt.hits_per_cpu, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&kprewrite_rt_rseq_off, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&kprw_rt.cpu_rseq, 0, __ATOMIC_RELEASE);
+	kprw_fast_pick();
 }

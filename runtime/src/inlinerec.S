@@ -73,9 +73,9 @@ kprw_ir.\t\().early:
 kprw_ir.\t\().entry:
 	leaq -128(%rsp), %rsp
 	/* the configured paths' conditions (kprw_rt.fast_cfg: the TSC clock, the TCB's
-	 * word, the rseq area's CPU, prefetchw, sw_gen's word; 0 before start-up), tested with jrcxz
-	 * before anything else is saved: another clock, chosen at run time, costs a
-	 * declining hit six instructions */
+	 * word, the rseq area's CPU, prefetchw, sw_gen's word; 0 before start-up), tested
+	 * with jrcxz before anything else is saved: another clock, chosen at run time,
+	 * costs a declining hit six instructions */
 	pushq %rcx
 	RIP \t, rt.1, OF_RT_FAST_CFG, 0x8b, 0x0d	/* movl fast_cfg(%rip), %ecx */
 	jrcxz kprw_ir.\t\().early

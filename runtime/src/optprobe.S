@@ -600,8 +600,8 @@ kprewrite_rt_optprobe_template_end:
 	.endm
 
 /* RETHOOK_PATH is kprw_rethook_fast's record; with cfg, the configured one
- * (kprw_rt.fast_cfg: the TSC clock, the hot table, sw_gen's word, the TCB's word, the rseq area's CPU
- * and prefetchw there, no test of each) */
+ * (kprw_rt.fast_cfg: the TSC clock, the hot table, sw_gen's word, the TCB's word, the
+ * rseq area's CPU and prefetchw there, no test of each) */
 	.macro RETHOOK_PATH cfg
 	cmpq $0, kprw_rs_tab(%rip)
 	je .Lrslow
@@ -746,9 +746,9 @@ kprw_rethook_fast:
 kprewrite_rt_optprobe_body:
 	FAST_SAVE
 	/* the configured paths (kprw_rt.fast_cfg: the hot table, sw_gen's word, the TCB's
-	 * word, the rseq area's CPU, prefetchw and the TSC clock there) for the lines of a count's shape:
-	 * one test instead of one a thing; the index is the rewriter's stub's, below
-	 * npoints (kprewrite_rt_optcall's check) */
+	 * word, the rseq area's CPU, prefetchw and the TSC clock there) for the lines of a
+	 * count's shape: one test instead of one a thing; the index is the rewriter's
+	 * stub's, below npoints (kprewrite_rt_optcall's check) */
 	cmpl $0, kprw_rt+OF_RT_FAST_CFG(%rip)
 	je 17f
 	movl %ecx, %edi

@@ -3,7 +3,7 @@
 package kprt
 
 // ObjectSHA256 is the SHA-256 of kprewrite_rt.o as build.sh wrote it.
-const ObjectSHA256 = "467bb38b2a208f35b4980229be0e960e16317d684e17a061d3525b93f3313bd9"
+const ObjectSHA256 = "ffd1ba1e7a5e8890c42d9d1652ad78dec9524b47cdeb926d68a11c17e1911e39"
 
 // Compiler is the compiler that built kprewrite_rt.o.
 const Compiler = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

@@ -18,13 +18,8 @@ import (
 // code may run (iropen).
 func (g *gen) inlineRecRegs(i int) ([]int, bool) {
 	pt := &g.plan.Points[i]
-	if !pt.Optimized() || pt.Exit || pt.Withheld || g.reopt[i] || g.opt.CountOnly || g.opt.Handlers != nil ||
-		len(pt.Requests) != 1 || (g.opt.Clock != "" && g.opt.Clock != "tsc") {
-		return nil, false
-	}
-	ri := pt.Requests[0]
-	d := &g.probes[ri]
-	if d.Handler != nil || d.Spare || d.Def.Return || d.Filter != "" || len(d.Triggers) > 0 || g.evOf[ri] < 0 ||
+	d, ok := g.plainTSCRecord(i)
+	if !ok || pt.Exit || g.reopt[i] || d.Def.Return || g.evOf[pt.Requests[0]] < 0 ||
 		len(d.Def.Args) > trampolines.InlineRecMaxRegs {
 		return nil, false
 	}

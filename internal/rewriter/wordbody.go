@@ -1,6 +1,7 @@
 package rewriter
 
 import (
+	"github.com/kprewrite/kprewrite/internal/probedefs"
 	kprt "github.com/kprewrite/kprewrite/runtime"
 )
 
@@ -22,13 +23,9 @@ type wordShape struct {
 // compare, never a wrong record.
 func (g *gen) wordShapeOf(i int, rp *kprt.Point) wordShape {
 	pt := &g.plan.Points[i]
-	if !pt.Optimized() || pt.Withheld || g.opt.CountOnly || g.opt.Handlers != nil || len(pt.Requests) != 1 ||
-		len(rp.Probes) != 1 || (g.opt.Clock != "" && g.opt.Clock != "tsc") {
-		return wordShape{}
-	}
-	q, d := rp.Probes[0], &g.probes[pt.Requests[0]]
-	if q.Type != kprt.TKprobe || q.Flags != kprt.FTrace || d.Handler != nil || d.Spare || d.Filter != "" ||
-		len(d.Triggers) > 0 || len(d.Def.Args) > 0 {
+	d, ok := g.plainTSCRecord(i)
+	if !ok || len(rp.Probes) != 1 || rp.Probes[0].Type != kprt.TKprobe || rp.Probes[0].Flags != kprt.FTrace ||
+		len(d.Def.Args) > 0 {
 		return wordShape{}
 	}
 	switch {
@@ -38,6 +35,25 @@ func (g *gen) wordShapeOf(i int, rp *kprt.Point) wordShape {
 		return wordShape{entry: true, flagsDead: g.flagsDead(pt.Site)}
 	}
 	return wordShape{}
+}
+
+// plainTSCRecord is the definition of plan point i when the point's record may be
+// written by assembly fixed at rewrite time (an inline record, a word body): a
+// jump-optimized point, not withheld for live probes, of one traced event without a C
+// handler, filter or trigger, not a prepared site's spare, in an image without C
+// handlers or --count-only, the TSC clock not ruled out by --clock (the code reads it;
+// another clock chosen at run time makes it decline).
+func (g *gen) plainTSCRecord(i int) (*probedefs.Probe, bool) {
+	pt := &g.plan.Points[i]
+	if !pt.Optimized() || pt.Withheld || g.opt.CountOnly || g.opt.Handlers != nil || len(pt.Requests) != 1 ||
+		(g.opt.Clock != "" && g.opt.Clock != "tsc") {
+		return nil, false
+	}
+	d := &g.probes[pt.Requests[0]]
+	if d.Handler != nil || d.Spare || d.Filter != "" || len(d.Triggers) > 0 {
+		return nil, false
+	}
+	return d, true
 }
 
 // body is the address the stub of detour entry e calls: its word body, or the shared

@@ -328,10 +328,10 @@ static __attribute__((noinline)) long kprw_optcall_hot(struct pt_regs *regs, u32
  * (kprw_rt.tcb_slot), the rseq area's CPU (kprw_rt.cpu_rseq), prefetchw and the TSC
  * clock. Each is a test and a branch of every record of the general paths (the
  * configured ones test this word once): a record is paid by its instructions on a host
- * that runs them at half its rate in its slow minutes (issue 49). Each writer of those calls it after its store; a thread that
- * read the word just before a change still checks what it reads (a TCB word is
- * validated before use), and the clock's change has the window the general paths'
- * own test of clk_tsc has. */
+ * that runs them at half its rate in its slow minutes (issue 49). Each writer of those
+ * calls it after its store; a thread that read the word just before a change still
+ * checks what it reads (a TCB word is validated before use), and the clock's change has
+ * the window the general paths' own test of clk_tsc has. */
 void kprw_fast_pick(void)
 {
 	u32 f = kprw_rt.hot && kprw_rt.sw_gen && kprw_rt.tcb_slot == KPRW_TCB_SLOT && kprw_rt.cpu_rseq &&
